@@ -1,0 +1,146 @@
+//! The small JSON-writing primitives shared by the writers: string escaping, `µs.nnn` time
+//! formatting and [`Value`] serialization. All of them append to a byte buffer by hand,
+//! without serde, because they run once per event.
+
+use crate::value::Value;
+
+/// Appends `s` as a JSON string literal, escaped per RFC 8259.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut plain_from = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[plain_from..i]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[(b >> 4) as usize]);
+            out.push(HEX[(b & 0xf) as usize]);
+        } else {
+            out.extend_from_slice(escape);
+        }
+        plain_from = i + 1;
+    }
+    out.extend_from_slice(&bytes[plain_from..]);
+    out.push(b'"');
+}
+
+/// Appends nanoseconds as microseconds with exactly three decimals (`1234567` → `1234.567`),
+/// from integers only; negative values are written as `0.000`.
+pub fn write_us(out: &mut Vec<u8>, ns: i64) {
+    let ns = ns.max(0);
+    let mut buf = itoa::Buffer::new();
+    out.extend_from_slice(buf.format(ns / 1000).as_bytes());
+    let frac = (ns % 1000) as u16;
+    out.extend_from_slice(&[
+        b'.',
+        b'0' + (frac / 100) as u8,
+        b'0' + (frac / 10 % 10) as u8,
+        b'0' + (frac % 10) as u8,
+    ]);
+}
+
+/// Appends an integer.
+pub fn write_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// Appends a float; non-finite values (which JSON cannot hold) are written as `null`.
+pub fn write_float(out: &mut Vec<u8>, v: f64) {
+    if v.is_finite() {
+        if v == v.trunc() && v.abs() < 1e15 {
+            write_int(out, v as i64);
+        } else {
+            out.extend_from_slice(format!("{v}").as_bytes());
+        }
+    } else {
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// Appends a value. A raw fragment is validated: valid JSON is written verbatim, anything
+/// else as a string.
+pub fn write_value(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Int(i) => write_int(out, *i),
+        Value::UInt(u) => write_int(out, *u),
+        Value::Float(f) => write_float(out, *f),
+        Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Str(s) => write_str(out, s),
+        Value::List(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Json(raw) => {
+            if is_valid_json(raw) {
+                out.extend_from_slice(raw.trim().as_bytes());
+            } else {
+                write_str(out, raw);
+            }
+        }
+    }
+}
+
+/// True when `raw` is one complete JSON value.
+pub fn is_valid_json(raw: &str) -> bool {
+    serde_json::from_str::<serde::de::IgnoredAny>(raw).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(f: impl FnOnce(&mut Vec<u8>)) -> String {
+        let mut out = Vec::new();
+        f(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn microseconds_have_three_decimals() {
+        assert_eq!(s(|o| write_us(o, 4_385_904_291_872_315)), "4385904291872.315");
+        assert_eq!(s(|o| write_us(o, 5)), "0.005");
+        assert_eq!(s(|o| write_us(o, 1000)), "1.000");
+        assert_eq!(s(|o| write_us(o, -7)), "0.000");
+    }
+
+    #[test]
+    fn strings_are_escaped_and_round_trip() {
+        for name in [
+            r#"{"device": "cpu", "dtype": "float32"}(12): run"#,
+            "aten::addmm",
+            r#"thread "with" quotes"#,
+            "C:\\path\\to\nfile\t\u{1}\u{1f}é😀",
+        ] {
+            let json = s(|o| write_str(o, name));
+            let back: String = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, name);
+        }
+        assert_eq!(s(|o| write_str(o, "\u{1}")), r#""\u0001""#);
+    }
+
+    #[test]
+    fn raw_fragments_are_validated() {
+        assert_eq!(s(|o| write_value(o, &Value::json("[1, 2]"))), "[1, 2]");
+        assert_eq!(s(|o| write_value(o, &Value::json("{bad"))), r#""{bad""#);
+        assert_eq!(s(|o| write_value(o, &Value::Float(f64::NAN))), "null");
+        assert_eq!(s(|o| write_value(o, &Value::Float(87.5))), "87.5");
+    }
+}

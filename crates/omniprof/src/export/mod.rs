@@ -1,0 +1,3 @@
+//! Writers: every one reads the same [`Trace`](crate::Trace).
+
+pub mod json;

@@ -1,0 +1,1 @@
+//! Readers that rebuild a [`Trace`](crate::Trace) from a file.

@@ -1,0 +1,44 @@
+//! omniprof: a device-agnostic activity profiler.
+//!
+//! Host threads record ops and named ranges into per-thread buffers ([`record`]); a
+//! [`Profiler`] session drives the recording and turns it into one [`Trace`], which the
+//! writers in [`export`] save as Kineto-compatible Chrome JSON and the reader in [`import`]
+//! rebuilds from any Kineto trace. Modules, in the order data flows:
+//!
+//! - [`activity`]: activity types, classes and the [`Activity`] record;
+//! - [`config`]: Kineto `KEY=VALUE` configuration;
+//! - [`clock`]: the recording clock and its calibration;
+//! - [`record`]: the host recorder (`record_function`, `scope!`, instants);
+//! - [`session`]: the session engine (prepare → start → stop);
+//! - [`trace`]: the trace model;
+//! - [`export`], [`import`]: writers and readers.
+//!
+//! ```ignore
+//! use omniprof::{Profiler, record_function};
+//!
+//! let mut profiler = Profiler::builder().build().unwrap();
+//! profiler.start().unwrap();
+//! {
+//!     let _step = record_function("step");
+//!     omniprof::scope!("inner");
+//! }
+//! let trace = profiler.stop().unwrap();
+//! assert!(trace.activities.iter().any(|a| &*a.name == "step"));
+//! ```ignore
+
+pub mod activity;
+pub mod clock;
+pub mod config;
+pub mod export;
+pub mod import;
+pub mod record;
+pub mod session;
+pub mod trace;
+pub mod value;
+
+pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
+pub use config::Config;
+pub use record::{instant, record_function, record_op, Name, RangeGuard};
+pub use session::{Profiler, ProfilerBuilder, SessionError};
+pub use trace::Trace;
+pub use value::Value;

@@ -1,0 +1,4 @@
+//! The session engine (placeholder).
+pub struct Profiler;
+pub struct ProfilerBuilder;
+pub struct SessionError;

@@ -1,0 +1,160 @@
+//! The one trace model: what a session produces, what the reader rebuilds from a file, and what
+//! every exporter and analysis reads.
+//!
+//! ```
+//! use omniprof::{Activity, ActivityType, Trace, Value};
+//!
+//! let mut trace = Trace::new(1_000, 2_000);
+//! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 42, 42, 1_100, 1_500));
+//! trace.set_metadata("trace_id", Value::from("ABC"));
+//! assert_eq!(trace.metadata("trace_id"), Some(&Value::from("ABC")));
+//! assert_eq!(trace.activities[0].duration_ns(), 400);
+//! ```
+
+use std::sync::OnceLock;
+
+use crate::activity::Activity;
+use crate::value::Value;
+
+/// Three average months (3 × 2,629,746 s): the granularity of `baseTimeNanoseconds`.
+const BASE_TIME_QUANTUM_S: i64 = 7_889_238;
+
+/// A process row (`process_name`, `process_labels`, `process_sort_index`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessRow {
+    pub pid: i64,
+    pub name: String,
+    pub label: String,
+    pub sort_index: i64,
+}
+
+/// A thread row (`thread_name`, `thread_sort_index`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadRow {
+    pub pid: i64,
+    pub tid: i64,
+    pub name: String,
+    pub sort_index: i64,
+}
+
+/// A trace span: the `Trace` row on `pid` "Spans" plus its `Iteration Start` marker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// The span name (`PyTorch Profiler`, `omniprof`).
+    pub name: String,
+    /// Written before the name in the `Trace` event (`GPU: ` for device spans).
+    pub prefix: String,
+    pub iteration: i64,
+    pub start_ns: i64,
+    /// Equal to `start_ns` when the span has no end.
+    pub end_ns: i64,
+    pub op_count: u64,
+}
+
+/// A complete trace: header, rows, activities, spans.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    /// Written as `baseTimeNanoseconds`; `ts` values are relative to it.
+    pub base_time_ns: i64,
+    /// The capture window; device activities outside it are dropped.
+    pub window_start_ns: i64,
+    pub window_end_ns: i64,
+    /// Metadata entries in insertion order (written between `deviceProperties` and
+    /// `displayTimeUnit`).
+    pub metadata: Vec<(String, Value)>,
+    /// One JSON object per device (`deviceProperties`).
+    pub device_properties: Vec<Value>,
+    pub processes: Vec<ProcessRow>,
+    pub threads: Vec<ThreadRow>,
+    pub activities: Vec<Activity>,
+    pub spans: Vec<Span>,
+    /// The `traceName` (the output path, set by the writer when absent).
+    pub trace_name: Option<String>,
+}
+
+impl Trace {
+    /// An empty trace with this capture window and the process-wide base time.
+    pub fn new(window_start_ns: i64, window_end_ns: i64) -> Self {
+        Self {
+            base_time_ns: process_base_time_ns(),
+            window_start_ns,
+            window_end_ns,
+            metadata: Vec::new(),
+            device_properties: Vec::new(),
+            processes: Vec::new(),
+            threads: Vec::new(),
+            activities: Vec::new(),
+            spans: Vec::new(),
+            trace_name: None,
+        }
+    }
+
+    /// The value of a metadata key.
+    pub fn metadata(&self, key: &str) -> Option<&Value> {
+        self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Sets a metadata key, replacing an earlier value in place.
+    pub fn set_metadata(&mut self, key: impl Into<String>, value: Value) {
+        let key = key.into();
+        match self.metadata.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.metadata.push((key, value)),
+        }
+    }
+
+    /// Adds a process row unless one with the same pid exists.
+    pub fn add_process(&mut self, row: ProcessRow) {
+        if !self.processes.iter().any(|p| p.pid == row.pid) {
+            self.processes.push(row);
+        }
+    }
+
+    /// Adds a thread row unless one with the same (pid, tid) exists.
+    pub fn add_thread(&mut self, row: ThreadRow) {
+        if !self
+            .threads
+            .iter()
+            .any(|t| t.pid == row.pid && t.tid == row.tid)
+        {
+            self.threads.push(row);
+        }
+    }
+}
+
+/// The wall clock at first use, floored to three average months, so every process of a job
+/// that starts within the same quarter shares the base (as Kineto does).
+pub fn process_base_time_ns() -> i64 {
+    static BASE: OnceLock<i64> = OnceLock::new();
+    *BASE.get_or_init(|| base_time_for(crate::clock::wall_now_ns()))
+}
+
+/// `baseTimeNanoseconds` for a wall-clock time.
+pub fn base_time_for(wall_ns: i64) -> i64 {
+    let secs = wall_ns.div_euclid(1_000_000_000);
+    secs.div_euclid(BASE_TIME_QUANTUM_S) * BASE_TIME_QUANTUM_S * 1_000_000_000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_time_matches_kinetos_example() {
+        let base = 1_790_857_026_000_000_000;
+        assert_eq!(base_time_for(base), base);
+        assert_eq!(base_time_for(base + 50 * 86_400 * 1_000_000_000), base);
+        assert_eq!(base / 1_000_000_000 / BASE_TIME_QUANTUM_S, 227);
+    }
+
+    #[test]
+    fn metadata_keeps_insertion_order_and_replaces_in_place() {
+        let mut t = Trace::new(0, 1);
+        t.set_metadata("a", Value::from(1i64));
+        t.set_metadata("b", Value::from(2i64));
+        t.set_metadata("a", Value::from(3i64));
+        let keys: Vec<_> = t.metadata.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["a", "b"]);
+        assert_eq!(t.metadata("a"), Some(&Value::Int(3)));
+    }
+}
