@@ -186,6 +186,25 @@ impl ActivityType {
         }
     }
 
+    /// False for the types that never get their own correlation id as `External id`
+    /// (device work, runtime and driver calls, counters): they carry the id of the host op
+    /// they are linked to, and their own id is written as `correlation`.
+    pub const fn has_own_external_id(self) -> bool {
+        !matches!(
+            self,
+            Self::GpuMemcpy
+                | Self::GpuMemset
+                | Self::ConcurrentKernel
+                | Self::CudaRuntime
+                | Self::CudaDriver
+                | Self::XpuRuntime
+                | Self::XpuDriver
+                | Self::PrivateUse1Runtime
+                | Self::PrivateUse1Driver
+                | Self::GpuPmCounter
+        )
+    }
+
     /// True for types written as counter (`C`) events.
     pub const fn is_counter(self) -> bool {
         matches!(

@@ -13,7 +13,7 @@
 //! - [`trace`]: the trace model;
 //! - [`export`], [`import`]: writers and readers.
 //!
-//! ```ignore
+//! ```
 //! use omniprof::{Profiler, record_function};
 //!
 //! let mut profiler = Profiler::builder().build().unwrap();
@@ -24,7 +24,7 @@
 //! }
 //! let trace = profiler.stop().unwrap();
 //! assert!(trace.activities.iter().any(|a| &*a.name == "step"));
-//! ```ignore
+//! ```
 
 pub mod activity;
 pub mod clock;

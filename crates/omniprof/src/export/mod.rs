@@ -1,3 +1,4 @@
 //! Writers: every one reads the same [`Trace`](crate::Trace).
 
+pub mod chrome;
 pub mod json;

@@ -1,4 +1,373 @@
-//! The session engine (placeholder).
-pub struct Profiler;
-pub struct ProfilerBuilder;
-pub struct SessionError;
+//! The session engine: the synchronous path of `reference/lifecycle.md` (prepare → start →
+//! stop → [`Trace`]).
+//!
+//! Only one session records at a time in a process, because the host recorder is
+//! process-wide; a second one is refused with [`SessionError::Busy`].
+//!
+//! ```
+//! use omniprof::{ActivitySet, ActivityType, Profiler};
+//!
+//! let mut profiler = Profiler::builder()
+//!     .activities([ActivityType::CpuOp, ActivityType::UserAnnotation].into_iter().collect())
+//!     .build()
+//!     .unwrap();
+//! profiler.prepare().unwrap(); // optional: warm-up ahead of start
+//! profiler.start().unwrap();
+//! drop(omniprof::record_op("aten::add"));
+//! let trace = profiler.stop().unwrap();
+//! assert_eq!(trace.activities.len(), 1);
+//! ```
+
+use std::cmp::Reverse;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+use crate::activity::ActivitySet;
+use crate::clock::{self, CalibrationSample, TickConverter};
+use crate::config::Config;
+use crate::record;
+use crate::trace::{ProcessRow, Span, Trace};
+use crate::value::Value;
+
+/// The span every host recording is written under (PyTorch writes `PyTorch Profiler`).
+pub const SPAN_NAME: &str = "omniprof";
+
+/// Errors of the session engine.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("another profiling session is already active in this process")]
+    Busy,
+    #[error("cannot {call}: the session is {phase}")]
+    OutOfOrder {
+        call: &'static str,
+        phase: &'static str,
+    },
+}
+
+/// Set while a session holds the process-wide recorder.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Traces produced so far in this process: the span's iteration number.
+static ITERATION: AtomicI64 = AtomicI64::new(0);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Built,
+    Prepared,
+    Recording { state: u64 },
+    Stopped,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Built => "not prepared",
+            Self::Prepared => "prepared",
+            Self::Recording { .. } => "recording",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
+/// Builds a [`Profiler`].
+#[derive(Clone, Debug, Default)]
+pub struct ProfilerBuilder {
+    activities: Option<ActivitySet>,
+    config: Config,
+}
+
+impl ProfilerBuilder {
+    /// The activity types to record; overrides the config's `ACTIVITY_TYPES` (as PyTorch's
+    /// API activity set does). Default: the config's selection.
+    pub fn activities(mut self, activities: ActivitySet) -> Self {
+        self.activities = Some(activities);
+        self
+    }
+
+    /// The configuration (Kineto keys).
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    pub fn build(self) -> Result<Profiler, SessionError> {
+        let activities = self
+            .activities
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| self.config.activity_types());
+        Ok(Profiler {
+            config: self.config,
+            activities,
+            phase: Phase::Built,
+            start_sample: None,
+            window_start_ns: 0,
+        })
+    }
+}
+
+/// One profiling session.
+#[derive(Debug)]
+pub struct Profiler {
+    config: Config,
+    activities: ActivitySet,
+    phase: Phase,
+    start_sample: Option<CalibrationSample>,
+    window_start_ns: i64,
+}
+
+impl Profiler {
+    pub fn builder() -> ProfilerBuilder {
+        ProfilerBuilder::default()
+    }
+
+    /// The selected activity types.
+    pub fn activities(&self) -> ActivitySet {
+        self.activities
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Claims the recorder and warms up (clock source, pre-faulted buffers), so `start` is
+    /// cheap. Called by `start` when skipped.
+    pub fn prepare(&mut self) -> Result<(), SessionError> {
+        if self.phase != Phase::Built {
+            return Err(self.out_of_order("prepare"));
+        }
+        if ACTIVE
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(SessionError::Busy);
+        }
+        clock::source();
+        record::warm_up();
+        self.phase = Phase::Prepared;
+        Ok(())
+    }
+
+    /// Opens the capture window and starts recording.
+    pub fn start(&mut self) -> Result<(), SessionError> {
+        if self.phase == Phase::Built {
+            self.prepare()?;
+        }
+        if self.phase != Phase::Prepared {
+            return Err(self.out_of_order("start"));
+        }
+        self.start_sample = Some(CalibrationSample::take());
+        self.window_start_ns = clock::wall_now_ns();
+        let state = record::start_session(self.config.max_host_records_per_thread());
+        self.phase = Phase::Recording { state };
+        Ok(())
+    }
+
+    /// True between `start` and `stop`.
+    pub fn is_recording(&self) -> bool {
+        matches!(self.phase, Phase::Recording { .. })
+    }
+
+    /// Closes the capture window, stops recording and returns the trace.
+    pub fn stop(&mut self) -> Result<Trace, SessionError> {
+        let Phase::Recording { state } = self.phase else {
+            return Err(self.out_of_order("stop"));
+        };
+        record::stop_session(state);
+        let window_end_ns = clock::wall_now_ns();
+        let stop_sample = CalibrationSample::take();
+        let start_sample = self.start_sample.unwrap_or(stop_sample);
+        let conv = TickConverter::new(start_sample, stop_sample);
+        let pid = std::process::id() as i64;
+        let host = record::collect(state, pid, &conv, window_end_ns);
+        self.phase = Phase::Stopped;
+        ACTIVE.store(false, Ordering::Release);
+
+        let mut trace = Trace::new(self.window_start_ns, window_end_ns);
+        add_environment_metadata(&mut trace);
+        trace.set_metadata(
+            "trace_id",
+            Value::from(
+                self.config
+                    .trace_id()
+                    .map_or_else(new_trace_id, str::to_owned),
+            ),
+        );
+        trace.set_metadata("host_name", Value::from(host_name()));
+        trace.set_metadata("dropped_events", Value::UInt(host.dropped_events));
+        if host.dropped_events > 0 {
+            log::warn!(
+                "omniprof: {} host events were dropped: a thread reached its cap of {} records \
+                 (OMNIPROF_MAX_HOST_RECORDS_PER_THREAD)",
+                host.dropped_events,
+                self.config.max_host_records_per_thread()
+            );
+        }
+        if host.unfinished_ranges > 0 {
+            trace.set_metadata("unfinished_ranges", Value::UInt(host.unfinished_ranges));
+        }
+        trace.set_metadata("clock_source", Value::from(clock::source().name()));
+        trace.add_process(ProcessRow {
+            pid,
+            name: process_name(),
+            label: "CPU".to_owned(),
+            sort_index: pid,
+        });
+        for row in host.threads {
+            trace.add_thread(row);
+        }
+        let activities = self.activities;
+        trace.activities = host
+            .activities
+            .into_iter()
+            .filter(|a| activities.enabled(a.kind))
+            .collect();
+        sort_activities(&mut trace);
+        trace.spans.push(Span {
+            name: SPAN_NAME.to_owned(),
+            prefix: String::new(),
+            iteration: ITERATION.fetch_add(1, Ordering::Relaxed),
+            start_ns: self.window_start_ns,
+            end_ns: window_end_ns,
+            op_count: 0,
+        });
+        Ok(trace)
+    }
+
+    fn out_of_order(&self, call: &'static str) -> SessionError {
+        SessionError::OutOfOrder {
+            call,
+            phase: self.phase.name(),
+        }
+    }
+}
+
+impl Drop for Profiler {
+    fn drop(&mut self) {
+        match self.phase {
+            Phase::Recording { state } => {
+                record::stop_session(state);
+                ACTIVE.store(false, Ordering::Release);
+            }
+            Phase::Prepared => ACTIVE.store(false, Ordering::Release),
+            Phase::Built | Phase::Stopped => {}
+        }
+    }
+}
+
+/// Time order, enclosing ranges before what they enclose (writers and analyses rely on it).
+pub(crate) fn sort_activities(trace: &mut Trace) {
+    trace
+        .activities
+        .sort_by_key(|a| (a.start_ns, Reverse(a.end_ns)));
+}
+
+/// `PT_PROFILER_JOB_*` first (trace metadata with the same key wins later), then
+/// `distributedInfo`, the first place a `"rank"` key appears, as HTA requires.
+fn add_environment_metadata(trace: &mut Trace) {
+    for key in [
+        "PT_PROFILER_JOB_NAME",
+        "PT_PROFILER_JOB_VERSION",
+        "PT_PROFILER_JOB_ATTEMPT_INDEX",
+    ] {
+        if let Ok(v) = std::env::var(key) {
+            trace.set_metadata(key, Value::from(v));
+        }
+    }
+    trace.set_metadata("distributedInfo", distributed_info());
+}
+
+/// Rank and world size from torchrun's `RANK` / `WORLD_SIZE` (rank 0 of 1 otherwise), in the
+/// `"rank": <n>` spelling HTA scans for.
+fn distributed_info() -> Value {
+    let read = |key: &str, default: u64| {
+        std::env::var(key)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(default)
+    };
+    let rank = read("RANK", 0);
+    let world_size = read("WORLD_SIZE", 1).max(rank + 1);
+    Value::json(format!(
+        "{{\"backend\": \"\", \"rank\": {rank}, \"world_size\": {world_size}}}"
+    ))
+}
+
+fn process_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "omniprof".to_owned())
+}
+
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for `len` bytes; gethostname NUL-terminates on success.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// 32 upper-case hex digits, as PyTorch writes `trace_id`.
+fn new_trace_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hi = std::collections::hash_map::RandomState::new().build_hasher();
+    hi.write_i64(clock::wall_now_ns());
+    let mut lo = std::collections::hash_map::RandomState::new().build_hasher();
+    lo.write_u32(std::process::id());
+    format!("{:016X}{:016X}", hi.finish(), lo.finish())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Sessions are process-wide: tests that record take this lock.
+    pub(crate) static SERIAL: Mutex<()> = Mutex::new(());
+
+    pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[test]
+    fn calls_must_come_in_order() {
+        let _g = serial();
+        let mut p = Profiler::builder().build().unwrap();
+        assert!(matches!(
+            p.stop(),
+            Err(SessionError::OutOfOrder { call: "stop", .. })
+        ));
+        p.start().unwrap();
+        assert!(p.start().is_err());
+        let mut other = Profiler::builder().build().unwrap();
+        assert!(matches!(other.start(), Err(SessionError::Busy)));
+        p.stop().unwrap();
+        assert!(p.stop().is_err());
+        other.start().unwrap();
+        drop(other);
+        let mut third = Profiler::builder().build().unwrap();
+        third.start().unwrap();
+        assert!(record::is_recording());
+        drop(third);
+        assert!(!record::is_recording());
+    }
+
+    #[test]
+    fn distributed_info_spells_rank_for_hta() {
+        let v = distributed_info().to_json();
+        assert!(v.contains("\"rank\": "), "{v}");
+        assert!(v.contains("\"world_size\": "), "{v}");
+    }
+
+    #[test]
+    fn trace_ids_are_32_hex_digits() {
+        let id = new_trace_id();
+        assert_eq!(id.len(), 32);
+        assert!(id.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()));
+    }
+}

@@ -1,0 +1,514 @@
+//! The Kineto-compatible Chrome trace JSON writer (`reference/trace-format.md`).
+//!
+//! The document has Kineto's key order, `baseTimeNanoseconds`, `µs.nnn` relative times, rows
+//! first, the span rows and `Record Window End` last. Every string is escaped, so the file is
+//! valid JSON whatever the names hold. X events are laid out so that each (pid, tid) row
+//! nests strictly: an event that would partly overlap another on its row moves to a sibling
+//! row, instead of being dropped by Perfetto.
+//!
+//! ```
+//! use omniprof::{Activity, ActivityType, Trace};
+//! use omniprof::export::chrome;
+//!
+//! let mut trace = Trace::new(1_000_000, 2_000_000);
+//! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000));
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("t.pt.trace.json");
+//! let stats = chrome::save(&trace, &path).unwrap();
+//! assert_eq!(stats.events, 2); // the op and the `Record Window End` marker
+//! ```
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::activity::{Activity, ActivityType};
+use crate::export::json::{write_float, write_int, write_str, write_us, write_value};
+use crate::trace::Trace;
+
+/// Sort index of the `Spans` process (0x20000000).
+const SPANS_SORT_INDEX: i64 = 536_870_912;
+/// Sibling rows for overlapping events get `tid + lane × LANE_STRIDE` (still exact in a
+/// double, far above any OS thread id or stream id).
+const LANE_STRIDE: i64 = 1 << 40;
+/// Viewer limits worth a warning (`reference/performance-anchors.md`, section 5).
+const CHROME_TRACING_LIMIT: u64 = 256 << 20;
+const PERFETTO_UI_LIMIT: u64 = 1 << 30;
+const FLUSH_AT: usize = 1 << 16;
+
+/// What a write produced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Entries of `traceEvents`.
+    pub events: u64,
+    /// Bytes of JSON (before compression).
+    pub bytes: u64,
+    /// X events moved to a sibling row because they partly overlapped another.
+    pub spilled: u64,
+}
+
+/// A trace could not be saved. The [`Trace`] itself is untouched, so the caller still holds
+/// everything that was recorded.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write trace to {path}: {stage}: {source}")]
+pub struct WriteError {
+    pub path: PathBuf,
+    pub stage: &'static str,
+    #[source]
+    pub source: io::Error,
+}
+
+/// Saves `trace` to `path`, gzip-compressed when the path ends in `.gz`. The file is written
+/// to `<path>.tmp` and renamed, so a crash never leaves half a trace under `path`.
+pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteError> {
+    let path = path.as_ref();
+    let err = |stage| {
+        move |source| WriteError {
+            path: path.to_owned(),
+            stage,
+            source,
+        }
+    };
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let file = File::create(&tmp).map_err(err("create"))?;
+    let trace_name = trace
+        .trace_name
+        .clone()
+        .unwrap_or_else(|| path.to_string_lossy().into_owned());
+    let gz = path.extension().is_some_and(|e| e == "gz");
+    let written = (|| {
+        let out = BufWriter::with_capacity(1 << 20, file);
+        let file = if gz {
+            let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::new(5));
+            let stats = write(trace, &trace_name, &mut enc)?;
+            (enc.finish()?.into_inner().map_err(|e| e.into_error())?, stats)
+        } else {
+            let mut out = out;
+            let stats = write(trace, &trace_name, &mut out)?;
+            (out.into_inner().map_err(|e| e.into_error())?, stats)
+        };
+        file.0.sync_data()?;
+        Ok(file.1)
+    })();
+    let stats = match written {
+        Ok(stats) => stats,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err("write")(e));
+        }
+    };
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err("rename")(e)
+    })?;
+    if stats.bytes > PERFETTO_UI_LIMIT {
+        log::warn!(
+            "{}: {} MB of JSON is more than the Perfetto UI loads comfortably (~1 GB); \
+             consider .json.gz or a shorter capture",
+            path.display(),
+            stats.bytes >> 20
+        );
+    } else if stats.bytes > CHROME_TRACING_LIMIT {
+        log::warn!(
+            "{}: {} MB of JSON is more than chrome://tracing opens (~256 MB); use ui.perfetto.dev",
+            path.display(),
+            stats.bytes >> 20
+        );
+    }
+    Ok(stats)
+}
+
+/// Writes `trace` as Chrome JSON to `out`, with `trace_name` as the `traceName`.
+pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<WriteStats> {
+    let layout = Layout::new(trace);
+    let mut w = Writer {
+        out,
+        buf: Vec::with_capacity(FLUSH_AT * 2),
+        base: trace.base_time_ns,
+        stats: WriteStats {
+            spilled: layout.spilled,
+            ..WriteStats::default()
+        },
+    };
+    w.header(trace)?;
+    w.rows(trace, &layout)?;
+    for (i, a) in trace.activities.iter().enumerate() {
+        w.activity(a, layout.lanes[i])?;
+    }
+    w.spans(trace)?;
+    w.footer(trace, trace_name)?;
+    Ok(w.stats)
+}
+
+/// Which sibling row (lane) each X event goes to so that every row nests strictly.
+struct Layout {
+    lanes: Vec<u32>,
+    spilled: u64,
+    /// Rows that gained lanes: (pid, tid) → lanes used beyond the first.
+    extra_rows: Vec<((i64, i64), u32)>,
+}
+
+impl Layout {
+    fn new(trace: &Trace) -> Self {
+        let acts = &trace.activities;
+        let mut order: Vec<usize> = (0..acts.len())
+            .filter(|&i| writes_complete_event(acts[i].kind))
+            .collect();
+        let span = |a: &Activity| written_span(a);
+        order.sort_by_key(|&i| {
+            let (s, e) = span(&acts[i]);
+            (s, std::cmp::Reverse(e))
+        });
+        let mut lanes = vec![0u32; acts.len()];
+        let mut stacks: HashMap<(i64, i64), Vec<Vec<i64>>> = HashMap::new();
+        let mut spilled = 0;
+        for i in order {
+            let a = &acts[i];
+            let (start, end) = span(a);
+            let row = stacks
+                .entry((a.device, row_tid(a.resource)))
+                .or_insert_with(|| vec![Vec::new()]);
+            let lane = (0..)
+                .find(|&lane| {
+                    if lane == row.len() {
+                        row.push(Vec::new());
+                    }
+                    let stack = &mut row[lane];
+                    while stack.last().is_some_and(|&top| top <= start) {
+                        stack.pop();
+                    }
+                    stack.last().is_none_or(|&top| end <= top)
+                })
+                .expect("an empty lane always fits");
+            row[lane].push(end);
+            lanes[i] = lane as u32;
+            spilled += (lane > 0) as u64;
+        }
+        let mut extra_rows: Vec<_> = stacks
+            .into_iter()
+            .filter(|(_, lanes)| lanes.len() > 1)
+            .map(|(key, lanes)| (key, lanes.len() as u32 - 1))
+            .collect();
+        extra_rows.sort_unstable();
+        Self {
+            lanes,
+            spilled,
+            extra_rows,
+        }
+    }
+}
+
+fn writes_complete_event(kind: ActivityType) -> bool {
+    !kind.is_counter() && kind != ActivityType::CpuInstantEvent
+}
+
+/// The (start, end) an X event is written with: GPU user annotations are widened by 1 ns on
+/// each side so they enclose the kernels they were built from.
+fn written_span(a: &Activity) -> (i64, i64) {
+    let end = a.start_ns + a.duration_ns();
+    if a.kind == ActivityType::GpuUserAnnotation {
+        (a.start_ns - 1, end + 1)
+    } else {
+        (a.start_ns, end)
+    }
+}
+
+fn row_tid(resource: i64) -> i64 {
+    resource.checked_abs().unwrap_or(0)
+}
+
+struct Writer<W> {
+    out: W,
+    buf: Vec<u8>,
+    base: i64,
+    stats: WriteStats,
+}
+
+impl<W: Write> Writer<W> {
+    fn raw(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    fn flush_if_full(&mut self) -> io::Result<()> {
+        if self.buf.len() >= FLUSH_AT {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stats.bytes += self.buf.len() as u64;
+        self.out.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Starts an event object; every event but the first is preceded by a comma.
+    fn event(&mut self, ph: &[u8]) {
+        if self.stats.events > 0 {
+            self.raw(b",\n  ");
+        } else {
+            self.raw(b"\n  ");
+        }
+        self.stats.events += 1;
+        self.raw(b"{\"ph\": \"");
+        self.raw(ph);
+        self.raw(b"\"");
+    }
+
+    fn key(&mut self, key: &[u8]) {
+        self.raw(b", \"");
+        self.raw(key);
+        self.raw(b"\": ");
+    }
+
+    fn ts(&mut self, key: &[u8], ns: i64) {
+        self.key(key);
+        write_us(&mut self.buf, ns - self.base);
+    }
+
+    fn int(&mut self, key: &[u8], v: i64) {
+        self.key(key);
+        write_int(&mut self.buf, v);
+    }
+
+    fn str(&mut self, key: &[u8], v: &str) {
+        self.key(key);
+        write_str(&mut self.buf, v);
+    }
+
+    fn header(&mut self, trace: &Trace) -> io::Result<()> {
+        self.raw(b"{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
+        for (i, p) in trace.device_properties.iter().enumerate() {
+            self.raw(if i == 0 { b"\n    " } else { b",\n    " });
+            write_value(&mut self.buf, p);
+        }
+        self.raw(b"\n  ],\n");
+        for (key, value) in &trace.metadata {
+            self.raw(b"  ");
+            write_str(&mut self.buf, key);
+            self.raw(b": ");
+            write_value(&mut self.buf, value);
+            self.raw(b",\n");
+        }
+        self.raw(b"  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ");
+        write_int(&mut self.buf, self.base);
+        self.raw(b",\n  \"traceEvents\": [");
+        self.flush()
+    }
+
+    fn meta(&mut self, name: &str, pid: i64, tid: i64, ts: i64, key: &str, value: MetaArg) {
+        self.event(b"M");
+        self.str(b"name", name);
+        self.ts(b"ts", ts);
+        self.int(b"pid", pid);
+        self.int(b"tid", tid);
+        self.raw(b", \"args\": {");
+        write_str(&mut self.buf, key);
+        self.raw(b": ");
+        match value {
+            MetaArg::Str(s) => write_str(&mut self.buf, s),
+            MetaArg::Int(i) => write_int(&mut self.buf, i),
+        }
+        self.raw(b"}}");
+    }
+
+    fn rows(&mut self, trace: &Trace, layout: &Layout) -> io::Result<()> {
+        let ts = trace.window_start_ns;
+        for p in &trace.processes {
+            self.meta("process_name", p.pid, 0, ts, "name", MetaArg::Str(&p.name));
+            self.meta("process_labels", p.pid, 0, ts, "labels", MetaArg::Str(&p.label));
+            let sort = MetaArg::Int(p.sort_index);
+            self.meta("process_sort_index", p.pid, 0, ts, "sort_index", sort);
+        }
+        for t in &trace.threads {
+            let tid = row_tid(t.tid);
+            self.meta("thread_name", t.pid, tid, ts, "name", MetaArg::Str(&t.name));
+            let sort = MetaArg::Int(t.sort_index);
+            self.meta("thread_sort_index", t.pid, tid, ts, "sort_index", sort);
+        }
+        for &((pid, tid), extra) in &layout.extra_rows {
+            let base = trace.threads.iter().find(|t| t.pid == pid && t.tid == tid);
+            let (name, sort) = base.map_or((format!("{tid}"), tid), |t| (t.name.clone(), t.sort_index));
+            for lane in 1..=extra as i64 {
+                let name = format!("{name} (overlap {lane})");
+                let lane_tid = tid + lane * LANE_STRIDE;
+                self.meta("thread_name", pid, lane_tid, ts, "name", MetaArg::Str(&name));
+                let sort = MetaArg::Int(sort.saturating_add(lane));
+                self.meta("thread_sort_index", pid, lane_tid, ts, "sort_index", sort);
+            }
+        }
+        self.flush_if_full()
+    }
+
+    fn activity(&mut self, a: &Activity, lane: u32) -> io::Result<()> {
+        match a.kind {
+            ActivityType::CpuInstantEvent => {
+                self.event(b"i");
+                self.str(b"cat", a.kind.name());
+                self.str(b"s", "t");
+                self.str(b"name", &a.name);
+                self.int(b"pid", a.device);
+                self.int(b"tid", row_tid(a.resource));
+                self.ts(b"ts", a.start_ns);
+                self.args(a);
+            }
+            ActivityType::HardwareCounters => {
+                for (metric, value) in &a.counters {
+                    self.event(b"C");
+                    self.str(b"cat", a.kind.name());
+                    self.str(b"name", metric);
+                    self.str(b"pid", &format!("GPU {} Counters", a.device));
+                    self.int(b"tid", row_tid(a.resource));
+                    self.ts(b"ts", a.start_ns);
+                    self.raw(b", \"args\": {\"\": ");
+                    write_float(&mut self.buf, *value);
+                    self.raw(b"}}");
+                }
+            }
+            kind if kind.is_counter() => {
+                self.event(b"C");
+                self.str(b"cat", kind.name());
+                self.str(b"name", &a.name);
+                self.int(b"pid", a.device);
+                self.int(b"tid", row_tid(a.resource));
+                self.ts(b"ts", a.start_ns);
+                self.raw(b", \"args\": {");
+                for (i, (key, value)) in a.counters.iter().enumerate() {
+                    if i > 0 {
+                        self.raw(b", ");
+                    }
+                    write_str(&mut self.buf, key);
+                    self.raw(b": ");
+                    write_float(&mut self.buf, *value);
+                }
+                self.raw(b"}}");
+            }
+            kind => {
+                let (start, end) = written_span(a);
+                let tid = row_tid(a.resource) + lane as i64 * LANE_STRIDE;
+                self.event(b"X");
+                self.str(b"cat", kind.name());
+                let name: &str = if &*a.name == "kernel" { "Kernel" } else { &a.name };
+                self.str(b"name", name);
+                self.int(b"pid", a.device);
+                self.int(b"tid", tid);
+                self.ts(b"ts", start);
+                self.key(b"dur");
+                write_us(&mut self.buf, end - start);
+                self.args(a);
+                if let Some(flow) = a.flow.filter(|f| f.id > 0) {
+                    self.event(if flow.start { b"s" } else { b"f" });
+                    self.key(b"id");
+                    write_int(&mut self.buf, flow.id);
+                    self.int(b"pid", a.device);
+                    self.int(b"tid", tid);
+                    self.ts(b"ts", start);
+                    self.str(b"cat", flow.kind.name());
+                    self.str(b"name", flow.kind.name());
+                    if !flow.start {
+                        self.str(b"bp", "e");
+                    }
+                    self.raw(b"}");
+                }
+            }
+        }
+        self.flush_if_full()
+    }
+
+    /// `args`: the `External id`, the activity's own args, then its `correlation` for the
+    /// types that carry one; the closing brace of the event too.
+    fn args(&mut self, a: &Activity) {
+        let external_id = a
+            .linked_correlation
+            .or((a.kind.has_own_external_id() && a.correlation != 0).then_some(a.correlation))
+            .filter(|&id| id != 0);
+        let correlation = (!a.kind.has_own_external_id()
+            && a.correlation != 0
+            && a.arg("correlation").is_none())
+        .then_some(a.correlation);
+        if external_id.is_none() && a.args.is_empty() && correlation.is_none() {
+            self.raw(b"}");
+            return;
+        }
+        self.raw(b", \"args\": {");
+        let mut first = true;
+        let mut sep = |buf: &mut Vec<u8>| {
+            if !std::mem::take(&mut first) {
+                buf.extend_from_slice(b", ");
+            }
+        };
+        if let Some(id) = external_id {
+            sep(&mut self.buf);
+            self.buf.extend_from_slice(b"\"External id\": ");
+            write_int(&mut self.buf, id);
+        }
+        for (key, value) in &a.args {
+            sep(&mut self.buf);
+            write_str(&mut self.buf, key);
+            self.buf.extend_from_slice(b": ");
+            write_value(&mut self.buf, value);
+        }
+        if let Some(id) = correlation {
+            sep(&mut self.buf);
+            self.buf.extend_from_slice(b"\"correlation\": ");
+            write_int(&mut self.buf, id);
+        }
+        self.raw(b"}}");
+    }
+
+    fn spans(&mut self, trace: &Trace) -> io::Result<()> {
+        for s in &trace.spans {
+            self.event(b"X");
+            self.str(b"cat", "Trace");
+            let name = format!("{}{} ({})", s.prefix, s.name, s.iteration);
+            self.str(b"name", &name);
+            self.str(b"pid", "Spans");
+            self.str(b"tid", &s.name);
+            self.ts(b"ts", s.start_ns);
+            self.key(b"dur");
+            write_us(&mut self.buf, (s.end_ns - s.start_ns).max(0));
+            self.raw(b", \"args\": {\"Op count\": ");
+            write_int(&mut self.buf, s.op_count);
+            self.raw(b"}}");
+            self.event(b"M");
+            self.str(b"name", "process_sort_index");
+            self.ts(b"ts", s.start_ns);
+            self.str(b"pid", "Spans");
+            self.int(b"tid", 0);
+            self.raw(b", \"args\": {\"sort_index\": ");
+            write_int(&mut self.buf, SPANS_SORT_INDEX);
+            self.raw(b"}}");
+            self.event(b"i");
+            self.str(b"s", "g");
+            self.str(b"name", &format!("Iteration Start: {}", s.name));
+            self.str(b"pid", "Traces");
+            self.str(b"tid", &format!("Trace {}", s.name));
+            self.ts(b"ts", s.start_ns);
+            self.raw(b"}");
+        }
+        self.flush_if_full()
+    }
+
+    fn footer(&mut self, trace: &Trace, trace_name: &str) -> io::Result<()> {
+        self.event(b"i");
+        self.str(b"s", "g");
+        self.str(b"name", "Record Window End");
+        self.str(b"pid", "");
+        self.str(b"tid", "");
+        self.ts(b"ts", trace.window_end_ns);
+        self.raw(b"}\n  ],\n  \"traceName\": ");
+        write_str(&mut self.buf, trace_name);
+        self.raw(b"\n}\n");
+        self.flush()?;
+        self.out.flush()
+    }
+}
+
+enum MetaArg<'a> {
+    Str(&'a str),
+    Int(i64),
+}

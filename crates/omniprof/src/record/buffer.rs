@@ -1,0 +1,331 @@
+//! Per-thread record buffers: fixed-size 16-byte records in pre-faulted 64 KiB chunks.
+//!
+//! Ownership protocol (what makes the raw pointers below sound):
+//! - A thread's [`ThreadBuffer`] is created on its first event, registered in [`REGISTRY`]
+//!   and never freed while the thread lives: the registry drops it only after the thread
+//!   has exited *and* its records were drained.
+//! - Only the owning thread writes records and moves its write position. Chunks are never
+//!   freed or handed back to the pool while they belong to a live thread, except by the owner
+//!   itself when it starts a new session, under the buffer's `chunks` lock.
+//! - The drainer reads `published` (Release/Acquire with the owner) and the chunk list under
+//!   the same lock, and only the first `published` records. Slots are atomics, so a late write
+//!   from a thread that has not yet noticed the stop is a race on values, never on memory.
+
+use std::cell::Cell;
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::value::Value;
+
+/// Records per chunk: 4096 × 16 B = 64 KiB, small enough to stay cache-friendly and to
+/// pre-fault cheaply, large enough that taking a new chunk is rare.
+pub(crate) const CHUNK_SLOTS: usize = 4096;
+const PAGE_SLOTS: usize = 4096 / std::mem::size_of::<Slot>();
+
+/// One record: what happened (`word`) and when (`tick`).
+#[derive(Default)]
+#[repr(C)]
+pub(crate) struct Slot {
+    word: AtomicU64,
+    tick: AtomicU64,
+}
+
+type Chunk = Box<[Slot]>;
+
+fn new_chunk() -> Chunk {
+    let chunk: Chunk = (0..CHUNK_SLOTS).map(|_| Slot::default()).collect();
+    // Atomic stores cannot be elided, so every page is really touched here rather than on
+    // the recording path, even if the allocator handed out lazily mapped zero pages.
+    for slot in chunk.iter().step_by(PAGE_SLOTS) {
+        slot.word.store(0, Ordering::Relaxed);
+    }
+    chunk
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Pre-faulted chunks waiting for a thread.
+static POOL: Mutex<Vec<Chunk>> = Mutex::new(Vec::new());
+/// Every thread that has recorded and whose records may still be needed.
+static REGISTRY: Mutex<Vec<Arc<ThreadBuffer>>> = Mutex::new(Vec::new());
+static NEXT_THREAD_INDEX: AtomicU32 = AtomicU32::new(0);
+/// The per-thread cap, in chunks.
+static MAX_CHUNKS: AtomicUsize = AtomicUsize::new(1024);
+
+/// Sets the per-thread cap in records (rounded up to whole chunks) for sessions started later.
+pub(crate) fn set_max_records_per_thread(records: u64) {
+    let chunks = (records as usize).div_ceil(CHUNK_SLOTS).max(1);
+    MAX_CHUNKS.store(chunks, Ordering::Relaxed);
+}
+
+/// Tops the pool up to `chunks` pre-faulted chunks (done at prepare, off the recording path).
+pub(crate) fn prefill_pool(chunks: usize) {
+    let have = lock(&POOL).len();
+    let fresh: Vec<Chunk> = (have..chunks).map(|_| new_chunk()).collect();
+    lock(&POOL).extend(fresh);
+}
+
+fn take_chunk() -> Chunk {
+    lock(&POOL).pop().unwrap_or_else(new_chunk)
+}
+
+/// A thread's records for the session it last recorded in.
+pub(crate) struct ThreadBuffer {
+    pub(crate) index: u32,
+    pub(crate) tid: i64,
+    pub(crate) name: Mutex<String>,
+    chunks: Mutex<Vec<Chunk>>,
+    /// The session state the contents belong to.
+    state: AtomicU64,
+    published: AtomicUsize,
+    dropped: AtomicU64,
+    args: Mutex<Vec<(u32, Arc<str>, Value)>>,
+    exited: AtomicBool,
+}
+
+/// Everything a session needs from one thread, copied out of its buffer.
+pub(crate) struct DrainedThread {
+    pub(crate) index: u32,
+    pub(crate) tid: i64,
+    pub(crate) name: String,
+    pub(crate) records: Vec<(u64, u64)>,
+    pub(crate) args: Vec<(u32, Arc<str>, Value)>,
+    pub(crate) dropped: u64,
+}
+
+/// The owning thread's view of its buffer; const-initialized and without `Drop`, so the
+/// hot path pays no lazy-initialization check.
+pub(crate) struct Local {
+    pos: Cell<*mut Slot>,
+    end: Cell<*mut Slot>,
+    state: Cell<u64>,
+    count: Cell<usize>,
+    seq: Cell<u32>,
+    buffer: Cell<*const ThreadBuffer>,
+    exiting: Cell<bool>,
+}
+
+thread_local! {
+    pub(crate) static LOCAL: Local = const {
+        Local {
+            pos: Cell::new(null_mut()),
+            end: Cell::new(null_mut()),
+            state: Cell::new(0),
+            count: Cell::new(0),
+            seq: Cell::new(0),
+            buffer: Cell::new(std::ptr::null()),
+            exiting: Cell::new(false),
+        }
+    };
+    static EXIT: ExitGuard = const { ExitGuard };
+}
+
+/// Marks the thread's buffer as exited when the thread ends, so it can be freed once drained.
+struct ExitGuard;
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        let _ = LOCAL.try_with(|l| {
+            l.exiting.set(true);
+            l.pos.set(null_mut());
+            l.end.set(null_mut());
+            l.state.set(0);
+            let buffer = l.buffer.get();
+            if !buffer.is_null() {
+                // SAFETY: the registry keeps the buffer alive until `exited` is set and the
+                // buffer drained; this is the last use of the pointer by its thread.
+                unsafe { (*buffer).exited.store(true, Ordering::Release) };
+            }
+        });
+    }
+}
+
+impl Local {
+    /// Appends one record for session `state`; false when it was dropped (cap reached or the
+    /// thread is exiting). `word` gets the sequence number when `begins_range`.
+    #[inline(always)]
+    pub(crate) fn push(&self, state: u64, word: u64, begins_range: bool) -> Option<u32> {
+        if state != self.state.get() || self.pos.get() == self.end.get() {
+            self.make_room(state)?;
+        }
+        let seq = if begins_range {
+            let seq = self.seq.get().wrapping_add(1);
+            self.seq.set(seq);
+            seq
+        } else {
+            word as u32
+        };
+        let tick = crate::clock::ticks();
+        let pos = self.pos.get();
+        let count = self.count.get() + 1;
+        // SAFETY: `make_room` guarantees `pos < end` inside a chunk this thread owns (see the
+        // module docs), and `buffer` is kept alive by the registry while the thread lives.
+        unsafe {
+            (*pos).word.store(word | seq as u64, Ordering::Relaxed);
+            (*pos).tick.store(tick, Ordering::Relaxed);
+            self.pos.set(pos.add(1));
+            (*self.buffer.get())
+                .published
+                .store(count, Ordering::Release);
+        }
+        self.count.set(count);
+        Some(seq)
+    }
+
+    /// The slow path: register the thread, start a new session's contents, or take a chunk.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&self, state: u64) -> Option<()> {
+        if self.exiting.get() {
+            return None;
+        }
+        let buffer = self.buffer_or_register();
+        if state != self.state.get() {
+            let mut chunks = lock(&buffer.chunks);
+            let mut old = std::mem::take(&mut *chunks);
+            let first = if old.is_empty() {
+                take_chunk()
+            } else {
+                old.swap_remove(0)
+            };
+            lock(&POOL).extend(old);
+            chunks.push(first);
+            buffer.published.store(0, Ordering::Relaxed);
+            buffer.dropped.store(0, Ordering::Relaxed);
+            lock(&buffer.args).clear();
+            buffer.state.store(state, Ordering::Release);
+            self.point_at(&mut chunks[0]);
+            self.state.set(state);
+            self.count.set(0);
+            self.seq.set(0);
+            return Some(());
+        }
+        let mut chunks = lock(&buffer.chunks);
+        if chunks.len() >= MAX_CHUNKS.load(Ordering::Relaxed) {
+            buffer.dropped.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        chunks.push(take_chunk());
+        let last = chunks.len() - 1;
+        self.point_at(&mut chunks[last]);
+        Some(())
+    }
+
+    fn point_at(&self, chunk: &mut Chunk) {
+        let range = chunk.as_mut_ptr_range();
+        self.pos.set(range.start);
+        self.end.set(range.end);
+    }
+
+    /// This thread's buffer, created and registered on first use.
+    pub(crate) fn buffer_or_register(&self) -> &ThreadBuffer {
+        if self.buffer.get().is_null() {
+            let tid = current_tid();
+            let name = std::thread::current()
+                .name()
+                .map(str::to_owned)
+                .unwrap_or_else(|| os_thread_name(tid));
+            let buffer = Arc::new(ThreadBuffer {
+                index: NEXT_THREAD_INDEX.fetch_add(1, Ordering::Relaxed),
+                tid,
+                name: Mutex::new(name),
+                chunks: Mutex::new(Vec::new()),
+                state: AtomicU64::new(0),
+                published: AtomicUsize::new(0),
+                dropped: AtomicU64::new(0),
+                args: Mutex::new(Vec::new()),
+                exited: AtomicBool::new(false),
+            });
+            self.buffer.set(Arc::as_ptr(&buffer));
+            lock(&REGISTRY).push(buffer);
+            EXIT.with(|_| ());
+        }
+        // SAFETY: set just above or earlier by this thread; the registry keeps it alive
+        // until this thread has exited (module docs).
+        unsafe { &*self.buffer.get() }
+    }
+
+    /// Attaches an arg to the range or instant `seq` of the current session.
+    pub(crate) fn add_arg(&self, state: u64, seq: u32, key: Arc<str>, value: Value) {
+        if state == self.state.get() && !self.buffer.get().is_null() {
+            // SAFETY: non-null buffers are alive while their thread lives (module docs).
+            let buffer = unsafe { &*self.buffer.get() };
+            lock(&buffer.args).push((seq, key, value));
+        }
+    }
+
+    /// The thread's correlation-id prefix (its index), registering the thread if needed.
+    pub(crate) fn thread_index(&self) -> Option<u32> {
+        if self.exiting.get() {
+            return None;
+        }
+        Some(self.buffer_or_register().index)
+    }
+}
+
+/// Copies out every buffer that recorded in session `state`, and frees the buffers of
+/// threads that have exited.
+pub(crate) fn drain(state: u64) -> Vec<DrainedThread> {
+    let mut registry = lock(&REGISTRY);
+    let mut out = Vec::new();
+    registry.retain(|buffer| {
+        // Read before the records: once `exited` is seen, no write can follow.
+        let exited = buffer.exited.load(Ordering::Acquire);
+        let mut chunks = lock(&buffer.chunks);
+        if buffer.state.load(Ordering::Acquire) == state {
+            let published = buffer.published.load(Ordering::Acquire);
+            let records = chunks
+                .iter()
+                .flat_map(|c| c.iter())
+                .take(published)
+                .map(|s| {
+                    (
+                        s.word.load(Ordering::Relaxed),
+                        s.tick.load(Ordering::Relaxed),
+                    )
+                })
+                .collect();
+            out.push(DrainedThread {
+                index: buffer.index,
+                tid: buffer.tid,
+                name: lock(&buffer.name).clone(),
+                records,
+                args: std::mem::take(&mut *lock(&buffer.args)),
+                dropped: buffer.dropped.load(Ordering::Relaxed),
+            });
+        }
+        if exited {
+            lock(&POOL).extend(chunks.drain(..));
+        }
+        !exited
+    });
+    out
+}
+
+/// The number of threads with a live buffer (for tests and diagnostics).
+pub(crate) fn registered_threads() -> usize {
+    lock(&REGISTRY).len()
+}
+
+fn current_tid() -> i64 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i64 }
+}
+
+fn os_thread_name(tid: i64) -> String {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+        .map(|s| s.trim_end().to_owned())
+        .unwrap_or_default()
+}
+
+/// Renames the calling thread's row.
+pub(crate) fn set_current_thread_name(name: &str) {
+    LOCAL.with(|l| {
+        if !l.exiting.get() {
+            *lock(&l.buffer_or_register().name) = name.to_owned();
+        }
+    });
+}
