@@ -1,1 +1,203 @@
-fn main() {}
+//! Recording and export costs, with peer profilers measured in the same run.
+//!
+//! `cargo bench -p omniprof --bench record`. One iteration is one begin+end pair (one event
+//! for `export/chrome_json`).
+
+use std::hint::black_box;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use omniprof::export::chrome;
+use omniprof::{record_function, Activity, ActivityType, Config, Name, Profiler, Trace, Value};
+
+/// Room for the largest sample criterion asks for, so no iteration hits the cap.
+const BENCH_CAP: &str = "OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=67108864";
+
+fn session() -> Profiler {
+    let mut config = Config::default();
+    config.apply(BENCH_CAP).expect("valid bench config");
+    let mut p = Profiler::builder().config(config).build().unwrap();
+    p.start().unwrap();
+    p
+}
+
+/// Times `iters` ranges on each of `threads` threads inside one session; the drain at stop is
+/// not timed.
+fn ranges_in_session(iters: u64, threads: usize) -> Duration {
+    let name = Name::new("bench_range");
+    let mut p = session();
+    let barrier = Arc::new(Barrier::new(threads));
+    let run = move |barrier: Arc<Barrier>| {
+        barrier.wait();
+        let start = Instant::now();
+        for _ in 0..iters {
+            let g = record_function(name);
+            black_box(&g);
+        }
+        start.elapsed()
+    };
+    let elapsed = if threads == 1 {
+        run(barrier)
+    } else {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let b = barrier.clone();
+                std::thread::spawn(move || run(b))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .max()
+            .unwrap()
+    };
+    black_box(p.stop().unwrap());
+    elapsed
+}
+
+fn record(c: &mut Criterion) {
+    let mut g = c.benchmark_group("record");
+    g.sample_size(20).measurement_time(Duration::from_secs(3));
+    g.bench_function("range_enabled", |b| {
+        b.iter_custom(|iters| ranges_in_session(iters, 1))
+    });
+    g.bench_function("range_enabled_2threads", |b| {
+        b.iter_custom(|iters| ranges_in_session(iters, 2))
+    });
+    let name = Name::new("bench_range");
+    g.bench_function("range_disabled", |b| {
+        b.iter(|| {
+            let g = record_function(name);
+            black_box(&g);
+        })
+    });
+    g.finish();
+}
+
+/// A trace shaped like a real one: host ops with args, kernels with flows.
+fn export_trace(events: usize) -> Trace {
+    let mut t = Trace::new(1_790_000_000_000_000_000, 1_790_000_001_000_000_000);
+    for i in 0..events as i64 {
+        let start = t.window_start_ns + i * 1_000;
+        let a = if i % 2 == 0 {
+            let mut a = Activity::new(
+                ActivityType::CpuOp,
+                "aten::mm",
+                4242,
+                4242,
+                start,
+                start + 900,
+            );
+            a.correlation = i as u64;
+            a.args.push((
+                "Input Dims".into(),
+                Value::from(vec![vec![64i64, 64], vec![64, 64]]),
+            ));
+            a
+        } else {
+            let mut a = Activity::new(
+                ActivityType::ConcurrentKernel,
+                "gemm_64x64",
+                0,
+                7,
+                start,
+                start + 800,
+            );
+            a.correlation = i as u64;
+            a.linked_correlation = Some(i as u64 - 1);
+            a.args.push(("device".into(), Value::Int(0)));
+            a.args.push(("stream".into(), Value::Int(7)));
+            a
+        };
+        t.activities.push(a);
+    }
+    t
+}
+
+fn export(c: &mut Criterion) {
+    const EVENTS: u64 = 100_000;
+    let trace = export_trace(EVENTS as usize);
+    let mut g = c.benchmark_group("export");
+    g.sample_size(20);
+    g.bench_function("chrome_json", |b| {
+        b.iter_custom(|iters| {
+            let rounds = iters.div_ceil(EVENTS);
+            let start = Instant::now();
+            for _ in 0..rounds {
+                chrome::write(&trace, "bench", std::io::sink()).unwrap();
+            }
+            start
+                .elapsed()
+                .mul_f64(iters as f64 / (rounds * EVENTS) as f64)
+        })
+    });
+    g.finish();
+}
+
+fn peers(c: &mut Criterion) {
+    let mut g = c.benchmark_group("peers");
+    g.sample_size(20).measurement_time(Duration::from_secs(3));
+
+    g.bench_function("tracing_chrome", |b| {
+        use tracing_subscriber::layer::SubscriberExt;
+        let (layer, _flush) = tracing_chrome::ChromeLayerBuilder::new()
+            .writer(std::io::sink())
+            .build();
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            b.iter(|| {
+                let s = tracing::info_span!("bench_range").entered();
+                black_box(&s);
+            })
+        });
+    });
+
+    g.bench_function("puffin", |b| {
+        puffin::set_scopes_on(true);
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for i in 0..iters {
+                puffin::profile_scope!("bench_range");
+                // Frames bound puffin's memory, as a real frame loop does.
+                if i % 1000 == 999 {
+                    puffin::GlobalProfiler::lock().new_frame();
+                }
+            }
+            start.elapsed()
+        });
+        puffin::set_scopes_on(false);
+    });
+
+    g.bench_function("fastrace", |b| {
+        fastrace::set_reporter(NullReporter, fastrace::collector::Config::default());
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            let mut left = iters;
+            while left > 0 {
+                let batch = left.min(1000);
+                let root = fastrace::Span::root("root", fastrace::prelude::SpanContext::random());
+                let _parent = root.set_local_parent();
+                for _ in 0..batch {
+                    let s = fastrace::local::LocalSpan::enter_with_local_parent("bench_range");
+                    black_box(&s);
+                }
+                left -= batch;
+            }
+            start.elapsed()
+        });
+        fastrace::flush();
+    });
+    g.finish();
+}
+
+struct NullReporter;
+
+impl fastrace::collector::Reporter for NullReporter {
+    fn report(&mut self, spans: Vec<fastrace::prelude::SpanRecord>) {
+        black_box(spans);
+    }
+}
+
+criterion_group!(benches, record, export, peers);
+criterion_main!(benches);

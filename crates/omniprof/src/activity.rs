@@ -366,7 +366,9 @@ impl FromIterator<ActivityType> for ActivitySet {
 
 impl fmt::Debug for ActivitySet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(self.iter().map(|t| t.name())).finish()
+        f.debug_set()
+            .entries(self.iter().map(|t| t.name()))
+            .finish()
     }
 }
 
@@ -553,7 +555,9 @@ mod tests {
         let supported: ActivitySet = [PrivateUse1Runtime, ConcurrentKernel].into_iter().collect();
         let share = requested.intersect_enabled(supported);
         assert_eq!(share, [PrivateUse1Runtime].into_iter().collect());
-        let none = ActivitySet::parse_list("cpu_op").unwrap().intersect_enabled(supported);
+        let none = ActivitySet::parse_list("cpu_op")
+            .unwrap()
+            .intersect_enabled(supported);
         assert!(none.is_empty());
     }
 }

@@ -161,7 +161,13 @@ impl CalibrationSample {
                 let wall_ns = wall_now_ns();
                 let after = ticks();
                 let width = after.wrapping_sub(before);
-                (width, Self { wall_ns, tick: before + width / 2 })
+                (
+                    width,
+                    Self {
+                        wall_ns,
+                        tick: before + width / 2,
+                    },
+                )
             })
             .min_by_key(|(width, _)| *width)
             .map(|(_, sample)| sample)

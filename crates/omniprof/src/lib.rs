@@ -30,6 +30,7 @@ pub mod activity;
 pub mod clock;
 pub mod config;
 pub mod export;
+mod hash;
 pub mod import;
 pub mod record;
 pub mod session;

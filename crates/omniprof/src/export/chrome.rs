@@ -18,13 +18,13 @@
 //! assert_eq!(stats.events, 2); // the op and the `Record Window End` marker
 //! ```
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::activity::{Activity, ActivityType};
 use crate::export::json::{write_float, write_int, write_str, write_us, write_value};
+use crate::hash::FastMap;
 use crate::trace::Trace;
 
 /// Sort index of the `Spans` process (0x20000000).
@@ -84,7 +84,10 @@ pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteEr
         let file = if gz {
             let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::new(5));
             let stats = write(trace, &trace_name, &mut enc)?;
-            (enc.finish()?.into_inner().map_err(|e| e.into_error())?, stats)
+            (
+                enc.finish()?.into_inner().map_err(|e| e.into_error())?,
+                stats,
+            )
         } else {
             let mut out = out;
             let stats = write(trace, &trace_name, &mut out)?;
@@ -154,43 +157,50 @@ struct Layout {
 impl Layout {
     fn new(trace: &Trace) -> Self {
         let acts = &trace.activities;
+        let key = |i: &usize| {
+            let (s, e) = written_span(&acts[*i]);
+            (s, std::cmp::Reverse(e))
+        };
         let mut order: Vec<usize> = (0..acts.len())
             .filter(|&i| writes_complete_event(acts[i].kind))
             .collect();
-        let span = |a: &Activity| written_span(a);
-        order.sort_by_key(|&i| {
-            let (s, e) = span(&acts[i]);
-            (s, std::cmp::Reverse(e))
-        });
+        // Sessions hand over sorted traces; only sort what is not.
+        if !order.is_sorted_by_key(key) {
+            order.sort_by_key(key);
+        }
         let mut lanes = vec![0u32; acts.len()];
-        let mut stacks: HashMap<(i64, i64), Vec<Vec<i64>>> = HashMap::new();
+        let mut row_of: FastMap<(i64, i64), usize> = FastMap::default();
+        let mut rows: Vec<((i64, i64), Vec<Vec<i64>>)> = Vec::new();
         let mut spilled = 0;
         for i in order {
             let a = &acts[i];
-            let (start, end) = span(a);
-            let row = stacks
-                .entry((a.device, row_tid(a.resource)))
-                .or_insert_with(|| vec![Vec::new()]);
+            let (start, end) = written_span(a);
+            let id = (a.device, row_tid(a.resource));
+            let row = *row_of.entry(id).or_insert_with(|| {
+                rows.push((id, vec![Vec::new()]));
+                rows.len() - 1
+            });
+            let stacks = &mut rows[row].1;
             let lane = (0..)
                 .find(|&lane| {
-                    if lane == row.len() {
-                        row.push(Vec::new());
+                    if lane == stacks.len() {
+                        stacks.push(Vec::new());
                     }
-                    let stack = &mut row[lane];
+                    let stack = &mut stacks[lane];
                     while stack.last().is_some_and(|&top| top <= start) {
                         stack.pop();
                     }
                     stack.last().is_none_or(|&top| end <= top)
                 })
                 .expect("an empty lane always fits");
-            row[lane].push(end);
+            stacks[lane].push(end);
             lanes[i] = lane as u32;
             spilled += (lane > 0) as u64;
         }
-        let mut extra_rows: Vec<_> = stacks
+        let mut extra_rows: Vec<_> = rows
             .into_iter()
             .filter(|(_, lanes)| lanes.len() > 1)
-            .map(|(key, lanes)| (key, lanes.len() as u32 - 1))
+            .map(|(id, lanes)| (id, lanes.len() as u32 - 1))
             .collect();
         extra_rows.sort_unstable();
         Self {
@@ -228,6 +238,7 @@ struct Writer<W> {
 }
 
 impl<W: Write> Writer<W> {
+    #[inline(always)]
     fn raw(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
@@ -247,6 +258,7 @@ impl<W: Write> Writer<W> {
     }
 
     /// Starts an event object; every event but the first is preceded by a comma.
+    #[inline(always)]
     fn event(&mut self, ph: &[u8]) {
         if self.stats.events > 0 {
             self.raw(b",\n  ");
@@ -259,22 +271,26 @@ impl<W: Write> Writer<W> {
         self.raw(b"\"");
     }
 
+    #[inline(always)]
     fn key(&mut self, key: &[u8]) {
         self.raw(b", \"");
         self.raw(key);
         self.raw(b"\": ");
     }
 
+    #[inline(always)]
     fn ts(&mut self, key: &[u8], ns: i64) {
         self.key(key);
         write_us(&mut self.buf, ns - self.base);
     }
 
+    #[inline(always)]
     fn int(&mut self, key: &[u8], v: i64) {
         self.key(key);
         write_int(&mut self.buf, v);
     }
 
+    #[inline(always)]
     fn str(&mut self, key: &[u8], v: &str) {
         self.key(key);
         write_str(&mut self.buf, v);
@@ -320,7 +336,14 @@ impl<W: Write> Writer<W> {
         let ts = trace.window_start_ns;
         for p in &trace.processes {
             self.meta("process_name", p.pid, 0, ts, "name", MetaArg::Str(&p.name));
-            self.meta("process_labels", p.pid, 0, ts, "labels", MetaArg::Str(&p.label));
+            self.meta(
+                "process_labels",
+                p.pid,
+                0,
+                ts,
+                "labels",
+                MetaArg::Str(&p.label),
+            );
             let sort = MetaArg::Int(p.sort_index);
             self.meta("process_sort_index", p.pid, 0, ts, "sort_index", sort);
         }
@@ -332,11 +355,19 @@ impl<W: Write> Writer<W> {
         }
         for &((pid, tid), extra) in &layout.extra_rows {
             let base = trace.threads.iter().find(|t| t.pid == pid && t.tid == tid);
-            let (name, sort) = base.map_or((format!("{tid}"), tid), |t| (t.name.clone(), t.sort_index));
+            let (name, sort) =
+                base.map_or((format!("{tid}"), tid), |t| (t.name.clone(), t.sort_index));
             for lane in 1..=extra as i64 {
                 let name = format!("{name} (overlap {lane})");
                 let lane_tid = tid + lane * LANE_STRIDE;
-                self.meta("thread_name", pid, lane_tid, ts, "name", MetaArg::Str(&name));
+                self.meta(
+                    "thread_name",
+                    pid,
+                    lane_tid,
+                    ts,
+                    "name",
+                    MetaArg::Str(&name),
+                );
                 let sort = MetaArg::Int(sort.saturating_add(lane));
                 self.meta("thread_sort_index", pid, lane_tid, ts, "sort_index", sort);
             }
@@ -392,7 +423,11 @@ impl<W: Write> Writer<W> {
                 let tid = row_tid(a.resource) + lane as i64 * LANE_STRIDE;
                 self.event(b"X");
                 self.str(b"cat", kind.name());
-                let name: &str = if &*a.name == "kernel" { "Kernel" } else { &a.name };
+                let name: &str = if &*a.name == "kernel" {
+                    "Kernel"
+                } else {
+                    &a.name
+                };
                 self.str(b"name", name);
                 self.int(b"pid", a.device);
                 self.int(b"tid", tid);
@@ -426,10 +461,9 @@ impl<W: Write> Writer<W> {
             .linked_correlation
             .or((a.kind.has_own_external_id() && a.correlation != 0).then_some(a.correlation))
             .filter(|&id| id != 0);
-        let correlation = (!a.kind.has_own_external_id()
-            && a.correlation != 0
-            && a.arg("correlation").is_none())
-        .then_some(a.correlation);
+        let correlation =
+            (!a.kind.has_own_external_id() && a.correlation != 0 && a.arg("correlation").is_none())
+                .then_some(a.correlation);
         if external_id.is_none() && a.args.is_empty() && correlation.is_none() {
             self.raw(b"}");
             return;

@@ -4,40 +4,52 @@
 
 use crate::value::Value;
 
+/// Bytes that cannot appear raw inside a JSON string.
+const fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
 /// Appends `s` as a JSON string literal, escaped per RFC 8259.
+#[inline]
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
     let bytes = s.as_bytes();
-    let mut plain_from = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0..=0x1f => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[plain_from..i]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[(b >> 4) as usize]);
-            out.push(HEX[(b & 0xf) as usize]);
-        } else {
-            out.extend_from_slice(escape);
-        }
-        plain_from = i + 1;
-    }
-    out.extend_from_slice(&bytes[plain_from..]);
     out.push(b'"');
+    if !bytes.iter().any(|&b| needs_escape(b)) {
+        out.extend_from_slice(bytes);
+    } else {
+        write_escaped(out, bytes);
+    }
+    out.push(b'"');
+}
+
+#[cold]
+fn write_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for &b in bytes {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            0..=0x1f => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(b >> 4) as usize],
+                HEX[(b & 0xf) as usize],
+            ]),
+            _ => out.push(b),
+        }
+    }
 }
 
 /// Appends nanoseconds as microseconds with exactly three decimals (`1234567` → `1234.567`),
 /// from integers only; negative values are written as `0.000`.
+#[inline]
 pub fn write_us(out: &mut Vec<u8>, ns: i64) {
     let ns = ns.max(0);
     let mut buf = itoa::Buffer::new();
@@ -52,6 +64,7 @@ pub fn write_us(out: &mut Vec<u8>, ns: i64) {
 }
 
 /// Appends an integer.
+#[inline]
 pub fn write_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
@@ -115,7 +128,10 @@ mod tests {
 
     #[test]
     fn microseconds_have_three_decimals() {
-        assert_eq!(s(|o| write_us(o, 4_385_904_291_872_315)), "4385904291872.315");
+        assert_eq!(
+            s(|o| write_us(o, 4_385_904_291_872_315)),
+            "4385904291872.315"
+        );
         assert_eq!(s(|o| write_us(o, 5)), "0.005");
         assert_eq!(s(|o| write_us(o, 1000)), "1.000");
         assert_eq!(s(|o| write_us(o, -7)), "0.000");

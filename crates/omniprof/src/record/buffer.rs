@@ -14,7 +14,7 @@
 use std::cell::Cell;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use crate::value::Value;
 
@@ -68,8 +68,68 @@ pub(crate) fn prefill_pool(chunks: usize) {
     lock(&POOL).extend(fresh);
 }
 
+/// Below this many pooled chunks, the refill thread is woken.
+const POOL_LOW: usize = 16;
+/// The refill thread tops the pool up to this many chunks (4 MiB).
+const POOL_HIGH: usize = 64;
+
 fn take_chunk() -> Chunk {
-    lock(&POOL).pop().unwrap_or_else(new_chunk)
+    let (chunk, left) = {
+        let mut pool = lock(&POOL);
+        (pool.pop(), pool.len())
+    };
+    if left < POOL_LOW {
+        refiller().request();
+    }
+    // Only when the refill thread has fallen behind does a recording thread fault pages in.
+    chunk.unwrap_or_else(new_chunk)
+}
+
+/// A background thread that pre-faults chunks, so recording threads that fill many chunks
+/// take them ready-made instead of paying the first touch of fresh pages.
+struct Refiller {
+    wanted: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Refiller {
+    fn request(&self) {
+        let mut wanted = lock(&self.wanted);
+        if !*wanted {
+            *wanted = true;
+            self.wake.notify_one();
+        }
+    }
+
+    fn run(&self) {
+        loop {
+            {
+                let mut wanted = lock(&self.wanted);
+                while !*wanted {
+                    wanted = self.wake.wait(wanted).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+            prefill_pool(POOL_HIGH);
+            *lock(&self.wanted) = false;
+        }
+    }
+}
+
+fn refiller() -> &'static Refiller {
+    static REFILLER: OnceLock<&'static Refiller> = OnceLock::new();
+    REFILLER.get_or_init(|| {
+        let refiller: &'static Refiller = Box::leak(Box::new(Refiller {
+            wanted: Mutex::new(false),
+            wake: Condvar::new(),
+        }));
+        let spawned = std::thread::Builder::new()
+            .name("omniprof-refill".into())
+            .spawn(|| refiller.run());
+        if let Err(e) = spawned {
+            log::warn!("omniprof: no buffer refill thread ({e}); recording threads fault pages in");
+        }
+        refiller
+    })
 }
 
 /// A thread's records for the session it last recorded in.

@@ -23,7 +23,6 @@
 mod buffer;
 mod name;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -31,6 +30,7 @@ pub use name::{IntoName, Name, StaticName};
 
 use crate::activity::{Activity, ActivityType};
 use crate::clock::TickConverter;
+use crate::hash::FastMap;
 use crate::trace::ThreadRow;
 use crate::value::Value;
 use buffer::LOCAL;
@@ -256,11 +256,11 @@ pub(crate) fn collect(
             name: format!("thread {} ({})", thread.tid, thread.name),
             sort_index: thread.tid,
         });
-        let mut args: HashMap<u32, Vec<(Arc<str>, Value)>> = HashMap::new();
+        let mut args: FastMap<u32, Vec<(Arc<str>, Value)>> = FastMap::default();
         for (seq, key, value) in thread.args {
             args.entry(seq).or_default().push((key, value));
         }
-        let mut open: HashMap<u32, Activity> = HashMap::new();
+        let mut open: FastMap<u32, Activity> = FastMap::default();
         for &(w, tick) in &thread.records {
             let seq = w as u32;
             let kind = (w >> KIND_SHIFT) & 0xff;
@@ -403,7 +403,9 @@ mod tests {
     fn past_the_cap_events_are_counted_not_kept() {
         let _g = serial();
         let mut config = Config::default();
-        config.apply("OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=8192").unwrap();
+        config
+            .apply("OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=8192")
+            .unwrap();
         let t = record(config, || {
             std::thread::spawn(|| {
                 for _ in 0..10_000 {
@@ -428,7 +430,11 @@ mod tests {
         let open = record_function("still_open");
         let t = p.stop().unwrap();
         drop(open);
-        let a = t.activities.iter().find(|a| &*a.name == "still_open").unwrap();
+        let a = t
+            .activities
+            .iter()
+            .find(|a| &*a.name == "still_open")
+            .unwrap();
         assert_eq!(a.end_ns, t.window_end_ns);
         assert_eq!(a.arg("finished"), Some(&Value::Bool(false)));
         assert_eq!(t.metadata("unfinished_ranges"), Some(&Value::UInt(1)));

@@ -3,9 +3,10 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use crate::hash::FastMap;
 
 /// Ids are 24 bits wide in a record; the last one stands for every name past the limit.
 const MAX_ID: u32 = (1 << 24) - 1;
@@ -69,7 +70,11 @@ impl Name {
 
 /// Resolves many ids at once under one lock (used when draining).
 pub(crate) fn resolver() -> impl Fn(u32) -> Arc<str> {
-    let names = table().names.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let names = table()
+        .names
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     move |id| {
         names
             .get(id as usize)
@@ -125,33 +130,10 @@ impl IntoName for &StaticName {
     }
 }
 
-/// FNV-1a: names are short, so a simple hash beats SipHash by a wide margin here.
-#[derive(Default)]
-struct Fnv(u64);
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
-    }
-}
-
 thread_local! {
     /// Per-thread cache of names given as strings, so only a thread's first use of a name
     /// takes the global lock.
-    static LOCAL_NAMES: RefCell<HashMap<Box<str>, Name, BuildHasherDefault<Fnv>>> =
-        RefCell::new(HashMap::default());
+    static LOCAL_NAMES: RefCell<FastMap<Box<str>, Name>> = RefCell::new(FastMap::default());
 }
 
 impl IntoName for &str {

@@ -89,10 +89,13 @@ impl ProfilerBuilder {
     }
 
     pub fn build(self) -> Result<Profiler, SessionError> {
-        let activities = self
-            .activities
-            .filter(|a| !a.is_empty())
-            .unwrap_or_else(|| self.config.activity_types());
+        // An empty selection means the default set, as Kineto's validate() has it.
+        let activities = Some(
+            self.activities
+                .unwrap_or_else(|| self.config.activity_types()),
+        )
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(ActivitySet::default_set);
         Ok(Profiler {
             config: self.config,
             activities,
@@ -184,11 +187,10 @@ impl Profiler {
         add_environment_metadata(&mut trace);
         trace.set_metadata(
             "trace_id",
-            Value::from(
-                self.config
-                    .trace_id()
-                    .map_or_else(new_trace_id, str::to_owned),
-            ),
+            Value::from(match self.config.trace_id() {
+                "" => new_trace_id(),
+                id => id.to_owned(),
+            }),
         );
         trace.set_metadata("host_name", Value::from(host_name()));
         trace.set_metadata("dropped_events", Value::UInt(host.dropped_events));
@@ -368,6 +370,8 @@ pub(crate) mod tests {
     fn trace_ids_are_32_hex_digits() {
         let id = new_trace_id();
         assert_eq!(id.len(), 32);
-        assert!(id.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()));
+        assert!(id
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()));
     }
 }
