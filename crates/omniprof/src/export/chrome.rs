@@ -23,7 +23,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::activity::{Activity, ActivityType};
-use crate::export::json::{write_float, write_int, write_str, write_us, write_value};
+use crate::export::json::{write_float, write_i64, write_str, write_u64, write_us, write_value};
 use crate::hash::FastMap;
 use crate::trace::Trace;
 
@@ -126,97 +126,100 @@ pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteEr
 
 /// Writes `trace` as Chrome JSON to `out`, with `trace_name` as the `traceName`.
 pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<WriteStats> {
-    let layout = Layout::new(trace);
     let mut w = Writer {
         out,
         buf: Vec::with_capacity(FLUSH_AT * 2),
         base: trace.base_time_ns,
-        stats: WriteStats {
-            spilled: layout.spilled,
-            ..WriteStats::default()
-        },
+        stats: WriteStats::default(),
     };
     w.header(trace)?;
-    w.rows(trace, &layout)?;
-    for (i, a) in trace.activities.iter().enumerate() {
-        w.activity(a, layout.lanes[i])?;
+    w.rows(trace)?;
+    let mut lanes = Lanes::default();
+    let acts = &trace.activities;
+    let key = |a: &Activity| {
+        let (s, e) = written_span(a);
+        (s, std::cmp::Reverse(e))
+    };
+    // Sessions and the reader hand over sorted traces; only sort what is not.
+    if acts.windows(2).all(|p| key(&p[0]) <= key(&p[1])) {
+        for a in acts {
+            w.activity(a, &mut lanes)?;
+        }
+    } else {
+        let mut order: Vec<&Activity> = acts.iter().collect();
+        order.sort_by_key(|a| key(a));
+        for a in order {
+            w.activity(a, &mut lanes)?;
+        }
     }
+    w.stats.spilled = lanes.spilled;
+    w.sibling_rows(trace, lanes)?;
     w.spans(trace)?;
     w.footer(trace, trace_name)?;
     Ok(w.stats)
 }
 
-/// Which sibling row (lane) each X event goes to so that every row nests strictly.
-struct Layout {
-    lanes: Vec<u32>,
+/// Assigns X events, taken in time order, to lanes of their (pid, tid) row so that every
+/// lane nests strictly: lane 0 is the row itself, lane k > 0 a sibling row.
+#[derive(Default)]
+struct Lanes {
+    row_of: FastMap<(i64, i64), usize>,
+    /// Per row: its id and, per lane, the ends of the open events (a stack).
+    rows: Vec<((i64, i64), Vec<Vec<i64>>)>,
     spilled: u64,
-    /// Rows that gained lanes: (pid, tid) → lanes used beyond the first.
-    extra_rows: Vec<((i64, i64), u32)>,
 }
 
-impl Layout {
-    fn new(trace: &Trace) -> Self {
-        let acts = &trace.activities;
-        let key = |i: &usize| {
-            let (s, e) = written_span(&acts[*i]);
-            (s, std::cmp::Reverse(e))
+impl Lanes {
+    fn assign(&mut self, row_id: (i64, i64), start: i64, end: i64) -> u32 {
+        let rows = &mut self.rows;
+        let row = *self.row_of.entry(row_id).or_insert_with(|| {
+            rows.push((row_id, vec![Vec::new()]));
+            rows.len() - 1
+        });
+                let row = *self.row_of.entry(row_id).or_insert_with(|| {
+                    rows.push((row_id, vec![Vec::new()]));
+                    rows.len() - 1
+                });
+                self.recent.rotate_right(1);
+                self.recent[0] = (row_id, row);
+                row
+            }
         };
-        let mut order: Vec<usize> = (0..acts.len())
-            .filter(|&i| writes_complete_event(acts[i].kind))
-            .collect();
-        // Sessions hand over sorted traces; only sort what is not.
-        if !order.is_sorted_by_key(key) {
-            order.sort_by_key(key);
-        }
-        let mut lanes = vec![0u32; acts.len()];
-        let mut row_of: FastMap<(i64, i64), usize> = FastMap::default();
-        let mut rows: Vec<((i64, i64), Vec<Vec<i64>>)> = Vec::new();
-        let mut spilled = 0;
-        for i in order {
-            let a = &acts[i];
-            let (start, end) = written_span(a);
-            let id = (a.device, row_tid(a.resource));
-            let row = *row_of.entry(id).or_insert_with(|| {
-                rows.push((id, vec![Vec::new()]));
-                rows.len() - 1
-            });
-            let stacks = &mut rows[row].1;
-            let lane = (0..)
-                .find(|&lane| {
-                    if lane == stacks.len() {
-                        stacks.push(Vec::new());
-                    }
-                    let stack = &mut stacks[lane];
-                    while stack.last().is_some_and(|&top| top <= start) {
-                        stack.pop();
-                    }
-                    stack.last().is_none_or(|&top| end <= top)
-                })
-                .expect("an empty lane always fits");
-            stacks[lane].push(end);
-            lanes[i] = lane as u32;
-            spilled += (lane > 0) as u64;
-        }
-        let mut extra_rows: Vec<_> = rows
+        let rows = &mut self.rows;
+        let stacks = &mut rows[row].1;
+        let lane = (0..)
+            .find(|&lane| {
+                if lane == stacks.len() {
+                    stacks.push(Vec::new());
+                }
+                let stack = &mut stacks[lane];
+                while stack.last().is_some_and(|&top| top <= start) {
+                    stack.pop();
+                }
+                stack.last().is_none_or(|&top| end <= top)
+            })
+            .expect("an empty lane always fits");
+        stacks[lane].push(end);
+        self.spilled += (lane > 0) as u64;
+        lane as u32
+    }
+
+    /// Rows that needed lanes beyond the first: (pid, tid) and how many more.
+    fn extra_rows(self) -> Vec<((i64, i64), u32)> {
+        let mut extra: Vec<_> = self
+            .rows
             .into_iter()
             .filter(|(_, lanes)| lanes.len() > 1)
             .map(|(id, lanes)| (id, lanes.len() as u32 - 1))
             .collect();
-        extra_rows.sort_unstable();
-        Self {
-            lanes,
-            spilled,
-            extra_rows,
-        }
+        extra.sort_unstable();
+        extra
     }
-}
-
-fn writes_complete_event(kind: ActivityType) -> bool {
-    !kind.is_counter() && kind != ActivityType::CpuInstantEvent
 }
 
 /// The (start, end) an X event is written with: GPU user annotations are widened by 1 ns on
 /// each side so they enclose the kernels they were built from.
+#[inline]
 fn written_span(a: &Activity) -> (i64, i64) {
     let end = a.start_ns + a.duration_ns();
     if a.kind == ActivityType::GpuUserAnnotation {
@@ -284,10 +287,18 @@ impl<W: Write> Writer<W> {
         write_us(&mut self.buf, ns - self.base);
     }
 
+    /// A `cat` from the fixed set of type names, which need no escaping.
+    #[inline(always)]
+    fn cat(&mut self, name: &'static str) {
+        self.raw(b", \"cat\": \"");
+        self.raw(name.as_bytes());
+        self.raw(b"\"");
+    }
+
     #[inline(always)]
     fn int(&mut self, key: &[u8], v: i64) {
         self.key(key);
-        write_int(&mut self.buf, v);
+        write_i64(&mut self.buf, v);
     }
 
     #[inline(always)]
@@ -311,7 +322,7 @@ impl<W: Write> Writer<W> {
             self.raw(b",\n");
         }
         self.raw(b"  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ");
-        write_int(&mut self.buf, self.base);
+        write_i64(&mut self.buf, self.base);
         self.raw(b",\n  \"traceEvents\": [");
         self.flush()
     }
@@ -327,12 +338,12 @@ impl<W: Write> Writer<W> {
         self.raw(b": ");
         match value {
             MetaArg::Str(s) => write_str(&mut self.buf, s),
-            MetaArg::Int(i) => write_int(&mut self.buf, i),
+            MetaArg::Int(i) => write_i64(&mut self.buf, i),
         }
         self.raw(b"}}");
     }
 
-    fn rows(&mut self, trace: &Trace, layout: &Layout) -> io::Result<()> {
+    fn rows(&mut self, trace: &Trace) -> io::Result<()> {
         let ts = trace.window_start_ns;
         for p in &trace.processes {
             self.meta("process_name", p.pid, 0, ts, "name", MetaArg::Str(&p.name));
@@ -353,7 +364,14 @@ impl<W: Write> Writer<W> {
             let sort = MetaArg::Int(t.sort_index);
             self.meta("thread_sort_index", t.pid, tid, ts, "sort_index", sort);
         }
-        for &((pid, tid), extra) in &layout.extra_rows {
+        self.flush_if_full()
+    }
+
+    /// Rows for the sibling lanes of overlapping events. They are the only rows written
+    /// after events, because they are known only once every event has been placed.
+    fn sibling_rows(&mut self, trace: &Trace, lanes: Lanes) -> io::Result<()> {
+        let ts = trace.window_start_ns;
+        for &((pid, tid), extra) in &lanes.extra_rows() {
             let base = trace.threads.iter().find(|t| t.pid == pid && t.tid == tid);
             let (name, sort) =
                 base.map_or((format!("{tid}"), tid), |t| (t.name.clone(), t.sort_index));
@@ -375,11 +393,11 @@ impl<W: Write> Writer<W> {
         self.flush_if_full()
     }
 
-    fn activity(&mut self, a: &Activity, lane: u32) -> io::Result<()> {
+    fn activity(&mut self, a: &Activity, lanes: &mut Lanes) -> io::Result<()> {
         match a.kind {
             ActivityType::CpuInstantEvent => {
                 self.event(b"i");
-                self.str(b"cat", a.kind.name());
+                self.cat(a.kind.name());
                 self.str(b"s", "t");
                 self.str(b"name", &a.name);
                 self.int(b"pid", a.device);
@@ -390,7 +408,7 @@ impl<W: Write> Writer<W> {
             ActivityType::HardwareCounters => {
                 for (metric, value) in &a.counters {
                     self.event(b"C");
-                    self.str(b"cat", a.kind.name());
+                    self.cat(a.kind.name());
                     self.str(b"name", metric);
                     self.str(b"pid", &format!("GPU {} Counters", a.device));
                     self.int(b"tid", row_tid(a.resource));
@@ -402,7 +420,7 @@ impl<W: Write> Writer<W> {
             }
             kind if kind.is_counter() => {
                 self.event(b"C");
-                self.str(b"cat", kind.name());
+                self.cat(kind.name());
                 self.str(b"name", &a.name);
                 self.int(b"pid", a.device);
                 self.int(b"tid", row_tid(a.resource));
@@ -420,9 +438,10 @@ impl<W: Write> Writer<W> {
             }
             kind => {
                 let (start, end) = written_span(a);
+                let lane = lanes.assign((a.device, row_tid(a.resource)), start, end);
                 let tid = row_tid(a.resource) + lane as i64 * LANE_STRIDE;
                 self.event(b"X");
-                self.str(b"cat", kind.name());
+                self.cat(kind.name());
                 let name: &str = if &*a.name == "kernel" {
                     "Kernel"
                 } else {
@@ -438,7 +457,7 @@ impl<W: Write> Writer<W> {
                 if let Some(flow) = a.flow.filter(|f| f.id > 0) {
                     self.event(if flow.start { b"s" } else { b"f" });
                     self.key(b"id");
-                    write_int(&mut self.buf, flow.id);
+                    write_u64(&mut self.buf, flow.id);
                     self.int(b"pid", a.device);
                     self.int(b"tid", tid);
                     self.ts(b"ts", start);
@@ -478,7 +497,7 @@ impl<W: Write> Writer<W> {
         if let Some(id) = external_id {
             sep(&mut self.buf);
             self.buf.extend_from_slice(b"\"External id\": ");
-            write_int(&mut self.buf, id);
+            write_u64(&mut self.buf, id);
         }
         for (key, value) in &a.args {
             sep(&mut self.buf);
@@ -489,7 +508,7 @@ impl<W: Write> Writer<W> {
         if let Some(id) = correlation {
             sep(&mut self.buf);
             self.buf.extend_from_slice(b"\"correlation\": ");
-            write_int(&mut self.buf, id);
+            write_u64(&mut self.buf, id);
         }
         self.raw(b"}}");
     }
@@ -506,7 +525,7 @@ impl<W: Write> Writer<W> {
             self.key(b"dur");
             write_us(&mut self.buf, (s.end_ns - s.start_ns).max(0));
             self.raw(b", \"args\": {\"Op count\": ");
-            write_int(&mut self.buf, s.op_count);
+            write_u64(&mut self.buf, s.op_count);
             self.raw(b"}}");
             self.event(b"M");
             self.str(b"name", "process_sort_index");
@@ -514,7 +533,7 @@ impl<W: Write> Writer<W> {
             self.str(b"pid", "Spans");
             self.int(b"tid", 0);
             self.raw(b", \"args\": {\"sort_index\": ");
-            write_int(&mut self.buf, SPANS_SORT_INDEX);
+            write_i64(&mut self.buf, SPANS_SORT_INDEX);
             self.raw(b"}}");
             self.event(b"i");
             self.str(b"s", "g");

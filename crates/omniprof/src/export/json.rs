@@ -51,9 +51,8 @@ fn write_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
 /// from integers only; negative values are written as `0.000`.
 #[inline]
 pub fn write_us(out: &mut Vec<u8>, ns: i64) {
-    let ns = ns.max(0);
-    let mut buf = itoa::Buffer::new();
-    out.extend_from_slice(buf.format(ns / 1000).as_bytes());
+    let ns = ns.max(0) as u64;
+    write_u64(out, ns / 1000);
     let frac = (ns % 1000) as u16;
     out.extend_from_slice(&[
         b'.',
@@ -63,17 +62,52 @@ pub fn write_us(out: &mut Vec<u8>, ns: i64) {
     ]);
 }
 
-/// Appends an integer.
+/// Appends a signed integer.
 #[inline]
-pub fn write_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+pub fn write_i64(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    write_u64(out, v.unsigned_abs());
+}
+
+/// Appends an unsigned integer. The digits are formatted left-aligned into a fixed 20-byte
+/// array that is appended whole and then truncated: a fixed-size copy compiles to two vector
+/// stores, where a variable-length one is a `memmove` call that costs more than the digits.
+#[inline]
+pub fn write_u64(out: &mut Vec<u8>, mut v: u64) {
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+                                2021222324252627282930313233343536373839\
+                                4041424344454647484950515253545556575859\
+                                6061626364656667686970717273747576777879\
+                                8081828384858687888990919293949596979899";
+    let digits = v.checked_ilog10().map_or(1, |d| d as usize + 1);
+    let mut tmp = [0u8; 20];
+    let mut i = digits;
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        tmp[i] = PAIRS[pair];
+        tmp[i + 1] = PAIRS[pair + 1];
+    }
+    if v >= 10 {
+        let pair = v as usize * 2;
+        tmp[0] = PAIRS[pair];
+        tmp[1] = PAIRS[pair + 1];
+    } else {
+        tmp[0] = b'0' + v as u8;
+    }
+    let len = out.len();
+    out.extend_from_slice(&tmp);
+    out.truncate(len + digits);
 }
 
 /// Appends a float; non-finite values (which JSON cannot hold) are written as `null`.
 pub fn write_float(out: &mut Vec<u8>, v: f64) {
     if v.is_finite() {
         if v == v.trunc() && v.abs() < 1e15 {
-            write_int(out, v as i64);
+            write_i64(out, v as i64);
         } else {
             out.extend_from_slice(format!("{v}").as_bytes());
         }
@@ -86,8 +120,8 @@ pub fn write_float(out: &mut Vec<u8>, v: f64) {
 /// else as a string.
 pub fn write_value(out: &mut Vec<u8>, v: &Value) {
     match v {
-        Value::Int(i) => write_int(out, *i),
-        Value::UInt(u) => write_int(out, *u),
+        Value::Int(i) => write_i64(out, *i),
+        Value::UInt(u) => write_u64(out, *u),
         Value::Float(f) => write_float(out, *f),
         Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Str(s) => write_str(out, s),
@@ -135,6 +169,15 @@ mod tests {
         assert_eq!(s(|o| write_us(o, 5)), "0.005");
         assert_eq!(s(|o| write_us(o, 1000)), "1.000");
         assert_eq!(s(|o| write_us(o, -7)), "0.000");
+    }
+
+    #[test]
+    fn integers_match_the_standard_formatting() {
+        for v in [0u64, 7, 10, 99, 100, 12345, 1 << 53, u64::MAX] {
+            assert_eq!(s(|o| write_u64(o, v)), v.to_string());
+        }
+        assert_eq!(s(|o| write_i64(o, -42)), "-42");
+        assert_eq!(s(|o| write_i64(o, i64::MIN)), i64::MIN.to_string());
     }
 
     #[test]
