@@ -176,16 +176,6 @@ impl Lanes {
             rows.push((row_id, vec![Vec::new()]));
             rows.len() - 1
         });
-                let row = *self.row_of.entry(row_id).or_insert_with(|| {
-                    rows.push((row_id, vec![Vec::new()]));
-                    rows.len() - 1
-                });
-                self.recent.rotate_right(1);
-                self.recent[0] = (row_id, row);
-                row
-            }
-        };
-        let rows = &mut self.rows;
         let stacks = &mut rows[row].1;
         let lane = (0..)
             .find(|&lane| {
