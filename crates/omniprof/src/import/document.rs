@@ -1,0 +1,293 @@
+//! The outer structure of a trace: gzip detection, the top-level object, its header keys and
+//! the `traceEvents` array, walked with the [`Scanner`] so that nothing larger than one value
+//! is ever parsed at once.
+
+use std::io::{self, Cursor, Read};
+
+use flate2::read::MultiGzDecoder;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::error::{ReadError, ReadErrorKind};
+use super::event::{RawEvent, Str};
+use super::mapper::{EventError, EventMapper};
+use super::scan::Scanner;
+use super::{ReadStats, TraceItem};
+use crate::value::Value;
+
+/// Reads a whole document into `sink`. On error the items read so far have been delivered,
+/// including the rows and window when the error is inside `traceEvents`.
+pub(super) fn read_document<R: Read>(
+    input: R,
+    sink: &mut impl FnMut(TraceItem),
+) -> (ReadStats, Option<ReadError>) {
+    let input = match Input::detect(input) {
+        Ok(input) => input,
+        Err(e) => return (ReadStats::default(), Some(ReadError::new(e.into()))),
+    };
+    let mut doc = Document {
+        scan: Scanner::new(input),
+        mapper: EventMapper::new(),
+        key: None,
+        event: None,
+        seen_base: false,
+        seen_events: false,
+    };
+    let error = doc.document(sink).err().map(|mut e| {
+        if doc.event.is_some() {
+            doc.mapper.finish(sink);
+        }
+        e.location.key = doc.key.take();
+        e.location.event = doc.event;
+        e
+    });
+    (doc.mapper.stats, error)
+}
+
+/// The input, decompressed when it starts with the gzip magic bytes.
+enum Input<R> {
+    Plain(io::Chain<Cursor<Vec<u8>>, R>),
+    /// `MultiGzDecoder` because a `.gz` file may hold several concatenated members.
+    Gzip(MultiGzDecoder<io::Chain<Cursor<Vec<u8>>, R>>),
+}
+
+impl<R: Read> Input<R> {
+    fn detect(mut input: R) -> io::Result<Self> {
+        let mut magic = [0u8; 2];
+        let mut len = 0;
+        while len < magic.len() {
+            match input.read(&mut magic[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let input = Cursor::new(magic[..len].to_vec()).chain(input);
+        Ok(if magic[..len] == [0x1f, 0x8b] {
+            Self::Gzip(MultiGzDecoder::new(input))
+        } else {
+            Self::Plain(input)
+        })
+    }
+}
+
+impl<R: Read> Read for Input<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Plain(r) => r.read(buf),
+            Self::Gzip(r) => r.read(buf),
+        }
+    }
+}
+
+struct Document<R> {
+    scan: Scanner<R>,
+    mapper: EventMapper,
+    /// The key whose value is being read, and the event index inside `traceEvents`: the
+    /// context added to errors.
+    key: Option<String>,
+    event: Option<u64>,
+    seen_base: bool,
+    seen_events: bool,
+}
+
+/// Where in a parsed slice serde_json failed, and why.
+struct SliceError {
+    offset: usize,
+    kind: ReadErrorKind,
+}
+
+/// Parses one complete value. serde_json reports a line and column within the slice; they
+/// are turned back into an offset so the caller can place the error in the file.
+fn parse<'a, T: Deserialize<'a>>(text: &'a [u8]) -> Result<T, SliceError> {
+    serde_json::from_slice(text).map_err(|e| {
+        let line_start = match e.line() {
+            0 | 1 => 0,
+            line => text
+                .iter()
+                .enumerate()
+                .filter(|&(_, &b)| b == b'\n')
+                .nth(line - 2)
+                .map_or(text.len(), |(i, _)| i + 1),
+        };
+        let offset = (line_start + e.column().saturating_sub(1)).min(text.len());
+        let message = e.to_string();
+        let suffix = format!(" at line {} column {}", e.line(), e.column());
+        let message = message
+            .strip_suffix(&suffix)
+            .unwrap_or(&message)
+            .to_string();
+        let kind = match e.classify() {
+            serde_json::error::Category::Data => ReadErrorKind::Invalid(message),
+            _ => ReadErrorKind::Syntax(message),
+        };
+        SliceError { offset, kind }
+    })
+}
+
+impl<R: Read> Document<R> {
+    fn located(&self, offset: u64, e: SliceError) -> ReadError {
+        ReadError::at(self.scan.position(offset + e.offset as u64), e.kind)
+    }
+
+    fn document(&mut self, sink: &mut impl FnMut(TraceItem)) -> Result<(), ReadError> {
+        self.scan.expect(b'{', "`{` opening the trace object")?;
+        if self.scan.peek()? == Some(b'}') {
+            self.scan.bump();
+        } else {
+            loop {
+                self.entry(sink)?;
+                match self.scan.peek()? {
+                    Some(b',') => self.scan.bump(),
+                    Some(b'}') => {
+                        self.scan.bump();
+                        break;
+                    }
+                    Some(other) => return Err(self.scan.unexpected(other, "`,` or `}`")),
+                    None => return Err(self.scan.truncated("`,` or `}`")),
+                }
+            }
+        }
+        match self.scan.peek()? {
+            None => Ok(()),
+            Some(other) => Err(self.scan.unexpected(other, "the end of the input")),
+        }
+    }
+
+    /// One `"key": value` of the top-level object.
+    fn entry(&mut self, sink: &mut impl FnMut(TraceItem)) -> Result<(), ReadError> {
+        match self.scan.peek()? {
+            Some(b'"') => {}
+            Some(other) => return Err(self.scan.unexpected(other, "a key")),
+            None => return Err(self.scan.truncated("a key")),
+        }
+        let (offset, text) = self.scan.value("a key")?;
+        let key = match parse::<Str>(text) {
+            Ok(key) => key.to_string(),
+            Err(e) => return Err(self.located(offset, e)),
+        };
+        self.scan.expect(b':', "`:`")?;
+        self.key = Some(key);
+        self.header_value(sink)?;
+        self.key = None;
+        Ok(())
+    }
+
+    fn duplicate(&self, key: &str) -> ReadError {
+        ReadError::at(
+            self.scan.position(self.scan.offset()),
+            ReadErrorKind::Invalid(format!("duplicate key {key:?}")),
+        )
+    }
+
+    /// The value of the current key, delivered as its item.
+    fn header_value(&mut self, sink: &mut impl FnMut(TraceItem)) -> Result<(), ReadError> {
+        let key = self.key.as_deref().unwrap_or_default();
+        match key {
+            "traceEvents" if self.seen_events => Err(self.duplicate(key)),
+            "traceEvents" => {
+                self.seen_events = true;
+                self.events(sink)
+            }
+            "baseTimeNanoseconds" if self.seen_base => Err(self.duplicate(key)),
+            "baseTimeNanoseconds" => {
+                self.seen_base = true;
+                let (offset, text) = self.scan.value("a value")?;
+                let base = parse::<i64>(text).map_err(|e| self.located(offset, e))?;
+                self.mapper.base_ns = base;
+                sink(TraceItem::BaseTime(base));
+                Ok(())
+            }
+            "traceName" => {
+                let (offset, text) = self.scan.value("a value")?;
+                let name = parse::<String>(text).map_err(|e| self.located(offset, e))?;
+                sink(TraceItem::TraceName(name));
+                Ok(())
+            }
+            "deviceProperties" => {
+                let (offset, text) = self.scan.value("a value")?;
+                let devices = match parse::<Vec<&RawValue>>(text) {
+                    Ok(devices) => devices.iter().map(|d| Value::json(d.get())).collect(),
+                    Err(e) => return Err(self.located(offset, e)),
+                };
+                sink(TraceItem::DeviceProperties(devices));
+                Ok(())
+            }
+            // Constants of the format, rewritten by every writer.
+            "schemaVersion" | "displayTimeUnit" => {
+                let (offset, text) = self.scan.value("a value")?;
+                parse::<IgnoredAny>(text).map_err(|e| self.located(offset, e))?;
+                Ok(())
+            }
+            _ => {
+                let key = key.to_string();
+                let (offset, text) = self.scan.value("a value")?;
+                let value = match parse::<&RawValue>(text) {
+                    Ok(raw) => Value::json(raw.get()),
+                    Err(e) => return Err(self.located(offset, e)),
+                };
+                sink(TraceItem::Metadata(key, value));
+                Ok(())
+            }
+        }
+    }
+
+    /// Parses one event and maps it; returns the event's offset and what the mapper made of
+    /// it (an error there is an event it cannot use).
+    fn event(
+        &mut self,
+        sink: &mut impl FnMut(TraceItem),
+    ) -> Result<(u64, Result<(), EventError>), ReadError> {
+        // Fast path: an event that is complete in the buffer is parsed where it lies, in one
+        // pass. One that runs past the buffer's end fails here (as does a malformed one) and
+        // is read again below after its extent is known.
+        if self.scan.peek()? == Some(b'{') {
+            let offset = self.scan.offset();
+            let mut events =
+                serde_json::Deserializer::from_slice(self.scan.unread()).into_iter::<RawEvent>();
+            if let Some(Ok(event)) = events.next() {
+                let len = events.byte_offset();
+                let mapped = self.mapper.event(event, sink);
+                drop(events);
+                self.scan.consume(len);
+                return Ok((offset, mapped));
+            }
+        }
+        let (offset, text) = self.scan.value("an event")?;
+        match parse::<RawEvent>(text) {
+            Ok(event) => Ok((offset, self.mapper.event(event, sink))),
+            Err(e) => Err(self.located(offset, e)),
+        }
+    }
+
+    /// The `traceEvents` array, one event at a time.
+    fn events(&mut self, sink: &mut impl FnMut(TraceItem)) -> Result<(), ReadError> {
+        self.scan.expect(b'[', "`[` opening traceEvents")?;
+        if self.scan.peek()? == Some(b']') {
+            self.scan.bump();
+        } else {
+            for index in 0.. {
+                self.event = Some(index);
+                let (offset, mapped) = self.event(sink)?;
+                if let Err(message) = mapped {
+                    let at = self.scan.position(offset);
+                    return Err(ReadError::at(at, ReadErrorKind::Invalid(message)));
+                }
+                match self.scan.peek()? {
+                    Some(b',') => self.scan.bump(),
+                    Some(b']') => {
+                        self.scan.bump();
+                        break;
+                    }
+                    Some(other) => return Err(self.scan.unexpected(other, "`,` or `]`")),
+                    None => return Err(self.scan.truncated("`,` or `]`")),
+                }
+            }
+        }
+        self.event = None;
+        self.mapper.finish(sink);
+        Ok(())
+    }
+}

@@ -1,0 +1,655 @@
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
+
+use super::*;
+use crate::activity::{ActivityType, Flow, FlowKind};
+
+const PYTORCH_BASE: i64 = 1_790_857_026_000_000_000;
+
+/// `reference/data/pytorch-2.15-cpu.pt.trace.json`, renamed so `.gitignore` (which drops
+/// `*.pt.trace.json` outputs) keeps it.
+fn pytorch_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pytorch-2.15-cpu-trace.json")
+}
+
+fn pytorch_text() -> Vec<u8> {
+    std::fs::read(pytorch_path()).unwrap()
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+    gz.write_all(bytes).unwrap();
+    gz.finish().unwrap()
+}
+
+fn args(a: &Activity) -> Vec<(&str, &Value)> {
+    a.args.iter().map(|(k, v)| (&**k, v)).collect()
+}
+
+fn count(trace: &Trace, kind: ActivityType) -> usize {
+    trace.activities.iter().filter(|a| a.kind == kind).count()
+}
+
+#[test]
+fn pytorch_trace_header_rows_and_spans() {
+    let (trace, stats) = read_trace_with_stats(&pytorch_path()).unwrap();
+    assert_eq!(trace.base_time_ns, PYTORCH_BASE);
+    assert_eq!(trace.trace_name.as_deref(), Some("torch_cpu_trace.json"));
+    assert_eq!(
+        trace.metadata,
+        [
+            (
+                "trace_id".to_string(),
+                Value::json(r#""D496FC0E9C58406EBC3692BCEC462D17""#)
+            ),
+            ("record_shapes".to_string(), Value::json("1")),
+            ("host_name".to_string(), Value::json(r#""vm""#)),
+        ]
+    );
+    assert!(trace.device_properties.is_empty());
+    assert_eq!(
+        trace.processes,
+        [ProcessRow {
+            pid: 9362,
+            name: "python".into(),
+            label: "CPU".into(),
+            sort_index: 9362,
+        }]
+    );
+    // Kineto writes the main thread's pair twice; it is one row.
+    assert_eq!(
+        trace.threads,
+        [ThreadRow {
+            pid: 9362,
+            tid: 9362,
+            name: "thread 9362 (python)".into(),
+            sort_index: 9362,
+        }]
+    );
+    let span_start = PYTORCH_BASE + 4_385_904_291_751_330;
+    assert_eq!(
+        trace.spans,
+        [Span {
+            name: "PyTorch Profiler".into(),
+            prefix: String::new(),
+            iteration: 0,
+            start_ns: span_start,
+            end_ns: span_start + 127_935_776,
+            op_count: 0,
+        }]
+    );
+    // Rows carry the window start; `ts` 4385904291872.315 converts exactly.
+    assert_eq!(trace.window_start_ns, PYTORCH_BASE + 4_385_904_291_872_315);
+    assert_eq!(trace.window_end_ns, PYTORCH_BASE + 4_385_904_420_124_741);
+    assert_eq!(
+        stats,
+        ReadStats {
+            events: 69,
+            regenerated: 2,
+            ..ReadStats::default()
+        }
+    );
+}
+
+#[test]
+fn pytorch_trace_activities() {
+    let trace = read_trace(&pytorch_path()).unwrap();
+    assert_eq!(trace.activities.len(), 58);
+    assert_eq!(count(&trace, ActivityType::CpuOp), 54);
+    assert_eq!(count(&trace, ActivityType::UserAnnotation), 4);
+
+    let mut expected = Activity::new(
+        ActivityType::UserAnnotation,
+        "model_inference",
+        9362,
+        9362,
+        PYTORCH_BASE + 4_385_904_292_237_968,
+        PYTORCH_BASE + 4_385_904_292_237_968 + 127_392_143,
+    );
+    expected.correlation = 1;
+    expected.args = vec![
+        ("Record function id".into(), Value::Int(0)),
+        ("Ev Idx".into(), Value::Int(0)),
+    ];
+    assert_eq!(trace.activities[0], expected);
+
+    let matmul = &trace.activities[5];
+    assert_eq!(&*matmul.name, "aten::matmul");
+    assert_eq!(matmul.start_ns, PYTORCH_BASE + 4_385_904_301_678_211);
+    assert_eq!(matmul.duration_ns(), 33_876_654);
+    assert_eq!((matmul.correlation, matmul.linked_correlation), (6, None));
+    let dims = Value::List(vec![
+        Value::List(vec![Value::Int(256), Value::Int(256)]),
+        Value::List(vec![Value::Int(256), Value::Int(256)]),
+    ]);
+    let inputs = Value::List(vec![Value::from(""), Value::from("")]);
+    let types = Value::List(vec![Value::from("float"), Value::from("float")]);
+    let strides = Value::List(vec![
+        Value::List(vec![Value::Int(256), Value::Int(1)]),
+        Value::List(vec![Value::Int(256), Value::Int(1)]),
+    ]);
+    assert_eq!(
+        args(matmul),
+        [
+            ("Sequence number", &Value::Int(0)),
+            ("Fwd thread id", &Value::Int(0)),
+            ("Record function id", &Value::Int(0)),
+            ("Concrete Inputs", &inputs),
+            ("Input type", &types),
+            ("Input Strides", &strides),
+            ("Input Dims", &dims),
+            ("Ev Idx", &Value::Int(5)),
+        ]
+    );
+
+    // Names and arg keys are interned: one allocation per distinct string.
+    let empties: Vec<_> = trace
+        .activities
+        .iter()
+        .filter(|a| &*a.name == "aten::empty")
+        .collect();
+    assert!(empties.len() > 1);
+    assert!(Arc::ptr_eq(&empties[0].name, &empties[1].name));
+    assert!(Arc::ptr_eq(&empties[0].args[0].0, &matmul.args[2].0));
+}
+
+#[test]
+fn gzip_is_detected_by_its_magic_bytes() {
+    let plain = read_trace(&pytorch_path()).unwrap();
+    // A `.json` suffix: detection must not depend on the name.
+    let mut file = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
+    file.write_all(&gzip(&pytorch_text())).unwrap();
+    assert_eq!(read_trace(file.path()).unwrap(), plain);
+    // Two concatenated gzip members are one stream.
+    let text = pytorch_text();
+    let (a, b) = text.split_at(text.len() / 2);
+    let two = [gzip(a), gzip(b)].concat();
+    assert_eq!(read_trace_from(&two[..]).unwrap(), plain);
+}
+
+/// Section 13 of the format reference, extended: both kinds of flow, both counter shapes,
+/// every `External id` rule, a device span, and events the reader skips.
+const SMALL: &str = r#"{
+  "schemaVersion": 1,
+  "deviceProperties": [{"id": 0, "name": "Example Accelerator", "totalGlobalMem": 17179869184}, {"id": 1}],
+  "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+  "trace_id": "0123456789ABCDEF",
+  "displayTimeUnit": "ms",
+  "baseTimeNanoseconds": 1000000000000,
+  "traceEvents": [
+  {"ph": "M", "name": "process_name", "ts": 5000.000, "pid": 4242, "tid": 0, "args": {"name": "python"}},
+  {"ph": "M", "name": "process_labels", "ts": 5000.000, "pid": 4242, "tid": 0, "args": {"labels": "CPU"}},
+  {"ph": "M", "name": "process_name", "ts": 5000.000, "pid": 0, "tid": 0, "args": {"name": "python"}},
+  {"ph": "M", "name": "process_labels", "ts": 5000.000, "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+  {"ph": "M", "name": "process_sort_index", "ts": 5000.000, "pid": 0, "tid": 0, "args": {"sort_index": 5000000}},
+  {"ph": "M", "name": "thread_name", "ts": 5000.000, "pid": 0, "tid": 7, "args": {"name": "stream 7 "}},
+  {"ph": "M", "name": "process_uptime", "ts": 5000.000, "pid": 0, "tid": 0, "args": {"uptime": 3}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4242, "tid": 4242, "ts": 5010.125, "dur": 40.500, "args": {"External id": 17, "correlation": 5, "Input Dims": [[64, 64], [64, 64]]}},
+  {"ph": "s", "id": 3, "pid": 4242, "tid": 4242, "ts": 5010.125, "cat": "fwdbwd", "name": "fwdbwd"},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4242, "ts": 5020.250, "dur": 6.125, "args": {"External id": 17, "correlation": 901}},
+  {"ph": "s", "id": 901, "pid": 4242, "tid": 4242, "ts": 5020.250, "cat": "ac2g", "name": "ac2g"},
+  {"ph": "X", "cat": "kernel", "name": "gemm_64x64", "pid": 0, "tid": 7, "ts": 5031.000, "dur": 12.000, "args": {"External id": 17, "device": 0, "stream": 7, "correlation": 901}},
+  {"ph": "f", "id": 901, "pid": 0, "tid": 7, "ts": 5031.000, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+  {"ph": "f", "id": 902, "pid": 0, "tid": 7, "ts": 5031.000, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 5044.5, "dur": 1, "args": {"External id": 18, "bytes": 4096}},
+  {"ph": "f", "id": 3, "pid": 0, "tid": 7, "ts": 5044.501, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"},
+  {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 4242, "tid": 4242, "ts": 5001, "dur": 90, "args": {"External id": 2}},
+  {"ph": "X", "cat": "mystery", "name": "?", "pid": 4242, "tid": 4242, "ts": 5002, "dur": 1},
+  {"ph": "b", "cat": "cpu_op", "name": "async", "pid": 4242, "tid": 4242, "ts": 5002, "id": 1},
+  {"ph": "X", "cat": "cpu_op", "name": "odd", "pid": "host", "tid": 1, "ts": 5003, "dur": 1},
+  {"ph": "C", "cat": "gpu_pm_counter", "name": "sm_activity", "pid": 0, "tid": 7, "ts": 5031.000, "args": {"sm_active_pct": 87.5, "unit": "%"}},
+  {"ph": "C", "cat": "hardware_counters", "name": "sm_occupancy", "pid": "GPU 0 Counters", "tid": 7, "ts": 5032.000, "args": {"": 42}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4242, "ts": 5040.000, "args": {"Bytes": -64}},
+  {"ph": "X", "cat": "Trace", "name": "GPU: omniprof (3)", "pid": "Spans", "tid": "omniprof", "ts": 5000.000, "dur": 100.000, "args": {"Op count": 5}},
+  {"ph": "M", "name": "process_sort_index", "ts": 5000.000, "pid": "Spans", "tid": 0, "args": {"sort_index": 536870912}},
+  {"ph": "i", "s": "g", "name": "Iteration Start: omniprof", "pid": "Traces", "tid": "Trace omniprof", "ts": 5000.000},
+  {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": 5100.000}
+  ],
+  "traceName": "small.json"
+}"#;
+
+const SMALL_BASE: i64 = 1_000_000_000_000;
+
+fn find<'t>(trace: &'t Trace, name: &str) -> &'t Activity {
+    trace
+        .activities
+        .iter()
+        .find(|a| &*a.name == name)
+        .unwrap_or_else(|| panic!("no activity {name}"))
+}
+
+#[test]
+fn small_trace_header_rows_and_counts() {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(SMALL.as_bytes()).unwrap();
+    let (trace, stats) = read_trace_with_stats(file.path()).unwrap();
+    assert_eq!(trace.base_time_ns, SMALL_BASE);
+    assert_eq!(
+        trace.device_properties,
+        [
+            Value::json(
+                r#"{"id": 0, "name": "Example Accelerator", "totalGlobalMem": 17179869184}"#
+            ),
+            Value::json(r#"{"id": 1}"#),
+        ]
+    );
+    assert_eq!(
+        trace.metadata,
+        [
+            (
+                "distributedInfo".to_string(),
+                Value::json(r#"{"backend": "nccl", "rank": 0, "world_size": 1}"#)
+            ),
+            ("trace_id".to_string(), Value::json(r#""0123456789ABCDEF""#)),
+        ]
+    );
+    assert_eq!(trace.trace_name.as_deref(), Some("small.json"));
+    assert_eq!(
+        trace.processes,
+        [
+            ProcessRow {
+                pid: 4242,
+                name: "python".into(),
+                label: "CPU".into(),
+                sort_index: 4242,
+            },
+            ProcessRow {
+                pid: 0,
+                name: "python".into(),
+                label: "GPU 0".into(),
+                sort_index: 5_000_000,
+            },
+        ]
+    );
+    assert_eq!(
+        trace.threads,
+        [ThreadRow {
+            pid: 0,
+            tid: 7,
+            name: "stream 7 ".into(),
+            sort_index: 7,
+        }]
+    );
+    assert_eq!(
+        trace.spans,
+        [Span {
+            name: "omniprof".into(),
+            prefix: "GPU: ".into(),
+            iteration: 3,
+            start_ns: SMALL_BASE + 5_000_000,
+            end_ns: SMALL_BASE + 5_100_000,
+            op_count: 5,
+        }]
+    );
+    assert_eq!(
+        (trace.window_start_ns, trace.window_end_ns),
+        (SMALL_BASE + 5_000_000, SMALL_BASE + 5_100_000)
+    );
+    let names: Vec<&str> = trace.activities.iter().map(|a| &*a.name).collect();
+    assert_eq!(
+        names,
+        [
+            "aten::mm",
+            "cudaLaunchKernel",
+            "gemm_64x64",
+            "Memcpy HtoD",
+            "step",
+            "sm_activity",
+            "sm_occupancy",
+            "[memory]"
+        ]
+    );
+    assert_eq!(
+        stats,
+        ReadStats {
+            events: 27,
+            regenerated: 2,
+            unknown_phase: 1,
+            unknown_category: 1,
+            unknown_metadata: 1,
+            unsupported_id: 1,
+            unmatched_flow: 2,
+        }
+    );
+    assert_eq!(stats.skipped(), 6);
+}
+
+#[test]
+fn small_trace_lifts_ids_and_attaches_flows() {
+    let trace = read_trace_from(SMALL.as_bytes()).unwrap();
+
+    // A host op: `External id` is its own correlation; a `correlation` arg stays an arg.
+    let mm = find(&trace, "aten::mm");
+    assert_eq!((mm.correlation, mm.linked_correlation), (17, None));
+    let dims = Value::List(vec![
+        Value::List(vec![Value::Int(64), Value::Int(64)]),
+        Value::List(vec![Value::Int(64), Value::Int(64)]),
+    ]);
+    assert_eq!(
+        args(mm),
+        [("correlation", &Value::Int(5)), ("Input Dims", &dims)]
+    );
+    assert_eq!(
+        mm.flow,
+        Some(Flow {
+            id: 3,
+            kind: FlowKind::FwdBwd,
+            start: true
+        })
+    );
+    assert_eq!(
+        (mm.start_ns, mm.end_ns),
+        (SMALL_BASE + 5_010_125, SMALL_BASE + 5_050_625)
+    );
+    let step = find(&trace, "step");
+    assert_eq!((step.correlation, step.linked_correlation), (2, None));
+
+    let mut launch = Activity::new(
+        ActivityType::CudaRuntime,
+        "cudaLaunchKernel",
+        4242,
+        4242,
+        SMALL_BASE + 5_020_250,
+        SMALL_BASE + 5_026_375,
+    );
+    launch.correlation = 901;
+    launch.linked_correlation = Some(17);
+    launch.flow = Some(Flow {
+        id: 901,
+        kind: FlowKind::Ac2g,
+        start: true,
+    });
+    assert_eq!(find(&trace, "cudaLaunchKernel"), &launch);
+
+    let mut kernel = Activity::new(
+        ActivityType::ConcurrentKernel,
+        "gemm_64x64",
+        0,
+        7,
+        SMALL_BASE + 5_031_000,
+        SMALL_BASE + 5_043_000,
+    );
+    kernel.correlation = 901;
+    kernel.linked_correlation = Some(17);
+    // The second `f` (id 902) finds the kernel's flow taken and is skipped.
+    kernel.flow = Some(Flow {
+        id: 901,
+        kind: FlowKind::Ac2g,
+        start: false,
+    });
+    kernel.args = vec![
+        ("device".into(), Value::Int(0)),
+        ("stream".into(), Value::Int(7)),
+    ];
+    assert_eq!(find(&trace, "gemm_64x64"), &kernel);
+
+    // Linked type without a correlation arg; its flow event is 1 ns off, so not its own.
+    let copy = find(&trace, "Memcpy HtoD");
+    assert_eq!((copy.correlation, copy.linked_correlation), (0, Some(18)));
+    assert_eq!(copy.flow, None);
+    assert_eq!(copy.duration_ns(), 1_000);
+
+    let pm = find(&trace, "sm_activity");
+    assert_eq!(pm.kind, ActivityType::GpuPmCounter);
+    assert_eq!((pm.device, pm.resource), (0, 7));
+    assert_eq!(pm.start_ns, pm.end_ns);
+    assert_eq!(pm.counters, [(Arc::<str>::from("sm_active_pct"), 87.5)]);
+    assert_eq!(args(pm), [("unit", &Value::from("%"))]);
+
+    let hw = find(&trace, "sm_occupancy");
+    assert_eq!(hw.kind, ActivityType::HardwareCounters);
+    assert_eq!((hw.device, hw.resource), (0, 7));
+    assert_eq!(hw.counters, [(Arc::<str>::from("sm_occupancy"), 42.0)]);
+    assert!(hw.args.is_empty());
+
+    let instant = find(&trace, "[memory]");
+    assert_eq!(instant.kind, ActivityType::CpuInstantEvent);
+    assert_eq!(
+        (instant.start_ns, instant.end_ns),
+        (SMALL_BASE + 5_040_000, SMALL_BASE + 5_040_000)
+    );
+    assert_eq!(args(instant), [("Bytes", &Value::Int(-64))]);
+}
+
+#[test]
+fn small_trace_gzip_reads_the_same() {
+    let mut file = tempfile::Builder::new()
+        .suffix(".json.gz")
+        .tempfile()
+        .unwrap();
+    file.write_all(&gzip(SMALL.as_bytes())).unwrap();
+    let plain = read_trace_from(SMALL.as_bytes()).unwrap();
+    assert_eq!(read_trace(file.path()).unwrap(), plain);
+    assert_eq!(plain.activities.len(), 8);
+}
+
+#[test]
+fn streamed_items_come_in_order_with_rows_and_window_last() {
+    let mut items = Vec::new();
+    let stats = read_events(SMALL.as_bytes(), |item| items.push(item)).unwrap();
+    assert_eq!(stats.events, 27);
+    let tags: Vec<&str> = items
+        .iter()
+        .map(|item| match item {
+            TraceItem::BaseTime(_) => "base",
+            TraceItem::DeviceProperties(_) => "devices",
+            TraceItem::Metadata(..) => "meta",
+            TraceItem::TraceName(_) => "name",
+            TraceItem::Activity(_) => "activity",
+            TraceItem::Span(_) => "span",
+            TraceItem::Process(_) => "process",
+            TraceItem::Thread(_) => "thread",
+            TraceItem::Window { .. } => "window",
+        })
+        .collect();
+    let mut expected = vec!["devices", "meta", "meta", "base"];
+    expected.extend(["activity"; 8]);
+    expected.extend(["span", "process", "process", "thread", "window", "name"]);
+    assert_eq!(tags, expected);
+}
+
+#[test]
+fn a_late_base_time_still_gives_absolute_times() {
+    let json = r#"{"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 2.000, "dur": 1.000},
+        {"ph": "X", "cat": "Trace", "name": "s (1)", "pid": "Spans", "tid": "s", "ts": 1.000, "dur": 5.000}
+    ], "baseTimeNanoseconds": 1000000}"#;
+    let trace = read_trace_from(json.as_bytes()).unwrap();
+    assert_eq!(trace.base_time_ns, 1_000_000);
+    let a = &trace.activities[0];
+    assert_eq!((a.start_ns, a.end_ns), (1_002_000, 1_003_000));
+    assert_eq!(
+        (trace.spans[0].start_ns, trace.spans[0].end_ns),
+        (1_001_000, 1_006_000)
+    );
+    // No rows and no window marker: the window spans the activities.
+    assert_eq!(
+        (trace.window_start_ns, trace.window_end_ns),
+        (1_002_000, 1_003_000)
+    );
+}
+
+#[test]
+fn an_empty_trace_has_an_empty_window_at_the_base() {
+    let trace = read_trace_from(&br#"{"baseTimeNanoseconds": 77}"#[..]).unwrap();
+    assert_eq!((trace.window_start_ns, trace.window_end_ns), (77, 77));
+    let trace = read_trace_from(&br#"{"traceEvents": []}"#[..]).unwrap();
+    assert_eq!((trace.base_time_ns, trace.window_start_ns), (0, 0));
+    assert!(trace.activities.is_empty());
+}
+
+#[test]
+fn a_truncated_file_fails_where_it_ends_and_keeps_what_was_read() {
+    // 12000 bytes end inside traceEvents[34], on line 443.
+    let text = pytorch_text();
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(&text[..12_000]).unwrap();
+
+    let partial = read_trace_partial(file.path());
+    let error = partial.error.expect("a truncated file is an error");
+    assert!(
+        matches!(error.kind, ReadErrorKind::Truncated { .. }),
+        "{error}"
+    );
+    assert_eq!(error.location.path.as_deref(), Some(file.path()));
+    assert_eq!(error.location.event, Some(34));
+    assert_eq!(
+        error.location.position,
+        Some(Position {
+            offset: 12_000,
+            line: 443,
+            column: 51,
+        })
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{}: line 443, column 51 (byte 12000): traceEvents[34]: unexpected end of input, \
+             expected the end of an event",
+            file.path().display()
+        )
+    );
+    // Events 0..=33: seven row events and 27 activities (3 user annotations), all delivered, rows included.
+    let trace = partial.trace;
+    assert_eq!(partial.stats.events, 34);
+    assert_eq!(trace.activities.len(), 27);
+    assert_eq!(count(&trace, ActivityType::UserAnnotation), 3);
+    assert_eq!(&*trace.activities[26].name, "aten::resolve_conj");
+    assert_eq!(trace.processes.len(), 1);
+    assert_eq!(trace.threads.len(), 1);
+    assert_eq!(trace.base_time_ns, PYTORCH_BASE);
+    assert_eq!(trace.window_start_ns, PYTORCH_BASE + 4_385_904_291_872_315);
+    assert!(read_trace(file.path()).is_err());
+
+    // Streaming delivers the same before failing.
+    let mut activities = 0;
+    let error = read_events(&text[..12_000], |item| {
+        activities += matches!(item, TraceItem::Activity(_)) as usize;
+    })
+    .unwrap_err();
+    assert_eq!((activities, error.location.event), (27, Some(34)));
+}
+
+#[test]
+fn every_prefix_of_a_trace_is_an_error() {
+    let text = SMALL.trim_end().as_bytes();
+    for len in 0..text.len() {
+        let result = read_trace_from(&text[..len]);
+        assert!(result.is_err(), "prefix of {len} bytes was accepted");
+    }
+    assert!(read_trace_from(text).is_ok());
+}
+
+fn small_with(from: &str, to: &str) -> String {
+    assert!(SMALL.contains(from));
+    SMALL.replacen(from, to, 1)
+}
+
+#[test]
+fn a_bad_ts_names_the_event() {
+    let json = small_with(r#""ts": 5010.125"#, r#""ts": "abc""#);
+    let error = read_trace_from(json.as_bytes()).unwrap_err();
+    assert!(matches!(error.kind, ReadErrorKind::Invalid(_)), "{error}");
+    assert_eq!(error.location.event, Some(7));
+    assert_eq!(error.location.key.as_deref(), Some("traceEvents"));
+    assert_eq!(
+        error.location.position.map(|p| (p.line, p.column)),
+        Some((16, 3))
+    );
+    assert!(
+        error
+            .to_string()
+            .ends_with("traceEvents[7]: `ts`: expected a number of microseconds, found \"abc\""),
+        "{error}"
+    );
+}
+
+#[test]
+fn malformed_json_is_located_exactly() {
+    // A missing comma between two fields of traceEvents[9].
+    let json = small_with(
+        r#""name": "cudaLaunchKernel","#,
+        r#""name": "cudaLaunchKernel""#,
+    );
+    let error = read_trace_from(json.as_bytes()).unwrap_err();
+    assert!(matches!(error.kind, ReadErrorKind::Syntax(_)), "{error}");
+    assert_eq!(error.location.event, Some(9));
+    let at = error.location.position.unwrap();
+    let offset = json.find(r#"cudaLaunchKernel" "pid""#).unwrap() + 18;
+    assert_eq!(at.offset, offset as u64);
+    assert_eq!(&json[offset..offset + 5], "\"pid\"");
+
+    let missing = small_with(r#", "ts": 5031.000, "dur": 12.000"#, "");
+    let error = read_trace_from(missing.as_bytes()).unwrap_err();
+    assert_eq!(error.location.event, Some(11));
+    assert!(error.to_string().ends_with("missing field `ts`"), "{error}");
+}
+
+#[test]
+fn malformed_headers_name_their_key() {
+    let json = small_with("1000000000000", "1.5");
+    let error = read_trace_from(json.as_bytes()).unwrap_err();
+    assert_eq!(error.location.key.as_deref(), Some("baseTimeNanoseconds"));
+    assert_eq!(error.location.event, None);
+    assert!(
+        error.to_string().contains("in \"baseTimeNanoseconds\": "),
+        "{error}"
+    );
+
+    let error = read_trace_from(&br#"{"traceName": 3}"#[..]).unwrap_err();
+    assert!(matches!(error.kind, ReadErrorKind::Invalid(_)), "{error}");
+
+    let twice = small_with(r#""traceName""#, r#""baseTimeNanoseconds": 1, "traceName""#);
+    let error = read_trace_from(twice.as_bytes()).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .ends_with("duplicate key \"baseTimeNanoseconds\""),
+        "{error}"
+    );
+}
+
+#[test]
+fn documents_that_are_not_trace_objects_fail() {
+    for (text, expected) in [
+        ("", "line 1, column 1 (byte 0): unexpected end of input, expected `{` opening the trace object"),
+        ("[]", "line 1, column 1 (byte 0): invalid JSON: expected `{` opening the trace object, found `[`"),
+        ("{} x", "line 1, column 4 (byte 3): invalid JSON: expected the end of the input, found `x`"),
+        (r#"{"a": 1,}"#, "line 1, column 9 (byte 8): invalid JSON: expected a key, found `}`"),
+        (r#"{"traceEvents": [1]}"#, "line 1, column 18 (byte 17): traceEvents[0]: invalid type: integer `1`, expected an event object"),
+        (r#"{"traceEvents": [{},]}"#, "line 1, column 21 (byte 20): traceEvents[1]: invalid JSON: expected an event, found `]`"),
+        (r#"{"traceEvents": {}}"#, "line 1, column 17 (byte 16): in \"traceEvents\": invalid JSON: expected `[` opening traceEvents, found `{`"),
+    ] {
+        let error = read_trace_from(text.as_bytes()).unwrap_err();
+        assert_eq!(error.to_string(), expected, "for {text:?}");
+    }
+    assert!(read_trace_from(&b"\xEF\xBB\xBF {}"[..]).is_ok());
+    assert!(read_trace_from(&b"\x1f\x8b not gzip"[..]).is_err());
+}
+
+#[test]
+fn a_missing_file_is_an_io_error_naming_it() {
+    let path = Path::new("/nonexistent/trace.json");
+    let error = read_trace(path).unwrap_err();
+    assert!(matches!(error.kind, ReadErrorKind::Io(_)));
+    assert!(error
+        .to_string()
+        .starts_with("/nonexistent/trace.json: read failed: "));
+    let error = read_events_from_path(path, |_| {}).unwrap_err();
+    assert_eq!(error.location.path.as_deref(), Some(path));
+}
+
+proptest::proptest! {
+    #[test]
+    fn corrupted_input_never_panics(edits in proptest::collection::vec((0..SMALL.len(), 0u8..=255), 1..8)) {
+        let mut bytes = SMALL.as_bytes().to_vec();
+        for (at, byte) in edits {
+            bytes[at] = byte;
+        }
+        let _ = read_trace_from(&bytes[..]);
+    }
+}
