@@ -31,7 +31,7 @@ use crate::trace::Trace;
 const SPANS_SORT_INDEX: i64 = 536_870_912;
 /// Sibling rows for overlapping events get `tid + lane × LANE_STRIDE` (still exact in a
 /// double, far above any OS thread id or stream id).
-const LANE_STRIDE: i64 = 1 << 40;
+pub(crate) const LANE_STRIDE: i64 = 1 << 40;
 /// Viewer limits worth a warning (`reference/performance-anchors.md`, section 5).
 const CHROME_TRACING_LIMIT: u64 = 256 << 20;
 const PERFETTO_UI_LIMIT: u64 = 1 << 30;
@@ -159,18 +159,21 @@ pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<Wr
     Ok(w.stats)
 }
 
+/// A row: (pid, tid).
+type RowId = (i64, i64);
+
 /// Assigns X events, taken in time order, to lanes of their (pid, tid) row so that every
 /// lane nests strictly: lane 0 is the row itself, lane k > 0 a sibling row.
 #[derive(Default)]
 struct Lanes {
-    row_of: FastMap<(i64, i64), usize>,
+    row_of: FastMap<RowId, usize>,
     /// Per row: its id and, per lane, the ends of the open events (a stack).
-    rows: Vec<((i64, i64), Vec<Vec<i64>>)>,
+    rows: Vec<(RowId, Vec<Vec<i64>>)>,
     spilled: u64,
 }
 
 impl Lanes {
-    fn assign(&mut self, row_id: (i64, i64), start: i64, end: i64) -> u32 {
+    fn assign(&mut self, row_id: RowId, start: i64, end: i64) -> u32 {
         let rows = &mut self.rows;
         let row = *self.row_of.entry(row_id).or_insert_with(|| {
             rows.push((row_id, vec![Vec::new()]));
@@ -195,7 +198,7 @@ impl Lanes {
     }
 
     /// Rows that needed lanes beyond the first: (pid, tid) and how many more.
-    fn extra_rows(self) -> Vec<((i64, i64), u32)> {
+    fn extra_rows(self) -> Vec<(RowId, u32)> {
         let mut extra: Vec<_> = self
             .rows
             .into_iter()

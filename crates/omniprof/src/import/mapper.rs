@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 use super::event::{micros_to_ns, Id, RawEvent};
 use super::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
+use crate::export::chrome::LANE_STRIDE;
 use crate::trace::{ProcessRow, Span, ThreadRow};
 use crate::value::Value;
 
@@ -42,25 +43,6 @@ enum RowEvent<'e> {
     ThreadSortIndex(i64),
 }
 
-/// Types that are linked to a host op rather than having their own `External id`
-/// (`reference/trace-format.md`, section 5).
-fn has_linked_external_id(kind: ActivityType) -> bool {
-    use ActivityType::*;
-    matches!(
-        kind,
-        GpuMemcpy
-            | GpuMemset
-            | ConcurrentKernel
-            | CudaRuntime
-            | CudaDriver
-            | XpuRuntime
-            | XpuDriver
-            | PrivateUse1Runtime
-            | PrivateUse1Driver
-            | GpuPmCounter
-    )
-}
-
 /// The type of a `cat`: an exact name without allocating, else [`ActivityType::parse`]
 /// (case folding, generic names).
 fn activity_type(cat: &str) -> Option<ActivityType> {
@@ -69,6 +51,15 @@ fn activity_type(cat: &str) -> Option<ActivityType> {
         .copied()
         .find(|t| t.name() == cat)
         .or_else(|| ActivityType::parse(cat).ok())
+}
+
+/// The row an event belongs to, for events the writer moved to a sibling row.
+fn lane_row(tid: i64) -> i64 {
+    if tid >= LANE_STRIDE {
+        tid % LANE_STRIDE
+    } else {
+        tid
+    }
 }
 
 fn as_u64(value: &Value) -> Option<u64> {
@@ -201,9 +192,13 @@ impl EventMapper {
             self.stats.unsupported_id += 1;
             return Ok(());
         };
-        let start = self.start_ns(&ev)?;
-        let end = Self::end_ns(start, &ev)?;
-        let activity = self.activity(kind, ev, device, resource, start, end);
+        let mut start = self.start_ns(&ev)?;
+        let mut end = Self::end_ns(start, &ev)?;
+        if kind == ActivityType::GpuUserAnnotation && end - start >= 2 {
+            // Undo the writer's widening (1 ns on each side).
+            (start, end) = (start + 1, end - 1);
+        }
+        let activity = self.activity(kind, ev, device, lane_row(resource), start, end);
         self.push(activity, sink);
         Ok(())
     }
@@ -291,7 +286,7 @@ impl EventMapper {
     ) -> Activity {
         let name = self.intern(ev.name.as_deref().unwrap_or_default());
         let mut activity = Activity::new(kind, name, device, resource, start_ns, end_ns);
-        let linked = has_linked_external_id(kind);
+        let linked = !kind.has_own_external_id();
         activity.args.reserve(ev.args.0.len());
         for (key, value) in ev.args.0 {
             match (&*key, as_u64(&value)) {
@@ -342,7 +337,7 @@ impl EventMapper {
             .and_then(Id::as_int)
             .and_then(|id| u64::try_from(id).ok());
         let pid = Self::id(&ev.pid, "pid")?.as_int();
-        let tid = Self::id(&ev.tid, "tid")?.as_int();
+        let tid = Self::id(&ev.tid, "tid")?.as_int().map(lane_row);
         let ts = self.start_ns(&ev)?;
         match (&mut self.pending, kind, id) {
             (Some(a), Some(kind), Some(id))
@@ -411,6 +406,12 @@ impl EventMapper {
             self.stats.unsupported_id += 1;
             return Ok(());
         };
+        if tid != lane_row(tid) {
+            // A sibling row the writer made for overlapping events; its events come back to
+            // their own row.
+            self.stats.regenerated += 1;
+            return Ok(());
+        }
         if ev.ts.is_some() {
             let ts = self.start_ns(&ev)?;
             self.rows_start = Some(self.rows_start.map_or(ts, |t| t.min(ts)));
