@@ -75,7 +75,11 @@ fn clock_pairs(iters: u64, threads: usize) -> Duration {
             })
         })
         .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).max().unwrap()
+    handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .max()
+        .unwrap()
 }
 
 fn record(c: &mut Criterion) {

@@ -7,6 +7,7 @@
 //!
 //! - [`activity`]: activity types, classes and the [`Activity`] record;
 //! - [`config`]: Kineto `KEY=VALUE` configuration;
+//! - [`backend`]: the accelerator backend traits and their registry;
 //! - [`clock`]: the recording clock and its calibration;
 //! - [`record`]: the host recorder (`record_function`, `scope!`, instants);
 //! - [`session`]: the session engine (prepare → start → stop);
@@ -27,6 +28,7 @@
 //! ```
 
 pub mod activity;
+pub mod backend;
 pub mod clock;
 pub mod config;
 pub mod export;

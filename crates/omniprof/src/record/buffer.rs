@@ -166,6 +166,10 @@ pub(crate) struct Local {
     state: Cell<u64>,
     count: Cell<usize>,
     seq: Cell<u32>,
+    /// This thread's index, shifted into the high half of its correlation ids.
+    id_base: Cell<u64>,
+    /// Whether the session has correlation listeners (see [`super::correlation`]).
+    listening: Cell<bool>,
     buffer: Cell<*const ThreadBuffer>,
     exiting: Cell<bool>,
 }
@@ -178,6 +182,8 @@ thread_local! {
             state: Cell::new(0),
             count: Cell::new(0),
             seq: Cell::new(0),
+            id_base: Cell::new(0),
+            listening: Cell::new(false),
             buffer: Cell::new(std::ptr::null()),
             exiting: Cell::new(false),
         }
@@ -263,6 +269,7 @@ impl Local {
             self.state.set(state);
             self.count.set(0);
             self.seq.set(0);
+            self.listening.set(super::correlation::refresh_thread());
             return Some(());
         }
         let mut chunks = lock(&buffer.chunks);
@@ -302,12 +309,25 @@ impl Local {
                 exited: AtomicBool::new(false),
             });
             self.buffer.set(Arc::as_ptr(&buffer));
+            self.id_base.set((buffer.index as u64) << 32);
             lock(&REGISTRY).push(buffer);
             EXIT.with(|_| ());
         }
         // SAFETY: set just above or earlier by this thread; the registry keeps it alive
         // until this thread has exited (module docs).
         unsafe { &*self.buffer.get() }
+    }
+
+    /// The correlation id of this thread's range `seq`.
+    #[inline(always)]
+    pub(crate) fn correlation_id(&self, seq: u32) -> u64 {
+        self.id_base.get() | seq as u64
+    }
+
+    /// True when the current session's backends want correlation pushes.
+    #[inline(always)]
+    pub(crate) fn listening(&self, state: u64) -> bool {
+        self.listening.get() && self.state.get() == state
     }
 
     /// Attaches an arg to the range or instant `seq` of the current session.
@@ -317,14 +337,6 @@ impl Local {
             let buffer = unsafe { &*self.buffer.get() };
             lock(&buffer.args).push((seq, key, value));
         }
-    }
-
-    /// The thread's correlation-id prefix (its index), registering the thread if needed.
-    pub(crate) fn thread_index(&self) -> Option<u32> {
-        if self.exiting.get() {
-            return None;
-        }
-        Some(self.buffer_or_register().index)
     }
 }
 

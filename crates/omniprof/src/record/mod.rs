@@ -21,11 +21,13 @@
 //! ```
 
 mod buffer;
+pub mod correlation;
 mod name;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use correlation::CorrelationListener;
 pub use name::{IntoName, Name, StaticName};
 
 use crate::activity::{Activity, ActivityType};
@@ -57,10 +59,16 @@ pub struct RangeGuard {
     /// The session state the range began in; 0 when nothing was recorded.
     state: u64,
     seq: u32,
+    /// A user range (true) or a host op.
+    user: bool,
 }
 
 impl RangeGuard {
-    const INACTIVE: Self = Self { state: 0, seq: 0 };
+    const INACTIVE: Self = Self {
+        state: 0,
+        seq: 0,
+        user: false,
+    };
 
     /// True when the range is being recorded.
     pub fn is_recording(&self) -> bool {
@@ -88,9 +96,7 @@ impl RangeGuard {
         if self.state == 0 {
             return 0;
         }
-        LOCAL
-            .with(|l| l.thread_index())
-            .map_or(0, |index| correlation_id(index, self.seq))
+        LOCAL.with(|l| l.correlation_id(self.seq))
     }
 }
 
@@ -98,7 +104,7 @@ impl Drop for RangeGuard {
     #[inline(always)]
     fn drop(&mut self) {
         if self.state != 0 {
-            end(self.state, self.seq);
+            end(self);
         }
     }
 }
@@ -107,9 +113,18 @@ impl Drop for RangeGuard {
 pub const INPUT_DIMS: &str = "Input Dims";
 
 #[inline(always)]
-fn end(state: u64, seq: u32) {
-    if STATE.load(Ordering::Relaxed) == state {
-        LOCAL.with(|l| l.push(state, (KIND_END << KIND_SHIFT) | seq as u64, false));
+fn end(guard: &RangeGuard) {
+    if STATE.load(Ordering::Relaxed) == guard.state {
+        LOCAL.with(|l| {
+            l.push(
+                guard.state,
+                (KIND_END << KIND_SHIFT) | guard.seq as u64,
+                false,
+            );
+            if l.listening(guard.state) {
+                correlation::pop(guard.user);
+            }
+        });
     }
 }
 
@@ -120,10 +135,16 @@ fn begin(kind: u64, name: impl IntoName) -> RangeGuard {
         return RangeGuard::INACTIVE;
     }
     let w = word(kind, name.into_name());
-    match LOCAL.with(|l| l.push(state, w, true)) {
-        Some(seq) => RangeGuard { state, seq },
-        None => RangeGuard::INACTIVE,
-    }
+    let user = kind == KIND_USER;
+    LOCAL.with(|l| {
+        let Some(seq) = l.push(state, w, true) else {
+            return RangeGuard::INACTIVE;
+        };
+        if l.listening(state) {
+            correlation::push(user, l.correlation_id(seq));
+        }
+        RangeGuard { state, seq, user }
+    })
 }
 
 /// Records a user range (`user_annotation`, like PyTorch's `record_function`) until the guard

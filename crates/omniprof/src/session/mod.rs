@@ -21,12 +21,17 @@
 use std::cmp::Reverse;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
+mod backends;
+
 use crate::activity::ActivitySet;
+use crate::backend;
 use crate::clock::{self, CalibrationSample, TickConverter};
 use crate::config::Config;
 use crate::record;
+use crate::record::correlation;
 use crate::trace::{ProcessRow, Span, Trace};
 use crate::value::Value;
+use backends::Backends;
 
 /// The span every host recording is written under (PyTorch writes `PyTorch Profiler`).
 pub const SPAN_NAME: &str = "omniprof";
@@ -102,18 +107,28 @@ impl ProfilerBuilder {
             phase: Phase::Built,
             start_sample: None,
             window_start_ns: 0,
+            backends: Backends::default(),
         })
     }
 }
 
 /// One profiling session.
-#[derive(Debug)]
 pub struct Profiler {
     config: Config,
     activities: ActivitySet,
     phase: Phase,
     start_sample: Option<CalibrationSample>,
     window_start_ns: i64,
+    backends: Backends,
+}
+
+impl std::fmt::Debug for Profiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profiler")
+            .field("activities", &self.activities)
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Profiler {
@@ -130,8 +145,9 @@ impl Profiler {
         &self.config
     }
 
-    /// Claims the recorder and warms up (clock source, pre-faulted buffers), so `start` is
-    /// cheap. Called by `start` when skipped.
+    /// Claims the recorder, configures the backends that support a selected type and warms
+    /// up (clock source, pre-faulted buffers), so `start` is cheap. Called by `start` when
+    /// skipped.
     pub fn prepare(&mut self) -> Result<(), SessionError> {
         if self.phase != Phase::Built {
             return Err(self.out_of_order("prepare"));
@@ -144,6 +160,9 @@ impl Profiler {
         }
         clock::source();
         record::warm_up();
+        backend::init_engine();
+        self.backends = Backends::configure(self.activities, &self.config);
+        correlation::set_session_listeners(self.backends.listeners());
         self.phase = Phase::Prepared;
         Ok(())
     }
@@ -159,6 +178,7 @@ impl Profiler {
         self.start_sample = Some(CalibrationSample::take());
         self.window_start_ns = clock::wall_now_ns();
         let state = record::start_session(self.config.max_host_records_per_thread());
+        self.backends.start();
         self.phase = Phase::Recording { state };
         Ok(())
     }
@@ -175,6 +195,8 @@ impl Profiler {
         };
         record::stop_session(state);
         let window_end_ns = clock::wall_now_ns();
+        self.backends.stop();
+        correlation::set_session_listeners(Vec::new());
         let stop_sample = CalibrationSample::take();
         let start_sample = self.start_sample.unwrap_or(stop_sample);
         let conv = TickConverter::new(start_sample, stop_sample);
@@ -221,6 +243,7 @@ impl Profiler {
             .into_iter()
             .filter(|a| activities.enabled(a.kind))
             .collect();
+        std::mem::take(&mut self.backends).process(&mut trace, activities);
         sort_activities(&mut trace);
         trace.spans.push(Span {
             name: SPAN_NAME.to_owned(),
@@ -246,9 +269,14 @@ impl Drop for Profiler {
         match self.phase {
             Phase::Recording { state } => {
                 record::stop_session(state);
+                self.backends.stop();
+                correlation::set_session_listeners(Vec::new());
                 ACTIVE.store(false, Ordering::Release);
             }
-            Phase::Prepared => ACTIVE.store(false, Ordering::Release),
+            Phase::Prepared => {
+                correlation::set_session_listeners(Vec::new());
+                ACTIVE.store(false, Ordering::Release);
+            }
             Phase::Built | Phase::Stopped => {}
         }
     }

@@ -1,0 +1,213 @@
+//! Accelerator backends: the Rust form of Kineto's child-profiler interface
+//! (`reference/lifecycle.md`, section 5).
+//!
+//! A backend is a long-lived [`ActivityProfiler`] (a factory) that, for each trace, may hand the
+//! engine a [`ProfilerSession`]. The engine starts and stops the sessions with the capture
+//! window and, at the end, asks each for its activities through an [`ActivitySink`]. Backends
+//! never see a writer: the engine links device work to the host ops that launched it, draws
+//! the flows, projects user ranges onto the device, filters to the capture window and builds
+//! the rows.
+//!
+//! ```
+//! use omniprof::backend::*;
+//! use omniprof::{Activity, ActivitySet, ActivityType, Config};
+//!
+//! #[derive(Default)]
+//! struct Clock;
+//!
+//! struct ClockSession;
+//!
+//! impl ActivityProfiler for Clock {
+//!     fn name(&self) -> &str {
+//!         "clock"
+//!     }
+//!     fn available_activities(&self) -> ActivitySet {
+//!         [ActivityType::ConcurrentKernel].into_iter().collect()
+//!     }
+//!     fn configure(&self, _: ActivitySet, _: &Config) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
+//!         Ok(Some(Box::new(ClockSession)))
+//!     }
+//! }
+//!
+//! impl ProfilerSession for ClockSession {
+//!     fn process_trace(&mut self, sink: &mut dyn ActivitySink, _: &dyn HostOps, w: CaptureWindow) -> Result<(), BackendError> {
+//!         sink.add(Activity::new(ActivityType::ConcurrentKernel, "tick", 0, 1, w.start_ns, w.start_ns + 1));
+//!         Ok(())
+//!     }
+//! }
+//!
+//! omniprof::register_profiler!(Clock);
+//! ```
+
+mod registry;
+
+use std::sync::Arc;
+
+pub use registry::{
+    has_factory, init_engine, is_registered_with_engine, register, registered_profilers, Factory,
+};
+
+use crate::activity::{Activity, ActivitySet};
+use crate::config::Config;
+use crate::record::CorrelationListener;
+use crate::value::Value;
+
+/// What a backend reports as having gone wrong; the engine logs it, writes it into the trace
+/// metadata (`backend_errors`) and goes on without that backend.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BackendError(pub String);
+
+impl BackendError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+/// The capture window: device activities outside it are dropped (and counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaptureWindow {
+    pub start_ns: i64,
+    pub end_ns: i64,
+}
+
+/// A device's process row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// The `pid` its activities use.
+    pub id: i64,
+    pub sort_index: i64,
+    pub name: String,
+    pub label: String,
+}
+
+/// A stream's (or other resource's) thread row on a device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceInfo {
+    pub device_id: i64,
+    /// The `tid` its activities use.
+    pub id: i64,
+    pub sort_index: i64,
+    pub name: String,
+}
+
+/// A long-lived backend: named, with the activity types it can record, configured once per
+/// trace.
+pub trait ActivityProfiler: Send + Sync {
+    fn name(&self) -> &str;
+
+    /// The types this backend can produce.
+    fn available_activities(&self) -> ActivitySet;
+
+    /// A session for one trace that records `activities` (already intersected with
+    /// [`available_activities`](Self::available_activities), never empty), or `None` to sit
+    /// this trace out.
+    fn configure(
+        &self,
+        activities: ActivitySet,
+        config: &Config,
+    ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError>;
+}
+
+/// One trace's worth of a backend.
+pub trait ProfilerSession: Send {
+    /// The capture window opened.
+    fn start(&mut self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// The capture window closed.
+    fn stop(&mut self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// Hands every recorded activity to `sink`. `host_ops` finds the host op a device record
+    /// was launched from, by the correlation id the backend was pushed.
+    fn process_trace(
+        &mut self,
+        sink: &mut dyn ActivitySink,
+        host_ops: &dyn HostOps,
+        window: CaptureWindow,
+    ) -> Result<(), BackendError>;
+
+    /// Process rows for the devices this session recorded on.
+    fn device_info(&self) -> Vec<DeviceInfo> {
+        Vec::new()
+    }
+
+    /// Thread rows for the streams (or other resources) this session recorded on.
+    fn resource_infos(&self) -> Vec<ResourceInfo> {
+        Vec::new()
+    }
+
+    /// Problems the session ran into; they go into the trace metadata.
+    fn errors(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Trace metadata entries (e.g. a runtime version).
+    fn metadata(&self) -> Vec<(String, Value)> {
+        Vec::new()
+    }
+
+    /// One JSON object per device for `deviceProperties`.
+    fn device_properties(&self) -> Vec<Value> {
+        Vec::new()
+    }
+
+    /// The object to push correlation ids to around every host op and user range
+    /// (Kineto's `pushCorrelationId` / `pushUserCorrelationId` and their pops). It is a
+    /// separate, shareable object because application threads call it concurrently while
+    /// the session itself belongs to the engine.
+    fn correlation_listener(&self) -> Option<Arc<dyn CorrelationListener>> {
+        None
+    }
+
+    /// Pause (`false`) or resume (`true`) collection mid-trace.
+    fn toggle_collection(&mut self, _enabled: bool) {}
+}
+
+/// Where a session delivers its activities.
+pub trait ActivitySink {
+    /// An activity as recorded (device work, runtime calls, counters, ...).
+    fn add(&mut self, activity: Activity);
+
+    /// Device work launched inside the user range with this correlation id, so the engine
+    /// can project that range onto the device (`gpu_user_annotation`).
+    fn add_in_user_range(&mut self, activity: Activity, user_correlation: u64);
+}
+
+/// Looks up the host op (or user range) with a correlation id.
+pub trait HostOps {
+    fn get(&self, correlation: u64) -> Option<&Activity>;
+}
+
+/// Registers a backend type with the process-wide registry before `main` runs. The type must
+/// implement [`ActivityProfiler`] and `Default` (or give a constructor expression as a second
+/// argument); anything else does not compile.
+///
+/// The registration runs when the binary starts, as long as the object holding it is linked:
+/// a library that registers a backend must be used by the program for it to take part.
+#[macro_export]
+macro_rules! register_profiler {
+    ($ty:ty) => {
+        $crate::register_profiler!($ty, <$ty as ::core::default::Default>::default());
+    };
+    ($ty:ty, $make:expr) => {
+        const _: () = {
+            fn __omniprof_factory() -> ::std::boxed::Box<dyn $crate::backend::ActivityProfiler> {
+                let profiler: $ty = $make;
+                ::std::boxed::Box::new(profiler)
+            }
+            extern "C" fn __omniprof_register() {
+                $crate::backend::register(
+                    ::core::any::type_name::<$ty>(),
+                    ::std::boxed::Box::new(__omniprof_factory),
+                );
+            }
+            #[used]
+            #[link_section = ".init_array"]
+            static __OMNIPROF_REGISTER: extern "C" fn() = __omniprof_register;
+        };
+    };
+}
