@@ -3,18 +3,84 @@
 //! `cargo bench -p omniprof --bench record`. One iteration is one begin+end pair (one event
 //! for `export/chrome_json`).
 
+use std::cell::RefCell;
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use omniprof::backend::{
+    ActivityProfiler, ActivitySink, BackendError, CaptureWindow, HostOps, ProfilerSession,
+};
 use omniprof::export::chrome;
+use omniprof::record::CorrelationListener;
 use omniprof::{
-    record_function, Activity, ActivityType, Config, Flow, FlowKind, Name, Profiler, Trace, Value,
+    record_function, Activity, ActivitySet, ActivityType, Config, Flow, FlowKind, Name, Profiler,
+    Trace, Value,
 };
 
 /// Room for the largest sample criterion asks for, so no iteration hits the cap.
 const BENCH_CAP: &str = "OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=67108864";
+
+/// A backend whose sessions keep per-thread correlation stacks, as a device runtime does; it
+/// takes part only while `CORRELATE` is set.
+struct StackBackend;
+struct StackSession;
+struct StackListener;
+
+static CORRELATE: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    static STACKS: RefCell<(Vec<u64>, Vec<u64>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+impl CorrelationListener for StackListener {
+    fn push_correlation_id(&self, id: u64) {
+        STACKS.with(|s| s.borrow_mut().0.push(id));
+    }
+    fn pop_correlation_id(&self) {
+        STACKS.with(|s| s.borrow_mut().0.pop());
+    }
+    fn push_user_correlation_id(&self, id: u64) {
+        STACKS.with(|s| s.borrow_mut().1.push(id));
+    }
+    fn pop_user_correlation_id(&self) {
+        STACKS.with(|s| s.borrow_mut().1.pop());
+    }
+}
+
+impl ActivityProfiler for StackBackend {
+    fn name(&self) -> &str {
+        "bench-stacks"
+    }
+    fn available_activities(&self) -> ActivitySet {
+        [ActivityType::ConcurrentKernel].into_iter().collect()
+    }
+    fn configure(
+        &self,
+        _: ActivitySet,
+        _: &Config,
+    ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
+        Ok(CORRELATE
+            .load(Ordering::Relaxed)
+            .then(|| Box::new(StackSession) as Box<dyn ProfilerSession>))
+    }
+}
+
+impl ProfilerSession for StackSession {
+    fn process_trace(
+        &mut self,
+        _: &mut dyn ActivitySink,
+        _: &dyn HostOps,
+        _: CaptureWindow,
+    ) -> Result<(), BackendError> {
+        Ok(())
+    }
+    fn correlation_listener(&self) -> Option<Arc<dyn CorrelationListener>> {
+        Some(Arc::new(StackListener))
+    }
+}
 
 fn session() -> Profiler {
     let mut config = Config::default();
@@ -88,6 +154,12 @@ fn record(c: &mut Criterion) {
     g.bench_function("range_enabled", |b| {
         b.iter_custom(|iters| ranges_in_session(iters, 1))
     });
+    omniprof::backend::register("bench-stacks", Box::new(|| Box::new(StackBackend)));
+    CORRELATE.store(true, Ordering::Relaxed);
+    g.bench_function("range_enabled_correlated", |b| {
+        b.iter_custom(|iters| ranges_in_session(iters, 1))
+    });
+    CORRELATE.store(false, Ordering::Relaxed);
     g.bench_function("range_enabled_2threads", |b| {
         b.iter_custom(|iters| ranges_in_session(iters, 2))
     });

@@ -75,6 +75,9 @@ fn end_to_end_profiling() {
     drop(omniprof::record_op("aten::add"));
     let trace = profiler.stop().unwrap();
     assert!(backend::is_registered_with_engine(KEY));
-    assert!(CONFIGURED.load(Ordering::SeqCst), "the engine configured the backend");
+    assert!(
+        CONFIGURED.load(Ordering::SeqCst),
+        "the engine configured the backend"
+    );
     assert!(trace.processes.iter().any(|p| p.name == "MockDevice"));
 }
