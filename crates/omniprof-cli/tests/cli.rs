@@ -1,0 +1,218 @@
+//! Proves the `omniprof` binary works end to end as a user runs it: `demo` writes a trace
+//! (plain or gzip by suffix) that Perfetto loads and omniprof reads back with the nested
+//! steps of a training loop on four threads, and fails with a message naming an unwritable
+//! path; `config check` accepts a valid config, rejects a bad one with exit 2 naming the
+//! line, key and value, and resolves activity classes in `--json`; `--help` lists the
+//! commands.
+
+#[path = "../../omniprof/tests/common/mod.rs"]
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use omniprof::{Activity, Trace};
+
+fn omniprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_omniprof"))
+}
+
+/// Runs `omniprof args...` with `stdin` as standard input.
+fn run(args: &[&str], stdin: &str) -> Output {
+    let mut child = omniprof()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the omniprof binary");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
+}
+
+/// Runs the demo into `path` and asserts it succeeded and said so.
+fn demo(path: &Path) -> String {
+    let out = run(&["demo", "-o", path.to_str().unwrap()], "");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "demo failed: {stderr}");
+    assert!(stdout.contains(&path.display().to_string()), "{stdout}");
+    assert!(stdout.contains("ui.perfetto.dev"), "{stdout}");
+    assert!(path.is_file(), "{} was not written", path.display());
+    stdout
+}
+
+/// `a` lies within `b` on the same row.
+fn within(a: &Activity, b: &Activity) -> bool {
+    a.device == b.device
+        && a.resource == b.resource
+        && b.start_ns <= a.start_ns
+        && a.end_ns <= b.end_ns
+}
+
+fn named(trace: &Trace, pred: impl Fn(&str) -> bool) -> Vec<&Activity> {
+    trace.activities.iter().filter(|a| pred(&a.name)).collect()
+}
+
+#[test]
+fn demo_writes_a_trace_that_perfetto_loads_and_omniprof_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.pt.trace.json");
+    let stdout = demo(&path);
+
+    // `wrote <path> (<n> trace events, ...)`: the count is what the file holds.
+    let events: u64 = stdout
+        .split_once(" (")
+        .and_then(|(_, rest)| rest.split_once(" trace events"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no event count in {stdout:?}"));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(doc["traceEvents"].as_array().unwrap().len() as u64, events);
+
+    let trace = omniprof::import::read_trace(&path).unwrap();
+    assert!(
+        trace.activities.len() >= 3000,
+        "{} activities",
+        trace.activities.len()
+    );
+    assert_eq!(trace.threads.len(), 4, "{:#?}", trace.threads);
+    for row in &trace.threads {
+        assert!(row.name.contains("(worker-"), "{row:?}");
+        let on_row = |a: &&Activity| a.resource == row.tid;
+        let steps: Vec<_> = named(&trace, |n| n.starts_with("ProfilerStep#"))
+            .into_iter()
+            .filter(on_row)
+            .collect();
+        assert_eq!(steps.len(), 40, "ProfilerStep ranges on {}", row.name);
+        let forwards = named(&trace, |n| n == "forward");
+        let mms = named(&trace, |n| n == "aten::mm");
+        for step in steps {
+            let forward: Vec<_> = forwards.iter().filter(|f| within(f, step)).collect();
+            assert_eq!(forward.len(), 1, "one forward in {}", step.name);
+            let mm = mms.iter().filter(|m| within(m, forward[0])).count();
+            assert_eq!(mm, 3, "aten::mm in the forward of {}", step.name);
+        }
+    }
+
+    if let Some(report) = common::assert_loads_in_perfetto(&path) {
+        assert!(
+            report.slices.unwrap() >= trace.activities.len() as u64,
+            "{}",
+            report.line
+        );
+    }
+}
+
+#[test]
+fn demo_writes_gzip_for_a_gz_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.json.gz");
+    demo(&path);
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes[..2], [0x1f, 0x8b], "gzip magic bytes");
+    let trace = omniprof::import::read_trace(&path).unwrap();
+    assert!(trace.activities.len() >= 3000);
+    common::assert_loads_in_perfetto(&path);
+}
+
+#[test]
+fn demo_into_a_missing_directory_fails_naming_the_path() {
+    let out = run(&["demo", "-o", "/nonexistent/dir/x.json"], "");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "demo succeeded: {stdout}");
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("/nonexistent/dir/x.json"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("wrote"), "{stdout}");
+    assert!(!Path::new("/nonexistent/dir/x.json.tmp").exists());
+}
+
+#[test]
+fn config_check_accepts_a_valid_config_from_stdin() {
+    let out = run(
+        &["config", "check"],
+        "# kineto config\nACTIVITIES_ENABLED=true\nACTIVITY_TYPES=cpu_op,user_annotation\nACTIVITIES_DURATION_MSECS=500\n",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "ok: <stdin>\n");
+    assert_eq!(text(&out.stdout), "");
+}
+
+#[test]
+fn config_check_rejects_an_unknown_activity_type_with_exit_2() {
+    let out = run(&["config", "check"], "ACTIVITY_TYPES=memcopy\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "error: <stdin>:1: ACTIVITY_TYPES: invalid activity type \"memcopy\"\n"
+    );
+    assert_eq!(text(&out.stdout), "");
+
+    // From a file, the message names the file and the line.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kineto.conf");
+    std::fs::write(
+        &file,
+        "ACTIVITIES_ENABLED=true\nACTIVITY_TYPES=cpu_op,memcopy\n",
+    )
+    .unwrap();
+    let out = run(&["config", "check", file.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: {}:2: ACTIVITY_TYPES: invalid activity type \"memcopy\"\n",
+            file.display()
+        )
+    );
+}
+
+#[test]
+fn config_check_json_resolves_the_runtime_class() {
+    let out = run(&["config", "check", "--json"], "ACTIVITY_TYPES=runtime\n");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    let enabled: Vec<&str> = json["enabled"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no `enabled` list: {json}"))
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    // `runtime` stands for its whole class, in type order.
+    assert_eq!(
+        enabled,
+        [
+            "cuda_runtime",
+            "mtia_runtime",
+            "glow_runtime",
+            "hpu_op",
+            "xpu_runtime",
+            "privateuse1_runtime"
+        ]
+    );
+    assert_eq!(json["activity_types"], serde_json::json!(["cuda_runtime"]));
+}
+
+#[test]
+fn help_lists_the_commands() {
+    let out = run(&["--help"], "");
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    for command in ["demo", "config"] {
+        assert!(
+            help.lines().any(|l| l.trim_start().starts_with(command)),
+            "{command} missing from --help:\n{help}"
+        );
+    }
+}

@@ -1,0 +1,260 @@
+//! Proves that what omniprof writes is accepted by Perfetto's real trace processor (the
+//! offline checker in `shared/tools/perfetto-check`) with no error stats and no lost slices:
+//! a recorded session as `.json` and `.json.gz`; a device timeline with its `ac2g` flow and a
+//! counter; and the reference PyTorch trace after a trip through omniprof's reader and
+//! writer, which must show in Perfetto exactly what the original shows. A control test shows
+//! the checker does catch events that overlap on one thread without nesting
+//! (`slice_drop_overlapping_complete_event`), the failure the writer's sibling rows exist to
+//! prevent.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+
+use omniprof::export::chrome;
+use omniprof::import;
+use omniprof::trace::{ProcessRow, ThreadRow};
+use omniprof::{Activity, ActivityType, Flow, FlowKind, Trace};
+
+/// The `traceEvents` of a written file (plain or gzip), counted by `ph`.
+fn phases(path: &Path) -> HashMap<String, u64> {
+    let bytes = std::fs::read(path).unwrap();
+    let text = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    } else {
+        String::from_utf8(bytes).unwrap()
+    };
+    let doc: serde_json::Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
+    let mut counts = HashMap::new();
+    for event in doc["traceEvents"].as_array().expect("traceEvents") {
+        let ph = event["ph"].as_str().expect("every event has a ph");
+        *counts.entry(ph.to_owned()).or_default() += 1;
+    }
+    counts
+}
+
+/// Perfetto makes one slice per `X` and per `i` event: every one of them must be kept.
+fn assert_every_slice_kept(path: &Path, report: &common::PerfettoReport) {
+    let counts = phases(path);
+    let x = counts.get("X").copied().unwrap_or(0);
+    let i = counts.get("i").copied().unwrap_or(0);
+    assert!(x > 0, "{}: no X events", path.display());
+    assert_eq!(
+        report.slices,
+        Some(x + i),
+        "{}: {x} X and {i} i events written, Perfetto kept {:?} slices",
+        path.display(),
+        report.slices
+    );
+}
+
+#[test]
+fn a_recorded_session_loads_without_errors_as_json_and_gzip() {
+    let trace = {
+        let _serial = common::serial();
+        common::record_sample_session()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["session.pt.trace.json", "session.pt.trace.json.gz"] {
+        let path = dir.path().join(file);
+        let stats = chrome::save(&trace, &path).unwrap();
+        assert_eq!(stats.spilled, 0, "a real session nests on every thread");
+        let written: u64 = phases(&path).values().sum();
+        assert_eq!(written, stats.events);
+        let Some(report) = common::assert_loads_in_perfetto(&path) else {
+            return;
+        };
+        assert_every_slice_kept(&path, &report);
+        // At least Perfetto's placeholder thread and the 3 recorded ones (it adds main
+        // threads of its own, so the exact number is not ours to fix).
+        assert!(report.threads.unwrap() > 3, "{}", report.line);
+    }
+}
+
+/// A device timeline as a backend hands it over: a host op, the runtime call it makes, the
+/// kernel that call launches (joined by an `ac2g` flow), a GPU annotation around the kernel
+/// (widened by the writer) and a counter sample on the stream.
+fn device_timeline() -> Trace {
+    let base = omniprof::trace::process_base_time_ns();
+    let start = base + 5_000_000_000;
+    let mut trace = Trace::new(start, start + 1_000_000);
+    trace.add_process(ProcessRow {
+        pid: 4242,
+        name: "python".into(),
+        label: "CPU".into(),
+        sort_index: 4242,
+    });
+    trace.add_process(ProcessRow {
+        pid: 0,
+        name: "python".into(),
+        label: "GPU 0".into(),
+        sort_index: 5_000_000,
+    });
+    trace.add_thread(ThreadRow {
+        pid: 4242,
+        tid: 4242,
+        name: "thread 4242 (python)".into(),
+        sort_index: 4242,
+    });
+    trace.add_thread(ThreadRow {
+        pid: 0,
+        tid: 7,
+        name: "stream 7 ".into(),
+        sort_index: 7,
+    });
+    let at = |ns: i64| start + ns;
+    let mut op = Activity::new(
+        ActivityType::CpuOp,
+        "aten::mm",
+        4242,
+        4242,
+        at(10_125),
+        at(50_625),
+    );
+    op.correlation = 17;
+    let mut launch = Activity::new(
+        ActivityType::CudaRuntime,
+        "cudaLaunchKernel",
+        4242,
+        4242,
+        at(20_250),
+        at(26_375),
+    );
+    launch.correlation = 901;
+    launch.linked_correlation = Some(17);
+    launch.flow = Some(Flow {
+        id: 901,
+        kind: FlowKind::Ac2g,
+        start: true,
+    });
+    let annotation = Activity::new(
+        ActivityType::GpuUserAnnotation,
+        "forward",
+        0,
+        7,
+        at(31_000),
+        at(43_000),
+    );
+    let mut kernel = Activity::new(
+        ActivityType::ConcurrentKernel,
+        "gemm_64x64",
+        0,
+        7,
+        at(31_000),
+        at(43_000),
+    );
+    kernel.correlation = 901;
+    kernel.linked_correlation = Some(17);
+    kernel.flow = Some(Flow {
+        id: 901,
+        kind: FlowKind::Ac2g,
+        start: false,
+    });
+    let mut counter = Activity::new(
+        ActivityType::GpuPmCounter,
+        "sm_activity",
+        0,
+        7,
+        at(31_000),
+        at(31_000),
+    );
+    counter.counters.push(("sm_active_pct".into(), 87.5));
+    trace.activities = vec![op, launch, annotation, kernel, counter];
+    trace
+}
+
+#[test]
+fn a_device_timeline_loads_with_its_flow_and_counter() {
+    let trace = device_timeline();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("device.json");
+    let stats = chrome::save(&trace, &path).unwrap();
+    assert_eq!(
+        stats.spilled, 0,
+        "the widened annotation still encloses its kernel"
+    );
+    let counts = phases(&path);
+    assert_eq!(
+        (counts["X"], counts["s"], counts["f"], counts["C"]),
+        (4, 1, 1, 1)
+    );
+    let Some(report) = common::assert_loads_in_perfetto(&path) else {
+        return;
+    };
+    assert_every_slice_kept(&path, &report);
+    assert_eq!(
+        (report.flows, report.counters),
+        (Some(1), Some(1)),
+        "{}",
+        report.line
+    );
+}
+
+/// Control: overlapping events written on one row without spilling are what Perfetto drops,
+/// and the checker reports it, so a writer that failed to spill would fail these checks.
+#[test]
+fn the_checker_catches_overlaps_that_are_not_spilled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("naive.json");
+    std::fs::write(
+        &path,
+        r#"{"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 0.000, "dur": 100.000},
+  {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 50.000, "dur": 100.000}
+]}"#,
+    )
+    .unwrap();
+    let Some(report) = common::run_checker(&path) else {
+        return;
+    };
+    assert_eq!(report.exit_code, 1, "{}", report.line);
+    assert!(
+        report.has_error("slice_drop_overlapping_complete_event"),
+        "{}",
+        report.line
+    );
+    assert_eq!(report.slices, Some(1), "{}", report.line);
+}
+
+#[test]
+fn the_pytorch_reference_trace_rewritten_by_omniprof_loads_the_same() {
+    let original =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pytorch-2.15-cpu-trace.json");
+    let trace = import::read_trace(&original).unwrap();
+    assert_eq!(
+        trace.activities.len(),
+        4 + 54,
+        "4 user_annotation, 54 cpu_op"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let paths = ["pytorch.json", "pytorch.json.gz"].map(|file| dir.path().join(file));
+    for path in &paths {
+        chrome::save(&trace, path).unwrap();
+        assert_eq!(
+            import::read_trace(path).unwrap().activities,
+            trace.activities
+        );
+    }
+    let Some(before) = common::assert_loads_in_perfetto(&original) else {
+        return;
+    };
+    let counts = |r: &common::PerfettoReport| (r.slices, r.threads, r.processes, r.flows);
+    for path in &paths {
+        let report = common::assert_loads_in_perfetto(path).unwrap();
+        assert_every_slice_kept(path, &report);
+        assert_eq!(
+            counts(&report),
+            counts(&before),
+            "the rewritten trace shows what PyTorch's did: {} vs {}",
+            report.line,
+            before.line
+        );
+    }
+}

@@ -1,0 +1,354 @@
+//! Proves that a trace survives save → read unchanged: a real recorded session (several
+//! threads, one gone before stop, nested ranges, ops with args and input shapes, instants,
+//! names full of quotes, backslashes, newlines, control characters and non-ASCII text) written
+//! as `.json` and as `.json.gz` reads back with the same activities (every field, times to
+//! the nanosecond), rows, spans, metadata, base time and window. Property tests extend this
+//! to any Unicode string as a name, arg key or arg value, and to any times and overlaps.
+
+mod common;
+
+use std::path::Path;
+
+use omniprof::export::chrome;
+use omniprof::import;
+use omniprof::trace::{ProcessRow, Span, ThreadRow};
+use omniprof::{Activity, ActivityType, Trace, Value};
+use proptest::prelude::*;
+
+/// Saves `trace` to `path` and reads it back.
+fn save_and_read(trace: &Trace, path: &Path) -> Trace {
+    chrome::save(trace, path).unwrap_or_else(|e| panic!("save {}: {e}", path.display()));
+    import::read_trace(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// What reading `original` back from `path` must give: the same trace, with the output path
+/// as its `traceName` and metadata as the raw JSON text the writer put in the file.
+fn expected_after_read(original: &Trace, path: &Path) -> Trace {
+    let mut expected = original.clone();
+    if expected.trace_name.is_none() {
+        expected.trace_name = Some(path.to_string_lossy().into_owned());
+    }
+    for (_, value) in &mut expected.metadata {
+        *value = Value::json(value.to_json());
+    }
+    expected
+}
+
+/// Compares field by field (for readable failures), then as a whole.
+fn assert_same_trace(read: &Trace, original: &Trace, path: &Path) {
+    let expected = expected_after_read(original, path);
+    let at = path.display();
+    assert_eq!(read.base_time_ns, expected.base_time_ns, "{at}: base time");
+    assert_eq!(
+        (read.window_start_ns, read.window_end_ns),
+        (expected.window_start_ns, expected.window_end_ns),
+        "{at}: capture window"
+    );
+    let keys = |t: &Trace| {
+        t.metadata
+            .iter()
+            .map(|(k, _)| k.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(keys(read), keys(&expected), "{at}: metadata keys");
+    assert_eq!(read.metadata, expected.metadata, "{at}: metadata values");
+    assert_eq!(read.device_properties, expected.device_properties, "{at}");
+    assert_eq!(read.processes, expected.processes, "{at}: process rows");
+    assert_eq!(read.threads, expected.threads, "{at}: thread rows");
+    assert_eq!(read.spans, expected.spans, "{at}: spans");
+    assert_eq!(
+        read.activities.len(),
+        expected.activities.len(),
+        "{at}: activity count"
+    );
+    for (i, (r, e)) in read.activities.iter().zip(&expected.activities).enumerate() {
+        assert_eq!(r, e, "{at}: activity {i}");
+    }
+    assert_eq!(read.trace_name, expected.trace_name, "{at}: traceName");
+    assert_eq!(*read, expected, "{at}: whole trace");
+}
+
+#[test]
+fn a_recorded_session_round_trips_exactly_as_json_and_gzip() {
+    let trace = {
+        let _serial = common::serial();
+        common::record_sample_session()
+    };
+
+    // The session really holds what this test claims to round-trip.
+    let pid = std::process::id() as i64;
+    assert_eq!(trace.processes.len(), 1);
+    assert_eq!(trace.processes[0].pid, pid);
+    assert_eq!(trace.threads.len(), 3, "{:#?}", trace.threads);
+    for worker in [common::WORKER_DONE, common::WORKER_LIVE] {
+        let suffix = format!(" ({worker})");
+        assert!(
+            trace.threads.iter().any(|t| t.name.ends_with(&suffix)),
+            "no row named {suffix:?}: {:#?}",
+            trace.threads
+        );
+    }
+    let count = |kind| trace.activities.iter().filter(|a| a.kind == kind).count();
+    let steps = common::STEPS;
+    // Main thread: outer, 3 × block, 3 × addmm, the path-named op; early worker: 3 per step;
+    // live worker: 1 range + 1 instant per step; 3 marks on the main thread.
+    assert_eq!(
+        count(ActivityType::UserAnnotation),
+        1 + 3 + 2 * steps + steps
+    );
+    assert_eq!(count(ActivityType::CpuOp), 3 + 1 + steps);
+    assert_eq!(count(ActivityType::CpuInstantEvent), 3 + steps);
+    assert!(trace.activities.iter().all(|a| a.correlation != 0));
+    assert!(trace
+        .activities
+        .iter()
+        .any(|a| a.name.contains(common::NASTY) && a.arg(common::NASTY).is_some()));
+    assert_eq!(trace.metadata("dropped_events"), Some(&Value::UInt(0)));
+    assert_eq!(trace.spans.len(), 1);
+
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["session.pt.trace.json", "session.pt.trace.json.gz"] {
+        let path = dir.path().join(file);
+        let read = save_and_read(&trace, &path);
+        assert_same_trace(&read, &trace, &path);
+    }
+    let gz = std::fs::read(dir.path().join("session.pt.trace.json.gz")).unwrap();
+    assert_eq!(gz[..2], [0x1f, 0x8b], "a .gz path is written as gzip");
+}
+
+#[test]
+fn a_hand_built_trace_with_every_field_round_trips() {
+    let base = omniprof::trace::process_base_time_ns();
+    let (start, end) = (base + 5_000_000_123, base + 6_000_000_999);
+    let mut trace = Trace::new(start, end);
+    trace.set_metadata("trace_id", Value::from("0123456789ABCDEF"));
+    trace.set_metadata(
+        "distributedInfo",
+        Value::json(r#"{"backend": "nccl", "rank": 3, "world_size": 8}"#),
+    );
+    trace.set_metadata("record_shapes", Value::from(1i64));
+    trace
+        .device_properties
+        .push(Value::json(r#"{"id": 0, "name": "Example Accelerator"}"#));
+    trace.add_process(ProcessRow {
+        pid: 4242,
+        name: "python".into(),
+        label: "CPU".into(),
+        sort_index: 4242,
+    });
+    trace.add_process(ProcessRow {
+        pid: 0,
+        name: "python".into(),
+        label: "GPU 0".into(),
+        sort_index: 5_000_000,
+    });
+    trace.add_thread(ThreadRow {
+        pid: 4242,
+        tid: 4242,
+        name: "thread 4242 (python)".into(),
+        sort_index: 4242,
+    });
+    trace.add_thread(ThreadRow {
+        pid: 0,
+        tid: 7,
+        name: "stream 7 ".into(),
+        sort_index: 7,
+    });
+
+    let mut op = Activity::new(
+        ActivityType::CpuOp,
+        "aten::mm",
+        4242,
+        4242,
+        start + 10_125,
+        start + 50_625,
+    );
+    op.correlation = 17;
+    op.args.push((
+        "Input Dims".into(),
+        Value::from(vec![
+            Value::from(vec![64i64, 64]),
+            Value::from(vec![64i64, 64]),
+        ]),
+    ));
+    op.args.push(("Sequence number".into(), Value::Int(-1)));
+    let mut launch = Activity::new(
+        ActivityType::CudaRuntime,
+        "cudaLaunchKernel",
+        4242,
+        4242,
+        start + 20_250,
+        start + 26_375,
+    );
+    launch.correlation = 901;
+    launch.linked_correlation = Some(17);
+    launch.flow = Some(omniprof::Flow {
+        id: 901,
+        kind: omniprof::FlowKind::Ac2g,
+        start: true,
+    });
+    let mut kernel = Activity::new(
+        ActivityType::ConcurrentKernel,
+        "gemm_64x64",
+        0,
+        7,
+        start + 31_000,
+        start + 43_000,
+    );
+    kernel.correlation = 901;
+    kernel.linked_correlation = Some(17);
+    kernel.flow = Some(omniprof::Flow {
+        id: 901,
+        kind: omniprof::FlowKind::Ac2g,
+        start: false,
+    });
+    kernel.args.push(("device".into(), Value::Int(0)));
+    kernel.args.push(("stream".into(), Value::Int(7)));
+    let mut annotation = Activity::new(
+        ActivityType::GpuUserAnnotation,
+        "forward",
+        0,
+        7,
+        start + 31_000,
+        start + 43_000,
+    );
+    // Types with their own `External id` carry one id in the file: linked or their own,
+    // never both (`reference/trace-format.md`, section 5), so this one holds its own.
+    annotation.correlation = 17;
+    let mut counter = Activity::new(
+        ActivityType::GpuPmCounter,
+        "sm_activity",
+        0,
+        7,
+        start + 31_000,
+        start + 31_000,
+    );
+    counter.counters.push(("sm_active_pct".into(), 87.5));
+    let mut mark = Activity::new(
+        ActivityType::CpuInstantEvent,
+        "mark",
+        4242,
+        4242,
+        start + 30_000,
+        start + 30_000,
+    );
+    mark.correlation = 18;
+    mark.args.push(("note".into(), Value::from("here")));
+    trace.activities = vec![op, launch, mark, annotation, kernel, counter];
+    trace
+        .activities
+        .sort_by_key(|a| (a.start_ns, std::cmp::Reverse(a.end_ns)));
+    trace.spans.push(Span {
+        name: "omniprof".into(),
+        prefix: String::new(),
+        iteration: 3,
+        start_ns: start,
+        end_ns: end,
+        op_count: 0,
+    });
+
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["every_field.json", "every_field.json.gz"] {
+        let path = dir.path().join(file);
+        assert_same_trace(&save_and_read(&trace, &path), &trace, &path);
+    }
+}
+
+/// Any character, with the ones JSON writers get wrong made frequent.
+fn nasty_char() -> impl Strategy<Value = char> {
+    prop_oneof![
+        4 => any::<char>(),
+        2 => (0u32..0x20).prop_map(|c| char::from_u32(c).unwrap()),
+        1 => prop::sample::select(vec!['"', '\\', '/', '\u{7f}', '\u{2028}', '\u{fffd}', '😀', 'é']),
+    ]
+}
+
+fn nasty_string() -> impl Strategy<Value = String> {
+    prop::collection::vec(nasty_char(), 0..40).prop_map(String::from_iter)
+}
+
+/// A one-row trace whose rows, activities and args are named with `s`.
+fn trace_named(s: &str, value: &str) -> Trace {
+    let base = omniprof::trace::process_base_time_ns();
+    let mut trace = Trace::new(base + 1_000, base + 9_000);
+    trace.add_process(ProcessRow {
+        pid: 1,
+        name: s.into(),
+        label: s.into(),
+        sort_index: 1,
+    });
+    trace.add_thread(ThreadRow {
+        pid: 1,
+        tid: 2,
+        name: s.into(),
+        sort_index: 2,
+    });
+    let mut op = Activity::new(ActivityType::CpuOp, s, 1, 2, base + 2_000, base + 3_000);
+    op.correlation = 5;
+    op.args.push((s.into(), Value::from(value)));
+    op.args.push((
+        "v".into(),
+        Value::from(vec![Value::from(s), Value::from(value)]),
+    ));
+    let mut mark = Activity::new(
+        ActivityType::CpuInstantEvent,
+        s,
+        1,
+        2,
+        base + 4_000,
+        base + 4_000,
+    );
+    mark.args.push((value.into(), Value::from(s)));
+    trace.activities = vec![op, mark];
+    trace.spans.push(Span {
+        name: s.into(),
+        prefix: String::new(),
+        iteration: 0,
+        start_ns: base + 1_000,
+        end_ns: base + 9_000,
+        op_count: 0,
+    });
+    trace
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+    /// Any Unicode string, control characters included, round-trips as an activity name, an
+    /// arg key, an arg value and a row or span name.
+    #[test]
+    fn any_string_round_trips(s in nasty_string(), value in nasty_string()) {
+        // The one documented rename: an event named exactly `kernel` is written `Kernel`.
+        prop_assume!(s != "kernel");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("names.json");
+        let trace = trace_named(&s, &value);
+        let read = save_and_read(&trace, &path);
+        prop_assert_eq!(read, expected_after_read(&trace, &path));
+    }
+
+    /// Any start and duration within the exactly representable range round-trips to the
+    /// nanosecond, overlapping events included (the writer spills them to sibling rows, the
+    /// reader puts them back on their own row).
+    #[test]
+    fn any_times_round_trip_exactly(
+        spans in prop::collection::vec((0i64..1 << 52, 0i64..1 << 40, 0i64..3), 1..24)
+    ) {
+        let base = omniprof::trace::process_base_time_ns();
+        let mut trace = Trace::new(base, base + (1 << 53));
+        trace.add_process(ProcessRow { pid: 9, name: "p".into(), label: "CPU".into(), sort_index: 9 });
+        for tid in 0..3 {
+            trace.add_thread(ThreadRow { pid: 9, tid, name: format!("t{tid}"), sort_index: tid });
+        }
+        for (i, &(offset, dur, tid)) in spans.iter().enumerate() {
+            let mut a = Activity::new(ActivityType::CpuOp, format!("op{i}"), 9, tid, base + offset, base + offset + dur);
+            a.correlation = i as u64 + 1;
+            trace.activities.push(a);
+        }
+        trace.activities.sort_by_key(|a| (a.start_ns, std::cmp::Reverse(a.end_ns)));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("times.json.gz");
+        let read = save_and_read(&trace, &path);
+        prop_assert_eq!(read, expected_after_read(&trace, &path));
+    }
+}
