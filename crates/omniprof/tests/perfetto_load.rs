@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 
-use omniprof::export::chrome;
+use omniprof::export::chrome::{self, WriteStats};
 use omniprof::import;
 use omniprof::trace::{ProcessRow, ThreadRow};
 use omniprof::{Activity, ActivityType, Flow, FlowKind, Trace};
@@ -257,4 +257,111 @@ fn the_pytorch_reference_trace_rewritten_by_omniprof_loads_the_same() {
             before.line
         );
     }
+}
+/// Events on one (pid, tid) that overlap without nesting, in every shape: a chain of
+/// partial overlaps, one event crossing the end of a nested pair, identical events, events
+/// that touch, zero-length events, and a long pseudo-random run.
+fn overlapping_trace() -> (Trace, u64) {
+    let base = omniprof::trace::process_base_time_ns();
+    let t0 = base + 1_000_000_000;
+    let mut trace = Trace::new(t0, t0 + 10_000_000);
+    let pid = 77;
+    trace.add_process(ProcessRow {
+        pid,
+        name: "overlap".into(),
+        label: "CPU".into(),
+        sort_index: pid,
+    });
+    trace.add_thread(ThreadRow {
+        pid,
+        tid: 5,
+        name: "thread 5 (overlap)".into(),
+        sort_index: 5,
+    });
+    let mut add = |name: &str, start: i64, end: i64| {
+        trace.activities.push(Activity::new(
+            ActivityType::CpuOp,
+            name,
+            pid,
+            5,
+            t0 + start,
+            t0 + end,
+        ));
+    };
+    // Hand-made shapes (ns after t0).
+    add("a", 0, 100);
+    add("a.nested", 10, 20);
+    add("b crosses a's end", 50, 150); // spills
+    add("c crosses b's end", 120, 200); // fits under nothing open in lane 0 once a ended
+    add("d crosses c's end", 180, 260); // spills
+    add("same", 300, 400);
+    add("same", 300, 400); // identical: nests
+    add("touch", 400, 500); // starts where `same` ends
+    add("zero", 450, 450);
+    add("e", 600, 700);
+    add("f", 650, 750); // spills
+    add("g", 690, 760); // overlaps e and f: a third row
+    let hand_made = 12;
+    // A long pseudo-random run on the same row (a fixed LCG: reproducible).
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (x >> 33) as i64
+    };
+    for i in 0..2_000 {
+        let start = 1_000 + next() % 3_000_000;
+        let dur = next() % 20_000;
+        add(&format!("r{i}"), start, start + dur);
+    }
+    trace
+        .activities
+        .sort_by_key(|a| (a.start_ns, std::cmp::Reverse(a.end_ns)));
+    (trace, hand_made + 2_000)
+}
+
+#[test]
+fn overlapping_events_on_one_thread_are_spilled_and_all_kept() {
+    let (trace, x_events) = overlapping_trace();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("overlap.json");
+    let stats: WriteStats = chrome::save(&trace, &path).unwrap();
+    assert!(stats.spilled >= 3, "spilled only {}", stats.spilled);
+    let counts = phases(&path);
+    assert_eq!(counts["X"], x_events, "one X per activity, none lost");
+
+    // What the writer spilled, the reader puts back on its own row.
+    let read = import::read_trace(&path).unwrap();
+    assert_eq!(read.activities, trace.activities);
+    assert_eq!(read.threads, trace.threads);
+
+    let Some(report) = common::run_checker(&path) else {
+        return;
+    };
+    assert!(
+        !report.has_error("slice_drop_overlapping_complete_event"),
+        "Perfetto dropped overlapping events: {}",
+        report.line
+    );
+    let report = common::assert_loads_in_perfetto(&path).unwrap();
+    assert_eq!(
+        report.slices,
+        Some(x_events + 1),
+        "every X plus `Record Window End`"
+    );
+    assert_every_slice_kept(&path, &report);
+}
+
+#[test]
+fn a_non_finite_counter_sample_still_loads() {
+    let mut trace = device_timeline();
+    let at = trace.window_start_ns + 44_000;
+    let mut sample = Activity::new(ActivityType::GpuPmCounter, "sm_activity", 0, 7, at, at);
+    sample.counters.push(("sm_active_pct".into(), f64::NAN));
+    trace.activities.push(sample);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nan.json");
+    chrome::save(&trace, &path).unwrap();
+    common::assert_loads_in_perfetto(&path);
 }

@@ -29,9 +29,12 @@ use crate::trace::Trace;
 
 /// Sort index of the `Spans` process (0x20000000).
 const SPANS_SORT_INDEX: i64 = 536_870_912;
-/// Sibling rows for overlapping events get `tid + lane × LANE_STRIDE` (still exact in a
-/// double, far above any OS thread id or stream id).
-pub(crate) const LANE_STRIDE: i64 = 1 << 40;
+/// Sibling rows for overlapping events get `tid + lane × LANE_STRIDE`: above any OS thread
+/// id (Linux caps them at 2^22) or stream id, and below 2^31, because Perfetto folds larger
+/// tids into the process's main thread.
+pub(crate) const LANE_STRIDE: i64 = 1 << 24;
+/// Lanes past this share the last one (their events may then overlap).
+pub(crate) const MAX_LANE: usize = 127;
 /// Viewer limits worth a warning (`reference/performance-anchors.md`, section 5).
 const CHROME_TRACING_LIMIT: u64 = 256 << 20;
 const PERFETTO_UI_LIMIT: u64 = 1 << 30;
@@ -180,7 +183,7 @@ impl Lanes {
             rows.len() - 1
         });
         let stacks = &mut rows[row].1;
-        let lane = (0..)
+        let lane = (0..=MAX_LANE)
             .find(|&lane| {
                 if lane == stacks.len() {
                     stacks.push(Vec::new());
@@ -191,7 +194,7 @@ impl Lanes {
                 }
                 stack.last().is_none_or(|&top| end <= top)
             })
-            .expect("an empty lane always fits");
+            .unwrap_or(MAX_LANE);
         stacks[lane].push(end);
         self.spilled += (lane > 0) as u64;
         lane as u32
@@ -399,7 +402,7 @@ impl<W: Write> Writer<W> {
                 self.args(a);
             }
             ActivityType::HardwareCounters => {
-                for (metric, value) in &a.counters {
+                for (metric, value) in a.counters.iter().filter(|(_, v)| v.is_finite()) {
                     self.event(b"C");
                     self.cat(a.kind.name());
                     self.str(b"name", metric);
@@ -412,6 +415,9 @@ impl<W: Write> Writer<W> {
                 }
             }
             kind if kind.is_counter() => {
+                if !a.counters.iter().any(|(_, v)| v.is_finite()) {
+                    return Ok(());
+                }
                 self.event(b"C");
                 self.cat(kind.name());
                 self.str(b"name", &a.name);
@@ -419,7 +425,9 @@ impl<W: Write> Writer<W> {
                 self.int(b"tid", row_tid(a.resource));
                 self.ts(b"ts", a.start_ns);
                 self.raw(b", \"args\": {");
-                for (i, (key, value)) in a.counters.iter().enumerate() {
+                // A counter track holds numbers only; NaN and infinities have no JSON form.
+                let finite = a.counters.iter().filter(|(_, v)| v.is_finite());
+                for (i, (key, value)) in finite.enumerate() {
                     if i > 0 {
                         self.raw(b", ");
                     }

@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use super::event::{micros_to_ns, Id, RawEvent};
 use super::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
-use crate::export::chrome::LANE_STRIDE;
+use crate::export::chrome::{LANE_STRIDE, MAX_LANE};
 use crate::trace::{ProcessRow, Span, ThreadRow};
 use crate::value::Value;
 
@@ -53,9 +53,12 @@ fn activity_type(cat: &str) -> Option<ActivityType> {
         .or_else(|| ActivityType::parse(cat).ok())
 }
 
-/// The row an event belongs to, for events the writer moved to a sibling row.
+/// The row an event belongs to, for events the writer moved to a sibling row
+/// (`tid + lane × LANE_STRIDE`, lanes 1 to `MAX_LANE`). A foreign trace whose own tids fall
+/// in that range would be folded too; Linux thread ids and stream ids never do.
 fn lane_row(tid: i64) -> i64 {
-    if tid >= LANE_STRIDE {
+    let lane = tid / LANE_STRIDE;
+    if (1..=MAX_LANE as i64).contains(&lane) {
         tid % LANE_STRIDE
     } else {
         tid

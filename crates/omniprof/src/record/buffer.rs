@@ -52,13 +52,12 @@ static POOL: Mutex<Vec<Chunk>> = Mutex::new(Vec::new());
 /// Every thread that has recorded and whose records may still be needed.
 static REGISTRY: Mutex<Vec<Arc<ThreadBuffer>>> = Mutex::new(Vec::new());
 static NEXT_THREAD_INDEX: AtomicU32 = AtomicU32::new(0);
-/// The per-thread cap, in chunks.
-static MAX_CHUNKS: AtomicUsize = AtomicUsize::new(1024);
+/// The per-thread cap, in records.
+static MAX_RECORDS: AtomicUsize = AtomicUsize::new(4 << 20);
 
-/// Sets the per-thread cap in records (rounded up to whole chunks) for sessions started later.
+/// Sets the per-thread cap in records for sessions started later.
 pub(crate) fn set_max_records_per_thread(records: u64) {
-    let chunks = (records as usize).div_ceil(CHUNK_SLOTS).max(1);
-    MAX_CHUNKS.store(chunks, Ordering::Relaxed);
+    MAX_RECORDS.store(records.try_into().unwrap_or(usize::MAX), Ordering::Relaxed);
 }
 
 /// Tops the pool up to `chunks` pre-faulted chunks (done at prepare, off the recording path).
@@ -265,15 +264,17 @@ impl Local {
             buffer.dropped.store(0, Ordering::Relaxed);
             lock(&buffer.args).clear();
             buffer.state.store(state, Ordering::Release);
+            self.count.set(0);
             self.point_at(&mut chunks[0]);
             self.state.set(state);
-            self.count.set(0);
             self.seq.set(0);
             self.listening.set(super::correlation::refresh_thread());
-            return Some(());
+            if self.pos.get() != self.end.get() {
+                return Some(());
+            }
         }
         let mut chunks = lock(&buffer.chunks);
-        if chunks.len() >= MAX_CHUNKS.load(Ordering::Relaxed) {
+        if self.count.get() >= MAX_RECORDS.load(Ordering::Relaxed) {
             buffer.dropped.fetch_add(1, Ordering::Relaxed);
             return None;
         }
@@ -283,10 +284,16 @@ impl Local {
         Some(())
     }
 
+    /// Writes go to `chunk` next, up to its end or to the cap, whichever comes first.
     fn point_at(&self, chunk: &mut Chunk) {
-        let range = chunk.as_mut_ptr_range();
-        self.pos.set(range.start);
-        self.end.set(range.end);
+        let room = MAX_RECORDS
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.count.get())
+            .min(chunk.len());
+        let start = chunk.as_mut_ptr();
+        self.pos.set(start);
+        // SAFETY: `room` ≤ the chunk's length, so the end stays within (or one past) it.
+        self.end.set(unsafe { start.add(room) });
     }
 
     /// This thread's buffer, created and registered on first use.

@@ -444,6 +444,27 @@ mod tests {
     }
 
     #[test]
+    fn the_cap_is_exact_in_records() {
+        let _g = serial();
+        let mut config = Config::default();
+        config
+            .apply("OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=5000")
+            .unwrap();
+        let t = record(config, || {
+            std::thread::spawn(|| {
+                for _ in 0..10_000 {
+                    let _r = record_function("spin");
+                }
+            })
+            .join()
+            .unwrap();
+        });
+        let kept = t.activities.iter().filter(|a| &*a.name == "spin").count();
+        assert_eq!(kept, 2500);
+        assert_eq!(t.metadata("dropped_events"), Some(&Value::UInt(7500)));
+    }
+
+    #[test]
     fn open_ranges_end_at_the_window_and_say_so() {
         let _g = serial();
         let mut p = Profiler::builder().build().unwrap();
