@@ -1,0 +1,459 @@
+//! Devices: runtime initialization, the per-thread current device, device-wide
+//! synchronization, memory accounting and the properties a trace header reports.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, Weak};
+
+use crate::profiling::{self, RuntimeApi, SyncKind};
+use crate::stream::{Queue, Stream};
+use crate::sys::now_ns;
+use crate::{lock, OrError, Result};
+
+/// The device name every OpenReg device reports.
+pub const DEVICE_NAME: &str = "OpenReg Simulated Accelerator";
+
+/// Most devices [`Options`] accept: far more than any test needs, small enough that a typo in
+/// `OPENREG_DEVICES` cannot make the runtime allocate absurd tables.
+pub const MAX_DEVICES: usize = 64;
+
+/// Most pooled streams per device [`Options`] accept, for the same reason.
+pub const MAX_POOLED_STREAMS: usize = 1024;
+
+/// Simulated hardware shape shared by all devices; kernels derive their launch dimensions and
+/// occupancy from it, so metrics are deterministic.
+pub(crate) const COMPUTE_UNITS: u32 = 8;
+pub(crate) const MAX_THREADS_PER_BLOCK: u32 = 1024;
+pub(crate) const MAX_THREADS_PER_COMPUTE_UNIT: u32 = 2048;
+pub(crate) const MAX_BLOCKS_PER_COMPUTE_UNIT: u32 = 32;
+pub(crate) const WARP_SIZE: u32 = 32;
+const REGISTERS_PER_BLOCK: u32 = 65_536;
+const REGISTERS_PER_COMPUTE_UNIT: u32 = 65_536;
+const SHARED_MEMORY_PER_BLOCK: u64 = 48 * 1024;
+const SHARED_MEMORY_PER_COMPUTE_UNIT: u64 = 96 * 1024;
+const CLOCK_MHZ: u32 = 1_000;
+const COMPUTE_MAJOR: u32 = 1;
+const COMPUTE_MINOR: u32 = 0;
+
+/// How the runtime is laid out; fixed for the life of the process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Number of devices (0 is allowed: every device call then fails with `InvalidDevice`).
+    pub devices: usize,
+    /// Pooled streams per device, the default stream (index 0) included; reached through
+    /// [`Stream::pooled`]. Each one's worker thread starts on first use.
+    pub streams_per_device: usize,
+    /// Simulated memory per device, in bytes; [`malloc`](crate::malloc) fails beyond it.
+    pub memory_per_device: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            devices: 2,
+            streams_per_device: 4,
+            memory_per_device: 8 << 30,
+        }
+    }
+}
+
+impl Options {
+    /// The defaults, with `devices` taken from `OPENREG_DEVICES` when it holds a valid count.
+    pub fn from_env() -> Self {
+        let mut options = Self::default();
+        if let Ok(value) = std::env::var("OPENREG_DEVICES") {
+            match parse_device_count(&value) {
+                Some(n) => options.devices = n,
+                None => log::warn!(
+                    "OPENREG_DEVICES={value:?} is not a count in 0..={MAX_DEVICES}; using {}",
+                    options.devices
+                ),
+            }
+        }
+        options
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.devices > MAX_DEVICES {
+            return Err(OrError::InvalidOptions("more devices than MAX_DEVICES"));
+        }
+        if self.streams_per_device == 0 {
+            return Err(OrError::InvalidOptions(
+                "streams_per_device must count the default stream",
+            ));
+        }
+        if self.streams_per_device > MAX_POOLED_STREAMS {
+            return Err(OrError::InvalidOptions(
+                "more pooled streams than MAX_POOLED_STREAMS",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn parse_device_count(value: &str) -> Option<usize> {
+    value.trim().parse().ok().filter(|&n| n <= MAX_DEVICES)
+}
+
+pub(crate) struct Runtime {
+    options: Options,
+    devices: Box<[Device]>,
+}
+
+/// One device's state: its stream pool, every live stream (for device-wide sync) and its
+/// memory in use.
+pub(crate) struct Device {
+    index: usize,
+    pool: Mutex<Vec<Option<Stream>>>,
+    live_streams: Mutex<Vec<Weak<Queue>>>,
+    next_stream_id: AtomicU32,
+    memory_used: AtomicU64,
+    memory_total: u64,
+}
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+/// Starts the runtime with `options`. Idempotent: calling it again with the same options is
+/// fine, with different ones is an error. Without it the runtime starts lazily on first use
+/// with [`Options::from_env`].
+pub fn init(options: Options) -> Result<()> {
+    options.validate()?;
+    let runtime = RUNTIME.get_or_init(|| Runtime::new(options.clone()));
+    if runtime.options == options {
+        Ok(())
+    } else {
+        Err(OrError::AlreadyInitialized {
+            active: runtime.options.clone(),
+        })
+    }
+}
+
+pub(crate) fn runtime() -> &'static Runtime {
+    RUNTIME.get_or_init(|| Runtime::new(Options::from_env()))
+}
+
+impl Runtime {
+    fn new(options: Options) -> Self {
+        let devices = (0..options.devices)
+            .map(|index| Device {
+                index,
+                pool: Mutex::new(vec![None; options.streams_per_device]),
+                live_streams: Mutex::new(Vec::new()),
+                // Pooled streams own the low ids, so ids stay stable whatever the order of use.
+                next_stream_id: AtomicU32::new(options.streams_per_device as u32),
+                memory_used: AtomicU64::new(0),
+                memory_total: options.memory_per_device,
+            })
+            .collect();
+        Self { options, devices }
+    }
+
+    pub(crate) fn device(&self, index: usize) -> Result<&Device> {
+        self.devices.get(index).ok_or(OrError::InvalidDevice {
+            device: index,
+            count: self.devices.len(),
+        })
+    }
+}
+
+impl Device {
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The pooled stream `index`, its worker started on first use.
+    pub(crate) fn pooled_stream(&self, index: usize) -> Result<Stream> {
+        let mut pool = lock(&self.pool);
+        let count = pool.len();
+        let slot = pool.get_mut(index).ok_or(OrError::InvalidStream {
+            device: self.index,
+            index,
+            count,
+        })?;
+        if let Some(stream) = slot {
+            return Ok(stream.clone());
+        }
+        let stream = Stream::spawn(self, index as u32)?;
+        *slot = Some(stream.clone());
+        Ok(stream)
+    }
+
+    /// An id for a stream created with [`Stream::new`].
+    pub(crate) fn next_stream_id(&self) -> u32 {
+        self.next_stream_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn register_stream(&self, queue: Weak<Queue>) {
+        let mut live = lock(&self.live_streams);
+        live.retain(|q| q.strong_count() > 0);
+        live.push(queue);
+    }
+
+    /// Waits for all work submitted so far to every stream of this device.
+    fn synchronize(&self) {
+        let queues: Vec<_> = lock(&self.live_streams)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for queue in queues {
+            queue.wait_idle();
+        }
+    }
+
+    /// Reserves `bytes` of simulated memory; released by [`Device::release`].
+    pub(crate) fn reserve(&self, bytes: u64) -> Result<()> {
+        self.memory_used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                used.checked_add(bytes).filter(|&n| n <= self.memory_total)
+            })
+            .map(drop)
+            .map_err(|used| OrError::OutOfMemory {
+                device: self.index,
+                requested: bytes,
+                available: self.memory_total - used,
+            })
+    }
+
+    pub(crate) fn release(&self, bytes: u64) {
+        self.memory_used.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+/// Number of devices.
+pub fn device_count() -> usize {
+    runtime().devices.len()
+}
+
+thread_local! {
+    static CURRENT_DEVICE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Makes `device` the calling thread's current device.
+pub fn set_device(device: usize) -> Result<()> {
+    runtime().device(device)?;
+    CURRENT_DEVICE.with(|d| d.set(device));
+    Ok(())
+}
+
+/// The calling thread's current device (0 until [`set_device`]).
+pub fn current_device() -> usize {
+    CURRENT_DEVICE.with(Cell::get)
+}
+
+/// Blocks until every stream of the current device has finished the work submitted so far
+/// (`orDeviceSynchronize`).
+pub fn device_synchronize() -> Result<()> {
+    let device = runtime().device(current_device())?;
+    profiling::traced(RuntimeApi::DeviceSynchronize, |tag| {
+        let start = now_ns();
+        device.synchronize();
+        if let Some(tag) = tag {
+            let kind = SyncKind::DeviceSynchronize;
+            tag.record_sync(kind, None, device.index, None, start, now_ns());
+        }
+    });
+    Ok(())
+}
+
+/// Simulated memory in use on `device`, in bytes.
+pub fn device_memory_used(device: usize) -> Result<u64> {
+    Ok(runtime()
+        .device(device)?
+        .memory_used
+        .load(Ordering::Relaxed))
+}
+
+/// What a device is, as `cudaGetDeviceProperties` would tell it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceProperties {
+    /// Device index.
+    pub id: usize,
+    /// Marketing name, always [`DEVICE_NAME`].
+    pub name: &'static str,
+    /// Simulated memory, in bytes (`Options::memory_per_device`).
+    pub total_memory: u64,
+    /// Compute capability, major part.
+    pub compute_major: u32,
+    /// Compute capability, minor part.
+    pub compute_minor: u32,
+    /// Compute units (CUDA: streaming multiprocessors).
+    pub compute_units: u32,
+    /// Largest block a kernel may launch, in threads.
+    pub max_threads_per_block: u32,
+    /// Threads one compute unit keeps resident; the denominator of occupancy.
+    pub max_threads_per_compute_unit: u32,
+    /// Threads per warp.
+    pub warp_size: u32,
+    /// Registers available to one block.
+    pub registers_per_block: u32,
+    /// Registers of one compute unit.
+    pub registers_per_compute_unit: u32,
+    /// Shared memory available to one block, in bytes.
+    pub shared_memory_per_block: u64,
+    /// Shared memory of one compute unit, in bytes.
+    pub shared_memory_per_compute_unit: u64,
+    /// Nominal clock, in MHz.
+    pub clock_mhz: u32,
+}
+
+/// The properties of `device`.
+pub fn device_properties(device: usize) -> Result<DeviceProperties> {
+    let device = runtime().device(device)?;
+    Ok(DeviceProperties {
+        id: device.index,
+        name: DEVICE_NAME,
+        total_memory: device.memory_total,
+        compute_major: COMPUTE_MAJOR,
+        compute_minor: COMPUTE_MINOR,
+        compute_units: COMPUTE_UNITS,
+        max_threads_per_block: MAX_THREADS_PER_BLOCK,
+        max_threads_per_compute_unit: MAX_THREADS_PER_COMPUTE_UNIT,
+        warp_size: WARP_SIZE,
+        registers_per_block: REGISTERS_PER_BLOCK,
+        registers_per_compute_unit: REGISTERS_PER_COMPUTE_UNIT,
+        shared_memory_per_block: SHARED_MEMORY_PER_BLOCK,
+        shared_memory_per_compute_unit: SHARED_MEMORY_PER_COMPUTE_UNIT,
+        clock_mhz: CLOCK_MHZ,
+    })
+}
+
+impl DeviceProperties {
+    /// One JSON object for a trace's `deviceProperties` array, with Kineto's CUDA key names
+    /// and order (plus XPU's `maxClockFrequency`, in MHz, for the clock).
+    pub fn to_json(&self) -> String {
+        // The name is a constant without characters that need escaping, so plain formatting
+        // gives valid JSON without a serializer on the runtime's dependency list.
+        format!(
+            concat!(
+                "{{\"id\": {}, \"name\": \"{}\", \"totalGlobalMem\": {}, ",
+                "\"computeMajor\": {}, \"computeMinor\": {}, ",
+                "\"maxThreadsPerBlock\": {}, \"maxThreadsPerMultiprocessor\": {}, ",
+                "\"regsPerBlock\": {}, \"warpSize\": {}, \"sharedMemPerBlock\": {}, ",
+                "\"numSms\": {}, \"regsPerMultiprocessor\": {}, ",
+                "\"sharedMemPerMultiprocessor\": {}, \"maxClockFrequency\": {}}}"
+            ),
+            self.id,
+            self.name,
+            self.total_memory,
+            self.compute_major,
+            self.compute_minor,
+            self.max_threads_per_block,
+            self.max_threads_per_compute_unit,
+            self.registers_per_block,
+            self.warp_size,
+            self.shared_memory_per_block,
+            self.compute_units,
+            self.registers_per_compute_unit,
+            self.shared_memory_per_compute_unit,
+            self.clock_mhz,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Event;
+    use crate::kernel::{launch_kernel, Kernel};
+    use crate::test_support::shared;
+    use std::time::Duration;
+
+    #[test]
+    fn current_device_is_per_thread_and_starts_at_zero() {
+        let _guard = shared();
+        assert_eq!(device_count(), 2);
+        std::thread::spawn(|| {
+            assert_eq!(current_device(), 0);
+            set_device(1).unwrap();
+            assert_eq!(current_device(), 1);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(current_device(), 0);
+    }
+
+    #[test]
+    fn bad_device_ids_are_errors() {
+        let _guard = shared();
+        let invalid = |r: Result<()>| {
+            matches!(
+                r,
+                Err(OrError::InvalidDevice {
+                    device: 2,
+                    count: 2
+                })
+            )
+        };
+        assert!(invalid(set_device(2)));
+        assert!(invalid(device_properties(2).map(drop)));
+        assert!(invalid(device_memory_used(2).map(drop)));
+        assert!(invalid(crate::malloc(2, 4).map(drop)));
+        assert!(invalid(Stream::new(2).map(drop)));
+        assert!(invalid(Stream::default_for(2).map(drop)));
+        assert_eq!(current_device(), 0, "a failed set_device changes nothing");
+    }
+
+    #[test]
+    fn init_is_idempotent_and_rejects_other_options() {
+        let _guard = shared();
+        init(Options::default()).unwrap();
+        let other = Options {
+            devices: 3,
+            ..Options::default()
+        };
+        assert!(
+            matches!(init(other), Err(OrError::AlreadyInitialized { active }) if active == Options::default())
+        );
+        let no_default_stream = Options {
+            streams_per_device: 0,
+            ..Options::default()
+        };
+        assert!(matches!(
+            init(no_default_stream),
+            Err(OrError::InvalidOptions(_))
+        ));
+        let huge_pool = Options {
+            streams_per_device: usize::MAX,
+            ..Options::default()
+        };
+        assert!(matches!(init(huge_pool), Err(OrError::InvalidOptions(_))));
+    }
+
+    #[test]
+    fn device_count_from_env_value() {
+        assert_eq!(parse_device_count(" 3 "), Some(3));
+        assert_eq!(parse_device_count("0"), Some(0));
+        assert_eq!(parse_device_count("65"), None);
+        assert_eq!(parse_device_count("two"), None);
+    }
+
+    #[test]
+    fn properties_json_uses_kineto_keys() {
+        let _guard = shared();
+        let props = device_properties(1).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&props.to_json()).unwrap();
+        assert_eq!(json["id"], 1);
+        assert_eq!(json["name"], DEVICE_NAME);
+        assert_eq!(json["totalGlobalMem"], Options::default().memory_per_device);
+        assert_eq!(json["computeMajor"], 1);
+        assert_eq!(json["computeMinor"], 0);
+        assert_eq!(json["maxThreadsPerBlock"], 1024);
+        assert_eq!(json["numSms"], props.compute_units);
+        assert_eq!(json["warpSize"], 32);
+        assert_eq!(json.as_object().unwrap().len(), 14);
+    }
+
+    #[test]
+    fn device_synchronize_waits_for_every_stream_of_the_device() {
+        let _guard = shared();
+        set_device(1).unwrap();
+        let streams = [Stream::new(1).unwrap(), Stream::new(1).unwrap()];
+        let events = [Event::new(), Event::new()];
+        for (stream, event) in streams.iter().zip(&events) {
+            launch_kernel(Kernel::Busy(Duration::from_millis(2)), stream).unwrap();
+            event.record(stream);
+        }
+        device_synchronize().unwrap();
+        assert!(events.iter().all(Event::query));
+    }
+}

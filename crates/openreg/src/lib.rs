@@ -1,0 +1,141 @@
+//! OpenReg: a simulated accelerator runtime that does real work on real threads, with a
+//! CUPTI-like activity-recording layer.
+//!
+//! OpenReg is omniprof's test double on machines without a GPU, and the worked example a
+//! vendor copies when connecting a real device to omniprof. It is small, but nothing in it is
+//! faked: kernels compute, copies copy, streams run in order on their own threads, and every
+//! timestamp is a real `CLOCK_REALTIME` reading taken where the work ran.
+//!
+//! # What a device runtime provides
+//!
+//! | OpenReg | CUDA runtime | Module |
+//! |---|---|---|
+//! | [`init`], [`device_count`], [`set_device`], [`current_device`], [`device_synchronize`] | `cudaGetDeviceCount`, `cudaSetDevice`, ... | [`device`] |
+//! | [`device_properties`], [`DeviceProperties::to_json`] | `cudaGetDeviceProperties`, Kineto's `deviceProperties` | [`device`] |
+//! | [`Stream`], [`current_stream`], [`set_current_stream`] | `cudaStream_t`, PyTorch's current stream | [`stream`] |
+//! | [`malloc`], [`memcpy_async`], [`memset_async`], [`HostBuffer`] | `cudaMalloc`, `cudaMemcpyAsync`, `cudaMemsetAsync`, pinned memory | [`memory`] |
+//! | [`launch_kernel`], [`Kernel`] | `<<<grid, block, 0, stream>>>` | [`kernel`] |
+//! | [`Event`] | `cudaEvent_t`: record, query, synchronize, elapsed time | [`event`] |
+//!
+//! A stream is a queue with one worker thread: calls return as soon as the work is queued,
+//! the worker runs items in order and stamps each with its real start and end. Device memory
+//! is host memory that only stream work touches, counted against a simulated capacity.
+//!
+//! # How activity recording maps onto it
+//!
+//! [`profiling`] plays CUPTI's part. While it is enabled, each runtime call records a
+//! [`RuntimeRecord`](profiling::RuntimeRecord) (name such as `orLaunchKernel`, thread, times,
+//! a fresh correlation id) and each piece of device work it launched records a
+//! [`DeviceRecord`](profiling::DeviceRecord) on completion with the *same* correlation id.
+//! A profiler integration, like Kineto's CUPTI activity profiler, then:
+//!
+//! 1. enables recording when its trace starts ([`profiling::enable`]);
+//! 2. pushes and pops each host op's correlation id, and each user range's, on the calling
+//!    thread ([`profiling::push_external_correlation`] with
+//!    [`ExternalKind::Default`](profiling::ExternalKind) or `User`): records carry the
+//!    innermost of each, which links device work to the host op (`External id`) and to user
+//!    ranges (GPU user annotations);
+//! 3. at stop, synchronizes, disables and [`profiling::drain`]s, then turns runtime records
+//!    into runtime events, device records into kernel / memcpy / memset / sync events, and
+//!    each correlation id into an `ac2g` flow from the launch to its device work.
+//!
+//! A vendor replaces the simulated runtime with its own and keeps this shape: an activity
+//! API with per-kind enablement, a correlation id per runtime call propagated to device
+//! work, per-thread external correlation stacks, bounded buffers with a dropped count.
+//!
+//! # Example
+//!
+//! ```
+//! use openreg::profiling::{self, ExternalKind, Kinds};
+//! use openreg::{Event, HostBuffer, Kernel, Stream};
+//!
+//! # fn main() -> openreg::Result<()> {
+//! let n = 32;
+//! let bytes = n * n * 4;
+//! let stream = Stream::new(0)?;
+//! let (a, out) = (openreg::malloc(0, bytes)?, openreg::malloc(0, bytes)?);
+//! let host = HostBuffer::from_f32s(&vec![1.0; n * n]);
+//!
+//! profiling::enable(Kinds::ALL);
+//! profiling::push_external_correlation(ExternalKind::Default, 7); // a host op begins
+//! let (start, end) = (Event::new(), Event::new());
+//! start.record(&stream);
+//! openreg::memcpy_async(&a, &host, bytes, &stream)?;
+//! openreg::launch_kernel(Kernel::Matmul { a: a.clone(), b: a.clone(), out: out.clone(), n }, &stream)?;
+//! openreg::memcpy_async(&host, &out, bytes, &stream)?;
+//! end.record(&stream);
+//! profiling::pop_external_correlation(ExternalKind::Default); // the host op ends
+//! stream.synchronize();
+//! profiling::disable();
+//!
+//! assert!(host.to_f32s().iter().all(|&v| v == n as f32));
+//! assert!(Event::elapsed_us(&start, &end)? > 0.0);
+//! let records = profiling::drain();
+//! let launch = records.runtime.iter().find(|r| r.api.name() == "orLaunchKernel").unwrap();
+//! let kernel = records.device.iter().find(|d| d.name == "matmul_32x32").unwrap();
+//! assert_eq!(kernel.correlation_id, launch.correlation_id);
+//! assert_eq!(kernel.external.default, Some(7));
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod device;
+mod error;
+pub mod event;
+pub mod kernel;
+pub mod memory;
+pub mod profiling;
+pub mod stream;
+mod sys;
+
+pub use device::{
+    current_device, device_count, device_memory_used, device_properties, device_synchronize, init,
+    set_device, DeviceProperties, Options,
+};
+pub use error::{OrError, Result};
+pub use event::Event;
+pub use kernel::{launch_kernel, Kernel, KernelMetrics, LaunchDims};
+pub use memory::{
+    malloc, memcpy_async, memset_async, Buffer, DeviceBuffer, HostBuffer, MemcpyKind,
+};
+pub use stream::{current_stream, set_current_stream, Stream};
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// Locks `mutex`, ignoring poisoning: every critical section leaves its data consistent,
+/// so a panic elsewhere must not turn into panics here.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// [`Condvar::wait`] with the same poisoning policy as [`lock`].
+fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    condvar.wait(guard).unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod test_support {
+    use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+    /// Recording state and memory counters are process-wide: tests that enable recording or
+    /// read counters run alone, the others share.
+    static RECORDING: RwLock<()> = RwLock::new(());
+
+    fn init() {
+        crate::init(crate::Options::default()).expect("tests use the default options");
+    }
+
+    /// For tests that do not record.
+    pub(crate) fn shared() -> RwLockReadGuard<'static, ()> {
+        init();
+        RECORDING.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// For tests that enable recording or read device-wide counters.
+    pub(crate) fn exclusive() -> RwLockWriteGuard<'static, ()> {
+        init();
+        RECORDING.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
