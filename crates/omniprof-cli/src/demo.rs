@@ -1,14 +1,19 @@
-//! `omniprof demo`: a small model-like workload on several threads, profiled end to end.
+//! `omniprof demo`: a small model-like workload on several host threads and the simulated
+//! OpenReg accelerator, profiled end to end.
 //!
 //! Each worker thread runs training steps made of nested user ranges (`ProfilerStep#N`,
-//! `forward`, `backward`, `optimizer`) around host ops that do real arithmetic (matrix
-//! multiplies, activations, reductions), so the trace shows what a framework's would.
+//! `forward`, `block_i`, `backward`, `optimizer`) around host ops. Ops like `aten::mm` launch
+//! real matrix multiplies on an OpenReg stream (two streams shared by the threads), copies
+//! move the data in and out, and `aten::relu` / `aten::sum` compute on the host. The trace
+//! shows host ops, runtime launches, kernels and copies on device rows, `ac2g` flows from
+//! each launch to its work, and the user ranges projected onto the streams.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use omniprof::export::chrome;
-use omniprof::{record_function, record_op, Profiler};
+use omniprof::{record_function, record_op, Profiler, Trace};
+use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 
 /// Profile a sample workload and write its trace.
 #[derive(Debug, clap::Args)]
@@ -16,7 +21,7 @@ pub struct DemoArgs {
     /// Where to write the trace (`.json`, or `.json.gz` for gzip).
     #[arg(short, long, default_value = "omniprof_demo.pt.trace.json")]
     pub output: PathBuf,
-    /// Worker threads.
+    /// Host worker threads.
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
     /// Training steps per thread.
@@ -24,126 +29,183 @@ pub struct DemoArgs {
     pub steps: usize,
 }
 
-/// Side of the square matrices the ops multiply.
+/// Side of the square matrices.
 const DIM: usize = 48;
+const BYTES: usize = DIM * DIM * 4;
+/// Device streams the threads share.
+const STREAMS: usize = 2;
+const LAYERS: usize = 3;
 
 pub fn run(args: &DemoArgs) -> ExitCode {
-    let mut profiler = match Profiler::builder().build() {
-        Ok(p) => p,
-        Err(e) => return fail(&e),
-    };
-    if let Err(e) = profiler.start() {
-        return fail(&e);
-    }
-    let checksum = workload(args.threads.max(1), args.steps);
-    let trace = match profiler.stop() {
-        Ok(t) => t,
-        Err(e) => return fail(&e),
-    };
-    match chrome::save(&trace, &args.output) {
-        Ok(stats) => {
-            println!(
-                "wrote {} ({} trace events, {} activities on {} threads; checksum {checksum:.3})",
-                args.output.display(),
-                stats.events,
-                trace.activities.len(),
-                trace.threads.len(),
-            );
-            println!("open it at https://ui.perfetto.dev (Open trace file) or in chrome://tracing");
-            ExitCode::SUCCESS
+    match profile(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
         }
-        Err(e) => fail(&e),
     }
 }
 
-fn fail(e: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("error: {e}");
-    ExitCode::FAILURE
+fn profile(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let threads = args.threads.max(1);
+    let workers = (0..threads)
+        .map(Worker::new)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut profiler = Profiler::builder().build()?;
+    profiler.start()?;
+    let checksum = run_workers(workers, args.steps)?;
+    let trace = profiler.stop()?;
+    let stats = chrome::save(&trace, &args.output)?;
+    let device = trace
+        .activities
+        .iter()
+        .filter(|a| a.kind.is_device())
+        .count();
+    println!(
+        "wrote {} ({} trace events: {} host and {} device activities on {} threads; checksum {checksum:.3})",
+        args.output.display(),
+        stats.events,
+        trace.activities.len() - device,
+        device,
+        trace.threads.len(),
+    );
+    report_drops(&trace);
+    println!("open it at https://ui.perfetto.dev (Open trace file) or in chrome://tracing");
+    Ok(())
 }
 
-/// Runs the steps on `threads` named threads and returns a checksum of the results, so the
-/// arithmetic cannot be optimized away.
-fn workload(threads: usize, steps: usize) -> f64 {
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            std::thread::Builder::new()
-                .name(format!("worker-{t}"))
-                .spawn(move || (0..steps).map(|s| train_step(t, s)).sum::<f64>())
-                .expect("spawn a demo worker")
+fn report_drops(trace: &Trace) {
+    for key in ["dropped_events", "out_of_window_events"] {
+        if let Some(n) = trace
+            .metadata(key)
+            .and_then(|v| v.as_i64())
+            .filter(|&n| n > 0)
+        {
+            eprintln!("warning: {n} {}", key.replace('_', " "));
+        }
+    }
+    if let Some(errors) = trace.metadata("backend_errors") {
+        eprintln!("warning: backend errors: {}", errors.to_json());
+    }
+}
+
+/// One host thread's device state: its stream, weights and activations.
+struct Worker {
+    index: usize,
+    stream: Stream,
+    weights: Vec<DeviceBuffer>,
+    x: DeviceBuffer,
+    host: HostBuffer,
+}
+
+impl Worker {
+    fn new(index: usize) -> openreg::Result<Self> {
+        let stream = Stream::pooled(0, index % STREAMS)?;
+        let weights = (0..LAYERS)
+            .map(|_| openreg::malloc(0, BYTES))
+            .collect::<openreg::Result<Vec<_>>>()?;
+        for (l, w) in weights.iter().enumerate() {
+            let init = HostBuffer::from_f32s(&matrix(index as f32 + l as f32));
+            openreg::memcpy_async(w, &init, BYTES, &stream)?;
+        }
+        stream.synchronize();
+        Ok(Self {
+            index,
+            stream,
+            weights,
+            x: openreg::malloc(0, BYTES)?,
+            host: HostBuffer::from_f32s(&matrix(index as f32)),
         })
-        .collect();
-    handles
-        .into_iter()
-        .map(|h| h.join().expect("demo worker panicked"))
-        .sum()
-}
+    }
 
-fn train_step(thread: usize, step: usize) -> f64 {
-    let _step = record_function(format!("ProfilerStep#{step}"));
-    let seed = (thread * 31 + step) as f32;
-    let weights: Vec<Matrix> = (0..3).map(|l| Matrix::filled(seed + l as f32)).collect();
-    let mut x = Matrix::filled(seed * 0.5);
-    {
-        let _fwd = record_function("forward");
-        for (layer, w) in weights.iter().enumerate() {
-            let _block = record_function(format!("block_{layer}"));
-            x = matmul(&x, w);
-            x = relu(&x);
+    fn train_step(&self, step: usize) -> openreg::Result<f64> {
+        let _step = record_function(format!("ProfilerStep#{step}"));
+        {
+            let _copy = record_op("aten::copy_").with_arg("non_blocking", true);
+            openreg::memcpy_async(&self.x, &self.host, BYTES, &self.stream)?;
         }
-    }
-    let loss = sum(&x);
-    {
-        let _bwd = record_function("backward");
-        for w in weights.iter().rev() {
-            let _g = record_op("aten::mm_backward");
-            x = matmul(&x, w);
-        }
-    }
-    {
-        let _opt = record_function("optimizer");
-        let _op = record_op("aten::add_");
-        x = add(&x, &weights[0]);
-    }
-    loss + sum(&x) * 1e-9
-}
-
-struct Matrix(Vec<f32>);
-
-impl Matrix {
-    fn filled(seed: f32) -> Self {
-        Self(
-            (0..DIM * DIM)
-                .map(|i| ((i as f32 * 0.37 + seed).sin()) * 0.1)
-                .collect(),
-        )
-    }
-}
-
-fn matmul(a: &Matrix, b: &Matrix) -> Matrix {
-    let dims: &[i64] = &[DIM as i64, DIM as i64];
-    let _op = record_op("aten::mm").with_input_shapes(&[dims, dims]);
-    let mut out = vec![0f32; DIM * DIM];
-    for i in 0..DIM {
-        for k in 0..DIM {
-            let aik = a.0[i * DIM + k];
-            for j in 0..DIM {
-                out[i * DIM + j] += aik * b.0[k * DIM + j];
+        {
+            let _fwd = record_function("forward");
+            for (layer, w) in self.weights.iter().enumerate() {
+                let _block = record_function(format!("block_{layer}"));
+                self.mm("aten::mm", w)?;
+                let _relu = record_op("aten::relu");
+                relu(&self.host);
             }
         }
+        let loss = sum(&self.host);
+        {
+            let _bwd = record_function("backward");
+            for w in self.weights.iter().rev() {
+                self.mm("aten::mm_backward", w)?;
+            }
+        }
+        {
+            let _opt = record_function("optimizer");
+            let _op = record_op("aten::fill_");
+            let value = (self.index + step) as f32 * 1e-3;
+            openreg::launch_kernel(
+                Kernel::Fill {
+                    out: self.x.clone(),
+                    value,
+                },
+                &self.stream,
+            )?;
+        }
+        {
+            let _item = record_op("aten::item");
+            openreg::memcpy_async(&self.host, &self.x, BYTES, &self.stream)?;
+            self.stream.synchronize();
+        }
+        Ok(loss)
     }
-    Matrix(out)
+
+    fn mm(&self, op: &str, w: &DeviceBuffer) -> openreg::Result<()> {
+        let dims: &[i64] = &[DIM as i64, DIM as i64];
+        let _op = record_op(op).with_input_shapes(&[dims, dims]);
+        let kernel = Kernel::Matmul {
+            a: self.x.clone(),
+            b: w.clone(),
+            out: self.x.clone(),
+            n: DIM,
+        };
+        openreg::launch_kernel(kernel, &self.stream)
+    }
 }
 
-fn relu(a: &Matrix) -> Matrix {
-    let _op = record_op("aten::relu");
-    Matrix(a.0.iter().map(|v| v.max(0.0)).collect())
+/// Runs the steps on one named thread per worker; returns a checksum of the results, so the
+/// arithmetic cannot be optimized away.
+fn run_workers(workers: Vec<Worker>, steps: usize) -> Result<f64, Box<dyn std::error::Error>> {
+    let handles: Vec<_> = workers
+        .into_iter()
+        .map(|w| {
+            std::thread::Builder::new()
+                .name(format!("worker-{}", w.index))
+                .spawn(move || {
+                    (0..steps)
+                        .map(|s| w.train_step(s))
+                        .sum::<openreg::Result<f64>>()
+                })
+        })
+        .collect::<Result<_, _>>()?;
+    let mut total = 0.0;
+    for h in handles {
+        total += h.join().map_err(|_| "a demo worker panicked")??;
+    }
+    Ok(total)
 }
 
-fn add(a: &Matrix, b: &Matrix) -> Matrix {
-    Matrix(a.0.iter().zip(&b.0).map(|(x, y)| x + y).collect())
+fn matrix(seed: f32) -> Vec<f32> {
+    (0..DIM * DIM)
+        .map(|i| (i as f32 * 0.37 + seed).sin() * 0.1)
+        .collect()
 }
 
-fn sum(a: &Matrix) -> f64 {
+fn relu(host: &HostBuffer) -> Vec<f32> {
+    host.to_f32s().into_iter().map(|v| v.max(0.0)).collect()
+}
+
+fn sum(host: &HostBuffer) -> f64 {
     let _op = record_op("aten::sum");
-    a.0.iter().map(|&v| v as f64).sum()
+    host.to_f32s().iter().map(|&v| v as f64).sum()
 }

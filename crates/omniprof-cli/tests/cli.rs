@@ -85,8 +85,17 @@ fn demo_writes_a_trace_that_perfetto_loads_and_omniprof_reads_back() {
         "{} activities",
         trace.activities.len()
     );
-    assert_eq!(trace.threads.len(), 4, "{:#?}", trace.threads);
-    for row in &trace.threads {
+    // Four host threads, and the two OpenReg streams they share.
+    let host_pid = trace
+        .processes
+        .iter()
+        .find(|p| p.label == "CPU")
+        .unwrap()
+        .pid;
+    let (host, device): (Vec<_>, Vec<_>) = trace.threads.iter().partition(|t| t.pid == host_pid);
+    assert_eq!(host.len(), 4, "{:#?}", trace.threads);
+    assert_eq!(device.len(), 2, "{:#?}", trace.threads);
+    for row in host {
         assert!(row.name.contains("(worker-"), "{row:?}");
         let on_row = |a: &&Activity| a.resource == row.tid;
         let steps: Vec<_> = named(&trace, |n| n.starts_with("ProfilerStep#"))

@@ -39,6 +39,8 @@
 //!    into runtime events, device records into kernel / memcpy / memset / sync events, and
 //!    each correlation id into an `ac2g` flow from the launch to its device work.
 //!
+//! [`profiler`] is that integration for omniprof, registered with `register_profiler!`.
+//!
 //! A vendor replaces the simulated runtime with its own and keeps this shape: an activity
 //! API with per-kind enablement, a correlation id per runtime call propagated to device
 //! work, per-thread external correlation stacks, bounded buffers with a dropped count.
@@ -86,6 +88,7 @@ mod error;
 pub mod event;
 pub mod kernel;
 pub mod memory;
+pub mod profiler;
 pub mod profiling;
 pub mod stream;
 mod sys;

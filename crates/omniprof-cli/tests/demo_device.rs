@@ -1,0 +1,167 @@
+//! The demo's device timeline, read from the JSON file with a plain JSON parser so nothing of
+//! omniprof's own reader is taken on trust: every kernel and memcpy is linked to the host op
+//! that launched it and has an `ac2g` flow from its launch; and the trace loads in
+//! HolisticTraceAnalysis with non-empty kernel and temporal breakdowns.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn demo(path: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_omniprof"))
+        .args(["demo", "-o", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "demo failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+#[test]
+fn every_kernel_and_copy_is_linked_to_its_launch_and_host_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("demo.pt.trace.json");
+    demo(&path);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    let cat = |e: &Value| e["cat"].as_str().unwrap_or("").to_owned();
+
+    // Host ops by their own External id; launches by correlation.
+    let host_ops: HashMap<i64, &Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && cat(e) == "cpu_op")
+        .map(|e| (int(&e["args"]["External id"]), e))
+        .collect();
+    let launches: HashMap<i64, &Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && cat(e) == "privateuse1_runtime")
+        .filter(|e| e["name"] != "orStreamSynchronize")
+        .map(|e| (int(&e["args"]["correlation"]), e))
+        .collect();
+    let flow_events = |ph: &str| -> HashMap<i64, Vec<&Value>> {
+        let mut by_id: HashMap<i64, Vec<&Value>> = HashMap::new();
+        for e in events
+            .iter()
+            .filter(|e| e["ph"] == ph && e["cat"] == "ac2g")
+        {
+            by_id.entry(int(&e["id"])).or_default().push(e);
+        }
+        by_id
+    };
+    let (starts, ends) = (flow_events("s"), flow_events("f"));
+    let ends_at: HashMap<(i64, i64, String), &Value> = ends
+        .values()
+        .flatten()
+        .map(|f| ((int(&f["pid"]), int(&f["tid"]), f["ts"].to_string()), *f))
+        .collect();
+
+    let work: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && matches!(cat(e).as_str(), "kernel" | "gpu_memcpy"))
+        .collect();
+    let kernels = work.iter().filter(|e| cat(e) == "kernel").count();
+    // 4 threads × 40 steps × (3 forward + 3 backward matmuls + 1 fill).
+    assert_eq!(kernels, 4 * 40 * 7);
+    assert_eq!(work.len() - kernels, 4 * 40 * 2, "two copies a step");
+    for w in &work {
+        let args = &w["args"];
+        let correlation = int(&args["correlation"]);
+        assert_eq!(int(&args["device"]), int(&w["pid"]));
+        assert_eq!(int(&args["stream"]), int(&w["tid"]));
+        let launch = launches
+            .get(&correlation)
+            .unwrap_or_else(|| panic!("no launch for {w}"));
+        let op = host_ops
+            .get(&int(&args["External id"]))
+            .unwrap_or_else(|| panic!("no host op for {w}"));
+        assert_eq!(args["External id"], launch["args"]["External id"]);
+        assert_eq!(launch["tid"], op["tid"], "launched on the op's thread");
+        let row_key = (int(&w["pid"]), int(&w["tid"]), w["ts"].to_string());
+        let end = ends_at
+            .get(&row_key)
+            .unwrap_or_else(|| panic!("no flow ends on {w}"));
+        let id = int(&end["id"]);
+        let (s, f) = (&starts[&id], &ends[&id]);
+        assert_eq!((s.len(), f.len()), (1, 1), "one flow pair for {w}");
+        assert_eq!(s[0]["tid"], launch["tid"]);
+        assert_eq!(s[0]["ts"], launch["ts"]);
+        assert_eq!(f[0]["ts"], w["ts"]);
+        assert_eq!(f[0]["bp"], "e");
+    }
+    let annotations = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && cat(e) == "gpu_user_annotation")
+        .count();
+    assert!(
+        annotations > 0,
+        "user ranges are projected onto the streams"
+    );
+}
+
+/// HTA reads the demo trace. CI installs HTA and sets `OMNIPROF_HTA_PYTHON`; the test skips,
+/// saying why, only when CI could not reach PyPI (`OMNIPROF_HTA_SKIP`) or outside CI.
+#[test]
+fn the_demo_trace_loads_in_holistic_trace_analysis() {
+    let python = match (
+        std::env::var("OMNIPROF_HTA_PYTHON"),
+        std::env::var("OMNIPROF_HTA_SKIP"),
+    ) {
+        (Ok(python), _) => python,
+        (Err(_), Ok(reason)) => {
+            eprintln!("SKIPPED HTA check: {reason}");
+            return;
+        }
+        (Err(_), Err(_)) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must set OMNIPROF_HTA_PYTHON or OMNIPROF_HTA_SKIP"
+            );
+            eprintln!("SKIPPED HTA check: OMNIPROF_HTA_PYTHON is not set (bash .ci/run sets it)");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    demo(&dir.path().join("rank0.pt.trace.json"));
+    let script = r#"
+import sys
+from hta.trace_analysis import TraceAnalysis
+analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+kernel_types, kernels = analyzer.get_gpu_kernel_breakdown(visualize=False)
+temporal = analyzer.get_temporal_breakdown(visualize=False)
+print("kernel_types", len(kernel_types))
+print("kernels", sorted(kernels["name"].unique()))
+print("temporal", len(temporal), float(temporal["compute_time(us)"].sum()))
+"#;
+    let out = Command::new(&python)
+        .args(["-c", script, dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "HTA failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = |key: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {stdout}"))
+            .trim()
+            .to_owned()
+    };
+    assert_ne!(line("kernel_types "), "0");
+    assert!(line("kernels ").contains("matmul_48x48"), "{stdout}");
+    let temporal = line("temporal ");
+    let (rows, compute) = temporal.split_once(' ').unwrap();
+    assert_eq!(rows, "1", "one rank");
+    assert!(compute.parse::<f64>().unwrap() > 0.0, "{stdout}");
+}

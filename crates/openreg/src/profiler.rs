@@ -1,0 +1,295 @@
+//! OpenReg's omniprof backend: the part a vendor writes to put a device on omniprof's
+//! timeline. It is registered statically with [`omniprof::register_profiler!`], so a program
+//! that uses OpenReg gets its device rows without any setup.
+//!
+//! The mapping, from [`profiling`] to omniprof:
+//!
+//! | OpenReg | omniprof |
+//! |---|---|
+//! | trace start / stop | [`profiling::enable`], then at stop `disable` → synchronize every device → [`profiling::drain`] |
+//! | host op / user range pushed by the engine | [`profiling::push_external_correlation`] (`Default` / `User`) |
+//! | [`RuntimeRecord`] | a `privateuse1_runtime` event on the calling thread, linked to the host op |
+//! | [`DeviceRecord`] kernel / memcpy / memset | a `kernel` / `gpu_memcpy` / `gpu_memset` event on (device, stream), linked to the host op and handed over inside its user range |
+//! | records' correlation id | the activities' `correlation`: the engine draws the `ac2g` flow from launch to work |
+//! | [`DeviceProperties`](crate::DeviceProperties) | `deviceProperties` |
+//!
+//! ```
+//! use omniprof::{record_function, record_op, ActivityType, Profiler};
+//!
+//! let stream = openreg::Stream::new(0).unwrap();
+//! let mut profiler = Profiler::builder().build().unwrap();
+//! profiler.start().unwrap();
+//! {
+//!     let _step = record_function("step");
+//!     let _op = record_op("fill");
+//!     let out = openreg::malloc(0, 1024).unwrap();
+//!     openreg::launch_kernel(openreg::Kernel::Fill { out, value: 1.0 }, &stream).unwrap();
+//! }
+//! // Work still running at stop ends outside the capture window and is dropped (and counted
+//! // in `out_of_window_events`), as in Kineto: synchronize first.
+//! stream.synchronize();
+//! let trace = profiler.stop().unwrap();
+//! let kernel = trace.activities.iter().find(|a| a.kind == ActivityType::ConcurrentKernel).unwrap();
+//! assert_eq!(&*kernel.name, "fill_f32");
+//! assert!(trace.activities.iter().any(|a| a.kind == ActivityType::GpuUserAnnotation));
+//! ```
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use omniprof::backend::{
+    ActivityProfiler, ActivitySink, BackendError, CaptureWindow, DeviceInfo, HostOps,
+    ProfilerSession, ResourceInfo,
+};
+use omniprof::record::CorrelationListener;
+use omniprof::{Activity, ActivitySet, ActivityType, Config, Value};
+
+use crate::profiling::{self, DeviceActivity, DeviceRecord, ExternalKind, Kinds, Records};
+
+/// The name devices get in traces and summaries (`Self OpenReg`).
+pub const DEVICE_TYPE: &str = "OpenReg";
+/// Device rows sort after the host, as Kineto's do.
+const DEVICE_SORT_OFFSET: i64 = 5_000_000;
+
+/// The backend: stateless, one per process.
+#[derive(Default)]
+pub struct OpenRegProfiler;
+
+omniprof::register_profiler!(OpenRegProfiler);
+
+/// What OpenReg records, as omniprof types and as OpenReg's own kinds.
+const SUPPORTED: [(ActivityType, Kinds); 4] = [
+    (ActivityType::PrivateUse1Runtime, Kinds::RUNTIME),
+    (ActivityType::ConcurrentKernel, Kinds::KERNEL),
+    (ActivityType::GpuMemcpy, Kinds::MEMCPY),
+    (ActivityType::GpuMemset, Kinds::MEMSET),
+];
+
+impl ActivityProfiler for OpenRegProfiler {
+    fn name(&self) -> &str {
+        "openreg"
+    }
+
+    fn available_activities(&self) -> ActivitySet {
+        SUPPORTED.iter().map(|&(t, _)| t).collect()
+    }
+
+    fn configure(
+        &self,
+        activities: ActivitySet,
+        _config: &Config,
+    ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
+        let kinds = SUPPORTED
+            .iter()
+            .filter(|(t, _)| activities.contains(*t))
+            .fold(Kinds::NONE, |acc, &(_, k)| acc | k);
+        Ok(Some(Box::new(OpenRegSession {
+            kinds,
+            records: Records::default(),
+        })))
+    }
+}
+
+/// One trace's worth of OpenReg recording.
+struct OpenRegSession {
+    kinds: Kinds,
+    records: Records,
+}
+
+/// Feeds the engine's correlation pushes into OpenReg's per-thread external correlation
+/// stacks, the way a CUDA backend calls `cuptiActivityPushExternalCorrelationId`.
+struct ExternalCorrelation;
+
+impl CorrelationListener for ExternalCorrelation {
+    fn push_correlation_id(&self, id: u64) {
+        profiling::push_external_correlation(ExternalKind::Default, id);
+    }
+    fn pop_correlation_id(&self) {
+        profiling::pop_external_correlation(ExternalKind::Default);
+    }
+    fn push_user_correlation_id(&self, id: u64) {
+        profiling::push_external_correlation(ExternalKind::User, id);
+    }
+    fn pop_user_correlation_id(&self) {
+        profiling::pop_external_correlation(ExternalKind::User);
+    }
+}
+
+impl ProfilerSession for OpenRegSession {
+    fn start(&mut self) -> Result<(), BackendError> {
+        profiling::enable(self.kinds);
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<(), BackendError> {
+        // Stop recording new calls first, so the synchronization below is not in the trace;
+        // work already launched still records when it finishes.
+        profiling::disable();
+        let current = crate::current_device();
+        for device in 0..crate::device_count() {
+            crate::set_device(device).map_err(|e| BackendError::new(e.to_string()))?;
+            crate::device_synchronize().map_err(|e| BackendError::new(e.to_string()))?;
+        }
+        crate::set_device(current).map_err(|e| BackendError::new(e.to_string()))?;
+        self.records = profiling::drain();
+        Ok(())
+    }
+
+    fn process_trace(
+        &mut self,
+        sink: &mut dyn ActivitySink,
+        _host_ops: &dyn HostOps,
+        _window: CaptureWindow,
+    ) -> Result<(), BackendError> {
+        let pid = std::process::id() as i64;
+        for r in &self.records.runtime {
+            let mut a = Activity::new(
+                ActivityType::PrivateUse1Runtime,
+                r.api.name(),
+                pid,
+                r.thread_id,
+                r.start_ns,
+                r.end_ns,
+            );
+            a.correlation = r.correlation_id;
+            a.linked_correlation = r.external.default;
+            sink.add(a);
+        }
+        for r in &self.records.device {
+            let Some(a) = device_activity(r) else {
+                continue;
+            };
+            match r.external.user {
+                Some(user) => sink.add_in_user_range(a, user),
+                None => sink.add(a),
+            }
+        }
+        Ok(())
+    }
+
+    fn device_info(&self) -> Vec<DeviceInfo> {
+        self.devices()
+            .into_iter()
+            .map(|d| DeviceInfo {
+                id: d as i64,
+                sort_index: d as i64 + DEVICE_SORT_OFFSET,
+                name: format!("{DEVICE_TYPE} {d}"),
+                label: format!("GPU {d}"),
+            })
+            .collect()
+    }
+
+    fn resource_infos(&self) -> Vec<ResourceInfo> {
+        let streams: BTreeSet<(u32, u32)> = self
+            .records
+            .device
+            .iter()
+            .filter_map(|r| Some((r.device, r.stream?)))
+            .collect();
+        streams
+            .into_iter()
+            .map(|(device, stream)| ResourceInfo {
+                device_id: device.into(),
+                id: stream.into(),
+                sort_index: stream.into(),
+                name: format!("stream {stream} "),
+            })
+            .collect()
+    }
+
+    fn errors(&self) -> Vec<String> {
+        match self.records.dropped {
+            0 => Vec::new(),
+            n => vec![format!(
+                "{n} records dropped: the record budget was full (profiling::set_record_budget)"
+            )],
+        }
+    }
+
+    fn metadata(&self) -> Vec<(String, Value)> {
+        vec![("device_type".to_owned(), Value::from(DEVICE_TYPE))]
+    }
+
+    fn device_properties(&self) -> Vec<Value> {
+        self.devices()
+            .into_iter()
+            .filter_map(|d| crate::device_properties(d).ok())
+            .map(|p| Value::json(p.to_json()))
+            .collect()
+    }
+
+    fn correlation_listener(&self) -> Option<Arc<dyn CorrelationListener>> {
+        Some(Arc::new(ExternalCorrelation))
+    }
+}
+
+impl OpenRegSession {
+    /// The devices this trace has work on.
+    fn devices(&self) -> Vec<usize> {
+        let devices: BTreeSet<usize> = self
+            .records
+            .device
+            .iter()
+            .map(|r| r.device as usize)
+            .collect();
+        devices.into_iter().collect()
+    }
+}
+
+/// A device record as an omniprof activity on row (device, stream), with the `args` HTA reads.
+fn device_activity(r: &DeviceRecord) -> Option<Activity> {
+    let stream = r.stream?;
+    let (kind, extra): (ActivityType, Vec<(&str, Value)>) = match &r.activity {
+        DeviceActivity::Kernel { launch, metrics } => (
+            ActivityType::ConcurrentKernel,
+            vec![
+                ("grid", Value::from(launch.grid.to_vec())),
+                ("block", Value::from(launch.block.to_vec())),
+                (
+                    "est. achieved occupancy %",
+                    Value::from(metrics.occupancy_pct),
+                ),
+            ],
+        ),
+        DeviceActivity::Memcpy { bytes, .. } => (
+            ActivityType::GpuMemcpy,
+            vec![
+                ("bytes", Value::from(*bytes)),
+                (
+                    "memory bandwidth (GB/s)",
+                    Value::from(bandwidth_gbps(*bytes, r)),
+                ),
+            ],
+        ),
+        DeviceActivity::Memset { bytes, .. } => (
+            ActivityType::GpuMemset,
+            vec![
+                ("bytes", Value::from(*bytes)),
+                (
+                    "memory bandwidth (GB/s)",
+                    Value::from(bandwidth_gbps(*bytes, r)),
+                ),
+            ],
+        ),
+        DeviceActivity::EventRecord | DeviceActivity::Sync { .. } => return None,
+    };
+    let mut a = Activity::new(
+        kind,
+        r.name.as_ref(),
+        r.device.into(),
+        stream.into(),
+        r.start_ns,
+        r.end_ns,
+    );
+    a.correlation = r.correlation_id;
+    a.linked_correlation = r.external.default;
+    a.args.push(("device".into(), Value::from(r.device)));
+    a.args.push(("stream".into(), Value::from(stream)));
+    a.args.extend(extra.into_iter().map(|(k, v)| (k.into(), v)));
+    Some(a)
+}
+
+fn bandwidth_gbps(bytes: u64, r: &DeviceRecord) -> f64 {
+    let ns = (r.end_ns - r.start_ns).max(1) as f64;
+    bytes as f64 / ns
+}
