@@ -508,6 +508,7 @@ mod tests {
 
     static ARMED: AtomicBool = AtomicBool::new(false);
     static FAIL: AtomicBool = AtomicBool::new(false);
+    static FAIL_CONFIGURE: AtomicBool = AtomicBool::new(false);
     static RUNTIME: std::sync::OnceLock<Arc<Runtime>> = std::sync::OnceLock::new();
 
     fn runtime() -> Arc<Runtime> {
@@ -537,6 +538,9 @@ mod tests {
         ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
             let armed =
                 ARMED.load(Ordering::SeqCst) && (!self.panics || FAIL.load(Ordering::SeqCst));
+            if self.panics && FAIL_CONFIGURE.load(Ordering::SeqCst) {
+                return Err(BackendError::new("no device found"));
+            }
             Ok(armed.then(|| {
                 Box::new(MockSession {
                     panics: self.panics,
@@ -644,6 +648,7 @@ mod tests {
     fn run(fail: bool) -> Trace {
         arm();
         FAIL.store(fail, Ordering::SeqCst);
+        FAIL_CONFIGURE.store(false, Ordering::SeqCst);
         let mut p = Profiler::builder()
             .activities(ActivitySet::all())
             .build()
@@ -725,5 +730,37 @@ mod tests {
             .unwrap()
             .contains("panicky: process_trace panicked: device lost"));
         assert!(t.activities.iter().any(|a| &*a.name == "aten::mm"));
+    }
+
+    #[test]
+    fn a_backend_failing_to_configure_is_reported_and_left_out() {
+        let _g = serial();
+        arm();
+        FAIL.store(true, Ordering::SeqCst);
+        FAIL_CONFIGURE.store(true, Ordering::SeqCst);
+        let mut p = Profiler::builder()
+            .activities(ActivitySet::all())
+            .build()
+            .unwrap();
+        p.start().unwrap();
+        {
+            let _mm = record_op("aten::mm");
+            runtime().launch();
+        }
+        let t = p.stop().unwrap();
+        ARMED.store(false, Ordering::SeqCst);
+        FAIL_CONFIGURE.store(false, Ordering::SeqCst);
+        let Some(Value::List(errors)) = t.metadata("backend_errors") else {
+            panic!("no backend_errors in {:?}", t.metadata);
+        };
+        assert_eq!(errors.len(), 1);
+        assert_eq!(
+            errors[0].as_str(),
+            Some("panicky: configure failed: no device found")
+        );
+        assert_eq!(
+            t.activities.iter().filter(|a| &*a.name == "gemm").count(),
+            1
+        );
     }
 }
