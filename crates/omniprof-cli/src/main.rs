@@ -2,6 +2,7 @@
 
 mod config_cmd;
 mod demo;
+mod plugins_cmd;
 
 use std::process::ExitCode;
 
@@ -22,6 +23,18 @@ enum Command {
     /// Work with Kineto `KEY=VALUE` configs.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Inspect and validate dynamic profiler plugins (Kineto's plugin C ABI).
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum PluginsCommand {
+    /// List what would load from a plugin directory: names and supported types.
+    List(plugins_cmd::ListArgs),
+    /// Load plugins, run a short session against them and print a verdict per profiler;
+    /// exit 1 if any fails.
+    Check(plugins_cmd::CheckArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -35,5 +48,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Config(ConfigCommand::Check(args)) => config_cmd::check(&args),
+        Command::Plugins(PluginsCommand::List(args)) => plugins_cmd::list(&args),
+        Command::Plugins(PluginsCommand::Check(args)) => plugins_cmd::check(&args),
     }
 }

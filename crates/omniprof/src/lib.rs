@@ -8,6 +8,7 @@
 //! - [`activity`]: activity types, classes and the [`Activity`] record;
 //! - [`config`]: Kineto `KEY=VALUE` configuration;
 //! - [`backend`]: the accelerator backend traits and their registry;
+//! - [`plugin`]: dynamic `.so` plugins with Kineto's plugin C ABI;
 //! - [`clock`]: the recording clock and its calibration;
 //! - [`record`]: the host recorder (`record_function`, `scope!`, instants);
 //! - [`session`]: the session engine (prepare → start → stop);
@@ -34,6 +35,7 @@ pub mod config;
 pub mod export;
 mod hash;
 pub mod import;
+pub mod plugin;
 pub mod record;
 pub mod session;
 pub mod trace;

@@ -129,6 +129,7 @@ impl Backends {
         };
         let host = HostIndex::new(&trace.activities);
         let mut merged = Merged::default();
+        let mut contributions = Vec::new();
         for (index, mut r) in std::mem::take(&mut self.running).into_iter().enumerate() {
             let mut sink = CollectSink::default();
             let processed = guarded(&r.name, "process_trace", || {
@@ -185,10 +186,19 @@ impl Backends {
             for e in errors {
                 self.errors.push(format!("{}: {e}", r.name));
             }
-            merged.add(index as u64, sink, window, selection, &r.name);
+            let (kept, out) = merged.add(index as u64, sink, window, selection, &r.name);
+            contributions.push(serde_json::json!({
+                "name": r.name,
+                "activities": kept,
+                "out_of_window": out,
+            }));
             drop_quietly(r);
         }
         merged.finish(trace);
+        if !contributions.is_empty() {
+            let list = serde_json::Value::Array(contributions).to_string();
+            trace.set_metadata("backends", Value::json(list));
+        }
         if !self.errors.is_empty() {
             let list = self
                 .errors
@@ -301,7 +311,7 @@ impl Merged {
         window: CaptureWindow,
         selection: ActivitySet,
         name: &str,
-    ) {
+    ) -> (u64, u64) {
         let CollectSink {
             mut activities,
             user_links,
@@ -385,6 +395,7 @@ impl Merged {
             }
             self.activities.push(a);
         }
+        (keep.iter().filter(|&&k| k).count() as u64, out)
     }
 
     /// Adds the merged activities, the projections, default rows and the drop counts.

@@ -160,6 +160,7 @@ impl Profiler {
         }
         clock::source();
         record::warm_up();
+        crate::plugin::load_env_once();
         backend::init_engine();
         self.backends = Backends::configure(self.activities, &self.config);
         correlation::set_session_listeners(self.backends.listeners());

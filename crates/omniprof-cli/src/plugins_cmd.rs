@@ -1,0 +1,266 @@
+//! `omniprof plugins list [DIR]` and `omniprof plugins check PATH... [--trace OUT]`: what a
+//! vendor runs in CI to see that a plugin loads, registers, records and emits valid events.
+//!
+//! `check` loads each library, runs one short real session with every activity type
+//! selected, and prints a verdict per profiler: FAIL when the library or the profiler was
+//! rejected or a call reported errors, WARN when its events fell outside the capture window
+//! (usually a clock that is not Unix-epoch nanoseconds), PASS otherwise. Exit status 1 when
+//! anything failed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use omniprof::plugin::{self, LoadedPlugin, PluginError};
+use omniprof::{record_function, record_op, ActivitySet, Profiler, Trace, Value};
+
+/// List the plugins a directory (default: the plugin directories of the environment) holds.
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// A directory of `*.so` plugins; default: `KINETO_PLUGIN_LIB_DIR_PATH` and
+    /// `OMNIPROF_PLUGIN_DIR`.
+    pub dir: Option<PathBuf>,
+}
+
+/// Load plugins, run a short session against them, and validate what they emit.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Plugin libraries (`.so`) to check.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Also write the session's trace here.
+    #[arg(long, value_name = "OUT.json")]
+    pub trace: Option<PathBuf>,
+}
+
+pub fn list(args: &ListArgs) -> ExitCode {
+    let dirs = match &args.dir {
+        Some(dir) => vec![dir.clone()],
+        None => plugin::plugin_dirs(),
+    };
+    if dirs.is_empty() {
+        eprintln!(
+            "no plugin directory: give one, or set {}",
+            plugin::DIR_VARIABLES.join(" or ")
+        );
+        return ExitCode::from(2);
+    }
+    let mut ok = true;
+    for dir in dirs {
+        let files = match plugin::plugin_files(&dir) {
+            Ok(files) => files,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ok = false;
+                continue;
+            }
+        };
+        if files.is_empty() {
+            println!("{}: no *.so files", dir.display());
+        }
+        for file in files {
+            match plugin::load_plugin(&file) {
+                Ok(p) => print_loaded(&p),
+                Err(e) => {
+                    println!("{}: REJECTED: {}", file.display(), reason(&e));
+                    ok = false;
+                }
+            }
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn print_loaded(p: &LoadedPlugin) {
+    if p.profilers.is_empty() {
+        println!("{}: registered no profiler", p.path.display());
+    }
+    for prof in &p.profilers {
+        match &prof.rejected {
+            None => println!(
+                "{}: {} [{}]",
+                p.path.display(),
+                prof.name,
+                types(prof.supported)
+            ),
+            Some(why) => println!("{}: {}: REJECTED: {why}", p.path.display(), prof.name),
+        }
+    }
+}
+
+fn types(set: ActivitySet) -> String {
+    set.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// The part of an error after the file name, which the listing already shows.
+fn reason(e: &PluginError) -> String {
+    let text = e.to_string();
+    match text.split_once(": ") {
+        Some((_, rest)) => rest.to_owned(),
+        None => text,
+    }
+}
+
+/// One line of the verdict table.
+struct Row {
+    plugin: String,
+    profiler: String,
+    events: u64,
+    out_of_window: u64,
+    errors: Vec<String>,
+    verdict: &'static str,
+}
+
+pub fn check(args: &CheckArgs) -> ExitCode {
+    let loaded: Vec<(PathBuf, Result<LoadedPlugin, PluginError>)> = args
+        .paths
+        .iter()
+        .map(|p| (p.clone(), plugin::load_plugin(p)))
+        .collect();
+    let trace = match run_session() {
+        Ok(trace) => trace,
+        Err(e) => {
+            eprintln!("error: the check session failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rows = verdicts(&loaded, &trace);
+    print_table(&rows);
+    if let Some(out) = &args.trace {
+        match omniprof::export::chrome::save(&trace, out) {
+            Ok(stats) => println!("wrote {} ({} trace events)", out.display(), stats.events),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if rows.iter().any(|r| r.verdict == "FAIL") {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// A short session with every type selected and a little host work, so plugins that react to
+/// correlation pushes see some.
+fn run_session() -> Result<Trace, omniprof::SessionError> {
+    let mut profiler = Profiler::builder().activities(ActivitySet::all()).build()?;
+    profiler.start()?;
+    for step in 0..3 {
+        let _step = record_function(format!("ProfilerStep#{step}"));
+        for _ in 0..4 {
+            let _op = record_op("plugin_check::op");
+            std::hint::black_box((0..10_000u64).sum::<u64>());
+        }
+    }
+    profiler.stop()
+}
+
+fn verdicts(loaded: &[(PathBuf, Result<LoadedPlugin, PluginError>)], trace: &Trace) -> Vec<Row> {
+    let backends: Vec<serde_json::Value> = match trace.metadata("backends") {
+        Some(Value::Json(raw)) => serde_json::from_str(raw).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let errors: Vec<String> = match trace.metadata("backend_errors") {
+        Some(Value::List(list)) => list
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut rows = Vec::new();
+    for (path, result) in loaded {
+        let plugin = path.display().to_string();
+        let p = match result {
+            Ok(p) => p,
+            Err(e) => {
+                rows.push(Row {
+                    plugin,
+                    profiler: "-".into(),
+                    events: 0,
+                    out_of_window: 0,
+                    errors: vec![reason(e)],
+                    verdict: "FAIL",
+                });
+                continue;
+            }
+        };
+        if p.profilers.is_empty() {
+            rows.push(Row {
+                plugin: plugin.clone(),
+                profiler: "-".into(),
+                events: 0,
+                out_of_window: 0,
+                errors: vec!["registered no profiler".into()],
+                verdict: "FAIL",
+            });
+        }
+        for prof in &p.profilers {
+            let count = |key: &str| {
+                backends
+                    .iter()
+                    .find(|b| b["name"] == prof.name.as_str())
+                    .and_then(|b| b[key].as_u64())
+                    .unwrap_or(0)
+            };
+            let prefix = format!("{}: ", prof.name);
+            let mut errs: Vec<String> = errors
+                .iter()
+                .filter_map(|e| e.strip_prefix(&prefix).map(str::to_owned))
+                .collect();
+            errs.extend(prof.rejected.iter().cloned());
+            let (events, out_of_window) = (count("activities"), count("out_of_window"));
+            let verdict = if !errs.is_empty() {
+                "FAIL"
+            } else if out_of_window > 0 {
+                errs.push(format!(
+                    "{out_of_window} events outside the capture window: are times Unix-epoch ns?"
+                ));
+                "WARN"
+            } else {
+                "PASS"
+            };
+            rows.push(Row {
+                plugin: plugin.clone(),
+                profiler: prof.name.clone(),
+                events,
+                out_of_window,
+                errors: errs,
+                verdict,
+            });
+        }
+    }
+    rows
+}
+
+fn print_table(rows: &[Row]) {
+    let width = |f: &dyn Fn(&Row) -> usize, title: &str| {
+        rows.iter().map(f).max().unwrap_or(0).max(title.len())
+    };
+    let wp = width(&|r| r.plugin.len(), "PLUGIN");
+    let wn = width(&|r| r.profiler.len(), "PROFILER");
+    println!(
+        "{:wp$}  {:wn$}  {:>7}  {:>13}  {:>6}  VERDICT",
+        "PLUGIN", "PROFILER", "EVENTS", "OUT OF WINDOW", "ERRORS"
+    );
+    for r in rows {
+        println!(
+            "{:wp$}  {:wn$}  {:>7}  {:>13}  {:>6}  {}",
+            r.plugin,
+            r.profiler,
+            r.events,
+            r.out_of_window,
+            r.errors.len(),
+            r.verdict
+        );
+    }
+    for r in rows.iter().filter(|r| !r.errors.is_empty()) {
+        for e in &r.errors {
+            println!("{} {} ({}): {e}", r.verdict, r.profiler, r.plugin);
+        }
+    }
+}

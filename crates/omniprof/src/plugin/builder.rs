@@ -1,0 +1,446 @@
+//! The host-owned trace builder a plugin fills during `profilerProcessEvents`
+//! (`reference/plugin-abi.md`, section 5).
+//!
+//! Every call is validated and answered with 0 or −1; nothing a plugin passes is trusted:
+//! struct sizes are checked before reading (defects 1 and 4 of the reference), unknown or
+//! `INVALID` types are rejected (defect 5), strings are copied at once (their pointers die
+//! with the call), invalid UTF-8 is replaced, event ids keep 64 bits (defect 2), an end before
+//! the start is clamped and counted (defect 11), metadata must be JSON (kept as a string and
+//! counted otherwise), counter values must be numbers (defect 15), and every device and
+//! resource info is kept (defect 7). Each rejection is counted by reason and reported as a
+//! session error.
+
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_int, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+
+use omniprof_plugin_sys::{
+    read_versioned, ProfileDeviceInfo, ProfileEvent, ProfileEventFlow, ProfileEventFlowType,
+    ProfileResourceInfo, TraceBuilder, TraceBuilderHandle,
+};
+
+use super::types::activity_type;
+use crate::activity::{Activity, ActivityType, Flow, FlowKind};
+use crate::backend::{DeviceInfo, ResourceInfo};
+use crate::export::json::is_valid_json;
+use crate::value::Value;
+
+/// Longest event name kept; longer ones are cut (at a character boundary) and counted.
+pub(crate) const MAX_NAME_BYTES: usize = 4096;
+
+const OK: c_int = 0;
+const REJECTED: c_int = -1;
+
+/// What one `profilerProcessEvents` call produced.
+#[derive(Default)]
+pub(crate) struct HostTraceBuilder {
+    pub(crate) events: Vec<Activity>,
+    pub(crate) devices: Vec<DeviceInfo>,
+    pub(crate) resources: Vec<ResourceInfo>,
+    /// Problems, by reason, with their counts.
+    pub(crate) problems: BTreeMap<String, u64>,
+    /// Whether the most recent `addEvent` was accepted, so the last event may be named,
+    /// flowed and annotated.
+    has_last: bool,
+}
+
+impl HostTraceBuilder {
+    /// The C function table handed to the plugin; valid while `self` is neither moved nor
+    /// dropped.
+    pub(crate) fn table(&mut self) -> TraceBuilder {
+        TraceBuilder {
+            trace_builder_handle: (self as *mut Self).cast::<TraceBuilderHandle>(),
+            add_event: Some(add_event),
+            set_last_event_name: Some(set_last_event_name),
+            set_last_event_flow: Some(set_last_event_flow),
+            add_last_event_metadata: Some(add_last_event_metadata),
+            add_device_info: Some(add_device_info),
+            add_resource_info: Some(add_resource_info),
+            ..TraceBuilder::default()
+        }
+    }
+
+    fn problem(&mut self, reason: impl Into<String>) -> c_int {
+        *self.problems.entry(reason.into()).or_default() += 1;
+        REJECTED
+    }
+
+    fn last(&mut self, call: &str) -> Result<&mut Activity, c_int> {
+        if !self.has_last || self.events.is_empty() {
+            return Err(self.problem(format!("{call} before any addEvent")));
+        }
+        Ok(self.events.last_mut().expect("checked above"))
+    }
+
+    fn add_event(&mut self, event: Option<NonNull<ProfileEvent>>) -> c_int {
+        // Until this event is accepted there is no last event: a rejected event's name and
+        // metadata must not land on the one before it.
+        self.has_last = false;
+        let Some(event) = event else {
+            return self.problem("addEvent with a NULL event");
+        };
+        // SAFETY: the plugin passes a pointer to its event struct, readable for the size it
+        // declares in the struct's first field (the ABI contract `read_versioned` relies on).
+        let event = match unsafe { read_versioned(event) } {
+            Ok(event) => event,
+            Err(e) => return self.problem(format!("addEvent: {e}")),
+        };
+        let Some(kind) = activity_type(event.event_type) else {
+            return self.problem(format!(
+                "addEvent with an invalid event type {}",
+                event.event_type.0
+            ));
+        };
+        let start = event.start_time_utc_ns;
+        let mut end = event.end_time_utc_ns;
+        if end < start {
+            self.problem("event ends before it starts (end clamped to start)");
+            end = start;
+        }
+        let mut a = Activity::new(
+            kind,
+            "",
+            event.device_id.into(),
+            event.resource_id.into(),
+            start,
+            end,
+        );
+        a.correlation = event.event_id as u64;
+        self.events.push(a);
+        self.has_last = true;
+        OK
+    }
+
+    fn set_last_event_name(&mut self, name: *const c_char) -> c_int {
+        if name.is_null() {
+            return self.problem("setLastEventName with a NULL name");
+        }
+        // SAFETY: non-null, and the ABI says strings are NUL-terminated and live for the call.
+        let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
+        let mut text = String::from_utf8_lossy(bytes).into_owned();
+        if text.len() != bytes.len() || std::str::from_utf8(bytes).is_err() {
+            self.problem("event name is not valid UTF-8 (replaced with U+FFFD)");
+        }
+        if text.len() > MAX_NAME_BYTES {
+            let mut cut = MAX_NAME_BYTES;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            self.problem(format!(
+                "event name longer than {MAX_NAME_BYTES} bytes (cut)"
+            ));
+        }
+        match self.last("setLastEventName") {
+            Ok(last) => {
+                last.name = text.into();
+                OK
+            }
+            Err(code) => code,
+        }
+    }
+
+    fn set_last_event_flow(&mut self, flow: Option<NonNull<ProfileEventFlow>>) -> c_int {
+        let Some(flow) = flow else {
+            return self.problem("setLastEventFlow with a NULL flow");
+        };
+        // SAFETY: as in `add_event`: the plugin's struct, readable for its declared size.
+        let flow = match unsafe { read_versioned(flow) } {
+            Ok(flow) => flow,
+            Err(e) => return self.problem(format!("setLastEventFlow: {e}")),
+        };
+        let kind = match flow.flow_type {
+            ProfileEventFlowType::FWD_BWD => FlowKind::FwdBwd,
+            ProfileEventFlowType::ASYNC_CPU_GPU => FlowKind::Ac2g,
+            other => {
+                return self.problem(format!(
+                    "setLastEventFlow with an invalid flow type {}",
+                    other.0
+                ))
+            }
+        };
+        match self.last("setLastEventFlow") {
+            Ok(last) => {
+                last.flow = (flow.flow_id != 0).then_some(Flow {
+                    id: flow.flow_id.into(),
+                    kind,
+                    start: flow.is_start_point != 0,
+                });
+                OK
+            }
+            Err(code) => code,
+        }
+    }
+
+    fn add_last_event_metadata(&mut self, key: *const c_char, value: *const c_char) -> c_int {
+        if key.is_null() || value.is_null() {
+            return self.problem("addLastEventMetadata with a NULL key or value");
+        }
+        // SAFETY: both non-null NUL-terminated strings alive for the call (ABI contract).
+        let (key, raw) = unsafe {
+            (
+                CStr::from_ptr(key).to_string_lossy().into_owned(),
+                CStr::from_ptr(value).to_string_lossy().into_owned(),
+            )
+        };
+        let counter = match self.last("addLastEventMetadata") {
+            Ok(last) => last.kind == ActivityType::GpuPmCounter,
+            Err(code) => return code,
+        };
+        if counter {
+            return match raw.trim().parse::<f64>() {
+                Ok(v) if v.is_finite() && is_valid_json(&raw) => {
+                    self.events
+                        .last_mut()
+                        .expect("checked above")
+                        .counters
+                        .push((key.into(), v));
+                    OK
+                }
+                _ => self.problem("counter value is not a JSON number (dropped)"),
+            };
+        }
+        let value = if is_valid_json(&raw) {
+            Value::json(raw)
+        } else {
+            self.problem("metadata value is not JSON (kept as a string)");
+            Value::from(raw)
+        };
+        self.events
+            .last_mut()
+            .expect("checked above")
+            .args
+            .push((key.into(), value));
+        OK
+    }
+
+    fn add_device_info(&mut self, info: Option<NonNull<ProfileDeviceInfo>>) -> c_int {
+        let Some(info) = info else {
+            return self.problem("addDeviceInfo with a NULL info");
+        };
+        // SAFETY: as in `add_event`.
+        let info = match unsafe { read_versioned(info) } {
+            Ok(info) => info,
+            Err(e) => return self.problem(format!("addDeviceInfo: {e}")),
+        };
+        self.devices.push(DeviceInfo {
+            id: info.device_id,
+            sort_index: info.sort_index,
+            name: copy_or(info.name, || info.device_id.to_string()),
+            label: copy_or(info.label, String::new),
+        });
+        OK
+    }
+
+    fn add_resource_info(&mut self, info: Option<NonNull<ProfileResourceInfo>>) -> c_int {
+        let Some(info) = info else {
+            return self.problem("addResourceInfo with a NULL info");
+        };
+        // SAFETY: as in `add_event`.
+        let info = match unsafe { read_versioned(info) } {
+            Ok(info) => info,
+            Err(e) => return self.problem(format!("addResourceInfo: {e}")),
+        };
+        self.resources.push(ResourceInfo {
+            device_id: info.device_id.into(),
+            id: info.resource_id.into(),
+            sort_index: info.display_order.into(),
+            name: copy_or(info.name, || info.resource_id.to_string()),
+        });
+        OK
+    }
+}
+
+/// Copies a C string, or makes the default when it is NULL.
+fn copy_or(s: *const c_char, default: impl FnOnce() -> String) -> String {
+    if s.is_null() {
+        default()
+    } else {
+        // SAFETY: non-null NUL-terminated string alive for the call (ABI contract).
+        unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
+    }
+}
+
+/// Runs a builder call for the plugin: a NULL handle is refused, and a panic (a host bug)
+/// becomes −1 instead of unwinding into C.
+fn with_builder(
+    handle: *mut TraceBuilderHandle,
+    f: impl FnOnce(&mut HostTraceBuilder) -> c_int,
+) -> c_int {
+    if handle.is_null() {
+        return REJECTED;
+    }
+    // SAFETY: the handle is the `HostTraceBuilder` that `table` pointed at, alive and not
+    // otherwise borrowed while the plugin runs `profilerProcessEvents` on this thread.
+    let builder = unsafe { &mut *handle.cast::<HostTraceBuilder>() };
+    catch_unwind(AssertUnwindSafe(|| f(builder))).unwrap_or(REJECTED)
+}
+
+unsafe extern "C" fn add_event(h: *mut TraceBuilderHandle, event: *const ProfileEvent) -> c_int {
+    with_builder(h, |b| b.add_event(NonNull::new(event.cast_mut())))
+}
+
+unsafe extern "C" fn set_last_event_name(h: *mut TraceBuilderHandle, name: *const c_char) -> c_int {
+    with_builder(h, |b| b.set_last_event_name(name))
+}
+
+unsafe extern "C" fn set_last_event_flow(
+    h: *mut TraceBuilderHandle,
+    flow: *const ProfileEventFlow,
+) -> c_int {
+    with_builder(h, |b| b.set_last_event_flow(NonNull::new(flow.cast_mut())))
+}
+
+unsafe extern "C" fn add_last_event_metadata(
+    h: *mut TraceBuilderHandle,
+    key: *const c_char,
+    value: *const c_char,
+) -> c_int {
+    with_builder(h, |b| b.add_last_event_metadata(key, value))
+}
+
+unsafe extern "C" fn add_device_info(
+    h: *mut TraceBuilderHandle,
+    info: *const ProfileDeviceInfo,
+) -> c_int {
+    with_builder(h, |b| b.add_device_info(NonNull::new(info.cast_mut())))
+}
+
+unsafe extern "C" fn add_resource_info(
+    h: *mut TraceBuilderHandle,
+    info: *const ProfileResourceInfo,
+) -> c_int {
+    with_builder(h, |b| b.add_resource_info(NonNull::new(info.cast_mut())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use omniprof_plugin_sys::{AbiStruct, ProfileEventType};
+    use std::ffi::CString;
+
+    fn event(kind: ProfileEventType, start: i64, end: i64, id: i64) -> ProfileEvent {
+        ProfileEvent {
+            event_type: kind,
+            start_time_utc_ns: start,
+            end_time_utc_ns: end,
+            event_id: id,
+            device_id: 0,
+            resource_id: 7,
+            ..ProfileEvent::default()
+        }
+    }
+
+    /// Calls through the C table, as a plugin does.
+    struct Plugin(TraceBuilder);
+
+    impl Plugin {
+        fn add(&self, e: &ProfileEvent) -> c_int {
+            // SAFETY: the table and handle come from a live builder; `e` is a whole event.
+            unsafe { self.0.add_event.unwrap()(self.0.trace_builder_handle, e) }
+        }
+        fn name(&self, name: &[u8]) -> c_int {
+            let c = CString::new(name).unwrap();
+            // SAFETY: as above; `c` is NUL-terminated.
+            unsafe { self.0.set_last_event_name.unwrap()(self.0.trace_builder_handle, c.as_ptr()) }
+        }
+        fn meta(&self, k: &str, v: &str) -> c_int {
+            let (k, v) = (CString::new(k).unwrap(), CString::new(v).unwrap());
+            // SAFETY: as above.
+            unsafe {
+                self.0.add_last_event_metadata.unwrap()(
+                    self.0.trace_builder_handle,
+                    k.as_ptr(),
+                    v.as_ptr(),
+                )
+            }
+        }
+        fn flow(&self, f: &ProfileEventFlow) -> c_int {
+            // SAFETY: as above.
+            unsafe { self.0.set_last_event_flow.unwrap()(self.0.trace_builder_handle, f) }
+        }
+    }
+
+    #[test]
+    fn valid_calls_build_activities() {
+        let mut b = HostTraceBuilder::default();
+        let p = Plugin(b.table());
+        assert_eq!(
+            p.add(&event(ProfileEventType::CONCURRENT_KERNEL, 10, 20, 1 << 40)),
+            0
+        );
+        assert_eq!(p.name(b"test_kernel"), 0);
+        assert_eq!(p.meta("stream", "7"), 0);
+        assert_eq!(p.meta("note", "\"quoted\""), 0);
+        let flow = ProfileEventFlow {
+            flow_type: ProfileEventFlowType::ASYNC_CPU_GPU,
+            flow_id: 3,
+            is_start_point: 0,
+            ..ProfileEventFlow::default()
+        };
+        assert_eq!(p.flow(&flow), 0);
+        assert_eq!(
+            p.add(&event(ProfileEventType::GPU_PM_COUNTER, 15, 15, 2)),
+            0
+        );
+        assert_eq!(p.name(b"sm"), 0);
+        assert_eq!(p.meta("sm_active_pct", "87.5"), 0);
+        let k = &b.events[0];
+        assert_eq!(
+            (k.kind, &*k.name, k.correlation),
+            (ActivityType::ConcurrentKernel, "test_kernel", 1 << 40)
+        );
+        assert_eq!(k.arg("stream"), Some(&Value::json("7")));
+        assert_eq!(k.arg("note").unwrap().to_json(), "\"quoted\"");
+        assert_eq!(
+            k.flow,
+            Some(Flow {
+                id: 3,
+                kind: FlowKind::Ac2g,
+                start: false
+            })
+        );
+        assert_eq!(b.events[1].counters, vec![("sm_active_pct".into(), 87.5)]);
+        assert!(b.problems.is_empty(), "{:?}", b.problems);
+    }
+
+    #[test]
+    fn bad_calls_are_rejected_and_counted() {
+        let mut b = HostTraceBuilder::default();
+        let p = Plugin(b.table());
+        assert_eq!(p.name(b"early"), -1, "name before any event");
+        let mut small = event(ProfileEventType::CUDA_RUNTIME, 0, 1, 1);
+        small.unpadded_struct_size = 24;
+        assert_eq!(p.add(&small), -1);
+        for t in [0, 25, 99] {
+            assert_eq!(p.add(&event(ProfileEventType(t), 0, 1, 1)), -1, "type {t}");
+        }
+        assert_eq!(
+            p.name(b"orphan"),
+            -1,
+            "a rejected event has no name to take"
+        );
+        assert_eq!(p.add(&event(ProfileEventType::CUDA_RUNTIME, 50, 40, 1)), 0);
+        assert_eq!(p.name(&[b'a'; MAX_NAME_BYTES + 10]), 0);
+        assert_eq!(b.events[0].name.len(), MAX_NAME_BYTES);
+        assert_eq!(b.events[0].end_ns, 50);
+        assert_eq!(p.name(b"bad \xff utf8"), 0);
+        assert_eq!(&*b.events[0].name, "bad \u{fffd} utf8");
+        assert_eq!(p.meta("k", "not json"), 0);
+        assert_eq!(b.events[0].arg("k"), Some(&Value::from("not json")));
+        let flow = ProfileEventFlow {
+            unpadded_struct_size: 16,
+            ..ProfileEventFlow::default()
+        };
+        assert_eq!(p.flow(&flow), -1);
+        assert_eq!(p.add(&event(ProfileEventType::GPU_PM_COUNTER, 1, 1, 1)), 0);
+        assert_eq!(p.meta("v", "\"high\""), -1);
+        // SAFETY: a NULL handle is what is being tested.
+        let rc = unsafe { add_event(std::ptr::null_mut(), std::ptr::null()) };
+        assert_eq!(rc, -1);
+        let total: u64 = b.problems.values().sum();
+        assert_eq!(total, 12, "{:#?}", b.problems);
+        assert_eq!(ProfileEvent::UNPADDED_SIZE, 48);
+    }
+}

@@ -1,0 +1,308 @@
+//! Finding, opening and registering plugin libraries (`reference/plugin-abi.md`, section 2).
+
+use std::ffi::{c_char, c_int, CStr};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::Mutex;
+
+use omniprof_plugin_sys::{
+    read_versioned, AbiStruct, ProfileEventType, ProfilerInterface, ProfilerQueryParams,
+    RegisterFn, Registry, RegistryHandle, REGISTER_SYMBOL_C,
+};
+
+use super::adapter::PluginProfiler;
+use super::types::activity_type;
+use super::PluginError;
+use crate::activity::ActivitySet;
+use crate::backend;
+
+/// Environment variables naming plugin directories: Kineto's, then omniprof's own (which may
+/// list several directories separated by `:`).
+pub const DIR_VARIABLES: [&str; 2] = ["KINETO_PLUGIN_LIB_DIR_PATH", "OMNIPROF_PLUGIN_DIR"];
+
+/// The host's name buffer for `profilerQuery` (31 characters and a NUL).
+const NAME_BUFFER: usize = 32;
+
+/// What loading one library produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadedPlugin {
+    /// The library, as given.
+    pub path: PathBuf,
+    /// Every profiler it registered, usable or not.
+    pub profilers: Vec<ProfilerReport>,
+}
+
+/// One registered profiler.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfilerReport {
+    /// Its name from `profilerQuery` (`N/A` when the query failed).
+    pub name: String,
+    pub supported: ActivitySet,
+    /// Why it takes no part in traces, if it does not.
+    pub rejected: Option<String>,
+}
+
+impl LoadedPlugin {
+    /// The profilers that take part in traces.
+    pub fn usable(&self) -> impl Iterator<Item = &ProfilerReport> {
+        self.profilers.iter().filter(|p| p.rejected.is_none())
+    }
+}
+
+/// Libraries already loaded, by canonical path: each is loaded once per process and never
+/// unloaded (its function pointers live in the registry).
+static LOADED: Mutex<Vec<(PathBuf, LoadedPlugin)>> = Mutex::new(Vec::new());
+
+/// Loads one plugin library and registers its profilers with the backend registry.
+///
+/// ```no_run
+/// let plugin = omniprof::plugin::load_plugin("/opt/vendor/libvendor_profiler.so").unwrap();
+/// for p in plugin.usable() {
+///     println!("{}: {:?}", p.name, p.supported);
+/// }
+/// ```
+pub fn load_plugin(path: impl AsRef<Path>) -> Result<LoadedPlugin, PluginError> {
+    let path = path.as_ref();
+    let canonical = path.canonicalize().map_err(|e| PluginError::Open {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, plugin)) = loaded.iter().find(|(p, _)| *p == canonical) {
+        return Ok(plugin.clone());
+    }
+    let plugin = open_and_register(path, &canonical)?;
+    loaded.push((canonical, plugin.clone()));
+    Ok(plugin)
+}
+
+/// Every regular `*.so` file directly in `dir` (symlinks followed, not recursive), sorted by
+/// file name.
+pub fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, PluginError> {
+    let listing_error = |e: std::io::Error| PluginError::Directory {
+        dir: dir.to_owned(),
+        reason: e.to_string(),
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(listing_error)?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "so") && p.is_file())
+        .collect();
+    files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+    Ok(files)
+}
+
+/// The plugin directories named by [`DIR_VARIABLES`].
+pub fn plugin_dirs() -> Vec<PathBuf> {
+    DIR_VARIABLES
+        .iter()
+        .filter_map(std::env::var_os)
+        .flat_map(|dirs| std::env::split_paths(&dirs).collect::<Vec<_>>())
+        .filter(|d| !d.as_os_str().is_empty())
+        .collect()
+}
+
+/// Loads every plugin in the directories named by the environment; each failure is one
+/// entry naming the file, and the others still load.
+pub fn load_from_env() -> Vec<Result<LoadedPlugin, PluginError>> {
+    let mut results = Vec::new();
+    for dir in plugin_dirs() {
+        match plugin_files(&dir) {
+            Ok(files) => results.extend(files.into_iter().map(load_plugin)),
+            Err(e) => results.push(Err(e)),
+        }
+    }
+    for result in &results {
+        match result {
+            Err(e) => log::warn!("omniprof: {e}"),
+            Ok(p) if p.profilers.is_empty() => {
+                log::warn!(
+                    "omniprof: plugin {} registered no profiler",
+                    p.path.display()
+                )
+            }
+            Ok(_) => {}
+        }
+    }
+    results
+}
+
+/// Loads the environment's plugins once per process (the engine calls this at prepare).
+pub(crate) fn load_env_once() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        load_from_env();
+    });
+}
+
+/// Interfaces a library hands over during `KinetoPlugin_register`.
+#[derive(Default)]
+struct Registration {
+    interfaces: Vec<Result<ProfilerInterface, String>>,
+}
+
+fn open_and_register(path: &Path, canonical: &Path) -> Result<LoadedPlugin, PluginError> {
+    let open_error = |reason: String| PluginError::Open {
+        path: path.to_owned(),
+        reason,
+    };
+    // SAFETY: loading a library runs its initializers; loading plugins from the configured
+    // directories is exactly what the user asked for.
+    let library =
+        unsafe { libloading::Library::new(canonical) }.map_err(|e| open_error(e.to_string()))?;
+    // SAFETY: the symbol's type is fixed by the plugin ABI.
+    let register: RegisterFn =
+        match unsafe { library.get::<RegisterFn>(REGISTER_SYMBOL_C.to_bytes_with_nul()) } {
+            Ok(symbol) => *symbol,
+            Err(_) => {
+                return Err(PluginError::MissingSymbol {
+                    path: path.to_owned(),
+                })
+            }
+        };
+    let mut registration = Registration::default();
+    let registry = Registry {
+        registry_handle: (&mut registration as *mut Registration).cast::<RegistryHandle>(),
+        register_profiler: Some(register_profiler),
+        ..Registry::default()
+    };
+    // SAFETY: `register` is the plugin's entry point, called with a complete registry whose
+    // handle points at `registration` for the duration of the call.
+    let rc = unsafe { register(&registry) };
+    if rc != 0 {
+        return Err(PluginError::Register {
+            path: path.to_owned(),
+            code: rc,
+        });
+    }
+    // Registered profilers keep pointers into the library: it stays loaded for good.
+    std::mem::forget(library);
+    let profilers = registration
+        .interfaces
+        .into_iter()
+        .enumerate()
+        .map(|(index, iface)| adopt(path, index, iface))
+        .collect();
+    Ok(LoadedPlugin {
+        path: path.to_owned(),
+        profilers,
+    })
+}
+
+/// Validates and queries one registered interface, and hands a usable one to the registry.
+fn adopt(path: &Path, index: usize, iface: Result<ProfilerInterface, String>) -> ProfilerReport {
+    let rejected = |name: String, reason: String| {
+        log::warn!(
+            "omniprof: plugin {}: profiler {name} disabled: {reason}",
+            path.display()
+        );
+        ProfilerReport {
+            name,
+            supported: ActivitySet::empty(),
+            rejected: Some(reason),
+        }
+    };
+    let iface = match iface {
+        Ok(iface) => iface,
+        Err(reason) => return rejected(format!("#{index}"), reason),
+    };
+    let missing: Vec<&str> = [
+        ("profilerCreate", iface.profiler_create.is_none()),
+        ("profilerDestroy", iface.profiler_destroy.is_none()),
+        ("profilerQuery", iface.profiler_query.is_none()),
+        ("profilerStart", iface.profiler_start.is_none()),
+        ("profilerStop", iface.profiler_stop.is_none()),
+        (
+            "profilerProcessEvents",
+            iface.profiler_process_events.is_none(),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, is_missing)| is_missing.then_some(name))
+    .collect();
+    if !missing.is_empty() {
+        return rejected(
+            format!("#{index}"),
+            format!("required function(s) missing: {}", missing.join(", ")),
+        );
+    }
+    let (name, supported) = query(&iface);
+    if supported.is_empty() {
+        return rejected(name, "supports no activity type omniprof knows".to_owned());
+    }
+    let profiler = PluginProfiler {
+        path: path.to_owned(),
+        name: name.clone(),
+        supported,
+        iface,
+    };
+    let key = format!("plugin:{}#{index}", path.display());
+    backend::register(&key, Box::new(move || Box::new(profiler.clone())));
+    ProfilerReport {
+        name,
+        supported,
+        rejected: None,
+    }
+}
+
+/// `profilerQuery` with a NULL handle: the name (`N/A` on failure) and the supported types.
+fn query(iface: &ProfilerInterface) -> (String, ActivitySet) {
+    let mut name = [0 as c_char; NAME_BUFFER];
+    let mut types = [ProfileEventType::INVALID; ProfileEventType::NUM_TYPES.0 as usize];
+    let mut params = ProfilerQueryParams {
+        profiler_name: name.as_mut_ptr(),
+        profiler_name_max_len: NAME_BUFFER - 1,
+        supported_activity_types: types.as_mut_ptr(),
+        supported_activity_types_max_len: types.len(),
+        ..ProfilerQueryParams::default()
+    };
+    let query = iface.profiler_query.expect("checked by the caller");
+    // SAFETY: a complete query struct whose buffers outlive the call and whose lengths leave
+    // room for the NUL.
+    let rc = unsafe { query(&mut params) };
+    name[NAME_BUFFER - 1] = 0;
+    // SAFETY: the buffer is NUL-terminated (forced just above) and lives here.
+    let text = unsafe { CStr::from_ptr(name.as_ptr()) };
+    let name = match (rc, text.to_str()) {
+        (0, Ok(n)) if !n.is_empty() => n.to_owned(),
+        _ => "N/A".to_owned(),
+    };
+    let supported = if rc == 0 {
+        types.iter().filter_map(|&t| activity_type(t)).collect()
+    } else {
+        ActivitySet::empty()
+    };
+    (name, supported)
+}
+
+/// `registerProfiler`: copies the interface after checking its size (defect 4).
+unsafe extern "C" fn register_profiler(
+    handle: *mut RegistryHandle,
+    iface: *const ProfilerInterface,
+) -> c_int {
+    if handle.is_null() {
+        return -1;
+    }
+    // SAFETY: the handle is the `Registration` that `open_and_register` passed in, alive and
+    // not otherwise borrowed during `KinetoPlugin_register`.
+    let registration = unsafe { &mut *handle.cast::<Registration>() };
+    let Some(iface) = NonNull::new(iface.cast_mut()) else {
+        return -1;
+    };
+    // SAFETY: the plugin's interface struct, readable for the size it declares.
+    let copied = unsafe { read_versioned(iface) }.map_err(|e| {
+        format!(
+            "interface struct too small ({} bytes, at least {} needed)",
+            e.given,
+            ProfilerInterface::UNPADDED_SIZE
+        )
+    });
+    let ok = copied.is_ok();
+    registration.interfaces.push(copied);
+    if ok {
+        0
+    } else {
+        -1
+    }
+}
