@@ -9,6 +9,7 @@
 //! - [`config`]: Kineto `KEY=VALUE` configuration;
 //! - [`backend`]: the accelerator backend traits and their registry;
 //! - [`plugin`]: dynamic `.so` plugins with Kineto's plugin C ABI;
+//! - [`stubs`]: the legacy profiler stubs (per-op device time without a timeline);
 //! - [`clock`]: the recording clock and its calibration;
 //! - [`record`]: the host recorder (`record_function`, `scope!`, instants);
 //! - [`session`]: the session engine (prepare → start → stop);
@@ -38,6 +39,7 @@ pub mod import;
 pub mod plugin;
 pub mod record;
 pub mod session;
+pub mod stubs;
 pub mod trace;
 pub mod value;
 

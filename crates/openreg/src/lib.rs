@@ -39,7 +39,9 @@
 //!    into runtime events, device records into kernel / memcpy / memset / sync events, and
 //!    each correlation id into an `ac2g` flow from the launch to its device work.
 //!
-//! [`profiler`] is that integration for omniprof, registered with `register_profiler!`.
+//! [`profiler`] is that integration for omniprof, registered with `register_profiler!`;
+//! [`stubs`] is the minimal alternative (per-op device time from events, no timeline),
+//! registered with `register_stubs!`.
 //!
 //! A vendor replaces the simulated runtime with its own and keeps this shape: an activity
 //! API with per-kind enablement, a correlation id per runtime call propagated to device
@@ -91,6 +93,7 @@ pub mod memory;
 pub mod profiler;
 pub mod profiling;
 pub mod stream;
+pub mod stubs;
 mod sys;
 
 pub use device::{

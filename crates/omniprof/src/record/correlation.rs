@@ -10,6 +10,8 @@
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
+use super::Name;
+
 /// Receives correlation pushes and pops on application threads, concurrently; calls for one
 /// thread come from that thread, properly nested.
 pub trait CorrelationListener: Send + Sync {
@@ -21,6 +23,33 @@ pub trait CorrelationListener: Send + Sync {
     fn push_user_correlation_id(&self, id: u64);
     /// The innermost user range of the calling thread ended.
     fn pop_user_correlation_id(&self);
+
+    /// A host op (`user == false`) or user range began: what the recorder calls. The default
+    /// pushes its correlation id; a listener that needs the name (a marker forwarder, the
+    /// profiler stubs) overrides it.
+    fn range_begin(&self, id: u64, name: Name, user: bool) {
+        let _ = name;
+        if user {
+            self.push_user_correlation_id(id);
+        } else {
+            self.push_correlation_id(id);
+        }
+    }
+
+    /// The range `id` ended. The default pops.
+    fn range_end(&self, id: u64, user: bool) {
+        let _ = id;
+        if user {
+            self.pop_user_correlation_id();
+        } else {
+            self.pop_correlation_id();
+        }
+    }
+
+    /// An instant was recorded. The default does nothing.
+    fn instant(&self, name: Name) {
+        let _ = name;
+    }
 }
 
 type Listeners = Vec<Arc<dyn CorrelationListener>>;
@@ -55,18 +84,14 @@ fn each(f: impl Fn(&dyn CorrelationListener)) {
     });
 }
 
-pub(crate) fn push(user: bool, id: u64) {
-    if user {
-        each(|l| l.push_user_correlation_id(id));
-    } else {
-        each(|l| l.push_correlation_id(id));
-    }
+pub(crate) fn begin(id: u64, name: Name, user: bool) {
+    each(|l| l.range_begin(id, name, user));
 }
 
-pub(crate) fn pop(user: bool) {
-    if user {
-        each(|l| l.pop_user_correlation_id());
-    } else {
-        each(|l| l.pop_correlation_id());
-    }
+pub(crate) fn end(id: u64, user: bool) {
+    each(|l| l.range_end(id, user));
+}
+
+pub(crate) fn instant(name: Name) {
+    each(|l| l.instant(name));
 }

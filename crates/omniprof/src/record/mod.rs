@@ -122,7 +122,7 @@ fn end(guard: &RangeGuard) {
                 false,
             );
             if l.listening(guard.state) {
-                correlation::pop(guard.user);
+                correlation::end(l.correlation_id(guard.seq), guard.user);
             }
         });
     }
@@ -134,14 +134,15 @@ fn begin(kind: u64, name: impl IntoName) -> RangeGuard {
     if state & 1 == 0 {
         return RangeGuard::INACTIVE;
     }
-    let w = word(kind, name.into_name());
+    let name = name.into_name();
+    let w = word(kind, name);
     let user = kind == KIND_USER;
     LOCAL.with(|l| {
         let Some(seq) = l.push(state, w, true) else {
             return RangeGuard::INACTIVE;
         };
         if l.listening(state) {
-            correlation::push(user, l.correlation_id(seq));
+            correlation::begin(l.correlation_id(seq), name, user);
         }
         RangeGuard { state, seq, user }
     })
@@ -168,11 +169,17 @@ pub fn instant(name: impl IntoName) -> InstantGuard {
     if state & 1 == 0 {
         return InstantGuard { state: 0, seq: 0 };
     }
-    let w = word(KIND_INSTANT, name.into_name());
-    match LOCAL.with(|l| l.push(state, w, true)) {
-        Some(seq) => InstantGuard { state, seq },
-        None => InstantGuard { state: 0, seq: 0 },
-    }
+    let name = name.into_name();
+    let w = word(KIND_INSTANT, name);
+    LOCAL.with(|l| {
+        let Some(seq) = l.push(state, w, true) else {
+            return InstantGuard { state: 0, seq: 0 };
+        };
+        if l.listening(state) {
+            correlation::instant(name);
+        }
+        InstantGuard { state, seq }
+    })
 }
 
 /// Identifies a recorded instant so args can be attached to it.

@@ -29,9 +29,12 @@ use crate::clock::{self, CalibrationSample, TickConverter};
 use crate::config::Config;
 use crate::record;
 use crate::record::correlation;
+use crate::record::CorrelationListener;
+use crate::stubs::{self, Markers, StubError, StubTimer, DEVICE_TIME_ARG};
 use crate::trace::{ProcessRow, Span, Trace};
 use crate::value::Value;
 use backends::Backends;
+use std::sync::Arc;
 
 /// The span every host recording is written under (PyTorch writes `PyTorch Profiler`).
 pub const SPAN_NAME: &str = "omniprof";
@@ -46,6 +49,20 @@ pub enum SessionError {
         call: &'static str,
         phase: &'static str,
     },
+    #[error(transparent)]
+    Stubs(#[from] StubError),
+}
+
+/// What a session does besides recording host ranges.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+enum Mode {
+    /// Drive the registered backends for a device timeline.
+    #[default]
+    Timeline,
+    /// Time every range on this device through its profiler stubs.
+    Stubs(String),
+    /// Forward ranges and instants to this device's stubs markers; keep nothing.
+    Markers(String),
 }
 
 /// Set while a session holds the process-wide recorder.
@@ -77,6 +94,7 @@ impl Phase {
 pub struct ProfilerBuilder {
     activities: Option<ActivitySet>,
     config: Config,
+    mode: Mode,
 }
 
 impl ProfilerBuilder {
@@ -90,6 +108,21 @@ impl ProfilerBuilder {
     /// The configuration (Kineto keys).
     pub fn config(mut self, config: Config) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Stubs mode: instead of driving backends, time every host op and user range on
+    /// `device` through its registered [profiler stubs](crate::stubs); each range gets its
+    /// device time as `"device_time_us"` in its args.
+    pub fn stubs(mut self, device: &str) -> Self {
+        self.mode = Mode::Stubs(device.to_owned());
+        self
+    }
+
+    /// Marker-only mode: forward ranges and instants to `device`'s stubs markers
+    /// (`range_push`/`range_pop`/`mark`, the NVTX-style path); the trace keeps nothing.
+    pub fn markers(mut self, device: &str) -> Self {
+        self.mode = Mode::Markers(device.to_owned());
         self
     }
 
@@ -108,6 +141,8 @@ impl ProfilerBuilder {
             start_sample: None,
             window_start_ns: 0,
             backends: Backends::default(),
+            mode: self.mode,
+            timer: None,
         })
     }
 }
@@ -120,6 +155,9 @@ pub struct Profiler {
     start_sample: Option<CalibrationSample>,
     window_start_ns: i64,
     backends: Backends,
+    mode: Mode,
+    /// The stubs timer of a stubs-mode session.
+    timer: Option<Arc<StubTimer>>,
 }
 
 impl std::fmt::Debug for Profiler {
@@ -162,8 +200,26 @@ impl Profiler {
         record::warm_up();
         crate::plugin::load_env_once();
         backend::init_engine();
-        self.backends = Backends::configure(self.activities, &self.config);
-        correlation::set_session_listeners(self.backends.listeners());
+        let listeners: Vec<Arc<dyn CorrelationListener>> = match &self.mode {
+            Mode::Timeline => {
+                self.backends = Backends::configure(self.activities, &self.config);
+                self.backends.listeners()
+            }
+            Mode::Stubs(device) => {
+                let timer = Arc::new(StubTimer::new(stubs::stubs(device).inspect_err(|_| {
+                    ACTIVE.store(false, Ordering::Release);
+                })?));
+                self.timer = Some(timer.clone());
+                vec![timer]
+            }
+            Mode::Markers(device) => {
+                let stubs = stubs::stubs(device).inspect_err(|_| {
+                    ACTIVE.store(false, Ordering::Release);
+                })?;
+                vec![Arc::new(Markers(stubs))]
+            }
+        };
+        correlation::set_session_listeners(listeners);
         self.phase = Phase::Prepared;
         Ok(())
     }
@@ -245,6 +301,16 @@ impl Profiler {
             .filter(|a| activities.enabled(a.kind))
             .collect();
         std::mem::take(&mut self.backends).process(&mut trace, activities);
+        match &self.mode {
+            Mode::Timeline => {}
+            Mode::Stubs(device) => {
+                trace.set_metadata("device_type", Value::from(device.as_str()));
+                if let Some(timer) = self.timer.take() {
+                    add_stub_times(&mut trace, &timer);
+                }
+            }
+            Mode::Markers(_) => trace.activities.clear(),
+        }
         sort_activities(&mut trace);
         trace.spans.push(Span {
             name: SPAN_NAME.to_owned(),
@@ -280,6 +346,25 @@ impl Drop for Profiler {
             }
             Phase::Built | Phase::Stopped => {}
         }
+    }
+}
+
+/// Puts each range's stubs device time into its args, and the stubs' errors into metadata.
+fn add_stub_times(trace: &mut Trace, timer: &StubTimer) {
+    let (times, errors, count) = timer.finish();
+    for a in &mut trace.activities {
+        if let Some(&us) = times.get(&a.correlation) {
+            a.args.push((DEVICE_TIME_ARG.into(), Value::Int(us)));
+        }
+    }
+    if count > 0 {
+        log::warn!(
+            "omniprof: {count} profiler stub calls failed; first: {:?}",
+            errors.first()
+        );
+        trace.set_metadata("stub_errors", Value::UInt(count));
+        let list = errors.into_iter().map(Value::from).collect();
+        trace.set_metadata("stub_error_messages", Value::List(list));
     }
 }
 
