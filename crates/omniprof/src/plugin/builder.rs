@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use omniprof_plugin_sys::{
     read_versioned, ProfileDeviceInfo, ProfileEvent, ProfileEventFlow, ProfileEventFlowType,
@@ -24,6 +25,7 @@ use super::types::activity_type;
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::backend::{DeviceInfo, ResourceInfo};
 use crate::export::json::is_valid_json;
+use crate::hash::FastMap;
 use crate::value::Value;
 
 /// Longest event name kept; longer ones are cut (at a character boundary) and counted.
@@ -32,9 +34,23 @@ pub(crate) const MAX_NAME_BYTES: usize = 4096;
 const OK: c_int = 0;
 const REJECTED: c_int = -1;
 
-/// What one `profilerProcessEvents` call produced.
+/// The host side of the trace builder: what one `profilerProcessEvents` call produced.
+///
+/// The engine makes one per call; it is public so a plugin can be exercised in-process (in
+/// a vendor's tests or a benchmark) through the same C function table the engine hands out.
+///
+/// ```
+/// use omniprof::plugin::HostTraceBuilder;
+///
+/// let mut builder = HostTraceBuilder::default();
+/// let table = builder.table();
+/// // SAFETY: the table belongs to a live builder; a NULL event is rejected, not read.
+/// let rc = unsafe { table.add_event.unwrap()(table.trace_builder_handle, std::ptr::null()) };
+/// assert_eq!(rc, -1);
+/// assert_eq!(builder.problems().values().sum::<u64>(), 1);
+/// ```
 #[derive(Default)]
-pub(crate) struct HostTraceBuilder {
+pub struct HostTraceBuilder {
     pub(crate) events: Vec<Activity>,
     pub(crate) devices: Vec<DeviceInfo>,
     pub(crate) resources: Vec<ResourceInfo>,
@@ -43,12 +59,32 @@ pub(crate) struct HostTraceBuilder {
     /// Whether the most recent `addEvent` was accepted, so the last event may be named,
     /// flowed and annotated.
     has_last: bool,
+    /// Names seen so far, as kept, with the repair each needed.
+    names: FastMap<Box<[u8]>, (Arc<str>, Option<&'static str>)>,
+    /// The name an event has until `setLastEventName` (shared, so adding allocates nothing).
+    unnamed: Arc<str>,
 }
 
 impl HostTraceBuilder {
+    /// The events built so far.
+    pub fn activities(&self) -> &[Activity] {
+        &self.events
+    }
+
+    /// Rejected or repaired calls, by reason, with their counts.
+    pub fn problems(&self) -> &BTreeMap<String, u64> {
+        &self.problems
+    }
+
+    /// Forgets the events built so far (keeps the problem counts).
+    pub fn clear_activities(&mut self) {
+        self.events.clear();
+        self.has_last = false;
+    }
+
     /// The C function table handed to the plugin; valid while `self` is neither moved nor
     /// dropped.
-    pub(crate) fn table(&mut self) -> TraceBuilder {
+    pub fn table(&mut self) -> TraceBuilder {
         TraceBuilder {
             trace_builder_handle: (self as *mut Self).cast::<TraceBuilderHandle>(),
             add_event: Some(add_event),
@@ -100,7 +136,7 @@ impl HostTraceBuilder {
         }
         let mut a = Activity::new(
             kind,
-            "",
+            self.unnamed.clone(),
             event.device_id.into(),
             event.resource_id.into(),
             start,
@@ -118,23 +154,21 @@ impl HostTraceBuilder {
         }
         // SAFETY: non-null, and the ABI says strings are NUL-terminated and live for the call.
         let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
-        let mut text = String::from_utf8_lossy(bytes).into_owned();
-        if text.len() != bytes.len() || std::str::from_utf8(bytes).is_err() {
-            self.problem("event name is not valid UTF-8 (replaced with U+FFFD)");
-        }
-        if text.len() > MAX_NAME_BYTES {
-            let mut cut = MAX_NAME_BYTES;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
+        // Plugins repeat a few names many times: each distinct one is checked and copied once.
+        let (text, problem) = match self.names.get(bytes) {
+            Some(known) => known.clone(),
+            None => {
+                let known = checked_name(bytes);
+                self.names.insert(bytes.into(), known.clone());
+                known
             }
-            text.truncate(cut);
-            self.problem(format!(
-                "event name longer than {MAX_NAME_BYTES} bytes (cut)"
-            ));
+        };
+        if let Some(problem) = problem {
+            self.problem(problem);
         }
         match self.last("setLastEventName") {
             Ok(last) => {
-                last.name = text.into();
+                last.name = text;
                 OK
             }
             Err(code) => code,
@@ -250,6 +284,24 @@ impl HostTraceBuilder {
         });
         OK
     }
+}
+
+/// An event name as kept, and what had to be repaired in it: invalid UTF-8 is replaced and
+/// a name past [`MAX_NAME_BYTES`] is cut at a character boundary.
+fn checked_name(bytes: &[u8]) -> (Arc<str>, Option<&'static str>) {
+    let mut text = String::from_utf8_lossy(bytes).into_owned();
+    let mut problem = std::str::from_utf8(bytes)
+        .is_err()
+        .then_some("event name is not valid UTF-8 (replaced with U+FFFD)");
+    if text.len() > MAX_NAME_BYTES {
+        let mut cut = MAX_NAME_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        problem = Some("event name longer than 4096 bytes (cut)");
+    }
+    (text.into(), problem)
 }
 
 /// Copies a C string, or makes the default when it is NULL.

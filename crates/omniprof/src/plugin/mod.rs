@@ -20,6 +20,7 @@ mod types;
 
 use std::path::PathBuf;
 
+pub use builder::HostTraceBuilder;
 pub(crate) use loader::load_env_once;
 pub use loader::{
     load_from_env, load_plugin, plugin_dirs, plugin_files, LoadedPlugin, ProfilerReport,
