@@ -60,7 +60,7 @@ pub struct HostTraceBuilder {
     /// flowed and annotated.
     has_last: bool,
     /// Names seen so far, as kept, with the repair each needed.
-    names: FastMap<Box<[u8]>, (Arc<str>, Option<&'static str>)>,
+    names: FastMap<Box<[u8]>, KeptName>,
     /// The name an event has until `setLastEventName` (shared, so adding allocates nothing).
     unnamed: Arc<str>,
 }
@@ -286,9 +286,12 @@ impl HostTraceBuilder {
     }
 }
 
+/// A name as kept, and the repair it needed, if any.
+type KeptName = (Arc<str>, Option<&'static str>);
+
 /// An event name as kept, and what had to be repaired in it: invalid UTF-8 is replaced and
 /// a name past [`MAX_NAME_BYTES`] is cut at a character boundary.
-fn checked_name(bytes: &[u8]) -> (Arc<str>, Option<&'static str>) {
+fn checked_name(bytes: &[u8]) -> KeptName {
     let mut text = String::from_utf8_lossy(bytes).into_owned();
     let mut problem = std::str::from_utf8(bytes)
         .is_err()
