@@ -39,9 +39,11 @@
 //!    into runtime events, device records into kernel / memcpy / memset / sync events, and
 //!    each correlation id into an `ac2g` flow from the launch to its device work.
 //!
-//! [`profiler`] is that integration for omniprof, registered with `register_profiler!`;
-//! [`stubs`] is the minimal alternative (per-op device time from events, no timeline),
-//! registered with `register_stubs!`.
+//! [`profiler`] is that integration for omniprof, registered with `register_profiler!`, and
+//! [`stubs`] the minimal alternative (per-op device time from events, no timeline),
+//! registered with `register_stubs!` (both behind the cargo feature `omniprof-backend`, on by
+//! default). The crate `openreg-plugin` is the same integration as a dynamic plugin, through
+//! the plugin C ABI.
 //!
 //! A vendor replaces the simulated runtime with its own and keeps this shape: an activity
 //! API with per-kind enablement, a correlation id per runtime call propagated to device
@@ -90,9 +92,11 @@ mod error;
 pub mod event;
 pub mod kernel;
 pub mod memory;
+#[cfg(feature = "omniprof-backend")]
 pub mod profiler;
 pub mod profiling;
 pub mod stream;
+#[cfg(feature = "omniprof-backend")]
 pub mod stubs;
 mod sys;
 

@@ -1,6 +1,6 @@
 //! Helpers shared by the end-to-end tests of both crates (the CLI tests include this file
 //! with `#[path]`): locating and running the offline Perfetto checker, serializing the tests
-//! that record, and one realistic recorded session.
+//! that record, one realistic recorded session, and ([`plugins`]) building plugins.
 //!
 //! The checker is `shared/tools/perfetto-check/check.sh`, found beside the workspace (in CI
 //! the repository is a clone with `shared/` next to it) or named by
@@ -9,6 +9,9 @@
 //! failure.
 
 #![allow(dead_code)]
+
+/// Building the test plugins of the dynamic plugin ABI (C sample, broken corpus, OpenReg).
+pub mod plugins;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
