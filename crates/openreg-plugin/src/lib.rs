@@ -9,10 +9,12 @@
 //! |---|---|
 //! | trace start / stop | `profilerStart`: [`profiling::enable`] with the enabled kinds; `profilerStop`: `disable`, synchronize every device, [`profiling::drain`] |
 //! | correlation push / pop from the host | [`profiling::push_external_correlation`] / `pop` (`Default` and `User` stacks) on the calling thread |
-//! | [`RuntimeRecord`](profiling::RuntimeRecord) | `PRIVATEUSE1_RUNTIME` event on (pid, tid), `eventId` = correlation id |
-//! | kernel / memcpy / memset [`DeviceRecord`] | `CONCURRENT_KERNEL` / `GPU_MEMCPY` / `GPU_MEMSET` on (device, stream), `eventId` = correlation id, metadata `device`, `stream`, and `grid`, `block`, `est. achieved occupancy %` or `bytes`, `memory bandwidth (GB/s)` |
+//! | [`RuntimeRecord`](profiling::RuntimeRecord) | `PRIVATEUSE1_RUNTIME` event on (pid, tid) |
+//! | kernel / memcpy / memset [`DeviceRecord`] | `CONCURRENT_KERNEL` / `GPU_MEMCPY` / `GPU_MEMSET` on (device, stream), metadata `device`, `stream`, and `grid`, `block`, `est. achieved occupancy %` or `bytes`, `memory bandwidth (GB/s)` |
+//! | the host op a record was made under (pushed by the host) | `eventId`: the host links the event to that op (`External id`); without one, the record's own correlation id |
+//! | the record's own correlation id | metadata `correlation` |
 //! | a launch and the work it queued (same correlation id) | an `ac2g` flow, id = the low 32 bits of the correlation id, from the runtime event to the device event |
-//! | the host op / user range a record was made under | metadata `external_correlation` / `user_correlation` |
+//! | the user range a record was made under | metadata `user_correlation` |
 //! | devices and streams with work | device infos (`OpenReg <n>`, label `GPU <n>`) and resource infos (`stream <id> `) |
 //!
 //! Event-record and synchronization records are not emitted (the ABI has no type for them).
@@ -216,12 +218,12 @@ fn emit(records: &Records, trace: &mut TraceBuilder<'_>) -> Result<(), PluginErr
             event_type: ProfileEventType::PRIVATEUSE1_RUNTIME,
             start_ns: r.start_ns,
             end_ns: r.end_ns,
-            id: event_id(r.correlation_id)?,
+            id: event_id(r.external, r.correlation_id)?,
             device_id: pid,
             resource_id: i32::try_from(r.thread_id)
                 .map_err(|_| PluginError::new(format!("thread id {} too large", r.thread_id)))?,
         })?;
-        add_external_ids(&mut event, r.external)?;
+        add_external_ids(&mut event, r.correlation_id, r.external)?;
         if let Some(flow) =
             flow(r.correlation_id, true).filter(|_| work.contains(&r.correlation_id))
         {
@@ -241,7 +243,7 @@ fn emit(records: &Records, trace: &mut TraceBuilder<'_>) -> Result<(), PluginErr
             event_type,
             start_ns: r.start_ns,
             end_ns: r.end_ns,
-            id: event_id(r.correlation_id)?,
+            id: event_id(r.external, r.correlation_id)?,
             device_id,
             resource_id,
         })?;
@@ -250,7 +252,7 @@ fn emit(records: &Records, trace: &mut TraceBuilder<'_>) -> Result<(), PluginErr
         for (key, json) in &extra {
             event.add_metadata_json(key, json)?;
         }
-        add_external_ids(&mut event, r.external)?;
+        add_external_ids(&mut event, r.correlation_id, r.external)?;
         if let Some(flow) =
             flow(r.correlation_id, false).filter(|_| launches.contains(&r.correlation_id))
         {
@@ -278,24 +280,24 @@ fn emit(records: &Records, trace: &mut TraceBuilder<'_>) -> Result<(), PluginErr
     Ok(())
 }
 
-/// The host op and user range a record was made under, as metadata.
+/// The record's own correlation id and the user range it was made under, as metadata.
 fn add_external_ids(
     event: &mut omniprof_plugin_sys::sdk::LastEvent<'_, '_>,
+    correlation_id: u64,
     external: profiling::ExternalIds,
 ) -> Result<(), PluginError> {
-    if let Some(id) = external.default {
-        event.add_metadata_json("external_correlation", &id.to_string())?;
-    }
+    event.add_metadata_json("correlation", &correlation_id.to_string())?;
     if let Some(id) = external.user {
         event.add_metadata_json("user_correlation", &id.to_string())?;
     }
     Ok(())
 }
 
-/// The ABI's 64-bit signed event id for an OpenReg correlation id.
-fn event_id(correlation_id: u64) -> Result<i64, PluginError> {
-    i64::try_from(correlation_id)
-        .map_err(|_| PluginError::new(format!("correlation id {correlation_id} exceeds i64")))
+/// The event id: the host op the record was made under, which the host links the event to,
+/// or the record's own correlation id when there is none.
+fn event_id(external: profiling::ExternalIds, correlation_id: u64) -> Result<i64, PluginError> {
+    let id = external.default.unwrap_or(correlation_id);
+    i64::try_from(id).map_err(|_| PluginError::new(format!("event id {id} exceeds i64")))
 }
 
 /// A device or stream index as the ABI's 32-bit row id.

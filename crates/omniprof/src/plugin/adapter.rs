@@ -7,7 +7,7 @@
 
 use std::ffi::c_int;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use omniprof_plugin_sys::{
     ProfilerCreateParams, ProfilerDestroyParams, ProfilerHandle, ProfilerInterface,
@@ -24,6 +24,7 @@ use crate::backend::{
     ProfilerSession, ResourceInfo,
 };
 use crate::config::Config;
+use crate::hash::FastMap;
 use crate::record::CorrelationListener;
 
 /// One profiler a plugin registered, validated and queried.
@@ -88,6 +89,7 @@ impl ActivityProfiler for PluginProfiler {
         let listener = Arc::new(PluginListener {
             iface: self.iface,
             handle: RwLock::new(Some(handle)),
+            pushed: Mutex::new(FastMap::default()),
         });
         Ok(Some(Box::new(PluginSession {
             iface: self.iface,
@@ -148,11 +150,17 @@ impl ProfilerSession for PluginSession {
         // plugin may use the builder only during the call (ABI contract).
         let rc = unsafe { process(&mut params) };
         failed("profilerProcessEvents", rc)?;
+        let pushed = std::mem::take(&mut *self.listener.pushed.lock().unwrap_or_else(|e| e.into_inner()));
         for mut event in std::mem::take(&mut built.events) {
-            // omniprof extension: an event whose id is a host op's correlation id is that
-            // op's work.
-            if event.correlation != 0 && host_ops.get(event.correlation).is_some() {
-                event.linked_correlation = Some(event.correlation);
+            // omniprof extension: an event whose id is a host op this plugin was pushed is
+            // that op's work. (Only pushed ids count: a plugin's own ids may look the same.)
+            let id = event.correlation;
+            if pushed.contains_key(&id) && host_ops.get(id).is_some() {
+                event.linked_correlation = Some(id);
+                event.correlation = event
+                    .arg("correlation")
+                    .and_then(|v| v.to_json().parse().ok())
+                    .unwrap_or(0);
             }
             sink.add(event);
         }
@@ -216,6 +224,8 @@ impl Drop for PluginSession {
 struct PluginListener {
     iface: ProfilerInterface,
     handle: RwLock<Option<Handle>>,
+    /// Host op ids pushed to the plugin: the event ids it may link to.
+    pushed: Mutex<FastMap<u64, ()>>,
 }
 
 impl PluginListener {
@@ -231,6 +241,7 @@ impl CorrelationListener for PluginListener {
         let Some(push) = self.iface.profiler_push_correlation_id else {
             return;
         };
+        self.pushed.lock().unwrap_or_else(|e| e.into_inner()).insert(id, ());
         self.with_handle(|h| {
             let mut params = ProfilerPushCorrelationIdParams {
                 correlation_id: id,

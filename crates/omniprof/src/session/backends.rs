@@ -339,7 +339,8 @@ impl Merged {
         let mut launches: FastMap<u64, usize> = FastMap::default();
         let mut has_work: FastMap<u64, ()> = FastMap::default();
         for (i, a) in activities.iter().enumerate() {
-            if !keep[i] || a.correlation == 0 {
+            // Activities that bring their own flows take no part in drawing them.
+            if !keep[i] || a.correlation == 0 || a.flow.is_some() {
                 continue;
             }
             if is_launch(a.kind) {
