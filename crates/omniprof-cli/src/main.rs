@@ -1,8 +1,9 @@
-//! `omniprof`: run the demo, check configs, and (in later commands) inspect traces and plugins.
+//! `omniprof`: run the demo, check configs, inspect plugins, summarize traces.
 
 mod config_cmd;
 mod demo;
 mod plugins_cmd;
+mod summary_cmd;
 
 use std::process::ExitCode;
 
@@ -26,6 +27,8 @@ enum Command {
     /// Inspect and validate dynamic profiler plugins (Kineto's plugin C ABI).
     #[command(subcommand)]
     Plugins(PluginsCommand),
+    /// Summarize a trace per op name, as PyTorch's `key_averages().table()` does.
+    Summary(summary_cmd::SummaryArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -50,5 +53,6 @@ fn main() -> ExitCode {
         Command::Config(ConfigCommand::Check(args)) => config_cmd::check(&args),
         Command::Plugins(PluginsCommand::List(args)) => plugins_cmd::list(&args),
         Command::Plugins(PluginsCommand::Check(args)) => plugins_cmd::check(&args),
+        Command::Summary(args) => summary_cmd::run(&args),
     }
 }

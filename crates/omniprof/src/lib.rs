@@ -14,7 +14,8 @@
 //! - [`record`]: the host recorder (`record_function`, `scope!`, instants);
 //! - [`session`]: the session engine (prepare → start → stop);
 //! - [`trace`]: the trace model;
-//! - [`export`], [`import`]: writers and readers.
+//! - [`export`], [`import`]: writers and readers;
+//! - [`analysis`]: what a trace says (the key-averages summary).
 //!
 //! ```
 //! use omniprof::{Profiler, record_function};
@@ -30,6 +31,7 @@
 //! ```
 
 pub mod activity;
+pub mod analysis;
 pub mod backend;
 pub mod clock;
 pub mod config;

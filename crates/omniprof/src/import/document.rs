@@ -13,13 +13,14 @@ use super::error::{ReadError, ReadErrorKind};
 use super::event::{RawEvent, Str};
 use super::mapper::{EventError, EventMapper};
 use super::scan::Scanner;
-use super::{ReadStats, TraceItem};
+use super::{ReadOptions, ReadStats, TraceItem};
 use crate::value::Value;
 
 /// Reads a whole document into `sink`. On error the items read so far have been delivered,
 /// including the rows and window when the error is inside `traceEvents`.
 pub(super) fn read_document<R: Read>(
     input: R,
+    options: &ReadOptions,
     sink: &mut impl FnMut(TraceItem),
 ) -> (ReadStats, Option<ReadError>) {
     let input = match Input::detect(input) {
@@ -28,7 +29,7 @@ pub(super) fn read_document<R: Read>(
     };
     let mut doc = Document {
         scan: Scanner::new(input),
-        mapper: EventMapper::new(),
+        mapper: EventMapper::new(options.args.clone()),
         key: None,
         event: None,
         seen_base: false,
@@ -245,8 +246,9 @@ impl<R: Read> Document<R> {
         // is read again below after its extent is known.
         if self.scan.peek()? == Some(b'{') {
             let offset = self.scan.offset();
+            // Parsed as `str`: the scanner validated the UTF-8 once for all strings.
             let mut events =
-                serde_json::Deserializer::from_slice(self.scan.unread()).into_iter::<RawEvent>();
+                serde_json::Deserializer::from_str(self.scan.unread_str()).into_iter::<RawEvent>();
             if let Some(Ok(event)) = events.next() {
                 let len = events.byte_offset();
                 let mapped = self.mapper.event(event, sink);

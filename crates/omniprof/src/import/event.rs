@@ -6,7 +6,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -34,8 +34,23 @@ pub(super) struct RawEvent<'a> {
     /// The flow id of `s` / `f` events.
     #[serde(borrow)]
     pub id: Option<Id<'a>>,
-    #[serde(borrow, default)]
-    pub args: Args<'a>,
+    /// Kept as text and converted on demand ([`RawEvent::args`]), so that the args a
+    /// consumer does not want are only skipped over, never converted.
+    #[serde(borrow)]
+    pub args: Option<&'a RawValue>,
+}
+
+impl<'a> RawEvent<'a> {
+    /// The `args` whose keys `keep` accepts, in file order.
+    pub fn args(&self, keep: impl Fn(&str) -> bool) -> Result<Args<'a>, String> {
+        let Some(raw) = self.args else {
+            return Ok(Args::default());
+        };
+        let mut de = serde_json::Deserializer::from_str(raw.get());
+        ArgsSeed { keep }
+            .deserialize(&mut de)
+            .map_err(|e| format!("`args`: {e}"))
+    }
 }
 
 /// A string that borrows from the input unless it contained escapes. (`Option<Cow<str>>`
@@ -143,11 +158,18 @@ impl Args<'_> {
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct ArgsVisitor;
+/// Reads `args`, converting only the values of the keys `keep` accepts.
+struct ArgsSeed<F> {
+    keep: F,
+}
 
-        impl<'de> Visitor<'de> for ArgsVisitor {
+impl<'de, F: Fn(&str) -> bool> DeserializeSeed<'de> for ArgsSeed<F> {
+    type Value = Args<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Args<'de>, D::Error> {
+        struct ArgsVisitor<F>(F);
+
+        impl<'de, F: Fn(&str) -> bool> Visitor<'de> for ArgsVisitor<F> {
             type Value = Args<'de>;
 
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -159,16 +181,20 @@ impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
             }
 
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
-                let mut args = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                let mut args = Vec::new();
                 while let Some(key) = map.next_key::<Str<'de>>()? {
-                    let ArgValue(value) = map.next_value()?;
-                    args.push((key, value));
+                    if (self.0)(&key) {
+                        let ArgValue(value) = map.next_value()?;
+                        args.push((key, value));
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
                 }
                 Ok(Args(args))
             }
         }
 
-        d.deserialize_any(ArgsVisitor)
+        d.deserialize_any(ArgsVisitor(self.keep))
     }
 }
 
@@ -302,24 +328,38 @@ mod tests {
             "args": {"z": 1, "a": [true, null, "s"], "m": {"y": 1, "x": 2.5}, "u": 18446744073709551615}}"#;
         let ev: RawEvent = serde_json::from_str(text).unwrap();
         assert!(matches!(ev.ph.as_ref().unwrap().0, Cow::Borrowed("X")));
-        assert_eq!(&*ev.name.unwrap(), "a\"b");
+        assert_eq!(ev.name.as_deref(), Some("a\"b"));
         assert!(matches!(ev.pid, Some(Id::Str(ref s)) if &**s == "Spans"));
         assert!(matches!(ev.tid, Some(Id::Int(7))));
         assert_eq!(ev.ts.unwrap().get(), "1.5");
         assert!(ev.dur.is_none());
-        let keys: Vec<&str> = ev.args.0.iter().map(|(k, _)| &**k).collect();
+        let args = ev.args(|_| true).unwrap();
+        let keys: Vec<&str> = args.0.iter().map(|(k, _)| &**k).collect();
         assert_eq!(keys, ["z", "a", "m", "u"]);
-        assert_eq!(ev.args.get("z"), Some(&Value::Int(1)));
+        assert_eq!(args.get("z"), Some(&Value::Int(1)));
         assert_eq!(
-            ev.args.get("a"),
+            args.get("a"),
             Some(&Value::List(vec![
                 Value::Bool(true),
                 Value::json("null"),
                 Value::from("s")
             ]))
         );
-        assert_eq!(ev.args.get("m"), Some(&Value::json(r#"{"x":2.5,"y":1}"#)));
-        assert_eq!(ev.args.get("u"), Some(&Value::UInt(u64::MAX)));
+        assert_eq!(args.get("m"), Some(&Value::json(r#"{"x":2.5,"y":1}"#)));
+        assert_eq!(args.get("u"), Some(&Value::UInt(u64::MAX)));
+        let some = ev.args(|k| k == "u").unwrap();
+        assert_eq!(some.0.len(), 1);
+    }
+
+    #[test]
+    fn args_must_be_an_object_or_null() {
+        let ev: RawEvent = serde_json::from_str(r#"{"args": null}"#).unwrap();
+        assert!(ev.args(|_| true).unwrap().0.is_empty());
+        let ev: RawEvent = serde_json::from_str(r#"{"args": [1]}"#).unwrap();
+        let Err(err) = ev.args(|_| true) else {
+            panic!("a list is not args");
+        };
+        assert!(err.starts_with("`args`: invalid type: sequence"), "{err}");
     }
 
     #[test]

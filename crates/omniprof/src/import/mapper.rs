@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use super::event::{micros_to_ns, Id, RawEvent};
-use super::{ReadStats, TraceItem};
+use super::{ArgFilter, ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::export::chrome::{LANE_STRIDE, MAX_LANE};
 use crate::trace::{ProcessRow, Span, ThreadRow};
@@ -16,10 +16,16 @@ use crate::value::Value;
 /// What an event needs to be usable but lacks; becomes [`ReadErrorKind::Invalid`](super::ReadErrorKind::Invalid).
 pub(super) type EventError = String;
 
+/// The args read into fields ([`Activity::correlation`], [`Activity::linked_correlation`])
+/// whatever the [`ArgFilter`].
+const LIFTED_ARGS: [&str; 2] = ["External id", "correlation"];
+
 pub(super) struct EventMapper {
     /// `baseTimeNanoseconds` as far as known (0 until it is read).
     pub base_ns: i64,
     pub stats: ReadStats,
+    /// Which other args activities keep.
+    args: ArgFilter,
     names: HashSet<Arc<str>>,
     /// The last activity, held back until the next one because the flow event that belongs
     /// to it follows it.
@@ -97,10 +103,11 @@ fn split_span_name(event_name: &str, span_name: &str) -> (String, i64) {
 }
 
 impl EventMapper {
-    pub fn new() -> Self {
+    pub fn new(args: ArgFilter) -> Self {
         Self {
             base_ns: 0,
             stats: ReadStats::default(),
+            args,
             names: HashSet::new(),
             pending: None,
             processes: Vec::new(),
@@ -201,7 +208,7 @@ impl EventMapper {
             // Undo the writer's widening (1 ns on each side).
             (start, end) = (start + 1, end - 1);
         }
-        let activity = self.activity(kind, ev, device, lane_row(resource), start, end);
+        let activity = self.activity(kind, ev, device, lane_row(resource), start, end)?;
         self.push(activity, sink);
         Ok(())
     }
@@ -232,7 +239,7 @@ impl EventMapper {
             return Ok(());
         };
         let start = self.start_ns(&ev)?;
-        let activity = self.activity(kind, ev, device, resource, start, start);
+        let activity = self.activity(kind, ev, device, resource, start, start)?;
         self.push(activity, sink);
         Ok(())
     }
@@ -254,7 +261,7 @@ impl EventMapper {
             return Ok(());
         };
         let start = self.start_ns(&ev)?;
-        let mut activity = self.activity(kind, ev, device, resource, start, start);
+        let mut activity = self.activity(kind, ev, device, resource, start, start)?;
         // Numbers are the samples; `hardware_counters` writes one metric per event as
         // `{"": value}` with the metric as the event name.
         let mut args = Vec::new();
@@ -286,12 +293,16 @@ impl EventMapper {
         resource: i64,
         start_ns: i64,
         end_ns: i64,
-    ) -> Activity {
+    ) -> Result<Activity, EventError> {
+        let filter = &self.args;
+        // Counters keep every arg: their numbers are the samples.
+        let args =
+            ev.args(|key| kind.is_counter() || LIFTED_ARGS.contains(&key) || filter.keeps(key))?;
         let name = self.intern(ev.name.as_deref().unwrap_or_default());
         let mut activity = Activity::new(kind, name, device, resource, start_ns, end_ns);
         let linked = !kind.has_own_external_id();
-        activity.args.reserve(ev.args.0.len());
-        for (key, value) in ev.args.0 {
+        activity.args.reserve(args.0.len());
+        for (key, value) in args.0 {
             match (&*key, as_u64(&value)) {
                 ("External id", Some(id)) if linked => activity.linked_correlation = Some(id),
                 ("External id", Some(id)) => activity.correlation = id,
@@ -302,7 +313,7 @@ impl EventMapper {
                 }
             }
         }
-        activity
+        Ok(activity)
     }
 
     fn id<'e, 'a>(id: &'e Option<Id<'a>>, field: &str) -> Result<&'e Id<'a>, EventError> {
@@ -361,7 +372,8 @@ impl EventMapper {
         let start_ns = self.start_ns(&ev)?;
         let end_ns = Self::end_ns(start_ns, &ev)?;
         let (prefix, iteration) = split_span_name(ev.name.as_deref().unwrap_or_default(), &name);
-        let op_count = ev.args.get("Op count").and_then(as_u64).unwrap_or(0);
+        let args = ev.args(|key| key == "Op count")?;
+        let op_count = args.get("Op count").and_then(as_u64).unwrap_or(0);
         self.flush(sink);
         sink(TraceItem::Span(Span {
             name,
@@ -376,8 +388,9 @@ impl EventMapper {
 
     /// A process or thread row event, merged into the row of its pid or (pid, tid).
     fn row(&mut self, ev: RawEvent) -> Result<(), EventError> {
-        let text = |key| ev.args.get(key).and_then(Value::as_str);
-        let int = |key| ev.args.get(key).and_then(Value::as_i64);
+        let args = ev.args(|key| matches!(key, "name" | "labels" | "sort_index"))?;
+        let text = |key| args.get(key).and_then(Value::as_str);
+        let int = |key| args.get(key).and_then(Value::as_i64);
         let row = match ev.name.as_deref() {
             Some("process_name") => text("name").map(RowEvent::ProcessName),
             Some("process_labels") => text("labels").map(RowEvent::ProcessLabel),

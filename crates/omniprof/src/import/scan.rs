@@ -26,6 +26,12 @@ pub(super) struct Scanner<R> {
     /// kept so that errors can give a line and column.
     discarded_lines: u64,
     line_start: u64,
+    /// `buf[utf8_start..utf8_end]` is known to be valid UTF-8, so that values can be parsed
+    /// as `str` without serde_json validating every string again (see [`unread_str`]).
+    ///
+    /// [`unread_str`]: Self::unread_str
+    utf8_start: usize,
+    utf8_end: usize,
 }
 
 impl<R: Read> Scanner<R> {
@@ -39,6 +45,8 @@ impl<R: Read> Scanner<R> {
             discarded: 0,
             discarded_lines: 0,
             line_start: 0,
+            utf8_start: 0,
+            utf8_end: 0,
         }
     }
 
@@ -80,6 +88,8 @@ impl<R: Read> Scanner<R> {
             self.buf.copy_within(self.pos..self.end, 0);
             self.discarded += self.pos as u64;
             self.end -= self.pos;
+            self.utf8_start = self.utf8_start.saturating_sub(self.pos);
+            self.utf8_end = self.utf8_end.saturating_sub(self.pos);
             self.pos = 0;
         }
         if self.end == self.buf.len() {
@@ -93,6 +103,7 @@ impl<R: Read> Scanner<R> {
                 }
                 Ok(n) => {
                     self.end += n;
+                    self.validate_utf8();
                     return Ok(true);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -102,6 +113,21 @@ impl<R: Read> Scanner<R> {
                 }
             }
         }
+    }
+
+    /// Extends the valid UTF-8 region over the bytes read since, from where it ends (or from
+    /// `pos` once consumption has passed an invalid sequence).
+    fn validate_utf8(&mut self) {
+        if self.utf8_end < self.pos {
+            (self.utf8_start, self.utf8_end) = (self.pos, self.pos);
+        }
+        let new = &self.buf[self.utf8_end..self.end];
+        self.utf8_end += match std::str::from_utf8(new) {
+            Ok(_) => new.len(),
+            // Stops before an incomplete character at the end (completed by the next read)
+            // or an invalid sequence (which the parser reports when it gets there).
+            Err(e) => e.valid_up_to(),
+        };
     }
 
     /// Skips whitespace (and a leading byte-order mark) and returns the next byte without
@@ -148,12 +174,31 @@ impl<R: Read> Scanner<R> {
         self.pos += 1;
     }
 
-    /// The bytes read but not consumed, for parsing a value in place when it is complete.
-    pub fn unread(&self) -> &[u8] {
+    /// The bytes read but not consumed.
+    #[cfg(test)]
+    fn unread(&self) -> &[u8] {
         &self.buf[self.pos..self.end]
     }
 
-    /// Consumes `len` bytes of [`unread`](Self::unread).
+    /// The longest valid UTF-8 start of the bytes read but not consumed, for parsing a value
+    /// in place when it is complete, without validating it again; empty when it is not
+    /// known to be valid (the caller then parses the value's bytes).
+    pub fn unread_str(&self) -> &str {
+        let (start, end) = (self.pos, self.utf8_end);
+        // Values and whitespace end on ASCII bytes, so `pos` is on a character boundary;
+        // checked anyway, as a continuation byte there would make the slice invalid.
+        let on_boundary = self.buf.get(start).is_none_or(|&b| (b as i8) >= -0x40);
+        if self.utf8_start <= start && start <= end && on_boundary {
+            // SAFETY: `buf[utf8_start..utf8_end]` is valid UTF-8 (checked by `validate_utf8`,
+            // and only shifted since, together with the bytes) and `start` lies inside it on
+            // a character boundary, so `buf[start..end]` is valid UTF-8 too.
+            unsafe { std::str::from_utf8_unchecked(&self.buf[start..end]) }
+        } else {
+            ""
+        }
+    }
+
+    /// Consumes `len` bytes of [`unread_str`](Self::unread_str).
     pub fn consume(&mut self, len: usize) {
         self.pos = (self.pos + len).min(self.end);
     }
@@ -340,6 +385,27 @@ mod tests {
         assert!(matches!(err.kind, ReadErrorKind::Truncated { .. }), "{err}");
         assert_eq!(err.location.position.unwrap().offset, 11);
         assert!(err.to_string().contains("the end of an event"), "{err}");
+    }
+
+    #[test]
+    fn unread_str_covers_the_valid_utf8_read_so_far() {
+        // `é` split across two reads, then an invalid byte.
+        let mut s = Scanner::new(Trickle("[\"é\", 1]".as_bytes()));
+        assert_eq!(s.peek().unwrap(), Some(b'['));
+        s.bump();
+        while s.unread().len() < 3 {
+            assert!(s.fill().unwrap());
+        }
+        assert_eq!(s.unread_str(), "\"é");
+        let mut s = Scanner::new(&b"\"a\xff\" 1"[..]);
+        assert_eq!(s.peek().unwrap(), Some(b'"'));
+        assert_eq!(s.unread_str(), "\"a");
+        let (_, v) = s.value("a value").unwrap();
+        assert_eq!(v, b"\"a\xff\"");
+        // Past the invalid byte, validation starts again.
+        assert_eq!(s.peek().unwrap(), Some(b'1'));
+        assert!(!s.fill().unwrap());
+        assert_eq!(s.unread_str(), "");
     }
 
     #[test]

@@ -1,0 +1,165 @@
+//! `omniprof summary TRACE`: PyTorch's `key_averages().table()` for any Kineto trace file,
+//! plain or gzip, streamed: only what the op trees need is kept, never the trace.
+//!
+//! Exit status: 0 when the whole file was read; 1 when it could not be read or is not a
+//! valid trace (with `--partial`, after printing the rows of what was read before the
+//! error); 2 for bad arguments.
+
+use std::fs::File;
+use std::io::{self, IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use omniprof::analysis::{
+    KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
+};
+use omniprof::import::{read_events_with, ReadError, ReadStats};
+
+/// Files larger than this get a progress bar (when standard error is a terminal).
+const PROGRESS_MIN_BYTES: u64 = 50 * 1024 * 1024;
+
+/// Summarize a trace as PyTorch's `key_averages().table()`.
+#[derive(Debug, clap::Args)]
+pub struct SummaryArgs {
+    /// The trace: Kineto / PyTorch Chrome JSON, plain or gzip.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// Sort rows by this column, descending: cpu_time_total, self_cpu_time_total, cpu_time,
+    /// device_time_total, self_device_time_total, device_time (cuda / xpu / privateuse1 in
+    /// place of device also work), count. Default: order of first appearance.
+    #[arg(long, value_name = "KEY")]
+    pub sort_by: Option<SortKey>,
+    /// Print at most N rows; -1 for all.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 100,
+        allow_negative_numbers = true
+    )]
+    pub row_limit: i64,
+    /// Also group ops by their input shapes (`Input Dims`), adding an `Input Shapes` column.
+    #[arg(long)]
+    pub group_by_shapes: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// On a truncated or malformed file, print the rows of what was read before the error
+    /// (the error is still reported, and the exit status is still 1).
+    #[arg(long)]
+    pub partial: bool,
+}
+
+/// How the rows are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// PyTorch's text table.
+    Table,
+    Csv,
+    Json,
+}
+
+/// Runs `omniprof summary`.
+pub fn run(args: &SummaryArgs) -> ExitCode {
+    let (summary, outcome) = summarize(args);
+    let mut code = 0;
+    match &outcome {
+        Ok(stats) => report_skipped(stats),
+        Err(e) => {
+            eprintln!("error: {e}");
+            code = 1;
+        }
+    }
+    if outcome.is_ok() || args.partial {
+        if summary.rows.is_empty() {
+            eprintln!("note: no host ops or device activities to summarize");
+        }
+        let options = ReportOptions {
+            sort_by: args.sort_by,
+            row_limit: usize::try_from(args.row_limit).ok(),
+        };
+        let text = match args.format {
+            Format::Table => summary.table(&options),
+            Format::Csv => summary.csv(&options),
+            Format::Json => summary.json(&options) + "\n",
+        };
+        if let Err(e) = io::stdout().lock().write_all(text.as_bytes()) {
+            // A reader that stopped reading (`| head`) needs no message.
+            if e.kind() != io::ErrorKind::BrokenPipe {
+                eprintln!("error: cannot write the summary: {e}");
+            }
+            code = 1;
+        }
+    }
+    ExitCode::from(code)
+}
+
+/// Streams the file into the summary; on error, the summary holds what was read before.
+fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) {
+    let mut builder = KeyAveragesBuilder::new(KeyAveragesOptions {
+        group_by_input_shapes: args.group_by_shapes,
+        device_name: None,
+    });
+    let outcome = File::open(&args.trace)
+        .map_err(|e| ReadError {
+            location: Box::default(),
+            kind: e.into(),
+        })
+        .and_then(|file| {
+            let progress = progress_bar(&file);
+            let input: Box<dyn Read> = match &progress {
+                Some(bar) => Box::new(bar.wrap_read(file)),
+                None => Box::new(file),
+            };
+            let options = builder.read_options();
+            let stats = read_events_with(input, &options, |item| builder.add_item(&item));
+            if let Some(bar) = progress {
+                bar.finish_and_clear();
+            }
+            stats
+        })
+        .map_err(|mut e| {
+            e.location.path = Some(args.trace.clone());
+            e
+        });
+    (builder.finish(), outcome)
+}
+
+/// A bar over the file's bytes, for a large file when someone is watching standard error.
+fn progress_bar(file: &File) -> Option<ProgressBar> {
+    let len = file.metadata().ok()?.len();
+    if len < PROGRESS_MIN_BYTES || !io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} reading {bytes}/{total_bytes} [{wide_bar}] {bytes_per_sec}, {eta} left",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    Some(bar)
+}
+
+/// Says on standard error how many events were skipped, and why.
+fn report_skipped(stats: &ReadStats) {
+    let reasons = [
+        (stats.unknown_phase, "an unknown `ph`"),
+        (stats.unknown_category, "an unknown `cat`"),
+        (stats.unknown_metadata, "unknown metadata"),
+        (stats.unsupported_id, "a non-integer pid or tid"),
+        (stats.unmatched_flow, "a flow with no event"),
+    ];
+    let parts: Vec<String> = reasons
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, why)| format!("{n} with {why}"))
+        .collect();
+    if !parts.is_empty() {
+        eprintln!(
+            "note: skipped {} of {} events ({})",
+            stats.skipped(),
+            stats.events,
+            parts.join(", ")
+        );
+    }
+}

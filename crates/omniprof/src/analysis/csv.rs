@@ -1,0 +1,63 @@
+//! The rows as CSV (RFC 4180): a header line, then one line per row. Times are
+//! microseconds with three decimals (exact nanoseconds); averages are rounded to the same.
+
+use std::fmt::Write;
+
+use super::{us, KeyAverages, ReportOptions};
+
+const TIME_COLUMNS: &str = "count,self_cpu_time_total_us,cpu_time_total_us,cpu_time_avg_us,\
+self_device_time_total_us,device_time_total_us,device_time_avg_us,on_device,user_annotation";
+
+/// A field, quoted when it holds a comma, a quote or a line break (kernel names often do).
+fn field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
+    let by_shapes = summary.rows.iter().any(|r| r.input_shapes.is_some());
+    let mut out = String::from(if by_shapes {
+        "name,input_shapes,"
+    } else {
+        "name,"
+    });
+    out.push_str(TIME_COLUMNS);
+    out.push('\n');
+    for row in summary.select(options) {
+        out.push_str(&field(&row.name));
+        if by_shapes {
+            out.push(',');
+            out.push_str(&field(row.input_shapes.as_deref().unwrap_or("")));
+        }
+        // Writing into a `String` cannot fail.
+        let _ = writeln!(
+            out,
+            ",{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{}",
+            row.count,
+            us(row.self_cpu_time_total_ns),
+            us(row.cpu_time_total_ns),
+            row.cpu_time_avg_us(),
+            us(row.self_device_time_total_ns),
+            us(row.device_time_total_ns),
+            row.device_time_avg_us(),
+            row.on_device,
+            row.is_user_annotation,
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_with_commas_or_quotes_are_quoted() {
+        assert_eq!(field("aten::mm"), "aten::mm");
+        assert_eq!(field("k<int, 2>"), "\"k<int, 2>\"");
+        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+}

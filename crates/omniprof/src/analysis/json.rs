@@ -1,0 +1,66 @@
+//! The rows as one JSON object:
+//! `{"device": "CUDA", "self_cpu_time_total_us": .., "self_device_time_total_us": ..,
+//! "rows": [{"name", ["input_shapes",] "count", "self_cpu_time_total_us",
+//! "cpu_time_total_us", "cpu_time_avg_us", "self_device_time_total_us",
+//! "device_time_total_us", "device_time_avg_us", "on_device", "user_annotation"}]}`.
+//! Times are microseconds; `input_shapes` is present when grouping by shapes.
+
+use serde::Serialize;
+
+use super::{us, KeyAverages, ReportOptions, Row};
+
+#[derive(Serialize)]
+struct Document<'a> {
+    device: String,
+    self_cpu_time_total_us: f64,
+    self_device_time_total_us: f64,
+    rows: Vec<JsonRow<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonRow<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_shapes: Option<&'a str>,
+    count: u64,
+    self_cpu_time_total_us: f64,
+    cpu_time_total_us: f64,
+    cpu_time_avg_us: f64,
+    self_device_time_total_us: f64,
+    device_time_total_us: f64,
+    device_time_avg_us: f64,
+    on_device: bool,
+    user_annotation: bool,
+}
+
+impl<'a> From<&'a Row> for JsonRow<'a> {
+    fn from(row: &'a Row) -> Self {
+        Self {
+            name: &row.name,
+            input_shapes: row.input_shapes.as_deref(),
+            count: row.count,
+            self_cpu_time_total_us: us(row.self_cpu_time_total_ns),
+            cpu_time_total_us: us(row.cpu_time_total_ns),
+            cpu_time_avg_us: row.cpu_time_avg_us(),
+            self_device_time_total_us: us(row.self_device_time_total_ns),
+            device_time_total_us: us(row.device_time_total_ns),
+            device_time_avg_us: row.device_time_avg_us(),
+            on_device: row.on_device,
+            user_annotation: row.is_user_annotation,
+        }
+    }
+}
+
+pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
+    let document = Document {
+        device: summary.device_label(),
+        self_cpu_time_total_us: us(summary.self_cpu_time_total_ns()),
+        self_device_time_total_us: us(summary.self_device_time_total_ns()),
+        rows: summary
+            .select(options)
+            .into_iter()
+            .map(JsonRow::from)
+            .collect(),
+    };
+    serde_json::to_string(&document).expect("strings, numbers and booleans always serialize")
+}

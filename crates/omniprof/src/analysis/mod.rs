@@ -1,0 +1,297 @@
+//! Analyses of a trace. [`key_averages`] is PyTorch's `key_averages()`: per-name statistics
+//! of host ops and device work, printed by [`KeyAverages::table`] exactly as PyTorch's
+//! `table()` prints them (also as [CSV](KeyAverages::csv) and [JSON](KeyAverages::json)).
+//!
+//! ```
+//! use omniprof::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
+//! use omniprof::{Activity, ActivityType, Trace};
+//!
+//! let mut trace = Trace::new(0, 1_000_000);
+//! trace.activities.push(Activity::new(ActivityType::UserAnnotation, "step", 1, 1, 0, 900_000));
+//! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 100_000, 700_000));
+//! let summary = key_averages(&trace, &KeyAveragesOptions::default());
+//! let options = ReportOptions { sort_by: Some(SortKey::SelfCpuTimeTotal), ..Default::default() };
+//! let table = summary.table(&options);
+//! assert!(table.contains("    aten::mm        66.67%     600.000us"));
+//! assert!(table.ends_with("Self CPU time total: 900.000us\n"));
+//! ```
+//!
+//! # How a trace becomes rows
+//!
+//! - **Host ops** are `cpu_op`, `user_annotation` and runtime / driver calls. Per (pid, tid)
+//!   they nest by interval containment (an op starting exactly where another ends is not
+//!   inside it); a parent whose only child has its name absorbs it (`aten::sum` calling the
+//!   `aten::sum` overload counts once). Self CPU time is an op's length less its children's.
+//! - **Async ops**: an op that starts inside another and ends after it (the two do not nest)
+//!   stays out of the tree: no parent, no children, self CPU time 0 (its row prints `0` as
+//!   `CPU total %`, as PyTorch's async rows do), its own device time only. The ops that do
+//!   nest keep their exact tree. (PyTorch would instead drop the open op from its stack,
+//!   detaching that op's later children from it.)
+//! - **Device work** (`kernel`, `gpu_memcpy`, `gpu_memset`, `gpu_user_annotation`, syncs,
+//!   ...) makes rows of its own (device time only), and its duration is the self device time
+//!   of the host op whose `correlation` equals its `linked_correlation` (its `External id`).
+//!   Device totals roll up the tree. A GPU user annotation is not counted for its range (it
+//!   repeats the work inside it).
+//! - **Stub device time**: an op with `args.device_time_us` > 0 (the stubs path, which has
+//!   no device timeline) gets that device time as its own, and is *legacy*: its device total
+//!   is that record alone, without its children's (the record already spans them).
+//! - **Unfinished ops** (`"finished": false`) end at the capture window's end, as Kineto
+//!   writes them (an earlier recorded end is extended to it).
+//! - Rows group events by name (`ProfilerStep#n` as `ProfilerStep*`), host or device,
+//!   legacy or not, user range or not, and with [`group_by_input_shapes`] by `Input Dims`;
+//!   PyTorch's bookkeeping names (`[memory]`, `aten::is_leaf`, ...) are dropped. Rows come in
+//!   the order of their first event (by start, longer first).
+//! - Instants, counters, Python functions and the other kinds are not summarized.
+//!
+//! # The device name
+//!
+//! The device columns are named after the device, upper-cased as PyTorch does with
+//! `use_device` (`Self CUDA`, `Self OPENREG`). The name comes from, in order:
+//! [`KeyAveragesOptions::device_name`]; the trace's `device_type` metadata (a string, e.g.
+//! `"device_type": "OpenReg"`, which omniprof writes in stubs mode and OpenReg's backend
+//! returns from its session's metadata); the runtime calls in the trace (`cuda_runtime` →
+//! `cuda`, `xpu_runtime` → `xpu`, `privateuse1_runtime` → `privateuseone`, PyTorch's
+//! default name for that slot, ...); else `cuda`.
+//!
+//! [`group_by_input_shapes`]: KeyAveragesOptions::group_by_input_shapes
+
+mod builder;
+mod csv;
+mod events;
+mod json;
+mod table;
+mod tree;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+pub use builder::{KeyAveragesBuilder, KeyAveragesOptions};
+
+use crate::trace::Trace;
+
+/// The rows of a whole [`Trace`].
+pub fn key_averages(trace: &Trace, options: &KeyAveragesOptions) -> KeyAverages {
+    let mut builder = KeyAveragesBuilder::new(options.clone());
+    builder.add_trace(trace);
+    builder.finish()
+}
+
+/// One row: the events of one key, summed. Times are nanoseconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    pub name: Arc<str>,
+    /// The events' input shapes as Python prints them (`[[256, 256], []]`); set when
+    /// grouping by input shapes.
+    pub input_shapes: Option<Arc<str>>,
+    /// Number of calls.
+    pub count: u64,
+    pub self_cpu_time_total_ns: i64,
+    pub cpu_time_total_ns: i64,
+    pub self_device_time_total_ns: i64,
+    pub device_time_total_ns: i64,
+    /// Device work (a kernel, a copy, ...) rather than a host op.
+    pub on_device: bool,
+    /// The device time came from the stubs path.
+    pub is_legacy: bool,
+    /// A user range (`user_annotation`, or `gpu_user_annotation` on the device).
+    pub is_user_annotation: bool,
+    /// The row's first event was async (see the [module docs](self)).
+    pub is_async: bool,
+}
+
+impl Row {
+    /// CPU time per call.
+    pub fn cpu_time_avg_us(&self) -> f64 {
+        us(self.cpu_time_total_ns) / self.count.max(1) as f64
+    }
+
+    /// Device time per call.
+    pub fn device_time_avg_us(&self) -> f64 {
+        us(self.device_time_total_ns) / self.count.max(1) as f64
+    }
+
+    /// The row's value for a sort key.
+    fn sort_value(&self, key: SortKey) -> f64 {
+        match key {
+            SortKey::CpuTime => self.cpu_time_avg_us(),
+            SortKey::CpuTimeTotal => us(self.cpu_time_total_ns),
+            SortKey::SelfCpuTimeTotal => us(self.self_cpu_time_total_ns),
+            SortKey::DeviceTime => self.device_time_avg_us(),
+            SortKey::DeviceTimeTotal => us(self.device_time_total_ns),
+            SortKey::SelfDeviceTimeTotal => us(self.self_device_time_total_ns),
+            SortKey::Count => self.count as f64,
+        }
+    }
+}
+
+/// Nanoseconds as the microseconds PyTorch computes with.
+fn us(ns: i64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+/// The summary of a trace: rows in the order of their first event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyAverages {
+    pub rows: Vec<Row>,
+    /// The device, as named by the trace (`cuda`, `OpenReg`); see the [module docs](self).
+    pub device_name: String,
+}
+
+impl KeyAverages {
+    /// The device name as the column headers print it (`CUDA`, `OPENREG`).
+    pub fn device_label(&self) -> String {
+        self.device_name.to_uppercase()
+    }
+
+    /// Self CPU time of all rows: the base of the CPU percentages.
+    pub fn self_cpu_time_total_ns(&self) -> i64 {
+        self.rows
+            .iter()
+            .fold(0, |sum, r| sum.saturating_add(r.self_cpu_time_total_ns))
+    }
+
+    /// Self device time of device work and of legacy host rows: the base of the device
+    /// percentages. (Host rows' device time otherwise repeats their device work's; GPU user
+    /// annotations repeat the work inside them.)
+    pub fn self_device_time_total_ns(&self) -> i64 {
+        self.rows
+            .iter()
+            .filter(|r| {
+                if r.on_device {
+                    !r.is_user_annotation
+                } else {
+                    r.is_legacy
+                }
+            })
+            .fold(0, |sum, r| sum.saturating_add(r.self_device_time_total_ns))
+    }
+
+    /// Whether any row has device time, which adds the device columns.
+    pub fn has_device_time(&self) -> bool {
+        self.rows.iter().any(|r| r.self_device_time_total_ns > 0)
+    }
+
+    /// The rows to print: sorted (stable, descending) and limited.
+    pub fn select(&self, options: &ReportOptions) -> Vec<&Row> {
+        let mut rows: Vec<&Row> = self.rows.iter().collect();
+        if let Some(key) = options.sort_by {
+            rows.sort_by(|a, b| b.sort_value(key).total_cmp(&a.sort_value(key)));
+        }
+        if let Some(limit) = options.row_limit {
+            rows.truncate(limit);
+        }
+        rows
+    }
+
+    /// The text PyTorch's `key_averages().table(sort_by, row_limit)` prints for these rows,
+    /// character for character (empty when there are no rows, as in PyTorch).
+    pub fn table(&self, options: &ReportOptions) -> String {
+        table::render(self, options)
+    }
+
+    /// One line per row with a header; times in microseconds.
+    pub fn csv(&self, options: &ReportOptions) -> String {
+        csv::render(self, options)
+    }
+
+    /// `{"device": ..., "rows": [{"name", "count", "self_cpu_time_total_us", ...}]}`.
+    pub fn json(&self, options: &ReportOptions) -> String {
+        json::render(self, options)
+    }
+}
+
+/// Which rows to print, and in which order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReportOptions {
+    /// `None` keeps the order of first events.
+    pub sort_by: Option<SortKey>,
+    /// At most this many rows; `None` for all. PyTorch's default is 100.
+    pub row_limit: Option<usize>,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        Self {
+            sort_by: None,
+            row_limit: Some(100),
+        }
+    }
+}
+
+/// A column to sort rows by, descending. Parsed from PyTorch's `sort_by` names, in which
+/// `cuda`, `xpu` and `privateuse1` stand for `device` (`cuda_time_total`).
+///
+/// ```
+/// use omniprof::analysis::SortKey;
+///
+/// assert_eq!("self_cuda_time_total".parse(), Ok(SortKey::SelfDeviceTimeTotal));
+/// assert_eq!("cpu_time".parse(), Ok(SortKey::CpuTime));
+/// assert!("flops".parse::<SortKey>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SortKey {
+    /// CPU time per call.
+    CpuTime,
+    CpuTimeTotal,
+    SelfCpuTimeTotal,
+    /// Device time per call.
+    DeviceTime,
+    DeviceTimeTotal,
+    SelfDeviceTimeTotal,
+    Count,
+}
+
+impl SortKey {
+    pub const ALL: [SortKey; 7] = [
+        Self::CpuTime,
+        Self::CpuTimeTotal,
+        Self::SelfCpuTimeTotal,
+        Self::DeviceTime,
+        Self::DeviceTimeTotal,
+        Self::SelfDeviceTimeTotal,
+        Self::Count,
+    ];
+
+    /// PyTorch's name (`self_cpu_time_total`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::CpuTime => "cpu_time",
+            Self::CpuTimeTotal => "cpu_time_total",
+            Self::SelfCpuTimeTotal => "self_cpu_time_total",
+            Self::DeviceTime => "device_time",
+            Self::DeviceTimeTotal => "device_time_total",
+            Self::SelfDeviceTimeTotal => "self_device_time_total",
+            Self::Count => "count",
+        }
+    }
+}
+
+impl fmt::Display for SortKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A `sort_by` name that is not a [`SortKey`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown sort key {0:?}; expected one of: cpu_time, cpu_time_total, self_cpu_time_total, device_time, device_time_total, self_device_time_total (or with cuda, xpu, privateuse1 for device), count")]
+pub struct UnknownSortKey(pub String);
+
+impl FromStr for SortKey {
+    type Err = UnknownSortKey;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let name = s
+            .replace("cuda", "device")
+            .replace("xpu", "device")
+            .replace("privateuse1", "device");
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| UnknownSortKey(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,203 @@
+//! The text table, laid out as PyTorch's `key_averages().table()` lays it out.
+//!
+//! - Columns: `Name`; `Self CPU %`, `Self CPU`, `CPU total %`, `CPU total`, `CPU time avg`;
+//!   when any row has self device time, `Self <DEV>`, `Self <DEV> %`, `<DEV> total`,
+//!   `<DEV> time avg`; `# of Calls`; when grouped by shapes and any row has some,
+//!   `Input Shapes`. Every cell is right-aligned in its width and followed by two spaces.
+//! - Widths: 12, except `Name` (longest name of *all* rows + 4, at most 55) and
+//!   `Input Shapes` (longest + 4, at most 80). A name of 52 characters or more prints as
+//!   its first 52 and `...`; shapes are cut to the column width.
+//! - Lines: separator, header, separator, rows, separator (each ending with two spaces),
+//!   then `Self CPU time total: <t>` and, with device columns, `Self <DEV> time total: <t>`.
+//! - Times: `%.3f` in s, ms or us (from 1 s, from 1 ms, below). Percentages: `%.2f%%` of
+//!   the totals over all rows, `NaN` when that total is 0; async rows print `0` as
+//!   `CPU total %`.
+
+use std::fmt::Write;
+
+use super::{us, KeyAverages, ReportOptions, Row};
+
+const COLUMN_WIDTH: usize = 12;
+const MAX_NAME_WIDTH: usize = 55;
+const MAX_SHAPES_WIDTH: usize = 80;
+/// The text after every cell.
+const SPACING: &str = "  ";
+
+/// A time in microseconds as PyTorch prints it.
+pub(super) fn format_time(time_us: f64) -> String {
+    if time_us >= 1_000_000.0 {
+        format!("{:.3}s", time_us / 1_000_000.0)
+    } else if time_us >= 1_000.0 {
+        format!("{:.3}ms", time_us / 1_000.0)
+    } else {
+        format!("{time_us:.3}us")
+    }
+}
+
+/// A share of a total as PyTorch prints it.
+fn format_share(time_us: f64, total_us: f64) -> String {
+    if total_us == 0.0 {
+        "NaN".to_string()
+    } else {
+        format!("{:.2}%", time_us * 100.0 / total_us)
+    }
+}
+
+fn char_len(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// A name cut to fit the name column.
+fn fit_name(name: &str) -> String {
+    let keep = MAX_NAME_WIDTH - 3;
+    if char_len(name) >= keep {
+        let cut: String = name.chars().take(keep).collect();
+        cut + "..."
+    } else {
+        name.to_string()
+    }
+}
+
+/// The input shapes of a row, when the table shows them ("[]" means none).
+fn shapes(row: &Row) -> Option<&str> {
+    row.input_shapes.as_deref()
+}
+
+pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
+    let rows = &summary.rows;
+    if rows.is_empty() {
+        return String::new();
+    }
+    let device = summary.device_label();
+    let has_device = summary.has_device_time();
+    let has_shapes = rows.iter().filter_map(shapes).any(|s| s != "[]");
+
+    let name_width = rows
+        .iter()
+        .map(|r| char_len(&r.name) + 4)
+        .max()
+        .unwrap_or(0)
+        .min(MAX_NAME_WIDTH);
+    let shapes_width = rows
+        .iter()
+        .map(|r| shapes(r).map_or(0, char_len) + 4)
+        .max()
+        .unwrap_or(0)
+        .min(MAX_SHAPES_WIDTH);
+
+    let mut headers = vec![
+        "Name".to_string(),
+        "Self CPU %".into(),
+        "Self CPU".into(),
+        "CPU total %".into(),
+        "CPU total".into(),
+        "CPU time avg".into(),
+    ];
+    if has_device {
+        headers.extend([
+            format!("Self {device}"),
+            format!("Self {device} %"),
+            format!("{device} total"),
+            format!("{device} time avg"),
+        ]);
+    }
+    headers.push("# of Calls".into());
+    let mut widths = vec![COLUMN_WIDTH; headers.len()];
+    widths[0] = name_width;
+    if has_shapes {
+        headers.push("Input Shapes".into());
+        widths.push(shapes_width);
+    }
+
+    let cpu_total = us(summary.self_cpu_time_total_ns());
+    let device_total = us(summary.self_device_time_total_ns());
+    let separator: String = widths.iter().map(|&w| "-".repeat(w) + SPACING).collect();
+    let line = |cells: &[String]| -> String {
+        let mut out = String::new();
+        for (cell, &width) in cells.iter().zip(&widths) {
+            // Writing into a `String` cannot fail.
+            let _ = write!(out, "{cell:>width$}{SPACING}");
+        }
+        out
+    };
+
+    let mut out = String::new();
+    for text in [separator.clone(), line(&headers), separator.clone()] {
+        out.push_str(&text);
+        out.push('\n');
+    }
+    for row in summary.select(options) {
+        let mut cells = vec![
+            fit_name(&row.name),
+            format_share(us(row.self_cpu_time_total_ns), cpu_total),
+            format_time(us(row.self_cpu_time_total_ns)),
+            if row.is_async {
+                "0".to_string()
+            } else {
+                format_share(us(row.cpu_time_total_ns), cpu_total)
+            },
+            format_time(us(row.cpu_time_total_ns)),
+            format_time(row.cpu_time_avg_us()),
+        ];
+        if has_device {
+            cells.extend([
+                format_time(us(row.self_device_time_total_ns)),
+                format_share(us(row.self_device_time_total_ns), device_total),
+                format_time(us(row.device_time_total_ns)),
+                format_time(row.device_time_avg_us()),
+            ]);
+        }
+        cells.push(row.count.to_string());
+        if has_shapes {
+            cells.push(
+                shapes(row)
+                    .unwrap_or("")
+                    .chars()
+                    .take(shapes_width)
+                    .collect(),
+            );
+        }
+        out.push_str(&line(&cells));
+        out.push('\n');
+    }
+    out.push_str(&separator);
+    out.push('\n');
+    let _ = writeln!(out, "Self CPU time total: {}", format_time(cpu_total));
+    if has_device {
+        let _ = writeln!(
+            out,
+            "Self {device} time total: {}",
+            format_time(device_total)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_shares_format_as_in_pytorch() {
+        assert_eq!(format_time(602.183), "602.183us");
+        assert_eq!(format_time(65_250.634), "65.251ms");
+        assert_eq!(format_time(108.353 / 3.0), "36.118us");
+        assert_eq!(format_time(999.9996), "1000.000us");
+        assert_eq!(format_time(1_000.0), "1.000ms");
+        assert_eq!(format_time(2_500_000.0), "2.500s");
+        assert_eq!(format_time(0.0), "0.000us");
+        assert_eq!(format_time(-3.0), "-3.000us");
+        assert_eq!(format_share(602.183, 127_392.143), "0.47%");
+        assert_eq!(format_share(1.0, 1.0), "100.00%");
+        assert_eq!(format_share(0.0, 0.0), "NaN");
+    }
+
+    #[test]
+    fn long_names_are_cut_at_52_characters() {
+        let name = "n".repeat(60);
+        assert_eq!(fit_name(&name), format!("{}...", "n".repeat(52)));
+        assert_eq!(fit_name(&"n".repeat(52)).len(), 55);
+        assert_eq!(fit_name(&"n".repeat(51)), "n".repeat(51));
+        assert_eq!(fit_name(&"é".repeat(60)).chars().count(), 55);
+    }
+}

@@ -1,0 +1,552 @@
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::activity::{Activity, ActivityType};
+use crate::import::{read_events_from_path, read_trace, read_trace_from};
+use crate::value::Value;
+
+fn pytorch_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pytorch-2.15-cpu-trace.json")
+}
+
+/// `key_averages().table(sort_by="cpu_time_total", row_limit=12)` as PyTorch 2.15 printed it
+/// for this trace (`reference/stubs-and-summary.md`, section 6).
+const PYTORCH_TABLE: &str = "\
+----------------------  ------------  ------------  ------------  ------------  ------------  ------------  
+                  Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg    # of Calls  
+----------------------  ------------  ------------  ------------  ------------  ------------  ------------  
+       model_inference         0.47%     602.183us       100.00%     127.392ms     127.392ms             1  
+          aten::matmul         0.06%      81.723us        51.22%      65.251ms      21.750ms             3  
+              aten::mm        51.15%      65.162ms        51.16%      65.169ms      21.723ms             3  
+               block_0         0.71%     905.017us        45.71%      58.230ms      58.230ms             1  
+            aten::relu         0.14%     181.228us        25.21%      32.110ms      10.703ms             3  
+       aten::clamp_min        25.06%      31.929ms        25.06%      31.929ms      10.643ms             3  
+               block_2         0.12%     152.544us        24.39%      31.066ms      31.066ms             1  
+               block_1         0.17%     214.288us        22.54%      28.712ms      28.712ms             1  
+             aten::sum        15.02%      19.135ms        15.21%      19.376ms       6.459ms             3  
+           aten::randn         0.15%     187.789us         6.89%       8.782ms       8.782ms             1  
+         aten::normal_         6.71%       8.544ms         6.71%       8.544ms       8.544ms             1  
+           aten::copy_         0.09%     108.353us         0.09%     108.353us      36.118us             3  
+----------------------  ------------  ------------  ------------  ------------  ------------  ------------  
+Self CPU time total: 127.392ms
+";
+
+fn options(sort_by: Option<SortKey>, row_limit: Option<usize>) -> ReportOptions {
+    ReportOptions { sort_by, row_limit }
+}
+
+#[test]
+fn the_pytorch_trace_prints_pytorchs_table() {
+    let summary = key_averages(&read_trace(&pytorch_path()).unwrap(), &Default::default());
+    let table = summary.table(&options(Some(SortKey::CpuTimeTotal), Some(12)));
+    assert_eq!(table, PYTORCH_TABLE, "got:\n{table}");
+    // 18 rows in all; the widest name (`aten::resolve_conj`) is not printed above.
+    assert_eq!(summary.rows.len(), 18);
+    let sum = summary
+        .rows
+        .iter()
+        .find(|r| &*r.name == "aten::sum")
+        .unwrap();
+    assert_eq!((sum.count, sum.cpu_time_total_ns), (3, 19_375_609));
+}
+
+#[test]
+fn streaming_gives_the_same_rows_as_the_trace() {
+    let mut builder = KeyAveragesBuilder::new(Default::default());
+    read_events_from_path(&pytorch_path(), |item| builder.add_item(&item)).unwrap();
+    let streamed = builder.finish();
+    let whole = key_averages(&read_trace(&pytorch_path()).unwrap(), &Default::default());
+    assert_eq!(streamed, whole);
+}
+
+#[test]
+fn grouping_by_shapes_splits_rows_and_adds_the_column() {
+    let by_shapes = KeyAveragesOptions {
+        group_by_input_shapes: true,
+        ..Default::default()
+    };
+    let summary = key_averages(&read_trace(&pytorch_path()).unwrap(), &by_shapes);
+    let strided: Vec<_> = summary
+        .rows
+        .iter()
+        .filter(|r| &*r.name == "aten::as_strided")
+        .map(|r| (r.input_shapes.as_deref().unwrap(), r.count))
+        .collect();
+    assert_eq!(
+        strided,
+        [
+            ("[[], [], [], []]", 3),
+            ("[[1, 1], [], [], []]", 3),
+            ("[[2, 1, 1], [], [], []]", 3)
+        ]
+    );
+    let table = summary.table(&options(Some(SortKey::CpuTimeTotal), Some(2)));
+    let lines: Vec<&str> = table.lines().collect();
+    // Widest shapes: `[[2, 1, 1], [1, 1, 1], []]` (26) + 4.
+    assert!(
+        lines[0].ends_with(&format!("------  {}  ", "-".repeat(30))),
+        "{table}"
+    );
+    assert!(
+        lines[1].ends_with("# of Calls                    Input Shapes  "),
+        "{table}"
+    );
+    assert!(lines[3].ends_with("             1                              []  "));
+    assert!(lines[4].ends_with("             3        [[256, 256], [256, 256]]  "));
+}
+
+/// A host op on (1, tid).
+fn op(name: &str, tid: i64, start_us: i64, end_us: i64) -> Activity {
+    Activity::new(
+        ActivityType::CpuOp,
+        name,
+        1,
+        tid,
+        start_us * 1000,
+        end_us * 1000,
+    )
+}
+
+fn trace(activities: Vec<Activity>) -> Trace {
+    let mut t = Trace::new(0, 1_000_000);
+    t.activities = activities;
+    t
+}
+
+/// (name, count, self CPU, CPU total, self device, device total) in µs, in row order.
+fn rows(summary: &KeyAverages) -> Vec<(&str, u64, i64, i64, i64, i64)> {
+    summary
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                &*r.name,
+                r.count,
+                r.self_cpu_time_total_ns / 1000,
+                r.cpu_time_total_ns / 1000,
+                r.self_device_time_total_ns / 1000,
+                r.device_time_total_ns / 1000,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn ops_nest_per_thread() {
+    // Thread 1: a [0, 100] ⊃ b [10, 30], b [40, 50]. Thread 2: b [20, 90] ⊃ c [30, 35];
+    // b on thread 2 overlaps a in time but is not its child.
+    let t = trace(vec![
+        op("a", 1, 0, 100),
+        op("b", 1, 10, 30),
+        op("b", 2, 20, 90),
+        op("c", 2, 30, 35),
+        op("b", 1, 40, 50),
+    ]);
+    let summary = key_averages(&t, &Default::default());
+    assert_eq!(
+        rows(&summary),
+        [
+            ("a", 1, 70, 100, 0, 0),
+            ("b", 3, 95, 100, 0, 0),
+            ("c", 1, 5, 5, 0, 0)
+        ]
+    );
+    assert_eq!(summary.self_cpu_time_total_ns(), 170_000);
+}
+
+#[test]
+fn async_ops_stay_out_of_the_tree() {
+    // `r` starts inside `a` and ends after it; `c` [50, 60] stays `a`'s child.
+    let t = trace(vec![
+        op("a", 1, 0, 100),
+        Activity::new(ActivityType::UserAnnotation, "r", 1, 1, 10_000, 150_000),
+        op("c", 1, 50, 60),
+    ]);
+    let summary = key_averages(&t, &Default::default());
+    assert_eq!(
+        rows(&summary),
+        [
+            ("a", 1, 90, 100, 0, 0),
+            ("r", 1, 0, 140, 0, 0),
+            ("c", 1, 10, 10, 0, 0)
+        ]
+    );
+    assert!(summary.rows[1].is_async && summary.rows[1].is_user_annotation);
+    let table = summary.table(&Default::default());
+    // An async row prints 0 as its CPU total share.
+    assert!(
+        table.contains("\n    r         0.00%       0.000us             0     140.000us"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_same_named_only_child_collapses() {
+    // sum [0, 100] ⊃ sum [5, 95] ⊃ fill [10, 20]; mean [200, 300] ⊃ {mean, mean}.
+    let t = trace(vec![
+        op("sum", 1, 0, 100),
+        op("sum", 1, 5, 95),
+        op("fill", 1, 10, 20),
+        op("mean", 1, 200, 300),
+        op("mean", 1, 210, 220),
+        op("mean", 1, 230, 240),
+    ]);
+    assert_eq!(
+        rows(&key_averages(&t, &Default::default())),
+        [
+            ("sum", 1, 90, 100, 0, 0),
+            ("fill", 1, 10, 10, 0, 0),
+            ("mean", 3, 100, 120, 0, 0)
+        ]
+    );
+}
+
+#[test]
+fn unfinished_ops_end_at_the_window_end() {
+    let mut open = op("open", 1, 100, 100);
+    open.args.push(("finished".into(), Value::json("false")));
+    let mut t = trace(vec![open, op("inner", 1, 200, 300)]);
+    t.window_end_ns = 1_000_000;
+    assert_eq!(
+        rows(&key_averages(&t, &Default::default())),
+        [("open", 1, 800, 900, 0, 0), ("inner", 1, 100, 100, 0, 0)]
+    );
+}
+
+/// A device activity on stream 7 of device 0, linked to `linked`.
+fn device(kind: ActivityType, name: &str, start_us: i64, end_us: i64, linked: u64) -> Activity {
+    let mut a = Activity::new(kind, name, 0, 7, start_us * 1000, end_us * 1000);
+    a.linked_correlation = Some(linked);
+    a
+}
+
+fn with_correlation(mut a: Activity, correlation: u64) -> Activity {
+    a.correlation = correlation;
+    a
+}
+
+/// `step` [0, 1000] ⊃ `mm` (corr 2) [100, 400] ⊃ `cudaLaunchKernel` [150, 160], and `mm`
+/// [500, 900] (corr 3); kernels of 200 and 100 µs for the first `mm`, 300 µs for the second.
+fn linked_trace() -> Trace {
+    let mut launch = Activity::new(
+        ActivityType::CudaRuntime,
+        "cudaLaunchKernel",
+        1,
+        1,
+        150_000,
+        160_000,
+    );
+    launch.correlation = 2; // Its own runtime correlation: the same number must not link.
+    launch.linked_correlation = Some(2);
+    trace(vec![
+        with_correlation(
+            Activity::new(ActivityType::UserAnnotation, "step", 1, 1, 0, 1_000_000),
+            1,
+        ),
+        with_correlation(op("mm", 1, 100, 400), 2),
+        launch,
+        device(ActivityType::ConcurrentKernel, "gemm", 200, 400, 2),
+        device(ActivityType::GpuMemcpy, "Memcpy DtoD", 410, 510, 2),
+        with_correlation(op("mm", 1, 500, 900), 3),
+        device(ActivityType::ConcurrentKernel, "gemm", 600, 900, 3),
+        device(ActivityType::GpuUserAnnotation, "step", 200, 900, 1),
+    ])
+}
+
+#[test]
+fn linked_device_work_is_the_ops_device_time() {
+    let summary = key_averages(&linked_trace(), &Default::default());
+    assert_eq!(
+        rows(&summary),
+        [
+            ("step", 1, 300, 1000, 0, 600),
+            ("mm", 2, 690, 700, 600, 600),
+            ("cudaLaunchKernel", 1, 10, 10, 0, 0),
+            // Starts with `gemm` but ends later: first.
+            ("step", 1, 0, 0, 700, 700),
+            ("gemm", 2, 0, 0, 500, 500),
+            ("Memcpy DtoD", 1, 0, 0, 100, 100),
+        ]
+    );
+    // The base of the device shares: device work without the GPU user annotation.
+    assert_eq!(summary.self_device_time_total_ns(), 600_000);
+    assert_eq!(summary.device_name, "cuda");
+    let table = summary.table(&options(Some(SortKey::SelfDeviceTimeTotal), Some(3)));
+    let expected = "\
+--------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  
+                Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg     Self CUDA   Self CUDA %    CUDA total  CUDA time avg    # of Calls  
+--------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  
+                step         0.00%       0.000us         0.00%       0.000us       0.000us     700.000us       116.67%     700.000us     700.000us             1  
+                  mm        69.00%     690.000us        70.00%     700.000us     350.000us     600.000us       100.00%     600.000us     300.000us             2  
+                gemm         0.00%       0.000us         0.00%       0.000us       0.000us     500.000us        83.33%     500.000us     250.000us             2  
+--------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  
+Self CPU time total: 1.000ms
+Self CUDA time total: 600.000us
+";
+    assert_eq!(table, expected, "got:\n{table}");
+}
+
+#[test]
+fn stub_device_time_is_legacy_and_names_the_device() {
+    let stub = |name: &str, start: i64, end: i64, device_us: f64| {
+        let mut a = op(name, 1, start, end);
+        a.args
+            .push(("device_time_us".into(), Value::from(device_us)));
+        a
+    };
+    let mut t = trace(vec![
+        stub("linear", 0, 100, 80.0),
+        stub("addmm", 10, 60, 50.0),
+        stub("relu", 60, 90, 0.0),
+    ]);
+    t.set_metadata("device_type", Value::json(r#""OpenReg""#));
+    let summary = key_averages(&t, &Default::default());
+    assert_eq!(
+        rows(&summary),
+        [
+            ("linear", 1, 20, 100, 30, 80),
+            ("addmm", 1, 50, 50, 50, 50),
+            ("relu", 1, 30, 30, 0, 0)
+        ]
+    );
+    assert!(summary.rows[0].is_legacy && !summary.rows[2].is_legacy);
+    // Legacy host rows are the base of the device shares.
+    assert_eq!(summary.self_device_time_total_ns(), 80_000);
+    let table = summary.table(&Default::default());
+    let header = table.lines().nth(1).unwrap();
+    assert!(
+        header.ends_with(
+            "  Self OPENREG  Self OPENREG %  OPENREG total  OPENREG time avg    # of Calls  "
+        ),
+        "{header}"
+    );
+    assert!(table.ends_with("Self CPU time total: 100.000us\nSelf OPENREG time total: 80.000us\n"));
+    let renamed = KeyAveragesOptions {
+        device_name: Some("xpu".into()),
+        ..Default::default()
+    };
+    assert_eq!(key_averages(&t, &renamed).device_label(), "XPU");
+}
+
+#[test]
+fn sort_keys_sort_descending_and_keep_ties_in_order() {
+    let t = trace(vec![
+        op("x", 1, 0, 10),
+        op("y", 1, 20, 50),
+        op("z", 1, 60, 70),
+        op("y", 1, 80, 90),
+        op("z", 1, 100, 130),
+    ]);
+    let summary = key_averages(&t, &Default::default());
+    let names = |key: Option<SortKey>, limit: Option<usize>| -> Vec<String> {
+        summary
+            .select(&options(key, limit))
+            .iter()
+            .map(|r| r.name.to_string())
+            .collect()
+    };
+    assert_eq!(names(None, None), ["x", "y", "z"]);
+    assert_eq!(names(Some(SortKey::CpuTimeTotal), None), ["y", "z", "x"]);
+    assert_eq!(names(Some(SortKey::CpuTime), None), ["y", "z", "x"]);
+    assert_eq!(names(Some(SortKey::Count), None), ["y", "z", "x"]);
+    // All zero: input order.
+    assert_eq!(
+        names(Some(SortKey::SelfDeviceTimeTotal), None),
+        ["x", "y", "z"]
+    );
+    assert_eq!(names(Some(SortKey::CpuTimeTotal), Some(2)), ["y", "z"]);
+    assert_eq!(
+        names(Some(SortKey::CpuTimeTotal), Some(0)),
+        Vec::<String>::new()
+    );
+    let table = summary.table(&options(None, Some(0)));
+    assert_eq!(table.lines().count(), 5, "{table}");
+}
+
+#[test]
+fn sort_keys_parse_pytorchs_names_and_aliases() {
+    for (name, key) in [
+        ("cpu_time", SortKey::CpuTime),
+        ("cpu_time_total", SortKey::CpuTimeTotal),
+        ("self_cpu_time_total", SortKey::SelfCpuTimeTotal),
+        ("device_time", SortKey::DeviceTime),
+        ("cuda_time", SortKey::DeviceTime),
+        ("cuda_time_total", SortKey::DeviceTimeTotal),
+        ("xpu_time_total", SortKey::DeviceTimeTotal),
+        ("self_privateuse1_time_total", SortKey::SelfDeviceTimeTotal),
+        ("self_device_time_total", SortKey::SelfDeviceTimeTotal),
+        ("count", SortKey::Count),
+    ] {
+        assert_eq!(name.parse(), Ok(key), "{name}");
+    }
+    let err = "cpu_memory_usage".parse::<SortKey>().unwrap_err();
+    assert!(err.to_string().contains("self_cpu_time_total"), "{err}");
+}
+
+#[test]
+fn long_names_and_empty_summaries() {
+    let long = "n".repeat(70);
+    let summary = key_averages(&trace(vec![op(&long, 1, 0, 10)]), &Default::default());
+    let table = summary.table(&Default::default());
+    assert!(table
+        .lines()
+        .nth(3)
+        .unwrap()
+        .starts_with(&format!("{}...  ", "n".repeat(52))));
+    assert_eq!(table.lines().next().unwrap().find(' '), Some(55));
+    assert_eq!(
+        key_averages(&trace(vec![]), &Default::default()).table(&Default::default()),
+        ""
+    );
+}
+
+#[test]
+fn a_zero_cpu_total_prints_nan() {
+    let summary = key_averages(&trace(vec![op("x", 1, 5, 5)]), &Default::default());
+    let table = summary.table(&Default::default());
+    assert!(
+        table.contains("   x           NaN       0.000us           NaN"),
+        "{table}"
+    );
+}
+
+#[test]
+fn csv_and_json_carry_every_row_field() {
+    let summary = key_averages(&linked_trace(), &Default::default());
+    let csv = summary.csv(&options(Some(SortKey::CpuTimeTotal), Some(2)));
+    assert_eq!(
+        csv,
+        "name,count,self_cpu_time_total_us,cpu_time_total_us,cpu_time_avg_us,\
+         self_device_time_total_us,device_time_total_us,device_time_avg_us,on_device,user_annotation\n\
+         step,1,300.000,1000.000,1000.000,0.000,600.000,600.000,false,true\n\
+         mm,2,690.000,700.000,350.000,600.000,600.000,300.000,false,false\n"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&summary.json(&options(None, None))).unwrap();
+    assert_eq!(json["device"], "CUDA");
+    assert_eq!(json["self_cpu_time_total_us"], 1000.0);
+    assert_eq!(json["self_device_time_total_us"], 600.0);
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    assert_eq!(
+        rows[1],
+        serde_json::json!({
+            "name": "mm", "count": 2, "self_cpu_time_total_us": 690.0,
+            "cpu_time_total_us": 700.0, "cpu_time_avg_us": 350.0,
+            "self_device_time_total_us": 600.0, "device_time_total_us": 600.0,
+            "device_time_avg_us": 300.0, "on_device": false, "user_annotation": false
+        })
+    );
+    let by_shapes = KeyAveragesOptions {
+        group_by_input_shapes: true,
+        ..Default::default()
+    };
+    let summary = key_averages(&linked_trace(), &by_shapes);
+    assert!(summary
+        .csv(&options(None, Some(1)))
+        .starts_with("name,input_shapes,count,"));
+    assert!(summary
+        .json(&options(None, Some(1)))
+        .contains(r#""input_shapes":"[]""#));
+}
+
+#[test]
+fn a_late_base_time_still_orders_events() {
+    // `baseTimeNanoseconds` after `traceEvents`: the events were timed from 0 until then.
+    let json = r#"{"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+      {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 3},
+      {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 3}
+    ], "baseTimeNanoseconds": 5000000}"#;
+    let mut builder = KeyAveragesBuilder::new(Default::default());
+    crate::import::read_events(json.as_bytes(), |item| builder.add_item(&item)).unwrap();
+    let streamed = builder.finish();
+    let whole = key_averages(
+        &read_trace_from(json.as_bytes()).unwrap(),
+        &Default::default(),
+    );
+    assert_eq!(streamed, whole);
+    let names: Vec<&str> = streamed.rows.iter().map(|r| &*r.name).collect();
+    assert_eq!(names, ["a", "k", "b"]);
+}
+
+#[test]
+fn dropped_names_and_profiler_steps() {
+    let t = trace(vec![
+        op("ProfilerStep#1", 1, 0, 100),
+        op("aten::is_leaf", 1, 10, 20),
+        op("ProfilerStep#2", 1, 200, 300),
+    ]);
+    assert_eq!(
+        rows(&key_averages(&t, &Default::default())),
+        [("ProfilerStep*", 2, 200, 200, 0, 0)]
+    );
+}
+
+#[test]
+fn extreme_times_saturate_instead_of_overflowing() {
+    let mut t = trace(vec![
+        Activity::new(ActivityType::CpuOp, "wide", 1, 1, i64::MIN, i64::MAX),
+        Activity::new(ActivityType::CpuOp, "wide", 1, 2, i64::MIN, i64::MAX),
+        with_correlation(op("x", 1, 0, 1), 5),
+        device(ActivityType::ConcurrentKernel, "k", 0, 1, 5),
+    ]);
+    t.activities[3].end_ns = i64::MAX;
+    let summary = key_averages(&t, &Default::default());
+    assert_eq!(summary.rows[0].cpu_time_total_ns, i64::MAX);
+    assert_eq!(summary.self_cpu_time_total_ns(), i64::MAX);
+    assert!(summary.table(&Default::default()).contains("Self CUDA"));
+}
+
+proptest::proptest! {
+    /// Any mix of ops, ranges, runtime calls and linked device work summarizes without
+    /// panicking, every op counted once, and self times never exceed totals.
+    #[test]
+    fn any_trace_summarizes(
+        events in proptest::collection::vec(
+            (0usize..5, 0u8..4, 0i64..3, 0i64..1_000, 0i64..300, 0u64..6, proptest::bool::ANY),
+            0..60,
+        )
+    ) {
+        let names = ["a", "b", "a", "ProfilerStep#3", "aten::is_leaf"];
+        let kinds = [
+            ActivityType::CpuOp,
+            ActivityType::UserAnnotation,
+            ActivityType::CudaRuntime,
+            ActivityType::ConcurrentKernel,
+        ];
+        let mut t = trace(Vec::new());
+        for (name, kind, tid, start, dur, corr, flag) in events {
+            let mut a = Activity::new(kinds[kind as usize], names[name], 1, tid, start, start + dur);
+            a.correlation = corr;
+            if kind >= 2 {
+                a.linked_correlation = Some(corr);
+            }
+            if flag {
+                a.args.push(("device_time_us".into(), Value::from(dur as f64 / 7.0)));
+                a.args.push(("finished".into(), Value::from(false)));
+            }
+            t.activities.push(a);
+        }
+        for by_shapes in [false, true] {
+            let options = KeyAveragesOptions { group_by_input_shapes: by_shapes, ..Default::default() };
+            let summary = key_averages(&t, &options);
+            let dropped = t.activities.iter().filter(|a| &*a.name == "aten::is_leaf").count();
+            let counted: u64 = summary.rows.iter().map(|r| r.count).sum();
+            proptest::prop_assert!(counted as usize <= t.activities.len() - dropped);
+            for r in &summary.rows {
+                proptest::prop_assert!(0 <= r.self_cpu_time_total_ns);
+                proptest::prop_assert!(r.self_cpu_time_total_ns <= r.cpu_time_total_ns);
+            }
+            for key in SortKey::ALL {
+                let _ = summary.table(&options_for(key));
+                let _ = summary.csv(&options_for(key));
+                let _ = summary.json(&options_for(key));
+            }
+        }
+    }
+}
+
+fn options_for(key: SortKey) -> ReportOptions {
+    options(Some(key), Some(5))
+}

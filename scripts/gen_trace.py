@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Writes a large synthetic Kineto trace for benchmarking `omniprof summary`.
+
+The trace looks like a PyTorch CUDA run: several host threads, each running blocks of nested
+ops (a `block_<n>` user range holding `aten::linear` -> `aten::t` -> `aten::transpose` ->
+`aten::as_strided`, `aten::addmm`, `aten::relu` -> `aten::clamp_min`, and the same-named
+`aten::sum` -> `aten::sum` pair), with PyTorch's `args`. The three compute ops launch a kernel
+through `cudaLaunchKernel`; the kernels run on one device stream and are linked to their op by
+`External id`. Standard library only; the output is deterministic for given arguments.
+
+    python3 scripts/gen_trace.py big.json --ops 1000000 --threads 4
+"""
+
+import argparse
+import random
+
+BASE_NS = 1_790_857_026_000_000_000
+PID = 4242
+DEVICE = 0
+STREAM = 7
+
+
+def us(ns):
+    """Nanoseconds as Kineto writes microseconds: exactly three decimals."""
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+class Writer:
+    def __init__(self, out):
+        self.out = out
+        self.first = True
+        self.correlation = 0
+        self.launch = 0
+
+    def event(self, text):
+        self.out.write("\n  " if self.first else ",\n  ")
+        self.first = False
+        self.out.write(text)
+
+    def next_id(self):
+        self.correlation += 1
+        return self.correlation
+
+    def op(self, cat, name, tid, start, dur, dims):
+        ext = self.next_id()
+        args = f'"External id": {ext}, "Record function id": 0'
+        if dims is not None:
+            types = ", ".join('"float"' if d else '""' for d in dims)
+            strides = ", ".join(strides_json(d) for d in dims)
+            args += (
+                f', "Concrete Inputs": [{", ".join(chr(34) * 2 for _ in dims)}]'
+                f', "Input type": [{types}], "Input Strides": [{strides}]'
+                f', "Input Dims": {dims_json(dims)}'
+            )
+        args += f', "Ev Idx": {ext - 1}'
+        self.event(
+            f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {PID}, "tid": {tid}, '
+            f'"ts": {us(start)}, "dur": {us(dur)}, "args": {{{args}}}}}'
+        )
+        return ext
+
+    def kernel(self, tid, ext, launch_at, kernel_at, kernel_ns, name):
+        self.launch += 1
+        corr = self.launch
+        self.event(
+            f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": {PID}, '
+            f'"tid": {tid}, "ts": {us(launch_at)}, "dur": {us(2_500)}, '
+            f'"args": {{"External id": {ext}, "cbid": 211, "correlation": {corr}}}}}'
+        )
+        self.event(
+            f'{{"ph": "s", "id": {corr}, "pid": {PID}, "tid": {tid}, "ts": {us(launch_at)}, '
+            f'"cat": "ac2g", "name": "ac2g"}}'
+        )
+        self.event(
+            f'{{"ph": "X", "cat": "kernel", "name": "{name}", "pid": {DEVICE}, '
+            f'"tid": {STREAM}, "ts": {us(kernel_at)}, "dur": {us(kernel_ns)}, '
+            f'"args": {{"External id": {ext}, "device": {DEVICE}, "stream": {STREAM}, '
+            f'"correlation": {corr}, "grid": [128, 1, 1], "block": [256, 1, 1]}}}}'
+        )
+        self.event(
+            f'{{"ph": "f", "id": {corr}, "pid": {DEVICE}, "tid": {STREAM}, '
+            f'"ts": {us(kernel_at)}, "cat": "ac2g", "name": "ac2g", "bp": "e"}}'
+        )
+
+
+def strides_json(dims):
+    """Contiguous strides of a shape."""
+    strides, step = [], 1
+    for d in reversed(dims):
+        strides.insert(0, step)
+        step *= d
+    return "[" + ", ".join(map(str, strides)) + "]"
+
+
+def dims_json(dims):
+    return "[" + ", ".join("[" + ", ".join(map(str, d)) + "]" for d in dims) + "]"
+
+
+OPS_PER_BLOCK = 10
+
+
+def block(w, rng, tid, index, t, device_clock):
+    """One block starting at `t` ns on thread `tid`; returns (end, device clock)."""
+    n = 64 * (1 + index % 4)
+    mat = [n, n]
+
+    def jitter(ns):
+        return ns + rng.randrange(0, ns // 4 + 1)
+
+    start = t
+    t += jitter(3_000)
+    lin_start = t
+    t += jitter(1_000)
+    t_start = t
+    tr_start = t + jitter(500)
+    as_start = tr_start + jitter(400)
+    as_dur = jitter(800)
+    tr_dur = as_start + as_dur + jitter(300) - tr_start
+    t_dur = tr_start + tr_dur + jitter(300) - t_start
+    t = t_start + t_dur + jitter(500)
+    mm_start = t
+    mm_dur = jitter(20_000)
+    t = mm_start + mm_dur + jitter(500)
+    lin_dur = t - lin_start
+    t += jitter(1_000)
+    relu_start = t
+    cm_start = t + jitter(300)
+    cm_dur = jitter(8_000)
+    relu_dur = cm_start + cm_dur + jitter(300) - relu_start
+    t = relu_start + relu_dur + jitter(1_000)
+    sum_start = t
+    inner_start = t + jitter(200)
+    inner_dur = jitter(6_000)
+    sum_dur = inner_start + inner_dur + jitter(200) - sum_start
+    t = sum_start + sum_dur + jitter(2_000)
+    # (cat, name, start, dur, input dims, kernel launched), parents before children.
+    spans = [
+        ("user_annotation", f"block_{index % 8}", start, t - start, None, None),
+        ("cpu_op", "aten::linear", lin_start, lin_dur, [mat, mat, [n]], None),
+        ("cpu_op", "aten::t", t_start, t_dur, [mat], None),
+        ("cpu_op", "aten::transpose", tr_start, tr_dur, [mat, [], []], None),
+        ("cpu_op", "aten::as_strided", as_start, as_dur, [mat, [], [], []], None),
+        ("cpu_op", "aten::addmm", mm_start, mm_dur, [[n], mat, mat, [], []], "gemm_kernel"),
+        ("cpu_op", "aten::relu", relu_start, relu_dur, [mat], None),
+        ("cpu_op", "aten::clamp_min", cm_start, cm_dur, [mat, []], "elementwise_kernel"),
+        ("cpu_op", "aten::sum", sum_start, sum_dur, [mat, []], None),
+        ("cpu_op", "aten::sum", inner_start, inner_dur, [mat, [], [], []], "reduce_kernel"),
+    ]
+    assert len(spans) == OPS_PER_BLOCK
+    for cat, name, s, d, dims, kernel in spans:
+        ext = w.op(cat, name, tid, s, d, dims)
+        if kernel:
+            launch_at = s + d // 2
+            device_clock = max(device_clock, launch_at + 3_000)
+            kernel_ns = jitter(d // 2)
+            w.kernel(tid, ext, launch_at, device_clock, kernel_ns, kernel)
+            device_clock += kernel_ns + 500
+    return t, device_clock
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("output")
+    parser.add_argument("--ops", type=int, default=1_000_000, help="host ops (default 1M)")
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+
+    rng = random.Random(args.seed)
+    threads = [PID + i for i in range(args.threads)]
+    clocks = {tid: 1_000_000 for tid in threads}
+    device_clock = 0
+    blocks = max(1, args.ops // OPS_PER_BLOCK)
+    with open(args.output, "w", buffering=1 << 20) as out:
+        out.write(
+            '{\n  "schemaVersion": 1,\n  "deviceProperties": [],\n'
+            '  "trace_id": "0123456789ABCDEF",\n  "displayTimeUnit": "ms",\n'
+            f'  "baseTimeNanoseconds": {BASE_NS},\n  "traceEvents": ['
+        )
+        w = Writer(out)
+        for tid in threads:
+            w.event(
+                f'{{"ph": "M", "name": "thread_name", "ts": 1000.000, "pid": {PID}, '
+                f'"tid": {tid}, "args": {{"name": "thread {tid} (python)"}}}}'
+            )
+        for i in range(blocks):
+            tid = threads[i % len(threads)]
+            clocks[tid], device_clock = block(w, rng, tid, i, clocks[tid], device_clock)
+        end = max(max(clocks.values()), device_clock) + 1_000
+        w.event(
+            f'{{"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", '
+            f'"ts": {us(end)}}}'
+        )
+        out.write('\n  ],\n  "traceName": "synthetic.pt.trace.json"\n}\n')
+
+
+if __name__ == "__main__":
+    main()
