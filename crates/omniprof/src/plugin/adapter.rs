@@ -150,7 +150,13 @@ impl ProfilerSession for PluginSession {
         // plugin may use the builder only during the call (ABI contract).
         let rc = unsafe { process(&mut params) };
         failed("profilerProcessEvents", rc)?;
-        let pushed = std::mem::take(&mut *self.listener.pushed.lock().unwrap_or_else(|e| e.into_inner()));
+        let pushed = std::mem::take(
+            &mut *self
+                .listener
+                .pushed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
         for mut event in std::mem::take(&mut built.events) {
             // omniprof extension: an event whose id is a host op this plugin was pushed is
             // that op's work. (Only pushed ids count: a plugin's own ids may look the same.)
@@ -241,7 +247,10 @@ impl CorrelationListener for PluginListener {
         let Some(push) = self.iface.profiler_push_correlation_id else {
             return;
         };
-        self.pushed.lock().unwrap_or_else(|e| e.into_inner()).insert(id, ());
+        self.pushed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, ());
         self.with_handle(|h| {
             let mut params = ProfilerPushCorrelationIdParams {
                 correlation_id: id,

@@ -171,9 +171,20 @@ fn open_and_register(path: &Path, canonical: &Path) -> Result<LoadedPlugin, Plug
     // handle points at `registration` for the duration of the call.
     let rc = unsafe { register(&registry) };
     if rc != 0 {
+        // The plugin may be passing on a refusal of ours: say what it was.
+        let refused: Vec<String> = registration
+            .interfaces
+            .into_iter()
+            .filter_map(Result::err)
+            .collect();
+        let detail = match refused.is_empty() {
+            true => String::new(),
+            false => format!(" (registerProfiler refused: {})", refused.join("; ")),
+        };
         return Err(PluginError::Register {
             path: path.to_owned(),
             code: rc,
+            detail,
         });
     }
     // Registered profilers keep pointers into the library: it stays loaded for good.

@@ -34,8 +34,13 @@ pub enum PluginError {
     Open { path: PathBuf, reason: String },
     #[error("plugin {path}: no KinetoPlugin_register symbol; not a profiler plugin")]
     MissingSymbol { path: PathBuf },
-    #[error("plugin {path}: KinetoPlugin_register returned {code}")]
-    Register { path: PathBuf, code: i32 },
+    #[error("plugin {path}: KinetoPlugin_register returned {code}{detail}")]
+    Register {
+        path: PathBuf,
+        code: i32,
+        /// What the host refused during registration, if anything.
+        detail: String,
+    },
     #[error("plugin directory {dir}: cannot list: {reason}")]
     Directory { dir: PathBuf, reason: String },
 }

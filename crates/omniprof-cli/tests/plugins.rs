@@ -1,0 +1,125 @@
+//! The CLI with dynamic plugins: the demo picks up the sample plugin from
+//! `KINETO_PLUGIN_LIB_DIR_PATH` and its events (pushed correlations included) are in the
+//! trace; `plugins list` and `plugins check` report what a vendor needs, and `check` fails
+//! on a broken plugin.
+
+#[path = "../../omniprof/tests/common/mod.rs"]
+mod common;
+
+use std::process::{Command, Output};
+
+fn omniprof(args: &[&str], plugin_dir: Option<&std::path::Path>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_omniprof"));
+    cmd.args(args).env_remove("OMNIPROF_PLUGIN_DIR");
+    match plugin_dir {
+        Some(dir) => cmd.env("KINETO_PLUGIN_LIB_DIR_PATH", dir),
+        None => cmd.env_remove("KINETO_PLUGIN_LIB_DIR_PATH"),
+    };
+    cmd.output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn the_demo_shows_the_sample_plugins_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    common::plugins::build_sample(&plugins);
+    let out_path = dir.path().join("demo.pt.trace.json");
+    let out = omniprof(&["demo", "-o", out_path.to_str().unwrap()], Some(&plugins));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let trace = omniprof::import::read_trace(&out_path).unwrap();
+    let named = |n: &str| trace.activities.iter().filter(|a| &*a.name == n).count();
+    assert_eq!(named("sampleLaunchKernel"), 1);
+    assert_eq!(named("sample_kernel"), 1);
+    assert_eq!(named("sm_activity"), 5, "the counter series");
+    let launch = trace
+        .activities
+        .iter()
+        .find(|a| &*a.name == "sampleLaunchKernel")
+        .unwrap();
+    let pushed: u64 = launch
+        .arg("pushed_correlations")
+        .unwrap()
+        .to_json()
+        .parse()
+        .unwrap();
+    assert!(
+        pushed > 0,
+        "the host's correlation pushes reached the plugin"
+    );
+    // The sample's flow, drawn from its launch to its kernel.
+    let kernel = trace
+        .activities
+        .iter()
+        .find(|a| &*a.name == "sample_kernel")
+        .unwrap();
+    assert_eq!(launch.flow.unwrap().id, kernel.flow.unwrap().id);
+    // OpenReg's own device work is still all there.
+    assert!(named("matmul_48x48") > 0);
+    common::assert_loads_in_perfetto(&out_path);
+}
+
+#[test]
+fn plugins_list_and_check_give_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = common::plugins::build_sample(dir.path());
+    let broken = common::plugins::build_broken("process_events_error", dir.path());
+
+    let out = omniprof(&["plugins", "list", dir.path().to_str().unwrap()], None);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("MockPlugin [gpu_memcpy, kernel, cuda_runtime, cuda_driver]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("SampleCounters ["), "{stdout}");
+    assert!(stdout.contains("ProcessEventsError ["), "{stdout}");
+
+    let trace = dir.path().join("check.json");
+    let out = omniprof(
+        &[
+            "plugins",
+            "check",
+            sample.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(verdict_of(&stdout, "SampleCounters"), "PASS");
+    assert_eq!(
+        verdict_of(&stdout, "MockPlugin"),
+        "WARN",
+        "its events are in 1970"
+    );
+    assert!(stdout.contains("outside the capture window"), "{stdout}");
+    assert!(trace.is_file());
+
+    let out = omniprof(&["plugins", "check", broken.to_str().unwrap()], None);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert_eq!(verdict_of(&stdout, "ProcessEventsError"), "FAIL");
+    assert!(
+        stdout.contains("profilerProcessEvents returned -1"),
+        "{stdout}"
+    );
+
+    let out = omniprof(&["plugins", "check", "/nonexistent/x.so"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("/nonexistent/x.so"));
+}
+
+fn verdict_of(table: &str, profiler: &str) -> String {
+    table
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(profiler))
+        .and_then(|l| l.split_whitespace().last())
+        .unwrap_or_else(|| panic!("no row for {profiler} in {table}"))
+        .to_owned()
+}
