@@ -6,11 +6,14 @@
 //! real matrix multiplies on an OpenReg stream (two streams shared by the threads), copies
 //! move the data in and out, and `aten::relu` / `aten::sum` compute on the host. The trace
 //! shows host ops, runtime launches, kernels and copies on device rows, `ac2g` flows from
-//! each launch to its work, and the user ranges projected onto the streams.
+//! each launch to its work, and the user ranges projected onto the streams. With
+//! `--mode stubs` the device is timed through OpenReg's profiler stubs instead, and the
+//! summary table shows each op's device time.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use omniprof::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
 use omniprof::export::chrome;
 use omniprof::{record_function, record_op, Profiler, Trace};
 use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
@@ -27,6 +30,17 @@ pub struct DemoArgs {
     /// Training steps per thread.
     #[arg(long, default_value_t = 40)]
     pub steps: usize,
+    /// `timeline`: OpenReg's backend records the device timeline. `stubs`: the legacy
+    /// profiler stubs time every op on the device instead, and the summary table is printed.
+    #[arg(long, value_enum, default_value_t = Mode::Timeline)]
+    pub mode: Mode,
+}
+
+/// How the device side is profiled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    Timeline,
+    Stubs,
 }
 
 /// Side of the square matrices.
@@ -51,7 +65,11 @@ fn profile(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     let workers = (0..threads)
         .map(Worker::new)
         .collect::<Result<Vec<_>, _>>()?;
-    let mut profiler = Profiler::builder().build()?;
+    let builder = match args.mode {
+        Mode::Timeline => Profiler::builder(),
+        Mode::Stubs => Profiler::builder().stubs(openreg::profiler::DEVICE_TYPE),
+    };
+    let mut profiler = builder.build()?;
     profiler.start()?;
     let checksum = run_workers(workers, args.steps)?;
     let trace = profiler.stop()?;
@@ -70,6 +88,14 @@ fn profile(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         trace.threads.len(),
     );
     report_drops(&trace);
+    if args.mode == Mode::Stubs {
+        let averages = key_averages(&trace, &KeyAveragesOptions::default());
+        let report = ReportOptions {
+            sort_by: Some(SortKey::SelfDeviceTimeTotal),
+            row_limit: Some(15),
+        };
+        print!("\n{}", averages.table(&report));
+    }
     println!("open it at https://ui.perfetto.dev (Open trace file) or in chrome://tracing");
     Ok(())
 }
@@ -182,6 +208,8 @@ fn run_workers(workers: Vec<Worker>, steps: usize) -> Result<f64, Box<dyn std::e
             std::thread::Builder::new()
                 .name(format!("worker-{}", w.index))
                 .spawn(move || {
+                    // The stubs time on the current stream: make it this worker's.
+                    openreg::set_current_stream(&w.stream);
                     (0..steps)
                         .map(|s| w.train_step(s))
                         .sum::<openreg::Result<f64>>()

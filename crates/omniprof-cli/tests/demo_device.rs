@@ -165,3 +165,48 @@ print("temporal", len(temporal), float(temporal["compute_time(us)"].sum()))
     assert_eq!(rows, "1", "one rank");
     assert!(compute.parse::<f64>().unwrap() > 0.0, "{stdout}");
 }
+
+#[test]
+fn stubs_mode_times_every_op_on_the_device_and_prints_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stubs.pt.trace.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_omniprof"))
+        .args(["demo", "--mode", "stubs", "--steps", "5", "-o"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for column in ["Self OPENREG", "OPENREG total", "# of Calls"] {
+        assert!(stdout.contains(column), "{column} missing from\n{stdout}");
+    }
+    assert!(stdout.contains("Self OPENREG time total: "), "{stdout}");
+    let trace = omniprof::import::read_trace(&path).unwrap();
+    assert!(
+        trace.activities.iter().all(|a| !a.kind.is_device()),
+        "no device timeline in stubs mode"
+    );
+    let mms: Vec<_> = trace
+        .activities
+        .iter()
+        .filter(|a| &*a.name == "aten::mm")
+        .collect();
+    assert_eq!(mms.len(), 4 * 5 * 3);
+    let timed = mms
+        .iter()
+        .filter(|a| {
+            a.arg("device_time_us")
+                .and_then(|v| v.as_i64())
+                .is_some_and(|us| us > 0)
+        })
+        .count();
+    assert!(
+        timed * 10 >= mms.len() * 9,
+        "{timed} of {} timed",
+        mms.len()
+    );
+}
