@@ -22,7 +22,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::activity::{Activity, ActivityType};
+use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::export::json::{write_float, write_i64, write_str, write_u64, write_us, write_value};
 use crate::hash::FastMap;
 use crate::trace::Trace;
@@ -394,7 +394,7 @@ impl<W: Write> Writer<W> {
             ActivityType::CpuInstantEvent => {
                 self.event(b"i");
                 self.cat(a.kind.name());
-                self.str(b"s", "t");
+                self.raw(b", \"s\": \"t\"");
                 self.str(b"name", &a.name);
                 self.int(b"pid", a.device);
                 self.int(b"tid", row_tid(a.resource));
@@ -462,10 +462,12 @@ impl<W: Write> Writer<W> {
                     self.int(b"pid", a.device);
                     self.int(b"tid", tid);
                     self.ts(b"ts", start);
-                    self.str(b"cat", flow.kind.name());
-                    self.str(b"name", flow.kind.name());
+                    self.raw(match flow.kind {
+                        FlowKind::Ac2g => b", \"cat\": \"ac2g\", \"name\": \"ac2g\"",
+                        FlowKind::FwdBwd => b", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"",
+                    });
                     if !flow.start {
-                        self.str(b"bp", "e");
+                        self.raw(b", \"bp\": \"e\"");
                     }
                     self.raw(b"}");
                 }
