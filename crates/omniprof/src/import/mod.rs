@@ -274,17 +274,10 @@ struct TraceBuilder {
 impl Default for TraceBuilder {
     fn default() -> Self {
         Self {
+            // A file without `baseTimeNanoseconds` has base 0, not this process's base.
             trace: Trace {
                 base_time_ns: 0,
-                window_start_ns: 0,
-                window_end_ns: 0,
-                metadata: Vec::new(),
-                device_properties: Vec::new(),
-                processes: Vec::new(),
-                threads: Vec::new(),
-                activities: Vec::new(),
-                spans: Vec::new(),
-                trace_name: None,
+                ..Trace::new(0, 0)
             },
             window: None,
         }
