@@ -8,7 +8,7 @@
 //! |---|---|
 //! | trace start / stop | [`profiling::enable`], then at stop `disable` → synchronize every device → [`profiling::drain`] |
 //! | host op / user range pushed by the engine | [`profiling::push_external_correlation`] (`Default` / `User`) |
-//! | [`RuntimeRecord`] | a `privateuse1_runtime` event on the calling thread, linked to the host op |
+//! | [`RuntimeRecord`](profiling::RuntimeRecord) | a `privateuse1_runtime` event on the calling thread, linked to the host op |
 //! | [`DeviceRecord`] kernel / memcpy / memset | a `kernel` / `gpu_memcpy` / `gpu_memset` event on (device, stream), linked to the host op and handed over inside its user range |
 //! | records' correlation id | the activities' `correlation`: the engine draws the `ac2g` flow from launch to work |
 //! | [`DeviceProperties`](crate::DeviceProperties) | `deviceProperties` |
