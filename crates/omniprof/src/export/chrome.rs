@@ -451,7 +451,10 @@ impl<W: Write> Writer<W> {
                 self.str(b"name", name);
                 self.int(b"pid", a.device);
                 self.int(b"tid", tid);
-                self.ts(b"ts", start);
+                self.key(b"ts");
+                let ts_at = self.buf.len();
+                write_us(&mut self.buf, start - self.base);
+                let ts_bytes = ts_at..self.buf.len();
                 self.key(b"dur");
                 write_us(&mut self.buf, end - start);
                 self.args(a);
@@ -461,7 +464,9 @@ impl<W: Write> Writer<W> {
                     write_u64(&mut self.buf, flow.id);
                     self.int(b"pid", a.device);
                     self.int(b"tid", tid);
-                    self.ts(b"ts", start);
+                    // The flow sits at its event's `ts`: copy the digits, don't redo them.
+                    self.key(b"ts");
+                    self.buf.extend_from_within(ts_bytes);
                     self.raw(match flow.kind {
                         FlowKind::Ac2g => b", \"cat\": \"ac2g\", \"name\": \"ac2g\"",
                         FlowKind::FwdBwd => b", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"",
