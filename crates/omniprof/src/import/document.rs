@@ -1,8 +1,9 @@
 //! The outer structure of a trace: gzip detection, the top-level object, its header keys and
 //! the `traceEvents` array, walked with the [`Scanner`] so that nothing larger than one value
-//! is ever parsed at once.
+//! (or, for the events, one [window](super::parallel) of them) is ever parsed at once.
 
 use std::io::{self, Cursor, Read};
+use std::thread;
 
 use flate2::read::MultiGzDecoder;
 use serde::de::IgnoredAny;
@@ -10,8 +11,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::error::{ReadError, ReadErrorKind};
-use super::event::{RawEvent, Str};
+use super::event::{read_event, RawEvent, Str};
+use super::inflate::Inflating;
 use super::mapper::{EventError, EventMapper};
+use super::parallel::{Parallel, Tuning};
 use super::scan::Scanner;
 use super::{ReadOptions, ReadStats, TraceItem};
 use crate::value::Value;
@@ -23,13 +26,65 @@ pub(super) fn read_document<R: Read>(
     options: &ReadOptions,
     sink: &mut impl FnMut(TraceItem),
 ) -> (ReadStats, Option<ReadError>) {
-    let input = match Input::detect(input) {
-        Ok(input) => input,
+    read_document_tuned(input, options, &Tuning::default(), sink)
+}
+
+/// [`read_document`], sharing the events out as `tuning` says (and decompressing on a
+/// helper thread when it allows more than one).
+pub(super) fn read_document_tuned<R: Read>(
+    input: R,
+    options: &ReadOptions,
+    tuning: &Tuning,
+    sink: &mut impl FnMut(TraceItem),
+) -> (ReadStats, Option<ReadError>) {
+    let (gzip, input) = match detect_gzip(input) {
+        Ok(detected) => detected,
         Err(e) => return (ReadStats::default(), Some(ReadError::new(e.into()))),
     };
+    if !gzip {
+        read_text(input, options, tuning, sink)
+    } else if tuning.threads > 1 {
+        thread::scope(|scope| read_text(Inflating::start(scope, input), options, tuning, sink))
+    } else {
+        // `MultiGzDecoder` (as the helper thread's) because a `.gz` file may hold several
+        // concatenated members.
+        read_text(MultiGzDecoder::new(input), options, tuning, sink)
+    }
+}
+
+/// The input with the bytes read to detect its kind put back in front.
+type Restored<R> = io::Chain<Cursor<Vec<u8>>, R>;
+
+/// Whether the input starts with the gzip magic bytes, and the whole input.
+fn detect_gzip<R: Read>(mut input: R) -> io::Result<(bool, Restored<R>)> {
+    let mut magic = [0u8; 2];
+    let mut len = 0;
+    while len < magic.len() {
+        match input.read(&mut magic[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let gzip = magic[..len] == [0x1f, 0x8b];
+    Ok((gzip, Cursor::new(magic[..len].to_vec()).chain(input)))
+}
+
+/// Reads the document's text.
+fn read_text(
+    text: impl Read,
+    options: &ReadOptions,
+    tuning: &Tuning,
+    sink: &mut impl FnMut(TraceItem),
+) -> (ReadStats, Option<ReadError>) {
+    let mapper = EventMapper::new(options.args.clone());
+    let parallel = (tuning.threads > 1).then(|| Parallel::new(tuning.clone(), &mapper.converter));
     let mut doc = Document {
-        scan: Scanner::new(input),
-        mapper: EventMapper::new(options.args.clone()),
+        scan: Scanner::new(text),
+        mapper,
+        parallel,
+        parallel_from: 0,
         key: None,
         event: None,
         seen_base: false,
@@ -46,46 +101,15 @@ pub(super) fn read_document<R: Read>(
     (doc.mapper.stats, error)
 }
 
-/// The input, decompressed when it starts with the gzip magic bytes.
-enum Input<R> {
-    Plain(io::Chain<Cursor<Vec<u8>>, R>),
-    /// `MultiGzDecoder` because a `.gz` file may hold several concatenated members.
-    Gzip(MultiGzDecoder<io::Chain<Cursor<Vec<u8>>, R>>),
-}
-
-impl<R: Read> Input<R> {
-    fn detect(mut input: R) -> io::Result<Self> {
-        let mut magic = [0u8; 2];
-        let mut len = 0;
-        while len < magic.len() {
-            match input.read(&mut magic[len..]) {
-                Ok(0) => break,
-                Ok(n) => len += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        let input = Cursor::new(magic[..len].to_vec()).chain(input);
-        Ok(if magic[..len] == [0x1f, 0x8b] {
-            Self::Gzip(MultiGzDecoder::new(input))
-        } else {
-            Self::Plain(input)
-        })
-    }
-}
-
-impl<R: Read> Read for Input<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Self::Plain(r) => r.read(buf),
-            Self::Gzip(r) => r.read(buf),
-        }
-    }
-}
-
 struct Document<R> {
     scan: Scanner<R>,
     mapper: EventMapper,
+    /// Set when events are read on several threads.
+    parallel: Option<Parallel>,
+    /// The input offset before which events are read sequentially: the end of a window
+    /// whose parallel reading stopped early, at an event only the sequential reader could
+    /// read, so that a run of such events does not start threads for each one.
+    parallel_from: u64,
     /// The key whose value is being read, and the event index inside `traceEvents`: the
     /// context added to errors.
     key: Option<String>,
@@ -197,7 +221,7 @@ impl<R: Read> Document<R> {
                 self.seen_base = true;
                 let (offset, text) = self.scan.value("a value")?;
                 let base = parse::<i64>(text).map_err(|e| self.located(offset, e))?;
-                self.mapper.base_ns = base;
+                self.mapper.converter.base_ns = base;
                 sink(TraceItem::BaseTime(base));
                 Ok(())
             }
@@ -247,12 +271,9 @@ impl<R: Read> Document<R> {
         if self.scan.peek()? == Some(b'{') {
             let offset = self.scan.offset();
             // Parsed as `str`: the scanner validated the UTF-8 once for all strings.
-            let mut events =
-                serde_json::Deserializer::from_str(self.scan.unread_str()).into_iter::<RawEvent>();
-            if let Some(Ok(event)) = events.next() {
-                let len = events.byte_offset();
+            let text = self.scan.unread_str();
+            if let Some((event, len)) = read_event(text, &self.mapper.converter.args) {
                 let mapped = self.mapper.event(event, sink);
-                drop(events);
                 self.scan.consume(len);
                 return Ok((offset, mapped));
             }
@@ -270,7 +291,10 @@ impl<R: Read> Document<R> {
         if self.scan.peek()? == Some(b']') {
             self.scan.bump();
         } else {
-            for index in 0.. {
+            let mut index = 0;
+            loop {
+                self.event = Some(index);
+                index += self.parallel_events(sink)?;
                 self.event = Some(index);
                 let (offset, mapped) = self.event(sink)?;
                 if let Err(message) = mapped {
@@ -286,10 +310,41 @@ impl<R: Read> Document<R> {
                     Some(other) => return Err(self.scan.unexpected(other, "`,` or `]`")),
                     None => return Err(self.scan.truncated("`,` or `]`")),
                 }
+                index += 1;
             }
         }
         self.event = None;
         self.mapper.finish(sink);
         Ok(())
+    }
+
+    /// Reads a window of events on several threads (see [`super::parallel`]), when reading
+    /// in parallel and enough input is left to share out. Called at the start of an event;
+    /// leaves the scanner at the start of the event it stopped at, and returns the number of
+    /// events read.
+    fn parallel_events(&mut self, sink: &mut impl FnMut(TraceItem)) -> Result<u64, ReadError> {
+        let Some(parallel) = &mut self.parallel else {
+            return Ok(0);
+        };
+        if self.scan.offset() < self.parallel_from || self.scan.peek()?.is_none() {
+            return Ok(0);
+        }
+        let tuning = &parallel.tuning;
+        self.scan.fill_window(tuning.window);
+        let start = self.scan.offset();
+        // More may have been read: a window is what is shared out at once, which bounds
+        // the memory its events take.
+        let (text, ahead) = self.scan.window(tuning.window);
+        if text.len() < 2 * tuning.piece {
+            return Ok(0);
+        }
+        let window_end = start + text.len() as u64;
+        let read = parallel.read_window(text, ahead, &mut self.mapper, sink);
+        if read.stopped_early {
+            self.parallel_from = window_end;
+        }
+        self.scan
+            .consume_counted(read.consumed, read.newlines, read.last_newline);
+        Ok(read.events)
     }
 }

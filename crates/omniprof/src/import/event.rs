@@ -1,5 +1,12 @@
 //! One element of `traceEvents` as serde sees it, borrowing from the event's text, and the
 //! exact conversion of `ts` / `dur` to nanoseconds.
+//!
+//! An event is parsed one of two ways. [`read_event`] is the fast one: a single pass that
+//! reads the `args` the mapper will use as it meets them, skipping the others unconverted.
+//! It gives up (rather than fail) on anything unusual, and the caller then parses the event
+//! with the derived [`RawEvent`] deserializer, the reference: it keeps `args` as text for the
+//! mapper to read later and reports errors as the reader always has. Both give the same
+//! event whenever the fast one succeeds.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -10,10 +17,17 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::ArgFilter;
+use crate::activity::ActivityType;
 use crate::value::Value;
 
+/// The args read into fields ([`Activity::correlation`](crate::Activity::correlation),
+/// [`Activity::linked_correlation`](crate::Activity::linked_correlation)) whatever the
+/// [`ArgFilter`].
+pub(super) const LIFTED_ARGS: [&str; 2] = ["External id", "correlation"];
+
 /// The fields of an event the reader uses; others (`s`, `bp`, ...) are ignored.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(expecting = "an event object")]
 pub(super) struct RawEvent<'a> {
     #[serde(borrow)]
@@ -38,18 +52,198 @@ pub(super) struct RawEvent<'a> {
     /// consumer does not want are only skipped over, never converted.
     #[serde(borrow)]
     pub args: Option<&'a RawValue>,
+    /// The args [`read_event`] already read (those of [`ArgKeys::of`] the event), in place
+    /// of `args`.
+    #[serde(skip)]
+    pub read_args: Option<Args<'a>>,
 }
 
 impl<'a> RawEvent<'a> {
-    /// The `args` whose keys `keep` accepts, in file order.
-    pub fn args(&self, keep: impl Fn(&str) -> bool) -> Result<Args<'a>, String> {
+    /// The `args` the mapper uses ([`ArgKeys::of`] the event, with `filter`), in file order.
+    pub fn args(&mut self, filter: &ArgFilter) -> Result<Args<'a>, String> {
+        if let Some(args) = self.read_args.take() {
+            return Ok(args);
+        }
         let Some(raw) = self.args else {
             return Ok(Args::default());
         };
+        let keys = ArgKeys::of(self.ph.as_deref(), self.cat.as_deref());
         let mut de = serde_json::Deserializer::from_str(raw.get());
-        ArgsSeed { keep }
-            .deserialize(&mut de)
-            .map_err(|e| format!("`args`: {e}"))
+        ArgsSeed {
+            keep: |key: &str| keys.keeps(key, filter),
+        }
+        .deserialize(&mut de)
+        .map_err(|e| format!("`args`: {e}"))
+    }
+}
+
+/// The type of a `cat`: an exact name without allocating, else [`ActivityType::parse`]
+/// (case folding, generic names).
+pub(super) fn activity_type(cat: &str) -> Option<ActivityType> {
+    ActivityType::ALL
+        .iter()
+        .copied()
+        .find(|t| t.name() == cat)
+        .or_else(|| ActivityType::parse(cat).ok())
+}
+
+/// Which `args` the mapper reads from an event, as told by its `ph` and `cat`: everything
+/// else in `args` is skipped without being converted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ArgKeys {
+    /// None: flows, skipped events.
+    None,
+    /// A span's `Op count`.
+    Span,
+    /// A process or thread row's value.
+    Row,
+    /// An activity's: the [lifted](LIFTED_ARGS) ones and those the [`ArgFilter`] keeps; all
+    /// of a counter's (its numbers are the samples).
+    Activity { counter: bool },
+}
+
+impl ArgKeys {
+    /// The keys the mapper reads from an event with this `ph` and `cat`: it maps an `X` of
+    /// `cat` `Trace` to a span, an `X`, `i` or `C` of an activity type to an activity, and
+    /// every `M` to a row; it reads no other `args`.
+    pub fn of(ph: Option<&str>, cat: Option<&str>) -> Self {
+        match ph {
+            Some("X") if cat == Some("Trace") => Self::Span,
+            Some("X" | "i" | "C") => match cat.and_then(activity_type) {
+                Some(kind) => Self::Activity {
+                    counter: kind.is_counter(),
+                },
+                None => Self::None,
+            },
+            Some("M") => Self::Row,
+            _ => Self::None,
+        }
+    }
+
+    /// Whether [`of`](Self::of) depends on `cat` for this `ph`.
+    fn need_cat(ph: Option<&str>) -> bool {
+        matches!(ph, Some("X" | "i" | "C"))
+    }
+
+    pub fn keeps(self, key: &str, filter: &ArgFilter) -> bool {
+        match self {
+            Self::None => false,
+            Self::Span => key == "Op count",
+            Self::Row => matches!(key, "name" | "labels" | "sort_index"),
+            Self::Activity { counter } => {
+                counter || LIFTED_ARGS.contains(&key) || filter.keeps(key)
+            }
+        }
+    }
+}
+
+/// Parses the event at the start of `text` in one pass, reading only the `args` the mapper
+/// uses (with `filter`) when `ph` and `cat` come before `args`, as every writer puts them;
+/// otherwise `args` is kept as text, as [`RawEvent`]'s derived deserializer does.
+///
+/// Returns the event and the length of its text, or `None` for anything else: not an
+/// object, a syntax or type error (`args` that is not an object included), a duplicate
+/// field, or an event cut off by the end of `text`. The caller then reads the event the
+/// reference way, which reports exactly what is wrong.
+pub(super) fn read_event<'a>(text: &'a str, filter: &ArgFilter) -> Option<(RawEvent<'a>, usize)> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let event = EventSeed { filter }.deserialize(&mut de).ok()?;
+    // A stream deserializer starts counting where its deserializer stands: the one public
+    // way to learn where the event ended.
+    let len = de.into_iter::<IgnoredAny>().byte_offset();
+    Some((event, len))
+}
+
+/// [`read_event`]'s one-pass deserializer.
+struct EventSeed<'f> {
+    filter: &'f ArgFilter,
+}
+
+impl<'de> DeserializeSeed<'de> for EventSeed<'_> {
+    type Value = RawEvent<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<RawEvent<'de>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EventSeed<'_> {
+    type Value = RawEvent<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an event object")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<RawEvent<'de>, M::Error> {
+        /// The fields of [`RawEvent`].
+        #[derive(Clone, Copy)]
+        enum Field {
+            Ph,
+            Cat,
+            Name,
+            Pid,
+            Tid,
+            Ts,
+            Dur,
+            Id,
+            Args,
+        }
+
+        let mut ev = RawEvent::default();
+        // Which fields were present (a `null` one included): a second value is an error,
+        // as in the derived deserializer, and `args` is read at once only after `ph` and
+        // (when it matters) `cat`.
+        let mut seen = [false; 9];
+        while let Some(key) = map.next_key::<Str<'de>>()? {
+            let field = match &*key {
+                "ph" => Field::Ph,
+                "cat" => Field::Cat,
+                "name" => Field::Name,
+                "pid" => Field::Pid,
+                "tid" => Field::Tid,
+                "ts" => Field::Ts,
+                "dur" => Field::Dur,
+                "id" => Field::Id,
+                "args" => Field::Args,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            if std::mem::replace(&mut seen[field as usize], true) {
+                return Err(de::Error::custom("duplicate field"));
+            }
+            match field {
+                Field::Ph => ev.ph = map.next_value()?,
+                Field::Cat => ev.cat = map.next_value()?,
+                Field::Name => ev.name = map.next_value()?,
+                Field::Pid => ev.pid = map.next_value()?,
+                Field::Tid => ev.tid = map.next_value()?,
+                Field::Ts => ev.ts = map.next_value()?,
+                Field::Dur => ev.dur = map.next_value()?,
+                Field::Id => ev.id = map.next_value()?,
+                Field::Args => {
+                    let ph = ev.ph.as_deref();
+                    let known = seen[Field::Ph as usize]
+                        && (seen[Field::Cat as usize] || !ArgKeys::need_cat(ph));
+                    if !known {
+                        ev.args = map.next_value()?;
+                        continue;
+                    }
+                    let keys = ArgKeys::of(ph, ev.cat.as_deref());
+                    ev.read_args = Some(if keys == ArgKeys::None {
+                        map.next_value::<IgnoredAny>()?;
+                        Args::default()
+                    } else {
+                        let filter = self.filter;
+                        map.next_value_seed(ArgsSeed {
+                            keep: |key: &str| keys.keeps(key, filter),
+                        })?
+                    });
+                }
+            }
+        }
+        Ok(ev)
     }
 }
 
@@ -324,16 +518,16 @@ mod tests {
 
     #[test]
     fn events_borrow_and_keep_arg_order() {
-        let text = r#"{"ph": "X", "name": "a\"b", "pid": "Spans", "tid": 7, "ts": 1.5,
+        let text = r#"{"ph": "X", "cat": "cpu_op", "name": "a\"b", "pid": "Spans", "tid": 7, "ts": 1.5,
             "args": {"z": 1, "a": [true, null, "s"], "m": {"y": 1, "x": 2.5}, "u": 18446744073709551615}}"#;
-        let ev: RawEvent = serde_json::from_str(text).unwrap();
+        let mut ev: RawEvent = serde_json::from_str(text).unwrap();
         assert!(matches!(ev.ph.as_ref().unwrap().0, Cow::Borrowed("X")));
         assert_eq!(ev.name.as_deref(), Some("a\"b"));
         assert!(matches!(ev.pid, Some(Id::Str(ref s)) if &**s == "Spans"));
         assert!(matches!(ev.tid, Some(Id::Int(7))));
         assert_eq!(ev.ts.unwrap().get(), "1.5");
         assert!(ev.dur.is_none());
-        let args = ev.args(|_| true).unwrap();
+        let args = ev.args(&ArgFilter::All).unwrap();
         let keys: Vec<&str> = args.0.iter().map(|(k, _)| &**k).collect();
         assert_eq!(keys, ["z", "a", "m", "u"]);
         assert_eq!(args.get("z"), Some(&Value::Int(1)));
@@ -347,19 +541,125 @@ mod tests {
         );
         assert_eq!(args.get("m"), Some(&Value::json(r#"{"x":2.5,"y":1}"#)));
         assert_eq!(args.get("u"), Some(&Value::UInt(u64::MAX)));
-        let some = ev.args(|k| k == "u").unwrap();
+        let some = ev.args(&ArgFilter::Only(vec!["u".into()])).unwrap();
         assert_eq!(some.0.len(), 1);
     }
 
     #[test]
     fn args_must_be_an_object_or_null() {
-        let ev: RawEvent = serde_json::from_str(r#"{"args": null}"#).unwrap();
-        assert!(ev.args(|_| true).unwrap().0.is_empty());
-        let ev: RawEvent = serde_json::from_str(r#"{"args": [1]}"#).unwrap();
-        let Err(err) = ev.args(|_| true) else {
+        let null = r#"{"ph": "X", "cat": "cpu_op", "args": null}"#;
+        let mut ev: RawEvent = serde_json::from_str(null).unwrap();
+        assert!(ev.args(&ArgFilter::All).unwrap().0.is_empty());
+        let (mut ev, _) = read_event(null, &ArgFilter::All).unwrap();
+        assert!(ev.args(&ArgFilter::All).unwrap().0.is_empty());
+
+        let list = r#"{"ph": "X", "cat": "cpu_op", "args": [1]}"#;
+        let mut ev: RawEvent = serde_json::from_str(list).unwrap();
+        let Err(err) = ev.args(&ArgFilter::All) else {
             panic!("a list is not args");
         };
         assert!(err.starts_with("`args`: invalid type: sequence"), "{err}");
+        // The one-pass read leaves the error to the reference read.
+        assert!(read_event(list, &ArgFilter::All).is_none());
+        // Args nobody reads may be anything, either way.
+        let flow = r#"{"ph": "s", "cat": "ac2g", "args": [1]}"#;
+        assert!(read_event(flow, &ArgFilter::All).is_some());
+    }
+
+    #[test]
+    fn args_keys_follow_what_the_mapper_reads() {
+        let of = |ph, cat| ArgKeys::of(Some(ph), cat);
+        assert_eq!(of("X", Some("Trace")), ArgKeys::Span);
+        assert_eq!(
+            of("X", Some("cpu_op")),
+            ArgKeys::Activity { counter: false }
+        );
+        assert_eq!(
+            of("C", Some("gpu_pm_counter")),
+            ArgKeys::Activity { counter: true }
+        );
+        assert_eq!(of("X", Some("mystery")), ArgKeys::None);
+        assert_eq!(of("X", None), ArgKeys::None);
+        assert_eq!(of("M", None), ArgKeys::Row);
+        assert_eq!(of("f", Some("ac2g")), ArgKeys::None);
+        assert_eq!(ArgKeys::of(None, Some("cpu_op")), ArgKeys::None);
+
+        let only = ArgFilter::Only(vec!["Input Dims".into()]);
+        let op = ArgKeys::Activity { counter: false };
+        assert!(op.keeps("External id", &only) && op.keeps("Input Dims", &only));
+        assert!(!op.keeps("Input type", &only));
+        assert!(ArgKeys::Activity { counter: true }.keeps("Input type", &only));
+        assert!(ArgKeys::Row.keeps("sort_index", &only) && !ArgKeys::Span.keeps("name", &only));
+    }
+
+    /// The event's fields and its args as the mapper would get them, as text.
+    fn fields(mut ev: RawEvent, filter: &ArgFilter) -> String {
+        let id = |id: &Option<Id>| id.as_ref().map(Id::to_text);
+        let args = ev.args(filter).map(|args| {
+            args.0
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect::<Vec<_>>()
+        });
+        format!(
+            "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {args:?}",
+            ev.ph.as_deref(),
+            ev.cat.as_deref(),
+            ev.name.as_deref(),
+            id(&ev.pid),
+            id(&ev.tid),
+            ev.ts.map(RawValue::get),
+            ev.dur.map(RawValue::get),
+            id(&ev.id),
+        )
+    }
+
+    #[test]
+    fn the_one_pass_read_agrees_with_the_reference_read() {
+        let filters = [ArgFilter::All, ArgFilter::Only(vec!["keep".into()])];
+        for text in [
+            r#"{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, "ts": 1.5, "dur": 2, "args": {"External id": 3, "keep": [1], "drop": {"a": 1}}}"#,
+            // `ph` or `cat` after `args`: args are kept as text.
+            r#"{"args": {"keep": 1, "drop": 2}, "ph": "X", "cat": "cpu_op"}"#,
+            r#"{"ph": "X", "args": {"keep": 1, "drop": 2}, "cat": "kernel"}"#,
+            // A row needs no `cat`; a flow and an unknown phase read no args.
+            r#"{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "t", "x": 1}}"#,
+            r#"{"ph": "f", "id": "9", "pid": 1, "tid": 1, "ts": 0, "cat": "ac2g", "bp": "e"}"#,
+            r#"{"ph": "?", "cat": "cpu_op", "args": {"keep": 1}}"#,
+            r#"{"ph": "C", "cat": "gpu_pm_counter", "args": {"": 4, "u": "%"}, "extra": [1, {"b": 2}]}"#,
+            r#"{"ph": null, "cat": null, "name": "esc\u0061ped", "args": null}"#,
+            r#"{"ph": "X", "cat": "Trace", "args": {"Op count": 5, "x": 1}}"#,
+            "{}",
+        ] {
+            for filter in &filters {
+                let reference: RawEvent = serde_json::from_str(text).unwrap();
+                let with_next = format!("{text} , {{}}");
+                let (ev, len) = read_event(&with_next, filter).expect(text);
+                assert_eq!(len, text.len(), "{text}");
+                assert_eq!(fields(ev, filter), fields(reference, filter), "{text}");
+            }
+        }
+        for bad in [
+            r#"{"ph": "X", "ph": "X"}"#,
+            r#"{"args": {}, "args": {}}"#,
+            r#"{"ph": "X", "cat": "cpu_op", "args": {"a": 1}"#,
+            r#"{"ph": 1}"#,
+            r#"["X"]"#,
+            "",
+        ] {
+            assert!(read_event(bad, &ArgFilter::All).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn exact_cat_names_and_generic_names_both_parse() {
+        assert_eq!(
+            activity_type("kernel"),
+            Some(ActivityType::ConcurrentKernel)
+        );
+        assert_eq!(activity_type("Runtime"), Some(ActivityType::CudaRuntime));
+        assert_eq!(activity_type("Trace"), None);
+        assert_eq!(activity_type(""), None);
     }
 
     #[test]

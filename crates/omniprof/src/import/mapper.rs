@@ -1,62 +1,73 @@
 //! Turns parsed events into [`TraceItem`]s: rows merged per pid / (pid, tid), flows attached
 //! to their activity, spans rebuilt, `args` lifted into fields, the capture window derived.
+//!
+//! The work is split in two so that events can be converted on several threads: the
+//! [`Converter`] turns one event into a [`Mapped`] on its own, from nothing but the event
+//! (and the base time and the [`ArgFilter`]); the [`EventMapper`] applies the `Mapped` in
+//! file order, which is where everything that depends on the events before lies: the flow
+//! attached to the activity just before it, the rows merged, the window, the counts.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
-use super::event::{micros_to_ns, Id, RawEvent};
+use super::event::{activity_type, micros_to_ns, Id, RawEvent};
 use super::{ArgFilter, ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::export::chrome::{LANE_STRIDE, MAX_LANE};
+use crate::hash::FastHasher;
 use crate::trace::{ProcessRow, Span, ThreadRow};
 use crate::value::Value;
 
 /// What an event needs to be usable but lacks; becomes [`ReadErrorKind::Invalid`](super::ReadErrorKind::Invalid).
 pub(super) type EventError = String;
 
-/// The args read into fields ([`Activity::correlation`], [`Activity::linked_correlation`])
-/// whatever the [`ArgFilter`].
-const LIFTED_ARGS: [&str; 2] = ["External id", "correlation"];
+/// One event, converted: everything about it that does not depend on the events before.
+pub(super) enum Mapped {
+    Activity(Activity),
+    Span(Span),
+    /// One end of a flow, for the activity just before it.
+    Flow(FlowEnd),
+    /// A piece of a process or thread row; `ts` (when the event has one) is a candidate
+    /// window start.
+    Row {
+        row: RowEvent,
+        ts: Option<i64>,
+    },
+    /// `Record Window End`.
+    WindowEnd(i64),
+    /// An event the model has no place for.
+    Skipped(Skip),
+}
 
-pub(super) struct EventMapper {
-    /// `baseTimeNanoseconds` as far as known (0 until it is read).
-    pub base_ns: i64,
-    pub stats: ReadStats,
-    /// Which other args activities keep.
-    args: ArgFilter,
-    names: HashSet<Arc<str>>,
-    /// The last activity, held back until the next one because the flow event that belongs
-    /// to it follows it.
-    pending: Option<Activity>,
-    processes: Vec<ProcessRow>,
-    process_index: HashMap<i64, usize>,
-    threads: Vec<ThreadRow>,
-    thread_index: HashMap<(i64, i64), usize>,
-    rows_start: Option<i64>,
-    activities_start: Option<i64>,
-    activities_end: Option<i64>,
-    window_end: Option<i64>,
+/// Why an event was skipped: the [`ReadStats`] count it goes to.
+pub(super) enum Skip {
+    Regenerated,
+    UnknownPhase,
+    UnknownCategory,
+    UnknownMetadata,
+    UnsupportedId,
+}
+
+/// An `s` or `f` event: what it takes to match it to the activity just before it.
+pub(super) struct FlowEnd {
+    kind: Option<FlowKind>,
+    id: Option<u64>,
+    device: Option<i64>,
+    resource: Option<i64>,
+    ts: i64,
+    start: bool,
 }
 
 /// What one row event sets.
-enum RowEvent<'e> {
-    ProcessName(&'e str),
-    ProcessLabel(&'e str),
-    ProcessSortIndex(i64),
-    ThreadName(&'e str),
-    ThreadSortIndex(i64),
-}
-
-/// The type of a `cat`: an exact name without allocating, else [`ActivityType::parse`]
-/// (case folding, generic names).
-fn activity_type(cat: &str) -> Option<ActivityType> {
-    ActivityType::ALL
-        .iter()
-        .copied()
-        .find(|t| t.name() == cat)
-        .or_else(|| ActivityType::parse(cat).ok())
+pub(super) enum RowEvent {
+    ProcessName(i64, String),
+    ProcessLabel(i64, String),
+    ProcessSortIndex(i64, i64),
+    ThreadName((i64, i64), String),
+    ThreadSortIndex((i64, i64), i64),
 }
 
 /// The row an event belongs to, for events the writer moved to a sibling row
@@ -102,27 +113,28 @@ fn split_span_name(event_name: &str, span_name: &str) -> (String, i64) {
     (prefix.to_string(), iteration)
 }
 
-impl EventMapper {
+/// Converts events one at a time, each on its own. One per reading thread.
+#[derive(Clone)]
+pub(super) struct Converter {
+    /// `baseTimeNanoseconds` as far as known (0 until it is read).
+    pub base_ns: i64,
+    /// Which other args activities keep.
+    pub args: ArgFilter,
+    names: HashSet<Arc<str>, BuildHasherDefault<FastHasher>>,
+}
+
+impl Converter {
     pub fn new(args: ArgFilter) -> Self {
         Self {
             base_ns: 0,
-            stats: ReadStats::default(),
             args,
-            names: HashSet::new(),
-            pending: None,
-            processes: Vec::new(),
-            process_index: HashMap::new(),
-            threads: Vec::new(),
-            thread_index: HashMap::new(),
-            rows_start: None,
-            activities_start: None,
-            activities_end: None,
-            window_end: None,
+            names: HashSet::default(),
         }
     }
 
-    /// One shared `Arc` per distinct name or arg key, so repeated ones cost one allocation.
-    /// (Arg values are not interned: they are far more varied, and the set only grows.)
+    /// One shared `Arc` per distinct name or arg key, so repeated ones cost one allocation
+    /// (per converter). Arg values are not interned: they are far more varied, and the set
+    /// only grows.
     fn intern(&mut self, s: &str) -> Arc<str> {
         if let Some(name) = self.names.get(s) {
             return Arc::clone(name);
@@ -161,46 +173,37 @@ impl EventMapper {
             .ok_or_else(|| "`dur` is out of range".to_string())
     }
 
-    /// Maps one event, delivering what is complete to `sink`.
-    pub fn event(
-        &mut self,
-        ev: RawEvent,
-        sink: &mut impl FnMut(TraceItem),
-    ) -> Result<(), EventError> {
-        self.stats.events += 1;
+    fn id<'e, 'a>(id: &'e Option<Id<'a>>, field: &str) -> Result<&'e Id<'a>, EventError> {
+        id.as_ref()
+            .ok_or_else(|| format!("missing field `{field}`"))
+    }
+
+    /// Converts one event; an error is an event the mapper cannot use.
+    pub fn convert(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
         match ev.ph.as_deref() {
-            Some("X") => self.complete(ev, sink),
-            Some("i") => self.instant(ev, sink),
-            Some("C") => self.counter(ev, sink),
+            Some("X") => self.complete(ev),
+            Some("i") => self.instant(ev),
+            Some("C") => self.counter(ev),
             Some("M") => self.row(ev),
             Some("s") => self.flow(ev, true),
             Some("f") => self.flow(ev, false),
-            _ => {
-                self.stats.unknown_phase += 1;
-                Ok(())
-            }
+            _ => Ok(Mapped::Skipped(Skip::UnknownPhase)),
         }
     }
 
-    fn complete(
-        &mut self,
-        ev: RawEvent,
-        sink: &mut impl FnMut(TraceItem),
-    ) -> Result<(), EventError> {
+    fn complete(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
         let cat = ev.cat.as_deref().unwrap_or_default();
         if cat == "Trace" {
-            return self.span(ev, sink);
+            return self.span(ev);
         }
         let Some(kind) = activity_type(cat) else {
-            self.stats.unknown_category += 1;
-            return Ok(());
+            return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
         let (Some(device), Some(resource)) = (
             Self::id(&ev.pid, "pid")?.as_int(),
             Self::id(&ev.tid, "tid")?.as_int(),
         ) else {
-            self.stats.unsupported_id += 1;
-            return Ok(());
+            return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
         let mut start = self.start_ns(&ev)?;
         let mut end = Self::end_ns(start, &ev)?;
@@ -209,56 +212,40 @@ impl EventMapper {
             (start, end) = (start + 1, end - 1);
         }
         let activity = self.activity(kind, ev, device, lane_row(resource), start, end)?;
-        self.push(activity, sink);
-        Ok(())
+        Ok(Mapped::Activity(activity))
     }
 
-    fn instant(
-        &mut self,
-        ev: RawEvent,
-        sink: &mut impl FnMut(TraceItem),
-    ) -> Result<(), EventError> {
+    fn instant(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
         if ev.name.as_deref() == Some("Record Window End") {
-            self.window_end = Some(self.start_ns(&ev)?);
-            return Ok(());
+            return Ok(Mapped::WindowEnd(self.start_ns(&ev)?));
         }
         if matches!(&ev.pid, Some(Id::Str(pid)) if &**pid == "Traces") {
             // `Iteration Start` markers; the writer regenerates them from the spans.
-            self.stats.regenerated += 1;
-            return Ok(());
+            return Ok(Mapped::Skipped(Skip::Regenerated));
         }
         let Some(kind) = ev.cat.as_deref().and_then(activity_type) else {
-            self.stats.unknown_category += 1;
-            return Ok(());
+            return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
         let (Some(device), Some(resource)) = (
             Self::id(&ev.pid, "pid")?.as_int(),
             Self::id(&ev.tid, "tid")?.as_int(),
         ) else {
-            self.stats.unsupported_id += 1;
-            return Ok(());
+            return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
         let start = self.start_ns(&ev)?;
         let activity = self.activity(kind, ev, device, resource, start, start)?;
-        self.push(activity, sink);
-        Ok(())
+        Ok(Mapped::Activity(activity))
     }
 
-    fn counter(
-        &mut self,
-        ev: RawEvent,
-        sink: &mut impl FnMut(TraceItem),
-    ) -> Result<(), EventError> {
+    fn counter(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
         let Some(kind) = ev.cat.as_deref().and_then(activity_type) else {
-            self.stats.unknown_category += 1;
-            return Ok(());
+            return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
         let (Some(device), Some(resource)) = (
             counter_device(Self::id(&ev.pid, "pid")?),
             Self::id(&ev.tid, "tid")?.as_int(),
         ) else {
-            self.stats.unsupported_id += 1;
-            return Ok(());
+            return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
         let start = self.start_ns(&ev)?;
         let mut activity = self.activity(kind, ev, device, resource, start, start)?;
@@ -279,8 +266,7 @@ impl EventMapper {
             }
         }
         activity.args = args;
-        self.push(activity, sink);
-        Ok(())
+        Ok(Mapped::Activity(activity))
     }
 
     /// An activity with the event's name and `args`, `External id` and `correlation` lifted
@@ -288,20 +274,19 @@ impl EventMapper {
     fn activity(
         &mut self,
         kind: ActivityType,
-        ev: RawEvent,
+        mut ev: RawEvent,
         device: i64,
         resource: i64,
         start_ns: i64,
         end_ns: i64,
     ) -> Result<Activity, EventError> {
-        let filter = &self.args;
-        // Counters keep every arg: their numbers are the samples.
-        let args =
-            ev.args(|key| kind.is_counter() || LIFTED_ARGS.contains(&key) || filter.keeps(key))?;
+        let args = ev.args(&self.args)?;
         let name = self.intern(ev.name.as_deref().unwrap_or_default());
         let mut activity = Activity::new(kind, name, device, resource, start_ns, end_ns);
         let linked = !kind.has_own_external_id();
-        activity.args.reserve(args.0.len());
+        // No room reserved: most args are lifted or filtered out, and an activity that
+        // keeps none should cost no allocation (they are made on one thread and freed on
+        // another, which makes the allocator take fresh memory for them).
         for (key, value) in args.0 {
             match (&*key, as_u64(&value)) {
                 ("External id", Some(id)) if linked => activity.linked_correlation = Some(id),
@@ -316,9 +301,178 @@ impl EventMapper {
         Ok(activity)
     }
 
-    fn id<'e, 'a>(id: &'e Option<Id<'a>>, field: &str) -> Result<&'e Id<'a>, EventError> {
-        id.as_ref()
-            .ok_or_else(|| format!("missing field `{field}`"))
+    fn flow(&mut self, ev: RawEvent, start: bool) -> Result<Mapped, EventError> {
+        let kind = ev.cat.as_deref().and_then(FlowKind::from_name);
+        let id = ev
+            .id
+            .as_ref()
+            .and_then(Id::as_int)
+            .and_then(|id| u64::try_from(id).ok());
+        let device = Self::id(&ev.pid, "pid")?.as_int();
+        let resource = Self::id(&ev.tid, "tid")?.as_int().map(lane_row);
+        let ts = self.start_ns(&ev)?;
+        Ok(Mapped::Flow(FlowEnd {
+            kind,
+            id,
+            device,
+            resource,
+            ts,
+            start,
+        }))
+    }
+
+    fn span(&mut self, mut ev: RawEvent) -> Result<Mapped, EventError> {
+        let name = Self::id(&ev.tid, "tid")?.to_text();
+        let start_ns = self.start_ns(&ev)?;
+        let end_ns = Self::end_ns(start_ns, &ev)?;
+        let (prefix, iteration) = split_span_name(ev.name.as_deref().unwrap_or_default(), &name);
+        let args = ev.args(&self.args)?;
+        let op_count = args.get("Op count").and_then(as_u64).unwrap_or(0);
+        Ok(Mapped::Span(Span {
+            name,
+            prefix,
+            iteration,
+            start_ns,
+            end_ns,
+            op_count,
+        }))
+    }
+
+    /// A process or thread row event: what it sets in the row of its pid or (pid, tid).
+    fn row(&mut self, mut ev: RawEvent) -> Result<Mapped, EventError> {
+        let args = ev.args(&self.args)?;
+        let text = |key| args.get(key).and_then(Value::as_str).map(str::to_string);
+        let int = |key| args.get(key).and_then(Value::as_i64);
+        /// What the row event sets, before its pid and tid are known.
+        enum Field {
+            ProcessName(String),
+            ProcessLabel(String),
+            ProcessSortIndex(i64),
+            ThreadName(String),
+            ThreadSortIndex(i64),
+        }
+        let field = match ev.name.as_deref() {
+            Some("process_name") => text("name").map(Field::ProcessName),
+            Some("process_labels") => text("labels").map(Field::ProcessLabel),
+            Some("process_sort_index") => int("sort_index").map(Field::ProcessSortIndex),
+            Some("thread_name") => text("name").map(Field::ThreadName),
+            Some("thread_sort_index") => int("sort_index").map(Field::ThreadSortIndex),
+            _ => None,
+        };
+        let Some(field) = field else {
+            return Ok(Mapped::Skipped(Skip::UnknownMetadata));
+        };
+        let pid = Self::id(&ev.pid, "pid")?;
+        let Some(pid) = pid.as_int() else {
+            return Ok(Mapped::Skipped(match pid {
+                // The spans' sort row; the writer regenerates it.
+                Id::Str(s) if &**s == "Spans" => Skip::Regenerated,
+                _ => Skip::UnsupportedId,
+            }));
+        };
+        let tid = match field {
+            Field::ThreadName(_) | Field::ThreadSortIndex(_) => Self::id(&ev.tid, "tid")?.as_int(),
+            _ => Some(0),
+        };
+        let Some(tid) = tid else {
+            return Ok(Mapped::Skipped(Skip::UnsupportedId));
+        };
+        if tid != lane_row(tid) {
+            // A sibling row the writer made for overlapping events; its events come back to
+            // their own row.
+            return Ok(Mapped::Skipped(Skip::Regenerated));
+        }
+        let ts = match ev.ts {
+            Some(_) => Some(self.start_ns(&ev)?),
+            None => None,
+        };
+        let row = match field {
+            Field::ProcessName(name) => RowEvent::ProcessName(pid, name),
+            Field::ProcessLabel(label) => RowEvent::ProcessLabel(pid, label),
+            Field::ProcessSortIndex(index) => RowEvent::ProcessSortIndex(pid, index),
+            Field::ThreadName(name) => RowEvent::ThreadName((pid, tid), name),
+            Field::ThreadSortIndex(index) => RowEvent::ThreadSortIndex((pid, tid), index),
+        };
+        Ok(Mapped::Row { row, ts })
+    }
+}
+
+/// Applies converted events in file order, delivering what is complete.
+pub(super) struct EventMapper {
+    /// Converts the events read on the mapper's own thread.
+    pub converter: Converter,
+    pub stats: ReadStats,
+    /// The last activity, held back until the next one because the flow event that belongs
+    /// to it follows it.
+    pending: Option<Activity>,
+    processes: Vec<ProcessRow>,
+    process_index: HashMap<i64, usize>,
+    threads: Vec<ThreadRow>,
+    thread_index: HashMap<(i64, i64), usize>,
+    rows_start: Option<i64>,
+    activities_start: Option<i64>,
+    activities_end: Option<i64>,
+    window_end: Option<i64>,
+}
+
+impl EventMapper {
+    pub fn new(args: ArgFilter) -> Self {
+        Self {
+            converter: Converter::new(args),
+            stats: ReadStats::default(),
+            pending: None,
+            processes: Vec::new(),
+            process_index: HashMap::new(),
+            threads: Vec::new(),
+            thread_index: HashMap::new(),
+            rows_start: None,
+            activities_start: None,
+            activities_end: None,
+            window_end: None,
+        }
+    }
+
+    /// Converts and applies one event.
+    pub fn event(
+        &mut self,
+        ev: RawEvent,
+        sink: &mut impl FnMut(TraceItem),
+    ) -> Result<(), EventError> {
+        match self.converter.convert(ev) {
+            Ok(mapped) => {
+                self.apply(mapped, sink);
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.events += 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// Applies the next event of the file, delivering what is complete to `sink`.
+    pub fn apply(&mut self, mapped: Mapped, sink: &mut impl FnMut(TraceItem)) {
+        self.stats.events += 1;
+        match mapped {
+            Mapped::Activity(activity) => self.push(activity, sink),
+            Mapped::Span(span) => {
+                self.flush(sink);
+                sink(TraceItem::Span(span));
+            }
+            Mapped::Flow(flow) => self.flow(flow),
+            Mapped::Row { row, ts } => self.row(row, ts),
+            Mapped::WindowEnd(ts) => self.window_end = Some(ts),
+            Mapped::Skipped(why) => {
+                let stats = &mut self.stats;
+                *match why {
+                    Skip::Regenerated => &mut stats.regenerated,
+                    Skip::UnknownPhase => &mut stats.unknown_phase,
+                    Skip::UnknownCategory => &mut stats.unknown_category,
+                    Skip::UnknownMetadata => &mut stats.unknown_metadata,
+                    Skip::UnsupportedId => &mut stats.unsupported_id,
+                } += 1;
+            }
+        }
     }
 
     /// Holds `activity` back for its flow event and delivers the one held before.
@@ -343,103 +497,38 @@ impl EventMapper {
     }
 
     /// Attaches a flow end to the activity just before it on the same row and time.
-    fn flow(&mut self, ev: RawEvent, start: bool) -> Result<(), EventError> {
-        let kind = ev.cat.as_deref().and_then(FlowKind::from_name);
-        let id = ev
-            .id
-            .as_ref()
-            .and_then(Id::as_int)
-            .and_then(|id| u64::try_from(id).ok());
-        let pid = Self::id(&ev.pid, "pid")?.as_int();
-        let tid = Self::id(&ev.tid, "tid")?.as_int().map(lane_row);
-        let ts = self.start_ns(&ev)?;
-        match (&mut self.pending, kind, id) {
+    fn flow(&mut self, flow: FlowEnd) {
+        match (&mut self.pending, flow.kind, flow.id) {
             (Some(a), Some(kind), Some(id))
                 if a.flow.is_none()
-                    && Some(a.device) == pid
-                    && Some(a.resource) == tid
-                    && a.start_ns == ts =>
+                    && Some(a.device) == flow.device
+                    && Some(a.resource) == flow.resource
+                    && a.start_ns == flow.ts =>
             {
-                a.flow = Some(Flow { id, kind, start });
+                a.flow = Some(Flow {
+                    id,
+                    kind,
+                    start: flow.start,
+                });
             }
             _ => self.stats.unmatched_flow += 1,
         }
-        Ok(())
     }
 
-    fn span(&mut self, ev: RawEvent, sink: &mut impl FnMut(TraceItem)) -> Result<(), EventError> {
-        let name = Self::id(&ev.tid, "tid")?.to_text();
-        let start_ns = self.start_ns(&ev)?;
-        let end_ns = Self::end_ns(start_ns, &ev)?;
-        let (prefix, iteration) = split_span_name(ev.name.as_deref().unwrap_or_default(), &name);
-        let args = ev.args(|key| key == "Op count")?;
-        let op_count = args.get("Op count").and_then(as_u64).unwrap_or(0);
-        self.flush(sink);
-        sink(TraceItem::Span(Span {
-            name,
-            prefix,
-            iteration,
-            start_ns,
-            end_ns,
-            op_count,
-        }));
-        Ok(())
-    }
-
-    /// A process or thread row event, merged into the row of its pid or (pid, tid).
-    fn row(&mut self, ev: RawEvent) -> Result<(), EventError> {
-        let args = ev.args(|key| matches!(key, "name" | "labels" | "sort_index"))?;
-        let text = |key| args.get(key).and_then(Value::as_str);
-        let int = |key| args.get(key).and_then(Value::as_i64);
-        let row = match ev.name.as_deref() {
-            Some("process_name") => text("name").map(RowEvent::ProcessName),
-            Some("process_labels") => text("labels").map(RowEvent::ProcessLabel),
-            Some("process_sort_index") => int("sort_index").map(RowEvent::ProcessSortIndex),
-            Some("thread_name") => text("name").map(RowEvent::ThreadName),
-            Some("thread_sort_index") => int("sort_index").map(RowEvent::ThreadSortIndex),
-            _ => None,
-        };
-        let Some(row) = row else {
-            self.stats.unknown_metadata += 1;
-            return Ok(());
-        };
-        let pid = Self::id(&ev.pid, "pid")?;
-        let Some(pid) = pid.as_int() else {
-            match pid {
-                // The spans' sort row; the writer regenerates it.
-                Id::Str(s) if &**s == "Spans" => self.stats.regenerated += 1,
-                _ => self.stats.unsupported_id += 1,
-            }
-            return Ok(());
-        };
-        let tid = match row {
-            RowEvent::ThreadName(_) | RowEvent::ThreadSortIndex(_) => {
-                Self::id(&ev.tid, "tid")?.as_int()
-            }
-            _ => Some(0),
-        };
-        let Some(tid) = tid else {
-            self.stats.unsupported_id += 1;
-            return Ok(());
-        };
-        if tid != lane_row(tid) {
-            // A sibling row the writer made for overlapping events; its events come back to
-            // their own row.
-            self.stats.regenerated += 1;
-            return Ok(());
-        }
-        if ev.ts.is_some() {
-            let ts = self.start_ns(&ev)?;
+    /// Merges a row event into the row of its pid or (pid, tid).
+    fn row(&mut self, row: RowEvent, ts: Option<i64>) {
+        if let Some(ts) = ts {
             self.rows_start = Some(self.rows_start.map_or(ts, |t| t.min(ts)));
         }
         match row {
-            RowEvent::ProcessName(name) => self.process(pid).name = name.to_string(),
-            RowEvent::ProcessLabel(label) => self.process(pid).label = label.to_string(),
-            RowEvent::ProcessSortIndex(index) => self.process(pid).sort_index = index,
-            RowEvent::ThreadName(name) => self.thread(pid, tid).name = name.to_string(),
-            RowEvent::ThreadSortIndex(index) => self.thread(pid, tid).sort_index = index,
+            RowEvent::ProcessName(pid, name) => self.process(pid).name = name,
+            RowEvent::ProcessLabel(pid, label) => self.process(pid).label = label,
+            RowEvent::ProcessSortIndex(pid, index) => self.process(pid).sort_index = index,
+            RowEvent::ThreadName((pid, tid), name) => self.thread(pid, tid).name = name,
+            RowEvent::ThreadSortIndex((pid, tid), index) => {
+                self.thread(pid, tid).sort_index = index;
+            }
         }
-        Ok(())
     }
 
     /// The row of `pid`, created with defaults on first use.
@@ -485,7 +574,7 @@ impl EventMapper {
         let start_ns = self
             .rows_start
             .or(self.activities_start)
-            .unwrap_or(self.base_ns);
+            .unwrap_or(self.converter.base_ns);
         let end_ns = self.window_end.or(self.activities_end).unwrap_or(start_ns);
         sink(TraceItem::Window { start_ns, end_ns });
     }
@@ -516,15 +605,5 @@ mod tests {
         assert_eq!(dev("\"GPU 3 Counters\""), Some(3));
         assert_eq!(dev("2"), Some(2));
         assert_eq!(dev("\"GPU x Counters\""), None);
-    }
-
-    #[test]
-    fn exact_cat_names_and_generic_names_both_parse() {
-        assert_eq!(
-            activity_type("kernel"),
-            Some(ActivityType::ConcurrentKernel)
-        );
-        assert_eq!(activity_type("Runtime"), Some(ActivityType::CudaRuntime));
-        assert_eq!(activity_type("Trace"), None);
     }
 }

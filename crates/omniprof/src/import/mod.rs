@@ -1,12 +1,15 @@
 //! Readers that rebuild a [`Trace`] from a Kineto-compatible Chrome JSON trace: omniprof's own
 //! or PyTorch's, plain or gzip (detected by its magic bytes).
 //!
-//! Reading streams: the file is read in chunks and each event is parsed on its own, so memory
-//! stays bounded by the largest single event ([`read_events`] holds no trace at all). Times
-//! are converted exactly from the text of `ts` and `dur` to nanoseconds since the Unix epoch
-//! (`baseTimeNanoseconds` + `ts`). Events the model has no place for are skipped and counted
-//! in [`ReadStats`]; malformed or truncated input is a [`ReadError`] that says where, and what
-//! was read before it is still available ([`read_trace_partial`]).
+//! Reading streams: the file is read in windows of some megabytes and each event is parsed on
+//! its own, so memory stays bounded by a window or the largest single event ([`read_events`]
+//! holds no trace at all). The events of a large file are parsed on every core, and a gzip
+//! file is decompressed on a helper thread, with the same items, in the same order, and the
+//! same errors as reading on one thread; the sink is only ever called on the calling thread.
+//! Times are converted exactly from the text of `ts` and `dur` to nanoseconds since the Unix
+//! epoch (`baseTimeNanoseconds` + `ts`). Events the model has no place for are skipped and
+//! counted in [`ReadStats`]; malformed or truncated input is a [`ReadError`] that says where,
+//! and what was read before it is still available ([`read_trace_partial`]).
 //!
 //! ```
 //! use omniprof::import::{read_events, read_trace_from, TraceItem};
@@ -50,7 +53,9 @@
 mod document;
 mod error;
 mod event;
+mod inflate;
 mod mapper;
+mod parallel;
 mod scan;
 
 use std::fs::File;

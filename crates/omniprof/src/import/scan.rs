@@ -6,12 +6,18 @@
 //! serde_json borrow strings from the slice, and gives exact byte offsets for errors. Only
 //! strings and bracket depth are tracked here; serde_json validates everything else.
 
-use std::io::{ErrorKind, Read};
+use std::io::{self, ErrorKind, Read};
+use std::mem;
 
 use super::error::{Position, ReadError, ReadErrorKind};
 
-/// Bytes read per call; the buffer grows only for a single value larger than this.
+/// Bytes read per call, and the buffer's first size: it grows for a window of events, or for
+/// a single value larger than this.
 const CHUNK: usize = 1 << 20;
+
+/// Room kept before the input read ahead, for the unread end of the buffer (usually an event
+/// cut by the end of a window) to go in front of it when the two are joined.
+const RESERVE: usize = 64 << 10;
 
 pub(super) struct Scanner<R> {
     input: R,
@@ -22,16 +28,30 @@ pub(super) struct Scanner<R> {
     eof: bool,
     /// Input offset of `buf[0]`.
     discarded: u64,
-    /// Newlines before `buf[0]`, and the input offset where the line holding `buf[0]` starts;
-    /// kept so that errors can give a line and column.
-    discarded_lines: u64,
+    /// Newlines before `buf[counted]`, and the input offset where the line holding
+    /// `buf[counted]` starts; kept so that errors can give a line and column. Consumed bytes
+    /// are counted when they are dropped, or [by the caller](Self::consume_counted).
+    lines: u64,
     line_start: u64,
+    counted: usize,
     /// `buf[utf8_start..utf8_end]` is known to be valid UTF-8, so that values can be parsed
     /// as `str` without serde_json validating every string again (see [`unread_str`]).
     ///
     /// [`unread_str`]: Self::unread_str
     utf8_start: usize,
     utf8_end: usize,
+    /// A read error met while [reading ahead](Self::fill_window), kept until the bytes
+    /// before it are consumed, so that it is reported where reading one chunk at a time
+    /// would have reported it.
+    error: Option<io::Error>,
+    /// The input after the buffer, read while the buffer's text was parsed ([`window`]):
+    /// `ahead[RESERVE..RESERVE + ahead_len]`, of which the first `ahead_valid` bytes are
+    /// known to be valid UTF-8. Joined to the buffer when the buffer runs dry.
+    ///
+    /// [`window`]: Self::window
+    ahead: Vec<u8>,
+    ahead_len: usize,
+    ahead_valid: usize,
 }
 
 impl<R: Read> Scanner<R> {
@@ -43,10 +63,15 @@ impl<R: Read> Scanner<R> {
             end: 0,
             eof: false,
             discarded: 0,
-            discarded_lines: 0,
+            lines: 0,
             line_start: 0,
+            counted: 0,
             utf8_start: 0,
             utf8_end: 0,
+            error: None,
+            ahead: Vec::new(),
+            ahead_len: 0,
+            ahead_valid: 0,
         }
     }
 
@@ -59,16 +84,16 @@ impl<R: Read> Scanner<R> {
     /// the start of the last value returned).
     pub fn position(&self, offset: u64) -> Position {
         let rel = usize::try_from(offset.saturating_sub(self.discarded))
-            .map_or(self.end, |rel| rel.min(self.end));
-        let before = &self.buf[..rel];
+            .map_or(self.end, |rel| rel.clamp(self.counted, self.end));
+        let before = &self.buf[self.counted..rel];
         let newlines = count_newlines(before);
         let line_start = match before.iter().rposition(|&b| b == b'\n') {
-            Some(i) => self.discarded + i as u64 + 1,
+            Some(i) => self.discarded + (self.counted + i) as u64 + 1,
             None => self.line_start,
         };
         Position {
             offset,
-            line: self.discarded_lines + newlines + 1,
+            line: self.lines + newlines + 1,
             column: offset - line_start + 1,
         }
     }
@@ -76,36 +101,24 @@ impl<R: Read> Scanner<R> {
     /// Reads more input after `buf[end]`, first dropping the consumed bytes. Returns false at
     /// the end of the input.
     fn fill(&mut self) -> Result<bool, ReadError> {
+        if self.ahead_len > 0 {
+            self.join_ahead();
+            return Ok(true);
+        }
+        if let Some(e) = self.error.take() {
+            let at = self.position(self.discarded + self.end as u64);
+            return Err(ReadError::at(at, ReadErrorKind::Io(e)));
+        }
         if self.eof {
             return Ok(false);
         }
-        if self.pos > 0 {
-            let gone = &self.buf[..self.pos];
-            self.discarded_lines += count_newlines(gone);
-            if let Some(i) = gone.iter().rposition(|&b| b == b'\n') {
-                self.line_start = self.discarded + i as u64 + 1;
-            }
-            self.buf.copy_within(self.pos..self.end, 0);
-            self.discarded += self.pos as u64;
-            self.end -= self.pos;
-            self.utf8_start = self.utf8_start.saturating_sub(self.pos);
-            self.utf8_end = self.utf8_end.saturating_sub(self.pos);
-            self.pos = 0;
-        }
+        self.compact();
         if self.end == self.buf.len() {
             self.buf.resize(self.buf.len() * 2, 0);
         }
         loop {
-            match self.input.read(&mut self.buf[self.end..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    return Ok(false);
-                }
-                Ok(n) => {
-                    self.end += n;
-                    self.validate_utf8();
-                    return Ok(true);
-                }
+            match self.read_more() {
+                Ok(n) => return Ok(n > 0),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => {
                     let at = self.position(self.discarded + self.end as u64);
@@ -113,6 +126,130 @@ impl<R: Read> Scanner<R> {
                 }
             }
         }
+    }
+
+    /// Joins the input read ahead, then reads until `window` bytes are unread or the input
+    /// ends, so that many values can be parsed at once. Nothing is read while half a window
+    /// is still unread (moving that much to the front of the buffer would cost more than it
+    /// saves). The buffer grows as the input comes, so a small input keeps a small buffer. A
+    /// read error is kept for the [`fill`](Self::fill) that needs the bytes after it.
+    pub fn fill_window(&mut self, window: usize) {
+        if self.ahead_len > 0 {
+            self.join_ahead();
+        }
+        if self.error.is_some() || self.eof || self.end - self.pos >= window / 2 {
+            return;
+        }
+        self.compact();
+        while self.end < window {
+            if self.end == self.buf.len() {
+                self.buf.resize((self.buf.len() * 2).min(window), 0);
+            }
+            match self.read_more() {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.error = Some(e);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The unread text known to be valid UTF-8, at most `max` bytes of it (cut on a
+    /// character boundary), and a [`ReadAhead`] that reads the input after the buffer while
+    /// the text is parsed. Call after [`fill_window`](Self::fill_window).
+    pub fn window(&mut self, max: usize) -> (&str, ReadAhead<'_, R>) {
+        debug_assert_eq!(self.ahead_len, 0, "the input read ahead is joined first");
+        let text = valid_str(&self.buf, self.pos, self.utf8_start, self.utf8_end);
+        let mut len = text.len().min(max);
+        while !text.is_char_boundary(len) {
+            len -= 1;
+        }
+        let ahead = ReadAhead {
+            input: &mut self.input,
+            buf: &mut self.ahead,
+            len: &mut self.ahead_len,
+            valid: &mut self.ahead_valid,
+            eof: &mut self.eof,
+            error: &mut self.error,
+        };
+        (&text[..len], ahead)
+    }
+
+    /// Joins the input read ahead to the unread bytes, dropping the consumed ones. The two
+    /// buffers trade places, so the bytes read ahead are not copied, unless the unread bytes
+    /// do not fit in front of them (or the bytes before, in the buffer that the input read
+    /// ahead is in, would stand for input before the start of the input).
+    fn join_ahead(&mut self) {
+        let (pos, end) = (self.pos, self.end);
+        let unread = end - pos;
+        let start = RESERVE
+            .checked_sub(unread)
+            .filter(|&start| start as u64 <= self.offset());
+        if let Some(start) = start {
+            self.count_lines(pos);
+            self.ahead[start..RESERVE].copy_from_slice(&self.buf[pos..end]);
+            // The bytes before are not input: blanked, so that no stale newline among them
+            // counts as a line.
+            self.ahead[..start].fill(b' ');
+            let valid = valid_str(&self.buf, pos, self.utf8_start, self.utf8_end).len();
+            mem::swap(&mut self.buf, &mut self.ahead);
+            self.discarded = self.discarded + pos as u64 - start as u64;
+            (self.pos, self.end, self.counted) = (start, RESERVE + self.ahead_len, start);
+            (self.utf8_start, self.utf8_end) = (start, start + valid);
+            if valid == unread {
+                // Both valid, the first ending on a character boundary: so is the whole.
+                self.utf8_end = RESERVE + self.ahead_valid;
+            }
+        } else {
+            self.compact();
+            let ahead = &self.ahead[RESERVE..RESERVE + self.ahead_len];
+            if self.buf.len() < self.end + ahead.len() {
+                self.buf.resize(self.end + ahead.len(), 0);
+            }
+            self.buf[self.end..self.end + ahead.len()].copy_from_slice(ahead);
+            self.end += ahead.len();
+        }
+        self.ahead_len = 0;
+        self.validate_utf8();
+    }
+
+    /// Counts the newlines of `buf[counted..upto]`.
+    fn count_lines(&mut self, upto: usize) {
+        let new = &self.buf[self.counted..upto];
+        self.lines += count_newlines(new);
+        if let Some(i) = new.iter().rposition(|&b| b == b'\n') {
+            self.line_start = self.discarded + (self.counted + i) as u64 + 1;
+        }
+        self.counted = upto;
+    }
+
+    /// Drops the consumed bytes, moving the unread ones to the front of the buffer.
+    fn compact(&mut self) {
+        if self.pos == 0 {
+            return;
+        }
+        self.count_lines(self.pos);
+        self.buf.copy_within(self.pos..self.end, 0);
+        self.discarded += self.pos as u64;
+        self.end -= self.pos;
+        self.utf8_start = self.utf8_start.saturating_sub(self.pos);
+        self.utf8_end = self.utf8_end.saturating_sub(self.pos);
+        (self.pos, self.counted) = (0, 0);
+    }
+
+    /// One read into the free end of the buffer; 0 at the end of the input.
+    fn read_more(&mut self) -> io::Result<usize> {
+        let n = self.input.read(&mut self.buf[self.end..])?;
+        if n == 0 {
+            self.eof = true;
+        } else {
+            self.end += n;
+            self.validate_utf8();
+        }
+        Ok(n)
     }
 
     /// Extends the valid UTF-8 region over the bytes read since, from where it ends (or from
@@ -184,23 +321,24 @@ impl<R: Read> Scanner<R> {
     /// in place when it is complete, without validating it again; empty when it is not
     /// known to be valid (the caller then parses the value's bytes).
     pub fn unread_str(&self) -> &str {
-        let (start, end) = (self.pos, self.utf8_end);
-        // Values and whitespace end on ASCII bytes, so `pos` is on a character boundary;
-        // checked anyway, as a continuation byte there would make the slice invalid.
-        let on_boundary = self.buf.get(start).is_none_or(|&b| (b as i8) >= -0x40);
-        if self.utf8_start <= start && start <= end && on_boundary {
-            // SAFETY: `buf[utf8_start..utf8_end]` is valid UTF-8 (checked by `validate_utf8`,
-            // and only shifted since, together with the bytes) and `start` lies inside it on
-            // a character boundary, so `buf[start..end]` is valid UTF-8 too.
-            unsafe { std::str::from_utf8_unchecked(&self.buf[start..end]) }
-        } else {
-            ""
-        }
+        valid_str(&self.buf, self.pos, self.utf8_start, self.utf8_end)
     }
 
     /// Consumes `len` bytes of [`unread_str`](Self::unread_str).
     pub fn consume(&mut self, len: usize) {
         self.pos = (self.pos + len).min(self.end);
+    }
+
+    /// [Consumes](Self::consume) `len` bytes whose newlines the caller counted: `newlines` of
+    /// them, the last at `last_newline` (relative to the consumed bytes).
+    pub fn consume_counted(&mut self, len: usize, newlines: u64, last_newline: Option<usize>) {
+        self.count_lines(self.pos);
+        self.lines += newlines;
+        if let Some(i) = last_newline {
+            self.line_start = self.offset() + i as u64 + 1;
+        }
+        self.consume(len);
+        self.counted = self.pos;
     }
 
     /// An error for `found` at the current offset.
@@ -294,10 +432,71 @@ impl<R: Read> Scanner<R> {
     }
 }
 
+/// `buf[start..utf8_end]` when `start` lies on a character boundary inside
+/// `buf[utf8_start..utf8_end]`, which must be valid UTF-8; else empty.
+fn valid_str(buf: &[u8], start: usize, utf8_start: usize, utf8_end: usize) -> &str {
+    // Values and whitespace end on ASCII bytes, so `start` is on a character boundary;
+    // checked anyway, as a continuation byte there would make the slice invalid.
+    let on_boundary = buf.get(start).is_none_or(|&b| (b as i8) >= -0x40);
+    if utf8_start <= start && start <= utf8_end && on_boundary {
+        // SAFETY: the scanner keeps `buf[utf8_start..utf8_end]` valid UTF-8 (checked by
+        // `validate_utf8`, or by `ReadAhead::read` and joined on a character boundary, and
+        // only shifted since, together with the bytes), and `start` lies inside it on a
+        // character boundary, so `buf[start..utf8_end]` is valid UTF-8 too.
+        unsafe { std::str::from_utf8_unchecked(&buf[start..utf8_end]) }
+    } else {
+        ""
+    }
+}
+
+/// Reads the input that follows a [`Scanner`]'s buffer while the buffer's text is parsed
+/// elsewhere; the scanner joins it to its buffer when it needs it.
+pub(super) struct ReadAhead<'s, R> {
+    input: &'s mut R,
+    buf: &'s mut Vec<u8>,
+    len: &'s mut usize,
+    valid: &'s mut usize,
+    eof: &'s mut bool,
+    error: &'s mut Option<io::Error>,
+}
+
+impl<R: Read> ReadAhead<'_, R> {
+    /// Reads up to `len` bytes: less at the end of the input, or at a read error, which the
+    /// scanner reports once the bytes before it are consumed.
+    pub fn read(self, len: usize) {
+        if *self.eof || self.error.is_some() {
+            return;
+        }
+        if self.buf.len() < RESERVE + len {
+            self.buf.resize(RESERVE + len, 0);
+        }
+        let mut n = 0;
+        while n < len {
+            match self.input.read(&mut self.buf[RESERVE + n..RESERVE + len]) {
+                Ok(0) => {
+                    *self.eof = true;
+                    break;
+                }
+                Ok(k) => n += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    *self.error = Some(e);
+                    break;
+                }
+            }
+        }
+        *self.len = n;
+        *self.valid = match std::str::from_utf8(&self.buf[RESERVE..RESERVE + n]) {
+            Ok(_) => n,
+            Err(e) => e.valid_up_to(),
+        };
+    }
+}
+
 /// Counts `\n` bytes. Every byte of the input passes through here once, so it is written for
 /// speed: a count of at most 255 fits a byte, which lets the compiler compare and add 16 or
 /// 32 bytes at a time.
-fn count_newlines(bytes: &[u8]) -> u64 {
+pub(super) fn count_newlines(bytes: &[u8]) -> u64 {
     bytes
         .chunks(255)
         .map(|chunk| {
@@ -406,6 +605,84 @@ mod tests {
         assert_eq!(s.peek().unwrap(), Some(b'1'));
         assert!(!s.fill().unwrap());
         assert_eq!(s.unread_str(), "");
+    }
+
+    /// A reader that hands out at most `step` bytes per call, then fails.
+    struct Failing<'a> {
+        data: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Failing<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            if self.data.is_empty() {
+                return Err(io::Error::other("disk on fire"));
+            }
+            let n = self.data.len().min(out.len()).min(self.step);
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    /// Line and column of the end of `text`, counted the slow way.
+    fn end_of(text: &str) -> (u64, u64) {
+        let line_start = text.rfind('\n').map_or(0, |i| i + 1);
+        (
+            text.matches('\n').count() as u64 + 1,
+            (text.len() - line_start) as u64 + 1,
+        )
+    }
+
+    #[test]
+    fn windows_read_ahead_join_in_order() {
+        // Multibyte characters, so that reads split them; lines, so that positions count.
+        let text: String = (0..4000).map(|i| format!("{i} é€😀 line\n")).collect();
+        // Consuming all of each window, or all but an event's worth (the unread bytes go in
+        // front of the bytes read ahead, but for the first windows, where the bytes before
+        // them would stand for input before the start), or once all but more than `RESERVE`
+        // (the unread bytes do not fit in front).
+        for (window, keep_first, keep) in [
+            (1000, 0, 0),
+            (1000, 37, 37),
+            (4000, 1, 1),
+            (100_000, RESERVE + 10, 0),
+        ] {
+            let mut s = Scanner::new(Failing {
+                data: text.as_bytes(),
+                step: 777,
+            });
+            let mut consumed = 0;
+            for round in 0.. {
+                s.fill_window(window);
+                let (chunk, ahead) = s.window(window);
+                if chunk.is_empty() {
+                    break;
+                }
+                assert!(text[consumed..].starts_with(chunk), "{window}");
+                let keep = if round == 0 { keep_first } else { keep };
+                let mut n = chunk.len().saturating_sub(keep).max(1);
+                while !chunk.is_char_boundary(n) {
+                    n += 1;
+                }
+                let newlines = count_newlines(&chunk.as_bytes()[..n]);
+                let last_newline = chunk[..n].rfind('\n');
+                ahead.read(window);
+                if round % 2 == 0 {
+                    s.consume_counted(n, newlines, last_newline);
+                } else {
+                    s.consume(n);
+                }
+                consumed += n;
+                let p = s.position(s.offset());
+                assert_eq!((p.line, p.column), end_of(&text[..consumed]));
+            }
+            assert_eq!(consumed, text.len(), "{window}");
+            // The read error, once everything before it is consumed, at the end.
+            let err = s.peek().unwrap_err();
+            assert!(matches!(err.kind, ReadErrorKind::Io(_)), "{err}");
+            assert_eq!(err.location.position.unwrap().offset, text.len() as u64);
+        }
     }
 
     #[test]

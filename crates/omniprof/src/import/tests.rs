@@ -5,6 +5,8 @@ use std::sync::Arc;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
+use super::document::read_document_tuned;
+use super::parallel::Tuning;
 use super::*;
 use crate::activity::{ActivityType, Flow, FlowKind};
 
@@ -641,6 +643,265 @@ fn a_missing_file_is_an_io_error_naming_it() {
         .starts_with("/nonexistent/trace.json: read failed: "));
     let error = read_events_from_path(path, |_| {}).unwrap_err();
     assert_eq!(error.location.path.as_deref(), Some(path));
+}
+
+/// A trace made to trip a reader that cuts it where an event seems to start: strings and
+/// args lists of objects that hold `}, {`, escapes, non-ASCII names, flows right after their
+/// activity, rows spread over the file, skipped events, and separators of every width.
+fn tricky_trace(events: usize) -> String {
+    let mut out =
+        String::from(r#"{"schemaVersion": 1, "baseTimeNanoseconds": 1000000000, "traceEvents": ["#);
+    for i in 0..events {
+        let sep = ["", ", ", ",\n  ", ",", " ,\r\n\t"][if i == 0 { 0 } else { 1 + i % 4 }];
+        let ts = 1000 + i * 10;
+        let tid = 7 + i % 3;
+        let event = match i % 8 {
+            0 => format!(
+                r#"{{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": {tid}, "ts": {ts}.125, "dur": 9, "args": {{"External id": {i}, "Input Dims": [[{i}, 2], []], "odd": [{{"a": 1}}, {{"b": "}}, {{\"ph\": \"X\"}}"}}]}}}}"#
+            ),
+            1 => format!(
+                r#"{{"ph": "s", "id": {i}, "pid": 1, "tid": {}, "ts": {}.125, "cat": "ac2g", "name": "ac2g"}}"#,
+                7 + (i - 1) % 3,
+                ts - 10
+            ),
+            2 => format!(
+                r#"{{"ph": "X", "cat": "kernel", "name": "gemm_ü_{i}", "pid": 0, "tid": 7, "ts": {ts}, "dur": 3.5, "args": {{"External id": {}, "correlation": {i}, "grid": [1, 1, 1]}}}}"#,
+                i - 2
+            ),
+            3 => format!(
+                r#"{{"ph": "M", "name": "thread_name", "pid": 1, "tid": {tid}, "ts": {ts}, "args": {{"name": "thread {i} ,{{\"x\": 1}}"}}}}"#
+            ),
+            4 => format!(
+                r#"{{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": {tid}, "ts": {ts}, "args": {{"Bytes": {i}}}}}"#
+            ),
+            5 => format!(
+                r#"{{"ph": "C", "cat": "gpu_pm_counter", "name": "sm", "pid": 0, "tid": 7, "ts": {ts}, "args": {{"sm_active_pct": {i}.5, "unit": "%"}}}}"#
+            ),
+            6 => format!(
+                r#"{{"ph": "X", "cat": "mystery", "name": "a\"}}, {{\"b\u00e9", "pid": 1, "tid": 1, "ts": {ts}, "dur": 1}}"#
+            ),
+            _ => format!(
+                r#"{{"args": {{"External id": {i}, "Input Dims": []}}, "dur": 2, "ts": {ts}, "tid": {tid}, "pid": 1, "name": "late ph", "cat": "user_annotation", "ph": "X"}}"#
+            ),
+        };
+        out.push_str(sep);
+        out.push_str(&event);
+    }
+    out.push_str("\n], \"traceName\": \"tricky\"}\n");
+    out
+}
+
+/// `scripts/gen_trace.py`'s trace: nested ops on three threads, with kernels.
+fn generated_trace(ops: usize) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gen.json");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
+    let status = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(&path)
+        .args(["--ops", &ops.to_string(), "--threads", "3"])
+        .status()
+        .expect("python3 runs scripts/gen_trace.py");
+    assert!(status.success());
+    std::fs::read(&path).unwrap()
+}
+
+/// Everything a read delivers: the items in order, the stats, and the error with its
+/// location.
+type Outcome = (Vec<TraceItem>, ReadStats, Option<String>);
+
+/// A reader that hands out at most 61 bytes per call, so that windows are read in pieces
+/// and ahead of the parsing; at the end it fails if `fail`.
+struct Dribble<'a> {
+    text: &'a [u8],
+    fail: bool,
+}
+
+impl std::io::Read for Dribble<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.text.is_empty() && self.fail {
+            return Err(std::io::Error::other("unplugged"));
+        }
+        let n = self.text.len().min(out.len()).min(61);
+        out[..n].copy_from_slice(&self.text[..n]);
+        self.text = &self.text[n..];
+        Ok(n)
+    }
+}
+
+fn read_tuned(text: &[u8], options: &ReadOptions, tuning: &Tuning) -> Outcome {
+    read_failing(text, false, options, tuning)
+}
+
+fn read_failing(text: &[u8], fail: bool, options: &ReadOptions, tuning: &Tuning) -> Outcome {
+    let mut items = Vec::new();
+    let input = Dribble { text, fail };
+    let (stats, error) = read_document_tuned(input, options, tuning, &mut |item| items.push(item));
+    let error = error.map(|e| format!("{e} {:?}", e.location));
+    (items, stats, error)
+}
+
+const SEQUENTIAL: Tuning = Tuning {
+    threads: 1,
+    window: 1 << 20,
+    piece: 1 << 20,
+};
+
+/// Windows and pieces from smaller than an event (every cut checked, many wrong) to many
+/// events; two helper threads and one.
+fn parallel_tunings() -> Vec<Tuning> {
+    let mut tunings = Vec::new();
+    for threads in [2, 3] {
+        for (window, piece) in [
+            (100, 1),
+            (300, 7),
+            (2_000, 50),
+            (5_000, 200),
+            (1 << 20, 4_000),
+        ] {
+            tunings.push(Tuning {
+                threads,
+                window,
+                piece,
+            });
+        }
+    }
+    tunings
+}
+
+fn options() -> [ReadOptions; 2] {
+    [
+        ReadOptions::default(),
+        ReadOptions {
+            args: ArgFilter::Only(vec!["Input Dims".into(), "Bytes".into()]),
+        },
+    ]
+}
+
+/// Reads `text` sequentially and with every parallel tuning, which must all agree; returns
+/// the sequential outcome.
+fn assert_parallel_reads_agree(name: &str, text: &[u8]) -> Outcome {
+    let mut sequential = None;
+    for options in options() {
+        let expected = read_tuned(text, &options, &SEQUENTIAL);
+        for tuning in parallel_tunings() {
+            let got = read_tuned(text, &options, &tuning);
+            assert!(
+                got == expected,
+                "{name}: {tuning:?}, {options:?}: {got:#?}\n!=\n{expected:#?}"
+            );
+        }
+        sequential.get_or_insert(expected);
+    }
+    sequential.unwrap()
+}
+
+#[test]
+fn parallel_reading_delivers_the_sequential_items() {
+    let (items, stats, error) = assert_parallel_reads_agree("pytorch", &pytorch_text());
+    assert_eq!((items.len(), stats.events, error), (68, 69, None));
+
+    let (items, stats, error) = assert_parallel_reads_agree("small", SMALL.as_bytes());
+    assert_eq!((items.len(), stats.events, error), (18, 27, None));
+
+    let tricky = tricky_trace(400);
+    let (items, stats, error) = assert_parallel_reads_agree("tricky", tricky.as_bytes());
+    assert_eq!((stats.events, error), (400, None));
+    let flows = items
+        .iter()
+        .filter(|item| matches!(item, TraceItem::Activity(a) if a.flow.is_some()))
+        .count();
+    assert_eq!((stats.unmatched_flow, flows), (0, 50));
+    assert_eq!(stats.unknown_category, 50);
+
+    let generated = generated_trace(600);
+    let (items, _, error) = assert_parallel_reads_agree("generated", &generated);
+    // 60 blocks of 10 ops and 3 kernel launches; 3 threads; the header and the window.
+    assert_eq!((items.len(), error), (60 * 16 + 3 + 5, None));
+}
+
+#[test]
+fn parallel_reading_of_a_gzip_stream_matches_too() {
+    // Decompressed on a helper thread when reading in parallel, on the reading one otherwise.
+    let tricky = gzip(tricky_trace(300).as_bytes());
+    let (_, stats, error) = assert_parallel_reads_agree("tricky.gz", &tricky);
+    assert_eq!((stats.events, error), (300, None));
+    let cut = &tricky[..tricky.len() * 2 / 3];
+    let (_, stats, error) = assert_parallel_reads_agree("tricky.gz cut", cut);
+    assert!(stats.events > 100 && error.is_some());
+}
+
+#[test]
+fn parallel_reading_fails_where_sequential_reading_fails() {
+    let tricky = tricky_trace(200);
+    // A bad `ts` (an event that does not convert), a missing comma (a syntax error inside
+    // an event), two events without a comma between them, and a stray byte between events.
+    let at = |marker: &str| {
+        let mut found = tricky.match_indices(marker).map(|(i, _)| i);
+        found.find(|&i| i > tricky.len() / 2).unwrap()
+    };
+    let mut cases = Vec::new();
+    for (marker, replacement) in [
+        (r#""ts": "#, r#""ts": "x", "was": "#),
+        (r#""pid": 1, "tid""#, r#""pid": 1 "tid""#),
+        ("} ,\r\n\t{", "}\r\n\t{"),
+        ("},\n  {", "},\n ] {"),
+    ] {
+        let cut = at(marker);
+        cases.push(format!(
+            "{}{replacement}{}",
+            &tricky[..cut],
+            &tricky[cut + marker.len()..]
+        ));
+    }
+    for (i, text) in cases.iter().enumerate() {
+        let (items, _, error) = assert_parallel_reads_agree(&format!("bad {i}"), text.as_bytes());
+        assert!(error.is_some(), "bad {i}");
+        // What was read before the error was delivered, rows and window included.
+        assert!(items.len() > 50, "bad {i}: {}", items.len());
+        assert!(matches!(items.last(), Some(TraceItem::Window { .. })));
+    }
+    // Truncated anywhere: the same error, after the same items.
+    for len in (0..tricky.len()).step_by(997) {
+        assert_parallel_reads_agree(&format!("cut at {len}"), &tricky.as_bytes()[..len]);
+    }
+    let text = pytorch_text();
+    let (items, stats, error) = assert_parallel_reads_agree("pytorch cut", &text[..12_000]);
+    assert_eq!((items.len(), stats.events), (35, 34));
+    assert!(error.unwrap().contains("traceEvents[34]"));
+}
+
+#[test]
+fn a_read_error_is_reported_where_sequential_reading_reports_it() {
+    let tricky = tricky_trace(300);
+    let gz = gzip(tricky.as_bytes());
+    let cut_gz = &gz[..gz.len() / 2];
+    for (text, what) in [(tricky.as_bytes(), "plain"), (cut_gz, "gzip")] {
+        for len in [0, 1, 100, text.len() / 3, text.len() / 2, text.len()] {
+            let options = ReadOptions::default();
+            let expected = read_failing(&text[..len], true, &options, &SEQUENTIAL);
+            assert!(expected.2.is_some());
+            for tuning in parallel_tunings() {
+                let got = read_failing(&text[..len], true, &options, &tuning);
+                assert!(
+                    got == expected,
+                    "{what} {len} {tuning:?}: {got:?} != {expected:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn invalid_utf8_is_reported_where_sequential_reading_reports_it() {
+    let mut text = tricky_trace(100).into_bytes();
+    let at = text
+        .windows(5)
+        .position(|w| w == "gemm_".as_bytes())
+        .unwrap();
+    text[at + 5] = 0xff;
+    let (_, _, error) = assert_parallel_reads_agree("invalid UTF-8", &text);
+    assert!(error.is_some());
 }
 
 proptest::proptest! {
