@@ -85,30 +85,7 @@ fn device_timeline() -> Trace {
     let base = omniprof::trace::process_base_time_ns();
     let start = base + 5_000_000_000;
     let mut trace = Trace::new(start, start + 1_000_000);
-    trace.add_process(ProcessRow {
-        pid: 4242,
-        name: "python".into(),
-        label: "CPU".into(),
-        sort_index: 4242,
-    });
-    trace.add_process(ProcessRow {
-        pid: 0,
-        name: "python".into(),
-        label: "GPU 0".into(),
-        sort_index: 5_000_000,
-    });
-    trace.add_thread(ThreadRow {
-        pid: 4242,
-        tid: 4242,
-        name: "thread 4242 (python)".into(),
-        sort_index: 4242,
-    });
-    trace.add_thread(ThreadRow {
-        pid: 0,
-        tid: 7,
-        name: "stream 7 ".into(),
-        sort_index: 7,
-    });
+    common::add_example_rows(&mut trace);
     let at = |ns: i64| start + ns;
     let mut op = Activity::new(
         ActivityType::CpuOp,

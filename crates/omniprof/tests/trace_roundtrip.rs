@@ -130,30 +130,7 @@ fn a_hand_built_trace_with_every_field_round_trips() {
     trace
         .device_properties
         .push(Value::json(r#"{"id": 0, "name": "Example Accelerator"}"#));
-    trace.add_process(ProcessRow {
-        pid: 4242,
-        name: "python".into(),
-        label: "CPU".into(),
-        sort_index: 4242,
-    });
-    trace.add_process(ProcessRow {
-        pid: 0,
-        name: "python".into(),
-        label: "GPU 0".into(),
-        sort_index: 5_000_000,
-    });
-    trace.add_thread(ThreadRow {
-        pid: 4242,
-        tid: 4242,
-        name: "thread 4242 (python)".into(),
-        sort_index: 4242,
-    });
-    trace.add_thread(ThreadRow {
-        pid: 0,
-        tid: 7,
-        name: "stream 7 ".into(),
-        sort_index: 7,
-    });
+    common::add_example_rows(&mut trace);
 
     let mut op = Activity::new(
         ActivityType::CpuOp,

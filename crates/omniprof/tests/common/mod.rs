@@ -265,3 +265,29 @@ pub fn record_sample_session() -> Trace {
     live.join().expect("the live worker ran");
     trace
 }
+
+/// The rows of the reference's example: host process 4242 with one thread, device 0 with
+/// stream 7, as Kineto writes them.
+pub fn add_example_rows(trace: &mut omniprof::Trace) {
+    use omniprof::trace::{ProcessRow, ThreadRow};
+    for (pid, label, sort_index) in [(4242, "CPU", 4242), (0, "GPU 0", 5_000_000)] {
+        trace.add_process(ProcessRow {
+            pid,
+            name: "python".into(),
+            label: label.into(),
+            sort_index,
+        });
+    }
+    trace.add_thread(ThreadRow {
+        pid: 4242,
+        tid: 4242,
+        name: "thread 4242 (python)".into(),
+        sort_index: 4242,
+    });
+    trace.add_thread(ThreadRow {
+        pid: 0,
+        tid: 7,
+        name: "stream 7 ".into(),
+        sort_index: 7,
+    });
+}
