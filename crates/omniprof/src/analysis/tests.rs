@@ -11,25 +11,7 @@ fn pytorch_path() -> PathBuf {
 
 /// `key_averages().table(sort_by="cpu_time_total", row_limit=12)` as PyTorch 2.15 printed it
 /// for this trace (`reference/stubs-and-summary.md`, section 6).
-const PYTORCH_TABLE: &str = "\
-----------------------  ------------  ------------  ------------  ------------  ------------  ------------  
-                  Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg    # of Calls  
-----------------------  ------------  ------------  ------------  ------------  ------------  ------------  
-       model_inference         0.47%     602.183us       100.00%     127.392ms     127.392ms             1  
-          aten::matmul         0.06%      81.723us        51.22%      65.251ms      21.750ms             3  
-              aten::mm        51.15%      65.162ms        51.16%      65.169ms      21.723ms             3  
-               block_0         0.71%     905.017us        45.71%      58.230ms      58.230ms             1  
-            aten::relu         0.14%     181.228us        25.21%      32.110ms      10.703ms             3  
-       aten::clamp_min        25.06%      31.929ms        25.06%      31.929ms      10.643ms             3  
-               block_2         0.12%     152.544us        24.39%      31.066ms      31.066ms             1  
-               block_1         0.17%     214.288us        22.54%      28.712ms      28.712ms             1  
-             aten::sum        15.02%      19.135ms        15.21%      19.376ms       6.459ms             3  
-           aten::randn         0.15%     187.789us         6.89%       8.782ms       8.782ms             1  
-         aten::normal_         6.71%       8.544ms         6.71%       8.544ms       8.544ms             1  
-           aten::copy_         0.09%     108.353us         0.09%     108.353us      36.118us             3  
-----------------------  ------------  ------------  ------------  ------------  ------------  ------------  
-Self CPU time total: 127.392ms
-";
+const PYTORCH_TABLE: &str = include_str!("../../tests/data/pytorch-2.15-cpu-table.txt");
 
 fn options(sort_by: Option<SortKey>, row_limit: Option<usize>) -> ReportOptions {
     ReportOptions { sort_by, row_limit }
