@@ -90,54 +90,36 @@ fn session() -> Profiler {
     p
 }
 
-/// Times `iters` ranges on each of `threads` threads inside one session; the drain at stop is
-/// not timed.
-fn ranges_in_session(iters: u64, threads: usize) -> Duration {
-    let name = Name::new("bench_range");
-    let mut p = session();
-    let barrier = Arc::new(Barrier::new(threads));
-    let run = move |barrier: Arc<Barrier>| {
-        barrier.wait();
-        let start = Instant::now();
-        for _ in 0..iters {
-            let g = record_function(name);
-            black_box(&g);
-        }
-        start.elapsed()
-    };
-    let elapsed = if threads == 1 {
-        run(barrier)
-    } else {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                let b = barrier.clone();
-                std::thread::spawn(move || run(b))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .max()
-            .unwrap()
-    };
-    black_box(p.stop().unwrap());
-    elapsed
+/// Pins the calling thread to CPU `cpu`. Threads spawned for the multi-thread figures are
+/// pinned to distinct CPUs: left to the scheduler, two fresh threads often share one CPU for
+/// several 4 ms ticks before the other is used (seen with `perf sched` on these 2-vCPU
+/// machines), which times the kernel's thread placement rather than the recorder.
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: `set` is a plain bit mask initialized by CPU_ZERO/CPU_SET; sched_setaffinity
+    // only reads it, and a failure just leaves the thread unpinned.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
 }
 
-/// Times `iters` pairs of raw clock reads on each of `threads` threads.
-fn clock_pairs(iters: u64, threads: usize) -> Duration {
+/// Runs `work` on `threads` threads pinned to distinct CPUs, released together; returns the
+/// longest of the durations they report.
+fn on_threads(threads: usize, work: impl Fn() -> Duration + Send + Sync + 'static) -> Duration {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let barrier = Arc::new(Barrier::new(threads));
+    let work = Arc::new(work);
     let handles: Vec<_> = (0..threads)
-        .map(|_| {
-            let b = barrier.clone();
+        .map(|i| {
+            let (barrier, work) = (barrier.clone(), work.clone());
             std::thread::spawn(move || {
-                b.wait();
-                let start = Instant::now();
-                for _ in 0..iters {
-                    black_box(omniprof::clock::ticks());
-                    black_box(omniprof::clock::ticks());
+                if cpus >= threads {
+                    pin_to_cpu(i);
                 }
-                start.elapsed()
+                barrier.wait();
+                work()
             })
         })
         .collect();
@@ -146,6 +128,45 @@ fn clock_pairs(iters: u64, threads: usize) -> Duration {
         .map(|h| h.join().unwrap())
         .max()
         .unwrap()
+}
+
+/// Times `iters` ranges on each of `threads` threads inside one session; the drain at stop is
+/// not timed.
+fn ranges_in_session(iters: u64, threads: usize) -> Duration {
+    let name = Name::new("bench_range");
+    let mut p = session();
+    let run = move || {
+        let start = Instant::now();
+        for _ in 0..iters {
+            let g = record_function(name);
+            black_box(&g);
+        }
+        start.elapsed()
+    };
+    let elapsed = if threads == 1 {
+        run()
+    } else {
+        on_threads(threads, run)
+    };
+    black_box(p.stop().unwrap());
+    elapsed
+}
+
+/// Times `iters` pairs of raw clock reads on each of `threads` threads.
+fn clock_pairs(iters: u64, threads: usize) -> Duration {
+    let run = move || {
+        let start = Instant::now();
+        for _ in 0..iters {
+            black_box(omniprof::clock::ticks());
+            black_box(omniprof::clock::ticks());
+        }
+        start.elapsed()
+    };
+    if threads == 1 {
+        run()
+    } else {
+        on_threads(threads, run)
+    }
 }
 
 fn record(c: &mut Criterion) {
@@ -312,8 +333,15 @@ fn peers(c: &mut Criterion) {
         puffin::set_scopes_on(false);
     });
 
+    // Measured as performance-anchors §1 does: 1000 local spans per root, with the root and
+    // the reporting of the spans included. The report interval is long so that the spans
+    // are collected by the `flush` inside the timed region, not by fastrace's background
+    // thread on the other core while the loop runs.
     g.bench_function("fastrace", |b| {
-        fastrace::set_reporter(NullReporter, fastrace::collector::Config::default());
+        fastrace::set_reporter(
+            NullReporter,
+            fastrace::collector::Config::default().report_interval(Duration::from_secs(3600)),
+        );
         b.iter_custom(|iters| {
             let start = Instant::now();
             let mut left = iters;
@@ -327,9 +355,9 @@ fn peers(c: &mut Criterion) {
                 }
                 left -= batch;
             }
+            fastrace::flush();
             start.elapsed()
         });
-        fastrace::flush();
     });
     g.finish();
 }

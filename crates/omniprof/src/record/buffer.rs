@@ -7,9 +7,14 @@
 //! - Only the owning thread writes records and moves its write position. Chunks are never
 //!   freed or handed back to the pool while they belong to a live thread, except by the owner
 //!   itself when it starts a new session, under the buffer's `chunks` lock.
-//! - The drainer reads `published` (Release/Acquire with the owner) and the chunk list under
-//!   the same lock, and only the first `published` records. Slots are atomics, so a late write
-//!   from a thread that has not yet noticed the stop is a race on values, never on memory.
+//! - The hot path touches only the thread's own thread-local state and the slot it writes:
+//!   nothing is published per event. Each slot vouches for itself instead: its word carries
+//!   the session's [tag](session_tag) and its tick, stored last with Release, is newer than
+//!   the previous session's end. The drainer reads the chunk list under the `chunks` lock and
+//!   takes slots, tick first (Acquire), up to the first one that fails either test. Chunks are
+//!   recycled without being cleared; what a slot held before fails the test. Slots are
+//!   atomics, so a late write from a thread that has not yet noticed the stop is a race on
+//!   values, never on memory.
 
 use std::cell::Cell;
 use std::ptr::null_mut;
@@ -23,7 +28,7 @@ use crate::value::Value;
 pub(crate) const CHUNK_SLOTS: usize = 4096;
 const PAGE_SLOTS: usize = 4096 / std::mem::size_of::<Slot>();
 
-/// One record: what happened (`word`) and when (`tick`).
+/// One record: what happened (`word`, with the session tag) and when (`tick`).
 #[derive(Default)]
 #[repr(C)]
 pub(crate) struct Slot {
@@ -41,6 +46,17 @@ fn new_chunk() -> Chunk {
         slot.word.store(0, Ordering::Relaxed);
     }
     chunk
+}
+
+/// Bits 34..=39 of a record word hold the session tag (the rest is [`super`]'s to lay out).
+const TAG_SHIFT: u32 = 34;
+const TAG_MASK: u64 = 0x3f << TAG_SHIFT;
+
+/// The tag that marks session `state`'s records: the low bits of its generation. Two
+/// sessions with the same tag are 64 apart, and a record of the older one also fails the
+/// drainer's tick test.
+fn session_tag(state: u64) -> u64 {
+    ((state >> 1) << TAG_SHIFT) & TAG_MASK
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -131,9 +147,7 @@ fn refiller() -> &'static Refiller {
     })
 }
 
-/// A thread's records for the session it last recorded in. Aligned so that two threads'
-/// `published` counters, written on every event, never share a cache line.
-#[repr(align(128))]
+/// A thread's records for the session it last recorded in.
 pub(crate) struct ThreadBuffer {
     pub(crate) index: u32,
     pub(crate) tid: i64,
@@ -141,7 +155,6 @@ pub(crate) struct ThreadBuffer {
     chunks: Mutex<Vec<Chunk>>,
     /// The session state the contents belong to.
     state: AtomicU64,
-    published: AtomicUsize,
     dropped: AtomicU64,
     args: Mutex<Vec<(u32, Arc<str>, Value)>>,
     exited: AtomicBool,
@@ -163,7 +176,12 @@ pub(crate) struct Local {
     pos: Cell<*mut Slot>,
     end: Cell<*mut Slot>,
     state: Cell<u64>,
-    count: Cell<usize>,
+    /// The session's tag, already in place in a record word.
+    tag: Cell<u64>,
+    /// Where the chunk being written starts, and how many records the earlier chunks of this
+    /// session hold: the count the cap is checked against, kept off the per-event path.
+    chunk_start: Cell<*mut Slot>,
+    filled: Cell<usize>,
     seq: Cell<u32>,
     /// This thread's index, shifted into the high half of its correlation ids.
     id_base: Cell<u64>,
@@ -174,12 +192,14 @@ pub(crate) struct Local {
 }
 
 thread_local! {
-    pub(crate) static LOCAL: Local = const {
+    static LOCAL: Local = const {
         Local {
             pos: Cell::new(null_mut()),
             end: Cell::new(null_mut()),
             state: Cell::new(0),
-            count: Cell::new(0),
+            tag: Cell::new(0),
+            chunk_start: Cell::new(null_mut()),
+            filled: Cell::new(0),
             seq: Cell::new(0),
             id_base: Cell::new(0),
             listening: Cell::new(false),
@@ -188,6 +208,16 @@ thread_local! {
         }
     };
     static EXIT: ExitGuard = const { ExitGuard };
+}
+
+/// Runs `f` on the calling thread's [`Local`]. `LocalKey::with` is taken only for the
+/// address, so it stays small enough to inline on the hot path whatever `f` does.
+#[inline(always)]
+pub(crate) fn with_local<R>(f: impl FnOnce(&Local) -> R) -> R {
+    let local: *const Local = LOCAL.with(|l| l as *const Local);
+    // SAFETY: `LOCAL` is const-initialized and has no destructor, so its storage lives as
+    // long as the thread, and the reference is used only by this thread within this call.
+    f(unsafe { &*local })
 }
 
 /// Marks the thread's buffer as exited when the thread ends, so it can be freed once drained.
@@ -227,18 +257,16 @@ impl Local {
         };
         let tick = crate::clock::ticks();
         let pos = self.pos.get();
-        let count = self.count.get() + 1;
         // SAFETY: `make_room` guarantees `pos < end` inside a chunk this thread owns (see the
-        // module docs), and `buffer` is kept alive by the registry while the thread lives.
+        // module docs).
         unsafe {
-            (*pos).word.store(word | seq as u64, Ordering::Relaxed);
-            (*pos).tick.store(tick, Ordering::Relaxed);
+            (*pos)
+                .word
+                .store(word | self.tag.get() | seq as u64, Ordering::Relaxed);
+            // Stored last: a drainer that sees this tick sees the word above.
+            (*pos).tick.store(tick, Ordering::Release);
             self.pos.set(pos.add(1));
-            (*self.buffer.get())
-                .published
-                .store(count, Ordering::Release);
         }
-        self.count.set(count);
         Some(seq)
     }
 
@@ -260,13 +288,13 @@ impl Local {
             };
             lock(&POOL).extend(old);
             chunks.push(first);
-            buffer.published.store(0, Ordering::Relaxed);
             buffer.dropped.store(0, Ordering::Relaxed);
             lock(&buffer.args).clear();
             buffer.state.store(state, Ordering::Release);
-            self.count.set(0);
+            self.filled.set(0);
             self.point_at(&mut chunks[0]);
             self.state.set(state);
+            self.tag.set(session_tag(state));
             self.seq.set(0);
             self.listening.set(super::correlation::refresh_thread());
             if self.pos.get() != self.end.get() {
@@ -274,10 +302,14 @@ impl Local {
             }
         }
         let mut chunks = lock(&buffer.chunks);
-        if self.count.get() >= MAX_RECORDS.load(Ordering::Relaxed) {
+        // SAFETY: both point into the chunk being written, `chunk_start` at its first slot.
+        let in_chunk = unsafe { self.pos.get().offset_from(self.chunk_start.get()) } as usize;
+        let recorded = self.filled.get() + in_chunk;
+        if recorded >= MAX_RECORDS.load(Ordering::Relaxed) {
             buffer.dropped.fetch_add(1, Ordering::Relaxed);
             return None;
         }
+        self.filled.set(recorded);
         chunks.push(take_chunk());
         let last = chunks.len() - 1;
         self.point_at(&mut chunks[last]);
@@ -288,9 +320,10 @@ impl Local {
     fn point_at(&self, chunk: &mut Chunk) {
         let room = MAX_RECORDS
             .load(Ordering::Relaxed)
-            .saturating_sub(self.count.get())
+            .saturating_sub(self.filled.get())
             .min(chunk.len());
         let start = chunk.as_mut_ptr();
+        self.chunk_start.set(start);
         self.pos.set(start);
         // SAFETY: `room` ≤ the chunk's length, so the end stays within (or one past) it.
         self.end.set(unsafe { start.add(room) });
@@ -310,7 +343,6 @@ impl Local {
                 name: Mutex::new(name),
                 chunks: Mutex::new(Vec::new()),
                 state: AtomicU64::new(0),
-                published: AtomicUsize::new(0),
                 dropped: AtomicU64::new(0),
                 args: Mutex::new(Vec::new()),
                 exited: AtomicBool::new(false),
@@ -348,8 +380,10 @@ impl Local {
 }
 
 /// Copies out every buffer that recorded in session `state`, and frees the buffers of
-/// threads that have exited.
-pub(crate) fn drain(state: u64) -> Vec<DrainedThread> {
+/// threads that have exited. `floor` is a tick taken before the session started and after
+/// the previous one stopped: every record of this session is newer.
+pub(crate) fn drain(state: u64, floor: u64) -> Vec<DrainedThread> {
+    let tag = session_tag(state);
     let mut registry = lock(&REGISTRY);
     let mut out = Vec::new();
     registry.retain(|buffer| {
@@ -357,17 +391,15 @@ pub(crate) fn drain(state: u64) -> Vec<DrainedThread> {
         let exited = buffer.exited.load(Ordering::Acquire);
         let mut chunks = lock(&buffer.chunks);
         if buffer.state.load(Ordering::Acquire) == state {
-            let published = buffer.published.load(Ordering::Acquire);
             let records = chunks
                 .iter()
                 .flat_map(|c| c.iter())
-                .take(published)
                 .map(|s| {
-                    (
-                        s.word.load(Ordering::Relaxed),
-                        s.tick.load(Ordering::Relaxed),
-                    )
+                    let tick = s.tick.load(Ordering::Acquire);
+                    (s.word.load(Ordering::Relaxed), tick)
                 })
+                .take_while(|&(word, tick)| word & TAG_MASK == tag && tick >= floor)
+                .map(|(word, tick)| (word & !TAG_MASK, tick))
                 .collect();
             out.push(DrainedThread {
                 index: buffer.index,
@@ -404,7 +436,7 @@ fn os_thread_name(tid: i64) -> String {
 
 /// Renames the calling thread's row.
 pub(crate) fn set_current_thread_name(name: &str) {
-    LOCAL.with(|l| {
+    with_local(|l| {
         if !l.exiting.get() {
             *lock(&l.buffer_or_register().name) = name.to_owned();
         }

@@ -35,13 +35,19 @@ use crate::clock::TickConverter;
 use crate::hash::FastMap;
 use crate::trace::ThreadRow;
 use crate::value::Value;
-use buffer::LOCAL;
+use buffer::with_local;
 
 /// Bit 0: a session is recording. Bits 1..: the session generation, so a thread notices a new
 /// session with the same comparison that tells it whether to record at all.
 static STATE: AtomicU64 = AtomicU64::new(0);
+/// A tick taken when the last session stopped: the next session's records are all newer.
+/// Never 0, so the zeroed slots of a fresh chunk are older than any session.
+static LAST_STOP_TICK: AtomicU64 = AtomicU64::new(1);
 
+// A record word: bits 0..=31 the range's sequence number (the one an end record closes),
+// 32..=33 the kind, 34..=39 the session tag (the buffer's), 40..=63 the interned name.
 const KIND_SHIFT: u32 = 32;
+const KIND_MASK: u64 = 0x3;
 const KIND_OP: u64 = 0;
 const KIND_USER: u64 = 1;
 const KIND_END: u64 = 2;
@@ -96,7 +102,7 @@ impl RangeGuard {
         if self.state == 0 {
             return 0;
         }
-        LOCAL.with(|l| l.correlation_id(self.seq))
+        with_local(|l| l.correlation_id(self.seq))
     }
 }
 
@@ -115,7 +121,7 @@ pub const INPUT_DIMS: &str = "Input Dims";
 #[inline(always)]
 fn end(guard: &RangeGuard) {
     if STATE.load(Ordering::Relaxed) == guard.state {
-        LOCAL.with(|l| {
+        with_local(|l| {
             l.push(
                 guard.state,
                 (KIND_END << KIND_SHIFT) | guard.seq as u64,
@@ -137,7 +143,7 @@ fn begin(kind: u64, name: impl IntoName) -> RangeGuard {
     let name = name.into_name();
     let w = word(kind, name);
     let user = kind == KIND_USER;
-    LOCAL.with(|l| {
+    with_local(|l| {
         let Some(seq) = l.push(state, w, true) else {
             return RangeGuard::INACTIVE;
         };
@@ -171,7 +177,7 @@ pub fn instant(name: impl IntoName) -> InstantGuard {
     }
     let name = name.into_name();
     let w = word(KIND_INSTANT, name);
-    LOCAL.with(|l| {
+    with_local(|l| {
         let Some(seq) = l.push(state, w, true) else {
             return InstantGuard { state: 0, seq: 0 };
         };
@@ -198,7 +204,7 @@ impl InstantGuard {
 
 fn attach_arg(state: u64, seq: u32, key: &str, value: impl Into<Value>) {
     if state != 0 {
-        LOCAL.with(|l| l.add_arg(state, seq, key.into(), value.into()));
+        with_local(|l| l.add_arg(state, seq, key.into(), value.into()));
     }
 }
 
@@ -239,18 +245,33 @@ pub(crate) struct HostRecording {
     pub(crate) unfinished_ranges: u64,
 }
 
-/// Starts recording for a new session; returns its state token.
-pub(crate) fn start_session(max_records_per_thread: u64) -> u64 {
+/// The recorder's side of a session, from [`start_session`] to [`collect`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HostSession {
+    state: u64,
+    /// Older than every record of the session (see [`buffer::drain`]).
+    floor_tick: u64,
+}
+
+/// Starts recording for a new session.
+pub(crate) fn start_session(max_records_per_thread: u64) -> HostSession {
     buffer::set_max_records_per_thread(max_records_per_thread);
     let next_generation = (STATE.load(Ordering::Relaxed) >> 1) + 1;
     let state = (next_generation << 1) | 1;
+    let floor_tick = LAST_STOP_TICK.load(Ordering::Relaxed);
     STATE.store(state, Ordering::Release);
-    state
+    HostSession { state, floor_tick }
 }
 
 /// Stops recording (threads notice at their next event).
-pub(crate) fn stop_session(state: u64) {
-    let _ = STATE.compare_exchange(state, state & !1, Ordering::AcqRel, Ordering::Relaxed);
+pub(crate) fn stop_session(session: HostSession) {
+    let state = session.state;
+    if STATE
+        .compare_exchange(state, state & !1, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
+    {
+        LAST_STOP_TICK.store(crate::clock::ticks().max(1), Ordering::Relaxed);
+    }
 }
 
 /// Pre-faults enough chunks for the threads seen so far, plus headroom.
@@ -258,10 +279,10 @@ pub(crate) fn warm_up() {
     buffer::prefill_pool(2 * buffer::registered_threads() + 8);
 }
 
-/// Drains session `state` into activities on process `pid`. Ranges still open are closed at
+/// Drains `session` into activities on process `pid`. Ranges still open are closed at
 /// `window_end_ns` and marked `"finished": false`.
 pub(crate) fn collect(
-    state: u64,
+    session: HostSession,
     pid: i64,
     conv: &TickConverter,
     window_end_ns: i64,
@@ -273,7 +294,7 @@ pub(crate) fn collect(
         dropped_events: 0,
         unfinished_ranges: 0,
     };
-    for thread in buffer::drain(state) {
+    for thread in buffer::drain(session.state, session.floor_tick) {
         out.dropped_events += thread.dropped;
         if thread.records.is_empty() {
             continue;
@@ -291,7 +312,7 @@ pub(crate) fn collect(
         let mut open: FastMap<u32, Activity> = FastMap::default();
         for &(w, tick) in &thread.records {
             let seq = w as u32;
-            let kind = (w >> KIND_SHIFT) & 0xff;
+            let kind = (w >> KIND_SHIFT) & KIND_MASK;
             if kind == KIND_END {
                 if let Some(mut a) = open.remove(&seq) {
                     a.end_ns = conv.to_unix_ns(tick).max(a.start_ns);
@@ -491,6 +512,49 @@ mod tests {
             let _n = record_function("new");
         });
         assert_eq!(names(&t, t.activities[0].resource), ["new"]);
+    }
+
+    fn count(t: &Trace, name: &str) -> usize {
+        t.activities.iter().filter(|a| &*a.name == name).count()
+    }
+
+    #[test]
+    fn recycled_chunks_never_show_records_of_earlier_sessions() {
+        let _g = serial();
+        // Several chunks' worth on a thread that exits (its chunks go back to the pool) and
+        // on this one (it keeps its first chunk for the next session).
+        let t = record(Config::default(), || {
+            std::thread::spawn(|| (0..6000).for_each(|_| drop(record_function("first"))))
+                .join()
+                .unwrap();
+            (0..3000).for_each(|_| drop(record_function("first")));
+        });
+        assert_eq!(count(&t, "first"), 9000);
+        let t = record(Config::default(), || {
+            std::thread::spawn(|| (0..10).for_each(|_| drop(record_function("second"))))
+                .join()
+                .unwrap();
+            drop(record_function("second"));
+        });
+        assert_eq!(count(&t, "first"), 0);
+        assert_eq!(count(&t, "second"), 11);
+    }
+
+    #[test]
+    fn records_of_a_session_64_earlier_are_told_apart() {
+        let _g = serial();
+        // Session tags repeat every 64 sessions; what this thread wrote then is still in the
+        // chunk it reuses, under the same tag, and only its age gives it away.
+        let t = record(Config::default(), || {
+            (0..3000).for_each(|_| drop(record_function("old")));
+        });
+        assert_eq!(count(&t, "old"), 3000);
+        for _ in 0..63 {
+            record(Config::default(), || {});
+        }
+        let t = record(Config::default(), || drop(record_function("new")));
+        assert_eq!(count(&t, "old"), 0);
+        assert_eq!(count(&t, "new"), 1);
     }
 
     #[test]

@@ -74,7 +74,7 @@ static ITERATION: AtomicI64 = AtomicI64::new(0);
 enum Phase {
     Built,
     Prepared,
-    Recording { state: u64 },
+    Recording { host: record::HostSession },
     Stopped,
 }
 
@@ -234,9 +234,9 @@ impl Profiler {
         }
         self.start_sample = Some(CalibrationSample::take());
         self.window_start_ns = clock::wall_now_ns();
-        let state = record::start_session(self.config.max_host_records_per_thread());
+        let host = record::start_session(self.config.max_host_records_per_thread());
         self.backends.start();
-        self.phase = Phase::Recording { state };
+        self.phase = Phase::Recording { host };
         Ok(())
     }
 
@@ -247,10 +247,10 @@ impl Profiler {
 
     /// Closes the capture window, stops recording and returns the trace.
     pub fn stop(&mut self) -> Result<Trace, SessionError> {
-        let Phase::Recording { state } = self.phase else {
+        let Phase::Recording { host } = self.phase else {
             return Err(self.out_of_order("stop"));
         };
-        record::stop_session(state);
+        record::stop_session(host);
         let window_end_ns = clock::wall_now_ns();
         self.backends.stop();
         correlation::set_session_listeners(Vec::new());
@@ -258,7 +258,7 @@ impl Profiler {
         let start_sample = self.start_sample.unwrap_or(stop_sample);
         let conv = TickConverter::new(start_sample, stop_sample);
         let pid = std::process::id() as i64;
-        let host = record::collect(state, pid, &conv, window_end_ns);
+        let host = record::collect(host, pid, &conv, window_end_ns);
         self.phase = Phase::Stopped;
         ACTIVE.store(false, Ordering::Release);
 
@@ -334,8 +334,8 @@ impl Profiler {
 impl Drop for Profiler {
     fn drop(&mut self) {
         match self.phase {
-            Phase::Recording { state } => {
-                record::stop_session(state);
+            Phase::Recording { host } => {
+                record::stop_session(host);
                 self.backends.stop();
                 correlation::set_session_listeners(Vec::new());
                 ACTIVE.store(false, Ordering::Release);
