@@ -193,6 +193,22 @@ fn record(c: &mut Criterion) {
     g.bench_function("clock_pair_floor_2threads", |b| {
         b.iter_custom(|iters| clock_pairs(iters, 2))
     });
+    // What `stop` costs per recorded range: draining one thread's records into the trace.
+    g.bench_function("drain_at_stop", |b| {
+        b.iter_custom(|iters| {
+            let name = Name::new("bench_range");
+            let mut p = session();
+            for _ in 0..iters {
+                let g = record_function(name);
+                black_box(&g);
+            }
+            let start = Instant::now();
+            let trace = p.stop().unwrap();
+            let elapsed = start.elapsed();
+            drop(black_box(trace));
+            elapsed
+        })
+    });
     let name = Name::new("bench_range");
     g.bench_function("range_disabled", |b| {
         b.iter(|| {

@@ -24,6 +24,7 @@ mod buffer;
 pub mod correlation;
 mod name;
 
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -60,6 +61,14 @@ fn word(kind: u64, name: Name) -> u64 {
 }
 
 /// Ends a range when dropped. Returned by [`record_function`] and [`record_op`].
+///
+/// The guard stays on the thread that began the range (it is neither `Send` nor `Sync`):
+/// its end is recorded in that thread's buffer, next to its beginning.
+///
+/// ```compile_fail,E0277
+/// let guard = omniprof::record_function("step");
+/// std::thread::spawn(move || drop(guard));
+/// ```
 #[must_use = "the range ends when the guard is dropped"]
 pub struct RangeGuard {
     /// The session state the range began in; 0 when nothing was recorded.
@@ -67,13 +76,18 @@ pub struct RangeGuard {
     seq: u32,
     /// A user range (true) or a host op.
     user: bool,
+    _this_thread: ThisThread,
 }
+
+/// Keeps a guard on its thread.
+type ThisThread = PhantomData<*const ()>;
 
 impl RangeGuard {
     const INACTIVE: Self = Self {
         state: 0,
         seq: 0,
         user: false,
+        _this_thread: PhantomData,
     };
 
     /// True when the range is being recorded.
@@ -150,7 +164,12 @@ fn begin(kind: u64, name: impl IntoName) -> RangeGuard {
         if l.listening(state) {
             correlation::begin(l.correlation_id(seq), name, user);
         }
-        RangeGuard { state, seq, user }
+        RangeGuard {
+            state,
+            seq,
+            user,
+            _this_thread: PhantomData,
+        }
     })
 }
 
@@ -173,28 +192,39 @@ pub fn record_op(name: impl IntoName) -> RangeGuard {
 pub fn instant(name: impl IntoName) -> InstantGuard {
     let state = STATE.load(Ordering::Relaxed);
     if state & 1 == 0 {
-        return InstantGuard { state: 0, seq: 0 };
+        return InstantGuard::INACTIVE;
     }
     let name = name.into_name();
     let w = word(KIND_INSTANT, name);
     with_local(|l| {
         let Some(seq) = l.push(state, w, true) else {
-            return InstantGuard { state: 0, seq: 0 };
+            return InstantGuard::INACTIVE;
         };
         if l.listening(state) {
             correlation::instant(name);
         }
-        InstantGuard { state, seq }
+        InstantGuard {
+            state,
+            seq,
+            _this_thread: PhantomData,
+        }
     })
 }
 
-/// Identifies a recorded instant so args can be attached to it.
+/// Identifies a recorded instant so args can be attached to it (on the recording thread).
 pub struct InstantGuard {
     state: u64,
     seq: u32,
+    _this_thread: ThisThread,
 }
 
 impl InstantGuard {
+    const INACTIVE: Self = Self {
+        state: 0,
+        seq: 0,
+        _this_thread: PhantomData,
+    };
+
     /// Attaches an `args` entry to the instant.
     pub fn with_arg(self, key: &str, value: impl Into<Value>) -> Self {
         attach_arg(self.state, self.seq, key, value);
@@ -288,13 +318,21 @@ pub(crate) fn collect(
     window_end_ns: i64,
 ) -> HostRecording {
     let resolve = name::resolver();
+    let drained = buffer::drain(session.state, session.floor_tick);
+    // One activity per begin or instant record: reserved up front, so building the trace
+    // never copies it to grow.
+    let events = drained
+        .iter()
+        .flat_map(|t| &t.records)
+        .filter(|&&(w, _)| (w >> KIND_SHIFT) & KIND_MASK != KIND_END)
+        .count();
     let mut out = HostRecording {
-        activities: Vec::new(),
+        activities: Vec::with_capacity(events),
         threads: Vec::new(),
         dropped_events: 0,
         unfinished_ranges: 0,
     };
-    for thread in buffer::drain(session.state, session.floor_tick) {
+    for thread in drained {
         out.dropped_events += thread.dropped;
         if thread.records.is_empty() {
             continue;
@@ -309,14 +347,18 @@ pub(crate) fn collect(
         for (seq, key, value) in thread.args {
             args.entry(seq).or_default().push((key, value));
         }
-        let mut open: FastMap<u32, Activity> = FastMap::default();
+        // Ranges begun and not yet ended, as (seq, index in `out.activities`). Guards end in
+        // reverse order of their beginnings almost always, so the one an end record closes
+        // is found at or near the top.
+        let mut open: Vec<(u32, usize)> = Vec::new();
         for &(w, tick) in &thread.records {
             let seq = w as u32;
             let kind = (w >> KIND_SHIFT) & KIND_MASK;
             if kind == KIND_END {
-                if let Some(mut a) = open.remove(&seq) {
+                if let Some(at) = open.iter().rposition(|&(s, _)| s == seq) {
+                    let (_, index) = open.remove(at);
+                    let a = &mut out.activities[index];
                     a.end_ns = conv.to_unix_ns(tick).max(a.start_ns);
-                    out.activities.push(a);
                 }
                 continue;
             }
@@ -329,18 +371,19 @@ pub(crate) fn collect(
             let name = resolve((w >> NAME_SHIFT) as u32);
             let mut a = Activity::new(kind_type, name, pid, thread.tid, t, t);
             a.correlation = correlation_id(thread.index, seq);
-            a.args = args.remove(&seq).unwrap_or_default();
-            if kind == KIND_INSTANT {
-                out.activities.push(a);
-            } else {
-                open.insert(seq, a);
+            if !args.is_empty() {
+                a.args = args.remove(&seq).unwrap_or_default();
             }
+            if kind != KIND_INSTANT {
+                open.push((seq, out.activities.len()));
+            }
+            out.activities.push(a);
         }
         out.unfinished_ranges += open.len() as u64;
-        for (_, mut a) in open {
+        for (_, index) in open {
+            let a = &mut out.activities[index];
             a.end_ns = window_end_ns.max(a.start_ns);
             a.args.push(("finished".into(), Value::Bool(false)));
-            out.activities.push(a);
         }
     }
     out
@@ -555,6 +598,24 @@ mod tests {
         let t = record(Config::default(), || drop(record_function("new")));
         assert_eq!(count(&t, "old"), 0);
         assert_eq!(count(&t, "new"), 1);
+    }
+
+    #[test]
+    fn ranges_ended_out_of_order_keep_their_own_ends() {
+        let _g = serial();
+        let t = record(Config::default(), || {
+            let a = record_function("a");
+            let b = record_function("b");
+            drop(a);
+            let c = record_function("c");
+            drop(b);
+            drop(c);
+        });
+        let by_name = |n: &str| t.activities.iter().find(|x| &*x.name == n).unwrap();
+        let (a, b, c) = (by_name("a"), by_name("b"), by_name("c"));
+        assert!(a.start_ns <= b.start_ns && b.start_ns <= a.end_ns);
+        assert!(a.end_ns <= c.start_ns && c.start_ns <= b.end_ns && b.end_ns <= c.end_ns);
+        assert_eq!(t.metadata("unfinished_ranges"), None);
     }
 
     #[test]

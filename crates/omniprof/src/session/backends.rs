@@ -127,11 +127,13 @@ impl Backends {
             start_ns: trace.window_start_ns,
             end_ns: trace.window_end_ns,
         };
-        let host = HostIndex::new(&trace.activities);
+        // Built on first use: a session without running backends never needs it.
+        let mut host: Option<HostIndex> = None;
         let mut merged = Merged::default();
         let mut contributions = Vec::new();
         for (index, mut r) in std::mem::take(&mut self.running).into_iter().enumerate() {
             let mut sink = CollectSink::default();
+            let host = host.get_or_insert_with(|| HostIndex::new(&trace.activities));
             let processed = guarded(&r.name, "process_trace", || {
                 r.session
                     .process_trace(&mut sink, &host.view(&trace.activities), window)

@@ -295,11 +295,8 @@ impl Profiler {
             trace.add_thread(row);
         }
         let activities = self.activities;
-        trace.activities = host
-            .activities
-            .into_iter()
-            .filter(|a| activities.enabled(a.kind))
-            .collect();
+        trace.activities = host.activities;
+        trace.activities.retain(|a| activities.enabled(a.kind));
         std::mem::take(&mut self.backends).process(&mut trace, activities);
         match &self.mode {
             Mode::Timeline => {}
