@@ -381,8 +381,9 @@ impl Local {
 
 /// Copies out every buffer that recorded in session `state`, and frees the buffers of
 /// threads that have exited. `floor` is a tick taken before the session started and after
-/// the previous one stopped: every record of this session is newer.
-pub(crate) fn drain(state: u64, floor: u64) -> Vec<DrainedThread> {
+/// the previous one stopped: every record of this session is newer. A thread's records come
+/// in tick order, so its copy ends at the first record newer than `ceiling`.
+pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> {
     let tag = session_tag(state);
     let mut registry = lock(&REGISTRY);
     let mut out = Vec::new();
@@ -398,7 +399,9 @@ pub(crate) fn drain(state: u64, floor: u64) -> Vec<DrainedThread> {
                     let tick = s.tick.load(Ordering::Acquire);
                     (s.word.load(Ordering::Relaxed), tick)
                 })
-                .take_while(|&(word, tick)| word & TAG_MASK == tag && tick >= floor)
+                .take_while(|&(word, tick)| {
+                    word & TAG_MASK == tag && (floor..=ceiling).contains(&tick)
+                })
                 .map(|(word, tick)| (word & !TAG_MASK, tick))
                 .collect();
             out.push(DrainedThread {

@@ -32,6 +32,7 @@ pub use correlation::CorrelationListener;
 pub use name::{IntoName, Name, StaticName};
 
 use crate::activity::{Activity, ActivityType};
+use crate::backend::CaptureWindow;
 use crate::clock::TickConverter;
 use crate::hash::FastMap;
 use crate::trace::ThreadRow;
@@ -281,6 +282,9 @@ pub(crate) struct HostSession {
     state: u64,
     /// Older than every record of the session (see [`buffer::drain`]).
     floor_tick: u64,
+    /// Taken once recording has stopped: a record newer than this was written by a thread
+    /// that read the state just before the stop and is left out.
+    stop_tick: u64,
 }
 
 /// Starts recording for a new session.
@@ -290,17 +294,22 @@ pub(crate) fn start_session(max_records_per_thread: u64) -> HostSession {
     let state = (next_generation << 1) | 1;
     let floor_tick = LAST_STOP_TICK.load(Ordering::Relaxed);
     STATE.store(state, Ordering::Release);
-    HostSession { state, floor_tick }
+    HostSession {
+        state,
+        floor_tick,
+        stop_tick: u64::MAX,
+    }
 }
 
 /// Stops recording (threads notice at their next event).
-pub(crate) fn stop_session(session: HostSession) {
+pub(crate) fn stop_session(session: &mut HostSession) {
     let state = session.state;
     if STATE
         .compare_exchange(state, state & !1, Ordering::AcqRel, Ordering::Relaxed)
         .is_ok()
     {
-        LAST_STOP_TICK.store(crate::clock::ticks().max(1), Ordering::Relaxed);
+        session.stop_tick = crate::clock::ticks().max(1);
+        LAST_STOP_TICK.store(session.stop_tick, Ordering::Relaxed);
     }
 }
 
@@ -309,16 +318,19 @@ pub(crate) fn warm_up() {
     buffer::prefill_pool(2 * buffer::registered_threads() + 8);
 }
 
-/// Drains `session` into activities on process `pid`. Ranges still open are closed at
-/// `window_end_ns` and marked `"finished": false`.
+/// Drains `session` into activities on process `pid`, within `window`. Ranges still open at
+/// the stop are closed at the window's end and marked `"finished": false`.
 pub(crate) fn collect(
     session: HostSession,
     pid: i64,
     conv: &TickConverter,
-    window_end_ns: i64,
+    window: CaptureWindow,
 ) -> HostRecording {
     let resolve = name::resolver();
-    let drained = buffer::drain(session.state, session.floor_tick);
+    // The clamp only absorbs the calibration's rounding: every record lies between the
+    // session's start and its stop tick.
+    let time = |tick| conv.to_unix_ns(tick).clamp(window.start_ns, window.end_ns);
+    let drained = buffer::drain(session.state, session.floor_tick, session.stop_tick);
     // One activity per begin or instant record: reserved up front, so building the trace
     // never copies it to grow.
     let events = drained
@@ -358,7 +370,7 @@ pub(crate) fn collect(
                 if let Some(at) = open.iter().rposition(|&(s, _)| s == seq) {
                     let (_, index) = open.remove(at);
                     let a = &mut out.activities[index];
-                    a.end_ns = conv.to_unix_ns(tick).max(a.start_ns);
+                    a.end_ns = time(tick).max(a.start_ns);
                 }
                 continue;
             }
@@ -367,7 +379,7 @@ pub(crate) fn collect(
                 KIND_USER => ActivityType::UserAnnotation,
                 _ => ActivityType::CpuInstantEvent,
             };
-            let t = conv.to_unix_ns(tick);
+            let t = time(tick);
             let name = resolve((w >> NAME_SHIFT) as u32);
             let mut a = Activity::new(kind_type, name, pid, thread.tid, t, t);
             a.correlation = correlation_id(thread.index, seq);
@@ -382,7 +394,7 @@ pub(crate) fn collect(
         out.unfinished_ranges += open.len() as u64;
         for (_, index) in open {
             let a = &mut out.activities[index];
-            a.end_ns = window_end_ns.max(a.start_ns);
+            a.end_ns = window.end_ns;
             a.args.push(("finished".into(), Value::Bool(false)));
         }
     }
@@ -616,6 +628,75 @@ mod tests {
         assert!(a.start_ns <= b.start_ns && b.start_ns <= a.end_ns);
         assert!(a.end_ns <= c.start_ns && c.start_ns <= b.end_ns && b.end_ns <= c.end_ns);
         assert_eq!(t.metadata("unfinished_ranges"), None);
+    }
+
+    #[test]
+    fn sessions_started_and_stopped_under_busy_threads_hold_only_their_own_ranges() {
+        use std::sync::atomic::AtomicBool;
+        let _g = serial();
+        let done = Arc::new(AtomicBool::new(false));
+        let workers: Vec<_> = (0..3)
+            .map(|_| {
+                let done = done.clone();
+                std::thread::spawn(move || {
+                    while !done.load(Ordering::Relaxed) {
+                        let _outer = record_function("busy_outer");
+                        (0..50).for_each(|_| drop(record_op("busy_inner")));
+                    }
+                })
+            })
+            .collect();
+        for _ in 0..20 {
+            let t = record(Config::default(), || {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            });
+            for a in &t.activities {
+                assert!(
+                    matches!(&*a.name, "busy_outer" | "busy_inner"),
+                    "{}",
+                    a.name
+                );
+                assert!(a.start_ns <= a.end_ns);
+                assert!(t.window_start_ns <= a.start_ns && a.end_ns <= t.window_end_ns);
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        workers.into_iter().for_each(|w| w.join().unwrap());
+    }
+
+    #[test]
+    fn records_written_after_the_stop_are_left_out() {
+        let _g = serial();
+        let start = crate::clock::CalibrationSample::take();
+        let window_start_ns = crate::clock::wall_now_ns();
+        let mut host = start_session(1 << 20);
+        let ended_late = record_function("ended_late");
+        drop(record_function("in_time"));
+        // What a thread does when it read the state just before the stop and writes after
+        // it: a range begins, and an open one ends, with the state it read.
+        let state = STATE.load(Ordering::Relaxed);
+        stop_session(&mut host);
+        with_local(|l| {
+            l.push(state, word(KIND_USER, Name::new("begun_late")), true);
+            l.push(
+                state,
+                (KIND_END << KIND_SHIFT) | ended_late.seq as u64,
+                false,
+            );
+        });
+        drop(ended_late);
+        let window = CaptureWindow {
+            start_ns: window_start_ns,
+            end_ns: crate::clock::wall_now_ns(),
+        };
+        let conv = TickConverter::new(start, crate::clock::CalibrationSample::take());
+        let host = collect(host, 1, &conv, window);
+        let mut names: Vec<_> = host.activities.iter().map(|a| &*a.name).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["ended_late", "in_time"]);
+        let late = host.activities.iter().find(|a| &*a.name == "ended_late");
+        assert_eq!(late.unwrap().arg("finished"), Some(&Value::Bool(false)));
+        assert_eq!(host.unfinished_ranges, 1);
     }
 
     #[test]

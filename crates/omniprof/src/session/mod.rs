@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 mod backends;
 
 use crate::activity::ActivitySet;
-use crate::backend;
+use crate::backend::{self, CaptureWindow};
 use crate::clock::{self, CalibrationSample, TickConverter};
 use crate::config::Config;
 use crate::record;
@@ -247,10 +247,10 @@ impl Profiler {
 
     /// Closes the capture window, stops recording and returns the trace.
     pub fn stop(&mut self) -> Result<Trace, SessionError> {
-        let Phase::Recording { host } = self.phase else {
+        let Phase::Recording { mut host } = self.phase else {
             return Err(self.out_of_order("stop"));
         };
-        record::stop_session(host);
+        record::stop_session(&mut host);
         let window_end_ns = clock::wall_now_ns();
         self.backends.stop();
         correlation::set_session_listeners(Vec::new());
@@ -258,7 +258,11 @@ impl Profiler {
         let start_sample = self.start_sample.unwrap_or(stop_sample);
         let conv = TickConverter::new(start_sample, stop_sample);
         let pid = std::process::id() as i64;
-        let host = record::collect(host, pid, &conv, window_end_ns);
+        let window = CaptureWindow {
+            start_ns: self.window_start_ns,
+            end_ns: window_end_ns,
+        };
+        let host = record::collect(host, pid, &conv, window);
         self.phase = Phase::Stopped;
         ACTIVE.store(false, Ordering::Release);
 
@@ -331,8 +335,8 @@ impl Profiler {
 impl Drop for Profiler {
     fn drop(&mut self) {
         match self.phase {
-            Phase::Recording { host } => {
-                record::stop_session(host);
+            Phase::Recording { mut host } => {
+                record::stop_session(&mut host);
                 self.backends.stop();
                 correlation::set_session_listeners(Vec::new());
                 ACTIVE.store(false, Ordering::Release);
