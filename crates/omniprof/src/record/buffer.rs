@@ -11,10 +11,10 @@
 //!   nothing is published per event. Each slot vouches for itself instead: its word carries
 //!   the session's [tag](session_tag) and its tick, stored last with Release, is newer than
 //!   the previous session's end. The drainer reads the chunk list under the `chunks` lock and
-//!   takes slots, tick first (Acquire), up to the first one that fails either test. Chunks are
-//!   recycled without being cleared; what a slot held before fails the test. Slots are
-//!   atomics, so a late write from a thread that has not yet noticed the stop is a race on
-//!   values, never on memory.
+//!   takes slots, tick first (Acquire), up to the first one that fails either test or is
+//!   newer than the stop. Chunks are recycled without being cleared; what a slot held before
+//!   fails the test. Slots are atomics, so a late write from a thread that has not yet
+//!   noticed the stop is a race on values, never on memory, and is left out by its tick.
 
 use std::cell::Cell;
 use std::ptr::null_mut;
