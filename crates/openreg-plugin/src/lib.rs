@@ -130,17 +130,7 @@ impl PluginSession for OpenRegSession {
     }
 
     fn stop(&mut self) -> Result<(), PluginError> {
-        // Stop recording new calls first, so the synchronization below is not recorded; work
-        // already launched still records when it finishes.
-        profiling::disable();
-        let failed = |e: openreg::OrError| PluginError::new(e.to_string());
-        let current = openreg::current_device();
-        for device in 0..openreg::device_count() {
-            openreg::set_device(device).map_err(failed)?;
-            openreg::device_synchronize().map_err(failed)?;
-        }
-        openreg::set_device(current).map_err(failed)?;
-        self.records = profiling::drain();
+        self.records = profiling::finish().map_err(|e| PluginError::new(e.to_string()))?;
         if self.records.dropped > 0 {
             log::warn!(
                 "{NAME}: {} records dropped: the record budget was full",

@@ -122,16 +122,7 @@ impl ProfilerSession for OpenRegSession {
     }
 
     fn stop(&mut self) -> Result<(), BackendError> {
-        // Stop recording new calls first, so the synchronization below is not in the trace;
-        // work already launched still records when it finishes.
-        profiling::disable();
-        let current = crate::current_device();
-        for device in 0..crate::device_count() {
-            crate::set_device(device).map_err(|e| BackendError::new(e.to_string()))?;
-            crate::device_synchronize().map_err(|e| BackendError::new(e.to_string()))?;
-        }
-        crate::set_device(current).map_err(|e| BackendError::new(e.to_string()))?;
-        self.records = profiling::drain();
+        self.records = profiling::finish().map_err(|e| BackendError::new(e.to_string()))?;
         Ok(())
     }
 

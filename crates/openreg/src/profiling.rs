@@ -330,6 +330,21 @@ pub fn set_record_budget(records: usize) {
     lock(&STORE).budget = records;
 }
 
+/// Ends a session the way a profiler's `stop` does: stops recording new calls, waits for the
+/// work already launched on every device (restoring the calling thread's device), and takes
+/// the records, so everything launched while enabled is in them.
+pub fn finish() -> crate::Result<Records> {
+    // First, so the synchronization below is not itself recorded.
+    disable();
+    let current = crate::current_device();
+    for device in 0..crate::device_count() {
+        crate::set_device(device)?;
+        crate::device_synchronize()?;
+    }
+    crate::set_device(current)?;
+    Ok(drain())
+}
+
 /// Takes every record stored so far and the dropped count.
 pub fn drain() -> Records {
     let mut store = lock(&STORE);
