@@ -61,6 +61,12 @@ fn word(kind: u64, name: Name) -> u64 {
     (kind << KIND_SHIFT) | ((name.id() as u64) << NAME_SHIFT)
 }
 
+/// The word of the record that ends range `seq`.
+#[inline(always)]
+fn end_word(seq: u32) -> u64 {
+    (KIND_END << KIND_SHIFT) | seq as u64
+}
+
 /// Ends a range when dropped. Returned by [`record_function`] and [`record_op`].
 ///
 /// The guard stays on the thread that began the range (it is neither `Send` nor `Sync`):
@@ -137,11 +143,7 @@ pub const INPUT_DIMS: &str = "Input Dims";
 fn end(guard: &RangeGuard) {
     if STATE.load(Ordering::Relaxed) == guard.state {
         with_local(|l| {
-            l.push(
-                guard.state,
-                (KIND_END << KIND_SHIFT) | guard.seq as u64,
-                false,
-            );
+            l.push(guard.state, end_word(guard.seq), false);
             if l.listening(guard.state) {
                 correlation::end(l.correlation_id(guard.seq), guard.user);
             }
@@ -678,11 +680,7 @@ mod tests {
         stop_session(&mut host);
         with_local(|l| {
             l.push(state, word(KIND_USER, Name::new("begun_late")), true);
-            l.push(
-                state,
-                (KIND_END << KIND_SHIFT) | ended_late.seq as u64,
-                false,
-            );
+            l.push(state, end_word(ended_late.seq), false);
         });
         drop(ended_late);
         let window = CaptureWindow {

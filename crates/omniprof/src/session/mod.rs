@@ -251,22 +251,21 @@ impl Profiler {
             return Err(self.out_of_order("stop"));
         };
         record::stop_session(&mut host);
-        let window_end_ns = clock::wall_now_ns();
+        let window = CaptureWindow {
+            start_ns: self.window_start_ns,
+            end_ns: clock::wall_now_ns(),
+        };
         self.backends.stop();
         correlation::set_session_listeners(Vec::new());
         let stop_sample = CalibrationSample::take();
         let start_sample = self.start_sample.unwrap_or(stop_sample);
         let conv = TickConverter::new(start_sample, stop_sample);
         let pid = std::process::id() as i64;
-        let window = CaptureWindow {
-            start_ns: self.window_start_ns,
-            end_ns: window_end_ns,
-        };
         let host = record::collect(host, pid, &conv, window);
         self.phase = Phase::Stopped;
         ACTIVE.store(false, Ordering::Release);
 
-        let mut trace = Trace::new(self.window_start_ns, window_end_ns);
+        let mut trace = Trace::new(window.start_ns, window.end_ns);
         add_environment_metadata(&mut trace);
         trace.set_metadata(
             "trace_id",
@@ -317,8 +316,8 @@ impl Profiler {
             name: SPAN_NAME.to_owned(),
             prefix: String::new(),
             iteration: ITERATION.fetch_add(1, Ordering::Relaxed),
-            start_ns: self.window_start_ns,
-            end_ns: window_end_ns,
+            start_ns: window.start_ns,
+            end_ns: window.end_ns,
             op_count: 0,
         });
         Ok(trace)
