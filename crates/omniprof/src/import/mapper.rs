@@ -178,6 +178,12 @@ impl Converter {
             .ok_or_else(|| format!("missing field `{field}`"))
     }
 
+    /// The event's `pid` and `tid` when both are integers.
+    fn int_ids(ev: &RawEvent) -> Result<Option<(i64, i64)>, EventError> {
+        let pid = Self::id(&ev.pid, "pid")?.as_int();
+        Ok(pid.zip(Self::id(&ev.tid, "tid")?.as_int()))
+    }
+
     /// Converts one event; an error is an event the mapper cannot use.
     pub fn convert(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
         match ev.ph.as_deref() {
@@ -199,10 +205,7 @@ impl Converter {
         let Some(kind) = activity_type(cat) else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
-        let (Some(device), Some(resource)) = (
-            Self::id(&ev.pid, "pid")?.as_int(),
-            Self::id(&ev.tid, "tid")?.as_int(),
-        ) else {
+        let Some((device, resource)) = Self::int_ids(&ev)? else {
             return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
         let mut start = self.start_ns(&ev)?;
@@ -226,10 +229,7 @@ impl Converter {
         let Some(kind) = ev.cat.as_deref().and_then(activity_type) else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
-        let (Some(device), Some(resource)) = (
-            Self::id(&ev.pid, "pid")?.as_int(),
-            Self::id(&ev.tid, "tid")?.as_int(),
-        ) else {
+        let Some((device, resource)) = Self::int_ids(&ev)? else {
             return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
         let start = self.start_ns(&ev)?;
