@@ -11,10 +11,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use omniprof::analysis::{
+use omniprof_trace::analysis::{
     KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
 };
-use omniprof::import::{read_events_with, ReadError, ReadStats};
+use omniprof_trace::import::{read_events_with, ReadError, ReadStats};
 
 /// Files larger than this get a progress bar (when standard error is a terminal).
 const PROGRESS_MIN_BYTES: u64 = 50 * 1024 * 1024;

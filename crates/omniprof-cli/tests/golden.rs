@@ -30,7 +30,7 @@ const VOLATILE_KEYS: [&str; 5] = [
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../omniprof/tests/data")
+        .join("../omniprof-trace/tests/data")
         .join(name)
 }
 

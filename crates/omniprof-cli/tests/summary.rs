@@ -13,12 +13,14 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 
 fn pytorch_trace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../omniprof/tests/data/pytorch-2.15-cpu-trace.json")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../omniprof-trace/tests/data/pytorch-2.15-cpu-trace.json")
 }
 
 /// `key_averages().table(sort_by="cpu_time_total", row_limit=12)` as PyTorch 2.15 printed it
 /// for the reference trace (`reference/stubs-and-summary.md`, section 6).
-const PYTORCH_TABLE: &str = include_str!("../../omniprof/tests/data/pytorch-2.15-cpu-table.txt");
+const PYTORCH_TABLE: &str =
+    include_str!("../../omniprof-trace/tests/data/pytorch-2.15-cpu-table.txt");
 
 fn summary(trace: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_omniprof"))

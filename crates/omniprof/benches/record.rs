@@ -3,6 +3,7 @@
 //! `cargo bench -p omniprof --bench record`. One iteration is one begin+end pair (one event
 //! for `export/chrome_json`).
 
+use omniprof::Window;
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,9 +11,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use omniprof::backend::{
-    ActivityProfiler, ActivitySink, BackendError, CaptureWindow, HostOps, ProfilerSession,
-};
+use omniprof::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
 use omniprof::export::chrome;
 use omniprof::record::CorrelationListener;
 use omniprof::{
@@ -73,7 +72,7 @@ impl ProfilerSession for StackSession {
         &mut self,
         _: &mut dyn ActivitySink,
         _: &dyn HostOps,
-        _: CaptureWindow,
+        _: Window,
     ) -> Result<(), BackendError> {
         Ok(())
     }

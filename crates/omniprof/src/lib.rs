@@ -30,24 +30,20 @@
 //! assert!(trace.activities.iter().any(|a| &*a.name == "step"));
 //! ```
 
-pub mod activity;
-pub mod analysis;
 pub mod backend;
 pub mod clock;
 pub mod config;
-pub mod export;
-mod hash;
-pub mod import;
 pub mod plugin;
 pub mod record;
 pub mod session;
 pub mod stubs;
-pub mod trace;
-pub mod value;
+
+use omniprof_trace::hash;
+pub use omniprof_trace::{activity, analysis, export, import, trace, value};
 
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use config::Config;
 pub use record::{instant, record_function, record_op, Name, RangeGuard};
 pub use session::{Profiler, ProfilerBuilder, SessionError};
-pub use trace::Trace;
+pub use trace::{Trace, Window};
 pub use value::Value;

@@ -262,8 +262,8 @@ fn recording_past_the_per_thread_cap_counts_every_dropped_event() {
     assert_eq!(
         unfinished,
         [
-            ("outer", trace.window_end_ns),
-            ("inner", trace.window_end_ns)
+            ("outer", trace.window.end_ns),
+            ("inner", trace.window.end_ns)
         ]
     );
 

@@ -202,8 +202,8 @@ fn the_checker_catches_overlaps_that_are_not_spilled() {
 
 #[test]
 fn the_pytorch_reference_trace_rewritten_by_omniprof_loads_the_same() {
-    let original =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pytorch-2.15-cpu-trace.json");
+    let original = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../omniprof-trace/tests/data/pytorch-2.15-cpu-trace.json");
     let trace = import::read_trace(&original).unwrap();
     assert_eq!(
         trace.activities.len(),
@@ -333,7 +333,7 @@ fn overlapping_events_on_one_thread_are_spilled_and_all_kept() {
 #[test]
 fn a_non_finite_counter_sample_still_loads() {
     let mut trace = device_timeline();
-    let at = trace.window_start_ns + 44_000;
+    let at = trace.window.start_ns + 44_000;
     let mut sample = Activity::new(ActivityType::GpuPmCounter, "sm_activity", 0, 7, at, at);
     sample.counters.push(("sm_active_pct".into(), f64::NAN));
     trace.activities.push(sample);

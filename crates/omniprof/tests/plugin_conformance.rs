@@ -5,13 +5,12 @@
 
 mod common;
 
+use omniprof::Window;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use omniprof::backend::{
-    self, ActivityProfiler, ActivitySink, CaptureWindow, HostOps, ProfilerSession,
-};
+use omniprof::backend::{self, ActivityProfiler, ActivitySink, HostOps, ProfilerSession};
 use omniprof::plugin::{self, PluginError};
 use omniprof::{Activity, ActivitySet, ActivityType, Config};
 
@@ -98,7 +97,7 @@ fn lifecycle_and_the_four_mock_events() {
     session.start().unwrap();
     session.stop().unwrap();
     let mut sink = Collect::default();
-    let window = CaptureWindow {
+    let window = Window {
         start_ns: 0,
         end_ns: i64::MAX,
     };

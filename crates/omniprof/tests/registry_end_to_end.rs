@@ -3,11 +3,11 @@
 //! before `main` is forwarded when the engine initializes, configured for a trace that asks
 //! for a type it supports, and stays registered after the trace.
 
+use omniprof::Window;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use omniprof::backend::{
-    self, ActivityProfiler, ActivitySink, BackendError, CaptureWindow, DeviceInfo, HostOps,
-    ProfilerSession,
+    self, ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
 };
 use omniprof::{ActivitySet, ActivityType, Config, Profiler};
 
@@ -43,7 +43,7 @@ impl ProfilerSession for MockSession {
         &mut self,
         _: &mut dyn ActivitySink,
         _: &dyn HostOps,
-        _: CaptureWindow,
+        _: Window,
     ) -> Result<(), BackendError> {
         Ok(())
     }

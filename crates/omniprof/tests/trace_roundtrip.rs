@@ -40,8 +40,8 @@ fn assert_same_trace(read: &Trace, original: &Trace, path: &Path) {
     let at = path.display();
     assert_eq!(read.base_time_ns, expected.base_time_ns, "{at}: base time");
     assert_eq!(
-        (read.window_start_ns, read.window_end_ns),
-        (expected.window_start_ns, expected.window_end_ns),
+        (read.window.start_ns, read.window.end_ns),
+        (expected.window.start_ns, expected.window.end_ns),
         "{at}: capture window"
     );
     let keys = |t: &Trace| {

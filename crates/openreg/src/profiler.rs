@@ -34,12 +34,13 @@
 //! assert!(trace.activities.iter().any(|a| a.kind == ActivityType::GpuUserAnnotation));
 //! ```
 
+use omniprof::Window;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use omniprof::backend::{
-    ActivityProfiler, ActivitySink, BackendError, CaptureWindow, DeviceInfo, HostOps,
-    ProfilerSession, ResourceInfo,
+    ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
+    ResourceInfo,
 };
 use omniprof::record::CorrelationListener;
 use omniprof::{Activity, ActivitySet, ActivityType, Config, Value};
@@ -130,7 +131,7 @@ impl ProfilerSession for OpenRegSession {
         &mut self,
         sink: &mut dyn ActivitySink,
         _host_ops: &dyn HostOps,
-        _window: CaptureWindow,
+        _window: Window,
     ) -> Result<(), BackendError> {
         let pid = std::process::id() as i64;
         for r in &self.records.runtime {

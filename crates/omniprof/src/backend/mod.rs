@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use omniprof::backend::*;
-//! use omniprof::{Activity, ActivitySet, ActivityType, Config};
+//! use omniprof::{Activity, ActivitySet, ActivityType, Config, Window};
 //!
 //! #[derive(Default)]
 //! struct Clock;
@@ -30,7 +30,7 @@
 //! }
 //!
 //! impl ProfilerSession for ClockSession {
-//!     fn process_trace(&mut self, sink: &mut dyn ActivitySink, _: &dyn HostOps, w: CaptureWindow) -> Result<(), BackendError> {
+//!     fn process_trace(&mut self, sink: &mut dyn ActivitySink, _: &dyn HostOps, w: Window) -> Result<(), BackendError> {
 //!         sink.add(Activity::new(ActivityType::ConcurrentKernel, "tick", 0, 1, w.start_ns, w.start_ns + 1));
 //!         Ok(())
 //!     }
@@ -50,6 +50,7 @@ pub use registry::{
 use crate::activity::{Activity, ActivitySet};
 use crate::config::Config;
 use crate::record::CorrelationListener;
+use crate::trace::Window;
 use crate::value::Value;
 
 /// What a backend reports as having gone wrong; the engine logs it, writes it into the trace
@@ -62,13 +63,6 @@ impl BackendError {
     pub fn new(message: impl Into<String>) -> Self {
         Self(message.into())
     }
-}
-
-/// The capture window: device activities outside it are dropped (and counted).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CaptureWindow {
-    pub start_ns: i64,
-    pub end_ns: i64,
 }
 
 /// A device's process row.
@@ -127,7 +121,7 @@ pub trait ProfilerSession: Send {
         &mut self,
         sink: &mut dyn ActivitySink,
         host_ops: &dyn HostOps,
-        window: CaptureWindow,
+        window: Window,
     ) -> Result<(), BackendError>;
 
     /// Process rows for the devices this session recorded on.

@@ -5,6 +5,7 @@
 //! `profilerProcessEvents` into a [`HostTraceBuilder`], and `profilerDestroy` when the session
 //! is dropped. A session whose create failed makes no further call (defect 8).
 
+use crate::trace::Window;
 use std::ffi::c_int;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -20,8 +21,8 @@ use super::builder::HostTraceBuilder;
 use super::types::abi_types;
 use crate::activity::ActivitySet;
 use crate::backend::{
-    ActivityProfiler, ActivitySink, BackendError, CaptureWindow, DeviceInfo, HostOps,
-    ProfilerSession, ResourceInfo,
+    ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
+    ResourceInfo,
 };
 use crate::config::Config;
 use crate::hash::FastMap;
@@ -136,7 +137,7 @@ impl ProfilerSession for PluginSession {
         &mut self,
         sink: &mut dyn ActivitySink,
         host_ops: &dyn HostOps,
-        _window: CaptureWindow,
+        _window: Window,
     ) -> Result<(), BackendError> {
         let mut built = HostTraceBuilder::default();
         let table = built.table();

@@ -24,6 +24,7 @@ mod buffer;
 pub mod correlation;
 mod name;
 
+use crate::trace::Window;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,7 +33,6 @@ pub use correlation::CorrelationListener;
 pub use name::{IntoName, Name, StaticName};
 
 use crate::activity::{Activity, ActivityType};
-use crate::backend::CaptureWindow;
 use crate::clock::TickConverter;
 use crate::hash::FastMap;
 use crate::trace::ThreadRow;
@@ -326,7 +326,7 @@ pub(crate) fn collect(
     session: HostSession,
     pid: i64,
     conv: &TickConverter,
-    window: CaptureWindow,
+    window: Window,
 ) -> HostRecording {
     let resolve = name::resolver();
     // The clamp only absorbs the calibration's rounding: every record lies between the
@@ -470,7 +470,7 @@ mod tests {
         assert_eq!(mark.arg("note"), Some(&Value::from("here")));
         assert_eq!((outer.correlation, op.correlation), ids);
         assert_ne!(outer.correlation, op.correlation);
-        assert!(t.window_start_ns <= outer.start_ns && outer.end_ns <= t.window_end_ns);
+        assert!(t.window.start_ns <= outer.start_ns && outer.end_ns <= t.window.end_ns);
         let pid = std::process::id() as i64;
         assert!(t.activities.iter().all(|a| a.device == pid));
     }
@@ -552,7 +552,7 @@ mod tests {
             .iter()
             .find(|a| &*a.name == "still_open")
             .unwrap();
-        assert_eq!(a.end_ns, t.window_end_ns);
+        assert_eq!(a.end_ns, t.window.end_ns);
         assert_eq!(a.arg("finished"), Some(&Value::Bool(false)));
         assert_eq!(t.metadata("unfinished_ranges"), Some(&Value::UInt(1)));
     }
@@ -659,7 +659,7 @@ mod tests {
                     a.name
                 );
                 assert!(a.start_ns <= a.end_ns);
-                assert!(t.window_start_ns <= a.start_ns && a.end_ns <= t.window_end_ns);
+                assert!(t.window.start_ns <= a.start_ns && a.end_ns <= t.window.end_ns);
             }
         }
         done.store(true, Ordering::Relaxed);
@@ -683,7 +683,7 @@ mod tests {
             l.push(state, end_word(ended_late.seq), false);
         });
         drop(ended_late);
-        let window = CaptureWindow {
+        let window = Window {
             start_ns: window_start_ns,
             end_ns: crate::clock::wall_now_ns(),
         };

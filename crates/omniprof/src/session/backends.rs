@@ -4,14 +4,13 @@
 //! A backend that panics or fails in any call is dropped from the trace with its error in the
 //! metadata and the log; the other backends and the host recording are untouched.
 
+use crate::trace::Window;
 use std::collections::hash_map::Entry;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
-use crate::backend::{
-    registered_profilers, ActivitySink, BackendError, CaptureWindow, HostOps, ProfilerSession,
-};
+use crate::backend::{registered_profilers, ActivitySink, BackendError, HostOps, ProfilerSession};
 use crate::config::Config;
 use crate::hash::FastMap;
 use crate::record::CorrelationListener;
@@ -123,10 +122,7 @@ impl Backends {
     /// Merges every session's activities, rows, metadata and errors into `trace`, whose
     /// activities are the host recording.
     pub(crate) fn process(mut self, trace: &mut Trace, selection: ActivitySet) {
-        let window = CaptureWindow {
-            start_ns: trace.window_start_ns,
-            end_ns: trace.window_end_ns,
-        };
+        let window = trace.window;
         // Built on first use: a session without running backends never needs it.
         let mut host: Option<HostIndex> = None;
         let mut merged = Merged::default();
@@ -310,7 +306,7 @@ impl Merged {
         &mut self,
         backend: u64,
         sink: CollectSink,
-        window: CaptureWindow,
+        window: Window,
         selection: ActivitySet,
         name: &str,
     ) -> (u64, u64) {
@@ -568,7 +564,7 @@ mod tests {
             &mut self,
             sink: &mut dyn ActivitySink,
             host_ops: &dyn HostOps,
-            window: CaptureWindow,
+            window: Window,
         ) -> Result<(), BackendError> {
             if self.panics {
                 sink.add(Activity::new(

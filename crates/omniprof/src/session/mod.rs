@@ -18,13 +18,14 @@
 //! assert_eq!(trace.activities.len(), 1);
 //! ```
 
+use crate::trace::Window;
 use std::cmp::Reverse;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 mod backends;
 
 use crate::activity::ActivitySet;
-use crate::backend::{self, CaptureWindow};
+use crate::backend;
 use crate::clock::{self, CalibrationSample, TickConverter};
 use crate::config::Config;
 use crate::record;
@@ -251,7 +252,7 @@ impl Profiler {
             return Err(self.out_of_order("stop"));
         };
         record::stop_session(&mut host);
-        let window = CaptureWindow {
+        let window = Window {
             start_ns: self.window_start_ns,
             end_ns: clock::wall_now_ns(),
         };

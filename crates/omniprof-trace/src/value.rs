@@ -1,7 +1,7 @@
 //! Typed values for activity `args` and trace metadata.
 //!
 //! ```
-//! use omniprof::Value;
+//! use omniprof_trace::Value;
 //!
 //! let shapes = Value::from(vec![Value::from(vec![64i64, 64]), Value::from(vec![64i64, 64])]);
 //! assert_eq!(shapes.to_json(), "[[64, 64], [64, 64]]");

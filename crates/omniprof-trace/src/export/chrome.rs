@@ -7,8 +7,8 @@
 //! row, instead of being dropped by Perfetto.
 //!
 //! ```
-//! use omniprof::{Activity, ActivityType, Trace};
-//! use omniprof::export::chrome;
+//! use omniprof_trace::{Activity, ActivityType, Trace};
+//! use omniprof_trace::export::chrome;
 //!
 //! let mut trace = Trace::new(1_000_000, 2_000_000);
 //! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000));
@@ -340,7 +340,7 @@ impl<W: Write> Writer<W> {
     }
 
     fn rows(&mut self, trace: &Trace) -> io::Result<()> {
-        let ts = trace.window_start_ns;
+        let ts = trace.window.start_ns;
         for p in &trace.processes {
             self.meta("process_name", p.pid, 0, ts, "name", MetaArg::Str(&p.name));
             self.meta(
@@ -366,7 +366,7 @@ impl<W: Write> Writer<W> {
     /// Rows for the sibling lanes of overlapping events. They are the only rows written
     /// after events, because they are known only once every event has been placed.
     fn sibling_rows(&mut self, trace: &Trace, lanes: Lanes) -> io::Result<()> {
-        let ts = trace.window_start_ns;
+        let ts = trace.window.start_ns;
         for &((pid, tid), extra) in &lanes.extra_rows() {
             let base = trace.threads.iter().find(|t| t.pid == pid && t.tid == tid);
             let (name, sort) =
@@ -560,7 +560,7 @@ impl<W: Write> Writer<W> {
         self.str(b"name", "Record Window End");
         self.str(b"pid", "");
         self.str(b"tid", "");
-        self.ts(b"ts", trace.window_end_ns);
+        self.ts(b"ts", trace.window.end_ns);
         self.raw(b"}\n  ],\n  \"traceName\": ");
         write_str(&mut self.buf, trace_name);
         self.raw(b"\n}\n");

@@ -3,8 +3,8 @@
 //! `table()` prints them (also as [CSV](KeyAverages::csv) and [JSON](KeyAverages::json)).
 //!
 //! ```
-//! use omniprof::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
-//! use omniprof::{Activity, ActivityType, Trace};
+//! use omniprof_trace::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
+//! use omniprof_trace::{Activity, ActivityType, Trace};
 //!
 //! let mut trace = Trace::new(0, 1_000_000);
 //! trace.activities.push(Activity::new(ActivityType::UserAnnotation, "step", 1, 1, 0, 900_000));
@@ -223,7 +223,7 @@ impl Default for ReportOptions {
 /// `cuda`, `xpu` and `privateuse1` stand for `device` (`cuda_time_total`).
 ///
 /// ```
-/// use omniprof::analysis::SortKey;
+/// use omniprof_trace::analysis::SortKey;
 ///
 /// assert_eq!("self_cuda_time_total".parse(), Ok(SortKey::SelfDeviceTimeTotal));
 /// assert_eq!("cpu_time".parse(), Ok(SortKey::CpuTime));

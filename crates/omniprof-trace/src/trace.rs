@@ -2,7 +2,7 @@
 //! every exporter and analysis reads.
 //!
 //! ```
-//! use omniprof::{Activity, ActivityType, Trace, Value};
+//! use omniprof_trace::{Activity, ActivityType, Trace, Value};
 //!
 //! let mut trace = Trace::new(1_000, 2_000);
 //! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 42, 42, 1_100, 1_500));
@@ -12,12 +12,36 @@
 //! ```
 
 use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::activity::Activity;
 use crate::value::Value;
 
 /// Three average months (3 × 2,629,746 s): the granularity of `baseTimeNanoseconds`.
 const BASE_TIME_QUANTUM_S: i64 = 7_889_238;
+
+/// A capture window in nanoseconds since the Unix epoch: device activities outside it are
+/// dropped (and counted), and unfinished host ranges end at its end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    pub start_ns: i64,
+    pub end_ns: i64,
+}
+
+impl Window {
+    pub fn new(start_ns: i64, end_ns: i64) -> Self {
+        Self { start_ns, end_ns }
+    }
+
+    pub fn duration_ns(&self) -> i64 {
+        self.end_ns - self.start_ns
+    }
+
+    /// True when `[start_ns, end_ns]` lies inside the window (ends included).
+    pub fn contains(&self, start_ns: i64, end_ns: i64) -> bool {
+        self.start_ns <= start_ns && end_ns <= self.end_ns
+    }
+}
 
 /// A process row (`process_name`, `process_labels`, `process_sort_index`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,9 +80,8 @@ pub struct Span {
 pub struct Trace {
     /// Written as `baseTimeNanoseconds`; `ts` values are relative to it.
     pub base_time_ns: i64,
-    /// The capture window; device activities outside it are dropped.
-    pub window_start_ns: i64,
-    pub window_end_ns: i64,
+    /// The capture window.
+    pub window: Window,
     /// Metadata entries in insertion order (written between `deviceProperties` and
     /// `displayTimeUnit`).
     pub metadata: Vec<(String, Value)>,
@@ -77,8 +100,7 @@ impl Trace {
     pub fn new(window_start_ns: i64, window_end_ns: i64) -> Self {
         Self {
             base_time_ns: process_base_time_ns(),
-            window_start_ns,
-            window_end_ns,
+            window: Window::new(window_start_ns, window_end_ns),
             metadata: Vec::new(),
             device_properties: Vec::new(),
             processes: Vec::new(),
@@ -126,7 +148,12 @@ impl Trace {
 /// that starts within the same quarter shares the base (as Kineto does).
 pub fn process_base_time_ns() -> i64 {
     static BASE: OnceLock<i64> = OnceLock::new();
-    *BASE.get_or_init(|| base_time_for(crate::clock::wall_now_ns()))
+    *BASE.get_or_init(|| {
+        let since_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        base_time_for(since_epoch.as_nanos() as i64)
+    })
 }
 
 /// `baseTimeNanoseconds` for a wall-clock time.

@@ -1,4 +1,5 @@
-//! A fast, non-cryptographic hasher for the small keys of internal tables (names, row ids).
+//! A fast, non-cryptographic hasher for the small keys of internal tables (names, row ids),
+//! shared with the profiler crate.
 //! None of these tables holds attacker-chosen keys in a way that matters, and SipHash costs
 //! more than the work around it on the paths that use them.
 
@@ -6,7 +7,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// FxHash-style multiply-rotate hashing.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct FastHasher(u64);
+pub struct FastHasher(u64);
 
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
@@ -52,4 +53,4 @@ impl Hasher for FastHasher {
 }
 
 /// A `HashMap` with [`FastHasher`].
-pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FastHasher>>;
+pub type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FastHasher>>;

@@ -188,7 +188,7 @@ fn unfinished_ops_end_at_the_window_end() {
     let mut open = op("open", 1, 100, 100);
     open.args.push(("finished".into(), Value::json("false")));
     let mut t = trace(vec![open, op("inner", 1, 200, 300)]);
-    t.window_end_ns = 1_000_000;
+    t.window.end_ns = 1_000_000;
     assert_eq!(
         rows(&key_averages(&t, &Default::default())),
         [("open", 1, 800, 900, 0, 0), ("inner", 1, 100, 100, 0, 0)]

@@ -12,7 +12,7 @@
 //! and what was read before it is still available ([`read_trace_partial`]).
 //!
 //! ```
-//! use omniprof::import::{read_events, read_trace_from, TraceItem};
+//! use omniprof_trace::import::{read_events, read_trace_from, TraceItem};
 //!
 //! let json = r#"{"baseTimeNanoseconds": 1000000000, "traceEvents": [
 //!   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7,
@@ -31,7 +31,7 @@
 //!     }
 //! })?;
 //! assert_eq!((busy_ns, stats.events, stats.unknown_category), (2_250, 2, 1));
-//! # Ok::<(), omniprof::import::ReadError>(())
+//! # Ok::<(), omniprof_trace::import::ReadError>(())
 //! ```
 //!
 //! How events map to the model (`reference/trace-format.md` describes the format):
@@ -65,7 +65,7 @@ use std::path::Path;
 pub use error::{Location, Position, ReadError, ReadErrorKind};
 
 use crate::activity::Activity;
-use crate::trace::{ProcessRow, Span, ThreadRow, Trace};
+use crate::trace::{ProcessRow, Span, ThreadRow, Trace, Window};
 use crate::value::Value;
 
 /// One piece of a trace, in the order the reader completes it.
@@ -92,10 +92,7 @@ pub enum TraceItem {
     Thread(ThreadRow),
     /// The capture window, last after the events: from the earliest row event (else the
     /// earliest activity) to `Record Window End` (else the latest activity end).
-    Window {
-        start_ns: i64,
-        end_ns: i64,
-    },
+    Window(Window),
 }
 
 /// What was read, and what was skipped by reason.
@@ -201,7 +198,7 @@ pub fn read_events<R: Read>(
 /// saves most of the time spent on an event.
 ///
 /// ```
-/// use omniprof::import::{read_events_with, ArgFilter, ReadOptions, TraceItem};
+/// use omniprof_trace::import::{read_events_with, ArgFilter, ReadOptions, TraceItem};
 ///
 /// let json = r#"{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm",
 ///   "pid": 7, "tid": 7, "ts": 1, "dur": 2,
@@ -214,7 +211,7 @@ pub fn read_events<R: Read>(
 ///         assert!(a.arg("Input Dims").is_some());
 ///     }
 /// })?;
-/// # Ok::<(), omniprof::import::ReadError>(())
+/// # Ok::<(), omniprof_trace::import::ReadError>(())
 /// ```
 pub fn read_events_with<R: Read>(
     reader: R,
@@ -273,7 +270,7 @@ fn with_path(mut e: ReadError, path: &Path) -> ReadError {
 /// Collects [`TraceItem`]s into a [`Trace`].
 struct TraceBuilder {
     trace: Trace,
-    window: Option<(i64, i64)>,
+    window: Option<Window>,
 }
 
 impl Default for TraceBuilder {
@@ -303,9 +300,9 @@ impl TraceBuilder {
                     s.start_ns = s.start_ns.saturating_add(base);
                     s.end_ns = s.end_ns.saturating_add(base);
                 }
-                if let Some((start, end)) = &mut self.window {
-                    *start = start.saturating_add(base);
-                    *end = end.saturating_add(base);
+                if let Some(window) = &mut self.window {
+                    window.start_ns = window.start_ns.saturating_add(base);
+                    window.end_ns = window.end_ns.saturating_add(base);
                 }
                 trace.base_time_ns = base;
             }
@@ -316,14 +313,13 @@ impl TraceBuilder {
             TraceItem::Span(s) => trace.spans.push(s),
             TraceItem::Process(row) => trace.processes.push(row),
             TraceItem::Thread(row) => trace.threads.push(row),
-            TraceItem::Window { start_ns, end_ns } => self.window = Some((start_ns, end_ns)),
+            TraceItem::Window(window) => self.window = Some(window),
         }
     }
 
     fn finish(mut self) -> Trace {
         let base = self.trace.base_time_ns;
-        (self.trace.window_start_ns, self.trace.window_end_ns) =
-            self.window.unwrap_or((base, base));
+        self.trace.window = self.window.unwrap_or(Window::new(base, base));
         self.trace
     }
 }

@@ -10,7 +10,7 @@ use super::{KeyAverages, Row};
 use crate::activity::{Activity, ActivityType};
 use crate::hash::FastMap;
 use crate::import::{ArgFilter, ReadOptions, TraceItem};
-use crate::trace::Trace;
+use crate::trace::{Trace, Window};
 use crate::value::Value;
 
 /// How events are grouped into rows.
@@ -74,8 +74,8 @@ impl Interner {
 /// its duration goes to its row and to the host op it is linked to, by correlation id.
 ///
 /// ```
-/// use omniprof::analysis::{KeyAveragesBuilder, KeyAveragesOptions};
-/// use omniprof::{Activity, ActivityType};
+/// use omniprof_trace::analysis::{KeyAveragesBuilder, KeyAveragesOptions};
+/// use omniprof_trace::{Activity, ActivityType};
 ///
 /// let mut builder = KeyAveragesBuilder::new(KeyAveragesOptions::default());
 /// let mut op = Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 0, 10_000);
@@ -101,7 +101,7 @@ pub struct KeyAveragesBuilder {
     linked_device_ns: FastMap<u64, i64>,
     seq: u64,
     base_ns: i64,
-    window_end_ns: Option<i64>,
+    window: Option<Window>,
     metadata_device: Option<String>,
     runtime_device: Option<&'static str>,
 }
@@ -119,7 +119,7 @@ impl KeyAveragesBuilder {
             linked_device_ns: FastMap::default(),
             seq: 0,
             base_ns: 0,
-            window_end_ns: None,
+            window: None,
             metadata_device: None,
             runtime_device: None,
         }
@@ -145,7 +145,7 @@ impl KeyAveragesBuilder {
         for a in &trace.activities {
             self.add_activity(a);
         }
-        self.window_end_ns = Some(trace.window_end_ns);
+        self.window = Some(trace.window);
     }
 
     /// Adds one item from the streaming reader ([`read_events`](crate::import::read_events)).
@@ -154,7 +154,7 @@ impl KeyAveragesBuilder {
             TraceItem::Activity(a) => self.add_activity(a),
             TraceItem::Metadata(key, value) => self.add_metadata(key, value),
             TraceItem::BaseTime(base) => self.rebase(*base),
-            TraceItem::Window { end_ns, .. } => self.window_end_ns = Some(*end_ns),
+            TraceItem::Window(window) => self.window = Some(*window),
             TraceItem::DeviceProperties(_)
             | TraceItem::TraceName(_)
             | TraceItem::Span(_)
@@ -303,7 +303,7 @@ impl KeyAveragesBuilder {
 
     /// Builds the op trees and the rows, in the order of each row's first event.
     pub fn finish(mut self) -> KeyAverages {
-        let window_end = self.window_end_ns.unwrap_or(i64::MIN);
+        let window_end = self.window.map_or(i64::MIN, |w| w.end_ns);
         for (_, mut ops) in std::mem::take(&mut self.threads) {
             for op in &mut ops {
                 if op.correlation != 0 {

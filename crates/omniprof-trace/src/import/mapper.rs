@@ -18,7 +18,7 @@ use super::{ArgFilter, ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::export::chrome::{LANE_STRIDE, MAX_LANE};
 use crate::hash::FastHasher;
-use crate::trace::{ProcessRow, Span, ThreadRow};
+use crate::trace::{ProcessRow, Span, ThreadRow, Window};
 use crate::value::Value;
 
 /// What an event needs to be usable but lacks; becomes [`ReadErrorKind::Invalid`](super::ReadErrorKind::Invalid).
@@ -576,7 +576,7 @@ impl EventMapper {
             .or(self.activities_start)
             .unwrap_or(self.converter.base_ns);
         let end_ns = self.window_end.or(self.activities_end).unwrap_or(start_ns);
-        sink(TraceItem::Window { start_ns, end_ns });
+        sink(TraceItem::Window(Window::new(start_ns, end_ns)));
     }
 }
 

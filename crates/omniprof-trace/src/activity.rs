@@ -7,7 +7,7 @@
 //! runtime type.
 //!
 //! ```
-//! use omniprof::{ActivitySet, ActivityType};
+//! use omniprof_trace::{ActivitySet, ActivityType};
 //!
 //! let selection = ActivitySet::parse_list("runtime, kernel").unwrap();
 //! assert!(selection.enabled(ActivityType::PrivateUse1Runtime));

@@ -85,8 +85,8 @@ fn pytorch_trace_header_rows_and_spans() {
         }]
     );
     // Rows carry the window start; `ts` 4385904291872.315 converts exactly.
-    assert_eq!(trace.window_start_ns, PYTORCH_BASE + 4_385_904_291_872_315);
-    assert_eq!(trace.window_end_ns, PYTORCH_BASE + 4_385_904_420_124_741);
+    assert_eq!(trace.window.start_ns, PYTORCH_BASE + 4_385_904_291_872_315);
+    assert_eq!(trace.window.end_ns, PYTORCH_BASE + 4_385_904_420_124_741);
     assert_eq!(
         stats,
         ReadStats {
@@ -288,7 +288,7 @@ fn small_trace_header_rows_and_counts() {
         }]
     );
     assert_eq!(
-        (trace.window_start_ns, trace.window_end_ns),
+        (trace.window.start_ns, trace.window.end_ns),
         (SMALL_BASE + 5_000_000, SMALL_BASE + 5_100_000)
     );
     let names: Vec<&str> = trace.activities.iter().map(|a| &*a.name).collect();
@@ -470,7 +470,7 @@ fn a_late_base_time_still_gives_absolute_times() {
     );
     // No rows and no window marker: the window spans the activities.
     assert_eq!(
-        (trace.window_start_ns, trace.window_end_ns),
+        (trace.window.start_ns, trace.window.end_ns),
         (1_002_000, 1_003_000)
     );
 }
@@ -478,9 +478,9 @@ fn a_late_base_time_still_gives_absolute_times() {
 #[test]
 fn an_empty_trace_has_an_empty_window_at_the_base() {
     let trace = read_trace_from(&br#"{"baseTimeNanoseconds": 77}"#[..]).unwrap();
-    assert_eq!((trace.window_start_ns, trace.window_end_ns), (77, 77));
+    assert_eq!((trace.window.start_ns, trace.window.end_ns), (77, 77));
     let trace = read_trace_from(&br#"{"traceEvents": []}"#[..]).unwrap();
-    assert_eq!((trace.base_time_ns, trace.window_start_ns), (0, 0));
+    assert_eq!((trace.base_time_ns, trace.window.start_ns), (0, 0));
     assert!(trace.activities.is_empty());
 }
 
@@ -524,7 +524,7 @@ fn a_truncated_file_fails_where_it_ends_and_keeps_what_was_read() {
     assert_eq!(trace.processes.len(), 1);
     assert_eq!(trace.threads.len(), 1);
     assert_eq!(trace.base_time_ns, PYTORCH_BASE);
-    assert_eq!(trace.window_start_ns, PYTORCH_BASE + 4_385_904_291_872_315);
+    assert_eq!(trace.window.start_ns, PYTORCH_BASE + 4_385_904_291_872_315);
     assert!(read_trace(file.path()).is_err());
 
     // Streaming delivers the same before failing.

@@ -1,0 +1,35 @@
+//! omniprof's trace model and everything that only reads or writes it.
+//!
+//! A [`Trace`] is what a profiling session produces and what the reader rebuilds from any
+//! Kineto-compatible trace file (omniprof's or PyTorch's). Every writer and every analysis
+//! reads the same model. This crate has no recorder, no device backends and no dynamic
+//! loading: offline tools (`omniprof summary`) depend on it alone. Modules, in the order data
+//! flows:
+//!
+//! - [`activity`]: activity types, classes and the [`Activity`] record;
+//! - [`value`]: typed `args` and metadata values;
+//! - [`trace`]: the trace model ([`Trace`], its capture [`Window`], rows, spans);
+//! - [`export`]: writers (Kineto-compatible Chrome JSON);
+//! - [`import`]: the reader of Kineto Chrome JSON traces, plain or gzip;
+//! - [`analysis`]: what a trace says (the key-averages summary);
+//! - [`hash`]: the fast hasher of the small internal tables.
+//!
+//! ```
+//! use omniprof_trace::{Activity, ActivityType, Trace};
+//!
+//! let mut trace = Trace::new(0, 2_000);
+//! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 100, 900));
+//! assert_eq!(trace.window.duration_ns(), 2_000);
+//! ```
+
+pub mod activity;
+pub mod analysis;
+pub mod export;
+pub mod hash;
+pub mod import;
+pub mod trace;
+pub mod value;
+
+pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
+pub use trace::{Trace, Window};
+pub use value::Value;
