@@ -7,6 +7,9 @@
 //! assert_eq!(shapes.to_json(), "[[64, 64], [64, 64]]");
 //! assert_eq!(Value::json(r#"{"rank": 0}"#).to_json(), r#"{"rank": 0}"#);
 //! assert_eq!(Value::json("not json").to_json(), r#""not json""#);
+//! let info: Value = [("rank", Value::from(0i64)), ("backend", Value::from("nccl"))].into_iter().collect();
+//! assert_eq!(info.to_json(), r#"{"rank": 0, "backend": "nccl"}"#);
+//! assert_eq!(info.get("rank"), Some(&Value::Int(0)));
 //! ```
 
 use std::sync::Arc;
@@ -20,6 +23,8 @@ pub enum Value {
     Bool(bool),
     Str(Arc<str>),
     List(Vec<Value>),
+    /// A JSON object, its entries in the order they are written.
+    Map(Vec<(String, Value)>),
     /// A raw JSON fragment, written verbatim when it is valid JSON and as a string otherwise.
     Json(Arc<str>),
 }
@@ -58,6 +63,14 @@ impl Value {
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Self::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The value of `key` in a [`Value::Map`].
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        match self {
+            Self::Map(entries) => entries.iter().find(|(k, _)| k == key).map(|(_, v)| v),
             _ => None,
         }
     }
@@ -108,6 +121,18 @@ impl From<String> for Value {
         Self::Str(v.into())
     }
 }
+impl<K: Into<String>, V: Into<Value>> FromIterator<(K, V)> for Value {
+    /// A [`Value::Map`] of the entries, in iteration order.
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(entries: I) -> Self {
+        Self::Map(
+            entries
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
+    }
+}
+
 impl<T: Into<Value>> From<Vec<T>> for Value {
     fn from(v: Vec<T>) -> Self {
         Self::List(v.into_iter().map(Into::into).collect())

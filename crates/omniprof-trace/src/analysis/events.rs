@@ -135,6 +135,18 @@ fn write_python(value: &Value, out: &mut String) {
             out.push(']');
             Ok(())
         }
+        Value::Map(entries) => {
+            out.push('{');
+            for (i, (key, item)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let _ = write!(out, "'{key}': ");
+                write_python(item, out);
+            }
+            out.push('}');
+            Ok(())
+        }
     };
 }
 

@@ -135,6 +135,18 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
             }
             out.push(b']');
         }
+        Value::Map(entries) => {
+            out.push(b'{');
+            for (i, (key, value)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                write_str(out, key);
+                out.extend_from_slice(b": ");
+                write_value(out, value);
+            }
+            out.push(b'}');
+        }
         Value::Json(raw) => {
             if is_valid_json(raw) {
                 out.extend_from_slice(raw.trim().as_bytes());
