@@ -128,7 +128,7 @@ pub enum ConfigErrorReason {
 /// A config that could not be applied. The config it was applied to is unchanged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
-    /// 1-based line of the text; 0 when the value came from [`ConfigBuilder`], not a text.
+    /// 1-based line of the text.
     pub line: usize,
     /// The key of the line, when the line got as far as having one.
     pub key: Option<String>,
@@ -155,7 +155,7 @@ impl std::error::Error for ConfigError {}
 /// outside the allowed directory, or a value that validation replaced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigWarning {
-    /// 1-based line of the text; 0 when the value came from [`ConfigBuilder`], not a text.
+    /// 1-based line of the text; 0 for a warning of [`Config::validate`], which has no text.
     pub line: usize,
     pub key: String,
     pub message: String,
@@ -254,7 +254,7 @@ struct ApplyContext<'a> {
 /// omniprof's own keys, with their Kineto defaults.
 ///
 /// [`Config::default`] holds the raw defaults and has not been validated (its selection is
-/// empty and its start time unset); every parse, apply and [`ConfigBuilder::build`] validates.
+/// empty and its start time unset); every parse and apply validates.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     activities_enabled: bool,
@@ -379,11 +379,6 @@ impl Config {
         let warnings = self.validate_at(now_ms());
         log_warnings(&warnings);
         warnings
-    }
-
-    /// A typed builder, for Rust callers.
-    pub fn builder() -> ConfigBuilder {
-        ConfigBuilder::default()
     }
 
     fn apply_with(
@@ -524,8 +519,7 @@ impl Config {
         Ok(Applied::Set)
     }
 
-    // Setters shared by the parser and the builder, for keys whose effect reaches further
-    // than their own field.
+    // Setters of keys whose effect reaches further than their own field.
 
     fn set_duration(&mut self, duration: Duration) {
         self.activities_duration = duration;
@@ -865,229 +859,6 @@ impl Config {
     }
 }
 
-/// Builds a validated [`Config`] from typed values, starting from the defaults. Setters of
-/// the keys that mark a trace request (duration, iterations, log file) mark it here too.
-///
-/// ```
-/// use std::time::Duration;
-/// use omniprof::{ActivitySet, ActivityType, Config};
-///
-/// let config = Config::builder()
-///     .activity_types([ActivityType::CpuOp, ActivityType::ConcurrentKernel].into_iter().collect())
-///     .duration(Duration::from_secs(2))
-///     .warmup_iterations(3)
-///     .build()
-///     .unwrap();
-/// assert_eq!(config.activities_duration(), Duration::from_secs(2));
-/// assert!(config.is_trace_request());
-/// ```
-#[derive(Clone, Debug, Default)]
-#[must_use]
-pub struct ConfigBuilder {
-    config: Config,
-}
-
-impl ConfigBuilder {
-    /// `ACTIVITIES_ENABLED`.
-    pub fn activities_enabled(mut self, on: bool) -> Self {
-        self.config.activities_enabled = on;
-        self
-    }
-
-    /// `ACTIVITY_TYPES`; an empty set means the default set.
-    pub fn activity_types(mut self, types: ActivitySet) -> Self {
-        self.config.activity_types = types;
-        self
-    }
-
-    /// `ACTIVITIES_DURATION_MSECS` (whole milliseconds); marks a trace request.
-    pub fn duration(mut self, duration: Duration) -> Self {
-        self.config.set_duration(whole_millis(duration));
-        self
-    }
-
-    /// `ACTIVITIES_WARMUP_PERIOD_SECS` (whole seconds).
-    pub fn warmup_duration(mut self, duration: Duration) -> Self {
-        self.config.warmup_duration = Duration::from_secs(duration.as_secs());
-        self
-    }
-
-    /// `ACTIVITIES_WARMUP_ITERATIONS`.
-    pub fn warmup_iterations(mut self, iterations: u32) -> Self {
-        self.config.warmup_iterations = iterations;
-        self
-    }
-
-    /// `ACTIVITIES_ITERATIONS`; marks a trace request.
-    pub fn iterations(mut self, iterations: u32) -> Self {
-        self.config.set_iterations(iterations);
-        self
-    }
-
-    /// `PROFILE_START_TIME` in ms since the Unix epoch; more than 10 s in the past fails
-    /// [`ConfigBuilder::build`].
-    pub fn start_time_ms(mut self, start_ms: i64) -> Self {
-        self.config.start_time_ms = start_ms;
-        self
-    }
-
-    /// `PROFILE_START_ITERATION`.
-    pub fn start_iteration(mut self, iteration: u32) -> Self {
-        self.config.start_iteration = Some(iteration);
-        self
-    }
-
-    /// `PROFILE_START_ITERATION_ROUNDUP`; 0 is ignored with a logged warning.
-    pub fn start_iteration_roundup(mut self, steps: u32) -> Self {
-        self.config.start_iteration_roundup = Some(steps);
-        self
-    }
-
-    /// `ACTIVITIES_LOG_FILE` (not restricted); marks a trace request.
-    pub fn log_file(mut self, path: impl Into<String>) -> Self {
-        self.config.set_log_file(path.into());
-        self
-    }
-
-    /// `REQUEST_TRACE_ID`.
-    pub fn trace_id(mut self, id: impl Into<String>) -> Self {
-        self.config.trace_id = id.into();
-        self
-    }
-
-    /// `REQUEST_GROUP_TRACE_ID`.
-    pub fn group_trace_id(mut self, id: impl Into<String>) -> Self {
-        self.config.group_trace_id = id.into();
-        self
-    }
-
-    /// `ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB`.
-    pub fn max_gpu_buffer_mb(mut self, mib: u32) -> Self {
-        self.config.max_gpu_buffer_mb = mib;
-        self
-    }
-
-    /// `ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS`.
-    pub fn display_cuda_sync_wait_events(mut self, on: bool) -> Self {
-        self.config.display_cuda_sync_wait_events = on;
-        self
-    }
-
-    /// `CUSTOM_CONFIG`.
-    pub fn custom_config(mut self, text: impl Into<String>) -> Self {
-        self.config.custom_config = text.into();
-        self
-    }
-
-    /// `PROFILE_REPORT_INPUT_SHAPES`.
-    pub fn report_input_shapes(mut self, on: bool) -> Self {
-        self.config.report_input_shapes = on;
-        self
-    }
-
-    /// `PROFILE_PROFILE_MEMORY`.
-    pub fn profile_memory(mut self, on: bool) -> Self {
-        self.config.profile_memory = on;
-        self
-    }
-
-    /// `PROFILE_WITH_STACK`.
-    pub fn with_stack(mut self, on: bool) -> Self {
-        self.config.with_stack = on;
-        self
-    }
-
-    /// `PROFILE_WITH_FLOPS`.
-    pub fn with_flops(mut self, on: bool) -> Self {
-        self.config.with_flops = on;
-        self
-    }
-
-    /// `PROFILE_WITH_MODULES`.
-    pub fn with_modules(mut self, on: bool) -> Self {
-        self.config.with_modules = on;
-        self
-    }
-
-    /// `PROFILE_MEMORY`; turning it on moves the default output to the snapshot path.
-    pub fn memory_snapshot(mut self, on: bool) -> Self {
-        self.config.set_memory_snapshot(on);
-        self
-    }
-
-    /// `PROFILE_MEMORY_DURATION_MSECS` (whole milliseconds).
-    pub fn memory_snapshot_duration(mut self, duration: Duration) -> Self {
-        self.config.memory_snapshot_duration = whole_millis(duration);
-        self
-    }
-
-    /// `VERBOSE_LOG_LEVEL`.
-    pub fn verbose_log_level(mut self, level: i32) -> Self {
-        self.config.verbose_log_level = level;
-        self
-    }
-
-    /// `VERBOSE_LOG_MODULES`.
-    pub fn verbose_log_modules<S: Into<String>>(
-        mut self,
-        modules: impl IntoIterator<Item = S>,
-    ) -> Self {
-        self.config.verbose_log_modules = modules.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// `ENABLE_IPC_FABRIC`.
-    pub fn ipc_fabric(mut self, on: bool) -> Self {
-        self.config.ipc_fabric = on;
-        self
-    }
-
-    /// `OMNIPROF_MAX_HOST_RECORDS_PER_THREAD`.
-    pub fn max_host_records_per_thread(mut self, records: u64) -> Self {
-        self.config.max_host_records_per_thread = records;
-        self
-    }
-
-    /// `XPUPTI_PROFILER_METRICS`.
-    pub fn scope_profiler_metrics<S: Into<String>>(
-        mut self,
-        metrics: impl IntoIterator<Item = S>,
-    ) -> Self {
-        self.config.scope_profiler.metrics = metrics.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// `XPUPTI_PROFILER_ENABLE_PER_KERNEL`.
-    pub fn scope_profiler_per_kernel(mut self, on: bool) -> Self {
-        self.config.scope_profiler.per_kernel = on;
-        self
-    }
-
-    /// `XPUPTI_PROFILER_MAX_SCOPES` (0 = client default).
-    pub fn scope_profiler_max_scopes(mut self, scopes: u64) -> Self {
-        self.config.scope_profiler.max_scopes = scopes;
-        self
-    }
-
-    /// Validates and returns the config. Fails only for a start time more than 10 s in the
-    /// past (the error has line 0 and names `PROFILE_START_TIME`).
-    pub fn build(self) -> Result<Config, ConfigError> {
-        self.build_at(now_ms())
-    }
-
-    fn build_at(mut self, now_ms: i64) -> Result<Config, ConfigError> {
-        if self.config.start_time_ms != 0 {
-            check_start_time(self.config.start_time_ms, now_ms).map_err(|reason| ConfigError {
-                line: 0,
-                key: Some(keys::PROFILE_START_TIME.to_owned()),
-                reason,
-            })?;
-        }
-        log_warnings(&self.config.validate_at(now_ms));
-        Ok(self.config)
-    }
-}
-
 /// The current time in ms since the Unix epoch (0 if the clock is before it).
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -1105,10 +876,6 @@ fn log_warnings(warnings: &[ConfigWarning]) {
 
 fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn whole_millis(duration: Duration) -> Duration {
-    Duration::from_millis(duration_ms(duration))
 }
 
 /// Trims what the config grammar counts as whitespace. `\r` is deliberately not included.
@@ -1967,19 +1734,16 @@ mod tests {
     }
 
     #[test]
-    fn builder() {
-        let config = Config::builder()
-            .activity_types(set(&[CpuOp]))
-            .duration(Duration::from_micros(2_500_700))
-            .warmup_iterations(2)
-            .iterations(4)
-            .start_iteration(6)
-            .start_iteration_roundup(0)
-            .trace_id("id")
-            .scope_profiler_metrics(["GpuTime"])
-            .scope_profiler_per_kernel(true)
-            .build_at(NOW)
-            .unwrap();
+    fn typed_values_as_text() {
+        // The vectors of the removed typed builder, written as the text it stood for.
+        let config = parse(
+            "ACTIVITY_TYPES=cpu_op\nACTIVITIES_DURATION_MSECS=2500\n\
+             ACTIVITIES_WARMUP_ITERATIONS=2\nACTIVITIES_ITERATIONS=4\n\
+             PROFILE_START_ITERATION=6\nPROFILE_START_ITERATION_ROUNDUP=0\n\
+             REQUEST_TRACE_ID=id\nXPUPTI_PROFILER_METRICS=GpuTime\n\
+             XPUPTI_PROFILER_ENABLE_PER_KERNEL=1",
+        )
+        .unwrap();
         assert_eq!(config.activity_types(), set(&[CpuOp]));
         assert_eq!(config.activities_duration(), Duration::from_millis(2500));
         assert_eq!(config.start_iteration_including_warmup(), Some(4));
@@ -1988,28 +1752,11 @@ mod tests {
         assert_eq!(config.scope_profiler_max_scopes(), 1500);
         assert!(config.is_trace_request());
 
-        // The builder and the parser agree.
-        let parsed = parse(
-            "ACTIVITY_TYPES=cpu_op\nACTIVITIES_DURATION_MSECS=2500\n\
-             ACTIVITIES_WARMUP_ITERATIONS=2\nACTIVITIES_ITERATIONS=4\n\
-             PROFILE_START_ITERATION=6\nPROFILE_START_ITERATION_ROUNDUP=0\n\
-             REQUEST_TRACE_ID=id\nXPUPTI_PROFILER_METRICS=GpuTime\n\
-             XPUPTI_PROFILER_ENABLE_PER_KERNEL=1",
-        )
-        .unwrap();
-        assert_eq!(config, parsed);
-
-        let empty = Config::builder().build_at(NOW).unwrap();
-        assert_eq!(empty, validated_default());
-
-        let err = Config::builder()
-            .start_time_ms(NOW - 20_000)
-            .build_at(NOW)
-            .unwrap_err();
-        assert_eq!(err.line, 0);
+        let err = parse(&format!("PROFILE_START_TIME={}", NOW - 20_000)).unwrap_err();
+        assert_eq!(err.line, 1);
         assert!(
             err.to_string()
-                .starts_with("PROFILE_START_TIME: start time"),
+                .starts_with("line 1: PROFILE_START_TIME: start time"),
             "{err}"
         );
     }
