@@ -1,9 +1,12 @@
-//! The rules for a config that came from the daemon: where its trace may be written,
-//! and how old a requested start may be.
+//! The rules for a request that may come from the daemon: where its trace may be written,
+//! and how old its start may be. They are the `on_set` hooks of `ACTIVITIES_LOG_FILE` and
+//! `PROFILE_START_TIME` in the key table.
 
 use std::path::{Path, PathBuf};
 
-use super::{now_ms, ApplyContext, Config, ConfigError, ConfigErrorReason, ConfigWarning};
+use super::keys::request_trace;
+use super::parse::{Applied, ApplyContext};
+use super::{now_ms, Config, ConfigError, ConfigErrorReason, ConfigWarning, LogFile};
 
 /// The environment variable naming the directory on-demand traces may be written to.
 const ON_DEMAND_TRACE_DIR_ENV: &str = "KINETO_ONDEMAND_TRACE_DIR";
@@ -32,18 +35,44 @@ impl Config {
     }
 }
 
-/// Refuses a start time more than [`MAX_REQUEST_AGE_MS`] before `now_ms` (a stale request);
-/// a future one is fine.
-pub(super) fn check_start_time(start_ms: i64, now_ms: i64) -> Result<(), ConfigErrorReason> {
-    if now_ms.saturating_sub(start_ms) > MAX_REQUEST_AGE_MS {
+/// Refuses a `PROFILE_START_TIME` more than [`MAX_REQUEST_AGE_MS`] before the parse (a stale
+/// request); a future one is fine, and 0 means unset (validation fills it in).
+pub(super) fn check_start_time(
+    _: &mut Config,
+    &start_ms: &i64,
+    ctx: &ApplyContext<'_>,
+) -> Result<Applied, ConfigErrorReason> {
+    let now_ms = ctx.now_ms;
+    if start_ms != 0 && now_ms.saturating_sub(start_ms) > MAX_REQUEST_AGE_MS {
         return Err(ConfigErrorReason::StartTimeInPast { start_ms, now_ms });
     }
-    Ok(())
+    Ok(Applied::Set)
+}
+
+/// `ACTIVITIES_LOG_FILE` asks for a trace, even when an on-demand path is refused (as in
+/// Kineto); an on-demand path outside the allowed directory is ignored with a warning.
+pub(super) fn check_log_file(
+    config: &mut Config,
+    log_file: &LogFile,
+    ctx: &ApplyContext<'_>,
+) -> Result<Applied, ConfigErrorReason> {
+    request_trace(config, log_file, ctx)?;
+    let Some(dir) = ctx.on_demand_dir else {
+        return Ok(Applied::Set);
+    };
+    let path = log_file.path();
+    Ok(match check_on_demand_log_file(path, dir) {
+        Ok(()) => Applied::Set,
+        Err(why) => Applied::Ignored(format!(
+            "ignoring on-demand log file {path:?}: {why}; keeping {:?}",
+            config.log_file()
+        )),
+    })
 }
 
 /// Checks an on-demand `ACTIVITIES_LOG_FILE` against the allowed directory `dir`; the error
 /// says why it is refused.
-pub(super) fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
+fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
     let dir = if dir.ends_with('/') {
         dir.to_owned()
     } else {

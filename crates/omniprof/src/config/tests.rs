@@ -1,4 +1,8 @@
-use super::parse::trim;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::parse::{trim, ApplyContext};
 use super::*;
 use ActivityType::*;
 
