@@ -1,0 +1,301 @@
+//! The config keys, each declared once.
+//!
+//! An entry of the table below holds everything about a key: its name and other spellings,
+//! its grammar, its default, the field and accessor that hold it, and what setting or reading
+//! it does beyond storing the value. The parser, the accessors and the key's place in
+//! [`Config::to_json`] are expanded from it, so they cannot drift apart, and adding a key is
+//! adding an entry.
+
+use std::time::Duration;
+
+use super::on_demand;
+use super::parse::{
+    Activities, Applied, ApplyContext, Bool, Grammar, List, LogPath, Msecs, OptionalU32, Secs,
+    Text, I32, I64, U32, U64,
+};
+use super::{Config, ConfigErrorReason, LogFile};
+use crate::activity::ActivitySet;
+
+/// Expands the key table. An entry is
+///
+/// ```text
+/// /// The accessor's doc, after "`KEY`:".
+/// KEY: Grammar | OTHER_SPELLING: Grammar = default => accessor() -> Type, on_set f, resolve g;
+/// ```
+///
+/// Every spelling becomes a `&str` constant of that name. `=> field` without `() -> Type`
+/// declares the field only, for a key whose accessor means more than the key and is written
+/// by hand. The optional hooks:
+///
+/// - `on_set f`: `f(&mut Config, &value, &ApplyContext) -> Result<Applied, ConfigErrorReason>`
+///   runs with each parsed value before it is stored; [`Applied::Ignored`] keeps the old one.
+/// - `resolve g`: `g(&Config) -> value` is the effective value the accessor and the JSON view
+///   show, for a default that depends on other keys.
+macro_rules! config_keys {
+    ($(
+        #[doc = $summary:literal]
+        $(#[doc = $doc:literal])*
+        $key:ident: $grammar:ident $(| $alias:ident: $alias_grammar:ident)* = $default:expr
+            => $field:ident $(() -> $out:ty)?
+            $(, on_set $on_set:path)?
+            $(, resolve $resolve:path)?;
+    )*) => {
+        $(
+            pub(super) const $key: &str = stringify!($key);
+            $(pub(super) const $alias: &str = stringify!($alias);)*
+        )*
+
+        /// The value of every key, as set; the entries of the table say what each field holds.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub(super) struct Values {
+            $(pub(super) $field: <$grammar as Grammar>::Value,)*
+        }
+
+        impl Default for Values {
+            fn default() -> Self {
+                Self {
+                    $($field: $default,)*
+                }
+            }
+        }
+
+        impl Config {
+            $(
+                config_keys!(@accessor $grammar, $field, [$($out)?], [$($resolve)?],
+                    #[doc = concat!(
+                        "`", stringify!($key), "`",
+                        $(" / `", stringify!($alias), "`",)*
+                        ":", $summary
+                    )]
+                    $(#[doc = $doc])*
+                );
+            )*
+
+            /// Applies one `KEY=VALUE`; `None` when no key is spelled `key`.
+            pub(super) fn set_key(
+                &mut self,
+                key: &str,
+                text: &str,
+                ctx: &ApplyContext<'_>,
+            ) -> Result<Option<Applied>, ConfigErrorReason> {
+                $(
+                    config_keys!(@set self, key, text, ctx, $field, [$($on_set)?],
+                        $key: $grammar $(, $alias: $alias_grammar)*);
+                )*
+                Ok(None)
+            }
+
+            /// Adds each key's value under its name, in table order.
+            pub(super) fn insert_keys(
+                &self,
+                json: &mut serde_json::Map<String, serde_json::Value>,
+            ) {
+                $(
+                    let value = config_keys!(@value self, $field, [$($resolve)?]);
+                    if let Some(value) = <$grammar as Grammar>::json(value) {
+                        json.insert($key.to_owned(), value);
+                    }
+                )*
+            }
+        }
+    };
+
+    // Helpers of the arm above.
+
+    (@accessor $grammar:ident, $field:ident, [], $resolve:tt, $(#[$doc:meta])*) => {};
+    (@accessor $grammar:ident, $field:ident, [$out:ty], $resolve:tt, $(#[$doc:meta])*) => {
+        $(#[$doc])*
+        pub fn $field(&self) -> $out {
+            <$grammar as Grammar>::get(config_keys!(@value self, $field, $resolve))
+        }
+    };
+
+    (@value $config:ident, $field:ident, []) => {
+        &$config.values.$field
+    };
+    (@value $config:ident, $field:ident, [$resolve:path]) => {
+        &$resolve($config)
+    };
+
+    (@set $config:ident, $key:ident, $text:ident, $ctx:ident, $field:ident, $on_set:tt,
+        $($name:ident: $grammar:ident),+) => {
+        $(
+            if $key == $name {
+                let value = <$grammar as Grammar>::parse($text)?;
+                return Ok(Some(config_keys!(@store $config, $ctx, $field, value, $on_set)));
+            }
+        )+
+    };
+
+    (@store $config:ident, $ctx:ident, $field:ident, $value:ident, []) => {{
+        $config.values.$field = $value;
+        Applied::Set
+    }};
+    (@store $config:ident, $ctx:ident, $field:ident, $value:ident, [$on_set:path]) => {{
+        let applied = $on_set($config, &$value, $ctx)?;
+        if matches!(applied, Applied::Set) {
+            $config.values.$field = $value;
+        }
+        applied
+    }};
+}
+
+config_keys! {
+    /// the master switch, read through [`Config::activities_enabled`], which also counts a
+    /// trace request.
+    ACTIVITIES_ENABLED: Bool = true => activities_enabled;
+
+    /// exactly the types named (generic names stored as their representative). Ask
+    /// [`ActivitySet::enabled`] for class gating.
+    ACTIVITY_TYPES: Activities = ActivitySet::empty() => activity_types() -> ActivitySet;
+
+    /// how long a time-based trace collects.
+    ACTIVITIES_DURATION_MSECS: Msecs | ACTIVITIES_DURATION_SECS: Secs = Duration::from_millis(500)
+        => activities_duration() -> Duration, on_set request_trace;
+
+    /// warmup before a time-based start.
+    ACTIVITIES_WARMUP_PERIOD_SECS: Secs = Duration::from_secs(5)
+        => warmup_duration() -> Duration;
+
+    /// warmup steps before an iteration-based start.
+    ACTIVITIES_WARMUP_ITERATIONS: U32 = 0 => warmup_iterations() -> u32;
+
+    /// steps to collect (0 = time-based).
+    ACTIVITIES_ITERATIONS: U32 = 0 => iterations() -> u32, on_set request_trace;
+
+    /// the start in ms since the Unix epoch; after validation never 0 (an unset start
+    /// becomes parse time + warmup + 2 s).
+    PROFILE_START_TIME: I64 = 0 => start_time_ms() -> i64, on_set on_demand::check_start_time;
+
+    /// the step to start at, if set. It takes effect only when
+    /// [`Config::has_start_iteration`].
+    PROFILE_START_ITERATION: OptionalU32 = None => start_iteration() -> Option<u32>;
+
+    /// start on the next multiple of this step count. Never `Some(0)` after validation.
+    PROFILE_START_ITERATION_ROUNDUP: OptionalU32 = None
+        => start_iteration_roundup() -> Option<u32>;
+
+    /// the output path as stored: as given, or Kineto's default for this process,
+    /// `/tmp/libkineto_activities_<pid>.json` (`/tmp/memory_snapshot_<pid>.pickle` in
+    /// memory-snapshot mode). [`Config::log_file_url`] says where the trace goes.
+    ACTIVITIES_LOG_FILE: LogPath = LogFile::trace_default()
+        => log_file() -> &str, on_set on_demand::check_log_file;
+
+    /// written as trace metadata `trace_id` (empty = none).
+    REQUEST_TRACE_ID: Text = String::new() => trace_id() -> &str;
+
+    /// group id of a multi-process request (empty = none).
+    REQUEST_GROUP_TRACE_ID: Text = String::new() => group_trace_id() -> &str;
+
+    /// device buffer budget in MiB.
+    ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB: U32 = 128 => max_gpu_buffer_mb() -> u32;
+
+    /// emit stream-wait sync events.
+    ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS: Bool = true
+        => display_cuda_sync_wait_events() -> bool;
+
+    /// opaque text for custom backends.
+    CUSTOM_CONFIG: Text = String::new() => custom_config() -> &str;
+
+    /// the client records op input shapes (the second spelling is deprecated).
+    PROFILE_REPORT_INPUT_SHAPES: Bool | CLIENT_INTERFACE_ENABLE_OP_INPUTS_COLLECTION: Bool = false
+        => report_input_shapes() -> bool;
+
+    /// the client records allocations into the trace.
+    PROFILE_PROFILE_MEMORY: Bool = false => profile_memory() -> bool;
+
+    /// the client records op call stacks (the second spelling is deprecated).
+    PROFILE_WITH_STACK: Bool | PYTHON_STACK_TRACE: Bool = false => with_stack() -> bool;
+
+    /// the client estimates op FLOPs.
+    PROFILE_WITH_FLOPS: Bool = false => with_flops() -> bool;
+
+    /// the client records the module hierarchy of ops.
+    PROFILE_WITH_MODULES: Bool = false => with_modules() -> bool;
+
+    /// take a memory snapshot instead of a trace.
+    PROFILE_MEMORY: Bool = false => memory_snapshot() -> bool, on_set snapshot_output;
+
+    /// how long a memory snapshot records.
+    PROFILE_MEMORY_DURATION_MSECS: Msecs = Duration::from_millis(1000)
+        => memory_snapshot_duration() -> Duration;
+
+    /// verbose log level (−1 = off).
+    VERBOSE_LOG_LEVEL: I32 = -1 => verbose_log_level() -> i32;
+
+    /// source files verbose logging is restricted to (empty = all).
+    VERBOSE_LOG_MODULES: List = Vec::new() => verbose_log_modules() -> &[String];
+
+    /// how often the daemon is polled while idle.
+    ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS: Secs = Duration::from_secs(5)
+        => on_demand_update_interval() -> Duration;
+
+    /// use the Dynolog IPC channel; defaults to whether `KINETO_USE_DAEMON` is set.
+    ENABLE_IPC_FABRIC: Bool = std::env::var_os("KINETO_USE_DAEMON").is_some()
+        => ipc_fabric() -> bool;
+
+    /// per-thread CUPTI activity buffers (CUDA).
+    CUPTI_PER_THREAD_BUFFER_ENABLED: Bool = false => cupti_per_thread_buffer() -> bool;
+
+    /// metrics for `hardware_counters`.
+    CUPTI_PM_SAMPLING_METRICS: List = Vec::new() => pm_sampling_metrics() -> &[String];
+
+    /// the device PM sampling reads; `None` means the sampler refuses to run.
+    CUPTI_PM_SAMPLING_DEVICE_ID: OptionalU32 = None => pm_sampling_device_id() -> Option<u32>;
+
+    /// roctracer's event limit (ROCm).
+    ROCTRACER_MAX_EVENTS: U32 = 5_000_000 => roctracer_max_events() -> u32;
+
+    /// (omniprof's own) per-thread cap of host records; a range uses two records, an
+    /// instant one.
+    OMNIPROF_MAX_HOST_RECORDS_PER_THREAD: U64 = 4_194_304
+        => max_host_records_per_thread() -> u64;
+
+    // The XPU scope profiler's feature config (Kineto's `xpupti_scope_profiler`). Kineto
+    // matches feature keys after the core keys; no name is shared, so the order is moot.
+
+    /// hardware metrics the scope profiler collects.
+    XPUPTI_PROFILER_METRICS: List = Vec::new() => scope_profiler_metrics() -> &[String];
+
+    /// one scope per kernel.
+    XPUPTI_PROFILER_ENABLE_PER_KERNEL: Bool = false => scope_profiler_per_kernel() -> bool;
+
+    /// collection buffer size in scopes. When unset (0) and metrics are set, Kineto's
+    /// client default: 1500 per-kernel, else 10.
+    XPUPTI_PROFILER_MAX_SCOPES: U64 = 0
+        => scope_profiler_max_scopes() -> u64, resolve scope_buffer_size;
+}
+
+/// Marks a trace request: the duration, iteration and log-file keys ask for a trace.
+pub(super) fn request_trace<T>(
+    config: &mut Config,
+    _: &T,
+    _: &ApplyContext<'_>,
+) -> Result<Applied, ConfigErrorReason> {
+    config.trace_request = true;
+    Ok(Applied::Set)
+}
+
+/// As in Kineto, turning snapshot mode on moves the output to the snapshot default (a later
+/// `ACTIVITIES_LOG_FILE` still wins); turning it off leaves the path alone.
+fn snapshot_output(
+    config: &mut Config,
+    &on: &bool,
+    _: &ApplyContext<'_>,
+) -> Result<Applied, ConfigErrorReason> {
+    if on {
+        config.values.log_file = LogFile::memory_snapshot_default();
+    }
+    Ok(Applied::Set)
+}
+
+/// The scope buffer size with Kineto's client defaults applied. Resolved when read rather
+/// than once at validation, so a later text that turns on per-kernel scopes still gets 1500.
+fn scope_buffer_size(config: &Config) -> u64 {
+    let values = &config.values;
+    match values.scope_profiler_max_scopes {
+        0 if !values.scope_profiler_metrics.is_empty() && values.scope_profiler_per_kernel => 1500,
+        0 if !values.scope_profiler_metrics.is_empty() => 10,
+        n => n,
+    }
+}

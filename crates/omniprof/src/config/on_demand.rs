@@ -1,0 +1,118 @@
+//! The rules for a request that may come from the daemon: where its trace may be written,
+//! and how old its start may be. They are the `on_set` hooks of `ACTIVITIES_LOG_FILE` and
+//! `PROFILE_START_TIME` in the key table.
+
+use std::path::{Path, PathBuf};
+
+use super::keys::request_trace;
+use super::parse::{Applied, ApplyContext};
+use super::{now_ms, Config, ConfigError, ConfigErrorReason, ConfigWarning, LogFile};
+
+/// The environment variable naming the directory on-demand traces may be written to.
+const ON_DEMAND_TRACE_DIR_ENV: &str = "KINETO_ONDEMAND_TRACE_DIR";
+/// Used when [`ON_DEMAND_TRACE_DIR_ENV`] is unset or empty.
+const DEFAULT_ON_DEMAND_TRACE_DIR: &str = "/tmp/";
+/// How far in the past `PROFILE_START_TIME` may lie: older requests are stale.
+pub(super) const MAX_REQUEST_AGE_MS: i64 = 10_000;
+
+impl Config {
+    /// Like [`Config::apply`] for a config that came from the daemon: `ACTIVITIES_LOG_FILE`
+    /// must lie inside `$KINETO_ONDEMAND_TRACE_DIR` (default `/tmp/`), contain no `..`, and
+    /// not escape that directory through a symlink. A path that fails is ignored with a
+    /// warning; the parse still succeeds.
+    pub fn apply_on_demand(&mut self, text: &str) -> Result<Vec<ConfigWarning>, ConfigError> {
+        let dir = match std::env::var(ON_DEMAND_TRACE_DIR_ENV) {
+            Ok(dir) if !dir.is_empty() => dir,
+            _ => DEFAULT_ON_DEMAND_TRACE_DIR.to_owned(),
+        };
+        self.apply_with(
+            text,
+            &ApplyContext {
+                now_ms: now_ms(),
+                on_demand_dir: Some(&dir),
+            },
+        )
+    }
+}
+
+/// Refuses a `PROFILE_START_TIME` more than [`MAX_REQUEST_AGE_MS`] before the parse (a stale
+/// request); a future one is fine, and 0 means unset (validation fills it in).
+pub(super) fn check_start_time(
+    _: &mut Config,
+    &start_ms: &i64,
+    ctx: &ApplyContext<'_>,
+) -> Result<Applied, ConfigErrorReason> {
+    let now_ms = ctx.now_ms;
+    if start_ms != 0 && now_ms.saturating_sub(start_ms) > MAX_REQUEST_AGE_MS {
+        return Err(ConfigErrorReason::StartTimeInPast { start_ms, now_ms });
+    }
+    Ok(Applied::Set)
+}
+
+/// `ACTIVITIES_LOG_FILE` asks for a trace, even when an on-demand path is refused (as in
+/// Kineto); an on-demand path outside the allowed directory is ignored with a warning.
+pub(super) fn check_log_file(
+    config: &mut Config,
+    log_file: &LogFile,
+    ctx: &ApplyContext<'_>,
+) -> Result<Applied, ConfigErrorReason> {
+    request_trace(config, log_file, ctx)?;
+    let Some(dir) = ctx.on_demand_dir else {
+        return Ok(Applied::Set);
+    };
+    let path = log_file.path();
+    Ok(match check_on_demand_log_file(path, dir) {
+        Ok(()) => Applied::Set,
+        Err(why) => Applied::Ignored(format!(
+            "ignoring on-demand log file {path:?}: {why}; keeping {:?}",
+            config.log_file()
+        )),
+    })
+}
+
+/// Checks an on-demand `ACTIVITIES_LOG_FILE` against the allowed directory `dir`; the error
+/// says why it is refused.
+fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
+    let dir = if dir.ends_with('/') {
+        dir.to_owned()
+    } else {
+        format!("{dir}/")
+    };
+    if !path.starts_with(&dir) {
+        return Err(format!("outside the allowed directory {dir:?}"));
+    }
+    if path.contains("..") {
+        return Err("contains \"..\"".to_owned());
+    }
+    if !resolves_inside(Path::new(path), Path::new(&dir)) {
+        return Err(format!(
+            "its directory resolves (through a symlink) outside {dir:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the directory of `path`, with symlinks resolved, lies inside `dir`. Missing
+/// directories are resolved from their nearest existing ancestor, since that is where a
+/// writer creating them would put them.
+fn resolves_inside(path: &Path, dir: &Path) -> bool {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let Some(parent) = path.parent() else {
+        return false;
+    };
+    let mut missing = Vec::new();
+    let mut ancestor = parent;
+    loop {
+        if let Ok(real) = std::fs::canonicalize(ancestor) {
+            let resolved: PathBuf = real.join(missing.iter().rev().collect::<PathBuf>());
+            return resolved.starts_with(&dir);
+        }
+        match (ancestor.file_name(), ancestor.parent()) {
+            (Some(name), Some(up)) => {
+                missing.push(name);
+                ancestor = up;
+            }
+            _ => return false,
+        }
+    }
+}
