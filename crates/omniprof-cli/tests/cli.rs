@@ -5,14 +5,12 @@
 //! line, key and value, and resolves activity classes in `--json`; `--help` lists the
 //! commands.
 
-#[path = "../../omniprof/tests/common/mod.rs"]
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use omniprof::{Activity, Trace};
+use omniprof_test_support::checker;
 
 fn omniprof() -> Command {
     Command::new(env!("CARGO_BIN_EXE_omniprof"))
@@ -113,7 +111,7 @@ fn demo_writes_a_trace_that_perfetto_loads_and_omniprof_reads_back() {
         }
     }
 
-    if let Some(report) = common::assert_loads_in_perfetto(&path) {
+    if let Some(report) = checker::assert_loads_in_perfetto(&path) {
         assert!(
             report.slices.unwrap() >= trace.activities.len() as u64,
             "{}",
@@ -131,7 +129,7 @@ fn demo_writes_gzip_for_a_gz_path() {
     assert_eq!(bytes[..2], [0x1f, 0x8b], "gzip magic bytes");
     let trace = omniprof::import::read_trace(&path).unwrap();
     assert!(trace.activities.len() >= 3000);
-    common::assert_loads_in_perfetto(&path);
+    checker::assert_loads_in_perfetto(&path);
 }
 
 #[test]

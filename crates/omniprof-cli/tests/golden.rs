@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use omniprof_test_support::data::reference_trace;
 use serde_json::Value;
 
 const BLESS_ENV: &str = "OMNIPROF_BLESS";
@@ -27,12 +28,6 @@ const VOLATILE_KEYS: [&str; 5] = [
     "baseTimeNanoseconds",
     "clock_source",
 ];
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../omniprof-trace/tests/data")
-        .join(name)
-}
 
 fn golden_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -79,7 +74,7 @@ fn check(name: &str, actual: &str) {
 
 #[test]
 fn summary_of_the_reference_trace_is_unchanged() {
-    let trace = data("pytorch-2.15-cpu-trace.json");
+    let trace = reference_trace();
     let trace = trace.to_str().unwrap();
     let runs: [(&str, &[&str]); 6] = [
         ("summary-table.txt", &[]),

@@ -3,10 +3,10 @@
 //! trace; `plugins list` and `plugins check` report what a vendor needs, and `check` fails
 //! on a broken plugin.
 
-#[path = "../../omniprof/tests/common/mod.rs"]
-mod common;
-
 use std::process::{Command, Output};
+
+use omniprof_test_support::checker;
+use omniprof_test_support::plugins::{build_broken, build_sample};
 
 fn omniprof(args: &[&str], plugin_dir: Option<&std::path::Path>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_omniprof"));
@@ -27,7 +27,7 @@ fn the_demo_shows_the_sample_plugins_events() {
     let dir = tempfile::tempdir().unwrap();
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins).unwrap();
-    common::plugins::build_sample(&plugins);
+    build_sample(&plugins);
     let out_path = dir.path().join("demo.pt.trace.json");
     let out = omniprof(&["demo", "-o", out_path.to_str().unwrap()], Some(&plugins));
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -60,14 +60,14 @@ fn the_demo_shows_the_sample_plugins_events() {
     assert_eq!(launch.flow.unwrap().id, kernel.flow.unwrap().id);
     // OpenReg's own device work is still all there.
     assert!(named("matmul_48x48") > 0);
-    common::assert_loads_in_perfetto(&out_path);
+    checker::assert_loads_in_perfetto(&out_path);
 }
 
 #[test]
 fn plugins_list_and_check_give_verdicts() {
     let dir = tempfile::tempdir().unwrap();
-    let sample = common::plugins::build_sample(dir.path());
-    let broken = common::plugins::build_broken("process_events_error", dir.path());
+    let sample = build_sample(dir.path());
+    let broken = build_broken("process_events_error", dir.path());
 
     let out = omniprof(&["plugins", "list", dir.path().to_str().unwrap()], None);
     let stdout = text(&out.stdout);

@@ -11,16 +11,8 @@ use std::process::{Command, Output};
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
-
-fn pytorch_trace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../omniprof-trace/tests/data/pytorch-2.15-cpu-trace.json")
-}
-
-/// `key_averages().table(sort_by="cpu_time_total", row_limit=12)` as PyTorch 2.15 printed it
-/// for the reference trace (`reference/stubs-and-summary.md`, section 6).
-const PYTORCH_TABLE: &str =
-    include_str!("../../omniprof-trace/tests/data/pytorch-2.15-cpu-table.txt");
+use omniprof_test_support::data::{reference_table, reference_trace};
+use omniprof_test_support::lock::serial;
 
 fn summary(trace: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_omniprof"))
@@ -46,7 +38,7 @@ const PYTORCH_ARGS: [&str; 4] = ["--sort-by", "cpu_time_total", "--row-limit", "
 
 #[test]
 fn the_reference_trace_prints_pytorchs_table() {
-    assert_eq!(ok(&pytorch_trace(), &PYTORCH_ARGS), PYTORCH_TABLE);
+    assert_eq!(ok(&reference_trace(), &PYTORCH_ARGS), reference_table());
 }
 
 #[test]
@@ -54,15 +46,15 @@ fn gzip_input_prints_the_same_table() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trace.json.gz");
     let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
-    gz.write_all(&std::fs::read(pytorch_trace()).unwrap())
+    gz.write_all(&std::fs::read(reference_trace()).unwrap())
         .unwrap();
     std::fs::write(&path, gz.finish().unwrap()).unwrap();
-    assert_eq!(ok(&path, &PYTORCH_ARGS), PYTORCH_TABLE);
+    assert_eq!(ok(&path, &PYTORCH_ARGS), reference_table());
 }
 
 #[test]
 fn row_limit_minus_one_prints_every_row_in_first_appearance_order() {
-    let out = ok(&pytorch_trace(), &["--row-limit", "-1"]);
+    let out = ok(&reference_trace(), &["--row-limit", "-1"]);
     let names: Vec<&str> = out
         .lines()
         .skip(3)
@@ -84,7 +76,7 @@ fn row_limit_minus_one_prints_every_row_in_first_appearance_order() {
 #[test]
 fn group_by_shapes_adds_the_input_shapes_column() {
     let out = ok(
-        &pytorch_trace(),
+        &reference_trace(),
         &["--group-by-shapes", "--sort-by", "count"],
     );
     let header = out.lines().nth(1).unwrap();
@@ -98,7 +90,7 @@ fn group_by_shapes_adds_the_input_shapes_column() {
 #[test]
 fn csv_and_json_formats() {
     let csv = ok(
-        &pytorch_trace(),
+        &reference_trace(),
         &[
             "--format",
             "csv",
@@ -115,7 +107,10 @@ fn csv_and_json_formats() {
          aten::mm,3,65162.397,65168.911,21722.970,0.000,0.000,0.000,false,false\n\
          aten::clamp_min,3,31928.754,31928.754,10642.918,0.000,0.000,0.000,false,false\n"
     );
-    let json = ok(&pytorch_trace(), &["--format", "json", "--row-limit", "1"]);
+    let json = ok(
+        &reference_trace(),
+        &["--format", "json", "--row-limit", "1"],
+    );
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(doc["self_cpu_time_total_us"], 127392.143);
     assert_eq!(
@@ -133,7 +128,7 @@ fn csv_and_json_formats() {
 /// The reference trace cut inside `traceEvents[24]` (the second `aten::as_strided` of
 /// `block_0`); returns the file and its length.
 fn truncated(dir: &Path) -> (PathBuf, usize) {
-    let bytes = std::fs::read(pytorch_trace()).unwrap();
+    let bytes = std::fs::read(reference_trace()).unwrap();
     let text = text(&bytes);
     let marker = "\"External id\": 18,";
     let cut = text.find(marker).unwrap() + marker.len();
@@ -218,7 +213,7 @@ fn an_empty_trace_prints_nothing_and_says_so() {
 
 #[test]
 fn bad_arguments_and_missing_files() {
-    let out = summary(&pytorch_trace(), &["--sort-by", "flops"]);
+    let out = summary(&reference_trace(), &["--sort-by", "flops"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("self_cpu_time_total"));
     let out = summary(Path::new("/nonexistent/trace.json"), &[]);
@@ -234,6 +229,7 @@ fn bad_arguments_and_missing_files() {
 fn a_stubs_mode_trace_gets_device_columns_named_after_its_device() {
     use std::time::Duration;
 
+    let _serial = serial();
     let stream = openreg::current_stream().unwrap();
     let mut profiler = omniprof::Profiler::builder()
         .stubs("OpenReg")

@@ -8,9 +8,6 @@
 //! so that the host's tests can rely on them.
 #![cfg(target_os = "linux")]
 
-#[path = "../../omniprof/tests/common/plugins.rs"]
-mod plugins;
-
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::mem::size_of;
@@ -19,6 +16,8 @@ use std::ptr::{self, NonNull};
 use std::sync::{Mutex, OnceLock};
 
 use omniprof_plugin_sys::*;
+use omniprof_test_support::lock::serial;
+use omniprof_test_support::plugins;
 
 use ProfileEventType as T;
 
@@ -109,7 +108,7 @@ impl Library {
 }
 
 /// Each C plugin opened once per process: the tests share its global state, so tests that
-/// read a plugin's test hooks take [`SERIAL`].
+/// read a plugin's test hooks take [`serial`].
 fn library(stem: &str) -> &'static Library {
     static OPEN: OnceLock<Mutex<HashMap<String, &'static Library>>> = OnceLock::new();
     let mut open = OPEN.get_or_init(Default::default).lock().unwrap();
@@ -119,13 +118,6 @@ fn library(stem: &str) -> &'static Library {
             .unwrap_or_else(|| panic!("no plugin {stem} in the corpus"));
         Box::leak(Box::new(Library::open(path)))
     })
-}
-
-/// For tests that read a library's global state (test hooks, OpenReg's recording).
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 // ---- The registry ------------------------------------------------------------------------

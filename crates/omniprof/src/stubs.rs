@@ -238,8 +238,8 @@ impl CorrelationListener for Markers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::tests::serial;
     use crate::{instant, record_function, record_op, Profiler, Value};
+    use omniprof_test_support::lock::serial;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     /// Events are host timestamps; `elapsed` is their difference. Recording fails while

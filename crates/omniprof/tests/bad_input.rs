@@ -5,8 +5,6 @@
 //! an unknown activity type names itself; and recording past the per-thread cap is counted
 //! exactly in `dropped_events` instead of crashing or growing without bound.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
 use omniprof::activity::UnknownActivityType;
@@ -14,10 +12,12 @@ use omniprof::config::ConfigErrorReason;
 use omniprof::export::chrome;
 use omniprof::import::{self, ReadErrorKind};
 use omniprof::{record_function, ActivitySet, ActivityType, Config, Profiler, Trace, Value};
+use omniprof_test_support::lock::serial;
+use omniprof_test_support::session;
 
 fn recorded_trace() -> Trace {
-    let _serial = common::serial();
-    common::record_sample_session()
+    let _serial = serial();
+    session::record_sample_session()
 }
 
 /// Every file under `dir`, recursively.
@@ -212,7 +212,7 @@ fn an_unknown_activity_type_is_an_error_naming_it() {
 
 #[test]
 fn recording_past_the_per_thread_cap_counts_every_dropped_event() {
-    let _serial = common::serial();
+    let _serial = serial();
     let mut config = Config::default();
     // 4096 records: exactly one buffer chunk, so the cap is not rounded.
     config

@@ -7,8 +7,6 @@
 //! (`slice_drop_overlapping_complete_event`), the failure the writer's sibling rows exist to
 //! prevent.
 
-mod common;
-
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
@@ -17,6 +15,10 @@ use omniprof::export::chrome::{self, WriteStats};
 use omniprof::import;
 use omniprof::trace::{ProcessRow, ThreadRow};
 use omniprof::{Activity, ActivityType, Flow, FlowKind, Trace};
+use omniprof_test_support::checker;
+use omniprof_test_support::data::{add_example_rows, reference_trace};
+use omniprof_test_support::lock::serial;
+use omniprof_test_support::session;
 
 /// The `traceEvents` of a written file (plain or gzip), counted by `ph`.
 fn phases(path: &Path) -> HashMap<String, u64> {
@@ -41,7 +43,7 @@ fn phases(path: &Path) -> HashMap<String, u64> {
 }
 
 /// Perfetto makes one slice per `X` and per `i` event: every one of them must be kept.
-fn assert_every_slice_kept(path: &Path, report: &common::PerfettoReport) {
+fn assert_every_slice_kept(path: &Path, report: &checker::PerfettoReport) {
     let counts = phases(path);
     let x = counts.get("X").copied().unwrap_or(0);
     let i = counts.get("i").copied().unwrap_or(0);
@@ -58,8 +60,8 @@ fn assert_every_slice_kept(path: &Path, report: &common::PerfettoReport) {
 #[test]
 fn a_recorded_session_loads_without_errors_as_json_and_gzip() {
     let trace = {
-        let _serial = common::serial();
-        common::record_sample_session()
+        let _serial = serial();
+        session::record_sample_session()
     };
     let dir = tempfile::tempdir().unwrap();
     for file in ["session.pt.trace.json", "session.pt.trace.json.gz"] {
@@ -68,7 +70,7 @@ fn a_recorded_session_loads_without_errors_as_json_and_gzip() {
         assert_eq!(stats.spilled, 0, "a real session nests on every thread");
         let written: u64 = phases(&path).values().sum();
         assert_eq!(written, stats.events);
-        let Some(report) = common::assert_loads_in_perfetto(&path) else {
+        let Some(report) = checker::assert_loads_in_perfetto(&path) else {
             return;
         };
         assert_every_slice_kept(&path, &report);
@@ -85,7 +87,7 @@ fn device_timeline() -> Trace {
     let base = omniprof::trace::process_base_time_ns();
     let start = base + 5_000_000_000;
     let mut trace = Trace::new(start, start + 1_000_000);
-    common::add_example_rows(&mut trace);
+    add_example_rows(&mut trace);
     let at = |ns: i64| start + ns;
     let mut op = Activity::new(
         ActivityType::CpuOp,
@@ -162,7 +164,7 @@ fn a_device_timeline_loads_with_its_flow_and_counter() {
         (counts["X"], counts["s"], counts["f"], counts["C"]),
         (4, 1, 1, 1)
     );
-    let Some(report) = common::assert_loads_in_perfetto(&path) else {
+    let Some(report) = checker::assert_loads_in_perfetto(&path) else {
         return;
     };
     assert_every_slice_kept(&path, &report);
@@ -188,7 +190,7 @@ fn the_checker_catches_overlaps_that_are_not_spilled() {
 ]}"#,
     )
     .unwrap();
-    let Some(report) = common::run_checker(&path) else {
+    let Some(report) = checker::run_checker(&path) else {
         return;
     };
     assert_eq!(report.exit_code, 1, "{}", report.line);
@@ -202,8 +204,7 @@ fn the_checker_catches_overlaps_that_are_not_spilled() {
 
 #[test]
 fn the_pytorch_reference_trace_rewritten_by_omniprof_loads_the_same() {
-    let original = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../omniprof-trace/tests/data/pytorch-2.15-cpu-trace.json");
+    let original = reference_trace();
     let trace = import::read_trace(&original).unwrap();
     assert_eq!(
         trace.activities.len(),
@@ -219,12 +220,12 @@ fn the_pytorch_reference_trace_rewritten_by_omniprof_loads_the_same() {
             trace.activities
         );
     }
-    let Some(before) = common::assert_loads_in_perfetto(&original) else {
+    let Some(before) = checker::assert_loads_in_perfetto(&original) else {
         return;
     };
-    let counts = |r: &common::PerfettoReport| (r.slices, r.threads, r.processes, r.flows);
+    let counts = |r: &checker::PerfettoReport| (r.slices, r.threads, r.processes, r.flows);
     for path in &paths {
-        let report = common::assert_loads_in_perfetto(path).unwrap();
+        let report = checker::assert_loads_in_perfetto(path).unwrap();
         assert_every_slice_kept(path, &report);
         assert_eq!(
             counts(&report),
@@ -313,7 +314,7 @@ fn overlapping_events_on_one_thread_are_spilled_and_all_kept() {
     assert_eq!(read.activities, trace.activities);
     assert_eq!(read.threads, trace.threads);
 
-    let Some(report) = common::run_checker(&path) else {
+    let Some(report) = checker::run_checker(&path) else {
         return;
     };
     assert!(
@@ -321,7 +322,7 @@ fn overlapping_events_on_one_thread_are_spilled_and_all_kept() {
         "Perfetto dropped overlapping events: {}",
         report.line
     );
-    let report = common::assert_loads_in_perfetto(&path).unwrap();
+    let report = checker::assert_loads_in_perfetto(&path).unwrap();
     assert_eq!(
         report.slices,
         Some(x_events + 1),
@@ -340,5 +341,5 @@ fn a_non_finite_counter_sample_still_loads() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nan.json");
     chrome::save(&trace, &path).unwrap();
-    common::assert_loads_in_perfetto(&path);
+    checker::assert_loads_in_perfetto(&path);
 }

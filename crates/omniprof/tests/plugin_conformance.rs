@@ -3,8 +3,6 @@
 //! mock's lifecycle and its four events with exact times, ids and names; the configure
 //! intersections; the interface validation; and the directory rules.
 
-mod common;
-
 use omniprof::Window;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -13,6 +11,8 @@ use std::sync::Arc;
 use omniprof::backend::{self, ActivityProfiler, ActivitySink, HostOps, ProfilerSession};
 use omniprof::plugin::{self, PluginError};
 use omniprof::{Activity, ActivitySet, ActivityType, Config};
+use omniprof_test_support::lock::serial;
+use omniprof_test_support::plugins;
 
 #[derive(Default)]
 struct Collect(Vec<Activity>);
@@ -39,7 +39,7 @@ fn sample() -> &'static Path {
     static SAMPLE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     SAMPLE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap().keep();
-        let so = common::plugins::build_sample(&dir);
+        let so = plugins::build_sample(&dir);
         let loaded = plugin::load_plugin(&so).unwrap();
         let names: Vec<&str> = loaded.usable().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["MockPlugin", "SampleCounters"]);
@@ -69,7 +69,8 @@ fn configure(requested: &[ActivityType]) -> Option<Box<dyn ProfilerSession>> {
     mock.configure(share, &Config::default()).unwrap()
 }
 
-/// The mock's own view of its handles, through the test hooks it exports.
+/// The mock's own view of its handles, through the test hooks it exports. The count is the
+/// library's, shared by every test's sessions: tests hold [`serial`] so it is theirs alone.
 fn live_handles() -> i32 {
     let lib = unsafe { libloading::Library::new(sample()) }.unwrap();
     // SAFETY: the hook's C signature is `int MockPlugin_liveHandleCount(void)`.
@@ -85,6 +86,7 @@ use ActivityType::*;
 
 #[test]
 fn lifecycle_and_the_four_mock_events() {
+    let _serial = serial();
     let mock = profiler("MockPlugin");
     assert_eq!(mock.name(), "MockPlugin");
     assert_eq!(
@@ -140,6 +142,7 @@ fn lifecycle_and_the_four_mock_events() {
 
 #[test]
 fn configure_gives_the_plugin_the_enabled_intersection() {
+    let _serial = serial();
     assert!(configure(&[CudaRuntime, CudaDriver, ConcurrentKernel, GpuMemcpy]).is_some());
     // {cuda_runtime, cpu_op, kernel, user_annotation} → {CUDA_RUNTIME, CONCURRENT_KERNEL}.
     let mock = profiler("MockPlugin");
@@ -153,6 +156,7 @@ fn configure_gives_the_plugin_the_enabled_intersection() {
 
 #[test]
 fn optional_entries_may_be_missing() {
+    let _serial = serial();
     // The mock leaves all four correlation entries NULL: its session offers no listener,
     // and a full session around host ops runs without reaching them.
     let session = configure(&[ConcurrentKernel]).unwrap();
@@ -161,6 +165,7 @@ fn optional_entries_may_be_missing() {
 
 #[test]
 fn interface_validation_and_directory_rules() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path();
     // a.so loads; b.txt, c.so.1 and sub/d.so are not plugin files.
@@ -172,7 +177,7 @@ fn interface_validation_and_directory_rules() {
     let files = plugin::plugin_files(lib).unwrap();
     assert_eq!(files, [lib.join("a.so")]);
 
-    let missing_start = common::plugins::build_broken("missing_start", lib);
+    let missing_start = plugins::build_broken("missing_start", lib);
     let loaded = plugin::load_plugin(&missing_start).unwrap();
     assert_eq!(loaded.profilers.len(), 1);
     let why = loaded.profilers[0].rejected.as_deref().unwrap();
@@ -180,7 +185,7 @@ fn interface_validation_and_directory_rules() {
 
     // The host refuses the interface at registerProfiler; this plugin passes the refusal on
     // as its own result, so the whole library is rejected, saying why.
-    let small = common::plugins::build_broken("interface_too_small", lib);
+    let small = plugins::build_broken("interface_too_small", lib);
     let err = plugin::load_plugin(&small).unwrap_err().to_string();
     assert!(err.contains("interface_too_small.so"), "{err}");
     assert!(
@@ -195,6 +200,7 @@ fn interface_validation_and_directory_rules() {
 
 #[test]
 fn the_same_library_is_loaded_once() {
+    let _serial = serial();
     let a = plugin::load_plugin(sample()).unwrap();
     let b = plugin::load_plugin(sample()).unwrap();
     assert_eq!(a, b);

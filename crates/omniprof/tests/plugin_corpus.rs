@@ -3,12 +3,12 @@
 //! call refused or repaired and counted — and in every case the host's own trace, and the
 //! valid events around the broken call, are intact. The trace then loads in Perfetto.
 
-mod common;
-
 use std::collections::HashMap;
 
 use omniprof::plugin::{self, PluginError};
 use omniprof::{record_function, record_op, ActivitySet, Profiler, Trace, Value};
+use omniprof_test_support::lock::serial;
+use omniprof_test_support::{checker, plugins};
 
 /// How a library must come out of the loader.
 enum Load {
@@ -144,10 +144,11 @@ fn cases() -> Vec<(&'static str, Load, Option<Session>)> {
 
 #[test]
 fn every_broken_plugin_is_handled_and_the_host_trace_is_intact() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let mut sessions = Vec::new();
     for (stem, expected, session) in cases() {
-        let so = common::plugins::build_broken(stem, dir.path());
+        let so = plugins::build_broken(stem, dir.path());
         let result = plugin::load_plugin(&so);
         match (expected, &result) {
             (Load::Rejected(why), Err(e)) => {
@@ -227,7 +228,7 @@ fn every_broken_plugin_is_handled_and_the_host_trace_is_intact() {
 
     let path = dir.path().join("corpus.pt.trace.json");
     omniprof::export::chrome::save(&trace, &path).unwrap();
-    common::assert_loads_in_perfetto(&path);
+    checker::assert_loads_in_perfetto(&path);
 }
 
 fn record() -> Trace {

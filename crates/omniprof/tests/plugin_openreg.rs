@@ -2,13 +2,14 @@
 //! by omniprof's loader and driven by a real session: its runtime calls and device work are
 //! linked to the host op that launched them and joined by `ac2g` flows.
 
-mod common;
-
 use omniprof::{record_op, ActivityType, Profiler};
+use omniprof_test_support::lock::serial;
+use omniprof_test_support::plugins;
 
 #[test]
 fn the_openreg_plugin_records_linked_device_work() {
-    let so = common::plugins::openreg_plugin();
+    let _serial = serial();
+    let so = plugins::openreg_plugin();
     let loaded = omniprof::plugin::load_plugin(&so).unwrap();
     let names: Vec<&str> = loaded.usable().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["OpenRegPlugin"]);

@@ -10,6 +10,7 @@ use omniprof::backend::{
     self, ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
 };
 use omniprof::{ActivitySet, ActivityType, Config, Profiler};
+use omniprof_test_support::lock::serial;
 
 static CONFIGURED: AtomicBool = AtomicBool::new(false);
 
@@ -64,6 +65,7 @@ const KEY: &str = "registry_end_to_end::MockPrivateUse1";
 
 #[test]
 fn end_to_end_profiling() {
+    let _serial = serial();
     assert!(backend::has_factory(KEY), "registered before main");
     let mut profiler = Profiler::builder()
         .activities([ActivityType::CpuOp].into_iter().collect())

@@ -5,14 +5,15 @@
 //! the nanosecond), rows, spans, metadata, base time and window. Property tests extend this
 //! to any Unicode string as a name, arg key or arg value, and to any times and overlaps.
 
-mod common;
-
 use std::path::Path;
 
 use omniprof::export::chrome;
 use omniprof::import;
 use omniprof::trace::{ProcessRow, Span, ThreadRow};
 use omniprof::{Activity, ActivityType, Trace, Value};
+use omniprof_test_support::data::add_example_rows;
+use omniprof_test_support::lock::serial;
+use omniprof_test_support::session;
 use proptest::prelude::*;
 
 /// Saves `trace` to `path` and reads it back.
@@ -71,8 +72,8 @@ fn assert_same_trace(read: &Trace, original: &Trace, path: &Path) {
 #[test]
 fn a_recorded_session_round_trips_exactly_as_json_and_gzip() {
     let trace = {
-        let _serial = common::serial();
-        common::record_sample_session()
+        let _serial = serial();
+        session::record_sample_session()
     };
 
     // The session really holds what this test claims to round-trip.
@@ -80,7 +81,7 @@ fn a_recorded_session_round_trips_exactly_as_json_and_gzip() {
     assert_eq!(trace.processes.len(), 1);
     assert_eq!(trace.processes[0].pid, pid);
     assert_eq!(trace.threads.len(), 3, "{:#?}", trace.threads);
-    for worker in [common::WORKER_DONE, common::WORKER_LIVE] {
+    for worker in [session::WORKER_DONE, session::WORKER_LIVE] {
         let suffix = format!(" ({worker})");
         assert!(
             trace.threads.iter().any(|t| t.name.ends_with(&suffix)),
@@ -89,7 +90,7 @@ fn a_recorded_session_round_trips_exactly_as_json_and_gzip() {
         );
     }
     let count = |kind| trace.activities.iter().filter(|a| a.kind == kind).count();
-    let steps = common::STEPS;
+    let steps = session::STEPS;
     // Main thread: outer, 3 × block, 3 × addmm, the path-named op; early worker: 3 per step;
     // live worker: 1 range + 1 instant per step; 3 marks on the main thread.
     assert_eq!(
@@ -102,7 +103,7 @@ fn a_recorded_session_round_trips_exactly_as_json_and_gzip() {
     assert!(trace
         .activities
         .iter()
-        .any(|a| a.name.contains(common::NASTY) && a.arg(common::NASTY).is_some()));
+        .any(|a| a.name.contains(session::NASTY) && a.arg(session::NASTY).is_some()));
     assert_eq!(trace.metadata("dropped_events"), Some(&Value::UInt(0)));
     assert_eq!(trace.spans.len(), 1);
 
@@ -130,7 +131,7 @@ fn a_hand_built_trace_with_every_field_round_trips() {
     trace
         .device_properties
         .push(Value::json(r#"{"id": 0, "name": "Example Accelerator"}"#));
-    common::add_example_rows(&mut trace);
+    add_example_rows(&mut trace);
 
     let mut op = Activity::new(
         ActivityType::CpuOp,

@@ -2,21 +2,18 @@
 //! duplicate and mislink nothing; work still running at stop is dropped and counted.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use omniprof::{record_function, record_op, ActivityType, Profiler, Value};
+use omniprof_test_support::lock::serial;
 use openreg::{Kernel, Stream};
-
-/// Sessions and OpenReg recording are process-wide.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const THREADS: usize = 4;
 const OPS: usize = 200;
 
 #[test]
 fn concurrent_launches_are_all_linked_to_their_own_ops() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = serial();
     let mut profiler = Profiler::builder().build().unwrap();
     profiler.start().unwrap();
     std::thread::scope(|s| {
@@ -97,7 +94,7 @@ fn concurrent_launches_are_all_linked_to_their_own_ops() {
 
 #[test]
 fn work_still_running_at_stop_is_dropped_and_counted() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = serial();
     let stream = Stream::new(0).unwrap();
     let mut profiler = Profiler::builder().build().unwrap();
     profiler.start().unwrap();

@@ -1,17 +1,9 @@
-use std::path::{Path, PathBuf};
+use omniprof_test_support::data::{reference_table, reference_trace as pytorch_path};
 
 use super::*;
 use crate::activity::{Activity, ActivityType};
 use crate::import::{read_events_from_path, read_trace, read_trace_from};
 use crate::value::Value;
-
-fn pytorch_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pytorch-2.15-cpu-trace.json")
-}
-
-/// `key_averages().table(sort_by="cpu_time_total", row_limit=12)` as PyTorch 2.15 printed it
-/// for this trace (`reference/stubs-and-summary.md`, section 6).
-const PYTORCH_TABLE: &str = include_str!("../../tests/data/pytorch-2.15-cpu-table.txt");
 
 fn options(sort_by: Option<SortKey>, row_limit: Option<usize>) -> ReportOptions {
     ReportOptions { sort_by, row_limit }
@@ -21,7 +13,7 @@ fn options(sort_by: Option<SortKey>, row_limit: Option<usize>) -> ReportOptions 
 fn the_pytorch_trace_prints_pytorchs_table() {
     let summary = key_averages(&read_trace(&pytorch_path()).unwrap(), &Default::default());
     let table = summary.table(&options(Some(SortKey::CpuTimeTotal), Some(12)));
-    assert_eq!(table, PYTORCH_TABLE, "got:\n{table}");
+    assert_eq!(table, reference_table(), "got:\n{table}");
     // 18 rows in all; the widest name (`aten::resolve_conj`) is not printed above.
     assert_eq!(summary.rows.len(), 18);
     let sum = summary

@@ -1,9 +1,9 @@
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use omniprof_test_support::data::reference_trace as pytorch_path;
 
 use super::document::read_document_tuned;
 use super::parallel::Tuning;
@@ -11,12 +11,6 @@ use super::*;
 use crate::activity::{ActivityType, Flow, FlowKind};
 
 const PYTORCH_BASE: i64 = 1_790_857_026_000_000_000;
-
-/// `reference/data/pytorch-2.15-cpu.pt.trace.json`, renamed so `.gitignore` (which drops
-/// `*.pt.trace.json` outputs) keeps it.
-fn pytorch_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pytorch-2.15-cpu-trace.json")
-}
 
 fn pytorch_text() -> Vec<u8> {
     std::fs::read(pytorch_path()).unwrap()

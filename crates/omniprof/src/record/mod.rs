@@ -412,8 +412,8 @@ pub(crate) fn is_recording() -> bool {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::session::tests::serial;
     use crate::{Profiler, Trace};
+    use omniprof_test_support::lock::serial;
 
     fn record(config: Config, work: impl FnOnce()) -> Trace {
         let mut p = Profiler::builder().config(config).build().unwrap();

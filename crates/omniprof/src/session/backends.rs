@@ -477,8 +477,8 @@ fn add_default_rows(trace: &mut Trace) {
 mod tests {
     use super::*;
     use crate::backend::{self, ActivityProfiler, DeviceInfo};
-    use crate::session::tests::serial;
     use crate::{record_function, record_op, Profiler};
+    use omniprof_test_support::lock::serial;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Mutex;
 

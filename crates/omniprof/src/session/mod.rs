@@ -440,16 +440,9 @@ fn new_trace_id() -> String {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use std::sync::Mutex;
-
-    /// Sessions are process-wide: tests that record take this lock.
-    pub(crate) static SERIAL: Mutex<()> = Mutex::new(());
-
-    pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
-        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-    }
+    use omniprof_test_support::lock::serial;
 
     #[test]
     fn calls_must_come_in_order() {

@@ -1,24 +1,17 @@
 //! Builds the test plugins of the dynamic plugin ABI into shared libraries: the C sample and
-//! the corpus of broken C plugins under `plugins/` (with the system C compiler), and the
-//! OpenReg plugin crate `openreg-plugin` (with cargo).
-//!
-//! Uses nothing but `std`, and finds everything from `CARGO_MANIFEST_DIR` (any crate under
-//! `crates/`), so other test crates include it too:
-//! `#[path = "../../omniprof/tests/common/plugins.rs"] mod plugins;`.
+//! the corpus of broken C plugins under `plugins/` (with the system C compiler, `$CC` or
+//! `cc`, warnings as errors, against `crates/omniprof-plugin-sys/include`), and the OpenReg
+//! plugin crate `openreg-plugin` (with cargo).
 //!
 //! | Function | Result |
 //! |---|---|
-//! | [`build_c_plugin`]`(source, out_dir)` | `out_dir/<stem>.so`, compiled with [`C_FLAGS`] against [`include_dir`] |
-//! | [`build_sample`]`(out_dir)` | `out_dir/sample_plugin.so`: profilers `MockPlugin` and `SampleCounters` |
+//! | [`build_sample`]`(out_dir)` | `out_dir/sample_plugin.so` from `plugins/sample-c`: profilers `MockPlugin` and `SampleCounters` |
 //! | [`build_broken`]`(stem, out_dir)` | `out_dir/<stem>.so` from `plugins/broken/<stem>.c` |
 //! | [`build_all`]`(out_dir)` | the sample and every broken plugin, in `out_dir` |
 //! | [`openreg_plugin`]`()` | `<target dir>/<profile>/libopenreg_plugin.so`, built once per process |
-//! | [`sample_dir`], [`broken_dir`], [`broken_sources`], [`include_dir`] | where the sources are |
 //!
 //! What each plugin emits or breaks is documented at the top of its source file and in
 //! `plugins/README.md`. A compiler failure panics with the file and the compiler's output.
-
-#![allow(dead_code)]
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -28,7 +21,7 @@ use std::sync::OnceLock;
 /// The flags every C plugin is built with: warnings are errors, so the corpus stays clean
 /// C11 (`-pedantic`), and symbols are hidden unless exported, as the header's
 /// `OMNIPROF_PLUGIN_EXPORT` does for `KinetoPlugin_register`.
-pub const C_FLAGS: &[&str] = &[
+const C_FLAGS: &[&str] = &[
     "-std=c11",
     "-pedantic",
     "-Wall",
@@ -39,8 +32,8 @@ pub const C_FLAGS: &[&str] = &[
     "-fvisibility=hidden",
 ];
 
-/// The workspace root: two levels above the including crate's manifest (`crates/<name>`).
-pub fn workspace_root() -> PathBuf {
+/// The workspace root: two levels above this crate's manifest (`crates/test-support`).
+fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let root = manifest_dir.join("../..");
     root.canonicalize()
@@ -48,22 +41,22 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// `crates/omniprof-plugin-sys/include`, which holds `omniprof_plugin.h`.
-pub fn include_dir() -> PathBuf {
+fn include_dir() -> PathBuf {
     workspace_root().join("crates/omniprof-plugin-sys/include")
 }
 
 /// `plugins/sample-c`, which holds `sample_plugin.c`.
-pub fn sample_dir() -> PathBuf {
+fn sample_dir() -> PathBuf {
     workspace_root().join("plugins/sample-c")
 }
 
 /// `plugins/broken`: one `.c` file per broken plugin, and the header they share.
-pub fn broken_dir() -> PathBuf {
+fn broken_dir() -> PathBuf {
     workspace_root().join("plugins/broken")
 }
 
 /// Every broken plugin's source, sorted by name.
-pub fn broken_sources() -> Vec<PathBuf> {
+fn broken_sources() -> Vec<PathBuf> {
     let dir = broken_dir();
     let entries =
         std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()));
@@ -88,7 +81,7 @@ fn compiler() -> OsString {
 /// reader never sees half of it.
 ///
 /// Panics, naming the file, when the compiler is missing or fails (with its output).
-pub fn build_c_plugin(source: &Path, out_dir: &Path) -> PathBuf {
+fn build_c_plugin(source: &Path, out_dir: &Path) -> PathBuf {
     let stem = source
         .file_stem()
         .unwrap_or_else(|| panic!("{} has no file name", source.display()));

@@ -1,28 +1,19 @@
-//! Helpers shared by the end-to-end tests of both crates (the CLI tests include this file
-//! with `#[path]`): locating and running the offline Perfetto checker, serializing the tests
-//! that record, one realistic recorded session, and ([`plugins`]) building plugins.
+//! The offline Perfetto checker, `shared/tools/perfetto-check/check.sh`: it loads a trace into
+//! Perfetto's trace processor and prints what it counted and the errors it recorded.
 //!
-//! The checker is `shared/tools/perfetto-check/check.sh`, found beside the workspace (in CI
-//! the repository is a clone with `shared/` next to it) or named by
-//! `OMNIPROF_PERFETTO_CHECK`. When it cannot be found or run, a check is skipped with a
-//! message, unless `OMNIPROF_REQUIRE_PERFETTO_CHECK` is set (as CI does), which makes that a
-//! failure.
-
-#![allow(dead_code)]
-
-/// Building the test plugins of the dynamic plugin ABI (C sample, broken corpus, OpenReg).
-pub mod plugins;
+//! The script is found beside the workspace (in CI the repository is a clone with `shared/`
+//! next to it) or named by `OMNIPROF_PERFETTO_CHECK`. When it cannot be found or run, a check
+//! is skipped with a message, unless `OMNIPROF_REQUIRE_PERFETTO_CHECK` is set (as CI does),
+//! which makes that a failure.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
-
-use omniprof::{instant, record_function, record_op, Profiler, Trace};
+use std::sync::Mutex;
 
 /// Names the checker script, overriding the search.
-pub const CHECKER_ENV: &str = "OMNIPROF_PERFETTO_CHECK";
+const CHECKER_ENV: &str = "OMNIPROF_PERFETTO_CHECK";
 /// When set (to anything), a checker that cannot be found or run fails the test.
-pub const REQUIRE_ENV: &str = "OMNIPROF_REQUIRE_PERFETTO_CHECK";
+const REQUIRE_ENV: &str = "OMNIPROF_REQUIRE_PERFETTO_CHECK";
 
 const CHECKER_IN_SHARED: &str = "shared/tools/perfetto-check/check.sh";
 
@@ -185,109 +176,4 @@ pub fn assert_loads_in_perfetto(trace: &Path) -> Option<PerfettoReport> {
         report.line
     );
     Some(report)
-}
-
-/// Sessions are process-wide and the tests of one binary run on parallel threads: every
-/// test that records holds this lock.
-pub fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A name with everything JSON writers get wrong: quotes, backslashes, newlines, control
-/// characters (NUL and DEL included), and non-ASCII text.
-pub const NASTY: &str =
-    "say \"hi\" C:\\temp\\x\n\ttab\r\u{0}\u{1}\u{1b}[0m\u{1f}\u{7f} ünïcødé ✓ 😀 \u{2028}";
-
-/// Rows and names a [`record_sample_session`] produces.
-pub const WORKER_DONE: &str = "worker done \"early\"";
-pub const WORKER_LIVE: &str = "worker \\ still \n alive ☃";
-pub const STEPS: usize = 25;
-
-/// Records one session the way an application would: the calling thread runs nested ranges
-/// and ops with args, input shapes and instants; one worker thread records and exits before
-/// `stop`; another records and is still alive at `stop`. Names hold [`NASTY`] text.
-/// The caller holds [`serial`].
-pub fn record_sample_session() -> Trace {
-    let mut profiler = Profiler::builder().build().expect("build a profiler");
-    profiler.start().expect("start a session");
-
-    let early = std::thread::Builder::new()
-        .name("early".into())
-        .spawn(|| {
-            omniprof::record::set_thread_name(WORKER_DONE);
-            for step in 0..STEPS {
-                let _s = record_function(format!("ProfilerStep#{step}"));
-                let _f = record_function("forward");
-                let _mm = record_op("aten::mm").with_input_shapes(&[&[8, 16], &[16, 4]]);
-            }
-        })
-        .expect("spawn a worker");
-    early.join().expect("the early worker ran");
-
-    // This worker is still alive at stop: it reports when its ranges are closed and waits
-    // to be released after the session ends.
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let live = std::thread::Builder::new()
-        .name("live".into())
-        .spawn(move || {
-            omniprof::record::set_thread_name(WORKER_LIVE);
-            for i in 0..STEPS as i64 {
-                let _r = record_function(NASTY).with_arg(NASTY, NASTY);
-                instant("tick").with_arg("i", i);
-            }
-            done_tx.send(()).expect("report done");
-            release_rx.recv().expect("wait for release");
-        })
-        .expect("spawn a worker");
-
-    {
-        let _outer = record_function(format!("outer {NASTY}"))
-            .with_arg("batch", 32i64)
-            .with_arg("lr", 0.125f64)
-            .with_arg("train", true)
-            .with_arg("label", "a \"quoted\" \\ value\n")
-            .with_arg(&format!("key {NASTY}"), -7i64);
-        for layer in 0..3i64 {
-            omniprof::scope!("block");
-            let _op = record_op("aten::addmm")
-                .with_input_shapes(&[&[64], &[64, 128], &[128, 64]])
-                .with_arg("layer", layer);
-            instant(format!("mark {layer} {NASTY}")).with_arg("note", NASTY);
-        }
-        let _named = record_op("C:\\path\\to\\op \"x\"");
-    }
-
-    done_rx.recv().expect("the live worker finished recording");
-    let trace = profiler.stop().expect("stop the session");
-    release_tx.send(()).expect("release the live worker");
-    live.join().expect("the live worker ran");
-    trace
-}
-
-/// The rows of the reference's example: host process 4242 with one thread, device 0 with
-/// stream 7, as Kineto writes them.
-pub fn add_example_rows(trace: &mut omniprof::Trace) {
-    use omniprof::trace::{ProcessRow, ThreadRow};
-    for (pid, label, sort_index) in [(4242, "CPU", 4242), (0, "GPU 0", 5_000_000)] {
-        trace.add_process(ProcessRow {
-            pid,
-            name: "python".into(),
-            label: label.into(),
-            sort_index,
-        });
-    }
-    trace.add_thread(ThreadRow {
-        pid: 4242,
-        tid: 4242,
-        name: "thread 4242 (python)".into(),
-        sort_index: 4242,
-    });
-    trace.add_thread(ThreadRow {
-        pid: 0,
-        tid: 7,
-        name: "stream 7 ".into(),
-        sort_index: 7,
-    });
 }

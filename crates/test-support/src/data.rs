@@ -1,0 +1,51 @@
+//! PyTorch's reference data, kept with the trace crate in `crates/omniprof-trace/tests/data`,
+//! and the rows of the reference's example.
+
+use std::path::{Path, PathBuf};
+
+use omniprof::trace::{ProcessRow, ThreadRow};
+use omniprof::Trace;
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../omniprof-trace/tests/data")
+}
+
+/// The trace PyTorch 2.15 wrote for a small CPU run:
+/// `reference/data/pytorch-2.15-cpu.pt.trace.json`, renamed so `.gitignore` (which drops
+/// `*.pt.trace.json` outputs) keeps it.
+pub fn reference_trace() -> PathBuf {
+    data_dir().join("pytorch-2.15-cpu-trace.json")
+}
+
+/// `key_averages().table(sort_by="cpu_time_total", row_limit=12)` as PyTorch 2.15 printed it
+/// for [`reference_trace`] (`reference/stubs-and-summary.md`, section 6): the text of
+/// `pytorch-2.15-cpu-table.txt`.
+pub fn reference_table() -> String {
+    let path = data_dir().join("pytorch-2.15-cpu-table.txt");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The rows of the reference's example: host process 4242 with one thread, device 0 with
+/// stream 7, as Kineto writes them.
+pub fn add_example_rows(trace: &mut Trace) {
+    for (pid, label, sort_index) in [(4242, "CPU", 4242), (0, "GPU 0", 5_000_000)] {
+        trace.add_process(ProcessRow {
+            pid,
+            name: "python".into(),
+            label: label.into(),
+            sort_index,
+        });
+    }
+    trace.add_thread(ThreadRow {
+        pid: 4242,
+        tid: 4242,
+        name: "thread 4242 (python)".into(),
+        sort_index: 4242,
+    });
+    trace.add_thread(ThreadRow {
+        pid: 0,
+        tid: 7,
+        name: "stream 7 ".into(),
+        sort_index: 7,
+    });
+}

@@ -1,0 +1,20 @@
+//! What the workspace's tests share, as a dev-dependency of every crate with tests:
+//!
+//! - [`checker`]: the offline Perfetto checker, which loads a trace into Perfetto's trace
+//!   processor and reports what it counted and rejected;
+//! - [`lock`]: the one lock for tests that must not overlap (sessions and plugins are
+//!   process-wide);
+//! - [`session`]: one realistic recorded session, with names JSON writers get wrong;
+//! - [`plugins`]: building the C and Rust test plugins of the dynamic plugin ABI;
+//! - [`data`]: PyTorch's reference trace and table, and the reference example's rows.
+//!
+//! It depends on `omniprof`, which is fine for integration tests (they link the same
+//! `omniprof`). The unit tests of `omniprof` and `omniprof-trace` use it too, through a
+//! dev-dependency cycle: their test build is a second copy of the crate, whose types do not
+//! mix with the ones seen here, so they take only [`lock::serial`] and the [`data`] paths.
+
+pub mod checker;
+pub mod data;
+pub mod lock;
+pub mod plugins;
+pub mod session;
