@@ -30,6 +30,9 @@ pub mod import;
 pub mod trace;
 pub mod value;
 
+#[cfg(test)]
+mod test_data;
+
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use trace::{Trace, Window};
 pub use value::Value;

@@ -9,9 +9,10 @@
 //! - [`data`]: PyTorch's reference trace and table, and the reference example's rows.
 //!
 //! It depends on `omniprof`, which is fine for integration tests (they link the same
-//! `omniprof`). The unit tests of `omniprof` and `omniprof-trace` use it too, through a
-//! dev-dependency cycle: their test build is a second copy of the crate, whose types do not
-//! mix with the ones seen here, so they take only [`lock::serial`] and the [`data`] paths.
+//! `omniprof`). The unit tests of `omniprof` use it too, through a dev-dependency cycle:
+//! their test build is a second copy of the crate, whose types do not mix with the ones seen
+//! here, so they take only [`lock::serial`]. `omniprof-trace` does not use it at all, so that
+//! its dependency tree stays free of the recorder and the plugin loader.
 
 pub mod checker;
 pub mod data;

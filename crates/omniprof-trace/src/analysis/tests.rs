@@ -1,4 +1,4 @@
-use omniprof_test_support::data::{reference_table, reference_trace as pytorch_path};
+use crate::test_data::{reference_table, reference_trace as pytorch_path};
 
 use super::*;
 use crate::activity::{Activity, ActivityType};

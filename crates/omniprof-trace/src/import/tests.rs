@@ -1,9 +1,9 @@
 use std::io::Write;
 use std::sync::Arc;
 
+use crate::test_data::reference_trace as pytorch_path;
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use omniprof_test_support::data::reference_trace as pytorch_path;
 
 use super::document::read_document_tuned;
 use super::parallel::Tuning;

@@ -1,0 +1,21 @@
+//! The reference data this crate's unit tests read, kept in `tests/data`. Other crates' tests
+//! reach the same files through `omniprof_test_support::data`; this crate cannot depend on
+//! that one without pulling the recorder into its dependency tree.
+
+use std::path::{Path, PathBuf};
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+/// The trace PyTorch 2.15 wrote for a small CPU run.
+pub(crate) fn reference_trace() -> PathBuf {
+    data_dir().join("pytorch-2.15-cpu-trace.json")
+}
+
+/// PyTorch's `key_averages().table(sort_by="cpu_time_total", row_limit=12)` of
+/// [`reference_trace`].
+pub(crate) fn reference_table() -> String {
+    let path = data_dir().join("pytorch-2.15-cpu-table.txt");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
