@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use omniprof::plugin::{self, LoadedPlugin, PluginError};
+use omniprof::session::Contribution;
 use omniprof::{record_function, record_op, ActivitySet, Profiler, Trace, Value};
 
 /// List the plugins a directory (default: the plugin directories of the environment) holds.
@@ -161,10 +162,7 @@ fn run_session() -> Result<Trace, omniprof::SessionError> {
 }
 
 fn verdicts(loaded: &[(PathBuf, Result<LoadedPlugin, PluginError>)], trace: &Trace) -> Vec<Row> {
-    let backends: Vec<serde_json::Value> = match trace.metadata("backends") {
-        Some(Value::Json(raw)) => serde_json::from_str(raw).unwrap_or_default(),
-        _ => Vec::new(),
-    };
+    let backends = Contribution::of(trace);
     let errors: Vec<String> = match trace.metadata("backend_errors") {
         Some(Value::List(list)) => list
             .iter()
@@ -200,20 +198,16 @@ fn verdicts(loaded: &[(PathBuf, Result<LoadedPlugin, PluginError>)], trace: &Tra
             });
         }
         for prof in &p.profilers {
-            let count = |key: &str| {
-                backends
-                    .iter()
-                    .find(|b| b["name"] == prof.name.as_str())
-                    .and_then(|b| b[key].as_u64())
-                    .unwrap_or(0)
-            };
+            let (events, out_of_window) = backends
+                .iter()
+                .find(|b| b.name == prof.name)
+                .map_or((0, 0), |b| (b.activities, b.out_of_window));
             let prefix = format!("{}: ", prof.name);
             let mut errs: Vec<String> = errors
                 .iter()
                 .filter_map(|e| e.strip_prefix(&prefix).map(str::to_owned))
                 .collect();
             errs.extend(prof.rejected.iter().cloned());
-            let (events, out_of_window) = (count("activities"), count("out_of_window"));
             let verdict = if !errs.is_empty() {
                 "FAIL"
             } else if out_of_window > 0 {

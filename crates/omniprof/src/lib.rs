@@ -9,10 +9,12 @@
 //! - [`config`]: Kineto `KEY=VALUE` configuration;
 //! - [`backend`]: the accelerator backend traits and their registry;
 //! - [`plugin`]: dynamic `.so` plugins with Kineto's plugin C ABI;
-//! - [`stubs`]: the legacy profiler stubs (per-op device time without a timeline);
+//! - [`stubs`]: the legacy profiler stubs (per-op device time without a timeline), which
+//!   reach the engine as a backend;
 //! - [`clock`]: the recording clock and its calibration;
 //! - [`record`]: the host recorder (`record_function`, `scope!`, instants);
-//! - [`session`]: the session engine (prepare → start → stop);
+//! - [`session`]: the session engine (prepare → start → stop) and the merge of the host
+//!   recording and every backend's output into one trace;
 //! - [`trace`]: the trace model;
 //! - [`export`], [`import`]: writers and readers;
 //! - [`analysis`]: what a trace says (the key-averages summary).

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use omniprof::backend::{self, ActivityProfiler, ActivitySink, HostOps, ProfilerSession};
 use omniprof::plugin::{self, PluginError};
-use omniprof::{Activity, ActivitySet, ActivityType, Config};
+use omniprof::{Activity, ActivitySet, ActivityType, Config, Value};
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::plugins;
 
@@ -24,6 +24,7 @@ impl ActivitySink for Collect {
     fn add_in_user_range(&mut self, a: Activity, _: u64) {
         self.0.push(a);
     }
+    fn add_host_arg(&mut self, _: u64, _: &str, _: Value) {}
 }
 
 struct NoHostOps;

@@ -257,15 +257,14 @@ fn backend_errors(trace: &Trace) -> Vec<String> {
 }
 
 fn backend_counts(trace: &Trace) -> HashMap<String, u64> {
-    let Some(Value::Json(raw)) = trace.metadata("backends") else {
+    let Some(Value::List(list)) = trace.metadata("backends") else {
         return HashMap::new();
     };
-    let list: Vec<serde_json::Value> = serde_json::from_str(raw).unwrap();
     list.iter()
         .map(|b| {
             (
-                b["name"].as_str().unwrap().to_owned(),
-                b["activities"].as_u64().unwrap(),
+                b.get("name").and_then(Value::as_str).unwrap().to_owned(),
+                b.get("activities").and_then(Value::as_i64).unwrap() as u64,
             )
         })
         .collect()

@@ -317,36 +317,48 @@ pub fn device_properties(device: usize) -> Result<DeviceProperties> {
     })
 }
 
+/// The value of one device property.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Property {
+    /// A count or size (written as a JSON integer).
+    Number(u64),
+    /// A name (written as a JSON string).
+    Text(&'static str),
+}
+
 impl DeviceProperties {
-    /// One JSON object for a trace's `deviceProperties` array, with Kineto's CUDA key names
+    /// The properties for a trace's `deviceProperties` array, with Kineto's CUDA key names
     /// and order (plus XPU's `maxClockFrequency`, in MHz, for the clock).
-    pub fn to_json(&self) -> String {
-        // The name is a constant without characters that need escaping, so plain formatting
-        // gives valid JSON without a serializer on the runtime's dependency list.
-        format!(
-            concat!(
-                "{{\"id\": {}, \"name\": \"{}\", \"totalGlobalMem\": {}, ",
-                "\"computeMajor\": {}, \"computeMinor\": {}, ",
-                "\"maxThreadsPerBlock\": {}, \"maxThreadsPerMultiprocessor\": {}, ",
-                "\"regsPerBlock\": {}, \"warpSize\": {}, \"sharedMemPerBlock\": {}, ",
-                "\"numSms\": {}, \"regsPerMultiprocessor\": {}, ",
-                "\"sharedMemPerMultiprocessor\": {}, \"maxClockFrequency\": {}}}"
+    pub fn kineto_entries(&self) -> [(&'static str, Property); 14] {
+        use Property::Number;
+        [
+            ("id", Number(self.id as u64)),
+            ("name", Property::Text(self.name)),
+            ("totalGlobalMem", Number(self.total_memory)),
+            ("computeMajor", Number(self.compute_major.into())),
+            ("computeMinor", Number(self.compute_minor.into())),
+            (
+                "maxThreadsPerBlock",
+                Number(self.max_threads_per_block.into()),
             ),
-            self.id,
-            self.name,
-            self.total_memory,
-            self.compute_major,
-            self.compute_minor,
-            self.max_threads_per_block,
-            self.max_threads_per_compute_unit,
-            self.registers_per_block,
-            self.warp_size,
-            self.shared_memory_per_block,
-            self.compute_units,
-            self.registers_per_compute_unit,
-            self.shared_memory_per_compute_unit,
-            self.clock_mhz,
-        )
+            (
+                "maxThreadsPerMultiprocessor",
+                Number(self.max_threads_per_compute_unit.into()),
+            ),
+            ("regsPerBlock", Number(self.registers_per_block.into())),
+            ("warpSize", Number(self.warp_size.into())),
+            ("sharedMemPerBlock", Number(self.shared_memory_per_block)),
+            ("numSms", Number(self.compute_units.into())),
+            (
+                "regsPerMultiprocessor",
+                Number(self.registers_per_compute_unit.into()),
+            ),
+            (
+                "sharedMemPerMultiprocessor",
+                Number(self.shared_memory_per_compute_unit),
+            ),
+            ("maxClockFrequency", Number(self.clock_mhz.into())),
+        ]
     }
 }
 
@@ -425,22 +437,6 @@ mod tests {
         assert_eq!(parse_device_count("0"), Some(0));
         assert_eq!(parse_device_count("65"), None);
         assert_eq!(parse_device_count("two"), None);
-    }
-
-    #[test]
-    fn properties_json_uses_kineto_keys() {
-        let _guard = shared();
-        let props = device_properties(1).unwrap();
-        let json: serde_json::Value = serde_json::from_str(&props.to_json()).unwrap();
-        assert_eq!(json["id"], 1);
-        assert_eq!(json["name"], DEVICE_NAME);
-        assert_eq!(json["totalGlobalMem"], Options::default().memory_per_device);
-        assert_eq!(json["computeMajor"], 1);
-        assert_eq!(json["computeMinor"], 0);
-        assert_eq!(json["maxThreadsPerBlock"], 1024);
-        assert_eq!(json["numSms"], props.compute_units);
-        assert_eq!(json["warpSize"], 32);
-        assert_eq!(json.as_object().unwrap().len(), 14);
     }
 
     #[test]

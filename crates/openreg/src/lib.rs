@@ -11,7 +11,7 @@
 //! | OpenReg | CUDA runtime | Module |
 //! |---|---|---|
 //! | [`init`], [`device_count`], [`set_device`], [`current_device`], [`device_synchronize`] | `cudaGetDeviceCount`, `cudaSetDevice`, ... | [`device`] |
-//! | [`device_properties`], [`DeviceProperties::to_json`] | `cudaGetDeviceProperties`, Kineto's `deviceProperties` | [`device`] |
+//! | [`device_properties`], [`DeviceProperties::kineto_entries`] | `cudaGetDeviceProperties`, Kineto's `deviceProperties` | [`device`] |
 //! | [`Stream`], [`current_stream`], [`set_current_stream`] | `cudaStream_t`, PyTorch's current stream | [`stream`] |
 //! | [`malloc`], [`memcpy_async`], [`memset_async`], [`HostBuffer`] | `cudaMalloc`, `cudaMemcpyAsync`, `cudaMemsetAsync`, pinned memory | [`memory`] |
 //! | [`launch_kernel`], [`Kernel`] | `<<<grid, block, 0, stream>>>` | [`kernel`] |
@@ -102,7 +102,7 @@ mod sys;
 
 pub use device::{
     current_device, device_count, device_memory_used, device_properties, device_synchronize, init,
-    set_device, DeviceProperties, Options,
+    set_device, DeviceProperties, Options, Property,
 };
 pub use error::{OrError, Result};
 pub use event::Event;

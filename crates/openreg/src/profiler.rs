@@ -11,7 +11,7 @@
 //! | [`RuntimeRecord`](profiling::RuntimeRecord) | a `privateuse1_runtime` event on the calling thread, linked to the host op |
 //! | [`DeviceRecord`] kernel / memcpy / memset | a `kernel` / `gpu_memcpy` / `gpu_memset` event on (device, stream), linked to the host op and handed over inside its user range |
 //! | records' correlation id | the activities' `correlation`: the engine draws the `ac2g` flow from launch to work |
-//! | [`DeviceProperties`](crate::DeviceProperties) | `deviceProperties` |
+//! | [`DeviceProperties::kineto_entries`] | `deviceProperties` |
 //!
 //! ```
 //! use omniprof::{record_function, record_op, ActivityType, Profiler};
@@ -40,12 +40,13 @@ use std::sync::Arc;
 
 use omniprof::backend::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
-    ResourceInfo,
+    ResourceInfo, DEVICE_TYPE_METADATA,
 };
 use omniprof::record::CorrelationListener;
 use omniprof::{Activity, ActivitySet, ActivityType, Config, Value};
 
 use crate::profiling::{self, DeviceActivity, DeviceRecord, ExternalKind, Kinds, Records};
+use crate::{DeviceProperties, Property};
 
 /// The name devices get in traces and summaries (`Self OpenReg`).
 pub const DEVICE_TYPE: &str = "OpenReg";
@@ -199,14 +200,14 @@ impl ProfilerSession for OpenRegSession {
     }
 
     fn metadata(&self) -> Vec<(String, Value)> {
-        vec![("device_type".to_owned(), Value::from(DEVICE_TYPE))]
+        vec![(DEVICE_TYPE_METADATA.to_owned(), Value::from(DEVICE_TYPE))]
     }
 
     fn device_properties(&self) -> Vec<Value> {
         self.devices()
             .into_iter()
             .filter_map(|d| crate::device_properties(d).ok())
-            .map(|p| Value::json(p.to_json()))
+            .map(|p| properties_value(&p))
             .collect()
     }
 
@@ -226,6 +227,17 @@ impl OpenRegSession {
             .collect();
         devices.into_iter().collect()
     }
+}
+
+/// A device's `deviceProperties` entry, typed for the JSON writer.
+fn properties_value(p: &DeviceProperties) -> Value {
+    p.kineto_entries()
+        .into_iter()
+        .map(|(key, value)| match value {
+            Property::Number(n) => (key, Value::UInt(n)),
+            Property::Text(text) => (key, Value::from(text)),
+        })
+        .collect()
 }
 
 /// A device record as an omniprof activity on row (device, stream), with the `args` HTA reads.
@@ -284,4 +296,48 @@ fn device_activity(r: &DeviceRecord) -> Option<Activity> {
 fn bandwidth_gbps(bytes: u64, r: &DeviceRecord) -> f64 {
     let ns = (r.end_ns - r.start_ns).max(1) as f64;
     bytes as f64 / ns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::DEVICE_NAME;
+    use crate::test_support::shared;
+    use crate::{device_properties, Options};
+
+    #[test]
+    fn properties_json_uses_kineto_keys() {
+        let _guard = shared();
+        let props = device_properties(1).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&properties_value(&props).to_json()).unwrap();
+        assert_eq!(json["id"], 1);
+        assert_eq!(json["name"], DEVICE_NAME);
+        assert_eq!(json["totalGlobalMem"], Options::default().memory_per_device);
+        assert_eq!(json["computeMajor"], 1);
+        assert_eq!(json["computeMinor"], 0);
+        assert_eq!(json["maxThreadsPerBlock"], 1024);
+        assert_eq!(json["numSms"], props.compute_units);
+        assert_eq!(json["warpSize"], 32);
+        assert_eq!(json.as_object().unwrap().len(), 14);
+    }
+
+    #[test]
+    fn properties_are_written_in_kinetos_order() {
+        let _guard = shared();
+        let props = device_properties(0).unwrap();
+        let expected = format!(
+            concat!(
+                "{{\"id\": 0, \"name\": \"{}\", \"totalGlobalMem\": {}, ",
+                "\"computeMajor\": 1, \"computeMinor\": 0, ",
+                "\"maxThreadsPerBlock\": 1024, \"maxThreadsPerMultiprocessor\": 2048, ",
+                "\"regsPerBlock\": 65536, \"warpSize\": 32, \"sharedMemPerBlock\": 49152, ",
+                "\"numSms\": 8, \"regsPerMultiprocessor\": 65536, ",
+                "\"sharedMemPerMultiprocessor\": 98304, \"maxClockFrequency\": 1000}}"
+            ),
+            DEVICE_NAME,
+            Options::default().memory_per_device,
+        );
+        assert_eq!(properties_value(&props).to_json(), expected);
+    }
 }

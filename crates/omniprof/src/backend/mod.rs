@@ -53,6 +53,10 @@ use crate::record::CorrelationListener;
 use crate::trace::Window;
 use crate::value::Value;
 
+/// The trace metadata key that names the device (`"device_type": "OpenReg"`): summaries name
+/// their device columns after it.
+pub const DEVICE_TYPE_METADATA: &str = "device_type";
+
 /// What a backend reports as having gone wrong; the engine logs it, writes it into the trace
 /// metadata (`backend_errors`) and goes on without that backend.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -94,8 +98,10 @@ pub trait ActivityProfiler: Send + Sync {
     fn available_activities(&self) -> ActivitySet;
 
     /// A session for one trace that records `activities` (already intersected with
-    /// [`available_activities`](Self::available_activities), never empty), or `None` to sit
-    /// this trace out.
+    /// [`available_activities`](Self::available_activities)), or `None` to sit this trace
+    /// out. A registered backend is asked only when it can record a selected type; a backend
+    /// given to the session builder is always asked (it may live on the host ranges alone, as
+    /// the profiler stubs do), and its error fails the session's `prepare`.
     fn configure(
         &self,
         activities: ActivitySet,
@@ -169,6 +175,10 @@ pub trait ActivitySink {
     /// Device work launched inside the user range with this correlation id, so the engine
     /// can project that range onto the device (`gpu_user_annotation`).
     fn add_in_user_range(&mut self, activity: Activity, user_correlation: u64);
+
+    /// An arg for the host op or user range with this correlation id (e.g. the device time
+    /// measured around it); dropped when the trace does not keep that range.
+    fn add_host_arg(&mut self, correlation: u64, key: &str, value: Value);
 }
 
 /// Looks up the host op (or user range) with a correlation id.
@@ -188,20 +198,32 @@ macro_rules! register_profiler {
         $crate::register_profiler!($ty, <$ty as ::core::default::Default>::default());
     };
     ($ty:ty, $make:expr) => {
-        const _: () = {
-            fn __omniprof_factory() -> ::std::boxed::Box<dyn $crate::backend::ActivityProfiler> {
+        $crate::run_at_load!({
+            fn factory() -> ::std::boxed::Box<dyn $crate::backend::ActivityProfiler> {
                 let profiler: $ty = $make;
                 ::std::boxed::Box::new(profiler)
             }
-            extern "C" fn __omniprof_register() {
-                $crate::backend::register(
-                    ::core::any::type_name::<$ty>(),
-                    ::std::boxed::Box::new(__omniprof_factory),
-                );
-            }
+            $crate::backend::register(
+                ::core::any::type_name::<$ty>(),
+                ::std::boxed::Box::new(factory),
+            );
+        });
+    };
+}
+
+/// Runs a block when the program (or the library holding it) is loaded, before `main`: the
+/// one constructor in `.init_array` behind [`register_profiler!`](crate::register_profiler)
+/// and [`register_stubs!`](crate::register_stubs), so registrations from static
+/// constructors work as PyTorch's do.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! run_at_load {
+    ($body:block) => {
+        const _: () = {
+            extern "C" fn __omniprof_at_load() $body
             #[used]
             #[link_section = ".init_array"]
-            static __OMNIPROF_REGISTER: extern "C" fn() = __omniprof_register;
+            static __OMNIPROF_AT_LOAD: extern "C" fn() = __omniprof_at_load;
         };
     };
 }

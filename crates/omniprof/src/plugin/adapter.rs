@@ -27,6 +27,7 @@ use crate::backend::{
 use crate::config::Config;
 use crate::hash::FastMap;
 use crate::record::CorrelationListener;
+use crate::value::Value;
 
 /// One profiler a plugin registered, validated and queried.
 #[derive(Clone)]
@@ -164,10 +165,7 @@ impl ProfilerSession for PluginSession {
             let id = event.correlation;
             if pushed.contains_key(&id) && host_ops.get(id).is_some() {
                 event.linked_correlation = Some(id);
-                event.correlation = event
-                    .arg("correlation")
-                    .and_then(|v| v.to_json().parse().ok())
-                    .unwrap_or(0);
+                event.correlation = event.arg("correlation").and_then(metadata_id).unwrap_or(0);
             }
             sink.add(event);
         }
@@ -198,6 +196,15 @@ impl ProfilerSession for PluginSession {
             || i.profiler_push_user_correlation_id.is_some()
             || i.profiler_pop_user_correlation_id.is_some();
         any.then(|| self.listener.clone() as Arc<dyn CorrelationListener>)
+    }
+}
+
+/// An id a plugin gave as event metadata: the integer in the JSON text it passed (the
+/// builder keeps a plugin's metadata as that text, to write it as given).
+fn metadata_id(value: &Value) -> Option<u64> {
+    match value {
+        Value::Json(text) => text.trim().parse().ok(),
+        other => u64::try_from(other.as_i64()?).ok(),
     }
 }
 

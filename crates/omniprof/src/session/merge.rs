@@ -1,0 +1,551 @@
+//! The merge: turns what the recorder and the backends produced into the [`Trace`] — the one
+//! stage between recording and the writers, so every source of device data is treated alike.
+//!
+//! In order: the host recording with the environment's metadata and rows; then, per backend,
+//! its rows, metadata and device properties, its args for host ranges, and its activities
+//! filtered to the capture window and the selection, linked by flows (in a namespace of its
+//! own) and projected into user ranges; then the default rows, the drop counts, what each
+//! backend contributed (`backends`) and the errors (`backend_errors`); finally the time order
+//! and the span.
+
+use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use super::backends::Backends;
+use crate::activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
+use crate::backend::HostOps;
+use crate::clock;
+use crate::config::Config;
+use crate::hash::FastMap;
+use crate::record::HostRecording;
+use crate::trace::{ProcessRow, Span, ThreadRow, Trace, Window};
+use crate::value::Value;
+
+/// The span every host recording is written under (PyTorch writes `PyTorch Profiler`).
+pub const SPAN_NAME: &str = "omniprof";
+
+/// Flow ids of backend `k` are offset by `k << FLOW_NAMESPACE_SHIFT`, so two backends that
+/// both count correlation ids from 1 cannot draw arrows into each other's work. The result
+/// stays below 2^53, exact in a JSON double.
+const FLOW_NAMESPACE_SHIFT: u32 = 44;
+/// Default device rows sort after the host (Kineto's offset).
+const DEVICE_SORT_OFFSET: i64 = 5_000_000;
+
+/// The metadata that lists what each backend contributed, and its entries' keys.
+const BACKENDS_METADATA: &str = "backends";
+const NAME_KEY: &str = "name";
+const ACTIVITIES_KEY: &str = "activities";
+const OUT_OF_WINDOW_KEY: &str = "out_of_window";
+
+/// Traces produced so far in this process: the span's iteration number.
+static ITERATION: AtomicI64 = AtomicI64::new(0);
+
+/// What a stopped session recorded on the host.
+pub(crate) struct Recorded<'a> {
+    pub(crate) host: HostRecording,
+    /// The host process: the pid of the host rows.
+    pub(crate) pid: i64,
+    pub(crate) window: Window,
+    pub(crate) selection: ActivitySet,
+    pub(crate) config: &'a Config,
+}
+
+/// The trace of a stopped session: its host recording merged with what its backends deliver.
+pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
+    let Recorded {
+        host,
+        pid,
+        window,
+        selection,
+        config,
+    } = recorded;
+    let mut trace = Trace::new(window.start_ns, window.end_ns);
+    add_environment_metadata(&mut trace);
+    trace.set_metadata(
+        "trace_id",
+        Value::from(match config.trace_id() {
+            "" => new_trace_id(),
+            id => id.to_owned(),
+        }),
+    );
+    trace.set_metadata("host_name", Value::from(host_name()));
+    trace.set_metadata("dropped_events", Value::UInt(host.dropped_events));
+    if host.dropped_events > 0 {
+        log::warn!(
+            "omniprof: {} host events were dropped: a thread reached its cap of {} records \
+             (OMNIPROF_MAX_HOST_RECORDS_PER_THREAD)",
+            host.dropped_events,
+            config.max_host_records_per_thread()
+        );
+    }
+    if host.unfinished_ranges > 0 {
+        trace.set_metadata("unfinished_ranges", Value::UInt(host.unfinished_ranges));
+    }
+    trace.set_metadata("clock_source", Value::from(clock::source().name()));
+    trace.add_process(ProcessRow {
+        pid,
+        name: process_name(),
+        label: "CPU".to_owned(),
+        sort_index: pid,
+    });
+    for row in host.threads {
+        trace.add_thread(row);
+    }
+    trace.activities = host.activities;
+    trace.activities.retain(|a| selection.enabled(a.kind));
+    merge_backends(&mut trace, backends, selection, pid);
+    sort_activities(&mut trace);
+    trace.spans.push(Span {
+        name: SPAN_NAME.to_owned(),
+        prefix: String::new(),
+        iteration: ITERATION.fetch_add(1, Ordering::Relaxed),
+        start_ns: window.start_ns,
+        end_ns: window.end_ns,
+        op_count: 0,
+    });
+    trace
+}
+
+/// Merges every backend's delivery into `trace`, whose activities are the host recording.
+fn merge_backends(trace: &mut Trace, backends: Backends, selection: ActivitySet, host_pid: i64) {
+    let window = trace.window;
+    // A session without backends never needs the index.
+    let host = if backends.is_empty() {
+        HostIndex::default()
+    } else {
+        HostIndex::new(&trace.activities)
+    };
+    let (delivered, errors) = backends.deliver(&host.view(&trace.activities), window);
+    let mut merged = Merged::default();
+    let mut contributions = Vec::new();
+    for d in delivered {
+        for device in d.devices {
+            trace.add_process(ProcessRow {
+                pid: device.id,
+                name: device.name,
+                label: device.label,
+                sort_index: device.sort_index,
+            });
+        }
+        for resource in d.resources {
+            trace.add_thread(ThreadRow {
+                pid: resource.device_id,
+                tid: resource.id,
+                name: resource.name,
+                sort_index: resource.sort_index,
+            });
+        }
+        for (key, value) in d.metadata {
+            trace.set_metadata(key, value);
+        }
+        for p in d.properties {
+            if !trace.device_properties.contains(&p) {
+                trace.device_properties.push(p);
+            }
+        }
+        for (correlation, key, value) in d.output.host_args {
+            if let Some(&i) = host.by_correlation.get(&correlation) {
+                trace.activities[i].args.push((key, value));
+            }
+        }
+        let (activities, out_of_window) = merged.add(
+            d.index,
+            d.output.activities,
+            d.output.user_links,
+            window,
+            selection,
+            &d.name,
+        );
+        // A session configured for no activity type (one living on the host ranges, as the
+        // stubs do) delivers none, so it has no entry.
+        if !d.share.is_empty() {
+            contributions.push(Contribution {
+                name: d.name,
+                activities,
+                out_of_window,
+            });
+        }
+    }
+    merged.finish(trace, host_pid);
+    if !contributions.is_empty() {
+        let list = contributions.iter().map(Contribution::to_value).collect();
+        trace.set_metadata(BACKENDS_METADATA, Value::List(list));
+    }
+    if !errors.is_empty() {
+        let list = errors.into_iter().map(Value::from).collect();
+        trace.set_metadata("backend_errors", Value::List(list));
+    }
+}
+
+/// One backend's entry in a trace's `backends` metadata: how many of its activities the trace
+/// kept, and how many fell outside the capture window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Contribution {
+    pub name: String,
+    pub activities: u64,
+    pub out_of_window: u64,
+}
+
+impl Contribution {
+    /// The entries of `trace`'s `backends` metadata, in order (none when it has none).
+    pub fn of(trace: &Trace) -> Vec<Contribution> {
+        let Some(Value::List(entries)) = trace.metadata(BACKENDS_METADATA) else {
+            return Vec::new();
+        };
+        let count = |entry: &Value, key| {
+            let n = entry.get(key)?.as_i64()?;
+            u64::try_from(n).ok()
+        };
+        entries
+            .iter()
+            .filter_map(|entry| {
+                Some(Contribution {
+                    name: entry.get(NAME_KEY)?.as_str()?.to_owned(),
+                    activities: count(entry, ACTIVITIES_KEY)?,
+                    out_of_window: count(entry, OUT_OF_WINDOW_KEY)?,
+                })
+            })
+            .collect()
+    }
+
+    fn to_value(&self) -> Value {
+        [
+            (NAME_KEY, Value::from(self.name.as_str())),
+            (ACTIVITIES_KEY, Value::UInt(self.activities)),
+            (OUT_OF_WINDOW_KEY, Value::UInt(self.out_of_window)),
+        ]
+        .into_iter()
+        .collect()
+    }
+}
+
+/// Host ops and user ranges by correlation id.
+#[derive(Default)]
+struct HostIndex {
+    by_correlation: FastMap<u64, usize>,
+}
+
+impl HostIndex {
+    fn new(host: &[Activity]) -> Self {
+        let by_correlation = host
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.correlation != 0)
+            .map(|(i, a)| (a.correlation, i))
+            .collect();
+        Self { by_correlation }
+    }
+
+    fn view<'a>(&'a self, host: &'a [Activity]) -> HostView<'a> {
+        HostView { index: self, host }
+    }
+}
+
+struct HostView<'a> {
+    index: &'a HostIndex,
+    host: &'a [Activity],
+}
+
+impl HostOps for HostView<'_> {
+    fn get(&self, correlation: u64) -> Option<&Activity> {
+        self.index
+            .by_correlation
+            .get(&correlation)
+            .map(|&i| &self.host[i])
+    }
+}
+
+/// A user range projected onto one device stream.
+struct Projection {
+    device: i64,
+    stream: i64,
+    user: u64,
+    start_ns: i64,
+    end_ns: i64,
+}
+
+#[derive(Default)]
+struct Merged {
+    activities: Vec<Activity>,
+    projections: FastMap<(i64, i64, u64), Projection>,
+    out_of_window: u64,
+    duplicate_flow_starts: u64,
+}
+
+/// Device-side work a launch can start a flow to.
+fn is_launched_work(kind: ActivityType) -> bool {
+    matches!(
+        kind,
+        ActivityType::GpuMemcpy | ActivityType::GpuMemset | ActivityType::CudaSync
+    ) || kind.class() == Some(ActivityClass::Kernel)
+}
+
+fn is_launch(kind: ActivityType) -> bool {
+    kind.class() == Some(ActivityClass::Runtime)
+}
+
+impl Merged {
+    /// Filters one backend's activities to the window and the selection, draws its flows and
+    /// collects its user-range projections.
+    fn add(
+        &mut self,
+        backend: u64,
+        mut activities: Vec<Activity>,
+        user_links: Vec<(usize, u64)>,
+        window: Window,
+        selection: ActivitySet,
+        name: &str,
+    ) -> (u64, u64) {
+        let namespace = backend << FLOW_NAMESPACE_SHIFT;
+        let mut user_of: FastMap<usize, u64> = user_links.into_iter().collect();
+        let mut keep = vec![true; activities.len()];
+        let mut out = 0;
+        for (i, a) in activities.iter().enumerate() {
+            if a.start_ns < window.start_ns || a.end_ns > window.end_ns {
+                keep[i] = false;
+                out += 1;
+            } else if !selection.enabled(a.kind) {
+                keep[i] = false;
+            }
+        }
+        if out > 0 {
+            log::warn!(
+                "omniprof: {name}: {out} activities outside the capture window were dropped"
+            );
+        }
+        self.out_of_window += out;
+
+        // Flows: the launch with correlation c starts the arrow, the work with c ends it.
+        let mut launches: FastMap<u64, usize> = FastMap::default();
+        let mut has_work: FastMap<u64, ()> = FastMap::default();
+        for (i, a) in activities.iter().enumerate() {
+            // Activities that bring their own flows take no part in drawing them.
+            if !keep[i] || a.correlation == 0 || a.flow.is_some() {
+                continue;
+            }
+            if is_launch(a.kind) {
+                match launches.entry(a.correlation) {
+                    Entry::Vacant(v) => {
+                        v.insert(i);
+                    }
+                    Entry::Occupied(_) => self.duplicate_flow_starts += 1,
+                }
+            } else if is_launched_work(a.kind) {
+                has_work.insert(a.correlation, ());
+            }
+        }
+        for (i, a) in activities.iter_mut().enumerate() {
+            if !keep[i] {
+                continue;
+            }
+            if let Some(flow) = a.flow.as_mut() {
+                flow.id |= namespace;
+                continue;
+            }
+            let c = a.correlation;
+            let starts =
+                is_launch(a.kind) && launches.get(&c) == Some(&i) && has_work.contains_key(&c);
+            let ends = is_launched_work(a.kind) && launches.contains_key(&c);
+            if starts || ends {
+                a.flow = Some(Flow {
+                    id: namespace | c,
+                    kind: FlowKind::Ac2g,
+                    start: starts,
+                });
+            }
+        }
+
+        let project = selection.enabled(ActivityType::GpuUserAnnotation);
+        for (i, a) in activities.drain(..).enumerate() {
+            if !keep[i] {
+                continue;
+            }
+            if let Some(user) = user_of.remove(&i).filter(|_| project) {
+                let p = self
+                    .projections
+                    .entry((a.device, a.resource, user))
+                    .or_insert(Projection {
+                        device: a.device,
+                        stream: a.resource,
+                        user,
+                        start_ns: a.start_ns,
+                        end_ns: a.end_ns,
+                    });
+                p.start_ns = p.start_ns.min(a.start_ns);
+                p.end_ns = p.end_ns.max(a.end_ns);
+            }
+            self.activities.push(a);
+        }
+        (keep.iter().filter(|&&k| k).count() as u64, out)
+    }
+
+    /// Adds the merged activities, the projections, default rows and the drop counts.
+    fn finish(self, trace: &mut Trace, host_pid: i64) {
+        let names: FastMap<u64, &Activity> = {
+            let wanted: FastMap<u64, ()> =
+                self.projections.values().map(|p| (p.user, ())).collect();
+            trace
+                .activities
+                .iter()
+                .filter(|a| wanted.contains_key(&a.correlation))
+                .map(|a| (a.correlation, a))
+                .collect()
+        };
+        let mut projected: Vec<Activity> = self
+            .projections
+            .into_values()
+            .filter_map(|p| {
+                let range = names.get(&p.user)?;
+                let mut a = Activity::new(
+                    ActivityType::GpuUserAnnotation,
+                    range.name.clone(),
+                    p.device,
+                    p.stream,
+                    p.start_ns,
+                    p.end_ns,
+                );
+                a.correlation = p.user;
+                Some(a)
+            })
+            .collect();
+        drop(names);
+        trace.activities.extend(self.activities);
+        trace.activities.append(&mut projected);
+        add_default_rows(trace, host_pid);
+        trace.set_metadata("out_of_window_events", Value::UInt(self.out_of_window));
+        if self.duplicate_flow_starts > 0 {
+            log::warn!(
+                "omniprof: {} duplicate flow starts (two launches with one correlation id)",
+                self.duplicate_flow_starts
+            );
+            trace.set_metadata(
+                "duplicate_flow_starts",
+                Value::UInt(self.duplicate_flow_starts),
+            );
+        }
+    }
+}
+
+/// Rows for devices and streams that produced events but were described by no session.
+fn add_default_rows(trace: &mut Trace, host_pid: i64) {
+    let mut devices: FastMap<i64, ()> = trace.processes.iter().map(|p| (p.pid, ())).collect();
+    let mut streams: FastMap<(i64, i64), ()> =
+        trace.threads.iter().map(|t| ((t.pid, t.tid), ())).collect();
+    let mut rows = (Vec::new(), Vec::new());
+    for a in trace.activities.iter().filter(|a| a.device != host_pid) {
+        if devices.insert(a.device, ()).is_none() {
+            rows.0.push(ProcessRow {
+                pid: a.device,
+                name: format!("Device {}", a.device),
+                label: format!("GPU {}", a.device),
+                sort_index: a.device + DEVICE_SORT_OFFSET,
+            });
+        }
+        if streams.insert((a.device, a.resource), ()).is_none() {
+            rows.1.push(ThreadRow {
+                pid: a.device,
+                tid: a.resource,
+                name: format!("stream {} ", a.resource),
+                sort_index: a.resource,
+            });
+        }
+    }
+    trace.processes.extend(rows.0);
+    trace.threads.extend(rows.1);
+}
+
+/// Time order, enclosing ranges before what they enclose (writers and analyses rely on it).
+fn sort_activities(trace: &mut Trace) {
+    trace
+        .activities
+        .sort_by_key(|a| (a.start_ns, Reverse(a.end_ns)));
+}
+
+/// `PT_PROFILER_JOB_*` first (trace metadata with the same key wins later), then
+/// `distributedInfo`, the first place a `"rank"` key appears, as HTA requires.
+fn add_environment_metadata(trace: &mut Trace) {
+    for key in [
+        "PT_PROFILER_JOB_NAME",
+        "PT_PROFILER_JOB_VERSION",
+        "PT_PROFILER_JOB_ATTEMPT_INDEX",
+    ] {
+        if let Ok(v) = std::env::var(key) {
+            trace.set_metadata(key, Value::from(v));
+        }
+    }
+    trace.set_metadata("distributedInfo", distributed_info());
+}
+
+/// Rank and world size from torchrun's `RANK` / `WORLD_SIZE` (rank 0 of 1 otherwise); the
+/// JSON writer spells the rank `"rank": <n>`, as HTA scans for.
+fn distributed_info() -> Value {
+    let read = |key: &str, default: u64| {
+        std::env::var(key)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(default)
+    };
+    let rank = read("RANK", 0);
+    let world_size = read("WORLD_SIZE", 1).max(rank + 1);
+    [
+        ("backend", Value::from("")),
+        ("rank", Value::UInt(rank)),
+        ("world_size", Value::UInt(world_size)),
+    ]
+    .into_iter()
+    .collect()
+}
+
+fn process_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "omniprof".to_owned())
+}
+
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for `len` bytes; gethostname NUL-terminates on success.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// 32 upper-case hex digits, as PyTorch writes `trace_id`.
+fn new_trace_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hi = std::collections::hash_map::RandomState::new().build_hasher();
+    hi.write_i64(clock::wall_now_ns());
+    let mut lo = std::collections::hash_map::RandomState::new().build_hasher();
+    lo.write_u32(std::process::id());
+    format!("{:016X}{:016X}", hi.finish(), lo.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distributed_info_spells_rank_for_hta() {
+        let v = distributed_info().to_json();
+        assert!(v.contains("\"rank\": "), "{v}");
+        assert!(v.contains("\"world_size\": "), "{v}");
+    }
+
+    #[test]
+    fn trace_ids_are_32_hex_digits() {
+        let id = new_trace_id();
+        assert_eq!(id.len(), 32);
+        assert!(id
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()));
+    }
+}

@@ -1,0 +1,138 @@
+//! The profiler stubs through a session: every range timed on the device, markers forwarded,
+//! and the PyTorch error for a device nobody registered. The stubs reach the engine as a
+//! backend, so these run the whole engine path.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use omniprof::stubs::{
+    register_stubs, ProfilerStubs, RecordOut, StubError, StubEvent, DEVICE_TIME_ARG,
+};
+use omniprof::{instant, record_function, record_op, Profiler, Value};
+use omniprof_test_support::lock::serial;
+
+/// Events are host timestamps; `elapsed` is their difference. Recording fails while
+/// `FAIL_RECORD` is set, so a range can lose an event.
+struct HostClockStubs {
+    log: Mutex<Vec<String>>,
+}
+
+static FAIL_RECORD: AtomicBool = AtomicBool::new(false);
+
+impl ProfilerStubs for HostClockStubs {
+    fn record(&self, out: RecordOut<'_>) -> Result<(), StubError> {
+        if FAIL_RECORD.load(Ordering::SeqCst) {
+            return Err(StubError::Backend("device lost".into()));
+        }
+        if let Some(slot) = out.event {
+            *slot = Some(Box::new(omniprof::clock::wall_now_ns()));
+        }
+        Ok(())
+    }
+    fn elapsed(&self, start: &StubEvent, end: &StubEvent) -> Result<f32, StubError> {
+        let (s, e) = (start.downcast_ref::<i64>(), end.downcast_ref::<i64>());
+        Ok((e.unwrap() - s.unwrap()) as f32 / 1000.0)
+    }
+    fn mark(&self, name: &str) {
+        self.log.lock().unwrap().push(format!("mark {name}"));
+    }
+    fn range_push(&self, name: &str) {
+        self.log.lock().unwrap().push(format!("push {name}"));
+    }
+    fn range_pop(&self) {
+        self.log.lock().unwrap().push("pop".into());
+    }
+    fn on_each_device(&self, op: &mut dyn FnMut(i32)) {
+        op(0);
+    }
+    fn synchronize(&self) -> Result<(), StubError> {
+        Ok(())
+    }
+}
+
+fn host_clock() -> Arc<HostClockStubs> {
+    static STUBS: std::sync::OnceLock<Arc<HostClockStubs>> = std::sync::OnceLock::new();
+    STUBS
+        .get_or_init(|| {
+            let s = Arc::new(HostClockStubs {
+                log: Mutex::new(Vec::new()),
+            });
+            register_stubs("HostClock", s.clone());
+            s
+        })
+        .clone()
+}
+
+fn spin(us: u64) {
+    let until = std::time::Instant::now() + std::time::Duration::from_micros(us);
+    while std::time::Instant::now() < until {}
+}
+
+#[test]
+fn every_range_gets_its_device_time_and_a_lost_event_gives_none() {
+    let _g = serial();
+    host_clock();
+    let mut p = Profiler::builder().stubs("hostclock").build().unwrap();
+    p.start().unwrap();
+    {
+        let _outer = record_function("outer");
+        {
+            let _op = record_op("inner");
+            spin(3_000);
+        }
+        FAIL_RECORD.store(true, Ordering::SeqCst);
+        let _lost = record_op("lost");
+        spin(500);
+        FAIL_RECORD.store(false, Ordering::SeqCst);
+    }
+    let t = p.stop().unwrap();
+    let time = |name: &str| {
+        let a = t.activities.iter().find(|a| &*a.name == name).unwrap();
+        a.arg(DEVICE_TIME_ARG).and_then(Value::as_i64)
+    };
+    let (outer, inner) = (time("outer").unwrap(), time("inner").unwrap());
+    assert!((3_000..100_000).contains(&inner), "{inner}");
+    assert!(outer >= inner, "{outer} < {inner}");
+    assert_eq!(time("lost"), None, "no device time without both events");
+    assert_eq!(t.metadata("device_type"), Some(&Value::from("hostclock")));
+    assert_eq!(
+        t.metadata("stub_errors"),
+        Some(&Value::UInt(1)),
+        "the failed begin"
+    );
+}
+
+#[test]
+fn markers_forward_ranges_and_instants_and_keep_nothing() {
+    let _g = serial();
+    let stubs = host_clock();
+    stubs.log.lock().unwrap().clear();
+    let mut p = Profiler::builder().markers("HostClock").build().unwrap();
+    p.start().unwrap();
+    {
+        let _a = record_function("a");
+        let _b = record_op("b");
+        instant("here");
+    }
+    let t = p.stop().unwrap();
+    assert!(t.activities.is_empty());
+    assert_eq!(
+        *stubs.log.lock().unwrap(),
+        ["push a", "push b", "mark here", "pop", "pop"]
+    );
+}
+
+#[test]
+fn an_unregistered_device_is_a_clear_error_and_frees_the_recorder() {
+    let _g = serial();
+    let err = Profiler::builder()
+        .stubs("Nope")
+        .build()
+        .unwrap()
+        .start()
+        .unwrap_err();
+    assert_eq!(err.to_string(), "Nope used in profiler but not enabled.");
+    let mut p = Profiler::builder().build().unwrap();
+    p.start().unwrap();
+    p.stop().unwrap();
+}
