@@ -272,7 +272,7 @@ fn recording_past_the_per_thread_cap_counts_every_dropped_event() {
     let path = dir.path().join("capped.json");
     chrome::save(&trace, &path).unwrap();
     let read = import::read_trace(&path).unwrap();
-    assert_eq!(read.metadata("dropped_events"), Some(&Value::json("954")));
+    assert_eq!(read.metadata("dropped_events"), Some(&Value::UInt(954)));
     assert_eq!(read.activities.len(), trace.activities.len());
 
     // The cap belongs to that session: the next one, with the default cap, drops nothing.

@@ -186,7 +186,7 @@ fn a_same_named_only_child_collapses() {
 #[test]
 fn unfinished_ops_end_at_the_window_end() {
     let mut open = op("open", 1, 100, 100);
-    open.args.push(("finished".into(), Value::json("false")));
+    open.args.push(("finished".into(), Value::Bool(false)));
     let mut t = trace(vec![open, op("inner", 1, 200, 300)]);
     t.window.end_ns = 1_000_000;
     assert_eq!(
@@ -281,7 +281,7 @@ fn stub_device_time_is_legacy_and_names_the_device() {
         stub("addmm", 10, 60, 50.0),
         stub("relu", 60, 90, 0.0),
     ]);
-    t.set_metadata("device_type", Value::json(r#""OpenReg""#));
+    t.set_metadata("device_type", Value::from("OpenReg"));
     let summary = key_averages(&t, &Default::default());
     assert_eq!(
         rows(&summary),

@@ -8,7 +8,6 @@ use std::thread;
 use flate2::read::MultiGzDecoder;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use super::error::{ReadError, ReadErrorKind};
 use super::event::{read_event, RawEvent, Str};
@@ -233,10 +232,7 @@ impl<R: Read> Document<R> {
             }
             "deviceProperties" => {
                 let (offset, text) = self.scan.value("a value")?;
-                let devices = match parse::<Vec<&RawValue>>(text) {
-                    Ok(devices) => devices.iter().map(|d| Value::json(d.get())).collect(),
-                    Err(e) => return Err(self.located(offset, e)),
-                };
+                let devices = parse::<Vec<Value>>(text).map_err(|e| self.located(offset, e))?;
                 sink(TraceItem::DeviceProperties(devices));
                 Ok(())
             }
@@ -249,10 +245,7 @@ impl<R: Read> Document<R> {
             _ => {
                 let key = key.to_string();
                 let (offset, text) = self.scan.value("a value")?;
-                let value = match parse::<&RawValue>(text) {
-                    Ok(raw) => Value::json(raw.get()),
-                    Err(e) => return Err(self.located(offset, e)),
-                };
+                let value = parse::<Value>(text).map_err(|e| self.located(offset, e))?;
                 sink(TraceItem::Metadata(key, value));
                 Ok(())
             }

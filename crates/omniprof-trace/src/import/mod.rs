@@ -47,6 +47,13 @@
 //! - The `Spans` sort row and `Iteration Start` markers are dropped: writers regenerate them
 //!   from the spans.
 //!
+//! Args, metadata (`distributedInfo` included) and `deviceProperties` entries are typed
+//! [`Value`]s, as `Value`'s `Deserialize` reads any JSON: an integer that fits `i64` is an
+//! `Int`, one that fits only `u64` a `UInt`, any other number the nearest `Float` (a number
+//! beyond `f64`'s range is an error), `null` is `Null`, an object a `Map` in file order. The
+//! reader never produces `Value::Json`. What the writer writes reads back equal (`Value`'s
+//! equality compares numbers by value).
+//!
 //! An event the reader maps must have `pid`, `tid` and (except on row events) `ts`; a
 //! missing `dur` is 0. Error offsets count bytes of the decompressed text.
 
@@ -78,10 +85,10 @@ use crate::value::Value;
 pub enum TraceItem {
     /// `baseTimeNanoseconds`.
     BaseTime(i64),
-    /// `deviceProperties`: one raw JSON object per device.
+    /// `deviceProperties`: one value (a JSON object) per device.
     DeviceProperties(Vec<Value>),
-    /// Any other top-level key (`trace_id`, `distributedInfo`, ...) with its raw JSON value,
-    /// in file order. `schemaVersion` and `displayTimeUnit` are not reported.
+    /// Any other top-level key (`trace_id`, `distributedInfo`, ...) with its value, in file
+    /// order. `schemaVersion` and `displayTimeUnit` are not reported.
     Metadata(String, Value),
     /// `traceName`.
     TraceName(String),

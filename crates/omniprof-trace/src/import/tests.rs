@@ -32,6 +32,24 @@ fn args(a: &Activity) -> Vec<(&str, &Value)> {
     a.args.iter().map(|(k, v)| (&**k, v)).collect()
 }
 
+/// Asserts that no value of `trace` is raw JSON text (equality alone would not tell: a
+/// fragment equals the value it is written as).
+fn assert_typed(trace: &Trace) {
+    fn check(v: &Value) {
+        match v {
+            Value::Json(raw) => panic!("raw JSON {raw:?}"),
+            Value::List(items) => items.iter().for_each(check),
+            Value::Map(entries) => entries.iter().for_each(|(_, v)| check(v)),
+            _ => {}
+        }
+    }
+    trace.metadata.iter().for_each(|(_, v)| check(v));
+    trace.device_properties.iter().for_each(check);
+    for a in &trace.activities {
+        a.args.iter().for_each(|(_, v)| check(v));
+    }
+}
+
 fn count(trace: &Trace, kind: ActivityType) -> usize {
     trace.activities.iter().filter(|a| a.kind == kind).count()
 }
@@ -46,13 +64,14 @@ fn pytorch_trace_header_rows_and_spans() {
         [
             (
                 "trace_id".to_string(),
-                Value::json(r#""D496FC0E9C58406EBC3692BCEC462D17""#)
+                Value::from("D496FC0E9C58406EBC3692BCEC462D17")
             ),
-            ("record_shapes".to_string(), Value::json("1")),
-            ("host_name".to_string(), Value::json(r#""vm""#)),
+            ("record_shapes".to_string(), Value::Int(1)),
+            ("host_name".to_string(), Value::from("vm")),
         ]
     );
     assert!(trace.device_properties.is_empty());
+    assert_typed(&trace);
     assert_eq!(
         trace.processes,
         [ProcessRow {
@@ -230,13 +249,16 @@ fn small_trace_header_rows_and_counts() {
     file.write_all(SMALL.as_bytes()).unwrap();
     let (trace, stats) = read_trace_with_stats(file.path()).unwrap();
     assert_eq!(trace.base_time_ns, SMALL_BASE);
+    let map = |entries: &[(&str, Value)]| entries.iter().cloned().collect::<Value>();
     assert_eq!(
         trace.device_properties,
         [
-            Value::json(
-                r#"{"id": 0, "name": "Example Accelerator", "totalGlobalMem": 17179869184}"#
-            ),
-            Value::json(r#"{"id": 1}"#),
+            map(&[
+                ("id", Value::Int(0)),
+                ("name", Value::from("Example Accelerator")),
+                ("totalGlobalMem", Value::Int(17_179_869_184)),
+            ]),
+            map(&[("id", Value::Int(1))]),
         ]
     );
     assert_eq!(
@@ -244,11 +266,16 @@ fn small_trace_header_rows_and_counts() {
         [
             (
                 "distributedInfo".to_string(),
-                Value::json(r#"{"backend": "nccl", "rank": 0, "world_size": 1}"#)
+                map(&[
+                    ("backend", Value::from("nccl")),
+                    ("rank", Value::Int(0)),
+                    ("world_size", Value::Int(1)),
+                ])
             ),
-            ("trace_id".to_string(), Value::json(r#""0123456789ABCDEF""#)),
+            ("trace_id".to_string(), Value::from("0123456789ABCDEF")),
         ]
     );
+    assert_typed(&trace);
     assert_eq!(trace.trace_name.as_deref(), Some("small.json"));
     assert_eq!(
         trace.processes,
