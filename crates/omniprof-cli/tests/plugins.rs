@@ -8,6 +8,8 @@ mod common;
 
 use std::process::{Command, Output};
 
+use omniprof::import::TraceReader;
+
 fn omniprof(args: &[&str], plugin_dir: Option<&std::path::Path>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_omniprof"));
     cmd.args(args).env_remove("OMNIPROF_PLUGIN_DIR");
@@ -31,7 +33,10 @@ fn the_demo_shows_the_sample_plugins_events() {
     let out_path = dir.path().join("demo.pt.trace.json");
     let out = omniprof(&["demo", "-o", out_path.to_str().unwrap()], Some(&plugins));
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let trace = omniprof::import::read_trace(&out_path).unwrap();
+    let trace = TraceReader::new()
+        .read_path(&out_path)
+        .into_trace()
+        .unwrap();
     let named = |n: &str| trace.activities.iter().filter(|a| &*a.name == n).count();
     assert_eq!(named("sampleLaunchKernel"), 1);
     assert_eq!(named("sample_kernel"), 1);

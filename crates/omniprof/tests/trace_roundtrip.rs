@@ -12,7 +12,7 @@ mod common;
 use std::path::Path;
 
 use omniprof::export::chrome;
-use omniprof::import;
+use omniprof::import::TraceReader;
 use omniprof::trace::{ProcessRow, Span, ThreadRow};
 use omniprof::{Activity, ActivityType, Trace, Value};
 use proptest::prelude::*;
@@ -20,7 +20,10 @@ use proptest::prelude::*;
 /// Saves `trace` to `path` and reads it back.
 fn save_and_read(trace: &Trace, path: &Path) -> Trace {
     chrome::save(trace, path).unwrap_or_else(|e| panic!("save {}: {e}", path.display()));
-    import::read_trace(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+    TraceReader::new()
+        .read_path(path)
+        .into_trace()
+        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
 /// What reading `original` back from `path` must give: the same trace, with the output path

@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::activity::{Activity, ActivityType};
-use crate::import::{read_events_from_path, read_trace, read_trace_from};
+use crate::import::TraceReader;
 use crate::value::Value;
 
 fn pytorch_path() -> PathBuf {
@@ -13,13 +13,20 @@ fn pytorch_path() -> PathBuf {
 /// for this trace (`reference/stubs-and-summary.md`, section 6).
 const PYTORCH_TABLE: &str = include_str!("../../tests/data/pytorch-2.15-cpu-table.txt");
 
+fn pytorch_trace() -> Trace {
+    TraceReader::new()
+        .read_path(pytorch_path())
+        .into_trace()
+        .unwrap()
+}
+
 fn options(sort_by: Option<SortKey>, row_limit: Option<usize>) -> ReportOptions {
     ReportOptions { sort_by, row_limit }
 }
 
 #[test]
 fn the_pytorch_trace_prints_pytorchs_table() {
-    let summary = key_averages(&read_trace(&pytorch_path()).unwrap(), &Default::default());
+    let summary = key_averages(&pytorch_trace(), &Default::default());
     let table = summary.table(&options(Some(SortKey::CpuTimeTotal), Some(12)));
     assert_eq!(table, PYTORCH_TABLE, "got:\n{table}");
     // 18 rows in all; the widest name (`aten::resolve_conj`) is not printed above.
@@ -35,9 +42,11 @@ fn the_pytorch_trace_prints_pytorchs_table() {
 #[test]
 fn streaming_gives_the_same_rows_as_the_trace() {
     let mut builder = KeyAveragesBuilder::new(Default::default());
-    read_events_from_path(&pytorch_path(), |item| builder.add_item(&item)).unwrap();
+    TraceReader::new()
+        .stream_path(pytorch_path(), |item| builder.add_item(&item))
+        .unwrap();
     let streamed = builder.finish();
-    let whole = key_averages(&read_trace(&pytorch_path()).unwrap(), &Default::default());
+    let whole = key_averages(&pytorch_trace(), &Default::default());
     assert_eq!(streamed, whole);
 }
 
@@ -47,7 +56,7 @@ fn grouping_by_shapes_splits_rows_and_adds_the_column() {
         group_by_input_shapes: true,
         ..Default::default()
     };
-    let summary = key_averages(&read_trace(&pytorch_path()).unwrap(), &by_shapes);
+    let summary = key_averages(&pytorch_trace(), &by_shapes);
     let strided: Vec<_> = summary
         .rows
         .iter()
@@ -441,10 +450,15 @@ fn a_late_base_time_still_orders_events() {
       {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 3}
     ], "baseTimeNanoseconds": 5000000}"#;
     let mut builder = KeyAveragesBuilder::new(Default::default());
-    crate::import::read_events(json.as_bytes(), |item| builder.add_item(&item)).unwrap();
+    TraceReader::new()
+        .stream(json.as_bytes(), |item| builder.add_item(&item))
+        .unwrap();
     let streamed = builder.finish();
     let whole = key_averages(
-        &read_trace_from(json.as_bytes()).unwrap(),
+        &TraceReader::new()
+            .read(json.as_bytes())
+            .into_trace()
+            .unwrap(),
         &Default::default(),
     );
     assert_eq!(streamed, whole);

@@ -16,7 +16,6 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::ArgFilter;
 use crate::activity::ActivityType;
 use crate::value::Value;
 
@@ -73,6 +72,30 @@ impl<'a> RawEvent<'a> {
         }
         .deserialize(&mut de)
         .map_err(|e| format!("`args`: {e}"))
+    }
+}
+
+/// Which `args` the reader keeps in [`Activity::args`](crate::Activity::args). `External id`
+/// and `correlation` are always read (into
+/// [`Activity::correlation`](crate::Activity::correlation) and
+/// [`Activity::linked_correlation`](crate::Activity::linked_correlation)), and counter
+/// events keep every arg (their numbers are the samples).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ArgFilter {
+    /// Every arg.
+    #[default]
+    All,
+    /// Only these keys; the values of the others are skipped without being converted.
+    Only(Vec<String>),
+}
+
+impl ArgFilter {
+    /// Whether an arg with this key is kept.
+    pub fn keeps(&self, key: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Only(keys) => keys.iter().any(|k| k == key),
+        }
     }
 }
 
