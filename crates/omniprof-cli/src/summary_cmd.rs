@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use omniprof_trace::analysis::{
     KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
 };
-use omniprof_trace::import::{read_events_with, ReadError, ReadStats};
+use omniprof_trace::import::{ReadError, ReadStats};
 
 /// Files larger than this get a progress bar (when standard error is a terminal).
 const PROGRESS_MIN_BYTES: u64 = 50 * 1024 * 1024;
@@ -111,8 +111,9 @@ fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) 
                 Some(bar) => Box::new(bar.wrap_read(file)),
                 None => Box::new(file),
             };
-            let options = builder.read_options();
-            let stats = read_events_with(input, &options, |item| builder.add_item(&item));
+            let stats = builder
+                .reader()
+                .stream(input, |item| builder.add_item(&item));
             if let Some(bar) = progress {
                 bar.finish_and_clear();
             }

@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use omniprof::import::TraceReader;
 use omniprof::{Activity, Trace};
 use omniprof_test_support::checker;
 
@@ -77,7 +78,7 @@ fn demo_writes_a_trace_that_perfetto_loads_and_omniprof_reads_back() {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(doc["traceEvents"].as_array().unwrap().len() as u64, events);
 
-    let trace = omniprof::import::read_trace(&path).unwrap();
+    let trace = TraceReader::new().read_path(&path).into_trace().unwrap();
     assert!(
         trace.activities.len() >= 3000,
         "{} activities",
@@ -127,7 +128,7 @@ fn demo_writes_gzip_for_a_gz_path() {
     demo(&path);
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(bytes[..2], [0x1f, 0x8b], "gzip magic bytes");
-    let trace = omniprof::import::read_trace(&path).unwrap();
+    let trace = TraceReader::new().read_path(&path).into_trace().unwrap();
     assert!(trace.activities.len() >= 3000);
     checker::assert_loads_in_perfetto(&path);
 }

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
+use omniprof::import::TraceReader;
 use serde_json::Value;
 
 fn demo(path: &Path) {
@@ -185,7 +186,7 @@ fn stubs_mode_times_every_op_on_the_device_and_prints_the_table() {
         assert!(stdout.contains(column), "{column} missing from\n{stdout}");
     }
     assert!(stdout.contains("Self OPENREG time total: "), "{stdout}");
-    let trace = omniprof::import::read_trace(&path).unwrap();
+    let trace = TraceReader::new().read_path(&path).into_trace().unwrap();
     assert!(
         trace.activities.iter().all(|a| !a.kind.is_device()),
         "no device timeline in stubs mode"

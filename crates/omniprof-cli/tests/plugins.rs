@@ -5,6 +5,7 @@
 
 use std::process::{Command, Output};
 
+use omniprof::import::TraceReader;
 use omniprof_test_support::checker;
 use omniprof_test_support::plugins::{build_broken, build_sample};
 
@@ -31,7 +32,10 @@ fn the_demo_shows_the_sample_plugins_events() {
     let out_path = dir.path().join("demo.pt.trace.json");
     let out = omniprof(&["demo", "-o", out_path.to_str().unwrap()], Some(&plugins));
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let trace = omniprof::import::read_trace(&out_path).unwrap();
+    let trace = TraceReader::new()
+        .read_path(&out_path)
+        .into_trace()
+        .unwrap();
     let named = |n: &str| trace.activities.iter().filter(|a| &*a.name == n).count();
     assert_eq!(named("sampleLaunchKernel"), 1);
     assert_eq!(named("sample_kernel"), 1);

@@ -1,45 +1,59 @@
-//! Typed values for activity `args` and trace metadata.
+//! Typed values for activity `args` and trace metadata: the values of JSON.
 //!
 //! ```
 //! use omniprof_trace::Value;
 //!
 //! let shapes = Value::from(vec![Value::from(vec![64i64, 64]), Value::from(vec![64i64, 64])]);
 //! assert_eq!(shapes.to_json(), "[[64, 64], [64, 64]]");
-//! assert_eq!(Value::json(r#"{"rank": 0}"#).to_json(), r#"{"rank": 0}"#);
-//! assert_eq!(Value::json("not json").to_json(), r#""not json""#);
 //! let info: Value = [("rank", Value::from(0i64)), ("backend", Value::from("nccl"))].into_iter().collect();
 //! assert_eq!(info.to_json(), r#"{"rank": 0, "backend": "nccl"}"#);
 //! assert_eq!(info.get("rank"), Some(&Value::Int(0)));
+//!
+//! // JSON text parses to the same typed value, objects in the order they are written.
+//! let parsed: Value = serde_json::from_str(r#"{"rank": 0, "backend": "nccl"}"#)?;
+//! assert_eq!(parsed, info);
+//! // JSON has one kind of number: numbers are equal by value, whatever their variant.
+//! assert_eq!(Value::UInt(3), Value::Int(3));
+//! assert_eq!(Value::Float(3.0), Value::Int(3));
+//! # Ok::<(), serde_json::Error>(())
 //! ```
 
+use std::fmt;
 use std::sync::Arc;
 
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
 /// One `args` or metadata value.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Equality is JSON's, so that a value equals what reading it back from a written trace
+/// gives: numbers compare by value across [`Int`](Value::Int), [`UInt`](Value::UInt) and
+/// [`Float`](Value::Float) (the writer writes `UInt(3)` and `Float(3.0)` as `3`, which reads
+/// back as `Int(3)`); a [`Json`](Value::Json) fragment equals the value it is written as.
+/// Map entries compare in order. A non-finite `Float` is written as `null` (JSON has no such
+/// number) and so reads back as [`Null`](Value::Null).
+#[derive(Clone, Debug)]
 pub enum Value {
+    Null,
     Int(i64),
     UInt(u64),
     Float(f64),
     Bool(bool),
     Str(Arc<str>),
     List(Vec<Value>),
-    /// A JSON object, its entries in the order they are written.
+    /// A JSON object, its entries in the order they are written (duplicate keys kept).
     Map(Vec<(String, Value)>),
-    /// A raw JSON fragment, written verbatim when it is valid JSON and as a string otherwise.
+    /// JSON text handed over as text, written verbatim when it is valid JSON and as a string
+    /// otherwise. The reader never produces it; see [`Value::json`].
     Json(Arc<str>),
 }
 
 impl Value {
-    /// A raw JSON fragment (validated when written).
+    /// JSON text kept as text (validated when written). Only for text received from
+    /// elsewhere and passed on unread; anything omniprof builds or reads is typed, and
+    /// `serde_json::from_str::<Value>(text)` gives the typed value of any JSON text. Kept
+    /// while the session engine and the plugin adapter still hand over text.
     pub fn json(fragment: impl Into<Arc<str>>) -> Self {
         Self::Json(fragment.into())
-    }
-
-    /// The value as JSON text, exactly as the Chrome writer emits it.
-    pub fn to_json(&self) -> String {
-        let mut out = Vec::new();
-        crate::export::json::write_value(&mut out, self);
-        String::from_utf8(out).expect("the JSON writer emits UTF-8")
     }
 
     pub fn as_i64(&self) -> Option<i64> {
@@ -140,9 +154,13 @@ impl<T: Into<Value>> From<Vec<T>> for Value {
 }
 
 impl From<&serde_json::Value> for Value {
+    /// The typed value; an object's entries come in the order of `serde_json`'s map (sorted
+    /// by key unless its `preserve_order` feature is on): deserialize a [`Value`] from the
+    /// text instead to keep the text's order.
     fn from(v: &serde_json::Value) -> Self {
         use serde_json::Value as J;
         match v {
+            J::Null => Self::Null,
             J::Bool(b) => Self::Bool(*b),
             J::Number(n) => n
                 .as_i64()
@@ -151,7 +169,201 @@ impl From<&serde_json::Value> for Value {
                 .unwrap_or_else(|| Self::Float(n.as_f64().unwrap_or(f64::NAN))),
             J::String(s) => Self::Str(s.as_str().into()),
             J::Array(items) => Self::List(items.iter().map(Self::from).collect()),
-            J::Null | J::Object(_) => Self::Json(v.to_string().into()),
+            J::Object(entries) => Self::Map(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Self::from(v)))
+                    .collect(),
+            ),
         }
+    }
+}
+
+/// A number as the one kind JSON has: integers (and integral floats) exactly, other floats
+/// as themselves.
+#[derive(PartialEq)]
+enum Number {
+    Integer(i128),
+    Float(f64),
+}
+
+impl Value {
+    fn number(&self) -> Option<Number> {
+        match *self {
+            Self::Int(v) => Some(Number::Integer(v.into())),
+            Self::UInt(v) => Some(Number::Integer(v.into())),
+            // Integral floats below 2^127 convert to `i128` exactly (and `fract` of a
+            // non-finite float is NaN).
+            Self::Float(v) if v.fract() == 0.0 && v.abs() < 1e38 => {
+                Some(Number::Integer(v as i128))
+            }
+            Self::Float(v) => Some(Number::Float(v)),
+            _ => None,
+        }
+    }
+
+    /// The typed value a [`Value::Json`] fragment is written as.
+    fn written(raw: &Arc<str>) -> Self {
+        serde_json::from_str(raw).unwrap_or_else(|_| Self::Str(raw.clone()))
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Json(a), Self::Json(b)) => a == b || Self::written(a) == Self::written(b),
+            (Self::Json(raw), v) | (v, Self::Json(raw)) => Self::written(raw) == *v,
+            (Self::Null, Self::Null) => true,
+            (Self::Bool(a), Self::Bool(b)) => a == b,
+            (Self::Str(a), Self::Str(b)) => a == b,
+            (Self::List(a), Self::List(b)) => a == b,
+            (Self::Map(a), Self::Map(b)) => a == b,
+            (a, b) => a.number().is_some_and(|n| Some(n) == b.number()),
+        }
+    }
+}
+
+/// Any JSON value, typed: an integer as [`Value::Int`] when it fits `i64`, else
+/// [`Value::UInt`]; any other number as the nearest [`Value::Float`] (a number beyond `f64`'s
+/// range is an error); an object as a [`Value::Map`] in the text's order.
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ValueVisitor)
+    }
+}
+
+struct ValueVisitor;
+
+impl<'de> Visitor<'de> for ValueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        Value::deserialize(d)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Int(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(i64::try_from(v).map_or(Value::UInt(v), Value::Int))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::Float(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::Str(v.into()))
+    }
+
+    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Value, S::Error> {
+        // No capacity up front: empty lists (`"Input Strides": [[], []]`) are common.
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::List(items))
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Value, M::Error> {
+        let mut entries = Vec::new();
+        while let Some(entry) = map.next_entry()? {
+            entries.push(entry);
+        }
+        Ok(Value::Map(entries))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn json_text_parses_to_typed_values_in_order() {
+        let v = parse(
+            r#"{"z": null, "a": [true, -1, 18446744073709551615, 2.5, "s"], "m": {"y": 1, "x": {}}}"#,
+        );
+        let Value::Map(entries) = &v else {
+            panic!("{v:?}");
+        };
+        let keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["z", "a", "m"]);
+        // Variants, not only equality (which is by value).
+        assert!(matches!(entries[0].1, Value::Null));
+        let Value::List(items) = &entries[1].1 else {
+            panic!("{v:?}");
+        };
+        assert!(matches!(
+            items[..],
+            [
+                Value::Bool(true),
+                Value::Int(-1),
+                Value::UInt(u64::MAX),
+                Value::Float(2.5),
+                Value::Str(_)
+            ]
+        ));
+        let nested = v.get("m").unwrap();
+        assert!(matches!(nested.get("y"), Some(Value::Int(1))));
+        assert!(matches!(nested.get("x"), Some(Value::Map(e)) if e.is_empty()));
+        // Beyond u64 is the nearest float; beyond f64 is an error.
+        assert!(matches!(parse("1e20"), Value::Float(f) if f == 1e20));
+        assert!(matches!(parse("123456789012345678901"), Value::Float(_)));
+        assert!(serde_json::from_str::<Value>("1e400").is_err());
+    }
+
+    #[test]
+    fn numbers_are_equal_by_value() {
+        assert_eq!(Value::UInt(7), Value::Int(7));
+        assert_eq!(Value::Float(-0.0), Value::Int(0));
+        assert_eq!(Value::Float(1e15), Value::UInt(1_000_000_000_000_000));
+        assert_eq!(Value::Float(2f64.powi(64)), Value::Float(2f64.powi(64)));
+        assert_ne!(Value::Float(2f64.powi(64)), Value::UInt(u64::MAX));
+        assert_ne!(Value::Float(9.5), Value::Int(9));
+        assert_ne!(Value::Int(-1), Value::UInt(u64::MAX));
+        assert_ne!(Value::Float(f64::NAN), Value::Float(f64::NAN));
+        assert_eq!(Value::Float(f64::INFINITY), Value::Float(f64::INFINITY));
+        assert_ne!(Value::Int(1), Value::Bool(true));
+        assert_ne!(Value::Int(1), Value::from("1"));
+        assert_ne!(Value::Null, Value::from(vec![0i64; 0]));
+    }
+
+    #[test]
+    fn a_json_fragment_equals_what_it_is_written_as() {
+        assert_eq!(Value::json("954"), Value::UInt(954));
+        assert_eq!(Value::json(r#" "a" "#), Value::from("a"));
+        assert_eq!(Value::json("not json"), Value::from("not json"));
+        assert_eq!(Value::json("[1, 2]"), Value::json("[1,2]"));
+        assert_eq!(
+            Value::json(r#"{"b": 1, "a": null}"#),
+            [("b", Value::Int(1)), ("a", Value::Null)]
+                .into_iter()
+                .collect::<Value>()
+        );
+        assert_ne!(
+            Value::json(r#"{"a": null, "b": 1}"#),
+            Value::json(r#"{"b": 1, "a": null}"#)
+        );
     }
 }

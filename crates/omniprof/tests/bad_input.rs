@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use omniprof::activity::UnknownActivityType;
 use omniprof::config::ConfigErrorReason;
 use omniprof::export::chrome;
-use omniprof::import::{self, ReadErrorKind};
+use omniprof::import::{ReadErrorKind, TraceReader};
 use omniprof::{record_function, ActivitySet, ActivityType, Config, Profiler, Trace, Value};
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::session;
@@ -74,7 +74,7 @@ fn assert_save_fails_cleanly(
     let good = dir.join("saved elsewhere.pt.trace.json");
     let stats = chrome::save(trace, &good).expect("the trace still saves elsewhere");
     assert!(stats.events as usize > trace.activities.len());
-    let read = import::read_trace(&good).unwrap();
+    let read = TraceReader::new().read_path(&good).into_trace().unwrap();
     assert_eq!(read.activities, trace.activities);
     std::fs::remove_file(&good).unwrap();
 }
@@ -131,7 +131,10 @@ fn a_truncated_trace_file_is_an_error_naming_the_file_and_keeps_what_was_read() 
     let cut = dir.path().join("cut.json");
     std::fs::write(&cut, &text[..text.len() * 2 / 3]).unwrap();
 
-    let err = import::read_trace(&cut).expect_err("a truncated file is an error");
+    let err = TraceReader::new()
+        .read_path(&cut)
+        .into_trace()
+        .expect_err("a truncated file is an error");
     assert!(matches!(err.kind, ReadErrorKind::Truncated { .. }), "{err}");
     assert_eq!(err.location.path.as_deref(), Some(cut.as_path()));
     assert!(
@@ -139,7 +142,7 @@ fn a_truncated_trace_file_is_an_error_naming_the_file_and_keeps_what_was_read() 
         "{err}"
     );
 
-    let partial = import::read_trace_partial(&cut);
+    let partial = TraceReader::new().read_path(&cut);
     assert!(partial.error.is_some());
     let kept = partial.trace.activities.len();
     assert!(kept > 0 && kept < trace.activities.len(), "kept {kept}");
@@ -271,8 +274,8 @@ fn recording_past_the_per_thread_cap_counts_every_dropped_event() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("capped.json");
     chrome::save(&trace, &path).unwrap();
-    let read = import::read_trace(&path).unwrap();
-    assert_eq!(read.metadata("dropped_events"), Some(&Value::json("954")));
+    let read = TraceReader::new().read_path(&path).into_trace().unwrap();
+    assert_eq!(read.metadata("dropped_events"), Some(&Value::UInt(954)));
     assert_eq!(read.activities.len(), trace.activities.len());
 
     // The cap belongs to that session: the next one, with the default cap, drops nothing.

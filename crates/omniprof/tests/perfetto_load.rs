@@ -12,7 +12,7 @@ use std::io::Read;
 use std::path::Path;
 
 use omniprof::export::chrome::{self, WriteStats};
-use omniprof::import;
+use omniprof::import::TraceReader;
 use omniprof::trace::{ProcessRow, ThreadRow};
 use omniprof::{Activity, ActivityType, Flow, FlowKind, Trace};
 use omniprof_test_support::checker;
@@ -205,7 +205,10 @@ fn the_checker_catches_overlaps_that_are_not_spilled() {
 #[test]
 fn the_pytorch_reference_trace_rewritten_by_omniprof_loads_the_same() {
     let original = reference_trace();
-    let trace = import::read_trace(&original).unwrap();
+    let trace = TraceReader::new()
+        .read_path(&original)
+        .into_trace()
+        .unwrap();
     assert_eq!(
         trace.activities.len(),
         4 + 54,
@@ -216,7 +219,11 @@ fn the_pytorch_reference_trace_rewritten_by_omniprof_loads_the_same() {
     for path in &paths {
         chrome::save(&trace, path).unwrap();
         assert_eq!(
-            import::read_trace(path).unwrap().activities,
+            TraceReader::new()
+                .read_path(path)
+                .into_trace()
+                .unwrap()
+                .activities,
             trace.activities
         );
     }
@@ -310,7 +317,7 @@ fn overlapping_events_on_one_thread_are_spilled_and_all_kept() {
     assert_eq!(counts["X"], x_events, "one X per activity, none lost");
 
     // What the writer spilled, the reader puts back on its own row.
-    let read = import::read_trace(&path).unwrap();
+    let read = TraceReader::new().read_path(&path).into_trace().unwrap();
     assert_eq!(read.activities, trace.activities);
     assert_eq!(read.threads, trace.threads);
 

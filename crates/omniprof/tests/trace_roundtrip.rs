@@ -2,13 +2,15 @@
 //! threads, one gone before stop, nested ranges, ops with args and input shapes, instants,
 //! names full of quotes, backslashes, newlines, control characters and non-ASCII text) written
 //! as `.json` and as `.json.gz` reads back with the same activities (every field, times to
-//! the nanosecond), rows, spans, metadata, base time and window. Property tests extend this
-//! to any Unicode string as a name, arg key or arg value, and to any times and overlaps.
+//! the nanosecond), rows, spans, metadata, base time and window. Values compare as `Value`
+//! does: numbers by value (a `UInt` reads back as an `Int`). Property tests extend this to
+//! any Unicode string as a name, arg key or arg value, any value as metadata, device
+//! properties or an arg, and any times and overlaps.
 
 use std::path::Path;
 
 use omniprof::export::chrome;
-use omniprof::import;
+use omniprof::import::TraceReader;
 use omniprof::trace::{ProcessRow, Span, ThreadRow};
 use omniprof::{Activity, ActivityType, Trace, Value};
 use omniprof_test_support::data::add_example_rows;
@@ -19,18 +21,18 @@ use proptest::prelude::*;
 /// Saves `trace` to `path` and reads it back.
 fn save_and_read(trace: &Trace, path: &Path) -> Trace {
     chrome::save(trace, path).unwrap_or_else(|e| panic!("save {}: {e}", path.display()));
-    import::read_trace(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+    TraceReader::new()
+        .read_path(path)
+        .into_trace()
+        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
 /// What reading `original` back from `path` must give: the same trace, with the output path
-/// as its `traceName` and metadata as the raw JSON text the writer put in the file.
+/// as its `traceName`.
 fn expected_after_read(original: &Trace, path: &Path) -> Trace {
     let mut expected = original.clone();
     if expected.trace_name.is_none() {
         expected.trace_name = Some(path.to_string_lossy().into_owned());
-    }
-    for (_, value) in &mut expected.metadata {
-        *value = Value::json(value.to_json());
     }
     expected
 }
@@ -123,14 +125,38 @@ fn a_hand_built_trace_with_every_field_round_trips() {
     let (start, end) = (base + 5_000_000_123, base + 6_000_000_999);
     let mut trace = Trace::new(start, end);
     trace.set_metadata("trace_id", Value::from("0123456789ABCDEF"));
+    let pg: Value = [
+        ("pg_name", Value::from("0")),
+        ("pg_size", Value::UInt(8)),
+        ("ranks", Value::from("[0, 1, 2, 3, 4, 5, 6, 7]")),
+    ]
+    .into_iter()
+    .collect();
     trace.set_metadata(
         "distributedInfo",
-        Value::json(r#"{"backend": "nccl", "rank": 3, "world_size": 8}"#),
+        [
+            ("backend", Value::from("nccl")),
+            ("rank", Value::Int(3)),
+            ("world_size", Value::UInt(8)),
+            ("pg_config", Value::List(vec![pg])),
+            ("nccl_version", Value::Null),
+        ]
+        .into_iter()
+        .collect(),
     );
     trace.set_metadata("record_shapes", Value::from(1i64));
-    trace
-        .device_properties
-        .push(Value::json(r#"{"id": 0, "name": "Example Accelerator"}"#));
+    trace.set_metadata("with_stack", Value::Bool(false));
+    trace.set_metadata("clock_ghz", Value::Float(1.5));
+    trace.device_properties.push(
+        [
+            ("id", Value::Int(0)),
+            ("name", Value::from("Example Accelerator")),
+            ("totalGlobalMem", Value::UInt(17_179_869_184)),
+            ("maxClockFrequency", Value::Float(2.0)),
+        ]
+        .into_iter()
+        .collect(),
+    );
     add_example_rows(&mut trace);
 
     let mut op = Activity::new(
@@ -289,8 +315,60 @@ fn trace_named(s: &str, value: &str) -> Trace {
     trace
 }
 
+/// Any value JSON can hold: finite numbers of every variant, strings, lists and maps.
+fn any_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::Int),
+        any::<u64>().prop_map(Value::UInt),
+        any::<f64>()
+            .prop_filter("JSON numbers are finite", |f| f.is_finite())
+            .prop_map(Value::Float),
+        nasty_string().prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::List),
+            prop::collection::vec((nasty_string(), inner), 0..4).prop_map(Value::Map),
+        ]
+    })
+}
+
+/// A one-op trace that carries `values` as metadata, as device properties and as args.
+fn trace_with_values(values: &[Value]) -> Trace {
+    let base = omniprof::trace::process_base_time_ns();
+    let mut trace = Trace::new(base + 1_000, base + 9_000);
+    // A row: the reader takes the window's start from the earliest row event.
+    trace.add_process(ProcessRow {
+        pid: 1,
+        name: "p".into(),
+        label: "CPU".into(),
+        sort_index: 1,
+    });
+    let mut op = Activity::new(ActivityType::CpuOp, "op", 1, 2, base + 2_000, base + 3_000);
+    for (i, value) in values.iter().enumerate() {
+        trace.set_metadata(format!("m{i}"), value.clone());
+        trace.device_properties.push(value.clone());
+        op.args.push((format!("a{i}").into(), value.clone()));
+    }
+    trace.activities.push(op);
+    trace
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+    /// Any value reads back equal (numbers by value) as metadata, a device's properties and
+    /// an arg.
+    #[test]
+    fn any_value_round_trips(values in prop::collection::vec(any_value(), 1..6)) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("values.json");
+        let trace = trace_with_values(&values);
+        let read = save_and_read(&trace, &path);
+        prop_assert_eq!(read, expected_after_read(&trace, &path));
+    }
 
     /// Any Unicode string, control characters included, round-trips as an activity name, an
     /// arg key, an arg value and a row or span name.

@@ -9,7 +9,7 @@ use super::tree::{self, HostOp, OpTimes};
 use super::{KeyAverages, Row};
 use crate::activity::{Activity, ActivityType};
 use crate::hash::FastMap;
-use crate::import::{ArgFilter, ReadOptions, TraceItem};
+use crate::import::{ArgFilter, TraceItem, TraceReader};
 use crate::trace::{Trace, Window};
 use crate::value::Value;
 
@@ -125,16 +125,16 @@ impl KeyAveragesBuilder {
         }
     }
 
-    /// Reader options that deliver only the args the summary reads, which makes reading
-    /// several times faster ([`read_events_with`](crate::import::read_events_with)).
-    pub fn read_options(&self) -> ReadOptions {
+    /// A reader that delivers only the args the summary reads, which makes reading several
+    /// times faster.
+    pub fn reader(&self) -> TraceReader {
         let mut keys = vec![events::FINISHED_ARG, events::STUB_DEVICE_TIME_ARG];
         if self.options.group_by_input_shapes {
             keys.push(events::INPUT_SHAPES_ARG);
         }
-        ReadOptions {
-            args: ArgFilter::Only(keys.into_iter().map(String::from).collect()),
-        }
+        TraceReader::new().args(ArgFilter::Only(
+            keys.into_iter().map(String::from).collect(),
+        ))
     }
 
     /// Adds everything a [`Trace`] holds.
@@ -148,7 +148,7 @@ impl KeyAveragesBuilder {
         self.window = Some(trace.window);
     }
 
-    /// Adds one item from the streaming reader ([`read_events`](crate::import::read_events)).
+    /// Adds one item from a streamed read ([`TraceReader::stream`]).
     pub fn add_item(&mut self, item: &TraceItem) {
         match item {
             TraceItem::Activity(a) => self.add_activity(a),

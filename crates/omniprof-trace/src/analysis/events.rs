@@ -76,20 +76,18 @@ pub(super) const FINISHED_ARG: &str = "finished";
 pub(super) const STUB_DEVICE_TIME_ARG: &str = "device_time_us";
 pub(super) const INPUT_SHAPES_ARG: &str = "Input Dims";
 
-/// Whether the op was still running when the trace was taken (`"finished": false`).
+/// Whether the op was still running when the trace was taken (`"finished": false`, or the
+/// string `"false"`).
 pub(super) fn is_unfinished(a: &Activity) -> bool {
-    match a.arg(FINISHED_ARG) {
-        Some(Value::Bool(false)) => true,
-        Some(Value::Str(s) | Value::Json(s)) => &**s == "false",
-        _ => false,
-    }
+    a.arg(FINISHED_ARG)
+        .is_some_and(|v| *v == Value::Bool(false) || v.as_str() == Some("false"))
 }
 
 /// The device time the stubs path measured for the op (`device_time_us`), in ns; only a
 /// positive time counts, as PyTorch attaches a stub record only then.
 pub(super) fn stub_device_ns(a: &Activity) -> i64 {
     let us = a
-        .arg("device_time_us")
+        .arg(STUB_DEVICE_TIME_ARG)
         .and_then(Value::as_f64)
         .unwrap_or(0.0);
     // `as` saturates, and NaN fails the test.
@@ -114,6 +112,7 @@ pub(super) fn write_input_shapes(a: &Activity, out: &mut String) {
 fn write_python(value: &Value, out: &mut String) {
     // Writing into a `String` cannot fail.
     let _ = match value {
+        Value::Null => write!(out, "None"),
         Value::Int(v) => write!(out, "{v}"),
         Value::UInt(v) => write!(out, "{v}"),
         Value::Float(v) if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e16 => {
@@ -150,15 +149,9 @@ fn write_python(value: &Value, out: &mut String) {
     };
 }
 
-/// A device name from a metadata value: a string, or a raw JSON string fragment as the
-/// reader delivers it.
+/// A device name from a metadata value: a non-empty string.
 pub(super) fn metadata_string(value: &Value) -> Option<String> {
-    match value {
-        Value::Str(s) => Some(s.to_string()),
-        Value::Json(raw) => serde_json::from_str(raw).ok(),
-        _ => None,
-    }
-    .filter(|s| !s.is_empty())
+    value.as_str().filter(|s| !s.is_empty()).map(str::to_string)
 }
 
 #[cfg(test)]
@@ -197,7 +190,7 @@ mod tests {
         let mut a = Activity::new(ActivityType::CpuOp, "op", 1, 1, 0, 1);
         assert!(!is_unfinished(&a));
         assert_eq!(stub_device_ns(&a), 0);
-        a.args.push(("finished".into(), Value::json("false")));
+        a.args.push(("finished".into(), Value::Bool(false)));
         a.args.push(("device_time_us".into(), Value::from(12.5)));
         assert!(is_unfinished(&a));
         assert_eq!(stub_device_ns(&a), 12_500);
@@ -206,13 +199,9 @@ mod tests {
     }
 
     #[test]
-    fn metadata_strings_come_raw_or_typed() {
-        assert_eq!(
-            metadata_string(&Value::json(r#""openreg""#)),
-            Some("openreg".into())
-        );
+    fn metadata_strings_are_non_empty_strings() {
         assert_eq!(metadata_string(&Value::from("xpu")), Some("xpu".into()));
-        assert_eq!(metadata_string(&Value::json("1")), None);
+        assert_eq!(metadata_string(&Value::Int(1)), None);
         assert_eq!(metadata_string(&Value::from("")), None);
     }
 }

@@ -2,8 +2,15 @@ use crate::test_data::{reference_table, reference_trace as pytorch_path};
 
 use super::*;
 use crate::activity::{Activity, ActivityType};
-use crate::import::{read_events_from_path, read_trace, read_trace_from};
+use crate::import::TraceReader;
 use crate::value::Value;
+
+fn pytorch_trace() -> Trace {
+    TraceReader::new()
+        .read_path(pytorch_path())
+        .into_trace()
+        .unwrap()
+}
 
 fn options(sort_by: Option<SortKey>, row_limit: Option<usize>) -> ReportOptions {
     ReportOptions { sort_by, row_limit }
@@ -11,7 +18,7 @@ fn options(sort_by: Option<SortKey>, row_limit: Option<usize>) -> ReportOptions 
 
 #[test]
 fn the_pytorch_trace_prints_pytorchs_table() {
-    let summary = key_averages(&read_trace(&pytorch_path()).unwrap(), &Default::default());
+    let summary = key_averages(&pytorch_trace(), &Default::default());
     let table = summary.table(&options(Some(SortKey::CpuTimeTotal), Some(12)));
     assert_eq!(table, reference_table(), "got:\n{table}");
     // 18 rows in all; the widest name (`aten::resolve_conj`) is not printed above.
@@ -27,9 +34,11 @@ fn the_pytorch_trace_prints_pytorchs_table() {
 #[test]
 fn streaming_gives_the_same_rows_as_the_trace() {
     let mut builder = KeyAveragesBuilder::new(Default::default());
-    read_events_from_path(&pytorch_path(), |item| builder.add_item(&item)).unwrap();
+    TraceReader::new()
+        .stream_path(pytorch_path(), |item| builder.add_item(&item))
+        .unwrap();
     let streamed = builder.finish();
-    let whole = key_averages(&read_trace(&pytorch_path()).unwrap(), &Default::default());
+    let whole = key_averages(&pytorch_trace(), &Default::default());
     assert_eq!(streamed, whole);
 }
 
@@ -39,7 +48,7 @@ fn grouping_by_shapes_splits_rows_and_adds_the_column() {
         group_by_input_shapes: true,
         ..Default::default()
     };
-    let summary = key_averages(&read_trace(&pytorch_path()).unwrap(), &by_shapes);
+    let summary = key_averages(&pytorch_trace(), &by_shapes);
     let strided: Vec<_> = summary
         .rows
         .iter()
@@ -178,7 +187,7 @@ fn a_same_named_only_child_collapses() {
 #[test]
 fn unfinished_ops_end_at_the_window_end() {
     let mut open = op("open", 1, 100, 100);
-    open.args.push(("finished".into(), Value::json("false")));
+    open.args.push(("finished".into(), Value::Bool(false)));
     let mut t = trace(vec![open, op("inner", 1, 200, 300)]);
     t.window.end_ns = 1_000_000;
     assert_eq!(
@@ -273,7 +282,7 @@ fn stub_device_time_is_legacy_and_names_the_device() {
         stub("addmm", 10, 60, 50.0),
         stub("relu", 60, 90, 0.0),
     ]);
-    t.set_metadata("device_type", Value::json(r#""OpenReg""#));
+    t.set_metadata("device_type", Value::from("OpenReg"));
     let summary = key_averages(&t, &Default::default());
     assert_eq!(
         rows(&summary),
@@ -433,10 +442,15 @@ fn a_late_base_time_still_orders_events() {
       {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 3}
     ], "baseTimeNanoseconds": 5000000}"#;
     let mut builder = KeyAveragesBuilder::new(Default::default());
-    crate::import::read_events(json.as_bytes(), |item| builder.add_item(&item)).unwrap();
+    TraceReader::new()
+        .stream(json.as_bytes(), |item| builder.add_item(&item))
+        .unwrap();
     let streamed = builder.finish();
     let whole = key_averages(
-        &read_trace_from(json.as_bytes()).unwrap(),
+        &TraceReader::new()
+            .read(json.as_bytes())
+            .into_trace()
+            .unwrap(),
         &Default::default(),
     );
     assert_eq!(streamed, whole);

@@ -4,6 +4,15 @@
 
 use crate::value::Value;
 
+impl Value {
+    /// The value as JSON text, exactly as the Chrome writer emits it.
+    pub fn to_json(&self) -> String {
+        let mut out = Vec::new();
+        write_value(&mut out, self);
+        String::from_utf8(out).expect("the JSON writer emits UTF-8")
+    }
+}
+
 /// Bytes that cannot appear raw inside a JSON string.
 const fn needs_escape(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
@@ -105,14 +114,21 @@ pub fn write_u64(out: &mut Vec<u8>, mut v: u64) {
 
 /// Appends a float; non-finite values (which JSON cannot hold) are written as `null`.
 pub fn write_float(out: &mut Vec<u8>, v: f64) {
-    if v.is_finite() {
-        if v == v.trunc() && v.abs() < 1e15 {
+    if !v.is_finite() {
+        out.extend_from_slice(b"null");
+    } else if v.fract() == 0.0
+        && (-9_223_372_036_854_775_808.0..18_446_744_073_709_551_616.0).contains(&v)
+    {
+        // An integer in the range of i64 or u64 is written exactly, so that it reads back as
+        // the same number: past 2^53, `Display` pads the shortest digits with zeros, which
+        // spells another integer.
+        if v < 0.0 {
             write_i64(out, v as i64);
         } else {
-            out.extend_from_slice(format!("{v}").as_bytes());
+            write_u64(out, v as u64);
         }
     } else {
-        out.extend_from_slice(b"null");
+        out.extend_from_slice(format!("{v}").as_bytes());
     }
 }
 
@@ -120,6 +136,7 @@ pub fn write_float(out: &mut Vec<u8>, v: f64) {
 /// else as a string.
 pub fn write_value(out: &mut Vec<u8>, v: &Value) {
     match v {
+        Value::Null => out.extend_from_slice(b"null"),
         Value::Int(i) => write_i64(out, *i),
         Value::UInt(u) => write_u64(out, *u),
         Value::Float(f) => write_float(out, *f),
@@ -213,5 +230,45 @@ mod tests {
         assert_eq!(s(|o| write_value(o, &Value::json("{bad"))), r#""{bad""#);
         assert_eq!(s(|o| write_value(o, &Value::Float(f64::NAN))), "null");
         assert_eq!(s(|o| write_value(o, &Value::Float(87.5))), "87.5");
+        assert_eq!(Value::json(r#"{"rank": 0}"#).to_json(), r#"{"rank": 0}"#);
+        assert_eq!(Value::json("not json").to_json(), r#""not json""#);
+        assert_eq!(Value::Null.to_json(), "null");
+    }
+
+    #[test]
+    fn integral_floats_are_written_as_their_exact_integer() {
+        assert_eq!(s(|o| write_float(o, -0.0)), "0");
+        assert_eq!(s(|o| write_float(o, 12.0)), "12");
+        assert_eq!(
+            s(|o| write_float(o, 2.316481084218713e17)),
+            "231648108421871296"
+        );
+        assert_eq!(
+            s(|o| write_float(o, -(2f64.powi(63)))),
+            i64::MIN.to_string()
+        );
+        assert_eq!(
+            s(|o| write_float(o, 2f64.powi(64) - 2048.0)),
+            "18446744073709549568"
+        );
+        // Past u64, the float's shortest digits (which read back as the same float).
+        assert_eq!(s(|o| write_float(o, 1e20)), "100000000000000000000");
+    }
+
+    #[test]
+    fn floats_read_back_as_the_same_number() {
+        for v in [
+            -2.409967748125284e-275,
+            0.1,
+            87.5,
+            2.316481084218713e17,
+            1e20,
+            5e-324,
+            f64::MAX,
+            f64::MIN,
+        ] {
+            let back: Value = serde_json::from_str(&Value::Float(v).to_json()).unwrap();
+            assert_eq!(back, Value::Float(v), "{v:e}");
+        }
     }
 }

@@ -8,32 +8,31 @@ use std::thread;
 use flate2::read::MultiGzDecoder;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use super::error::{ReadError, ReadErrorKind};
-use super::event::{read_event, RawEvent, Str};
+use super::event::{read_event, ArgFilter, RawEvent, Str};
 use super::inflate::Inflating;
+use super::item::{ReadStats, TraceItem};
 use super::mapper::{EventError, EventMapper};
 use super::parallel::{Parallel, Tuning};
 use super::scan::Scanner;
-use super::{ReadOptions, ReadStats, TraceItem};
 use crate::value::Value;
 
 /// Reads a whole document into `sink`. On error the items read so far have been delivered,
 /// including the rows and window when the error is inside `traceEvents`.
 pub(super) fn read_document<R: Read>(
     input: R,
-    options: &ReadOptions,
+    args: &ArgFilter,
     sink: &mut impl FnMut(TraceItem),
 ) -> (ReadStats, Option<ReadError>) {
-    read_document_tuned(input, options, &Tuning::default(), sink)
+    read_document_tuned(input, args, &Tuning::default(), sink)
 }
 
 /// [`read_document`], sharing the events out as `tuning` says (and decompressing on a
 /// helper thread when it allows more than one).
 pub(super) fn read_document_tuned<R: Read>(
     input: R,
-    options: &ReadOptions,
+    args: &ArgFilter,
     tuning: &Tuning,
     sink: &mut impl FnMut(TraceItem),
 ) -> (ReadStats, Option<ReadError>) {
@@ -42,13 +41,13 @@ pub(super) fn read_document_tuned<R: Read>(
         Err(e) => return (ReadStats::default(), Some(ReadError::new(e.into()))),
     };
     if !gzip {
-        read_text(input, options, tuning, sink)
+        read_text(input, args, tuning, sink)
     } else if tuning.threads > 1 {
-        thread::scope(|scope| read_text(Inflating::start(scope, input), options, tuning, sink))
+        thread::scope(|scope| read_text(Inflating::start(scope, input), args, tuning, sink))
     } else {
         // `MultiGzDecoder` (as the helper thread's) because a `.gz` file may hold several
         // concatenated members.
-        read_text(MultiGzDecoder::new(input), options, tuning, sink)
+        read_text(MultiGzDecoder::new(input), args, tuning, sink)
     }
 }
 
@@ -74,11 +73,11 @@ fn detect_gzip<R: Read>(mut input: R) -> io::Result<(bool, Restored<R>)> {
 /// Reads the document's text.
 fn read_text(
     text: impl Read,
-    options: &ReadOptions,
+    args: &ArgFilter,
     tuning: &Tuning,
     sink: &mut impl FnMut(TraceItem),
 ) -> (ReadStats, Option<ReadError>) {
-    let mapper = EventMapper::new(options.args.clone());
+    let mapper = EventMapper::new(args.clone());
     let parallel = (tuning.threads > 1).then(|| Parallel::new(tuning.clone(), &mapper.converter));
     let mut doc = Document {
         scan: Scanner::new(text),
@@ -233,10 +232,7 @@ impl<R: Read> Document<R> {
             }
             "deviceProperties" => {
                 let (offset, text) = self.scan.value("a value")?;
-                let devices = match parse::<Vec<&RawValue>>(text) {
-                    Ok(devices) => devices.iter().map(|d| Value::json(d.get())).collect(),
-                    Err(e) => return Err(self.located(offset, e)),
-                };
+                let devices = parse::<Vec<Value>>(text).map_err(|e| self.located(offset, e))?;
                 sink(TraceItem::DeviceProperties(devices));
                 Ok(())
             }
@@ -249,10 +245,7 @@ impl<R: Read> Document<R> {
             _ => {
                 let key = key.to_string();
                 let (offset, text) = self.scan.value("a value")?;
-                let value = match parse::<&RawValue>(text) {
-                    Ok(raw) => Value::json(raw.get()),
-                    Err(e) => return Err(self.located(offset, e)),
-                };
+                let value = parse::<Value>(text).map_err(|e| self.located(offset, e))?;
                 sink(TraceItem::Metadata(key, value));
                 Ok(())
             }

@@ -11,13 +11,11 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::ArgFilter;
 use crate::activity::ActivityType;
 use crate::value::Value;
 
@@ -74,6 +72,30 @@ impl<'a> RawEvent<'a> {
         }
         .deserialize(&mut de)
         .map_err(|e| format!("`args`: {e}"))
+    }
+}
+
+/// Which `args` the reader keeps in [`Activity::args`](crate::Activity::args). `External id`
+/// and `correlation` are always read (into
+/// [`Activity::correlation`](crate::Activity::correlation) and
+/// [`Activity::linked_correlation`](crate::Activity::linked_correlation)), and counter
+/// events keep every arg (their numbers are the samples).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ArgFilter {
+    /// Every arg.
+    #[default]
+    All,
+    /// Only these keys; the values of the others are skipped without being converted.
+    Only(Vec<String>),
+}
+
+impl ArgFilter {
+    /// Whether an arg with this key is kept.
+    pub fn keeps(&self, key: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Only(keys) => keys.iter().any(|k| k == key),
+        }
     }
 }
 
@@ -378,8 +400,7 @@ impl<'de, F: Fn(&str) -> bool> DeserializeSeed<'de> for ArgsSeed<F> {
                 let mut args = Vec::new();
                 while let Some(key) = map.next_key::<Str<'de>>()? {
                     if (self.0)(&key) {
-                        let ArgValue(value) = map.next_value()?;
-                        args.push((key, value));
+                        args.push((key, map.next_value()?));
                     } else {
                         map.next_value::<IgnoredAny>()?;
                     }
@@ -389,67 +410,6 @@ impl<'de, F: Fn(&str) -> bool> DeserializeSeed<'de> for ArgsSeed<F> {
         }
 
         d.deserialize_any(ArgsVisitor(self.keep))
-    }
-}
-
-/// An `args` value, converted as `Value::from(&serde_json::Value)` would, without building
-/// the intermediate `serde_json::Value` except for nested objects.
-struct ArgValue(Value);
-
-impl<'de> Deserialize<'de> for ArgValue {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct ValueVisitor;
-
-        impl<'de> Visitor<'de> for ValueVisitor {
-            type Value = ArgValue;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON value")
-            }
-
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<ArgValue, E> {
-                Ok(ArgValue(Value::Bool(v)))
-            }
-
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ArgValue, E> {
-                Ok(ArgValue(Value::Int(v)))
-            }
-
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ArgValue, E> {
-                Ok(ArgValue(
-                    i64::try_from(v).map_or(Value::UInt(v), Value::Int),
-                ))
-            }
-
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<ArgValue, E> {
-                Ok(ArgValue(Value::Float(v)))
-            }
-
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<ArgValue, E> {
-                Ok(ArgValue(Value::Str(Arc::from(v))))
-            }
-
-            fn visit_unit<E: de::Error>(self) -> Result<ArgValue, E> {
-                Ok(ArgValue(Value::from(&serde_json::Value::Null)))
-            }
-
-            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<ArgValue, S::Error> {
-                // No capacity up front: empty lists (`"Input Strides": [[], []]`) are common.
-                let mut items = Vec::new();
-                while let Some(ArgValue(item)) = seq.next_element()? {
-                    items.push(item);
-                }
-                Ok(ArgValue(Value::List(items)))
-            }
-
-            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<ArgValue, M::Error> {
-                let object =
-                    serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(ArgValue(Value::from(&object)))
-            }
-        }
-
-        d.deserialize_any(ValueVisitor)
     }
 }
 
@@ -535,11 +495,17 @@ mod tests {
             args.get("a"),
             Some(&Value::List(vec![
                 Value::Bool(true),
-                Value::json("null"),
+                Value::Null,
                 Value::from("s")
             ]))
         );
-        assert_eq!(args.get("m"), Some(&Value::json(r#"{"x":2.5,"y":1}"#)));
+        assert_eq!(
+            args.get("m"),
+            Some(&Value::Map(vec![
+                ("y".into(), Value::Int(1)),
+                ("x".into(), Value::Float(2.5))
+            ]))
+        );
         assert_eq!(args.get("u"), Some(&Value::UInt(u64::MAX)));
         let some = ev.args(&ArgFilter::Only(vec!["u".into()])).unwrap();
         assert_eq!(some.0.len(), 1);

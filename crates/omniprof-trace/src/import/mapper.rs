@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
-use super::event::{activity_type, micros_to_ns, Id, RawEvent};
-use super::{ArgFilter, ReadStats, TraceItem};
+use super::event::{activity_type, micros_to_ns, ArgFilter, Id, RawEvent};
+use super::item::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::export::chrome::{LANE_STRIDE, MAX_LANE};
 use crate::hash::FastHasher;

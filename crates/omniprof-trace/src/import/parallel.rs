@@ -40,9 +40,9 @@ use std::sync::{mpsc, Mutex, PoisonError};
 use std::thread;
 
 use super::event::read_event;
+use super::item::TraceItem;
 use super::mapper::{Converter, EventMapper, Mapped};
 use super::scan::{count_newlines, ReadAhead};
-use super::TraceItem;
 
 /// How the events are shared out.
 #[derive(Clone, Debug)]

@@ -1,4 +1,5 @@
-use std::io::Write;
+use std::io::{Read, Write};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::test_data::reference_trace as pytorch_path;
@@ -8,12 +9,23 @@ use flate2::Compression;
 use super::document::read_document_tuned;
 use super::parallel::Tuning;
 use super::*;
-use crate::activity::{ActivityType, Flow, FlowKind};
+use crate::activity::{Activity, ActivityType, Flow, FlowKind};
+use crate::trace::{ProcessRow, Span, ThreadRow, Trace};
+use crate::value::Value;
 
 const PYTORCH_BASE: i64 = 1_790_857_026_000_000_000;
 
 fn pytorch_text() -> Vec<u8> {
     std::fs::read(pytorch_path()).unwrap()
+}
+
+/// Reads `input` whole with the default reader.
+fn read(input: impl Read) -> Result<Trace, ReadError> {
+    TraceReader::new().read(input).into_trace()
+}
+
+fn read_file(path: impl AsRef<Path>) -> Result<Trace, ReadError> {
+    TraceReader::new().read_path(path).into_trace()
 }
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
@@ -26,13 +38,34 @@ fn args(a: &Activity) -> Vec<(&str, &Value)> {
     a.args.iter().map(|(k, v)| (&**k, v)).collect()
 }
 
+/// Asserts that no value of `trace` is raw JSON text (equality alone would not tell: a
+/// fragment equals the value it is written as).
+fn assert_typed(trace: &Trace) {
+    fn check(v: &Value) {
+        match v {
+            Value::Json(raw) => panic!("raw JSON {raw:?}"),
+            Value::List(items) => items.iter().for_each(check),
+            Value::Map(entries) => entries.iter().for_each(|(_, v)| check(v)),
+            _ => {}
+        }
+    }
+    trace.metadata.iter().for_each(|(_, v)| check(v));
+    trace.device_properties.iter().for_each(check);
+    for a in &trace.activities {
+        a.args.iter().for_each(|(_, v)| check(v));
+    }
+}
+
 fn count(trace: &Trace, kind: ActivityType) -> usize {
     trace.activities.iter().filter(|a| a.kind == kind).count()
 }
 
 #[test]
 fn pytorch_trace_header_rows_and_spans() {
-    let (trace, stats) = read_trace_with_stats(&pytorch_path()).unwrap();
+    let (trace, stats) = TraceReader::new()
+        .read_path(pytorch_path())
+        .into_result()
+        .unwrap();
     assert_eq!(trace.base_time_ns, PYTORCH_BASE);
     assert_eq!(trace.trace_name.as_deref(), Some("torch_cpu_trace.json"));
     assert_eq!(
@@ -40,13 +73,14 @@ fn pytorch_trace_header_rows_and_spans() {
         [
             (
                 "trace_id".to_string(),
-                Value::json(r#""D496FC0E9C58406EBC3692BCEC462D17""#)
+                Value::from("D496FC0E9C58406EBC3692BCEC462D17")
             ),
-            ("record_shapes".to_string(), Value::json("1")),
-            ("host_name".to_string(), Value::json(r#""vm""#)),
+            ("record_shapes".to_string(), Value::Int(1)),
+            ("host_name".to_string(), Value::from("vm")),
         ]
     );
     assert!(trace.device_properties.is_empty());
+    assert_typed(&trace);
     assert_eq!(
         trace.processes,
         [ProcessRow {
@@ -93,7 +127,7 @@ fn pytorch_trace_header_rows_and_spans() {
 
 #[test]
 fn pytorch_trace_activities() {
-    let trace = read_trace(&pytorch_path()).unwrap();
+    let trace = read_file(pytorch_path()).unwrap();
     assert_eq!(trace.activities.len(), 58);
     assert_eq!(count(&trace, ActivityType::CpuOp), 54);
     assert_eq!(count(&trace, ActivityType::UserAnnotation), 4);
@@ -155,16 +189,16 @@ fn pytorch_trace_activities() {
 
 #[test]
 fn gzip_is_detected_by_its_magic_bytes() {
-    let plain = read_trace(&pytorch_path()).unwrap();
+    let plain = read_file(pytorch_path()).unwrap();
     // A `.json` suffix: detection must not depend on the name.
     let mut file = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
     file.write_all(&gzip(&pytorch_text())).unwrap();
-    assert_eq!(read_trace(file.path()).unwrap(), plain);
+    assert_eq!(read_file(file.path()).unwrap(), plain);
     // Two concatenated gzip members are one stream.
     let text = pytorch_text();
     let (a, b) = text.split_at(text.len() / 2);
     let two = [gzip(a), gzip(b)].concat();
-    assert_eq!(read_trace_from(&two[..]).unwrap(), plain);
+    assert_eq!(read(&two[..]).unwrap(), plain);
 }
 
 /// Section 13 of the format reference, extended: both kinds of flow, both counter shapes,
@@ -222,15 +256,21 @@ fn find<'t>(trace: &'t Trace, name: &str) -> &'t Activity {
 fn small_trace_header_rows_and_counts() {
     let mut file = tempfile::NamedTempFile::new().unwrap();
     file.write_all(SMALL.as_bytes()).unwrap();
-    let (trace, stats) = read_trace_with_stats(file.path()).unwrap();
+    let (trace, stats) = TraceReader::new()
+        .read_path(file.path())
+        .into_result()
+        .unwrap();
     assert_eq!(trace.base_time_ns, SMALL_BASE);
+    let map = |entries: &[(&str, Value)]| entries.iter().cloned().collect::<Value>();
     assert_eq!(
         trace.device_properties,
         [
-            Value::json(
-                r#"{"id": 0, "name": "Example Accelerator", "totalGlobalMem": 17179869184}"#
-            ),
-            Value::json(r#"{"id": 1}"#),
+            map(&[
+                ("id", Value::Int(0)),
+                ("name", Value::from("Example Accelerator")),
+                ("totalGlobalMem", Value::Int(17_179_869_184)),
+            ]),
+            map(&[("id", Value::Int(1))]),
         ]
     );
     assert_eq!(
@@ -238,11 +278,16 @@ fn small_trace_header_rows_and_counts() {
         [
             (
                 "distributedInfo".to_string(),
-                Value::json(r#"{"backend": "nccl", "rank": 0, "world_size": 1}"#)
+                map(&[
+                    ("backend", Value::from("nccl")),
+                    ("rank", Value::Int(0)),
+                    ("world_size", Value::Int(1)),
+                ])
             ),
-            ("trace_id".to_string(), Value::json(r#""0123456789ABCDEF""#)),
+            ("trace_id".to_string(), Value::from("0123456789ABCDEF")),
         ]
     );
+    assert_typed(&trace);
     assert_eq!(trace.trace_name.as_deref(), Some("small.json"));
     assert_eq!(
         trace.processes,
@@ -316,7 +361,7 @@ fn small_trace_header_rows_and_counts() {
 
 #[test]
 fn small_trace_lifts_ids_and_attaches_flows() {
-    let trace = read_trace_from(SMALL.as_bytes()).unwrap();
+    let trace = read(SMALL.as_bytes()).unwrap();
 
     // A host op: `External id` is its own correlation; a `correlation` arg stays an arg.
     let mm = find(&trace, "aten::mm");
@@ -418,15 +463,17 @@ fn small_trace_gzip_reads_the_same() {
         .tempfile()
         .unwrap();
     file.write_all(&gzip(SMALL.as_bytes())).unwrap();
-    let plain = read_trace_from(SMALL.as_bytes()).unwrap();
-    assert_eq!(read_trace(file.path()).unwrap(), plain);
+    let plain = read(SMALL.as_bytes()).unwrap();
+    assert_eq!(read_file(file.path()).unwrap(), plain);
     assert_eq!(plain.activities.len(), 8);
 }
 
 #[test]
 fn streamed_items_come_in_order_with_rows_and_window_last() {
     let mut items = Vec::new();
-    let stats = read_events(SMALL.as_bytes(), |item| items.push(item)).unwrap();
+    let stats = TraceReader::new()
+        .stream(SMALL.as_bytes(), |item| items.push(item))
+        .unwrap();
     assert_eq!(stats.events, 27);
     let tags: Vec<&str> = items
         .iter()
@@ -449,12 +496,29 @@ fn streamed_items_come_in_order_with_rows_and_window_last() {
 }
 
 #[test]
+fn an_arg_filter_keeps_its_keys_and_the_lifted_ids() {
+    let json = r#"{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm",
+      "pid": 7, "tid": 7, "ts": 1, "dur": 2,
+      "args": {"External id": 3, "Input Dims": [[2, 2]], "Input type": ["float"]}}]}"#;
+    let reader = TraceReader::new().args(ArgFilter::Only(vec!["Input Dims".into()]));
+    reader
+        .stream(json.as_bytes(), |item| {
+            if let TraceItem::Activity(a) = item {
+                assert_eq!(a.correlation, 3);
+                assert_eq!(a.args.len(), 1);
+                assert!(a.arg("Input Dims").is_some());
+            }
+        })
+        .unwrap();
+}
+
+#[test]
 fn a_late_base_time_still_gives_absolute_times() {
     let json = r#"{"traceEvents": [
         {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 2.000, "dur": 1.000},
         {"ph": "X", "cat": "Trace", "name": "s (1)", "pid": "Spans", "tid": "s", "ts": 1.000, "dur": 5.000}
     ], "baseTimeNanoseconds": 1000000}"#;
-    let trace = read_trace_from(json.as_bytes()).unwrap();
+    let trace = read(json.as_bytes()).unwrap();
     assert_eq!(trace.base_time_ns, 1_000_000);
     let a = &trace.activities[0];
     assert_eq!((a.start_ns, a.end_ns), (1_002_000, 1_003_000));
@@ -471,9 +535,9 @@ fn a_late_base_time_still_gives_absolute_times() {
 
 #[test]
 fn an_empty_trace_has_an_empty_window_at_the_base() {
-    let trace = read_trace_from(&br#"{"baseTimeNanoseconds": 77}"#[..]).unwrap();
+    let trace = read(&br#"{"baseTimeNanoseconds": 77}"#[..]).unwrap();
     assert_eq!((trace.window.start_ns, trace.window.end_ns), (77, 77));
-    let trace = read_trace_from(&br#"{"traceEvents": []}"#[..]).unwrap();
+    let trace = read(&br#"{"traceEvents": []}"#[..]).unwrap();
     assert_eq!((trace.base_time_ns, trace.window.start_ns), (0, 0));
     assert!(trace.activities.is_empty());
 }
@@ -485,7 +549,7 @@ fn a_truncated_file_fails_where_it_ends_and_keeps_what_was_read() {
     let mut file = tempfile::NamedTempFile::new().unwrap();
     file.write_all(&text[..12_000]).unwrap();
 
-    let partial = read_trace_partial(file.path());
+    let partial = TraceReader::new().read_path(file.path());
     let error = partial.error.expect("a truncated file is an error");
     assert!(
         matches!(error.kind, ReadErrorKind::Truncated { .. }),
@@ -519,14 +583,15 @@ fn a_truncated_file_fails_where_it_ends_and_keeps_what_was_read() {
     assert_eq!(trace.threads.len(), 1);
     assert_eq!(trace.base_time_ns, PYTORCH_BASE);
     assert_eq!(trace.window.start_ns, PYTORCH_BASE + 4_385_904_291_872_315);
-    assert!(read_trace(file.path()).is_err());
+    assert!(read_file(file.path()).is_err());
 
     // Streaming delivers the same before failing.
     let mut activities = 0;
-    let error = read_events(&text[..12_000], |item| {
-        activities += matches!(item, TraceItem::Activity(_)) as usize;
-    })
-    .unwrap_err();
+    let error = TraceReader::new()
+        .stream(&text[..12_000], |item| {
+            activities += matches!(item, TraceItem::Activity(_)) as usize;
+        })
+        .unwrap_err();
     assert_eq!((activities, error.location.event), (27, Some(34)));
 }
 
@@ -534,10 +599,10 @@ fn a_truncated_file_fails_where_it_ends_and_keeps_what_was_read() {
 fn every_prefix_of_a_trace_is_an_error() {
     let text = SMALL.trim_end().as_bytes();
     for len in 0..text.len() {
-        let result = read_trace_from(&text[..len]);
+        let result = read(&text[..len]);
         assert!(result.is_err(), "prefix of {len} bytes was accepted");
     }
-    assert!(read_trace_from(text).is_ok());
+    assert!(read(text).is_ok());
 }
 
 fn small_with(from: &str, to: &str) -> String {
@@ -548,7 +613,7 @@ fn small_with(from: &str, to: &str) -> String {
 #[test]
 fn a_bad_ts_names_the_event() {
     let json = small_with(r#""ts": 5010.125"#, r#""ts": "abc""#);
-    let error = read_trace_from(json.as_bytes()).unwrap_err();
+    let error = read(json.as_bytes()).unwrap_err();
     assert!(matches!(error.kind, ReadErrorKind::Invalid(_)), "{error}");
     assert_eq!(error.location.event, Some(7));
     assert_eq!(error.location.key.as_deref(), Some("traceEvents"));
@@ -571,7 +636,7 @@ fn malformed_json_is_located_exactly() {
         r#""name": "cudaLaunchKernel","#,
         r#""name": "cudaLaunchKernel""#,
     );
-    let error = read_trace_from(json.as_bytes()).unwrap_err();
+    let error = read(json.as_bytes()).unwrap_err();
     assert!(matches!(error.kind, ReadErrorKind::Syntax(_)), "{error}");
     assert_eq!(error.location.event, Some(9));
     let at = error.location.position.unwrap();
@@ -580,7 +645,7 @@ fn malformed_json_is_located_exactly() {
     assert_eq!(&json[offset..offset + 5], "\"pid\"");
 
     let missing = small_with(r#", "ts": 5031.000, "dur": 12.000"#, "");
-    let error = read_trace_from(missing.as_bytes()).unwrap_err();
+    let error = read(missing.as_bytes()).unwrap_err();
     assert_eq!(error.location.event, Some(11));
     assert!(error.to_string().ends_with("missing field `ts`"), "{error}");
 }
@@ -588,7 +653,7 @@ fn malformed_json_is_located_exactly() {
 #[test]
 fn malformed_headers_name_their_key() {
     let json = small_with("1000000000000", "1.5");
-    let error = read_trace_from(json.as_bytes()).unwrap_err();
+    let error = read(json.as_bytes()).unwrap_err();
     assert_eq!(error.location.key.as_deref(), Some("baseTimeNanoseconds"));
     assert_eq!(error.location.event, None);
     assert!(
@@ -596,11 +661,11 @@ fn malformed_headers_name_their_key() {
         "{error}"
     );
 
-    let error = read_trace_from(&br#"{"traceName": 3}"#[..]).unwrap_err();
+    let error = read(&br#"{"traceName": 3}"#[..]).unwrap_err();
     assert!(matches!(error.kind, ReadErrorKind::Invalid(_)), "{error}");
 
     let twice = small_with(r#""traceName""#, r#""baseTimeNanoseconds": 1, "traceName""#);
-    let error = read_trace_from(twice.as_bytes()).unwrap_err();
+    let error = read(twice.as_bytes()).unwrap_err();
     assert!(
         error
             .to_string()
@@ -620,22 +685,22 @@ fn documents_that_are_not_trace_objects_fail() {
         (r#"{"traceEvents": [{},]}"#, "line 1, column 21 (byte 20): traceEvents[1]: invalid JSON: expected an event, found `]`"),
         (r#"{"traceEvents": {}}"#, "line 1, column 17 (byte 16): in \"traceEvents\": invalid JSON: expected `[` opening traceEvents, found `{`"),
     ] {
-        let error = read_trace_from(text.as_bytes()).unwrap_err();
+        let error = read(text.as_bytes()).unwrap_err();
         assert_eq!(error.to_string(), expected, "for {text:?}");
     }
-    assert!(read_trace_from(&b"\xEF\xBB\xBF {}"[..]).is_ok());
-    assert!(read_trace_from(&b"\x1f\x8b not gzip"[..]).is_err());
+    assert!(read(&b"\xEF\xBB\xBF {}"[..]).is_ok());
+    assert!(read(&b"\x1f\x8b not gzip"[..]).is_err());
 }
 
 #[test]
 fn a_missing_file_is_an_io_error_naming_it() {
     let path = Path::new("/nonexistent/trace.json");
-    let error = read_trace(path).unwrap_err();
+    let error = read_file(path).unwrap_err();
     assert!(matches!(error.kind, ReadErrorKind::Io(_)));
     assert!(error
         .to_string()
         .starts_with("/nonexistent/trace.json: read failed: "));
-    let error = read_events_from_path(path, |_| {}).unwrap_err();
+    let error = TraceReader::new().stream_path(path, |_| {}).unwrap_err();
     assert_eq!(error.location.path.as_deref(), Some(path));
 }
 
@@ -723,14 +788,14 @@ impl std::io::Read for Dribble<'_> {
     }
 }
 
-fn read_tuned(text: &[u8], options: &ReadOptions, tuning: &Tuning) -> Outcome {
-    read_failing(text, false, options, tuning)
+fn read_tuned(text: &[u8], args: &ArgFilter, tuning: &Tuning) -> Outcome {
+    read_failing(text, false, args, tuning)
 }
 
-fn read_failing(text: &[u8], fail: bool, options: &ReadOptions, tuning: &Tuning) -> Outcome {
+fn read_failing(text: &[u8], fail: bool, args: &ArgFilter, tuning: &Tuning) -> Outcome {
     let mut items = Vec::new();
     let input = Dribble { text, fail };
-    let (stats, error) = read_document_tuned(input, options, tuning, &mut |item| items.push(item));
+    let (stats, error) = read_document_tuned(input, args, tuning, &mut |item| items.push(item));
     let error = error.map(|e| format!("{e} {:?}", e.location));
     (items, stats, error)
 }
@@ -763,12 +828,10 @@ fn parallel_tunings() -> Vec<Tuning> {
     tunings
 }
 
-fn options() -> [ReadOptions; 2] {
+fn arg_filters() -> [ArgFilter; 2] {
     [
-        ReadOptions::default(),
-        ReadOptions {
-            args: ArgFilter::Only(vec!["Input Dims".into(), "Bytes".into()]),
-        },
+        ArgFilter::All,
+        ArgFilter::Only(vec!["Input Dims".into(), "Bytes".into()]),
     ]
 }
 
@@ -776,13 +839,13 @@ fn options() -> [ReadOptions; 2] {
 /// the sequential outcome.
 fn assert_parallel_reads_agree(name: &str, text: &[u8]) -> Outcome {
     let mut sequential = None;
-    for options in options() {
-        let expected = read_tuned(text, &options, &SEQUENTIAL);
+    for args in arg_filters() {
+        let expected = read_tuned(text, &args, &SEQUENTIAL);
         for tuning in parallel_tunings() {
-            let got = read_tuned(text, &options, &tuning);
+            let got = read_tuned(text, &args, &tuning);
             assert!(
                 got == expected,
-                "{name}: {tuning:?}, {options:?}: {got:#?}\n!=\n{expected:#?}"
+                "{name}: {tuning:?}, {args:?}: {got:#?}\n!=\n{expected:#?}"
             );
         }
         sequential.get_or_insert(expected);
@@ -872,11 +935,10 @@ fn a_read_error_is_reported_where_sequential_reading_reports_it() {
     let cut_gz = &gz[..gz.len() / 2];
     for (text, what) in [(tricky.as_bytes(), "plain"), (cut_gz, "gzip")] {
         for len in [0, 1, 100, text.len() / 3, text.len() / 2, text.len()] {
-            let options = ReadOptions::default();
-            let expected = read_failing(&text[..len], true, &options, &SEQUENTIAL);
+            let expected = read_failing(&text[..len], true, &ArgFilter::All, &SEQUENTIAL);
             assert!(expected.2.is_some());
             for tuning in parallel_tunings() {
-                let got = read_failing(&text[..len], true, &options, &tuning);
+                let got = read_failing(&text[..len], true, &ArgFilter::All, &tuning);
                 assert!(
                     got == expected,
                     "{what} {len} {tuning:?}: {got:?} != {expected:?}"
@@ -905,6 +967,6 @@ proptest::proptest! {
         for (at, byte) in edits {
             bytes[at] = byte;
         }
-        let _ = read_trace_from(&bytes[..]);
+        let _ = read(&bytes[..]);
     }
 }

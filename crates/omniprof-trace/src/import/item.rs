@@ -1,0 +1,66 @@
+//! What the reader delivers: the [`TraceItem`]s of a trace, and the [`ReadStats`] of what it
+//! read and skipped.
+
+use crate::activity::Activity;
+use crate::trace::{ProcessRow, Span, ThreadRow, Window};
+use crate::value::Value;
+
+/// One piece of a trace, in the order the reader completes it.
+///
+/// Times are absolute nanoseconds: `baseTimeNanoseconds` plus the event's `ts`. Kineto and
+/// omniprof write the base before `traceEvents`; should a file put it after, the items read
+/// before [`TraceItem::BaseTime`] were computed with a base of 0, and the consumer adds the
+/// base to them (as a whole read does).
+#[derive(Clone, Debug, PartialEq)]
+pub enum TraceItem {
+    /// `baseTimeNanoseconds`.
+    BaseTime(i64),
+    /// `deviceProperties`: one value (a JSON object) per device.
+    DeviceProperties(Vec<Value>),
+    /// Any other top-level key (`trace_id`, `distributedInfo`, ...) with its value, in file
+    /// order. `schemaVersion` and `displayTimeUnit` are not reported.
+    Metadata(String, Value),
+    /// `traceName`.
+    TraceName(String),
+    Activity(Activity),
+    Span(Span),
+    /// The rows come after the last event (their pieces may be spread over the file).
+    Process(ProcessRow),
+    Thread(ThreadRow),
+    /// The capture window, last after the events: from the earliest row event (else the
+    /// earliest activity) to `Record Window End` (else the latest activity end).
+    Window(Window),
+}
+
+/// What was read, and what was skipped by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// Elements of `traceEvents` read.
+    pub events: u64,
+    /// Synthetic events that writers regenerate from the spans (`Iteration Start` markers,
+    /// the `Spans` sort row): dropped by design, not counted as skipped.
+    pub regenerated: u64,
+    /// Skipped: a `ph` other than `X`, `i`, `C`, `M`, `s`, `f`.
+    pub unknown_phase: u64,
+    /// Skipped: an `X`, `i` or `C` event whose `cat` is not an activity type.
+    pub unknown_category: u64,
+    /// Skipped: an `M` event that is not a process or thread row, or whose value has the
+    /// wrong type.
+    pub unknown_metadata: u64,
+    /// Skipped: a `pid` or `tid` that is not an integer where the event needs one.
+    pub unsupported_id: u64,
+    /// Skipped: a flow event with no activity just before it on the same row and time, an
+    /// unknown flow `cat`, or an `id` that is not a non-negative integer.
+    pub unmatched_flow: u64,
+}
+
+impl ReadStats {
+    /// Events skipped, all reasons together.
+    pub fn skipped(&self) -> u64 {
+        self.unknown_phase
+            + self.unknown_category
+            + self.unknown_metadata
+            + self.unsupported_id
+            + self.unmatched_flow
+    }
+}
