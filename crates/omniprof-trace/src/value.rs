@@ -28,8 +28,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 /// Equality is JSON's, so that a value equals what reading it back from a written trace
 /// gives: numbers compare by value across [`Int`](Value::Int), [`UInt`](Value::UInt) and
 /// [`Float`](Value::Float) (the writer writes `UInt(3)` and `Float(3.0)` as `3`, which reads
-/// back as `Int(3)`); a [`Json`](Value::Json) fragment equals the value it is written as.
-/// Map entries compare in order. A non-finite `Float` is written as `null` (JSON has no such
+/// back as `Int(3)`). Map entries compare in order. A non-finite `Float` is written as `null` (JSON has no such
 /// number) and so reads back as [`Null`](Value::Null).
 #[derive(Clone, Debug)]
 pub enum Value {
@@ -42,20 +41,9 @@ pub enum Value {
     List(Vec<Value>),
     /// A JSON object, its entries in the order they are written (duplicate keys kept).
     Map(Vec<(String, Value)>),
-    /// JSON text handed over as text, written verbatim when it is valid JSON and as a string
-    /// otherwise. The reader never produces it; see [`Value::json`].
-    Json(Arc<str>),
 }
 
 impl Value {
-    /// JSON text kept as text (validated when written). Only for text received from
-    /// elsewhere and passed on unread; anything omniprof builds or reads is typed, and
-    /// `serde_json::from_str::<Value>(text)` gives the typed value of any JSON text. Kept
-    /// while the session engine and the plugin adapter still hand over text.
-    pub fn json(fragment: impl Into<Arc<str>>) -> Self {
-        Self::Json(fragment.into())
-    }
-
     pub fn as_i64(&self) -> Option<i64> {
         match *self {
             Self::Int(v) => Some(v),
@@ -201,18 +189,11 @@ impl Value {
             _ => None,
         }
     }
-
-    /// The typed value a [`Value::Json`] fragment is written as.
-    fn written(raw: &Arc<str>) -> Self {
-        serde_json::from_str(raw).unwrap_or_else(|_| Self::Str(raw.clone()))
-    }
 }
 
 impl PartialEq for Value {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Self::Json(a), Self::Json(b)) => a == b || Self::written(a) == Self::written(b),
-            (Self::Json(raw), v) | (v, Self::Json(raw)) => Self::written(raw) == *v,
             (Self::Null, Self::Null) => true,
             (Self::Bool(a), Self::Bool(b)) => a == b,
             (Self::Str(a), Self::Str(b)) => a == b,
@@ -347,23 +328,5 @@ mod tests {
         assert_ne!(Value::Int(1), Value::Bool(true));
         assert_ne!(Value::Int(1), Value::from("1"));
         assert_ne!(Value::Null, Value::from(vec![0i64; 0]));
-    }
-
-    #[test]
-    fn a_json_fragment_equals_what_it_is_written_as() {
-        assert_eq!(Value::json("954"), Value::UInt(954));
-        assert_eq!(Value::json(r#" "a" "#), Value::from("a"));
-        assert_eq!(Value::json("not json"), Value::from("not json"));
-        assert_eq!(Value::json("[1, 2]"), Value::json("[1,2]"));
-        assert_eq!(
-            Value::json(r#"{"b": 1, "a": null}"#),
-            [("b", Value::Int(1)), ("a", Value::Null)]
-                .into_iter()
-                .collect::<Value>()
-        );
-        assert_ne!(
-            Value::json(r#"{"a": null, "b": 1}"#),
-            Value::json(r#"{"b": 1, "a": null}"#)
-        );
     }
 }

@@ -122,7 +122,6 @@ fn write_python(value: &Value, out: &mut String) {
         Value::Bool(true) => write!(out, "True"),
         Value::Bool(false) => write!(out, "False"),
         Value::Str(s) => write!(out, "'{s}'"),
-        Value::Json(raw) => write!(out, "{raw}"),
         Value::List(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {

@@ -61,7 +61,7 @@
 //! [`Value`](crate::Value)s, as `Value`'s `Deserialize` reads any JSON: an integer that fits
 //! `i64` is an `Int`, one that fits only `u64` a `UInt`, any other number the nearest `Float`
 //! (a number beyond `f64`'s range is an error), `null` is `Null`, an object a `Map` in file
-//! order. The reader never produces `Value::Json`. What the writer writes reads back equal
+//! order. What the writer writes reads back equal
 //! (`Value`'s equality compares numbers by value).
 //!
 //! An event the reader maps must have `pid`, `tid` and (except on row events) `ts`; a

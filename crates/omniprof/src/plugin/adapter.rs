@@ -199,13 +199,9 @@ impl ProfilerSession for PluginSession {
     }
 }
 
-/// An id a plugin gave as event metadata: the integer in the JSON text it passed (the
-/// builder keeps a plugin's metadata as that text, to write it as given).
+/// An id a plugin gave as event metadata.
 fn metadata_id(value: &Value) -> Option<u64> {
-    match value {
-        Value::Json(text) => text.trim().parse().ok(),
-        other => u64::try_from(other.as_i64()?).ok(),
-    }
+    u64::try_from(value.as_i64()?).ok()
 }
 
 impl Drop for PluginSession {

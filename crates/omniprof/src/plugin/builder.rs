@@ -24,7 +24,6 @@ use omniprof_plugin_sys::{
 use super::types::activity_type;
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::backend::{DeviceInfo, ResourceInfo};
-use crate::export::json::is_valid_json;
 use crate::hash::FastMap;
 use crate::value::Value;
 
@@ -222,9 +221,11 @@ impl HostTraceBuilder {
             Ok(last) => last.kind == ActivityType::GpuPmCounter,
             Err(code) => return code,
         };
+        // Kineto's plugins pass metadata values as JSON text.
+        let typed = serde_json::from_str::<Value>(&raw);
         if counter {
-            return match raw.trim().parse::<f64>() {
-                Ok(v) if v.is_finite() && is_valid_json(&raw) => {
+            return match typed.as_ref().ok().and_then(Value::as_f64) {
+                Some(v) if v.is_finite() => {
                     self.events
                         .last_mut()
                         .expect("checked above")
@@ -235,12 +236,10 @@ impl HostTraceBuilder {
                 _ => self.problem("counter value is not a JSON number (dropped)"),
             };
         }
-        let value = if is_valid_json(&raw) {
-            Value::json(raw)
-        } else {
+        let value = typed.unwrap_or_else(|_| {
             self.problem("metadata value is not JSON (kept as a string)");
             Value::from(raw)
-        };
+        });
         self.events
             .last_mut()
             .expect("checked above")
@@ -446,7 +445,7 @@ mod tests {
             (k.kind, &*k.name, k.correlation),
             (ActivityType::ConcurrentKernel, "test_kernel", 1 << 40)
         );
-        assert_eq!(k.arg("stream"), Some(&Value::json("7")));
+        assert_eq!(k.arg("stream"), Some(&Value::Int(7)));
         assert_eq!(k.arg("note").unwrap().to_json(), "\"quoted\"");
         assert_eq!(
             k.flow,
