@@ -15,6 +15,7 @@ use std::process::ExitCode;
 
 use omniprof::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
 use omniprof::export::chrome;
+use omniprof::keys::metadata;
 use omniprof::{record_function, record_op, Profiler, Trace};
 use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 
@@ -101,7 +102,7 @@ fn profile(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn report_drops(trace: &Trace) {
-    for key in ["dropped_events", "out_of_window_events"] {
+    for key in [metadata::DROPPED_EVENTS, metadata::OUT_OF_WINDOW_EVENTS] {
         if let Some(n) = trace
             .metadata(key)
             .and_then(|v| v.as_i64())
@@ -110,7 +111,7 @@ fn report_drops(trace: &Trace) {
             eprintln!("warning: {n} {}", key.replace('_', " "));
         }
     }
-    if let Some(errors) = trace.metadata("backend_errors") {
+    if let Some(errors) = trace.metadata(metadata::BACKEND_ERRORS) {
         eprintln!("warning: backend errors: {}", errors.to_json());
     }
 }

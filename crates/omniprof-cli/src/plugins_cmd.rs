@@ -10,6 +10,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use omniprof::keys::metadata;
 use omniprof::plugin::{self, LoadedPlugin, PluginError};
 use omniprof::session::Contribution;
 use omniprof::{record_function, record_op, ActivitySet, Profiler, Trace, Value};
@@ -163,7 +164,7 @@ fn run_session() -> Result<Trace, omniprof::SessionError> {
 
 fn verdicts(loaded: &[(PathBuf, Result<LoadedPlugin, PluginError>)], trace: &Trace) -> Vec<Row> {
     let backends = Contribution::of(trace);
-    let errors: Vec<String> = match trace.metadata("backend_errors") {
+    let errors: Vec<String> = match trace.metadata(metadata::BACKEND_ERRORS) {
         Some(Value::List(list)) => list
             .iter()
             .filter_map(|v| v.as_str().map(str::to_owned))

@@ -9,6 +9,7 @@
 //! - [`activity`]: activity types, classes and the [`Activity`] record;
 //! - [`value`]: typed `args` and metadata values;
 //! - [`trace`]: the trace model ([`Trace`], its capture [`Window`], rows, spans);
+//! - [`keys`]: the arg and metadata keys writers and readers share;
 //! - [`export`]: writers (Kineto-compatible Chrome JSON);
 //! - [`import`]: the reader of Kineto Chrome JSON traces, plain or gzip;
 //! - [`analysis`]: what a trace says (the key-averages summary);
@@ -27,6 +28,7 @@ pub mod analysis;
 pub mod export;
 pub mod hash;
 pub mod import;
+pub mod keys;
 pub mod trace;
 pub mod value;
 

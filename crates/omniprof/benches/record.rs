@@ -3,7 +3,6 @@
 //! `cargo bench -p omniprof --bench record`. One iteration is one begin+end pair (one event
 //! for `export/chrome_json`).
 
-use omniprof::Window;
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,7 +15,7 @@ use omniprof::export::chrome;
 use omniprof::record::CorrelationListener;
 use omniprof::{
     record_function, Activity, ActivitySet, ActivityType, Config, Flow, FlowKind, Name, Profiler,
-    Trace, Value,
+    Trace, Value, Window,
 };
 
 /// Room for the largest sample criterion asks for, so no iteration hits the cap.

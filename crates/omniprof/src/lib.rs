@@ -41,7 +41,7 @@ pub mod session;
 pub mod stubs;
 
 use omniprof_trace::hash;
-pub use omniprof_trace::{activity, analysis, export, import, trace, value};
+pub use omniprof_trace::{activity, analysis, export, import, keys, trace, value};
 
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use config::Config;

@@ -3,14 +3,13 @@
 //! mock's lifecycle and its four events with exact times, ids and names; the configure
 //! intersections; the interface validation; and the directory rules.
 
-use omniprof::Window;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
 use omniprof::backend::{self, ActivityProfiler, ActivitySink, HostOps, ProfilerSession};
 use omniprof::plugin::{self, PluginError};
-use omniprof::{Activity, ActivitySet, ActivityType, Config, Value};
+use omniprof::{Activity, ActivitySet, ActivityType, Config, Value, Window};
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::plugins;
 

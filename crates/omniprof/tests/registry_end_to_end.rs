@@ -3,13 +3,12 @@
 //! before `main` is forwarded when the engine initializes, configured for a trace that asks
 //! for a type it supports, and stays registered after the trace.
 
-use omniprof::Window;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use omniprof::backend::{
     self, ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
 };
-use omniprof::{ActivitySet, ActivityType, Config, Profiler};
+use omniprof::{ActivitySet, ActivityType, Config, Profiler, Window};
 use omniprof_test_support::lock::serial;
 
 static CONFIGURED: AtomicBool = AtomicBool::new(false);

@@ -5,9 +5,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use omniprof::stubs::{
-    register_stubs, ProfilerStubs, RecordOut, StubError, StubEvent, DEVICE_TIME_ARG,
-};
+use omniprof::keys::arg;
+use omniprof::stubs::{register_stubs, ProfilerStubs, RecordOut, StubError, StubEvent};
 use omniprof::{instant, record_function, record_op, Profiler, Value};
 use omniprof_test_support::lock::serial;
 
@@ -88,7 +87,7 @@ fn every_range_gets_its_device_time_and_a_lost_event_gives_none() {
     let t = p.stop().unwrap();
     let time = |name: &str| {
         let a = t.activities.iter().find(|a| &*a.name == name).unwrap();
-        a.arg(DEVICE_TIME_ARG).and_then(Value::as_i64)
+        a.arg(arg::DEVICE_TIME_US).and_then(Value::as_i64)
     };
     let (outer, inner) = (time("outer").unwrap(), time("inner").unwrap());
     assert!((3_000..100_000).contains(&inner), "{inner}");

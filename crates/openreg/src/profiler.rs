@@ -34,16 +34,16 @@
 //! assert!(trace.activities.iter().any(|a| a.kind == ActivityType::GpuUserAnnotation));
 //! ```
 
-use omniprof::Window;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use omniprof::backend::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
-    ResourceInfo, DEVICE_TYPE_METADATA,
+    ResourceInfo,
 };
+use omniprof::keys::metadata;
 use omniprof::record::CorrelationListener;
-use omniprof::{Activity, ActivitySet, ActivityType, Config, Value};
+use omniprof::{Activity, ActivitySet, ActivityType, Config, Value, Window};
 
 use crate::profiling::{self, DeviceActivity, DeviceRecord, ExternalKind, Kinds, Records};
 use crate::{DeviceProperties, Property};
@@ -200,7 +200,7 @@ impl ProfilerSession for OpenRegSession {
     }
 
     fn metadata(&self) -> Vec<(String, Value)> {
-        vec![(DEVICE_TYPE_METADATA.to_owned(), Value::from(DEVICE_TYPE))]
+        vec![(metadata::DEVICE_TYPE.to_owned(), Value::from(DEVICE_TYPE))]
     }
 
     fn device_properties(&self) -> Vec<Value> {

@@ -10,6 +10,7 @@ use super::{KeyAverages, Row};
 use crate::activity::{Activity, ActivityType};
 use crate::hash::FastMap;
 use crate::import::{ArgFilter, TraceItem, TraceReader};
+use crate::keys::{arg, metadata};
 use crate::trace::{Trace, Window};
 use crate::value::Value;
 
@@ -128,9 +129,9 @@ impl KeyAveragesBuilder {
     /// A reader that delivers only the args the summary reads, which makes reading several
     /// times faster.
     pub fn reader(&self) -> TraceReader {
-        let mut keys = vec![events::FINISHED_ARG, events::STUB_DEVICE_TIME_ARG];
+        let mut keys = vec![arg::FINISHED, arg::DEVICE_TIME_US];
         if self.options.group_by_input_shapes {
-            keys.push(events::INPUT_SHAPES_ARG);
+            keys.push(arg::INPUT_DIMS);
         }
         TraceReader::new().args(ArgFilter::Only(
             keys.into_iter().map(String::from).collect(),
@@ -165,7 +166,7 @@ impl KeyAveragesBuilder {
 
     /// Metadata `device_type` names the device (see [`KeyAverages::device_name`]).
     pub fn add_metadata(&mut self, key: &str, value: &Value) {
-        if key == events::DEVICE_TYPE_METADATA {
+        if key == metadata::DEVICE_TYPE {
             self.metadata_device = events::metadata_string(value);
         }
     }

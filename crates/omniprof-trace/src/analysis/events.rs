@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use crate::activity::{Activity, ActivityType};
+use crate::keys::arg;
 use crate::value::Value;
 
 /// How an activity takes part in the summary (PyTorch's device type of the event).
@@ -67,19 +68,10 @@ pub(super) fn row_name(name: &str) -> Option<&str> {
     }
 }
 
-/// The metadata key that names the device (`"device_type": "OpenReg"`), as omniprof's
-/// sessions write it.
-pub(super) const DEVICE_TYPE_METADATA: &str = "device_type";
-
-/// The args the summary reads.
-pub(super) const FINISHED_ARG: &str = "finished";
-pub(super) const STUB_DEVICE_TIME_ARG: &str = "device_time_us";
-pub(super) const INPUT_SHAPES_ARG: &str = "Input Dims";
-
 /// Whether the op was still running when the trace was taken (`"finished": false`, or the
 /// string `"false"`).
 pub(super) fn is_unfinished(a: &Activity) -> bool {
-    a.arg(FINISHED_ARG)
+    a.arg(arg::FINISHED)
         .is_some_and(|v| *v == Value::Bool(false) || v.as_str() == Some("false"))
 }
 
@@ -87,7 +79,7 @@ pub(super) fn is_unfinished(a: &Activity) -> bool {
 /// positive time counts, as PyTorch attaches a stub record only then.
 pub(super) fn stub_device_ns(a: &Activity) -> i64 {
     let us = a
-        .arg(STUB_DEVICE_TIME_ARG)
+        .arg(arg::DEVICE_TIME_US)
         .and_then(Value::as_f64)
         .unwrap_or(0.0);
     // `as` saturates, and NaN fails the test.
@@ -102,7 +94,7 @@ pub(super) fn stub_device_ns(a: &Activity) -> i64 {
 /// when the op has none, as PyTorch reports for user ranges and device work.
 pub(super) fn write_input_shapes(a: &Activity, out: &mut String) {
     out.clear();
-    match a.arg(INPUT_SHAPES_ARG) {
+    match a.arg(arg::INPUT_DIMS) {
         Some(dims) => write_python(dims, out),
         None => out.push_str("[]"),
     }

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::export::json::{write_float, write_i64, write_str, write_u64, write_us, write_value};
 use crate::hash::FastMap;
+use crate::keys::arg;
 use crate::trace::Trace;
 
 /// Sort index of the `Spans` process (0x20000000).
@@ -488,9 +489,10 @@ impl<W: Write> Writer<W> {
             .linked_correlation
             .or((a.kind.has_own_external_id() && a.correlation != 0).then_some(a.correlation))
             .filter(|&id| id != 0);
-        let correlation =
-            (!a.kind.has_own_external_id() && a.correlation != 0 && a.arg("correlation").is_none())
-                .then_some(a.correlation);
+        let correlation = (!a.kind.has_own_external_id()
+            && a.correlation != 0
+            && a.arg(arg::CORRELATION).is_none())
+        .then_some(a.correlation);
         if external_id.is_none() && a.args.is_empty() && correlation.is_none() {
             self.raw(b"}");
             return;
@@ -504,7 +506,7 @@ impl<W: Write> Writer<W> {
         };
         if let Some(id) = external_id {
             sep(&mut self.buf);
-            self.buf.extend_from_slice(b"\"External id\": ");
+            plain_key(&mut self.buf, arg::EXTERNAL_ID);
             write_u64(&mut self.buf, id);
         }
         for (key, value) in &a.args {
@@ -515,7 +517,7 @@ impl<W: Write> Writer<W> {
         }
         if let Some(id) = correlation {
             sep(&mut self.buf);
-            self.buf.extend_from_slice(b"\"correlation\": ");
+            plain_key(&mut self.buf, arg::CORRELATION);
             write_u64(&mut self.buf, id);
         }
         self.raw(b"}}");
@@ -532,7 +534,8 @@ impl<W: Write> Writer<W> {
             self.ts(b"ts", s.start_ns);
             self.key(b"dur");
             write_us(&mut self.buf, (s.end_ns - s.start_ns).max(0));
-            self.raw(b", \"args\": {\"Op count\": ");
+            self.raw(b", \"args\": {");
+            plain_key(&mut self.buf, arg::OP_COUNT);
             write_u64(&mut self.buf, s.op_count);
             self.raw(b"}}");
             self.event(b"M");
@@ -572,4 +575,10 @@ impl<W: Write> Writer<W> {
 enum MetaArg<'a> {
     Str(&'a str),
     Int(i64),
+}
+/// Appends `"key": ` for a key that needs no escaping (one of [`crate::keys`]).
+fn plain_key(buf: &mut Vec<u8>, key: &str) {
+    buf.push(b'"');
+    buf.extend_from_slice(key.as_bytes());
+    buf.extend_from_slice(b"\": ");
 }

@@ -17,12 +17,13 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::activity::ActivityType;
+use crate::keys::arg;
 use crate::value::Value;
 
 /// The args read into fields ([`Activity::correlation`](crate::Activity::correlation),
 /// [`Activity::linked_correlation`](crate::Activity::linked_correlation)) whatever the
 /// [`ArgFilter`].
-pub(super) const LIFTED_ARGS: [&str; 2] = ["External id", "correlation"];
+pub(super) const LIFTED_ARGS: [&str; 2] = [arg::EXTERNAL_ID, arg::CORRELATION];
 
 /// The fields of an event the reader uses; others (`s`, `bp`, ...) are ignored.
 #[derive(Default, Deserialize)]
@@ -150,7 +151,7 @@ impl ArgKeys {
     pub fn keeps(self, key: &str, filter: &ArgFilter) -> bool {
         match self {
             Self::None => false,
-            Self::Span => key == "Op count",
+            Self::Span => key == arg::OP_COUNT,
             Self::Row => matches!(key, "name" | "labels" | "sort_index"),
             Self::Activity { counter } => {
                 counter || LIFTED_ARGS.contains(&key) || filter.keeps(key)

@@ -18,6 +18,7 @@ use super::item::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::export::chrome::{LANE_STRIDE, MAX_LANE};
 use crate::hash::FastHasher;
+use crate::keys::arg;
 use crate::trace::{ProcessRow, Span, ThreadRow, Window};
 use crate::value::Value;
 
@@ -289,9 +290,9 @@ impl Converter {
         // another, which makes the allocator take fresh memory for them).
         for (key, value) in args.0 {
             match (&*key, as_u64(&value)) {
-                ("External id", Some(id)) if linked => activity.linked_correlation = Some(id),
-                ("External id", Some(id)) => activity.correlation = id,
-                ("correlation", Some(id)) if linked => activity.correlation = id,
+                (arg::EXTERNAL_ID, Some(id)) if linked => activity.linked_correlation = Some(id),
+                (arg::EXTERNAL_ID, Some(id)) => activity.correlation = id,
+                (arg::CORRELATION, Some(id)) if linked => activity.correlation = id,
                 _ => {
                     let key = self.intern(&key);
                     activity.args.push((key, value));
@@ -327,7 +328,7 @@ impl Converter {
         let end_ns = Self::end_ns(start_ns, &ev)?;
         let (prefix, iteration) = split_span_name(ev.name.as_deref().unwrap_or_default(), &name);
         let args = ev.args(&self.args)?;
-        let op_count = args.get("Op count").and_then(as_u64).unwrap_or(0);
+        let op_count = args.get(arg::OP_COUNT).and_then(as_u64).unwrap_or(0);
         Ok(Mapped::Span(Span {
             name,
             prefix,

@@ -53,10 +53,6 @@ use crate::record::CorrelationListener;
 use crate::trace::Window;
 use crate::value::Value;
 
-/// The trace metadata key that names the device (`"device_type": "OpenReg"`): summaries name
-/// their device columns after it.
-pub const DEVICE_TYPE_METADATA: &str = "device_type";
-
 /// What a backend reports as having gone wrong; the engine logs it, writes it into the trace
 /// metadata (`backend_errors`) and goes on without that backend.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

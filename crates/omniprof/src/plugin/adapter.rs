@@ -5,7 +5,6 @@
 //! `profilerProcessEvents` into a [`HostTraceBuilder`], and `profilerDestroy` when the session
 //! is dropped. A session whose create failed makes no further call (defect 8).
 
-use crate::trace::Window;
 use std::ffi::c_int;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -26,7 +25,9 @@ use crate::backend::{
 };
 use crate::config::Config;
 use crate::hash::FastMap;
+use crate::keys::arg;
 use crate::record::CorrelationListener;
+use crate::trace::Window;
 use crate::value::Value;
 
 /// One profiler a plugin registered, validated and queried.
@@ -165,7 +166,10 @@ impl ProfilerSession for PluginSession {
             let id = event.correlation;
             if pushed.contains_key(&id) && host_ops.get(id).is_some() {
                 event.linked_correlation = Some(id);
-                event.correlation = event.arg("correlation").and_then(metadata_id).unwrap_or(0);
+                event.correlation = event
+                    .arg(arg::CORRELATION)
+                    .and_then(metadata_id)
+                    .unwrap_or(0);
             }
             sink.add(event);
         }

@@ -24,7 +24,6 @@ mod buffer;
 pub mod correlation;
 mod name;
 
-use crate::trace::Window;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,7 +34,8 @@ pub use name::{IntoName, Name, StaticName};
 use crate::activity::{Activity, ActivityType};
 use crate::clock::TickConverter;
 use crate::hash::FastMap;
-use crate::trace::ThreadRow;
+use crate::keys::arg;
+use crate::trace::{ThreadRow, Window};
 use crate::value::Value;
 use buffer::with_local;
 
@@ -114,7 +114,7 @@ impl RangeGuard {
             return self;
         }
         let dims = shapes.iter().map(|s| Value::from(s.to_vec())).collect();
-        self.with_arg(INPUT_DIMS, Value::List(dims))
+        self.with_arg(arg::INPUT_DIMS, Value::List(dims))
     }
 
     /// The correlation id of this range (0 when not recording), as it appears in the trace's
@@ -135,9 +135,6 @@ impl Drop for RangeGuard {
         }
     }
 }
-
-/// The `args` key for input shapes (PyTorch's spelling).
-pub const INPUT_DIMS: &str = "Input Dims";
 
 #[inline(always)]
 fn end(guard: &RangeGuard) {
@@ -397,7 +394,7 @@ pub(crate) fn collect(
         for (_, index) in open {
             let a = &mut out.activities[index];
             a.end_ns = window.end_ns;
-            a.args.push(("finished".into(), Value::Bool(false)));
+            a.args.push((arg::FINISHED.into(), Value::Bool(false)));
         }
     }
     out
@@ -464,7 +461,7 @@ mod tests {
         assert!(op.start_ns <= mark.start_ns && mark.start_ns <= op.end_ns);
         assert_eq!(outer.arg("batch"), Some(&Value::Int(32)));
         assert_eq!(
-            op.arg(INPUT_DIMS).unwrap().to_json(),
+            op.arg(arg::INPUT_DIMS).unwrap().to_json(),
             "[[64, 64], [64, 32]]"
         );
         assert_eq!(mark.arg("note"), Some(&Value::from("here")));

@@ -18,6 +18,7 @@ use crate::backend::HostOps;
 use crate::clock;
 use crate::config::Config;
 use crate::hash::FastMap;
+use crate::keys::metadata;
 use crate::record::HostRecording;
 use crate::trace::{ProcessRow, Span, ThreadRow, Trace, Window};
 use crate::value::Value;
@@ -32,8 +33,7 @@ const FLOW_NAMESPACE_SHIFT: u32 = 44;
 /// Default device rows sort after the host (Kineto's offset).
 const DEVICE_SORT_OFFSET: i64 = 5_000_000;
 
-/// The metadata that lists what each backend contributed, and its entries' keys.
-const BACKENDS_METADATA: &str = "backends";
+/// The keys of a [`metadata::BACKENDS`] entry.
 const NAME_KEY: &str = "name";
 const ACTIVITIES_KEY: &str = "activities";
 const OUT_OF_WINDOW_KEY: &str = "out_of_window";
@@ -63,14 +63,14 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
     let mut trace = Trace::new(window.start_ns, window.end_ns);
     add_environment_metadata(&mut trace);
     trace.set_metadata(
-        "trace_id",
+        metadata::TRACE_ID,
         Value::from(match config.trace_id() {
             "" => new_trace_id(),
             id => id.to_owned(),
         }),
     );
-    trace.set_metadata("host_name", Value::from(host_name()));
-    trace.set_metadata("dropped_events", Value::UInt(host.dropped_events));
+    trace.set_metadata(metadata::HOST_NAME, Value::from(host_name()));
+    trace.set_metadata(metadata::DROPPED_EVENTS, Value::UInt(host.dropped_events));
     if host.dropped_events > 0 {
         log::warn!(
             "omniprof: {} host events were dropped: a thread reached its cap of {} records \
@@ -80,9 +80,12 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
         );
     }
     if host.unfinished_ranges > 0 {
-        trace.set_metadata("unfinished_ranges", Value::UInt(host.unfinished_ranges));
+        trace.set_metadata(
+            metadata::UNFINISHED_RANGES,
+            Value::UInt(host.unfinished_ranges),
+        );
     }
-    trace.set_metadata("clock_source", Value::from(clock::source().name()));
+    trace.set_metadata(metadata::CLOCK_SOURCE, Value::from(clock::source().name()));
     trace.add_process(ProcessRow {
         pid,
         name: process_name(),
@@ -170,11 +173,11 @@ fn merge_backends(trace: &mut Trace, backends: Backends, selection: ActivitySet,
     merged.finish(trace, host_pid);
     if !contributions.is_empty() {
         let list = contributions.iter().map(Contribution::to_value).collect();
-        trace.set_metadata(BACKENDS_METADATA, Value::List(list));
+        trace.set_metadata(metadata::BACKENDS, Value::List(list));
     }
     if !errors.is_empty() {
         let list = errors.into_iter().map(Value::from).collect();
-        trace.set_metadata("backend_errors", Value::List(list));
+        trace.set_metadata(metadata::BACKEND_ERRORS, Value::List(list));
     }
 }
 
@@ -190,7 +193,7 @@ pub struct Contribution {
 impl Contribution {
     /// The entries of `trace`'s `backends` metadata, in order (none when it has none).
     pub fn of(trace: &Trace) -> Vec<Contribution> {
-        let Some(Value::List(entries)) = trace.metadata(BACKENDS_METADATA) else {
+        let Some(Value::List(entries)) = trace.metadata(metadata::BACKENDS) else {
             return Vec::new();
         };
         let count = |entry: &Value, key| {
@@ -413,14 +416,17 @@ impl Merged {
         trace.activities.extend(self.activities);
         trace.activities.append(&mut projected);
         add_default_rows(trace, host_pid);
-        trace.set_metadata("out_of_window_events", Value::UInt(self.out_of_window));
+        trace.set_metadata(
+            metadata::OUT_OF_WINDOW_EVENTS,
+            Value::UInt(self.out_of_window),
+        );
         if self.duplicate_flow_starts > 0 {
             log::warn!(
                 "omniprof: {} duplicate flow starts (two launches with one correlation id)",
                 self.duplicate_flow_starts
             );
             trace.set_metadata(
-                "duplicate_flow_starts",
+                metadata::DUPLICATE_FLOW_STARTS,
                 Value::UInt(self.duplicate_flow_starts),
             );
         }
@@ -474,7 +480,7 @@ fn add_environment_metadata(trace: &mut Trace) {
             trace.set_metadata(key, Value::from(v));
         }
     }
-    trace.set_metadata("distributedInfo", distributed_info());
+    trace.set_metadata(metadata::DISTRIBUTED_INFO, distributed_info());
 }
 
 /// Rank and world size from torchrun's `RANK` / `WORLD_SIZE` (rank 0 of 1 otherwise); the

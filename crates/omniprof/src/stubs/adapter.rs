@@ -9,13 +9,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::{lock, stubs, ProfilerStubs, RecordOut, StubError, StubEvent, DEVICE_TIME_ARG};
+use super::{lock, stubs, ProfilerStubs, RecordOut, StubError, StubEvent};
 use crate::activity::ActivitySet;
-use crate::backend::{
-    ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession, DEVICE_TYPE_METADATA,
-};
+use crate::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
 use crate::config::Config;
 use crate::hash::FastMap;
+use crate::keys::{arg, metadata};
 use crate::record::{CorrelationListener, Name};
 use crate::trace::Window;
 use crate::value::Value;
@@ -105,7 +104,7 @@ impl ProfilerSession for StubsSession {
     ) -> Result<(), BackendError> {
         let (times, errors, count) = self.timer.finish();
         for (correlation, us) in times {
-            sink.add_host_arg(correlation, DEVICE_TIME_ARG, Value::Int(us));
+            sink.add_host_arg(correlation, arg::DEVICE_TIME_US, Value::Int(us));
         }
         if count > 0 {
             log::warn!(
@@ -119,14 +118,17 @@ impl ProfilerSession for StubsSession {
 
     fn metadata(&self) -> Vec<(String, Value)> {
         let mut metadata = vec![(
-            DEVICE_TYPE_METADATA.to_owned(),
+            metadata::DEVICE_TYPE.to_owned(),
             Value::from(self.device.as_str()),
         )];
         if self.error_count > 0 {
             let messages = self.errors.iter().map(|e| Value::from(e.as_str()));
-            metadata.push(("stub_errors".to_owned(), Value::UInt(self.error_count)));
             metadata.push((
-                "stub_error_messages".to_owned(),
+                metadata::STUB_ERRORS.to_owned(),
+                Value::UInt(self.error_count),
+            ));
+            metadata.push((
+                metadata::STUB_ERROR_MESSAGES.to_owned(),
                 Value::List(messages.collect()),
             ));
         }

@@ -33,9 +33,6 @@ pub(crate) use adapter::StubsProfiler;
 /// A device event, owned; dropping it releases the backend's event.
 pub type StubEvent = Box<dyn Any + Send + Sync>;
 
-/// The `args` key that holds a range's device time in stubs mode.
-pub const DEVICE_TIME_ARG: &str = "device_time_us";
-
 /// Failures of the stubs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StubError {

@@ -1,0 +1,59 @@
+//! The names a trace's events and header share between whoever writes them (the session
+//! engine, backends, the Chrome writer) and whoever reads them (the reader, the analyses, the
+//! CLI). Each is spelled here once and used by name everywhere else.
+//!
+//! ```
+//! use omniprof_trace::keys::{arg, metadata};
+//! use omniprof_trace::{Activity, ActivityType, Trace, Value};
+//!
+//! let mut op = Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 0, 10);
+//! op.args.push((arg::INPUT_DIMS.into(), Value::from(vec![vec![2i64, 2], vec![2, 2]])));
+//! let mut trace = Trace::new(0, 10);
+//! trace.set_metadata(metadata::DEVICE_TYPE, Value::from("OpenReg"));
+//! assert!(op.arg("Input Dims").is_some());
+//! ```
+
+/// Keys of an event's `args`.
+pub mod arg {
+    /// The host op a device record or runtime call belongs to (PyTorch's external
+    /// correlation id); on a host op, its own id.
+    pub const EXTERNAL_ID: &str = "External id";
+    /// The runtime's correlation id between a launch and the work it launched.
+    pub const CORRELATION: &str = "correlation";
+    /// An op's input shapes, a list of lists (`[[64, 64], [64, 64]]`).
+    pub const INPUT_DIMS: &str = "Input Dims";
+    /// A range's device time in whole microseconds, measured through the profiler stubs.
+    pub const DEVICE_TIME_US: &str = "device_time_us";
+    /// `false` on a range that was still open when the trace was taken.
+    pub const FINISHED: &str = "finished";
+    /// The number of ops in a span (the `Trace` events on the `Spans` row).
+    pub const OP_COUNT: &str = "Op count";
+}
+
+/// Keys of the trace header (the metadata beside `traceEvents`).
+pub mod metadata {
+    /// The device the trace's device columns are named after (`"OpenReg"`, `"cuda"`).
+    pub const DEVICE_TYPE: &str = "device_type";
+    /// Each backend's contribution: `name`, kept `activities`, dropped `out_of_window`.
+    pub const BACKENDS: &str = "backends";
+    /// Why backends were left out of the trace, one message each.
+    pub const BACKEND_ERRORS: &str = "backend_errors";
+    /// Host events dropped because a thread reached its record cap.
+    pub const DROPPED_EVENTS: &str = "dropped_events";
+    /// Device activities dropped because they lay outside the capture window.
+    pub const OUT_OF_WINDOW_EVENTS: &str = "out_of_window_events";
+    /// Launches that shared a correlation id with an earlier one (no second flow is drawn).
+    pub const DUPLICATE_FLOW_STARTS: &str = "duplicate_flow_starts";
+    /// Ranges still open at stop (written with `"finished": false`).
+    pub const UNFINISHED_RANGES: &str = "unfinished_ranges";
+    /// The trace's id (`REQUEST_TRACE_ID`, else 32 random hex digits, as PyTorch writes it).
+    pub const TRACE_ID: &str = "trace_id";
+    pub const HOST_NAME: &str = "host_name";
+    /// The clock the recorder read (`tsc`, `monotonic`).
+    pub const CLOCK_SOURCE: &str = "clock_source";
+    /// Rank and world size, the first place HTA looks for `"rank"`.
+    pub const DISTRIBUTED_INFO: &str = "distributedInfo";
+    /// How many profiler-stub calls failed, and the first few messages.
+    pub const STUB_ERRORS: &str = "stub_errors";
+    pub const STUB_ERROR_MESSAGES: &str = "stub_error_messages";
+}
