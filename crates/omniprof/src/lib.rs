@@ -1,23 +1,25 @@
-//! omniprof: a device-agnostic activity profiler.
+//! omniprof: a device-agnostic activity profiler, the in-process half.
 //!
-//! Host threads record ops and named ranges into per-thread buffers ([`record`]); a
-//! [`Profiler`] session drives the recording and turns it into one [`Trace`], which the
-//! writers in [`export`] save as Kineto-compatible Chrome JSON and the reader in [`import`]
-//! rebuilds from any Kineto trace. Modules, in the order data flows:
+//! Application threads record ops and named ranges into per-thread buffers; a [`Profiler`]
+//! session configures, starts and stops the accelerator backends around that recording and
+//! merges everything into one [`Trace`]. The trace model and everything that only reads or
+//! writes it live in the `omniprof-trace` crate, re-exported here ([`trace`], [`export`],
+//! [`import`], [`analysis`], ...), so one dependency gives a program the whole API. Modules,
+//! in the order data flows:
 //!
-//! - [`activity`]: activity types, classes and the [`Activity`] record;
-//! - [`config`]: Kineto `KEY=VALUE` configuration;
-//! - [`backend`]: the accelerator backend traits and their registry;
-//! - [`plugin`]: dynamic `.so` plugins with Kineto's plugin C ABI;
-//! - [`stubs`]: the legacy profiler stubs (per-op device time without a timeline), which
-//!   reach the engine as a backend;
-//! - [`clock`]: the recording clock and its calibration;
-//! - [`record`]: the host recorder (`record_function`, `scope!`, instants);
-//! - [`session`]: the session engine (prepare → start → stop) and the merge of the host
-//!   recording and every backend's output into one trace;
-//! - [`trace`]: the trace model;
-//! - [`export`], [`import`]: writers and readers;
-//! - [`analysis`]: what a trace says (the key-averages summary).
+//! - [`clock`]: the recording clock (TSC or monotonic) and its calibration to wall time;
+//! - [`record`]: the host recorder (`record_function`, `scope!`, instants) and the
+//!   correlation hooks backends listen on;
+//! - [`config`]: Kineto `KEY=VALUE` configuration, each key declared once;
+//! - [`backend`]: the [`ActivityProfiler`](backend::ActivityProfiler) trait every source of
+//!   device data implements, and the registry `register_profiler!` fills;
+//! - [`plugin`]: dynamic `.so` plugins with Kineto's plugin C ABI, adapted to that trait;
+//! - [`stubs`]: the legacy profiler stubs, adapted to that trait;
+//! - [`session`]: the lifecycle (prepare → start → stop), the backends' fault-isolated
+//!   driving, and the merge of the host recording and every backend's output into the trace;
+//! - re-exported from `omniprof-trace`: [`activity`], [`value`], [`keys`], [`trace`],
+//!   [`export`] (Chrome JSON), [`import`] (the Kineto trace reader), [`analysis`]
+//!   (key averages).
 //!
 //! ```
 //! use omniprof::{Profiler, record_function};
@@ -49,3 +51,8 @@ pub use record::{instant, record_function, record_op, Name, RangeGuard};
 pub use session::{Profiler, ProfilerBuilder, SessionError};
 pub use trace::{Trace, Window};
 pub use value::Value;
+
+// The README's Rust snippets compile and run as doc tests, so they cannot rot.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
