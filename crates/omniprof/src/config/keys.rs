@@ -151,7 +151,7 @@ config_keys! {
 
     /// how long a time-based trace collects.
     ACTIVITIES_DURATION_MSECS: Msecs | ACTIVITIES_DURATION_SECS: Secs = Duration::from_millis(500)
-        => activities_duration() -> Duration, on_set request_trace;
+        => activities_duration() -> Duration, on_set on_demand::request_trace;
 
     /// warmup before a time-based start.
     ACTIVITIES_WARMUP_PERIOD_SECS: Secs = Duration::from_secs(5)
@@ -161,7 +161,7 @@ config_keys! {
     ACTIVITIES_WARMUP_ITERATIONS: U32 = 0 => warmup_iterations() -> u32;
 
     /// steps to collect (0 = time-based).
-    ACTIVITIES_ITERATIONS: U32 = 0 => iterations() -> u32, on_set request_trace;
+    ACTIVITIES_ITERATIONS: U32 = 0 => iterations() -> u32, on_set on_demand::request_trace;
 
     /// the start in ms since the Unix epoch; after validation never 0 (an unset start
     /// becomes parse time + warmup + 2 s).
@@ -264,16 +264,6 @@ config_keys! {
     /// client default: 1500 per-kernel, else 10.
     XPUPTI_PROFILER_MAX_SCOPES: U64 = 0
         => scope_profiler_max_scopes() -> u64, resolve scope_buffer_size;
-}
-
-/// Marks a trace request: the duration, iteration and log-file keys ask for a trace.
-pub(super) fn request_trace<T>(
-    config: &mut Config,
-    _: &T,
-    _: &ApplyContext<'_>,
-) -> Result<Applied, ConfigErrorReason> {
-    config.trace_request = true;
-    Ok(Applied::Set)
 }
 
 /// As in Kineto, turning snapshot mode on moves the output to the snapshot default (a later

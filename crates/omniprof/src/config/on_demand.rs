@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use super::keys::request_trace;
 use super::parse::{Applied, ApplyContext};
 use super::{now_ms, Config, ConfigError, ConfigErrorReason, ConfigWarning, LogFile};
 
@@ -33,6 +32,16 @@ impl Config {
             },
         )
     }
+}
+
+/// Marks a trace request: the duration, iteration and log-file keys ask for a trace.
+pub(super) fn request_trace<T>(
+    config: &mut Config,
+    _: &T,
+    _: &ApplyContext<'_>,
+) -> Result<Applied, ConfigErrorReason> {
+    config.trace_request = true;
+    Ok(Applied::Set)
 }
 
 /// Refuses a `PROFILE_START_TIME` more than [`MAX_REQUEST_AGE_MS`] before the parse (a stale
