@@ -13,8 +13,8 @@
 //!   reach the engine as a backend;
 //! - [`clock`]: the recording clock and its calibration;
 //! - [`record`]: the host recorder (`record_function`, `scope!`, instants);
-//! - [`session`]: the session engine (prepare → start → stop) and the merge of the host
-//!   recording and every backend's output into one trace;
+//! - [`session`]: the session engine (prepare → start → stop, or a [`Schedule`] driven by
+//!   `step`) and the merge of the host recording and every backend's output into one trace;
 //! - [`trace`]: the trace model;
 //! - [`export`], [`import`]: writers and readers;
 //! - [`analysis`]: what a trace says (the key-averages summary).
@@ -46,6 +46,9 @@ pub use omniprof_trace::{activity, analysis, export, import, trace, value};
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use config::Config;
 pub use record::{instant, record_function, record_op, Name, RangeGuard};
-pub use session::{Profiler, ProfilerBuilder, SessionError};
+pub use session::{
+    tensorboard_trace_handler, Profiler, ProfilerAction, ProfilerBuilder, Schedule, ScheduleArgs,
+    ScheduleError, SessionError, TraceDirHandler,
+};
 pub use trace::{Trace, Window};
 pub use value::Value;
