@@ -5,22 +5,14 @@ use std::time::Duration;
 
 use omniprof::import::TraceReader;
 use omniprof::{
-    record_op, tensorboard_trace_handler, ActivityType, Profiler, Schedule, ScheduleArgs, Trace,
-    Value,
+    record_op, tensorboard_trace_handler, ActivityType, Profiler, Schedule, Trace, Value,
 };
 use omniprof_test_support::checker::assert_loads_in_perfetto;
 use omniprof_test_support::lock::serial;
 use openreg::{Kernel, Stream};
 
-fn schedule(wait: i64, warmup: i64, active: i64, repeat: i64) -> Schedule {
-    Schedule::new(ScheduleArgs {
-        wait,
-        warmup,
-        active,
-        repeat,
-        ..Default::default()
-    })
-    .unwrap()
+fn schedule(text: &str) -> Schedule {
+    text.parse().unwrap()
 }
 
 fn kernels<'a>(t: &'a Trace, name: &str) -> Vec<&'a omniprof::Activity> {
@@ -37,7 +29,7 @@ fn work_launched_in_warmup_is_recorded_by_the_device_and_left_out() {
     let out = openreg::malloc(0, 1024).unwrap();
     let (tx, traces) = std::sync::mpsc::channel();
     let mut profiler = Profiler::builder()
-        .schedule(schedule(0, 1, 1, 1))
+        .schedule(schedule("0,1,1,1"))
         .on_trace_ready(move |t| tx.send(t).unwrap())
         .build()
         .unwrap();
@@ -91,7 +83,7 @@ fn the_handler_writes_one_loadable_file_per_cycle_with_its_active_steps() {
     let handler = tensorboard_trace_handler(dir.path(), Some("rank0"), false);
     let stream = Stream::new(0).unwrap();
     let mut profiler = Profiler::builder()
-        .schedule(schedule(1, 1, 2, 2))
+        .schedule(schedule("1,1,2,2"))
         .on_trace_ready(handler.callback())
         .build()
         .unwrap();

@@ -69,6 +69,9 @@ pub enum ScheduleError {
     InvalidArguments(ScheduleArgs),
     #[error("invalid profiler step {0}: steps count from 0")]
     NegativeStep(i64),
+    /// Text that is not `wait,warmup,active[,repeat]` ([`Schedule`]'s `FromStr`).
+    #[error("invalid schedule {text:?}: {reason}")]
+    Syntax { text: String, reason: String },
 }
 
 /// A validated schedule: maps a step number to a [`ProfilerAction`].
@@ -164,6 +167,50 @@ impl Schedule {
     }
     pub fn skip_first_wait(&self) -> bool {
         self.skip_first_wait
+    }
+}
+
+/// Parses `wait,warmup,active[,repeat]` (the CLI's `--schedule`), then validates it.
+///
+/// ```
+/// let schedule: omniprof::Schedule = "1,1,2,3".parse().unwrap();
+/// assert_eq!((schedule.active(), schedule.repeat()), (2, 3));
+/// assert!("1,1".parse::<omniprof::Schedule>().is_err());
+/// ```
+impl std::str::FromStr for Schedule {
+    type Err = ScheduleError;
+
+    fn from_str(text: &str) -> Result<Self, ScheduleError> {
+        let syntax = |reason: String| ScheduleError::Syntax {
+            text: text.to_owned(),
+            reason,
+        };
+        let numbers = text
+            .split(',')
+            .map(|part| part.trim().parse::<i64>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| {
+                syntax(format!(
+                    "expected wait,warmup,active[,repeat] as integers: {e}"
+                ))
+            })?;
+        let (wait, warmup, active, repeat) = match numbers[..] {
+            [wait, warmup, active] => (wait, warmup, active, 0),
+            [wait, warmup, active, repeat] => (wait, warmup, active, repeat),
+            _ => {
+                return Err(syntax(format!(
+                    "expected 3 or 4 numbers (wait,warmup,active[,repeat]), got {}",
+                    numbers.len()
+                )))
+            }
+        };
+        Self::new(ScheduleArgs {
+            wait,
+            warmup,
+            active,
+            repeat,
+            ..Default::default()
+        })
     }
 }
 

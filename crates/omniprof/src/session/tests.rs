@@ -6,7 +6,7 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use omniprof_test_support::lock::serial;
 
-use super::{Contribution, Profiler, ProfilerAction, Schedule, ScheduleArgs, SessionError};
+use super::{Contribution, Profiler, ProfilerAction, Schedule, SessionError};
 use crate::activity::{Activity, ActivitySet, ActivityType, FlowKind};
 use crate::backend::{
     self, ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
@@ -430,15 +430,8 @@ impl ProfilerSession for LoggedSession {
     }
 }
 
-fn schedule(wait: i64, warmup: i64, active: i64, repeat: i64) -> Schedule {
-    Schedule::new(ScheduleArgs {
-        wait,
-        warmup,
-        active,
-        repeat,
-        ..Default::default()
-    })
-    .unwrap()
+fn schedule(text: &str) -> Schedule {
+    text.parse().unwrap()
 }
 
 /// A scheduled profiler driving a [`Logged`] backend; its traces arrive on the receiver.
@@ -471,7 +464,7 @@ fn step_names(t: &Trace) -> Vec<&str> {
 #[test]
 fn pytorchs_observed_run_gives_one_trace_of_the_active_steps() {
     let _g = serial();
-    let (mut p, traces, _) = scheduled(schedule(1, 1, 2, 1));
+    let (mut p, traces, _) = scheduled(schedule("1,1,2,1"));
     p.start().unwrap();
     let mut delivered_at = Vec::new();
     for _ in 0..6 {
@@ -503,7 +496,7 @@ fn pytorchs_observed_run_gives_one_trace_of_the_active_steps() {
 #[test]
 fn each_cycle_is_one_trace_and_spans_count_traces() {
     let _g = serial();
-    let (mut p, traces, log) = scheduled(schedule(1, 1, 1, 0));
+    let (mut p, traces, log) = scheduled(schedule("1,1,1,0"));
     p.start().unwrap();
     for _ in 0..9 {
         p.step().unwrap();
@@ -527,7 +520,7 @@ fn each_cycle_is_one_trace_and_spans_count_traces() {
 fn the_engine_takes_each_transition() {
     let _g = serial();
     // (wait 0, warmup 1, active 2): WARMUP, RECORD, RECORD_AND_SAVE, WARMUP, ...
-    let (mut p, traces, log) = scheduled(schedule(0, 1, 2, 0));
+    let (mut p, traces, log) = scheduled(schedule("0,1,2,0"));
     let calls = |log: &Arc<Mutex<Vec<&'static str>>>| std::mem::take(&mut *log.lock().unwrap());
     p.start().unwrap(); // NONE -> WARMUP: prepare
     assert_eq!(calls(&log), ["configure", "start"]);
@@ -549,13 +542,13 @@ fn the_engine_takes_each_transition() {
     assert!(!p.is_recording());
 
     // RECORD -> exit: stop, trace_ready.
-    let (mut p, traces, _) = scheduled(schedule(0, 1, 3, 0));
+    let (mut p, traces, _) = scheduled(schedule("0,1,3,0"));
     p.start().unwrap();
     p.step().unwrap();
     p.finish().unwrap();
     assert_eq!(step_names(&traces.try_recv().unwrap()), ["ProfilerStep#1"]);
     // NONE -> exit: nothing.
-    let (mut p, traces, log) = scheduled(schedule(5, 1, 1, 0));
+    let (mut p, traces, log) = scheduled(schedule("5,1,1,0"));
     p.start().unwrap();
     p.step().unwrap();
     p.finish().unwrap();
@@ -566,10 +559,10 @@ fn the_engine_takes_each_transition() {
 fn scheduled_calls_come_in_order() {
     let _g = serial();
     assert!(matches!(
-        Profiler::builder().schedule(schedule(0, 1, 1, 0)).build(),
+        Profiler::builder().schedule(schedule("0,1,1,0")).build(),
         Err(SessionError::NoTraceHandler)
     ));
-    let (mut p, _traces, _) = scheduled(schedule(0, 1, 1, 0));
+    let (mut p, _traces, _) = scheduled(schedule("0,1,1,0"));
     assert!(matches!(
         p.step(),
         Err(SessionError::OutOfOrder { call: "step", .. })
@@ -618,7 +611,7 @@ fn without_a_schedule_finish_hands_the_trace_over() {
 #[test]
 fn a_busy_recorder_skips_a_cycle_and_the_next_one_runs() {
     let _g = serial();
-    let (mut p, traces, _) = scheduled(schedule(1, 0, 1, 0));
+    let (mut p, traces, _) = scheduled(schedule("1,0,1,0"));
     p.start().unwrap();
     let mut other = Profiler::builder().build().unwrap();
     other.start().unwrap();
@@ -636,7 +629,7 @@ fn a_busy_recorder_skips_a_cycle_and_the_next_one_runs() {
 #[test]
 fn a_step_range_ended_on_another_thread_is_left_unfinished() {
     let _g = serial();
-    let (mut p, traces, _) = scheduled(schedule(0, 1, 2, 1));
+    let (mut p, traces, _) = scheduled(schedule("0,1,2,1"));
     p.start().unwrap();
     p.step().unwrap(); // ProfilerStep#1 opens on this thread
     let t = std::thread::spawn(move || {
