@@ -452,6 +452,9 @@ impl Profiler {
     /// Ends the run: with a schedule, closes the current `ProfilerStep#N` range and takes
     /// the exit transition (a recording cycle's trace goes to `on_trace_ready`); without
     /// one, stops and hands the trace to `on_trace_ready`.
+    ///
+    /// Dropping a profiler instead stops what runs and discards the cycle in progress (a
+    /// destructor does not run user callbacks).
     pub fn finish(&mut self) -> Result<(), SessionError> {
         if self.schedule.is_none() {
             if self.on_trace_ready.is_none() {
