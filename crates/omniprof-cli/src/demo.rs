@@ -9,14 +9,23 @@
 //! each launch to its work, and the user ranges projected onto the streams. With
 //! `--mode stubs` the device is timed through OpenReg's profiler stubs instead, and the
 //! summary table shows each op's device time.
+//!
+//! With `--schedule wait,warmup,active[,repeat]` the main thread coordinates: after every
+//! training iteration of all workers it calls `Profiler::step`, so its `ProfilerStep#N` range
+//! spans the whole iteration, and the workers add none of their own. Each recorded cycle is
+//! written into `--trace-dir` by the TensorBoard trace handler.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, Barrier};
 
 use omniprof::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
 use omniprof::export::chrome;
 use omniprof::keys::metadata;
-use omniprof::{record_function, record_op, Profiler, Trace};
+use omniprof::{
+    record_function, record_op, tensorboard_trace_handler, Profiler, ProfilerBuilder, Schedule,
+    Trace,
+};
 use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 
 /// Profile a sample workload and write its trace.
@@ -35,6 +44,20 @@ pub struct DemoArgs {
     /// profiler stubs time every op on the device instead, and the summary table is printed.
     #[arg(long, value_enum, default_value_t = Mode::Timeline)]
     pub mode: Mode,
+    /// Profile on PyTorch's schedule: wait, warm-up and active steps per cycle, and cycles
+    /// (0 or absent: until the steps run out). Needs --trace-dir.
+    #[arg(
+        long,
+        value_name = "WAIT,WARMUP,ACTIVE[,REPEAT]",
+        value_parser = str::parse::<Schedule>,
+        allow_hyphen_values = true,
+        requires = "trace_dir"
+    )]
+    pub schedule: Option<Schedule>,
+    /// With --schedule: the directory each cycle's trace is written into, as
+    /// `{host}_{pid}.{unix_ns}.pt.trace.json` (TensorBoard's and HTA's layout).
+    #[arg(long, value_name = "DIR", requires = "schedule")]
+    pub trace_dir: Option<PathBuf>,
 }
 
 /// How the device side is profiled.
@@ -61,7 +84,9 @@ pub fn run(args: &DemoArgs) -> ExitCode {
     }
 }
 
-fn profile(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
+type DemoResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn profile(args: &DemoArgs) -> DemoResult<()> {
     let threads = args.threads.max(1);
     let workers = (0..threads)
         .map(Worker::new)
@@ -70,9 +95,12 @@ fn profile(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         Mode::Timeline => Profiler::builder(),
         Mode::Stubs => Profiler::builder().stubs(openreg::profiler::DEVICE_TYPE),
     };
+    if let (Some(schedule), Some(dir)) = (args.schedule, &args.trace_dir) {
+        return profile_scheduled(builder, schedule, dir, workers, args.steps);
+    }
     let mut profiler = builder.build()?;
     profiler.start()?;
-    let checksum = run_workers(workers, args.steps)?;
+    let checksum = run_workers(workers, args.steps, None)?;
     let trace = profiler.stop()?;
     let stats = chrome::save(&trace, &args.output)?;
     let device = trace
@@ -98,6 +126,61 @@ fn profile(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         print!("\n{}", averages.table(&report));
     }
     println!("open it at https://ui.perfetto.dev (Open trace file) or in chrome://tracing");
+    Ok(())
+}
+
+/// Runs the workload with `schedule`, printing each trace file as the handler writes it.
+fn profile_scheduled(
+    builder: ProfilerBuilder,
+    schedule: Schedule,
+    dir: &Path,
+    workers: Vec<Worker>,
+    steps: usize,
+) -> DemoResult<()> {
+    let handler = tensorboard_trace_handler(dir, None, false);
+    let mut profiler = builder
+        .schedule(schedule)
+        .on_trace_ready(handler.callback())
+        .build()?;
+    let mut printed = 0;
+    let mut failed = 0;
+    let mut report = || {
+        let written = handler.written();
+        for path in &written[printed..] {
+            println!("wrote {}", path.display());
+        }
+        printed = written.len();
+        for e in handler.take_errors() {
+            eprintln!("error: {e}");
+            failed += 1;
+        }
+    };
+    profiler.start()?;
+    let mut step_error = None;
+    let checksum = run_workers(
+        workers,
+        steps,
+        Some(&mut || {
+            if let Err(e) = profiler.step() {
+                step_error.get_or_insert(e);
+            }
+            report();
+        }),
+    )?;
+    if let Some(e) = step_error {
+        return Err(e.into());
+    }
+    profiler.finish()?;
+    report();
+    println!(
+        "{printed} traces in {} (checksum {checksum:.3}); open them with TensorBoard's profiler \
+         plugin (--logdir {}) or at https://ui.perfetto.dev",
+        dir.display(),
+        dir.display()
+    );
+    if failed > 0 {
+        return Err(format!("{failed} traces could not be written").into());
+    }
     Ok(())
 }
 
@@ -145,8 +228,10 @@ impl Worker {
         })
     }
 
-    fn train_step(&self, step: usize) -> openreg::Result<f64> {
-        let _step = record_function(format!("ProfilerStep#{step}"));
+    /// One training step; `annotate`: wrap it in this thread's own `ProfilerStep#<step>`
+    /// range (not when a scheduled profiler's step range spans it).
+    fn train_step(&self, step: usize, annotate: bool) -> openreg::Result<f64> {
+        let _step = annotate.then(|| record_function(format!("ProfilerStep#{step}")));
         {
             let _copy = record_op("aten::copy_").with_arg("non_blocking", true);
             openreg::memcpy_async(&self.x, &self.host, BYTES, &self.stream)?;
@@ -201,22 +286,53 @@ impl Worker {
 }
 
 /// Runs the steps on one named thread per worker; returns a checksum of the results, so the
-/// arithmetic cannot be optimized away.
-fn run_workers(workers: Vec<Worker>, steps: usize) -> Result<f64, Box<dyn std::error::Error>> {
+/// arithmetic cannot be optimized away. With a `coordinator`, the workers run each step
+/// together and the coordinator runs on this thread after every step, while they wait.
+fn run_workers(
+    workers: Vec<Worker>,
+    steps: usize,
+    coordinator: Option<&mut dyn FnMut()>,
+) -> DemoResult<f64> {
+    let barrier = coordinator
+        .is_some()
+        .then(|| Arc::new(Barrier::new(workers.len() + 1)));
+    let wait = |barrier: &Option<Arc<Barrier>>| {
+        if let Some(b) = barrier {
+            b.wait();
+        }
+    };
     let handles: Vec<_> = workers
         .into_iter()
         .map(|w| {
+            let barrier = barrier.clone();
             std::thread::Builder::new()
                 .name(format!("worker-{}", w.index))
                 .spawn(move || {
                     // The stubs time on the current stream: make it this worker's.
                     openreg::set_current_stream(&w.stream);
-                    (0..steps)
-                        .map(|s| w.train_step(s))
-                        .sum::<openreg::Result<f64>>()
+                    let mut total = Ok(0.0);
+                    for s in 0..steps {
+                        wait(&barrier);
+                        // After an error the worker still meets the others at each step.
+                        if let Ok(sum) = &mut total {
+                            match w.train_step(s, barrier.is_none()) {
+                                Ok(loss) => *sum += loss,
+                                Err(e) => total = Err(e),
+                            }
+                        }
+                        wait(&barrier);
+                    }
+                    total
                 })
         })
         .collect::<Result<_, _>>()?;
+    if let Some(step) = coordinator {
+        for _ in 0..steps {
+            wait(&barrier); // the step begins
+            wait(&barrier); // every worker finished it
+            step();
+        }
+    }
     let mut total = 0.0;
     for h in handles {
         total += h.join().map_err(|_| "a demo worker panicked")??;

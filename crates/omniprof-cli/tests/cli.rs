@@ -1,9 +1,10 @@
 //! Proves the `omniprof` binary works end to end as a user runs it: `demo` writes a trace
-//! (plain or gzip by suffix) that Perfetto loads and omniprof reads back with the nested
-//! steps of a training loop on four threads, and fails with a message naming an unwritable
-//! path; `config check` accepts a valid config, rejects a bad one with exit 2 naming the
-//! line, key and value, and resolves activity classes in `--json`; `--help` lists the
-//! commands.
+//! (plain or gzip by suffix) that Perfetto loads and omniprof reads back with the nested steps
+//! of a training loop on four threads, and fails with a message naming an unwritable path;
+//! `demo --schedule` writes one readable trace per cycle into its directory holding that
+//! cycle's active steps, and refuses a bad schedule with exit 2 naming it; `config check`
+//! accepts a valid config, rejects a bad one with exit 2 naming the line, key and value, and
+//! resolves activity classes in `--json`; `--help` lists the commands.
 
 use std::io::Write;
 use std::path::Path;
@@ -222,5 +223,82 @@ fn help_lists_the_commands() {
             help.lines().any(|l| l.trim_start().starts_with(command)),
             "{command} missing from --help:\n{help}"
         );
+    }
+}
+
+#[test]
+fn demo_on_a_schedule_writes_one_trace_per_cycle_into_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    let out = run(
+        &[
+            "demo",
+            "--schedule",
+            "1,1,2,2",
+            "--trace-dir",
+            traces.to_str().unwrap(),
+            "--steps",
+            "10",
+            "--threads",
+            "2",
+        ],
+        "",
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "demo failed: {stderr}");
+    let printed: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("wrote "))
+        .collect();
+    let mut listed: Vec<_> = std::fs::read_dir(&traces)
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .collect();
+    listed.sort();
+    assert_eq!(printed, listed, "{stdout}");
+    let expected = [
+        ["ProfilerStep#2", "ProfilerStep#3"],
+        ["ProfilerStep#6", "ProfilerStep#7"],
+    ];
+    assert_eq!(printed.len(), expected.len());
+    for (path, steps) in printed.iter().zip(expected) {
+        assert!(path.ends_with(".pt.trace.json"), "{path}");
+        let t = TraceReader::new().read_path(path).into_trace().unwrap();
+        // The main thread's step ranges, each spanning every worker's iteration.
+        let ranges = named(&t, |n| n.starts_with("ProfilerStep#"));
+        let host: Vec<_> = ranges
+            .iter()
+            .filter(|a| a.kind == omniprof::ActivityType::UserAnnotation)
+            .map(|a| &*a.name)
+            .collect();
+        assert_eq!(host, steps, "{path}");
+        let forwards = named(&t, |n| n == "forward");
+        assert_eq!(
+            forwards.len(),
+            2 * 2,
+            "two workers, two active steps: {path}"
+        );
+        assert!(t.activities.iter().any(|a| a.kind.is_device()), "{path}");
+        assert_eq!(
+            t.metadata("out_of_window_events"),
+            Some(&omniprof::Value::UInt(0))
+        );
+        checker::assert_loads_in_perfetto(Path::new(path));
+    }
+}
+
+#[test]
+fn demo_refuses_a_bad_schedule_with_exit_2_naming_it() {
+    for (bad, why) in [
+        ("1,x,2", "integers"),
+        ("1,1", "3 or 4 numbers"),
+        ("0,1,0", "active=0"),
+        ("-1,1,1,1", "wait=-1"),
+    ] {
+        let out = run(&["demo", "--schedule", bad, "--trace-dir", "unused"], "");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains(&format!("'{bad}'")), "{stderr}");
+        assert!(stderr.contains(why), "{bad}: {stderr}");
     }
 }

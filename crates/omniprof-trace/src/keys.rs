@@ -42,6 +42,10 @@ pub mod metadata {
     pub const DROPPED_EVENTS: &str = "dropped_events";
     /// Device activities dropped because they lay outside the capture window.
     pub const OUT_OF_WINDOW_EVENTS: &str = "out_of_window_events";
+    /// Device activities recorded during warm-up (after the backends started, before the
+    /// window opened), dropped as intended: counted apart from [`OUT_OF_WINDOW_EVENTS`],
+    /// which flags anomalies.
+    pub const WARMUP_EVENTS: &str = "warmup_events";
     /// Launches that shared a correlation id with an earlier one (no second flow is drawn).
     pub const DUPLICATE_FLOW_STARTS: &str = "duplicate_flow_starts";
     /// Ranges still open at stop (written with `"finished": false`).

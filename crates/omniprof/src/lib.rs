@@ -15,8 +15,9 @@
 //!   device data implements, and the registry `register_profiler!` fills;
 //! - [`plugin`]: dynamic `.so` plugins with Kineto's plugin C ABI, adapted to that trait;
 //! - [`stubs`]: the legacy profiler stubs, adapted to that trait;
-//! - [`session`]: the lifecycle (prepare → start → stop), the backends' fault-isolated
-//!   driving, and the merge of the host recording and every backend's output into the trace;
+//! - [`session`]: the lifecycle (prepare → start → stop, or a [`Schedule`] driven by
+//!   `step`), the backends' fault-isolated driving, and the merge of the host recording and
+//!   every backend's output into the trace;
 //! - re-exported from `omniprof-trace`: [`activity`], [`value`], [`keys`], [`trace`],
 //!   [`export`] (Chrome JSON), [`import`] (the Kineto trace reader), [`analysis`]
 //!   (key averages).
@@ -48,7 +49,10 @@ pub use omniprof_trace::{activity, analysis, export, import, keys, trace, value}
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use config::Config;
 pub use record::{instant, record_function, record_op, Name, RangeGuard};
-pub use session::{Profiler, ProfilerBuilder, SessionError};
+pub use session::{
+    tensorboard_trace_handler, Profiler, ProfilerAction, ProfilerBuilder, Schedule, ScheduleArgs,
+    ScheduleError, SessionError, TraceDirHandler,
+};
 pub use trace::{Trace, Window};
 pub use value::Value;
 

@@ -136,6 +136,51 @@ impl Drop for RangeGuard {
     }
 }
 
+/// A user range held by an owner that may move between threads (the profiler's
+/// `ProfilerStep#N`): unlike [`RangeGuard`] it is `Send`, and it checks at its end, instead of
+/// at compile time, that it ends on the thread it began on.
+#[derive(Debug)]
+pub(crate) struct OwnedRange {
+    state: u64,
+    seq: u32,
+    thread: std::thread::ThreadId,
+}
+
+impl OwnedRange {
+    /// Begins a user range on this thread; `None` when nothing records.
+    pub(crate) fn begin(name: impl IntoName) -> Option<Self> {
+        let guard = record_function(name);
+        if !guard.is_recording() {
+            return None;
+        }
+        let range = Self {
+            state: guard.state,
+            seq: guard.seq,
+            thread: std::thread::current().id(),
+        };
+        // Its end is this range's to record, from `end`.
+        std::mem::forget(guard);
+        Some(range)
+    }
+
+    /// Ends the range. On another thread than its beginning the end cannot be recorded (the
+    /// range's records and the device's correlation stack are the first thread's): it is
+    /// left open, and the trace closes it at the window's end as unfinished. Returns whether
+    /// the end was recorded.
+    pub(crate) fn end(self) -> bool {
+        if std::thread::current().id() != self.thread {
+            return false;
+        }
+        drop(RangeGuard {
+            state: self.state,
+            seq: self.seq,
+            user: true,
+            _this_thread: PhantomData,
+        });
+        true
+    }
+}
+
 #[inline(always)]
 fn end(guard: &RangeGuard) {
     if STATE.load(Ordering::Relaxed) == guard.state {

@@ -47,6 +47,8 @@ pub(crate) struct Recorded<'a> {
     /// The host process: the pid of the host rows.
     pub(crate) pid: i64,
     pub(crate) window: Window,
+    /// When the backends started, if they warmed up before the window opened.
+    pub(crate) warm_start_ns: Option<i64>,
     pub(crate) selection: ActivitySet,
     pub(crate) config: &'a Config,
 }
@@ -57,6 +59,7 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
         host,
         pid,
         window,
+        warm_start_ns,
         selection,
         config,
     } = recorded;
@@ -97,7 +100,7 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
     }
     trace.activities = host.activities;
     trace.activities.retain(|a| selection.enabled(a.kind));
-    merge_backends(&mut trace, backends, selection, pid);
+    merge_backends(&mut trace, backends, selection, warm_start_ns, pid);
     sort_activities(&mut trace);
     trace.spans.push(Span {
         name: SPAN_NAME.to_owned(),
@@ -111,15 +114,24 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
 }
 
 /// Merges every backend's delivery into `trace`, whose activities are the host recording.
-fn merge_backends(trace: &mut Trace, backends: Backends, selection: ActivitySet, host_pid: i64) {
-    let window = trace.window;
+fn merge_backends(
+    trace: &mut Trace,
+    backends: Backends,
+    selection: ActivitySet,
+    warm_start_ns: Option<i64>,
+    host_pid: i64,
+) {
+    let window = Captured {
+        window: trace.window,
+        warm_start_ns,
+    };
     // A session without backends never needs the index.
     let host = if backends.is_empty() {
         HostIndex::default()
     } else {
         HostIndex::new(&trace.activities)
     };
-    let (delivered, errors) = backends.deliver(&host.view(&trace.activities), window);
+    let (delivered, errors) = backends.deliver(&host.view(&trace.activities), window.window);
     let mut merged = Merged::default();
     let mut contributions = Vec::new();
     for d in delivered {
@@ -273,7 +285,26 @@ struct Merged {
     activities: Vec<Activity>,
     projections: FastMap<(i64, i64, u64), Projection>,
     out_of_window: u64,
+    warmup: u64,
     duplicate_flow_starts: u64,
+}
+
+/// The capture window, and the warm-up before it.
+#[derive(Clone, Copy)]
+struct Captured {
+    window: Window,
+    warm_start_ns: Option<i64>,
+}
+
+impl Captured {
+    /// Started during warm-up: before the window, not before the backends started.
+    fn in_warmup(&self, a: &Activity) -> bool {
+        a.start_ns < self.window.start_ns && self.warm_start_ns.is_some_and(|w| a.start_ns >= w)
+    }
+
+    fn contains(&self, a: &Activity) -> bool {
+        a.start_ns >= self.window.start_ns && a.end_ns <= self.window.end_ns
+    }
 }
 
 /// Device-side work a launch can start a flow to.
@@ -296,7 +327,7 @@ impl Merged {
         backend: u64,
         mut activities: Vec<Activity>,
         user_links: Vec<(usize, u64)>,
-        window: Window,
+        window: Captured,
         selection: ActivitySet,
         name: &str,
     ) -> (u64, u64) {
@@ -305,7 +336,10 @@ impl Merged {
         let mut keep = vec![true; activities.len()];
         let mut out = 0;
         for (i, a) in activities.iter().enumerate() {
-            if a.start_ns < window.start_ns || a.end_ns > window.end_ns {
+            if window.in_warmup(a) {
+                keep[i] = false;
+                self.warmup += 1;
+            } else if !window.contains(a) {
                 keep[i] = false;
                 out += 1;
             } else if !selection.enabled(a.kind) {
@@ -420,6 +454,9 @@ impl Merged {
             metadata::OUT_OF_WINDOW_EVENTS,
             Value::UInt(self.out_of_window),
         );
+        if self.warmup > 0 {
+            trace.set_metadata(metadata::WARMUP_EVENTS, Value::UInt(self.warmup));
+        }
         if self.duplicate_flow_starts > 0 {
             log::warn!(
                 "omniprof: {} duplicate flow starts (two launches with one correlation id)",
@@ -514,7 +551,8 @@ fn process_name() -> String {
         .unwrap_or_else(|| "omniprof".to_owned())
 }
 
-fn host_name() -> String {
+/// This machine's name (empty when it cannot be read).
+pub(crate) fn host_name() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for `len` bytes; gethostname NUL-terminates on success.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };

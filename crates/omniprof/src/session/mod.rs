@@ -10,6 +10,34 @@
 //! Only one session records at a time in a process, because the host recorder is
 //! process-wide; a second one is refused with [`SessionError::Busy`].
 //!
+//! With a [`Schedule`] (PyTorch's `torch.profiler.schedule`), `start`, [`Profiler::step`] and
+//! [`Profiler::finish`] drive the session through cycles of wait, warm-up and recording; each
+//! recorded cycle's trace goes to the `on_trace_ready` callback.
+//!
+//! ```
+//! use omniprof::{Profiler, Schedule, ScheduleArgs, Trace};
+//! use std::sync::mpsc;
+//!
+//! let schedule = Schedule::new(ScheduleArgs { wait: 1, warmup: 1, active: 2, repeat: 1, ..Default::default() })
+//!     .unwrap();
+//! let (tx, traces) = mpsc::channel::<Trace>();
+//! let mut profiler = Profiler::builder()
+//!     .schedule(schedule)
+//!     .on_trace_ready(move |trace| tx.send(trace).unwrap())
+//!     .build()
+//!     .unwrap();
+//! profiler.start().unwrap();
+//! for _ in 0..6 {
+//!     omniprof::scope!("train_step");
+//!     profiler.step().unwrap();
+//! }
+//! profiler.finish().unwrap();
+//! let trace = traces.try_recv().unwrap();
+//! let steps: Vec<_> = trace.activities.iter().filter(|a| a.name.starts_with("ProfilerStep#")).map(|a| &*a.name).collect();
+//! assert_eq!(steps, ["ProfilerStep#2", "ProfilerStep#3"]);
+//! assert!(traces.try_recv().is_err());
+//! ```
+//!
 //! ```
 //! use omniprof::{ActivitySet, ActivityType, Profiler};
 //!
@@ -26,21 +54,26 @@
 
 mod backends;
 mod merge;
+mod schedule;
+mod trace_dir;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::activity::ActivitySet;
 use crate::backend::{self, ActivityProfiler, BackendError};
 use crate::clock::{self, CalibrationSample, TickConverter};
 use crate::config::Config;
 use crate::record;
-use crate::record::correlation;
+use crate::record::{correlation, OwnedRange};
 use crate::stubs::StubsProfiler;
 use crate::trace::{Trace, Window};
 use backends::Backends;
+use schedule::Call;
 
 pub use merge::{Contribution, SPAN_NAME};
+pub use schedule::{ProfilerAction, Schedule, ScheduleArgs, ScheduleError};
+pub use trace_dir::{tensorboard_trace_handler, TraceDirHandler};
 
 /// Errors of the session engine.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +89,14 @@ pub enum SessionError {
     /// part.
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// A call that the schedule makes itself (`prepare`, `stop`) was made on a scheduled
+    /// profiler.
+    #[error("cannot {call}: the profiler runs a schedule (start, step and finish drive it)")]
+    Scheduled { call: &'static str },
+    /// A trace has nowhere to go: a schedule, or `finish`, needs an `on_trace_ready`
+    /// callback.
+    #[error("no on_trace_ready callback to hand traces to (set ProfilerBuilder::on_trace_ready)")]
+    NoTraceHandler,
 }
 
 /// Set while a session holds the process-wide recorder; only a [`Claim`] sets and clears it.
@@ -115,6 +156,9 @@ fn or_default(selection: ActivitySet) -> ActivitySet {
     }
 }
 
+/// The `on_trace_ready` callback; shared by the clones of a builder.
+type TraceReady = Arc<Mutex<dyn FnMut(Trace) + Send>>;
+
 /// Builds a [`Profiler`].
 #[derive(Clone, Default)]
 pub struct ProfilerBuilder {
@@ -122,6 +166,8 @@ pub struct ProfilerBuilder {
     config: Config,
     /// The backends this session drives instead of the registered ones.
     backends: Option<Vec<Arc<dyn ActivityProfiler>>>,
+    schedule: Option<Schedule>,
+    on_trace_ready: Option<TraceReady>,
 }
 
 impl std::fmt::Debug for ProfilerBuilder {
@@ -134,6 +180,8 @@ impl std::fmt::Debug for ProfilerBuilder {
             .field("activities", &self.activities)
             .field("config", &self.config)
             .field("backends", &backends)
+            .field("schedule", &self.schedule)
+            .field("on_trace_ready", &self.on_trace_ready.is_some())
             .finish()
     }
 }
@@ -176,7 +224,26 @@ impl ProfilerBuilder {
         self
     }
 
+    /// Drives the session by `schedule` from [`Profiler::step`] (needs
+    /// [`on_trace_ready`](Self::on_trace_ready)): each step is wrapped in a
+    /// `ProfilerStep#<n>` user range on the thread calling `step`.
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = Some(schedule);
+        self
+    }
+
+    /// Receives each finished trace: every recorded cycle's with a schedule, the one trace at
+    /// [`Profiler::finish`] without. Runs on the thread calling `step` or `finish`. See
+    /// [`tensorboard_trace_handler`] for one that writes files.
+    pub fn on_trace_ready(mut self, callback: impl FnMut(Trace) + Send + 'static) -> Self {
+        self.on_trace_ready = Some(Arc::new(Mutex::new(callback)));
+        self
+    }
+
     pub fn build(self) -> Result<Profiler, SessionError> {
+        if self.schedule.is_some() && self.on_trace_ready.is_none() {
+            return Err(SessionError::NoTraceHandler);
+        }
         let activities = self
             .activities
             .unwrap_or_else(|| or_default(self.config.activity_types()));
@@ -186,22 +253,53 @@ impl ProfilerBuilder {
             phase: Phase::Built,
             start_sample: None,
             window_start_ns: 0,
+            warm_start_ns: None,
             backends: Backends::default(),
             requested: self.backends,
+            schedule: self.schedule,
+            on_trace_ready: self.on_trace_ready,
+            run: Run::NotStarted,
+            step_num: 0,
+            action: ProfilerAction::None,
+            step_range: None,
         })
     }
 }
 
-/// One profiling session.
+/// Where a scheduled profiler is in its run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Run {
+    NotStarted,
+    Running,
+    Finished,
+}
+
+/// The name of step `n`'s user range (PyTorch's).
+fn step_range_name(n: u64) -> String {
+    format!("ProfilerStep#{n}")
+}
+
+/// One profiling session, or with a [`Schedule`] a run of them. `Send`, so an owner may move
+/// it between threads (a `ProfilerStep#N` range must still end on the thread it began on).
 pub struct Profiler {
     config: Config,
     activities: ActivitySet,
     phase: Phase,
     start_sample: Option<CalibrationSample>,
     window_start_ns: i64,
+    /// When the backends started, if they warmed up ahead of the window (see `configure`).
+    warm_start_ns: Option<i64>,
     backends: Backends,
     /// The backends the builder was given, driven instead of the registered ones.
     requested: Option<Vec<Arc<dyn ActivityProfiler>>>,
+    schedule: Option<Schedule>,
+    on_trace_ready: Option<TraceReady>,
+    run: Run,
+    step_num: u64,
+    /// The current step's action (with a schedule).
+    action: ProfilerAction,
+    /// The current step's `ProfilerStep#N` range, while recording.
+    step_range: Option<OwnedRange>,
 }
 
 impl std::fmt::Debug for Profiler {
@@ -209,6 +307,9 @@ impl std::fmt::Debug for Profiler {
         f.debug_struct("Profiler")
             .field("activities", &self.activities)
             .field("phase", &self.phase)
+            .field("schedule", &self.schedule)
+            .field("step_num", &self.step_num)
+            .field("action", &self.action)
             .finish_non_exhaustive()
     }
 }
@@ -227,10 +328,25 @@ impl Profiler {
         &self.config
     }
 
-    /// Claims the recorder, configures the backends and warms up (clock source, pre-faulted
-    /// buffers), so `start` is cheap. Called by `start` when skipped.
+    /// Claims the recorder, configures and starts the backends, and warms up (clock source,
+    /// pre-faulted buffers), so `start` is cheap and device-side start-up costs are paid
+    /// before the window opens. What the backends record until `start` is dropped from the
+    /// trace and counted in its `warmup_events` metadata. Called by `start` when skipped
+    /// (then the backends start with the window: nothing to drop).
     pub fn prepare(&mut self) -> Result<(), SessionError> {
+        if self.schedule.is_some() {
+            return Err(SessionError::Scheduled { call: "prepare" });
+        }
         if !matches!(self.phase, Phase::Built) {
+            return Err(self.out_of_order("prepare"));
+        }
+        self.configure(true)
+    }
+
+    /// Claims the recorder and configures the backends; with `warm`, also starts them
+    /// (Kineto's prepare: device tracing runs ahead of the window).
+    fn configure(&mut self, warm: bool) -> Result<(), SessionError> {
+        if !matches!(self.phase, Phase::Built | Phase::Stopped) {
             return Err(self.out_of_order("prepare"));
         }
         let claim = Claim::take()?;
@@ -241,15 +357,37 @@ impl Profiler {
         self.backends =
             Backends::configure(self.activities, &self.config, self.requested.as_deref())?;
         correlation::set_session_listeners(self.backends.listeners());
+        self.warm_start_ns = None;
+        if warm {
+            // Taken first: everything the backends record is at or after it.
+            self.warm_start_ns = Some(clock::wall_now_ns());
+            self.backends.start();
+        }
         self.phase = Phase::Prepared(claim);
         Ok(())
     }
 
-    /// Opens the capture window and starts recording.
+    /// Opens the capture window and starts recording. With a schedule, starts the run: step
+    /// 0 takes its action and its `ProfilerStep#0` range opens.
     pub fn start(&mut self) -> Result<(), SessionError> {
-        if matches!(self.phase, Phase::Built) {
-            self.prepare()?;
+        let Some(schedule) = self.schedule else {
+            if matches!(self.phase, Phase::Built) {
+                self.configure(false)?;
+            }
+            return self.open_window();
+        };
+        if self.run != Run::NotStarted {
+            return Err(self.out_of_order("start"));
         }
+        let first = schedule.action_of(0);
+        self.transit(ProfilerAction::None, Some(first))?;
+        self.action = first;
+        self.run = Run::Running;
+        self.open_step_range();
+        Ok(())
+    }
+
+    fn open_window(&mut self) -> Result<(), SessionError> {
         let claim = match std::mem::replace(&mut self.phase, Phase::Stopped) {
             Phase::Prepared(claim) => claim,
             other => {
@@ -260,7 +398,9 @@ impl Profiler {
         self.start_sample = Some(CalibrationSample::take());
         self.window_start_ns = clock::wall_now_ns();
         let host = record::start_session(self.config.max_host_records_per_thread());
-        self.backends.start();
+        if self.warm_start_ns.is_none() {
+            self.backends.start();
+        }
         self.phase = Phase::Recording { host, claim };
         Ok(())
     }
@@ -270,8 +410,138 @@ impl Profiler {
         matches!(self.phase, Phase::Recording { .. })
     }
 
-    /// Closes the capture window, stops recording and returns the trace.
+    /// The number of `step` calls so far.
+    pub fn step_num(&self) -> u64 {
+        self.step_num
+    }
+
+    /// The current step's action: with a schedule, the schedule's; without, every step
+    /// records.
+    pub fn current_action(&self) -> ProfilerAction {
+        match self.schedule {
+            Some(_) => self.action,
+            None => ProfilerAction::Record,
+        }
+    }
+
+    /// Ends a step. Without a schedule it only counts. With one: the current
+    /// `ProfilerStep#N` range closes, the step number goes up, the schedule's action for it
+    /// is taken (PyTorch's transition: warm-up, start, stop, a finished trace handed to
+    /// `on_trace_ready`, or a warning for an incorrect schedule), and `ProfilerStep#<n>`
+    /// opens on the calling thread.
+    ///
+    /// An error (another session holds the recorder when a cycle would prepare) leaves this
+    /// cycle out; the next step that starts a cycle tries again.
+    pub fn step(&mut self) -> Result<(), SessionError> {
+        let Some(schedule) = self.schedule else {
+            self.step_num += 1;
+            return Ok(());
+        };
+        if self.run != Run::Running {
+            return Err(self.out_of_order("step"));
+        }
+        self.close_step_range();
+        self.step_num += 1;
+        let next = schedule.action_of(self.step_num);
+        let prev = std::mem::replace(&mut self.action, next);
+        let result = self.transit(prev, Some(next));
+        self.open_step_range();
+        result
+    }
+
+    /// Ends the run: with a schedule, closes the current `ProfilerStep#N` range and takes
+    /// the exit transition (a recording cycle's trace goes to `on_trace_ready`); without
+    /// one, stops and hands the trace to `on_trace_ready`.
+    ///
+    /// Dropping a profiler instead stops what runs and discards the cycle in progress (a
+    /// destructor does not run user callbacks).
+    pub fn finish(&mut self) -> Result<(), SessionError> {
+        if self.schedule.is_none() {
+            if self.on_trace_ready.is_none() {
+                return Err(SessionError::NoTraceHandler);
+            }
+            let trace = self.close_window()?;
+            self.trace_ready(trace);
+            return Ok(());
+        }
+        if self.run != Run::Running {
+            return Err(self.out_of_order("finish"));
+        }
+        self.close_step_range();
+        self.run = Run::Finished;
+        let prev = std::mem::replace(&mut self.action, ProfilerAction::None);
+        self.transit(prev, None)
+    }
+
+    /// Runs the engine calls of the change from `prev` to `next` (`None`: exit).
+    fn transit(
+        &mut self,
+        prev: ProfilerAction,
+        next: Option<ProfilerAction>,
+    ) -> Result<(), SessionError> {
+        let mut stopped = None;
+        for &call in schedule::transition(prev, next) {
+            let done = match call {
+                Call::Prepare => self.configure(true),
+                Call::Start => self.open_window(),
+                Call::Stop => self.close_window().map(|t| stopped = Some(t)),
+                Call::TraceReady => {
+                    if let Some(trace) = stopped.take() {
+                        self.trace_ready(trace);
+                    }
+                    Ok(())
+                }
+                Call::Warn(warning) => {
+                    log::warn!("{warning}");
+                    Ok(())
+                }
+            };
+            if let Err(e) = done {
+                // Nothing runs now: the next step starts afresh from NONE.
+                self.action = ProfilerAction::None;
+                return Err(e);
+            }
+        }
+        // A trace stopped without `TraceReady` (an incorrect schedule) is discarded, as
+        // PyTorch does.
+        Ok(())
+    }
+
+    fn trace_ready(&mut self, trace: Trace) {
+        if let Some(callback) = &self.on_trace_ready {
+            let mut callback = callback.lock().unwrap_or_else(PoisonError::into_inner);
+            callback(trace);
+        }
+    }
+
+    fn open_step_range(&mut self) {
+        if self.is_recording() {
+            self.step_range = OwnedRange::begin(step_range_name(self.step_num));
+        }
+    }
+
+    fn close_step_range(&mut self) {
+        if let Some(range) = self.step_range.take() {
+            if !range.end() {
+                log::warn!(
+                    "omniprof: {} began on another thread than the one ending the step: it \
+                     is left open until the window closes",
+                    step_range_name(self.step_num)
+                );
+            }
+        }
+    }
+
+    /// Closes the capture window, stops recording and returns the trace. A scheduled
+    /// profiler hands its traces to `on_trace_ready` instead (end it with `finish`).
     pub fn stop(&mut self) -> Result<Trace, SessionError> {
+        if self.schedule.is_some() {
+            return Err(SessionError::Scheduled { call: "stop" });
+        }
+        self.close_window()
+    }
+
+    fn close_window(&mut self) -> Result<Trace, SessionError> {
         let (mut host, claim) = match std::mem::replace(&mut self.phase, Phase::Stopped) {
             Phase::Recording { host, claim } => (host, claim),
             other => {
@@ -296,6 +566,7 @@ impl Profiler {
             host,
             pid,
             window,
+            warm_start_ns: self.warm_start_ns,
             selection: self.activities,
             config: &self.config,
         };
@@ -312,9 +583,16 @@ impl Profiler {
 
 impl Drop for Profiler {
     fn drop(&mut self) {
-        if let Phase::Recording { host, .. } = &mut self.phase {
-            record::stop_session(host);
-            self.backends.stop();
+        if let Some(range) = self.step_range.take() {
+            range.end();
+        }
+        match &mut self.phase {
+            Phase::Recording { host, .. } => {
+                record::stop_session(host);
+                self.backends.stop();
+            }
+            Phase::Prepared(_) if self.warm_start_ns.is_some() => self.backends.stop(),
+            _ => {}
         }
     }
 }

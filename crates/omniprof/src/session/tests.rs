@@ -2,11 +2,11 @@
 //! device work the merge links, flows, projects and windows, or which fail and are left out.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 
 use omniprof_test_support::lock::serial;
 
-use super::{Contribution, Profiler, SessionError};
+use super::{Contribution, Profiler, ProfilerAction, Schedule, SessionError};
 use crate::activity::{Activity, ActivitySet, ActivityType, FlowKind};
 use crate::backend::{
     self, ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
@@ -386,4 +386,276 @@ fn a_requested_backend_that_cannot_configure_fails_prepare_and_frees_the_recorde
         next.start().unwrap();
         next.stop().unwrap();
     }
+}
+
+/// A backend that logs the engine's calls to it.
+struct Logged(Arc<Mutex<Vec<&'static str>>>);
+
+struct LoggedSession(Arc<Mutex<Vec<&'static str>>>);
+
+impl ActivityProfiler for Logged {
+    fn name(&self) -> &str {
+        "logged"
+    }
+    fn available_activities(&self) -> ActivitySet {
+        [ActivityType::ConcurrentKernel].into_iter().collect()
+    }
+    fn configure(
+        &self,
+        _: ActivitySet,
+        _: &Config,
+    ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
+        self.0.lock().unwrap().push("configure");
+        Ok(Some(Box::new(LoggedSession(self.0.clone()))))
+    }
+}
+
+impl ProfilerSession for LoggedSession {
+    fn start(&mut self) -> Result<(), BackendError> {
+        self.0.lock().unwrap().push("start");
+        Ok(())
+    }
+    fn stop(&mut self) -> Result<(), BackendError> {
+        self.0.lock().unwrap().push("stop");
+        Ok(())
+    }
+    fn process_trace(
+        &mut self,
+        _: &mut dyn ActivitySink,
+        _: &dyn HostOps,
+        _: Window,
+    ) -> Result<(), BackendError> {
+        self.0.lock().unwrap().push("process");
+        Ok(())
+    }
+}
+
+fn schedule(text: &str) -> Schedule {
+    text.parse().unwrap()
+}
+
+/// A scheduled profiler driving a [`Logged`] backend; its traces arrive on the receiver.
+fn scheduled(
+    schedule: Schedule,
+) -> (
+    Profiler,
+    mpsc::Receiver<Trace>,
+    Arc<Mutex<Vec<&'static str>>>,
+) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel();
+    let p = Profiler::builder()
+        .backend(Logged(log.clone()))
+        .schedule(schedule)
+        .on_trace_ready(move |t| tx.send(t).unwrap())
+        .build()
+        .unwrap();
+    (p, rx, log)
+}
+
+fn step_names(t: &Trace) -> Vec<&str> {
+    t.activities
+        .iter()
+        .filter(|a| a.name.starts_with("ProfilerStep#"))
+        .map(|a| &*a.name)
+        .collect()
+}
+
+#[test]
+fn pytorchs_observed_run_gives_one_trace_of_the_active_steps() {
+    let _g = serial();
+    let (mut p, traces, _) = scheduled(schedule("1,1,2,1"));
+    p.start().unwrap();
+    let mut delivered_at = Vec::new();
+    for _ in 0..6 {
+        drop(record_function("work"));
+        p.step().unwrap();
+        if let Ok(t) = traces.try_recv() {
+            delivered_at.push((p.step_num(), t));
+        }
+    }
+    p.finish().unwrap();
+    assert!(traces.try_recv().is_err());
+    assert_eq!(delivered_at.len(), 1);
+    let (at, t) = &delivered_at[0];
+    assert_eq!(*at, 4);
+    assert_eq!(step_names(t), ["ProfilerStep#2", "ProfilerStep#3"]);
+    // The steps' work: each active step's, and nothing from the wait or warm-up.
+    let work = t.activities.iter().filter(|a| &*a.name == "work").count();
+    assert_eq!(work, 2);
+    for a in t
+        .activities
+        .iter()
+        .filter(|a| a.name.starts_with("ProfilerStep#"))
+    {
+        assert_eq!(a.kind, ActivityType::UserAnnotation);
+        assert_eq!(a.arg("finished"), None, "{} ended in its step", a.name);
+    }
+}
+
+#[test]
+fn each_cycle_is_one_trace_and_spans_count_traces() {
+    let _g = serial();
+    let (mut p, traces, log) = scheduled(schedule("1,1,1,0"));
+    p.start().unwrap();
+    for _ in 0..9 {
+        p.step().unwrap();
+    }
+    p.finish().unwrap();
+    let traces: Vec<Trace> = traces.try_iter().collect();
+    let names: Vec<_> = traces.iter().map(step_names).collect();
+    assert_eq!(
+        names,
+        [["ProfilerStep#2"], ["ProfilerStep#5"], ["ProfilerStep#8"]]
+    );
+    let iterations: Vec<_> = traces.iter().map(|t| t.spans[0].iteration).collect();
+    assert_eq!(iterations[1], iterations[0] + 1);
+    assert_eq!(iterations[2], iterations[0] + 2);
+    // Warm-up starts the backend a step ahead; each cycle ends with stop and process.
+    let cycle = ["configure", "start", "stop", "process"];
+    assert_eq!(*log.lock().unwrap(), cycle.repeat(3));
+}
+
+#[test]
+fn the_engine_takes_each_transition() {
+    let _g = serial();
+    // (wait 0, warmup 1, active 2): WARMUP, RECORD, RECORD_AND_SAVE, WARMUP, ...
+    let (mut p, traces, log) = scheduled(schedule("0,1,2,0"));
+    let calls = |log: &Arc<Mutex<Vec<&'static str>>>| std::mem::take(&mut *log.lock().unwrap());
+    p.start().unwrap(); // NONE -> WARMUP: prepare
+    assert_eq!(calls(&log), ["configure", "start"]);
+    assert!(!p.is_recording());
+    p.step().unwrap(); // WARMUP -> RECORD: start (the window; the backend runs already)
+    assert_eq!(calls(&log), [] as [&str; 0]);
+    assert!(p.is_recording());
+    p.step().unwrap(); // RECORD -> RECORD_AND_SAVE: nothing
+    assert!(p.is_recording() && traces.try_recv().is_err());
+    p.step().unwrap(); // RECORD_AND_SAVE -> WARMUP: stop, trace_ready, prepare
+    assert_eq!(calls(&log), ["stop", "process", "configure", "start"]);
+    assert_eq!(
+        step_names(&traces.try_recv().unwrap()),
+        ["ProfilerStep#1", "ProfilerStep#2"]
+    );
+    p.finish().unwrap(); // WARMUP -> exit: start, stop, and the trace is discarded
+    assert_eq!(calls(&log), ["stop", "process"]);
+    assert!(traces.try_recv().is_err());
+    assert!(!p.is_recording());
+
+    // RECORD -> exit: stop, trace_ready.
+    let (mut p, traces, _) = scheduled(schedule("0,1,3,0"));
+    p.start().unwrap();
+    p.step().unwrap();
+    p.finish().unwrap();
+    assert_eq!(step_names(&traces.try_recv().unwrap()), ["ProfilerStep#1"]);
+    // NONE -> exit: nothing.
+    let (mut p, traces, log) = scheduled(schedule("5,1,1,0"));
+    p.start().unwrap();
+    p.step().unwrap();
+    p.finish().unwrap();
+    assert!(traces.try_recv().is_err() && log.lock().unwrap().is_empty());
+}
+
+#[test]
+fn scheduled_calls_come_in_order() {
+    let _g = serial();
+    assert!(matches!(
+        Profiler::builder().schedule(schedule("0,1,1,0")).build(),
+        Err(SessionError::NoTraceHandler)
+    ));
+    let (mut p, _traces, _) = scheduled(schedule("0,1,1,0"));
+    assert!(matches!(
+        p.step(),
+        Err(SessionError::OutOfOrder { call: "step", .. })
+    ));
+    assert!(matches!(
+        p.prepare(),
+        Err(SessionError::Scheduled { call: "prepare" })
+    ));
+    p.start().unwrap();
+    assert!(p.start().is_err());
+    assert!(matches!(
+        p.stop(),
+        Err(SessionError::Scheduled { call: "stop" })
+    ));
+    p.finish().unwrap();
+    assert!(matches!(
+        p.finish(),
+        Err(SessionError::OutOfOrder { call: "finish", .. })
+    ));
+    assert!(p.step().is_err());
+    // Without a schedule, steps count and add no range; finish needs a callback.
+    let mut plain = Profiler::builder().build().unwrap();
+    plain.start().unwrap();
+    plain.step().unwrap();
+    assert_eq!(plain.step_num(), 1);
+    assert_eq!(plain.current_action(), ProfilerAction::Record);
+    assert!(matches!(plain.finish(), Err(SessionError::NoTraceHandler)));
+    assert!(step_names(&plain.stop().unwrap()).is_empty());
+}
+
+#[test]
+fn without_a_schedule_finish_hands_the_trace_over() {
+    let _g = serial();
+    let (tx, rx) = mpsc::channel();
+    let mut p = Profiler::builder()
+        .on_trace_ready(move |t| tx.send(t).unwrap())
+        .build()
+        .unwrap();
+    p.start().unwrap();
+    drop(record_function("only"));
+    p.finish().unwrap();
+    let t = rx.try_recv().unwrap();
+    assert!(t.activities.iter().any(|a| &*a.name == "only"));
+}
+
+#[test]
+fn a_busy_recorder_skips_a_cycle_and_the_next_one_runs() {
+    let _g = serial();
+    let (mut p, traces, _) = scheduled(schedule("1,0,1,0"));
+    p.start().unwrap();
+    let mut other = Profiler::builder().build().unwrap();
+    other.start().unwrap();
+    assert!(matches!(p.step(), Err(SessionError::Busy)));
+    other.stop().unwrap();
+    p.step().unwrap(); // NONE
+    p.step().unwrap(); // RECORD_AND_SAVE
+    p.step().unwrap();
+    p.finish().unwrap();
+    let got: Vec<_> = traces.try_iter().collect();
+    assert_eq!(got.len(), 1);
+    assert_eq!(step_names(&got[0]), ["ProfilerStep#3"]);
+}
+
+#[test]
+fn a_step_range_ended_on_another_thread_is_left_unfinished() {
+    let _g = serial();
+    let (mut p, traces, _) = scheduled(schedule("0,1,2,1"));
+    p.start().unwrap();
+    p.step().unwrap(); // ProfilerStep#1 opens on this thread
+    let t = std::thread::spawn(move || {
+        p.step().unwrap();
+        p.step().unwrap();
+        p.finish().unwrap();
+        traces.try_recv().unwrap()
+    })
+    .join()
+    .unwrap();
+    let first = t
+        .activities
+        .iter()
+        .find(|a| &*a.name == "ProfilerStep#1")
+        .unwrap();
+    assert_eq!(first.arg("finished"), Some(&Value::Bool(false)));
+    let second = t
+        .activities
+        .iter()
+        .find(|a| &*a.name == "ProfilerStep#2")
+        .unwrap();
+    assert_eq!(second.arg("finished"), None);
+}
+
+#[test]
+fn a_profiler_is_send() {
+    fn send<T: Send>() {}
+    send::<Profiler>();
 }

@@ -1,0 +1,139 @@
+//! A schedule driving OpenReg's backend: warm-up really starts the device recording and what
+//! it records is not in the trace; the trace handler writes one loadable file per cycle.
+
+use std::time::Duration;
+
+use omniprof::import::TraceReader;
+use omniprof::{
+    record_op, tensorboard_trace_handler, ActivityType, Profiler, Schedule, Trace, Value,
+};
+use omniprof_test_support::checker::assert_loads_in_perfetto;
+use omniprof_test_support::lock::serial;
+use openreg::{Kernel, Stream};
+
+fn schedule(text: &str) -> Schedule {
+    text.parse().unwrap()
+}
+
+fn kernels<'a>(t: &'a Trace, name: &str) -> Vec<&'a omniprof::Activity> {
+    t.activities
+        .iter()
+        .filter(|a| a.kind == ActivityType::ConcurrentKernel && &*a.name == name)
+        .collect()
+}
+
+#[test]
+fn work_launched_in_warmup_is_recorded_by_the_device_and_left_out() {
+    let _serial = serial();
+    let stream = Stream::new(0).unwrap();
+    let out = openreg::malloc(0, 1024).unwrap();
+    let (tx, traces) = std::sync::mpsc::channel();
+    let mut profiler = Profiler::builder()
+        .schedule(schedule("0,1,1,1"))
+        .on_trace_ready(move |t| tx.send(t).unwrap())
+        .build()
+        .unwrap();
+    profiler.start().unwrap(); // WARMUP: the backend records from here
+    {
+        let _op = record_op("warm_fill");
+        openreg::launch_kernel(
+            Kernel::Fill {
+                out: out.clone(),
+                value: 1.0,
+            },
+            &stream,
+        )
+        .unwrap();
+        stream.synchronize();
+    }
+    profiler.step().unwrap(); // RECORD_AND_SAVE: the window opens
+    {
+        let _op = record_op("recorded_spin");
+        openreg::launch_kernel(Kernel::Busy(Duration::from_micros(200)), &stream).unwrap();
+        stream.synchronize();
+    }
+    profiler.step().unwrap(); // NONE: stop, trace_ready
+    profiler.finish().unwrap();
+    let t = traces.try_recv().unwrap();
+
+    assert!(
+        kernels(&t, "fill_f32").is_empty(),
+        "warm-up work is left out"
+    );
+    assert!(t.activities.iter().all(|a| &*a.name != "warm_fill"));
+    let spin = kernels(&t, "busy_spin");
+    assert_eq!(spin.len(), 1, "recorded work is in");
+    let op = t.activities.iter().find(|a| &*a.name == "recorded_spin");
+    assert_eq!(spin[0].linked_correlation, op.map(|o| o.correlation));
+    // The warm-up launch and its kernel were recorded by the device and dropped as warm-up,
+    // not counted as anomalies.
+    let warm = t.metadata("warmup_events").and_then(Value::as_i64);
+    assert!(
+        warm.is_some_and(|n| n >= 2),
+        "{:?}",
+        t.metadata("warmup_events")
+    );
+    assert_eq!(t.metadata("out_of_window_events"), Some(&Value::UInt(0)));
+}
+
+#[test]
+fn the_handler_writes_one_loadable_file_per_cycle_with_its_active_steps() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let handler = tensorboard_trace_handler(dir.path(), Some("rank0"), false);
+    let stream = Stream::new(0).unwrap();
+    let mut profiler = Profiler::builder()
+        .schedule(schedule("1,1,2,2"))
+        .on_trace_ready(handler.callback())
+        .build()
+        .unwrap();
+    profiler.start().unwrap();
+    for _ in 0..10 {
+        let op = record_op("aten::spin");
+        openreg::launch_kernel(Kernel::Busy(Duration::from_micros(50)), &stream).unwrap();
+        stream.synchronize();
+        drop(op);
+        profiler.step().unwrap();
+    }
+    profiler.finish().unwrap();
+    assert!(handler.take_errors().is_empty());
+
+    let mut written = handler.written();
+    written.sort();
+    let mut listed: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, written, "one file per cycle, nothing else");
+    let expected = [
+        ["ProfilerStep#2", "ProfilerStep#3"],
+        ["ProfilerStep#6", "ProfilerStep#7"],
+    ];
+    assert_eq!(written.len(), expected.len());
+    for (path, steps) in handler.written().iter().zip(expected) {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert!(
+            name.starts_with("rank0.") && name.ends_with(".pt.trace.json"),
+            "{name}"
+        );
+        let t = TraceReader::new().read_path(path).into_trace().unwrap();
+        // The host ranges, and their projections onto the stream the steps launched on.
+        for kind in [
+            ActivityType::UserAnnotation,
+            ActivityType::GpuUserAnnotation,
+        ] {
+            let mut names: Vec<_> = t
+                .activities
+                .iter()
+                .filter(|a| a.kind == kind && a.name.starts_with("ProfilerStep#"))
+                .map(|a| &*a.name)
+                .collect();
+            names.sort_unstable();
+            assert_eq!(names, steps, "{name}: {kind:?}");
+        }
+        // One kernel per active step.
+        assert_eq!(kernels(&t, "busy_spin").len(), 2, "{name}");
+        assert_loads_in_perfetto(path);
+    }
+}
