@@ -15,6 +15,8 @@
 //! - [`record`]: the host recorder (`record_function`, `scope!`, instants);
 //! - [`session`]: the session engine (prepare → start → stop) and the merge of the host
 //!   recording and every backend's output into one trace;
+//! - [`ondemand`]: the asynchronous engine: on-demand traces of a running process, driven
+//!   by time or by [`step`];
 //! - [`trace`]: the trace model;
 //! - [`export`], [`import`]: writers and readers;
 //! - [`analysis`]: what a trace says (the key-averages summary).
@@ -35,6 +37,7 @@
 pub mod backend;
 pub mod clock;
 pub mod config;
+pub mod ondemand;
 pub mod plugin;
 pub mod record;
 pub mod session;
@@ -45,6 +48,7 @@ pub use omniprof_trace::{activity, analysis, export, import, trace, value};
 
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use config::Config;
+pub use ondemand::step;
 pub use record::{instant, record_function, record_op, Name, RangeGuard};
 pub use session::{Profiler, ProfilerBuilder, SessionError};
 pub use trace::{Trace, Window};

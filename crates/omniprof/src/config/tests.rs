@@ -13,6 +13,7 @@ fn ctx() -> ApplyContext<'static> {
     ApplyContext {
         now_ms: NOW,
         on_demand_dir: None,
+        refuse_log_file: false,
     }
 }
 
@@ -509,6 +510,7 @@ fn apply_on_demand(
         &ApplyContext {
             now_ms: NOW,
             on_demand_dir: Some(dir),
+            refuse_log_file: false,
         },
     )
 }

@@ -61,6 +61,11 @@ pub enum SessionError {
 /// Set while a session holds the process-wide recorder; only a [`Claim`] sets and clears it.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
+/// Whether a session holds the process-wide recorder.
+pub(crate) fn recorder_claimed() -> bool {
+    ACTIVE.load(Ordering::Acquire)
+}
+
 /// A session's hold on the process-wide recorder, from prepare until its recording is
 /// drained. Released when dropped, so no path (an error in prepare, a panic, a profiler
 /// dropped mid-recording) leaves the recorder claimed; the release also clears the session's
@@ -92,6 +97,12 @@ enum Phase {
         host: record::HostSession,
         claim: Claim,
     },
+    /// Recording ended, not yet processed (see [`Profiler::end_recording`]).
+    Ended {
+        host: record::HostSession,
+        claim: Claim,
+        window: Window,
+    },
     Stopped,
 }
 
@@ -101,6 +112,7 @@ impl Phase {
             Self::Built => "not prepared",
             Self::Prepared(_) => "prepared",
             Self::Recording { .. } => "recording",
+            Self::Ended { .. } => "ended",
             Self::Stopped => "stopped",
         }
     }
@@ -122,6 +134,8 @@ pub struct ProfilerBuilder {
     config: Config,
     /// The backends this session drives instead of the registered ones.
     backends: Option<Vec<Arc<dyn ActivityProfiler>>>,
+    /// Driven by the on-demand engine, so it must not preempt itself at prepare.
+    on_demand: bool,
 }
 
 impl std::fmt::Debug for ProfilerBuilder {
@@ -168,6 +182,12 @@ impl ProfilerBuilder {
         self.backend(StubsProfiler::markers(device))
     }
 
+    /// Marks the session as the on-demand engine's own.
+    pub(crate) fn on_demand(mut self) -> Self {
+        self.on_demand = true;
+        self
+    }
+
     /// Drives `profiler` (with any others given) instead of the registered backends.
     fn backend(mut self, profiler: impl ActivityProfiler + 'static) -> Self {
         self.backends
@@ -188,6 +208,7 @@ impl ProfilerBuilder {
             window_start_ns: 0,
             backends: Backends::default(),
             requested: self.backends,
+            on_demand: self.on_demand,
         })
     }
 }
@@ -202,6 +223,7 @@ pub struct Profiler {
     backends: Backends,
     /// The backends the builder was given, driven instead of the registered ones.
     requested: Option<Vec<Arc<dyn ActivityProfiler>>>,
+    on_demand: bool,
 }
 
 impl std::fmt::Debug for Profiler {
@@ -229,9 +251,15 @@ impl Profiler {
 
     /// Claims the recorder, configures the backends and warms up (clock source, pre-faulted
     /// buffers), so `start` is cheap. Called by `start` when skipped.
+    ///
+    /// A synchronous session preempts an on-demand trace that is pending or running
+    /// ([`crate::ondemand`]): that trace is cancelled and writes no file.
     pub fn prepare(&mut self) -> Result<(), SessionError> {
         if !matches!(self.phase, Phase::Built) {
             return Err(self.out_of_order("prepare"));
+        }
+        if !self.on_demand {
+            crate::ondemand::preempt();
         }
         let claim = Claim::take()?;
         clock::source();
@@ -272,6 +300,15 @@ impl Profiler {
 
     /// Closes the capture window, stops recording and returns the trace.
     pub fn stop(&mut self) -> Result<Trace, SessionError> {
+        self.end_recording()?;
+        self.finish()
+    }
+
+    /// The cheap first half of `stop`: closes the capture window and stops the host
+    /// recording, without touching the backends or processing anything. The on-demand engine
+    /// calls it inside the application's `step()`, which must not block; [`Profiler::finish`]
+    /// does the rest on its own thread.
+    pub(crate) fn end_recording(&mut self) -> Result<(), SessionError> {
         let (mut host, claim) = match std::mem::replace(&mut self.phase, Phase::Stopped) {
             Phase::Recording { host, claim } => (host, claim),
             other => {
@@ -283,6 +320,27 @@ impl Profiler {
         let window = Window {
             start_ns: self.window_start_ns,
             end_ns: clock::wall_now_ns(),
+        };
+        self.phase = Phase::Ended {
+            host,
+            claim,
+            window,
+        };
+        Ok(())
+    }
+
+    /// The second half of `stop`: stops the backends and merges everything into the trace.
+    pub(crate) fn finish(&mut self) -> Result<Trace, SessionError> {
+        let (host, claim, window) = match std::mem::replace(&mut self.phase, Phase::Stopped) {
+            Phase::Ended {
+                host,
+                claim,
+                window,
+            } => (host, claim, window),
+            other => {
+                self.phase = other;
+                return Err(self.out_of_order("stop"));
+            }
         };
         self.backends.stop();
         let stop_sample = CalibrationSample::take();
@@ -312,9 +370,13 @@ impl Profiler {
 
 impl Drop for Profiler {
     fn drop(&mut self) {
-        if let Phase::Recording { host, .. } = &mut self.phase {
-            record::stop_session(host);
-            self.backends.stop();
+        match &mut self.phase {
+            Phase::Recording { host, .. } => {
+                record::stop_session(host);
+                self.backends.stop();
+            }
+            Phase::Ended { .. } => self.backends.stop(),
+            Phase::Built | Phase::Prepared(_) | Phase::Stopped => {}
         }
     }
 }
