@@ -1,6 +1,7 @@
 //! The base config: a file of Kineto keys that applies to every on-demand trace, under the
 //! request's own text (`reference/config.md` §5).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::config::{Config, ConfigError};
@@ -30,9 +31,14 @@ pub enum BaseConfigError {
 /// it exists, parsed onto the defaults (unrestricted, as Kineto treats its config file). Read
 /// at every request, so an edited file applies to the next trace.
 pub(crate) fn load() -> Result<Config, BaseConfigError> {
+    load_with(|var| std::env::var_os(var))
+}
+
+/// [`load`], reading the environment through `env`.
+fn load_with(env: impl Fn(&str) -> Option<OsString>) -> Result<Config, BaseConfigError> {
     let named = [OMNIPROF_CONFIG_ENV, KINETO_CONFIG_ENV]
         .into_iter()
-        .find_map(|var| Some((PathBuf::from(std::env::var_os(var)?), var)));
+        .find_map(|var| Some((PathBuf::from(env(var)?), var)));
     let (path, source_name) = match named {
         Some(named) => named,
         None if std::path::Path::new(DEFAULT_BASE_CONFIG).exists() => {
@@ -46,4 +52,70 @@ pub(crate) fn load() -> Result<Config, BaseConfigError> {
         error,
     })?;
     Config::parse(&text).map_err(|error| BaseConfigError::Parse { path, error })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_or_missing_base_config_names_the_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("base.conf");
+        std::fs::write(
+            &path,
+            "ACTIVITY_TYPES=cpu_op\nACTIVITIES_DURATION_MSECS=soon\n",
+        )
+        .unwrap();
+        let err =
+            load_with(|var| (var == KINETO_CONFIG_ENV).then(|| path.clone().into())).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "base config {}: line 2: ACTIVITIES_DURATION_MSECS: invalid integer \"soon\" \
+                 (expected a base-10 integer in [0, 2147483647])",
+                path.display()
+            )
+        );
+
+        let missing = dir.path().join("missing.conf");
+        let err = load_with(|var| (var == OMNIPROF_CONFIG_ENV).then(|| missing.clone().into()))
+            .unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.starts_with(&format!(
+                "base config {} (OMNIPROF_CONFIG)",
+                missing.display()
+            )),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn base_config_lies_under_the_request_and_omniprof_config_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = dir.path().join("ours.conf");
+        let kinetos = dir.path().join("kineto.conf");
+        std::fs::write(
+            &ours,
+            "ACTIVITY_TYPES=cpu_op\nACTIVITIES_DURATION_MSECS=700",
+        )
+        .unwrap();
+        std::fs::write(&kinetos, "ACTIVITIES_DURATION_MSECS=900").unwrap();
+        let mut config = load_with(|var| match var {
+            OMNIPROF_CONFIG_ENV => Some(ours.clone().into()),
+            KINETO_CONFIG_ENV => Some(kinetos.clone().into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(config.activities_duration().as_millis(), 700);
+        config
+            .apply_on_demand_strict("ACTIVITIES_DURATION_MSECS=250")
+            .unwrap();
+        assert_eq!(config.activities_duration().as_millis(), 250);
+        assert_eq!(
+            config.activity_types(),
+            [crate::ActivityType::CpuOp].into_iter().collect()
+        );
+    }
 }

@@ -187,16 +187,17 @@ impl Machine {
         self.request.map(|r| (r.id, r.trigger))
     }
 
-    /// Kineto's "active": a synchronous session holds the profiler, or this machine is past
-    /// `WaitForRequest`.
+    /// Kineto's "active": this machine is past `WaitForRequest`, or a synchronous session
+    /// holds the profiler (`sync_active`; past `WaitForRequest` the holder is this machine's
+    /// own session).
     fn busy(&self, now_ms: i64, iteration: i64, sync_active: bool) -> Option<String> {
-        if sync_active {
-            return Some("profiler busy: a synchronous profiling session is active".to_owned());
-        }
-        let request = self.request?;
+        let sync = || "profiler busy: a synchronous profiling session is active".to_owned();
+        let Some(request) = self.request else {
+            return sync_active.then(sync);
+        };
         let id = request.id;
         Some(match (self.state, request.trigger) {
-            (State::WaitForRequest, _) => return None,
+            (State::WaitForRequest, _) => return sync_active.then(sync),
             (State::Warmup | State::CollectTrace, Trigger::Time { .. }) => {
                 let end = end_ms(request.trigger);
                 format!(

@@ -4,7 +4,7 @@
 //! A request is Kineto config text (as a trigger or a daemon sends it), layered over the base
 //! config ([`OMNIPROF_CONFIG_ENV`] / [`KINETO_CONFIG_ENV`]). It is time-based (start time,
 //! warm-up, duration) or iteration-based (start iteration, warm-up iterations, iterations,
-//! roundup), counted by [`step`](crate::step). The engine's states are Kineto's
+//! roundup), counted by [`step`]. The engine's states are Kineto's
 //! ([`State`]): `WaitForRequest` → `Warmup` → `CollectTrace` → `ProcessTrace`, and
 //! `Cancelling`. A profiler thread (named `omniprof on-demand`) ticks time-based requests,
 //! merges every trace and writes it to the config's log file, so the application's `step()`

@@ -272,11 +272,12 @@ fn a_second_request_is_refused() {
         "profiler busy until iteration 60 (now at iteration 52): request #1 is in CollectTrace"
     );
 
-    // Running, time-based: busy until S + D, as a time.
+    // Running, time-based: busy until S + D, as a time. The recorder is claimed, by the
+    // machine's own session.
     let mut machine = submitted(time(5_000, 500), -1);
     machine.tick(T + 1_000);
     let err = machine
-        .submit(2, time(0, 500), T + 2_000, -1, false)
+        .submit(2, time(0, 500), T + 2_000, -1, true)
         .unwrap_err();
     assert_eq!(
         err.to_string(),
