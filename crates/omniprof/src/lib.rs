@@ -18,6 +18,8 @@
 //! - [`session`]: the lifecycle (prepare → start → stop, or a [`Schedule`] driven by
 //!   `step`), the backends' fault-isolated driving, and the merge of the host recording and
 //!   every backend's output into the trace;
+//! - [`ondemand`]: the asynchronous engine: on-demand traces of a running process, driven
+//!   by time or by [`step`], through the same session engine;
 //! - re-exported from `omniprof-trace`: [`activity`], [`value`], [`keys`], [`trace`],
 //!   [`export`] (Chrome JSON), [`import`] (the Kineto trace reader), [`analysis`]
 //!   (key averages).
@@ -38,6 +40,7 @@
 pub mod backend;
 pub mod clock;
 pub mod config;
+pub mod ondemand;
 pub mod plugin;
 pub mod record;
 pub mod session;
@@ -48,6 +51,7 @@ pub use omniprof_trace::{activity, analysis, export, import, keys, trace, value}
 
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use config::Config;
+pub use ondemand::step;
 pub use record::{instant, record_function, record_op, Name, RangeGuard};
 pub use session::{
     tensorboard_trace_handler, Profiler, ProfilerAction, ProfilerBuilder, Schedule, ScheduleArgs,

@@ -35,6 +35,8 @@ mod keys;
 mod on_demand;
 mod parse;
 
+pub use on_demand::on_demand_trace_dir;
+
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -43,7 +45,7 @@ use on_demand::MAX_REQUEST_AGE_MS;
 use parse::ApplyContext;
 
 /// Kineto's run-loop tick; an unset start time gets two of them as slack.
-const CONTROLLER_TICK_MS: i64 = 1_000;
+pub(crate) const CONTROLLER_TICK_MS: i64 = 1_000;
 
 /// Why a line or a value was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -61,6 +63,10 @@ pub enum ConfigErrorReason {
     /// An item of an activity list that names no activity type.
     #[error("invalid activity type {0:?}")]
     ActivityType(String),
+    /// An on-demand `ACTIVITIES_LOG_FILE` that may not be written (see
+    /// [`Config::apply_on_demand_strict`]); `why` names the allowed directory.
+    #[error("log file {path:?} refused: {why}")]
+    LogFileNotAllowed { path: String, why: String },
     /// `PROFILE_START_TIME` too far in the past to honour.
     #[error(
         "start time {start_ms} ms is more than {} s in the past (now {now_ms} ms)",
@@ -156,6 +162,10 @@ pub struct Config {
     values: keys::Values,
     /// Set by a key that asks for a trace (duration, iterations, log file).
     trace_request: bool,
+    /// Whether `PROFILE_START_TIME` was given (non-zero). An unset start is derived again at
+    /// every validation, so a text layered on top (an on-demand request over the base config)
+    /// gets its start from its own parse time and its own warm-up.
+    start_time_given: bool,
 }
 
 impl Config {
@@ -175,6 +185,7 @@ impl Config {
             &ApplyContext {
                 now_ms: now_ms(),
                 on_demand_dir: None,
+                refuse_log_file: false,
             },
         )
     }
@@ -191,7 +202,7 @@ impl Config {
     /// caller attributes them to lines.
     fn validate_at(&mut self, now_ms: i64) -> Vec<ConfigWarning> {
         let mut warnings = Vec::new();
-        if self.values.start_time_ms == 0 {
+        if !self.start_time_given {
             let warmup_ms = i64::try_from(self.warmup_duration().as_millis()).unwrap_or(i64::MAX);
             self.values.start_time_ms = now_ms
                 .saturating_add(warmup_ms)

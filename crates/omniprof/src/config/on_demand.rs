@@ -20,15 +20,38 @@ impl Config {
     /// not escape that directory through a symlink. A path that fails is ignored with a
     /// warning; the parse still succeeds.
     pub fn apply_on_demand(&mut self, text: &str) -> Result<Vec<ConfigWarning>, ConfigError> {
-        let dir = match std::env::var(ON_DEMAND_TRACE_DIR_ENV) {
-            Ok(dir) if !dir.is_empty() => dir,
-            _ => DEFAULT_ON_DEMAND_TRACE_DIR.to_owned(),
-        };
+        self.apply_on_demand_with(text, false)
+    }
+
+    /// Like [`Config::apply_on_demand`], but a log file outside the allowed directory is an
+    /// error ([`ConfigErrorReason::LogFileNotAllowed`]) instead of a warning: a trigger that
+    /// names a path it may not write must learn so, not get a trace somewhere else.
+    ///
+    /// ```
+    /// let err = omniprof::Config::default()
+    ///     .apply_on_demand_strict("ACTIVITIES_LOG_FILE=/etc/x.json")
+    ///     .unwrap_err();
+    /// assert!(err.to_string().contains("/etc/x.json"), "{err}");
+    /// ```
+    pub fn apply_on_demand_strict(
+        &mut self,
+        text: &str,
+    ) -> Result<Vec<ConfigWarning>, ConfigError> {
+        self.apply_on_demand_with(text, true)
+    }
+
+    fn apply_on_demand_with(
+        &mut self,
+        text: &str,
+        refuse_log_file: bool,
+    ) -> Result<Vec<ConfigWarning>, ConfigError> {
+        let dir = on_demand_trace_dir();
         self.apply_with(
             text,
             &ApplyContext {
                 now_ms: now_ms(),
                 on_demand_dir: Some(&dir),
+                refuse_log_file,
             },
         )
     }
@@ -44,10 +67,28 @@ pub(super) fn request_trace<T>(
     Ok(Applied::Set)
 }
 
+/// The directory on-demand traces may be written to: `$KINETO_ONDEMAND_TRACE_DIR` when set
+/// and non-empty, else `/tmp/`, always with a trailing `/`.
+pub fn on_demand_trace_dir() -> String {
+    let dir = match std::env::var(ON_DEMAND_TRACE_DIR_ENV) {
+        Ok(dir) if !dir.is_empty() => dir,
+        _ => DEFAULT_ON_DEMAND_TRACE_DIR.to_owned(),
+    };
+    with_trailing_slash(dir)
+}
+
+fn with_trailing_slash(dir: String) -> String {
+    if dir.ends_with('/') {
+        dir
+    } else {
+        dir + "/"
+    }
+}
+
 /// Refuses a `PROFILE_START_TIME` more than [`MAX_REQUEST_AGE_MS`] before the parse (a stale
 /// request); a future one is fine, and 0 means unset (validation fills it in).
 pub(super) fn check_start_time(
-    _: &mut Config,
+    config: &mut Config,
     &start_ms: &i64,
     ctx: &ApplyContext<'_>,
 ) -> Result<Applied, ConfigErrorReason> {
@@ -55,11 +96,13 @@ pub(super) fn check_start_time(
     if start_ms != 0 && now_ms.saturating_sub(start_ms) > MAX_REQUEST_AGE_MS {
         return Err(ConfigErrorReason::StartTimeInPast { start_ms, now_ms });
     }
+    config.start_time_given = start_ms != 0;
     Ok(Applied::Set)
 }
 
 /// `ACTIVITIES_LOG_FILE` asks for a trace, even when an on-demand path is refused (as in
-/// Kineto); an on-demand path outside the allowed directory is ignored with a warning.
+/// Kineto); an on-demand path outside the allowed directory is ignored with a warning, or
+/// refused when the context says so.
 pub(super) fn check_log_file(
     config: &mut Config,
     log_file: &LogFile,
@@ -72,6 +115,12 @@ pub(super) fn check_log_file(
     let path = log_file.path();
     Ok(match check_on_demand_log_file(path, dir) {
         Ok(()) => Applied::Set,
+        Err(why) if ctx.refuse_log_file => {
+            return Err(ConfigErrorReason::LogFileNotAllowed {
+                path: path.to_owned(),
+                why,
+            })
+        }
         Err(why) => Applied::Ignored(format!(
             "ignoring on-demand log file {path:?}: {why}; keeping {:?}",
             config.log_file()
@@ -82,16 +131,14 @@ pub(super) fn check_log_file(
 /// Checks an on-demand `ACTIVITIES_LOG_FILE` against the allowed directory `dir`; the error
 /// says why it is refused.
 fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
-    let dir = if dir.ends_with('/') {
-        dir.to_owned()
-    } else {
-        format!("{dir}/")
-    };
+    let dir = with_trailing_slash(dir.to_owned());
     if !path.starts_with(&dir) {
         return Err(format!("outside the allowed directory {dir:?}"));
     }
     if path.contains("..") {
-        return Err("contains \"..\"".to_owned());
+        return Err(format!(
+            "contains \"..\" (must stay inside the allowed directory {dir:?})"
+        ));
     }
     if !resolves_inside(Path::new(path), Path::new(&dir)) {
         return Err(format!(

@@ -20,6 +20,8 @@ pub(super) struct ApplyContext<'a> {
     pub(super) now_ms: i64,
     /// `Some(allowed directory)` for an on-demand (daemon) config.
     pub(super) on_demand_dir: Option<&'a str>,
+    /// Refuse an on-demand log file outside the allowed directory instead of ignoring it.
+    pub(super) refuse_log_file: bool,
 }
 
 /// What setting a known key did.

@@ -13,6 +13,7 @@ fn ctx() -> ApplyContext<'static> {
     ApplyContext {
         now_ms: NOW,
         on_demand_dir: None,
+        refuse_log_file: false,
     }
 }
 
@@ -509,6 +510,7 @@ fn apply_on_demand(
         &ApplyContext {
             now_ms: NOW,
             on_demand_dir: Some(dir),
+            refuse_log_file: false,
         },
     )
 }
@@ -546,6 +548,52 @@ fn on_demand_log_file() {
     let mut config = parse("ACTIVITIES_LOG_FILE=/tmp/kept.json").unwrap();
     apply_on_demand(&mut config, "ACTIVITIES_LOG_FILE=/etc/x.json", "/tmp/").unwrap();
     assert_eq!(config.log_file(), "/tmp/kept.json");
+}
+
+#[test]
+fn strict_on_demand_log_file_is_refused_naming_path_and_directory() {
+    for (value, why) in [
+        (
+            "/etc/cron.d/payload",
+            "outside the allowed directory \"/tmp/\"",
+        ),
+        (
+            "/tmp/../etc/x.json",
+            "contains \"..\" (must stay inside the allowed directory \"/tmp/\")",
+        ),
+    ] {
+        let mut config = Config::default();
+        let err = config
+            .apply_with(
+                &format!("ACTIVITIES_DURATION_MSECS=10\nACTIVITIES_LOG_FILE={value}"),
+                &ApplyContext {
+                    now_ms: NOW,
+                    on_demand_dir: Some("/tmp"),
+                    refuse_log_file: true,
+                },
+            )
+            .unwrap_err();
+        assert_eq!(err.line, 2);
+        assert_eq!(
+            err.to_string(),
+            format!("line 2: ACTIVITIES_LOG_FILE: log file {value:?} refused: {why}")
+        );
+        assert_eq!(config, Config::default(), "nothing applied");
+    }
+}
+
+#[test]
+fn unset_start_time_follows_the_layered_warmup() {
+    // A base config validated first, then a request with a longer warm-up: the derived start
+    // leaves that warm-up, instead of keeping the base's.
+    let mut config = parse("ACTIVITIES_DURATION_MSECS=10").unwrap();
+    assert_eq!(config.start_time_ms(), NOW + 7_000);
+    apply(&mut config, "ACTIVITIES_WARMUP_PERIOD_SECS=30").unwrap();
+    assert_eq!(config.start_time_ms(), NOW + 32_000);
+    // A given start stays through later layers.
+    apply(&mut config, &format!("PROFILE_START_TIME={}", NOW + 50_000)).unwrap();
+    apply(&mut config, "ACTIVITIES_WARMUP_PERIOD_SECS=1").unwrap();
+    assert_eq!(config.start_time_ms(), NOW + 50_000);
 }
 
 #[cfg(unix)]

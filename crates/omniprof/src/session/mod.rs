@@ -102,6 +102,11 @@ pub enum SessionError {
 /// Set while a session holds the process-wide recorder; only a [`Claim`] sets and clears it.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
+/// Whether a session holds the process-wide recorder.
+pub(crate) fn recorder_claimed() -> bool {
+    ACTIVE.load(Ordering::Acquire)
+}
+
 /// A session's hold on the process-wide recorder, from prepare until its recording is
 /// drained. Released when dropped, so no path (an error in prepare, a panic, a profiler
 /// dropped mid-recording) leaves the recorder claimed; the release also clears the session's
@@ -133,6 +138,12 @@ enum Phase {
         host: record::HostSession,
         claim: Claim,
     },
+    /// Recording ended, not yet processed (see [`Profiler::end_recording`]).
+    Ended {
+        host: record::HostSession,
+        claim: Claim,
+        window: Window,
+    },
     Stopped,
 }
 
@@ -142,6 +153,7 @@ impl Phase {
             Self::Built => "not prepared",
             Self::Prepared(_) => "prepared",
             Self::Recording { .. } => "recording",
+            Self::Ended { .. } => "ended",
             Self::Stopped => "stopped",
         }
     }
@@ -168,6 +180,8 @@ pub struct ProfilerBuilder {
     backends: Option<Vec<Arc<dyn ActivityProfiler>>>,
     schedule: Option<Schedule>,
     on_trace_ready: Option<TraceReady>,
+    /// Driven by the on-demand engine, so it must not preempt itself at prepare.
+    on_demand: bool,
 }
 
 impl std::fmt::Debug for ProfilerBuilder {
@@ -240,6 +254,12 @@ impl ProfilerBuilder {
         self
     }
 
+    /// Marks the session as the on-demand engine's own.
+    pub(crate) fn on_demand(mut self) -> Self {
+        self.on_demand = true;
+        self
+    }
+
     pub fn build(self) -> Result<Profiler, SessionError> {
         if self.schedule.is_some() && self.on_trace_ready.is_none() {
             return Err(SessionError::NoTraceHandler);
@@ -258,6 +278,7 @@ impl ProfilerBuilder {
             requested: self.backends,
             schedule: self.schedule,
             on_trace_ready: self.on_trace_ready,
+            on_demand: self.on_demand,
             run: Run::NotStarted,
             step_num: 0,
             action: ProfilerAction::None,
@@ -300,6 +321,8 @@ pub struct Profiler {
     action: ProfilerAction,
     /// The current step's `ProfilerStep#N` range, while recording.
     step_range: Option<OwnedRange>,
+    /// Driven by the on-demand engine (see [`ProfilerBuilder::on_demand`]).
+    on_demand: bool,
 }
 
 impl std::fmt::Debug for Profiler {
@@ -333,6 +356,9 @@ impl Profiler {
     /// before the window opens. What the backends record until `start` is dropped from the
     /// trace and counted in its `warmup_events` metadata. Called by `start` when skipped
     /// (then the backends start with the window: nothing to drop).
+    ///
+    /// A synchronous session preempts an on-demand trace that is pending or running
+    /// ([`crate::ondemand`]): that trace is cancelled and writes no file.
     pub fn prepare(&mut self) -> Result<(), SessionError> {
         if self.schedule.is_some() {
             return Err(SessionError::Scheduled { call: "prepare" });
@@ -348,6 +374,9 @@ impl Profiler {
     fn configure(&mut self, warm: bool) -> Result<(), SessionError> {
         if !matches!(self.phase, Phase::Built | Phase::Stopped) {
             return Err(self.out_of_order("prepare"));
+        }
+        if !self.on_demand {
+            crate::ondemand::preempt();
         }
         let claim = Claim::take()?;
         clock::source();
@@ -424,7 +453,8 @@ impl Profiler {
         }
     }
 
-    /// Ends a step. Without a schedule it only counts. With one: the current
+    /// Ends a step (also counting the process-wide [`step`](crate::step) that on-demand
+    /// requests are timed by). Without a schedule it only counts. With one: the current
     /// `ProfilerStep#N` range closes, the step number goes up, the schedule's action for it
     /// is taken (PyTorch's transition: warm-up, start, stop, a finished trace handed to
     /// `on_trace_ready`, or a warning for an incorrect schedule), and `ProfilerStep#<n>`
@@ -433,6 +463,8 @@ impl Profiler {
     /// An error (another session holds the recorder when a cycle would prepare) leaves this
     /// cycle out; the next step that starts a cycle tries again.
     pub fn step(&mut self) -> Result<(), SessionError> {
+        // The process-wide iteration count on-demand requests are timed by.
+        crate::ondemand::step();
         let Some(schedule) = self.schedule else {
             self.step_num += 1;
             return Ok(());
@@ -542,6 +574,15 @@ impl Profiler {
     }
 
     fn close_window(&mut self) -> Result<Trace, SessionError> {
+        self.end_recording()?;
+        self.process()
+    }
+
+    /// The cheap first half of `stop`: closes the capture window and stops the host
+    /// recording, without touching the backends or processing anything. The on-demand engine
+    /// calls it inside the application's `step()`, which must not block;
+    /// [`process`](Self::process) does the rest on the engine's thread.
+    pub(crate) fn end_recording(&mut self) -> Result<(), SessionError> {
         let (mut host, claim) = match std::mem::replace(&mut self.phase, Phase::Stopped) {
             Phase::Recording { host, claim } => (host, claim),
             other => {
@@ -553,6 +594,27 @@ impl Profiler {
         let window = Window {
             start_ns: self.window_start_ns,
             end_ns: clock::wall_now_ns(),
+        };
+        self.phase = Phase::Ended {
+            host,
+            claim,
+            window,
+        };
+        Ok(())
+    }
+
+    /// The second half of `stop`: stops the backends and merges everything into the trace.
+    pub(crate) fn process(&mut self) -> Result<Trace, SessionError> {
+        let (host, claim, window) = match std::mem::replace(&mut self.phase, Phase::Stopped) {
+            Phase::Ended {
+                host,
+                claim,
+                window,
+            } => (host, claim, window),
+            other => {
+                self.phase = other;
+                return Err(self.out_of_order("stop"));
+            }
         };
         self.backends.stop();
         let stop_sample = CalibrationSample::take();
@@ -591,8 +653,9 @@ impl Drop for Profiler {
                 record::stop_session(host);
                 self.backends.stop();
             }
+            Phase::Ended { .. } => self.backends.stop(),
             Phase::Prepared(_) if self.warm_start_ns.is_some() => self.backends.stop(),
-            _ => {}
+            Phase::Built | Phase::Prepared(_) | Phase::Stopped => {}
         }
     }
 }

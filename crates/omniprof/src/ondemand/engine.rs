@@ -1,0 +1,357 @@
+//! The driver around the [`Machine`]: the shared state, the profiler thread, and the work
+//! each [`Action`] stands for (sessions, processing, the file).
+//!
+//! Locking: one mutex guards the machine and the request's session. Nothing slow runs under
+//! it on behalf of the application: `step()` takes it only from the iteration where its
+//! request needs it ([`Machine::next_iteration`]), ending a recording there is cheap, and
+//! merging, writing and tearing down happen with the session taken out of the lock.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::machine::{Action, Machine, State, Trigger};
+use super::{RequestSummary, Status, TraceFailed};
+use crate::config::{Config, CONTROLLER_TICK_MS};
+use crate::export::chrome;
+use crate::session::Profiler;
+
+/// The profiler thread's name (Kineto's is "Kineto Activity Profiler").
+pub(super) const THREAD_NAME: &str = "omniprof on-demand";
+
+/// The application's iteration; the first `step()` makes it 0.
+pub(super) static ITERATION: AtomicI64 = AtomicI64::new(-1);
+/// The iteration from which `step()` must tell the machine ([`Machine::next_iteration`]).
+pub(super) static NEXT_ITERATION: AtomicI64 = AtomicI64::new(i64::MAX);
+
+/// Where a request's outcome is delivered to its [`super::Ticket`].
+#[derive(Debug, Default)]
+pub(super) struct Slot {
+    outcome: Mutex<Option<Result<PathBuf, TraceFailed>>>,
+    done: Condvar,
+}
+
+impl Slot {
+    fn resolve(&self, outcome: Result<PathBuf, TraceFailed>) {
+        *lock(&self.outcome) = Some(outcome);
+        self.done.notify_all();
+    }
+
+    pub(super) fn wait(&self, timeout: Duration) -> Result<PathBuf, TraceFailed> {
+        let guard = lock(&self.outcome);
+        let (guard, _) = self
+            .done
+            .wait_timeout_while(guard, timeout, |outcome| outcome.is_none())
+            .unwrap_or_else(PoisonError::into_inner);
+        guard.clone().unwrap_or(Err(TraceFailed::TimedOut(timeout)))
+    }
+}
+
+/// The request the machine holds: its config, its ticket's slot and, from warm-up on, its
+/// session.
+struct Current {
+    id: u64,
+    config: Config,
+    slot: Arc<Slot>,
+    session: Option<Profiler>,
+}
+
+struct Shared {
+    machine: Machine,
+    current: Option<Current>,
+    /// A request whose recording ended, for the profiler thread to process.
+    ended: Option<Current>,
+    next_id: u64,
+}
+
+pub(super) struct Engine {
+    shared: Mutex<Shared>,
+    /// Wakes the profiler thread (a request, an ended recording).
+    wake: Condvar,
+    /// Signals that the machine left `ProcessTrace` or `Cancelling`.
+    settled: Condvar,
+    /// Whether the profiler thread runs.
+    thread: Mutex<bool>,
+}
+
+static ENGINE: OnceLock<Engine> = OnceLock::new();
+
+/// The engine, created on first use.
+pub(super) fn engine() -> &'static Engine {
+    ENGINE.get_or_init(|| Engine {
+        shared: Mutex::new(Shared {
+            machine: Machine::default(),
+            current: None,
+            ended: None,
+            next_id: 1,
+        }),
+        wake: Condvar::new(),
+        settled: Condvar::new(),
+        thread: Mutex::new(false),
+    })
+}
+
+/// The engine, if anything has used it yet.
+pub(super) fn existing() -> Option<&'static Engine> {
+    ENGINE.get()
+}
+
+/// A poisoned lock still guards consistent data here (every update is a few assignments),
+/// so it is taken anyway rather than spreading a panic into the application.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(super) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Engine {
+    /// Starts the profiler thread unless it runs.
+    pub(super) fn start_thread(&'static self) -> std::io::Result<()> {
+        let mut running = lock(&self.thread);
+        if !*running {
+            std::thread::Builder::new()
+                .name(THREAD_NAME.to_owned())
+                .spawn(|| self.run())?;
+            *running = true;
+        }
+        Ok(())
+    }
+
+    pub(super) fn thread_running(&self) -> bool {
+        *lock(&self.thread)
+    }
+
+    /// Accepts a request with `config` and `trigger`, or refuses it.
+    pub(super) fn submit(
+        &self,
+        config: Config,
+        trigger: Trigger,
+    ) -> Result<(u64, Arc<Slot>), super::Refused> {
+        let mut shared = lock(&self.shared);
+        let id = shared.next_id;
+        let sync_active = crate::session::recorder_claimed();
+        let iteration = ITERATION.load(Ordering::Relaxed);
+        shared
+            .machine
+            .submit(id, trigger, now_ms(), iteration, sync_active)?;
+        shared.next_id += 1;
+        let slot = Arc::new(Slot::default());
+        shared.current = Some(Current {
+            id,
+            config,
+            slot: Arc::clone(&slot),
+            session: None,
+        });
+        publish(&shared.machine);
+        self.wake.notify_all();
+        Ok((id, slot))
+    }
+
+    /// The application's `step()` reached `iteration`, at or after [`NEXT_ITERATION`].
+    pub(super) fn on_step(&self, iteration: i64) {
+        let mut shared = lock(&self.shared);
+        let actions = shared.machine.step(iteration);
+        self.carry_out(shared, actions);
+    }
+
+    /// Cancels the pending or running request with `why`; true if there was one to cancel.
+    /// With `wait_for_processing`, a trace being written is waited for first (a synchronous
+    /// session needs the recorder it still holds).
+    pub(super) fn cancel(&self, why: TraceFailed, wait_for_processing: bool) -> bool {
+        let mut shared = lock(&self.shared);
+        if wait_for_processing {
+            shared = self
+                .settled
+                .wait_while(shared, |s| {
+                    matches!(s.machine.state(), State::ProcessTrace | State::Cancelling)
+                })
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        let actions = shared.machine.cancel(why);
+        let cancelled = !actions.is_empty();
+        self.carry_out(shared, actions);
+        cancelled
+    }
+
+    pub(super) fn status(&self) -> Status {
+        let shared = lock(&self.shared);
+        let request = shared.machine.request().map(|(id, trigger)| {
+            let log_file = shared
+                .current
+                .as_ref()
+                .or(shared.ended.as_ref())
+                .map(|c| c.config.log_file_url(std::process::id()))
+                .unwrap_or_default();
+            RequestSummary {
+                id,
+                trigger,
+                log_file,
+            }
+        });
+        Status {
+            state: shared.machine.state(),
+            request,
+            iteration: ITERATION.load(Ordering::Relaxed),
+            thread_running: self.thread_running(),
+        }
+    }
+
+    /// Does what `actions` say, releasing the lock for teardown.
+    fn carry_out<'a>(&'a self, mut shared: MutexGuard<'a, Shared>, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Prepare(id) => {
+                    let result = shared.current.as_mut().filter(|c| c.id == id).map(|c| {
+                        let mut session = Profiler::builder()
+                            .config(c.config.clone())
+                            .on_demand()
+                            .build()?;
+                        session.prepare()?;
+                        c.session = Some(session);
+                        Ok::<_, crate::SessionError>(())
+                    });
+                    if let Some(Err(e)) = result {
+                        shared = self.abort(shared, id, TraceFailed::Session(e.to_string()));
+                    }
+                }
+                Action::Start { id, late_ms } => {
+                    if let Some(late) = late_ms {
+                        log::info!("omniprof on-demand: Tracing started {late} ms late!");
+                    }
+                    let result = shared
+                        .current
+                        .as_mut()
+                        .filter(|c| c.id == id)
+                        .and_then(|c| c.session.as_mut())
+                        .map(Profiler::start);
+                    if let Some(Err(e)) = result {
+                        shared = self.abort(shared, id, TraceFailed::Session(e.to_string()));
+                    }
+                }
+                Action::End(id) => {
+                    let Some(mut current) = shared.current.take_if(|c| c.id == id) else {
+                        continue;
+                    };
+                    if let Some(Err(e)) = current.session.as_mut().map(Profiler::end_recording) {
+                        shared.machine.processed();
+                        current
+                            .slot
+                            .resolve(Err(TraceFailed::Session(e.to_string())));
+                        self.settled.notify_all();
+                        continue;
+                    }
+                    shared.ended = Some(current);
+                    self.wake.notify_all();
+                }
+                Action::Teardown { id, why } => shared = self.abort(shared, id, why),
+                Action::Fail { id, why } => {
+                    if let Some(current) = shared.current.take_if(|c| c.id == id) {
+                        current.slot.resolve(Err(why));
+                    }
+                }
+            }
+        }
+        publish(&shared.machine);
+    }
+
+    /// Tears request `id`'s session down outside the lock (backends may take a while to
+    /// stop), then settles the machine and fails the ticket with `why`.
+    fn abort<'a>(
+        &'a self,
+        mut shared: MutexGuard<'a, Shared>,
+        id: u64,
+        why: TraceFailed,
+    ) -> MutexGuard<'a, Shared> {
+        let current = shared.current.take_if(|c| c.id == id);
+        publish(&shared.machine);
+        drop(shared);
+        if let Some(current) = current {
+            drop(current.session);
+            current.slot.resolve(Err(why));
+        }
+        let mut shared = lock(&self.shared);
+        shared.machine.torn_down();
+        self.settled.notify_all();
+        shared
+    }
+
+    /// The profiler thread: ticks the machine, and processes ended recordings.
+    fn run(&self) {
+        let mut shared = lock(&self.shared);
+        loop {
+            if let Some(ended) = shared.ended.take() {
+                drop(shared);
+                let outcome = process(ended.session, &ended.config);
+                match &outcome {
+                    Ok(path) => log::info!(
+                        "omniprof on-demand: request #{} written to {}",
+                        ended.id,
+                        path.display()
+                    ),
+                    Err(e) => log::warn!("omniprof on-demand: request #{}: {e}", ended.id),
+                }
+                ended.slot.resolve(outcome);
+                shared = lock(&self.shared);
+                shared.machine.processed();
+                publish(&shared.machine);
+                self.settled.notify_all();
+                continue;
+            }
+            let now = now_ms();
+            let actions = shared.machine.tick(now);
+            if !actions.is_empty() {
+                self.carry_out(shared, actions);
+                shared = lock(&self.shared);
+                continue;
+            }
+            let wait_ms = shared
+                .machine
+                .next_deadline()
+                .map_or(CONTROLLER_TICK_MS, |at| {
+                    at.saturating_sub(now).clamp(0, CONTROLLER_TICK_MS)
+                });
+            let timeout = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0));
+            shared = self
+                .wake
+                .wait_timeout(shared, timeout)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+/// Tells `step()` from which iteration on the machine needs it.
+fn publish(machine: &Machine) {
+    NEXT_ITERATION.store(machine.next_iteration(), Ordering::Release);
+}
+
+/// Merges an ended session and writes its trace to the config's log file.
+fn process(session: Option<Profiler>, config: &Config) -> Result<PathBuf, TraceFailed> {
+    let mut session = session.ok_or_else(|| TraceFailed::Session("no session".to_owned()))?;
+    let trace = session
+        .process()
+        .map_err(|e| TraceFailed::Session(e.to_string()))?;
+    let url = config.log_file_url(std::process::id());
+    let path = PathBuf::from(
+        url.strip_prefix("file://")
+            .ok_or_else(|| TraceFailed::Write {
+                path: PathBuf::from(&url),
+                error: "only file:// URLs can be written".to_owned(),
+            })?,
+    );
+    let write_error = |error: String| TraceFailed::Write {
+        path: path.clone(),
+        error,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| write_error(format!("cannot create directory {}: {e}", dir.display())))?;
+    }
+    chrome::save(&trace, &path).map_err(|e| write_error(e.to_string()))?;
+    Ok(path)
+}

@@ -1,0 +1,496 @@
+//! Kineto's on-demand state machine (`reference/lifecycle.md` §1, §3) as a pure core: it
+//! holds no session, reads no clock and no counter. The driver (`engine`) feeds it the time
+//! (`tick`), the iteration (`step`) and the outside calls (`request`, `cancel`, `preempt`),
+//! and carries out the [`Action`]s it returns, so every rule is testable without a thread.
+
+use std::fmt;
+
+use super::{Refused, TraceFailed};
+use crate::config::{Config, CONTROLLER_TICK_MS};
+
+/// Collection that starts later than this after its scheduled time is logged (Kineto's
+/// "Tracing started N ms late!").
+const LATE_START_MS: i64 = 10;
+
+/// The engine's state, named as in Kineto.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Idle, or holding a request whose start has not come yet.
+    WaitForRequest,
+    /// The session is prepared; the backends warm up until the start.
+    Warmup,
+    /// Recording.
+    CollectTrace,
+    /// Recording ended; the profiler thread merges the trace and writes the file.
+    ProcessTrace,
+    /// A running trace is being torn down without a file.
+    Cancelling,
+}
+
+impl State {
+    /// Kineto's name of the state.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::WaitForRequest => "WaitForRequest",
+            Self::Warmup => "Warmup",
+            Self::CollectTrace => "CollectTrace",
+            Self::ProcessTrace => "ProcessTrace",
+            Self::Cancelling => "Cancelling",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// When a request starts and stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// Time-based: warm up from `start_ms − warmup_ms`, collect `[start_ms, start_ms +
+    /// duration_ms)`. Times are ms since the Unix epoch.
+    Time {
+        start_ms: i64,
+        warmup_ms: i64,
+        duration_ms: i64,
+    },
+    /// Iteration-based: warm up from step `start − warmup`, collect steps `[start, start +
+    /// iterations)`; a late request moves `start` (and rounds it up to a multiple of
+    /// `roundup` when set).
+    Iteration {
+        start: i64,
+        warmup: i64,
+        iterations: i64,
+        roundup: Option<i64>,
+    },
+}
+
+impl Trigger {
+    /// The trigger of `config`, given the current `iteration` (−1 before the first step).
+    /// An iteration-based config while the application has never stepped falls back to
+    /// time-based when it has a duration, and is declined otherwise.
+    pub(crate) fn from_config(config: &Config, iteration: i64) -> Result<Self, Refused> {
+        let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let time = Self::Time {
+            start_ms: config.start_time_ms(),
+            warmup_ms: ms(config.warmup_duration()),
+            duration_ms: ms(config.activities_duration()),
+        };
+        let Some(start) = config
+            .start_iteration()
+            .filter(|_| config.has_start_iteration())
+        else {
+            return Ok(time);
+        };
+        if iteration < 0 {
+            return if config.activities_duration().is_zero() {
+                Err(Refused::Declined(
+                    "iteration-based request ignored: the application is not updating \
+                     iteration count (it never called omniprof::step())"
+                        .to_owned(),
+                ))
+            } else {
+                log::info!(
+                    "omniprof on-demand: step() was never called; \
+                     the iteration-based request falls back to time-based"
+                );
+                Ok(time)
+            };
+        }
+        Ok(Self::Iteration {
+            start: start.into(),
+            warmup: config.warmup_iterations().into(),
+            iterations: config.iterations().into(),
+            roundup: config.start_iteration_roundup().map(i64::from),
+        })
+    }
+}
+
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Time {
+                start_ms,
+                warmup_ms,
+                duration_ms,
+            } => write!(
+                f,
+                "{duration_ms} ms from {} (warm-up {warmup_ms} ms)",
+                utc(start_ms)
+            ),
+            Self::Iteration {
+                start,
+                warmup,
+                iterations,
+                roundup,
+            } => {
+                write!(
+                    f,
+                    "{iterations} iterations from iteration {start} (warm-up {warmup})"
+                )?;
+                match roundup {
+                    Some(r) => write!(f, ", start rounded up to a multiple of {r}"),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// What the driver must do after an input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Configure a session for request `id` (warm-up begins).
+    Prepare(u64),
+    /// Start collecting; `late_ms` is set when the start is late enough to log.
+    Start { id: u64, late_ms: Option<i64> },
+    /// End the recording and hand the session to the profiler thread to process and write.
+    End(u64),
+    /// Drop request `id`'s session, if any, without a file; then call
+    /// [`Machine::torn_down`]. The request fails with `why`.
+    Teardown { id: u64, why: TraceFailed },
+    /// Request `id` failed before it had a session.
+    Fail { id: u64, why: TraceFailed },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Request {
+    id: u64,
+    trigger: Trigger,
+}
+
+/// The state machine. At most one request exists: pending (in `WaitForRequest`) or running.
+#[derive(Debug)]
+pub(crate) struct Machine {
+    state: State,
+    request: Option<Request>,
+}
+
+impl Default for Machine {
+    fn default() -> Self {
+        Self {
+            state: State::WaitForRequest,
+            request: None,
+        }
+    }
+}
+
+impl Machine {
+    pub(crate) fn state(&self) -> State {
+        self.state
+    }
+
+    /// The pending or running request: its id and trigger.
+    pub(crate) fn request(&self) -> Option<(u64, Trigger)> {
+        self.request.map(|r| (r.id, r.trigger))
+    }
+
+    /// Kineto's "active": this machine is past `WaitForRequest`, or a synchronous session
+    /// holds the profiler (`sync_active`; past `WaitForRequest` the holder is this machine's
+    /// own session).
+    fn busy(&self, now_ms: i64, iteration: i64, sync_active: bool) -> Option<String> {
+        let sync = || "profiler busy: a synchronous profiling session is active".to_owned();
+        let Some(request) = self.request else {
+            return sync_active.then(sync);
+        };
+        let id = request.id;
+        Some(match (self.state, request.trigger) {
+            (State::WaitForRequest, _) => return sync_active.then(sync),
+            (State::Warmup | State::CollectTrace, Trigger::Time { .. }) => {
+                let end = end_ms(request.trigger);
+                format!(
+                    "profiler busy until {} (in {} ms): request #{id} is in {}",
+                    utc(end),
+                    end.saturating_sub(now_ms).max(0),
+                    self.state
+                )
+            }
+            (
+                State::Warmup | State::CollectTrace,
+                Trigger::Iteration {
+                    start, iterations, ..
+                },
+            ) => format!(
+                "profiler busy until iteration {} (now at iteration {iteration}): \
+                 request #{id} is in {}",
+                start + iterations,
+                self.state
+            ),
+            (State::ProcessTrace, _) => {
+                format!("profiler busy: writing the trace of request #{id}")
+            }
+            (State::Cancelling, _) => format!("profiler busy: cancelling request #{id}"),
+        })
+    }
+
+    /// Accepts request `id`, or says why not. `sync_active`: a synchronous session holds the
+    /// profiler.
+    pub(crate) fn submit(
+        &mut self,
+        id: u64,
+        trigger: Trigger,
+        now_ms: i64,
+        iteration: i64,
+        sync_active: bool,
+    ) -> Result<(), Refused> {
+        if let Some(reason) = self.busy(now_ms, iteration, sync_active) {
+            return Err(Refused::Busy(reason));
+        }
+        if let Some(pending) = self.request {
+            return Err(Refused::Pending(format!(
+                "another profile request is pending: request #{}, {}",
+                pending.id, pending.trigger
+            )));
+        }
+        // The run loop would refuse it at activation; say so now.
+        if let Trigger::Time { .. } = trigger {
+            check_schedule(trigger, now_ms).map_err(Refused::Declined)?;
+        }
+        self.request = Some(Request { id, trigger });
+        Ok(())
+    }
+
+    /// The run-loop tick at `now_ms`: drives a time-based request.
+    pub(crate) fn tick(&mut self, now_ms: i64) -> Vec<Action> {
+        let Some(Request {
+            id,
+            trigger:
+                trigger @ Trigger::Time {
+                    start_ms,
+                    warmup_ms,
+                    ..
+                },
+        }) = self.request
+        else {
+            return Vec::new();
+        };
+        let mut actions = Vec::new();
+        if self.state == State::WaitForRequest {
+            if now_ms.saturating_add(CONTROLLER_TICK_MS) < start_ms.saturating_sub(warmup_ms) {
+                return actions;
+            }
+            if let Err(why) = check_schedule(trigger, now_ms) {
+                self.request = None;
+                actions.push(Action::Fail {
+                    id,
+                    why: TraceFailed::CouldNotStart(why),
+                });
+                return actions;
+            }
+            self.state = State::Warmup;
+            actions.push(Action::Prepare(id));
+        }
+        if self.state == State::Warmup && now_ms >= start_ms {
+            let late = now_ms - start_ms;
+            self.state = State::CollectTrace;
+            actions.push(Action::Start {
+                id,
+                late_ms: (late > LATE_START_MS).then_some(late),
+            });
+        }
+        if self.state == State::CollectTrace && now_ms >= end_ms(trigger) {
+            self.state = State::ProcessTrace;
+            actions.push(Action::End(id));
+        }
+        actions
+    }
+
+    /// When the next tick can change something (ms since the epoch), if a time-based
+    /// request is pending or running; the driver sleeps until then, or one tick at most.
+    pub(crate) fn next_deadline(&self) -> Option<i64> {
+        let Request {
+            trigger:
+                trigger @ Trigger::Time {
+                    start_ms,
+                    warmup_ms,
+                    ..
+                },
+            ..
+        } = self.request?
+        else {
+            return None;
+        };
+        match self.state {
+            State::WaitForRequest => Some(
+                start_ms
+                    .saturating_sub(warmup_ms)
+                    .saturating_sub(CONTROLLER_TICK_MS),
+            ),
+            State::Warmup => Some(start_ms),
+            State::CollectTrace => Some(end_ms(trigger)),
+            State::ProcessTrace | State::Cancelling => None,
+        }
+    }
+
+    /// The first iteration at which [`Machine::step`] can change something (`i64::MAX` when
+    /// none): `step()` takes the engine's lock only from there on.
+    pub(crate) fn next_iteration(&self) -> i64 {
+        let Some(Request {
+            trigger:
+                Trigger::Iteration {
+                    start,
+                    warmup,
+                    iterations,
+                    ..
+                },
+            ..
+        }) = self.request
+        else {
+            return i64::MAX;
+        };
+        match self.state {
+            State::WaitForRequest => start - warmup,
+            State::Warmup => start,
+            State::CollectTrace => start + iterations,
+            State::ProcessTrace | State::Cancelling => i64::MAX,
+        }
+    }
+
+    /// The application reached iteration `current`: drives an iteration-based request.
+    pub(crate) fn step(&mut self, current: i64) -> Vec<Action> {
+        let Some(Request {
+            id,
+            trigger:
+                Trigger::Iteration {
+                    mut start,
+                    warmup,
+                    iterations,
+                    roundup,
+                },
+        }) = self.request
+        else {
+            return Vec::new();
+        };
+        let mut actions = Vec::new();
+        if self.state == State::WaitForRequest {
+            if current < start - warmup {
+                return actions;
+            }
+            if current > start - warmup {
+                // Late: warm up from now; with a roundup, start on the next multiple.
+                start = current + warmup;
+                if let Some(r) = roundup.filter(|&r| r > 0) {
+                    start = (start + r - 1) / r * r;
+                }
+                self.request = Some(Request {
+                    id,
+                    trigger: Trigger::Iteration {
+                        start,
+                        warmup,
+                        iterations,
+                        roundup,
+                    },
+                });
+                if current != start - warmup {
+                    return actions;
+                }
+            }
+            self.state = State::Warmup;
+            actions.push(Action::Prepare(id));
+        }
+        if self.state == State::Warmup && current >= start {
+            self.state = State::CollectTrace;
+            actions.push(Action::Start { id, late_ms: None });
+        }
+        if self.state == State::CollectTrace && current >= start + iterations {
+            self.state = State::ProcessTrace;
+            actions.push(Action::End(id));
+        }
+        actions
+    }
+
+    /// Cancels the pending or running request with `why`. A trace in `ProcessTrace` is
+    /// still written (as Kineto finalizes it), so nothing happens then.
+    pub(crate) fn cancel(&mut self, why: TraceFailed) -> Vec<Action> {
+        let Some(Request { id, .. }) = self.request else {
+            return Vec::new();
+        };
+        match self.state {
+            State::WaitForRequest => {
+                self.request = None;
+                vec![Action::Fail { id, why }]
+            }
+            State::Warmup | State::CollectTrace => {
+                self.state = State::Cancelling;
+                vec![Action::Teardown { id, why }]
+            }
+            State::ProcessTrace | State::Cancelling => Vec::new(),
+        }
+    }
+
+    /// The session of a cancelled (or failed) request is gone: back to `WaitForRequest`.
+    pub(crate) fn torn_down(&mut self) {
+        self.state = State::WaitForRequest;
+        self.request = None;
+    }
+
+    /// The trace was written (or failed to be): back to `WaitForRequest`.
+    pub(crate) fn processed(&mut self) {
+        self.torn_down();
+    }
+}
+
+/// Where a time-based trigger's collection ends.
+fn end_ms(trigger: Trigger) -> i64 {
+    match trigger {
+        Trigger::Time {
+            start_ms,
+            duration_ms,
+            ..
+        } => start_ms.saturating_add(duration_ms),
+        Trigger::Iteration { .. } => i64::MAX,
+    }
+}
+
+/// Kineto's activation check: the start is not in the past and leaves the full warm-up.
+fn check_schedule(trigger: Trigger, now_ms: i64) -> Result<(), String> {
+    let Trigger::Time {
+        start_ms,
+        warmup_ms,
+        ..
+    } = trigger
+    else {
+        return Ok(());
+    };
+    if start_ms < now_ms {
+        return Err(format!(
+            "could not start at the scheduled time: the start {} is {} ms in the past",
+            utc(start_ms),
+            now_ms - start_ms
+        ));
+    }
+    if start_ms - now_ms < warmup_ms {
+        return Err(format!(
+            "could not start at the scheduled time: {} ms left before the start {}, \
+             but the warm-up needs {warmup_ms} ms",
+            start_ms - now_ms,
+            utc(start_ms)
+        ));
+    }
+    Ok(())
+}
+
+/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`, for messages.
+pub(crate) fn utc(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    let in_day = ms.rem_euclid(86_400_000);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03} UTC",
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1000 % 60,
+        in_day % 1000
+    )
+}

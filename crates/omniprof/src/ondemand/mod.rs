@@ -1,0 +1,271 @@
+//! On-demand tracing of a running process: Kineto's asynchronous engine
+//! (`reference/lifecycle.md` §1, §3).
+//!
+//! A request is Kineto config text (as a trigger or a daemon sends it), layered over the base
+//! config ([`OMNIPROF_CONFIG_ENV`] / [`KINETO_CONFIG_ENV`]). It is time-based (start time,
+//! warm-up, duration) or iteration-based (start iteration, warm-up iterations, iterations,
+//! roundup), counted by [`step`]. The engine's states are Kineto's
+//! ([`State`]): `WaitForRequest` → `Warmup` → `CollectTrace` → `ProcessTrace`, and
+//! `Cancelling`. A profiler thread (named `omniprof on-demand`) ticks time-based requests,
+//! merges every trace and writes it to the config's log file, so the application's `step()`
+//! and recording threads never wait for processing or file writes.
+//!
+//! Arbitration: one request at a time (a second one is refused, saying until when the
+//! profiler is busy); a request is refused while a synchronous [`Profiler`] session is
+//! active; and a synchronous session's `prepare` preempts a pending or running on-demand
+//! trace, which then writes no file.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use omniprof::ondemand;
+//!
+//! ondemand::enable_from_env(); // OMNIPROF_ONDEMAND=1 opts the process in
+//! // On the application's training loop: one step() per iteration.
+//! omniprof::step();
+//!
+//! // From a trigger (e.g. the socket server): ten iterations from the next one.
+//! let ticket = ondemand::request(
+//!     "PROFILE_START_ITERATION=0\nACTIVITIES_ITERATIONS=10\n\
+//!      ACTIVITIES_LOG_FILE=/tmp/job.json",
+//! )
+//! .unwrap_or_else(|refused| panic!("refused: {refused}"));
+//! match ticket.wait(Duration::from_secs(60)) {
+//!     Ok(path) => println!("trace written to {}", path.display()),
+//!     Err(failed) => eprintln!("no trace: {failed}"),
+//! }
+//! println!("{}", ondemand::status());
+//! ```
+//!
+//! [`Profiler`]: crate::Profiler
+
+mod base;
+mod engine;
+mod machine;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use base::{BaseConfigError, KINETO_CONFIG_ENV, OMNIPROF_CONFIG_ENV};
+pub use machine::{State, Trigger};
+
+use crate::config::ConfigError;
+use engine::{ITERATION, NEXT_ITERATION};
+
+/// Opts the process in to on-demand tracing when set to `1` (or `true`, `yes`).
+pub const ONDEMAND_ENV: &str = "OMNIPROF_ONDEMAND";
+
+/// Marks the end of one application iteration and the start of the next; returns the new
+/// iteration number (the first call returns 0). Iteration-based on-demand requests count
+/// these. Cheap: one atomic add and one compare while no request needs this iteration.
+///
+/// ```
+/// let first = omniprof::step();
+/// assert_eq!(omniprof::step(), first + 1);
+/// ```
+#[inline]
+pub fn step() -> i64 {
+    let iteration = ITERATION.fetch_add(1, Ordering::Relaxed) + 1;
+    if iteration >= NEXT_ITERATION.load(Ordering::Acquire) {
+        step_slow(iteration);
+    }
+    iteration
+}
+
+#[cold]
+#[inline(never)]
+fn step_slow(iteration: i64) {
+    engine::engine().on_step(iteration);
+}
+
+/// The current iteration: −1 before the first [`step`].
+pub fn iteration() -> i64 {
+    ITERATION.load(Ordering::Relaxed)
+}
+
+/// Starts the profiler thread; idempotent. [`request`] calls it too.
+pub fn enable() -> std::io::Result<()> {
+    engine::engine().start_thread()
+}
+
+/// Calls [`enable`] when [`ONDEMAND_ENV`] opts the process in; returns whether it is
+/// enabled. A thread that cannot start is logged, not raised: the process goes on.
+pub fn enable_from_env() -> bool {
+    let opted_in = std::env::var(ONDEMAND_ENV).is_ok_and(|v| {
+        ["1", "true", "yes"]
+            .iter()
+            .any(|on| v.trim().eq_ignore_ascii_case(on))
+    });
+    if !opted_in {
+        return false;
+    }
+    match enable() {
+        Ok(()) => true,
+        Err(e) => {
+            log::error!("omniprof on-demand: cannot start the profiler thread: {e}");
+            false
+        }
+    }
+}
+
+/// Why a request was not accepted. Nothing was scheduled; the process goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// A trace is running or being written, or a synchronous session is active; the reason
+    /// says until when.
+    #[error("{0}")]
+    Busy(String),
+    /// Another request waits for its start.
+    #[error("{0}")]
+    Pending(String),
+    /// The request text is not a valid config (including a log file outside the allowed
+    /// directory, [`crate::config::on_demand_trace_dir`]).
+    #[error("invalid request: {0}")]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    BaseConfig(#[from] BaseConfigError),
+    /// Valid, but cannot be honoured (activities disabled, no iteration count, a start in
+    /// the past, ...).
+    #[error("{0}")]
+    Declined(String),
+}
+
+/// Why an accepted request produced no trace file.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TraceFailed {
+    /// Its scheduled start could not be kept (in the past, or too little warm-up left).
+    #[error("{0}")]
+    CouldNotStart(String),
+    #[error("cancelled")]
+    Cancelled,
+    #[error("preempted by a synchronous profiling session")]
+    Preempted,
+    /// The session could not be prepared, started or stopped.
+    #[error("profiling session failed: {0}")]
+    Session(String),
+    /// The trace was recorded but could not be written.
+    #[error("cannot write the trace to {}: {error}", path.display())]
+    Write { path: PathBuf, error: String },
+    /// [`Ticket::wait`] gave up; the request goes on, and waiting again is fine.
+    #[error("no result after {0:?}; the request is still running")]
+    TimedOut(Duration),
+}
+
+/// An accepted request: wait on it for the trace's path.
+#[derive(Clone, Debug)]
+pub struct Ticket {
+    id: u64,
+    slot: Arc<engine::Slot>,
+}
+
+impl Ticket {
+    /// The request's number, as shown by [`status`].
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Waits up to `timeout` for the outcome: the path of the written trace, or why there
+    /// is none ([`TraceFailed::TimedOut`] if it is not decided yet).
+    pub fn wait(&self, timeout: Duration) -> Result<PathBuf, TraceFailed> {
+        self.slot.wait(timeout)
+    }
+}
+
+/// Submits a request: `config_text` in Kineto's format, applied over the base config with
+/// the on-demand rules, except that a log file outside the allowed directory is refused
+/// rather than ignored. Starts the profiler thread if needed.
+///
+/// ```
+/// use omniprof::ondemand::{self, Refused};
+///
+/// let err = ondemand::request("ACTIVITIES_LOG_FILE=/etc/cron.d/x.json").unwrap_err();
+/// assert!(matches!(err, Refused::Config(_)));
+/// assert!(err.to_string().contains("/etc/cron.d/x.json"), "{err}");
+/// ```
+pub fn request(config_text: &str) -> Result<Ticket, Refused> {
+    let mut config = base::load()?;
+    config.apply_on_demand_strict(config_text)?;
+    if !config.activities_enabled() {
+        return Err(Refused::Declined(
+            "declined: the config disables the activity profiler (ACTIVITIES_ENABLED=false)"
+                .to_owned(),
+        ));
+    }
+    if config.memory_snapshot() {
+        return Err(Refused::Declined(
+            "declined: memory snapshots (PROFILE_MEMORY) are not supported".to_owned(),
+        ));
+    }
+    let engine = engine::engine();
+    engine.start_thread().map_err(|e| {
+        Refused::Declined(format!(
+            "cannot start the profiler thread {:?}: {e}",
+            engine::THREAD_NAME
+        ))
+    })?;
+    let trigger = Trigger::from_config(&config, iteration())?;
+    let (id, slot) = engine.submit(config, trigger)?;
+    Ok(Ticket { id, slot })
+}
+
+/// Cancels the pending or running request; its ticket gets [`TraceFailed::Cancelled`] and no
+/// file is written. A trace already being written is finished. Returns whether a request
+/// was cancelled.
+pub fn cancel() -> bool {
+    engine::existing().is_some_and(|e| e.cancel(TraceFailed::Cancelled, false))
+}
+
+/// A synchronous session is about to claim the profiler: cancel the on-demand request, and
+/// wait for a trace being written to release the recorder.
+pub(crate) fn preempt() {
+    if let Some(engine) = engine::existing() {
+        if engine.cancel(TraceFailed::Preempted, true) {
+            log::info!("omniprof on-demand: preempted by a synchronous profiling session");
+        }
+    }
+}
+
+/// The pending or running request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestSummary {
+    pub id: u64,
+    pub trigger: Trigger,
+    /// Where its trace goes (a `file://` URL).
+    pub log_file: String,
+}
+
+/// What the engine is doing, for a `--list` view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub state: State,
+    pub request: Option<RequestSummary>,
+    /// The current iteration (−1 before the first step).
+    pub iteration: i64,
+    /// Whether the profiler thread runs (see [`enable`]).
+    pub thread_running: bool,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at iteration {}", self.state, self.iteration)?;
+        if let Some(r) = &self.request {
+            write!(f, "; request #{}: {} -> {}", r.id, r.trigger, r.log_file)?;
+        }
+        Ok(())
+    }
+}
+
+/// The engine's state and request.
+///
+/// ```
+/// let status = omniprof::ondemand::status();
+/// println!("{status}"); // e.g. "WaitForRequest at iteration -1"
+/// ```
+pub fn status() -> Status {
+    engine::engine().status()
+}
+
+#[cfg(test)]
+mod tests;
