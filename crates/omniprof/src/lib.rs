@@ -15,6 +15,8 @@
 //! - [`record`]: the host recorder (`record_function`, `scope!`, instants);
 //! - [`session`]: the session engine (prepare → start → stop) and the merge of the host
 //!   recording and every backend's output into one trace;
+//! - `trigger` (Unix): the socket through which `omniprof trigger` asks a running process
+//!   for an on-demand trace;
 //! - [`trace`]: the trace model;
 //! - [`export`], [`import`]: writers and readers;
 //! - [`analysis`]: what a trace says (the key-averages summary).
@@ -39,6 +41,8 @@ pub mod plugin;
 pub mod record;
 pub mod session;
 pub mod stubs;
+#[cfg(unix)]
+pub mod trigger;
 
 use omniprof_trace::hash;
 pub use omniprof_trace::{activity, analysis, export, import, trace, value};

@@ -42,6 +42,12 @@ use crate::activity::{ActivitySet, ActivityType};
 use on_demand::MAX_REQUEST_AGE_MS;
 use parse::ApplyContext;
 
+// The keys that code outside the parser writes into config text (the `trigger` command).
+pub use keys::{
+    ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS, ACTIVITIES_LOG_FILE, ACTIVITY_TYPES,
+};
+pub use on_demand::{check_on_demand_log_file, on_demand_trace_dir};
+
 /// Kineto's run-loop tick; an unset start time gets two of them as slack.
 const CONTROLLER_TICK_MS: i64 = 1_000;
 

@@ -21,10 +21,7 @@ impl Config {
     /// not escape that directory through a symlink. A path that fails is ignored with a
     /// warning; the parse still succeeds.
     pub fn apply_on_demand(&mut self, text: &str) -> Result<Vec<ConfigWarning>, ConfigError> {
-        let dir = match std::env::var(ON_DEMAND_TRACE_DIR_ENV) {
-            Ok(dir) if !dir.is_empty() => dir,
-            _ => DEFAULT_ON_DEMAND_TRACE_DIR.to_owned(),
-        };
+        let dir = on_demand_trace_dir();
         self.apply_with(
             text,
             &ApplyContext {
@@ -32,6 +29,21 @@ impl Config {
                 on_demand_dir: Some(&dir),
             },
         )
+    }
+}
+
+/// The directory on-demand traces may be written to: `$KINETO_ONDEMAND_TRACE_DIR` if set and
+/// non-empty, else `/tmp/`, as [`Config::apply_on_demand`] reads it (a trailing `/` is
+/// added when the path is checked).
+///
+/// ```
+/// let dir = omniprof::config::on_demand_trace_dir();
+/// assert!(!dir.is_empty());
+/// ```
+pub fn on_demand_trace_dir() -> String {
+    match std::env::var(ON_DEMAND_TRACE_DIR_ENV) {
+        Ok(dir) if !dir.is_empty() => dir,
+        _ => DEFAULT_ON_DEMAND_TRACE_DIR.to_owned(),
     }
 }
 
@@ -70,9 +82,18 @@ pub(super) fn check_log_file(
     })
 }
 
-/// Checks an on-demand `ACTIVITIES_LOG_FILE` against the allowed directory `dir`; the error
-/// says why it is refused.
-fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
+/// Checks an on-demand `ACTIVITIES_LOG_FILE` against the allowed directory `dir` (see
+/// [`on_demand_trace_dir`]): it must start with `dir`, contain no `..`, and its directory
+/// must not resolve outside `dir` through a symlink. The error says why it is refused.
+///
+/// ```
+/// use omniprof::config::check_on_demand_log_file;
+///
+/// assert!(check_on_demand_log_file("/tmp/t.json", "/tmp").is_ok());
+/// assert!(check_on_demand_log_file("/etc/t.json", "/tmp").is_err());
+/// assert!(check_on_demand_log_file("/tmp/../etc/t.json", "/tmp").is_err());
+/// ```
+pub fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
     let dir = if dir.ends_with('/') {
         dir.to_owned()
     } else {
