@@ -11,67 +11,18 @@ use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use omniprof::config::on_demand_trace_dir;
-use omniprof::export::chrome;
 use omniprof::import::TraceReader;
-use omniprof::trigger::{RuntimeDir, ServerOptions, TriggerError, TriggerHandler, TriggerServer};
-use omniprof::{record_function, Config, Profiler};
-use omniprof_test_support::lock::serial;
+use omniprof::trigger::{RuntimeDir, ServerOptions, TriggerError, TriggerServer};
+use omniprof_test_support::trigger::{Recorder, STEP};
 
 /// How long a test client waits for a reply.
 const WAIT: Duration = Duration::from_secs(30);
 /// The server's read timeout in these tests: short, so a stalled client is cut off fast.
 const READ_TIMEOUT: Duration = Duration::from_millis(300);
-/// The name every recorded session holds.
-const STEP: &str = "triggered step";
-
-/// Runs each request as a real session: parse as on-demand, record for the requested
-/// duration, save where the config says. One at a time; a second request is refused.
-#[derive(Default)]
-struct Recorder {
-    busy: Mutex<()>,
-    calls: AtomicUsize,
-}
-
-impl TriggerHandler for Recorder {
-    fn handle(&self, text: &str) -> Result<PathBuf, String> {
-        let Ok(_one) = self.busy.try_lock() else {
-            return Err("profiler busy".to_owned());
-        };
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let mut config = Config::default();
-        config.apply_on_demand(text).map_err(|e| e.to_string())?;
-        let duration = config.activities_duration();
-        let url = config.log_file_url(std::process::id());
-        let path = PathBuf::from(url.strip_prefix("file://").unwrap_or(&url));
-
-        let _serial = serial();
-        let mut profiler = Profiler::builder()
-            .config(config)
-            .build()
-            .map_err(|e| e.to_string())?;
-        profiler.start().map_err(|e| e.to_string())?;
-        let until = Instant::now() + duration;
-        while Instant::now() < until {
-            let _step = record_function(STEP);
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let trace = profiler.stop().map_err(|e| e.to_string())?;
-        chrome::save(&trace, &path).map_err(|e| e.to_string())?;
-        Ok(path)
-    }
-
-    fn state(&self) -> String {
-        match self.busy.try_lock() {
-            Ok(_) => "idle".to_owned(),
-            Err(_) => "tracing".to_owned(),
-        }
-    }
-}
 
 /// A private runtime directory, an output directory inside the allowed one, and a server.
 struct Setup {
@@ -206,11 +157,7 @@ fn bad_messages_get_an_error_and_the_server_goes_on() {
         .to_string();
     assert!(err.contains("line 1: ACTIVITIES_DURATION_MSECS"), "{err}");
 
-    assert_eq!(
-        s.recorder.calls.load(Ordering::SeqCst),
-        2,
-        "only valid requests ran"
-    );
+    assert_eq!(s.recorder.calls(), 2, "only valid requests ran");
     s.assert_still_serving("after_all.pt.trace.json");
 }
 
@@ -234,7 +181,7 @@ fn an_output_outside_the_allowed_directory_is_refused() {
     }
     assert!(!Path::new("/etc/x.pt.trace.json").exists());
     assert!(!Path::new("/etc/x_1.pt.trace.json").exists());
-    assert_eq!(s.recorder.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(s.recorder.calls(), 0);
     s.assert_still_serving("after_refusals.pt.trace.json");
 }
 
@@ -321,7 +268,7 @@ fn a_peer_of_another_uid_is_refused_even_when_file_modes_let_it_in() {
         status, 0,
         "the child as nobody was not refused (see connect_as_nobody)"
     );
-    assert_eq!(s.recorder.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(s.recorder.calls(), 0);
     s.assert_still_serving("after_nobody.pt.trace.json");
 }
 

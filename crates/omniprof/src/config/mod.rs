@@ -45,6 +45,7 @@ use parse::ApplyContext;
 // The keys that code outside the parser writes into config text (the `trigger` command).
 pub use keys::{
     ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS, ACTIVITIES_LOG_FILE, ACTIVITY_TYPES,
+    PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP,
 };
 pub use on_demand::{check_on_demand_log_file, on_demand_trace_dir};
 
