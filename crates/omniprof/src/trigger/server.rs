@@ -3,6 +3,7 @@
 use std::io::{self, BufReader, ErrorKind, Write};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -182,13 +183,23 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>, stop: &AtomicBool)
         let spawned = std::thread::Builder::new()
             .name("omniprof trigger conn".into())
             .spawn(move || {
+                // Released even if the handler panics, so the slot is not lost.
+                let _slot = Slot(&conn.active);
                 serve(&stream, &conn);
-                conn.active.fetch_sub(1, Ordering::SeqCst);
             });
         if let Err(e) = spawned {
             shared.active.fetch_sub(1, Ordering::SeqCst);
             log::warn!("trigger: cannot start a connection thread: {e}");
         }
+    }
+}
+
+/// One of [`ServerOptions::max_connections`], taken by a connection thread.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -241,11 +252,16 @@ fn trace(text: &str, handler: &dyn TriggerHandler) -> Reply {
         return Reply::Refused(reason);
     }
     log::info!("trigger: running an on-demand request");
-    match handler.handle(text) {
-        Ok(path) => Reply::Written(path),
-        Err(reason) => {
+    // A panicking handler must not leave the client without an answer.
+    match std::panic::catch_unwind(AssertUnwindSafe(|| handler.handle(text))) {
+        Ok(Ok(path)) => Reply::Written(path),
+        Ok(Err(reason)) => {
             log::warn!("trigger: the request was refused: {reason}");
             Reply::Refused(reason)
+        }
+        Err(_) => {
+            log::warn!("trigger: the handler panicked");
+            Reply::Error("the profiler failed while handling the request".to_owned())
         }
     }
 }
@@ -326,6 +342,38 @@ impl Write for NoSigPipe<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Panics;
+
+    impl TriggerHandler for Panics {
+        fn handle(&self, _: &str) -> Result<PathBuf, String> {
+            panic!("a handler bug");
+        }
+        fn state(&self) -> String {
+            "idle".to_owned()
+        }
+    }
+
+    #[test]
+    fn a_panicking_handler_gets_an_error_reply_and_keeps_its_slot() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RuntimeDir::at(tmp.path().join("rt")).unwrap();
+        // Two slots: the previous connection's thread may still be finishing. A leaked slot
+        // per panic would refuse the third request.
+        let options = ServerOptions {
+            max_connections: 2,
+            ..ServerOptions::default()
+        };
+        let _server = dir.listen_with(Arc::new(Panics), options).unwrap();
+        let pid = std::process::id();
+        for _ in 0..4 {
+            let err = dir
+                .send(pid, "ACTIVITIES_DURATION_MSECS=1", Duration::from_secs(5))
+                .unwrap_err();
+            assert!(err.to_string().contains("failed while handling"), "{err}");
+        }
+        assert_eq!(dir.list().unwrap()[0].state, "idle");
+    }
 
     #[test]
     fn requests_are_checked_before_the_handler() {
