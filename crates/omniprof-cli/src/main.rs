@@ -1,9 +1,11 @@
-//! `omniprof`: run the demo, check configs, inspect plugins, summarize traces.
+//! `omniprof`: run the demo, check configs, inspect plugins, summarize traces, trigger a
+//! running process.
 
 mod config_cmd;
 mod demo;
 mod plugins_cmd;
 mod summary_cmd;
+mod trigger_cmd;
 
 use std::process::ExitCode;
 
@@ -29,6 +31,9 @@ enum Command {
     Plugins(PluginsCommand),
     /// Summarize a trace per op name, as PyTorch's `key_averages().table()` does.
     Summary(summary_cmd::SummaryArgs),
+    /// Ask a running process (started with OMNIPROF_ONDEMAND=1) for an on-demand trace and
+    /// print its path; `--list` shows the processes that listen.
+    Trigger(trigger_cmd::TriggerArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -54,5 +59,6 @@ fn main() -> ExitCode {
         Command::Plugins(PluginsCommand::List(args)) => plugins_cmd::list(&args),
         Command::Plugins(PluginsCommand::Check(args)) => plugins_cmd::check(&args),
         Command::Summary(args) => summary_cmd::run(&args),
+        Command::Trigger(args) => trigger_cmd::run(&args),
     }
 }

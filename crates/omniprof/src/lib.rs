@@ -20,6 +20,8 @@
 //!   every backend's output into the trace;
 //! - [`ondemand`]: the asynchronous engine: on-demand traces of a running process, driven
 //!   by time or by [`step`], through the same session engine;
+//! - `trigger` (Unix): the socket through which `omniprof trigger` asks a running process
+//!   for an on-demand trace;
 //! - re-exported from `omniprof-trace`: [`activity`], [`value`], [`keys`], [`trace`],
 //!   [`export`] (Chrome JSON), [`import`] (the Kineto trace reader), [`analysis`]
 //!   (key averages).
@@ -45,6 +47,8 @@ pub mod plugin;
 pub mod record;
 pub mod session;
 pub mod stubs;
+#[cfg(unix)]
+pub mod trigger;
 
 use omniprof_trace::hash;
 pub use omniprof_trace::{activity, analysis, export, import, keys, trace, value};

@@ -6,7 +6,8 @@
 //!   process-wide);
 //! - [`session`]: one realistic recorded session, with names JSON writers get wrong;
 //! - [`plugins`]: building the C and Rust test plugins of the dynamic plugin ABI;
-//! - [`data`]: PyTorch's reference trace and table, and the reference example's rows.
+//! - [`data`]: PyTorch's reference trace and table, and the reference example's rows;
+//! - `trigger` (Unix): a trigger handler that records and saves a real session.
 //!
 //! It depends on `omniprof`, which is fine for integration tests (they link the same
 //! `omniprof`). The unit tests of `omniprof` use it too, through a dev-dependency cycle:
@@ -19,3 +20,5 @@ pub mod data;
 pub mod lock;
 pub mod plugins;
 pub mod session;
+#[cfg(unix)]
+pub mod trigger;

@@ -41,8 +41,12 @@ macro_rules! config_keys {
             $(, resolve $resolve:path)?;
     )*) => {
         $(
-            pub(super) const $key: &str = stringify!($key);
-            $(pub(super) const $alias: &str = stringify!($alias);)*
+            #[doc = concat!("The key `", stringify!($key), "`.")]
+            pub const $key: &str = stringify!($key);
+            $(
+                #[doc = concat!("The key `", stringify!($alias), "`.")]
+                pub const $alias: &str = stringify!($alias);
+            )*
         )*
 
         /// The value of every key, as set; the entries of the table say what each field holds.

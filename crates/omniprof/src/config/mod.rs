@@ -35,14 +35,19 @@ mod keys;
 mod on_demand;
 mod parse;
 
-pub use on_demand::on_demand_trace_dir;
-
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::activity::{ActivitySet, ActivityType};
 use on_demand::MAX_REQUEST_AGE_MS;
 use parse::ApplyContext;
+
+// The keys that code outside the parser writes into config text (the `trigger` command).
+pub use keys::{
+    ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS, ACTIVITIES_LOG_FILE, ACTIVITY_TYPES,
+    PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP,
+};
+pub use on_demand::{check_on_demand_log_file, on_demand_trace_dir};
 
 /// Kineto's run-loop tick; an unset start time gets two of them as slack.
 pub(crate) const CONTROLLER_TICK_MS: i64 = 1_000;

@@ -69,6 +69,11 @@ pub(super) fn request_trace<T>(
 
 /// The directory on-demand traces may be written to: `$KINETO_ONDEMAND_TRACE_DIR` when set
 /// and non-empty, else `/tmp/`, always with a trailing `/`.
+///
+/// ```
+/// let dir = omniprof::config::on_demand_trace_dir();
+/// assert!(dir.ends_with('/'));
+/// ```
 pub fn on_demand_trace_dir() -> String {
     let dir = match std::env::var(ON_DEMAND_TRACE_DIR_ENV) {
         Ok(dir) if !dir.is_empty() => dir,
@@ -128,9 +133,18 @@ pub(super) fn check_log_file(
     })
 }
 
-/// Checks an on-demand `ACTIVITIES_LOG_FILE` against the allowed directory `dir`; the error
-/// says why it is refused.
-fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
+/// Checks an on-demand `ACTIVITIES_LOG_FILE` against the allowed directory `dir` (see
+/// [`on_demand_trace_dir`]): it must start with `dir`, contain no `..`, and its directory
+/// must not resolve outside `dir` through a symlink. The error says why it is refused.
+///
+/// ```
+/// use omniprof::config::check_on_demand_log_file;
+///
+/// assert!(check_on_demand_log_file("/tmp/t.json", "/tmp").is_ok());
+/// assert!(check_on_demand_log_file("/etc/t.json", "/tmp").is_err());
+/// assert!(check_on_demand_log_file("/tmp/../etc/t.json", "/tmp").is_err());
+/// ```
+pub fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
     let dir = with_trailing_slash(dir.to_owned());
     if !path.starts_with(&dir) {
         return Err(format!("outside the allowed directory {dir:?}"));

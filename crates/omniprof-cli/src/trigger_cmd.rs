@@ -1,0 +1,189 @@
+//! `omniprof trigger`: ask a running process for an on-demand trace, or list the processes
+//! that listen for one.
+//!
+//! Exit status: 0 when the trace was written (its path on standard output) or the list was
+//! printed, 1 when the process refused, does not listen or did not answer, 2 when the
+//! arguments or the config are invalid.
+
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use omniprof::config::{
+    on_demand_trace_dir, Config, ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS,
+    ACTIVITIES_LOG_FILE, ACTIVITY_TYPES, PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP,
+};
+use omniprof::trigger::{self, RuntimeDir, OPT_IN_ENV};
+
+/// The trace was refused, or the process could not be reached.
+const EXIT_FAILED: u8 = 1;
+/// The arguments or the config are invalid.
+const EXIT_USAGE: u8 = 2;
+/// Added to a duration request's warmup and duration when waiting for its trace.
+const WAIT_SLACK: Duration = Duration::from_secs(60);
+/// How long to wait for an iteration-based trace: its length depends on the step rate.
+const ITERATIONS_WAIT: Duration = Duration::from_secs(600);
+
+/// Ask a running process (started with OMNIPROF_ONDEMAND=1) for an on-demand trace.
+#[derive(Debug, clap::Args)]
+pub struct TriggerArgs {
+    /// The process to trace.
+    #[arg(long, value_name = "PID", conflicts_with = "list")]
+    pub pid: Option<u32>,
+    /// Trace for this many milliseconds (after Kineto's warmup).
+    #[arg(long, value_name = "N", conflicts_with = "iterations")]
+    pub duration_ms: Option<u32>,
+    /// Trace this many steps, starting at the next step.
+    #[arg(long, value_name = "N")]
+    pub iterations: Option<u32>,
+    /// Activity types to record, comma-separated (e.g. cpu_op,kernel).
+    #[arg(long, value_name = "LIST")]
+    pub activities: Option<String>,
+    /// Where the trace goes; must lie inside the traced process's KINETO_ONDEMAND_TRACE_DIR
+    /// (default /tmp/).
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// More Kineto config lines; the options above win over the same keys.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// How long to wait for the trace, in seconds [default: warmup + duration + 60, or 600
+    /// with --iterations].
+    #[arg(long, value_name = "SECS")]
+    pub timeout_s: Option<u64>,
+    /// List the processes that listen for triggers: pid, state, command.
+    #[arg(long, conflicts_with_all = ["duration_ms", "iterations", "activities", "output_dir", "config", "timeout_s"])]
+    pub list: bool,
+}
+
+/// Runs `omniprof trigger`.
+pub fn run(args: &TriggerArgs) -> ExitCode {
+    if args.list {
+        return list();
+    }
+    let Some(pid) = args.pid else {
+        return usage("--pid PID is required (or --list)");
+    };
+    let request = match build_request(args) {
+        Ok(request) => request,
+        Err(message) => return usage(&message),
+    };
+    let timeout = args.timeout_s.map_or(request.wait, Duration::from_secs);
+    match trigger::send(pid, &request.text, timeout) {
+        Ok(path) => {
+            println!("{}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+fn usage(message: &str) -> ExitCode {
+    eprintln!("error: {message}\n\nFor more information, try 'omniprof trigger --help'.");
+    ExitCode::from(EXIT_USAGE)
+}
+
+/// The config text to send, and how long its trace may take.
+struct Request {
+    text: String,
+    wait: Duration,
+}
+
+/// Builds the config text: iteration defaults (start at the next step), the `--config`
+/// file, then the options, so that an option wins over the file. Each part is checked here
+/// first, so a mistake is reported against what the user typed.
+fn build_request(args: &TriggerArgs) -> Result<Request, String> {
+    let mut text = String::new();
+    let mut wait = ITERATIONS_WAIT;
+    if args.iterations.is_some() {
+        // As Dynolog sends it: start iteration 0 rounded up to the next step, so the trace
+        // starts at the step after the request arrives.
+        push_line(&mut text, PROFILE_START_ITERATION, 0);
+        push_line(&mut text, PROFILE_START_ITERATION_ROUNDUP, 1);
+    }
+    if let Some(file) = &args.config {
+        let lines = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read --config {}: {e}", file.display()))?;
+        Config::parse(&lines).map_err(|e| format!("--config {}: {e}", file.display()))?;
+        text.push_str(&lines);
+        text.push('\n');
+    }
+    match (args.duration_ms, args.iterations) {
+        (Some(ms), _) => push_line(&mut text, ACTIVITIES_DURATION_MSECS, ms),
+        (None, Some(n)) => push_line(&mut text, ACTIVITIES_ITERATIONS, n),
+        (None, None) => return Err("one of --duration-ms N or --iterations N is required".into()),
+    }
+    if let Some(list) = &args.activities {
+        Config::parse(&format!("{ACTIVITY_TYPES}={list}"))
+            .map_err(|e| format!("--activities {list:?}: {}", e.reason))?;
+        push_line(&mut text, ACTIVITY_TYPES, list);
+    }
+    let dir = output_dir(args.output_dir.as_deref())?;
+    let name = format!("omniprof_trigger_{}.pt.trace.json", unix_ms());
+    let log_file = dir.join(name);
+    let log_file = log_file
+        .to_str()
+        .filter(|p| !p.contains(['#', '=', '\n']))
+        .ok_or_else(|| {
+            format!(
+                "--output-dir {}: cannot be written in a config line",
+                dir.display()
+            )
+        })?;
+    push_line(&mut text, ACTIVITIES_LOG_FILE, log_file);
+
+    let config = Config::parse(&text).map_err(|e| format!("the request: {e}"))?;
+    if args.duration_ms.is_some() {
+        wait = config.warmup_duration() + config.activities_duration() + WAIT_SLACK;
+    }
+    Ok(Request { text, wait })
+}
+
+/// Appends the line `key=value`.
+fn push_line(text: &mut String, key: &str, value: impl Display) {
+    text.push_str(&format!("{key}={value}\n"));
+}
+
+/// The output directory as an absolute path the traced process can use (its working
+/// directory is not ours): resolved when it exists, so `..` and symlinks are gone before the
+/// process checks it against its allowed directory.
+fn output_dir(dir: Option<&Path>) -> Result<PathBuf, String> {
+    let dir = dir.map_or_else(|| PathBuf::from(on_demand_trace_dir()), Path::to_path_buf);
+    std::fs::canonicalize(&dir)
+        .or_else(|_| std::path::absolute(&dir))
+        .map_err(|e| format!("--output-dir {}: {e}", dir.display()))
+}
+
+/// Milliseconds since the Unix epoch, to make each trace name unique.
+fn unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// Prints the listening processes of this user.
+fn list() -> ExitCode {
+    let listed = RuntimeDir::user().and_then(|dir| Ok((dir.list()?, dir)));
+    let (listed, dir) = match listed {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("error: cannot list trigger sockets: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    if listed.is_empty() {
+        eprintln!(
+            "no process listens for triggers in {}; start one with {OPT_IN_ENV}=1",
+            dir.path().display()
+        );
+        return ExitCode::SUCCESS;
+    }
+    println!("{:>8}  {:<24}  COMMAND", "PID", "STATE");
+    for p in listed {
+        println!("{:>8}  {:<24}  {}", p.pid, p.state, p.command);
+    }
+    ExitCode::SUCCESS
+}

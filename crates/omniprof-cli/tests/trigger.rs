@@ -1,0 +1,152 @@
+//! `omniprof trigger` as a user runs it, against a server in this test process whose handler
+//! records and saves real sessions: a duration trigger prints the path of a trace that reads
+//! back; `--list` shows the server; an output directory of `/etc` is refused with exit 1;
+//! a pid that does not listen is named with how to opt in; bad arguments, a bad `--config`
+//! line and bad `--activities` exit 2 before anything is sent.
+#![cfg(unix)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use omniprof::config::on_demand_trace_dir;
+use omniprof::import::TraceReader;
+use omniprof::trigger::RuntimeDir;
+use omniprof_test_support::trigger::{Recorder, STEP};
+
+/// Runs `omniprof trigger args...` with `xdg` as `$XDG_RUNTIME_DIR`, so that the sockets it
+/// looks for are this test's.
+fn trigger(xdg: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_omniprof"))
+        .arg("trigger")
+        .args(args)
+        .env("XDG_RUNTIME_DIR", xdg)
+        .output()
+        .expect("run the omniprof binary")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn a_trigger_prints_the_path_of_the_trace_and_list_shows_the_process() {
+    let xdg = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir_in(on_demand_trace_dir()).unwrap();
+    let dir = RuntimeDir::at(xdg.path().join("omniprof")).unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let _server = dir.listen(recorder.clone()).unwrap();
+    let pid = std::process::id().to_string();
+    let out_dir = out.path().to_str().unwrap();
+
+    let run = trigger(
+        xdg.path(),
+        &[
+            "--pid",
+            &pid,
+            "--duration-ms",
+            "30",
+            "--activities",
+            "cpu_op,user_annotation",
+            "--output-dir",
+            out_dir,
+        ],
+    );
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert!(run.status.success(), "{stderr}");
+    let path = Path::new(stdout.trim_end());
+    assert!(
+        path.starts_with(std::fs::canonicalize(out.path()).unwrap()),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(&format!("_{pid}.pt.trace.json\n")),
+        "{stdout}"
+    );
+    let read = TraceReader::new().read_path(path);
+    assert!(read.error.is_none(), "{:?}", read.error);
+    assert!(read.trace.activities.iter().any(|a| &*a.name == STEP));
+
+    let list = trigger(xdg.path(), &["--list"]);
+    let listed = text(&list.stdout);
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    let row = listed.lines().find(|l| l.trim_start().starts_with(&pid));
+    let row = row.unwrap_or_else(|| panic!("pid {pid} not listed:\n{listed}"));
+    assert!(row.contains("idle"), "{row}");
+
+    let refused = trigger(
+        xdg.path(),
+        &["--pid", &pid, "--iterations", "2", "--output-dir", "/etc"],
+    );
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("process {pid} refused")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("\"/etc/omniprof_trigger_"), "{stderr}");
+    assert_eq!(recorder.calls(), 1);
+}
+
+#[test]
+fn a_pid_that_does_not_listen_is_named_with_how_to_opt_in() {
+    let xdg = tempfile::tempdir().unwrap();
+    let run = trigger(xdg.path(), &["--pid", "999999999", "--duration-ms", "10"]);
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("process 999999999 is not listening"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("OMNIPROF_ONDEMAND=1"), "{stderr}");
+
+    let list = trigger(xdg.path(), &["--list"]);
+    assert!(list.status.success());
+    assert!(
+        text(&list.stderr).contains("no process listens"),
+        "{}",
+        text(&list.stderr)
+    );
+}
+
+#[test]
+fn bad_arguments_exit_2_before_anything_is_sent() {
+    let xdg = tempfile::tempdir().unwrap();
+    let config = xdg.path().join("extra.conf");
+    std::fs::write(
+        &config,
+        "ACTIVITIES_WARMUP_ITERATIONS=1\nACTIVITIES_ENABLED=maybe\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let cases: [(&[&str], &str); 6] = [
+        (&[], "--pid"),
+        (&["--pid", "1"], "--duration-ms N or --iterations N"),
+        (
+            &["--pid", "1", "--duration-ms", "5", "--iterations", "2"],
+            "cannot be used with",
+        ),
+        (&["--list", "--duration-ms", "5"], "cannot be used with"),
+        (
+            &[
+                "--pid",
+                "1",
+                "--iterations",
+                "2",
+                "--activities",
+                "cpu_op,memcopy",
+            ],
+            "\"memcopy\"",
+        ),
+        (
+            &["--pid", "1", "--iterations", "2", "--config", config],
+            "extra.conf: line 2: ACTIVITIES_ENABLED",
+        ),
+    ];
+    for (args, want) in cases {
+        let run = trigger(xdg.path(), args);
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}

@@ -1,0 +1,176 @@
+//! The triggering side: send one request to a listening process, or list them all.
+
+use std::io::{self, BufReader, ErrorKind};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::protocol::{Deadline, FrameError, Reply, Request};
+use super::runtime_dir::{RuntimeDir, SOCKET_SUFFIX};
+use super::OPT_IN_ENV;
+
+/// How long `--list` waits for each process to say its state.
+const LIST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a trigger did not produce a trace. Every variant names the pid.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TriggerError {
+    /// No process listens on the pid's socket.
+    #[error(
+        "process {pid} is not listening for triggers (no server at {}); start it with \
+         {OPT_IN_ENV}=1 in its environment to opt in",
+        path.display()
+    )]
+    NotListening { pid: u32, path: PathBuf },
+    /// The process read the request and declined it (busy, bad config, output path not
+    /// allowed, trace could not be written).
+    #[error("process {pid} refused the request: {reason}")]
+    Refused { pid: u32, reason: String },
+    /// The process could not accept the message itself (credentials, framing, size).
+    #[error("process {pid} rejected the message: {reason}")]
+    Rejected { pid: u32, reason: String },
+    /// No reply in time; the request may still be running in the process.
+    #[error("no reply from process {pid} within {timeout:?}; the request may still be running")]
+    TimedOut { pid: u32, timeout: Duration },
+    /// The runtime directory or the socket failed.
+    #[error("cannot trigger process {pid} through {}: {source}", path.display())]
+    Io {
+        pid: u32,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// This user's runtime directory could not be used (its error names the path).
+    #[error("cannot trigger process {pid}: {source}")]
+    RuntimeDir {
+        pid: u32,
+        #[source]
+        source: io::Error,
+    },
+    /// The reply was not a reply of this protocol.
+    #[error("process {pid} sent an unreadable reply: {reason}")]
+    BadReply { pid: u32, reason: String },
+}
+
+/// One process listed by [`RuntimeDir::list`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listening {
+    pub pid: u32,
+    /// Its command line, or empty when it did not answer.
+    pub command: String,
+    /// What its handler says (e.g. `idle`), or why it could not be asked.
+    pub state: String,
+}
+
+impl RuntimeDir {
+    /// Sends the Kineto config `text` to process `pid`, waits up to `timeout` for the trace,
+    /// and returns the path it was written to. See [`send`](super::send).
+    pub fn send(&self, pid: u32, text: &str, timeout: Duration) -> Result<PathBuf, TriggerError> {
+        match self.exchange(pid, &Request::Trace(text.to_owned()), timeout)? {
+            Reply::Written(path) => Ok(path),
+            Reply::Refused(reason) => Err(TriggerError::Refused { pid, reason }),
+            Reply::Error(reason) => Err(TriggerError::Rejected { pid, reason }),
+            Reply::State { .. } => Err(TriggerError::BadReply {
+                pid,
+                reason: "a state reply to a trace request".to_owned(),
+            }),
+        }
+    }
+
+    /// The processes listening in this directory, by pid, each with its command line and
+    /// state. Sockets left behind by processes that no longer exist are removed.
+    pub fn list(&self) -> io::Result<Vec<Listening>> {
+        let mut listed = Vec::new();
+        for entry in std::fs::read_dir(self.path())? {
+            let name = entry?.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(SOCKET_SUFFIX))
+                .and_then(|stem| stem.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let (command, state) = match self.exchange(pid, &Request::State, LIST_TIMEOUT) {
+                Ok(Reply::State { command, state }) => (command, state),
+                Ok(Reply::Error(reason) | Reply::Refused(reason)) => {
+                    (String::new(), format!("refused: {reason}"))
+                }
+                Ok(Reply::Written(_)) => (String::new(), "unexpected reply".to_owned()),
+                Err(TriggerError::NotListening { path, .. }) if !is_alive(pid) => {
+                    match std::fs::remove_file(&path) {
+                        Ok(()) => log::info!("trigger: removed stale socket {}", path.display()),
+                        Err(e) => log::warn!("trigger: cannot remove {}: {e}", path.display()),
+                    }
+                    continue;
+                }
+                Err(TriggerError::NotListening { .. }) => (
+                    String::new(),
+                    "socket left behind, not listening".to_owned(),
+                ),
+                Err(TriggerError::TimedOut { .. }) => (String::new(), "not responding".to_owned()),
+                Err(e) => (String::new(), e.to_string()),
+            };
+            listed.push(Listening {
+                pid,
+                command,
+                state,
+            });
+        }
+        listed.sort_by_key(|l| l.pid);
+        Ok(listed)
+    }
+
+    /// One request, one reply.
+    fn exchange(
+        &self,
+        pid: u32,
+        request: &Request,
+        timeout: Duration,
+    ) -> Result<Reply, TriggerError> {
+        let path = self.socket_path(pid);
+        let io_error = |source| TriggerError::Io {
+            pid,
+            path: path.clone(),
+            source,
+        };
+        let stream = match UnixStream::connect(&path) {
+            Ok(stream) => stream,
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
+                return Err(TriggerError::NotListening { pid, path });
+            }
+            Err(e) => return Err(io_error(e)),
+        };
+        stream.set_write_timeout(Some(timeout)).map_err(io_error)?;
+        // A server that refuses early (credentials, size) closes its side while we write;
+        // its reply is still waiting to be read, and says more than the broken pipe.
+        let written = request.write_to(&mut &stream);
+        let mut input = BufReader::new(Deadline {
+            stream: &stream,
+            until: Instant::now() + timeout,
+        });
+        match (Reply::read_from(&mut input), written) {
+            (Ok(reply), _) => Ok(reply),
+            (Err(_), Err(e)) => Err(io_error(e)),
+            (Err(FrameError::TimedOut { .. }), Ok(())) => {
+                Err(TriggerError::TimedOut { pid, timeout })
+            }
+            (Err(FrameError::Io(e)), Ok(())) => Err(io_error(e)),
+            (Err(e), Ok(())) => Err(TriggerError::BadReply {
+                pid,
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+
+/// Whether a process `pid` exists (one of another user counts: it exists).
+fn is_alive(pid: u32) -> bool {
+    // Pid 0 would ask about our own process group.
+    let Some(pid) = libc::pid_t::try_from(pid).ok().filter(|&p| p > 0) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}

@@ -1,0 +1,130 @@
+//! Triggering a running process: the transport of on-demand tracing.
+//!
+//! A process that opts in listens on a Unix socket, `<runtime dir>/<pid>.sock`, in a private
+//! per-user directory ([`RuntimeDir`]: `$XDG_RUNTIME_DIR/omniprof`, else
+//! `<temp dir>/omniprof-<uid>`, mode 0700). `omniprof trigger` connects, sends Kineto config
+//! text, and waits for the path of the written trace. What runs the request is a
+//! [`TriggerHandler`]; this module only carries requests to it, and guards the door:
+//!
+//! - only a peer with this process's uid is served (its credentials are asked of the kernel,
+//!   `SO_PEERCRED`, not inferred from file modes);
+//! - a request is one frame with a bounded header and a body of at most
+//!   [`MAX_BODY`] bytes of UTF-8, read before a deadline; anything else is answered with an
+//!   error and logged, and the server goes on serving;
+//! - a config that does not parse, asks for no trace, or names an output outside the
+//!   on-demand directory (`KINETO_ONDEMAND_TRACE_DIR`, after resolving `..` and symlinks) is
+//!   refused before the handler sees it.
+//!
+//! The wire format (shared by both sides, [`PROTOCOL`] and [`VERSION`]): each message is a
+//! header line `omniprof-trigger/1 KIND LENGTH\n` and `LENGTH` bytes of UTF-8. Requests:
+//! `trace` (body: the config text) and `state` (empty). Replies: `ok` (body: the trace's
+//! path), `refused` (the reason), `error` (why the message itself was not accepted), and
+//! `state` (command line, newline, state line).
+//!
+//! ```
+//! use std::path::PathBuf;
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use omniprof::trigger::{RuntimeDir, TriggerError, TriggerHandler};
+//!
+//! struct Fixed;
+//! impl TriggerHandler for Fixed {
+//!     fn handle(&self, _config_text: &str) -> Result<PathBuf, String> {
+//!         Ok(PathBuf::from("/tmp/t.pt.trace.json"))
+//!     }
+//!     fn state(&self) -> String {
+//!         "idle".to_owned()
+//!     }
+//! }
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let dir = RuntimeDir::at(tmp.path().join("omniprof"))?;
+//! let server = dir.listen(Arc::new(Fixed))?;
+//! let pid = std::process::id();
+//! let path = dir.send(pid, "ACTIVITIES_DURATION_MSECS=100", Duration::from_secs(5))?;
+//! assert_eq!(path, PathBuf::from("/tmp/t.pt.trace.json"));
+//! assert_eq!(dir.list()?[0].state, "idle");
+//!
+//! let refused = dir.send(pid, "ACTIVITIES_LOG_FILE=/etc/t.json", Duration::from_secs(5));
+//! assert!(matches!(refused, Err(TriggerError::Refused { .. })));
+//! drop(server); // stops listening and removes the socket
+//! assert!(dir.list()?.is_empty());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod client;
+mod peer;
+mod protocol;
+mod runtime_dir;
+mod server;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use client::{Listening, TriggerError};
+pub use protocol::{MAX_BODY, PROTOCOL, VERSION};
+pub use runtime_dir::RuntimeDir;
+pub use server::{ServerOptions, TriggerServer};
+
+/// The environment variable with which a process opts in to being triggered.
+pub const OPT_IN_ENV: &str = "OMNIPROF_ONDEMAND";
+
+/// What runs a trigger's request: the on-demand engine, or a test double.
+///
+/// Both methods are called from connection threads, possibly at once: a handler that runs
+/// one trace at a time refuses the second request (with the reason) rather than queueing.
+pub trait TriggerHandler: Send + Sync + 'static {
+    /// Runs one on-demand request, given as Kineto config text that already parsed with
+    /// [`Config::apply_on_demand`](crate::Config::apply_on_demand), asks for a trace, and
+    /// names no output outside the on-demand directory. Blocks until the trace is written
+    /// and returns its path, or returns why the request was refused or failed.
+    fn handle(&self, config_text: &str) -> Result<PathBuf, String>;
+
+    /// One line for `omniprof trigger --list`, such as `idle` or `tracing until 12:00:01`.
+    fn state(&self) -> String;
+}
+
+/// Listens for triggers of this process in this user's [`RuntimeDir`] until the returned
+/// server is dropped.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # fn run(engine: Arc<dyn omniprof::trigger::TriggerHandler>) -> std::io::Result<()> {
+/// let server = omniprof::trigger::listen(engine)?;
+/// println!("trigger me: omniprof trigger --pid {} --duration-ms 500", std::process::id());
+/// # drop(server);
+/// # Ok(())
+/// # }
+/// ```
+pub fn listen(handler: Arc<dyn TriggerHandler>) -> std::io::Result<TriggerServer> {
+    RuntimeDir::user()?.listen(handler)
+}
+
+/// Sends the Kineto config `text` to process `pid` through this user's [`RuntimeDir`],
+/// waits up to `timeout` for the trace, and returns the path it was written to.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let path = omniprof::trigger::send(4242, "ACTIVITIES_DURATION_MSECS=500", Duration::from_secs(60))?;
+/// println!("{}", path.display());
+/// # Ok::<(), omniprof::trigger::TriggerError>(())
+/// ```
+pub fn send(pid: u32, text: &str, timeout: Duration) -> Result<PathBuf, TriggerError> {
+    let dir = RuntimeDir::user().map_err(|source| TriggerError::RuntimeDir { pid, source })?;
+    dir.send(pid, text, timeout)
+}
+
+/// The processes of this user that listen for triggers; see [`RuntimeDir::list`].
+///
+/// ```no_run
+/// for p in omniprof::trigger::list()? {
+///     println!("{} {} {}", p.pid, p.command, p.state);
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn list() -> std::io::Result<Vec<Listening>> {
+    RuntimeDir::user()?.list()
+}
