@@ -56,7 +56,7 @@ pub use omniprof_trace::{activity, analysis, export, import, keys, trace, value}
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use config::Config;
 pub use ondemand::step;
-pub use record::{instant, record_function, record_op, Name, RangeGuard};
+pub use record::{instant, record_function, record_op, Name, OwnedRange, RangeGuard};
 pub use session::{
     tensorboard_trace_handler, Profiler, ProfilerAction, ProfilerBuilder, Schedule, ScheduleArgs,
     ScheduleError, SessionError, TraceDirHandler,

@@ -137,10 +137,23 @@ impl Drop for RangeGuard {
 }
 
 /// A user range held by an owner that may move between threads (the profiler's
-/// `ProfilerStep#N`): unlike [`RangeGuard`] it is `Send`, and it checks at its end, instead of
-/// at compile time, that it ends on the thread it began on.
+/// `ProfilerStep#N`, a Python `record_function` object): unlike [`RangeGuard`] it is `Send`,
+/// and it checks at its end, instead of at compile time, that it ends on the thread it began
+/// on. Dropping it without [`end`](Self::end) leaves the range open: the trace closes it at
+/// the window's end, marked `"finished": false`.
+///
+/// ```
+/// use omniprof::{OwnedRange, Profiler};
+///
+/// let mut profiler = Profiler::builder().build().unwrap();
+/// profiler.start().unwrap();
+/// let range = OwnedRange::begin("step").unwrap().with_arg("batch", 8i64);
+/// assert!(range.end());
+/// let trace = profiler.stop().unwrap();
+/// assert!(trace.activities.iter().any(|a| &*a.name == "step"));
+/// ```
 #[derive(Debug)]
-pub(crate) struct OwnedRange {
+pub struct OwnedRange {
     state: u64,
     seq: u32,
     thread: std::thread::ThreadId,
@@ -148,7 +161,7 @@ pub(crate) struct OwnedRange {
 
 impl OwnedRange {
     /// Begins a user range on this thread; `None` when nothing records.
-    pub(crate) fn begin(name: impl IntoName) -> Option<Self> {
+    pub fn begin(name: impl IntoName) -> Option<Self> {
         let guard = record_function(name);
         if !guard.is_recording() {
             return None;
@@ -163,11 +176,20 @@ impl OwnedRange {
         Some(range)
     }
 
+    /// Attaches an `args` entry to the range; on another thread than its beginning nothing
+    /// is attached (the args live with the range's records).
+    pub fn with_arg(self, key: &str, value: impl Into<Value>) -> Self {
+        if std::thread::current().id() == self.thread {
+            attach_arg(self.state, self.seq, key, value);
+        }
+        self
+    }
+
     /// Ends the range. On another thread than its beginning the end cannot be recorded (the
     /// range's records and the device's correlation stack are the first thread's): it is
     /// left open, and the trace closes it at the window's end as unfinished. Returns whether
     /// the end was recorded.
-    pub(crate) fn end(self) -> bool {
+    pub fn end(self) -> bool {
         if std::thread::current().id() != self.thread {
             return false;
         }

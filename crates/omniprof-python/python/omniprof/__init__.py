@@ -1,0 +1,53 @@
+"""omniprof: a device-agnostic accelerator profiler with ``torch.profiler``'s API.
+
+Switching from PyTorch's profiler is a changed import::
+
+    import omniprof
+
+    with omniprof.profile(activities=[omniprof.ProfilerActivity.CPU]) as prof:
+        with omniprof.record_function("train_step"):
+            train_step()
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=10))
+    prof.export_chrome_trace("trace.json")
+
+Recording (``record_function``, ``instant``) goes straight to omniprof's Rust recorder;
+traces are Kineto-compatible Chrome JSON that Perfetto, TensorBoard and HTA open.
+"""
+
+from ._native import (
+    KeyAverage,
+    KeyAverages,
+    PanicException,
+    ProfilerError,
+    Schedule,
+    Trace,
+    TraceDirHandler,
+    instant,
+    record_function,
+)
+from .profiler import (
+    ProfilerAction,
+    ProfilerActivity,
+    profile,
+    tensorboard_trace_handler,
+)
+
+#: ``torch.profiler.schedule``; see ``Schedule``.
+schedule = Schedule
+
+__all__ = [
+    "KeyAverage",
+    "KeyAverages",
+    "PanicException",
+    "ProfilerAction",
+    "ProfilerActivity",
+    "ProfilerError",
+    "Schedule",
+    "Trace",
+    "TraceDirHandler",
+    "instant",
+    "profile",
+    "record_function",
+    "schedule",
+    "tensorboard_trace_handler",
+]

@@ -1,0 +1,123 @@
+//! `omniprof._native`: the native half of the `omniprof` Python package.
+//!
+//! The Python package (`python/omniprof`) gives `torch.profiler`'s API; this module binds what
+//! it stands on, one Rust implementation each: the session engine with its schedule
+//! (`session`), the recorder (`record_function`, `instant`), the key averages table and the
+//! Chrome JSON writer (`results`), and the TensorBoard trace handler (`handler`).
+//!
+//! Errors reach Python as exceptions carrying the Rust message: `ProfilerError` for what
+//! the profiler refuses, `ValueError` for bad arguments. A Rust panic becomes PyO3's
+//! `PanicException`; nothing here crosses an `extern "C"` boundary that could abort.
+
+mod handler;
+mod results;
+mod session;
+
+use omniprof::{Name, OwnedRange};
+use pyo3::create_exception;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+create_exception!(
+    omniprof,
+    ProfilerError,
+    PyRuntimeError,
+    "What the profiler refuses: a second profiler while one runs, a call out of order \
+     (export before stop), a trace that cannot be written. The message is omniprof's."
+);
+
+/// A `ProfilerError` with `message`.
+fn profiler_error(message: impl std::fmt::Display) -> PyErr {
+    ProfilerError::new_err(message.to_string())
+}
+
+/// `omniprof.record_function(name, args=None)`: a user range (`user_annotation`) on the
+/// calling thread, as a context manager or a decorator.
+///
+/// `__enter__` and `__exit__` call the recorder directly. The range may be ended on another
+/// thread than the one that began it only at a cost: its end is then not recorded, and the
+/// trace closes it at the window's end as unfinished (see [`OwnedRange`]).
+#[pyclass(module = "omniprof._native", name = "record_function")]
+struct RecordFunction {
+    name: String,
+    interned: Name,
+    args: Option<String>,
+    range: Option<OwnedRange>,
+}
+
+#[pymethods]
+impl RecordFunction {
+    #[new]
+    #[pyo3(signature = (name, args=None))]
+    fn new(name: String, args: Option<String>) -> Self {
+        Self {
+            interned: Name::new(&name),
+            name,
+            args,
+            range: None,
+        }
+    }
+
+    fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyRefMut<'_, Self> {
+        let range = OwnedRange::begin(slf.interned);
+        slf.range = match (&slf.args, range) {
+            (Some(args), Some(range)) => Some(range.with_arg("args", args.as_str())),
+            (_, range) => range,
+        };
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&mut self, _exc: &Bound<'_, PyTuple>) {
+        if let Some(range) = self.range.take() {
+            range.end();
+        }
+    }
+
+    /// As a decorator: every call of `func` runs inside a range of this name.
+    fn __call__<'py>(&self, func: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = func.py();
+        py.import("omniprof._decorate")?
+            .getattr("decorate")?
+            .call1((self.name.as_str(), self.args.as_deref(), func))
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    #[getter]
+    fn args(&self) -> Option<&str> {
+        self.args.as_deref()
+    }
+}
+
+/// `omniprof.instant(name)`: a point event (`cpu_instant_event`) on the calling thread.
+#[pyfunction]
+fn instant(name: &str) {
+    omniprof::instant(name);
+}
+
+/// A hidden hook for the tests: panics in Rust, to show the interpreter survives.
+#[pyfunction]
+fn _panic_for_test() {
+    panic!("omniprof: a panic injected by _panic_for_test");
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ProfilerError", m.py().get_type::<ProfilerError>())?;
+    m.add(
+        "PanicException",
+        m.py().get_type::<pyo3::panic::PanicException>(),
+    )?;
+    m.add_class::<RecordFunction>()?;
+    m.add_function(wrap_pyfunction!(instant, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    session::register(m)?;
+    results::register(m)?;
+    handler::register(m)?;
+    Ok(())
+}

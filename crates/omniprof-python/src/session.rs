@@ -1,0 +1,385 @@
+//! `Session`: one Python `omniprof.profile`'s hold on the session engine, and `Schedule`.
+//!
+//! Every `start` builds a fresh [`Profiler`] from the same builder, so a profile object can be
+//! started again after it stopped (as `torch.profiler.profile` can). Finished traces never go
+//! to Python from inside the engine: the engine's `on_trace_ready` only queues them, and the
+//! Python side takes them after `step`/`stop` returned, then runs its own callback. So a
+//! callback may call back into the profiler (export, key averages), and its exception
+//! propagates from `step`/`stop` like any other.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use omniprof::{
+    ActivitySet, ActivityType, Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule,
+    ScheduleArgs, Trace, Value,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::profiler_error;
+use crate::results::PyTrace;
+
+/// `torch.profiler.ProfilerActivity`'s members and the activity types each selects. The
+/// device ones select the device classes (kernels, copies, runtime and driver calls, syncs)
+/// under that device's own type names; backends are gated by class, so any device's names
+/// select every backend of the class.
+const PROFILER_ACTIVITIES: [(&str, &[ActivityType]); 6] = {
+    use ActivityType::*;
+    [
+        (
+            "CPU",
+            &[
+                CpuOp,
+                UserAnnotation,
+                CpuInstantEvent,
+                ExternalCorrelation,
+                PythonFunction,
+                Overhead,
+            ],
+        ),
+        (
+            "CUDA",
+            &[
+                ConcurrentKernel,
+                GpuMemcpy,
+                GpuMemset,
+                GpuUserAnnotation,
+                CudaRuntime,
+                CudaDriver,
+                CudaSync,
+                CudaEvent,
+            ],
+        ),
+        (
+            "XPU",
+            &[
+                ConcurrentKernel,
+                GpuMemcpy,
+                GpuMemset,
+                GpuUserAnnotation,
+                XpuRuntime,
+                XpuDriver,
+                XpuSync,
+                XpuScopeProfiler,
+            ],
+        ),
+        (
+            "MTIA",
+            &[MtiaCcpEvents, MtiaRuntime, MtiaCounters, MtiaInsight],
+        ),
+        ("HPU", &[HpuOp, ConcurrentKernel, GpuMemcpy, GpuMemset]),
+        (
+            "PrivateUse1",
+            &[
+                ConcurrentKernel,
+                GpuMemcpy,
+                GpuMemset,
+                GpuUserAnnotation,
+                PrivateUse1Runtime,
+                PrivateUse1Driver,
+            ],
+        ),
+    ]
+};
+
+/// The selection named by `items`: `ProfilerActivity` names (`CPU`, `CUDA`, ...) and activity
+/// type names (`kernel`, `gpu_pm_counter`, ...). An unknown name or the same item twice is a
+/// `ValueError`.
+fn activity_set(items: &[String]) -> PyResult<ActivitySet> {
+    let mut set = ActivitySet::empty();
+    let mut seen: Vec<String> = Vec::with_capacity(items.len());
+    for item in items {
+        let types: Vec<ActivityType> =
+            match PROFILER_ACTIVITIES.iter().find(|(name, _)| name == item) {
+                Some((_, types)) => types.to_vec(),
+                None => vec![ActivityType::parse(item).map_err(|e| {
+                    let known: Vec<_> = PROFILER_ACTIVITIES.iter().map(|(n, _)| *n).collect();
+                    PyValueError::new_err(format!(
+                        "{e}: expected a ProfilerActivity ({}) or an activity type name \
+                         (cpu_op, kernel, gpu_pm_counter, ...)",
+                        known.join(", ")
+                    ))
+                })?],
+            };
+        let key = item.to_ascii_lowercase();
+        if seen.contains(&key) {
+            return Err(PyValueError::new_err(format!(
+                "activity {item:?} is given more than once"
+            )));
+        }
+        seen.push(key);
+        types.into_iter().for_each(|t| set.insert(t));
+    }
+    Ok(set)
+}
+
+/// What a session holds between calls.
+struct Inner {
+    /// The running profiler, from `start` until `stop` or `abort`.
+    profiler: Option<Profiler>,
+    /// Metadata added with `add_metadata`, set on every trace taken.
+    metadata: Vec<(String, Value)>,
+}
+
+/// The native side of `omniprof.profile`.
+#[pyclass(module = "omniprof._native", frozen)]
+pub(crate) struct Session {
+    builder: ProfilerBuilder,
+    scheduled: bool,
+    /// Traces the engine finished and Python has not taken yet.
+    finished: Arc<Mutex<Vec<Trace>>>,
+    inner: Mutex<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Session {
+    fn set_metadata(&self, key: String, value: Value) {
+        let mut inner = lock(&self.inner);
+        inner.metadata.retain(|(k, _)| *k != key);
+        inner.metadata.push((key, value));
+    }
+
+    /// Runs `f` on the running profiler with the GIL released (a stop merges the trace,
+    /// which other Python threads need not wait for).
+    fn with_profiler<R: Send>(
+        &self,
+        py: Python<'_>,
+        call: &str,
+        f: impl FnOnce(&mut Profiler) -> R + Send,
+    ) -> PyResult<R> {
+        py.detach(|| {
+            let mut inner = lock(&self.inner);
+            let profiler = inner.profiler.as_mut().ok_or_else(|| {
+                profiler_error(format!("cannot {call}: the profiler is not running"))
+            })?;
+            Ok(f(profiler))
+        })
+    }
+}
+
+#[pymethods]
+impl Session {
+    #[new]
+    #[pyo3(signature = (activities=None, schedule=None, config=None))]
+    fn new(
+        activities: Option<Vec<String>>,
+        schedule: Option<PyRef<'_, PySchedule>>,
+        config: Option<&str>,
+    ) -> PyResult<Self> {
+        let config = match config {
+            Some(text) => Config::parse(text).map_err(|e| PyValueError::new_err(e.to_string()))?,
+            None => Config::default(),
+        };
+        let finished: Arc<Mutex<Vec<Trace>>> = Arc::default();
+        let queue = finished.clone();
+        let mut builder = Profiler::builder()
+            .config(config)
+            .on_trace_ready(move |trace| lock(&queue).push(trace));
+        if let Some(items) = activities {
+            builder = builder.activities(activity_set(&items)?);
+        }
+        let scheduled = schedule.is_some();
+        if let Some(schedule) = schedule {
+            builder = builder.schedule(schedule.0);
+        }
+        Ok(Self {
+            builder,
+            scheduled,
+            finished,
+            inner: Mutex::new(Inner {
+                profiler: None,
+                metadata: Vec::new(),
+            }),
+        })
+    }
+
+    /// Builds a fresh profiler and starts it (with a schedule: step 0's action).
+    fn start(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| {
+            let mut inner = lock(&self.inner);
+            if inner.profiler.is_some() {
+                return Err(profiler_error(
+                    "cannot start: this profiler is already running",
+                ));
+            }
+            let mut profiler = self.builder.clone().build().map_err(profiler_error)?;
+            profiler.start().map_err(profiler_error)?;
+            inner.profiler = Some(profiler);
+            Ok(())
+        })
+    }
+
+    /// Ends a step (with a schedule, takes the next step's action).
+    fn step(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_profiler(py, "step", Profiler::step)?
+            .map_err(profiler_error)
+    }
+
+    /// Stops: without a schedule the trace is queued; with one the run finishes (a recording
+    /// cycle's trace is queued). The profiler is released either way.
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        let scheduled = self.scheduled;
+        let finished = self.finished.clone();
+        py.detach(|| {
+            let mut profiler = lock(&self.inner)
+                .profiler
+                .take()
+                .ok_or_else(|| profiler_error("cannot stop: the profiler is not running"))?;
+            if scheduled {
+                profiler.finish().map_err(profiler_error)
+            } else {
+                let trace = profiler.stop().map_err(profiler_error)?;
+                lock(&finished).push(trace);
+                Ok(())
+            }
+        })
+    }
+
+    /// Drops the running profiler (what runs stops, the cycle in progress is discarded) and
+    /// the traces not taken: after a callback raised, the profile is stopped and can start
+    /// again.
+    fn abort(&self, py: Python<'_>) {
+        py.detach(|| {
+            drop(lock(&self.inner).profiler.take());
+            lock(&self.finished).clear();
+        });
+    }
+
+    /// The traces finished since the last call, oldest first, with the added metadata.
+    fn take_traces(&self) -> Vec<PyTrace> {
+        let traces = std::mem::take(&mut *lock(&self.finished));
+        let metadata = lock(&self.inner).metadata.clone();
+        traces
+            .into_iter()
+            .map(|mut trace| {
+                for (key, value) in &metadata {
+                    trace.set_metadata(key.clone(), value.clone());
+                }
+                PyTrace::new(trace)
+            })
+            .collect()
+    }
+
+    /// A top-level trace key for every trace taken from now on.
+    fn add_metadata(&self, key: String, value: String) {
+        self.set_metadata(key, Value::from(value));
+    }
+
+    /// A top-level trace key whose value is the JSON `json` (PyTorch's `add_metadata_json`).
+    fn add_metadata_json(&self, key: String, json: &str) -> PyResult<()> {
+        let value: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| PyValueError::new_err(format!("metadata {key:?} is not JSON: {e}")))?;
+        self.set_metadata(key, Value::from(&value));
+        Ok(())
+    }
+
+    #[getter]
+    fn running(&self) -> bool {
+        lock(&self.inner).profiler.is_some()
+    }
+
+    #[getter]
+    fn scheduled(&self) -> bool {
+        self.scheduled
+    }
+
+    /// The number of `step` calls of the running profiler (0 when none runs).
+    #[getter]
+    fn step_num(&self) -> u64 {
+        lock(&self.inner)
+            .profiler
+            .as_ref()
+            .map_or(0, Profiler::step_num)
+    }
+
+    /// The current step's action as `ProfilerAction`'s integer (`NONE` when none runs).
+    #[getter]
+    fn current_action(&self) -> u8 {
+        let inner = lock(&self.inner);
+        action_number(
+            inner
+                .profiler
+                .as_ref()
+                .map_or(ProfilerAction::None, Profiler::current_action),
+        )
+    }
+}
+
+/// PyTorch's `ProfilerAction` integers.
+fn action_number(action: ProfilerAction) -> u8 {
+    match action {
+        ProfilerAction::None => 0,
+        ProfilerAction::Warmup => 1,
+        ProfilerAction::Record => 2,
+        ProfilerAction::RecordAndSave => 3,
+    }
+}
+
+/// `omniprof.schedule(*, wait, warmup, active, repeat=0, skip_first=0, skip_first_wait=0)`,
+/// PyTorch's schedule: cycles of `wait` idle steps, `warmup` steps and `active` recorded
+/// steps, `repeat` times (0: until the profiler stops), after `skip_first` steps;
+/// `skip_first_wait` skips the first cycle's wait. A `ValueError` lists every value when one
+/// is out of range (`active` > 0, the others >= 0). Called with a step number it returns
+/// that step's `ProfilerAction` value:
+///
+/// ```text
+/// >>> s = omniprof.schedule(wait=1, warmup=1, active=2, repeat=1)
+/// >>> [omniprof.ProfilerAction(s(i)).name for i in range(5)]
+/// ['NONE', 'WARMUP', 'RECORD', 'RECORD_AND_SAVE', 'NONE']
+/// ```
+#[pyclass(module = "omniprof._native", name = "Schedule", frozen)]
+pub(crate) struct PySchedule(Schedule);
+
+#[pymethods]
+impl PySchedule {
+    #[new]
+    #[pyo3(signature = (*, wait, warmup, active, repeat=0, skip_first=0, skip_first_wait=0))]
+    fn new(
+        wait: i64,
+        warmup: i64,
+        active: i64,
+        repeat: i64,
+        skip_first: i64,
+        skip_first_wait: i64,
+    ) -> PyResult<Self> {
+        Schedule::new(ScheduleArgs {
+            wait,
+            warmup,
+            active,
+            repeat,
+            skip_first,
+            skip_first_wait: skip_first_wait != 0,
+        })
+        .map(Self)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    fn __call__(&self, step: i64) -> PyResult<u8> {
+        self.0
+            .action(step)
+            .map(action_number)
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    fn __repr__(&self) -> String {
+        let s = &self.0;
+        format!(
+            "schedule(wait={}, warmup={}, active={}, repeat={}, skip_first={}, skip_first_wait={})",
+            s.wait(),
+            s.warmup(),
+            s.active(),
+            s.repeat(),
+            s.skip_first(),
+            u8::from(s.skip_first_wait())
+        )
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Session>()?;
+    m.add_class::<PySchedule>()?;
+    Ok(())
+}

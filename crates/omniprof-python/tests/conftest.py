@@ -1,0 +1,123 @@
+"""Shared helpers: the outside tools the tests check traces with.
+
+Each tool is required. A test that cannot find one fails, naming what is missing and how to
+provide it, unless ``OMNIPROF_PY_ALLOW_MISSING_TOOLS`` is set: then it is skipped with that
+reason (for a quick local run without the checker's Node or HTA).
+
+- ``omniprof`` CLI: ``$OMNIPROF_CLI``, else ``target/{debug,release}/omniprof`` of this
+  checkout (``cargo build -p omniprof-cli``).
+- Perfetto checker: ``$OMNIPROF_PERFETTO_CHECK``, else ``shared/tools/perfetto-check/check.sh``
+  in a directory above this one.
+- HTA: ``$OMNIPROF_HTA_PYTHON`` (an interpreter with ``holistictraceanalysis``), else this
+  interpreter if it imports ``hta``. ``$OMNIPROF_HTA_SKIP`` (set by CI when PyPI cannot be
+  reached) skips the HTA checks with its text as the reason.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent.parent
+
+
+def missing(what: str) -> None:
+    """Fails (or, with OMNIPROF_PY_ALLOW_MISSING_TOOLS, skips) because ``what`` is missing."""
+    if os.environ.get("OMNIPROF_PY_ALLOW_MISSING_TOOLS"):
+        pytest.skip(f"{what} (OMNIPROF_PY_ALLOW_MISSING_TOOLS is set)")
+    pytest.fail(f"{what}; set OMNIPROF_PY_ALLOW_MISSING_TOOLS=1 to skip instead", pytrace=False)
+
+
+def cli() -> Path:
+    env = os.environ.get("OMNIPROF_CLI")
+    candidates = [Path(env)] if env else [REPO / "target" / p / "omniprof" for p in ("debug", "release")]
+    for c in candidates:
+        if c.is_file():
+            return c
+    missing(f"no omniprof CLI at {', '.join(map(str, candidates))} (cargo build -p omniprof-cli)")
+    raise AssertionError("unreachable")
+
+
+def summary(path: Path, *args: str) -> str:
+    """``omniprof summary PATH ARGS...``'s standard output."""
+    out = subprocess.run(
+        [str(cli()), "summary", str(path), *args], capture_output=True, text=True
+    )
+    assert out.returncode == 0, f"omniprof summary failed: {out.stderr}"
+    return out.stdout
+
+
+def perfetto_checker() -> Path:
+    env = os.environ.get("OMNIPROF_PERFETTO_CHECK")
+    if env:
+        if not Path(env).is_file():
+            missing(f"OMNIPROF_PERFETTO_CHECK={env} is not a file")
+        return Path(env)
+    for d in HERE.parents:
+        c = d / "shared" / "tools" / "perfetto-check" / "check.sh"
+        if c.is_file():
+            return c
+    missing("no shared/tools/perfetto-check/check.sh above this checkout and OMNIPROF_PERFETTO_CHECK is unset")
+    raise AssertionError("unreachable")
+
+
+def assert_loads_in_perfetto(path: Path) -> Dict[str, Any]:
+    """Runs the Perfetto checker on ``path``; asserts exit 0 and no errors."""
+    out = subprocess.run(
+        ["bash", str(perfetto_checker()), str(path)], capture_output=True, text=True
+    )
+    if out.returncode == 2:
+        missing(f"the Perfetto checker could not run (setup problem): {out.stderr.strip()}")
+    lines = [l for l in out.stdout.splitlines() if l.strip()]
+    assert lines, f"the Perfetto checker printed nothing (exit {out.returncode}): {out.stderr}"
+    report = json.loads(lines[-1])
+    assert out.returncode == 0 and report["errors"] == [], f"{path} does not load cleanly: {lines[-1]}"
+    assert report["slices"], f"no slices in {path}: {lines[-1]}"
+    return report
+
+
+HTA_SCRIPT = r"""
+import json, sys
+from hta.trace_analysis import TraceAnalysis
+analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+ranks = list(analyzer.t.get_all_traces().keys())
+df = analyzer.t.get_trace(ranks[0])
+names = analyzer.t.symbol_table.get_sym_table()
+used = sorted({names[i] for i in df["name"].unique()})
+print(json.dumps({"ranks": ranks, "events": len(df), "names": used}))
+"""
+
+
+def hta_load(trace_dir: Path) -> Dict[str, Any]:
+    """Loads ``trace_dir`` into HTA; returns its ranks, event count and event names."""
+    skip = os.environ.get("OMNIPROF_HTA_SKIP")
+    if skip:
+        pytest.skip(f"HTA check: {skip}")
+    python: Optional[str] = os.environ.get("OMNIPROF_HTA_PYTHON")
+    if python is None:
+        try:
+            import hta  # noqa: F401
+
+            python = sys.executable
+        except ImportError:
+            missing("HTA is not installed here and OMNIPROF_HTA_PYTHON is unset (pip install holistictraceanalysis)")
+    out = subprocess.run([python, "-c", HTA_SCRIPT, str(trace_dir)], capture_output=True, text=True)
+    assert out.returncode == 0, f"HTA failed on {trace_dir}:\n{out.stderr[-4000:]}"
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def load_trace(path: Path) -> Dict[str, Any]:
+    import gzip
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+def events(trace: Dict[str, Any], cat: str) -> List[Dict[str, Any]]:
+    return [e for e in trace["traceEvents"] if e.get("cat") == cat]

@@ -1,0 +1,105 @@
+"""Bad input: each case raises the documented exception with a message naming the problem."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import omniprof
+
+
+def test_a_second_profiler_while_one_runs() -> None:
+    with omniprof.profile():
+        other = omniprof.profile()
+        with pytest.raises(omniprof.ProfilerError, match="already active"):
+            other.start()
+    # Released: the other one may run now.
+    with other:
+        pass
+
+
+def test_starting_twice_and_stopping_when_not_running() -> None:
+    prof = omniprof.profile()
+    with pytest.raises(omniprof.ProfilerError, match="not running"):
+        prof.stop()
+    with pytest.raises(omniprof.ProfilerError, match="not running"):
+        prof.step()
+    with prof:
+        with pytest.raises(omniprof.ProfilerError, match="already running"):
+            prof.start()
+
+
+def test_export_and_key_averages_before_stop(tmp_path: Path) -> None:
+    with omniprof.profile() as prof:
+        with pytest.raises(omniprof.ProfilerError, match="no trace yet"):
+            prof.export_chrome_trace(tmp_path / "early.json")
+        with pytest.raises(omniprof.ProfilerError, match="no trace yet"):
+            prof.key_averages()
+
+
+def test_an_unwritable_path_raises_and_the_trace_stays(tmp_path: Path) -> None:
+    with omniprof.profile() as prof:
+        with omniprof.record_function("kept"):
+            pass
+    bad = tmp_path / "missing-dir" / "trace.json"
+    with pytest.raises(omniprof.ProfilerError, match="missing-dir"):
+        prof.export_chrome_trace(bad)
+    good = tmp_path / "trace.json"
+    prof.export_chrome_trace(good)
+    assert good.stat().st_size > 0
+
+
+def test_bad_schedule_values_are_listed() -> None:
+    with pytest.raises(ValueError) as e:
+        omniprof.schedule(wait=-1, warmup=0, active=0, repeat=-2)
+    for part in ("wait=-1", "warmup=0", "active=0", "repeat=-2", "skip_first=0"):
+        assert part in str(e.value)
+    with pytest.raises(TypeError, match="omniprof.schedule"):
+        omniprof.profile(schedule=lambda step: 0)
+
+
+def test_bad_activities() -> None:
+    with pytest.raises(ValueError, match="invalid activity type: \"tpu\""):
+        omniprof.profile(activities=["tpu"])
+    with pytest.raises(ValueError, match="more than once"):
+        omniprof.profile(activities=[omniprof.ProfilerActivity.CPU, omniprof.ProfilerActivity.CPU])
+    with pytest.raises(AssertionError, match="No valid profiler activities found"):
+        omniprof.profile(activities=[])
+    with pytest.raises(TypeError, match="activities holds 3"):
+        omniprof.profile(activities=[3])
+
+
+def test_bad_config_and_sort_key() -> None:
+    with pytest.raises(ValueError, match="ACTIVITY_TYPES"):
+        omniprof.profile(config="ACTIVITY_TYPES=nonsense")
+    with omniprof.profile() as prof:
+        with omniprof.record_function("x"):
+            pass
+    with pytest.raises(ValueError, match="unknown sort key \"flops\""):
+        prof.key_averages().table(sort_by="flops")
+    with pytest.raises(IndexError):
+        prof.key_averages()[5]
+
+
+def test_a_rust_panic_is_an_exception_and_the_interpreter_survives() -> None:
+    with pytest.raises(omniprof.PanicException, match="injected"):
+        omniprof._native._panic_for_test()
+    with omniprof.profile() as prof:
+        with omniprof.record_function("after_panic"):
+            pass
+    assert [r.key for r in prof.key_averages()] == ["after_panic"]
+    # In a fresh interpreter too: it catches the panic, goes on and exits normally.
+    script = (
+        "import omniprof\n"
+        "try:\n"
+        "    omniprof._native._panic_for_test()\n"
+        "except BaseException as e:\n"
+        "    print('caught', type(e).__name__)\n"
+        "with omniprof.profile() as p:\n"
+        "    omniprof.instant('alive')\n"
+        "print('alive')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["caught", "PanicException", "alive"]

@@ -1,0 +1,145 @@
+"""Recording from Python, the key averages and the exported trace."""
+
+import threading
+from pathlib import Path
+
+import omniprof
+from conftest import assert_loads_in_perfetto, events, load_trace, summary
+
+
+def test_nested_ranges_on_three_threads(tmp_path: Path) -> None:
+    barrier = threading.Barrier(3)
+
+    def work(i: int) -> None:
+        barrier.wait()
+        for _ in range(5):
+            with omniprof.record_function(f"outer-{i}"):
+                with omniprof.record_function("middle"):
+                    with omniprof.record_function("inner"):
+                        omniprof.instant("mark")
+
+    with omniprof.profile() as prof:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    rows = {r.key: r for r in prof.key_averages()}
+    assert {k: r.count for k, r in rows.items()} == {
+        "outer-0": 5, "outer-1": 5, "outer-2": 5, "middle": 15, "inner": 15,
+    }
+    for k in ("outer-0", "outer-1", "outer-2"):
+        assert rows[k].cpu_time_total >= rows[k].self_cpu_time_total > 0
+        assert rows[k].is_user_annotation
+    assert rows["middle"].cpu_time_total >= rows["inner"].cpu_time_total
+
+    path = tmp_path / "threads.json"
+    prof.export_chrome_trace(path)
+    trace = load_trace(path)
+    ranges = events(trace, "user_annotation")
+    by_tid = {}
+    for e in ranges:
+        by_tid.setdefault(e["tid"], []).append(e)
+    assert len(by_tid) == 3, "one row per thread"
+    for tid, evs in by_tid.items():
+        outers = [e for e in evs if e["name"].startswith("outer-")]
+        assert len({e["name"] for e in outers}) == 1, "each thread records its own outer"
+        for e in evs:
+            if e["name"] == "outer-0" or e["name"].startswith("outer-"):
+                continue
+            assert any(
+                o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"] for o in outers
+            ), f"{e['name']} on {tid} lies inside an outer range"
+    assert len(events(trace, "cpu_instant_event")) == 15
+    assert_loads_in_perfetto(path)
+
+
+def test_decorator_records_each_call_and_keeps_the_function() -> None:
+    @omniprof.record_function("decorated")
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    assert add.__name__ == "add" and add.__doc__ == "Adds."
+    with omniprof.profile() as prof:
+        assert add(1, 2) == 3
+        assert add(2, 3) == 5
+    assert [(r.key, r.count) for r in prof.key_averages()] == [("decorated", 2)]
+
+
+def test_nothing_is_recorded_outside_a_profiler() -> None:
+    with omniprof.record_function("before"):
+        pass
+    with omniprof.profile() as prof:
+        with omniprof.record_function("during"):
+            pass
+    with omniprof.record_function("after"):
+        pass
+    assert [r.key for r in prof.key_averages()] == ["during"]
+
+
+def test_table_is_the_clis_summary_of_the_exported_file(tmp_path: Path) -> None:
+    with omniprof.profile() as prof:
+        for i in range(20):
+            with omniprof.record_function("step"):
+                for j in range(i % 4 + 1):
+                    with omniprof.record_function(f"op-{j}"):
+                        sum(range(1000 * (j + 1)))
+    for name in ("trace.json", "trace.json.gz"):
+        path = tmp_path / name
+        prof.export_chrome_trace(path)
+        averages = prof.key_averages()
+        assert averages.table() == summary(path)
+        assert str(averages) == summary(path)
+        assert averages.table(sort_by="self_cpu_time_total", row_limit=3) == summary(
+            path, "--sort-by", "self_cpu_time_total", "--row-limit", "3"
+        )
+        assert averages.table(sort_by="count", row_limit=-1) == summary(
+            path, "--sort-by", "count", "--row-limit", "-1"
+        )
+        assert prof.key_averages(group_by_input_shape=True).table() == summary(
+            path, "--group-by-shapes"
+        )
+    rows = prof.key_averages()
+    assert len(rows) == 5 and rows[0].key == "step" and rows[-1].key == "op-3"
+    step = rows[0]
+    assert step.count == 20
+    assert abs(step.cpu_time - step.cpu_time_total / 20) < 1e-9
+    assert step.self_device_time_total == 0.0 and step.device_time_total == 0.0
+    assert step.input_shapes == []
+
+
+def test_metadata_and_args_reach_the_file(tmp_path: Path) -> None:
+    with omniprof.profile() as prof:
+        prof.add_metadata("run", "nightly")
+        prof.add_metadata_json("sizes", '{"batch": 32}')
+        with omniprof.record_function("with_args", "lr=0.1"):
+            pass
+    path = tmp_path / "meta.json"
+    prof.export_chrome_trace(path)
+    trace = load_trace(path)
+    assert trace["run"] == "nightly" and trace["sizes"] == {"batch": 32}
+    (r,) = [e for e in events(trace, "user_annotation") if e["name"] == "with_args"]
+    assert r["args"]["args"] == "lr=0.1"
+
+
+def test_activities_select_types() -> None:
+    with omniprof.profile(activities=[omniprof.ProfilerActivity.CPU, "kernel", "gpu_pm_counter"]) as prof:
+        with omniprof.record_function("cpu"):
+            pass
+    assert [r.key for r in prof.key_averages()] == ["cpu"]
+    # Device activities only: the host ranges are not recorded.
+    with omniprof.profile(activities=[omniprof.ProfilerActivity.CUDA]) as prof:
+        with omniprof.record_function("cpu"):
+            pass
+    assert len(prof.key_averages()) == 0
+
+
+def test_a_stopped_profile_starts_again() -> None:
+    prof = omniprof.profile()
+    for name in ("first", "second"):
+        prof.start()
+        with omniprof.record_function(name):
+            pass
+        prof.stop()
+        assert [r.key for r in prof.key_averages()] == [name]

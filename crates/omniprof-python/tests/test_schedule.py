@@ -1,0 +1,135 @@
+"""Schedules, step, on_trace_ready and the TensorBoard trace handler."""
+
+import shutil
+from pathlib import Path
+from typing import List
+
+import pytest
+
+import omniprof
+from conftest import assert_loads_in_perfetto, events, hta_load, load_trace, summary
+
+A = omniprof.ProfilerAction
+
+
+def test_schedule_maps_steps_as_pytorch_does() -> None:
+    s = omniprof.schedule(wait=1, warmup=1, active=2, repeat=1)
+    assert [A(s(i)) for i in range(6)] == [A.NONE, A.WARMUP, A.RECORD, A.RECORD_AND_SAVE, A.NONE, A.NONE]
+    s = omniprof.schedule(skip_first=10, wait=20, warmup=1, active=1, skip_first_wait=1)
+    assert (A(s(10)), A(s(11)), A(s(32))) == (A.WARMUP, A.RECORD_AND_SAVE, A.WARMUP)
+    with pytest.raises(ValueError, match="steps count from 0"):
+        s(-1)
+
+
+def test_two_cycles_through_the_trace_handler(tmp_path: Path) -> None:
+    handler = omniprof.tensorboard_trace_handler(tmp_path / "tb", worker_name="worker0")
+    seen: List[int] = []
+
+    def on_ready(prof: omniprof.profile) -> None:
+        seen.append(prof.step_num)
+        handler(prof)
+
+    sched = omniprof.schedule(wait=1, warmup=1, active=2, repeat=2)
+    with omniprof.profile(schedule=sched, on_trace_ready=on_ready) as prof:
+        for i in range(10):
+            with omniprof.record_function("train_step"):
+                with omniprof.record_function(f"work-{i}"):
+                    pass
+            prof.step()
+    assert seen == [4, 8]
+    files = sorted(Path(p) for p in handler.written)
+    assert len(files) == 2 and [f.parent for f in files] == [tmp_path / "tb"] * 2
+    assert all(f.name.startswith("worker0.") and f.name.endswith(".pt.trace.json") for f in files)
+    expected = [["ProfilerStep#2", "ProfilerStep#3"], ["ProfilerStep#6", "ProfilerStep#7"]]
+    for f, steps in zip(files, expected):
+        trace = load_trace(f)
+        names = [e["name"] for e in events(trace, "user_annotation")]
+        assert sorted(n for n in names if n.startswith("ProfilerStep#")) == steps
+        assert names.count("train_step") == 2
+        assert_loads_in_perfetto(f)
+        # One directory per file: HTA reads a directory as the ranks of one job.
+        one = tmp_path / f"hta-{f.name}"
+        one.mkdir()
+        shutil.copy(f, one / "rank0.pt.trace.json")
+        loaded = hta_load(one)
+        assert loaded["events"] > 0, loaded
+        # HTA trims a trace to whole iterations, leaving the last ProfilerStep out.
+        assert {steps[0], "train_step"} <= set(loaded["names"]), loaded
+        # The table of the file the handler wrote is the one `omniprof summary` prints.
+        assert "ProfilerStep*" in summary(f)
+
+
+def test_on_trace_ready_exports_the_cycles_trace(tmp_path: Path) -> None:
+    paths: List[Path] = []
+
+    def on_ready(prof: omniprof.profile) -> None:
+        path = tmp_path / f"cycle{len(paths)}.json.gz"
+        prof.export_chrome_trace(path)
+        paths.append(path)
+
+    prof = omniprof.profile(schedule=omniprof.schedule(wait=0, warmup=1, active=1), on_trace_ready=on_ready)
+    prof.start()
+    for i in range(6):
+        with omniprof.record_function(f"s{i}"):
+            pass
+        prof.step()
+    prof.stop()
+    assert len(paths) == 3
+    for n, path in enumerate(paths):
+        names = {e["name"] for e in events(load_trace(path), "user_annotation")}
+        assert names == {f"ProfilerStep#{2 * n + 1}", f"s{2 * n + 1}"}
+
+
+class Boom(Exception):
+    pass
+
+
+def test_a_raising_callback_propagates_from_step_and_leaves_the_profiler_reusable(tmp_path: Path) -> None:
+    def on_ready(prof: omniprof.profile) -> None:
+        raise Boom("callback failed")
+
+    prof = omniprof.profile(schedule=omniprof.schedule(wait=0, warmup=1, active=1), on_trace_ready=on_ready)
+    prof.start()
+    prof.step()  # warm-up -> record
+    with omniprof.record_function("recorded"):
+        pass
+    with pytest.raises(Boom, match="callback failed"):
+        prof.step()
+    assert not prof._session.running
+    path = tmp_path / "after.json"
+    prof.export_chrome_trace(path)
+    assert "recorded" in {e["name"] for e in events(load_trace(path), "user_annotation")}
+    # Stopped: another profiler may run, and this one starts again.
+    with omniprof.profile():
+        pass
+    prof.on_trace_ready = None
+    prof.start()
+    prof.step()
+    prof.step()
+    prof.stop()
+    assert prof.key_averages()[0].key == "ProfilerStep*"
+
+
+def test_a_raising_callback_propagates_from_stop(tmp_path: Path) -> None:
+    def on_ready(prof: omniprof.profile) -> None:
+        raise Boom("at stop")
+
+    with pytest.raises(Boom):
+        with omniprof.profile(on_trace_ready=on_ready) as prof:
+            with omniprof.record_function("kept"):
+                pass
+    assert [r.key for r in prof.key_averages()] == ["kept"]
+    prof.export_chrome_trace(tmp_path / "kept.json")
+    with omniprof.profile():
+        pass
+
+
+def test_the_handler_writes_gzip_and_names_the_worker(tmp_path: Path) -> None:
+    handler = omniprof.tensorboard_trace_handler(str(tmp_path), use_gzip=True)
+    assert "_" in handler.worker_name
+    with omniprof.profile(on_trace_ready=handler):
+        with omniprof.record_function("x"):
+            pass
+    (written,) = handler.written
+    assert written.endswith(".pt.trace.json.gz")
+    assert load_trace(Path(written))["traceEvents"]
