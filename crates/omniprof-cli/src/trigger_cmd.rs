@@ -14,7 +14,8 @@ use omniprof::config::{
     on_demand_trace_dir, Config, ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS,
     ACTIVITIES_LOG_FILE, ACTIVITY_TYPES, PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP,
 };
-use omniprof::trigger::{self, RuntimeDir, OPT_IN_ENV};
+use omniprof::ondemand::ONDEMAND_ENV;
+use omniprof::trigger::{self, RuntimeDir};
 
 /// The trace was refused, or the process could not be reached.
 const EXIT_FAILED: u8 = 1;
@@ -176,7 +177,7 @@ fn list() -> ExitCode {
     };
     if listed.is_empty() {
         eprintln!(
-            "no process listens for triggers in {}; start one with {OPT_IN_ENV}=1",
+            "no process listens for triggers in {}; start one with {ONDEMAND_ENV}=1",
             dir.path().display()
         );
         return ExitCode::SUCCESS;

@@ -42,6 +42,7 @@
 pub mod backend;
 pub mod clock;
 pub mod config;
+mod iteration;
 pub mod ondemand;
 pub mod plugin;
 pub mod record;
@@ -55,7 +56,7 @@ pub use omniprof_trace::{activity, analysis, export, import, keys, trace, value}
 
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use config::Config;
-pub use ondemand::step;
+pub use iteration::step;
 pub use record::{instant, record_function, record_op, Name, OwnedRange, RangeGuard};
 pub use session::{
     tensorboard_trace_handler, Profiler, ProfilerAction, ProfilerBuilder, Schedule, ScheduleArgs,

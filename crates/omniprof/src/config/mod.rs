@@ -47,7 +47,7 @@ pub use keys::{
     ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS, ACTIVITIES_LOG_FILE, ACTIVITY_TYPES,
     PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP,
 };
-pub use on_demand::{check_on_demand_log_file, on_demand_trace_dir};
+pub use on_demand::{check_on_demand_log_file, on_demand_trace_dir, ONDEMAND_ENV};
 
 /// Kineto's run-loop tick; an unset start time gets two of them as slack.
 pub(crate) const CONTROLLER_TICK_MS: i64 = 1_000;

@@ -9,6 +9,9 @@ use super::{now_ms, Config, ConfigError, ConfigErrorReason, ConfigWarning, LogFi
 
 /// The environment variable naming the directory on-demand traces may be written to.
 const ON_DEMAND_TRACE_DIR_ENV: &str = "KINETO_ONDEMAND_TRACE_DIR";
+/// Opts a process in to on-demand tracing (the engine and its trigger socket) when set to
+/// `1`, `true` or `yes`.
+pub const ONDEMAND_ENV: &str = "OMNIPROF_ONDEMAND";
 /// Used when [`ON_DEMAND_TRACE_DIR_ENV`] is unset or empty.
 const DEFAULT_ON_DEMAND_TRACE_DIR: &str = "/tmp/";
 /// How far in the past `PROFILE_START_TIME` may lie: older requests are stale.

@@ -7,7 +7,6 @@
 //! merging, writing and tearing down happen with the session taken out of the lock.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,11 +18,6 @@ use crate::session::Profiler;
 
 /// The profiler thread's name (Kineto's is "Kineto Activity Profiler").
 pub(super) const THREAD_NAME: &str = "omniprof on-demand";
-
-/// The application's iteration; the first `step()` makes it 0.
-pub(super) static ITERATION: AtomicI64 = AtomicI64::new(-1);
-/// The iteration from which `step()` must tell the machine ([`Machine::next_iteration`]).
-pub(super) static NEXT_ITERATION: AtomicI64 = AtomicI64::new(i64::MAX);
 
 /// Where a request's outcome is delivered to its [`super::Ticket`].
 #[derive(Debug, Default)]
@@ -79,16 +73,22 @@ static ENGINE: OnceLock<Engine> = OnceLock::new();
 
 /// The engine, created on first use.
 pub(super) fn engine() -> &'static Engine {
-    ENGINE.get_or_init(|| Engine {
-        shared: Mutex::new(Shared {
-            machine: Machine::default(),
-            current: None,
-            ended: None,
-            next_id: 1,
-        }),
-        wake: Condvar::new(),
-        settled: Condvar::new(),
-        thread: Mutex::new(false),
+    ENGINE.get_or_init(|| {
+        // The engine hears of iterations and of synchronous sessions through hooks, so the
+        // iteration counter and the session engine need not know it.
+        crate::iteration::watch(|iteration| engine().on_step(iteration));
+        crate::session::on_prepare_preempt(super::preempt);
+        Engine {
+            shared: Mutex::new(Shared {
+                machine: Machine::default(),
+                current: None,
+                ended: None,
+                next_id: 1,
+            }),
+            wake: Condvar::new(),
+            settled: Condvar::new(),
+            thread: Mutex::new(false),
+        }
     })
 }
 
@@ -135,7 +135,7 @@ impl Engine {
         let mut shared = lock(&self.shared);
         let id = shared.next_id;
         let sync_active = crate::session::recorder_claimed();
-        let iteration = ITERATION.load(Ordering::Relaxed);
+        let iteration = crate::iteration::iteration();
         shared
             .machine
             .submit(id, trigger, now_ms(), iteration, sync_active)?;
@@ -152,7 +152,7 @@ impl Engine {
         Ok((id, slot))
     }
 
-    /// The application's `step()` reached `iteration`, at or after [`NEXT_ITERATION`].
+    /// The application's `step()` reached `iteration`, at or after the one the machine asked for.
     pub(super) fn on_step(&self, iteration: i64) {
         let mut shared = lock(&self.shared);
         let actions = shared.machine.step(iteration);
@@ -196,7 +196,7 @@ impl Engine {
         Status {
             state: shared.machine.state(),
             request,
-            iteration: ITERATION.load(Ordering::Relaxed),
+            iteration: crate::iteration::iteration(),
             thread_running: self.thread_running(),
         }
     }
@@ -327,7 +327,7 @@ impl Engine {
 
 /// Tells `step()` from which iteration on the machine needs it.
 fn publish(machine: &Machine) {
-    NEXT_ITERATION.store(machine.next_iteration(), Ordering::Release);
+    crate::iteration::watch_from(machine.next_iteration());
 }
 
 /// Merges an ended session and writes its trace to the config's log file.

@@ -41,57 +41,32 @@
 mod base;
 mod engine;
 mod machine;
+#[cfg(unix)]
+mod serve;
 
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use base::{BaseConfigError, KINETO_CONFIG_ENV, OMNIPROF_CONFIG_ENV};
 pub use machine::{State, Trigger};
+#[cfg(unix)]
+pub use serve::serve;
 
 use crate::config::ConfigError;
-use engine::{ITERATION, NEXT_ITERATION};
 
-/// Opts the process in to on-demand tracing when set to `1` (or `true`, `yes`).
-pub const ONDEMAND_ENV: &str = "OMNIPROF_ONDEMAND";
-
-/// Marks the end of one application iteration and the start of the next; returns the new
-/// iteration number (the first call returns 0). Iteration-based on-demand requests count
-/// these. Cheap: one atomic add and one compare while no request needs this iteration.
-///
-/// ```
-/// let first = omniprof::step();
-/// assert_eq!(omniprof::step(), first + 1);
-/// ```
-#[inline]
-pub fn step() -> i64 {
-    let iteration = ITERATION.fetch_add(1, Ordering::Relaxed) + 1;
-    if iteration >= NEXT_ITERATION.load(Ordering::Acquire) {
-        step_slow(iteration);
-    }
-    iteration
-}
-
-#[cold]
-#[inline(never)]
-fn step_slow(iteration: i64) {
-    engine::engine().on_step(iteration);
-}
-
-/// The current iteration: −1 before the first [`step`].
-pub fn iteration() -> i64 {
-    ITERATION.load(Ordering::Relaxed)
-}
+pub use crate::config::ONDEMAND_ENV;
+pub use crate::iteration::{iteration, step};
 
 /// Starts the profiler thread; idempotent. [`request`] calls it too.
 pub fn enable() -> std::io::Result<()> {
     engine::engine().start_thread()
 }
 
-/// Calls [`enable`] when [`ONDEMAND_ENV`] opts the process in; returns whether it is
-/// enabled. A thread that cannot start is logged, not raised: the process goes on.
+/// When [`ONDEMAND_ENV`] opts the process in, starts the engine and (on Unix) listens for
+/// triggers ([`serve`]); returns whether it is enabled. A failure is logged, not raised: the
+/// process goes on.
 pub fn enable_from_env() -> bool {
     let opted_in = std::env::var(ONDEMAND_ENV).is_ok_and(|v| {
         ["1", "true", "yes"]
@@ -101,10 +76,14 @@ pub fn enable_from_env() -> bool {
     if !opted_in {
         return false;
     }
-    match enable() {
+    #[cfg(unix)]
+    let started = serve();
+    #[cfg(not(unix))]
+    let started = enable();
+    match started {
         Ok(()) => true,
         Err(e) => {
-            log::error!("omniprof on-demand: cannot start the profiler thread: {e}");
+            log::error!("omniprof on-demand: cannot start serving triggers: {e}");
             false
         }
     }

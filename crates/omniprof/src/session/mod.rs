@@ -58,7 +58,7 @@ mod schedule;
 mod trace_dir;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::activity::ActivitySet;
 use crate::backend::{self, ActivityProfiler, BackendError};
@@ -101,6 +101,16 @@ pub enum SessionError {
 
 /// Set while a session holds the process-wide recorder; only a [`Claim`] sets and clears it.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// Cancels a pending or running on-demand trace; installed by the on-demand engine when it
+/// is created (before that, there is nothing to preempt), so the session does not depend on
+/// it.
+static ASYNC_PREEMPT: OnceLock<fn()> = OnceLock::new();
+
+/// Installs what a synchronous `prepare` calls to preempt the on-demand engine.
+pub(crate) fn on_prepare_preempt(preempt: fn()) {
+    let _ = ASYNC_PREEMPT.set(preempt);
+}
 
 /// Whether a session holds the process-wide recorder.
 pub(crate) fn recorder_claimed() -> bool {
@@ -376,7 +386,9 @@ impl Profiler {
             return Err(self.out_of_order("prepare"));
         }
         if !self.on_demand {
-            crate::ondemand::preempt();
+            if let Some(preempt) = ASYNC_PREEMPT.get() {
+                preempt();
+            }
         }
         let claim = Claim::take()?;
         clock::source();
@@ -464,7 +476,7 @@ impl Profiler {
     /// cycle out; the next step that starts a cycle tries again.
     pub fn step(&mut self) -> Result<(), SessionError> {
         // The process-wide iteration count on-demand requests are timed by.
-        crate::ondemand::step();
+        crate::iteration::step();
         let Some(schedule) = self.schedule else {
             self.step_num += 1;
             return Ok(());

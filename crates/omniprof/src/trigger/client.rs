@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::protocol::{Deadline, FrameError, Reply, Request};
 use super::runtime_dir::{RuntimeDir, SOCKET_SUFFIX};
-use super::OPT_IN_ENV;
+use crate::config::ONDEMAND_ENV;
 
 /// How long `--list` waits for each process to say its state.
 const LIST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -19,7 +19,7 @@ pub enum TriggerError {
     /// No process listens on the pid's socket.
     #[error(
         "process {pid} is not listening for triggers (no server at {}); start it with \
-         {OPT_IN_ENV}=1 in its environment to opt in",
+         {ONDEMAND_ENV}=1 in its environment to opt in",
         path.display()
     )]
     NotListening { pid: u32, path: PathBuf },

@@ -68,9 +68,6 @@ pub use protocol::{MAX_BODY, PROTOCOL, VERSION};
 pub use runtime_dir::RuntimeDir;
 pub use server::{ServerOptions, TriggerServer};
 
-/// The environment variable with which a process opts in to being triggered.
-pub const OPT_IN_ENV: &str = "OMNIPROF_ONDEMAND";
-
 /// What runs a trigger's request: the on-demand engine, or a test double.
 ///
 /// Both methods are called from connection threads, possibly at once: a handler that runs

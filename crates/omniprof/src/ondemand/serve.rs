@@ -1,0 +1,50 @@
+//! The on-demand engine behind the trigger socket: a process that opts in serves
+//! `omniprof trigger` with this engine for as long as it runs.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::trigger::{self, TriggerHandler, TriggerServer};
+
+/// How long a trigger's connection waits for its trace. The client gives up on its own
+/// timeout; this only bounds a connection thread whose client vanished.
+const WAIT_FOR_TRACE: Duration = Duration::from_secs(3600);
+
+/// The server of this process, kept for as long as the process runs.
+static SERVER: Mutex<Option<TriggerServer>> = Mutex::new(None);
+
+/// Runs each trigger as an on-demand request: the engine's refusal or failure is the reply.
+struct Engine;
+
+impl TriggerHandler for Engine {
+    fn handle(&self, config_text: &str) -> Result<PathBuf, String> {
+        let ticket = super::request(config_text).map_err(|refused| refused.to_string())?;
+        ticket
+            .wait(WAIT_FOR_TRACE)
+            .map_err(|failed| failed.to_string())
+    }
+
+    fn state(&self) -> String {
+        super::status().to_string()
+    }
+}
+
+/// Starts the engine's thread and listens for triggers of this process in this user's
+/// runtime directory (see [`crate::trigger`]); idempotent. The process is then triggered
+/// with `omniprof trigger --pid <pid> ...`.
+///
+/// ```no_run
+/// omniprof::ondemand::serve()?;
+/// println!("trigger me: omniprof trigger --pid {} --duration-ms 500", std::process::id());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn serve() -> io::Result<()> {
+    super::enable()?;
+    let mut server = SERVER.lock().unwrap_or_else(PoisonError::into_inner);
+    if server.is_none() {
+        *server = Some(trigger::listen(Arc::new(Engine))?);
+    }
+    Ok(())
+}
