@@ -35,9 +35,8 @@ fn profiler_error(message: impl std::fmt::Display) -> PyErr {
 /// `omniprof.record_function(name, args=None)`: a user range (`user_annotation`) on the
 /// calling thread, as a context manager or a decorator.
 ///
-/// `__enter__` and `__exit__` call the recorder directly. The range may be ended on another
-/// thread than the one that began it only at a cost: its end is then not recorded, and the
-/// trace closes it at the window's end as unfinished (see [`OwnedRange`]).
+/// `__enter__` and `__exit__` call the recorder directly. The range may end on another thread
+/// than the one that began it: its end is recorded there (see [`OwnedRange`]).
 #[pyclass(module = "omniprof._native", name = "record_function")]
 struct RecordFunction {
     name: String,
