@@ -10,7 +10,7 @@
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use omniprof::OwnedRange;
+use omniprof::{Name, OwnedRange};
 use pyo3::prelude::*;
 
 /// Bytes the observer reserves per op for its range (8-byte aligned).
@@ -26,10 +26,10 @@ const TABLE_VERSION: u32 = 1;
 pub struct RecorderTable {
     version: u32,
     range_slot_size: u32,
+    intern: unsafe extern "C" fn(name: *const u8, name_len: usize) -> u32,
     begin: unsafe extern "C" fn(
         user: u8,
-        name: *const u8,
-        name_len: usize,
+        name: u32,
         dims: *const i64,
         ranks: *const usize,
         inputs: usize,
@@ -41,22 +41,33 @@ pub struct RecorderTable {
 static TABLE: RecorderTable = RecorderTable {
     version: TABLE_VERSION,
     range_slot_size: RANGE_SLOT_SIZE,
+    intern,
     begin,
     end,
 };
 
-/// Begins a user range (`user != 0`) or host op named by the `name_len` UTF-8 bytes at `name`;
-/// when `inputs > 0`, input `i` has `ranks[i]` sizes, all of them one after another in `dims`
+/// The id of the name in the `name_len` UTF-8 bytes at `name` (invalid UTF-8 is replaced), for
+/// [`begin`]; ids stay valid for the life of the process.
+///
+/// # Safety
+/// `name` is valid for `name_len` bytes.
+unsafe extern "C" fn intern(name: *const u8, name_len: usize) -> u32 {
+    // SAFETY: the caller passes `name_len` readable bytes (the function's contract).
+    let bytes = unsafe { std::slice::from_raw_parts(name, name_len) };
+    // A panic must not unwind into C++; the table-full id stands in.
+    catch_unwind(|| Name::new(&String::from_utf8_lossy(bytes)).to_raw()).unwrap_or(u32::MAX)
+}
+
+/// Begins a user range (`user != 0`) or host op named by the [`intern`]ed id `name`; when `inputs > 0`, input `i` has `ranks[i]` sizes, all of them one after another in `dims`
 /// (`Input Dims`). On success writes the range into `out` and returns 1; returns 0 when
 /// nothing records (then `out` is untouched and must not be passed to [`end`]).
 ///
 /// # Safety
-/// `name` is valid for `name_len` bytes; `ranks` for `inputs` entries and `dims` for their
+/// `ranks` is valid for `inputs` entries and `dims` for their
 /// sum; `out` is valid for [`RANGE_SLOT_SIZE`] bytes, 8-byte aligned.
 unsafe extern "C" fn begin(
     user: u8,
-    name: *const u8,
-    name_len: usize,
+    name: u32,
     dims: *const i64,
     ranks: *const usize,
     inputs: usize,
@@ -64,13 +75,11 @@ unsafe extern "C" fn begin(
 ) -> u8 {
     // A panic must not unwind into C++: it only costs this op its range.
     let begun = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: the caller passes `name_len` readable bytes (the function's contract).
-        let bytes = unsafe { std::slice::from_raw_parts(name, name_len) };
-        let name = String::from_utf8_lossy(bytes);
+        let name = Name::from_raw(name);
         let range = if user != 0 {
-            OwnedRange::begin(&*name)
+            OwnedRange::begin(name)
         } else {
-            OwnedRange::begin_op(&*name)
+            OwnedRange::begin_op(name)
         }?;
         if inputs == 0 {
             return Some(range);

@@ -22,17 +22,65 @@ namespace {
 struct Table {
   uint32_t version;
   uint32_t range_slot_size;
-  uint8_t (*begin)(uint8_t user, const char* name, size_t name_len,
-                   const int64_t* dims, const size_t* ranks, size_t inputs,
+  uint32_t (*intern)(const char* name, size_t name_len);
+  uint8_t (*begin)(uint8_t user, uint32_t name, const int64_t* dims, const size_t* ranks, size_t inputs,
                    void* out);
   void (*end)(void* range);
 };
 constexpr uint32_t kTableVersion = 1;
 constexpr uint32_t kRangeSlotSize = 32;
 
+// An op's range. Contexts are recycled through a per-thread free list, so an op costs no
+// malloc/free pair once warm; one freed on another thread (an async end) joins that
+// thread's list. At most kMaxFree per thread are kept, and left behind when a thread exits.
 struct Context : at::ObserverContext {
   alignas(8) unsigned char range[kRangeSlotSize];
+  Context* next_free = nullptr;
+  static void* operator new(size_t size);
+  static void operator delete(void* p);
 };
+constexpr uint32_t kMaxFree = 256;
+struct FreeContexts {
+  Context* head = nullptr;
+  uint32_t count = 0;
+};
+thread_local FreeContexts free_contexts;
+
+void* Context::operator new(size_t size) {
+  FreeContexts& list = free_contexts;
+  if (list.head == nullptr) {
+    return ::operator new(size);
+  }
+  Context* c = list.head;
+  list.head = c->next_free;
+  --list.count;
+  return c;
+}
+
+void Context::operator delete(void* p) {
+  FreeContexts& list = free_contexts;
+  if (list.count >= kMaxFree) {
+    ::operator delete(p);
+    return;
+  }
+  // The object is destroyed: its storage is reused as a list node.
+  auto c = static_cast<Context*>(p);
+  c->next_free = list.head;
+  list.head = c;
+  ++list.count;
+}
+
+// A per-thread cache of interned names keyed by the name's address, so the common case (an
+// op's schema name, whose address never changes) costs a compare instead of hashing. The
+// text is compared too: a dynamic name (a record_function string) may reuse an address.
+struct CachedName {
+  const char* ptr = nullptr;
+  size_t len = 0;
+  uint32_t id = 0;
+  char text[52];
+};
+constexpr size_t kNameSlots = 256;
+thread_local CachedName names[kNameSlots];
 
 // Written only while no callback is registered (register/unregister run under the GIL).
 const Table* table = nullptr;
@@ -40,6 +88,22 @@ bool record_shapes = false;
 std::optional<at::CallbackHandle> handle;
 // Start callbacks run on this thread: lets a test see that nothing fires after the session.
 thread_local uint64_t calls = 0;
+
+uint32_t name_id(const char* name) {
+  size_t len = std::strlen(name);
+  CachedName& slot = names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameSlots];
+  if (slot.ptr == name && slot.len == len && std::memcmp(slot.text, name, len) == 0) {
+    return slot.id;
+  }
+  uint32_t id = table->intern(name, len);
+  if (len <= sizeof(slot.text)) {
+    slot.ptr = name;
+    slot.len = len;
+    slot.id = id;
+    std::memcpy(slot.text, name, len);
+  }
+  return id;
+}
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   ++calls;
@@ -67,10 +131,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     }
   }
   auto ctx = std::make_unique<Context>();
-  const char* name = fn.name();
   uint8_t user = fn.scope() == at::RecordScope::USER_SCOPE ? 1 : 0;
-  if (!table->begin(user, name, std::strlen(name), dims.data(), ranks.data(),
-                    ranks.size(), ctx->range)) {
+  if (!table->begin(user, name_id(fn.name()), dims.data(), ranks.data(), ranks.size(),
+                    ctx->range)) {
     return nullptr;
   }
   return ctx;
