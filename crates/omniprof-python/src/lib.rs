@@ -3,13 +3,15 @@
 //! The Python package (`python/omniprof`) gives `torch.profiler`'s API; this module binds what
 //! it stands on, one Rust implementation each: the session engine with its schedule
 //! (`session`), the recorder (`record_function`, `instant`), the key averages table and the
-//! Chrome JSON writer (`results`), and the TensorBoard trace handler (`handler`).
+//! Chrome JSON writer (`results`), the TensorBoard trace handler (`handler`), and the
+//! recorder's C function table for the PyTorch op observer (`observer`).
 //!
 //! Errors reach Python as exceptions carrying the Rust message: `ProfilerError` for what
 //! the profiler refuses, `ValueError` for bad arguments. A Rust panic becomes PyO3's
-//! `PanicException`; nothing here crosses an `extern "C"` boundary that could abort.
+//! `PanicException`; the `extern "C"` functions of `observer` catch panics instead.
 
 mod handler;
+mod observer;
 mod results;
 mod session;
 
@@ -35,9 +37,8 @@ fn profiler_error(message: impl std::fmt::Display) -> PyErr {
 /// `omniprof.record_function(name, args=None)`: a user range (`user_annotation`) on the
 /// calling thread, as a context manager or a decorator.
 ///
-/// `__enter__` and `__exit__` call the recorder directly. The range may be ended on another
-/// thread than the one that began it only at a cost: its end is then not recorded, and the
-/// trace closes it at the window's end as unfinished (see [`OwnedRange`]).
+/// `__enter__` and `__exit__` call the recorder directly. The range may end on another thread
+/// than the one that began it: its end is recorded there (see [`OwnedRange`]).
 #[pyclass(module = "omniprof._native", name = "record_function")]
 struct RecordFunction {
     name: String,
@@ -119,5 +120,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     session::register(m)?;
     results::register(m)?;
     handler::register(m)?;
+    observer::register(m)?;
     Ok(())
 }

@@ -4,7 +4,7 @@ import enum
 import os
 from typing import Any, Callable, Iterable, List, Optional, Union
 
-from . import _native
+from . import _native, _observer
 from ._native import KeyAverages, ProfilerError, Schedule, Trace
 
 
@@ -67,6 +67,11 @@ class profile:
             discarded) and can be started again, and the trace stays exportable.
         record_shapes: record input shapes (``Input Dims``) of observed PyTorch ops.
             omniprof's own ``record_function`` ranges have no inputs.
+
+    With ``torch`` installed, the session also records every op PyTorch reports through
+    ``RecordFunction`` (ATen ops, autograd nodes, optimizer steps as ``cpu_op``;
+    ``torch.profiler.record_function`` ranges as ``user_annotation``), on the thread that ran
+    them, through a C++ observer built on first use (needs a C++ compiler and ninja).
         config: Kineto configuration text (``KEY=VALUE`` lines); ``ValueError`` when invalid.
 
     Example::
@@ -111,13 +116,23 @@ class profile:
 
     def start(self) -> None:
         """Starts recording (with a schedule: step 0's action). ``ProfilerError`` when
-        another profiler runs in this process or this one already runs."""
+        another profiler runs in this process or this one already runs.
+
+        With torch installed, PyTorch's ops are observed from here to ``stop()`` (the
+        observer is built on the first start, before recording begins)."""
+        _observer.module()
         self._session.start()
+        try:
+            _observer.attach(self.record_shapes)
+        except BaseException:
+            self._session.abort()
+            raise
 
     def stop(self) -> None:
         """Stops recording (with a schedule: ends the run, handing a recording cycle's trace
         to ``on_trace_ready``)."""
         try:
+            _observer.detach()
             self._session.stop()
         finally:
             self._deliver()
@@ -137,6 +152,7 @@ class profile:
                 try:
                     self.on_trace_ready(self)
                 except BaseException:
+                    _observer.detach()
                     self._session.abort()
                     raise
 

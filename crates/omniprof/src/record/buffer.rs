@@ -357,6 +357,14 @@ impl Local {
         unsafe { &*self.buffer.get() }
     }
 
+    /// This thread's index (the high half of its correlation ids), once it has recorded.
+    #[inline(always)]
+    pub(crate) fn index(&self) -> Option<u32> {
+        let buffer = self.buffer.get();
+        // SAFETY: non-null buffers are alive while their thread lives (module docs).
+        (!buffer.is_null()).then(|| unsafe { (*buffer).index })
+    }
+
     /// The correlation id of this thread's range `seq`.
     #[inline(always)]
     pub(crate) fn correlation_id(&self, seq: u32) -> u64 {

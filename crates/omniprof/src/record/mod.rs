@@ -47,7 +47,9 @@ static STATE: AtomicU64 = AtomicU64::new(0);
 static LAST_STOP_TICK: AtomicU64 = AtomicU64::new(1);
 
 // A record word: bits 0..=31 the range's sequence number (the one an end record closes),
-// 32..=33 the kind, 34..=39 the session tag (the buffer's), 40..=63 the interned name.
+// 32..=33 the kind, 34..=39 the session tag (the buffer's), 40..=63 the interned name. An end
+// record written by another thread than the range's own (a foreign end, see [`OwnedRange`])
+// holds the owning thread's index + 1 where a name would be; a local end holds 0 there.
 const KIND_SHIFT: u32 = 32;
 const KIND_MASK: u64 = 0x3;
 const KIND_OP: u64 = 0;
@@ -65,6 +67,14 @@ fn word(kind: u64, name: Name) -> u64 {
 #[inline(always)]
 fn end_word(seq: u32) -> u64 {
     (KIND_END << KIND_SHIFT) | seq as u64
+}
+
+/// The largest thread index a foreign end record can name.
+const MAX_FOREIGN_OWNER: u32 = (1 << (64 - NAME_SHIFT)) - 2;
+
+/// The word of the record that ends range `seq` of thread `owner`, written by another thread.
+fn foreign_end_word(owner: u32, seq: u32) -> u64 {
+    end_word(seq) | ((owner as u64 + 1) << NAME_SHIFT)
 }
 
 /// Ends a range when dropped. Returned by [`record_function`] and [`record_op`].
@@ -136,11 +146,21 @@ impl Drop for RangeGuard {
     }
 }
 
-/// A user range held by an owner that may move between threads (the profiler's
-/// `ProfilerStep#N`, a Python `record_function` object): unlike [`RangeGuard`] it is `Send`,
-/// and it checks at its end, instead of at compile time, that it ends on the thread it began
-/// on. Dropping it without [`end`](Self::end) leaves the range open: the trace closes it at
-/// the window's end, marked `"finished": false`.
+/// A range held by an owner that may move between threads (the profiler's `ProfilerStep#N`,
+/// a Python `record_function` object, a PyTorch op whose end callback runs on another thread):
+/// unlike [`RangeGuard`] it is `Send`, and [`end`](Self::end) may run on any thread.
+/// Dropping it without [`end`](Self::end) leaves the range open: the trace closes it at the
+/// window's end, marked `"finished": false`.
+///
+/// Ended on the thread that began it, its end is recorded as a [`RangeGuard`]'s is. Ended on
+/// another thread (an async op), the end is written into *the ending thread's* buffer as a
+/// foreign end record naming the range (owning thread's index and sequence number): no thread
+/// ever writes another's buffer, so the buffers' single-writer protocol is untouched, and the
+/// hot path of ordinary ranges gains nothing. When buffers are drained, foreign ends close the
+/// ranges they name (clocks are one timeline across threads). The owning thread's correlation
+/// stack is not popped by a foreign end (its listeners are told only on their own thread):
+/// device work launched later on that thread would still see the range as running, so
+/// backends needing correlation should not rely on async ops.
 ///
 /// ```
 /// use omniprof::{OwnedRange, Profiler};
@@ -156,50 +176,78 @@ impl Drop for RangeGuard {
 pub struct OwnedRange {
     state: u64,
     seq: u32,
-    thread: std::thread::ThreadId,
+    /// The index of the thread whose buffer holds the beginning.
+    owner: u32,
+    user: bool,
 }
 
 impl OwnedRange {
-    /// Begins a user range on this thread; `None` when nothing records.
+    /// Begins a user range (`user_annotation`) on this thread; `None` when nothing records.
     pub fn begin(name: impl IntoName) -> Option<Self> {
-        let guard = record_function(name);
+        Self::from_guard(record_function(name))
+    }
+
+    /// Begins a host op (`cpu_op`) on this thread; `None` when nothing records.
+    pub fn begin_op(name: impl IntoName) -> Option<Self> {
+        Self::from_guard(record_op(name))
+    }
+
+    fn from_guard(guard: RangeGuard) -> Option<Self> {
         if !guard.is_recording() {
             return None;
         }
+        // A recording guard's thread has registered its buffer, so it has an index.
+        let owner = with_local(|l| l.index())?;
         let range = Self {
             state: guard.state,
             seq: guard.seq,
-            thread: std::thread::current().id(),
+            owner,
+            user: guard.user,
         };
         // Its end is this range's to record, from `end`.
         std::mem::forget(guard);
         Some(range)
     }
 
+    fn on_owner_thread(&self) -> bool {
+        with_local(|l| l.index()) == Some(self.owner)
+    }
+
     /// Attaches an `args` entry to the range; on another thread than its beginning nothing
     /// is attached (the args live with the range's records).
     pub fn with_arg(self, key: &str, value: impl Into<Value>) -> Self {
-        if std::thread::current().id() == self.thread {
+        if self.on_owner_thread() {
             attach_arg(self.state, self.seq, key, value);
         }
         self
     }
 
-    /// Ends the range. On another thread than its beginning the end cannot be recorded (the
-    /// range's records and the device's correlation stack are the first thread's): it is
-    /// left open, and the trace closes it at the window's end as unfinished. Returns whether
-    /// the end was recorded.
+    /// Attaches the input shapes, written as `Input Dims`, as [`RangeGuard::with_input_shapes`]
+    /// (on the thread that began the range only).
+    pub fn with_input_shapes(self, shapes: &[&[i64]]) -> Self {
+        let dims = shapes.iter().map(|s| Value::from(s.to_vec())).collect();
+        self.with_arg(arg::INPUT_DIMS, Value::List(dims))
+    }
+
+    /// Ends the range, on any thread. Returns whether the end was recorded: false when the
+    /// session it began in has stopped (the trace already closed it as unfinished) or the
+    /// ending thread can record nothing more (its cap is reached, or it is exiting).
     pub fn end(self) -> bool {
-        if std::thread::current().id() != self.thread {
+        if self.on_owner_thread() {
+            let recorded = STATE.load(Ordering::Relaxed) == self.state;
+            drop(RangeGuard {
+                state: self.state,
+                seq: self.seq,
+                user: self.user,
+                _this_thread: PhantomData,
+            });
+            return recorded;
+        }
+        if STATE.load(Ordering::Relaxed) != self.state || self.owner > MAX_FOREIGN_OWNER {
             return false;
         }
-        drop(RangeGuard {
-            state: self.state,
-            seq: self.seq,
-            user: true,
-            _this_thread: PhantomData,
-        });
-        true
+        let word = foreign_end_word(self.owner, self.seq);
+        with_local(|l| l.push(self.state, word, false)).is_some()
     }
 }
 
@@ -404,6 +452,16 @@ pub(crate) fn collect(
         .flat_map(|t| &t.records)
         .filter(|&&(w, _)| (w >> KIND_SHIFT) & KIND_MASK != KIND_END)
         .count();
+    // Ends recorded by other threads than the range's own, by (owning thread, sequence).
+    let mut foreign_ends: FastMap<(u32, u32), u64> = FastMap::default();
+    for thread in &drained {
+        for &(w, tick) in &thread.records {
+            let owner = (w >> NAME_SHIFT) as u32;
+            if (w >> KIND_SHIFT) & KIND_MASK == KIND_END && owner != 0 {
+                foreign_ends.insert((owner - 1, w as u32), tick);
+            }
+        }
+    }
     let mut out = HostRecording {
         activities: Vec::with_capacity(events),
         threads: Vec::new(),
@@ -433,6 +491,10 @@ pub(crate) fn collect(
             let seq = w as u32;
             let kind = (w >> KIND_SHIFT) & KIND_MASK;
             if kind == KIND_END {
+                if w >> NAME_SHIFT != 0 {
+                    // A foreign end: it closes a range of another thread, below.
+                    continue;
+                }
                 if let Some(at) = open.iter().rposition(|&(s, _)| s == seq) {
                     let (_, index) = open.remove(at);
                     let a = &mut out.activities[index];
@@ -457,9 +519,13 @@ pub(crate) fn collect(
             }
             out.activities.push(a);
         }
-        out.unfinished_ranges += open.len() as u64;
-        for (_, index) in open {
+        for (seq, index) in open {
             let a = &mut out.activities[index];
+            if let Some(tick) = foreign_ends.remove(&(thread.index, seq)) {
+                a.end_ns = time(tick).max(a.start_ns);
+                continue;
+            }
+            out.unfinished_ranges += 1;
             a.end_ns = window.end_ns;
             a.args.push((arg::FINISHED.into(), Value::Bool(false)));
         }
@@ -759,6 +825,54 @@ mod tests {
         let late = host.activities.iter().find(|a| &*a.name == "ended_late");
         assert_eq!(late.unwrap().arg("finished"), Some(&Value::Bool(false)));
         assert_eq!(host.unfinished_ranges, 1);
+    }
+
+    #[test]
+    fn an_owned_range_ended_on_another_thread_keeps_its_end() {
+        let _g = serial();
+        let mut ended_at = (0, 0);
+        let t = record(Config::default(), || {
+            let outer = record_function("outer_on_owner");
+            let range = OwnedRange::begin_op("async_op")
+                .unwrap()
+                .with_input_shapes(&[&[2, 3]]);
+            let local = OwnedRange::begin("local_range").unwrap();
+            // The async op ends on another thread, which records its own range too, while
+            // the owner keeps recording: neither thread's ranges may be closed by it.
+            let ender = std::thread::spawn(move || {
+                let _other = record_function("on_ender");
+                let before = crate::clock::wall_now_ns();
+                assert!(range.end());
+                (before, crate::clock::wall_now_ns())
+            });
+            ended_at = ender.join().unwrap();
+            drop(record_op("after_join"));
+            assert!(local.end());
+            drop(outer);
+        });
+        let by_name = |n: &str| t.activities.iter().find(|a| &*a.name == n).unwrap();
+        let op = by_name("async_op");
+        let outer = by_name("outer_on_owner");
+        assert_eq!(op.kind, ActivityType::CpuOp);
+        assert_eq!(
+            op.resource, outer.resource,
+            "the op stays on its owning thread"
+        );
+        assert_eq!(op.arg("finished"), None);
+        assert_eq!(op.arg(arg::INPUT_DIMS).unwrap().to_json(), "[[2, 3]]");
+        // Its end is the other thread's moment, within the calibration's rounding.
+        let slack = 1_000_000;
+        assert!(op.end_ns + slack >= ended_at.0 && op.end_ns <= ended_at.1 + slack);
+        assert!(op.end_ns <= by_name("after_join").start_ns);
+        assert_eq!(by_name("local_range").kind, ActivityType::UserAnnotation);
+        assert!(by_name("on_ender").resource != op.resource);
+        assert_eq!(t.metadata("unfinished_ranges"), None);
+        // A range ended after its session stopped records nothing, on any thread.
+        let mut p = Profiler::builder().build().unwrap();
+        p.start().unwrap();
+        let late = OwnedRange::begin_op("late").unwrap();
+        p.stop().unwrap();
+        assert!(!std::thread::spawn(move || late.end()).join().unwrap());
     }
 
     #[test]

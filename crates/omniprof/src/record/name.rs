@@ -66,6 +66,18 @@ impl Name {
     pub(crate) const fn id(self) -> u32 {
         self.0
     }
+
+    /// The name's id, for a caller across an FFI boundary that caches it (the PyTorch
+    /// observer caches one per op name pointer instead of hashing the name per op).
+    pub const fn to_raw(self) -> u32 {
+        self.0
+    }
+
+    /// The name with id `id`, as [`to_raw`](Self::to_raw) returned it. An id that was never
+    /// handed out names `<name table full>`.
+    pub const fn from_raw(id: u32) -> Self {
+        Self(id)
+    }
 }
 
 /// Resolves many ids at once under one lock (used when draining).

@@ -565,14 +565,9 @@ impl Profiler {
     }
 
     fn close_step_range(&mut self) {
+        // On any thread; when recording has already stopped, the trace closed it.
         if let Some(range) = self.step_range.take() {
-            if !range.end() {
-                log::warn!(
-                    "omniprof: {} began on another thread than the one ending the step: it \
-                     is left open until the window closes",
-                    step_range_name(self.step_num)
-                );
-            }
+            range.end();
         }
     }
 

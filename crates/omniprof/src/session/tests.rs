@@ -627,7 +627,7 @@ fn a_busy_recorder_skips_a_cycle_and_the_next_one_runs() {
 }
 
 #[test]
-fn a_step_range_ended_on_another_thread_is_left_unfinished() {
+fn a_step_range_ended_on_another_thread_keeps_that_end() {
     let _g = serial();
     let (mut p, traces, _) = scheduled(schedule("0,1,2,1"));
     p.start().unwrap();
@@ -645,13 +645,17 @@ fn a_step_range_ended_on_another_thread_is_left_unfinished() {
         .iter()
         .find(|a| &*a.name == "ProfilerStep#1")
         .unwrap();
-    assert_eq!(first.arg("finished"), Some(&Value::Bool(false)));
+    // Its end is recorded by the thread that stepped, and it stays on the thread it began on.
+    assert_eq!(first.arg("finished"), None);
+    assert_eq!(t.metadata("unfinished_ranges"), None);
     let second = t
         .activities
         .iter()
         .find(|a| &*a.name == "ProfilerStep#2")
         .unwrap();
     assert_eq!(second.arg("finished"), None);
+    assert_ne!(first.resource, second.resource);
+    assert!(first.end_ns <= second.start_ns);
 }
 
 #[test]

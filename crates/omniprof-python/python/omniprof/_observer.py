@@ -1,0 +1,72 @@
+"""The PyTorch op observer: ``csrc/observer.cpp``, built against the installed torch on first
+use (``torch.utils.cpp_extension.load``, cached under ``TORCH_EXTENSIONS_DIR``) and registered
+as a global ``RecordFunction`` callback while an omniprof session runs.
+
+No torch: nothing happens. Torch but no C++ compiler or ninja: one warning naming what to
+install, and sessions record without PyTorch ops.
+"""
+
+import importlib.util
+import os
+import shutil
+import warnings
+from types import ModuleType
+from typing import Optional
+
+from . import _native
+
+_SOURCE = os.path.join(os.path.dirname(__file__), "csrc", "observer.cpp")
+# The built module, False once building failed (so it is tried, and warned about, once).
+_module: "Optional[ModuleType] | bool" = None
+
+
+def _build() -> Optional[ModuleType]:
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch.utils.cpp_extension as cpp_extension
+
+    missing = []
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        missing.append("a C++ compiler (e.g. apt install g++)")
+    try:
+        cpp_extension.verify_ninja_availability()
+    except RuntimeError:
+        missing.append("ninja (pip install ninja)")
+    try:
+        if missing:
+            raise RuntimeError("missing " + " and ".join(missing))
+        # NDEBUG as in torch's own build: the headers' debug-only checks read state that
+        # only a debug build of torch keeps (RecordFunction::inputs() would always throw).
+        return cpp_extension.load(
+            name="omniprof_observer", sources=[_SOURCE], extra_cflags=["-O2", "-DNDEBUG"]
+        )
+    except Exception as e:  # any build failure: warn once, keep profiling
+        warnings.warn(
+            "omniprof: PyTorch ops are not recorded: building the op observer failed "
+            f"({e}). Install {' and '.join(missing) or 'a C++ compiler and ninja'} "
+            "and profile again.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+
+
+def module() -> Optional[ModuleType]:
+    """The built observer, building it on first call; None without torch or a compiler."""
+    global _module
+    if _module is None:
+        _module = _build() or False
+    return _module or None
+
+
+def attach(record_shapes: bool) -> None:
+    """Starts observing PyTorch's ops (with input shapes when ``record_shapes``)."""
+    observer = module()
+    if observer is not None:
+        observer.register(_native.recorder_table(), record_shapes)
+
+
+def detach() -> None:
+    """Stops observing: afterwards PyTorch runs without omniprof's callback."""
+    if _module:
+        _module.unregister()

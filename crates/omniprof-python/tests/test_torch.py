@@ -1,0 +1,145 @@
+"""PyTorch's own ops, observed: omniprof.profile() against torch.profiler.profile on one
+workload, an op ended on another thread, and the observer's removal at stop.
+
+torch is required: without it these tests fail, unless ``OMNIPROF_PY_ALLOW_NO_TORCH`` is set,
+which skips them with the reason.
+"""
+
+import json
+import os
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Dict, Tuple
+
+import pytest
+
+import omniprof
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - depends on the environment
+    if os.environ.get("OMNIPROF_PY_ALLOW_NO_TORCH"):
+        pytest.skip("torch is not installed (OMNIPROF_PY_ALLOW_NO_TORCH is set)", allow_module_level=True)
+    raise ImportError(
+        "the PyTorch tests need torch (pip install torch ninja); set OMNIPROF_PY_ALLOW_NO_TORCH=1 "
+        "to skip them"
+    )
+
+from torch.profiler import ProfilerActivity, profile as torch_profile
+
+
+def observer() -> Any:
+    module = omniprof._observer.module()
+    assert module is not None, "the op observer did not build (needs a C++ compiler and ninja)"
+    return module
+
+
+def mlp_steps() -> None:
+    """A small MLP: forward, cross-entropy, backward, SGD step, 3 steps."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    for _ in range(3):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+
+def counts(rows: Any) -> Dict[str, int]:
+    return {r.key: r.count for r in rows}
+
+
+def shape_counts(rows: Any) -> Dict[Tuple[str, str], int]:
+    return {(r.key, str(r.input_shapes)): r.count for r in rows}
+
+
+def test_the_mlp_holds_the_same_ops_and_counts_as_under_torch_profiler() -> None:
+    observer()
+    with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as theirs:
+        mlp_steps()
+    with omniprof.profile(record_shapes=True) as ours:
+        mlp_steps()
+    # Both record exactly the same op names (ATen ops, autograd nodes, optimizer steps, the
+    # optimizer's record_function ranges) with the same call counts, and the same groups by
+    # input shape: no name is recorded by one and not the other.
+    assert counts(ours.key_averages()) == counts(theirs.key_averages())
+    assert shape_counts(ours.key_averages(group_by_input_shape=True)) == shape_counts(
+        theirs.key_averages(group_by_input_shape=True)
+    )
+    names = counts(ours.key_averages())
+    for expected in ("aten::addmm", "autograd::engine::evaluate_function: AddmmBackward0",
+                     "Optimizer.step#SGD.step"):
+        assert expected in names, sorted(names)
+
+
+def events(prof: omniprof.profile, tmp_path: Path) -> Any:
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(path)
+    return [e for e in json.loads(path.read_text())["traceEvents"] if e.get("ph") == "X"]
+
+
+def test_a_range_ended_on_another_thread_is_recorded_with_that_end(tmp_path: Path) -> None:
+    observer()
+    future: "torch.futures.Future[torch.Tensor]" = torch.futures.Future()
+    with omniprof.profile() as prof:
+        handle = torch.ops.profiler._record_function_enter_new("async_range", None)
+        # The range's end callbacks run when the future completes: on the thread below.
+        done = torch.ops.profiler._call_end_callbacks_on_jit_fut(handle, future)
+        with torch.profiler.record_function("after_fork"):
+            pass
+
+        def complete() -> None:
+            time.sleep(0.05)
+            future.set_result(torch.ones(1))
+
+        worker = threading.Thread(target=complete)
+        worker.start()
+        worker.join()
+        done.wait()
+    by_name = {e["name"]: e for e in events(prof, tmp_path)}
+    ranged = by_name["async_range"]
+    assert ranged["cat"] == "user_annotation"
+    assert ranged["tid"] == by_name["after_fork"]["tid"], "the range stays on its thread"
+    assert "finished" not in ranged.get("args", {}), ranged
+    # It ends when the other thread completed the future, not when this thread went on.
+    assert ranged["dur"] >= 50_000, ranged
+    assert ranged["ts"] + ranged["dur"] >= by_name["after_fork"]["ts"] + by_name["after_fork"]["dur"]
+
+
+def test_the_observer_is_removed_when_the_session_ends() -> None:
+    module = observer()
+    x = torch.zeros(1)
+    with omniprof.profile():
+        assert module.registered()
+        before = module.calls_on_this_thread()
+        x.add_(1)
+        assert module.calls_on_this_thread() > before
+    assert not module.registered()
+    after = module.calls_on_this_thread()
+    for _ in range(10):
+        x.add_(1)
+    assert module.calls_on_this_thread() == after
+    # And a session that raised at start leaves none behind either.
+    with omniprof.profile():
+        with pytest.raises(omniprof.ProfilerError):
+            omniprof.profile().start()
+    assert not module.registered()
+
+
+def test_torch_profiler_record_function_is_a_user_range_with_its_ops_inside(tmp_path: Path) -> None:
+    observer()
+    x = torch.ones(4, 4)
+    with omniprof.profile(record_shapes=True) as prof:
+        with torch.profiler.record_function("block"):
+            torch.mm(x, x)
+    evs = events(prof, tmp_path)
+    block = next(e for e in evs if e["name"] == "block")
+    mm = next(e for e in evs if e["name"] == "aten::mm")
+    assert block["cat"] == "user_annotation" and mm["cat"] == "cpu_op"
+    assert block["ts"] <= mm["ts"] and mm["ts"] + mm["dur"] <= block["ts"] + block["dur"]
+    assert mm["args"]["Input Dims"] == [[4, 4], [4, 4]]
+    assert Counter(e["tid"] for e in (block, mm)).most_common(1)[0][1] == 2
