@@ -15,9 +15,12 @@
 //! spans the whole iteration, and the workers add none of their own. Each recorded cycle is
 //! written into `--trace-dir` by the TensorBoard trace handler.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
 use omniprof::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
 use omniprof::export::chrome;
@@ -58,6 +61,13 @@ pub struct DemoArgs {
     /// `{host}_{pid}.{unix_ns}.pt.trace.json` (TensorBoard's and HTA's layout).
     #[arg(long, value_name = "DIR", requires = "schedule")]
     pub trace_dir: Option<PathBuf>,
+    /// Run the workload without a session, stepping every iteration, and serve on-demand
+    /// triggers (`omniprof trigger --pid <pid> ...`) until --seconds have passed.
+    #[arg(long, requires = "seconds", conflicts_with_all = ["schedule", "mode"])]
+    pub ondemand: bool,
+    /// With --ondemand: how long to run.
+    #[arg(long, value_name = "N", requires = "ondemand")]
+    pub seconds: Option<u64>,
 }
 
 /// How the device side is profiled.
@@ -95,6 +105,9 @@ fn profile(args: &DemoArgs) -> DemoResult<()> {
         Mode::Timeline => Profiler::builder(),
         Mode::Stubs => Profiler::builder().stubs(openreg::profiler::DEVICE_TYPE),
     };
+    if let (true, Some(seconds)) = (args.ondemand, args.seconds) {
+        return serve_triggers(workers, Duration::from_secs(seconds));
+    }
     if let (Some(schedule), Some(dir)) = (args.schedule, &args.trace_dir) {
         return profile_scheduled(builder, schedule, dir, workers, args.steps);
     }
@@ -165,6 +178,7 @@ fn profile_scheduled(
                 step_error.get_or_insert(e);
             }
             report();
+            true
         }),
     )?;
     if let Some(e) = step_error {
@@ -181,6 +195,37 @@ fn profile_scheduled(
     if failed > 0 {
         return Err(format!("{failed} traces could not be written").into());
     }
+    Ok(())
+}
+
+/// Runs the workload for `duration`, stepping the process-wide iteration after each
+/// iteration of all workers, while the on-demand engine serves triggers.
+fn serve_triggers(workers: Vec<Worker>, duration: Duration) -> DemoResult<()> {
+    omniprof::ondemand::serve()?;
+    let pid = std::process::id();
+    println!(
+        "omniprof demo: pid {pid} serves on-demand triggers for {} s; try",
+        duration.as_secs()
+    );
+    println!("  omniprof trigger --pid {pid} --duration-ms 500");
+    println!("  omniprof trigger --pid {pid} --iterations 5");
+    // The caller (a person or a test) reads the lines above before the run ends.
+    std::io::stdout().flush()?;
+    let deadline = Instant::now() + duration;
+    let mut iterations = 0u64;
+    let checksum = run_workers(
+        workers,
+        usize::MAX,
+        Some(&mut || {
+            omniprof::step();
+            iterations += 1;
+            Instant::now() < deadline
+        }),
+    )?;
+    if omniprof::ondemand::cancel() {
+        println!("the run ended while a trace was in progress: it was cancelled");
+    }
+    println!("ran {iterations} iterations (checksum {checksum:.3})");
     Ok(())
 }
 
@@ -287,15 +332,17 @@ impl Worker {
 
 /// Runs the steps on one named thread per worker; returns a checksum of the results, so the
 /// arithmetic cannot be optimized away. With a `coordinator`, the workers run each step
-/// together and the coordinator runs on this thread after every step, while they wait.
+/// together and the coordinator runs on this thread after every step, while they wait; it
+/// returns whether to go on (the run ends early when it says no).
 fn run_workers(
     workers: Vec<Worker>,
     steps: usize,
-    coordinator: Option<&mut dyn FnMut()>,
+    coordinator: Option<&mut dyn FnMut() -> bool>,
 ) -> DemoResult<f64> {
     let barrier = coordinator
         .is_some()
         .then(|| Arc::new(Barrier::new(workers.len() + 1)));
+    let stop = Arc::new(AtomicBool::new(false));
     let wait = |barrier: &Option<Arc<Barrier>>| {
         if let Some(b) = barrier {
             b.wait();
@@ -305,6 +352,7 @@ fn run_workers(
         .into_iter()
         .map(|w| {
             let barrier = barrier.clone();
+            let stop = stop.clone();
             std::thread::Builder::new()
                 .name(format!("worker-{}", w.index))
                 .spawn(move || {
@@ -313,6 +361,9 @@ fn run_workers(
                     let mut total = Ok(0.0);
                     for s in 0..steps {
                         wait(&barrier);
+                        if stop.load(Ordering::Acquire) {
+                            break;
+                        }
                         // After an error the worker still meets the others at each step.
                         if let Ok(sum) = &mut total {
                             match w.train_step(s, barrier.is_none()) {
@@ -330,7 +381,11 @@ fn run_workers(
         for _ in 0..steps {
             wait(&barrier); // the step begins
             wait(&barrier); // every worker finished it
-            step();
+            if !step() {
+                stop.store(true, Ordering::Release);
+                wait(&barrier); // the workers see the stop at the next step's beginning
+                break;
+            }
         }
     }
     let mut total = 0.0;
