@@ -9,6 +9,7 @@ install, and sessions record without PyTorch ops.
 import importlib.util
 import os
 import shutil
+import sys
 import warnings
 from types import ModuleType
 from typing import Optional
@@ -20,10 +21,31 @@ _SOURCE = os.path.join(os.path.dirname(__file__), "csrc", "observer.cpp")
 _module: "Optional[ModuleType] | bool" = None
 
 
+def _put_ninja_on_path() -> None:
+    """torch runs ``ninja`` from PATH. A ninja installed by pip into this interpreter's
+    environment is not on it when the environment is not activated: add its directory."""
+    if shutil.which("ninja") is not None:
+        return
+    for candidate in (os.path.dirname(sys.executable), _pip_ninja_dir()):
+        if candidate and os.access(os.path.join(candidate, "ninja"), os.X_OK):
+            os.environ["PATH"] = candidate + os.pathsep + os.environ.get("PATH", "")
+            return
+
+
+def _pip_ninja_dir() -> Optional[str]:
+    try:
+        import ninja  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return getattr(ninja, "BIN_DIR", None)
+
+
 def _build() -> Optional[ModuleType]:
     if importlib.util.find_spec("torch") is None:
         return None
     import torch.utils.cpp_extension as cpp_extension
+
+    _put_ninja_on_path()
 
     missing = []
     if shutil.which(os.environ.get("CXX", "c++")) is None:
