@@ -54,7 +54,7 @@
  *   until SPAN_NS more have passed before returning: everything emitted lies in that
  *   bracket, which is inside the window however short the capture.
  *
- * Build (the test helper in crates/omniprof/tests/common/plugins.rs uses the same flags):
+ * Build (the test helper in crates/test-support/src/plugins.rs uses the same flags):
  *   cc -std=c11 -pedantic -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden \
  *      -I ../../crates/omniprof-plugin-sys/include -o libsample_plugin.so sample_plugin.c
  */
