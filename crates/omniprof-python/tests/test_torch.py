@@ -143,3 +143,21 @@ def test_torch_profiler_record_function_is_a_user_range_with_its_ops_inside(tmp_
     assert block["ts"] <= mm["ts"] and mm["ts"] + mm["dur"] <= block["ts"] + block["dur"]
     assert mm["args"]["Input Dims"] == [[4, 4], [4, 4]]
     assert Counter(e["tid"] for e in (block, mm)).most_common(1)[0][1] == 2
+
+
+def test_a_torch_profiler_schedule_drives_omniprof_as_the_same_schedule() -> None:
+    """Switching the import is enough: a ``torch.profiler.schedule`` is read as omniprof's."""
+    import torch.profiler
+
+    traces = []
+    with omniprof.profile(
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1),
+        on_trace_ready=lambda prof: traces.append(prof.key_averages()),
+    ) as prof:
+        for _ in range(6):
+            with omniprof.record_function("work"):
+                torch.ones(4).add_(1)
+            prof.step()
+    assert len(traces) == 1, "one recorded cycle, as PyTorch's schedule gives"
+    counts = {row.key: row.count for row in traces[0]}
+    assert counts.get("ProfilerStep*") == 2 and counts.get("work") == 2, counts

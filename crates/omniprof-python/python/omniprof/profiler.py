@@ -26,6 +26,28 @@ class ProfilerActivity(enum.Enum):
     PrivateUse1 = "PrivateUse1"
 
 
+# The parameters of PyTorch's schedule, as ``torch.profiler.schedule``'s closure holds them.
+_SCHEDULE_PARAMS = ("wait", "warmup", "active", "repeat", "skip_first", "skip_first_wait")
+
+
+def _as_schedule(schedule: Any) -> Optional[Schedule]:
+    """An ``omniprof.schedule``, or the same schedule read from a
+    ``torch.profiler.schedule(...)`` (so switching the import is enough); any other callable
+    is refused, since omniprof runs the schedule's action table in Rust."""
+    if schedule is None or isinstance(schedule, Schedule):
+        return schedule
+    code = getattr(schedule, "__code__", None)
+    cells = getattr(schedule, "__closure__", None) or ()
+    if code is not None and getattr(schedule, "__module__", "") == "torch.profiler.profiler":
+        values = dict(zip(code.co_freevars, (c.cell_contents for c in cells)))
+        if all(k in values for k in _SCHEDULE_PARAMS):
+            return Schedule(**{k: int(values[k]) for k in _SCHEDULE_PARAMS})
+    raise TypeError(
+        "schedule must come from omniprof.schedule(...) or torch.profiler.schedule(...), "
+        f"not {type(schedule).__name__}"
+    )
+
+
 class ProfilerAction(enum.IntEnum):
     """``torch.profiler.ProfilerAction``: what a schedule does at a step."""
 
@@ -58,8 +80,9 @@ class profile:
         activities: ``ProfilerActivity`` members and/or activity type names. ``None``: the
             configuration's selection (by default every default activity type). An empty
             list raises ``AssertionError``, a name given twice or unknown ``ValueError``.
-        schedule: an ``omniprof.schedule(...)``; ``step()`` then drives cycles of warm-up and
-            recording, each step wrapped in a ``ProfilerStep#<n>`` range.
+        schedule: an ``omniprof.schedule(...)``, or a ``torch.profiler.schedule(...)`` (read
+            as the same schedule); ``step()`` then drives cycles of warm-up and recording,
+            each step wrapped in a ``ProfilerStep#<n>`` range.
         on_trace_ready: called with this profiler when a trace is finished (each recorded
             cycle with a schedule, the stop without); ``export_chrome_trace`` and
             ``key_averages`` inside it see that trace. If it raises, the exception propagates
@@ -87,7 +110,7 @@ class profile:
         self,
         *,
         activities: Optional[Iterable[Union[ProfilerActivity, str]]] = None,
-        schedule: Optional[Schedule] = None,
+        schedule: Any = None,
         on_trace_ready: Optional[Callable[["profile"], Any]] = None,
         record_shapes: bool = False,
         config: Optional[str] = None,
@@ -97,10 +120,7 @@ class profile:
             names = [_activity_name(a) for a in activities]
             # torch.profiler asserts the same.
             assert names, "No valid profiler activities found"
-        if schedule is not None and not isinstance(schedule, Schedule):
-            raise TypeError(
-                f"schedule must come from omniprof.schedule(...), not {type(schedule).__name__}"
-            )
+        schedule = _as_schedule(schedule)
         self.on_trace_ready = on_trace_ready
         self.record_shapes = record_shapes
         self._session = _native.Session(names, schedule, config)
