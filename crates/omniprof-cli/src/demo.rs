@@ -225,6 +225,8 @@ fn serve_triggers(workers: Vec<Worker>, duration: Duration) -> DemoResult<()> {
     if omniprof::ondemand::cancel() {
         println!("the run ended while a trace was in progress: it was cancelled");
     }
+    // An exiting process leaves no socket for `omniprof trigger --list` to clean up.
+    omniprof::ondemand::stop_serving();
     println!("ran {iterations} iterations (checksum {checksum:.3})");
     Ok(())
 }

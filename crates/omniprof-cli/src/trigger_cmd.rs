@@ -42,7 +42,7 @@ pub struct TriggerArgs {
     #[arg(long, value_name = "LIST")]
     pub activities: Option<String>,
     /// Where the trace goes; must lie inside the traced process's KINETO_ONDEMAND_TRACE_DIR
-    /// (default /tmp/).
+    /// (default the system temp dir: $TMPDIR, else /tmp).
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
     /// More Kineto config lines; the options above win over the same keys.

@@ -3,7 +3,8 @@
 //! a trace by duration and by iterations, and both traces hold the device timeline and load
 //! in Perfetto. Bad triggers (an output outside the allowed directory, garbage and oversized
 //! messages on the socket, a pid that does not listen) are refused, and the process keeps
-//! running and serving after each.
+//! running and serving after each, with nothing extra written. A demo whose time is up exits
+//! 0 and removes its socket.
 
 #![cfg(unix)]
 
@@ -95,7 +96,13 @@ fn traced(allowed: &Path, pid: u32, extra: &[&str], config: &Path) -> PathBuf {
     );
     let path = PathBuf::from(text(&out.stdout).trim());
     assert!(path.is_file(), "{} was not written", path.display());
+    assert!(path.starts_with(allowed), "{} is outside", path.display());
     path
+}
+
+/// The files in `dir`.
+fn files(dir: &Path) -> usize {
+    std::fs::read_dir(dir).unwrap().count()
 }
 
 /// Holds the OpenReg timeline: kernels on a device row, linked to the host ops that launched
@@ -177,6 +184,7 @@ fn a_running_demo_is_traced_on_demand_and_survives_bad_triggers() {
     assert_device_timeline(&by_steps);
     demo.assert_alive("two traces");
 
+    let written = files(allowed);
     let pid = demo.pid.to_string();
     let escape = format!("{}/../x", allowed.display());
     for dir in ["/etc", escape.as_str()] {
@@ -200,15 +208,59 @@ fn a_running_demo_is_traced_on_demand_and_survives_bad_triggers() {
     assert!(reply.contains("error"), "a 100 MB message got {reply:?}");
     demo.assert_alive("a 100 MB message");
 
-    let out = trigger(allowed, &["--pid", "1", "--duration-ms", "300"]);
+    // This test's own process is alive and does not listen.
+    let silent = std::process::id();
+    let out = trigger(
+        allowed,
+        &["--pid", &silent.to_string(), "--duration-ms", "300"],
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(
-        err.contains("1") && err.contains("OMNIPROF_ONDEMAND"),
+        err.contains(&format!("process {silent} ")) && err.contains("OMNIPROF_ONDEMAND=1"),
         "{err}"
+    );
+
+    // Refused requests recorded nothing and left the engine waiting for the next one.
+    assert_eq!(files(allowed), written, "a refused trigger wrote a file");
+    let listed = text(&trigger(allowed, &["--list"]).stdout);
+    let line = listed
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(pid.as_str()))
+        .unwrap_or_else(|| panic!("the demo is no longer listed: {listed}"));
+    assert!(
+        line.contains("WaitForRequest") && !line.contains("request #"),
+        "{line}"
     );
 
     let last = traced(allowed, demo.pid, &["--duration-ms", "300"], &config);
     assert_device_timeline(&last);
     demo.assert_alive("the last trace");
+}
+
+#[test]
+fn the_demo_prints_how_to_trigger_it_and_exits_cleanly_when_its_time_is_up() {
+    let allowed = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["demo", "--ondemand", "--seconds", "1", "--threads", "1"])
+        .env("KINETO_ONDEMAND_TRACE_DIR", allowed.path())
+        .output()
+        .expect("run the demo");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let pid = stdout
+        .split_once("pid ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no pid in {stdout:?}"));
+    for command in [
+        format!("omniprof trigger --pid {pid} --duration-ms 500"),
+        format!("omniprof trigger --pid {pid} --iterations 5"),
+    ] {
+        assert!(stdout.contains(&command), "{command:?} not in {stdout:?}");
+    }
+    assert!(stdout.contains("iterations (checksum"), "{stdout}");
+    let socket = RuntimeDir::user()
+        .unwrap()
+        .socket_path(pid.parse().unwrap());
+    assert!(!socket.exists(), "{} was left behind", socket.display());
 }

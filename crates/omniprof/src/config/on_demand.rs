@@ -12,16 +12,14 @@ const ON_DEMAND_TRACE_DIR_ENV: &str = "KINETO_ONDEMAND_TRACE_DIR";
 /// Opts a process in to on-demand tracing (the engine and its trigger socket) when set to
 /// `1`, `true` or `yes`.
 pub const ONDEMAND_ENV: &str = "OMNIPROF_ONDEMAND";
-/// Used when [`ON_DEMAND_TRACE_DIR_ENV`] is unset or empty.
-const DEFAULT_ON_DEMAND_TRACE_DIR: &str = "/tmp/";
 /// How far in the past `PROFILE_START_TIME` may lie: older requests are stale.
 pub(super) const MAX_REQUEST_AGE_MS: i64 = 10_000;
 
 impl Config {
     /// Like [`Config::apply`] for a config that came from the daemon: `ACTIVITIES_LOG_FILE`
-    /// must lie inside `$KINETO_ONDEMAND_TRACE_DIR` (default `/tmp/`), contain no `..`, and
-    /// not escape that directory through a symlink. A path that fails is ignored with a
-    /// warning; the parse still succeeds.
+    /// must lie inside [`on_demand_trace_dir`] (default the system temp dir), contain no
+    /// `..`, and not escape that directory through a symlink. A path that fails is ignored
+    /// with a warning; the parse still succeeds.
     pub fn apply_on_demand(&mut self, text: &str) -> Result<Vec<ConfigWarning>, ConfigError> {
         self.apply_on_demand_with(text, false)
     }
@@ -71,7 +69,8 @@ pub(super) fn request_trace<T>(
 }
 
 /// The directory on-demand traces may be written to: `$KINETO_ONDEMAND_TRACE_DIR` when set
-/// and non-empty, else `/tmp/`, always with a trailing `/`.
+/// and non-empty, else the system temp dir ([`std::env::temp_dir`]: `$TMPDIR`, else `/tmp`,
+/// where Kineto always uses `/tmp/`), always with a trailing `/`.
 ///
 /// ```
 /// let dir = omniprof::config::on_demand_trace_dir();
@@ -80,7 +79,7 @@ pub(super) fn request_trace<T>(
 pub fn on_demand_trace_dir() -> String {
     let dir = match std::env::var(ON_DEMAND_TRACE_DIR_ENV) {
         Ok(dir) if !dir.is_empty() => dir,
-        _ => DEFAULT_ON_DEMAND_TRACE_DIR.to_owned(),
+        _ => std::env::temp_dir().to_string_lossy().into_owned(),
     };
     with_trailing_slash(dir)
 }

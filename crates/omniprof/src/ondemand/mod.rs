@@ -52,7 +52,7 @@ use std::time::Duration;
 pub use base::{BaseConfigError, KINETO_CONFIG_ENV, OMNIPROF_CONFIG_ENV};
 pub use machine::{State, Trigger};
 #[cfg(unix)]
-pub use serve::serve;
+pub use serve::{serve, stop_serving};
 
 use crate::config::ConfigError;
 
@@ -64,9 +64,15 @@ pub fn enable() -> std::io::Result<()> {
     engine::engine().start_thread()
 }
 
-/// When [`ONDEMAND_ENV`] opts the process in, starts the engine and (on Unix) listens for
-/// triggers ([`serve`]); returns whether it is enabled. A failure is logged, not raised: the
-/// process goes on.
+/// When [`ONDEMAND_ENV`] opts the process in, starts the engine and listens for triggers
+/// ([`serve`]); returns whether it serves. A failure is logged, not raised: the process goes
+/// on.
+///
+/// ```no_run
+/// if omniprof::ondemand::enable_from_env() {
+///     println!("trigger me: omniprof trigger --pid {} --iterations 5", std::process::id());
+/// }
+/// ```
 pub fn enable_from_env() -> bool {
     let opted_in = std::env::var(ONDEMAND_ENV).is_ok_and(|v| {
         ["1", "true", "yes"]
@@ -76,17 +82,30 @@ pub fn enable_from_env() -> bool {
     if !opted_in {
         return false;
     }
-    #[cfg(unix)]
-    let started = serve();
-    #[cfg(not(unix))]
-    let started = enable();
-    match started {
+    match serve() {
         Ok(()) => true,
         Err(e) => {
             log::error!("omniprof on-demand: cannot start serving triggers: {e}");
             false
         }
     }
+}
+
+/// Triggers arrive on a Unix socket, which this platform lacks: always
+/// [`std::io::ErrorKind::Unsupported`]. In-process [`request`]s still work.
+#[cfg(not(unix))]
+pub fn serve() -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "on-demand triggers need a Unix socket, which this platform lacks; \
+         use omniprof::ondemand::request in the process instead",
+    ))
+}
+
+/// Nothing listens on this platform (see [`serve`]): always `false`.
+#[cfg(not(unix))]
+pub fn stop_serving() -> bool {
+    false
 }
 
 /// Why a request was not accepted. Nothing was scheduled; the process goes on.

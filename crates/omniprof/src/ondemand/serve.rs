@@ -1,5 +1,5 @@
 //! The on-demand engine behind the trigger socket: a process that opts in serves
-//! `omniprof trigger` with this engine for as long as it runs.
+//! `omniprof trigger` with this engine for as long as it runs, or until it stops serving.
 
 use std::io;
 use std::path::PathBuf;
@@ -47,4 +47,21 @@ pub fn serve() -> io::Result<()> {
         *server = Some(trigger::listen(Arc::new(Engine))?);
     }
     Ok(())
+}
+
+/// Stops listening and removes this process's socket, so that a process about to exit
+/// leaves nothing behind; returns whether it was serving. A request already accepted goes
+/// on (see [`cancel`](super::cancel)), and [`serve`] listens again.
+///
+/// ```no_run
+/// omniprof::ondemand::serve()?;
+/// // ... the application's work ...
+/// omniprof::ondemand::cancel();
+/// omniprof::ondemand::stop_serving();
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn stop_serving() -> bool {
+    // Taken out first: dropping the server joins its accept thread, not under the lock.
+    let server = SERVER.lock().unwrap_or_else(PoisonError::into_inner).take();
+    server.is_some()
 }
