@@ -14,6 +14,10 @@
 //! training iteration of all workers it calls `Profiler::step`, so its `ProfilerStep#N` range
 //! spans the whole iteration, and the workers add none of their own. Each recorded cycle is
 //! written into `--trace-dir` by the TensorBoard trace handler.
+//!
+//! With `--ondemand --seconds N` no session runs: the main thread calls `omniprof::step()`
+//! after every iteration of all workers while the process serves `omniprof trigger`, and
+//! when the time is up it cancels a trace still running and stops serving.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -62,8 +66,13 @@ pub struct DemoArgs {
     #[arg(long, value_name = "DIR", requires = "schedule")]
     pub trace_dir: Option<PathBuf>,
     /// Run the workload without a session, stepping every iteration, and serve on-demand
-    /// triggers (`omniprof trigger --pid <pid> ...`) until --seconds have passed.
-    #[arg(long, requires = "seconds", conflicts_with_all = ["schedule", "mode"])]
+    /// triggers (`omniprof trigger --pid <pid> ...`) until --seconds have passed. Each
+    /// trigger picks its own output, and the run ends by time, not by --steps.
+    #[arg(
+        long,
+        requires = "seconds",
+        conflicts_with_all = ["schedule", "mode", "steps", "output"]
+    )]
     pub ondemand: bool,
     /// With --ondemand: how long to run.
     #[arg(long, value_name = "N", requires = "ondemand")]

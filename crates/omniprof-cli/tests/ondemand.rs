@@ -4,7 +4,7 @@
 //! in Perfetto. Bad triggers (an output outside the allowed directory, garbage and oversized
 //! messages on the socket, a pid that does not listen) are refused, and the process keeps
 //! running and serving after each, with nothing extra written. A demo whose time is up exits
-//! 0 and removes its socket.
+//! 0 and removes its socket; `--ondemand` with options it would ignore exits 2.
 
 #![cfg(unix)]
 
@@ -263,4 +263,36 @@ fn the_demo_prints_how_to_trigger_it_and_exits_cleanly_when_its_time_is_up() {
         .unwrap()
         .socket_path(pid.parse().unwrap());
     assert!(!socket.exists(), "{} was left behind", socket.display());
+}
+
+#[test]
+fn the_demo_refuses_on_demand_mixed_with_options_it_would_ignore() {
+    for args in [
+        &["--ondemand"][..],
+        &["--seconds", "1"],
+        &["--ondemand", "--seconds", "1", "--mode", "stubs"],
+        &["--ondemand", "--seconds", "1", "--steps", "5"],
+        &["--ondemand", "--seconds", "1", "-o", "x.json"],
+        &[
+            "--ondemand",
+            "--seconds",
+            "1",
+            "--schedule",
+            "1,1,1",
+            "--trace-dir",
+            "x",
+        ],
+    ] {
+        let out = Command::new(BIN)
+            .arg("demo")
+            .args(args)
+            .output()
+            .expect("run the demo");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
 }
