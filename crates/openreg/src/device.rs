@@ -1,99 +1,29 @@
-//! Devices: runtime initialization, the per-thread current device, device-wide
-//! synchronization, memory accounting and the properties a trace header reports.
+//! Devices: the registry of devices, runtime initialization, the per-thread current device,
+//! device-wide synchronization, memory accounting and the properties a trace header reports.
+//!
+//! The registry owns each device's stream queues, so it sits above the queues and below the
+//! [`Stream`](crate::Stream) handle and the operations that look devices up.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use crate::profiling::{self, RuntimeApi, SyncKind};
-use crate::stream::{Queue, Stream};
+use crate::error::{OrError, Result};
+use crate::lock::lock;
+use crate::queue::{Queue, Worker};
+use crate::record::{RuntimeApi, SyncKind};
+use crate::recorder::traced;
+use crate::spec::{
+    CLOCK_MHZ, COMPUTE_MAJOR, COMPUTE_MINOR, COMPUTE_UNITS, MAX_THREADS_PER_BLOCK,
+    MAX_THREADS_PER_COMPUTE_UNIT, REGISTERS_PER_BLOCK, REGISTERS_PER_COMPUTE_UNIT,
+    SHARED_MEMORY_PER_BLOCK, SHARED_MEMORY_PER_COMPUTE_UNIT, WARP_SIZE,
+};
 use crate::sys::now_ns;
-use crate::{lock, OrError, Result};
+
+pub use crate::options::{Options, MAX_DEVICES, MAX_POOLED_STREAMS};
 
 /// The device name every OpenReg device reports.
 pub const DEVICE_NAME: &str = "OpenReg Simulated Accelerator";
-
-/// Most devices [`Options`] accept: far more than any test needs, small enough that a typo in
-/// `OPENREG_DEVICES` cannot make the runtime allocate absurd tables.
-pub const MAX_DEVICES: usize = 64;
-
-/// Most pooled streams per device [`Options`] accept, for the same reason.
-pub const MAX_POOLED_STREAMS: usize = 1024;
-
-/// Simulated hardware shape shared by all devices; kernels derive their launch dimensions and
-/// occupancy from it, so metrics are deterministic.
-pub(crate) const COMPUTE_UNITS: u32 = 8;
-pub(crate) const MAX_THREADS_PER_BLOCK: u32 = 1024;
-pub(crate) const MAX_THREADS_PER_COMPUTE_UNIT: u32 = 2048;
-pub(crate) const MAX_BLOCKS_PER_COMPUTE_UNIT: u32 = 32;
-pub(crate) const WARP_SIZE: u32 = 32;
-const REGISTERS_PER_BLOCK: u32 = 65_536;
-const REGISTERS_PER_COMPUTE_UNIT: u32 = 65_536;
-const SHARED_MEMORY_PER_BLOCK: u64 = 48 * 1024;
-const SHARED_MEMORY_PER_COMPUTE_UNIT: u64 = 96 * 1024;
-const CLOCK_MHZ: u32 = 1_000;
-const COMPUTE_MAJOR: u32 = 1;
-const COMPUTE_MINOR: u32 = 0;
-
-/// How the runtime is laid out; fixed for the life of the process.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Options {
-    /// Number of devices (0 is allowed: every device call then fails with `InvalidDevice`).
-    pub devices: usize,
-    /// Pooled streams per device, the default stream (index 0) included; reached through
-    /// [`Stream::pooled`]. Each one's worker thread starts on first use.
-    pub streams_per_device: usize,
-    /// Simulated memory per device, in bytes; [`malloc`](crate::malloc) fails beyond it.
-    pub memory_per_device: u64,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            devices: 2,
-            streams_per_device: 4,
-            memory_per_device: 8 << 30,
-        }
-    }
-}
-
-impl Options {
-    /// The defaults, with `devices` taken from `OPENREG_DEVICES` when it holds a valid count.
-    pub fn from_env() -> Self {
-        let mut options = Self::default();
-        if let Ok(value) = std::env::var("OPENREG_DEVICES") {
-            match parse_device_count(&value) {
-                Some(n) => options.devices = n,
-                None => log::warn!(
-                    "OPENREG_DEVICES={value:?} is not a count in 0..={MAX_DEVICES}; using {}",
-                    options.devices
-                ),
-            }
-        }
-        options
-    }
-
-    fn validate(&self) -> Result<()> {
-        if self.devices > MAX_DEVICES {
-            return Err(OrError::InvalidOptions("more devices than MAX_DEVICES"));
-        }
-        if self.streams_per_device == 0 {
-            return Err(OrError::InvalidOptions(
-                "streams_per_device must count the default stream",
-            ));
-        }
-        if self.streams_per_device > MAX_POOLED_STREAMS {
-            return Err(OrError::InvalidOptions(
-                "more pooled streams than MAX_POOLED_STREAMS",
-            ));
-        }
-        Ok(())
-    }
-}
-
-fn parse_device_count(value: &str) -> Option<usize> {
-    value.trim().parse().ok().filter(|&n| n <= MAX_DEVICES)
-}
 
 pub(crate) struct Runtime {
     options: Options,
@@ -104,7 +34,7 @@ pub(crate) struct Runtime {
 /// memory in use.
 pub(crate) struct Device {
     index: usize,
-    pool: Mutex<Vec<Option<Stream>>>,
+    pool: Mutex<Vec<Option<Arc<Worker>>>>,
     live_streams: Mutex<Vec<Weak<Queue>>>,
     next_stream_id: AtomicU32,
     memory_used: AtomicU64,
@@ -117,7 +47,7 @@ static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 /// fine, with different ones is an error. Without it the runtime starts lazily on first use
 /// with [`Options::from_env`].
 pub fn init(options: Options) -> Result<()> {
-    options.validate()?;
+    options.validate().map_err(OrError::InvalidOptions)?;
     let runtime = RUNTIME.get_or_init(|| Runtime::new(options.clone()));
     if runtime.options == options {
         Ok(())
@@ -157,12 +87,8 @@ impl Runtime {
 }
 
 impl Device {
-    pub(crate) fn index(&self) -> usize {
-        self.index
-    }
-
-    /// The pooled stream `index`, its worker started on first use.
-    pub(crate) fn pooled_stream(&self, index: usize) -> Result<Stream> {
+    /// The queue of pooled stream `index`, its worker started on first use.
+    pub(crate) fn pooled_stream(&self, index: usize) -> Result<Arc<Worker>> {
         let mut pool = lock(&self.pool);
         let count = pool.len();
         let slot = pool.get_mut(index).ok_or(OrError::InvalidStream {
@@ -170,23 +96,26 @@ impl Device {
             index,
             count,
         })?;
-        if let Some(stream) = slot {
-            return Ok(stream.clone());
+        if let Some(worker) = slot {
+            return Ok(Arc::clone(worker));
         }
-        let stream = Stream::spawn(self, index as u32)?;
-        *slot = Some(stream.clone());
-        Ok(stream)
+        let worker = self.spawn_stream(index as u32)?;
+        *slot = Some(Arc::clone(&worker));
+        Ok(worker)
     }
 
-    /// An id for a stream created with [`Stream::new`].
-    pub(crate) fn next_stream_id(&self) -> u32 {
-        self.next_stream_id.fetch_add(1, Ordering::Relaxed)
+    /// The queue of a new stream, with an id no other stream of this device has.
+    pub(crate) fn new_stream(&self) -> Result<Arc<Worker>> {
+        let id = self.next_stream_id.fetch_add(1, Ordering::Relaxed);
+        self.spawn_stream(id)
     }
 
-    pub(crate) fn register_stream(&self, queue: Weak<Queue>) {
+    fn spawn_stream(&self, id: u32) -> Result<Arc<Worker>> {
+        let worker = Worker::spawn(self.index, id)?;
         let mut live = lock(&self.live_streams);
         live.retain(|q| q.strong_count() > 0);
-        live.push(queue);
+        live.push(Arc::downgrade(worker.queue()));
+        Ok(Arc::new(worker))
     }
 
     /// Waits for all work submitted so far to every stream of this device.
@@ -244,7 +173,7 @@ pub fn current_device() -> usize {
 /// (`orDeviceSynchronize`).
 pub fn device_synchronize() -> Result<()> {
     let device = runtime().device(current_device())?;
-    profiling::traced(RuntimeApi::DeviceSynchronize, |tag| {
+    traced(RuntimeApi::DeviceSynchronize, |tag| {
         let start = now_ns();
         device.synchronize();
         if let Some(tag) = tag {
@@ -365,9 +294,8 @@ impl DeviceProperties {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Event;
-    use crate::kernel::{launch_kernel, Kernel};
-    use crate::test_support::shared;
+    use crate::test_support::{shared, Task};
+    use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
     #[test]
@@ -399,9 +327,6 @@ mod tests {
         assert!(invalid(set_device(2)));
         assert!(invalid(device_properties(2).map(drop)));
         assert!(invalid(device_memory_used(2).map(drop)));
-        assert!(invalid(crate::malloc(2, 4).map(drop)));
-        assert!(invalid(Stream::new(2).map(drop)));
-        assert!(invalid(Stream::default_for(2).map(drop)));
         assert_eq!(current_device(), 0, "a failed set_device changes nothing");
     }
 
@@ -432,24 +357,23 @@ mod tests {
     }
 
     #[test]
-    fn device_count_from_env_value() {
-        assert_eq!(parse_device_count(" 3 "), Some(3));
-        assert_eq!(parse_device_count("0"), Some(0));
-        assert_eq!(parse_device_count("65"), None);
-        assert_eq!(parse_device_count("two"), None);
-    }
-
-    #[test]
     fn device_synchronize_waits_for_every_stream_of_the_device() {
         let _guard = shared();
         set_device(1).unwrap();
-        let streams = [Stream::new(1).unwrap(), Stream::new(1).unwrap()];
-        let events = [Event::new(), Event::new()];
-        for (stream, event) in streams.iter().zip(&events) {
-            launch_kernel(Kernel::Busy(Duration::from_millis(2)), stream).unwrap();
-            event.record(stream);
+        let device = runtime().device(1).unwrap();
+        let streams = [device.new_stream().unwrap(), device.new_stream().unwrap()];
+        let done: Arc<[AtomicBool; 2]> = Arc::default();
+        for (i, stream) in streams.iter().enumerate() {
+            let done = Arc::clone(&done);
+            stream.submit(
+                Task::new(move || {
+                    std::thread::sleep(Duration::from_millis(2));
+                    done[i].store(true, Ordering::Relaxed);
+                }),
+                None,
+            );
         }
         device_synchronize().unwrap();
-        assert!(events.iter().all(Event::query));
+        assert!(done.iter().all(|d| d.load(Ordering::Relaxed)));
     }
 }

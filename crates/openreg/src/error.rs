@@ -1,6 +1,7 @@
-//! The runtime's error type: every bad input is reported, none panics.
+//! The runtime's error type: every bad input is reported, none panics. It sits low, just
+//! above the options it reports, because every layer of the runtime returns it.
 
-use crate::Options;
+use crate::options::Options;
 
 /// What went wrong in an OpenReg call.
 #[derive(Debug, thiserror::Error)]

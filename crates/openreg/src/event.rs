@@ -1,12 +1,19 @@
 //! Events: markers recorded into a stream that take the time at which the stream reached
-//! them, for synchronization and device-side timing.
+//! them, for synchronization and device-side timing, and streams waiting on them.
+//!
+//! Events are work queued on streams, so they sit above them; they sit on top of the
+//! operations because timing kernels and copies is what they are for.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Condvar, Mutex};
 
-use crate::profiling::{self, EventOrigin, RuntimeApi, SyncKind};
-use crate::stream::{Stream, Work};
+use crate::error::{OrError, Result};
+use crate::lock::{lock, wait};
+use crate::queue::Work;
+use crate::record::{DeviceActivity, EventOrigin, RuntimeApi, SyncKind};
+use crate::recorder::{traced, Tag};
+use crate::stream::Stream;
 use crate::sys::now_ns;
-use crate::{lock, wait, OrError, Result};
 
 /// A device event. As in CUDA, waiting and timing use its most recent [`record`](Self::record);
 /// an event never recorded counts as complete but has no time.
@@ -18,7 +25,7 @@ pub struct Event {
 /// One record of an event: shared by the event and the stream work that completes it, so a
 /// re-record never disturbs waiters of an earlier one.
 #[derive(Debug)]
-pub(crate) struct Marker {
+struct Marker {
     device: usize,
     stream: u32,
     record_correlation_id: Option<u64>,
@@ -28,13 +35,13 @@ pub(crate) struct Marker {
 
 impl Marker {
     /// Called by the stream worker when the stream reaches the record.
-    pub(crate) fn complete(&self, reached_ns: i64) {
+    fn complete(&self, reached_ns: i64) {
         *lock(&self.reached_ns) = Some(reached_ns);
         self.reached.notify_all();
     }
 
     /// Blocks until the stream reached the record; returns when it did.
-    pub(crate) fn wait(&self) -> i64 {
+    fn wait(&self) -> i64 {
         let mut reached = lock(&self.reached_ns);
         loop {
             if let Some(ns) = *reached {
@@ -48,11 +55,42 @@ impl Marker {
         lock(&self.reached_ns).is_some()
     }
 
-    pub(crate) fn origin(&self) -> EventOrigin {
+    fn origin(&self) -> EventOrigin {
         EventOrigin {
             stream: self.stream,
             record_correlation_id: self.record_correlation_id,
         }
+    }
+}
+
+/// The stream work of [`Event::record`]: reaching the front of the stream completes it.
+struct Reach(Arc<Marker>);
+
+impl Work for Reach {
+    // Completed in `finished`, once recorded.
+    fn execute(&self) {}
+
+    fn describe(&self) -> (Cow<'static, str>, DeviceActivity) {
+        ("Event Record".into(), DeviceActivity::EventRecord)
+    }
+
+    fn finished(&self, start_ns: i64) {
+        self.0.complete(start_ns);
+    }
+}
+
+/// The stream work of [`Stream::wait_event`]: holds the stream until the record completes.
+struct WaitFor(Arc<Marker>);
+
+impl Work for WaitFor {
+    fn execute(&self) {
+        self.0.wait();
+    }
+
+    fn describe(&self) -> (Cow<'static, str>, DeviceActivity) {
+        let kind = SyncKind::StreamWaitEvent;
+        let waited = Some(self.0.origin());
+        (kind.name().into(), DeviceActivity::Sync { kind, waited })
     }
 }
 
@@ -65,17 +103,17 @@ impl Event {
     /// Queues this event on `stream` (`orEventRecord`): it completes, taking its timestamp,
     /// when the stream has finished all work queued before it.
     pub fn record(&self, stream: &Stream) {
-        profiling::traced(RuntimeApi::EventRecord, |tag| {
+        traced(RuntimeApi::EventRecord, |tag| {
             let marker = Arc::new(Marker {
                 device: stream.device(),
                 stream: stream.id(),
-                record_correlation_id: tag.map(profiling::Tag::correlation_id),
+                record_correlation_id: tag.map(Tag::correlation_id),
                 reached_ns: Mutex::new(None),
                 reached: Condvar::new(),
             });
             // Queue first, publish second: a wait that finds this record must find it queued,
             // or a wait queued ahead of it on the same stream would never end.
-            stream.submit(Work::RecordEvent(Arc::clone(&marker)), tag);
+            stream.submit(Reach(Arc::clone(&marker)), tag);
             *lock(&self.latest) = Some(marker);
         });
     }
@@ -83,7 +121,7 @@ impl Event {
     /// Whether the latest record has completed (true when never recorded), without blocking
     /// (`orEventQuery`).
     pub fn query(&self) -> bool {
-        profiling::traced(RuntimeApi::EventQuery, |_| {
+        traced(RuntimeApi::EventQuery, |_| {
             self.latest().is_none_or(|m| m.is_reached())
         })
     }
@@ -95,7 +133,7 @@ impl Event {
             Some(marker) => {
                 synchronize(&marker);
             }
-            None => profiling::traced(RuntimeApi::EventSynchronize, |_| ()),
+            None => traced(RuntimeApi::EventSynchronize, |_| ()),
         }
     }
 
@@ -117,14 +155,27 @@ impl Event {
         Ok(elapsed_ns(start, end)? as f64 / 1e3)
     }
 
-    pub(crate) fn latest(&self) -> Option<Arc<Marker>> {
+    fn latest(&self) -> Option<Arc<Marker>> {
         lock(&self.latest).clone()
+    }
+}
+
+impl Stream {
+    /// Makes work queued on this stream from now on wait until `event`'s latest record has
+    /// completed; no effect when it was never recorded (`orStreamWaitEvent`).
+    pub fn wait_event(&self, event: &Event) {
+        let marker = event.latest();
+        traced(RuntimeApi::StreamWaitEvent, |tag| {
+            if let Some(marker) = marker {
+                self.submit(WaitFor(marker), tag);
+            }
+        });
     }
 }
 
 /// Waits for `marker` as one `orEventSynchronize` call.
 fn synchronize(marker: &Marker) -> i64 {
-    profiling::traced(RuntimeApi::EventSynchronize, |tag| {
+    traced(RuntimeApi::EventSynchronize, |tag| {
         let start = now_ns();
         let reached = marker.wait();
         if let Some(tag) = tag {
@@ -139,7 +190,7 @@ fn synchronize(marker: &Marker) -> i64 {
 fn elapsed_ns(start: &Event, end: &Event) -> Result<i64> {
     let start = start.latest().ok_or(OrError::EventNotRecorded)?;
     let end = end.latest().ok_or(OrError::EventNotRecorded)?;
-    Ok(profiling::traced(RuntimeApi::EventElapsedTime, |_| {
+    Ok(traced(RuntimeApi::EventElapsedTime, |_| {
         end.wait() - start.wait()
     }))
 }
@@ -148,6 +199,7 @@ fn elapsed_ns(start: &Event, end: &Event) -> Result<i64> {
 mod tests {
     use super::*;
     use crate::kernel::{launch_kernel, Kernel};
+    use crate::memory::{malloc, memcpy_async, HostBuffer};
     use crate::test_support::shared;
     use std::time::Duration;
 
@@ -194,7 +246,7 @@ mod tests {
     fn query_reports_pending_work_until_the_stream_reaches_the_event() {
         let _guard = shared();
         let stream = Stream::new(0).unwrap();
-        let buf = crate::malloc(0, 16).unwrap();
+        let buf = malloc(0, 16).unwrap();
         let event = Event::new();
         // Holding the buffer's lock stalls the fill, so the event is pending for certain.
         let held = lock(buf.bytes());
@@ -221,5 +273,25 @@ mod tests {
         event.record(&stream);
         let second = event.timestamp_ns().unwrap();
         assert!(second - first >= 1_000_000, "{} ns apart", second - first);
+    }
+
+    #[test]
+    fn wait_event_orders_work_across_streams() {
+        let _guard = shared();
+        let (producer, consumer) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
+        let buf = malloc(0, 64).unwrap();
+        let host = HostBuffer::zeroed(64);
+        let ready = Event::new();
+        launch_kernel(Kernel::Busy(Duration::from_millis(2)), &producer).unwrap();
+        let fill = Kernel::Fill {
+            out: buf.clone(),
+            value: 7.0,
+        };
+        launch_kernel(fill, &producer).unwrap();
+        ready.record(&producer);
+        consumer.wait_event(&ready);
+        memcpy_async(&host, &buf, 64, &consumer).unwrap();
+        consumer.synchronize();
+        assert!(host.to_f32s().iter().all(|&v| v == 7.0));
     }
 }

@@ -1,16 +1,24 @@
 //! Kernels: real work on device buffers, with the launch shape and simulated hardware
 //! counters a real device would report for it.
+//!
+//! Kernels compute on [`DeviceBuffer`]s, so they sit above memory; their shape and counters
+//! are plain data from below, which activity records carry without knowing kernels.
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use crate::device::{
+use crate::error::Result;
+use crate::lock::lock;
+use crate::memory::{check_device, check_len, f32s, DeviceBuffer};
+use crate::queue::Work;
+use crate::record::{DeviceActivity, RuntimeApi};
+use crate::recorder::traced;
+use crate::spec::{
     COMPUTE_UNITS, MAX_BLOCKS_PER_COMPUTE_UNIT, MAX_THREADS_PER_COMPUTE_UNIT, WARP_SIZE,
 };
-use crate::memory::{check_device, check_len, f32s, DeviceBuffer};
-use crate::profiling::{self, DeviceActivity, RuntimeApi};
-use crate::stream::{Stream, Work};
-use crate::{lock, Result};
+use crate::stream::Stream;
+
+pub use crate::spec::{KernelMetrics, LaunchDims};
 
 /// Threads per block side of a matmul tile (16 × 16 = 256 threads).
 const MATMUL_TILE: usize = 16;
@@ -43,36 +51,12 @@ pub enum Kernel {
     Busy(Duration),
 }
 
-/// A launch shape, as CUDA's grid and block dimensions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct LaunchDims {
-    /// Blocks per grid dimension (x, y, z).
-    pub grid: [u32; 3],
-    /// Threads per block dimension (x, y, z).
-    pub block: [u32; 3],
-}
-
-/// Simulated hardware counters of one kernel launch, for a scope profiler. Deterministic:
-/// computed from the kernel's arguments and the device shape, not measured.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct KernelMetrics {
-    /// Output elements computed.
-    pub elements: u64,
-    /// Bytes read plus bytes written, assuming each input is read once.
-    pub bytes_moved: u64,
-    /// Floating-point operations (a fused multiply-add counts two).
-    pub flops: u64,
-    /// Estimated achieved occupancy: resident warps per compute unit over the maximum, in
-    /// whole percent.
-    pub occupancy_pct: u32,
-}
-
 /// Queues `kernel` on `stream` (`orLaunchKernel`). Its buffers must belong to the stream's
 /// device and be large enough.
 pub fn launch_kernel(kernel: Kernel, stream: &Stream) -> Result<()> {
     kernel.validate(stream)?;
-    profiling::traced(RuntimeApi::LaunchKernel, |tag| {
-        stream.submit(Work::Kernel(kernel), tag);
+    traced(RuntimeApi::LaunchKernel, |tag| {
+        stream.submit(kernel, tag);
     });
     Ok(())
 }
@@ -153,8 +137,10 @@ impl Kernel {
             Self::Busy(_) => Ok(()),
         }
     }
+}
 
-    pub(crate) fn execute(&self) {
+impl Work for Kernel {
+    fn execute(&self) {
         match self {
             Self::Matmul { a, b, out, n } => matmul(a, b, out, *n),
             Self::Fill { out, value } => {
@@ -172,11 +158,12 @@ impl Kernel {
         }
     }
 
-    pub(crate) fn activity(&self) -> DeviceActivity {
-        DeviceActivity::Kernel {
+    fn describe(&self) -> (Cow<'static, str>, DeviceActivity) {
+        let activity = DeviceActivity::Kernel {
             launch: self.launch_dims(),
             metrics: self.metrics(),
-        }
+        };
+        (self.name(), activity)
     }
 }
 
@@ -228,9 +215,9 @@ fn saturate(n: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::OrError;
     use crate::memory::{malloc, memcpy_async, HostBuffer};
     use crate::test_support::shared;
-    use crate::OrError;
 
     fn upload(values: &[f32], stream: &Stream) -> DeviceBuffer {
         let buf = malloc(stream.device(), values.len() * 4).unwrap();
@@ -330,6 +317,23 @@ mod tests {
             Err(OrError::BufferTooSmall {
                 needed: usize::MAX,
                 ..
+            })
+        ));
+    }
+
+    #[test]
+    fn kernels_reject_buffers_of_another_device() {
+        let _guard = shared();
+        let stream = Stream::new(0).unwrap();
+        let fill = Kernel::Fill {
+            out: malloc(1, 64).unwrap(),
+            value: 0.0,
+        };
+        assert!(matches!(
+            launch_kernel(fill, &stream),
+            Err(OrError::DeviceMismatch {
+                buffer: 1,
+                stream: 0
             })
         ));
     }

@@ -87,18 +87,44 @@
 
 #![warn(missing_docs)]
 
-pub mod device;
+// Modules bottom-up, as the runtime is built: a module imports only from groups above it.
+
+// Plain data and OS facts.
+mod lock;
+mod options;
+mod spec;
+mod sys;
+
+// Errors (they report options) and activity records (they carry spec data).
 mod error;
-pub mod event;
-pub mod kernel;
+mod record;
+
+// What every runtime call records through.
+mod recorder;
+
+// The execution core: queues and their workers, the device registry, stream handles.
+mod queue;
+
+pub mod device;
+
+pub mod stream;
+
+// The operations that queue work: copies, the kernels that compute on their buffers, the
+// events that time both.
 pub mod memory;
+
+pub mod kernel;
+
+pub mod event;
+
+// What profilers use: the activity API, omniprof's backend over it, the profiler stubs.
+pub mod profiling;
+
 #[cfg(feature = "omniprof-backend")]
 pub mod profiler;
-pub mod profiling;
-pub mod stream;
+
 #[cfg(feature = "omniprof-backend")]
 pub mod stubs;
-mod sys;
 
 pub use device::{
     current_device, device_count, device_memory_used, device_properties, device_synchronize, init,
@@ -112,22 +138,13 @@ pub use memory::{
 };
 pub use stream::{current_stream, set_current_stream, Stream};
 
-use std::sync::{Condvar, Mutex, MutexGuard};
-
-/// Locks `mutex`, ignoring poisoning: every critical section leaves its data consistent,
-/// so a panic elsewhere must not turn into panics here.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// [`Condvar::wait`] with the same poisoning policy as [`lock`].
-fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-    condvar.wait(guard).unwrap_or_else(|e| e.into_inner())
-}
-
 #[cfg(test)]
 mod test_support {
+    use std::borrow::Cow;
     use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+    use crate::queue::Work;
+    use crate::record::DeviceActivity;
 
     /// Recording state and memory counters are process-wide: tests that enable recording or
     /// read counters run alone, the others share.
@@ -147,5 +164,25 @@ mod test_support {
     pub(crate) fn exclusive() -> RwLockWriteGuard<'static, ()> {
         init();
         RECORDING.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stream work that runs a closure, so the queues, devices and streams are tested without
+    /// the kernels and copies that sit above them.
+    pub(crate) struct Task(Box<dyn Fn() + Send>);
+
+    impl Task {
+        pub(crate) fn new(run: impl Fn() + Send + 'static) -> Self {
+            Self(Box::new(run))
+        }
+    }
+
+    impl Work for Task {
+        fn execute(&self) {
+            (self.0)();
+        }
+
+        fn describe(&self) -> (Cow<'static, str>, DeviceActivity) {
+            unreachable!("tasks are queued only by tests that do not record")
+        }
     }
 }

@@ -6,12 +6,22 @@
 //! kinds of buffer are shared handles because asynchronous work keeps using them after the
 //! launching call returns (like pinned host memory for `cudaMemcpyAsync`).
 
+//!
+//! Memory sits on the streams it queues copies on and the device registry that accounts for
+//! it; kernels, which compute on device buffers, sit above it.
+
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use crate::device::runtime;
-use crate::profiling::{self, DeviceActivity, RuntimeApi};
-use crate::stream::{Stream, Work};
-use crate::{lock, OrError, Result};
+use crate::error::{OrError, Result};
+use crate::lock::lock;
+use crate::queue::Work;
+use crate::record::{DeviceActivity, RuntimeApi};
+use crate::recorder::traced;
+use crate::stream::Stream;
+
+pub use crate::spec::MemcpyKind;
 
 /// Memory of one device, freed when the last handle (including those held by queued work)
 /// is dropped.
@@ -163,44 +173,20 @@ impl Buffer {
     }
 }
 
-/// Direction of a copy, from the kinds of its two buffers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MemcpyKind {
-    /// Host to device.
-    HostToDevice,
-    /// Device to host.
-    DeviceToHost,
-    /// Device to device (same device).
-    DeviceToDevice,
-    /// Host to host, through a stream.
-    HostToHost,
-}
-
-impl MemcpyKind {
-    fn between(dst: &Buffer, src: &Buffer) -> Self {
-        match (src.is_device(), dst.is_device()) {
-            (false, true) => Self::HostToDevice,
-            (true, false) => Self::DeviceToHost,
-            (true, true) => Self::DeviceToDevice,
-            (false, false) => Self::HostToHost,
-        }
-    }
-
-    /// The record name, as Kineto names CUDA copies.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::HostToDevice => "Memcpy HtoD",
-            Self::DeviceToHost => "Memcpy DtoH",
-            Self::DeviceToDevice => "Memcpy DtoD",
-            Self::HostToHost => "Memcpy HtoH",
-        }
+/// Direction of a copy from `src` to `dst`.
+fn memcpy_kind(dst: &Buffer, src: &Buffer) -> MemcpyKind {
+    match (src.is_device(), dst.is_device()) {
+        (false, true) => MemcpyKind::HostToDevice,
+        (true, false) => MemcpyKind::DeviceToHost,
+        (true, true) => MemcpyKind::DeviceToDevice,
+        (false, false) => MemcpyKind::HostToHost,
     }
 }
 
 /// Allocates `bytes` zeroed bytes on `device` (`orMalloc`).
 pub fn malloc(device: usize, bytes: usize) -> Result<DeviceBuffer> {
     let owner = runtime().device(device)?;
-    profiling::traced(RuntimeApi::Malloc, |_| {
+    traced(RuntimeApi::Malloc, |_| {
         owner.reserve(bytes as u64)?;
         Ok(DeviceBuffer {
             inner: Arc::new(Allocation {
@@ -227,17 +213,15 @@ pub fn memcpy_async(
             check_device(d, stream)?;
         }
     }
-    let kind = MemcpyKind::between(&dst, &src);
-    profiling::traced(RuntimeApi::MemcpyAsync, |tag| {
-        stream.submit(
-            Work::Memcpy(Transfer {
-                dst,
-                src,
-                bytes,
-                kind,
-            }),
-            tag,
-        );
+    let kind = memcpy_kind(&dst, &src);
+    traced(RuntimeApi::MemcpyAsync, |tag| {
+        let transfer = Transfer {
+            dst,
+            src,
+            bytes,
+            kind,
+        };
+        stream.submit(transfer, tag);
     });
     Ok(())
 }
@@ -248,8 +232,8 @@ pub fn memset_async(dst: &DeviceBuffer, value: u8, bytes: usize, stream: &Stream
     check_len(dst.len(), bytes)?;
     check_device(dst, stream)?;
     let dst = dst.clone();
-    profiling::traced(RuntimeApi::MemsetAsync, |tag| {
-        stream.submit(Work::Memset(Fill { dst, value, bytes }), tag);
+    traced(RuntimeApi::MemsetAsync, |tag| {
+        stream.submit(Fill { dst, value, bytes }, tag);
     });
     Ok(())
 }
@@ -280,15 +264,15 @@ pub(crate) fn f32s(bytes: &[u8]) -> Vec<f32> {
 }
 
 /// A queued copy.
-pub(crate) struct Transfer {
+struct Transfer {
     dst: Buffer,
     src: Buffer,
     bytes: usize,
     kind: MemcpyKind,
 }
 
-impl Transfer {
-    pub(crate) fn execute(&self) {
+impl Work for Transfer {
+    fn execute(&self) {
         // Slicing cannot fail: lengths were checked at launch and buffers never resize.
         // Copy out of the source before locking the destination: holding both locks could
         // deadlock against a reverse copy on another stream, and a buffer copied onto itself
@@ -297,44 +281,41 @@ impl Transfer {
         lock(self.dst.bytes())[..self.bytes].copy_from_slice(&data);
     }
 
-    pub(crate) fn activity(&self) -> DeviceActivity {
-        DeviceActivity::Memcpy {
+    fn describe(&self) -> (Cow<'static, str>, DeviceActivity) {
+        let activity = DeviceActivity::Memcpy {
             kind: self.kind,
             bytes: self.bytes as u64,
-        }
-    }
-
-    pub(crate) fn name(&self) -> &'static str {
-        self.kind.name()
+        };
+        (self.kind.name().into(), activity)
     }
 }
 
 /// A queued fill.
-pub(crate) struct Fill {
+struct Fill {
     dst: DeviceBuffer,
     value: u8,
     bytes: usize,
 }
 
-impl Fill {
-    pub(crate) fn execute(&self) {
+impl Work for Fill {
+    fn execute(&self) {
         lock(self.dst.bytes())[..self.bytes].fill(self.value);
     }
 
-    pub(crate) fn activity(&self) -> DeviceActivity {
-        DeviceActivity::Memset {
+    fn describe(&self) -> (Cow<'static, str>, DeviceActivity) {
+        let activity = DeviceActivity::Memset {
             value: self.value,
             bytes: self.bytes as u64,
-        }
+        };
+        ("Memset".into(), activity)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::{launch_kernel, Kernel};
+    use crate::device::device_memory_used;
     use crate::test_support::{exclusive, shared};
-    use crate::{device_memory_used, Stream};
 
     #[test]
     fn copies_and_fills_move_real_bytes() {
@@ -365,10 +346,10 @@ mod tests {
             Buffer::from(&HostBuffer::zeroed(4)),
             Buffer::from(&malloc(0, 4).unwrap()),
         );
-        assert_eq!(MemcpyKind::between(&d, &h), MemcpyKind::HostToDevice);
-        assert_eq!(MemcpyKind::between(&h, &d), MemcpyKind::DeviceToHost);
-        assert_eq!(MemcpyKind::between(&d, &d), MemcpyKind::DeviceToDevice);
-        assert_eq!(MemcpyKind::between(&h, &h), MemcpyKind::HostToHost);
+        assert_eq!(memcpy_kind(&d, &h), MemcpyKind::HostToDevice);
+        assert_eq!(memcpy_kind(&h, &d), MemcpyKind::DeviceToHost);
+        assert_eq!(memcpy_kind(&d, &d), MemcpyKind::DeviceToDevice);
+        assert_eq!(memcpy_kind(&h, &h), MemcpyKind::HostToHost);
         assert_eq!(MemcpyKind::HostToDevice.name(), "Memcpy HtoD");
     }
 
@@ -393,13 +374,16 @@ mod tests {
         };
         assert!(mismatch(memcpy_async(&big, &other, 64, &stream)));
         assert!(mismatch(memset_async(&other, 0, 1, &stream)));
-        assert!(mismatch(launch_kernel(
-            Kernel::Fill {
-                out: other,
-                value: 0.0
-            },
-            &stream
-        )));
+        let missing = |r| {
+            matches!(
+                r,
+                Err(OrError::InvalidDevice {
+                    device: 2,
+                    count: 2
+                })
+            )
+        };
+        assert!(missing(malloc(2, 4).map(drop)));
     }
 
     #[test]
@@ -410,20 +394,13 @@ mod tests {
         let before = device_memory_used(0).unwrap();
         let buf = malloc(0, 1 << 20).unwrap();
         assert_eq!(device_memory_used(0).unwrap(), before + (1 << 20));
-        let total = crate::Options::default().memory_per_device;
+        let total = crate::options::Options::default().memory_per_device;
         assert!(matches!(
             malloc(0, total as usize),
             Err(OrError::OutOfMemory { device: 0, requested, .. }) if requested == total
         ));
         // Queued work keeps the memory alive; it is freed once that work is done.
-        launch_kernel(
-            Kernel::Fill {
-                out: buf.clone(),
-                value: 1.0,
-            },
-            &stream,
-        )
-        .unwrap();
+        memset_async(&buf, 1, 1 << 20, &stream).unwrap();
         drop(buf);
         stream.synchronize();
         assert_eq!(device_memory_used(0).unwrap(), before);

@@ -1,19 +1,18 @@
-//! Streams: in-order work queues, each executed by its own worker thread, and the calling
-//! thread's current stream.
+//! Streams: the handle through which work is queued on a device, and the calling thread's
+//! current stream.
+//!
+//! A stream is a worker queue of a device, looked up in the device registry, so it sits
+//! above both; the operations that queue work take a `Stream` and sit above it.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 
-use crate::device::{current_device, runtime, Device};
-use crate::event::{Event, Marker};
-use crate::kernel::Kernel;
-use crate::memory::{Fill, Transfer};
-use crate::profiling::{self, DeviceActivity, RuntimeApi, SyncKind, Tag};
+use crate::device::{current_device, runtime};
+use crate::error::Result;
+use crate::queue::{Work, Worker};
+use crate::record::{RuntimeApi, SyncKind};
+use crate::recorder::{traced, Tag};
 use crate::sys::now_ns;
-use crate::{lock, wait, OrError, Result};
 
 /// A handle to a stream. Work queued on one stream runs in order on the stream's worker
 /// thread (named `openreg-d<device>s<id>`); work on different streams runs concurrently.
@@ -25,137 +24,11 @@ pub struct Stream {
     inner: Arc<Worker>,
 }
 
-/// Owns the worker thread; the worker itself only holds the queue, so the last [`Stream`]
-/// handle going away is what ends it.
-struct Worker {
-    queue: Arc<Queue>,
-    thread: Option<JoinHandle<()>>,
-}
-
-/// The part of a stream shared with its worker thread and with device-wide sync.
-pub(crate) struct Queue {
-    device: usize,
-    id: u32,
-    state: Mutex<QueueState>,
-    /// Signalled when work is queued or the stream closes.
-    work_ready: Condvar,
-    /// Signalled when a work item has finished.
-    progress: Condvar,
-}
-
-struct QueueState {
-    pending: VecDeque<Item>,
-    submitted: u64,
-    completed: u64,
-    closing: bool,
-}
-
-struct Item {
-    work: Work,
-    tag: Option<Tag>,
-}
-
-/// One unit of stream work.
-pub(crate) enum Work {
-    Kernel(Kernel),
-    Memcpy(Transfer),
-    Memset(Fill),
-    RecordEvent(Arc<Marker>),
-    WaitEvent(Arc<Marker>),
-}
-
-impl Work {
-    fn execute(&self) {
-        match self {
-            Self::Kernel(kernel) => kernel.execute(),
-            Self::Memcpy(copy) => copy.execute(),
-            Self::Memset(fill) => fill.execute(),
-            // Completed by the worker after recording, see `Queue::run`.
-            Self::RecordEvent(_) => {}
-            Self::WaitEvent(marker) => {
-                marker.wait();
-            }
-        }
-    }
-
-    fn record(&self, tag: Tag, device: usize, stream: u32, start_ns: i64, end_ns: i64) {
-        let (name, activity): (Cow<'static, str>, _) = match self {
-            Self::Kernel(kernel) => (kernel.name(), kernel.activity()),
-            Self::Memcpy(copy) => (copy.name().into(), copy.activity()),
-            Self::Memset(fill) => ("Memset".into(), fill.activity()),
-            Self::RecordEvent(_) => ("Event Record".into(), DeviceActivity::EventRecord),
-            Self::WaitEvent(marker) => {
-                let (kind, origin) = (SyncKind::StreamWaitEvent, Some(marker.origin()));
-                return tag.record_sync(kind, origin, device, Some(stream), start_ns, end_ns);
-            }
-        };
-        tag.record_device(name, activity, device, Some(stream), start_ns, end_ns);
-    }
-}
-
-impl Queue {
-    fn run(&self) {
-        while let Some(item) = self.next() {
-            let start_ns = now_ns();
-            item.work.execute();
-            let end_ns = now_ns();
-            if let Some(tag) = item.tag {
-                item.work
-                    .record(tag, self.device, self.id, start_ns, end_ns);
-            }
-            // Completion becomes visible only after the record is stored, so whoever waits
-            // for this work and then drains finds its record.
-            if let Work::RecordEvent(marker) = &item.work {
-                marker.complete(start_ns);
-            }
-            // Buffers the work held are released before a synchronize can return.
-            drop(item);
-            lock(&self.state).completed += 1;
-            self.progress.notify_all();
-        }
-    }
-
-    /// The next item in order; `None` once the stream is closing and drained.
-    fn next(&self) -> Option<Item> {
-        let mut state = lock(&self.state);
-        loop {
-            if let Some(item) = state.pending.pop_front() {
-                return Some(item);
-            }
-            if state.closing {
-                return None;
-            }
-            state = wait(&self.work_ready, state);
-        }
-    }
-
-    /// Blocks until everything submitted so far has finished.
-    pub(crate) fn wait_idle(&self) {
-        let mut state = lock(&self.state);
-        let target = state.submitted;
-        while state.completed < target {
-            state = wait(&self.progress, state);
-        }
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        lock(&self.queue.state).closing = true;
-        self.queue.work_ready.notify_all();
-        if let Some(thread) = self.thread.take() {
-            // The worker never panics on its own; a join error could only repeat a panic
-            // already reported on that thread.
-            let _ = thread.join();
-        }
-    }
-}
-
 impl Stream {
     /// A new stream on `device` with its own worker thread.
     pub fn new(device: usize) -> Result<Self> {
-        let device = runtime().device(device)?;
-        Self::spawn(device, device.next_stream_id())
+        let inner = runtime().device(device)?.new_stream()?;
+        Ok(Self { inner })
     }
 
     /// The default stream of `device` (pooled stream 0).
@@ -166,76 +39,35 @@ impl Stream {
     /// Pooled stream `index` of `device`, `index < Options::streams_per_device`; its id is
     /// `index`.
     pub fn pooled(device: usize, index: usize) -> Result<Self> {
-        runtime().device(device)?.pooled_stream(index)
-    }
-
-    pub(crate) fn spawn(device: &Device, id: u32) -> Result<Self> {
-        let queue = Arc::new(Queue {
-            device: device.index(),
-            id,
-            state: Mutex::new(QueueState {
-                pending: VecDeque::new(),
-                submitted: 0,
-                completed: 0,
-                closing: false,
-            }),
-            work_ready: Condvar::new(),
-            progress: Condvar::new(),
-        });
-        let worker_queue = Arc::clone(&queue);
-        let thread = std::thread::Builder::new()
-            .name(format!("openreg-d{}s{id}", device.index()))
-            .spawn(move || worker_queue.run())
-            .map_err(OrError::ThreadSpawn)?;
-        device.register_stream(Arc::downgrade(&queue));
-        Ok(Self {
-            inner: Arc::new(Worker {
-                queue,
-                thread: Some(thread),
-            }),
-        })
+        let inner = runtime().device(device)?.pooled_stream(index)?;
+        Ok(Self { inner })
     }
 
     /// The device the stream runs on.
     pub fn device(&self) -> usize {
-        self.inner.queue.device
+        self.inner.queue().device()
     }
 
     /// The stream's id, unique on its device; device records carry it.
     pub fn id(&self) -> u32 {
-        self.inner.queue.id
+        self.inner.queue().id()
     }
 
     /// Blocks until all work queued so far has finished (`orStreamSynchronize`).
     pub fn synchronize(&self) {
-        let queue = &self.inner.queue;
-        profiling::traced(RuntimeApi::StreamSynchronize, |tag| {
+        let queue = self.inner.queue();
+        traced(RuntimeApi::StreamSynchronize, |tag| {
             let start = now_ns();
             queue.wait_idle();
             if let Some(tag) = tag {
-                let (kind, stream) = (SyncKind::StreamSynchronize, Some(queue.id));
-                tag.record_sync(kind, None, queue.device, stream, start, now_ns());
+                let (kind, stream) = (SyncKind::StreamSynchronize, Some(queue.id()));
+                tag.record_sync(kind, None, queue.device(), stream, start, now_ns());
             }
         });
     }
 
-    /// Makes work queued on this stream from now on wait until `event`'s latest record has
-    /// completed; no effect when it was never recorded (`orStreamWaitEvent`).
-    pub fn wait_event(&self, event: &Event) {
-        let marker = event.latest();
-        profiling::traced(RuntimeApi::StreamWaitEvent, |tag| {
-            if let Some(marker) = marker {
-                self.submit(Work::WaitEvent(marker), tag);
-            }
-        });
-    }
-
-    pub(crate) fn submit(&self, work: Work, tag: Option<Tag>) {
-        let queue = &self.inner.queue;
-        let mut state = lock(&queue.state);
-        state.pending.push_back(Item { work, tag });
-        state.submitted += 1;
-        queue.work_ready.notify_one();
+    pub(crate) fn submit(&self, work: impl Work + 'static, tag: Option<Tag>) {
+        self.inner.submit(work, tag);
     }
 }
 
@@ -292,49 +124,25 @@ pub fn set_current_stream(stream: &Stream) {
 mod tests {
     use super::*;
     use crate::device::set_device;
-    use crate::memory::{malloc, memcpy_async, HostBuffer};
-    use crate::test_support::shared;
+    use crate::error::OrError;
+    use crate::test_support::{shared, Task};
+    use std::sync::Mutex;
     use std::time::Duration;
-
-    fn fill(out: &crate::DeviceBuffer, value: f32) -> Kernel {
-        Kernel::Fill {
-            out: out.clone(),
-            value,
-        }
-    }
 
     #[test]
     fn work_runs_in_submission_order() {
         let _guard = shared();
         let stream = Stream::new(0).unwrap();
-        let buf = malloc(0, 64).unwrap();
-        let snapshots: Vec<_> = (1..=3).map(|_| HostBuffer::zeroed(64)).collect();
-        for (i, snapshot) in snapshots.iter().enumerate() {
-            // A slow kernel first: later items must still wait for it.
-            crate::launch_kernel(Kernel::Busy(Duration::from_micros(300)), &stream).unwrap();
-            crate::launch_kernel(fill(&buf, i as f32 + 1.0), &stream).unwrap();
-            memcpy_async(snapshot, &buf, 64, &stream).unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        for i in 1..=3 {
+            // A slow item first: later items must still wait for it.
+            let slow = || std::thread::sleep(Duration::from_micros(300));
+            stream.submit(Task::new(slow), None);
+            let order = Arc::clone(&order);
+            stream.submit(Task::new(move || order.lock().unwrap().push(i)), None);
         }
         stream.synchronize();
-        for (i, snapshot) in snapshots.iter().enumerate() {
-            assert!(snapshot.to_f32s().iter().all(|&v| v == i as f32 + 1.0));
-        }
-    }
-
-    #[test]
-    fn wait_event_orders_work_across_streams() {
-        let _guard = shared();
-        let (producer, consumer) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
-        let buf = malloc(0, 64).unwrap();
-        let host = HostBuffer::zeroed(64);
-        let ready = Event::new();
-        crate::launch_kernel(Kernel::Busy(Duration::from_millis(2)), &producer).unwrap();
-        crate::launch_kernel(fill(&buf, 7.0), &producer).unwrap();
-        ready.record(&producer);
-        consumer.wait_event(&ready);
-        memcpy_async(&host, &buf, 64, &consumer).unwrap();
-        consumer.synchronize();
-        assert!(host.to_f32s().iter().all(|&v| v == 7.0));
+        assert_eq!(*order.lock().unwrap(), [1, 2, 3]);
     }
 
     #[test]
@@ -374,19 +182,41 @@ mod tests {
     }
 
     #[test]
+    fn streams_of_a_missing_device_are_errors() {
+        let _guard = shared();
+        let invalid = |r: Result<Stream>| {
+            matches!(
+                r,
+                Err(OrError::InvalidDevice {
+                    device: 2,
+                    count: 2
+                })
+            )
+        };
+        assert!(invalid(Stream::new(2)));
+        assert!(invalid(Stream::default_for(2)));
+    }
+
+    #[test]
     fn dropping_the_last_handle_finishes_queued_work_and_joins_the_worker() {
         let _guard = shared();
         let stream = Stream::new(0).unwrap();
-        let thread = stream.inner.thread.as_ref().unwrap().thread().clone();
-        assert_eq!(thread.name(), Some(&*format!("openreg-d0s{}", stream.id())));
-        let done = Event::new();
-        crate::launch_kernel(Kernel::Busy(Duration::from_millis(2)), &stream).unwrap();
-        done.record(&stream);
+        let expected = format!("openreg-d0s{}", stream.id());
+        let ran_on = Arc::new(Mutex::new(None));
+        let seen = Arc::clone(&ran_on);
+        stream.submit(
+            Task::new(move || {
+                std::thread::sleep(Duration::from_millis(2));
+                *seen.lock().unwrap() = std::thread::current().name().map(str::to_owned);
+            }),
+            None,
+        );
         let clone = stream.clone();
         drop(stream);
         drop(clone);
-        assert!(
-            done.query(),
+        assert_eq!(
+            ran_on.lock().unwrap().as_deref(),
+            Some(&*expected),
             "the drop waited for the worker to drain its queue"
         );
     }
