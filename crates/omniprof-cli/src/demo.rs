@@ -27,7 +27,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use omniprof::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
-use omniprof::export::chrome;
+use omniprof::export;
 use omniprof::keys::metadata;
 use omniprof::{
     record_function, record_op, tensorboard_trace_handler, Profiler, ProfilerBuilder, Schedule,
@@ -124,7 +124,7 @@ fn profile(args: &DemoArgs) -> DemoResult<()> {
     profiler.start()?;
     let checksum = run_workers(workers, args.steps, None)?;
     let trace = profiler.stop()?;
-    let stats = chrome::save(&trace, &args.output)?;
+    let stats = export::save(&trace, &args.output)?;
     let device = trace
         .activities
         .iter()

@@ -1,9 +1,11 @@
-//! `omniprof`: run the demo, check configs, inspect plugins, summarize traces, trigger a
-//! running process.
+//! `omniprof`: run the demo, check configs, inspect plugins, summarize, convert and compare
+//! traces, draw flame graphs, trigger a running process.
 
 mod config_cmd;
+mod convert_cmd;
 mod demo;
 mod plugins_cmd;
+mod progress;
 mod summary_cmd;
 mod trigger_cmd;
 
@@ -31,6 +33,9 @@ enum Command {
     Plugins(PluginsCommand),
     /// Summarize a trace per op name, as PyTorch's `key_averages().table()` does.
     Summary(summary_cmd::SummaryArgs),
+    /// Convert a trace (Kineto / PyTorch JSON, plain or gzip) to the format OUT's extension
+    /// names: .json, .json.gz or .pftrace (Perfetto).
+    Convert(convert_cmd::ConvertArgs),
     /// Ask a running process (started with OMNIPROF_ONDEMAND=1) for an on-demand trace and
     /// print its path; `--list` shows the processes that listen.
     Trigger(trigger_cmd::TriggerArgs),
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
         Command::Plugins(PluginsCommand::List(args)) => plugins_cmd::list(&args),
         Command::Plugins(PluginsCommand::Check(args)) => plugins_cmd::check(&args),
         Command::Summary(args) => summary_cmd::run(&args),
+        Command::Convert(args) => convert_cmd::run(&args),
         Command::Trigger(args) => trigger_cmd::run(&args),
     }
 }

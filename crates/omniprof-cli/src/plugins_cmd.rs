@@ -132,7 +132,7 @@ pub fn check(args: &CheckArgs) -> ExitCode {
     let rows = verdicts(&loaded, &trace);
     print_table(&rows);
     if let Some(out) = &args.trace {
-        match omniprof::export::chrome::save(&trace, out) {
+        match omniprof::export::save(&trace, out) {
             Ok(stats) => println!("wrote {} ({} trace events)", out.display(), stats.events),
             Err(e) => {
                 eprintln!("error: {e}");

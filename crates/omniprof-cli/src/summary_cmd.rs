@@ -5,19 +5,16 @@
 //! valid trace (with `--partial`, after printing the rows of what was read before the
 //! error); 2 for bad arguments.
 
-use std::fs::File;
-use std::io::{self, IsTerminal, Read, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use omniprof_trace::analysis::{
     KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
 };
 use omniprof_trace::import::{ReadError, ReadStats};
 
-/// Files larger than this get a progress bar (when standard error is a terminal).
-const PROGRESS_MIN_BYTES: u64 = 50 * 1024 * 1024;
+use crate::progress::Input;
 
 /// Summarize a trace as PyTorch's `key_averages().table()`.
 #[derive(Debug, clap::Args)]
@@ -100,23 +97,16 @@ fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) 
         group_by_input_shapes: args.group_by_shapes,
         device_name: None,
     });
-    let outcome = File::open(&args.trace)
+    let outcome = Input::open(&args.trace)
         .map_err(|e| ReadError {
             location: Box::default(),
             kind: e.into(),
         })
-        .and_then(|file| {
-            let progress = progress_bar(&file);
-            let input: Box<dyn Read> = match &progress {
-                Some(bar) => Box::new(bar.wrap_read(file)),
-                None => Box::new(file),
-            };
+        .and_then(|mut input| {
             let stats = builder
                 .reader()
-                .stream(input, |item| builder.add_item(&item));
-            if let Some(bar) = progress {
-                bar.finish_and_clear();
-            }
+                .stream(&mut input.reader, |item| builder.add_item(&item));
+            input.done();
             stats
         })
         .map_err(|mut e| {
@@ -126,23 +116,8 @@ fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) 
     (builder.finish(), outcome)
 }
 
-/// A bar over the file's bytes, for a large file when someone is watching standard error.
-fn progress_bar(file: &File) -> Option<ProgressBar> {
-    let len = file.metadata().ok()?.len();
-    if len < PROGRESS_MIN_BYTES || !io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = ProgressBar::new(len);
-    if let Ok(style) = ProgressStyle::with_template(
-        "{spinner} reading {bytes}/{total_bytes} [{wide_bar}] {bytes_per_sec}, {eta} left",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    Some(bar)
-}
-
 /// Says on standard error how many events were skipped, and why.
-fn report_skipped(stats: &ReadStats) {
+pub fn report_skipped(stats: &ReadStats) {
     let reasons = [
         (stats.unknown_phase, "an unknown `ph`"),
         (stats.unknown_category, "an unknown `cat`"),

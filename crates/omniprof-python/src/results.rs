@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use omniprof::analysis::{self, KeyAveragesOptions, ReportOptions, SortKey};
-use omniprof::export::chrome;
+use omniprof::export;
 use omniprof::Trace;
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
@@ -33,7 +33,7 @@ impl PyTrace {
     /// Writes the trace as Kineto's Chrome JSON (gzip when the path ends in `.gz`). On
     /// failure a `ProfilerError` names the path; the trace is kept, so export can be retried.
     fn export_chrome_trace(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
-        py.detach(|| chrome::save(&self.0, &path))
+        py.detach(|| export::save(&self.0, &path))
             .map(drop)
             .map_err(profiler_error)
     }

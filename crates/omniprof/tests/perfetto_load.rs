@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 
-use omniprof::export::chrome::{self, WriteStats};
+use omniprof::export::{self, WriteStats};
 use omniprof::import::TraceReader;
 use omniprof::trace::{ProcessRow, ThreadRow};
 use omniprof::{Activity, ActivityType, Flow, FlowKind, Trace};
@@ -66,7 +66,7 @@ fn a_recorded_session_loads_without_errors_as_json_and_gzip() {
     let dir = tempfile::tempdir().unwrap();
     for file in ["session.pt.trace.json", "session.pt.trace.json.gz"] {
         let path = dir.path().join(file);
-        let stats = chrome::save(&trace, &path).unwrap();
+        let stats = export::save(&trace, &path).unwrap();
         assert_eq!(stats.spilled, 0, "a real session nests on every thread");
         let written: u64 = phases(&path).values().sum();
         assert_eq!(written, stats.events);
@@ -154,7 +154,7 @@ fn a_device_timeline_loads_with_its_flow_and_counter() {
     let trace = device_timeline();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("device.json");
-    let stats = chrome::save(&trace, &path).unwrap();
+    let stats = export::save(&trace, &path).unwrap();
     assert_eq!(
         stats.spilled, 0,
         "the widened annotation still encloses its kernel"
@@ -217,7 +217,7 @@ fn the_pytorch_reference_trace_rewritten_by_omniprof_loads_the_same() {
     let dir = tempfile::tempdir().unwrap();
     let paths = ["pytorch.json", "pytorch.json.gz"].map(|file| dir.path().join(file));
     for path in &paths {
-        chrome::save(&trace, path).unwrap();
+        export::save(&trace, path).unwrap();
         assert_eq!(
             TraceReader::new()
                 .read_path(path)
@@ -311,7 +311,7 @@ fn overlapping_events_on_one_thread_are_spilled_and_all_kept() {
     let (trace, x_events) = overlapping_trace();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("overlap.json");
-    let stats: WriteStats = chrome::save(&trace, &path).unwrap();
+    let stats: WriteStats = export::save(&trace, &path).unwrap();
     assert!(stats.spilled >= 3, "spilled only {}", stats.spilled);
     let counts = phases(&path);
     assert_eq!(counts["X"], x_events, "one X per activity, none lost");
@@ -347,6 +347,6 @@ fn a_non_finite_counter_sample_still_loads() {
     trace.activities.push(sample);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nan.json");
-    chrome::save(&trace, &path).unwrap();
+    export::save(&trace, &path).unwrap();
     checker::assert_loads_in_perfetto(&path);
 }

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use omniprof::export::chrome;
+use omniprof::export;
 use omniprof::import::TraceReader;
 use omniprof::trace::{ProcessRow, Span, ThreadRow};
 use omniprof::{Activity, ActivityType, Trace, Value};
@@ -20,7 +20,7 @@ use proptest::prelude::*;
 
 /// Saves `trace` to `path` and reads it back.
 fn save_and_read(trace: &Trace, path: &Path) -> Trace {
-    chrome::save(trace, path).unwrap_or_else(|e| panic!("save {}: {e}", path.display()));
+    export::save(trace, path).unwrap_or_else(|e| panic!("save {}: {e}", path.display()));
     TraceReader::new()
         .read_path(path)
         .into_trace()

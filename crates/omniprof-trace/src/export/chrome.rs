@@ -12,121 +12,26 @@
 //!
 //! let mut trace = Trace::new(1_000_000, 2_000_000);
 //! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000));
-//! let dir = tempfile::tempdir().unwrap();
-//! let path = dir.path().join("t.pt.trace.json");
-//! let stats = chrome::save(&trace, &path).unwrap();
+//! let mut json = Vec::new();
+//! let stats = chrome::write(&trace, "t.pt.trace.json", &mut json).unwrap();
 //! assert_eq!(stats.events, 2); // the op and the `Record Window End` marker
+//! assert!(String::from_utf8(json).unwrap().contains(r#""name": "aten::mm""#));
 //! ```
+//!
+//! Files are written with [`export::save`](crate::export::save).
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, Write};
 
 use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::export::json::{write_float, write_i64, write_str, write_u64, write_us, write_value};
-use crate::hash::FastMap;
+use crate::export::lanes::{in_written_order, row_tid, written_span, Lanes, LANE_STRIDE};
+use crate::export::WriteStats;
 use crate::keys::arg;
 use crate::trace::Trace;
 
 /// Sort index of the `Spans` process (0x20000000).
 const SPANS_SORT_INDEX: i64 = 536_870_912;
-/// Sibling rows for overlapping events get `tid + lane × LANE_STRIDE`: above any OS thread
-/// id (Linux caps them at 2^22) or stream id, and below 2^31, because Perfetto folds larger
-/// tids into the process's main thread.
-pub(crate) const LANE_STRIDE: i64 = 1 << 24;
-/// Lanes past this share the last one (their events may then overlap).
-pub(crate) const MAX_LANE: usize = 127;
-/// Viewer limits worth a warning (`reference/performance-anchors.md`, section 5).
-const CHROME_TRACING_LIMIT: u64 = 256 << 20;
-const PERFETTO_UI_LIMIT: u64 = 1 << 30;
 const FLUSH_AT: usize = 1 << 16;
-
-/// What a write produced.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WriteStats {
-    /// Entries of `traceEvents`.
-    pub events: u64,
-    /// Bytes of JSON (before compression).
-    pub bytes: u64,
-    /// X events moved to a sibling row because they partly overlapped another.
-    pub spilled: u64,
-}
-
-/// A trace could not be saved. The [`Trace`] itself is untouched, so the caller still holds
-/// everything that was recorded.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot write trace to {path}: {stage}: {source}")]
-pub struct WriteError {
-    pub path: PathBuf,
-    pub stage: &'static str,
-    #[source]
-    pub source: io::Error,
-}
-
-/// Saves `trace` to `path`, gzip-compressed when the path ends in `.gz`. The file is written
-/// to `<path>.tmp` and renamed, so a crash never leaves half a trace under `path`.
-pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteError> {
-    let path = path.as_ref();
-    let err = |stage| {
-        move |source| WriteError {
-            path: path.to_owned(),
-            stage,
-            source,
-        }
-    };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let file = File::create(&tmp).map_err(err("create"))?;
-    let trace_name = trace
-        .trace_name
-        .clone()
-        .unwrap_or_else(|| path.to_string_lossy().into_owned());
-    let gz = path.extension().is_some_and(|e| e == "gz");
-    let written = (|| {
-        let out = BufWriter::with_capacity(1 << 20, file);
-        let file = if gz {
-            let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::new(5));
-            let stats = write(trace, &trace_name, &mut enc)?;
-            (
-                enc.finish()?.into_inner().map_err(|e| e.into_error())?,
-                stats,
-            )
-        } else {
-            let mut out = out;
-            let stats = write(trace, &trace_name, &mut out)?;
-            (out.into_inner().map_err(|e| e.into_error())?, stats)
-        };
-        file.0.sync_data()?;
-        Ok(file.1)
-    })();
-    let stats = match written {
-        Ok(stats) => stats,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(err("write")(e));
-        }
-    };
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        err("rename")(e)
-    })?;
-    if stats.bytes > PERFETTO_UI_LIMIT {
-        log::warn!(
-            "{}: {} MB of JSON is more than the Perfetto UI loads comfortably (~1 GB); \
-             consider .json.gz or a shorter capture",
-            path.display(),
-            stats.bytes >> 20
-        );
-    } else if stats.bytes > CHROME_TRACING_LIMIT {
-        log::warn!(
-            "{}: {} MB of JSON is more than chrome://tracing opens (~256 MB); use ui.perfetto.dev",
-            path.display(),
-            stats.bytes >> 20
-        );
-    }
-    Ok(stats)
-}
 
 /// Writes `trace` as Chrome JSON to `out`, with `trace_name` as the `traceName`.
 pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<WriteStats> {
@@ -139,95 +44,12 @@ pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<Wr
     w.header(trace)?;
     w.rows(trace)?;
     let mut lanes = Lanes::default();
-    let acts = &trace.activities;
-    let key = |a: &Activity| {
-        let (s, e) = written_span(a);
-        (s, std::cmp::Reverse(e))
-    };
-    // Sessions and the reader hand over sorted traces; only sort what is not.
-    if acts.windows(2).all(|p| key(&p[0]) <= key(&p[1])) {
-        for a in acts {
-            w.activity(a, &mut lanes)?;
-        }
-    } else {
-        let mut order: Vec<&Activity> = acts.iter().collect();
-        order.sort_by_key(|a| key(a));
-        for a in order {
-            w.activity(a, &mut lanes)?;
-        }
-    }
+    in_written_order(&trace.activities, |a| w.activity(a, &mut lanes))?;
     w.stats.spilled = lanes.spilled;
     w.sibling_rows(trace, lanes)?;
     w.spans(trace)?;
     w.footer(trace, trace_name)?;
     Ok(w.stats)
-}
-
-/// A row: (pid, tid).
-type RowId = (i64, i64);
-
-/// Assigns X events, taken in time order, to lanes of their (pid, tid) row so that every
-/// lane nests strictly: lane 0 is the row itself, lane k > 0 a sibling row.
-#[derive(Default)]
-struct Lanes {
-    row_of: FastMap<RowId, usize>,
-    /// Per row: its id and, per lane, the ends of the open events (a stack).
-    rows: Vec<(RowId, Vec<Vec<i64>>)>,
-    spilled: u64,
-}
-
-impl Lanes {
-    fn assign(&mut self, row_id: RowId, start: i64, end: i64) -> u32 {
-        let rows = &mut self.rows;
-        let row = *self.row_of.entry(row_id).or_insert_with(|| {
-            rows.push((row_id, vec![Vec::new()]));
-            rows.len() - 1
-        });
-        let stacks = &mut rows[row].1;
-        let lane = (0..=MAX_LANE)
-            .find(|&lane| {
-                if lane == stacks.len() {
-                    stacks.push(Vec::new());
-                }
-                let stack = &mut stacks[lane];
-                while stack.last().is_some_and(|&top| top <= start) {
-                    stack.pop();
-                }
-                stack.last().is_none_or(|&top| end <= top)
-            })
-            .unwrap_or(MAX_LANE);
-        stacks[lane].push(end);
-        self.spilled += (lane > 0) as u64;
-        lane as u32
-    }
-
-    /// Rows that needed lanes beyond the first: (pid, tid) and how many more.
-    fn extra_rows(self) -> Vec<(RowId, u32)> {
-        let mut extra: Vec<_> = self
-            .rows
-            .into_iter()
-            .filter(|(_, lanes)| lanes.len() > 1)
-            .map(|(id, lanes)| (id, lanes.len() as u32 - 1))
-            .collect();
-        extra.sort_unstable();
-        extra
-    }
-}
-
-/// The (start, end) an X event is written with: GPU user annotations are widened by 1 ns on
-/// each side so they enclose the kernels they were built from.
-#[inline]
-fn written_span(a: &Activity) -> (i64, i64) {
-    let end = a.start_ns + a.duration_ns();
-    if a.kind == ActivityType::GpuUserAnnotation {
-        (a.start_ns - 1, end + 1)
-    } else {
-        (a.start_ns, end)
-    }
-}
-
-fn row_tid(resource: i64) -> i64 {
-    resource.checked_abs().unwrap_or(0)
 }
 
 struct Writer<W> {

@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use super::event::{activity_type, micros_to_ns, ArgFilter, Id, RawEvent};
 use super::item::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
-use crate::export::chrome::{LANE_STRIDE, MAX_LANE};
+use crate::export::lanes::{LANE_STRIDE, MAX_LANE};
 use crate::hash::FastHasher;
 use crate::keys::arg;
 use crate::trace::{ProcessRow, Span, ThreadRow, Window};

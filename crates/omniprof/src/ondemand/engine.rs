@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::machine::{Action, Machine, State, Trigger};
 use super::{RequestSummary, Status, TraceFailed};
 use crate::config::{Config, CONTROLLER_TICK_MS};
-use crate::export::chrome;
+use crate::export;
 use crate::session::Profiler;
 
 /// The profiler thread's name (Kineto's is "Kineto Activity Profiler").
@@ -352,6 +352,6 @@ fn process(session: Option<Profiler>, config: &Config) -> Result<PathBuf, TraceF
         std::fs::create_dir_all(dir)
             .map_err(|e| write_error(format!("cannot create directory {}: {e}", dir.display())))?;
     }
-    chrome::save(&trace, &path).map_err(|e| write_error(e.to_string()))?;
+    export::save(&trace, &path).map_err(|e| write_error(e.to_string()))?;
     Ok(path)
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::clock;
-use crate::export::chrome::{self, WriteError};
+use crate::export::{self, WriteError};
 use crate::trace::Trace;
 
 /// The suffix TensorBoard's profiler plugin looks for.
@@ -102,7 +102,7 @@ impl TraceDirHandler {
             name.push_str(GZIP_SUFFIX);
         }
         let path = self.dir.join(name);
-        chrome::save(trace, &path)?;
+        export::save(trace, &path)?;
         self.outcome().written.push(path.clone());
         Ok(path)
     }

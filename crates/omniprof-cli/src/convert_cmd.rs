@@ -1,0 +1,80 @@
+//! `omniprof convert IN -o OUT`: any trace the reader reads (omniprof's or PyTorch's Chrome
+//! JSON, plain or gzip) to any format `export::save` writes, chosen by OUT's extension.
+//!
+//! The input is streamed into the trace model (memory grows with the events, not the file's
+//! text), then saved the way every trace is saved: written aside and renamed, so a failed
+//! read or write leaves nothing at OUT.
+//!
+//! Exit status: 0 converted; 1 the input could not be read (the reader's error, with byte
+//! offset and event index) or the output not written; 2 bad arguments, an unknown output
+//! extension included (checked before reading).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use omniprof_trace::export::{self, Format};
+use omniprof_trace::import::{ReadError, TraceReader};
+
+use crate::progress::Input;
+use crate::summary_cmd::report_skipped;
+
+/// Convert a trace to another format.
+#[derive(Debug, clap::Args)]
+pub struct ConvertArgs {
+    /// The trace to read: Kineto / PyTorch Chrome JSON, plain or gzip.
+    #[arg(value_name = "IN")]
+    pub input: PathBuf,
+    /// Where to write it; the extension names the format: .json, .json.gz, .pftrace.
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+}
+
+/// Runs `omniprof convert`.
+pub fn run(args: &ConvertArgs) -> ExitCode {
+    if let Err(e) = Format::from_path(&args.output) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    let read = Input::open(&args.input)
+        .map_err(|e| ReadError {
+            location: Box::default(),
+            kind: e.into(),
+        })
+        .and_then(|mut input| {
+            let outcome = TraceReader::new().read(&mut input.reader);
+            input.done();
+            outcome.into_result()
+        })
+        .map_err(|mut e| {
+            e.location.path = Some(args.input.clone());
+            e
+        });
+    let (trace, stats) = match read {
+        Ok(read) => read,
+        Err(e) => {
+            eprintln!(
+                "error: {e}; nothing was written to {}",
+                args.output.display()
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    report_skipped(&stats);
+    match export::save(&trace, &args.output) {
+        Ok(written) => {
+            println!(
+                "wrote {} ({} events, {} bytes) from {} ({} events)",
+                args.output.display(),
+                written.events,
+                written.bytes,
+                args.input.display(),
+                stats.events,
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

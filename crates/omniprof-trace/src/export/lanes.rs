@@ -1,0 +1,144 @@
+//! What every writer lays out the same way: the order activities are written in, the span an
+//! X event is written with, and the lanes that keep each (pid, tid) row strictly nested.
+//!
+//! Viewers drop (Perfetto) or mis-draw slices that partly overlap on one row, so an event
+//! that would partly overlap another moves to a sibling lane of its row: the Chrome writer
+//! writes lane k as the row `tid + k × LANE_STRIDE`, the Perfetto writer as a sibling track.
+
+use std::cmp::Reverse;
+
+use crate::activity::{Activity, ActivityType};
+use crate::hash::FastMap;
+
+/// Sibling rows for overlapping events get `tid + lane × LANE_STRIDE`: above any OS thread
+/// id (Linux caps them at 2^22) or stream id, and below 2^31, because Perfetto folds larger
+/// tids into the process's main thread.
+pub(crate) const LANE_STRIDE: i64 = 1 << 24;
+/// Lanes past this share the last one (their events may then overlap).
+pub(crate) const MAX_LANE: usize = 127;
+
+/// A row: (pid, tid).
+pub(crate) type RowId = (i64, i64);
+
+/// Calls `each` with the activities in written order: by start, longer first, then input
+/// order. Sessions and the reader hand over sorted traces; only what is not gets sorted.
+pub(crate) fn in_written_order<'a, E>(
+    acts: &'a [Activity],
+    mut each: impl FnMut(&'a Activity) -> Result<(), E>,
+) -> Result<(), E> {
+    let key = |a: &Activity| {
+        let (s, e) = written_span(a);
+        (s, Reverse(e))
+    };
+    if acts.windows(2).all(|p| key(&p[0]) <= key(&p[1])) {
+        acts.iter().try_for_each(each)
+    } else {
+        let mut order: Vec<&'a Activity> = acts.iter().collect();
+        order.sort_by_key(|a| key(a));
+        order.into_iter().try_for_each(&mut each)
+    }
+}
+
+/// The (start, end) an X event is written with: GPU user annotations are widened by 1 ns on
+/// each side so they enclose the kernels they were built from.
+#[inline]
+pub(crate) fn written_span(a: &Activity) -> (i64, i64) {
+    let end = a.start_ns + a.duration_ns();
+    if a.kind == ActivityType::GpuUserAnnotation {
+        (a.start_ns - 1, end + 1)
+    } else {
+        (a.start_ns, end)
+    }
+}
+
+/// The row an activity's `resource` is written on (a negative id has no row of its own).
+#[inline]
+pub(crate) fn row_tid(resource: i64) -> i64 {
+    resource.checked_abs().unwrap_or(0)
+}
+
+/// Assigns X events, taken in written order, to lanes of their (pid, tid) row so that every
+/// lane nests strictly: lane 0 is the row itself, lane k > 0 a sibling.
+#[derive(Default)]
+pub(crate) struct Lanes {
+    row_of: FastMap<RowId, usize>,
+    /// Per row: its id and, per lane, the ends of the open events (a stack).
+    rows: Vec<(RowId, Vec<Vec<i64>>)>,
+    pub spilled: u64,
+}
+
+impl Lanes {
+    pub fn assign(&mut self, row_id: RowId, start: i64, end: i64) -> u32 {
+        let row = self.row(row_id);
+        self.assign_in(row, start, end)
+    }
+
+    /// The index of a row (rows are numbered in order of first use).
+    pub fn row(&mut self, row_id: RowId) -> usize {
+        let rows = &mut self.rows;
+        *self.row_of.entry(row_id).or_insert_with(|| {
+            rows.push((row_id, vec![Vec::new()]));
+            rows.len() - 1
+        })
+    }
+
+    /// [`assign`](Self::assign) for the row with this index.
+    pub fn assign_in(&mut self, row: usize, start: i64, end: i64) -> u32 {
+        let stacks = &mut self.rows[row].1;
+        let lane = (0..=MAX_LANE)
+            .find(|&lane| {
+                if lane == stacks.len() {
+                    stacks.push(Vec::new());
+                }
+                let stack = &mut stacks[lane];
+                while stack.last().is_some_and(|&top| top <= start) {
+                    stack.pop();
+                }
+                stack.last().is_none_or(|&top| end <= top)
+            })
+            .unwrap_or(MAX_LANE);
+        stacks[lane].push(end);
+        self.spilled += (lane > 0) as u64;
+        lane as u32
+    }
+
+    /// Every row in index order, with how many lanes it used.
+    pub fn rows(&self) -> impl Iterator<Item = (RowId, u32)> + '_ {
+        self.rows
+            .iter()
+            .map(|(id, lanes)| (*id, lanes.len() as u32))
+    }
+
+    /// Rows that needed lanes beyond the first: (pid, tid) and how many more, sorted.
+    pub fn extra_rows(&self) -> Vec<(RowId, u32)> {
+        let mut extra: Vec<_> = self
+            .rows
+            .iter()
+            .filter(|(_, lanes)| lanes.len() > 1)
+            .map(|(id, lanes)| (*id, lanes.len() as u32 - 1))
+            .collect();
+        extra.sort_unstable();
+        extra
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_events_move_to_sibling_lanes_and_nested_ones_stay() {
+        let mut lanes = Lanes::default();
+        let row = (1, 1);
+        assert_eq!(lanes.assign(row, 0, 100), 0);
+        assert_eq!(lanes.assign(row, 10, 50), 0, "nested");
+        assert_eq!(lanes.assign(row, 40, 150), 1, "partly overlaps both");
+        assert_eq!(
+            lanes.assign(row, 100, 120),
+            0,
+            "starts where the first ended"
+        );
+        assert_eq!(lanes.spilled, 1);
+        assert_eq!(lanes.extra_rows(), vec![(row, 1)]);
+    }
+}

@@ -1,0 +1,709 @@
+//! The native Perfetto writer: the [`Trace`] as a protobuf trace (`.pftrace`) that the
+//! Perfetto UI and trace processor open directly, several times smaller than the same
+//! trace's JSON and faster to load (`reference/perfetto.md`).
+//!
+//! ```
+//! use omniprof_trace::{Activity, ActivityType, Trace};
+//! use omniprof_trace::export::perfetto;
+//!
+//! let mut trace = Trace::new(1_000_000, 2_000_000);
+//! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000));
+//! let mut pftrace = Vec::new();
+//! let stats = perfetto::write(&trace, &mut pftrace).unwrap();
+//! assert_eq!(stats.events, 3); // the op's begin and end, and the window's end marker
+//! assert_eq!(pftrace[0], 0x0a); // `Trace.packet`
+//! ```
+//!
+//! How the model maps (one packet sequence, every track declared before its first event):
+//!
+//! - a host process row → a process track (`pid`, name, label, sort index); a host thread row
+//!   → a thread track (`pid`, `tid`, name), a root track as Perfetto requires;
+//! - a device (a pid that device activities use) → a process track with the pid
+//!   `DEVICE_PID_BASE + device`, so that device indices never pose as OS processes; its
+//!   streams → tracks named like their rows, under the device's process track;
+//! - an activity → a slice (`SLICE_BEGIN` and `SLICE_END`) on its row's track, with its type
+//!   as the category and its args as debug annotations (`External id` first, as in the
+//!   JSON); the `correlation` arg of device work and runtime calls is `correlation_id`; an
+//!   activity that would partly overlap another of its row goes to a sibling track of the
+//!   same name, as the Chrome writer moves it to a sibling row;
+//! - an instant → an instant event; counter samples → counter tracks (see
+//!   [`counter_series`]);
+//! - a flow → its id in `flow_ids` on the start's slice and in `terminating_flow_ids` on the
+//!   end's, namespaced by kind (`ac2g`, `fwdbwd`) so the two never collide;
+//! - spans → slices on a `Spans` track (one child track per span name), and the window's end
+//!   → an instant there;
+//! - names, categories and arg names are interned; times are the model's nanoseconds, which
+//!   trace processor reads as its trace clock.
+//!
+//! Events are written in time order: a slice's end is held back until no later-starting
+//! event precedes it, so no track's timestamps ever go backwards, and each packet's
+//! timestamp is the difference from the one before (a sequence-scoped incremental clock),
+//! which takes a byte or two where an absolute time takes nine. The spans, which overlap
+//! everything, are written last on a second sequence, with absolute times.
+
+mod proto;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::hash::Hasher;
+use std::io::{self, Write};
+
+use proto::{annotation, clock, defaults, event, interned, packet, track, Buf};
+
+use crate::activity::{Activity, ActivityType, FlowKind};
+use crate::export::lanes::{in_written_order, row_tid, written_span, Lanes};
+use crate::export::WriteStats;
+use crate::hash::{FastHasher, FastMap};
+use crate::keys::arg;
+use crate::trace::Trace;
+use crate::value::Value;
+
+/// Device `d` is written as the process `DEVICE_PID_BASE + d`: above any OS pid (Linux caps
+/// them at 2^22) and inside `int32`.
+pub const DEVICE_PID_BASE: i64 = 1 << 30;
+/// The sequence of the activities (interned, incremental times) and that of the spans.
+const EVENTS_SEQUENCE: u64 = 1;
+const SPANS_SEQUENCE: u64 = 2;
+/// The events sequence's clock: incremental, each timestamp the delta from the last.
+const INCREMENTAL_CLOCK: u64 = clock::FIRST_SEQUENCE_CLOCK;
+const FLUSH_AT: usize = 1 << 16;
+/// The name of the track spans and the window's end are written on (the Chrome writer's
+/// `Spans` process).
+const SPANS_TRACK: &str = "Spans";
+/// The `cat` of span slices.
+const SPAN_CATEGORY: &str = "Trace";
+const WINDOW_END: &str = "Record Window End";
+
+/// Writes `trace` as a Perfetto protobuf trace to `out`. Files are written with
+/// [`export::save`](crate::export::save) (`.pftrace`).
+pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<WriteStats> {
+    let plan = Plan::new(trace);
+    let mut w = Writer {
+        out,
+        buf: Buf::default(),
+        stats: WriteStats::default(),
+        names: Interner::default(),
+        categories: Interner::default(),
+        arg_names: Interner::default(),
+        new_interned: Vec::new(),
+        ends: BinaryHeap::new(),
+        seq: 0,
+        last_ts: 0,
+    };
+    w.start_events_sequence();
+    plan.descriptors(trace, &mut w.buf);
+    w.flush()?;
+    let mut index = 0;
+    in_written_order(&trace.activities, |a| {
+        let track = plan.track_of[index];
+        index += 1;
+        w.activity(a, &plan, track)
+    })?;
+    w.end_slices_until(i64::MAX)?;
+    w.spans(trace)?;
+    w.stats.spilled = plan.lanes.spilled;
+    w.flush()?;
+    w.out.flush()?;
+    Ok(w.stats)
+}
+
+/// Track uuids. Row tracks, which every slice names twice, get small numbers (a byte for
+/// lane 0 of the first 127 rows); the others, named once per descriptor or per sample, live
+/// in ranges above them.
+mod uuid {
+    use super::*;
+
+    const PROCESS: u64 = 1 << 63;
+    const COUNTER: u64 = 1 << 40;
+    const SPANS: u64 = 1 << 44;
+
+    /// Lane `lane` of the row with index `row` (see [`Lanes::row`]), packed.
+    pub fn row_track(row: usize, lane: u32) -> u32 {
+        (row as u32) << 7 | lane
+    }
+
+    /// The uuid of a packed row track, lane by lane: lane 0 of every row first.
+    pub fn row(track: u32, rows: u32) -> u64 {
+        let (row, lane) = (track >> 7, track & 0x7f);
+        u64::from(lane) * u64::from(rows) + u64::from(row) + 1
+    }
+
+    /// The process track of a pid: the pid mixed (SplitMix64's finalizer, a bijection), with
+    /// the top bit set to keep it apart from the ranges below.
+    pub fn process(pid: i64) -> u64 {
+        let mut z = pid as u64;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) | PROCESS
+    }
+
+    pub fn counter(index: u32) -> u64 {
+        COUNTER + u64::from(index)
+    }
+
+    /// The `Spans` track (`None`) or the track of the spans with this name (its index).
+    pub fn spans(index: Option<usize>) -> u64 {
+        SPANS + index.map_or(0, |i| i as u64 + 1)
+    }
+
+    /// A flow id, namespaced by the flow's kind.
+    pub fn flow(kind: FlowKind, id: u64) -> u64 {
+        id ^ (kind as u64) << 62
+    }
+}
+
+/// One counter series an activity samples.
+struct CounterSample<'a> {
+    /// Written before the key in the series name (`None`: the key is the whole name).
+    prefix: Option<&'a str>,
+    key: &'a str,
+    value: f64,
+}
+
+impl CounterSample<'_> {
+    /// What tells two series apart: the device, the prefix and the key.
+    fn id(&self, device: i64) -> u64 {
+        let mut h = FastHasher::default();
+        h.write_i64(device);
+        h.write(self.prefix.unwrap_or("").as_bytes());
+        h.write_u8(self.prefix.is_some().into());
+        h.write(self.key.as_bytes());
+        h.finish()
+    }
+
+    fn name(&self) -> String {
+        match self.prefix {
+            Some(prefix) => format!("{prefix} {}", self.key),
+            None => self.key.to_string(),
+        }
+    }
+}
+
+/// The counter series of a counter activity, from the trace model's counters: a
+/// `hardware_counters` activity holds one series per metric, named by the metric (the Chrome
+/// writer's `GPU <n> Counters` rows); any other counter activity one series per key, named
+/// `"<name> <key>"` as Perfetto names the series of a JSON `C` event. Non-finite values are
+/// left out, as in the JSON. Each series is a counter track under the device's process.
+fn counter_series(a: &Activity) -> impl Iterator<Item = CounterSample<'_>> {
+    let prefix = (a.kind != ActivityType::HardwareCounters).then_some(&*a.name);
+    a.counters
+        .iter()
+        .filter(|(_, v)| v.is_finite())
+        .map(move |(key, value)| CounterSample {
+            prefix,
+            key,
+            value: *value,
+        })
+}
+
+/// What the first pass finds: the tracks the events use and the track of every activity.
+struct Plan {
+    /// The rows, thread rows first, and the lanes of each.
+    lanes: Lanes,
+    /// The row track of each activity, in written order (unused for counters).
+    track_of: Vec<u32>,
+    /// Pids that device activities use.
+    device_pids: Vec<i64>,
+    /// Counter tracks: index by series id, and (device, name) by index.
+    counter_index: FastMap<u64, u32>,
+    counters: Vec<(i64, String)>,
+    /// How many rows there are.
+    rows: u32,
+}
+
+impl Plan {
+    fn new(trace: &Trace) -> Self {
+        let mut plan = Plan {
+            lanes: Lanes::default(),
+            track_of: Vec::with_capacity(trace.activities.len()),
+            device_pids: Vec::new(),
+            counter_index: FastMap::default(),
+            counters: Vec::new(),
+            rows: 0,
+        };
+        for t in &trace.threads {
+            plan.lanes.row((t.pid, row_tid(t.tid)));
+        }
+        let _ = in_written_order::<()>(&trace.activities, |a| {
+            if a.kind.is_device() && !plan.device_pids.contains(&a.device) {
+                plan.device_pids.push(a.device);
+            }
+            let mut track = 0;
+            if a.kind.is_counter() {
+                for s in counter_series(a) {
+                    let next = plan.counters.len() as u32;
+                    if *plan.counter_index.entry(s.id(a.device)).or_insert(next) == next {
+                        plan.counters.push((a.device, s.name()));
+                    }
+                }
+            } else {
+                let row = plan.lanes.row((a.device, row_tid(a.resource)));
+                let lane = if a.kind == ActivityType::CpuInstantEvent {
+                    0
+                } else {
+                    let (start, end) = written_span(a);
+                    plan.lanes.assign_in(row, start, end)
+                };
+                track = uuid::row_track(row, lane);
+            }
+            plan.track_of.push(track);
+            Ok(())
+        });
+        plan.rows = plan.lanes.rows().count() as u32;
+        plan
+    }
+
+    fn is_device(&self, pid: i64) -> bool {
+        self.device_pids.contains(&pid)
+    }
+
+    /// Every track descriptor: processes, then rows and their sibling lanes, then counters
+    /// and spans.
+    fn descriptors(&self, trace: &Trace, b: &mut Buf) {
+        let mut pids: Vec<i64> = trace.processes.iter().map(|p| p.pid).collect();
+        let row_pids = self.lanes.rows().map(|(row, _)| row.0);
+        let counter_pids = self.counters.iter().map(|c| c.0);
+        for pid in row_pids.chain(counter_pids) {
+            if !pids.contains(&pid) {
+                pids.push(pid);
+            }
+        }
+        for pid in pids {
+            let row = trace.processes.iter().find(|p| p.pid == pid);
+            let d = descriptor(b, uuid::process(pid));
+            let p = b.open(track::PROCESS);
+            let os_pid = if self.is_device(pid) {
+                DEVICE_PID_BASE + pid
+            } else {
+                pid
+            };
+            b.int(track::process::PID, os_pid);
+            if let Some(row) = row {
+                b.str(track::process::PROCESS_NAME, &row.name);
+                b.str(track::process::PROCESS_LABELS, &row.label);
+                b.int(track::process::LEGACY_SORT_INDEX, row.sort_index);
+            }
+            b.close(p);
+            end_descriptor(b, d);
+        }
+        for (index, ((pid, tid), lanes)) in self.lanes.rows().enumerate() {
+            let named = trace
+                .threads
+                .iter()
+                .find(|t| t.pid == pid && row_tid(t.tid) == tid);
+            let name = match named {
+                Some(t) => t.name.clone(),
+                None if self.is_device(pid) => format!("stream {tid}"),
+                None => format!("thread {tid}"),
+            };
+            let track = |lane| uuid::row(uuid::row_track(index, lane), self.rows);
+            let first_sibling = if self.is_device(pid) {
+                0
+            } else {
+                let d = descriptor(b, track(0));
+                let t = b.open(track::THREAD);
+                b.int(track::thread::PID, pid);
+                b.int(track::thread::TID, tid);
+                b.str(track::thread::THREAD_NAME, &name);
+                if let Some(row) = named {
+                    b.int(track::thread::LEGACY_SORT_INDEX, row.sort_index);
+                }
+                b.close(t);
+                end_descriptor(b, d);
+                1
+            };
+            // Thread tracks are root tracks, one per thread: a thread's sibling lanes, and a
+            // device's streams, are tracks of the row's name under the process.
+            for lane in first_sibling..lanes {
+                custom_track(b, track(lane), uuid::process(pid), &name);
+            }
+        }
+        for (index, (device, name)) in self.counters.iter().enumerate() {
+            let d = descriptor(b, uuid::counter(index as u32));
+            b.uint(track::PARENT_UUID, uuid::process(*device));
+            b.str(track::NAME, name);
+            let c = b.open(track::COUNTER);
+            b.close(c);
+            end_descriptor(b, d);
+        }
+        let spans = uuid::spans(None);
+        let d = descriptor(b, spans);
+        b.str(track::NAME, SPANS_TRACK);
+        end_descriptor(b, d);
+        for (index, name) in span_names(trace).into_iter().enumerate() {
+            custom_track(b, uuid::spans(Some(index)), spans, name);
+        }
+    }
+}
+
+/// The distinct span names, in order of first appearance: one track each.
+fn span_names(trace: &Trace) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for s in &trace.spans {
+        if !names.contains(&s.name.as_str()) {
+            names.push(&s.name);
+        }
+    }
+    names
+}
+
+/// Opens a track-descriptor packet with the track's uuid; [`end_descriptor`] closes it.
+fn descriptor(b: &mut Buf, uuid: u64) -> (proto::Open, proto::Open) {
+    let p = b.open(proto::trace::PACKET);
+    b.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, EVENTS_SEQUENCE);
+    let d = b.open(packet::TRACK_DESCRIPTOR);
+    b.uint(track::UUID, uuid);
+    (p, d)
+}
+
+fn end_descriptor(b: &mut Buf, (p, d): (proto::Open, proto::Open)) {
+    b.close(d);
+    b.close(p);
+}
+
+fn custom_track(b: &mut Buf, uuid: u64, parent: u64, name: &str) {
+    let d = descriptor(b, uuid);
+    b.uint(track::PARENT_UUID, parent);
+    b.str(track::NAME, name);
+    end_descriptor(b, d);
+}
+
+/// Strings numbered on first use, per kind (iids start at 1: 0 is invalid).
+#[derive(Default)]
+struct Interner<'a> {
+    ids: FastMap<&'a str, u64>,
+}
+
+impl<'a> Interner<'a> {
+    /// The iid of `s`, and whether it is new (to be sent in this packet's interned data).
+    #[inline]
+    fn id(&mut self, s: &'a str) -> (u64, bool) {
+        let next = self.ids.len() as u64 + 1;
+        let id = *self.ids.entry(s).or_insert(next);
+        (id, id == next)
+    }
+}
+
+/// An interned string to send with the current packet: (`InternedData` field, iid, text).
+type NewInterned<'a> = (u32, u64, &'a str);
+
+struct Writer<'a, W> {
+    out: W,
+    buf: Buf,
+    stats: WriteStats,
+    names: Interner<'a>,
+    categories: Interner<'a>,
+    arg_names: Interner<'a>,
+    new_interned: Vec<NewInterned<'a>>,
+    /// Slice ends not written yet: (end, the slice's order reversed, track). The smallest
+    /// end comes first; of equal ends, the inner (later) slice.
+    ends: BinaryHeap<Reverse<(i64, Reverse<u64>, u64)>>,
+    seq: u64,
+    /// The last timestamp written on the events sequence (its clock counts from it).
+    last_ts: u64,
+}
+
+/// Nanoseconds as a packet timestamp (the model's times are never before the epoch).
+fn timestamp(ns: i64) -> u64 {
+    ns.max(0) as u64
+}
+
+impl<'a, W: Write> Writer<'a, W> {
+    fn flush(&mut self) -> io::Result<()> {
+        self.stats.bytes += self.buf.bytes.len() as u64;
+        self.out.write_all(&self.buf.bytes)?;
+        self.buf.bytes.clear();
+        Ok(())
+    }
+
+    fn flush_if_full(&mut self) -> io::Result<()> {
+        if self.buf.bytes.len() >= FLUSH_AT {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// A sequence's first packet: it clears the incremental state (the interning tables).
+    fn start_sequence(&mut self, sequence: u64) -> proto::Open {
+        let b = &mut self.buf;
+        let p = b.open(proto::trace::PACKET);
+        b.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, sequence);
+        b.uint(packet::FIRST_PACKET_ON_SEQUENCE, 1);
+        b.uint(
+            packet::SEQUENCE_FLAGS,
+            packet::SEQ_INCREMENTAL_STATE_CLEARED | packet::SEQ_NEEDS_INCREMENTAL_STATE,
+        );
+        p
+    }
+
+    /// The events sequence's first packet also defines its incremental clock: at 0 when
+    /// BOOTTIME (the trace clock) is at 0, so the times it adds up are the model's own.
+    fn start_events_sequence(&mut self) {
+        let p = self.start_sequence(EVENTS_SEQUENCE);
+        let b = &mut self.buf;
+        let d = b.open(packet::TRACE_PACKET_DEFAULTS);
+        b.uint(defaults::TIMESTAMP_CLOCK_ID, INCREMENTAL_CLOCK);
+        b.close(d);
+        let snapshot = b.open(packet::CLOCK_SNAPSHOT);
+        let c = b.open(clock::CLOCKS);
+        b.uint(clock::CLOCK_ID, INCREMENTAL_CLOCK);
+        b.uint(clock::TIMESTAMP, 0);
+        b.uint(clock::IS_INCREMENTAL, 1);
+        b.close(c);
+        let c = b.open(clock::CLOCKS);
+        b.uint(clock::CLOCK_ID, clock::BOOTTIME);
+        b.uint(clock::TIMESTAMP, 0);
+        b.close(c);
+        b.close(snapshot);
+        b.close(p);
+    }
+
+    /// Opens a packet of the events sequence at `ts` carrying a track event, with the
+    /// strings interned since the last one; returns both to close.
+    #[inline]
+    fn open_event(&mut self, ts: i64, kind: u64, track: u64) -> (proto::Open, proto::Open) {
+        self.stats.events += 1;
+        let ts = timestamp(ts);
+        let b = &mut self.buf;
+        let p = b.open(proto::trace::PACKET);
+        b.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, EVENTS_SEQUENCE);
+        b.uint(packet::TIMESTAMP, ts - self.last_ts);
+        self.last_ts = ts;
+        if kind != event::TYPE_SLICE_END {
+            if !self.new_interned.is_empty() {
+                let d = b.open(packet::INTERNED_DATA);
+                for (field, iid, text) in self.new_interned.drain(..) {
+                    let e = b.open(field);
+                    b.uint(interned::IID, iid);
+                    b.str(interned::NAME, text);
+                    b.close(e);
+                }
+                b.close(d);
+            }
+            b.uint(packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+        }
+        let e = b.open(packet::TRACK_EVENT);
+        b.uint(event::TYPE, kind);
+        b.uint(event::TRACK_UUID, track);
+        (p, e)
+    }
+
+    #[inline]
+    fn close_event(&mut self, (p, e): (proto::Open, proto::Open)) {
+        self.buf.close(e);
+        self.buf.close(p);
+    }
+
+    fn intern_name(&mut self, name: &'a str) -> u64 {
+        let (iid, new) = self.names.id(name);
+        if new {
+            self.new_interned.push((interned::EVENT_NAMES, iid, name));
+        }
+        iid
+    }
+
+    fn intern_category(&mut self, category: &'a str) -> u64 {
+        let (iid, new) = self.categories.id(category);
+        if new {
+            self.new_interned
+                .push((interned::EVENT_CATEGORIES, iid, category));
+        }
+        iid
+    }
+
+    fn intern_arg(&mut self, key: &'a str) -> u64 {
+        let (iid, new) = self.arg_names.id(key);
+        if new {
+            self.new_interned
+                .push((interned::DEBUG_ANNOTATION_NAMES, iid, key));
+        }
+        iid
+    }
+
+    /// Writes the ends of the held-back slices that end at or before `t`.
+    fn end_slices_until(&mut self, t: i64) -> io::Result<()> {
+        while let Some(&Reverse((end, _, track))) = self.ends.peek() {
+            if end > t {
+                break;
+            }
+            self.ends.pop();
+            let e = self.open_event(end, event::TYPE_SLICE_END, track);
+            self.close_event(e);
+        }
+        self.flush_if_full()
+    }
+
+    fn activity(&mut self, a: &'a Activity, plan: &Plan, track: u32) -> io::Result<()> {
+        if a.kind.is_counter() {
+            self.end_slices_until(a.start_ns)?;
+            for s in counter_series(a) {
+                let index = plan.counter_index[&s.id(a.device)];
+                let e = self.open_event(a.start_ns, event::TYPE_COUNTER, uuid::counter(index));
+                self.buf.double(event::DOUBLE_COUNTER_VALUE, s.value);
+                self.close_event(e);
+            }
+            return self.flush_if_full();
+        }
+        let (start, end) = written_span(a);
+        self.end_slices_until(start)?;
+        let args = Args::of(a);
+        let name: &'a str = if &*a.name == "kernel" {
+            "Kernel"
+        } else {
+            &a.name
+        };
+        let name_iid = self.intern_name(name);
+        let category_iid = self.intern_category(a.kind.name());
+        let external_iid = args.external_id.map(|_| self.intern_arg(arg::EXTERNAL_ID));
+        for (key, _) in &a.args {
+            self.intern_arg(key);
+        }
+        let instant = a.kind == ActivityType::CpuInstantEvent;
+        let kind = if instant {
+            event::TYPE_INSTANT
+        } else {
+            event::TYPE_SLICE_BEGIN
+        };
+        let track = uuid::row(track, plan.rows);
+        let e = self.open_event(start, kind, track);
+        let b = &mut self.buf;
+        b.uint(event::NAME_IID, name_iid);
+        b.uint(event::CATEGORY_IIDS, category_iid);
+        if let (Some(iid), Some(id)) = (external_iid, args.external_id) {
+            annotation_uint(b, iid, id);
+        }
+        for (key, value) in &a.args {
+            // Interned just above.
+            let iid = self.arg_names.ids[&**key];
+            let d = b.open(event::DEBUG_ANNOTATIONS);
+            b.uint(annotation::NAME_IID, iid);
+            write_value(b, value);
+            b.close(d);
+        }
+        if let Some(id) = args.correlation {
+            b.uint(event::CORRELATION_ID, id);
+        }
+        if let Some(flow) = a.flow.filter(|f| f.id > 0) {
+            let field = if flow.start {
+                event::FLOW_IDS
+            } else {
+                event::TERMINATING_FLOW_IDS
+            };
+            b.fixed64(field, uuid::flow(flow.kind, flow.id));
+        }
+        self.close_event(e);
+        if !instant {
+            self.seq += 1;
+            self.ends.push(Reverse((end, Reverse(self.seq), track)));
+        }
+        self.flush_if_full()
+    }
+
+    /// The spans and the window's end, on their own sequence with absolute times (they
+    /// overlap everything, so they cannot join the time-ordered events).
+    fn spans(&mut self, trace: &Trace) -> io::Result<()> {
+        let p = self.start_sequence(SPANS_SEQUENCE);
+        self.buf.close(p);
+        let names = span_names(trace);
+        let mut spans: Vec<_> = trace.spans.iter().collect();
+        spans.sort_by_key(|s| s.start_ns);
+        for s in spans {
+            let index = names.iter().position(|n| *n == s.name);
+            let track = uuid::spans(index);
+            let name = format!("{}{} ({})", s.prefix, s.name, s.iteration);
+            self.span_event(s.start_ns, event::TYPE_SLICE_BEGIN, track, |b| {
+                b.str(event::NAME, &name);
+                b.str(event::CATEGORIES, SPAN_CATEGORY);
+                let d = b.open(event::DEBUG_ANNOTATIONS);
+                b.str(annotation::NAME, arg::OP_COUNT);
+                b.uint(annotation::UINT_VALUE, s.op_count);
+                b.close(d);
+            });
+            let marker = format!("Iteration Start: {}", s.name);
+            self.span_event(s.start_ns, event::TYPE_INSTANT, track, |b| {
+                b.str(event::NAME, &marker)
+            });
+            let end = s.end_ns.max(s.start_ns);
+            self.span_event(end, event::TYPE_SLICE_END, track, |_| {});
+        }
+        let end = trace.window.end_ns;
+        self.span_event(end, event::TYPE_INSTANT, uuid::spans(None), |b| {
+            b.str(event::NAME, WINDOW_END)
+        });
+        self.flush_if_full()
+    }
+
+    /// An event on the spans sequence, its names written in full (few, not worth interning).
+    fn span_event(&mut self, ts: i64, kind: u64, track: u64, fields: impl FnOnce(&mut Buf)) {
+        self.stats.events += 1;
+        let b = &mut self.buf;
+        let p = b.open(proto::trace::PACKET);
+        b.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, SPANS_SEQUENCE);
+        b.uint(packet::TIMESTAMP, timestamp(ts));
+        let e = b.open(packet::TRACK_EVENT);
+        b.uint(event::TYPE, kind);
+        b.uint(event::TRACK_UUID, track);
+        fields(b);
+        b.close(e);
+        b.close(p);
+    }
+}
+
+/// The ids written around an activity's own args, exactly as the Chrome writer decides
+/// them: `External id` (a debug annotation, first) and `correlation` (Perfetto's own
+/// `correlation_id`, which groups a launch with its device work).
+struct Args {
+    external_id: Option<u64>,
+    correlation: Option<u64>,
+}
+
+impl Args {
+    fn of(a: &Activity) -> Self {
+        let own = a.kind.has_own_external_id();
+        Self {
+            external_id: a
+                .linked_correlation
+                .or((own && a.correlation != 0).then_some(a.correlation))
+                .filter(|&id| id != 0),
+            correlation: (!own && a.correlation != 0 && a.arg(arg::CORRELATION).is_none())
+                .then_some(a.correlation),
+        }
+    }
+}
+
+fn annotation_uint(b: &mut Buf, name_iid: u64, v: u64) {
+    let d = b.open(event::DEBUG_ANNOTATIONS);
+    b.uint(annotation::NAME_IID, name_iid);
+    b.uint(annotation::UINT_VALUE, v);
+    b.close(d);
+}
+
+/// A value as the fields of a `DebugAnnotation` (its name already written).
+fn write_value(b: &mut Buf, v: &Value) {
+    match v {
+        // A debug annotation has no null (nor an empty list or map); their JSON says them.
+        Value::Null => b.str(annotation::LEGACY_JSON_VALUE, "null"),
+        Value::Int(i) => b.int(annotation::INT_VALUE, *i),
+        Value::UInt(u) => b.uint(annotation::UINT_VALUE, *u),
+        Value::Float(f) => b.double(annotation::DOUBLE_VALUE, *f),
+        Value::Bool(x) => b.uint(annotation::BOOL_VALUE, (*x).into()),
+        Value::Str(s) => b.str(annotation::STRING_VALUE, s),
+        Value::List(items) if items.is_empty() => b.str(annotation::LEGACY_JSON_VALUE, "[]"),
+        Value::Map(entries) if entries.is_empty() => b.str(annotation::LEGACY_JSON_VALUE, "{}"),
+        Value::List(items) => {
+            for item in items {
+                let d = b.open(annotation::ARRAY_VALUES);
+                write_value(b, item);
+                b.close(d);
+            }
+        }
+        Value::Map(entries) => {
+            for (key, value) in entries {
+                let d = b.open(annotation::DICT_ENTRIES);
+                b.str(annotation::NAME, key);
+                write_value(b, value);
+                b.close(d);
+            }
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! The protobuf wire format, as much of it as the writer needs, and the field numbers of the
+//! Perfetto messages it writes (`perfetto_trace.proto`; `reference/perfetto.md`).
+//!
+//! Messages are written straight into one byte buffer: a nested message's length is not
+//! known until it ends, so [`Buf::open`] leaves one byte for it and [`Buf::close`] fills it
+//! in, moving the message right in the rare case the length needs more bytes.
+
+/// Wire types.
+const VARINT: u32 = 0;
+const FIXED64: u32 = 1;
+const LEN: u32 = 2;
+
+/// `Trace`.
+pub mod trace {
+    pub const PACKET: u32 = 1;
+}
+
+/// `TracePacket`.
+pub mod packet {
+    pub const CLOCK_SNAPSHOT: u32 = 6;
+    pub const TIMESTAMP: u32 = 8;
+    pub const TRUSTED_PACKET_SEQUENCE_ID: u32 = 10;
+    pub const TRACK_EVENT: u32 = 11;
+    pub const INTERNED_DATA: u32 = 12;
+    pub const SEQUENCE_FLAGS: u32 = 13;
+    pub const TRACE_PACKET_DEFAULTS: u32 = 59;
+    pub const TRACK_DESCRIPTOR: u32 = 60;
+    pub const FIRST_PACKET_ON_SEQUENCE: u32 = 87;
+    /// `sequence_flags` bits.
+    pub const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
+    pub const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
+}
+
+/// `TracePacketDefaults`.
+pub mod defaults {
+    pub const TIMESTAMP_CLOCK_ID: u32 = 58;
+}
+
+/// `ClockSnapshot` and its `Clock`s.
+pub mod clock {
+    pub const CLOCKS: u32 = 1;
+    pub const CLOCK_ID: u32 = 1;
+    pub const TIMESTAMP: u32 = 2;
+    pub const IS_INCREMENTAL: u32 = 3;
+    /// The clock packets are timed in when they name none.
+    pub const BOOTTIME: u64 = 6;
+    /// The first clock id a sequence may define for itself.
+    pub const FIRST_SEQUENCE_CLOCK: u64 = 64;
+}
+
+/// `TrackDescriptor`, `ProcessDescriptor`, `ThreadDescriptor`.
+pub mod track {
+    pub const UUID: u32 = 1;
+    pub const NAME: u32 = 2;
+    pub const PROCESS: u32 = 3;
+    pub const THREAD: u32 = 4;
+    pub const PARENT_UUID: u32 = 5;
+    pub const COUNTER: u32 = 8;
+    pub mod process {
+        pub const PID: u32 = 1;
+        pub const LEGACY_SORT_INDEX: u32 = 3;
+        pub const PROCESS_NAME: u32 = 6;
+        pub const PROCESS_LABELS: u32 = 8;
+    }
+    pub mod thread {
+        pub const PID: u32 = 1;
+        pub const TID: u32 = 2;
+        pub const LEGACY_SORT_INDEX: u32 = 3;
+        pub const THREAD_NAME: u32 = 5;
+    }
+}
+
+/// `TrackEvent`.
+pub mod event {
+    pub const CATEGORY_IIDS: u32 = 3;
+    pub const DEBUG_ANNOTATIONS: u32 = 4;
+    pub const TYPE: u32 = 9;
+    pub const NAME_IID: u32 = 10;
+    pub const TRACK_UUID: u32 = 11;
+    pub const DOUBLE_COUNTER_VALUE: u32 = 44;
+    pub const FLOW_IDS: u32 = 47;
+    pub const TERMINATING_FLOW_IDS: u32 = 48;
+    pub const CORRELATION_ID: u32 = 52;
+    pub const CATEGORIES: u32 = 22;
+    pub const NAME: u32 = 23;
+    /// `type` values.
+    pub const TYPE_SLICE_BEGIN: u64 = 1;
+    pub const TYPE_SLICE_END: u64 = 2;
+    pub const TYPE_INSTANT: u64 = 3;
+    pub const TYPE_COUNTER: u64 = 4;
+}
+
+/// `DebugAnnotation`.
+pub mod annotation {
+    pub const NAME_IID: u32 = 1;
+    pub const BOOL_VALUE: u32 = 2;
+    pub const UINT_VALUE: u32 = 3;
+    pub const INT_VALUE: u32 = 4;
+    pub const DOUBLE_VALUE: u32 = 5;
+    pub const STRING_VALUE: u32 = 6;
+    pub const LEGACY_JSON_VALUE: u32 = 9;
+    pub const NAME: u32 = 10;
+    pub const DICT_ENTRIES: u32 = 11;
+    pub const ARRAY_VALUES: u32 = 12;
+}
+
+/// `InternedData` and its entries (`EventCategory`, `EventName`, `DebugAnnotationName`).
+pub mod interned {
+    pub const EVENT_CATEGORIES: u32 = 1;
+    pub const EVENT_NAMES: u32 = 2;
+    pub const DEBUG_ANNOTATION_NAMES: u32 = 3;
+    pub const IID: u32 = 1;
+    pub const NAME: u32 = 2;
+}
+
+/// A byte buffer that protobuf fields are appended to.
+#[derive(Default)]
+pub struct Buf {
+    pub bytes: Vec<u8>,
+}
+
+/// Where an open message's body starts (see [`Buf::open`]).
+#[must_use = "an open message must be closed"]
+pub struct Open(usize);
+
+impl Buf {
+    #[inline]
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.bytes.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.bytes.push(v as u8);
+    }
+
+    #[inline]
+    fn key(&mut self, field: u32, wire: u32) {
+        self.varint(u64::from(field << 3 | wire));
+    }
+
+    /// A `uint32` / `uint64` / `bool` / enum field.
+    #[inline]
+    pub fn uint(&mut self, field: u32, v: u64) {
+        self.key(field, VARINT);
+        self.varint(v);
+    }
+
+    /// An `int32` / `int64` field (a negative value takes ten bytes, as protobuf has it).
+    #[inline]
+    pub fn int(&mut self, field: u32, v: i64) {
+        self.uint(field, v as u64);
+    }
+
+    #[inline]
+    pub fn fixed64(&mut self, field: u32, v: u64) {
+        self.key(field, FIXED64);
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+    }
+
+    #[inline]
+    pub fn double(&mut self, field: u32, v: f64) {
+        self.fixed64(field, v.to_bits());
+    }
+
+    #[inline]
+    pub fn str(&mut self, field: u32, s: &str) {
+        self.key(field, LEN);
+        self.varint(s.len() as u64);
+        self.bytes.extend_from_slice(s.as_bytes());
+    }
+
+    /// Starts a sub-message of `field`; [`close`](Self::close) ends it.
+    #[inline]
+    pub fn open(&mut self, field: u32) -> Open {
+        self.key(field, LEN);
+        self.bytes.push(0);
+        Open(self.bytes.len())
+    }
+
+    /// Ends a sub-message: writes its length before it.
+    #[inline]
+    pub fn close(&mut self, open: Open) {
+        let start = open.0;
+        let len = self.bytes.len() - start;
+        if len < 0x80 {
+            self.bytes[start - 1] = len as u8;
+            return;
+        }
+        self.close_long(start, len);
+    }
+
+    #[cold]
+    fn close_long(&mut self, start: usize, len: usize) {
+        let mut prefix = Buf::default();
+        prefix.varint(len as u64);
+        let extra = prefix.bytes.len() - 1;
+        self.bytes.resize(self.bytes.len() + extra, 0);
+        self.bytes.copy_within(start..start + len, start + extra);
+        self.bytes[start - 1..start + extra].copy_from_slice(&prefix.bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reference_encoding_vector() {
+        // `reference/perfetto.md`, section 9: a SLICE_BEGIN on track 2 at 1000 ns.
+        let mut b = Buf::default();
+        let p = b.open(trace::PACKET);
+        b.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, 1);
+        b.uint(packet::TIMESTAMP, 1000);
+        let e = b.open(packet::TRACK_EVENT);
+        b.uint(event::TYPE, event::TYPE_SLICE_BEGIN);
+        b.uint(event::TRACK_UUID, 2);
+        b.str(event::CATEGORIES, "cpu_op");
+        b.str(event::NAME, "aten::mm");
+        b.fixed64(event::FLOW_IDS, 901);
+        b.close(e);
+        b.close(p);
+        let mut want = vec![0x0a, 0x29, 0x50, 0x01, 0x40, 0xe8, 0x07, 0x5a, 0x22];
+        want.extend([0x48, 0x01, 0x58, 0x02, 0xb2, 0x01, 0x06]);
+        want.extend(b"cpu_op");
+        want.extend([0xba, 0x01, 0x08]);
+        want.extend(b"aten::mm");
+        want.extend([0xf9, 0x02]);
+        want.extend(901u64.to_le_bytes());
+        assert_eq!(b.bytes, want);
+    }
+
+    #[test]
+    fn long_messages_get_multi_byte_lengths() {
+        let mut b = Buf::default();
+        let outer = b.open(1);
+        let inner = b.open(2);
+        b.str(3, &"x".repeat(300));
+        b.close(inner);
+        b.close(outer);
+        // inner: key 0x1a, 300 = 0xac 0x02, then "x"×300 → 303 bytes; outer: 0x12, 303, body.
+        assert_eq!(&b.bytes[..3], &[0x0a, 0xb2, 0x02]);
+        assert_eq!(&b.bytes[3..6], &[0x12, 0xaf, 0x02]);
+        assert_eq!(&b.bytes[6..9], &[0x1a, 0xac, 0x02]);
+        assert_eq!(b.bytes.len(), 3 + 3 + 3 + 300);
+    }
+
+    #[test]
+    fn negative_ints_take_ten_bytes() {
+        let mut b = Buf::default();
+        b.int(4, -1);
+        assert_eq!(
+            b.bytes,
+            [0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
+        );
+    }
+}
