@@ -38,7 +38,7 @@ use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 /// Profile a sample workload and write its trace.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// Where to write the trace (`.json`, or `.json.gz` for gzip).
+    /// Where to write the trace: `.json`, `.json.gz` (gzip) or `.pftrace` (Perfetto).
     #[arg(short, long, default_value = "omniprof_demo.pt.trace.json")]
     pub output: PathBuf,
     /// Host worker threads.

@@ -30,8 +30,10 @@ impl PyTrace {
 
 #[pymethods]
 impl PyTrace {
-    /// Writes the trace as Kineto's Chrome JSON (gzip when the path ends in `.gz`). On
-    /// failure a `ProfilerError` names the path; the trace is kept, so export can be retried.
+    /// Writes the trace in the format the path's extension names: Kineto's Chrome JSON
+    /// (`.json`, `.json.gz`) or Perfetto's protobuf (`.pftrace`). On failure (an unknown
+    /// extension included) a `ProfilerError` names the path; the trace is kept, so export can
+    /// be retried.
     fn export_chrome_trace(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
         py.detach(|| export::save(&self.0, &path))
             .map(drop)

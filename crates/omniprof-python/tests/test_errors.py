@@ -50,6 +50,17 @@ def test_an_unwritable_path_raises_and_the_trace_stays(tmp_path: Path) -> None:
     assert good.stat().st_size > 0
 
 
+def test_an_unknown_extension_lists_the_formats_and_writes_nothing(tmp_path: Path) -> None:
+    with omniprof.profile() as prof:
+        with omniprof.record_function("kept"):
+            pass
+    with pytest.raises(omniprof.ProfilerError, match=r"\.json, \.json\.gz, \.pftrace"):
+        prof.export_chrome_trace(tmp_path / "trace.txt")
+    assert list(tmp_path.iterdir()) == []
+    prof.export_chrome_trace(tmp_path / "trace.pftrace")
+    assert (tmp_path / "trace.pftrace").read_bytes()[:1] == b"\x0a"
+
+
 def test_bad_schedule_values_are_listed() -> None:
     with pytest.raises(ValueError) as e:
         omniprof.schedule(wait=-1, warmup=0, active=0, repeat=-2)

@@ -52,6 +52,11 @@ def test_nested_ranges_on_three_threads(tmp_path: Path) -> None:
             ), f"{e['name']} on {tid} lies inside an outer range"
     assert len(events(trace, "cpu_instant_event")) == 15
     assert_loads_in_perfetto(path)
+    pftrace = tmp_path / "threads.pftrace"
+    prof.export_chrome_trace(pftrace)
+    assert pftrace.stat().st_size * 2 < path.stat().st_size
+    loaded = assert_loads_in_perfetto(pftrace)
+    assert loaded["slices"] >= len(ranges) + 15
 
 
 def test_decorator_records_each_call_and_keeps_the_function() -> None:

@@ -10,7 +10,8 @@
 //! - [`value`]: typed `args` and metadata values;
 //! - [`trace`]: the trace model ([`Trace`], its capture [`Window`], rows, spans);
 //! - [`keys`]: the arg and metadata keys writers and readers share;
-//! - [`export`]: writers (Kineto-compatible Chrome JSON);
+//! - [`export`]: writers (Kineto-compatible Chrome JSON, native Perfetto) and the save that
+//!   picks one by extension;
 //! - [`import`]: the reader of Kineto Chrome JSON traces, plain or gzip;
 //! - [`analysis`]: what a trace says (the key-averages summary);
 //! - [`hash`]: the fast hasher of the small internal tables.

@@ -5,7 +5,8 @@
 //! writer, which must show in Perfetto exactly what the original shows. A control test shows
 //! the checker does catch events that overlap on one thread without nesting
 //! (`slice_drop_overlapping_complete_event`), the failure the writer's sibling rows exist to
-//! prevent.
+//! prevent. The same traces as `.pftrace` load too, and Perfetto's own schema decodes them to
+//! exactly the slices, instants, counter samples, flows and args of their JSON.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -17,6 +18,7 @@ use omniprof::trace::{ProcessRow, ThreadRow};
 use omniprof::{Activity, ActivityType, Flow, FlowKind, Trace};
 use omniprof_test_support::checker;
 use omniprof_test_support::data::{add_example_rows, reference_trace};
+use omniprof_test_support::decoder;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::session;
 
@@ -349,4 +351,148 @@ fn a_non_finite_counter_sample_still_loads() {
     let path = dir.path().join("nan.json");
     export::save(&trace, &path).unwrap();
     checker::assert_loads_in_perfetto(&path);
+}
+
+/// Saves `trace` as JSON and as `.pftrace`; the protobuf trace must decode to exactly the
+/// JSON's events and load in Perfetto with the same slice, flow and counter counts (not
+/// threads: the JSON's sibling rows are threads, the protobuf trace's sibling tracks are not).
+fn assert_pftrace_matches_json(trace: &Trace, stem: &str) -> Option<decoder::DecodedReport> {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join(format!("{stem}.json"));
+    let pftrace = dir.path().join(format!("{stem}.pftrace"));
+    export::save(trace, &json).unwrap();
+    let stats = export::save(trace, &pftrace).unwrap();
+    assert_eq!(stats.bytes, std::fs::metadata(&pftrace).unwrap().len());
+    let decoded = decoder::assert_matches_json(&pftrace, Some(&json));
+    if let (Some(pf), Some(js)) = (
+        checker::assert_loads_in_perfetto(&pftrace),
+        checker::assert_loads_in_perfetto(&json),
+    ) {
+        assert_eq!(
+            (pf.slices, pf.flows, pf.counters),
+            (js.slices, js.flows, js.counters),
+            "{} vs {}",
+            pf.line,
+            js.line
+        );
+    }
+    decoded
+}
+
+#[test]
+fn a_device_timeline_with_counters_instants_and_every_kind_of_arg_as_pftrace() {
+    let mut trace = device_timeline();
+    let at = trace.window.start_ns;
+    let mut hw = Activity::new(
+        ActivityType::HardwareCounters,
+        "hw",
+        0,
+        7,
+        at + 32_000,
+        at + 32_000,
+    );
+    hw.counters = vec![
+        ("sm_efficiency".into(), 61.25),
+        ("dram_bytes".into(), 1024.0),
+        ("not_a_number".into(), f64::NAN),
+    ];
+    let mut sample = Activity::new(
+        ActivityType::GpuPmCounter,
+        "sm_activity",
+        0,
+        7,
+        at + 44_000,
+        at + 44_000,
+    );
+    sample
+        .counters
+        .push(("sm_active_pct".into(), f64::INFINITY));
+    let mut tick = Activity::new(
+        ActivityType::CpuInstantEvent,
+        session::NASTY,
+        4242,
+        4242,
+        at + 12_000,
+        at + 12_000,
+    );
+    let map: omniprof::Value = [
+        ("nested", omniprof::Value::from(vec![1i64, -2])),
+        ("empty", omniprof::Value::List(vec![])),
+    ]
+    .into_iter()
+    .collect();
+    tick.args = vec![
+        (session::NASTY.into(), session::NASTY.into()),
+        ("null".into(), omniprof::Value::Null),
+        ("negative".into(), (-7i64).into()),
+        ("huge".into(), u64::MAX.into()),
+        ("half".into(), 0.5.into()),
+        ("yes".into(), true.into()),
+        ("map".into(), map),
+        ("empty map".into(), omniprof::Value::Map(vec![])),
+    ];
+    let mut backward = Activity::new(
+        ActivityType::CpuOp,
+        "MmBackward0",
+        4242,
+        4242,
+        at + 60_000,
+        at + 70_000,
+    );
+    backward.flow = Some(Flow {
+        id: 17,
+        kind: FlowKind::FwdBwd,
+        start: false,
+    });
+    // Same id as the `ac2g` flow, another kind: the two arrows stay apart.
+    trace.activities[0].args.push(("fwd".into(), true.into()));
+    let mut forward = trace.activities[0].clone();
+    forward.name = "aten::mm fwd".into();
+    forward.start_ns += 1;
+    forward.end_ns = forward.start_ns + 5;
+    forward.flow = Some(Flow {
+        id: 17,
+        kind: FlowKind::FwdBwd,
+        start: true,
+    });
+    trace
+        .activities
+        .extend([hw, sample, tick, backward, forward]);
+    trace
+        .activities
+        .sort_by_key(|a| (a.start_ns, std::cmp::Reverse(a.end_ns)));
+    let Some(report) = assert_pftrace_matches_json(&trace, "device") else {
+        return;
+    };
+    assert_eq!(
+        (report.counters, report.flows, report.instants),
+        (3, 2, 2),
+        "finite samples, both flows, the tick and `Record Window End`: {}",
+        report.json
+    );
+}
+
+#[test]
+fn overlapping_events_as_pftrace_keep_every_slice_on_nested_tracks() {
+    let (trace, x_events) = overlapping_trace();
+    let Some(report) = assert_pftrace_matches_json(&trace, "overlap") else {
+        return;
+    };
+    assert_eq!(report.slices, x_events);
+}
+
+#[test]
+fn a_recorded_session_as_pftrace_holds_every_event() {
+    let trace = {
+        let _serial = serial();
+        session::record_sample_session()
+    };
+    let Some(report) = assert_pftrace_matches_json(&trace, "session") else {
+        return;
+    };
+    assert!(
+        report.slices > 50 && report.instants > 20,
+        "{}",
+        report.json
+    );
 }

@@ -73,7 +73,7 @@ fn node_available() -> Result<(), String> {
 }
 
 /// Skips (returns `None`) with a message, or fails when the check is required.
-fn unavailable(reason: &str) -> Option<PerfettoReport> {
+pub(crate) fn unavailable<T>(reason: &str) -> Option<T> {
     if std::env::var_os(REQUIRE_ENV).is_some() {
         panic!("the Perfetto checker is required ({REQUIRE_ENV} is set) but cannot run: {reason}");
     }

@@ -2,6 +2,8 @@
 //!
 //! - [`checker`]: the offline Perfetto checker, which loads a trace into Perfetto's trace
 //!   processor and reports what it counted and rejected;
+//! - [`decoder`]: the independent decoder of `.pftrace` files (Perfetto's own schema), which
+//!   also compares one with the JSON of the same trace;
 //! - [`lock`]: the one lock for tests that must not overlap (sessions and plugins are
 //!   process-wide);
 //! - [`session`]: one realistic recorded session, with names JSON writers get wrong;
@@ -17,6 +19,7 @@
 
 pub mod checker;
 pub mod data;
+pub mod decoder;
 pub mod lock;
 pub mod plugins;
 pub mod session;

@@ -190,9 +190,10 @@ class profile:
         return self._require_trace("key_averages").key_averages(group_by_input_shape)
 
     def export_chrome_trace(self, path: Union[str, "os.PathLike[str]"]) -> None:
-        """Writes the last trace as Kineto's Chrome JSON (gzip when ``path`` ends in
-        ``.gz``). ``ProfilerError`` before a trace exists or when the path cannot be
-        written; the trace is kept, so export can be retried."""
+        """Writes the last trace in the format ``path``'s extension names: Kineto's Chrome
+        JSON (``.json``, ``.json.gz``) or Perfetto's protobuf (``.pftrace``).
+        ``ProfilerError`` before a trace exists, for another extension, or when the path
+        cannot be written; the trace is kept, so export can be retried."""
         self._require_trace("export_chrome_trace").export_chrome_trace(os.fspath(path))
 
     def add_metadata(self, key: str, value: str) -> None:

@@ -681,8 +681,10 @@ fn annotation_uint(b: &mut Buf, name_iid: u64, v: u64) {
 /// A value as the fields of a `DebugAnnotation` (its name already written).
 fn write_value(b: &mut Buf, v: &Value) {
     match v {
-        // A debug annotation has no null (nor an empty list or map); their JSON says them.
-        Value::Null => b.str(annotation::LEGACY_JSON_VALUE, "null"),
+        // A debug annotation has no null: a name without a value stands for it (trace
+        // processor crashes on the JSON `null`). Nor has it an empty list or map: their JSON
+        // says them.
+        Value::Null => {}
         Value::Int(i) => b.int(annotation::INT_VALUE, *i),
         Value::UInt(u) => b.uint(annotation::UINT_VALUE, *u),
         Value::Float(f) => b.double(annotation::DOUBLE_VALUE, *f),

@@ -1,0 +1,165 @@
+//! Proves `omniprof convert` and the `.pftrace` output as a user meets them: the demo's trace
+//! converted to Perfetto holds every slice, flow and arg of its JSON (Perfetto's own schema
+//! decodes it, its trace processor loads it) in at most a quarter of the bytes; `demo -o
+//! x.pftrace` writes one directly; JSON → JSON.gz → JSON keeps the trace exactly; PyTorch's
+//! reference trace converts and loads; an unknown extension or an input that fails to read
+//! is a clear error, and nothing is written at the output path.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use omniprof::import::TraceReader;
+use omniprof_test_support::checker::assert_loads_in_perfetto;
+use omniprof_test_support::data::reference_trace;
+use omniprof_test_support::decoder::{assert_matches_json, decode};
+
+fn omniprof(args: &[&str], paths: &[&Path]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_omniprof"))
+        .args(args)
+        .args(paths)
+        .output()
+        .expect("run the omniprof binary")
+}
+
+fn succeed(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn convert(input: &Path, output: &Path) -> Output {
+    omniprof(&["convert"], &[input, Path::new("-o"), output])
+}
+
+fn demo(output: &Path) {
+    succeed(omniprof(&["demo", "--steps", "10", "-o"], &[output]));
+}
+
+#[test]
+fn the_demo_trace_converts_to_perfetto_with_every_event_in_a_quarter_of_the_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("demo.pt.trace.json");
+    let pftrace = dir.path().join("demo.pftrace");
+    demo(&json);
+    let stdout = succeed(convert(&json, &pftrace));
+    assert!(
+        stdout.starts_with(&format!("wrote {}", pftrace.display())),
+        "{stdout}"
+    );
+
+    let (json_bytes, pf_bytes) = (
+        std::fs::metadata(&json).unwrap().len(),
+        std::fs::metadata(&pftrace).unwrap().len(),
+    );
+    assert!(
+        pf_bytes * 4 <= json_bytes,
+        "{pf_bytes} bytes of .pftrace for {json_bytes} of JSON: more than 25 %"
+    );
+    if let Some(report) = assert_matches_json(&pftrace, Some(&json)) {
+        assert!(
+            report.slices > 1000 && report.flows > 100,
+            "{}",
+            report.json
+        );
+    }
+    let loaded = assert_loads_in_perfetto(&pftrace);
+    if let (Some(loaded), Some(from_json)) = (loaded, assert_loads_in_perfetto(&json)) {
+        assert_eq!(loaded.slices, from_json.slices);
+        assert_eq!(loaded.flows, from_json.flows);
+    }
+}
+
+#[test]
+fn demo_writes_pftrace_directly() {
+    let dir = tempfile::tempdir().unwrap();
+    let pftrace = dir.path().join("demo.pftrace");
+    demo(&pftrace);
+    assert!(!dir.path().join("demo.pftrace.tmp").exists());
+    if let Some(report) = assert_matches_json(&pftrace, None) {
+        assert!(
+            report.slices > 1000 && report.flows > 100,
+            "{}",
+            report.json
+        );
+    }
+    assert_loads_in_perfetto(&pftrace);
+}
+
+#[test]
+fn json_to_gzip_and_back_keeps_the_trace_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("demo.pt.trace.json");
+    let gz = dir.path().join("demo.pt.trace.json.gz");
+    let back = dir.path().join("back.pt.trace.json");
+    demo(&json);
+    succeed(convert(&json, &gz));
+    assert_eq!(
+        &std::fs::read(&gz).unwrap()[..2],
+        &[0x1f, 0x8b],
+        "gzip magic"
+    );
+    succeed(convert(&gz, &back));
+    let read = |p: &Path| TraceReader::new().read_path(p).into_trace().unwrap();
+    let (original, round_tripped) = (read(&json), read(&back));
+    assert!(original.activities.len() > 1000);
+    assert_eq!(original, round_tripped);
+}
+
+#[test]
+fn pytorchs_reference_trace_converts_and_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let pftrace = dir.path().join("pytorch.pftrace");
+    succeed(convert(&reference_trace(), &pftrace));
+    if let Some(report) = decode(&pftrace, None) {
+        assert!(report.violations.is_empty(), "{}", report.json);
+        assert!(report.slices > 20, "{}", report.json);
+    }
+    assert_loads_in_perfetto(&pftrace);
+}
+
+#[test]
+fn an_unknown_output_extension_lists_the_supported_ones_and_reads_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("trace.txt");
+    let result = convert(Path::new("does-not-exist.json"), &out);
+    assert_eq!(result.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(
+        stderr.contains("must end in one of: .json, .json.gz, .pftrace"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn an_input_that_fails_to_read_names_the_place_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("demo.pt.trace.json");
+    demo(&json);
+    let text = std::fs::read(&json).unwrap();
+    let cut = dir.path().join("cut.json");
+    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+    for name in ["out.pftrace", "out.json", "out.json.gz"] {
+        let out = dir.path().join(name);
+        let result = convert(&cut, &out);
+        assert_eq!(result.status.code(), Some(1), "{name}");
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(
+            stderr.contains(&cut.display().to_string())
+                && stderr.contains("(byte ")
+                && stderr.contains("traceEvents[")
+                && stderr.contains("nothing was written"),
+            "{stderr}"
+        );
+        assert!(!out.exists(), "{name} was written");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "only the inputs remain: {left:?}");
+}
