@@ -4,6 +4,9 @@
 mod config_cmd;
 mod convert_cmd;
 mod demo;
+mod diff_cmd;
+mod flamegraph_cmd;
+mod output;
 mod plugins_cmd;
 mod progress;
 mod summary_cmd;
@@ -36,6 +39,12 @@ enum Command {
     /// Convert a trace (Kineto / PyTorch JSON, plain or gzip) to the format OUT's extension
     /// names: .json, .json.gz or .pftrace (Perfetto).
     Convert(convert_cmd::ConvertArgs),
+    /// Draw a flame graph (SVG, or folded stacks) of a trace's host self time, or with
+    /// --device of its device time by launching op.
+    Flamegraph(flamegraph_cmd::FlamegraphArgs),
+    /// Compare two traces op by op: calls, host and device time, their change, largest
+    /// regression first.
+    Diff(diff_cmd::DiffArgs),
     /// Ask a running process (started with OMNIPROF_ONDEMAND=1) for an on-demand trace and
     /// print its path; `--list` shows the processes that listen.
     Trigger(trigger_cmd::TriggerArgs),
@@ -65,6 +74,8 @@ fn main() -> ExitCode {
         Command::Plugins(PluginsCommand::Check(args)) => plugins_cmd::check(&args),
         Command::Summary(args) => summary_cmd::run(&args),
         Command::Convert(args) => convert_cmd::run(&args),
+        Command::Flamegraph(args) => flamegraph_cmd::run(&args),
+        Command::Diff(args) => diff_cmd::run(&args),
         Command::Trigger(args) => trigger_cmd::run(&args),
     }
 }

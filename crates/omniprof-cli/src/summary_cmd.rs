@@ -5,8 +5,7 @@
 //! valid trace (with `--partial`, after printing the rows of what was read before the
 //! error); 2 for bad arguments.
 
-use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use omniprof_trace::analysis::{
@@ -14,6 +13,7 @@ use omniprof_trace::analysis::{
 };
 use omniprof_trace::import::{ReadError, ReadStats};
 
+use crate::output::print;
 use crate::progress::Input;
 
 /// Summarize a trace as PyTorch's `key_averages().table()`.
@@ -50,7 +50,7 @@ pub struct SummaryArgs {
 /// How the rows are printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// PyTorch's text table.
+    /// A text table (for `summary`, PyTorch's).
     Table,
     Csv,
     Json,
@@ -80,11 +80,7 @@ pub fn run(args: &SummaryArgs) -> ExitCode {
             Format::Csv => summary.csv(&options),
             Format::Json => summary.json(&options) + "\n",
         };
-        if let Err(e) = io::stdout().lock().write_all(text.as_bytes()) {
-            // A reader that stopped reading (`| head`) needs no message.
-            if e.kind() != io::ErrorKind::BrokenPipe {
-                eprintln!("error: cannot write the summary: {e}");
-            }
+        if !print(&text) {
             code = 1;
         }
     }
@@ -93,11 +89,20 @@ pub fn run(args: &SummaryArgs) -> ExitCode {
 
 /// Streams the file into the summary; on error, the summary holds what was read before.
 fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) {
+    key_averages_of(&args.trace, args.group_by_shapes)
+}
+
+/// The summary of a trace file, streamed (a progress bar on big files); on error, the
+/// summary of what was read before, and the error naming the file.
+pub fn key_averages_of(
+    path: &Path,
+    group_by_shapes: bool,
+) -> (KeyAverages, Result<ReadStats, ReadError>) {
     let mut builder = KeyAveragesBuilder::new(KeyAveragesOptions {
-        group_by_input_shapes: args.group_by_shapes,
+        group_by_input_shapes: group_by_shapes,
         device_name: None,
     });
-    let outcome = Input::open(&args.trace)
+    let outcome = Input::open(path)
         .map_err(|e| ReadError {
             location: Box::default(),
             kind: e.into(),
@@ -110,7 +115,7 @@ fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) 
             stats
         })
         .map_err(|mut e| {
-            e.location.path = Some(args.trace.clone());
+            e.location.path = Some(path.to_owned());
             e
         });
     (builder.finish(), outcome)

@@ -1,6 +1,8 @@
 //! Analyses of a trace. [`key_averages`] is PyTorch's `key_averages()`: per-name statistics
 //! of host ops and device work, printed by [`KeyAverages::table`] exactly as PyTorch's
 //! `table()` prints them (also as [CSV](KeyAverages::csv) and [JSON](KeyAverages::json)).
+//! [`diff`] sets the rows of two traces side by side; [`flamegraph`] folds a trace's host
+//! and device time into stacks.
 //!
 //! ```
 //! use omniprof_trace::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
@@ -57,7 +59,9 @@
 
 mod builder;
 mod csv;
+pub mod diff;
 mod events;
+pub mod flamegraph;
 mod json;
 mod table;
 mod tree;
@@ -112,7 +116,7 @@ impl Row {
     }
 
     /// The row's value for a sort key.
-    fn sort_value(&self, key: SortKey) -> f64 {
+    pub(super) fn sort_value(&self, key: SortKey) -> f64 {
         match key {
             SortKey::CpuTime => self.cpu_time_avg_us(),
             SortKey::CpuTimeTotal => us(self.cpu_time_total_ns),

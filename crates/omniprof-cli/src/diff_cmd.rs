@@ -1,0 +1,75 @@
+//! `omniprof diff BASE TRACE`: the key-averages rows of two traces side by side, largest
+//! regression first: what got slower between two runs.
+//!
+//! Exit status: 0 when both files were read (traces with no op in common included, with a
+//! note); 1 when either could not be read; 2 for bad arguments.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use omniprof_trace::analysis::diff::diff;
+use omniprof_trace::analysis::SortKey;
+
+use crate::output::print;
+use crate::summary_cmd::{key_averages_of, report_skipped, Format};
+
+/// Compare two traces op by op.
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// The trace to compare against (the earlier run): Kineto / PyTorch JSON, plain or gzip.
+    #[arg(value_name = "BASE")]
+    pub base: PathBuf,
+    /// The trace to compare (the later run).
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// Sort by the change of this column, largest increase first (the summary's keys:
+    /// self_cpu_time_total, cpu_time_total, cpu_time, self_device_time_total,
+    /// device_time_total, device_time, count). Default: self CPU plus self device time.
+    #[arg(long, value_name = "KEY")]
+    pub sort_by: Option<SortKey>,
+    /// Print at most N rows; -1 for all.
+    #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    pub row_limit: i64,
+    /// Also tell ops apart by their input shapes (`Input Dims`).
+    #[arg(long)]
+    pub group_by_shapes: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// Runs `omniprof diff`.
+pub fn run(args: &DiffArgs) -> ExitCode {
+    let mut summaries = Vec::new();
+    for path in [&args.base, &args.trace] {
+        match key_averages_of(path, args.group_by_shapes) {
+            (summary, Ok(stats)) => {
+                report_skipped(&stats);
+                summaries.push(summary);
+            }
+            (_, Err(e)) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let d = diff(&summaries[0], &summaries[1], args.sort_by);
+    if !d.has_common_rows() {
+        eprintln!(
+            "note: {} and {} have no ops in common: every row is new or vanished",
+            args.base.display(),
+            args.trace.display()
+        );
+    }
+    let limit = usize::try_from(args.row_limit).ok();
+    let text = match args.format {
+        Format::Table => d.table(limit),
+        Format::Csv => d.csv(limit),
+        Format::Json => d.json(limit) + "\n",
+    };
+    if print(&text) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

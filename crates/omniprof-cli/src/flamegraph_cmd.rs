@@ -1,0 +1,111 @@
+//! `omniprof flamegraph TRACE -o OUT.svg`: where a trace's time goes, as a flame graph: host
+//! op stacks by self time, or with `--device` the device time of every kernel and copy on
+//! the stack of the host op that launched it. `--folded` writes the folded stacks
+//! (`a;b;c <ns>`) other flame graph tools read, instead of the SVG.
+//!
+//! Exit status: 0 written; 1 the trace could not be read, holds no time to draw, or the
+//! output could not be written (nothing is left at OUT then); 2 bad arguments.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use inferno::flamegraph::{self, Options};
+use omniprof_trace::analysis::flamegraph::{folded_stacks, FlameTime};
+use omniprof_trace::import::{ReadError, TraceReader};
+
+use crate::output::write_file;
+use crate::progress::Input;
+use crate::summary_cmd::report_skipped;
+
+/// Draw a flame graph of a trace.
+#[derive(Debug, clap::Args)]
+pub struct FlamegraphArgs {
+    /// The trace: Kineto / PyTorch Chrome JSON, plain or gzip.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// Where to write the SVG (or, with --folded, the folded stacks).
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// Device time (kernels, copies) on the stack of the host op that launched it, instead
+    /// of host self time.
+    #[arg(long)]
+    pub device: bool,
+    /// Write the folded stacks (`frame;frame;frame <ns>` per line) instead of the SVG.
+    #[arg(long)]
+    pub folded: bool,
+}
+
+/// Runs `omniprof flamegraph`.
+pub fn run(args: &FlamegraphArgs) -> ExitCode {
+    let read = Input::open(&args.trace)
+        .map_err(|e| ReadError {
+            location: Box::default(),
+            kind: e.into(),
+        })
+        .and_then(|mut input| {
+            let outcome = TraceReader::new().read(&mut input.reader);
+            input.done();
+            outcome.into_result()
+        })
+        .map_err(|mut e| {
+            e.location.path = Some(args.trace.clone());
+            e
+        });
+    let trace = match read {
+        Ok((trace, stats)) => {
+            report_skipped(&stats);
+            trace
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (time, title) = if args.device {
+        (FlameTime::Device, "Device time by launching op")
+    } else {
+        (FlameTime::HostSelf, "Host self time")
+    };
+    let folded = folded_stacks(&trace, time);
+    if folded.stacks.is_empty() {
+        let what = if args.device {
+            "device activities"
+        } else {
+            "host ops"
+        };
+        eprintln!(
+            "error: {} has no {what} with time to draw",
+            args.trace.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let text = folded.to_text();
+    let bytes = if args.folded {
+        text.into_bytes()
+    } else {
+        let mut options = Options::default();
+        options.title = format!("{title}: {}", args.trace.display());
+        options.count_name = "ns".into();
+        let mut svg = Vec::new();
+        if let Err(e) = flamegraph::from_lines(&mut options, text.lines(), &mut svg) {
+            eprintln!("error: cannot draw the flame graph: {e}");
+            return ExitCode::FAILURE;
+        }
+        svg
+    };
+    match write_file(&args.output, &bytes) {
+        Ok(()) => {
+            println!(
+                "wrote {} ({} stacks, {} ns)",
+                args.output.display(),
+                folded.stacks.len(),
+                folded.total_ns()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: cannot write {}: {e}", args.output.display());
+            ExitCode::FAILURE
+        }
+    }
+}

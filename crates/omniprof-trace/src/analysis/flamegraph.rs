@@ -1,0 +1,237 @@
+//! Flame graph stacks: where a trace's time goes, as folded stacks (`a;b;c 1200`, the text
+//! flame graph tools read), values in nanoseconds.
+//!
+//! - [`FlameTime::HostSelf`]: each host op's self time (its length less its nested ops'),
+//!   on the stack of the ops that enclose it on its thread.
+//! - [`FlameTime::Device`]: each device activity's time (kernels, copies, ...) on the stack
+//!   of the host op that launched it (the op whose correlation id is the activity's
+//!   `External id`), with the activity's own name as the leaf; device work linked to no
+//!   host op of the trace sits under `[unlinked]`.
+//!
+//! Host ops are those the summary nests ([`key_averages`](super::key_averages)): ops, user
+//! ranges, runtime and driver calls, `ProfilerStep#<n>` named `ProfilerStep*` so that steps
+//! merge. An op that partly overlaps an enclosing one starts a stack of its own. Threads
+//! merge: equal stacks on different threads add up. `;` in a name is written as `:`, and
+//! line breaks as spaces, so that every frame stays one frame.
+//!
+//! ```
+//! use omniprof_trace::analysis::flamegraph::{folded_stacks, FlameTime};
+//! use omniprof_trace::{Activity, ActivityType, Trace};
+//!
+//! let mut trace = Trace::new(0, 1_000);
+//! trace.activities.push(Activity::new(ActivityType::UserAnnotation, "step", 1, 1, 0, 1_000));
+//! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 100, 700));
+//! let folded = folded_stacks(&trace, FlameTime::HostSelf);
+//! assert_eq!(folded.to_text(), "step 400\nstep;aten::mm 600\n");
+//! ```
+
+use std::cmp::Reverse;
+use std::fmt::Write;
+
+use super::events::{self, Role};
+use crate::activity::{Activity, ActivityType};
+use crate::hash::FastMap;
+use crate::trace::Trace;
+
+/// The root frame of device work whose launching op is not in the trace.
+pub const UNLINKED: &str = "[unlinked]";
+
+/// Which time the stacks hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlameTime {
+    /// Host ops' self time.
+    HostSelf,
+    /// Device time, on the stack of the host op that launched it.
+    Device,
+}
+
+/// Folded stacks: each distinct stack (frames root first, joined by `;`) with its total in
+/// nanoseconds, sorted by stack; stacks with no time are left out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FoldedStacks {
+    pub stacks: Vec<(String, u64)>,
+}
+
+impl FoldedStacks {
+    /// One `stack value` line per stack, as flame graph tools read them.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for (stack, ns) in &self.stacks {
+            // Writing into a `String` cannot fail.
+            let _ = writeln!(out, "{stack} {ns}");
+        }
+        out
+    }
+
+    /// The sum of every stack.
+    pub fn total_ns(&self) -> u64 {
+        self.stacks.iter().map(|(_, ns)| ns).sum()
+    }
+}
+
+/// The folded stacks of `trace` for `time`.
+pub fn folded_stacks(trace: &Trace, time: FlameTime) -> FoldedStacks {
+    let mut totals: FastMap<String, u64> = FastMap::default();
+    let mut add = |stack: String, ns: i64| {
+        if ns > 0 {
+            *totals.entry(stack).or_default() += ns as u64;
+        }
+    };
+    let stacks = host_stacks(trace);
+    match time {
+        FlameTime::HostSelf => {
+            for op in stacks.ops {
+                add(op.stack, op.self_ns);
+            }
+        }
+        FlameTime::Device => {
+            let launched_by: FastMap<u64, &str> = stacks
+                .ops
+                .iter()
+                .filter(|op| op.launches != 0)
+                .map(|op| (op.launches, op.stack.as_str()))
+                .collect();
+            for a in &trace.activities {
+                // A GPU user annotation repeats the work inside it.
+                if events::role(a.kind) != Role::Device || a.kind == ActivityType::GpuUserAnnotation
+                {
+                    continue;
+                }
+                let parent = a
+                    .linked_correlation
+                    .and_then(|id| launched_by.get(&id).copied())
+                    .unwrap_or(UNLINKED);
+                add(format!("{parent};{}", frame(&a.name)), a.duration_ns());
+            }
+        }
+    }
+    let mut stacks: Vec<(String, u64)> = totals.into_iter().collect();
+    stacks.sort_unstable();
+    FoldedStacks { stacks }
+}
+
+/// A host op placed on its stack.
+struct StackedOp {
+    stack: String,
+    self_ns: i64,
+    /// The correlation id device work launched from this op carries (0 = none).
+    launches: u64,
+}
+
+struct HostStacks {
+    ops: Vec<StackedOp>,
+}
+
+/// Every host op with its stack and self time, thread by thread.
+fn host_stacks(trace: &Trace) -> HostStacks {
+    let mut threads: FastMap<(i64, i64), Vec<&Activity>> = FastMap::default();
+    for a in &trace.activities {
+        if events::role(a.kind) == Role::Host && events::row_name(&a.name).is_some() {
+            threads.entry((a.device, a.resource)).or_default().push(a);
+        }
+    }
+    let mut ops: Vec<StackedOp> = Vec::new();
+    for (_, mut thread) in threads {
+        thread.sort_by_key(|a| (a.start_ns, Reverse(a.end_ns)));
+        // Open ops: index into `ops` and end.
+        let mut open: Vec<(usize, i64)> = Vec::new();
+        for a in thread {
+            let end = a.end_ns.max(a.start_ns);
+            while open.last().is_some_and(|&(_, e)| e <= a.start_ns) {
+                open.pop();
+            }
+            let parent = open.last().copied().filter(|&(_, e)| end <= e);
+            let name = frame(events::row_name(&a.name).unwrap_or(&a.name));
+            let stack = match parent {
+                Some((p, _)) => {
+                    ops[p].self_ns -= end - a.start_ns;
+                    format!("{};{name}", ops[p].stack)
+                }
+                None => name,
+            };
+            let linked = a.linked_correlation.unwrap_or(0);
+            ops.push(StackedOp {
+                stack,
+                self_ns: end - a.start_ns,
+                launches: if linked == 0 { a.correlation } else { 0 },
+            });
+            if parent.is_some() || open.is_empty() {
+                open.push((ops.len() - 1, end));
+            }
+        }
+    }
+    HostStacks { ops }
+}
+
+/// A name as one frame of a folded stack.
+fn frame(name: &str) -> String {
+    name.replace(';', ":").replace(['\n', '\r'], " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(kind: ActivityType, name: &str, tid: i64, start: i64, end: i64) -> Activity {
+        Activity::new(kind, name, 1, tid, start, end)
+    }
+
+    /// Two threads of nested ops with known self times, a launch and its kernels.
+    fn trace() -> Trace {
+        use ActivityType::*;
+        let mut t = Trace::new(0, 10_000);
+        let mut mm = op(CpuOp, "aten::mm", 1, 100, 700);
+        mm.correlation = 42;
+        let mut launch = op(CudaRuntime, "cudaLaunchKernel", 1, 200, 300);
+        launch.correlation = 7;
+        launch.linked_correlation = Some(42);
+        let mut kernel = Activity::new(ConcurrentKernel, "gemm;v2", 0, 3, 400, 1_400);
+        kernel.linked_correlation = Some(42);
+        kernel.correlation = 7;
+        let mut copy = Activity::new(GpuMemcpy, "Memcpy HtoD", 0, 3, 1_500, 1_750);
+        copy.linked_correlation = Some(42);
+        let mut stray = Activity::new(ConcurrentKernel, "stray", 0, 3, 2_000, 2_010);
+        stray.linked_correlation = Some(999);
+        let annotation = Activity::new(GpuUserAnnotation, "step", 0, 3, 400, 1_750);
+        t.activities = vec![
+            op(UserAnnotation, "ProfilerStep#0", 1, 0, 1_000),
+            mm,
+            launch,
+            op(CpuOp, "aten::relu", 1, 800, 950),
+            op(UserAnnotation, "ProfilerStep#1", 2, 0, 500),
+            op(CpuOp, "aten::relu", 2, 100, 200),
+            op(CpuOp, "async", 2, 450, 800),
+            kernel,
+            copy,
+            stray,
+            annotation,
+        ];
+        t
+    }
+
+    #[test]
+    fn host_stacks_hold_exactly_the_self_times() {
+        let folded = folded_stacks(&trace(), FlameTime::HostSelf);
+        assert_eq!(
+            folded.to_text(),
+            "ProfilerStep* 650\n\
+             ProfilerStep*;aten::mm 500\n\
+             ProfilerStep*;aten::mm;cudaLaunchKernel 100\n\
+             ProfilerStep*;aten::relu 250\n\
+             async 350\n"
+        );
+        // Every nanosecond of every root op is in exactly one stack.
+        assert_eq!(folded.total_ns(), 1_000 + 500 + 350);
+    }
+
+    #[test]
+    fn device_time_goes_to_the_launching_stack() {
+        let folded = folded_stacks(&trace(), FlameTime::Device);
+        assert_eq!(
+            folded.to_text(),
+            "ProfilerStep*;aten::mm;Memcpy HtoD 250\n\
+             ProfilerStep*;aten::mm;gemm:v2 1000\n\
+             [unlinked];stray 10\n"
+        );
+    }
+}
