@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 
 use super::events::{self, Role};
-use super::tree::{self, HostOp, OpTimes};
+use super::tree::{self, relative_us, HostOp, OpTimes, PyTorchTimes};
 use super::{KeyAverages, Row};
 use crate::activity::{Activity, ActivityType};
 use crate::hash::FastMap;
@@ -45,6 +45,9 @@ struct Group {
     cpu_total_ns: i64,
     self_device_ns: i64,
     device_total_ns: i64,
+    /// PyTorch's float sums of the events' totals, which its averages divide.
+    cpu_total_us: f64,
+    device_total_us: f64,
     /// The earliest event, which places the row and says whether it is async.
     first: (i64, Reverse<i64>, u64),
     first_async: bool,
@@ -100,6 +103,11 @@ pub struct KeyAveragesBuilder {
     threads: FastMap<(i64, i64), Vec<HostOp>>,
     /// Device time per correlation id of the host op it was launched from.
     linked_device_ns: FastMap<u64, i64>,
+    /// The same, summed as PyTorch sums it.
+    linked_device_us: FastMap<u64, f64>,
+    /// Where PyTorch's relative times count from: the first activity's start (PyTorch's
+    /// count from the profiler's start, which a trace file does not record).
+    origin_ns: Option<i64>,
     seq: u64,
     base_ns: i64,
     window: Option<Window>,
@@ -118,6 +126,8 @@ impl KeyAveragesBuilder {
             group_index: FastMap::default(),
             threads: FastMap::default(),
             linked_device_ns: FastMap::default(),
+            linked_device_us: FastMap::default(),
+            origin_ns: None,
             seq: 0,
             base_ns: 0,
             window: None,
@@ -184,6 +194,7 @@ impl KeyAveragesBuilder {
         let Some(name) = events::row_name(&a.name) else {
             return;
         };
+        let origin = *self.origin_ns.get_or_insert(a.start_ns);
         let name = self.names.id(name);
         let seq = self.seq;
         self.seq += 1;
@@ -194,7 +205,7 @@ impl KeyAveragesBuilder {
             0
         };
         if role == Role::Device {
-            self.add_device(a, name, shapes, seq);
+            self.add_device(a, name, shapes, seq, origin);
             return;
         }
         let stub_ns = events::stub_device_ns(a);
@@ -215,6 +226,8 @@ impl KeyAveragesBuilder {
                 start_ns: a.start_ns,
                 end_ns: a.end_ns.max(a.start_ns),
                 device_ns: stub_ns,
+                // Whole microseconds: exact as a float.
+                device_us: stub_ns as f64 / 1000.0,
                 correlation: if receives_device_work {
                     a.correlation
                 } else {
@@ -228,14 +241,17 @@ impl KeyAveragesBuilder {
             });
     }
 
-    fn add_device(&mut self, a: &Activity, name: u32, shapes: u32, seq: u64) {
+    fn add_device(&mut self, a: &Activity, name: u32, shapes: u32, seq: u64, origin: i64) {
         let duration = a.duration_ns();
+        let end_ns = a.start_ns.saturating_add(duration);
+        let duration_us = relative_us(end_ns, origin) - relative_us(a.start_ns, origin);
         let user_annotation = a.kind == ActivityType::GpuUserAnnotation;
         // A GPU user annotation is the projection of a host range, not work of its own:
         // counting it for the range would count the range's kernels twice.
         if let (Some(corr), false) = (a.linked_correlation, user_annotation) {
             let sum = self.linked_device_ns.entry(corr).or_default();
             *sum = sum.saturating_add(duration);
+            *self.linked_device_us.entry(corr).or_default() += duration_us;
         }
         let key = self.group(GroupKey {
             name,
@@ -254,6 +270,10 @@ impl KeyAveragesBuilder {
                 device_total_ns: duration,
                 is_async: false,
             },
+            PyTorchTimes {
+                cpu_total_us: 0.0,
+                device_total_us: duration_us,
+            },
         );
     }
 
@@ -268,6 +288,8 @@ impl KeyAveragesBuilder {
                 cpu_total_ns: 0,
                 self_device_ns: 0,
                 device_total_ns: 0,
+                cpu_total_us: 0.0,
+                device_total_us: 0.0,
                 first: (i64::MAX, Reverse(i64::MIN), u64::MAX),
                 first_async: false,
             });
@@ -275,8 +297,16 @@ impl KeyAveragesBuilder {
         })
     }
 
-    fn record(&mut self, group: u32, first: (i64, Reverse<i64>, u64), times: OpTimes) {
+    fn record(
+        &mut self,
+        group: u32,
+        first: (i64, Reverse<i64>, u64),
+        times: OpTimes,
+        float: PyTorchTimes,
+    ) {
         let g = &mut self.groups[group as usize];
+        g.cpu_total_us += float.cpu_total_us;
+        g.device_total_us += float.device_total_us;
         g.count += 1;
         g.self_cpu_ns = g.self_cpu_ns.saturating_add(times.self_cpu_ns);
         g.cpu_total_ns = g.cpu_total_ns.saturating_add(times.cpu_total_ns);
@@ -292,6 +322,9 @@ impl KeyAveragesBuilder {
     fn rebase(&mut self, base: i64) {
         let shift = base - self.base_ns;
         self.base_ns = base;
+        if let Some(origin) = &mut self.origin_ns {
+            *origin = origin.saturating_add(shift);
+        }
         for op in self.threads.values_mut().flatten() {
             op.start_ns = op.start_ns.saturating_add(shift);
             op.end_ns = op.end_ns.saturating_add(shift);
@@ -305,20 +338,29 @@ impl KeyAveragesBuilder {
     /// Builds the op trees and the rows, in the order of each row's first event.
     pub fn finish(mut self) -> KeyAverages {
         let window_end = self.window.map_or(i64::MIN, |w| w.end_ns);
+        let origin = self.origin_ns.unwrap_or(0);
+        // PyTorch adds events to their rows in the order it lists them (by start, longer
+        // first); float sums depend on the order, so the ops are recorded in it.
+        let mut emitted = Vec::new();
         for (_, mut ops) in std::mem::take(&mut self.threads) {
             for op in &mut ops {
                 if op.correlation != 0 {
                     let linked = self.linked_device_ns.get(&op.correlation);
                     op.device_ns = op.device_ns.saturating_add(linked.copied().unwrap_or(0));
+                    op.device_us += self.linked_device_us.get(&op.correlation).unwrap_or(&0.0);
                 }
                 if op.unfinished {
                     op.end_ns = op.end_ns.max(window_end);
                 }
             }
-            tree::summarize_thread(&mut ops, |op, times| {
+            tree::summarize_thread(&mut ops, origin, |op, times, float| {
                 let first = tree::order_key(op.start_ns, op.end_ns, op.seq);
-                self.record(op.key, first, times);
+                emitted.push((first, op.key, times, float));
             });
+        }
+        emitted.sort_unstable_by_key(|e| e.0);
+        for (first, key, times, float) in emitted {
+            self.record(key, first, times, float);
         }
         self.into_rows()
     }
@@ -338,6 +380,8 @@ impl KeyAveragesBuilder {
                 cpu_time_total_ns: g.cpu_total_ns,
                 self_device_time_total_ns: g.self_device_ns,
                 device_time_total_ns: g.device_total_ns,
+                cpu_time_total_us: g.cpu_total_us,
+                device_time_total_us: g.device_total_us,
                 on_device: g.key.on_device,
                 is_legacy: g.key.legacy,
                 is_user_annotation: g.key.user_annotation,

@@ -81,8 +81,9 @@ pub fn key_averages(trace: &Trace, options: &KeyAveragesOptions) -> KeyAverages 
     builder.finish()
 }
 
-/// One row: the events of one key, summed. Times are nanoseconds.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One row: the events of one key, summed. Times are nanoseconds, except the float sums
+/// the averages divide.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub name: Arc<str>,
     /// The events' input shapes as Python prints them (`[[256, 256], []]`); set when
@@ -94,6 +95,11 @@ pub struct Row {
     pub cpu_time_total_ns: i64,
     pub self_device_time_total_ns: i64,
     pub device_time_total_ns: i64,
+    /// CPU and device totals summed as PyTorch sums them: float microseconds per event,
+    /// added in event order. The averages divide these, so that their last printed digit is
+    /// PyTorch's (a sum of exact nanoseconds can round the other way).
+    pub cpu_time_total_us: f64,
+    pub device_time_total_us: f64,
     /// Device work (a kernel, a copy, ...) rather than a host op.
     pub on_device: bool,
     /// The device time came from the stubs path.
@@ -105,14 +111,14 @@ pub struct Row {
 }
 
 impl Row {
-    /// CPU time per call.
+    /// CPU time per call, as PyTorch computes it.
     pub fn cpu_time_avg_us(&self) -> f64 {
-        us(self.cpu_time_total_ns) / self.count.max(1) as f64
+        self.cpu_time_total_us / self.count.max(1) as f64
     }
 
-    /// Device time per call.
+    /// Device time per call, as PyTorch computes it.
     pub fn device_time_avg_us(&self) -> f64 {
-        us(self.device_time_total_ns) / self.count.max(1) as f64
+        self.device_time_total_us / self.count.max(1) as f64
     }
 
     /// The row's value for a sort key.
@@ -135,7 +141,7 @@ fn us(ns: i64) -> f64 {
 }
 
 /// The summary of a trace: rows in the order of their first event.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct KeyAverages {
     pub rows: Vec<Row>,
     /// The device, as named by the trace (`cuda`, `OpenReg`); see the [module docs](self).

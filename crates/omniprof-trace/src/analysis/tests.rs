@@ -31,6 +31,71 @@ fn the_pytorch_trace_prints_pytorchs_table() {
     assert_eq!((sum.count, sum.cpu_time_total_ns), (3, 19_375_609));
 }
 
+/// Two calls whose exact average ends in a half (173.0995 µs): PyTorch sums each call's
+/// float microseconds (end and start relative to the trace's start, divided by 1000, then
+/// subtracted) and prints `173.099us`; the exact nanosecond sum would print `173.100us`.
+/// Device time the same way: 125.1355 µs prints as PyTorch's `125.136us`.
+#[test]
+fn averages_that_end_in_a_half_round_as_pytorchs() {
+    let mut t = Trace::new(0, 1_000_000);
+    t.activities.push(Activity::new(
+        ActivityType::UserAnnotation,
+        "step",
+        1,
+        1,
+        0,
+        500_000,
+    ));
+    for (corr, (start, end), kernel) in [
+        (1, (36_020, 198_456), (9_870, 140_268)),
+        (2, (224_482, 408_245), (181_874, 301_747)),
+    ] {
+        let mut op = Activity::new(ActivityType::CpuOp, "aten::add", 1, 1, start, end);
+        op.correlation = corr;
+        t.activities.push(op);
+        let mut k = Activity::new(
+            ActivityType::ConcurrentKernel,
+            "add_kernel",
+            0,
+            7,
+            kernel.0,
+            kernel.1,
+        );
+        k.linked_correlation = Some(corr);
+        t.activities.push(k);
+    }
+    t.activities
+        .sort_by_key(|a| (a.start_ns, std::cmp::Reverse(a.end_ns)));
+    let summary = key_averages(&t, &Default::default());
+    let row = |name: &str| summary.rows.iter().find(|r| &*r.name == name).unwrap();
+    let add = row("aten::add");
+    assert_eq!(add.cpu_time_total_ns, 346_199);
+    assert_eq!(table::format_time(add.cpu_time_avg_us()), "173.099us");
+    assert_eq!(
+        table::format_time(us(add.cpu_time_total_ns) / 2.0),
+        "173.100us"
+    );
+    assert_eq!(add.device_time_total_ns, 250_271);
+    assert_eq!(table::format_time(add.device_time_avg_us()), "125.136us");
+    assert_eq!(
+        table::format_time(us(add.device_time_total_ns) / 2.0),
+        "125.135us"
+    );
+    assert_eq!(
+        table::format_time(row("add_kernel").device_time_avg_us()),
+        "125.136us"
+    );
+    let printed = summary.table(&options(None, None));
+    let line = printed
+        .lines()
+        .find(|l| l.trim_start().starts_with("aten::add"))
+        .unwrap();
+    assert!(
+        line.contains("173.099us") && line.contains("125.136us"),
+        "{printed}"
+    );
+}
+
 #[test]
 fn streaming_gives_the_same_rows_as_the_trace() {
     let mut builder = KeyAveragesBuilder::new(Default::default());

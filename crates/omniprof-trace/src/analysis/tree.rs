@@ -10,13 +10,15 @@ use std::cmp::Reverse;
 /// No parent.
 const ROOT: u32 = u32::MAX;
 
-/// A host op as the summary keeps it: 56 bytes, whatever the event carried.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A host op as the summary keeps it: 64 bytes, whatever the event carried.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct HostOp {
     pub start_ns: i64,
     pub end_ns: i64,
     /// The op's device time: stub records plus device work linked to it.
     pub device_ns: i64,
+    /// The same device time summed as PyTorch sums it (see [`PyTorchTimes`]).
+    pub device_us: f64,
     /// The id device work launched from the op is linked by (0 = none).
     pub correlation: u64,
     /// The position in the input, to keep ties in input order.
@@ -41,6 +43,21 @@ pub(super) struct OpTimes {
     pub is_async: bool,
 }
 
+/// An op's totals as PyTorch computes them, in float microseconds: CPU total = end − start
+/// with both relative to the trace's origin and divided by 1000 first; device total = the
+/// float sum of its device records and its children's. Rows' averages divide their sums,
+/// so that the last printed digit is PyTorch's.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct PyTorchTimes {
+    pub cpu_total_us: f64,
+    pub device_total_us: f64,
+}
+
+/// Nanoseconds as PyTorch's microseconds: relative to `origin_ns`, then divided.
+pub(super) fn relative_us(ns: i64, origin_ns: i64) -> f64 {
+    ns.saturating_sub(origin_ns) as f64 / 1000.0
+}
+
 /// The order PyTorch lists events in: by start, longer first, then input order.
 pub(super) fn order_key(start_ns: i64, end_ns: i64, seq: u64) -> (i64, Reverse<i64>, u64) {
     (start_ns, Reverse(end_ns), seq)
@@ -61,7 +78,11 @@ pub(super) fn order_key(start_ns: i64, end_ns: i64, seq: u64) -> (i64, Reverse<i
 /// - CPU total = end − start; self CPU = total − children's totals. Device total = own
 ///   device time + children's device totals (own only for legacy ops); self device = device
 ///   total − children's device totals.
-pub(super) fn summarize_thread(ops: &mut [HostOp], mut emit: impl FnMut(&HostOp, OpTimes)) {
+pub(super) fn summarize_thread(
+    ops: &mut [HostOp],
+    origin_ns: i64,
+    mut emit: impl FnMut(&HostOp, OpTimes, PyTorchTimes),
+) {
     ops.sort_unstable_by_key(|op| order_key(op.start_ns, op.end_ns, op.seq));
     let n = ops.len();
     let mut parent = vec![ROOT; n];
@@ -106,17 +127,20 @@ pub(super) fn summarize_thread(ops: &mut [HostOp], mut emit: impl FnMut(&HostOp,
             removed[i] = true;
             children[pu] = children[i];
             ops[pu].device_ns = ops[i].device_ns;
+            ops[pu].device_us = ops[i].device_us;
         }
     }
 
     let mut child_cpu = vec![0i64; n];
     let mut child_device = vec![0i64; n];
+    let mut child_device_us = vec![0f64; n];
     for i in (0..n).rev() {
         if removed[i] {
             continue;
         }
         let op = &ops[i];
         let cpu_total_ns = op.end_ns.saturating_sub(op.start_ns);
+        let cpu_total_us = relative_us(op.end_ns, origin_ns) - relative_us(op.start_ns, origin_ns);
         if is_async[i] {
             emit(
                 op,
@@ -127,14 +151,21 @@ pub(super) fn summarize_thread(ops: &mut [HostOp], mut emit: impl FnMut(&HostOp,
                     device_total_ns: op.device_ns,
                     is_async: true,
                 },
+                PyTorchTimes {
+                    cpu_total_us,
+                    device_total_us: op.device_us,
+                },
             );
             continue;
         }
         let children_device = child_device[i];
-        let device_total_ns = if op.legacy {
-            op.device_ns
+        let (device_total_ns, device_total_us) = if op.legacy {
+            (op.device_ns, op.device_us)
         } else {
-            op.device_ns.saturating_add(children_device)
+            (
+                op.device_ns.saturating_add(children_device),
+                op.device_us + child_device_us[i],
+            )
         };
         let p = parent[i];
         if p != ROOT {
@@ -142,6 +173,7 @@ pub(super) fn summarize_thread(ops: &mut [HostOp], mut emit: impl FnMut(&HostOp,
             let p = p as usize;
             child_cpu[p] = child_cpu[p].saturating_add(cpu_total_ns);
             child_device[p] = child_device[p].saturating_add(device_total_ns);
+            child_device_us[p] += device_total_us;
         }
         emit(
             op,
@@ -151,6 +183,10 @@ pub(super) fn summarize_thread(ops: &mut [HostOp], mut emit: impl FnMut(&HostOp,
                 self_device_ns: device_total_ns - children_device,
                 device_total_ns,
                 is_async: false,
+            },
+            PyTorchTimes {
+                cpu_total_us,
+                device_total_us,
             },
         );
     }
@@ -165,6 +201,7 @@ mod tests {
             start_ns,
             end_ns,
             device_ns,
+            device_us: device_ns as f64 / 1000.0,
             correlation: 0,
             seq: 0,
             key: name,
@@ -180,7 +217,7 @@ mod tests {
             op.seq = i as u64;
         }
         let mut out = Vec::new();
-        summarize_thread(ops, |op, t| out.push(((op.name, op.start_ns), t)));
+        summarize_thread(ops, 0, |op, t, _| out.push(((op.name, op.start_ns), t)));
         out.sort_by_key(|(k, _)| *k);
         out
     }
