@@ -1,7 +1,7 @@
-//! Recording and export costs, with peer profilers measured in the same run.
+//! Recording costs, with peer profilers measured in the same run.
 //!
-//! `cargo bench -p omniprof --bench record`. One iteration is one begin+end pair (one event
-//! for `export/chrome_json`).
+//! `cargo bench -p omniprof --bench record`. One iteration is one begin+end pair. The
+//! writers are measured apart, in `--bench export`.
 
 use std::cell::RefCell;
 use std::hint::black_box;
@@ -11,12 +11,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use omniprof::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
-use omniprof::export::chrome;
 use omniprof::record::CorrelationListener;
-use omniprof::{
-    record_function, Activity, ActivitySet, ActivityType, Config, Flow, FlowKind, Name, Profiler,
-    Trace, Value, Window,
-};
+use omniprof::{record_function, ActivitySet, ActivityType, Config, Name, Profiler, Window};
 
 /// Room for the largest sample criterion asks for, so no iteration hits the cap.
 const BENCH_CAP: &str = "OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=67108864";
@@ -217,102 +213,6 @@ fn record(c: &mut Criterion) {
     g.finish();
 }
 
-/// A trace shaped like the demo's: host ops, the runtime calls they make (with `ac2g` flow
-/// starts) and the kernels those launch (flow ends, `device`/`stream` args), 50 days after
-/// the base time so `ts` has its real width.
-fn export_trace(events: usize) -> Trace {
-    let base = omniprof::trace::process_base_time_ns();
-    let origin = base + 50 * 86_400 * 1_000_000_000;
-    let mut t = Trace::new(origin, origin + events as i64 * 1_000 + 1_000);
-    // Names and keys are shared, as the recorder and the reader intern them.
-    let op: Arc<str> = "aten::mm".into();
-    let launch: Arc<str> = "orLaunchKernel".into();
-    let kernel: Arc<str> = "gemm_64x64".into();
-    let (device, stream): (Arc<str>, Arc<str>) = ("device".into(), "stream".into());
-    for i in 0..events as i64 {
-        let start = origin + i * 1_000;
-        let group = (i / 3) as u64 + 1;
-        let mut a = match i % 3 {
-            0 => {
-                let mut a = Activity::new(
-                    ActivityType::CpuOp,
-                    op.clone(),
-                    4242,
-                    4242,
-                    start,
-                    start + 2_900,
-                );
-                a.correlation = group;
-                a
-            }
-            1 => {
-                let mut a = Activity::new(
-                    ActivityType::PrivateUse1Runtime,
-                    launch.clone(),
-                    4242,
-                    4242,
-                    start,
-                    start + 700,
-                );
-                a.flow = Some(Flow {
-                    id: group,
-                    kind: FlowKind::Ac2g,
-                    start: true,
-                });
-                a
-            }
-            _ => {
-                let mut a = Activity::new(
-                    ActivityType::ConcurrentKernel,
-                    kernel.clone(),
-                    0,
-                    7,
-                    start,
-                    start + 800,
-                );
-                a.flow = Some(Flow {
-                    id: group,
-                    kind: FlowKind::Ac2g,
-                    start: false,
-                });
-                a.args.push((device.clone(), Value::Int(0)));
-                a.args.push((stream.clone(), Value::Int(7)));
-                a
-            }
-        };
-        if i % 3 != 0 {
-            a.correlation = 1_000_000 + group;
-            a.linked_correlation = Some(group);
-        }
-        t.activities.push(a);
-    }
-    t
-}
-
-fn export(c: &mut Criterion) {
-    let trace = export_trace(100_000);
-    // One iteration is one entry of `traceEvents` (a flow is an entry of its own).
-    let per_write = chrome::write(&trace, "bench", std::io::sink())
-        .unwrap()
-        .events;
-    let mut g = c.benchmark_group("export");
-    g.sample_size(20);
-    g.bench_function("chrome_json", |b| {
-        b.iter_custom(|iters| {
-            let rounds = iters.div_ceil(per_write);
-            let start = Instant::now();
-            for _ in 0..rounds {
-                let stats = chrome::write(&trace, "bench", std::io::sink()).unwrap();
-                black_box(stats);
-            }
-            start
-                .elapsed()
-                .mul_f64(iters as f64 / (rounds * per_write) as f64)
-        })
-    });
-    g.finish();
-}
-
 fn peers(c: &mut Criterion) {
     let mut g = c.benchmark_group("peers");
     g.sample_size(20).measurement_time(Duration::from_secs(3));
@@ -384,5 +284,5 @@ impl fastrace::collector::Reporter for NullReporter {
     }
 }
 
-criterion_group!(benches, record, export, peers);
+criterion_group!(benches, record, peers);
 criterion_main!(benches);

@@ -86,6 +86,7 @@ pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<WriteStats> {
         categories: Interner::default(),
         arg_names: Interner::default(),
         new_interned: Vec::new(),
+        arg_iids: Vec::new(),
         ends: BinaryHeap::new(),
         seq: 0,
         last_ts: 0,
@@ -369,18 +370,56 @@ fn custom_track(b: &mut Buf, uuid: u64, parent: u64, name: &str) {
 }
 
 /// Strings numbered on first use, per kind (iids start at 1: 0 is invalid).
-#[derive(Default)]
+///
+/// Looked up by address: the trace's names are shared `Arc<str>`s (the recorder and the
+/// reader intern them) that stay put while it is borrowed, so a lookup compares two words,
+/// first in a small direct-mapped cache, then in a map. A string seen at a new address is
+/// looked up by its text, so equal names still share one iid.
 struct Interner<'a> {
-    ids: FastMap<&'a str, u64>,
+    cache: [(usize, usize, u64); CACHE_SLOTS],
+    by_address: FastMap<(usize, usize), u64>,
+    by_text: FastMap<&'a str, u64>,
+}
+
+const CACHE_SLOTS: usize = 64;
+
+impl Default for Interner<'_> {
+    fn default() -> Self {
+        Self {
+            cache: [(0, 0, 0); CACHE_SLOTS],
+            by_address: FastMap::default(),
+            by_text: FastMap::default(),
+        }
+    }
 }
 
 impl<'a> Interner<'a> {
     /// The iid of `s`, and whether it is new (to be sent in this packet's interned data).
     #[inline]
     fn id(&mut self, s: &'a str) -> (u64, bool) {
-        let next = self.ids.len() as u64 + 1;
-        let id = *self.ids.entry(s).or_insert(next);
-        (id, id == next)
+        let address = (s.as_ptr() as usize, s.len());
+        // Allocations are 8-aligned: the bits above those pick the slot.
+        let slot = (address.0 >> 3) % CACHE_SLOTS;
+        let cached = self.cache[slot];
+        if (cached.0, cached.1) == address && cached.2 != 0 {
+            return (cached.2, false);
+        }
+        self.slow_id(s, address, slot)
+    }
+
+    #[cold]
+    fn slow_id(&mut self, s: &'a str, address: (usize, usize), slot: usize) -> (u64, bool) {
+        let (id, new) = match self.by_address.get(&address) {
+            Some(&id) => (id, false),
+            None => {
+                let next = self.by_text.len() as u64 + 1;
+                let id = *self.by_text.entry(s).or_insert(next);
+                self.by_address.insert(address, id);
+                (id, id == next)
+            }
+        };
+        self.cache[slot] = (address.0, address.1, id);
+        (id, new)
     }
 }
 
@@ -395,6 +434,8 @@ struct Writer<'a, W> {
     categories: Interner<'a>,
     arg_names: Interner<'a>,
     new_interned: Vec<NewInterned<'a>>,
+    /// The iids of the current activity's arg names.
+    arg_iids: Vec<u64>,
     /// Slice ends not written yet: (end, the slice's order reversed, track). The smallest
     /// end comes first; of equal ends, the inner (later) slice.
     ends: BinaryHeap<Reverse<(i64, Reverse<u64>, u64)>>,
@@ -555,8 +596,10 @@ impl<'a, W: Write> Writer<'a, W> {
         let name_iid = self.intern_name(name);
         let category_iid = self.intern_category(a.kind.name());
         let external_iid = args.external_id.map(|_| self.intern_arg(arg::EXTERNAL_ID));
+        self.arg_iids.clear();
         for (key, _) in &a.args {
-            self.intern_arg(key);
+            let iid = self.intern_arg(key);
+            self.arg_iids.push(iid);
         }
         let instant = a.kind == ActivityType::CpuInstantEvent;
         let kind = if instant {
@@ -572,9 +615,7 @@ impl<'a, W: Write> Writer<'a, W> {
         if let (Some(iid), Some(id)) = (external_iid, args.external_id) {
             annotation_uint(b, iid, id);
         }
-        for (key, value) in &a.args {
-            // Interned just above.
-            let iid = self.arg_names.ids[&**key];
+        for ((_, value), &iid) in a.args.iter().zip(&self.arg_iids) {
             let d = b.open(event::DEBUG_ANNOTATIONS);
             b.uint(annotation::NAME_IID, iid);
             write_value(b, value);
