@@ -63,7 +63,7 @@ pub fn list(args: &ListArgs) -> ExitCode {
             match plugin::load_plugin(&file) {
                 Ok(p) => print_loaded(&p),
                 Err(e) => {
-                    println!("{}: REJECTED: {}", file.display(), reason(&e));
+                    println!("{}: REJECTED: {}", file.display(), e.reason());
                     ok = false;
                 }
             }
@@ -95,15 +95,6 @@ fn print_loaded(p: &LoadedPlugin) {
 
 fn types(set: ActivitySet) -> String {
     set.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
-}
-
-/// The part of an error after the file name, which the listing already shows.
-fn reason(e: &PluginError) -> String {
-    let text = e.to_string();
-    match text.split_once(": ") {
-        Some((_, rest)) => rest.to_owned(),
-        None => text,
-    }
 }
 
 /// One line of the verdict table.
@@ -182,7 +173,7 @@ fn verdicts(loaded: &[(PathBuf, Result<LoadedPlugin, PluginError>)], trace: &Tra
                     profiler: "-".into(),
                     events: 0,
                     out_of_window: 0,
-                    errors: vec![reason(e)],
+                    errors: vec![e.reason()],
                     verdict: "FAIL",
                 });
                 continue;

@@ -127,3 +127,61 @@ fn verdict_of(table: &str, profiler: &str) -> String {
         .unwrap_or_else(|| panic!("no row for {profiler} in {table}"))
         .to_owned()
 }
+
+#[test]
+fn the_demo_reports_every_rejected_plugin_on_stderr_and_in_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    std::fs::write(plugins.join("not_elf.so"), "not a shared library").unwrap();
+    build_broken("missing_register", &plugins); // a library, but no plugin
+    build_broken("register_error", &plugins);
+    let out_path = dir.path().join("demo.pt.trace.json");
+    let args = ["demo", "--steps", "2", "-o", out_path.to_str().unwrap()];
+    let out = omniprof(&args, Some(&plugins));
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let expected = [
+        "missing_register.so: REJECTED: no KinetoPlugin_register symbol",
+        "not_elf.so: REJECTED: cannot open",
+        "register_error.so: REJECTED: KinetoPlugin_register returned -7",
+    ];
+    for want in expected {
+        let lines = stderr.lines().filter(|l| l.contains(want)).count();
+        assert_eq!(lines, 1, "{want:?} once in {stderr}");
+    }
+    let trace = TraceReader::new()
+        .read_path(&out_path)
+        .into_trace()
+        .unwrap();
+    let recorded: Vec<String> = match trace.metadata(omniprof::keys::metadata::PLUGIN_ERRORS) {
+        Some(omniprof::Value::List(list)) => list
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect(),
+        other => panic!("no plugin_errors: {other:?}"),
+    };
+    assert_eq!(recorded.len(), 3, "{recorded:?}");
+    for (line, want) in recorded.iter().zip(expected) {
+        assert!(line.contains(want), "{line} / {want}");
+    }
+
+    // -q keeps warnings off stderr; the trace still says it.
+    let out = omniprof(
+        &[
+            "-q",
+            "demo",
+            "--steps",
+            "2",
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+        Some(&plugins),
+    );
+    assert!(out.status.success());
+    assert!(
+        !text(&out.stderr).contains("REJECTED"),
+        "{}",
+        text(&out.stderr)
+    );
+}

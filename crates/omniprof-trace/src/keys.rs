@@ -38,6 +38,9 @@ pub mod metadata {
     pub const BACKENDS: &str = "backends";
     /// Why backends were left out of the trace, one message each.
     pub const BACKEND_ERRORS: &str = "backend_errors";
+    /// Plugin libraries and profilers from the plugin directories that take no part in
+    /// traces, one line each naming the file and why (as `omniprof plugins list` prints).
+    pub const PLUGIN_ERRORS: &str = "plugin_errors";
     /// Host events dropped because a thread reached its record cap.
     pub const DROPPED_EVENTS: &str = "dropped_events";
     /// Device activities dropped because they lay outside the capture window.

@@ -73,6 +73,11 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
         }),
     );
     trace.set_metadata(metadata::HOST_NAME, Value::from(host_name()));
+    let rejected = crate::plugin::env_rejections();
+    if !rejected.is_empty() {
+        let list = rejected.iter().map(|r| Value::from(r.as_str())).collect();
+        trace.set_metadata(metadata::PLUGIN_ERRORS, Value::List(list));
+    }
     trace.set_metadata(metadata::DROPPED_EVENTS, Value::UInt(host.dropped_events));
     if host.dropped_events > 0 {
         log::warn!(
