@@ -185,3 +185,40 @@ fn the_demo_reports_every_rejected_plugin_on_stderr_and_in_the_trace() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_plugins_own_ids_do_not_link_its_events_to_unrelated_host_ops() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    let foreign = build_broken("foreign_ids", &plugins);
+    let out_path = dir.path().join("demo.pt.trace.json");
+    let args = ["demo", "--threads", "2", "-o", out_path.to_str().unwrap()];
+    let out = omniprof(&args, Some(&plugins));
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("ForeignIds: 2 events unlinked"), "{stderr}");
+    let trace = TraceReader::new()
+        .read_path(&out_path)
+        .into_trace()
+        .unwrap();
+    assert!(
+        trace.activities.iter().any(|a| a.correlation == 42),
+        "the demo has a host op with id 42"
+    );
+    for name in ["foreign_launch", "foreign_kernel"] {
+        let event = trace.activities.iter().find(|a| &*a.name == name).unwrap();
+        assert_eq!(event.linked_correlation, None, "{name}: {event:?}");
+    }
+    let refused = trace.metadata(omniprof::keys::metadata::REFUSED_LINKS);
+    assert_eq!(refused.and_then(|v| v.as_i64()), Some(2));
+
+    let out = omniprof(&["plugins", "check", foreign.to_str().unwrap()], None);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(verdict_of(&stdout, "ForeignIds"), "WARN");
+    assert!(
+        stdout.contains("correlation id the host pushed"),
+        "{stdout}"
+    );
+}

@@ -41,6 +41,12 @@ pub mod metadata {
     /// Plugin libraries and profilers from the plugin directories that take no part in
     /// traces, one line each naming the file and why (as `omniprof plugins list` prints).
     pub const PLUGIN_ERRORS: &str = "plugin_errors";
+    /// Doubts about what backends delivered, one message each, prefixed with the backend's
+    /// name (e.g. links to host ops refused because the event lies outside the op).
+    pub const BACKEND_WARNINGS: &str = "backend_warnings";
+    /// Host-side device events (runtime, driver) whose link to a host op was refused
+    /// because they lie outside that op's time on its thread.
+    pub const REFUSED_LINKS: &str = "refused_links";
     /// Host events dropped because a thread reached its record cap.
     pub const DROPPED_EVENTS: &str = "dropped_events";
     /// Device activities dropped because they lay outside the capture window.

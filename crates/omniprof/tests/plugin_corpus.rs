@@ -65,6 +65,7 @@ fn cases() -> Vec<(&'static str, Load, Option<Session>)> {
         ("registers_nothing", Nothing, None),
         ("query_error", Disabled("supports no activity type"), None),
         ("twin_profilers", Usable(&["TwinA", "TwinB"]), None),
+        ("foreign_ids", Usable(&["ForeignIds"]), None),
         (
             "create_error",
             Usable(&["CreateError"]),

@@ -139,7 +139,24 @@ fn merge_backends(
     let (delivered, errors) = backends.deliver(&host.view(&trace.activities), window.window);
     let mut merged = Merged::default();
     let mut contributions = Vec::new();
-    for d in delivered {
+    let mut warnings = Vec::new();
+    let mut refused_links = 0;
+    for mut d in delivered {
+        let refused = refuse_foreign_links(
+            &mut d.output.activities,
+            &host.view(&trace.activities),
+            host_pid,
+        );
+        if refused > 0 {
+            refused_links += refused;
+            warnings.push(format!(
+                "{}: {refused} events unlinked from host ops: a runtime or driver event with \
+                 their id lies outside that op's time on its thread (an event's id must be \
+                 the correlation id the host pushed)",
+                d.name
+            ));
+        }
+        warnings.extend(d.warnings.iter().map(|w| format!("{}: {w}", d.name)));
         for device in d.devices {
             trace.add_process(ProcessRow {
                 pid: device.id,
@@ -196,6 +213,59 @@ fn merge_backends(
         let list = errors.into_iter().map(Value::from).collect();
         trace.set_metadata(metadata::BACKEND_ERRORS, Value::List(list));
     }
+    if refused_links > 0 {
+        trace.set_metadata(metadata::REFUSED_LINKS, Value::UInt(refused_links));
+    }
+    if !warnings.is_empty() {
+        for w in &warnings {
+            log::warn!("omniprof: {w}");
+        }
+        let list = warnings.into_iter().map(Value::from).collect();
+        trace.set_metadata(metadata::BACKEND_WARNINGS, Value::List(list));
+    }
+}
+
+/// How far a runtime call may seem to stick out of the host op that made it: the host's
+/// times are converted from the recording clock, the backend's read from the wall clock.
+const LINK_SLACK_NS: i64 = 5_000;
+
+/// Unlinks one backend's events from host ops they cannot belong to, and returns how many
+/// it unlinked. A runtime or driver call runs inside the op that made it, on its thread: one
+/// linked to an op it lies outside of (a backend passing its own ids off as the host's)
+/// proves that link wrong, and with it every event of this backend linked to that op.
+fn refuse_foreign_links(activities: &mut [Activity], host: &HostView<'_>, host_pid: i64) -> u64 {
+    let inside = |a: &Activity, op: &Activity| {
+        op.start_ns - LINK_SLACK_NS <= a.start_ns
+            && a.end_ns <= op.end_ns + LINK_SLACK_NS
+            && (a.device != host_pid || a.resource == op.resource)
+    };
+    let refused: FastMap<u64, ()> = activities
+        .iter()
+        .filter(|a| {
+            matches!(
+                a.kind.class(),
+                Some(ActivityClass::Runtime | ActivityClass::Driver)
+            )
+        })
+        .filter_map(|a| {
+            let id = a.linked_correlation?;
+            let op = host.get(id)?;
+            (!inside(a, op)).then_some((id, ()))
+        })
+        .collect();
+    if refused.is_empty() {
+        return 0;
+    }
+    let mut count = 0;
+    for a in activities {
+        if a.linked_correlation
+            .is_some_and(|id| refused.contains_key(&id))
+        {
+            a.linked_correlation = None;
+            count += 1;
+        }
+    }
+    count
 }
 
 /// One backend's entry in a trace's `backends` metadata: how many of its activities the trace
