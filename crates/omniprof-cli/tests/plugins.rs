@@ -103,7 +103,16 @@ fn plugins_list_and_check_give_verdicts() {
         "its events are in 1970"
     );
     assert!(stdout.contains("outside the capture window"), "{stdout}");
-    assert!(trace.is_file());
+    // The device is the one that produced events, not OpenReg, which took part idle.
+    let checked = TraceReader::new().read_path(&trace).into_trace().unwrap();
+    let device_type = checked.metadata(omniprof::keys::metadata::DEVICE_TYPE);
+    assert_eq!(device_type.and_then(|v| v.as_str()), Some("SampleCounters"));
+    let out = omniprof(&["summary", trace.to_str().unwrap()], None);
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("Self SAMPLECOUNTERS") && !table.contains("OPENREG"),
+        "{table}"
+    );
 
     let out = omniprof(&["plugins", "check", broken.to_str().unwrap()], None);
     let stdout = text(&out.stdout);

@@ -32,7 +32,8 @@ pub mod arg {
 
 /// Keys of the trace header (the metadata beside `traceEvents`).
 pub mod metadata {
-    /// The device the trace's device columns are named after (`"OpenReg"`, `"cuda"`).
+    /// The device the trace's device columns are named after (`"OpenReg"`, `"cuda"`): the
+    /// device type declared by the first backend that produced device data, else its name.
     pub const DEVICE_TYPE: &str = "device_type";
     /// Each backend's contribution: `name`, kept `activities`, dropped `out_of_window`.
     pub const BACKENDS: &str = "backends";

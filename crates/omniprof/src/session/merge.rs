@@ -141,6 +141,7 @@ fn merge_backends(
     let mut contributions = Vec::new();
     let mut warnings = Vec::new();
     let mut refused_links = 0;
+    let mut device_type = None;
     for mut d in delivered {
         let refused = refuse_foreign_links(
             &mut d.output.activities,
@@ -173,9 +174,15 @@ fn merge_backends(
                 sort_index: resource.sort_index,
             });
         }
+        let mut declared_type = None;
         for (key, value) in d.metadata {
-            trace.set_metadata(key, value);
+            if key == metadata::DEVICE_TYPE {
+                declared_type = Some(value);
+            } else {
+                trace.set_metadata(key, value);
+            }
         }
+        let timed_host_ranges = !d.output.host_args.is_empty();
         for p in d.properties {
             if !trace.device_properties.contains(&p) {
                 trace.device_properties.push(p);
@@ -194,6 +201,11 @@ fn merge_backends(
             selection,
             &d.name,
         );
+        // The device the trace is about is the first that produced data: a backend that
+        // took part but recorded nothing does not name it.
+        if device_type.is_none() && (activities > 0 || timed_host_ranges) {
+            device_type = Some(declared_type.unwrap_or_else(|| Value::from(d.name.as_str())));
+        }
         // A session configured for no activity type (one living on the host ranges, as the
         // stubs do) delivers none, so it has no entry.
         if !d.share.is_empty() {
@@ -212,6 +224,9 @@ fn merge_backends(
     if !errors.is_empty() {
         let list = errors.into_iter().map(Value::from).collect();
         trace.set_metadata(metadata::BACKEND_ERRORS, Value::List(list));
+    }
+    if let Some(device_type) = device_type {
+        trace.set_metadata(metadata::DEVICE_TYPE, device_type);
     }
     if refused_links > 0 {
         trace.set_metadata(metadata::REFUSED_LINKS, Value::UInt(refused_links));
