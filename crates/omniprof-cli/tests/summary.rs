@@ -300,3 +300,27 @@ fn the_benchmark_generator_writes_a_trace_that_summarizes() {
     );
     assert_eq!(doc["device"], "CUDA");
 }
+
+#[test]
+fn device_time_follows_the_correlation_chain_when_there_is_no_external_id() {
+    // As MTIA traces have it: the kernel names its launch only by `correlation`.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mtia.json");
+    let events = r#"{"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300},
+      {"ph": "X", "cat": "mtia_runtime", "name": "launch", "pid": 1, "tid": 1, "ts": 150, "dur": 10,
+       "args": {"correlation": 11}},
+      {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 200, "dur": 200,
+       "args": {"correlation": 11}}
+    ]}"#;
+    std::fs::write(&path, events).unwrap();
+    let csv = ok(&path, &["--format", "csv"]);
+    let mm = csv
+        .lines()
+        .find(|l| l.starts_with("aten::mm,"))
+        .unwrap_or_else(|| panic!("{csv}"));
+    assert!(
+        mm.contains(",200.000,"),
+        "aten::mm has the kernel's 200 µs: {csv}"
+    );
+}
