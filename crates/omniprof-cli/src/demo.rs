@@ -38,14 +38,15 @@ use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 /// Profile a sample workload and write its trace.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// Where to write the trace (`.json`, or `.json.gz` for gzip).
+    /// Where to write the trace (`.json`, or `.json.gz` for gzip; `-` for standard output,
+    /// and then what the demo says goes to standard error).
     #[arg(short, long, default_value = "omniprof_demo.pt.trace.json")]
     pub output: PathBuf,
-    /// Host worker threads.
-    #[arg(long, default_value_t = 4)]
+    /// Host worker threads (at least 1).
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
     pub threads: usize,
-    /// Training steps per thread.
-    #[arg(long, default_value_t = 40)]
+    /// Training steps per thread (at least 1).
+    #[arg(long, default_value_t = 40, value_parser = at_least_one)]
     pub steps: usize,
     /// `timeline`: OpenReg's backend records the device timeline. `stubs`: the legacy
     /// profiler stubs time every op on the device instead, and the summary table is printed.
@@ -79,6 +80,18 @@ pub struct DemoArgs {
     pub seconds: Option<u64>,
 }
 
+/// A count that must be at least 1 (0 threads or steps would profile nothing).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a count: {e}")),
+    }
+}
+
+/// `-o -`: the trace goes to standard output.
+const STDOUT: &str = "-";
+
 /// How the device side is profiled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
@@ -106,8 +119,7 @@ pub fn run(args: &DemoArgs) -> ExitCode {
 type DemoResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 fn profile(args: &DemoArgs) -> DemoResult<()> {
-    let threads = args.threads.max(1);
-    let workers = (0..threads)
+    let workers = (0..args.threads)
         .map(Worker::new)
         .collect::<Result<Vec<_>, _>>()?;
     let builder = match args.mode {
@@ -122,22 +134,39 @@ fn profile(args: &DemoArgs) -> DemoResult<()> {
     }
     let mut profiler = builder.build()?;
     profiler.start()?;
-    let checksum = run_workers(workers, args.steps, None)?;
+    run_workers(workers, args.steps, None)?;
     let trace = profiler.stop()?;
-    let stats = chrome::save(&trace, &args.output)?;
+    let to_stdout = args.output.as_os_str() == STDOUT;
+    let stats = if to_stdout {
+        let stdout = std::io::stdout().lock();
+        chrome::write(&trace, "stdout", std::io::BufWriter::new(stdout))?
+    } else {
+        chrome::save(&trace, &args.output)?
+    };
+    // With the trace on standard output, what the demo says goes to standard error.
+    let mut say: Box<dyn Write> = match to_stdout {
+        true => Box::new(std::io::stderr()),
+        false => Box::new(std::io::stdout()),
+    };
     let device = trace
         .activities
         .iter()
         .filter(|a| a.kind.is_device())
         .count();
-    println!(
-        "wrote {} ({} trace events: {} host and {} device activities on {} threads; checksum {checksum:.3})",
-        args.output.display(),
+    let threads = trace.threads.len();
+    writeln!(
+        say,
+        "wrote {} ({} trace events: {} host and {} device activities on {threads} {})",
+        if to_stdout {
+            "standard output".into()
+        } else {
+            args.output.display().to_string()
+        },
         stats.events,
         trace.activities.len() - device,
         device,
-        trace.threads.len(),
-    );
+        if threads == 1 { "thread" } else { "threads" },
+    )?;
     report_drops(&trace);
     if args.mode == Mode::Stubs {
         let averages = key_averages(&trace, &KeyAveragesOptions::default());
@@ -145,9 +174,14 @@ fn profile(args: &DemoArgs) -> DemoResult<()> {
             sort_by: Some(SortKey::SelfDeviceTimeTotal),
             row_limit: Some(15),
         };
-        print!("\n{}", averages.table(&report));
+        write!(say, "\n{}", averages.table(&report))?;
     }
-    println!("open it at https://ui.perfetto.dev (Open trace file) or in chrome://tracing");
+    if !to_stdout {
+        writeln!(
+            say,
+            "open it at https://ui.perfetto.dev (Open trace file) or in chrome://tracing"
+        )?;
+    }
     Ok(())
 }
 
@@ -179,7 +213,7 @@ fn profile_scheduled(
     };
     profiler.start()?;
     let mut step_error = None;
-    let checksum = run_workers(
+    run_workers(
         workers,
         steps,
         Some(&mut || {
@@ -196,8 +230,8 @@ fn profile_scheduled(
     profiler.finish()?;
     report();
     println!(
-        "{printed} traces in {} (checksum {checksum:.3}); open them with TensorBoard's profiler \
-         plugin (--logdir {}) or at https://ui.perfetto.dev",
+        "{printed} traces in {}; open them with TensorBoard's profiler plugin (--logdir {}) \
+         or at https://ui.perfetto.dev",
         dir.display(),
         dir.display()
     );
@@ -222,7 +256,7 @@ fn serve_triggers(workers: Vec<Worker>, duration: Duration) -> DemoResult<()> {
     std::io::stdout().flush()?;
     let deadline = Instant::now() + duration;
     let mut iterations = 0u64;
-    let checksum = run_workers(
+    run_workers(
         workers,
         usize::MAX,
         Some(&mut || {
@@ -236,7 +270,7 @@ fn serve_triggers(workers: Vec<Worker>, duration: Duration) -> DemoResult<()> {
     }
     // An exiting process leaves no socket for `omniprof trigger --list` to clean up.
     omniprof::ondemand::stop_serving();
-    println!("ran {iterations} iterations (checksum {checksum:.3})");
+    println!("ran {iterations} iterations");
     Ok(())
 }
 
@@ -341,15 +375,15 @@ impl Worker {
     }
 }
 
-/// Runs the steps on one named thread per worker; returns a checksum of the results, so the
-/// arithmetic cannot be optimized away. With a `coordinator`, the workers run each step
+/// Runs the steps on one named thread per worker (their results are kept from the optimizer,
+/// so the arithmetic really runs). With a `coordinator`, the workers run each step
 /// together and the coordinator runs on this thread after every step, while they wait; it
 /// returns whether to go on (the run ends early when it says no).
 fn run_workers(
     workers: Vec<Worker>,
     steps: usize,
     coordinator: Option<&mut dyn FnMut() -> bool>,
-) -> DemoResult<f64> {
+) -> DemoResult<()> {
     let barrier = coordinator
         .is_some()
         .then(|| Arc::new(Barrier::new(workers.len() + 1)));
@@ -399,11 +433,10 @@ fn run_workers(
             }
         }
     }
-    let mut total = 0.0;
     for h in handles {
-        total += h.join().map_err(|_| "a demo worker panicked")??;
+        std::hint::black_box(h.join().map_err(|_| "a demo worker panicked")??);
     }
-    Ok(total)
+    Ok(())
 }
 
 fn matrix(seed: f32) -> Vec<f32> {

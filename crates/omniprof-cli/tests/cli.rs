@@ -302,3 +302,49 @@ fn demo_refuses_a_bad_schedule_with_exit_2_naming_it() {
         assert!(stderr.contains(why), "{bad}: {stderr}");
     }
 }
+
+#[test]
+fn impossible_counts_are_refused_and_dash_means_standard_output_and_input() {
+    for args in [
+        &["demo", "--threads", "0"][..],
+        &["demo", "--steps", "0"],
+        &["summary", "-", "--row-limit", "-5"],
+    ] {
+        let out = run(args, "");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let (option, value) = (args[args.len() - 2], args[args.len() - 1]);
+        assert!(
+            stderr.contains(&format!("invalid value '{value}' for '{option}")),
+            "{args:?}: {stderr}"
+        );
+    }
+
+    // `-o -`: the trace is standard output; nothing named `-` appears.
+    let dir = tempfile::tempdir().unwrap();
+    let out = omniprof()
+        .args(["demo", "--threads", "1", "--steps", "2", "-o", "-"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!dir.path().join("-").exists(), "a file named -");
+    assert!(stderr.contains("wrote standard output"), "{stderr}");
+    let trace = text(&out.stdout);
+    let doc: serde_json::Value = serde_json::from_str(&trace).expect("the trace on stdout");
+    assert!(!doc["traceEvents"].as_array().unwrap().is_empty());
+
+    // `summary -` reads it back from standard input; -1 prints every row.
+    let all = run(
+        &["summary", "-", "--row-limit", "-1", "--format", "csv"],
+        &trace,
+    );
+    assert!(all.status.success(), "{}", text(&all.stderr));
+    let two = run(
+        &["summary", "-", "--row-limit", "2", "--format", "csv"],
+        &trace,
+    );
+    assert_eq!(text(&two.stdout).lines().count(), 3, "header and 2 rows");
+    assert!(text(&all.stdout).lines().count() > 3);
+}
