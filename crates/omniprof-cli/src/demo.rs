@@ -119,6 +119,18 @@ pub fn run(args: &DemoArgs) -> ExitCode {
 type DemoResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 fn profile(args: &DemoArgs) -> DemoResult<()> {
+    if args.output.as_os_str() != STDOUT && !args.ondemand && args.schedule.is_none() {
+        crate::output::check_writable(&args.output)?;
+    }
+    if let Some(dir) = &args.trace_dir {
+        if dir.exists() && !dir.is_dir() {
+            return Err(format!(
+                "cannot write traces into {}: not a directory",
+                dir.display()
+            )
+            .into());
+        }
+    }
     let workers = (0..args.threads)
         .map(Worker::new)
         .collect::<Result<Vec<_>, _>>()?;

@@ -4,6 +4,7 @@
 mod config_cmd;
 mod demo;
 mod logger;
+mod output;
 mod plugins_cmd;
 mod summary_cmd;
 mod trigger_cmd;

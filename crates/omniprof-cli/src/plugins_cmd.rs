@@ -109,6 +109,12 @@ struct Row {
 }
 
 pub fn check(args: &CheckArgs) -> ExitCode {
+    if let Some(out) = &args.trace {
+        if let Err(e) = crate::output::check_writable(out) {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let loaded: Vec<(PathBuf, Result<LoadedPlugin, PluginError>)> = args
         .paths
         .iter()

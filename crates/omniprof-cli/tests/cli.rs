@@ -348,3 +348,44 @@ fn impossible_counts_are_refused_and_dash_means_standard_output_and_input() {
     assert_eq!(text(&two.stdout).lines().count(), 3, "header and 2 rows");
     assert!(text(&all.stdout).lines().count() > 3);
 }
+
+#[test]
+fn output_paths_are_checked_before_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let as_dir = dir.path().to_str().unwrap();
+    let out = run(&["demo", "-o", as_dir], "");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot write {as_dir}: it is a directory")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("rename"), "{stderr}");
+    assert!(
+        text(&out.stdout).is_empty(),
+        "nothing ran: {}",
+        text(&out.stdout)
+    );
+
+    let plugin = omniprof_test_support::plugins::build_broken("twin_profilers", dir.path());
+    let out = run(
+        &[
+            "plugins",
+            "check",
+            plugin.to_str().unwrap(),
+            "--trace",
+            "/proc/x.json",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot write /proc/x.json"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        !text(&out.stdout).contains("PASS"),
+        "no table before the failure"
+    );
+}
