@@ -324,3 +324,16 @@ fn device_time_follows_the_correlation_chain_when_there_is_no_external_id() {
         "aten::mm has the kernel's 200 µs: {csv}"
     );
 }
+
+#[test]
+fn a_bare_array_of_events_is_summarized() {
+    // What chrome://tracing and many tracers write: the events alone, `]` optional.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("array.json");
+    let events = r#"[{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 500, "dur": 100},"#;
+    std::fs::write(&path, events).unwrap();
+    let csv = ok(&path, &["--format", "csv"]);
+    assert!(csv.contains("\naten::mm,1,300.000,300.000,"), "{csv}");
+    assert!(csv.contains("\naten::add,1,100.000,"), "{csv}");
+}
