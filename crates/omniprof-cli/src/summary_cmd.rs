@@ -89,6 +89,16 @@ pub fn run(args: &SummaryArgs) -> ExitCode {
     if outcome.is_ok() || args.partial {
         if summary.rows.is_empty() {
             eprintln!("note: no host ops or device activities to summarize");
+        } else if args.group_by_shapes
+            && summary
+                .rows
+                .iter()
+                .all(|r| r.input_shapes.as_deref().is_none_or(|s| s == "[]"))
+        {
+            eprintln!(
+                "note: the trace has no input shapes (`Input Dims`; PyTorch records them with \
+                 record_shapes=True): every row's shapes are []"
+            );
         }
         let options = ReportOptions {
             sort_by: args.sort_by,

@@ -337,3 +337,20 @@ fn a_bare_array_of_events_is_summarized() {
     assert!(csv.contains("\naten::mm,1,300.000,300.000,"), "{csv}");
     assert!(csv.contains("\naten::add,1,100.000,"), "{csv}");
 }
+
+#[test]
+fn grouping_by_shapes_a_trace_without_shapes_says_so_and_keeps_the_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no_shapes.json");
+    let events = r#"{"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300}
+    ]}"#;
+    std::fs::write(&path, events).unwrap();
+    let out = summary(&path, &["--group-by-shapes"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("Input Shapes"), "{stdout}");
+    assert!(stderr.contains("the trace has no input shapes"), "{stderr}");
+    let csv = ok(&path, &["--group-by-shapes", "--format", "csv"]);
+    assert!(csv.starts_with("name,input_shapes,"), "{csv}");
+}
