@@ -389,3 +389,21 @@ fn output_paths_are_checked_before_the_work() {
         "no table before the failure"
     );
 }
+
+#[test]
+fn an_unreadable_rank_is_named_in_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rank.json");
+    let out = omniprof()
+        .args(["demo", "--threads", "1", "--steps", "1", "-o"])
+        .arg(&path)
+        .env("RANK", "abc")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("RANK=\"abc\" is not a non-negative integer"),
+        "{stderr}"
+    );
+}

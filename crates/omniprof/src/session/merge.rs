@@ -613,11 +613,15 @@ fn add_environment_metadata(trace: &mut Trace) {
 /// Rank and world size from torchrun's `RANK` / `WORLD_SIZE` (rank 0 of 1 otherwise); the
 /// JSON writer spells the rank `"rank": <n>`, as HTA scans for.
 fn distributed_info() -> Value {
-    let read = |key: &str, default: u64| {
-        std::env::var(key)
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(default)
+    let read = |key: &str, default: u64| match std::env::var(key) {
+        Ok(text) => text.trim().parse::<u64>().unwrap_or_else(|_| {
+            log::warn!(
+                "omniprof: {key}={text:?} is not a non-negative integer; the trace says \
+                 {key} {default}"
+            );
+            default
+        }),
+        Err(_) => default,
     };
     let rank = read("RANK", 0);
     let world_size = read("WORLD_SIZE", 1).max(rank + 1);
