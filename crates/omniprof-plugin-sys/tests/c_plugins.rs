@@ -990,6 +990,7 @@ fn every_c_plugin_is_in_the_corpus() {
             "flow_too_small",
             "foreign_ids",
             "interface_too_small",
+            "metadata_after_rejected_event",
             "metadata_invalid_json",
             "missing_register",
             "missing_start",
@@ -1181,6 +1182,35 @@ fn bad_event_types_are_offered_and_refused() {
         assert_valid_pair(&trace, bracket, -1);
         assert_eq!(trace.events.len(), 2, "{stem}");
     }
+}
+
+#[test]
+fn metadata_for_a_refused_event_is_offered_after_it() {
+    let (trace, _) = broken_session(
+        "metadata_after_rejected_event",
+        "MetadataAfterRejected",
+        &[T::CONCURRENT_KERNEL],
+    );
+    let refused = trace
+        .calls
+        .iter()
+        .position(|c| {
+            matches!(
+                c,
+                Call::AddEvent {
+                    event_type: Some(99),
+                    rc: -1,
+                    ..
+                }
+            )
+        })
+        .expect("the type-99 event, refused");
+    assert!(
+        matches!(&trace.calls[refused + 1], Call::Metadata { key, .. } if key == "rejected_event_key"),
+        "{:?}",
+        trace.calls
+    );
+    assert_eq!(trace.events.len(), 2);
 }
 
 #[test]
