@@ -30,8 +30,8 @@ use omniprof::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKe
 use omniprof::export::chrome;
 use omniprof::keys::metadata;
 use omniprof::{
-    record_function, record_op, tensorboard_trace_handler, Profiler, ProfilerBuilder, Schedule,
-    Trace,
+    record_function, record_op, tensorboard_trace_handler, Config, Profiler, ProfilerBuilder,
+    Schedule, Trace,
 };
 use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 
@@ -39,15 +39,22 @@ use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
     /// Where to write the trace (`.json`, or `.json.gz` for gzip; `-` for standard output,
-    /// and then what the demo says goes to standard error).
-    #[arg(short, long, default_value = "omniprof_demo.pt.trace.json")]
-    pub output: PathBuf,
+    /// and then what the demo says goes to standard error). Default: the config's
+    /// ACTIVITIES_LOG_FILE when it sets one, else omniprof_demo.pt.trace.json.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
     /// Host worker threads (at least 1).
     #[arg(long, default_value_t = 4, value_parser = at_least_one)]
     pub threads: usize,
-    /// Training steps per thread (at least 1).
-    #[arg(long, default_value_t = 40, value_parser = at_least_one)]
-    pub steps: usize,
+    /// Training steps per thread (at least 1). Default: 40, or as many as fit in the
+    /// config's ACTIVITIES_DURATION_MSECS when it sets one.
+    #[arg(long, value_parser = at_least_one)]
+    pub steps: Option<usize>,
+    /// Kineto config text for the session (ACTIVITY_TYPES, ...): its ACTIVITIES_LOG_FILE is
+    /// the output and its ACTIVITIES_DURATION_MSECS (or _SECS) how long the run records,
+    /// unless -o or --steps say otherwise. A bad line exits 2 naming it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// `timeline`: OpenReg's backend records the device timeline. `stubs`: the legacy
     /// profiler stubs time every op on the device instead, and the summary table is printed.
     #[arg(long, value_enum, default_value_t = Mode::Timeline)]
@@ -72,7 +79,7 @@ pub struct DemoArgs {
     #[arg(
         long,
         requires = "seconds",
-        conflicts_with_all = ["schedule", "mode", "steps", "output"]
+        conflicts_with_all = ["schedule", "mode", "steps", "output", "config"]
     )]
     pub ondemand: bool,
     /// With --ondemand: how long to run.
@@ -106,8 +113,23 @@ const BYTES: usize = DIM * DIM * 4;
 const STREAMS: usize = 2;
 const LAYERS: usize = 3;
 
+/// The trace's path when neither -o nor the config names one.
+const DEFAULT_OUTPUT: &str = "omniprof_demo.pt.trace.json";
+/// Steps per thread when neither --steps nor the config's duration says how many.
+const DEFAULT_STEPS: usize = 40;
+
 pub fn run(args: &DemoArgs) -> ExitCode {
-    match profile(args) {
+    let config = match &args.config {
+        Some(path) => match read_config(path) {
+            Ok(config) => config,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => Config::default(),
+    };
+    match profile(args, config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -118,9 +140,38 @@ pub fn run(args: &DemoArgs) -> ExitCode {
 
 type DemoResult<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn profile(args: &DemoArgs) -> DemoResult<()> {
-    if args.output.as_os_str() != STDOUT && !args.ondemand && args.schedule.is_none() {
-        crate::output::check_writable(&args.output)?;
+/// The config of `--config FILE`; the error names the file and the line.
+fn read_config(path: &Path) -> Result<Config, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+    Config::parse(&text).map_err(|e| format!("config {}: {e}", path.display()))
+}
+
+/// How long the run records: `--steps` steps per thread, or for the config's duration.
+#[derive(Clone, Copy)]
+enum Length {
+    Steps(usize),
+    Duration(Duration),
+}
+
+fn profile(args: &DemoArgs, config: Config) -> DemoResult<()> {
+    let defaults = Config::default();
+    let output =
+        args.output
+            .clone()
+            .unwrap_or_else(|| match config.log_file() != defaults.log_file() {
+                true => PathBuf::from(config.log_file()),
+                false => PathBuf::from(DEFAULT_OUTPUT),
+            });
+    let length = match args.steps {
+        Some(steps) => Length::Steps(steps),
+        None if config.activities_duration() != defaults.activities_duration() => {
+            Length::Duration(config.activities_duration())
+        }
+        None => Length::Steps(DEFAULT_STEPS),
+    };
+    if output.as_os_str() != STDOUT && !args.ondemand && args.schedule.is_none() {
+        crate::output::check_writable(&output)?;
     }
     if let Some(dir) = &args.trace_dir {
         if dir.exists() && !dir.is_dir() {
@@ -137,23 +188,31 @@ fn profile(args: &DemoArgs) -> DemoResult<()> {
     let builder = match args.mode {
         Mode::Timeline => Profiler::builder(),
         Mode::Stubs => Profiler::builder().stubs(openreg::profiler::DEVICE_TYPE),
-    };
+    }
+    .config(config);
     if let (true, Some(seconds)) = (args.ondemand, args.seconds) {
         return serve_triggers(workers, Duration::from_secs(seconds));
     }
     if let (Some(schedule), Some(dir)) = (args.schedule, &args.trace_dir) {
-        return profile_scheduled(builder, schedule, dir, workers, args.steps);
+        let steps = args.steps.unwrap_or(DEFAULT_STEPS);
+        return profile_scheduled(builder, schedule, dir, workers, steps);
     }
     let mut profiler = builder.build()?;
     profiler.start()?;
-    run_workers(workers, args.steps, None)?;
+    match length {
+        Length::Steps(steps) => run_workers(workers, steps, None)?,
+        Length::Duration(duration) => {
+            let deadline = Instant::now() + duration;
+            run_workers(workers, usize::MAX, Some(&mut || Instant::now() < deadline))?
+        }
+    }
     let trace = profiler.stop()?;
-    let to_stdout = args.output.as_os_str() == STDOUT;
+    let to_stdout = output.as_os_str() == STDOUT;
     let stats = if to_stdout {
         let stdout = std::io::stdout().lock();
         chrome::write(&trace, "stdout", std::io::BufWriter::new(stdout))?
     } else {
-        chrome::save(&trace, &args.output)?
+        chrome::save(&trace, &output)?
     };
     // With the trace on standard output, what the demo says goes to standard error.
     let mut say: Box<dyn Write> = match to_stdout {
@@ -172,7 +231,7 @@ fn profile(args: &DemoArgs) -> DemoResult<()> {
         if to_stdout {
             "standard output".into()
         } else {
-            args.output.display().to_string()
+            output.display().to_string()
         },
         stats.events,
         trace.activities.len() - device,

@@ -407,3 +407,63 @@ fn an_unreadable_rank_is_named_in_a_warning() {
         "{stderr}"
     );
 }
+
+#[test]
+fn config_keys_take_effect_or_are_reported_as_not_supported() {
+    let out = run(
+        &["config", "check"],
+        "PROFILE_WITH_STACK=1\nPROFILE_PROFILE_MEMORY=true\nACTIVITY_TYPES=cpu_op\n",
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for (line, key) in [(1, "PROFILE_WITH_STACK"), (2, "PROFILE_PROFILE_MEMORY")] {
+        let want = format!("<stdin>:{line}: {key}: accepted, not supported by omniprof");
+        assert_eq!(stderr.matches(&want).count(), 1, "{want} in {stderr}");
+    }
+
+    // The demo's session: the log file is the output, the duration how long it records,
+    // and the unsupported key is named once when the session starts.
+    let dir = tempfile::tempdir().unwrap();
+    let trace_path = dir.path().join("from_config.json");
+    let config = dir.path().join("kineto.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "ACTIVITIES_LOG_FILE={}\nACTIVITIES_DURATION_MSECS=300\nPROFILE_WITH_STACK=1\n",
+            trace_path.display()
+        ),
+    )
+    .unwrap();
+    let args = [
+        "demo",
+        "--threads",
+        "1",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let out = run(&args, "");
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("config keys accepted, not supported by omniprof: PROFILE_WITH_STACK")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let trace = TraceReader::new()
+        .read_path(&trace_path)
+        .into_trace()
+        .unwrap();
+    let span_ms = (trace.window.end_ns - trace.window.start_ns) / 1_000_000;
+    assert!(span_ms >= 300, "recorded for {span_ms} ms");
+
+    std::fs::write(&config, "ACTIVITIES_DURATION_MSECS=soon\n").unwrap();
+    let out = run(&args, "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("line 1: ACTIVITIES_DURATION_MSECS"),
+        "{}",
+        text(&out.stderr)
+    );
+}
