@@ -467,3 +467,39 @@ fn config_keys_take_effect_or_are_reported_as_not_supported() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn the_readme_shows_what_config_check_prints_for_activity_types() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let shown = readme
+        .split("`\"activity_types\": ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .expect("the README shows an activity_types line");
+    let shown: serde_json::Value = serde_json::from_str(shown).unwrap();
+    assert!(readme.contains("echo 'ACTIVITY_TYPES=runtime,kernel' | omniprof config check --json"));
+    let out = run(
+        &["config", "check", "--json"],
+        "ACTIVITY_TYPES=runtime,kernel\n",
+    );
+    let json: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(json["activity_types"], shown);
+    // A vendor's name gates its class as the generic one does; integers are not names.
+    let out = run(
+        &["config", "check", "--json"],
+        "ACTIVITY_TYPES=cuda_runtime\n",
+    );
+    let json: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert!(json["enabled"]
+        .as_array()
+        .unwrap()
+        .contains(&"privateuse1_runtime".into()));
+    let out = run(&["config", "check"], "ACTIVITY_TYPES=7\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("invalid activity type \"7\""),
+        "{}",
+        text(&out.stderr)
+    );
+}

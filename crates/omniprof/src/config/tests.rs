@@ -705,11 +705,18 @@ fn every_core_key_parses() {
             "ROCTRACER_MAX_EVENTS",
         ]
     );
-    assert!(warnings
+    assert!(warnings.iter().all(|w| w
+        .message
+        .starts_with("accepted, not supported by omniprof: ")));
+    let set: Vec<&str> = config
+        .unsupported_settings()
         .iter()
-        .all(|w| w.message.starts_with("accepted, not supported by omniprof: ")));
-    let set: Vec<&str> = config.unsupported_settings().iter().map(|(k, _)| *k).collect();
-    assert_eq!(set, unsupported, "all set to something else than their default");
+        .map(|(k, _)| *k)
+        .collect();
+    assert_eq!(
+        set, unsupported,
+        "all set to something else than their default"
+    );
     let json = config.to_json();
     let expected = json!({
         "activity_types": ["cpu_op"],
