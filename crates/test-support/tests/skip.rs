@@ -38,5 +38,8 @@ fn a_skip_shows_in_a_captured_run_and_fails_when_all_checks_are_required() {
     assert!(all.contains("SKIPPED demo check: asked to skip"), "{all}");
 
     let out = run(true);
-    assert!(!out.status.success(), "a required check that cannot run fails");
+    assert!(
+        !out.status.success(),
+        "a required check that cannot run fails"
+    );
 }
