@@ -11,7 +11,7 @@ use omniprof_trace::analysis::diff::diff;
 use omniprof_trace::analysis::SortKey;
 
 use crate::output::print;
-use crate::summary_cmd::{key_averages_of, report_skipped, Format};
+use crate::summary_cmd::{key_averages_of, report_skipped, row_limit, Format, RowLimit};
 
 /// Compare two traces op by op.
 #[derive(Debug, clap::Args)]
@@ -28,8 +28,14 @@ pub struct DiffArgs {
     #[arg(long, value_name = "KEY")]
     pub sort_by: Option<SortKey>,
     /// Print at most N rows; -1 for all.
-    #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
-    pub row_limit: i64,
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "-1",
+        allow_negative_numbers = true,
+        value_parser = row_limit
+    )]
+    pub row_limit: RowLimit,
     /// Also tell ops apart by their input shapes (`Input Dims`).
     #[arg(long)]
     pub group_by_shapes: bool,
@@ -61,7 +67,7 @@ pub fn run(args: &DiffArgs) -> ExitCode {
             args.trace.display()
         );
     }
-    let limit = usize::try_from(args.row_limit).ok();
+    let limit = args.row_limit.0;
     let text = match args.format {
         Format::Table => d.table(limit),
         Format::Csv => d.csv(limit),

@@ -1,7 +1,12 @@
-//! Printing results to standard output and files.
+//! Output: paths checked before the work that fills them (a run that cannot write its
+//! result says so at once, naming the path, instead of after minutes of profiling), and
+//! results printed to standard output or written to files.
 
-use std::io::{self, Write};
+use std::fs::OpenOptions;
+use std::io::{self, ErrorKind, Write};
 use std::path::Path;
+
+use omniprof_trace::export::Format;
 
 /// Prints `text` to standard output; false (with a message) when it cannot be written. A
 /// reader that stopped reading (`| head`) needs no message.
@@ -9,7 +14,7 @@ pub fn print(text: &str) -> bool {
     match io::stdout().lock().write_all(text.as_bytes()) {
         Ok(()) => true,
         Err(e) => {
-            if e.kind() != io::ErrorKind::BrokenPipe {
+            if e.kind() != ErrorKind::BrokenPipe {
                 eprintln!("error: cannot write to standard output: {e}");
             }
             false
@@ -27,4 +32,70 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// Whether a trace can be written at `path`: its extension names a format
+/// ([`Format::from_path`]) and the file is [writable](check_writable).
+pub fn check_trace_output(path: &Path) -> Result<(), String> {
+    Format::from_path(path).map_err(|e| e.to_string())?;
+    check_writable(path)
+}
+
+/// Whether a file can be written at `path`: not a directory, in a directory that exists and
+/// takes new files (probed by creating and removing an empty file), or an existing file
+/// that opens for writing (left as it is).
+///
+/// The error reads `cannot write PATH: <why>`.
+pub fn check_writable(path: &Path) -> Result<(), String> {
+    let fail = |why: String| Err(format!("cannot write {}: {why}", path.display()));
+    if path.is_dir() {
+        return fail("it is a directory".to_owned());
+    }
+    if path.exists() {
+        return match OpenOptions::new().append(true).open(path) {
+            Ok(_) => Ok(()),
+            Err(e) => fail(e.to_string()),
+        };
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return fail(format!("{} is not a directory", parent.display()));
+    }
+    match OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(_) => {
+            // Only the probe's own empty file goes.
+            let _ = std::fs::remove_file(path);
+            Ok(())
+        }
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => fail(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directories_missing_parents_and_read_only_places_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = check_writable(dir.path()).unwrap_err();
+        assert_eq!(
+            err,
+            format!("cannot write {}: it is a directory", dir.path().display())
+        );
+        let orphan = dir.path().join("no/such/x.json");
+        assert!(check_writable(&orphan)
+            .unwrap_err()
+            .contains("is not a directory"));
+        let fine = dir.path().join("x.json");
+        assert_eq!(check_writable(&fine), Ok(()));
+        assert!(!fine.exists(), "the probe leaves nothing");
+        std::fs::write(&fine, "kept").unwrap();
+        assert_eq!(check_writable(&fine), Ok(()));
+        assert_eq!(std::fs::read_to_string(&fine).unwrap(), "kept");
+    }
 }

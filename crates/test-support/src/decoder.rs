@@ -8,12 +8,12 @@
 //!
 //! The Python is `$OMNIPROF_PERFETTO_PYTHON` (CI installs the wheel into `target/perfetto-venv`
 //! and sets it), else `target/perfetto-venv/bin/python` of the workspace when it exists. Without
-//! one a check is skipped with a message, unless `OMNIPROF_REQUIRE_PERFETTO_CHECK` is set.
+//! one a check is skipped, saying why ([`skip`](crate::skip)).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::checker::unavailable;
+use crate::skip::skip;
 
 const PYTHON_ENV: &str = "OMNIPROF_PERFETTO_PYTHON";
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/python/perfetto_compare.py");
@@ -56,7 +56,10 @@ fn python() -> Result<PathBuf, String> {
 pub fn decode(pftrace: &Path, json: Option<&Path>) -> Option<DecodedReport> {
     let python = match python() {
         Ok(python) => python,
-        Err(reason) => return unavailable(&reason),
+        Err(reason) => {
+            skip("Perfetto protobuf decode", &reason);
+            return None;
+        }
     };
     let out = Command::new(&python)
         .arg(SCRIPT)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::events::{self, Role};
 use super::tree::{self, relative_us, HostOp, OpTimes, PyTorchTimes};
 use super::{KeyAverages, Row};
-use crate::activity::{Activity, ActivityType};
+use crate::activity::{Activity, ActivityClass, ActivityType};
 use crate::hash::FastMap;
 use crate::import::{ArgFilter, TraceItem, TraceReader};
 use crate::keys::{arg, metadata};
@@ -103,8 +103,12 @@ pub struct KeyAveragesBuilder {
     threads: FastMap<(i64, i64), Vec<HostOp>>,
     /// Device time per correlation id of the host op it was launched from.
     linked_device_ns: FastMap<u64, i64>,
-    /// The same, summed as PyTorch sums it.
+    /// Device time of work without an `External id`, per runtime correlation id of the
+    /// call that launched it.
+    launched_device_ns: FastMap<u64, i64>,
+    /// The same two sums, summed as PyTorch sums them.
     linked_device_us: FastMap<u64, f64>,
+    launched_device_us: FastMap<u64, f64>,
     /// Where PyTorch's relative times count from: the first activity's start (PyTorch's
     /// count from the profiler's start, which a trace file does not record).
     origin_ns: Option<i64>,
@@ -126,7 +130,9 @@ impl KeyAveragesBuilder {
             group_index: FastMap::default(),
             threads: FastMap::default(),
             linked_device_ns: FastMap::default(),
+            launched_device_ns: FastMap::default(),
             linked_device_us: FastMap::default(),
+            launched_device_us: FastMap::default(),
             origin_ns: None,
             seq: 0,
             base_ns: 0,
@@ -219,6 +225,10 @@ impl KeyAveragesBuilder {
         // Only an op that is not itself linked to another (as runtime calls are) receives
         // the device work launched from it, as in PyTorch.
         let receives_device_work = a.linked_correlation.unwrap_or(0) == 0;
+        let call = matches!(
+            a.kind.class(),
+            Some(ActivityClass::Runtime | ActivityClass::Driver)
+        );
         self.threads
             .entry((a.device, a.resource))
             .or_default()
@@ -228,7 +238,7 @@ impl KeyAveragesBuilder {
                 device_ns: stub_ns,
                 // Whole microseconds: exact as a float.
                 device_us: stub_ns as f64 / 1000.0,
-                correlation: if receives_device_work {
+                correlation: if receives_device_work || call {
                     a.correlation
                 } else {
                     0
@@ -238,6 +248,7 @@ impl KeyAveragesBuilder {
                 name,
                 legacy: stub_ns > 0,
                 unfinished: events::is_unfinished(a),
+                call,
             });
     }
 
@@ -248,10 +259,23 @@ impl KeyAveragesBuilder {
         let user_annotation = a.kind == ActivityType::GpuUserAnnotation;
         // A GPU user annotation is the projection of a host range, not work of its own:
         // counting it for the range would count the range's kernels twice.
-        if let (Some(corr), false) = (a.linked_correlation, user_annotation) {
-            let sum = self.linked_device_ns.entry(corr).or_default();
-            *sum = sum.saturating_add(duration);
-            *self.linked_device_us.entry(corr).or_default() += duration_us;
+        if !user_annotation {
+            // Without an `External id`, the runtime correlation leads to the launch.
+            let sums = match (a.linked_correlation.filter(|&c| c != 0), a.correlation) {
+                (Some(linked), _) => Some((
+                    self.linked_device_ns.entry(linked).or_default(),
+                    self.linked_device_us.entry(linked).or_default(),
+                )),
+                (None, 0) => None,
+                (None, launch) => Some((
+                    self.launched_device_ns.entry(launch).or_default(),
+                    self.launched_device_us.entry(launch).or_default(),
+                )),
+            };
+            if let Some((ns, us)) = sums {
+                *ns = ns.saturating_add(duration);
+                *us += duration_us;
+            }
         }
         let key = self.group(GroupKey {
             name,
@@ -343,8 +367,15 @@ impl KeyAveragesBuilder {
         // first); float sums depend on the order, so the ops are recorded in it.
         let mut emitted = Vec::new();
         for (_, mut ops) in std::mem::take(&mut self.threads) {
+            if !self.launched_device_ns.is_empty() {
+                tree::attribute_launches(
+                    &mut ops,
+                    &self.launched_device_ns,
+                    &self.launched_device_us,
+                );
+            }
             for op in &mut ops {
-                if op.correlation != 0 {
+                if op.correlation != 0 && !op.call {
                     let linked = self.linked_device_ns.get(&op.correlation);
                     op.device_ns = op.device_ns.saturating_add(linked.copied().unwrap_or(0));
                     op.device_us += self.linked_device_us.get(&op.correlation).unwrap_or(&0.0);
