@@ -34,11 +34,11 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     written
 }
 
-/// Whether a trace can be written at `path`: its extension names a format
-/// ([`Format::from_path`]) and the file is [writable](check_writable).
+/// Whether a trace can be written at `path`: the file is [writable](check_writable) and
+/// its extension names a format ([`Format::from_path`]).
 pub fn check_trace_output(path: &Path) -> Result<(), String> {
-    Format::from_path(path).map_err(|e| e.to_string())?;
-    check_writable(path)
+    check_writable(path)?;
+    Format::from_path(path).map(drop).map_err(|e| e.to_string())
 }
 
 /// Whether a file can be written at `path`: not a directory, in a directory that exists and

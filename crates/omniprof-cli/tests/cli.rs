@@ -503,3 +503,18 @@ fn the_readme_shows_what_config_check_prints_for_activity_types() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn an_output_extension_that_names_no_format_is_refused_before_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.txt");
+    let out = run(&["demo", "-o", path.to_str().unwrap()], "");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("must end in one of: .json, .json.gz, .pftrace"),
+        "{stderr}"
+    );
+    assert!(text(&out.stdout).is_empty(), "nothing ran");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

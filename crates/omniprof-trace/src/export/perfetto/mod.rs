@@ -51,6 +51,7 @@ use std::io::{self, Write};
 use proto::{annotation, clock, defaults, event, interned, packet, track, Buf};
 
 use crate::activity::{Activity, ActivityType, FlowKind};
+use crate::export::json;
 use crate::export::lanes::{in_written_order, row_tid, written_span, Lanes};
 use crate::export::WriteStats;
 use crate::hash::{FastHasher, FastMap};
@@ -510,17 +511,17 @@ impl<'a, W: Write> Writer<'a, W> {
         b.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, EVENTS_SEQUENCE);
         b.uint(packet::TIMESTAMP, ts - self.last_ts);
         self.last_ts = ts;
-        if kind != event::TYPE_SLICE_END {
-            if !self.new_interned.is_empty() {
-                let d = b.open(packet::INTERNED_DATA);
-                for (field, iid, text) in self.new_interned.drain(..) {
-                    let e = b.open(field);
-                    b.uint(interned::IID, iid);
-                    b.str(interned::NAME, text);
-                    b.close(e);
-                }
-                b.close(d);
+        // Only packets that add interned data say they need the sequence's state: it is
+        // never invalid (one writer, nothing dropped), so the flag would only cost bytes.
+        if kind != event::TYPE_SLICE_END && !self.new_interned.is_empty() {
+            let d = b.open(packet::INTERNED_DATA);
+            for (field, iid, text) in self.new_interned.drain(..) {
+                let e = b.open(field);
+                b.uint(interned::IID, iid);
+                b.str(interned::NAME, text);
+                b.close(e);
             }
+            b.close(d);
             b.uint(packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
         }
         let e = b.open(packet::TRACK_EVENT);
@@ -712,6 +713,37 @@ impl Args {
     }
 }
 
+/// A list holding only numbers, booleans, strings and such lists: no null (trace processor
+/// cannot take a JSON null) and no map.
+fn is_plain_list(v: &Value) -> bool {
+    match v {
+        Value::List(items) => items.iter().all(|item| match item {
+            Value::Null | Value::Map(_) => false,
+            Value::Float(f) => f.is_finite(),
+            Value::List(_) => is_plain_list(item),
+            _ => true,
+        }),
+        _ => false,
+    }
+}
+
+/// JSON without the writer's spaces after separators.
+fn write_compact_json(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::List(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_compact_json(out, item);
+            }
+            out.push(b']');
+        }
+        other => json::write_value(out, other),
+    }
+}
+
 fn annotation_uint(b: &mut Buf, name_iid: u64, v: u64) {
     let d = b.open(event::DEBUG_ANNOTATIONS);
     b.uint(annotation::NAME_IID, name_iid);
@@ -731,7 +763,16 @@ fn write_value(b: &mut Buf, v: &Value) {
         Value::Float(f) => b.double(annotation::DOUBLE_VALUE, *f),
         Value::Bool(x) => b.uint(annotation::BOOL_VALUE, (*x).into()),
         Value::Str(s) => b.str(annotation::STRING_VALUE, s),
-        Value::List(items) if items.is_empty() => b.str(annotation::LEGACY_JSON_VALUE, "[]"),
+        // A list of plain values (shapes, grid sizes) as compact JSON: a third of the bytes
+        // of one annotation per item, and trace processor reads it into the same args.
+        Value::List(_) if is_plain_list(v) => {
+            let mut json = Vec::new();
+            write_compact_json(&mut json, v);
+            b.str(
+                annotation::LEGACY_JSON_VALUE,
+                std::str::from_utf8(&json).expect("the JSON writer emits UTF-8"),
+            )
+        }
         Value::Map(entries) if entries.is_empty() => b.str(annotation::LEGACY_JSON_VALUE, "{}"),
         Value::List(items) => {
             for item in items {
