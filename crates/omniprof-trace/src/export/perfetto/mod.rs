@@ -26,8 +26,9 @@
 //!   JSON); the `correlation` arg of device work and runtime calls is `correlation_id`; an
 //!   activity that would partly overlap another of its row goes to a sibling track of the
 //!   same name, as the Chrome writer moves it to a sibling row;
-//! - an instant → an instant event; counter samples → counter tracks (see
-//!   [`counter_series`]);
+//! - an instant → an instant event; counter samples → counter tracks under the device's
+//!   process, one per series: a `hardware_counters` metric is named by the metric, any other
+//!   counter's key `"<name> <key>"`, as Perfetto names the series of a JSON `C` event;
 //! - a flow → its id in `flow_ids` on the start's slice and in `terminating_flow_ids` on the
 //!   end's, namespaced by kind (`ac2g`, `fwdbwd`) so the two never collide;
 //! - spans → slices on a `Spans` track (one child track per span name), and the window's end
