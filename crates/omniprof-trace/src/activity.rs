@@ -408,8 +408,8 @@ pub struct Flow {
     pub start: bool,
 }
 
-/// One recorded event: a host op, a user range, a runtime call, a kernel, a copy, an instant
-/// or a counter sample. Every source (host recorder, backends, plugins, the trace reader)
+/// One recorded event: a host op, a user range, a runtime call, a kernel, a copy or an
+/// instant. Counter samples are not activities: they live in [`Trace::counters`](crate::Trace::counters). Every source (host recorder, backends, plugins, the trace reader)
 /// produces these, and every exporter and analysis reads them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Activity {
@@ -420,7 +420,7 @@ pub struct Activity {
     /// The thread row: the OS thread id for host events, the stream id for device events.
     pub resource: i64,
     pub start_ns: i64,
-    /// Equal to `start_ns` for instants and counter samples.
+    /// Equal to `start_ns` for instants.
     pub end_ns: i64,
     /// The activity's own correlation id (0 = none).
     pub correlation: u64,
@@ -429,12 +429,10 @@ pub struct Activity {
     pub flow: Option<Flow>,
     /// Typed `args`, in the order they are written.
     pub args: Vec<(Arc<str>, Value)>,
-    /// Counter values of a `C` event (`hardware_counters`, `gpu_pm_counter`, ...).
-    pub counters: Vec<(Arc<str>, f64)>,
 }
 
 impl Activity {
-    /// A new activity with no correlation, flow, args or counters.
+    /// A new activity with no correlation, flow or args.
     pub fn new(
         kind: ActivityType,
         name: impl Into<Arc<str>>,
@@ -454,7 +452,6 @@ impl Activity {
             linked_correlation: None,
             flow: None,
             args: Vec::new(),
-            counters: Vec::new(),
         }
     }
 

@@ -59,5 +59,15 @@ pub mod metadata {
     pub const DISTRIBUTED_INFO: &str = "distributedInfo";
     /// How many profiler-stub calls failed, and the first few messages.
     pub const STUB_ERRORS: &str = "stub_errors";
+    /// Counter samples the trace holds, all series together.
+    pub const COUNTER_SAMPLES: &str = "counter_samples";
+    /// Counter values dropped because they were not finite numbers.
+    pub const DROPPED_COUNTER_VALUES: &str = "dropped_counter_values";
+    /// The scope profiler's setup: `metrics` collected and `max_scopes`.
+    pub const SCOPE_PROFILER: &str = "scope_profiler";
+    /// Kernels past `SCOPE_PROFILER_MAX_SCOPES`, which got no metrics.
+    pub const SCOPE_PROFILER_UNPROFILED_KERNELS: &str = "scope_profiler_unprofiled_kernels";
+    /// Host perf events (`PERF_EVENTS`) that could not be opened, each with the reason.
+    pub const UNAVAILABLE_PERF_EVENTS: &str = "unavailable_perf_events";
     pub const STUB_ERROR_MESSAGES: &str = "stub_error_messages";
 }

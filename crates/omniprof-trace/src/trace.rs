@@ -15,6 +15,7 @@ use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::activity::Activity;
+use crate::counter::Counters;
 use crate::value::Value;
 
 /// Three average months (3 × 2,629,746 s): the granularity of `baseTimeNanoseconds`.
@@ -75,7 +76,7 @@ pub struct Span {
     pub op_count: u64,
 }
 
-/// A complete trace: header, rows, activities, spans.
+/// A complete trace: header, rows, activities, counters, spans.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Trace {
     /// Written as `baseTimeNanoseconds`; `ts` values are relative to it.
@@ -90,6 +91,9 @@ pub struct Trace {
     pub processes: Vec<ProcessRow>,
     pub threads: Vec<ThreadRow>,
     pub activities: Vec<Activity>,
+    /// Counter series (device PM counters, scope-profiler metrics, host perf counters):
+    /// kept apart from the activities, which are ranges and instants.
+    pub counters: Counters,
     pub spans: Vec<Span>,
     /// The `traceName` (the output path, set by the writer when absent).
     pub trace_name: Option<String>,
@@ -106,6 +110,7 @@ impl Trace {
             processes: Vec::new(),
             threads: Vec::new(),
             activities: Vec::new(),
+            counters: Counters::default(),
             spans: Vec::new(),
             trace_name: None,
         }

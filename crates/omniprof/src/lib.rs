@@ -52,10 +52,11 @@ pub mod stubs;
 pub mod trigger;
 
 use omniprof_trace::hash;
-pub use omniprof_trace::{activity, analysis, export, import, keys, trace, value};
+pub use omniprof_trace::{activity, analysis, counter, export, import, keys, trace, value};
 
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use config::Config;
+pub use counter::{CounterSample, CounterSeries, CounterTrack, CounterValues, Counters};
 pub use iteration::step;
 pub use record::{instant, record_function, record_op, Name, OwnedRange, RangeGuard};
 pub use session::{

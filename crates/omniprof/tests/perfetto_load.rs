@@ -14,7 +14,7 @@ use std::path::Path;
 use omniprof::export::chrome::{self, WriteStats};
 use omniprof::import::TraceReader;
 use omniprof::trace::{ProcessRow, ThreadRow};
-use omniprof::{Activity, ActivityType, Flow, FlowKind, Trace};
+use omniprof::{Activity, ActivityType, CounterTrack, Flow, FlowKind, Trace};
 use omniprof_test_support::checker;
 use omniprof_test_support::data::{add_example_rows, reference_trace};
 use omniprof_test_support::lock::serial;
@@ -136,16 +136,11 @@ fn device_timeline() -> Trace {
         kind: FlowKind::Ac2g,
         start: false,
     });
-    let mut counter = Activity::new(
-        ActivityType::GpuPmCounter,
-        "sm_activity",
-        0,
-        7,
-        at(31_000),
-        at(31_000),
-    );
-    counter.counters.push(("sm_active_pct".into(), 87.5));
-    trace.activities = vec![op, launch, annotation, kernel, counter];
+    trace.activities = vec![op, launch, annotation, kernel];
+    let track = CounterTrack::new(ActivityType::GpuPmCounter, "sm_activity", 0, 7);
+    trace
+        .counters
+        .add(&track, at(31_000), [("sm_active_pct".into(), 87.5)]);
     trace
 }
 
@@ -342,9 +337,11 @@ fn overlapping_events_on_one_thread_are_spilled_and_all_kept() {
 fn a_non_finite_counter_sample_still_loads() {
     let mut trace = device_timeline();
     let at = trace.window.start_ns + 44_000;
-    let mut sample = Activity::new(ActivityType::GpuPmCounter, "sm_activity", 0, 7, at, at);
-    sample.counters.push(("sm_active_pct".into(), f64::NAN));
-    trace.activities.push(sample);
+    let track = CounterTrack::new(ActivityType::GpuPmCounter, "sm_activity", 0, 7);
+    assert!(!trace
+        .counters
+        .add(&track, at, [("sm_active_pct".into(), f64::NAN)]));
+    assert_eq!(trace.counters.dropped_values(), 1);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nan.json");
     chrome::save(&trace, &path).unwrap();

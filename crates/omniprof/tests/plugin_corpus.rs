@@ -219,11 +219,13 @@ fn every_broken_plugin_is_handled_and_the_host_trace_is_intact() {
         }
     }
     // Counters: the numeric samples of the non-numeric plugin form a series.
-    let samples = trace
-        .activities
+    let samples: usize = trace
+        .counters
+        .series()
         .iter()
-        .filter(|a| &*a.name == "sm_activity" && !a.counters.is_empty())
-        .count();
+        .filter(|s| &*s.track.name == "sm_activity")
+        .map(|s| s.samples.len())
+        .sum();
     assert_eq!(samples, 2);
 
     let path = dir.path().join("corpus.pt.trace.json");

@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use super::event::{activity_type, micros_to_ns, ArgFilter, Id, RawEvent};
 use super::item::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
+use crate::counter::{CounterSample, CounterTrack};
 use crate::export::chrome::{LANE_STRIDE, MAX_LANE};
 use crate::hash::FastHasher;
 use crate::keys::arg;
@@ -29,6 +30,12 @@ pub(super) type EventError = String;
 pub(super) enum Mapped {
     Activity(Activity),
     Span(Span),
+    /// A counter sample, and how many of its values were not numbers.
+    Counter {
+        track: CounterTrack,
+        sample: CounterSample,
+        dropped: u64,
+    },
     /// One end of a flow, for the activity just before it.
     Flow(FlowEnd),
     /// A piece of a process or thread row; `ts` (when the event has one) is a candidate
@@ -238,7 +245,7 @@ impl Converter {
         Ok(Mapped::Activity(activity))
     }
 
-    fn counter(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
+    fn counter(&mut self, mut ev: RawEvent) -> Result<Mapped, EventError> {
         let Some(kind) = ev.cat.as_deref().and_then(activity_type) else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
@@ -248,26 +255,31 @@ impl Converter {
         ) else {
             return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
-        let start = self.start_ns(&ev)?;
-        let mut activity = self.activity(kind, ev, device, resource, start, start)?;
-        // Numbers are the samples; `hardware_counters` writes one metric per event as
-        // `{"": value}` with the metric as the event name.
-        let mut args = Vec::new();
-        for (key, value) in std::mem::take(&mut activity.args) {
-            match value.as_f64() {
-                Some(v) => {
-                    let key = if key.is_empty() {
-                        Arc::clone(&activity.name)
-                    } else {
-                        key
-                    };
-                    activity.counters.push((key, v));
-                }
-                None => args.push((key, value)),
+        let ts_ns = self.start_ns(&ev)?;
+        // Counter values are never filtered: they are the sample.
+        let args = ev.args(&ArgFilter::All)?;
+        let name = self.intern(ev.name.as_deref().unwrap_or_default());
+        let mut values = Vec::with_capacity(args.0.len());
+        let mut dropped = 0;
+        for (key, value) in args.0 {
+            match value.as_f64().filter(|v| v.is_finite()) {
+                // `hardware_counters` writes one metric per event as `{"": value}`, the
+                // metric being the event name.
+                Some(v) if key.is_empty() => values.push((Arc::clone(&name), v)),
+                Some(v) => values.push((self.intern(&key), v)),
+                None => dropped += 1,
             }
         }
-        activity.args = args;
-        Ok(Mapped::Activity(activity))
+        Ok(Mapped::Counter {
+            track: CounterTrack {
+                kind,
+                device,
+                resource,
+                name,
+            },
+            sample: CounterSample { ts_ns, values },
+            dropped,
+        })
     }
 
     /// An activity with the event's name and `args`, `External id` and `correlation` lifted
@@ -461,6 +473,16 @@ impl EventMapper {
                 sink(TraceItem::Span(span));
             }
             Mapped::Flow(flow) => self.flow(flow),
+            Mapped::Counter {
+                track,
+                sample,
+                dropped,
+            } => {
+                self.stats.dropped_counter_values += dropped;
+                if !sample.values.is_empty() {
+                    sink(TraceItem::Counter(track, sample));
+                }
+            }
             Mapped::Row { row, ts } => self.row(row, ts),
             Mapped::WindowEnd(ts) => self.window_end = Some(ts),
             Mapped::Skipped(why) => {

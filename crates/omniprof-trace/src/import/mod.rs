@@ -44,8 +44,9 @@
 //! - `X` → an [`Activity`](crate::Activity) of the type named by `cat`; `cat` `Trace` → a
 //!   [`Span`](crate::trace::Span);
 //! - `i` → an instant activity (start = end), except `Record Window End` (the window's end);
-//! - `C` → a counter sample: numeric `args` become
-//!   [`Activity::counters`](crate::Activity::counters);
+//! - `C` → a sample of the counter series `(cat, pid, tid, name)` in
+//!   [`Trace::counters`](crate::Trace::counters): its numeric `args` are the values (others
+//!   are dropped and counted in [`ReadStats::dropped_counter_values`]);
 //! - `M` → process and thread rows, merged per pid and per (pid, tid);
 //! - `s` / `f` → the [`Flow`](crate::Flow) of the activity written just before on the same row
 //!   and time;

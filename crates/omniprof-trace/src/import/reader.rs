@@ -76,6 +76,10 @@ impl TraceReader {
     pub fn read(&self, input: impl Read) -> ReadOutcome {
         let mut builder = TraceBuilder::default();
         let (stats, error) = read_document(input, &self.args, &mut |item| builder.add(item));
+        builder
+            .trace
+            .counters
+            .count_dropped(stats.dropped_counter_values);
         ReadOutcome {
             trace: builder.finish(),
             stats,
@@ -145,6 +149,7 @@ impl TraceBuilder {
                     a.start_ns = a.start_ns.saturating_add(base);
                     a.end_ns = a.end_ns.saturating_add(base);
                 }
+                trace.counters.shift(base);
                 for s in &mut trace.spans {
                     s.start_ns = s.start_ns.saturating_add(base);
                     s.end_ns = s.end_ns.saturating_add(base);
@@ -159,6 +164,9 @@ impl TraceBuilder {
             TraceItem::Metadata(key, value) => trace.set_metadata(key, value),
             TraceItem::TraceName(name) => trace.trace_name = Some(name),
             TraceItem::Activity(a) => trace.activities.push(a),
+            TraceItem::Counter(track, sample) => {
+                trace.counters.add(&track, sample.ts_ns, sample.values);
+            }
             TraceItem::Span(s) => trace.spans.push(s),
             TraceItem::Process(row) => trace.processes.push(row),
             TraceItem::Thread(row) => trace.threads.push(row),

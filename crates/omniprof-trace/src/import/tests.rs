@@ -319,11 +319,10 @@ fn small_trace_header_rows_and_counts() {
             "gemm_64x64",
             "Memcpy HtoD",
             "step",
-            "sm_activity",
-            "sm_occupancy",
             "[memory]"
         ]
     );
+    assert_eq!(trace.counters.samples(), 2);
     assert_eq!(
         stats,
         ReadStats {
@@ -334,6 +333,7 @@ fn small_trace_header_rows_and_counts() {
             unknown_metadata: 1,
             unsupported_id: 1,
             unmatched_flow: 2,
+            dropped_counter_values: 1,
         }
     );
     assert_eq!(stats.skipped(), 6);
@@ -414,18 +414,33 @@ fn small_trace_lifts_ids_and_attaches_flows() {
     assert_eq!(copy.flow, None);
     assert_eq!(copy.duration_ns(), 1_000);
 
-    let pm = find(&trace, "sm_activity");
-    assert_eq!(pm.kind, ActivityType::GpuPmCounter);
-    assert_eq!((pm.device, pm.resource), (0, 7));
-    assert_eq!(pm.start_ns, pm.end_ns);
-    assert_eq!(pm.counters, [(Arc::<str>::from("sm_active_pct"), 87.5)]);
-    assert_eq!(args(pm), [("unit", &Value::from("%"))]);
+    // Counter events become samples of their series; a non-number (`unit`) is dropped and
+    // counted.
+    let series = trace.counters.series();
+    let pm = series
+        .iter()
+        .find(|s| &*s.track.name == "sm_activity")
+        .unwrap();
+    assert_eq!(pm.track.kind, ActivityType::GpuPmCounter);
+    assert_eq!((pm.track.device, pm.track.resource), (0, 7));
+    assert_eq!(pm.samples.len(), 1);
+    assert_eq!(
+        pm.samples[0].values,
+        [(Arc::<str>::from("sm_active_pct"), 87.5)]
+    );
+    assert_eq!(trace.counters.dropped_values(), 1);
 
-    let hw = find(&trace, "sm_occupancy");
-    assert_eq!(hw.kind, ActivityType::HardwareCounters);
-    assert_eq!((hw.device, hw.resource), (0, 7));
-    assert_eq!(hw.counters, [(Arc::<str>::from("sm_occupancy"), 42.0)]);
-    assert!(hw.args.is_empty());
+    let hw = series
+        .iter()
+        .find(|s| &*s.track.name == "sm_occupancy")
+        .unwrap();
+    assert_eq!(hw.track.kind, ActivityType::HardwareCounters);
+    assert_eq!((hw.track.device, hw.track.resource), (0, 7));
+    assert_eq!(
+        hw.samples[0].values,
+        [(Arc::<str>::from("sm_occupancy"), 42.0)]
+    );
+    assert!(trace.activities.iter().all(|a| !a.kind.is_counter()));
 
     let instant = find(&trace, "[memory]");
     assert_eq!(instant.kind, ActivityType::CpuInstantEvent);
@@ -445,7 +460,8 @@ fn small_trace_gzip_reads_the_same() {
     file.write_all(&gzip(SMALL.as_bytes())).unwrap();
     let plain = read(SMALL.as_bytes()).unwrap();
     assert_eq!(read_file(file.path()).unwrap(), plain);
-    assert_eq!(plain.activities.len(), 8);
+    assert_eq!(plain.activities.len(), 6);
+    assert_eq!(plain.counters.samples(), 2);
 }
 
 #[test]
@@ -463,6 +479,7 @@ fn streamed_items_come_in_order_with_rows_and_window_last() {
             TraceItem::Metadata(..) => "meta",
             TraceItem::TraceName(_) => "name",
             TraceItem::Activity(_) => "activity",
+            TraceItem::Counter(..) => "counter",
             TraceItem::Span(_) => "span",
             TraceItem::Process(_) => "process",
             TraceItem::Thread(_) => "thread",
@@ -470,7 +487,9 @@ fn streamed_items_come_in_order_with_rows_and_window_last() {
         })
         .collect();
     let mut expected = vec!["devices", "meta", "meta", "base"];
-    expected.extend(["activity"; 8]);
+    expected.extend(["activity"; 4]);
+    expected.extend(["counter"; 2]);
+    expected.extend(["activity"; 2]);
     expected.extend(["span", "process", "process", "thread", "window", "name"]);
     assert_eq!(tags, expected);
 }

@@ -255,19 +255,36 @@ config_keys! {
     OMNIPROF_MAX_HOST_RECORDS_PER_THREAD: U64 = 4_194_304
         => max_host_records_per_thread() -> u64;
 
-    // The XPU scope profiler's feature config (Kineto's `xpupti_scope_profiler`). Kineto
-    // matches feature keys after the core keys; no name is shared, so the order is moot.
+    /// (omniprof's own) how often a device's PM counter sampler reads the device (the
+    /// `gpu_pm_counter` types), in microseconds.
+    OMNIPROF_PM_SAMPLING_PERIOD_USECS: U64 = 1_000 => pm_sampling_period_us() -> u64;
 
-    /// hardware metrics the scope profiler collects.
-    XPUPTI_PROFILER_METRICS: List = Vec::new() => scope_profiler_metrics() -> &[String];
+    // The scope profiler, made device-agnostic: Kineto's XPU feature config
+    // (`xpupti_scope_profiler`) and the removed CUPTI range profiler's keys are other
+    // spellings of the same settings.
+
+    /// hardware metrics the scope profiler collects per kernel (empty = every metric the
+    /// devices offer).
+    SCOPE_PROFILER_METRICS: List | XPUPTI_PROFILER_METRICS: List
+        | CUPTI_PROFILER_METRICS: List = Vec::new() => scope_profiler_metrics() -> &[String];
 
     /// one scope per kernel.
-    XPUPTI_PROFILER_ENABLE_PER_KERNEL: Bool = false => scope_profiler_per_kernel() -> bool;
+    SCOPE_PROFILER_ENABLE_PER_KERNEL: Bool | XPUPTI_PROFILER_ENABLE_PER_KERNEL: Bool
+        | CUPTI_PROFILER_ENABLE_PER_KERNEL: Bool = false => scope_profiler_per_kernel() -> bool;
 
-    /// collection buffer size in scopes. When unset (0) and metrics are set, Kineto's
-    /// client default: 1500 per-kernel, else 10.
-    XPUPTI_PROFILER_MAX_SCOPES: U64 = 0
+    /// how many kernels get metrics; further kernels get none and are counted. When unset
+    /// (0), Kineto's client default: 1500 per-kernel, else 10.
+    SCOPE_PROFILER_MAX_SCOPES: U64 | XPUPTI_PROFILER_MAX_SCOPES: U64
+        | CUPTI_PROFILER_MAX_RANGES: U64 = 0
         => scope_profiler_max_scopes() -> u64, resolve scope_buffer_size;
+
+    /// host perf counters (Linux `perf_event_open`) counted per recording thread, by name:
+    /// `cycles`, `instructions`, `cache-misses`, `task-clock`, `page-faults`,
+    /// `context-switches`, ... (`omniprof::perf::EVENT_NAMES`).
+    PERF_EVENTS: List = Vec::new() => perf_events() -> &[String];
+
+    /// (omniprof's own) how often the host perf counters are sampled, in microseconds.
+    OMNIPROF_PERF_EVENTS_PERIOD_USECS: U64 = 1_000 => perf_events_period_us() -> u64;
 }
 
 /// As in Kineto, turning snapshot mode on moves the output to the snapshot default (a later

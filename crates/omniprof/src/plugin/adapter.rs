@@ -18,12 +18,13 @@ use omniprof_plugin_sys::{
 
 use super::builder::HostTraceBuilder;
 use super::types::abi_types;
-use crate::activity::ActivitySet;
+use crate::activity::{Activity, ActivitySet, ActivityType};
 use crate::backend::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
     ResourceInfo,
 };
 use crate::config::Config;
+use crate::counter::CounterTrack;
 use crate::hash::FastMap;
 use crate::keys::arg;
 use crate::record::CorrelationListener;
@@ -161,6 +162,10 @@ impl ProfilerSession for PluginSession {
                 .unwrap_or_else(|e| e.into_inner()),
         );
         for mut event in std::mem::take(&mut built.events) {
+            if event.kind == ActivityType::GpuPmCounter {
+                add_counter(sink, event);
+                continue;
+            }
             // omniprof extension: an event whose id is a host op this plugin was pushed is
             // that op's work. (Only pushed ids count: a plugin's own ids may look the same.)
             let id = event.correlation;
@@ -312,4 +317,16 @@ impl CorrelationListener for PluginListener {
             unsafe { pop(&mut params) };
         });
     }
+}
+
+/// A `GPU_PM_COUNTER` event as the counter sample it stands for: its track is (type, device,
+/// resource, name), its values the numbers the builder kept in its args.
+fn add_counter(sink: &mut dyn ActivitySink, event: Activity) {
+    let track = CounterTrack::new(event.kind, event.name, event.device, event.resource);
+    let values = event
+        .args
+        .into_iter()
+        .filter_map(|(key, value)| Some((key, value.as_f64()?)))
+        .collect();
+    sink.add_counter(&track, event.start_ns, values);
 }

@@ -224,13 +224,15 @@ impl HostTraceBuilder {
         // Kineto's plugins pass metadata values as JSON text.
         let typed = serde_json::from_str::<Value>(&raw);
         if counter {
+            // A counter event's values wait in its args until the adapter hands the event
+            // to the sink as a counter sample.
             return match typed.as_ref().ok().and_then(Value::as_f64) {
                 Some(v) if v.is_finite() => {
                     self.events
                         .last_mut()
                         .expect("checked above")
-                        .counters
-                        .push((key.into(), v));
+                        .args
+                        .push((key.into(), Value::Float(v)));
                     OK
                 }
                 _ => self.problem("counter value is not a JSON number (dropped)"),
@@ -455,7 +457,10 @@ mod tests {
                 start: false
             })
         );
-        assert_eq!(b.events[1].counters, vec![("sm_active_pct".into(), 87.5)]);
+        assert_eq!(
+            b.events[1].args,
+            vec![("sm_active_pct".into(), Value::Float(87.5))]
+        );
         assert!(b.problems.is_empty(), "{:?}", b.problems);
     }
 

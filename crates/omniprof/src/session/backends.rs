@@ -10,12 +10,14 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use crate::activity::ActivityType;
 use crate::activity::{Activity, ActivitySet};
 use crate::backend::{
     registered_profilers, ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps,
-    ProfilerSession, ResourceInfo,
+    ProfilerSession, ResourceInfo, ScopeMetric,
 };
 use crate::config::Config;
+use crate::counter::{CounterTrack, CounterValues, Counters};
 use crate::record::CorrelationListener;
 use crate::trace::Window;
 use crate::value::Value;
@@ -24,6 +26,8 @@ struct Running {
     name: String,
     /// The types it was configured to record.
     share: ActivitySet,
+    /// The scope-profiler metrics it offers, when its share includes the scope profiler.
+    scope_metrics: Vec<ScopeMetric>,
     session: Box<dyn ProfilerSession>,
 }
 
@@ -68,6 +72,7 @@ pub(crate) struct Delivered {
     /// Its position among the sessions asked to process, which namespaces its flow ids.
     pub(crate) index: u64,
     pub(crate) share: ActivitySet,
+    pub(crate) scope_metrics: Vec<ScopeMetric>,
     pub(crate) output: Collected,
     pub(crate) devices: Vec<DeviceInfo>,
     pub(crate) resources: Vec<ResourceInfo>,
@@ -83,6 +88,9 @@ pub(crate) struct Collected {
     pub(crate) user_links: Vec<(usize, u64)>,
     /// (host range correlation id, key, value)
     pub(crate) host_args: Vec<(u64, Arc<str>, Value)>,
+    pub(crate) counters: Counters,
+    /// (index in `activities`, the kernel's scope-profiler metric values)
+    pub(crate) kernel_metrics: Vec<(usize, CounterValues)>,
 }
 
 impl ActivitySink for Collected {
@@ -99,6 +107,58 @@ impl ActivitySink for Collected {
     fn add_host_arg(&mut self, correlation: u64, key: &str, value: Value) {
         self.host_args.push((correlation, key.into(), value));
     }
+
+    fn add_counter(&mut self, track: &CounterTrack, ts_ns: i64, values: CounterValues) {
+        self.counters.add(track, ts_ns, values);
+    }
+
+    fn add_kernel_metrics(&mut self, values: CounterValues) {
+        if let Some(last) = self.activities.len().checked_sub(1) {
+            self.kernel_metrics.push((last, values));
+        }
+    }
+}
+
+/// The error for `SCOPE_PROFILER_METRICS` naming a metric no taking-part backend offers.
+fn check_scope_metrics(config: &Config, backends: &Backends) -> Result<(), BackendError> {
+    let offering: Vec<&Running> = backends
+        .running
+        .iter()
+        .filter(|r| !r.scope_metrics.is_empty())
+        .collect();
+    if offering.is_empty() {
+        return Ok(());
+    }
+    let offered = |name: &str| {
+        offering
+            .iter()
+            .any(|r| r.scope_metrics.iter().any(|m| m.name == name))
+    };
+    let unknown: Vec<&str> = config
+        .scope_profiler_metrics()
+        .iter()
+        .map(String::as_str)
+        .filter(|name| !offered(name))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let lists: Vec<String> = offering
+        .iter()
+        .map(|r| {
+            let names: Vec<&str> = r.scope_metrics.iter().map(|m| m.name.as_str()).collect();
+            format!("{} offers {}", r.name, names.join(", "))
+        })
+        .collect();
+    Err(BackendError::new(format!(
+        "SCOPE_PROFILER_METRICS: unknown metric {}; {}",
+        unknown
+            .iter()
+            .map(|m| format!("{m:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        lists.join("; ")
+    )))
 }
 
 impl Backends {
@@ -119,10 +179,14 @@ impl Backends {
                 }
                 let name = profiler.name().to_owned();
                 match guarded(&name, "configure", || profiler.configure(share, config)) {
-                    Ok(session) => backends.add(name, share, session),
+                    Ok(session) => {
+                        let metrics = scope_metrics_of(profiler.as_ref(), share);
+                        backends.add(name, share, metrics, session);
+                    }
                     Err(e) => backends.fail(e),
                 }
             }
+            check_scope_metrics(config, &backends)?;
             return Ok(backends);
         };
         for profiler in requested {
@@ -130,16 +194,25 @@ impl Backends {
             let name = profiler.name().to_owned();
             let session = caught(|| profiler.configure(share, config))
                 .map_err(|what| BackendError::new(panicked(&name, "configure", &what)))??;
-            backends.add(name, share, session);
+            let metrics = scope_metrics_of(profiler.as_ref(), share);
+            backends.add(name, share, metrics, session);
         }
+        check_scope_metrics(config, &backends)?;
         Ok(backends)
     }
 
-    fn add(&mut self, name: String, share: ActivitySet, session: Option<Box<dyn ProfilerSession>>) {
+    fn add(
+        &mut self,
+        name: String,
+        share: ActivitySet,
+        scope_metrics: Vec<ScopeMetric>,
+        session: Option<Box<dyn ProfilerSession>>,
+    ) {
         if let Some(session) = session {
             self.running.push(Running {
                 name,
                 share,
+                scope_metrics,
                 session,
             });
         }
@@ -234,6 +307,7 @@ impl Backends {
                 name: r.name.clone(),
                 index: index as u64,
                 share: r.share,
+                scope_metrics: std::mem::take(&mut r.scope_metrics),
                 output,
                 devices,
                 resources,
@@ -244,6 +318,15 @@ impl Backends {
         }
         (delivered, self.errors)
     }
+}
+
+/// The scope metrics a backend offers, when this trace enables its scope profiler (a
+/// panicking list counts as none).
+fn scope_metrics_of(profiler: &dyn ActivityProfiler, share: ActivitySet) -> Vec<ScopeMetric> {
+    if !share.contains(ActivityType::XpuScopeProfiler) {
+        return Vec::new();
+    }
+    caught(|| profiler.scope_metrics()).unwrap_or_default()
 }
 
 /// Drops a session, containing a panic in its destructor.

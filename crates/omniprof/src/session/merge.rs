@@ -13,10 +13,13 @@ use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::backends::Backends;
+use super::scope::ScopeProfiler;
 use crate::activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 use crate::backend::HostOps;
+use crate::backend::ScopeMetric;
 use crate::clock;
 use crate::config::Config;
+use crate::counter::{CounterValues, Counters};
 use crate::hash::FastMap;
 use crate::keys::metadata;
 use crate::record::HostRecording;
@@ -100,7 +103,7 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
     }
     trace.activities = host.activities;
     trace.activities.retain(|a| selection.enabled(a.kind));
-    merge_backends(&mut trace, backends, selection, warm_start_ns, pid);
+    merge_backends(&mut trace, backends, selection, config, warm_start_ns, pid);
     sort_activities(&mut trace);
     trace.spans.push(Span {
         name: SPAN_NAME.to_owned(),
@@ -118,6 +121,7 @@ fn merge_backends(
     trace: &mut Trace,
     backends: Backends,
     selection: ActivitySet,
+    config: &Config,
     warm_start_ns: Option<i64>,
     host_pid: i64,
 ) {
@@ -132,9 +136,14 @@ fn merge_backends(
         HostIndex::new(&trace.activities)
     };
     let (delivered, errors) = backends.deliver(&host.view(&trace.activities), window.window);
-    let mut merged = Merged::default();
+    let mut merged = Merged {
+        scope: selection
+            .enabled(ActivityType::XpuScopeProfiler)
+            .then(|| ScopeProfiler::new(config)),
+        ..Merged::default()
+    };
     let mut contributions = Vec::new();
-    for d in delivered {
+    for mut d in delivered {
         for device in d.devices {
             trace.add_process(ProcessRow {
                 pid: device.id,
@@ -159,15 +168,15 @@ fn merge_backends(
                 trace.device_properties.push(p);
             }
         }
-        for (correlation, key, value) in d.output.host_args {
+        for (correlation, key, value) in std::mem::take(&mut d.output.host_args) {
             if let Some(&i) = host.by_correlation.get(&correlation) {
                 trace.activities[i].args.push((key, value));
             }
         }
         let (activities, out_of_window) = merged.add(
             d.index,
-            d.output.activities,
-            d.output.user_links,
+            d.output,
+            &d.scope_metrics,
             window,
             selection,
             &d.name,
@@ -283,6 +292,9 @@ struct Projection {
 #[derive(Default)]
 struct Merged {
     activities: Vec<Activity>,
+    counters: Counters,
+    /// Set when the trace enables the scope profiler.
+    scope: Option<ScopeProfiler>,
     projections: FastMap<(i64, i64, u64), Projection>,
     out_of_window: u64,
     warmup: u64,
@@ -305,6 +317,23 @@ impl Captured {
     fn contains(&self, a: &Activity) -> bool {
         a.start_ns >= self.window.start_ns && a.end_ns <= self.window.end_ns
     }
+
+    /// Where a counter sample at `ts` stands: kept, warm-up or out of the window.
+    fn place(&self, ts: i64) -> Placed {
+        if ts < self.window.start_ns && self.warm_start_ns.is_some_and(|w| ts >= w) {
+            Placed::Warmup
+        } else if ts < self.window.start_ns || ts > self.window.end_ns {
+            Placed::Out
+        } else {
+            Placed::In
+        }
+    }
+}
+
+enum Placed {
+    In,
+    Warmup,
+    Out,
 }
 
 /// Device-side work a launch can start a flow to.
@@ -325,14 +354,23 @@ impl Merged {
     fn add(
         &mut self,
         backend: u64,
-        mut activities: Vec<Activity>,
-        user_links: Vec<(usize, u64)>,
+        output: super::backends::Collected,
+        offered: &[ScopeMetric],
         window: Captured,
         selection: ActivitySet,
         name: &str,
     ) -> (u64, u64) {
+        let super::backends::Collected {
+            mut activities,
+            user_links,
+            counters,
+            kernel_metrics,
+            ..
+        } = output;
         let namespace = backend << FLOW_NAMESPACE_SHIFT;
         let mut user_of: FastMap<usize, u64> = user_links.into_iter().collect();
+        let mut metrics_of: FastMap<usize, CounterValues> = kernel_metrics.into_iter().collect();
+        let (counters_kept, counters_out) = self.add_counters(counters, window, selection);
         let mut keep = vec![true; activities.len()];
         let mut out = 0;
         for (i, a) in activities.iter().enumerate() {
@@ -346,6 +384,7 @@ impl Merged {
                 keep[i] = false;
             }
         }
+        out += counters_out;
         if out > 0 {
             log::warn!(
                 "omniprof: {name}: {out} activities outside the capture window were dropped"
@@ -394,9 +433,12 @@ impl Merged {
         }
 
         let project = selection.enabled(ActivityType::GpuUserAnnotation);
-        for (i, a) in activities.drain(..).enumerate() {
+        for (i, mut a) in activities.drain(..).enumerate() {
             if !keep[i] {
                 continue;
+            }
+            if let (Some(scope), Some(values)) = (self.scope.as_mut(), metrics_of.remove(&i)) {
+                scope.kernel(&mut a, values, offered, &mut self.counters);
             }
             if let Some(user) = user_of.remove(&i).filter(|_| project) {
                 let p = self
@@ -414,7 +456,35 @@ impl Merged {
             }
             self.activities.push(a);
         }
-        (keep.iter().filter(|&&k| k).count() as u64, out)
+        let kept = keep.iter().filter(|&&k| k).count() as u64;
+        (kept + counters_kept, out)
+    }
+
+    /// Keeps a backend's counter samples that lie in the window and whose type the trace
+    /// selected; returns how many were kept and how many fell outside the window.
+    fn add_counters(
+        &mut self,
+        mut counters: Counters,
+        window: Captured,
+        selection: ActivitySet,
+    ) -> (u64, u64) {
+        let (mut out, mut warmup) = (0, 0);
+        counters.retain(|_, sample| match window.place(sample.ts_ns) {
+            Placed::In => true,
+            Placed::Warmup => {
+                warmup += 1;
+                false
+            }
+            Placed::Out => {
+                out += 1;
+                false
+            }
+        });
+        counters.retain(|track, _| selection.enabled(track.kind));
+        self.warmup += warmup;
+        let kept = counters.samples() as u64;
+        self.counters.append(counters);
+        (kept, out)
     }
 
     /// Adds the merged activities, the projections, default rows and the drop counts.
@@ -449,6 +519,25 @@ impl Merged {
         drop(names);
         trace.activities.extend(self.activities);
         trace.activities.append(&mut projected);
+        trace.counters.append(self.counters);
+        trace.counters.sort();
+        trace.set_metadata(
+            metadata::COUNTER_SAMPLES,
+            Value::UInt(trace.counters.samples() as u64),
+        );
+        if trace.counters.dropped_values() > 0 {
+            log::warn!(
+                "omniprof: {} counter values that were not finite numbers were dropped",
+                trace.counters.dropped_values()
+            );
+            trace.set_metadata(
+                metadata::DROPPED_COUNTER_VALUES,
+                Value::UInt(trace.counters.dropped_values()),
+            );
+        }
+        if let Some(scope) = self.scope {
+            scope.finish(trace);
+        }
         add_default_rows(trace, host_pid);
         trace.set_metadata(
             metadata::OUT_OF_WINDOW_EVENTS,
@@ -478,12 +567,7 @@ fn add_default_rows(trace: &mut Trace, host_pid: i64) {
     let mut rows = (Vec::new(), Vec::new());
     for a in trace.activities.iter().filter(|a| a.device != host_pid) {
         if devices.insert(a.device, ()).is_none() {
-            rows.0.push(ProcessRow {
-                pid: a.device,
-                name: format!("Device {}", a.device),
-                label: format!("GPU {}", a.device),
-                sort_index: a.device + DEVICE_SORT_OFFSET,
-            });
+            rows.0.push(device_row(a.device));
         }
         if streams.insert((a.device, a.resource), ()).is_none() {
             rows.1.push(ThreadRow {
@@ -494,8 +578,24 @@ fn add_default_rows(trace: &mut Trace, host_pid: i64) {
             });
         }
     }
+    let counter_devices = trace.counters.series().iter().map(|s| s.track.device);
+    for device in counter_devices.filter(|&d| d != host_pid) {
+        if devices.insert(device, ()).is_none() {
+            rows.0.push(device_row(device));
+        }
+    }
     trace.processes.extend(rows.0);
     trace.threads.extend(rows.1);
+}
+
+/// The row of a device no session described.
+fn device_row(device: i64) -> ProcessRow {
+    ProcessRow {
+        pid: device,
+        name: format!("Device {device}"),
+        label: format!("GPU {device}"),
+        sort_index: device + DEVICE_SORT_OFFSET,
+    }
 }
 
 /// Time order, enclosing ranges before what they enclose (writers and analyses rely on it).

@@ -55,6 +55,7 @@
 mod backends;
 mod merge;
 mod schedule;
+mod scope;
 mod trace_dir;
 
 use std::sync::atomic::{AtomicBool, Ordering};
