@@ -370,7 +370,10 @@ impl Merged {
         let namespace = backend << FLOW_NAMESPACE_SHIFT;
         let mut user_of: FastMap<usize, u64> = user_links.into_iter().collect();
         let mut metrics_of: FastMap<usize, CounterValues> = kernel_metrics.into_iter().collect();
-        let (counters_kept, counters_out) = self.add_counters(counters, window, selection);
+        let counters_out = self.add_counters(counters, window, selection);
+        // A kernel measured by the scope profiler is kept for its metrics.
+        let scope = self.scope.is_some();
+        let measured = |i: usize| scope && metrics_of.contains_key(&i);
         let mut keep = vec![true; activities.len()];
         let mut out = 0;
         for (i, a) in activities.iter().enumerate() {
@@ -380,7 +383,7 @@ impl Merged {
             } else if !window.contains(a) {
                 keep[i] = false;
                 out += 1;
-            } else if !selection.enabled(a.kind) {
+            } else if !(selection.enabled(a.kind) || measured(i)) {
                 keep[i] = false;
             }
         }
@@ -456,18 +459,17 @@ impl Merged {
             }
             self.activities.push(a);
         }
-        let kept = keep.iter().filter(|&&k| k).count() as u64;
-        (kept + counters_kept, out)
+        (keep.iter().filter(|&&k| k).count() as u64, out)
     }
 
     /// Keeps a backend's counter samples that lie in the window and whose type the trace
-    /// selected; returns how many were kept and how many fell outside the window.
+    /// selected; returns how many fell outside the window.
     fn add_counters(
         &mut self,
         mut counters: Counters,
         window: Captured,
         selection: ActivitySet,
-    ) -> (u64, u64) {
+    ) -> u64 {
         let (mut out, mut warmup) = (0, 0);
         counters.retain(|_, sample| match window.place(sample.ts_ns) {
             Placed::In => true,
@@ -482,9 +484,8 @@ impl Merged {
         });
         counters.retain(|track, _| selection.enabled(track.kind));
         self.warmup += warmup;
-        let kept = counters.samples() as u64;
         self.counters.append(counters);
-        (kept, out)
+        out
     }
 
     /// Adds the merged activities, the projections, default rows and the drop counts.
@@ -521,10 +522,12 @@ impl Merged {
         trace.activities.append(&mut projected);
         trace.counters.append(self.counters);
         trace.counters.sort();
-        trace.set_metadata(
-            metadata::COUNTER_SAMPLES,
-            Value::UInt(trace.counters.samples() as u64),
-        );
+        if !trace.counters.is_empty() {
+            trace.set_metadata(
+                metadata::COUNTER_SAMPLES,
+                Value::UInt(trace.counters.samples() as u64),
+            );
+        }
         if trace.counters.dropped_values() > 0 {
             log::warn!(
                 "omniprof: {} counter values that were not finite numbers were dropped",
