@@ -23,13 +23,14 @@ use serde_json::Value;
 const BLESS_ENV: &str = "OMNIPROF_BLESS";
 
 /// Header entries that differ between runs or machines (ids, paths, clock, host).
-const VOLATILE_KEYS: [&str; 6] = [
+const VOLATILE_KEYS: [&str; 7] = [
     "traceName",
     "trace_id",
     "host_name",
     "baseTimeNanoseconds",
     "clock_source",
     "counter_samples",
+    "out_of_window_counter_samples",
 ];
 
 fn golden_path(name: &str) -> PathBuf {

@@ -61,6 +61,9 @@ pub mod metadata {
     pub const STUB_ERRORS: &str = "stub_errors";
     /// Counter samples the trace holds, all series together.
     pub const COUNTER_SAMPLES: &str = "counter_samples";
+    /// Counter samples dropped because they lay outside the capture window (samplers run
+    /// until their backend stops, after the window closed).
+    pub const OUT_OF_WINDOW_COUNTER_SAMPLES: &str = "out_of_window_counter_samples";
     /// Counter values dropped because they were not finite numbers.
     pub const DROPPED_COUNTER_VALUES: &str = "dropped_counter_values";
     /// The scope profiler's setup: `metrics` collected and `max_scopes`.

@@ -179,12 +179,12 @@ impl ProfilerSession for OpenRegSession {
     }
 
     fn stop(&mut self) -> Result<(), BackendError> {
-        let finished = profiling::finish();
-        // After the devices were synchronized, so the last sample counts all their work.
+        // Before the devices are synchronized: what runs after the window closed is not
+        // the trace's.
         if let Some(sampler) = self.sampler.take() {
             self.pm_samples = sampler.stop();
         }
-        self.records = finished.map_err(|e| BackendError::new(e.to_string()))?;
+        self.records = profiling::finish().map_err(|e| BackendError::new(e.to_string()))?;
         Ok(())
     }
 

@@ -297,6 +297,7 @@ struct Merged {
     scope: Option<ScopeProfiler>,
     projections: FastMap<(i64, i64, u64), Projection>,
     out_of_window: u64,
+    out_of_window_samples: u64,
     warmup: u64,
     duplicate_flow_starts: u64,
 }
@@ -370,7 +371,7 @@ impl Merged {
         let namespace = backend << FLOW_NAMESPACE_SHIFT;
         let mut user_of: FastMap<usize, u64> = user_links.into_iter().collect();
         let mut metrics_of: FastMap<usize, CounterValues> = kernel_metrics.into_iter().collect();
-        let counters_out = self.add_counters(counters, window, selection);
+        self.add_counters(counters, window, selection);
         // A kernel measured by the scope profiler is kept for its metrics.
         let scope = self.scope.is_some();
         let measured = |i: usize| scope && metrics_of.contains_key(&i);
@@ -387,7 +388,6 @@ impl Merged {
                 keep[i] = false;
             }
         }
-        out += counters_out;
         if out > 0 {
             log::warn!(
                 "omniprof: {name}: {out} activities outside the capture window were dropped"
@@ -463,13 +463,9 @@ impl Merged {
     }
 
     /// Keeps a backend's counter samples that lie in the window and whose type the trace
-    /// selected; returns how many fell outside the window.
-    fn add_counters(
-        &mut self,
-        mut counters: Counters,
-        window: Captured,
-        selection: ActivitySet,
-    ) -> u64 {
+    /// selected; counts the others. (Apart from activities: a sampler runs until its backend
+    /// stops, after the window closed, so samples past the window are expected.)
+    fn add_counters(&mut self, mut counters: Counters, window: Captured, selection: ActivitySet) {
         let (mut out, mut warmup) = (0, 0);
         counters.retain(|_, sample| match window.place(sample.ts_ns) {
             Placed::In => true,
@@ -484,8 +480,8 @@ impl Merged {
         });
         counters.retain(|track, _| selection.enabled(track.kind));
         self.warmup += warmup;
+        self.out_of_window_samples += out;
         self.counters.append(counters);
-        out
     }
 
     /// Adds the merged activities, the projections, default rows and the drop counts.
@@ -526,6 +522,12 @@ impl Merged {
             trace.set_metadata(
                 metadata::COUNTER_SAMPLES,
                 Value::UInt(trace.counters.samples() as u64),
+            );
+        }
+        if self.out_of_window_samples > 0 {
+            trace.set_metadata(
+                metadata::OUT_OF_WINDOW_COUNTER_SAMPLES,
+                Value::UInt(self.out_of_window_samples),
             );
         }
         if trace.counters.dropped_values() > 0 {
