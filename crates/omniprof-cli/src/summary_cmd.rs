@@ -1,5 +1,8 @@
 //! `omniprof summary TRACE`: PyTorch's `key_averages().table()` for any Kineto trace file,
-//! plain or gzip, streamed: only what the op trees need is kept, never the trace.
+//! plain or gzip, streamed: only what the op trees need is kept, never the trace. With
+//! `--metrics`, the per-kernel hardware metrics instead (a scope-profiler trace of omniprof,
+//! or PyTorch's `cuda_profiler_range` events); with `--counters`, each counter track's
+//! statistics.
 //!
 //! Exit status: 0 when the whole file was read; 1 when it could not be read or is not a
 //! valid trace (with `--partial`, after printing the rows of what was read before the
@@ -11,10 +14,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use omniprof_trace::analysis::counters::counter_stats;
+use omniprof_trace::analysis::metrics::kernel_metrics;
 use omniprof_trace::analysis::{
     KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
 };
-use omniprof_trace::import::{ReadError, ReadStats};
+use omniprof_trace::import::{ReadError, ReadStats, TraceReader};
 
 /// Files larger than this get a progress bar (when standard error is a terminal).
 const PROGRESS_MIN_BYTES: u64 = 50 * 1024 * 1024;
@@ -48,6 +53,13 @@ pub struct SummaryArgs {
     /// (the error is still reported, and the exit status is still 1).
     #[arg(long)]
     pub partial: bool,
+    /// Per kernel name: calls, total device time, and each hardware metric's sum, mean, min
+    /// and max (from the scope profiler's kernel args, or `cuda_profiler_range` events).
+    #[arg(long, conflicts_with_all = ["counters", "sort_by", "group_by_shapes"])]
+    pub metrics: bool,
+    /// Per counter track and value: samples, min, mean, max and time-weighted mean.
+    #[arg(long, conflicts_with_all = ["sort_by", "group_by_shapes"])]
+    pub counters: bool,
 }
 
 /// How the rows are printed.
@@ -61,6 +73,9 @@ pub enum Format {
 
 /// Runs `omniprof summary`.
 pub fn run(args: &SummaryArgs) -> ExitCode {
+    if args.metrics || args.counters {
+        return run_whole(args);
+    }
     let (summary, outcome) = summarize(args);
     let mut code = 0;
     match &outcome {
@@ -83,15 +98,65 @@ pub fn run(args: &SummaryArgs) -> ExitCode {
             Format::Csv => summary.csv(&options),
             Format::Json => summary.json(&options) + "\n",
         };
-        if let Err(e) = io::stdout().lock().write_all(text.as_bytes()) {
-            // A reader that stopped reading (`| head`) needs no message.
-            if e.kind() != io::ErrorKind::BrokenPipe {
-                eprintln!("error: cannot write the summary: {e}");
-            }
+        if !print(&text) {
             code = 1;
         }
     }
     ExitCode::from(code)
+}
+
+/// `--metrics` and `--counters`, which read the whole trace (they need its counters and
+/// every kernel's args).
+fn run_whole(args: &SummaryArgs) -> ExitCode {
+    let outcome = TraceReader::new().read_path(&args.trace);
+    let mut code = 0;
+    if let Some(e) = &outcome.error {
+        eprintln!("error: {e}");
+        code = 1;
+        if !args.partial {
+            return ExitCode::from(code);
+        }
+    }
+    report_skipped(&outcome.stats);
+    let trace = &outcome.trace;
+    let text = if args.metrics {
+        let summary = kernel_metrics(trace);
+        if summary.rows.is_empty() {
+            eprintln!("note: no kernel or cuda_profiler_range event carries metrics");
+        }
+        match args.format {
+            Format::Table => summary.table(),
+            Format::Csv => summary.csv(),
+            Format::Json => summary.json() + "\n",
+        }
+    } else {
+        let summary = counter_stats(trace);
+        if summary.rows.is_empty() {
+            eprintln!("note: the trace has no counters");
+        }
+        match args.format {
+            Format::Table => summary.table(),
+            Format::Csv => summary.csv(),
+            Format::Json => summary.json() + "\n",
+        }
+    };
+    if !print(&text) {
+        code = 1;
+    }
+    ExitCode::from(code)
+}
+
+/// Writes `text` to standard output; false (with a message) when that failed.
+fn print(text: &str) -> bool {
+    match io::stdout().lock().write_all(text.as_bytes()) {
+        Ok(()) => true,
+        // A reader that stopped reading (`| head`) needs no message.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => false,
+        Err(e) => {
+            eprintln!("error: cannot write the summary: {e}");
+            false
+        }
+    }
 }
 
 /// Streams the file into the summary; on error, the summary holds what was read before.

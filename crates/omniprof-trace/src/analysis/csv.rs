@@ -9,7 +9,7 @@ const TIME_COLUMNS: &str = "count,self_cpu_time_total_us,cpu_time_total_us,cpu_t
 self_device_time_total_us,device_time_total_us,device_time_avg_us,on_device,user_annotation";
 
 /// A field, quoted when it holds a comma, a quote or a line break (kernel names often do).
-fn field(text: &str) -> String {
+pub(super) fn field(text: &str) -> String {
     if text.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {

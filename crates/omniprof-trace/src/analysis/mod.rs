@@ -1,6 +1,7 @@
 //! Analyses of a trace. [`key_averages`] is PyTorch's `key_averages()`: per-name statistics
 //! of host ops and device work, printed by [`KeyAverages::table`] exactly as PyTorch's
 //! `table()` prints them (also as [CSV](KeyAverages::csv) and [JSON](KeyAverages::json)).
+//! [`metrics`] summarizes per-kernel hardware metrics, [`counters`] the counter tracks.
 //!
 //! ```
 //! use omniprof_trace::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
@@ -56,9 +57,12 @@
 //! [`group_by_input_shapes`]: KeyAveragesOptions::group_by_input_shapes
 
 mod builder;
+pub mod counters;
 mod csv;
 mod events;
+mod grid;
 mod json;
+pub mod metrics;
 mod table;
 mod tree;
 
