@@ -15,11 +15,16 @@
 //! spans the whole iteration, and the workers add none of their own. Each recorded cycle is
 //! written into `--trace-dir` by the TensorBoard trace handler.
 //!
+//! With `--config FILE` the session reads Kineto config text (`ACTIVITY_TYPES`, the scope
+//! profiler's keys, `OMNIPROF_PM_SAMPLING_PERIOD_USECS`, `PERF_EVENTS`, ...), so counters and
+//! per-kernel metrics are shown by configuration alone; the demo then also says how many
+//! counter samples the trace holds.
+//!
 //! With `--ondemand --seconds N` no session runs: the main thread calls `omniprof::step()`
 //! after every iteration of all workers while the process serves `omniprof trigger`, and
 //! when the time is up it cancels a trace still running and stops serving.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,8 +35,8 @@ use omniprof::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKe
 use omniprof::export::chrome;
 use omniprof::keys::metadata;
 use omniprof::{
-    record_function, record_op, tensorboard_trace_handler, Profiler, ProfilerBuilder, Schedule,
-    Trace,
+    record_function, record_op, tensorboard_trace_handler, Config, Profiler, ProfilerBuilder,
+    Schedule, Trace,
 };
 use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 
@@ -77,6 +82,11 @@ pub struct DemoArgs {
     /// With --ondemand: how long to run.
     #[arg(long, value_name = "N", requires = "ondemand")]
     pub seconds: Option<u64>,
+    /// Kineto config text for the session (`-` for standard input), e.g.
+    /// `ACTIVITY_TYPES=kernel,scope_profiler` and `SCOPE_PROFILER_METRICS=flops`. A line
+    /// that does not parse exits 2 naming it.
+    #[arg(long, value_name = "FILE", conflicts_with = "ondemand")]
+    pub config: Option<PathBuf>,
 }
 
 /// How the device side is profiled.
@@ -94,7 +104,17 @@ const STREAMS: usize = 2;
 const LAYERS: usize = 3;
 
 pub fn run(args: &DemoArgs) -> ExitCode {
-    match profile(args) {
+    let config = match &args.config {
+        Some(path) => match read_config(path) {
+            Ok(config) => Some(config),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    match profile(args, config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -105,15 +125,37 @@ pub fn run(args: &DemoArgs) -> ExitCode {
 
 type DemoResult<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn profile(args: &DemoArgs) -> DemoResult<()> {
+/// The config text of `path` (`-`: standard input), parsed; warnings go to standard error.
+fn read_config(path: &Path) -> Result<Config, String> {
+    let text = if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).map(|_| text)
+    } else {
+        std::fs::read_to_string(path)
+    }
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut config = Config::default();
+    let warnings = config
+        .apply(&text)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    for w in warnings {
+        eprintln!("warning: {}: {w}", path.display());
+    }
+    Ok(config)
+}
+
+fn profile(args: &DemoArgs, config: Option<Config>) -> DemoResult<()> {
     let threads = args.threads.max(1);
     let workers = (0..threads)
         .map(Worker::new)
         .collect::<Result<Vec<_>, _>>()?;
-    let builder = match args.mode {
+    let mut builder = match args.mode {
         Mode::Timeline => Profiler::builder(),
         Mode::Stubs => Profiler::builder().stubs(openreg::profiler::DEVICE_TYPE),
     };
+    if let Some(config) = config {
+        builder = builder.config(config);
+    }
     if let (true, Some(seconds)) = (args.ondemand, args.seconds) {
         return serve_triggers(workers, Duration::from_secs(seconds));
     }
@@ -139,6 +181,15 @@ fn profile(args: &DemoArgs) -> DemoResult<()> {
         trace.threads.len(),
     );
     report_drops(&trace);
+    if args.config.is_some() && !trace.counters.is_empty() {
+        println!(
+            "{} counter samples on {} tracks (omniprof summary {} --counters; --metrics for \
+             per-kernel metrics)",
+            trace.counters.samples(),
+            trace.counters.series().len(),
+            args.output.display()
+        );
+    }
     if args.mode == Mode::Stubs {
         let averages = key_averages(&trace, &KeyAveragesOptions::default());
         let report = ReportOptions {

@@ -123,3 +123,44 @@ fn the_flags_refuse_what_they_cannot_honour() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.json"));
 }
+
+#[test]
+fn the_demo_shows_counters_and_metrics_by_configuration_alone() {
+    let _serial = omniprof_test_support::lock::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "counters.cfg",
+        "ACTIVITY_TYPES = cpu_op, user_annotation, runtime, kernel, gpu_memcpy, \
+         scope_profiler, gpu_pm_counter\n\
+         SCOPE_PROFILER_METRICS = flops, elements\n\
+         SCOPE_PROFILER_ENABLE_PER_KERNEL = true\n\
+         OMNIPROF_PM_SAMPLING_PERIOD_USECS = 500\n",
+    );
+    let trace = dir.path().join("demo.pt.trace.json");
+    let trace = trace.to_str().unwrap();
+    let args = ["--threads", "2", "--steps", "2", "-o", trace];
+    let stdout = ok(&[&["demo", "--config", &config][..], &args].concat());
+    assert!(stdout.contains("counter samples on"), "{stdout}");
+    let metrics = ok(&["summary", trace, "--metrics", "--format", "csv"]);
+    // 48 × 48 matmuls: 2·48³ FLOPs each, whatever the number of calls.
+    let flops = metrics
+        .lines()
+        .find(|l| l.starts_with("matmul_48x48,") && l.contains(",flops,"))
+        .unwrap_or_else(|| panic!("{metrics}"));
+    let stats: Vec<&str> = flops.rsplitn(4, ',').collect();
+    assert_eq!(stats[..3], ["221184", "221184", "221184"], "{flops}");
+    let counters = ok(&["summary", trace, "--counters", "--format", "csv"]);
+    assert!(counters.contains("OpenReg PM,gpu_pm_counter,0,0,busy_fraction,"));
+    assert!(counters.contains("work (stream 0),xpu_scope_profiler,0,0,flops,"));
+    omniprof_test_support::checker::assert_loads_in_perfetto(Path::new(trace));
+
+    let bad = write(dir.path(), "bad.cfg", "SCOPE_PROFILER_MAX_SCOPES = many\n");
+    let out = omniprof(&[&["demo", "--config", &bad][..], &args].concat());
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.cfg: line 1: SCOPE_PROFILER_MAX_SCOPES"),
+        "{stderr}"
+    );
+}

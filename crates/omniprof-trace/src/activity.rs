@@ -22,7 +22,8 @@ use std::sync::Arc;
 use crate::value::Value;
 
 /// One kind of event. The discriminant is the integer Kineto main stores in traces;
-/// [`ActivityType::GpuPmCounter`] is omniprof's extension and lives in a reserved range.
+/// [`ActivityType::GpuPmCounter`] and [`ActivityType::HostCounters`] are omniprof's
+/// extensions and live in a reserved range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(i32)]
 pub enum ActivityType {
@@ -58,6 +59,9 @@ pub enum ActivityType {
     /// Device performance-monitor counter samples (Kineto PR 1148/1212). omniprof extension:
     /// it has no Kineto integer, so its value is outside the range Kineto uses.
     GpuPmCounter = 1000,
+    /// The host's own counters (Linux perf events, `PERF_EVENTS`) on the host thread rows.
+    /// omniprof extension, selected whenever `PERF_EVENTS` names an event.
+    HostCounters = 1001,
 }
 
 /// The accelerator-agnostic class a type belongs to (PR 1212's alias map, plus omniprof's
@@ -80,8 +84,8 @@ pub struct UnknownActivityType {
 }
 
 impl ActivityType {
-    /// Every type, in integer order (the extension last).
-    pub const ALL: [ActivityType; 30] = [
+    /// Every type, in integer order (the extensions last).
+    pub const ALL: [ActivityType; 31] = [
         Self::CpuOp,
         Self::UserAnnotation,
         Self::GpuUserAnnotation,
@@ -112,6 +116,7 @@ impl ActivityType {
         Self::XpuSync,
         Self::HardwareCounters,
         Self::GpuPmCounter,
+        Self::HostCounters,
     ];
 
     /// The name used in config and written as the trace `cat`.
@@ -147,10 +152,11 @@ impl ActivityType {
             Self::XpuSync => "xpu_sync",
             Self::HardwareCounters => "hardware_counters",
             Self::GpuPmCounter => "gpu_pm_counter",
+            Self::HostCounters => "host_counters",
         }
     }
 
-    /// The integer stored in traces (Kineto main's; 1000 for the extension type).
+    /// The integer stored in traces (Kineto main's; 1000 and up for the extension types).
     pub const fn as_i32(self) -> i32 {
         self as i32
     }
@@ -213,6 +219,7 @@ impl ActivityType {
                 | Self::XpuScopeProfiler
                 | Self::HardwareCounters
                 | Self::GpuPmCounter
+                | Self::HostCounters
         )
     }
 
@@ -256,6 +263,7 @@ impl ActivityType {
     const fn bit(self) -> u32 {
         match self {
             Self::GpuPmCounter => 1 << 29,
+            Self::HostCounters => 1 << 30,
             other => 1 << (other as i32),
         }
     }
@@ -480,7 +488,7 @@ mod tests {
         assert_eq!(ActivityType::ConcurrentKernel.name(), "kernel");
         assert_eq!(ActivityType::GpuPmCounter.as_i32(), 1000);
         for t in ActivityType::ALL {
-            if t != ActivityType::ConcurrentKernel && t != ActivityType::GpuPmCounter {
+            if t != ActivityType::ConcurrentKernel && t.as_i32() < 1000 {
                 let enumerator = format!("{t:?}").to_ascii_lowercase();
                 assert_eq!(enumerator.replace('_', ""), t.name().replace('_', ""));
             }

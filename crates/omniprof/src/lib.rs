@@ -18,6 +18,8 @@
 //! - [`session`]: the lifecycle (prepare → start → stop, or a [`Schedule`] driven by
 //!   `step`), the backends' fault-isolated driving, and the merge of the host recording and
 //!   every backend's output into the trace;
+//! - [`perf`]: the built-in backend that counts the host's perf events (`PERF_EVENTS`) per
+//!   recording thread;
 //! - [`ondemand`]: the asynchronous engine: on-demand traces of a running process, driven
 //!   by time or by [`step`], through the same session engine;
 //! - `trigger` (Unix): the socket through which `omniprof trigger` asks a running process
@@ -44,6 +46,7 @@ pub mod clock;
 pub mod config;
 mod iteration;
 pub mod ondemand;
+pub mod perf;
 pub mod plugin;
 pub mod record;
 pub mod session;

@@ -281,7 +281,7 @@ config_keys! {
     /// host perf counters (Linux `perf_event_open`) counted per recording thread, by name:
     /// `cycles`, `instructions`, `cache-misses`, `task-clock`, `page-faults`,
     /// `context-switches`, ... (`omniprof::perf::EVENT_NAMES`).
-    PERF_EVENTS: List = Vec::new() => perf_events() -> &[String];
+    PERF_EVENTS: List = Vec::new() => perf_events() -> &[String], on_set check_perf_events;
 
     /// (omniprof's own) how often the host perf counters are sampled, in microseconds.
     OMNIPROF_PERF_EVENTS_PERIOD_USECS: U64 = 1_000 => perf_events_period_us() -> u64;
@@ -298,6 +298,21 @@ fn snapshot_output(
         config.values.log_file = LogFile::memory_snapshot_default();
     }
     Ok(Applied::Set)
+}
+
+/// Refuses a perf event name omniprof does not know, listing the ones it does.
+fn check_perf_events(
+    _: &mut Config,
+    names: &[String],
+    _: &ApplyContext<'_>,
+) -> Result<Applied, ConfigErrorReason> {
+    match names.iter().find(|n| crate::perf::event(n).is_none()) {
+        Some(name) => Err(ConfigErrorReason::PerfEvent {
+            name: name.clone(),
+            known: crate::perf::EVENT_NAMES.join(", "),
+        }),
+        None => Ok(Applied::Set),
+    }
 }
 
 /// The scope buffer size with Kineto's client defaults applied. Resolved when read rather

@@ -72,6 +72,9 @@ pub enum ConfigErrorReason {
     /// [`Config::apply_on_demand_strict`]); `why` names the allowed directory.
     #[error("log file {path:?} refused: {why}")]
     LogFileNotAllowed { path: String, why: String },
+    /// A `PERF_EVENTS` item that names no perf event omniprof knows.
+    #[error("unknown perf event {name:?} (known: {known})")]
+    PerfEvent { name: String, known: String },
     /// `PROFILE_START_TIME` too far in the past to honour.
     #[error(
         "start time {start_ms} ms is more than {} s in the past (now {now_ms} ms)",

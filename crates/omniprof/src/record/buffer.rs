@@ -429,6 +429,11 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
     out
 }
 
+/// The OS ids of the threads that have recorded and may record again.
+pub(crate) fn thread_ids() -> Vec<i64> {
+    lock(&REGISTRY).iter().map(|b| b.tid).collect()
+}
+
 /// The number of threads with a live buffer (for tests and diagnostics).
 pub(crate) fn registered_threads() -> usize {
     lock(&REGISTRY).len()

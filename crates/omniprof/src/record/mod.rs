@@ -353,6 +353,12 @@ fn attach_arg(state: u64, seq: u32, key: &str, value: impl Into<Value>) {
     }
 }
 
+/// The OS thread ids of the threads that have recorded (a backend counting per recording
+/// thread, as the host perf counters do, follows them).
+pub fn recording_threads() -> Vec<i64> {
+    buffer::thread_ids()
+}
+
 /// Names the calling thread's row in traces (`thread <tid> (<name>)`).
 pub fn set_thread_name(name: &str) {
     buffer::set_current_thread_name(name);

@@ -172,20 +172,8 @@ impl Backends {
     ) -> Result<Self, BackendError> {
         let mut backends = Self::default();
         let Some(requested) = requested else {
-            for profiler in registered_profilers() {
-                let share = selection.intersect_enabled(profiler.available_activities());
-                if share.is_empty() {
-                    continue;
-                }
-                let name = profiler.name().to_owned();
-                match guarded(&name, "configure", || profiler.configure(share, config)) {
-                    Ok(session) => {
-                        let metrics = scope_metrics_of(profiler.as_ref(), share);
-                        backends.add(name, share, metrics, session);
-                    }
-                    Err(e) => backends.fail(e),
-                }
-            }
+            backends.configure_each(registered_profilers(), selection, config);
+            backends.configure_each(builtin_profilers(), selection, config);
             check_scope_metrics(config, &backends)?;
             return Ok(backends);
         };
@@ -197,8 +185,33 @@ impl Backends {
             let metrics = scope_metrics_of(profiler.as_ref(), share);
             backends.add(name, share, metrics, session);
         }
+        backends.configure_each(builtin_profilers(), selection, config);
         check_scope_metrics(config, &backends)?;
         Ok(backends)
+    }
+
+    /// Configures each of `profilers` that supports a selected type; a failure leaves that
+    /// one out of the trace.
+    fn configure_each(
+        &mut self,
+        profilers: Vec<Arc<dyn ActivityProfiler>>,
+        selection: ActivitySet,
+        config: &Config,
+    ) {
+        for profiler in profilers {
+            let share = selection.intersect_enabled(profiler.available_activities());
+            if share.is_empty() {
+                continue;
+            }
+            let name = profiler.name().to_owned();
+            match guarded(&name, "configure", || profiler.configure(share, config)) {
+                Ok(session) => {
+                    let metrics = scope_metrics_of(profiler.as_ref(), share);
+                    self.add(name, share, metrics, session);
+                }
+                Err(e) => self.fail(e),
+            }
+        }
     }
 
     fn add(
@@ -318,6 +331,12 @@ impl Backends {
         }
         (delivered, self.errors)
     }
+}
+
+/// The backends that are part of the engine itself, asked for every trace like the
+/// registered ones: the host perf counters.
+fn builtin_profilers() -> Vec<Arc<dyn ActivityProfiler>> {
+    vec![Arc::new(crate::perf::PerfEventsProfiler)]
 }
 
 /// The scope metrics a backend offers, when this trace enables its scope profiler (a
