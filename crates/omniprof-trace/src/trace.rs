@@ -1,6 +1,11 @@
 //! The one trace model: what a session produces, what the reader rebuilds from a file, and what
 //! every exporter and analysis reads.
 //!
+//! Ranges and instants are [`Activity`] records in [`Trace::activities`]; counter samples are
+//! not activities but series in [`Trace::counters`] (see [`crate::counter`]): a writer emits
+//! the activities, then each series' samples (`CounterSeries::track` says the type, the
+//! `pid`/`tid` row and the name; each `CounterSample` a time and its named values).
+//!
 //! ```
 //! use omniprof_trace::{Activity, ActivityType, Trace, Value};
 //!

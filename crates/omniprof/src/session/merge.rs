@@ -2,21 +2,21 @@
 //! stage between recording and the writers, so every source of device data is treated alike.
 //!
 //! In order: the host recording with the environment's metadata and rows; then, per backend,
-//! its rows, metadata and device properties, its args for host ranges, and its activities
-//! filtered to the capture window and the selection, linked by flows (in a namespace of its
-//! own) and projected into user ranges; then the default rows, the drop counts, what each
-//! backend contributed (`backends`) and the errors (`backend_errors`); finally the time order
-//! and the span.
+//! its rows, metadata and device properties, its args for host ranges, its counter samples
+//! filtered to the capture window and the selection, and its activities filtered alike,
+//! linked by flows (in a namespace of its own), projected into user ranges and, for kernels
+//! with scope-profiler metrics, given their args and counter square waves (`scope`); then
+//! the default rows, the drop counts, what each backend contributed (`backends`) and the
+//! errors (`backend_errors`); finally the time order and the span.
 
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use super::backends::Backends;
+use super::backends::{Backends, Collected};
 use super::scope::ScopeProfiler;
 use crate::activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
-use crate::backend::HostOps;
-use crate::backend::ScopeMetric;
+use crate::backend::{HostOps, ScopeMetric};
 use crate::clock;
 use crate::config::Config;
 use crate::counter::{CounterValues, Counters};
@@ -355,13 +355,13 @@ impl Merged {
     fn add(
         &mut self,
         backend: u64,
-        output: super::backends::Collected,
+        output: Collected,
         offered: &[ScopeMetric],
         window: Captured,
         selection: ActivitySet,
         name: &str,
     ) -> (u64, u64) {
-        let super::backends::Collected {
+        let Collected {
             mut activities,
             user_links,
             counters,
