@@ -7,6 +7,7 @@
 //! - [`session`]: one realistic recorded session, with names JSON writers get wrong;
 //! - [`plugins`]: building the C and Rust test plugins of the dynamic plugin ABI;
 //! - [`data`]: PyTorch's reference trace and table, and the reference example's rows;
+//! - [`skip`]: checks that cannot run here say so visibly, and fail where all must run;
 //! - `trigger` (Unix): a trigger handler that records and saves a real session.
 //!
 //! It depends on `omniprof`, which is fine for integration tests (they link the same
@@ -20,5 +21,6 @@ pub mod data;
 pub mod lock;
 pub mod plugins;
 pub mod session;
+pub mod skip;
 #[cfg(unix)]
 pub mod trigger;

@@ -55,9 +55,9 @@ pub struct HostTraceBuilder {
     pub(crate) resources: Vec<ResourceInfo>,
     /// Problems, by reason, with their counts.
     pub(crate) problems: BTreeMap<String, u64>,
-    /// Whether the most recent `addEvent` was accepted, so the last event may be named,
-    /// flowed and annotated.
-    has_last: bool,
+    /// What the most recent `addEvent` did: only an accepted event may be named, flowed and
+    /// annotated (a rejected event's calls must not land on the one before it).
+    last: LastEvent,
     /// Names seen so far, as kept, with the repair each needed.
     names: FastMap<Box<[u8]>, KeptName>,
     /// The name an event has until `setLastEventName` (shared, so adding allocates nothing).
@@ -78,7 +78,7 @@ impl HostTraceBuilder {
     /// Forgets the events built so far (keeps the problem counts).
     pub fn clear_activities(&mut self) {
         self.events.clear();
-        self.has_last = false;
+        self.last = LastEvent::None;
     }
 
     /// The C function table handed to the plugin; valid while `self` is neither moved nor
@@ -102,27 +102,36 @@ impl HostTraceBuilder {
     }
 
     fn last(&mut self, call: &str) -> Result<&mut Activity, c_int> {
-        if !self.has_last || self.events.is_empty() {
-            return Err(self.problem(format!("{call} before any addEvent")));
+        match &self.last {
+            LastEvent::Accepted if !self.events.is_empty() => {
+                Ok(self.events.last_mut().expect("checked above"))
+            }
+            LastEvent::Rejected(why) => {
+                let message = format!("{call} after a rejected addEvent ({why}): not applied");
+                Err(self.problem(message))
+            }
+            _ => Err(self.problem(format!("{call} before any addEvent"))),
         }
-        Ok(self.events.last_mut().expect("checked above"))
+    }
+
+    /// Counts a rejected `addEvent`; the calls that follow it are refused naming it.
+    fn reject_event(&mut self, why: String) -> c_int {
+        self.last = LastEvent::Rejected(why.clone());
+        self.problem(why)
     }
 
     fn add_event(&mut self, event: Option<NonNull<ProfileEvent>>) -> c_int {
-        // Until this event is accepted there is no last event: a rejected event's name and
-        // metadata must not land on the one before it.
-        self.has_last = false;
         let Some(event) = event else {
-            return self.problem("addEvent with a NULL event");
+            return self.reject_event("addEvent with a NULL event".to_owned());
         };
         // SAFETY: the plugin passes a pointer to its event struct, readable for the size it
         // declares in the struct's first field (the ABI contract `read_versioned` relies on).
         let event = match unsafe { read_versioned(event) } {
             Ok(event) => event,
-            Err(e) => return self.problem(format!("addEvent: {e}")),
+            Err(e) => return self.reject_event(format!("addEvent: {e}")),
         };
         let Some(kind) = activity_type(event.event_type) else {
-            return self.problem(format!(
+            return self.reject_event(format!(
                 "addEvent with an invalid event type {}",
                 event.event_type.0
             ));
@@ -143,7 +152,7 @@ impl HostTraceBuilder {
         );
         a.correlation = event.event_id as u64;
         self.events.push(a);
-        self.has_last = true;
+        self.last = LastEvent::Accepted;
         OK
     }
 
@@ -285,6 +294,17 @@ impl HostTraceBuilder {
         });
         OK
     }
+}
+
+/// What the most recent `addEvent` did.
+#[derive(Default)]
+enum LastEvent {
+    /// No `addEvent` yet (or the events were cleared).
+    #[default]
+    None,
+    Accepted,
+    /// Rejected, for this reason.
+    Rejected(String),
 }
 
 /// A name as kept, and the repair it needed, if any.
