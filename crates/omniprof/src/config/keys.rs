@@ -237,10 +237,11 @@ config_keys! {
     /// opaque text for custom backends.
     CUSTOM_CONFIG: Text = String::new() => custom_config() -> &str;
 
-    /// the client records op input shapes (the second spelling is deprecated).
+    /// the client records op input shapes (the second spelling is deprecated): the Python
+    /// package's PyTorch op observer records `Input Dims` when it is set; Rust code attaches
+    /// shapes to its own ops (`with_input_shapes`).
     PROFILE_REPORT_INPUT_SHAPES: Bool | CLIENT_INTERFACE_ENABLE_OP_INPUTS_COLLECTION: Bool = false
-        => report_input_shapes() -> bool,
-        unsupported "shapes are recorded by the client (record_op().with_input_shapes, record_shapes=True)";
+        => report_input_shapes() -> bool;
 
     /// the client records allocations into the trace.
     PROFILE_PROFILE_MEMORY: Bool = false => profile_memory() -> bool,
