@@ -988,6 +988,8 @@ fn every_c_plugin_is_in_the_corpus() {
             "event_type_invalid",
             "event_type_num_types",
             "flow_too_small",
+            "handle_misuse",
+            "hangs",
             "interface_too_small",
             "metadata_invalid_json",
             "missing_register",
@@ -1002,6 +1004,7 @@ fn every_c_plugin_is_in_the_corpus() {
             "query_error",
             "register_error",
             "register_error_after_register",
+            "register_error_with_thread",
             "registers_nothing",
             "sample_plugin",
             "twin_profilers",
@@ -1065,6 +1068,37 @@ fn registration_defects() {
         assert_eq!(trace.events.len(), 1);
         assert_within(event, bracket);
     }
+}
+
+/// The plugins that misbehave towards the host: here only what they register (a session
+/// with them needs a host that survives them, which `omniprof`'s plugin tests prove).
+#[test]
+fn misbehaving_plugins_register_as_documented() {
+    let hangs: Vec<String> = library("hangs")
+        .profilers()
+        .iter()
+        .map(Profiler::name)
+        .collect();
+    assert_eq!(
+        hangs,
+        [
+            "HangInCreate",
+            "HangInStart",
+            "HangInStop",
+            "HangInProcessEvents",
+            "HangInDestroy"
+        ]
+    );
+    // Its thread keeps running in the library, which this harness never unloads.
+    let (rc, registered) = library("register_error_with_thread").register();
+    assert_eq!((rc, registered.len()), (-7, 0));
+    // This harness serves the call from the plugin's own thread, so it sees two profilers.
+    let misuse: Vec<String> = library("handle_misuse")
+        .profilers()
+        .iter()
+        .map(Profiler::name)
+        .collect();
+    assert_eq!(misuse, ["HandleMisuse", "HandleMisuse"]);
 }
 
 #[test]

@@ -12,7 +12,6 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -21,6 +20,7 @@ use omniprof_plugin_sys::{
     ProfileResourceInfo, TraceBuilder, TraceBuilderHandle,
 };
 
+use super::lend::{self, REFUSED};
 use super::types::activity_type;
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::backend::{DeviceInfo, ResourceInfo};
@@ -31,7 +31,6 @@ use crate::value::Value;
 pub(crate) const MAX_NAME_BYTES: usize = 4096;
 
 const OK: c_int = 0;
-const REJECTED: c_int = -1;
 
 /// The host side of the trace builder: what one `profilerProcessEvents` call produced.
 ///
@@ -42,10 +41,16 @@ const REJECTED: c_int = -1;
 /// use omniprof::plugin::HostTraceBuilder;
 ///
 /// let mut builder = HostTraceBuilder::default();
-/// let table = builder.table();
-/// // SAFETY: the table belongs to a live builder; a NULL event is rejected, not read.
-/// let rc = unsafe { table.add_event.unwrap()(table.trace_builder_handle, std::ptr::null()) };
+/// let (rc, kept) = builder.lend(|table| {
+///     // SAFETY: a call through the table lent right now; a NULL event is rejected, not read.
+///     let rc = unsafe { table.add_event.unwrap()(table.trace_builder_handle, std::ptr::null()) };
+///     (rc, *table)
+/// });
 /// assert_eq!(rc, -1);
+/// // After the loan, the same call is refused without reaching the builder.
+/// // SAFETY: a complete table; its handle is checked before anything is read.
+/// let late = unsafe { kept.add_event.unwrap()(kept.trace_builder_handle, std::ptr::null()) };
+/// assert_eq!(late, -1);
 /// assert_eq!(builder.problems().values().sum::<u64>(), 1);
 /// ```
 #[derive(Default)]
@@ -81,24 +86,38 @@ impl HostTraceBuilder {
         self.has_last = false;
     }
 
-    /// The C function table handed to the plugin; valid while `self` is neither moved nor
-    /// dropped.
-    pub fn table(&mut self) -> TraceBuilder {
-        TraceBuilder {
-            trace_builder_handle: (self as *mut Self).cast::<TraceBuilderHandle>(),
-            add_event: Some(add_event),
-            set_last_event_name: Some(set_last_event_name),
-            set_last_event_flow: Some(set_last_event_flow),
-            add_last_event_metadata: Some(add_last_event_metadata),
-            add_device_info: Some(add_device_info),
-            add_resource_info: Some(add_resource_info),
-            ..TraceBuilder::default()
+    /// Lends the builder to a plugin for the length of `f`, which gets the C function table
+    /// to hand over. Calls through the table are served only on this thread while `f` runs;
+    /// a call from another thread, or after `f` returned, is refused (−1) and counted, and
+    /// never reaches the builder.
+    pub fn lend<R>(&mut self, f: impl FnOnce(&TraceBuilder) -> R) -> R {
+        let (result, refused) = lend::lend(self, |handle| {
+            f(&TraceBuilder {
+                trace_builder_handle: handle.cast::<TraceBuilderHandle>(),
+                add_event: Some(add_event),
+                set_last_event_name: Some(set_last_event_name),
+                set_last_event_flow: Some(set_last_event_flow),
+                add_last_event_metadata: Some(add_last_event_metadata),
+                add_device_info: Some(add_device_info),
+                add_resource_info: Some(add_resource_info),
+                ..TraceBuilder::default()
+            })
+        });
+        if refused > 0 {
+            *self
+                .problems
+                .entry(
+                    "trace builder called from another thread or through a wrong handle (refused)"
+                        .to_owned(),
+                )
+                .or_default() += refused;
         }
+        result
     }
 
     fn problem(&mut self, reason: impl Into<String>) -> c_int {
         *self.problems.entry(reason.into()).or_default() += 1;
-        REJECTED
+        REFUSED
     }
 
     fn last(&mut self, call: &str) -> Result<&mut Activity, c_int> {
@@ -316,19 +335,12 @@ fn copy_or(s: *const c_char, default: impl FnOnce() -> String) -> String {
     }
 }
 
-/// Runs a builder call for the plugin: a NULL handle is refused, and a panic (a host bug)
-/// becomes −1 instead of unwinding into C.
+/// Runs a plugin's builder call on the lent builder, or refuses it (see [`lend`]).
 fn with_builder(
     handle: *mut TraceBuilderHandle,
     f: impl FnOnce(&mut HostTraceBuilder) -> c_int,
 ) -> c_int {
-    if handle.is_null() {
-        return REJECTED;
-    }
-    // SAFETY: the handle is the `HostTraceBuilder` that `table` pointed at, alive and not
-    // otherwise borrowed while the plugin runs `profilerProcessEvents` on this thread.
-    let builder = unsafe { &mut *handle.cast::<HostTraceBuilder>() };
-    catch_unwind(AssertUnwindSafe(|| f(builder))).unwrap_or(REJECTED)
+    lend::with_lent(handle.cast(), f)
 }
 
 unsafe extern "C" fn add_event(h: *mut TraceBuilderHandle, event: *const ProfileEvent) -> c_int {
@@ -419,7 +431,27 @@ mod tests {
     #[test]
     fn valid_calls_build_activities() {
         let mut b = HostTraceBuilder::default();
-        let p = Plugin(b.table());
+        b.lend(|table| valid_calls(Plugin(*table)));
+        let k = &b.events[0];
+        assert_eq!(
+            (k.kind, &*k.name, k.correlation),
+            (ActivityType::ConcurrentKernel, "test_kernel", 1 << 40)
+        );
+        assert_eq!(k.arg("stream"), Some(&Value::Int(7)));
+        assert_eq!(k.arg("note").unwrap().to_json(), "\"quoted\"");
+        assert_eq!(
+            k.flow,
+            Some(Flow {
+                id: 3,
+                kind: FlowKind::Ac2g,
+                start: false
+            })
+        );
+        assert_eq!(b.events[1].counters, vec![("sm_active_pct".into(), 87.5)]);
+        assert!(b.problems.is_empty(), "{:?}", b.problems);
+    }
+
+    fn valid_calls(p: Plugin) {
         assert_eq!(
             p.add(&event(ProfileEventType::CONCURRENT_KERNEL, 10, 20, 1 << 40)),
             0
@@ -440,61 +472,56 @@ mod tests {
         );
         assert_eq!(p.name(b"sm"), 0);
         assert_eq!(p.meta("sm_active_pct", "87.5"), 0);
-        let k = &b.events[0];
-        assert_eq!(
-            (k.kind, &*k.name, k.correlation),
-            (ActivityType::ConcurrentKernel, "test_kernel", 1 << 40)
-        );
-        assert_eq!(k.arg("stream"), Some(&Value::Int(7)));
-        assert_eq!(k.arg("note").unwrap().to_json(), "\"quoted\"");
-        assert_eq!(
-            k.flow,
-            Some(Flow {
-                id: 3,
-                kind: FlowKind::Ac2g,
-                start: false
-            })
-        );
-        assert_eq!(b.events[1].counters, vec![("sm_active_pct".into(), 87.5)]);
-        assert!(b.problems.is_empty(), "{:?}", b.problems);
     }
 
     #[test]
     fn bad_calls_are_rejected_and_counted() {
         let mut b = HostTraceBuilder::default();
-        let p = Plugin(b.table());
-        assert_eq!(p.name(b"early"), -1, "name before any event");
-        let mut small = event(ProfileEventType::CUDA_RUNTIME, 0, 1, 1);
-        small.unpadded_struct_size = 24;
-        assert_eq!(p.add(&small), -1);
-        for t in [0, 25, 99] {
-            assert_eq!(p.add(&event(ProfileEventType(t), 0, 1, 1)), -1, "type {t}");
-        }
-        assert_eq!(
-            p.name(b"orphan"),
-            -1,
-            "a rejected event has no name to take"
-        );
-        assert_eq!(p.add(&event(ProfileEventType::CUDA_RUNTIME, 50, 40, 1)), 0);
-        assert_eq!(p.name(&[b'a'; MAX_NAME_BYTES + 10]), 0);
-        assert_eq!(b.events[0].name.len(), MAX_NAME_BYTES);
-        assert_eq!(b.events[0].end_ns, 50);
-        assert_eq!(p.name(b"bad \xff utf8"), 0);
+        b.lend(|table| {
+            let p = Plugin(*table);
+            assert_eq!(p.name(b"early"), -1, "name before any event");
+            let mut small = event(ProfileEventType::CUDA_RUNTIME, 0, 1, 1);
+            small.unpadded_struct_size = 24;
+            assert_eq!(p.add(&small), -1);
+            for t in [0, 25, 99] {
+                assert_eq!(p.add(&event(ProfileEventType(t), 0, 1, 1)), -1, "type {t}");
+            }
+            assert_eq!(
+                p.name(b"orphan"),
+                -1,
+                "a rejected event has no name to take"
+            );
+            assert_eq!(p.add(&event(ProfileEventType::CUDA_RUNTIME, 50, 40, 1)), 0);
+            assert_eq!(p.name(&[b'a'; MAX_NAME_BYTES + 10]), 0);
+            assert_eq!(p.name(b"bad \xff utf8"), 0);
+            assert_eq!(p.meta("k", "not json"), 0);
+            let flow = ProfileEventFlow {
+                unpadded_struct_size: 16,
+                ..ProfileEventFlow::default()
+            };
+            assert_eq!(p.flow(&flow), -1);
+            assert_eq!(p.add(&event(ProfileEventType::GPU_PM_COUNTER, 1, 1, 1)), 0);
+            assert_eq!(p.meta("v", "\"high\""), -1);
+            // SAFETY: a NULL handle is what is being tested.
+            let rc = unsafe { add_event(std::ptr::null_mut(), std::ptr::null()) };
+            assert_eq!(rc, -1);
+        });
         assert_eq!(&*b.events[0].name, "bad \u{fffd} utf8");
-        assert_eq!(p.meta("k", "not json"), 0);
+        assert_eq!(b.events[0].end_ns, 50);
         assert_eq!(b.events[0].arg("k"), Some(&Value::from("not json")));
-        let flow = ProfileEventFlow {
-            unpadded_struct_size: 16,
-            ..ProfileEventFlow::default()
-        };
-        assert_eq!(p.flow(&flow), -1);
-        assert_eq!(p.add(&event(ProfileEventType::GPU_PM_COUNTER, 1, 1, 1)), 0);
-        assert_eq!(p.meta("v", "\"high\""), -1);
-        // SAFETY: a NULL handle is what is being tested.
-        let rc = unsafe { add_event(std::ptr::null_mut(), std::ptr::null()) };
-        assert_eq!(rc, -1);
         let total: u64 = b.problems.values().sum();
         assert_eq!(total, 12, "{:#?}", b.problems);
         assert_eq!(ProfileEvent::UNPADDED_SIZE, 48);
+    }
+
+    #[test]
+    fn a_long_name_is_cut_at_the_limit() {
+        let mut b = HostTraceBuilder::default();
+        b.lend(|table| {
+            let p = Plugin(*table);
+            assert_eq!(p.add(&event(ProfileEventType::CUDA_RUNTIME, 0, 1, 1)), 0);
+            assert_eq!(p.name(&[b'a'; MAX_NAME_BYTES + 10]), 0);
+        });
+        assert_eq!(b.events[0].name.len(), MAX_NAME_BYTES);
     }
 }
