@@ -983,6 +983,7 @@ fn every_c_plugin_is_in_the_corpus() {
             "counter_non_numeric",
             "create_error",
             "event_end_before_start",
+            "event_flood",
             "event_too_small",
             "event_type_99",
             "event_type_invalid",
@@ -991,6 +992,7 @@ fn every_c_plugin_is_in_the_corpus() {
             "handle_misuse",
             "hangs",
             "interface_too_small",
+            "invalid_type_flood",
             "metadata_invalid_json",
             "missing_register",
             "missing_start",
@@ -1099,6 +1101,15 @@ fn misbehaving_plugins_register_as_documented() {
         .map(Profiler::name)
         .collect();
     assert_eq!(misuse, ["HandleMisuse", "HandleMisuse"]);
+
+    let (rc, trace, _) = single("event_flood").session(&[T::CONCURRENT_KERNEL]);
+    assert_eq!((rc, trace.named("flood_kernel").len()), (0, 100_000));
+    let (rc, trace, _) = single("invalid_type_flood").session(&[T::CONCURRENT_KERNEL]);
+    assert_eq!(rc, 0);
+    assert_eq!(
+        trace.one("after_broken_call").metadata("broken_call_rc"),
+        Some("-1")
+    );
 }
 
 #[test]

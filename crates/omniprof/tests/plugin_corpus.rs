@@ -82,17 +82,25 @@ fn cases() -> Vec<(&'static str, Load, Option<Session>)> {
         (
             "event_type_99",
             Usable(&["BadEventType99"]),
-            Some(s("BadEventType99", Some("invalid event type 99"), Some(-1))),
+            Some(s(
+                "BadEventType99",
+                Some("invalid event type: 99"),
+                Some(-1),
+            )),
         ),
         (
             "event_type_invalid",
             Usable(&["BadEventType0"]),
-            Some(s("BadEventType0", Some("invalid event type 0"), Some(-1))),
+            Some(s("BadEventType0", Some("invalid event type: 0"), Some(-1))),
         ),
         (
             "event_type_num_types",
             Usable(&["BadEventType25"]),
-            Some(s("BadEventType25", Some("invalid event type 25"), Some(-1))),
+            Some(s(
+                "BadEventType25",
+                Some("invalid event type: 25"),
+                Some(-1),
+            )),
         ),
         (
             "event_too_small",

@@ -263,7 +263,7 @@ config_keys! {
 
     /// (omniprof's own) events one backend may hand over per trace (Kineto bounds its
     /// device buffers the same way); the rest are dropped and counted.
-    OMNIPROF_MAX_EVENTS_PER_BACKEND: U64 = 2_000_000 => max_events_per_backend() -> u64;
+    OMNIPROF_MAX_EVENTS_PER_BACKEND: U64 = 1_000_000 => max_events_per_backend() -> u64;
 
     // The XPU scope profiler's feature config (Kineto's `xpupti_scope_profiler`). Kineto
     // matches feature keys after the core keys; no name is shared, so the order is moot.

@@ -120,6 +120,7 @@ impl ActivityProfiler for PluginProfiler {
             built: HostTraceBuilder::default(),
             abandoned: self.abandoned.clone(),
             timeout,
+            max_events: usize::try_from(config.max_events_per_backend()).unwrap_or(usize::MAX),
             errors: Vec::new(),
         })))
     }
@@ -135,6 +136,8 @@ struct PluginSession {
     built: HostTraceBuilder,
     abandoned: Abandoned,
     timeout: Duration,
+    /// Events the builder keeps per trace.
+    max_events: usize,
     /// Problems of calls after processEvents (destroy).
     errors: Vec<String>,
 }
@@ -213,8 +216,9 @@ impl ProfilerSession for PluginSession {
         _window: Window,
     ) -> Result<(), BackendError> {
         let process = self.iface.profiler_process_events.expect("checked at load");
+        let max_events = self.max_events;
         let (rc, mut built) = self.call("profilerProcessEvents", move |handle| {
-            let mut built = HostTraceBuilder::default();
+            let mut built = HostTraceBuilder::with_max_events(max_events);
             let rc = built.lend(|table| {
                 let mut params = ProfilerProcessEventsParams {
                     profiler_handle: handle,
@@ -266,12 +270,9 @@ impl ProfilerSession for PluginSession {
     }
 
     fn errors(&self) -> Vec<String> {
-        self.built
-            .problems
-            .iter()
-            .map(|(reason, n)| format!("{n} × {reason}"))
-            .chain(self.errors.iter().cloned())
-            .collect()
+        let mut errors = self.built.problem_report();
+        errors.extend(self.errors.iter().cloned());
+        errors
     }
 
     fn correlation_listener(&self) -> Option<Arc<dyn CorrelationListener>> {

@@ -51,33 +51,78 @@ const OK: c_int = 0;
 /// // SAFETY: a complete table; its handle is checked before anything is read.
 /// let late = unsafe { kept.add_event.unwrap()(kept.trace_builder_handle, std::ptr::null()) };
 /// assert_eq!(late, -1);
-/// assert_eq!(builder.problems().values().sum::<u64>(), 1);
+/// assert_eq!(builder.problems().values().map(|p| p.count).sum::<u64>(), 1);
 /// ```
-#[derive(Default)]
 pub struct HostTraceBuilder {
     pub(crate) events: Vec<Activity>,
     pub(crate) devices: Vec<DeviceInfo>,
     pub(crate) resources: Vec<ResourceInfo>,
-    /// Problems, by reason, with their counts.
-    pub(crate) problems: BTreeMap<String, u64>,
+    /// Problems, by kind, with their counts and first examples.
+    pub(crate) problems: BTreeMap<&'static str, Problem>,
+    /// Events kept at most; the rest are dropped and counted.
+    max_events: usize,
     /// Whether the most recent `addEvent` was accepted, so the last event may be named,
     /// flowed and annotated.
     has_last: bool,
-    /// Names seen so far, as kept, with the repair each needed.
+    /// Names seen so far (as cut to [`MAX_NAME_BYTES`]), as kept, with the repair each
+    /// needed.
     names: FastMap<Box<[u8]>, KeptName>,
+    /// Bytes of the keys of `names`; past [`MAX_CACHED_NAME_BYTES`] new names are not cached.
+    cached_name_bytes: usize,
     /// The name an event has until `setLastEventName` (shared, so adding allocates nothing).
     unnamed: Arc<str>,
 }
 
+impl Default for HostTraceBuilder {
+    fn default() -> Self {
+        Self::with_max_events(usize::MAX)
+    }
+}
+
 impl HostTraceBuilder {
+    /// A builder that keeps at most `max_events` events: past them `addEvent` returns −1 and
+    /// each dropped event is counted (the engine's budget is
+    /// [`max_events_per_backend`](crate::Config::max_events_per_backend)).
+    pub fn with_max_events(max_events: usize) -> Self {
+        Self {
+            events: Vec::new(),
+            devices: Vec::new(),
+            resources: Vec::new(),
+            problems: BTreeMap::new(),
+            max_events,
+            has_last: false,
+            names: FastMap::default(),
+            cached_name_bytes: 0,
+            unnamed: Arc::default(),
+        }
+    }
+
     /// The events built so far.
     pub fn activities(&self) -> &[Activity] {
         &self.events
     }
 
-    /// Rejected or repaired calls, by reason, with their counts.
-    pub fn problems(&self) -> &BTreeMap<String, u64> {
+    /// Rejected or repaired calls, by kind of problem.
+    pub fn problems(&self) -> &BTreeMap<&'static str, Problem> {
         &self.problems
+    }
+
+    /// One line per kind of problem: its count, what it is, and its first examples.
+    pub fn problem_report(&self) -> Vec<String> {
+        self.problems
+            .iter()
+            .map(|(kind, p)| match p.examples.is_empty() {
+                true => format!("{} × {kind}", p.count),
+                false => {
+                    let more = if p.count > p.examples.len() as u64 {
+                        ", …"
+                    } else {
+                        ""
+                    };
+                    format!("{} × {kind}: {}{more}", p.count, p.examples.join(", "))
+                }
+            })
+            .collect()
     }
 
     /// Forgets the events built so far (keeps the problem counts).
@@ -104,25 +149,45 @@ impl HostTraceBuilder {
             })
         });
         if refused > 0 {
-            *self
-                .problems
+            self.problems
                 .entry(
-                    "trace builder called from another thread or through a wrong handle (refused)"
-                        .to_owned(),
+                    "trace builder called from another thread or through a wrong handle (refused)",
                 )
-                .or_default() += refused;
+                .or_default()
+                .count += refused;
         }
         result
     }
 
-    fn problem(&mut self, reason: impl Into<String>) -> c_int {
-        *self.problems.entry(reason.into()).or_default() += 1;
+    /// Counts one problem of `kind`; returns −1 for the call that had it.
+    fn problem(&mut self, kind: &'static str) -> c_int {
+        self.problems.entry(kind).or_default().count += 1;
         REFUSED
     }
 
-    fn last(&mut self, call: &str) -> Result<&mut Activity, c_int> {
+    /// Counts one problem of `kind`, keeping `example` (made only while few are kept).
+    fn problem_with(&mut self, kind: &'static str, example: impl FnOnce() -> String) -> c_int {
+        let problem = self.problems.entry(kind).or_default();
+        problem.count += 1;
+        if problem.examples.len() < MAX_EXAMPLES {
+            let mut example = example();
+            if example.len() > MAX_EXAMPLE_BYTES {
+                let mut cut = MAX_EXAMPLE_BYTES;
+                while !example.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                example.truncate(cut);
+                example.push('…');
+            }
+            problem.examples.push(example);
+        }
+        REFUSED
+    }
+
+    /// The last accepted event, or the problem `kind` (a call before any `addEvent`).
+    fn last(&mut self, kind: &'static str) -> Result<&mut Activity, c_int> {
         if !self.has_last || self.events.is_empty() {
-            return Err(self.problem(format!("{call} before any addEvent")));
+            return Err(self.problem(kind));
         }
         Ok(self.events.last_mut().expect("checked above"))
     }
@@ -138,14 +203,18 @@ impl HostTraceBuilder {
         // declares in the struct's first field (the ABI contract `read_versioned` relies on).
         let event = match unsafe { read_versioned(event) } {
             Ok(event) => event,
-            Err(e) => return self.problem(format!("addEvent: {e}")),
+            Err(e) => {
+                return self.problem_with("addEvent with a struct too small", || e.to_string())
+            }
         };
         let Some(kind) = activity_type(event.event_type) else {
-            return self.problem(format!(
-                "addEvent with an invalid event type {}",
-                event.event_type.0
-            ));
+            return self.problem_with("addEvent with an invalid event type", || {
+                event.event_type.0.to_string()
+            });
         };
+        if self.events.len() >= self.max_events {
+            return self.problem(EVENT_BUDGET_REACHED);
+        }
         let start = event.start_time_utc_ns;
         let mut end = event.end_time_utc_ns;
         if end < start {
@@ -171,20 +240,28 @@ impl HostTraceBuilder {
             return self.problem("setLastEventName with a NULL name");
         }
         // SAFETY: non-null, and the ABI says strings are NUL-terminated and live for the call.
-        let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
+        let whole = unsafe { CStr::from_ptr(name) }.to_bytes();
+        // Only what is kept is looked up and cached, so a huge name costs its kept part.
+        let bytes = cut_name(whole);
         // Plugins repeat a few names many times: each distinct one is checked and copied once.
-        let (text, problem) = match self.names.get(bytes) {
+        let (text, mut problem) = match self.names.get(bytes) {
             Some(known) => known.clone(),
             None => {
                 let known = checked_name(bytes);
-                self.names.insert(bytes.into(), known.clone());
+                if self.cached_name_bytes + bytes.len() <= MAX_CACHED_NAME_BYTES {
+                    self.cached_name_bytes += bytes.len();
+                    self.names.insert(bytes.into(), known.clone());
+                }
                 known
             }
         };
+        if bytes.len() < whole.len() {
+            problem = Some(NAME_CUT);
+        }
         if let Some(problem) = problem {
             self.problem(problem);
         }
-        match self.last("setLastEventName") {
+        match self.last("setLastEventName before any addEvent") {
             Ok(last) => {
                 last.name = text;
                 OK
@@ -200,19 +277,21 @@ impl HostTraceBuilder {
         // SAFETY: as in `add_event`: the plugin's struct, readable for its declared size.
         let flow = match unsafe { read_versioned(flow) } {
             Ok(flow) => flow,
-            Err(e) => return self.problem(format!("setLastEventFlow: {e}")),
+            Err(e) => {
+                return self
+                    .problem_with("setLastEventFlow with a struct too small", || e.to_string())
+            }
         };
         let kind = match flow.flow_type {
             ProfileEventFlowType::FWD_BWD => FlowKind::FwdBwd,
             ProfileEventFlowType::ASYNC_CPU_GPU => FlowKind::Ac2g,
             other => {
-                return self.problem(format!(
-                    "setLastEventFlow with an invalid flow type {}",
-                    other.0
-                ))
+                return self.problem_with("setLastEventFlow with an invalid flow type", || {
+                    other.0.to_string()
+                })
             }
         };
-        match self.last("setLastEventFlow") {
+        match self.last("setLastEventFlow before any addEvent") {
             Ok(last) => {
                 last.flow = (flow.flow_id != 0).then_some(Flow {
                     id: flow.flow_id.into(),
@@ -236,7 +315,7 @@ impl HostTraceBuilder {
                 CStr::from_ptr(value).to_string_lossy().into_owned(),
             )
         };
-        let counter = match self.last("addLastEventMetadata") {
+        let counter = match self.last("addLastEventMetadata before any addEvent") {
             Ok(last) => last.kind == ActivityType::GpuPmCounter,
             Err(code) => return code,
         };
@@ -274,7 +353,9 @@ impl HostTraceBuilder {
         // SAFETY: as in `add_event`.
         let info = match unsafe { read_versioned(info) } {
             Ok(info) => info,
-            Err(e) => return self.problem(format!("addDeviceInfo: {e}")),
+            Err(e) => {
+                return self.problem_with("addDeviceInfo with a struct too small", || e.to_string())
+            }
         };
         self.devices.push(DeviceInfo {
             id: info.device_id,
@@ -292,7 +373,10 @@ impl HostTraceBuilder {
         // SAFETY: as in `add_event`.
         let info = match unsafe { read_versioned(info) } {
             Ok(info) => info,
-            Err(e) => return self.problem(format!("addResourceInfo: {e}")),
+            Err(e) => {
+                return self
+                    .problem_with("addResourceInfo with a struct too small", || e.to_string())
+            }
         };
         self.resources.push(ResourceInfo {
             device_id: info.device_id.into(),
@@ -304,8 +388,39 @@ impl HostTraceBuilder {
     }
 }
 
+/// One kind of problem a plugin's calls had.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Problem {
+    /// How many calls had it.
+    pub count: u64,
+    /// What the first few (at most 3) were, each cut to 64 bytes.
+    pub examples: Vec<String>,
+}
+
+const MAX_EXAMPLES: usize = 3;
+const MAX_EXAMPLE_BYTES: usize = 64;
+/// Bytes of distinct names cached; a plugin with more distinct names still gets each one
+/// checked and kept, only not cached.
+const MAX_CACHED_NAME_BYTES: usize = 16 << 20;
+const NAME_CUT: &str = "event name longer than 4096 bytes (cut)";
+const EVENT_BUDGET_REACHED: &str =
+    "events past the budget of this trace (OMNIPROF_MAX_EVENTS_PER_BACKEND; dropped)";
+
 /// A name as kept, and the repair it needed, if any.
 type KeptName = (Arc<str>, Option<&'static str>);
+
+/// The first [`MAX_NAME_BYTES`] of a name, backed off so that no UTF-8 sequence is split.
+fn cut_name(bytes: &[u8]) -> &[u8] {
+    if bytes.len() <= MAX_NAME_BYTES {
+        return bytes;
+    }
+    let mut end = MAX_NAME_BYTES;
+    // A continuation byte (10xxxxxx) at the cut belongs to a character that starts before.
+    while end > MAX_NAME_BYTES - 3 && bytes[end] & 0xC0 == 0x80 {
+        end -= 1;
+    }
+    &bytes[..end]
+}
 
 /// An event name as kept, and what had to be repaired in it: invalid UTF-8 is replaced and
 /// a name past [`MAX_NAME_BYTES`] is cut at a character boundary.
@@ -320,7 +435,7 @@ fn checked_name(bytes: &[u8]) -> KeptName {
             cut -= 1;
         }
         text.truncate(cut);
-        problem = Some("event name longer than 4096 bytes (cut)");
+        problem = Some(NAME_CUT);
     }
     (text.into(), problem)
 }
@@ -509,7 +624,7 @@ mod tests {
         assert_eq!(&*b.events[0].name, "bad \u{fffd} utf8");
         assert_eq!(b.events[0].end_ns, 50);
         assert_eq!(b.events[0].arg("k"), Some(&Value::from("not json")));
-        let total: u64 = b.problems.values().sum();
+        let total: u64 = b.problems.values().map(|p| p.count).sum();
         assert_eq!(total, 12, "{:#?}", b.problems);
         assert_eq!(ProfileEvent::UNPADDED_SIZE, 48);
     }
@@ -523,5 +638,32 @@ mod tests {
             assert_eq!(p.name(&[b'a'; MAX_NAME_BYTES + 10]), 0);
         });
         assert_eq!(b.events[0].name.len(), MAX_NAME_BYTES);
+    }
+
+    #[test]
+    fn huge_names_are_cut_before_they_are_cached() {
+        let names: Vec<Vec<u8>> = (0..64u8)
+            .map(|i| {
+                let mut name = vec![b'k'; 1 << 20];
+                name[..2].copy_from_slice(&[b'a' + i % 8, b'a' + i / 8]);
+                name
+            })
+            .collect();
+        // A cut that would split a character backs off to its start (no U+FFFD).
+        let mut accented = vec![b'a'; MAX_NAME_BYTES - 1];
+        accented.extend_from_slice("é and more".as_bytes());
+        let mut b = HostTraceBuilder::default();
+        b.lend(|table| {
+            let p = Plugin(*table);
+            for name in names.iter().chain([&accented]) {
+                assert_eq!(p.add(&event(ProfileEventType::CUDA_RUNTIME, 0, 1, 1)), 0);
+                assert_eq!(p.name(name), 0);
+            }
+        });
+        let cached: usize = b.names.keys().map(|k| k.len()).sum();
+        assert!(cached <= 65 * MAX_NAME_BYTES, "{cached} bytes cached");
+        assert_eq!(b.problems[NAME_CUT].count, 65, "{:#?}", b.problems);
+        assert_eq!(b.problems.len(), 1, "{:#?}", b.problems);
+        assert_eq!(b.events[64].name.len(), MAX_NAME_BYTES - 1);
     }
 }

@@ -29,7 +29,7 @@ mod types;
 
 use std::path::PathBuf;
 
-pub use builder::HostTraceBuilder;
+pub use builder::{HostTraceBuilder, Problem};
 pub use lend::late_calls;
 pub(crate) use loader::load_env_once;
 pub use loader::{
