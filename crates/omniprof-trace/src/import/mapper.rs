@@ -121,6 +121,9 @@ pub(super) struct Converter {
     pub base_ns: i64,
     /// Which other args activities keep.
     pub args: ArgFilter,
+    /// The longest event read ([`Limits::event_bytes`](super::Limits::event_bytes)); the
+    /// parallel reader leaves a longer one to the sequential one, which reports it.
+    pub max_event_bytes: usize,
     names: HashSet<Arc<str>, BuildHasherDefault<FastHasher>>,
 }
 
@@ -129,6 +132,7 @@ impl Converter {
         Self {
             base_ns: 0,
             args,
+            max_event_bytes: usize::MAX,
             names: HashSet::default(),
         }
     }
