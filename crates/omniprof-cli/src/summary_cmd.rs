@@ -177,4 +177,11 @@ fn report_skipped(stats: &ReadStats) {
             parts.join(", ")
         );
     }
+    if stats.too_deep_args > 0 {
+        eprintln!(
+            "note: skipped {} arg values nested deeper than {} levels",
+            stats.too_deep_args,
+            omniprof_trace::value::MAX_DEPTH
+        );
+    }
 }

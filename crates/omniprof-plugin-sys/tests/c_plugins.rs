@@ -994,6 +994,7 @@ fn every_c_plugin_is_in_the_corpus() {
             "interface_too_small",
             "invalid_type_flood",
             "metadata_invalid_json",
+            "metadata_unreadable",
             "missing_register",
             "missing_start",
             "name_before_event",

@@ -334,6 +334,7 @@ fn small_trace_header_rows_and_counts() {
             unknown_metadata: 1,
             unsupported_id: 1,
             unmatched_flow: 2,
+            too_deep_args: 0,
         }
     );
     assert_eq!(stats.skipped(), 6);
@@ -676,6 +677,23 @@ fn a_header_past_the_limit_fails_naming_its_key() {
         ),
         "{error:?}"
     );
+}
+
+#[test]
+fn an_arg_nested_too_deep_is_skipped_and_counted() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let text = format!(
+        r#"{{"traceEvents": [{{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1,
+        "ts": 1, "dur": 1, "args": {{"deep": {deep}, "External id": 4, "kept": [[1]]}}}}]}}"#
+    );
+    let (trace, stats) = TraceReader::new()
+        .read(text.as_bytes())
+        .into_result()
+        .unwrap();
+    let op = &trace.activities[0];
+    assert_eq!((op.correlation, op.arg("deep")), (4, None));
+    assert_eq!(op.arg("kept").unwrap().to_json(), "[[1]]");
+    assert_eq!(stats.too_deep_args, 1);
 }
 
 #[test]

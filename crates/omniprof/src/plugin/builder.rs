@@ -5,8 +5,9 @@
 //! struct sizes are checked before reading (defects 1 and 4 of the reference), unknown or
 //! `INVALID` types are rejected (defect 5), strings are copied at once (their pointers die
 //! with the call), invalid UTF-8 is replaced, event ids keep 64 bits (defect 2), an end before
-//! the start is clamped and counted (defect 11), metadata must be JSON (kept as a string and
-//! counted otherwise), counter values must be numbers (defect 15), and every device and
+//! the start is clamped and counted (defect 11), metadata must be JSON that every reader
+//! reads (`1e400` or a lone surrogate is kept as a string and counted; a value nested deeper
+//! than [`MAX_DEPTH`](crate::value::MAX_DEPTH) is refused and counted), counter values must be numbers (defect 15), and every device and
 //! resource info is kept (defect 7). Each rejection is counted by reason and reported as a
 //! session error.
 
@@ -25,7 +26,7 @@ use super::types::activity_type;
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::backend::{DeviceInfo, ResourceInfo};
 use crate::hash::FastMap;
-use crate::value::Value;
+use crate::value::{FromJsonError, Value};
 
 /// Longest event name kept; longer ones are cut (at a character boundary) and counted.
 pub(crate) const MAX_NAME_BYTES: usize = 4096;
@@ -319,8 +320,14 @@ impl HostTraceBuilder {
             Ok(last) => last.kind == ActivityType::GpuPmCounter,
             Err(code) => return code,
         };
-        // Kineto's plugins pass metadata values as JSON text.
-        let typed = serde_json::from_str::<Value>(&raw);
+        // Kineto's plugins pass metadata values as JSON text, read by the reader's rules.
+        let typed = Value::from_json(&raw);
+        if let Err(FromJsonError::TooDeep) = typed {
+            return self.problem_with(
+                "metadata value nested deeper than a reader reads (refused)",
+                || key,
+            );
+        }
         if counter {
             return match typed.as_ref().ok().and_then(Value::as_f64) {
                 Some(v) if v.is_finite() => {
@@ -335,7 +342,7 @@ impl HostTraceBuilder {
             };
         }
         let value = typed.unwrap_or_else(|_| {
-            self.problem("metadata value is not JSON (kept as a string)");
+            self.problem("metadata value is not JSON a reader reads (kept as a string)");
             Value::from(raw)
         });
         self.events
