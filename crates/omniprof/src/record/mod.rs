@@ -433,7 +433,9 @@ pub(crate) fn warm_up() {
 }
 
 /// Drains `session` into activities on process `pid`, within `window`. Ranges still open at
-/// the stop are closed at the window's end and marked `"finished": false`.
+/// the stop are closed at the window's end and marked `"finished": false`; a range whose end
+/// was dropped past the per-thread cap is left out (its end counted in `dropped_events`), as
+/// its duration is unknown.
 pub(crate) fn collect(
     session: HostSession,
     pid: i64,
@@ -462,12 +464,26 @@ pub(crate) fn collect(
             }
         }
     }
+    // Ranges whose end was dropped past the cap, by (owning thread, sequence): their
+    // duration is unknown, so they are left out (each already counted as one dropped event,
+    // its end) rather than closed at the window's end.
+    let mut lost_ends: FastMap<(u32, u32), ()> = FastMap::default();
+    for thread in &drained {
+        for &w in &thread.dropped_ends {
+            let owner = match (w >> NAME_SHIFT) as u32 {
+                0 => thread.index,
+                foreign => foreign - 1,
+            };
+            lost_ends.insert((owner, w as u32), ());
+        }
+    }
     let mut out = HostRecording {
         activities: Vec::with_capacity(events),
         threads: Vec::new(),
         dropped_events: 0,
         unfinished_ranges: 0,
     };
+    let mut left_out = Vec::new();
     for thread in drained {
         out.dropped_events += thread.dropped;
         if thread.records.is_empty() {
@@ -525,10 +541,22 @@ pub(crate) fn collect(
                 a.end_ns = time(tick).max(a.start_ns);
                 continue;
             }
+            if lost_ends.contains_key(&(thread.index, seq)) {
+                left_out.push(index);
+                continue;
+            }
             out.unfinished_ranges += 1;
             a.end_ns = window.end_ns;
             a.args.push((arg::FINISHED.into(), Value::Bool(false)));
         }
+    }
+    if !left_out.is_empty() {
+        left_out.sort_unstable();
+        let mut index = 0;
+        out.activities.retain(|_| {
+            index += 1;
+            left_out.binary_search(&(index - 1)).is_err()
+        });
     }
     out
 }
@@ -667,6 +695,38 @@ mod tests {
     fn the_cap_is_exact_in_records() {
         // Not a multiple of the chunk size: the cap still holds to the record.
         assert_eq!(ranges_under_cap(5000), (2500, Some(Value::UInt(7500))));
+    }
+
+    #[test]
+    fn a_range_whose_end_falls_past_the_cap_is_left_out_not_stretched() {
+        let _g = serial();
+        let mut config = Config::default();
+        config
+            .apply("OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=3")
+            .unwrap();
+        let mut p = Profiler::builder().config(config).build().unwrap();
+        p.start().unwrap();
+        std::thread::spawn(|| {
+            // Record 1; never ended.
+            std::mem::forget(record_function("open_at_stop"));
+            let _lost = record_function("end_past_cap"); // record 2; its end is dropped
+            drop(record_op("whole")); // record 3; its end (4) is dropped
+        })
+        .join()
+        .unwrap();
+        let t = p.stop().unwrap();
+        let names: Vec<&str> = t.activities.iter().map(|a| &*a.name).collect();
+        assert!(!names.contains(&"end_past_cap"), "{names:?}");
+        // `whole` lost its end too (the cap fell between its records): left out as well.
+        assert!(!names.contains(&"whole"), "{names:?}");
+        let open = t
+            .activities
+            .iter()
+            .find(|a| &*a.name == "open_at_stop")
+            .expect("a range open at the stop is kept");
+        assert_eq!(open.arg("finished"), Some(&Value::Bool(false)));
+        assert_eq!(t.metadata("unfinished_ranges"), Some(&Value::UInt(1)));
+        assert_eq!(t.metadata("dropped_events"), Some(&Value::UInt(2)));
     }
 
     #[test]
