@@ -388,12 +388,16 @@ pub(crate) struct HostRecording {
     pub(crate) threads: Vec<ThreadRow>,
     pub(crate) dropped_events: u64,
     pub(crate) unfinished_ranges: u64,
+    /// Ranges whose name did not fit in the name table (named `<name table full>`).
+    pub(crate) dropped_names: u64,
 }
 
 /// The recorder's side of a session, from [`start_session`] to [`collect`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct HostSession {
     state: u64,
+    /// [`name::dropped_names`] when the session started.
+    dropped_names: u64,
     /// Older than every record of the session (see [`buffer::drain`]).
     floor_tick: u64,
     /// Taken once recording has stopped: a record newer than this was written by a thread
@@ -404,12 +408,15 @@ pub(crate) struct HostSession {
 /// Starts recording for a new session.
 pub(crate) fn start_session(max_records_per_thread: u64) -> HostSession {
     buffer::set_max_records_per_thread(max_records_per_thread);
+    // No session records now: names no session needs can go.
+    name::reclaim();
     let next_generation = (STATE.load(Ordering::Relaxed) >> 1) + 1;
     let state = (next_generation << 1) | 1;
     let floor_tick = LAST_STOP_TICK.load(Ordering::Relaxed);
     STATE.store(state, Ordering::Release);
     HostSession {
         state,
+        dropped_names: name::dropped_names(),
         floor_tick,
         stop_tick: u64::MAX,
     }
@@ -482,6 +489,7 @@ pub(crate) fn collect(
         threads: Vec::new(),
         dropped_events: 0,
         unfinished_ranges: 0,
+        dropped_names: name::dropped_names() - session.dropped_names,
     };
     let mut left_out = Vec::new();
     for thread in drained {
@@ -727,6 +735,40 @@ mod tests {
         assert_eq!(open.arg("finished"), Some(&Value::Bool(false)));
         assert_eq!(t.metadata("unfinished_ranges"), Some(&Value::UInt(1)));
         assert_eq!(t.metadata("dropped_events"), Some(&Value::UInt(2)));
+    }
+
+    #[test]
+    fn range_names_are_bounded_reclaimed_between_sessions_and_reported() {
+        let _g = serial();
+        let names = |tag: &'static str, n: usize| {
+            (0..n).map(move |i| format!("{tag}{i:06}{}", "x".repeat(1017)))
+        };
+        let named =
+            |t: &Trace, name: &str| t.activities.iter().filter(|a| &*a.name == name).count();
+        // More distinct 1 KiB names than a generation holds: the rest are counted.
+        let t = record(Config::default(), || {
+            for name in names("a", 20_000) {
+                drop(record_function(name.as_str()));
+            }
+        });
+        let full = named(&t, "<name table full>");
+        assert!(full > 3_000, "{full}");
+        assert_eq!(t.metadata("dropped_names"), Some(&Value::UInt(full as u64)));
+        // The next session starts with room: its names are recorded as given.
+        let t = record(Config::default(), || {
+            for name in names("b", 5_000) {
+                drop(record_function(name.as_str()));
+            }
+        });
+        assert_eq!(t.metadata("dropped_names"), None);
+        assert_eq!(named(&t, "<name table full>"), 0);
+        let first = names("b", 1).next().unwrap();
+        assert_eq!(named(&t, &first), 1);
+        // Once no session needs them, the first session's 16 MiB of names are freed.
+        let t = record(Config::default(), || drop(record_function("after")));
+        assert_eq!(named(&t, "after"), 1);
+        let held = name::held_bytes();
+        assert!(held < 12 << 20, "{} MiB of names held", held >> 20);
     }
 
     #[test]
