@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 
 use omniprof::plugin::{self, PluginError};
-use omniprof::{record_function, record_op, ActivitySet, Profiler, Trace, Value};
+use omniprof::{Trace, Value};
 use omniprof_test_support::lock::serial;
-use omniprof_test_support::{checker, plugins};
+use omniprof_test_support::{checker, plugins, session};
 
 /// How a library must come out of the loader.
 enum Load {
@@ -186,14 +186,14 @@ fn every_broken_plugin_is_handled_and_the_host_trace_is_intact() {
         .iter()
         .all(|p| p.name() != "RegisteredThenFailed"));
 
-    let trace = record();
+    let trace = session::record_host_steps("", 3, 4);
     let host_ops = trace
         .activities
         .iter()
         .filter(|a| &*a.name == "host::op")
         .count();
     assert_eq!(host_ops, 12, "the host's own ranges are all there");
-    let errors = backend_errors(&trace);
+    let errors = session::backend_errors(&trace);
     let counts = backend_counts(&trace);
     for Session {
         profiler,
@@ -237,31 +237,6 @@ fn every_broken_plugin_is_handled_and_the_host_trace_is_intact() {
     let path = dir.path().join("corpus.pt.trace.json");
     omniprof::export::chrome::save(&trace, &path).unwrap();
     checker::assert_loads_in_perfetto(&path);
-}
-
-fn record() -> Trace {
-    let mut p = Profiler::builder()
-        .activities(ActivitySet::all())
-        .build()
-        .unwrap();
-    p.start().unwrap();
-    for step in 0..3 {
-        let _step = record_function(format!("step {step}"));
-        for _ in 0..4 {
-            let _op = record_op("host::op");
-        }
-    }
-    p.stop().unwrap()
-}
-
-fn backend_errors(trace: &Trace) -> Vec<String> {
-    match trace.metadata("backend_errors") {
-        Some(Value::List(list)) => list
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_owned))
-            .collect(),
-        _ => Vec::new(),
-    }
 }
 
 fn backend_counts(trace: &Trace) -> HashMap<String, u64> {

@@ -4,30 +4,18 @@
 //! `plugins/broken`, built by the test and loaded by the real loader.
 
 use omniprof::plugin;
-use omniprof::{record_op, ActivitySet, Config, Profiler, Trace, Value};
+use omniprof::Trace;
 use omniprof_test_support::lock::serial;
-use omniprof_test_support::plugins;
+use omniprof_test_support::{plugins, session};
 
 fn record(config: &str) -> Trace {
-    let mut p = Profiler::builder()
-        .activities(ActivitySet::all())
-        .config(Config::parse(config).unwrap())
-        .build()
-        .unwrap();
-    p.start().unwrap();
-    for _ in 0..3 {
-        let _op = record_op("host::op");
-    }
-    p.stop().unwrap()
+    session::record_host_steps(config, 1, 3)
 }
 
 fn errors_of(trace: &Trace, profiler: &str) -> Vec<String> {
-    let Some(Value::List(list)) = trace.metadata("backend_errors") else {
-        return Vec::new();
-    };
     let prefix = format!("{profiler}: ");
-    list.iter()
-        .filter_map(Value::as_str)
+    session::backend_errors(trace)
+        .iter()
         .filter_map(|e| e.strip_prefix(&prefix).map(str::to_owned))
         .collect()
 }

@@ -8,22 +8,16 @@ use std::process::Command;
 use omniprof::export::chrome;
 use omniprof::import::TraceReader;
 use omniprof::plugin;
-use omniprof::{record_op, ActivitySet, Profiler, Value};
+use omniprof::Value;
 use omniprof_test_support::lock::serial;
-use omniprof_test_support::{checker, plugins};
+use omniprof_test_support::{checker, plugins, session};
 
 #[test]
 fn metadata_no_reader_reads_is_kept_as_text_or_refused() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     plugin::load_plugin(plugins::build_broken("metadata_unreadable", dir.path())).unwrap();
-    let mut p = Profiler::builder()
-        .activities(ActivitySet::all())
-        .build()
-        .unwrap();
-    p.start().unwrap();
-    drop(record_op("host::op"));
-    let trace = p.stop().unwrap();
+    let trace = session::record_host_steps("", 1, 1);
 
     let kernel = trace
         .activities
@@ -40,12 +34,8 @@ fn metadata_no_reader_reads_is_kept_as_text_or_refused() {
         .find(|a| &*a.name == "after_broken_call")
         .expect("after_broken_call");
     assert_eq!(after.arg("broken_call_rc"), Some(&Value::Int(-1)));
-    let Some(Value::List(errors)) = trace.metadata("backend_errors") else {
-        panic!("no backend_errors");
-    };
-    let errors: Vec<&str> = errors
-        .iter()
-        .filter_map(Value::as_str)
+    let errors: Vec<String> = session::backend_errors(&trace)
+        .into_iter()
         .filter(|e| e.starts_with("UnreadableMetadata: "))
         .collect();
     assert_eq!(

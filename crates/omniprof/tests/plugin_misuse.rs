@@ -7,24 +7,12 @@
 use std::time::{Duration, Instant};
 
 use omniprof::plugin;
-use omniprof::{record_function, record_op, ActivitySet, Config, Profiler, Trace, Value};
+use omniprof::{Trace, Value};
 use omniprof_test_support::lock::serial;
-use omniprof_test_support::plugins;
+use omniprof_test_support::{plugins, session};
 
 fn record(config: &str) -> Trace {
-    let mut p = Profiler::builder()
-        .activities(ActivitySet::all())
-        .config(Config::parse(config).unwrap())
-        .build()
-        .unwrap();
-    p.start().unwrap();
-    for step in 0..2 {
-        let _step = record_function(format!("step {step}"));
-        for _ in 0..3 {
-            let _op = record_op("host::op");
-        }
-    }
-    p.stop().unwrap()
+    session::record_host_steps(config, 2, 3)
 }
 
 fn host_ops(trace: &Trace) -> usize {
@@ -33,16 +21,6 @@ fn host_ops(trace: &Trace) -> usize {
         .iter()
         .filter(|a| &*a.name == "host::op")
         .count()
-}
-
-fn backend_errors(trace: &Trace) -> Vec<String> {
-    match trace.metadata("backend_errors") {
-        Some(Value::List(list)) => list
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_owned))
-            .collect(),
-        _ => Vec::new(),
-    }
 }
 
 /// The error of `profiler`, which must have one.
@@ -97,7 +75,7 @@ fn misused_handles_are_refused_and_counted() {
     ] {
         assert_eq!(after[0].arg(key), Some(&Value::Int(-1)), "{key}");
     }
-    let errors = backend_errors(&second);
+    let errors = session::backend_errors(&second);
     let error = error_of(&errors, "HandleMisuse");
     assert!(
         error.contains("1 × trace builder called from another thread"),
@@ -128,7 +106,7 @@ fn a_plugin_that_blocks_is_abandoned_at_its_deadline() {
     let took = begun.elapsed();
     assert!(took < Duration::from_secs(10), "the session took {took:?}");
     assert_eq!(host_ops(&trace), 6, "the host's own trace is intact");
-    let errors = backend_errors(&trace);
+    let errors = session::backend_errors(&trace);
     for (profiler, call) in calls {
         let error = error_of(&errors, profiler);
         assert!(
@@ -144,7 +122,7 @@ fn a_plugin_that_blocks_is_abandoned_at_its_deadline() {
     let begun = Instant::now();
     let trace = record("OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS=300");
     assert!(begun.elapsed() < Duration::from_secs(2));
-    let errors = backend_errors(&trace);
+    let errors = session::backend_errors(&trace);
     for (profiler, _) in calls {
         assert!(
             error_of(&errors, profiler).contains("not made"),
