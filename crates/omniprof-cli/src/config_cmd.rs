@@ -82,7 +82,13 @@ fn run(
     };
 
     let mut config = Config::default();
-    match config.apply(&text) {
+    // The warnings are reported below, with the file's name; the library's log of them
+    // would say each twice.
+    let level = log::max_level();
+    log::set_max_level(level.min(log::LevelFilter::Error));
+    let applied = config.apply(&text);
+    log::set_max_level(level);
+    match applied {
         Ok(warnings) => {
             for w in &warnings {
                 writeln!(

@@ -30,23 +30,31 @@ use omniprof::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKe
 use omniprof::export::chrome;
 use omniprof::keys::metadata;
 use omniprof::{
-    record_function, record_op, tensorboard_trace_handler, Profiler, ProfilerBuilder, Schedule,
-    Trace,
+    record_function, record_op, tensorboard_trace_handler, Config, Profiler, ProfilerBuilder,
+    Schedule, Trace,
 };
 use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 
 /// Profile a sample workload and write its trace.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// Where to write the trace (`.json`, or `.json.gz` for gzip).
-    #[arg(short, long, default_value = "omniprof_demo.pt.trace.json")]
-    pub output: PathBuf,
-    /// Host worker threads.
-    #[arg(long, default_value_t = 4)]
+    /// Where to write the trace (`.json`, or `.json.gz` for gzip; `-` for standard output,
+    /// and then what the demo says goes to standard error). Default: the config's
+    /// ACTIVITIES_LOG_FILE when it sets one, else omniprof_demo.pt.trace.json.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Host worker threads (at least 1).
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
     pub threads: usize,
-    /// Training steps per thread.
-    #[arg(long, default_value_t = 40)]
-    pub steps: usize,
+    /// Training steps per thread (at least 1). Default: 40, or as many as fit in the
+    /// config's ACTIVITIES_DURATION_MSECS when it sets one.
+    #[arg(long, value_parser = at_least_one)]
+    pub steps: Option<usize>,
+    /// Kineto config text for the session (ACTIVITY_TYPES, ...): its ACTIVITIES_LOG_FILE is
+    /// the output and its ACTIVITIES_DURATION_MSECS (or _SECS) how long the run records,
+    /// unless -o or --steps say otherwise. A bad line exits 2 naming it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// `timeline`: OpenReg's backend records the device timeline. `stubs`: the legacy
     /// profiler stubs time every op on the device instead, and the summary table is printed.
     #[arg(long, value_enum, default_value_t = Mode::Timeline)]
@@ -71,13 +79,25 @@ pub struct DemoArgs {
     #[arg(
         long,
         requires = "seconds",
-        conflicts_with_all = ["schedule", "mode", "steps", "output"]
+        conflicts_with_all = ["schedule", "mode", "steps", "output", "config"]
     )]
     pub ondemand: bool,
     /// With --ondemand: how long to run.
     #[arg(long, value_name = "N", requires = "ondemand")]
     pub seconds: Option<u64>,
 }
+
+/// A count that must be at least 1 (0 threads or steps would profile nothing).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a count: {e}")),
+    }
+}
+
+/// `-o -`: the trace goes to standard output.
+const STDOUT: &str = "-";
 
 /// How the device side is profiled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -93,8 +113,23 @@ const BYTES: usize = DIM * DIM * 4;
 const STREAMS: usize = 2;
 const LAYERS: usize = 3;
 
+/// The trace's path when neither -o nor the config names one.
+const DEFAULT_OUTPUT: &str = "omniprof_demo.pt.trace.json";
+/// Steps per thread when neither --steps nor the config's duration says how many.
+const DEFAULT_STEPS: usize = 40;
+
 pub fn run(args: &DemoArgs) -> ExitCode {
-    match profile(args) {
+    let config = match &args.config {
+        Some(path) => match read_config(path) {
+            Ok(config) => config,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => Config::default(),
+    };
+    match profile(args, config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -105,39 +140,104 @@ pub fn run(args: &DemoArgs) -> ExitCode {
 
 type DemoResult<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn profile(args: &DemoArgs) -> DemoResult<()> {
-    let threads = args.threads.max(1);
-    let workers = (0..threads)
+/// The config of `--config FILE`; the error names the file and the line.
+fn read_config(path: &Path) -> Result<Config, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+    Config::parse(&text).map_err(|e| format!("config {}: {e}", path.display()))
+}
+
+/// How long the run records: `--steps` steps per thread, or for the config's duration.
+#[derive(Clone, Copy)]
+enum Length {
+    Steps(usize),
+    Duration(Duration),
+}
+
+fn profile(args: &DemoArgs, config: Config) -> DemoResult<()> {
+    let defaults = Config::default();
+    let output =
+        args.output
+            .clone()
+            .unwrap_or_else(|| match config.log_file() != defaults.log_file() {
+                true => PathBuf::from(config.log_file()),
+                false => PathBuf::from(DEFAULT_OUTPUT),
+            });
+    let length = match args.steps {
+        Some(steps) => Length::Steps(steps),
+        None if config.activities_duration() != defaults.activities_duration() => {
+            Length::Duration(config.activities_duration())
+        }
+        None => Length::Steps(DEFAULT_STEPS),
+    };
+    if output.as_os_str() != STDOUT && !args.ondemand && args.schedule.is_none() {
+        crate::output::check_writable(&output)?;
+    }
+    if let Some(dir) = &args.trace_dir {
+        if dir.exists() && !dir.is_dir() {
+            return Err(format!(
+                "cannot write traces into {}: not a directory",
+                dir.display()
+            )
+            .into());
+        }
+    }
+    let workers = (0..args.threads)
         .map(Worker::new)
         .collect::<Result<Vec<_>, _>>()?;
     let builder = match args.mode {
         Mode::Timeline => Profiler::builder(),
         Mode::Stubs => Profiler::builder().stubs(openreg::profiler::DEVICE_TYPE),
-    };
+    }
+    .config(config);
     if let (true, Some(seconds)) = (args.ondemand, args.seconds) {
         return serve_triggers(workers, Duration::from_secs(seconds));
     }
     if let (Some(schedule), Some(dir)) = (args.schedule, &args.trace_dir) {
-        return profile_scheduled(builder, schedule, dir, workers, args.steps);
+        let steps = args.steps.unwrap_or(DEFAULT_STEPS);
+        return profile_scheduled(builder, schedule, dir, workers, steps);
     }
     let mut profiler = builder.build()?;
     profiler.start()?;
-    let checksum = run_workers(workers, args.steps, None)?;
+    match length {
+        Length::Steps(steps) => run_workers(workers, steps, None)?,
+        Length::Duration(duration) => {
+            let deadline = Instant::now() + duration;
+            run_workers(workers, usize::MAX, Some(&mut || Instant::now() < deadline))?
+        }
+    }
     let trace = profiler.stop()?;
-    let stats = chrome::save(&trace, &args.output)?;
+    let to_stdout = output.as_os_str() == STDOUT;
+    let stats = if to_stdout {
+        let stdout = std::io::stdout().lock();
+        chrome::write(&trace, "stdout", std::io::BufWriter::new(stdout))?
+    } else {
+        chrome::save(&trace, &output)?
+    };
+    // With the trace on standard output, what the demo says goes to standard error.
+    let mut say: Box<dyn Write> = match to_stdout {
+        true => Box::new(std::io::stderr()),
+        false => Box::new(std::io::stdout()),
+    };
     let device = trace
         .activities
         .iter()
         .filter(|a| a.kind.is_device())
         .count();
-    println!(
-        "wrote {} ({} trace events: {} host and {} device activities on {} threads; checksum {checksum:.3})",
-        args.output.display(),
+    let threads = trace.threads.len();
+    writeln!(
+        say,
+        "wrote {} ({} trace events: {} host and {} device activities on {threads} {})",
+        if to_stdout {
+            "standard output".into()
+        } else {
+            output.display().to_string()
+        },
         stats.events,
         trace.activities.len() - device,
         device,
-        trace.threads.len(),
-    );
+        if threads == 1 { "thread" } else { "threads" },
+    )?;
     report_drops(&trace);
     if args.mode == Mode::Stubs {
         let averages = key_averages(&trace, &KeyAveragesOptions::default());
@@ -145,9 +245,14 @@ fn profile(args: &DemoArgs) -> DemoResult<()> {
             sort_by: Some(SortKey::SelfDeviceTimeTotal),
             row_limit: Some(15),
         };
-        print!("\n{}", averages.table(&report));
+        write!(say, "\n{}", averages.table(&report))?;
     }
-    println!("open it at https://ui.perfetto.dev (Open trace file) or in chrome://tracing");
+    if !to_stdout {
+        writeln!(
+            say,
+            "open it at https://ui.perfetto.dev (Open trace file) or in chrome://tracing"
+        )?;
+    }
     Ok(())
 }
 
@@ -179,7 +284,7 @@ fn profile_scheduled(
     };
     profiler.start()?;
     let mut step_error = None;
-    let checksum = run_workers(
+    run_workers(
         workers,
         steps,
         Some(&mut || {
@@ -196,8 +301,8 @@ fn profile_scheduled(
     profiler.finish()?;
     report();
     println!(
-        "{printed} traces in {} (checksum {checksum:.3}); open them with TensorBoard's profiler \
-         plugin (--logdir {}) or at https://ui.perfetto.dev",
+        "{printed} traces in {}; open them with TensorBoard's profiler plugin (--logdir {}) \
+         or at https://ui.perfetto.dev",
         dir.display(),
         dir.display()
     );
@@ -222,7 +327,7 @@ fn serve_triggers(workers: Vec<Worker>, duration: Duration) -> DemoResult<()> {
     std::io::stdout().flush()?;
     let deadline = Instant::now() + duration;
     let mut iterations = 0u64;
-    let checksum = run_workers(
+    run_workers(
         workers,
         usize::MAX,
         Some(&mut || {
@@ -236,7 +341,7 @@ fn serve_triggers(workers: Vec<Worker>, duration: Duration) -> DemoResult<()> {
     }
     // An exiting process leaves no socket for `omniprof trigger --list` to clean up.
     omniprof::ondemand::stop_serving();
-    println!("ran {iterations} iterations (checksum {checksum:.3})");
+    println!("ran {iterations} iterations");
     Ok(())
 }
 
@@ -341,15 +446,15 @@ impl Worker {
     }
 }
 
-/// Runs the steps on one named thread per worker; returns a checksum of the results, so the
-/// arithmetic cannot be optimized away. With a `coordinator`, the workers run each step
+/// Runs the steps on one named thread per worker (their results are kept from the optimizer,
+/// so the arithmetic really runs). With a `coordinator`, the workers run each step
 /// together and the coordinator runs on this thread after every step, while they wait; it
 /// returns whether to go on (the run ends early when it says no).
 fn run_workers(
     workers: Vec<Worker>,
     steps: usize,
     coordinator: Option<&mut dyn FnMut() -> bool>,
-) -> DemoResult<f64> {
+) -> DemoResult<()> {
     let barrier = coordinator
         .is_some()
         .then(|| Arc::new(Barrier::new(workers.len() + 1)));
@@ -399,11 +504,10 @@ fn run_workers(
             }
         }
     }
-    let mut total = 0.0;
     for h in handles {
-        total += h.join().map_err(|_| "a demo worker panicked")??;
+        std::hint::black_box(h.join().map_err(|_| "a demo worker panicked")??);
     }
-    Ok(total)
+    Ok(())
 }
 
 fn matrix(seed: f32) -> Vec<f32> {

@@ -3,6 +3,8 @@
 
 mod config_cmd;
 mod demo;
+mod logger;
+mod output;
 mod plugins_cmd;
 mod summary_cmd;
 mod trigger_cmd;
@@ -17,6 +19,13 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Say more on stderr: -v info, -vv debug, -vvv trace (default: warnings; RUST_LOG may
+    /// name a level).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Say only errors on stderr, no warnings.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -53,6 +62,7 @@ enum ConfigCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    logger::install(cli.verbose, cli.quiet);
     match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Config(ConfigCommand::Check(args)) => config_cmd::check(&args),

@@ -24,7 +24,7 @@ const PROGRESS_MIN_BYTES: u64 = 50 * 1024 * 1024;
 /// Summarize a trace as PyTorch's `key_averages().table()`.
 #[derive(Debug, clap::Args)]
 pub struct SummaryArgs {
-    /// The trace: Kineto / PyTorch Chrome JSON, plain or gzip.
+    /// The trace: Kineto / PyTorch Chrome JSON, plain or gzip; `-` reads standard input.
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
     /// Sort rows by this column, descending: cpu_time_total, self_cpu_time_total, cpu_time,
@@ -32,14 +32,15 @@ pub struct SummaryArgs {
     /// place of device also work), count. Default: order of first appearance.
     #[arg(long, value_name = "KEY")]
     pub sort_by: Option<SortKey>,
-    /// Print at most N rows; -1 for all.
+    /// Print at most N rows; -1 for all (as PyTorch's `row_limit`).
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 100,
-        allow_negative_numbers = true
+        default_value = "100",
+        allow_negative_numbers = true,
+        value_parser = row_limit
     )]
-    pub row_limit: i64,
+    pub row_limit: RowLimit,
     /// Also group ops by their input shapes (`Input Dims`), adding an `Input Shapes` column.
     #[arg(long)]
     pub group_by_shapes: bool,
@@ -68,6 +69,21 @@ pub enum Format {
     Json,
 }
 
+/// `--row-limit`: at most this many rows (`None`: all).
+#[derive(Clone, Copy, Debug)]
+pub struct RowLimit(pub Option<usize>);
+
+/// Reads `--row-limit`: a count, or -1 for no limit; other negative numbers are refused.
+fn row_limit(text: &str) -> Result<RowLimit, String> {
+    match text.parse::<i64>() {
+        Ok(-1) => Ok(RowLimit(None)),
+        Ok(n) => usize::try_from(n)
+            .map(|n| RowLimit(Some(n)))
+            .map_err(|_| "a row count, or -1 for all rows".to_owned()),
+        Err(e) => Err(format!("not a number: {e}")),
+    }
+}
+
 /// Runs `omniprof summary`.
 pub fn run(args: &SummaryArgs) -> ExitCode {
     let (summary, outcome) = summarize(args);
@@ -82,10 +98,20 @@ pub fn run(args: &SummaryArgs) -> ExitCode {
     if outcome.is_ok() || args.partial {
         if summary.rows.is_empty() {
             eprintln!("note: no host ops or device activities to summarize");
+        } else if args.group_by_shapes
+            && summary
+                .rows
+                .iter()
+                .all(|r| r.input_shapes.as_deref().is_none_or(|s| s == "[]"))
+        {
+            eprintln!(
+                "note: the trace has no input shapes (`Input Dims`; PyTorch records them with \
+                 record_shapes=True): every row's shapes are []"
+            );
         }
         let options = ReportOptions {
             sort_by: args.sort_by,
-            row_limit: usize::try_from(args.row_limit).ok(),
+            row_limit: args.row_limit.0,
         };
         let text = match args.format {
             Format::Table => summary.table(&options),
@@ -109,6 +135,12 @@ fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) 
         group_by_input_shapes: args.group_by_shapes,
         device_name: None,
     });
+    if args.trace.as_os_str() == "-" {
+        let stats = builder
+            .reader()
+            .stream(io::stdin().lock(), |item| builder.add_item(&item));
+        return (builder.finish(), stats);
+    }
     let outcome = File::open(&args.trace)
         .map_err(|e| ReadError {
             location: Box::default(),

@@ -302,3 +302,204 @@ fn demo_refuses_a_bad_schedule_with_exit_2_naming_it() {
         assert!(stderr.contains(why), "{bad}: {stderr}");
     }
 }
+
+#[test]
+fn impossible_counts_are_refused_and_dash_means_standard_output_and_input() {
+    for args in [
+        &["demo", "--threads", "0"][..],
+        &["demo", "--steps", "0"],
+        &["summary", "-", "--row-limit", "-5"],
+    ] {
+        let out = run(args, "");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let (option, value) = (args[args.len() - 2], args[args.len() - 1]);
+        assert!(
+            stderr.contains(&format!("invalid value '{value}' for '{option}")),
+            "{args:?}: {stderr}"
+        );
+    }
+
+    // `-o -`: the trace is standard output; nothing named `-` appears.
+    let dir = tempfile::tempdir().unwrap();
+    let out = omniprof()
+        .args(["demo", "--threads", "1", "--steps", "2", "-o", "-"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!dir.path().join("-").exists(), "a file named -");
+    assert!(stderr.contains("wrote standard output"), "{stderr}");
+    let trace = text(&out.stdout);
+    let doc: serde_json::Value = serde_json::from_str(&trace).expect("the trace on stdout");
+    assert!(!doc["traceEvents"].as_array().unwrap().is_empty());
+
+    // `summary -` reads it back from standard input; -1 prints every row.
+    let all = run(
+        &["summary", "-", "--row-limit", "-1", "--format", "csv"],
+        &trace,
+    );
+    assert!(all.status.success(), "{}", text(&all.stderr));
+    let two = run(
+        &["summary", "-", "--row-limit", "2", "--format", "csv"],
+        &trace,
+    );
+    assert_eq!(text(&two.stdout).lines().count(), 3, "header and 2 rows");
+    assert!(text(&all.stdout).lines().count() > 3);
+}
+
+#[test]
+fn output_paths_are_checked_before_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let as_dir = dir.path().to_str().unwrap();
+    let out = run(&["demo", "-o", as_dir], "");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot write {as_dir}: it is a directory")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("rename"), "{stderr}");
+    assert!(
+        text(&out.stdout).is_empty(),
+        "nothing ran: {}",
+        text(&out.stdout)
+    );
+
+    let plugin = omniprof_test_support::plugins::build_broken("twin_profilers", dir.path());
+    let out = run(
+        &[
+            "plugins",
+            "check",
+            plugin.to_str().unwrap(),
+            "--trace",
+            "/proc/x.json",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot write /proc/x.json"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        !text(&out.stdout).contains("PASS"),
+        "no table before the failure"
+    );
+}
+
+#[test]
+fn an_unreadable_rank_is_named_in_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rank.json");
+    let out = omniprof()
+        .args(["demo", "--threads", "1", "--steps", "1", "-o"])
+        .arg(&path)
+        .env("RANK", "abc")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("RANK=\"abc\" is not a non-negative integer"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn config_keys_take_effect_or_are_reported_as_not_supported() {
+    let out = run(
+        &["config", "check"],
+        "PROFILE_WITH_STACK=1\nPROFILE_PROFILE_MEMORY=true\nACTIVITY_TYPES=cpu_op\n",
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for (line, key) in [(1, "PROFILE_WITH_STACK"), (2, "PROFILE_PROFILE_MEMORY")] {
+        let want = format!("<stdin>:{line}: {key}: accepted, not supported by omniprof");
+        assert_eq!(stderr.matches(&want).count(), 1, "{want} in {stderr}");
+    }
+
+    // The demo's session: the log file is the output, the duration how long it records,
+    // and the unsupported key is named once when the session starts.
+    let dir = tempfile::tempdir().unwrap();
+    let trace_path = dir.path().join("from_config.json");
+    let config = dir.path().join("kineto.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "ACTIVITIES_LOG_FILE={}\nACTIVITIES_DURATION_MSECS=300\nPROFILE_WITH_STACK=1\n",
+            trace_path.display()
+        ),
+    )
+    .unwrap();
+    let args = [
+        "demo",
+        "--threads",
+        "1",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let out = run(&args, "");
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("config keys accepted, not supported by omniprof: PROFILE_WITH_STACK")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let trace = TraceReader::new()
+        .read_path(&trace_path)
+        .into_trace()
+        .unwrap();
+    let span_ms = (trace.window.end_ns - trace.window.start_ns) / 1_000_000;
+    assert!(span_ms >= 300, "recorded for {span_ms} ms");
+
+    std::fs::write(&config, "ACTIVITIES_DURATION_MSECS=soon\n").unwrap();
+    let out = run(&args, "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("line 1: ACTIVITIES_DURATION_MSECS"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn the_readme_shows_what_config_check_prints_for_activity_types() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let shown = readme
+        .split("`\"activity_types\": ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .expect("the README shows an activity_types line");
+    let shown: serde_json::Value = serde_json::from_str(shown).unwrap();
+    assert!(readme.contains("echo 'ACTIVITY_TYPES=runtime,kernel' | omniprof config check --json"));
+    let out = run(
+        &["config", "check", "--json"],
+        "ACTIVITY_TYPES=runtime,kernel\n",
+    );
+    let json: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(json["activity_types"], shown);
+    // A vendor's name gates its class as the generic one does; integers are not names.
+    let out = run(
+        &["config", "check", "--json"],
+        "ACTIVITY_TYPES=cuda_runtime\n",
+    );
+    let json: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert!(json["enabled"]
+        .as_array()
+        .unwrap()
+        .contains(&"privateuse1_runtime".into()));
+    let out = run(&["config", "check"], "ACTIVITY_TYPES=7\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("invalid activity type \"7\""),
+        "{}",
+        text(&out.stderr)
+    );
+}

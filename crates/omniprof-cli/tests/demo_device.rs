@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use omniprof::import::TraceReader;
+use omniprof_test_support::skip;
 use serde_json::Value;
 
 fn demo(path: &Path) {
@@ -107,27 +108,15 @@ fn every_kernel_and_copy_is_linked_to_its_launch_and_host_op() {
     );
 }
 
-/// HTA reads the demo trace. CI installs HTA and sets `OMNIPROF_HTA_PYTHON`; the test skips,
-/// saying why, only when CI could not reach PyPI (`OMNIPROF_HTA_SKIP`) or outside CI.
+/// HTA reads the demo trace. CI installs HTA, sets `OMNIPROF_HTA_PYTHON` and requires every
+/// check; elsewhere the test skips with a line the test run shows.
 #[test]
 fn the_demo_trace_loads_in_holistic_trace_analysis() {
-    let python = match (
-        std::env::var("OMNIPROF_HTA_PYTHON"),
-        std::env::var("OMNIPROF_HTA_SKIP"),
-    ) {
-        (Ok(python), _) => python,
-        (Err(_), Ok(reason)) => {
-            eprintln!("SKIPPED HTA check: {reason}");
-            return;
-        }
-        (Err(_), Err(_)) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must set OMNIPROF_HTA_PYTHON or OMNIPROF_HTA_SKIP"
-            );
-            eprintln!("SKIPPED HTA check: OMNIPROF_HTA_PYTHON is not set (bash .ci/run sets it)");
-            return;
-        }
+    let Ok(python) = std::env::var("OMNIPROF_HTA_PYTHON") else {
+        return skip::skip(
+            "HTA check",
+            "OMNIPROF_HTA_PYTHON is not set (bash .ci/run installs HTA and sets it)",
+        );
     };
     let dir = tempfile::tempdir().unwrap();
     demo(&dir.path().join("rank0.pt.trace.json"));

@@ -103,7 +103,16 @@ fn plugins_list_and_check_give_verdicts() {
         "its events are in 1970"
     );
     assert!(stdout.contains("outside the capture window"), "{stdout}");
-    assert!(trace.is_file());
+    // The device is the one that produced events, not OpenReg, which took part idle.
+    let checked = TraceReader::new().read_path(&trace).into_trace().unwrap();
+    let device_type = checked.metadata(omniprof::keys::metadata::DEVICE_TYPE);
+    assert_eq!(device_type.and_then(|v| v.as_str()), Some("SampleCounters"));
+    let out = omniprof(&["summary", trace.to_str().unwrap()], None);
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("Self SAMPLECOUNTERS") && !table.contains("OPENREG"),
+        "{table}"
+    );
 
     let out = omniprof(&["plugins", "check", broken.to_str().unwrap()], None);
     let stdout = text(&out.stdout);
@@ -163,4 +172,99 @@ fn verdict_of(table: &str, profiler: &str) -> String {
         .and_then(|l| l.split_whitespace().last())
         .unwrap_or_else(|| panic!("no row for {profiler} in {table}"))
         .to_owned()
+}
+
+#[test]
+fn the_demo_reports_every_rejected_plugin_on_stderr_and_in_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    std::fs::write(plugins.join("not_elf.so"), "not a shared library").unwrap();
+    build_broken("missing_register", &plugins); // a library, but no plugin
+    build_broken("register_error", &plugins);
+    let out_path = dir.path().join("demo.pt.trace.json");
+    let args = ["demo", "--steps", "2", "-o", out_path.to_str().unwrap()];
+    let out = omniprof(&args, Some(&plugins));
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let expected = [
+        "missing_register.so: REJECTED: no KinetoPlugin_register symbol",
+        "not_elf.so: REJECTED: cannot open",
+        "register_error.so: REJECTED: KinetoPlugin_register returned -7",
+    ];
+    for want in expected {
+        let lines = stderr.lines().filter(|l| l.contains(want)).count();
+        assert_eq!(lines, 1, "{want:?} once in {stderr}");
+    }
+    let trace = TraceReader::new()
+        .read_path(&out_path)
+        .into_trace()
+        .unwrap();
+    let recorded: Vec<String> = match trace.metadata(omniprof::keys::metadata::PLUGIN_ERRORS) {
+        Some(omniprof::Value::List(list)) => list
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect(),
+        other => panic!("no plugin_errors: {other:?}"),
+    };
+    assert_eq!(recorded.len(), 3, "{recorded:?}");
+    for (line, want) in recorded.iter().zip(expected) {
+        assert!(line.contains(want), "{line} / {want}");
+    }
+
+    // -q keeps warnings off stderr; the trace still says it.
+    let out = omniprof(
+        &[
+            "-q",
+            "demo",
+            "--steps",
+            "2",
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+        Some(&plugins),
+    );
+    assert!(out.status.success());
+    assert!(
+        !text(&out.stderr).contains("REJECTED"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_plugins_own_ids_do_not_link_its_events_to_unrelated_host_ops() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    let foreign = build_broken("foreign_ids", &plugins);
+    let out_path = dir.path().join("demo.pt.trace.json");
+    let args = ["demo", "--threads", "2", "-o", out_path.to_str().unwrap()];
+    let out = omniprof(&args, Some(&plugins));
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("ForeignIds: 2 events unlinked"), "{stderr}");
+    let trace = TraceReader::new()
+        .read_path(&out_path)
+        .into_trace()
+        .unwrap();
+    assert!(
+        trace.activities.iter().any(|a| a.correlation == 42),
+        "the demo has a host op with id 42"
+    );
+    for name in ["foreign_launch", "foreign_kernel"] {
+        let event = trace.activities.iter().find(|a| &*a.name == name).unwrap();
+        assert_eq!(event.linked_correlation, None, "{name}: {event:?}");
+    }
+    let refused = trace.metadata(omniprof::keys::metadata::REFUSED_LINKS);
+    assert_eq!(refused.and_then(|v| v.as_i64()), Some(2));
+
+    let out = omniprof(&["plugins", "check", foreign.to_str().unwrap()], None);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(verdict_of(&stdout, "ForeignIds"), "WARN");
+    assert!(
+        stdout.contains("correlation id the host pushed"),
+        "{stdout}"
+    );
 }

@@ -300,3 +300,57 @@ fn the_benchmark_generator_writes_a_trace_that_summarizes() {
     );
     assert_eq!(doc["device"], "CUDA");
 }
+
+#[test]
+fn device_time_follows_the_correlation_chain_when_there_is_no_external_id() {
+    // As MTIA traces have it: the kernel names its launch only by `correlation`.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mtia.json");
+    let events = r#"{"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300},
+      {"ph": "X", "cat": "mtia_runtime", "name": "launch", "pid": 1, "tid": 1, "ts": 150, "dur": 10,
+       "args": {"correlation": 11}},
+      {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 200, "dur": 200,
+       "args": {"correlation": 11}}
+    ]}"#;
+    std::fs::write(&path, events).unwrap();
+    let csv = ok(&path, &["--format", "csv"]);
+    let mm = csv
+        .lines()
+        .find(|l| l.starts_with("aten::mm,"))
+        .unwrap_or_else(|| panic!("{csv}"));
+    assert!(
+        mm.contains(",200.000,"),
+        "aten::mm has the kernel's 200 µs: {csv}"
+    );
+}
+
+#[test]
+fn a_bare_array_of_events_is_summarized() {
+    // What chrome://tracing and many tracers write: the events alone, `]` optional.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("array.json");
+    let events = r#"[{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 500, "dur": 100},"#;
+    std::fs::write(&path, events).unwrap();
+    let csv = ok(&path, &["--format", "csv"]);
+    assert!(csv.contains("\naten::mm,1,300.000,300.000,"), "{csv}");
+    assert!(csv.contains("\naten::add,1,100.000,"), "{csv}");
+}
+
+#[test]
+fn grouping_by_shapes_a_trace_without_shapes_says_so_and_keeps_the_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no_shapes.json");
+    let events = r#"{"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300}
+    ]}"#;
+    std::fs::write(&path, events).unwrap();
+    let out = summary(&path, &["--group-by-shapes"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("Input Shapes"), "{stdout}");
+    assert!(stderr.contains("the trace has no input shapes"), "{stderr}");
+    let csv = ok(&path, &["--group-by-shapes", "--format", "csv"]);
+    assert!(csv.starts_with("name,input_shapes,"), "{csv}");
+}

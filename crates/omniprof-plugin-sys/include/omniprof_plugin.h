@@ -104,7 +104,13 @@ struct KinetoPlugin_ProfileEvent {
   enum KinetoPlugin_ProfileEventType eventType;
   int64_t startTimeUtcNs;
   int64_t endTimeUtcNs;
-  int64_t eventId; /* correlation id */
+  /* The correlation id of the host op that made this event: the id the host passed to
+   * profilerPushCorrelationId around that op (as CUPTI's external correlation id), or 0.
+   * Never an id of the plugin's own: the host links an event to the op whose id equals it,
+   * and refuses (and counts) a link that cannot hold: a runtime or driver event that lies
+   * outside that op's time on its thread. A plugin's own launch-to-kernel ids go into
+   * metadata ("correlation") and flows. */
+  int64_t eventId;
   union {
     int32_t deviceId;
     int32_t processId;

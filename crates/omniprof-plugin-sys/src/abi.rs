@@ -210,7 +210,8 @@ pub struct ProfileEvent {
     pub start_time_utc_ns: i64,
     /// End, nanoseconds since the Unix epoch (C: `endTimeUtcNs`).
     pub end_time_utc_ns: i64,
-    /// The event's correlation id (C: `eventId`).
+    /// The correlation id the host pushed around the op that made the event, or 0; never an
+    /// id of the plugin's own (C: `eventId`; see the header).
     pub event_id: i64,
     /// The device index; for host events the process id (C: the union `deviceId` /
     /// `processId`).

@@ -989,10 +989,12 @@ fn every_c_plugin_is_in_the_corpus() {
             "event_type_invalid",
             "event_type_num_types",
             "flow_too_small",
+            "foreign_ids",
             "handle_misuse",
             "hangs",
             "interface_too_small",
             "invalid_type_flood",
+            "metadata_after_rejected_event",
             "metadata_invalid_json",
             "metadata_unreadable",
             "missing_register",
@@ -1114,6 +1116,27 @@ fn misbehaving_plugins_register_as_documented() {
 }
 
 #[test]
+fn foreign_ids_ignores_pushes_and_uses_its_own_id() {
+    let foreign = single("foreign_ids");
+    assert_eq!(foreign.name(), "ForeignIds");
+    assert_eq!(
+        foreign.entries()[5..9],
+        [true, true, false, false],
+        "push and pop entries, which do nothing"
+    );
+    let (rc, trace, bracket) = foreign.session(&[T::PRIVATEUSE1_RUNTIME, T::CONCURRENT_KERNEL]);
+    assert_eq!(rc, 0);
+    for (name, resource) in [("foreign_launch", 4242), ("foreign_kernel", 1)] {
+        let event = trace.one(name);
+        assert_eq!(
+            (event.event.event_id, event.event.resource_id),
+            (42, resource)
+        );
+        assert_within(event, bracket);
+    }
+}
+
+#[test]
 fn query_defects() {
     let query = single("query_error").query();
     assert_eq!(query.rc, -3);
@@ -1205,6 +1228,35 @@ fn bad_event_types_are_offered_and_refused() {
         assert_valid_pair(&trace, bracket, -1);
         assert_eq!(trace.events.len(), 2, "{stem}");
     }
+}
+
+#[test]
+fn metadata_for_a_refused_event_is_offered_after_it() {
+    let (trace, _) = broken_session(
+        "metadata_after_rejected_event",
+        "MetadataAfterRejected",
+        &[T::CONCURRENT_KERNEL],
+    );
+    let refused = trace
+        .calls
+        .iter()
+        .position(|c| {
+            matches!(
+                c,
+                Call::AddEvent {
+                    event_type: Some(99),
+                    rc: -1,
+                    ..
+                }
+            )
+        })
+        .expect("the type-99 event, refused");
+    assert!(
+        matches!(&trace.calls[refused + 1], Call::Metadata { key, .. } if key == "rejected_event_key"),
+        "{:?}",
+        trace.calls
+    );
+    assert_eq!(trace.events.len(), 2);
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use omniprof_plugin_sys::*;
+use omniprof_test_support::skip::skip;
 
 /// One struct of the ABI as the reference gives it, next to what the Rust mirror has.
 struct Struct {
@@ -484,8 +485,10 @@ fn the_header_matches_the_reference_in_c_and_cpp() {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let c_flags = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
     if compile(&cc, &c_flags, &source).is_none() {
-        println!("skipped: no C compiler ({cc}) to check include/omniprof_plugin.h");
-        return;
+        return skip(
+            "C header check",
+            &format!("no C compiler ({cc}) to check include/omniprof_plugin.h"),
+        );
     }
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let cxx_flags = [
@@ -498,7 +501,7 @@ fn the_header_matches_the_reference_in_c_and_cpp() {
         "-pedantic",
     ];
     if compile(&cxx, &cxx_flags, &source).is_none() {
-        println!("skipped the C++ check: no C++ compiler ({cxx})");
+        skip("C++ header check", &format!("no C++ compiler ({cxx})"));
     }
 }
 
@@ -523,7 +526,7 @@ fn a_wrong_expectation_fails_the_c_check() {
         .status();
     match status {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            println!("skipped: no C compiler ({cc})");
+            skip("C assertion check", &format!("no C compiler ({cc})"));
         }
         status => assert!(!status.unwrap().success(), "a false assertion compiled"),
     }

@@ -3,8 +3,8 @@
 //! The Python package (`python/omniprof`) gives `torch.profiler`'s API; this module binds what
 //! it stands on, one Rust implementation each: the session engine with its schedule
 //! (`session`), the recorder (`record_function`, `instant`), the key averages table and the
-//! Chrome JSON writer (`results`), the TensorBoard trace handler (`handler`), and the
-//! recorder's C function table for the PyTorch op observer (`observer`).
+//! Chrome JSON writer (`results`), the TensorBoard trace handler (`handler`), the PyTorch op
+//! observer as a backend (`observer`), on-demand serving and the iteration count.
 //!
 //! Errors reach Python as exceptions carrying the Rust message: `ProfilerError` for what
 //! the profiler refuses, `ValueError` for bad arguments. A Rust panic becomes PyO3's
@@ -101,6 +101,30 @@ fn instant(name: &str) {
     omniprof::instant(name);
 }
 
+/// `omniprof.step()`: marks the end of one iteration of the application (iteration-based
+/// on-demand traces count these); returns the new iteration number.
+#[pyfunction]
+fn step() -> i64 {
+    omniprof::step()
+}
+
+/// Whether `OMNIPROF_ONDEMAND` opts the process in to on-demand tracing.
+#[pyfunction]
+fn on_demand_opted_in() -> bool {
+    omniprof::ondemand::opted_in()
+}
+
+/// Serves on-demand triggers (`omniprof trigger --pid`); `ProfilerError` when it cannot.
+#[pyfunction]
+fn serve_on_demand() -> PyResult<()> {
+    omniprof::ondemand::serve().map_err(|e| {
+        profiler_error(format!(
+            "{} is set, but triggers cannot be served: {e}",
+            omniprof::ondemand::ONDEMAND_ENV
+        ))
+    })
+}
+
 /// A hidden hook for the tests: panics in Rust, to show the interpreter survives.
 #[pyfunction]
 fn _panic_for_test() {
@@ -116,6 +140,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_class::<RecordFunction>()?;
     m.add_function(wrap_pyfunction!(instant, m)?)?;
+    m.add_function(wrap_pyfunction!(step, m)?)?;
+    m.add_function(wrap_pyfunction!(on_demand_opted_in, m)?)?;
+    m.add_function(wrap_pyfunction!(serve_on_demand, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     session::register(m)?;
     results::register(m)?;

@@ -1,16 +1,23 @@
-//! The recorder as a table of C functions, for the PyTorch op observer
+//! The PyTorch op observer as a backend, and the recorder as a table of C functions for it
 //! (`python/omniprof/csrc/observer.cpp`), so ops PyTorch reports through `RecordFunction` are
 //! recorded with no Python on the path.
 //!
-//! Python hands the table's address to the observer as an integer. The observer keeps each
-//! op's range in its `ObserverContext` (a slot of [`RANGE_SLOT_SIZE`] bytes it owns) and ends
-//! it from the op's end callback, which for an async op may run on another thread: the range
-//! is an [`OwnedRange`], whose end may be recorded from any thread.
+//! Python builds the observer and hands its `attach`/`detach` entry points to
+//! [`install_torch_observer`], which registers the `pytorch` backend. Like any backend, every
+//! session that selects host ops (`cpu_op`, `user_annotation`) configures it: the synchronous
+//! `omniprof.profile()` and on-demand traces alike attach the observer when their capture
+//! window opens and detach it when it closes, so PyTorch pays nothing outside a window.
+//! `PROFILE_REPORT_INPUT_SHAPES` makes it record `Input Dims`.
+//!
+//! The observer keeps each op's range in its `ObserverContext` (a slot of [`RANGE_SLOT_SIZE`]
+//! bytes it owns) and ends it from the op's end callback, which for an async op may run on
+//! another thread: the range is an [`OwnedRange`], whose end may be recorded from any thread.
 
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use omniprof::{Name, OwnedRange};
+use omniprof::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
+use omniprof::{ActivitySet, ActivityType, Config, Name, OwnedRange, Window};
 use pyo3::prelude::*;
 
 /// Bytes the observer reserves per op for its range (8-byte aligned).
@@ -121,12 +128,140 @@ unsafe extern "C" fn end(range: *mut c_void) {
     let _ = catch_unwind(AssertUnwindSafe(|| range.end()));
 }
 
-/// The address of the recorder's C function table, for the PyTorch op observer.
+/// The observer's `attach(table, shapes)`: registers its `RecordFunction` callbacks.
+type AttachFn = unsafe extern "C" fn(table: *const RecorderTable, shapes: u8) -> i32;
+/// The observer's `detach()`: removes them (a no-op when not registered).
+type DetachFn = unsafe extern "C" fn();
+
+/// `attach`'s results; mirrored by `AttachStatus` in `observer.cpp`.
+const ATTACHED: i32 = 0;
+const ALREADY_ATTACHED: i32 = 1;
+const TABLE_MISMATCH: i32 = 2;
+
+/// The registry key (and trace `backends` name) of the observer backend.
+const BACKEND_NAME: &str = "pytorch";
+
+/// The PyTorch op observer as a backend: its sessions attach the observer while their capture
+/// window is open. It hands the engine no activities of its own: the ops it observes are
+/// recorded by the host recorder like any range.
+#[derive(Clone, Copy)]
+struct TorchOps {
+    attach: AttachFn,
+    detach: DetachFn,
+}
+
+impl ActivityProfiler for TorchOps {
+    fn name(&self) -> &str {
+        BACKEND_NAME
+    }
+
+    fn available_activities(&self) -> ActivitySet {
+        [ActivityType::CpuOp, ActivityType::UserAnnotation]
+            .into_iter()
+            .collect()
+    }
+
+    fn configure(
+        &self,
+        _: ActivitySet,
+        config: &Config,
+    ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
+        Ok(Some(Box::new(TorchOpsSession {
+            ops: *self,
+            shapes: config.report_input_shapes(),
+            attached: false,
+        })))
+    }
+}
+
+struct TorchOpsSession {
+    ops: TorchOps,
+    shapes: bool,
+    attached: bool,
+}
+
+impl TorchOpsSession {
+    fn detach(&mut self) {
+        if std::mem::take(&mut self.attached) {
+            // SAFETY: `detach` is the observer's entry point, loaded for the process's life;
+            // it takes no arguments and throws nothing.
+            unsafe { (self.ops.detach)() };
+        }
+    }
+}
+
+impl ProfilerSession for TorchOpsSession {
+    fn start(&mut self) -> Result<(), BackendError> {
+        // SAFETY: `attach` is the observer's entry point (loaded for the process's life); it
+        // reads the table, which is static, and throws nothing.
+        match unsafe { (self.ops.attach)(&TABLE, u8::from(self.shapes)) } {
+            ATTACHED => {
+                self.attached = true;
+                Ok(())
+            }
+            ALREADY_ATTACHED => Err(BackendError::new(
+                "the PyTorch op observer is already attached (by a session of another omniprof \
+                 module in this process?): PyTorch ops are recorded there, not here",
+            )),
+            TABLE_MISMATCH => Err(BackendError::new(
+                "omniprof's native module and its PyTorch op observer disagree on the recorder \
+                 table: remove the omniprof_observer build under TORCH_EXTENSIONS_DIR \
+                 (default ~/.cache/torch_extensions) so it is rebuilt",
+            )),
+            status => Err(BackendError::new(format!(
+                "PyTorch refused the op observer's callbacks (status {status}): PyTorch ops \
+                 are not recorded"
+            ))),
+        }
+    }
+
+    fn stop(&mut self) -> Result<(), BackendError> {
+        self.detach();
+        Ok(())
+    }
+
+    fn process_trace(
+        &mut self,
+        _: &mut dyn ActivitySink,
+        _: &dyn HostOps,
+        _: Window,
+    ) -> Result<(), BackendError> {
+        Ok(())
+    }
+}
+
+impl Drop for TorchOpsSession {
+    /// A session dropped without its stop (an aborted profile) detaches too.
+    fn drop(&mut self) {
+        self.detach();
+    }
+}
+
+/// Makes the PyTorch op observer whose entry points are at `attach` and `detach` (from its
+/// `entry_points()`) a backend of every session from now on. Once per process: Python calls
+/// it after building the observer.
+///
+/// # Safety (upheld by the caller, `omniprof/_observer.py`)
+/// The addresses are those `entry_points()` of the built observer returned; the observer
+/// module stays loaded for the life of the process.
 #[pyfunction]
-fn recorder_table() -> usize {
-    &TABLE as *const RecorderTable as usize
+fn install_torch_observer(attach: usize, detach: usize) -> PyResult<()> {
+    if attach == 0 || detach == 0 {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "install_torch_observer: null entry point",
+        ));
+    }
+    // SAFETY: non-null addresses of functions with these signatures (the contract above).
+    let ops = unsafe {
+        TorchOps {
+            attach: std::mem::transmute::<usize, AttachFn>(attach),
+            detach: std::mem::transmute::<usize, DetachFn>(detach),
+        }
+    };
+    omniprof::backend::register(BACKEND_NAME, Box::new(move || Box::new(ops)));
+    Ok(())
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(recorder_table, m)?)
+    m.add_function(wrap_pyfunction!(install_torch_observer, m)?)
 }

@@ -9,6 +9,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use omniprof::config::PROFILE_REPORT_INPUT_SHAPES;
 use omniprof::{
     ActivitySet, ActivityType, Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule,
     ScheduleArgs, Trace, Value,
@@ -163,16 +164,23 @@ impl Session {
 #[pymethods]
 impl Session {
     #[new]
-    #[pyo3(signature = (activities=None, schedule=None, config=None))]
+    #[pyo3(signature = (activities=None, schedule=None, config=None, record_shapes=false))]
     fn new(
         activities: Option<Vec<String>>,
         schedule: Option<PyRef<'_, PySchedule>>,
         config: Option<&str>,
+        record_shapes: bool,
     ) -> PyResult<Self> {
-        let config = match config {
+        let mut config = match config {
             Some(text) => Config::parse(text).map_err(|e| PyValueError::new_err(e.to_string()))?,
             None => Config::default(),
         };
+        if record_shapes {
+            // The observer backend reads it (src/observer.rs), as on-demand configs set it.
+            config
+                .apply(&format!("{}=true", PROFILE_REPORT_INPUT_SHAPES))
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        }
         let finished: Arc<Mutex<Vec<Trace>>> = Arc::default();
         let queue = finished.clone();
         let mut builder = Profiler::builder()

@@ -1,5 +1,6 @@
 """PyTorch's own ops, observed: omniprof.profile() against torch.profiler.profile on one
-workload, an op ended on another thread, and the observer's removal at stop.
+workload, an op ended on another thread, the observer's removal at stop, and a machine
+without a C++ compiler.
 
 torch is required: without it these tests fail, unless ``OMNIPROF_PY_ALLOW_NO_TORCH`` is set,
 which skips them with the reason.
@@ -7,6 +8,8 @@ which skips them with the reason.
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -161,3 +164,31 @@ def test_a_torch_profiler_schedule_drives_omniprof_as_the_same_schedule() -> Non
     assert len(traces) == 1, "one recorded cycle, as PyTorch's schedule gives"
     counts = {row.key: row.count for row in traces[0]}
     assert counts.get("ProfilerStep*") == 2 and counts.get("work") == 2, counts
+
+
+NO_COMPILER = """
+import json, sys, warnings, torch, omniprof
+warnings.simplefilter("always")
+for _ in range(2):
+    with omniprof.profile() as prof:
+        with omniprof.record_function("mine"):
+            torch.ones(4).add_(1)
+prof.export_chrome_trace(sys.argv[1])
+"""
+
+
+def test_without_a_compiler_one_warning_names_it_and_profiling_goes_on(tmp_path: Path) -> None:
+    # A fresh extensions directory: nothing built by another test is used.
+    env = dict(os.environ, CXX=str(tmp_path / "no-such-c++"),
+               TORCH_EXTENSIONS_DIR=str(tmp_path / "extensions"))
+    trace_path = tmp_path / "no_compiler.json"
+    run = subprocess.run([sys.executable, "-c", NO_COMPILER, str(trace_path)],
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    warned = [line for line in run.stderr.splitlines() if "PyTorch ops are not recorded" in line]
+    assert len(warned) == 1, f"one warning for two sessions, got: {run.stderr}"
+    assert "a C++ compiler" in warned[0] and "apt install g++" in warned[0], warned[0]
+    names = [e["name"] for e in json.loads(trace_path.read_text())["traceEvents"]
+             if e.get("ph") == "X"]
+    assert "mine" in names, "omniprof's own range is recorded"
+    assert not [n for n in names if n.startswith("aten::")], "no op observer, no PyTorch ops"

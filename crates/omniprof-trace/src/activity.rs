@@ -195,8 +195,11 @@ impl ActivityType {
             Self::GpuMemcpy
                 | Self::GpuMemset
                 | Self::ConcurrentKernel
+                | Self::MtiaCcpEvents
                 | Self::CudaRuntime
                 | Self::CudaDriver
+                | Self::MtiaRuntime
+                | Self::GlowRuntime
                 | Self::XpuRuntime
                 | Self::XpuDriver
                 | Self::PrivateUse1Runtime

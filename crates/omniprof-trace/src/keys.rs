@@ -32,12 +32,22 @@ pub mod arg {
 
 /// Keys of the trace header (the metadata beside `traceEvents`).
 pub mod metadata {
-    /// The device the trace's device columns are named after (`"OpenReg"`, `"cuda"`).
+    /// The device the trace's device columns are named after (`"OpenReg"`, `"cuda"`): the
+    /// device type declared by the first backend that produced device data, else its name.
     pub const DEVICE_TYPE: &str = "device_type";
     /// Each backend's contribution: `name`, kept `activities`, dropped `out_of_window`.
     pub const BACKENDS: &str = "backends";
     /// Why backends were left out of the trace, one message each.
     pub const BACKEND_ERRORS: &str = "backend_errors";
+    /// Plugin libraries and profilers from the plugin directories that take no part in
+    /// traces, one line each naming the file and why (as `omniprof plugins list` prints).
+    pub const PLUGIN_ERRORS: &str = "plugin_errors";
+    /// Doubts about what backends delivered, one message each, prefixed with the backend's
+    /// name (e.g. links to host ops refused because the event lies outside the op).
+    pub const BACKEND_WARNINGS: &str = "backend_warnings";
+    /// Host-side device events (runtime, driver) whose link to a host op was refused
+    /// because they lie outside that op's time on its thread.
+    pub const REFUSED_LINKS: &str = "refused_links";
     /// Host events dropped because a thread reached its record cap.
     pub const DROPPED_EVENTS: &str = "dropped_events";
     /// Device activities dropped because they lay outside the capture window.

@@ -30,8 +30,8 @@ use serde::de::{
 ///
 /// Equality is JSON's, so that a value equals what reading it back from a written trace
 /// gives: numbers compare by value across [`Int`](Value::Int), [`UInt`](Value::UInt) and
-/// [`Float`](Value::Float) (the writer writes `UInt(3)` and `Float(3.0)` as `3`, which reads
-/// back as `Int(3)`). Map entries compare in order. A non-finite `Float` is written as `null` (JSON has no such
+/// [`Float`](Value::Float) (`UInt(3)` is written `3` and reads back as `Int(3)`; `Float(3.0)`
+/// is written `3.0` and reads back as itself). Map entries compare in order. A non-finite `Float` is written as `null` (JSON has no such
 /// number) and so reads back as [`Null`](Value::Null).
 #[derive(Clone, Debug)]
 pub enum Value {

@@ -408,3 +408,26 @@ proptest! {
         prop_assert_eq!(read, expected_after_read(&trace, &path));
     }
 }
+
+#[test]
+fn a_float_arg_reads_back_as_a_float() {
+    let _serial = serial();
+    let mut profiler = omniprof::Profiler::builder().build().unwrap();
+    profiler.start().unwrap();
+    {
+        let _op = omniprof::record_op("aten::mul").with_arg("alpha", 1.0);
+    }
+    let trace = profiler.stop().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let back = save_and_read(&trace, &dir.path().join("float.json"));
+    let op = back
+        .activities
+        .iter()
+        .find(|a| &*a.name == "aten::mul")
+        .unwrap();
+    assert!(
+        matches!(op.arg("alpha"), Some(Value::Float(f)) if *f == 1.0),
+        "{:?}",
+        op.arg("alpha")
+    );
+}

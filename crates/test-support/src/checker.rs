@@ -3,7 +3,8 @@
 //!
 //! The script is found beside the workspace (in CI the repository is a clone with `shared/`
 //! next to it) or named by `OMNIPROF_PERFETTO_CHECK`. When it cannot be found or run, a check
-//! is skipped with a message, unless `OMNIPROF_REQUIRE_PERFETTO_CHECK` is set (as CI does),
+//! is skipped with a line the test run shows ([`crate::skip`]), unless
+//! `OMNIPROF_REQUIRE_PERFETTO_CHECK` or `OMNIPROF_REQUIRE_ALL_CHECKS` is set (as CI does),
 //! which makes that a failure.
 
 use std::path::{Path, PathBuf};
@@ -77,9 +78,12 @@ fn unavailable(reason: &str) -> Option<PerfettoReport> {
     if std::env::var_os(REQUIRE_ENV).is_some() {
         panic!("the Perfetto checker is required ({REQUIRE_ENV} is set) but cannot run: {reason}");
     }
-    eprintln!(
-        "SKIPPED Perfetto check: {reason}. Set {CHECKER_ENV} to check.sh, or set {REQUIRE_ENV} \
-         to make this a failure."
+    crate::skip::skip(
+        "Perfetto check",
+        &format!(
+            "{reason}. Set {CHECKER_ENV} to check.sh, or set {REQUIRE_ENV} to make this a \
+             failure"
+        ),
     );
     None
 }

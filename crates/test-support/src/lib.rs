@@ -8,6 +8,7 @@
 //! - [`plugins`]: building the C and Rust test plugins of the dynamic plugin ABI;
 //! - [`data`]: PyTorch's reference trace and table, and the reference example's rows;
 //! - `memory` (Unix): the peak memory of a child process;
+//! - [`skip`]: checks that cannot run here say so visibly, and fail where all must run;
 //! - `trigger` (Unix): a trigger handler that records and saves a real session.
 //!
 //! It depends on `omniprof`, which is fine for integration tests (they link the same
@@ -23,5 +24,6 @@ pub mod lock;
 pub mod memory;
 pub mod plugins;
 pub mod session;
+pub mod skip;
 #[cfg(unix)]
 pub mod trigger;

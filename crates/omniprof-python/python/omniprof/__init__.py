@@ -12,6 +12,9 @@ Switching from PyTorch's profiler is a changed import::
 
 Recording (``record_function``, ``instant``) goes straight to omniprof's Rust recorder;
 traces are Kineto-compatible Chrome JSON that Perfetto, TensorBoard and HTA open.
+
+``OMNIPROF_ONDEMAND=1`` in the environment makes the process traceable on demand
+(``omniprof trigger --pid``); see ``omniprof._ondemand``.
 """
 
 from ._native import (
@@ -24,6 +27,7 @@ from ._native import (
     TraceDirHandler,
     instant,
     record_function,
+    step,
 )
 from .profiler import (
     ProfilerAction,
@@ -32,8 +36,12 @@ from .profiler import (
     tensorboard_trace_handler,
 )
 
+from . import _ondemand
+
 #: ``torch.profiler.schedule``; see ``Schedule``.
 schedule = Schedule
+
+_ondemand.enable_from_env()
 
 __all__ = [
     "KeyAverage",
@@ -49,5 +57,6 @@ __all__ = [
     "profile",
     "record_function",
     "schedule",
+    "step",
     "tensorboard_trace_handler",
 ]

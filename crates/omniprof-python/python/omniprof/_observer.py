@@ -1,6 +1,7 @@
 """The PyTorch op observer: ``csrc/observer.cpp``, built against the installed torch on first
-use (``torch.utils.cpp_extension.load``, cached under ``TORCH_EXTENSIONS_DIR``) and registered
-as a global ``RecordFunction`` callback while an omniprof session runs.
+use (``torch.utils.cpp_extension.load``, cached under ``TORCH_EXTENSIONS_DIR``) and installed
+as omniprof's ``pytorch`` backend: every session (``profile()`` or an on-demand trace) then
+registers it as a global ``RecordFunction`` callback while its capture window is open.
 
 No torch: nothing happens. Torch but no C++ compiler or ninja: one warning naming what to
 install, and sessions record without PyTorch ops.
@@ -81,14 +82,15 @@ def module() -> Optional[ModuleType]:
     return _module or None
 
 
-def attach(record_shapes: bool) -> None:
-    """Starts observing PyTorch's ops (with input shapes when ``record_shapes``)."""
+_installed = False
+
+
+def install() -> None:
+    """Builds the observer (once) and makes it a backend of every session from now on."""
+    global _installed
+    if _installed:
+        return
     observer = module()
     if observer is not None:
-        observer.register(_native.recorder_table(), record_shapes)
-
-
-def detach() -> None:
-    """Stops observing: afterwards PyTorch runs without omniprof's callback."""
-    if _module:
-        _module.unregister()
+        _native.install_torch_observer(*observer.entry_points())
+    _installed = True

@@ -123,7 +123,7 @@ class profile:
         schedule = _as_schedule(schedule)
         self.on_trace_ready = on_trace_ready
         self.record_shapes = record_shapes
-        self._session = _native.Session(names, schedule, config)
+        self._session = _native.Session(names, schedule, config, record_shapes)
         # The last finished trace; the trace handler reads it.
         self._trace: Optional[Trace] = None
 
@@ -138,21 +138,15 @@ class profile:
         """Starts recording (with a schedule: step 0's action). ``ProfilerError`` when
         another profiler runs in this process or this one already runs.
 
-        With torch installed, PyTorch's ops are observed from here to ``stop()`` (the
+        With torch installed, PyTorch's ops are observed while a trace records (the
         observer is built on the first start, before recording begins)."""
-        _observer.module()
+        _observer.install()
         self._session.start()
-        try:
-            _observer.attach(self.record_shapes)
-        except BaseException:
-            self._session.abort()
-            raise
 
     def stop(self) -> None:
         """Stops recording (with a schedule: ends the run, handing a recording cycle's trace
         to ``on_trace_ready``)."""
         try:
-            _observer.detach()
             self._session.stop()
         finally:
             self._deliver()
@@ -172,7 +166,6 @@ class profile:
                 try:
                     self.on_trace_ready(self)
                 except BaseException:
-                    _observer.detach()
                     self._session.abort()
                     raise
 

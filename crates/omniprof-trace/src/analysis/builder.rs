@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::events::{self, Role};
 use super::tree::{self, HostOp, OpTimes};
 use super::{KeyAverages, Row};
-use crate::activity::{Activity, ActivityType};
+use crate::activity::{Activity, ActivityClass, ActivityType};
 use crate::hash::FastMap;
 use crate::import::{ArgFilter, TraceItem, TraceReader};
 use crate::keys::{arg, metadata};
@@ -100,6 +100,9 @@ pub struct KeyAveragesBuilder {
     threads: FastMap<(i64, i64), Vec<HostOp>>,
     /// Device time per correlation id of the host op it was launched from.
     linked_device_ns: FastMap<u64, i64>,
+    /// Device time of work without an `External id`, per runtime correlation id of the
+    /// call that launched it.
+    launched_device_ns: FastMap<u64, i64>,
     seq: u64,
     base_ns: i64,
     window: Option<Window>,
@@ -118,6 +121,7 @@ impl KeyAveragesBuilder {
             group_index: FastMap::default(),
             threads: FastMap::default(),
             linked_device_ns: FastMap::default(),
+            launched_device_ns: FastMap::default(),
             seq: 0,
             base_ns: 0,
             window: None,
@@ -208,6 +212,10 @@ impl KeyAveragesBuilder {
         // Only an op that is not itself linked to another (as runtime calls are) receives
         // the device work launched from it, as in PyTorch.
         let receives_device_work = a.linked_correlation.unwrap_or(0) == 0;
+        let call = matches!(
+            a.kind.class(),
+            Some(ActivityClass::Runtime | ActivityClass::Driver)
+        );
         self.threads
             .entry((a.device, a.resource))
             .or_default()
@@ -215,7 +223,7 @@ impl KeyAveragesBuilder {
                 start_ns: a.start_ns,
                 end_ns: a.end_ns.max(a.start_ns),
                 device_ns: stub_ns,
-                correlation: if receives_device_work {
+                correlation: if receives_device_work || call {
                     a.correlation
                 } else {
                     0
@@ -225,6 +233,7 @@ impl KeyAveragesBuilder {
                 name,
                 legacy: stub_ns > 0,
                 unfinished: events::is_unfinished(a),
+                call,
             });
     }
 
@@ -233,9 +242,16 @@ impl KeyAveragesBuilder {
         let user_annotation = a.kind == ActivityType::GpuUserAnnotation;
         // A GPU user annotation is the projection of a host range, not work of its own:
         // counting it for the range would count the range's kernels twice.
-        if let (Some(corr), false) = (a.linked_correlation, user_annotation) {
-            let sum = self.linked_device_ns.entry(corr).or_default();
-            *sum = sum.saturating_add(duration);
+        if !user_annotation {
+            // Without an `External id`, the runtime correlation leads to the launch.
+            let sum = match (a.linked_correlation.filter(|&c| c != 0), a.correlation) {
+                (Some(linked), _) => Some(self.linked_device_ns.entry(linked).or_default()),
+                (None, 0) => None,
+                (None, launch) => Some(self.launched_device_ns.entry(launch).or_default()),
+            };
+            if let Some(sum) = sum {
+                *sum = sum.saturating_add(duration);
+            }
         }
         let key = self.group(GroupKey {
             name,
@@ -306,8 +322,11 @@ impl KeyAveragesBuilder {
     pub fn finish(mut self) -> KeyAverages {
         let window_end = self.window.map_or(i64::MIN, |w| w.end_ns);
         for (_, mut ops) in std::mem::take(&mut self.threads) {
+            if !self.launched_device_ns.is_empty() {
+                tree::attribute_launches(&mut ops, &self.launched_device_ns);
+            }
             for op in &mut ops {
-                if op.correlation != 0 {
+                if op.correlation != 0 && !op.call {
                     let linked = self.linked_device_ns.get(&op.correlation);
                     op.device_ns = op.device_ns.saturating_add(linked.copied().unwrap_or(0));
                 }

@@ -30,7 +30,10 @@
 //! - **Device work** (`kernel`, `gpu_memcpy`, `gpu_memset`, `gpu_user_annotation`, syncs,
 //!   ...) makes rows of its own (device time only), and its duration is the self device time
 //!   of the host op whose `correlation` equals its `linked_correlation` (its `External id`).
-//!   Device totals roll up the tree. A GPU user annotation is not counted for its range (it
+//!   Work without an `External id` (MTIA's, older CUDA traces) goes through its
+//!   `correlation`: to the innermost host op enclosing the runtime or driver call with the
+//!   same `correlation` on that call's thread, as HTA and PyTorch attribute it. A runtime or
+//!   driver call never receives device work itself. Device totals roll up the tree. A GPU user annotation is not counted for its range (it
 //!   repeats the work inside it).
 //! - **Stub device time**: an op with `args.device_time_us` > 0 (the stubs path, which has
 //!   no device timeline) gets that device time as its own, and is *legacy*: its device total

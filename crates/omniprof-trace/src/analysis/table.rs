@@ -2,8 +2,9 @@
 //!
 //! - Columns: `Name`; `Self CPU %`, `Self CPU`, `CPU total %`, `CPU total`, `CPU time avg`;
 //!   when any row has self device time, `Self <DEV>`, `Self <DEV> %`, `<DEV> total`,
-//!   `<DEV> time avg`; `# of Calls`; when grouped by shapes and any row has some,
-//!   `Input Shapes`. Every cell is right-aligned in its width and followed by two spaces.
+//!   `<DEV> time avg`; `# of Calls`; when grouped by shapes, `Input Shapes` (also when no
+//!   row has any, where PyTorch leaves the column out: the column of `[]`s says that the
+//!   trace has none, as the CSV's does). Every cell is right-aligned in its width and followed by two spaces.
 //! - Widths: 12, except `Name` (longest name of *all* rows + 4, at most 55) and
 //!   `Input Shapes` (longest + 4, at most 80). A name of 52 characters or more prints as
 //!   its first 52 and `...`; shapes are cut to the column width.
@@ -70,7 +71,7 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
     }
     let device = summary.device_label();
     let has_device = summary.has_device_time();
-    let has_shapes = rows.iter().filter_map(shapes).any(|s| s != "[]");
+    let has_shapes = rows.iter().any(|r| shapes(r).is_some());
 
     let name_width = rows
         .iter()

@@ -236,6 +236,79 @@ fn linked_trace() -> Trace {
     ])
 }
 
+/// An MTIA-style trace: no `External id` anywhere; each kernel shares its `correlation` with
+/// the runtime call that launched it, which runs inside a host op on the same thread.
+fn correlation_only_trace() -> Trace {
+    let call = |tid: i64, start_us: i64, correlation: u64| {
+        let mut a = Activity::new(
+            ActivityType::MtiaRuntime,
+            "launch",
+            1,
+            tid,
+            start_us * 1000,
+            (start_us + 10) * 1000,
+        );
+        a.correlation = correlation;
+        a
+    };
+    let kernel = |start_us: i64, end_us: i64, correlation: u64| {
+        let mut a = Activity::new(
+            ActivityType::ConcurrentKernel,
+            "k",
+            0,
+            7,
+            start_us * 1000,
+            end_us * 1000,
+        );
+        a.correlation = correlation;
+        a
+    };
+    trace(vec![
+        // Thread 1: step ⊃ mm ⊃ launch 11; launch 12 directly in step.
+        Activity::new(ActivityType::UserAnnotation, "step", 1, 1, 0, 1_000_000),
+        op("mm", 1, 100, 400),
+        call(1, 150, 11),
+        call(1, 500, 12),
+        // Thread 2: relu ⊃ launch 13; launch 14 inside no op.
+        op("relu", 2, 100, 300),
+        call(2, 200, 13),
+        call(2, 600, 14),
+        kernel(200, 400, 11),
+        kernel(500, 550, 12),
+        kernel(600, 700, 13),
+        kernel(800, 900, 14),
+    ])
+}
+
+#[test]
+fn device_work_without_external_id_goes_to_the_op_enclosing_its_launch() {
+    let summary = key_averages(&correlation_only_trace(), &Default::default());
+    let device = |name: &str| {
+        let row = summary.rows.iter().find(|r| &*r.name == name).unwrap();
+        (
+            row.self_device_time_total_ns / 1000,
+            row.device_time_total_ns / 1000,
+        )
+    };
+    assert_eq!(device("mm"), (200, 200));
+    assert_eq!(
+        device("step"),
+        (50, 250),
+        "launch 12 is directly in the step"
+    );
+    assert_eq!(
+        device("relu"),
+        (100, 100),
+        "by correlation across threads' rows"
+    );
+    assert_eq!(
+        device("launch"),
+        (0, 0),
+        "a call never receives device work"
+    );
+    assert_eq!(device("k"), (450, 450));
+}
+
 #[test]
 fn linked_device_work_is_the_ops_device_time() {
     let summary = key_averages(&linked_trace(), &Default::default());

@@ -17,7 +17,8 @@ pub(super) struct HostOp {
     pub end_ns: i64,
     /// The op's device time: stub records plus device work linked to it.
     pub device_ns: i64,
-    /// The id device work launched from the op is linked by (0 = none).
+    /// The id device work launched from the op is linked by (0 = none); for a
+    /// [`call`](Self::call), its runtime correlation id.
     pub correlation: u64,
     /// The position in the input, to keep ties in input order.
     pub seq: u64,
@@ -28,6 +29,9 @@ pub(super) struct HostOp {
     pub legacy: bool,
     /// Still running when the trace was taken (`"finished": false`).
     pub unfinished: bool,
+    /// A runtime or driver call: it receives no device work; work that names its runtime
+    /// correlation but no host op goes to the op enclosing it ([`attribute_launches`]).
+    pub call: bool,
 }
 
 /// What one op adds to its row.
@@ -44,6 +48,37 @@ pub(super) struct OpTimes {
 /// The order PyTorch lists events in: by start, longer first, then input order.
 pub(super) fn order_key(start_ns: i64, end_ns: i64, seq: u64) -> (i64, Reverse<i64>, u64) {
     (start_ns, Reverse(end_ns), seq)
+}
+
+/// Adds device work that has no `External id` to the host ops that launched it, as HTA and
+/// PyTorch do: `launched` holds its time by runtime correlation id, and the innermost op of
+/// this thread that encloses the call with that id (a call itself never) receives it.
+pub(super) fn attribute_launches(ops: &mut [HostOp], launched: &crate::hash::FastMap<u64, i64>) {
+    ops.sort_unstable_by_key(|op| order_key(op.start_ns, op.end_ns, op.seq));
+    let mut enclosing: Vec<usize> = Vec::new();
+    for i in 0..ops.len() {
+        let op = ops[i];
+        while enclosing
+            .last()
+            .is_some_and(|&top| ops[top].end_ns <= op.start_ns)
+        {
+            enclosing.pop();
+        }
+        if !op.call {
+            enclosing.push(i);
+            continue;
+        }
+        let Some(&ns) = launched.get(&op.correlation) else {
+            continue;
+        };
+        let receiver = enclosing
+            .iter()
+            .rev()
+            .find(|&&o| ops[o].start_ns <= op.start_ns && op.end_ns <= ops[o].end_ns);
+        if let Some(&o) = receiver {
+            ops[o].device_ns = ops[o].device_ns.saturating_add(ns);
+        }
+    }
 }
 
 /// Nests the ops of one thread, collapses same-named single children and reports each
@@ -171,6 +206,7 @@ mod tests {
             name,
             legacy: false,
             unfinished: false,
+            call: false,
         }
     }
 

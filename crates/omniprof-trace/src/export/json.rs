@@ -121,12 +121,15 @@ pub fn write_float(out: &mut Vec<u8>, v: f64) {
     {
         // An integer in the range of i64 or u64 is written exactly, so that it reads back as
         // the same number: past 2^53, `Display` pads the shortest digits with zeros, which
-        // spells another integer.
+        // spells another integer. The `.0` keeps it a float when read back.
         if v < 0.0 {
             write_i64(out, v as i64);
         } else {
             write_u64(out, v as u64);
         }
+        out.extend_from_slice(b".0");
+    } else if v.fract() == 0.0 {
+        out.extend_from_slice(format!("{v}.0").as_bytes());
     } else {
         out.extend_from_slice(format!("{v}").as_bytes());
     }
@@ -223,23 +226,31 @@ mod tests {
     }
 
     #[test]
-    fn integral_floats_are_written_as_their_exact_integer() {
-        assert_eq!(s(|o| write_float(o, -0.0)), "0");
-        assert_eq!(s(|o| write_float(o, 12.0)), "12");
+    fn integral_floats_are_written_as_their_exact_integer_and_stay_floats() {
+        assert_eq!(s(|o| write_float(o, -0.0)), "0.0");
+        assert_eq!(s(|o| write_float(o, 12.0)), "12.0");
         assert_eq!(
             s(|o| write_float(o, 2.316481084218713e17)),
-            "231648108421871296"
+            "231648108421871296.0"
         );
         assert_eq!(
             s(|o| write_float(o, -(2f64.powi(63)))),
-            i64::MIN.to_string()
+            format!("{}.0", i64::MIN)
         );
         assert_eq!(
             s(|o| write_float(o, 2f64.powi(64) - 2048.0)),
-            "18446744073709549568"
+            "18446744073709549568.0"
         );
         // Past u64, the float's shortest digits (which read back as the same float).
-        assert_eq!(s(|o| write_float(o, 1e20)), "100000000000000000000");
+        assert_eq!(s(|o| write_float(o, 1e20)), "100000000000000000000.0");
+        for v in [1.0, -3.0, 1e20] {
+            let text = s(|o| write_value(o, &Value::Float(v)));
+            let back: Value = serde_json::from_str(&text).unwrap();
+            assert!(
+                matches!(back, Value::Float(f) if f == v),
+                "{text} read as {back:?}"
+            );
+        }
     }
 
     #[test]

@@ -112,6 +112,14 @@ fn read_text(
     (doc.mapper.stats, error)
 }
 
+/// Whether an events array must end with `]`: in a trace object it must; a bare array may
+/// stop after any event, as the format allows (a tracer appends to it until it is killed).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Close {
+    Required,
+    Optional,
+}
+
 struct Document<R> {
     scan: Scanner<R>,
     mapper: EventMapper,
@@ -185,7 +193,15 @@ impl<R: Read> Document<R> {
     }
 
     fn document(&mut self, sink: &mut impl FnMut(TraceItem)) -> Result<(), ReadError> {
-        self.scan.expect(b'{', "`{` opening the trace object")?;
+        if self.scan.peek()? == Some(b'[') {
+            // The Chrome trace format's other form: the events alone, in a bare array.
+            self.key = Some("traceEvents".to_owned());
+            self.seen_events = true;
+            self.events(sink, Close::Optional)?;
+            self.key = None;
+            return self.end();
+        }
+        self.scan.expect(b'{', "`{` or `[` opening the trace")?;
         if self.scan.peek()? == Some(b'}') {
             self.scan.bump();
         } else {
@@ -202,6 +218,11 @@ impl<R: Read> Document<R> {
                 }
             }
         }
+        self.end()
+    }
+
+    /// Nothing but whitespace may follow the trace.
+    fn end(&mut self) -> Result<(), ReadError> {
         match self.scan.peek()? {
             None => Ok(()),
             Some(other) => Err(self.scan.unexpected(other, "the end of the input")),
@@ -241,7 +262,7 @@ impl<R: Read> Document<R> {
             "traceEvents" if self.seen_events => Err(self.duplicate(key)),
             "traceEvents" => {
                 self.seen_events = true;
-                self.events(sink)
+                self.events(sink, Close::Required)
             }
             "baseTimeNanoseconds" if self.seen_base => Err(self.duplicate(key)),
             "baseTimeNanoseconds" => {
@@ -309,11 +330,14 @@ impl<R: Read> Document<R> {
     }
 
     /// The `traceEvents` array, one event at a time.
-    fn events(&mut self, sink: &mut impl FnMut(TraceItem)) -> Result<(), ReadError> {
+    fn events(&mut self, sink: &mut impl FnMut(TraceItem), close: Close) -> Result<(), ReadError> {
         self.scan.expect(b'[', "`[` opening traceEvents")?;
+        let open_ended = |scan: &mut Scanner<R>| -> Result<bool, ReadError> {
+            Ok(close == Close::Optional && scan.peek()?.is_none())
+        };
         if self.scan.peek()? == Some(b']') {
             self.scan.bump();
-        } else {
+        } else if !open_ended(&mut self.scan)? {
             let mut index = 0;
             loop {
                 self.event = Some(index);
@@ -325,12 +349,19 @@ impl<R: Read> Document<R> {
                     return Err(ReadError::at(at, ReadErrorKind::Invalid(message)));
                 }
                 match self.scan.peek()? {
-                    Some(b',') => self.scan.bump(),
+                    Some(b',') => {
+                        self.scan.bump();
+                        // A writer still appending leaves `,` last.
+                        if open_ended(&mut self.scan)? {
+                            break;
+                        }
+                    }
                     Some(b']') => {
                         self.scan.bump();
                         break;
                     }
                     Some(other) => return Err(self.scan.unexpected(other, "`,` or `]`")),
+                    None if close == Close::Optional => break,
                     None => return Err(self.scan.truncated("`,` or `]`")),
                 }
                 index += 1;

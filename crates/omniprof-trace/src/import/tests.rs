@@ -778,8 +778,9 @@ fn malformed_headers_name_their_key() {
 #[test]
 fn documents_that_are_not_trace_objects_fail() {
     for (text, expected) in [
-        ("", "line 1, column 1 (byte 0): unexpected end of input, expected `{` opening the trace object"),
-        ("[]", "line 1, column 1 (byte 0): invalid JSON: expected `{` opening the trace object, found `[`"),
+        ("", "line 1, column 1 (byte 0): unexpected end of input, expected `{` or `[` opening the trace"),
+        ("3", "line 1, column 1 (byte 0): invalid JSON: expected `{` or `[` opening the trace, found `3`"),
+        ("[1]", "line 1, column 2 (byte 1): traceEvents[0]: invalid type: integer `1`, expected an event object"),
         ("{} x", "line 1, column 4 (byte 3): invalid JSON: expected the end of the input, found `x`"),
         (r#"{"a": 1,}"#, "line 1, column 9 (byte 8): invalid JSON: expected a key, found `}`"),
         (r#"{"traceEvents": [1]}"#, "line 1, column 18 (byte 17): traceEvents[0]: invalid type: integer `1`, expected an event object"),
@@ -790,6 +791,7 @@ fn documents_that_are_not_trace_objects_fail() {
         assert_eq!(error.to_string(), expected, "for {text:?}");
     }
     assert!(read(&b"\xEF\xBB\xBF {}"[..]).is_ok());
+    assert!(read(&b"[]"[..]).is_ok(), "a bare array of no events");
     assert!(read(&b"\x1f\x8b not gzip"[..]).is_err());
 }
 
@@ -1072,4 +1074,52 @@ proptest::proptest! {
         }
         let _ = read(&bytes[..]);
     }
+}
+
+#[test]
+fn a_bare_array_of_events_is_read_closed_or_not() {
+    let events = r#"[
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 10, "dur": 5},
+      {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 2, "ts": 9, "dur": 8}"#;
+    for text in [
+        format!("{events}]"),
+        format!("{events}\n]\n"),
+        events.to_owned(),
+        format!("{events},\n"),
+    ] {
+        let trace = read(text.as_bytes()).unwrap_or_else(|e| panic!("{e}: {text}"));
+        let names: Vec<&str> = trace.activities.iter().map(|a| &*a.name).collect();
+        assert_eq!(names, ["aten::mm", "step"], "{text}");
+        assert_eq!(trace.activities[0].start_ns, 10_000);
+    }
+    // Parallel windows read a long bare array as they read `traceEvents`.
+    let long: Vec<String> = (0..20_000)
+        .map(|i| format!(r#"{{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": {i}, "dur": 1}}"#))
+        .collect();
+    let text = format!("[{}]", long.join(",\n"));
+    let tuning = Tuning {
+        threads: 2,
+        window: 1 << 16,
+        piece: 1 << 12,
+    };
+    let mut items = 0;
+    let (stats, error) = read_document_tuned(
+        text.as_bytes(),
+        &ArgFilter::All,
+        Limits::default(),
+        &tuning,
+        &mut |item| {
+            items += matches!(item, TraceItem::Activity(_)) as usize;
+        },
+    );
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!((stats.events, items), (20_000, 20_000));
+    // Cut inside an event it is still an error, with where.
+    let cut = &events[..events.len() - 10];
+    let e = read(cut.as_bytes()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("traceEvents[1]: unexpected end of input"),
+        "{e}"
+    );
 }

@@ -141,6 +141,12 @@ pub trait ProfilerSession: Send {
         Vec::new()
     }
 
+    /// Doubts about what the session delivered that cost the trace nothing (e.g. event ids
+    /// that match no id the host pushed): the trace's `backend_warnings`, logged as warnings.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Trace metadata entries (e.g. a runtime version).
     fn metadata(&self) -> Vec<(String, Value)> {
         Vec::new()

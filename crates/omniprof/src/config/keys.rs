@@ -31,6 +31,9 @@ use crate::activity::ActivitySet;
 ///   runs with each parsed value before it is stored; [`Applied::Ignored`] keeps the old one.
 /// - `resolve g`: `g(&Config) -> value` is the effective value the accessor and the JSON view
 ///   show, for a default that depends on other keys.
+/// - `unsupported "why"`: omniprof accepts and stores the key (Kineto's clients set it) but
+///   has nothing it drives; setting it warns "accepted, not supported by omniprof: why", and
+///   [`Config::unsupported_settings`] lists it while its value is not the default.
 macro_rules! config_keys {
     ($(
         #[doc = $summary:literal]
@@ -38,7 +41,8 @@ macro_rules! config_keys {
         $key:ident: $grammar:ident $(| $alias:ident: $alias_grammar:ident)* = $default:expr
             => $field:ident $(() -> $out:ty)?
             $(, on_set $on_set:path)?
-            $(, resolve $resolve:path)?;
+            $(, resolve $resolve:path)?
+            $(, unsupported $why:literal)?;
     )*) => {
         $(
             #[doc = concat!("The key `", stringify!($key), "`.")]
@@ -75,6 +79,25 @@ macro_rules! config_keys {
                 );
             )*
 
+            /// The keys omniprof accepts but does not act on that are set to something else
+            /// than their default, each with why it has no effect: what a session warns
+            /// about when it starts.
+            ///
+            /// ```
+            /// let config = omniprof::Config::parse("PROFILE_WITH_STACK=1").unwrap();
+            /// assert_eq!(config.unsupported_settings()[0].0, "PROFILE_WITH_STACK");
+            /// ```
+            pub fn unsupported_settings(&self) -> Vec<(&'static str, &'static str)> {
+                let defaults = Values::default();
+                let mut set = Vec::new();
+                $($(
+                    if self.values.$field != defaults.$field {
+                        set.push(($key, $why));
+                    }
+                )?)*
+                set
+            }
+
             /// Applies one `KEY=VALUE`; `None` when no key is spelled `key`.
             pub(super) fn set_key(
                 &mut self,
@@ -84,7 +107,7 @@ macro_rules! config_keys {
             ) -> Result<Option<Applied>, ConfigErrorReason> {
                 $(
                     config_keys!(@set self, key, text, ctx, $field, [$($on_set)?],
-                        $key: $grammar $(, $alias: $alias_grammar)*);
+                        [$($why)?], $key: $grammar $(, $alias: $alias_grammar)*);
                 )*
                 Ok(None)
             }
@@ -122,13 +145,24 @@ macro_rules! config_keys {
     };
 
     (@set $config:ident, $key:ident, $text:ident, $ctx:ident, $field:ident, $on_set:tt,
-        $($name:ident: $grammar:ident),+) => {
+        $why:tt, $($name:ident: $grammar:ident),+) => {
         $(
             if $key == $name {
                 let value = <$grammar as Grammar>::parse($text)?;
-                return Ok(Some(config_keys!(@store $config, $ctx, $field, value, $on_set)));
+                let applied = config_keys!(@store $config, $ctx, $field, value, $on_set);
+                return Ok(Some(config_keys!(@unsupported applied, $why)));
             }
         )+
+    };
+
+    (@unsupported $applied:ident, []) => {
+        $applied
+    };
+    (@unsupported $applied:ident, [$why:literal]) => {
+        match $applied {
+            Applied::Set => Applied::Unsupported($why),
+            other => other,
+        }
     };
 
     (@store $config:ident, $ctx:ident, $field:ident, $value:ident, []) => {{
@@ -189,57 +223,67 @@ config_keys! {
     REQUEST_TRACE_ID: Text = String::new() => trace_id() -> &str;
 
     /// group id of a multi-process request (empty = none).
-    REQUEST_GROUP_TRACE_ID: Text = String::new() => group_trace_id() -> &str;
+    REQUEST_GROUP_TRACE_ID: Text = String::new() => group_trace_id() -> &str,
+        unsupported "no multi-process trace groups";
 
     /// device buffer budget in MiB.
-    ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB: U32 = 128 => max_gpu_buffer_mb() -> u32;
+    ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB: U32 = 128 => max_gpu_buffer_mb() -> u32,
+        unsupported "backends size their own buffers";
 
     /// emit stream-wait sync events.
     ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS: Bool = true
-        => display_cuda_sync_wait_events() -> bool;
+        => display_cuda_sync_wait_events() -> bool, unsupported "no CUDA backend";
 
     /// opaque text for custom backends.
     CUSTOM_CONFIG: Text = String::new() => custom_config() -> &str;
 
     /// the client records op input shapes (the second spelling is deprecated).
     PROFILE_REPORT_INPUT_SHAPES: Bool | CLIENT_INTERFACE_ENABLE_OP_INPUTS_COLLECTION: Bool = false
-        => report_input_shapes() -> bool;
+        => report_input_shapes() -> bool,
+        unsupported "shapes are recorded by the client (record_op().with_input_shapes, record_shapes=True)";
 
     /// the client records allocations into the trace.
-    PROFILE_PROFILE_MEMORY: Bool = false => profile_memory() -> bool;
+    PROFILE_PROFILE_MEMORY: Bool = false => profile_memory() -> bool,
+        unsupported "no allocation recording";
 
     /// the client records op call stacks (the second spelling is deprecated).
-    PROFILE_WITH_STACK: Bool | PYTHON_STACK_TRACE: Bool = false => with_stack() -> bool;
+    PROFILE_WITH_STACK: Bool | PYTHON_STACK_TRACE: Bool = false => with_stack() -> bool,
+        unsupported "no call stacks";
 
     /// the client estimates op FLOPs.
-    PROFILE_WITH_FLOPS: Bool = false => with_flops() -> bool;
+    PROFILE_WITH_FLOPS: Bool = false => with_flops() -> bool, unsupported "no FLOP estimates";
 
     /// the client records the module hierarchy of ops.
-    PROFILE_WITH_MODULES: Bool = false => with_modules() -> bool;
+    PROFILE_WITH_MODULES: Bool = false => with_modules() -> bool,
+        unsupported "no module hierarchy";
 
     /// take a memory snapshot instead of a trace.
     PROFILE_MEMORY: Bool = false => memory_snapshot() -> bool, on_set snapshot_output;
 
     /// how long a memory snapshot records.
     PROFILE_MEMORY_DURATION_MSECS: Msecs = Duration::from_millis(1000)
-        => memory_snapshot_duration() -> Duration;
+        => memory_snapshot_duration() -> Duration, unsupported "no memory snapshots";
 
     /// verbose log level (−1 = off).
-    VERBOSE_LOG_LEVEL: I32 = -1 => verbose_log_level() -> i32;
+    VERBOSE_LOG_LEVEL: I32 = -1 => verbose_log_level() -> i32,
+        unsupported "logging goes through the `log` crate (RUST_LOG, -v)";
 
     /// source files verbose logging is restricted to (empty = all).
-    VERBOSE_LOG_MODULES: List = Vec::new() => verbose_log_modules() -> &[String];
+    VERBOSE_LOG_MODULES: List = Vec::new() => verbose_log_modules() -> &[String],
+        unsupported "logging goes through the `log` crate (RUST_LOG, -v)";
 
     /// how often the daemon is polled while idle.
     ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS: Secs = Duration::from_secs(5)
-        => on_demand_update_interval() -> Duration;
+        => on_demand_update_interval() -> Duration,
+        unsupported "on-demand requests arrive on a socket, not by polling";
 
     /// use the Dynolog IPC channel; defaults to whether `KINETO_USE_DAEMON` is set.
     ENABLE_IPC_FABRIC: Bool = std::env::var_os("KINETO_USE_DAEMON").is_some()
-        => ipc_fabric() -> bool;
+        => ipc_fabric() -> bool, unsupported "no Dynolog IPC (omniprof trigger instead)";
 
     /// per-thread CUPTI activity buffers (CUDA).
-    CUPTI_PER_THREAD_BUFFER_ENABLED: Bool = false => cupti_per_thread_buffer() -> bool;
+    CUPTI_PER_THREAD_BUFFER_ENABLED: Bool = false => cupti_per_thread_buffer() -> bool,
+        unsupported "no CUDA backend";
 
     /// metrics for `hardware_counters`.
     CUPTI_PM_SAMPLING_METRICS: List = Vec::new() => pm_sampling_metrics() -> &[String];
@@ -248,7 +292,8 @@ config_keys! {
     CUPTI_PM_SAMPLING_DEVICE_ID: OptionalU32 = None => pm_sampling_device_id() -> Option<u32>;
 
     /// roctracer's event limit (ROCm).
-    ROCTRACER_MAX_EVENTS: U32 = 5_000_000 => roctracer_max_events() -> u32;
+    ROCTRACER_MAX_EVENTS: U32 = 5_000_000 => roctracer_max_events() -> u32,
+        unsupported "no ROCm backend";
 
     /// (omniprof's own) per-thread cap of host records; a range uses two records, an
     /// instant one.

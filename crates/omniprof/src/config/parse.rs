@@ -27,6 +27,8 @@ pub(super) struct ApplyContext<'a> {
 /// What setting a known key did.
 pub(super) enum Applied {
     Set,
+    /// Stored, but omniprof has nothing it drives, for this reason.
+    Unsupported(&'static str),
     /// Accepted but ignored, with the reason (an on-demand log file that is not allowed).
     Ignored(String),
 }
@@ -69,6 +71,10 @@ impl Config {
                 Some(Applied::Set) => {
                     key_lines.insert(key, line);
                     continue;
+                }
+                Some(Applied::Unsupported(why)) => {
+                    key_lines.insert(key, line);
+                    format!("accepted, not supported by omniprof: {why}")
                 }
                 Some(Applied::Ignored(message)) => message,
                 None => "unrecognized config key; line ignored".to_owned(),

@@ -685,7 +685,40 @@ fn every_core_key_parses() {
         OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS=2500\n\
         OMNIPROF_MAX_EVENTS_PER_BACKEND=5000";
     let mut config = Config::default();
-    assert!(apply(&mut config, text).unwrap().is_empty());
+    // Every key is accepted; those omniprof does not act on say so, and only those.
+    let warnings = apply(&mut config, text).unwrap();
+    let unsupported: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
+    assert_eq!(
+        unsupported,
+        [
+            "REQUEST_GROUP_TRACE_ID",
+            "ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB",
+            "ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS",
+            "PROFILE_REPORT_INPUT_SHAPES",
+            "PROFILE_PROFILE_MEMORY",
+            "PROFILE_WITH_STACK",
+            "PROFILE_WITH_FLOPS",
+            "PROFILE_WITH_MODULES",
+            "VERBOSE_LOG_LEVEL",
+            "VERBOSE_LOG_MODULES",
+            "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS",
+            "ENABLE_IPC_FABRIC",
+            "CUPTI_PER_THREAD_BUFFER_ENABLED",
+            "ROCTRACER_MAX_EVENTS",
+        ]
+    );
+    assert!(warnings.iter().all(|w| w
+        .message
+        .starts_with("accepted, not supported by omniprof: ")));
+    let set: Vec<&str> = config
+        .unsupported_settings()
+        .iter()
+        .map(|(k, _)| *k)
+        .collect();
+    assert_eq!(
+        set, unsupported,
+        "all set to something else than their default"
+    );
     let json = config.to_json();
     let expected = json!({
         "activity_types": ["cpu_op"],

@@ -74,12 +74,7 @@ pub fn enable() -> std::io::Result<()> {
 /// }
 /// ```
 pub fn enable_from_env() -> bool {
-    let opted_in = std::env::var(ONDEMAND_ENV).is_ok_and(|v| {
-        ["1", "true", "yes"]
-            .iter()
-            .any(|on| v.trim().eq_ignore_ascii_case(on))
-    });
-    if !opted_in {
+    if !opted_in() {
         return false;
     }
     match serve() {
@@ -89,6 +84,15 @@ pub fn enable_from_env() -> bool {
             false
         }
     }
+}
+
+/// Whether [`ONDEMAND_ENV`] is set to `1`, `true` or `yes` (any case).
+pub fn opted_in() -> bool {
+    std::env::var(ONDEMAND_ENV).is_ok_and(|v| {
+        ["1", "true", "yes"]
+            .iter()
+            .any(|on| v.trim().eq_ignore_ascii_case(on))
+    })
 }
 
 /// Triggers arrive on a Unix socket, which this platform lacks: always

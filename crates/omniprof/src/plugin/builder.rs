@@ -62,9 +62,9 @@ pub struct HostTraceBuilder {
     pub(crate) problems: BTreeMap<&'static str, Problem>,
     /// Events kept at most; the rest are dropped and counted.
     max_events: usize,
-    /// Whether the most recent `addEvent` was accepted, so the last event may be named,
-    /// flowed and annotated.
-    has_last: bool,
+    /// What the most recent `addEvent` did: only an accepted event may be named, flowed and
+    /// annotated (a rejected event's calls must not land on the one before it).
+    last: LastEvent,
     /// Names seen so far (as cut to [`MAX_NAME_BYTES`]), as kept, with the repair each
     /// needed.
     names: FastMap<Box<[u8]>, KeptName>,
@@ -91,7 +91,7 @@ impl HostTraceBuilder {
             resources: Vec::new(),
             problems: BTreeMap::new(),
             max_events,
-            has_last: false,
+            last: LastEvent::None,
             names: FastMap::default(),
             cached_name_bytes: 0,
             unnamed: Arc::default(),
@@ -129,7 +129,7 @@ impl HostTraceBuilder {
     /// Forgets the events built so far (keeps the problem counts).
     pub fn clear_activities(&mut self) {
         self.events.clear();
-        self.has_last = false;
+        self.last = LastEvent::None;
     }
 
     /// Lends the builder to a plugin for the length of `f`, which gets the C function table
@@ -185,36 +185,51 @@ impl HostTraceBuilder {
         REFUSED
     }
 
-    /// The last accepted event, or the problem `kind` (a call before any `addEvent`).
-    fn last(&mut self, kind: &'static str) -> Result<&mut Activity, c_int> {
-        if !self.has_last || self.events.is_empty() {
-            return Err(self.problem(kind));
+    /// The last accepted event for `call`, or the problem of a call before any `addEvent` or
+    /// after a rejected one (whose rejection is the example).
+    fn last(&mut self, call: LastCall) -> Result<&mut Activity, c_int> {
+        match self.last {
+            LastEvent::Accepted if !self.events.is_empty() => {
+                Ok(self.events.last_mut().expect("checked above"))
+            }
+            LastEvent::Rejected(why) => {
+                Err(self.problem_with(call.after_rejected(), || why.into()))
+            }
+            _ => Err(self.problem(call.before_any())),
         }
-        Ok(self.events.last_mut().expect("checked above"))
+    }
+
+    /// Counts a rejected `addEvent` as `kind`; the calls that follow it are refused naming it.
+    fn reject_event(&mut self, kind: &'static str) -> c_int {
+        self.last = LastEvent::Rejected(kind);
+        self.problem(kind)
+    }
+
+    /// [`reject_event`](Self::reject_event), keeping `example`.
+    fn reject_event_with(&mut self, kind: &'static str, example: impl FnOnce() -> String) -> c_int {
+        self.last = LastEvent::Rejected(kind);
+        self.problem_with(kind, example)
     }
 
     fn add_event(&mut self, event: Option<NonNull<ProfileEvent>>) -> c_int {
-        // Until this event is accepted there is no last event: a rejected event's name and
-        // metadata must not land on the one before it.
-        self.has_last = false;
         let Some(event) = event else {
-            return self.problem("addEvent with a NULL event");
+            return self.reject_event("addEvent with a NULL event");
         };
         // SAFETY: the plugin passes a pointer to its event struct, readable for the size it
         // declares in the struct's first field (the ABI contract `read_versioned` relies on).
         let event = match unsafe { read_versioned(event) } {
             Ok(event) => event,
             Err(e) => {
-                return self.problem_with("addEvent with a struct too small", || e.to_string())
+                return self.reject_event_with("addEvent with a struct too small", || e.to_string())
             }
         };
         let Some(kind) = activity_type(event.event_type) else {
-            return self.problem_with("addEvent with an invalid event type", || {
+            return self.reject_event_with("addEvent with an invalid event type", || {
                 event.event_type.0.to_string()
             });
         };
         if self.events.len() >= self.max_events {
-            return self.problem(EVENT_BUDGET_REACHED);
+            return self.reject_event(EVENT_BUDGET_REACHED);
         }
         let start = event.start_time_utc_ns;
         let mut end = event.end_time_utc_ns;
@@ -232,7 +247,7 @@ impl HostTraceBuilder {
         );
         a.correlation = event.event_id as u64;
         self.events.push(a);
-        self.has_last = true;
+        self.last = LastEvent::Accepted;
         OK
     }
 
@@ -262,7 +277,7 @@ impl HostTraceBuilder {
         if let Some(problem) = problem {
             self.problem(problem);
         }
-        match self.last("setLastEventName before any addEvent") {
+        match self.last(LastCall::Name) {
             Ok(last) => {
                 last.name = text;
                 OK
@@ -292,7 +307,7 @@ impl HostTraceBuilder {
                 })
             }
         };
-        match self.last("setLastEventFlow before any addEvent") {
+        match self.last(LastCall::Flow) {
             Ok(last) => {
                 last.flow = (flow.flow_id != 0).then_some(Flow {
                     id: flow.flow_id.into(),
@@ -316,7 +331,7 @@ impl HostTraceBuilder {
                 CStr::from_ptr(value).to_string_lossy().into_owned(),
             )
         };
-        let counter = match self.last("addLastEventMetadata before any addEvent") {
+        let counter = match self.last(LastCall::Metadata) {
             Ok(last) => last.kind == ActivityType::GpuPmCounter,
             Err(code) => return code,
         };
@@ -412,6 +427,42 @@ const MAX_CACHED_NAME_BYTES: usize = 16 << 20;
 const NAME_CUT: &str = "event name longer than 4096 bytes (cut)";
 const EVENT_BUDGET_REACHED: &str =
     "events past the budget of this trace (OMNIPROF_MAX_EVENTS_PER_BACKEND; dropped)";
+
+/// What the most recent `addEvent` did.
+#[derive(Clone, Copy)]
+enum LastEvent {
+    /// No `addEvent` yet (or the events were cleared).
+    None,
+    Accepted,
+    /// Rejected, as this kind of problem.
+    Rejected(&'static str),
+}
+
+/// A call on the last event, and its problems when there is none.
+#[derive(Clone, Copy)]
+enum LastCall {
+    Name,
+    Flow,
+    Metadata,
+}
+
+impl LastCall {
+    fn before_any(self) -> &'static str {
+        match self {
+            Self::Name => "setLastEventName before any addEvent",
+            Self::Flow => "setLastEventFlow before any addEvent",
+            Self::Metadata => "addLastEventMetadata before any addEvent",
+        }
+    }
+
+    fn after_rejected(self) -> &'static str {
+        match self {
+            Self::Name => "setLastEventName after a rejected addEvent (not applied)",
+            Self::Flow => "setLastEventFlow after a rejected addEvent (not applied)",
+            Self::Metadata => "addLastEventMetadata after a rejected addEvent (not applied)",
+        }
+    }
+}
 
 /// A name as kept, and the repair it needed, if any.
 type KeptName = (Arc<str>, Option<&'static str>);

@@ -3,7 +3,7 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use omniprof_plugin_sys::{
     read_versioned, AbiStruct, ProfileEventType, ProfilerInterface, ProfilerQueryParams,
@@ -115,27 +115,65 @@ pub fn load_from_env() -> Vec<Result<LoadedPlugin, PluginError>> {
             Err(e) => results.push(Err(e)),
         }
     }
-    for result in &results {
+    results
+}
+
+/// One line per library, or profiler in a library, that takes no part in traces, in the
+/// form `omniprof plugins list` prints: `PATH: REJECTED: reason`,
+/// `PATH: PROFILER: REJECTED: reason`, `PATH: registered no profiler`.
+///
+/// ```
+/// use omniprof::plugin::{rejections, PluginError};
+///
+/// let missing = Err(PluginError::MissingSymbol { path: "/x/libfoo.so".into() });
+/// assert_eq!(
+///     rejections(&[missing]),
+///     ["/x/libfoo.so: REJECTED: no KinetoPlugin_register symbol; not a profiler plugin"]
+/// );
+/// ```
+pub fn rejections(results: &[Result<LoadedPlugin, PluginError>]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for result in results {
         match result {
-            Err(e) => log::warn!("omniprof: {e}"),
+            Err(e) => lines.push(format!(
+                "{}: REJECTED: {}",
+                e.subject().display(),
+                e.reason()
+            )),
             Ok(p) if p.profilers.is_empty() => {
-                log::warn!(
-                    "omniprof: plugin {} registered no profiler",
-                    p.path.display()
-                )
+                lines.push(format!("{}: registered no profiler", p.path.display()))
             }
-            Ok(_) => {}
+            Ok(p) => lines.extend(p.profilers.iter().filter_map(|prof| {
+                let why = prof.rejected.as_deref()?;
+                Some(format!(
+                    "{}: {}: REJECTED: {why}",
+                    p.path.display(),
+                    prof.name
+                ))
+            })),
         }
     }
-    results
+    lines
+}
+
+/// The rejections among the environment's plugins ([`rejections`] of what the engine
+/// loaded from [`DIR_VARIABLES`] when the first session was prepared, loading them now if no
+/// session was). Each was also logged once, as a warning, when it was loaded; every trace
+/// carries them in its `plugin_errors` metadata.
+pub fn env_rejections() -> &'static [String] {
+    static REJECTIONS: OnceLock<Vec<String>> = OnceLock::new();
+    REJECTIONS.get_or_init(|| {
+        let lines = rejections(&load_from_env());
+        for line in &lines {
+            log::warn!("omniprof: plugin {line}");
+        }
+        lines
+    })
 }
 
 /// Loads the environment's plugins once per process (the engine calls this at prepare).
 pub(crate) fn load_env_once() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        load_from_env();
-    });
+    env_rejections();
 }
 
 /// Interfaces a library hands over during `KinetoPlugin_register`.
@@ -217,7 +255,7 @@ fn open_and_register(path: &Path, canonical: &Path) -> Result<LoadedPlugin, Plug
 /// Validates and queries one registered interface, and hands a usable one to the registry.
 fn adopt(path: &Path, index: usize, iface: Result<ProfilerInterface, String>) -> ProfilerReport {
     let rejected = |name: String, reason: String| {
-        log::warn!(
+        log::debug!(
             "omniprof: plugin {}: profiler {name} disabled: {reason}",
             path.display()
         );

@@ -27,30 +27,72 @@ mod lend;
 mod loader;
 mod types;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use builder::{HostTraceBuilder, Problem};
 pub use lend::late_calls;
 pub(crate) use loader::load_env_once;
 pub use loader::{
-    load_from_env, load_plugin, plugin_dirs, plugin_files, LoadedPlugin, ProfilerReport,
-    DIR_VARIABLES,
+    env_rejections, load_from_env, load_plugin, plugin_dirs, plugin_files, rejections,
+    LoadedPlugin, ProfilerReport, DIR_VARIABLES,
 };
 
 /// Why a plugin library was not loaded. Each message names the file.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PluginError {
-    #[error("plugin {path}: cannot open: {reason}")]
-    Open { path: PathBuf, reason: String },
-    #[error("plugin {path}: no KinetoPlugin_register symbol; not a profiler plugin")]
-    MissingSymbol { path: PathBuf },
-    #[error("plugin {path}: KinetoPlugin_register returned {code}{detail}")]
+    Open {
+        path: PathBuf,
+        reason: String,
+    },
+    MissingSymbol {
+        path: PathBuf,
+    },
     Register {
         path: PathBuf,
         code: i32,
         /// What the host refused during registration, if anything.
         detail: String,
     },
-    #[error("plugin directory {dir}: cannot list: {reason}")]
-    Directory { dir: PathBuf, reason: String },
+    Directory {
+        dir: PathBuf,
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for PluginError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self {
+            Self::Directory { .. } => "plugin directory",
+            _ => "plugin",
+        };
+        write!(f, "{what} {}: {}", self.subject().display(), self.reason())
+    }
+}
+
+impl std::error::Error for PluginError {}
+
+impl PluginError {
+    /// The library (or, for [`PluginError::Directory`], the directory) the error is about.
+    pub fn subject(&self) -> &Path {
+        match self {
+            Self::Open { path, .. }
+            | Self::MissingSymbol { path }
+            | Self::Register { path, .. } => path,
+            Self::Directory { dir, .. } => dir,
+        }
+    }
+
+    /// The message without the file name [`subject`](Self::subject) gives.
+    pub fn reason(&self) -> String {
+        match self {
+            Self::Open { reason, .. } => format!("cannot open: {reason}"),
+            Self::MissingSymbol { .. } => {
+                "no KinetoPlugin_register symbol; not a profiler plugin".to_owned()
+            }
+            Self::Register { code, detail, .. } => {
+                format!("KinetoPlugin_register returned {code}{detail}")
+            }
+            Self::Directory { reason, .. } => format!("cannot list: {reason}"),
+        }
+    }
 }

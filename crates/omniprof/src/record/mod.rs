@@ -183,30 +183,15 @@ pub struct OwnedRange {
 
 impl OwnedRange {
     /// Begins a user range (`user_annotation`) on this thread; `None` when nothing records.
+    #[inline]
     pub fn begin(name: impl IntoName) -> Option<Self> {
-        Self::from_guard(record_function(name))
+        begin(KIND_USER, name).map(Self::from)
     }
 
     /// Begins a host op (`cpu_op`) on this thread; `None` when nothing records.
+    #[inline]
     pub fn begin_op(name: impl IntoName) -> Option<Self> {
-        Self::from_guard(record_op(name))
-    }
-
-    fn from_guard(guard: RangeGuard) -> Option<Self> {
-        if !guard.is_recording() {
-            return None;
-        }
-        // A recording guard's thread has registered its buffer, so it has an index.
-        let owner = with_local(|l| l.index())?;
-        let range = Self {
-            state: guard.state,
-            seq: guard.seq,
-            owner,
-            user: guard.user,
-        };
-        // Its end is this range's to record, from `end`.
-        std::mem::forget(guard);
-        Some(range)
+        begin(KIND_OP, name).map(Self::from)
     }
 
     fn on_owner_thread(&self) -> bool {
@@ -232,73 +217,113 @@ impl OwnedRange {
     /// Ends the range, on any thread. Returns whether the end was recorded: false when the
     /// session it began in has stopped (the trace already closed it as unfinished) or the
     /// ending thread can record nothing more (its cap is reached, or it is exiting).
+    #[inline]
     pub fn end(self) -> bool {
-        if self.on_owner_thread() {
-            let recorded = STATE.load(Ordering::Relaxed) == self.state;
-            drop(RangeGuard {
-                state: self.state,
-                seq: self.seq,
-                user: self.user,
-                _this_thread: PhantomData,
-            });
-            return recorded;
-        }
-        if STATE.load(Ordering::Relaxed) != self.state || self.owner > MAX_FOREIGN_OWNER {
+        if STATE.load(Ordering::Relaxed) != self.state {
             return false;
         }
-        let word = foreign_end_word(self.owner, self.seq);
-        with_local(|l| l.push(self.state, word, false)).is_some()
+        with_local(|l| {
+            if l.index() == Some(self.owner) {
+                push_end(l, self.state, self.seq, self.user).is_some()
+            } else if self.owner <= MAX_FOREIGN_OWNER {
+                let word = foreign_end_word(self.owner, self.seq);
+                l.push(self.state, word, false).is_some()
+            } else {
+                false
+            }
+        })
     }
+}
+
+impl From<Begun> for OwnedRange {
+    #[inline(always)]
+    fn from(begun: Begun) -> Self {
+        Self {
+            state: begun.state,
+            seq: begun.seq,
+            owner: begun.owner,
+            user: begun.user,
+        }
+    }
+}
+
+/// A range just begun on this thread.
+struct Begun {
+    state: u64,
+    seq: u32,
+    /// This thread's index.
+    owner: u32,
+    user: bool,
+}
+
+/// Records the beginning of a range of `kind` (a user range or a host op) on this thread;
+/// `None` when nothing records. One thread-local access for everything the range needs.
+#[inline(always)]
+fn begin(kind: u64, name: impl IntoName) -> Option<Begun> {
+    let state = STATE.load(Ordering::Relaxed);
+    if state & 1 == 0 {
+        return None;
+    }
+    let name = name.into_name();
+    let user = kind == KIND_USER;
+    with_local(|l| {
+        let seq = l.push(state, word(kind, name), true)?;
+        let correlation = l.correlation_id(seq);
+        if l.listening(state) {
+            correlation::begin(correlation, name, user);
+        }
+        Some(Begun {
+            state,
+            seq,
+            owner: (correlation >> 32) as u32,
+            user,
+        })
+    })
+}
+
+/// Records the end of this thread's range `seq` and tells the listeners.
+#[inline(always)]
+fn push_end(l: &buffer::Local, state: u64, seq: u32, user: bool) -> Option<u32> {
+    let pushed = l.push(state, end_word(seq), false);
+    if l.listening(state) {
+        correlation::end(l.correlation_id(seq), user);
+    }
+    pushed
 }
 
 #[inline(always)]
 fn end(guard: &RangeGuard) {
     if STATE.load(Ordering::Relaxed) == guard.state {
-        with_local(|l| {
-            l.push(guard.state, end_word(guard.seq), false);
-            if l.listening(guard.state) {
-                correlation::end(l.correlation_id(guard.seq), guard.user);
-            }
-        });
+        with_local(|l| push_end(l, guard.state, guard.seq, guard.user));
     }
 }
 
-#[inline(always)]
-fn begin(kind: u64, name: impl IntoName) -> RangeGuard {
-    let state = STATE.load(Ordering::Relaxed);
-    if state & 1 == 0 {
-        return RangeGuard::INACTIVE;
+impl RangeGuard {
+    #[inline(always)]
+    fn from(begun: Option<Begun>) -> Self {
+        match begun {
+            Some(b) => Self {
+                state: b.state,
+                seq: b.seq,
+                user: b.user,
+                _this_thread: PhantomData,
+            },
+            None => Self::INACTIVE,
+        }
     }
-    let name = name.into_name();
-    let w = word(kind, name);
-    let user = kind == KIND_USER;
-    with_local(|l| {
-        let Some(seq) = l.push(state, w, true) else {
-            return RangeGuard::INACTIVE;
-        };
-        if l.listening(state) {
-            correlation::begin(l.correlation_id(seq), name, user);
-        }
-        RangeGuard {
-            state,
-            seq,
-            user,
-            _this_thread: PhantomData,
-        }
-    })
 }
 
 /// Records a user range (`user_annotation`, like PyTorch's `record_function`) until the guard
 /// is dropped.
 #[inline(always)]
 pub fn record_function(name: impl IntoName) -> RangeGuard {
-    begin(KIND_USER, name)
+    RangeGuard::from(begin(KIND_USER, name))
 }
 
 /// Records a host operator (`cpu_op`, like `aten::mm`) until the guard is dropped.
 #[inline(always)]
 pub fn record_op(name: impl IntoName) -> RangeGuard {
-    begin(KIND_OP, name)
+    RangeGuard::from(begin(KIND_OP, name))
 }
 
 /// Records a point event on this thread (`cpu_instant_event`); the returned handle attaches

@@ -75,6 +75,8 @@ pub(crate) struct Delivered {
     pub(crate) resources: Vec<ResourceInfo>,
     pub(crate) metadata: Vec<(String, Value)>,
     pub(crate) properties: Vec<Value>,
+    /// The session's [`warnings`](ProfilerSession::warnings).
+    pub(crate) warnings: Vec<String>,
 }
 
 /// The sink a session processes into: what it added, as it added it, up to its budget.
@@ -245,9 +247,10 @@ impl Backends {
                     session.metadata(),
                     session.device_properties(),
                     session.errors(),
+                    session.warnings(),
                 ))
             });
-            let (devices, resources, metadata, properties, errors) = match infos {
+            let (devices, resources, metadata, properties, errors, warnings) = match infos {
                 Ok(infos) => infos,
                 Err(e) => {
                     self.fail(e);
@@ -274,6 +277,7 @@ impl Backends {
                 resources,
                 metadata,
                 properties,
+                warnings,
             });
             drop_quietly(r);
         }

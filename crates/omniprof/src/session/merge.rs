@@ -73,6 +73,11 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
         }),
     );
     trace.set_metadata(metadata::HOST_NAME, Value::from(host_name()));
+    let rejected = crate::plugin::env_rejections();
+    if !rejected.is_empty() {
+        let list = rejected.iter().map(|r| Value::from(r.as_str())).collect();
+        trace.set_metadata(metadata::PLUGIN_ERRORS, Value::List(list));
+    }
     trace.set_metadata(metadata::DROPPED_EVENTS, Value::UInt(host.dropped_events));
     if host.dropped_events > 0 {
         log::warn!(
@@ -142,7 +147,25 @@ fn merge_backends(
     let (delivered, errors) = backends.deliver(&host.view(&trace.activities), window.window);
     let mut merged = Merged::default();
     let mut contributions = Vec::new();
-    for d in delivered {
+    let mut warnings = Vec::new();
+    let mut refused_links = 0;
+    let mut device_type = None;
+    for mut d in delivered {
+        let refused = refuse_foreign_links(
+            &mut d.output.activities,
+            &host.view(&trace.activities),
+            host_pid,
+        );
+        if refused > 0 {
+            refused_links += refused;
+            warnings.push(format!(
+                "{}: {refused} events unlinked from host ops: a runtime or driver event with \
+                 their id lies outside that op's time on its thread (an event's id must be \
+                 the correlation id the host pushed)",
+                d.name
+            ));
+        }
+        warnings.extend(d.warnings.iter().map(|w| format!("{}: {w}", d.name)));
         for device in d.devices {
             trace.add_process(ProcessRow {
                 pid: device.id,
@@ -159,9 +182,15 @@ fn merge_backends(
                 sort_index: resource.sort_index,
             });
         }
+        let mut declared_type = None;
         for (key, value) in d.metadata {
-            trace.set_metadata(key, value);
+            if key == metadata::DEVICE_TYPE {
+                declared_type = Some(value);
+            } else {
+                trace.set_metadata(key, value);
+            }
         }
+        let timed_host_ranges = !d.output.host_args.is_empty();
         for p in d.properties {
             if !trace.device_properties.contains(&p) {
                 trace.device_properties.push(p);
@@ -180,6 +209,11 @@ fn merge_backends(
             selection,
             &d.name,
         );
+        // The device the trace is about is the first that produced data: a backend that
+        // took part but recorded nothing does not name it.
+        if device_type.is_none() && (activities > 0 || timed_host_ranges) {
+            device_type = Some(declared_type.unwrap_or_else(|| Value::from(d.name.as_str())));
+        }
         // A session configured for no activity type (one living on the host ranges, as the
         // stubs do) delivers none, so it has no entry.
         if !d.share.is_empty() {
@@ -199,6 +233,62 @@ fn merge_backends(
         let list = errors.into_iter().map(Value::from).collect();
         trace.set_metadata(metadata::BACKEND_ERRORS, Value::List(list));
     }
+    if let Some(device_type) = device_type {
+        trace.set_metadata(metadata::DEVICE_TYPE, device_type);
+    }
+    if refused_links > 0 {
+        trace.set_metadata(metadata::REFUSED_LINKS, Value::UInt(refused_links));
+    }
+    if !warnings.is_empty() {
+        for w in &warnings {
+            log::warn!("omniprof: {w}");
+        }
+        let list = warnings.into_iter().map(Value::from).collect();
+        trace.set_metadata(metadata::BACKEND_WARNINGS, Value::List(list));
+    }
+}
+
+/// How far a runtime call may seem to stick out of the host op that made it: the host's
+/// times are converted from the recording clock, the backend's read from the wall clock.
+const LINK_SLACK_NS: i64 = 5_000;
+
+/// Unlinks one backend's events from host ops they cannot belong to, and returns how many
+/// it unlinked. A runtime or driver call runs inside the op that made it, on its thread: one
+/// linked to an op it lies outside of (a backend passing its own ids off as the host's)
+/// proves that link wrong, and with it every event of this backend linked to that op.
+fn refuse_foreign_links(activities: &mut [Activity], host: &HostView<'_>, host_pid: i64) -> u64 {
+    let inside = |a: &Activity, op: &Activity| {
+        op.start_ns - LINK_SLACK_NS <= a.start_ns
+            && a.end_ns <= op.end_ns + LINK_SLACK_NS
+            && (a.device != host_pid || a.resource == op.resource)
+    };
+    let refused: FastMap<u64, ()> = activities
+        .iter()
+        .filter(|a| {
+            matches!(
+                a.kind.class(),
+                Some(ActivityClass::Runtime | ActivityClass::Driver)
+            )
+        })
+        .filter_map(|a| {
+            let id = a.linked_correlation?;
+            let op = host.get(id)?;
+            (!inside(a, op)).then_some((id, ()))
+        })
+        .collect();
+    if refused.is_empty() {
+        return 0;
+    }
+    let mut count = 0;
+    for a in activities {
+        if a.linked_correlation
+            .is_some_and(|id| refused.contains_key(&id))
+        {
+            a.linked_correlation = None;
+            count += 1;
+        }
+    }
+    count
 }
 
 /// One backend's entry in a trace's `backends` metadata: how many of its activities the trace
@@ -531,11 +621,15 @@ fn add_environment_metadata(trace: &mut Trace) {
 /// Rank and world size from torchrun's `RANK` / `WORLD_SIZE` (rank 0 of 1 otherwise); the
 /// JSON writer spells the rank `"rank": <n>`, as HTA scans for.
 fn distributed_info() -> Value {
-    let read = |key: &str, default: u64| {
-        std::env::var(key)
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(default)
+    let read = |key: &str, default: u64| match std::env::var(key) {
+        Ok(text) => text.trim().parse::<u64>().unwrap_or_else(|_| {
+            log::warn!(
+                "omniprof: {key}={text:?} is not a non-negative integer; the trace says \
+                 {key} {default}"
+            );
+            default
+        }),
+        Err(_) => default,
     };
     let rank = read("RANK", 0);
     let world_size = read("WORLD_SIZE", 1).max(rank + 1);

@@ -391,6 +391,17 @@ impl Profiler {
             }
         }
         let claim = Claim::take()?;
+        let unsupported = self.config.unsupported_settings();
+        if !unsupported.is_empty() {
+            let keys: Vec<String> = unsupported
+                .iter()
+                .map(|(key, why)| format!("{key} ({why})"))
+                .collect();
+            log::warn!(
+                "omniprof: config keys accepted, not supported by omniprof: {}",
+                keys.join(", ")
+            );
+        }
         clock::source();
         record::warm_up();
         crate::plugin::load_env_once();

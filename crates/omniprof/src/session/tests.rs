@@ -136,12 +136,13 @@ impl ProfilerSession for MockSession {
         let pid = std::process::id() as i64;
         for (n, &(op, user, start, end)) in runtime().launches.lock().unwrap().iter().enumerate() {
             let corr = n as u64 + 1;
-            assert!(host_ops.get(op).is_some(), "the launching op is known");
+            let launching = host_ops.get(op).expect("the launching op is known");
+            // On the launching op's thread, as a runtime call is.
             let mut launch = Activity::new(
                 ActivityType::PrivateUse1Runtime,
                 "orLaunchKernel",
                 pid,
-                1,
+                launching.resource,
                 start,
                 start + 10,
             );

@@ -2,10 +2,12 @@
 // autograd node and torch.profiler.record_function range through omniprof's recorder.
 //
 // Built against the installed torch on first use by torch.utils.cpp_extension (see
-// omniprof/_observer.py). Python passes the address of the recorder's C function table
-// (omniprof._native.recorder_table(), src/observer.rs); from then on the callbacks call it
-// directly, with no Python on the path. Each op's range lives in its ObserverContext, so an
-// op whose end callback runs on another thread (async ops) is ended there correctly.
+// omniprof/_observer.py). Python hands the addresses of `attach` and `detach` below to
+// omniprof's native module, which makes the observer a backend (src/observer.rs): every
+// session, synchronous or on-demand, attaches it when its capture window opens and detaches
+// it when it closes. The callbacks call the recorder's C function table directly, with no
+// Python on the path. Each op's range lives in its ObserverContext, so an op whose end
+// callback runs on another thread (async ops) is ended there correctly.
 
 #include <ATen/record_function.h>
 #include <pybind11/pybind11.h>
@@ -13,7 +15,6 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
-#include <stdexcept>
 #include <vector>
 
 namespace {
@@ -30,46 +31,6 @@ struct Table {
 constexpr uint32_t kTableVersion = 1;
 constexpr uint32_t kRangeSlotSize = 32;
 
-// An op's range. Contexts are recycled through a per-thread free list, so an op costs no
-// malloc/free pair once warm; one freed on another thread (an async end) joins that
-// thread's list. At most kMaxFree per thread are kept, and left behind when a thread exits.
-struct Context : at::ObserverContext {
-  alignas(8) unsigned char range[kRangeSlotSize];
-  Context* next_free = nullptr;
-  static void* operator new(size_t size);
-  static void operator delete(void* p);
-};
-constexpr uint32_t kMaxFree = 256;
-struct FreeContexts {
-  Context* head = nullptr;
-  uint32_t count = 0;
-};
-thread_local FreeContexts free_contexts;
-
-void* Context::operator new(size_t size) {
-  FreeContexts& list = free_contexts;
-  if (list.head == nullptr) {
-    return ::operator new(size);
-  }
-  Context* c = list.head;
-  list.head = c->next_free;
-  --list.count;
-  return c;
-}
-
-void Context::operator delete(void* p) {
-  FreeContexts& list = free_contexts;
-  if (list.count >= kMaxFree) {
-    ::operator delete(p);
-    return;
-  }
-  // The object is destroyed: its storage is reused as a list node.
-  auto c = static_cast<Context*>(p);
-  c->next_free = list.head;
-  list.head = c;
-  ++list.count;
-}
-
 // A per-thread cache of interned names keyed by the name's address, so the common case (an
 // op's schema name, whose address never changes) costs a compare instead of hashing. The
 // text is compared too: a dynamic name (a record_function string) may reuse an address.
@@ -80,21 +41,67 @@ struct CachedName {
   char text[52];
 };
 constexpr size_t kNameSlots = 256;
-thread_local CachedName names[kNameSlots];
 
-// Written only while no callback is registered (register/unregister run under the GIL).
+struct Context;
+
+// Everything a callback keeps per thread, in one thread_local: in a library loaded at run
+// time each thread_local access is a call into the dynamic loader, so a callback makes one.
+// Constant-initialized and trivially destructible, so no access pays an initialization check.
+struct ThreadState {
+  // Recycled contexts, so an op costs no malloc/free pair once warm. At most kMaxFree are
+  // kept, and left behind when the thread exits.
+  Context* free_head = nullptr;
+  uint32_t free_count = 0;
+  // Start callbacks run on this thread: lets a test see that nothing fires after a session.
+  uint64_t calls = 0;
+  CachedName names[kNameSlots];
+};
+constexpr uint32_t kMaxFree = 256;
+thread_local ThreadState thread_state;
+
+// An op's range. One freed on another thread than its start (an async end) joins that
+// thread's free list.
+struct Context : at::ObserverContext {
+  alignas(8) unsigned char range[kRangeSlotSize];
+  Context* next_free = nullptr;
+
+  static Context* make(ThreadState& t) {
+    if (t.free_head == nullptr) {
+      return new Context;
+    }
+    Context* c = t.free_head;
+    t.free_head = c->next_free;
+    --t.free_count;
+    return new (c) Context;
+  }
+
+  static void operator delete(void* p) {
+    ThreadState& t = thread_state;
+    if (t.free_count >= kMaxFree) {
+      ::operator delete(p);
+      return;
+    }
+    // The object is destroyed: its storage is reused as a list node.
+    auto c = static_cast<Context*>(p);
+    c->next_free = t.free_head;
+    t.free_head = c;
+    ++t.free_count;
+  }
+};
+
+// Written only while no callback is registered (by `attach`, one session at a time).
 const Table* table = nullptr;
 bool record_shapes = false;
 std::optional<at::CallbackHandle> handle;
-// Start callbacks run on this thread: lets a test see that nothing fires after the session.
-thread_local uint64_t calls = 0;
 
-uint32_t name_id(const char* name) {
-  size_t len = std::strlen(name);
-  CachedName& slot = names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameSlots];
-  if (slot.ptr == name && slot.len == len && std::memcmp(slot.text, name, len) == 0) {
+uint32_t name_id(ThreadState& t, const char* name) {
+  CachedName& slot = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameSlots];
+  // strncmp stops at the end of a shorter name, which memcmp would read past.
+  if (slot.ptr == name && std::strncmp(slot.text, name, slot.len) == 0 &&
+      name[slot.len] == '\0') {
     return slot.id;
   }
+  size_t len = std::strlen(name);
   uint32_t id = table->intern(name, len);
   if (len <= sizeof(slot.text)) {
     slot.ptr = name;
@@ -105,35 +112,45 @@ uint32_t name_id(const char* name) {
   return id;
 }
 
-std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  ++calls;
-  // Reused per thread, so recording shapes allocates nothing after warm-up.
-  thread_local std::vector<int64_t> dims;
-  thread_local std::vector<size_t> ranks;
+// The input shapes of `fn` into `dims` and `ranks`, like torch.profiler: a tensor's sizes, []
+// for anything else; none when the op has no inputs to give.
+void input_shapes(const at::RecordFunction& fn, std::vector<int64_t>& dims,
+                  std::vector<size_t>& ranks) {
   dims.clear();
   ranks.clear();
-  if (record_shapes) {
-    try {
-      for (const c10::IValue& input : fn.inputs()) {
-        // Like torch.profiler: a tensor's sizes, [] for anything else.
-        if (input.isTensor() && input.toTensor().defined()) {
-          auto sizes = input.toTensor().sizes();
-          dims.insert(dims.end(), sizes.begin(), sizes.end());
-          ranks.push_back(sizes.size());
-        } else {
-          ranks.push_back(0);
-        }
+  try {
+    for (const c10::IValue& input : fn.inputs()) {
+      if (input.isTensor() && input.toTensor().defined()) {
+        auto sizes = input.toTensor().sizes();
+        dims.insert(dims.end(), sizes.begin(), sizes.end());
+        ranks.push_back(sizes.size());
+      } else {
+        ranks.push_back(0);
       }
-    } catch (...) {
-      // Inputs unavailable (an op that has none to give): the op is recorded without them.
-      dims.clear();
-      ranks.clear();
     }
+  } catch (...) {
+    dims.clear();
+    ranks.clear();
   }
-  auto ctx = std::make_unique<Context>();
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  ThreadState& t = thread_state;
+  ++t.calls;
   uint8_t user = fn.scope() == at::RecordScope::USER_SCOPE ? 1 : 0;
-  if (!table->begin(user, name_id(fn.name()), dims.data(), ranks.data(), ranks.size(),
-                    ctx->range)) {
+  uint32_t name = name_id(t, fn.name());
+  std::unique_ptr<Context> ctx(Context::make(t));
+  uint8_t begun;
+  if (record_shapes) {
+    // Reused per thread, so recording shapes allocates nothing after warm-up.
+    thread_local std::vector<int64_t> dims;
+    thread_local std::vector<size_t> ranks;
+    input_shapes(fn, dims, ranks);
+    begun = table->begin(user, name, dims.data(), ranks.data(), ranks.size(), ctx->range);
+  } else {
+    begun = table->begin(user, name, nullptr, nullptr, 0, ctx->range);
+  }
+  if (!begun) {
     return nullptr;
   }
   return ctx;
@@ -146,28 +163,42 @@ void on_end(const at::RecordFunction&, at::ObserverContext* ctx) {
   }
 }
 
-void register_observer(uintptr_t table_address, bool shapes) {
+// What `attach` returns; mirrored by src/observer.rs.
+enum AttachStatus : int32_t { kAttached = 0, kAlreadyAttached = 1, kTableMismatch = 2, kFailed = 3 };
+
+// Registers the callbacks recording through `t` (with input shapes when `shapes`). Called by
+// the session engine, one session at a time, so the globals it writes are never written
+// concurrently; no C++ exception leaves it (its caller is Rust).
+int32_t attach(const Table* t, uint8_t shapes) noexcept {
   if (handle) {
-    throw std::runtime_error("the omniprof observer is already registered");
+    return kAlreadyAttached;
   }
-  auto t = reinterpret_cast<const Table*>(table_address);
   if (t->version != kTableVersion || t->range_slot_size > kRangeSlotSize) {
-    throw std::runtime_error(
-        "omniprof's native module and its observer disagree on the recorder table "
-        "(rebuild: remove the omniprof_observer build under TORCH_EXTENSIONS_DIR)");
+    return kTableMismatch;
   }
-  table = t;
-  record_shapes = shapes;
-  handle = at::addGlobalCallback(
-      at::RecordFunctionCallback(on_start, on_end)
-          .needsInputs(shapes)
-          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                   at::RecordScope::USER_SCOPE}));
+  try {
+    table = t;
+    record_shapes = shapes != 0;
+    handle = at::addGlobalCallback(
+        at::RecordFunctionCallback(on_start, on_end)
+            .needsInputs(record_shapes)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                     at::RecordScope::USER_SCOPE}));
+    return kAttached;
+  } catch (...) {
+    return kFailed;
+  }
 }
 
-void unregister_observer() {
+// Removes the callbacks (if registered). Ops begun before keep their end callback, which
+// ends their range as usual.
+void detach() noexcept {
   if (handle) {
-    at::removeCallback(*handle);
+    try {
+      at::removeCallback(*handle);
+    } catch (...) {
+      // Nothing to undo: the handle is dropped either way.
+    }
     handle.reset();
   }
 }
@@ -175,12 +206,15 @@ void unregister_observer() {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("register", &register_observer,
-        "Registers the global RecordFunction callback recording through the table at "
-        "the given address.");
-  m.def("unregister", &unregister_observer, "Removes the callback (if registered).");
+  m.def(
+      "entry_points",
+      [] {
+        return pybind11::make_tuple(reinterpret_cast<uintptr_t>(&attach),
+                                    reinterpret_cast<uintptr_t>(&detach));
+      },
+      "The addresses of attach(table, shapes) and detach(), for omniprof's native module.");
   m.def("registered", [] { return handle.has_value(); },
         "Whether the callback is registered.");
-  m.def("calls_on_this_thread", [] { return calls; },
+  m.def("calls_on_this_thread", [] { return thread_state.calls; },
         "Start callbacks run on the calling thread so far.");
 }

@@ -1,0 +1,65 @@
+//! Output paths, checked before the work that fills them: a run that cannot write its
+//! result says so at once, naming the path, instead of after minutes of profiling.
+
+use std::fs::OpenOptions;
+use std::io::ErrorKind;
+use std::path::Path;
+
+/// Whether a file can be written at `path`: not a directory, in a directory that exists and
+/// takes new files (probed by creating and removing an empty file), or an existing file
+/// that opens for writing (left as it is).
+///
+/// The error reads `cannot write PATH: <why>`.
+pub fn check_writable(path: &Path) -> Result<(), String> {
+    let fail = |why: String| Err(format!("cannot write {}: {why}", path.display()));
+    if path.is_dir() {
+        return fail("it is a directory".to_owned());
+    }
+    if path.exists() {
+        return match OpenOptions::new().append(true).open(path) {
+            Ok(_) => Ok(()),
+            Err(e) => fail(e.to_string()),
+        };
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return fail(format!("{} is not a directory", parent.display()));
+    }
+    match OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(_) => {
+            // Only the probe's own empty file goes.
+            let _ = std::fs::remove_file(path);
+            Ok(())
+        }
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => fail(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directories_missing_parents_and_read_only_places_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = check_writable(dir.path()).unwrap_err();
+        assert_eq!(
+            err,
+            format!("cannot write {}: it is a directory", dir.path().display())
+        );
+        let orphan = dir.path().join("no/such/x.json");
+        assert!(check_writable(&orphan)
+            .unwrap_err()
+            .contains("is not a directory"));
+        let fine = dir.path().join("x.json");
+        assert_eq!(check_writable(&fine), Ok(()));
+        assert!(!fine.exists(), "the probe leaves nothing");
+        std::fs::write(&fine, "kept").unwrap();
+        assert_eq!(check_writable(&fine), Ok(()));
+        assert_eq!(std::fs::read_to_string(&fine).unwrap(), "kept");
+    }
+}

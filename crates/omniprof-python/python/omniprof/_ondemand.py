@@ -1,0 +1,37 @@
+"""On-demand tracing of this Python process, as Kineto's daemon mode gives PyTorch.
+
+With ``OMNIPROF_ONDEMAND=1`` in the environment, ``import omniprof`` starts serving
+triggers: ``omniprof trigger --pid PID --duration-ms 500`` (or ``--iterations 3``) then
+traces the running process without touching its code. With torch installed, the traces hold
+PyTorch's ops (the op observer is installed as a backend, attached only while a trace
+records), and each optimizer step ends one iteration; a loop without an optimizer calls
+``omniprof.step()`` itself.
+"""
+
+import importlib.util
+import warnings
+
+from . import _native, _observer
+
+
+def _count_optimizer_steps() -> None:
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(lambda *_: _native.step())
+
+
+def enable_from_env() -> bool:
+    """Serves triggers when the environment opts in; returns whether it serves. The op
+    observer is ready before the first trigger can arrive. A failure is a warning: the
+    program goes on untraced."""
+    if not _native.on_demand_opted_in():
+        return False
+    if importlib.util.find_spec("torch") is not None:
+        _observer.install()
+        _count_optimizer_steps()
+    try:
+        _native.serve_on_demand()
+    except _native.ProfilerError as e:
+        warnings.warn(f"omniprof: {e}", RuntimeWarning, stacklevel=2)
+        return False
+    return True
