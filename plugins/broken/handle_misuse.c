@@ -55,23 +55,19 @@ static void *register_from_thread(void *arg) {
   return NULL;
 }
 
-static int process(struct KinetoPlugin_ProfilerProcessEvents_Params *params) {
-  const struct KinetoPlugin_TraceBuilder *tb = NULL;
-  const struct BrokenSession *s = broken_process_args(params, &tb);
-  if (s == NULL) {
-    return -1;
-  }
-  int rc = broken_emit_valid_before(tb, s);
-  if (rc != 0) {
-    return rc;
-  }
+/* The late addEvent's code, for after_broken_call's metadata. */
+static int late_builder_rc = 1;
+
+/* The misused builder calls: addEvent from another thread (its code is returned), then
+ * addEvent and setLastEventName through the previous session's builder. */
+static int misuse(const struct KinetoPlugin_TraceBuilder *tb, const struct BrokenSession *s) {
   struct ThreadCall call = {tb, broken_kernel(s, 3, 4, 3), 1};
   pthread_t thread;
   if (pthread_create(&thread, NULL, add_from_thread, &call) != 0) {
-    return -1;
+    return -12;
   }
   pthread_join(thread, NULL);
-  int late_builder_rc = 1;
+  late_builder_rc = 1;
   if (have_kept_builder) {
     struct KinetoPlugin_ProfileEvent late = broken_kernel(s, 5, 6, 4);
     late_builder_rc = kept_builder.addEvent(kept_builder.pTraceBuilderHandle, &late);
@@ -82,7 +78,13 @@ static int process(struct KinetoPlugin_ProfilerProcessEvents_Params *params) {
   }
   kept_builder = *tb;
   have_kept_builder = true;
-  rc = broken_emit_valid_after(tb, s, call.rc);
+  return call.rc;
+}
+
+static int process(struct KinetoPlugin_ProfilerProcessEvents_Params *params) {
+  int rc = broken_process_around(params, misuse);
+  /* after_broken_call, the last event, also carries the other misused calls' codes. */
+  const struct KinetoPlugin_TraceBuilder *tb = params->pTraceBuilder;
   char text[16];
   const char *keys[] = {"late_builder_rc", "thread_registry_rc", "late_registry_rc"};
   int codes[] = {late_builder_rc, thread_registry_rc, late_registry_rc};
