@@ -53,6 +53,19 @@ const OK: c_int = 0;
 /// let late = unsafe { kept.add_event.unwrap()(kept.trace_builder_handle, std::ptr::null()) };
 /// assert_eq!(late, -1);
 /// assert_eq!(builder.problems().values().map(|p| p.count).sum::<u64>(), 1);
+/// assert_eq!(builder.problem_report(), ["1 × addEvent with a NULL event"]);
+///
+/// // A budget of one event: the second is refused and counted.
+/// let mut small = HostTraceBuilder::with_max_events(1);
+/// let event = omniprof_plugin_sys::ProfileEvent {
+///     event_type: omniprof_plugin_sys::ProfileEventType::CONCURRENT_KERNEL,
+///     ..Default::default()
+/// };
+/// let codes = small.lend(|table| {
+///     // SAFETY: calls through the table lent right now, with a complete event.
+///     [0, 1].map(|_| unsafe { table.add_event.unwrap()(table.trace_builder_handle, &event) })
+/// });
+/// assert_eq!((codes, small.activities().len()), ([0, -1], 1));
 /// ```
 pub struct HostTraceBuilder {
     pub(crate) events: Vec<Activity>,

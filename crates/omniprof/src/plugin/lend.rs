@@ -39,7 +39,18 @@ static REFUSED_CALLS: Mutex<BTreeMap<u64, u64>> = Mutex::new(BTreeMap::new());
 /// Refused calls through handles whose loan had ended.
 static LATE_CALLS: AtomicU64 = AtomicU64::new(0);
 
-/// Calls through a handle after its loan ended, refused, since the process started.
+/// Calls through a handle after its loan ended (or through one never handed out), refused,
+/// since the process started.
+///
+/// ```
+/// use omniprof::plugin::{late_calls, HostTraceBuilder};
+///
+/// let before = late_calls();
+/// let kept = HostTraceBuilder::default().lend(|table| *table);
+/// // SAFETY: a complete table; its handle is checked before anything is read.
+/// let rc = unsafe { kept.add_event.unwrap()(kept.trace_builder_handle, std::ptr::null()) };
+/// assert_eq!((rc, late_calls()), (-1, before + 1));
+/// ```
 pub fn late_calls() -> u64 {
     LATE_CALLS.load(Ordering::Relaxed)
 }
