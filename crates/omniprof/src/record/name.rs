@@ -37,6 +37,9 @@ pub(crate) const GENERATION_BYTES: usize = 16 << 20;
 /// A generation past this many bytes or names is retired when the next session starts.
 pub(crate) const RETIRE_BYTES: usize = 4 << 20;
 pub(crate) const RETIRE_NAMES: usize = 16_384;
+/// What a name costs beyond its text (its `Arc`, its slot and its map entry), so that the
+/// byte budgets bound short names too.
+const ENTRY_BYTES: usize = 64;
 /// Transient names a thread caches (past them it takes the table's lock per new range).
 const THREAD_CACHE_NAMES: usize = 4096;
 
@@ -52,7 +55,7 @@ const THREAD_CACHE_NAMES: usize = 4096;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Name(u32);
 
-/// Names and their ids, up to a byte budget.
+/// Names and their ids, up to a byte budget (text and [`ENTRY_BYTES`] per name).
 #[derive(Default)]
 struct Generation {
     ids: HashMap<Arc<str>, u32>,
@@ -67,11 +70,12 @@ impl Generation {
             return Some(index);
         }
         let index = u32::try_from(self.names.len()).ok().filter(|&i| i < max)?;
-        if self.bytes + name.len() > budget {
+        let cost = name.len() + ENTRY_BYTES;
+        if self.bytes + cost > budget {
             return None;
         }
         let name: Arc<str> = name.into();
-        self.bytes += name.len();
+        self.bytes += cost;
         self.names.push(name.clone());
         self.ids.insert(name, index);
         Some(index)
