@@ -1,5 +1,7 @@
 //! `omniprof summary TRACE`: PyTorch's `key_averages().table()` for any Kineto trace file,
-//! plain or gzip, streamed: only what the op trees need is kept, never the trace.
+//! plain or gzip, streamed: only what the op trees need is kept, never the trace. An event or
+//! a header past `--max-event-mb` / `--max-header-mb` stops the read at its offset, so memory
+//! is bounded by those limits and the read windows, whatever the file holds.
 //!
 //! Exit status: 0 when the whole file was read; 1 when it could not be read or is not a
 //! valid trace (with `--partial`, after printing the rows of what was read before the
@@ -14,7 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use omniprof_trace::analysis::{
     KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
 };
-use omniprof_trace::import::{ReadError, ReadStats};
+use omniprof_trace::import::{Limits, ReadError, ReadStats};
 
 /// Files larger than this get a progress bar (when standard error is a terminal).
 const PROGRESS_MIN_BYTES: u64 = 50 * 1024 * 1024;
@@ -49,6 +51,13 @@ pub struct SummaryArgs {
     /// (the error is still reported, and the exit status is still 1).
     #[arg(long)]
     pub partial: bool,
+    /// The largest event read, in MiB; a larger one stops the read at its offset.
+    #[arg(long, value_name = "MIB", default_value_t = Limits::default().event_bytes >> 20)]
+    pub max_event_mb: usize,
+    /// The most the header (every top-level value but `traceEvents`, together) may take,
+    /// in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = Limits::default().header_bytes >> 20)]
+    pub max_header_mb: usize,
 }
 
 /// How the rows are printed.
@@ -143,8 +152,13 @@ fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) 
                 Some(bar) => Box::new(bar.wrap_read(file)),
                 None => Box::new(file),
             };
+            let limits = Limits {
+                event_bytes: args.max_event_mb.saturating_mul(1 << 20),
+                header_bytes: args.max_header_mb.saturating_mul(1 << 20),
+            };
             let stats = builder
                 .reader()
+                .limits(limits)
                 .stream(input, |item| builder.add_item(&item));
             if let Some(bar) = progress {
                 bar.finish_and_clear();
@@ -193,6 +207,13 @@ fn report_skipped(stats: &ReadStats) {
             stats.skipped(),
             stats.events,
             parts.join(", ")
+        );
+    }
+    if stats.too_deep_args > 0 {
+        eprintln!(
+            "note: skipped {} arg values nested deeper than {} levels",
+            stats.too_deep_args,
+            omniprof_trace::value::MAX_DEPTH
         );
     }
 }

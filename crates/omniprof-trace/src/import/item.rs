@@ -52,6 +52,9 @@ pub struct ReadStats {
     /// Skipped: a flow event with no activity just before it on the same row and time, an
     /// unknown flow `cat`, or an `id` that is not a non-negative integer.
     pub unmatched_flow: u64,
+    /// Arg values skipped, their events kept: nested deeper than
+    /// [`MAX_DEPTH`](crate::value::MAX_DEPTH), which not every reader reads.
+    pub too_deep_args: u64,
 }
 
 impl ReadStats {

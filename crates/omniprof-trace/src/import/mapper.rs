@@ -27,7 +27,8 @@ pub(super) type EventError = String;
 
 /// One event, converted: everything about it that does not depend on the events before.
 pub(super) enum Mapped {
-    Activity(Activity),
+    /// An activity, and how many of its args were skipped for nesting too deep.
+    Activity(Activity, u64),
     Span(Span),
     /// One end of a flow, for the activity just before it.
     Flow(FlowEnd),
@@ -121,6 +122,9 @@ pub(super) struct Converter {
     pub base_ns: i64,
     /// Which other args activities keep.
     pub args: ArgFilter,
+    /// The longest event read ([`Limits::event_bytes`](super::Limits::event_bytes)); the
+    /// parallel reader leaves a longer one to the sequential one, which reports it.
+    pub max_event_bytes: usize,
     names: HashSet<Arc<str>, BuildHasherDefault<FastHasher>>,
 }
 
@@ -129,6 +133,7 @@ impl Converter {
         Self {
             base_ns: 0,
             args,
+            max_event_bytes: usize::MAX,
             names: HashSet::default(),
         }
     }
@@ -215,8 +220,9 @@ impl Converter {
             // Undo the writer's widening (1 ns on each side).
             (start, end) = (start + 1, end - 1);
         }
-        let activity = self.activity(kind, ev, device, lane_row(resource), start, end)?;
-        Ok(Mapped::Activity(activity))
+        let (activity, too_deep) =
+            self.activity(kind, ev, device, lane_row(resource), start, end)?;
+        Ok(Mapped::Activity(activity, too_deep))
     }
 
     fn instant(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
@@ -234,8 +240,8 @@ impl Converter {
             return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
         let start = self.start_ns(&ev)?;
-        let activity = self.activity(kind, ev, device, resource, start, start)?;
-        Ok(Mapped::Activity(activity))
+        let (activity, too_deep) = self.activity(kind, ev, device, resource, start, start)?;
+        Ok(Mapped::Activity(activity, too_deep))
     }
 
     fn counter(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
@@ -249,7 +255,7 @@ impl Converter {
             return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
         let start = self.start_ns(&ev)?;
-        let mut activity = self.activity(kind, ev, device, resource, start, start)?;
+        let (mut activity, too_deep) = self.activity(kind, ev, device, resource, start, start)?;
         // Numbers are the samples; `hardware_counters` writes one metric per event as
         // `{"": value}` with the metric as the event name.
         let mut args = Vec::new();
@@ -267,11 +273,11 @@ impl Converter {
             }
         }
         activity.args = args;
-        Ok(Mapped::Activity(activity))
+        Ok(Mapped::Activity(activity, too_deep))
     }
 
     /// An activity with the event's name and `args`, `External id` and `correlation` lifted
-    /// into fields.
+    /// into fields, and the number of args skipped for nesting too deep.
     fn activity(
         &mut self,
         kind: ActivityType,
@@ -280,7 +286,7 @@ impl Converter {
         resource: i64,
         start_ns: i64,
         end_ns: i64,
-    ) -> Result<Activity, EventError> {
+    ) -> Result<(Activity, u64), EventError> {
         let args = ev.args(&self.args)?;
         let name = self.intern(ev.name.as_deref().unwrap_or_default());
         let mut activity = Activity::new(kind, name, device, resource, start_ns, end_ns);
@@ -288,7 +294,7 @@ impl Converter {
         // No room reserved: most args are lifted or filtered out, and an activity that
         // keeps none should cost no allocation (they are made on one thread and freed on
         // another, which makes the allocator take fresh memory for them).
-        for (key, value) in args.0 {
+        for (key, value) in args.kept {
             match (&*key, as_u64(&value)) {
                 (arg::EXTERNAL_ID, Some(id)) if linked => activity.linked_correlation = Some(id),
                 (arg::EXTERNAL_ID, Some(id)) => activity.correlation = id,
@@ -299,7 +305,7 @@ impl Converter {
                 }
             }
         }
-        Ok(activity)
+        Ok((activity, args.too_deep))
     }
 
     fn flow(&mut self, ev: RawEvent, start: bool) -> Result<Mapped, EventError> {
@@ -455,7 +461,10 @@ impl EventMapper {
     pub fn apply(&mut self, mapped: Mapped, sink: &mut impl FnMut(TraceItem)) {
         self.stats.events += 1;
         match mapped {
-            Mapped::Activity(activity) => self.push(activity, sink),
+            Mapped::Activity(activity, too_deep) => {
+                self.stats.too_deep_args += too_deep;
+                self.push(activity, sink);
+            }
             Mapped::Span(span) => {
                 self.flush(sink);
                 sink(TraceItem::Span(span));

@@ -301,6 +301,16 @@ config_keys! {
     OMNIPROF_MAX_HOST_RECORDS_PER_THREAD: U64 = 4_194_304
         => max_host_records_per_thread() -> u64;
 
+    /// (omniprof's own) how long one call into a dynamic plugin (create, start, stop,
+    /// processEvents, destroy) may run before the plugin is abandoned for the rest of the
+    /// process.
+    OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS: Msecs = Duration::from_secs(10)
+        => plugin_call_timeout() -> Duration;
+
+    /// (omniprof's own) events one backend may hand over per trace (Kineto bounds its
+    /// device buffers the same way); the rest are dropped and counted.
+    OMNIPROF_MAX_EVENTS_PER_BACKEND: U64 = 1_000_000 => max_events_per_backend() -> u64;
+
     // The XPU scope profiler's feature config (Kineto's `xpupti_scope_profiler`). Kineto
     // matches feature keys after the core keys; no name is shared, so the order is moot.
 
