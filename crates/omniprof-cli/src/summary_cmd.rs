@@ -1,5 +1,7 @@
 //! `omniprof summary TRACE`: PyTorch's `key_averages().table()` for any Kineto trace file,
-//! plain or gzip, streamed: only what the op trees need is kept, never the trace. With
+//! plain or gzip, streamed: only what the op trees need is kept, never the trace. An event or
+//! a header past `--max-event-mb` / `--max-header-mb` stops the read at its offset, so memory
+//! is bounded by those limits and the read windows, whatever the file holds. With
 //! `--metrics`, the per-kernel hardware metrics instead (a scope-profiler trace of omniprof,
 //! or PyTorch's `cuda_profiler_range` events); with `--counters`, each counter track's
 //! statistics.
@@ -19,7 +21,7 @@ use omniprof_trace::analysis::metrics::kernel_metrics;
 use omniprof_trace::analysis::{
     KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
 };
-use omniprof_trace::import::{ReadError, ReadStats, TraceReader};
+use omniprof_trace::import::{Limits, ReadError, ReadStats, TraceReader};
 
 /// Files larger than this get a progress bar (when standard error is a terminal).
 const PROGRESS_MIN_BYTES: u64 = 50 * 1024 * 1024;
@@ -54,6 +56,13 @@ pub struct SummaryArgs {
     /// (the error is still reported, and the exit status is still 1).
     #[arg(long)]
     pub partial: bool,
+    /// The largest event read, in MiB; a larger one stops the read at its offset.
+    #[arg(long, value_name = "MIB", default_value_t = Limits::default().event_bytes >> 20)]
+    pub max_event_mb: usize,
+    /// The most the header (every top-level value but `traceEvents`, together) may take,
+    /// in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = Limits::default().header_bytes >> 20)]
+    pub max_header_mb: usize,
     /// Per kernel name: calls, total device time, and each hardware metric's sum, mean, min
     /// and max (from the scope profiler's kernel args, or `cuda_profiler_range` events).
     #[arg(long, conflicts_with_all = ["counters", "sort_by", "group_by_shapes"])]
@@ -134,7 +143,12 @@ pub fn run(args: &SummaryArgs) -> ExitCode {
 /// `--metrics` and `--counters`, which read the whole trace (they need its counters and
 /// every kernel's args).
 fn run_whole(args: &SummaryArgs) -> ExitCode {
-    let outcome = TraceReader::new().read_path(&args.trace);
+    let reader = TraceReader::new().limits(limits(args));
+    let outcome = if args.trace.as_os_str() == "-" {
+        reader.read(io::stdin().lock())
+    } else {
+        reader.read_path(&args.trace)
+    };
     let mut code = 0;
     if let Some(e) = &outcome.error {
         eprintln!("error: {e}");
@@ -185,6 +199,14 @@ fn print(text: &str) -> bool {
     }
 }
 
+/// The read limits `--max-event-mb` and `--max-header-mb` set.
+fn limits(args: &SummaryArgs) -> Limits {
+    Limits {
+        event_bytes: args.max_event_mb.saturating_mul(1 << 20),
+        header_bytes: args.max_header_mb.saturating_mul(1 << 20),
+    }
+}
+
 /// Streams the file into the summary; on error, the summary holds what was read before.
 fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) {
     let mut builder = KeyAveragesBuilder::new(KeyAveragesOptions {
@@ -210,6 +232,7 @@ fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) 
             };
             let stats = builder
                 .reader()
+                .limits(limits(args))
                 .stream(input, |item| builder.add_item(&item));
             if let Some(bar) = progress {
                 bar.finish_and_clear();
@@ -258,6 +281,13 @@ fn report_skipped(stats: &ReadStats) {
             stats.skipped(),
             stats.events,
             parts.join(", ")
+        );
+    }
+    if stats.too_deep_args > 0 {
+        eprintln!(
+            "note: skipped {} arg values nested deeper than {} levels",
+            stats.too_deep_args,
+            omniprof_trace::value::MAX_DEPTH
         );
     }
 }

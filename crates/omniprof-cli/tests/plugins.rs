@@ -141,6 +141,43 @@ fn plugins_list_and_check_give_verdicts() {
     assert!(text(&out.stdout).contains("/nonexistent/x.so"));
 }
 
+#[test]
+fn plugins_check_fails_a_plugin_that_blocks_at_its_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let hangs = build_broken("hangs", dir.path());
+    let begun = std::time::Instant::now();
+    let out = omniprof(
+        &[
+            "plugins",
+            "check",
+            hangs.to_str().unwrap(),
+            "--timeout",
+            "0.3",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(begun.elapsed() < std::time::Duration::from_secs(20));
+    for profiler in [
+        "HangInCreate",
+        "HangInStart",
+        "HangInStop",
+        "HangInProcessEvents",
+        "HangInDestroy",
+    ] {
+        assert_eq!(verdict_of(&stdout, profiler), "FAIL");
+    }
+    assert_eq!(
+        stdout.matches("did not return within 300 ms").count(),
+        5,
+        "{stdout}"
+    );
+
+    let out = omniprof(&["plugins", "check", "x.so", "--timeout", "-1"], None);
+    assert_eq!(out.status.code(), Some(2));
+}
+
 fn verdict_of(table: &str, profiler: &str) -> String {
     table
         .lines()

@@ -58,6 +58,9 @@ pub mod metadata {
     pub const WARMUP_EVENTS: &str = "warmup_events";
     /// Launches that shared a correlation id with an earlier one (no second flow is drawn).
     pub const DUPLICATE_FLOW_STARTS: &str = "duplicate_flow_starts";
+    /// Host ranges named `<name table full>`: their names did not fit in the recorder's name
+    /// table.
+    pub const DROPPED_NAMES: &str = "dropped_names";
     /// Ranges still open at stop (written with `"finished": false`).
     pub const UNFINISHED_RANGES: &str = "unfinished_ranges";
     /// The trace's id (`REQUEST_TRACE_ID`, else 32 random hex digits, as PyTorch writes it).

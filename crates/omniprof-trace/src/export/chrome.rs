@@ -19,12 +19,12 @@
 //! assert_eq!(stats.events, 2); // the op and the `Record Window End` marker
 //! ```
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, Write};
+use std::path::Path;
 
 use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::export::json::{write_float, write_i64, write_str, write_u64, write_us, write_value};
+use crate::export::save::save_with;
 use crate::hash::FastMap;
 use crate::keys::arg;
 use crate::trace::Trace;
@@ -53,64 +53,27 @@ pub struct WriteStats {
     pub spilled: u64,
 }
 
-/// A trace could not be saved. The [`Trace`] itself is untouched, so the caller still holds
-/// everything that was recorded.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot write trace to {path}: {stage}: {source}")]
-pub struct WriteError {
-    pub path: PathBuf,
-    pub stage: &'static str,
-    #[source]
-    pub source: io::Error,
-}
+pub use crate::export::save::WriteError;
 
-/// Saves `trace` to `path`, gzip-compressed when the path ends in `.gz`. The file is written
-/// to `<path>.tmp` and renamed, so a crash never leaves half a trace under `path`.
+/// Saves `trace` to `path`, gzip-compressed when the path ends in `.gz`, through
+/// [`save_with`]: the path ends up holding the whole trace or what it held before, and a
+/// link, FIFO or device there is written through, never replaced.
 pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteError> {
     let path = path.as_ref();
-    let err = |stage| {
-        move |source| WriteError {
-            path: path.to_owned(),
-            stage,
-            source,
-        }
-    };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let file = File::create(&tmp).map_err(err("create"))?;
     let trace_name = trace
         .trace_name
         .clone()
         .unwrap_or_else(|| path.to_string_lossy().into_owned());
     let gz = path.extension().is_some_and(|e| e == "gz");
-    let written = (|| {
-        let out = BufWriter::with_capacity(1 << 20, file);
-        let file = if gz {
+    let stats = save_with(path, |out| {
+        if gz {
             let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::new(5));
             let stats = write(trace, &trace_name, &mut enc)?;
-            (
-                enc.finish()?.into_inner().map_err(|e| e.into_error())?,
-                stats,
-            )
+            enc.finish()?;
+            Ok(stats)
         } else {
-            let mut out = out;
-            let stats = write(trace, &trace_name, &mut out)?;
-            (out.into_inner().map_err(|e| e.into_error())?, stats)
-        };
-        file.0.sync_data()?;
-        Ok(file.1)
-    })();
-    let stats = match written {
-        Ok(stats) => stats,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(err("write")(e));
+            write(trace, &trace_name, out)
         }
-    };
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        err("rename")(e)
     })?;
     if stats.bytes > PERFETTO_UI_LIMIT {
         log::warn!(

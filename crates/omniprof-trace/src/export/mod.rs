@@ -2,3 +2,4 @@
 
 pub mod chrome;
 pub mod json;
+pub mod save;

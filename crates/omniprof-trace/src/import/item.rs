@@ -58,6 +58,9 @@ pub struct ReadStats {
     /// Counter values (`args` of a `C` event) that were not finite numbers, dropped; a
     /// sample left with none is not delivered.
     pub dropped_counter_values: u64,
+    /// Arg values skipped, their events kept: nested deeper than
+    /// [`MAX_DEPTH`](crate::value::MAX_DEPTH), which not every reader reads.
+    pub too_deep_args: u64,
 }
 
 impl ReadStats {

@@ -5,7 +5,8 @@
 //!
 //! Reading streams: the file is read in windows of some megabytes and each event is parsed on
 //! its own, so memory stays bounded by a window or the largest single event (a streamed read
-//! holds no trace at all). The events of a large file are parsed on every core, and a gzip
+//! holds no trace at all); an event or a header larger than the reader's [`Limits`] stops the
+//! read at its offset, so that no input makes memory grow with the file. The events of a large file are parsed on every core, and a gzip
 //! file is decompressed on a helper thread, with the same items, in the same order, and the
 //! same errors as reading on one thread; the sink is only ever called on the calling thread.
 //! Times are converted exactly from the text of `ts` and `dur` to nanoseconds since the Unix
@@ -73,6 +74,7 @@ mod error;
 mod event;
 mod inflate;
 mod item;
+mod limits;
 mod mapper;
 mod parallel;
 mod reader;
@@ -81,6 +83,7 @@ mod scan;
 pub use error::{Location, Position, ReadError, ReadErrorKind};
 pub use event::ArgFilter;
 pub use item::{ReadStats, TraceItem};
+pub use limits::Limits;
 pub use reader::{ReadOutcome, TraceReader};
 
 #[cfg(test)]

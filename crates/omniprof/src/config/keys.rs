@@ -237,10 +237,11 @@ config_keys! {
     /// opaque text for custom backends.
     CUSTOM_CONFIG: Text = String::new() => custom_config() -> &str;
 
-    /// the client records op input shapes (the second spelling is deprecated).
+    /// the client records op input shapes (the second spelling is deprecated): the Python
+    /// package's PyTorch op observer records `Input Dims` when it is set; Rust code attaches
+    /// shapes to its own ops (`with_input_shapes`).
     PROFILE_REPORT_INPUT_SHAPES: Bool | CLIENT_INTERFACE_ENABLE_OP_INPUTS_COLLECTION: Bool = false
-        => report_input_shapes() -> bool,
-        unsupported "shapes are recorded by the client (record_op().with_input_shapes, record_shapes=True)";
+        => report_input_shapes() -> bool;
 
     /// the client records allocations into the trace.
     PROFILE_PROFILE_MEMORY: Bool = false => profile_memory() -> bool,
@@ -299,6 +300,16 @@ config_keys! {
     /// instant one.
     OMNIPROF_MAX_HOST_RECORDS_PER_THREAD: U64 = 4_194_304
         => max_host_records_per_thread() -> u64;
+
+    /// (omniprof's own) how long one call into a dynamic plugin (create, start, stop,
+    /// processEvents, destroy) may run before the plugin is abandoned for the rest of the
+    /// process.
+    OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS: Msecs = Duration::from_secs(10)
+        => plugin_call_timeout() -> Duration;
+
+    /// (omniprof's own) events one backend may hand over per trace (Kineto bounds its
+    /// device buffers the same way); the rest are dropped and counted.
+    OMNIPROF_MAX_EVENTS_PER_BACKEND: U64 = 1_000_000 => max_events_per_backend() -> u64;
 
     /// (omniprof's own) how often a device's PM counter sampler reads the device (the
     /// `gpu_pm_counter` types), in microseconds.

@@ -715,7 +715,9 @@ fn every_core_key_parses() {
         CUPTI_PM_SAMPLING_METRICS=m1,m2\n\
         CUPTI_PM_SAMPLING_DEVICE_ID=3\n\
         ROCTRACER_MAX_EVENTS=11\n\
-        OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=1024";
+        OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=1024\n\
+        OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS=2500\n\
+        OMNIPROF_MAX_EVENTS_PER_BACKEND=5000";
     let mut config = Config::default();
     // Every key is accepted; those omniprof does not act on say so, and only those.
     let warnings = apply(&mut config, text).unwrap();
@@ -726,7 +728,6 @@ fn every_core_key_parses() {
             "REQUEST_GROUP_TRACE_ID",
             "ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB",
             "ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS",
-            "PROFILE_REPORT_INPUT_SHAPES",
             "PROFILE_PROFILE_MEMORY",
             "PROFILE_WITH_STACK",
             "PROFILE_WITH_FLOPS",
@@ -786,6 +787,8 @@ fn every_core_key_parses() {
         "CUPTI_PM_SAMPLING_DEVICE_ID": 3,
         "ROCTRACER_MAX_EVENTS": 11,
         "OMNIPROF_MAX_HOST_RECORDS_PER_THREAD": 1024,
+        "OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS": 2500,
+        "OMNIPROF_MAX_EVENTS_PER_BACKEND": 5000,
         "OMNIPROF_PM_SAMPLING_PERIOD_USECS": 1000,
         "SCOPE_PROFILER_METRICS": [],
         "SCOPE_PROFILER_ENABLE_PER_KERNEL": false,
@@ -796,6 +799,11 @@ fn every_core_key_parses() {
     assert_eq!(json, expected);
     assert_eq!(config.max_gpu_buffer_bytes(), 64 << 20);
     assert_eq!(config.verbose_log_modules(), ["a.cpp", "b.cpp"]);
+    assert_eq!(
+        config.plugin_call_timeout(),
+        std::time::Duration::from_millis(2500)
+    );
+    assert_eq!(config.max_events_per_backend(), 5000);
 }
 
 #[test]

@@ -36,6 +36,8 @@ struct Running {
 pub(crate) struct Backends {
     running: Vec<Running>,
     errors: Vec<String>,
+    /// Activities each session may deliver (`OMNIPROF_MAX_EVENTS_PER_BACKEND`).
+    max_events: usize,
 }
 
 /// Runs `f`, turning a panic into its message.
@@ -82,9 +84,12 @@ pub(crate) struct Delivered {
     pub(crate) warnings: Vec<String>,
 }
 
-/// The sink a session processes into: what it added, as it added it.
+/// The sink a session processes into: what it added, as it added it, up to its budget.
 #[derive(Default)]
 pub(crate) struct Collected {
+    max_events: usize,
+    /// Activities past the budget, dropped.
+    dropped: u64,
     pub(crate) activities: Vec<Activity>,
     /// (index in `activities`, user range correlation id)
     pub(crate) user_links: Vec<(usize, u64)>,
@@ -95,15 +100,35 @@ pub(crate) struct Collected {
     pub(crate) kernel_metrics: Vec<(usize, CounterValues)>,
 }
 
+impl Collected {
+    fn with_max_events(max_events: usize) -> Self {
+        Self {
+            max_events,
+            ..Self::default()
+        }
+    }
+
+    /// Whether another activity fits the budget (counting it as dropped when not).
+    fn fits(&mut self) -> bool {
+        let fits = self.activities.len() < self.max_events;
+        self.dropped += u64::from(!fits);
+        fits
+    }
+}
+
 impl ActivitySink for Collected {
     fn add(&mut self, activity: Activity) {
-        self.activities.push(activity);
+        if self.fits() {
+            self.activities.push(activity);
+        }
     }
 
     fn add_in_user_range(&mut self, activity: Activity, user_correlation: u64) {
-        self.user_links
-            .push((self.activities.len(), user_correlation));
-        self.activities.push(activity);
+        if self.fits() {
+            self.user_links
+                .push((self.activities.len(), user_correlation));
+            self.activities.push(activity);
+        }
     }
 
     fn add_host_arg(&mut self, correlation: u64, key: &str, value: Value) {
@@ -172,7 +197,10 @@ impl Backends {
         config: &Config,
         requested: Option<&[Arc<dyn ActivityProfiler>]>,
     ) -> Result<Self, BackendError> {
-        let mut backends = Self::default();
+        let mut backends = Self {
+            max_events: usize::try_from(config.max_events_per_backend()).unwrap_or(usize::MAX),
+            ..Self::default()
+        };
         let Some(requested) = requested else {
             backends.configure_each(registered_profilers(), selection, config);
             backends.configure_each(builtin_profilers(), selection, config);
@@ -288,7 +316,7 @@ impl Backends {
     ) -> (Vec<Delivered>, Vec<String>) {
         let mut delivered = Vec::with_capacity(self.running.len());
         for (index, mut r) in std::mem::take(&mut self.running).into_iter().enumerate() {
-            let mut output = Collected::default();
+            let mut output = Collected::with_max_events(self.max_events);
             let processed = guarded(&r.name, "process_trace", || {
                 r.session.process_trace(&mut output, host_ops, window)
             });
@@ -318,6 +346,13 @@ impl Backends {
             };
             for e in errors {
                 self.errors.push(format!("{}: {e}", r.name));
+            }
+            if output.dropped > 0 {
+                self.errors.push(format!(
+                    "{}: {} activities past the budget of {} per trace dropped \
+                     (OMNIPROF_MAX_EVENTS_PER_BACKEND)",
+                    r.name, output.dropped, self.max_events
+                ));
             }
             delivered.push(Delivered {
                 name: r.name.clone(),

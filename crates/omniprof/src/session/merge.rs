@@ -90,6 +90,14 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
             config.max_host_records_per_thread()
         );
     }
+    if host.dropped_names > 0 {
+        trace.set_metadata(metadata::DROPPED_NAMES, Value::UInt(host.dropped_names));
+        log::warn!(
+            "omniprof: {} range names did not fit in the name table; their ranges are named \
+             \"<name table full>\"",
+            host.dropped_names
+        );
+    }
     if host.unfinished_ranges > 0 {
         trace.set_metadata(
             metadata::UNFINISHED_RANGES,
