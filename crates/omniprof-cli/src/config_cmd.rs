@@ -1,8 +1,9 @@
 //! `omniprof config check [FILE|-] [--json]`: checks a Kineto `KEY=VALUE` config the way the
 //! profiler would read it, reporting every warning and the first error with its line.
 //!
-//! Exit status: 0 when the config is accepted (warnings allowed), 2 when it is rejected,
-//! 1 when the input cannot be read or the output cannot be written.
+//! Exit status: 0 when the config is accepted (warnings allowed), 2 when it is rejected (text
+//! that is not UTF-8 included), 1 when the input cannot be read or the output cannot be
+//! written.
 
 use std::fs;
 use std::io::{self, Read, Write};
@@ -55,11 +56,28 @@ fn run(
 ) -> io::Result<u8> {
     let path = args.file.as_deref().filter(|p| *p != Path::new("-"));
     let name = path.map_or_else(|| "<stdin>".to_owned(), |p| p.display().to_string());
-    let text = match read_text(path, stdin) {
-        Ok(text) => text,
+    let bytes = match read_bytes(path, stdin) {
+        Ok(bytes) => bytes,
         Err(e) => {
             writeln!(stderr, "error: {name}: {e}")?;
             return Ok(EXIT_IO);
+        }
+    };
+    // Text that is not UTF-8 is an invalid config like any other: named by its line.
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let line = e.as_bytes()[..valid]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1;
+            writeln!(
+                stderr,
+                "error: {name}:{line}: not valid UTF-8 (byte {valid})"
+            )?;
+            return Ok(EXIT_INVALID);
         }
     };
 
@@ -94,13 +112,13 @@ fn run(
     }
 }
 
-fn read_text(path: Option<&Path>, stdin: &mut dyn Read) -> io::Result<String> {
+fn read_bytes(path: Option<&Path>, stdin: &mut dyn Read) -> io::Result<Vec<u8>> {
     match path {
-        Some(path) => fs::read_to_string(path),
+        Some(path) => fs::read(path),
         None => {
-            let mut text = String::new();
-            stdin.read_to_string(&mut text)?;
-            Ok(text)
+            let mut bytes = Vec::new();
+            stdin.read_to_end(&mut bytes)?;
+            Ok(bytes)
         }
     }
 }
@@ -159,6 +177,22 @@ mod tests {
         assert_eq!(
             err,
             "error: <stdin>:1: invalid config line \"foo\" (expected KEY=VALUE)\n"
+        );
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_is_rejected_with_its_line() {
+        let args = CheckArgs {
+            file: None,
+            json: false,
+        };
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let input = b"ACTIVITY_TYPES=cpu_op\n# ok\nREQUEST_TRACE_ID=\xff\xfe\n";
+        let status = run(&args, &mut &input[..], &mut out, &mut err).unwrap();
+        assert_eq!(status, EXIT_INVALID);
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            "error: <stdin>:3: not valid UTF-8 (byte 44)\n"
         );
     }
 

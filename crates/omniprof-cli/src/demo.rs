@@ -239,6 +239,15 @@ fn profile(args: &DemoArgs, config: Config) -> DemoResult<()> {
         if threads == 1 { "thread" } else { "threads" },
     )?;
     report_drops(&trace);
+    if args.config.is_some() && !trace.counters.is_empty() {
+        writeln!(
+            say,
+            "{} counter samples on {} tracks (omniprof summary TRACE --counters; --metrics for \
+             per-kernel metrics)",
+            trace.counters.samples(),
+            trace.counters.series().len(),
+        )?;
+    }
     if args.mode == Mode::Stubs {
         let averages = key_averages(&trace, &KeyAveragesOptions::default());
         let report = ReportOptions {

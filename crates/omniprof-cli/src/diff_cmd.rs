@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use omniprof_trace::analysis::diff::diff;
 use omniprof_trace::analysis::SortKey;
+use omniprof_trace::import::Limits;
 
 use crate::output::print;
 use crate::summary_cmd::{key_averages_of, report_skipped, row_limit, Format, RowLimit};
@@ -48,7 +49,7 @@ pub struct DiffArgs {
 pub fn run(args: &DiffArgs) -> ExitCode {
     let mut summaries = Vec::new();
     for path in [&args.base, &args.trace] {
-        match key_averages_of(path, args.group_by_shapes) {
+        match key_averages_of(path, args.group_by_shapes, Limits::default()) {
             (summary, Ok(stats)) => {
                 report_skipped(&stats);
                 summaries.push(summary);

@@ -43,7 +43,8 @@ pub fn check_trace_output(path: &Path) -> Result<(), String> {
 
 /// Whether a file can be written at `path`: not a directory, in a directory that exists and
 /// takes new files (probed by creating and removing an empty file), or an existing file
-/// that opens for writing (left as it is).
+/// that opens for writing (left as it is). Other existing things (a FIFO, a device) are left
+/// to the save, unopened.
 ///
 /// The error reads `cannot write PATH: <why>`.
 pub fn check_writable(path: &Path) -> Result<(), String> {
@@ -52,6 +53,12 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
         return fail("it is a directory".to_owned());
     }
     if path.exists() {
+        if !path.is_file() {
+            // A FIFO or device is written in place by the save, and anything else refused
+            // there naming it; opening a FIFO here would block until a reader comes and
+            // take that reader from the real write.
+            return Ok(());
+        }
         return match OpenOptions::new().append(true).open(path) {
             Ok(_) => Ok(()),
             Err(e) => fail(e.to_string()),
@@ -97,5 +104,16 @@ mod tests {
         std::fs::write(&fine, "kept").unwrap();
         assert_eq!(check_writable(&fine), Ok(()));
         assert_eq!(std::fs::read_to_string(&fine).unwrap(), "kept");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_left_unopened_for_the_save() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("trace.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
+        // Opening a FIFO with no reader for writing would block this test forever.
+        assert_eq!(check_writable(&fifo), Ok(()));
     }
 }

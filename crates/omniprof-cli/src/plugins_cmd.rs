@@ -3,18 +3,21 @@
 //!
 //! `check` loads each library, runs one short real session with every activity type
 //! selected, and prints a verdict per profiler: FAIL when the library or the profiler was
-//! rejected or a call reported errors, WARN when its events fell outside the capture window
-//! (usually a clock that is not Unix-epoch nanoseconds) or the trace doubts what it delivered
-//! (`backend_warnings`: e.g. event ids that are not the ids it was pushed), PASS otherwise. Exit status 1 when
+//! rejected, a call reported errors or did not return within `--timeout` (the plugin is then
+//! abandoned, and the check goes on without it), WARN when its events fell outside the
+//! capture window (usually a clock that is not Unix-epoch nanoseconds) or the trace doubts
+//! what it delivered (`backend_warnings`: e.g. event ids that are not the ids it was pushed),
+//! PASS otherwise. Exit status 1 when
 //! anything failed.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use omniprof::config::OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS;
 use omniprof::keys::metadata;
 use omniprof::plugin::{self, LoadedPlugin, PluginError};
 use omniprof::session::Contribution;
-use omniprof::{record_function, record_op, ActivitySet, Profiler, Trace, Value};
+use omniprof::{record_function, record_op, ActivitySet, Config, Profiler, Trace, Value};
 
 /// List the plugins a directory (default: the plugin directories of the environment) holds.
 #[derive(Debug, clap::Args)]
@@ -33,6 +36,18 @@ pub struct CheckArgs {
     /// Also write the session's trace here.
     #[arg(long, value_name = "OUT.json")]
     pub trace: Option<PathBuf>,
+    /// How long one call into a plugin may run before the plugin is abandoned and fails
+    /// (default: 10, the `OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS` default).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    pub timeout: Option<u32>,
+}
+
+/// A positive number of seconds, as whole milliseconds.
+fn parse_timeout(text: &str) -> Result<u32, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s * 1000.0 <= f64::from(u32::MAX) => Ok((s * 1000.0).ceil() as u32),
+        _ => Err(format!("{text:?} is not a positive number of seconds")),
+    }
 }
 
 pub fn list(args: &ListArgs) -> ExitCode {
@@ -120,7 +135,7 @@ pub fn check(args: &CheckArgs) -> ExitCode {
         .iter()
         .map(|p| (p.clone(), plugin::load_plugin(p)))
         .collect();
-    let trace = match run_session() {
+    let trace = match run_session(args.timeout) {
         Ok(trace) => trace,
         Err(e) => {
             eprintln!("error: the check session failed: {e}");
@@ -151,9 +166,14 @@ pub fn check(args: &CheckArgs) -> ExitCode {
 const OPS_PER_STEP: usize = 50;
 
 /// A short session with every type selected and a little host work, so plugins that react to
-/// correlation pushes see some.
-fn run_session() -> Result<Trace, omniprof::SessionError> {
-    let mut profiler = Profiler::builder().activities(ActivitySet::all()).build()?;
+/// correlation pushes see some; each call into a plugin may take `timeout_ms`.
+fn run_session(timeout_ms: Option<u32>) -> Result<Trace, omniprof::SessionError> {
+    let mut builder = Profiler::builder().activities(ActivitySet::all());
+    if let Some(ms) = timeout_ms {
+        let text = format!("{OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS}={ms}");
+        builder = builder.config(Config::parse(&text).expect("a valid timeout line"));
+    }
+    let mut profiler = builder.build()?;
     profiler.start()?;
     for step in 0..3 {
         let _step = record_function(format!("ProfilerStep#{step}"));

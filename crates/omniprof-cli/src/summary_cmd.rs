@@ -1,5 +1,10 @@
 //! `omniprof summary TRACE`: PyTorch's `key_averages().table()` for any Kineto trace file,
-//! plain or gzip, streamed: only what the op trees need is kept, never the trace.
+//! plain or gzip, streamed: only what the op trees need is kept, never the trace. An event or
+//! a header past `--max-event-mb` / `--max-header-mb` stops the read at its offset, so memory
+//! is bounded by those limits and the read windows, whatever the file holds. With
+//! `--metrics`, the per-kernel hardware metrics instead (a scope-profiler trace of omniprof,
+//! or PyTorch's `cuda_profiler_range` events); with `--counters`, each counter track's
+//! statistics.
 //!
 //! Exit status: 0 when the whole file was read; 1 when it could not be read or is not a
 //! valid trace (with `--partial`, after printing the rows of what was read before the
@@ -9,10 +14,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use omniprof_trace::analysis::counters::counter_stats;
+use omniprof_trace::analysis::metrics::kernel_metrics;
 use omniprof_trace::analysis::{
     KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
 };
-use omniprof_trace::import::{ReadError, ReadStats};
+use omniprof_trace::import::{Limits, ReadError, ReadStats, TraceReader};
 
 use crate::output::print;
 use crate::progress::Input;
@@ -47,6 +54,20 @@ pub struct SummaryArgs {
     /// (the error is still reported, and the exit status is still 1).
     #[arg(long)]
     pub partial: bool,
+    /// The largest event read, in MiB; a larger one stops the read at its offset.
+    #[arg(long, value_name = "MIB", default_value_t = Limits::default().event_bytes >> 20)]
+    pub max_event_mb: usize,
+    /// The most the header (every top-level value but `traceEvents`, together) may take,
+    /// in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = Limits::default().header_bytes >> 20)]
+    pub max_header_mb: usize,
+    /// Per kernel name: calls, total device time, and each hardware metric's sum, mean, min
+    /// and max (from the scope profiler's kernel args, or `cuda_profiler_range` events).
+    #[arg(long, conflicts_with_all = ["counters", "sort_by", "group_by_shapes"])]
+    pub metrics: bool,
+    /// Per counter track and value: samples, min, mean, max and time-weighted mean.
+    #[arg(long, conflicts_with_all = ["sort_by", "group_by_shapes"])]
+    pub counters: bool,
 }
 
 /// How the rows are printed.
@@ -75,6 +96,9 @@ pub fn row_limit(text: &str) -> Result<RowLimit, String> {
 
 /// Runs `omniprof summary`.
 pub fn run(args: &SummaryArgs) -> ExitCode {
+    if args.metrics || args.counters {
+        return run_whole(args);
+    }
     let (summary, outcome) = summarize(args);
     let mut code = 0;
     match &outcome {
@@ -114,9 +138,63 @@ pub fn run(args: &SummaryArgs) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// `--metrics` and `--counters`, which read the whole trace (they need its counters and
+/// every kernel's args).
+fn run_whole(args: &SummaryArgs) -> ExitCode {
+    let reader = TraceReader::new().limits(limits(args));
+    let outcome = if args.trace.as_os_str() == "-" {
+        reader.read(io::stdin().lock())
+    } else {
+        reader.read_path(&args.trace)
+    };
+    let mut code = 0;
+    if let Some(e) = &outcome.error {
+        eprintln!("error: {e}");
+        code = 1;
+        if !args.partial {
+            return ExitCode::from(code);
+        }
+    }
+    report_skipped(&outcome.stats);
+    let trace = &outcome.trace;
+    let text = if args.metrics {
+        let summary = kernel_metrics(trace);
+        if summary.rows.is_empty() {
+            eprintln!("note: no kernel or cuda_profiler_range event carries metrics");
+        }
+        match args.format {
+            Format::Table => summary.table(),
+            Format::Csv => summary.csv(),
+            Format::Json => summary.json() + "\n",
+        }
+    } else {
+        let summary = counter_stats(trace);
+        if summary.rows.is_empty() {
+            eprintln!("note: the trace has no counters");
+        }
+        match args.format {
+            Format::Table => summary.table(),
+            Format::Csv => summary.csv(),
+            Format::Json => summary.json() + "\n",
+        }
+    };
+    if !print(&text) {
+        code = 1;
+    }
+    ExitCode::from(code)
+}
+
+/// The read limits `--max-event-mb` and `--max-header-mb` set.
+pub fn limits(args: &SummaryArgs) -> Limits {
+    Limits {
+        event_bytes: args.max_event_mb.saturating_mul(1 << 20),
+        header_bytes: args.max_header_mb.saturating_mul(1 << 20),
+    }
+}
+
 /// Streams the file into the summary; on error, the summary holds what was read before.
 fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) {
-    key_averages_of(&args.trace, args.group_by_shapes)
+    key_averages_of(&args.trace, args.group_by_shapes, limits(args))
 }
 
 /// The summary of a trace file (`-`: standard input), streamed, with a progress bar on big
@@ -124,6 +202,7 @@ fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) 
 pub fn key_averages_of(
     path: &Path,
     group_by_shapes: bool,
+    limits: Limits,
 ) -> (KeyAverages, Result<ReadStats, ReadError>) {
     let mut builder = KeyAveragesBuilder::new(KeyAveragesOptions {
         group_by_input_shapes: group_by_shapes,
@@ -132,6 +211,7 @@ pub fn key_averages_of(
     if path.as_os_str() == "-" {
         let stats = builder
             .reader()
+            .limits(limits)
             .stream(io::stdin().lock(), |item| builder.add_item(&item));
         return (builder.finish(), stats);
     }
@@ -143,6 +223,7 @@ pub fn key_averages_of(
         .and_then(|mut input| {
             let stats = builder
                 .reader()
+                .limits(limits)
                 .stream(&mut input.reader, |item| builder.add_item(&item));
             input.done();
             stats
@@ -174,6 +255,13 @@ pub fn report_skipped(stats: &ReadStats) {
             stats.skipped(),
             stats.events,
             parts.join(", ")
+        );
+    }
+    if stats.too_deep_args > 0 {
+        eprintln!(
+            "note: skipped {} arg values nested deeper than {} levels",
+            stats.too_deep_args,
+            omniprof_trace::value::MAX_DEPTH
         );
     }
 }

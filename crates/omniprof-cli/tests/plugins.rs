@@ -39,7 +39,20 @@ fn the_demo_shows_the_sample_plugins_events() {
     let named = |n: &str| trace.activities.iter().filter(|a| &*a.name == n).count();
     assert_eq!(named("sampleLaunchKernel"), 1);
     assert_eq!(named("sample_kernel"), 1);
-    assert_eq!(named("sm_activity"), 5, "the counter series");
+    // The plugin's counters and OpenReg's land in the one counter model.
+    let samples = |n: &str| {
+        let series = trace.counters.series().iter();
+        series
+            .filter(|s| &*s.track.name == n)
+            .map(|s| s.samples.len())
+            .sum::<usize>()
+    };
+    assert_eq!(samples("sm_activity"), 5, "the plugin's counter series");
+    assert_eq!(samples("dram_throughput"), 3, "a series of two values");
+    assert!(
+        samples(openreg::profiler::PM_SERIES) > 0,
+        "OpenReg's PM samples"
+    );
     let launch = trace
         .activities
         .iter()
@@ -126,6 +139,43 @@ fn plugins_list_and_check_give_verdicts() {
     let out = omniprof(&["plugins", "check", "/nonexistent/x.so"], None);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout).contains("/nonexistent/x.so"));
+}
+
+#[test]
+fn plugins_check_fails_a_plugin_that_blocks_at_its_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let hangs = build_broken("hangs", dir.path());
+    let begun = std::time::Instant::now();
+    let out = omniprof(
+        &[
+            "plugins",
+            "check",
+            hangs.to_str().unwrap(),
+            "--timeout",
+            "0.3",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(begun.elapsed() < std::time::Duration::from_secs(20));
+    for profiler in [
+        "HangInCreate",
+        "HangInStart",
+        "HangInStop",
+        "HangInProcessEvents",
+        "HangInDestroy",
+    ] {
+        assert_eq!(verdict_of(&stdout, profiler), "FAIL");
+    }
+    assert_eq!(
+        stdout.matches("did not return within 300 ms").count(),
+        5,
+        "{stdout}"
+    );
+
+    let out = omniprof(&["plugins", "check", "x.so", "--timeout", "-1"], None);
+    assert_eq!(out.status.code(), Some(2));
 }
 
 fn verdict_of(table: &str, profiler: &str) -> String {

@@ -15,7 +15,17 @@
  * A plugin is a shared library, placed in the directory named by the environment variable
  * KINETO_PLUGIN_LIB_DIR_PATH, that defines KinetoPlugin_register. The host calls it once
  * with its registry; the plugin calls registry->registerProfiler once per profiler it
- * provides and returns 0 (anything else makes the host unload the library).
+ * provides and returns 0 (anything else makes the host skip the library; omniprof never
+ * unloads a library it loaded, since a thread the library started may still run its code).
+ *
+ * The plugin runs in the host's process. The host guards against what it can detect: each
+ * call into a profiler (create, start, stop, processEvents, destroy) has a deadline, past
+ * which the profiler is abandoned for the rest of the process; the registry and the trace
+ * builder serve calls only on the thread that was handed them, during that call (others
+ * get -1 and are counted); every builder argument is checked. It cannot guard against the
+ * plugin's own code: exit(), abort(), a segmentation fault or memory corruption in the
+ * plugin ends or breaks the whole process, and correlation pushes and pops run on the
+ * application's threads without a deadline. Run `omniprof plugins check` on a plugin in CI.
  *
  * Conventions. Every function returns int: 0 on success, anything else on failure. Strings
  * are NUL-terminated UTF-8, valid only during the call that passes them. Timestamps are

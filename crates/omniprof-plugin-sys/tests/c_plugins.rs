@@ -983,15 +983,20 @@ fn every_c_plugin_is_in_the_corpus() {
             "counter_non_numeric",
             "create_error",
             "event_end_before_start",
+            "event_flood",
             "event_too_small",
             "event_type_99",
             "event_type_invalid",
             "event_type_num_types",
             "flow_too_small",
             "foreign_ids",
+            "handle_misuse",
+            "hangs",
             "interface_too_small",
+            "invalid_type_flood",
             "metadata_after_rejected_event",
             "metadata_invalid_json",
+            "metadata_unreadable",
             "missing_register",
             "missing_start",
             "name_before_event",
@@ -1004,6 +1009,7 @@ fn every_c_plugin_is_in_the_corpus() {
             "query_error",
             "register_error",
             "register_error_after_register",
+            "register_error_with_thread",
             "registers_nothing",
             "sample_plugin",
             "twin_profilers",
@@ -1067,6 +1073,46 @@ fn registration_defects() {
         assert_eq!(trace.events.len(), 1);
         assert_within(event, bracket);
     }
+}
+
+/// The plugins that misbehave towards the host: here only what they register (a session
+/// with them needs a host that survives them, which `omniprof`'s plugin tests prove).
+#[test]
+fn misbehaving_plugins_register_as_documented() {
+    let hangs: Vec<String> = library("hangs")
+        .profilers()
+        .iter()
+        .map(Profiler::name)
+        .collect();
+    assert_eq!(
+        hangs,
+        [
+            "HangInCreate",
+            "HangInStart",
+            "HangInStop",
+            "HangInProcessEvents",
+            "HangInDestroy"
+        ]
+    );
+    // Its thread keeps running in the library, which this harness never unloads.
+    let (rc, registered) = library("register_error_with_thread").register();
+    assert_eq!((rc, registered.len()), (-7, 0));
+    // This harness serves the call from the plugin's own thread, so it sees two profilers.
+    let misuse: Vec<String> = library("handle_misuse")
+        .profilers()
+        .iter()
+        .map(Profiler::name)
+        .collect();
+    assert_eq!(misuse, ["HandleMisuse", "HandleMisuse"]);
+
+    let (rc, trace, _) = single("event_flood").session(&[T::CONCURRENT_KERNEL]);
+    assert_eq!((rc, trace.named("flood_kernel").len()), (0, 100_000));
+    let (rc, trace, _) = single("invalid_type_flood").session(&[T::CONCURRENT_KERNEL]);
+    assert_eq!(rc, 0);
+    assert_eq!(
+        trace.one("after_broken_call").metadata("broken_call_rc"),
+        Some("-1")
+    );
 }
 
 #[test]

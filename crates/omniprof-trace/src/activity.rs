@@ -22,7 +22,8 @@ use std::sync::Arc;
 use crate::value::Value;
 
 /// One kind of event. The discriminant is the integer Kineto main stores in traces;
-/// [`ActivityType::GpuPmCounter`] is omniprof's extension and lives in a reserved range.
+/// [`ActivityType::GpuPmCounter`] and [`ActivityType::HostCounters`] are omniprof's
+/// extensions and live in a reserved range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(i32)]
 pub enum ActivityType {
@@ -58,6 +59,9 @@ pub enum ActivityType {
     /// Device performance-monitor counter samples (Kineto PR 1148/1212). omniprof extension:
     /// it has no Kineto integer, so its value is outside the range Kineto uses.
     GpuPmCounter = 1000,
+    /// The host's own counters (Linux perf events, `PERF_EVENTS`) on the host thread rows.
+    /// omniprof extension, selected whenever `PERF_EVENTS` names an event.
+    HostCounters = 1001,
 }
 
 /// The accelerator-agnostic class a type belongs to (PR 1212's alias map, plus omniprof's
@@ -80,8 +84,8 @@ pub struct UnknownActivityType {
 }
 
 impl ActivityType {
-    /// Every type, in integer order (the extension last).
-    pub const ALL: [ActivityType; 30] = [
+    /// Every type, in integer order (the extensions last).
+    pub const ALL: [ActivityType; 31] = [
         Self::CpuOp,
         Self::UserAnnotation,
         Self::GpuUserAnnotation,
@@ -112,6 +116,7 @@ impl ActivityType {
         Self::XpuSync,
         Self::HardwareCounters,
         Self::GpuPmCounter,
+        Self::HostCounters,
     ];
 
     /// The name used in config and written as the trace `cat`.
@@ -147,10 +152,11 @@ impl ActivityType {
             Self::XpuSync => "xpu_sync",
             Self::HardwareCounters => "hardware_counters",
             Self::GpuPmCounter => "gpu_pm_counter",
+            Self::HostCounters => "host_counters",
         }
     }
 
-    /// The integer stored in traces (Kineto main's; 1000 for the extension type).
+    /// The integer stored in traces (Kineto main's; 1000 and up for the extension types).
     pub const fn as_i32(self) -> i32 {
         self as i32
     }
@@ -216,6 +222,7 @@ impl ActivityType {
                 | Self::XpuScopeProfiler
                 | Self::HardwareCounters
                 | Self::GpuPmCounter
+                | Self::HostCounters
         )
     }
 
@@ -259,6 +266,7 @@ impl ActivityType {
     const fn bit(self) -> u32 {
         match self {
             Self::GpuPmCounter => 1 << 29,
+            Self::HostCounters => 1 << 30,
             other => 1 << (other as i32),
         }
     }
@@ -411,8 +419,8 @@ pub struct Flow {
     pub start: bool,
 }
 
-/// One recorded event: a host op, a user range, a runtime call, a kernel, a copy, an instant
-/// or a counter sample. Every source (host recorder, backends, plugins, the trace reader)
+/// One recorded event: a host op, a user range, a runtime call, a kernel, a copy or an
+/// instant. Counter samples are not activities: they live in [`Trace::counters`](crate::Trace::counters). Every source (host recorder, backends, plugins, the trace reader)
 /// produces these, and every exporter and analysis reads them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Activity {
@@ -423,7 +431,7 @@ pub struct Activity {
     /// The thread row: the OS thread id for host events, the stream id for device events.
     pub resource: i64,
     pub start_ns: i64,
-    /// Equal to `start_ns` for instants and counter samples.
+    /// Equal to `start_ns` for instants.
     pub end_ns: i64,
     /// The activity's own correlation id (0 = none).
     pub correlation: u64,
@@ -432,12 +440,10 @@ pub struct Activity {
     pub flow: Option<Flow>,
     /// Typed `args`, in the order they are written.
     pub args: Vec<(Arc<str>, Value)>,
-    /// Counter values of a `C` event (`hardware_counters`, `gpu_pm_counter`, ...).
-    pub counters: Vec<(Arc<str>, f64)>,
 }
 
 impl Activity {
-    /// A new activity with no correlation, flow, args or counters.
+    /// A new activity with no correlation, flow or args.
     pub fn new(
         kind: ActivityType,
         name: impl Into<Arc<str>>,
@@ -457,7 +463,6 @@ impl Activity {
             linked_correlation: None,
             flow: None,
             args: Vec::new(),
-            counters: Vec::new(),
         }
     }
 
@@ -486,7 +491,7 @@ mod tests {
         assert_eq!(ActivityType::ConcurrentKernel.name(), "kernel");
         assert_eq!(ActivityType::GpuPmCounter.as_i32(), 1000);
         for t in ActivityType::ALL {
-            if t != ActivityType::ConcurrentKernel && t != ActivityType::GpuPmCounter {
+            if t != ActivityType::ConcurrentKernel && t.as_i32() < 1000 {
                 let enumerator = format!("{t:?}").to_ascii_lowercase();
                 assert_eq!(enumerator.replace('_', ""), t.name().replace('_', ""));
             }

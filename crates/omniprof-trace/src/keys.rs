@@ -58,6 +58,9 @@ pub mod metadata {
     pub const WARMUP_EVENTS: &str = "warmup_events";
     /// Launches that shared a correlation id with an earlier one (no second flow is drawn).
     pub const DUPLICATE_FLOW_STARTS: &str = "duplicate_flow_starts";
+    /// Host ranges named `<name table full>`: their names did not fit in the recorder's name
+    /// table.
+    pub const DROPPED_NAMES: &str = "dropped_names";
     /// Ranges still open at stop (written with `"finished": false`).
     pub const UNFINISHED_RANGES: &str = "unfinished_ranges";
     /// The trace's id (`REQUEST_TRACE_ID`, else 32 random hex digits, as PyTorch writes it).
@@ -69,5 +72,18 @@ pub mod metadata {
     pub const DISTRIBUTED_INFO: &str = "distributedInfo";
     /// How many profiler-stub calls failed, and the first few messages.
     pub const STUB_ERRORS: &str = "stub_errors";
+    /// Counter samples the trace holds, all series together.
+    pub const COUNTER_SAMPLES: &str = "counter_samples";
+    /// Counter samples dropped because they lay outside the capture window (samplers run
+    /// until their backend stops, after the window closed).
+    pub const OUT_OF_WINDOW_COUNTER_SAMPLES: &str = "out_of_window_counter_samples";
+    /// Counter values dropped because they were not finite numbers.
+    pub const DROPPED_COUNTER_VALUES: &str = "dropped_counter_values";
+    /// The scope profiler's setup: `metrics` collected and `max_scopes`.
+    pub const SCOPE_PROFILER: &str = "scope_profiler";
+    /// Kernels past `SCOPE_PROFILER_MAX_SCOPES`, which got no metrics.
+    pub const SCOPE_PROFILER_UNPROFILED_KERNELS: &str = "scope_profiler_unprofiled_kernels";
+    /// Host perf events (`PERF_EVENTS`) that could not be opened, each with the reason.
+    pub const UNAVAILABLE_PERF_EVENTS: &str = "unavailable_perf_events";
     pub const STUB_ERROR_MESSAGES: &str = "stub_error_messages";
 }

@@ -9,6 +9,7 @@
 //! - [`activity`]: activity types, classes and the [`Activity`] record;
 //! - [`value`]: typed `args` and metadata values;
 //! - [`trace`]: the trace model ([`Trace`], its capture [`Window`], rows, spans);
+//! - [`counter`]: counter series, the one model of sampled numbers a trace carries;
 //! - [`keys`]: the arg and metadata keys writers and readers share;
 //! - [`export`]: writers (Kineto-compatible Chrome JSON, native Perfetto) and the save that
 //!   picks one by extension;
@@ -26,6 +27,7 @@
 
 pub mod activity;
 pub mod analysis;
+pub mod counter;
 pub mod export;
 pub mod hash;
 pub mod import;
@@ -37,5 +39,6 @@ pub mod value;
 mod test_data;
 
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
+pub use counter::{CounterSample, CounterSeries, CounterTrack, CounterValues, Counters};
 pub use trace::{Trace, Window};
 pub use value::Value;

@@ -1,6 +1,11 @@
 //! The one trace model: what a session produces, what the reader rebuilds from a file, and what
 //! every exporter and analysis reads.
 //!
+//! Ranges and instants are [`Activity`] records in [`Trace::activities`]; counter samples are
+//! not activities but series in [`Trace::counters`] (see [`crate::counter`]): a writer emits
+//! the activities, then each series' samples (`CounterSeries::track` says the type, the
+//! `pid`/`tid` row and the name; each `CounterSample` a time and its named values).
+//!
 //! ```
 //! use omniprof_trace::{Activity, ActivityType, Trace, Value};
 //!
@@ -15,6 +20,7 @@ use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::activity::Activity;
+use crate::counter::Counters;
 use crate::value::Value;
 
 /// Three average months (3 × 2,629,746 s): the granularity of `baseTimeNanoseconds`.
@@ -75,7 +81,7 @@ pub struct Span {
     pub op_count: u64,
 }
 
-/// A complete trace: header, rows, activities, spans.
+/// A complete trace: header, rows, activities, counters, spans.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Trace {
     /// Written as `baseTimeNanoseconds`; `ts` values are relative to it.
@@ -90,6 +96,9 @@ pub struct Trace {
     pub processes: Vec<ProcessRow>,
     pub threads: Vec<ThreadRow>,
     pub activities: Vec<Activity>,
+    /// Counter series (device PM counters, scope-profiler metrics, host perf counters):
+    /// kept apart from the activities, which are ranges and instants.
+    pub counters: Counters,
     pub spans: Vec<Span>,
     /// The `traceName` (the output path, set by the writer when absent).
     pub trace_name: Option<String>,
@@ -106,6 +115,7 @@ impl Trace {
             processes: Vec::new(),
             threads: Vec::new(),
             activities: Vec::new(),
+            counters: Counters::default(),
             spans: Vec::new(),
             trace_name: None,
         }

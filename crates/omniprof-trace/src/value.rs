@@ -18,10 +18,13 @@
 //! # Ok::<(), serde_json::Error>(())
 //! ```
 
+use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
 
 /// One `args` or metadata value.
 ///
@@ -204,18 +207,102 @@ impl PartialEq for Value {
     }
 }
 
+/// The deepest nesting of lists and maps a [`Value`] may have when read from JSON: every
+/// reader of the traces omniprof writes reads that much (serde_json stops at 128 levels,
+/// counting what encloses the value; Perfetto aborts far deeper), so the reader and the
+/// plugin trace builder accept no more.
+///
+/// ```
+/// use omniprof_trace::value::{Value, MAX_DEPTH};
+///
+/// let deep = |n| format!("{}{}", "[".repeat(n), "]".repeat(n));
+/// assert!(serde_json::from_str::<Value>(&deep(MAX_DEPTH)).is_ok());
+/// let err = serde_json::from_str::<Value>(&deep(MAX_DEPTH + 1)).unwrap_err();
+/// assert!(err.to_string().contains("nested deeper than 32 levels"), "{err}");
+/// ```
+pub const MAX_DEPTH: usize = 32;
+
 /// Any JSON value, typed: an integer as [`Value::Int`] when it fits `i64`, else
 /// [`Value::UInt`]; any other number as the nearest [`Value::Float`] (a number beyond `f64`'s
-/// range is an error); an object as a [`Value::Map`] in the text's order.
+/// range is an error); an object as a [`Value::Map`] in the text's order. A value nested
+/// deeper than [`MAX_DEPTH`] is an error.
 impl<'de> Deserialize<'de> for Value {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ValueVisitor)
+        let too_deep = Cell::new(false);
+        let value = Bounded::new(&too_deep).deserialize(d)?;
+        match too_deep.get() {
+            false => Ok(value),
+            true => Err(de::Error::custom(format!(
+                "nested deeper than {MAX_DEPTH} levels"
+            ))),
+        }
     }
 }
 
-struct ValueVisitor;
+/// Why JSON text is not a [`Value`].
+#[derive(Debug, thiserror::Error)]
+pub enum FromJsonError {
+    /// Lists and maps nest deeper than [`MAX_DEPTH`].
+    #[error("nested deeper than {MAX_DEPTH} levels")]
+    TooDeep,
+    /// Not JSON, or a number beyond `f64`'s range.
+    #[error("{0}")]
+    Invalid(#[from] serde_json::Error),
+}
 
-impl<'de> Visitor<'de> for ValueVisitor {
+impl Value {
+    /// Parses JSON text, telling a value nested too deep from text that is not JSON.
+    ///
+    /// ```
+    /// use omniprof_trace::value::{FromJsonError, Value};
+    ///
+    /// assert_eq!(Value::from_json("[1, 2]").unwrap(), Value::from(vec![1i64, 2]));
+    /// assert!(matches!(Value::from_json("1e400"), Err(FromJsonError::Invalid(_))));
+    /// let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    /// assert!(matches!(Value::from_json(&deep), Err(FromJsonError::TooDeep)));
+    /// ```
+    pub fn from_json(text: &str) -> Result<Value, FromJsonError> {
+        let too_deep = Cell::new(false);
+        let mut de = serde_json::Deserializer::from_str(text);
+        let value = Bounded::new(&too_deep).deserialize(&mut de)?;
+        de.end()?;
+        match too_deep.get() {
+            false => Ok(value),
+            true => Err(FromJsonError::TooDeep),
+        }
+    }
+}
+
+/// Reads a [`Value`] to at most [`MAX_DEPTH`] levels: what lies deeper is skipped without
+/// being converted (and without recursion, so any depth is safe) and `too_deep` is set, so
+/// that a caller can drop the value and go on reading.
+pub(crate) struct Bounded<'a> {
+    depth: usize,
+    too_deep: &'a Cell<bool>,
+}
+
+impl<'a> Bounded<'a> {
+    pub(crate) fn new(too_deep: &'a Cell<bool>) -> Self {
+        Self { depth: 0, too_deep }
+    }
+
+    fn inner(&self) -> Self {
+        Self {
+            depth: self.depth + 1,
+            too_deep: self.too_deep,
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Bounded<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Bounded<'_> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -231,7 +318,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        Value::deserialize(d)
+        d.deserialize_any(self)
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
@@ -255,18 +342,28 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 
     fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Value, S::Error> {
+        if self.depth == MAX_DEPTH {
+            self.too_deep.set(true);
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            return Ok(Value::Null);
+        }
         // No capacity up front: empty lists (`"Input Strides": [[], []]`) are common.
         let mut items = Vec::new();
-        while let Some(item) = seq.next_element()? {
+        while let Some(item) = seq.next_element_seed(self.inner())? {
             items.push(item);
         }
         Ok(Value::List(items))
     }
 
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Value, M::Error> {
+        if self.depth == MAX_DEPTH {
+            self.too_deep.set(true);
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            return Ok(Value::Null);
+        }
         let mut entries = Vec::new();
-        while let Some(entry) = map.next_entry()? {
-            entries.push(entry);
+        while let Some(key) = map.next_key::<String>()? {
+            entries.push((key, map.next_value_seed(self.inner())?));
         }
         Ok(Value::Map(entries))
     }

@@ -30,30 +30,32 @@ fn builder_add_event(c: &mut Criterion) {
             while left > 0 {
                 let n = left.min(BATCH);
                 builder.clear_activities();
-                let table = builder.table();
-                let (add, name) = (table.add_event.unwrap(), table.set_last_event_name.unwrap());
-                let start = Instant::now();
-                for i in 0..n {
-                    let event = ProfileEvent {
-                        event_type: ProfileEventType::CONCURRENT_KERNEL,
-                        start_time_utc_ns: i as i64 * 1_000,
-                        end_time_utc_ns: i as i64 * 1_000 + 500,
-                        event_id: i as i64,
-                        device_id: 0,
-                        resource_id: 7,
-                        ..ProfileEvent::default()
-                    };
-                    // SAFETY: the table belongs to `builder`, alive and not otherwise used
-                    // during the loop; the event and the names are complete and NUL-terminated.
-                    unsafe {
-                        black_box(add(table.trace_builder_handle, &event));
-                        black_box(name(
-                            table.trace_builder_handle,
-                            names[i as usize % names.len()].as_ptr(),
-                        ));
+                elapsed += builder.lend(|table| {
+                    let (add, name) =
+                        (table.add_event.unwrap(), table.set_last_event_name.unwrap());
+                    let start = Instant::now();
+                    for i in 0..n {
+                        let event = ProfileEvent {
+                            event_type: ProfileEventType::CONCURRENT_KERNEL,
+                            start_time_utc_ns: i as i64 * 1_000,
+                            end_time_utc_ns: i as i64 * 1_000 + 500,
+                            event_id: i as i64,
+                            device_id: 0,
+                            resource_id: 7,
+                            ..ProfileEvent::default()
+                        };
+                        // SAFETY: calls through the table lent right now, on this thread; the
+                        // event and the names are complete and NUL-terminated.
+                        unsafe {
+                            black_box(add(table.trace_builder_handle, &event));
+                            black_box(name(
+                                table.trace_builder_handle,
+                                names[i as usize % names.len()].as_ptr(),
+                            ));
+                        }
                     }
-                }
-                elapsed += start.elapsed();
+                    start.elapsed()
+                });
                 left -= n;
             }
             elapsed

@@ -77,8 +77,14 @@ impl ProfilerSession for StackSession {
 }
 
 fn session() -> Profiler {
+    session_with("")
+}
+
+/// A started session with `extra` config text on top of the bench's own.
+fn session_with(extra: &str) -> Profiler {
     let mut config = Config::default();
     config.apply(BENCH_CAP).expect("valid bench config");
+    config.apply(extra).expect("valid bench config");
     let mut p = Profiler::builder().config(config).build().unwrap();
     p.start().unwrap();
     p
@@ -127,8 +133,13 @@ fn on_threads(threads: usize, work: impl Fn() -> Duration + Send + Sync + 'stati
 /// Times `iters` ranges on each of `threads` threads inside one session; the drain at stop is
 /// not timed.
 fn ranges_in_session(iters: u64, threads: usize) -> Duration {
+    ranges_in_session_with(iters, threads, "")
+}
+
+/// [`ranges_in_session`] with `extra` config text.
+fn ranges_in_session_with(iters: u64, threads: usize, extra: &str) -> Duration {
     let name = Name::new("bench_range");
-    let mut p = session();
+    let mut p = session_with(extra);
     let run = move || {
         let start = Instant::now();
         for _ in 0..iters {
@@ -175,6 +186,13 @@ fn record(c: &mut Criterion) {
         b.iter_custom(|iters| ranges_in_session(iters, 1))
     });
     CORRELATE.store(false, Ordering::Relaxed);
+    // Two software perf counters counted on the recording thread and sampled every
+    // millisecond by the perf backend's own thread.
+    g.bench_function("range_enabled_perf", |b| {
+        b.iter_custom(|iters| {
+            ranges_in_session_with(iters, 1, "PERF_EVENTS = task-clock, context-switches")
+        })
+    });
     g.bench_function("range_enabled_2threads", |b| {
         b.iter_custom(|iters| ranges_in_session(iters, 2))
     });

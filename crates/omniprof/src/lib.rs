@@ -18,6 +18,8 @@
 //! - [`session`]: the lifecycle (prepare → start → stop, or a [`Schedule`] driven by
 //!   `step`), the backends' fault-isolated driving, and the merge of the host recording and
 //!   every backend's output into the trace;
+//! - [`perf`]: the built-in backend that counts the host's perf events (`PERF_EVENTS`) per
+//!   recording thread;
 //! - [`ondemand`]: the asynchronous engine: on-demand traces of a running process, driven
 //!   by time or by [`step`], through the same session engine;
 //! - `trigger` (Unix): the socket through which `omniprof trigger` asks a running process
@@ -44,6 +46,7 @@ pub mod clock;
 pub mod config;
 mod iteration;
 pub mod ondemand;
+pub mod perf;
 pub mod plugin;
 pub mod record;
 pub mod session;
@@ -52,10 +55,11 @@ pub mod stubs;
 pub mod trigger;
 
 use omniprof_trace::hash;
-pub use omniprof_trace::{activity, analysis, export, import, keys, trace, value};
+pub use omniprof_trace::{activity, analysis, counter, export, import, keys, trace, value};
 
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use config::Config;
+pub use counter::{CounterSample, CounterSeries, CounterTrack, CounterValues, Counters};
 pub use iteration::step;
 pub use record::{instant, record_function, record_op, Name, OwnedRange, RangeGuard};
 pub use session::{

@@ -15,7 +15,7 @@ use std::path::Path;
 use omniprof::export::{self, WriteStats};
 use omniprof::import::TraceReader;
 use omniprof::trace::{ProcessRow, ThreadRow};
-use omniprof::{Activity, ActivityType, Flow, FlowKind, Trace};
+use omniprof::{Activity, ActivityType, CounterTrack, Flow, FlowKind, Trace};
 use omniprof_test_support::checker;
 use omniprof_test_support::data::{add_example_rows, reference_trace};
 use omniprof_test_support::decoder;
@@ -138,16 +138,11 @@ fn device_timeline() -> Trace {
         kind: FlowKind::Ac2g,
         start: false,
     });
-    let mut counter = Activity::new(
-        ActivityType::GpuPmCounter,
-        "sm_activity",
-        0,
-        7,
-        at(31_000),
-        at(31_000),
-    );
-    counter.counters.push(("sm_active_pct".into(), 87.5));
-    trace.activities = vec![op, launch, annotation, kernel, counter];
+    trace.activities = vec![op, launch, annotation, kernel];
+    let track = CounterTrack::new(ActivityType::GpuPmCounter, "sm_activity", 0, 7);
+    trace
+        .counters
+        .add(&track, at(31_000), [("sm_active_pct".into(), 87.5)]);
     trace
 }
 
@@ -344,9 +339,11 @@ fn overlapping_events_on_one_thread_are_spilled_and_all_kept() {
 fn a_non_finite_counter_sample_still_loads() {
     let mut trace = device_timeline();
     let at = trace.window.start_ns + 44_000;
-    let mut sample = Activity::new(ActivityType::GpuPmCounter, "sm_activity", 0, 7, at, at);
-    sample.counters.push(("sm_active_pct".into(), f64::NAN));
-    trace.activities.push(sample);
+    let track = CounterTrack::new(ActivityType::GpuPmCounter, "sm_activity", 0, 7);
+    assert!(!trace
+        .counters
+        .add(&track, at, [("sm_active_pct".into(), f64::NAN)]));
+    assert_eq!(trace.counters.dropped_values(), 1);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nan.json");
     export::save(&trace, &path).unwrap();
@@ -383,30 +380,20 @@ fn assert_pftrace_matches_json(trace: &Trace, stem: &str) -> Option<decoder::Dec
 fn a_device_timeline_with_counters_instants_and_every_kind_of_arg_as_pftrace() {
     let mut trace = device_timeline();
     let at = trace.window.start_ns;
-    let mut hw = Activity::new(
-        ActivityType::HardwareCounters,
-        "hw",
-        0,
-        7,
+    let hw = omniprof::CounterTrack::new(ActivityType::HardwareCounters, "hw", 0, 7);
+    trace.counters.add(
+        &hw,
         at + 32_000,
-        at + 32_000,
+        [
+            ("sm_efficiency".into(), 61.25),
+            ("dram_bytes".into(), 1024.0),
+            ("not_a_number".into(), f64::NAN),
+        ],
     );
-    hw.counters = vec![
-        ("sm_efficiency".into(), 61.25),
-        ("dram_bytes".into(), 1024.0),
-        ("not_a_number".into(), f64::NAN),
-    ];
-    let mut sample = Activity::new(
-        ActivityType::GpuPmCounter,
-        "sm_activity",
-        0,
-        7,
-        at + 44_000,
-        at + 44_000,
-    );
-    sample
+    let pm = omniprof::CounterTrack::new(ActivityType::GpuPmCounter, "sm_activity", 0, 7);
+    trace
         .counters
-        .push(("sm_active_pct".into(), f64::INFINITY));
+        .add(&pm, at + 44_000, [("sm_active_pct".into(), f64::INFINITY)]);
     let mut tick = Activity::new(
         ActivityType::CpuInstantEvent,
         session::NASTY,
@@ -455,9 +442,7 @@ fn a_device_timeline_with_counters_instants_and_every_kind_of_arg_as_pftrace() {
         kind: FlowKind::FwdBwd,
         start: true,
     });
-    trace
-        .activities
-        .extend([hw, sample, tick, backward, forward]);
+    trace.activities.extend([tick, backward, forward]);
     trace
         .activities
         .sort_by_key(|a| (a.start_ns, std::cmp::Reverse(a.end_ns)));

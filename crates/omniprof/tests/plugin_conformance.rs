@@ -8,8 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use omniprof::backend::{self, ActivityProfiler, ActivitySink, HostOps, ProfilerSession};
+use omniprof::counter::CounterValues;
 use omniprof::plugin::{self, PluginError};
-use omniprof::{Activity, ActivitySet, ActivityType, Config, Value, Window};
+use omniprof::{Activity, ActivitySet, ActivityType, Config, CounterTrack, Value, Window};
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::plugins;
 
@@ -24,6 +25,8 @@ impl ActivitySink for Collect {
         self.0.push(a);
     }
     fn add_host_arg(&mut self, _: u64, _: &str, _: Value) {}
+    fn add_counter(&mut self, _: &CounterTrack, _: i64, _: CounterValues) {}
+    fn add_kernel_metrics(&mut self, _: CounterValues) {}
 }
 
 struct NoHostOps;

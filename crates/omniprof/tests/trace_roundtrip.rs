@@ -12,7 +12,7 @@ use std::path::Path;
 use omniprof::export;
 use omniprof::import::TraceReader;
 use omniprof::trace::{ProcessRow, Span, ThreadRow};
-use omniprof::{Activity, ActivityType, Trace, Value};
+use omniprof::{Activity, ActivityType, CounterTrack, Trace, Value};
 use omniprof_test_support::data::add_example_rows;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::session;
@@ -219,15 +219,6 @@ fn a_hand_built_trace_with_every_field_round_trips() {
     // Types with their own `External id` carry one id in the file: linked or their own,
     // never both (`reference/trace-format.md`, section 5), so this one holds its own.
     annotation.correlation = 17;
-    let mut counter = Activity::new(
-        ActivityType::GpuPmCounter,
-        "sm_activity",
-        0,
-        7,
-        start + 31_000,
-        start + 31_000,
-    );
-    counter.counters.push(("sm_active_pct".into(), 87.5));
     let mut mark = Activity::new(
         ActivityType::CpuInstantEvent,
         "mark",
@@ -238,7 +229,13 @@ fn a_hand_built_trace_with_every_field_round_trips() {
     );
     mark.correlation = 18;
     mark.args.push(("note".into(), Value::from("here")));
-    trace.activities = vec![op, launch, mark, annotation, kernel, counter];
+    trace.activities = vec![op, launch, mark, annotation, kernel];
+    let track = CounterTrack::new(ActivityType::GpuPmCounter, "sm_activity", 0, 7);
+    trace.counters.add(
+        &track,
+        start + 31_000,
+        [("sm_active_pct".into(), 87.5), ("sm_busy".into(), 0.5)],
+    );
     trace
         .activities
         .sort_by_key(|a| (a.start_ns, std::cmp::Reverse(a.end_ns)));

@@ -100,21 +100,23 @@ impl Kernel {
 
     /// The simulated hardware counters of this launch.
     pub fn metrics(&self) -> KernelMetrics {
-        let (elements, bytes_moved, flops) = match self {
+        let (elements, bytes_read, bytes_written, flops) = match self {
             Self::Matmul { n, .. } => {
                 let n = *n as u64;
-                // Reads a and b, writes out: three n × n matrices of 4 bytes.
-                (n * n, 3 * n * n * 4, 2 * n * n * n)
+                // Reads a and b, writes out: n × n matrices of 4 bytes; n multiply-adds per
+                // output element.
+                (n * n, 2 * n * n * 4, n * n * 4, 2 * n * n * n)
             }
             Self::Fill { out, .. } => {
                 let elements = (out.len() / 4) as u64;
-                (elements, elements * 4, 0)
+                (elements, 0, elements * 4, 0)
             }
-            Self::Busy(_) => (0, 0, 0),
+            Self::Busy(_) => (0, 0, 0, 0),
         };
         KernelMetrics {
             elements,
-            bytes_moved,
+            bytes_read,
+            bytes_written,
             flops,
             occupancy_pct: occupancy_pct(self.launch_dims()),
         }
@@ -381,7 +383,8 @@ mod tests {
             matmul.metrics(),
             KernelMetrics {
                 elements: 4096,
-                bytes_moved: 3 * 4096 * 4,
+                bytes_read: 2 * 4096 * 4,
+                bytes_written: 4096 * 4,
                 flops: 2 * 64 * 64 * 64,
                 occupancy_pct: 25,
             }

@@ -99,8 +99,9 @@ mod sys;
 mod error;
 mod record;
 
-// What every runtime call records through.
+// What every runtime call records through, and what the performance monitor counts.
 mod recorder;
+pub mod usage;
 
 // The execution core: queues and their workers, the device registry, stream handles.
 mod queue;
@@ -117,8 +118,11 @@ pub mod kernel;
 
 pub mod event;
 
-// What profilers use: the activity API, omniprof's backend over it, the profiler stubs.
+// What profilers use: the activity API, the PM sampler, omniprof's backend over them, the
+// profiler stubs.
 pub mod profiling;
+
+pub mod pm;
 
 #[cfg(feature = "omniprof-backend")]
 pub mod profiler;

@@ -288,6 +288,10 @@ impl Work for Transfer {
         };
         (self.kind.name().into(), activity)
     }
+
+    fn copied(&self) -> Option<(MemcpyKind, u64)> {
+        Some((self.kind, self.bytes as u64))
+    }
 }
 
 /// A queued fill.

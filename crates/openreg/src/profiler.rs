@@ -12,6 +12,8 @@
 //! | [`DeviceRecord`] kernel / memcpy / memset | a `kernel` / `gpu_memcpy` / `gpu_memset` event on (device, stream), linked to the host op and handed over inside its user range |
 //! | records' correlation id | the activities' `correlation`: the engine draws the `ac2g` flow from launch to work |
 //! | [`DeviceProperties::kineto_entries`] | `deviceProperties` |
+//! | [`pm::Sampler`] (`gpu_pm_counter`, every `OMNIPROF_PM_SAMPLING_PERIOD_USECS`) | one `OpenReg PM` counter series per device: busy fraction, copied bytes, memory in use |
+//! | [`KernelMetrics`] (`scope_profiler`) | per-kernel metrics ([`SCOPE_METRICS`]) the engine writes into the kernel's `args` and draws as counters |
 //!
 //! ```
 //! use omniprof::{record_function, record_op, ActivityType, Profiler};
@@ -36,17 +38,19 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use omniprof::backend::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
-    ResourceInfo,
+    ResourceInfo, ScopeMetric,
 };
 use omniprof::keys::metadata;
 use omniprof::record::CorrelationListener;
-use omniprof::{Activity, ActivitySet, ActivityType, Config, Value, Window};
+use omniprof::{Activity, ActivitySet, ActivityType, Config, CounterTrack, Value, Window};
 
+use crate::pm::{self, PmSample};
 use crate::profiling::{self, DeviceActivity, DeviceRecord, ExternalKind, Kinds, Records};
-use crate::{DeviceProperties, Property};
+use crate::{DeviceProperties, KernelMetrics, Property};
 
 /// The name devices get in traces and summaries (`Self OpenReg`).
 pub const DEVICE_TYPE: &str = "OpenReg";
@@ -67,34 +71,79 @@ const SUPPORTED: [(ActivityType, Kinds); 4] = [
     (ActivityType::GpuMemset, Kinds::MEMSET),
 ];
 
+/// The name of each device's PM counter series.
+pub const PM_SERIES: &str = "OpenReg PM";
+
+/// Reads one metric of a kernel.
+pub type ReadMetric = fn(&KernelMetrics) -> u64;
+
+/// The per-kernel metrics OpenReg's scope profiler offers, with their group, and how each is
+/// read from a kernel's [`KernelMetrics`].
+pub const SCOPE_METRICS: [(&str, &str, ReadMetric); 5] = [
+    ("elements", "work", |m| m.elements),
+    ("flops", "work", |m| m.flops),
+    ("bytes_read", "memory", |m| m.bytes_read),
+    ("bytes_written", "memory", |m| m.bytes_written),
+    ("occupancy", "occupancy", |m| m.occupancy_pct.into()),
+];
+
 impl ActivityProfiler for OpenRegProfiler {
     fn name(&self) -> &str {
         "openreg"
     }
 
     fn available_activities(&self) -> ActivitySet {
-        SUPPORTED.iter().map(|&(t, _)| t).collect()
+        SUPPORTED
+            .iter()
+            .map(|&(t, _)| t)
+            .chain([ActivityType::GpuPmCounter, ActivityType::XpuScopeProfiler])
+            .collect()
     }
 
     fn configure(
         &self,
         activities: ActivitySet,
-        _config: &Config,
+        config: &Config,
     ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
-        let kinds = SUPPORTED
+        let mut kinds = SUPPORTED
             .iter()
             .filter(|(t, _)| activities.contains(*t))
             .fold(Kinds::NONE, |acc, &(_, k)| acc | k);
+        let scope = activities.contains(ActivityType::XpuScopeProfiler);
+        if scope {
+            // Metrics come with kernel records.
+            kinds = kinds | Kinds::KERNEL;
+        }
+        let pm_period = activities
+            .contains(ActivityType::GpuPmCounter)
+            .then(|| Duration::from_micros(config.pm_sampling_period_us()));
         Ok(Some(Box::new(OpenRegSession {
             kinds,
+            scope,
+            pm_period,
+            sampler: None,
+            pm_samples: Vec::new(),
             records: Records::default(),
         })))
+    }
+
+    fn scope_metrics(&self) -> Vec<ScopeMetric> {
+        SCOPE_METRICS
+            .iter()
+            .map(|&(name, group, _)| ScopeMetric::new(name, group))
+            .collect()
     }
 }
 
 /// One trace's worth of OpenReg recording.
 struct OpenRegSession {
     kinds: Kinds,
+    /// Whether kernels report their scope-profiler metrics.
+    scope: bool,
+    /// The PM sampling period, when `gpu_pm_counter` is on.
+    pm_period: Option<Duration>,
+    sampler: Option<pm::Sampler>,
+    pm_samples: Vec<PmSample>,
     records: Records,
 }
 
@@ -119,11 +168,22 @@ impl CorrelationListener for ExternalCorrelation {
 
 impl ProfilerSession for OpenRegSession {
     fn start(&mut self) -> Result<(), BackendError> {
+        if let Some(period) = self.pm_period {
+            let devices: Vec<usize> = (0..crate::device_count()).collect();
+            let sampler = pm::Sampler::start(&devices, period)
+                .map_err(|e| BackendError::new(format!("PM sampler: {e}")))?;
+            self.sampler = Some(sampler);
+        }
         profiling::enable(self.kinds);
         Ok(())
     }
 
     fn stop(&mut self) -> Result<(), BackendError> {
+        // Before the devices are synchronized: what runs after the window closed is not
+        // the trace's.
+        if let Some(sampler) = self.sampler.take() {
+            self.pm_samples = sampler.stop();
+        }
         self.records = profiling::finish().map_err(|e| BackendError::new(e.to_string()))?;
         Ok(())
     }
@@ -152,10 +212,27 @@ impl ProfilerSession for OpenRegSession {
             let Some(a) = device_activity(r) else {
                 continue;
             };
+            let metrics = match &r.activity {
+                DeviceActivity::Kernel { metrics, .. } if self.scope => Some(metrics),
+                _ => None,
+            };
             match r.external.user {
                 Some(user) => sink.add_in_user_range(a, user),
                 None => sink.add(a),
             }
+            if let Some(metrics) = metrics {
+                let values = SCOPE_METRICS
+                    .iter()
+                    .map(|&(name, _, read)| (name.into(), read(metrics) as f64))
+                    .collect();
+                sink.add_kernel_metrics(values);
+            }
+        }
+        for s in &self.pm_samples {
+            let track =
+                CounterTrack::new(ActivityType::GpuPmCounter, PM_SERIES, s.device as i64, 0);
+            let values = s.values().map(|(name, v)| (name.into(), v)).to_vec();
+            sink.add_counter(&track, s.ts_ns, values);
         }
         Ok(())
     }
@@ -217,14 +294,11 @@ impl ProfilerSession for OpenRegSession {
 }
 
 impl OpenRegSession {
-    /// The devices this trace has work on.
+    /// The devices this trace has work or counters on.
     fn devices(&self) -> Vec<usize> {
-        let devices: BTreeSet<usize> = self
-            .records
-            .device
-            .iter()
-            .map(|r| r.device as usize)
-            .collect();
+        let work = self.records.device.iter().map(|r| r.device as usize);
+        let sampled = self.pm_samples.iter().map(|s| s.device);
+        let devices: BTreeSet<usize> = work.chain(sampled).collect();
         devices.into_iter().collect()
     }
 }

@@ -15,7 +15,9 @@ use crate::error::{OrError, Result};
 use crate::lock::{lock, wait};
 use crate::record::DeviceActivity;
 use crate::recorder::Tag;
+use crate::spec::MemcpyKind;
 use crate::sys::now_ns;
+use crate::usage;
 
 /// One unit of stream work.
 pub(crate) trait Work: Send {
@@ -27,6 +29,11 @@ pub(crate) trait Work: Send {
 
     /// Called after the work ran and its record is stored; `start_ns` is when it started.
     fn finished(&self, _start_ns: i64) {}
+
+    /// What the work copied, for a copy: counted by the device's performance monitor.
+    fn copied(&self) -> Option<(MemcpyKind, u64)> {
+        None
+    }
 }
 
 /// Owns a queue's worker thread; the worker itself only holds the queue, so dropping this
@@ -126,8 +133,10 @@ impl Queue {
     fn run(&self) {
         while let Some(item) = self.next() {
             let start_ns = now_ns();
+            usage::work_started(self.device, start_ns);
             item.work.execute();
             let end_ns = now_ns();
+            usage::work_finished(self.device, end_ns, item.work.copied());
             if let Some(tag) = item.tag {
                 let (name, activity) = item.work.describe();
                 let stream = Some(self.id);

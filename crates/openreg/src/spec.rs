@@ -34,8 +34,10 @@ pub struct LaunchDims {
 pub struct KernelMetrics {
     /// Output elements computed.
     pub elements: u64,
-    /// Bytes read plus bytes written, assuming each input is read once.
-    pub bytes_moved: u64,
+    /// Bytes read from device memory, each input read once.
+    pub bytes_read: u64,
+    /// Bytes written to device memory.
+    pub bytes_written: u64,
     /// Floating-point operations (a fused multiply-add counts two).
     pub flops: u64,
     /// Estimated achieved occupancy: resident warps per compute unit over the maximum, in

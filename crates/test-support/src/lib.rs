@@ -9,6 +9,7 @@
 //! - [`session`]: one realistic recorded session, with names JSON writers get wrong;
 //! - [`plugins`]: building the C and Rust test plugins of the dynamic plugin ABI;
 //! - [`data`]: PyTorch's reference trace and table, and the reference example's rows;
+//! - `memory` (Unix): the peak memory of a child process;
 //! - [`skip`]: checks that cannot run here say so visibly, and fail where all must run;
 //! - `trigger` (Unix): a trigger handler that records and saves a real session.
 //!
@@ -22,6 +23,8 @@ pub mod checker;
 pub mod data;
 pub mod decoder;
 pub mod lock;
+#[cfg(unix)]
+pub mod memory;
 pub mod plugins;
 pub mod session;
 pub mod skip;

@@ -76,3 +76,35 @@ pub fn record_sample_session() -> Trace {
     live.join().expect("the live worker ran");
     trace
 }
+
+/// Records a session with every activity type selected and the Kineto config text `config`
+/// applied, around `steps` user ranges `step N` of `ops` host ops `host::op` each: what a
+/// test of the plugins loaded into the process needs. The caller holds
+/// [`serial`](crate::lock::serial).
+pub fn record_host_steps(config: &str, steps: usize, ops: usize) -> Trace {
+    let config = omniprof::Config::parse(config).expect("a valid config");
+    let mut profiler = Profiler::builder()
+        .activities(omniprof::ActivitySet::all())
+        .config(config)
+        .build()
+        .expect("build a profiler");
+    profiler.start().expect("start a session");
+    for step in 0..steps {
+        let _step = record_function(format!("step {step}"));
+        for _ in 0..ops {
+            let _op = record_op("host::op");
+        }
+    }
+    profiler.stop().expect("stop the session")
+}
+
+/// The trace's `backend_errors` entries (`<profiler>: <message>`), in order.
+pub fn backend_errors(trace: &Trace) -> Vec<String> {
+    match trace.metadata(omniprof::keys::metadata::BACKEND_ERRORS) {
+        Some(omniprof::Value::List(list)) => list
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        _ => Vec::new(),
+    }
+}

@@ -78,8 +78,10 @@ class profile:
 
     Args:
         activities: ``ProfilerActivity`` members and/or activity type names. ``None``: the
-            configuration's selection (by default every default activity type). An empty
-            list raises ``AssertionError``, a name given twice or unknown ``ValueError``.
+            configuration's selection, by default every default activity type, which is
+            ``CPU`` plus whatever the backends present can record (as ``torch.profiler``
+            takes CPU plus the available accelerator). An empty list raises
+            ``AssertionError``, a name given twice or unknown ``ValueError``.
         schedule: an ``omniprof.schedule(...)``, or a ``torch.profiler.schedule(...)`` (read
             as the same schedule); ``step()`` then drives cycles of warm-up and recording,
             each step wrapped in a ``ProfilerStep#<n>`` range.

@@ -173,6 +173,7 @@ impl KeyAveragesBuilder {
             TraceItem::BaseTime(base) => self.rebase(*base),
             TraceItem::Window(window) => self.window = Some(*window),
             TraceItem::DeviceProperties(_)
+            | TraceItem::Counter(..)
             | TraceItem::TraceName(_)
             | TraceItem::Span(_)
             | TraceItem::Process(_)

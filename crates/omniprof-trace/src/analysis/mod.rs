@@ -1,6 +1,7 @@
 //! Analyses of a trace. [`key_averages`] is PyTorch's `key_averages()`: per-name statistics
 //! of host ops and device work, printed by [`KeyAverages::table`] exactly as PyTorch's
 //! `table()` prints them (also as [CSV](KeyAverages::csv) and [JSON](KeyAverages::json)).
+//! [`metrics`] summarizes per-kernel hardware metrics, [`counters`] the counter tracks.
 //! [`diff`] sets the rows of two traces side by side; [`flamegraph`] folds a trace's host
 //! and device time into stacks.
 //!
@@ -61,11 +62,14 @@
 //! [`group_by_input_shapes`]: KeyAveragesOptions::group_by_input_shapes
 
 mod builder;
+pub mod counters;
 mod csv;
 pub mod diff;
 mod events;
 pub mod flamegraph;
+mod grid;
 mod json;
+pub mod metrics;
 mod table;
 mod tree;
 

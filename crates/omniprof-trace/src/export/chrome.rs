@@ -4,7 +4,8 @@
 //! first, the span rows and `Record Window End` last. Every string is escaped, so the file is
 //! valid JSON whatever the names hold. X events are laid out so that each (pid, tid) row
 //! nests strictly: an event that would partly overlap another on its row moves to a sibling
-//! row, instead of being dropped by Perfetto.
+//! row, instead of being dropped by Perfetto. Counter samples ([`Trace::counters`]) follow
+//! the activities as `C` events.
 //!
 //! ```
 //! use omniprof_trace::{Activity, ActivityType, Trace};
@@ -46,6 +47,7 @@ pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<Wr
     let mut lanes = Lanes::default();
     in_written_order(&trace.activities, |a| w.activity(a, &mut lanes))?;
     w.stats.spilled = lanes.spilled;
+    w.counters(trace)?;
     w.sibling_rows(trace, lanes)?;
     w.spans(trace)?;
     w.footer(trace, trace_name)?;
@@ -224,42 +226,6 @@ impl<W: Write> Writer<W> {
                 self.ts(b"ts", a.start_ns);
                 self.args(a);
             }
-            ActivityType::HardwareCounters => {
-                for (metric, value) in a.counters.iter().filter(|(_, v)| v.is_finite()) {
-                    self.event(b"C");
-                    self.cat(a.kind.name());
-                    self.str(b"name", metric);
-                    self.str(b"pid", &format!("GPU {} Counters", a.device));
-                    self.int(b"tid", row_tid(a.resource));
-                    self.ts(b"ts", a.start_ns);
-                    self.raw(b", \"args\": {\"\": ");
-                    write_float(&mut self.buf, *value);
-                    self.raw(b"}}");
-                }
-            }
-            kind if kind.is_counter() => {
-                if !a.counters.iter().any(|(_, v)| v.is_finite()) {
-                    return Ok(());
-                }
-                self.event(b"C");
-                self.cat(kind.name());
-                self.str(b"name", &a.name);
-                self.int(b"pid", a.device);
-                self.int(b"tid", row_tid(a.resource));
-                self.ts(b"ts", a.start_ns);
-                self.raw(b", \"args\": {");
-                // A counter track holds numbers only; NaN and infinities have no JSON form.
-                let finite = a.counters.iter().filter(|(_, v)| v.is_finite());
-                for (i, (key, value)) in finite.enumerate() {
-                    if i > 0 {
-                        self.raw(b", ");
-                    }
-                    write_str(&mut self.buf, key);
-                    self.raw(b": ");
-                    write_float(&mut self.buf, *value);
-                }
-                self.raw(b"}}");
-            }
             kind => {
                 let (start, end) = written_span(a);
                 let lane = lanes.assign((a.device, row_tid(a.resource)), start, end);
@@ -302,6 +268,54 @@ impl<W: Write> Writer<W> {
             }
         }
         self.flush_if_full()
+    }
+
+    /// One `C` event per sample, series by series (viewers order events by `ts`
+    /// themselves); `hardware_counters` as Kineto writes them: one event per value, named
+    /// after it, on the `"GPU <n> Counters"` row.
+    fn counters(&mut self, trace: &Trace) -> io::Result<()> {
+        for series in trace.counters.series() {
+            let track = &series.track;
+            let tid = row_tid(track.resource);
+            if track.kind == ActivityType::HardwareCounters {
+                let pid = format!("GPU {} Counters", track.device);
+                for sample in &series.samples {
+                    for (metric, value) in &sample.values {
+                        self.event(b"C");
+                        self.cat(track.kind.name());
+                        self.str(b"name", metric);
+                        self.str(b"pid", &pid);
+                        self.int(b"tid", tid);
+                        self.ts(b"ts", sample.ts_ns);
+                        self.raw(b", \"args\": {\"\": ");
+                        write_float(&mut self.buf, *value);
+                        self.raw(b"}}");
+                    }
+                    self.flush_if_full()?;
+                }
+                continue;
+            }
+            for sample in &series.samples {
+                self.event(b"C");
+                self.cat(track.kind.name());
+                self.str(b"name", &track.name);
+                self.int(b"pid", track.device);
+                self.int(b"tid", tid);
+                self.ts(b"ts", sample.ts_ns);
+                self.raw(b", \"args\": {");
+                for (i, (key, value)) in sample.values.iter().enumerate() {
+                    if i > 0 {
+                        self.raw(b", ");
+                    }
+                    write_str(&mut self.buf, key);
+                    self.raw(b": ");
+                    write_float(&mut self.buf, *value);
+                }
+                self.raw(b"}}");
+                self.flush_if_full()?;
+            }
+        }
+        Ok(())
     }
 
     /// `args`: the `External id`, the activity's own args, then its `correlation` for the

@@ -1,11 +1,13 @@
-//! Writers: every one reads the same [`Trace`](crate::Trace). [`save`] writes a file in the
-//! format its extension names: [`chrome`] JSON (`.json`, `.json.gz`) or [`perfetto`]
-//! protobuf (`.pftrace`).
+//! Writers: every one reads the same [`Trace`](crate::Trace). [`save`](fn@save) writes a
+//! file in the format its extension names: [`chrome`] JSON (`.json`, `.json.gz`) or
+//! [`perfetto`] protobuf (`.pftrace`), through [`save::save_with`].
 
 pub mod chrome;
+mod format;
 pub mod json;
 pub(crate) mod lanes;
 pub mod perfetto;
-mod save;
+pub mod save;
 
-pub use save::{save, Format, UnknownFormat, WriteError, WriteStats};
+pub use format::{save, Format, UnknownFormat, WriteStats};
+pub use save::WriteError;

@@ -1,226 +1,222 @@
-//! Saving a trace to a file, in the format its extension names: the one way every caller
-//! (sessions, the trace-directory handler, the CLI, the Python package) writes a trace.
+//! Saving a file so that a save can neither corrupt nor clobber: every writer's `save` goes
+//! through [`save_with`].
+//!
+//! What is at the path decides how it is written:
+//!
+//! - nothing, or a regular file: the content goes to a temporary file of this save's own,
+//!   created exclusively (never opened through a link, never reused) next to the target,
+//!   then renamed over it. Concurrent saves to one path each rename a complete file, so the
+//!   last rename wins and the path always holds one whole file; a failed save removes only
+//!   its own temporary file and leaves the old content. A replaced file keeps its
+//!   permissions.
+//! - a symbolic link: followed to its final target, which is saved as above; the link stays.
+//! - a FIFO or a character device (`/dev/null`, `/dev/stdout`): written directly, in place.
+//! - anything else (a directory, a block device, a socket): refused with a message naming
+//!   what it is; nothing is written.
 //!
 //! ```
-//! use omniprof_trace::{Activity, ActivityType, Trace};
-//! use omniprof_trace::export::{self, Format};
+//! use std::io::Write;
+//! use omniprof_trace::export::save::save_with;
 //!
-//! let mut trace = Trace::new(1_000_000, 2_000_000);
-//! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000));
 //! let dir = tempfile::tempdir().unwrap();
-//! assert_eq!(Format::from_path("run.pftrace".as_ref()).unwrap(), Format::Perfetto);
-//! for name in ["t.pt.trace.json", "t.pt.trace.json.gz", "t.pftrace"] {
-//!     let stats = export::save(&trace, dir.path().join(name)).unwrap();
-//!     assert!(stats.bytes > 0);
-//! }
-//! let err = export::save(&trace, dir.path().join("t.txt")).unwrap_err();
-//! assert!(err.to_string().contains(".json, .json.gz, .pftrace"));
+//! let path = dir.path().join("notes.txt");
+//! let bytes = save_with(&path, |out| out.write_all(b"hello").map(|()| 5)).unwrap();
+//! assert_eq!((bytes, std::fs::read(&path).unwrap()), (5, b"hello".to_vec()));
+//!
+//! let err = save_with(dir.path(), |out| out.write_all(b"x")).unwrap_err();
+//! assert!(err.to_string().contains("it is a directory"), "{err}");
 //! ```
 
-use std::fmt;
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::fs::{self, File, OpenOptions, Permissions};
+use std::io::{self, BufWriter, ErrorKind, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{chrome, perfetto};
-use crate::trace::Trace;
-
-/// Viewer limits worth a warning (`reference/performance-anchors.md`, section 5).
-const CHROME_TRACING_LIMIT: u64 = 256 << 20;
-const PERFETTO_UI_LIMIT: u64 = 1 << 30;
-/// gzip level of `.json.gz`: most of level 9's ratio at a fraction of its time.
-const GZIP_LEVEL: u32 = 5;
-
-/// A trace file format, named by the file's extension.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Format {
-    /// Kineto's Chrome trace JSON (`.json`).
-    Json,
-    /// The same, gzip-compressed (`.json.gz`).
-    JsonGz,
-    /// Perfetto's native protobuf trace (`.pftrace`).
-    Perfetto,
-}
-
-impl Format {
-    /// Every format, in the order error messages list them.
-    pub const ALL: [Format; 3] = [Self::Json, Self::JsonGz, Self::Perfetto];
-
-    /// The extension that selects the format.
-    pub const fn extension(self) -> &'static str {
-        match self {
-            Self::Json => ".json",
-            Self::JsonGz => ".json.gz",
-            Self::Perfetto => ".pftrace",
-        }
-    }
-
-    /// The format a path's name ends with.
-    pub fn from_path(path: &Path) -> Result<Self, UnknownFormat> {
-        let name = path.file_name().map(|n| n.to_string_lossy());
-        // `.json.gz` before `.json`: the longest extension that matches wins.
-        [Self::JsonGz, Self::Json, Self::Perfetto]
-            .into_iter()
-            .find(|f| name.as_deref().is_some_and(|n| n.ends_with(f.extension())))
-            .ok_or_else(|| UnknownFormat {
-                path: path.to_owned(),
-            })
-    }
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.extension())
-    }
-}
-
-/// A path whose extension names no [`Format`].
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{}: unknown trace format; the file name must end in one of: {}", path.display(), supported())]
-pub struct UnknownFormat {
-    pub path: PathBuf,
-}
-
-fn supported() -> String {
-    Format::ALL.map(Format::extension).join(", ")
-}
-
-/// What a write produced.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WriteStats {
-    /// Events written: entries of `traceEvents` (JSON), track events (Perfetto).
-    pub events: u64,
-    /// Bytes written (before compression).
-    pub bytes: u64,
-    /// X events moved to a sibling row because they partly overlapped another.
-    pub spilled: u64,
-}
-
-/// A trace could not be saved. The [`Trace`] itself is untouched, so the caller still holds
-/// everything that was recorded.
+/// A trace could not be saved. The [`Trace`](crate::Trace) itself is untouched, so the
+/// caller still holds everything that was recorded.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot write trace to {path}: {stage}: {source}")]
 pub struct WriteError {
+    /// The path as the caller gave it.
     pub path: PathBuf,
+    /// What failed: `refused` (the path is neither a file nor a stream), `create`, `write`
+    /// or `rename`.
     pub stage: &'static str,
     #[source]
     pub source: io::Error,
 }
 
-impl From<UnknownFormat> for WriteError {
-    fn from(e: UnknownFormat) -> Self {
-        let message = e.to_string();
-        Self {
-            path: e.path,
-            stage: "format",
-            source: io::Error::new(io::ErrorKind::InvalidInput, message),
-        }
-    }
-}
+/// Symbolic links followed before giving up, as the kernel's own limit (`ELOOP`).
+const MAX_LINKS: usize = 40;
+/// Temporary names tried before giving up (each taken one is skipped, never reused).
+const MAX_TEMP_ATTEMPTS: u64 = 1000;
+/// Output buffering between the writer and the file.
+const BUFFER_BYTES: usize = 1 << 20;
 
-/// Saves `trace` to `path` in the format its extension names ([`Format::from_path`]). The
-/// file is written to `<path>.tmp` and renamed, so a crash never leaves half a trace under
-/// `path`, and a failed write leaves nothing there.
-pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteError> {
-    let path = path.as_ref();
-    let format = Format::from_path(path)?;
-    let err = |stage| {
+/// Writes the file at `path` with `write`, which gets a buffered writer and returns what it
+/// wrote (its statistics); see the [module docs](self) for what happens to what is at
+/// `path`.
+pub fn save_with<T>(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<T>,
+) -> Result<T, WriteError> {
+    let fail = |stage| {
         move |source| WriteError {
             path: path.to_owned(),
             stage,
             source,
         }
     };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let file = File::create(&tmp).map_err(err("create"))?;
-    let written = (|| {
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        let stats = match format {
-            Format::Json => write_json(trace, path, &mut out)?,
-            Format::JsonGz => {
-                let level = flate2::Compression::new(GZIP_LEVEL);
-                let mut enc = flate2::write::GzEncoder::new(&mut out, level);
-                let stats = write_json(trace, path, &mut enc)?;
-                enc.finish()?;
-                stats
-            }
-            Format::Perfetto => perfetto::write(trace, &mut out)?,
-        };
-        out.into_inner().map_err(|e| e.into_error())?.sync_data()?;
-        Ok(stats)
-    })();
-    let stats = match written {
-        Ok(stats) => stats,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(err("write")(e));
+    match target(path).map_err(fail("refused"))? {
+        Target::Stream(stream) => {
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&stream)
+                .map_err(fail("create"))?;
+            fill(file, false, write).map_err(fail("write"))
         }
-    };
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        err("rename")(e)
-    })?;
-    if format != Format::Perfetto {
-        warn_about_viewers(path, stats.bytes);
+        Target::Replace { file, permissions } => {
+            let (tmp, handle) = create_temporary(&file).map_err(fail("create"))?;
+            if let Some(permissions) = permissions {
+                // Best effort: a file we may not chmod is still replaced.
+                let _ = handle.set_permissions(permissions);
+            }
+            let written = fill(handle, true, write).map_err(fail("write"));
+            let renamed = written.and_then(|stats| {
+                fs::rename(&tmp, &file)
+                    .map(|()| stats)
+                    .map_err(fail("rename"))
+            });
+            if renamed.is_err() {
+                // Ours alone: created exclusively by this save.
+                let _ = fs::remove_file(&tmp);
+            }
+            renamed
+        }
+    }
+}
+
+/// How the file at a path is written.
+enum Target {
+    /// Through a temporary file renamed over `file` (the final target of any link).
+    Replace {
+        file: PathBuf,
+        permissions: Option<Permissions>,
+    },
+    /// In place (a FIFO or a character device).
+    Stream(PathBuf),
+}
+
+/// Follows links from `path` to what it names, and decides how to write it.
+fn target(path: &Path) -> io::Result<Target> {
+    let mut current = path.to_owned();
+    for _ in 0..MAX_LINKS {
+        let meta = match fs::symlink_metadata(&current) {
+            Ok(meta) => meta,
+            // Nothing there (or an unusable parent, which creating the file reports).
+            Err(_) => {
+                return Ok(Target::Replace {
+                    file: current,
+                    permissions: None,
+                })
+            }
+        };
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            let link = fs::read_link(&current)?;
+            current = match current.parent() {
+                Some(dir) => dir.join(link),
+                None => link,
+            };
+        } else if kind.is_file() {
+            return Ok(Target::Replace {
+                file: current,
+                permissions: Some(meta.permissions()),
+            });
+        } else if is_stream(&kind) {
+            return Ok(Target::Stream(current));
+        } else {
+            return Err(io::Error::new(
+                ErrorKind::InvalidInput,
+                format!("it is {}, not a file", describe(&kind)),
+            ));
+        }
+    }
+    Err(io::Error::new(
+        ErrorKind::InvalidInput,
+        format!("more than {MAX_LINKS} levels of symbolic links"),
+    ))
+}
+
+#[cfg(unix)]
+pub(crate) fn is_stream(kind: &fs::FileType) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    kind.is_fifo() || kind.is_char_device()
+}
+
+#[cfg(not(unix))]
+pub(crate) fn is_stream(_: &fs::FileType) -> bool {
+    false
+}
+
+/// What a refused file is, for the message.
+fn describe(kind: &fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_block_device() {
+            return "a block device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    if kind.is_dir() {
+        "a directory"
+    } else {
+        "neither a file nor a stream"
+    }
+}
+
+/// A new file next to `file`, created exclusively under a name of its own, and its path.
+fn create_temporary(file: &Path) -> io::Result<(PathBuf, File)> {
+    static SAVES: AtomicU64 = AtomicU64::new(0);
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty());
+    let name = file.file_name().unwrap_or(file.as_os_str());
+    let mut last = None;
+    for _ in 0..MAX_TEMP_ATTEMPTS {
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(
+            ".{}-{}.tmp",
+            std::process::id(),
+            SAVES.fetch_add(1, Ordering::Relaxed)
+        ));
+        let tmp = match dir {
+            Some(dir) => dir.join(tmp_name),
+            None => PathBuf::from(tmp_name),
+        };
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(handle) => return Ok((tmp, handle)),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| ErrorKind::AlreadyExists.into()))
+}
+
+/// Runs `write` into `file` through a buffer, then flushes (and syncs a regular file, so the
+/// rename publishes data that is on disk).
+fn fill<T>(
+    file: File,
+    sync: bool,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<T>,
+) -> io::Result<T> {
+    let mut out = BufWriter::with_capacity(BUFFER_BYTES, file);
+    let stats = write(&mut out)?;
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    if sync {
+        file.sync_data()?;
     }
     Ok(stats)
-}
-
-/// Chrome JSON, its `traceName` the path unless the trace names itself.
-fn write_json(trace: &Trace, path: &Path, out: impl Write) -> io::Result<WriteStats> {
-    let trace_name = match &trace.trace_name {
-        Some(name) => name.clone(),
-        None => path.to_string_lossy().into_owned(),
-    };
-    chrome::write(trace, &trace_name, out)
-}
-
-fn warn_about_viewers(path: &Path, bytes: u64) {
-    if bytes > PERFETTO_UI_LIMIT {
-        log::warn!(
-            "{}: {} MB of JSON is more than the Perfetto UI loads comfortably (~1 GB); \
-             consider .pftrace or a shorter capture",
-            path.display(),
-            bytes >> 20
-        );
-    } else if bytes > CHROME_TRACING_LIMIT {
-        log::warn!(
-            "{}: {} MB of JSON is more than chrome://tracing opens (~256 MB); use ui.perfetto.dev",
-            path.display(),
-            bytes >> 20
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_extension_names_the_format() {
-        let f = |p: &str| Format::from_path(Path::new(p));
-        assert_eq!(f("a/run.pt.trace.json"), Ok(Format::Json));
-        assert_eq!(f("run.pt.trace.json.gz"), Ok(Format::JsonGz));
-        assert_eq!(f("run.pftrace"), Ok(Format::Perfetto));
-        for bad in ["run.gz", "run.json.txt", "run", "json"] {
-            let err = f(bad).unwrap_err();
-            assert!(
-                err.to_string()
-                    .ends_with("must end in one of: .json, .json.gz, .pftrace"),
-                "{err}"
-            );
-            assert!(err.to_string().starts_with(bad), "{err}");
-        }
-    }
-
-    #[test]
-    fn an_unknown_extension_writes_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.txt");
-        let err = save(&Trace::new(0, 1), &path).unwrap_err();
-        assert_eq!(err.stage, "format");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    }
 }

@@ -13,9 +13,10 @@ use super::error::{ReadError, ReadErrorKind};
 use super::event::{read_event, ArgFilter, RawEvent, Str};
 use super::inflate::Inflating;
 use super::item::{ReadStats, TraceItem};
+use super::limits::Limits;
 use super::mapper::{EventError, EventMapper};
 use super::parallel::{Parallel, Tuning};
-use super::scan::Scanner;
+use super::scan::{Limit, Scanner};
 use crate::value::Value;
 
 /// Reads a whole document into `sink`. On error the items read so far have been delivered,
@@ -23,9 +24,10 @@ use crate::value::Value;
 pub(super) fn read_document<R: Read>(
     input: R,
     args: &ArgFilter,
+    limits: Limits,
     sink: &mut impl FnMut(TraceItem),
 ) -> (ReadStats, Option<ReadError>) {
-    read_document_tuned(input, args, &Tuning::default(), sink)
+    read_document_tuned(input, args, limits, &Tuning::default(), sink)
 }
 
 /// [`read_document`], sharing the events out as `tuning` says (and decompressing on a
@@ -33,6 +35,7 @@ pub(super) fn read_document<R: Read>(
 pub(super) fn read_document_tuned<R: Read>(
     input: R,
     args: &ArgFilter,
+    limits: Limits,
     tuning: &Tuning,
     sink: &mut impl FnMut(TraceItem),
 ) -> (ReadStats, Option<ReadError>) {
@@ -41,13 +44,13 @@ pub(super) fn read_document_tuned<R: Read>(
         Err(e) => return (ReadStats::default(), Some(ReadError::new(e.into()))),
     };
     if !gzip {
-        read_text(input, args, tuning, sink)
+        read_text(input, args, limits, tuning, sink)
     } else if tuning.threads > 1 {
-        thread::scope(|scope| read_text(Inflating::start(scope, input), args, tuning, sink))
+        thread::scope(|scope| read_text(Inflating::start(scope, input), args, limits, tuning, sink))
     } else {
         // `MultiGzDecoder` (as the helper thread's) because a `.gz` file may hold several
         // concatenated members.
-        read_text(MultiGzDecoder::new(input), args, tuning, sink)
+        read_text(MultiGzDecoder::new(input), args, limits, tuning, sink)
     }
 }
 
@@ -74,10 +77,12 @@ fn detect_gzip<R: Read>(mut input: R) -> io::Result<(bool, Restored<R>)> {
 fn read_text(
     text: impl Read,
     args: &ArgFilter,
+    limits: Limits,
     tuning: &Tuning,
     sink: &mut impl FnMut(TraceItem),
 ) -> (ReadStats, Option<ReadError>) {
-    let mapper = EventMapper::new(args.clone());
+    let mut mapper = EventMapper::new(args.clone());
+    mapper.converter.max_event_bytes = limits.event_bytes;
     let parallel = (tuning.threads > 1).then(|| Parallel::new(tuning.clone(), &mapper.converter));
     let mut doc = Document {
         scan: Scanner::new(text),
@@ -86,6 +91,13 @@ fn read_text(
         parallel_from: 0,
         key: None,
         event: None,
+        event_limit: Limit {
+            bytes: limits.event_bytes,
+            total: limits.event_bytes,
+            of: "one event",
+        },
+        header_limit: limits.header_bytes,
+        header_left: limits.header_bytes,
         seen_base: false,
         seen_events: false,
     };
@@ -121,6 +133,10 @@ struct Document<R> {
     /// context added to errors.
     key: Option<String>,
     event: Option<u64>,
+    event_limit: Limit,
+    /// What the header may take, and what it may still take.
+    header_limit: usize,
+    header_left: usize,
     seen_base: bool,
     seen_events: bool,
 }
@@ -162,6 +178,18 @@ fn parse<'a, T: Deserialize<'a>>(text: &'a [u8]) -> Result<T, SliceError> {
 impl<R: Read> Document<R> {
     fn located(&self, offset: u64, e: SliceError) -> ReadError {
         ReadError::at(self.scan.position(offset + e.offset as u64), e.kind)
+    }
+
+    /// The next top-level key or value, counted against the header's limit.
+    fn header_text(&mut self, expected: &str) -> Result<(u64, &[u8]), ReadError> {
+        let limit = Limit {
+            bytes: self.header_left,
+            total: self.header_limit,
+            of: "the header",
+        };
+        let (offset, text) = self.scan.value(expected, limit)?;
+        self.header_left -= text.len();
+        Ok((offset, text))
     }
 
     fn document(&mut self, sink: &mut impl FnMut(TraceItem)) -> Result<(), ReadError> {
@@ -208,7 +236,7 @@ impl<R: Read> Document<R> {
             Some(other) => return Err(self.scan.unexpected(other, "a key")),
             None => return Err(self.scan.truncated("a key")),
         }
-        let (offset, text) = self.scan.value("a key")?;
+        let (offset, text) = self.header_text("a key")?;
         let key = match parse::<Str>(text) {
             Ok(key) => key.to_string(),
             Err(e) => return Err(self.located(offset, e)),
@@ -239,33 +267,33 @@ impl<R: Read> Document<R> {
             "baseTimeNanoseconds" if self.seen_base => Err(self.duplicate(key)),
             "baseTimeNanoseconds" => {
                 self.seen_base = true;
-                let (offset, text) = self.scan.value("a value")?;
+                let (offset, text) = self.header_text("a value")?;
                 let base = parse::<i64>(text).map_err(|e| self.located(offset, e))?;
                 self.mapper.converter.base_ns = base;
                 sink(TraceItem::BaseTime(base));
                 Ok(())
             }
             "traceName" => {
-                let (offset, text) = self.scan.value("a value")?;
+                let (offset, text) = self.header_text("a value")?;
                 let name = parse::<String>(text).map_err(|e| self.located(offset, e))?;
                 sink(TraceItem::TraceName(name));
                 Ok(())
             }
             "deviceProperties" => {
-                let (offset, text) = self.scan.value("a value")?;
+                let (offset, text) = self.header_text("a value")?;
                 let devices = parse::<Vec<Value>>(text).map_err(|e| self.located(offset, e))?;
                 sink(TraceItem::DeviceProperties(devices));
                 Ok(())
             }
             // Constants of the format, rewritten by every writer.
             "schemaVersion" | "displayTimeUnit" => {
-                let (offset, text) = self.scan.value("a value")?;
+                let (offset, text) = self.header_text("a value")?;
                 parse::<IgnoredAny>(text).map_err(|e| self.located(offset, e))?;
                 Ok(())
             }
             _ => {
                 let key = key.to_string();
-                let (offset, text) = self.scan.value("a value")?;
+                let (offset, text) = self.header_text("a value")?;
                 let value = parse::<Value>(text).map_err(|e| self.located(offset, e))?;
                 sink(TraceItem::Metadata(key, value));
                 Ok(())
@@ -287,12 +315,14 @@ impl<R: Read> Document<R> {
             // Parsed as `str`: the scanner validated the UTF-8 once for all strings.
             let text = self.scan.unread_str();
             if let Some((event, len)) = read_event(text, &self.mapper.converter.args) {
-                let mapped = self.mapper.event(event, sink);
-                self.scan.consume(len);
-                return Ok((offset, mapped));
+                if len <= self.event_limit.bytes {
+                    let mapped = self.mapper.event(event, sink);
+                    self.scan.consume(len);
+                    return Ok((offset, mapped));
+                }
             }
         }
-        let (offset, text) = self.scan.value("an event")?;
+        let (offset, text) = self.scan.value("an event", self.event_limit)?;
         match parse::<RawEvent>(text) {
             Ok(event) => Ok((offset, self.mapper.event(event, sink))),
             Err(e) => Err(self.located(offset, e)),

@@ -61,6 +61,15 @@ pub enum ReadErrorKind {
     /// Valid JSON that is not a trace: a field with the wrong type or a missing field.
     #[error("{0}")]
     Invalid(String),
+    /// An event or the header is larger than the reader's [`Limits`](super::Limits).
+    #[error("{what} larger than the limit of {limit} bytes for {of}")]
+    TooLarge {
+        /// What was being read (`an event`, `a value`).
+        what: String,
+        limit: usize,
+        /// Which limit: `one event` or `the header`.
+        of: &'static str,
+    },
 }
 
 /// The error of every reader function: the [location](Location) and the [kind](ReadErrorKind).

@@ -9,6 +9,7 @@
 //! event whenever the fast one succeeds.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::fmt;
 use std::ops::Deref;
 
@@ -18,7 +19,7 @@ use serde_json::value::RawValue;
 
 use crate::activity::ActivityType;
 use crate::keys::arg;
-use crate::value::Value;
+use crate::value::{Bounded, Value};
 
 /// The args read into fields ([`Activity::correlation`](crate::Activity::correlation),
 /// [`Activity::linked_correlation`](crate::Activity::linked_correlation)) whatever the
@@ -366,12 +367,17 @@ impl<'de: 'a, 'a> Deserialize<'de> for Id<'a> {
 
 /// `args` in file order (a map would lose the order).
 #[derive(Default)]
-pub(super) struct Args<'a>(pub Vec<(Str<'a>, Value)>);
+pub(super) struct Args<'a> {
+    pub kept: Vec<(Str<'a>, Value)>,
+    /// Values of kept keys skipped because they nest deeper than
+    /// [`MAX_DEPTH`](crate::value::MAX_DEPTH).
+    pub too_deep: u64,
+}
 
 impl Args<'_> {
     /// The first value of `key`.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.0.iter().find(|(k, _)| &**k == key).map(|(_, v)| v)
+        self.kept.iter().find(|(k, _)| &**k == key).map(|(_, v)| v)
     }
 }
 
@@ -398,15 +404,22 @@ impl<'de, F: Fn(&str) -> bool> DeserializeSeed<'de> for ArgsSeed<F> {
             }
 
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
-                let mut args = Vec::new();
+                let mut args = Args::default();
                 while let Some(key) = map.next_key::<Str<'de>>()? {
                     if (self.0)(&key) {
-                        args.push((key, map.next_value()?));
+                        // A value too deep for other readers is skipped and counted: one
+                        // such arg does not make the whole trace unreadable.
+                        let too_deep = Cell::new(false);
+                        let value = map.next_value_seed(Bounded::new(&too_deep))?;
+                        match too_deep.get() {
+                            false => args.kept.push((key, value)),
+                            true => args.too_deep += 1,
+                        }
                     } else {
                         map.next_value::<IgnoredAny>()?;
                     }
                 }
-                Ok(Args(args))
+                Ok(args)
             }
         }
 
@@ -489,7 +502,7 @@ mod tests {
         assert_eq!(ev.ts.unwrap().get(), "1.5");
         assert!(ev.dur.is_none());
         let args = ev.args(&ArgFilter::All).unwrap();
-        let keys: Vec<&str> = args.0.iter().map(|(k, _)| &**k).collect();
+        let keys: Vec<&str> = args.kept.iter().map(|(k, _)| &**k).collect();
         assert_eq!(keys, ["z", "a", "m", "u"]);
         assert_eq!(args.get("z"), Some(&Value::Int(1)));
         assert_eq!(
@@ -509,16 +522,16 @@ mod tests {
         );
         assert_eq!(args.get("u"), Some(&Value::UInt(u64::MAX)));
         let some = ev.args(&ArgFilter::Only(vec!["u".into()])).unwrap();
-        assert_eq!(some.0.len(), 1);
+        assert_eq!(some.kept.len(), 1);
     }
 
     #[test]
     fn args_must_be_an_object_or_null() {
         let null = r#"{"ph": "X", "cat": "cpu_op", "args": null}"#;
         let mut ev: RawEvent = serde_json::from_str(null).unwrap();
-        assert!(ev.args(&ArgFilter::All).unwrap().0.is_empty());
+        assert!(ev.args(&ArgFilter::All).unwrap().kept.is_empty());
         let (mut ev, _) = read_event(null, &ArgFilter::All).unwrap();
-        assert!(ev.args(&ArgFilter::All).unwrap().0.is_empty());
+        assert!(ev.args(&ArgFilter::All).unwrap().kept.is_empty());
 
         let list = r#"{"ph": "X", "cat": "cpu_op", "args": [1]}"#;
         let mut ev: RawEvent = serde_json::from_str(list).unwrap();
@@ -563,7 +576,7 @@ mod tests {
     fn fields(mut ev: RawEvent, filter: &ArgFilter) -> String {
         let id = |id: &Option<Id>| id.as_ref().map(Id::to_text);
         let args = ev.args(filter).map(|args| {
-            args.0
+            args.kept
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect::<Vec<_>>()

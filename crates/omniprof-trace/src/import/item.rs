@@ -2,6 +2,7 @@
 //! read and skipped.
 
 use crate::activity::Activity;
+use crate::counter::{CounterSample, CounterTrack};
 use crate::trace::{ProcessRow, Span, ThreadRow, Window};
 use crate::value::Value;
 
@@ -23,6 +24,8 @@ pub enum TraceItem {
     /// `traceName`.
     TraceName(String),
     Activity(Activity),
+    /// A counter sample (a `C` event) with its track; its values are finite numbers.
+    Counter(CounterTrack, CounterSample),
     Span(Span),
     /// The rows come after the last event (their pieces may be spread over the file).
     Process(ProcessRow),
@@ -52,6 +55,12 @@ pub struct ReadStats {
     /// Skipped: a flow event with no activity just before it on the same row and time, an
     /// unknown flow `cat`, or an `id` that is not a non-negative integer.
     pub unmatched_flow: u64,
+    /// Counter values (`args` of a `C` event) that were not finite numbers, dropped; a
+    /// sample left with none is not delivered.
+    pub dropped_counter_values: u64,
+    /// Arg values skipped, their events kept: nested deeper than
+    /// [`MAX_DEPTH`](crate::value::MAX_DEPTH), which not every reader reads.
+    pub too_deep_args: u64,
 }
 
 impl ReadStats {

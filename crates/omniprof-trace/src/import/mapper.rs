@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use super::event::{activity_type, micros_to_ns, ArgFilter, Id, RawEvent};
 use super::item::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
+use crate::counter::{CounterSample, CounterTrack};
 use crate::export::lanes::{LANE_STRIDE, MAX_LANE};
 use crate::hash::FastHasher;
 use crate::keys::arg;
@@ -27,8 +28,15 @@ pub(super) type EventError = String;
 
 /// One event, converted: everything about it that does not depend on the events before.
 pub(super) enum Mapped {
-    Activity(Activity),
+    /// An activity, and how many of its args were skipped for nesting too deep.
+    Activity(Activity, u64),
     Span(Span),
+    /// A counter sample, and how many of its values were not numbers.
+    Counter {
+        track: CounterTrack,
+        sample: CounterSample,
+        dropped: u64,
+    },
     /// One end of a flow, for the activity just before it.
     Flow(FlowEnd),
     /// A piece of a process or thread row; `ts` (when the event has one) is a candidate
@@ -121,6 +129,9 @@ pub(super) struct Converter {
     pub base_ns: i64,
     /// Which other args activities keep.
     pub args: ArgFilter,
+    /// The longest event read ([`Limits::event_bytes`](super::Limits::event_bytes)); the
+    /// parallel reader leaves a longer one to the sequential one, which reports it.
+    pub max_event_bytes: usize,
     names: HashSet<Arc<str>, BuildHasherDefault<FastHasher>>,
 }
 
@@ -129,6 +140,7 @@ impl Converter {
         Self {
             base_ns: 0,
             args,
+            max_event_bytes: usize::MAX,
             names: HashSet::default(),
         }
     }
@@ -215,8 +227,9 @@ impl Converter {
             // Undo the writer's widening (1 ns on each side).
             (start, end) = (start + 1, end - 1);
         }
-        let activity = self.activity(kind, ev, device, lane_row(resource), start, end)?;
-        Ok(Mapped::Activity(activity))
+        let (activity, too_deep) =
+            self.activity(kind, ev, device, lane_row(resource), start, end)?;
+        Ok(Mapped::Activity(activity, too_deep))
     }
 
     fn instant(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
@@ -234,11 +247,11 @@ impl Converter {
             return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
         let start = self.start_ns(&ev)?;
-        let activity = self.activity(kind, ev, device, resource, start, start)?;
-        Ok(Mapped::Activity(activity))
+        let (activity, too_deep) = self.activity(kind, ev, device, resource, start, start)?;
+        Ok(Mapped::Activity(activity, too_deep))
     }
 
-    fn counter(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
+    fn counter(&mut self, mut ev: RawEvent) -> Result<Mapped, EventError> {
         let Some(kind) = ev.cat.as_deref().and_then(activity_type) else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
@@ -248,30 +261,36 @@ impl Converter {
         ) else {
             return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
-        let start = self.start_ns(&ev)?;
-        let mut activity = self.activity(kind, ev, device, resource, start, start)?;
-        // Numbers are the samples; `hardware_counters` writes one metric per event as
-        // `{"": value}` with the metric as the event name.
-        let mut args = Vec::new();
-        for (key, value) in std::mem::take(&mut activity.args) {
-            match value.as_f64() {
-                Some(v) => {
-                    let key = if key.is_empty() {
-                        Arc::clone(&activity.name)
-                    } else {
-                        key
-                    };
-                    activity.counters.push((key, v));
-                }
-                None => args.push((key, value)),
+        let ts_ns = self.start_ns(&ev)?;
+        // Counter values are never filtered: they are the sample.
+        let args = ev.args(&ArgFilter::All)?;
+        let name = self.intern(ev.name.as_deref().unwrap_or_default());
+        let mut values = Vec::with_capacity(args.kept.len());
+        // An arg nested too deep to read is not a number either.
+        let mut dropped = args.too_deep;
+        for (key, value) in args.kept {
+            match value.as_f64().filter(|v| v.is_finite()) {
+                // `hardware_counters` writes one metric per event as `{"": value}`, the
+                // metric being the event name.
+                Some(v) if key.is_empty() => values.push((Arc::clone(&name), v)),
+                Some(v) => values.push((self.intern(&key), v)),
+                None => dropped += 1,
             }
         }
-        activity.args = args;
-        Ok(Mapped::Activity(activity))
+        Ok(Mapped::Counter {
+            track: CounterTrack {
+                kind,
+                device,
+                resource,
+                name,
+            },
+            sample: CounterSample { ts_ns, values },
+            dropped,
+        })
     }
 
     /// An activity with the event's name and `args`, `External id` and `correlation` lifted
-    /// into fields.
+    /// into fields, and the number of args skipped for nesting too deep.
     fn activity(
         &mut self,
         kind: ActivityType,
@@ -280,7 +299,7 @@ impl Converter {
         resource: i64,
         start_ns: i64,
         end_ns: i64,
-    ) -> Result<Activity, EventError> {
+    ) -> Result<(Activity, u64), EventError> {
         let args = ev.args(&self.args)?;
         let name = self.intern(ev.name.as_deref().unwrap_or_default());
         let mut activity = Activity::new(kind, name, device, resource, start_ns, end_ns);
@@ -288,7 +307,7 @@ impl Converter {
         // No room reserved: most args are lifted or filtered out, and an activity that
         // keeps none should cost no allocation (they are made on one thread and freed on
         // another, which makes the allocator take fresh memory for them).
-        for (key, value) in args.0 {
+        for (key, value) in args.kept {
             match (&*key, as_u64(&value)) {
                 (arg::EXTERNAL_ID, Some(id)) if linked => activity.linked_correlation = Some(id),
                 (arg::EXTERNAL_ID, Some(id)) => activity.correlation = id,
@@ -299,7 +318,7 @@ impl Converter {
                 }
             }
         }
-        Ok(activity)
+        Ok((activity, args.too_deep))
     }
 
     fn flow(&mut self, ev: RawEvent, start: bool) -> Result<Mapped, EventError> {
@@ -455,12 +474,25 @@ impl EventMapper {
     pub fn apply(&mut self, mapped: Mapped, sink: &mut impl FnMut(TraceItem)) {
         self.stats.events += 1;
         match mapped {
-            Mapped::Activity(activity) => self.push(activity, sink),
+            Mapped::Activity(activity, too_deep) => {
+                self.stats.too_deep_args += too_deep;
+                self.push(activity, sink);
+            }
             Mapped::Span(span) => {
                 self.flush(sink);
                 sink(TraceItem::Span(span));
             }
             Mapped::Flow(flow) => self.flow(flow),
+            Mapped::Counter {
+                track,
+                sample,
+                dropped,
+            } => {
+                self.stats.dropped_counter_values += dropped;
+                if !sample.values.is_empty() {
+                    sink(TraceItem::Counter(track, sample));
+                }
+            }
             Mapped::Row { row, ts } => self.row(row, ts),
             Mapped::WindowEnd(ts) => self.window_end = Some(ts),
             Mapped::Skipped(why) => {

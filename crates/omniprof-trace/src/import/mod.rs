@@ -5,7 +5,8 @@
 //!
 //! Reading streams: the file is read in windows of some megabytes and each event is parsed on
 //! its own, so memory stays bounded by a window or the largest single event (a streamed read
-//! holds no trace at all). The events of a large file are parsed on every core, and a gzip
+//! holds no trace at all); an event or a header larger than the reader's [`Limits`] stops the
+//! read at its offset, so that no input makes memory grow with the file. The events of a large file are parsed on every core, and a gzip
 //! file is decompressed on a helper thread, with the same items, in the same order, and the
 //! same errors as reading on one thread; the sink is only ever called on the calling thread.
 //! Times are converted exactly from the text of `ts` and `dur` to nanoseconds since the Unix
@@ -44,8 +45,9 @@
 //! - `X` → an [`Activity`](crate::Activity) of the type named by `cat`; `cat` `Trace` → a
 //!   [`Span`](crate::trace::Span);
 //! - `i` → an instant activity (start = end), except `Record Window End` (the window's end);
-//! - `C` → a counter sample: numeric `args` become
-//!   [`Activity::counters`](crate::Activity::counters);
+//! - `C` → a sample of the counter series `(cat, pid, tid, name)` in
+//!   [`Trace::counters`](crate::Trace::counters): its numeric `args` are the values (others
+//!   are dropped and counted in [`ReadStats::dropped_counter_values`]);
 //! - `M` → process and thread rows, merged per pid and per (pid, tid);
 //! - `s` / `f` → the [`Flow`](crate::Flow) of the activity written just before on the same row
 //!   and time;
@@ -72,6 +74,7 @@ mod error;
 mod event;
 mod inflate;
 mod item;
+mod limits;
 mod mapper;
 mod parallel;
 mod reader;
@@ -80,6 +83,7 @@ mod scan;
 pub use error::{Location, Position, ReadError, ReadErrorKind};
 pub use event::ArgFilter;
 pub use item::{ReadStats, TraceItem};
+pub use limits::Limits;
 pub use reader::{ReadOutcome, TraceReader};
 
 #[cfg(test)]

@@ -239,6 +239,9 @@ fn read_piece(
         let Some((event, len)) = read_event(&text[pos..], &converter.args) else {
             break;
         };
+        if len > converter.max_event_bytes {
+            break;
+        }
         let after = skip_whitespace(bytes, pos + len);
         if bytes.get(after) != Some(&b',') {
             // The end of the array or of the window (or an error): the sequential reader

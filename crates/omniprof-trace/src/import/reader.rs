@@ -8,6 +8,7 @@ use super::document::read_document;
 use super::error::ReadError;
 use super::event::ArgFilter;
 use super::item::{ReadStats, TraceItem};
+use super::limits::Limits;
 use crate::trace::{Trace, Window};
 
 /// Reads Kineto Chrome JSON traces, plain or gzip: whole into a [`Trace`]
@@ -17,6 +18,7 @@ use crate::trace::{Trace, Window};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TraceReader {
     args: ArgFilter,
+    limits: Limits,
 }
 
 /// What a whole read produced: the trace built from everything read, its stats, and the
@@ -57,6 +59,13 @@ impl TraceReader {
         self
     }
 
+    /// Reads with these [`Limits`] on one event and the header (by default
+    /// [`Limits::default`]).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
     /// Reads a trace file whole.
     pub fn read_path(&self, path: impl AsRef<Path>) -> ReadOutcome {
         let path = path.as_ref();
@@ -75,7 +84,13 @@ impl TraceReader {
     /// Reads a trace whole from `input`.
     pub fn read(&self, input: impl Read) -> ReadOutcome {
         let mut builder = TraceBuilder::default();
-        let (stats, error) = read_document(input, &self.args, &mut |item| builder.add(item));
+        let (stats, error) = read_document(input, &self.args, self.limits, &mut |item| {
+            builder.add(item)
+        });
+        builder
+            .trace
+            .counters
+            .count_dropped(stats.dropped_counter_values);
         ReadOutcome {
             trace: builder.finish(),
             stats,
@@ -104,7 +119,7 @@ impl TraceReader {
         input: impl Read,
         mut sink: impl FnMut(TraceItem),
     ) -> Result<ReadStats, ReadError> {
-        match read_document(input, &self.args, &mut sink) {
+        match read_document(input, &self.args, self.limits, &mut sink) {
             (stats, None) => Ok(stats),
             (_, Some(e)) => Err(e),
         }
@@ -145,6 +160,7 @@ impl TraceBuilder {
                     a.start_ns = a.start_ns.saturating_add(base);
                     a.end_ns = a.end_ns.saturating_add(base);
                 }
+                trace.counters.shift(base);
                 for s in &mut trace.spans {
                     s.start_ns = s.start_ns.saturating_add(base);
                     s.end_ns = s.end_ns.saturating_add(base);
@@ -159,6 +175,9 @@ impl TraceBuilder {
             TraceItem::Metadata(key, value) => trace.set_metadata(key, value),
             TraceItem::TraceName(name) => trace.trace_name = Some(name),
             TraceItem::Activity(a) => trace.activities.push(a),
+            TraceItem::Counter(track, sample) => {
+                trace.counters.add(&track, sample.ts_ns, sample.values);
+            }
             TraceItem::Span(s) => trace.spans.push(s),
             TraceItem::Process(row) => trace.processes.push(row),
             TraceItem::Thread(row) => trace.threads.push(row),

@@ -360,20 +360,38 @@ impl<R: Read> Scanner<R> {
 
     /// Consumes the next JSON value and returns its input offset and text. The text is
     /// complete as far as strings and brackets go; the caller parses (and so validates) it.
-    pub fn value(&mut self, expected: &str) -> Result<(u64, &[u8]), ReadError> {
+    /// A value longer than `limit` bytes is an error at its start, found before more than
+    /// about `limit` bytes of it are held.
+    pub fn value(&mut self, expected: &str, limit: Limit) -> Result<(u64, &[u8]), ReadError> {
         let len = match self.peek()? {
-            Some(b'{' | b'[' | b'"') => self.nested_len(expected)?,
-            Some(b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => self.scalar_len()?,
+            Some(b'{' | b'[' | b'"') => self.nested_len(expected, limit.bytes)?,
+            Some(b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => self.scalar_len(limit.bytes)?,
             Some(other) => return Err(self.unexpected(other, expected)),
             None => return Err(self.truncated(expected)),
+        };
+        let Some(len) = len.filter(|&len| len <= limit.bytes) else {
+            return Err(self.too_large(self.offset(), expected, limit));
         };
         let start = self.pos;
         self.pos += len;
         Ok((self.discarded + start as u64, &self.buf[start..start + len]))
     }
 
-    /// The length of the string, object or array at `pos`, reading more input as needed.
-    fn nested_len(&mut self, expected: &str) -> Result<usize, ReadError> {
+    /// The error for a value at `offset` past `limit`.
+    pub fn too_large(&self, offset: u64, expected: &str, limit: Limit) -> ReadError {
+        ReadError::at(
+            self.position(offset),
+            ReadErrorKind::TooLarge {
+                what: expected.to_owned(),
+                limit: limit.total,
+                of: limit.of,
+            },
+        )
+    }
+
+    /// The length of the string, object or array at `pos`, reading more input as needed;
+    /// `None` once it is known to be longer than `limit`.
+    fn nested_len(&mut self, expected: &str, limit: usize) -> Result<Option<usize>, ReadError> {
         let mut depth = 0u32;
         let mut in_string = false;
         let mut escaped = false;
@@ -389,7 +407,7 @@ impl<R: Read> Scanner<R> {
                     } else if b == b'"' {
                         in_string = false;
                         if depth == 0 {
-                            return Ok(len);
+                            return Ok(Some(len));
                         }
                     }
                 } else {
@@ -399,12 +417,15 @@ impl<R: Read> Scanner<R> {
                         b'}' | b']' => {
                             depth -= 1;
                             if depth == 0 {
-                                return Ok(len);
+                                return Ok(Some(len));
                             }
                         }
                         _ => {}
                     }
                 }
+            }
+            if len > limit {
+                return Ok(None);
             }
             if !self.fill()? {
                 return Err(self.truncated(&format!("the end of {expected}")));
@@ -413,8 +434,8 @@ impl<R: Read> Scanner<R> {
     }
 
     /// The length of the number or literal at `pos`: up to the next delimiter or the end of
-    /// the input.
-    fn scalar_len(&mut self) -> Result<usize, ReadError> {
+    /// the input; `None` once it is known to be longer than `limit`.
+    fn scalar_len(&mut self, limit: usize) -> Result<Option<usize>, ReadError> {
         let mut len = 0;
         loop {
             let rest = &self.buf[self.pos + len..self.end];
@@ -422,14 +443,27 @@ impl<R: Read> Scanner<R> {
                 .iter()
                 .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
             {
-                Some(i) => return Ok(len + i),
+                Some(i) => return Ok(Some(len + i)),
                 None => len += rest.len(),
             }
+            if len > limit {
+                return Ok(None);
+            }
             if !self.fill()? {
-                return Ok(len);
+                return Ok(Some(len));
             }
         }
     }
+}
+
+/// The most a value may take, and which limit of [`Limits`](super::Limits) that is.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Limit {
+    /// What this value may take (what is left of the limit, for the header's values).
+    pub bytes: usize,
+    /// The limit, as set.
+    pub total: usize,
+    pub of: &'static str,
 }
 
 /// `buf[start..utf8_end]` when `start` lies on a character boundary inside
@@ -512,6 +546,12 @@ pub(super) fn count_newlines(bytes: &[u8]) -> u64 {
 mod tests {
     use super::*;
 
+    const ANY: Limit = Limit {
+        bytes: usize::MAX,
+        total: usize::MAX,
+        of: "a test",
+    };
+
     /// A reader that hands out one byte per call, to exercise every refill path.
     struct Trickle<'a>(&'a [u8]);
 
@@ -532,7 +572,7 @@ mod tests {
         let mut s = Scanner::new(Trickle(text.as_bytes()));
         let mut out = Vec::new();
         while s.peek().unwrap().is_some() {
-            let (offset, v) = s.value("a value").unwrap();
+            let (offset, v) = s.value("a value", ANY).unwrap();
             out.push((offset, String::from_utf8(v.to_vec()).unwrap()));
             if s.peek().unwrap() == Some(b',') {
                 s.bump();
@@ -560,7 +600,7 @@ mod tests {
     fn positions_count_lines_and_columns() {
         let mut s = Scanner::new(Trickle(b"\xEF\xBB\xBF\n  [1,\n   22]"));
         assert_eq!(s.peek().unwrap(), Some(b'['));
-        let (offset, v) = s.value("a value").unwrap();
+        let (offset, v) = s.value("a value", ANY).unwrap();
         assert_eq!((offset, v), (6, &b"[1,\n   22]"[..]));
         let p = s.position(offset + 8);
         assert_eq!((p.line, p.column), (3, 5));
@@ -580,7 +620,7 @@ mod tests {
     #[test]
     fn truncated_values_fail_at_the_end() {
         let mut s = Scanner::new(Trickle(b"{\"a\": [1, 2"));
-        let err = s.value("an event").unwrap_err();
+        let err = s.value("an event", ANY).unwrap_err();
         assert!(matches!(err.kind, ReadErrorKind::Truncated { .. }), "{err}");
         assert_eq!(err.location.position.unwrap().offset, 11);
         assert!(err.to_string().contains("the end of an event"), "{err}");
@@ -599,7 +639,7 @@ mod tests {
         let mut s = Scanner::new(&b"\"a\xff\" 1"[..]);
         assert_eq!(s.peek().unwrap(), Some(b'"'));
         assert_eq!(s.unread_str(), "\"a");
-        let (_, v) = s.value("a value").unwrap();
+        let (_, v) = s.value("a value", ANY).unwrap();
         assert_eq!(v, b"\"a\xff\"");
         // Past the invalid byte, validation starts again.
         assert_eq!(s.peek().unwrap(), Some(b'1'));
@@ -688,7 +728,7 @@ mod tests {
     #[test]
     fn a_stray_byte_is_a_syntax_error() {
         let mut s = Scanner::new(&b"  }"[..]);
-        let err = s.value("an event").unwrap_err();
+        let err = s.value("an event", ANY).unwrap_err();
         assert_eq!(
             err.to_string(),
             "line 1, column 3 (byte 2): invalid JSON: expected an event, found `}`"

@@ -319,11 +319,10 @@ fn small_trace_header_rows_and_counts() {
             "gemm_64x64",
             "Memcpy HtoD",
             "step",
-            "sm_activity",
-            "sm_occupancy",
             "[memory]"
         ]
     );
+    assert_eq!(trace.counters.samples(), 2);
     assert_eq!(
         stats,
         ReadStats {
@@ -334,6 +333,8 @@ fn small_trace_header_rows_and_counts() {
             unknown_metadata: 1,
             unsupported_id: 1,
             unmatched_flow: 2,
+            dropped_counter_values: 1,
+            too_deep_args: 0,
         }
     );
     assert_eq!(stats.skipped(), 6);
@@ -414,18 +415,33 @@ fn small_trace_lifts_ids_and_attaches_flows() {
     assert_eq!(copy.flow, None);
     assert_eq!(copy.duration_ns(), 1_000);
 
-    let pm = find(&trace, "sm_activity");
-    assert_eq!(pm.kind, ActivityType::GpuPmCounter);
-    assert_eq!((pm.device, pm.resource), (0, 7));
-    assert_eq!(pm.start_ns, pm.end_ns);
-    assert_eq!(pm.counters, [(Arc::<str>::from("sm_active_pct"), 87.5)]);
-    assert_eq!(args(pm), [("unit", &Value::from("%"))]);
+    // Counter events become samples of their series; a non-number (`unit`) is dropped and
+    // counted.
+    let series = trace.counters.series();
+    let pm = series
+        .iter()
+        .find(|s| &*s.track.name == "sm_activity")
+        .unwrap();
+    assert_eq!(pm.track.kind, ActivityType::GpuPmCounter);
+    assert_eq!((pm.track.device, pm.track.resource), (0, 7));
+    assert_eq!(pm.samples.len(), 1);
+    assert_eq!(
+        pm.samples[0].values,
+        [(Arc::<str>::from("sm_active_pct"), 87.5)]
+    );
+    assert_eq!(trace.counters.dropped_values(), 1);
 
-    let hw = find(&trace, "sm_occupancy");
-    assert_eq!(hw.kind, ActivityType::HardwareCounters);
-    assert_eq!((hw.device, hw.resource), (0, 7));
-    assert_eq!(hw.counters, [(Arc::<str>::from("sm_occupancy"), 42.0)]);
-    assert!(hw.args.is_empty());
+    let hw = series
+        .iter()
+        .find(|s| &*s.track.name == "sm_occupancy")
+        .unwrap();
+    assert_eq!(hw.track.kind, ActivityType::HardwareCounters);
+    assert_eq!((hw.track.device, hw.track.resource), (0, 7));
+    assert_eq!(
+        hw.samples[0].values,
+        [(Arc::<str>::from("sm_occupancy"), 42.0)]
+    );
+    assert!(trace.activities.iter().all(|a| !a.kind.is_counter()));
 
     let instant = find(&trace, "[memory]");
     assert_eq!(instant.kind, ActivityType::CpuInstantEvent);
@@ -445,7 +461,8 @@ fn small_trace_gzip_reads_the_same() {
     file.write_all(&gzip(SMALL.as_bytes())).unwrap();
     let plain = read(SMALL.as_bytes()).unwrap();
     assert_eq!(read_file(file.path()).unwrap(), plain);
-    assert_eq!(plain.activities.len(), 8);
+    assert_eq!(plain.activities.len(), 6);
+    assert_eq!(plain.counters.samples(), 2);
 }
 
 #[test]
@@ -463,6 +480,7 @@ fn streamed_items_come_in_order_with_rows_and_window_last() {
             TraceItem::Metadata(..) => "meta",
             TraceItem::TraceName(_) => "name",
             TraceItem::Activity(_) => "activity",
+            TraceItem::Counter(..) => "counter",
             TraceItem::Span(_) => "span",
             TraceItem::Process(_) => "process",
             TraceItem::Thread(_) => "thread",
@@ -470,7 +488,9 @@ fn streamed_items_come_in_order_with_rows_and_window_last() {
         })
         .collect();
     let mut expected = vec!["devices", "meta", "meta", "base"];
-    expected.extend(["activity"; 8]);
+    expected.extend(["activity"; 4]);
+    expected.extend(["counter"; 2]);
+    expected.extend(["activity"; 2]);
     expected.extend(["span", "process", "process", "thread", "window", "name"]);
     assert_eq!(tags, expected);
 }
@@ -573,6 +593,126 @@ fn a_truncated_file_fails_where_it_ends_and_keeps_what_was_read() {
         })
         .unwrap_err();
     assert_eq!((activities, error.location.event), (27, Some(34)));
+}
+
+/// `n` small `cpu_op` events, then `big` (an event's text), then one more small event.
+fn events_around(n: usize, big: &str) -> (String, u64) {
+    let mut text = String::from(r#"{"baseTimeNanoseconds": 0, "traceEvents": ["#);
+    for i in 0..n {
+        text += &format!(
+            r#"{{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": {i}, "dur": 1}},"#
+        );
+        text.push('\n');
+    }
+    let offset = text.len() as u64;
+    text += big;
+    text +=
+        r#", {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 0, "dur": 1}]}"#;
+    (text, offset)
+}
+
+#[test]
+fn an_event_past_the_limit_fails_at_its_offset_and_keeps_what_was_read() {
+    let limits = Limits {
+        event_bytes: 64 << 10,
+        ..Limits::default()
+    };
+    let long_name = format!(
+        r#"{{"ph": "X", "cat": "cpu_op", "name": "{}", "pid": 1, "tid": 1, "ts": 0, "dur": 1}}"#,
+        "n".repeat(100 << 10)
+    );
+    let mut spaces = String::from(r#"{"ph": "X", "cat": "cpu_op", "#);
+    spaces += &" ".repeat(1 << 20);
+    spaces += r#""name": "op", "pid": 1, "tid": 1, "ts": 0, "dur": 1}"#;
+    // 40,000 events (3 MiB) are read on several threads; 10 on one.
+    for n in [10, 40_000] {
+        for big in [&long_name, &spaces] {
+            let (text, offset) = events_around(n, big);
+            let outcome = TraceReader::new().limits(limits).read(text.as_bytes());
+            let error = outcome.error.expect("an event past the limit is an error");
+            assert!(
+                matches!(error.kind, ReadErrorKind::TooLarge { limit, of: "one event", .. } if limit == 64 << 10),
+                "{error}"
+            );
+            assert_eq!(error.location.position.unwrap().offset, offset, "{error}");
+            assert_eq!(error.location.event, Some(n as u64));
+            assert!(
+                error.to_string().contains(&format!(
+                    "(byte {offset}): traceEvents[{n}]: an event larger than the limit of 65536 \
+                     bytes for one event"
+                )),
+                "{error}"
+            );
+            assert_eq!(outcome.trace.activities.len(), n, "what was read is kept");
+            // Within the default limits it reads.
+            assert!(TraceReader::new().read(text.as_bytes()).error.is_none());
+        }
+    }
+}
+
+#[test]
+fn a_header_past_the_limit_fails_naming_its_key() {
+    let limits = Limits {
+        header_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let zeros = vec!["0"; 1 << 20].join(",");
+    let text = format!(
+        r#"{{"traceName": "t", "deviceProperties": [{{"big": [{zeros}]}}], "traceEvents": []}}"#
+    );
+    let error = TraceReader::new()
+        .limits(limits)
+        .read(text.as_bytes())
+        .error
+        .expect("a header past the limit is an error");
+    assert!(
+        matches!(
+            error.kind,
+            ReadErrorKind::TooLarge {
+                of: "the header",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(error.location.key.as_deref(), Some("deviceProperties"));
+    assert_eq!(
+        error.location.position.unwrap().offset,
+        text.find("[{").unwrap() as u64
+    );
+    // The limit is on the header as a whole: many small values add up.
+    let many: String = (0..20_000)
+        .map(|i| format!(r#""key {i}": "{}", "#, "v".repeat(60)))
+        .collect();
+    let text = format!(r#"{{{many}"traceEvents": []}}"#);
+    let error = TraceReader::new()
+        .limits(limits)
+        .read(text.as_bytes())
+        .error;
+    assert!(
+        matches!(
+            error.as_ref().map(|e| &e.kind),
+            Some(ReadErrorKind::TooLarge { .. })
+        ),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn an_arg_nested_too_deep_is_skipped_and_counted() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let text = format!(
+        r#"{{"traceEvents": [{{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1,
+        "ts": 1, "dur": 1, "args": {{"deep": {deep}, "External id": 4, "kept": [[1]]}}}}]}}"#
+    );
+    let (trace, stats) = TraceReader::new()
+        .read(text.as_bytes())
+        .into_result()
+        .unwrap();
+    let op = &trace.activities[0];
+    assert_eq!((op.correlation, op.arg("deep")), (4, None));
+    assert_eq!(op.arg("kept").unwrap().to_json(), "[[1]]");
+    assert_eq!(stats.too_deep_args, 1);
 }
 
 #[test]
@@ -777,7 +917,9 @@ fn read_tuned(text: &[u8], args: &ArgFilter, tuning: &Tuning) -> Outcome {
 fn read_failing(text: &[u8], fail: bool, args: &ArgFilter, tuning: &Tuning) -> Outcome {
     let mut items = Vec::new();
     let input = Dribble { text, fail };
-    let (stats, error) = read_document_tuned(input, args, tuning, &mut |item| items.push(item));
+    let (stats, error) = read_document_tuned(input, args, Limits::default(), tuning, &mut |item| {
+        items.push(item)
+    });
     let error = error.map(|e| format!("{e} {:?}", e.location));
     (items, stats, error)
 }
@@ -980,10 +1122,15 @@ fn a_bare_array_of_events_is_read_closed_or_not() {
         piece: 1 << 12,
     };
     let mut items = 0;
-    let (stats, error) =
-        read_document_tuned(text.as_bytes(), &ArgFilter::All, &tuning, &mut |item| {
+    let (stats, error) = read_document_tuned(
+        text.as_bytes(),
+        &ArgFilter::All,
+        Limits::default(),
+        &tuning,
+        &mut |item| {
             items += matches!(item, TraceItem::Activity(_)) as usize;
-        });
+        },
+    );
     assert!(error.is_none(), "{error:?}");
     assert_eq!((stats.events, items), (20_000, 20_000));
     // Cut inside an event it is still an error, with where.

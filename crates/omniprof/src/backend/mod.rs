@@ -49,6 +49,7 @@ pub use registry::{
 
 use crate::activity::{Activity, ActivitySet};
 use crate::config::Config;
+use crate::counter::{CounterTrack, CounterValues};
 use crate::record::CorrelationListener;
 use crate::trace::Window;
 use crate::value::Value;
@@ -103,6 +104,34 @@ pub trait ActivityProfiler: Send + Sync {
         activities: ActivitySet,
         config: &Config,
     ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError>;
+
+    /// The per-kernel hardware metrics this backend's scope profiler offers (the
+    /// `scope_profiler` activity type): a backend that lists some here and supports
+    /// [`ActivityType::XpuScopeProfiler`](crate::ActivityType::XpuScopeProfiler) reports
+    /// values with [`ActivitySink::add_kernel_metrics`]. `SCOPE_PROFILER_METRICS` naming a
+    /// metric no backend offers fails the session, listing these.
+    fn scope_metrics(&self) -> Vec<ScopeMetric> {
+        Vec::new()
+    }
+}
+
+/// A per-kernel metric a device's scope profiler offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeMetric {
+    /// The name `SCOPE_PROFILER_METRICS` selects it by, and its key in the kernel's `args`.
+    pub name: String,
+    /// The group it is drawn in: one counter track per (kernel stream, group), holding the
+    /// selected metrics of the group.
+    pub group: String,
+}
+
+impl ScopeMetric {
+    pub fn new(name: impl Into<String>, group: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            group: group.into(),
+        }
+    }
 }
 
 /// One trace's worth of a backend.
@@ -181,6 +210,18 @@ pub trait ActivitySink {
     /// An arg for the host op or user range with this correlation id (e.g. the device time
     /// measured around it); dropped when the trace does not keep that range.
     fn add_host_arg(&mut self, correlation: u64, key: &str, value: Value);
+
+    /// A counter sample on `track` at `ts_ns` with its named values: the one way a backend
+    /// emits counters. Values that are not finite numbers are dropped and counted; a sample
+    /// left with none is not kept; a sample outside the capture window is dropped and
+    /// counted like any activity.
+    fn add_counter(&mut self, track: &CounterTrack, ts_ns: i64, values: CounterValues);
+
+    /// The scope profiler's metric values for the kernel added just before (see
+    /// [`ActivityProfiler::scope_metrics`]). The engine keeps the selected metrics, writes
+    /// them into the kernel's `args` and draws them as counters; a call with no kernel
+    /// before it is ignored.
+    fn add_kernel_metrics(&mut self, values: CounterValues);
 }
 
 /// Looks up the host op (or user range) with a correlation id.

@@ -237,10 +237,11 @@ config_keys! {
     /// opaque text for custom backends.
     CUSTOM_CONFIG: Text = String::new() => custom_config() -> &str;
 
-    /// the client records op input shapes (the second spelling is deprecated).
+    /// the client records op input shapes (the second spelling is deprecated): the Python
+    /// package's PyTorch op observer records `Input Dims` when it is set; Rust code attaches
+    /// shapes to its own ops (`with_input_shapes`).
     PROFILE_REPORT_INPUT_SHAPES: Bool | CLIENT_INTERFACE_ENABLE_OP_INPUTS_COLLECTION: Bool = false
-        => report_input_shapes() -> bool,
-        unsupported "shapes are recorded by the client (record_op().with_input_shapes, record_shapes=True)";
+        => report_input_shapes() -> bool;
 
     /// the client records allocations into the trace.
     PROFILE_PROFILE_MEMORY: Bool = false => profile_memory() -> bool,
@@ -300,19 +301,46 @@ config_keys! {
     OMNIPROF_MAX_HOST_RECORDS_PER_THREAD: U64 = 4_194_304
         => max_host_records_per_thread() -> u64;
 
-    // The XPU scope profiler's feature config (Kineto's `xpupti_scope_profiler`). Kineto
-    // matches feature keys after the core keys; no name is shared, so the order is moot.
+    /// (omniprof's own) how long one call into a dynamic plugin (create, start, stop,
+    /// processEvents, destroy) may run before the plugin is abandoned for the rest of the
+    /// process.
+    OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS: Msecs = Duration::from_secs(10)
+        => plugin_call_timeout() -> Duration;
 
-    /// hardware metrics the scope profiler collects.
-    XPUPTI_PROFILER_METRICS: List = Vec::new() => scope_profiler_metrics() -> &[String];
+    /// (omniprof's own) events one backend may hand over per trace (Kineto bounds its
+    /// device buffers the same way); the rest are dropped and counted.
+    OMNIPROF_MAX_EVENTS_PER_BACKEND: U64 = 1_000_000 => max_events_per_backend() -> u64;
+
+    /// (omniprof's own) how often a device's PM counter sampler reads the device (the
+    /// `gpu_pm_counter` types), in microseconds.
+    OMNIPROF_PM_SAMPLING_PERIOD_USECS: U64 = 1_000 => pm_sampling_period_us() -> u64;
+
+    // The scope profiler, made device-agnostic: Kineto's XPU feature config
+    // (`xpupti_scope_profiler`) and the removed CUPTI range profiler's keys are other
+    // spellings of the same settings.
+
+    /// hardware metrics the scope profiler collects per kernel (empty = every metric the
+    /// devices offer).
+    SCOPE_PROFILER_METRICS: List | XPUPTI_PROFILER_METRICS: List
+        | CUPTI_PROFILER_METRICS: List = Vec::new() => scope_profiler_metrics() -> &[String];
 
     /// one scope per kernel.
-    XPUPTI_PROFILER_ENABLE_PER_KERNEL: Bool = false => scope_profiler_per_kernel() -> bool;
+    SCOPE_PROFILER_ENABLE_PER_KERNEL: Bool | XPUPTI_PROFILER_ENABLE_PER_KERNEL: Bool
+        | CUPTI_PROFILER_ENABLE_PER_KERNEL: Bool = false => scope_profiler_per_kernel() -> bool;
 
-    /// collection buffer size in scopes. When unset (0) and metrics are set, Kineto's
-    /// client default: 1500 per-kernel, else 10.
-    XPUPTI_PROFILER_MAX_SCOPES: U64 = 0
+    /// how many kernels get metrics; further kernels get none and are counted. When unset
+    /// (0), Kineto's client default: 1500 per-kernel, else 10.
+    SCOPE_PROFILER_MAX_SCOPES: U64 | XPUPTI_PROFILER_MAX_SCOPES: U64
+        | CUPTI_PROFILER_MAX_RANGES: U64 = 0
         => scope_profiler_max_scopes() -> u64, resolve scope_buffer_size;
+
+    /// host perf counters (Linux `perf_event_open`) counted per recording thread, by name:
+    /// `cycles`, `instructions`, `cache-misses`, `task-clock`, `page-faults`,
+    /// `context-switches`, ... (`omniprof::perf::EVENT_NAMES`).
+    PERF_EVENTS: List = Vec::new() => perf_events() -> &[String], on_set check_perf_events;
+
+    /// (omniprof's own) how often the host perf counters are sampled, in microseconds.
+    OMNIPROF_PERF_EVENTS_PERIOD_USECS: U64 = 1_000 => perf_events_period_us() -> u64;
 }
 
 /// As in Kineto, turning snapshot mode on moves the output to the snapshot default (a later
@@ -326,6 +354,21 @@ fn snapshot_output(
         config.values.log_file = LogFile::memory_snapshot_default();
     }
     Ok(Applied::Set)
+}
+
+/// Refuses a perf event name omniprof does not know, listing the ones it does.
+fn check_perf_events(
+    _: &mut Config,
+    names: &[String],
+    _: &ApplyContext<'_>,
+) -> Result<Applied, ConfigErrorReason> {
+    match names.iter().find(|n| crate::perf::event(n).is_none()) {
+        Some(name) => Err(ConfigErrorReason::PerfEvent {
+            name: name.clone(),
+            known: crate::perf::EVENT_NAMES.join(", "),
+        }),
+        None => Ok(Applied::Set),
+    }
 }
 
 /// The scope buffer size with Kineto's client defaults applied. Resolved when read rather

@@ -42,11 +42,12 @@ use crate::activity::{ActivitySet, ActivityType};
 use on_demand::MAX_REQUEST_AGE_MS;
 use parse::ApplyContext;
 
-// The keys that code outside the parser writes into config text (the `trigger` command, the
-// Python package's `record_shapes`).
+// The keys that code outside the parser writes into config text (the `trigger` and
+// `plugins check` commands, the Python package's `record_shapes`).
 pub use keys::{
     ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS, ACTIVITIES_LOG_FILE, ACTIVITY_TYPES,
-    PROFILE_REPORT_INPUT_SHAPES, PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP,
+    OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS, PROFILE_REPORT_INPUT_SHAPES, PROFILE_START_ITERATION,
+    PROFILE_START_ITERATION_ROUNDUP,
 };
 pub use on_demand::{check_on_demand_log_file, on_demand_trace_dir, ONDEMAND_ENV};
 
@@ -73,6 +74,9 @@ pub enum ConfigErrorReason {
     /// [`Config::apply_on_demand_strict`]); `why` names the allowed directory.
     #[error("log file {path:?} refused: {why}")]
     LogFileNotAllowed { path: String, why: String },
+    /// A `PERF_EVENTS` item that names no perf event omniprof knows.
+    #[error("unknown perf event {name:?} (known: {known})")]
+    PerfEvent { name: String, known: String },
     /// `PROFILE_START_TIME` too far in the past to honour.
     #[error(
         "start time {start_ms} ms is more than {} s in the past (now {now_ms} ms)",

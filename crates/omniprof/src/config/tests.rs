@@ -325,6 +325,40 @@ fn scope_profiler_feature_config() {
 }
 
 #[test]
+fn scope_profiler_keys_have_xpu_and_cupti_spellings() {
+    for prefix in ["SCOPE_PROFILER", "XPUPTI_PROFILER", "CUPTI_PROFILER"] {
+        let config = parse(&format!(
+            "{prefix}_METRICS = flops, elements\n{prefix}_ENABLE_PER_KERNEL = yes"
+        ))
+        .unwrap();
+        assert_eq!(config.scope_profiler_metrics(), ["flops", "elements"]);
+        assert!(config.scope_profiler_per_kernel());
+        assert_eq!(config.scope_profiler_max_scopes(), 1500, "{prefix}");
+    }
+    for key in [
+        "SCOPE_PROFILER_MAX_SCOPES",
+        "XPUPTI_PROFILER_MAX_SCOPES",
+        "CUPTI_PROFILER_MAX_RANGES",
+    ] {
+        assert_eq!(
+            parse(&format!("{key}=7"))
+                .unwrap()
+                .scope_profiler_max_scopes(),
+            7
+        );
+        assert!(parse(&format!("{key}=-7")).is_err());
+    }
+    let config = parse("PERF_EVENTS = task-clock, page-faults").unwrap();
+    assert_eq!(config.perf_events(), ["task-clock", "page-faults"]);
+    assert_eq!(
+        parse("OMNIPROF_PM_SAMPLING_PERIOD_USECS=250")
+            .unwrap()
+            .pm_sampling_period_us(),
+        250
+    );
+}
+
+#[test]
 fn omniprof_vectors() {
     assert_eq!(
         parse("ACTIVITIES_WARMUP_ITERATIONS=+5")
@@ -631,7 +665,7 @@ fn on_demand_log_file_symlink_escape() {
 #[test]
 fn unknown_and_removed_keys_warn() {
     let mut config = Config::default();
-    let text = "EVENTS=a\nCUPTI_PROFILER_METRICS=x\nREQUEST_TIMESTAMP=5\nENABLE_SIGUSR2=1";
+    let text = "EVENTS=a\nMETRICS=x\nREQUEST_TIMESTAMP=5\nENABLE_SIGUSR2=1";
     let warnings = apply(&mut config, text).unwrap();
     assert_eq!(
         warnings
@@ -640,7 +674,7 @@ fn unknown_and_removed_keys_warn() {
             .collect::<Vec<_>>(),
         [
             (1, "EVENTS"),
-            (2, "CUPTI_PROFILER_METRICS"),
+            (2, "METRICS"),
             (3, "REQUEST_TIMESTAMP"),
             (4, "ENABLE_SIGUSR2")
         ]
@@ -681,7 +715,9 @@ fn every_core_key_parses() {
         CUPTI_PM_SAMPLING_METRICS=m1,m2\n\
         CUPTI_PM_SAMPLING_DEVICE_ID=3\n\
         ROCTRACER_MAX_EVENTS=11\n\
-        OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=1024";
+        OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=1024\n\
+        OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS=2500\n\
+        OMNIPROF_MAX_EVENTS_PER_BACKEND=5000";
     let mut config = Config::default();
     // Every key is accepted; those omniprof does not act on say so, and only those.
     let warnings = apply(&mut config, text).unwrap();
@@ -692,7 +728,6 @@ fn every_core_key_parses() {
             "REQUEST_GROUP_TRACE_ID",
             "ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB",
             "ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS",
-            "PROFILE_REPORT_INPUT_SHAPES",
             "PROFILE_PROFILE_MEMORY",
             "PROFILE_WITH_STACK",
             "PROFILE_WITH_FLOPS",
@@ -752,13 +787,23 @@ fn every_core_key_parses() {
         "CUPTI_PM_SAMPLING_DEVICE_ID": 3,
         "ROCTRACER_MAX_EVENTS": 11,
         "OMNIPROF_MAX_HOST_RECORDS_PER_THREAD": 1024,
-        "XPUPTI_PROFILER_METRICS": [],
-        "XPUPTI_PROFILER_ENABLE_PER_KERNEL": false,
-        "XPUPTI_PROFILER_MAX_SCOPES": 0,
+        "OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS": 2500,
+        "OMNIPROF_MAX_EVENTS_PER_BACKEND": 5000,
+        "OMNIPROF_PM_SAMPLING_PERIOD_USECS": 1000,
+        "SCOPE_PROFILER_METRICS": [],
+        "SCOPE_PROFILER_ENABLE_PER_KERNEL": false,
+        "SCOPE_PROFILER_MAX_SCOPES": 0,
+        "PERF_EVENTS": [],
+        "OMNIPROF_PERF_EVENTS_PERIOD_USECS": 1000,
     });
     assert_eq!(json, expected);
     assert_eq!(config.max_gpu_buffer_bytes(), 64 << 20);
     assert_eq!(config.verbose_log_modules(), ["a.cpp", "b.cpp"]);
+    assert_eq!(
+        config.plugin_call_timeout(),
+        std::time::Duration::from_millis(2500)
+    );
+    assert_eq!(config.max_events_per_backend(), 5000);
 }
 
 #[test]

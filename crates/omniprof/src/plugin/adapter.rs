@@ -2,12 +2,15 @@
 //! exactly as it drives a static backend.
 //!
 //! Per trace: `profilerCreate` with the requested types the plugin supports, start, stop,
-//! `profilerProcessEvents` into a [`HostTraceBuilder`], and `profilerDestroy` when the session
-//! is dropped. A session whose create failed makes no further call (defect 8).
+//! `profilerProcessEvents` into a [`HostTraceBuilder`], and `profilerDestroy` right after it
+//! (or when a session that did not get that far is dropped). A session whose create failed
+//! makes no further call (defect 8). Each of these calls runs under the deadline of
+//! [`deadline`](super::deadline).
 
 use std::ffi::c_int;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use omniprof_plugin_sys::{
     ProfilerCreateParams, ProfilerDestroyParams, ProfilerHandle, ProfilerInterface,
@@ -17,13 +20,15 @@ use omniprof_plugin_sys::{
 };
 
 use super::builder::HostTraceBuilder;
+use super::deadline::Abandoned;
 use super::types::abi_types;
-use crate::activity::ActivitySet;
+use crate::activity::{Activity, ActivitySet, ActivityType};
 use crate::backend::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
     ResourceInfo,
 };
 use crate::config::Config;
+use crate::counter::CounterTrack;
 use crate::hash::FastMap;
 use crate::keys::arg;
 use crate::record::CorrelationListener;
@@ -38,12 +43,21 @@ pub(crate) struct PluginProfiler {
     pub(crate) supported: ActivitySet,
     /// Every required entry is non-null (checked at load).
     pub(crate) iface: ProfilerInterface,
+    /// Set once a call overran its deadline; shared by every session of this profiler.
+    pub(crate) abandoned: Abandoned,
 }
 
 /// The plugin's handle for one trace. The ABI lets the host call a profiler from any thread
 /// (Kineto does), so the pointer may move between threads.
 #[derive(Clone, Copy)]
 struct Handle(*mut ProfilerHandle);
+
+impl Handle {
+    /// The pointer (a method, so that a closure captures the whole `Send` handle).
+    fn get(self) -> *mut ProfilerHandle {
+        self.0
+    }
+}
 
 // SAFETY: the handle is an opaque token owned by the plugin, which the ABI requires to accept
 // calls from any host thread; omniprof never dereferences it.
@@ -70,25 +84,29 @@ impl ActivityProfiler for PluginProfiler {
     fn configure(
         &self,
         activities: ActivitySet,
-        _config: &Config,
+        config: &Config,
     ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
         let mut enabled = abi_types(activities);
         if enabled.is_empty() {
             return Ok(None);
         }
-        let mut params = ProfilerCreateParams {
-            enabled_activity_types: enabled.as_mut_ptr(),
-            enabled_activity_types_max_len: enabled.len(),
-            ..ProfilerCreateParams::default()
-        };
+        let timeout = config.plugin_call_timeout();
         let create = self.iface.profiler_create.expect("checked at load");
-        // SAFETY: `params` is a complete create struct whose array outlives the call, and
-        // `create` is the plugin's entry for it.
-        failed("profilerCreate", unsafe { create(&mut params) })?;
-        if params.profiler_handle.is_null() {
+        let (rc, handle) = self.abandoned.call("profilerCreate", timeout, move || {
+            let mut params = ProfilerCreateParams {
+                enabled_activity_types: enabled.as_mut_ptr(),
+                enabled_activity_types_max_len: enabled.len(),
+                ..ProfilerCreateParams::default()
+            };
+            // SAFETY: `params` is a complete create struct whose array outlives the call, and
+            // `create` is the plugin's entry for it.
+            let rc = unsafe { create(&mut params) };
+            (rc, Handle(params.profiler_handle))
+        })?;
+        failed("profilerCreate", rc)?;
+        if handle.get().is_null() {
             return Err(BackendError::new("profilerCreate returned no handle"));
         }
-        let handle = Handle(params.profiler_handle);
         let listener = Arc::new(PluginListener {
             iface: self.iface,
             handle: RwLock::new(Some(handle)),
@@ -98,9 +116,13 @@ impl ActivityProfiler for PluginProfiler {
             iface: self.iface,
             name: self.name.clone(),
             path: self.path.clone(),
-            handle,
+            handle: Some(handle),
             listener,
             built: HostTraceBuilder::default(),
+            abandoned: self.abandoned.clone(),
+            timeout,
+            max_events: usize::try_from(config.max_events_per_backend()).unwrap_or(usize::MAX),
+            errors: Vec::new(),
         })))
     }
 }
@@ -109,30 +131,83 @@ struct PluginSession {
     iface: ProfilerInterface,
     name: String,
     path: PathBuf,
-    handle: Handle,
+    /// Until `profilerDestroy` was called.
+    handle: Option<Handle>,
     listener: Arc<PluginListener>,
     built: HostTraceBuilder,
+    abandoned: Abandoned,
+    timeout: Duration,
+    /// Events the builder keeps per trace.
+    max_events: usize,
+    /// Problems of calls after processEvents (destroy).
+    errors: Vec<String>,
+}
+
+impl PluginSession {
+    /// Runs one call with the live handle under the deadline.
+    fn call<R: Send + 'static>(
+        &self,
+        call: &str,
+        f: impl FnOnce(*mut ProfilerHandle) -> R + Send + 'static,
+    ) -> Result<R, BackendError> {
+        let handle = self
+            .handle
+            .ok_or_else(|| BackendError::new(format!("{call} after profilerDestroy")))?;
+        let result = self
+            .abandoned
+            .call(call, self.timeout, move || f(handle.get()));
+        if self.abandoned.reason().is_some() {
+            // No push or pop may reach a plugin that stopped answering.
+            self.listener.forget_handle();
+        }
+        result
+    }
+
+    /// `profilerDestroy`, once; no push or pop reaches the plugin afterwards.
+    fn destroy(&mut self) -> Result<(), BackendError> {
+        self.listener.forget_handle();
+        if self.handle.is_none() || self.abandoned.reason().is_some() {
+            return Ok(());
+        }
+        let destroy = self.iface.profiler_destroy.expect("checked at load");
+        let rc = self.call("profilerDestroy", move |handle| {
+            let mut params = ProfilerDestroyParams {
+                profiler_handle: handle,
+                ..ProfilerDestroyParams::default()
+            };
+            // SAFETY: the last call with this handle, which the session owns.
+            unsafe { destroy(&mut params) }
+        });
+        self.handle = None;
+        failed("profilerDestroy", rc?)
+    }
 }
 
 impl ProfilerSession for PluginSession {
     fn start(&mut self) -> Result<(), BackendError> {
-        let mut params = ProfilerStartParams {
-            profiler_handle: self.handle.0,
-            ..ProfilerStartParams::default()
-        };
         let start = self.iface.profiler_start.expect("checked at load");
-        // SAFETY: a complete start struct carrying this session's live handle.
-        failed("profilerStart", unsafe { start(&mut params) })
+        let rc = self.call("profilerStart", move |handle| {
+            let mut params = ProfilerStartParams {
+                profiler_handle: handle,
+                ..ProfilerStartParams::default()
+            };
+            // SAFETY: a complete start struct carrying this session's live handle.
+            unsafe { start(&mut params) }
+        })?;
+        failed("profilerStart", rc)
     }
 
     fn stop(&mut self) -> Result<(), BackendError> {
-        let mut params = ProfilerStopParams {
-            profiler_handle: self.handle.0,
-            ..ProfilerStopParams::default()
-        };
         let stop = self.iface.profiler_stop.expect("checked at load");
-        // SAFETY: as in `start`.
-        failed("profilerStop", unsafe { stop(&mut params) })
+        let rc = self.call("profilerStop", move |handle| {
+            let mut params = ProfilerStopParams {
+                profiler_handle: handle,
+                ..ProfilerStopParams::default()
+            };
+            // SAFETY: as in `start`.
+            unsafe { stop(&mut params) }
+        })?;
+        failed("profilerStop", rc)
     }
 
     fn process_trace(
@@ -141,18 +216,28 @@ impl ProfilerSession for PluginSession {
         host_ops: &dyn HostOps,
         _window: Window,
     ) -> Result<(), BackendError> {
-        let mut built = HostTraceBuilder::default();
-        let table = built.table();
-        let mut params = ProfilerProcessEventsParams {
-            profiler_handle: self.handle.0,
-            trace_builder: &table,
-            ..ProfilerProcessEventsParams::default()
-        };
         let process = self.iface.profiler_process_events.expect("checked at load");
-        // SAFETY: `table` points at `built`, which stays in place until the call returns; the
-        // plugin may use the builder only during the call (ABI contract).
-        let rc = unsafe { process(&mut params) };
+        let max_events = self.max_events;
+        let (rc, mut built) = self.call("profilerProcessEvents", move |handle| {
+            let mut built = HostTraceBuilder::with_max_events(max_events);
+            let rc = built.lend(|table| {
+                let mut params = ProfilerProcessEventsParams {
+                    profiler_handle: handle,
+                    trace_builder: table,
+                    ..ProfilerProcessEventsParams::default()
+                };
+                // SAFETY: a complete params struct with this session's live handle and a
+                // table that outlives the call.
+                unsafe { process(&mut params) }
+            });
+            (rc, built)
+        })?;
         failed("profilerProcessEvents", rc)?;
+        // Nothing but host-side data is asked of the session after this: destroying the
+        // plugin's handle now lets a destroy that fails or hangs reach the trace's errors.
+        if let Err(e) = self.destroy() {
+            self.errors.push(e.to_string());
+        }
         let pushed = std::mem::take(
             &mut *self
                 .listener
@@ -161,6 +246,10 @@ impl ProfilerSession for PluginSession {
                 .unwrap_or_else(|e| e.into_inner()),
         );
         for mut event in std::mem::take(&mut built.events) {
+            if event.kind == ActivityType::GpuPmCounter {
+                add_counter(sink, event);
+                continue;
+            }
             // omniprof extension: an event whose id is a host op this plugin was pushed is
             // that op's work. (Only pushed ids count: a plugin's own ids may look the same.)
             let id = event.correlation;
@@ -186,11 +275,9 @@ impl ProfilerSession for PluginSession {
     }
 
     fn errors(&self) -> Vec<String> {
-        self.built
-            .problems
-            .iter()
-            .map(|(reason, n)| format!("{n} × {reason}"))
-            .collect()
+        let mut errors = self.built.problem_report();
+        errors.extend(self.errors.iter().cloned());
+        errors
     }
 
     fn correlation_listener(&self) -> Option<Arc<dyn CorrelationListener>> {
@@ -210,22 +297,9 @@ fn metadata_id(value: &Value) -> Option<u64> {
 
 impl Drop for PluginSession {
     fn drop(&mut self) {
-        // No push or pop may reach the plugin once its handle is destroyed.
-        *self
-            .listener
-            .handle
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = None;
-        let mut params = ProfilerDestroyParams {
-            profiler_handle: self.handle.0,
-            ..ProfilerDestroyParams::default()
-        };
-        let destroy = self.iface.profiler_destroy.expect("checked at load");
-        // SAFETY: the last call with this handle, which the session owns.
-        let rc = unsafe { destroy(&mut params) };
-        if rc != 0 {
+        if let Err(e) = self.destroy() {
             log::warn!(
-                "omniprof: plugin {} ({}): profilerDestroy returned {rc}",
+                "omniprof: plugin {} ({}): {e}",
                 self.name,
                 self.path.display()
             );
@@ -243,6 +317,11 @@ struct PluginListener {
 }
 
 impl PluginListener {
+    /// Stops every later push and pop from reaching the plugin.
+    fn forget_handle(&self) {
+        *self.handle.write().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
     fn with_handle(&self, f: impl FnOnce(Handle)) {
         if let Some(handle) = *self.handle.read().unwrap_or_else(|e| e.into_inner()) {
             f(handle);
@@ -312,4 +391,16 @@ impl CorrelationListener for PluginListener {
             unsafe { pop(&mut params) };
         });
     }
+}
+
+/// A `GPU_PM_COUNTER` event as the counter sample it stands for: its track is (type, device,
+/// resource, name), its values the numbers the builder kept in its args.
+fn add_counter(sink: &mut dyn ActivitySink, event: Activity) {
+    let track = CounterTrack::new(event.kind, event.name, event.device, event.resource);
+    let values = event
+        .args
+        .into_iter()
+        .filter_map(|(key, value)| Some((key, value.as_f64()?)))
+        .collect();
+    sink.add_counter(&track, event.start_ns, values);
 }

@@ -5,14 +5,14 @@
 //! struct sizes are checked before reading (defects 1 and 4 of the reference), unknown or
 //! `INVALID` types are rejected (defect 5), strings are copied at once (their pointers die
 //! with the call), invalid UTF-8 is replaced, event ids keep 64 bits (defect 2), an end before
-//! the start is clamped and counted (defect 11), metadata must be JSON (kept as a string and
-//! counted otherwise), counter values must be numbers (defect 15), and every device and
+//! the start is clamped and counted (defect 11), metadata must be JSON that every reader
+//! reads (`1e400` or a lone surrogate is kept as a string and counted; a value nested deeper
+//! than [`MAX_DEPTH`](crate::value::MAX_DEPTH) is refused and counted), counter values must be numbers (defect 15), and every device and
 //! resource info is kept (defect 7). Each rejection is counted by reason and reported as a
 //! session error.
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -21,17 +21,17 @@ use omniprof_plugin_sys::{
     ProfileResourceInfo, TraceBuilder, TraceBuilderHandle,
 };
 
+use super::lend::{self, REFUSED};
 use super::types::activity_type;
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::backend::{DeviceInfo, ResourceInfo};
 use crate::hash::FastMap;
-use crate::value::Value;
+use crate::value::{FromJsonError, Value};
 
 /// Longest event name kept; longer ones are cut (at a character boundary) and counted.
 pub(crate) const MAX_NAME_BYTES: usize = 4096;
 
 const OK: c_int = 0;
-const REJECTED: c_int = -1;
 
 /// The host side of the trace builder: what one `profilerProcessEvents` call produced.
 ///
@@ -42,37 +42,101 @@ const REJECTED: c_int = -1;
 /// use omniprof::plugin::HostTraceBuilder;
 ///
 /// let mut builder = HostTraceBuilder::default();
-/// let table = builder.table();
-/// // SAFETY: the table belongs to a live builder; a NULL event is rejected, not read.
-/// let rc = unsafe { table.add_event.unwrap()(table.trace_builder_handle, std::ptr::null()) };
+/// let (rc, kept) = builder.lend(|table| {
+///     // SAFETY: a call through the table lent right now; a NULL event is rejected, not read.
+///     let rc = unsafe { table.add_event.unwrap()(table.trace_builder_handle, std::ptr::null()) };
+///     (rc, *table)
+/// });
 /// assert_eq!(rc, -1);
-/// assert_eq!(builder.problems().values().sum::<u64>(), 1);
+/// // After the loan, the same call is refused without reaching the builder.
+/// // SAFETY: a complete table; its handle is checked before anything is read.
+/// let late = unsafe { kept.add_event.unwrap()(kept.trace_builder_handle, std::ptr::null()) };
+/// assert_eq!(late, -1);
+/// assert_eq!(builder.problems().values().map(|p| p.count).sum::<u64>(), 1);
+/// assert_eq!(builder.problem_report(), ["1 × addEvent with a NULL event"]);
+///
+/// // A budget of one event: the second is refused and counted.
+/// let mut small = HostTraceBuilder::with_max_events(1);
+/// let event = omniprof_plugin_sys::ProfileEvent {
+///     event_type: omniprof_plugin_sys::ProfileEventType::CONCURRENT_KERNEL,
+///     ..Default::default()
+/// };
+/// let codes = small.lend(|table| {
+///     // SAFETY: calls through the table lent right now, with a complete event.
+///     [0, 1].map(|_| unsafe { table.add_event.unwrap()(table.trace_builder_handle, &event) })
+/// });
+/// assert_eq!((codes, small.activities().len()), ([0, -1], 1));
 /// ```
-#[derive(Default)]
 pub struct HostTraceBuilder {
     pub(crate) events: Vec<Activity>,
     pub(crate) devices: Vec<DeviceInfo>,
     pub(crate) resources: Vec<ResourceInfo>,
-    /// Problems, by reason, with their counts.
-    pub(crate) problems: BTreeMap<String, u64>,
+    /// Problems, by kind, with their counts and first examples.
+    pub(crate) problems: BTreeMap<&'static str, Problem>,
+    /// Events kept at most; the rest are dropped and counted.
+    max_events: usize,
     /// What the most recent `addEvent` did: only an accepted event may be named, flowed and
     /// annotated (a rejected event's calls must not land on the one before it).
     last: LastEvent,
-    /// Names seen so far, as kept, with the repair each needed.
+    /// Names seen so far (as cut to [`MAX_NAME_BYTES`]), as kept, with the repair each
+    /// needed.
     names: FastMap<Box<[u8]>, KeptName>,
+    /// Bytes of the keys of `names`; past [`MAX_CACHED_NAME_BYTES`] new names are not cached.
+    cached_name_bytes: usize,
     /// The name an event has until `setLastEventName` (shared, so adding allocates nothing).
     unnamed: Arc<str>,
 }
 
+impl Default for HostTraceBuilder {
+    fn default() -> Self {
+        Self::with_max_events(usize::MAX)
+    }
+}
+
 impl HostTraceBuilder {
+    /// A builder that keeps at most `max_events` events: past them `addEvent` returns −1 and
+    /// each dropped event is counted (the engine's budget is
+    /// [`max_events_per_backend`](crate::Config::max_events_per_backend)).
+    pub fn with_max_events(max_events: usize) -> Self {
+        Self {
+            events: Vec::new(),
+            devices: Vec::new(),
+            resources: Vec::new(),
+            problems: BTreeMap::new(),
+            max_events,
+            last: LastEvent::None,
+            names: FastMap::default(),
+            cached_name_bytes: 0,
+            unnamed: Arc::default(),
+        }
+    }
+
     /// The events built so far.
     pub fn activities(&self) -> &[Activity] {
         &self.events
     }
 
-    /// Rejected or repaired calls, by reason, with their counts.
-    pub fn problems(&self) -> &BTreeMap<String, u64> {
+    /// Rejected or repaired calls, by kind of problem.
+    pub fn problems(&self) -> &BTreeMap<&'static str, Problem> {
         &self.problems
+    }
+
+    /// One line per kind of problem: its count, what it is, and its first examples.
+    pub fn problem_report(&self) -> Vec<String> {
+        self.problems
+            .iter()
+            .map(|(kind, p)| match p.examples.is_empty() {
+                true => format!("{} × {kind}", p.count),
+                false => {
+                    let more = if p.count > p.examples.len() as u64 {
+                        ", …"
+                    } else {
+                        ""
+                    };
+                    format!("{} × {kind}: {}{more}", p.count, p.examples.join(", "))
+                }
+            })
+            .collect()
     }
 
     /// Forgets the events built so far (keeps the problem counts).
@@ -81,61 +145,105 @@ impl HostTraceBuilder {
         self.last = LastEvent::None;
     }
 
-    /// The C function table handed to the plugin; valid while `self` is neither moved nor
-    /// dropped.
-    pub fn table(&mut self) -> TraceBuilder {
-        TraceBuilder {
-            trace_builder_handle: (self as *mut Self).cast::<TraceBuilderHandle>(),
-            add_event: Some(add_event),
-            set_last_event_name: Some(set_last_event_name),
-            set_last_event_flow: Some(set_last_event_flow),
-            add_last_event_metadata: Some(add_last_event_metadata),
-            add_device_info: Some(add_device_info),
-            add_resource_info: Some(add_resource_info),
-            ..TraceBuilder::default()
+    /// Lends the builder to a plugin for the length of `f`, which gets the C function table
+    /// to hand over. Calls through the table are served only on this thread while `f` runs;
+    /// a call from another thread, or after `f` returned, is refused (−1) and counted, and
+    /// never reaches the builder.
+    pub fn lend<R>(&mut self, f: impl FnOnce(&TraceBuilder) -> R) -> R {
+        let (result, refused) = lend::lend(self, |handle| {
+            f(&TraceBuilder {
+                trace_builder_handle: handle.cast::<TraceBuilderHandle>(),
+                add_event: Some(add_event),
+                set_last_event_name: Some(set_last_event_name),
+                set_last_event_flow: Some(set_last_event_flow),
+                add_last_event_metadata: Some(add_last_event_metadata),
+                add_device_info: Some(add_device_info),
+                add_resource_info: Some(add_resource_info),
+                ..TraceBuilder::default()
+            })
+        });
+        if refused > 0 {
+            self.problems
+                .entry(
+                    "trace builder called from another thread or through a wrong handle (refused)",
+                )
+                .or_default()
+                .count += refused;
         }
+        result
     }
 
-    fn problem(&mut self, reason: impl Into<String>) -> c_int {
-        *self.problems.entry(reason.into()).or_default() += 1;
-        REJECTED
+    /// Counts one problem of `kind`; returns −1 for the call that had it.
+    fn problem(&mut self, kind: &'static str) -> c_int {
+        self.problems.entry(kind).or_default().count += 1;
+        REFUSED
     }
 
-    fn last(&mut self, call: &str) -> Result<&mut Activity, c_int> {
-        match &self.last {
+    /// Counts one problem of `kind`, keeping `example` (made only while few are kept).
+    fn problem_with(&mut self, kind: &'static str, example: impl FnOnce() -> String) -> c_int {
+        let problem = self.problems.entry(kind).or_default();
+        problem.count += 1;
+        if problem.examples.len() < MAX_EXAMPLES {
+            let mut example = example();
+            if example.len() > MAX_EXAMPLE_BYTES {
+                let mut cut = MAX_EXAMPLE_BYTES;
+                while !example.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                example.truncate(cut);
+                example.push('…');
+            }
+            problem.examples.push(example);
+        }
+        REFUSED
+    }
+
+    /// The last accepted event for `call`, or the problem of a call before any `addEvent` or
+    /// after a rejected one (whose rejection is the example).
+    fn last(&mut self, call: LastCall) -> Result<&mut Activity, c_int> {
+        match self.last {
             LastEvent::Accepted if !self.events.is_empty() => {
                 Ok(self.events.last_mut().expect("checked above"))
             }
             LastEvent::Rejected(why) => {
-                let message = format!("{call} after a rejected addEvent ({why}): not applied");
-                Err(self.problem(message))
+                Err(self.problem_with(call.after_rejected(), || why.into()))
             }
-            _ => Err(self.problem(format!("{call} before any addEvent"))),
+            _ => Err(self.problem(call.before_any())),
         }
     }
 
-    /// Counts a rejected `addEvent`; the calls that follow it are refused naming it.
-    fn reject_event(&mut self, why: String) -> c_int {
-        self.last = LastEvent::Rejected(why.clone());
-        self.problem(why)
+    /// Counts a rejected `addEvent` as `kind`; the calls that follow it are refused naming it.
+    fn reject_event(&mut self, kind: &'static str) -> c_int {
+        self.last = LastEvent::Rejected(kind);
+        self.problem(kind)
+    }
+
+    /// [`reject_event`](Self::reject_event), keeping `example`.
+    fn reject_event_with(&mut self, kind: &'static str, example: impl FnOnce() -> String) -> c_int {
+        self.last = LastEvent::Rejected(kind);
+        self.problem_with(kind, example)
     }
 
     fn add_event(&mut self, event: Option<NonNull<ProfileEvent>>) -> c_int {
         let Some(event) = event else {
-            return self.reject_event("addEvent with a NULL event".to_owned());
+            return self.reject_event("addEvent with a NULL event");
         };
         // SAFETY: the plugin passes a pointer to its event struct, readable for the size it
         // declares in the struct's first field (the ABI contract `read_versioned` relies on).
         let event = match unsafe { read_versioned(event) } {
             Ok(event) => event,
-            Err(e) => return self.reject_event(format!("addEvent: {e}")),
+            Err(e) => {
+                return self.reject_event_with("addEvent with a struct too small", || e.to_string())
+            }
         };
         let Some(kind) = activity_type(event.event_type) else {
-            return self.reject_event(format!(
-                "addEvent with an invalid event type {}",
-                event.event_type.0
-            ));
+            return self.reject_event_with("addEvent with an invalid event type", || {
+                event.event_type.0.to_string()
+            });
         };
+        if self.events.len() >= self.max_events {
+            return self.reject_event(EVENT_BUDGET_REACHED);
+        }
         let start = event.start_time_utc_ns;
         let mut end = event.end_time_utc_ns;
         if end < start {
@@ -161,20 +269,28 @@ impl HostTraceBuilder {
             return self.problem("setLastEventName with a NULL name");
         }
         // SAFETY: non-null, and the ABI says strings are NUL-terminated and live for the call.
-        let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
+        let whole = unsafe { CStr::from_ptr(name) }.to_bytes();
+        // Only what is kept is looked up and cached, so a huge name costs its kept part.
+        let bytes = cut_name(whole);
         // Plugins repeat a few names many times: each distinct one is checked and copied once.
-        let (text, problem) = match self.names.get(bytes) {
+        let (text, mut problem) = match self.names.get(bytes) {
             Some(known) => known.clone(),
             None => {
                 let known = checked_name(bytes);
-                self.names.insert(bytes.into(), known.clone());
+                if self.cached_name_bytes + bytes.len() <= MAX_CACHED_NAME_BYTES {
+                    self.cached_name_bytes += bytes.len();
+                    self.names.insert(bytes.into(), known.clone());
+                }
                 known
             }
         };
+        if bytes.len() < whole.len() {
+            problem = Some(NAME_CUT);
+        }
         if let Some(problem) = problem {
             self.problem(problem);
         }
-        match self.last("setLastEventName") {
+        match self.last(LastCall::Name) {
             Ok(last) => {
                 last.name = text;
                 OK
@@ -190,19 +306,21 @@ impl HostTraceBuilder {
         // SAFETY: as in `add_event`: the plugin's struct, readable for its declared size.
         let flow = match unsafe { read_versioned(flow) } {
             Ok(flow) => flow,
-            Err(e) => return self.problem(format!("setLastEventFlow: {e}")),
+            Err(e) => {
+                return self
+                    .problem_with("setLastEventFlow with a struct too small", || e.to_string())
+            }
         };
         let kind = match flow.flow_type {
             ProfileEventFlowType::FWD_BWD => FlowKind::FwdBwd,
             ProfileEventFlowType::ASYNC_CPU_GPU => FlowKind::Ac2g,
             other => {
-                return self.problem(format!(
-                    "setLastEventFlow with an invalid flow type {}",
-                    other.0
-                ))
+                return self.problem_with("setLastEventFlow with an invalid flow type", || {
+                    other.0.to_string()
+                })
             }
         };
-        match self.last("setLastEventFlow") {
+        match self.last(LastCall::Flow) {
             Ok(last) => {
                 last.flow = (flow.flow_id != 0).then_some(Flow {
                     id: flow.flow_id.into(),
@@ -226,27 +344,35 @@ impl HostTraceBuilder {
                 CStr::from_ptr(value).to_string_lossy().into_owned(),
             )
         };
-        let counter = match self.last("addLastEventMetadata") {
+        let counter = match self.last(LastCall::Metadata) {
             Ok(last) => last.kind == ActivityType::GpuPmCounter,
             Err(code) => return code,
         };
-        // Kineto's plugins pass metadata values as JSON text.
-        let typed = serde_json::from_str::<Value>(&raw);
+        // Kineto's plugins pass metadata values as JSON text, read by the reader's rules.
+        let typed = Value::from_json(&raw);
+        if let Err(FromJsonError::TooDeep) = typed {
+            return self.problem_with(
+                "metadata value nested deeper than a reader reads (refused)",
+                || key,
+            );
+        }
         if counter {
+            // A counter event's values wait in its args until the adapter hands the event
+            // to the sink as a counter sample.
             return match typed.as_ref().ok().and_then(Value::as_f64) {
                 Some(v) if v.is_finite() => {
                     self.events
                         .last_mut()
                         .expect("checked above")
-                        .counters
-                        .push((key.into(), v));
+                        .args
+                        .push((key.into(), Value::Float(v)));
                     OK
                 }
                 _ => self.problem("counter value is not a JSON number (dropped)"),
             };
         }
         let value = typed.unwrap_or_else(|_| {
-            self.problem("metadata value is not JSON (kept as a string)");
+            self.problem("metadata value is not JSON a reader reads (kept as a string)");
             Value::from(raw)
         });
         self.events
@@ -264,7 +390,9 @@ impl HostTraceBuilder {
         // SAFETY: as in `add_event`.
         let info = match unsafe { read_versioned(info) } {
             Ok(info) => info,
-            Err(e) => return self.problem(format!("addDeviceInfo: {e}")),
+            Err(e) => {
+                return self.problem_with("addDeviceInfo with a struct too small", || e.to_string())
+            }
         };
         self.devices.push(DeviceInfo {
             id: info.device_id,
@@ -282,7 +410,10 @@ impl HostTraceBuilder {
         // SAFETY: as in `add_event`.
         let info = match unsafe { read_versioned(info) } {
             Ok(info) => info,
-            Err(e) => return self.problem(format!("addResourceInfo: {e}")),
+            Err(e) => {
+                return self
+                    .problem_with("addResourceInfo with a struct too small", || e.to_string())
+            }
         };
         self.resources.push(ResourceInfo {
             device_id: info.device_id.into(),
@@ -294,19 +425,75 @@ impl HostTraceBuilder {
     }
 }
 
+/// One kind of problem a plugin's calls had.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Problem {
+    /// How many calls had it.
+    pub count: u64,
+    /// What the first few (at most 3) were, each cut to 64 bytes.
+    pub examples: Vec<String>,
+}
+
+const MAX_EXAMPLES: usize = 3;
+const MAX_EXAMPLE_BYTES: usize = 64;
+/// Bytes of distinct names cached; a plugin with more distinct names still gets each one
+/// checked and kept, only not cached.
+const MAX_CACHED_NAME_BYTES: usize = 16 << 20;
+const NAME_CUT: &str = "event name longer than 4096 bytes (cut)";
+const EVENT_BUDGET_REACHED: &str =
+    "events past the budget of this trace (OMNIPROF_MAX_EVENTS_PER_BACKEND; dropped)";
+
 /// What the most recent `addEvent` did.
-#[derive(Default)]
+#[derive(Clone, Copy)]
 enum LastEvent {
     /// No `addEvent` yet (or the events were cleared).
-    #[default]
     None,
     Accepted,
-    /// Rejected, for this reason.
-    Rejected(String),
+    /// Rejected, as this kind of problem.
+    Rejected(&'static str),
+}
+
+/// A call on the last event, and its problems when there is none.
+#[derive(Clone, Copy)]
+enum LastCall {
+    Name,
+    Flow,
+    Metadata,
+}
+
+impl LastCall {
+    fn before_any(self) -> &'static str {
+        match self {
+            Self::Name => "setLastEventName before any addEvent",
+            Self::Flow => "setLastEventFlow before any addEvent",
+            Self::Metadata => "addLastEventMetadata before any addEvent",
+        }
+    }
+
+    fn after_rejected(self) -> &'static str {
+        match self {
+            Self::Name => "setLastEventName after a rejected addEvent (not applied)",
+            Self::Flow => "setLastEventFlow after a rejected addEvent (not applied)",
+            Self::Metadata => "addLastEventMetadata after a rejected addEvent (not applied)",
+        }
+    }
 }
 
 /// A name as kept, and the repair it needed, if any.
 type KeptName = (Arc<str>, Option<&'static str>);
+
+/// The first [`MAX_NAME_BYTES`] of a name, backed off so that no UTF-8 sequence is split.
+fn cut_name(bytes: &[u8]) -> &[u8] {
+    if bytes.len() <= MAX_NAME_BYTES {
+        return bytes;
+    }
+    let mut end = MAX_NAME_BYTES;
+    // A continuation byte (10xxxxxx) at the cut belongs to a character that starts before.
+    while end > MAX_NAME_BYTES - 3 && bytes[end] & 0xC0 == 0x80 {
+        end -= 1;
+    }
+    &bytes[..end]
+}
 
 /// An event name as kept, and what had to be repaired in it: invalid UTF-8 is replaced and
 /// a name past [`MAX_NAME_BYTES`] is cut at a character boundary.
@@ -321,7 +508,7 @@ fn checked_name(bytes: &[u8]) -> KeptName {
             cut -= 1;
         }
         text.truncate(cut);
-        problem = Some("event name longer than 4096 bytes (cut)");
+        problem = Some(NAME_CUT);
     }
     (text.into(), problem)
 }
@@ -336,19 +523,12 @@ fn copy_or(s: *const c_char, default: impl FnOnce() -> String) -> String {
     }
 }
 
-/// Runs a builder call for the plugin: a NULL handle is refused, and a panic (a host bug)
-/// becomes −1 instead of unwinding into C.
+/// Runs a plugin's builder call on the lent builder, or refuses it (see [`lend`]).
 fn with_builder(
     handle: *mut TraceBuilderHandle,
     f: impl FnOnce(&mut HostTraceBuilder) -> c_int,
 ) -> c_int {
-    if handle.is_null() {
-        return REJECTED;
-    }
-    // SAFETY: the handle is the `HostTraceBuilder` that `table` pointed at, alive and not
-    // otherwise borrowed while the plugin runs `profilerProcessEvents` on this thread.
-    let builder = unsafe { &mut *handle.cast::<HostTraceBuilder>() };
-    catch_unwind(AssertUnwindSafe(|| f(builder))).unwrap_or(REJECTED)
+    lend::with_lent(handle.cast(), f)
 }
 
 unsafe extern "C" fn add_event(h: *mut TraceBuilderHandle, event: *const ProfileEvent) -> c_int {
@@ -439,7 +619,30 @@ mod tests {
     #[test]
     fn valid_calls_build_activities() {
         let mut b = HostTraceBuilder::default();
-        let p = Plugin(b.table());
+        b.lend(|table| valid_calls(Plugin(*table)));
+        let k = &b.events[0];
+        assert_eq!(
+            (k.kind, &*k.name, k.correlation),
+            (ActivityType::ConcurrentKernel, "test_kernel", 1 << 40)
+        );
+        assert_eq!(k.arg("stream"), Some(&Value::Int(7)));
+        assert_eq!(k.arg("note").unwrap().to_json(), "\"quoted\"");
+        assert_eq!(
+            k.flow,
+            Some(Flow {
+                id: 3,
+                kind: FlowKind::Ac2g,
+                start: false
+            })
+        );
+        assert_eq!(
+            b.events[1].args,
+            vec![("sm_active_pct".into(), Value::Float(87.5))]
+        );
+        assert!(b.problems.is_empty(), "{:?}", b.problems);
+    }
+
+    fn valid_calls(p: Plugin) {
         assert_eq!(
             p.add(&event(ProfileEventType::CONCURRENT_KERNEL, 10, 20, 1 << 40)),
             0
@@ -460,61 +663,83 @@ mod tests {
         );
         assert_eq!(p.name(b"sm"), 0);
         assert_eq!(p.meta("sm_active_pct", "87.5"), 0);
-        let k = &b.events[0];
-        assert_eq!(
-            (k.kind, &*k.name, k.correlation),
-            (ActivityType::ConcurrentKernel, "test_kernel", 1 << 40)
-        );
-        assert_eq!(k.arg("stream"), Some(&Value::Int(7)));
-        assert_eq!(k.arg("note").unwrap().to_json(), "\"quoted\"");
-        assert_eq!(
-            k.flow,
-            Some(Flow {
-                id: 3,
-                kind: FlowKind::Ac2g,
-                start: false
-            })
-        );
-        assert_eq!(b.events[1].counters, vec![("sm_active_pct".into(), 87.5)]);
-        assert!(b.problems.is_empty(), "{:?}", b.problems);
     }
 
     #[test]
     fn bad_calls_are_rejected_and_counted() {
         let mut b = HostTraceBuilder::default();
-        let p = Plugin(b.table());
-        assert_eq!(p.name(b"early"), -1, "name before any event");
-        let mut small = event(ProfileEventType::CUDA_RUNTIME, 0, 1, 1);
-        small.unpadded_struct_size = 24;
-        assert_eq!(p.add(&small), -1);
-        for t in [0, 25, 99] {
-            assert_eq!(p.add(&event(ProfileEventType(t), 0, 1, 1)), -1, "type {t}");
-        }
-        assert_eq!(
-            p.name(b"orphan"),
-            -1,
-            "a rejected event has no name to take"
-        );
-        assert_eq!(p.add(&event(ProfileEventType::CUDA_RUNTIME, 50, 40, 1)), 0);
-        assert_eq!(p.name(&[b'a'; MAX_NAME_BYTES + 10]), 0);
-        assert_eq!(b.events[0].name.len(), MAX_NAME_BYTES);
-        assert_eq!(b.events[0].end_ns, 50);
-        assert_eq!(p.name(b"bad \xff utf8"), 0);
+        b.lend(|table| {
+            let p = Plugin(*table);
+            assert_eq!(p.name(b"early"), -1, "name before any event");
+            let mut small = event(ProfileEventType::CUDA_RUNTIME, 0, 1, 1);
+            small.unpadded_struct_size = 24;
+            assert_eq!(p.add(&small), -1);
+            for t in [0, 25, 99] {
+                assert_eq!(p.add(&event(ProfileEventType(t), 0, 1, 1)), -1, "type {t}");
+            }
+            assert_eq!(
+                p.name(b"orphan"),
+                -1,
+                "a rejected event has no name to take"
+            );
+            assert_eq!(p.add(&event(ProfileEventType::CUDA_RUNTIME, 50, 40, 1)), 0);
+            assert_eq!(p.name(&[b'a'; MAX_NAME_BYTES + 10]), 0);
+            assert_eq!(p.name(b"bad \xff utf8"), 0);
+            assert_eq!(p.meta("k", "not json"), 0);
+            let flow = ProfileEventFlow {
+                unpadded_struct_size: 16,
+                ..ProfileEventFlow::default()
+            };
+            assert_eq!(p.flow(&flow), -1);
+            assert_eq!(p.add(&event(ProfileEventType::GPU_PM_COUNTER, 1, 1, 1)), 0);
+            assert_eq!(p.meta("v", "\"high\""), -1);
+            // SAFETY: a NULL handle is what is being tested.
+            let rc = unsafe { add_event(std::ptr::null_mut(), std::ptr::null()) };
+            assert_eq!(rc, -1);
+        });
         assert_eq!(&*b.events[0].name, "bad \u{fffd} utf8");
-        assert_eq!(p.meta("k", "not json"), 0);
+        assert_eq!(b.events[0].end_ns, 50);
         assert_eq!(b.events[0].arg("k"), Some(&Value::from("not json")));
-        let flow = ProfileEventFlow {
-            unpadded_struct_size: 16,
-            ..ProfileEventFlow::default()
-        };
-        assert_eq!(p.flow(&flow), -1);
-        assert_eq!(p.add(&event(ProfileEventType::GPU_PM_COUNTER, 1, 1, 1)), 0);
-        assert_eq!(p.meta("v", "\"high\""), -1);
-        // SAFETY: a NULL handle is what is being tested.
-        let rc = unsafe { add_event(std::ptr::null_mut(), std::ptr::null()) };
-        assert_eq!(rc, -1);
-        let total: u64 = b.problems.values().sum();
+        let total: u64 = b.problems.values().map(|p| p.count).sum();
         assert_eq!(total, 12, "{:#?}", b.problems);
         assert_eq!(ProfileEvent::UNPADDED_SIZE, 48);
+    }
+
+    #[test]
+    fn a_long_name_is_cut_at_the_limit() {
+        let mut b = HostTraceBuilder::default();
+        b.lend(|table| {
+            let p = Plugin(*table);
+            assert_eq!(p.add(&event(ProfileEventType::CUDA_RUNTIME, 0, 1, 1)), 0);
+            assert_eq!(p.name(&[b'a'; MAX_NAME_BYTES + 10]), 0);
+        });
+        assert_eq!(b.events[0].name.len(), MAX_NAME_BYTES);
+    }
+
+    #[test]
+    fn huge_names_are_cut_before_they_are_cached() {
+        let names: Vec<Vec<u8>> = (0..64u8)
+            .map(|i| {
+                let mut name = vec![b'k'; 1 << 20];
+                name[..2].copy_from_slice(&[b'a' + i % 8, b'a' + i / 8]);
+                name
+            })
+            .collect();
+        // A cut that would split a character backs off to its start (no U+FFFD).
+        let mut accented = vec![b'a'; MAX_NAME_BYTES - 1];
+        accented.extend_from_slice("é and more".as_bytes());
+        let mut b = HostTraceBuilder::default();
+        b.lend(|table| {
+            let p = Plugin(*table);
+            for name in names.iter().chain([&accented]) {
+                assert_eq!(p.add(&event(ProfileEventType::CUDA_RUNTIME, 0, 1, 1)), 0);
+                assert_eq!(p.name(name), 0);
+            }
+        });
+        let cached: usize = b.names.keys().map(|k| k.len()).sum();
+        assert!(cached <= 65 * MAX_NAME_BYTES, "{cached} bytes cached");
+        assert_eq!(b.problems[NAME_CUT].count, 65, "{:#?}", b.problems);
+        assert_eq!(b.problems.len(), 1, "{:#?}", b.problems);
+        assert_eq!(b.events[64].name.len(), MAX_NAME_BYTES - 1);
     }
 }

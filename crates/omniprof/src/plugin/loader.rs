@@ -11,6 +11,8 @@ use omniprof_plugin_sys::{
 };
 
 use super::adapter::PluginProfiler;
+use super::deadline::Abandoned;
+use super::lend::{self, REFUSED};
 use super::types::activity_type;
 use super::PluginError;
 use crate::activity::ActivitySet;
@@ -50,7 +52,7 @@ impl LoadedPlugin {
 }
 
 /// Libraries already loaded, by canonical path: each is loaded once per process and never
-/// unloaded (its function pointers live in the registry).
+/// unloaded, even when it is rejected.
 static LOADED: Mutex<Vec<(PathBuf, LoadedPlugin)>> = Mutex::new(Vec::new());
 
 /// Loads one plugin library and registers its profilers with the backend registry.
@@ -189,6 +191,10 @@ fn open_and_register(path: &Path, canonical: &Path) -> Result<LoadedPlugin, Plug
     // directories is exactly what the user asked for.
     let library =
         unsafe { libloading::Library::new(canonical) }.map_err(|e| open_error(e.to_string()))?;
+    // A library that was loaded is never unloaded, whatever happens next: its initializers
+    // or its entry point may have started threads that run its code, and registered
+    // profilers keep pointers into it.
+    let library: &'static libloading::Library = Box::leak(Box::new(library));
     // SAFETY: the symbol's type is fixed by the plugin ABI.
     let register: RegisterFn =
         match unsafe { library.get::<RegisterFn>(REGISTER_SYMBOL_C.to_bytes_with_nul()) } {
@@ -200,14 +206,23 @@ fn open_and_register(path: &Path, canonical: &Path) -> Result<LoadedPlugin, Plug
             }
         };
     let mut registration = Registration::default();
-    let registry = Registry {
-        registry_handle: (&mut registration as *mut Registration).cast::<RegistryHandle>(),
-        register_profiler: Some(register_profiler),
-        ..Registry::default()
-    };
-    // SAFETY: `register` is the plugin's entry point, called with a complete registry whose
-    // handle points at `registration` for the duration of the call.
-    let rc = unsafe { register(&registry) };
+    let (rc, refused) = lend::lend(&mut registration, |handle| {
+        let registry = Registry {
+            registry_handle: handle.cast::<RegistryHandle>(),
+            register_profiler: Some(register_profiler),
+            ..Registry::default()
+        };
+        // SAFETY: `register` is the plugin's entry point, called with a complete registry
+        // that outlives the call.
+        unsafe { register(&registry) }
+    });
+    if refused > 0 {
+        log::warn!(
+            "omniprof: plugin {}: {refused} registerProfiler call(s) from another thread or \
+             through a wrong handle refused",
+            path.display()
+        );
+    }
     if rc != 0 {
         // The plugin may be passing on a refusal of ours: say what it was.
         let refused: Vec<String> = registration
@@ -225,8 +240,6 @@ fn open_and_register(path: &Path, canonical: &Path) -> Result<LoadedPlugin, Plug
             detail,
         });
     }
-    // Registered profilers keep pointers into the library: it stays loaded for good.
-    std::mem::forget(library);
     let profilers = registration
         .interfaces
         .into_iter()
@@ -285,6 +298,7 @@ fn adopt(path: &Path, index: usize, iface: Result<ProfilerInterface, String>) ->
         name: name.clone(),
         supported,
         iface,
+        abandoned: Abandoned::default(),
     };
     let key = format!("plugin:{}#{index}", path.display());
     backend::register(&key, Box::new(move || Box::new(profiler.clone())));
@@ -330,28 +344,24 @@ unsafe extern "C" fn register_profiler(
     handle: *mut RegistryHandle,
     iface: *const ProfilerInterface,
 ) -> c_int {
-    if handle.is_null() {
-        return -1;
-    }
-    // SAFETY: the handle is the `Registration` that `open_and_register` passed in, alive and
-    // not otherwise borrowed during `KinetoPlugin_register`.
-    let registration = unsafe { &mut *handle.cast::<Registration>() };
-    let Some(iface) = NonNull::new(iface.cast_mut()) else {
-        return -1;
-    };
-    // SAFETY: the plugin's interface struct, readable for the size it declares.
-    let copied = unsafe { read_versioned(iface) }.map_err(|e| {
-        format!(
-            "interface struct too small ({} bytes, at least {} needed)",
-            e.given,
-            ProfilerInterface::UNPADDED_SIZE
-        )
-    });
-    let ok = copied.is_ok();
-    registration.interfaces.push(copied);
-    if ok {
-        0
-    } else {
-        -1
-    }
+    lend::with_lent(handle.cast(), |registration: &mut Registration| {
+        let Some(iface) = NonNull::new(iface.cast_mut()) else {
+            return REFUSED;
+        };
+        // SAFETY: the plugin's interface struct, readable for the size it declares.
+        let copied = unsafe { read_versioned(iface) }.map_err(|e| {
+            format!(
+                "interface struct too small ({} bytes, at least {} needed)",
+                e.given,
+                ProfilerInterface::UNPADDED_SIZE
+            )
+        });
+        let ok = copied.is_ok();
+        registration.interfaces.push(copied);
+        if ok {
+            0
+        } else {
+            REFUSED
+        }
+    })
 }

@@ -12,15 +12,25 @@
 //! `OMNIPROF_PLUGIN_DIR` (every regular `*.so` in them, not recursive, in file-name order),
 //! loaded when the first session is prepared, or explicitly with [`load_plugin`]. A library
 //! that cannot be used is rejected with a one-line reason naming the file; the host goes on.
+//! A library that was loaded is never unloaded (a thread it started may still run its code).
+//!
+//! What the host cannot be hurt by: a call that blocks (each call into a plugin has a
+//! deadline, past which the profiler is abandoned), handles used from another thread or
+//! after their call (refused and counted), bad arguments (refused or repaired and counted).
+//! What it cannot prevent: a plugin runs in-process, so `exit()`, `abort()` or a crash in
+//! its code ends the process; check a plugin with `omniprof plugins check` in CI.
 
 mod adapter;
 mod builder;
+mod deadline;
+mod lend;
 mod loader;
 mod types;
 
 use std::path::{Path, PathBuf};
 
-pub use builder::HostTraceBuilder;
+pub use builder::{HostTraceBuilder, Problem};
+pub use lend::late_calls;
 pub(crate) use loader::load_env_once;
 pub use loader::{
     env_rejections, load_from_env, load_plugin, plugin_dirs, plugin_files, rejections,

@@ -156,6 +156,10 @@ pub(crate) struct ThreadBuffer {
     /// The session state the contents belong to.
     state: AtomicU64,
     dropped: AtomicU64,
+    /// The words of dropped records that end a range (not [beginnings](Local::push)): their
+    /// ranges' beginnings were kept, so the drain must not close them at the window's end.
+    /// Only ranges open when the cap was reached can lose an end, so this stays small.
+    dropped_ends: Mutex<Vec<u64>>,
     args: Mutex<Vec<(u32, Arc<str>, Value)>>,
     exited: AtomicBool,
 }
@@ -168,6 +172,7 @@ pub(crate) struct DrainedThread {
     pub(crate) records: Vec<(u64, u64)>,
     pub(crate) args: Vec<(u32, Arc<str>, Value)>,
     pub(crate) dropped: u64,
+    pub(crate) dropped_ends: Vec<u64>,
 }
 
 /// The owning thread's view of its buffer; const-initialized and without `Drop`, so the
@@ -246,7 +251,7 @@ impl Local {
     #[inline(always)]
     pub(crate) fn push(&self, state: u64, word: u64, begins_range: bool) -> Option<u32> {
         if state != self.state.get() || self.pos.get() == self.end.get() {
-            self.make_room(state)?;
+            self.make_room(state, word, begins_range)?;
         }
         let seq = if begins_range {
             let seq = self.seq.get().wrapping_add(1);
@@ -271,9 +276,11 @@ impl Local {
     }
 
     /// The slow path: register the thread, start a new session's contents, or take a chunk.
+    /// Past the cap the record (`word`) is dropped and counted, and remembered when it ends a
+    /// range.
     #[cold]
     #[inline(never)]
-    fn make_room(&self, state: u64) -> Option<()> {
+    fn make_room(&self, state: u64, word: u64, begins_range: bool) -> Option<()> {
         if self.exiting.get() {
             return None;
         }
@@ -289,6 +296,7 @@ impl Local {
             lock(&POOL).extend(old);
             chunks.push(first);
             buffer.dropped.store(0, Ordering::Relaxed);
+            lock(&buffer.dropped_ends).clear();
             lock(&buffer.args).clear();
             buffer.state.store(state, Ordering::Release);
             self.filled.set(0);
@@ -307,6 +315,9 @@ impl Local {
         let recorded = self.filled.get() + in_chunk;
         if recorded >= MAX_RECORDS.load(Ordering::Relaxed) {
             buffer.dropped.fetch_add(1, Ordering::Relaxed);
+            if !begins_range {
+                lock(&buffer.dropped_ends).push(word);
+            }
             return None;
         }
         self.filled.set(recorded);
@@ -344,6 +355,7 @@ impl Local {
                 chunks: Mutex::new(Vec::new()),
                 state: AtomicU64::new(0),
                 dropped: AtomicU64::new(0),
+                dropped_ends: Mutex::new(Vec::new()),
                 args: Mutex::new(Vec::new()),
                 exited: AtomicBool::new(false),
             });
@@ -419,6 +431,7 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                 records,
                 args: std::mem::take(&mut *lock(&buffer.args)),
                 dropped: buffer.dropped.load(Ordering::Relaxed),
+                dropped_ends: std::mem::take(&mut *lock(&buffer.dropped_ends)),
             });
         }
         if exited {
@@ -427,6 +440,11 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
         !exited
     });
     out
+}
+
+/// The OS ids of the threads that have recorded and may record again.
+pub(crate) fn thread_ids() -> Vec<i64> {
+    lock(&REGISTRY).iter().map(|b| b.tid).collect()
 }
 
 /// The number of threads with a live buffer (for tests and diagnostics).

@@ -378,6 +378,12 @@ fn attach_arg(state: u64, seq: u32, key: &str, value: impl Into<Value>) {
     }
 }
 
+/// The OS thread ids of the threads that have recorded (a backend counting per recording
+/// thread, as the host perf counters do, follows them).
+pub fn recording_threads() -> Vec<i64> {
+    buffer::thread_ids()
+}
+
 /// Names the calling thread's row in traces (`thread <tid> (<name>)`).
 pub fn set_thread_name(name: &str) {
     buffer::set_current_thread_name(name);
@@ -413,12 +419,16 @@ pub(crate) struct HostRecording {
     pub(crate) threads: Vec<ThreadRow>,
     pub(crate) dropped_events: u64,
     pub(crate) unfinished_ranges: u64,
+    /// Ranges whose name did not fit in the name table (named `<name table full>`).
+    pub(crate) dropped_names: u64,
 }
 
 /// The recorder's side of a session, from [`start_session`] to [`collect`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct HostSession {
     state: u64,
+    /// [`name::dropped_names`] when the session started.
+    dropped_names: u64,
     /// Older than every record of the session (see [`buffer::drain`]).
     floor_tick: u64,
     /// Taken once recording has stopped: a record newer than this was written by a thread
@@ -429,12 +439,15 @@ pub(crate) struct HostSession {
 /// Starts recording for a new session.
 pub(crate) fn start_session(max_records_per_thread: u64) -> HostSession {
     buffer::set_max_records_per_thread(max_records_per_thread);
+    // No session records now: names no session needs can go.
+    name::reclaim();
     let next_generation = (STATE.load(Ordering::Relaxed) >> 1) + 1;
     let state = (next_generation << 1) | 1;
     let floor_tick = LAST_STOP_TICK.load(Ordering::Relaxed);
     STATE.store(state, Ordering::Release);
     HostSession {
         state,
+        dropped_names: name::dropped_names(),
         floor_tick,
         stop_tick: u64::MAX,
     }
@@ -458,7 +471,9 @@ pub(crate) fn warm_up() {
 }
 
 /// Drains `session` into activities on process `pid`, within `window`. Ranges still open at
-/// the stop are closed at the window's end and marked `"finished": false`.
+/// the stop are closed at the window's end and marked `"finished": false`; a range whose end
+/// was dropped past the per-thread cap is left out (its end counted in `dropped_events`), as
+/// its duration is unknown.
 pub(crate) fn collect(
     session: HostSession,
     pid: i64,
@@ -487,12 +502,27 @@ pub(crate) fn collect(
             }
         }
     }
+    // Ranges whose end was dropped past the cap, by (owning thread, sequence): their
+    // duration is unknown, so they are left out (each already counted as one dropped event,
+    // its end) rather than closed at the window's end.
+    let mut lost_ends: FastMap<(u32, u32), ()> = FastMap::default();
+    for thread in &drained {
+        for &w in &thread.dropped_ends {
+            let owner = match (w >> NAME_SHIFT) as u32 {
+                0 => thread.index,
+                foreign => foreign - 1,
+            };
+            lost_ends.insert((owner, w as u32), ());
+        }
+    }
     let mut out = HostRecording {
         activities: Vec::with_capacity(events),
         threads: Vec::new(),
         dropped_events: 0,
         unfinished_ranges: 0,
+        dropped_names: name::dropped_names() - session.dropped_names,
     };
+    let mut left_out = Vec::new();
     for thread in drained {
         out.dropped_events += thread.dropped;
         if thread.records.is_empty() {
@@ -550,10 +580,22 @@ pub(crate) fn collect(
                 a.end_ns = time(tick).max(a.start_ns);
                 continue;
             }
+            if lost_ends.contains_key(&(thread.index, seq)) {
+                left_out.push(index);
+                continue;
+            }
             out.unfinished_ranges += 1;
             a.end_ns = window.end_ns;
             a.args.push((arg::FINISHED.into(), Value::Bool(false)));
         }
+    }
+    if !left_out.is_empty() {
+        left_out.sort_unstable();
+        let mut index = 0;
+        out.activities.retain(|_| {
+            index += 1;
+            left_out.binary_search(&(index - 1)).is_err()
+        });
     }
     out
 }
@@ -692,6 +734,72 @@ mod tests {
     fn the_cap_is_exact_in_records() {
         // Not a multiple of the chunk size: the cap still holds to the record.
         assert_eq!(ranges_under_cap(5000), (2500, Some(Value::UInt(7500))));
+    }
+
+    #[test]
+    fn a_range_whose_end_falls_past_the_cap_is_left_out_not_stretched() {
+        let _g = serial();
+        let mut config = Config::default();
+        config
+            .apply("OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=3")
+            .unwrap();
+        let mut p = Profiler::builder().config(config).build().unwrap();
+        p.start().unwrap();
+        std::thread::spawn(|| {
+            // Record 1; never ended.
+            std::mem::forget(record_function("open_at_stop"));
+            let _lost = record_function("end_past_cap"); // record 2; its end is dropped
+            drop(record_op("whole")); // record 3; its end (4) is dropped
+        })
+        .join()
+        .unwrap();
+        let t = p.stop().unwrap();
+        let names: Vec<&str> = t.activities.iter().map(|a| &*a.name).collect();
+        assert!(!names.contains(&"end_past_cap"), "{names:?}");
+        // `whole` lost its end too (the cap fell between its records): left out as well.
+        assert!(!names.contains(&"whole"), "{names:?}");
+        let open = t
+            .activities
+            .iter()
+            .find(|a| &*a.name == "open_at_stop")
+            .expect("a range open at the stop is kept");
+        assert_eq!(open.arg("finished"), Some(&Value::Bool(false)));
+        assert_eq!(t.metadata("unfinished_ranges"), Some(&Value::UInt(1)));
+        assert_eq!(t.metadata("dropped_events"), Some(&Value::UInt(2)));
+    }
+
+    #[test]
+    fn range_names_are_bounded_reclaimed_between_sessions_and_reported() {
+        let _g = serial();
+        let names = |tag: &'static str, n: usize| {
+            (0..n).map(move |i| format!("{tag}{i:06}{}", "x".repeat(1017)))
+        };
+        let named =
+            |t: &Trace, name: &str| t.activities.iter().filter(|a| &*a.name == name).count();
+        // More distinct 1 KiB names than a generation holds: the rest are counted.
+        let t = record(Config::default(), || {
+            for name in names("a", 20_000) {
+                drop(record_function(name.as_str()));
+            }
+        });
+        let full = named(&t, "<name table full>");
+        assert!(full > 3_000, "{full}");
+        assert_eq!(t.metadata("dropped_names"), Some(&Value::UInt(full as u64)));
+        // The next session starts with room: its names are recorded as given.
+        let t = record(Config::default(), || {
+            for name in names("b", 5_000) {
+                drop(record_function(name.as_str()));
+            }
+        });
+        assert_eq!(t.metadata("dropped_names"), None);
+        assert_eq!(named(&t, "<name table full>"), 0);
+        let first = names("b", 1).next().unwrap();
+        assert_eq!(named(&t, &first), 1);
+        // Once no session needs them, the first session's 16 MiB of names are freed.
+        let t = record(Config::default(), || drop(record_function("after")));
+        assert_eq!(named(&t, "after"), 1);
+        let held = name::held_bytes();
+        assert!(held < 12 << 20, "{} MiB of names held", held >> 20);
     }
 
     #[test]

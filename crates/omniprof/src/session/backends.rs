@@ -10,12 +10,14 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use crate::activity::ActivityType;
 use crate::activity::{Activity, ActivitySet};
 use crate::backend::{
     registered_profilers, ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps,
-    ProfilerSession, ResourceInfo,
+    ProfilerSession, ResourceInfo, ScopeMetric,
 };
 use crate::config::Config;
+use crate::counter::{CounterTrack, CounterValues, Counters};
 use crate::record::CorrelationListener;
 use crate::trace::Window;
 use crate::value::Value;
@@ -24,6 +26,8 @@ struct Running {
     name: String,
     /// The types it was configured to record.
     share: ActivitySet,
+    /// The scope-profiler metrics it offers, when its share includes the scope profiler.
+    scope_metrics: Vec<ScopeMetric>,
     session: Box<dyn ProfilerSession>,
 }
 
@@ -32,6 +36,8 @@ struct Running {
 pub(crate) struct Backends {
     running: Vec<Running>,
     errors: Vec<String>,
+    /// Activities each session may deliver (`OMNIPROF_MAX_EVENTS_PER_BACKEND`).
+    max_events: usize,
 }
 
 /// Runs `f`, turning a panic into its message.
@@ -68,6 +74,7 @@ pub(crate) struct Delivered {
     /// Its position among the sessions asked to process, which namespaces its flow ids.
     pub(crate) index: u64,
     pub(crate) share: ActivitySet,
+    pub(crate) scope_metrics: Vec<ScopeMetric>,
     pub(crate) output: Collected,
     pub(crate) devices: Vec<DeviceInfo>,
     pub(crate) resources: Vec<ResourceInfo>,
@@ -77,30 +84,108 @@ pub(crate) struct Delivered {
     pub(crate) warnings: Vec<String>,
 }
 
-/// The sink a session processes into: what it added, as it added it.
+/// The sink a session processes into: what it added, as it added it, up to its budget.
 #[derive(Default)]
 pub(crate) struct Collected {
+    max_events: usize,
+    /// Activities past the budget, dropped.
+    dropped: u64,
     pub(crate) activities: Vec<Activity>,
     /// (index in `activities`, user range correlation id)
     pub(crate) user_links: Vec<(usize, u64)>,
     /// (host range correlation id, key, value)
     pub(crate) host_args: Vec<(u64, Arc<str>, Value)>,
+    pub(crate) counters: Counters,
+    /// (index in `activities`, the kernel's scope-profiler metric values)
+    pub(crate) kernel_metrics: Vec<(usize, CounterValues)>,
+}
+
+impl Collected {
+    fn with_max_events(max_events: usize) -> Self {
+        Self {
+            max_events,
+            ..Self::default()
+        }
+    }
+
+    /// Whether another activity fits the budget (counting it as dropped when not).
+    fn fits(&mut self) -> bool {
+        let fits = self.activities.len() < self.max_events;
+        self.dropped += u64::from(!fits);
+        fits
+    }
 }
 
 impl ActivitySink for Collected {
     fn add(&mut self, activity: Activity) {
-        self.activities.push(activity);
+        if self.fits() {
+            self.activities.push(activity);
+        }
     }
 
     fn add_in_user_range(&mut self, activity: Activity, user_correlation: u64) {
-        self.user_links
-            .push((self.activities.len(), user_correlation));
-        self.activities.push(activity);
+        if self.fits() {
+            self.user_links
+                .push((self.activities.len(), user_correlation));
+            self.activities.push(activity);
+        }
     }
 
     fn add_host_arg(&mut self, correlation: u64, key: &str, value: Value) {
         self.host_args.push((correlation, key.into(), value));
     }
+
+    fn add_counter(&mut self, track: &CounterTrack, ts_ns: i64, values: CounterValues) {
+        self.counters.add(track, ts_ns, values);
+    }
+
+    fn add_kernel_metrics(&mut self, values: CounterValues) {
+        if let Some(last) = self.activities.len().checked_sub(1) {
+            self.kernel_metrics.push((last, values));
+        }
+    }
+}
+
+/// The error for `SCOPE_PROFILER_METRICS` naming a metric no taking-part backend offers.
+fn check_scope_metrics(config: &Config, backends: &Backends) -> Result<(), BackendError> {
+    let offering: Vec<&Running> = backends
+        .running
+        .iter()
+        .filter(|r| !r.scope_metrics.is_empty())
+        .collect();
+    if offering.is_empty() {
+        return Ok(());
+    }
+    let offered = |name: &str| {
+        offering
+            .iter()
+            .any(|r| r.scope_metrics.iter().any(|m| m.name == name))
+    };
+    let unknown: Vec<&str> = config
+        .scope_profiler_metrics()
+        .iter()
+        .map(String::as_str)
+        .filter(|name| !offered(name))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let lists: Vec<String> = offering
+        .iter()
+        .map(|r| {
+            let names: Vec<&str> = r.scope_metrics.iter().map(|m| m.name.as_str()).collect();
+            format!("{} offers {}", r.name, names.join(", "))
+        })
+        .collect();
+    Err(BackendError::new(format!(
+        "SCOPE_PROFILER_METRICS: unknown metric {}; {}",
+        unknown
+            .iter()
+            .map(|m| format!("{m:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        lists.join("; ")
+    )))
 }
 
 impl Backends {
@@ -112,19 +197,14 @@ impl Backends {
         config: &Config,
         requested: Option<&[Arc<dyn ActivityProfiler>]>,
     ) -> Result<Self, BackendError> {
-        let mut backends = Self::default();
+        let mut backends = Self {
+            max_events: usize::try_from(config.max_events_per_backend()).unwrap_or(usize::MAX),
+            ..Self::default()
+        };
         let Some(requested) = requested else {
-            for profiler in registered_profilers() {
-                let share = selection.intersect_enabled(profiler.available_activities());
-                if share.is_empty() {
-                    continue;
-                }
-                let name = profiler.name().to_owned();
-                match guarded(&name, "configure", || profiler.configure(share, config)) {
-                    Ok(session) => backends.add(name, share, session),
-                    Err(e) => backends.fail(e),
-                }
-            }
+            backends.configure_each(registered_profilers(), selection, config);
+            backends.configure_each(builtin_profilers(), selection, config);
+            check_scope_metrics(config, &backends)?;
             return Ok(backends);
         };
         for profiler in requested {
@@ -132,16 +212,50 @@ impl Backends {
             let name = profiler.name().to_owned();
             let session = caught(|| profiler.configure(share, config))
                 .map_err(|what| BackendError::new(panicked(&name, "configure", &what)))??;
-            backends.add(name, share, session);
+            let metrics = scope_metrics_of(profiler.as_ref(), share);
+            backends.add(name, share, metrics, session);
         }
+        backends.configure_each(builtin_profilers(), selection, config);
+        check_scope_metrics(config, &backends)?;
         Ok(backends)
     }
 
-    fn add(&mut self, name: String, share: ActivitySet, session: Option<Box<dyn ProfilerSession>>) {
+    /// Configures each of `profilers` that supports a selected type; a failure leaves that
+    /// one out of the trace.
+    fn configure_each(
+        &mut self,
+        profilers: Vec<Arc<dyn ActivityProfiler>>,
+        selection: ActivitySet,
+        config: &Config,
+    ) {
+        for profiler in profilers {
+            let share = selection.intersect_enabled(profiler.available_activities());
+            if share.is_empty() {
+                continue;
+            }
+            let name = profiler.name().to_owned();
+            match guarded(&name, "configure", || profiler.configure(share, config)) {
+                Ok(session) => {
+                    let metrics = scope_metrics_of(profiler.as_ref(), share);
+                    self.add(name, share, metrics, session);
+                }
+                Err(e) => self.fail(e),
+            }
+        }
+    }
+
+    fn add(
+        &mut self,
+        name: String,
+        share: ActivitySet,
+        scope_metrics: Vec<ScopeMetric>,
+        session: Option<Box<dyn ProfilerSession>>,
+    ) {
         if let Some(session) = session {
             self.running.push(Running {
                 name,
                 share,
+                scope_metrics,
                 session,
             });
         }
@@ -202,7 +316,7 @@ impl Backends {
     ) -> (Vec<Delivered>, Vec<String>) {
         let mut delivered = Vec::with_capacity(self.running.len());
         for (index, mut r) in std::mem::take(&mut self.running).into_iter().enumerate() {
-            let mut output = Collected::default();
+            let mut output = Collected::with_max_events(self.max_events);
             let processed = guarded(&r.name, "process_trace", || {
                 r.session.process_trace(&mut output, host_ops, window)
             });
@@ -233,10 +347,18 @@ impl Backends {
             for e in errors {
                 self.errors.push(format!("{}: {e}", r.name));
             }
+            if output.dropped > 0 {
+                self.errors.push(format!(
+                    "{}: {} activities past the budget of {} per trace dropped \
+                     (OMNIPROF_MAX_EVENTS_PER_BACKEND)",
+                    r.name, output.dropped, self.max_events
+                ));
+            }
             delivered.push(Delivered {
                 name: r.name.clone(),
                 index: index as u64,
                 share: r.share,
+                scope_metrics: std::mem::take(&mut r.scope_metrics),
                 output,
                 devices,
                 resources,
@@ -248,6 +370,21 @@ impl Backends {
         }
         (delivered, self.errors)
     }
+}
+
+/// The backends that are part of the engine itself, asked for every trace like the
+/// registered ones: the host perf counters.
+fn builtin_profilers() -> Vec<Arc<dyn ActivityProfiler>> {
+    vec![Arc::new(crate::perf::PerfEventsProfiler)]
+}
+
+/// The scope metrics a backend offers, when this trace enables its scope profiler (a
+/// panicking list counts as none).
+fn scope_metrics_of(profiler: &dyn ActivityProfiler, share: ActivitySet) -> Vec<ScopeMetric> {
+    if !share.contains(ActivityType::XpuScopeProfiler) {
+        return Vec::new();
+    }
+    caught(|| profiler.scope_metrics()).unwrap_or_default()
 }
 
 /// Drops a session, containing a panic in its destructor.

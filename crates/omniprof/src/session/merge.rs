@@ -2,21 +2,24 @@
 //! stage between recording and the writers, so every source of device data is treated alike.
 //!
 //! In order: the host recording with the environment's metadata and rows; then, per backend,
-//! its rows, metadata and device properties, its args for host ranges, and its activities
-//! filtered to the capture window and the selection, linked by flows (in a namespace of its
-//! own) and projected into user ranges; then the default rows, the drop counts, what each
-//! backend contributed (`backends`) and the errors (`backend_errors`); finally the time order
-//! and the span.
+//! its rows, metadata and device properties, its args for host ranges, its counter samples
+//! filtered to the capture window and the selection, and its activities filtered alike,
+//! linked by flows (in a namespace of its own), projected into user ranges and, for kernels
+//! with scope-profiler metrics, given their args and counter square waves (`scope`); then
+//! the default rows, the drop counts, what each backend contributed (`backends`) and the
+//! errors (`backend_errors`); finally the time order and the span.
 
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use super::backends::Backends;
+use super::backends::{Backends, Collected};
+use super::scope::ScopeProfiler;
 use crate::activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
-use crate::backend::HostOps;
+use crate::backend::{HostOps, ScopeMetric};
 use crate::clock;
 use crate::config::Config;
+use crate::counter::{CounterValues, Counters};
 use crate::hash::FastMap;
 use crate::keys::metadata;
 use crate::record::HostRecording;
@@ -87,6 +90,14 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
             config.max_host_records_per_thread()
         );
     }
+    if host.dropped_names > 0 {
+        trace.set_metadata(metadata::DROPPED_NAMES, Value::UInt(host.dropped_names));
+        log::warn!(
+            "omniprof: {} range names did not fit in the name table; their ranges are named \
+             \"<name table full>\"",
+            host.dropped_names
+        );
+    }
     if host.unfinished_ranges > 0 {
         trace.set_metadata(
             metadata::UNFINISHED_RANGES,
@@ -105,7 +116,7 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
     }
     trace.activities = host.activities;
     trace.activities.retain(|a| selection.enabled(a.kind));
-    merge_backends(&mut trace, backends, selection, warm_start_ns, pid);
+    merge_backends(&mut trace, backends, selection, config, warm_start_ns, pid);
     sort_activities(&mut trace);
     trace.spans.push(Span {
         name: SPAN_NAME.to_owned(),
@@ -123,6 +134,7 @@ fn merge_backends(
     trace: &mut Trace,
     backends: Backends,
     selection: ActivitySet,
+    config: &Config,
     warm_start_ns: Option<i64>,
     host_pid: i64,
 ) {
@@ -137,7 +149,12 @@ fn merge_backends(
         HostIndex::new(&trace.activities)
     };
     let (delivered, errors) = backends.deliver(&host.view(&trace.activities), window.window);
-    let mut merged = Merged::default();
+    let mut merged = Merged {
+        scope: selection
+            .enabled(ActivityType::XpuScopeProfiler)
+            .then(|| ScopeProfiler::new(config)),
+        ..Merged::default()
+    };
     let mut contributions = Vec::new();
     let mut warnings = Vec::new();
     let mut refused_links = 0;
@@ -188,15 +205,15 @@ fn merge_backends(
                 trace.device_properties.push(p);
             }
         }
-        for (correlation, key, value) in d.output.host_args {
+        for (correlation, key, value) in std::mem::take(&mut d.output.host_args) {
             if let Some(&i) = host.by_correlation.get(&correlation) {
                 trace.activities[i].args.push((key, value));
             }
         }
         let (activities, out_of_window) = merged.add(
             d.index,
-            d.output.activities,
-            d.output.user_links,
+            d.output,
+            &d.scope_metrics,
             window,
             selection,
             &d.name,
@@ -373,8 +390,12 @@ struct Projection {
 #[derive(Default)]
 struct Merged {
     activities: Vec<Activity>,
+    counters: Counters,
+    /// Set when the trace enables the scope profiler.
+    scope: Option<ScopeProfiler>,
     projections: FastMap<(i64, i64, u64), Projection>,
     out_of_window: u64,
+    out_of_window_samples: u64,
     warmup: u64,
     duplicate_flow_starts: u64,
 }
@@ -395,6 +416,23 @@ impl Captured {
     fn contains(&self, a: &Activity) -> bool {
         a.start_ns >= self.window.start_ns && a.end_ns <= self.window.end_ns
     }
+
+    /// Where a counter sample at `ts` stands: kept, warm-up or out of the window.
+    fn place(&self, ts: i64) -> Placed {
+        if ts < self.window.start_ns && self.warm_start_ns.is_some_and(|w| ts >= w) {
+            Placed::Warmup
+        } else if ts < self.window.start_ns || ts > self.window.end_ns {
+            Placed::Out
+        } else {
+            Placed::In
+        }
+    }
+}
+
+enum Placed {
+    In,
+    Warmup,
+    Out,
 }
 
 /// Device-side work a launch can start a flow to.
@@ -415,14 +453,26 @@ impl Merged {
     fn add(
         &mut self,
         backend: u64,
-        mut activities: Vec<Activity>,
-        user_links: Vec<(usize, u64)>,
+        output: Collected,
+        offered: &[ScopeMetric],
         window: Captured,
         selection: ActivitySet,
         name: &str,
     ) -> (u64, u64) {
+        let Collected {
+            mut activities,
+            user_links,
+            counters,
+            kernel_metrics,
+            ..
+        } = output;
         let namespace = backend << FLOW_NAMESPACE_SHIFT;
         let mut user_of: FastMap<usize, u64> = user_links.into_iter().collect();
+        let mut metrics_of: FastMap<usize, CounterValues> = kernel_metrics.into_iter().collect();
+        self.add_counters(counters, window, selection);
+        // A kernel measured by the scope profiler is kept for its metrics.
+        let scope = self.scope.is_some();
+        let measured = |i: usize| scope && metrics_of.contains_key(&i);
         let mut keep = vec![true; activities.len()];
         let mut out = 0;
         for (i, a) in activities.iter().enumerate() {
@@ -432,7 +482,7 @@ impl Merged {
             } else if !window.contains(a) {
                 keep[i] = false;
                 out += 1;
-            } else if !selection.enabled(a.kind) {
+            } else if !(selection.enabled(a.kind) || measured(i)) {
                 keep[i] = false;
             }
         }
@@ -484,9 +534,12 @@ impl Merged {
         }
 
         let project = selection.enabled(ActivityType::GpuUserAnnotation);
-        for (i, a) in activities.drain(..).enumerate() {
+        for (i, mut a) in activities.drain(..).enumerate() {
             if !keep[i] {
                 continue;
+            }
+            if let (Some(scope), Some(values)) = (self.scope.as_mut(), metrics_of.remove(&i)) {
+                scope.kernel(&mut a, values, offered, &mut self.counters);
             }
             if let Some(user) = user_of.remove(&i).filter(|_| project) {
                 let p = self
@@ -505,6 +558,28 @@ impl Merged {
             self.activities.push(a);
         }
         (keep.iter().filter(|&&k| k).count() as u64, out)
+    }
+
+    /// Keeps a backend's counter samples that lie in the window and whose type the trace
+    /// selected; counts the others. (Apart from activities: a sampler runs until its backend
+    /// stops, after the window closed, so samples past the window are expected.)
+    fn add_counters(&mut self, mut counters: Counters, window: Captured, selection: ActivitySet) {
+        let (mut out, mut warmup) = (0, 0);
+        counters.retain(|_, sample| match window.place(sample.ts_ns) {
+            Placed::In => true,
+            Placed::Warmup => {
+                warmup += 1;
+                false
+            }
+            Placed::Out => {
+                out += 1;
+                false
+            }
+        });
+        counters.retain(|track, _| selection.enabled(track.kind));
+        self.warmup += warmup;
+        self.out_of_window_samples += out;
+        self.counters.append(counters);
     }
 
     /// Adds the merged activities, the projections, default rows and the drop counts.
@@ -539,6 +614,33 @@ impl Merged {
         drop(names);
         trace.activities.extend(self.activities);
         trace.activities.append(&mut projected);
+        trace.counters.append(self.counters);
+        trace.counters.sort();
+        if !trace.counters.is_empty() {
+            trace.set_metadata(
+                metadata::COUNTER_SAMPLES,
+                Value::UInt(trace.counters.samples() as u64),
+            );
+        }
+        if self.out_of_window_samples > 0 {
+            trace.set_metadata(
+                metadata::OUT_OF_WINDOW_COUNTER_SAMPLES,
+                Value::UInt(self.out_of_window_samples),
+            );
+        }
+        if trace.counters.dropped_values() > 0 {
+            log::warn!(
+                "omniprof: {} counter values that were not finite numbers were dropped",
+                trace.counters.dropped_values()
+            );
+            trace.set_metadata(
+                metadata::DROPPED_COUNTER_VALUES,
+                Value::UInt(trace.counters.dropped_values()),
+            );
+        }
+        if let Some(scope) = self.scope {
+            scope.finish(trace);
+        }
         add_default_rows(trace, host_pid);
         trace.set_metadata(
             metadata::OUT_OF_WINDOW_EVENTS,
@@ -568,12 +670,7 @@ fn add_default_rows(trace: &mut Trace, host_pid: i64) {
     let mut rows = (Vec::new(), Vec::new());
     for a in trace.activities.iter().filter(|a| a.device != host_pid) {
         if devices.insert(a.device, ()).is_none() {
-            rows.0.push(ProcessRow {
-                pid: a.device,
-                name: format!("Device {}", a.device),
-                label: format!("GPU {}", a.device),
-                sort_index: a.device + DEVICE_SORT_OFFSET,
-            });
+            rows.0.push(device_row(a.device));
         }
         if streams.insert((a.device, a.resource), ()).is_none() {
             rows.1.push(ThreadRow {
@@ -584,8 +681,24 @@ fn add_default_rows(trace: &mut Trace, host_pid: i64) {
             });
         }
     }
+    let counter_devices = trace.counters.series().iter().map(|s| s.track.device);
+    for device in counter_devices.filter(|&d| d != host_pid) {
+        if devices.insert(device, ()).is_none() {
+            rows.0.push(device_row(device));
+        }
+    }
     trace.processes.extend(rows.0);
     trace.threads.extend(rows.1);
+}
+
+/// The row of a device no session described.
+fn device_row(device: i64) -> ProcessRow {
+    ProcessRow {
+        pid: device,
+        name: format!("Device {device}"),
+        label: format!("GPU {device}"),
+        sort_index: device + DEVICE_SORT_OFFSET,
+    }
 }
 
 /// Time order, enclosing ranges before what they enclose (writers and analyses rely on it).

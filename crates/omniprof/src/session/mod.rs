@@ -55,12 +55,13 @@
 mod backends;
 mod merge;
 mod schedule;
+mod scope;
 mod trace_dir;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use crate::activity::ActivitySet;
+use crate::activity::{ActivitySet, ActivityType};
 use crate::backend::{self, ActivityProfiler, BackendError};
 use crate::clock::{self, CalibrationSample, TickConverter};
 use crate::config::Config;
@@ -274,9 +275,13 @@ impl ProfilerBuilder {
         if self.schedule.is_some() && self.on_trace_ready.is_none() {
             return Err(SessionError::NoTraceHandler);
         }
-        let activities = self
+        let mut activities = self
             .activities
             .unwrap_or_else(|| or_default(self.config.activity_types()));
+        // Naming perf events is what asks for host counters.
+        if !self.config.perf_events().is_empty() {
+            activities.insert(ActivityType::HostCounters);
+        }
         Ok(Profiler {
             config: self.config,
             activities,

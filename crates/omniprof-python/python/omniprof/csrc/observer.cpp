@@ -95,13 +95,11 @@ bool record_shapes = false;
 std::optional<at::CallbackHandle> handle;
 
 uint32_t name_id(ThreadState& t, const char* name) {
+  size_t len = std::strlen(name);
   CachedName& slot = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameSlots];
-  // strncmp stops at the end of a shorter name, which memcmp would read past.
-  if (slot.ptr == name && std::strncmp(slot.text, name, slot.len) == 0 &&
-      name[slot.len] == '\0') {
+  if (slot.ptr == name && slot.len == len && std::memcmp(slot.text, name, len) == 0) {
     return slot.id;
   }
-  size_t len = std::strlen(name);
   uint32_t id = table->intern(name, len);
   if (len <= sizeof(slot.text)) {
     slot.ptr = name;

@@ -46,7 +46,6 @@ mod proto;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::hash::Hasher;
 use std::io::{self, Write};
 
 use proto::{annotation, clock, defaults, event, interned, packet, track, Buf};
@@ -55,7 +54,7 @@ use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::export::json;
 use crate::export::lanes::{in_written_order, row_tid, written_span, Lanes};
 use crate::export::WriteStats;
-use crate::hash::{FastHasher, FastMap};
+use crate::hash::FastMap;
 use crate::keys::arg;
 use crate::trace::Trace;
 use crate::value::Value;
@@ -63,9 +62,10 @@ use crate::value::Value;
 /// Device `d` is written as the process `DEVICE_PID_BASE + d`: above any OS pid (Linux caps
 /// them at 2^22) and inside `int32`.
 pub const DEVICE_PID_BASE: i64 = 1 << 30;
-/// The sequence of the activities (interned, incremental times) and that of the spans.
+/// The sequence of the activities (interned, incremental times), and that of counter
+/// samples and spans (absolute times).
 const EVENTS_SEQUENCE: u64 = 1;
-const SPANS_SEQUENCE: u64 = 2;
+const ABSOLUTE_SEQUENCE: u64 = 2;
 /// The events sequence's clock: incremental, each timestamp the delta from the last.
 const INCREMENTAL_CLOCK: u64 = clock::FIRST_SEQUENCE_CLOCK;
 const FLUSH_AT: usize = 1 << 16;
@@ -103,6 +103,8 @@ pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<WriteStats> {
         w.activity(a, &plan, track)
     })?;
     w.end_slices_until(i64::MAX)?;
+    w.start_absolute_sequence();
+    w.counters(trace, &plan)?;
     w.spans(trace)?;
     w.stats.spilled = plan.lanes.spilled;
     w.flush()?;
@@ -155,73 +157,53 @@ mod uuid {
     }
 }
 
-/// One counter series an activity samples.
-struct CounterSample<'a> {
-    /// Written before the key in the series name (`None`: the key is the whole name).
-    prefix: Option<&'a str>,
-    key: &'a str,
-    value: f64,
-}
-
-impl CounterSample<'_> {
-    /// What tells two series apart: the device, the prefix and the key.
-    fn id(&self, device: i64) -> u64 {
-        let mut h = FastHasher::default();
-        h.write_i64(device);
-        h.write(self.prefix.unwrap_or("").as_bytes());
-        h.write_u8(self.prefix.is_some().into());
-        h.write(self.key.as_bytes());
-        h.finish()
-    }
-
-    fn name(&self) -> String {
-        match self.prefix {
-            Some(prefix) => format!("{prefix} {}", self.key),
-            None => self.key.to_string(),
+/// The counter tracks of the trace's counter series: one per series and value name, named
+/// by the name for `hardware_counters` (the Chrome writer's `GPU <n> Counters` rows), else
+/// `"<series name> <value name>"`, as Perfetto names the series of a JSON `C` event; each
+/// under its device's (or host's) process. `(series index, value name, track name)`.
+fn counter_tracks(trace: &Trace) -> Vec<(usize, &str, String)> {
+    let mut tracks = Vec::new();
+    for (index, series) in trace.counters.series().iter().enumerate() {
+        let mut keys: Vec<&str> = Vec::new();
+        for sample in &series.samples {
+            for (key, _) in &sample.values {
+                if !keys.contains(&&**key) {
+                    keys.push(key);
+                }
+            }
+        }
+        for key in keys {
+            let name = match series.track.kind {
+                ActivityType::HardwareCounters => key.to_string(),
+                _ => format!("{} {key}", series.track.name),
+            };
+            tracks.push((index, key, name));
         }
     }
-}
-
-/// The counter series of a counter activity, from the trace model's counters: a
-/// `hardware_counters` activity holds one series per metric, named by the metric (the Chrome
-/// writer's `GPU <n> Counters` rows); any other counter activity one series per key, named
-/// `"<name> <key>"` as Perfetto names the series of a JSON `C` event. Non-finite values are
-/// left out, as in the JSON. Each series is a counter track under the device's process.
-fn counter_series(a: &Activity) -> impl Iterator<Item = CounterSample<'_>> {
-    let prefix = (a.kind != ActivityType::HardwareCounters).then_some(&*a.name);
-    a.counters
-        .iter()
-        .filter(|(_, v)| v.is_finite())
-        .map(move |(key, value)| CounterSample {
-            prefix,
-            key,
-            value: *value,
-        })
+    tracks
 }
 
 /// What the first pass finds: the tracks the events use and the track of every activity.
-struct Plan {
+struct Plan<'a> {
     /// The rows, thread rows first, and the lanes of each.
     lanes: Lanes,
     /// The row track of each activity, in written order (unused for counters).
     track_of: Vec<u32>,
     /// Pids that device activities use.
     device_pids: Vec<i64>,
-    /// Counter tracks: index by series id, and (device, name) by index.
-    counter_index: FastMap<u64, u32>,
-    counters: Vec<(i64, String)>,
+    /// Counter tracks: (series index, value name, track name); a track's uuid is its index.
+    counters: Vec<(usize, &'a str, String)>,
     /// How many rows there are.
     rows: u32,
 }
 
-impl Plan {
-    fn new(trace: &Trace) -> Self {
+impl<'a> Plan<'a> {
+    fn new(trace: &'a Trace) -> Self {
         let mut plan = Plan {
             lanes: Lanes::default(),
             track_of: Vec::with_capacity(trace.activities.len()),
             device_pids: Vec::new(),
-            counter_index: FastMap::default(),
-            counters: Vec::new(),
+            counters: counter_tracks(trace),
             rows: 0,
         };
         for t in &trace.threads {
@@ -231,27 +213,22 @@ impl Plan {
             if a.kind.is_device() && !plan.device_pids.contains(&a.device) {
                 plan.device_pids.push(a.device);
             }
-            let mut track = 0;
-            if a.kind.is_counter() {
-                for s in counter_series(a) {
-                    let next = plan.counters.len() as u32;
-                    if *plan.counter_index.entry(s.id(a.device)).or_insert(next) == next {
-                        plan.counters.push((a.device, s.name()));
-                    }
-                }
+            let row = plan.lanes.row((a.device, row_tid(a.resource)));
+            let lane = if a.kind == ActivityType::CpuInstantEvent {
+                0
             } else {
-                let row = plan.lanes.row((a.device, row_tid(a.resource)));
-                let lane = if a.kind == ActivityType::CpuInstantEvent {
-                    0
-                } else {
-                    let (start, end) = written_span(a);
-                    plan.lanes.assign_in(row, start, end)
-                };
-                track = uuid::row_track(row, lane);
-            }
-            plan.track_of.push(track);
+                let (start, end) = written_span(a);
+                plan.lanes.assign_in(row, start, end)
+            };
+            plan.track_of.push(uuid::row_track(row, lane));
             Ok(())
         });
+        for series in trace.counters.series() {
+            let device = series.track.device;
+            if series.track.kind.is_device() && !plan.device_pids.contains(&device) {
+                plan.device_pids.push(device);
+            }
+        }
         plan.rows = plan.lanes.rows().count() as u32;
         plan
     }
@@ -265,7 +242,7 @@ impl Plan {
     fn descriptors(&self, trace: &Trace, b: &mut Buf) {
         let mut pids: Vec<i64> = trace.processes.iter().map(|p| p.pid).collect();
         let row_pids = self.lanes.rows().map(|(row, _)| row.0);
-        let counter_pids = self.counters.iter().map(|c| c.0);
+        let counter_pids = trace.counters.series().iter().map(|s| s.track.device);
         for pid in row_pids.chain(counter_pids) {
             if !pids.contains(&pid) {
                 pids.push(pid);
@@ -321,9 +298,10 @@ impl Plan {
                 custom_track(b, track(lane), uuid::process(pid), &name);
             }
         }
-        for (index, (device, name)) in self.counters.iter().enumerate() {
+        for (index, (series, _, name)) in self.counters.iter().enumerate() {
+            let device = trace.counters.series()[*series].track.device;
             let d = descriptor(b, uuid::counter(index as u32));
-            b.uint(track::PARENT_UUID, uuid::process(*device));
+            b.uint(track::PARENT_UUID, uuid::process(device));
             b.str(track::NAME, name);
             let c = b.open(track::COUNTER);
             b.close(c);
@@ -577,16 +555,6 @@ impl<'a, W: Write> Writer<'a, W> {
     }
 
     fn activity(&mut self, a: &'a Activity, plan: &Plan, track: u32) -> io::Result<()> {
-        if a.kind.is_counter() {
-            self.end_slices_until(a.start_ns)?;
-            for s in counter_series(a) {
-                let index = plan.counter_index[&s.id(a.device)];
-                let e = self.open_event(a.start_ns, event::TYPE_COUNTER, uuid::counter(index));
-                self.buf.double(event::DOUBLE_COUNTER_VALUE, s.value);
-                self.close_event(e);
-            }
-            return self.flush_if_full();
-        }
         let (start, end) = written_span(a);
         self.end_slices_until(start)?;
         let args = Args::of(a);
@@ -642,11 +610,32 @@ impl<'a, W: Write> Writer<'a, W> {
         self.flush_if_full()
     }
 
-    /// The spans and the window's end, on their own sequence with absolute times (they
-    /// overlap everything, so they cannot join the time-ordered events).
-    fn spans(&mut self, trace: &Trace) -> io::Result<()> {
-        let p = self.start_sequence(SPANS_SEQUENCE);
+    /// The second sequence: counter samples, spans and the window's end, with absolute
+    /// times (the trace keeps counters apart from the activities, and spans overlap
+    /// everything, so they cannot join the time-ordered events).
+    fn start_absolute_sequence(&mut self) {
+        let p = self.start_sequence(ABSOLUTE_SEQUENCE);
         self.buf.close(p);
+    }
+
+    /// Each counter track's samples, in time order.
+    fn counters(&mut self, trace: &Trace, plan: &Plan) -> io::Result<()> {
+        for (index, &(series, key, _)) in plan.counters.iter().enumerate() {
+            let track = uuid::counter(index as u32);
+            for sample in &trace.counters.series()[series].samples {
+                if let Some(value) = sample.value(key) {
+                    self.absolute_event(sample.ts_ns, event::TYPE_COUNTER, track, |b| {
+                        b.double(event::DOUBLE_COUNTER_VALUE, value)
+                    });
+                }
+            }
+            self.flush_if_full()?;
+        }
+        Ok(())
+    }
+
+    /// The spans and the window's end.
+    fn spans(&mut self, trace: &Trace) -> io::Result<()> {
         let names = span_names(trace);
         let mut spans: Vec<_> = trace.spans.iter().collect();
         spans.sort_by_key(|s| s.start_ns);
@@ -654,7 +643,7 @@ impl<'a, W: Write> Writer<'a, W> {
             let index = names.iter().position(|n| *n == s.name);
             let track = uuid::spans(index);
             let name = format!("{}{} ({})", s.prefix, s.name, s.iteration);
-            self.span_event(s.start_ns, event::TYPE_SLICE_BEGIN, track, |b| {
+            self.absolute_event(s.start_ns, event::TYPE_SLICE_BEGIN, track, |b| {
                 b.str(event::NAME, &name);
                 b.str(event::CATEGORIES, SPAN_CATEGORY);
                 let d = b.open(event::DEBUG_ANNOTATIONS);
@@ -663,25 +652,26 @@ impl<'a, W: Write> Writer<'a, W> {
                 b.close(d);
             });
             let marker = format!("Iteration Start: {}", s.name);
-            self.span_event(s.start_ns, event::TYPE_INSTANT, track, |b| {
+            self.absolute_event(s.start_ns, event::TYPE_INSTANT, track, |b| {
                 b.str(event::NAME, &marker)
             });
             let end = s.end_ns.max(s.start_ns);
-            self.span_event(end, event::TYPE_SLICE_END, track, |_| {});
+            self.absolute_event(end, event::TYPE_SLICE_END, track, |_| {});
         }
         let end = trace.window.end_ns;
-        self.span_event(end, event::TYPE_INSTANT, uuid::spans(None), |b| {
+        self.absolute_event(end, event::TYPE_INSTANT, uuid::spans(None), |b| {
             b.str(event::NAME, WINDOW_END)
         });
         self.flush_if_full()
     }
 
-    /// An event on the spans sequence, its names written in full (few, not worth interning).
-    fn span_event(&mut self, ts: i64, kind: u64, track: u64, fields: impl FnOnce(&mut Buf)) {
+    /// An event on the absolute sequence, its names written in full (few, not worth
+    /// interning).
+    fn absolute_event(&mut self, ts: i64, kind: u64, track: u64, fields: impl FnOnce(&mut Buf)) {
         self.stats.events += 1;
         let b = &mut self.buf;
         let p = b.open(proto::trace::PACKET);
-        b.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, SPANS_SEQUENCE);
+        b.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, ABSOLUTE_SEQUENCE);
         b.uint(packet::TIMESTAMP, timestamp(ts));
         let e = b.open(packet::TRACK_EVENT);
         b.uint(event::TYPE, kind);

@@ -1,0 +1,245 @@
+//! Per-kernel hardware metrics, summarized per kernel name: calls, total device time, and
+//! for each metric its sum, mean, min and max (`omniprof summary --metrics`).
+//!
+//! Two sources, whoever wrote the trace:
+//! - omniprof's scope profiler: kernels carry their metric values in `args`, and the
+//!   metrics are the value names of the trace's `xpu_scope_profiler` counter series;
+//! - the CUPTI range profiler PyTorch used: `cuda_profiler_range` events carry every metric
+//!   as a numeric arg.
+//!
+//! ```
+//! use omniprof_trace::analysis::metrics::kernel_metrics;
+//! use omniprof_trace::{Activity, ActivityType, Trace, Value};
+//!
+//! let mut trace = Trace::new(0, 100);
+//! for (flops, end) in [(10i64, 20), (30, 60)] {
+//!     let mut r = Activity::new(ActivityType::CudaProfilerRange, "gemm", 0, 0, 0, end);
+//!     r.args.push(("flops".into(), Value::from(flops)));
+//!     trace.activities.push(r);
+//! }
+//! let summary = kernel_metrics(&trace);
+//! let gemm = &summary.rows[0];
+//! assert_eq!((gemm.calls, gemm.device_time_ns), (2, 80));
+//! let flops = &gemm.metrics[0].1;
+//! assert_eq!((flops.sum, flops.mean(), flops.min, flops.max), (40.0, 20.0, 10.0, 30.0));
+//! ```
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use super::csv::field;
+use super::grid::{number, render};
+use super::us;
+use crate::activity::{Activity, ActivityClass, ActivityType};
+use crate::trace::Trace;
+
+/// Sum, count and extremes of one metric over the calls that reported it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MetricStats {
+    pub count: u64,
+    pub sum: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl MetricStats {
+    fn new(v: f64) -> Self {
+        Self {
+            count: 1,
+            sum: v,
+            min: v,
+            max: v,
+        }
+    }
+
+    fn add(&mut self, v: f64) {
+        self.count += 1;
+        self.sum += v;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+    }
+
+    pub fn mean(&self) -> f64 {
+        self.sum / self.count as f64
+    }
+}
+
+/// One kernel name's calls and metrics (in the order the metrics first appear).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelMetricsRow {
+    pub name: String,
+    pub calls: u64,
+    pub device_time_ns: i64,
+    pub metrics: Vec<(String, MetricStats)>,
+}
+
+/// The rows, in the order of each name's first call.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelMetrics {
+    pub rows: Vec<KernelMetricsRow>,
+}
+
+/// The metrics of every kernel (and `cuda_profiler_range`) that has some.
+pub fn kernel_metrics(trace: &Trace) -> KernelMetrics {
+    let scope_metrics: BTreeSet<&str> = trace
+        .counters
+        .series()
+        .iter()
+        .filter(|s| s.track.kind == ActivityType::XpuScopeProfiler)
+        .flat_map(|s| s.samples.iter().flat_map(|x| x.values.iter()))
+        .map(|(name, _)| &**name)
+        .collect();
+    let mut summary = KernelMetrics::default();
+    for a in &trace.activities {
+        let values: Vec<(&str, f64)> = match a.kind {
+            ActivityType::CudaProfilerRange => numeric_args(a, |_| true),
+            kind if kind.class() == Some(ActivityClass::Kernel) && !scope_metrics.is_empty() => {
+                numeric_args(a, |key| scope_metrics.contains(key))
+            }
+            _ => continue,
+        };
+        summary.add(a, values);
+    }
+    summary.rows.retain(|r| !r.metrics.is_empty());
+    summary
+}
+
+fn numeric_args(a: &Activity, wanted: impl Fn(&str) -> bool) -> Vec<(&str, f64)> {
+    a.args
+        .iter()
+        .filter(|(key, _)| wanted(key))
+        .filter_map(|(key, value)| Some((&**key, value.as_f64().filter(|v| v.is_finite())?)))
+        .collect()
+}
+
+impl KernelMetrics {
+    fn add(&mut self, a: &Activity, values: Vec<(&str, f64)>) {
+        let row = match self.rows.iter_mut().position(|r| *r.name == *a.name) {
+            Some(i) => &mut self.rows[i],
+            None => {
+                self.rows.push(KernelMetricsRow {
+                    name: a.name.to_string(),
+                    calls: 0,
+                    device_time_ns: 0,
+                    metrics: Vec::new(),
+                });
+                self.rows.last_mut().expect("just pushed")
+            }
+        };
+        row.calls += 1;
+        row.device_time_ns += a.duration_ns();
+        for (name, v) in values {
+            match row.metrics.iter_mut().find(|(m, _)| m == name) {
+                Some((_, stats)) => stats.add(v),
+                None => row.metrics.push((name.to_owned(), MetricStats::new(v))),
+            }
+        }
+    }
+
+    /// One line per (kernel, metric); a kernel's calls and device time on its first line.
+    pub fn table(&self) -> String {
+        let headers = [
+            "Kernel",
+            "Calls",
+            "Device time",
+            "Metric",
+            "Sum",
+            "Mean",
+            "Min",
+            "Max",
+        ];
+        let numeric = [false, true, true, false, true, true, true, true];
+        let mut rows = Vec::new();
+        for r in &self.rows {
+            for (i, (metric, s)) in r.metrics.iter().enumerate() {
+                let first = i == 0;
+                rows.push(vec![
+                    if first { r.name.clone() } else { String::new() },
+                    if first {
+                        r.calls.to_string()
+                    } else {
+                        String::new()
+                    },
+                    if first {
+                        format!("{:.3}us", us(r.device_time_ns))
+                    } else {
+                        String::new()
+                    },
+                    metric.clone(),
+                    number(s.sum),
+                    number(s.mean()),
+                    number(s.min),
+                    number(s.max),
+                ]);
+            }
+        }
+        render(&headers, &numeric, &rows)
+    }
+
+    /// `kernel,calls,device_time_us,metric,sum,mean,min,max`, one line per (kernel, metric).
+    pub fn csv(&self) -> String {
+        let mut out = String::from("kernel,calls,device_time_us,metric,sum,mean,min,max\n");
+        for r in &self.rows {
+            for (metric, s) in &r.metrics {
+                out.push_str(&format!(
+                    "{},{},{:.3},{},{},{},{},{}\n",
+                    field(&r.name),
+                    r.calls,
+                    us(r.device_time_ns),
+                    field(metric),
+                    number(s.sum),
+                    number(s.mean()),
+                    number(s.min),
+                    number(s.max)
+                ));
+            }
+        }
+        out
+    }
+
+    /// `{"kernels": [{"name", "calls", "device_time_us", "metrics": [{"name", "sum",
+    /// "mean", "min", "max"}]}]}`.
+    pub fn json(&self) -> String {
+        #[derive(Serialize)]
+        struct Metric<'a> {
+            name: &'a str,
+            sum: f64,
+            mean: f64,
+            min: f64,
+            max: f64,
+        }
+        #[derive(Serialize)]
+        struct Kernel<'a> {
+            name: &'a str,
+            calls: u64,
+            device_time_us: f64,
+            metrics: Vec<Metric<'a>>,
+        }
+        #[derive(Serialize)]
+        struct Document<'a> {
+            kernels: Vec<Kernel<'a>>,
+        }
+        let kernels = self
+            .rows
+            .iter()
+            .map(|r| Kernel {
+                name: &r.name,
+                calls: r.calls,
+                device_time_us: us(r.device_time_ns),
+                metrics: r
+                    .metrics
+                    .iter()
+                    .map(|(name, s)| Metric {
+                        name,
+                        sum: s.sum,
+                        mean: s.mean(),
+                        min: s.min,
+                        max: s.max,
+                    })
+                    .collect(),
+            })
+            .collect();
+        serde_json::to_string_pretty(&Document { kernels }).expect("plain data serializes")
+    }
+}

@@ -1,0 +1,196 @@
+//! The trace file formats, named by extension, and [`save`]: the one way every caller
+//! (sessions, the trace-directory handler, the CLI, the Python package) writes a trace, in
+//! the format its path names, through [`save_with`](super::save::save_with).
+//!
+//! ```
+//! use omniprof_trace::{Activity, ActivityType, Trace};
+//! use omniprof_trace::export::{self, Format};
+//!
+//! let mut trace = Trace::new(1_000_000, 2_000_000);
+//! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000));
+//! let dir = tempfile::tempdir().unwrap();
+//! assert_eq!(Format::from_path("run.pftrace".as_ref()).unwrap(), Format::Perfetto);
+//! for name in ["t.pt.trace.json", "t.pt.trace.json.gz", "t.pftrace"] {
+//!     let stats = export::save(&trace, dir.path().join(name)).unwrap();
+//!     assert!(stats.bytes > 0);
+//! }
+//! let err = export::save(&trace, dir.path().join("t.txt")).unwrap_err();
+//! assert!(err.to_string().contains(".json, .json.gz, .pftrace"));
+//! ```
+
+use std::fmt;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::save::{is_stream, save_with, WriteError};
+use super::{chrome, perfetto};
+use crate::trace::Trace;
+
+/// Viewer limits worth a warning (`reference/performance-anchors.md`, section 5).
+const CHROME_TRACING_LIMIT: u64 = 256 << 20;
+const PERFETTO_UI_LIMIT: u64 = 1 << 30;
+/// gzip level of `.json.gz`: most of level 9's ratio at a fraction of its time.
+const GZIP_LEVEL: u32 = 5;
+
+/// A trace file format, named by the file's extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Kineto's Chrome trace JSON (`.json`).
+    Json,
+    /// The same, gzip-compressed (`.json.gz`).
+    JsonGz,
+    /// Perfetto's native protobuf trace (`.pftrace`).
+    Perfetto,
+}
+
+impl Format {
+    /// Every format, in the order error messages list them.
+    pub const ALL: [Format; 3] = [Self::Json, Self::JsonGz, Self::Perfetto];
+
+    /// The extension that selects the format.
+    pub const fn extension(self) -> &'static str {
+        match self {
+            Self::Json => ".json",
+            Self::JsonGz => ".json.gz",
+            Self::Perfetto => ".pftrace",
+        }
+    }
+
+    /// The format a path's name ends with.
+    pub fn from_path(path: &Path) -> Result<Self, UnknownFormat> {
+        let name = path.file_name().map(|n| n.to_string_lossy());
+        // `.json.gz` before `.json`: the longest extension that matches wins.
+        [Self::JsonGz, Self::Json, Self::Perfetto]
+            .into_iter()
+            .find(|f| name.as_deref().is_some_and(|n| n.ends_with(f.extension())))
+            .ok_or_else(|| UnknownFormat {
+                path: path.to_owned(),
+            })
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.extension())
+    }
+}
+
+/// A path whose extension names no [`Format`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}: unknown trace format; the file name must end in one of: {}", path.display(), supported())]
+pub struct UnknownFormat {
+    pub path: PathBuf,
+}
+
+fn supported() -> String {
+    Format::ALL.map(Format::extension).join(", ")
+}
+
+/// What a write produced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Events written: entries of `traceEvents` (JSON), track events (Perfetto).
+    pub events: u64,
+    /// Bytes written (before compression).
+    pub bytes: u64,
+    /// X events moved to a sibling row because they partly overlapped another.
+    pub spilled: u64,
+}
+
+impl From<UnknownFormat> for WriteError {
+    fn from(e: UnknownFormat) -> Self {
+        let message = e.to_string();
+        Self {
+            path: e.path,
+            stage: "format",
+            source: io::Error::new(io::ErrorKind::InvalidInput, message),
+        }
+    }
+}
+
+/// Saves `trace` to `path` in the format its extension names ([`Format::from_path`]),
+/// through [`save_with`](super::save::save_with): the path ends up holding the whole trace
+/// or what it held before, and a link, FIFO or device there is written through, never
+/// replaced (a FIFO or device whose name has no known extension gets JSON). Any other
+/// unknown extension writes nothing.
+pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteError> {
+    let path = path.as_ref();
+    // A stream (`/dev/stdout`, a FIFO) names no format: it gets Kineto's JSON.
+    let stream = std::fs::metadata(path).is_ok_and(|m| is_stream(&m.file_type()));
+    let format = match Format::from_path(path) {
+        Err(_) if stream => Format::Json,
+        format => format?,
+    };
+    let stats = save_with(path, |out| match format {
+        Format::Json => write_json(trace, path, out),
+        Format::JsonGz => {
+            let level = flate2::Compression::new(GZIP_LEVEL);
+            let mut enc = flate2::write::GzEncoder::new(out, level);
+            let stats = write_json(trace, path, &mut enc)?;
+            enc.finish()?;
+            Ok(stats)
+        }
+        Format::Perfetto => perfetto::write(trace, out),
+    })?;
+    if format != Format::Perfetto {
+        warn_about_viewers(path, stats.bytes);
+    }
+    Ok(stats)
+}
+
+/// Chrome JSON, its `traceName` the path unless the trace names itself.
+fn write_json(trace: &Trace, path: &Path, out: impl Write) -> io::Result<WriteStats> {
+    let trace_name = match &trace.trace_name {
+        Some(name) => name.clone(),
+        None => path.to_string_lossy().into_owned(),
+    };
+    chrome::write(trace, &trace_name, out)
+}
+
+fn warn_about_viewers(path: &Path, bytes: u64) {
+    if bytes > PERFETTO_UI_LIMIT {
+        log::warn!(
+            "{}: {} MB of JSON is more than the Perfetto UI loads comfortably (~1 GB); \
+             consider .pftrace or a shorter capture",
+            path.display(),
+            bytes >> 20
+        );
+    } else if bytes > CHROME_TRACING_LIMIT {
+        log::warn!(
+            "{}: {} MB of JSON is more than chrome://tracing opens (~256 MB); use ui.perfetto.dev",
+            path.display(),
+            bytes >> 20
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_extension_names_the_format() {
+        let f = |p: &str| Format::from_path(Path::new(p));
+        assert_eq!(f("a/run.pt.trace.json"), Ok(Format::Json));
+        assert_eq!(f("run.pt.trace.json.gz"), Ok(Format::JsonGz));
+        assert_eq!(f("run.pftrace"), Ok(Format::Perfetto));
+        for bad in ["run.gz", "run.json.txt", "run", "json"] {
+            let err = f(bad).unwrap_err();
+            assert!(
+                err.to_string()
+                    .ends_with("must end in one of: .json, .json.gz, .pftrace"),
+                "{err}"
+            );
+            assert!(err.to_string().starts_with(bad), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_extension_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.txt");
+        let err = save(&Trace::new(0, 1), &path).unwrap_err();
+        assert_eq!(err.stage, "format");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}

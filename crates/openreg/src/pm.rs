@@ -1,0 +1,166 @@
+//! The PM (performance monitor) sampler: each device read on a thread of its own at a fixed
+//! period, reporting what really happened in each interval — the fraction of it during
+//! which the device's streams were running work, the bytes they copied host to device and
+//! device to host ([`crate::usage`]), and the device memory in use at its end.
+//!
+//! A sample describes the interval that *starts* at its timestamp (a counter holds its value
+//! until the next sample), so a trace draws each interval's numbers where they happened. The
+//! last sample, taken at [`Sampler::stop`], covers the partial interval before it, so the
+//! copied bytes of all samples add up to everything copied while the sampler ran.
+//!
+//! ```
+//! use std::time::Duration;
+//! use openreg::pm::Sampler;
+//!
+//! let sampler = Sampler::start(&[0], Duration::from_millis(1)).unwrap();
+//! std::thread::sleep(Duration::from_millis(5));
+//! let samples = sampler.stop();
+//! assert!(samples.len() >= 2);
+//! assert!(samples.iter().all(|s| (0.0..=1.0).contains(&s.busy_fraction)));
+//! ```
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::device::{device_count, device_memory_used};
+use crate::error::{OrError, Result};
+use crate::lock::{lock, wait_timeout};
+use crate::sys::now_ns;
+use crate::usage::{usage, Usage};
+
+/// The value name of [`PmSample::busy_fraction`] in traces.
+pub const BUSY_FRACTION: &str = "busy_fraction";
+/// The value name of [`PmSample::host_to_device_bytes`] in traces.
+pub const HOST_TO_DEVICE_BYTES: &str = "host_to_device_bytes";
+/// The value name of [`PmSample::device_to_host_bytes`] in traces.
+pub const DEVICE_TO_HOST_BYTES: &str = "device_to_host_bytes";
+/// The value name of [`PmSample::memory_used_bytes`] in traces.
+pub const MEMORY_USED_BYTES: &str = "memory_used_bytes";
+
+/// One device's numbers for one interval.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PmSample {
+    /// The device sampled.
+    pub device: usize,
+    /// The interval's start (`CLOCK_REALTIME`, ns).
+    pub ts_ns: i64,
+    /// The interval's length.
+    pub interval_ns: i64,
+    /// Busy time over the interval, in [0, 1].
+    pub busy_fraction: f64,
+    /// Bytes the device's streams copied host to device in the interval.
+    pub host_to_device_bytes: u64,
+    /// Bytes the device's streams copied device to host in the interval.
+    pub device_to_host_bytes: u64,
+    /// Device memory in use at the interval's end.
+    pub memory_used_bytes: u64,
+}
+
+impl PmSample {
+    /// The sample's values, named as traces show them.
+    pub fn values(&self) -> [(&'static str, f64); 4] {
+        [
+            (BUSY_FRACTION, self.busy_fraction),
+            (HOST_TO_DEVICE_BYTES, self.host_to_device_bytes as f64),
+            (DEVICE_TO_HOST_BYTES, self.device_to_host_bytes as f64),
+            (MEMORY_USED_BYTES, self.memory_used_bytes as f64),
+        ]
+    }
+}
+
+/// Set to stop the sampling threads, which wait on it between samples.
+type StopSignal = Arc<(Mutex<bool>, Condvar)>;
+
+/// Sampling threads, one per device, until [`stop`](Sampler::stop).
+pub struct Sampler {
+    stop: StopSignal,
+    threads: Vec<JoinHandle<Vec<PmSample>>>,
+}
+
+impl Sampler {
+    /// Starts sampling `devices` every `period` (at least 1 µs).
+    pub fn start(devices: &[usize], period: Duration) -> Result<Self> {
+        let count = device_count();
+        let period = period.max(Duration::from_micros(1));
+        let stop: StopSignal = Arc::default();
+        let mut sampler = Self {
+            stop: Arc::clone(&stop),
+            threads: Vec::new(),
+        };
+        for &device in devices {
+            if device >= count {
+                return Err(OrError::InvalidDevice { device, count });
+            }
+            let stop = Arc::clone(&stop);
+            let thread = std::thread::Builder::new()
+                .name(format!("openreg-pm{device}"))
+                .spawn(move || sample(device, period, &stop))
+                .map_err(OrError::ThreadSpawn)?;
+            sampler.threads.push(thread);
+        }
+        Ok(sampler)
+    }
+
+    /// Stops every thread after a last sample and returns all samples, device by device.
+    pub fn stop(mut self) -> Vec<PmSample> {
+        self.signal();
+        std::mem::take(&mut self.threads)
+            .into_iter()
+            .flat_map(|t| t.join().unwrap_or_default())
+            .collect()
+    }
+
+    fn signal(&self) {
+        *lock(&self.stop.0) = true;
+        self.stop.1.notify_all();
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.signal();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One device's sampling loop.
+fn sample(device: usize, period: Duration, stop: &StopSignal) -> Vec<PmSample> {
+    let read = || usage(device, now_ns()).unwrap_or_default();
+    let mut samples = Vec::new();
+    let mut previous = read();
+    let mut stopped = lock(&stop.0);
+    loop {
+        let deadline = previous.at_ns + period.as_nanos() as i64;
+        while !*stopped {
+            let left = deadline - now_ns();
+            if left <= 0 {
+                break;
+            }
+            stopped = wait_timeout(&stop.1, stopped, Duration::from_nanos(left as u64));
+        }
+        let last = *stopped;
+        let current = read();
+        samples.push(between(device, &previous, &current));
+        previous = current;
+        if last {
+            return samples;
+        }
+    }
+}
+
+fn between(device: usize, from: &Usage, to: &Usage) -> PmSample {
+    let interval_ns = (to.at_ns - from.at_ns).max(1);
+    let busy_ns = (to.busy_ns - from.busy_ns).clamp(0, interval_ns);
+    PmSample {
+        device,
+        ts_ns: from.at_ns,
+        interval_ns,
+        busy_fraction: busy_ns as f64 / interval_ns as f64,
+        host_to_device_bytes: to.host_to_device_bytes - from.host_to_device_bytes,
+        device_to_host_bytes: to.device_to_host_bytes - from.device_to_host_bytes,
+        memory_used_bytes: device_memory_used(device).unwrap_or(0),
+    }
+}
