@@ -62,10 +62,11 @@ use crate::value::Value;
 /// Device `d` is written as the process `DEVICE_PID_BASE + d`: above any OS pid (Linux caps
 /// them at 2^22) and inside `int32`.
 pub const DEVICE_PID_BASE: i64 = 1 << 30;
-/// The sequence of the activities (interned, incremental times), and that of counter
-/// samples and spans (absolute times).
+/// The sequences: the activities (interned, incremental times), spans (absolute times),
+/// counter samples (incremental times).
 const EVENTS_SEQUENCE: u64 = 1;
 const ABSOLUTE_SEQUENCE: u64 = 2;
+const COUNTERS_SEQUENCE: u64 = 3;
 /// The events sequence's clock: incremental, each timestamp the delta from the last.
 const INCREMENTAL_CLOCK: u64 = clock::FIRST_SEQUENCE_CLOCK;
 const FLUSH_AT: usize = 1 << 16;
@@ -93,7 +94,7 @@ pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<WriteStats> {
         seq: 0,
         last_ts: 0,
     };
-    w.start_events_sequence();
+    w.start_incremental_sequence(EVENTS_SEQUENCE);
     plan.descriptors(trace, &mut w.buf);
     w.flush()?;
     let mut index = 0;
@@ -103,8 +104,8 @@ pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<WriteStats> {
         w.activity(a, &plan, track)
     })?;
     w.end_slices_until(i64::MAX)?;
-    w.start_absolute_sequence();
     w.counters(trace, &plan)?;
+    w.start_absolute_sequence();
     w.spans(trace)?;
     w.stats.spilled = plan.lanes.spilled;
     w.flush()?;
@@ -119,7 +120,6 @@ mod uuid {
     use super::*;
 
     const PROCESS: u64 = 1 << 63;
-    const COUNTER: u64 = 1 << 40;
     const SPANS: u64 = 1 << 44;
 
     /// Lane `lane` of the row with index `row` (see [`Lanes::row`]), packed.
@@ -142,8 +142,9 @@ mod uuid {
         (z ^ (z >> 31)) | PROCESS
     }
 
-    pub fn counter(index: u32) -> u64 {
-        COUNTER + u64::from(index)
+    /// Counter tracks follow the row tracks (at most 128 lanes per row).
+    pub fn counter(index: u32, rows: u32) -> u64 {
+        u64::from(rows) * 128 + 1 + u64::from(index)
     }
 
     /// The `Spans` track (`None`) or the track of the spans with this name (its index).
@@ -300,7 +301,7 @@ impl<'a> Plan<'a> {
         }
         for (index, (series, _, name)) in self.counters.iter().enumerate() {
             let device = trace.counters.series()[*series].track.device;
-            let d = descriptor(b, uuid::counter(index as u32));
+            let d = descriptor(b, uuid::counter(index as u32, self.rows));
             b.uint(track::PARENT_UUID, uuid::process(device));
             b.str(track::NAME, name);
             let c = b.open(track::COUNTER);
@@ -457,10 +458,10 @@ impl<'a, W: Write> Writer<'a, W> {
         p
     }
 
-    /// The events sequence's first packet also defines its incremental clock: at 0 when
+    /// The first packet of a sequence with an incremental clock defines it: at 0 when
     /// BOOTTIME (the trace clock) is at 0, so the times it adds up are the model's own.
-    fn start_events_sequence(&mut self) {
-        let p = self.start_sequence(EVENTS_SEQUENCE);
+    fn start_incremental_sequence(&mut self, sequence: u64) {
+        let p = self.start_sequence(sequence);
         let b = &mut self.buf;
         let d = b.open(packet::TRACE_PACKET_DEFAULTS);
         b.uint(defaults::TIMESTAMP_CLOCK_ID, INCREMENTAL_CLOCK);
@@ -618,17 +619,37 @@ impl<'a, W: Write> Writer<'a, W> {
         self.buf.close(p);
     }
 
-    /// Each counter track's samples, in time order.
+    /// Every counter sample, in time order, on a sequence of its own with an incremental
+    /// clock (as the events'): a sample takes about 24 bytes.
     fn counters(&mut self, trace: &Trace, plan: &Plan) -> io::Result<()> {
+        let mut samples: Vec<(i64, u32, f64)> = Vec::new();
         for (index, &(series, key, _)) in plan.counters.iter().enumerate() {
-            let track = uuid::counter(index as u32);
             for sample in &trace.counters.series()[series].samples {
                 if let Some(value) = sample.value(key) {
-                    self.absolute_event(sample.ts_ns, event::TYPE_COUNTER, track, |b| {
-                        b.double(event::DOUBLE_COUNTER_VALUE, value)
-                    });
+                    samples.push((sample.ts_ns, index as u32, value));
                 }
             }
+        }
+        if samples.is_empty() {
+            return Ok(());
+        }
+        samples.sort_by_key(|&(ts, index, _)| (ts, index));
+        self.start_incremental_sequence(COUNTERS_SEQUENCE);
+        let mut last = 0;
+        for (ts, index, value) in samples {
+            self.stats.events += 1;
+            let ts = timestamp(ts);
+            let b = &mut self.buf;
+            let p = b.open(proto::trace::PACKET);
+            b.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, COUNTERS_SEQUENCE);
+            b.uint(packet::TIMESTAMP, ts - last);
+            last = ts;
+            let e = b.open(packet::TRACK_EVENT);
+            b.uint(event::TYPE, event::TYPE_COUNTER);
+            b.uint(event::TRACK_UUID, uuid::counter(index, plan.rows));
+            b.double(event::DOUBLE_COUNTER_VALUE, value);
+            b.close(e);
+            b.close(p);
             self.flush_if_full()?;
         }
         Ok(())
