@@ -163,7 +163,7 @@ def decode(path):
         elif e.type == INSTANT:
             d.instants.append((row_of(d, track), name, ts, key_of(args)))
         elif e.type == COUNTER:
-            d.counters.append((d.tracks[track].name, ts, canonical(e.double_counter_value)))
+            d.counters.append((d.tracks[track].name, ts, canonical(e.counter_value if e.HasField("counter_value") else e.double_counter_value)))
     for track, stack in open_slices.items():
         if stack:
             d.violation(stack[-1][4], f"{len(stack)} slices never end on track {track}")

@@ -77,6 +77,7 @@ pub mod event {
     pub const TYPE: u32 = 9;
     pub const NAME_IID: u32 = 10;
     pub const TRACK_UUID: u32 = 11;
+    pub const COUNTER_VALUE: u32 = 30;
     pub const DOUBLE_COUNTER_VALUE: u32 = 44;
     pub const FLOW_IDS: u32 = 47;
     pub const TERMINATING_FLOW_IDS: u32 = 48;
