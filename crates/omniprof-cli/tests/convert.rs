@@ -12,6 +12,7 @@ use omniprof::import::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
 use omniprof_test_support::data::reference_trace;
 use omniprof_test_support::decoder::{assert_matches_json, decode};
+use omniprof_test_support::lock::serial;
 
 fn omniprof(args: &[&str], paths: &[&Path]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_omniprof"))
@@ -35,7 +36,10 @@ fn convert(input: &Path, output: &Path) -> Output {
     omniprof(&["convert"], &[input, Path::new("-o"), output])
 }
 
+/// Runs the demo alone (one at a time in this binary): its PM counters are sampled by time, so
+/// a demo slowed by another one beside it holds more samples per event than the demo does.
 fn demo(output: &Path) {
+    let _alone = serial();
     succeed(omniprof(&["demo", "--steps", "10", "-o"], &[output]));
 }
 

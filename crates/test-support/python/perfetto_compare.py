@@ -164,6 +164,14 @@ def decode(path):
             d.instants.append((row_of(d, track), name, ts, key_of(args)))
         elif e.type == COUNTER:
             d.counters.append((d.tracks[track].name, ts, canonical(e.counter_value if e.HasField("counter_value") else e.double_counter_value)))
+            # Values of other counters sampled at the same time ride along with this one.
+            extras = list(zip(e.extra_counter_track_uuids, e.extra_counter_values))
+            extras += list(zip(e.extra_double_counter_track_uuids, e.extra_double_counter_values))
+            for extra_track, value in extras:
+                if extra_track not in d.tracks or not d.tracks[extra_track].HasField("counter"):
+                    d.violation(index, f"extra counter value on track {extra_track}, not a declared counter track")
+                    continue
+                d.counters.append((d.tracks[extra_track].name, ts, canonical(value)))
     for track, stack in open_slices.items():
         if stack:
             d.violation(stack[-1][4], f"{len(stack)} slices never end on track {track}")

@@ -19,7 +19,7 @@
 //! assert!(String::from_utf8(json).unwrap().contains(r#""name": "aten::mm""#));
 //! ```
 //!
-//! Files are written with [`export::save`](crate::export::save).
+//! Files are written with [`export::save`](crate::export::save()).
 
 use std::io::{self, Write};
 

@@ -78,6 +78,10 @@ pub mod event {
     pub const NAME_IID: u32 = 10;
     pub const TRACK_UUID: u32 = 11;
     pub const COUNTER_VALUE: u32 = 30;
+    pub const EXTRA_COUNTER_VALUES: u32 = 12;
+    pub const EXTRA_COUNTER_TRACK_UUIDS: u32 = 31;
+    pub const EXTRA_DOUBLE_COUNTER_TRACK_UUIDS: u32 = 45;
+    pub const EXTRA_DOUBLE_COUNTER_VALUES: u32 = 46;
     pub const DOUBLE_COUNTER_VALUE: u32 = 44;
     pub const FLOW_IDS: u32 = 47;
     pub const TERMINATING_FLOW_IDS: u32 = 48;
