@@ -31,7 +31,10 @@
  *
  *     PRIVATEUSE1_RUNTIME  sampleLaunchKernel  (pid, tid of the thread that called start)
  *         eventId = this session's correlation id (a process-wide counter starting at 2^32+1,
- *         so the id needs all 64 bits and collides with no host op id); metadata
+ *         so the id needs all 64 bits). It is the sample's own id, not one it was pushed, so
+ *         it may equal a host op's id (omniprof's are thread index << 32 | sequence: 2^32+1
+ *         is thread 1's first range); the host refuses such a link, since the launch lies
+ *         outside that op's time or thread, and counts it (refused_links); metadata
  *         pushed_correlations, popped_correlations, pushed_user_correlations,
  *         popped_user_correlations (numbers: the correlation calls the session received),
  *         and, after at least one push of the kind, last_pushed_correlation and
