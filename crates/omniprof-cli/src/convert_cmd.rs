@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use omniprof_trace::export::{self, Format};
-use omniprof_trace::import::{ReadError, TraceReader};
+use omniprof_trace::import::TraceReader;
 
-use crate::progress::Input;
+use crate::progress::read_file;
 use crate::summary_cmd::report_skipped;
 
 /// Convert a trace to another format.
@@ -35,20 +35,9 @@ pub fn run(args: &ConvertArgs) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    let read = Input::open(&args.input)
-        .map_err(|e| ReadError {
-            location: Box::default(),
-            kind: e.into(),
-        })
-        .and_then(|mut input| {
-            let outcome = TraceReader::new().read(&mut input.reader);
-            input.done();
-            outcome.into_result()
-        })
-        .map_err(|mut e| {
-            e.location.path = Some(args.input.clone());
-            e
-        });
+    let read = read_file(&args.input, |reader| {
+        TraceReader::new().read(reader).into_result()
+    });
     let (trace, stats) = match read {
         Ok(read) => read,
         Err(e) => {

@@ -11,10 +11,10 @@ use std::process::ExitCode;
 
 use inferno::flamegraph::{self, Options};
 use omniprof_trace::analysis::flamegraph::{folded_stacks, FlameTime};
-use omniprof_trace::import::{ReadError, TraceReader};
+use omniprof_trace::import::TraceReader;
 
 use crate::output::write_file;
-use crate::progress::Input;
+use crate::progress::read_file;
 use crate::summary_cmd::report_skipped;
 
 /// Draw a flame graph of a trace.
@@ -37,20 +37,9 @@ pub struct FlamegraphArgs {
 
 /// Runs `omniprof flamegraph`.
 pub fn run(args: &FlamegraphArgs) -> ExitCode {
-    let read = Input::open(&args.trace)
-        .map_err(|e| ReadError {
-            location: Box::default(),
-            kind: e.into(),
-        })
-        .and_then(|mut input| {
-            let outcome = TraceReader::new().read(&mut input.reader);
-            input.done();
-            outcome.into_result()
-        })
-        .map_err(|mut e| {
-            e.location.path = Some(args.trace.clone());
-            e
-        });
+    let read = read_file(&args.trace, |reader| {
+        TraceReader::new().read(reader).into_result()
+    });
     let trace = match read {
         Ok((trace, stats)) => {
             report_skipped(&stats);

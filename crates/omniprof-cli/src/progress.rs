@@ -1,11 +1,12 @@
 //! A progress bar over the bytes of a large input file, shown while someone watches standard
-//! error; `summary` and `convert` read through it.
+//! error; `summary`, `diff`, `convert` and `flamegraph` read through it.
 
 use std::fs::File;
 use std::io::{self, IsTerminal, Read};
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use omniprof_trace::import::ReadError;
 
 /// Files larger than this get a progress bar (when standard error is a terminal).
 const PROGRESS_MIN_BYTES: u64 = 50 * 1024 * 1024;
@@ -33,6 +34,28 @@ impl Input {
             bar.finish_and_clear();
         }
     }
+}
+
+/// Runs `read` over the file at `path` (through a progress bar when it is large); a file that
+/// does not open, and any error `read` returns, name `path`.
+pub fn read_file<T>(
+    path: &Path,
+    read: impl FnOnce(&mut dyn Read) -> Result<T, ReadError>,
+) -> Result<T, ReadError> {
+    Input::open(path)
+        .map_err(|e| ReadError {
+            location: Box::default(),
+            kind: e.into(),
+        })
+        .and_then(|mut input| {
+            let read = read(&mut input.reader);
+            input.done();
+            read
+        })
+        .map_err(|mut e| {
+            e.location.path = Some(path.to_owned());
+            e
+        })
 }
 
 fn progress_bar(file: &File) -> Option<ProgressBar> {

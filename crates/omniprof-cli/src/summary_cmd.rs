@@ -22,7 +22,7 @@ use omniprof_trace::analysis::{
 use omniprof_trace::import::{Limits, ReadError, ReadStats, TraceReader};
 
 use crate::output::print;
-use crate::progress::Input;
+use crate::progress::read_file;
 
 /// Summarize a trace as PyTorch's `key_averages().table()`.
 #[derive(Debug, clap::Args)]
@@ -215,23 +215,12 @@ pub fn key_averages_of(
             .stream(io::stdin().lock(), |item| builder.add_item(&item));
         return (builder.finish(), stats);
     }
-    let outcome = Input::open(path)
-        .map_err(|e| ReadError {
-            location: Box::default(),
-            kind: e.into(),
-        })
-        .and_then(|mut input| {
-            let stats = builder
-                .reader()
-                .limits(limits)
-                .stream(&mut input.reader, |item| builder.add_item(&item));
-            input.done();
-            stats
-        })
-        .map_err(|mut e| {
-            e.location.path = Some(path.to_owned());
-            e
-        });
+    let outcome = read_file(path, |reader| {
+        builder
+            .reader()
+            .limits(limits)
+            .stream(reader, |item| builder.add_item(&item))
+    });
     (builder.finish(), outcome)
 }
 
