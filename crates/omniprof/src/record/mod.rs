@@ -185,13 +185,13 @@ impl OwnedRange {
     /// Begins a user range (`user_annotation`) on this thread; `None` when nothing records.
     #[inline]
     pub fn begin(name: impl IntoName) -> Option<Self> {
-        begin(KIND_USER, name).map(Self::from)
+        begin(KIND_USER, name)
     }
 
     /// Begins a host op (`cpu_op`) on this thread; `None` when nothing records.
     #[inline]
     pub fn begin_op(name: impl IntoName) -> Option<Self> {
-        begin(KIND_OP, name).map(Self::from)
+        begin(KIND_OP, name)
     }
 
     fn on_owner_thread(&self) -> bool {
@@ -235,31 +235,11 @@ impl OwnedRange {
     }
 }
 
-impl From<Begun> for OwnedRange {
-    #[inline(always)]
-    fn from(begun: Begun) -> Self {
-        Self {
-            state: begun.state,
-            seq: begun.seq,
-            owner: begun.owner,
-            user: begun.user,
-        }
-    }
-}
-
-/// A range just begun on this thread.
-struct Begun {
-    state: u64,
-    seq: u32,
-    /// This thread's index.
-    owner: u32,
-    user: bool,
-}
-
 /// Records the beginning of a range of `kind` (a user range or a host op) on this thread;
-/// `None` when nothing records. One thread-local access for everything the range needs.
+/// `None` when nothing records. One thread-local access for everything the range needs. A
+/// [`RangeGuard`] takes the range over when its end is recorded by this thread.
 #[inline(always)]
-fn begin(kind: u64, name: impl IntoName) -> Option<Begun> {
+fn begin(kind: u64, name: impl IntoName) -> Option<OwnedRange> {
     let state = STATE.load(Ordering::Relaxed);
     if state & 1 == 0 {
         return None;
@@ -272,7 +252,7 @@ fn begin(kind: u64, name: impl IntoName) -> Option<Begun> {
         if l.listening(state) {
             correlation::begin(correlation, name, user);
         }
-        Some(Begun {
+        Some(OwnedRange {
             state,
             seq,
             owner: (correlation >> 32) as u32,
@@ -299,13 +279,15 @@ fn end(guard: &RangeGuard) {
 }
 
 impl RangeGuard {
+    /// The guard of a range [`begin`] just began on this thread (not a public conversion: a
+    /// guard ends its range as this thread's own, which only a range begun here is).
     #[inline(always)]
-    fn from(begun: Option<Begun>) -> Self {
+    fn take_over(begun: Option<OwnedRange>) -> Self {
         match begun {
-            Some(b) => Self {
-                state: b.state,
-                seq: b.seq,
-                user: b.user,
+            Some(range) => Self {
+                state: range.state,
+                seq: range.seq,
+                user: range.user,
                 _this_thread: PhantomData,
             },
             None => Self::INACTIVE,
@@ -317,13 +299,13 @@ impl RangeGuard {
 /// is dropped.
 #[inline(always)]
 pub fn record_function(name: impl IntoName) -> RangeGuard {
-    RangeGuard::from(begin(KIND_USER, name))
+    RangeGuard::take_over(begin(KIND_USER, name))
 }
 
 /// Records a host operator (`cpu_op`, like `aten::mm`) until the guard is dropped.
 #[inline(always)]
 pub fn record_op(name: impl IntoName) -> RangeGuard {
-    RangeGuard::from(begin(KIND_OP, name))
+    RangeGuard::take_over(begin(KIND_OP, name))
 }
 
 /// Records a point event on this thread (`cpu_instant_event`); the returned handle attaches
