@@ -120,6 +120,7 @@ impl ActivityType {
     ];
 
     /// The name used in config and written as the trace `cat`.
+    #[inline]
     pub const fn name(self) -> &'static str {
         match self {
             Self::CpuOp => "cpu_op",
@@ -195,6 +196,7 @@ impl ActivityType {
     /// False for the types that never get their own correlation id as `External id`
     /// (device work, runtime and driver calls, counters): they carry the id of the host op
     /// they are linked to, and their own id is written as `correlation`.
+    #[inline]
     pub const fn has_own_external_id(self) -> bool {
         !matches!(
             self,
@@ -227,6 +229,7 @@ impl ActivityType {
     }
 
     /// True for types that happen on a device rather than a host thread.
+    #[inline]
     pub const fn is_device(self) -> bool {
         matches!(
             self,
@@ -467,11 +470,13 @@ impl Activity {
     }
 
     /// `max(end − start, 0)`.
+    #[inline]
     pub fn duration_ns(&self) -> i64 {
         (self.end_ns - self.start_ns).max(0)
     }
 
     /// The value of an arg, if present.
+    #[inline]
     pub fn arg(&self, key: &str) -> Option<&Value> {
         self.args.iter().find(|(k, _)| &**k == key).map(|(_, v)| v)
     }

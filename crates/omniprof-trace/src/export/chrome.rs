@@ -25,7 +25,7 @@ use std::io::{self, Write};
 
 use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::export::json::{write_float, write_i64, write_str, write_u64, write_us, write_value};
-use crate::export::lanes::{in_written_order, row_tid, written_span, Lanes, LANE_STRIDE};
+use crate::export::lanes::{row_tid, written_span, Lanes, WrittenOrder, LANE_STRIDE};
 use crate::export::WriteStats;
 use crate::keys::arg;
 use crate::trace::Trace;
@@ -45,7 +45,7 @@ pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<Wr
     w.header(trace)?;
     w.rows(trace)?;
     let mut lanes = Lanes::default();
-    in_written_order(&trace.activities, |a| w.activity(a, &mut lanes))?;
+    WrittenOrder::of(&trace.activities).try_for_each(|a| w.activity(a, &mut lanes))?;
     w.stats.spilled = lanes.spilled;
     w.counters(trace)?;
     w.sibling_rows(trace, lanes)?;

@@ -20,22 +20,45 @@ pub(crate) const MAX_LANE: usize = 127;
 /// A row: (pid, tid).
 pub(crate) type RowId = (i64, i64);
 
-/// Calls `each` with the activities in written order: by start, longer first, then input
-/// order. Sessions and the reader hand over sorted traces; only what is not gets sorted.
-pub(crate) fn in_written_order<'a, E>(
-    acts: &'a [Activity],
-    mut each: impl FnMut(&'a Activity) -> Result<(), E>,
-) -> Result<(), E> {
-    let key = |a: &Activity| {
-        let (s, e) = written_span(a);
-        (s, Reverse(e))
-    };
-    if acts.windows(2).all(|p| key(&p[0]) <= key(&p[1])) {
-        acts.iter().try_for_each(each)
-    } else {
+/// The activities in written order: by start, longer first, then input order. Sessions
+/// hand over sorted traces, so only a trace that is not (one read from a file, say) gets an
+/// order of its own; a writer that goes over the activities twice computes it once.
+pub(crate) enum WrittenOrder<'a> {
+    AsGiven(&'a [Activity]),
+    Sorted(Vec<&'a Activity>),
+}
+
+impl<'a> WrittenOrder<'a> {
+    pub fn of(acts: &'a [Activity]) -> Self {
+        let key = |a: &Activity| {
+            let (s, e) = written_span(a);
+            (s, Reverse(e))
+        };
+        let mut last = (i64::MIN, Reverse(i64::MAX));
+        let sorted = acts.iter().all(|a| {
+            let k = key(a);
+            let in_order = last <= k;
+            last = k;
+            in_order
+        });
+        if sorted {
+            return Self::AsGiven(acts);
+        }
         let mut order: Vec<&'a Activity> = acts.iter().collect();
-        order.sort_by_key(|a| key(a));
-        order.into_iter().try_for_each(&mut each)
+        // Each key once, and a stable result: the keys are sorted with their indices.
+        order.sort_by_cached_key(|a| key(a));
+        Self::Sorted(order)
+    }
+
+    /// Calls `each` with the activities in this order, stopping at its first error.
+    pub fn try_for_each<E>(
+        &self,
+        each: impl FnMut(&'a Activity) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self {
+            Self::AsGiven(acts) => acts.iter().try_for_each(each),
+            Self::Sorted(order) => order.iter().copied().try_for_each(each),
+        }
     }
 }
 
@@ -68,12 +91,14 @@ pub(crate) struct Lanes {
 }
 
 impl Lanes {
+    #[inline]
     pub fn assign(&mut self, row_id: RowId, start: i64, end: i64) -> u32 {
         let row = self.row(row_id);
         self.assign_in(row, start, end)
     }
 
     /// The index of a row (rows are numbered in order of first use).
+    #[inline]
     pub fn row(&mut self, row_id: RowId) -> usize {
         let rows = &mut self.rows;
         *self.row_of.entry(row_id).or_insert_with(|| {
@@ -83,6 +108,7 @@ impl Lanes {
     }
 
     /// [`assign`](Self::assign) for the row with this index.
+    #[inline]
     pub fn assign_in(&mut self, row: usize, start: i64, end: i64) -> u32 {
         let stacks = &mut self.rows[row].1;
         let lane = (0..=MAX_LANE)

@@ -42,17 +42,17 @@
 //! which takes a byte or two where an absolute time takes nine. The spans, which overlap
 //! everything, are written last on a second sequence, with absolute times.
 
+mod ends;
 mod proto;
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::io::{self, Write};
 
+use ends::PendingEnds;
 use proto::{annotation, clock, defaults, event, interned, packet, track, Buf};
 
 use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::export::json;
-use crate::export::lanes::{in_written_order, row_tid, written_span, Lanes};
+use crate::export::lanes::{row_tid, written_span, Lanes, WrittenOrder};
 use crate::export::WriteStats;
 use crate::hash::FastMap;
 use crate::keys::arg;
@@ -90,17 +90,15 @@ pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<WriteStats> {
         arg_names: Interner::default(),
         new_interned: Vec::new(),
         arg_iids: Vec::new(),
-        ends: BinaryHeap::new(),
-        seq: 0,
+        ends: PendingEnds::default(),
         last_ts: 0,
     };
     w.start_incremental_sequence(EVENTS_SEQUENCE);
     plan.descriptors(trace, &mut w.buf);
     w.flush()?;
-    let mut index = 0;
-    in_written_order(&trace.activities, |a| {
-        let track = plan.track_of[index];
-        index += 1;
+    let mut tracks = plan.track_of.iter();
+    plan.order.try_for_each(|a| {
+        let track = *tracks.next().expect("the plan has every activity's track");
         w.activity(a, &plan, track)
     })?;
     w.end_slices_until(i64::MAX)?;
@@ -123,11 +121,13 @@ mod uuid {
     const SPANS: u64 = 1 << 44;
 
     /// Lane `lane` of the row with index `row` (see [`Lanes::row`]), packed.
+    #[inline]
     pub fn row_track(row: usize, lane: u32) -> u32 {
         (row as u32) << 7 | lane
     }
 
     /// The uuid of a packed row track, lane by lane: lane 0 of every row first.
+    #[inline]
     pub fn row(track: u32, rows: u32) -> u64 {
         let (row, lane) = (track >> 7, track & 0x7f);
         u64::from(lane) * u64::from(rows) + u64::from(row) + 1
@@ -153,6 +153,7 @@ mod uuid {
     }
 
     /// A flow id, namespaced by the flow's kind.
+    #[inline]
     pub fn flow(kind: FlowKind, id: u64) -> u64 {
         id ^ (kind as u64) << 62
     }
@@ -186,6 +187,8 @@ fn counter_tracks(trace: &Trace) -> Vec<(usize, &str, String)> {
 
 /// What the first pass finds: the tracks the events use and the track of every activity.
 struct Plan<'a> {
+    /// The activities in the order they are written.
+    order: WrittenOrder<'a>,
     /// The rows, thread rows first, and the lanes of each.
     lanes: Lanes,
     /// The row track of each activity, in written order (unused for counters).
@@ -201,6 +204,7 @@ struct Plan<'a> {
 impl<'a> Plan<'a> {
     fn new(trace: &'a Trace) -> Self {
         let mut plan = Plan {
+            order: WrittenOrder::of(&trace.activities),
             lanes: Lanes::default(),
             track_of: Vec::with_capacity(trace.activities.len()),
             device_pids: Vec::new(),
@@ -210,7 +214,7 @@ impl<'a> Plan<'a> {
         for t in &trace.threads {
             plan.lanes.row((t.pid, row_tid(t.tid)));
         }
-        let _ = in_written_order::<()>(&trace.activities, |a| {
+        let _ = plan.order.try_for_each::<()>(|a| {
             if a.kind.is_device() && !plan.device_pids.contains(&a.device) {
                 plan.device_pids.push(a.device);
             }
@@ -379,8 +383,11 @@ impl<'a> Interner<'a> {
     #[inline]
     fn id(&mut self, s: &'a str) -> (u64, bool) {
         let address = (s.as_ptr() as usize, s.len());
-        // Allocations are 8-aligned: the bits above those pick the slot.
-        let slot = (address.0 >> 3) % CACHE_SLOTS;
+        // The address mixed (Fibonacci hashing), its top bits the slot: the trace's names
+        // are 8-aligned allocations, but the type names and arg keys are string constants
+        // packed side by side, which the low bits alone would put in one slot.
+        let mixed = (address.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = (mixed >> (64 - CACHE_SLOTS.trailing_zeros())) as usize;
         let cached = self.cache[slot];
         if (cached.0, cached.1) == address && cached.2 != 0 {
             return (cached.2, false);
@@ -417,15 +424,14 @@ struct Writer<'a, W> {
     new_interned: Vec<NewInterned<'a>>,
     /// The iids of the current activity's arg names.
     arg_iids: Vec<u64>,
-    /// Slice ends not written yet: (end, the slice's order reversed, track). The smallest
-    /// end comes first; of equal ends, the inner (later) slice.
-    ends: BinaryHeap<Reverse<(i64, Reverse<u64>, u64)>>,
-    seq: u64,
+    /// Slice ends not written yet.
+    ends: PendingEnds,
     /// The last timestamp written on the events sequence (its clock counts from it).
     last_ts: u64,
 }
 
 /// Nanoseconds as a packet timestamp (the model's times are never before the epoch).
+#[inline]
 fn timestamp(ns: i64) -> u64 {
     ns.max(0) as u64
 }
@@ -438,6 +444,7 @@ impl<'a, W: Write> Writer<'a, W> {
         Ok(())
     }
 
+    #[inline]
     fn flush_if_full(&mut self) -> io::Result<()> {
         if self.buf.bytes.len() >= FLUSH_AT {
             self.flush()?;
@@ -516,6 +523,7 @@ impl<'a, W: Write> Writer<'a, W> {
         self.buf.close(p);
     }
 
+    #[inline]
     fn intern_name(&mut self, name: &'a str) -> u64 {
         let (iid, new) = self.names.id(name);
         if new {
@@ -524,6 +532,7 @@ impl<'a, W: Write> Writer<'a, W> {
         iid
     }
 
+    #[inline]
     fn intern_category(&mut self, category: &'a str) -> u64 {
         let (iid, new) = self.categories.id(category);
         if new {
@@ -533,6 +542,7 @@ impl<'a, W: Write> Writer<'a, W> {
         iid
     }
 
+    #[inline]
     fn intern_arg(&mut self, key: &'a str) -> u64 {
         let (iid, new) = self.arg_names.id(key);
         if new {
@@ -544,11 +554,7 @@ impl<'a, W: Write> Writer<'a, W> {
 
     /// Writes the ends of the held-back slices that end at or before `t`.
     fn end_slices_until(&mut self, t: i64) -> io::Result<()> {
-        while let Some(&Reverse((end, _, track))) = self.ends.peek() {
-            if end > t {
-                break;
-            }
-            self.ends.pop();
+        while let Some((end, track)) = self.ends.pop_until(t) {
             let e = self.open_event(end, event::TYPE_SLICE_END, track);
             self.close_event(e);
         }
@@ -605,8 +611,7 @@ impl<'a, W: Write> Writer<'a, W> {
         }
         self.close_event(e);
         if !instant {
-            self.seq += 1;
-            self.ends.push(Reverse((end, Reverse(self.seq), track)));
+            self.ends.push(end, track);
         }
         self.flush_if_full()
     }
@@ -732,6 +737,7 @@ struct Args {
 }
 
 impl Args {
+    #[inline]
     fn of(a: &Activity) -> Self {
         let own = a.kind.has_own_external_id();
         Self {
@@ -745,37 +751,32 @@ impl Args {
     }
 }
 
-/// A list holding only numbers, booleans, strings and such lists: no null (trace processor
-/// cannot take a JSON null) and no map.
-fn is_plain_list(v: &Value) -> bool {
-    match v {
-        Value::List(items) => items.iter().all(|item| match item {
-            Value::Null | Value::Map(_) => false,
-            Value::Float(f) => f.is_finite(),
-            Value::List(_) => is_plain_list(item),
-            _ => true,
-        }),
-        _ => false,
-    }
-}
-
-/// JSON without the writer's spaces after separators.
-fn write_compact_json(out: &mut Vec<u8>, v: &Value) {
-    match v {
-        Value::List(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_compact_json(out, item);
-            }
-            out.push(b']');
+/// Writes a list holding only numbers, booleans, strings and such lists as JSON without
+/// the writer's spaces after separators; returns false, having written part of it, for
+/// any other list (a null, which trace processor cannot take as JSON, a map, a non-finite
+/// number).
+fn write_plain_json_list(out: &mut Vec<u8>, items: &[Value]) -> bool {
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
-        other => json::write_value(out, other),
+        match item {
+            Value::Null | Value::Map(_) => return false,
+            Value::Float(f) if !f.is_finite() => return false,
+            Value::List(inner) => {
+                if !write_plain_json_list(out, inner) {
+                    return false;
+                }
+            }
+            scalar => json::write_value(out, scalar),
+        }
     }
+    out.push(b']');
+    true
 }
 
+#[inline]
 fn annotation_uint(b: &mut Buf, name_iid: u64, v: u64) {
     let d = b.open(event::DEBUG_ANNOTATIONS);
     b.uint(annotation::NAME_IID, name_iid);
@@ -796,23 +797,23 @@ fn write_value(b: &mut Buf, v: &Value) {
         Value::Bool(x) => b.uint(annotation::BOOL_VALUE, (*x).into()),
         Value::Str(s) => b.str(annotation::STRING_VALUE, s),
         // A list of plain values (shapes, grid sizes) as compact JSON: a third of the bytes
-        // of one annotation per item, and trace processor reads it into the same args.
-        Value::List(_) if is_plain_list(v) => {
-            let mut json = Vec::new();
-            write_compact_json(&mut json, v);
-            b.str(
-                annotation::LEGACY_JSON_VALUE,
-                std::str::from_utf8(&json).expect("the JSON writer emits UTF-8"),
-            )
-        }
-        Value::Map(entries) if entries.is_empty() => b.str(annotation::LEGACY_JSON_VALUE, "{}"),
+        // of one annotation per item, and trace processor reads it into the same args. It
+        // is written in place, and taken back if the list turns out not to be plain.
         Value::List(items) => {
-            for item in items {
-                let d = b.open(annotation::ARRAY_VALUES);
-                write_value(b, item);
-                b.close(d);
+            let mark = b.bytes.len();
+            let json = b.open(annotation::LEGACY_JSON_VALUE);
+            if write_plain_json_list(&mut b.bytes, items) {
+                b.close(json);
+            } else {
+                b.bytes.truncate(mark);
+                for item in items {
+                    let d = b.open(annotation::ARRAY_VALUES);
+                    write_value(b, item);
+                    b.close(d);
+                }
             }
         }
+        Value::Map(entries) if entries.is_empty() => b.str(annotation::LEGACY_JSON_VALUE, "{}"),
         Value::Map(entries) => {
             for (key, value) in entries {
                 let d = b.open(annotation::DICT_ENTRIES);

@@ -5,6 +5,8 @@
 //! known until it ends, so [`Buf::open`] leaves one byte for it and [`Buf::close`] fills it
 //! in, moving the message right in the rare case the length needs more bytes.
 
+use std::mem::MaybeUninit;
+
 /// Wire types.
 const VARINT: u32 = 0;
 const FIXED64: u32 = 1;
@@ -118,6 +120,13 @@ pub mod interned {
     pub const NAME: u32 = 2;
 }
 
+/// A field's value, as the wire type after its key has it.
+#[derive(Clone, Copy)]
+enum Encoded {
+    Varint(u64),
+    Fixed64(u64),
+}
+
 /// A byte buffer that protobuf fields are appended to.
 #[derive(Default)]
 pub struct Buf {
@@ -128,38 +137,62 @@ pub struct Buf {
 #[must_use = "an open message must be closed"]
 pub struct Open(usize);
 
-impl Buf {
-    #[inline]
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.bytes.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        self.bytes.push(v as u8);
-    }
+/// The most bytes a field key and a varint take together: a key of a field number below
+/// 2^11 takes two, a varint ten.
+const KEY_AND_VARINT: usize = 12;
 
-    #[inline]
-    fn key(&mut self, field: u32, wire: u32) {
-        self.varint(u64::from(field << 3 | wire));
+/// Encodes `v` as a varint into `out` from `at`; returns where it ends.
+#[inline(always)]
+fn put_varint(out: &mut [MaybeUninit<u8>], mut at: usize, mut v: u64) -> usize {
+    while v >= 0x80 {
+        out[at].write(v as u8 | 0x80);
+        v >>= 7;
+        at += 1;
+    }
+    out[at].write(v as u8);
+    at + 1
+}
+
+impl Buf {
+    /// Appends a key and the varint or fixed-size value after it. The bytes go straight
+    /// into the buffer's spare capacity, reserved once for the field: pushing them one by
+    /// one checks the capacity and stores the length at every byte, which is most of the
+    /// cost of a field.
+    #[inline(always)]
+    fn field(&mut self, field: u32, wire: u32, value: Encoded) {
+        self.bytes.reserve(KEY_AND_VARINT);
+        let len = self.bytes.len();
+        let spare = self.bytes.spare_capacity_mut();
+        let at = put_varint(spare, 0, u64::from(field << 3 | wire));
+        let end = match value {
+            Encoded::Varint(v) => put_varint(spare, at, v),
+            Encoded::Fixed64(v) => {
+                for (slot, byte) in spare[at..at + 8].iter_mut().zip(v.to_le_bytes()) {
+                    slot.write(byte);
+                }
+                at + 8
+            }
+        };
+        // SAFETY: the key and the value were written to the first `end` bytes of the spare
+        // capacity, which `reserve` made at least `KEY_AND_VARINT` (>= end) long.
+        unsafe { self.bytes.set_len(len + end) };
     }
 
     /// A `uint32` / `uint64` / `bool` / enum field.
-    #[inline]
+    #[inline(always)]
     pub fn uint(&mut self, field: u32, v: u64) {
-        self.key(field, VARINT);
-        self.varint(v);
+        self.field(field, VARINT, Encoded::Varint(v));
     }
 
     /// An `int32` / `int64` field (a negative value takes ten bytes, as protobuf has it).
-    #[inline]
+    #[inline(always)]
     pub fn int(&mut self, field: u32, v: i64) {
         self.uint(field, v as u64);
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn fixed64(&mut self, field: u32, v: u64) {
-        self.key(field, FIXED64);
-        self.bytes.extend_from_slice(&v.to_le_bytes());
+        self.field(field, FIXED64, Encoded::Fixed64(v));
     }
 
     #[inline]
@@ -169,21 +202,20 @@ impl Buf {
 
     #[inline]
     pub fn str(&mut self, field: u32, s: &str) {
-        self.key(field, LEN);
-        self.varint(s.len() as u64);
+        self.field(field, LEN, Encoded::Varint(s.len() as u64));
         self.bytes.extend_from_slice(s.as_bytes());
     }
 
-    /// Starts a sub-message of `field`; [`close`](Self::close) ends it.
-    #[inline]
+    /// Starts a length-delimited field (a sub-message, or a string written piece by piece)
+    /// of `field`; [`close`](Self::close) ends it.
+    #[inline(always)]
     pub fn open(&mut self, field: u32) -> Open {
-        self.key(field, LEN);
-        self.bytes.push(0);
+        self.field(field, LEN, Encoded::Varint(0));
         Open(self.bytes.len())
     }
 
-    /// Ends a sub-message: writes its length before it.
-    #[inline]
+    /// Ends a length-delimited field: writes its length before it.
+    #[inline(always)]
     pub fn close(&mut self, open: Open) {
         let start = open.0;
         let len = self.bytes.len() - start;
@@ -196,12 +228,15 @@ impl Buf {
 
     #[cold]
     fn close_long(&mut self, start: usize, len: usize) {
-        let mut prefix = Buf::default();
-        prefix.varint(len as u64);
-        let extra = prefix.bytes.len() - 1;
+        let mut prefix = [MaybeUninit::uninit(); KEY_AND_VARINT];
+        let end = put_varint(&mut prefix, 0, len as u64);
+        let extra = end - 1;
         self.bytes.resize(self.bytes.len() + extra, 0);
         self.bytes.copy_within(start..start + len, start + extra);
-        self.bytes[start - 1..start + extra].copy_from_slice(&prefix.bytes);
+        for (at, byte) in prefix[..end].iter().enumerate() {
+            // SAFETY: `put_varint` wrote the first `end` bytes.
+            self.bytes[start - 1 + at] = unsafe { byte.assume_init() };
+        }
     }
 }
 
