@@ -26,7 +26,7 @@ const _: () = assert!(std::mem::size_of::<OwnedRange>() <= RANGE_SLOT_SIZE as us
 const _: () = assert!(std::mem::align_of::<OwnedRange>() <= 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 1;
+const TABLE_VERSION: u32 = 2;
 
 /// What the observer calls; mirrored by `struct Table` in `observer.cpp`.
 #[repr(C)]
@@ -34,7 +34,8 @@ pub struct RecorderTable {
     version: u32,
     range_slot_size: u32,
     intern: unsafe extern "C" fn(name: *const u8, name_len: usize) -> u32,
-    begin: unsafe extern "C" fn(
+    begin: unsafe extern "C" fn(user: u8, name: u32, out: *mut c_void) -> u8,
+    begin_with_shapes: unsafe extern "C" fn(
         user: u8,
         name: u32,
         dims: *const i64,
@@ -50,6 +51,7 @@ static TABLE: RecorderTable = RecorderTable {
     range_slot_size: RANGE_SLOT_SIZE,
     intern,
     begin,
+    begin_with_shapes,
     end,
 };
 
@@ -65,14 +67,24 @@ unsafe extern "C" fn intern(name: *const u8, name_len: usize) -> u32 {
     catch_unwind(|| Name::new(&String::from_utf8_lossy(bytes)).to_raw()).unwrap_or(u32::MAX)
 }
 
-/// Begins a user range (`user != 0`) or host op named by the [`intern`]ed id `name`; when `inputs > 0`, input `i` has `ranks[i]` sizes, all of them one after another in `dims`
-/// (`Input Dims`). On success writes the range into `out` and returns 1; returns 0 when
-/// nothing records (then `out` is untouched and must not be passed to [`end`]).
+/// Begins a user range (`user != 0`) or host op named by the [`intern`]ed id `name`. On
+/// success writes the range into `out` and returns 1; returns 0 when nothing records (then
+/// `out` is untouched and must not be passed to [`end`]). Every op of a session without
+/// shapes comes here, so it does nothing else.
 ///
 /// # Safety
-/// `ranks` is valid for `inputs` entries and `dims` for their
-/// sum; `out` is valid for [`RANGE_SLOT_SIZE`] bytes, 8-byte aligned.
-unsafe extern "C" fn begin(
+/// `out` is valid for [`RANGE_SLOT_SIZE`] bytes, 8-byte aligned.
+unsafe extern "C" fn begin(user: u8, name: u32, out: *mut c_void) -> u8 {
+    // SAFETY: forwarded contract.
+    unsafe { write_range(catch_unwind(|| begin_range(user, name)), out) }
+}
+
+/// [`begin`], with the op's input shapes (`Input Dims`): input `i` has `ranks[i]` sizes, all
+/// of them one after another in `dims`.
+///
+/// # Safety
+/// As [`begin`]; `ranks` is valid for `inputs` entries and `dims` for their sum.
+unsafe extern "C" fn begin_with_shapes(
     user: u8,
     name: u32,
     dims: *const i64,
@@ -80,23 +92,16 @@ unsafe extern "C" fn begin(
     inputs: usize,
     out: *mut c_void,
 ) -> u8 {
-    // A panic must not unwind into C++: it only costs this op its range.
-    let begun = catch_unwind(AssertUnwindSafe(|| {
-        let name = Name::from_raw(name);
-        let range = if user != 0 {
-            OwnedRange::begin(name)
-        } else {
-            OwnedRange::begin_op(name)
-        }?;
+    let begun = catch_unwind(|| {
+        let range = begin_range(user, name)?;
+        // An op without inputs may pass null pointers, which no slice may hold.
         if inputs == 0 {
             return Some(range);
         }
         // SAFETY: `ranks` holds `inputs` entries and `dims` their sum (the contract).
         let ranks = unsafe { std::slice::from_raw_parts(ranks, inputs) };
-        let total = ranks.iter().sum();
         // SAFETY: as above.
-        let dims = unsafe { std::slice::from_raw_parts(dims, total) };
-        let mut rest = dims;
+        let mut rest = unsafe { std::slice::from_raw_parts(dims, ranks.iter().sum()) };
         let shapes: Vec<&[i64]> = ranks
             .iter()
             .map(|&rank| {
@@ -106,7 +111,28 @@ unsafe extern "C" fn begin(
             })
             .collect();
         Some(range.with_input_shapes(&shapes))
-    }));
+    });
+    // SAFETY: forwarded contract.
+    unsafe { write_range(begun, out) }
+}
+
+#[inline(always)]
+fn begin_range(user: u8, name: u32) -> Option<OwnedRange> {
+    let name = Name::from_raw(name);
+    if user != 0 {
+        OwnedRange::begin(name)
+    } else {
+        OwnedRange::begin_op(name)
+    }
+}
+
+/// Writes a begun range into `out` (1), or nothing (0). A panic while beginning (caught: it
+/// must not unwind into C++) only costs that op its range.
+///
+/// # Safety
+/// `out` is valid for [`RANGE_SLOT_SIZE`] bytes, 8-byte aligned.
+#[inline(always)]
+unsafe fn write_range(begun: std::thread::Result<Option<OwnedRange>>, out: *mut c_void) -> u8 {
     match begun {
         Ok(Some(range)) => {
             // SAFETY: `out` is valid and aligned for a range (the contract, checked against

@@ -62,6 +62,10 @@ fn allowed_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(omniprof::config::on_demand_trace_dir()).unwrap()
 }
 
+/// How far ahead the tests' requests start: far enough that a loaded machine does not reach
+/// the start time before the request is read (a start time in the past is refused).
+const START_AHEAD_MS: i64 = 500;
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -122,7 +126,7 @@ fn duration_based_request_writes_its_window_and_refuses_a_second() {
     let ticket = ondemand::request(&format!(
         "PROFILE_START_TIME={}\nACTIVITIES_WARMUP_PERIOD_SECS=0\n\
          ACTIVITIES_DURATION_MSECS=200\nACTIVITIES_LOG_FILE={}/duration.json.gz",
-        now_ms() + 100,
+        now_ms() + START_AHEAD_MS,
         dir.path().display()
     ))
     .unwrap();
@@ -175,7 +179,7 @@ fn refusals_and_failures_leave_the_process_running() {
     let ticket = ondemand::request(&format!(
         "PROFILE_START_TIME={}\nACTIVITIES_WARMUP_PERIOD_SECS=0\n\
          ACTIVITIES_DURATION_MSECS=50\nACTIVITIES_LOG_FILE={}/file/t.json",
-        now_ms() + 50,
+        now_ms() + START_AHEAD_MS,
         dir.path().display()
     ))
     .unwrap();
@@ -197,7 +201,7 @@ fn refusals_and_failures_leave_the_process_running() {
     let ticket = ondemand::request(&format!(
         "PROFILE_START_TIME={}\nACTIVITIES_WARMUP_PERIOD_SECS=0\n\
          ACTIVITIES_DURATION_MSECS=50\nACTIVITIES_LOG_FILE={}/after.json",
-        now_ms() + 50,
+        now_ms() + START_AHEAD_MS,
         dir.path().display()
     ))
     .unwrap();
@@ -234,7 +238,7 @@ fn sync_session_preempts_on_demand_and_refuses_it_meanwhile() {
     let running = ondemand::request(&format!(
         "PROFILE_START_TIME={}\nACTIVITIES_WARMUP_PERIOD_SECS=0\n\
          ACTIVITIES_DURATION_SECS=60\n{}",
-        now_ms() + 50,
+        now_ms() + START_AHEAD_MS,
         log_file("running.json")
     ))
     .unwrap();

@@ -1,19 +1,40 @@
 //! What the PM sampler costs a workload: the demo's shape (host threads of training steps
 //! launching 48 × 48 matmuls and copies on two shared streams) profiled in a session that
 //! records the device timeline, without and with `gpu_pm_counter` (every device sampled
-//! every millisecond on its own thread). One iteration is one whole session: start, the
-//! workload, stop.
+//! every millisecond on its own thread).
+//!
+//! The cost is a few percent at most, well inside the drift of a shared machine from one
+//! second to the next, so a benchmark that runs all of one configuration and then all of the
+//! other (criterion's way) measures the drift. This one alternates instead: each round runs
+//! one session of each configuration, in an order that flips every round, and the figure is
+//! the median over rounds of each round's ratio. An A/A control (the same configuration
+//! twice per round) shows what the method reads when there is nothing to find.
+//!
+//! ```sh
+//! cargo bench -p openreg --bench pm_sampler -- [ROUNDS]
+//! ```
+//!
+//! Times are the workload's wall time: from the session's start to its stop, both excluded
+//! (the sampler's thread starts in `start` and its samples are merged in `stop`; what it
+//! costs the workload is what it takes from the workload's CPUs while the workload runs).
+//! The whole session, start to trace, is reported too, and the CPU time all the process's
+//! threads used during the workload (`getrusage`): on a machine whose CPUs the workload
+//! keeps busy, that is what the sampler takes from it, and it drifts far less than wall time.
 
+use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use omniprof::{record_function, record_op, ActivitySet, Profiler};
 use openreg::{HostBuffer, Kernel, Stream};
 
 const THREADS: usize = 4;
-const STEPS: usize = 40;
+/// About 60 ms of work per session here: long against the 1 ms sampling period and the
+/// sampler's start and stop, short enough for dozens of rounds.
+const STEPS: usize = 200;
 const DIM: usize = 48;
 const BYTES: usize = DIM * DIM * 4;
+const DEFAULT_ROUNDS: usize = 40;
+const WARM_UP_ROUNDS: usize = 3;
 
 fn workload() {
     std::thread::scope(|s| {
@@ -48,32 +69,110 @@ fn workload() {
     });
 }
 
-fn session(types: &str) -> Duration {
-    let activities = ActivitySet::parse_list(types).unwrap();
-    let mut profiler = Profiler::builder().activities(activities).build().unwrap();
-    let start = Instant::now();
-    profiler.start().unwrap();
-    workload();
-    let trace = profiler.stop().unwrap();
-    let elapsed = start.elapsed();
-    black_box(trace);
-    elapsed
-}
-
 const OFF: &str = "cpu_op,user_annotation,runtime,kernel,gpu_memcpy";
 const ON: &str = "cpu_op,user_annotation,runtime,kernel,gpu_memcpy,gpu_pm_counter";
 
-fn pm_sampler(c: &mut Criterion) {
-    let mut g = c.benchmark_group("pm_sampler");
-    g.sample_size(20);
-    g.bench_function("demo_workload_pm_off", |b| {
-        b.iter_custom(|iters| (0..iters).map(|_| session(OFF)).sum())
-    });
-    g.bench_function("demo_workload_pm_on", |b| {
-        b.iter_custom(|iters| (0..iters).map(|_| session(ON)).sum())
-    });
-    g.finish();
+/// One session's times: the workload alone, the whole session (start to trace), and the
+/// CPU time the process used during the workload.
+#[derive(Clone, Copy)]
+struct Times {
+    workload: Duration,
+    session: Duration,
+    cpu: Duration,
 }
 
-criterion_group!(benches, pm_sampler);
-criterion_main!(benches);
+/// User and system CPU time of all the process's threads so far.
+fn process_cpu() -> Duration {
+    // SAFETY: `getrusage` fills the zeroed struct it is given and reads nothing else.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+fn session(types: &str) -> Times {
+    let activities = ActivitySet::parse_list(types).unwrap();
+    let mut profiler = Profiler::builder().activities(activities).build().unwrap();
+    let begun = Instant::now();
+    profiler.start().unwrap();
+    let (started, cpu_started) = (Instant::now(), process_cpu());
+    workload();
+    let (workload, cpu) = (started.elapsed(), process_cpu() - cpu_started);
+    black_box(profiler.stop().unwrap());
+    Times {
+        workload,
+        session: begun.elapsed(),
+        cpu,
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 0 {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    }
+}
+
+/// Runs `rounds` rounds of one `a` and one `b` session (order flipping each round) and prints
+/// the medians of each and of the per-round ratios b/a.
+fn compare(label: &str, a: &str, b: &str, rounds: usize) {
+    let mut pairs = Vec::with_capacity(rounds);
+    for round in 0..WARM_UP_ROUNDS + rounds {
+        let (ta, tb) = if round % 2 == 0 {
+            let ta = session(a);
+            (ta, session(b))
+        } else {
+            let tb = session(b);
+            (session(a), tb)
+        };
+        if round >= WARM_UP_ROUNDS {
+            pairs.push((ta, tb));
+        }
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    for (what, pick) in [
+        (
+            "workload",
+            (|t: &Times| t.workload) as fn(&Times) -> Duration,
+        ),
+        ("session", |t: &Times| t.session),
+        ("cpu", |t: &Times| t.cpu),
+    ] {
+        let a_ms = median(pairs.iter().map(|(a, _)| ms(pick(a))).collect());
+        let b_ms = median(pairs.iter().map(|(_, b)| ms(pick(b))).collect());
+        let ratios: Vec<f64> = pairs
+            .iter()
+            .map(|(a, b)| pick(b).as_secs_f64() / pick(a).as_secs_f64() - 1.0)
+            .collect();
+        let mut sorted = ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        let quartile = |q: usize| sorted[(sorted.len() - 1) * q / 4] * 100.0;
+        println!(
+            "{label:<28} {what:<8}  {a_ms:7.2} ms -> {b_ms:7.2} ms   added {:+6.2} % \
+             (per-round median; quartiles {:+.1} % .. {:+.1} %)",
+            median(ratios) * 100.0,
+            quartile(1),
+            quartile(3),
+        );
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; the first number given is the round count.
+    let rounds = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(DEFAULT_ROUNDS);
+    println!(
+        "pm_sampler: {THREADS} threads x {STEPS} steps, {rounds} alternated rounds \
+         after {WARM_UP_ROUNDS} warm-up rounds"
+    );
+    compare("A/A control (pm off twice)", OFF, OFF, rounds);
+    compare("pm sampler (off -> on)", OFF, ON, rounds);
+}

@@ -24,11 +24,12 @@ struct Table {
   uint32_t version;
   uint32_t range_slot_size;
   uint32_t (*intern)(const char* name, size_t name_len);
-  uint8_t (*begin)(uint8_t user, uint32_t name, const int64_t* dims, const size_t* ranks, size_t inputs,
-                   void* out);
+  uint8_t (*begin)(uint8_t user, uint32_t name, void* out);
+  uint8_t (*begin_with_shapes)(uint8_t user, uint32_t name, const int64_t* dims,
+                               const size_t* ranks, size_t inputs, void* out);
   void (*end)(void* range);
 };
-constexpr uint32_t kTableVersion = 1;
+constexpr uint32_t kTableVersion = 2;
 constexpr uint32_t kRangeSlotSize = 32;
 
 // A per-thread cache of interned names keyed by the name's address, so the common case (an
@@ -38,7 +39,7 @@ struct CachedName {
   const char* ptr = nullptr;
   size_t len = 0;
   uint32_t id = 0;
-  char text[52];
+  char text[52] = {};
 };
 constexpr size_t kNameSlots = 256;
 
@@ -46,7 +47,8 @@ struct Context;
 
 // Everything a callback keeps per thread, in one thread_local: in a library loaded at run
 // time each thread_local access is a call into the dynamic loader, so a callback makes one.
-// Constant-initialized and trivially destructible, so no access pays an initialization check.
+// Constant-initialized (every member has a constant initializer) and trivially destructible,
+// so no access pays an initialization check.
 struct ThreadState {
   // Recycled contexts, so an op costs no malloc/free pair once warm. At most kMaxFree are
   // kept, and left behind when the thread exits.
@@ -58,6 +60,15 @@ struct ThreadState {
 };
 constexpr uint32_t kMaxFree = 256;
 thread_local ThreadState thread_state;
+
+// This thread's state, looked up once: the compiler would otherwise repeat the loader call
+// after each call it cannot see into, rather than keep the address in a register. The empty
+// asm hides where the pointer came from, so it can only be kept.
+ThreadState* this_thread() {
+  ThreadState* t = &thread_state;
+  asm("" : "+r"(t));
+  return t;
+}
 
 // An op's range. One freed on another thread than its start (an async end) joins that
 // thread's free list.
@@ -76,16 +87,16 @@ struct Context : at::ObserverContext {
   }
 
   static void operator delete(void* p) {
-    ThreadState& t = thread_state;
-    if (t.free_count >= kMaxFree) {
+    ThreadState* t = this_thread();
+    if (t->free_count >= kMaxFree) {
       ::operator delete(p);
       return;
     }
     // The object is destroyed: its storage is reused as a list node.
     auto c = static_cast<Context*>(p);
-    c->next_free = t.free_head;
-    t.free_head = c;
-    ++t.free_count;
+    c->next_free = t->free_head;
+    t->free_head = c;
+    ++t->free_count;
   }
 };
 
@@ -110,6 +121,12 @@ uint32_t name_id(ThreadState& t, const char* name) {
   return id;
 }
 
+// One thread's input shapes of the op starting, flattened for the recorder's `begin`.
+struct Shapes {
+  std::vector<int64_t> dims;
+  std::vector<size_t> ranks;
+};
+
 // The input shapes of `fn` into `dims` and `ranks`, like torch.profiler: a tensor's sizes, []
 // for anything else; none when the op has no inputs to give.
 void input_shapes(const at::RecordFunction& fn, std::vector<int64_t>& dims,
@@ -133,20 +150,22 @@ void input_shapes(const at::RecordFunction& fn, std::vector<int64_t>& dims,
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  ThreadState& t = thread_state;
-  ++t.calls;
+  ThreadState* t = this_thread();
+  ++t->calls;
   uint8_t user = fn.scope() == at::RecordScope::USER_SCOPE ? 1 : 0;
-  uint32_t name = name_id(t, fn.name());
-  std::unique_ptr<Context> ctx(Context::make(t));
+  uint32_t name = name_id(*t, fn.name());
+  std::unique_ptr<Context> ctx(Context::make(*t));
   uint8_t begun;
   if (record_shapes) {
     // Reused per thread, so recording shapes allocates nothing after warm-up.
-    thread_local std::vector<int64_t> dims;
-    thread_local std::vector<size_t> ranks;
-    input_shapes(fn, dims, ranks);
-    begun = table->begin(user, name, dims.data(), ranks.data(), ranks.size(), ctx->range);
+    thread_local Shapes shapes;
+    Shapes* s = &shapes;
+    asm("" : "+r"(s));  // one loader call, as in this_thread()
+    input_shapes(fn, s->dims, s->ranks);
+    begun = table->begin_with_shapes(user, name, s->dims.data(), s->ranks.data(), s->ranks.size(),
+                                     ctx->range);
   } else {
-    begun = table->begin(user, name, nullptr, nullptr, 0, ctx->range);
+    begun = table->begin(user, name, ctx->range);
   }
   if (!begun) {
     return nullptr;
