@@ -266,12 +266,19 @@ impl ActivityType {
             })
     }
 
-    const fn bit(self) -> u32 {
+    /// A dense number for the type, below [`ActivityType::ALL`]`.len()`: Kineto's integer,
+    /// and the next ones for omniprof's extensions.
+    #[inline]
+    pub(crate) const fn index(self) -> usize {
         match self {
-            Self::GpuPmCounter => 1 << 29,
-            Self::HostCounters => 1 << 30,
-            other => 1 << (other as i32),
+            Self::GpuPmCounter => 29,
+            Self::HostCounters => 30,
+            other => other as usize,
         }
+    }
+
+    const fn bit(self) -> u32 {
+        1 << self.index()
     }
 }
 

@@ -17,6 +17,9 @@ pub(crate) const LANE_STRIDE: i64 = 1 << 24;
 /// Lanes past this share the last one (their events may then overlap).
 pub(crate) const MAX_LANE: usize = 127;
 
+/// How many recently used rows [`Lanes`] keeps at hand.
+const RECENT_ROWS: usize = 16;
+
 /// A row: (pid, tid).
 pub(crate) type RowId = (i64, i64);
 
@@ -28,25 +31,53 @@ pub(crate) enum WrittenOrder<'a> {
     Sorted(Vec<&'a Activity>),
 }
 
+/// What activities are ordered by: start, then the longer first.
+#[inline]
+fn written_key(a: &Activity) -> (i64, Reverse<i64>) {
+    let (start, end) = written_span(a);
+    (start, Reverse(end))
+}
+
 impl<'a> WrittenOrder<'a> {
     pub fn of(acts: &'a [Activity]) -> Self {
-        let key = |a: &Activity| {
-            let (s, e) = written_span(a);
-            (s, Reverse(e))
-        };
-        let mut last = (i64::MIN, Reverse(i64::MAX));
-        let sorted = acts.iter().all(|a| {
-            let k = key(a);
-            let in_order = last <= k;
-            last = k;
-            in_order
-        });
-        if sorted {
-            return Self::AsGiven(acts);
+        if acts.is_sorted_by_key(written_key) {
+            Self::AsGiven(acts)
+        } else {
+            Self::sorted(acts)
         }
+    }
+
+    /// [`of`](Self::of) and a first pass over the activities in that order, in one go
+    /// where they are in written order already: `each` takes them as they are checked, and
+    /// should one be out of order, `state` is `reset` and `each` takes them again, sorted.
+    pub fn visit<S>(
+        acts: &'a [Activity],
+        state: &mut S,
+        reset: impl FnOnce(&mut S),
+        mut each: impl FnMut(&mut S, &'a Activity),
+    ) -> Self {
+        let mut last = (i64::MIN, Reverse(i64::MAX));
+        for a in acts {
+            let key = written_key(a);
+            if key < last {
+                reset(state);
+                let order = Self::sorted(acts);
+                let _ = order.try_for_each::<()>(|a| {
+                    each(state, a);
+                    Ok(())
+                });
+                return order;
+            }
+            last = key;
+            each(state, a);
+        }
+        Self::AsGiven(acts)
+    }
+
+    fn sorted(acts: &'a [Activity]) -> Self {
         let mut order: Vec<&'a Activity> = acts.iter().collect();
         // Each key once, and a stable result: the keys are sorted with their indices.
-        order.sort_by_cached_key(|a| key(a));
+        order.sort_by_cached_key(|a| written_key(a));
         Self::Sorted(order)
     }
 
@@ -85,6 +116,9 @@ pub(crate) fn row_tid(resource: i64) -> i64 {
 #[derive(Default)]
 pub(crate) struct Lanes {
     row_of: FastMap<RowId, usize>,
+    /// Rows looked up lately, in a slot picked by a hash of their id: events come from a
+    /// few rows at a time, and a hit is one comparison where the map hashes and probes.
+    recent: [Option<(RowId, usize)>; RECENT_ROWS],
     /// Per row: its id and, per lane, the ends of the open events (a stack).
     rows: Vec<(RowId, Vec<Vec<i64>>)>,
     pub spilled: u64,
@@ -100,6 +134,20 @@ impl Lanes {
     /// The index of a row (rows are numbered in order of first use).
     #[inline]
     pub fn row(&mut self, row_id: RowId) -> usize {
+        let mixed = (row_id.0 as u64 ^ (row_id.1 as u64).rotate_left(32))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = (mixed >> (64 - RECENT_ROWS.trailing_zeros())) as usize;
+        match self.recent[slot] {
+            Some((id, row)) if id == row_id => row,
+            _ => {
+                let row = self.row_in_map(row_id);
+                self.recent[slot] = Some((row_id, row));
+                row
+            }
+        }
+    }
+
+    fn row_in_map(&mut self, row_id: RowId) -> usize {
         let rows = &mut self.rows;
         *self.row_of.entry(row_id).or_insert_with(|| {
             rows.push((row_id, vec![Vec::new()]));
@@ -111,19 +159,21 @@ impl Lanes {
     #[inline]
     pub fn assign_in(&mut self, row: usize, start: i64, end: i64) -> u32 {
         let stacks = &mut self.rows[row].1;
-        let lane = (0..=MAX_LANE)
-            .find(|&lane| {
-                if lane == stacks.len() {
-                    stacks.push(Vec::new());
-                }
-                let stack = &mut stacks[lane];
-                while stack.last().is_some_and(|&top| top <= start) {
-                    stack.pop();
-                }
-                stack.last().is_none_or(|&top| end <= top)
-            })
-            .unwrap_or(MAX_LANE);
-        stacks[lane].push(end);
+        let mut lane = 0;
+        loop {
+            if lane == stacks.len() {
+                stacks.push(Vec::new());
+            }
+            let stack = &mut stacks[lane];
+            while stack.last().is_some_and(|&top| top <= start) {
+                stack.pop();
+            }
+            if lane == MAX_LANE || stack.last().is_none_or(|&top| end <= top) {
+                stack.push(end);
+                break;
+            }
+            lane += 1;
+        }
         self.spilled += (lane > 0) as u64;
         lane as u32
     }

@@ -48,7 +48,7 @@ mod proto;
 use std::io::{self, Write};
 
 use ends::PendingEnds;
-use proto::{annotation, clock, defaults, event, interned, packet, track, Buf};
+use proto::{annotation, clock, defaults, event, interned, packet, track, Buf, Room};
 
 use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::export::json;
@@ -70,6 +70,9 @@ const COUNTERS_SEQUENCE: u64 = 3;
 /// The events sequence's clock: incremental, each timestamp the delta from the last.
 const INCREMENTAL_CLOCK: u64 = clock::FIRST_SEQUENCE_CLOCK;
 const FLUSH_AT: usize = 1 << 16;
+/// Room for a run of an event's fixed fields (see [`proto::Room`]): the largest, an
+/// event's name, category and `External id` annotation, takes at most 46 bytes.
+const EVENT_ROOM: usize = 64;
 /// The name of the track spans and the window's end are written on (the Chrome writer's
 /// `Spans` process).
 const SPANS_TRACK: &str = "Spans";
@@ -86,8 +89,10 @@ pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<WriteStats> {
         buf: Buf::default(),
         stats: WriteStats::default(),
         names: Interner::default(),
-        categories: Interner::default(),
+        categories: [0; ActivityType::ALL.len()],
+        next_category: 1,
         arg_names: Interner::default(),
+        external_id_iid: 0,
         new_interned: Vec::new(),
         arg_iids: Vec::new(),
         ends: PendingEnds::default(),
@@ -201,41 +206,70 @@ struct Plan<'a> {
     rows: u32,
 }
 
-impl<'a> Plan<'a> {
-    fn new(trace: &'a Trace) -> Self {
-        let mut plan = Plan {
-            order: WrittenOrder::of(&trace.activities),
-            lanes: Lanes::default(),
+/// The first pass's findings, made again from scratch should the activities need sorting.
+struct Placement {
+    lanes: Lanes,
+    track_of: Vec<u32>,
+    device_pids: Vec<i64>,
+}
+
+impl Placement {
+    fn new(trace: &Trace) -> Self {
+        let mut lanes = Lanes::default();
+        for t in &trace.threads {
+            lanes.row((t.pid, row_tid(t.tid)));
+        }
+        Self {
+            lanes,
             track_of: Vec::with_capacity(trace.activities.len()),
             device_pids: Vec::new(),
-            counters: counter_tracks(trace),
-            rows: 0,
-        };
-        for t in &trace.threads {
-            plan.lanes.row((t.pid, row_tid(t.tid)));
         }
-        let _ = plan.order.try_for_each::<()>(|a| {
-            if a.kind.is_device() && !plan.device_pids.contains(&a.device) {
-                plan.device_pids.push(a.device);
-            }
-            let row = plan.lanes.row((a.device, row_tid(a.resource)));
-            let lane = if a.kind == ActivityType::CpuInstantEvent {
-                0
-            } else {
-                let (start, end) = written_span(a);
-                plan.lanes.assign_in(row, start, end)
-            };
-            plan.track_of.push(uuid::row_track(row, lane));
-            Ok(())
-        });
+    }
+
+    #[inline]
+    fn place(&mut self, a: &Activity) {
+        if a.kind.is_device() && !self.device_pids.contains(&a.device) {
+            self.device_pids.push(a.device);
+        }
+        let row = self.lanes.row((a.device, row_tid(a.resource)));
+        let lane = if a.kind == ActivityType::CpuInstantEvent {
+            0
+        } else {
+            let (start, end) = written_span(a);
+            self.lanes.assign_in(row, start, end)
+        };
+        self.track_of.push(uuid::row_track(row, lane));
+    }
+}
+
+impl<'a> Plan<'a> {
+    fn new(trace: &'a Trace) -> Self {
+        let mut placed = Placement::new(trace);
+        let order = WrittenOrder::visit(
+            &trace.activities,
+            &mut placed,
+            |placed| *placed = Placement::new(trace),
+            Placement::place,
+        );
+        let Placement {
+            lanes,
+            track_of,
+            mut device_pids,
+        } = placed;
         for series in trace.counters.series() {
             let device = series.track.device;
-            if series.track.kind.is_device() && !plan.device_pids.contains(&device) {
-                plan.device_pids.push(device);
+            if series.track.kind.is_device() && !device_pids.contains(&device) {
+                device_pids.push(device);
             }
         }
-        plan.rows = plan.lanes.rows().count() as u32;
-        plan
+        Plan {
+            order,
+            rows: lanes.rows().count() as u32,
+            lanes,
+            track_of,
+            device_pids,
+            counters: counter_tracks(trace),
+        }
     }
 
     fn is_device(&self, pid: i64) -> bool {
@@ -419,8 +453,13 @@ struct Writer<'a, W> {
     buf: Buf,
     stats: WriteStats,
     names: Interner<'a>,
-    categories: Interner<'a>,
+    /// The iid of each type's category (by [`ActivityType::index`]; 0: none yet), and the
+    /// next one to give.
+    categories: [u64; ActivityType::ALL.len()],
+    next_category: u64,
     arg_names: Interner<'a>,
+    /// The iid of the `External id` arg name, which most activities carry (0: none yet).
+    external_id_iid: u64,
     new_interned: Vec<NewInterned<'a>>,
     /// The iids of the current activity's arg names.
     arg_iids: Vec<u64>,
@@ -428,6 +467,25 @@ struct Writer<'a, W> {
     ends: PendingEnds,
     /// The last timestamp written on the events sequence (its clock counts from it).
     last_ts: u64,
+}
+
+/// A packet's first fields on the events sequence: the sequence, and the time since the
+/// event before.
+#[inline(always)]
+fn packet_header(r: &mut Room<'_>, delta: u64) -> proto::Open {
+    let p = r.open(proto::trace::PACKET);
+    r.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, EVENTS_SEQUENCE);
+    r.uint(packet::TIMESTAMP, delta);
+    p
+}
+
+/// A track event's first fields: its type and track.
+#[inline(always)]
+fn event_header(r: &mut Room<'_>, kind: u64, track: u64) -> proto::Open {
+    let e = r.open(packet::TRACK_EVENT);
+    r.uint(event::TYPE, kind);
+    r.uint(event::TRACK_UUID, track);
+    e
 }
 
 /// Nanoseconds as a packet timestamp (the model's times are never before the epoch).
@@ -487,20 +545,16 @@ impl<'a, W: Write> Writer<'a, W> {
         b.close(p);
     }
 
-    /// Opens a packet of the events sequence at `ts` carrying a track event, with the
-    /// strings interned since the last one; returns both to close.
+    /// Opens a packet of the events sequence at `ts` carrying a track event of `kind` on
+    /// `track`, with the strings interned since the last one; returns both to close.
     #[inline]
     fn open_event(&mut self, ts: i64, kind: u64, track: u64) -> (proto::Open, proto::Open) {
-        self.stats.events += 1;
-        let ts = timestamp(ts);
+        let delta = self.next_delta(ts);
         let b = &mut self.buf;
-        let p = b.open(proto::trace::PACKET);
-        b.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, EVENTS_SEQUENCE);
-        b.uint(packet::TIMESTAMP, ts - self.last_ts);
-        self.last_ts = ts;
+        let p = b.room(EVENT_ROOM, |r| packet_header(r, delta));
         // Only packets that add interned data say they need the sequence's state: it is
         // never invalid (one writer, nothing dropped), so the flag would only cost bytes.
-        if kind != event::TYPE_SLICE_END && !self.new_interned.is_empty() {
+        if !self.new_interned.is_empty() {
             let d = b.open(packet::INTERNED_DATA);
             for (field, iid, text) in self.new_interned.drain(..) {
                 let e = b.open(field);
@@ -511,10 +565,19 @@ impl<'a, W: Write> Writer<'a, W> {
             b.close(d);
             b.uint(packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
         }
-        let e = b.open(packet::TRACK_EVENT);
-        b.uint(event::TYPE, kind);
-        b.uint(event::TRACK_UUID, track);
+        let e = b.room(EVENT_ROOM, |r| event_header(r, kind, track));
         (p, e)
+    }
+
+    /// Counts an event of the events sequence at `ts`, and returns its timestamp there: the
+    /// time since the event before.
+    #[inline]
+    fn next_delta(&mut self, ts: i64) -> u64 {
+        self.stats.events += 1;
+        let ts = timestamp(ts);
+        let delta = ts - self.last_ts;
+        self.last_ts = ts;
+        delta
     }
 
     #[inline]
@@ -533,13 +596,23 @@ impl<'a, W: Write> Writer<'a, W> {
     }
 
     #[inline]
-    fn intern_category(&mut self, category: &'a str) -> u64 {
-        let (iid, new) = self.categories.id(category);
-        if new {
+    fn intern_category(&mut self, kind: ActivityType) -> u64 {
+        let iid = &mut self.categories[kind.index()];
+        if *iid == 0 {
+            *iid = self.next_category;
+            self.next_category += 1;
             self.new_interned
-                .push((interned::EVENT_CATEGORIES, iid, category));
+                .push((interned::EVENT_CATEGORIES, *iid, kind.name()));
         }
-        iid
+        *iid
+    }
+
+    #[inline]
+    fn intern_external_id(&mut self) -> u64 {
+        if self.external_id_iid == 0 {
+            self.external_id_iid = self.intern_arg(arg::EXTERNAL_ID);
+        }
+        self.external_id_iid
     }
 
     #[inline]
@@ -555,8 +628,14 @@ impl<'a, W: Write> Writer<'a, W> {
     /// Writes the ends of the held-back slices that end at or before `t`.
     fn end_slices_until(&mut self, t: i64) -> io::Result<()> {
         while let Some((end, track)) = self.ends.pop_until(t) {
-            let e = self.open_event(end, event::TYPE_SLICE_END, track);
-            self.close_event(e);
+            // A slice's end carries no interned data: its whole packet fits in one room.
+            let delta = self.next_delta(end);
+            self.buf.room(EVENT_ROOM, |r| {
+                let p = packet_header(r, delta);
+                let e = event_header(r, event::TYPE_SLICE_END, track);
+                r.close(e);
+                r.close(p);
+            });
         }
         self.flush_if_full()
     }
@@ -571,8 +650,8 @@ impl<'a, W: Write> Writer<'a, W> {
             &a.name
         };
         let name_iid = self.intern_name(name);
-        let category_iid = self.intern_category(a.kind.name());
-        let external_iid = args.external_id.map(|_| self.intern_arg(arg::EXTERNAL_ID));
+        let category_iid = self.intern_category(a.kind);
+        let external_iid = args.external_id.map(|_| self.intern_external_id());
         self.arg_iids.clear();
         for (key, _) in &a.args {
             let iid = self.intern_arg(key);
@@ -587,28 +666,35 @@ impl<'a, W: Write> Writer<'a, W> {
         let track = uuid::row(track, plan.rows);
         let e = self.open_event(start, kind, track);
         let b = &mut self.buf;
-        b.uint(event::NAME_IID, name_iid);
-        b.uint(event::CATEGORY_IIDS, category_iid);
-        if let (Some(iid), Some(id)) = (external_iid, args.external_id) {
-            annotation_uint(b, iid, id);
-        }
+        b.room(EVENT_ROOM, |r| {
+            r.uint(event::NAME_IID, name_iid);
+            r.uint(event::CATEGORY_IIDS, category_iid);
+            if let (Some(iid), Some(id)) = (external_iid, args.external_id) {
+                let d = r.open(event::DEBUG_ANNOTATIONS);
+                r.uint(annotation::NAME_IID, iid);
+                r.uint(annotation::UINT_VALUE, id);
+                r.close(d);
+            }
+        });
         for ((_, value), &iid) in a.args.iter().zip(&self.arg_iids) {
             let d = b.open(event::DEBUG_ANNOTATIONS);
             b.uint(annotation::NAME_IID, iid);
             write_value(b, value);
             b.close(d);
         }
-        if let Some(id) = args.correlation {
-            b.uint(event::CORRELATION_ID, id);
-        }
-        if let Some(flow) = a.flow.filter(|f| f.id > 0) {
-            let field = if flow.start {
-                event::FLOW_IDS
-            } else {
-                event::TERMINATING_FLOW_IDS
-            };
-            b.fixed64(field, uuid::flow(flow.kind, flow.id));
-        }
+        b.room(EVENT_ROOM, |r| {
+            if let Some(id) = args.correlation {
+                r.uint(event::CORRELATION_ID, id);
+            }
+            if let Some(flow) = a.flow.filter(|f| f.id > 0) {
+                let field = if flow.start {
+                    event::FLOW_IDS
+                } else {
+                    event::TERMINATING_FLOW_IDS
+                };
+                r.fixed64(field, uuid::flow(flow.kind, flow.id));
+            }
+        });
         self.close_event(e);
         if !instant {
             self.ends.push(end, track);
@@ -776,15 +862,8 @@ fn write_plain_json_list(out: &mut Vec<u8>, items: &[Value]) -> bool {
     true
 }
 
-#[inline]
-fn annotation_uint(b: &mut Buf, name_iid: u64, v: u64) {
-    let d = b.open(event::DEBUG_ANNOTATIONS);
-    b.uint(annotation::NAME_IID, name_iid);
-    b.uint(annotation::UINT_VALUE, v);
-    b.close(d);
-}
-
 /// A value as the fields of a `DebugAnnotation` (its name already written).
+#[inline]
 fn write_value(b: &mut Buf, v: &Value) {
     match v {
         // A debug annotation has no null: a name without a value stands for it (trace

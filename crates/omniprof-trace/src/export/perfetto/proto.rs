@@ -153,35 +153,88 @@ fn put_varint(out: &mut [MaybeUninit<u8>], mut at: usize, mut v: u64) -> usize {
     at + 1
 }
 
-impl Buf {
-    /// Appends a key and the varint or fixed-size value after it. The bytes go straight
-    /// into the buffer's spare capacity, reserved once for the field: pushing them one by
-    /// one checks the capacity and stores the length at every byte, which is most of the
-    /// cost of a field.
+/// Room reserved in a [`Buf`] for a run of fields of bounded size (see [`Buf::room`]).
+///
+/// It writes into the buffer's spare capacity with its position in a register, and the
+/// buffer's length is set once, when the run ends: a `Vec` written field by field reloads
+/// its pointer and capacity after every byte it stores (a byte store may alias anything)
+/// and checks the capacity at every field, which is most of the cost of a small field.
+pub struct Room<'a> {
+    spare: &'a mut [MaybeUninit<u8>],
+    /// The buffer's length when the room was made.
+    base: usize,
+    /// The bytes written so far: every byte before it is initialized.
+    at: usize,
+}
+
+impl Room<'_> {
+    /// Appends a key and the varint or fixed-size value after it.
     #[inline(always)]
     fn field(&mut self, field: u32, wire: u32, value: Encoded) {
-        self.bytes.reserve(KEY_AND_VARINT);
-        let len = self.bytes.len();
-        let spare = self.bytes.spare_capacity_mut();
-        let at = put_varint(spare, 0, u64::from(field << 3 | wire));
-        let end = match value {
-            Encoded::Varint(v) => put_varint(spare, at, v),
+        let at = put_varint(self.spare, self.at, u64::from(field << 3 | wire));
+        self.at = match value {
+            Encoded::Varint(v) => put_varint(self.spare, at, v),
             Encoded::Fixed64(v) => {
-                for (slot, byte) in spare[at..at + 8].iter_mut().zip(v.to_le_bytes()) {
+                for (slot, byte) in self.spare[at..at + 8].iter_mut().zip(v.to_le_bytes()) {
                     slot.write(byte);
                 }
                 at + 8
             }
         };
-        // SAFETY: the key and the value were written to the first `end` bytes of the spare
-        // capacity, which `reserve` made at least `KEY_AND_VARINT` (>= end) long.
-        unsafe { self.bytes.set_len(len + end) };
     }
 
     /// A `uint32` / `uint64` / `bool` / enum field.
     #[inline(always)]
     pub fn uint(&mut self, field: u32, v: u64) {
         self.field(field, VARINT, Encoded::Varint(v));
+    }
+
+    #[inline(always)]
+    pub fn fixed64(&mut self, field: u32, v: u64) {
+        self.field(field, FIXED64, Encoded::Fixed64(v));
+    }
+
+    /// Starts a length-delimited field (a sub-message, or a string written piece by piece)
+    /// of `field`; [`Buf::close`] ends it, or [`Room::close`] if it ends in this room.
+    #[inline(always)]
+    pub fn open(&mut self, field: u32) -> Open {
+        self.field(field, LEN, Encoded::Varint(0));
+        Open(self.base + self.at)
+    }
+
+    /// Ends a length-delimited field opened in this room: writes its length before it (one
+    /// byte, as a room is shorter than 128 bytes).
+    #[inline(always)]
+    pub fn close(&mut self, open: Open) {
+        let start = open.0 - self.base;
+        self.spare[start - 1].write((self.at - start) as u8);
+    }
+}
+
+impl Buf {
+    /// Writes a run of fields that take at most `max` (< 128) bytes with `fields`.
+    #[inline(always)]
+    pub fn room<R>(&mut self, max: usize, fields: impl FnOnce(&mut Room<'_>) -> R) -> R {
+        assert!(max < 0x80, "a room's messages have one-byte lengths");
+        self.bytes.reserve(max);
+        let base = self.bytes.len();
+        let mut room = Room {
+            spare: &mut self.bytes.spare_capacity_mut()[..max],
+            base,
+            at: 0,
+        };
+        let result = fields(&mut room);
+        let written = room.at;
+        // SAFETY: a room initializes every byte before `at` (it moves `at` only past bytes
+        // it wrote), inside the spare capacity it was given.
+        unsafe { self.bytes.set_len(base + written) };
+        result
+    }
+
+    /// A `uint32` / `uint64` / `bool` / enum field.
+    #[inline(always)]
+    pub fn uint(&mut self, field: u32, v: u64) {
+        self.room(KEY_AND_VARINT, |r| r.uint(field, v));
     }
 
     /// An `int32` / `int64` field (a negative value takes ten bytes, as protobuf has it).
@@ -192,7 +245,7 @@ impl Buf {
 
     #[inline(always)]
     pub fn fixed64(&mut self, field: u32, v: u64) {
-        self.field(field, FIXED64, Encoded::Fixed64(v));
+        self.room(KEY_AND_VARINT, |r| r.fixed64(field, v));
     }
 
     #[inline]
@@ -202,7 +255,9 @@ impl Buf {
 
     #[inline]
     pub fn str(&mut self, field: u32, s: &str) {
-        self.field(field, LEN, Encoded::Varint(s.len() as u64));
+        self.room(KEY_AND_VARINT, |r| {
+            r.field(field, LEN, Encoded::Varint(s.len() as u64))
+        });
         self.bytes.extend_from_slice(s.as_bytes());
     }
 
@@ -210,8 +265,7 @@ impl Buf {
     /// of `field`; [`close`](Self::close) ends it.
     #[inline(always)]
     pub fn open(&mut self, field: u32) -> Open {
-        self.field(field, LEN, Encoded::Varint(0));
-        Open(self.bytes.len())
+        self.room(KEY_AND_VARINT, |r| r.open(field))
     }
 
     /// Ends a length-delimited field: writes its length before it.
