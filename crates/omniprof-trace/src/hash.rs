@@ -54,3 +54,12 @@ impl Hasher for FastHasher {
 
 /// A `HashMap` with [`FastHasher`].
 pub type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+/// The slot of `key` in a direct-mapped cache of `SLOTS` (a power of two) entries: the top
+/// bits of the key times 2^64 / φ (Fibonacci hashing), which spread keys whose low bits
+/// agree (aligned addresses, small ids).
+#[inline]
+pub(crate) fn cache_slot<const SLOTS: usize>(key: u64) -> usize {
+    const { assert!(SLOTS.is_power_of_two() && SLOTS > 1) };
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize
+}

@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 
 use crate::activity::{Activity, ActivityType};
-use crate::hash::FastMap;
+use crate::hash::{cache_slot, FastMap};
 
 /// Sibling rows for overlapping events get `tid + lane × LANE_STRIDE`: above any OS thread
 /// id (Linux caps them at 2^22) or stream id, and below 2^31, because Perfetto folds larger
@@ -134,9 +134,7 @@ impl Lanes {
     /// The index of a row (rows are numbered in order of first use).
     #[inline]
     pub fn row(&mut self, row_id: RowId) -> usize {
-        let mixed = (row_id.0 as u64 ^ (row_id.1 as u64).rotate_left(32))
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let slot = (mixed >> (64 - RECENT_ROWS.trailing_zeros())) as usize;
+        let slot = cache_slot::<RECENT_ROWS>(row_id.0 as u64 ^ (row_id.1 as u64).rotate_left(32));
         match self.recent[slot] {
             Some((id, row)) if id == row_id => row,
             _ => {

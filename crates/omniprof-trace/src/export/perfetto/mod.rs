@@ -54,7 +54,7 @@ use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::export::json;
 use crate::export::lanes::{row_tid, written_span, Lanes, WrittenOrder};
 use crate::export::WriteStats;
-use crate::hash::FastMap;
+use crate::hash::{cache_slot, FastMap};
 use crate::keys::arg;
 use crate::trace::Trace;
 use crate::value::Value;
@@ -417,11 +417,9 @@ impl<'a> Interner<'a> {
     #[inline]
     fn id(&mut self, s: &'a str) -> (u64, bool) {
         let address = (s.as_ptr() as usize, s.len());
-        // The address mixed (Fibonacci hashing), its top bits the slot: the trace's names
-        // are 8-aligned allocations, but the type names and arg keys are string constants
+        // The trace's names are 8-aligned allocations, but arg keys may be string constants
         // packed side by side, which the low bits alone would put in one slot.
-        let mixed = (address.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let slot = (mixed >> (64 - CACHE_SLOTS.trailing_zeros())) as usize;
+        let slot = cache_slot::<CACHE_SLOTS>(address.0 as u64);
         let cached = self.cache[slot];
         if (cached.0, cached.1) == address && cached.2 != 0 {
             return (cached.2, false);
