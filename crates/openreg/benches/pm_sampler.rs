@@ -18,8 +18,13 @@
 //! (the sampler's thread starts in `start` and its samples are merged in `stop`; what it
 //! costs the workload is what it takes from the workload's CPUs while the workload runs).
 //! The whole session, start to trace, is reported too, and the CPU time all the process's
-//! threads used during the workload (`getrusage`): on a machine whose CPUs the workload
-//! keeps busy, that is what the sampler takes from it, and it drifts far less than wall time.
+//! threads used during the workload (`getrusage`).
+//!
+//! The workload is bound by its threads' scheduling (six threads on this project's two CPUs,
+//! synchronizing every step), so its wall time spreads by ±10 % from round to round even in
+//! the A/A control. What the sampler itself takes is measured exactly instead: the run time
+//! the kernel accounts to its threads (`/proc/self/task/*/schedstat` of the `openreg-pm*`
+//! threads, read before the session stops) against the CPU time of the whole process.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -72,13 +77,37 @@ fn workload() {
 const OFF: &str = "cpu_op,user_annotation,runtime,kernel,gpu_memcpy";
 const ON: &str = "cpu_op,user_annotation,runtime,kernel,gpu_memcpy,gpu_pm_counter";
 
-/// One session's times: the workload alone, the whole session (start to trace), and the
-/// CPU time the process used during the workload.
+/// One session's times: the workload alone, the whole session (start to trace), the CPU time
+/// the process used during the workload, and the run time and time slices of the PM
+/// sampler's threads.
 #[derive(Clone, Copy)]
 struct Times {
     workload: Duration,
     session: Duration,
     cpu: Duration,
+    sampler: Duration,
+    sampler_slices: u64,
+}
+
+/// The run time and time slices the kernel accounted to the PM sampler's threads so far.
+fn sampler_run() -> (Duration, u64) {
+    let mut total = (Duration::ZERO, 0);
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let read = |file: &str| std::fs::read_to_string(task.path().join(file)).unwrap_or_default();
+        if !read("comm").starts_with("openreg-pm") {
+            continue;
+        }
+        // "run_ns wait_ns slices"
+        let stat: Vec<u64> = read("schedstat")
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        if let [run_ns, _, slices] = stat[..] {
+            total.0 += Duration::from_nanos(run_ns);
+            total.1 += slices;
+        }
+    }
+    total
 }
 
 /// User and system CPU time of all the process's threads so far.
@@ -101,11 +130,14 @@ fn session(types: &str) -> Times {
     let (started, cpu_started) = (Instant::now(), process_cpu());
     workload();
     let (workload, cpu) = (started.elapsed(), process_cpu() - cpu_started);
+    let (sampler, sampler_slices) = sampler_run();
     black_box(profiler.stop().unwrap());
     Times {
         workload,
         session: begun.elapsed(),
         cpu,
+        sampler,
+        sampler_slices,
     }
 }
 
@@ -159,6 +191,20 @@ fn compare(label: &str, a: &str, b: &str, rounds: usize) {
             median(ratios) * 100.0,
             quartile(1),
             quartile(3),
+        );
+    }
+    let on = pairs.iter().map(|(_, b)| b);
+    let sampler_us = median(on.clone().map(|t| t.sampler.as_secs_f64() * 1e6).collect());
+    if sampler_us > 0.0 {
+        let share = median(
+            on.clone()
+                .map(|t| t.sampler.as_secs_f64() / t.cpu.as_secs_f64() * 100.0)
+                .collect(),
+        );
+        let slices = median(on.map(|t| t.sampler_slices as f64).collect());
+        println!(
+            "{label:<28} sampler threads ran {sampler_us:.0} us in {slices:.0} time slices per \
+             session: {share:.2} % of the process's CPU time (median)"
         );
     }
 }
