@@ -37,9 +37,10 @@ constexpr uint32_t kRangeSlotSize = 32;
 // text is compared too: a dynamic name (a record_function string) may reuse an address.
 struct CachedName {
   const char* ptr = nullptr;
-  size_t len = 0;
+  uint32_t len = 0;
   uint32_t id = 0;
-  char text[52] = {};
+  // The name and its terminating NUL.
+  char text[48] = {};
 };
 constexpr size_t kNameSlots = 256;
 
@@ -106,17 +107,19 @@ bool record_shapes = false;
 std::optional<at::CallbackHandle> handle;
 
 uint32_t name_id(ThreadState& t, const char* name) {
-  size_t len = std::strlen(name);
   CachedName& slot = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameSlots];
-  if (slot.ptr == name && slot.len == len && std::memcmp(slot.text, name, len) == 0) {
+  // Comparing the terminating NUL too tells a longer name apart; strncmp stops at the first
+  // difference, so a shorter one is never read past its end.
+  if (slot.ptr == name && std::strncmp(slot.text, name, slot.len + 1) == 0) {
     return slot.id;
   }
+  size_t len = std::strlen(name);
   uint32_t id = table->intern(name, len);
-  if (len <= sizeof(slot.text)) {
+  if (len < sizeof(slot.text)) {
     slot.ptr = name;
-    slot.len = len;
+    slot.len = static_cast<uint32_t>(len);
     slot.id = id;
-    std::memcpy(slot.text, name, len);
+    std::memcpy(slot.text, name, len + 1);
   }
   return id;
 }
@@ -149,24 +152,27 @@ void input_shapes(const at::RecordFunction& fn, std::vector<int64_t>& dims,
   }
 }
 
+// Begins `fn`'s range with its input shapes into `out`; whether it records. Out of line, so
+// the common path (no shapes) keeps a small frame.
+__attribute__((noinline)) uint8_t begin_with_shapes(const at::RecordFunction& fn, uint8_t user,
+                                                    uint32_t name, void* out) {
+  // Reused per thread, so recording shapes allocates nothing after warm-up.
+  thread_local Shapes shapes;
+  Shapes* s = &shapes;
+  asm("" : "+r"(s));  // one loader call, as in this_thread()
+  input_shapes(fn, s->dims, s->ranks);
+  return table->begin_with_shapes(user, name, s->dims.data(), s->ranks.data(), s->ranks.size(),
+                                   out);
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   ThreadState* t = this_thread();
   ++t->calls;
   uint8_t user = fn.scope() == at::RecordScope::USER_SCOPE ? 1 : 0;
   uint32_t name = name_id(*t, fn.name());
   std::unique_ptr<Context> ctx(Context::make(*t));
-  uint8_t begun;
-  if (record_shapes) {
-    // Reused per thread, so recording shapes allocates nothing after warm-up.
-    thread_local Shapes shapes;
-    Shapes* s = &shapes;
-    asm("" : "+r"(s));  // one loader call, as in this_thread()
-    input_shapes(fn, s->dims, s->ranks);
-    begun = table->begin_with_shapes(user, name, s->dims.data(), s->ranks.data(), s->ranks.size(),
-                                     ctx->range);
-  } else {
-    begun = table->begin(user, name, ctx->range);
-  }
+  uint8_t begun = record_shapes ? begin_with_shapes(fn, user, name, ctx->range)
+                                : table->begin(user, name, ctx->range);
   if (!begun) {
     return nullptr;
   }
