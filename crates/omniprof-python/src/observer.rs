@@ -17,6 +17,7 @@ use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use omniprof::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
+use omniprof::record::IntoName;
 use omniprof::{ActivitySet, ActivityType, Config, Name, OwnedRange, Window};
 use pyo3::prelude::*;
 
@@ -26,14 +27,14 @@ const _: () = assert!(std::mem::size_of::<OwnedRange>() <= RANGE_SLOT_SIZE as us
 const _: () = assert!(std::mem::align_of::<OwnedRange>() <= 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 2;
+const TABLE_VERSION: u32 = 3;
 
 /// What the observer calls; mirrored by `struct Table` in `observer.cpp`.
 #[repr(C)]
 pub struct RecorderTable {
     version: u32,
     range_slot_size: u32,
-    intern: unsafe extern "C" fn(name: *const u8, name_len: usize) -> u32,
+    intern: unsafe extern "C" fn(name: *const u8, name_len: usize, user: u8) -> u32,
     begin: unsafe extern "C" fn(user: u8, name: u32, out: *mut c_void) -> u8,
     begin_with_shapes: unsafe extern "C" fn(
         user: u8,
@@ -56,15 +57,26 @@ static TABLE: RecorderTable = RecorderTable {
 };
 
 /// The id of the name in the `name_len` UTF-8 bytes at `name` (invalid UTF-8 is replaced), for
-/// [`begin`]; ids stay valid for the life of the process.
+/// [`begin`]. An op's name (`user == 0`: an operator schema's, a fixed set) is pinned and its
+/// id valid for the life of the process; a user range's (`record_function`'s, which may be
+/// new every step) is transient like any range named by a string, and its id valid for the
+/// session that asked and the next: the observer drops its cache of ids at each attach.
 ///
 /// # Safety
 /// `name` is valid for `name_len` bytes.
-unsafe extern "C" fn intern(name: *const u8, name_len: usize) -> u32 {
+unsafe extern "C" fn intern(name: *const u8, name_len: usize, user: u8) -> u32 {
     // SAFETY: the caller passes `name_len` readable bytes (the function's contract).
     let bytes = unsafe { std::slice::from_raw_parts(name, name_len) };
     // A panic must not unwind into C++; the table-full id stands in.
-    catch_unwind(|| Name::new(&String::from_utf8_lossy(bytes)).to_raw()).unwrap_or(u32::MAX)
+    catch_unwind(|| {
+        let name = String::from_utf8_lossy(bytes);
+        if user != 0 {
+            name.as_ref().into_name().to_raw()
+        } else {
+            Name::new(&name).to_raw()
+        }
+    })
+    .unwrap_or(u32::MAX)
 }
 
 /// Begins a user range (`user != 0`) or host op named by the [`intern`]ed id `name`. On

@@ -148,6 +148,38 @@ def test_torch_profiler_record_function_is_a_user_range_with_its_ops_inside(tmp_
     assert Counter(e["tid"] for e in (block, mm)).most_common(1)[0][1] == 2
 
 
+def test_a_new_record_function_name_every_step_stays_right_across_retired_generations() -> None:
+    """torch.profiler.record_function names are transient, like any range named by a string:
+    two sessions of more new names than a generation keeps retire the first one's names, and
+    the observer's per-thread cache of ids must not hand the third session a retired id."""
+    observer()
+    names_per_session = 17_000  # past the recorder's RETIRE_NAMES (16,384)
+    first = [f"first {i:05}" for i in range(names_per_session)]
+    with omniprof.profile() as prof:
+        for name in first:
+            with torch.profiler.record_function(name):
+                pass
+    assert counts(prof.key_averages())[first[-1]] == 1
+
+    # The second session's new names come from another thread, so this thread's cache still
+    # holds the first session's last name, whose generation the third session's start frees.
+    def second() -> None:
+        for i in range(names_per_session):
+            with torch.profiler.record_function(f"second {i:05}"):
+                pass
+
+    with omniprof.profile() as prof:
+        thread = threading.Thread(target=second)
+        thread.start()
+        thread.join()
+    assert counts(prof.key_averages())[f"second {names_per_session - 1:05}"] == 1
+    with omniprof.profile() as prof:
+        for name in [first[-1], first[-2], first[-1]]:
+            with torch.profiler.record_function(name):
+                pass
+    assert counts(prof.key_averages()) == {first[-1]: 2, first[-2]: 1}
+
+
 def test_a_torch_profiler_schedule_drives_omniprof_as_the_same_schedule() -> None:
     """Switching the import is enough: a ``torch.profiler.schedule`` is read as omniprof's."""
     import torch.profiler

@@ -23,18 +23,20 @@ namespace {
 struct Table {
   uint32_t version;
   uint32_t range_slot_size;
-  uint32_t (*intern)(const char* name, size_t name_len);
+  uint32_t (*intern)(const char* name, size_t name_len, uint8_t user);
   uint8_t (*begin)(uint8_t user, uint32_t name, void* out);
   uint8_t (*begin_with_shapes)(uint8_t user, uint32_t name, const int64_t* dims,
                                const size_t* ranks, size_t inputs, void* out);
   void (*end)(void* range);
 };
-constexpr uint32_t kTableVersion = 2;
+constexpr uint32_t kTableVersion = 3;
 constexpr uint32_t kRangeSlotSize = 32;
 
 // A per-thread cache of interned names keyed by the name's address, so the common case (an
 // op's schema name, whose address never changes) costs a compare instead of hashing. The
-// text is compared too: a dynamic name (a record_function string) may reuse an address.
+// text is compared too: a dynamic name (a record_function string) may reuse an address. A
+// user range's id is good for its session and the next only (see `intern` in
+// src/observer.rs), so a thread drops its cache when it sees a new attachment.
 struct CachedName {
   const char* ptr = nullptr;
   uint32_t len = 0;
@@ -57,6 +59,8 @@ struct ThreadState {
   uint32_t free_count = 0;
   // Start callbacks run on this thread: lets a test see that nothing fires after a session.
   uint64_t calls = 0;
+  // The attachment the cached names were interned under.
+  uint32_t names_generation = 0;
   CachedName names[kNameSlots];
 };
 constexpr uint32_t kMaxFree = 256;
@@ -104,9 +108,17 @@ struct Context : at::ObserverContext {
 // Written only while no callback is registered (by `attach`, one session at a time).
 const Table* table = nullptr;
 bool record_shapes = false;
+// Counts attachments, from 1: a thread's cached names from an earlier one are dropped.
+uint32_t generation = 0;
 std::optional<at::CallbackHandle> handle;
 
-uint32_t name_id(ThreadState& t, const char* name) {
+uint32_t name_id(ThreadState& t, const char* name, uint8_t user) {
+  if (t.names_generation != generation) {
+    t.names_generation = generation;
+    for (CachedName& cached : t.names) {
+      cached.ptr = nullptr;
+    }
+  }
   CachedName& slot = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameSlots];
   // Comparing the terminating NUL too tells a longer name apart; strncmp stops at the first
   // difference, so a shorter one is never read past its end.
@@ -114,7 +126,7 @@ uint32_t name_id(ThreadState& t, const char* name) {
     return slot.id;
   }
   size_t len = std::strlen(name);
-  uint32_t id = table->intern(name, len);
+  uint32_t id = table->intern(name, len, user);
   if (len < sizeof(slot.text)) {
     slot.ptr = name;
     slot.len = static_cast<uint32_t>(len);
@@ -169,7 +181,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   ThreadState* t = this_thread();
   ++t->calls;
   uint8_t user = fn.scope() == at::RecordScope::USER_SCOPE ? 1 : 0;
-  uint32_t name = name_id(*t, fn.name());
+  uint32_t name = name_id(*t, fn.name(), user);
   std::unique_ptr<Context> ctx(Context::make(*t));
   uint8_t begun = record_shapes ? begin_with_shapes(fn, user, name, ctx->range)
                                 : table->begin(user, name, ctx->range);
@@ -202,6 +214,7 @@ int32_t attach(const Table* t, uint8_t shapes) noexcept {
   try {
     table = t;
     record_shapes = shapes != 0;
+    ++generation;
     handle = at::addGlobalCallback(
         at::RecordFunctionCallback(on_start, on_end)
             .needsInputs(record_shapes)
