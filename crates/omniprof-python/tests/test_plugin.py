@@ -38,16 +38,19 @@ prof.export_chrome_trace(sys.argv[1])
 """
 
 
-def build_sample(out_dir: Path) -> Path:
+def build_plugin(source: Path, out: Path) -> Path:
     cc = shutil.which(os.environ.get("CC", "cc"))
-    assert cc is not None, "a C compiler (cc) is needed to build the sample plugin"
-    out = out_dir / "libsample_plugin.so"
+    assert cc is not None, "a C compiler (cc) is needed to build the plugins"
     subprocess.run(
         [cc, *C_FLAGS, "-I", str(REPO / "crates/omniprof-plugin-sys/include"), "-o", str(out),
-         str(REPO / "plugins/sample-c/sample_plugin.c")],
+         str(source)],
         check=True,
     )
     return out
+
+
+def build_sample(out_dir: Path) -> Path:
+    return build_plugin(REPO / "plugins/sample-c/sample_plugin.c", out_dir / "libsample_plugin.so")
 
 
 def test_a_plugin_in_the_plugin_dir_links_its_work_to_the_pytorch_op_running(tmp_path: Path) -> None:
@@ -73,3 +76,22 @@ def test_a_plugin_in_the_plugin_dir_links_its_work_to_the_pytorch_op_running(tmp
     # The last id it was pushed is a PyTorch op of this trace: its work links to that op.
     assert ops.get(args["last_pushed_correlation"], "").startswith("aten::"), args
     assert kernel[0]["pid"] == 3, "the kernel sits on the plugin's device row"
+
+
+def test_a_backend_that_fails_is_a_runtime_warning_naming_it(tmp_path: Path) -> None:
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    build_plugin(REPO / "plugins/broken/create_error.c", plugins / "libcreate_error.so")
+    env = dict(os.environ, KINETO_PLUGIN_LIB_DIR_PATH=str(plugins))
+    workload = (
+        "import warnings, omniprof\n"
+        "warnings.simplefilter('always')\n"
+        "with omniprof.profile() as prof:\n"
+        "    pass\n"
+        "print(len(prof.key_averages()))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", workload], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    warned = [line for line in run.stderr.splitlines() if "omniprof: backend failed:" in line]
+    assert len(warned) == 1, run.stderr
+    assert "RuntimeWarning" in warned[0] and "CreateError" in warned[0], warned[0]
