@@ -11,8 +11,11 @@
 //! twice per round) shows what the method reads when there is nothing to find.
 //!
 //! ```sh
-//! cargo bench -p openreg --bench pm_sampler -- [ROUNDS]
+//! cargo bench -p openreg --bench pm_sampler -- [ROUNDS] [--period-us=N]
 //! ```
+//!
+//! `--period-us` sets `OMNIPROF_PM_SAMPLING_PERIOD_USECS` (default 1,000) in the sessions'
+//! config, to see how the cost follows the sampler's wakeups.
 //!
 //! Times are the workload's wall time: from the session's start to its stop, both excluded
 //! (the sampler's thread starts in `start` and its samples are merged in `stop`; what it
@@ -29,7 +32,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use omniprof::{record_function, record_op, ActivitySet, Profiler};
+use omniprof::{record_function, record_op, ActivitySet, Config, Profiler};
 use openreg::{HostBuffer, Kernel, Stream};
 
 const THREADS: usize = 4;
@@ -122,9 +125,13 @@ fn process_cpu() -> Duration {
     time(usage.ru_utime) + time(usage.ru_stime)
 }
 
-fn session(types: &str) -> Times {
+fn session(types: &str, config: &Config) -> Times {
     let activities = ActivitySet::parse_list(types).unwrap();
-    let mut profiler = Profiler::builder().activities(activities).build().unwrap();
+    let mut profiler = Profiler::builder()
+        .activities(activities)
+        .config(config.clone())
+        .build()
+        .unwrap();
     let begun = Instant::now();
     profiler.start().unwrap();
     let (started, cpu_started) = (Instant::now(), process_cpu());
@@ -153,15 +160,15 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 /// Runs `rounds` rounds of one `a` and one `b` session (order flipping each round) and prints
 /// the medians of each and of the per-round ratios b/a.
-fn compare(label: &str, a: &str, b: &str, rounds: usize) {
+fn compare(label: &str, a: &str, b: &str, rounds: usize, config: &Config) {
     let mut pairs = Vec::with_capacity(rounds);
     for round in 0..WARM_UP_ROUNDS + rounds {
         let (ta, tb) = if round % 2 == 0 {
-            let ta = session(a);
-            (ta, session(b))
+            let ta = session(a, config);
+            (ta, session(b, config))
         } else {
-            let tb = session(b);
-            (session(a), tb)
+            let tb = session(b, config);
+            (session(a, config), tb)
         };
         if round >= WARM_UP_ROUNDS {
             pairs.push((ta, tb));
@@ -211,14 +218,21 @@ fn compare(label: &str, a: &str, b: &str, rounds: usize) {
 
 fn main() {
     // `cargo bench` passes `--bench`; the first number given is the round count.
-    let rounds = std::env::args()
-        .skip(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rounds = args
+        .iter()
         .find_map(|a| a.parse().ok())
         .unwrap_or(DEFAULT_ROUNDS);
+    let period_us = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--period-us="))
+        .map(|v| v.parse::<u64>().expect("--period-us takes microseconds"))
+        .unwrap_or(1_000);
+    let config = Config::parse(&format!("OMNIPROF_PM_SAMPLING_PERIOD_USECS={period_us}")).unwrap();
     println!(
         "pm_sampler: {THREADS} threads x {STEPS} steps, {rounds} alternated rounds \
-         after {WARM_UP_ROUNDS} warm-up rounds"
+         after {WARM_UP_ROUNDS} warm-up rounds, sampling every {period_us} us"
     );
-    compare("A/A control (pm off twice)", OFF, OFF, rounds);
-    compare("pm sampler (off -> on)", OFF, ON, rounds);
+    compare("A/A control (pm off twice)", OFF, OFF, rounds, &config);
+    compare("pm sampler (off -> on)", OFF, ON, rounds, &config);
 }
