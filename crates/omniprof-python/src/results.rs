@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use omniprof::analysis::{self, KeyAveragesOptions, ReportOptions, SortKey};
 use omniprof::export;
-use omniprof::Trace;
+use omniprof::keys::metadata;
+use omniprof::{Trace, Value};
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyIterator, PyList};
@@ -55,6 +56,18 @@ impl PyTrace {
     #[getter]
     fn activity_count(&self) -> usize {
         self.0.activities.len()
+    }
+
+    /// Why backends were left out of the trace (its `backend_errors`), one message each.
+    #[getter]
+    fn backend_errors(&self) -> Vec<String> {
+        match self.0.metadata(metadata::BACKEND_ERRORS) {
+            Some(Value::List(errors)) => errors
+                .iter()
+                .map(|e| e.as_str().map_or_else(|| e.to_json(), str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 }
 

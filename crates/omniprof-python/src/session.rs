@@ -7,15 +7,14 @@
 //! callback may call back into the profiler (export, key averages), and its exception
 //! propagates from `step`/`stop` like any other.
 
-use std::ffi::CString;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use omniprof::config::PROFILE_REPORT_INPUT_SHAPES;
 use omniprof::{
-    keys, ActivitySet, ActivityType, Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule,
+    ActivitySet, ActivityType, Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule,
     ScheduleArgs, Trace, Value,
 };
-use pyo3::exceptions::{PyRuntimeWarning, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::profiler_error;
@@ -257,30 +256,17 @@ impl Session {
         });
     }
 
-    /// The traces finished since the last call, oldest first, with the added metadata. Each
-    /// backend that failed (and so is missing from a trace) is a `RuntimeWarning`: without
-    /// it the user would see only the trace's `backend_errors` key.
-    fn take_traces(&self, py: Python<'_>) -> PyResult<Vec<PyTrace>> {
+    /// The traces finished since the last call, oldest first, with the added metadata.
+    fn take_traces(&self) -> Vec<PyTrace> {
         let traces = std::mem::take(&mut *lock(&self.finished));
         let metadata = lock(&self.inner).metadata.clone();
-        let warning = py.get_type::<PyRuntimeWarning>();
         traces
             .into_iter()
             .map(|mut trace| {
-                if let Some(Value::List(errors)) = trace.metadata(keys::metadata::BACKEND_ERRORS) {
-                    for error in errors {
-                        let text = error
-                            .as_str()
-                            .map_or_else(|| error.to_json(), str::to_owned);
-                        let message = CString::new(format!("omniprof: backend failed: {text}"))
-                            .unwrap_or_default();
-                        PyErr::warn(py, &warning, &message, 1)?;
-                    }
-                }
                 for (key, value) in &metadata {
                     trace.set_metadata(key.clone(), value.clone());
                 }
-                Ok(PyTrace::new(trace))
+                PyTrace::new(trace)
             })
             .collect()
     }

@@ -2,6 +2,7 @@
 
 import enum
 import os
+import warnings
 from typing import Any, Callable, Iterable, List, Optional, Union
 
 from . import _native, _observer
@@ -162,14 +163,20 @@ class profile:
             self._deliver()
 
     def _deliver(self) -> None:
+        failed: List[str] = []
         for trace in self._session.take_traces():
             self._trace = trace
+            failed.extend(trace.backend_errors)
             if self.on_trace_ready is not None:
                 try:
                     self.on_trace_ready(self)
                 except BaseException:
                     self._session.abort()
                     raise
+        # After every trace is delivered, so a warning raised as an error loses none. A
+        # backend left out of a trace would otherwise show only in its `backend_errors` key.
+        for error in failed:
+            warnings.warn(f"omniprof: backend failed: {error}", RuntimeWarning, stacklevel=3)
 
     def _require_trace(self, call: str) -> Trace:
         if self._trace is None:
