@@ -14,7 +14,7 @@
 //! cargo bench -p openreg --bench pm_sampler -- [ROUNDS] [--period-us=N]
 //! ```
 //!
-//! `--period-us` sets `OMNIPROF_PM_SAMPLING_PERIOD_USECS` (default 1,000) in the sessions'
+//! `--period-us` sets `OMNIPROF_PM_SAMPLING_PERIOD_USECS` (default: the key's) in the sessions'
 //! config, to see how the cost follows the sampler's wakeups.
 //!
 //! Times are the workload's wall time: from the session's start to its stop, both excluded
@@ -223,12 +223,12 @@ fn main() {
         .iter()
         .find_map(|a| a.parse().ok())
         .unwrap_or(DEFAULT_ROUNDS);
-    let period_us = args
-        .iter()
-        .find_map(|a| a.strip_prefix("--period-us="))
-        .map(|v| v.parse::<u64>().expect("--period-us takes microseconds"))
-        .unwrap_or(1_000);
-    let config = Config::parse(&format!("OMNIPROF_PM_SAMPLING_PERIOD_USECS={period_us}")).unwrap();
+    let config = match args.iter().find_map(|a| a.strip_prefix("--period-us=")) {
+        Some(us) => Config::parse(&format!("OMNIPROF_PM_SAMPLING_PERIOD_USECS={us}"))
+            .expect("--period-us takes microseconds"),
+        None => Config::default(),
+    };
+    let period_us = config.pm_sampling_period_us();
     println!(
         "pm_sampler: {THREADS} threads x {STEPS} steps, {rounds} alternated rounds \
          after {WARM_UP_ROUNDS} warm-up rounds, sampling every {period_us} us"
