@@ -7,8 +7,11 @@
 //! second to the next, so a benchmark that runs all of one configuration and then all of the
 //! other (criterion's way) measures the drift. This one alternates instead: each round runs
 //! one session of each configuration, in an order that flips every round, and the figure is
-//! the median over rounds of each round's ratio. An A/A control (the same configuration
-//! twice per round) shows what the method reads when there is nothing to find.
+//! the median over rounds of each round's ratio, with the geometric mean of the ratios and its
+//! 95 % confidence interval (which narrows as rounds are added: a few hundred rounds are
+//! needed here). An A/A control (the same configuration twice per round) shows what the
+//! method reads when there is nothing to find. The intervals between successive samples are
+//! reported too: the sampler runs at the lowest priority, so on busy CPUs a sample is late.
 //!
 //! ```sh
 //! cargo bench -p openreg --bench pm_sampler -- [ROUNDS] [--period-us=N]
@@ -83,8 +86,10 @@ const ON: &str = "cpu_op,user_annotation,runtime,kernel,gpu_memcpy,gpu_pm_counte
 /// One session's times: the workload alone, the whole session (start to trace), the CPU time
 /// the process used during the workload, and the run time and time slices of the PM
 /// sampler's threads.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Times {
+    /// The intervals between successive PM samples of a device, in µs.
+    gaps: Vec<f64>,
     workload: Duration,
     session: Duration,
     cpu: Duration,
@@ -138,13 +143,21 @@ fn session(types: &str, config: &Config) -> Times {
     workload();
     let (workload, cpu) = (started.elapsed(), process_cpu() - cpu_started);
     let (sampler, sampler_slices) = sampler_run();
-    black_box(profiler.stop().unwrap());
+    let trace = profiler.stop().unwrap();
+    let mut gaps = Vec::new();
+    for series in trace.counters.series() {
+        let ts: Vec<i64> = series.samples.iter().map(|s| s.ts_ns).collect();
+        // Each gap is a whole interval (the last sample's, cut by the stop, has no successor).
+        gaps.extend(ts.windows(2).map(|w| (w[1] - w[0]) as f64 / 1e3));
+    }
+    black_box(trace);
     Times {
         workload,
         session: begun.elapsed(),
         cpu,
         sampler,
         sampler_slices,
+        gaps,
     }
 }
 
@@ -158,12 +171,31 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
+/// The geometric mean of the per-round ratios b/a as an added percentage, with its 95 %
+/// confidence interval (normal approximation over the rounds' log ratios): the figure whose
+/// uncertainty shrinks with the round count, where the median's quartiles only show the spread.
+fn geometric_mean_interval(
+    pairs: &[(Times, Times)],
+    pick: fn(&Times) -> Duration,
+) -> (f64, f64, f64) {
+    let logs: Vec<f64> = pairs
+        .iter()
+        .map(|(a, b)| (pick(b).as_secs_f64() / pick(a).as_secs_f64()).ln())
+        .collect();
+    let n = logs.len() as f64;
+    let mean = logs.iter().sum::<f64>() / n;
+    let variance = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    let half = 1.96 * (variance / n).sqrt();
+    let added = |l: f64| (l.exp() - 1.0) * 100.0;
+    (added(mean), added(mean - half), added(mean + half))
+}
+
 /// Runs `rounds` rounds of one `a` and one `b` session (order flipping each round) and prints
 /// the medians of each and of the per-round ratios b/a.
 fn compare(label: &str, a: &str, b: &str, rounds: usize, config: &Config) {
     let mut pairs = Vec::with_capacity(rounds);
     for round in 0..WARM_UP_ROUNDS + rounds {
-        let (ta, tb) = if round % 2 == 0 {
+        let (ta, tb): (Times, Times) = if round % 2 == 0 {
             let ta = session(a, config);
             (ta, session(b, config))
         } else {
@@ -192,12 +224,30 @@ fn compare(label: &str, a: &str, b: &str, rounds: usize, config: &Config) {
         let mut sorted = ratios.clone();
         sorted.sort_by(f64::total_cmp);
         let quartile = |q: usize| sorted[(sorted.len() - 1) * q / 4] * 100.0;
+        let (mean, low, high) = geometric_mean_interval(&pairs, pick);
         println!(
             "{label:<28} {what:<8}  {a_ms:7.2} ms -> {b_ms:7.2} ms   added {:+6.2} % \
-             (per-round median; quartiles {:+.1} % .. {:+.1} %)",
+             (per-round median; quartiles {:+.1} % .. {:+.1} %), geometric mean {mean:+.2} % \
+             (95 % interval {low:+.2} % .. {high:+.2} %)",
             median(ratios) * 100.0,
             quartile(1),
             quartile(3),
+        );
+    }
+    let mut gaps: Vec<f64> = pairs
+        .iter()
+        .flat_map(|(_, b)| b.gaps.iter().copied())
+        .collect();
+    if !gaps.is_empty() {
+        gaps.sort_by(f64::total_cmp);
+        let at = |q: f64| gaps[((gaps.len() - 1) as f64 * q) as usize];
+        println!(
+            "{label:<28} sampling intervals: median {:.0} us, 90th {:.0} us, 99th {:.0} us, \
+             max {:.0} us",
+            at(0.5),
+            at(0.9),
+            at(0.99),
+            at(1.0),
         );
     }
     let on = pairs.iter().map(|(_, b)| b);

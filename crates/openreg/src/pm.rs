@@ -69,36 +69,67 @@ impl PmSample {
     }
 }
 
-/// Set to stop the sampling threads, which wait on it between samples.
-type StopSignal = Arc<(Mutex<bool>, Condvar)>;
+/// What the sampling threads and their owner share: how many threads have taken their first
+/// reading, and whether to stop. One condition variable serves both.
+#[derive(Default)]
+struct Control {
+    state: Mutex<ControlState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct ControlState {
+    ready: usize,
+    stop: bool,
+}
+
+/// How long [`Sampler::start`] waits for its threads' first readings at most (a thread the
+/// system is slow to run only loses its first interval's start).
+const READY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The nice value of the sampling threads (the lowest priority).
+const LOWEST_PRIORITY: libc::c_int = 19;
 
 /// Sampling threads, one per device, until [`stop`](Sampler::stop).
 pub struct Sampler {
-    stop: StopSignal,
+    control: Arc<Control>,
     threads: Vec<JoinHandle<Vec<PmSample>>>,
 }
 
 impl Sampler {
-    /// Starts sampling `devices` every `period` (at least 1 µs).
+    /// Starts sampling `devices` every `period` (at least 1 µs). Returns once every thread has
+    /// taken its first reading: the first intervals begin before anything the caller runs
+    /// next, and the threads' start-up does not overlap it (on a busy machine, threads
+    /// starting next to a workload's disturb how its threads are placed for much longer than
+    /// they run).
     pub fn start(devices: &[usize], period: Duration) -> Result<Self> {
         let count = device_count();
         let period = period.max(Duration::from_micros(1));
-        let stop: StopSignal = Arc::default();
         let mut sampler = Self {
-            stop: Arc::clone(&stop),
+            control: Arc::default(),
             threads: Vec::new(),
         };
         for &device in devices {
             if device >= count {
                 return Err(OrError::InvalidDevice { device, count });
             }
-            let stop = Arc::clone(&stop);
+            let control = Arc::clone(&sampler.control);
             let thread = std::thread::Builder::new()
                 .name(format!("openreg-pm{device}"))
-                .spawn(move || sample(device, period, &stop))
+                .spawn(move || sample(device, period, &control))
                 .map_err(OrError::ThreadSpawn)?;
             sampler.threads.push(thread);
         }
+        let deadline = std::time::Instant::now() + READY_TIMEOUT;
+        let mut state = lock(&sampler.control.state);
+        while state.ready < sampler.threads.len() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = wait_timeout(&sampler.control.changed, state, left);
+        }
+        drop(state);
         Ok(sampler)
     }
 
@@ -112,8 +143,8 @@ impl Sampler {
     }
 
     fn signal(&self) {
-        *lock(&self.stop.0) = true;
-        self.stop.1.notify_all();
+        lock(&self.control.state).stop = true;
+        self.control.changed.notify_all();
     }
 }
 
@@ -127,21 +158,31 @@ impl Drop for Sampler {
 }
 
 /// One device's sampling loop.
-fn sample(device: usize, period: Duration, stop: &StopSignal) -> Vec<PmSample> {
+fn sample(device: usize, period: Duration, control: &Control) -> Vec<PmSample> {
+    // The lowest priority: a sampler that wakes every period must not preempt the workload
+    // it measures (on a machine whose CPUs the workload keeps busy, each preemption moved
+    // the workload's threads around for far longer than the sample took); it runs when a
+    // CPU frees up instead, a little late, and each sample states its own interval. On Linux
+    // a nice value belongs to the thread (`who` 0: the calling one); raising it always works.
+    // SAFETY: plain syscall on the calling thread, no pointers.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, LOWEST_PRIORITY) };
     let read = || usage(device, now_ns()).unwrap_or_default();
     let mut samples = Vec::new();
     let mut previous = read();
-    let mut stopped = lock(&stop.0);
+    let mut state = lock(&control.state);
+    state.ready += 1;
+    control.changed.notify_all();
+    let period_ns = period.as_nanos() as i64;
     loop {
-        let deadline = previous.at_ns + period.as_nanos() as i64;
-        while !*stopped {
+        let deadline = previous.at_ns + period_ns;
+        while !state.stop {
             let left = deadline - now_ns();
             if left <= 0 {
                 break;
             }
-            stopped = wait_timeout(&stop.1, stopped, Duration::from_nanos(left as u64));
+            state = wait_timeout(&control.changed, state, Duration::from_nanos(left as u64));
         }
-        let last = *stopped;
+        let last = state.stop;
         let current = read();
         samples.push(between(device, &previous, &current));
         previous = current;
