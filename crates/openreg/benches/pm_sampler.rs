@@ -11,7 +11,8 @@
 //! 95 % confidence interval (which narrows as rounds are added: a few hundred rounds are
 //! needed here). An A/A control (the same configuration twice per round) shows what the
 //! method reads when there is nothing to find. The intervals between successive samples are
-//! reported too: the sampler runs at the lowest priority, so on busy CPUs a sample is late.
+//! reported too (the device's log is replayed onto an exact grid, however late the sampler's
+//! low-priority thread runs).
 //!
 //! ```sh
 //! cargo bench -p openreg --bench pm_sampler -- [ROUNDS] [--period-us=N]

@@ -19,6 +19,7 @@ use crate::spec::{
     SHARED_MEMORY_PER_BLOCK, SHARED_MEMORY_PER_COMPUTE_UNIT, WARP_SIZE,
 };
 use crate::sys::now_ns;
+use crate::usage;
 
 pub use crate::options::{Options, MAX_DEVICES, MAX_POOLED_STREAMS};
 
@@ -135,16 +136,18 @@ impl Device {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
                 used.checked_add(bytes).filter(|&n| n <= self.memory_total)
             })
-            .map(drop)
             .map_err(|used| OrError::OutOfMemory {
                 device: self.index,
                 requested: bytes,
                 available: self.memory_total - used,
-            })
+            })?;
+        usage::memory_changed(self.index, now_ns(), bytes as i64);
+        Ok(())
     }
 
     pub(crate) fn release(&self, bytes: u64) {
         self.memory_used.fetch_sub(bytes, Ordering::Relaxed);
+        usage::memory_changed(self.index, now_ns(), -(bytes as i64));
     }
 }
 

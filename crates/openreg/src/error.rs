@@ -64,6 +64,12 @@ pub enum OrError {
     /// [`init`](crate::init) with options the runtime cannot honour.
     #[error("invalid options: {0}")]
     InvalidOptions(&'static str),
+    /// A PM sampler for a device that one samples already.
+    #[error("device {device} is already sampled by another PM sampler")]
+    AlreadySampled {
+        /// The device.
+        device: usize,
+    },
     /// The OS refused a stream's worker thread.
     #[error("cannot start a stream worker thread: {0}")]
     ThreadSpawn(#[source] std::io::Error),

@@ -311,7 +311,7 @@ config_keys! {
     /// device buffers the same way); the rest are dropped and counted.
     OMNIPROF_MAX_EVENTS_PER_BACKEND: U64 = 1_000_000 => max_events_per_backend() -> u64;
 
-    /// (omniprof's own) how often a device's PM counter sampler reads the device (the
+    /// (omniprof's own) the length of a device's PM counter sampling intervals (the
     /// `gpu_pm_counter` types), in microseconds.
     OMNIPROF_PM_SAMPLING_PERIOD_USECS: U64 = 1_000 => pm_sampling_period_us() -> u64;
 
