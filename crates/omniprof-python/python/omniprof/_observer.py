@@ -64,10 +64,17 @@ def _build() -> Optional[ModuleType]:
             name="omniprof_observer", sources=[_SOURCE], extra_cflags=["-O2", "-DNDEBUG"]
         )
     except Exception as e:  # any build failure: warn once, keep profiling
+        advice = (
+            f"Install {' and '.join(missing)} and profile again."
+            if missing
+            # Built but not loadable, or the compiler refused it: a stale or broken build
+            # is rebuilt from scratch once it is removed.
+            else "Removing the omniprof_observer build under TORCH_EXTENSIONS_DIR "
+            "(default ~/.cache/torch_extensions) makes the next session build it anew."
+        )
         warnings.warn(
             "omniprof: PyTorch ops are not recorded: building the op observer failed "
-            f"({e}). Install {' and '.join(missing) or 'a C++ compiler and ninja'} "
-            "and profile again.",
+            f"({e}). {advice}",
             RuntimeWarning,
             stacklevel=3,
         )
