@@ -15,7 +15,7 @@ mod observer;
 mod results;
 mod session;
 
-use omniprof::{Name, OwnedRange};
+use omniprof::OwnedRange;
 use pyo3::create_exception;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -37,12 +37,14 @@ fn profiler_error(message: impl std::fmt::Display) -> PyErr {
 /// `omniprof.record_function(name, args=None)`: a user range (`user_annotation`) on the
 /// calling thread, as a context manager or a decorator.
 ///
-/// `__enter__` and `__exit__` call the recorder directly. The range may end on another thread
+/// `__enter__` and `__exit__` call the recorder directly. The name is interned at each
+/// `__enter__` as a transient name (see [`omniprof::record::IntoName`]): a new name every step
+/// is not kept for the life of the process, and an object made before one session and
+/// entered in a later one still names its range right. The range may end on another thread
 /// than the one that began it: its end is recorded there (see [`OwnedRange`]).
 #[pyclass(module = "omniprof._native", name = "record_function")]
 struct RecordFunction {
     name: String,
-    interned: Name,
     args: Option<String>,
     range: Option<OwnedRange>,
 }
@@ -53,7 +55,6 @@ impl RecordFunction {
     #[pyo3(signature = (name, args=None))]
     fn new(name: String, args: Option<String>) -> Self {
         Self {
-            interned: Name::new(&name),
             name,
             args,
             range: None,
@@ -61,7 +62,7 @@ impl RecordFunction {
     }
 
     fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyRefMut<'_, Self> {
-        let range = OwnedRange::begin(slf.interned);
+        let range = OwnedRange::begin(slf.name.as_str());
         slf.range = match (&slf.args, range) {
             (Some(args), Some(range)) => Some(range.with_arg("args", args.as_str())),
             (_, range) => range,

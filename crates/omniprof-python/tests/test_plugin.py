@@ -95,3 +95,5 @@ def test_a_backend_that_fails_is_a_runtime_warning_naming_it(tmp_path: Path) -> 
     warned = [line for line in run.stderr.splitlines() if "omniprof: backend failed:" in line]
     assert len(warned) == 1, run.stderr
     assert "RuntimeWarning" in warned[0] and "CreateError" in warned[0], warned[0]
+    # Attributed to the user's `with` line, whose exit stopped the profiler.
+    assert warned[0].startswith("<string>:3: "), warned[0]

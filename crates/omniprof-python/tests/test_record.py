@@ -83,6 +83,19 @@ def test_nothing_is_recorded_outside_a_profiler() -> None:
     assert [r.key for r in prof.key_averages()] == ["during"]
 
 
+def test_a_range_object_names_its_range_in_every_later_session() -> None:
+    # Names are interned at each entry, as transient names: ids from two sessions back are
+    # retired, so an id taken when the object was made would name another range by now.
+    kept = omniprof.record_function("kept")
+    for session in range(4):
+        with omniprof.profile() as prof:
+            with omniprof.record_function(f"fresh_{session}"):
+                pass
+            with kept:
+                pass
+        assert sorted(r.key for r in prof.key_averages()) == ["fresh_%d" % session, "kept"]
+
+
 def test_table_is_the_clis_summary_of_the_exported_file(tmp_path: Path) -> None:
     with omniprof.profile() as prof:
         for i in range(20):

@@ -220,6 +220,8 @@ def test_without_a_compiler_one_warning_names_it_and_profiling_goes_on(tmp_path:
     warned = [line for line in run.stderr.splitlines() if "PyTorch ops are not recorded" in line]
     assert len(warned) == 1, f"one warning for two sessions, got: {run.stderr}"
     assert "a C++ compiler" in warned[0] and "apt install g++" in warned[0], warned[0]
+    # Attributed to the user's `with` line, whose entry started the profiler.
+    assert warned[0].startswith("<string>:5: "), warned[0]
     names = [e["name"] for e in json.loads(trace_path.read_text())["traceEvents"]
              if e.get("ph") == "X"]
     assert "mine" in names, "omniprof's own range is recorded"

@@ -11,11 +11,10 @@ import importlib.util
 import os
 import shutil
 import sys
-import warnings
 from types import ModuleType
 from typing import Optional
 
-from . import _native
+from . import _native, _warn
 
 _SOURCE = os.path.join(os.path.dirname(__file__), "csrc", "observer.cpp")
 # The built module, False once building failed (so it is tried, and warned about, once).
@@ -72,11 +71,9 @@ def _build() -> Optional[ModuleType]:
             else "Removing the omniprof_observer build under TORCH_EXTENSIONS_DIR "
             "(default ~/.cache/torch_extensions) makes the next session build it anew."
         )
-        warnings.warn(
+        _warn.warn(
             "omniprof: PyTorch ops are not recorded: building the op observer failed "
-            f"({e}). {advice}",
-            RuntimeWarning,
-            stacklevel=3,
+            f"({e}). {advice}"
         )
         return None
 

@@ -2,10 +2,9 @@
 
 import enum
 import os
-import warnings
 from typing import Any, Callable, Iterable, List, Optional, Union
 
-from . import _native, _observer
+from . import _native, _observer, _warn
 from ._native import KeyAverages, ProfilerError, Schedule, Trace
 
 
@@ -176,7 +175,7 @@ class profile:
         # After every trace is delivered, so a warning raised as an error loses none. A
         # backend left out of a trace would otherwise show only in its `backend_errors` key.
         for error in failed:
-            warnings.warn(f"omniprof: backend failed: {error}", RuntimeWarning, stacklevel=3)
+            _warn.warn(f"omniprof: backend failed: {error}")
 
     def _require_trace(self, call: str) -> Trace:
         if self._trace is None:
