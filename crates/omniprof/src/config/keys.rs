@@ -362,10 +362,13 @@ fn check_perf_events(
     names: &[String],
     _: &ApplyContext<'_>,
 ) -> Result<Applied, ConfigErrorReason> {
-    match names.iter().find(|n| crate::perf::event(n).is_none()) {
+    match names
+        .iter()
+        .find(|n| crate::perf::events::event(n).is_none())
+    {
         Some(name) => Err(ConfigErrorReason::PerfEvent {
             name: name.clone(),
-            known: crate::perf::EVENT_NAMES.join(", "),
+            known: crate::perf::events::EVENT_NAMES.join(", "),
         }),
         None => Ok(Applied::Set),
     }
