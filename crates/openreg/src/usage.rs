@@ -161,12 +161,6 @@ pub(crate) fn memory_changed(device: usize, now_ns: i64, delta: i64) {
     lock(&DEVICES[device]).change(now_ns, Change::Memory(delta));
 }
 
-/// `device`'s totals as of `now_ns` (a time after every start and finish it reported);
-/// `None` past [`MAX_DEVICES`].
-pub fn usage(device: usize, now_ns: i64) -> Option<Usage> {
-    Some(lock(DEVICES.get(device)?).now.at(now_ns))
-}
-
 /// Starts logging `device`'s changes for [`drain`] and returns its numbers now, which they
 /// follow; one watcher per device at a time, until [`unwatch`].
 pub fn watch(device: usize) -> Result<Monitor> {
