@@ -5,7 +5,7 @@
 //! [`Stream`](crate::Stream) handle and the operations that look devices up.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crate::error::{OrError, Result};
@@ -32,13 +32,12 @@ pub(crate) struct Runtime {
 }
 
 /// One device's state: its stream pool, every live stream (for device-wide sync) and its
-/// memory in use.
+/// memory size (what is in use is counted by [`usage`]).
 pub(crate) struct Device {
     index: usize,
     pool: Mutex<Vec<Option<Arc<Worker>>>>,
     live_streams: Mutex<Vec<Weak<Queue>>>,
     next_stream_id: AtomicU32,
-    memory_used: AtomicU64,
     memory_total: u64,
 }
 
@@ -72,7 +71,6 @@ impl Runtime {
                 live_streams: Mutex::new(Vec::new()),
                 // Pooled streams own the low ids, so ids stay stable whatever the order of use.
                 next_stream_id: AtomicU32::new(options.streams_per_device as u32),
-                memory_used: AtomicU64::new(0),
                 memory_total: options.memory_per_device,
             })
             .collect();
@@ -132,22 +130,17 @@ impl Device {
 
     /// Reserves `bytes` of simulated memory; released by [`Device::release`].
     pub(crate) fn reserve(&self, bytes: u64) -> Result<()> {
-        self.memory_used
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
-                used.checked_add(bytes).filter(|&n| n <= self.memory_total)
-            })
-            .map_err(|used| OrError::OutOfMemory {
+        usage::reserve_memory(self.index, now_ns(), bytes, self.memory_total).map_err(|used| {
+            OrError::OutOfMemory {
                 device: self.index,
                 requested: bytes,
                 available: self.memory_total - used,
-            })?;
-        usage::memory_changed(self.index, now_ns(), bytes as i64);
-        Ok(())
+            }
+        })
     }
 
     pub(crate) fn release(&self, bytes: u64) {
-        self.memory_used.fetch_sub(bytes, Ordering::Relaxed);
-        usage::memory_changed(self.index, now_ns(), -(bytes as i64));
+        usage::release_memory(self.index, now_ns(), bytes);
     }
 }
 
@@ -189,10 +182,7 @@ pub fn device_synchronize() -> Result<()> {
 
 /// Simulated memory in use on `device`, in bytes.
 pub fn device_memory_used(device: usize) -> Result<u64> {
-    Ok(runtime()
-        .device(device)?
-        .memory_used
-        .load(Ordering::Relaxed))
+    Ok(usage::memory_used(runtime().device(device)?.index))
 }
 
 /// What a device is, as `cudaGetDeviceProperties` would tell it.

@@ -219,10 +219,10 @@ fn sample(
                 next += period_ns;
             }
         };
-        for &(at_ns, change) in &changes {
+        for &(changed_ns, change) in &changes {
             // Times are read before the log's lock is taken, so neighbours may be out of
             // order by the time it takes to take it.
-            clock = clock.max(at_ns);
+            clock = clock.max(changed_ns);
             close_intervals_to(clock, &monitor, &mut samples);
             monitor.apply(clock, change);
         }

@@ -1,7 +1,8 @@
 //! What each device really did, counted the way a device's performance monitor counts it: how
 //! long at least one of its streams was running work, how many bytes its streams copied host
-//! to device and device to host, and how much of its memory is in use. Always on (a lock per
-//! work item and per allocation); the PM sampler ([`crate::pm`]) reads it.
+//! to device and device to host, and how much of its memory is in use (the one count of it:
+//! allocations are checked against the device's size here). Always on (a lock per work item
+//! and per allocation); the PM sampler ([`crate::pm`]) reads it.
 //!
 //! While a sampler [`watch`]es a device, every change of these numbers is also logged with
 //! its time, as a hardware monitor writes samples into a buffer that its host thread reads
@@ -45,25 +46,32 @@ pub enum Change {
 
 /// The numbers of a device at one moment, and the changes that follow: what [`watch`]
 /// starts from and [`drain`]ed changes are [`apply`](Monitor::apply)ed to.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Monitor {
-    /// Streams running work.
-    active: u32,
-    /// When `active` last went from 0 to 1.
+    /// Whether a stream is running work.
+    busy: bool,
+    /// When the device last became busy.
     since_ns: i64,
     /// Busy time of the intervals that ended.
     busy_ns: i64,
     host_to_device_bytes: u64,
     device_to_host_bytes: u64,
     memory_used_bytes: u64,
-    /// Whether a sampler watches: changes are logged while one does.
-    watched: bool,
 }
 
 impl Monitor {
+    const IDLE: Self = Self {
+        busy: false,
+        since_ns: 0,
+        busy_ns: 0,
+        host_to_device_bytes: 0,
+        device_to_host_bytes: 0,
+        memory_used_bytes: 0,
+    };
+
     /// The totals as of `now_ns`, a time at or after every change applied.
     pub fn at(&self, now_ns: i64) -> Usage {
-        let running = if self.active > 0 {
+        let running = if self.busy {
             (now_ns - self.since_ns).max(0)
         } else {
             0
@@ -81,14 +89,14 @@ impl Monitor {
     pub fn apply(&mut self, at_ns: i64, change: Change) {
         match change {
             Change::BusyFrom => {
-                self.active = 1;
+                self.busy = true;
                 self.since_ns = at_ns;
             }
             Change::BusyUntil => {
-                if self.active > 0 {
+                if self.busy {
                     self.busy_ns += (at_ns - self.since_ns).max(0);
                 }
-                self.active = 0;
+                self.busy = false;
             }
             Change::Copied(MemcpyKind::HostToDevice, bytes) => self.host_to_device_bytes += bytes,
             Change::Copied(MemcpyKind::DeviceToHost, bytes) => self.device_to_host_bytes += bytes,
@@ -101,33 +109,28 @@ impl Monitor {
 }
 
 struct DeviceUsage {
-    /// The numbers now; counts its watchers.
+    /// Streams running work now.
+    active: u32,
+    /// The numbers now.
     now: Monitor,
-    /// Changes since the last [`drain`], while watched.
-    log: Vec<(i64, Change)>,
+    /// Changes since the last [`drain`]; `Some` while a sampler watches.
+    log: Option<Vec<(i64, Change)>>,
 }
 
 impl DeviceUsage {
     fn change(&mut self, at_ns: i64, change: Change) {
         self.now.apply(at_ns, change);
-        if self.now.watched {
-            self.log.push((at_ns, change));
+        if let Some(log) = &mut self.log {
+            log.push((at_ns, change));
         }
     }
 }
 
 #[allow(clippy::declare_interior_mutable_const)] // the array initializer, one per device
 const IDLE: Mutex<DeviceUsage> = Mutex::new(DeviceUsage {
-    now: Monitor {
-        active: 0,
-        since_ns: 0,
-        busy_ns: 0,
-        host_to_device_bytes: 0,
-        device_to_host_bytes: 0,
-        memory_used_bytes: 0,
-        watched: false,
-    },
-    log: Vec::new(),
+    active: 0,
+    now: Monitor::IDLE,
+    log: None,
 });
 
 static DEVICES: [Mutex<DeviceUsage>; MAX_DEVICES] = [IDLE; MAX_DEVICES];
@@ -135,10 +138,9 @@ static DEVICES: [Mutex<DeviceUsage>; MAX_DEVICES] = [IDLE; MAX_DEVICES];
 /// A stream of `device` started a work item at `now_ns`.
 pub(crate) fn work_started(device: usize, now_ns: i64) {
     let mut usage = lock(&DEVICES[device]);
-    if usage.now.active == 0 {
+    usage.active += 1;
+    if usage.active == 1 {
         usage.change(now_ns, Change::BusyFrom);
-    } else {
-        usage.now.active += 1;
     }
 }
 
@@ -149,16 +151,39 @@ pub(crate) fn work_finished(device: usize, now_ns: i64, copied: Option<(MemcpyKi
     if let Some((kind, bytes)) = copied {
         usage.change(now_ns, Change::Copied(kind, bytes));
     }
-    if usage.now.active == 1 {
+    usage.active = usage.active.saturating_sub(1);
+    if usage.active == 0 {
         usage.change(now_ns, Change::BusyUntil);
-    } else {
-        usage.now.active = usage.now.active.saturating_sub(1);
     }
 }
 
-/// `device` reserved (`delta` > 0) or released memory at `now_ns`.
-pub(crate) fn memory_changed(device: usize, now_ns: i64, delta: i64) {
-    lock(&DEVICES[device]).change(now_ns, Change::Memory(delta));
+/// Reserves `bytes` of `device`'s memory at `now_ns` if its use stays within `total`; else
+/// `Err` with the bytes in use.
+pub(crate) fn reserve_memory(
+    device: usize,
+    now_ns: i64,
+    bytes: u64,
+    total: u64,
+) -> Result<(), u64> {
+    let mut usage = lock(&DEVICES[device]);
+    let used = usage.now.memory_used_bytes;
+    match used.checked_add(bytes) {
+        Some(after) if after <= total => {
+            usage.change(now_ns, Change::Memory(bytes as i64));
+            Ok(())
+        }
+        _ => Err(used),
+    }
+}
+
+/// Releases `bytes` of `device`'s memory at `now_ns`.
+pub(crate) fn release_memory(device: usize, now_ns: i64, bytes: u64) {
+    lock(&DEVICES[device]).change(now_ns, Change::Memory(-(bytes as i64)));
+}
+
+/// `device`'s memory in use, in bytes.
+pub(crate) fn memory_used(device: usize) -> u64 {
+    lock(&DEVICES[device]).now.memory_used_bytes
 }
 
 /// Starts logging `device`'s changes for [`drain`] and returns its numbers now, which they
@@ -170,19 +195,17 @@ pub fn watch(device: usize) -> Result<Monitor> {
             .get(device)
             .ok_or(OrError::InvalidDevice { device, count })?,
     );
-    if usage.now.watched {
+    if usage.log.is_some() {
         return Err(OrError::AlreadySampled { device });
     }
-    usage.now.watched = true;
+    usage.log = Some(Vec::new());
     Ok(usage.now)
 }
 
 /// Ends a [`watch`] and drops what is left of the log.
 pub fn unwatch(device: usize) {
     if let Some(usage) = DEVICES.get(device) {
-        let mut usage = lock(usage);
-        usage.now.watched = false;
-        usage.log = Vec::new();
+        lock(usage).log = None;
     }
 }
 
@@ -190,6 +213,9 @@ pub fn unwatch(device: usize) {
 pub fn drain(device: usize, changes: &mut Vec<(i64, Change)>) {
     changes.clear();
     if let Some(usage) = DEVICES.get(device) {
-        std::mem::swap(&mut lock(usage).log, changes);
+        // Swapped, so the two buffers' capacity is reused drain after drain.
+        if let Some(log) = &mut lock(usage).log {
+            std::mem::swap(log, changes);
+        }
     }
 }
