@@ -1,7 +1,7 @@
 //! What the PM sampler costs a workload: the demo's shape (host threads of training steps
 //! launching 48 × 48 matmuls and copies on two shared streams) profiled in a session that
-//! records the device timeline, without and with `gpu_pm_counter` (every device sampled
-//! every millisecond on its own thread).
+//! records the device timeline, without and with `gpu_pm_counter` (every device sampled in
+//! 1 ms intervals by a thread of its own, see `openreg::pm`).
 //!
 //! The cost is a few percent at most, well inside the drift of a shared machine from one
 //! second to the next, so a benchmark that runs all of one configuration and then all of the
@@ -40,8 +40,8 @@ use omniprof::{record_function, record_op, ActivitySet, Config, Profiler};
 use openreg::{HostBuffer, Kernel, Stream};
 
 const THREADS: usize = 4;
-/// About 60 ms of work per session here: long against the 1 ms sampling period and the
-/// sampler's start and stop, short enough for dozens of rounds.
+/// About 45 ms of work per session here: long against the 1 ms sampling period and the
+/// sampler's start and stop, short enough for hundreds of rounds.
 const STEPS: usize = 200;
 const DIM: usize = 48;
 const BYTES: usize = DIM * DIM * 4;
@@ -87,7 +87,6 @@ const ON: &str = "cpu_op,user_annotation,runtime,kernel,gpu_memcpy,gpu_pm_counte
 /// One session's times: the workload alone, the whole session (start to trace), the CPU time
 /// the process used during the workload, and the run time and time slices of the PM
 /// sampler's threads.
-#[derive(Clone)]
 struct Times {
     /// The intervals between successive PM samples of a device, in µs.
     gaps: Vec<f64>,
@@ -192,7 +191,8 @@ fn geometric_mean_interval(
 }
 
 /// Runs `rounds` rounds of one `a` and one `b` session (order flipping each round) and prints
-/// the medians of each and of the per-round ratios b/a.
+/// the medians of each, the median and quartiles of the per-round ratios b/a and their
+/// geometric mean with its interval.
 fn compare(label: &str, a: &str, b: &str, rounds: usize, config: &Config) {
     let mut pairs = Vec::with_capacity(rounds);
     for round in 0..WARM_UP_ROUNDS + rounds {
@@ -218,21 +218,21 @@ fn compare(label: &str, a: &str, b: &str, rounds: usize, config: &Config) {
     ] {
         let a_ms = median(pairs.iter().map(|(a, _)| ms(pick(a))).collect());
         let b_ms = median(pairs.iter().map(|(_, b)| ms(pick(b))).collect());
-        let ratios: Vec<f64> = pairs
+        let mut ratios: Vec<f64> = pairs
             .iter()
             .map(|(a, b)| pick(b).as_secs_f64() / pick(a).as_secs_f64() - 1.0)
             .collect();
-        let mut sorted = ratios.clone();
-        sorted.sort_by(f64::total_cmp);
-        let quartile = |q: usize| sorted[(sorted.len() - 1) * q / 4] * 100.0;
+        ratios.sort_by(f64::total_cmp);
+        let quartile = |q: usize| ratios[(ratios.len() - 1) * q / 4] * 100.0;
+        let (low_quartile, high_quartile) = (quartile(1), quartile(3));
         let (mean, low, high) = geometric_mean_interval(&pairs, pick);
         println!(
             "{label:<28} {what:<8}  {a_ms:7.2} ms -> {b_ms:7.2} ms   added {:+6.2} % \
              (per-round median; quartiles {:+.1} % .. {:+.1} %), geometric mean {mean:+.2} % \
              (95 % interval {low:+.2} % .. {high:+.2} %)",
             median(ratios) * 100.0,
-            quartile(1),
-            quartile(3),
+            low_quartile,
+            high_quartile,
         );
     }
     let mut gaps: Vec<f64> = pairs
