@@ -9,9 +9,8 @@ records), and each optimizer step ends one iteration; a loop without an optimize
 """
 
 import importlib.util
-import warnings
 
-from . import _native, _observer
+from . import _native, _observer, _warn
 
 
 def _count_optimizer_steps() -> None:
@@ -32,6 +31,6 @@ def enable_from_env() -> bool:
     try:
         _native.serve_on_demand()
     except _native.ProfilerError as e:
-        warnings.warn(f"omniprof: {e}", RuntimeWarning, stacklevel=2)
+        _warn.warn(f"omniprof: {e}")
         return False
     return True
