@@ -9,142 +9,159 @@
 //! window opens and detach it when it closes, so PyTorch pays nothing outside a window.
 //! `PROFILE_REPORT_INPUT_SHAPES` makes it record `Input Dims`.
 //!
-//! The observer keeps each op's range in its `ObserverContext` (a slot of [`RANGE_SLOT_SIZE`]
-//! bytes it owns) and ends it from the op's end callback, which for an async op may run on
-//! another thread: the range is an [`OwnedRange`], whose end may be recorded from any thread.
+//! Ops and autograd nodes begin and end on one thread, innermost first: the observer pushes
+//! them on the recorder's per-thread stack ([`omniprof::record::push_op`]) keyed by their
+//! `RecordFunction`, and keeps nothing itself. A user range (`record_function`) may end on
+//! another thread (async), so the observer keeps it in its `ObserverContext` (a slot of
+//! [`RANGE_SLOT_SIZE`] bytes it owns) as an [`OwnedRange`], whose end may be recorded from any
+//! thread.
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use omniprof::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
-use omniprof::record::IntoName;
-use omniprof::{ActivitySet, ActivityType, Config, Name, OwnedRange, Window};
+use omniprof::record::{pop_op, push_op};
+use omniprof::{ActivitySet, ActivityType, Config, OwnedRange, Window};
 use pyo3::prelude::*;
 
-/// Bytes the observer reserves per op for its range (8-byte aligned).
+/// Bytes the observer reserves per user range for its [`OwnedRange`] (8-byte aligned).
 const RANGE_SLOT_SIZE: u32 = 32;
 const _: () = assert!(std::mem::size_of::<OwnedRange>() <= RANGE_SLOT_SIZE as usize);
 const _: () = assert!(std::mem::align_of::<OwnedRange>() <= 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 3;
+const TABLE_VERSION: u32 = 4;
 
-/// What the observer calls; mirrored by `struct Table` in `observer.cpp`.
+/// What the observer calls; mirrored by `struct Table` in `observer.cpp`. Names are
+/// NUL-terminated; `key` is the op's `RecordFunction`; shapes come as in
+/// [`push_op_with_shapes`].
 #[repr(C)]
 pub struct RecorderTable {
     version: u32,
     range_slot_size: u32,
-    intern: unsafe extern "C" fn(name: *const u8, name_len: usize, user: u8) -> u32,
-    begin: unsafe extern "C" fn(user: u8, name: u32, out: *mut c_void) -> u8,
-    begin_with_shapes: unsafe extern "C" fn(
-        user: u8,
-        name: u32,
+    push_op: unsafe extern "C" fn(name: *const c_char, key: *const c_void),
+    push_op_with_shapes: unsafe extern "C" fn(
+        name: *const c_char,
+        key: *const c_void,
+        dims: *const i64,
+        ranks: *const usize,
+        inputs: usize,
+    ),
+    pop_op: unsafe extern "C" fn(key: *const c_void),
+    begin_user: unsafe extern "C" fn(
+        name: *const c_char,
         dims: *const i64,
         ranks: *const usize,
         inputs: usize,
         out: *mut c_void,
     ) -> u8,
-    end: unsafe extern "C" fn(range: *mut c_void),
+    end_user: unsafe extern "C" fn(range: *mut c_void),
 }
 
 static TABLE: RecorderTable = RecorderTable {
     version: TABLE_VERSION,
     range_slot_size: RANGE_SLOT_SIZE,
-    intern,
-    begin,
-    begin_with_shapes,
-    end,
+    push_op: push,
+    push_op_with_shapes,
+    pop_op: pop,
+    begin_user,
+    end_user,
 };
 
-/// The id of the name in the `name_len` UTF-8 bytes at `name` (invalid UTF-8 is replaced), for
-/// [`begin`]. An op's name (`user == 0`: an operator schema's, a fixed set) is pinned and its
-/// id valid for the life of the process; a user range's (`record_function`'s, which may be
-/// new every step) is transient like any range named by a string, and its id valid for the
-/// session that asked and the next: the observer drops its cache of ids at each attach.
+/// Begins the op `key` named `name` on this thread. Every op of a session without shapes
+/// comes here, so it does nothing else. A panic must not unwind into C++: it only costs the
+/// op its range (here and in the functions below).
 ///
 /// # Safety
-/// `name` is valid for `name_len` bytes.
-unsafe extern "C" fn intern(name: *const u8, name_len: usize, user: u8) -> u32 {
-    // SAFETY: the caller passes `name_len` readable bytes (the function's contract).
-    let bytes = unsafe { std::slice::from_raw_parts(name, name_len) };
-    // A panic must not unwind into C++; the table-full id stands in.
-    catch_unwind(|| {
-        let name = String::from_utf8_lossy(bytes);
-        if user != 0 {
-            name.as_ref().into_name().to_raw()
-        } else {
-            Name::new(&name).to_raw()
-        }
-    })
-    .unwrap_or(u32::MAX)
-}
-
-/// Begins a user range (`user != 0`) or host op named by the [`intern`]ed id `name`. On
-/// success writes the range into `out` and returns 1; returns 0 when nothing records (then
-/// `out` is untouched and must not be passed to [`end`]). Every op of a session without
-/// shapes comes here, so it does nothing else.
-///
-/// # Safety
-/// `out` is valid for [`RANGE_SLOT_SIZE`] bytes, 8-byte aligned.
-unsafe extern "C" fn begin(user: u8, name: u32, out: *mut c_void) -> u8 {
+/// `name` is NUL-terminated.
+unsafe extern "C" fn push(name: *const c_char, key: *const c_void) {
     // SAFETY: forwarded contract.
-    unsafe { write_range(catch_unwind(|| begin_range(user, name)), out) }
+    let _ = catch_unwind(|| unsafe { push_op(name, key as usize) });
 }
 
-/// [`begin`], with the op's input shapes (`Input Dims`): input `i` has `ranks[i]` sizes, all
+/// [`push`], with the op's input shapes (`Input Dims`): input `i` has `ranks[i]` sizes, all
 /// of them one after another in `dims`.
 ///
 /// # Safety
-/// As [`begin`]; `ranks` is valid for `inputs` entries and `dims` for their sum.
-unsafe extern "C" fn begin_with_shapes(
-    user: u8,
-    name: u32,
+/// As [`push`]; `ranks` is valid for `inputs` entries and `dims` for their sum.
+unsafe extern "C" fn push_op_with_shapes(
+    name: *const c_char,
+    key: *const c_void,
+    dims: *const i64,
+    ranks: *const usize,
+    inputs: usize,
+) {
+    let _ = catch_unwind(|| {
+        // SAFETY: forwarded contracts.
+        let op = unsafe { push_op(name, key as usize) };
+        unsafe { with_shapes(dims, ranks, inputs, |shapes| op.with_input_shapes(shapes)) }
+    });
+}
+
+/// Ends the op [`push`] began under `key` on this thread.
+unsafe extern "C" fn pop(key: *const c_void) {
+    let _ = catch_unwind(|| pop_op(key as usize));
+}
+
+/// Calls `f` with the shapes in `dims` and `ranks` (see [`push_op_with_shapes`]).
+///
+/// # Safety
+/// `ranks` is valid for `inputs` entries and `dims` for their sum (either may be null when
+/// `inputs` is 0).
+unsafe fn with_shapes<R>(
+    dims: *const i64,
+    ranks: *const usize,
+    inputs: usize,
+    f: impl FnOnce(&[&[i64]]) -> R,
+) -> R {
+    // An op without inputs may pass null pointers, which no slice may hold.
+    if inputs == 0 {
+        return f(&[]);
+    }
+    // SAFETY: `ranks` holds `inputs` entries and `dims` their sum (the contract).
+    let ranks = unsafe { std::slice::from_raw_parts(ranks, inputs) };
+    // SAFETY: as above.
+    let mut rest = unsafe { std::slice::from_raw_parts(dims, ranks.iter().sum()) };
+    let shapes: Vec<&[i64]> = ranks
+        .iter()
+        .map(|&rank| {
+            let (shape, tail) = rest.split_at(rank);
+            rest = tail;
+            shape
+        })
+        .collect();
+    f(&shapes)
+}
+
+/// Begins a user range named `name` (invalid UTF-8 is replaced), with input shapes when
+/// `inputs` is not 0 (as [`push_op_with_shapes`]). On success writes the range into `out`
+/// and returns 1; returns 0 when nothing records (then `out` is untouched and must not be
+/// passed to [`end_user`]).
+///
+/// # Safety
+/// `name` is NUL-terminated; the shapes are as [`with_shapes`] needs; `out` is valid for
+/// [`RANGE_SLOT_SIZE`] bytes, 8-byte aligned.
+unsafe extern "C" fn begin_user(
+    name: *const c_char,
     dims: *const i64,
     ranks: *const usize,
     inputs: usize,
     out: *mut c_void,
 ) -> u8 {
     let begun = catch_unwind(|| {
-        let range = begin_range(user, name)?;
-        // An op without inputs may pass null pointers, which no slice may hold.
+        // SAFETY: forwarded contract.
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        let range = OwnedRange::begin(name.as_ref())?;
         if inputs == 0 {
             return Some(range);
         }
-        // SAFETY: `ranks` holds `inputs` entries and `dims` their sum (the contract).
-        let ranks = unsafe { std::slice::from_raw_parts(ranks, inputs) };
-        // SAFETY: as above.
-        let mut rest = unsafe { std::slice::from_raw_parts(dims, ranks.iter().sum()) };
-        let shapes: Vec<&[i64]> = ranks
-            .iter()
-            .map(|&rank| {
-                let (shape, tail) = rest.split_at(rank);
-                rest = tail;
-                shape
+        // SAFETY: forwarded contract.
+        Some(unsafe {
+            with_shapes(dims, ranks, inputs, |shapes| {
+                range.with_input_shapes(shapes)
             })
-            .collect();
-        Some(range.with_input_shapes(&shapes))
+        })
     });
-    // SAFETY: forwarded contract.
-    unsafe { write_range(begun, out) }
-}
-
-#[inline(always)]
-fn begin_range(user: u8, name: u32) -> Option<OwnedRange> {
-    let name = Name::from_raw(name);
-    if user != 0 {
-        OwnedRange::begin(name)
-    } else {
-        OwnedRange::begin_op(name)
-    }
-}
-
-/// Writes a begun range into `out` (1), or nothing (0). A panic while beginning (caught: it
-/// must not unwind into C++) only costs that op its range.
-///
-/// # Safety
-/// `out` is valid for [`RANGE_SLOT_SIZE`] bytes, 8-byte aligned.
-#[inline(always)]
-unsafe fn write_range(begun: std::thread::Result<Option<OwnedRange>>, out: *mut c_void) -> u8 {
     match begun {
         Ok(Some(range)) => {
             // SAFETY: `out` is valid and aligned for a range (the contract, checked against
@@ -156,12 +173,12 @@ unsafe fn write_range(begun: std::thread::Result<Option<OwnedRange>>, out: *mut 
     }
 }
 
-/// Ends the range [`begin`] wrote into `range`, on any thread.
+/// Ends the range [`begin_user`] wrote into `range`, on any thread.
 ///
 /// # Safety
-/// `range` was filled by a successful [`begin`] and is passed here once.
-unsafe extern "C" fn end(range: *mut c_void) {
-    // SAFETY: a range `begin` wrote, read once (the contract).
+/// `range` was filled by a successful [`begin_user`] and is passed here once.
+unsafe extern "C" fn end_user(range: *mut c_void) {
+    // SAFETY: a range `begin_user` wrote, read once (the contract).
     let range = unsafe { range.cast::<OwnedRange>().read() };
     let _ = catch_unwind(AssertUnwindSafe(|| range.end()));
 }

@@ -21,6 +21,7 @@ use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
+use super::stack::Pushed;
 use crate::value::Value;
 
 /// Records per chunk: 4096 × 16 B = 64 KiB, small enough to stay cache-friendly and to
@@ -193,6 +194,8 @@ pub(crate) struct Local {
     /// Whether the session has correlation listeners (see [`super::correlation`]).
     listening: Cell<bool>,
     buffer: Cell<*const ThreadBuffer>,
+    /// The thread's pushed ops ([`super::stack`]), allocated on its first push.
+    pushed: Cell<*mut Pushed>,
     exiting: Cell<bool>,
 }
 
@@ -209,6 +212,7 @@ thread_local! {
             id_base: Cell::new(0),
             listening: Cell::new(false),
             buffer: Cell::new(std::ptr::null()),
+            pushed: Cell::new(null_mut()),
             exiting: Cell::new(false),
         }
     };
@@ -235,6 +239,12 @@ impl Drop for ExitGuard {
             l.pos.set(null_mut());
             l.end.set(null_mut());
             l.state.set(0);
+            let pushed = l.pushed.replace(null_mut());
+            if !pushed.is_null() {
+                // SAFETY: made by `allocate_pushed` from a box, freed once (it was taken out
+                // of the cell); `exiting` keeps another from being allocated.
+                drop(unsafe { Box::from_raw(pushed) });
+            }
             let buffer = l.buffer.get();
             if !buffer.is_null() {
                 // SAFETY: the registry keeps the buffer alive until `exited` is set and the
@@ -367,6 +377,27 @@ impl Local {
         // SAFETY: set just above or earlier by this thread; the registry keeps it alive
         // until this thread has exited (module docs).
         unsafe { &*self.buffer.get() }
+    }
+
+    /// This thread's pushed ops, or null before its first push (and once it is exiting).
+    #[inline(always)]
+    pub(crate) fn pushed(&self) -> *mut Pushed {
+        self.pushed.get()
+    }
+
+    /// Allocates this thread's pushed ops; `None` once it is exiting (they could not be
+    /// freed).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn allocate_pushed(&self) -> Option<*mut Pushed> {
+        if self.exiting.get() {
+            return None;
+        }
+        // Registering arms the exit guard that frees them.
+        self.buffer_or_register();
+        let pushed = Box::into_raw(Pushed::new());
+        self.pushed.set(pushed);
+        Some(pushed)
     }
 
     /// This thread's index (the high half of its correlation ids), once it has recorded.

@@ -23,6 +23,7 @@
 mod buffer;
 pub mod correlation;
 mod name;
+mod stack;
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +31,7 @@ use std::sync::Arc;
 
 pub use correlation::CorrelationListener;
 pub use name::{IntoName, Name, StaticName};
+pub use stack::{pop_op, push_op, PushedOp};
 
 use crate::activity::{Activity, ActivityType};
 use crate::clock::TickConverter;
@@ -123,8 +125,7 @@ impl RangeGuard {
         if self.state == 0 {
             return self;
         }
-        let dims = shapes.iter().map(|s| Value::from(s.to_vec())).collect();
-        self.with_arg(arg::INPUT_DIMS, Value::List(dims))
+        self.with_arg(arg::INPUT_DIMS, input_dims(shapes))
     }
 
     /// The correlation id of this range (0 when not recording), as it appears in the trace's
@@ -210,8 +211,7 @@ impl OwnedRange {
     /// Attaches the input shapes, written as `Input Dims`, as [`RangeGuard::with_input_shapes`]
     /// (on the thread that began the range only).
     pub fn with_input_shapes(self, shapes: &[&[i64]]) -> Self {
-        let dims = shapes.iter().map(|s| Value::from(s.to_vec())).collect();
-        self.with_arg(arg::INPUT_DIMS, Value::List(dims))
+        self.with_arg(arg::INPUT_DIMS, input_dims(shapes))
     }
 
     /// Ends the range, on any thread. Returns whether the end was recorded: false when the
@@ -245,19 +245,23 @@ fn begin(kind: u64, name: impl IntoName) -> Option<OwnedRange> {
         return None;
     }
     let name = name.into_name();
+    with_local(|l| begin_on(l, state, kind, name))
+}
+
+/// [`begin`] on this thread's `l`, in session `state` (which records).
+#[inline(always)]
+fn begin_on(l: &buffer::Local, state: u64, kind: u64, name: Name) -> Option<OwnedRange> {
     let user = kind == KIND_USER;
-    with_local(|l| {
-        let seq = l.push(state, word(kind, name), true)?;
-        let correlation = l.correlation_id(seq);
-        if l.listening(state) {
-            correlation::begin(correlation, name, user);
-        }
-        Some(OwnedRange {
-            state,
-            seq,
-            owner: (correlation >> 32) as u32,
-            user,
-        })
+    let seq = l.push(state, word(kind, name), true)?;
+    let correlation = l.correlation_id(seq);
+    if l.listening(state) {
+        correlation::begin(correlation, name, user);
+    }
+    Some(OwnedRange {
+        state,
+        seq,
+        owner: (correlation >> 32) as u32,
+        user,
     })
 }
 
@@ -352,6 +356,11 @@ impl InstantGuard {
         attach_arg(self.state, self.seq, key, value);
         self
     }
+}
+
+/// Input shapes as the value of `Input Dims` (`[[64, 64], [64, 64]]`).
+fn input_dims(shapes: &[&[i64]]) -> Value {
+    Value::List(shapes.iter().map(|s| Value::from(s.to_vec())).collect())
 }
 
 fn attach_arg(state: u64, seq: u32, key: &str, value: impl Into<Value>) {

@@ -3,7 +3,7 @@
 //!
 //! Two kinds of names, so that memory stays bounded in a long-lived process:
 //! - *pinned* names ([`Name::new`], [`StaticName`]): the caller may keep the id for the life
-//!   of the process (the PyTorch observer caches one per op), so they are never freed; they
+//!   of the process (a thread caches one per op name it pushed), so they are never freed; they
 //!   may take [`PINNED_BYTES`] in all.
 //! - *transient* names (ranges named with a `&str` or `String`): interned in the current of
 //!   two generations, each holding at most [`GENERATION_BYTES`]. When a session starts and
@@ -164,15 +164,9 @@ impl Name {
         self.0
     }
 
-    /// The name's id, for a caller across an FFI boundary that caches it (the PyTorch
-    /// observer caches one per op name pointer instead of hashing the name per op).
-    pub const fn to_raw(self) -> u32 {
-        self.0
-    }
-
-    /// The name with id `id`, as [`to_raw`](Self::to_raw) returned it. An id that was never
-    /// handed out names `<name table full>`.
-    pub const fn from_raw(id: u32) -> Self {
+    /// The name with id `id`, as [`id`](Self::id) returned it (for a cache of ids: the
+    /// per-thread cache of names by address).
+    pub(crate) const fn from_raw(id: u32) -> Self {
         Self(id)
     }
 }

@@ -1,0 +1,348 @@
+//! Host ops kept on the recording thread's stack (the shape of NVTX's push and pop), for a
+//! caller that sees an op's beginning and its end as two separate calls with nowhere to keep
+//! a guard in between: the start and end callbacks of PyTorch's `RecordFunction`, which the
+//! Python package's op observer forwards here.
+//!
+//! [`push_op`] begins an op under a key (the address of the caller's own record of it) and
+//! [`pop_op`] with the same key on the same thread ends it. The op's name comes as the
+//! address of a C string: a thread caches the names it saw by address, so a repeated name
+//! costs one text compare instead of hashing, and both calls make a single thread-local
+//! access. Ops end in reverse order of their beginnings, and a pop whose key is not on top
+//! still ends the right op: one whose key is deeper ends it (the ops above it stay open and
+//! are closed as unfinished), one whose key this thread never pushed ends nothing.
+//!
+//! ```
+//! use omniprof::record::{pop_op, push_op};
+//! use omniprof::Profiler;
+//!
+//! let mut profiler = Profiler::builder().build().unwrap();
+//! profiler.start().unwrap();
+//! let (outer, inner) = (1, 2);
+//! // SAFETY: the names are NUL-terminated strings.
+//! unsafe { push_op(c"aten::linear".as_ptr(), outer) };
+//! unsafe { push_op(c"aten::addmm".as_ptr(), inner).with_input_shapes(&[&[8, 16]]) };
+//! assert!(pop_op(inner) && pop_op(outer));
+//! let trace = profiler.stop().unwrap();
+//! assert!(trace.activities.iter().any(|a| &*a.name == "aten::addmm"));
+//! ```
+
+use std::ffi::{c_char, CStr};
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+
+use super::buffer::{with_local, Local};
+use super::{attach_arg, begin_on, input_dims, push_end, Name, ThisThread, KIND_OP, STATE};
+use crate::keys::arg;
+
+/// Ops a thread can have pushed and not yet popped; deeper ones are not recorded, but their
+/// pushes and pops still pair up.
+const MAX_DEPTH: usize = 256;
+/// Names a thread caches by address (direct-mapped).
+const NAME_SLOTS: usize = 256;
+/// The longest name cached, with its NUL; longer ones are interned at each push.
+const NAME_TEXT: usize = 48;
+
+/// A pushed op: the key it is popped with, and the session and sequence number of its
+/// beginning (`state` 0: nothing was recorded).
+#[derive(Clone, Copy)]
+struct Entry {
+    key: usize,
+    state: u64,
+    seq: u32,
+}
+
+/// A cached name: the address it was seen at, its id, and a copy of its text with the NUL.
+#[derive(Clone, Copy)]
+struct CachedName {
+    at: usize,
+    id: u32,
+    len: u32,
+    text: [u8; NAME_TEXT],
+}
+
+/// A thread's pushed ops and cached names, allocated on its first push.
+pub(crate) struct Pushed {
+    depth: usize,
+    entries: [Entry; MAX_DEPTH],
+    names: [CachedName; NAME_SLOTS],
+}
+
+impl Pushed {
+    pub(crate) fn new() -> Box<Self> {
+        Box::new(Self {
+            depth: 0,
+            entries: [Entry {
+                key: 0,
+                state: 0,
+                seq: 0,
+            }; MAX_DEPTH],
+            names: [CachedName {
+                at: 0,
+                id: 0,
+                len: 0,
+                text: [0; NAME_TEXT],
+            }; NAME_SLOTS],
+        })
+    }
+
+    /// The id of the NUL-terminated name at `name`. The text is compared even when the
+    /// address matches, as a name built at run time may reuse another's address. Names are
+    /// pinned (an op's name is one of a fixed set), so a cached id never goes stale.
+    ///
+    /// # Safety
+    /// `name` points to a NUL-terminated string.
+    #[inline(always)]
+    unsafe fn name(&mut self, name: *const c_char) -> Name {
+        let slot = &mut self.names[(name as usize >> 3) % NAME_SLOTS];
+        // Comparing the NUL too tells a longer name apart; strncmp stops at the first
+        // difference, so a shorter one is never read past its end.
+        // SAFETY: both are NUL-terminated (the contract; the slot's text holds its NUL).
+        if slot.at == name as usize
+            && unsafe { libc::strncmp(slot.text.as_ptr().cast(), name, slot.len as usize + 1) } == 0
+        {
+            return Name::from_raw(slot.id);
+        }
+        // SAFETY: as above.
+        unsafe { cache_name(slot, name) }
+    }
+}
+
+/// Interns the name at `name` (invalid UTF-8 is replaced) and caches it in `slot`.
+///
+/// # Safety
+/// `name` points to a NUL-terminated string.
+#[cold]
+#[inline(never)]
+unsafe fn cache_name(slot: &mut CachedName, name: *const c_char) -> Name {
+    // SAFETY: forwarded contract.
+    let text = unsafe { CStr::from_ptr(name) }.to_bytes();
+    let interned = Name::new(&String::from_utf8_lossy(text));
+    if text.len() < NAME_TEXT {
+        slot.at = name as usize;
+        slot.id = interned.id();
+        slot.len = text.len() as u32;
+        slot.text[..text.len()].copy_from_slice(text);
+        slot.text[text.len()] = 0;
+    }
+    interned
+}
+
+/// The calling thread's pushed ops, allocated on first use; `None` once it is exiting.
+#[inline(always)]
+fn pushed(l: &Local) -> Option<*mut Pushed> {
+    let p = l.pushed();
+    if p.is_null() {
+        return l.allocate_pushed();
+    }
+    Some(p)
+}
+
+/// A pushed op, for attaching its input shapes on the thread that pushed it.
+pub struct PushedOp {
+    state: u64,
+    seq: u32,
+    _this_thread: ThisThread,
+}
+
+impl PushedOp {
+    const INACTIVE: Self = Self {
+        state: 0,
+        seq: 0,
+        _this_thread: PhantomData,
+    };
+
+    /// Attaches the input shapes, written as `Input Dims` (nothing happens when the op is
+    /// not recorded).
+    pub fn with_input_shapes(self, shapes: &[&[i64]]) -> Self {
+        if self.state != 0 {
+            attach_arg(self.state, self.seq, arg::INPUT_DIMS, input_dims(shapes));
+        }
+        self
+    }
+}
+
+/// Begins a host op (`cpu_op`) named by the NUL-terminated string at `name` on this thread,
+/// to be ended by [`pop_op`] with the same `key` on this thread. Pushed while no session
+/// records, it records nothing but still pairs with its pop.
+///
+/// # Safety
+/// `name` points to a NUL-terminated string, readable for the duration of the call.
+#[inline]
+pub unsafe fn push_op(name: *const c_char, key: usize) -> PushedOp {
+    let state = STATE.load(Ordering::Relaxed);
+    with_local(|l| {
+        let Some(p) = pushed(l) else {
+            return PushedOp::INACTIVE;
+        };
+        // Each borrow of the thread's `Pushed` ends before anything else can run on this
+        // thread (`begin_on` may call correlation listeners, which may push).
+        let (slot, name) = {
+            // SAFETY: only this thread uses its `Pushed`, and no other borrow is live.
+            let p = unsafe { &mut *p };
+            let depth = p.depth;
+            p.depth += 1;
+            if depth >= MAX_DEPTH {
+                return PushedOp::INACTIVE;
+            }
+            p.entries[depth] = Entry {
+                key,
+                state: 0,
+                seq: 0,
+            };
+            if state & 1 == 0 {
+                return PushedOp::INACTIVE;
+            }
+            // SAFETY: `name` is NUL-terminated (the contract).
+            (depth, unsafe { p.name(name) })
+        };
+        let Some(range) = begin_on(l, state, KIND_OP, name) else {
+            return PushedOp::INACTIVE;
+        };
+        // SAFETY: as above; `slot` is below `MAX_DEPTH` and a nested push since has been
+        // popped again (pushes and pops of one thread pair up).
+        let entry = unsafe { &mut (*p).entries[slot] };
+        entry.state = state;
+        entry.seq = range.seq;
+        PushedOp {
+            state,
+            seq: range.seq,
+            _this_thread: PhantomData,
+        }
+    })
+}
+
+/// Ends the op [`push_op`] began under `key` on this thread. Returns whether its end was
+/// recorded: false when it recorded nothing, its session has stopped, or no op was pushed
+/// under `key` here.
+#[inline]
+pub fn pop_op(key: usize) -> bool {
+    with_local(|l| {
+        let p = l.pushed();
+        if p.is_null() {
+            return false;
+        }
+        let entry = {
+            // SAFETY: only this thread uses its `Pushed`, and no other borrow is live.
+            let p = unsafe { &mut *p };
+            if p.depth > MAX_DEPTH {
+                p.depth -= 1;
+                return false;
+            }
+            let Some(at) = p.entries[..p.depth].iter().rposition(|e| e.key == key) else {
+                return false;
+            };
+            p.depth = at;
+            p.entries[at]
+        };
+        if entry.state == 0 || STATE.load(Ordering::Relaxed) != entry.state {
+            return false;
+        }
+        push_end(l, entry.state, entry.seq, false).is_some()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activity::ActivityType;
+    use crate::value::Value;
+    use crate::{Profiler, Trace};
+    use omniprof_test_support::lock::serial;
+
+    fn record(work: impl FnOnce()) -> Trace {
+        let mut p = Profiler::builder().build().unwrap();
+        p.start().unwrap();
+        work();
+        p.stop().unwrap()
+    }
+
+    fn span<'a>(t: &'a Trace, name: &str) -> &'a crate::Activity {
+        t.activities
+            .iter()
+            .find(|a| &*a.name == name)
+            .unwrap_or_else(|| panic!("no {name} in {:?}", t.activities))
+    }
+
+    #[test]
+    fn pushed_ops_nest_and_carry_their_shapes() {
+        let _g = serial();
+        let t = record(|| {
+            // SAFETY: literals are NUL-terminated.
+            unsafe { push_op(c"stack_outer".as_ptr(), 10) };
+            unsafe { push_op(c"stack_inner".as_ptr(), 20) }.with_input_shapes(&[&[2, 3]]);
+            assert!(pop_op(20));
+            assert!(pop_op(10));
+            assert!(!pop_op(10), "popped twice");
+        });
+        let (outer, inner) = (span(&t, "stack_outer"), span(&t, "stack_inner"));
+        assert_eq!(outer.kind, ActivityType::CpuOp);
+        assert!(outer.start_ns <= inner.start_ns && inner.end_ns <= outer.end_ns);
+        assert_eq!(inner.arg(arg::INPUT_DIMS).unwrap().to_json(), "[[2, 3]]");
+        assert!(outer.arg(arg::FINISHED).is_none() && inner.arg(arg::FINISHED).is_none());
+    }
+
+    #[test]
+    fn a_name_rebuilt_at_the_same_address_is_told_apart() {
+        let _g = serial();
+        let t = record(|| {
+            let mut buf = *b"stack_first\0";
+            for key in 0..2 {
+                // SAFETY: `buf` is NUL-terminated.
+                unsafe { push_op(buf.as_ptr().cast(), key) };
+                assert!(pop_op(key));
+                buf[6..11].copy_from_slice(b"other");
+            }
+        });
+        span(&t, "stack_first");
+        span(&t, "stack_other");
+    }
+
+    #[test]
+    fn a_pop_below_the_top_ends_its_op_and_leaves_the_ones_above_open() {
+        let _g = serial();
+        let t = record(|| {
+            // SAFETY: literals are NUL-terminated.
+            unsafe { push_op(c"stack_parent".as_ptr(), 1) };
+            unsafe { push_op(c"stack_lost".as_ptr(), 2) };
+            assert!(!pop_op(3), "never pushed");
+            assert!(pop_op(1));
+            assert!(!pop_op(2), "discarded with its parent's pop");
+        });
+        assert!(span(&t, "stack_parent").arg(arg::FINISHED).is_none());
+        assert_eq!(
+            span(&t, "stack_lost").arg(arg::FINISHED),
+            Some(&Value::Bool(false))
+        );
+    }
+
+    #[test]
+    fn pushes_past_the_depth_limit_still_pair_with_their_pops() {
+        let _g = serial();
+        let depth = MAX_DEPTH + 10;
+        let t = record(|| {
+            for key in 0..depth {
+                // SAFETY: the literal is NUL-terminated.
+                unsafe { push_op(c"stack_deep".as_ptr(), key) };
+            }
+            let recorded = (0..depth).rev().filter(|&key| pop_op(key)).count();
+            assert_eq!(recorded, MAX_DEPTH);
+        });
+        let deep = t.activities.iter().filter(|a| &*a.name == "stack_deep");
+        assert_eq!(deep.clone().count(), MAX_DEPTH);
+        assert!(deep.clone().all(|a| a.arg(arg::FINISHED).is_none()));
+    }
+
+    #[test]
+    fn an_op_pushed_before_a_session_records_nothing_but_keeps_the_pairing() {
+        let _g = serial();
+        // SAFETY: the literals are NUL-terminated.
+        unsafe { push_op(c"stack_before".as_ptr(), 1) };
+        let t = record(|| {
+            unsafe { push_op(c"stack_during".as_ptr(), 2) };
+            assert!(pop_op(2));
+            assert!(!pop_op(1), "began outside the session");
+        });
+        assert!(t.activities.iter().all(|a| &*a.name != "stack_before"));
+        assert!(span(&t, "stack_during").arg(arg::FINISHED).is_none());
+    }
+}
