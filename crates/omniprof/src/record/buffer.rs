@@ -223,10 +223,22 @@ thread_local! {
 /// address, so it stays small enough to inline on the hot path whatever `f` does.
 #[inline(always)]
 pub(crate) fn with_local<R>(f: impl FnOnce(&Local) -> R) -> R {
+    // SAFETY: used by this thread within this call only.
+    f(unsafe { this_thread() })
+}
+
+/// The calling thread's [`Local`], for a hot path called from several places: its body is
+/// then inlined into each, where a closure passed to [`with_local`] stays one function (a
+/// call and a frame more per event).
+///
+/// # Safety
+/// The reference is used by the calling thread only, within the call that took it.
+#[inline(always)]
+pub(crate) unsafe fn this_thread<'a>() -> &'a Local {
     let local: *const Local = LOCAL.with(|l| l as *const Local);
     // SAFETY: `LOCAL` is const-initialized and has no destructor, so its storage lives as
-    // long as the thread, and the reference is used only by this thread within this call.
-    f(unsafe { &*local })
+    // long as the thread; the caller keeps the reference on this thread, within its call.
+    unsafe { &*local }
 }
 
 /// Marks the thread's buffer as exited when the thread ends, so it can be freed once drained.

@@ -30,7 +30,7 @@ use std::ffi::{c_char, CStr};
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
-use super::buffer::{with_local, Local};
+use super::buffer::{this_thread, with_local, Local};
 use super::{attach_arg, begin_on, input_dims, push_end, Name, ThisThread, KIND_OP, STATE};
 use crate::keys::arg;
 
@@ -170,45 +170,52 @@ impl PushedOp {
 #[inline]
 pub unsafe fn push_op(name: *const c_char, key: usize) -> PushedOp {
     let state = STATE.load(Ordering::Relaxed);
-    with_local(|l| {
-        let Some(p) = pushed(l) else {
+    // SAFETY: forwarded contract; the thread's `Local` is used within this call.
+    unsafe { push_on(this_thread(), state, name, key) }
+}
+
+/// [`push_op`] on this thread's `l`, in session `state`.
+///
+/// # Safety
+/// As [`push_op`].
+#[inline(always)]
+unsafe fn push_on(l: &Local, state: u64, name: *const c_char, key: usize) -> PushedOp {
+    let Some(p) = pushed(l) else {
+        return PushedOp::INACTIVE;
+    };
+    // Each borrow of the thread's `Pushed` ends before anything else can run on this thread
+    // (`begin_on` may call correlation listeners, which may push: they take the slots
+    // above this one).
+    let (slot, name) = {
+        // SAFETY: only this thread uses its `Pushed`, and no other borrow is live.
+        let p = unsafe { &mut *p };
+        let slot = p.depth;
+        p.depth += 1;
+        if slot >= MAX_DEPTH {
             return PushedOp::INACTIVE;
-        };
-        // Each borrow of the thread's `Pushed` ends before anything else can run on this
-        // thread (`begin_on` may call correlation listeners, which may push).
-        let (slot, name) = {
-            // SAFETY: only this thread uses its `Pushed`, and no other borrow is live.
-            let p = unsafe { &mut *p };
-            let depth = p.depth;
-            p.depth += 1;
-            if depth >= MAX_DEPTH {
-                return PushedOp::INACTIVE;
-            }
-            p.entries[depth] = Entry {
+        }
+        if state & 1 == 0 {
+            p.entries[slot] = Entry {
                 key,
                 state: 0,
                 seq: 0,
             };
-            if state & 1 == 0 {
-                return PushedOp::INACTIVE;
-            }
-            // SAFETY: `name` is NUL-terminated (the contract).
-            (depth, unsafe { p.name(name) })
-        };
-        let Some(range) = begin_on(l, state, KIND_OP, name) else {
             return PushedOp::INACTIVE;
-        };
-        // SAFETY: as above; `slot` is below `MAX_DEPTH` and a nested push since has been
-        // popped again (pushes and pops of one thread pair up).
-        let entry = unsafe { &mut (*p).entries[slot] };
-        entry.state = state;
-        entry.seq = range.seq;
-        PushedOp {
-            state,
-            seq: range.seq,
-            _this_thread: PhantomData,
         }
-    })
+        // SAFETY: `name` is NUL-terminated (the contract).
+        (slot, unsafe { p.name(name) })
+    };
+    let (state, seq) = match begin_on(l, state, KIND_OP, name) {
+        Some(range) => (state, range.seq),
+        None => (0, 0),
+    };
+    // SAFETY: as above; `slot` is below `MAX_DEPTH`.
+    unsafe { (*p).entries[slot] = Entry { key, state, seq } };
+    PushedOp {
+        state,
+        seq,
+        _this_thread: PhantomData,
+    }
 }
 
 /// Ends the op [`push_op`] began under `key` on this thread. Returns whether its end was
