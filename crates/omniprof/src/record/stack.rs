@@ -56,7 +56,6 @@ struct Entry {
 struct CachedName {
     at: usize,
     id: u32,
-    len: u32,
     text: [u8; NAME_TEXT],
 }
 
@@ -79,7 +78,6 @@ impl Pushed {
             names: [CachedName {
                 at: 0,
                 id: 0,
-                len: 0,
                 text: [0; NAME_TEXT],
             }; NAME_SLOTS],
         })
@@ -94,11 +92,10 @@ impl Pushed {
     #[inline(always)]
     unsafe fn name(&mut self, name: *const c_char) -> Name {
         let slot = &mut self.names[(name as usize >> 3) % NAME_SLOTS];
-        // Comparing the NUL too tells a longer name apart; strncmp stops at the first
-        // difference, so a shorter one is never read past its end.
+        // strcmp stops at the first difference or NUL, so neither string is read past its
+        // end.
         // SAFETY: both are NUL-terminated (the contract; the slot's text holds its NUL).
-        if slot.at == name as usize
-            && unsafe { libc::strncmp(slot.text.as_ptr().cast(), name, slot.len as usize + 1) } == 0
+        if slot.at == name as usize && unsafe { libc::strcmp(slot.text.as_ptr().cast(), name) } == 0
         {
             return Name::from_raw(slot.id);
         }
@@ -120,7 +117,6 @@ unsafe fn cache_name(slot: &mut CachedName, name: *const c_char) -> Name {
     if text.len() < NAME_TEXT {
         slot.at = name as usize;
         slot.id = interned.id();
-        slot.len = text.len() as u32;
         slot.text[..text.len()].copy_from_slice(text);
         slot.text[text.len()] = 0;
     }
