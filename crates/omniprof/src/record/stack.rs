@@ -39,8 +39,6 @@ use crate::keys::arg;
 const MAX_DEPTH: usize = 256;
 /// Names a thread caches by address (direct-mapped).
 const NAME_SLOTS: usize = 256;
-/// The longest name cached, with its NUL; longer ones are interned at each push.
-const NAME_TEXT: usize = 48;
 
 /// A pushed op: the key it is popped with, and the session and sequence number of its
 /// beginning (`state` 0: nothing was recorded).
@@ -51,12 +49,20 @@ struct Entry {
     seq: u32,
 }
 
-/// A cached name: the address it was seen at, its id, and a copy of its text with the NUL.
-#[derive(Clone, Copy)]
+/// A cached name: the address it was seen at, its id, and a copy of its text (`None` while
+/// the slot is empty).
 struct CachedName {
     at: usize,
     id: u32,
-    text: [u8; NAME_TEXT],
+    text: Option<Box<CStr>>,
+}
+
+impl CachedName {
+    const EMPTY: Self = Self {
+        at: 0,
+        id: 0,
+        text: None,
+    };
 }
 
 /// A thread's pushed ops and cached names, allocated on its first push.
@@ -75,11 +81,7 @@ impl Pushed {
                 state: 0,
                 seq: 0,
             }; MAX_DEPTH],
-            names: [CachedName {
-                at: 0,
-                id: 0,
-                text: [0; NAME_TEXT],
-            }; NAME_SLOTS],
+            names: [const { CachedName::EMPTY }; NAME_SLOTS],
         })
     }
 
@@ -94,10 +96,11 @@ impl Pushed {
         let slot = &mut self.names[(name as usize >> 3) % NAME_SLOTS];
         // strcmp stops at the first difference or NUL, so neither string is read past its
         // end.
-        // SAFETY: both are NUL-terminated (the contract; the slot's text holds its NUL).
-        if slot.at == name as usize && unsafe { libc::strcmp(slot.text.as_ptr().cast(), name) } == 0
-        {
-            return Name::from_raw(slot.id);
+        if let Some(text) = slot.text.as_deref().filter(|_| slot.at == name as usize) {
+            // SAFETY: both are NUL-terminated (the contract, and a `CStr`).
+            if unsafe { libc::strcmp(text.as_ptr(), name) } == 0 {
+                return Name::from_raw(slot.id);
+            }
         }
         // SAFETY: as above.
         unsafe { cache_name(slot, name) }
@@ -112,14 +115,13 @@ impl Pushed {
 #[inline(never)]
 unsafe fn cache_name(slot: &mut CachedName, name: *const c_char) -> Name {
     // SAFETY: forwarded contract.
-    let text = unsafe { CStr::from_ptr(name) }.to_bytes();
-    let interned = Name::new(&String::from_utf8_lossy(text));
-    if text.len() < NAME_TEXT {
-        slot.at = name as usize;
-        slot.id = interned.id();
-        slot.text[..text.len()].copy_from_slice(text);
-        slot.text[text.len()] = 0;
-    }
+    let text = unsafe { CStr::from_ptr(name) };
+    let interned = Name::new(&text.to_string_lossy());
+    *slot = CachedName {
+        at: name as usize,
+        id: interned.id(),
+        text: Some(text.into()),
+    };
     interned
 }
 
@@ -298,6 +300,26 @@ mod tests {
         });
         span(&t, "stack_first");
         span(&t, "stack_other");
+    }
+
+    #[test]
+    fn a_long_name_is_cached_and_recorded_whole() {
+        let _g = serial();
+        let long = c"autograd::engine::evaluate_function: ConvolutionBackward0 (a long name)";
+        let t = record(|| {
+            for key in 0..2 {
+                // SAFETY: a `CStr` is NUL-terminated.
+                unsafe { push_op(long.as_ptr(), key) };
+                assert!(pop_op(key));
+            }
+            let p = with_local(|l| l.pushed());
+            // SAFETY: this thread's `Pushed`, not borrowed elsewhere.
+            let slot = unsafe { &(*p).names[(long.as_ptr() as usize >> 3) % NAME_SLOTS] };
+            assert_eq!(slot.at, long.as_ptr() as usize);
+            assert_eq!(slot.text.as_deref(), Some(long));
+        });
+        let whole = long.to_str().unwrap();
+        assert_eq!(t.activities.iter().filter(|a| &*a.name == whole).count(), 2);
     }
 
     #[test]
