@@ -21,7 +21,7 @@ use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
-use super::stack::Pushed;
+use super::op_stack::OpStack;
 use crate::value::Value;
 
 /// Records per chunk: 4096 × 16 B = 64 KiB, small enough to stay cache-friendly and to
@@ -194,8 +194,8 @@ pub(crate) struct Local {
     /// Whether the session has correlation listeners (see [`super::correlation`]).
     listening: Cell<bool>,
     buffer: Cell<*const ThreadBuffer>,
-    /// The thread's pushed ops ([`super::stack`]), allocated on its first push.
-    pushed: Cell<*mut Pushed>,
+    /// The thread's pushed ops ([`super::push_op`]), allocated on its first push.
+    op_stack: Cell<*mut OpStack>,
     exiting: Cell<bool>,
 }
 
@@ -212,7 +212,7 @@ thread_local! {
             id_base: Cell::new(0),
             listening: Cell::new(false),
             buffer: Cell::new(std::ptr::null()),
-            pushed: Cell::new(null_mut()),
+            op_stack: Cell::new(null_mut()),
             exiting: Cell::new(false),
         }
     };
@@ -251,11 +251,11 @@ impl Drop for ExitGuard {
             l.pos.set(null_mut());
             l.end.set(null_mut());
             l.state.set(0);
-            let pushed = l.pushed.replace(null_mut());
-            if !pushed.is_null() {
-                // SAFETY: made by `allocate_pushed` from a box, freed once (it was taken out
-                // of the cell); `exiting` keeps another from being allocated.
-                drop(unsafe { Box::from_raw(pushed) });
+            let ops = l.op_stack.replace(null_mut());
+            if !ops.is_null() {
+                // SAFETY: made by `allocate_op_stack` from a box, freed once (it was taken
+                // out of the cell); `exiting` keeps another from being allocated.
+                drop(unsafe { Box::from_raw(ops) });
             }
             let buffer = l.buffer.get();
             if !buffer.is_null() {
@@ -391,25 +391,26 @@ impl Local {
         unsafe { &*self.buffer.get() }
     }
 
-    /// This thread's pushed ops, or null before its first push (and once it is exiting).
+    /// This thread's stack of pushed ops, or null before its first push (and once it is
+    /// exiting).
     #[inline(always)]
-    pub(crate) fn pushed(&self) -> *mut Pushed {
-        self.pushed.get()
+    pub(crate) fn op_stack(&self) -> *mut OpStack {
+        self.op_stack.get()
     }
 
-    /// Allocates this thread's pushed ops; `None` once it is exiting (they could not be
-    /// freed).
+    /// Allocates this thread's stack of pushed ops; `None` once it is exiting (it could not
+    /// be freed).
     #[cold]
     #[inline(never)]
-    pub(crate) fn allocate_pushed(&self) -> Option<*mut Pushed> {
+    pub(crate) fn allocate_op_stack(&self) -> Option<*mut OpStack> {
         if self.exiting.get() {
             return None;
         }
-        // Registering arms the exit guard that frees them.
+        // Registering arms the exit guard that frees it.
         self.buffer_or_register();
-        let pushed = Box::into_raw(Pushed::new());
-        self.pushed.set(pushed);
-        Some(pushed)
+        let ops = Box::into_raw(OpStack::new());
+        self.op_stack.set(ops);
+        Some(ops)
     }
 
     /// This thread's index (the high half of its correlation ids), once it has recorded.

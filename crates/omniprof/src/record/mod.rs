@@ -23,6 +23,7 @@
 mod buffer;
 pub mod correlation;
 mod name;
+mod op_stack;
 mod stack;
 
 use std::marker::PhantomData;

@@ -26,114 +26,14 @@
 //! assert!(trace.activities.iter().any(|a| &*a.name == "aten::addmm"));
 //! ```
 
-use std::ffi::{c_char, CStr};
+use std::ffi::c_char;
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
 use super::buffer::{this_thread, with_local, Local};
-use super::{attach_arg, begin_on, input_dims, push_end, Name, ThisThread, KIND_OP, STATE};
+use super::op_stack::OpStack;
+use super::{attach_arg, begin_on, input_dims, push_end, ThisThread, KIND_OP, STATE};
 use crate::keys::arg;
-
-/// Ops a thread can have pushed and not yet popped; deeper ones are not recorded, but their
-/// pushes and pops still pair up.
-const MAX_DEPTH: usize = 256;
-/// Names a thread caches by address (direct-mapped).
-const NAME_SLOTS: usize = 256;
-
-/// A pushed op: the key it is popped with, and the session and sequence number of its
-/// beginning (`state` 0: nothing was recorded).
-#[derive(Clone, Copy)]
-struct Entry {
-    key: usize,
-    state: u64,
-    seq: u32,
-}
-
-/// A cached name: the address it was seen at, its id, and a copy of its text (`None` while
-/// the slot is empty).
-struct CachedName {
-    at: usize,
-    id: u32,
-    text: Option<Box<CStr>>,
-}
-
-impl CachedName {
-    const EMPTY: Self = Self {
-        at: 0,
-        id: 0,
-        text: None,
-    };
-}
-
-/// A thread's pushed ops and cached names, allocated on its first push.
-pub(crate) struct Pushed {
-    depth: usize,
-    entries: [Entry; MAX_DEPTH],
-    names: [CachedName; NAME_SLOTS],
-}
-
-impl Pushed {
-    pub(crate) fn new() -> Box<Self> {
-        Box::new(Self {
-            depth: 0,
-            entries: [Entry {
-                key: 0,
-                state: 0,
-                seq: 0,
-            }; MAX_DEPTH],
-            names: [const { CachedName::EMPTY }; NAME_SLOTS],
-        })
-    }
-
-    /// The id of the NUL-terminated name at `name`. The text is compared even when the
-    /// address matches, as a name built at run time may reuse another's address. Names are
-    /// pinned (an op's name is one of a fixed set), so a cached id never goes stale.
-    ///
-    /// # Safety
-    /// `name` points to a NUL-terminated string.
-    #[inline(always)]
-    unsafe fn name(&mut self, name: *const c_char) -> Name {
-        let slot = &mut self.names[(name as usize >> 3) % NAME_SLOTS];
-        // strcmp stops at the first difference or NUL, so neither string is read past its
-        // end.
-        if let Some(text) = slot.text.as_deref().filter(|_| slot.at == name as usize) {
-            // SAFETY: both are NUL-terminated (the contract, and a `CStr`).
-            if unsafe { libc::strcmp(text.as_ptr(), name) } == 0 {
-                return Name::from_raw(slot.id);
-            }
-        }
-        // SAFETY: as above.
-        unsafe { cache_name(slot, name) }
-    }
-}
-
-/// Interns the name at `name` (invalid UTF-8 is replaced) and caches it in `slot`.
-///
-/// # Safety
-/// `name` points to a NUL-terminated string.
-#[cold]
-#[inline(never)]
-unsafe fn cache_name(slot: &mut CachedName, name: *const c_char) -> Name {
-    // SAFETY: forwarded contract.
-    let text = unsafe { CStr::from_ptr(name) };
-    let interned = Name::new(&text.to_string_lossy());
-    *slot = CachedName {
-        at: name as usize,
-        id: interned.id(),
-        text: Some(text.into()),
-    };
-    interned
-}
-
-/// The calling thread's pushed ops, allocated on first use; `None` once it is exiting.
-#[inline(always)]
-fn pushed(l: &Local) -> Option<*mut Pushed> {
-    let p = l.pushed();
-    if p.is_null() {
-        return l.allocate_pushed();
-    }
-    Some(p)
-}
 
 /// A pushed op, for attaching its input shapes on the thread that pushed it.
 pub struct PushedOp {
@@ -178,37 +78,35 @@ pub unsafe fn push_op(name: *const c_char, key: usize) -> PushedOp {
 /// As [`push_op`].
 #[inline(always)]
 unsafe fn push_on(l: &Local, state: u64, name: *const c_char, key: usize) -> PushedOp {
-    let Some(p) = pushed(l) else {
-        return PushedOp::INACTIVE;
-    };
-    // Each borrow of the thread's `Pushed` ends before anything else can run on this thread
+    let mut ops = l.op_stack();
+    if ops.is_null() {
+        match l.allocate_op_stack() {
+            Some(allocated) => ops = allocated,
+            None => return PushedOp::INACTIVE,
+        }
+    }
+    // Each borrow of the thread's stack ends before anything else can run on this thread
     // (`begin_on` may call correlation listeners, which may push: they take the slots
     // above this one).
     let (slot, name) = {
-        // SAFETY: only this thread uses its `Pushed`, and no other borrow is live.
-        let p = unsafe { &mut *p };
-        let slot = p.depth;
-        p.depth += 1;
-        if slot >= MAX_DEPTH {
+        // SAFETY: only this thread uses its stack, and no other borrow is live.
+        let ops = unsafe { &mut *ops };
+        let Some(slot) = ops.reserve() else {
             return PushedOp::INACTIVE;
-        }
+        };
         if state & 1 == 0 {
-            p.entries[slot] = Entry {
-                key,
-                state: 0,
-                seq: 0,
-            };
+            ops.fill(slot, key, 0, 0);
             return PushedOp::INACTIVE;
         }
         // SAFETY: `name` is NUL-terminated (the contract).
-        (slot, unsafe { p.name(name) })
+        (slot, unsafe { ops.name(name) })
     };
     let (state, seq) = match begin_on(l, state, KIND_OP, name) {
         Some(range) => (state, range.seq),
         None => (0, 0),
     };
-    // SAFETY: as above; `slot` is below `MAX_DEPTH`.
-    unsafe { (*p).entries[slot] = Entry { key, state, seq } };
+    // SAFETY: as above.
+    unsafe { (*ops).fill(slot, key, state, seq) };
     PushedOp {
         state,
         seq,
@@ -222,27 +120,18 @@ unsafe fn push_on(l: &Local, state: u64, name: *const c_char, key: usize) -> Pus
 #[inline]
 pub fn pop_op(key: usize) -> bool {
     with_local(|l| {
-        let p = l.pushed();
-        if p.is_null() {
+        let ops: *mut OpStack = l.op_stack();
+        if ops.is_null() {
             return false;
         }
-        let entry = {
-            // SAFETY: only this thread uses its `Pushed`, and no other borrow is live.
-            let p = unsafe { &mut *p };
-            if p.depth > MAX_DEPTH {
-                p.depth -= 1;
-                return false;
-            }
-            let Some(at) = p.entries[..p.depth].iter().rposition(|e| e.key == key) else {
-                return false;
-            };
-            p.depth = at;
-            p.entries[at]
+        // SAFETY: only this thread uses its stack, and no other borrow is live.
+        let Some((state, seq)) = (unsafe { &mut *ops }).pop(key) else {
+            return false;
         };
-        if entry.state == 0 || STATE.load(Ordering::Relaxed) != entry.state {
+        if state == 0 || STATE.load(Ordering::Relaxed) != state {
             return false;
         }
-        push_end(l, entry.state, entry.seq, false).is_some()
+        push_end(l, state, seq, false).is_some()
     })
 }
 
@@ -250,6 +139,7 @@ pub fn pop_op(key: usize) -> bool {
 mod tests {
     use super::*;
     use crate::activity::ActivityType;
+    use crate::record::op_stack;
     use crate::value::Value;
     use crate::{Profiler, Trace};
     use omniprof_test_support::lock::serial;
@@ -303,7 +193,7 @@ mod tests {
     }
 
     #[test]
-    fn a_long_name_is_cached_and_recorded_whole() {
+    fn a_long_name_is_recorded_whole() {
         let _g = serial();
         let long = c"autograd::engine::evaluate_function: ConvolutionBackward0 (a long name)";
         let t = record(|| {
@@ -312,11 +202,6 @@ mod tests {
                 unsafe { push_op(long.as_ptr(), key) };
                 assert!(pop_op(key));
             }
-            let p = with_local(|l| l.pushed());
-            // SAFETY: this thread's `Pushed`, not borrowed elsewhere.
-            let slot = unsafe { &(*p).names[(long.as_ptr() as usize >> 3) % NAME_SLOTS] };
-            assert_eq!(slot.at, long.as_ptr() as usize);
-            assert_eq!(slot.text.as_deref(), Some(long));
         });
         let whole = long.to_str().unwrap();
         assert_eq!(t.activities.iter().filter(|a| &*a.name == whole).count(), 2);
@@ -343,17 +228,17 @@ mod tests {
     #[test]
     fn pushes_past_the_depth_limit_still_pair_with_their_pops() {
         let _g = serial();
-        let depth = MAX_DEPTH + 10;
+        let depth = op_stack::MAX_DEPTH + 10;
         let t = record(|| {
             for key in 0..depth {
                 // SAFETY: the literal is NUL-terminated.
                 unsafe { push_op(c"stack_deep".as_ptr(), key) };
             }
             let recorded = (0..depth).rev().filter(|&key| pop_op(key)).count();
-            assert_eq!(recorded, MAX_DEPTH);
+            assert_eq!(recorded, op_stack::MAX_DEPTH);
         });
         let deep = t.activities.iter().filter(|a| &*a.name == "stack_deep");
-        assert_eq!(deep.clone().count(), MAX_DEPTH);
+        assert_eq!(deep.clone().count(), op_stack::MAX_DEPTH);
         assert!(deep.clone().all(|a| a.arg(arg::FINISHED).is_none()));
     }
 

@@ -1,0 +1,179 @@
+//! A thread's stack of pushed ops and its cache of op names by address: the data behind
+//! [`super::push_op`] and [`super::pop_op`], kept with the thread's buffer and used by that
+//! thread only.
+
+use std::ffi::{c_char, CStr};
+
+use super::name::Name;
+
+/// Ops a thread can have pushed and not yet popped; deeper ones are not recorded, but their
+/// pushes and pops still pair up.
+pub(crate) const MAX_DEPTH: usize = 256;
+/// Names a thread caches by address (direct-mapped).
+const NAME_SLOTS: usize = 256;
+
+/// A pushed op: the key it is popped with, and the session and sequence number of its
+/// beginning (`state` 0: nothing was recorded).
+#[derive(Clone, Copy)]
+struct Entry {
+    key: usize,
+    state: u64,
+    seq: u32,
+}
+
+/// A cached name: the address it was seen at, its id, and a copy of its text (`None` while
+/// the slot is empty).
+struct CachedName {
+    at: usize,
+    id: u32,
+    text: Option<Box<CStr>>,
+}
+
+impl CachedName {
+    const EMPTY: Self = Self {
+        at: 0,
+        id: 0,
+        text: None,
+    };
+}
+
+/// A thread's pushed ops and cached names.
+pub(crate) struct OpStack {
+    depth: usize,
+    entries: [Entry; MAX_DEPTH],
+    names: [CachedName; NAME_SLOTS],
+}
+
+impl OpStack {
+    pub(crate) fn new() -> Box<Self> {
+        Box::new(Self {
+            depth: 0,
+            entries: [Entry {
+                key: 0,
+                state: 0,
+                seq: 0,
+            }; MAX_DEPTH],
+            names: [const { CachedName::EMPTY }; NAME_SLOTS],
+        })
+    }
+
+    /// Takes the next slot for an op being pushed, to be [filled](Self::fill); `None` past
+    /// [`MAX_DEPTH`] (the push still counts, so that its pop pairs with it).
+    #[inline(always)]
+    pub(crate) fn reserve(&mut self) -> Option<usize> {
+        let slot = self.depth;
+        self.depth += 1;
+        (slot < MAX_DEPTH).then_some(slot)
+    }
+
+    /// Fills a [reserved](Self::reserve) slot: the op pushed under `key`, begun as `seq` in
+    /// session `state` (0: not recorded).
+    #[inline(always)]
+    pub(crate) fn fill(&mut self, slot: usize, key: usize, state: u64, seq: u32) {
+        self.entries[slot] = Entry { key, state, seq };
+    }
+
+    /// Pops the op pushed under `key`: its session and sequence number, `None` when this
+    /// thread has no such op. A key below the top pops the ops above it too (their pops will
+    /// find nothing); a pop past [`MAX_DEPTH`] pairs with a push that took no slot.
+    #[inline(always)]
+    pub(crate) fn pop(&mut self, key: usize) -> Option<(u64, u32)> {
+        if self.depth > MAX_DEPTH {
+            self.depth -= 1;
+            return None;
+        }
+        let at = self.entries[..self.depth]
+            .iter()
+            .rposition(|e| e.key == key)?;
+        self.depth = at;
+        let entry = self.entries[at];
+        Some((entry.state, entry.seq))
+    }
+
+    /// The id of the NUL-terminated name at `name`. The text is compared even when the
+    /// address matches, as a name built at run time may reuse another's address. Names are
+    /// pinned (an op's name is one of a fixed set), so a cached id never goes stale.
+    ///
+    /// # Safety
+    /// `name` points to a NUL-terminated string.
+    #[inline(always)]
+    pub(crate) unsafe fn name(&mut self, name: *const c_char) -> Name {
+        let slot = &mut self.names[(name as usize >> 3) % NAME_SLOTS];
+        // strcmp stops at the first difference or NUL, so neither string is read past its
+        // end.
+        if let Some(text) = slot.text.as_deref().filter(|_| slot.at == name as usize) {
+            // SAFETY: both are NUL-terminated (the contract, and a `CStr`).
+            if unsafe { libc::strcmp(text.as_ptr(), name) } == 0 {
+                return Name::from_raw(slot.id);
+            }
+        }
+        // SAFETY: as above.
+        unsafe { cache_name(slot, name) }
+    }
+}
+
+/// Interns the name at `name` (invalid UTF-8 is replaced) and caches it in `slot`.
+///
+/// # Safety
+/// `name` points to a NUL-terminated string.
+#[cold]
+#[inline(never)]
+unsafe fn cache_name(slot: &mut CachedName, name: *const c_char) -> Name {
+    // SAFETY: forwarded contract.
+    let text = unsafe { CStr::from_ptr(name) };
+    let interned = Name::new(&text.to_string_lossy());
+    *slot = CachedName {
+        at: name as usize,
+        id: interned.id(),
+        text: Some(text.into()),
+    };
+    interned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(stack: &mut OpStack, text: &CStr) -> Name {
+        // SAFETY: a `CStr` is NUL-terminated.
+        unsafe { stack.name(text.as_ptr()) }
+    }
+
+    #[test]
+    fn a_long_name_is_cached_whole_and_a_name_rebuilt_at_its_address_is_told_apart() {
+        let mut stack = OpStack::new();
+        let long = c"autograd::engine::evaluate_function: ConvolutionBackward0 (a long name)";
+        let id = name(&mut stack, long);
+        let slot = &stack.names[(long.as_ptr() as usize >> 3) % NAME_SLOTS];
+        assert_eq!((slot.at, slot.id), (long.as_ptr() as usize, id.id()));
+        assert_eq!(slot.text.as_deref(), Some(long));
+        assert_eq!(name(&mut stack, long), id);
+        assert_eq!(&*id.resolve(), long.to_str().unwrap());
+
+        let mut buf = *b"op_stack_first\0";
+        let first = name(&mut stack, CStr::from_bytes_with_nul(&buf).unwrap());
+        buf[9..14].copy_from_slice(b"other");
+        let other = name(&mut stack, CStr::from_bytes_with_nul(&buf).unwrap());
+        assert_ne!(first, other);
+        assert_eq!(&*other.resolve(), "op_stack_other");
+    }
+
+    #[test]
+    fn pops_find_their_key_below_the_top_and_pair_past_the_depth_limit() {
+        let mut stack = OpStack::new();
+        for key in 1..=3 {
+            let slot = stack.reserve().unwrap();
+            stack.fill(slot, key, 7, key as u32);
+        }
+        assert_eq!(stack.pop(9), None, "never pushed");
+        assert_eq!(stack.pop(2), Some((7, 2)), "below the top");
+        assert_eq!(stack.pop(3), None, "popped with 2");
+        assert_eq!(stack.pop(1), Some((7, 1)));
+        for _ in 0..MAX_DEPTH {
+            assert!(stack.reserve().is_some());
+        }
+        assert_eq!(stack.reserve(), None);
+        assert_eq!(stack.pop(0), None, "pairs with the push that took no slot");
+        assert_eq!(stack.depth, MAX_DEPTH);
+    }
+}
