@@ -3,14 +3,19 @@
 //! thread only.
 
 use std::ffi::{c_char, CStr};
+use std::ptr::null;
 
 use super::name::Name;
+use crate::hash::FastMap;
 
 /// Ops a thread can have pushed and not yet popped; deeper ones are not recorded, but their
 /// pushes and pops still pair up.
 pub(crate) const MAX_DEPTH: usize = 256;
-/// Names a thread caches by address (direct-mapped).
+/// Names a thread caches by address in its direct-mapped table.
 const NAME_SLOTS: usize = 256;
+/// Names a thread remembers behind that table before it starts over (the addresses of names
+/// built at run time keep changing).
+const SEEN_MAX: usize = 4096;
 
 /// A pushed op: the key it is popped with, and the session and sequence number of its
 /// beginning (`state` 0: nothing was recorded).
@@ -21,27 +26,31 @@ struct Entry {
     seq: u32,
 }
 
-/// A cached name: the address it was seen at, its id, and a copy of its text (`None` while
-/// the slot is empty).
+/// A slot of the direct-mapped table: the address a name was seen at (0: none), its id, and
+/// its text, owned by the thread's map of seen names.
+#[derive(Clone, Copy)]
 struct CachedName {
     at: usize,
     id: u32,
-    text: Option<Box<CStr>>,
+    text: *const c_char,
 }
 
 impl CachedName {
     const EMPTY: Self = Self {
         at: 0,
         id: 0,
-        text: None,
+        text: null(),
     };
 }
 
-/// A thread's pushed ops and cached names.
+/// A thread's pushed ops and cached names. Two hot names can share a slot of the table (a
+/// model has hundreds), so behind it the thread keeps every name it has seen, by address:
+/// a name that lost its slot costs a map lookup, not the name table's lock.
 pub(crate) struct OpStack {
     depth: usize,
     entries: [Entry; MAX_DEPTH],
     names: [CachedName; NAME_SLOTS],
+    seen: FastMap<usize, (u32, Box<CStr>)>,
 }
 
 impl OpStack {
@@ -53,7 +62,8 @@ impl OpStack {
                 state: 0,
                 seq: 0,
             }; MAX_DEPTH],
-            names: [const { CachedName::EMPTY }; NAME_SLOTS],
+            names: [CachedName::EMPTY; NAME_SLOTS],
+            seen: FastMap::default(),
         })
     }
 
@@ -98,36 +108,56 @@ impl OpStack {
     /// `name` points to a NUL-terminated string.
     #[inline(always)]
     pub(crate) unsafe fn name(&mut self, name: *const c_char) -> Name {
-        let slot = &mut self.names[(name as usize >> 3) % NAME_SLOTS];
+        let slot = &self.names[slot_of(name)];
         // strcmp stops at the first difference or NUL, so neither string is read past its
         // end.
-        if let Some(text) = slot.text.as_deref().filter(|_| slot.at == name as usize) {
-            // SAFETY: both are NUL-terminated (the contract, and a `CStr`).
-            if unsafe { libc::strcmp(text.as_ptr(), name) } == 0 {
-                return Name::from_raw(slot.id);
-            }
+        // SAFETY: both are NUL-terminated (the contract; a filled slot's text is a `CStr`
+        // the map of seen names holds).
+        if slot.at == name as usize && unsafe { libc::strcmp(slot.text, name) } == 0 {
+            return Name::from_raw(slot.id);
         }
         // SAFETY: as above.
-        unsafe { cache_name(slot, name) }
+        unsafe { self.name_not_in_table(name) }
+    }
+
+    /// [`name`](Self::name) past its table: from the names seen, or interned.
+    ///
+    /// # Safety
+    /// `name` points to a NUL-terminated string.
+    #[cold]
+    #[inline(never)]
+    unsafe fn name_not_in_table(&mut self, name: *const c_char) -> Name {
+        // SAFETY: forwarded contract.
+        let text = unsafe { CStr::from_ptr(name) };
+        let at = name as usize;
+        let id = match self.seen.get(&at) {
+            Some((id, seen)) if **seen == *text => *id,
+            _ => {
+                if self.seen.len() >= SEEN_MAX {
+                    self.seen.clear();
+                    self.names = [CachedName::EMPTY; NAME_SLOTS];
+                }
+                let id = Name::new(&text.to_string_lossy()).id();
+                // The slot of `at`, the only one that can point at the text replaced here,
+                // is filled again below.
+                self.seen.insert(at, (id, text.into()));
+                id
+            }
+        };
+        let held = &self.seen[&at].1;
+        self.names[slot_of(name)] = CachedName {
+            at,
+            id,
+            text: held.as_ptr(),
+        };
+        Name::from_raw(id)
     }
 }
 
-/// Interns the name at `name` (invalid UTF-8 is replaced) and caches it in `slot`.
-///
-/// # Safety
-/// `name` points to a NUL-terminated string.
-#[cold]
-#[inline(never)]
-unsafe fn cache_name(slot: &mut CachedName, name: *const c_char) -> Name {
-    // SAFETY: forwarded contract.
-    let text = unsafe { CStr::from_ptr(name) };
-    let interned = Name::new(&text.to_string_lossy());
-    *slot = CachedName {
-        at: name as usize,
-        id: interned.id(),
-        text: Some(text.into()),
-    };
-    interned
+/// The slot of the table that caches the name at `name`.
+#[inline(always)]
+fn slot_of(name: *const c_char) -> usize {
+    (name as usize >> 3) % NAME_SLOTS
 }
 
 #[cfg(test)]
@@ -144,9 +174,10 @@ mod tests {
         let mut stack = OpStack::new();
         let long = c"autograd::engine::evaluate_function: ConvolutionBackward0 (a long name)";
         let id = name(&mut stack, long);
-        let slot = &stack.names[(long.as_ptr() as usize >> 3) % NAME_SLOTS];
+        let slot = stack.names[slot_of(long.as_ptr())];
         assert_eq!((slot.at, slot.id), (long.as_ptr() as usize, id.id()));
-        assert_eq!(slot.text.as_deref(), Some(long));
+        // SAFETY: a filled slot's text is a `CStr` the map of seen names holds.
+        assert_eq!(unsafe { CStr::from_ptr(slot.text) }, long);
         assert_eq!(name(&mut stack, long), id);
         assert_eq!(&*id.resolve(), long.to_str().unwrap());
 
@@ -156,6 +187,26 @@ mod tests {
         let other = name(&mut stack, CStr::from_bytes_with_nul(&buf).unwrap());
         assert_ne!(first, other);
         assert_eq!(&*other.resolve(), "op_stack_other");
+    }
+
+    #[test]
+    fn two_names_sharing_a_slot_are_found_among_the_names_seen() {
+        let mut stack = OpStack::new();
+        // Two names 2,048 bytes apart take the same slot.
+        let mut buf = vec![0u8; 4096];
+        buf[..12].copy_from_slice(b"op_stack_a1\0");
+        buf[2048..2060].copy_from_slice(b"op_stack_b2\0");
+        let a = CStr::from_bytes_until_nul(&buf[..12]).unwrap();
+        let b = CStr::from_bytes_until_nul(&buf[2048..]).unwrap();
+        assert_eq!(slot_of(a.as_ptr()), slot_of(b.as_ptr()));
+        let ids = (name(&mut stack, a), name(&mut stack, b));
+        for _ in 0..3 {
+            assert_eq!((name(&mut stack, a), name(&mut stack, b)), ids);
+        }
+        assert_eq!(stack.seen.len(), 2, "both names are kept behind the table");
+        assert_eq!(stack.names[slot_of(b.as_ptr())].at, b.as_ptr() as usize);
+        assert_eq!(&*ids.0.resolve(), "op_stack_a1");
+        assert_eq!(&*ids.1.resolve(), "op_stack_b2");
     }
 
     #[test]
