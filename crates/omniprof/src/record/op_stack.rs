@@ -13,8 +13,7 @@ use crate::hash::FastMap;
 pub(crate) const MAX_DEPTH: usize = 256;
 /// Names a thread caches by address in its direct-mapped table.
 const NAME_SLOTS: usize = 256;
-/// Names a thread remembers behind that table before it starts over (the addresses of names
-/// built at run time keep changing).
+/// Names a thread remembers behind that table before it starts over.
 const SEEN_MAX: usize = 4096;
 
 /// A pushed op: the key it is popped with, and the session and sequence number of its
@@ -27,7 +26,7 @@ struct Entry {
 }
 
 /// A slot of the direct-mapped table: the address a name was seen at (0: none), its id, and
-/// its text, owned by the thread's map of seen names.
+/// its text, the key of the thread's map of seen names.
 #[derive(Clone, Copy)]
 struct CachedName {
     at: usize,
@@ -43,14 +42,15 @@ impl CachedName {
     };
 }
 
-/// A thread's pushed ops and cached names. Two hot names can share a slot of the table (a
-/// model has hundreds), so behind it the thread keeps every name it has seen, by address:
-/// a name that lost its slot costs a map lookup, not the name table's lock.
+/// A thread's pushed ops and cached names. Behind the table, the thread keeps every name it
+/// has seen by its text: two hot names sharing a slot (a model has hundreds), and names that
+/// PyTorch builds at a new address for each op (every autograd node's), cost a hash of the
+/// text instead of the name table's lock.
 pub(crate) struct OpStack {
     depth: usize,
     entries: [Entry; MAX_DEPTH],
     names: [CachedName; NAME_SLOTS],
-    seen: FastMap<usize, (u32, Box<CStr>)>,
+    seen: FastMap<Box<CStr>, u32>,
 }
 
 impl OpStack {
@@ -111,8 +111,8 @@ impl OpStack {
         let slot = &self.names[slot_of(name)];
         // strcmp stops at the first difference or NUL, so neither string is read past its
         // end.
-        // SAFETY: both are NUL-terminated (the contract; a filled slot's text is a `CStr`
-        // the map of seen names holds).
+        // SAFETY: both are NUL-terminated (the contract; a filled slot's text is a key of the
+        // map of seen names, whose box stays put until the map is cleared with the table).
         if slot.at == name as usize && unsafe { libc::strcmp(slot.text, name) } == 0 {
             return Name::from_raw(slot.id);
         }
@@ -129,24 +129,18 @@ impl OpStack {
     unsafe fn name_not_in_table(&mut self, name: *const c_char) -> Name {
         // SAFETY: forwarded contract.
         let text = unsafe { CStr::from_ptr(name) };
-        let at = name as usize;
-        let id = match self.seen.get(&at) {
-            Some((id, seen)) if **seen == *text => *id,
-            _ => {
-                if self.seen.len() >= SEEN_MAX {
-                    self.seen.clear();
-                    self.names = [CachedName::EMPTY; NAME_SLOTS];
-                }
-                let id = Name::new(&text.to_string_lossy()).id();
-                // The slot of `at`, the only one that can point at the text replaced here,
-                // is filled again below.
-                self.seen.insert(at, (id, text.into()));
-                id
+        if !self.seen.contains_key(text) {
+            if self.seen.len() >= SEEN_MAX {
+                // The table's slots point at the texts about to go.
+                self.names = [CachedName::EMPTY; NAME_SLOTS];
+                self.seen.clear();
             }
-        };
-        let held = &self.seen[&at].1;
+            let id = Name::new(&text.to_string_lossy()).id();
+            self.seen.insert(text.into(), id);
+        }
+        let (held, &id) = self.seen.get_key_value(text).expect("inserted above");
         self.names[slot_of(name)] = CachedName {
-            at,
+            at: name as usize,
             id,
             text: held.as_ptr(),
         };
@@ -207,6 +201,15 @@ mod tests {
         assert_eq!(stack.names[slot_of(b.as_ptr())].at, b.as_ptr() as usize);
         assert_eq!(&*ids.0.resolve(), "op_stack_a1");
         assert_eq!(&*ids.1.resolve(), "op_stack_b2");
+    }
+
+    #[test]
+    fn a_name_built_at_a_new_address_each_time_is_found_by_its_text() {
+        let mut stack = OpStack::new();
+        let copies: Vec<Box<CStr>> = (0..8).map(|_| c"op_stack_rebuilt".into()).collect();
+        let id = name(&mut stack, &copies[0]);
+        assert!(copies.iter().all(|copy| name(&mut stack, copy) == id));
+        assert_eq!(stack.seen.len(), 1, "one text, however many addresses");
     }
 
     #[test]
