@@ -1,7 +1,7 @@
 """What profiling a tiny-op PyTorch loop costs: no profiler, torch.profiler.profile and
 omniprof.profile (each recording host ops only), alternated in one process on one tensor,
 medians of several runs; then one user range per iteration under each profiler's own
-record_function.
+record_function; then a small MLP's training steps under each.
 
     python crates/omniprof-python/bench/overhead.py [--ops 200000] [--runs 5]
 
@@ -51,6 +51,24 @@ def range_loop(n: int, record_function: Callable[[str], ContextManager]) -> Call
                 pass
 
     return lambda: timed(n, body)
+
+
+def mlp_loop(steps: int) -> Callable[[], Cost]:
+    """Training steps of a small MLP (three linear layers; forward, cross-entropy, backward,
+    SGD step: 161 ops a step), which time per step."""
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(32, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+
+    def body() -> None:
+        for _ in range(steps):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+
+    return lambda: timed(steps, body)
 
 
 def under(make_profiler: Callable[[], ContextManager], loop: Callable[[], Cost]) -> Callable[[], Cost]:
@@ -113,6 +131,22 @@ def main() -> None:
     print(f"one empty range per iteration, each under its own profiler")
     for name, (wall, cpu) in ranges.items():
         print(f"  {name:<32} {wall:8.0f} ns/range (CPU {cpu:.0f})")
+
+    steps = max(args.ops // 500, 100)
+    mlp = measure(
+        {
+            "no profiler": mlp_loop(steps),
+            "torch.profiler": under(torch_cpu, mlp_loop(steps)),
+            "omniprof": under(ours, mlp_loop(steps)),
+        },
+        args.runs,
+    )
+    print(f"a small MLP's training step, {steps} per run (wall time)")
+    base = mlp["no profiler"][0]
+    for name, (wall, _) in mlp.items():
+        print(f"  {name:<16} {wall / 1e3:8.1f} us/step added {(wall - base) / 1e3:+7.1f}")
+    ratio = (mlp["omniprof"][0] - base) / (mlp["torch.profiler"][0] - base)
+    print(f"  omniprof's added cost / torch.profiler's: {ratio:.2f}")
 
 
 if __name__ == "__main__":
