@@ -270,13 +270,17 @@ impl Engine {
         let current = shared.current.take_if(|c| c.id == id);
         publish(&shared.machine);
         drop(shared);
-        if let Some(current) = current {
+        let slot = current.map(|current| {
             drop(current.session);
-            current.slot.resolve(Err(why));
-        }
+            current.slot
+        });
         let mut shared = lock(&self.shared);
         shared.machine.torn_down();
         self.settled.notify_all();
+        // As in `run`: the ticket is answered once the machine is free.
+        if let Some(slot) = slot {
+            slot.resolve(Err(why));
+        }
         shared
     }
 
@@ -295,11 +299,13 @@ impl Engine {
                     ),
                     Err(e) => log::warn!("omniprof on-demand: request #{}: {e}", ended.id),
                 }
-                ended.slot.resolve(outcome);
                 shared = lock(&self.shared);
                 shared.machine.processed();
                 publish(&shared.machine);
                 self.settled.notify_all();
+                // Resolved once the machine is free: a request made as soon as the ticket
+                // is answered is not refused as busy.
+                ended.slot.resolve(outcome);
                 continue;
             }
             let now = now_ms();
