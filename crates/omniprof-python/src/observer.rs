@@ -94,7 +94,9 @@ unsafe extern "C" fn push_op_with_shapes(
     let _ = catch_unwind(|| {
         // SAFETY: forwarded contracts.
         let op = unsafe { push_op(name, key as usize) };
-        unsafe { with_shapes(dims, ranks, inputs, |shapes| op.with_input_shapes(shapes)) }
+        if let Some(shapes) = unsafe { shapes(dims, ranks, inputs) } {
+            op.with_input_shapes(&shapes);
+        }
     });
 }
 
@@ -103,34 +105,35 @@ unsafe extern "C" fn pop(key: *const c_void) {
     let _ = catch_unwind(|| pop_op(key as usize));
 }
 
-/// Calls `f` with the shapes in `dims` and `ranks` (see [`push_op_with_shapes`]).
+/// The shapes in `dims` and `ranks` (see [`push_op_with_shapes`]); `None` when there are no
+/// inputs (the range then gets no `Input Dims`).
 ///
 /// # Safety
-/// `ranks` is valid for `inputs` entries and `dims` for their sum (either may be null when
-/// `inputs` is 0).
-unsafe fn with_shapes<R>(
+/// `ranks` is valid for `inputs` entries and `dims` for their sum, for `'a` (either may be
+/// null when `inputs` is 0).
+unsafe fn shapes<'a>(
     dims: *const i64,
     ranks: *const usize,
     inputs: usize,
-    f: impl FnOnce(&[&[i64]]) -> R,
-) -> R {
+) -> Option<Vec<&'a [i64]>> {
     // An op without inputs may pass null pointers, which no slice may hold.
     if inputs == 0 {
-        return f(&[]);
+        return None;
     }
     // SAFETY: `ranks` holds `inputs` entries and `dims` their sum (the contract).
     let ranks = unsafe { std::slice::from_raw_parts(ranks, inputs) };
     // SAFETY: as above.
     let mut rest = unsafe { std::slice::from_raw_parts(dims, ranks.iter().sum()) };
-    let shapes: Vec<&[i64]> = ranks
-        .iter()
-        .map(|&rank| {
-            let (shape, tail) = rest.split_at(rank);
-            rest = tail;
-            shape
-        })
-        .collect();
-    f(&shapes)
+    Some(
+        ranks
+            .iter()
+            .map(|&rank| {
+                let (shape, tail) = rest.split_at(rank);
+                rest = tail;
+                shape
+            })
+            .collect(),
+    )
 }
 
 /// Begins a user range named `name` (invalid UTF-8 is replaced), with input shapes when
@@ -139,7 +142,7 @@ unsafe fn with_shapes<R>(
 /// passed to [`end_user`]).
 ///
 /// # Safety
-/// `name` is NUL-terminated; the shapes are as [`with_shapes`] needs; `out` is valid for
+/// `name` is NUL-terminated; the shapes are as [`shapes`] needs; `out` is valid for
 /// [`RANGE_SLOT_SIZE`] bytes, 8-byte aligned.
 unsafe extern "C" fn begin_user(
     name: *const c_char,
@@ -152,14 +155,10 @@ unsafe extern "C" fn begin_user(
         // SAFETY: forwarded contract.
         let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
         let range = OwnedRange::begin(name.as_ref())?;
-        if inputs == 0 {
-            return Some(range);
-        }
         // SAFETY: forwarded contract.
-        Some(unsafe {
-            with_shapes(dims, ranks, inputs, |shapes| {
-                range.with_input_shapes(shapes)
-            })
+        Some(match unsafe { shapes(dims, ranks, inputs) } {
+            Some(shapes) => range.with_input_shapes(&shapes),
+            None => range,
         })
     });
     match begun {
