@@ -1,39 +1,134 @@
-"""What profiling a tiny-op PyTorch loop costs: no profiler, torch.profiler.profile and
-omniprof.profile (each recording host ops only), alternated in one process on one tensor,
-medians of several runs; then one user range per iteration under each profiler's own
-record_function; then a small MLP's training steps under each.
+"""What profiling a tiny-op PyTorch loop costs, alternated in one process on one tensor
+(in a shuffled order each round), medians of several runs:
 
-    python crates/omniprof-python/bench/overhead.py [--ops 200000] [--runs 5]
+- no profiler;
+- do-nothing callbacks: a `RecordFunction` callback pair that does nothing, registered like
+  omniprof's observer (built here with torch.utils.cpp_extension): what PyTorch's callback
+  machinery costs any observer, the floor no profiler goes under;
+- clock-reading callbacks: the same pair reading the clock at each start and end, as
+  torch.profiler does and any profiler that times ops must: the floor of a timing observer;
+- torch.profiler.profile and omniprof.profile, each recording host ops only;
 
-Prints ns per iteration for each configuration, what each profiler adds over none, and the
-ratio of omniprof's added cost to torch.profiler's (the target is at most 1/3): in wall time,
-and in the loop thread's CPU time, which another process competing for the CPUs disturbs
-less (it leaves out what runs on other threads: the recorder's chunk refill).
+then one user range per iteration under each profiler's own record_function; then a small
+MLP's training steps under each.
+
+    python crates/omniprof-python/bench/overhead.py [--ops 100000] [--runs 15]
+
+Prints ns per iteration for each configuration, what each adds over none, and the ratio of
+omniprof's added cost to torch.profiler's (the target is at most 1/3): in wall time, and in
+the loop thread's CPU time, which another process competing for the CPUs disturbs less (it
+leaves out what runs on other threads: the recorder's chunk refill). Also the loop thread's
+page faults per run: torch.profiler keeps its events in memory it allocates as it goes, and
+whether the allocator hands it fresh pages (faulted in at first touch) or memory freed by an
+earlier run moves its cost by about 15 % from run to run, in one process; omniprof's
+recorder writes into chunks faulted in beforehand, on another thread.
 
 torch.profiler's cost per op grows with the length of the run (it keeps every event in
 memory as it goes), so runs shorter than the issue's 100,000 ops flatter it.
 """
 
 import argparse
+import random
+import resource
 import statistics
 import time
-from typing import Callable, ContextManager, Dict, List, Tuple
+from typing import Callable, ContextManager, Dict, List, NamedTuple
 
 import torch
 from torch.profiler import ProfilerActivity, profile as torch_profile
 from torch.profiler import record_function as torch_record_function
+from torch.utils import cpp_extension
 
 import omniprof
 
 
-# A run's cost per iteration: (wall ns, this thread's CPU ns).
-Cost = Tuple[float, float]
+class Cost(NamedTuple):
+    """One run, per iteration: wall ns, this thread's CPU ns; and its page faults."""
+
+    wall: float
+    cpu: float
+    faults: int
+
+
+# The floors: callbacks that do nothing, or only read the clock (as torch.profiler does) at
+# each start and end, for the scopes omniprof's observer registers.
+FLOOR_CALLBACKS = r"""
+#include <ATen/record_function.h>
+#include <c10/util/ApproximateClock.h>
+#include <atomic>
+#include <optional>
+
+namespace {
+std::optional<at::CallbackHandle> handle;
+std::atomic<uint64_t> last_tick{0};
+
+std::unique_ptr<at::ObserverContext> do_nothing(const at::RecordFunction&) { return nullptr; }
+void end_nothing(const at::RecordFunction&, at::ObserverContext*) {}
+
+std::unique_ptr<at::ObserverContext> read_clock(const at::RecordFunction&) {
+  last_tick.store(c10::getApproximateTime(), std::memory_order_relaxed);
+  return nullptr;
+}
+void end_read_clock(const at::RecordFunction&, at::ObserverContext*) {
+  last_tick.store(c10::getApproximateTime(), std::memory_order_relaxed);
+}
+}  // namespace
+
+void attach(bool clock) {
+  if (!handle) {
+    auto callback = clock ? at::RecordFunctionCallback(read_clock, end_read_clock)
+                          : at::RecordFunctionCallback(do_nothing, end_nothing);
+    handle = at::addGlobalCallback(callback.scopes(
+        {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+         at::RecordScope::USER_SCOPE}));
+  }
+}
+
+void detach() {
+  if (handle) {
+    at::removeCallback(*handle);
+    handle.reset();
+  }
+}
+"""
+
+
+class FloorCallbacks:
+    """Registers the floor's callbacks while open (a context manager, like a profiler):
+    reading the clock at each start and end when `clock`, else doing nothing."""
+
+    module = None
+
+    def __init__(self, clock: bool) -> None:
+        self.clock = clock
+
+    def __enter__(self) -> "FloorCallbacks":
+        if FloorCallbacks.module is None:
+            FloorCallbacks.module = cpp_extension.load_inline(
+                name="omniprof_bench_floor_callbacks",
+                cpp_sources=[FLOOR_CALLBACKS],
+                functions=["attach", "detach"],
+                extra_cflags=["-O2", "-DNDEBUG"],
+            )
+        FloorCallbacks.module.attach(self.clock)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        FloorCallbacks.module.detach()
+
+
+def page_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
 
 
 def timed(n: int, body: Callable[[], None]) -> Cost:
-    wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+    faults, wall, cpu = page_faults(), time.perf_counter_ns(), time.thread_time_ns()
     body()
-    return (time.perf_counter_ns() - wall) / n, (time.thread_time_ns() - cpu) / n
+    return Cost(
+        (time.perf_counter_ns() - wall) / n,
+        (time.thread_time_ns() - cpu) / n,
+        page_faults() - faults,
+    )
 
 
 def add_loop(n: int, x: torch.Tensor) -> Callable[[], Cost]:
@@ -80,26 +175,32 @@ def under(make_profiler: Callable[[], ContextManager], loop: Callable[[], Cost])
 
 
 def measure(configs: Dict[str, Callable[[], Cost]], runs: int) -> Dict[str, Cost]:
-    """Medians (wall, CPU) of `runs` rounds, each running every configuration once in turn."""
+    """Medians of `runs` rounds, each running every configuration once, in a shuffled order
+    (so that none always runs after the same other)."""
     samples: Dict[str, List[Cost]] = {name: [] for name in configs}
     for name, run in configs.items():  # warm-up: builds, first-use allocations
         run()
+    order = list(configs)
+    shuffle = random.Random(0).shuffle
     for _ in range(runs):
-        for name, run in configs.items():
-            samples[name].append(run())
+        shuffle(order)
+        for name in order:
+            samples[name].append(configs[name]())
     return {
-        name: (statistics.median(w for w, _ in s), statistics.median(c for _, c in s))
+        name: Cost(*(statistics.median(field) for field in zip(*s)))
         for name, s in samples.items()
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", type=int, default=200_000, help="iterations per run (>= 100,000)")
-    parser.add_argument("--runs", type=int, default=5, help="runs per configuration")
+    parser.add_argument("--ops", type=int, default=100_000, help="iterations per run (>= 100,000)")
+    parser.add_argument("--runs", type=int, default=15, help="runs per configuration")
     args = parser.parse_args()
     torch_cpu = lambda: torch_profile(activities=[ProfilerActivity.CPU])  # noqa: E731
     ours = lambda: omniprof.profile(activities=[omniprof.ProfilerActivity.CPU])  # noqa: E731
+    do_nothing = lambda: FloorCallbacks(clock=False)  # noqa: E731
+    read_clock = lambda: FloorCallbacks(clock=True)  # noqa: E731
 
     # One tensor for every configuration: with a tensor each, where each one landed in memory
     # moved the ratio by about 0.03 (runs of this script, 100,000 iterations).
@@ -107,19 +208,28 @@ def main() -> None:
     ops = measure(
         {
             "no profiler": add_loop(args.ops, x),
+            "do-nothing callbacks": under(do_nothing, add_loop(args.ops, x)),
+            "clock-reading callbacks": under(read_clock, add_loop(args.ops, x)),
             "torch.profiler": under(torch_cpu, add_loop(args.ops, x)),
             "omniprof": under(ours, add_loop(args.ops, x)),
         },
         args.runs,
     )
     print(f"x.add_(1) on a 1-element tensor, {args.ops} per run, median of {args.runs} runs")
-    for clock, i in (("wall time", 0), ("loop thread's CPU time", 1)):
-        base = ops["no profiler"][i]
-        print(f" {clock}")
+    for clock, title in (("wall", "wall time"), ("cpu", "loop thread's CPU time")):
+        base = getattr(ops["no profiler"], clock)
+        torch_added = getattr(ops["torch.profiler"], clock) - base
+        print(f" {title:<25} ns/iter     added  / torch.profiler's  page faults")
         for name, cost in ops.items():
-            print(f"  {name:<16} {cost[i]:8.0f} ns/op   added {cost[i] - base:+8.0f}")
-        ratio = (ops["omniprof"][i] - base) / (ops["torch.profiler"][i] - base)
-        print(f"  omniprof's added cost / torch.profiler's: {ratio:.2f} (target <= 0.33)")
+            added = getattr(cost, clock) - base
+            share = f"{added / torch_added:.2f}" if name != "torch.profiler" and added else ""
+            print(f"  {name:<23} {getattr(cost, clock):8.0f} {added:+9.0f}  {share:>17}  {cost.faults:11.0f}")
+        floor = getattr(ops["clock-reading callbacks"], clock) - base
+        ours_added = getattr(ops["omniprof"], clock) - base
+        print(
+            f"  omniprof's added cost / torch.profiler's: {ours_added / torch_added:.2f} (target <= 0.33);"
+            f" above the clock-reading floor: {(ours_added - floor) / torch_added:.2f}"
+        )
 
     ranges = measure(
         {
@@ -129,24 +239,26 @@ def main() -> None:
         args.runs,
     )
     print(f"one empty range per iteration, each under its own profiler")
-    for name, (wall, cpu) in ranges.items():
-        print(f"  {name:<32} {wall:8.0f} ns/range (CPU {cpu:.0f})")
+    for name, cost in ranges.items():
+        print(f"  {name:<32} {cost.wall:8.0f} ns/range (CPU {cost.cpu:.0f})")
 
     steps = max(args.ops // 500, 100)
     mlp = measure(
         {
             "no profiler": mlp_loop(steps),
+            "do-nothing callbacks": under(do_nothing, mlp_loop(steps)),
             "torch.profiler": under(torch_cpu, mlp_loop(steps)),
             "omniprof": under(ours, mlp_loop(steps)),
         },
         args.runs,
     )
     print(f"a small MLP's training step, {steps} per run (wall time)")
-    base = mlp["no profiler"][0]
-    for name, (wall, _) in mlp.items():
-        print(f"  {name:<16} {wall / 1e3:8.1f} us/step added {(wall - base) / 1e3:+7.1f}")
-    ratio = (mlp["omniprof"][0] - base) / (mlp["torch.profiler"][0] - base)
-    print(f"  omniprof's added cost / torch.profiler's: {ratio:.2f}")
+    base = mlp["no profiler"].wall
+    torch_added = mlp["torch.profiler"].wall - base
+    for name, cost in mlp.items():
+        added = cost.wall - base
+        share = f" ({added / torch_added:.2f} of torch.profiler's)" if added and name != "torch.profiler" else ""
+        print(f"  {name:<20} {cost.wall / 1e3:8.1f} us/step added {added / 1e3:+7.1f}{share}")
 
 
 if __name__ == "__main__":
