@@ -28,9 +28,11 @@ memory as it goes), so runs shorter than the issue's 100,000 ops flatter it.
 """
 
 import argparse
+import os
 import random
 import resource
 import statistics
+import sys
 import time
 from typing import Callable, ContextManager, Dict, List, NamedTuple
 
@@ -104,6 +106,9 @@ class FloorCallbacks:
 
     def __enter__(self) -> "FloorCallbacks":
         if FloorCallbacks.module is None:
+            # torch runs ninja from PATH: one pip installed into this environment is beside
+            # its interpreter, which is not on PATH unless the environment is activated.
+            os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
             FloorCallbacks.module = cpp_extension.load_inline(
                 name="omniprof_bench_floor_callbacks",
                 cpp_sources=[FLOOR_CALLBACKS],

@@ -1,5 +1,7 @@
 """Recording from Python, the key averages and the exported trace."""
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -161,3 +163,23 @@ def test_a_stopped_profile_starts_again() -> None:
             pass
         prof.stop()
         assert [r.key for r in prof.key_averages()] == [name]
+
+
+WITHOUT_TORCH = """
+import sys, warnings
+sys.modules["torch"] = None  # as if torch were not installed: its import fails
+warnings.simplefilter("error")  # any warning fails the run
+import omniprof
+from omniprof import _observer
+with omniprof.profile() as prof:
+    with omniprof.record_function("mine"):
+        pass
+assert [(r.key, r.count) for r in prof.key_averages()] == [("mine", 1)], list(prof.key_averages())
+assert _observer.module() is None
+"""
+
+
+def test_without_torch_only_omniprofs_ranges_are_recorded_with_no_warning() -> None:
+    run = subprocess.run([sys.executable, "-c", WITHOUT_TORCH], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "omniprof" not in run.stderr, run.stderr
