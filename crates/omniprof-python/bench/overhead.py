@@ -45,11 +45,12 @@ import omniprof
 
 
 class Cost(NamedTuple):
-    """One run, per iteration: wall ns, this thread's CPU ns; and its page faults."""
+    """One run (or the medians of several), per iteration: wall ns, this thread's CPU ns; and
+    the run's page faults."""
 
     wall: float
     cpu: float
-    faults: int
+    faults: float
 
 
 # The floors: callbacks that do nothing, or only read the clock (as torch.profiler does) at
@@ -108,7 +109,8 @@ class FloorCallbacks:
         if FloorCallbacks.module is None:
             # torch runs ninja from PATH: one pip installed into this environment is beside
             # its interpreter, which is not on PATH unless the environment is activated.
-            os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
+            path = os.environ.get("PATH", "")
+            os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + path
             FloorCallbacks.module = cpp_extension.load_inline(
                 name="omniprof_bench_floor_callbacks",
                 cpp_sources=[FLOOR_CALLBACKS],
@@ -171,7 +173,9 @@ def mlp_loop(steps: int) -> Callable[[], Cost]:
     return lambda: timed(steps, body)
 
 
-def under(make_profiler: Callable[[], ContextManager], loop: Callable[[], Cost]) -> Callable[[], Cost]:
+def under(
+    make_profiler: Callable[[], ContextManager], loop: Callable[[], Cost]
+) -> Callable[[], Cost]:
     def run() -> Cost:
         with make_profiler():
             return loop()
@@ -228,22 +232,28 @@ def main() -> None:
         for name, cost in ops.items():
             added = getattr(cost, clock) - base
             share = f"{added / torch_added:.2f}" if name != "torch.profiler" and added else ""
-            print(f"  {name:<23} {getattr(cost, clock):8.0f} {added:+9.0f}  {share:>17}  {cost.faults:11.0f}")
+            print(
+                f"  {name:<23} {getattr(cost, clock):8.0f} {added:+9.0f}"
+                f"  {share:>17}  {cost.faults:11.0f}"
+            )
         floor = getattr(ops["clock-reading callbacks"], clock) - base
         ours_added = getattr(ops["omniprof"], clock) - base
         print(
-            f"  omniprof's added cost / torch.profiler's: {ours_added / torch_added:.2f} (target <= 0.33);"
+            f"  omniprof's added cost / torch.profiler's: {ours_added / torch_added:.2f}"
+            " (target <= 0.33);"
             f" above the clock-reading floor: {(ours_added - floor) / torch_added:.2f}"
         )
 
     ranges = measure(
         {
-            "torch.profiler.record_function": under(torch_cpu, range_loop(args.ops, torch_record_function)),
+            "torch.profiler.record_function": under(
+                torch_cpu, range_loop(args.ops, torch_record_function)
+            ),
             "omniprof.record_function": under(ours, range_loop(args.ops, omniprof.record_function)),
         },
         args.runs,
     )
-    print(f"one empty range per iteration, each under its own profiler")
+    print("one empty range per iteration, each under its own profiler")
     for name, cost in ranges.items():
         print(f"  {name:<32} {cost.wall:8.0f} ns/range (CPU {cost.cpu:.0f})")
 
@@ -262,7 +272,9 @@ def main() -> None:
     torch_added = mlp["torch.profiler"].wall - base
     for name, cost in mlp.items():
         added = cost.wall - base
-        share = f" ({added / torch_added:.2f} of torch.profiler's)" if added and name != "torch.profiler" else ""
+        share = ""
+        if added and name != "torch.profiler":
+            share = f" ({added / torch_added:.2f} of torch.profiler's)"
         print(f"  {name:<20} {cost.wall / 1e3:8.1f} us/step added {added / 1e3:+7.1f}{share}")
 
 
