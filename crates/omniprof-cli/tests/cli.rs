@@ -412,11 +412,11 @@ fn an_unreadable_rank_is_named_in_a_warning() {
 fn config_keys_take_effect_or_are_reported_as_not_supported() {
     let out = run(
         &["config", "check"],
-        "PROFILE_WITH_STACK=1\nPROFILE_PROFILE_MEMORY=true\nACTIVITY_TYPES=cpu_op\n",
+        "PROFILE_WITH_STACK=1\nPROFILE_WITH_MODULES=true\nACTIVITY_TYPES=cpu_op\n",
     );
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    for (line, key) in [(1, "PROFILE_WITH_STACK"), (2, "PROFILE_PROFILE_MEMORY")] {
+    for (line, key) in [(1, "PROFILE_WITH_STACK"), (2, "PROFILE_WITH_MODULES")] {
         let want = format!("<stdin>:{line}: {key}: accepted, not supported by omniprof");
         assert_eq!(stderr.matches(&want).count(), 1, "{want} in {stderr}");
     }

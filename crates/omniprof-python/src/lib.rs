@@ -17,9 +17,9 @@ mod session;
 
 use omniprof::OwnedRange;
 use pyo3::create_exception;
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyBytes, PyTuple};
 
 create_exception!(
     omniprof,
@@ -51,14 +51,25 @@ struct RecordFunction {
 
 #[pymethods]
 impl RecordFunction {
+    /// `name` is a `str`, or `bytes` as PyTorch also takes (decoded as UTF-8, an invalid
+    /// sequence replaced).
     #[new]
     #[pyo3(signature = (name, args=None))]
-    fn new(name: String, args: Option<String>) -> Self {
-        Self {
+    fn new(name: &Bound<'_, PyAny>, args: Option<String>) -> PyResult<Self> {
+        let name = match name.cast::<PyBytes>() {
+            Ok(bytes) => String::from_utf8_lossy(bytes.as_bytes()).into_owned(),
+            Err(_) => name.extract::<String>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "record_function's name must be str or bytes, not {}",
+                    name.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+                ))
+            })?,
+        };
+        Ok(Self {
             name,
             args,
             range: None,
-        }
+        })
     }
 
     fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyRefMut<'_, Self> {

@@ -7,7 +7,9 @@
 //! session that selects host ops (`cpu_op`, `user_annotation`) configures it: the synchronous
 //! `omniprof.profile()` and on-demand traces alike attach the observer when their capture
 //! window opens and detach it when it closes, so PyTorch pays nothing outside a window.
-//! `PROFILE_REPORT_INPUT_SHAPES` makes it record `Input Dims`.
+//! `PROFILE_REPORT_INPUT_SHAPES` makes it record `Input Dims`; `PROFILE_WITH_FLOPS` adds each
+//! op's `flops` (PyTorch's own count, taken by the observer); `PROFILE_PROFILE_MEMORY` makes
+//! it record PyTorch's allocator reports as `[memory]` instants ([`omniprof::record::memory`]).
 //!
 //! Ops and autograd nodes begin and end on one thread, innermost first: the observer pushes
 //! them on the recorder's per-thread stack ([`omniprof::record::push_op`]) keyed by their
@@ -20,7 +22,8 @@ use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use omniprof::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
-use omniprof::record::{pop_op, push_op};
+use omniprof::keys::arg;
+use omniprof::record::{self, pop_op, push_op, MemoryReport};
 use omniprof::{ActivitySet, ActivityType, Config, OwnedRange, Window};
 use pyo3::prelude::*;
 
@@ -30,7 +33,7 @@ const _: () = assert!(std::mem::size_of::<OwnedRange>() <= RANGE_SLOT_SIZE as us
 const _: () = assert!(std::mem::align_of::<OwnedRange>() <= 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 4;
+const TABLE_VERSION: u32 = 5;
 
 /// What the observer calls; mirrored by `struct Table` in `observer.cpp`. Names are
 /// NUL-terminated; `key` is the op's `RecordFunction`; shapes come as in
@@ -46,6 +49,7 @@ pub struct RecorderTable {
         dims: *const i64,
         ranks: *const usize,
         inputs: usize,
+        flops: u64,
     ),
     pop_op: unsafe extern "C" fn(key: *const c_void),
     begin_user: unsafe extern "C" fn(
@@ -56,6 +60,15 @@ pub struct RecorderTable {
         out: *mut c_void,
     ) -> u8,
     end_user: unsafe extern "C" fn(range: *mut c_void),
+    memory: extern "C" fn(
+        addr: u64,
+        bytes: i64,
+        total_allocated: u64,
+        total_reserved: u64,
+        device_type: i32,
+        device_index: i32,
+        out_of_memory: u8,
+    ),
 }
 
 static TABLE: RecorderTable = RecorderTable {
@@ -66,6 +79,7 @@ static TABLE: RecorderTable = RecorderTable {
     pop_op: pop,
     begin_user,
     end_user,
+    memory,
 };
 
 /// Begins the op `key` named `name` on this thread. Every op of a session without shapes
@@ -80,7 +94,7 @@ unsafe extern "C" fn push(name: *const c_char, key: *const c_void) {
 }
 
 /// [`push`], with the op's input shapes (`Input Dims`): input `i` has `ranks[i]` sizes, all
-/// of them one after another in `dims`.
+/// of them one after another in `dims`; and its `flops` when not 0.
 ///
 /// # Safety
 /// As [`push`]; `ranks` is valid for `inputs` entries and `dims` for their sum.
@@ -90,12 +104,44 @@ unsafe extern "C" fn push_op_with_shapes(
     dims: *const i64,
     ranks: *const usize,
     inputs: usize,
+    flops: u64,
 ) {
     let _ = catch_unwind(|| {
         // SAFETY: forwarded contracts.
-        let op = unsafe { push_op(name, key as usize) };
+        let mut op = unsafe { push_op(name, key as usize) };
         if let Some(shapes) = unsafe { shapes(dims, ranks, inputs) } {
-            op.with_input_shapes(&shapes);
+            op = op.with_input_shapes(&shapes);
+        }
+        if flops > 0 {
+            op.with_arg(arg::FLOPS, flops);
+        }
+    });
+}
+
+/// Records one of PyTorch's allocator reports on this thread (an `[OutOfMemory]` one when
+/// `out_of_memory` is not 0).
+extern "C" fn memory(
+    addr: u64,
+    bytes: i64,
+    total_allocated: u64,
+    total_reserved: u64,
+    device_type: i32,
+    device_index: i32,
+    out_of_memory: u8,
+) {
+    let report = MemoryReport {
+        addr,
+        bytes,
+        total_allocated,
+        total_reserved,
+        device_type,
+        device_index,
+    };
+    let _ = catch_unwind(|| {
+        if out_of_memory != 0 {
+            record::out_of_memory(&report);
+        } else {
+            record::memory(&report);
         }
     });
 }
@@ -182,8 +228,14 @@ unsafe extern "C" fn end_user(range: *mut c_void) {
     let _ = catch_unwind(AssertUnwindSafe(|| range.end()));
 }
 
-/// The observer's `attach(table, shapes)`: registers its `RecordFunction` callbacks.
-type AttachFn = unsafe extern "C" fn(table: *const RecorderTable, shapes: u8) -> i32;
+/// The observer's `attach(table, flags)`: registers its `RecordFunction` callbacks, recording
+/// what `flags` asks ([`SHAPES`], [`MEMORY`], [`FLOPS`]).
+type AttachFn = unsafe extern "C" fn(table: *const RecorderTable, flags: u8) -> i32;
+
+/// `attach`'s flags; mirrored in `observer.cpp`.
+const SHAPES: u8 = 1;
+const MEMORY: u8 = 2;
+const FLOPS: u8 = 4;
 /// The observer's `detach()`: removes them (a no-op when not registered).
 type DetachFn = unsafe extern "C" fn();
 
@@ -220,9 +272,17 @@ impl ActivityProfiler for TorchOps {
         _: ActivitySet,
         config: &Config,
     ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
+        let flags = [
+            (config.report_input_shapes(), SHAPES),
+            (config.profile_memory(), MEMORY),
+            (config.with_flops(), FLOPS),
+        ]
+        .into_iter()
+        .filter(|&(on, _)| on)
+        .fold(0, |flags, (_, flag)| flags | flag);
         Ok(Some(Box::new(TorchOpsSession {
             ops: *self,
-            shapes: config.report_input_shapes(),
+            flags,
             attached: false,
         })))
     }
@@ -230,7 +290,7 @@ impl ActivityProfiler for TorchOps {
 
 struct TorchOpsSession {
     ops: TorchOps,
-    shapes: bool,
+    flags: u8,
     attached: bool,
 }
 
@@ -248,7 +308,7 @@ impl ProfilerSession for TorchOpsSession {
     fn start(&mut self) -> Result<(), BackendError> {
         // SAFETY: `attach` is the observer's entry point (loaded for the process's life); it
         // reads the table, which is static, and throws nothing.
-        match unsafe { (self.ops.attach)(&TABLE, u8::from(self.shapes)) } {
+        match unsafe { (self.ops.attach)(&TABLE, self.flags) } {
             ATTACHED => {
                 self.attached = true;
                 Ok(())

@@ -58,6 +58,15 @@ impl PyTrace {
         self.0.activities.len()
     }
 
+    /// Host events the recorder dropped at its per-thread cap (the trace's `dropped_events`).
+    #[getter]
+    fn dropped_events(&self) -> u64 {
+        match self.0.metadata(metadata::DROPPED_EVENTS) {
+            Some(value) => value.as_i64().map_or(0, |n| n.max(0) as u64),
+            None => 0,
+        }
+    }
+
     /// Why backends were left out of the trace (its `backend_errors`), one message each.
     #[getter]
     fn backend_errors(&self) -> Vec<String> {

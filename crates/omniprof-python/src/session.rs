@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use omniprof::config::PROFILE_REPORT_INPUT_SHAPES;
+use omniprof::config::{PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES, PROFILE_WITH_FLOPS};
 use omniprof::{
     ActivitySet, ActivityType, Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule,
     ScheduleArgs, Trace, Value,
@@ -122,10 +122,38 @@ struct Inner {
     metadata: Vec<(String, Value)>,
 }
 
+/// The `ProfilerActivity` members in `items` none of whose activity types any backend
+/// registered now can record (`CPU` is always recorded).
+fn unrecorded(items: &[String]) -> Vec<String> {
+    let offered = omniprof::backend::profilers_present()
+        .iter()
+        .fold(ActivitySet::empty(), |mut set, p| {
+            p.available_activities().iter().for_each(|t| set.insert(t));
+            set
+        });
+    items
+        .iter()
+        .filter(|item| item.as_str() != "CPU")
+        .filter(|item| {
+            PROFILER_ACTIVITIES
+                .iter()
+                .find(|(name, _)| name == item)
+                .is_some_and(|(_, types)| !types.iter().any(|t| offered.contains(*t)))
+        })
+        .cloned()
+        .collect()
+}
+
 /// The native side of `omniprof.profile`.
 #[pyclass(module = "omniprof._native", frozen)]
 pub(crate) struct Session {
     builder: ProfilerBuilder,
+    /// The `activities` given, by name.
+    activities: Vec<String>,
+    /// What the config text warned about (an unknown key, an unsupported one), one line each.
+    config_warnings: Vec<String>,
+    /// The per-thread cap of host records, which a warning about dropped events names.
+    max_host_records: u64,
     scheduled: bool,
     /// Traces the engine finished and Python has not taken yet.
     finished: Arc<Mutex<Vec<Trace>>>,
@@ -164,30 +192,55 @@ impl Session {
 #[pymethods]
 impl Session {
     #[new]
-    #[pyo3(signature = (activities=None, schedule=None, config=None, record_shapes=false))]
+    #[pyo3(signature = (
+        activities=None,
+        schedule=None,
+        config=None,
+        record_shapes=false,
+        profile_memory=false,
+        with_flops=false
+    ))]
     fn new(
         activities: Option<Vec<String>>,
         schedule: Option<PyRef<'_, PySchedule>>,
         config: Option<&str>,
         record_shapes: bool,
+        profile_memory: bool,
+        with_flops: bool,
     ) -> PyResult<Self> {
+        let invalid = |e: omniprof::config::ConfigError| PyValueError::new_err(e.to_string());
+        let mut config_warnings = Vec::new();
         let mut config = match config {
-            Some(text) => Config::parse(text).map_err(|e| PyValueError::new_err(e.to_string()))?,
+            Some(text) => {
+                let mut config = Config::default();
+                config_warnings = config
+                    .apply(text)
+                    .map_err(invalid)?
+                    .iter()
+                    .map(|w| format!("omniprof: config: {w}"))
+                    .collect();
+                config
+            }
             None => Config::default(),
         };
-        if record_shapes {
-            // The observer backend reads it (src/observer.rs), as on-demand configs set it.
-            config
-                .apply(&format!("{}=true", PROFILE_REPORT_INPUT_SHAPES))
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        // The observer backend reads them (src/observer.rs), as on-demand configs set them.
+        for (on, key) in [
+            (record_shapes, PROFILE_REPORT_INPUT_SHAPES),
+            (profile_memory, PROFILE_PROFILE_MEMORY),
+            (with_flops, PROFILE_WITH_FLOPS),
+        ] {
+            if on {
+                config.apply(&format!("{key}=true")).map_err(invalid)?;
+            }
         }
+        let max_host_records = config.max_host_records_per_thread();
         let finished: Arc<Mutex<Vec<Trace>>> = Arc::default();
         let queue = finished.clone();
         let mut builder = Profiler::builder()
             .config(config)
             .on_trace_ready(move |trace| lock(&queue).push(trace));
-        if let Some(items) = activities {
-            builder = builder.activities(activity_set(&items)?);
+        if let Some(items) = &activities {
+            builder = builder.activities(activity_set(items)?);
         }
         let scheduled = schedule.is_some();
         if let Some(schedule) = schedule {
@@ -195,6 +248,9 @@ impl Session {
         }
         Ok(Self {
             builder,
+            activities: activities.unwrap_or_default(),
+            config_warnings,
+            max_host_records,
             scheduled,
             finished,
             inner: Mutex::new(Inner {
@@ -282,6 +338,23 @@ impl Session {
             .map_err(|e| PyValueError::new_err(format!("metadata {key:?} is not JSON: {e}")))?;
         self.set_metadata(key, Value::from(&value));
         Ok(())
+    }
+
+    /// What the config text warned about, one message each.
+    #[getter]
+    fn config_warnings(&self) -> Vec<String> {
+        self.config_warnings.clone()
+    }
+
+    /// The per-thread cap of host records (`OMNIPROF_MAX_HOST_RECORDS_PER_THREAD`).
+    #[getter]
+    fn max_host_records(&self) -> u64 {
+        self.max_host_records
+    }
+
+    /// The `ProfilerActivity` members given that no backend registered now can record.
+    fn unrecorded_activities(&self) -> Vec<String> {
+        unrecorded(&self.activities)
     }
 
     #[getter]

@@ -3,8 +3,17 @@ use (``torch.utils.cpp_extension.load``, cached under ``TORCH_EXTENSIONS_DIR``) 
 as omniprof's ``pytorch`` backend: every session (``profile()`` or an on-demand trace) then
 registers it as a global ``RecordFunction`` callback while its capture window is open.
 
-No torch: nothing happens. Torch but no C++ compiler or ninja: one warning naming what to
-install, and sessions record without PyTorch ops.
+It is built only once the program has imported torch (a program that never does pays
+nothing), and the first build, which takes tens of seconds, says so once on stderr, naming
+the cache. No torch: nothing happens. Torch but no C++ compiler or ninja: one warning naming
+what to install, and sessions record without PyTorch ops.
+
+With ``profile_memory``, the observer also puts omniprof's allocator reporter in the debug
+info of each thread that runs ops (PyTorch reads the reporter from where its own profiler's
+state lives). Since torch.profiler refuses to start on a thread where that slot is taken,
+``torch.autograd.profiler._enable_profiler`` is wrapped to take the reporter out of the
+calling thread first: a torch.profiler session then gets that thread's reports, and the
+reporter comes back at the thread's next op once it stopped.
 """
 
 import importlib.util
@@ -17,6 +26,7 @@ from typing import Optional
 from . import _native, _warn
 
 _SOURCE = os.path.join(os.path.dirname(__file__), "csrc", "observer.cpp")
+_NAME = "omniprof_observer"
 # The built module, False once building failed (so it is tried, and warned about, once).
 _module: "Optional[ModuleType] | bool" = None
 
@@ -40,8 +50,23 @@ def _pip_ninja_dir() -> Optional[str]:
     return getattr(ninja, "BIN_DIR", None)
 
 
+def _announce_first_build(cpp_extension: ModuleType) -> None:
+    """Says, on stderr, that the observer is being built when no build is cached yet."""
+    try:
+        directory = cpp_extension._get_build_directory(_NAME, verbose=False)
+    except Exception:  # a private helper of torch's: without it, say nothing
+        return
+    if not any(f.startswith(_NAME) and f.endswith(".so") for f in os.listdir(directory)):
+        sys.stderr.write(
+            "omniprof: building the PyTorch op observer (once; it takes tens of seconds); "
+            f"the build is cached in {directory} (set TORCH_EXTENSIONS_DIR to move it)\n"
+        )
+        sys.stderr.flush()
+
+
 def _build() -> Optional[ModuleType]:
-    if importlib.util.find_spec("torch") is None:
+    # Only a program that has imported torch runs PyTorch ops to observe.
+    if "torch" not in sys.modules or importlib.util.find_spec("torch") is None:
         return None
     import torch.utils.cpp_extension as cpp_extension
 
@@ -57,10 +82,11 @@ def _build() -> Optional[ModuleType]:
     try:
         if missing:
             raise RuntimeError("missing " + " and ".join(missing))
+        _announce_first_build(cpp_extension)
         # NDEBUG as in torch's own build: the headers' debug-only checks read state that
         # only a debug build of torch keeps (RecordFunction::inputs() would always throw).
         return cpp_extension.load(
-            name="omniprof_observer", sources=[_SOURCE], extra_cflags=["-O2", "-DNDEBUG"]
+            name=_NAME, sources=[_SOURCE], extra_cflags=["-O2", "-DNDEBUG"]
         )
     except Exception as e:  # any build failure: warn once, keep profiling
         advice = (
@@ -79,22 +105,48 @@ def _build() -> Optional[ModuleType]:
 
 
 def module() -> Optional[ModuleType]:
-    """The built observer, building it on first call; None without torch or a compiler."""
+    """The built observer, building it on first call; None without torch (imported) or a
+    compiler."""
     global _module
     if _module is None:
-        _module = _build() or False
+        built = _build()
+        if built is None and "torch" not in sys.modules:
+            return None  # tried again once the program imports torch
+        _module = built or False
     return _module or None
 
 
 _installed = False
+_wrapped_enable = False
 
 
-def install() -> None:
-    """Builds the observer (once) and makes it a backend of every session from now on."""
+def install(profile_memory: bool = False) -> None:
+    """Builds the observer (once) and makes it a backend of every session from now on; with
+    ``profile_memory``, makes torch.profiler's start take the reporter out of its thread."""
     global _installed
-    if _installed:
-        return
-    observer = module()
-    if observer is not None:
+    if not _installed:
+        observer = module()
+        if observer is None:
+            return
         _native.install_torch_observer(*observer.entry_points())
-    _installed = True
+        _installed = True
+    if profile_memory:
+        _wrap_torch_enable()
+
+
+def _wrap_torch_enable() -> None:
+    global _wrapped_enable
+    if _wrapped_enable:
+        return
+    import torch.autograd.profiler as autograd_profiler
+
+    enable = autograd_profiler._enable_profiler
+    observer = module()
+
+    def _enable_profiler(*args: object, **kwargs: object) -> object:
+        if observer is not None:
+            observer.remove_reporter()
+        return enable(*args, **kwargs)
+
+    autograd_profiler._enable_profiler = _enable_profiler
+    _wrapped_enable = True

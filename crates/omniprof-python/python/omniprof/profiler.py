@@ -2,7 +2,7 @@
 
 import enum
 import os
-from typing import Any, Callable, Iterable, List, Optional, Union
+from typing import Any, Callable, Iterable, List, Optional, Set, Union
 
 from . import _native, _observer, _warn
 from ._native import KeyAverages, ProfilerError, Schedule, Trace
@@ -57,6 +57,25 @@ class ProfilerAction(enum.IntEnum):
     RECORD_AND_SAVE = 3
 
 
+# torch.profiler.profile's arguments that omniprof accepts without acting on them yet, each
+# with the value that asks for nothing: any other value warns once per process.
+_NOT_YET_SUPPORTED = {
+    "with_stack": False,
+    "with_modules": False,
+    "experimental_config": None,
+    "execution_trace_observer": None,
+    "acc_events": False,
+    "custom_trace_id_callback": None,
+}
+_warned: Set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        _warn.warn(message)
+
+
 def _activity_name(activity: Any) -> str:
     if isinstance(activity, ProfilerActivity):
         return activity.value
@@ -92,6 +111,18 @@ class profile:
             discarded) and can be started again, and the trace stays exportable.
         record_shapes: record input shapes (``Input Dims``) of observed PyTorch ops.
             omniprof's own ``record_function`` ranges have no inputs.
+        profile_memory: record PyTorch's allocator reports (``[memory]`` events, on every
+            thread that runs ops while recording, where no ``torch.profiler`` session holds
+            them); rows gain ``cpu_memory_usage`` and ``self_cpu_memory_usage`` (and the
+            device ones) and the table PyTorch's memory columns.
+        with_flops: PyTorch's FLOP count of each op it counts (``mm``, ``addmm``, ``bmm``,
+            ``baddbmm``, ``conv2d``, ``mul``, ``add``) as its ``flops`` arg and on rows;
+            records shapes too, as PyTorch does.
+        with_stack, with_modules, experimental_config, execution_trace_observer, acc_events,
+            custom_trace_id_callback: accepted for ``torch.profiler`` compatibility; omniprof
+            does not act on them yet and warns once when one asks for something.
+        use_cuda: the deprecated spelling of ``ProfilerActivity.CUDA`` in ``activities``.
+        post_processing_timeout_s: accepted; omniprof's post-processing does not time out.
 
     With ``torch`` installed, the session also records every op PyTorch reports through
     ``RecordFunction`` (ATen ops, autograd nodes, optimizer steps as ``cpu_op``;
@@ -115,6 +146,16 @@ class profile:
         schedule: Any = None,
         on_trace_ready: Optional[Callable[["profile"], Any]] = None,
         record_shapes: bool = False,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+        with_flops: bool = False,
+        with_modules: bool = False,
+        experimental_config: Any = None,
+        execution_trace_observer: Any = None,
+        acc_events: bool = False,
+        custom_trace_id_callback: Optional[Callable[[], str]] = None,
+        post_processing_timeout_s: Optional[float] = None,
+        use_cuda: Optional[bool] = None,
         config: Optional[str] = None,
     ) -> None:
         names: Optional[List[str]] = None
@@ -122,28 +163,79 @@ class profile:
             names = [_activity_name(a) for a in activities]
             # torch.profiler asserts the same.
             assert names, "No valid profiler activities found"
+        if use_cuda:
+            _warn_once(
+                "use_cuda",
+                "omniprof: use_cuda is deprecated (as in torch.profiler): pass "
+                "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] instead",
+            )
+            names = (names or ["CPU"]) + ([] if "CUDA" in (names or []) else ["CUDA"])
+        given = {
+            "with_stack": with_stack,
+            "with_modules": with_modules,
+            "experimental_config": experimental_config,
+            "execution_trace_observer": execution_trace_observer,
+            "acc_events": acc_events,
+            "custom_trace_id_callback": custom_trace_id_callback,
+        }
+        for key, value in given.items():
+            if value is not _NOT_YET_SUPPORTED[key] and value != _NOT_YET_SUPPORTED[key]:
+                _warn_once(key, f"omniprof does not support {key} yet; it is ignored")
         schedule = _as_schedule(schedule)
         self.on_trace_ready = on_trace_ready
-        self.record_shapes = record_shapes
-        self._session = _native.Session(names, schedule, config, record_shapes)
+        # PyTorch records shapes whenever it counts FLOPs.
+        self.record_shapes = record_shapes or with_flops
+        self.profile_memory = profile_memory
+        self.with_flops = with_flops
+        self.with_stack = with_stack
+        self.with_modules = with_modules
+        self.experimental_config = experimental_config
+        self.acc_events = acc_events
+        self.post_processing_timeout_s = post_processing_timeout_s
+        self._session = _native.Session(
+            names, schedule, config, self.record_shapes, profile_memory, with_flops
+        )
+        for warning in self._session.config_warnings:
+            _warn.warn(warning)
         # The last finished trace; the trace handler reads it.
         self._trace: Optional[Trace] = None
+        self._events: Optional[Any] = None
+        self._started = False
 
     def __enter__(self) -> "profile":
         self.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.stop()
+            return
+        # The block raised, and its exception is the one the user sees. It may come from an
+        # on_trace_ready that failed in step(), which stopped the profiler already; a stop
+        # that fails now is said as a warning, not raised in the exception's place.
+        if self._session.running:
+            try:
+                self.stop()
+            except Exception as stop_error:
+                _warn.warn(f"omniprof: stopping the profiler after an exception failed: {stop_error}")
 
     def start(self) -> None:
         """Starts recording (with a schedule: step 0's action). ``ProfilerError`` when
         another profiler runs in this process or this one already runs.
 
-        With torch installed, PyTorch's ops are observed while a trace records (the
+        With torch imported, PyTorch's ops are observed while a trace records (the
         observer is built on the first start, before recording begins)."""
-        _observer.install()
+        _observer.install(profile_memory=self.profile_memory)
         self._session.start()
+        self._started = True
+        for activity in self._session.unrecorded_activities():
+            _warn_once(
+                f"activity:{activity}",
+                f"omniprof: ProfilerActivity.{activity} was selected, but nothing here "
+                "records it: no backend offers its activities (a Kineto plugin in "
+                "KINETO_PLUGIN_LIB_DIR_PATH, or a backend registered with "
+                "register_profiler!); the trace has no device timeline for it",
+            )
 
     def stop(self) -> None:
         """Stops recording (with a schedule: ends the run, handing a recording cycle's trace
@@ -162,10 +254,17 @@ class profile:
             self._deliver()
 
     def _deliver(self) -> None:
-        failed: List[str] = []
+        notes: List[str] = []
         for trace in self._session.take_traces():
             self._trace = trace
-            failed.extend(trace.backend_errors)
+            self._events = None
+            notes.extend(f"omniprof: backend failed: {e}" for e in trace.backend_errors)
+            if trace.dropped_events:
+                notes.append(
+                    f"omniprof: {trace.dropped_events} host events were dropped: a thread "
+                    f"reached its cap of {self._session.max_host_records} records; raise it "
+                    'with config="OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=<records>"'
+                )
             if self.on_trace_ready is not None:
                 try:
                     self.on_trace_ready(self)
@@ -173,9 +272,10 @@ class profile:
                     self._session.abort()
                     raise
         # After every trace is delivered, so a warning raised as an error loses none. A
-        # backend left out of a trace would otherwise show only in its `backend_errors` key.
-        for error in failed:
-            _warn.warn(f"omniprof: backend failed: {error}")
+        # backend left out of a trace, or events dropped, would otherwise show only in the
+        # exported file.
+        for note in notes:
+            _warn.warn(note)
 
     def _require_trace(self, call: str) -> Trace:
         if self._trace is None:
@@ -185,16 +285,64 @@ class profile:
             )
         return self._trace
 
-    def key_averages(self, group_by_input_shape: bool = False) -> KeyAverages:
+    def key_averages(
+        self,
+        group_by_input_shape: bool = False,
+        group_by_stack_n: int = 0,
+        group_by_overload_name: bool = False,
+        include_python_functions: bool = False,
+    ) -> KeyAverages:
         """PyTorch's ``key_averages()``: per-name rows of the last trace; ``.table()`` prints
-        them exactly as ``omniprof summary`` prints the exported file."""
-        return self._require_trace("key_averages").key_averages(group_by_input_shape)
+        them exactly as ``omniprof summary`` prints the exported file. Grouping by stack or
+        overload name is not supported yet (warned once; rows are then grouped by name)."""
+        if group_by_stack_n:
+            _warn_once("group_by_stack_n", "omniprof does not support group_by_stack_n yet; it is ignored")
+        if group_by_overload_name:
+            _warn_once(
+                "group_by_overload_name",
+                "omniprof does not support group_by_overload_name yet; it is ignored",
+            )
+        return self._require_trace("key_averages").key_averages(
+            group_by_input_shape, self.profile_memory, self.with_flops
+        )
 
-    def export_chrome_trace(self, path: Union[str, "os.PathLike[str]"]) -> None:
+    def events(self) -> Any:
+        """PyTorch's ``events()``: every op, user range and device activity of the last
+        trace as ``FunctionEvent``s (``name``, ``id``, ``thread``, ``time_range``,
+        ``cpu_time_total``, ``self_cpu_time_total``, ``cpu_memory_usage``, ``flops``,
+        ``cpu_children``, ``cpu_parent``, ...), an ``EventList`` with ``table()``."""
+        if self._events is None:
+            self._events = self._require_trace("events").events(
+                self.profile_memory, self.with_flops
+            )
+        return self._events
+
+    @property
+    def profiler(self) -> Optional["profile"]:
+        """What ``torch.profiler.profile.profiler`` gives code that reads it: ``None`` before
+        the first start, then an object with ``function_events`` (``events()``),
+        ``key_averages()``, ``table()`` and ``total_average()``."""
+        return _AutogradView(self) if self._started else None
+
+    def export_chrome_trace(
+        self,
+        path: Union[str, "os.PathLike[str]"],
+        use_python_export: bool = False,
+        cuda_graph_annotations: Any = None,
+        graph_lanes: str = "none",
+        default_stream: int = 7,
+    ) -> None:
         """Writes the last trace in the format ``path``'s extension names: Kineto's Chrome
         JSON (``.json``, ``.json.gz``) or Perfetto's protobuf (``.pftrace``).
         ``ProfilerError`` before a trace exists, for another extension, or when the path
-        cannot be written; the trace is kept, so export can be retried."""
+        cannot be written; the trace is kept, so export can be retried. PyTorch's other
+        arguments are accepted: ``use_python_export`` changes nothing (there is one
+        writer); CUDA graph annotations are not supported yet (warned once)."""
+        if cuda_graph_annotations or graph_lanes != "none":
+            _warn_once(
+                "cuda_graph_annotations",
+                "omniprof does not support cuda_graph_annotations or graph_lanes yet; they are ignored",
+            )
         self._require_trace("export_chrome_trace").export_chrome_trace(os.fspath(path))
 
     def add_metadata(self, key: str, value: str) -> None:
@@ -226,3 +374,40 @@ def tensorboard_trace_handler(
     when missing; ``worker_name`` defaults to ``{hostname}_{pid}``). Its ``written`` lists the
     files written."""
     return _native.TraceDirHandler(os.fspath(dir_name), worker_name, use_gzip)
+
+
+class _AutogradView:
+    """``prof.profiler``: the parts of ``torch.autograd.profiler.profile`` that code reads
+    after a run, over the same trace as the profile."""
+
+    def __init__(self, prof: profile) -> None:
+        self._prof = prof
+        self.record_shapes = prof.record_shapes
+        self.profile_memory = prof.profile_memory
+        self.with_flops = prof.with_flops
+        self.with_stack = prof.with_stack
+        self.with_modules = prof.with_modules
+
+    @property
+    def function_events(self) -> Any:
+        return self._prof.events()
+
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> KeyAverages:
+        return self._prof.key_averages(group_by_input_shape, group_by_stack_n)
+
+    def table(self, *args: Any, **kwargs: Any) -> str:
+        return self.key_averages().table(*args, **kwargs)
+
+    def total_average(self) -> Any:
+        return self.key_averages().total_average()
+
+    def export_chrome_trace(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        self._prof.export_chrome_trace(path)
+
+
+def supported_activities() -> Set[ProfilerActivity]:
+    """``torch.profiler.supported_activities()``: ``CPU``, and each device activity that a
+    backend registered now (a plugin, a registered profiler) can record."""
+    names = [a.name for a in ProfilerActivity]
+    unrecorded = set(_native.Session(names).unrecorded_activities())
+    return {ProfilerActivity[name] for name in names if name not in unrecorded}

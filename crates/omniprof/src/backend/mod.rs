@@ -47,6 +47,14 @@ pub use registry::{
     has_factory, init_engine, is_registered_with_engine, register, registered_profilers, Factory,
 };
 
+/// The backends a session would take part with now: those registered, and the plugins in the
+/// plugin directories (loaded once, as the first session does).
+pub fn profilers_present() -> Vec<Arc<dyn ActivityProfiler>> {
+    crate::plugin::load_env_once();
+    init_engine();
+    registered_profilers()
+}
+
 use crate::activity::{Activity, ActivitySet};
 use crate::config::Config;
 use crate::counter::{CounterTrack, CounterValues};

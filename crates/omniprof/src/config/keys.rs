@@ -243,16 +243,17 @@ config_keys! {
     PROFILE_REPORT_INPUT_SHAPES: Bool | CLIENT_INTERFACE_ENABLE_OP_INPUTS_COLLECTION: Bool = false
         => report_input_shapes() -> bool;
 
-    /// the client records allocations into the trace.
-    PROFILE_PROFILE_MEMORY: Bool = false => profile_memory() -> bool,
-        unsupported "no allocation recording";
+    /// the client records allocations into the trace: the Python package's PyTorch op
+    /// observer records PyTorch's allocator reports as `[memory]` instants.
+    PROFILE_PROFILE_MEMORY: Bool = false => profile_memory() -> bool;
 
     /// the client records op call stacks (the second spelling is deprecated).
     PROFILE_WITH_STACK: Bool | PYTHON_STACK_TRACE: Bool = false => with_stack() -> bool,
         unsupported "no call stacks";
 
-    /// the client estimates op FLOPs.
-    PROFILE_WITH_FLOPS: Bool = false => with_flops() -> bool, unsupported "no FLOP estimates";
+    /// the client estimates op FLOPs: the Python package's PyTorch op observer writes
+    /// PyTorch's count as each op's `flops` arg (and records shapes).
+    PROFILE_WITH_FLOPS: Bool = false => with_flops() -> bool;
 
     /// the client records the module hierarchy of ops.
     PROFILE_WITH_MODULES: Bool = false => with_modules() -> bool,
@@ -297,8 +298,9 @@ config_keys! {
         unsupported "no ROCm backend";
 
     /// (omniprof's own) per-thread cap of host records; a range uses two records, an
-    /// instant one.
-    OMNIPROF_MAX_HOST_RECORDS_PER_THREAD: U64 = 4_194_304
+    /// instant one. 16 bytes a record, allocated as used: the default (256 MiB at most per
+    /// thread) holds millions of ops, more than a profiled window of training steps makes.
+    OMNIPROF_MAX_HOST_RECORDS_PER_THREAD: U64 = 16_777_216
         => max_host_records_per_thread() -> u64;
 
     /// (omniprof's own) how long one call into a dynamic plugin (create, start, stop,

@@ -728,9 +728,7 @@ fn every_core_key_parses() {
             "REQUEST_GROUP_TRACE_ID",
             "ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB",
             "ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS",
-            "PROFILE_PROFILE_MEMORY",
             "PROFILE_WITH_STACK",
-            "PROFILE_WITH_FLOPS",
             "PROFILE_WITH_MODULES",
             "VERBOSE_LOG_LEVEL",
             "VERBOSE_LOG_MODULES",
@@ -822,7 +820,7 @@ fn defaults() {
     assert_eq!(config.on_demand_update_interval(), Duration::from_secs(5));
     assert_eq!(config.pm_sampling_device_id(), None);
     assert_eq!(config.roctracer_max_events(), 5_000_000);
-    assert_eq!(config.max_host_records_per_thread(), 4_194_304);
+    assert_eq!(config.max_host_records_per_thread(), 16_777_216);
     assert_eq!(config.memory_snapshot_duration(), Duration::from_secs(1));
     assert_eq!(config.trace_id(), "");
 }

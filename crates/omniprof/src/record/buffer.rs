@@ -435,10 +435,20 @@ impl Local {
 
     /// Attaches an arg to the range or instant `seq` of the current session.
     pub(crate) fn add_arg(&self, state: u64, seq: u32, key: Arc<str>, value: Value) {
+        self.add_args(state, seq, [(key, value)]);
+    }
+
+    /// Several args of one record under one lock.
+    pub(crate) fn add_args(
+        &self,
+        state: u64,
+        seq: u32,
+        args: impl IntoIterator<Item = (Arc<str>, Value)>,
+    ) {
         if state == self.state.get() && !self.buffer.get().is_null() {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
-            lock(&buffer.args).push((seq, key, value));
+            lock(&buffer.args).extend(args.into_iter().map(|(key, value)| (seq, key, value)));
         }
     }
 }

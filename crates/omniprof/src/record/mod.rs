@@ -22,6 +22,7 @@
 
 mod buffer;
 pub mod correlation;
+mod memory;
 mod name;
 mod op_stack;
 mod stack;
@@ -31,6 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use correlation::CorrelationListener;
+pub use memory::{memory, out_of_memory, MemoryReport};
 pub use name::{IntoName, Name, StaticName};
 pub use stack::{pop_op, push_op, PushedOp};
 

@@ -34,6 +34,7 @@ use super::buffer::{this_thread, with_local, Local};
 use super::op_stack::OpStack;
 use super::{attach_arg, begin_on, input_dims, push_end, ThisThread, KIND_OP, STATE};
 use crate::keys::arg;
+use crate::value::Value;
 
 /// A pushed op, for attaching its input shapes on the thread that pushed it.
 pub struct PushedOp {
@@ -55,6 +56,12 @@ impl PushedOp {
         if self.state != 0 {
             attach_arg(self.state, self.seq, arg::INPUT_DIMS, input_dims(shapes));
         }
+        self
+    }
+
+    /// Attaches an `args` entry (nothing happens when the op is not recorded).
+    pub fn with_arg(self, key: &str, value: impl Into<Value>) -> Self {
+        attach_arg(self.state, self.seq, key, value);
         self
     }
 }

@@ -12,9 +12,15 @@
 // on another thread (async ops), so it lives in its ObserverContext and is ended there.
 
 #include <ATen/record_function.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
 #include <pybind11/pybind11.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
+#include <torch/csrc/profiler/util.h>
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -26,13 +32,16 @@ struct Table {
   uint32_t range_slot_size;
   void (*push_op)(const char* name, const void* key);
   void (*push_op_with_shapes)(const char* name, const void* key, const int64_t* dims,
-                              const size_t* ranks, size_t inputs);
+                              const size_t* ranks, size_t inputs, uint64_t flops);
   void (*pop_op)(const void* key);
   uint8_t (*begin_user)(const char* name, const int64_t* dims, const size_t* ranks,
                         size_t inputs, void* out);
   void (*end_user)(void* range);
+  void (*memory)(uint64_t addr, int64_t bytes, uint64_t total_allocated,
+                 uint64_t total_reserved, int32_t device_type, int32_t device_index,
+                 uint8_t out_of_memory);
 };
-constexpr uint32_t kTableVersion = 4;
+constexpr uint32_t kTableVersion = 5;
 constexpr uint32_t kRangeSlotSize = 32;
 
 // A user range.
@@ -40,10 +49,92 @@ struct Context : at::ObserverContext {
   alignas(8) unsigned char range[kRangeSlotSize];
 };
 
+// What `attach` is asked to record besides the ops (its `flags`).
+constexpr uint8_t kShapes = 1;
+constexpr uint8_t kMemory = 2;
+constexpr uint8_t kFlops = 4;
+
 // Written only while no callback is registered (by `attach`, one session at a time).
 const Table* table = nullptr;
 bool record_shapes = false;
+bool record_flops = false;
+bool record_memory = false;
 std::optional<at::CallbackHandle> handle;
+
+// Whether allocator reports are recorded now: read by the reporter on any thread.
+std::atomic<bool> memory_on{false};
+
+// The allocator reports PyTorch makes (c10::reportMemoryUsageToProfiler) go to the
+// MemoryReportingInfoBase found under DebugInfoKind::PROFILER_STATE in the calling thread's
+// ThreadLocalDebugInfo. PyTorch reads that slot as a ProfilerStateBase in other places too
+// (profilerEnabled(), torch.profiler's "already enabled" check), so the reporter is one: with
+// a Disabled config it tells PyTorch that no profiler of its own runs. One instance serves
+// every thread; it outlives them all (never destroyed), and records only while `memory_on`.
+struct Reporter final : torch::profiler::impl::ProfilerStateBase {
+  Reporter()
+      : ProfilerStateBase(torch::profiler::impl::ProfilerConfig(
+            torch::profiler::impl::ProfilerState::Disabled)) {}
+
+  void reportMemoryUsage(void* ptr, int64_t bytes, size_t total_allocated,
+                         size_t total_reserved, c10::Device device) override {
+    if (memory_on.load(std::memory_order_relaxed)) {
+      table->memory(reinterpret_cast<uintptr_t>(ptr), bytes, total_allocated, total_reserved,
+                    static_cast<int32_t>(device.type()), device.index(), 0);
+    }
+  }
+
+  void reportOutOfMemory(int64_t bytes, size_t total_allocated, size_t total_reserved,
+                         c10::Device device) override {
+    if (memory_on.load(std::memory_order_relaxed)) {
+      table->memory(0, bytes, total_allocated, total_reserved,
+                    static_cast<int32_t>(device.type()), device.index(), 1);
+    }
+  }
+
+  bool memoryProfilingEnabled() const override {
+    return memory_on.load(std::memory_order_relaxed);
+  }
+
+  torch::profiler::impl::ActiveProfilerType profilerType() override {
+    return torch::profiler::impl::ActiveProfilerType::NONE;
+  }
+};
+
+const std::shared_ptr<Reporter>& reporter() {
+  static auto* shared = new std::shared_ptr<Reporter>(std::make_shared<Reporter>());
+  return *shared;
+}
+
+// Puts the reporter in this thread's debug info unless a profiler state (PyTorch's, or the
+// reporter itself) is already there: a torch.profiler session keeps its own reports.
+void install_reporter() noexcept {
+  try {
+    if (c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) == nullptr) {
+      c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, reporter());
+    }
+  } catch (...) {
+    // Not installed: this thread's allocations are not recorded.
+  }
+}
+
+// Takes the reporter out of this thread's debug info when it is the newest entry (PyTorch
+// can only pop the newest); returns whether no reporter of ours is left in front.
+bool remove_reporter() noexcept {
+  try {
+    if (c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) !=
+        reporter().get()) {
+      return true;
+    }
+    if (c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE).get() ==
+        reporter().get()) {
+      c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+      return true;
+    }
+  } catch (...) {
+    // Another kind of debug info is newer: the reporter stays, inert once memory is off.
+  }
+  return false;
+}
 
 // One thread's input shapes of the op starting, flattened for the recorder.
 struct Shapes {
@@ -93,12 +184,33 @@ __attribute__((noinline)) std::unique_ptr<at::ObserverContext> begin_user(
   return ctx;
 }
 
+// PyTorch's own FLOP formulas (torch/csrc/profiler/util.h): its profiler saves the same
+// arguments at the same point (the start callback, the only place inputs can be read) and
+// counts the same ops, so the counts are PyTorch's exactly.
+// Counted before the op is pushed, so the count's cost is not part of the op's time.
+__attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
+  try {
+    auto args = torch::profiler::impl::saveExtraArgs(fn);
+    return args.empty() ? 0 : torch::profiler::impl::computeFlops(fn.name(), args);
+  } catch (...) {
+    // An op whose arguments PyTorch cannot read gets no count, as under torch.profiler.
+    return 0;
+  }
+}
+
 __attribute__((noinline)) void push_op_with_shapes(const at::RecordFunction& fn) {
+  uint64_t flops = record_flops ? op_flops(fn) : 0;
   const Shapes& s = input_shapes(fn);
-  table->push_op_with_shapes(fn.name(), &fn, s.dims.data(), s.ranks.data(), s.ranks.size());
+  table->push_op_with_shapes(fn.name(), &fn, s.dims.data(), s.ranks.data(), s.ranks.size(),
+                             flops);
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (record_memory) {
+    // A thread that runs ops while recording reports its allocations: the reporter is put
+    // in place at its first op (cheap once there: the lookup finds it first).
+    install_reporter();
+  }
   if (fn.scope() == at::RecordScope::USER_SCOPE) {
     return begin_user(fn);
   }
@@ -121,10 +233,11 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 // What `attach` returns; mirrored by src/observer.rs.
 enum AttachStatus : int32_t { kAttached = 0, kAlreadyAttached = 1, kTableMismatch = 2, kFailed = 3 };
 
-// Registers the callbacks recording through `t` (with input shapes when `shapes`). Called by
-// the session engine, one session at a time, so the globals it writes are never written
-// concurrently; no C++ exception leaves it (its caller is Rust).
-int32_t attach(const Table* t, uint8_t shapes) noexcept {
+// Registers the callbacks recording through `t`, with what `flags` asks (kShapes, kMemory,
+// kFlops; FLOPs need the shapes' inputs, so they imply kShapes). Called by the session engine,
+// one session at a time, so the globals it writes are never written concurrently; no C++
+// exception leaves it (its caller is Rust).
+int32_t attach(const Table* t, uint8_t flags) noexcept {
   if (handle) {
     return kAlreadyAttached;
   }
@@ -133,7 +246,13 @@ int32_t attach(const Table* t, uint8_t shapes) noexcept {
   }
   try {
     table = t;
-    record_shapes = shapes != 0;
+    record_flops = (flags & kFlops) != 0;
+    record_shapes = (flags & kShapes) != 0 || record_flops;
+    record_memory = (flags & kMemory) != 0;
+    if (record_memory) {
+      memory_on.store(true, std::memory_order_relaxed);
+      install_reporter();
+    }
     handle = at::addGlobalCallback(
         at::RecordFunctionCallback(on_start, on_end)
             .needsInputs(record_shapes)
@@ -141,6 +260,7 @@ int32_t attach(const Table* t, uint8_t shapes) noexcept {
                      at::RecordScope::USER_SCOPE}));
     return kAttached;
   } catch (...) {
+    memory_on.store(false, std::memory_order_relaxed);
     return kFailed;
   }
 }
@@ -148,6 +268,8 @@ int32_t attach(const Table* t, uint8_t shapes) noexcept {
 // Removes the callbacks (if registered). Ops begun before keep their end callback, which
 // ends their range as usual.
 void detach() noexcept {
+  memory_on.store(false, std::memory_order_relaxed);
+  remove_reporter();
   if (handle) {
     try {
       at::removeCallback(*handle);
@@ -172,4 +294,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Whether the callback is registered.");
   m.def("torch_has_callbacks", [] { return at::hasGlobalCallbacks(); },
         "Whether PyTorch has any global RecordFunction callback registered.");
+  m.def("remove_reporter", [] { return remove_reporter(); },
+        "Takes omniprof's allocator reporter out of this thread's debug info (before a "
+        "torch.profiler session starts here); False when it could not.");
+  m.def("reporter_installed",
+        [] {
+          return c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) ==
+                 reporter().get();
+        },
+        "Whether this thread's allocator reports go to omniprof's reporter.");
 }
