@@ -253,6 +253,7 @@ fn profile(args: &DemoArgs, config: Config) -> DemoResult<()> {
         let report = ReportOptions {
             sort_by: Some(SortKey::SelfDeviceTimeTotal),
             row_limit: Some(15),
+            ..Default::default()
         };
         write!(say, "\n{}", averages.table(&report))?;
     }

@@ -25,7 +25,8 @@ pub struct DiffArgs {
     pub trace: PathBuf,
     /// Sort by the change of this column, largest increase first (the summary's keys:
     /// self_cpu_time_total, cpu_time_total, cpu_time, self_device_time_total,
-    /// device_time_total, device_time, count). Default: self CPU plus self device time.
+    /// device_time_total, device_time, count, the memory usages, flops). Default: self CPU
+    /// plus self device time.
     #[arg(long, value_name = "KEY")]
     pub sort_by: Option<SortKey>,
     /// Print at most N rows; -1 for all.

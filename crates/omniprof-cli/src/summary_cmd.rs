@@ -1,5 +1,7 @@
 //! `omniprof summary TRACE`: PyTorch's `key_averages().table()` for any Kineto trace file,
-//! plain or gzip, streamed: only what the op trees need is kept, never the trace. An event or
+//! plain or gzip, streamed: only what the op trees need is kept, never the trace. A trace
+//! with memory records (`profile_memory`) or `flops` args (`with_flops`) gets PyTorch's
+//! memory and FLOPs columns. An event or
 //! a header past `--max-event-mb` / `--max-header-mb` stops the read at its offset, so memory
 //! is bounded by those limits and the read windows, whatever the file holds. With
 //! `--metrics`, the per-kernel hardware metrics instead (a scope-profiler trace of omniprof,
@@ -31,8 +33,9 @@ pub struct SummaryArgs {
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
     /// Sort rows by this column, descending: cpu_time_total, self_cpu_time_total, cpu_time,
-    /// device_time_total, self_device_time_total, device_time (cuda / xpu / privateuse1 in
-    /// place of device also work), count. Default: order of first appearance.
+    /// device_time_total, self_device_time_total, device_time, count, cpu_memory_usage,
+    /// self_cpu_memory_usage, device_memory_usage, self_device_memory_usage (cuda / xpu /
+    /// privateuse1 in place of device also work), flops. Default: order of first appearance.
     #[arg(long, value_name = "KEY")]
     pub sort_by: Option<SortKey>,
     /// Print at most N rows; -1 for all (as PyTorch's `row_limit`).
@@ -125,6 +128,7 @@ pub fn run(args: &SummaryArgs) -> ExitCode {
         let options = ReportOptions {
             sort_by: args.sort_by,
             row_limit: args.row_limit.0,
+            ..Default::default()
         };
         let text = match args.format {
             Format::Table => summary.table(&options),
@@ -206,7 +210,7 @@ pub fn key_averages_of(
 ) -> (KeyAverages, Result<ReadStats, ReadError>) {
     let mut builder = KeyAveragesBuilder::new(KeyAveragesOptions {
         group_by_input_shapes: group_by_shapes,
-        device_name: None,
+        ..Default::default()
     });
     if path.as_os_str() == "-" {
         let stats = builder

@@ -518,3 +518,44 @@ fn an_output_extension_that_names_no_format_is_refused_before_the_work() {
     assert!(text(&out.stdout).is_empty(), "nothing ran");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// A file of PyTorch's reference data (`crates/omniprof-trace/tests/data`).
+fn pytorch_data(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../omniprof-trace/tests/data")
+        .join(name)
+}
+
+#[test]
+fn summary_prints_pytorchs_memory_and_flops_columns_sorted_by_flops() {
+    let trace = pytorch_data("pytorch-2.15-cpu-memory-trace.json");
+    let out = run(
+        &["summary", trace.to_str().unwrap(), "--sort-by", "flops"],
+        "",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let expected =
+        std::fs::read_to_string(pytorch_data("pytorch-2.15-cpu-memory-table-flops.txt")).unwrap();
+    assert_eq!(text(&out.stdout), expected);
+    let out = run(
+        &[
+            "summary",
+            trace.to_str().unwrap(),
+            "--sort-by",
+            "self_cuda_memory_usage",
+            "--format",
+            "csv",
+            "--row-limit",
+            "1",
+        ],
+        "",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).ends_with(
+            ",self_device_memory_usage,flops\naten::randn,4,31.055,117.586,29.397,0.000,0.000,0.000,false,false,65536,0,0,0,0\n"
+        ),
+        "{}",
+        text(&out.stdout)
+    );
+}

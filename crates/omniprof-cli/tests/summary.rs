@@ -103,9 +103,10 @@ fn csv_and_json_formats() {
     assert_eq!(
         csv,
         "name,count,self_cpu_time_total_us,cpu_time_total_us,cpu_time_avg_us,\
-         self_device_time_total_us,device_time_total_us,device_time_avg_us,on_device,user_annotation\n\
-         aten::mm,3,65162.397,65168.911,21722.970,0.000,0.000,0.000,false,false\n\
-         aten::clamp_min,3,31928.754,31928.754,10642.918,0.000,0.000,0.000,false,false\n"
+         self_device_time_total_us,device_time_total_us,device_time_avg_us,on_device,user_annotation,\
+         cpu_memory_usage,self_cpu_memory_usage,device_memory_usage,self_device_memory_usage,flops\n\
+         aten::mm,3,65162.397,65168.911,21722.970,0.000,0.000,0.000,false,false,0,0,0,0,0\n\
+         aten::clamp_min,3,31928.754,31928.754,10642.918,0.000,0.000,0.000,false,false,0,0,0,0,0\n"
     );
     let json = ok(
         &reference_trace(),
@@ -120,7 +121,9 @@ fn csv_and_json_formats() {
             "self_cpu_time_total_us": 602.183, "cpu_time_total_us": 127392.143,
             "cpu_time_avg_us": 127392.143, "self_device_time_total_us": 0.0,
             "device_time_total_us": 0.0, "device_time_avg_us": 0.0,
-            "on_device": false, "user_annotation": true
+            "on_device": false, "user_annotation": true,
+            "cpu_memory_usage": 0, "self_cpu_memory_usage": 0, "device_memory_usage": 0,
+            "self_device_memory_usage": 0, "flops": 0
         }])
     );
 }
@@ -213,7 +216,7 @@ fn an_empty_trace_prints_nothing_and_says_so() {
 
 #[test]
 fn bad_arguments_and_missing_files() {
-    let out = summary(&reference_trace(), &["--sort-by", "flops"]);
+    let out = summary(&reference_trace(), &["--sort-by", "memory"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("self_cpu_time_total"));
     let out = summary(Path::new("/nonexistent/trace.json"), &[]);

@@ -28,6 +28,33 @@ pub mod arg {
     pub const FINISHED: &str = "finished";
     /// The number of ops in a span (the `Trace` events on the `Spans` row).
     pub const OP_COUNT: &str = "Op count";
+    /// The floating-point operations an op performed (PyTorch's `with_flops`).
+    pub const FLOPS: &str = "flops";
+    /// On a [`[memory]`](super::name::MEMORY) record: the bytes allocated (positive) or
+    /// freed (negative).
+    pub const BYTES: &str = "Bytes";
+    /// On a memory record: the bytes the allocator held allocated after it.
+    pub const TOTAL_ALLOCATED: &str = "Total Allocated";
+    /// On a memory record: the bytes the allocator held reserved after it.
+    pub const TOTAL_RESERVED: &str = "Total Reserved";
+    /// On a memory record: the address of the block.
+    pub const ADDR: &str = "Addr";
+    /// On a memory record: the memory's device, a `c10::DeviceType` integer (CPU 0, CUDA 1,
+    /// MKLDNN 2, IDEEP 5, HIP 6, XPU 12, PrivateUse1 20).
+    pub const DEVICE_TYPE: &str = "Device Type";
+    /// On a memory record: the device's index (-1 for the CPU).
+    pub const DEVICE_ID: &str = "Device Id";
+}
+
+/// Names of events with a meaning of their own.
+pub mod name {
+    /// An allocation or a free: an instant (`cpu_instant_event`) whose args are
+    /// [`Bytes`](super::arg::BYTES), [`Total Allocated`](super::arg::TOTAL_ALLOCATED),
+    /// [`Total Reserved`](super::arg::TOTAL_RESERVED), [`Addr`](super::arg::ADDR),
+    /// [`Device Type`](super::arg::DEVICE_TYPE) and [`Device Id`](super::arg::DEVICE_ID).
+    pub const MEMORY: &str = "[memory]";
+    /// An allocation that failed: an instant with the args of a [`MEMORY`] record.
+    pub const OUT_OF_MEMORY: &str = "[OutOfMemory]";
 }
 
 /// Keys of the trace header (the metadata beside `traceEvents`).
@@ -86,4 +113,8 @@ pub mod metadata {
     /// Host perf events (`PERF_EVENTS`) that could not be opened, each with the reason.
     pub const UNAVAILABLE_PERF_EVENTS: &str = "unavailable_perf_events";
     pub const STUB_ERROR_MESSAGES: &str = "stub_error_messages";
+    /// `1` when memory was profiled (PyTorch's `profile_memory=True`).
+    pub const PROFILE_MEMORY: &str = "profile_memory";
+    /// `1` when FLOPs were counted (PyTorch's `with_flops=True`).
+    pub const WITH_FLOPS: &str = "with_flops";
 }

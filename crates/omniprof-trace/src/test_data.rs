@@ -19,3 +19,18 @@ pub(crate) fn reference_table() -> String {
     let path = data_dir().join("pytorch-2.15-cpu-table.txt");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// The trace PyTorch 2.15 wrote for a CPU run with `profile_memory=True`,
+/// `with_flops=True` and `record_shapes=True` (by `tests/data/gen_pytorch_memory_trace.py`,
+/// which also added each op's `flops` arg: PyTorch's trace does not carry them).
+pub(crate) fn memory_trace() -> PathBuf {
+    data_dir().join("pytorch-2.15-cpu-memory-trace.json")
+}
+
+/// A table PyTorch printed for [`memory_trace`]: `table` is the file's name less
+/// `pytorch-2.15-cpu-memory-` and `.txt` (`table`, `table-top`, `table-flops`, `events`;
+/// see the generator for the arguments of each).
+pub(crate) fn memory_table(table: &str) -> String {
+    let path = data_dir().join(format!("pytorch-2.15-cpu-memory-{table}.txt"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}

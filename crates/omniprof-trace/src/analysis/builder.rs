@@ -5,12 +5,13 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 
 use super::events::{self, Role};
+use super::memory::{self, MemoryEvent, MemoryIndex, MemoryRecord};
 use super::tree::{self, relative_us, HostOp, OpTimes, PyTorchTimes};
 use super::{KeyAverages, Row};
 use crate::activity::{Activity, ActivityClass, ActivityType};
 use crate::hash::FastMap;
 use crate::import::{ArgFilter, TraceItem, TraceReader};
-use crate::keys::{arg, metadata};
+use crate::keys::{arg, metadata, name as event_name};
 use crate::trace::{Trace, Window};
 use crate::value::Value;
 
@@ -22,6 +23,20 @@ pub struct KeyAveragesOptions {
     pub group_by_input_shapes: bool,
     /// The device name for the device columns, overriding what the trace says.
     pub device_name: Option<String>,
+    /// Print the memory columns even when the trace holds no memory record (PyTorch's
+    /// `profile(profile_memory=True)` of a run that allocated nothing).
+    pub profile_memory: bool,
+    /// Print the FLOPs column whenever some row has FLOPs, even when no event carries a
+    /// `flops` arg (PyTorch's `profile(with_flops=True)`).
+    pub with_flops: bool,
+}
+
+/// The flags of an event's row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct GroupFlags {
+    pub on_device: bool,
+    pub legacy: bool,
+    pub user_annotation: bool,
 }
 
 /// What makes two events the same row (PyTorch's key, less the node id, which traces do not
@@ -48,10 +63,34 @@ struct Group {
     /// PyTorch's float sums of the events' totals, which its averages divide.
     cpu_total_us: f64,
     device_total_us: f64,
-    /// The earliest event, which places the row and says whether it is async.
+    cpu_memory: i64,
+    self_cpu_memory: i64,
+    device_memory: i64,
+    self_device_memory: i64,
+    flops: u64,
+    /// The earliest event, which places the row and says whether it is async and whether
+    /// it has a parent.
     first: (i64, Reverse<i64>, u64),
     first_async: bool,
+    first_has_parent: bool,
 }
+
+/// One event as the op trees and device rows report it: its place in PyTorch's order, its
+/// row, what it adds to the row, and its parent's `seq`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Emitted {
+    pub first: (i64, Reverse<i64>, u64),
+    pub key: u32,
+    pub times: OpTimes,
+    pub float: PyTorchTimes,
+    pub parent: Option<u64>,
+}
+
+/// `seq` of the `[memory]` events made of memory records outside every host event (plus
+/// the record's ordinal), and of `[OutOfMemory]` events: after every other event, as
+/// PyTorch appends them after the others before its stable sort.
+pub(super) const MEMORY_SEQ: u64 = 1 << 62;
+pub(super) const OUT_OF_MEMORY_SEQ: u64 = 1 << 63;
 
 /// Distinct strings, numbered in order of first use.
 #[derive(Default)]
@@ -74,7 +113,7 @@ impl Interner {
 }
 
 /// Builds [`KeyAverages`] from a trace delivered piece by piece, holding per host op only
-/// its interval, device time and row (56 bytes), and per device activity nothing but a sum:
+/// its interval, device time, memory usage and row (80 bytes), per `[memory]` record 24 bytes, and per device activity nothing but a sum:
 /// its duration goes to its row and to the host op it is linked to, by correlation id.
 ///
 /// ```
@@ -117,6 +156,18 @@ pub struct KeyAveragesBuilder {
     window: Option<Window>,
     metadata_device: Option<String>,
     runtime_device: Option<&'static str>,
+    /// `[memory]` records, sorted at the end.
+    memory_records: Vec<MemoryRecord>,
+    out_of_memory_count: u64,
+    /// Some event carried a `flops` arg, or the header said `with_flops`.
+    saw_flops: bool,
+    /// The trace held memory or out-of-memory records, or its header said
+    /// `profile_memory`.
+    memory_seen: bool,
+    /// The earliest span's start.
+    span_start_ns: Option<i64>,
+    /// When listing events ([`super::function_events`]): every device event reported.
+    pub(super) device_events: Option<Vec<Emitted>>,
 }
 
 impl KeyAveragesBuilder {
@@ -139,13 +190,52 @@ impl KeyAveragesBuilder {
             window: None,
             metadata_device: None,
             runtime_device: None,
+            memory_records: Vec::new(),
+            out_of_memory_count: 0,
+            saw_flops: false,
+            memory_seen: false,
+            span_start_ns: None,
+            device_events: None,
         }
+    }
+
+    /// Where host events' relative times count from: the start of the trace's first span
+    /// (`PyTorch Profiler (0)` opens where PyTorch's trace starts, which PyTorch's times count
+    /// from) when it is not after the first activity, else the first activity's start.
+    /// (Device work, timed as it streams in, counts from the first activity.)
+    pub(super) fn host_origin_ns(&self) -> i64 {
+        let first = self.origin_ns.unwrap_or(0);
+        match self.span_start_ns {
+            Some(span) if self.origin_ns.is_some() && span <= first => span,
+            _ => first,
+        }
+    }
+
+    /// The capture window, whose end unfinished ops run to.
+    pub(super) fn set_window(&mut self, window: Window) {
+        self.window = Some(window);
+    }
+
+    /// The `seq` the next summarized activity gets (its place in the input).
+    pub(super) fn next_seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// How many memory and out-of-memory records were added so far.
+    pub(super) fn memory_counts(&self) -> (usize, u64) {
+        (self.memory_records.len(), self.out_of_memory_count)
     }
 
     /// A reader that delivers only the args the summary reads, which makes reading several
     /// times faster.
     pub fn reader(&self) -> TraceReader {
-        let mut keys = vec![arg::FINISHED, arg::DEVICE_TIME_US];
+        let mut keys = vec![
+            arg::FINISHED,
+            arg::DEVICE_TIME_US,
+            arg::FLOPS,
+            arg::BYTES,
+            arg::DEVICE_TYPE,
+        ];
         if self.options.group_by_input_shapes {
             keys.push(arg::INPUT_DIMS);
         }
@@ -159,10 +249,18 @@ impl KeyAveragesBuilder {
         for (key, value) in &trace.metadata {
             self.add_metadata(key, value);
         }
+        for span in &trace.spans {
+            self.add_span_start(span.start_ns);
+        }
         for a in &trace.activities {
             self.add_activity(a);
         }
         self.window = Some(trace.window);
+    }
+
+    /// A span's start: the earliest is where host times count from ([`Self::host_origin_ns`]).
+    pub(super) fn add_span_start(&mut self, start_ns: i64) {
+        self.span_start_ns = Some(self.span_start_ns.map_or(start_ns, |s| s.min(start_ns)));
     }
 
     /// Adds one item from a streamed read ([`TraceReader::stream`]).
@@ -172,25 +270,35 @@ impl KeyAveragesBuilder {
             TraceItem::Metadata(key, value) => self.add_metadata(key, value),
             TraceItem::BaseTime(base) => self.rebase(*base),
             TraceItem::Window(window) => self.window = Some(*window),
+            TraceItem::Span(span) => self.add_span_start(span.start_ns),
             TraceItem::DeviceProperties(_)
             | TraceItem::Counter(..)
             | TraceItem::TraceName(_)
-            | TraceItem::Span(_)
             | TraceItem::Process(_)
             | TraceItem::Thread(_) => {}
         }
     }
 
-    /// Metadata `device_type` names the device (see [`KeyAverages::device_name`]).
+    /// Metadata `device_type` names the device (see [`KeyAverages::device_name`]);
+    /// `profile_memory` and `with_flops` (PyTorch writes `1`) turn on the memory and FLOPs
+    /// columns.
     pub fn add_metadata(&mut self, key: &str, value: &Value) {
-        if key == metadata::DEVICE_TYPE {
-            self.metadata_device = events::metadata_string(value);
+        let on = || matches!(value, Value::Bool(true)) || value.as_f64().is_some_and(|v| v != 0.0);
+        match key {
+            metadata::DEVICE_TYPE => self.metadata_device = events::metadata_string(value),
+            metadata::PROFILE_MEMORY => self.memory_seen |= on(),
+            metadata::WITH_FLOPS => self.saw_flops |= on(),
+            _ => {}
         }
     }
 
     /// Adds one activity: a host op to its thread, device work to its row and linked op;
     /// anything else is ignored.
     pub fn add_activity(&mut self, a: &Activity) {
+        if let Some(m) = memory::memory_event(a) {
+            self.add_memory(a, m);
+            return;
+        }
         let role = events::role(a.kind);
         if role == Role::Ignored {
             return;
@@ -211,8 +319,13 @@ impl KeyAveragesBuilder {
         } else {
             0
         };
+        let flops = events::flops(a);
+        if flops.is_some() {
+            self.saw_flops = true;
+        }
         if role == Role::Device {
-            self.add_device(a, name, shapes, seq, origin);
+            let key = self.add_device(a, name, shapes, seq, origin);
+            self.add_flops(key, flops);
             return;
         }
         let stub_ns = events::stub_device_ns(a);
@@ -223,6 +336,7 @@ impl KeyAveragesBuilder {
             legacy: stub_ns > 0,
             user_annotation: a.kind == ActivityType::UserAnnotation,
         });
+        self.add_flops(key, flops);
         // Only an op that is not itself linked to another (as runtime calls are) receives
         // the device work launched from it, as in PyTorch.
         let receives_device_work = a.linked_correlation.unwrap_or(0) == 0;
@@ -250,10 +364,73 @@ impl KeyAveragesBuilder {
                 legacy: stub_ns > 0,
                 unfinished: events::is_unfinished(a),
                 call,
+                out_of_memory: false,
+                cpu_memory: 0,
+                device_memory: 0,
             });
     }
 
-    fn add_device(&mut self, a: &Activity, name: u32, shapes: u32, seq: u64, origin: i64) {
+    fn add_flops(&mut self, key: u32, flops: Option<u64>) {
+        if let Some(f) = flops {
+            let g = &mut self.groups[key as usize];
+            g.flops = g.flops.saturating_add(f);
+        }
+    }
+
+    /// A `[memory]` record is kept for the end; an `[OutOfMemory]` record is a zero-length
+    /// host op of its thread with its own bytes as its usage (see [`super::memory`]).
+    fn add_memory(&mut self, a: &Activity, m: MemoryEvent) {
+        match m {
+            MemoryEvent::Record { bytes, kind } => {
+                let ordinal = self.memory_records.len() as u32;
+                self.memory_records.push(MemoryRecord {
+                    time_ns: a.start_ns,
+                    bytes,
+                    ordinal,
+                    kind,
+                });
+            }
+            MemoryEvent::OutOfMemory { bytes, kind } => {
+                let seq = OUT_OF_MEMORY_SEQ + self.out_of_memory_count;
+                self.out_of_memory_count += 1;
+                let name = self.names.id(event_name::OUT_OF_MEMORY);
+                let shapes = if self.options.group_by_input_shapes {
+                    self.shapes.id("[]")
+                } else {
+                    0
+                };
+                let key = self.group(GroupKey {
+                    name,
+                    shapes,
+                    on_device: false,
+                    legacy: false,
+                    user_annotation: false,
+                });
+                let (cpu_memory, device_memory) = kind.split(bytes);
+                self.threads
+                    .entry((a.device, a.resource))
+                    .or_default()
+                    .push(HostOp {
+                        start_ns: a.start_ns,
+                        end_ns: a.start_ns,
+                        device_ns: 0,
+                        device_us: 0.0,
+                        correlation: 0,
+                        seq,
+                        key,
+                        name,
+                        legacy: false,
+                        unfinished: false,
+                        call: false,
+                        out_of_memory: true,
+                        cpu_memory,
+                        device_memory,
+                    });
+            }
+        }
+    }
+
+    fn add_device(&mut self, a: &Activity, name: u32, shapes: u32, seq: u64, origin: i64) -> u32 {
         let duration = a.duration_ns();
         let end_ns = a.start_ns.saturating_add(duration);
         let duration_us = relative_us(end_ns, origin) - relative_us(a.start_ns, origin);
@@ -285,21 +462,25 @@ impl KeyAveragesBuilder {
             legacy: false,
             user_annotation,
         });
-        self.record(
+        let event = Emitted {
+            first: tree::order_key(a.start_ns, a.end_ns, seq),
             key,
-            tree::order_key(a.start_ns, a.end_ns, seq),
-            OpTimes {
-                self_cpu_ns: 0,
-                cpu_total_ns: 0,
+            times: OpTimes {
                 self_device_ns: duration,
                 device_total_ns: duration,
-                is_async: false,
+                ..OpTimes::default()
             },
-            PyTorchTimes {
+            float: PyTorchTimes {
                 cpu_total_us: 0.0,
                 device_total_us: duration_us,
             },
-        );
+            parent: None,
+        };
+        if let Some(events) = &mut self.device_events {
+            events.push(event);
+        }
+        self.record(&event);
+        key
     }
 
     /// The index of the row for `key`, created empty on first use.
@@ -315,20 +496,27 @@ impl KeyAveragesBuilder {
                 device_total_ns: 0,
                 cpu_total_us: 0.0,
                 device_total_us: 0.0,
+                cpu_memory: 0,
+                self_cpu_memory: 0,
+                device_memory: 0,
+                self_device_memory: 0,
+                flops: 0,
                 first: (i64::MAX, Reverse(i64::MIN), u64::MAX),
                 first_async: false,
+                first_has_parent: false,
             });
             (groups.len() - 1) as u32
         })
     }
 
-    fn record(
-        &mut self,
-        group: u32,
-        first: (i64, Reverse<i64>, u64),
-        times: OpTimes,
-        float: PyTorchTimes,
-    ) {
+    fn record(&mut self, event: &Emitted) {
+        let Emitted {
+            first,
+            key: group,
+            times,
+            float,
+            parent,
+        } = *event;
         let g = &mut self.groups[group as usize];
         g.cpu_total_us += float.cpu_total_us;
         g.device_total_us += float.device_total_us;
@@ -337,9 +525,16 @@ impl KeyAveragesBuilder {
         g.cpu_total_ns = g.cpu_total_ns.saturating_add(times.cpu_total_ns);
         g.self_device_ns = g.self_device_ns.saturating_add(times.self_device_ns);
         g.device_total_ns = g.device_total_ns.saturating_add(times.device_total_ns);
+        g.cpu_memory = g.cpu_memory.saturating_add(times.cpu_memory);
+        g.self_cpu_memory = g.self_cpu_memory.saturating_add(times.self_cpu_memory);
+        g.device_memory = g.device_memory.saturating_add(times.device_memory);
+        g.self_device_memory = g
+            .self_device_memory
+            .saturating_add(times.self_device_memory);
         if first < g.first {
             g.first = first;
             g.first_async = times.is_async;
+            g.first_has_parent = parent.is_some();
         }
     }
 
@@ -350,6 +545,9 @@ impl KeyAveragesBuilder {
         if let Some(origin) = &mut self.origin_ns {
             *origin = origin.saturating_add(shift);
         }
+        if let Some(span) = &mut self.span_start_ns {
+            *span = span.saturating_add(shift);
+        }
         for op in self.threads.values_mut().flatten() {
             op.start_ns = op.start_ns.saturating_add(shift);
             op.end_ns = op.end_ns.saturating_add(shift);
@@ -358,24 +556,40 @@ impl KeyAveragesBuilder {
             g.first.0 = g.first.0.saturating_add(shift);
             g.first.1 .0 = g.first.1 .0.saturating_add(shift);
         }
+        for r in &mut self.memory_records {
+            r.time_ns = r.time_ns.saturating_add(shift);
+        }
+        for e in self.device_events.iter_mut().flatten() {
+            e.first.0 = e.first.0.saturating_add(shift);
+            e.first.1 .0 = e.first.1 .0.saturating_add(shift);
+        }
     }
 
     /// Builds the op trees and the rows, in the order of each row's first event.
     pub fn finish(mut self) -> KeyAverages {
-        let window_end = self.window.map_or(i64::MIN, |w| w.end_ns);
-        let origin = self.origin_ns.unwrap_or(0);
+        let mut emitted = self.emit_host_events();
         // PyTorch adds events to their rows in the order it lists them (by start, longer
         // first); float sums depend on the order, so the ops are recorded in it.
+        emitted.sort_unstable_by_key(|e| e.first);
+        for event in &emitted {
+            self.record(event);
+        }
+        self.into_rows()
+    }
+
+    /// Links device time and memory to the host ops, builds the op trees and reports every
+    /// host event (the ops, then the `[memory]` events of records outside them), unsorted.
+    pub(super) fn emit_host_events(&mut self) -> Vec<Emitted> {
+        let window_end = self.window.map_or(i64::MIN, |w| w.end_ns);
+        let origin = self.host_origin_ns();
+        let mut memory = MemoryIndex::new(std::mem::take(&mut self.memory_records));
         let mut emitted = Vec::new();
-        for (_, mut ops) in std::mem::take(&mut self.threads) {
+        let mut threads: Vec<_> = std::mem::take(&mut self.threads).into_values().collect();
+        for ops in &mut threads {
             if !self.launched_device_ns.is_empty() {
-                tree::attribute_launches(
-                    &mut ops,
-                    &self.launched_device_ns,
-                    &self.launched_device_us,
-                );
+                tree::attribute_launches(ops, &self.launched_device_ns, &self.launched_device_us);
             }
-            for op in &mut ops {
+            for op in ops.iter_mut() {
                 if op.correlation != 0 && !op.call {
                     let linked = self.linked_device_ns.get(&op.correlation);
                     op.device_ns = op.device_ns.saturating_add(linked.copied().unwrap_or(0));
@@ -384,20 +598,89 @@ impl KeyAveragesBuilder {
                 if op.unfinished {
                     op.end_ns = op.end_ns.max(window_end);
                 }
+                if !op.out_of_memory && !memory.is_empty() {
+                    (op.cpu_memory, op.device_memory) = memory.attribute(op.start_ns, op.end_ns);
+                }
             }
-            tree::summarize_thread(&mut ops, origin, |op, times, float| {
-                let first = tree::order_key(op.start_ns, op.end_ns, op.seq);
-                emitted.push((first, op.key, times, float));
+        }
+        for ops in &mut threads {
+            tree::summarize_thread(ops, origin, |op, times, float, parent| {
+                emitted.push(Emitted {
+                    first: tree::order_key(op.start_ns, op.end_ns, op.seq),
+                    key: op.key,
+                    times,
+                    float,
+                    parent,
+                });
             });
         }
-        emitted.sort_unstable_by_key(|e| e.0);
-        for (first, key, times, float) in emitted {
-            self.record(key, first, times, float);
+        let uncovered = memory.uncovered();
+        if !uncovered.is_empty() {
+            let name = self.names.id(event_name::MEMORY);
+            let shapes = if self.options.group_by_input_shapes {
+                self.shapes.id("[]")
+            } else {
+                0
+            };
+            let key = self.group(GroupKey {
+                name,
+                shapes,
+                on_device: false,
+                legacy: false,
+                user_annotation: false,
+            });
+            for r in uncovered {
+                let (cpu_memory, device_memory) = r.kind.split(r.bytes);
+                emitted.push(Emitted {
+                    first: tree::order_key(r.time_ns, r.time_ns, MEMORY_SEQ + u64::from(r.ordinal)),
+                    key,
+                    times: OpTimes {
+                        cpu_memory,
+                        self_cpu_memory: cpu_memory,
+                        device_memory,
+                        self_device_memory: device_memory,
+                        ..OpTimes::default()
+                    },
+                    float: PyTorchTimes::default(),
+                    parent: None,
+                });
+            }
         }
-        self.into_rows()
+        self.memory_seen = self.memory_seen || !memory.is_empty() || self.out_of_memory_count > 0;
+        emitted
+    }
+
+    /// The device name (see [`KeyAverages::device_name`]), whether the memory and FLOPs
+    /// columns print, and the interned names and shapes.
+    pub(super) fn labels(&self) -> (String, bool, bool) {
+        let device_name = self
+            .options
+            .device_name
+            .clone()
+            .or_else(|| self.metadata_device.clone())
+            .unwrap_or_else(|| self.runtime_device.unwrap_or("cuda").to_string());
+        (
+            device_name,
+            self.options.profile_memory || self.memory_seen,
+            self.options.with_flops || self.saw_flops,
+        )
+    }
+
+    /// The name and flags of a row.
+    pub(super) fn key_strings(&self, key: u32) -> (Arc<str>, GroupFlags) {
+        let g = &self.groups[key as usize].key;
+        (
+            Arc::clone(&self.names.strings[g.name as usize]),
+            GroupFlags {
+                on_device: g.on_device,
+                legacy: g.legacy,
+                user_annotation: g.user_annotation,
+            },
+        )
     }
 
     fn into_rows(self) -> KeyAverages {
+        let (device_name, profile_memory, with_flops) = self.labels();
         let mut groups: Vec<Group> = self.groups.into_iter().filter(|g| g.count > 0).collect();
         groups.sort_by_key(|g| g.first);
         let by_shapes = self.options.group_by_input_shapes;
@@ -418,13 +701,19 @@ impl KeyAveragesBuilder {
                 is_legacy: g.key.legacy,
                 is_user_annotation: g.key.user_annotation,
                 is_async: g.first_async,
+                has_cpu_parent: g.first_has_parent,
+                cpu_memory_usage: g.cpu_memory,
+                self_cpu_memory_usage: g.self_cpu_memory,
+                device_memory_usage: g.device_memory,
+                self_device_memory_usage: g.self_device_memory,
+                flops: g.flops,
             })
             .collect();
-        let device_name = self
-            .options
-            .device_name
-            .or(self.metadata_device)
-            .unwrap_or_else(|| self.runtime_device.unwrap_or("cuda").to_string());
-        KeyAverages { rows, device_name }
+        KeyAverages {
+            rows,
+            device_name,
+            profile_memory,
+            with_flops,
+        }
     }
 }

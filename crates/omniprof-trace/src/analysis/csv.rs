@@ -1,12 +1,14 @@
 //! The rows as CSV (RFC 4180): a header line, then one line per row. Times are
 //! microseconds with three decimals (exact nanoseconds); averages are rounded to the same.
+//! Memory usages are bytes; `flops` is the rows' FLOPs (0 without).
 
 use std::fmt::Write;
 
 use super::{us, KeyAverages, ReportOptions};
 
 const TIME_COLUMNS: &str = "count,self_cpu_time_total_us,cpu_time_total_us,cpu_time_avg_us,\
-self_device_time_total_us,device_time_total_us,device_time_avg_us,on_device,user_annotation";
+self_device_time_total_us,device_time_total_us,device_time_avg_us,on_device,user_annotation,\
+cpu_memory_usage,self_cpu_memory_usage,device_memory_usage,self_device_memory_usage,flops";
 
 /// A field, quoted when it holds a comma, a quote or a line break (kernel names often do).
 pub(super) fn field(text: &str) -> String {
@@ -35,7 +37,7 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
         // Writing into a `String` cannot fail.
         let _ = writeln!(
             out,
-            ",{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{}",
+            ",{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{},{}",
             row.count,
             us(row.self_cpu_time_total_ns),
             us(row.cpu_time_total_ns),
@@ -45,6 +47,11 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
             row.device_time_avg_us(),
             row.on_device,
             row.is_user_annotation,
+            row.cpu_memory_usage,
+            row.self_cpu_memory_usage,
+            row.device_memory_usage,
+            row.self_device_memory_usage,
+            row.flops,
         );
     }
     out

@@ -90,6 +90,18 @@ pub(super) fn stub_device_ns(a: &Activity) -> i64 {
     }
 }
 
+/// The event's `flops` arg (PyTorch's `with_flops`), `None` when it has none; a negative
+/// or non-numeric count is 0.
+pub(super) fn flops(a: &Activity) -> Option<u64> {
+    a.arg(arg::FLOPS).map(|v| match v {
+        Value::UInt(n) => *n,
+        Value::Int(n) => u64::try_from(*n).unwrap_or(0),
+        // `as` saturates, and NaN becomes 0.
+        Value::Float(f) if *f > 0.0 => *f as u64,
+        _ => 0,
+    })
+}
+
 /// The op's `Input Dims` as Python prints the list (`[[256, 256], []]`), into `out`; `[]`
 /// when the op has none, as PyTorch reports for user ranges and device work.
 pub(super) fn write_input_shapes(a: &Activity, out: &mut String) {

@@ -2,8 +2,10 @@
 //! `{"device": "CUDA", "self_cpu_time_total_us": .., "self_device_time_total_us": ..,
 //! "rows": [{"name", ["input_shapes",] "count", "self_cpu_time_total_us",
 //! "cpu_time_total_us", "cpu_time_avg_us", "self_device_time_total_us",
-//! "device_time_total_us", "device_time_avg_us", "on_device", "user_annotation"}]}`.
-//! Times are microseconds; `input_shapes` is present when grouping by shapes.
+//! "device_time_total_us", "device_time_avg_us", "on_device", "user_annotation",
+//! "cpu_memory_usage", "self_cpu_memory_usage", "device_memory_usage",
+//! "self_device_memory_usage", "flops"}], "profile_memory", "with_flops"}`.
+//! Times are microseconds, memory bytes; `input_shapes` is present when grouping by shapes.
 
 use serde::Serialize;
 
@@ -14,6 +16,8 @@ struct Document<'a> {
     device: String,
     self_cpu_time_total_us: f64,
     self_device_time_total_us: f64,
+    profile_memory: bool,
+    with_flops: bool,
     rows: Vec<JsonRow<'a>>,
 }
 
@@ -31,6 +35,11 @@ struct JsonRow<'a> {
     device_time_avg_us: f64,
     on_device: bool,
     user_annotation: bool,
+    cpu_memory_usage: i64,
+    self_cpu_memory_usage: i64,
+    device_memory_usage: i64,
+    self_device_memory_usage: i64,
+    flops: u64,
 }
 
 impl<'a> From<&'a Row> for JsonRow<'a> {
@@ -47,6 +56,11 @@ impl<'a> From<&'a Row> for JsonRow<'a> {
             device_time_avg_us: row.device_time_avg_us(),
             on_device: row.on_device,
             user_annotation: row.is_user_annotation,
+            cpu_memory_usage: row.cpu_memory_usage,
+            self_cpu_memory_usage: row.self_cpu_memory_usage,
+            device_memory_usage: row.device_memory_usage,
+            self_device_memory_usage: row.self_device_memory_usage,
+            flops: row.flops,
         }
     }
 }
@@ -56,6 +70,8 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
         device: summary.device_label(),
         self_cpu_time_total_us: us(summary.self_cpu_time_total_ns()),
         self_device_time_total_us: us(summary.self_device_time_total_ns()),
+        profile_memory: summary.profile_memory,
+        with_flops: summary.with_flops,
         rows: summary
             .select(options)
             .into_iter()

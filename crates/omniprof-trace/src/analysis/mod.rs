@@ -47,7 +47,33 @@
 //!   legacy or not, user range or not, and with [`group_by_input_shapes`] by `Input Dims`;
 //!   PyTorch's bookkeeping names (`[memory]`, `aten::is_leaf`, ...) are dropped. Rows come in
 //!   the order of their first event (by start, longer first).
+//! - **Memory** (`profile_memory`): `[memory]` records count for the host events whose
+//!   interval holds them (inclusive at both ends, on any thread, as in PyTorch), records
+//!   outside every host event and `[OutOfMemory]` records become rows of their own; see
+//!   [`memory`](self#memory) below.
+//! - **FLOPs** (`with_flops`): a row's FLOPs are the sum of its events' `flops` args.
 //! - Instants, counters, Python functions and the other kinds are not summarized.
+//!   (PyTorch's own tree also nests Python functions, which a trace of ops rarely holds.)
+//!
+//! # Memory
+//!
+//! A trace's `[memory]` instants (args `Bytes`, `Total Allocated`, `Total Reserved`,
+//! `Addr`, `Device Type`, `Device Id`, as PyTorch writes them with `profile_memory=True`)
+//! give each host event its CPU and device memory usage, exactly as PyTorch computes them:
+//!
+//! - usage: the `Bytes` of the records whose time `t` satisfies `start <= t <= end`
+//!   (**both ends inclusive, and records of any thread**: PyTorch looks records up by time
+//!   alone), CPU memory for `Device Type` CPU / MKLDNN / IDEEP (0, 2, 5), device memory for
+//!   CUDA / HIP / XPU / PrivateUse1 (1, 6, 12, 20);
+//! - self usage: the usage less its children's in the op tree (after the collapse of
+//!   same-named only children); an async op's self usage is 0;
+//! - a record inside no host event becomes a `[memory]` event (one call, zero time, its
+//!   bytes as usage and self usage), and every `[OutOfMemory]` record an `[OutOfMemory]`
+//!   event, rows like any other.
+//!
+//! [`KeyAverages::profile_memory`] (any such record, or
+//! [`KeyAveragesOptions::profile_memory`]) adds the `CPU Mem` and `Self CPU Mem` columns,
+//! and the device ones when some row has self device memory.
 //!
 //! # The device name
 //!
@@ -67,8 +93,10 @@ mod csv;
 pub mod diff;
 mod events;
 pub mod flamegraph;
+mod function_events;
 mod grid;
 mod json;
+mod memory;
 pub mod metrics;
 mod table;
 mod tree;
@@ -78,6 +106,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 pub use builder::{KeyAveragesBuilder, KeyAveragesOptions};
+pub use function_events::{function_events, FunctionEvent, FunctionEvents};
 
 use crate::trace::Trace;
 
@@ -115,6 +144,18 @@ pub struct Row {
     pub is_user_annotation: bool,
     /// The row's first event was async (see the [module docs](self)).
     pub is_async: bool,
+    /// The row's first event has a parent in its op tree (PyTorch's `cpu_parent` of a
+    /// `FunctionEventAvg`, which takes its first event's): `top_level_events_only` leaves
+    /// the row out.
+    pub has_cpu_parent: bool,
+    /// Memory allocated during the row's events, in bytes (see the [module docs](self#memory)).
+    pub cpu_memory_usage: i64,
+    /// The same less what their children allocated.
+    pub self_cpu_memory_usage: i64,
+    pub device_memory_usage: i64,
+    pub self_device_memory_usage: i64,
+    /// The sum of the events' `flops` args (0 for an event without one).
+    pub flops: u64,
 }
 
 impl Row {
@@ -138,6 +179,11 @@ impl Row {
             SortKey::DeviceTimeTotal => us(self.device_time_total_ns),
             SortKey::SelfDeviceTimeTotal => us(self.self_device_time_total_ns),
             SortKey::Count => self.count as f64,
+            SortKey::CpuMemoryUsage => self.cpu_memory_usage as f64,
+            SortKey::SelfCpuMemoryUsage => self.self_cpu_memory_usage as f64,
+            SortKey::DeviceMemoryUsage => self.device_memory_usage as f64,
+            SortKey::SelfDeviceMemoryUsage => self.self_device_memory_usage as f64,
+            SortKey::Flops => self.flops as f64,
         }
     }
 }
@@ -153,6 +199,13 @@ pub struct KeyAverages {
     pub rows: Vec<Row>,
     /// The device, as named by the trace (`cuda`, `OpenReg`); see the [module docs](self).
     pub device_name: String,
+    /// Memory was profiled: the trace held `[memory]` or `[OutOfMemory]` records, or
+    /// [`KeyAveragesOptions::profile_memory`] said so. The table adds the memory columns.
+    pub profile_memory: bool,
+    /// FLOPs were counted: some event carried a `flops` arg, or
+    /// [`KeyAveragesOptions::with_flops`] said so. The table adds the FLOPs column when
+    /// some row has FLOPs.
+    pub with_flops: bool,
 }
 
 impl KeyAverages {
@@ -189,16 +242,77 @@ impl KeyAverages {
         self.rows.iter().any(|r| r.self_device_time_total_ns > 0)
     }
 
-    /// The rows to print: sorted (stable, descending) and limited.
+    /// The rows to print: sorted (stable, descending), without the rows that have a parent
+    /// when [`top_level_events_only`](ReportOptions::top_level_events_only), and limited.
     pub fn select(&self, options: &ReportOptions) -> Vec<&Row> {
         let mut rows: Vec<&Row> = self.rows.iter().collect();
         if let Some(key) = options.sort_by {
             rows.sort_by(|a, b| b.sort_value(key).total_cmp(&a.sort_value(key)));
         }
+        if options.top_level_events_only {
+            rows.retain(|r| !r.has_cpu_parent);
+        }
         if let Some(limit) = options.row_limit {
             rows.truncate(limit);
         }
         rows
+    }
+
+    /// PyTorch's `total_average()`: one row named `Total` summing every row (counts,
+    /// times, memory, FLOPs). As in PyTorch, whose sum starts afresh from each row it adds,
+    /// the flags (`on_device`, `is_legacy`, `is_user_annotation`, `is_async`,
+    /// `has_cpu_parent`) and the input shapes are those of the last row. `None` when there
+    /// are no rows.
+    pub fn total_average(&self) -> Option<Row> {
+        let last = self.rows.last()?;
+        let mut total = Row {
+            name: Arc::from("Total"),
+            input_shapes: last.input_shapes.clone(),
+            count: 0,
+            self_cpu_time_total_ns: 0,
+            cpu_time_total_ns: 0,
+            self_device_time_total_ns: 0,
+            device_time_total_ns: 0,
+            cpu_time_total_us: 0.0,
+            device_time_total_us: 0.0,
+            on_device: last.on_device,
+            is_legacy: last.is_legacy,
+            is_user_annotation: last.is_user_annotation,
+            is_async: last.is_async,
+            has_cpu_parent: last.has_cpu_parent,
+            cpu_memory_usage: 0,
+            self_cpu_memory_usage: 0,
+            device_memory_usage: 0,
+            self_device_memory_usage: 0,
+            flops: 0,
+        };
+        for r in &self.rows {
+            total.count += r.count;
+            total.self_cpu_time_total_ns = total
+                .self_cpu_time_total_ns
+                .saturating_add(r.self_cpu_time_total_ns);
+            total.cpu_time_total_ns = total.cpu_time_total_ns.saturating_add(r.cpu_time_total_ns);
+            total.self_device_time_total_ns = total
+                .self_device_time_total_ns
+                .saturating_add(r.self_device_time_total_ns);
+            total.device_time_total_ns = total
+                .device_time_total_ns
+                .saturating_add(r.device_time_total_ns);
+            total.cpu_time_total_us += r.cpu_time_total_us;
+            total.device_time_total_us += r.device_time_total_us;
+            total.cpu_memory_usage = total.cpu_memory_usage.saturating_add(r.cpu_memory_usage);
+            total.self_cpu_memory_usage = total
+                .self_cpu_memory_usage
+                .saturating_add(r.self_cpu_memory_usage);
+            total.device_memory_usage = total
+                .device_memory_usage
+                .saturating_add(r.device_memory_usage);
+            total.self_device_memory_usage = total
+                .self_device_memory_usage
+                .saturating_add(r.self_device_memory_usage);
+            total.flops = total.flops.saturating_add(r.flops);
+        }
+        Some(total)
     }
 
     /// The text PyTorch's `key_averages().table(sort_by, row_limit)` prints for these rows,
@@ -218,13 +332,26 @@ impl KeyAverages {
     }
 }
 
-/// Which rows to print, and in which order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which rows to print, and how: PyTorch's `table()` parameters, with its defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReportOptions {
     /// `None` keeps the order of first events.
     pub sort_by: Option<SortKey>,
     /// At most this many rows; `None` for all. PyTorch's default is 100.
     pub row_limit: Option<usize>,
+    /// The widest the `Name` column gets (names of this width less 3 or more are cut and
+    /// end in `...`); `None` for no limit. PyTorch's default is 55.
+    pub max_name_column_width: Option<usize>,
+    /// The widest the `Input Shapes` column gets; `None` for no limit. Default 80.
+    pub max_shapes_column_width: Option<usize>,
+    /// PyTorch's width of the `Source Location` column (default 75). Accepted for
+    /// PyTorch's signature: traces carry no stacks the table prints, so it has no effect.
+    pub max_src_column_width: Option<usize>,
+    /// A line printed above the table, between two rules of `=` as wide as the table.
+    pub header: Option<String>,
+    /// Only the rows whose first event has no parent (PyTorch's `cpu_parent is None`);
+    /// the table says so above its header.
+    pub top_level_events_only: bool,
 }
 
 impl Default for ReportOptions {
@@ -232,19 +359,27 @@ impl Default for ReportOptions {
         Self {
             sort_by: None,
             row_limit: Some(100),
+            max_name_column_width: Some(55),
+            max_shapes_column_width: Some(80),
+            max_src_column_width: Some(75),
+            header: None,
+            top_level_events_only: false,
         }
     }
 }
 
 /// A column to sort rows by, descending. Parsed from PyTorch's `sort_by` names, in which
-/// `cuda`, `xpu` and `privateuse1` stand for `device` (`cuda_time_total`).
+/// `cuda`, `xpu` and `privateuse1` stand for `device` (`cuda_time_total`,
+/// `self_xpu_memory_usage`).
 ///
 /// ```
 /// use omniprof_trace::analysis::SortKey;
 ///
 /// assert_eq!("self_cuda_time_total".parse(), Ok(SortKey::SelfDeviceTimeTotal));
 /// assert_eq!("cpu_time".parse(), Ok(SortKey::CpuTime));
-/// assert!("flops".parse::<SortKey>().is_err());
+/// assert_eq!("cuda_memory_usage".parse(), Ok(SortKey::DeviceMemoryUsage));
+/// assert_eq!("flops".parse(), Ok(SortKey::Flops));
+/// assert!("memory".parse::<SortKey>().is_err());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SortKey {
@@ -257,10 +392,18 @@ pub enum SortKey {
     DeviceTimeTotal,
     SelfDeviceTimeTotal,
     Count,
+    /// Bytes of CPU memory allocated during the row's events.
+    CpuMemoryUsage,
+    SelfCpuMemoryUsage,
+    /// Bytes of device memory allocated during the row's events.
+    DeviceMemoryUsage,
+    SelfDeviceMemoryUsage,
+    /// The row's FLOPs.
+    Flops,
 }
 
 impl SortKey {
-    pub const ALL: [SortKey; 7] = [
+    pub const ALL: [SortKey; 12] = [
         Self::CpuTime,
         Self::CpuTimeTotal,
         Self::SelfCpuTimeTotal,
@@ -268,6 +411,11 @@ impl SortKey {
         Self::DeviceTimeTotal,
         Self::SelfDeviceTimeTotal,
         Self::Count,
+        Self::CpuMemoryUsage,
+        Self::SelfCpuMemoryUsage,
+        Self::DeviceMemoryUsage,
+        Self::SelfDeviceMemoryUsage,
+        Self::Flops,
     ];
 
     /// PyTorch's name (`self_cpu_time_total`).
@@ -280,6 +428,11 @@ impl SortKey {
             Self::DeviceTimeTotal => "device_time_total",
             Self::SelfDeviceTimeTotal => "self_device_time_total",
             Self::Count => "count",
+            Self::CpuMemoryUsage => "cpu_memory_usage",
+            Self::SelfCpuMemoryUsage => "self_cpu_memory_usage",
+            Self::DeviceMemoryUsage => "device_memory_usage",
+            Self::SelfDeviceMemoryUsage => "self_device_memory_usage",
+            Self::Flops => "flops",
         }
     }
 }
@@ -292,7 +445,7 @@ impl fmt::Display for SortKey {
 
 /// A `sort_by` name that is not a [`SortKey`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown sort key {0:?}; expected one of: cpu_time, cpu_time_total, self_cpu_time_total, device_time, device_time_total, self_device_time_total (or with cuda, xpu, privateuse1 for device), count")]
+#[error("unknown sort key {0:?}; expected one of: cpu_time, cpu_time_total, self_cpu_time_total, device_time, device_time_total, self_device_time_total, count, cpu_memory_usage, self_cpu_memory_usage, device_memory_usage, self_device_memory_usage (cuda, xpu or privateuse1 in place of device), flops")]
 pub struct UnknownSortKey(pub String);
 
 impl FromStr for SortKey {

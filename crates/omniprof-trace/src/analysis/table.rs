@@ -2,25 +2,35 @@
 //!
 //! - Columns: `Name`; `Self CPU %`, `Self CPU`, `CPU total %`, `CPU total`, `CPU time avg`;
 //!   when any row has self device time, `Self <DEV>`, `Self <DEV> %`, `<DEV> total`,
-//!   `<DEV> time avg`; `# of Calls`; when grouped by shapes, `Input Shapes` (also when no
+//!   `<DEV> time avg`; when memory was profiled ([`KeyAverages::profile_memory`]),
+//!   `CPU Mem`, `Self CPU Mem` and, when any row has self device memory > 0, `<DEV> Mem`,
+//!   `Self <DEV> Mem`; `# of Calls`; when grouped by shapes, `Input Shapes` (also when no
 //!   row has any, where PyTorch leaves the column out: the column of `[]`s says that the
-//!   trace has none, as the CSV's does). Every cell is right-aligned in its width and followed by two spaces.
-//! - Widths: 12, except `Name` (longest name of *all* rows + 4, at most 55) and
-//!   `Input Shapes` (longest + 4, at most 80). A name of 52 characters or more prints as
-//!   its first 52 and `...`; shapes are cut to the column width.
-//! - Lines: separator, header, separator, rows, separator (each ending with two spaces),
-//!   then `Self CPU time total: <t>` and, with device columns, `Self <DEV> time total: <t>`.
+//!   trace has none, as the CSV's does); with FLOPs ([`KeyAverages::with_flops`]) and a row
+//!   with FLOPs > 0, `Total <unit>FLOPs`, scaled by PyTorch's `auto_scale_flops` of the
+//!   smallest positive count (`%8.3f` cells, `--` for none). Every cell is right-aligned in
+//!   its width and followed by two spaces.
+//! - Widths: 12, except `Name` (longest name of *all* rows + 4, at most
+//!   `max_name_column_width`, 55) and `Input Shapes` (longest + 4, at most
+//!   `max_shapes_column_width`, 80). A name of the width less 3 or more prints as its first
+//!   width − 3 characters and `...`; shapes are cut to the column width.
+//! - Lines: with a [`header`](ReportOptions::header), a rule of `=` as wide as the table and
+//!   the header; with [`top_level_events_only`](ReportOptions::top_level_events_only), a rule
+//!   and `This report only display top-level ops statistics`; then separator, header,
+//!   separator, rows, separator (each ending with two spaces), then
+//!   `Self CPU time total: <t>` and, with device columns, `Self <DEV> time total: <t>`.
+//! - Memory: `_format_memory`: `%.2f` in GB, MB or KB (of 1024) from 1 of them, else
+//!   `<n> B`.
 //! - Times: `%.3f` in s, ms or us (from 1 s, from 1 ms, below). Percentages: `%.2f%%` of
 //!   the totals over all rows, `NaN` when that total is 0; async rows print `0` as
 //!   `CPU total %`.
 
 use std::fmt::Write;
 
+use super::memory::format_memory;
 use super::{us, KeyAverages, ReportOptions, Row};
 
 const COLUMN_WIDTH: usize = 12;
-const MAX_NAME_WIDTH: usize = 55;
-const MAX_SHAPES_WIDTH: usize = 80;
 /// The text after every cell.
 const SPACING: &str = "  ";
 
@@ -48,9 +58,31 @@ fn char_len(s: &str) -> usize {
     s.chars().count()
 }
 
-/// A name cut to fit the name column.
-fn fit_name(name: &str) -> String {
-    let keep = MAX_NAME_WIDTH - 3;
+/// PyTorch's `auto_scale_flops`: the factor FLOPs are multiplied by and the header's unit,
+/// chosen by the thousands in `flops` (at least 1; `PFLOPs` at most).
+pub(super) fn auto_scale_flops(flops: u64) -> (f64, &'static str) {
+    const UNITS: [&str; 6] = ["FLOPs", "KFLOPs", "MFLOPs", "GFLOPs", "TFLOPs", "PFLOPs"];
+    let log = ((flops as f64).log10() / 3.0)
+        .min((UNITS.len() - 1) as f64)
+        .max(0.0);
+    (10f64.powf(log.floor() * -3.0), UNITS[log as usize])
+}
+
+/// A FLOPs cell: `%8.3f` of the scaled count, `--` for none.
+pub(super) fn format_flops(flops: u64, scale: f64) -> String {
+    if flops == 0 {
+        "--".to_string()
+    } else {
+        format!("{:8.3}", flops as f64 * scale)
+    }
+}
+
+/// A name cut to fit the name column (`None`: no limit).
+fn fit_name(name: &str, max_width: Option<usize>) -> String {
+    let Some(max_width) = max_width else {
+        return name.to_string();
+    };
+    let keep = max_width.saturating_sub(3);
     if char_len(name) >= keep {
         let cut: String = name.chars().take(keep).collect();
         cut + "..."
@@ -72,19 +104,27 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
     let device = summary.device_label();
     let has_device = summary.has_device_time();
     let has_shapes = rows.iter().any(|r| shapes(r).is_some());
+    let has_device_memory = rows.iter().any(|r| r.self_device_memory_usage > 0);
+    let flops_scale = rows
+        .iter()
+        .map(|r| r.flops)
+        .filter(|&f| f > 0)
+        .min()
+        .filter(|_| summary.with_flops)
+        .map(auto_scale_flops);
 
     let name_width = rows
         .iter()
         .map(|r| char_len(&r.name) + 4)
         .max()
         .unwrap_or(0)
-        .min(MAX_NAME_WIDTH);
+        .min(options.max_name_column_width.unwrap_or(usize::MAX));
     let shapes_width = rows
         .iter()
         .map(|r| shapes(r).map_or(0, char_len) + 4)
         .max()
         .unwrap_or(0)
-        .min(MAX_SHAPES_WIDTH);
+        .min(options.max_shapes_column_width.unwrap_or(usize::MAX));
 
     let mut headers = vec![
         "Name".to_string(),
@@ -102,6 +142,12 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
             format!("{device} time avg"),
         ]);
     }
+    if summary.profile_memory {
+        headers.extend(["CPU Mem".to_string(), "Self CPU Mem".into()]);
+        if has_device_memory {
+            headers.extend([format!("{device} Mem"), format!("Self {device} Mem")]);
+        }
+    }
     headers.push("# of Calls".into());
     let mut widths = vec![COLUMN_WIDTH; headers.len()];
     widths[0] = name_width;
@@ -109,6 +155,11 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
         headers.push("Input Shapes".into());
         widths.push(shapes_width);
     }
+    if let Some((_, unit)) = flops_scale {
+        headers.push(format!("Total {unit}"));
+        widths.push(COLUMN_WIDTH);
+    }
+    let line_length = widths.iter().map(|w| w + SPACING.len()).sum::<usize>() - SPACING.len();
 
     let cpu_total = us(summary.self_cpu_time_total_ns());
     let device_total = us(summary.self_device_time_total_ns());
@@ -123,13 +174,23 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
     };
 
     let mut out = String::new();
+    if let Some(header) = &options.header {
+        let _ = writeln!(out, "{}\n{header}", "=".repeat(line_length));
+    }
+    if options.top_level_events_only {
+        let _ = writeln!(
+            out,
+            "{}\nThis report only display top-level ops statistics",
+            "=".repeat(line_length)
+        );
+    }
     for text in [separator.clone(), line(&headers), separator.clone()] {
         out.push_str(&text);
         out.push('\n');
     }
     for row in summary.select(options) {
         let mut cells = vec![
-            fit_name(&row.name),
+            fit_name(&row.name, options.max_name_column_width),
             format_share(us(row.self_cpu_time_total_ns), cpu_total),
             format_time(us(row.self_cpu_time_total_ns)),
             if row.is_async {
@@ -148,6 +209,18 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
                 format_time(row.device_time_avg_us()),
             ]);
         }
+        if summary.profile_memory {
+            cells.extend([
+                format_memory(row.cpu_memory_usage),
+                format_memory(row.self_cpu_memory_usage),
+            ]);
+            if has_device_memory {
+                cells.extend([
+                    format_memory(row.device_memory_usage),
+                    format_memory(row.self_device_memory_usage),
+                ]);
+            }
+        }
         cells.push(row.count.to_string());
         if has_shapes {
             cells.push(
@@ -157,6 +230,9 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
                     .take(shapes_width)
                     .collect(),
             );
+        }
+        if let Some((scale, _)) = flops_scale {
+            cells.push(format_flops(row.flops, scale));
         }
         out.push_str(&line(&cells));
         out.push('\n');
@@ -195,10 +271,16 @@ mod tests {
 
     #[test]
     fn long_names_are_cut_at_52_characters() {
+        let max = Some(55);
         let name = "n".repeat(60);
-        assert_eq!(fit_name(&name), format!("{}...", "n".repeat(52)));
-        assert_eq!(fit_name(&"n".repeat(52)).len(), 55);
-        assert_eq!(fit_name(&"n".repeat(51)), "n".repeat(51));
-        assert_eq!(fit_name(&"é".repeat(60)).chars().count(), 55);
+        assert_eq!(fit_name(&name, max), format!("{}...", "n".repeat(52)));
+        assert_eq!(fit_name(&"n".repeat(52), max).len(), 55);
+        assert_eq!(fit_name(&"n".repeat(51), max), "n".repeat(51));
+        assert_eq!(fit_name(&"é".repeat(60), max).chars().count(), 55);
+        assert_eq!(
+            fit_name(&"n".repeat(20), Some(20)),
+            format!("{}...", "n".repeat(17))
+        );
+        assert_eq!(fit_name(&name, None), name);
     }
 }

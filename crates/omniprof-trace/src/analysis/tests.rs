@@ -13,7 +13,11 @@ fn pytorch_trace() -> Trace {
 }
 
 fn options(sort_by: Option<SortKey>, row_limit: Option<usize>) -> ReportOptions {
-    ReportOptions { sort_by, row_limit }
+    ReportOptions {
+        sort_by,
+        row_limit,
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -497,11 +501,27 @@ fn sort_keys_parse_pytorchs_names_and_aliases() {
         ("self_privateuse1_time_total", SortKey::SelfDeviceTimeTotal),
         ("self_device_time_total", SortKey::SelfDeviceTimeTotal),
         ("count", SortKey::Count),
+        ("cpu_memory_usage", SortKey::CpuMemoryUsage),
+        ("self_cpu_memory_usage", SortKey::SelfCpuMemoryUsage),
+        ("device_memory_usage", SortKey::DeviceMemoryUsage),
+        ("cuda_memory_usage", SortKey::DeviceMemoryUsage),
+        ("self_xpu_memory_usage", SortKey::SelfDeviceMemoryUsage),
+        (
+            "self_privateuse1_memory_usage",
+            SortKey::SelfDeviceMemoryUsage,
+        ),
+        ("flops", SortKey::Flops),
     ] {
         assert_eq!(name.parse(), Ok(key), "{name}");
     }
-    let err = "cpu_memory_usage".parse::<SortKey>().unwrap_err();
-    assert!(err.to_string().contains("self_cpu_time_total"), "{err}");
+    let err = "memory".parse::<SortKey>().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown sort key \"memory\"; expected one of: cpu_time, cpu_time_total, \
+         self_cpu_time_total, device_time, device_time_total, self_device_time_total, count, \
+         cpu_memory_usage, self_cpu_memory_usage, device_memory_usage, \
+         self_device_memory_usage (cuda, xpu or privateuse1 in place of device), flops"
+    );
 }
 
 #[test]
@@ -538,15 +558,20 @@ fn csv_and_json_carry_every_row_field() {
     assert_eq!(
         csv,
         "name,count,self_cpu_time_total_us,cpu_time_total_us,cpu_time_avg_us,\
-         self_device_time_total_us,device_time_total_us,device_time_avg_us,on_device,user_annotation\n\
-         step,1,300.000,1000.000,1000.000,0.000,600.000,600.000,false,true\n\
-         mm,2,690.000,700.000,350.000,600.000,600.000,300.000,false,false\n"
+         self_device_time_total_us,device_time_total_us,device_time_avg_us,on_device,user_annotation,\
+         cpu_memory_usage,self_cpu_memory_usage,device_memory_usage,self_device_memory_usage,flops\n\
+         step,1,300.000,1000.000,1000.000,0.000,600.000,600.000,false,true,0,0,0,0,0\n\
+         mm,2,690.000,700.000,350.000,600.000,600.000,300.000,false,false,0,0,0,0,0\n"
     );
     let json: serde_json::Value =
         serde_json::from_str(&summary.json(&options(None, None))).unwrap();
     assert_eq!(json["device"], "CUDA");
     assert_eq!(json["self_cpu_time_total_us"], 1000.0);
     assert_eq!(json["self_device_time_total_us"], 600.0);
+    assert_eq!(
+        (&json["profile_memory"], &json["with_flops"]),
+        (&false.into(), &false.into())
+    );
     let rows = json["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 6);
     assert_eq!(
@@ -555,7 +580,9 @@ fn csv_and_json_carry_every_row_field() {
             "name": "mm", "count": 2, "self_cpu_time_total_us": 690.0,
             "cpu_time_total_us": 700.0, "cpu_time_avg_us": 350.0,
             "self_device_time_total_us": 600.0, "device_time_total_us": 600.0,
-            "device_time_avg_us": 300.0, "on_device": false, "user_annotation": false
+            "device_time_avg_us": 300.0, "on_device": false, "user_annotation": false,
+            "cpu_memory_usage": 0, "self_cpu_memory_usage": 0, "device_memory_usage": 0,
+            "self_device_memory_usage": 0, "flops": 0
         })
     );
     let by_shapes = KeyAveragesOptions {
@@ -675,4 +702,57 @@ proptest::proptest! {
 
 fn options_for(key: SortKey) -> ReportOptions {
     options(Some(key), Some(5))
+}
+
+fn memory_trace() -> Trace {
+    TraceReader::new()
+        .read_path(crate::test_data::memory_trace())
+        .into_trace()
+        .unwrap()
+}
+
+#[test]
+fn the_pytorch_memory_trace_prints_pytorchs_memory_and_flops_columns() {
+    let summary = key_averages(&memory_trace(), &Default::default());
+    assert!(summary.profile_memory && summary.with_flops);
+    let table = summary.table(&Default::default());
+    assert_eq!(
+        table,
+        crate::test_data::memory_table("table"),
+        "got:\n{table}"
+    );
+    let table = summary.table(&options(Some(SortKey::Flops), Some(100)));
+    assert_eq!(
+        table,
+        crate::test_data::memory_table("table-flops"),
+        "got:\n{table}"
+    );
+}
+
+#[test]
+fn a_header_and_top_level_rows_print_as_in_pytorch() {
+    let summary = key_averages(&memory_trace(), &Default::default());
+    let table = summary.table(&ReportOptions {
+        sort_by: Some(SortKey::SelfCpuMemoryUsage),
+        row_limit: Some(8),
+        header: Some("HEAD".into()),
+        top_level_events_only: true,
+        ..Default::default()
+    });
+    assert_eq!(
+        table,
+        crate::test_data::memory_table("table-top"),
+        "got:\n{table}"
+    );
+}
+
+#[test]
+fn the_pytorch_memory_trace_lists_pytorchs_events() {
+    let events = function_events(&memory_trace(), &Default::default());
+    let table = events.table(&Default::default());
+    assert_eq!(
+        table,
+        crate::test_data::memory_table("events"),
+        "got:\n{table}"
+    );
 }

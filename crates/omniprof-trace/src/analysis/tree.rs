@@ -10,7 +10,7 @@ use std::cmp::Reverse;
 /// No parent.
 const ROOT: u32 = u32::MAX;
 
-/// A host op as the summary keeps it: 64 bytes, whatever the event carried.
+/// A host op as the summary keeps it: 80 bytes, whatever the event carried.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct HostOp {
     pub start_ns: i64,
@@ -34,6 +34,11 @@ pub(super) struct HostOp {
     /// A runtime or driver call: it receives no device work; work that names its runtime
     /// correlation but no host op goes to the op enclosing it ([`attribute_launches`]).
     pub call: bool,
+    /// An `[OutOfMemory]` record: its memory usage is its own, not the records around it.
+    pub out_of_memory: bool,
+    /// The CPU and device memory allocated during the op (see [`super::memory`]).
+    pub cpu_memory: i64,
+    pub device_memory: i64,
 }
 
 /// What one op adds to its row.
@@ -45,6 +50,11 @@ pub(super) struct OpTimes {
     pub device_total_ns: i64,
     /// Partially overlaps an op on its thread: outside the tree (see [`summarize_thread`]).
     pub is_async: bool,
+    /// Memory usage (see [`super::memory`]), in bytes.
+    pub cpu_memory: i64,
+    pub self_cpu_memory: i64,
+    pub device_memory: i64,
+    pub self_device_memory: i64,
 }
 
 /// An op's totals as PyTorch computes them, in float microseconds: CPU total = end − start
@@ -104,7 +114,7 @@ pub(super) fn attribute_launches(
 }
 
 /// Nests the ops of one thread, collapses same-named single children and reports each
-/// remaining op with its times to `emit` (in no particular order).
+/// remaining op with its times and its parent's `seq` to `emit` (in no particular order).
 ///
 /// - An op is the child of the innermost op that contains it (`[start, end]` inside the
 ///   parent's; an op starting exactly at the parent's end is not inside).
@@ -117,11 +127,12 @@ pub(super) fn attribute_launches(
 ///   does: a stub record of the parent already spans the child's).
 /// - CPU total = end − start; self CPU = total − children's totals. Device total = own
 ///   device time + children's device totals (own only for legacy ops); self device = device
-///   total − children's device totals.
+///   total − children's device totals. Self memory = memory − children's memory (0 for
+///   async ops).
 pub(super) fn summarize_thread(
     ops: &mut [HostOp],
     origin_ns: i64,
-    mut emit: impl FnMut(&HostOp, OpTimes, PyTorchTimes),
+    mut emit: impl FnMut(&HostOp, OpTimes, PyTorchTimes, Option<u64>),
 ) {
     ops.sort_unstable_by_key(|op| order_key(op.start_ns, op.end_ns, op.seq));
     let n = ops.len();
@@ -174,6 +185,8 @@ pub(super) fn summarize_thread(
     let mut child_cpu = vec![0i64; n];
     let mut child_device = vec![0i64; n];
     let mut child_device_us = vec![0f64; n];
+    let mut child_cpu_memory = vec![0i64; n];
+    let mut child_device_memory = vec![0i64; n];
     for i in (0..n).rev() {
         if removed[i] {
             continue;
@@ -190,11 +203,16 @@ pub(super) fn summarize_thread(
                     self_device_ns: op.device_ns,
                     device_total_ns: op.device_ns,
                     is_async: true,
+                    cpu_memory: op.cpu_memory,
+                    self_cpu_memory: 0,
+                    device_memory: op.device_memory,
+                    self_device_memory: 0,
                 },
                 PyTorchTimes {
                     cpu_total_us,
                     device_total_us: op.device_us,
                 },
+                None,
             );
             continue;
         }
@@ -214,6 +232,8 @@ pub(super) fn summarize_thread(
             child_cpu[p] = child_cpu[p].saturating_add(cpu_total_ns);
             child_device[p] = child_device[p].saturating_add(device_total_ns);
             child_device_us[p] += device_total_us;
+            child_cpu_memory[p] = child_cpu_memory[p].saturating_add(op.cpu_memory);
+            child_device_memory[p] = child_device_memory[p].saturating_add(op.device_memory);
         }
         emit(
             op,
@@ -223,11 +243,16 @@ pub(super) fn summarize_thread(
                 self_device_ns: device_total_ns - children_device,
                 device_total_ns,
                 is_async: false,
+                cpu_memory: op.cpu_memory,
+                self_cpu_memory: op.cpu_memory.saturating_sub(child_cpu_memory[i]),
+                device_memory: op.device_memory,
+                self_device_memory: op.device_memory.saturating_sub(child_device_memory[i]),
             },
             PyTorchTimes {
                 cpu_total_us,
                 device_total_us,
             },
+            (p != ROOT).then(|| ops[p as usize].seq),
         );
     }
 }
@@ -249,6 +274,9 @@ mod tests {
             legacy: false,
             unfinished: false,
             call: false,
+            out_of_memory: false,
+            cpu_memory: 0,
+            device_memory: 0,
         }
     }
 
@@ -258,7 +286,7 @@ mod tests {
             op.seq = i as u64;
         }
         let mut out = Vec::new();
-        summarize_thread(ops, 0, |op, t, _| out.push(((op.name, op.start_ns), t)));
+        summarize_thread(ops, 0, |op, t, _, _| out.push(((op.name, op.start_ns), t)));
         out.sort_by_key(|(k, _)| *k);
         out
     }
@@ -269,7 +297,7 @@ mod tests {
             cpu_total_ns: total,
             self_device_ns: self_dev,
             device_total_ns: dev,
-            is_async: false,
+            ..OpTimes::default()
         }
     }
 
@@ -307,6 +335,7 @@ mod tests {
                 self_device_ns: 3,
                 device_total_ns: 3,
                 is_async: true,
+                ..OpTimes::default()
             }
         );
         assert_eq!(out[2].1, times(10, 10, 4, 4));
