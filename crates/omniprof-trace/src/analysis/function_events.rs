@@ -151,8 +151,12 @@ impl FunctionEvents {
     }
 }
 
-/// The events of a trace as PyTorch's `_parse_kineto_results` makes them (see the
-/// [module docs](self)); `options` as for [`key_averages`](super::key_averages)
+/// The events of a trace as PyTorch's `_parse_kineto_results` makes them: every host op,
+/// device activity, `[memory]` event (a memory record outside every host event) and
+/// `[OutOfMemory]` event, in PyTorch's order (by start, longer first, then input order,
+/// memory events last), with the numbers [`key_averages`](super::key_averages) sums
+/// (both come from the same op trees); `options` as for
+/// [`key_averages`](super::key_averages)
 /// (`group_by_input_shapes` has no effect: every event has its shapes).
 pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionEvents {
     let mut builder = KeyAveragesBuilder::new(options.clone());

@@ -756,3 +756,356 @@ fn the_pytorch_memory_trace_lists_pytorchs_events() {
         "got:\n{table}"
     );
 }
+
+/// A `[memory]` record on thread `tid` at `t_us`: `bytes` of `device_type` memory.
+fn mem(tid: i64, t_us: i64, bytes: i64, device_type: i64) -> Activity {
+    let mut a = Activity::new(
+        ActivityType::CpuInstantEvent,
+        crate::keys::name::MEMORY,
+        1,
+        tid,
+        t_us * 1000,
+        t_us * 1000,
+    );
+    a.args
+        .push((crate::keys::arg::BYTES.into(), Value::from(bytes)));
+    a.args.push((
+        crate::keys::arg::DEVICE_TYPE.into(),
+        Value::from(device_type),
+    ));
+    a
+}
+
+fn with_flops(mut a: Activity, flops: i64) -> Activity {
+    a.args
+        .push((crate::keys::arg::FLOPS.into(), Value::from(flops)));
+    a
+}
+
+/// (name, count, CPU memory, self CPU memory, device memory, self device memory) per row.
+fn memory_rows(summary: &KeyAverages) -> Vec<(&str, u64, i64, i64, i64, i64)> {
+    summary
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                &*r.name,
+                r.count,
+                r.cpu_memory_usage,
+                r.self_cpu_memory_usage,
+                r.device_memory_usage,
+                r.self_device_memory_usage,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn memory_records_count_for_an_op_at_both_ends_of_its_interval() {
+    // a [10, 20]: the records at 10 and 20 are its; those at 9 and 21 are nobody's.
+    let summary = key_averages(
+        &trace(vec![
+            op("a", 1, 10, 20),
+            mem(1, 10, 100, 0),
+            mem(1, 20, 200, 0),
+            mem(1, 21, 400, 0),
+            mem(1, 9, 800, 0),
+        ]),
+        &Default::default(),
+    );
+    assert!(summary.profile_memory);
+    assert_eq!(
+        memory_rows(&summary),
+        [("[memory]", 2, 1200, 1200, 0, 0), ("a", 1, 300, 300, 0, 0)]
+    );
+    let memory = &summary.rows[0];
+    assert_eq!(
+        (memory.cpu_time_total_ns, memory.self_cpu_time_total_ns),
+        (0, 0)
+    );
+}
+
+#[test]
+fn memory_records_of_another_thread_count_for_the_op_as_in_pytorch() {
+    let summary = key_averages(
+        &trace(vec![op("a", 1, 10, 20), mem(2, 15, 64, 1)]),
+        &Default::default(),
+    );
+    assert_eq!(memory_rows(&summary), [("a", 1, 0, 0, 64, 64)]);
+}
+
+#[test]
+fn self_memory_is_the_ops_less_its_childrens_and_async_ops_have_none() {
+    // p [0, 100] ⊃ c [10, 20]; q [90, 150] starts in p and ends after it (async).
+    let summary = key_averages(
+        &trace(vec![
+            op("p", 1, 0, 100),
+            op("c", 1, 10, 20),
+            op("q", 1, 90, 150),
+            mem(1, 5, 1, 0),
+            mem(1, 15, 2, 0),
+            mem(1, 15, 4, 1),
+            mem(1, 50, -8, 2),
+            mem(1, 120, 16, 5),
+            mem(1, 130, 32, 7),
+        ]),
+        &Default::default(),
+    );
+    assert_eq!(
+        memory_rows(&summary),
+        [
+            ("p", 1, -5, -7, 4, 0),
+            ("c", 1, 2, 2, 4, 4),
+            ("q", 1, 16, 0, 0, 0),
+        ]
+    );
+}
+
+#[test]
+fn out_of_memory_records_are_rows_and_children_of_the_op_around_them() {
+    let mut oom = mem(1, 15, 64, 1);
+    oom.name = crate::keys::name::OUT_OF_MEMORY.into();
+    let summary = key_averages(&trace(vec![op("a", 1, 10, 20), oom]), &Default::default());
+    assert!(summary.profile_memory);
+    assert_eq!(
+        memory_rows(&summary),
+        [("a", 1, 0, 0, 0, -64), ("[OutOfMemory]", 1, 0, 0, 64, 64)]
+    );
+    assert!(summary.rows[1].has_cpu_parent);
+}
+
+#[test]
+fn flops_sum_per_row_and_turn_the_column_on() {
+    let summary = key_averages(
+        &trace(vec![
+            with_flops(op("mm", 1, 0, 10), 1000),
+            with_flops(op("mm", 1, 20, 30), 3000),
+            op("mm", 1, 40, 50),
+            op("add", 1, 60, 70),
+        ]),
+        &Default::default(),
+    );
+    assert!(summary.with_flops && !summary.profile_memory);
+    let flops: Vec<(&str, u64)> = summary.rows.iter().map(|r| (&*r.name, r.flops)).collect();
+    assert_eq!(flops, [("mm", 4000), ("add", 0)]);
+    let without = key_averages(&trace(vec![op("mm", 1, 0, 10)]), &Default::default());
+    assert!(!without.with_flops);
+}
+
+#[test]
+fn memory_and_flops_columns_print_as_pytorchs_build_table() {
+    // PyTorch 2.15's `_build_table` of the same events (EventList of FunctionEvents with
+    // these usages and FLOPs, use_device="cuda", profile_memory and with_flops on).
+    let summary = key_averages(
+        &trace(vec![
+            op("aten::empty", 1, 0, 10),
+            mem(1, 5, 1024, 0),
+            mem(1, 5, 2048, 1),
+            with_flops(op("aten::mm", 1, 20, 30), 4096),
+            mem(1, 25, -512, 1),
+            with_flops(op("aten::mm", 1, 40, 45), 2048),
+        ]),
+        &Default::default(),
+    );
+    let expected = "\
+---------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  
+           Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg       CPU Mem  Self CPU Mem      CUDA Mem  Self CUDA Mem    # of Calls  Total KFLOPs  
+---------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  
+    aten::empty        40.00%      10.000us        40.00%      10.000us      10.000us       1.00 KB       1.00 KB       2.00 KB       2.00 KB             1            --  
+       aten::mm        60.00%      15.000us        60.00%      15.000us       7.500us           0 B           0 B        -512 B        -512 B             2         6.144  
+---------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  
+Self CPU time total: 25.000us
+";
+    assert_eq!(summary.table(&Default::default()), expected);
+}
+
+#[test]
+fn memory_columns_can_be_forced_and_device_ones_need_self_device_memory() {
+    let options = KeyAveragesOptions {
+        profile_memory: true,
+        with_flops: true,
+        ..Default::default()
+    };
+    let summary = key_averages(&trace(vec![op("a", 1, 0, 10)]), &options);
+    assert!(summary.profile_memory && summary.with_flops);
+    let table = summary.table(&Default::default());
+    let header = table.lines().nth(1).unwrap();
+    assert!(
+        header.ends_with("   CPU Mem  Self CPU Mem    # of Calls  "),
+        "{table}"
+    );
+    assert!(
+        table.contains("         0 B           0 B             1  \n"),
+        "{table}"
+    );
+}
+
+#[test]
+fn memory_and_flops_format_as_pytorchs_functions() {
+    use super::memory::format_memory;
+    use super::table::{auto_scale_flops, format_flops};
+    // PyTorch 2.15's `_format_memory` of each.
+    for (bytes, text) in [
+        (0, "0 B"),
+        (4, "4 B"),
+        (-4, "-4 B"),
+        (1023, "1023 B"),
+        (1024, "1.00 KB"),
+        (-1024, "-1.00 KB"),
+        (1536, "1.50 KB"),
+        (1_048_575, "1024.00 KB"),
+        (1_048_576, "1.00 MB"),
+        (5 * (1 << 30) + 1, "5.00 GB"),
+        (-3 * (1 << 20), "-3.00 MB"),
+        (1 << 40, "1024.00 GB"),
+    ] {
+        assert_eq!(format_memory(bytes), text, "{bytes}");
+    }
+    // PyTorch's `auto_scale_flops(f)` and the cell `f"{f * scale:8.3f}"`.
+    for (flops, scale, unit, cell) in [
+        (1, 1.0, "FLOPs", "   1.000"),
+        (999, 1.0, "FLOPs", " 999.000"),
+        (1000, 0.001, "KFLOPs", "   1.000"),
+        (4096, 0.001, "KFLOPs", "   4.096"),
+        (524_288, 0.001, "KFLOPs", " 524.288"),
+        (1_000_000_000, 1e-9, "GFLOPs", "   1.000"),
+        (1 << 53, 1e-15, "PFLOPs", "   9.007"),
+        (1_000_000_000_000_000_000, 1e-15, "PFLOPs", "1000.000"),
+    ] {
+        assert_eq!(auto_scale_flops(flops), (scale, unit), "{flops}");
+        assert_eq!(format_flops(flops, scale), cell, "{flops}");
+    }
+    assert_eq!(format_flops(0, 1.0), "--");
+}
+
+#[test]
+fn total_average_sums_every_row_and_takes_the_last_rows_flags() {
+    let summary = key_averages(&memory_trace(), &Default::default());
+    let total = summary.total_average().unwrap();
+    // PyTorch 2.15's `key_averages().total_average()` of the same trace.
+    assert_eq!(&*total.name, "Total");
+    assert_eq!(total.count, 66);
+    assert_eq!(total.flops, 2_105_344);
+    assert_eq!(
+        (total.cpu_memory_usage, total.self_cpu_memory_usage),
+        (270_144, 0)
+    );
+    assert_eq!(
+        total.self_cpu_time_total_ns,
+        summary.self_cpu_time_total_ns()
+    );
+    // The last row, `aten::fill_`, is inside `aten::sum`.
+    let last = summary.rows.last().unwrap();
+    assert_eq!(&*last.name, "aten::fill_");
+    assert!(!total.is_async && total.has_cpu_parent);
+    assert_eq!(
+        key_averages(&trace(vec![]), &Default::default()).total_average(),
+        None
+    );
+}
+
+#[test]
+fn function_events_list_pytorchs_events_with_their_tree_and_memory() {
+    let mut step = op("ProfilerStep#7", 1, 0, 100);
+    step.kind = ActivityType::UserAnnotation;
+    step.correlation = 5;
+    let mut mm = with_flops(op("mm", 1, 10, 20), 64);
+    mm.correlation = 6;
+    mm.args.push((
+        crate::keys::arg::INPUT_DIMS.into(),
+        Value::from(vec![vec![2i64, 2]]),
+    ));
+    let events = function_events(
+        &trace(vec![
+            mem(1, 150, 8, 0),
+            step,
+            mm,
+            mem(1, 15, 32, 0),
+            mem(1, 120, -8, 0),
+        ]),
+        &Default::default(),
+    );
+    #[allow(clippy::type_complexity)]
+    let summary: Vec<(
+        u64,
+        &str,
+        &str,
+        f64,
+        f64,
+        i64,
+        i64,
+        Option<usize>,
+        Vec<usize>,
+    )> = events
+        .events
+        .iter()
+        .map(|e| {
+            (
+                e.id,
+                &*e.name,
+                &*e.trace_name,
+                e.start_us,
+                e.end_us,
+                e.cpu_memory_usage,
+                e.self_cpu_memory_usage,
+                e.parent,
+                e.children.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                5,
+                "ProfilerStep*",
+                "ProfilerStep#7",
+                0.0,
+                100.0,
+                32,
+                0,
+                None,
+                vec![1]
+            ),
+            (6, "mm", "mm", 10.0, 20.0, 32, 32, Some(0), vec![]),
+            (
+                8,
+                "[memory]",
+                "[memory]",
+                120.0,
+                120.0,
+                -8,
+                -8,
+                None,
+                vec![]
+            ),
+            (7, "[memory]", "[memory]", 150.0, 150.0, 8, 8, None, vec![]),
+        ]
+    );
+    assert_eq!(&*events.events[1].input_shapes, "[[2, 2]]");
+    assert_eq!(events.events[1].flops, 64);
+    assert!(events.events[0].is_user_annotation && !events.events[1].on_device);
+    assert!(events.profile_memory && events.with_flops);
+    let rows = events.as_rows();
+    assert_eq!(rows.rows.len(), 4);
+    assert_eq!(rows.rows[2].count, 1);
+}
+
+#[test]
+fn the_pytorch_memory_trace_prints_top_level_events_with_a_header() {
+    let events = function_events(&memory_trace(), &Default::default());
+    let table = events.table(&ReportOptions {
+        top_level_events_only: true,
+        row_limit: Some(3),
+        max_name_column_width: Some(10),
+        ..Default::default()
+    });
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines[1],
+        "This report only display top-level ops statistics"
+    );
+    assert_eq!(lines[0].len(), lines[2].len() - 2);
+    assert!(lines[5].starts_with("aten::r...  "), "{table}");
+    assert_eq!(lines.len(), 10);
+}
