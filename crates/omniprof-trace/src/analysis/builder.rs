@@ -148,8 +148,10 @@ pub struct KeyAveragesBuilder {
     /// The same two sums, summed as PyTorch sums them.
     linked_device_us: FastMap<u64, f64>,
     launched_device_us: FastMap<u64, f64>,
-    /// Where PyTorch's relative times count from: the first activity's start (PyTorch's
-    /// count from the profiler's start, which a trace file does not record).
+    /// The first summarized activity's start: where device work's relative times count
+    /// from, and host ops' when the trace has no span (PyTorch's count from the profiler's
+    /// start, which a PyTorch trace records as its `PyTorch Profiler (0)` span; see
+    /// [`Self::host_origin_ns`]).
     origin_ns: Option<i64>,
     seq: u64,
     base_ns: i64,
@@ -166,7 +168,7 @@ pub struct KeyAveragesBuilder {
     memory_seen: bool,
     /// The earliest span's start.
     span_start_ns: Option<i64>,
-    /// When listing events ([`super::function_events`]): every device event reported.
+    /// When listing events ([`super::function_events()`]): every device event reported.
     pub(super) device_events: Option<Vec<Emitted>>,
 }
 
