@@ -9,8 +9,9 @@
   torch.profiler does and any profiler that times ops must: the floor of a timing observer;
 - torch.profiler.profile and omniprof.profile, each recording host ops only;
 
-then one user range per iteration under each profiler's own record_function; then a small
-MLP's training steps under each.
+then one user range per iteration under each profiler's own record_function; then an
+allocation-heavy loop (each iteration allocates and frees a tensor) under each profiler with
+``profile_memory=True``; then a small MLP's training steps under each.
 
     python crates/omniprof-python/bench/overhead.py [--ops 100000] [--runs 15]
 
@@ -155,6 +156,16 @@ def range_loop(n: int, record_function: Callable[[str], ContextManager]) -> Call
     return lambda: timed(n, body)
 
 
+def alloc_loop(n: int) -> Callable[[], Cost]:
+    """`torch.empty(64)`, dropped at once: an op, an allocation and a free per iteration."""
+
+    def body() -> None:
+        for _ in range(n):
+            torch.empty(64)
+
+    return lambda: timed(n, body)
+
+
 def mlp_loop(steps: int) -> Callable[[], Cost]:
     """Training steps of a small MLP (three linear layers; forward, cross-entropy, backward,
     SGD step: 161 ops a step), which time per step."""
@@ -256,6 +267,29 @@ def main() -> None:
     print("one empty range per iteration, each under its own profiler")
     for name, cost in ranges.items():
         print(f"  {name:<32} {cost.wall:8.0f} ns/range (CPU {cost.cpu:.0f})")
+
+    torch_memory = lambda: torch_profile(activities=[ProfilerActivity.CPU], profile_memory=True)  # noqa: E731
+    ours_memory = lambda: omniprof.profile(  # noqa: E731
+        activities=[omniprof.ProfilerActivity.CPU], profile_memory=True
+    )
+    allocs = measure(
+        {
+            "no profiler": alloc_loop(args.ops),
+            "torch.profiler": under(torch_memory, alloc_loop(args.ops)),
+            "omniprof": under(ours_memory, alloc_loop(args.ops)),
+        },
+        args.runs,
+    )
+    print(f"torch.empty(64) allocated and freed, {args.ops} per run, profile_memory=True (wall time)")
+    base = allocs["no profiler"].wall
+    torch_added = allocs["torch.profiler"].wall - base
+    for name, cost in allocs.items():
+        added = cost.wall - base
+        print(f"  {name:<20} {cost.wall:8.0f} ns/iter added {added:+7.0f}")
+    print(
+        "  omniprof's added cost / torch.profiler's: "
+        f"{(allocs['omniprof'].wall - base) / torch_added:.2f} (target <= 0.33)"
+    )
 
     steps = max(args.ops // 500, 100)
     mlp = measure(

@@ -1,15 +1,17 @@
-//! A finished trace and its key averages, as Python objects.
+//! A finished trace, its key averages and its events, as Python objects.
 //!
 //! `KeyAverages.table` is [`omniprof::analysis::KeyAverages::table`], the one implementation
-//! the CLI's `omniprof summary` prints too, so the two are equal byte for byte.
+//! the CLI's `omniprof summary` prints too, so the two are equal byte for byte. `events()` is
+//! [`omniprof::analysis::function_events`], from the same op trees; its events are views into
+//! one shared list, so reading one costs nothing until an attribute is asked for.
 
 use std::sync::Arc;
 
-use omniprof::analysis::{self, KeyAveragesOptions, ReportOptions, SortKey};
+use omniprof::analysis::{self, FunctionEvents, KeyAveragesOptions, ReportOptions, Row, SortKey};
 use omniprof::export;
 use omniprof::keys::metadata;
 use omniprof::{Trace, Value};
-use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyIterator, PyList};
 
@@ -41,15 +43,39 @@ impl PyTrace {
             .map_err(profiler_error)
     }
 
-    #[pyo3(signature = (group_by_input_shape=false))]
-    fn key_averages(&self, py: Python<'_>, group_by_input_shape: bool) -> PyKeyAverages {
+    /// The rows; `profile_memory` and `with_flops` add PyTorch's memory and FLOPs columns to
+    /// the table even where no row has any (as PyTorch's table has them when asked for).
+    #[pyo3(signature = (group_by_input_shape=false, profile_memory=false, with_flops=false))]
+    fn key_averages(
+        &self,
+        py: Python<'_>,
+        group_by_input_shape: bool,
+        profile_memory: bool,
+        with_flops: bool,
+    ) -> PyKeyAverages {
         let options = KeyAveragesOptions {
             group_by_input_shapes: group_by_input_shape,
-            device_name: None,
+            profile_memory,
+            with_flops,
+            ..Default::default()
         };
         PyKeyAverages(Arc::new(
             py.detach(|| analysis::key_averages(&self.0, &options)),
         ))
+    }
+
+    /// PyTorch's `events()`: every event as a `FunctionEvent`, in PyTorch's order.
+    #[pyo3(signature = (profile_memory=false, with_flops=false))]
+    fn events(&self, py: Python<'_>, profile_memory: bool, with_flops: bool) -> PyEventList {
+        let options = KeyAveragesOptions {
+            profile_memory,
+            with_flops,
+            ..Default::default()
+        };
+        let events = py.detach(|| analysis::function_events(&self.0, &options));
+        PyEventList {
+            events: Arc::new(events),
+        }
     }
 
     /// The number of activities (host ranges, instants, device work) in the trace.
@@ -86,19 +112,55 @@ pub(crate) struct PyKeyAverages(Arc<analysis::KeyAverages>);
 
 #[pymethods]
 impl PyKeyAverages {
-    /// PyTorch's `table()`: `sort_by` is a row attribute name (`self_cpu_time_total`,
-    /// `cuda_time_total`, ...), `row_limit` -1 prints every row.
-    #[pyo3(signature = (sort_by=None, row_limit=100))]
-    fn table(&self, sort_by: Option<&str>, row_limit: i64) -> PyResult<String> {
-        let sort_by = sort_by
-            .map(str::parse::<SortKey>)
-            .transpose()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let options = ReportOptions {
+    /// PyTorch's `table()`, with its arguments (see [`report_options`]).
+    #[pyo3(signature = (
+        sort_by=None,
+        row_limit=Some(100),
+        max_src_column_width=75,
+        max_name_column_width=55,
+        max_shapes_column_width=80,
+        header=None,
+        top_level_events_only=false,
+        time_unit=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn table(
+        &self,
+        py: Python<'_>,
+        sort_by: Option<&str>,
+        row_limit: Option<i64>,
+        max_src_column_width: i64,
+        max_name_column_width: i64,
+        max_shapes_column_width: i64,
+        header: Option<String>,
+        top_level_events_only: bool,
+        time_unit: Option<&str>,
+    ) -> PyResult<String> {
+        let options = report_options(
+            py,
             sort_by,
-            row_limit: usize::try_from(row_limit).ok(),
-        };
+            row_limit,
+            [
+                max_src_column_width,
+                max_name_column_width,
+                max_shapes_column_width,
+            ],
+            header,
+            top_level_events_only,
+            time_unit,
+        )?;
         Ok(self.0.table(&options))
+    }
+
+    /// PyTorch's `total_average()`: every row summed into one named `Total`.
+    fn total_average(&self) -> PyRow {
+        PyRow(self.0.total_average().unwrap_or_else(empty_total))
+    }
+
+    /// Self CPU time of all rows (µs), as PyTorch's `self_cpu_time_total`.
+    #[getter]
+    fn self_cpu_time_total(&self) -> f64 {
+        us(self.0.self_cpu_time_total_ns())
     }
 
     fn __len__(&self) -> usize {
@@ -106,23 +168,12 @@ impl PyKeyAverages {
     }
 
     fn __getitem__(&self, index: isize) -> PyResult<PyRow> {
-        let len = self.0.rows.len() as isize;
-        let at = if index < 0 { index + len } else { index };
-        if !(0..len).contains(&at) {
-            return Err(PyIndexError::new_err("key averages index out of range"));
-        }
-        Ok(PyRow {
-            averages: self.0.clone(),
-            index: at as usize,
-        })
+        let at = position(index, self.0.rows.len(), "key averages")?;
+        Ok(PyRow(self.0.rows[at].clone()))
     }
 
     fn __iter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyIterator>> {
-        let this = slf.get();
-        let rows = (0..this.0.rows.len()).map(|index| PyRow {
-            averages: this.0.clone(),
-            index,
-        });
+        let rows = slf.get().0.rows.iter().cloned().map(PyRow);
         PyList::new(slf.py(), rows)?.try_iter()
     }
 
@@ -137,21 +188,83 @@ impl PyKeyAverages {
     }
 }
 
-/// One row (PyTorch's `FunctionEventAvg`); times are microseconds.
-#[pyclass(module = "omniprof._native", name = "KeyAverage", frozen)]
-pub(crate) struct PyRow {
-    averages: Arc<analysis::KeyAverages>,
-    index: usize,
+/// The options of PyTorch's `table()`: `sort_by` a row attribute name
+/// (`self_cpu_time_total`, `cuda_time_total`, `self_cpu_memory_usage`, `flops`, ...; another
+/// is a `ValueError` listing them), `row_limit` `None` or -1 for every row, the column widths
+/// (source, name, shapes), a `header` line, only top-level rows. `time_unit` is not
+/// supported yet: a warning says so and times keep their own units.
+fn report_options(
+    py: Python<'_>,
+    sort_by: Option<&str>,
+    row_limit: Option<i64>,
+    [src, name, shapes]: [i64; 3],
+    header: Option<String>,
+    top_level_events_only: bool,
+    time_unit: Option<&str>,
+) -> PyResult<ReportOptions> {
+    let sort_by = sort_by
+        .map(str::parse::<SortKey>)
+        .transpose()
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    if time_unit.is_some() {
+        PyErr::warn(
+            py,
+            &py.get_type::<PyRuntimeWarning>(),
+            c"omniprof does not support table(time_unit=...) yet; it is ignored",
+            1,
+        )?;
+    }
+    let width = |w: i64| usize::try_from(w).ok();
+    Ok(ReportOptions {
+        sort_by,
+        row_limit: row_limit.and_then(|n| usize::try_from(n).ok()),
+        max_src_column_width: width(src),
+        max_name_column_width: width(name),
+        max_shapes_column_width: width(shapes),
+        header,
+        top_level_events_only,
+    })
 }
 
+/// `index` (negative from the end) within `len` items, or an `IndexError`.
+fn position(index: isize, len: usize, what: &str) -> PyResult<usize> {
+    let len = len as isize;
+    let at = if index < 0 { index + len } else { index };
+    if !(0..len).contains(&at) {
+        return Err(PyIndexError::new_err(format!("{what} index out of range")));
+    }
+    Ok(at as usize)
+}
+
+/// The total of no rows.
+fn empty_total() -> Row {
+    Row {
+        name: Arc::from("Total"),
+        ..Row::default()
+    }
+}
+
+/// One row (PyTorch's `FunctionEventAvg`); times are microseconds.
+#[pyclass(module = "omniprof._native", name = "KeyAverage", frozen)]
+pub(crate) struct PyRow(Row);
+
 impl PyRow {
-    fn row(&self) -> &analysis::Row {
-        &self.averages.rows[self.index]
+    fn row(&self) -> &Row {
+        &self.0
     }
 }
 
 fn us(ns: i64) -> f64 {
     ns as f64 / 1000.0
+}
+
+/// Input shapes as the lists Python prints them as (`[[64, 64], []]`).
+fn shapes_list<'py>(py: Python<'py>, text: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
+    let Some(text) = text else {
+        return Ok(PyList::empty(py).into_any());
+    };
+    // The shapes are kept as Python prints them, which for lists of integers is JSON.
+    py.import("json")?.call_method1("loads", (text,))
 }
 
 #[pymethods]
@@ -201,11 +314,35 @@ impl PyRow {
     /// The input shapes when grouped by them (`[[64, 64], []]`), else an empty list.
     #[getter]
     fn input_shapes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let Some(text) = &self.row().input_shapes else {
-            return Ok(PyList::empty(py).into_any());
-        };
-        // The shapes are kept as Python prints them, which for lists of integers is JSON.
-        py.import("json")?.call_method1("loads", (&**text,))
+        shapes_list(py, self.row().input_shapes.as_deref())
+    }
+
+    /// Bytes allocated (less those freed) inside the row's events, on the CPU.
+    #[getter]
+    fn cpu_memory_usage(&self) -> i64 {
+        self.row().cpu_memory_usage
+    }
+
+    /// [`cpu_memory_usage`](Self::cpu_memory_usage) less that of the events' children.
+    #[getter]
+    fn self_cpu_memory_usage(&self) -> i64 {
+        self.row().self_cpu_memory_usage
+    }
+
+    #[getter]
+    fn device_memory_usage(&self) -> i64 {
+        self.row().device_memory_usage
+    }
+
+    #[getter]
+    fn self_device_memory_usage(&self) -> i64 {
+        self.row().self_device_memory_usage
+    }
+
+    /// PyTorch's FLOP count of the row's events (0 where it counts none).
+    #[getter]
+    fn flops(&self) -> u64 {
+        self.row().flops
     }
 
     #[getter]
@@ -233,9 +370,301 @@ impl PyRow {
     }
 }
 
+/// PyTorch's `EventList` of `FunctionEvent`s (`prof.events()`): iterable, indexable, with
+/// `table()` (one row per event) and `total_average()`.
+#[pyclass(module = "omniprof._native", name = "EventList", frozen, sequence)]
+pub(crate) struct PyEventList {
+    events: Arc<FunctionEvents>,
+}
+
+#[pymethods]
+impl PyEventList {
+    /// PyTorch's `EventList.table()`: each event a row, with `KeyAverages.table`'s arguments.
+    #[pyo3(signature = (
+        sort_by=None,
+        row_limit=Some(100),
+        max_src_column_width=75,
+        max_name_column_width=55,
+        max_shapes_column_width=80,
+        header=None,
+        top_level_events_only=false,
+        time_unit=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn table(
+        &self,
+        py: Python<'_>,
+        sort_by: Option<&str>,
+        row_limit: Option<i64>,
+        max_src_column_width: i64,
+        max_name_column_width: i64,
+        max_shapes_column_width: i64,
+        header: Option<String>,
+        top_level_events_only: bool,
+        time_unit: Option<&str>,
+    ) -> PyResult<String> {
+        let options = report_options(
+            py,
+            sort_by,
+            row_limit,
+            [
+                max_src_column_width,
+                max_name_column_width,
+                max_shapes_column_width,
+            ],
+            header,
+            top_level_events_only,
+            time_unit,
+        )?;
+        Ok(py.detach(|| self.events.table(&options)))
+    }
+
+    /// Every event summed into one named `Total`.
+    fn total_average(&self) -> PyRow {
+        PyRow(
+            self.events
+                .as_rows()
+                .total_average()
+                .unwrap_or_else(empty_total),
+        )
+    }
+
+    fn __len__(&self) -> usize {
+        self.events.events.len()
+    }
+
+    fn __getitem__(&self, index: isize) -> PyResult<PyFunctionEvent> {
+        let at = position(index, self.events.events.len(), "events")?;
+        Ok(PyFunctionEvent::new(&self.events, at))
+    }
+
+    fn __iter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyIterator>> {
+        let events = &slf.get().events;
+        let all = (0..events.events.len()).map(|i| PyFunctionEvent::new(events, i));
+        PyList::new(slf.py(), all)?.try_iter()
+    }
+
+    fn __str__(&self, py: Python<'_>) -> String {
+        py.detach(|| self.events.table(&ReportOptions::default()))
+    }
+}
+
+/// One event (PyTorch's `FunctionEvent`); times are microseconds.
+#[pyclass(module = "omniprof._native", name = "FunctionEvent", frozen)]
+pub(crate) struct PyFunctionEvent {
+    events: Arc<FunctionEvents>,
+    index: usize,
+}
+
+impl PyFunctionEvent {
+    fn new(events: &Arc<FunctionEvents>, index: usize) -> Self {
+        Self {
+            events: Arc::clone(events),
+            index,
+        }
+    }
+
+    fn event(&self) -> &analysis::FunctionEvent {
+        &self.events.events[self.index]
+    }
+}
+
+#[pymethods]
+impl PyFunctionEvent {
+    #[getter]
+    fn name(&self) -> &str {
+        &self.event().name
+    }
+
+    /// What rows group by: the name.
+    #[getter]
+    fn key(&self) -> &str {
+        &self.event().name
+    }
+
+    /// The name as recorded (`ProfilerStep#3` where `name` is `ProfilerStep*`).
+    #[getter]
+    fn trace_name(&self) -> &str {
+        &self.event().trace_name
+    }
+
+    #[getter]
+    fn id(&self) -> u64 {
+        self.event().id
+    }
+
+    #[getter]
+    fn thread(&self) -> i64 {
+        self.event().thread
+    }
+
+    #[getter]
+    fn count(&self) -> u64 {
+        1
+    }
+
+    /// Start and end (µs from the trace's start), with `elapsed_us()`.
+    #[getter]
+    fn time_range(&self) -> Interval {
+        Interval {
+            start: self.event().start_us,
+            end: self.event().end_us,
+        }
+    }
+
+    #[getter]
+    fn cpu_time_total(&self) -> f64 {
+        us(self.event().cpu_time_total_ns)
+    }
+
+    #[getter]
+    fn self_cpu_time_total(&self) -> f64 {
+        us(self.event().self_cpu_time_total_ns)
+    }
+
+    #[getter]
+    fn device_time_total(&self) -> f64 {
+        us(self.event().device_time_total_ns)
+    }
+
+    #[getter]
+    fn self_device_time_total(&self) -> f64 {
+        us(self.event().self_device_time_total_ns)
+    }
+
+    #[getter]
+    fn input_shapes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        shapes_list(py, Some(&self.event().input_shapes))
+    }
+
+    #[getter]
+    fn cpu_memory_usage(&self) -> i64 {
+        self.event().cpu_memory_usage
+    }
+
+    #[getter]
+    fn self_cpu_memory_usage(&self) -> i64 {
+        self.event().self_cpu_memory_usage
+    }
+
+    #[getter]
+    fn device_memory_usage(&self) -> i64 {
+        self.event().device_memory_usage
+    }
+
+    #[getter]
+    fn self_device_memory_usage(&self) -> i64 {
+        self.event().self_device_memory_usage
+    }
+
+    #[getter]
+    fn flops(&self) -> u64 {
+        self.event().flops
+    }
+
+    /// The events directly inside this one on its thread.
+    #[getter]
+    fn cpu_children(&self) -> Vec<PyFunctionEvent> {
+        self.event()
+            .children
+            .iter()
+            .map(|&i| PyFunctionEvent::new(&self.events, i))
+            .collect()
+    }
+
+    /// The event this one is directly inside, or `None`.
+    #[getter]
+    fn cpu_parent(&self) -> Option<PyFunctionEvent> {
+        self.event()
+            .parent
+            .map(|i| PyFunctionEvent::new(&self.events, i))
+    }
+
+    /// PyTorch's `DeviceType` (`torch.autograd.DeviceType.CPU`, or `CUDA` for device work;
+    /// its name as a string where torch is not imported).
+    #[getter]
+    fn device_type<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let name = if self.event().on_device { "CUDA" } else { "CPU" };
+        let torch_loaded = py
+            .import("sys")?
+            .getattr("modules")?
+            .contains("torch")?;
+        if torch_loaded {
+            return py
+                .import("torch.autograd")?
+                .getattr("DeviceType")?
+                .getattr(name);
+        }
+        Ok(pyo3::types::PyString::new(py, name).into_any())
+    }
+
+    #[getter]
+    fn is_async(&self) -> bool {
+        self.event().is_async
+    }
+
+    #[getter]
+    fn is_user_annotation(&self) -> bool {
+        self.event().is_user_annotation
+    }
+
+    #[getter]
+    fn is_legacy(&self) -> bool {
+        self.event().is_legacy
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<PyFunctionEvent>().is_ok_and(|o| {
+            let o = o.get();
+            Arc::ptr_eq(&self.events, &o.events) && self.index == o.index
+        })
+    }
+
+    fn __hash__(&self) -> u64 {
+        (Arc::as_ptr(&self.events) as u64).wrapping_mul(31) ^ self.index as u64
+    }
+
+    fn __repr__(&self) -> String {
+        let e = self.event();
+        format!(
+            "<FunctionEvent id={} name={:?} thread={} cpu_time_total={:.3}              self_cpu_time_total={:.3} cpu_memory_usage={} flops={}>",
+            e.id,
+            &*e.name,
+            e.thread,
+            us(e.cpu_time_total_ns),
+            us(e.self_cpu_time_total_ns),
+            e.cpu_memory_usage,
+            e.flops
+        )
+    }
+}
+
+/// An event's start and end (PyTorch's `Interval`), in µs.
+#[pyclass(module = "omniprof._native", name = "Interval", frozen)]
+pub(crate) struct Interval {
+    #[pyo3(get)]
+    start: f64,
+    #[pyo3(get)]
+    end: f64,
+}
+
+#[pymethods]
+impl Interval {
+    fn elapsed_us(&self) -> f64 {
+        self.end - self.start
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Interval(start={}, end={})", self.start, self.end)
+    }
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTrace>()?;
     m.add_class::<PyKeyAverages>()?;
     m.add_class::<PyRow>()?;
+    m.add_class::<PyEventList>()?;
+    m.add_class::<PyFunctionEvent>()?;
+    m.add_class::<Interval>()?;
     Ok(())
 }

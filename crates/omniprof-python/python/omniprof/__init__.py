@@ -18,6 +18,8 @@ traces are Kineto-compatible Chrome JSON that Perfetto, TensorBoard and HTA open
 """
 
 from ._native import (
+    EventList,
+    FunctionEvent,
     KeyAverage,
     KeyAverages,
     PanicException,
@@ -33,6 +35,7 @@ from .profiler import (
     ProfilerAction,
     ProfilerActivity,
     profile,
+    supported_activities,
     tensorboard_trace_handler,
 )
 
@@ -44,6 +47,8 @@ schedule = Schedule
 _ondemand.enable_from_env()
 
 __all__ = [
+    "EventList",
+    "FunctionEvent",
     "KeyAverage",
     "KeyAverages",
     "PanicException",
@@ -58,5 +63,6 @@ __all__ = [
     "record_function",
     "schedule",
     "step",
+    "supported_activities",
     "tensorboard_trace_handler",
 ]

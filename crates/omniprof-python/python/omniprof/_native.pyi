@@ -1,7 +1,7 @@
 """Type stubs of the native module (Rust, PyO3). See ``omniprof`` for the public API."""
 
 from types import TracebackType
-from typing import Any, Callable, Iterator, List, Optional, Type, TypeVar
+from typing import Any, Callable, Iterator, List, Optional, Type, TypeVar, Union
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -12,7 +12,7 @@ class record_function:
     """A user range (``user_annotation``) on the calling thread: a context manager, or a
     decorator that records every call of the function."""
 
-    def __init__(self, name: str, args: Optional[str] = None) -> None: ...
+    def __init__(self, name: Union[str, bytes], args: Optional[str] = None) -> None: ...
     def __enter__(self) -> "record_function": ...
     def __exit__(
         self,
@@ -58,6 +58,8 @@ class Session:
         schedule: Optional[Schedule] = None,
         config: Optional[str] = None,
         record_shapes: bool = False,
+        profile_memory: bool = False,
+        with_flops: bool = False,
     ) -> None: ...
     def start(self) -> None: ...
     def step(self) -> None: ...
@@ -74,12 +76,22 @@ class Session:
     def step_num(self) -> int: ...
     @property
     def current_action(self) -> int: ...
+    @property
+    def config_warnings(self) -> List[str]: ...
+    @property
+    def max_host_records(self) -> int: ...
+    def unrecorded_activities(self) -> List[str]: ...
 
 class Trace:
     def export_chrome_trace(self, path: str) -> None: ...
-    def key_averages(self, group_by_input_shape: bool = False) -> "KeyAverages": ...
+    def key_averages(
+        self, group_by_input_shape: bool = False, profile_memory: bool = False, with_flops: bool = False
+    ) -> "KeyAverages": ...
+    def events(self, profile_memory: bool = False, with_flops: bool = False) -> "EventList": ...
     @property
     def activity_count(self) -> int: ...
+    @property
+    def dropped_events(self) -> int: ...
     @property
     def backend_errors(self) -> List[str]: ...
 
@@ -105,6 +117,16 @@ class KeyAverage:
     @property
     def input_shapes(self) -> List[Any]: ...
     @property
+    def cpu_memory_usage(self) -> int: ...
+    @property
+    def self_cpu_memory_usage(self) -> int: ...
+    @property
+    def device_memory_usage(self) -> int: ...
+    @property
+    def self_device_memory_usage(self) -> int: ...
+    @property
+    def flops(self) -> int: ...
+    @property
     def is_user_annotation(self) -> bool: ...
     @property
     def on_device(self) -> bool: ...
@@ -112,12 +134,76 @@ class KeyAverage:
 class KeyAverages:
     """PyTorch's ``EventList`` of averages: rows in the order of their first event."""
 
-    def table(self, sort_by: Optional[str] = None, row_limit: int = 100) -> str: ...
+    def table(
+        self,
+        sort_by: Optional[str] = None,
+        row_limit: Optional[int] = 100,
+        max_src_column_width: int = 75,
+        max_name_column_width: int = 55,
+        max_shapes_column_width: int = 80,
+        header: Optional[str] = None,
+        top_level_events_only: bool = False,
+        time_unit: Optional[str] = None,
+    ) -> str: ...
+    def total_average(self) -> KeyAverage: ...
     def __len__(self) -> int: ...
     def __getitem__(self, index: int) -> KeyAverage: ...
     def __iter__(self) -> Iterator[KeyAverage]: ...
     @property
+    def self_cpu_time_total(self) -> float: ...
+    @property
     def device_name(self) -> str: ...
+
+class Interval:
+    start: float
+    end: float
+    def elapsed_us(self) -> float: ...
+
+class FunctionEvent:
+    """One event of ``events()`` (PyTorch's ``FunctionEvent``); times in µs."""
+
+    name: str
+    key: str
+    trace_name: str
+    id: int
+    thread: int
+    count: int
+    time_range: Interval
+    cpu_time_total: float
+    self_cpu_time_total: float
+    device_time_total: float
+    self_device_time_total: float
+    input_shapes: List[Any]
+    cpu_memory_usage: int
+    self_cpu_memory_usage: int
+    device_memory_usage: int
+    self_device_memory_usage: int
+    flops: int
+    cpu_children: List["FunctionEvent"]
+    cpu_parent: Optional["FunctionEvent"]
+    device_type: Any
+    is_async: bool
+    is_user_annotation: bool
+    is_legacy: bool
+
+class EventList:
+    """PyTorch's ``EventList`` of ``FunctionEvent``s."""
+
+    def table(
+        self,
+        sort_by: Optional[str] = None,
+        row_limit: Optional[int] = 100,
+        max_src_column_width: int = 75,
+        max_name_column_width: int = 55,
+        max_shapes_column_width: int = 80,
+        header: Optional[str] = None,
+        top_level_events_only: bool = False,
+        time_unit: Optional[str] = None,
+    ) -> str: ...
+    def total_average(self) -> KeyAverage: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> FunctionEvent: ...
+    def __iter__(self) -> Iterator[FunctionEvent]: ...
 
 class TraceDirHandler:
     def __init__(

@@ -119,7 +119,7 @@ pub fn key_averages(trace: &Trace, options: &KeyAveragesOptions) -> KeyAverages 
 
 /// One row: the events of one key, summed. Times are nanoseconds, except the float sums
 /// the averages divide.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Row {
     pub name: Arc<str>,
     /// The events' input shapes as Python prints them (`[[256, 256], []]`); set when

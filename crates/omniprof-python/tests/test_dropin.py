@@ -1,0 +1,351 @@
+"""The drop-in for torch.profiler's memory, FLOPs and result API: one workload under
+torch.profiler and under omniprof in the same process, compared row by row; torch.profiler
+sessions started before, inside and after an omniprof session that records memory; and the
+sharp edges a user switching from torch.profiler hit.
+
+torch is required (see test_torch.py).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Tuple
+
+import pytest
+
+import omniprof
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - depends on the environment
+    if os.environ.get("OMNIPROF_PY_ALLOW_NO_TORCH"):
+        pytest.skip("torch is not installed (OMNIPROF_PY_ALLOW_NO_TORCH is set)", allow_module_level=True)
+    raise ImportError(
+        "the PyTorch tests need torch (pip install torch ninja); set OMNIPROF_PY_ALLOW_NO_TORCH=1 "
+        "to skip them"
+    )
+
+from torch.profiler import ProfilerActivity, profile as torch_profile
+
+FLAGS = dict(record_shapes=True, profile_memory=True, with_flops=True)
+
+
+def workload() -> None:
+    """Convolution, linear layers, matmul and bmm, cat and clone, backward, an optimizer
+    step. Everything it allocates is made and freed inside it, so that two sessions see the
+    same allocations and frees."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+    head = torch.nn.Sequential(torch.nn.Linear(8 * 8 * 8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    optimizer = torch.optim.SGD([*conv.parameters(), *head.parameters()], lr=0.1)
+    images, labels = torch.randn(4, 3, 8, 8), torch.randint(0, 4, (4,))
+    a, b = torch.randn(16, 32), torch.randn(32, 8)
+    batch_a, batch_b = torch.randn(2, 16, 32), torch.randn(2, 32, 8)
+    for _ in range(2):
+        optimizer.zero_grad()
+        features = conv(images).flatten(1)
+        loss = torch.nn.functional.cross_entropy(head(features), labels)
+        loss.backward()
+        optimizer.step()
+        joined = torch.cat([torch.mm(a, b), torch.matmul(a, b).clone()])
+        total = torch.bmm(batch_a, batch_b).sum() + joined.mul(2).sum()
+        del joined, total
+
+
+def rows_by_name(averages: Any) -> Dict[str, Tuple[int, int, int, int]]:
+    return {
+        r.key: (r.count, r.flops, r.cpu_memory_usage, r.self_cpu_memory_usage) for r in averages
+    }
+
+
+def memory_events(path: Path) -> List[Dict[str, Any]]:
+    return [e for e in json.loads(path.read_text())["traceEvents"] if e.get("name") == "[memory]"]
+
+
+def test_one_workload_gives_torch_profilers_rows_memory_flops_and_events(tmp_path: Path) -> None:
+    omniprof._observer.install()
+    workload()  # warm-up: first-call allocations and lazy initialisation
+    with torch_profile(activities=[ProfilerActivity.CPU], **FLAGS) as theirs:
+        workload()
+    with omniprof.profile(**FLAGS) as ours:
+        workload()
+
+    mine, expected = rows_by_name(ours.key_averages()), rows_by_name(theirs.key_averages())
+    assert mine == expected
+    # The counts are real: FLOPs of the matrix products and convolutions, memory of every
+    # op that allocates, and top-level frees outside any op.
+    assert expected["aten::mm"][1] > 0 and expected["aten::conv2d"][1] > 0
+    assert expected["aten::bmm"][1] > 0 and expected["aten::addmm"][1] > 0
+    assert expected["aten::empty"][2] > 0
+    assert expected["[memory]"][0] > 0
+
+    theirs.export_chrome_trace(str(tmp_path / "theirs.json"))
+    ours.export_chrome_trace(tmp_path / "ours.json")
+    mine_memory, their_memory = memory_events(tmp_path / "ours.json"), memory_events(tmp_path / "theirs.json")
+    assert len(mine_memory) == len(their_memory) > 0
+    assert [e["args"]["Bytes"] for e in mine_memory] == [e["args"]["Bytes"] for e in their_memory]
+    assert mine_memory[0]["cat"] == "cpu_instant_event" and mine_memory[0]["ph"] == "i"
+    assert set(mine_memory[0]["args"]) >= {"Total Reserved", "Total Allocated", "Bytes", "Device Id", "Device Type", "Addr"}
+
+    # The table PyTorch prints, to its header: the same columns in the same widths.
+    def head(table: str) -> List[str]:
+        return table.splitlines()[:3]
+
+    for sort_by in ("self_cpu_memory_usage", "cpu_memory_usage", "flops"):
+        assert head(ours.key_averages().table(sort_by=sort_by)) == head(
+            theirs.key_averages().table(sort_by=sort_by)
+        )
+    assert "Self CPU Mem" in head(ours.key_averages().table())[1]
+    assert "Total " in head(ours.key_averages().table())[1] and "FLOPs" in head(ours.key_averages().table())[1]
+
+    # events(): the same events by name and count.
+    assert Counter(e.name for e in ours.events()) == Counter(e.name for e in theirs.events())
+
+
+def test_events_carry_function_events_attributes(tmp_path: Path) -> None:
+    omniprof._observer.install()
+    x = torch.ones(8, 8)
+    with omniprof.profile(**FLAGS) as prof:
+        with torch.profiler.record_function("block"):
+            torch.mm(x, x)
+    events = prof.events()
+    block = next(e for e in events if e.name == "block")
+    mm = next(e for e in events if e.name == "aten::mm")
+    assert mm.key == "aten::mm" and mm.cpu_parent is not None and mm.cpu_parent.name == "block"
+    assert mm in block.cpu_children
+    assert mm.input_shapes == [[8, 8], [8, 8]]
+    assert mm.flops == 2 * 8 * 8 * 8
+    assert mm.cpu_memory_usage == 8 * 8 * 4 and mm.self_cpu_memory_usage >= 0
+    # As under torch.profiler: a user range is given no memory of its own, and its children's
+    # come off its self memory.
+    assert (block.cpu_memory_usage, block.self_cpu_memory_usage) == (0, -mm.cpu_memory_usage)
+    assert block.time_range.start <= mm.time_range.start <= mm.time_range.end <= block.time_range.end
+    assert mm.cpu_time_total == pytest.approx(mm.time_range.end - mm.time_range.start)
+    assert block.self_cpu_time_total <= block.cpu_time_total
+    assert mm.thread == block.thread and not mm.is_async and block.is_user_annotation
+    assert mm.device_type == torch.autograd.DeviceType.CPU and mm.device_time_total == 0
+    table = events.table(sort_by="cpu_time_total", row_limit=None)
+    assert "aten::mm" in table and "block" in table
+    # The totals of the key averages, as PyTorch's total_average() sums them.
+    total = prof.key_averages().total_average()
+    assert total.key == "Total"
+    assert total.count == sum(r.count for r in prof.key_averages())
+    assert total.flops == mm.flops
+    assert total.self_cpu_time_total == pytest.approx(sum(r.self_cpu_time_total for r in prof.key_averages()))
+    # prof.profiler, where code reads PyTorch's inner profiler.
+    assert [e.name for e in prof.profiler.function_events] == [e.name for e in events]
+
+
+def test_table_takes_pytorchs_layout_arguments() -> None:
+    omniprof._observer.install()
+    x = torch.ones(4, 4)
+    with omniprof.profile() as prof:
+        with torch.profiler.record_function("a_rather_long_user_range_name_for_the_width"):
+            torch.mm(x, x)
+    averages = prof.key_averages()
+    narrow = averages.table(max_name_column_width=20, row_limit=None)
+    assert narrow.splitlines()[1].startswith(" " * 16 + "Name"), narrow
+    assert "\na_rather_long_use...  " in narrow  # cut to the width less 3, as PyTorch cuts
+    top = averages.table(top_level_events_only=True)
+    assert "a_rather_long_user_range_name_for_the_width" in top and "aten::mm" not in top
+    headed = averages.table(header="MY HEADER")
+    assert "MY HEADER" in headed.splitlines()[1]
+    with pytest.raises(ValueError, match="self_cpu_memory_usage"):
+        averages.table(sort_by="no_such_column")
+
+
+class Deadline:
+    """Fails the test instead of hanging it."""
+
+    def __init__(self, seconds: int) -> None:
+        self.seconds = seconds
+
+    def __enter__(self) -> None:
+        def expired(*_: Any) -> None:
+            raise TimeoutError(f"did not finish within {self.seconds} s")
+
+        signal.signal(signal.SIGALRM, expired)
+        signal.alarm(self.seconds)
+
+    def __exit__(self, *_: Any) -> None:
+        signal.alarm(0)
+
+
+def torch_memory_bytes(prof: Any) -> List[int]:
+    return [e.cpu_memory_usage for e in prof.events() if e.name == "[memory]"] + [
+        e.cpu_memory_usage for e in prof.events() if e.name == "aten::empty"
+    ]
+
+
+def allocate(numel: int) -> None:
+    torch.empty(numel)
+
+
+def assert_torch_recorded(prof: Any, numel: int) -> None:
+    rows = {r.key: r for r in prof.key_averages()}
+    assert rows["aten::empty"].cpu_memory_usage == numel * 4, rows["aten::empty"]
+
+
+def assert_omniprof_recorded(prof: omniprof.profile, numel: int) -> None:
+    rows = {r.key: r for r in prof.key_averages()}
+    assert rows["aten::empty"].cpu_memory_usage >= numel * 4, rows["aten::empty"]
+
+
+def test_torch_profiler_before_inside_and_after_an_omniprof_memory_session() -> None:
+    module = omniprof._observer.module()
+    assert module is not None
+    omniprof._observer.install(profile_memory=True)
+    with Deadline(60):
+        # Inside: torch.profiler starts and stops while omniprof records memory.
+        with omniprof.profile(profile_memory=True) as ours:
+            allocate(1000)
+            assert module.reporter_installed()
+            with torch_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as inside:
+                allocate(2000)
+            allocate(3000)
+        assert_torch_recorded(inside, 2000)
+        rows = {r.key: r for r in ours.key_averages()}
+        # omniprof kept the allocations made while torch.profiler did not hold them.
+        assert rows["aten::empty"].cpu_memory_usage == (1000 + 3000) * 4, rows["aten::empty"]
+
+        # Before: torch.profiler holds the thread's reports; omniprof does not take them.
+        with torch_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as before:
+            with omniprof.profile(profile_memory=True) as ours:
+                allocate(4000)
+                assert not module.reporter_installed()
+        assert_torch_recorded(before, 4000)
+
+        # After: omniprof's session is over; torch.profiler starts on a clean thread.
+        with torch_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as after:
+            allocate(5000)
+        assert_torch_recorded(after, 5000)
+        assert not module.reporter_installed()
+
+
+def test_memory_of_threads_that_run_ops_is_recorded_on_their_rows(tmp_path: Path) -> None:
+    import threading
+
+    omniprof._observer.install()
+    with omniprof.profile(profile_memory=True) as prof:
+        worker = threading.Thread(target=allocate, args=(6000,))
+        worker.start()
+        worker.join()
+    path = tmp_path / "threads.json"
+    prof.export_chrome_trace(path)
+    events = json.loads(path.read_text())["traceEvents"]
+    empty = next(e for e in events if e.get("name") == "aten::empty")
+    allocations = [e for e in events if e.get("name") == "[memory]" and e["args"]["Bytes"] == 6000 * 4]
+    assert allocations and allocations[0]["tid"] == empty["tid"] != os.getpid()
+
+
+# -- Sharp edges a switching user hit --------------------------------------------------------
+
+
+def test_torch_tensorboard_trace_handler_writes_its_file(tmp_path: Path) -> None:
+    handler = torch.profiler.tensorboard_trace_handler(str(tmp_path), worker_name="w")
+    with omniprof.profile(on_trace_ready=handler):
+        with omniprof.record_function("step"):
+            pass
+    written = list(tmp_path.iterdir())
+    assert len(written) == 1 and written[0].name.startswith("w.") and written[0].name.endswith(".pt.trace.json")
+    assert "step" in {e.get("name") for e in json.loads(written[0].read_text())["traceEvents"]}
+
+
+def test_an_exception_from_on_trace_ready_inside_a_with_block_is_the_one_raised() -> None:
+    def fail(_: Any) -> None:
+        raise KeyError("from on_trace_ready")
+
+    with pytest.raises(KeyError, match="from on_trace_ready"):
+        with omniprof.profile(schedule=omniprof.schedule(wait=0, warmup=0, active=1), on_trace_ready=fail) as prof:
+            for _ in range(3):
+                prof.step()
+
+
+def test_a_device_activity_nothing_records_warns_once_naming_it() -> None:
+    omniprof.profiler._warned.discard("activity:CUDA")
+    with pytest.warns(RuntimeWarning, match=r"ProfilerActivity\.CUDA .*KINETO_PLUGIN_LIB_DIR_PATH"):
+        with omniprof.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with omniprof.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            pass
+
+
+def test_dropped_events_warn_at_stop_with_the_count_the_cap_and_the_key() -> None:
+    with pytest.warns(RuntimeWarning) as record:
+        with omniprof.profile(config="OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=1000"):
+            for _ in range(1000):
+                with omniprof.record_function("r"):
+                    pass
+    messages = [str(w.message) for w in record if "dropped" in str(w.message)]
+    assert len(messages) == 1, messages
+    assert "cap of 1000 records" in messages[0] and "OMNIPROF_MAX_HOST_RECORDS_PER_THREAD" in messages[0]
+    dropped = int(messages[0].split("omniprof: ")[1].split(" ")[0])
+    # 1,000 ranges of two records each: the first 500 fit.
+    assert dropped == 500, messages[0]
+
+
+def test_config_warnings_reach_python() -> None:
+    with pytest.warns(RuntimeWarning, match="BOGUS_KEY"):
+        omniprof.profile(config="BOGUS_KEY=1")
+
+
+def test_arguments_not_acted_on_warn_once_and_unknown_ones_raise() -> None:
+    for key in ("with_stack", "with_modules"):
+        omniprof.profiler._warned.discard(key)
+    with pytest.warns(RuntimeWarning, match="omniprof does not support with_stack yet; it is ignored"):
+        omniprof.profile(with_stack=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        omniprof.profile(with_stack=True)  # once
+        omniprof.profile(with_stack=False, acc_events=False, experimental_config=None)
+    with pytest.raises(TypeError, match="no_such_argument"):
+        omniprof.profile(no_such_argument=1)  # type: ignore[call-arg]
+
+
+def test_record_function_takes_bytes_as_pytorch_does(tmp_path: Path) -> None:
+    with omniprof.profile() as prof:
+        with omniprof.record_function(b"abc"):
+            pass
+    assert [r.key for r in prof.key_averages()] == ["abc"]
+
+
+def test_supported_activities_holds_cpu() -> None:
+    assert ProfilerActivity.CPU.name in {a.name for a in omniprof.supported_activities()}
+
+
+NEVER_IMPORTS_TORCH = """
+import omniprof
+with omniprof.profile():
+    with omniprof.record_function("mine"):
+        pass
+assert omniprof._observer._module is None, omniprof._observer._module
+"""
+
+FIRST_BUILD = """
+import torch, omniprof
+for _ in range(2):
+    with omniprof.profile():
+        torch.ones(2).add_(1)
+"""
+
+
+def test_the_observer_is_built_only_for_torch_and_the_first_build_says_so(tmp_path: Path) -> None:
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(tmp_path / "extensions"))
+    run = subprocess.run([sys.executable, "-c", NEVER_IMPORTS_TORCH], capture_output=True, text=True, env=env)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    assert not (tmp_path / "extensions").exists()
+
+    run = subprocess.run([sys.executable, "-c", FIRST_BUILD], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    said = [line for line in run.stderr.splitlines() if "building the PyTorch op observer" in line]
+    assert len(said) == 1 and str(tmp_path / "extensions") in said[0], run.stderr
+    # Cached: a second program builds nothing and says nothing.
+    run = subprocess.run([sys.executable, "-c", FIRST_BUILD], capture_output=True, text=True, env=env)
+    assert run.returncode == 0 and "building" not in run.stderr, run.stderr
