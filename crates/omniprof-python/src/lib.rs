@@ -61,7 +61,9 @@ impl RecordFunction {
             Err(_) => name.extract::<String>().map_err(|_| {
                 PyTypeError::new_err(format!(
                     "record_function's name must be str or bytes, not {}",
-                    name.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+                    name.get_type()
+                        .name()
+                        .map_or_else(|_| "?".into(), |n| n.to_string())
                 ))
             })?,
         };

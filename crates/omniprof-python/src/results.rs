@@ -584,11 +584,12 @@ impl PyFunctionEvent {
     /// its name as a string where torch is not imported).
     #[getter]
     fn device_type<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let name = if self.event().on_device { "CUDA" } else { "CPU" };
-        let torch_loaded = py
-            .import("sys")?
-            .getattr("modules")?
-            .contains("torch")?;
+        let name = if self.event().on_device {
+            "CUDA"
+        } else {
+            "CPU"
+        };
+        let torch_loaded = py.import("sys")?.getattr("modules")?.contains("torch")?;
         if torch_loaded {
             return py
                 .import("torch.autograd")?

@@ -125,12 +125,13 @@ struct Inner {
 /// The `ProfilerActivity` members in `items` none of whose activity types any backend
 /// registered now can record (`CPU` is always recorded).
 fn unrecorded(items: &[String]) -> Vec<String> {
-    let offered = omniprof::backend::profilers_present()
-        .iter()
-        .fold(ActivitySet::empty(), |mut set, p| {
-            p.available_activities().iter().for_each(|t| set.insert(t));
-            set
-        });
+    let offered =
+        omniprof::backend::profilers_present()
+            .iter()
+            .fold(ActivitySet::empty(), |mut set, p| {
+                p.available_activities().iter().for_each(|t| set.insert(t));
+                set
+            });
     items
         .iter()
         .filter(|item| item.as_str() != "CPU")
