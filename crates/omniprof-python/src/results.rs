@@ -13,7 +13,7 @@ use omniprof::keys::metadata;
 use omniprof::{Trace, Value};
 use pyo3::exceptions::{PyIndexError, PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyIterator, PyList};
+use pyo3::types::{PyDict, PyIterator, PyList, PyTuple};
 
 use crate::profiler_error;
 
@@ -380,43 +380,15 @@ pub(crate) struct PyEventList {
 #[pymethods]
 impl PyEventList {
     /// PyTorch's `EventList.table()`: each event a row, with `KeyAverages.table`'s arguments.
-    #[pyo3(signature = (
-        sort_by=None,
-        row_limit=Some(100),
-        max_src_column_width=75,
-        max_name_column_width=55,
-        max_shapes_column_width=80,
-        header=None,
-        top_level_events_only=false,
-        time_unit=None
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn table(
+    #[pyo3(signature = (*args, **kwargs))]
+    fn table<'py>(
         &self,
-        py: Python<'_>,
-        sort_by: Option<&str>,
-        row_limit: Option<i64>,
-        max_src_column_width: i64,
-        max_name_column_width: i64,
-        max_shapes_column_width: i64,
-        header: Option<String>,
-        top_level_events_only: bool,
-        time_unit: Option<&str>,
-    ) -> PyResult<String> {
-        let options = report_options(
-            py,
-            sort_by,
-            row_limit,
-            [
-                max_src_column_width,
-                max_name_column_width,
-                max_shapes_column_width,
-            ],
-            header,
-            top_level_events_only,
-            time_unit,
-        )?;
-        Ok(py.detach(|| self.events.table(&options)))
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let rows = PyKeyAverages(Arc::new(py.detach(|| self.events.as_rows())));
+        Bound::new(py, rows)?.call_method("table", args, kwargs)
     }
 
     /// Every event summed into one named `Total`.

@@ -26,6 +26,21 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent.parent
 
 
+def require_torch() -> Any:
+    """``torch``, for a module of PyTorch tests: without it the module fails, or with
+    ``OMNIPROF_PY_ALLOW_NO_TORCH`` set is skipped, saying why."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - depends on the environment
+        if os.environ.get("OMNIPROF_PY_ALLOW_NO_TORCH"):
+            pytest.skip("torch is not installed (OMNIPROF_PY_ALLOW_NO_TORCH is set)", allow_module_level=True)
+        raise ImportError(
+            "the PyTorch tests need torch (pip install torch ninja); set OMNIPROF_PY_ALLOW_NO_TORCH=1 "
+            "to skip them"
+        )
+    return torch
+
+
 def missing(what: str) -> None:
     """Fails (or, with OMNIPROF_PY_ALLOW_MISSING_TOOLS, skips) because ``what`` is missing."""
     if os.environ.get("OMNIPROF_PY_ALLOW_MISSING_TOOLS"):

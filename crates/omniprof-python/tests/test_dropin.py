@@ -20,15 +20,9 @@ import pytest
 
 import omniprof
 
-try:
-    import torch
-except ImportError:  # pragma: no cover - depends on the environment
-    if os.environ.get("OMNIPROF_PY_ALLOW_NO_TORCH"):
-        pytest.skip("torch is not installed (OMNIPROF_PY_ALLOW_NO_TORCH is set)", allow_module_level=True)
-    raise ImportError(
-        "the PyTorch tests need torch (pip install torch ninja); set OMNIPROF_PY_ALLOW_NO_TORCH=1 "
-        "to skip them"
-    )
+from conftest import require_torch, summary
+
+torch = require_torch()
 
 from torch.profiler import ProfilerActivity, profile as torch_profile
 
@@ -105,6 +99,17 @@ def test_one_workload_gives_torch_profilers_rows_memory_flops_and_events(tmp_pat
 
     # events(): the same events by name and count.
     assert Counter(e.name for e in ours.events()) == Counter(e.name for e in theirs.events())
+
+    # The CLI's summary of either exported file prints PyTorch's columns; of ours, the
+    # table Python printed.
+    for sort_by in ("self_cpu_memory_usage", "flops"):
+        assert ours.key_averages().table(sort_by=sort_by, row_limit=-1) == summary(
+            tmp_path / "ours.json", "--sort-by", sort_by, "--row-limit", "-1"
+        )
+    # (PyTorch's Chrome JSON holds no FLOPs, so its table has no FLOPs column.)
+    assert head(summary(tmp_path / "theirs.json", "--sort-by", "cpu_memory_usage")) == head(
+        theirs.key_averages().table(sort_by="cpu_memory_usage")
+    )
 
 
 def test_events_carry_function_events_attributes(tmp_path: Path) -> None:

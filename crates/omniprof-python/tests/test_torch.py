@@ -20,15 +20,9 @@ import pytest
 
 import omniprof
 
-try:
-    import torch
-except ImportError:  # pragma: no cover - depends on the environment
-    if os.environ.get("OMNIPROF_PY_ALLOW_NO_TORCH"):
-        pytest.skip("torch is not installed (OMNIPROF_PY_ALLOW_NO_TORCH is set)", allow_module_level=True)
-    raise ImportError(
-        "the PyTorch tests need torch (pip install torch ninja); set OMNIPROF_PY_ALLOW_NO_TORCH=1 "
-        "to skip them"
-    )
+from conftest import require_torch
+
+torch = require_torch()
 
 from torch.profiler import ProfilerActivity, profile as torch_profile
 

@@ -21,6 +21,7 @@ use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
+use super::memory::MemoryReport;
 use super::op_stack::OpStack;
 use crate::value::Value;
 
@@ -162,6 +163,8 @@ pub(crate) struct ThreadBuffer {
     /// Only ranges open when the cap was reached can lose an end, so this stays small.
     dropped_ends: Mutex<Vec<u64>>,
     args: Mutex<Vec<(u32, Arc<str>, Value)>>,
+    /// Allocator reports, kept compact (their six args each are made at the drain).
+    memory: Mutex<Vec<(u32, MemoryReport)>>,
     exited: AtomicBool,
 }
 
@@ -320,6 +323,7 @@ impl Local {
             buffer.dropped.store(0, Ordering::Relaxed);
             lock(&buffer.dropped_ends).clear();
             lock(&buffer.args).clear();
+            lock(&buffer.memory).clear();
             buffer.state.store(state, Ordering::Release);
             self.filled.set(0);
             self.point_at(&mut chunks[0]);
@@ -379,6 +383,7 @@ impl Local {
                 dropped: AtomicU64::new(0),
                 dropped_ends: Mutex::new(Vec::new()),
                 args: Mutex::new(Vec::new()),
+                memory: Mutex::new(Vec::new()),
                 exited: AtomicBool::new(false),
             });
             self.buffer.set(Arc::as_ptr(&buffer));
@@ -435,20 +440,19 @@ impl Local {
 
     /// Attaches an arg to the range or instant `seq` of the current session.
     pub(crate) fn add_arg(&self, state: u64, seq: u32, key: Arc<str>, value: Value) {
-        self.add_args(state, seq, [(key, value)]);
-    }
-
-    /// Several args of one record under one lock.
-    pub(crate) fn add_args(
-        &self,
-        state: u64,
-        seq: u32,
-        args: impl IntoIterator<Item = (Arc<str>, Value)>,
-    ) {
         if state == self.state.get() && !self.buffer.get().is_null() {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
-            lock(&buffer.args).extend(args.into_iter().map(|(key, value)| (seq, key, value)));
+            lock(&buffer.args).push((seq, key, value));
+        }
+    }
+
+    /// Attaches an allocator report to record `seq` (written out as its args at the drain).
+    pub(crate) fn add_memory(&self, state: u64, seq: u32, report: MemoryReport) {
+        if state == self.state.get() && !self.buffer.get().is_null() {
+            // SAFETY: non-null buffers are alive while their thread lives (module docs).
+            let buffer = unsafe { &*self.buffer.get() };
+            lock(&buffer.memory).push((seq, report));
         }
     }
 }
@@ -483,7 +487,14 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                 tid: buffer.tid,
                 name: lock(&buffer.name).clone(),
                 records,
-                args: std::mem::take(&mut *lock(&buffer.args)),
+                args: {
+                    let mut args = std::mem::take(&mut *lock(&buffer.args));
+                    let memory = std::mem::take(&mut *lock(&buffer.memory));
+                    args.extend(memory.iter().flat_map(|(seq, report)| {
+                        super::memory::args(report).map(|(key, value)| (*seq, key, value))
+                    }));
+                    args
+                },
                 dropped: buffer.dropped.load(Ordering::Relaxed),
                 dropped_ends: std::mem::take(&mut *lock(&buffer.dropped_ends)),
             });

@@ -57,22 +57,35 @@ pub fn out_of_memory(report: &MemoryReport) {
     record(&OUT_OF_MEMORY, report);
 }
 
-/// The args' keys, made once: each record then clones them instead of allocating.
-fn keys() -> &'static [Arc<str>; 6] {
+/// The args Kineto writes on a memory record, in its order. The keys are made once: each
+/// record then clones them instead of allocating.
+pub(super) fn args(report: &MemoryReport) -> [(Arc<str>, Value); 6] {
     static KEYS: OnceLock<[Arc<str>; 6]> = OnceLock::new();
-    KEYS.get_or_init(|| {
-        [
-            arg::TOTAL_RESERVED,
-            arg::TOTAL_ALLOCATED,
-            arg::BYTES,
-            arg::DEVICE_ID,
-            arg::DEVICE_TYPE,
-            arg::ADDR,
-        ]
-        .map(Arc::from)
-    })
+    let [reserved, allocated, bytes, device_id, device_type, addr] = KEYS
+        .get_or_init(|| {
+            [
+                arg::TOTAL_RESERVED,
+                arg::TOTAL_ALLOCATED,
+                arg::BYTES,
+                arg::DEVICE_ID,
+                arg::DEVICE_TYPE,
+                arg::ADDR,
+            ]
+            .map(Arc::from)
+        })
+        .clone();
+    [
+        (reserved, Value::UInt(report.total_reserved)),
+        (allocated, Value::UInt(report.total_allocated)),
+        (bytes, Value::Int(report.bytes)),
+        (device_id, Value::Int(report.device_index.into())),
+        (device_type, Value::Int(report.device_type.into())),
+        (addr, Value::UInt(report.addr)),
+    ]
 }
 
+/// Records `report` as an instant named `event` on this thread: one 16-byte record and the
+/// report beside it, its args made only when the session drains.
 fn record(event: &StaticName, report: &MemoryReport) {
     let state = STATE.load(Ordering::Relaxed);
     if state & 1 == 0 {
@@ -80,22 +93,8 @@ fn record(event: &StaticName, report: &MemoryReport) {
     }
     let w = word(KIND_INSTANT, event.get());
     with_local(|l| {
-        let Some(seq) = l.push(state, w, true) else {
-            return;
-        };
-        // In Kineto's order.
-        let [reserved, allocated, bytes, device_id, device_type, addr] = keys().clone();
-        l.add_args(
-            state,
-            seq,
-            [
-                (reserved, Value::UInt(report.total_reserved)),
-                (allocated, Value::UInt(report.total_allocated)),
-                (bytes, Value::Int(report.bytes)),
-                (device_id, Value::Int(report.device_index.into())),
-                (device_type, Value::Int(report.device_type.into())),
-                (addr, Value::UInt(report.addr)),
-            ],
-        );
+        if let Some(seq) = l.push(state, w, true) {
+            l.add_memory(state, seq, *report);
+        }
     });
 }
