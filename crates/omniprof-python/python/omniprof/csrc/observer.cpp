@@ -10,6 +10,11 @@
 // begins and ends on one thread, innermost first, so it is pushed on the recorder's
 // per-thread stack keyed by its RecordFunction and popped at its end. A user range may end
 // on another thread (async ops), so it lives in its ObserverContext and is ended there.
+//
+// What a session asks besides the ops (attach's flags): input shapes; FLOPs, counted by
+// PyTorch's own functions at op start; and allocator reports, received by a reporter put in
+// the debug info of each thread that runs ops (see Reporter below), recorded as `[memory]`
+// instants.
 
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
