@@ -205,7 +205,7 @@ def assert_omniprof_recorded(prof: omniprof.profile, numel: int) -> None:
 def test_torch_profiler_before_inside_and_after_an_omniprof_memory_session() -> None:
     module = omniprof._observer.module()
     assert module is not None
-    omniprof._observer.install(profile_memory=True)
+    omniprof._observer.install()
     with Deadline(60):
         # Inside: torch.profiler starts and stops while omniprof records memory.
         with omniprof.profile(profile_memory=True) as ours:

@@ -8,12 +8,13 @@ nothing), and the first build, which takes tens of seconds, says so once on stde
 the cache. No torch: nothing happens. Torch but no C++ compiler or ninja: one warning naming
 what to install, and sessions record without PyTorch ops.
 
-With ``profile_memory``, the observer also puts omniprof's allocator reporter in the debug
-info of each thread that runs ops (PyTorch reads the reporter from where its own profiler's
-state lives). Since torch.profiler refuses to start on a thread where that slot is taken,
-``torch.autograd.profiler._enable_profiler`` is wrapped to take the reporter out of the
-calling thread first: a torch.profiler session then gets that thread's reports, and the
-reporter comes back at the thread's next op once it stopped.
+The observer puts omniprof's reporter where PyTorch keeps its own profiler's state (the
+thread's debug info): on the thread that starts a session, which makes torch.compile's
+compiled-region ranges appear, and with ``profile_memory`` on each thread that runs ops, to
+receive the allocator's reports. Since torch.profiler refuses to start on a thread where that
+slot is taken, ``torch.autograd.profiler._enable_profiler`` is wrapped to take the reporter
+out of the calling thread first: a torch.profiler session then gets that thread's reports,
+and the reporter comes back at the thread's next op once it stopped.
 """
 
 import importlib.util
@@ -66,7 +67,7 @@ def _announce_first_build(cpp_extension: ModuleType) -> None:
 
 def _build() -> Optional[ModuleType]:
     # Only a program that has imported torch runs PyTorch ops to observe.
-    if "torch" not in sys.modules or importlib.util.find_spec("torch") is None:
+    if sys.modules.get("torch") is None or importlib.util.find_spec("torch") is None:
         return None
     import torch.utils.cpp_extension as cpp_extension
 
@@ -110,7 +111,7 @@ def module() -> Optional[ModuleType]:
     global _module
     if _module is None:
         built = _build()
-        if built is None and "torch" not in sys.modules:
+        if built is None and sys.modules.get("torch") is None:
             return None  # tried again once the program imports torch
         _module = built or False
     return _module or None
@@ -120,18 +121,18 @@ _installed = False
 _wrapped_enable = False
 
 
-def install(profile_memory: bool = False) -> None:
-    """Builds the observer (once) and makes it a backend of every session from now on; with
-    ``profile_memory``, makes torch.profiler's start take the reporter out of its thread."""
+def install() -> None:
+    """Builds the observer (once) and makes it a backend of every session from now on, and
+    makes torch.profiler's start take omniprof's reporter out of its thread."""
     global _installed
-    if not _installed:
-        observer = module()
-        if observer is None:
-            return
-        _native.install_torch_observer(*observer.entry_points())
-        _installed = True
-    if profile_memory:
-        _wrap_torch_enable()
+    if _installed:
+        return
+    observer = module()
+    if observer is None:
+        return
+    _native.install_torch_observer(*observer.entry_points())
+    _wrap_torch_enable()
+    _installed = True
 
 
 def _wrap_torch_enable() -> None:
@@ -150,3 +151,30 @@ def _wrap_torch_enable() -> None:
 
     autograd_profiler._enable_profiler = _enable_profiler
     _wrapped_enable = True
+
+
+def announce_start() -> Optional[bool]:
+    """Makes the flag PyTorch's own code checks before it emits its annotations
+    (``torch.autograd.profiler._is_profiler_enabled``: torch.compile's compiled-region and
+    AOTAutograd ranges) read as enabled while a session records, as torch.profiler does.
+    Returns what it was (``None`` when PyTorch's ops are not observed), for
+    ``announce_stop``."""
+    if not _installed:
+        return None
+    import torch.autograd.profiler as autograd_profiler
+
+    before = bool(autograd_profiler._is_profiler_enabled)
+    autograd_profiler._is_profiler_enabled = True
+    return before
+
+
+def announce_stop(before: Optional[bool]) -> None:
+    """Gives the flag back the value ``announce_start`` found, unless a torch.profiler
+    session that started meanwhile still runs on this thread (it clears the flag itself)."""
+    if before is None:
+        return
+    import torch
+    import torch.autograd.profiler as autograd_profiler
+
+    if not torch.autograd._profiler_enabled():
+        autograd_profiler._is_profiler_enabled = before

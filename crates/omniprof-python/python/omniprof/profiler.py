@@ -201,6 +201,8 @@ class profile:
         self._trace: Optional[Trace] = None
         self._events: Optional[Any] = None
         self._started = False
+        # What PyTorch's profiler flag was before this profile set it (see start()).
+        self._torch_flag: Optional[bool] = None
 
     def __enter__(self) -> "profile":
         self.start()
@@ -225,9 +227,10 @@ class profile:
 
         With torch imported, PyTorch's ops are observed while a trace records (the
         observer is built on the first start, before recording begins)."""
-        _observer.install(profile_memory=self.profile_memory)
+        _observer.install()
         self._session.start()
         self._started = True
+        self._torch_flag = _observer.announce_start()
         for activity in self._session.unrecorded_activities():
             _warn_once(
                 f"activity:{activity}",
@@ -243,7 +246,12 @@ class profile:
         try:
             self._session.stop()
         finally:
+            self._announce_stop()
             self._deliver()
+
+    def _announce_stop(self) -> None:
+        flag, self._torch_flag = self._torch_flag, None
+        _observer.announce_stop(flag)
 
     def step(self) -> None:
         """Ends a step: with a schedule, takes the next step's action (which may finish a
@@ -270,6 +278,7 @@ class profile:
                     self.on_trace_ready(self)
                 except BaseException:
                     self._session.abort()
+                    self._announce_stop()
                     raise
         # After every trace is delivered, so a warning raised as an error loses none. A
         # backend left out of a trace, or events dropped, would otherwise show only in the

@@ -1,5 +1,6 @@
 // omniprof's PyTorch op observer: a global RecordFunction callback that records every op,
-// autograd node and torch.profiler.record_function range through omniprof's recorder.
+// autograd node, TorchScript function and torch.profiler.record_function range through
+// omniprof's recorder.
 //
 // Built against the installed torch on first use by torch.utils.cpp_extension (see
 // omniprof/_observer.py). Python hands the addresses of `attach` and `detach` below to
@@ -72,9 +73,12 @@ std::atomic<bool> memory_on{false};
 // The allocator reports PyTorch makes (c10::reportMemoryUsageToProfiler) go to the
 // MemoryReportingInfoBase found under DebugInfoKind::PROFILER_STATE in the calling thread's
 // ThreadLocalDebugInfo. PyTorch reads that slot as a ProfilerStateBase in other places too
-// (profilerEnabled(), torch.profiler's "already enabled" check), so the reporter is one: with
-// a Disabled config it tells PyTorch that no profiler of its own runs. One instance serves
-// every thread; it outlives them all (never destroyed), and records only while `memory_on`.
+// (profilerEnabled(), torch.profiler's "already enabled" check, and `_RecordFunctionFast`,
+// which records torch.compile's regions only where a state is present), so the reporter is
+// one: with a Disabled config it tells PyTorch that no profiler of its own runs. One instance
+// serves every thread; it outlives them all (never destroyed), and records allocations only
+// while `memory_on`. It is put on the thread that attaches (every session) and, with memory
+// asked for, on each thread at its first op.
 struct Reporter final : torch::profiler::impl::ProfilerStateBase {
   Reporter()
       : ProfilerStateBase(torch::profiler::impl::ProfilerConfig(
@@ -254,15 +258,15 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
     record_flops = (flags & kFlops) != 0;
     record_shapes = (flags & kShapes) != 0 || record_flops;
     record_memory = (flags & kMemory) != 0;
-    if (record_memory) {
-      memory_on.store(true, std::memory_order_relaxed);
-      install_reporter();
-    }
+    memory_on.store(record_memory, std::memory_order_relaxed);
+    // Also what tells PyTorch's `_RecordFunctionFast` (torch.compile's compiled-region ranges)
+    // that a profiler listens on this thread, memory or not.
+    install_reporter();
     handle = at::addGlobalCallback(
         at::RecordFunctionCallback(on_start, on_end)
             .needsInputs(record_shapes)
             .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                     at::RecordScope::USER_SCOPE}));
+                     at::RecordScope::TORCHSCRIPT_FUNCTION, at::RecordScope::USER_SCOPE}));
     return kAttached;
   } catch (...) {
     memory_on.store(false, std::memory_order_relaxed);
