@@ -3,17 +3,23 @@
 //! the stack of the host op that launched it. `--folded` writes the folded stacks
 //! (`a;b;c <ns>`) other flame graph tools read, instead of the SVG.
 //!
+//! OUT is written through the shared save path
+//! ([`save_with`](omniprof_trace::export::save::save_with)), as traces are: a temporary file
+//! of its own renamed over OUT, a FIFO or character device written in place, a link followed
+//! only where the kernel's `fs.protected_symlinks` would follow it, and a directory, block
+//! device or socket refused naming what it is.
+//!
 //! Exit status: 0 written; 1 the trace could not be read, holds no time to draw, or the
-//! output could not be written (nothing is left at OUT then); 2 bad arguments.
+//! output could not be written (OUT then holds what it held before); 2 bad arguments.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use inferno::flamegraph::{self, Options};
 use omniprof_trace::analysis::flamegraph::{folded_stacks, FlameTime};
+use omniprof_trace::export::save::save_with;
 use omniprof_trace::import::TraceReader;
 
-use crate::output::write_file;
 use crate::progress::read_file;
 use crate::summary_cmd::report_skipped;
 
@@ -82,7 +88,7 @@ pub fn run(args: &FlamegraphArgs) -> ExitCode {
         }
         svg
     };
-    match write_file(&args.output, &bytes) {
+    match save_with(&args.output, |out| out.write_all(&bytes)) {
         Ok(()) => {
             println!(
                 "wrote {} ({} stacks, {} ns)",
@@ -93,7 +99,11 @@ pub fn run(args: &FlamegraphArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: cannot write {}: {e}", args.output.display());
+            eprintln!(
+                "error: cannot write {}: {}",
+                args.output.display(),
+                e.source
+            );
             ExitCode::FAILURE
         }
     }

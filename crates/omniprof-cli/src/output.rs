@@ -22,18 +22,6 @@ pub fn print(text: &str) -> bool {
     }
 }
 
-/// Writes `bytes` to `<path>.tmp` and renames it to `path`, so that a failed write leaves
-/// nothing at `path`.
-pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
-}
-
 /// Whether a trace can be written at `path`: the file is [writable](check_writable) and
 /// its extension names a format ([`Format::from_path`]).
 pub fn check_trace_output(path: &Path) -> Result<(), String> {

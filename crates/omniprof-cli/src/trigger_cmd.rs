@@ -123,7 +123,7 @@ fn build_request(args: &TriggerArgs) -> Result<Request, String> {
         push_line(&mut text, ACTIVITY_TYPES, list);
     }
     let dir = output_dir(args.output_dir.as_deref())?;
-    let name = format!("omniprof_trigger_{}.pt.trace.json", unix_ms());
+    let name = default_trace_name();
     let log_file = dir.join(name);
     let log_file = log_file
         .to_str()
@@ -158,7 +158,36 @@ fn output_dir(dir: Option<&Path>) -> Result<PathBuf, String> {
         .map_err(|e| format!("--output-dir {}: {e}", dir.display()))
 }
 
-/// Milliseconds since the Unix epoch, to make each trace name unique.
+/// The trace's file name: `omniprof_trigger_<ms>_<16 hex digits>.pt.trace.json`, the time
+/// to sort by and 64 random bits so that no other user can guess the path (in a shared
+/// directory such as `/tmp`) and plant a link, a FIFO or a file there before the trace is
+/// written. The traced process inserts `_<pid>` before `.pt.trace.json`.
+fn default_trace_name() -> String {
+    format!(
+        "omniprof_trigger_{}_{:016x}.pt.trace.json",
+        unix_ms(),
+        random_u64()
+    )
+}
+
+/// 64 bits from the kernel's random source; where it cannot be read, from the hasher keys
+/// the standard library draws from the OS for each `RandomState`.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    match read {
+        Ok(()) => u64::from_ne_bytes(bytes),
+        Err(_) => {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u128(unix_ms());
+            hasher.finish()
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, to sort trace names by time.
 fn unix_ms() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -187,4 +216,52 @@ fn list() -> ExitCode {
         println!("{:>8}  {:<24}  {}", p.pid, p.state, p.command);
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The file name of the `ACTIVITIES_LOG_FILE` line of a request built from `args`.
+    fn log_file_name(args: &TriggerArgs) -> String {
+        let request = build_request(args).unwrap();
+        let line = request
+            .text
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{ACTIVITIES_LOG_FILE}=")))
+            .unwrap();
+        Path::new(line)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn the_default_trace_name_carries_64_random_bits_so_no_other_user_can_guess_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = TriggerArgs {
+            pid: Some(1),
+            duration_ms: Some(500),
+            iterations: None,
+            activities: None,
+            output_dir: Some(dir.path().to_owned()),
+            config: None,
+            timeout_s: None,
+            list: false,
+        };
+        let names: Vec<String> = (0..2).map(|_| log_file_name(&args)).collect();
+        for name in &names {
+            let middle = name
+                .strip_prefix("omniprof_trigger_")
+                .and_then(|n| n.strip_suffix(".pt.trace.json"))
+                .unwrap_or_else(|| panic!("{name}"));
+            let (ms, random) = middle.split_once('_').unwrap_or_else(|| panic!("{name}"));
+            assert!(ms.parse::<u128>().is_ok(), "{name}");
+            assert_eq!(random.len(), 16, "{name}");
+            assert!(random.chars().all(|c| c.is_ascii_hexdigit()), "{name}");
+        }
+        // Two requests in the same millisecond still get two names.
+        assert_ne!(names[0], names[1]);
+    }
 }

@@ -1,7 +1,10 @@
 //! Proves `omniprof flamegraph` on a hand-built trace whose self times are known: the folded
 //! stacks hold exactly those numbers; the SVG is well-formed XML naming the top ops; with
 //! `--device` every linked kernel's time sits on the stack of the op that launched it; a
-//! trace with nothing to draw is an error that writes nothing.
+//! trace with nothing to draw is an error that writes nothing. OUT goes through the shared
+//! save path: no fixed `OUT.tmp` (a link planted there is left alone), a FIFO at OUT is
+//! written in place and stays one, a socket is refused naming it, and another user's link
+//! in a sticky directory is not followed.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -67,14 +70,7 @@ fn the_folded_stacks_hold_exactly_the_known_self_times() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("host.folded");
     ok(flamegraph(&saved(dir.path()), &out, &["--folded"]));
-    assert_eq!(
-        std::fs::read_to_string(&out).unwrap(),
-        "ProfilerStep* 4000\n\
-         ProfilerStep*;aten::addmm 3000\n\
-         ProfilerStep*;aten::mm 5500\n\
-         ProfilerStep*;aten::mm;launch 500\n\
-         ProfilerStep*;aten::relu 1000\n"
-    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), FOLDED);
 }
 
 #[test]
@@ -137,4 +133,107 @@ fn a_trace_with_nothing_to_draw_writes_nothing() {
     assert_eq!(result.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&result.stderr).contains("no host ops"));
     assert!(!out.exists());
+}
+
+const FOLDED: &str = "ProfilerStep* 4000\n\
+                      ProfilerStep*;aten::addmm 3000\n\
+                      ProfilerStep*;aten::mm 5500\n\
+                      ProfilerStep*;aten::mm;launch 500\n\
+                      ProfilerStep*;aten::relu 1000\n";
+
+#[cfg(unix)]
+#[test]
+fn a_link_at_the_old_fixed_temporary_name_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "kept").unwrap();
+    let out = dir.path().join("host.folded");
+    std::os::unix::fs::symlink(&victim, dir.path().join("host.folded.tmp")).unwrap();
+
+    ok(flamegraph(&saved(dir.path()), &out, &["--folded"]));
+
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "kept");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), FOLDED);
+    assert!(!std::fs::symlink_metadata(&out).unwrap().is_symlink());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_at_out_is_written_in_place_and_stays_a_fifo() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = saved(dir.path());
+    let out = dir.path().join("host.folded");
+    omniprof_test_support::shared_dirs::mkfifo(&out);
+    let reader = {
+        let out = out.clone();
+        std::thread::spawn(move || std::fs::read_to_string(out).unwrap())
+    };
+
+    ok(flamegraph(&trace, &out, &["--folded"]));
+
+    // Checked before joining: a FIFO replaced by a file would leave the reader blocked.
+    assert!(std::fs::symlink_metadata(&out)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert_eq!(reader.join().unwrap(), FOLDED);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_socket_at_out_is_refused_naming_it_and_stays() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("host.folded");
+    let _listener = std::os::unix::net::UnixListener::bind(&out).unwrap();
+
+    let run = flamegraph(&saved(dir.path()), &out, &["--folded"]);
+
+    assert_eq!(run.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&run.stderr),
+        format!(
+            "error: cannot write {}: it is a socket, not a file\n",
+            out.display()
+        )
+    );
+    assert!(std::fs::symlink_metadata(&out)
+        .unwrap()
+        .file_type()
+        .is_socket());
+}
+
+#[cfg(unix)]
+#[test]
+fn another_users_link_at_out_in_a_sticky_directory_is_refused() {
+    use omniprof_test_support::shared_dirs::{give_to, make_sticky, other_owner};
+    let Some(other) = other_owner("flamegraph to another user's link") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = saved(dir.path());
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "kept").unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    make_sticky(shared.path());
+    let out = shared.path().join("host.folded");
+    std::os::unix::fs::symlink(&victim, &out).unwrap();
+    give_to(&out, other);
+
+    let run = flamegraph(&trace, &out, &["--folded"]);
+
+    assert_eq!(run.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&run.stderr),
+        format!(
+            "error: cannot write {out}: {out} is a symbolic link of uid {other} in the sticky \
+             world-writable directory {dir} (owned by uid 0), and this process runs as uid 0: \
+             it is not followed, as the kernel's fs.protected_symlinks would refuse; remove it \
+             or save elsewhere\n",
+            out = out.display(),
+            dir = shared.path().display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "kept");
 }

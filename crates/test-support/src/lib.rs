@@ -10,6 +10,8 @@
 //! - [`plugins`]: building the C and Rust test plugins of the dynamic plugin ABI;
 //! - [`data`]: PyTorch's reference trace and table, and the reference example's rows;
 //! - `memory` (Unix): the peak memory of a child process;
+//! - `shared_dirs` (Unix): FIFOs, sticky directories and another user's files and links,
+//!   for the tests of writes in shared directories;
 //! - [`skip`]: checks that cannot run here say so visibly, and fail where all must run;
 //! - `trigger` (Unix): a trigger handler that records and saves a real session.
 //!
@@ -27,6 +29,8 @@ pub mod lock;
 pub mod memory;
 pub mod plugins;
 pub mod session;
+#[cfg(unix)]
+pub mod shared_dirs;
 pub mod skip;
 #[cfg(unix)]
 pub mod trigger;

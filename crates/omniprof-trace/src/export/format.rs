@@ -121,7 +121,40 @@ pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteEr
         Err(_) if stream => Format::Json,
         format => format?,
     };
-    let stats = save_with(path, |out| match format {
+    let stats = save_with(path, |out| encode(trace, format, path, out))?;
+    if format != Format::Perfetto {
+        warn_about_viewers(path, stats.bytes);
+    }
+    Ok(stats)
+}
+
+/// Saves `trace` as `name` inside the directory handle `dir`, in the format `shown` (the
+/// path the caller reports) names, through [`save_in`](super::save::save_in): only nothing
+/// or a regular file of the saving user's own is replaced, and the write stays in `dir`
+/// whatever happens to the path that named it. The on-demand writer saves this way.
+#[cfg(unix)]
+pub fn save_in(
+    trace: &Trace,
+    dir: &std::fs::File,
+    name: &std::ffi::OsStr,
+    shown: &Path,
+) -> Result<WriteStats, WriteError> {
+    let format = Format::from_path(shown)?;
+    let stats = super::save::save_in(dir, name, shown, |out| encode(trace, format, shown, out))?;
+    if format != Format::Perfetto {
+        warn_about_viewers(shown, stats.bytes);
+    }
+    Ok(stats)
+}
+
+/// Writes `trace` to `out` in `format`; `path` names a JSON trace that names nothing.
+fn encode(
+    trace: &Trace,
+    format: Format,
+    path: &Path,
+    out: &mut dyn Write,
+) -> io::Result<WriteStats> {
+    match format {
         Format::Json => write_json(trace, path, out),
         Format::JsonGz => {
             let level = flate2::Compression::new(GZIP_LEVEL);
@@ -131,11 +164,7 @@ pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteEr
             Ok(stats)
         }
         Format::Perfetto => perfetto::write(trace, out),
-    })?;
-    if format != Format::Perfetto {
-        warn_about_viewers(path, stats.bytes);
     }
-    Ok(stats)
 }
 
 /// Chrome JSON, its `traceName` the path unless the trace names itself.

@@ -9,5 +9,7 @@ pub(crate) mod lanes;
 pub mod perfetto;
 pub mod save;
 
+#[cfg(unix)]
+pub use format::save_in;
 pub use format::{save, Format, UnknownFormat, WriteStats};
 pub use save::WriteError;

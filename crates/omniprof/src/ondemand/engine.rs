@@ -13,7 +13,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::machine::{Action, Machine, State, Trigger};
 use super::{RequestSummary, Status, TraceFailed};
 use crate::config::{Config, CONTROLLER_TICK_MS};
-use crate::export;
 use crate::session::Profiler;
 
 /// The profiler thread's name (Kineto's is "Kineto Activity Profiler").
@@ -350,14 +349,27 @@ fn process(session: Option<Profiler>, config: &Config) -> Result<PathBuf, TraceF
                 error: "only file:// URLs can be written".to_owned(),
             })?,
     );
+    write_trace(&trace, &path)?;
+    Ok(path)
+}
+
+/// Writes `trace` at `path`, held inside the allowed directory (see `write.rs`).
+#[cfg(unix)]
+fn write_trace(trace: &crate::Trace, path: &std::path::Path) -> Result<(), TraceFailed> {
+    super::write::save(trace, path)
+}
+
+/// Writes `trace` at `path` (no directory handles here: the path is checked by name).
+#[cfg(not(unix))]
+fn write_trace(trace: &crate::Trace, path: &std::path::Path) -> Result<(), TraceFailed> {
     let write_error = |error: String| TraceFailed::Write {
-        path: path.clone(),
+        path: path.to_owned(),
         error,
     };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| write_error(format!("cannot create directory {}: {e}", dir.display())))?;
     }
-    export::save(&trace, &path).map_err(|e| write_error(e.to_string()))?;
-    Ok(path)
+    crate::export::save(trace, path).map_err(|e| write_error(e.to_string()))?;
+    Ok(())
 }

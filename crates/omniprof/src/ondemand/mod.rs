@@ -43,6 +43,8 @@ mod engine;
 mod machine;
 #[cfg(unix)]
 mod serve;
+#[cfg(unix)]
+mod write;
 
 use std::fmt;
 use std::path::PathBuf;
