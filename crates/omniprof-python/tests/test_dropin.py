@@ -226,6 +226,12 @@ def test_torch_profiler_before_inside_and_after_an_omniprof_memory_session() -> 
                 assert not module.reporter_installed()
         assert_torch_recorded(before, 4000)
 
+        # The legacy profiler starts inside a session too.
+        with omniprof.profile():
+            with torch.autograd.profiler_legacy.profile() as legacy:
+                allocate(10)
+        assert "aten::empty" in {e.name for e in legacy.function_events}
+
         # After: omniprof's session is over; torch.profiler starts on a clean thread.
         with torch_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as after:
             allocate(5000)

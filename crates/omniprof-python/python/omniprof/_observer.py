@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 from types import ModuleType
-from typing import Optional
+from typing import Any, Optional
 
 from . import _native, _warn
 
@@ -136,22 +136,35 @@ def install() -> None:
 
 
 def _wrap_torch_enable() -> None:
+    """Wraps the functions PyTorch's profilers start with (``_enable_profiler`` of
+    torch.profiler, emit_nvtx and emit_itt; ``_enable_profiler_legacy`` of the legacy
+    profiler), where their modules look them up, so that each first takes omniprof's reporter
+    out of the calling thread."""
     global _wrapped_enable
     if _wrapped_enable:
         return
-    import torch.autograd.profiler as autograd_profiler
+    import importlib
 
-    enable = autograd_profiler._enable_profiler
     observer = module()
+    for module_name, name in (
+        ("torch.autograd.profiler", "_enable_profiler"),
+        ("torch.autograd.profiler_legacy", "_enable_profiler_legacy"),
+    ):
+        try:
+            owner = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        enable = getattr(owner, name, None)
+        if enable is None:
+            continue
 
-    def _enable_profiler(*args: object, **kwargs: object) -> object:
-        if observer is not None:
-            observer.remove_reporter()
-        return enable(*args, **kwargs)
+        def enable_without_reporter(*args: object, __enable: Any = enable, **kwargs: object) -> object:
+            if observer is not None:
+                observer.remove_reporter()
+            return __enable(*args, **kwargs)
 
-    autograd_profiler._enable_profiler = _enable_profiler
+        setattr(owner, name, enable_without_reporter)
     _wrapped_enable = True
-
 
 def announce_start() -> Optional[bool]:
     """Makes the flag PyTorch's own code checks before it emits its annotations
