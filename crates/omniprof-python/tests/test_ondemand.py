@@ -21,9 +21,10 @@ except ImportError:  # pragma: no cover - depends on the environment
     raise
 
 # A training loop that runs until killed; it says when its first iteration has ended (before
-# that, an iteration-based trigger falls back to a time-based trace, as Kineto's does).
+# that, an iteration-based trigger falls back to a time-based trace, as Kineto's does). It
+# imports omniprof before torch: its ops are traced all the same.
 TRAINING = """
-import sys, torch, omniprof
+import sys, omniprof, torch
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))

@@ -26,8 +26,10 @@ def enable_from_env() -> bool:
     if not _native.on_demand_opted_in():
         return False
     if importlib.util.find_spec("torch") is not None:
-        _observer.install()
+        # Imports torch (the observer is built only for a program that has), so that a
+        # program importing omniprof first still has its ops traced.
         _count_optimizer_steps()
+        _observer.install()
     try:
         _native.serve_on_demand()
     except _native.ProfilerError as e:
