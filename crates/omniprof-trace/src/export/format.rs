@@ -111,8 +111,9 @@ impl From<UnknownFormat> for WriteError {
 /// Saves `trace` to `path` in the format its extension names ([`Format::from_path`]),
 /// through [`save_with`](super::save::save_with): the path ends up holding the whole trace
 /// or what it held before, and a link, FIFO or device there is written through, never
-/// replaced (a FIFO or device whose name has no known extension gets JSON). Any other
-/// unknown extension writes nothing.
+/// replaced (a FIFO or device whose name has no known extension gets JSON), except another
+/// user's link in a sticky world-writable directory, which is refused. Any other unknown
+/// extension writes nothing.
 pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteError> {
     let path = path.as_ref();
     // A stream (`/dev/stdout`, a FIFO) names no format: it gets Kineto's JSON.

@@ -138,6 +138,9 @@ pub(super) fn check_log_file(
 /// Checks an on-demand `ACTIVITIES_LOG_FILE` against the allowed directory `dir` (see
 /// [`on_demand_trace_dir`]): it must start with `dir`, contain no `..`, and its directory
 /// must not resolve outside `dir` through a symlink. The error says why it is refused.
+/// This is the check at request time, by name; the on-demand writer checks again when it
+/// writes, on directory handles (`crates/omniprof/src/ondemand/write.rs`), since the path
+/// may change in between.
 ///
 /// ```
 /// use omniprof::config::check_on_demand_log_file;
