@@ -108,10 +108,16 @@ fn every_kernel_and_copy_is_linked_to_its_launch_and_host_op() {
     );
 }
 
-/// HTA reads the demo trace. CI installs HTA, sets `OMNIPROF_HTA_PYTHON` and requires every
-/// check; elsewhere the test skips with a line the test run shows.
+/// HTA reads the demo trace and its kernel and temporal breakdowns succeed. HTA rounds each
+/// start up and each end down to whole microseconds, so device work shorter than 1 µs gets
+/// a negative duration, and the temporal breakdown then fails when it lands among the
+/// computation (`assert non_compute_time >= 0`): the simulated device's kernels, copies and
+/// fills last at least `openreg::MIN_WORK_NS` (1 µs), as on a real device, so that no GPU
+/// event of the demo's trace is negative once HTA has read it. CI installs HTA, sets
+/// `OMNIPROF_HTA_PYTHON` and requires every check; elsewhere the test skips with a line the
+/// test run shows.
 #[test]
-fn the_demo_trace_loads_in_holistic_trace_analysis() {
+fn the_demo_trace_passes_the_kernel_and_temporal_breakdowns_of_holistic_trace_analysis() {
     let Ok(python) = std::env::var("OMNIPROF_HTA_PYTHON") else {
         return skip::skip(
             "HTA check",
@@ -129,6 +135,10 @@ temporal = analyzer.get_temporal_breakdown(visualize=False)
 print("kernel_types", len(kernel_types))
 print("kernels", sorted(kernels["name"].unique()))
 print("temporal", len(temporal), float(temporal["compute_time(us)"].sum()))
+gpu = analyzer.t.get_trace(0)
+gpu = gpu[gpu["stream"].ne(-1)]
+print("gpu_events", len(gpu))
+print("negative", int((gpu["dur"] < 0).sum()))
 "#;
     let out = Command::new(&python)
         .args(["-c", script, dir.path().to_str().unwrap()])
@@ -154,6 +164,12 @@ print("temporal", len(temporal), float(temporal["compute_time(us)"].sum()))
     let (rows, compute) = temporal.split_once(' ').unwrap();
     assert_eq!(rows, "1", "one rank");
     assert!(compute.parse::<f64>().unwrap() > 0.0, "{stdout}");
+    assert_ne!(line("gpu_events "), "0");
+    assert_eq!(
+        line("negative "),
+        "0",
+        "GPU events HTA reads as negative: {stdout}"
+    );
 }
 
 #[test]

@@ -167,6 +167,10 @@ impl Work for Kernel {
         };
         (self.name(), activity)
     }
+
+    fn takes_device_time(&self) -> bool {
+        true
+    }
 }
 
 fn matmul(a: &DeviceBuffer, b: &DeviceBuffer, out: &DeviceBuffer, n: usize) {

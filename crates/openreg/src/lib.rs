@@ -140,6 +140,7 @@ pub use kernel::{launch_kernel, Kernel, KernelMetrics, LaunchDims};
 pub use memory::{
     malloc, memcpy_async, memset_async, Buffer, DeviceBuffer, HostBuffer, MemcpyKind,
 };
+pub use queue::MIN_WORK_NS;
 pub use stream::{current_stream, set_current_stream, Stream};
 
 #[cfg(test)]

@@ -289,6 +289,10 @@ impl Work for Transfer {
         (self.kind.name().into(), activity)
     }
 
+    fn takes_device_time(&self) -> bool {
+        true
+    }
+
     fn copied(&self) -> Option<(MemcpyKind, u64)> {
         Some((self.kind, self.bytes as u64))
     }
@@ -312,6 +316,10 @@ impl Work for Fill {
             bytes: self.bytes as u64,
         };
         ("Memset".into(), activity)
+    }
+
+    fn takes_device_time(&self) -> bool {
+        true
     }
 }
 

@@ -191,6 +191,40 @@ mod tests {
     }
 
     #[test]
+    fn the_smallest_kernels_copies_and_fills_last_at_least_the_least_device_time() {
+        let _guard = exclusive();
+        let stream = Stream::new(0).unwrap();
+        let host = HostBuffer::from_f32s(&[1.0; 4]);
+        let buf = malloc(0, 16).unwrap();
+        let event = Event::new();
+        let records = session(Kinds::ALL, || {
+            for _ in 0..20 {
+                memcpy_async(&buf, &host, 16, &stream).unwrap();
+                memset_async(&buf, 0, 16, &stream).unwrap();
+                launch_kernel(
+                    Kernel::Fill {
+                        out: buf.clone(),
+                        value: 1.0,
+                    },
+                    &stream,
+                )
+                .unwrap();
+                event.record(&stream);
+            }
+            stream.synchronize();
+        });
+        let mut lasted: HashMap<&str, i64> = HashMap::new();
+        for d in &records.device {
+            let least = lasted.entry(&d.name).or_insert(i64::MAX);
+            *least = (*least).min(d.end_ns - d.start_ns);
+        }
+        for name in ["Memcpy HtoD", "Memset", "fill_f32"] {
+            let least = lasted[name];
+            assert!(least >= crate::MIN_WORK_NS, "{name}: {least} ns");
+        }
+    }
+
+    #[test]
     fn synchronization_records_name_what_they_waited_for() {
         let _guard = exclusive();
         let set_device = |d| set_device(d).unwrap();

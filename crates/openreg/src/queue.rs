@@ -5,11 +5,20 @@
 //! operations that queue work (copies, kernels, events) sit above it, and so do the device
 //! registry, which keeps each device's queues for device-wide synchronization, and the
 //! [`Stream`](crate::Stream) handle.
+//!
+//! Kernels, copies and fills last at least [`MIN_WORK_NS`], as on a real device, where even
+//! a launch-bound kernel or a copy of a few bytes takes a microsecond or more. A simulated
+//! fill of 64 bytes is done in a fraction of that, and a trace of such sub-microsecond work
+//! is one no device gives: HolisticTraceAnalysis rounds starts up and ends down to whole
+//! microseconds, so shorter work gets a negative duration and its temporal breakdown fails
+//! (`assert non_compute_time >= 0`; `crates/omniprof-cli/tests/demo_device.rs` checks the
+//! demo's trace against it).
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::error::{OrError, Result};
 use crate::lock::{lock, wait};
@@ -34,7 +43,17 @@ pub(crate) trait Work: Send {
     fn copied(&self) -> Option<(MemcpyKind, u64)> {
         None
     }
+
+    /// Whether the work is device work that takes time (a kernel, copy or fill), which
+    /// lasts at least [`MIN_WORK_NS`]; event records and stream waits do not.
+    fn takes_device_time(&self) -> bool {
+        false
+    }
 }
+
+/// The least a kernel, copy or fill lasts on the simulated device, in nanoseconds: a real
+/// device's launch-bound kernels and smallest copies take a microsecond or more.
+pub const MIN_WORK_NS: i64 = 1_000;
 
 /// Owns a queue's worker thread; the worker itself only holds the queue, so dropping this
 /// is what ends it.
@@ -133,9 +152,18 @@ impl Queue {
     fn run(&self) {
         while let Some(item) = self.next() {
             let start_ns = now_ns();
+            let started = Instant::now();
             usage::work_started(self.device, start_ns);
             item.work.execute();
-            let end_ns = now_ns();
+            let mut end_ns = now_ns();
+            if item.work.takes_device_time() {
+                // Spun on the monotonic clock: the wall clock the records use may step.
+                let least = Duration::from_nanos(MIN_WORK_NS as u64);
+                while started.elapsed() < least {
+                    std::hint::spin_loop();
+                }
+                end_ns = now_ns().max(start_ns + MIN_WORK_NS);
+            }
             usage::work_finished(self.device, end_ns, item.work.copied());
             if let Some(tag) = item.tag {
                 let (name, activity) = item.work.describe();

@@ -36,6 +36,13 @@ use crate::trace::Trace;
 /// The root frame of device work whose launching op is not in the trace.
 pub const UNLINKED: &str = "[unlinked]";
 
+/// The most frames a stack holds. An op nested deeper is cut: its time (and that of the
+/// ops and device work below it) goes to its ancestor at this depth, and it is counted in
+/// [`FoldedStacks::cut_frames`]. Real stacks are far shallower (Python's own recursion
+/// limit is 1000); the limit bounds the text, which repeats every frame of a stack on
+/// each of its lines: unbounded, 20,000 nested ops are 200 million frames to write.
+pub const MAX_DEPTH: usize = 1024;
+
 /// Which time the stacks hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlameTime {
@@ -50,6 +57,9 @@ pub enum FlameTime {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FoldedStacks {
     pub stacks: Vec<(String, u64)>,
+    /// How many frames (host ops, or device work under the deepest ones) were deeper than
+    /// [`MAX_DEPTH`] and were cut, their time added to their ancestor at that depth.
+    pub cut_frames: u64,
 }
 
 impl FoldedStacks {
@@ -70,27 +80,32 @@ impl FoldedStacks {
 }
 
 /// The folded stacks of `trace` for `time`.
+///
+/// Stacks are held as a tree of frames (each a parent and a name), so memory grows with the
+/// ops, not with the ops times their depth; the text of a stack is spelled only for the
+/// stacks that hold time, at the end.
 pub fn folded_stacks(trace: &Trace, time: FlameTime) -> FoldedStacks {
-    let mut totals: FastMap<String, u64> = FastMap::default();
-    let mut add = |stack: String, ns: i64| {
+    let mut tree = FrameTree::default();
+    let mut totals: FastMap<u32, u64> = FastMap::default();
+    let mut add = |node: u32, ns: i64| {
         if ns > 0 {
-            *totals.entry(stack).or_default() += ns as u64;
+            *totals.entry(node).or_default() += ns as u64;
         }
     };
-    let stacks = host_stacks(trace);
+    let ops = host_stacks(trace, &mut tree);
     match time {
         FlameTime::HostSelf => {
-            for op in stacks.ops {
-                add(op.stack, op.self_ns);
+            for op in &ops {
+                add(op.node, op.self_ns);
             }
         }
         FlameTime::Device => {
-            let launched_by: FastMap<u64, &str> = stacks
-                .ops
+            let launched_by: FastMap<u64, u32> = ops
                 .iter()
                 .filter(|op| op.launches != 0)
-                .map(|op| (op.launches, op.stack.as_str()))
+                .map(|op| (op.launches, op.node))
                 .collect();
+            let unlinked = tree.child(ROOT, UNLINKED);
             for a in &trace.activities {
                 // A GPU user annotation repeats the work inside it.
                 if events::role(a.kind) != Role::Device || a.kind == ActivityType::GpuUserAnnotation
@@ -100,30 +115,100 @@ pub fn folded_stacks(trace: &Trace, time: FlameTime) -> FoldedStacks {
                 let parent = a
                     .linked_correlation
                     .and_then(|id| launched_by.get(&id).copied())
-                    .unwrap_or(UNLINKED);
-                add(format!("{parent};{}", frame(&a.name)), a.duration_ns());
+                    .unwrap_or(unlinked);
+                let node = tree.child(parent, &frame(&a.name));
+                add(node, a.duration_ns());
             }
         }
     }
-    let mut stacks: Vec<(String, u64)> = totals.into_iter().collect();
+    let mut stacks: Vec<(String, u64)> = totals
+        .into_iter()
+        .map(|(node, ns)| (tree.spell(node), ns))
+        .collect();
     stacks.sort_unstable();
-    FoldedStacks { stacks }
+    FoldedStacks {
+        stacks,
+        cut_frames: tree.cut,
+    }
+}
+
+/// The node no frame is: the parent of every root frame.
+const ROOT: u32 = 0;
+
+/// Every stack of the trace, as a tree: a node per distinct stack, holding its last frame
+/// and the node of the stack above it, so a stack of depth d takes one node, not d frames.
+struct FrameTree {
+    /// Per node: its parent, its frame's name (an index into `names`) and its depth.
+    nodes: Vec<(u32, u32, u32)>,
+    children: FastMap<(u32, u32), u32>,
+    names: Vec<String>,
+    name_ids: FastMap<String, u32>,
+    /// Frames not added because their parent was [`MAX_DEPTH`] deep.
+    cut: u64,
+}
+
+impl Default for FrameTree {
+    fn default() -> Self {
+        Self {
+            nodes: vec![(ROOT, 0, 0)],
+            children: FastMap::default(),
+            names: Vec::new(),
+            name_ids: FastMap::default(),
+            cut: 0,
+        }
+    }
+}
+
+impl FrameTree {
+    /// The node of frame `name` under `parent`; `parent` itself, counted as cut, when
+    /// `parent` is [`MAX_DEPTH`] deep already.
+    fn child(&mut self, parent: u32, name: &str) -> u32 {
+        let depth = self.nodes[parent as usize].2 + 1;
+        if depth as usize > MAX_DEPTH {
+            self.cut += 1;
+            return parent;
+        }
+        let name = match self.name_ids.get(name) {
+            Some(&id) => id,
+            None => {
+                let id = u32::try_from(self.names.len()).expect("fewer than 2^32 names");
+                self.names.push(name.to_owned());
+                self.name_ids.insert(name.to_owned(), id);
+                id
+            }
+        };
+        let next = u32::try_from(self.nodes.len()).expect("fewer than 2^32 stacks");
+        let node = *self.children.entry((parent, name)).or_insert(next);
+        if node == next {
+            self.nodes.push((parent, name, depth));
+        }
+        node
+    }
+
+    /// The stack of `node`, its frames root first, joined by `;`.
+    fn spell(&self, mut node: u32) -> String {
+        let mut frames = Vec::new();
+        while node != ROOT {
+            let (parent, name, _) = self.nodes[node as usize];
+            frames.push(self.names[name as usize].as_str());
+            node = parent;
+        }
+        frames.reverse();
+        frames.join(";")
+    }
 }
 
 /// A host op placed on its stack.
 struct StackedOp {
-    stack: String,
+    /// Its stack's node in the [`FrameTree`].
+    node: u32,
     self_ns: i64,
     /// The correlation id device work launched from this op carries (0 = none).
     launches: u64,
 }
 
-struct HostStacks {
-    ops: Vec<StackedOp>,
-}
-
 /// Every host op with its stack and self time, thread by thread.
-fn host_stacks(trace: &Trace) -> HostStacks {
+fn host_stacks(trace: &Trace, tree: &mut FrameTree) -> Vec<StackedOp> {
     let mut threads: FastMap<(i64, i64), Vec<&Activity>> = FastMap::default();
     for a in &trace.activities {
         if events::role(a.kind) == Role::Host && events::row_name(&a.name).is_some() {
@@ -142,16 +227,16 @@ fn host_stacks(trace: &Trace) -> HostStacks {
             }
             let parent = open.last().copied().filter(|&(_, e)| end <= e);
             let name = frame(events::row_name(&a.name).unwrap_or(&a.name));
-            let stack = match parent {
+            let node = match parent {
                 Some((p, _)) => {
                     ops[p].self_ns -= end - a.start_ns;
-                    format!("{};{name}", ops[p].stack)
+                    tree.child(ops[p].node, &name)
                 }
-                None => name,
+                None => tree.child(ROOT, &name),
             };
             let linked = a.linked_correlation.unwrap_or(0);
             ops.push(StackedOp {
-                stack,
+                node,
                 self_ns: end - a.start_ns,
                 launches: if linked == 0 { a.correlation } else { 0 },
             });
@@ -160,7 +245,7 @@ fn host_stacks(trace: &Trace) -> HostStacks {
             }
         }
     }
-    HostStacks { ops }
+    ops
 }
 
 /// A name as one frame of a folded stack.
@@ -222,6 +307,40 @@ mod tests {
         );
         // Every nanosecond of every root op is in exactly one stack.
         assert_eq!(folded.total_ns(), 1_000 + 500 + 350);
+    }
+
+    #[test]
+    fn ops_deeper_than_the_limit_are_cut_and_counted_and_their_time_kept() {
+        // Ten more nested ops than the limit, each 1 ns inside the one above at each end,
+        // the deepest launching a kernel.
+        let depth = MAX_DEPTH as i64 + 10;
+        let mut t = Trace::new(0, 10_000);
+        for i in 0..depth {
+            let mut a = op(ActivityType::CpuOp, &format!("f{i}"), 1, i, 2 * depth - i);
+            a.correlation = i as u64 + 1;
+            t.activities.push(a);
+        }
+        let mut kernel = Activity::new(ActivityType::ConcurrentKernel, "k", 0, 7, 0, 5);
+        kernel.linked_correlation = Some(depth as u64);
+        t.activities.push(kernel);
+        let host = folded_stacks(&t, FlameTime::HostSelf);
+        assert_eq!(host.cut_frames, 10);
+        assert_eq!(host.stacks.len(), MAX_DEPTH);
+        assert_eq!(host.total_ns(), 2 * depth as u64);
+        let (deepest, ns) = host.stacks.iter().max_by_key(|(s, _)| s.len()).unwrap();
+        assert_eq!(deepest.split(';').count(), MAX_DEPTH);
+        assert!(
+            deepest.ends_with(&format!(";f{}", MAX_DEPTH - 1)),
+            "{deepest}"
+        );
+        // The deepest kept op's whole length: its self time and the ten cut below it.
+        assert_eq!(*ns, 2 * (depth as u64 - (MAX_DEPTH as u64 - 1)));
+        // The kernel's launching op was cut, and so is the kernel's own frame.
+        let device = folded_stacks(&t, FlameTime::Device);
+        assert_eq!(device.cut_frames, 11);
+        assert_eq!(device.stacks.len(), 1);
+        assert_eq!(device.stacks[0].0, *deepest);
+        assert_eq!(device.stacks[0].1, 5);
     }
 
     #[test]
