@@ -19,16 +19,28 @@
 //! assert!(String::from_utf8(json).unwrap().contains(r#""name": "aten::mm""#));
 //! ```
 //!
+//! What this writes, the reader reads back with its default [`Limits`]: in the header
+//! (every top-level key and value but `traceEvents`), `deviceProperties` is written without
+//! spaces and the metadata with Kineto's (`"rank": 0`, which HTA looks for), or without any
+//! when that would not fit [`Limits::header_bytes`]; floats never take more than twice
+//! their shortest form ([`write_float`]). A header that does not fit even so, or
+//! an event larger than [`Limits::event_bytes`], fails the write with
+//! [`io::ErrorKind::InvalidData`], naming it, rather than leave a file omniprof cannot open.
+//!
 //! Files are written with [`export::save`](crate::export::save()).
 
 use std::io::{self, Write};
 
 use crate::activity::{Activity, ActivityType, FlowKind};
-use crate::export::json::{write_float, write_i64, write_str, write_u64, write_us, write_value};
+use crate::export::json::{
+    write_float, write_i64, write_str, write_u64, write_us, write_value, write_value_compact,
+};
 use crate::export::lanes::{row_tid, written_span, Lanes, WrittenOrder, LANE_STRIDE};
 use crate::export::WriteStats;
+use crate::import::Limits;
 use crate::keys::arg;
 use crate::trace::Trace;
+use crate::value::Value;
 
 /// Sort index of the `Spans` process (0x20000000).
 const SPANS_SORT_INDEX: i64 = 536_870_912;
@@ -41,8 +53,10 @@ pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<Wr
         buf: Vec::with_capacity(FLUSH_AT * 2),
         base: trace.base_time_ns,
         stats: WriteStats::default(),
+        event_start: 0,
+        oversized: None,
     };
-    w.header(trace)?;
+    w.header(trace, trace_name)?;
     w.rows(trace)?;
     let mut lanes = Lanes::default();
     WrittenOrder::of(&trace.activities).try_for_each(|a| w.activity(a, &mut lanes))?;
@@ -59,6 +73,10 @@ struct Writer<W> {
     buf: Vec<u8>,
     base: i64,
     stats: WriteStats,
+    /// Where the last event started, counted from the start of the file.
+    event_start: u64,
+    /// The first event larger than the reader's limit: its index and size.
+    oversized: Option<(u64, u64)>,
 }
 
 impl<W: Write> Writer<W> {
@@ -75,20 +93,52 @@ impl<W: Write> Writer<W> {
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        if let Some((index, bytes)) = self.oversized {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "traceEvents[{index}] would take {bytes} bytes, more than the {} bytes \
+                     the reader reads of one event (import::Limits::event_bytes): it would \
+                     not read back",
+                    Limits::default().event_bytes
+                ),
+            ));
+        }
         self.stats.bytes += self.buf.len() as u64;
         self.out.write_all(&self.buf)?;
         self.buf.clear();
         Ok(())
     }
 
+    /// Where the next byte goes, counted from the start of the file.
+    #[inline(always)]
+    fn position(&self) -> u64 {
+        self.stats.bytes + self.buf.len() as u64
+    }
+
+    /// Notes the event written last when it is larger than the reader reads by default;
+    /// the next flush fails with it.
+    #[inline(always)]
+    fn check_last_event(&mut self) {
+        let bytes = self.position() - self.event_start;
+        if self.stats.events > 0
+            && bytes > Limits::default().event_bytes as u64
+            && self.oversized.is_none()
+        {
+            self.oversized = Some((self.stats.events - 1, bytes));
+        }
+    }
+
     /// Starts an event object; every event but the first is preceded by a comma.
     #[inline(always)]
     fn event(&mut self, ph: &[u8]) {
+        self.check_last_event();
         if self.stats.events > 0 {
             self.raw(b",\n  ");
         } else {
             self.raw(b"\n  ");
         }
+        self.event_start = self.position();
         self.stats.events += 1;
         self.raw(b"{\"ph\": \"");
         self.raw(ph);
@@ -128,24 +178,55 @@ impl<W: Write> Writer<W> {
         write_str(&mut self.buf, v);
     }
 
-    fn header(&mut self, trace: &Trace) -> io::Result<()> {
+    /// The header, up to `"traceEvents": [`. Its size, with the `traceName` the footer
+    /// adds, is what the reader counts against [`Limits::header_bytes`] (and a little more:
+    /// the spaces between top-level items, which the reader does not count).
+    fn header(&mut self, trace: &Trace, trace_name: &str) -> io::Result<()> {
+        let limit = Limits::default().header_bytes;
+        // `"traceName": "<name>"`, escaped.
+        let mut name = Vec::new();
+        write_str(&mut name, trace_name);
+        let footer = name.len() + 16;
+        self.header_with(trace, write_value);
+        if self.buf.len() + footer > limit {
+            self.buf.clear();
+            self.header_with(trace, write_value_compact);
+        }
+        let bytes = self.buf.len() + footer;
+        if bytes > limit {
+            self.buf.clear();
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the trace's header (deviceProperties and metadata) would take {bytes} \
+                     bytes, more than the {limit} bytes the reader reads of a header \
+                     (import::Limits::header_bytes): it would not read back"
+                ),
+            ));
+        }
+        self.flush()
+    }
+
+    /// The header with each metadata value written by `value`.
+    fn header_with(&mut self, trace: &Trace, value: fn(&mut Vec<u8>, &Value)) {
         self.raw(b"{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
+        // Compact: a device's properties can be many (HTA and Perfetto parse them as JSON;
+        // nothing reads their spacing).
         for (i, p) in trace.device_properties.iter().enumerate() {
             self.raw(if i == 0 { b"\n    " } else { b",\n    " });
-            write_value(&mut self.buf, p);
+            write_value_compact(&mut self.buf, p);
         }
         self.raw(b"\n  ],\n");
-        for (key, value) in &trace.metadata {
+        for (key, v) in &trace.metadata {
             self.raw(b"  ");
             write_str(&mut self.buf, key);
             self.raw(b": ");
-            write_value(&mut self.buf, value);
+            value(&mut self.buf, v);
             self.raw(b",\n");
         }
         self.raw(b"  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ");
         write_i64(&mut self.buf, self.base);
         self.raw(b",\n  \"traceEvents\": [");
-        self.flush()
     }
 
     fn meta(&mut self, name: &str, pid: i64, tid: i64, ts: i64, key: &str, value: MetaArg) {

@@ -113,11 +113,35 @@ pub fn write_u64(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Appends a float; non-finite values (which JSON cannot hold) are written as `null`.
+///
+/// A float is written plain (`1234.5`; an integer exactly, with `.0`) unless that is more
+/// than twice as long as its shortest digits with an exponent (`1e9`, `1.5e-300`), which
+/// read back as the same float: plain alone spells `1e300` with 301 digits and `1e9` as
+/// `1000000000.0`, so a `deviceProperties` of such numbers, read within the reader's header
+/// limit, was written 3.5 times larger and no longer read back. Common values (`100.0`,
+/// `0.001`, integers of up to 20 digits) keep the plain form Kineto and Python write; none
+/// takes more than twice its shortest form.
 pub fn write_float(out: &mut Vec<u8>, v: f64) {
     if !v.is_finite() {
         out.extend_from_slice(b"null");
-    } else if v.fract() == 0.0
-        && (-9_223_372_036_854_775_808.0..18_446_744_073_709_551_616.0).contains(&v)
+        return;
+    }
+    let start = out.len();
+    write_plain_float(out, v);
+    let plain = out.len() - start;
+    // An exponent form takes at least three bytes (`1e5`).
+    if plain > 6 {
+        let exp = format!("{v:e}");
+        if plain > 2 * exp.len() {
+            out.truncate(start);
+            out.extend_from_slice(exp.as_bytes());
+        }
+    }
+}
+
+/// A finite float without an exponent.
+fn write_plain_float(out: &mut Vec<u8>, v: f64) {
+    if v.fract() == 0.0 && (-9_223_372_036_854_775_808.0..18_446_744_073_709_551_616.0).contains(&v)
     {
         // An integer in the range of i64 or u64 is written exactly, so that it reads back as
         // the same number: past 2^53, `Display` pads the shortest digits with zeros, which
@@ -135,9 +159,19 @@ pub fn write_float(out: &mut Vec<u8>, v: f64) {
     }
 }
 
-/// Appends a value. A raw fragment is validated: valid JSON is written verbatim, anything
-/// else as a string.
+/// Appends a value, with `, ` and `: ` between items as Kineto spells them (HTA finds the
+/// rank by the text `"rank": `).
 pub fn write_value(out: &mut Vec<u8>, v: &Value) {
+    write_value_with(out, v, b", ", b": ");
+}
+
+/// Appends a value with no space between items: the header's form when the spaced one
+/// would not fit the reader's limit (see [`chrome`](super::chrome)).
+pub fn write_value_compact(out: &mut Vec<u8>, v: &Value) {
+    write_value_with(out, v, b",", b":");
+}
+
+fn write_value_with(out: &mut Vec<u8>, v: &Value, comma: &[u8], colon: &[u8]) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Int(i) => write_i64(out, *i),
@@ -149,9 +183,9 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.extend_from_slice(b", ");
+                    out.extend_from_slice(comma);
                 }
-                write_value(out, item);
+                write_value_with(out, item, comma, colon);
             }
             out.push(b']');
         }
@@ -159,11 +193,11 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
             out.push(b'{');
             for (i, (key, value)) in entries.iter().enumerate() {
                 if i > 0 {
-                    out.extend_from_slice(b", ");
+                    out.extend_from_slice(comma);
                 }
                 write_str(out, key);
-                out.extend_from_slice(b": ");
-                write_value(out, value);
+                out.extend_from_slice(colon);
+                write_value_with(out, value, comma, colon);
             }
             out.push(b'}');
         }
@@ -241,8 +275,8 @@ mod tests {
             s(|o| write_float(o, 2f64.powi(64) - 2048.0)),
             "18446744073709549568.0"
         );
-        // Past u64, the float's shortest digits (which read back as the same float).
-        assert_eq!(s(|o| write_float(o, 1e20)), "100000000000000000000.0");
+        // Past u64, the float's shortest digits with an exponent, not 21 digits.
+        assert_eq!(s(|o| write_float(o, 1e20)), "1e20");
         for v in [1.0, -3.0, 1e20] {
             let text = s(|o| write_value(o, &Value::Float(v)));
             let back: Value = serde_json::from_str(&text).unwrap();
@@ -251,6 +285,30 @@ mod tests {
                 "{text} read as {back:?}"
             );
         }
+    }
+
+    #[test]
+    fn floats_take_the_shorter_of_the_plain_and_exponent_forms() {
+        for (v, text) in [
+            (1e9, "1e9"),
+            (-1e300, "-1e300"),
+            (1.5e-300, "1.5e-300"),
+            (100.0, "100.0"),
+            (123456.0, "123456.0"),
+            (1_000_000.0, "1e6"),
+            (0.001, "0.001"),
+            (0.00001, "0.00001"),
+            (0.0000001, "1e-7"),
+            (87.5, "87.5"),
+        ] {
+            assert_eq!(s(|o| write_float(o, v)), text);
+        }
+        // A list of a million `1e9`s is as long as it was read (plus the spaces).
+        let list = Value::List(vec![Value::Float(1e9); 1000]);
+        assert_eq!(list.to_json().len(), 1000 * 3 + 999 * 2 + 2);
+        let mut compact = Vec::new();
+        write_value_compact(&mut compact, &list);
+        assert_eq!(compact.len(), 1000 * 3 + 999 + 2);
     }
 
     #[test]
@@ -264,6 +322,9 @@ mod tests {
             5e-324,
             f64::MAX,
             f64::MIN,
+            1e9,
+            1.5e-300,
+            -1e300,
         ] {
             let back: Value = serde_json::from_str(&Value::Float(v).to_json()).unwrap();
             assert_eq!(back, Value::Float(v), "{v:e}");
