@@ -3,8 +3,8 @@
 //! the result. It was written 3.5 times larger when its numbers were floats spelled with an
 //! exponent (`1e9` became `1000000000.0, `), and 1.5 times larger when they were small
 //! integers (`0,` became `0, `): both over the limit, so `summary` refused omniprof's own
-//! file. A trace whose header cannot fit even so is refused at write time, naming it, and
-//! nothing is written.
+//! file. A trace whose header cannot fit even so, or with an event larger than the reader's
+//! 16 MiB, is refused at write time, naming it, and nothing is written.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -92,6 +92,31 @@ fn a_header_that_cannot_fit_the_reader_is_refused_when_saved_and_nothing_is_writ
             "the trace's header (deviceProperties and metadata) would take 5243091 bytes, more \
              than the 4194304 bytes the reader reads of a header"
         ),
+        "{err}"
+    );
+    assert!(!path.exists());
+}
+
+#[test]
+fn an_event_larger_than_the_reader_reads_is_refused_when_saved_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.pt.trace.json");
+    let mut trace = Trace::new(0, 1_000);
+    let name = "x".repeat(17 << 20);
+    trace
+        .activities
+        .push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 0, 100));
+    trace.activities.push(Activity::new(
+        ActivityType::CpuOp,
+        name.as_str(),
+        1,
+        1,
+        200,
+        500,
+    ));
+    let err = export::save(&trace, &path).unwrap_err().to_string();
+    assert!(
+        err.contains("traceEvents[1] would take 17825879 bytes, more than the 16777216 bytes"),
         "{err}"
     );
     assert!(!path.exists());
