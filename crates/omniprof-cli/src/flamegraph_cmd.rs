@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use inferno::flamegraph::{self, Options};
-use omniprof_trace::analysis::flamegraph::{folded_stacks, FlameTime};
+use omniprof_trace::analysis::flamegraph::{folded_stacks, FlameTime, MAX_DEPTH};
 use omniprof_trace::export::save::save_with;
 use omniprof_trace::import::TraceReader;
 
@@ -62,6 +62,13 @@ pub fn run(args: &FlamegraphArgs) -> ExitCode {
         (FlameTime::HostSelf, "Host self time")
     };
     let folded = folded_stacks(&trace, time);
+    if folded.cut_frames > 0 {
+        eprintln!(
+            "warning: {} frames deeper than {MAX_DEPTH} were cut; their time is drawn on \
+             their ancestor at depth {MAX_DEPTH}",
+            folded.cut_frames
+        );
+    }
     if folded.stacks.is_empty() {
         let what = if args.device {
             "device activities"

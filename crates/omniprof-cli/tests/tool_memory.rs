@@ -72,7 +72,16 @@ fn a_flame_graph_of_twenty_thousand_nested_ops_is_cut_at_the_depth_limit_in_boun
         folded.as_os_str(),
         "--folded".as_ref(),
     ]);
-    succeeded(&out);
+    let stderr = succeeded(&out);
+    // The user is told what was cut.
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "warning: {} frames deeper than {MAX_DEPTH} were cut; their time is drawn on their \
+             ancestor at depth {MAX_DEPTH}",
+            NESTED - MAX_DEPTH as u64
+        )
+    );
     let text = std::fs::read_to_string(&folded).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     // One stack per depth up to the limit; the deepest holds every op below it.
