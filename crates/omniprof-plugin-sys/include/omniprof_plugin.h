@@ -324,6 +324,10 @@ typedef struct KinetoPlugin_ProfilerPopUserCorrelationId_Params
  * Lifecycle: profilerQuery once, when the host starts; then per trace that enables any
  * supported type: profilerCreate, profilerStart, correlation pushes and pops (on
  * application threads, concurrently), profilerStop, profilerProcessEvents, profilerDestroy.
+ * A trace with a warm-up calls profilerCreate at the warm-up and profilerStart only when its
+ * capture window opens, as Kineto starts its child profilers, so nothing recorded during the
+ * warm-up takes the window's place in a plugin's buffers; a trace cancelled before its window
+ * opened calls profilerDestroy without profilerStart or profilerStop.
  */
 struct KinetoPlugin_ProfilerInterface {
   size_t unpaddedStructSize;

@@ -7,6 +7,7 @@
 //! | OpenReg | omniprof |
 //! |---|---|
 //! | trace start / stop | [`profiling::enable`], then at stop `disable` → synchronize every device → [`profiling::drain`] |
+//! | window opened after a warm-up | [`profiling::enable`] again: the warm-up's records are dropped, the budget holds the window |
 //! | host op / user range pushed by the engine | [`profiling::push_external_correlation`] (`Default` / `User`) |
 //! | [`RuntimeRecord`](profiling::RuntimeRecord) | a `privateuse1_runtime` event on the calling thread, linked to the host op |
 //! | [`DeviceRecord`] kernel / memcpy / memset | a `kernel` / `gpu_memcpy` / `gpu_memset` event on (device, stream), linked to the host op and handed over inside its user range |
@@ -174,6 +175,14 @@ impl ProfilerSession for OpenRegSession {
                 .map_err(|e| BackendError::new(format!("PM sampler: {e}")))?;
             self.sampler = Some(sampler);
         }
+        profiling::enable(self.kinds);
+        Ok(())
+    }
+
+    /// Drops the warm-up's records and resets the store's budget and dropped count: a
+    /// fresh `enable`, as Kineto's `flushWarmupBuffers` clears CUPTI's buffers. Work
+    /// launched during the warm-up and finishing later is not recorded.
+    fn window_opened(&mut self) -> Result<(), BackendError> {
         profiling::enable(self.kinds);
         Ok(())
     }

@@ -8,6 +8,15 @@
 //! the flows, projects user ranges onto the device, filters to the capture window and builds
 //! the rows.
 //!
+//! A session prepared ahead of its window (on-demand traces, `Profiler::prepare`, a schedule's
+//! warm-up) is started at the warm-up, so device start-up costs are paid before the window, and
+//! is told when the window opens ([`ProfilerSession::window_opened`]): Kineto's contract, which
+//! discards the warm-up's device records (`flushWarmupBuffers`) and starts its child
+//! profilers at the window. A bounded backend drops what the
+//! warm-up produced there, so its budget holds the window; the engine's own budget
+//! (`OMNIPROF_MAX_EVENTS_PER_BACKEND`) never counts a warm-up activity: it is dropped as it is
+//! delivered and counted in the trace's `warmup_events`.
+//!
 //! ```
 //! use omniprof::backend::*;
 //! use omniprof::{Activity, ActivitySet, ActivityType, Config, Window};
@@ -144,8 +153,18 @@ impl ScopeMetric {
 
 /// One trace's worth of a backend.
 pub trait ProfilerSession: Send {
-    /// The capture window opened.
+    /// Recording begins: at the warm-up when the session is prepared ahead of its window
+    /// (then [`window_opened`](Self::window_opened) follows when the window opens), else
+    /// with the window.
     fn start(&mut self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// The capture window opened: called once per trace, after [`start`](Self::start),
+    /// whether that ran at the warm-up or just now. A backend that records ahead of the
+    /// window drops what it recorded so far here (Kineto's `flushWarmupBuffers`) and resets
+    /// its budget, so a store filled during the warm-up does not cost the window its records.
+    fn window_opened(&mut self) -> Result<(), BackendError> {
         Ok(())
     }
 

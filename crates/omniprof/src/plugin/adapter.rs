@@ -1,9 +1,14 @@
 //! A plugin profiler seen through the [`ActivityProfiler`] trait: the engine drives a `.so`
 //! exactly as it drives a static backend.
 //!
-//! Per trace: `profilerCreate` with the requested types the plugin supports, start, stop,
+//! Per trace: `profilerCreate` with the requested types the plugin supports (at the warm-up
+//! when the trace has one), `profilerStart` when the capture window opens, stop,
 //! `profilerProcessEvents` into a [`HostTraceBuilder`], and `profilerDestroy` right after it
-//! (or when a session that did not get that far is dropped). A session whose create failed
+//! (or when a session that did not get that far is dropped). Starting at the window, as
+//! Kineto starts its child profilers, is what the ABI allows for a warm-up: it has no call
+//! to discard what a plugin recorded, so a plugin started at the warm-up would fill its own
+//! buffers and the builder's budget with records the trace drops. A session dropped before
+//! its window opened gets no `profilerStop`. A session whose create failed
 //! makes no further call (defect 8). Each of these calls runs under the deadline of
 //! [`deadline`](super::deadline).
 
@@ -123,6 +128,7 @@ impl ActivityProfiler for PluginProfiler {
             timeout,
             max_events: usize::try_from(config.max_events_per_backend()).unwrap_or(usize::MAX),
             errors: Vec::new(),
+            started: false,
         })))
     }
 }
@@ -141,6 +147,8 @@ struct PluginSession {
     max_events: usize,
     /// Problems of calls after processEvents (destroy).
     errors: Vec<String>,
+    /// Whether `profilerStart` was called (at the window).
+    started: bool,
 }
 
 impl PluginSession {
@@ -184,7 +192,12 @@ impl PluginSession {
 }
 
 impl ProfilerSession for PluginSession {
+    /// Nothing yet: the plugin starts when the window opens.
     fn start(&mut self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn window_opened(&mut self) -> Result<(), BackendError> {
         let start = self.iface.profiler_start.expect("checked at load");
         let rc = self.call("profilerStart", move |handle| {
             let mut params = ProfilerStartParams {
@@ -194,10 +207,14 @@ impl ProfilerSession for PluginSession {
             // SAFETY: a complete start struct carrying this session's live handle.
             unsafe { start(&mut params) }
         })?;
+        self.started = true;
         failed("profilerStart", rc)
     }
 
     fn stop(&mut self) -> Result<(), BackendError> {
+        if !self.started {
+            return Ok(());
+        }
         let stop = self.iface.profiler_stop.expect("checked at load");
         let rc = self.call("profilerStop", move |handle| {
             let mut params = ProfilerStopParams {

@@ -85,11 +85,19 @@ pub(crate) struct Delivered {
 }
 
 /// The sink a session processes into: what it added, as it added it, up to its budget.
+/// Activities that started during the warm-up are dropped as they arrive and counted, never
+/// charged to the budget: the budget holds the window.
 #[derive(Default)]
 pub(crate) struct Collected {
     max_events: usize,
     /// Activities past the budget, dropped.
     dropped: u64,
+    /// `[warm-up start, window start)`, when the session warmed up ahead of the window.
+    warmup_span: Option<(i64, i64)>,
+    /// Activities that started during the warm-up, dropped.
+    pub(crate) warmup: u64,
+    /// Whether the last activity added was kept (kernel metrics follow their kernel).
+    last_kept: bool,
     pub(crate) activities: Vec<Activity>,
     /// (index in `activities`, user range correlation id)
     pub(crate) user_links: Vec<(usize, u64)>,
@@ -101,30 +109,37 @@ pub(crate) struct Collected {
 }
 
 impl Collected {
-    fn with_max_events(max_events: usize) -> Self {
+    fn new(max_events: usize, warmup_span: Option<(i64, i64)>) -> Self {
         Self {
             max_events,
+            warmup_span,
             ..Self::default()
         }
     }
 
-    /// Whether another activity fits the budget (counting it as dropped when not).
-    fn fits(&mut self) -> bool {
-        let fits = self.activities.len() < self.max_events;
-        self.dropped += u64::from(!fits);
+    /// Whether `activity` is kept: not from the warm-up, and within the budget (counting it
+    /// as warm-up or dropped when not).
+    fn keeps(&mut self, activity: &Activity) -> bool {
+        let warm = self
+            .warmup_span
+            .is_some_and(|(from, to)| (from..to).contains(&activity.start_ns));
+        let fits = !warm && self.activities.len() < self.max_events;
+        self.warmup += u64::from(warm);
+        self.dropped += u64::from(!warm && !fits);
+        self.last_kept = fits;
         fits
     }
 }
 
 impl ActivitySink for Collected {
     fn add(&mut self, activity: Activity) {
-        if self.fits() {
+        if self.keeps(&activity) {
             self.activities.push(activity);
         }
     }
 
     fn add_in_user_range(&mut self, activity: Activity, user_correlation: u64) {
-        if self.fits() {
+        if self.keeps(&activity) {
             self.user_links
                 .push((self.activities.len(), user_correlation));
             self.activities.push(activity);
@@ -140,6 +155,9 @@ impl ActivitySink for Collected {
     }
 
     fn add_kernel_metrics(&mut self, values: CounterValues) {
+        if !self.last_kept {
+            return;
+        }
         if let Some(last) = self.activities.len().checked_sub(1) {
             self.kernel_metrics.push((last, values));
         }
@@ -297,6 +315,12 @@ impl Backends {
         self.each("start", |s| s.start());
     }
 
+    /// Tells every session the capture window opened (see
+    /// [`ProfilerSession::window_opened`]).
+    pub(crate) fn window_opened(&mut self) {
+        self.each("window_opened", |s| s.window_opened());
+    }
+
     pub(crate) fn stop(&mut self) {
         self.each("stop", |s| s.stop());
     }
@@ -308,15 +332,19 @@ impl Backends {
 
     /// Has every session process its trace into a sink of its own and describe itself, then
     /// drops it. Returns what each delivered, in order, and every error met in this trace
-    /// (a session's own [`errors`](ProfilerSession::errors) prefixed with its name).
+    /// (a session's own [`errors`](ProfilerSession::errors) prefixed with its name). With
+    /// `warm_start_ns` (the sessions started then, ahead of the window), what started before
+    /// the window is dropped and counted as warm-up before the budget is applied.
     pub(crate) fn deliver(
         mut self,
         host_ops: &dyn HostOps,
         window: Window,
+        warm_start_ns: Option<i64>,
     ) -> (Vec<Delivered>, Vec<String>) {
         let mut delivered = Vec::with_capacity(self.running.len());
+        let warmup_span = warm_start_ns.map(|from| (from, window.start_ns));
         for (index, mut r) in std::mem::take(&mut self.running).into_iter().enumerate() {
-            let mut output = Collected::with_max_events(self.max_events);
+            let mut output = Collected::new(self.max_events, warmup_span);
             let processed = guarded(&r.name, "process_trace", || {
                 r.session.process_trace(&mut output, host_ops, window)
             });

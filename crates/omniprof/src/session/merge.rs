@@ -148,7 +148,11 @@ fn merge_backends(
     } else {
         HostIndex::new(&trace.activities)
     };
-    let (delivered, errors) = backends.deliver(&host.view(&trace.activities), window.window);
+    let (delivered, errors) = backends.deliver(
+        &host.view(&trace.activities),
+        window.window,
+        window.warm_start_ns,
+    );
     let mut merged = Merged {
         scope: selection
             .enabled(ActivityType::XpuScopeProfiler)
@@ -464,8 +468,10 @@ impl Merged {
             user_links,
             counters,
             kernel_metrics,
+            warmup,
             ..
         } = output;
+        self.warmup += warmup;
         let namespace = backend << FLOW_NAMESPACE_SHIFT;
         let mut user_of: FastMap<usize, u64> = user_links.into_iter().collect();
         let mut metrics_of: FastMap<usize, CounterValues> = kernel_metrics.into_iter().collect();

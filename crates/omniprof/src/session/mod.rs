@@ -368,9 +368,11 @@ impl Profiler {
 
     /// Claims the recorder, configures and starts the backends, and warms up (clock source,
     /// pre-faulted buffers), so `start` is cheap and device-side start-up costs are paid
-    /// before the window opens. What the backends record until `start` is dropped from the
-    /// trace and counted in its `warmup_events` metadata. Called by `start` when skipped
-    /// (then the backends start with the window: nothing to drop).
+    /// before the window opens. `start` tells the backends the window opened, and they drop
+    /// what they recorded until then (see [`crate::backend`]); what still reaches the engine
+    /// from the warm-up is dropped from the trace, counted in its `warmup_events` metadata and
+    /// never charged to a backend's budget. Called by `start` when skipped (then the backends
+    /// start with the window: nothing to drop).
     ///
     /// A synchronous session preempts an on-demand trace that is pending or running
     /// ([`crate::ondemand`]): that trace is cancelled and writes no file.
@@ -452,11 +454,18 @@ impl Profiler {
                 return Err(self.out_of_order("start"));
             }
         };
+        // A warmed-up backend drops its warm-up just before the window opens, so nothing it
+        // records in the window is lost to the flush (what falls between is warm-up).
+        let warm = self.warm_start_ns.is_some();
+        if warm {
+            self.backends.window_opened();
+        }
         self.start_sample = Some(CalibrationSample::take());
         self.window_start_ns = clock::wall_now_ns();
         let host = record::start_session(self.config.max_host_records_per_thread());
-        if self.warm_start_ns.is_none() {
+        if !warm {
             self.backends.start();
+            self.backends.window_opened();
         }
         self.phase = Phase::Recording { host, claim };
         Ok(())
