@@ -3,12 +3,14 @@
 //!
 //! The input is streamed into the trace model (memory grows with the events, not the file's
 //! text), then saved the way every trace is saved: written aside and renamed, so a failed
-//! read or write leaves nothing at OUT.
+//! read or write leaves nothing at OUT. A FIFO or device without a known extension
+//! (`/dev/stdout`) gets JSON, and the summary line then goes to standard error.
 //!
 //! Exit status: 0 converted; 1 the input could not be read (the reader's error, with byte
 //! offset and event index) or the output not written; 2 bad arguments, an unknown output
 //! extension included (checked before reading).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -31,7 +33,8 @@ pub struct ConvertArgs {
 
 /// Runs `omniprof convert`.
 pub fn run(args: &ConvertArgs) -> ExitCode {
-    if let Err(e) = Format::from_path(&args.output) {
+    // A FIFO or device without a known extension (`/dev/stdout`) gets JSON, as in the save.
+    if let Err(e) = Format::for_path(&args.output) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
@@ -55,7 +58,13 @@ pub fn run(args: &ConvertArgs) -> ExitCode {
     std::mem::forget(trace);
     match saved {
         Ok(written) => {
-            println!(
+            // With the trace on standard output, the summary goes to standard error.
+            let mut say: Box<dyn Write> = match crate::output::is_standard_output(&args.output) {
+                true => Box::new(std::io::stderr()),
+                false => Box::new(std::io::stdout()),
+            };
+            let _ = writeln!(
+                say,
                 "wrote {} ({} events, {} bytes) from {} ({} events)",
                 args.output.display(),
                 written.events,

@@ -207,7 +207,8 @@ fn profile(args: &DemoArgs, config: Config) -> DemoResult<()> {
         }
     }
     let trace = profiler.stop()?;
-    let to_stdout = output.as_os_str() == STDOUT;
+    // `-o /dev/stdout` is `-o -`: what the demo says must not follow the trace.
+    let to_stdout = output.as_os_str() == STDOUT || crate::output::is_standard_output(&output);
     let stats = if to_stdout {
         let stdout = std::io::stdout().lock();
         chrome::write(&trace, "stdout", std::io::BufWriter::new(stdout))?

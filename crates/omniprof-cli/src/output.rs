@@ -1,6 +1,11 @@
 //! Output: paths checked before the work that fills them (a run that cannot write its
 //! result says so at once, naming the path, instead of after minutes of profiling), and
 //! results printed to standard output or written to files.
+//!
+//! A trace path is accepted when the save would accept it: a name with a known extension,
+//! or an existing FIFO or character device (`/dev/stdout`, `/dev/null`), which gets JSON
+//! (`Format::for_path` in `crates/omniprof-trace/src/export/format.rs`), as the README's
+//! CLI section says.
 
 use std::fs::OpenOptions;
 use std::io::{self, ErrorKind, Write};
@@ -23,10 +28,37 @@ pub fn print(text: &str) -> bool {
 }
 
 /// Whether a trace can be written at `path`: the file is [writable](check_writable) and
-/// its extension names a format ([`Format::from_path`]).
+/// either its extension names a format or it is a FIFO or character device, which gets
+/// JSON ([`Format::for_path`], what the save itself decides).
 pub fn check_trace_output(path: &Path) -> Result<(), String> {
     check_writable(path)?;
-    Format::from_path(path).map(drop).map_err(|e| e.to_string())
+    Format::for_path(path).map(drop).map_err(|e| e.to_string())
+}
+
+/// Whether `path` is this process's standard output (`/dev/stdout`, `/proc/self/fd/1`, or
+/// the terminal or file that standard output is): what the command says then goes to
+/// standard error, as with `-o -`, so that it does not follow the trace into the stream.
+pub fn is_standard_output(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::MetadataExt;
+        let Ok(target) = std::fs::metadata(path) else {
+            return false;
+        };
+        let Ok(stdout) = io::stdout().as_fd().try_clone_to_owned() else {
+            return false;
+        };
+        let Ok(stdout) = std::fs::File::from(stdout).metadata() else {
+            return false;
+        };
+        (target.dev(), target.ino()) == (stdout.dev(), stdout.ino())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
+    }
 }
 
 /// Whether a file can be written at `path`: not a directory, in a directory that exists and

@@ -4,7 +4,9 @@
 //! `check` loads each library, runs one short real session with every activity type
 //! selected, and prints a verdict per profiler: FAIL when the library or the profiler was
 //! rejected, a call reported errors or did not return within `--timeout` (the plugin is then
-//! abandoned, and the check goes on without it), WARN when its events fell outside the
+//! abandoned, and the check goes on without it), or the library called the registry or the
+//! trace builder after the call that lent it had returned (refused by the host, and counted
+//! by `omniprof::plugin::late_calls`: the README's "a refused call is a FAIL"), WARN when its events fell outside the
 //! capture window (usually a clock that is not Unix-epoch nanoseconds) or the trace doubts
 //! what it delivered (`backend_warnings`: e.g. event ids that are not the ids it was pushed),
 //! PASS otherwise. Exit status 1 when
@@ -40,6 +42,10 @@ pub struct CheckArgs {
     /// (default: 10, the `OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS` default).
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     pub timeout: Option<u32>,
+    /// Internal: check one plugin alone and print only how many of its calls were refused as
+    /// late (`late N`); what a check of several plugins runs to tell whose they were.
+    #[arg(long, hide = true)]
+    pub count_late_calls: bool,
 }
 
 /// A positive number of seconds, as whole milliseconds.
@@ -130,11 +136,19 @@ pub fn check(args: &CheckArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    // Late calls made while a library registers are its own: libraries load one at a time.
+    let mut late = Vec::new();
     let loaded: Vec<(PathBuf, Result<LoadedPlugin, PluginError>)> = args
         .paths
         .iter()
-        .map(|p| (p.clone(), plugin::load_plugin(p)))
+        .map(|p| {
+            let before = plugin::late_calls();
+            let result = plugin::load_plugin(p);
+            late.push(plugin::late_calls() - before);
+            (p.clone(), result)
+        })
         .collect();
+    let before = plugin::late_calls();
     let trace = match run_session(args.timeout) {
         Ok(trace) => trace,
         Err(e) => {
@@ -142,7 +156,15 @@ pub fn check(args: &CheckArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let rows = verdicts(&loaded, &trace);
+    let in_session = plugin::late_calls() - before;
+    if args.count_late_calls {
+        println!("late {}", late.iter().sum::<u64>() + in_session);
+        return ExitCode::SUCCESS;
+    }
+    if in_session > 0 {
+        attribute_late_calls(&loaded, &mut late, in_session, args.timeout);
+    }
+    let rows = verdicts(&loaded, &late, &trace);
     print_table(&rows);
     if let Some(out) = &args.trace {
         match omniprof::export::save(&trace, out) {
@@ -157,6 +179,52 @@ pub fn check(args: &CheckArgs) -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// Adds the `in_session` late calls of the shared session to the libraries that made them:
+/// all to the one library with usable profilers when there is one, else to each as counted
+/// by a check of it alone in a child process (this binary with `--count-late-calls`), since
+/// a refused call carries no trace of who made it (`crates/omniprof/src/plugin/lend.rs`).
+fn attribute_late_calls(
+    loaded: &[(PathBuf, Result<LoadedPlugin, PluginError>)],
+    late: &mut [u64],
+    in_session: u64,
+    timeout_ms: Option<u32>,
+) {
+    let usable: Vec<usize> = (0..loaded.len())
+        .filter(|&i| {
+            loaded[i]
+                .1
+                .as_ref()
+                .is_ok_and(|p| p.usable().next().is_some())
+        })
+        .collect();
+    if let [only] = usable[..] {
+        late[only] += in_session;
+        return;
+    }
+    let exe = std::env::current_exe();
+    for i in usable {
+        let mut child = match &exe {
+            Ok(exe) => std::process::Command::new(exe),
+            Err(_) => continue,
+        };
+        child
+            .args(["plugins", "check", "--count-late-calls"])
+            .arg(&loaded[i].0)
+            .stderr(std::process::Stdio::null());
+        if let Some(ms) = timeout_ms {
+            child.arg(format!("--timeout={}", f64::from(ms) / 1000.0));
+        }
+        let counted = child.output().ok().and_then(|out| {
+            let text = String::from_utf8(out.stdout).ok()?;
+            text.trim().strip_prefix("late ")?.parse::<u64>().ok()
+        });
+        // Alone, registration is counted too: only what its session made is added.
+        if let Some(n) = counted {
+            late[i] += n.saturating_sub(late[i]);
+        }
     }
 }
 
@@ -185,7 +253,11 @@ fn run_session(timeout_ms: Option<u32>) -> Result<Trace, omniprof::SessionError>
     profiler.stop()
 }
 
-fn verdicts(loaded: &[(PathBuf, Result<LoadedPlugin, PluginError>)], trace: &Trace) -> Vec<Row> {
+fn verdicts(
+    loaded: &[(PathBuf, Result<LoadedPlugin, PluginError>)],
+    late: &[u64],
+    trace: &Trace,
+) -> Vec<Row> {
     let backends = Contribution::of(trace);
     let messages = |key| match trace.metadata(key) {
         Some(Value::List(list)) => list
@@ -197,7 +269,7 @@ fn verdicts(loaded: &[(PathBuf, Result<LoadedPlugin, PluginError>)], trace: &Tra
     let errors: Vec<String> = messages(metadata::BACKEND_ERRORS);
     let warnings: Vec<String> = messages(metadata::BACKEND_WARNINGS);
     let mut rows = Vec::new();
-    for (path, result) in loaded {
+    for ((path, result), &late) in loaded.iter().zip(late) {
         let plugin = path.display().to_string();
         let p = match result {
             Ok(p) => p,
@@ -234,6 +306,13 @@ fn verdicts(loaded: &[(PathBuf, Result<LoadedPlugin, PluginError>)], trace: &Tra
                 .filter_map(|e| e.strip_prefix(&prefix).map(str::to_owned))
                 .collect();
             errs.extend(prof.rejected.iter().cloned());
+            if late > 0 && prof.rejected.is_none() {
+                // Counted per library: a refused call does not say which profiler made it.
+                errs.push(format!(
+                    "{late} call(s) through a registry or trace builder handle after the call \
+                     that lent it returned: refused"
+                ));
+            }
             let verdict = if !errs.is_empty() {
                 "FAIL"
             } else {

@@ -178,6 +178,39 @@ fn plugins_check_fails_a_plugin_that_blocks_at_its_timeout() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+#[test]
+fn plugins_check_fails_a_plugin_whose_late_calls_were_refused_and_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let twins = build_broken("twin_profilers", dir.path());
+    let late = build_broken("late_calls", dir.path());
+    for paths in [vec![&late], vec![&twins, &late]] {
+        let mut args = vec!["plugins", "check"];
+        args.extend(paths.iter().map(|p| p.to_str().unwrap()));
+        let out = omniprof(&args, None);
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+        assert_eq!(verdict_of(&stdout, "LateCalls"), "FAIL");
+        // One late registerProfiler (in create) and one late addEvent (in destroy).
+        let line = format!(
+            "FAIL LateCalls ({}): 2 call(s) through a registry or trace builder handle after \
+             the call that lent it returned: refused",
+            late.display()
+        );
+        assert_eq!(
+            stdout
+                .lines()
+                .filter(|l| l.starts_with("FAIL "))
+                .collect::<Vec<_>>(),
+            [line.as_str()],
+            "{stdout}"
+        );
+        if paths.len() == 2 {
+            assert_eq!(verdict_of(&stdout, "TwinA"), "PASS", "{stdout}");
+            assert_eq!(verdict_of(&stdout, "TwinB"), "PASS", "{stdout}");
+        }
+    }
+}
+
 fn verdict_of(table: &str, profiler: &str) -> String {
     table
         .lines()

@@ -994,6 +994,7 @@ fn every_c_plugin_is_in_the_corpus() {
             "hangs",
             "interface_too_small",
             "invalid_type_flood",
+            "late_calls",
             "metadata_after_rejected_event",
             "metadata_invalid_json",
             "metadata_unreadable",

@@ -49,3 +49,13 @@ pub fn mkfifo(path: &Path) {
         panic!("mkfifo {}: {}", path.display(), io::Error::last_os_error());
     }
 }
+
+/// Reads everything written into the FIFO at `path`, on a thread of its own: open it before
+/// the writer does (a writer blocks until a reader comes) and join the handle for the bytes
+/// once the writer has closed it.
+pub fn read_fifo_on_a_thread(path: &Path) -> std::thread::JoinHandle<Vec<u8>> {
+    let path = path.to_owned();
+    std::thread::spawn(move || {
+        std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+    })
+}

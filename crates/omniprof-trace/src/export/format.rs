@@ -67,6 +67,19 @@ impl Format {
                 path: path.to_owned(),
             })
     }
+
+    /// The format [`save`] writes at `path`: the one its extension names, or Kineto's JSON
+    /// for an existing FIFO or character device whose name names none (`/dev/stdout`,
+    /// `/dev/null`), which is written in place. Callers that check a path before the work
+    /// that fills it (the CLI) ask this, so that they accept what the save accepts.
+    pub fn for_path(path: &Path) -> Result<Self, UnknownFormat> {
+        match Self::from_path(path) {
+            Err(_) if std::fs::metadata(path).is_ok_and(|m| is_stream(&m.file_type())) => {
+                Ok(Self::Json)
+            }
+            format => format,
+        }
+    }
 }
 
 impl fmt::Display for Format {
@@ -117,11 +130,7 @@ impl From<UnknownFormat> for WriteError {
 pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteError> {
     let path = path.as_ref();
     // A stream (`/dev/stdout`, a FIFO) names no format: it gets Kineto's JSON.
-    let stream = std::fs::metadata(path).is_ok_and(|m| is_stream(&m.file_type()));
-    let format = match Format::from_path(path) {
-        Err(_) if stream => Format::Json,
-        format => format?,
-    };
+    let format = Format::for_path(path)?;
     let stats = save_with(path, |out| encode(trace, format, path, out))?;
     if format != Format::Perfetto {
         warn_about_viewers(path, stats.bytes);
@@ -213,6 +222,24 @@ mod tests {
             );
             assert!(err.to_string().starts_with(bad), "{err}");
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_device_or_fifo_without_an_extension_is_json_and_a_missing_file_is_not() {
+        assert_eq!(Format::for_path(Path::new("/dev/null")), Ok(Format::Json));
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
+        assert_eq!(Format::for_path(&fifo), Ok(Format::Json));
+        let gz = dir.path().join("pipe.json.gz");
+        assert_eq!(Format::for_path(&gz), Ok(Format::JsonGz));
+        let missing = dir.path().join("plain");
+        assert_eq!(
+            Format::for_path(&missing),
+            Err(UnknownFormat { path: missing })
+        );
     }
 
     #[test]

@@ -1,0 +1,85 @@
+//! Traces written to a character device or a FIFO (issue 25, item 17): a path without a
+//! known extension that is one of those gets Chrome JSON, as the README's CLI section says,
+//! where the CLI used to refuse it before the save was reached ("unknown trace format").
+
+#![cfg(unix)]
+
+use std::process::{Command, Output};
+
+use omniprof_test_support::shared_dirs::{mkfifo, read_fifo_on_a_thread};
+
+fn omniprof(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_omniprof"))
+        .args(args)
+        .env_remove("OMNIPROF_PLUGIN_DIR")
+        .env_remove("KINETO_PLUGIN_LIB_DIR_PATH")
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn demo_writes_its_trace_to_dev_null() {
+    let out = omniprof(&["demo", "-o", "/dev/null", "--steps", "1", "--threads", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("wrote /dev/null ("),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn demo_writes_chrome_json_into_a_fifo_without_an_extension() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("trace-pipe");
+    mkfifo(&fifo);
+    let reader = read_fifo_on_a_thread(&fifo);
+    let out = omniprof(&[
+        "demo",
+        "-o",
+        fifo.to_str().unwrap(),
+        "--steps",
+        "1",
+        "--threads",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let bytes = reader.join().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(!json["traceEvents"].as_array().unwrap().is_empty());
+    assert!(fifo.exists(), "the FIFO is written in place, not replaced");
+}
+
+#[test]
+fn convert_writes_chrome_json_to_dev_null_and_a_plain_unknown_name_is_still_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.json");
+    let out = omniprof(&["demo", "-o", trace.to_str().unwrap(), "--steps", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let out = omniprof(&["convert", trace.to_str().unwrap(), "-o", "/dev/null"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("wrote /dev/null ("));
+
+    let plain = dir.path().join("t.txt");
+    let out = omniprof(&[
+        "convert",
+        trace.to_str().unwrap(),
+        "-o",
+        plain.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: {}: unknown trace format; the file name must end in one of: .json, \
+             .json.gz, .pftrace\n",
+            plain.display()
+        )
+    );
+    assert!(!plain.exists());
+}
