@@ -1,8 +1,11 @@
 //! `omniprof trigger`: ask a running process for an on-demand trace, or list the processes
 //! that listen for one.
 //!
-//! Exit status: 0 when the trace was written (its path on standard output) or the list was
-//! printed, 1 when the process refused, does not listen or did not answer, 2 when the
+//! Exit status: 0 when the trace was written (its path on standard output, and on standard
+//! error each note the process gave about it, such as an iteration-based request that fell
+//! back to a time-based trace because the process had not stepped yet), the list was
+//! printed, or `--cancel` cancelled a request (what it was, on standard output); 1 when the
+//! process refused (also: nothing to cancel), does not listen or did not answer; 2 when the
 //! arguments or the config are invalid.
 
 use std::fmt::Display;
@@ -25,6 +28,8 @@ const EXIT_USAGE: u8 = 2;
 const WAIT_SLACK: Duration = Duration::from_secs(60);
 /// How long to wait for an iteration-based trace: its length depends on the step rate.
 const ITERATIONS_WAIT: Duration = Duration::from_secs(600);
+/// How long `--cancel` waits for the process's answer.
+const CANCEL_WAIT: Duration = Duration::from_secs(30);
 
 /// Ask a running process (started with OMNIPROF_ONDEMAND=1) for an on-demand trace.
 #[derive(Debug, clap::Args)]
@@ -55,6 +60,10 @@ pub struct TriggerArgs {
     /// List the processes that listen for triggers: pid, state, command.
     #[arg(long, conflicts_with_all = ["duration_ms", "iterations", "activities", "output_dir", "config", "timeout_s"])]
     pub list: bool,
+    /// Cancel the request pending or running in the process (with --pid); prints what was
+    /// cancelled. A trace already being written is finished.
+    #[arg(long, conflicts_with_all = ["list", "duration_ms", "iterations", "activities", "output_dir", "config"])]
+    pub cancel: bool,
 }
 
 /// Runs `omniprof trigger`.
@@ -65,14 +74,30 @@ pub fn run(args: &TriggerArgs) -> ExitCode {
     let Some(pid) = args.pid else {
         return usage("--pid PID is required (or --list)");
     };
+    if args.cancel {
+        let timeout = args.timeout_s.map_or(CANCEL_WAIT, Duration::from_secs);
+        return match trigger::cancel(pid, timeout) {
+            Ok(what) => {
+                println!("{what}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(EXIT_FAILED)
+            }
+        };
+    }
     let request = match build_request(args) {
         Ok(request) => request,
         Err(message) => return usage(&message),
     };
     let timeout = args.timeout_s.map_or(request.wait, Duration::from_secs);
-    match trigger::send(pid, &request.text, timeout) {
-        Ok(path) => {
-            println!("{}", path.display());
+    match trigger::send_traced(pid, &request.text, timeout) {
+        Ok(traced) => {
+            println!("{}", traced.path.display());
+            for note in &traced.notes {
+                eprintln!("note: {note}");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -249,6 +274,7 @@ mod tests {
             config: None,
             timeout_s: None,
             list: false,
+            cancel: false,
         };
         let names: Vec<String> = (0..2).map(|_| log_file_name(&args)).collect();
         for name in &names {

@@ -150,3 +150,54 @@ fn bad_arguments_exit_2_before_anything_is_sent() {
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }
 }
+
+/// Answers a trace with a fixed path and a note, and a cancel with what it cancelled.
+struct Noted;
+
+impl omniprof::trigger::TriggerHandler for Noted {
+    fn handle(&self, _: &str) -> Result<std::path::PathBuf, String> {
+        Ok("/tmp/noted.pt.trace.json".into())
+    }
+    fn handle_traced(&self, text: &str) -> Result<omniprof::trigger::Traced, String> {
+        Ok(omniprof::trigger::Traced {
+            path: self.handle(text)?,
+            notes: vec!["fell back to a time-based trace".to_owned()],
+        })
+    }
+    fn state(&self) -> String {
+        "idle".to_owned()
+    }
+    fn cancel(&self) -> Result<String, String> {
+        Ok("cancelled request #7 (WaitForRequest): 3 iterations".to_owned())
+    }
+}
+
+#[test]
+fn the_client_prints_the_notes_of_a_trace_on_stderr_and_what_cancel_cancelled() {
+    let xdg = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir_in(on_demand_trace_dir()).unwrap();
+    let dir = RuntimeDir::at(xdg.path().join("omniprof")).unwrap();
+    let _server = dir.listen(Arc::new(Noted)).unwrap();
+    let pid = std::process::id().to_string();
+    let out_dir = out.path().to_str().unwrap();
+
+    let run = trigger(
+        xdg.path(),
+        &["--pid", &pid, "--iterations", "3", "--output-dir", out_dir],
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    assert_eq!(text(&run.stdout), "/tmp/noted.pt.trace.json\n");
+    assert_eq!(text(&run.stderr), "note: fell back to a time-based trace\n");
+
+    let run = trigger(xdg.path(), &["--pid", &pid, "--cancel"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    assert_eq!(
+        text(&run.stdout),
+        "cancelled request #7 (WaitForRequest): 3 iterations\n"
+    );
+    let run = trigger(
+        xdg.path(),
+        &["--pid", &pid, "--cancel", "--iterations", "3"],
+    );
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run.stderr));
+}

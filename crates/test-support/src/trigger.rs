@@ -67,3 +67,56 @@ impl TriggerHandler for Recorder {
         }
     }
 }
+
+/// A logger that keeps every line logged at `info` or above, so that a test can count what
+/// the traced process would have printed on its stderr. One per process: the `log` crate
+/// takes a single logger.
+#[derive(Debug, Default)]
+pub struct CountingLogger {
+    lines: Mutex<Vec<String>>,
+}
+
+impl CountingLogger {
+    /// Installs the logger of this process (once; later calls return the same one).
+    pub fn install() -> &'static CountingLogger {
+        static LOGGER: std::sync::OnceLock<CountingLogger> = std::sync::OnceLock::new();
+        let mut first = false;
+        let logger = LOGGER.get_or_init(|| {
+            first = true;
+            CountingLogger::default()
+        });
+        if first {
+            log::set_logger(logger).expect("no other logger in this test binary");
+            log::set_max_level(log::LevelFilter::Info);
+        }
+        logger
+    }
+
+    /// The lines logged so far that contain `needle`, in order.
+    pub fn lines_containing(&self, needle: &str) -> Vec<String> {
+        let lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        lines
+            .iter()
+            .filter(|l| l.contains(needle))
+            .cloned()
+            .collect()
+    }
+}
+
+impl log::Log for CountingLogger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Info
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            let line = record.args().to_string();
+            self.lines
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(line);
+        }
+    }
+
+    fn flush(&self) {}
+}

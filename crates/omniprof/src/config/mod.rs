@@ -40,14 +40,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::activity::{ActivitySet, ActivityType};
 use on_demand::MAX_REQUEST_AGE_MS;
+pub use on_demand::{MAX_START_AHEAD_ITERATIONS, MAX_START_AHEAD_MS};
 use parse::ApplyContext;
 
 // The keys that code outside the parser writes into config text (the `trigger` and
 // `plugins check` commands, the Python package's `record_shapes`).
 pub use keys::{
-    ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS, ACTIVITIES_LOG_FILE, ACTIVITY_TYPES,
-    OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS, PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES,
-    PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP, PROFILE_WITH_FLOPS,
+    ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS, ACTIVITIES_LOG_FILE,
+    ACTIVITIES_WARMUP_PERIOD_SECS, ACTIVITY_TYPES, OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS,
+    PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES, PROFILE_START_ITERATION,
+    PROFILE_START_ITERATION_ROUNDUP, PROFILE_START_TIME, PROFILE_WITH_FLOPS,
 };
 pub use on_demand::{check_on_demand_log_file, on_demand_trace_dir, ONDEMAND_ENV};
 
@@ -83,6 +85,15 @@ pub enum ConfigErrorReason {
         MAX_REQUEST_AGE_MS / 1000
     )]
     StartTimeInPast { start_ms: i64, now_ms: i64 },
+    /// An on-demand `PROFILE_START_TIME` beyond the horizon: such a request would stay
+    /// pending, refusing every other, for longer than anyone waits for it.
+    #[error(
+        "start time {start_ms} ms is more than {} s ahead (now {now_ms} ms): an on-demand \
+         request may start at most {} s ahead",
+        MAX_START_AHEAD_MS / 1000,
+        MAX_START_AHEAD_MS / 1000
+    )]
+    StartTimeBeyondHorizon { start_ms: i64, now_ms: i64 },
 }
 
 /// A config that could not be applied. The config it was applied to is unchanged.
@@ -327,10 +338,56 @@ fn now_ms() -> i64 {
         })
 }
 
+/// How many warnings other than unknown keys one text logs one by one; the rest are counted.
+const LOGGED_WARNINGS: usize = 5;
+/// How many unknown keys the summary line of one text names.
+const NAMED_UNKNOWN_KEYS: usize = 3;
+
+/// Logs the warnings of one text in a bounded number of lines, whatever its size: unknown
+/// keys as one summary line (how many, and the first few with their lines), the others one
+/// per line up to [`LOGGED_WARNINGS`], then a count. A trigger message of 64 KiB of unknown
+/// keys printed thousands of lines on the traced process's stderr before.
 fn log_warnings(warnings: &[ConfigWarning]) {
-    for warning in warnings {
-        log::warn!("config: {warning}");
+    for line in warning_lines(warnings) {
+        log::warn!("{line}");
     }
+}
+
+/// The lines [`log_warnings`] logs.
+fn warning_lines(warnings: &[ConfigWarning]) -> Vec<String> {
+    let (unknown, other): (Vec<_>, Vec<_>) = warnings
+        .iter()
+        .partition(|w| w.message == parse::UNRECOGNIZED);
+    let mut lines: Vec<String> = other
+        .iter()
+        .take(LOGGED_WARNINGS)
+        .map(|w| format!("config: {w}"))
+        .collect();
+    if other.len() > LOGGED_WARNINGS {
+        lines.push(format!(
+            "config: {} more warnings not shown",
+            other.len() - LOGGED_WARNINGS
+        ));
+    }
+    if !unknown.is_empty() {
+        let named: Vec<String> = unknown
+            .iter()
+            .take(NAMED_UNKNOWN_KEYS)
+            .map(|w| format!("{:?} (line {})", w.key, w.line))
+            .collect();
+        let more = if unknown.len() > NAMED_UNKNOWN_KEYS {
+            ", ..."
+        } else {
+            ""
+        };
+        let plural = if unknown.len() == 1 { "" } else { "s" };
+        lines.push(format!(
+            "config: {} unrecognized key{plural} ignored: {}{more}",
+            unknown.len(),
+            named.join(", ")
+        ));
+    }
+    lines
 }
 
 /// Whether `path` starts with a URL scheme (`s3://...`), which selects the writer.

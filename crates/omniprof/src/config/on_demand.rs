@@ -14,6 +14,14 @@ const ON_DEMAND_TRACE_DIR_ENV: &str = "KINETO_ONDEMAND_TRACE_DIR";
 pub const ONDEMAND_ENV: &str = "OMNIPROF_ONDEMAND";
 /// How far in the past `PROFILE_START_TIME` may lie: older requests are stale.
 pub(super) const MAX_REQUEST_AGE_MS: i64 = 10_000;
+/// The horizon of an on-demand request's start in time: `PROFILE_START_TIME` (or a warm-up)
+/// at most one hour ahead. The engine holds one request at a time and refuses every other
+/// while it waits, so a start in the year 5138 would wedge on-demand tracing for the life of
+/// the process.
+pub const MAX_START_AHEAD_MS: i64 = 3_600_000;
+/// The horizon of an on-demand request's start in iterations: `PROFILE_START_ITERATION` at
+/// most this many iterations after the current one, for the reason of [`MAX_START_AHEAD_MS`].
+pub const MAX_START_AHEAD_ITERATIONS: i64 = 1_000_000;
 
 impl Config {
     /// Like [`Config::apply`] for a config that came from the daemon: `ACTIVITIES_LOG_FILE`
@@ -39,6 +47,36 @@ impl Config {
         text: &str,
     ) -> Result<Vec<ConfigWarning>, ConfigError> {
         self.apply_on_demand_with(text, true)
+    }
+
+    /// [`Config::apply_on_demand`] without logging the warnings: for a check of a text that
+    /// is parsed again, and logged, where it is used (the trigger server's check before the
+    /// engine's parse), so that one message logs its warnings once.
+    pub(crate) fn check_on_demand(
+        &mut self,
+        text: &str,
+    ) -> Result<Vec<ConfigWarning>, ConfigError> {
+        let dir = on_demand_trace_dir();
+        self.apply_unlogged(
+            text,
+            &ApplyContext {
+                now_ms: now_ms(),
+                on_demand_dir: Some(&dir),
+                refuse_log_file: false,
+            },
+        )
+    }
+
+    /// [`Config::apply`] without logging the warnings.
+    pub(crate) fn apply_quietly(&mut self, text: &str) -> Result<Vec<ConfigWarning>, ConfigError> {
+        self.apply_unlogged(
+            text,
+            &ApplyContext {
+                now_ms: now_ms(),
+                on_demand_dir: None,
+                refuse_log_file: false,
+            },
+        )
     }
 
     fn apply_on_demand_with(
@@ -93,7 +131,8 @@ fn with_trailing_slash(dir: String) -> String {
 }
 
 /// Refuses a `PROFILE_START_TIME` more than [`MAX_REQUEST_AGE_MS`] before the parse (a stale
-/// request); a future one is fine, and 0 means unset (validation fills it in).
+/// request) and, in an on-demand config, one more than [`MAX_START_AHEAD_MS`] after it; 0
+/// means unset (validation fills it in).
 pub(super) fn check_start_time(
     config: &mut Config,
     &start_ms: &i64,
@@ -102,6 +141,9 @@ pub(super) fn check_start_time(
     let now_ms = ctx.now_ms;
     if start_ms != 0 && now_ms.saturating_sub(start_ms) > MAX_REQUEST_AGE_MS {
         return Err(ConfigErrorReason::StartTimeInPast { start_ms, now_ms });
+    }
+    if ctx.on_demand_dir.is_some() && start_ms.saturating_sub(now_ms) > MAX_START_AHEAD_MS {
+        return Err(ConfigErrorReason::StartTimeBeyondHorizon { start_ms, now_ms });
     }
     config.start_time_given = start_ms != 0;
     Ok(Applied::Set)

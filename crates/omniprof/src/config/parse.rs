@@ -9,6 +9,9 @@ use std::time::Duration;
 use super::{log_warnings, Config, ConfigError, ConfigErrorReason, ConfigWarning, LogFile};
 use crate::activity::ActivitySet;
 
+/// The warning of a line whose key is unknown.
+pub(super) const UNRECOGNIZED: &str = "unrecognized config key; line ignored";
+
 /// Largest value of the int32 grammar.
 const INT32_MAX: u64 = i32::MAX as u64;
 /// Largest value of the int64 grammar.
@@ -34,8 +37,20 @@ pub(super) enum Applied {
 }
 
 impl Config {
-    /// [`Config::apply`] and [`Config::apply_on_demand`], against `ctx`.
+    /// [`Config::apply`] and [`Config::apply_on_demand`], against `ctx`; the warnings are
+    /// logged (summarised: see `log_warnings` in `mod.rs`).
     pub(super) fn apply_with(
+        &mut self,
+        text: &str,
+        ctx: &ApplyContext<'_>,
+    ) -> Result<Vec<ConfigWarning>, ConfigError> {
+        let warnings = self.apply_unlogged(text, ctx)?;
+        log_warnings(&warnings);
+        Ok(warnings)
+    }
+
+    /// [`Config::apply_with`] without logging the warnings.
+    pub(super) fn apply_unlogged(
         &mut self,
         text: &str,
         ctx: &ApplyContext<'_>,
@@ -77,7 +92,7 @@ impl Config {
                     format!("accepted, not supported by omniprof: {why}")
                 }
                 Some(Applied::Ignored(message)) => message,
-                None => "unrecognized config key; line ignored".to_owned(),
+                None => UNRECOGNIZED.to_owned(),
             };
             warnings.push(ConfigWarning {
                 line,
@@ -90,7 +105,6 @@ impl Config {
             warnings.push(warning);
         }
         *self = next;
-        log_warnings(&warnings);
         Ok(warnings)
     }
 }

@@ -48,6 +48,8 @@ struct Current {
     config: Config,
     slot: Arc<Slot>,
     session: Option<Profiler>,
+    /// Written into the trace's metadata ([`super::NOTES_METADATA`]).
+    notes: Vec<String>,
 }
 
 struct Shared {
@@ -130,6 +132,7 @@ impl Engine {
         &self,
         config: Config,
         trigger: Trigger,
+        notes: Vec<String>,
     ) -> Result<(u64, Arc<Slot>), super::Refused> {
         let mut shared = lock(&self.shared);
         let id = shared.next_id;
@@ -145,6 +148,7 @@ impl Engine {
             config,
             slot: Arc::clone(&slot),
             session: None,
+            notes,
         });
         publish(&shared.machine);
         self.wake.notify_all();
@@ -175,6 +179,24 @@ impl Engine {
         let cancelled = !actions.is_empty();
         self.carry_out(shared, actions);
         cancelled
+    }
+
+    /// [`Engine::cancel`] without waiting, saying what was cancelled or why nothing was.
+    pub(super) fn cancel_described(&self, why: TraceFailed) -> Result<String, String> {
+        let shared = lock(&self.shared);
+        let state = shared.machine.state();
+        let Some((id, trigger)) = shared.machine.request() else {
+            return Err("nothing to cancel: no request is pending or running".to_owned());
+        };
+        let mut shared = shared;
+        let actions = shared.machine.cancel(why);
+        if actions.is_empty() {
+            return Err(format!(
+                "nothing to cancel: request #{id} is in {state}, its trace is being written"
+            ));
+        }
+        self.carry_out(shared, actions);
+        Ok(format!("cancelled request #{id} ({state}): {trigger}"))
     }
 
     pub(super) fn status(&self) -> Status {
@@ -289,7 +311,7 @@ impl Engine {
         loop {
             if let Some(ended) = shared.ended.take() {
                 drop(shared);
-                let outcome = process(ended.session, &ended.config);
+                let outcome = process(ended.session, &ended.config, ended.notes);
                 match &outcome {
                     Ok(path) => log::info!(
                         "omniprof on-demand: request #{} written to {}",
@@ -336,11 +358,25 @@ fn publish(machine: &Machine) {
 }
 
 /// Merges an ended session and writes its trace to the config's log file.
-fn process(session: Option<Profiler>, config: &Config) -> Result<PathBuf, TraceFailed> {
+/// The request's notes go into the trace's metadata.
+fn process(
+    session: Option<Profiler>,
+    config: &Config,
+    notes: Vec<String>,
+) -> Result<PathBuf, TraceFailed> {
     let mut session = session.ok_or_else(|| TraceFailed::Session("no session".to_owned()))?;
-    let trace = session
+    let mut trace = session
         .process()
         .map_err(|e| TraceFailed::Session(e.to_string()))?;
+    if !notes.is_empty() {
+        let notes = notes
+            .into_iter()
+            .map(|n| crate::Value::Str(n.into()))
+            .collect();
+        trace
+            .metadata
+            .push((super::NOTES_METADATA.to_owned(), crate::Value::List(notes)));
+    }
     let url = config.log_file_url(std::process::id());
     let path = PathBuf::from(
         url.strip_prefix("file://")

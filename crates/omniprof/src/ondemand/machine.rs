@@ -6,7 +6,10 @@
 use std::fmt;
 
 use super::{Refused, TraceFailed};
-use crate::config::{Config, CONTROLLER_TICK_MS};
+use crate::config::{
+    Config, ACTIVITIES_WARMUP_PERIOD_SECS, CONTROLLER_TICK_MS, MAX_START_AHEAD_ITERATIONS,
+    MAX_START_AHEAD_MS, PROFILE_START_ITERATION,
+};
 
 /// Collection that starts later than this after its scheduled time is logged (Kineto's
 /// "Tracing started N ms late!").
@@ -71,8 +74,34 @@ impl Trigger {
     /// The trigger of `config`, given the current `iteration` (−1 before the first step).
     /// An iteration-based config while the application has never stepped falls back to
     /// time-based when it has a duration, and is declined otherwise.
+    ///
+    /// A start beyond the horizon ([`MAX_START_AHEAD_MS`], [`MAX_START_AHEAD_ITERATIONS`]) is
+    /// declined, naming the key, its value and the horizon: the request would stay pending,
+    /// refusing every other, for as long as the process runs.
     pub(crate) fn from_config(config: &Config, iteration: i64) -> Result<Self, Refused> {
         let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let warmup = config.warmup_duration();
+        if ms(warmup) > MAX_START_AHEAD_MS {
+            return Err(Refused::Declined(format!(
+                "declined: {ACTIVITIES_WARMUP_PERIOD_SECS}={} is beyond the horizon: an \
+                 on-demand request may start at most {} s ahead",
+                warmup.as_secs(),
+                MAX_START_AHEAD_MS / 1000
+            )));
+        }
+        if let Some(start) = config
+            .start_iteration()
+            .filter(|_| config.has_start_iteration())
+        {
+            let from = iteration.max(0);
+            if i64::from(start) > from.saturating_add(MAX_START_AHEAD_ITERATIONS) {
+                return Err(Refused::Declined(format!(
+                    "declined: {PROFILE_START_ITERATION}={start} is beyond the horizon: an \
+                     on-demand request may start at most {MAX_START_AHEAD_ITERATIONS} \
+                     iterations after the current one ({iteration})"
+                )));
+            }
+        }
         let time = Self::Time {
             start_ms: config.start_time_ms(),
             warmup_ms: ms(config.warmup_duration()),

@@ -56,7 +56,7 @@ pub use machine::{State, Trigger};
 #[cfg(unix)]
 pub use serve::{serve, stop_serving};
 
-use crate::config::ConfigError;
+use crate::config::{Config, ConfigError};
 
 pub use crate::config::ONDEMAND_ENV;
 pub use crate::iteration::{iteration, step};
@@ -162,12 +162,21 @@ pub enum TraceFailed {
 pub struct Ticket {
     id: u64,
     slot: Arc<engine::Slot>,
+    notes: Vec<String>,
 }
 
 impl Ticket {
     /// The request's number, as shown by [`status`].
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// What the user should know about this request's trace, one line each: an
+    /// iteration-based request that arrived before the application's first [`step`] falls
+    /// back to a time-based trace (as Kineto's does). The trace's metadata holds the same
+    /// lines under [`NOTES_METADATA`].
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// Waits up to `timeout` for the outcome: the path of the written trace, or why there
@@ -209,9 +218,34 @@ pub fn request(config_text: &str) -> Result<Ticket, Refused> {
             engine::THREAD_NAME
         ))
     })?;
-    let trigger = Trigger::from_config(&config, iteration())?;
-    let (id, slot) = engine.submit(config, trigger)?;
-    Ok(Ticket { id, slot })
+    let at = iteration();
+    let trigger = Trigger::from_config(&config, at)?;
+    let notes = fallback_note(&config, at, trigger)
+        .into_iter()
+        .collect::<Vec<_>>();
+    let (id, slot) = engine.submit(config, trigger, notes.clone())?;
+    Ok(Ticket { id, slot, notes })
+}
+
+/// The trace metadata key of a request's notes (see [`Ticket::notes`]): a list of strings.
+pub const NOTES_METADATA: &str = "on_demand_notes";
+
+/// Says so when an iteration-based `config` became time-based `trigger` because the
+/// application had not stepped yet (`iteration` −1): without it the user asks for three
+/// iterations and silently gets 500 ms of however many steps.
+fn fallback_note(config: &Config, iteration: i64, trigger: Trigger) -> Option<String> {
+    let Trigger::Time { duration_ms, .. } = trigger else {
+        return None;
+    };
+    (iteration < 0 && config.has_start_iteration()).then(|| {
+        format!(
+            "the application had not called omniprof::step() yet when the request arrived, so \
+             the iteration-based request ({} iterations) fell back to a time-based trace of \
+             {duration_ms} ms (as Kineto's does); trigger again once it steps for a trace of \
+             iterations",
+            config.iterations()
+        )
+    })
 }
 
 /// Cancels the pending or running request; its ticket gets [`TraceFailed::Cancelled`] and no
@@ -219,6 +253,19 @@ pub fn request(config_text: &str) -> Result<Ticket, Refused> {
 /// was cancelled.
 pub fn cancel() -> bool {
     engine::existing().is_some_and(|e| e.cancel(TraceFailed::Cancelled, false))
+}
+
+/// Cancels the pending or running request, as [`cancel`] does, and says which it was (its
+/// number, state, trigger and trace file); or why nothing was cancelled: no request, or a
+/// trace already being written (which is finished). For `omniprof trigger --cancel`, the
+/// way out of a request that would wait too long.
+///
+/// ```
+/// let err = omniprof::ondemand::cancel_request().unwrap_err();
+/// assert!(err.starts_with("nothing to cancel"), "{err}");
+/// ```
+pub fn cancel_request() -> Result<String, String> {
+    engine::engine().cancel_described(TraceFailed::Cancelled)
 }
 
 /// A synchronous session is about to claim the profiler: cancel the on-demand request, and

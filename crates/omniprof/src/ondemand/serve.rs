@@ -26,8 +26,23 @@ impl TriggerHandler for Engine {
             .map_err(|failed| failed.to_string())
     }
 
+    fn handle_traced(&self, config_text: &str) -> Result<trigger::Traced, String> {
+        let ticket = super::request(config_text).map_err(|refused| refused.to_string())?;
+        let path = ticket
+            .wait(WAIT_FOR_TRACE)
+            .map_err(|failed| failed.to_string())?;
+        Ok(trigger::Traced {
+            path,
+            notes: ticket.notes().to_vec(),
+        })
+    }
+
     fn state(&self) -> String {
         super::status().to_string()
+    }
+
+    fn cancel(&self) -> Result<String, String> {
+        super::cancel_request()
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::protocol::{Deadline, FrameError, Reply, Request};
 use super::runtime_dir::{RuntimeDir, SOCKET_SUFFIX};
+use super::Traced;
 use crate::config::ONDEMAND_ENV;
 
 /// How long `--list` waits for each process to say its state.
@@ -67,13 +68,38 @@ impl RuntimeDir {
     /// Sends the Kineto config `text` to process `pid`, waits up to `timeout` for the trace,
     /// and returns the path it was written to. See [`send`](super::send).
     pub fn send(&self, pid: u32, text: &str, timeout: Duration) -> Result<PathBuf, TriggerError> {
+        self.send_traced(pid, text, timeout)
+            .map(|traced| traced.path)
+    }
+
+    /// [`RuntimeDir::send`], with the notes the process gives about the trace.
+    pub fn send_traced(
+        &self,
+        pid: u32,
+        text: &str,
+        timeout: Duration,
+    ) -> Result<Traced, TriggerError> {
         match self.exchange(pid, &Request::Trace(text.to_owned()), timeout)? {
-            Reply::Written(path) => Ok(path),
+            Reply::Written { path, notes } => Ok(Traced { path, notes }),
             Reply::Refused(reason) => Err(TriggerError::Refused { pid, reason }),
             Reply::Error(reason) => Err(TriggerError::Rejected { pid, reason }),
-            Reply::State { .. } => Err(TriggerError::BadReply {
+            Reply::State { .. } | Reply::Cancelled(_) => Err(TriggerError::BadReply {
                 pid,
-                reason: "a state reply to a trace request".to_owned(),
+                reason: "a state or cancel reply to a trace request".to_owned(),
+            }),
+        }
+    }
+
+    /// Cancels the pending or running request of process `pid` and returns what was
+    /// cancelled; with nothing to cancel, [`TriggerError::Refused`] says so.
+    pub fn cancel(&self, pid: u32, timeout: Duration) -> Result<String, TriggerError> {
+        match self.exchange(pid, &Request::Cancel, timeout)? {
+            Reply::Cancelled(what) => Ok(what),
+            Reply::Refused(reason) => Err(TriggerError::Refused { pid, reason }),
+            Reply::Error(reason) => Err(TriggerError::Rejected { pid, reason }),
+            Reply::State { .. } | Reply::Written { .. } => Err(TriggerError::BadReply {
+                pid,
+                reason: "a state or trace reply to a cancel request".to_owned(),
             }),
         }
     }
@@ -96,7 +122,9 @@ impl RuntimeDir {
                 Ok(Reply::Error(reason) | Reply::Refused(reason)) => {
                     (String::new(), format!("refused: {reason}"))
                 }
-                Ok(Reply::Written(_)) => (String::new(), "unexpected reply".to_owned()),
+                Ok(Reply::Written { .. } | Reply::Cancelled(_)) => {
+                    (String::new(), "unexpected reply".to_owned())
+                }
                 Err(TriggerError::NotListening { path, .. }) if !is_alive(pid) => {
                     match std::fs::remove_file(&path) {
                         Ok(()) => log::info!("trigger: removed stale socket {}", path.display()),

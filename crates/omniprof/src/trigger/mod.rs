@@ -17,9 +17,15 @@
 //!
 //! The wire format (shared by both sides, [`PROTOCOL`] and [`VERSION`]): each message is a
 //! header line `omniprof-trigger/1 KIND LENGTH\n` and `LENGTH` bytes of UTF-8. Requests:
-//! `trace` (body: the config text) and `state` (empty). Replies: `ok` (body: the trace's
-//! path), `refused` (the reason), `error` (why the message itself was not accepted), and
-//! `state` (command line, newline, state line).
+//! `trace` (body: the config text), `state` and `cancel` (empty). Replies: `ok` (body: the
+//! trace's path, then one line per note about the trace), `refused` (the reason), `error`
+//! (why the message itself was not accepted), `state` (command line, newline, state line) and
+//! `cancelled` (what was cancelled).
+//!
+//! The server cannot be wedged by a client that connects and says nothing: when every
+//! connection slot is taken, the connection that has waited longest for its request is
+//! dropped to serve the new one (a request that is being handled keeps its slot), so a
+//! client reconnecting in a loop delays others by a connection, not by the read deadline.
 //!
 //! ```
 //! use std::path::PathBuf;
@@ -81,6 +87,31 @@ pub trait TriggerHandler: Send + Sync + 'static {
 
     /// One line for `omniprof trigger --list`, such as `idle` or `tracing until 12:00:01`.
     fn state(&self) -> String;
+
+    /// [`TriggerHandler::handle`], with notes about the trace for the client to show (such
+    /// as an iteration-based request that fell back to a time-based trace). The default has
+    /// no notes.
+    fn handle_traced(&self, config_text: &str) -> Result<Traced, String> {
+        self.handle(config_text).map(|path| Traced {
+            path,
+            notes: Vec::new(),
+        })
+    }
+
+    /// Cancels the pending or running request (`omniprof trigger --cancel`) and says which
+    /// it was, or why nothing was cancelled. The default cancels nothing.
+    fn cancel(&self) -> Result<String, String> {
+        Err("this process cannot cancel requests".to_owned())
+    }
+}
+
+/// A written trace, as the client hears of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Traced {
+    /// Where the trace was written.
+    pub path: PathBuf,
+    /// What the user should know about the trace, one line each.
+    pub notes: Vec<String>,
 }
 
 /// Listens for triggers of this process in this user's [`RuntimeDir`] until the returned
@@ -112,6 +143,25 @@ pub fn listen(handler: Arc<dyn TriggerHandler>) -> std::io::Result<TriggerServer
 pub fn send(pid: u32, text: &str, timeout: Duration) -> Result<PathBuf, TriggerError> {
     let dir = RuntimeDir::user().map_err(|source| TriggerError::RuntimeDir { pid, source })?;
     dir.send(pid, text, timeout)
+}
+
+/// [`send`], with the notes the process gives about the trace (see [`Traced`]).
+pub fn send_traced(pid: u32, text: &str, timeout: Duration) -> Result<Traced, TriggerError> {
+    let dir = RuntimeDir::user().map_err(|source| TriggerError::RuntimeDir { pid, source })?;
+    dir.send_traced(pid, text, timeout)
+}
+
+/// Cancels the pending or running request of process `pid` through this user's
+/// [`RuntimeDir`], and returns what was cancelled; see [`RuntimeDir::cancel`].
+///
+/// ```no_run
+/// let what = omniprof::trigger::cancel(4242, std::time::Duration::from_secs(10))?;
+/// println!("{what}");
+/// # Ok::<(), omniprof::trigger::TriggerError>(())
+/// ```
+pub fn cancel(pid: u32, timeout: Duration) -> Result<String, TriggerError> {
+    let dir = RuntimeDir::user().map_err(|source| TriggerError::RuntimeDir { pid, source })?;
+    dir.cancel(pid, timeout)
 }
 
 /// The processes of this user that listen for triggers; see [`RuntimeDir::list`].

@@ -5,6 +5,10 @@
 //! `omniprof-trigger/<version> <kind> <length>\n` of at most [`MAX_HEADER`] bytes, then
 //! `<length>` bytes of UTF-8 body, at most [`MAX_BODY`]. One request and one reply per
 //! connection.
+//!
+//! An `ok` reply's body is the trace's path, then one line per note about the trace (an
+//! iteration-based request that fell back to a time-based one): the path cannot hold a
+//! newline, since the config line that named it could not.
 
 use std::io::{self, BufRead, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -24,6 +28,10 @@ pub const MAX_HEADER: usize = 64;
 const KIND_TRACE: &str = "trace";
 /// Request kind (empty body) and its reply (command line, newline, state line).
 const KIND_STATE: &str = "state";
+/// Request kind (empty body): cancel the pending or running request.
+const KIND_CANCEL: &str = "cancel";
+/// Reply kind: a request was cancelled (the body says which).
+const KIND_CANCELLED: &str = "cancelled";
 /// Reply kind: the trace was written to the path in the body.
 const KIND_OK: &str = "ok";
 /// Reply kind: the request was understood and declined (the body says why).
@@ -38,15 +46,26 @@ pub(crate) enum Request {
     Trace(String),
     /// Report the command line and state (for `omniprof trigger --list`).
     State,
+    /// Cancel the pending or running request (for `omniprof trigger --cancel`).
+    Cancel,
 }
 
 /// What the server answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Reply {
-    Written(PathBuf),
+    /// The trace's path, and notes about it, one line each.
+    Written {
+        path: PathBuf,
+        notes: Vec<String>,
+    },
+    /// What was cancelled.
+    Cancelled(String),
     Refused(String),
     Error(String),
-    State { command: String, state: String },
+    State {
+        command: String,
+        state: String,
+    },
 }
 
 /// Why a frame could not be read.
@@ -82,6 +101,7 @@ impl Request {
         match self {
             Self::Trace(text) => write_frame(out, KIND_TRACE, text),
             Self::State => write_frame(out, KIND_STATE, ""),
+            Self::Cancel => write_frame(out, KIND_CANCEL, ""),
         }
     }
 
@@ -90,6 +110,7 @@ impl Request {
         match kind.as_str() {
             KIND_TRACE => Ok(Self::Trace(body)),
             KIND_STATE => Ok(Self::State),
+            KIND_CANCEL => Ok(Self::Cancel),
             _ => Err(FrameError::Kind(kind)),
         }
     }
@@ -98,7 +119,15 @@ impl Request {
 impl Reply {
     pub(crate) fn write_to(&self, out: &mut impl Write) -> io::Result<()> {
         match self {
-            Self::Written(path) => write_frame(out, KIND_OK, &path.to_string_lossy()),
+            Self::Written { path, notes } => {
+                let mut body = path.to_string_lossy().replace(['\n', '\r'], " ");
+                for note in notes {
+                    body.push('\n');
+                    body.push_str(&note.replace(['\n', '\r'], " "));
+                }
+                write_frame(out, KIND_OK, &body)
+            }
+            Self::Cancelled(what) => write_frame(out, KIND_CANCELLED, what),
             Self::Refused(reason) => write_frame(out, KIND_REFUSED, reason),
             Self::Error(reason) => write_frame(out, KIND_ERROR, reason),
             Self::State { command, state } => {
@@ -113,7 +142,13 @@ impl Reply {
     pub(crate) fn read_from(input: &mut impl BufRead) -> Result<Self, FrameError> {
         let (kind, body) = read_frame(input)?;
         match kind.as_str() {
-            KIND_OK => Ok(Self::Written(PathBuf::from(body))),
+            KIND_OK => {
+                let mut lines = body.split('\n');
+                let path = PathBuf::from(lines.next().unwrap_or_default());
+                let notes = lines.map(str::to_owned).collect();
+                Ok(Self::Written { path, notes })
+            }
+            KIND_CANCELLED => Ok(Self::Cancelled(body)),
             KIND_REFUSED => Ok(Self::Refused(body)),
             KIND_ERROR => Ok(Self::Error(body)),
             KIND_STATE => {
@@ -250,13 +285,22 @@ mod tests {
         for request in [
             Request::Trace("ACTIVITIES_ITERATIONS=2\n".into()),
             Request::State,
+            Request::Cancel,
         ] {
             let mut bytes = Vec::new();
             request.write_to(&mut bytes).unwrap();
             assert_eq!(read_request(&bytes).unwrap(), request);
         }
         let replies = [
-            Reply::Written("/tmp/t_1.pt.trace.json".into()),
+            Reply::Written {
+                path: "/tmp/t_1.pt.trace.json".into(),
+                notes: Vec::new(),
+            },
+            Reply::Written {
+                path: "/tmp/t_2.pt.trace.json".into(),
+                notes: vec!["fell back".into(), "second note".into()],
+            },
+            Reply::Cancelled("request #3".into()),
             Reply::Refused("profiler busy until 12:00:01".into()),
             Reply::Error("malformed".into()),
             Reply::State {

@@ -20,7 +20,10 @@ pub(super) const SOCKET_SUFFIX: &str = ".sock";
 /// It is created with mode 0700. An existing directory is used only when it is a real
 /// directory (not a symlink), owned by this user, with no group or other permission bits;
 /// otherwise it is refused (never repaired: a directory someone else could write to may
-/// already hold their sockets), and the error names the path, its owner and its mode.
+/// already hold their sockets), and the error names the path, its owner and its mode, and
+/// the remedy. So any user who creates `/tmp/omniprof-<uid>` first disables that user's
+/// on-demand tracing until the directory is removed or `XDG_RUNTIME_DIR` names a private
+/// directory of the user; the error says so.
 ///
 /// ```no_run
 /// let dir = omniprof::trigger::RuntimeDir::user()?;
@@ -101,8 +104,10 @@ pub(super) fn check_private(path: &Path, uid: u32) -> io::Result<()> {
         Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(
-                "refusing trigger directory {}: {why}; remove it, or make it a directory of \
-                 uid {uid} with mode 0700",
+                "refusing trigger directory {}: {why}; it is never repaired, so on-demand \
+                 tracing of uid {uid} stays off while it is there (another user who creates it \
+                 first disables it): remove it (as its owner or root), or set XDG_RUNTIME_DIR \
+                 to a directory of uid {uid} (its omniprof subdirectory is used instead)",
                 path.display()
             ),
         ))

@@ -1,19 +1,27 @@
 //! The listening side: one accept thread, one short-lived thread per connection.
+//!
+//! Connections that have not yet sent their request are kept in a queue, oldest first: when
+//! every slot is taken, the oldest of them is shut down to serve the new connection, so
+//! clients that connect and stay silent (or a client reconnecting in a loop) cannot hold
+//! every slot for the whole read deadline while legitimate triggers are refused. A
+//! connection whose request is being handled is never dropped this way; when all slots
+//! hold such connections, a new one is refused.
 
+use std::collections::VecDeque;
 use std::io::{self, BufReader, ErrorKind, Write};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::peer::{check_peer, peer_uid};
 use super::protocol::{Deadline, FrameError, Reply, Request};
 use super::runtime_dir::{current_uid, RuntimeDir};
-use super::TriggerHandler;
+use super::{Traced, TriggerHandler};
 use crate::config::{check_on_demand_log_file, on_demand_trace_dir, Config, ACTIVITIES_LOG_FILE};
 
 /// How the server treats its connections.
@@ -23,7 +31,9 @@ pub struct ServerOptions {
     /// How long a client may take to send its whole request; a slower (or stalled) client
     /// gets an error reply and is dropped. Default 5 s.
     pub read_timeout: Duration,
-    /// Connections served at once; more are answered with an error at once. Default 8.
+    /// Connections served at once. A new connection beyond them takes the slot of the
+    /// connection that has waited longest for its request; when every slot holds a request
+    /// being handled, it is answered with an error at once. Default 8.
     pub max_connections: usize,
 }
 
@@ -83,6 +93,54 @@ struct Shared {
     own_uid: u32,
     command: String,
     active: AtomicUsize,
+    /// The connections still waiting for their request, oldest first, with their ids.
+    waiting: Mutex<VecDeque<(u64, UnixStream)>>,
+    next_id: AtomicU64,
+}
+
+impl Shared {
+    /// Shuts down the connection that has waited longest for its request with nothing
+    /// unread (a connection whose bytes have arrived is about to be served); false if none.
+    /// Its thread then reads the end of the stream and gives its slot back.
+    fn drop_oldest_waiting(&self) -> bool {
+        let oldest = {
+            let mut waiting = lock(&self.waiting);
+            let silent = waiting.iter().position(|(_, stream)| !has_unread(stream));
+            silent.and_then(|at| waiting.remove(at))
+        };
+        let Some((id, stream)) = oldest else {
+            return false;
+        };
+        log::debug!("trigger: dropping connection #{id}, silent while all slots were taken");
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        true
+    }
+
+    /// Forgets connection `id` as waiting (its request arrived, or it failed).
+    fn stop_waiting(&self, id: u64) {
+        lock(&self.waiting).retain(|(waiting, _)| *waiting != id);
+    }
+}
+
+/// Whether bytes the server has not read yet wait on `stream`.
+fn has_unread(stream: &UnixStream) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: the fd is a live socket owned by `stream`, and `byte` is valid for a write of
+    // one byte; MSG_PEEK leaves it unread and MSG_DONTWAIT makes the call return at once.
+    let got = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            std::ptr::addr_of_mut!(byte).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    got > 0
+}
+
+/// The queue's lock; a poisoned one still holds a consistent queue.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl RuntimeDir {
@@ -107,6 +165,8 @@ impl RuntimeDir {
             own_uid: current_uid(),
             command: command_line(),
             active: AtomicUsize::new(0),
+            waiting: Mutex::new(VecDeque::new()),
+            next_id: AtomicU64::new(1),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let accept = {
@@ -169,8 +229,7 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>, stop: &AtomicBool)
                 continue;
             }
         };
-        if shared.active.fetch_add(1, Ordering::SeqCst) >= shared.options.max_connections {
-            shared.active.fetch_sub(1, Ordering::SeqCst);
+        if !take_slot(shared) {
             let reason = format!(
                 "too many trigger connections (at most {} at once)",
                 shared.options.max_connections
@@ -179,18 +238,51 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>, stop: &AtomicBool)
             reply(&stream, &Reply::Error(reason));
             continue;
         }
+        // Waiting from now on, so that the next full house can drop it before its thread
+        // has even started.
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Ok(handle) = stream.try_clone() {
+            lock(&shared.waiting).push_back((id, handle));
+        }
         let conn = Arc::clone(shared);
         let spawned = std::thread::Builder::new()
             .name("omniprof trigger conn".into())
             .spawn(move || {
                 // Released even if the handler panics, so the slot is not lost.
                 let _slot = Slot(&conn.active);
-                serve(&stream, &conn);
+                serve(&stream, id, &conn);
             });
         if let Err(e) = spawned {
+            shared.stop_waiting(id);
             shared.active.fetch_sub(1, Ordering::SeqCst);
             log::warn!("trigger: cannot start a connection thread: {e}");
         }
+    }
+}
+
+/// How long the accept thread waits for dropped connections to give their slots back.
+const DROPPED_GRACE: Duration = Duration::from_millis(200);
+
+/// Takes a slot for a new connection, making room by dropping the connection that has waited
+/// longest for its request when all are taken; false when every slot holds a request being
+/// handled. A dropped connection gives its slot back when its thread sees the end of the
+/// stream: until then up to twice `max_connections` threads may be alive, and beyond that the
+/// accept thread waits for them a little.
+fn take_slot(shared: &Shared) -> bool {
+    let max = shared.options.max_connections;
+    if shared.active.load(Ordering::SeqCst) >= max && !shared.drop_oldest_waiting() {
+        return false;
+    }
+    let until = Instant::now() + DROPPED_GRACE;
+    loop {
+        if shared.active.fetch_add(1, Ordering::SeqCst) < 2 * max {
+            return true;
+        }
+        shared.active.fetch_sub(1, Ordering::SeqCst);
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -203,11 +295,12 @@ impl Drop for Slot<'_> {
     }
 }
 
-/// Serves one connection: credentials, one request, one reply.
-fn serve(stream: &UnixStream, shared: &Shared) {
+/// Serves connection `id`: credentials, one request, one reply.
+fn serve(stream: &UnixStream, id: u64, shared: &Shared) {
     let uid = match peer_uid(stream) {
         Ok(uid) => uid,
         Err(e) => {
+            shared.stop_waiting(id);
             log::warn!("trigger: cannot read peer credentials: {e}");
             reply(
                 stream,
@@ -217,6 +310,7 @@ fn serve(stream: &UnixStream, shared: &Shared) {
         }
     };
     if let Err(reason) = check_peer(uid, shared.own_uid) {
+        shared.stop_waiting(id);
         log::warn!("trigger: refused a connection: {reason}");
         reply(stream, &Reply::Error(reason));
         return;
@@ -225,7 +319,9 @@ fn serve(stream: &UnixStream, shared: &Shared) {
         stream,
         until: Instant::now() + shared.options.read_timeout,
     });
-    let request = match Request::read_from(&mut input) {
+    let read = Request::read_from(&mut input);
+    shared.stop_waiting(id);
+    let request = match read {
         Ok(request) => request,
         // Nothing sent: a probe or the drop wake-up, not worth a warning.
         Err(FrameError::Empty) => return,
@@ -241,6 +337,7 @@ fn serve(stream: &UnixStream, shared: &Shared) {
             state: shared.handler.state(),
         },
         Request::Trace(text) => trace(&text, shared.handler.as_ref()),
+        Request::Cancel => cancel(shared.handler.as_ref()),
     };
     reply(stream, &answer);
 }
@@ -253,8 +350,8 @@ fn trace(text: &str, handler: &dyn TriggerHandler) -> Reply {
     }
     log::info!("trigger: running an on-demand request");
     // A panicking handler must not leave the client without an answer.
-    match std::panic::catch_unwind(AssertUnwindSafe(|| handler.handle(text))) {
-        Ok(Ok(path)) => Reply::Written(path),
+    match std::panic::catch_unwind(AssertUnwindSafe(|| handler.handle_traced(text))) {
+        Ok(Ok(Traced { path, notes })) => Reply::Written { path, notes },
         Ok(Err(reason)) => {
             log::warn!("trigger: the request was refused: {reason}");
             Reply::Refused(reason)
@@ -266,19 +363,35 @@ fn trace(text: &str, handler: &dyn TriggerHandler) -> Reply {
     }
 }
 
+/// Asks the handler to cancel its request.
+fn cancel(handler: &dyn TriggerHandler) -> Reply {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| handler.cancel())) {
+        Ok(Ok(what)) => {
+            log::info!("trigger: {what}");
+            Reply::Cancelled(what)
+        }
+        Ok(Err(reason)) => Reply::Refused(reason),
+        Err(_) => {
+            log::warn!("trigger: the handler panicked");
+            Reply::Error("the profiler failed while cancelling".to_owned())
+        }
+    }
+}
+
 /// Refuses what the engine would only warn about or ignore: a config that does not parse, an
 /// output path outside the allowed directory (Kineto silently keeps its default path; the
 /// caller asked for a specific place and must hear it was refused), a text that asks for no
 /// trace.
 pub(super) fn check_request(text: &str) -> Result<(), String> {
     let mut config = Config::default();
+    // Unlogged: the handler parses the same text again and logs its warnings once.
     let warnings = config
-        .apply_on_demand(text)
+        .check_on_demand(text)
         .map_err(|e| format!("invalid config: {e}"))?;
     if warnings.iter().any(|w| w.key == ACTIVITIES_LOG_FILE) {
         // The same text without the restriction holds the path that was asked for.
         let mut unrestricted = Config::default();
-        let _ = unrestricted.apply(text);
+        let _ = unrestricted.apply_quietly(text);
         let path = unrestricted.log_file();
         let dir = on_demand_trace_dir();
         let why = check_on_demand_log_file(path, &dir)
