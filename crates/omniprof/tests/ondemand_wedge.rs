@@ -1,7 +1,8 @@
 //! On-demand tracing that cannot be wedged, over real Unix sockets (issue 25, items 5-8): a
 //! start beyond the horizon is refused naming the key, the value and the horizon, and a
 //! pending request is cancelled from outside; a client that keeps connecting and saying
-//! nothing does not keep legitimate triggers out; a message full of unknown keys logs one
+//! nothing does not keep legitimate triggers out, and a silent connection is let go at the
+//! header timeout while a slow body is still served; a message full of unknown keys logs one
 //! summary line; and a trigger directory that another user created first is refused with
 //! the remedy.
 #![cfg(unix)]
@@ -258,5 +259,51 @@ fn a_trigger_directory_another_user_created_first_is_refused_with_the_remedy() {
              instead)",
             path.display()
         )
+    );
+}
+
+/// The whole reply on `stream`, read with a bound of 10 s.
+fn reply_on(stream: &mut UnixStream) -> String {
+    use std::io::Read;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    reply
+}
+
+#[test]
+fn a_connection_silent_past_the_header_timeout_is_let_go_but_a_slow_body_is_served() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RuntimeDir::at(tmp.path().join("rt")).unwrap();
+    let _server = dir.listen(Arc::new(AtOnce)).unwrap();
+    let socket = dir.socket_path(std::process::id());
+
+    let started = Instant::now();
+    let mut silent = UnixStream::connect(&socket).unwrap();
+    let reply = reply_on(&mut silent);
+    let waited = started.elapsed();
+    let reason = "bad message: no complete message within the time limit (0 bytes arrived)";
+    assert_eq!(
+        reply,
+        format!("omniprof-trigger/1 error {}\n{reason}", reason.len())
+    );
+    // Let go at the 1 s header timeout, not the 5 s read timeout.
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(4),
+        "{waited:?}"
+    );
+
+    // A header at once and a body 1.5 s later (within the 5 s read timeout) is served.
+    let body = "ACTIVITIES_DURATION_MSECS=1";
+    let mut slow = UnixStream::connect(&socket).unwrap();
+    writeln!(slow, "omniprof-trigger/1 trace {}", body.len()).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    slow.write_all(body.as_bytes()).unwrap();
+    assert_eq!(
+        reply_on(&mut slow),
+        "omniprof-trigger/1 ok 20\n/tmp/t.pt.trace.json"
     );
 }

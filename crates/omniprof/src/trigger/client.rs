@@ -173,10 +173,7 @@ impl RuntimeDir {
         // A server that refuses early (credentials, size) closes its side while we write;
         // its reply is still waiting to be read, and says more than the broken pipe.
         let written = request.write_to(&mut &stream);
-        let mut input = BufReader::new(Deadline {
-            stream: &stream,
-            until: Instant::now() + timeout,
-        });
+        let mut input = BufReader::new(Deadline::new(&stream, Instant::now() + timeout));
         match (Reply::read_from(&mut input), written) {
             (Ok(reply), _) => Ok(reply),
             (Err(_), Err(e)) => Err(io_error(e)),

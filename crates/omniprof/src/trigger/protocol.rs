@@ -252,21 +252,40 @@ fn timed_out_or(e: io::Error, got: usize) -> FrameError {
 }
 
 /// Reads from a socket until a fixed deadline: each read waits only for the time left, so a
-/// peer that trickles bytes cannot stretch one message past the deadline.
+/// peer that trickles bytes cannot stretch one message past the deadline. Until a newline
+/// (the end of the header) has arrived, the earlier `header_until` applies, so a peer that
+/// connects and says nothing is let go early.
 pub(crate) struct Deadline<'a> {
     pub(crate) stream: &'a UnixStream,
     pub(crate) until: Instant,
+    pub(crate) header_until: Option<Instant>,
+}
+
+impl<'a> Deadline<'a> {
+    /// Reads from `stream` until `until`, with no earlier deadline for the header.
+    pub(crate) fn new(stream: &'a UnixStream, until: Instant) -> Self {
+        Self {
+            stream,
+            until,
+            header_until: None,
+        }
+    }
 }
 
 impl Read for Deadline<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.until.saturating_duration_since(Instant::now());
+        let until = self.header_until.map_or(self.until, |h| h.min(self.until));
+        let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(io::ErrorKind::TimedOut.into());
         }
         self.stream.set_read_timeout(Some(left))?;
         let mut stream = self.stream;
-        stream.read(buf)
+        let got = stream.read(buf)?;
+        if buf[..got].contains(&b'\n') {
+            self.header_until = None;
+        }
+        Ok(got)
     }
 }
 

@@ -5,7 +5,8 @@
 //! clients that connect and stay silent (or a client reconnecting in a loop) cannot hold
 //! every slot for the whole read deadline while legitimate triggers are refused. A
 //! connection whose request is being handled is never dropped this way; when all slots
-//! hold such connections, a new one is refused.
+//! hold such connections, a new one is refused. A connection that has not sent its header
+//! line within [`ServerOptions::header_timeout`] (1 s) is let go as well.
 
 use std::collections::VecDeque;
 use std::io::{self, BufReader, ErrorKind, Write};
@@ -31,6 +32,11 @@ pub struct ServerOptions {
     /// How long a client may take to send its whole request; a slower (or stalled) client
     /// gets an error reply and is dropped. Default 5 s.
     pub read_timeout: Duration,
+    /// How long a client may take to send the header line of its request (the client sends
+    /// it as soon as it connects); a client silent that long gets an error reply and is
+    /// dropped, so that it holds a slot for this long, not [`ServerOptions::read_timeout`].
+    /// Default 1 s.
+    pub header_timeout: Duration,
     /// Connections served at once. A new connection beyond them takes the slot of the
     /// connection that has waited longest for its request; when every slot holds a request
     /// being handled, it is answered with an error at once. Default 8.
@@ -41,6 +47,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         Self {
             read_timeout: Duration::from_secs(5),
+            header_timeout: Duration::from_secs(1),
             max_connections: 8,
         }
     }
@@ -50,6 +57,12 @@ impl ServerOptions {
     /// Sets [`ServerOptions::read_timeout`].
     pub fn read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = timeout;
+        self
+    }
+
+    /// Sets [`ServerOptions::header_timeout`].
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
         self
     }
 }
@@ -315,9 +328,11 @@ fn serve(stream: &UnixStream, id: u64, shared: &Shared) {
         reply(stream, &Reply::Error(reason));
         return;
     }
+    let now = Instant::now();
     let mut input = BufReader::new(Deadline {
         stream,
-        until: Instant::now() + shared.options.read_timeout,
+        until: now + shared.options.read_timeout,
+        header_until: Some(now + shared.options.header_timeout),
     });
     let read = Request::read_from(&mut input);
     shared.stop_waiting(id);
