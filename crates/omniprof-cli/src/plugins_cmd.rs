@@ -2,15 +2,21 @@
 //! vendor runs in CI to see that a plugin loads, registers, records and emits valid events.
 //!
 //! `check` loads each library, runs one short real session with every activity type
-//! selected, and prints a verdict per profiler: FAIL when the library or the profiler was
-//! rejected, a call reported errors or did not return within `--timeout` (the plugin is then
-//! abandoned, and the check goes on without it), or the library called the registry or the
-//! trace builder after the call that lent it had returned (refused by the host, and counted
-//! by `omniprof::plugin::late_calls`: the README's "a refused call is a FAIL"), WARN when its events fell outside the
-//! capture window (usually a clock that is not Unix-epoch nanoseconds) or the trace doubts
-//! what it delivered (`backend_warnings`: e.g. event ids that are not the ids it was pushed),
-//! PASS otherwise. Exit status 1 when
-//! anything failed.
+//! selected, and prints a verdict per profiler:
+//!
+//! - FAIL when the library or the profiler was rejected, a call reported errors or did not
+//!   return within `--timeout` (the plugin is then abandoned, and the check goes on without
+//!   it), or the library called the registry or the trace builder after the call that lent
+//!   it had returned (refused by the host and counted by `omniprof::plugin::late_calls`: the
+//!   README's "a refused call is a FAIL");
+//! - WARN when its events fell outside the capture window, said with how far before or after
+//!   it (a clock that is not Unix-epoch nanoseconds only when seconds away; the session
+//!   holds [`HOST_WORK`] of host ops, so that times a plugin takes during its own session are
+//!   inside), or the trace doubts what it delivered (`backend_warnings`: e.g. event ids that
+//!   are not the ids it was pushed);
+//! - PASS otherwise.
+//!
+//! Exit status 1 when anything failed.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -233,8 +239,17 @@ fn attribute_late_calls(
 /// gets links the merge can refute.
 const OPS_PER_STEP: usize = 50;
 
-/// A short session with every type selected and a little host work, so plugins that react to
-/// correlation pushes see some; each call into a plugin may take `timeout_ms`.
+/// How long the check session's host work lasts at least. Each call into a plugin runs on a
+/// thread of its own (`crates/omniprof/src/plugin/deadline.rs`), so a plugin's start runs a
+/// little after the capture window opens and its stop a little after it closes (0.2 ms
+/// here, up to 3 ms on a loaded machine): in a window of microseconds, a plugin that
+/// timestamps its events across its own session had them all outside; in a window as long
+/// as an application's step (tens of ms), those before its last moments are inside.
+const HOST_WORK: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// A session with every type selected and at least [`HOST_WORK`] of host ops in steps, so
+/// plugins that react to correlation pushes see some; each call into a plugin may take
+/// `timeout_ms`.
 fn run_session(timeout_ms: Option<u32>) -> Result<Trace, omniprof::SessionError> {
     let mut builder = Profiler::builder().activities(ActivitySet::all());
     if let Some(ms) = timeout_ms {
@@ -243,7 +258,11 @@ fn run_session(timeout_ms: Option<u32>) -> Result<Trace, omniprof::SessionError>
     }
     let mut profiler = builder.build()?;
     profiler.start()?;
-    for step in 0..3 {
+    let begun = std::time::Instant::now();
+    for step in 0.. {
+        if step >= 3 && begun.elapsed() >= HOST_WORK {
+            break;
+        }
         let _step = record_function(format!("ProfilerStep#{step}"));
         for _ in 0..OPS_PER_STEP {
             let _op = record_op("plugin_check::op");
@@ -296,10 +315,9 @@ fn verdicts(
             });
         }
         for prof in &p.profilers {
-            let (events, out_of_window) = backends
-                .iter()
-                .find(|b| b.name == prof.name)
-                .map_or((0, 0), |b| (b.activities, b.out_of_window));
+            let contribution = backends.iter().find(|b| b.name == prof.name);
+            let (events, out_of_window) =
+                contribution.map_or((0, 0), |b| (b.activities, b.out_of_window));
             let prefix = format!("{}: ", prof.name);
             let mut errs: Vec<String> = errors
                 .iter()
@@ -321,11 +339,8 @@ fn verdicts(
                         .iter()
                         .filter_map(|w| w.strip_prefix(&prefix).map(str::to_owned)),
                 );
-                if out_of_window > 0 {
-                    errs.push(format!(
-                        "{out_of_window} events outside the capture window: are times \
-                         Unix-epoch ns?"
-                    ));
+                if let Some(b) = contribution.filter(|b| b.out_of_window > 0) {
+                    errs.push(outside_the_window(b, trace));
                 }
                 if errs.is_empty() {
                     "PASS"
@@ -344,6 +359,49 @@ fn verdicts(
         }
     }
     rows
+}
+
+/// Farther than this from the window, an event's time is not one taken a little early or
+/// late (a call's thread starting, a device's queue draining) but from another clock.
+const ANOTHER_CLOCK_NS: u64 = 1_000_000_000;
+
+/// The warning for a backend's events dropped outside the window, worded by what was
+/// measured: how many, how far the farthest lay before the window's start and after its
+/// end, and the window's length. Only a distance past [`ANOTHER_CLOCK_NS`] suggests a clock
+/// other than Unix-epoch nanoseconds; a nearer one says where such times come from.
+fn outside_the_window(b: &Contribution, trace: &Trace) -> String {
+    let window_ns = (trace.window.end_ns - trace.window.start_ns).max(0) as u64;
+    let mut sides = Vec::new();
+    if b.before_ns > 0 {
+        sides.push(format!("up to {} before its start", duration(b.before_ns)));
+    }
+    if b.after_ns > 0 {
+        sides.push(format!("up to {} after its end", duration(b.after_ns)));
+    }
+    let why = if b.before_ns.max(b.after_ns) > ANOTHER_CLOCK_NS {
+        "are times Unix-epoch ns (CLOCK_REALTIME), as the host's?"
+    } else {
+        "times taken before profilerStart was called or after profilerStop was called"
+    };
+    format!(
+        "{} of {} events outside the {} capture window ({}), dropped: {why}",
+        b.out_of_window,
+        b.out_of_window + b.activities,
+        duration(window_ns),
+        sides.join(", "),
+    )
+}
+
+/// `ns` in the largest unit that keeps it at least 1: ns, µs, ms, s, or days past one.
+fn duration(ns: u64) -> String {
+    const DAY: u64 = 86_400_000_000_000;
+    match ns {
+        0..=999 => format!("{ns} ns"),
+        1_000..=999_999 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.1} ms", ns as f64 / 1e6),
+        _ if ns < DAY => format!("{:.1} s", ns as f64 / 1e9),
+        _ => format!("{:.0} days", ns as f64 / DAY as f64),
+    }
 }
 
 fn print_table(rows: &[Row]) {
@@ -371,5 +429,51 @@ fn print_table(rows: &[Row]) {
         for e in &r.errors {
             println!("{} {} ({}): {e}", r.verdict, r.profiler, r.plugin);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outside(before_ns: u64, after_ns: u64) -> String {
+        let b = Contribution {
+            name: "P".into(),
+            activities: 5,
+            out_of_window: 3,
+            before_ns,
+            after_ns,
+        };
+        outside_the_window(&b, &Trace::new(1_000_000_000, 1_020_000_000))
+    }
+
+    #[test]
+    fn events_just_past_the_window_are_said_to_be_times_taken_outside_the_session() {
+        assert_eq!(
+            outside(0, 210_000),
+            "3 of 8 events outside the 20.0 ms capture window (up to 210.0 µs after its end), \
+             dropped: times taken before profilerStart was called or after profilerStop was \
+             called"
+        );
+        assert_eq!(
+            outside(1_500, 2_500_000),
+            "3 of 8 events outside the 20.0 ms capture window (up to 1.5 µs before its start, \
+             up to 2.5 ms after its end), dropped: times taken before profilerStart was called \
+             or after profilerStop was called"
+        );
+    }
+
+    #[test]
+    fn events_seconds_or_decades_away_are_said_to_come_from_another_clock() {
+        assert_eq!(
+            outside(1_790_000_000_000_000_000, 0),
+            "3 of 8 events outside the 20.0 ms capture window (up to 20718 days before its \
+             start), dropped: are times Unix-epoch ns (CLOCK_REALTIME), as the host's?"
+        );
+        assert_eq!(
+            outside(0, 3_000_000_000),
+            "3 of 8 events outside the 20.0 ms capture window (up to 3.0 s after its end), \
+             dropped: are times Unix-epoch ns (CLOCK_REALTIME), as the host's?"
+        );
     }
 }

@@ -115,7 +115,19 @@ fn plugins_list_and_check_give_verdicts() {
         "WARN",
         "its events are in 1970"
     );
-    assert!(stdout.contains("outside the capture window"), "{stdout}");
+    // 1970 is decades before the window: the clock, not the edges, is named.
+    let warning = stdout
+        .lines()
+        .find(|l| l.starts_with("WARN MockPlugin ("))
+        .unwrap_or_else(|| panic!("no MockPlugin warning in {stdout}"));
+    assert!(
+        warning.contains(": 4 of 4 events outside the ")
+            && warning.contains(
+                " days before its start), dropped: are times Unix-epoch ns \
+                 (CLOCK_REALTIME), as the host's?"
+            ),
+        "{warning}"
+    );
     // The device is the one that produced events, not OpenReg, which took part idle.
     let checked = TraceReader::new().read_path(&trace).into_trace().unwrap();
     let device_type = checked.metadata(omniprof::keys::metadata::DEVICE_TYPE);
@@ -209,6 +221,24 @@ fn plugins_check_fails_a_plugin_whose_late_calls_were_refused_and_names_them() {
             assert_eq!(verdict_of(&stdout, "TwinB"), "PASS", "{stdout}");
         }
     }
+}
+
+#[test]
+fn plugins_check_passes_a_plugin_that_timestamps_its_events_across_its_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let spans = build_broken("spans_its_session", dir.path());
+    let out = omniprof(&["plugins", "check", spans.to_str().unwrap()], None);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("SpansItsSession"))
+        .unwrap_or_else(|| panic!("no row in {stdout}"))
+        .split_whitespace()
+        .skip(2)
+        .collect();
+    // EVENTS, OUT OF WINDOW, ERRORS, VERDICT: its 8 kernels all lie in the window.
+    assert_eq!(row, ["8", "0", "0", "PASS"], "{stdout}");
 }
 
 fn verdict_of(table: &str, profiler: &str) -> String {

@@ -1013,6 +1013,7 @@ fn every_c_plugin_is_in_the_corpus() {
             "register_error_with_thread",
             "registers_nothing",
             "sample_plugin",
+            "spans_its_session",
             "twin_profilers",
         ],
         "a plugin was added or removed: cover it below and in plugins/README.md"

@@ -62,7 +62,9 @@ pub mod metadata {
     /// The device the trace's device columns are named after (`"OpenReg"`, `"cuda"`): the
     /// device type declared by the first backend that produced device data, else its name.
     pub const DEVICE_TYPE: &str = "device_type";
-    /// Each backend's contribution: `name`, kept `activities`, dropped `out_of_window`.
+    /// Each backend's contribution: `name`, kept `activities`, dropped `out_of_window`, and,
+    /// when not 0, how far the farthest of those started before the window
+    /// (`out_of_window_before_ns`) and ended after it (`out_of_window_after_ns`).
     pub const BACKENDS: &str = "backends";
     /// Why backends were left out of the trace, one message each.
     pub const BACKEND_ERRORS: &str = "backend_errors";

@@ -40,6 +40,8 @@ const DEVICE_SORT_OFFSET: i64 = 5_000_000;
 const NAME_KEY: &str = "name";
 const ACTIVITIES_KEY: &str = "activities";
 const OUT_OF_WINDOW_KEY: &str = "out_of_window";
+const BEFORE_KEY: &str = "out_of_window_before_ns";
+const AFTER_KEY: &str = "out_of_window_after_ns";
 
 /// Traces produced so far in this process: the span's iteration number.
 static ITERATION: AtomicI64 = AtomicI64::new(0);
@@ -214,7 +216,7 @@ fn merge_backends(
                 trace.activities[i].args.push((key, value));
             }
         }
-        let (activities, out_of_window) = merged.add(
+        let (activities, outside) = merged.add(
             d.index,
             d.output,
             &d.scope_metrics,
@@ -233,7 +235,9 @@ fn merge_backends(
             contributions.push(Contribution {
                 name: d.name,
                 activities,
-                out_of_window,
+                out_of_window: outside.count,
+                before_ns: outside.before_ns,
+                after_ns: outside.after_ns,
             });
         }
     }
@@ -304,13 +308,36 @@ fn refuse_foreign_links(activities: &mut [Activity], host: &HostView<'_>, host_p
     count
 }
 
+/// A backend's activities outside the capture window: how many, and how far the farthest lay
+/// before the window's start and after its end (what `omniprof plugins check` words its
+/// warning by: microseconds at an edge, or decades from a clock that is not the host's).
+#[derive(Clone, Copy, Debug, Default)]
+struct Outside {
+    count: u64,
+    before_ns: u64,
+    after_ns: u64,
+}
+
+impl Outside {
+    fn add(&mut self, a: &Activity, window: Window) {
+        let before = window.start_ns.saturating_sub(a.start_ns);
+        let after = a.end_ns.saturating_sub(window.end_ns);
+        self.before_ns = self.before_ns.max(u64::try_from(before).unwrap_or(0));
+        self.after_ns = self.after_ns.max(u64::try_from(after).unwrap_or(0));
+    }
+}
+
 /// One backend's entry in a trace's `backends` metadata: how many of its activities the trace
-/// kept, and how many fell outside the capture window.
+/// kept, how many fell outside the capture window, and how far: the farthest start before
+/// the window's start (`before_ns`) and end after its end (`after_ns`), 0 when none; the
+/// two are written only when not 0.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Contribution {
     pub name: String,
     pub activities: u64,
     pub out_of_window: u64,
+    pub before_ns: u64,
+    pub after_ns: u64,
 }
 
 impl Contribution {
@@ -330,18 +357,26 @@ impl Contribution {
                     name: entry.get(NAME_KEY)?.as_str()?.to_owned(),
                     activities: count(entry, ACTIVITIES_KEY)?,
                     out_of_window: count(entry, OUT_OF_WINDOW_KEY)?,
+                    before_ns: count(entry, BEFORE_KEY).unwrap_or(0),
+                    after_ns: count(entry, AFTER_KEY).unwrap_or(0),
                 })
             })
             .collect()
     }
 
     fn to_value(&self) -> Value {
+        let far = [(BEFORE_KEY, self.before_ns), (AFTER_KEY, self.after_ns)];
         [
             (NAME_KEY, Value::from(self.name.as_str())),
             (ACTIVITIES_KEY, Value::UInt(self.activities)),
             (OUT_OF_WINDOW_KEY, Value::UInt(self.out_of_window)),
         ]
         .into_iter()
+        .chain(
+            far.into_iter()
+                .filter(|&(_, ns)| ns > 0)
+                .map(|(key, ns)| (key, Value::UInt(ns))),
+        )
         .collect()
     }
 }
@@ -462,7 +497,7 @@ impl Merged {
         window: Captured,
         selection: ActivitySet,
         name: &str,
-    ) -> (u64, u64) {
+    ) -> (u64, Outside) {
         let Collected {
             mut activities,
             user_links,
@@ -481,6 +516,7 @@ impl Merged {
         let measured = |i: usize| scope && metrics_of.contains_key(&i);
         let mut keep = vec![true; activities.len()];
         let mut out = 0;
+        let mut outside = Outside::default();
         for (i, a) in activities.iter().enumerate() {
             if window.in_warmup(a) {
                 keep[i] = false;
@@ -488,6 +524,7 @@ impl Merged {
             } else if !window.contains(a) {
                 keep[i] = false;
                 out += 1;
+                outside.add(a, window.window);
             } else if !(selection.enabled(a.kind) || measured(i)) {
                 keep[i] = false;
             }
@@ -563,7 +600,8 @@ impl Merged {
             }
             self.activities.push(a);
         }
-        (keep.iter().filter(|&&k| k).count() as u64, out)
+        outside.count = out;
+        (keep.iter().filter(|&&k| k).count() as u64, outside)
     }
 
     /// Keeps a backend's counter samples that lie in the window and whose type the trace

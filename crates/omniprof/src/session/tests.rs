@@ -337,11 +337,14 @@ fn what_each_backend_contributed_is_typed_metadata() {
         name: "mock".into(),
         activities: 4,
         out_of_window: 1,
+        // The one outside starts 5 ns before the window and ends inside it.
+        before_ns: 5,
+        after_ns: 0,
     };
     assert_eq!(Contribution::of(&t), [mock]);
     assert_eq!(
         t.metadata("backends").unwrap().to_json(),
-        r#"[{"name": "mock", "activities": 4, "out_of_window": 1}]"#
+        r#"[{"name": "mock", "activities": 4, "out_of_window": 1, "out_of_window_before_ns": 5}]"#
     );
 }
 
