@@ -296,3 +296,54 @@ fn the_demo_refuses_on_demand_mixed_with_options_it_would_ignore() {
         );
     }
 }
+
+#[test]
+fn the_trigger_client_says_what_the_trace_it_hands_back_lost() {
+    let allowed = tempfile::tempdir().unwrap();
+    let allowed_path = allowed.path().canonicalize().unwrap();
+    let allowed = allowed_path.as_path();
+    let mut demo = Demo::start(allowed);
+    let started = Instant::now();
+    while !text(&trigger(allowed, &["--list"]).stdout).contains(&demo.pid.to_string()) {
+        assert!(started.elapsed() < DEADLINE, "the demo never listed itself");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A budget the demo's device overruns in any window.
+    let config = allowed.join("small_budget.conf");
+    std::fs::write(
+        &config,
+        "ACTIVITIES_WARMUP_PERIOD_SECS=0\nOMNIPROF_MAX_EVENTS_PER_BACKEND=10\n",
+    )
+    .unwrap();
+    let pid = demo.pid.to_string();
+    let dir = allowed.to_str().unwrap();
+    let out = trigger(
+        allowed,
+        &[
+            "--pid",
+            &pid,
+            "--output-dir",
+            dir,
+            "--config",
+            config.to_str().unwrap(),
+            "--duration-ms",
+            "300",
+        ],
+    );
+    demo.assert_alive("a trigger with a small budget");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let path = PathBuf::from(text(&out.stdout).trim());
+    assert!(path.is_file(), "{} was not written", path.display());
+    // The path alone on stdout; on stderr, each backend the budget cut short.
+    let stderr = text(&out.stderr);
+    let lost: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("note: the trace lacks records of a backend: "))
+        .collect();
+    assert!(!lost.is_empty(), "{stderr}");
+    assert!(
+        lost.iter()
+            .all(|l| l.contains("OMNIPROF_MAX_EVENTS_PER_BACKEND")),
+        "{stderr}"
+    );
+}

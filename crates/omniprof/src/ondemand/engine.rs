@@ -21,17 +21,25 @@ pub(super) const THREAD_NAME: &str = "omniprof on-demand";
 /// Where a request's outcome is delivered to its [`super::Ticket`].
 #[derive(Debug, Default)]
 pub(super) struct Slot {
-    outcome: Mutex<Option<Result<PathBuf, TraceFailed>>>,
+    outcome: Mutex<Option<Result<Written, TraceFailed>>>,
     done: Condvar,
 }
 
+/// A written trace: its path, and what the trace lost that the user should hear of (a
+/// backend left out, records dropped), one line each.
+#[derive(Clone, Debug)]
+pub(super) struct Written {
+    pub(super) path: PathBuf,
+    pub(super) problems: Vec<String>,
+}
+
 impl Slot {
-    fn resolve(&self, outcome: Result<PathBuf, TraceFailed>) {
+    fn resolve(&self, outcome: Result<Written, TraceFailed>) {
         *lock(&self.outcome) = Some(outcome);
         self.done.notify_all();
     }
 
-    pub(super) fn wait(&self, timeout: Duration) -> Result<PathBuf, TraceFailed> {
+    pub(super) fn wait(&self, timeout: Duration) -> Result<Written, TraceFailed> {
         let guard = lock(&self.outcome);
         let (guard, _) = self
             .done
@@ -313,10 +321,10 @@ impl Engine {
                 drop(shared);
                 let outcome = process(ended.session, &ended.config, ended.notes);
                 match &outcome {
-                    Ok(path) => log::info!(
+                    Ok(written) => log::info!(
                         "omniprof on-demand: request #{} written to {}",
                         ended.id,
-                        path.display()
+                        written.path.display()
                     ),
                     Err(e) => log::warn!("omniprof on-demand: request #{}: {e}", ended.id),
                 }
@@ -358,12 +366,13 @@ fn publish(machine: &Machine) {
 }
 
 /// Merges an ended session and writes its trace to the config's log file.
-/// The request's notes go into the trace's metadata.
+/// The request's notes go into the trace's metadata; what the trace lost comes back with
+/// its path, for the client to print.
 fn process(
     session: Option<Profiler>,
     config: &Config,
     notes: Vec<String>,
-) -> Result<PathBuf, TraceFailed> {
+) -> Result<Written, TraceFailed> {
     let mut session = session.ok_or_else(|| TraceFailed::Session("no session".to_owned()))?;
     let mut trace = session
         .process()
@@ -386,7 +395,38 @@ fn process(
             })?,
     );
     write_trace(&trace, &path)?;
-    Ok(path)
+    Ok(Written {
+        problems: problems(&trace, config),
+        path,
+    })
+}
+
+/// What `trace` lost, as the user should hear it: each backend left out or short of
+/// records (`backend_errors`), and host events dropped at the per-thread cap.
+fn problems(trace: &crate::Trace, config: &Config) -> Vec<String> {
+    use crate::keys::metadata;
+    let mut out: Vec<String> = match trace.metadata(metadata::BACKEND_ERRORS) {
+        Some(crate::Value::List(errors)) => errors
+            .iter()
+            .map(|e| {
+                let e = e.as_str().map_or_else(|| e.to_json(), str::to_owned);
+                format!("the trace lacks records of a backend: {e}")
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let dropped = trace
+        .metadata(metadata::DROPPED_EVENTS)
+        .and_then(crate::Value::as_i64)
+        .unwrap_or(0);
+    if dropped > 0 {
+        out.push(format!(
+            "{dropped} host events were dropped: a thread reached its cap of {} records \
+             (OMNIPROF_MAX_HOST_RECORDS_PER_THREAD)",
+            config.max_host_records_per_thread()
+        ));
+    }
+    out
 }
 
 /// Writes `trace` at `path`, held inside the allowed directory (see `write.rs`).

@@ -182,7 +182,20 @@ impl Ticket {
     /// Waits up to `timeout` for the outcome: the path of the written trace, or why there
     /// is none ([`TraceFailed::TimedOut`] if it is not decided yet).
     pub fn wait(&self, timeout: Duration) -> Result<PathBuf, TraceFailed> {
-        self.slot.wait(timeout)
+        self.slot.wait(timeout).map(|written| written.path)
+    }
+
+    /// [`wait`](Self::wait), with what the user should know of the trace: this request's
+    /// [`notes`](Self::notes), then what the trace lost (a backend's errors or dropped
+    /// records, host events dropped at the per-thread cap), one line each.
+    pub fn wait_with_notes(
+        &self,
+        timeout: Duration,
+    ) -> Result<(PathBuf, Vec<String>), TraceFailed> {
+        let written = self.slot.wait(timeout)?;
+        let mut notes = self.notes.clone();
+        notes.extend(written.problems);
+        Ok((written.path, notes))
     }
 }
 

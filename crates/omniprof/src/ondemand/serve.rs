@@ -28,13 +28,10 @@ impl TriggerHandler for Engine {
 
     fn handle_traced(&self, config_text: &str) -> Result<trigger::Traced, String> {
         let ticket = super::request(config_text).map_err(|refused| refused.to_string())?;
-        let path = ticket
-            .wait(WAIT_FOR_TRACE)
+        let (path, notes) = ticket
+            .wait_with_notes(WAIT_FOR_TRACE)
             .map_err(|failed| failed.to_string())?;
-        Ok(trigger::Traced {
-            path,
-            notes: ticket.notes().to_vec(),
-        })
+        Ok(trigger::Traced { path, notes })
     }
 
     fn state(&self) -> String {
