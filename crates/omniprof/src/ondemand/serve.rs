@@ -1,5 +1,14 @@
 //! The on-demand engine behind the trigger socket: a process that opts in serves
 //! `omniprof trigger` with this engine for as long as it runs, or until it stops serving.
+//!
+//! A child forked from a serving process (a DataLoader worker, a `multiprocessing` child)
+//! does not serve: `fork` copies only the thread that called it, so the child has neither
+//! the engine's thread nor the accept thread, and the locks those threads held stay held in
+//! it. Restarting both in every worker would mean sockets and threads per worker, started
+//! in a process whose copied state cannot be trusted; the parent still serves, and a child
+//! that `exec`s is a new process that opts in by itself. So [`serve`] in a forked child
+//! fails saying so, [`stop_serving`] there leaves the parent's socket alone, and the
+//! trigger client tells a user who triggers such a child (see `crate::trigger::client`).
 
 use std::io;
 use std::path::PathBuf;
@@ -12,8 +21,9 @@ use crate::trigger::{self, TriggerHandler, TriggerServer};
 /// timeout; this only bounds a connection thread whose client vanished.
 const WAIT_FOR_TRACE: Duration = Duration::from_secs(3600);
 
-/// The server of this process, kept for as long as the process runs.
-static SERVER: Mutex<Option<TriggerServer>> = Mutex::new(None);
+/// The server, with the pid of the process that started it (in a forked child, the
+/// parent's: see the module docs), kept for as long as the process runs.
+static SERVER: Mutex<Option<(u32, TriggerServer)>> = Mutex::new(None);
 
 /// Runs each trigger as an on-demand request: the engine's refusal or failure is the reply.
 struct Engine;
@@ -52,11 +62,24 @@ impl TriggerHandler for Engine {
 /// println!("trigger me: omniprof trigger --pid {} --duration-ms 500", std::process::id());
 /// # Ok::<(), std::io::Error>(())
 /// ```
+///
+/// In a child forked from a serving process it fails: the child does not serve (module
+/// docs); trigger the parent.
 pub fn serve() -> io::Result<()> {
+    let me = std::process::id();
+    if let Some((parent, _)) = &*SERVER.lock().unwrap_or_else(PoisonError::into_inner) {
+        if *parent != me {
+            return Err(io::Error::other(format!(
+                "process {me} was forked from process {parent}, which serves triggers: a \
+                 forked child (e.g. a DataLoader worker) does not serve them, as fork copies \
+                 only the calling thread; trigger process {parent}"
+            )));
+        }
+    }
     super::enable()?;
     let mut server = SERVER.lock().unwrap_or_else(PoisonError::into_inner);
     if server.is_none() {
-        *server = Some(trigger::listen(Arc::new(Engine))?);
+        *server = Some((me, trigger::listen(Arc::new(Engine))?));
     }
     Ok(())
 }
@@ -75,5 +98,14 @@ pub fn serve() -> io::Result<()> {
 pub fn stop_serving() -> bool {
     // Taken out first: dropping the server joins its accept thread, not under the lock.
     let server = SERVER.lock().unwrap_or_else(PoisonError::into_inner).take();
-    server.is_some()
+    match server {
+        Some((pid, server)) if pid != std::process::id() => {
+            // The parent's: its accept thread is not in this process, and its socket is the
+            // parent's to remove.
+            std::mem::forget(server);
+            false
+        }
+        Some(_) => true,
+        None => false,
+    }
 }

@@ -15,8 +15,20 @@
 //!   newer than the stop. Chunks are recycled without being cleared; what a slot held before
 //!   fails the test. Slots are atomics, so a late write from a thread that has not yet
 //!   noticed the stop is a race on values, never on memory, and is left out by its tick.
+//!
+//! After `fork` (a DataLoader worker, a `multiprocessing` child): the child has one thread,
+//! the one that forked, and a copy of every buffer. A session inherited in the child holds
+//! only what the child records after the fork: the drain there leaves out the buffers of the
+//! parent's other threads (they do not exist in the child; each [`ThreadBuffer`] says in
+//! which process its thread records) and what the forking thread recorded before the fork
+//! (older than the fork's tick). So the child's `stop()` costs what its own records cost,
+//! not what the parent had recorded (8 recording threads' ~2.8M events took over a minute to
+//! sort in a child before). The parent's buffers in the child are forgotten, never freed or
+//! locked: a lock held by a parent's thread at the fork stays held in the child, and freeing
+//! would copy pages the child shares with the parent. Fork handlers ([`at_fork`]) hold the
+//! registry and pool locks across the fork, so the child's copies are unlocked.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -70,6 +82,9 @@ static POOL: Mutex<Vec<Chunk>> = Mutex::new(Vec::new());
 /// Every thread that has recorded and whose records may still be needed.
 static REGISTRY: Mutex<Vec<Arc<ThreadBuffer>>> = Mutex::new(Vec::new());
 static NEXT_THREAD_INDEX: AtomicU32 = AtomicU32::new(0);
+/// The tick at which this process was forked from its parent (0 in a process that was not):
+/// the records of an inherited session older than it are the parent's (module docs).
+static FORK_TICK: AtomicU64 = AtomicU64::new(0);
 /// The per-thread cap, in records.
 static MAX_RECORDS: AtomicUsize = AtomicUsize::new(4 << 20);
 
@@ -166,6 +181,9 @@ pub(crate) struct ThreadBuffer {
     /// Allocator reports, kept compact (their six args each are made at the drain).
     memory: Mutex<Vec<(u32, MemoryReport)>>,
     exited: AtomicBool,
+    /// The process the owning thread records in: set at registration, and by the fork
+    /// handler for the thread that forked. A buffer of another process is a parent's.
+    pid: AtomicU32,
 }
 
 /// Everything a session needs from one thread, copied out of its buffer.
@@ -385,7 +403,9 @@ impl Local {
                 args: Mutex::new(Vec::new()),
                 memory: Mutex::new(Vec::new()),
                 exited: AtomicBool::new(false),
+                pid: AtomicU32::new(std::process::id()),
             });
+            at_fork();
             self.buffer.set(Arc::as_ptr(&buffer));
             self.id_base.set((buffer.index as u64) << 32);
             lock(&REGISTRY).push(buffer);
@@ -461,11 +481,24 @@ impl Local {
 /// threads that have exited. `floor` is a tick taken before the session started and after
 /// the previous one stopped: every record of this session is newer. A thread's records come
 /// in tick order, so its copy ends at the first record newer than `ceiling`.
+///
+/// In a forked child, the buffers of the parent's threads are forgotten unread and the
+/// records older than the fork are skipped (module docs).
 pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> {
     let tag = session_tag(state);
+    let me = std::process::id();
+    // What a session inherited through a fork recorded before it is the parent's.
+    let start = floor.max(FORK_TICK.load(Ordering::Relaxed));
     let mut registry = lock(&REGISTRY);
     let mut out = Vec::new();
     registry.retain(|buffer| {
+        if buffer.pid.load(Ordering::Relaxed) != me {
+            // A thread of the parent: not in this process. Its locks may be held for good
+            // and its chunks are pages shared with the parent, so it is neither locked nor
+            // freed.
+            std::mem::forget(Arc::clone(buffer));
+            return false;
+        }
         // Read before the records: once `exited` is seen, no write can follow.
         let exited = buffer.exited.load(Ordering::Acquire);
         let mut chunks = lock(&buffer.chunks);
@@ -477,8 +510,12 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                     let tick = s.tick.load(Ordering::Acquire);
                     (s.word.load(Ordering::Relaxed), tick)
                 })
+                // The forking thread's records from before the fork (none elsewhere).
+                .skip_while(|&(word, tick)| {
+                    word & TAG_MASK == tag && (floor..start).contains(&tick)
+                })
                 .take_while(|&(word, tick)| {
-                    word & TAG_MASK == tag && (floor..=ceiling).contains(&tick)
+                    word & TAG_MASK == tag && (start..=ceiling).contains(&tick)
                 })
                 .map(|(word, tick)| (word & !TAG_MASK, tick))
                 .collect();
@@ -505,6 +542,54 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
         !exited
     });
     out
+}
+
+/// The registry and pool locks, held by the forking thread across a fork.
+type ForkGuards = (
+    MutexGuard<'static, Vec<Arc<ThreadBuffer>>>,
+    MutexGuard<'static, Vec<Chunk>>,
+);
+
+thread_local! {
+    static FORK_GUARDS: RefCell<Option<ForkGuards>> = const { RefCell::new(None) };
+}
+
+/// Installs the fork handlers, once: before a fork they take the registry and pool locks
+/// (so no other thread holds them when the child is made; a fork waits for a drain in
+/// progress), and release them after it in both processes. In the child they also mark the
+/// forking thread's buffer as the child's and note the fork's tick (module docs).
+fn at_fork() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // SAFETY: the handlers are `extern "C"` functions without arguments that live for
+        // the whole process; none unwinds.
+        let rc =
+            unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(in_child)) };
+        if rc != 0 {
+            log::warn!("omniprof: cannot install fork handlers (error {rc})");
+        }
+    });
+}
+
+extern "C" fn before_fork() {
+    let guards = (lock(&REGISTRY), lock(&POOL));
+    let _ = FORK_GUARDS.try_with(|g| *g.borrow_mut() = Some(guards));
+}
+
+extern "C" fn after_fork() {
+    let _ = FORK_GUARDS.try_with(|g| g.borrow_mut().take());
+}
+
+extern "C" fn in_child() {
+    FORK_TICK.store(crate::clock::ticks(), Ordering::Relaxed);
+    let _ = LOCAL.try_with(|l| {
+        let buffer = l.buffer.get();
+        if !buffer.is_null() {
+            // SAFETY: the forking thread's own buffer, alive while it lives (module docs).
+            unsafe { (*buffer).pid.store(std::process::id(), Ordering::Relaxed) };
+        }
+    });
+    after_fork();
 }
 
 /// The OS ids of the threads that have recorded and may record again.

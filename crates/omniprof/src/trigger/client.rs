@@ -24,6 +24,21 @@ pub enum TriggerError {
         path.display()
     )]
     NotListening { pid: u32, path: PathBuf },
+    /// No process listens on the pid's socket, and the pid is a child forked from a process
+    /// that does (same program and command line; e.g. a DataLoader worker): a forked child
+    /// does not serve triggers (see `crate::ondemand::serve`).
+    #[error(
+        "process {pid} is not listening for triggers (no server at {}): it was forked from \
+         process {parent}, which is; a forked child (e.g. a DataLoader worker) does not \
+         serve triggers even with {ONDEMAND_ENV}=1, as fork copies only the calling thread \
+         and not the server's. Trigger process {parent} instead",
+        path.display()
+    )]
+    ForkedChild {
+        pid: u32,
+        parent: u32,
+        path: PathBuf,
+    },
     /// The process read the request and declined it (busy, bad config, output path not
     /// allowed, trace could not be written).
     #[error("process {pid} refused the request: {reason}")]
@@ -149,6 +164,34 @@ impl RuntimeDir {
         Ok(listed)
     }
 
+    /// The parent of `pid` when `pid` looks forked from it without an `exec` (the same
+    /// executable and command line) and the parent has a socket here and is alive.
+    fn serving_parent(&self, pid: u32) -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // `pid (comm) state ppid ...`: the command may hold spaces and parentheses.
+        let parent: u32 = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let same = |what: &str| -> Option<bool> {
+            Some(match what {
+                "exe" => {
+                    std::fs::read_link(format!("/proc/{pid}/exe")).ok()?
+                        == std::fs::read_link(format!("/proc/{parent}/exe")).ok()?
+                }
+                _ => {
+                    std::fs::read(format!("/proc/{pid}/{what}")).ok()?
+                        == std::fs::read(format!("/proc/{parent}/{what}")).ok()?
+                }
+            })
+        };
+        let forked = same("exe")? && same("cmdline")?;
+        (forked && is_alive(parent) && self.socket_path(parent).exists()).then_some(parent)
+    }
+
     /// One request, one reply.
     fn exchange(
         &self,
@@ -165,7 +208,10 @@ impl RuntimeDir {
         let stream = match UnixStream::connect(&path) {
             Ok(stream) => stream,
             Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
-                return Err(TriggerError::NotListening { pid, path });
+                return Err(match self.serving_parent(pid) {
+                    Some(parent) => TriggerError::ForkedChild { pid, parent, path },
+                    None => TriggerError::NotListening { pid, path },
+                });
             }
             Err(e) => return Err(io_error(e)),
         };
