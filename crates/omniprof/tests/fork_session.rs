@@ -6,37 +6,16 @@
 #![cfg(unix)]
 
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use omniprof::{record_function, Profiler, Trace};
+use omniprof_test_support::fork::wait_for;
 
 const THREADS: usize = 4;
 const PER_THREAD: usize = 50_000;
 
 fn count(trace: &Trace, name: &str) -> usize {
     trace.activities.iter().filter(|a| &*a.name == name).count()
-}
-
-/// Waits for `child` up to `limit`, killing it past that; its exit status, or `None`.
-fn wait_for(child: libc::pid_t, limit: Duration) -> Option<i32> {
-    let deadline = Instant::now() + limit;
-    loop {
-        let mut status = 0;
-        // SAFETY: waits for our own child; `status` is a valid out pointer.
-        let rc = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
-        if rc == child {
-            return libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-        }
-        if Instant::now() > deadline {
-            // SAFETY: our own child, not yet reaped.
-            unsafe {
-                libc::kill(child, libc::SIGKILL);
-                libc::waitpid(child, &mut status, 0);
-            }
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// What the child exits with: 0 when its trace holds exactly its own three ranges.

@@ -6,10 +6,11 @@
 //! another test holds a lock would leave it held in the child.
 #![cfg(unix)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use omniprof::ondemand;
 use omniprof::trigger::{self, RuntimeDir};
+use omniprof_test_support::fork::wait_for;
 
 /// What the child exits with: 0 when `serve()` fails naming its parent and `stop_serving()`
 /// has nothing of its own to stop. It then waits for `hold` to close, so the parent can
@@ -38,28 +39,6 @@ fn in_child(parent: u32, hold: libc::c_int) -> i32 {
     // SAFETY: reads into one byte we own; returns at EOF, when the parent closes its end.
     unsafe { libc::read(hold, (&mut byte as *mut u8).cast(), 1) };
     code
-}
-
-/// Waits for `child` up to `limit`, killing it past that; its exit status, or `None`.
-fn wait_for(child: libc::pid_t, limit: Duration) -> Option<i32> {
-    let deadline = Instant::now() + limit;
-    loop {
-        let mut status = 0;
-        // SAFETY: waits for our own child; `status` is a valid out pointer.
-        let rc = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
-        if rc == child {
-            return libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-        }
-        if Instant::now() > deadline {
-            // SAFETY: our own child, not yet reaped.
-            unsafe {
-                libc::kill(child, libc::SIGKILL);
-                libc::waitpid(child, &mut status, 0);
-            }
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! - [`session`]: one realistic recorded session, with names JSON writers get wrong;
 //! - [`plugins`]: building the C and Rust test plugins of the dynamic plugin ABI;
 //! - [`data`]: PyTorch's reference trace and table, and the reference example's rows;
+//! - `fork` (Unix): waiting for a forked child with a deadline;
 //! - `memory` (Unix): the peak memory of a child process;
 //! - `shared_dirs` (Unix): FIFOs, sticky directories and another user's files and links,
 //!   for the tests of writes in shared directories;
@@ -24,6 +25,8 @@
 pub mod checker;
 pub mod data;
 pub mod decoder;
+#[cfg(unix)]
+pub mod fork;
 pub mod lock;
 #[cfg(unix)]
 pub mod memory;
