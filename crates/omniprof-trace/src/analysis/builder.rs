@@ -396,18 +396,7 @@ impl KeyAveragesBuilder {
                 let seq = OUT_OF_MEMORY_SEQ + self.out_of_memory_count;
                 self.out_of_memory_count += 1;
                 let name = self.names.id(event_name::OUT_OF_MEMORY);
-                let shapes = if self.options.group_by_input_shapes {
-                    self.shapes.id("[]")
-                } else {
-                    0
-                };
-                let key = self.group(GroupKey {
-                    name,
-                    shapes,
-                    on_device: false,
-                    legacy: false,
-                    user_annotation: false,
-                });
+                let key = self.memory_group(name);
                 let (cpu_memory, device_memory) = kind.split(bytes);
                 self.threads
                     .entry((a.device, a.resource))
@@ -483,6 +472,23 @@ impl KeyAveragesBuilder {
         }
         self.record(&event);
         key
+    }
+
+    /// The row of the memory events whose interned name is `name` (`[memory]`,
+    /// `[OutOfMemory]`): host events without inputs (`[]` when grouping by shapes).
+    fn memory_group(&mut self, name: u32) -> u32 {
+        let shapes = if self.options.group_by_input_shapes {
+            self.shapes.id("[]")
+        } else {
+            0
+        };
+        self.group(GroupKey {
+            name,
+            shapes,
+            on_device: false,
+            legacy: false,
+            user_annotation: false,
+        })
     }
 
     /// The index of the row for `key`, created empty on first use.
@@ -619,18 +625,7 @@ impl KeyAveragesBuilder {
         let uncovered = memory.uncovered();
         if !uncovered.is_empty() {
             let name = self.names.id(event_name::MEMORY);
-            let shapes = if self.options.group_by_input_shapes {
-                self.shapes.id("[]")
-            } else {
-                0
-            };
-            let key = self.group(GroupKey {
-                name,
-                shapes,
-                on_device: false,
-                legacy: false,
-                user_annotation: false,
-            });
+            let key = self.memory_group(name);
             for r in uncovered {
                 let (cpu_memory, device_memory) = r.kind.split(r.bytes);
                 emitted.push(Emitted {

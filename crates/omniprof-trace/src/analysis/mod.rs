@@ -268,23 +268,12 @@ impl KeyAverages {
         let mut total = Row {
             name: Arc::from("Total"),
             input_shapes: last.input_shapes.clone(),
-            count: 0,
-            self_cpu_time_total_ns: 0,
-            cpu_time_total_ns: 0,
-            self_device_time_total_ns: 0,
-            device_time_total_ns: 0,
-            cpu_time_total_us: 0.0,
-            device_time_total_us: 0.0,
             on_device: last.on_device,
             is_legacy: last.is_legacy,
             is_user_annotation: last.is_user_annotation,
             is_async: last.is_async,
             has_cpu_parent: last.has_cpu_parent,
-            cpu_memory_usage: 0,
-            self_cpu_memory_usage: 0,
-            device_memory_usage: 0,
-            self_device_memory_usage: 0,
-            flops: 0,
+            ..Row::default()
         };
         for r in &self.rows {
             total.count += r.count;
