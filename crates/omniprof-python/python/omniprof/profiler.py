@@ -179,7 +179,7 @@ class profile:
             "custom_trace_id_callback": custom_trace_id_callback,
         }
         for key, value in given.items():
-            if value is not _NOT_YET_SUPPORTED[key] and value != _NOT_YET_SUPPORTED[key]:
+            if value != _NOT_YET_SUPPORTED[key]:
                 _warn_once(key, f"omniprof does not support {key} yet; it is ignored")
         schedule = _as_schedule(schedule)
         self.on_trace_ready = on_trace_ready
