@@ -48,19 +48,20 @@ fn warm_up(stream: &Stream, out: &openreg::DeviceBuffer, done: impl Fn() -> bool
     launched
 }
 
-/// (host ops named `name`, kernels) in `trace`.
-fn count(trace: &Trace, name: &str) -> (usize, usize) {
-    let ops = trace
+/// (host ops named `name`, kernels linked to them, other kernels) in `trace`.
+fn count(trace: &Trace, name: &str) -> (usize, usize, usize) {
+    let ops: Vec<u64> = trace
         .activities
         .iter()
         .filter(|a| a.kind == ActivityType::CpuOp && &*a.name == name)
-        .count();
-    let kernels = trace
+        .map(|a| a.correlation)
+        .collect();
+    let (linked, other) = trace
         .activities
         .iter()
         .filter(|a| a.kind == ActivityType::ConcurrentKernel)
-        .count();
-    (ops, kernels)
+        .partition::<Vec<_>, _>(|k| k.linked_correlation.is_some_and(|c| ops.contains(&c)));
+    (ops.len(), linked.len(), other.len())
 }
 
 #[test]
@@ -83,7 +84,7 @@ fn a_sync_session_whose_warm_up_overfills_the_budget_holds_every_kernel_of_its_w
     openreg::profiling::set_record_budget(openreg::profiling::DEFAULT_RECORD_BUDGET);
 
     assert!(warm > BUDGET, "the warm-up launched only {warm} kernels");
-    assert_eq!(count(&trace, "window_op"), (WINDOW_OPS, WINDOW_OPS));
+    assert_eq!(count(&trace, "window_op"), (WINDOW_OPS, WINDOW_OPS, 0));
     assert_eq!(count(&trace, "warm_op").0, 0);
     assert_eq!(backend_errors(&trace), Vec::<String>::new());
 }
@@ -120,7 +121,11 @@ fn an_on_demand_trace_whose_warm_up_overfills_the_budget_holds_every_kernel_of_i
 
     assert!(collecting.load(Ordering::Relaxed));
     assert!(warm > BUDGET, "the warm-up launched only {warm} kernels");
-    assert_eq!(count(&trace, "window_op"), (WINDOW_OPS, WINDOW_OPS));
-    assert_eq!(count(&trace, "warm_op").0, 0);
+    // The test sees the window open only after it did: warm-up kernels still queued then (at
+    // most the 64 launched since the last synchronize) run inside the window and are
+    // rightly recorded, as a warm-up op that began after the window opened is.
+    let (ops, linked, other) = count(&trace, "window_op");
+    assert_eq!((ops, linked), (WINDOW_OPS, WINDOW_OPS));
+    assert!(other <= 64, "{other} warm-up kernels ran in the window");
     assert_eq!(backend_errors(&trace), Vec::<String>::new());
 }
