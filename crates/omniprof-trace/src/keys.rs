@@ -44,6 +44,28 @@ pub mod arg {
     pub const DEVICE_TYPE: &str = "Device Type";
     /// On a memory record: the device's index (-1 for the CPU).
     pub const DEVICE_ID: &str = "Device Id";
+    /// On a host op or user range recorded with Python stacks: the Python frames around it,
+    /// innermost first, each followed by `;` (`"model.py(12): forward;train.py(40): step;"`).
+    pub const CALL_STACK: &str = "Call stack";
+    /// On a `python_function` event: its number in the trace, from 1.
+    pub const PYTHON_ID: &str = "Python id";
+    /// On a `python_function` event: the [`PYTHON_ID`] of the frame that called it.
+    pub const PYTHON_PARENT_ID: &str = "Python parent id";
+    /// On an `nn.Module` call's `python_function` event: the module's number among the
+    /// instances of its class (the `0` of `nn.Module: Linear_0`).
+    pub const PYTHON_MODULE_ID: &str = "Python module id";
+    /// On an op autograd records: its sequence number, shared by the forward op and the
+    /// backward node that PyTorch made for it.
+    pub const SEQUENCE_NUMBER: &str = "Sequence number";
+    /// On an op with a [`SEQUENCE_NUMBER`]: 0 on a forward op; on a backward node, PyTorch's
+    /// id of the thread that ran its forward op.
+    pub const FWD_THREAD_ID: &str = "Fwd thread id";
+    /// An op's input types (`["float", "Scalar", ""]`), beside its `Input Dims`.
+    pub const INPUT_TYPE: &str = "Input type";
+    /// An op's input strides, a list of lists like `Input Dims`.
+    pub const INPUT_STRIDES: &str = "Input Strides";
+    /// An op's scalar inputs as text (`["", "1", "[4, 8]"]`; `""` for a tensor).
+    pub const CONCRETE_INPUTS: &str = "Concrete Inputs";
 }
 
 /// Names of events with a meaning of their own.

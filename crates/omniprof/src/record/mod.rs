@@ -25,6 +25,7 @@ pub mod correlation;
 mod memory;
 mod name;
 mod op_stack;
+pub mod python;
 mod stack;
 
 use std::marker::PhantomData;
@@ -33,6 +34,7 @@ use std::sync::Arc;
 
 pub use correlation::CorrelationListener;
 pub use memory::{memory, out_of_memory, MemoryReport};
+use name::Role;
 pub use name::{IntoName, Name, StaticName};
 pub use stack::{pop_op, push_op, PushedOp};
 
@@ -517,6 +519,9 @@ pub(crate) fn collect(
         dropped_names: name::dropped_names() - session.dropped_names,
     };
     let mut left_out = Vec::new();
+    let mut stacks = CallStacks::default();
+    // PyTorch numbers Python frames from 1 across the trace.
+    let mut python_ids = 0;
     for thread in drained {
         out.dropped_events += thread.dropped;
         if thread.records.is_empty() {
@@ -532,10 +537,9 @@ pub(crate) fn collect(
         for (seq, key, value) in thread.args {
             args.entry(seq).or_default().push((key, value));
         }
-        // Ranges begun and not yet ended, as (seq, index in `out.activities`). Guards end in
-        // reverse order of their beginnings almost always, so the one an end record closes
-        // is found at or near the top.
-        let mut open: Vec<(u32, usize)> = Vec::new();
+        // Ranges begun and not yet ended. Guards end in reverse order of their beginnings
+        // almost always, so the one an end record closes is found at or near the top.
+        let mut open: Vec<Open> = Vec::new();
         for &(w, tick) in &thread.records {
             let seq = w as u32;
             let kind = (w >> KIND_SHIFT) & KIND_MASK;
@@ -544,31 +548,61 @@ pub(crate) fn collect(
                     // A foreign end: it closes a range of another thread, below.
                     continue;
                 }
-                if let Some(at) = open.iter().rposition(|&(s, _)| s == seq) {
-                    let (_, index) = open.remove(at);
-                    let a = &mut out.activities[index];
+                if let Some(at) = open.iter().rposition(|o| o.seq == seq) {
+                    let a = &mut out.activities[open.remove(at).index];
                     a.end_ns = time(tick).max(a.start_ns);
                 }
                 continue;
             }
-            let kind_type = match kind {
-                KIND_OP => ActivityType::CpuOp,
-                KIND_USER => ActivityType::UserAnnotation,
+            let t = time(tick);
+            let (name, role) = resolve((w >> NAME_SHIFT) as u32);
+            let kind_type = match (kind, role) {
+                (_, Role::PythonFunction | Role::PythonModule(_)) => ActivityType::PythonFunction,
+                (KIND_OP, _) => ActivityType::CpuOp,
+                (KIND_USER, _) => ActivityType::UserAnnotation,
                 _ => ActivityType::CpuInstantEvent,
             };
-            let t = time(tick);
-            let name = resolve((w >> NAME_SHIFT) as u32);
             let mut a = Activity::new(kind_type, name, pid, thread.tid, t, t);
             a.correlation = correlation_id(thread.index, seq);
             if !args.is_empty() {
                 a.args = args.remove(&seq).unwrap_or_default();
             }
+            let outer = open.last().map_or(Frames::OUTSIDE, |o| o.frames);
+            let frames = match role {
+                Role::Range => {
+                    if let Some(stack) = stacks.call_stack(outer.node) {
+                        a.args.push((arg::CALL_STACK.into(), Value::Str(stack)));
+                    }
+                    outer
+                }
+                Role::PythonFunction | Role::PythonModule(_) => {
+                    python_ids += 1;
+                    a.args
+                        .push((arg::PYTHON_ID.into(), Value::UInt(python_ids)));
+                    if outer.python_id != 0 {
+                        a.args
+                            .push((arg::PYTHON_PARENT_ID.into(), Value::UInt(outer.python_id)));
+                    }
+                    if let Role::PythonModule(id) = role {
+                        a.args
+                            .push((arg::PYTHON_MODULE_ID.into(), Value::UInt(u64::from(id))));
+                    }
+                    Frames {
+                        node: stacks.enter(outer.node, &a.name),
+                        python_id: python_ids,
+                    }
+                }
+            };
             if kind != KIND_INSTANT {
-                open.push((seq, out.activities.len()));
+                open.push(Open {
+                    seq,
+                    index: out.activities.len(),
+                    frames,
+                });
             }
             out.activities.push(a);
         }
-        for (seq, index) in open {
+        for Open { seq, index, .. } in open {
             let a = &mut out.activities[index];
             if let Some(tick) = foreign_ends.remove(&(thread.index, seq)) {
                 a.end_ns = time(tick).max(a.start_ns);
@@ -578,9 +612,13 @@ pub(crate) fn collect(
                 left_out.push(index);
                 continue;
             }
-            out.unfinished_ranges += 1;
             a.end_ns = window.end_ns;
-            a.args.push((arg::FINISHED.into(), Value::Bool(false)));
+            // A Python frame open at the stop (the one that stopped the profiler, and its
+            // callers) ends with the window, as PyTorch ends it.
+            if a.kind != ActivityType::PythonFunction {
+                out.unfinished_ranges += 1;
+                a.args.push((arg::FINISHED.into(), Value::Bool(false)));
+            }
         }
     }
     if !left_out.is_empty() {
@@ -592,6 +630,74 @@ pub(crate) fn collect(
         });
     }
     out
+}
+
+/// A range begun and not yet ended, at the drain.
+struct Open {
+    seq: u32,
+    /// Its index in the activities.
+    index: usize,
+    /// The Python frames around what begins inside it (itself, when it is a frame).
+    frames: Frames,
+}
+
+/// Where a range stands among the Python frames of its thread.
+#[derive(Clone, Copy)]
+struct Frames {
+    /// The innermost frame's node in [`CallStacks`] (0: outside every frame).
+    node: u32,
+    /// The innermost frame's `Python id` (0: none).
+    python_id: u64,
+}
+
+impl Frames {
+    const OUTSIDE: Frames = Frames {
+        node: 0,
+        python_id: 0,
+    };
+}
+
+/// The Python call stacks seen at the drain, as a tree of frame names (node 0 is the root),
+/// so that every range under the same stack shares one `Call stack` string, made once.
+#[derive(Default)]
+struct CallStacks {
+    /// Per node above the root: its parent, its name and its `Call stack`, once made.
+    nodes: Vec<(u32, Arc<str>, Option<Arc<str>>)>,
+    children: FastMap<(u32, Arc<str>), u32>,
+}
+
+impl CallStacks {
+    /// The node for frame `name` called inside `parent`.
+    fn enter(&mut self, parent: u32, name: &Arc<str>) -> u32 {
+        if let Some(&node) = self.children.get(&(parent, name.clone())) {
+            return node;
+        }
+        self.nodes.push((parent, name.clone(), None));
+        let node = self.nodes.len() as u32;
+        self.children.insert((parent, name.clone()), node);
+        node
+    }
+
+    /// The `Call stack` of a range begun inside `node`: the frames' names innermost first,
+    /// each followed by `;`. `None` outside every frame.
+    fn call_stack(&mut self, node: u32) -> Option<Arc<str>> {
+        let (_, _, made) = self.nodes.get(node.checked_sub(1)? as usize)?;
+        if let Some(stack) = made {
+            return Some(stack.clone());
+        }
+        let mut text = String::new();
+        let mut at = node;
+        while let Some((parent, name, _)) =
+            at.checked_sub(1).and_then(|i| self.nodes.get(i as usize))
+        {
+            text.push_str(name);
+            text.push(';');
+            at = *parent;
+        }
+        let stack: Arc<str> = text.into();
+        self.nodes[node as usize - 1].2 = Some(stack.clone());
+        Some(stack)
+    }
 }
 
 #[cfg(test)]
@@ -630,6 +736,80 @@ mod tests {
         drop(guard);
         let t = record(Config::default(), || {});
         assert!(t.activities.iter().all(|a| &*a.name != "outside"));
+    }
+
+    #[test]
+    fn python_frames_become_python_functions_and_give_ops_their_call_stack() {
+        use python::Frame;
+        let _g = serial();
+        let t = record(Config::default(), || {
+            let module = Frame::begin(Name::python("<string>(1): <module>", None)).unwrap();
+            for _ in 0..2 {
+                let linear = Frame::begin(Name::python("nn.Module: Linear_0", Some(0))).unwrap();
+                drop(record_op("aten::linear"));
+                assert!(linear.end());
+            }
+            drop(record_function("step"));
+            // Left open at the stop, as the frame that stops a profiler is.
+            let _ = module;
+        });
+        let python: Vec<_> = t
+            .activities
+            .iter()
+            .filter(|a| a.kind == ActivityType::PythonFunction)
+            .collect();
+        let arg = |a: &Activity, k: &str| a.arg(k).cloned();
+        assert_eq!(python.len(), 3);
+        assert_eq!(&*python[0].name, "<string>(1): <module>");
+        assert_eq!(arg(python[0], arg::PYTHON_ID), Some(Value::UInt(1)));
+        assert_eq!(arg(python[0], arg::PYTHON_PARENT_ID), None);
+        assert_eq!(python[0].end_ns, t.window.end_ns);
+        assert_eq!(python[0].arg(arg::FINISHED), None);
+        for (frame, id) in python[1..].iter().zip([2, 3]) {
+            assert_eq!(&*frame.name, "nn.Module: Linear_0");
+            assert_eq!(arg(frame, arg::PYTHON_ID), Some(Value::UInt(id)));
+            assert_eq!(arg(frame, arg::PYTHON_PARENT_ID), Some(Value::UInt(1)));
+            assert_eq!(arg(frame, arg::PYTHON_MODULE_ID), Some(Value::UInt(0)));
+        }
+        let stacks: Vec<_> = t
+            .activities
+            .iter()
+            .filter(|a| a.kind != ActivityType::PythonFunction)
+            .map(|a| (&*a.name, a.arg(arg::CALL_STACK).and_then(Value::as_str)))
+            .collect();
+        assert_eq!(
+            stacks,
+            [
+                (
+                    "aten::linear",
+                    Some("nn.Module: Linear_0;<string>(1): <module>;")
+                ),
+                (
+                    "aten::linear",
+                    Some("nn.Module: Linear_0;<string>(1): <module>;")
+                ),
+                ("step", Some("<string>(1): <module>;")),
+            ]
+        );
+        assert_eq!(t.metadata(crate::keys::metadata::UNFINISHED_RANGES), None);
+    }
+
+    #[test]
+    fn a_frame_name_stays_apart_from_a_range_name_of_the_same_text() {
+        let _g = serial();
+        let text = "f.py(1): f";
+        let t = record(Config::default(), || {
+            drop(record_op(text));
+            python::Frame::begin(Name::python(text, None)).map(python::Frame::end);
+        });
+        let kinds: Vec<_> = t.activities.iter().map(|a| (a.kind, &*a.name)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (ActivityType::CpuOp, text),
+                (ActivityType::PythonFunction, text)
+            ]
+        );
     }
 
     #[test]

@@ -14,6 +14,11 @@
 //!
 //! A range whose name does not fit is recorded as `<name table full>` and counted; the
 //! session reports the count in its trace (`dropped_names`) and the log.
+//!
+//! A name also says what its ranges are ([`Role`]): a Python frame's name, interned by
+//! [`Name::python`], makes its range a `python_function` event at the drain, so the record
+//! word needs no kind of its own for frames. Frame names are kept apart from range names of
+//! the same text.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -55,29 +60,61 @@ const THREAD_CACHE_NAMES: usize = 4096;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Name(u32);
 
+/// What the ranges a name is given to are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) enum Role {
+    /// Whatever the record says (a host op, a user range, an instant).
+    #[default]
+    Range,
+    /// A Python function's frame (`python_function`).
+    PythonFunction,
+    /// An `nn.Module` call, with the module's id among its class's instances.
+    PythonModule(u32),
+}
+
+impl Role {
+    /// What keeps a frame name apart from a range name of the same text in the table's map.
+    fn key_prefix(self) -> &'static str {
+        match self {
+            Role::Range => "",
+            Role::PythonFunction => "\u{1}",
+            Role::PythonModule(_) => "\u{2}",
+        }
+    }
+}
+
 /// Names and their ids, up to a byte budget (text and [`ENTRY_BYTES`] per name).
 #[derive(Default)]
 struct Generation {
     ids: HashMap<Arc<str>, u32>,
-    names: Vec<Arc<str>>,
+    names: Vec<(Arc<str>, Role)>,
     bytes: usize,
 }
 
 impl Generation {
-    /// The index of `name`, interned if it fits `budget` bytes and `max` names.
-    fn intern(&mut self, name: &str, budget: usize, max: u32) -> Option<u32> {
-        if let Some(&index) = self.ids.get(name) {
+    /// The index of `name` in `role`, interned if it fits `budget` bytes and `max` names.
+    fn intern(&mut self, name: &str, role: Role, budget: usize, max: u32) -> Option<u32> {
+        let prefix = role.key_prefix();
+        let keyed;
+        let key = if prefix.is_empty() {
+            name
+        } else {
+            keyed = format!("{prefix}{name}");
+            &keyed
+        };
+        if let Some(&index) = self.ids.get(key) {
             return Some(index);
         }
         let index = u32::try_from(self.names.len()).ok().filter(|&i| i < max)?;
-        let cost = name.len() + ENTRY_BYTES;
+        let cost = key.len() + name.len() + ENTRY_BYTES;
         if self.bytes + cost > budget {
             return None;
         }
-        let name: Arc<str> = name.into();
+        let text: Arc<str> = name.into();
         self.bytes += cost;
-        self.names.push(name.clone());
-        self.ids.insert(name, index);
+        self.names.push((text.clone(), role));
+        self.ids
+            .insert(if prefix.is_empty() { text } else { key.into() }, index);
         Some(index)
     }
 }
@@ -91,7 +128,7 @@ struct Table {
 }
 
 impl Table {
-    fn resolve(&self, id: u32) -> Arc<str> {
+    fn resolve(&self, id: u32) -> (Arc<str>, Role) {
         let (generation, index) = match id & TRANSIENT {
             0 => (&self.pinned, id),
             _ => (
@@ -103,7 +140,7 @@ impl Table {
             .names
             .get(index as usize)
             .cloned()
-            .unwrap_or_else(|| OVERFLOW_NAME.into())
+            .unwrap_or_else(|| (OVERFLOW_NAME.into(), Role::Range))
     }
 }
 
@@ -136,19 +173,45 @@ impl Name {
     pub fn new(name: &str) -> Self {
         let id = table()
             .pinned
-            .intern(name, PINNED_BYTES, OVERFLOW)
+            .intern(name, Role::Range, PINNED_BYTES, OVERFLOW)
             .unwrap_or_else(overflow);
         Self(id)
     }
 
     /// Interns `name` in the current transient generation (a pinned name keeps its id).
     fn transient(name: &str) -> Self {
+        Self::transient_in(name, Role::Range)
+    }
+
+    /// Interns the name of a Python frame (`python_function`): a function's
+    /// (`file.py(12): forward`), or with `module` an `nn.Module` call's (`nn.Module: Linear_0`,
+    /// `module` being the `0`). Like a string name it is transient: its id serves the sessions
+    /// that use it, so a cache of frame names lives no longer than one session.
+    ///
+    /// ```
+    /// use omniprof::{Name, Profiler};
+    ///
+    /// let frame = Name::python("model.py(12): forward", None);
+    /// assert_ne!(frame, Name::new("model.py(12): forward"));
+    /// assert_eq!(&*frame.resolve(), "model.py(12): forward");
+    /// ```
+    pub fn python(name: &str, module: Option<u32>) -> Self {
+        Self::transient_in(
+            name,
+            module.map_or(Role::PythonFunction, Role::PythonModule),
+        )
+    }
+
+    fn transient_in(name: &str, role: Role) -> Self {
         let mut table = table();
-        if let Some(&id) = table.pinned.ids.get(name) {
-            return Self(id);
+        if role == Role::Range {
+            if let Some(&id) = table.pinned.ids.get(name) {
+                return Self(id);
+            }
         }
         let current = table.current;
-        let id = match table.transient[current].intern(name, GENERATION_BYTES, INDEX_MASK + 1) {
+        let id = match table.transient[current].intern(name, role, GENERATION_BYTES, INDEX_MASK + 1)
+        {
             Some(index) => TRANSIENT | (current as u32 * GENERATION_BIT) | index,
             None => overflow(),
         };
@@ -157,22 +220,25 @@ impl Name {
 
     /// The name as a string.
     pub fn resolve(self) -> Arc<str> {
-        table().resolve(self.0)
+        table().resolve(self.0).0
     }
 
-    pub(crate) const fn id(self) -> u32 {
+    /// The name's id, for a caller that keeps names as integers across an FFI boundary (the
+    /// Python frame tracer's cache of frame names); [`from_id`](Self::from_id) gives the name
+    /// back.
+    pub const fn id(self) -> u32 {
         self.0
     }
 
-    /// The name with id `id`, as [`id`](Self::id) returned it (for a cache of ids: the
-    /// per-thread cache of names by address).
-    pub(crate) const fn from_raw(id: u32) -> Self {
+    /// The name with id `id`, as [`id`](Self::id) returned it. An id that names nothing
+    /// resolves to `<name table full>`.
+    pub const fn from_id(id: u32) -> Self {
         Self(id)
     }
 }
 
-/// Resolves many ids at once under one lock (used when draining).
-pub(crate) fn resolver() -> impl Fn(u32) -> Arc<str> {
+/// Resolves many ids at once under one lock (used when draining), with each name's role.
+pub(crate) fn resolver() -> impl Fn(u32) -> (Arc<str>, Role) {
     let table = table();
     let pinned = table.pinned.names.clone();
     let transient = [
@@ -191,7 +257,7 @@ pub(crate) fn resolver() -> impl Fn(u32) -> Arc<str> {
         names
             .get(index as usize)
             .cloned()
-            .unwrap_or_else(|| OVERFLOW_NAME.into())
+            .unwrap_or_else(|| (OVERFLOW_NAME.into(), Role::Range))
     }
 }
 
@@ -337,7 +403,7 @@ mod tests {
         static S: StaticName = StaticName::new("interning_is_stable");
         assert_eq!(S.get(), a);
         assert_eq!(S.get(), a);
-        assert_eq!(&*resolver()(a.id()), "interning_is_stable");
+        assert_eq!(&*resolver()(a.id()).0, "interning_is_stable");
         // A name used as a string after it was pinned keeps the pinned id.
         assert_eq!("interning_is_stable".into_name(), a);
     }

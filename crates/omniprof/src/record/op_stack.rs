@@ -114,7 +114,7 @@ impl OpStack {
         // SAFETY: both are NUL-terminated (the contract; a filled slot's text is a key of the
         // map of seen names, whose box stays put until the map is cleared with the table).
         if slot.at == name as usize && unsafe { libc::strcmp(slot.text, name) } == 0 {
-            return Name::from_raw(slot.id);
+            return Name::from_id(slot.id);
         }
         // SAFETY: as above.
         unsafe { self.name_not_in_table(name) }
@@ -144,7 +144,7 @@ impl OpStack {
             id,
             text: held.as_ptr(),
         };
-        Name::from_raw(id)
+        Name::from_id(id)
     }
 }
 
