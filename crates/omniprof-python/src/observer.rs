@@ -23,17 +23,20 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use omniprof::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
 use omniprof::keys::arg;
+use omniprof::record::python::Frame;
 use omniprof::record::{self, pop_op, push_op, MemoryReport};
-use omniprof::{ActivitySet, ActivityType, Config, OwnedRange, Window};
+use omniprof::{ActivitySet, ActivityType, Config, Name, OwnedRange, Window};
 use pyo3::prelude::*;
 
 /// Bytes the observer reserves per user range for its [`OwnedRange`] (8-byte aligned).
 const RANGE_SLOT_SIZE: u32 = 32;
 const _: () = assert!(std::mem::size_of::<OwnedRange>() <= RANGE_SLOT_SIZE as usize);
 const _: () = assert!(std::mem::align_of::<OwnedRange>() <= 8);
+// The tracer keeps frames in 16-byte, 8-aligned slots (`kFrameSize` in table.h).
+const _: () = assert!(std::mem::size_of::<Frame>() == 16 && std::mem::align_of::<Frame>() == 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 5;
+const TABLE_VERSION: u32 = 6;
 
 /// What the observer calls; mirrored by `struct Table` in `observer.cpp`. Names are
 /// NUL-terminated; `key` is the op's `RecordFunction`; shapes come as in
@@ -69,6 +72,9 @@ pub struct RecorderTable {
         device_index: i32,
         out_of_memory: u8,
     ),
+    frame_name: unsafe extern "C" fn(text: *const c_char, len: usize, module: i64) -> u32,
+    begin_frame: unsafe extern "C" fn(name: u32, out: *mut c_void) -> u8,
+    end_frame: unsafe extern "C" fn(frame: *const c_void),
 }
 
 static TABLE: RecorderTable = RecorderTable {
@@ -80,6 +86,9 @@ static TABLE: RecorderTable = RecorderTable {
     begin_user,
     end_user,
     memory,
+    frame_name,
+    begin_frame,
+    end_frame,
 };
 
 /// Begins the op `key` named `name` on this thread. Every op of a session without shapes
@@ -144,6 +153,47 @@ extern "C" fn memory(
             record::memory(&report);
         }
     });
+}
+
+/// Interns the name of a Python frame, `len` bytes of UTF-8 at `text` (invalid UTF-8 is
+/// replaced): a function's when `module` is negative, else an `nn.Module` call's with that
+/// module id ([`Name::python`]).
+///
+/// # Safety
+/// `text` is valid for `len` bytes.
+unsafe extern "C" fn frame_name(text: *const c_char, len: usize, module: i64) -> u32 {
+    catch_unwind(|| {
+        // SAFETY: the contract.
+        let bytes = unsafe { std::slice::from_raw_parts(text.cast::<u8>(), len) };
+        let text = String::from_utf8_lossy(bytes);
+        Name::python(&text, u32::try_from(module).ok()).id()
+    })
+    .unwrap_or(u32::MAX)
+}
+
+/// Begins the Python frame `name` on this thread into `out`; 1 when recorded.
+///
+/// # Safety
+/// `out` is valid for a [`Frame`] (16 bytes, 8-byte aligned).
+unsafe extern "C" fn begin_frame(name: u32, out: *mut c_void) -> u8 {
+    match catch_unwind(|| Frame::begin(Name::from_id(name))) {
+        Ok(Some(frame)) => {
+            // SAFETY: the contract.
+            unsafe { out.cast::<Frame>().write(frame) };
+            1
+        }
+        _ => 0,
+    }
+}
+
+/// Ends a frame [`begin_frame`] wrote, on the thread that began it.
+///
+/// # Safety
+/// `frame` was written by a successful [`begin_frame`] on this thread.
+unsafe extern "C" fn end_frame(frame: *const c_void) {
+    // SAFETY: the contract.
+    let frame = unsafe { frame.cast::<Frame>().read() };
+    let _ = catch_unwind(|| frame.end());
 }
 
 /// Ends the op [`push`] began under `key` on this thread.
@@ -229,13 +279,14 @@ unsafe extern "C" fn end_user(range: *mut c_void) {
 }
 
 /// The observer's `attach(table, flags)`: registers its `RecordFunction` callbacks, recording
-/// what `flags` asks ([`SHAPES`], [`MEMORY`], [`FLOPS`]).
+/// what `flags` asks ([`SHAPES`], [`MEMORY`], [`FLOPS`], [`STACK`]: the Python tracer).
 type AttachFn = unsafe extern "C" fn(table: *const RecorderTable, flags: u8) -> i32;
 
 /// `attach`'s flags; mirrored in `observer.cpp`.
 const SHAPES: u8 = 1;
 const MEMORY: u8 = 2;
 const FLOPS: u8 = 4;
+const STACK: u8 = 8;
 /// The observer's `detach()`: removes them (a no-op when not registered).
 type DetachFn = unsafe extern "C" fn();
 
@@ -262,9 +313,13 @@ impl ActivityProfiler for TorchOps {
     }
 
     fn available_activities(&self) -> ActivitySet {
-        [ActivityType::CpuOp, ActivityType::UserAnnotation]
-            .into_iter()
-            .collect()
+        [
+            ActivityType::CpuOp,
+            ActivityType::UserAnnotation,
+            ActivityType::PythonFunction,
+        ]
+        .into_iter()
+        .collect()
     }
 
     fn configure(
@@ -276,6 +331,7 @@ impl ActivityProfiler for TorchOps {
             (config.report_input_shapes(), SHAPES),
             (config.profile_memory(), MEMORY),
             (config.with_flops(), FLOPS),
+            (config.with_stack(), STACK),
         ]
         .into_iter()
         .filter(|&(on, _)| on)

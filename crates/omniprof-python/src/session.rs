@@ -9,7 +9,9 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use omniprof::config::{PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES, PROFILE_WITH_FLOPS};
+use omniprof::config::{
+    PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES, PROFILE_WITH_FLOPS, PROFILE_WITH_STACK,
+};
 use omniprof::{
     ActivitySet, ActivityType, Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule,
     ScheduleArgs, Trace, Value,
@@ -199,7 +201,8 @@ impl Session {
         config=None,
         record_shapes=false,
         profile_memory=false,
-        with_flops=false
+        with_flops=false,
+        with_stack=false
     ))]
     fn new(
         activities: Option<Vec<String>>,
@@ -208,6 +211,7 @@ impl Session {
         record_shapes: bool,
         profile_memory: bool,
         with_flops: bool,
+        with_stack: bool,
     ) -> PyResult<Self> {
         let invalid = |e: omniprof::config::ConfigError| PyValueError::new_err(e.to_string());
         let mut config_warnings = Vec::new();
@@ -229,6 +233,7 @@ impl Session {
             (record_shapes, PROFILE_REPORT_INPUT_SHAPES),
             (profile_memory, PROFILE_PROFILE_MEMORY),
             (with_flops, PROFILE_WITH_FLOPS),
+            (with_stack, PROFILE_WITH_STACK),
         ] {
             if on {
                 config.apply(&format!("{key}=true")).map_err(invalid)?;

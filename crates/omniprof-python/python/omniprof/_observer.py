@@ -26,7 +26,10 @@ from typing import Any, Optional
 
 from . import _native, _warn
 
-_SOURCE = os.path.join(os.path.dirname(__file__), "csrc", "observer.cpp")
+_SOURCES = [
+    os.path.join(os.path.dirname(__file__), "csrc", name)
+    for name in ("observer.cpp", "python_tracer.cpp")
+]
 _NAME = "omniprof_observer"
 # The built module, False once building failed (so it is tried, and warned about, once).
 _module: "Optional[ModuleType] | bool" = None
@@ -87,7 +90,7 @@ def _build() -> Optional[ModuleType]:
         # NDEBUG as in torch's own build: the headers' debug-only checks read state that
         # only a debug build of torch keeps (RecordFunction::inputs() would always throw).
         return cpp_extension.load(
-            name=_NAME, sources=[_SOURCE], extra_cflags=["-O2", "-DNDEBUG"]
+            name=_NAME, sources=_SOURCES, extra_cflags=["-O2", "-DNDEBUG"]
         )
     except Exception as e:  # any build failure: warn once, keep profiling
         advice = (
@@ -165,6 +168,15 @@ def _wrap_torch_enable() -> None:
 
         setattr(owner, name, enable_without_reporter)
     _wrapped_enable = True
+
+def stack_frames_cut() -> "tuple[int, int]":
+    """(Python frames the tracer left out for depth since the process started, the depth it
+    records per thread); (0, 0) without the observer."""
+    observer = module() if _installed else None
+    if observer is None:
+        return 0, 0
+    return int(observer.stack_frames_cut()), int(observer.max_stack_depth)
+
 
 def announce_start() -> Optional[bool]:
     """Makes the flag PyTorch's own code checks before it emits its annotations

@@ -60,7 +60,6 @@ class ProfilerAction(enum.IntEnum):
 # torch.profiler.profile's arguments that omniprof accepts without acting on them yet, each
 # with the value that asks for nothing: any other value warns once per process.
 _NOT_YET_SUPPORTED = {
-    "with_stack": False,
     "with_modules": False,
     "experimental_config": None,
     "execution_trace_observer": None,
@@ -171,7 +170,6 @@ class profile:
             )
             names = (names or ["CPU"]) + ([] if "CUDA" in (names or []) else ["CUDA"])
         given = {
-            "with_stack": with_stack,
             "with_modules": with_modules,
             "experimental_config": experimental_config,
             "execution_trace_observer": execution_trace_observer,
@@ -193,7 +191,7 @@ class profile:
         self.acc_events = acc_events
         self.post_processing_timeout_s = post_processing_timeout_s
         self._session = _native.Session(
-            names, schedule, config, self.record_shapes, profile_memory, with_flops
+            names, schedule, config, self.record_shapes, profile_memory, with_flops, with_stack
         )
         for warning in self._session.config_warnings:
             _warn.warn(warning)
@@ -201,6 +199,7 @@ class profile:
         self._trace: Optional[Trace] = None
         self._events: Optional[Any] = None
         self._started = False
+        self._frames_cut = 0
         # What PyTorch's profiler flag was before this profile set it (see start()).
         self._torch_flag: Optional[bool] = None
 
@@ -228,6 +227,7 @@ class profile:
         With torch imported, PyTorch's ops are observed while a trace records (the
         observer is built on the first start, before recording begins)."""
         _observer.install()
+        self._frames_cut = _observer.stack_frames_cut()[0]
         self._session.start()
         self._started = True
         self._torch_flag = _observer.announce_start()
@@ -247,7 +247,19 @@ class profile:
             self._session.stop()
         finally:
             self._announce_stop()
+            self._warn_frames_cut()
             self._deliver()
+
+    def _warn_frames_cut(self) -> None:
+        if not self.with_stack:
+            return
+        total, depth = _observer.stack_frames_cut()
+        cut = total - self._frames_cut
+        if cut > 0:
+            _warn.warn(
+                f"omniprof: {cut} Python calls deeper than {depth} frames "
+                "were not recorded (with_stack records that many frames per thread)"
+            )
 
     def _announce_stop(self) -> None:
         flag, self._torch_flag = self._torch_flag, None

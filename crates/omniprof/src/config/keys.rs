@@ -84,8 +84,8 @@ macro_rules! config_keys {
             /// about when it starts.
             ///
             /// ```
-            /// let config = omniprof::Config::parse("PROFILE_WITH_STACK=1").unwrap();
-            /// assert_eq!(config.unsupported_settings()[0].0, "PROFILE_WITH_STACK");
+            /// let config = omniprof::Config::parse("PROFILE_WITH_MODULES=1").unwrap();
+            /// assert_eq!(config.unsupported_settings()[0].0, "PROFILE_WITH_MODULES");
             /// ```
             pub fn unsupported_settings(&self) -> Vec<(&'static str, &'static str)> {
                 let defaults = Values::default();
@@ -247,9 +247,10 @@ config_keys! {
     /// observer records PyTorch's allocator reports as `[memory]` instants.
     PROFILE_PROFILE_MEMORY: Bool = false => profile_memory() -> bool;
 
-    /// the client records op call stacks (the second spelling is deprecated).
-    PROFILE_WITH_STACK: Bool | PYTHON_STACK_TRACE: Bool = false => with_stack() -> bool,
-        unsupported "no call stacks";
+    /// the client records op call stacks (the second spelling is deprecated): the Python
+    /// package's tracer records Python calls as `python_function` events and each op's
+    /// `Call stack`.
+    PROFILE_WITH_STACK: Bool | PYTHON_STACK_TRACE: Bool = false => with_stack() -> bool;
 
     /// the client estimates op FLOPs: the Python package's PyTorch op observer writes
     /// PyTorch's count as each op's `flops` arg (and records shapes).

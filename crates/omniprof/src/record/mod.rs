@@ -576,6 +576,8 @@ pub(crate) fn collect(
                     outer
                 }
                 Role::PythonFunction | Role::PythonModule(_) => {
+                    // A frame is known by its Python id; no device work links to it.
+                    a.correlation = 0;
                     python_ids += 1;
                     a.args
                         .push((arg::PYTHON_ID.into(), Value::UInt(python_ids)));

@@ -24,31 +24,21 @@
 #include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/csrc/profiler/util.h>
 
+#include "python_tracer.h"
+#include "table.h"
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace {
 
-// Mirrors omniprof-python's `RecorderTable` (src/observer.rs).
-struct Table {
-  uint32_t version;
-  uint32_t range_slot_size;
-  void (*push_op)(const char* name, const void* key);
-  void (*push_op_with_shapes)(const char* name, const void* key, const int64_t* dims,
-                              const size_t* ranks, size_t inputs, uint64_t flops);
-  void (*pop_op)(const void* key);
-  uint8_t (*begin_user)(const char* name, const int64_t* dims, const size_t* ranks,
-                        size_t inputs, void* out);
-  void (*end_user)(void* range);
-  void (*memory)(uint64_t addr, int64_t bytes, uint64_t total_allocated,
-                 uint64_t total_reserved, int32_t device_type, int32_t device_index,
-                 uint8_t out_of_memory);
-};
-constexpr uint32_t kTableVersion = 5;
-constexpr uint32_t kRangeSlotSize = 32;
+using omniprof::Table;
+using omniprof::kRangeSlotSize;
+using omniprof::kTableVersion;
 
 // A user range.
 struct Context : at::ObserverContext {
@@ -59,12 +49,14 @@ struct Context : at::ObserverContext {
 constexpr uint8_t kShapes = 1;
 constexpr uint8_t kMemory = 2;
 constexpr uint8_t kFlops = 4;
+constexpr uint8_t kStack = 8;
 
 // Written only while no callback is registered (by `attach`, one session at a time).
 const Table* table = nullptr;
 bool record_shapes = false;
 bool record_flops = false;
 bool record_memory = false;
+bool record_stack = false;
 std::optional<at::CallbackHandle> handle;
 
 // Whether allocator reports are recorded now: read by the reporter on any thread.
@@ -243,7 +235,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 enum AttachStatus : int32_t { kAttached = 0, kAlreadyAttached = 1, kTableMismatch = 2, kFailed = 3 };
 
 // Registers the callbacks recording through `t`, with what `flags` asks (kShapes, kMemory,
-// kFlops; FLOPs need the shapes' inputs, so they imply kShapes). Called by the session engine,
+// kFlops; FLOPs need the shapes' inputs, so they imply kShapes; kStack starts the Python
+// tracer). Called by the session engine,
 // one session at a time, so the globals it writes are never written concurrently; no C++
 // exception leaves it (its caller is Rust).
 int32_t attach(const Table* t, uint8_t flags) noexcept {
@@ -258,6 +251,7 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
     record_flops = (flags & kFlops) != 0;
     record_shapes = (flags & kShapes) != 0 || record_flops;
     record_memory = (flags & kMemory) != 0;
+    record_stack = (flags & kStack) != 0;
     memory_on.store(record_memory, std::memory_order_relaxed);
     // Also what tells PyTorch's `_RecordFunctionFast` (torch.compile's compiled-region ranges)
     // that a profiler listens on this thread, memory or not.
@@ -267,6 +261,9 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
             .needsInputs(record_shapes)
             .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
                      at::RecordScope::TORCHSCRIPT_FUNCTION, at::RecordScope::USER_SCOPE}));
+    if (record_stack) {
+      omniprof::python_tracer::start(t);
+    }
     return kAttached;
   } catch (...) {
     memory_on.store(false, std::memory_order_relaxed);
@@ -278,6 +275,9 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
 // ends their range as usual.
 void detach() noexcept {
   memory_on.store(false, std::memory_order_relaxed);
+  if (std::exchange(record_stack, false)) {
+    omniprof::python_tracer::stop();
+  }
   remove_reporter();
   if (handle) {
     try {
@@ -299,6 +299,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                     reinterpret_cast<uintptr_t>(&detach));
       },
       "The addresses of attach(table, shapes) and detach(), for omniprof's native module.");
+  m.attr("max_stack_depth") = omniprof::python_tracer::kMaxDepth;
+  m.def("stack_frames_cut", [] { return omniprof::python_tracer::cut_frames(); },
+        "Python frames not recorded, since the process started, because their thread's "
+        "stack was deeper than the tracer records.");
   m.def("registered", [] { return handle.has_value(); },
         "Whether the callback is registered.");
   m.def("torch_has_callbacks", [] { return at::hasGlobalCallbacks(); },

@@ -1,0 +1,38 @@
+// The recorder's C function table, as omniprof's native module hands it to the observer and
+// the Python tracer; mirrors `RecorderTable` in src/observer.rs (same order, same types).
+
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace omniprof {
+
+struct Table {
+  uint32_t version;
+  uint32_t range_slot_size;
+  void (*push_op)(const char* name, const void* key);
+  void (*push_op_with_shapes)(const char* name, const void* key, const int64_t* dims,
+                              const size_t* ranks, size_t inputs, uint64_t flops);
+  void (*pop_op)(const void* key);
+  uint8_t (*begin_user)(const char* name, const int64_t* dims, const size_t* ranks,
+                        size_t inputs, void* out);
+  void (*end_user)(void* range);
+  void (*memory)(uint64_t addr, int64_t bytes, uint64_t total_allocated,
+                 uint64_t total_reserved, int32_t device_type, int32_t device_index,
+                 uint8_t out_of_memory);
+  // Interns a Python frame's name (`len` bytes of UTF-8): a function's when `module` < 0,
+  // else an nn.Module call's with that module id. Returns the name's id.
+  uint32_t (*frame_name)(const char* text, size_t len, int64_t module);
+  // Begins a frame named `name` on this thread, writing it into `out` (kFrameSize bytes);
+  // returns 0 when nothing records (then `out` must not be ended).
+  uint8_t (*begin_frame)(uint32_t name, void* out);
+  // Ends a frame `begin_frame` wrote, on the thread that began it.
+  void (*end_frame)(const void* frame);
+};
+
+constexpr uint32_t kTableVersion = 6;
+constexpr uint32_t kRangeSlotSize = 32;
+constexpr size_t kFrameSize = 16;
+
+}  // namespace omniprof

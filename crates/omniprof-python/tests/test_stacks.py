@@ -1,0 +1,216 @@
+"""Python stacks (``with_stack=True``): Python calls recorded as ``python_function`` events,
+``nn.Module`` calls named as PyTorch names them, and each op's ``Call stack``, compared with
+torch.profiler's in the same process; every Python thread traced; bad input (recursion past
+the depth limit, generators, exceptions, code objects that go away, C calling back into
+Python) never breaks the stacks.
+"""
+
+import json
+import re
+import sys
+import threading
+import warnings
+from pathlib import Path
+from typing import Any, Dict, List
+
+import omniprof
+from conftest import require_torch
+
+torch = require_torch()
+
+from torch._C._profiler import _ExperimentalConfig  # noqa: E402
+from torch.profiler import ProfilerActivity, profile as torch_profile  # noqa: E402
+
+THIS_FILE = Path(__file__).name
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+        return torch.relu(self.linear(x))
+
+
+BLOCK = Block()
+
+
+def first_user(x: "torch.Tensor") -> "torch.Tensor":
+    return BLOCK(x)
+
+
+def second_user(x: "torch.Tensor") -> "torch.Tensor":
+    return BLOCK(x * 2)
+
+
+def workload() -> None:
+    x = torch.randn(4, 8, requires_grad=True)
+    (first_user(x) + second_user(x)).sum().backward()
+
+
+def events(path: Path) -> List[Dict[str, Any]]:
+    return json.loads(path.read_text())["traceEvents"]
+
+
+def of(trace: List[Dict[str, Any]], cat: str) -> List[Dict[str, Any]]:
+    return [e for e in trace if e.get("cat") == cat]
+
+
+def without_addresses(text: str) -> str:
+    return re.sub(r" at 0x[0-9a-f]+", "", text)
+
+
+def user_stack(stack: str) -> str:
+    """The frames of a Call stack from the workload down, without addresses: what both
+    profilers see the same way (above it are each profiler's own entry frames)."""
+    frames = without_addresses(stack).split(";")
+    cut = next(i for i, f in enumerate(frames) if f.endswith(": workload"))
+    return ";".join(frames[: cut + 1])
+
+
+def test_python_calls_modules_and_call_stacks_match_torch_profiler(tmp_path: Path) -> None:
+    workload()  # warm: lazy imports happen outside both profiles
+    with torch_profile(
+        activities=[ProfilerActivity.CPU],
+        with_stack=True,
+        record_shapes=True,
+        experimental_config=_ExperimentalConfig(verbose=True),
+    ) as theirs:
+        workload()
+    with omniprof.profile(with_stack=True, record_shapes=True) as ours:
+        workload()
+    theirs.export_chrome_trace(str(tmp_path / "theirs.json"))
+    ours.export_chrome_trace(str(tmp_path / "ours.json"))
+    t, o = events(tmp_path / "theirs.json"), events(tmp_path / "ours.json")
+
+    def frames(trace: List[Dict[str, Any]]) -> List[str]:
+        # The test's own frame is named at the line each profile started from.
+        names = [without_addresses(e["name"]) for e in of(trace, "python_function")]
+        return sorted(
+            n for n in names if (n.startswith(THIS_FILE) or n.startswith("nn.Module")) and ": test_" not in n
+        )
+
+    assert frames(o) == frames(t)
+    assert f"{THIS_FILE}({first_user.__code__.co_firstlineno}): first_user" in frames(o)
+    assert frames(o).count("nn.Module: Block_0") == 2
+    assert frames(o).count("nn.Module: Linear_0") == 2
+
+    ops = of(o, "cpu_op")
+    with_stack = [e for e in ops if "Call stack" in e["args"]]
+    assert len(with_stack) >= 0.8 * len(ops), (len(with_stack), len(ops))
+
+    def stacks(trace: List[Dict[str, Any]]) -> List[str]:
+        return sorted(
+            e["name"] + "|" + user_stack(e["args"]["Call stack"])
+            for e in of(trace, "cpu_op")
+            if "workload" in e["args"].get("Call stack", "")
+        )
+
+    assert stacks(o) == stacks(t)
+
+    modules = [e for e in of(o, "python_function") if e["name"].startswith("nn.Module")]
+    assert {e["args"]["Python module id"] for e in modules} == {0}
+    ids = {e["args"]["Python id"] for e in of(o, "python_function")}
+    assert len(ids) == len(of(o, "python_function"))
+    assert all(e["args"].get("Python parent id", 0) in ids | {0} for e in of(o, "python_function"))
+
+
+def exported(prof: "omniprof.profile", tmp_path: Path) -> List[Dict[str, Any]]:
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    return events(path)
+
+
+def test_the_frames_of_every_python_thread_are_recorded(tmp_path: Path) -> None:
+    started = threading.Barrier(3)
+
+    def worker_loop() -> None:
+        started.wait()
+        for _ in range(20):
+            torch.ones(4).add_(1)
+
+    before = threading.Thread(target=worker_loop)
+    before.start()
+    with omniprof.profile(with_stack=True) as prof:
+        during = threading.Thread(target=worker_loop)
+        during.start()
+        started.wait()
+        before.join()
+        during.join()
+    stacked = [
+        (e["tid"], e["args"].get("Call stack"))
+        for e in of(exported(prof, tmp_path), "cpu_op")
+        if e["name"] == "aten::add_"
+    ]
+    threads = {tid for tid, stack in stacked if stack and "worker_loop" in stack}
+    assert len(threads) == 2, stacked[:4]
+
+
+def deep(n: int) -> int:
+    return 0 if n == 0 else 1 + deep(n - 1)
+
+
+def raises(n: int) -> None:
+    if n == 0:
+        raise ValueError("bottom")
+    raises(n - 1)
+
+
+def generator(n: int) -> Any:
+    for i in range(n):
+        yield torch.ones(1) * i
+
+
+def test_bad_input_keeps_the_stacks_balanced_and_says_what_was_cut(tmp_path: Path) -> None:
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(5000)
+    try:
+        with warnings.catch_warnings(record=True) as caught, omniprof.profile(with_stack=True) as prof:
+            warnings.simplefilter("always")
+            deep(1500)
+            try:
+                raises(300)
+            except ValueError:
+                pass
+            assert len(list(generator(5))) == 5
+            namespace: Dict[str, Any] = {}
+            exec("def transient(x):\n    return x.neg()\n", namespace)
+            namespace["transient"](torch.ones(2))
+            del namespace["transient"]
+            exec("def replacement(x):\n    return x.abs()\n", namespace)
+            namespace["replacement"](torch.ones(2))
+            sorted([3, 1, 2], key=lambda v: torch.tensor(v).item())
+    finally:
+        sys.setrecursionlimit(limit)
+    messages = [str(w.message) for w in caught]
+    assert any("Python calls deeper than 1024 frames were not recorded" in m for m in messages), messages
+
+    trace = exported(prof, tmp_path)
+    frames = of(trace, "python_function")
+    by_id = {e["args"]["Python id"]: e for e in frames}
+    for frame in frames:
+        assert frame["dur"] >= 0
+        parent = by_id.get(frame["args"].get("Python parent id"))
+        if parent is not None:
+            assert parent["tid"] == frame["tid"]
+            assert parent["ts"] <= frame["ts"], frame["name"]
+            assert frame["ts"] + frame["dur"] <= parent["ts"] + parent["dur"] + 0.002, frame["name"]
+    depth_of_deep = sum(1 for e in frames if e["name"].endswith(": deep"))
+    # The stack was already some frames deep (pytest) when deep() began.
+    assert 900 < depth_of_deep < 1024
+    names = {e["name"] for e in frames}
+    assert any(n.endswith(": generator") for n in names)
+    assert any(n.endswith(": transient") for n in names) and any(n.endswith(": replacement") for n in names)
+    assert any(n.endswith(": <lambda>") for n in names), "C calling back into Python"
+    neg = next(e for e in of(trace, "cpu_op") if e["name"] == "aten::neg")
+    assert neg["args"]["Call stack"].split(";")[1] == "<string>(1): transient"
+
+
+def test_no_frame_is_recorded_without_with_stack(tmp_path: Path) -> None:
+    with omniprof.profile() as prof:
+        workload()
+    trace = exported(prof, tmp_path)
+    assert of(trace, "python_function") == []
+    assert all("Call stack" not in e.get("args", {}) for e in trace)
+    assert sys.getprofile() is None and threading.getprofile() is None
