@@ -206,6 +206,27 @@ def mlp_loop(steps: int) -> Callable[[], Cost]:
     return lambda: timed(steps, body)
 
 
+def python_loop(n: int) -> Callable[[], Cost]:
+    """Python-heavy code: three nested Python functions around a tiny op, per iteration (three
+    Python calls, one built-in method call, one op)."""
+    x = torch.zeros(1)
+
+    def leaf(t: torch.Tensor) -> torch.Tensor:
+        return t.add_(1)
+
+    def middle(t: torch.Tensor) -> torch.Tensor:
+        return leaf(t)
+
+    def outer(t: torch.Tensor) -> torch.Tensor:
+        return middle(t)
+
+    def body() -> None:
+        for _ in range(n):
+            outer(x)
+
+    return lambda: timed(n, body)
+
+
 def under(
     make_profiler: Callable[[], ContextManager], loop: Callable[[], Cost]
 ) -> Callable[[], Cost]:
@@ -238,7 +259,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=100_000, help="iterations per run (>= 100,000)")
     parser.add_argument("--runs", type=int, default=15, help="runs per configuration")
+    parser.add_argument(
+        "--only", choices=["stacks"], help="run one section only (stacks: with_stack=True)"
+    )
     args = parser.parse_args()
+    if args.only == "stacks":
+        stacks_section(args)
+        return
     torch_cpu = lambda: torch_profile(activities=[ProfilerActivity.CPU])  # noqa: E731
     ours = lambda: omniprof.profile(activities=[omniprof.ProfilerActivity.CPU])  # noqa: E731
     do_nothing = lambda: FloorCallbacks(clock=False)  # noqa: E731
@@ -336,6 +363,35 @@ def main() -> None:
         if added and name != "torch.profiler":
             share = f" ({added / torch_added:.2f} of torch.profiler's)"
         print(f"  {name:<20} {cost.wall / 1e3:8.1f} us/step added {added / 1e3:+7.1f}{share}")
+    stacks_section(args)
+
+
+def stacks_section(args: argparse.Namespace) -> None:
+    """Python-heavy code under each profiler with ``with_stack=True``."""
+    torch_stack = lambda: torch_profile(activities=[ProfilerActivity.CPU], with_stack=True)  # noqa: E731
+    ours_stack = lambda: omniprof.profile(  # noqa: E731
+        activities=[omniprof.ProfilerActivity.CPU], with_stack=True
+    )
+    n = args.ops // 2
+    stacks = measure(
+        {
+            "no profiler": python_loop(n),
+            "torch.profiler": under(torch_stack, python_loop(n)),
+            "omniprof": under(ours_stack, python_loop(n)),
+        },
+        args.runs,
+    )
+    print(f"three Python calls around x.add_(1), {n} per run, with_stack=True (wall time)")
+    base = stacks["no profiler"].wall
+    torch_added = stacks["torch.profiler"].wall - base
+    for name, cost in stacks.items():
+        added = cost.wall - base
+        share = f" ({added / torch_added:.2f})" if added and name != "torch.profiler" else ""
+        print(f"  {name:<20} {cost.wall:8.0f} ns/iter added {added:+7.0f}{share}")
+    print(
+        "  omniprof's added cost / torch.profiler's: "
+        f"{(stacks['omniprof'].wall - base) / torch_added:.2f} (target <= 0.5)"
+    )
 
 
 if __name__ == "__main__":
