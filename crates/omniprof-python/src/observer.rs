@@ -24,8 +24,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use omniprof::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
 use omniprof::keys::arg;
 use omniprof::record::python::Frame;
-use omniprof::record::{self, pop_op, push_op, MemoryReport};
-use omniprof::{ActivitySet, ActivityType, Config, Name, OwnedRange, Window};
+use omniprof::record::{self, pop_op, pop_op_with_autograd, push_op, Autograd, MemoryReport};
+use omniprof::{ActivitySet, ActivityType, Config, Name, OwnedRange, Value, Window};
 use pyo3::prelude::*;
 
 /// Bytes the observer reserves per user range for its [`OwnedRange`] (8-byte aligned).
@@ -36,7 +36,7 @@ const _: () = assert!(std::mem::align_of::<OwnedRange>() <= 8);
 const _: () = assert!(std::mem::size_of::<Frame>() == 16 && std::mem::align_of::<Frame>() == 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 6;
+const TABLE_VERSION: u32 = 7;
 
 /// What the observer calls; mirrored by `struct Table` in `observer.cpp`. Names are
 /// NUL-terminated; `key` is the op's `RecordFunction`; shapes come as in
@@ -46,15 +46,15 @@ pub struct RecorderTable {
     version: u32,
     range_slot_size: u32,
     push_op: unsafe extern "C" fn(name: *const c_char, key: *const c_void),
-    push_op_with_shapes: unsafe extern "C" fn(
-        name: *const c_char,
-        key: *const c_void,
-        dims: *const i64,
-        ranks: *const usize,
-        inputs: usize,
-        flops: u64,
-    ),
+    push_op_with_details:
+        unsafe extern "C" fn(name: *const c_char, key: *const c_void, details: *const OpDetails),
     pop_op: unsafe extern "C" fn(key: *const c_void),
+    pop_op_with_autograd: unsafe extern "C" fn(
+        key: *const c_void,
+        sequence_number: i64,
+        forward_thread: u64,
+        thread: u64,
+    ),
     begin_user: unsafe extern "C" fn(
         name: *const c_char,
         dims: *const i64,
@@ -81,8 +81,9 @@ static TABLE: RecorderTable = RecorderTable {
     version: TABLE_VERSION,
     range_slot_size: RANGE_SLOT_SIZE,
     push_op: push,
-    push_op_with_shapes,
+    push_op_with_details,
     pop_op: pop,
+    pop_op_with_autograd: pop_with_autograd,
     begin_user,
     end_user,
     memory,
@@ -102,29 +103,76 @@ unsafe extern "C" fn push(name: *const c_char, key: *const c_void) {
     let _ = catch_unwind(|| unsafe { push_op(name, key as usize) });
 }
 
-/// [`push`], with the op's input shapes (`Input Dims`): input `i` has `ranks[i]` sizes, all
-/// of them one after another in `dims`; and its `flops` when not 0.
-///
-/// # Safety
-/// As [`push`]; `ranks` is valid for `inputs` entries and `dims` for their sum.
-unsafe extern "C" fn push_op_with_shapes(
-    name: *const c_char,
-    key: *const c_void,
+/// What an op carries besides its name; mirrored by `struct OpDetails` in `table.h`.
+#[repr(C)]
+pub struct OpDetails {
     dims: *const i64,
     ranks: *const usize,
+    strides: *const i64,
+    stride_ranks: *const usize,
+    types: *const *const c_char,
+    concrete: *const *const c_char,
+    /// Entries of `ranks`, `stride_ranks`, `types` and `concrete` (0: no inputs described).
     inputs: usize,
     flops: u64,
+}
+
+/// [`push`], with what `details` holds: the op's inputs as PyTorch writes them with
+/// `record_shapes` (`Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`), and its
+/// `flops` when not 0.
+///
+/// # Safety
+/// As [`push`]; `details` is valid, its arrays hold `inputs` entries (`dims` and `strides`
+/// the sums of `ranks` and `stride_ranks`), its texts are NUL-terminated.
+unsafe extern "C" fn push_op_with_details(
+    name: *const c_char,
+    key: *const c_void,
+    details: *const OpDetails,
 ) {
     let _ = catch_unwind(|| {
         // SAFETY: forwarded contracts.
-        let mut op = unsafe { push_op(name, key as usize) };
-        if let Some(shapes) = unsafe { shapes(dims, ranks, inputs) } {
-            op = op.with_input_shapes(&shapes);
+        let (mut op, d) = unsafe { (push_op(name, key as usize), &*details) };
+        if d.inputs > 0 {
+            // SAFETY: the arrays hold `inputs` entries (the contract).
+            let (shapes, strides, types, concrete) = unsafe {
+                (
+                    shapes(d.dims, d.ranks, d.inputs),
+                    shapes(d.strides, d.stride_ranks, d.inputs),
+                    texts(d.types, d.inputs),
+                    texts(d.concrete, d.inputs),
+                )
+            };
+            if let Some(shapes) = shapes {
+                op = op.with_input_shapes(&shapes);
+            }
+            if let Some(strides) = strides {
+                let strides: Vec<Value> = strides.iter().map(|s| Value::from(s.to_vec())).collect();
+                op = op.with_arg(arg::INPUT_STRIDES, Value::List(strides));
+            }
+            op = op
+                .with_arg(arg::INPUT_TYPE, types)
+                .with_arg(arg::CONCRETE_INPUTS, concrete);
         }
-        if flops > 0 {
-            op.with_arg(arg::FLOPS, flops);
+        if d.flops > 0 {
+            op.with_arg(arg::FLOPS, d.flops);
         }
     });
+}
+
+/// `count` NUL-terminated texts at `texts`, as a list of strings (invalid UTF-8 replaced).
+///
+/// # Safety
+/// `texts` holds `count` pointers to NUL-terminated strings.
+unsafe fn texts(texts: *const *const c_char, count: usize) -> Value {
+    // SAFETY: the contract.
+    let texts = unsafe { std::slice::from_raw_parts(texts, count) };
+    Value::List(
+        texts
+            .iter()
+            // SAFETY: each is NUL-terminated (the contract).
+            .map(|&t| Value::from(unsafe { CStr::from_ptr(t) }.to_string_lossy().as_ref()))
+            .collect(),
+    )
 }
 
 /// Records one of PyTorch's allocator reports on this thread (an `[OutOfMemory]` one when
@@ -201,8 +249,24 @@ unsafe extern "C" fn pop(key: *const c_void) {
     let _ = catch_unwind(|| pop_op(key as usize));
 }
 
-/// The shapes in `dims` and `ranks` (see [`push_op_with_shapes`]); `None` when there are no
-/// inputs (the range then gets no `Input Dims`).
+/// [`pop`], with autograd's numbers for the op (written as its `Sequence number` and
+/// `Fwd thread id`, and joining forward ops to backward nodes with `fwdbwd` flows).
+unsafe extern "C" fn pop_with_autograd(
+    key: *const c_void,
+    sequence_number: i64,
+    forward_thread: u64,
+    thread: u64,
+) {
+    let autograd = Autograd {
+        sequence_number,
+        forward_thread,
+        thread,
+    };
+    let _ = catch_unwind(|| pop_op_with_autograd(key as usize, autograd));
+}
+
+/// The shapes in `dims` and `ranks` (input `i` has `ranks[i]` sizes, all of them one after
+/// another in `dims`); `None` when there are no inputs (the range then gets no `Input Dims`).
 ///
 /// # Safety
 /// `ranks` is valid for `inputs` entries and `dims` for their sum, for `'a` (either may be
@@ -233,7 +297,7 @@ unsafe fn shapes<'a>(
 }
 
 /// Begins a user range named `name` (invalid UTF-8 is replaced), with input shapes when
-/// `inputs` is not 0 (as [`push_op_with_shapes`]). On success writes the range into `out`
+/// `inputs` is not 0 (as [`shapes`] reads them). On success writes the range into `out`
 /// and returns 1; returns 0 when nothing records (then `out` is untouched and must not be
 /// passed to [`end_user`]).
 ///

@@ -214,3 +214,55 @@ def test_no_frame_is_recorded_without_with_stack(tmp_path: Path) -> None:
     assert of(trace, "python_function") == []
     assert all("Call stack" not in e.get("args", {}) for e in trace)
     assert sys.getprofile() is None and threading.getprofile() is None
+
+
+def flow_pairs(trace: List[Dict[str, Any]]) -> List[Any]:
+    """(forward op, backward op) of each fwdbwd flow, by the ops the flow's ends sit on."""
+    ops = {(e["tid"], e["ts"]): e["name"] for e in of(trace, "cpu_op")}
+    ends: Dict[Any, Dict[str, str]] = {}
+    for f in of(trace, "fwdbwd"):
+        ends.setdefault(f["id"], {})[f["ph"]] = ops.get((f["tid"], f["ts"]), "?")
+    return sorted((e.get("s"), e.get("f")) for e in ends.values())
+
+
+OP_ARGS = ("Sequence number", "Fwd thread id", "Input type", "Input Strides", "Concrete Inputs", "Input Dims")
+
+
+def test_forward_backward_links_and_op_args_match_torch_profiler(tmp_path: Path) -> None:
+    workload()
+    with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as theirs:
+        workload()
+    with omniprof.profile(record_shapes=True) as ours:
+        workload()
+    theirs.export_chrome_trace(str(tmp_path / "theirs.json"))
+    ours.export_chrome_trace(str(tmp_path / "ours.json"))
+    t, o = events(tmp_path / "theirs.json"), events(tmp_path / "ours.json")
+
+    assert flow_pairs(o) == flow_pairs(t)
+    assert len(flow_pairs(o)) >= 6  # addmm, relu, add, mul, sum, t... each to its node
+
+    def op_args(trace: List[Dict[str, Any]]) -> List[Any]:
+        # Sequence numbers count on from earlier runs: compare their presence, not values.
+        rows = []
+        for e in of(trace, "cpu_op"):
+            args = {k: e["args"][k] for k in OP_ARGS if k in e["args"]}
+            if "Sequence number" in args:
+                args["Sequence number"] = "set"
+            rows.append((e["name"], json.dumps(args, sort_keys=True)))
+        return sorted(rows)
+
+    assert op_args(o) == op_args(t)
+
+
+def test_a_trace_with_stacks_and_links_loads_in_perfetto_and_hta(tmp_path: Path) -> None:
+    from conftest import assert_loads_in_perfetto, hta_load
+
+    with omniprof.profile(with_stack=True, record_shapes=True) as prof:
+        workload()
+    (tmp_path / "hta").mkdir()
+    path = tmp_path / "hta" / "rank0.pt.trace.json"
+    prof.export_chrome_trace(str(path))
+    report = assert_loads_in_perfetto(path)
+    assert report["slices"] > 0
+    loaded = hta_load(tmp_path / "hta")
+    assert loaded["events"] > 0

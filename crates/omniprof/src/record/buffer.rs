@@ -33,6 +33,7 @@ use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
+use super::autograd::Autograd;
 use super::memory::MemoryReport;
 use super::op_stack::OpStack;
 use crate::value::Value;
@@ -180,6 +181,9 @@ pub(crate) struct ThreadBuffer {
     args: Mutex<Vec<(u32, Arc<str>, Value)>>,
     /// Allocator reports, kept compact (their six args each are made at the drain).
     memory: Mutex<Vec<(u32, MemoryReport)>>,
+    /// What autograd knows of ops (their args and forward/backward links are made at the
+    /// drain).
+    autograd: Mutex<Vec<(u32, Autograd)>>,
     exited: AtomicBool,
     /// The process the owning thread records in: set at registration, and by the fork
     /// handler for the thread that forked. A buffer of another process is a parent's.
@@ -193,6 +197,7 @@ pub(crate) struct DrainedThread {
     pub(crate) name: String,
     pub(crate) records: Vec<(u64, u64)>,
     pub(crate) args: Vec<(u32, Arc<str>, Value)>,
+    pub(crate) autograd: Vec<(u32, Autograd)>,
     pub(crate) dropped: u64,
     pub(crate) dropped_ends: Vec<u64>,
 }
@@ -342,6 +347,7 @@ impl Local {
             lock(&buffer.dropped_ends).clear();
             lock(&buffer.args).clear();
             lock(&buffer.memory).clear();
+            lock(&buffer.autograd).clear();
             buffer.state.store(state, Ordering::Release);
             self.filled.set(0);
             self.point_at(&mut chunks[0]);
@@ -402,6 +408,7 @@ impl Local {
                 dropped_ends: Mutex::new(Vec::new()),
                 args: Mutex::new(Vec::new()),
                 memory: Mutex::new(Vec::new()),
+                autograd: Mutex::new(Vec::new()),
                 exited: AtomicBool::new(false),
                 pid: AtomicU32::new(std::process::id()),
             });
@@ -464,6 +471,15 @@ impl Local {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
             lock(&buffer.args).push((seq, key, value));
+        }
+    }
+
+    /// Attaches what autograd knows of op `seq`.
+    pub(crate) fn add_autograd(&self, state: u64, seq: u32, autograd: Autograd) {
+        if state == self.state.get() && !self.buffer.get().is_null() {
+            // SAFETY: non-null buffers are alive while their thread lives (module docs).
+            let buffer = unsafe { &*self.buffer.get() };
+            lock(&buffer.autograd).push((seq, autograd));
         }
     }
 
@@ -532,6 +548,7 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                     }));
                     args
                 },
+                autograd: std::mem::take(&mut *lock(&buffer.autograd)),
                 dropped: buffer.dropped.load(Ordering::Relaxed),
                 dropped_ends: std::mem::take(&mut *lock(&buffer.dropped_ends)),
             });

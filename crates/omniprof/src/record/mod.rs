@@ -20,6 +20,7 @@
 //! assert!(names.contains(&"train_step") && names.contains(&"forward"));
 //! ```
 
+mod autograd;
 mod buffer;
 pub mod correlation;
 mod memory;
@@ -32,11 +33,12 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use autograd::Autograd;
 pub use correlation::CorrelationListener;
 pub use memory::{memory, out_of_memory, MemoryReport};
 use name::Role;
 pub use name::{IntoName, Name, StaticName};
-pub use stack::{pop_op, push_op, PushedOp};
+pub use stack::{pop_op, pop_op_with_autograd, push_op, PushedOp};
 
 use crate::activity::{Activity, ActivityType};
 use crate::clock::TickConverter;
@@ -520,6 +522,7 @@ pub(crate) fn collect(
     };
     let mut left_out = Vec::new();
     let mut stacks = CallStacks::default();
+    let mut links = autograd::Links::default();
     // PyTorch numbers Python frames from 1 across the trace.
     let mut python_ids = 0;
     for thread in drained {
@@ -537,6 +540,7 @@ pub(crate) fn collect(
         for (seq, key, value) in thread.args {
             args.entry(seq).or_default().push((key, value));
         }
+        let mut autograd: FastMap<u32, Autograd> = thread.autograd.into_iter().collect();
         // Ranges begun and not yet ended. Guards end in reverse order of their beginnings
         // almost always, so the one an end record closes is found at or near the top.
         let mut open: Vec<Open> = Vec::new();
@@ -566,6 +570,10 @@ pub(crate) fn collect(
             a.correlation = correlation_id(thread.index, seq);
             if !args.is_empty() {
                 a.args = args.remove(&seq).unwrap_or_default();
+            }
+            if let Some(numbers) = autograd.remove(&seq) {
+                a.args.extend(numbers.args());
+                links.add(out.activities.len(), numbers);
             }
             let outer = open.last().map_or(Frames::OUTSIDE, |o| o.frames);
             let frames = match role {
@@ -623,6 +631,7 @@ pub(crate) fn collect(
             }
         }
     }
+    links.draw(&mut out.activities);
     if !left_out.is_empty() {
         left_out.sort_unstable();
         let mut index = 0;
@@ -794,6 +803,52 @@ mod tests {
             ]
         );
         assert_eq!(t.metadata(crate::keys::metadata::UNFINISHED_RANGES), None);
+    }
+
+    #[test]
+    fn a_fwdbwd_flow_joins_the_innermost_forward_op_to_the_first_backward_op_to_end() {
+        let _g = serial();
+        let numbers = |forward_thread, thread| Autograd {
+            sequence_number: 3,
+            forward_thread,
+            thread,
+        };
+        let t = record(Config::default(), || {
+            // SAFETY: literals are NUL-terminated.
+            unsafe { push_op(c"aten::linear".as_ptr(), 1) };
+            unsafe { push_op(c"aten::t".as_ptr(), 2) };
+            assert!(pop_op_with_autograd(2, numbers(0, 1)));
+            assert!(pop_op_with_autograd(1, numbers(0, 1)));
+            // Another forward thread's op with the same sequence number: no flow.
+            unsafe { push_op(c"aten::other".as_ptr(), 3) };
+            assert!(pop_op_with_autograd(3, numbers(0, 9)));
+            unsafe { push_op(c"evaluate_function: TBackward0".as_ptr(), 4) };
+            unsafe { push_op(c"TBackward0".as_ptr(), 5) };
+            assert!(pop_op_with_autograd(5, numbers(1, 2)));
+            assert!(pop_op_with_autograd(4, numbers(1, 2)));
+        });
+        let flows: Vec<_> = t
+            .activities
+            .iter()
+            .map(|a| (&*a.name, a.flow.map(|f| (f.id, f.start))))
+            .collect();
+        assert_eq!(
+            flows,
+            [
+                ("aten::linear", None),
+                ("aten::t", Some((1, true))),
+                ("aten::other", None),
+                ("evaluate_function: TBackward0", None),
+                ("TBackward0", Some((1, false))),
+            ]
+        );
+        let node = t
+            .activities
+            .iter()
+            .find(|a| &*a.name == "TBackward0")
+            .unwrap();
+        assert_eq!(node.arg(arg::SEQUENCE_NUMBER), Some(&Value::Int(3)));
+        assert_eq!(node.arg(arg::FWD_THREAD_ID), Some(&Value::UInt(1)));
     }
 
     #[test]

@@ -30,6 +30,7 @@ use std::ffi::c_char;
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
+use super::autograd::Autograd;
 use super::buffer::{this_thread, with_local, Local};
 use super::op_stack::OpStack;
 use super::{attach_arg, begin_on, input_dims, push_end, ThisThread, KIND_OP, STATE};
@@ -55,6 +56,16 @@ impl PushedOp {
     pub fn with_input_shapes(self, shapes: &[&[i64]]) -> Self {
         if self.state != 0 {
             attach_arg(self.state, self.seq, arg::INPUT_DIMS, input_dims(shapes));
+        }
+        self
+    }
+
+    /// Attaches what autograd knows of the op: written as its `Sequence number` and
+    /// `Fwd thread id`, and joining a forward op to its backward node with a `fwdbwd` flow
+    /// (see [`Autograd`]; nothing happens when the op is not recorded).
+    pub fn with_autograd(self, autograd: Autograd) -> Self {
+        if self.state != 0 {
+            with_local(|l| l.add_autograd(self.state, self.seq, autograd));
         }
         self
     }
@@ -126,6 +137,19 @@ unsafe fn push_on(l: &Local, state: u64, name: *const c_char, key: usize) -> Pus
 /// under `key` here.
 #[inline]
 pub fn pop_op(key: usize) -> bool {
+    pop(key, None)
+}
+
+/// [`pop_op`], attaching what autograd knows of the op first, as
+/// [`PushedOp::with_autograd`] does: for a caller that learns the numbers only by the op's
+/// end (PyTorch sets some of them after its start callbacks ran).
+#[inline]
+pub fn pop_op_with_autograd(key: usize, autograd: Autograd) -> bool {
+    pop(key, Some(autograd))
+}
+
+#[inline(always)]
+fn pop(key: usize, autograd: Option<Autograd>) -> bool {
     with_local(|l| {
         let ops: *mut OpStack = l.op_stack();
         if ops.is_null() {
@@ -137,6 +161,9 @@ pub fn pop_op(key: usize) -> bool {
         };
         if state == 0 || STATE.load(Ordering::Relaxed) != state {
             return false;
+        }
+        if let Some(autograd) = autograd {
+            l.add_autograd(state, seq, autograd);
         }
         push_end(l, state, seq, false).is_some()
     })

@@ -29,9 +29,10 @@ use crate::value::Value;
 /// The span every host recording is written under (PyTorch writes `PyTorch Profiler`).
 pub const SPAN_NAME: &str = "omniprof";
 
-/// Flow ids of backend `k` are offset by `k << FLOW_NAMESPACE_SHIFT`, so two backends that
-/// both count correlation ids from 1 cannot draw arrows into each other's work. The result
-/// stays below 2^53, exact in a JSON double.
+/// Flow ids of backend `k` are offset by `(k + 1) << FLOW_NAMESPACE_SHIFT`, so two backends
+/// that both count correlation ids from 1 cannot draw arrows into each other's work, nor into
+/// the host's own `fwdbwd` arrows (numbered from 1 by the recorder). The result stays below
+/// 2^53, exact in a JSON double.
 const FLOW_NAMESPACE_SHIFT: u32 = 44;
 /// Default device rows sort after the host (Kineto's offset).
 const DEVICE_SORT_OFFSET: i64 = 5_000_000;
@@ -507,7 +508,7 @@ impl Merged {
             ..
         } = output;
         self.warmup += warmup;
-        let namespace = backend << FLOW_NAMESPACE_SHIFT;
+        let namespace = (backend + 1) << FLOW_NAMESPACE_SHIFT;
         let mut user_of: FastMap<usize, u64> = user_links.into_iter().collect();
         let mut metrics_of: FastMap<usize, CounterValues> = kernel_metrics.into_iter().collect();
         self.add_counters(counters, window, selection);

@@ -29,8 +29,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -137,34 +139,96 @@ bool remove_reporter() noexcept {
   return false;
 }
 
-// One thread's input shapes of the op starting, flattened for the recorder.
-struct Shapes {
+// One thread's inputs of the op starting, flattened for the recorder (OpDetails).
+struct Inputs {
   std::vector<int64_t> dims;
   std::vector<size_t> ranks;
+  std::vector<int64_t> strides;
+  std::vector<size_t> stride_ranks;
+  std::vector<std::string> type_text;
+  std::vector<const char*> types;
+  std::vector<std::string> concrete_text;
+  std::vector<const char*> concrete;
 };
 
-// The input shapes of `fn`, like torch.profiler: a tensor's sizes, [] for anything else;
-// none when the op has no inputs to give. Reused per thread, so recording shapes allocates
-// nothing after warm-up.
-const Shapes& input_shapes(const at::RecordFunction& fn) {
-  thread_local Shapes shapes;
-  shapes.dims.clear();
-  shapes.ranks.clear();
+// A list PyTorch writes the values of (its profiler's "ScalarList": ints or floats, at most
+// 30 of them).
+bool scalar_list(const c10::IValue& input) {
+  return (input.isIntList() && input.toIntList().size() <= 30) ||
+         (input.isDoubleList() && input.toDoubleList().size() <= 30);
+}
+
+// The inputs of `fn` as torch.profiler records them with record_shapes: a tensor's sizes,
+// strides and dtype; a scalar's or short scalar list's value as text; [] and "" for anything
+// else. With `full` false only the sizes (a user range's). None when the op has no inputs
+// to give. Reused per thread: recording inputs allocates little after warm-up.
+const Inputs& op_inputs(const at::RecordFunction& fn, bool full) {
+  thread_local Inputs in;
+  in.dims.clear();
+  in.ranks.clear();
+  in.strides.clear();
+  in.stride_ranks.clear();
+  in.type_text.clear();
+  in.types.clear();
+  in.concrete_text.clear();
+  in.concrete.clear();
   try {
     for (const c10::IValue& input : fn.inputs()) {
+      std::string type;
+      std::string text;
       if (input.isTensor() && input.toTensor().defined()) {
-        auto sizes = input.toTensor().sizes();
-        shapes.dims.insert(shapes.dims.end(), sizes.begin(), sizes.end());
-        shapes.ranks.push_back(sizes.size());
+        const at::Tensor& t = input.toTensor();
+        auto sizes = t.sizes();
+        in.dims.insert(in.dims.end(), sizes.begin(), sizes.end());
+        in.ranks.push_back(sizes.size());
+        if (full) {
+          if (t.layout() == at::kStrided && !t.is_nested()) {
+            auto strides = t.strides();
+            in.strides.insert(in.strides.end(), strides.begin(), strides.end());
+            in.stride_ranks.push_back(strides.size());
+          } else {
+            in.stride_ranks.push_back(0);
+          }
+          type = std::string(t.dtype().name());
+        }
       } else {
-        shapes.ranks.push_back(0);
+        in.ranks.push_back(0);
+        if (full) {
+          in.stride_ranks.push_back(0);
+          if (input.isBool()) {
+            // As torch.profiler writes a bool (Python's spelling).
+            type = "Scalar";
+            text = input.toBool() ? "True" : "False";
+          } else if (input.isScalar()) {
+            type = "Scalar";
+            text = torch::profiler::impl::ivalueToStr(input, false);
+          } else if (input.isList() && scalar_list(input)) {
+            type = "ScalarList";
+            text = torch::profiler::impl::ivalueToStr(input, false);
+          } else if (input.isTensorList()) {
+            type = "TensorList";
+          }
+        }
+      }
+      if (full) {
+        in.type_text.push_back(std::move(type));
+        in.concrete_text.push_back(std::move(text));
       }
     }
+    // Pointers taken once the texts no longer move.
+    for (size_t i = 0; i < in.type_text.size(); i++) {
+      in.types.push_back(in.type_text[i].c_str());
+      in.concrete.push_back(in.concrete_text[i].c_str());
+    }
   } catch (...) {
-    shapes.dims.clear();
-    shapes.ranks.clear();
+    in.dims.clear();
+    in.ranks.clear();
+    in.strides.clear();
+    in.stride_ranks.clear();
+    in.types.clear();
+    in.concrete.clear();
   }
-  return shapes;
+  return in;
 }
 
 // Out of line, so the common paths (ops without shapes) keep a small frame.
@@ -173,8 +237,8 @@ __attribute__((noinline)) std::unique_ptr<at::ObserverContext> begin_user(
   auto ctx = std::make_unique<Context>();
   uint8_t begun;
   if (record_shapes) {
-    const Shapes& s = input_shapes(fn);
-    begun = table->begin_user(fn.name(), s.dims.data(), s.ranks.data(), s.ranks.size(),
+    const Inputs& in = op_inputs(fn, false);
+    begun = table->begin_user(fn.name(), in.dims.data(), in.ranks.data(), in.ranks.size(),
                               ctx->range);
   } else {
     begun = table->begin_user(fn.name(), nullptr, nullptr, 0, ctx->range);
@@ -199,11 +263,59 @@ __attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
   }
 }
 
-__attribute__((noinline)) void push_op_with_shapes(const at::RecordFunction& fn) {
-  uint64_t flops = record_flops ? op_flops(fn) : 0;
-  const Shapes& s = input_shapes(fn);
-  table->push_op_with_shapes(fn.name(), &fn, s.dims.data(), s.ranks.data(), s.ranks.size(),
-                             flops);
+// An op with more than its name: its inputs (record_shapes) and FLOPs (with_flops).
+__attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn) {
+  omniprof::OpDetails details{};
+  if (record_shapes) {
+    details.flops = record_flops ? op_flops(fn) : 0;
+    const Inputs& in = op_inputs(fn, true);
+    // A failed read leaves every list empty: then no input is described.
+    if (in.types.size() == in.ranks.size() && in.concrete.size() == in.ranks.size()) {
+      details.dims = in.dims.data();
+      details.ranks = in.ranks.data();
+      details.strides = in.strides.data();
+      details.stride_ranks = in.stride_ranks.data();
+      details.types = in.types.data();
+      details.concrete = in.concrete.data();
+      details.inputs = in.ranks.size();
+    }
+  }
+  table->push_op_with_details(fn.name(), &fn, &details);
+}
+
+// Autograd's numbers of an op (RecordFunction::seqNr and the thread ids).
+struct Numbers {
+  int64_t sequence_number = -1;
+  uint64_t forward_thread = 0;
+  uint64_t thread = 0;
+};
+
+// The engine's range around a backward node (`autograd::engine::evaluate_function: Node`)
+// has no numbers of its own; torch.profiler gives it its node's.
+bool evaluates_a_node(const at::RecordFunction& fn) {
+  static constexpr char kPrefix[] = "autograd::engine::evaluate_function: ";
+  const char* name = fn.name();
+  return name[0] == 'a' && std::strncmp(name, kPrefix, sizeof(kPrefix) - 1) == 0;
+}
+
+// The numbers of the last backward node that ended on this thread since the engine's range
+// around it began.
+thread_local Numbers last_node;
+
+// Ends an op. Autograd's numbers are read here, at the end: the engine sets a backward
+// node's forward thread after the start callbacks ran.
+void pop_op(const at::RecordFunction& fn) {
+  Numbers n{fn.seqNr(), fn.forwardThreadId(), fn.threadId()};
+  if (n.sequence_number < 0 && evaluates_a_node(fn)) {
+    n = std::exchange(last_node, Numbers{});
+  } else if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    last_node = n;
+  }
+  if (n.sequence_number >= 0) {
+    table->pop_op_with_autograd(&fn, n.sequence_number, n.forward_thread, n.thread);
+  } else {
+    table->pop_op(&fn);
+  }
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
@@ -215,8 +327,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (fn.scope() == at::RecordScope::USER_SCOPE) {
     return begin_user(fn);
   }
+  if (evaluates_a_node(fn)) {
+    last_node = Numbers{};
+  }
   if (record_shapes) {
-    push_op_with_shapes(fn);
+    push_op_with_details(fn);
   } else {
     table->push_op(fn.name(), &fn);
   }
@@ -227,7 +342,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (ctx != nullptr) {
     table->end_user(static_cast<Context*>(ctx)->range);
   } else if (fn.scope() != at::RecordScope::USER_SCOPE) {
-    table->pop_op(&fn);
+    pop_op(fn);
   }
 }
 

@@ -8,13 +8,32 @@
 
 namespace omniprof {
 
+// What an op carries besides its name (push_op_with_details).
+struct OpDetails {
+  // Its inputs (with record_shapes), `inputs` entries: input i has ranks[i] sizes in `dims`
+  // and stride_ranks[i] strides in `strides`, one input after another; types[i] and
+  // concrete[i] are NUL-terminated texts. All null when `inputs` is 0.
+  const int64_t* dims;
+  const size_t* ranks;
+  const int64_t* strides;
+  const size_t* stride_ranks;
+  const char* const* types;
+  const char* const* concrete;
+  size_t inputs;
+  // PyTorch's FLOP count, 0 when not counted.
+  uint64_t flops;
+};
+
 struct Table {
   uint32_t version;
   uint32_t range_slot_size;
   void (*push_op)(const char* name, const void* key);
-  void (*push_op_with_shapes)(const char* name, const void* key, const int64_t* dims,
-                              const size_t* ranks, size_t inputs, uint64_t flops);
+  void (*push_op_with_details)(const char* name, const void* key, const OpDetails* details);
   void (*pop_op)(const void* key);
+  // pop_op, with autograd's numbers for the op: its sequence number, the forward op's thread
+  // on a backward node (0 otherwise) and PyTorch's id of this thread.
+  void (*pop_op_with_autograd)(const void* key, int64_t sequence_number,
+                               uint64_t forward_thread, uint64_t thread);
   uint8_t (*begin_user)(const char* name, const int64_t* dims, const size_t* ranks,
                         size_t inputs, void* out);
   void (*end_user)(void* range);
@@ -31,7 +50,7 @@ struct Table {
   void (*end_frame)(const void* frame);
 };
 
-constexpr uint32_t kTableVersion = 6;
+constexpr uint32_t kTableVersion = 7;
 constexpr uint32_t kRangeSlotSize = 32;
 constexpr size_t kFrameSize = 16;
 
