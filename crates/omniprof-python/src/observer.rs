@@ -36,7 +36,7 @@ const _: () = assert!(std::mem::align_of::<OwnedRange>() <= 8);
 const _: () = assert!(std::mem::size_of::<Frame>() == 16 && std::mem::align_of::<Frame>() == 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 7;
+const TABLE_VERSION: u32 = 8;
 
 /// What the observer calls; mirrored by `struct Table` in `observer.cpp`. Names are
 /// NUL-terminated; `key` is the op's `RecordFunction`; shapes come as in
@@ -115,11 +115,13 @@ pub struct OpDetails {
     /// Entries of `ranks`, `stride_ranks`, `types` and `concrete` (0: no inputs described).
     inputs: usize,
     flops: u64,
+    /// Null outside TorchScript.
+    module_hierarchy: *const c_char,
 }
 
 /// [`push`], with what `details` holds: the op's inputs as PyTorch writes them with
-/// `record_shapes` (`Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`), and its
-/// `flops` when not 0.
+/// `record_shapes` (`Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`), its
+/// `flops` when not 0, and its `Module Hierarchy` inside TorchScript.
 ///
 /// # Safety
 /// As [`push`]; `details` is valid, its arrays hold `inputs` entries (`dims` and `strides`
@@ -154,7 +156,12 @@ unsafe extern "C" fn push_op_with_details(
                 .with_arg(arg::CONCRETE_INPUTS, concrete);
         }
         if d.flops > 0 {
-            op.with_arg(arg::FLOPS, d.flops);
+            op = op.with_arg(arg::FLOPS, d.flops);
+        }
+        if !d.module_hierarchy.is_null() {
+            // SAFETY: NUL-terminated (the contract).
+            let hierarchy = unsafe { CStr::from_ptr(d.module_hierarchy) }.to_string_lossy();
+            op.with_arg(arg::MODULE_HIERARCHY, hierarchy.as_ref());
         }
     });
 }
@@ -343,7 +350,8 @@ unsafe extern "C" fn end_user(range: *mut c_void) {
 }
 
 /// The observer's `attach(table, flags)`: registers its `RecordFunction` callbacks, recording
-/// what `flags` asks ([`SHAPES`], [`MEMORY`], [`FLOPS`], [`STACK`]: the Python tracer).
+/// what `flags` asks ([`SHAPES`], [`MEMORY`], [`FLOPS`], [`STACK`]: the Python tracer,
+/// [`MODULES`]: TorchScript's module hierarchy).
 type AttachFn = unsafe extern "C" fn(table: *const RecorderTable, flags: u8) -> i32;
 
 /// `attach`'s flags; mirrored in `observer.cpp`.
@@ -351,6 +359,7 @@ const SHAPES: u8 = 1;
 const MEMORY: u8 = 2;
 const FLOPS: u8 = 4;
 const STACK: u8 = 8;
+const MODULES: u8 = 16;
 /// The observer's `detach()`: removes them (a no-op when not registered).
 type DetachFn = unsafe extern "C" fn();
 
@@ -396,6 +405,7 @@ impl ActivityProfiler for TorchOps {
             (config.profile_memory(), MEMORY),
             (config.with_flops(), FLOPS),
             (config.with_stack(), STACK),
+            (config.with_modules(), MODULES),
         ]
         .into_iter()
         .filter(|&(on, _)| on)

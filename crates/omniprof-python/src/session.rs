@@ -10,7 +10,8 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use omniprof::config::{
-    PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES, PROFILE_WITH_FLOPS, PROFILE_WITH_STACK,
+    PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES, PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES,
+    PROFILE_WITH_STACK,
 };
 use omniprof::{
     ActivitySet, ActivityType, Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule,
@@ -202,8 +203,11 @@ impl Session {
         record_shapes=false,
         profile_memory=false,
         with_flops=false,
-        with_stack=false
+        with_stack=false,
+        with_modules=false
     ))]
+    // One keyword argument each, as torch.profiler.profile takes them.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         activities: Option<Vec<String>>,
         schedule: Option<PyRef<'_, PySchedule>>,
@@ -212,6 +216,7 @@ impl Session {
         profile_memory: bool,
         with_flops: bool,
         with_stack: bool,
+        with_modules: bool,
     ) -> PyResult<Self> {
         let invalid = |e: omniprof::config::ConfigError| PyValueError::new_err(e.to_string());
         let mut config_warnings = Vec::new();
@@ -234,6 +239,7 @@ impl Session {
             (profile_memory, PROFILE_PROFILE_MEMORY),
             (with_flops, PROFILE_WITH_FLOPS),
             (with_stack, PROFILE_WITH_STACK),
+            (with_modules, PROFILE_WITH_MODULES),
         ] {
             if on {
                 config.apply(&format!("{key}=true")).map_err(invalid)?;

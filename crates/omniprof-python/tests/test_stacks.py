@@ -266,3 +266,40 @@ def test_a_trace_with_stacks_and_links_loads_in_perfetto_and_hta(tmp_path: Path)
     assert report["slices"] > 0
     loaded = hta_load(tmp_path / "hta")
     assert loaded["events"] > 0
+
+
+class Scripted(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+        return self.linear(x).relu()
+
+
+def test_with_modules_writes_torchscript_module_hierarchies_as_torch_profiler_does(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit.script is deprecated
+        scripted = torch.jit.script(Scripted())
+    x = torch.randn(2, 4)
+    scripted(x)
+    scripted(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.profiler's with_modules is deprecated
+        with torch_profile(activities=[ProfilerActivity.CPU], with_modules=True) as theirs:
+            scripted(x)
+    with omniprof.profile(with_modules=True) as ours:
+        scripted(x)
+    theirs.export_chrome_trace(str(tmp_path / "theirs.json"))
+    ours.export_chrome_trace(str(tmp_path / "ours.json"))
+
+    def hierarchies(path: Path) -> List[Any]:
+        return sorted(
+            (e["name"], e["args"]["Module Hierarchy"])
+            for e in of(events(path), "cpu_op")
+            if "Module Hierarchy" in e["args"]
+        )
+
+    ours_hierarchies = hierarchies(tmp_path / "ours.json")
+    assert ours_hierarchies == hierarchies(tmp_path / "theirs.json")
+    assert any(h.endswith("linear(Linear)::forward.") for name, h in ours_hierarchies if name == "aten::addmm")

@@ -64,6 +64,9 @@ pub mod arg {
     pub const INPUT_TYPE: &str = "Input type";
     /// An op's input strides, a list of lists like `Input Dims`.
     pub const INPUT_STRIDES: &str = "Input Strides";
+    /// On an op run by TorchScript (PyTorch's `with_modules`): the modules and methods it
+    /// runs in, each followed by `.` (`"TOP(Model)::forward.linear(Linear)::forward."`).
+    pub const MODULE_HIERARCHY: &str = "Module Hierarchy";
     /// An op's scalar inputs as text (`["", "1", "[4, 8]"]`; `""` for a tensor).
     pub const CONCRETE_INPUTS: &str = "Concrete Inputs";
 }

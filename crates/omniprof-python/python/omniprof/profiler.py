@@ -60,7 +60,6 @@ class ProfilerAction(enum.IntEnum):
 # torch.profiler.profile's arguments that omniprof accepts without acting on them yet, each
 # with the value that asks for nothing: any other value warns once per process.
 _NOT_YET_SUPPORTED = {
-    "with_modules": False,
     "experimental_config": None,
     "execution_trace_observer": None,
     "acc_events": False,
@@ -73,6 +72,22 @@ def _warn_once(key: str, message: str) -> None:
     if key not in _warned:
         _warned.add(key)
         _warn.warn(message)
+
+
+def _asks_beyond_verbose(config: Any) -> bool:
+    """Whether an ``_ExperimentalConfig`` asks for more than ``verbose`` (the ``Call stack``
+    arg, which omniprof always writes with stacks) and the deprecated, ignored
+    ``adjust_profiler_step``: what it asks then is not acted on."""
+    if config is None:
+        return False
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        ignored = (0, 3)  # verbose, adjust_profiler_step: the constructor's order
+        given, default = config.__getstate__(), _ExperimentalConfig().__getstate__()
+        return any(a != b for i, (a, b) in enumerate(zip(given, default)) if i not in ignored)
+    except Exception:  # another torch's config: say it is not acted on
+        return True
 
 
 def _activity_name(activity: Any) -> str:
@@ -170,13 +185,14 @@ class profile:
             )
             names = (names or ["CPU"]) + ([] if "CUDA" in (names or []) else ["CUDA"])
         given = {
-            "with_modules": with_modules,
             "experimental_config": experimental_config,
             "execution_trace_observer": execution_trace_observer,
             "acc_events": acc_events,
             "custom_trace_id_callback": custom_trace_id_callback,
         }
         for key, value in given.items():
+            if key == "experimental_config" and not _asks_beyond_verbose(value):
+                continue
             if value != _NOT_YET_SUPPORTED[key]:
                 _warn_once(key, f"omniprof does not support {key} yet; it is ignored")
         schedule = _as_schedule(schedule)
@@ -191,7 +207,14 @@ class profile:
         self.acc_events = acc_events
         self.post_processing_timeout_s = post_processing_timeout_s
         self._session = _native.Session(
-            names, schedule, config, self.record_shapes, profile_memory, with_flops, with_stack
+            names,
+            schedule,
+            config,
+            self.record_shapes,
+            profile_memory,
+            with_flops,
+            with_stack,
+            with_modules,
         )
         for warning in self._session.config_warnings:
             _warn.warn(warning)

@@ -84,8 +84,8 @@ macro_rules! config_keys {
             /// about when it starts.
             ///
             /// ```
-            /// let config = omniprof::Config::parse("PROFILE_WITH_MODULES=1").unwrap();
-            /// assert_eq!(config.unsupported_settings()[0].0, "PROFILE_WITH_MODULES");
+            /// let config = omniprof::Config::parse("REQUEST_GROUP_TRACE_ID=G").unwrap();
+            /// assert_eq!(config.unsupported_settings()[0].0, "REQUEST_GROUP_TRACE_ID");
             /// ```
             pub fn unsupported_settings(&self) -> Vec<(&'static str, &'static str)> {
                 let defaults = Values::default();
@@ -256,9 +256,10 @@ config_keys! {
     /// PyTorch's count as each op's `flops` arg (and records shapes).
     PROFILE_WITH_FLOPS: Bool = false => with_flops() -> bool;
 
-    /// the client records the module hierarchy of ops.
-    PROFILE_WITH_MODULES: Bool = false => with_modules() -> bool,
-        unsupported "no module hierarchy";
+    /// the client records the module hierarchy of ops: the Python package's PyTorch op
+    /// observer writes TorchScript's (`Module Hierarchy`), as torch.profiler's `with_modules`
+    /// does (eager `nn.Module` calls come with `PROFILE_WITH_STACK`).
+    PROFILE_WITH_MODULES: Bool = false => with_modules() -> bool;
 
     /// take a memory snapshot instead of a trace.
     PROFILE_MEMORY: Bool = false => memory_snapshot() -> bool, on_set snapshot_output;

@@ -21,6 +21,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <pybind11/pybind11.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/csrc/profiler/util.h>
 
@@ -52,6 +53,7 @@ constexpr uint8_t kShapes = 1;
 constexpr uint8_t kMemory = 2;
 constexpr uint8_t kFlops = 4;
 constexpr uint8_t kStack = 8;
+constexpr uint8_t kModules = 16;
 
 // Written only while no callback is registered (by `attach`, one session at a time).
 const Table* table = nullptr;
@@ -59,6 +61,7 @@ bool record_shapes = false;
 bool record_flops = false;
 bool record_memory = false;
 bool record_stack = false;
+bool record_modules = false;
 std::optional<at::CallbackHandle> handle;
 
 // Whether allocator reports are recorded now: read by the reporter on any thread.
@@ -263,9 +266,26 @@ __attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
   }
 }
 
-// An op with more than its name: its inputs (record_shapes) and FLOPs (with_flops).
+// An op with more than its name: its inputs (record_shapes), FLOPs (with_flops) and the
+// TorchScript modules it runs in (with_modules).
 __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn) {
   omniprof::OpDetails details{};
+  thread_local std::string hierarchy;
+  if (record_modules) {
+    // As torch.profiler's with_modules: each module and method, each followed by ".".
+    hierarchy.clear();
+    try {
+      for (const std::string& entry : torch::jit::currentModuleHierarchy()) {
+        hierarchy += entry;
+        hierarchy += '.';
+      }
+    } catch (...) {
+      hierarchy.clear();
+    }
+    if (!hierarchy.empty()) {
+      details.module_hierarchy = hierarchy.c_str();
+    }
+  }
   if (record_shapes) {
     details.flops = record_flops ? op_flops(fn) : 0;
     const Inputs& in = op_inputs(fn, true);
@@ -330,7 +350,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (evaluates_a_node(fn)) {
     last_node = Numbers{};
   }
-  if (record_shapes) {
+  if (record_shapes || record_modules) {
     push_op_with_details(fn);
   } else {
     table->push_op(fn.name(), &fn);
@@ -351,7 +371,7 @@ enum AttachStatus : int32_t { kAttached = 0, kAlreadyAttached = 1, kTableMismatc
 
 // Registers the callbacks recording through `t`, with what `flags` asks (kShapes, kMemory,
 // kFlops; FLOPs need the shapes' inputs, so they imply kShapes; kStack starts the Python
-// tracer). Called by the session engine,
+// tracer; kModules records TorchScript's module hierarchy). Called by the session engine,
 // one session at a time, so the globals it writes are never written concurrently; no C++
 // exception leaves it (its caller is Rust).
 int32_t attach(const Table* t, uint8_t flags) noexcept {
@@ -367,6 +387,7 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
     record_shapes = (flags & kShapes) != 0 || record_flops;
     record_memory = (flags & kMemory) != 0;
     record_stack = (flags & kStack) != 0;
+    record_modules = (flags & kModules) != 0;
     memory_on.store(record_memory, std::memory_order_relaxed);
     // Also what tells PyTorch's `_RecordFunctionFast` (torch.compile's compiled-region ranges)
     // that a profiler listens on this thread, memory or not.

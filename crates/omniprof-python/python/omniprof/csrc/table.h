@@ -22,6 +22,9 @@ struct OpDetails {
   size_t inputs;
   // PyTorch's FLOP count, 0 when not counted.
   uint64_t flops;
+  // The TorchScript modules the op runs in (with_modules), as PyTorch writes them
+  // ("TOP(Model)::forward.linear(Linear)::forward."); null outside TorchScript.
+  const char* module_hierarchy;
 };
 
 struct Table {
@@ -50,7 +53,7 @@ struct Table {
   void (*end_frame)(const void* frame);
 };
 
-constexpr uint32_t kTableVersion = 7;
+constexpr uint32_t kTableVersion = 8;
 constexpr uint32_t kRangeSlotSize = 32;
 constexpr size_t kFrameSize = 16;
 
