@@ -46,10 +46,11 @@ def trigger(allowed: Path, *args: str) -> "subprocess.CompletedProcess[str]":
                           env=dict(os.environ, KINETO_ONDEMAND_TRACE_DIR=str(allowed)))
 
 
-def test_a_training_loop_is_traced_by_iterations_with_its_pytorch_ops(tmp_path: Path) -> None:
+def trace_training(tmp_path: Path, config_text: str) -> Path:
+    """Triggers a 3-iteration trace of the training loop with `config_text`; its path."""
     allowed = tmp_path.resolve()
     config = allowed / "trigger.conf"
-    config.write_text("ACTIVITIES_WARMUP_PERIOD_SECS=0\n")
+    config.write_text(config_text)
     env = dict(os.environ, OMNIPROF_ONDEMAND="1", KINETO_ONDEMAND_TRACE_DIR=str(allowed))
     child = subprocess.Popen([sys.executable, "-c", TRAINING], env=env, stdout=subprocess.PIPE,
                              text=True)
@@ -69,7 +70,11 @@ def test_a_training_loop_is_traced_by_iterations_with_its_pytorch_ops(tmp_path: 
     finally:
         child.kill()
         child.wait()
+    return path
 
+
+def test_a_training_loop_is_traced_by_iterations_with_its_pytorch_ops(tmp_path: Path) -> None:
+    path = trace_training(tmp_path, "ACTIVITIES_WARMUP_PERIOD_SECS=0\n")
     events = load_trace(path)["traceEvents"]
     names = {e["name"] for e in events if e.get("ph") == "X"}
     assert "aten::addmm" in names and "autograd::engine::evaluate_function: AddmmBackward0" in names
@@ -77,4 +82,16 @@ def test_a_training_loop_is_traced_by_iterations_with_its_pytorch_ops(tmp_path: 
     # k + 1 and k + 2 lie inside it, step k + 3 begins inside and is cut at its end.
     steps = [e for e in events if e.get("ph") == "X" and e["name"] == "Optimizer.step#SGD.step"]
     assert [e["args"].get("finished", True) for e in steps] == [True, True, False], steps
+    assert_loads_in_perfetto(path)
+
+
+def test_an_on_demand_trace_asking_for_stacks_records_the_programs_python_frames(tmp_path: Path) -> None:
+    path = trace_training(tmp_path, "ACTIVITIES_WARMUP_PERIOD_SECS=0\nPROFILE_WITH_STACK=1\n")
+    events = load_trace(path)["traceEvents"]
+    frames = {e["name"] for e in events if e.get("cat") == "python_function"}
+    # Called at its definition's line; the one running when the window opened, at its line then.
+    assert "<string>(6): train_step" in frames, sorted(frames)[:20]
+    assert "nn.Module: Sequential_0" in frames
+    addmm = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::addmm"]
+    assert addmm and all(": train_step;" in e["args"]["Call stack"] for e in addmm)
     assert_loads_in_perfetto(path)
