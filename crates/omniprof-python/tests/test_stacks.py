@@ -145,6 +145,25 @@ def test_the_frames_of_every_python_thread_are_recorded(tmp_path: Path) -> None:
     ]
     threads = {tid for tid, stack in stacked if stack and "worker_loop" in stack}
     assert len(threads) == 2, stacked[:4]
+    # The profile functions and threading's hook are taken back.
+    assert sys.getprofile() is None and threading.getprofile() is None
+
+
+def test_a_thread_profiled_by_another_tool_is_left_to_it(tmp_path: Path) -> None:
+    import cProfile
+    import pstats
+
+    other = cProfile.Profile()
+    other.enable()
+    try:
+        with omniprof.profile(with_stack=True) as prof:
+            workload()
+    finally:
+        other.disable()
+    assert any(f[2] == "workload" for f in pstats.Stats(other).stats), "cProfile kept its thread"
+    trace = exported(prof, tmp_path)
+    assert of(trace, "python_function") == []
+    assert any(e["name"] == "aten::addmm" for e in of(trace, "cpu_op"))
 
 
 def deep(n: int) -> int:
