@@ -80,6 +80,9 @@ pub mod name {
     pub const MEMORY: &str = "[memory]";
     /// An allocation that failed: an instant with the args of a [`MEMORY`] record.
     pub const OUT_OF_MEMORY: &str = "[OutOfMemory]";
+    /// The start of the name of the op the autograd engine wraps each backward function
+    /// in (`autograd::engine::evaluate_function: AddmmBackward0` around `AddmmBackward0`).
+    pub const EVALUATE_FUNCTION_PREFIX: &str = "autograd::engine::evaluate_function: ";
 }
 
 /// Keys of the trace header (the metadata beside `traceEvents`).

@@ -34,3 +34,17 @@ pub(crate) fn memory_table(table: &str) -> String {
     let path = data_dir().join(format!("pytorch-2.15-cpu-memory-{table}.txt"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// The trace PyTorch 2.15 wrote for a CPU run with `with_stack=True`, a verbose
+/// experimental config and `with_flops=True` (by `tests/data/gen_pytorch_stack_trace.py`):
+/// `python_function` events, and a `Call stack` arg on every op.
+pub(crate) fn stack_trace() -> PathBuf {
+    data_dir().join("pytorch-2.15-cpu-stack-trace.json")
+}
+
+/// What PyTorch reported of [`stack_trace`]: `what` is the file's name less
+/// `pytorch-2.15-cpu-stack-` and `.txt` (`table`, `folded`; see the generator).
+pub(crate) fn stack_report(what: &str) -> String {
+    let path = data_dir().join(format!("pytorch-2.15-cpu-stack-{what}.txt"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::events::{self, Role};
 use super::memory::{self, MemoryEvent, MemoryIndex, MemoryRecord};
+use super::stacks::{python_stacks, Stack};
 use super::tree::{self, relative_us, HostOp, OpTimes, PyTorchTimes};
 use super::{KeyAverages, Row};
 use crate::activity::{Activity, ActivityClass, ActivityType};
@@ -29,6 +30,16 @@ pub struct KeyAveragesOptions {
     /// Print the FLOPs column whenever some row has FLOPs, even when no event carries a
     /// `flops` arg (PyTorch's `profile(with_flops=True)`).
     pub with_flops: bool,
+    /// Also group by the first N entries of the events' Python stacks
+    /// ([`stacks`](super::stacks)), as PyTorch's `key_averages(group_by_stack_n=N)`; 0: not.
+    /// Rows then carry [`Row::stack`], and the table a `Source Location` column. Stacks need
+    /// the whole trace ([`KeyAveragesBuilder::add_trace`]): a streamed activity
+    /// ([`KeyAveragesBuilder::add_activity`]) has an empty one.
+    pub group_by_stack_n: usize,
+    /// Also make rows of `python_function` events (PyTorch's
+    /// `key_averages(include_python_functions=True)`). They always take part in the op
+    /// trees, as in PyTorch.
+    pub include_python_functions: bool,
 }
 
 /// The flags of an event's row.
@@ -37,6 +48,7 @@ pub(super) struct GroupFlags {
     pub on_device: bool,
     pub legacy: bool,
     pub user_annotation: bool,
+    pub python: bool,
 }
 
 /// What makes two events the same row (PyTorch's key, less the node id, which traces do not
@@ -46,6 +58,10 @@ struct GroupKey {
     name: u32,
     /// 0 unless grouping by shapes.
     shapes: u32,
+    /// The first N frames of the stack; 0 (no frame) unless grouping by stack.
+    stack: u32,
+    /// A `python_function` event: a row only with `include_python_functions`.
+    python: bool,
     on_device: bool,
     legacy: bool,
     user_annotation: bool,
@@ -135,6 +151,9 @@ pub struct KeyAveragesBuilder {
     options: KeyAveragesOptions,
     names: Interner,
     shapes: Interner,
+    /// The stack prefixes rows group by; the first is the empty one.
+    stacks: Vec<Stack>,
+    stack_ids: FastMap<Stack, u32>,
     scratch: String,
     groups: Vec<Group>,
     group_index: FastMap<GroupKey, u32>,
@@ -178,6 +197,8 @@ impl KeyAveragesBuilder {
             options,
             names: Interner::default(),
             shapes: Interner::default(),
+            stacks: vec![Stack::from(Vec::new())],
+            stack_ids: FastMap::default(),
             scratch: String::new(),
             groups: Vec::new(),
             group_index: FastMap::default(),
@@ -228,6 +249,11 @@ impl KeyAveragesBuilder {
         (self.memory_records.len(), self.out_of_memory_count)
     }
 
+    /// The options rows are grouped by.
+    pub fn options(&self) -> &KeyAveragesOptions {
+        &self.options
+    }
+
     /// A reader that delivers only the args the summary reads, which makes reading several
     /// times faster.
     pub fn reader(&self) -> TraceReader {
@@ -241,12 +267,16 @@ impl KeyAveragesBuilder {
         if self.options.group_by_input_shapes {
             keys.push(arg::INPUT_DIMS);
         }
+        if self.options.group_by_stack_n > 0 {
+            keys.extend([arg::CALL_STACK, arg::SEQUENCE_NUMBER]);
+        }
         TraceReader::new().args(ArgFilter::Only(
             keys.into_iter().map(String::from).collect(),
         ))
     }
 
-    /// Adds everything a [`Trace`] holds.
+    /// Adds everything a [`Trace`] holds, with the events' Python stacks when grouping by
+    /// them.
     pub fn add_trace(&mut self, trace: &Trace) {
         for (key, value) in &trace.metadata {
             self.add_metadata(key, value);
@@ -254,8 +284,15 @@ impl KeyAveragesBuilder {
         for span in &trace.spans {
             self.add_span_start(span.start_ns);
         }
-        for a in &trace.activities {
-            self.add_activity(a);
+        if self.options.group_by_stack_n > 0 {
+            let stacks = python_stacks(trace);
+            for (i, a) in trace.activities.iter().enumerate() {
+                self.add_activity_with_stack(a, stacks.get(i));
+            }
+        } else {
+            for a in &trace.activities {
+                self.add_activity(a);
+            }
         }
         self.window = Some(trace.window);
     }
@@ -295,8 +332,16 @@ impl KeyAveragesBuilder {
     }
 
     /// Adds one activity: a host op to its thread, device work to its row and linked op;
-    /// anything else is ignored.
+    /// anything else is ignored. Its stack is empty: see
+    /// [`add_activity_with_stack`](Self::add_activity_with_stack).
     pub fn add_activity(&mut self, a: &Activity) {
+        self.add_activity_with_stack(a, &[]);
+    }
+
+    /// [`add_activity`](Self::add_activity) for an activity whose Python stack is `stack`
+    /// (innermost first, as [`python_stacks`] gives it), which its row groups by when
+    /// grouping by stack.
+    pub fn add_activity_with_stack(&mut self, a: &Activity, stack: &[Arc<str>]) {
         if let Some(m) = memory::memory_event(a) {
             self.add_memory(a, m);
             return;
@@ -325,23 +370,32 @@ impl KeyAveragesBuilder {
         if flops.is_some() {
             self.saw_flops = true;
         }
+        let n = self.options.group_by_stack_n;
+        let stack = if n > 0 {
+            self.stack_id(&stack[..n.min(stack.len())])
+        } else {
+            0
+        };
         if role == Role::Device {
-            let key = self.add_device(a, name, shapes, seq, origin);
+            let key = self.add_device(a, name, shapes, stack, seq, origin);
             self.add_flops(key, flops);
             return;
         }
-        let stub_ns = events::stub_device_ns(a);
+        let python = a.kind == ActivityType::PythonFunction;
+        let stub_ns = if python { 0 } else { events::stub_device_ns(a) };
         let key = self.group(GroupKey {
             name,
             shapes,
+            stack,
+            python,
             on_device: false,
             legacy: stub_ns > 0,
             user_annotation: a.kind == ActivityType::UserAnnotation,
         });
         self.add_flops(key, flops);
         // Only an op that is not itself linked to another (as runtime calls are) receives
-        // the device work launched from it, as in PyTorch.
-        let receives_device_work = a.linked_correlation.unwrap_or(0) == 0;
+        // the device work launched from it, as in PyTorch; a Python function launches none.
+        let receives_device_work = a.linked_correlation.unwrap_or(0) == 0 && !python;
         let call = matches!(
             a.kind.class(),
             Some(ActivityClass::Runtime | ActivityClass::Driver)
@@ -370,6 +424,21 @@ impl KeyAveragesBuilder {
                 cpu_memory: 0,
                 device_memory: 0,
             });
+    }
+
+    /// The id of a stack prefix, given on first use.
+    fn stack_id(&mut self, prefix: &[Arc<str>]) -> u32 {
+        if prefix.is_empty() {
+            return 0;
+        }
+        if let Some(&id) = self.stack_ids.get(prefix) {
+            return id;
+        }
+        let id = self.stacks.len() as u32;
+        let prefix = Stack::from(prefix);
+        self.stacks.push(Arc::clone(&prefix));
+        self.stack_ids.insert(prefix, id);
+        id
     }
 
     fn add_flops(&mut self, key: u32, flops: Option<u64>) {
@@ -421,7 +490,15 @@ impl KeyAveragesBuilder {
         }
     }
 
-    fn add_device(&mut self, a: &Activity, name: u32, shapes: u32, seq: u64, origin: i64) -> u32 {
+    fn add_device(
+        &mut self,
+        a: &Activity,
+        name: u32,
+        shapes: u32,
+        stack: u32,
+        seq: u64,
+        origin: i64,
+    ) -> u32 {
         let duration = a.duration_ns();
         let end_ns = a.start_ns.saturating_add(duration);
         let duration_us = relative_us(end_ns, origin) - relative_us(a.start_ns, origin);
@@ -449,6 +526,8 @@ impl KeyAveragesBuilder {
         let key = self.group(GroupKey {
             name,
             shapes,
+            stack,
+            python: false,
             on_device: true,
             legacy: false,
             user_annotation,
@@ -485,6 +564,8 @@ impl KeyAveragesBuilder {
         self.group(GroupKey {
             name,
             shapes,
+            stack: 0,
+            python: false,
             on_device: false,
             legacy: false,
             user_annotation: false,
@@ -672,21 +753,29 @@ impl KeyAveragesBuilder {
                 on_device: g.on_device,
                 legacy: g.legacy,
                 user_annotation: g.user_annotation,
+                python: g.python,
             },
         )
     }
 
     fn into_rows(self) -> KeyAverages {
         let (device_name, profile_memory, with_flops) = self.labels();
-        let mut groups: Vec<Group> = self.groups.into_iter().filter(|g| g.count > 0).collect();
+        let python_rows = self.options.include_python_functions;
+        let mut groups: Vec<Group> = self
+            .groups
+            .into_iter()
+            .filter(|g| g.count > 0 && (python_rows || !g.key.python))
+            .collect();
         groups.sort_by_key(|g| g.first);
         let by_shapes = self.options.group_by_input_shapes;
+        let by_stack = self.options.group_by_stack_n > 0;
         let rows = groups
             .into_iter()
             .map(|g| Row {
                 name: Arc::clone(&self.names.strings[g.key.name as usize]),
                 input_shapes: by_shapes
                     .then(|| Arc::clone(&self.shapes.strings[g.key.shapes as usize])),
+                stack: by_stack.then(|| Arc::clone(&self.stacks[g.key.stack as usize])),
                 count: g.count,
                 self_cpu_time_total_ns: g.self_cpu_ns,
                 cpu_time_total_ns: g.cpu_total_ns,

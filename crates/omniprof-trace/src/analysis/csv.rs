@@ -1,6 +1,8 @@
 //! The rows as CSV (RFC 4180): a header line, then one line per row. Times are
 //! microseconds with three decimals (exact nanoseconds); averages are rounded to the same.
-//! Memory usages are bytes; `flops` is the rows' FLOPs (0 without).
+//! Memory usages are bytes; `flops` is the rows' FLOPs (0 without). Grouped by shapes, an
+//! `input_shapes` column follows the name; grouped by stack, a `stack` column (the frames
+//! innermost first, each followed by `;`, as PyTorch's `Call stack` arg spells them).
 
 use std::fmt::Write;
 
@@ -21,11 +23,14 @@ pub(super) fn field(text: &str) -> String {
 
 pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
     let by_shapes = summary.rows.iter().any(|r| r.input_shapes.is_some());
-    let mut out = String::from(if by_shapes {
-        "name,input_shapes,"
-    } else {
-        "name,"
-    });
+    let by_stack = summary.rows.iter().any(|r| r.stack.is_some());
+    let mut out = String::from("name,");
+    if by_shapes {
+        out.push_str("input_shapes,");
+    }
+    if by_stack {
+        out.push_str("stack,");
+    }
     out.push_str(TIME_COLUMNS);
     out.push('\n');
     for row in summary.select(options) {
@@ -33,6 +38,16 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
         if by_shapes {
             out.push(',');
             out.push_str(&field(row.input_shapes.as_deref().unwrap_or("")));
+        }
+        if by_stack {
+            let frames: String = row
+                .stack
+                .iter()
+                .flat_map(|s| s.iter())
+                .map(|f| format!("{f};"))
+                .collect();
+            out.push(',');
+            out.push_str(&field(&frames));
         }
         // Writing into a `String` cannot fail.
         let _ = writeln!(

@@ -11,11 +11,11 @@ use crate::value::Value;
 /// How an activity takes part in the summary (PyTorch's device type of the event).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Role {
-    /// A host op, range or runtime call: nested into its thread's op tree.
+    /// A host op, range, runtime call or Python function: nested into its thread's op tree.
     Host,
     /// Work on a device: a row of its own, and device time for the host op it is linked to.
     Device,
-    /// Instants, counters, Python functions, overhead and the like: not summarized.
+    /// Instants, counters, overhead and the like: not summarized.
     Ignored,
 }
 
@@ -23,7 +23,9 @@ pub(super) fn role(kind: ActivityType) -> Role {
     use ActivityType::*;
     match kind {
         CpuOp | UserAnnotation | CudaRuntime | CudaDriver | XpuRuntime | XpuDriver
-        | MtiaRuntime | GlowRuntime | PrivateUse1Runtime | PrivateUse1Driver => Role::Host,
+        | MtiaRuntime | GlowRuntime | PrivateUse1Runtime | PrivateUse1Driver | PythonFunction => {
+            Role::Host
+        }
         GpuMemcpy | GpuMemset | ConcurrentKernel | GpuUserAnnotation | CudaSync | XpuSync
         | CudaProfilerRange | MtiaCcpEvents | MtiaInsight | HpuOp => Role::Device,
         _ => Role::Ignored,

@@ -27,6 +27,7 @@ use super::builder::{
     Emitted, KeyAveragesBuilder, KeyAveragesOptions, MEMORY_SEQ, OUT_OF_MEMORY_SEQ,
 };
 use super::events::{self, write_input_shapes};
+use super::stacks::{self, python_stacks, Stack, StackMetric};
 use super::{us, KeyAverages, ReportOptions, Row};
 use crate::activity::Activity;
 use crate::hash::FastMap;
@@ -80,6 +81,11 @@ pub struct FunctionEvent {
     pub on_device: bool,
     /// Its device time came from the stubs path.
     pub is_legacy: bool,
+    /// A `python_function` event (PyTorch's `is_python_function`).
+    pub is_python_function: bool,
+    /// The Python frames it ran under, innermost first (PyTorch's `stack`; see
+    /// [`stacks`](super::stacks)); empty for none.
+    pub stack: Stack,
 }
 
 impl FunctionEvent {
@@ -88,6 +94,7 @@ impl FunctionEvent {
         Row {
             name: Arc::clone(&self.name),
             input_shapes: Some(Arc::clone(&self.input_shapes)),
+            stack: Some(Arc::clone(&self.stack)),
             count: 1,
             self_cpu_time_total_ns: self.self_cpu_time_total_ns,
             cpu_time_total_ns: self.cpu_time_total_ns,
@@ -126,6 +133,7 @@ impl FunctionEvents {
     /// `events().table()` (its `Input Shapes` column shows when some event has shapes).
     pub fn as_rows(&self) -> KeyAverages {
         let any_shapes = self.events.iter().any(|e| &*e.input_shapes != "[]");
+        let any_stack = self.events.iter().any(|e| !e.stack.is_empty());
         KeyAverages {
             rows: self
                 .events
@@ -134,6 +142,9 @@ impl FunctionEvents {
                     let mut row = e.row();
                     if !any_shapes {
                         row.input_shapes = None;
+                    }
+                    if !any_stack {
+                        row.stack = None;
                     }
                     row
                 })
@@ -149,6 +160,25 @@ impl FunctionEvents {
     pub fn table(&self, options: &ReportOptions) -> String {
         self.as_rows().table(options)
     }
+
+    /// PyTorch's `export_stacks(path, metric)` text: one line per event with a stack and a
+    /// `metric` of at least 1 µs, its frames outermost first joined by `;` (spaces, tabs,
+    /// line breaks and `;` in a frame written as `_`), a space and the whole microseconds
+    /// (see [`stacks`](super::stacks)). Flame graph tools read it.
+    ///
+    /// ```
+    /// use omniprof_trace::analysis::{function_events, stacks::StackMetric, KeyAveragesOptions};
+    /// use omniprof_trace::{Activity, ActivityType, Trace};
+    ///
+    /// let mut trace = Trace::new(0, 10_000);
+    /// trace.activities.push(Activity::new(ActivityType::PythonFunction, "t.py(3): step", 1, 1, 0, 10_000));
+    /// trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 1_000, 4_000));
+    /// let events = function_events(&trace, &KeyAveragesOptions::default());
+    /// assert_eq!(events.export_stacks(StackMetric::SelfCpuTimeTotal), "t.py(3):_step 3\n");
+    /// ```
+    pub fn export_stacks(&self, metric: StackMetric) -> String {
+        stacks::export(self, metric)
+    }
 }
 
 /// The events of a trace as PyTorch's `_parse_kineto_results` makes them: every host op,
@@ -161,6 +191,7 @@ impl FunctionEvents {
 pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionEvents {
     let mut builder = KeyAveragesBuilder::new(options.clone());
     builder.device_events = Some(Vec::new());
+    let stacks = python_stacks(trace);
     for (key, value) in &trace.metadata {
         builder.add_metadata(key, value);
     }
@@ -174,7 +205,7 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
     for (i, a) in trace.activities.iter().enumerate() {
         let seq = builder.next_seq();
         let (memory, oom) = builder.memory_counts();
-        builder.add_activity(a);
+        builder.add_activity_with_stack(a, stacks.get(i));
         if builder.next_seq() != seq {
             sources.insert(seq, i);
         }
@@ -198,7 +229,7 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
         .enumerate()
         .map(|(i, e)| (e.first.2, i))
         .collect();
-    let source = |seq: u64| -> Option<&Activity> {
+    let source_index = |seq: u64| -> Option<usize> {
         let i = if seq >= OUT_OF_MEMORY_SEQ {
             oom_sources.get((seq - OUT_OF_MEMORY_SEQ) as usize)
         } else if seq >= MEMORY_SEQ {
@@ -206,8 +237,10 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
         } else {
             sources.get(&seq)
         };
-        i.map(|&i| &trace.activities[i])
+        i.copied()
     };
+    let source =
+        |seq: u64| -> Option<&Activity> { source_index(seq).map(|i| &trace.activities[i]) };
     let mut max_id = sources
         .values()
         .map(|&i| trace.activities[i].correlation)
@@ -266,6 +299,11 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
                     on_device: flags.on_device,
                     is_legacy: flags.legacy,
                     is_user_annotation: flags.user_annotation,
+                    is_python_function: flags.python,
+                    stack: match source_index(seq) {
+                        Some(i) if !memory_event => Arc::clone(stacks.get(i)),
+                        _ => Arc::clone(stacks.get(usize::MAX)),
+                    },
                 },
             )
         })
@@ -298,6 +336,8 @@ struct EventParts {
     on_device: bool,
     is_legacy: bool,
     is_user_annotation: bool,
+    is_python_function: bool,
+    stack: Stack,
 }
 
 fn event(e: &Emitted, p: EventParts) -> FunctionEvent {
@@ -328,5 +368,7 @@ fn event(e: &Emitted, p: EventParts) -> FunctionEvent {
         is_user_annotation: p.is_user_annotation,
         on_device: p.on_device,
         is_legacy: p.is_legacy,
+        is_python_function: p.is_python_function,
+        stack: p.stack,
     }
 }

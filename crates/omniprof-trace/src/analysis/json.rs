@@ -1,11 +1,13 @@
 //! The rows as one JSON object:
 //! `{"device": "CUDA", "self_cpu_time_total_us": .., "self_device_time_total_us": ..,
-//! "rows": [{"name", ["input_shapes",] "count", "self_cpu_time_total_us",
+//! "rows": [{"name", ["input_shapes",] ["stack",] "count", "self_cpu_time_total_us",
 //! "cpu_time_total_us", "cpu_time_avg_us", "self_device_time_total_us",
 //! "device_time_total_us", "device_time_avg_us", "on_device", "user_annotation",
 //! "cpu_memory_usage", "self_cpu_memory_usage", "device_memory_usage",
 //! "self_device_memory_usage", "flops"}], "profile_memory", "with_flops"}`.
-//! Times are microseconds, memory bytes; `input_shapes` is present when grouping by shapes.
+//! Times are microseconds, memory bytes; `input_shapes` is present when grouping by shapes,
+//! `stack` (a list of frames, innermost first; empty for a row without one) when grouping
+//! by stack.
 
 use serde::Serialize;
 
@@ -26,6 +28,8 @@ struct JsonRow<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     input_shapes: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stack: Option<Vec<&'a str>>,
     count: u64,
     self_cpu_time_total_us: f64,
     cpu_time_total_us: f64,
@@ -47,6 +51,10 @@ impl<'a> From<&'a Row> for JsonRow<'a> {
         Self {
             name: &row.name,
             input_shapes: row.input_shapes.as_deref(),
+            stack: row
+                .stack
+                .as_deref()
+                .map(|frames| frames.iter().map(|f| &**f).collect()),
             count: row.count,
             self_cpu_time_total_us: us(row.self_cpu_time_total_ns),
             cpu_time_total_us: us(row.cpu_time_total_ns),

@@ -3,7 +3,9 @@
 //! `table()` prints them (also as [CSV](KeyAverages::csv) and [JSON](KeyAverages::json)).
 //! [`metrics`] summarizes per-kernel hardware metrics, [`counters`] the counter tracks.
 //! [`diff`] sets the rows of two traces side by side; [`flamegraph`] folds a trace's host
-//! and device time into stacks.
+//! and device time into stacks; [`stacks`] gives every event its Python stack (PyTorch's
+//! `FunctionEvent.stack`), which rows can group by and [`FunctionEvents::export_stacks`]
+//! writes as PyTorch's `export_stacks` does.
 //!
 //! ```
 //! use omniprof_trace::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
@@ -21,8 +23,8 @@
 //!
 //! # How a trace becomes rows
 //!
-//! - **Host ops** are `cpu_op`, `user_annotation` and runtime / driver calls. Per (pid, tid)
-//!   they nest by interval containment (an op starting exactly where another ends is not
+//! - **Host ops** are `cpu_op`, `user_annotation`, runtime / driver calls and
+//!   `python_function` events. Per (pid, tid) they nest by interval containment (an op starting exactly where another ends is not
 //!   inside it); a parent whose only child has its name absorbs it (`aten::sum` calling the
 //!   `aten::sum` overload counts once). Self CPU time is an op's length less its children's.
 //! - **Async ops**: an op that starts inside another and ends after it (the two do not nest)
@@ -44,7 +46,8 @@
 //! - **Unfinished ops** (`"finished": false`) end at the capture window's end, as Kineto
 //!   writes them (an earlier recorded end is extended to it).
 //! - Rows group events by name (`ProfilerStep#n` as `ProfilerStep*`), host or device,
-//!   legacy or not, user range or not, and with [`group_by_input_shapes`] by `Input Dims`;
+//!   legacy or not, user range or not, with [`group_by_input_shapes`] by `Input Dims`, and
+//!   with [`group_by_stack_n`] by the first N frames of their Python stack ([`stacks`]);
 //!   PyTorch's bookkeeping names (`[memory]`, `aten::is_leaf`, ...) are dropped. Rows come in
 //!   the order of their first event (by start, longer first).
 //! - **Memory** (`profile_memory`): `[memory]` records count for the host events whose
@@ -52,8 +55,12 @@
 //!   outside every host event and `[OutOfMemory]` records become rows of their own; see
 //!   [`memory`](self#memory) below.
 //! - **FLOPs** (`with_flops`): a row's FLOPs are the sum of its events' `flops` args.
-//! - Instants, counters, Python functions and the other kinds are not summarized.
-//!   (PyTorch's own tree also nests Python functions, which a trace of ops rarely holds.)
+//! - **Python functions** (`python_function`, PyTorch's `with_stack=True`) nest in the op
+//!   trees like any host event (an op's self time excludes the Python functions inside it,
+//!   as in PyTorch), are listed by [`function_events`], and make rows only with
+//!   [`KeyAveragesOptions::include_python_functions`], as PyTorch leaves them out of
+//!   `key_averages()` by default. A Python function receives no device work.
+//! - Instants, counters and the other kinds are not summarized.
 //!
 //! # Memory
 //!
@@ -86,6 +93,7 @@
 //! default name for that slot, ...); else `cuda`.
 //!
 //! [`group_by_input_shapes`]: KeyAveragesOptions::group_by_input_shapes
+//! [`group_by_stack_n`]: KeyAveragesOptions::group_by_stack_n
 
 mod builder;
 pub mod counters;
@@ -98,6 +106,7 @@ mod grid;
 mod json;
 mod memory;
 pub mod metrics;
+pub mod stacks;
 mod table;
 mod tree;
 
@@ -125,6 +134,11 @@ pub struct Row {
     /// The events' input shapes as Python prints them (`[[256, 256], []]`); set when
     /// grouping by input shapes.
     pub input_shapes: Option<Arc<str>>,
+    /// The first N frames of the events' Python stack, innermost first (PyTorch's
+    /// `FunctionEventAvg.stack`); set when grouping by stack
+    /// ([`KeyAveragesOptions::group_by_stack_n`]), empty for events without one. An event's
+    /// [row](FunctionEvent::row) holds its whole stack.
+    pub stack: Option<stacks::Stack>,
     /// Number of calls.
     pub count: u64,
     pub self_cpu_time_total_ns: i64,
@@ -268,6 +282,7 @@ impl KeyAverages {
         let mut total = Row {
             name: Arc::from("Total"),
             input_shapes: last.input_shapes.clone(),
+            stack: last.stack.clone(),
             on_device: last.on_device,
             is_legacy: last.is_legacy,
             is_user_annotation: last.is_user_annotation,
@@ -333,8 +348,8 @@ pub struct ReportOptions {
     pub max_name_column_width: Option<usize>,
     /// The widest the `Input Shapes` column gets; `None` for no limit. Default 80.
     pub max_shapes_column_width: Option<usize>,
-    /// PyTorch's width of the `Source Location` column (default 75). Accepted for
-    /// PyTorch's signature: traces carry no stacks the table prints, so it has no effect.
+    /// The widest the `Source Location` column gets (default 75): a longer frame prints
+    /// as `...` and its last width − 3 characters. `None` for no limit.
     pub max_src_column_width: Option<usize>,
     /// A line printed above the table, between two rules of `=` as wide as the table.
     pub header: Option<String>,

@@ -8,11 +8,19 @@
 //!   row has any, where PyTorch leaves the column out: the column of `[]`s says that the
 //!   trace has none, as the CSV's does); with FLOPs ([`KeyAverages::with_flops`]) and a row
 //!   with FLOPs > 0, `Total <unit>FLOPs`, scaled by PyTorch's `auto_scale_flops` of the
-//!   smallest positive count (`%8.3f` cells, `--` for none). Every cell is right-aligned in
-//!   its width and followed by two spaces.
+//!   smallest positive count (`%8.3f` cells, `--` for none); when some row has a stack
+//!   ([`Row::stack`]), `Source Location`, left-aligned, placed before `Total FLOPs` in the
+//!   header but after it in the rows (PyTorch's order: with both, each row's FLOPs print
+//!   under `Source Location` and its first frame under `Total FLOPs`). Every other cell is
+//!   right-aligned in its width; every cell is followed by two spaces.
+//! - Stacks: a row's first frame is its `Source Location` cell; each further frame prints
+//!   on a line of its own, in the last column with every other cell empty; then a line of
+//!   empty cells ends the row (for every row, with a stack or not). A frame longer than the
+//!   column prints as `...` and its last width − 3 characters.
 //! - Widths: 12, except `Name` (longest name of *all* rows + 4, at most
-//!   `max_name_column_width`, 55) and `Input Shapes` (longest + 4, at most
-//!   `max_shapes_column_width`, 80). A name of the width less 3 or more prints as its first
+//!   `max_name_column_width`, 55), `Input Shapes` (longest + 4, at most
+//!   `max_shapes_column_width`, 80) and `Source Location` (longest frame of all rows + 4,
+//!   at most `max_src_column_width`, 75). A name of the width less 3 or more prints as its first
 //!   width − 3 characters and `...`; shapes are cut to the column width.
 //! - Lines: with a [`header`](ReportOptions::header), a rule of `=` as wide as the table and
 //!   the header; with [`top_level_events_only`](ReportOptions::top_level_events_only), a rule
@@ -28,6 +36,8 @@
 use std::fmt::Write;
 
 use super::memory::format_memory;
+use std::sync::Arc;
+
 use super::{us, KeyAverages, ReportOptions, Row};
 
 const COLUMN_WIDTH: usize = 12;
@@ -96,6 +106,26 @@ fn shapes(row: &Row) -> Option<&str> {
     row.input_shapes.as_deref()
 }
 
+/// The frames of a row's stack (none when it has none).
+fn frames(row: &Row) -> &[Arc<str>] {
+    row.stack.as_deref().unwrap_or(&[])
+}
+
+/// PyTorch's `trim_path`: a frame longer than `width` as its last `width` characters, the
+/// first three of which become `...`.
+fn trim_frame(frame: &str, width: usize) -> String {
+    let len = char_len(frame);
+    if len <= width {
+        return frame.to_string();
+    }
+    let tail: String = frame.chars().skip(len - width).collect();
+    if width > 3 {
+        format!("...{}", tail.chars().skip(3).collect::<String>())
+    } else {
+        tail
+    }
+}
+
 pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
     let rows = &summary.rows;
     if rows.is_empty() {
@@ -125,6 +155,13 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
         .max()
         .unwrap_or(0)
         .min(options.max_shapes_column_width.unwrap_or(usize::MAX));
+    let has_stack = rows.iter().any(|r| !frames(r).is_empty());
+    let src_width = rows
+        .iter()
+        .flat_map(|r| frames(r).iter().map(|f| char_len(f) + 4))
+        .max()
+        .unwrap_or(0)
+        .min(options.max_src_column_width.unwrap_or(usize::MAX));
 
     let mut headers = vec![
         "Name".to_string(),
@@ -155,6 +192,12 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
         headers.push("Input Shapes".into());
         widths.push(shapes_width);
     }
+    // The one left-aligned column.
+    let src_column = has_stack.then_some(headers.len());
+    if has_stack {
+        headers.push("Source Location".into());
+        widths.push(src_width);
+    }
     if let Some((_, unit)) = flops_scale {
         headers.push(format!("Total {unit}"));
         widths.push(COLUMN_WIDTH);
@@ -166,9 +209,13 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
     let separator: String = widths.iter().map(|&w| "-".repeat(w) + SPACING).collect();
     let line = |cells: &[String]| -> String {
         let mut out = String::new();
-        for (cell, &width) in cells.iter().zip(&widths) {
+        for (i, (cell, &width)) in cells.iter().zip(&widths).enumerate() {
             // Writing into a `String` cannot fail.
-            let _ = write!(out, "{cell:>width$}{SPACING}");
+            let _ = if src_column == Some(i) {
+                write!(out, "{cell:<width$}{SPACING}")
+            } else {
+                write!(out, "{cell:>width$}{SPACING}")
+            };
         }
         out
     };
@@ -234,8 +281,23 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
         if let Some((scale, _)) = flops_scale {
             cells.push(format_flops(row.flops, scale));
         }
+        if has_stack {
+            let first = frames(row).first().map(|f| trim_frame(f, src_width));
+            cells.push(first.unwrap_or_default());
+        }
         out.push_str(&line(&cells));
         out.push('\n');
+        if has_stack {
+            let mut cells = vec![String::new(); headers.len()];
+            for frame in frames(row).iter().skip(1) {
+                cells[headers.len() - 1] = trim_frame(frame, src_width);
+                out.push_str(&line(&cells));
+                out.push('\n');
+            }
+            cells[headers.len() - 1].clear();
+            out.push_str(&line(&cells));
+            out.push('\n');
+        }
     }
     out.push_str(&separator);
     out.push('\n');
@@ -267,6 +329,14 @@ mod tests {
         assert_eq!(format_share(602.183, 127_392.143), "0.47%");
         assert_eq!(format_share(1.0, 1.0), "100.00%");
         assert_eq!(format_share(0.0, 0.0), "NaN");
+    }
+
+    #[test]
+    fn long_frames_keep_their_end_as_pytorchs_trim_path() {
+        assert_eq!(trim_frame("abcdef", 6), "abcdef");
+        assert_eq!(trim_frame("abcdefgh", 6), "...fgh");
+        assert_eq!(trim_frame("abcdefgh", 3), "fgh");
+        assert_eq!(trim_frame("ééééé", 4), "...é");
     }
 
     #[test]

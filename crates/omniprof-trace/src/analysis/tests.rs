@@ -1109,3 +1109,191 @@ fn the_pytorch_memory_trace_prints_top_level_events_with_a_header() {
     assert!(lines[5].starts_with("aten::r...  "), "{table}");
     assert_eq!(lines.len(), 10);
 }
+
+fn stack_trace() -> Trace {
+    TraceReader::new()
+        .read_path(crate::test_data::stack_trace())
+        .into_trace()
+        .unwrap()
+}
+
+/// The stack trace without its `Call stack` args: stacks come from the Python events.
+fn without_call_stacks(mut t: Trace) -> Trace {
+    let mut removed = 0;
+    for a in &mut t.activities {
+        let before = a.args.len();
+        a.args.retain(|(k, _)| &**k != crate::keys::arg::CALL_STACK);
+        removed += before - a.args.len();
+    }
+    assert!(removed > 50, "{removed} Call stack args");
+    t
+}
+
+fn by_stack(n: usize) -> KeyAveragesOptions {
+    KeyAveragesOptions {
+        group_by_stack_n: n,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn the_pytorch_stack_trace_prints_pytorchs_source_location_column() {
+    // With FLOPs too: PyTorch prints each row's FLOPs under `Source Location` and its first
+    // frame under `Total FLOPs`, and the further frames in the last column.
+    let options = ReportOptions {
+        sort_by: Some(SortKey::SelfCpuTimeTotal),
+        row_limit: Some(6),
+        max_src_column_width: Some(40),
+        ..Default::default()
+    };
+    let expected = crate::test_data::stack_report("table");
+    for trace in [stack_trace(), without_call_stacks(stack_trace())] {
+        let table = key_averages(&trace, &by_stack(5)).table(&options);
+        assert_eq!(table, expected, "got:\n{table}");
+    }
+}
+
+#[test]
+fn the_pytorch_stack_trace_exports_pytorchs_folded_stacks() {
+    let expected = crate::test_data::stack_report("folded");
+    assert_eq!(expected.lines().count(), 79);
+    for trace in [stack_trace(), without_call_stacks(stack_trace())] {
+        let events = function_events(&trace, &Default::default());
+        let folded = events.export_stacks(stacks::StackMetric::SelfCpuTimeTotal);
+        assert_eq!(folded, expected);
+    }
+}
+
+#[test]
+fn grouping_by_stack_splits_rows_by_their_first_frames() {
+    let trace = stack_trace();
+    let plain = key_averages(&trace, &Default::default());
+    let grouped = key_averages(&trace, &by_stack(5));
+    assert!(plain.rows.iter().all(|r| r.stack.is_none()));
+    let calls = |s: &KeyAverages, name: &str| -> u64 {
+        s.rows
+            .iter()
+            .filter(|r| &*r.name == name)
+            .map(|r| r.count)
+            .sum()
+    };
+    // `aten::t` runs twice in the forward pass (under `linear`) and twice in the backward
+    // (under `AddmmBackward0` and `TBackward0`, which take the forward op's stack).
+    assert_eq!(calls(&plain, "aten::t"), 4);
+    assert_eq!(calls(&grouped, "aten::t"), 4);
+    let t: Vec<&Row> = grouped
+        .rows
+        .iter()
+        .filter(|r| &*r.name == "aten::t")
+        .collect();
+    assert_eq!(t.len(), 1);
+    let frames: Vec<&str> = t[0]
+        .stack
+        .as_deref()
+        .unwrap()
+        .iter()
+        .map(|f| &**f)
+        .collect();
+    assert_eq!(
+        frames,
+        [
+            "<built-in function linear>",
+            "torch/nn/modules/linear.py(130): forward",
+            "torch/nn/modules/module.py(1791): _call_impl",
+            "nn.Module: Linear_0",
+            "gen_pytorch_stack_trace.py(27): forward",
+        ]
+    );
+    // The engine's wrapper keeps its own frames: one row per distinct first five.
+    let wrapper = grouped
+        .rows
+        .iter()
+        .find(|r| {
+            r.name
+                .starts_with("autograd::engine::evaluate_function: AddmmBackward0")
+        })
+        .unwrap();
+    assert_eq!(
+        wrapper.stack.as_deref().unwrap()[0].as_ref(),
+        "<built-in method run_backward of torch._C._EngineBase object at 0x7f80b53a53a0>"
+    );
+    // No Python function makes a row unless asked.
+    assert!(grouped.rows.iter().all(|r| !r.name.contains(".py(")));
+    let with_python = key_averages(
+        &trace,
+        &KeyAveragesOptions {
+            include_python_functions: true,
+            ..by_stack(5)
+        },
+    );
+    assert!(with_python
+        .rows
+        .iter()
+        .any(|r| &*r.name == "nn.Module: Linear_0"));
+}
+
+#[test]
+fn python_functions_nest_as_host_events_but_make_no_rows() {
+    let mut py = op("t.py(3): step", 1, 0, 100);
+    py.kind = ActivityType::PythonFunction;
+    let mut inner = op("t.py(7): helper", 1, 20, 40);
+    inner.kind = ActivityType::PythonFunction;
+    // The op runs Python inside it (a custom backward, say): its self time excludes it.
+    let t = trace(vec![py, op("aten::mm", 1, 10, 60), inner]);
+    let summary = key_averages(&t, &Default::default());
+    assert_eq!(rows(&summary), [("aten::mm", 1, 30, 50, 0, 0)]);
+    assert!(summary.rows[0].has_cpu_parent);
+    assert_eq!(summary.self_cpu_time_total_ns(), 30_000);
+    let events = function_events(&t, &Default::default());
+    let names: Vec<(&str, bool, i64)> = events
+        .events
+        .iter()
+        .map(|e| (&*e.name, e.is_python_function, e.self_cpu_time_total_ns))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("t.py(3): step", true, 50_000),
+            ("aten::mm", false, 30_000),
+            ("t.py(7): helper", true, 20_000)
+        ]
+    );
+    let frames: Vec<&str> = events.events[2].stack.iter().map(|f| &**f).collect();
+    assert_eq!(frames, ["t.py(3): step"]);
+}
+
+#[test]
+fn json_and_csv_carry_the_stack_when_grouping_by_it() {
+    let mut py = op("t.py(3): step", 1, 0, 100);
+    py.kind = ActivityType::PythonFunction;
+    let t = trace(vec![
+        py,
+        op("aten::mm", 1, 10, 60),
+        op("aten::mm", 2, 70, 80),
+    ]);
+    let summary = key_averages(&t, &by_stack(5));
+    let options = ReportOptions::default();
+    let json: serde_json::Value = serde_json::from_str(&summary.json(&options)).unwrap();
+    let stacks: Vec<&serde_json::Value> = json["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["stack"])
+        .collect();
+    assert_eq!(
+        stacks,
+        [
+            &serde_json::json!(["t.py(3): step"]),
+            &serde_json::json!([])
+        ]
+    );
+    let csv = summary.csv(&options);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("name,stack,count,"), "{csv}");
+    assert!(lines[1].starts_with("aten::mm,t.py(3): step;,1,"), "{csv}");
+    assert!(lines[2].starts_with("aten::mm,,1,"), "{csv}");
+    // Not grouping: no stack anywhere.
+    let plain = key_averages(&t, &Default::default());
+    assert!(!plain.json(&options).contains("stack"));
+    assert!(!plain.csv(&options).contains("stack"));
+}
