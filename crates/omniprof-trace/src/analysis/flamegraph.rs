@@ -9,9 +9,16 @@
 //!   host op of the trace sits under `[unlinked]`.
 //!
 //! Host ops are those the summary nests ([`key_averages`](super::key_averages)): ops, user
-//! ranges, runtime and driver calls, `ProfilerStep#<n>` named `ProfilerStep*` so that steps
-//! merge. An op that partly overlaps an enclosing one starts a stack of its own. Threads
-//! merge: equal stacks on different threads add up. `;` in a name is written as `:`, and
+//! ranges, runtime and driver calls, `python_function` events, `ProfilerStep#<n>` named
+//! `ProfilerStep*` so that steps merge. So in a trace recorded with stacks (PyTorch's
+//! `with_stack=True`, omniprof's own) the Python frames (`train.py(12): step`,
+//! `nn.Module: Linear_0`) are frames around the ops they called, with their own self time:
+//! the graph shows which Python line spent the time, host or device. An outermost event
+//! (inside no other on its thread) with a Python stack but no `python_function` event
+//! around it (a trace with `Call stack` args only; a backward op on the autograd engine's
+//! own thread, whose stack is its forward op's) hangs under the frames of that stack
+//! ([`stacks`](super::stacks)), outermost first. An op that partly overlaps an enclosing
+//! one starts a stack of its own. Threads merge: equal stacks on different threads add up. `;` in a name is written as `:`, and
 //! line breaks as spaces, so that every frame stays one frame.
 //!
 //! ```
@@ -29,6 +36,7 @@ use std::cmp::Reverse;
 use std::fmt::Write;
 
 use super::events::{self, Role};
+use super::stacks::python_stacks;
 use crate::activity::{Activity, ActivityType};
 use crate::hash::FastMap;
 use crate::trace::Trace;
@@ -209,18 +217,26 @@ struct StackedOp {
 
 /// Every host op with its stack and self time, thread by thread.
 fn host_stacks(trace: &Trace, tree: &mut FrameTree) -> Vec<StackedOp> {
-    let mut threads: FastMap<(i64, i64), Vec<&Activity>> = FastMap::default();
-    for a in &trace.activities {
+    let python = python_stacks(trace);
+    let mut threads: FastMap<(i64, i64), Vec<(usize, &Activity)>> = FastMap::default();
+    for (i, a) in trace.activities.iter().enumerate() {
         if events::role(a.kind) == Role::Host && events::row_name(&a.name).is_some() {
-            threads.entry((a.device, a.resource)).or_default().push(a);
+            threads
+                .entry((a.device, a.resource))
+                .or_default()
+                .push((i, a));
         }
     }
     let mut ops: Vec<StackedOp> = Vec::new();
     for (_, mut thread) in threads {
-        thread.sort_by_key(|a| (a.start_ns, Reverse(a.end_ns)));
+        // On equal intervals a Python frame encloses the op it called.
+        thread.sort_by_key(|(_, a)| {
+            let op = a.kind != ActivityType::PythonFunction;
+            (a.start_ns, Reverse(a.end_ns), op)
+        });
         // Open ops: index into `ops` and end.
         let mut open: Vec<(usize, i64)> = Vec::new();
-        for a in thread {
+        for (i, a) in thread {
             let end = a.end_ns.max(a.start_ns);
             while open.last().is_some_and(|&(_, e)| e <= a.start_ns) {
                 open.pop();
@@ -232,7 +248,14 @@ fn host_stacks(trace: &Trace, tree: &mut FrameTree) -> Vec<StackedOp> {
                     ops[p].self_ns -= end - a.start_ns;
                     tree.child(ops[p].node, &name)
                 }
-                None => tree.child(ROOT, &name),
+                None => {
+                    let outer = python
+                        .get(i)
+                        .iter()
+                        .rev()
+                        .fold(ROOT, |node, f| tree.child(node, &frame(f)));
+                    tree.child(outer, &name)
+                }
             };
             let linked = a.linked_correlation.unwrap_or(0);
             ops.push(StackedOp {
@@ -341,6 +364,62 @@ mod tests {
         assert_eq!(device.stacks.len(), 1);
         assert_eq!(device.stacks[0].0, *deepest);
         assert_eq!(device.stacks[0].1, 5);
+    }
+
+    /// `step` calls `forward` (a module) which runs `aten::mm`, whose kernel runs on the
+    /// device; `step` spends time of its own before and after.
+    fn python_trace() -> Trace {
+        use ActivityType::*;
+        let mut t = Trace::new(0, 10_000);
+        let mut mm = op(CpuOp, "aten::mm", 1, 300, 700);
+        mm.correlation = 5;
+        let mut kernel = Activity::new(ConcurrentKernel, "gemm", 0, 7, 800, 1_800);
+        kernel.linked_correlation = Some(5);
+        t.activities = vec![
+            op(PythonFunction, "t.py(9): step", 1, 0, 1_000),
+            op(PythonFunction, "nn.Module: Linear_0", 1, 200, 800),
+            mm,
+            kernel,
+        ];
+        t
+    }
+
+    #[test]
+    fn python_frames_enclose_the_ops_they_called_with_their_own_self_time() {
+        let host = folded_stacks(&python_trace(), FlameTime::HostSelf);
+        assert_eq!(
+            host.to_text(),
+            "t.py(9): step 400\n\
+             t.py(9): step;nn.Module: Linear_0 200\n\
+             t.py(9): step;nn.Module: Linear_0;aten::mm 400\n"
+        );
+        let device = folded_stacks(&python_trace(), FlameTime::Device);
+        assert_eq!(
+            device.to_text(),
+            "t.py(9): step;nn.Module: Linear_0;aten::mm;gemm 1000\n"
+        );
+    }
+
+    #[test]
+    fn without_python_events_an_outermost_op_hangs_under_its_call_stack() {
+        let mut t = python_trace();
+        t.activities
+            .retain(|a| a.kind != ActivityType::PythonFunction);
+        t.activities[0].args.push((
+            crate::keys::arg::CALL_STACK.into(),
+            crate::Value::from("nn.Module: Linear_0;t.py(9): step;"),
+        ));
+        let host = folded_stacks(&t, FlameTime::HostSelf);
+        assert_eq!(
+            host.to_text(),
+            "t.py(9): step;nn.Module: Linear_0;aten::mm 400\n"
+        );
+        // The same stack as with the Python events, for the op and its kernel.
+        let device = folded_stacks(&t, FlameTime::Device);
+        assert_eq!(
+            device.to_text(),
+            "t.py(9): step;nn.Module: Linear_0;aten::mm;gemm 1000\n"
+        );
     }
 
     #[test]
