@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use omniprof_trace::analysis::diff::diff;
-use omniprof_trace::analysis::SortKey;
+use omniprof_trace::analysis::{KeyAveragesOptions, SortKey};
 use omniprof_trace::import::Limits;
 
 use crate::output::print;
@@ -50,7 +50,11 @@ pub struct DiffArgs {
 pub fn run(args: &DiffArgs) -> ExitCode {
     let mut summaries = Vec::new();
     for path in [&args.base, &args.trace] {
-        match key_averages_of(path, args.group_by_shapes, Limits::default()) {
+        let options = KeyAveragesOptions {
+            group_by_input_shapes: args.group_by_shapes,
+            ..Default::default()
+        };
+        match key_averages_of(path, options, Limits::default()) {
             (summary, Ok(stats)) => {
                 report_skipped(&stats);
                 summaries.push(summary);

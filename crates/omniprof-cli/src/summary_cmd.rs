@@ -6,7 +6,9 @@
 //! is bounded by those limits and the read windows, whatever the file holds. With
 //! `--metrics`, the per-kernel hardware metrics instead (a scope-profiler trace of omniprof,
 //! or PyTorch's `cuda_profiler_range` events); with `--counters`, each counter track's
-//! statistics.
+//! statistics. With `--group-by-stack N`, rows also group by the first N frames of their
+//! Python stack (PyTorch's `group_by_stack_n`), which takes the whole trace in memory (an
+//! op's stack may come from the `python_function` events around it).
 //!
 //! Exit status: 0 when the whole file was read; 1 when it could not be read or is not a
 //! valid trace (with `--partial`, after printing the rows of what was read before the
@@ -50,6 +52,11 @@ pub struct SummaryArgs {
     /// Also group ops by their input shapes (`Input Dims`), adding an `Input Shapes` column.
     #[arg(long)]
     pub group_by_shapes: bool,
+    /// Also group ops by the first N frames of their Python stack (PyTorch's
+    /// `group_by_stack_n`: the `Call stack` arg, else the enclosing `python_function`
+    /// events), adding a `Source Location` column; 0: not. Reads the whole trace into memory.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub group_by_stack: usize,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -66,10 +73,10 @@ pub struct SummaryArgs {
     pub max_header_mb: usize,
     /// Per kernel name: calls, total device time, and each hardware metric's sum, mean, min
     /// and max (from the scope profiler's kernel args, or `cuda_profiler_range` events).
-    #[arg(long, conflicts_with_all = ["counters", "sort_by", "group_by_shapes"])]
+    #[arg(long, conflicts_with_all = ["counters", "sort_by", "group_by_shapes", "group_by_stack"])]
     pub metrics: bool,
     /// Per counter track and value: samples, min, mean, max and time-weighted mean.
-    #[arg(long, conflicts_with_all = ["sort_by", "group_by_shapes"])]
+    #[arg(long, conflicts_with_all = ["sort_by", "group_by_shapes", "group_by_stack"])]
     pub counters: bool,
 }
 
@@ -123,6 +130,19 @@ pub fn run(args: &SummaryArgs) -> ExitCode {
             eprintln!(
                 "note: the trace has no input shapes (`Input Dims`; PyTorch records them with \
                  record_shapes=True): every row's shapes are []"
+            );
+        }
+        if args.group_by_stack > 0
+            && !summary.rows.is_empty()
+            && summary
+                .rows
+                .iter()
+                .all(|r| r.stack.as_deref().is_none_or(<[_]>::is_empty))
+        {
+            eprintln!(
+                "note: the trace has no Python stacks (no `Call stack` args or \
+                 `python_function` events; PyTorch records them with with_stack=True): no \
+                 row has a source location"
             );
         }
         let options = ReportOptions {
@@ -198,20 +218,40 @@ pub fn limits(args: &SummaryArgs) -> Limits {
 
 /// Streams the file into the summary; on error, the summary holds what was read before.
 fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) {
-    key_averages_of(&args.trace, args.group_by_shapes, limits(args))
+    let options = KeyAveragesOptions {
+        group_by_input_shapes: args.group_by_shapes,
+        group_by_stack_n: args.group_by_stack,
+        ..Default::default()
+    };
+    key_averages_of(&args.trace, options, limits(args))
 }
 
-/// The summary of a trace file (`-`: standard input), streamed, with a progress bar on big
-/// files; on error, the summary of what was read before, and the error naming the file.
+/// The summary of a trace file (`-`: standard input), streamed (read whole when grouping
+/// by stack, which needs every event of a thread), with a progress bar on big files; on
+/// error, the summary of what was read before, and the error naming the file.
 pub fn key_averages_of(
     path: &Path,
-    group_by_shapes: bool,
+    options: KeyAveragesOptions,
     limits: Limits,
 ) -> (KeyAverages, Result<ReadStats, ReadError>) {
-    let mut builder = KeyAveragesBuilder::new(KeyAveragesOptions {
-        group_by_input_shapes: group_by_shapes,
-        ..Default::default()
-    });
+    let mut builder = KeyAveragesBuilder::new(options);
+    if builder.options().group_by_stack_n > 0 {
+        let reader = builder.reader().limits(limits);
+        let mut read = |input: &mut dyn io::Read| {
+            let outcome = reader.read(input);
+            builder.add_trace(&outcome.trace);
+            match outcome.error {
+                None => Ok(outcome.stats),
+                Some(e) => Err(e),
+            }
+        };
+        let outcome = if path.as_os_str() == "-" {
+            read(&mut io::stdin().lock())
+        } else {
+            read_file(path, read)
+        };
+        return (builder.finish(), outcome);
+    }
     if path.as_os_str() == "-" {
         let stats = builder
             .reader()
