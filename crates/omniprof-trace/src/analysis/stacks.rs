@@ -36,7 +36,9 @@
 //!   thread when one is there, else on any thread. (PyTorch matches the forward op's thread
 //!   by the profiler's own thread numbers, which a trace does not hold.) A backward function
 //!   without a sequence number (`torch::autograd::AccumulateGrad`), or whose forward op is
-//!   not in the trace, has an empty stack, as in PyTorch.
+//!   not in the trace, has an empty stack, as in PyTorch. In a trace where no op has a
+//!   sequence number at all (omniprof's recorder writes none yet), backward functions keep
+//!   their own frames (`run_backward`, `backward`, ...): there is no forward op to find.
 //!
 //! Events nest as the summary nests them (an event starting exactly at another's end is not
 //! inside it); device work has no stack.
@@ -344,6 +346,12 @@ pub fn python_stacks(trace: &Trace) -> PythonStacks {
         }
     }
 
+    if !activities
+        .iter()
+        .any(|a| nests(a) && sequence_number(a).is_some())
+    {
+        backward.fill(NONE);
+    }
     // The forward stacks, by sequence number: per thread, and on any thread.
     let mut order: Vec<usize> = (0..activities.len())
         .filter(|&i| backward[i] == NONE && nests(&activities[i]))
@@ -578,6 +586,22 @@ mod tests {
         let stacks = python_stacks(&t);
         assert!(stacks.frames(9).is_empty());
         assert!(stacks.frames(10).is_empty());
+    }
+
+    #[test]
+    fn without_any_sequence_number_backward_functions_keep_their_own_frames() {
+        let mut t = forward_and_backward();
+        t.activities[3].args.clear();
+        t.activities[9].args.clear();
+        let stacks = python_stacks(&t);
+        let own = [
+            "<built-in method run_backward>",
+            "torch/_tensor.py(570): backward",
+            "t.py(3): step",
+            "t.py(9): <module>",
+        ];
+        assert_eq!(stacks.frames(9), own);
+        assert_eq!(stacks.frames(10), own);
     }
 
     /// The same trace with every event's stack written as its `Call stack` arg, the Python
