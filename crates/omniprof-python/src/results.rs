@@ -7,8 +7,10 @@
 
 use std::sync::Arc;
 
+use omniprof::analysis::stacks::StackMetric;
 use omniprof::analysis::{self, FunctionEvents, KeyAveragesOptions, ReportOptions, Row, SortKey};
 use omniprof::export;
+use omniprof::import::TraceReader;
 use omniprof::keys::metadata;
 use omniprof::{Trace, Value};
 use pyo3::exceptions::{PyIndexError, PyRuntimeWarning, PyValueError};
@@ -44,24 +46,54 @@ impl PyTrace {
     }
 
     /// The rows; `profile_memory` and `with_flops` add PyTorch's memory and FLOPs columns to
-    /// the table even where no row has any (as PyTorch's table has them when asked for).
-    #[pyo3(signature = (group_by_input_shape=false, profile_memory=false, with_flops=false))]
+    /// the table even where no row has any (as PyTorch's table has them when asked for);
+    /// `group_by_stack_n` also groups by the first N frames of the events' Python stacks
+    /// (rows then have `stack`, and the table a `Source Location` column);
+    /// `include_python_functions` makes rows of `python_function` events too.
+    #[pyo3(signature = (
+        group_by_input_shape=false,
+        profile_memory=false,
+        with_flops=false,
+        group_by_stack_n=0,
+        include_python_functions=false
+    ))]
     fn key_averages(
         &self,
         py: Python<'_>,
         group_by_input_shape: bool,
         profile_memory: bool,
         with_flops: bool,
+        group_by_stack_n: i64,
+        include_python_functions: bool,
     ) -> PyKeyAverages {
         let options = KeyAveragesOptions {
             group_by_input_shapes: group_by_input_shape,
             profile_memory,
             with_flops,
+            // PyTorch groups by stack only for N > 0.
+            group_by_stack_n: usize::try_from(group_by_stack_n).unwrap_or(0),
+            include_python_functions,
             ..Default::default()
         };
         PyKeyAverages(Arc::new(
             py.detach(|| analysis::key_averages(&self.0, &options)),
         ))
+    }
+
+    /// PyTorch's `export_stacks(path, metric)`: each event's Python stack with its self
+    /// time in µs, in the folded format flame graph tools read. An unknown `metric` is a
+    /// `ValueError` naming the accepted ones; a path that cannot be written an `OSError`.
+    #[pyo3(signature = (path, metric="self_cpu_time_total"))]
+    fn export_stacks(
+        &self,
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        metric: &str,
+    ) -> PyResult<()> {
+        let metric = stack_metric(metric)?;
+        let events =
+            py.detach(|| analysis::function_events(&self.0, &KeyAveragesOptions::default()));
+        write_stacks(py, &events, metric, &path)
     }
 
     /// PyTorch's `events()`: every event as a `FunctionEvent`, in PyTorch's order.
@@ -103,6 +135,40 @@ impl PyTrace {
                 .collect(),
             _ => Vec::new(),
         }
+    }
+}
+
+/// A `metric` of `export_stacks`, or a `ValueError` naming the accepted ones.
+fn stack_metric(metric: &str) -> PyResult<StackMetric> {
+    metric
+        .parse()
+        .map_err(|e: analysis::stacks::UnknownStackMetric| PyValueError::new_err(e.to_string()))
+}
+
+/// Writes the folded stacks of `events` to `path`.
+fn write_stacks(
+    py: Python<'_>,
+    events: &FunctionEvents,
+    metric: StackMetric,
+    path: &std::path::Path,
+) -> PyResult<()> {
+    let text = py.detach(|| events.export_stacks(metric));
+    std::fs::write(path, text).map_err(PyErr::from)
+}
+
+/// `omniprof.load_trace(path)`: a trace file (Kineto / PyTorch Chrome JSON, plain or gzip,
+/// omniprof's or PyTorch's) as a `Trace`, whose `key_averages()`, `events()` and
+/// `export_stacks()` analyse it as they do a trace omniprof just recorded. A file that
+/// cannot be read or is not a trace raises `ProfilerError` naming it.
+#[pyfunction]
+fn load_trace(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyTrace> {
+    let read = py.detach(|| TraceReader::new().read_path(&path).into_result());
+    match read {
+        Ok((trace, _)) => Ok(PyTrace::new(trace)),
+        Err(e) => Err(profiler_error(format!(
+            "cannot load {}: {e}",
+            path.display()
+        ))),
     }
 }
 
@@ -258,6 +324,11 @@ fn us(ns: i64) -> f64 {
     ns as f64 / 1000.0
 }
 
+/// A stack's frames as Python strings.
+fn frames(stack: Option<&[Arc<str>]>) -> Vec<String> {
+    stack.unwrap_or(&[]).iter().map(|f| f.to_string()).collect()
+}
+
 /// Input shapes as the lists Python prints them as (`[[64, 64], []]`).
 fn shapes_list<'py>(py: Python<'py>, text: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
     let Some(text) = text else {
@@ -315,6 +386,13 @@ impl PyRow {
     #[getter]
     fn input_shapes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         shapes_list(py, self.row().input_shapes.as_deref())
+    }
+
+    /// The first N frames of the events' Python stack, innermost first, when grouped by
+    /// stack (`group_by_stack_n=N`), else an empty list.
+    #[getter]
+    fn stack(&self) -> Vec<String> {
+        frames(self.row().stack.as_deref())
     }
 
     /// Bytes allocated (less those freed) inside the row's events, on the CPU.
@@ -418,6 +496,16 @@ impl PyEventList {
 
     fn __str__(&self, py: Python<'_>) -> String {
         py.detach(|| self.events.table(&ReportOptions::default()))
+    }
+
+    /// PyTorch's `EventList.export_stacks(path, metric)` (see `Trace.export_stacks`).
+    fn export_stacks(
+        &self,
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        metric: &str,
+    ) -> PyResult<()> {
+        write_stacks(py, &self.events, stack_metric(metric)?, &path)
     }
 }
 
@@ -586,6 +674,18 @@ impl PyFunctionEvent {
         self.event().is_legacy
     }
 
+    /// A `python_function` event (PyTorch's `with_stack=True`).
+    #[getter]
+    fn is_python_function(&self) -> bool {
+        self.event().is_python_function
+    }
+
+    /// The Python frames the event ran under, innermost first (empty for none).
+    #[getter]
+    fn stack(&self) -> Vec<String> {
+        frames(Some(&self.event().stack))
+    }
+
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
         other.cast::<PyFunctionEvent>().is_ok_and(|o| {
             let o = o.get();
@@ -639,5 +739,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEventList>()?;
     m.add_class::<PyFunctionEvent>()?;
     m.add_class::<Interval>()?;
+    m.add_function(wrap_pyfunction!(load_trace, m)?)?;
     Ok(())
 }

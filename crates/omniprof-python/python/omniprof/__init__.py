@@ -12,6 +12,8 @@ Switching from PyTorch's profiler is a changed import::
 
 Recording (``record_function``, ``instant``) goes straight to omniprof's Rust recorder;
 traces are Kineto-compatible Chrome JSON that Perfetto, TensorBoard and HTA open.
+``omniprof.load_trace(path)`` reads any such trace (PyTorch's too) back for the same
+analyses (``key_averages()``, ``events()``, ``export_stacks()``).
 
 ``OMNIPROF_ONDEMAND=1`` in the environment makes the process traceable on demand
 (``omniprof trigger --pid``); see ``omniprof._ondemand``.
@@ -28,6 +30,7 @@ from ._native import (
     Trace,
     TraceDirHandler,
     instant,
+    load_trace,
     record_function,
     step,
 )
@@ -59,6 +62,7 @@ __all__ = [
     "Trace",
     "TraceDirHandler",
     "instant",
+    "load_trace",
     "profile",
     "record_function",
     "schedule",

@@ -337,24 +337,30 @@ class profile:
         include_python_functions: bool = False,
     ) -> KeyAverages:
         """PyTorch's ``key_averages()``: per-name rows of the last trace; ``.table()`` prints
-        them exactly as ``omniprof summary`` prints the exported file. Grouping by stack or
-        overload name is not supported yet (warned once; rows are then grouped by name)."""
-        if group_by_stack_n:
-            _warn_once("group_by_stack_n", "omniprof does not support group_by_stack_n yet; it is ignored")
+        them exactly as ``omniprof summary`` prints the exported file. ``group_by_stack_n=N``
+        also groups by the first N frames of each op's Python stack (rows get ``stack``, the
+        table PyTorch's ``Source Location`` column); ``include_python_functions`` makes rows
+        of Python function events too. Grouping by overload name is not supported yet (warned
+        once; rows are then grouped by name)."""
         if group_by_overload_name:
             _warn_once(
                 "group_by_overload_name",
                 "omniprof does not support group_by_overload_name yet; it is ignored",
             )
         return self._require_trace("key_averages").key_averages(
-            group_by_input_shape, self.profile_memory, self.with_flops
+            group_by_input_shape,
+            self.profile_memory,
+            self.with_flops,
+            group_by_stack_n,
+            include_python_functions,
         )
 
     def events(self) -> Any:
-        """PyTorch's ``events()``: every op, user range and device activity of the last
-        trace as ``FunctionEvent``s (``name``, ``id``, ``thread``, ``time_range``,
-        ``cpu_time_total``, ``self_cpu_time_total``, ``cpu_memory_usage``, ``flops``,
-        ``cpu_children``, ``cpu_parent``, ...), an ``EventList`` with ``table()``."""
+        """PyTorch's ``events()``: every op, user range, Python function and device activity
+        of the last trace as ``FunctionEvent``s (``name``, ``id``, ``thread``,
+        ``time_range``, ``cpu_time_total``, ``self_cpu_time_total``, ``cpu_memory_usage``,
+        ``flops``, ``cpu_children``, ``cpu_parent``, ``stack``, ``is_python_function``,
+        ...), an ``EventList`` with ``table()`` and ``export_stacks()``."""
         if self._events is None:
             self._events = self._require_trace("events").events(
                 self.profile_memory, self.with_flops
@@ -388,6 +394,18 @@ class profile:
                 "omniprof does not support cuda_graph_annotations or graph_lanes yet; they are ignored",
             )
         self._require_trace("export_chrome_trace").export_chrome_trace(os.fspath(path))
+
+    def export_stacks(self, path: Union[str, "os.PathLike[str]"], metric: str = "self_cpu_time_total") -> None:
+        """PyTorch's ``export_stacks``: writes each event's Python stack, outermost frame
+        first, with its ``metric`` in whole µs (``frame;frame;...;frame 123`` per line, the
+        folded format flame graph tools read). ``metric``: ``self_cpu_time_total``, or the
+        device's ``self_device_time_total`` (``self_cuda_time_total``,
+        ``self_xpu_time_total``, ``self_privateuse1_time_total``); another raises
+        ``ValueError`` naming them. As in PyTorch, the profile must have been made with
+        ``with_stack=True`` (``AssertionError`` otherwise)."""
+        if not self.with_stack:
+            raise AssertionError("export_stacks() requires with_stack=True")
+        self._require_trace("export_stacks").export_stacks(os.fspath(path), metric)
 
     def add_metadata(self, key: str, value: str) -> None:
         """Adds a top-level ``key: value`` to the traces finished from now on."""
