@@ -4,7 +4,8 @@
 //! trace with nothing to draw is an error that writes nothing. OUT goes through the shared
 //! save path: no fixed `OUT.tmp` (a link planted there is left alone), a FIFO at OUT is
 //! written in place and stays one, a socket is refused naming it, and another user's link
-//! in a sticky directory is not followed.
+//! in a sticky directory is not followed. On PyTorch's `with_stack` trace, the Python frames
+//! are drawn around the ops they called.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -236,4 +237,30 @@ fn another_users_link_at_out_in_a_sticky_directory_is_refused() {
         )
     );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "kept");
+}
+
+#[test]
+fn python_frames_are_drawn_around_the_ops_they_called() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("stacks.folded");
+    ok(flamegraph(
+        &omniprof_test_support::data::stack_trace(),
+        &out,
+        &["--folded"],
+    ));
+    let folded = std::fs::read_to_string(&out).unwrap();
+    let lines: Vec<&str> = folded.lines().collect();
+    let step = "gen_pytorch_stack_trace.py(40): <module>;gen_pytorch_stack_trace.py(34): step";
+    let linear = format!(
+        "{step};gen_pytorch_stack_trace.py(30): forward;nn.Module: Linear_0;\
+         torch/nn/modules/module.py(1791): _call_impl;torch/nn/modules/linear.py(130): forward;\
+         <built-in function linear>;aten::linear"
+    );
+    // The Python line's own time, and the op's under the frames that called it.
+    assert!(lines.contains(&format!("{step} 9944").as_str()), "{folded}");
+    assert!(
+        lines.contains(&format!("{linear};aten::addmm 64356").as_str()),
+        "{folded}"
+    );
+    assert_eq!(lines.len(), 105);
 }

@@ -3,7 +3,9 @@
 //! `--group-by-shapes`, `--row-limit` and `--sort-by` shape the output; a truncated file fails
 //! with the byte offset, the event index and what was expected, and with `--partial` still
 //! prints the rows of what was read; unknown event kinds are counted on standard error; a
-//! trace recorded in stubs mode on OpenReg gets `OPENREG` device columns from its stub times.
+//! trace recorded in stubs mode on OpenReg gets `OPENREG` device columns from its stub times;
+//! `--group-by-stack N` on PyTorch's `with_stack` trace prints PyTorch's `Source Location`
+//! table and stacks in JSON and CSV.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,7 +13,7 @@ use std::process::{Command, Output};
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use omniprof_test_support::data::{reference_table, reference_trace};
+use omniprof_test_support::data::{reference_table, reference_trace, stack_report, stack_trace};
 use omniprof_test_support::lock::serial;
 
 fn summary(trace: &Path, args: &[&str]) -> Output {
@@ -356,4 +358,60 @@ fn grouping_by_shapes_a_trace_without_shapes_says_so_and_keeps_the_column() {
     assert!(stderr.contains("the trace has no input shapes"), "{stderr}");
     let csv = ok(&path, &["--group-by-shapes", "--format", "csv"]);
     assert!(csv.starts_with("name,input_shapes,"), "{csv}");
+}
+
+#[test]
+fn group_by_stack_prints_pytorchs_source_location_table() {
+    let args = [
+        "--group-by-stack",
+        "5",
+        "--sort-by",
+        "self_cpu_time_total",
+        "--row-limit",
+        "6",
+    ];
+    assert_eq!(ok(&stack_trace(), &args), stack_report("table-wide"));
+}
+
+#[test]
+fn group_by_stack_puts_the_frames_in_json_and_csv() {
+    let json = ok(
+        &stack_trace(),
+        &["--group-by-stack", "2", "--format", "json"],
+    );
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let addmm = doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "aten::addmm")
+        .unwrap();
+    assert_eq!(
+        addmm["stack"],
+        serde_json::json!([
+            "<built-in function linear>",
+            "torch/nn/modules/linear.py(130): forward"
+        ])
+    );
+    let csv = ok(
+        &stack_trace(),
+        &["--group-by-stack", "1", "--format", "csv"],
+    );
+    assert!(csv.starts_with("name,stack,count,"), "{csv}");
+    assert!(
+        csv.contains("\naten::addmm,<built-in function linear>;,1,"),
+        "{csv}"
+    );
+}
+
+#[test]
+fn group_by_stack_on_a_trace_without_stacks_says_so() {
+    let out = summary(&reference_trace(), &["--group-by-stack", "5"]);
+    assert!(out.status.success());
+    assert!(
+        text(&out.stderr).contains("note: the trace has no Python stacks"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!text(&out.stdout).contains("Source Location"));
 }

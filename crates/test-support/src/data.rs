@@ -25,6 +25,20 @@ pub fn reference_table() -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The trace PyTorch 2.15 wrote with `with_stack=True` and a verbose experimental config
+/// (`gen_pytorch_stack_trace.py` beside it): `python_function` events, and a `Call stack`
+/// arg on every op.
+pub fn stack_trace() -> PathBuf {
+    data_dir().join("pytorch-2.15-cpu-stack-trace.json")
+}
+
+/// What PyTorch reported of [`stack_trace`]: `what` is the file's name less
+/// `pytorch-2.15-cpu-stack-` and `.txt` (`table`, `table-wide`, `folded`; see the generator).
+pub fn stack_report(what: &str) -> String {
+    let path = data_dir().join(format!("pytorch-2.15-cpu-stack-{what}.txt"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// The rows of the reference's example: host process 4242 with one thread, device 0 with
 /// stream 7, as Kineto writes them.
 pub fn add_example_rows(trace: &mut Trace) {

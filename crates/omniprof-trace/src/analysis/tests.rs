@@ -1156,7 +1156,7 @@ fn the_pytorch_stack_trace_prints_pytorchs_source_location_column() {
 #[test]
 fn the_pytorch_stack_trace_exports_pytorchs_folded_stacks() {
     let expected = crate::test_data::stack_report("folded");
-    assert_eq!(expected.lines().count(), 79);
+    assert_eq!(expected.lines().count(), 81);
     for trace in [stack_trace(), without_call_stacks(stack_trace())] {
         let events = function_events(&trace, &Default::default());
         let folded = events.export_stacks(stacks::StackMetric::SelfCpuTimeTotal);
@@ -1201,7 +1201,7 @@ fn grouping_by_stack_splits_rows_by_their_first_frames() {
             "torch/nn/modules/linear.py(130): forward",
             "torch/nn/modules/module.py(1791): _call_impl",
             "nn.Module: Linear_0",
-            "gen_pytorch_stack_trace.py(27): forward",
+            "gen_pytorch_stack_trace.py(30): forward",
         ]
     );
     // The engine's wrapper keeps its own frames: one row per distinct first five.
@@ -1215,7 +1215,7 @@ fn grouping_by_stack_splits_rows_by_their_first_frames() {
         .unwrap();
     assert_eq!(
         wrapper.stack.as_deref().unwrap()[0].as_ref(),
-        "<built-in method run_backward of torch._C._EngineBase object at 0x7f80b53a53a0>"
+        "<built-in method run_backward of torch._C._EngineBase object at 0x7ff7d614d3a0>"
     );
     // No Python function makes a row unless asked.
     assert!(grouped.rows.iter().all(|r| !r.name.contains(".py(")));

@@ -9,6 +9,9 @@ its args by `External id`. Files written (`pytorch-2.15-cpu-stack-` and):
 - `trace.json`: the trace;
 - `table.txt`: key_averages(group_by_stack_n=5).table(sort_by="self_cpu_time_total",
   row_limit=6, max_src_column_width=40);
+- `table-wide.txt`: the same with the default `max_src_column_width` (75), as
+  `omniprof summary --group-by-stack 5 --sort-by self_cpu_time_total --row-limit 6`
+  prints it;
 - `folded.txt`: export_stacks(path, "self_cpu_time_total").
 """
 import json
@@ -57,10 +60,9 @@ for ev in trace["traceEvents"]:
         ev["args"]["flops"] = flops[eid]
 with open(name("trace.json"), "w") as f:
     json.dump(trace, f, indent=0)
+averages = prof.key_averages(group_by_stack_n=5)
 with open(name("table.txt"), "w") as f:
-    f.write(
-        prof.key_averages(group_by_stack_n=5).table(
-            sort_by="self_cpu_time_total", row_limit=6, max_src_column_width=40
-        )
-    )
+    f.write(averages.table(sort_by="self_cpu_time_total", row_limit=6, max_src_column_width=40))
+with open(name("table-wide.txt"), "w") as f:
+    f.write(averages.table(sort_by="self_cpu_time_total", row_limit=6))
 prof.export_stacks(name("folded.txt"), "self_cpu_time_total")
