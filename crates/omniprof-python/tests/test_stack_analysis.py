@@ -213,6 +213,29 @@ def test_an_omniprof_profile_with_stack_gives_stacked_rows_events_and_folded_sta
         prof.export_stacks(path, metric="flops")
 
 
+def test_an_omniprof_profile_gives_torchs_calls_per_stack(torch_traces: Dict[str, Any]) -> None:
+    # omniprof records the frames and the autograd sequence numbers itself. The frames
+    # around step() (this test, the fixture, pytest) differ: stacks are cut after step().
+    step_frame = f"test_stack_analysis.py({step.__code__.co_firstlineno}): step"
+
+    def within_step(calls: Counter) -> Counter:
+        out: Counter = Counter()
+        for (key, stack), n in calls.items():
+            frames = [user_frame(f) for f in stack]
+            ends = [i for i, f in enumerate(frames) if f.endswith(step_frame)]
+            if ends or any(f in (FIRST, SECOND) for f in frames):
+                cut = frames[: ends[0] + 1] if ends else frames
+                out[(key, tuple(cut))] += n
+        return out
+
+    with omniprof.profile(with_stack=True) as prof:
+        step(X)
+    ours = per_stack_calls((r.key, r.stack, r.count) for r in prof.key_averages(group_by_stack_n=5))
+    theirs = within_step(torch_traces["calls"])
+    assert sum(theirs.values()) >= 60
+    assert within_step(ours) == theirs
+
+
 def test_export_stacks_without_with_stack_asserts_as_torch_does(tmp_path: Path) -> None:
     with omniprof.profile() as prof:
         step(X)

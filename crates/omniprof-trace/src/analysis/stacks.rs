@@ -37,8 +37,9 @@
 //!   by the profiler's own thread numbers, which a trace does not hold.) A backward function
 //!   without a sequence number (`torch::autograd::AccumulateGrad`), or whose forward op is
 //!   not in the trace, has an empty stack, as in PyTorch. In a trace where no op has a
-//!   sequence number at all (omniprof's recorder writes none yet), backward functions keep
-//!   their own frames (`run_backward`, `backward`, ...): there is no forward op to find.
+//!   sequence number at all (one written before omniprof recorded them, or by a tool that
+//!   drops them), backward functions keep their own frames (`run_backward`, `backward`,
+//!   ...): there is no forward op to find.
 //!
 //! Events nest as the summary nests them (an event starting exactly at another's end is not
 //! inside it); device work has no stack.
