@@ -412,11 +412,11 @@ fn an_unreadable_rank_is_named_in_a_warning() {
 fn config_keys_take_effect_or_are_reported_as_not_supported() {
     let out = run(
         &["config", "check"],
-        "PROFILE_WITH_STACK=1\nPROFILE_WITH_MODULES=true\nACTIVITY_TYPES=cpu_op\n",
+        "ENABLE_IPC_FABRIC=1\nREQUEST_GROUP_TRACE_ID=g\nACTIVITY_TYPES=cpu_op\n",
     );
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    for (line, key) in [(1, "PROFILE_WITH_STACK"), (2, "PROFILE_WITH_MODULES")] {
+    for (line, key) in [(1, "ENABLE_IPC_FABRIC"), (2, "REQUEST_GROUP_TRACE_ID")] {
         let want = format!("<stdin>:{line}: {key}: accepted, not supported by omniprof");
         assert_eq!(stderr.matches(&want).count(), 1, "{want} in {stderr}");
     }
@@ -429,7 +429,7 @@ fn config_keys_take_effect_or_are_reported_as_not_supported() {
     std::fs::write(
         &config,
         format!(
-            "ACTIVITIES_LOG_FILE={}\nACTIVITIES_DURATION_MSECS=300\nPROFILE_WITH_STACK=1\n",
+            "ACTIVITIES_LOG_FILE={}\nACTIVITIES_DURATION_MSECS=300\nENABLE_IPC_FABRIC=1\n",
             trace_path.display()
         ),
     )
@@ -446,7 +446,7 @@ fn config_keys_take_effect_or_are_reported_as_not_supported() {
     assert!(out.status.success(), "{stderr}");
     assert_eq!(
         stderr
-            .matches("config keys accepted, not supported by omniprof: PROFILE_WITH_STACK")
+            .matches("config keys accepted, not supported by omniprof: ENABLE_IPC_FABRIC")
             .count(),
         1,
         "{stderr}"
