@@ -54,6 +54,20 @@ def test_compiled_regions_and_torchscript_functions_are_recorded_as_under_torch_
     assert theirs_names <= ours_names, sorted(theirs_names - ours_names)
 
 
+def test_compiled_regions_are_recorded_with_python_stacks_on_as_under_torch_profiler() -> None:
+    compiled = torch.compile(activation)
+    x = torch.randn(16)
+    compiled(x)
+    flags = dict(with_stack=True, with_modules=True, record_shapes=True)
+    with torch_profile(activities=[ProfilerActivity.CPU], **flags) as theirs:
+        compiled(x)
+    with omniprof.profile(**flags) as ours:
+        compiled(x)
+    theirs_names, ours_names = names(theirs.key_averages()), names(ours.key_averages())
+    assert any(n.startswith("## Call CompiledFxGraph") for n in theirs_names)
+    assert theirs_names <= ours_names, sorted(theirs_names - ours_names)
+
+
 def test_the_flag_is_given_back_after_a_session_that_raised() -> None:
     omniprof._observer.install()
     assert not flag()
