@@ -347,7 +347,9 @@ impl KeyAveragesBuilder {
             return;
         }
         let role = events::role(a.kind);
-        if role == Role::Ignored {
+        // A device interval carrying `device_time_us` is the stubs' drawing of its host op's
+        // time on the device row: that time is counted on the op (stub device time).
+        if role == Role::Ignored || (role == Role::Device && events::stub_device_ns(a) > 0) {
             return;
         }
         if self.runtime_device.is_none() {

@@ -42,7 +42,9 @@
 //!   repeats the work inside it).
 //! - **Stub device time**: an op with `args.device_time_us` > 0 (the stubs path, which has
 //!   no device timeline) gets that device time as its own, and is *legacy*: its device total
-//!   is that record alone, without its children's (the record already spans them).
+//!   is that record alone, without its children's (the record already spans them). A device
+//!   event that carries `device_time_us` itself is such a record drawn on the device's row
+//!   (the Python package's PyTorch stubs bridge draws them): it makes no row and adds nothing.
 //! - **Unfinished ops** (`"finished": false`) end at the capture window's end, as Kineto
 //!   writes them (an earlier recorded end is extended to it).
 //! - Rows group events by name (`ProfilerStep#n` as `ProfilerStep*`), host or device,

@@ -454,6 +454,19 @@ fn stub_device_time_is_legacy_and_names_the_device() {
 }
 
 #[test]
+fn a_device_interval_carrying_stub_time_is_its_ops_drawing_and_makes_no_row() {
+    let mut addmm = op("addmm", 1, 10, 60);
+    addmm.correlation = 7;
+    addmm.args.push(("device_time_us".into(), Value::from(50)));
+    let mut drawn = Activity::new(ActivityType::GpuUserAnnotation, "addmm", 0, 0, 20_000, 70_000);
+    drawn.linked_correlation = Some(7);
+    drawn.args.push(("device_time_us".into(), Value::from(50)));
+    let summary = key_averages(&trace(vec![addmm, drawn]), &Default::default());
+    assert_eq!(rows(&summary), [("addmm", 1, 50, 50, 50, 50)]);
+    assert_eq!(summary.self_device_time_total_ns(), 50_000);
+}
+
+#[test]
 fn sort_keys_sort_descending_and_keep_ties_in_order() {
     let t = trace(vec![
         op("x", 1, 0, 10),
