@@ -311,6 +311,12 @@ config_keys! {
     OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS: Msecs = Duration::from_secs(10)
         => plugin_call_timeout() -> Duration;
 
+    /// (omniprof's own) how long resolving the device times of a profiler-stubs session
+    /// (every `elapsed` call, at the trace's processing) may take; past it the rest of the
+    /// ops go without device time and the trace's `backend_errors` says so.
+    OMNIPROF_STUBS_ELAPSED_TIMEOUT_MSECS: Msecs = Duration::from_secs(10)
+        => stubs_elapsed_timeout() -> Duration;
+
     /// (omniprof's own) events one backend may hand over per trace (Kineto bounds its
     /// device buffers the same way); the rest are dropped and counted.
     OMNIPROF_MAX_EVENTS_PER_BACKEND: U64 = 1_000_000 => max_events_per_backend() -> u64;

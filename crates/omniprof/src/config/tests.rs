@@ -717,6 +717,7 @@ fn every_core_key_parses() {
         ROCTRACER_MAX_EVENTS=11\n\
         OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=1024\n\
         OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS=2500\n\
+        OMNIPROF_STUBS_ELAPSED_TIMEOUT_MSECS=1500\n\
         OMNIPROF_MAX_EVENTS_PER_BACKEND=5000";
     let mut config = Config::default();
     // Every key is accepted; those omniprof does not act on say so, and only those.
@@ -749,7 +750,7 @@ fn every_core_key_parses() {
         "all set to something else than their default"
     );
     let json = config.to_json();
-    let expected = json!({
+    let mut expected = json!({
         "activity_types": ["cpu_op"],
         "enabled": ["cpu_op"],
         "trace_request": true,
@@ -792,6 +793,8 @@ fn every_core_key_parses() {
         "PERF_EVENTS": [],
         "OMNIPROF_PERF_EVENTS_PERIOD_USECS": 1000,
     });
+    // Past what one json! literal can hold.
+    expected["OMNIPROF_STUBS_ELAPSED_TIMEOUT_MSECS"] = json!(1500);
     assert_eq!(json, expected);
     assert_eq!(config.max_gpu_buffer_bytes(), 64 << 20);
     assert_eq!(config.verbose_log_modules(), ["a.cpp", "b.cpp"]);

@@ -28,6 +28,7 @@ mod adapter;
 use std::any::Any;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+pub use adapter::timing_session;
 pub(crate) use adapter::StubsProfiler;
 
 /// A device event, owned; dropping it releases the backend's event.
