@@ -14,6 +14,7 @@ mod handler;
 mod observer;
 mod results;
 mod session;
+mod stubs;
 
 use omniprof::OwnedRange;
 use pyo3::create_exception;
@@ -162,5 +163,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     results::register(m)?;
     handler::register(m)?;
     observer::register(m)?;
+    stubs::register(m)?;
     Ok(())
 }

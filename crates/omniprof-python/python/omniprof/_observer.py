@@ -1,7 +1,9 @@
 """The PyTorch op observer: ``csrc/observer.cpp``, built against the installed torch on first
 use (``torch.utils.cpp_extension.load``, cached under ``TORCH_EXTENSIONS_DIR``) and installed
 as omniprof's ``pytorch`` backend: every session (``profile()`` or an on-demand trace) then
-registers it as a global ``RecordFunction`` callback while its capture window is open.
+registers it as a global ``RecordFunction`` callback while its capture window is open. It
+also hands over PyTorch's PrivateUse1 profiler stubs, installed as the ``pytorch stubs``
+backend (src/stubs.rs), for the sessions that select ``ProfilerActivity.PrivateUse1``.
 
 It is built only once the program has imported torch (a program that never does pays
 nothing), and the first build, which takes tens of seconds, says so once on stderr, naming
@@ -134,6 +136,7 @@ def install() -> None:
     if observer is None:
         return
     _native.install_torch_observer(*observer.entry_points())
+    _native.install_torch_stubs(observer.stubs_api())
     _wrap_torch_enable()
     _installed = True
 

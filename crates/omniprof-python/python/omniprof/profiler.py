@@ -90,6 +90,11 @@ def _asks_beyond_verbose(config: Any) -> bool:
         return True
 
 
+# The legacy profiler's `use_device` names and the activity each selects; any other name is
+# a PrivateUse1 backend's.
+_DEVICE_ACTIVITIES = {"cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HPU"}
+
+
 def _activity_name(activity: Any) -> str:
     if isinstance(activity, ProfilerActivity):
         return activity.value
@@ -136,6 +141,11 @@ class profile:
             custom_trace_id_callback: accepted for ``torch.profiler`` compatibility; omniprof
             does not act on them yet and warns once when one asks for something.
         use_cuda: the deprecated spelling of ``ProfilerActivity.CUDA`` in ``activities``.
+        use_device: the legacy profiler's spelling (``torch.autograd.profiler.profile``) of a
+            device activity: ``"cuda"``, ``"xpu"``, ``"mtia"``, ``"hpu"``, else the
+            PrivateUse1 backend's name, which selects ``ProfilerActivity.PrivateUse1``. A
+            PrivateUse1 backend that registered PyTorch's profiler stubs then gets each op's
+            device time measured as the legacy profiler measures it (see README).
         post_processing_timeout_s: accepted; omniprof's post-processing does not time out.
 
     With ``torch`` installed, the session also records every op PyTorch reports through
@@ -171,6 +181,7 @@ class profile:
         post_processing_timeout_s: Optional[float] = None,
         use_cuda: Optional[bool] = None,
         config: Optional[str] = None,
+        use_device: Optional[str] = None,
     ) -> None:
         names: Optional[List[str]] = None
         if activities is not None:
@@ -184,6 +195,9 @@ class profile:
                 "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] instead",
             )
             names = (names or ["CPU"]) + ([] if "CUDA" in (names or []) else ["CUDA"])
+        if use_device is not None:
+            device = _DEVICE_ACTIVITIES.get(use_device, "PrivateUse1")
+            names = (names or ["CPU"]) + ([] if device in (names or []) else [device])
         given = {
             "experimental_config": experimental_config,
             "execution_trace_observer": execution_trace_observer,
@@ -259,8 +273,10 @@ class profile:
                 f"activity:{activity}",
                 f"omniprof: ProfilerActivity.{activity} was selected, but nothing here "
                 "records it: no backend offers its activities (a Kineto plugin in "
-                "KINETO_PLUGIN_LIB_DIR_PATH, or a backend registered with "
-                "register_profiler!); the trace has no device timeline for it",
+                "KINETO_PLUGIN_LIB_DIR_PATH, a backend registered with register_profiler!, "
+                "or for PrivateUse1 a PyTorch backend whose profiler stubs are registered "
+                "with registerPrivateUse1Methods and enabled); the trace has no device "
+                "timeline for it",
             )
 
     def stop(self) -> None:

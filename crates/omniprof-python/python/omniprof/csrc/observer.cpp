@@ -12,6 +12,10 @@
 // per-thread stack keyed by its RecordFunction and popped at its end. A user range may end
 // on another thread (async ops), so it lives in its ObserverContext and is ended there.
 //
+// It also hands omniprof PyTorch's PrivateUse1 profiler stubs (`stubs_api` below): the
+// legacy profiler's per-op device time (`use_device`) comes from them, and omniprof's
+// bridge (src/stubs.rs) calls them from the recorder's callbacks of the sessions that ask.
+//
 // What a session asks besides the ops (attach's flags): input shapes; FLOPs, counted by
 // PyTorch's own functions at op start; and allocator reports, received by a reporter put in
 // the debug info of each thread that runs ops (see Reporter below), recorded as `[memory]`
@@ -23,12 +27,16 @@
 #include <pybind11/pybind11.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
+#include <torch/csrc/profiler/stubs/base.h>
 #include <torch/csrc/profiler/util.h>
 
 #include "python_tracer.h"
 #include "table.h"
 
+#include <algorithm>
 #include <atomic>
+#include <exception>
+#include <functional>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -425,6 +433,110 @@ void detach() noexcept {
   }
 }
 
+// ---- PyTorch's PrivateUse1 profiler stubs, for omniprof's bridge (src/stubs.rs) ----------
+
+// Writes what failed into `error` (NUL-terminated, cut to fit); returns 1.
+int32_t failed(char* error, size_t len, const char* what) noexcept {
+  if (len > 0) {
+    size_t n = std::min(std::strlen(what), len - 1);
+    std::memcpy(error, what, n);
+    error[n] = '\0';
+  }
+  return 1;
+}
+
+// Runs `call`, turning any exception into a message.
+template <typename F>
+int32_t guarded(char* error, size_t len, F&& call) noexcept {
+  try {
+    call();
+    return 0;
+  } catch (const std::exception& e) {
+    return failed(error, len, e.what());
+  } catch (...) {
+    return failed(error, len, "unknown C++ exception");
+  }
+}
+
+const torch::profiler::impl::ProfilerStubs* pu1() {
+  return torch::profiler::impl::privateuse1Stubs();
+}
+
+uint8_t stubs_enabled() noexcept {
+  try {
+    return pu1()->enabled() ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+size_t stubs_device_name(char* out, size_t len) noexcept {
+  try {
+    std::string name = c10::get_privateuse1_backend(true);
+    size_t n = len > 0 ? std::min(name.size(), len - 1) : 0;
+    std::memcpy(out, name.data(), n);
+    if (len > 0) out[n] = '\0';
+    return n;
+  } catch (...) {
+    if (len > 0) out[0] = '\0';
+    return 0;
+  }
+}
+
+int32_t stubs_record(int32_t* device, void** event, int64_t* cpu_ns, char* error,
+                     size_t len) noexcept {
+  return guarded(error, len, [&] {
+    c10::DeviceIndex index = 0;
+    torch::profiler::impl::ProfilerVoidEventStub stub;
+    pu1()->record(device ? &index : nullptr, event ? &stub : nullptr, cpu_ns);
+    if (device) *device = index;
+    if (event) *event = stub ? new torch::profiler::impl::ProfilerVoidEventStub(std::move(stub)) : nullptr;
+  });
+}
+
+int32_t stubs_elapsed(const void* start, const void* end, float* us, char* error,
+                      size_t len) noexcept {
+  using Stub = torch::profiler::impl::ProfilerVoidEventStub;
+  return guarded(error, len, [&] {
+    *us = pu1()->elapsed(static_cast<const Stub*>(start), static_cast<const Stub*>(end));
+  });
+}
+
+void stubs_release(void* event) noexcept {
+  try {
+    delete static_cast<torch::profiler::impl::ProfilerVoidEventStub*>(event);
+  } catch (...) {
+    // A backend's event destructor that throws leaks nothing more than itself.
+  }
+}
+
+int32_t stubs_on_each_device(void (*op)(void*, int32_t), void* context, char* error,
+                             size_t len) noexcept {
+  return guarded(error, len, [&] { pu1()->onEachDevice([&](int d) { op(context, d); }); });
+}
+
+int32_t stubs_synchronize(char* error, size_t len) noexcept {
+  return guarded(error, len, [&] { pu1()->synchronize(); });
+}
+
+int32_t stubs_mark(const char* name, char* error, size_t len) noexcept {
+  return guarded(error, len, [&] { pu1()->mark(name); });
+}
+
+int32_t stubs_range_push(const char* name, char* error, size_t len) noexcept {
+  return guarded(error, len, [&] { pu1()->rangePush(name); });
+}
+
+int32_t stubs_range_pop(char* error, size_t len) noexcept {
+  return guarded(error, len, [&] { pu1()->rangePop(); });
+}
+
+const omniprof::StubsApi stubs_api{
+    omniprof::kStubsApiVersion, stubs_enabled, stubs_device_name, stubs_record,
+    stubs_elapsed, stubs_release, stubs_on_each_device, stubs_synchronize,
+    stubs_mark, stubs_range_push, stubs_range_pop,
+};
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -435,6 +547,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                     reinterpret_cast<uintptr_t>(&detach));
       },
       "The addresses of attach(table, shapes) and detach(), for omniprof's native module.");
+  m.def(
+      "stubs_api", [] { return reinterpret_cast<uintptr_t>(&stubs_api); },
+      "The address of the StubsApi over PyTorch's PrivateUse1 profiler stubs (table.h).");
   m.attr("max_stack_depth") = omniprof::python_tracer::kMaxDepth;
   m.def("stack_frames_cut", [] { return omniprof::python_tracer::cut_frames(); },
         "Python frames not recorded, since the process started, because their thread's "

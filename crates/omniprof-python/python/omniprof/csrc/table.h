@@ -53,6 +53,33 @@ struct Table {
   void (*end_frame)(const void* frame);
 };
 
+// The running PyTorch's PrivateUse1 profiler stubs (torch/csrc/profiler/stubs/base.h), as
+// omniprof's native module calls them (`StubsApi` in src/stubs.rs, same order, same types).
+// A call that can fail returns 0 on success, else 1 with the exception's message in `error`
+// (`error_len` bytes, NUL-terminated); no exception leaves it.
+struct StubsApi {
+  uint32_t version;
+  // 1 when PyTorch's PrivateUse1 stubs say they are enabled (its default ones do not).
+  uint8_t (*enabled)();
+  // Writes the PrivateUse1 backend's name (lower case, as torch.utils.rename_privateuse1_backend
+  // set it) into `out`, NUL-terminated; returns its length.
+  size_t (*device_name)(char* out, size_t len);
+  // ProfilerStubs::record: `event` receives an owned event to pass to `release` once.
+  int32_t (*record)(int32_t* device, void** event, int64_t* cpu_ns, char* error,
+                    size_t error_len);
+  int32_t (*elapsed)(const void* start, const void* end, float* us, char* error,
+                     size_t error_len);
+  void (*release)(void* event);
+  int32_t (*on_each_device)(void (*op)(void* context, int32_t device), void* context,
+                            char* error, size_t error_len);
+  int32_t (*synchronize)(char* error, size_t error_len);
+  int32_t (*mark)(const char* name, char* error, size_t error_len);
+  int32_t (*range_push)(const char* name, char* error, size_t error_len);
+  int32_t (*range_pop)(char* error, size_t error_len);
+};
+
+constexpr uint32_t kStubsApiVersion = 1;
+
 constexpr uint32_t kTableVersion = 8;
 constexpr uint32_t kRangeSlotSize = 32;
 constexpr size_t kFrameSize = 16;
