@@ -458,7 +458,14 @@ fn a_device_interval_carrying_stub_time_is_its_ops_drawing_and_makes_no_row() {
     let mut addmm = op("addmm", 1, 10, 60);
     addmm.correlation = 7;
     addmm.args.push(("device_time_us".into(), Value::from(50)));
-    let mut drawn = Activity::new(ActivityType::GpuUserAnnotation, "addmm", 0, 0, 20_000, 70_000);
+    let mut drawn = Activity::new(
+        ActivityType::GpuUserAnnotation,
+        "addmm",
+        0,
+        0,
+        20_000,
+        70_000,
+    );
     drawn.linked_correlation = Some(7);
     drawn.args.push(("device_time_us".into(), Value::from(50)));
     let summary = key_averages(&trace(vec![addmm, drawn]), &Default::default());
