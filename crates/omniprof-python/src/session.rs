@@ -10,8 +10,8 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use omniprof::config::{
-    PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES, PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES,
-    PROFILE_WITH_STACK,
+    OMNIPROF_PRIVATEUSE1_STUBS, PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES,
+    PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES, PROFILE_WITH_STACK,
 };
 use omniprof::{
     ActivitySet, ActivityType, Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule,
@@ -244,6 +244,15 @@ impl Session {
             if on {
                 config.apply(&format!("{key}=true")).map_err(invalid)?;
             }
+        }
+        // Only a session that asks times ops through PyTorch's PrivateUse1 stubs (src/stubs.rs).
+        if activities
+            .as_ref()
+            .is_some_and(|items| items.iter().any(|i| i == "PrivateUse1"))
+        {
+            config
+                .apply(&format!("{OMNIPROF_PRIVATEUSE1_STUBS}=true"))
+                .map_err(invalid)?;
         }
         let max_host_records = config.max_host_records_per_thread();
         let finished: Arc<Mutex<Vec<Trace>>> = Arc::default();

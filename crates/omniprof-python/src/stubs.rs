@@ -6,7 +6,8 @@
 //! of C functions ([`StubsApi`]; every C++ exception is caught there and comes back as a
 //! message). They are presented to the session engine as the `pytorch stubs` backend, which
 //! offers `privateuse1_runtime` while the stubs say they are enabled: a session selecting
-//! `ProfilerActivity.PrivateUse1` (or given `use_device`) then runs omniprof's own stubs
+//! `ProfilerActivity.PrivateUse1` (or given `use_device`; the Python session then sets
+//! `OMNIPROF_PRIVATEUSE1_STUBS`, which an on-demand config may set too) runs omniprof's own stubs
 //! session over them ([`omniprof::stubs::timing_session`]), which records an event pair on
 //! the op's thread around every op and user range the observer records (from the recorder's
 //! callbacks, so a session that did not ask pays nothing), resolves each pair with `elapsed`
@@ -243,11 +244,17 @@ impl ActivityProfiler for StubsBackend {
         }
     }
 
+    /// Sits out a session whose config does not ask (`OMNIPROF_PRIVATEUSE1_STUBS`): one that
+    /// selects every activity by default, as torch.profiler's default does not time ops
+    /// through the stubs either.
     fn configure(
         &self,
         _: ActivitySet,
         config: &Config,
     ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
+        if !config.privateuse1_stubs() {
+            return Ok(None);
+        }
         let device = self.device();
         if (self.0.enabled)() == 0 {
             return Err(BackendError::new(StubError::NotEnabled(device).to_string()));

@@ -311,6 +311,12 @@ config_keys! {
     OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS: Msecs = Duration::from_secs(10)
         => plugin_call_timeout() -> Duration;
 
+    /// (omniprof's own) time every op through the PyTorch PrivateUse1 backend's profiler
+    /// stubs (the Python package's bridge, as `use_device` does in PyTorch's legacy
+    /// profiler); the Python package sets it for a session that selects
+    /// `ProfilerActivity.PrivateUse1`.
+    OMNIPROF_PRIVATEUSE1_STUBS: Bool = false => privateuse1_stubs() -> bool;
+
     /// (omniprof's own) how long resolving the device times of a profiler-stubs session
     /// (every `elapsed` call, at the trace's processing) may take; past it the rest of the
     /// ops go without device time and the trace's `backend_errors` says so.

@@ -216,9 +216,9 @@ impl ProfilerSession for StubsSession {
             return Vec::new();
         }
         vec![format!(
-            "{} profiler stubs: {} call(s) failed, first: {}",
-            self.device,
+            "{} call(s) to the {} profiler stubs failed, first: {}",
             self.error_count,
+            self.device,
             self.errors.first().map_or("", String::as_str)
         )]
     }
