@@ -136,7 +136,9 @@ def install() -> None:
     if observer is None:
         return
     _native.install_torch_observer(*observer.entry_points())
-    _native.install_torch_stubs(observer.stubs_api())
+    stubs_api = getattr(observer, "stubs_api", None)
+    if stubs_api is not None:  # an observer built from this package's sources has it
+        _native.install_torch_stubs(stubs_api())
     _wrap_torch_enable()
     _installed = True
 
