@@ -1,13 +1,19 @@
 //! The profiler stubs through a session: every range timed on the device, markers forwarded,
-//! and the PyTorch error for a device nobody registered. The stubs reach the engine as a
+//! the PyTorch error for a device nobody registered, and a backend holding its own stubs
+//! (device rows, the elapsed deadline). The stubs reach the engine as a
 //! backend, so these run the whole engine path.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use omniprof::backend::{ActivityProfiler, BackendError, ProfilerSession};
 use omniprof::keys::arg;
-use omniprof::stubs::{register_stubs, ProfilerStubs, RecordOut, StubError, StubEvent};
-use omniprof::{instant, record_function, record_op, Profiler, Value};
+use omniprof::stubs::{
+    register_stubs, timing_session, ProfilerStubs, RecordOut, StubError, StubEvent,
+};
+use omniprof::{
+    instant, record_function, record_op, ActivitySet, ActivityType, Config, Profiler, Value,
+};
 use omniprof_test_support::lock::serial;
 
 /// Events are host timestamps; `elapsed` is their difference. Recording fails while
@@ -134,4 +140,144 @@ fn an_unregistered_device_is_a_clear_error_and_frees_the_recorder() {
     let mut p = Profiler::builder().build().unwrap();
     p.start().unwrap();
     p.stop().unwrap();
+}
+
+/// Stubs whose events are host timestamps, on device 2, whose `elapsed` blocks while `HANG`
+/// is set (until it is cleared).
+struct DeviceTwo;
+
+static HANG: AtomicBool = AtomicBool::new(false);
+
+impl ProfilerStubs for DeviceTwo {
+    fn record(&self, out: RecordOut<'_>) -> Result<(), StubError> {
+        if let Some(device) = out.device {
+            *device = 2;
+        }
+        let now = omniprof::clock::wall_now_ns();
+        if let Some(cpu_ns) = out.cpu_ns {
+            *cpu_ns = now;
+        }
+        if let Some(slot) = out.event {
+            *slot = Some(Box::new(now));
+        }
+        Ok(())
+    }
+    fn elapsed(&self, start: &StubEvent, end: &StubEvent) -> Result<f32, StubError> {
+        while HANG.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let (s, e) = (start.downcast_ref::<i64>(), end.downcast_ref::<i64>());
+        Ok((e.unwrap() - s.unwrap()) as f32 / 1000.0)
+    }
+    fn mark(&self, _: &str) {}
+    fn range_push(&self, _: &str) {}
+    fn range_pop(&self) {}
+    fn on_each_device(&self, op: &mut dyn FnMut(i32)) {
+        op(2);
+    }
+    fn synchronize(&self) -> Result<(), StubError> {
+        Ok(())
+    }
+}
+
+/// A backend holding its stubs itself, as the Python package's PyTorch bridge does: it
+/// times with device rows, in the sessions whose config sets `OMNIPROF_PRIVATEUSE1_STUBS`.
+struct HeldStubs;
+
+impl ActivityProfiler for HeldStubs {
+    fn name(&self) -> &str {
+        "held stubs"
+    }
+    fn available_activities(&self) -> ActivitySet {
+        [ActivityType::PrivateUse1Runtime].into_iter().collect()
+    }
+    fn configure(
+        &self,
+        _: ActivitySet,
+        config: &Config,
+    ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
+        Ok(config
+            .privateuse1_stubs()
+            .then(|| timing_session("DeviceTwo", Arc::new(DeviceTwo), config, true)))
+    }
+}
+
+fn held_stubs_session(config: &str) -> Profiler {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        omniprof::backend::register("held stubs", Box::new(|| Box::new(HeldStubs)));
+    });
+    let mut c = Config::default();
+    c.apply(&format!("OMNIPROF_PRIVATEUSE1_STUBS=true\n{config}"))
+        .unwrap();
+    // The device rows are `gpu_user_annotation`s, which ProfilerActivity.PrivateUse1 selects.
+    let activities = [
+        ActivityType::CpuOp,
+        ActivityType::PrivateUse1Runtime,
+        ActivityType::GpuUserAnnotation,
+    ];
+    Profiler::builder()
+        .config(c)
+        .activities(activities.into_iter().collect())
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_held_stubs_session_draws_each_timed_range_on_its_devices_row() {
+    let _g = serial();
+    let mut p = held_stubs_session("");
+    p.start().unwrap();
+    {
+        let _op = record_op("drawn");
+        spin(2_000);
+    }
+    let t = p.stop().unwrap();
+    let op = t.activities.iter().find(|a| &*a.name == "drawn").unwrap();
+    let us = op.arg(arg::DEVICE_TIME_US).and_then(Value::as_i64).unwrap();
+    let drawn: Vec<_> = t
+        .activities
+        .iter()
+        .filter(|a| a.kind == ActivityType::GpuUserAnnotation)
+        .collect();
+    assert_eq!(drawn.len(), 1);
+    let d = drawn[0];
+    assert_eq!(
+        (&*d.name, d.device, d.linked_correlation),
+        ("drawn", 2, Some(op.correlation))
+    );
+    assert_eq!(d.arg(arg::DEVICE_TIME_US).and_then(Value::as_i64), Some(us));
+    assert_eq!(d.duration_ns(), us * 1000);
+    assert!(
+        t.processes
+            .iter()
+            .any(|r| r.pid == 2 && r.name == "DeviceTwo 2"),
+        "{:?}",
+        t.processes
+    );
+    assert_eq!(t.metadata("backend_errors"), None);
+}
+
+#[test]
+fn an_elapsed_past_the_deadline_costs_the_ranges_their_time_and_is_a_backend_error() {
+    let _g = serial();
+    let mut p = held_stubs_session("OMNIPROF_STUBS_ELAPSED_TIMEOUT_MSECS=100");
+    p.start().unwrap();
+    {
+        let _op = record_op("untimed");
+    }
+    HANG.store(true, Ordering::SeqCst);
+    let t = p.stop();
+    HANG.store(false, Ordering::SeqCst);
+    let t = t.unwrap();
+    let op = t.activities.iter().find(|a| &*a.name == "untimed").unwrap();
+    assert_eq!(op.arg(arg::DEVICE_TIME_US), None);
+    assert_eq!(
+        t.metadata("backend_errors"),
+        Some(&Value::List(vec![Value::from(
+            "held stubs: 1 call(s) to the DeviceTwo profiler stubs failed, first: elapsed did \
+             not return within 100 ms: device time resolved for 0 of 1 ranges, the rest have \
+             none"
+        )]))
+    );
 }
