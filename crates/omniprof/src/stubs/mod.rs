@@ -13,7 +13,10 @@
 //! keeps nothing.
 //!
 //! The session engine knows nothing of stubs: an adapter presents them to it as a backend,
-//! the way the plugin adapter presents a C function table.
+//! the way the plugin adapter presents a C function table. A backend that holds its stubs
+//! itself rather than registering them (the Python package's bridge to PyTorch's PrivateUse1
+//! stubs) builds its sessions with [`timing_session`], which can also draw every timed range
+//! on a row per device; the adapter's docs say where the events live until they are timed.
 //!
 //! ```
 //! use std::sync::Arc;
