@@ -281,3 +281,54 @@ fn an_elapsed_past_the_deadline_costs_the_ranges_their_time_and_is_a_backend_err
         )]))
     );
 }
+
+/// Stubs whose `record` is itself a range (as a device whose events are ops of its own).
+struct RecordsARange;
+
+impl ProfilerStubs for RecordsARange {
+    fn record(&self, out: RecordOut<'_>) -> Result<(), StubError> {
+        let _inner = record_op("record_event");
+        if let Some(slot) = out.event {
+            *slot = Some(Box::new(omniprof::clock::wall_now_ns()));
+        }
+        Ok(())
+    }
+    fn elapsed(&self, start: &StubEvent, end: &StubEvent) -> Result<f32, StubError> {
+        let (s, e) = (start.downcast_ref::<i64>(), end.downcast_ref::<i64>());
+        Ok((e.unwrap() - s.unwrap()) as f32 / 1000.0)
+    }
+    fn mark(&self, _: &str) {}
+    fn range_push(&self, _: &str) {}
+    fn range_pop(&self) {}
+    fn on_each_device(&self, op: &mut dyn FnMut(i32)) {
+        op(0);
+    }
+    fn synchronize(&self) -> Result<(), StubError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn ranges_the_stubs_record_inside_record_are_not_timed() {
+    let _g = serial();
+    register_stubs("RecordsARange", Arc::new(RecordsARange));
+    let mut p = Profiler::builder().stubs("RecordsARange").build().unwrap();
+    p.start().unwrap();
+    {
+        let _op = record_op("timed");
+        spin(1_000);
+    }
+    let t = p.stop().unwrap();
+    let time = |name: &str| {
+        let a = t.activities.iter().find(|a| &*a.name == name).unwrap();
+        a.arg(arg::DEVICE_TIME_US).and_then(Value::as_i64)
+    };
+    assert!(time("timed").is_some_and(|us| us >= 1_000));
+    let inner: Vec<_> = t
+        .activities
+        .iter()
+        .filter(|a| &*a.name == "record_event")
+        .collect();
+    assert_eq!(inner.len(), 2, "one per event of `timed`");
+    assert!(inner.iter().all(|a| a.arg(arg::DEVICE_TIME_US).is_none()));
+}

@@ -24,7 +24,7 @@
 //! range by its `External id` and carrying its `device_time_us` (which tells the summary not
 //! to count it twice).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -287,6 +287,9 @@ static NEXT_TIMER: AtomicU64 = AtomicU64::new(1);
 thread_local! {
     /// This thread's store for the timer numbered `.0`.
     static STORE: RefCell<Option<(u64, Arc<Mutex<Store>>)>> = const { RefCell::new(None) };
+    /// Set while this thread is inside the stubs' `record`: ranges the stubs themselves begin
+    /// there (a device whose events are ops of its own) are not timed, which would recurse.
+    static IN_RECORD: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Records an event pair around every range and times them at the end.
@@ -317,7 +320,18 @@ impl StubTimer {
             device: Some(&mut device),
             cpu_ns: None,
         };
-        match self.stubs.record(out) {
+        /// Clears `IN_RECORD` however `record` returns.
+        struct Recording;
+        impl Drop for Recording {
+            fn drop(&mut self) {
+                IN_RECORD.with(|r| r.set(false));
+            }
+        }
+        IN_RECORD.with(|r| r.set(true));
+        let recording = Recording;
+        let recorded = self.stubs.record(out);
+        drop(recording);
+        match recorded {
             Ok(()) => event.map(|e| (e, device)),
             Err(e) => {
                 self.error(e);
@@ -456,6 +470,9 @@ impl CorrelationListener for StubTimer {
     fn pop_user_correlation_id(&self) {}
 
     fn range_begin(&self, id: u64, name: Name, _: bool) {
+        if IN_RECORD.with(Cell::get) {
+            return;
+        }
         if let Some((start, device)) = self.event() {
             let store = self.store();
             let mut store = lock(&store);
@@ -472,6 +489,9 @@ impl CorrelationListener for StubTimer {
     }
 
     fn range_end(&self, id: u64, _: bool) {
+        if IN_RECORD.with(Cell::get) {
+            return;
+        }
         let end = self.event();
         let store = self.store();
         let mut store = lock(&store);
