@@ -1,5 +1,7 @@
 //! `omniprof summary TRACE`: PyTorch's `key_averages().table()` for any Kineto trace file,
-//! plain or gzip, streamed: only what the op trees need is kept, never the trace. A trace
+//! plain or gzip, streamed: host ops are summed as soon as they are final, so that what is
+//! kept is each thread's open ops and the rows, never the trace (a file whose profiler span
+//! comes last is read twice; standard input, which cannot be, keeps every op). A trace
 //! with memory records (`profile_memory`) or `flops` args (`with_flops`) gets PyTorch's
 //! memory and FLOPs columns. An event or
 //! a header past `--max-event-mb` / `--max-header-mb` stops the read at its offset, so memory
@@ -21,9 +23,10 @@ use std::process::ExitCode;
 use omniprof_trace::analysis::counters::counter_stats;
 use omniprof_trace::analysis::metrics::kernel_metrics;
 use omniprof_trace::analysis::{
-    KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
+    key_averages, KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
 };
 use omniprof_trace::import::{Limits, ReadError, ReadStats, TraceReader};
+use omniprof_trace::Trace;
 
 use crate::output::print;
 use crate::progress::read_file;
@@ -229,43 +232,65 @@ fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) 
 /// The summary of a trace file (`-`: standard input), streamed (read whole when grouping
 /// by stack, which needs every event of a thread), with a progress bar on big files; on
 /// error, the summary of what was read before, and the error naming the file.
+///
+/// A streamed file is read again when its builder asks
+/// ([`ReadAgain`](omniprof_trace::analysis::ReadAgain): an item came too late for the
+/// ops it had folded, such as the profiler's span that PyTorch and omniprof write last);
+/// standard input, which cannot be read twice, keeps every host op instead.
 pub fn key_averages_of(
     path: &Path,
     options: KeyAveragesOptions,
     limits: Limits,
 ) -> (KeyAverages, Result<ReadStats, ReadError>) {
-    let mut builder = KeyAveragesBuilder::new(options);
-    if builder.options().group_by_stack_n > 0 {
-        let reader = builder.reader().limits(limits);
+    let stdin = path.as_os_str() == "-";
+    if options.group_by_stack_n > 0 {
+        let reader = KeyAveragesBuilder::new(options.clone())
+            .reader()
+            .limits(limits);
+        let mut trace = Trace::new(0, 0);
         let mut read = |input: &mut dyn io::Read| {
             let outcome = reader.read(input);
-            builder.add_trace(&outcome.trace);
+            trace = outcome.trace;
             match outcome.error {
                 None => Ok(outcome.stats),
                 Some(e) => Err(e),
             }
         };
-        let outcome = if path.as_os_str() == "-" {
+        let outcome = if stdin {
             read(&mut io::stdin().lock())
         } else {
             read_file(path, read)
         };
-        return (builder.finish(), outcome);
+        return (key_averages(&trace, &options), outcome);
     }
-    if path.as_os_str() == "-" {
-        let stats = builder
-            .reader()
-            .limits(limits)
-            .stream(io::stdin().lock(), |item| builder.add_item(&item));
-        return (builder.finish(), stats);
+    let mut builder = if stdin {
+        KeyAveragesBuilder::keeping_every_op(options)
+    } else {
+        KeyAveragesBuilder::new(options)
+    };
+    // At most three reads: the last builder keeps every op, which always finishes.
+    loop {
+        let outcome = if stdin {
+            builder
+                .reader()
+                .limits(limits)
+                .stream(io::stdin().lock(), |item| builder.add_item(&item))
+        } else {
+            read_file(path, |reader| {
+                builder
+                    .reader()
+                    .limits(limits)
+                    .stream(reader, |item| builder.add_item(&item))
+            })
+        };
+        match builder.finish() {
+            Ok(summary) => return (summary, outcome),
+            Err(again) => {
+                log::debug!("{}: {again}", path.display());
+                builder = again.builder();
+            }
+        }
     }
-    let outcome = read_file(path, |reader| {
-        builder
-            .reader()
-            .limits(limits)
-            .stream(reader, |item| builder.add_item(&item))
-    });
-    (builder.finish(), outcome)
 }
 
 /// Says on standard error how many events were skipped, and why.

@@ -5,11 +5,12 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 
 use super::events::{self, Role};
-use super::memory::{self, MemoryEvent, MemoryIndex, MemoryRecord};
+use super::fold::{Arrival, DeviceSums, Folder, OutOfOrder};
+use super::memory::{self, MemoryEvent, MemoryIndex, MemoryKind, MemoryRecord};
 use super::stacks::{python_stacks, Stack};
 use super::tree::{self, relative_us, HostOp, OpTimes, PyTorchTimes};
 use super::{KeyAverages, Row};
-use crate::activity::{Activity, ActivityClass, ActivityType};
+use crate::activity::{Activity, ActivityClass, ActivityType, FlowKind};
 use crate::hash::FastMap;
 use crate::import::{ArgFilter, TraceItem, TraceReader};
 use crate::keys::{arg, metadata, name as event_name};
@@ -128,9 +129,12 @@ impl Interner {
     }
 }
 
-/// Builds [`KeyAverages`] from a trace delivered piece by piece, holding per host op only
-/// its interval, device time, memory usage and row (80 bytes), per `[memory]` record 24 bytes, and per device activity nothing but a sum:
-/// its duration goes to its row and to the host op it is linked to, by correlation id.
+/// Builds [`KeyAverages`] from a trace delivered piece by piece. Device work goes to its row
+/// as it comes, and its duration to a sum per correlation id, for the host op it is linked
+/// to; host ops are folded into their rows as soon as they are final, so that what is held
+/// does not grow with the trace (see [what the summary holds](super#what-the-summary-holds)).
+/// When an item comes too late for what was folded, [`Self::finish`] returns [`ReadAgain`]:
+/// the trace must be read again, into the builder it gives.
 ///
 /// ```
 /// use omniprof_trace::analysis::{KeyAveragesBuilder, KeyAveragesOptions};
@@ -143,7 +147,7 @@ impl Interner {
 /// kernel.linked_correlation = Some(7);
 /// builder.add_activity(&op);
 /// builder.add_activity(&kernel);
-/// let summary = builder.finish();
+/// let summary = builder.finish().unwrap();
 /// let mm = summary.rows.iter().find(|r| &*r.name == "aten::mm").unwrap();
 /// assert_eq!((mm.cpu_time_total_ns, mm.self_device_time_total_ns), (10_000, 4_000));
 /// ```
@@ -159,14 +163,8 @@ pub struct KeyAveragesBuilder {
     group_index: FastMap<GroupKey, u32>,
     /// Host ops per (pid, tid).
     threads: FastMap<(i64, i64), Vec<HostOp>>,
-    /// Device time per correlation id of the host op it was launched from.
-    linked_device_ns: FastMap<u64, i64>,
-    /// Device time of work without an `External id`, per runtime correlation id of the
-    /// call that launched it.
-    launched_device_ns: FastMap<u64, i64>,
-    /// The same two sums, summed as PyTorch sums them.
-    linked_device_us: FastMap<u64, f64>,
-    launched_device_us: FastMap<u64, f64>,
+    /// Device time per correlation id that leads to its host op.
+    sums: DeviceSums,
     /// The first summarized activity's start: where device work's relative times count
     /// from, and host ops' when the trace has no span (PyTorch's count from the profiler's
     /// start, which a PyTorch trace records as its `PyTorch Profiler (0)` span; see
@@ -189,6 +187,118 @@ pub struct KeyAveragesBuilder {
     span_start_ns: Option<i64>,
     /// When listing events ([`super::function_events()`]): every device event reported.
     pub(super) device_events: Option<Vec<Emitted>>,
+    /// How host ops are held: all of them, or folded as they become final.
+    holding: Holding,
+    /// Host ops and memory records held before folding starts ([`FOLD_AFTER`]).
+    pub(crate) fold_after: usize,
+    /// The host origin learned by an earlier read ([`ReadAgain`]).
+    preset_origin: Option<i64>,
+    /// Memory records added so far.
+    memory_record_count: u64,
+    /// The trace's header lists devices, or says that memory was profiled.
+    devices_declared: bool,
+    memory_declared: bool,
+    /// Some device work or runtime call was added.
+    device_seen: bool,
+}
+
+/// Host ops and memory records held before folding starts (about 5 MiB): enough to see
+/// whether the trace's device work and memory records come along with its ops, and to read
+/// smaller traces once whatever their order.
+pub const FOLD_AFTER: usize = 1 << 16;
+
+/// How the builder holds host ops.
+enum Holding {
+    /// Every op, to the end.
+    Every,
+    /// Every op so far; folding starts after [`KeyAveragesBuilder::fold_after`] items.
+    Warming(Box<Warming>),
+    Folding(Box<Folder>),
+    /// Folding met an item that changes what it folded: the trace must be read again.
+    Stopped(Box<Stopped>),
+}
+
+/// What folding needs from the items held before it starts.
+#[derive(Default)]
+struct Warming {
+    /// Host ops and memory records held.
+    held: usize,
+    /// The `ac2g` flow started by an op (and the op's `External id`), by the op's `seq`,
+    /// while its device work has not come.
+    flows: FastMap<u64, (u64, u64)>,
+    flow_seq: FastMap<u64, u64>,
+    /// Flows whose device work came before their launch.
+    early_flow_ends: Vec<u64>,
+    /// The thread of each memory record.
+    record_threads: Vec<(i64, i64)>,
+    /// The latest start of a host op or memory record so far.
+    latest: Option<i64>,
+    /// Some host op or memory record came earlier than one before it.
+    out_of_order: bool,
+}
+
+impl Warming {
+    /// One more host op or memory record, starting at `start_ns`.
+    fn hold(&mut self, start_ns: i64) {
+        self.held += 1;
+        self.out_of_order |= self.latest.is_some_and(|l| start_ns < l);
+        self.latest = Some(self.latest.map_or(start_ns, |l| l.max(start_ns)));
+    }
+}
+
+/// Why folding stopped, and what the rest of the trace showed.
+struct Stopped {
+    reason: OutOfOrder,
+    /// Each thread's latest host item.
+    latest: FastMap<(i64, i64), i64>,
+    /// Some host item came before an earlier one of its thread (or the base time moved).
+    out_of_order: bool,
+}
+
+/// A [`KeyAveragesBuilder`] could not finish exactly: an item came that changes what it had
+/// already summed ([`Self::reason`]). [`Self::builder`] is the builder to read the trace
+/// with again: one that knows where host times count from, when that was the only reason,
+/// else one [`keeping_every_op`](KeyAveragesBuilder::keeping_every_op).
+pub struct ReadAgain {
+    reason: OutOfOrder,
+    options: Box<KeyAveragesOptions>,
+    fold_after: usize,
+    origin: Option<i64>,
+    window: Option<Window>,
+}
+
+impl ReadAgain {
+    /// What came too late.
+    pub fn reason(&self) -> &OutOfOrder {
+        &self.reason
+    }
+
+    /// The builder for the next read.
+    pub fn builder(self) -> KeyAveragesBuilder {
+        let mut builder = match self.origin {
+            Some(origin) => {
+                let mut b = KeyAveragesBuilder::new(*self.options);
+                b.preset_origin = Some(origin);
+                b
+            }
+            None => KeyAveragesBuilder::keeping_every_op(*self.options),
+        };
+        builder.fold_after = self.fold_after;
+        builder.window = self.window;
+        builder
+    }
+}
+
+impl std::fmt::Display for ReadAgain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}; reading the trace again", self.reason)
+    }
+}
+
+impl std::fmt::Debug for ReadAgain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ReadAgain({})", self.reason)
+    }
 }
 
 impl KeyAveragesBuilder {
@@ -203,10 +313,7 @@ impl KeyAveragesBuilder {
             groups: Vec::new(),
             group_index: FastMap::default(),
             threads: FastMap::default(),
-            linked_device_ns: FastMap::default(),
-            launched_device_ns: FastMap::default(),
-            linked_device_us: FastMap::default(),
-            launched_device_us: FastMap::default(),
+            sums: DeviceSums::default(),
             origin_ns: None,
             seq: 0,
             base_ns: 0,
@@ -219,6 +326,33 @@ impl KeyAveragesBuilder {
             memory_seen: false,
             span_start_ns: None,
             device_events: None,
+            holding: Holding::Warming(Box::default()),
+            // This crate's tests fold from the first item, so that every test trace in time
+            // order is summed by folding.
+            fold_after: if cfg!(test) { 0 } else { FOLD_AFTER },
+            preset_origin: None,
+            memory_record_count: 0,
+            devices_declared: false,
+            memory_declared: false,
+            device_seen: false,
+        }
+    }
+
+    /// A builder that holds every host op to the end (80 bytes each, 24 per memory record):
+    /// it takes a trace in any order, in one read.
+    pub fn keeping_every_op(options: KeyAveragesOptions) -> Self {
+        Self {
+            holding: Holding::Every,
+            ..Self::new(options)
+        }
+    }
+
+    /// The most host ops, waiting events and memory records held at once while folding.
+    #[cfg(test)]
+    pub(crate) fn held_high_water(&self) -> Option<usize> {
+        match &self.holding {
+            Holding::Folding(f) => Some(f.high_water),
+            _ => None,
         }
     }
 
@@ -227,6 +361,9 @@ impl KeyAveragesBuilder {
     /// from) when it is not after the first activity, else the first activity's start.
     /// (Device work, timed as it streams in, counts from the first activity.)
     pub(super) fn host_origin_ns(&self) -> i64 {
+        if let Some(origin) = self.preset_origin {
+            return origin;
+        }
         let first = self.origin_ns.unwrap_or(0);
         match self.span_start_ns {
             Some(span) if self.origin_ns.is_some() && span <= first => span,
@@ -237,6 +374,9 @@ impl KeyAveragesBuilder {
     /// The capture window, whose end unfinished ops run to.
     pub(super) fn set_window(&mut self, window: Window) {
         self.window = Some(window);
+        if let Holding::Folding(f) = &mut self.holding {
+            f.set_window_end(window.end_ns);
+        }
     }
 
     /// The `seq` the next summarized activity gets (its place in the input).
@@ -281,9 +421,11 @@ impl KeyAveragesBuilder {
         for (key, value) in &trace.metadata {
             self.add_metadata(key, value);
         }
+        self.devices_declared |= !trace.device_properties.is_empty();
         for span in &trace.spans {
             self.add_span_start(span.start_ns);
         }
+        self.set_window(trace.window);
         if self.options.group_by_stack_n > 0 {
             let stacks = python_stacks(trace);
             for (i, a) in trace.activities.iter().enumerate() {
@@ -294,12 +436,24 @@ impl KeyAveragesBuilder {
                 self.add_activity(a);
             }
         }
-        self.window = Some(trace.window);
     }
 
     /// A span's start: the earliest is where host times count from ([`Self::host_origin_ns`]).
     pub(super) fn add_span_start(&mut self, start_ns: i64) {
         self.span_start_ns = Some(self.span_start_ns.map_or(start_ns, |s| s.min(start_ns)));
+        self.origin_moved();
+    }
+
+    /// Host times were computed from another origin than the one the trace now gives.
+    fn origin_moved(&mut self) {
+        let origin = self.host_origin_ns();
+        if let Holding::Folding(f) = &mut self.holding {
+            if f.computed && f.origin != origin {
+                self.stop(OutOfOrder::OriginMoved);
+            } else {
+                f.origin = origin;
+            }
+        }
     }
 
     /// Adds one item from a streamed read ([`TraceReader::stream`]).
@@ -308,10 +462,10 @@ impl KeyAveragesBuilder {
             TraceItem::Activity(a) => self.add_activity(a),
             TraceItem::Metadata(key, value) => self.add_metadata(key, value),
             TraceItem::BaseTime(base) => self.rebase(*base),
-            TraceItem::Window(window) => self.window = Some(*window),
+            TraceItem::Window(window) => self.set_window(*window),
             TraceItem::Span(span) => self.add_span_start(span.start_ns),
-            TraceItem::DeviceProperties(_)
-            | TraceItem::Counter(..)
+            TraceItem::DeviceProperties(devices) => self.devices_declared |= !devices.is_empty(),
+            TraceItem::Counter(..)
             | TraceItem::TraceName(_)
             | TraceItem::Process(_)
             | TraceItem::Thread(_) => {}
@@ -325,7 +479,10 @@ impl KeyAveragesBuilder {
         let on = || matches!(value, Value::Bool(true)) || value.as_f64().is_some_and(|v| v != 0.0);
         match key {
             metadata::DEVICE_TYPE => self.metadata_device = events::metadata_string(value),
-            metadata::PROFILE_MEMORY => self.memory_seen |= on(),
+            metadata::PROFILE_MEMORY => {
+                self.memory_seen |= on();
+                self.memory_declared |= on();
+            }
             metadata::WITH_FLOPS => self.saw_flops |= on(),
             _ => {}
         }
@@ -342,6 +499,10 @@ impl KeyAveragesBuilder {
     /// (innermost first, as [`python_stacks`] gives it), which its row groups by when
     /// grouping by stack.
     pub fn add_activity_with_stack(&mut self, a: &Activity, stack: &[Arc<str>]) {
+        if let Holding::Stopped(stopped) = &mut self.holding {
+            stopped.observe(a);
+            return;
+        }
         if let Some(m) = memory::memory_event(a) {
             self.add_memory(a, m);
             return;
@@ -358,7 +519,11 @@ impl KeyAveragesBuilder {
         let Some(name) = events::row_name(&a.name) else {
             return;
         };
+        let first = self.origin_ns.is_none();
         let origin = *self.origin_ns.get_or_insert(a.start_ns);
+        if first {
+            self.origin_moved();
+        }
         let name = self.names.id(name);
         let seq = self.seq;
         self.seq += 1;
@@ -379,6 +544,7 @@ impl KeyAveragesBuilder {
             0
         };
         if role == Role::Device {
+            self.device_seen = true;
             let key = self.add_device(a, name, shapes, stack, seq, origin);
             self.add_flops(key, flops);
             return;
@@ -402,10 +568,14 @@ impl KeyAveragesBuilder {
             a.kind.class(),
             Some(ActivityClass::Runtime | ActivityClass::Driver)
         );
-        self.threads
-            .entry((a.device, a.resource))
-            .or_default()
-            .push(HostOp {
+        self.device_seen |= call;
+        let flow = a
+            .flow
+            .filter(|f| f.kind == FlowKind::Ac2g && f.start && f.id > 0)
+            .map(|f| f.id);
+        self.add_host_op(
+            (a.device, a.resource),
+            HostOp {
                 start_ns: a.start_ns,
                 end_ns: a.end_ns.max(a.start_ns),
                 device_ns: stub_ns,
@@ -425,7 +595,139 @@ impl KeyAveragesBuilder {
                 out_of_memory: false,
                 cpu_memory: 0,
                 device_memory: 0,
-            });
+            },
+            a.linked_correlation.unwrap_or(0),
+            flow,
+        );
+    }
+
+    /// A host op (or `[OutOfMemory]` record) of a thread: held, or folded.
+    fn add_host_op(&mut self, thread: (i64, i64), op: HostOp, linked: u64, flow: Option<u64>) {
+        match &mut self.holding {
+            Holding::Every => self.threads.entry(thread).or_default().push(op),
+            Holding::Warming(w) => {
+                if let Some(flow) = flow {
+                    w.flows.insert(op.seq, (flow, linked));
+                    w.flow_seq.insert(flow, op.seq);
+                }
+                w.hold(op.start_ns);
+                self.threads.entry(thread).or_default().push(op);
+                self.warmed();
+            }
+            Holding::Folding(f) => {
+                let folded = arrival(op, linked, flow, self.window)
+                    .and_then(|arrival| f.host_op(thread, arrival, &mut self.sums));
+                self.folded(folded);
+            }
+            Holding::Stopped(_) => {}
+        }
+    }
+
+    /// After an item added while warming: starts folding once enough items are held.
+    fn warmed(&mut self) {
+        let Holding::Warming(w) = &self.holding else {
+            return;
+        };
+        if w.held < self.fold_after {
+            return;
+        }
+        let Holding::Warming(w) = std::mem::replace(&mut self.holding, Holding::Every) else {
+            return;
+        };
+        // PyTorch writes its device work and memory records after every host op: folding
+        // would only meet them too late.
+        if (self.devices_declared && !self.device_seen)
+            || (self.memory_declared && self.memory_record_count == 0)
+        {
+            return;
+        }
+        let mut folder = Folder::new(
+            self.host_origin_ns(),
+            self.window.map(|w| w.end_ns),
+            !w.out_of_order,
+        );
+        for flow in &w.early_flow_ends {
+            folder.early_flow_end(*flow);
+        }
+        self.holding = Holding::Folding(Box::new(folder));
+        // The held items, in time order (the folder takes any order of threads).
+        enum Held {
+            Op((i64, i64), HostOp),
+            Record((i64, i64), MemoryRecord),
+        }
+        let mut held: Vec<(i64, u64, Held)> = Vec::with_capacity(w.held);
+        for (thread, ops) in std::mem::take(&mut self.threads) {
+            held.extend(
+                ops.into_iter()
+                    .map(|op| (op.start_ns, op.seq, Held::Op(thread, op))),
+            );
+        }
+        let records = std::mem::take(&mut self.memory_records);
+        for (r, thread) in records.into_iter().zip(w.record_threads.iter().copied()) {
+            held.push((r.time_ns, u64::from(r.ordinal), Held::Record(thread, r)));
+        }
+        held.sort_unstable_by_key(|h| (h.0, h.1));
+        for (_, _, h) in held {
+            let Holding::Folding(f) = &mut self.holding else {
+                return;
+            };
+            let folded = match h {
+                Held::Op(thread, op) => {
+                    let (flow, linked) = w
+                        .flows
+                        .get(&op.seq)
+                        .map_or((None, 0), |&(flow, linked)| (Some(flow), linked));
+                    arrival(op, linked, flow, self.window)
+                        .and_then(|arrival| f.host_op(thread, arrival, &mut self.sums))
+                }
+                Held::Record(thread, r) => f.memory_record(
+                    thread,
+                    r.time_ns,
+                    r.bytes,
+                    r.ordinal,
+                    r.kind,
+                    &mut self.sums,
+                ),
+            };
+            self.folded(folded);
+        }
+    }
+
+    /// After the folder took an item: its final events go to their rows, or, when the item
+    /// came too late, folding stops.
+    fn folded(&mut self, result: Result<(), OutOfOrder>) {
+        if let Err(reason) = result {
+            self.stop(reason);
+            return;
+        }
+        let Holding::Folding(f) = &mut self.holding else {
+            return;
+        };
+        let mut ready = std::mem::take(&mut f.ready);
+        let uncovered = std::mem::take(&mut f.uncovered);
+        for event in &ready {
+            self.record(event);
+        }
+        // The vector goes back with its room, for the next events.
+        ready.clear();
+        if let Holding::Folding(f) = &mut self.holding {
+            f.ready = ready;
+        }
+        if !uncovered.is_empty() {
+            let name = self.names.id(event_name::MEMORY);
+            let key = self.memory_group(name);
+            for (time_ns, bytes, ordinal, kind) in uncovered {
+                self.record(&memory_event(key, time_ns, bytes, ordinal, kind));
+            }
+        }
+    }
+
+    fn stop(&mut self, reason: OutOfOrder) {
+        self.holding = Holding::Stopped(Box::new(Stopped {
+            reason,
+            latest: FastMap::default(),
+            out_of_order: false,
+        }));
     }
 
     /// The id of a stack prefix, given on first use.
@@ -455,13 +757,37 @@ impl KeyAveragesBuilder {
     fn add_memory(&mut self, a: &Activity, m: MemoryEvent) {
         match m {
             MemoryEvent::Record { bytes, kind } => {
-                let ordinal = self.memory_records.len() as u32;
-                self.memory_records.push(MemoryRecord {
+                // Ordinals past u32::MAX wrap: they only order records at the same time.
+                let ordinal = self.memory_record_count as u32;
+                self.memory_record_count += 1;
+                let record = MemoryRecord {
                     time_ns: a.start_ns,
                     bytes,
                     ordinal,
                     kind,
-                });
+                };
+                let thread = (a.device, a.resource);
+                match &mut self.holding {
+                    Holding::Every => self.memory_records.push(record),
+                    Holding::Warming(w) => {
+                        w.hold(record.time_ns);
+                        w.record_threads.push(thread);
+                        self.memory_records.push(record);
+                        self.warmed();
+                    }
+                    Holding::Folding(f) => {
+                        let folded = f.memory_record(
+                            thread,
+                            record.time_ns,
+                            bytes,
+                            ordinal,
+                            kind,
+                            &mut self.sums,
+                        );
+                        self.folded(folded);
+                    }
+                    Holding::Stopped(_) => {}
+                }
             }
             MemoryEvent::OutOfMemory { bytes, kind } => {
                 let seq = OUT_OF_MEMORY_SEQ + self.out_of_memory_count;
@@ -469,25 +795,23 @@ impl KeyAveragesBuilder {
                 let name = self.names.id(event_name::OUT_OF_MEMORY);
                 let key = self.memory_group(name);
                 let (cpu_memory, device_memory) = kind.split(bytes);
-                self.threads
-                    .entry((a.device, a.resource))
-                    .or_default()
-                    .push(HostOp {
-                        start_ns: a.start_ns,
-                        end_ns: a.start_ns,
-                        device_ns: 0,
-                        device_us: 0.0,
-                        correlation: 0,
-                        seq,
-                        key,
-                        name,
-                        legacy: false,
-                        unfinished: false,
-                        call: false,
-                        out_of_memory: true,
-                        cpu_memory,
-                        device_memory,
-                    });
+                let op = HostOp {
+                    start_ns: a.start_ns,
+                    end_ns: a.start_ns,
+                    device_ns: 0,
+                    device_us: 0.0,
+                    correlation: 0,
+                    seq,
+                    key,
+                    name,
+                    legacy: false,
+                    unfinished: false,
+                    call: false,
+                    out_of_memory: true,
+                    cpu_memory,
+                    device_memory,
+                };
+                self.add_host_op((a.device, a.resource), op, 0, None);
             }
         }
     }
@@ -511,18 +835,40 @@ impl KeyAveragesBuilder {
             // Without an `External id`, the runtime correlation leads to the launch.
             let sums = match (a.linked_correlation.filter(|&c| c != 0), a.correlation) {
                 (Some(linked), _) => Some((
-                    self.linked_device_ns.entry(linked).or_default(),
-                    self.linked_device_us.entry(linked).or_default(),
+                    self.sums.linked_ns.entry(linked).or_default(),
+                    self.sums.linked_us.entry(linked).or_default(),
                 )),
                 (None, 0) => None,
                 (None, launch) => Some((
-                    self.launched_device_ns.entry(launch).or_default(),
-                    self.launched_device_us.entry(launch).or_default(),
+                    self.sums.launched_ns.entry(launch).or_default(),
+                    self.sums.launched_us.entry(launch).or_default(),
                 )),
             };
             if let Some((ns, us)) = sums {
                 *ns = ns.saturating_add(duration);
                 *us += duration_us;
+            }
+            let flow_end = a
+                .flow
+                .filter(|f| f.kind == FlowKind::Ac2g && !f.start && f.id > 0)
+                .map(|f| f.id);
+            match &mut self.holding {
+                Holding::Folding(f) => {
+                    let linked = a.linked_correlation.filter(|&c| c != 0);
+                    let folded = f.device_work(linked, a.correlation, flow_end, &mut self.sums);
+                    self.folded(folded);
+                }
+                Holding::Warming(w) => {
+                    if let Some(flow) = flow_end {
+                        match w.flow_seq.remove(&flow) {
+                            Some(seq) => {
+                                w.flows.remove(&seq);
+                            }
+                            None => w.early_flow_ends.push(flow),
+                        }
+                    }
+                }
+                Holding::Every | Holding::Stopped(_) => {}
             }
         }
         let key = self.group(GroupKey {
@@ -631,6 +977,11 @@ impl KeyAveragesBuilder {
 
     /// `baseTimeNanoseconds` came after some events (which the reader then timed from 0).
     fn rebase(&mut self, base: i64) {
+        match &mut self.holding {
+            Holding::Folding(_) if base != self.base_ns => self.stop(OutOfOrder::Rebased),
+            Holding::Stopped(stopped) => stopped.out_of_order |= base != self.base_ns,
+            _ => {}
+        }
         let shift = base - self.base_ns;
         self.base_ns = base;
         if let Some(origin) = &mut self.origin_ns {
@@ -656,16 +1007,60 @@ impl KeyAveragesBuilder {
         }
     }
 
-    /// Builds the op trees and the rows, in the order of each row's first event.
-    pub fn finish(mut self) -> KeyAverages {
-        let mut emitted = self.emit_host_events();
-        // PyTorch adds events to their rows in the order it lists them (by start, longer
-        // first); float sums depend on the order, so the ops are recorded in it.
-        emitted.sort_unstable_by_key(|e| e.first);
-        for event in &emitted {
-            self.record(event);
+    /// The rows, in the order of each row's first event; or, when an item came too late for
+    /// the ops already folded, how to read the trace again (never for a builder
+    /// [`keeping_every_op`](Self::keeping_every_op)).
+    pub fn finish(mut self) -> Result<KeyAverages, ReadAgain> {
+        match std::mem::replace(&mut self.holding, Holding::Every) {
+            Holding::Every | Holding::Warming(_) => {
+                let mut emitted = self.emit_host_events();
+                // PyTorch adds events to their rows in the order it lists them (by start,
+                // longer first); float sums depend on the order, so the ops are recorded in
+                // it.
+                emitted.sort_unstable_by_key(|e| e.first);
+                for event in &emitted {
+                    self.record(event);
+                }
+            }
+            Holding::Folding(mut f) => {
+                let origin = self.host_origin_ns();
+                let finished = if f.computed && f.origin != origin {
+                    Err(OutOfOrder::OriginMoved)
+                } else {
+                    f.origin = origin;
+                    f.finish(&mut self.sums)
+                };
+                self.holding = Holding::Folding(f);
+                self.folded(finished);
+                if let Holding::Stopped(stopped) =
+                    std::mem::replace(&mut self.holding, Holding::Every)
+                {
+                    return Err(self.read_again(*stopped));
+                }
+                self.memory_seen = self.memory_seen
+                    || self.memory_record_count > 0
+                    || self.out_of_memory_count > 0;
+            }
+            Holding::Stopped(stopped) => return Err(self.read_again(*stopped)),
         }
-        self.into_rows()
+        Ok(self.into_rows())
+    }
+
+    /// How to read the trace again: knowing its host origin and window when they alone came
+    /// too late, else keeping every op.
+    fn read_again(&self, stopped: Stopped) -> ReadAgain {
+        let late_facts = matches!(
+            stopped.reason,
+            OutOfOrder::OriginMoved | OutOfOrder::UnfinishedBeforeWindow
+        );
+        let again = late_facts && !stopped.out_of_order && self.preset_origin.is_none();
+        ReadAgain {
+            reason: stopped.reason,
+            options: Box::new(self.options.clone()),
+            fold_after: self.fold_after,
+            origin: again.then(|| self.host_origin_ns()),
+            window: self.window,
+        }
     }
 
     /// Links device time and memory to the host ops, builds the op trees and reports every
@@ -677,14 +1072,14 @@ impl KeyAveragesBuilder {
         let mut emitted = Vec::new();
         let mut threads: Vec<_> = std::mem::take(&mut self.threads).into_values().collect();
         for ops in &mut threads {
-            if !self.launched_device_ns.is_empty() {
-                tree::attribute_launches(ops, &self.launched_device_ns, &self.launched_device_us);
+            if !self.sums.launched_ns.is_empty() {
+                tree::attribute_launches(ops, &self.sums.launched_ns, &self.sums.launched_us);
             }
             for op in ops.iter_mut() {
                 if op.correlation != 0 && !op.call {
-                    let linked = self.linked_device_ns.get(&op.correlation);
+                    let linked = self.sums.linked_ns.get(&op.correlation);
                     op.device_ns = op.device_ns.saturating_add(linked.copied().unwrap_or(0));
-                    op.device_us += self.linked_device_us.get(&op.correlation).unwrap_or(&0.0);
+                    op.device_us += self.sums.linked_us.get(&op.correlation).unwrap_or(&0.0);
                 }
                 if op.unfinished {
                     op.end_ns = op.end_ns.max(window_end);
@@ -803,5 +1198,61 @@ impl KeyAveragesBuilder {
             profile_memory,
             with_flops,
         }
+    }
+}
+
+impl Stopped {
+    /// After folding stopped: notes whether host items still come in time order per thread.
+    fn observe(&mut self, a: &Activity) {
+        let host = memory::memory_event(a).is_some()
+            || (events::role(a.kind) == Role::Host && events::row_name(&a.name).is_some());
+        if !host {
+            return;
+        }
+        let latest = self
+            .latest
+            .entry((a.device, a.resource))
+            .or_insert(i64::MIN);
+        self.out_of_order |= a.start_ns < *latest;
+        *latest = (*latest).max(a.start_ns);
+    }
+}
+
+/// A held op as the folder takes it: an unfinished op runs to the window's end, which must
+/// be known by then.
+fn arrival(
+    mut op: HostOp,
+    linked: u64,
+    flow: Option<u64>,
+    window: Option<Window>,
+) -> Result<Arrival, OutOfOrder> {
+    let recorded_end = op.end_ns;
+    if op.unfinished {
+        let window = window.ok_or(OutOfOrder::UnfinishedBeforeWindow)?;
+        op.end_ns = op.end_ns.max(window.end_ns);
+    }
+    Ok(Arrival {
+        op,
+        recorded_end,
+        linked,
+        flow,
+    })
+}
+
+/// A `[memory]` event made of a memory record inside no host event.
+fn memory_event(key: u32, time_ns: i64, bytes: i64, ordinal: u32, kind: MemoryKind) -> Emitted {
+    let (cpu_memory, device_memory) = kind.split(bytes);
+    Emitted {
+        first: tree::order_key(time_ns, time_ns, MEMORY_SEQ + u64::from(ordinal)),
+        key,
+        times: OpTimes {
+            cpu_memory,
+            self_cpu_memory: cpu_memory,
+            device_memory,
+            self_device_memory: device_memory,
+            ..OpTimes::default()
+        },
+        float: PyTorchTimes::default(),
+        parent: None,
     }
 }

@@ -189,7 +189,7 @@ impl FunctionEvents {
 /// [`key_averages`](super::key_averages)
 /// (`group_by_input_shapes` has no effect: every event has its shapes).
 pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionEvents {
-    let mut builder = KeyAveragesBuilder::new(options.clone());
+    let mut builder = KeyAveragesBuilder::keeping_every_op(options.clone());
     builder.device_events = Some(Vec::new());
     let stacks = python_stacks(trace);
     for (key, value) in &trace.metadata {

@@ -84,6 +84,46 @@
 //! [`KeyAveragesOptions::profile_memory`]) adds the `CPU Mem` and `Self CPU Mem` columns,
 //! and the device ones when some row has self device memory.
 //!
+//! # What the summary holds
+//!
+//! [`KeyAveragesBuilder`] takes a trace item by item ([`TraceReader::stream`] delivers
+//! them), and holds per device activity nothing but a sum: its duration goes to its row,
+//! and to a sum per correlation id for its host op. It holds the first [`FOLD_AFTER`]
+//! (65,536) host ops and memory records as they come (80 and 24 bytes each); then it folds host ops
+//! into their rows as soon as they are final: once the thread has moved past their end,
+//! every thread has moved past their end (memory records of any thread count for them), the
+//! device work an `ac2g` flow announces for them has come, and their children are final. It
+//! then holds each thread's open ops, the ops and memory records after the slowest thread's
+//! latest item, launches whose device work has not come, the events that wait for an
+//! earlier event of their row (rows add events in PyTorch's order, on which their float
+//! sums depend), and the rows. The rows are exactly those of a builder that holds every op.
+//!
+//! Folding needs, per thread, host ops and memory records in time order (an op may come
+//! after others that start at the same time, or between the last op placed and those), as
+//! PyTorch and omniprof write them; and the profiler's span, where host times count from,
+//! before the first op is folded. When an item comes too late for what was folded (an
+//! earlier op, a span that moves the origin, device work for an op already summed),
+//! [`KeyAveragesBuilder::finish`] returns [`ReadAgain`]: the trace is read again, knowing
+//! the span's start and the capture window when only these came late, else holding every
+//! op. So a trace whose
+//! span comes last (PyTorch's and omniprof's) is read twice once it has more host ops than
+//! [`FOLD_AFTER`]. What is held grows with the trace in these cases only:
+//!
+//! - every op (80 bytes each) when the trace is read again holding every op; when its
+//!   header says that its device work or memory records come after its host ops, as PyTorch
+//!   writes them (`deviceProperties` with no device work or runtime call among the first
+//!   items, or `profile_memory` with no memory record), which folding would meet too late;
+//!   and with [`KeyAveragesBuilder::keeping_every_op`];
+//! - once items came out of time order across threads, the ops of the other threads after
+//!   the last item of a thread that stopped, until the end;
+//! - while an op stays open (a top-level op spanning the trace, an unfinished op, an op
+//!   waiting for device work that never comes, and the ops around it), the later events of
+//!   its row, and the float device total of each of its children that has one;
+//! - device work linked to no host op (a sum per correlation id), and the ranges of
+//!   correlation ids seen (one for ids that come one after the other).
+//!
+//! [`TraceReader::stream`]: crate::import::TraceReader::stream
+//!
 //! # The device name
 //!
 //! The device columns are named after the device, upper-cased as PyTorch does with
@@ -103,6 +143,7 @@ mod csv;
 pub mod diff;
 mod events;
 pub mod flamegraph;
+mod fold;
 mod function_events;
 mod grid;
 mod json;
@@ -116,7 +157,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-pub use builder::{KeyAveragesBuilder, KeyAveragesOptions};
+pub use builder::{KeyAveragesBuilder, KeyAveragesOptions, ReadAgain, FOLD_AFTER};
+pub use fold::OutOfOrder;
 pub use function_events::{function_events, FunctionEvent, FunctionEvents};
 
 use crate::trace::Trace;
@@ -124,8 +166,14 @@ use crate::trace::Trace;
 /// The rows of a whole [`Trace`].
 pub fn key_averages(trace: &Trace, options: &KeyAveragesOptions) -> KeyAverages {
     let mut builder = KeyAveragesBuilder::new(options.clone());
-    builder.add_trace(trace);
-    builder.finish()
+    // At most three reads: the last builder keeps every op, which always finishes.
+    loop {
+        builder.add_trace(trace);
+        match builder.finish() {
+            Ok(summary) => return summary,
+            Err(again) => builder = again.builder(),
+        }
+    }
 }
 
 /// One row: the events of one key, summed. Times are nanoseconds, except the float sums

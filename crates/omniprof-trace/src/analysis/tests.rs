@@ -1,7 +1,7 @@
 use crate::test_data::{reference_table, reference_trace as pytorch_path};
 
 use super::*;
-use crate::activity::{Activity, ActivityType};
+use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::import::TraceReader;
 use crate::value::Value;
 
@@ -100,15 +100,37 @@ fn averages_that_end_in_a_half_round_as_pytorchs() {
     );
 }
 
+/// The rows of what `read` streams into a builder, read again as often as the builder asks
+/// (see [`ReadAgain`]).
+fn streamed(read: impl Fn(&mut KeyAveragesBuilder)) -> KeyAverages {
+    let mut builder = KeyAveragesBuilder::new(Default::default());
+    loop {
+        read(&mut builder);
+        match builder.finish() {
+            Ok(summary) => return summary,
+            Err(again) => builder = again.builder(),
+        }
+    }
+}
+
 #[test]
 fn streaming_gives_the_same_rows_as_the_trace() {
-    let mut builder = KeyAveragesBuilder::new(Default::default());
-    TraceReader::new()
-        .stream_path(pytorch_path(), |item| builder.add_item(&item))
-        .unwrap();
-    let streamed = builder.finish();
+    let read = |builder: &mut KeyAveragesBuilder| {
+        TraceReader::new()
+            .stream_path(pytorch_path(), |item| builder.add_item(&item))
+            .unwrap();
+    };
+    // PyTorch writes its profiler's span, where host times count from, after the ops: ops
+    // folded before it are read again, knowing it.
+    let mut first = KeyAveragesBuilder::new(Default::default());
+    read(&mut first);
+    let again = first.finish().unwrap_err();
+    assert_eq!(again.reason(), &OutOfOrder::OriginMoved);
+    let mut second = again.builder();
+    read(&mut second);
     let whole = key_averages(&pytorch_trace(), &Default::default());
-    assert_eq!(streamed, whole);
+    assert_eq!(second.finish().unwrap(), whole);
+    assert_eq!(streamed(read), whole);
 }
 
 #[test]
@@ -626,11 +648,11 @@ fn a_late_base_time_still_orders_events() {
       {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 3},
       {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 3}
     ], "baseTimeNanoseconds": 5000000}"#;
-    let mut builder = KeyAveragesBuilder::new(Default::default());
-    TraceReader::new()
-        .stream(json.as_bytes(), |item| builder.add_item(&item))
-        .unwrap();
-    let streamed = builder.finish();
+    let streamed = streamed(|builder| {
+        TraceReader::new()
+            .stream(json.as_bytes(), |item| builder.add_item(&item))
+            .unwrap();
+    });
     let whole = key_averages(
         &TraceReader::new()
             .read(json.as_bytes())
@@ -641,6 +663,98 @@ fn a_late_base_time_still_orders_events() {
     assert_eq!(streamed, whole);
     let names: Vec<&str> = streamed.rows.iter().map(|r| &*r.name).collect();
     assert_eq!(names, ["a", "k", "b"]);
+}
+
+/// The rows of `activities` added in that order to a builder keeping every op.
+fn kept(activities: &[Activity]) -> KeyAverages {
+    let mut builder = KeyAveragesBuilder::keeping_every_op(Default::default());
+    for a in activities {
+        builder.add_activity(a);
+    }
+    builder.finish().unwrap()
+}
+
+#[test]
+fn a_long_sequential_trace_keeps_only_its_open_ops() {
+    // 100,000 `aten::linear` ops one after another, each holding an `aten::addmm` that
+    // launches a kernel, linked by `External id` and written before the op.
+    let mut activities = Vec::new();
+    for i in 0..100_000i64 {
+        let corr = 2 * i as u64 + 1;
+        activities.push(device(
+            ActivityType::ConcurrentKernel,
+            "gemm",
+            10 * i + 2,
+            10 * i + 4,
+            corr,
+        ));
+        activities.push(with_correlation(
+            op("aten::linear", 1, 10 * i, 10 * i + 8),
+            corr + 1,
+        ));
+        activities.push(with_correlation(
+            op("aten::addmm", 1, 10 * i + 1, 10 * i + 6),
+            corr,
+        ));
+    }
+    let mut builder = KeyAveragesBuilder::new(Default::default());
+    for a in &activities {
+        builder.add_activity(a);
+    }
+    // At most: the two ops of one iteration and the next op, waiting for a later start.
+    assert_eq!(builder.held_high_water(), Some(4));
+    let summary = builder.finish().unwrap();
+    assert_eq!(summary, kept(&activities));
+    assert_eq!(
+        rows(&summary),
+        [
+            ("aten::linear", 100_000, 300_000, 800_000, 0, 200_000),
+            ("aten::addmm", 100_000, 500_000, 500_000, 200_000, 200_000),
+            ("gemm", 100_000, 0, 0, 200_000, 200_000),
+        ]
+    );
+}
+
+#[test]
+fn ops_out_of_time_order_are_read_again_and_summed_exactly() {
+    // Each parent after its first child, and thread 2 after thread 1: the first read holds
+    // `b` and meets `a`, which starts before what it may still place.
+    let activities = vec![
+        op("b", 1, 10, 30),
+        op("a", 1, 0, 100),
+        op("c", 1, 200, 300),
+        op("c", 1, 400, 500),
+        op("b", 2, 20, 90),
+        op("a", 2, 5, 95),
+        mem(2, 50, 64, 0),
+    ];
+    let mut first = KeyAveragesBuilder::new(Default::default());
+    for a in &activities {
+        first.add_activity(a);
+    }
+    let again = first.finish().unwrap_err();
+    assert_eq!(
+        again.reason(),
+        &OutOfOrder::Late {
+            what: "host op",
+            start_ns: 0,
+            after_ns: 10_000
+        }
+    );
+    let mut second = again.builder();
+    for a in &activities {
+        second.add_activity(a);
+    }
+    let summary = second.finish().unwrap();
+    assert_eq!(summary, kept(&activities));
+    assert_eq!(
+        rows(&summary),
+        [
+            ("a", 2, 100, 190, 0, 0),
+            ("b", 2, 90, 90, 0, 0),
+            ("c", 2, 200, 200, 0, 0),
+        ]
+    );
 }
 
 #[test]
@@ -717,6 +831,171 @@ proptest::proptest! {
                 let _ = summary.json(&options_for(key));
             }
         }
+    }
+}
+
+/// One random host item: (kind, name, tid, start, duration, flags); see [`random_trace`].
+type HostItem = (u8, usize, i64, i64, i64, u8);
+
+/// A trace of random host items, in time order, with unique correlation ids. Kinds: 0, 1 op,
+/// 2 user range, 3 runtime call, 4 memory record, 5 out-of-memory record. Flags: 1
+/// unfinished, 2 stub device time, 4 launches a kernel (linked to the op by `External id`
+/// and written first; for a call, announced by an `ac2g` flow and written `lag` items after
+/// it, linked to the op around it or, without one, to the call by its correlation id), 8
+/// device memory.
+fn random_trace(mut host: Vec<HostItem>, lag: usize) -> Vec<Activity> {
+    host.sort_by_key(|h| h.3);
+    let names = ["a", "b", "a", "c"];
+    let mut first = Vec::new();
+    let mut items: Vec<Activity> = Vec::new();
+    let mut later: Vec<(usize, Activity)> = Vec::new();
+    for (i, &(kind, name, tid, start, dur, flags)) in host.iter().enumerate() {
+        let a = match kind {
+            4 | 5 => {
+                let mut a = mem(tid, 0, (start % 7) * 100 - 200, i64::from(flags & 8 != 0));
+                a.start_ns = start;
+                a.end_ns = start;
+                if kind == 5 {
+                    a.name = crate::keys::name::OUT_OF_MEMORY.into();
+                }
+                a
+            }
+            _ => {
+                let kinds = [
+                    ActivityType::CpuOp,
+                    ActivityType::CpuOp,
+                    ActivityType::UserAnnotation,
+                    ActivityType::CudaRuntime,
+                ];
+                let mut a = Activity::new(
+                    kinds[kind as usize],
+                    names[name],
+                    1,
+                    tid,
+                    start,
+                    start + dur,
+                );
+                a.correlation = i as u64 + 1;
+                if flags & 1 != 0 {
+                    a.args.push(("finished".into(), Value::from(false)));
+                }
+                if flags & 2 != 0 {
+                    a.args
+                        .push(("device_time_us".into(), Value::from(dur as f64 / 7.0)));
+                }
+                let mut kernel = Activity::new(
+                    ActivityType::ConcurrentKernel,
+                    "k",
+                    0,
+                    7,
+                    start + 1,
+                    start + 1 + dur / 3,
+                );
+                if kind == 3 {
+                    // The innermost op of the thread around the call, as PyTorch links it.
+                    let around = host[..i]
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, h)| h.0 < 3 && h.2 == tid && h.3 + h.4 >= start + dur)
+                        .map(|(j, _)| j as u64 + 1)
+                        .next_back();
+                    a.correlation += 10_000;
+                    a.linked_correlation = Some(around.unwrap_or(0));
+                    if flags & 4 != 0 {
+                        kernel.correlation = a.correlation;
+                        kernel.linked_correlation = around;
+                        a.flow = Some(Flow {
+                            id: a.correlation,
+                            kind: FlowKind::Ac2g,
+                            start: true,
+                        });
+                        kernel.flow = Some(Flow {
+                            id: a.correlation,
+                            kind: FlowKind::Ac2g,
+                            start: false,
+                        });
+                        later.push((items.len() + 1 + lag, kernel));
+                    }
+                } else if flags & 4 != 0 {
+                    kernel.linked_correlation = Some(a.correlation);
+                    first.push(kernel);
+                }
+                a
+            }
+        };
+        items.push(a);
+    }
+    // Each delayed kernel goes in after the item it is due after (stable for equal places).
+    let mut out = first;
+    let mut later = later.into_iter().peekable();
+    for (i, a) in items.into_iter().enumerate() {
+        out.push(a);
+        while let Some((_, k)) = later.next_if(|(at, _)| *at <= i + 1) {
+            out.push(k);
+        }
+    }
+    out.extend(later.map(|(_, k)| k));
+    out
+}
+
+/// The rows of `activities` (the window first, and spans where `spans` says), with a
+/// builder that folds (read again as often as it asks) and with one keeping every op.
+fn both(
+    activities: &[Activity],
+    spans: &[(usize, i64)],
+) -> (Result<KeyAverages, ReadAgain>, KeyAverages, KeyAverages) {
+    let feed = |builder: &mut KeyAveragesBuilder| {
+        builder.set_window(crate::trace::Window::new(0, 2_000));
+        for (i, a) in activities.iter().enumerate() {
+            for &(_, start) in spans.iter().filter(|(at, _)| *at == i) {
+                builder.add_span_start(start);
+            }
+            builder.add_activity(a);
+        }
+    };
+    let mut first = KeyAveragesBuilder::new(Default::default());
+    feed(&mut first);
+    let mut kept = KeyAveragesBuilder::keeping_every_op(Default::default());
+    feed(&mut kept);
+    (first.finish(), streamed(feed), kept.finish().unwrap())
+}
+
+fn host_items() -> impl proptest::strategy::Strategy<Value = Vec<HostItem>> {
+    proptest::collection::vec(
+        (0u8..6, 0usize..4, 0i64..3, 0i64..1_000, 0i64..300, 0u8..16),
+        0..80,
+    )
+}
+
+proptest::proptest! {
+    /// Host items in time order, device work before its op or announced by a flow: folded
+    /// in one read, to exactly the rows of a builder keeping every op.
+    #[test]
+    fn items_in_time_order_fold_in_one_read_to_the_same_rows(
+        host in host_items(),
+        lag in 0usize..6,
+    ) {
+        let activities = random_trace(host, lag);
+        let (first, _, kept) = both(&activities, &[]);
+        proptest::prop_assert_eq!(first.map_err(|e| e.to_string()), Ok(kept));
+    }
+
+    /// Any order, with spans anywhere: read again as often as asked, the rows are exactly
+    /// those of a builder keeping every op.
+    #[test]
+    fn items_in_any_order_give_the_same_rows(
+        host in host_items(),
+        lag in 0usize..6,
+        order in proptest::collection::vec(proptest::num::u32::ANY, 200),
+        spans in proptest::collection::vec((0usize..100, 0i64..1_000), 0..3),
+    ) {
+        let mut activities = random_trace(host, lag);
+        let mut keyed: Vec<(u32, Activity)> =
+            activities.drain(..).zip(order.iter().cycle()).map(|(a, &k)| (k, a)).collect();
+        keyed.sort_by_key(|(k, _)| *k);
+        let activities: Vec<Activity> = keyed.into_iter().map(|(_, a)| a).collect();
+        let (_, streamed, kept) = both(&activities, &spans);
+        proptest::prop_assert_eq!(streamed, kept);
     }
 }
 

@@ -1,0 +1,1257 @@
+//! Host ops folded into their rows while the trace streams in: [`Folder`] holds what can
+//! still change, not every op (the [analysis docs](super#what-the-summary-holds) say what
+//! that comes to).
+//!
+//! It computes what [`summarize_thread`], [`attribute_launches`] and
+//! [`MemoryIndex`](super::memory::MemoryIndex) compute over a whole thread, bottom-up
+//! instead of top-down, and adds the events to their rows in PyTorch's order (by start,
+//! longer first, then input order), on which the rows' float sums depend:
+//!
+//! - Per thread, ops are *placed* in that order: the ops that start at the thread's latest
+//!   start wait (their order depends on their ends), and are placed when a later op of the
+//!   thread arrives or when the horizon passes them. Placing an op closes the ops it starts
+//!   after, then makes it a child of the innermost open op, or async when it ends after it.
+//! - The *horizon* is the time before which no host op or memory record can come any more:
+//!   the latest start so far while every host op and memory record came in time order, else
+//!   the earliest of each thread's latest start. An item that starts before it, or before
+//!   the last op its thread placed, stops the folding ([`OutOfOrder`]).
+//! - An op is *final* once it is closed, it ends before the horizon (every memory record
+//!   inside it has come), the device work that `ac2g` flows announce for it has come, and
+//!   its children are final. Then its times are computed as [`summarize_thread`] does, its
+//!   totals go to its parent, and its event to its row. A first child with its parent's
+//!   name waits for the parent: if it stays the only child it is removed (the parent takes
+//!   its device time and its children), as in PyTorch.
+//! - An event is added to its row once it starts before the horizon and no op of its row
+//!   that is not final yet comes before it.
+//! - Device work reaches its op through the builder's [`DeviceSums`], read when the op is
+//!   final. Device work for an op already final, or a host op reusing the correlation id of
+//!   one, stops the folding; the ids of the ops seen are kept as ranges.
+//!
+//! [`summarize_thread`]: super::tree::summarize_thread
+//! [`attribute_launches`]: super::tree::attribute_launches
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::fmt;
+
+use super::builder::Emitted;
+use super::memory::MemoryKind;
+use super::tree::{order_key, relative_us, HostOp, OpTimes, PyTorchTimes};
+use crate::hash::FastMap;
+
+/// An event's place in PyTorch's order.
+pub(super) type Key = (i64, Reverse<i64>, u64);
+
+const NONE: u32 = u32::MAX;
+
+/// Why folding stopped: an item that would change what was already added to the rows. The
+/// builder then asks for the trace to be read again ([`super::ReadAgain`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutOfOrder {
+    /// A host op or memory record that starts before the horizon (`after_ns`), or an op that
+    /// starts no later than one its thread already placed (`after_ns`, that op's start).
+    Late {
+        what: &'static str,
+        start_ns: i64,
+        after_ns: i64,
+    },
+    /// Device work for an op whose times were already added to its row.
+    LateDeviceWork { correlation: u64 },
+    /// A host op with the correlation id of an op already added to its row.
+    ReusedCorrelation(u64),
+    /// The origin host times count from moved (the profiler's span came after ops were
+    /// added to their rows).
+    OriginMoved,
+    /// An unfinished op before the capture window (whose end it runs to) was known.
+    UnfinishedBeforeWindow,
+    /// `baseTimeNanoseconds` after events were folded.
+    Rebased,
+}
+
+impl fmt::Display for OutOfOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Late {
+                what,
+                start_ns,
+                after_ns,
+            } => write!(
+                f,
+                "a {what} starting at {start_ns} ns came after the summary had moved on to \
+                 {after_ns} ns"
+            ),
+            Self::LateDeviceWork { correlation } => write!(
+                f,
+                "device work for correlation {correlation} came after its op was summed"
+            ),
+            Self::ReusedCorrelation(c) => {
+                write!(f, "correlation id {c} came again after its op was summed")
+            }
+            Self::OriginMoved => f.write_str(
+                "the profiler's span, where host times count from, came after ops were summed",
+            ),
+            Self::UnfinishedBeforeWindow => {
+                f.write_str("an unfinished op came before the capture window")
+            }
+            Self::Rebased => f.write_str("baseTimeNanoseconds came after the events"),
+        }
+    }
+}
+
+/// Device time by the correlation id that leads to its host op, summed as it arrives.
+#[derive(Default)]
+pub(super) struct DeviceSums {
+    /// Per `External id` of the host op it was launched from.
+    pub linked_ns: FastMap<u64, i64>,
+    /// Per runtime correlation id of the call that launched it, for work without an
+    /// `External id`.
+    pub launched_ns: FastMap<u64, i64>,
+    /// The same two sums, summed as PyTorch sums them.
+    pub linked_us: FastMap<u64, f64>,
+    pub launched_us: FastMap<u64, f64>,
+}
+
+/// A host op as it arrives.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Arrival {
+    /// `end_ns` is already extended to the window's end for an unfinished op.
+    pub op: HostOp,
+    /// The end as recorded (before that extension), which launches are matched against.
+    pub recorded_end: i64,
+    /// The op's `External id` when it is linked to another (a runtime call's op).
+    pub linked: u64,
+    /// The id of the `ac2g` flow the op starts (a launch whose device work will come).
+    pub flow: Option<u64>,
+}
+
+#[derive(Default)]
+struct Thread {
+    /// The latest start of an op or record of the thread.
+    latest: i64,
+    /// The start of the last op placed.
+    placed: Option<i64>,
+    /// Ops starting at `latest`, not yet placed.
+    tie: Vec<Arrival>,
+    /// The open ops, innermost last.
+    stack: Vec<u32>,
+    /// The stack of [`attribute_launches`](super::tree::attribute_launches): (start,
+    /// recorded end, node) of non-call ops.
+    enclosing: Vec<(i64, i64, u32)>,
+    /// Bumped whenever the thread's deadline changes (stale heap entries are skipped).
+    version: u32,
+}
+
+/// What a child adds to its parent (the sums
+/// [`summarize_thread`](super::tree::summarize_thread) keeps per parent).
+#[derive(Clone, Debug, Default)]
+struct Sums {
+    cpu_ns: i64,
+    device_ns: i64,
+    cpu_memory: i64,
+    device_memory: i64,
+    /// Children's float device totals (the non-zero ones, which alone change a sum), with
+    /// their places: summed last child first, as
+    /// [`summarize_thread`](super::tree::summarize_thread) sums them.
+    device_us: Vec<(Key, f64)>,
+}
+
+/// A child that may yet be removed into its parent, computed and waiting.
+#[derive(Debug)]
+struct Done {
+    event: Emitted,
+    own_ns: i64,
+    own_us: f64,
+    sums: Sums,
+}
+
+#[derive(Debug)]
+struct Node {
+    op: HostOp,
+    parent: u32,
+    /// Children placed (after adopting a removed child's).
+    children: u32,
+    /// Children not final yet.
+    open_children: u32,
+    /// Announced device work not yet arrived.
+    pending: u32,
+    /// The first child, while it has this op's name and may be removed into it.
+    held_child: u32,
+    /// This op is its parent's `held_child`.
+    held: bool,
+    closed: bool,
+    is_async: bool,
+    sums: Sums,
+    /// Runtime correlation ids of the calls whose device work this op receives, in order.
+    launches: Vec<u64>,
+    /// Memory usage so far (i128: as [`super::memory::MemoryIndex`] sums, then clamps).
+    cpu_memory: i128,
+    device_memory: i128,
+    /// Final, but held for the parent's decision.
+    done: Option<Box<Done>>,
+    generation: u32,
+    alive: bool,
+}
+
+/// A memory record after the horizon.
+struct Record {
+    bytes: i64,
+    kind: MemoryKind,
+    covered: bool,
+}
+
+/// The ops of a row not yet in it, and its events waiting for them.
+#[derive(Default)]
+struct RowState {
+    /// (place, node, generation) of the row's placed ops not yet added to it, and of some
+    /// that were since (skipped when met).
+    live: BinaryHeap<Reverse<(Key, u32, u32)>>,
+    live_count: usize,
+    waiting: BinaryHeap<Reverse<Waiting>>,
+}
+
+/// The live ops with a correlation id: nearly always one.
+enum Ids {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl Ids {
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            Self::One(n) => std::slice::from_ref(n),
+            Self::Many(v) => v,
+        }
+    }
+}
+
+/// A final event waiting for an earlier event of its row.
+struct Waiting(Emitted);
+
+impl PartialEq for Waiting {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.first == other.0.first
+    }
+}
+impl Eq for Waiting {}
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Waiting {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.first.cmp(&other.0.first)
+    }
+}
+
+/// Ids as ranges of consecutive values (first → last).
+#[derive(Default)]
+struct RangeSet {
+    ranges: BTreeMap<u64, u64>,
+    /// The first value of the range the last id went to (ids mostly come one after the
+    /// other).
+    recent: Option<u64>,
+}
+
+impl RangeSet {
+    fn contains(&self, v: u64) -> bool {
+        self.ranges
+            .range(..=v)
+            .next_back()
+            .is_some_and(|(_, &last)| last >= v)
+    }
+
+    fn insert(&mut self, v: u64) {
+        if let Some(first) = self.recent {
+            let next = self.ranges.get(&first).and_then(|last| last.checked_add(1));
+            if next == Some(v)
+                && !v
+                    .checked_add(1)
+                    .is_some_and(|n| self.ranges.contains_key(&n))
+            {
+                self.ranges.insert(first, v);
+                return;
+            }
+        }
+        let before = self.ranges.range(..=v).next_back().map(|(&s, &l)| (s, l));
+        if before.is_some_and(|(_, last)| last >= v) {
+            return;
+        }
+        let after = v
+            .checked_add(1)
+            .and_then(|n| self.ranges.get(&n).map(|&l| (n, l)));
+        let first = match (before.filter(|&(_, last)| last + 1 == v), after) {
+            (Some((first, _)), Some((next, last))) => {
+                self.ranges.remove(&next);
+                self.ranges.insert(first, last);
+                first
+            }
+            (Some((first, _)), None) => {
+                self.ranges.insert(first, v);
+                first
+            }
+            (None, Some((next, last))) => {
+                self.ranges.remove(&next);
+                self.ranges.insert(v, last);
+                v
+            }
+            (None, None) => {
+                self.ranges.insert(v, v);
+                v
+            }
+        };
+        self.recent = Some(first);
+    }
+
+    fn len(&self) -> usize {
+        self.ranges.len()
+    }
+}
+
+/// The folding state; see the [module docs](self).
+pub(super) struct Folder {
+    threads: Vec<Thread>,
+    thread_index: FastMap<(i64, i64), u32>,
+    /// (latest start, thread) of every thread, once items came out of time order.
+    latest: BTreeSet<(i64, u32)>,
+    /// Every host op and memory record so far came in time order.
+    in_order: bool,
+    max_start: i64,
+    horizon: i64,
+    finishing: bool,
+    nodes: Vec<Node>,
+    free: Vec<u32>,
+    /// (end, node, generation): ops waiting for the horizon to pass their end.
+    by_end: BinaryHeap<Reverse<(i64, u32, u32)>>,
+    /// (deadline, thread, version): when the horizon makes a thread place or close ops.
+    deadlines: BinaryHeap<Reverse<(i64, u32, u32)>>,
+    /// (node, generation) of placed ops not final, which memory records may fall in
+    /// (some already final).
+    live: Vec<(u32, u32)>,
+    /// `live`'s length that makes it drop its final ops.
+    live_limit: usize,
+    records: BTreeMap<(i64, u32), Record>,
+    /// Live ops that receive linked device work, by correlation id.
+    by_correlation: FastMap<u64, Ids>,
+    /// How many live ops receive launched device work, by runtime correlation id.
+    launch_refs: FastMap<u64, u32>,
+    seen_linked: RangeSet,
+    seen_launch: RangeSet,
+    /// Ops waiting for the device work of a flow, by flow id.
+    flow_targets: FastMap<u64, Vec<u32>>,
+    /// Flows whose device work came before the launch.
+    early_flow_ends: FastMap<u64, ()>,
+    /// By row index.
+    rows: Vec<RowState>,
+    waiting_count: usize,
+    /// (start of the earliest waiting event, row): rows waiting for the horizon.
+    due: BinaryHeap<Reverse<(i64, u32)>>,
+    /// The start each row is in `due` with.
+    due_at: FastMap<u32, i64>,
+    worklist: Vec<u32>,
+    window_end: Option<i64>,
+    /// Where host times count from; set by the builder.
+    pub origin: i64,
+    /// Some event's float times were computed (with `origin`).
+    pub computed: bool,
+    /// Events for their rows, in the order to add them.
+    pub ready: Vec<Emitted>,
+    /// Memory records inside no host op, in no particular order.
+    pub uncovered: Vec<(i64, i64, u32, MemoryKind)>,
+    /// The most ops, waiting events and records held at once.
+    pub high_water: usize,
+    tie_count: usize,
+    /// An empty vector with room, for a thread's next waiting ops.
+    spare: Vec<Arrival>,
+}
+
+impl Folder {
+    /// `in_order`: the items held before came in time order.
+    pub(super) fn new(origin: i64, window_end: Option<i64>, in_order: bool) -> Self {
+        Self {
+            threads: Vec::new(),
+            thread_index: FastMap::default(),
+            latest: BTreeSet::new(),
+            in_order,
+            max_start: i64::MIN,
+            horizon: i64::MIN,
+            finishing: false,
+            nodes: Vec::new(),
+            free: Vec::new(),
+            by_end: BinaryHeap::new(),
+            deadlines: BinaryHeap::new(),
+            live: Vec::new(),
+            live_limit: 64,
+            records: BTreeMap::new(),
+            by_correlation: FastMap::default(),
+            launch_refs: FastMap::default(),
+            seen_linked: RangeSet::default(),
+            seen_launch: RangeSet::default(),
+            flow_targets: FastMap::default(),
+            early_flow_ends: FastMap::default(),
+            rows: Vec::new(),
+            waiting_count: 0,
+            due: BinaryHeap::new(),
+            due_at: FastMap::default(),
+            worklist: Vec::new(),
+            window_end,
+            origin,
+            computed: false,
+            ready: Vec::new(),
+            uncovered: Vec::new(),
+            high_water: 0,
+            tie_count: 0,
+            spare: Vec::new(),
+        }
+    }
+
+    pub(super) fn set_window_end(&mut self, end_ns: i64) {
+        self.window_end = Some(end_ns);
+    }
+
+    /// Ops, waiting events and memory records held now.
+    fn held(&self) -> usize {
+        (self.nodes.len() - self.free.len())
+            + self.tie_count
+            + self.waiting_count
+            + self.records.len()
+            + self.seen_linked.len()
+            + self.seen_launch.len()
+    }
+
+    fn note_held(&mut self) {
+        self.high_water = self.high_water.max(self.held());
+    }
+
+    /// A flow whose launch was held before folding started.
+    pub(super) fn early_flow_end(&mut self, flow: u64) {
+        self.early_flow_ends.insert(flow, ());
+    }
+
+    fn thread(&mut self, id: (i64, i64), start: i64) -> u32 {
+        if let Some(&t) = self.thread_index.get(&id) {
+            return t;
+        }
+        let t = self.threads.len() as u32;
+        self.threads.push(Thread {
+            latest: start,
+            ..Thread::default()
+        });
+        self.thread_index.insert(id, t);
+        if !self.in_order {
+            self.latest.insert((start, t));
+        }
+        t
+    }
+
+    /// Checks an item's start against the horizon and moves its thread's latest start.
+    fn arrive(
+        &mut self,
+        thread: (i64, i64),
+        start: i64,
+        what: &'static str,
+    ) -> Result<u32, OutOfOrder> {
+        if start < self.horizon {
+            return Err(OutOfOrder::Late {
+                what,
+                start_ns: start,
+                after_ns: self.horizon,
+            });
+        }
+        if start < self.max_start && self.in_order {
+            self.in_order = false;
+            // From now on the horizon is the slowest thread's latest start.
+            self.latest = (0..self.threads.len() as u32)
+                .map(|t| (self.threads[t as usize].latest, t))
+                .collect();
+        }
+        self.max_start = self.max_start.max(start);
+        Ok(self.thread(thread, start))
+    }
+
+    /// The horizon the items so far allow (see the [module docs](self)).
+    fn bound(&self) -> i64 {
+        if self.in_order {
+            self.max_start
+        } else {
+            self.latest.first().map_or(i64::MIN, |&(l, _)| l)
+        }
+    }
+
+    fn set_latest(&mut self, t: u32, start: i64) {
+        let th = &mut self.threads[t as usize];
+        if start > th.latest {
+            if !self.in_order {
+                self.latest.remove(&(th.latest, t));
+                self.latest.insert((start, t));
+            }
+            th.latest = start;
+        }
+    }
+
+    pub(super) fn host_op(
+        &mut self,
+        thread: (i64, i64),
+        arrival: Arrival,
+        sums: &mut DeviceSums,
+    ) -> Result<(), OutOfOrder> {
+        let start = arrival.op.start_ns;
+        let t = self.arrive(thread, start, "host op")?;
+        let th = &self.threads[t as usize];
+        if let Some(placed) = th.placed.filter(|&p| start <= p) {
+            return Err(OutOfOrder::Late {
+                what: "host op",
+                start_ns: start,
+                after_ns: placed,
+            });
+        }
+        match th.tie.first().map(|a| a.op.start_ns) {
+            Some(tie) if start < tie => {
+                // Earlier than the ops waiting at the thread's latest start, but after the
+                // last op placed: it is next in order.
+                self.place(t, &mut [arrival], sums)?;
+            }
+            Some(tie) => {
+                if start > tie {
+                    self.flush_tie(t, sums)?;
+                }
+                self.threads[t as usize].tie.push(arrival);
+                self.tie_count += 1;
+            }
+            None => {
+                self.threads[t as usize].tie.push(arrival);
+                self.tie_count += 1;
+            }
+        }
+        self.set_latest(t, start);
+        self.schedule(t);
+        self.note_held();
+        self.advance(sums)
+    }
+
+    pub(super) fn memory_record(
+        &mut self,
+        thread: (i64, i64),
+        time_ns: i64,
+        bytes: i64,
+        ordinal: u32,
+        kind: MemoryKind,
+        sums: &mut DeviceSums,
+    ) -> Result<(), OutOfOrder> {
+        let t = self.arrive(thread, time_ns, "memory record")?;
+        self.set_latest(t, time_ns);
+        let (cpu, device) = kind.split(bytes);
+        let mut covered = false;
+        self.prune_live();
+        let nodes = &mut self.nodes;
+        for &(n, _) in &self.live {
+            let node = &mut nodes[n as usize];
+            if node.op.start_ns <= time_ns && time_ns <= node.op.end_ns {
+                node.cpu_memory += i128::from(cpu);
+                node.device_memory += i128::from(device);
+                covered = true;
+            }
+        }
+        self.records.insert(
+            (time_ns, ordinal),
+            Record {
+                bytes,
+                kind,
+                covered,
+            },
+        );
+        self.note_held();
+        self.advance(sums)
+    }
+
+    /// Device work (not a GPU user annotation) arrived: `linked` is its `External id`,
+    /// `correlation` its runtime correlation id, `flow_end` the `ac2g` flow it ends. The
+    /// builder has already added it to its sums.
+    pub(super) fn device_work(
+        &mut self,
+        linked: Option<u64>,
+        correlation: u64,
+        flow_end: Option<u64>,
+        sums: &mut DeviceSums,
+    ) -> Result<(), OutOfOrder> {
+        let late = match linked {
+            Some(c) => {
+                (self.seen_linked.contains(c) && !self.by_correlation.contains_key(&c)).then_some(c)
+            }
+            None => (correlation != 0
+                && self.seen_launch.contains(correlation)
+                && !self.launch_refs.contains_key(&correlation))
+            .then_some(correlation),
+        };
+        if let Some(correlation) = late {
+            return Err(OutOfOrder::LateDeviceWork { correlation });
+        }
+        if let Some(f) = flow_end {
+            match self.flow_targets.remove(&f) {
+                Some(targets) => {
+                    for n in targets {
+                        let node = &mut self.nodes[n as usize];
+                        node.pending -= 1;
+                        self.worklist.push(n);
+                    }
+                    self.run(sums)?;
+                }
+                None => {
+                    self.early_flow_ends.insert(f, ());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the ops that became final from `live`.
+    fn prune_live(&mut self) {
+        let nodes = &self.nodes;
+        self.live.retain(|&(n, generation)| {
+            let node = &nodes[n as usize];
+            node.alive && node.generation == generation && node.done.is_none()
+        });
+    }
+
+    /// Places the thread's ops waiting at its latest start.
+    fn flush_tie(&mut self, t: u32, sums: &mut DeviceSums) -> Result<(), OutOfOrder> {
+        let spare = std::mem::take(&mut self.spare);
+        let mut tie = std::mem::replace(&mut self.threads[t as usize].tie, spare);
+        self.tie_count -= tie.len();
+        let placed = self.place(t, &mut tie, sums);
+        tie.clear();
+        self.spare = tie;
+        placed
+    }
+
+    /// Places ops that share a start (or one op) in PyTorch's order.
+    fn place(
+        &mut self,
+        t: u32,
+        ops: &mut [Arrival],
+        sums: &mut DeviceSums,
+    ) -> Result<(), OutOfOrder> {
+        let Some(first) = ops.first() else {
+            return Ok(());
+        };
+        self.threads[t as usize].placed = Some(first.op.start_ns);
+        if let [a] = ops {
+            let id = self.new_node(a)?;
+            self.enclose(t, a, id);
+            self.nest(t, a, id);
+            return self.run(sums);
+        }
+        ops.sort_unstable_by_key(|a| (Reverse(a.op.end_ns), a.op.seq));
+        let ids: Vec<u32> = ops
+            .iter()
+            .map(|a| self.new_node(a))
+            .collect::<Result<_, _>>()?;
+        // Launches first, in the order `attribute_launches` sorts ops: by recorded end.
+        let mut by_recorded: Vec<usize> = (0..ops.len()).collect();
+        by_recorded.sort_unstable_by_key(|&i| (Reverse(ops[i].recorded_end), ops[i].op.seq));
+        for i in by_recorded {
+            self.enclose(t, &ops[i], ids[i]);
+        }
+        for (a, &id) in ops.iter().zip(&ids) {
+            self.nest(t, a, id);
+        }
+        self.run(sums)
+    }
+
+    fn new_node(&mut self, a: &Arrival) -> Result<u32, OutOfOrder> {
+        let op = a.op;
+        let c = op.correlation;
+        if c != 0 && !op.call {
+            if self.seen_linked.contains(c) && !self.by_correlation.contains_key(&c) {
+                return Err(OutOfOrder::ReusedCorrelation(c));
+            }
+            self.seen_linked.insert(c);
+        }
+        let node = Node {
+            op,
+            parent: NONE,
+            children: 0,
+            open_children: 0,
+            pending: 0,
+            held_child: NONE,
+            held: false,
+            closed: false,
+            is_async: false,
+            sums: Sums::default(),
+            launches: Vec::new(),
+            cpu_memory: 0,
+            device_memory: 0,
+            done: None,
+            generation: 0,
+            alive: true,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                let generation = self.nodes[id as usize].generation.wrapping_add(1);
+                self.nodes[id as usize] = Node { generation, ..node };
+                id
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        if c != 0 && !op.call {
+            match self.by_correlation.get_mut(&c) {
+                None => {
+                    self.by_correlation.insert(c, Ids::One(id));
+                }
+                Some(Ids::One(other)) => {
+                    let other = *other;
+                    self.by_correlation.insert(c, Ids::Many(vec![other, id]));
+                }
+                Some(Ids::Many(ids)) => ids.push(id),
+            }
+        }
+        if !op.out_of_memory {
+            let (mut cpu, mut device) = (0i128, 0i128);
+            for (_, r) in self
+                .records
+                .range_mut((op.start_ns, 0)..=(op.end_ns, u32::MAX))
+            {
+                let (rc, rd) = r.kind.split(r.bytes);
+                cpu += i128::from(rc);
+                device += i128::from(rd);
+                r.covered = true;
+            }
+            let node = &mut self.nodes[id as usize];
+            node.cpu_memory = cpu;
+            node.device_memory = device;
+            self.live.push((id, node.generation));
+            if self.live.len() >= self.live_limit {
+                self.prune_live();
+                self.live_limit = (2 * self.live.len()).max(64);
+            }
+        }
+        let generation = self.nodes[id as usize].generation;
+        self.by_end.push(Reverse((op.end_ns, id, generation)));
+        let row = row_state(&mut self.rows, op.key);
+        row.live.push(Reverse((
+            order_key(op.start_ns, op.end_ns, op.seq),
+            id,
+            generation,
+        )));
+        row.live_count += 1;
+        // Entries of ops gone are skipped when met; they are dropped when too many.
+        if row.live.len() > 2 * row.live_count + 32 {
+            let nodes = &self.nodes;
+            row.live.retain(|Reverse((_, n, g))| {
+                let node = &nodes[*n as usize];
+                node.alive && node.generation == *g
+            });
+        }
+        Ok(id)
+    }
+
+    /// [`attribute_launches`](super::tree::attribute_launches) for one op: a call's device
+    /// work goes to the innermost non-call op around it; and the ops whose device work a
+    /// flow announces wait for it.
+    fn enclose(&mut self, t: u32, a: &Arrival, id: u32) {
+        let op = a.op;
+        let enclosing = &mut self.threads[t as usize].enclosing;
+        while enclosing
+            .last()
+            .is_some_and(|&(_, end, _)| end <= op.start_ns)
+        {
+            enclosing.pop();
+        }
+        let mut receiver = None;
+        if op.call {
+            receiver = enclosing
+                .iter()
+                .rev()
+                .find(|&&(start, end, _)| start <= op.start_ns && a.recorded_end <= end)
+                .map(|&(_, _, n)| n);
+            if let (Some(r), c) = (receiver, op.correlation) {
+                if c != 0 {
+                    self.nodes[r as usize].launches.push(c);
+                    *self.launch_refs.entry(c).or_default() += 1;
+                    self.seen_launch.insert(c);
+                }
+            }
+        } else {
+            enclosing.push((op.start_ns, a.recorded_end, id));
+        }
+        let Some(flow) = a.flow else {
+            return;
+        };
+        if self.early_flow_ends.remove(&flow).is_some() {
+            return;
+        }
+        let mut targets: Vec<u32> = receiver.into_iter().collect();
+        let own = if op.call { a.linked } else { op.correlation };
+        if own != 0 {
+            let live = self.by_correlation.get(&own);
+            for &n in live.map(Ids::as_slice).unwrap_or_default() {
+                if !targets.contains(&n) {
+                    targets.push(n);
+                }
+            }
+        }
+        for &n in &targets {
+            self.nodes[n as usize].pending += 1;
+        }
+        self.flow_targets.entry(flow).or_default().extend(targets);
+    }
+
+    /// The op tree: pops what the op starts after, then nests it in the top or makes it
+    /// async.
+    fn nest(&mut self, t: u32, a: &Arrival, id: u32) {
+        let (start, end) = (a.op.start_ns, a.op.end_ns);
+        while let Some(&top) = self.threads[t as usize].stack.last() {
+            if self.nodes[top as usize].op.end_ns > start {
+                break;
+            }
+            self.threads[t as usize].stack.pop();
+            self.close(top);
+        }
+        let top = self.threads[t as usize].stack.last().copied();
+        if let Some(p) = top {
+            if end > self.nodes[p as usize].op.end_ns {
+                let node = &mut self.nodes[id as usize];
+                node.is_async = true;
+                node.closed = true;
+                self.worklist.push(id);
+                return;
+            }
+            self.nodes[id as usize].parent = p;
+            let same_name = self.nodes[p as usize].op.name == a.op.name;
+            let parent = &mut self.nodes[p as usize];
+            parent.children += 1;
+            parent.open_children += 1;
+            if parent.children == 1 && same_name {
+                parent.held_child = id;
+                self.nodes[id as usize].held = true;
+            } else if parent.held_child != NONE {
+                let held = parent.held_child;
+                parent.held_child = NONE;
+                self.release(held, p);
+            }
+        }
+        self.threads[t as usize].stack.push(id);
+    }
+
+    fn close(&mut self, n: u32) {
+        self.nodes[n as usize].closed = true;
+        self.worklist.push(n);
+    }
+
+    /// The thread's next deadline: when the horizon passes its waiting ops' start or its
+    /// top's end.
+    fn schedule(&mut self, t: u32) {
+        let th = &mut self.threads[t as usize];
+        let tie = th
+            .tie
+            .first()
+            .map_or(i64::MAX, |a| a.op.start_ns.saturating_add(1));
+        let top = th
+            .stack
+            .last()
+            .map_or(i64::MAX, |&n| self.nodes[n as usize].op.end_ns);
+        let deadline = tie.min(top);
+        th.version = th.version.wrapping_add(1);
+        if deadline != i64::MAX || !th.tie.is_empty() || !th.stack.is_empty() {
+            self.deadlines.push(Reverse((deadline, t, th.version)));
+        }
+    }
+
+    /// Moves the horizon to what the items allow, and folds what that makes final.
+    fn advance(&mut self, sums: &mut DeviceSums) -> Result<(), OutOfOrder> {
+        let bound = self.bound();
+        if bound <= self.horizon {
+            return Ok(());
+        }
+        self.horizon = bound;
+        while let Some(&Reverse((deadline, t, version))) = self.deadlines.peek() {
+            if deadline > self.horizon {
+                break;
+            }
+            self.deadlines.pop();
+            if version != self.threads[t as usize].version {
+                continue;
+            }
+            self.pass_horizon(t, sums)?;
+            self.schedule(t);
+        }
+        while let Some(&Reverse((end, n, generation))) = self.by_end.peek() {
+            if end >= self.horizon {
+                break;
+            }
+            self.by_end.pop();
+            let node = &self.nodes[n as usize];
+            if node.alive && node.generation == generation {
+                self.worklist.push(n);
+            }
+        }
+        self.run(sums)?;
+        self.drop_records(self.horizon);
+        while let Some(&Reverse((start, row))) = self.due.peek() {
+            if start >= self.horizon {
+                break;
+            }
+            self.due.pop();
+            if self.due_at.get(&row) == Some(&start) {
+                self.due_at.remove(&row);
+            }
+            self.recheck(row);
+        }
+        Ok(())
+    }
+
+    /// The horizon passed the thread's waiting ops or its top's end.
+    fn pass_horizon(&mut self, t: u32, sums: &mut DeviceSums) -> Result<(), OutOfOrder> {
+        let th = &self.threads[t as usize];
+        if th.tie.first().is_some_and(|a| a.op.start_ns < self.horizon) || self.finishing {
+            self.flush_tie(t, sums)?;
+        }
+        while let Some(&top) = self.threads[t as usize].stack.last() {
+            if self.nodes[top as usize].op.end_ns > self.horizon && !self.finishing {
+                break;
+            }
+            self.threads[t as usize].stack.pop();
+            self.close(top);
+        }
+        self.run(sums)
+    }
+
+    fn drop_records(&mut self, before: i64) {
+        while let Some(entry) = self.records.first_entry() {
+            let &(time, ordinal) = entry.key();
+            if time >= before && !self.finishing {
+                break;
+            }
+            let r = entry.remove();
+            if !r.covered {
+                self.uncovered.push((time, r.bytes, ordinal, r.kind));
+            }
+        }
+    }
+
+    fn run(&mut self, sums: &mut DeviceSums) -> Result<(), OutOfOrder> {
+        while let Some(n) = self.worklist.pop() {
+            self.try_finalize(n, sums)?;
+        }
+        Ok(())
+    }
+
+    fn try_finalize(&mut self, n: u32, sums: &mut DeviceSums) -> Result<(), OutOfOrder> {
+        let node = &self.nodes[n as usize];
+        if !node.alive
+            || node.done.is_some()
+            || !node.closed
+            || node.pending > 0
+            || node.open_children > 0
+            || (node.op.end_ns >= self.horizon && !self.finishing)
+        {
+            return Ok(());
+        }
+        self.finalize(n, sums);
+        Ok(())
+    }
+
+    /// The op's times, as [`summarize_thread`](super::tree::summarize_thread) computes
+    /// them; its totals go to its parent and its event to its row (or it waits, when its
+    /// parent may remove it).
+    fn finalize(&mut self, n: u32, sums: &mut DeviceSums) {
+        let (mut own_ns, mut own_us) = {
+            let node = &self.nodes[n as usize];
+            (node.op.device_ns, node.op.device_us)
+        };
+        let launches = std::mem::take(&mut self.nodes[n as usize].launches);
+        for c in launches {
+            if let Some(&ns) = sums.launched_ns.get(&c) {
+                own_ns = own_ns.saturating_add(ns);
+                own_us += sums.launched_us.get(&c).unwrap_or(&0.0);
+            }
+            if let Some(refs) = self.launch_refs.get_mut(&c) {
+                *refs -= 1;
+                if *refs == 0 {
+                    self.launch_refs.remove(&c);
+                    sums.launched_ns.remove(&c);
+                    sums.launched_us.remove(&c);
+                }
+            }
+        }
+        let op = self.nodes[n as usize].op;
+        if op.correlation != 0 && !op.call {
+            let c = op.correlation;
+            own_ns = own_ns.saturating_add(sums.linked_ns.get(&c).copied().unwrap_or(0));
+            own_us += sums.linked_us.get(&c).unwrap_or(&0.0);
+            let last = match self.by_correlation.get_mut(&c) {
+                Some(Ids::Many(ids)) => {
+                    ids.retain(|&x| x != n);
+                    ids.is_empty()
+                }
+                Some(Ids::One(_)) => true,
+                None => false,
+            };
+            if last {
+                self.by_correlation.remove(&c);
+                sums.linked_ns.remove(&c);
+                sums.linked_us.remove(&c);
+            }
+        }
+        let clamp = |v: i128| v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        let (cpu_memory, device_memory) = if op.out_of_memory {
+            (op.cpu_memory, op.device_memory)
+        } else {
+            let node = &self.nodes[n as usize];
+            (clamp(node.cpu_memory), clamp(node.device_memory))
+        };
+        let cpu_total_ns = op.end_ns.saturating_sub(op.start_ns);
+        // A zero-length op's float time is 0 from any origin.
+        self.computed |= op.end_ns != op.start_ns;
+        let cpu_total_us =
+            relative_us(op.end_ns, self.origin) - relative_us(op.start_ns, self.origin);
+        let first = order_key(op.start_ns, op.end_ns, op.seq);
+        if self.nodes[n as usize].is_async {
+            let event = Emitted {
+                first,
+                key: op.key,
+                times: OpTimes {
+                    self_cpu_ns: 0,
+                    cpu_total_ns,
+                    self_device_ns: own_ns,
+                    device_total_ns: own_ns,
+                    is_async: true,
+                    cpu_memory,
+                    self_cpu_memory: 0,
+                    device_memory,
+                    self_device_memory: 0,
+                },
+                float: PyTorchTimes {
+                    cpu_total_us,
+                    device_total_us: own_us,
+                },
+                parent: None,
+            };
+            self.retire(n);
+            self.gone(op.key);
+            self.emit(event);
+            return;
+        }
+        // A child that stayed this op's only child, with its name, is removed: this op
+        // takes its device time and its children (PyTorch's collapse).
+        let held = self.nodes[n as usize].held_child;
+        let mut child_sums = std::mem::take(&mut self.nodes[n as usize].sums);
+        // A held child is final before its parent (the parent waits for its children).
+        let removed = (held != NONE && self.nodes[n as usize].children == 1)
+            .then(|| self.nodes[held as usize].done.take())
+            .flatten();
+        if let Some(done) = removed {
+            own_ns = done.own_ns;
+            own_us = done.own_us;
+            child_sums = done.sums;
+            let row = done.event.key;
+            self.retire(held);
+            self.gone(row);
+            self.recheck(row);
+        }
+        let children_device = child_sums.device_ns;
+        child_sums.device_us.sort_unstable_by_key(|a| a.0);
+        let children_us = child_sums
+            .device_us
+            .iter()
+            .rev()
+            .fold(0f64, |sum, &(_, us)| sum + us);
+        let (device_total_ns, device_total_us) = if op.legacy {
+            (own_ns, own_us)
+        } else {
+            (own_ns.saturating_add(children_device), own_us + children_us)
+        };
+        let parent = self.nodes[n as usize].parent;
+        let event = Emitted {
+            first,
+            key: op.key,
+            times: OpTimes {
+                self_cpu_ns: cpu_total_ns - child_sums.cpu_ns,
+                cpu_total_ns,
+                self_device_ns: device_total_ns - children_device,
+                device_total_ns,
+                is_async: false,
+                cpu_memory,
+                self_cpu_memory: cpu_memory.saturating_sub(child_sums.cpu_memory),
+                device_memory,
+                self_device_memory: device_memory.saturating_sub(child_sums.device_memory),
+            },
+            float: PyTorchTimes {
+                cpu_total_us,
+                device_total_us,
+            },
+            parent: (parent != NONE).then(|| self.nodes[parent as usize].op.seq),
+        };
+        if parent != NONE {
+            self.nodes[parent as usize].open_children -= 1;
+            self.worklist.push(parent);
+        }
+        if self.nodes[n as usize].held {
+            // Kept for the parent, which decides whether it stays.
+            self.nodes[n as usize].done = Some(Box::new(Done {
+                event,
+                own_ns,
+                own_us,
+                sums: child_sums,
+            }));
+            return;
+        }
+        if parent != NONE {
+            add_child(&mut self.nodes[parent as usize].sums, &event);
+        }
+        self.retire(n);
+        self.gone(op.key);
+        self.emit(event);
+    }
+
+    /// The parent got a second child: its first child stays.
+    fn release(&mut self, child: u32, parent: u32) {
+        let node = &mut self.nodes[child as usize];
+        node.held = false;
+        if let Some(done) = node.done.take() {
+            let op = node.op;
+            add_child(&mut self.nodes[parent as usize].sums, &done.event);
+            self.retire(child);
+            self.gone(op.key);
+            self.emit(done.event);
+        }
+    }
+
+    fn retire(&mut self, n: u32) {
+        let node = &mut self.nodes[n as usize];
+        node.alive = false;
+        node.sums = Sums::default();
+        node.done = None;
+        self.free.push(n);
+    }
+
+    /// An op of the row was added to it (or removed).
+    fn gone(&mut self, row: u32) {
+        if let Some(state) = self.rows.get_mut(row as usize) {
+            state.live_count -= 1;
+            if state.live_count == 0 {
+                state.live.clear();
+            }
+        }
+    }
+
+    /// Whether an op of the row not yet added to it comes before `key`.
+    fn blocked(nodes: &[Node], state: &mut RowState, key: Key) -> bool {
+        if state.live_count == 0 {
+            return false;
+        }
+        while let Some(&Reverse((first, n, generation))) = state.live.peek() {
+            let node = &nodes[n as usize];
+            if node.alive && node.generation == generation {
+                return first < key;
+            }
+            state.live.pop();
+        }
+        false
+    }
+
+    fn emit(&mut self, event: Emitted) {
+        let row = event.key;
+        let state = row_state(&mut self.rows, row);
+        if state.waiting.is_empty()
+            && (event.first.0 < self.horizon || self.finishing)
+            && !Self::blocked(&self.nodes, state, event.first)
+        {
+            self.ready.push(event);
+            return;
+        }
+        state.waiting.push(Reverse(Waiting(event)));
+        self.waiting_count += 1;
+        self.recheck(row);
+    }
+
+    /// Adds the row's waiting events that no earlier event can precede any more.
+    fn recheck(&mut self, row: u32) {
+        let Some(state) = self.rows.get_mut(row as usize) else {
+            return;
+        };
+        while let Some(Reverse(Waiting(e))) = state.waiting.peek() {
+            let first = e.first;
+            if first.0 >= self.horizon && !self.finishing {
+                if self.due_at.insert(row, first.0) != Some(first.0) {
+                    self.due.push(Reverse((first.0, row)));
+                }
+                break;
+            }
+            if Self::blocked(&self.nodes, state, first) {
+                break;
+            }
+            if let Some(Reverse(Waiting(e))) = state.waiting.pop() {
+                self.waiting_count -= 1;
+                self.ready.push(e);
+            }
+        }
+    }
+
+    /// Everything has arrived: every op is final.
+    pub(super) fn finish(&mut self, sums: &mut DeviceSums) -> Result<(), OutOfOrder> {
+        self.finishing = true;
+        self.horizon = i64::MAX;
+        for t in 0..self.threads.len() as u32 {
+            self.pass_horizon(t, sums)?;
+        }
+        for (_, targets) in std::mem::take(&mut self.flow_targets) {
+            for n in targets {
+                self.nodes[n as usize].pending -= 1;
+            }
+        }
+        let live: Vec<u32> = (0..self.nodes.len() as u32)
+            .filter(|&n| self.nodes[n as usize].alive)
+            .collect();
+        self.worklist.extend(live);
+        self.run(sums)?;
+        self.drop_records(i64::MAX);
+        for row in 0..self.rows.len() as u32 {
+            self.recheck(row);
+        }
+        Ok(())
+    }
+}
+
+/// The state of a row, by index.
+fn row_state(rows: &mut Vec<RowState>, row: u32) -> &mut RowState {
+    let row = row as usize;
+    if rows.len() <= row {
+        rows.resize_with(row + 1, RowState::default);
+    }
+    &mut rows[row]
+}
+
+/// What a final child adds to its parent.
+fn add_child(parent: &mut Sums, event: &Emitted) {
+    let t = &event.times;
+    parent.cpu_ns = parent.cpu_ns.saturating_add(t.cpu_total_ns);
+    parent.device_ns = parent.device_ns.saturating_add(t.device_total_ns);
+    if event.float.device_total_us != 0.0 {
+        parent
+            .device_us
+            .push((event.first, event.float.device_total_us));
+    }
+    parent.cpu_memory = parent.cpu_memory.saturating_add(t.cpu_memory);
+    parent.device_memory = parent.device_memory.saturating_add(t.device_memory);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_merge_into_ranges_of_consecutive_values() {
+        let mut ids = RangeSet::default();
+        for v in [5, 6, 7, 10, 9, 1, 8, 8, 0, u64::MAX] {
+            ids.insert(v);
+        }
+        let ranges: Vec<(u64, u64)> = ids.ranges.iter().map(|(&f, &l)| (f, l)).collect();
+        assert_eq!(ranges, [(0, 1), (5, 10), (u64::MAX, u64::MAX)]);
+        assert!(ids.contains(7) && ids.contains(0) && ids.contains(u64::MAX));
+        assert!(!ids.contains(2) && !ids.contains(11) && !ids.contains(u64::MAX - 1));
+    }
+}
