@@ -31,7 +31,7 @@
 //! [`attribute_launches`]: super::tree::attribute_launches
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
 
 use super::builder::Emitted;
@@ -137,8 +137,8 @@ struct Thread {
     /// The stack of [`attribute_launches`](super::tree::attribute_launches): (start,
     /// recorded end, node) of non-call ops.
     enclosing: Vec<(i64, i64, u32)>,
-    /// Bumped whenever the thread's deadline changes (stale heap entries are skipped).
-    version: u32,
+    /// The earliest deadline the thread has in `deadlines` (`i64::MAX`: none).
+    wake: i64,
 }
 
 /// What a child adds to its parent (the sums
@@ -248,63 +248,53 @@ impl Ord for Waiting {
 #[derive(Default)]
 struct RangeSet {
     ranges: BTreeMap<u64, u64>,
-    /// The first value of the range the last id went to (ids mostly come one after the
-    /// other).
-    recent: Option<u64>,
+    /// The range ids go to while they come one after the other, kept out of `ranges`
+    /// (it may touch or overlap one there until it is put in).
+    recent: Option<(u64, u64)>,
 }
 
 impl RangeSet {
     fn contains(&self, v: u64) -> bool {
-        self.ranges
-            .range(..=v)
-            .next_back()
-            .is_some_and(|(_, &last)| last >= v)
+        self.recent
+            .is_some_and(|(first, last)| first <= v && v <= last)
+            || self
+                .ranges
+                .range(..=v)
+                .next_back()
+                .is_some_and(|(_, &last)| last >= v)
     }
 
     fn insert(&mut self, v: u64) {
-        if let Some(first) = self.recent {
-            let next = self.ranges.get(&first).and_then(|last| last.checked_add(1));
-            if next == Some(v)
-                && !v
-                    .checked_add(1)
-                    .is_some_and(|n| self.ranges.contains_key(&n))
-            {
-                self.ranges.insert(first, v);
-                return;
+        match self.recent {
+            Some((first, last)) if first <= v && v <= last => {}
+            Some((first, last)) if last.checked_add(1) == Some(v) => self.recent = Some((first, v)),
+            recent => {
+                if let Some((first, last)) = recent {
+                    self.put(first, last);
+                }
+                self.recent = Some((v, v));
             }
         }
-        let before = self.ranges.range(..=v).next_back().map(|(&s, &l)| (s, l));
-        if before.is_some_and(|(_, last)| last >= v) {
-            return;
-        }
-        let after = v
-            .checked_add(1)
-            .and_then(|n| self.ranges.get(&n).map(|&l| (n, l)));
-        let first = match (before.filter(|&(_, last)| last + 1 == v), after) {
-            (Some((first, _)), Some((next, last))) => {
-                self.ranges.remove(&next);
-                self.ranges.insert(first, last);
-                first
-            }
-            (Some((first, _)), None) => {
-                self.ranges.insert(first, v);
-                first
-            }
-            (None, Some((next, last))) => {
-                self.ranges.remove(&next);
-                self.ranges.insert(v, last);
-                v
-            }
-            (None, None) => {
-                self.ranges.insert(v, v);
-                v
-            }
-        };
-        self.recent = Some(first);
     }
 
-    fn len(&self) -> usize {
-        self.ranges.len()
+    /// Puts `first..=last` in `ranges`, merged with the ranges it touches or overlaps.
+    fn put(&mut self, mut first: u64, mut last: u64) {
+        if let Some((&f, &l)) = self.ranges.range(..=first).next_back() {
+            if l.checked_add(1).is_some_and(|n| n >= first) || l == u64::MAX {
+                first = f;
+                last = last.max(l);
+                self.ranges.remove(&f);
+            }
+        }
+        loop {
+            let bound = last.saturating_add(1);
+            let Some((&f, &l)) = self.ranges.range(first..=bound).next() else {
+                break;
+            };
+            last = last.max(l);
+            self.ranges.remove(&f);
+        }
+        self.ranges.insert(first, last);
     }
 }
 
@@ -312,8 +302,9 @@ impl RangeSet {
 pub(super) struct Folder {
     threads: Vec<Thread>,
     thread_index: FastMap<(i64, i64), u32>,
-    /// (latest start, thread) of every thread, once items came out of time order.
-    latest: BTreeSet<(i64, u32)>,
+    /// (latest start, thread) of the thread whose latest start is the earliest, once items
+    /// came out of time order.
+    slowest: Option<(i64, u32)>,
     /// Every host op and memory record so far came in time order.
     in_order: bool,
     max_start: i64,
@@ -323,8 +314,9 @@ pub(super) struct Folder {
     free: Vec<u32>,
     /// (end, node, generation): ops waiting for the horizon to pass their end.
     by_end: BinaryHeap<Reverse<(i64, u32, u32)>>,
-    /// (deadline, thread, version): when the horizon makes a thread place or close ops.
-    deadlines: BinaryHeap<Reverse<(i64, u32, u32)>>,
+    /// (deadline, thread): when the horizon may make a thread place or close ops (some
+    /// deadlines passed since; a thread with an earlier one is not pushed again).
+    deadlines: BinaryHeap<Reverse<(i64, u32)>>,
     /// (node, generation) of placed ops not final, which memory records may fall in
     /// (some already final).
     live: Vec<(u32, u32)>,
@@ -371,7 +363,7 @@ impl Folder {
         Self {
             threads: Vec::new(),
             thread_index: FastMap::default(),
-            latest: BTreeSet::new(),
+            slowest: None,
             in_order,
             max_start: i64::MIN,
             horizon: i64::MIN,
@@ -415,8 +407,6 @@ impl Folder {
             + self.tie_count
             + self.waiting_count
             + self.records.len()
-            + self.seen_linked.len()
-            + self.seen_launch.len()
     }
 
     fn note_held(&mut self) {
@@ -435,11 +425,12 @@ impl Folder {
         let t = self.threads.len() as u32;
         self.threads.push(Thread {
             latest: start,
+            wake: i64::MAX,
             ..Thread::default()
         });
         self.thread_index.insert(id, t);
-        if !self.in_order {
-            self.latest.insert((start, t));
+        if !self.in_order && self.slowest.is_none_or(|s| (start, t) < s) {
+            self.slowest = Some((start, t));
         }
         t
     }
@@ -461,9 +452,7 @@ impl Folder {
         if start < self.max_start && self.in_order {
             self.in_order = false;
             // From now on the horizon is the slowest thread's latest start.
-            self.latest = (0..self.threads.len() as u32)
-                .map(|t| (self.threads[t as usize].latest, t))
-                .collect();
+            self.find_slowest();
         }
         self.max_start = self.max_start.max(start);
         Ok(self.thread(thread, start))
@@ -474,18 +463,25 @@ impl Folder {
         if self.in_order {
             self.max_start
         } else {
-            self.latest.first().map_or(i64::MIN, |&(l, _)| l)
+            self.slowest.map_or(i64::MIN, |(l, _)| l)
         }
+    }
+
+    fn find_slowest(&mut self) {
+        self.slowest = (0..self.threads.len() as u32)
+            .map(|t| (self.threads[t as usize].latest, t))
+            .min();
     }
 
     fn set_latest(&mut self, t: u32, start: i64) {
         let th = &mut self.threads[t as usize];
         if start > th.latest {
-            if !self.in_order {
-                self.latest.remove(&(th.latest, t));
-                self.latest.insert((start, t));
-            }
             th.latest = start;
+            // Only the slowest thread moving moves the horizon: the others are not looked at
+            // (threads that take turns look at them once a turn).
+            if !self.in_order && self.slowest.is_some_and(|(_, s)| s == t) {
+                self.find_slowest();
+            }
         }
     }
 
@@ -854,9 +850,9 @@ impl Folder {
             .last()
             .map_or(i64::MAX, |&n| self.nodes[n as usize].op.end_ns);
         let deadline = tie.min(top);
-        th.version = th.version.wrapping_add(1);
-        if deadline != i64::MAX || !th.tie.is_empty() || !th.stack.is_empty() {
-            self.deadlines.push(Reverse((deadline, t, th.version)));
+        if deadline < th.wake {
+            th.wake = deadline;
+            self.deadlines.push(Reverse((deadline, t)));
         }
     }
 
@@ -867,13 +863,14 @@ impl Folder {
             return Ok(());
         }
         self.horizon = bound;
-        while let Some(&Reverse((deadline, t, version))) = self.deadlines.peek() {
+        while let Some(&Reverse((deadline, t))) = self.deadlines.peek() {
             if deadline > self.horizon {
                 break;
             }
             self.deadlines.pop();
-            if version != self.threads[t as usize].version {
-                continue;
+            let th = &mut self.threads[t as usize];
+            if th.wake == deadline {
+                th.wake = i64::MAX;
             }
             self.pass_horizon(t, sums)?;
             self.schedule(t);
@@ -1249,6 +1246,8 @@ mod tests {
         for v in [5, 6, 7, 10, 9, 1, 8, 8, 0, u64::MAX] {
             ids.insert(v);
         }
+        let (first, last) = ids.recent.unwrap();
+        ids.put(first, last);
         let ranges: Vec<(u64, u64)> = ids.ranges.iter().map(|(&f, &l)| (f, l)).collect();
         assert_eq!(ranges, [(0, 1), (5, 10), (u64::MAX, u64::MAX)]);
         assert!(ids.contains(7) && ids.contains(0) && ids.contains(u64::MAX));
