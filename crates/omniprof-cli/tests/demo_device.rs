@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use omniprof::import::TraceReader;
-use omniprof_test_support::skip;
+use omniprof_test_support::skip::{self, Needs};
 use serde_json::Value;
 
 fn demo(path: &Path) {
@@ -121,6 +121,7 @@ fn the_demo_trace_passes_the_kernel_and_temporal_breakdowns_of_holistic_trace_an
     let Ok(python) = std::env::var("OMNIPROF_HTA_PYTHON") else {
         return skip::skip(
             "HTA check",
+            Needs::Hta,
             "OMNIPROF_HTA_PYTHON is not set (bash .ci/run installs HTA and sets it)",
         );
     };

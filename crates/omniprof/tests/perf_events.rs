@@ -7,7 +7,7 @@ use omniprof::keys::metadata;
 use omniprof::{ActivityType, Config, Profiler, Value};
 use omniprof_test_support::checker;
 use omniprof_test_support::lock::serial;
-use omniprof_test_support::skip;
+use omniprof_test_support::skip::{self, Needs};
 
 fn busy_loop() {
     let mut x = 0u64;
@@ -50,7 +50,7 @@ fn software_counters_grow_per_thread_and_missing_hardware_is_reported() {
     if let Some(refused) = unavailable.iter().find(|e| e.starts_with("task-clock: ")) {
         // A sandbox may forbid perf_event_open altogether (a seccomp filter): the session
         // still succeeded, which is the other half of this test.
-        return skip::skip("software perf counters", refused);
+        return skip::skip("software perf counters", Needs::PerfEvents, refused);
     }
 
     let series = trace

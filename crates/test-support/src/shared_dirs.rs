@@ -23,6 +23,7 @@ pub fn other_owner(check: &str) -> Option<u32> {
     } else {
         crate::skip::skip(
             check,
+            crate::skip::Needs::Root,
             "giving a file to another uid needs root (CI runs the tests as root)",
         );
         None

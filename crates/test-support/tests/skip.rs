@@ -1,9 +1,9 @@
 //! A skipped check is visible in a plain test run (its line survives the harness's output
-//! capture), and with `OMNIPROF_REQUIRE_ALL_CHECKS` it fails the test instead.
+//! capture) and says how to enable it, and with `OMNIPROF_REQUIRE_ALL_CHECKS` it fails the test instead.
 
 use std::process::Command;
 
-use omniprof_test_support::skip;
+use omniprof_test_support::skip::{self, Needs};
 
 /// Set by the test below for the run of this binary it starts.
 const DEMO_ENV: &str = "OMNIPROF_SKIP_DEMO";
@@ -12,7 +12,7 @@ const DEMO_ENV: &str = "OMNIPROF_SKIP_DEMO";
 #[test]
 fn skips_when_asked() {
     if std::env::var_os(DEMO_ENV).is_some() {
-        skip::skip("demo check", "asked to skip");
+        skip::skip("demo check", Needs::CCompiler, "asked to skip");
     }
 }
 
@@ -35,7 +35,12 @@ fn a_skip_shows_in_a_captured_run_and_fails_when_all_checks_are_required() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "{all}");
-    assert!(all.contains("SKIPPED demo check: asked to skip"), "{all}");
+    // The reason, then how to enable the check, from the one table of them.
+    let line = format!(
+        "SKIPPED demo check: asked to skip. To run it: {}.",
+        Needs::CCompiler.how_to_enable()
+    );
+    assert!(all.contains(&line), "{all}");
 
     let out = run(true);
     assert!(

@@ -348,7 +348,8 @@ mod tests {
             Ok(c) => c,
             Err(e) => {
                 let why = format!("perf_event_open is refused here: {e}");
-                return omniprof_test_support::skip::skip("software perf counters", &why);
+                let needs = omniprof_test_support::skip::Needs::PerfEvents;
+                return omniprof_test_support::skip::skip("software perf counters", needs, &why);
             }
         };
         let faults = Counter::open(event("page-faults").unwrap(), tid).unwrap();
