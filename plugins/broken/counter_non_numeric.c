@@ -10,7 +10,7 @@
  * then after_broken_call, whose broken_call_rc is the code addLastEventMetadata returned
  * for "high".
  *
- * Expected host behaviour (plugin-abi.md defect 15): the non-numeric value is dropped and
+ * Expected host behaviour (docs/plugin-abi.md defect 15): the non-numeric value is dropped and
  * counted (at addLastEventMetadata, which may then return -1, or when the counter is
  * written); the two numeric samples form the sm_activity series; both kernels survive.
  */

@@ -7,7 +7,7 @@
  *   int CreateError_createCalls(void);               profilerCreate calls
  *   int CreateError_callsAfterFailedCreate(void);    calls of any other entry
  *
- * Expected host behaviour (plugin-abi.md section 7 and defect 8): the session exists without
+ * Expected host behaviour (docs/plugin-abi.md section 7 and defect 8): the session exists without
  * a handle and no further call reaches the plugin: start, stop, processEvents, destroy and
  * the correlation pushes and pops are all skipped (Kineto still forwards push/pop with a
  * NULL handle). CreateError_callsAfterFailedCreate() stays 0; the failure is reported.

@@ -6,7 +6,7 @@
  * bracket (both inside the capture window), then after_broken_call with the code of that
  * addEvent in broken_call_rc.
  *
- * Expected host behaviour (plugin-abi.md defect 11): accepted (addEvent returns 0, so
+ * Expected host behaviour (docs/plugin-abi.md defect 11): accepted (addEvent returns 0, so
  * broken_call_rc is 0), its duration clamped to 0 and the clamp counted; the trace stays
  * loadable. Both valid kernels survive.
  */

@@ -2,11 +2,12 @@
  * event_too_small.c -- BROKEN: addEvent with an event declaring unpaddedStructSize 24.
  *
  * 24 is the size of the ProcessEvents parameters, which Kineto compared against instead of
- * the event's 48 (defect 1). "EventTooSmall" (CONCURRENT_KERNEL) emits valid_kernel, then a
- * complete 48-byte event (id 3) whose size field says 24, named "truncated_event" only if
- * the host accepts it, then after_broken_call with addEvent's code in broken_call_rc.
+ * the event's 48 (docs/plugin-abi.md, defect 1). "EventTooSmall" (CONCURRENT_KERNEL) emits
+ * valid_kernel, then a complete 48-byte event (id 3) whose size field says 24, named
+ * "truncated_event" only if the host accepts it, then after_broken_call with addEvent's code
+ * in broken_call_rc.
  *
- * Expected host behaviour (plugin-abi.md defect 1): an event smaller than 48 bytes is
+ * Expected host behaviour (docs/plugin-abi.md defect 1): an event smaller than 48 bytes is
  * rejected: addEvent returns -1, broken_call_rc is -1, both valid kernels survive.
  */
 #include "broken_plugin.h"

@@ -5,7 +5,7 @@
  * complete event (id 3) whose eventType is 99, named "garbage_type_99" only if the host
  * accepts it, then after_broken_call, whose metadata broken_call_rc is addEvent's code.
  *
- * Expected host behaviour (plugin-abi.md defect 5): addEvent returns -1 and the event is
+ * Expected host behaviour (docs/plugin-abi.md defect 5): addEvent returns -1 and the event is
  * dropped (and counted); Kineto silently turned it into a kernel. broken_call_rc is -1 and
  * both valid kernels survive.
  */

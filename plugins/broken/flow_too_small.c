@@ -6,7 +6,7 @@
  * otherwise complete ac2g flow end (id 42, start point) whose size says 16, then
  * after_broken_call with setLastEventFlow's code in broken_call_rc.
  *
- * Expected host behaviour (plugin-abi.md section 5): setLastEventFlow returns -1,
+ * Expected host behaviour (docs/plugin-abi.md section 5): setLastEventFlow returns -1,
  * broken_call_rc is -1, valid_kernel has no flow, and both valid kernels survive.
  */
 #include "broken_plugin.h"

@@ -7,7 +7,7 @@
  * size would run "TooSmallInterface" normally and see valid_kernel; a host that checks it
  * reads none of it.
  *
- * Expected host behaviour (plugin-abi.md section 6): the interface is older than the oldest
+ * Expected host behaviour (docs/plugin-abi.md section 6): the interface is older than the oldest
  * supported, so the profiler is disabled (rejected at registration or at instantiation) and
  * never queried, created or asked for events.
  */

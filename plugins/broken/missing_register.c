@@ -5,7 +5,7 @@
  * case-sensitive, so dlsym(handle, "KinetoPlugin_register") finds nothing. The misspelled
  * function would register a working profiler, "MissingRegister", if it were ever called.
  *
- * Expected host behaviour (plugin-abi.md section 2): the symbol lookup fails, the host logs
+ * Expected host behaviour (docs/plugin-abi.md section 2): the symbol lookup fails, the host logs
  * it, closes the library and skips it; no profiler is registered.
  */
 #include "broken_plugin.h"

@@ -4,7 +4,7 @@
  * Everything else of "MissingStart" is valid (its processEvents would emit valid_kernel if
  * a session ever got that far).
  *
- * Expected host behaviour (plugin-abi.md section 6, conformance vector "Validation: required
+ * Expected host behaviour (docs/plugin-abi.md section 6, conformance vector "Validation: required
  * entry missing"): the profiler is disabled; configuring a trace with its types yields no
  * session for it, and profilerCreate is never called.
  */

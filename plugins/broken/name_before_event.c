@@ -6,7 +6,7 @@
  * valid_kernel and after_broken_call (broken_call_rc = that setLastEventName's code). The
  * order differs from the other plugins because the defect needs an empty builder.
  *
- * Expected host behaviour (plugin-abi.md section 5 and its conformance vectors):
+ * Expected host behaviour (docs/plugin-abi.md section 5 and its conformance vectors):
  * setLastEventName returns -1, broken_call_rc is -1, no event is named "orphan_name", and
  * both valid kernels survive.
  */

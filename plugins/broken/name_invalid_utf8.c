@@ -6,7 +6,7 @@
  * UTF-8, an overlong encoding of '/', and an encoded surrogate. Then after_broken_call with
  * setLastEventName's code in broken_call_rc.
  *
- * Expected host behaviour (plugin-abi.md section 1: strings are UTF-8): the name is
+ * Expected host behaviour (docs/plugin-abi.md section 1: strings are UTF-8): the name is
  * rejected (setLastEventName returns -1, the event unnamed or dropped) or repaired lossily
  * (each bad sequence replaced by U+FFFD); invalid UTF-8 never reaches the trace file, which
  * stays valid JSON. Both valid kernels survive.

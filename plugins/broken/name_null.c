@@ -5,7 +5,7 @@
  * and names it with a NULL pointer, then after_broken_call with setLastEventName's code in
  * broken_call_rc.
  *
- * Expected host behaviour (plugin-abi.md section 5): setLastEventName returns -1 without
+ * Expected host behaviour (docs/plugin-abi.md section 5): setLastEventName returns -1 without
  * dereferencing the pointer; broken_call_rc is -1. The kernel added before the call stays
  * unnamed (the host keeps it with an empty or placeholder name, or drops it); both valid
  * kernels survive with their names.

@@ -4,7 +4,7 @@
  * "ProcessEventsError" (CONCURRENT_KERNEL) emits valid_kernel, then returns -1 as if it had
  * lost the rest of its data.
  *
- * Expected host behaviour (plugin-abi.md defect 10): the failure is reported in the
+ * Expected host behaviour (docs/plugin-abi.md defect 10): the failure is reported in the
  * session's errors and the trace metadata, not only logged; the trace is still produced.
  * What was added before the failure is valid, and a host that keeps it shows valid_kernel.
  */

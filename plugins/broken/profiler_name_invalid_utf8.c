@@ -5,7 +5,7 @@
  * The types (CONCURRENT_KERNEL) and the rest of the profiler are valid: its sessions emit
  * the usual valid_kernel, after_broken_call pair (broken_call_rc 0).
  *
- * Expected host behaviour (plugin-abi.md defect 9): the name must be valid UTF-8, so the
+ * Expected host behaviour (docs/plugin-abi.md defect 9): the name must be valid UTF-8, so the
  * host rejects it: the profiler is disabled or named "N/A" (a host may instead repair the
  * name lossily, "Bad\uFFFD\uFFFDName"); invalid UTF-8 never reaches a trace or a log as is.
  */

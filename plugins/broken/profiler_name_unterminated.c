@@ -7,7 +7,7 @@
  * and so is the rest of the profiler: its sessions emit the usual valid_kernel,
  * after_broken_call pair (broken_call_rc 0, there being no broken builder call).
  *
- * Expected host behaviour (plugin-abi.md defect 9): the host zeroes the buffer before the
+ * Expected host behaviour (docs/plugin-abi.md defect 9): the host zeroes the buffer before the
  * call and forces a NUL at index profilerNameMaxLen after it, so the name is the first 31
  * 'U's, and nothing past the buffer is read. The profiler then works normally.
  */

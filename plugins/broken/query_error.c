@@ -5,7 +5,7 @@
  * failed, so none of it can be trusted. The rest of the profiler is valid (its
  * processEvents would emit valid_kernel).
  *
- * Expected host behaviour (plugin-abi.md section 7): the failure is logged and the name
+ * Expected host behaviour (docs/plugin-abi.md section 7): the failure is logged and the name
  * "QueryError" is not used: Kineto names the profiler "N/A"; a stricter host disables it.
  */
 #include "broken_plugin.h"

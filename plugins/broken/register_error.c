@@ -4,7 +4,7 @@
  * A plugin whose initialization failed (say, no device found) reports it through the entry
  * point's return code.
  *
- * Expected host behaviour (plugin-abi.md section 2): the host logs the error with the code
+ * Expected host behaviour (docs/plugin-abi.md section 2): the host logs the error with the code
  * -7, closes the library and skips it; no profiler is registered.
  */
 #include "omniprof_plugin.h"

@@ -3,7 +3,7 @@
  *
  * Valid per the ABI, but useless: the library provides no profiler.
  *
- * Expected host behaviour (plugin-abi.md section 2, omniprof addition): the library loads
+ * Expected host behaviour (docs/plugin-abi.md section 2, omniprof addition): the library loads
  * without error, contributes no profiler, and the host reports a library that registered
  * nothing.
  */

@@ -5,7 +5,7 @@
  * TwinA "twin_a_kernel" (id 1, device 0, resource 1), TwinB "twin_b_kernel" (id 2,
  * device 0, resource 2).
  *
- * Expected host behaviour (plugin-abi.md section 2): two profilers from one library, each
+ * Expected host behaviour (docs/plugin-abi.md section 2): two profilers from one library, each
  * queried, created, started, stopped and processed independently; both kernels appear.
  */
 #include "broken_plugin.h"

@@ -5,7 +5,7 @@
  * One KinetoPlugin_register registers two profilers:
  *
  * MockPlugin
- *   The conformance mock of Kineto's DynamicPluginTest.cpp (plugin-abi.md, section 10):
+ *   The conformance mock of Kineto's DynamicPluginTest.cpp (docs/plugin-abi.md, section 10):
  *   query reports the name "MockPlugin" and CUDA_RUNTIME, CUDA_DRIVER, CONCURRENT_KERNEL,
  *   GPU_MEMCPY; create allocates a handle record {created, active, enabled types}; start and
  *   stop toggle `active`; destroy frees the record; the four optional correlation entries are

@@ -1,4 +1,4 @@
-//! The `#[repr(C)]` mirror of every type in the plugin ABI (`plugin-abi.md`, sections 2–6).
+//! The `#[repr(C)]` mirror of every type in the plugin ABI (`docs/plugin-abi.md`, sections 2–6).
 //!
 //! Names follow Rust style; each item's documentation gives its C name in
 //! `include/omniprof_plugin.h`. Three choices keep the mirror sound when the other side is

@@ -1,4 +1,4 @@
-//! Versioning by unpadded struct size (`plugin-abi.md`, section 1).
+//! Versioning by unpadded struct size (`docs/plugin-abi.md`, section 1).
 //!
 //! Every struct starts with its producer's *unpadded size*: the offset of its last field plus
 //! that field's size, trailing padding excluded. Fields are only ever appended, so a consumer
@@ -254,7 +254,8 @@ mod tests {
 
     #[test]
     fn read_versioned_rejects_an_older_struct_before_reading_it() {
-        // Only the size field exists: reading any further would be out of bounds (defect 4).
+        // Only the size field exists: reading any further would be out of bounds
+        // (`docs/plugin-abi.md`, defect 4).
         let older: usize = 16;
         // SAFETY: `older` is readable for its size field, and declares no more.
         let read = unsafe { read_versioned(NonNull::from(&older).cast::<ProfileEventFlow>()) };

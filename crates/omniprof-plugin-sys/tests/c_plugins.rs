@@ -228,7 +228,7 @@ impl Recorded {
     }
 }
 
-/// What a plugin handed over, as a strict host sees it: every rule of `plugin-abi.md`
+/// What a plugin handed over, as a strict host sees it: every rule of `docs/plugin-abi.md`
 /// section 5 is enforced with −1, values must be JSON, counter values numbers, names UTF-8.
 #[derive(Default)]
 struct Trace {
@@ -729,7 +729,7 @@ fn the_sample_registers_mock_plugin_and_sample_counters() {
     );
 }
 
-/// `plugin-abi.md` section 10: Lifecycle, the configure variants as the plugin sees them, and
+/// `docs/plugin-abi.md` section 10: Lifecycle, the configure variants as the plugin sees them, and
 /// EventBuilderProcessing.
 #[test]
 fn mock_plugin_is_the_reference_mock() {
@@ -1169,7 +1169,7 @@ fn a_failed_create_leaves_no_handle() {
     let (rc, handle) = profiler.create(&[T::CONCURRENT_KERNEL]);
     assert_eq!((rc, handle.0), (-5, ptr::null_mut()));
     assert_eq!(hook(library, "CreateError_createCalls"), created + 1);
-    // What a host must not do (defect 8); the hook counts it.
+    // What a host must not do (`docs/plugin-abi.md`, defect 8); the hook counts it.
     assert_eq!(profiler.push(handle, 1), -1);
     assert_eq!(
         hook(library, "CreateError_callsAfterFailedCreate"),

@@ -1,7 +1,7 @@
-//! The ABI's layout, checked against one table: the LP64 tables of `plugin-abi.md`
+//! The ABI's layout, checked against one table: the LP64 tables of `docs/plugin-abi.md`
 //! (sections 3–6), written once below. The Rust mirror is checked against it here, and the
 //! table is rendered into static assertions that a C and a C++ compiler check against the
-//! header, so the two languages cannot drift apart or from the reference.
+//! header, so the two languages cannot drift apart or from the documented ABI.
 #![cfg(target_pointer_width = "64")]
 
 use std::fmt::Write as _;
@@ -12,7 +12,7 @@ use std::process::Command;
 use omniprof_plugin_sys::*;
 use omniprof_test_support::skip::{skip, Needs};
 
-/// One struct of the ABI as the reference gives it, next to what the Rust mirror has.
+/// One struct of the ABI as `docs/plugin-abi.md` gives it, next to what the Rust mirror has.
 struct Struct {
     rust_name: &'static str,
     c_name: &'static str,
@@ -27,7 +27,7 @@ struct Struct {
 }
 
 /// One field: its C names (two for the members of an anonymous union), C type, offset and
-/// size as the reference gives them, and the Rust mirror's offset and size.
+/// size as `docs/plugin-abi.md` gives them, and the Rust mirror's offset and size.
 struct Field {
     rust_name: &'static str,
     c_names: &'static [&'static str],

@@ -15,7 +15,7 @@ use omniprof_plugin_sys::*;
 
 // ---- The plugin --------------------------------------------------------------------------
 
-/// The conformance mock of `plugin-abi.md` section 10, plus a record of its lifecycle.
+/// The conformance mock of `docs/plugin-abi.md` section 10, plus a record of its lifecycle.
 #[derive(Default)]
 struct Mock;
 
@@ -818,7 +818,8 @@ fn a_failed_create_leaves_no_handle_and_later_calls_are_refused() {
     let (_, faulty) = interfaces();
     let (code, handle) = create(&faulty, &[ProfileEventType::CPU_OP]);
     assert_eq!((code, handle), (ERROR_FAILED, ptr::null_mut()));
-    // What Kineto does next (defect 8): calls with the NULL handle. Refused, not followed.
+    // What Kineto does next (`docs/plugin-abi.md`, defect 8): calls with the NULL handle.
+    // Refused, not followed.
     assert_eq!(start(&faulty, handle), ERROR_NULL_ARGUMENT);
     let push = ProfilerPushCorrelationIdParams {
         correlation_id: 1,

@@ -1,6 +1,6 @@
 //! Activity types, their classes, and the [`Activity`] record every source produces.
 //!
-//! The integers and `cat` names are Kineto main's (`reference/activity-types.md`, section 1);
+//! The integers and `cat` names are Kineto main's (`docs/activity-types.md`, section 1);
 //! they are what omniprof stores and writes. The accelerator-agnostic names of Kineto PR 1212
 //! (`runtime`, `driver`, `kernel`, `gpu_pm_counter`, and omniprof's `scope_profiler`) are
 //! accepted when parsing, and gating is by class: selecting any runtime type enables every

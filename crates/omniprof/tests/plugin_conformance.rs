@@ -1,4 +1,4 @@
-//! The reference's conformance vectors for dynamic plugins (`plugin-abi.md`, section 10), run
+//! The conformance vectors for dynamic plugins (`docs/plugin-abi.md`, section 10), run
 //! against the sample C plugin built by the test and loaded by omniprof's real loader: the
 //! mock's lifecycle and its four events with exact times, ids and names; the configure
 //! intersections; the interface validation; and the directory rules.

@@ -217,7 +217,7 @@ fn a_hand_built_trace_with_every_field_round_trips() {
         start + 43_000,
     );
     // Types with their own `External id` carry one id in the file: linked or their own,
-    // never both (`reference/trace-format.md`, section 5), so this one holds its own.
+    // never both (`docs/trace-format.md`, section 5), so this one holds its own.
     annotation.correlation = 17;
     let mut mark = Activity::new(
         ActivityType::CpuInstantEvent,

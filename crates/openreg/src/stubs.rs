@@ -1,4 +1,4 @@
-//! OpenReg's profiler stubs (`reference/stubs-and-summary.md`, section 3): events on the
+//! OpenReg's profiler stubs (`docs/stubs-and-summary.md`, section 3): events on the
 //! current stream of the current device, timed from their real completion times. This is
 //! the whole integration a device needs for per-op device time in omniprof's summary
 //! (`ProfilerBuilder::stubs("OpenReg")`), without a device timeline.

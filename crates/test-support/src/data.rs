@@ -1,5 +1,5 @@
 //! PyTorch's reference data, kept with the trace crate in `crates/omniprof-trace/tests/data`,
-//! and the rows of the reference's example.
+//! and the rows of the example of `docs/trace-format.md` §14.
 
 use std::path::{Path, PathBuf};
 
@@ -10,15 +10,15 @@ fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../omniprof-trace/tests/data")
 }
 
-/// The trace PyTorch 2.15 wrote for a small CPU run:
-/// `reference/data/pytorch-2.15-cpu.pt.trace.json`, renamed so `.gitignore` (which drops
+/// The trace PyTorch 2.15 wrote for a small CPU run (`docs/trace-format.md` §11), named
+/// `-trace.json` rather than `.pt.trace.json` so that `.gitignore` (which drops
 /// `*.pt.trace.json` outputs) keeps it.
 pub fn reference_trace() -> PathBuf {
     data_dir().join("pytorch-2.15-cpu-trace.json")
 }
 
 /// `key_averages().table(sort_by="cpu_time_total", row_limit=12)` as PyTorch 2.15 printed it
-/// for [`reference_trace`] (`reference/stubs-and-summary.md`, section 6): the text of
+/// for [`reference_trace`] (`docs/stubs-and-summary.md`, section 6): the text of
 /// `pytorch-2.15-cpu-table.txt`.
 pub fn reference_table() -> String {
     let path = data_dir().join("pytorch-2.15-cpu-table.txt");
@@ -39,8 +39,8 @@ pub fn stack_report(what: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The rows of the reference's example: host process 4242 with one thread, device 0 with
-/// stream 7, as Kineto writes them.
+/// The rows of the example of `docs/trace-format.md` §14: host process 4242 with one
+/// thread, device 0 with stream 7, as Kineto writes them.
 pub fn add_example_rows(trace: &mut Trace) {
     for (pid, label, sort_index) in [(4242, "CPU", 4242), (0, "GPU 0", 5_000_000)] {
         trace.add_process(ProcessRow {

@@ -8,7 +8,8 @@
 //!   process-wide);
 //! - [`session`]: one realistic recorded session, with names JSON writers get wrong;
 //! - [`plugins`]: building the C and Rust test plugins of the dynamic plugin ABI;
-//! - [`data`]: PyTorch's reference trace and table, and the reference example's rows;
+//! - [`data`]: PyTorch's reference trace and table, and the rows of the example of
+//!   `docs/trace-format.md` §14;
 //! - `fork` (Unix): waiting for a forked child with a deadline;
 //! - `memory` (Unix): the peak memory of a child process;
 //! - `shared_dirs` (Unix): FIFOs, sticky directories and another user's files and links,

@@ -1,4 +1,4 @@
-//! The safe face of the host's trace builder (`plugin-abi.md`, section 5).
+//! The safe face of the host's trace builder (`docs/plugin-abi.md`, section 5).
 
 use core::ffi::{c_char, c_int};
 use core::marker::PhantomData;

@@ -1,4 +1,4 @@
-//! The Kineto-compatible Chrome trace JSON writer (`reference/trace-format.md`).
+//! The Kineto-compatible Chrome trace JSON writer (`docs/trace-format.md`).
 //!
 //! The document has Kineto's key order, `baseTimeNanoseconds`, `µs.nnn` relative times, rows
 //! first, the span rows and `Record Window End` last. Every string is escaped, so the file is

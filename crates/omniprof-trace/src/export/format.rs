@@ -26,7 +26,7 @@ use super::save::{is_stream, save_with, WriteError};
 use super::{chrome, perfetto};
 use crate::trace::Trace;
 
-/// Viewer limits worth a warning (`reference/performance-anchors.md`, section 5).
+/// Viewer limits worth a warning (`docs/performance.md`, section 5).
 const CHROME_TRACING_LIMIT: u64 = 256 << 20;
 const PERFETTO_UI_LIMIT: u64 = 1 << 30;
 /// gzip level of `.json.gz`: most of level 9's ratio at a fraction of its time.

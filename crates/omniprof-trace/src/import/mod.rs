@@ -41,7 +41,7 @@
 //! # Ok::<(), omniprof_trace::import::ReadError>(())
 //! ```
 //!
-//! How events map to the model (`reference/trace-format.md` describes the format):
+//! How events map to the model (`docs/trace-format.md` describes the format):
 //! - `X` → an [`Activity`](crate::Activity) of the type named by `cat`; `cat` `Trace` → a
 //!   [`Span`](crate::trace::Span);
 //! - `i` → an instant activity (start = end), except `Record Window End` (the window's end);

@@ -182,7 +182,7 @@ fn gzip_is_detected_by_its_magic_bytes() {
     assert_eq!(read(&two[..]).unwrap(), plain);
 }
 
-/// Section 13 of the format reference, extended: both kinds of flow, both counter shapes,
+/// The example of `docs/trace-format.md` §14, extended: both kinds of flow, both counter shapes,
 /// every `External id` rule, a device span, and events the reader skips.
 const SMALL: &str = r#"{
   "schemaVersion": 1,

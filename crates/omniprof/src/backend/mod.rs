@@ -1,5 +1,5 @@
 //! Accelerator backends: the Rust form of Kineto's child-profiler interface
-//! (`reference/lifecycle.md`, section 5).
+//! (`docs/lifecycle.md`, section 5).
 //!
 //! A backend is a long-lived [`ActivityProfiler`] (a factory) that, for each trace, may hand the
 //! engine a [`ProfilerSession`]. The engine starts and stops the sessions with the capture

@@ -1,5 +1,5 @@
 //! The process-wide backend registry, with the semantics of PyTorch's PrivateUse1 profiler
-//! registry (`reference/lifecycle.md`, section 9): registering the same key again warns and
+//! registry (`docs/lifecycle.md`, section 9): registering the same key again warns and
 //! overwrites; a factory registered before the engine initializes is forwarded at init, one
 //! registered after is forwarded at once; forwarding is one-shot per key, so a replacement
 //! factory never reaches an engine that already has the first.

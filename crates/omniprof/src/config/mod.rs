@@ -1,4 +1,4 @@
-//! Kineto `KEY=VALUE` configuration (`reference/config.md`).
+//! Kineto `KEY=VALUE` configuration (`docs/config.md`).
 //!
 //! omniprof reads the same text as Kineto: a `KINETO_CONFIG` file, a Dynolog on-demand
 //! request, or PyTorch's `custom_profiler_config` string. One setting per line, `#` starts a
@@ -212,7 +212,7 @@ impl Config {
         )
     }
 
-    /// Fills in what an unset or inconsistent config leaves open (`config.md` section 4).
+    /// Fills in what an unset or inconsistent config leaves open (`docs/config.md` section 4).
     /// Parsing already does this; call it after changing a [`Config::default`] by other means.
     pub fn validate(&mut self) -> Vec<ConfigWarning> {
         let warnings = self.validate_at(now_ms());
@@ -220,7 +220,7 @@ impl Config {
         warnings
     }
 
-    /// Section 4 of `config.md`, against the parse time `now_ms`. Warnings carry line 0; the
+    /// Section 4 of `docs/config.md`, against the parse time `now_ms`. Warnings carry line 0; the
     /// caller attributes them to lines.
     fn validate_at(&mut self, now_ms: i64) -> Vec<ConfigWarning> {
         let mut warnings = Vec::new();
@@ -262,7 +262,7 @@ impl Config {
     }
 
     /// Replaces the selection, as PyTorch's API activity set does after both config texts
-    /// are parsed (`config.md` section 5). An empty set selects the default set.
+    /// are parsed (`docs/config.md` section 5). An empty set selects the default set.
     pub fn set_activity_types(&mut self, types: ActivitySet) {
         self.values.activity_types = if types.is_empty() {
             ActivitySet::default_set()

@@ -1,5 +1,5 @@
 //! The base config: a file of Kineto keys that applies to every on-demand trace, under the
-//! request's own text (`reference/config.md` §5).
+//! request's own text (`docs/config.md` §5).
 
 use std::ffi::OsString;
 use std::path::PathBuf;

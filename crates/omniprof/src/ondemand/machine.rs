@@ -1,4 +1,4 @@
-//! Kineto's on-demand state machine (`reference/lifecycle.md` §1, §3) as a pure core: it
+//! Kineto's on-demand state machine (`docs/lifecycle.md` §1, §3) as a pure core: it
 //! holds no session, reads no clock and no counter. The driver (`engine`) feeds it the time
 //! (`tick`), the iteration (`step`) and the outside calls (`request`, `cancel`, `preempt`),
 //! and carries out the [`Action`]s it returns, so every rule is testable without a thread.

@@ -1,5 +1,5 @@
 //! On-demand tracing of a running process: Kineto's asynchronous engine
-//! (`reference/lifecycle.md` §1, §3).
+//! (`docs/lifecycle.md` §1, §3).
 //!
 //! A request is Kineto config text (as a trigger or a daemon sends it), layered over the base
 //! config ([`OMNIPROF_CONFIG_ENV`] / [`KINETO_CONFIG_ENV`]). It is time-based (start time,

@@ -1,4 +1,4 @@
-//! The state machine's rules (`reference/lifecycle.md` §1, §3), driven by an injected clock
+//! The state machine's rules (`docs/lifecycle.md` §1, §3), driven by an injected clock
 //! and iteration counter: no thread, no sleep.
 
 use super::machine::{utc, Action, Machine, State, Trigger};

@@ -9,8 +9,8 @@
 //! to discard what a plugin recorded, so a plugin started at the warm-up would fill its own
 //! buffers and the builder's budget with records the trace drops. A session dropped before
 //! its window opened gets no `profilerStop`. A session whose create failed
-//! makes no further call (defect 8). Each of these calls runs under the deadline of
-//! [`deadline`](super::deadline).
+//! makes no further call (`docs/plugin-abi.md`, defect 8). Each of these calls runs under
+//! the deadline of [`deadline`](super::deadline).
 
 use std::ffi::c_int;
 use std::path::PathBuf;

@@ -1,13 +1,14 @@
 //! The host-owned trace builder a plugin fills during `profilerProcessEvents`
-//! (`reference/plugin-abi.md`, section 5).
+//! (`docs/plugin-abi.md`, section 5).
 //!
-//! Every call is validated and answered with 0 or −1; nothing a plugin passes is trusted:
-//! struct sizes are checked before reading (defects 1 and 4 of the reference), unknown or
-//! `INVALID` types are rejected (defect 5), strings are copied at once (their pointers die
-//! with the call), invalid UTF-8 is replaced, event ids keep 64 bits (defect 2), an end before
-//! the start is clamped and counted (defect 11), metadata must be JSON that every reader
-//! reads (`1e400` or a lone surrogate is kept as a string and counted; a value nested deeper
-//! than [`MAX_DEPTH`](crate::value::MAX_DEPTH) is refused and counted), counter values must be numbers (defect 15), and every device and
+//! Every call is validated and answered with 0 or −1; nothing a plugin passes is trusted (the
+//! defects cited are those of `docs/plugin-abi.md`, section 9): struct sizes are checked
+//! before reading (defects 1 and 4), unknown or `INVALID` types are rejected (defect 5),
+//! strings are copied at once (their pointers die with the call), invalid UTF-8 is replaced,
+//! event ids keep 64 bits (defect 2), an end before the start is clamped and counted (defect
+//! 11), metadata must be JSON that every reader reads (`1e400` or a lone surrogate is kept as
+//! a string and counted; a value nested deeper than [`MAX_DEPTH`](crate::value::MAX_DEPTH) is
+//! refused and counted), counter values must be numbers (defect 15), and every device and
 //! resource info is kept (defect 7). Each rejection is counted by reason and reported as a
 //! session error.
 

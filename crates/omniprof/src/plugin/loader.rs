@@ -1,4 +1,4 @@
-//! Finding, opening and registering plugin libraries (`reference/plugin-abi.md`, section 2).
+//! Finding, opening and registering plugin libraries (`docs/plugin-abi.md`, section 2).
 
 use std::ffi::{c_char, c_int, CStr};
 use std::path::{Path, PathBuf};
@@ -339,7 +339,8 @@ fn query(iface: &ProfilerInterface) -> (String, ActivitySet) {
     (name, supported)
 }
 
-/// `registerProfiler`: copies the interface after checking its size (defect 4).
+/// `registerProfiler`: copies the interface after checking its size (`docs/plugin-abi.md`,
+/// defect 4).
 unsafe extern "C" fn register_profiler(
     handle: *mut RegistryHandle,
     iface: *const ProfilerInterface,

@@ -1,5 +1,5 @@
 //! Dynamic plugins: shared libraries built against Kineto's plugin C ABI
-//! (`reference/plugin-abi.md`, mirrored in the `omniprof-plugin-sys` crate with its header
+//! (`docs/plugin-abi.md`, mirrored in the `omniprof-plugin-sys` crate with its header
 //! `omniprof_plugin.h`).
 //!
 //! A plugin exports `KinetoPlugin_register` and registers one or more profilers with it. The

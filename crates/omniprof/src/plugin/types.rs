@@ -1,5 +1,5 @@
 //! The plugin ABI's event types mapped to omniprof's by name, never by integer: the ABI has
-//! its own numbering (`reference/plugin-abi.md`, section 3).
+//! its own numbering (`docs/plugin-abi.md`, section 3).
 
 use omniprof_plugin_sys::ProfileEventType;
 

@@ -1,4 +1,4 @@
-//! The session engine: the synchronous path of `reference/lifecycle.md` (prepare → start →
+//! The session engine: the synchronous path of `docs/lifecycle.md` (prepare → start →
 //! stop → [`Trace`]).
 //!
 //! This module is the lifecycle: which phase a session is in and what each call does to the

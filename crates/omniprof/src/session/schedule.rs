@@ -1,4 +1,4 @@
-//! PyTorch's profiler schedule (`torch.profiler.schedule`, `reference/lifecycle.md` §4): which
+//! PyTorch's profiler schedule (`torch.profiler.schedule`, `docs/lifecycle.md` §4): which
 //! [`ProfilerAction`] each step takes, and which engine calls each change of action makes.
 //!
 //! ```

@@ -1,4 +1,4 @@
-//! The legacy profiler stubs (`reference/stubs-and-summary.md`, sections 1–3): the smallest
+//! The legacy profiler stubs (`docs/stubs-and-summary.md`, sections 1–3): the smallest
 //! thing a device can offer — events on its current stream and the time between two of them
 //! — for per-op device time in the summary table, without a device timeline.
 //!

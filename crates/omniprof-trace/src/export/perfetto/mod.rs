@@ -1,6 +1,6 @@
 //! The native Perfetto writer: the [`Trace`] as a protobuf trace (`.pftrace`) that the
 //! Perfetto UI and trace processor open directly, several times smaller than the same
-//! trace's JSON and faster to load (`reference/perfetto.md`).
+//! trace's JSON and faster to load (`docs/perfetto.md`).
 //!
 //! ```
 //! use omniprof_trace::{Activity, ActivityType, Trace};

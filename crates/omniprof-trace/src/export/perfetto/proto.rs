@@ -1,5 +1,5 @@
 //! The protobuf wire format, as much of it as the writer needs, and the field numbers of the
-//! Perfetto messages it writes (`perfetto_trace.proto`; `reference/perfetto.md`).
+//! Perfetto messages it writes (`perfetto_trace.proto`; `docs/perfetto.md`).
 //!
 //! Messages are written straight into one byte buffer: a nested message's length is not
 //! known until it ends, so [`Buf::open`] leaves one byte for it and [`Buf::close`] fills it
@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn the_reference_encoding_vector() {
-        // `reference/perfetto.md`, section 9: a SLICE_BEGIN on track 2 at 1000 ns.
+        // `docs/perfetto.md`, section 9: a SLICE_BEGIN on track 2 at 1000 ns.
         let mut b = Buf::default();
         let p = b.open(trace::PACKET);
         b.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, 1);
