@@ -37,12 +37,13 @@ node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)
   fail "Node.js 18 or newer is needed, this is $(node --version)"
 command -v sha256sum >/dev/null 2>&1 || fail "sha256sum is not installed (GNU coreutils)"
 
-# Exits 2 unless FILE's sha256 is WANT.
+# Exits 2 unless FILE's sha256 is WANT; a third argument is added to the message.
 verify() {
-  local file=$1 want=$2 got
+  local file=$1 want=$2 hint=${3:-} got
+  [ -f "$file" ] || fail "$file is missing${hint:+ ($hint)}"
   got=$(sha256sum "$file" | cut -d' ' -f1)
   [ "$got" = "$want" ] ||
-    fail "sha256 mismatch for $file: expected $want, got $got (remove it to fetch it again)"
+    fail "sha256 mismatch for $file: expected $want, got $got${hint:+ ($hint)}"
 }
 
 if [ ! -d "$ui" ]; then
@@ -83,6 +84,7 @@ PY
   say "ready: $ui"
 fi
 
-verify "$ui/engine_bundle.js" "$BUNDLE_SHA256"
-verify "$ui/trace_processor.wasm" "$WASM_SHA256"
+# The cache as well, on every run: nothing unchecked is run.
+verify "$ui/engine_bundle.js" "$BUNDLE_SHA256" "remove $ui to fetch it again"
+verify "$ui/trace_processor.wasm" "$WASM_SHA256" "remove $ui to fetch it again"
 echo "$ui"
