@@ -36,6 +36,7 @@ use std::cmp::Reverse;
 use std::fmt::Write;
 
 use super::events::{self, Role};
+use super::frame_tree::FrameTree;
 use super::stacks::python_stacks;
 use crate::activity::{Activity, ActivityType};
 use crate::hash::FastMap;
@@ -46,10 +47,8 @@ pub const UNLINKED: &str = "[unlinked]";
 
 /// The most frames a stack holds. An op nested deeper is cut: its time (and that of the
 /// ops and device work below it) goes to its ancestor at this depth, and it is counted in
-/// [`FoldedStacks::cut_frames`]. Real stacks are far shallower (Python's own recursion
-/// limit is 1000); the limit bounds the text, which repeats every frame of a stack on
-/// each of its lines: unbounded, 20,000 nested ops are 200 million frames to write.
-pub const MAX_DEPTH: usize = 1024;
+/// [`FoldedStacks::cut_frames`].
+pub use super::frame_tree::MAX_DEPTH;
 
 /// Which time the stacks hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,7 +130,7 @@ pub fn folded_stacks(trace: &Trace, time: FlameTime) -> FoldedStacks {
     }
     let mut stacks: Vec<(String, u64)> = totals
         .into_iter()
-        .map(|(node, ns)| (tree.spell(node), ns))
+        .map(|(node, ns)| (spell(&tree, node), ns))
         .collect();
     stacks.sort_unstable();
     FoldedStacks {
@@ -141,69 +140,13 @@ pub fn folded_stacks(trace: &Trace, time: FlameTime) -> FoldedStacks {
 }
 
 /// The node no frame is: the parent of every root frame.
-const ROOT: u32 = 0;
+const ROOT: u32 = FrameTree::ROOT;
 
-/// Every stack of the trace, as a tree: a node per distinct stack, holding its last frame
-/// and the node of the stack above it, so a stack of depth d takes one node, not d frames.
-struct FrameTree {
-    /// Per node: its parent, its frame's name (an index into `names`) and its depth.
-    nodes: Vec<(u32, u32, u32)>,
-    children: FastMap<(u32, u32), u32>,
-    names: Vec<String>,
-    name_ids: FastMap<String, u32>,
-    /// Frames not added because their parent was [`MAX_DEPTH`] deep.
-    cut: u64,
-}
-
-impl Default for FrameTree {
-    fn default() -> Self {
-        Self {
-            nodes: vec![(ROOT, 0, 0)],
-            children: FastMap::default(),
-            names: Vec::new(),
-            name_ids: FastMap::default(),
-            cut: 0,
-        }
-    }
-}
-
-impl FrameTree {
-    /// The node of frame `name` under `parent`; `parent` itself, counted as cut, when
-    /// `parent` is [`MAX_DEPTH`] deep already.
-    fn child(&mut self, parent: u32, name: &str) -> u32 {
-        let depth = self.nodes[parent as usize].2 + 1;
-        if depth as usize > MAX_DEPTH {
-            self.cut += 1;
-            return parent;
-        }
-        let name = match self.name_ids.get(name) {
-            Some(&id) => id,
-            None => {
-                let id = u32::try_from(self.names.len()).expect("fewer than 2^32 names");
-                self.names.push(name.to_owned());
-                self.name_ids.insert(name.to_owned(), id);
-                id
-            }
-        };
-        let next = u32::try_from(self.nodes.len()).expect("fewer than 2^32 stacks");
-        let node = *self.children.entry((parent, name)).or_insert(next);
-        if node == next {
-            self.nodes.push((parent, name, depth));
-        }
-        node
-    }
-
-    /// The stack of `node`, its frames root first, joined by `;`.
-    fn spell(&self, mut node: u32) -> String {
-        let mut frames = Vec::new();
-        while node != ROOT {
-            let (parent, name, _) = self.nodes[node as usize];
-            frames.push(self.names[name as usize].as_str());
-            node = parent;
-        }
-        frames.reverse();
-        frames.join(";")
-    }
+/// The stack of `node`, its frames root first, joined by `;`.
+fn spell(tree: &FrameTree, node: u32) -> String {
+    let mut frames: Vec<&str> = tree.frames(node).map(|f| &**f).collect();
+    frames.reverse();
+    frames.join(";")
 }
 
 /// A host op placed on its stack.

@@ -144,6 +144,7 @@ pub mod diff;
 mod events;
 pub mod flamegraph;
 mod fold;
+mod frame_tree;
 mod function_events;
 mod grid;
 mod json;

@@ -76,6 +76,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use super::events::{self, Role};
+use super::frame_tree::FrameTree;
 use super::FunctionEvents;
 use crate::activity::{Activity, ActivityType};
 use crate::hash::FastMap;
@@ -86,7 +87,7 @@ use crate::value::Value;
 /// The most frames a stack holds; a deeper stack keeps its outermost `MAX_DEPTH` frames.
 /// (Python's own recursion limit is 1000.) The limit bounds the memory and text a hostile
 /// trace can ask for: every event's stack is spelled out on its line of the folded export.
-pub const MAX_DEPTH: usize = super::flamegraph::MAX_DEPTH;
+pub const MAX_DEPTH: usize = super::frame_tree::MAX_DEPTH;
 
 /// A stack: frames innermost first.
 pub type Stack = Arc<[Arc<str>]>;
@@ -157,59 +158,24 @@ impl PythonStacks {
 }
 
 /// The node no frame is: the parent of every outermost frame, and the empty stack.
-const ROOT: u32 = 0;
+const ROOT: u32 = FrameTree::ROOT;
 /// No backward function.
 const NONE: u32 = u32::MAX;
 
-/// Stacks as a tree of frames: a node per distinct stack, holding its innermost frame and
-/// the node of the stack around it, so an event's stack costs one number however deep.
-struct FrameTree {
-    /// Per node: its parent, its frame (an index into `names`) and its depth.
-    nodes: Vec<(u32, u32, u32)>,
-    children: FastMap<(u32, u32), u32>,
-    names: Vec<Arc<str>>,
-    name_ids: FastMap<Arc<str>, u32>,
-    cut: u64,
+/// The frame tree, with PyTorch's filter and `Call stack` texts.
+#[derive(Default)]
+struct Stacks {
+    tree: FrameTree,
 }
 
-impl FrameTree {
-    fn new() -> Self {
-        Self {
-            nodes: vec![(ROOT, 0, 0)],
-            children: FastMap::default(),
-            names: Vec::new(),
-            name_ids: FastMap::default(),
-            cut: 0,
-        }
-    }
-
+impl Stacks {
     /// The stack of `frame` inside `parent`: `parent` itself for a frame PyTorch filters out,
     /// or (counted as cut) when `parent` is [`MAX_DEPTH`] deep.
     fn child(&mut self, parent: u32, frame: &str) -> u32 {
         if !kept(frame) {
             return parent;
         }
-        let depth = self.nodes[parent as usize].2 + 1;
-        if depth as usize > MAX_DEPTH {
-            self.cut += 1;
-            return parent;
-        }
-        let name = match self.name_ids.get(frame) {
-            Some(&id) => id,
-            None => {
-                let id = u32::try_from(self.names.len()).expect("fewer than 2^32 frame names");
-                let frame: Arc<str> = Arc::from(frame);
-                self.names.push(Arc::clone(&frame));
-                self.name_ids.insert(frame, id);
-                id
-            }
-        };
-        let next = u32::try_from(self.nodes.len()).expect("fewer than 2^32 stacks");
-        let node = *self.children.entry((parent, name)).or_insert(next);
-        if node == next {
-            self.nodes.push((parent, name, depth));
-        }
-        node
+        self.tree.child(parent, frame)
     }
 
     /// The node of a `Call stack` text (frames innermost first, each ending in `;`).
@@ -223,13 +189,9 @@ impl FrameTree {
     }
 
     /// The frames of `node`, innermost first.
-    fn spell(&self, mut node: u32) -> Stack {
-        let mut frames = Vec::with_capacity(self.nodes[node as usize].2 as usize);
-        while node != ROOT {
-            let (parent, name, _) = self.nodes[node as usize];
-            frames.push(Arc::clone(&self.names[name as usize]));
-            node = parent;
-        }
+    fn spell(&self, node: u32) -> Stack {
+        let mut frames = Vec::with_capacity(self.tree.depth(node));
+        frames.extend(self.tree.frames(node).cloned());
         frames.into()
     }
 }
@@ -267,7 +229,7 @@ pub fn python_stacks(trace: &Trace) -> PythonStacks {
     if !has_stacks {
         return out;
     }
-    let mut tree = FrameTree::new();
+    let mut tree = Stacks::default();
     let mut own = vec![ROOT; activities.len()];
     let mut backward = vec![NONE; activities.len()];
     let mut threads: FastMap<(i64, i64), Vec<usize>> = FastMap::default();
@@ -397,7 +359,7 @@ pub fn python_stacks(trace: &Trace) -> PythonStacks {
             })
         })
         .collect();
-    out.cut_frames = tree.cut;
+    out.cut_frames = tree.tree.cut;
     out
 }
 
