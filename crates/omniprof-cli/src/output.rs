@@ -4,8 +4,8 @@
 //!
 //! A trace path is accepted when the save would accept it: a name with a known extension,
 //! or an existing FIFO or character device (`/dev/stdout`, `/dev/null`), which gets JSON
-//! (`Format::for_path` in `crates/omniprof-trace/src/export/format.rs`), as the README's
-//! CLI section says.
+//! (`Format::for_path` in `crates/omniprof-trace/src/export/format.rs`), as `docs/cli.md`
+//! says.
 
 use std::fs::OpenOptions;
 use std::io::{self, ErrorKind, Write};

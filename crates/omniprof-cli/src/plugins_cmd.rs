@@ -8,7 +8,7 @@
 //!   return within `--timeout` (the plugin is then abandoned, and the check goes on without
 //!   it), or the library called the registry or the trace builder after the call that lent
 //!   it had returned (refused by the host and counted by `omniprof::plugin::late_calls`: the
-//!   README's "a refused call is a FAIL");
+//!   CLI guide, `docs/cli.md`: a refused call is a FAIL);
 //! - WARN when its events fell outside the capture window, said with how far before or after
 //!   it (a clock that is not Unix-epoch nanoseconds only when seconds away; the session
 //!   holds [`HOST_WORK`] of host ops, so that times a plugin takes during its own session are

@@ -469,14 +469,15 @@ fn config_keys_take_effect_or_are_reported_as_not_supported() {
 }
 
 #[test]
-fn the_readme_shows_what_config_check_prints_for_activity_types() {
+fn the_rust_guide_shows_what_config_check_prints_for_activity_types() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/rust.md"))
+            .unwrap();
     let shown = readme
         .split("`\"activity_types\": ")
         .nth(1)
         .and_then(|rest| rest.split('`').next())
-        .expect("the README shows an activity_types line");
+        .expect("docs/rust.md shows an activity_types line");
     let shown: serde_json::Value = serde_json::from_str(shown).unwrap();
     assert!(readme.contains("echo 'ACTIVITY_TYPES=runtime,kernel' | omniprof config check --json"));
     let out = run(

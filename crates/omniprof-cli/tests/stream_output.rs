@@ -1,5 +1,5 @@
 //! Traces written to a character device or a FIFO (issue 25, item 17): a path without a
-//! known extension that is one of those gets Chrome JSON, as the README's CLI section says,
+//! known extension that is one of those gets Chrome JSON, as `docs/cli.md` says,
 //! where the CLI used to refuse it before the save was reached ("unknown trace format").
 
 #![cfg(unix)]

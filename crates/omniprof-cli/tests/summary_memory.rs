@@ -11,7 +11,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use omniprof_test_support::memory::{run_measured, Measured};
 
-/// The peak resident memory `summary` may reach on these inputs: the README's bound with the
+/// The peak resident memory `summary` may reach on these inputs: the bound `docs/reliability.md` gives with the
 /// default limits (16 MiB events, a 4 MiB header).
 const BOUND: u64 = 160 << 20;
 

@@ -69,7 +69,16 @@ pub use session::{
 pub use trace::{Trace, Window};
 pub use value::Value;
 
-// The README's Rust snippets compile and run as doc tests, so they cannot rot.
+// The Rust snippets of the README and of the guides in docs/ compile and run as doc tests,
+// so they cannot rot. A guide that gains a Rust block is added here.
 #[doc = include_str!("../../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+#[doc = include_str!("../../../docs/rust.md")]
+#[cfg(doctest)]
+pub struct RustGuideDoctests;
+
+#[doc = include_str!("../../../docs/plugins.md")]
+#[cfg(doctest)]
+pub struct PluginsGuideDoctests;

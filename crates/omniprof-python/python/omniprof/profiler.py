@@ -145,7 +145,7 @@ class profile:
             device activity: ``"cuda"``, ``"xpu"``, ``"mtia"``, ``"hpu"``, else the
             PrivateUse1 backend's name, which selects ``ProfilerActivity.PrivateUse1``. A
             PrivateUse1 backend that registered PyTorch's profiler stubs then gets each op's
-            device time measured as the legacy profiler measures it (see README).
+            device time measured as the legacy profiler measures it (see docs/python.md).
         post_processing_timeout_s: accepted; omniprof's post-processing does not time out.
 
     With ``torch`` installed, the session also records every op PyTorch reports through
