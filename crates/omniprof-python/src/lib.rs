@@ -9,6 +9,12 @@
 //! Errors reach Python as exceptions carrying the Rust message: `ProfilerError` for what
 //! the profiler refuses, `ValueError` for bad arguments. A Rust panic becomes PyO3's
 //! `PanicException`; the `extern "C"` functions of `observer` catch panics instead.
+//!
+//! The op observer's function tables reach this module only as capsules of fixed names
+//! (`capsule_pointer`): an integer, or any other object, is refused with a `TypeError`, so no
+//! number or stray object a Python program passes is called as a function table (a capsule
+//! of those names comes from native code, the observer's). Hooks for the tests (a panic) live in the
+//! private submodule `_testing`, not among the module's names.
 
 mod handler;
 mod observer;
@@ -16,11 +22,14 @@ mod results;
 mod session;
 mod stubs;
 
+use std::ffi::{c_void, CStr};
+use std::ptr::NonNull;
+
 use omniprof::OwnedRange;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyCapsule, PyTuple};
 
 create_exception!(
     omniprof,
@@ -62,9 +71,7 @@ impl RecordFunction {
             Err(_) => name.extract::<String>().map_err(|_| {
                 PyTypeError::new_err(format!(
                     "record_function's name must be str or bytes, not {}",
-                    name.get_type()
-                        .name()
-                        .map_or_else(|_| "?".into(), |n| n.to_string())
+                    type_name(name)
                 ))
             })?,
         };
@@ -140,10 +147,63 @@ fn serve_on_demand() -> PyResult<()> {
     })
 }
 
-/// A hidden hook for the tests: panics in Rust, to show the interpreter survives.
-#[pyfunction]
-fn _panic_for_test() {
-    panic!("omniprof: a panic injected by _panic_for_test");
+/// The pointer a capsule named `name` holds: what the op observer hands over (its
+/// `entry_points()`, `stubs_api()`). A `TypeError` naming the capsule expected for anything
+/// else (an integer address, a capsule of another name), so that no number a Python program
+/// passes is called as a function table; `what` says whose capsule it is.
+fn capsule_pointer(
+    object: &Bound<'_, PyAny>,
+    name: &CStr,
+    what: &str,
+) -> PyResult<NonNull<c_void>> {
+    let expected = name.to_string_lossy();
+    let capsule = object.cast::<PyCapsule>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "expected a capsule named '{expected}' ({what}), not {}",
+            type_name(object)
+        ))
+    })?;
+    let actual = capsule
+        .name()?
+        // SAFETY: the name is copied at once, while nothing else runs (the GIL is held).
+        .map(|actual| unsafe { actual.as_cstr() }.to_owned());
+    if actual.as_deref() != Some(name) {
+        return Err(PyTypeError::new_err(format!(
+            "expected a capsule named '{expected}' ({what}), not a capsule named {}",
+            actual.map_or_else(
+                || "nothing".into(),
+                |n| format!("'{}'", n.to_string_lossy())
+            )
+        )));
+    }
+    capsule.pointer_checked(Some(name))
+}
+
+/// The name of `object`'s type, for a message.
+fn type_name(object: &Bound<'_, PyAny>) -> String {
+    object
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".into(), |n| n.to_string())
+}
+
+/// `omniprof._native._testing`: hooks for the package's tests, kept out of the module's
+/// public names (and its stubs).
+mod testing {
+    use pyo3::prelude::*;
+
+    /// Panics in Rust, to show the interpreter survives (a `PanicException`).
+    #[pyfunction]
+    fn panic() {
+        panic!("omniprof: a panic injected by _testing.panic");
+    }
+
+    pub(crate) fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
+        let m = PyModule::new(parent.py(), "_testing")?;
+        m.add_function(wrap_pyfunction!(panic, &m)?)?;
+        // An attribute, not `add_submodule`, which would list it in `__all__`.
+        parent.setattr("_testing", m)
+    }
 }
 
 #[pymodule]
@@ -158,7 +218,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(step, m)?)?;
     m.add_function(wrap_pyfunction!(on_demand_opted_in, m)?)?;
     m.add_function(wrap_pyfunction!(serve_on_demand, m)?)?;
-    m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    testing::register(m)?;
     session::register(m)?;
     results::register(m)?;
     handler::register(m)?;

@@ -2,7 +2,8 @@
 //! (`python/omniprof/csrc/observer.cpp`), so ops PyTorch reports through `RecordFunction` are
 //! recorded with no Python on the path.
 //!
-//! Python builds the observer and hands its `attach`/`detach` entry points to
+//! Python builds the observer and hands its `attach`/`detach` entry points, in a capsule of a
+//! fixed name (never as integers: no value a Python program makes up is called), to
 //! [`install_torch_observer`], which registers the `pytorch` backend. Like any backend, every
 //! session that selects host ops (`cpu_op`, `user_annotation`) configures it: the synchronous
 //! `omniprof.profile()` and on-demand traces alike attach the observer when their capture
@@ -481,26 +482,51 @@ impl Drop for TorchOpsSession {
     }
 }
 
-/// Makes the PyTorch op observer whose entry points are at `attach` and `detach` (from its
-/// `entry_points()`) a backend of every session from now on. Once per process: Python calls
-/// it after building the observer.
+/// The observer's entry points as it hands them over (`struct EntryPoints` in `table.h`), in
+/// a capsule named [`ENTRY_POINTS_CAPSULE`]. `version` is the recorder table's the observer was
+/// built for ([`TABLE_VERSION`]); it comes first, so another layout is refused before the
+/// functions are read.
+#[repr(C)]
+struct EntryPoints {
+    version: u32,
+    attach: AttachFn,
+    detach: DetachFn,
+}
+
+/// The name of the observer's `entry_points()` capsule (`kEntryPointsCapsule` in `table.h`).
+const ENTRY_POINTS_CAPSULE: &CStr = c"omniprof.observer.entry_points";
+
+/// Makes the PyTorch op observer whose `entry_points()` capsule is `entry_points` a backend
+/// of every session from now on. Once per process: Python calls it after building the
+/// observer. Anything but a capsule named [`ENTRY_POINTS_CAPSULE`] is a `TypeError` (no
+/// integer is taken for an address); an observer built for another recorder table is a
+/// `ValueError` saying to rebuild it.
 ///
-/// # Safety (upheld by the caller, `omniprof/_observer.py`)
-/// The addresses are those `entry_points()` of the built observer returned; the observer
-/// module stays loaded for the life of the process.
+/// The capsule's struct is static in the observer, which stays loaded for the life of the
+/// process (Python keeps the extension module): the functions are copied out and stay valid.
 #[pyfunction]
-fn install_torch_observer(attach: usize, detach: usize) -> PyResult<()> {
-    if attach == 0 || detach == 0 {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "install_torch_observer: null entry point",
-        ));
+fn install_torch_observer(entry_points: &Bound<'_, PyAny>) -> PyResult<()> {
+    let pointer = crate::capsule_pointer(
+        entry_points,
+        ENTRY_POINTS_CAPSULE,
+        "the op observer's entry_points()",
+    )?
+    .cast::<u32>();
+    // SAFETY: a capsule of this name holds an `EntryPoints`, whose first field is the
+    // `u32` version; it is read alone until it says the rest has this layout.
+    let version = unsafe { pointer.read() };
+    if version != TABLE_VERSION {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "the op observer was built for recorder table version {version}, omniprof's \
+             native module has {TABLE_VERSION}: remove the omniprof_observer build under \
+             TORCH_EXTENSIONS_DIR (default ~/.cache/torch_extensions) so it is rebuilt"
+        )));
     }
-    // SAFETY: non-null addresses of functions with these signatures (the contract above).
-    let ops = unsafe {
-        TorchOps {
-            attach: std::mem::transmute::<usize, AttachFn>(attach),
-            detach: std::mem::transmute::<usize, DetachFn>(detach),
-        }
+    // SAFETY: an `EntryPoints` of this version (above), static in the observer module.
+    let entry_points = unsafe { pointer.cast::<EntryPoints>().as_ref() };
+    let ops = TorchOps {
+        attach: entry_points.attach,
+        detach: entry_points.detach,
     };
     omniprof::backend::register(BACKEND_NAME, Box::new(move || Box::new(ops)));
     Ok(())

@@ -189,6 +189,13 @@ impl PyKeyAverages {
         top_level_events_only=false,
         time_unit=None
     ))]
+    // Written out: PyO3 would show the default `Some(100)` as `...` (the stubs and
+    // `inspect.signature` read this).
+    #[pyo3(
+        text_signature = "($self, sort_by=None, row_limit=100, max_src_column_width=75, \
+                          max_name_column_width=55, max_shapes_column_width=80, header=None, \
+                          top_level_events_only=False, time_unit=None)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn table(
         &self,

@@ -3,7 +3,7 @@
 //! the time `torch.autograd.profiler.profile(use_device="<name>")` reports.
 //!
 //! The op observer (`python/omniprof/csrc/observer.cpp`) hands over PyTorch's stubs as a table
-//! of C functions ([`StubsApi`]; every C++ exception is caught there and comes back as a
+//! of C functions ([`StubsApi`], in a capsule of a fixed name; every C++ exception is caught there and comes back as a
 //! message). They are presented to the session engine as the `pytorch stubs` backend, which
 //! offers `privateuse1_runtime` while the stubs say they are enabled: a session selecting
 //! `ProfilerActivity.PrivateUse1` (or given `use_device`; the Python session then sets
@@ -264,30 +264,33 @@ impl ActivityProfiler for StubsBackend {
     }
 }
 
-/// Makes PyTorch's PrivateUse1 stubs, through the op observer's table at `api` (its
-/// `stubs_api()`), the `pytorch stubs` backend of every session from now on. Once per
-/// process: Python calls it after building the observer.
+/// The name of the observer's `stubs_api()` capsule (`kStubsApiCapsule` in `table.h`).
+const STUBS_API_CAPSULE: &CStr = c"omniprof.observer.stubs_api";
+
+/// Makes PyTorch's PrivateUse1 stubs, through the op observer's table in `api` (its
+/// `stubs_api()` capsule), the `pytorch stubs` backend of every session from now on. Once
+/// per process: Python calls it after building the observer. Anything but a capsule named
+/// [`STUBS_API_CAPSULE`] is a `TypeError` (no integer is taken for an address); a table of
+/// another version is a `ValueError` saying to rebuild the observer.
 ///
-/// # Safety (upheld by the caller, `omniprof/_observer.py`)
-/// `api` is the address `stubs_api()` of the built observer returned; the observer module
-/// stays loaded for the life of the process.
+/// The table is static in the observer, which stays loaded for the life of the process
+/// (Python keeps the extension module), hence `'static`.
 #[pyfunction]
-fn install_torch_stubs(api: usize) -> PyResult<()> {
-    if api == 0 {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "install_torch_stubs: null table",
-        ));
-    }
-    // SAFETY: the address of a static `StubsApi` (the contract above).
-    let api: &'static StubsApi = unsafe { &*(api as *const StubsApi) };
-    if api.version != STUBS_API_VERSION {
+fn install_torch_stubs(api: &Bound<'_, PyAny>) -> PyResult<()> {
+    let pointer = crate::capsule_pointer(api, STUBS_API_CAPSULE, "the op observer's stubs_api()")?;
+    // SAFETY: a capsule of this name holds a `StubsApi`, whose first field is the `u32`
+    // version; it is read alone until it says the rest has this layout.
+    let version = unsafe { pointer.cast::<u32>().read() };
+    if version != STUBS_API_VERSION {
         return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "the op observer's stubs table is version {}, omniprof's native module expects \
-             {STUBS_API_VERSION}: remove the omniprof_observer build under TORCH_EXTENSIONS_DIR \
-             so it is rebuilt",
-            api.version
+            "the op observer's stubs table is version {version}, omniprof's native module \
+             expects {STUBS_API_VERSION}: remove the omniprof_observer build under \
+             TORCH_EXTENSIONS_DIR so it is rebuilt"
         )));
     }
+    // SAFETY: a `StubsApi` of this version (above), static in the observer module, which
+    // stays loaded.
+    let api: &'static StubsApi = unsafe { pointer.cast::<StubsApi>().as_ref() };
     omniprof::backend::register(BACKEND_NAME, Box::new(move || Box::new(StubsBackend(api))));
     Ok(())
 }

@@ -1,12 +1,17 @@
 """Bad input: each case raises the documented exception with a message naming the problem."""
 
+import datetime
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import omniprof
+
+from conftest import missing, require_torch
 
 
 def test_a_second_profiler_while_one_runs() -> None:
@@ -94,9 +99,53 @@ def test_bad_config_and_sort_key() -> None:
         prof.key_averages()[5]
 
 
+def test_the_panic_hook_is_not_among_the_native_modules_public_names() -> None:
+    public = {name for name in dir(omniprof._native) if not name.startswith("_")}
+    assert not {name for name in public if "panic" in name.lower()} - {"PanicException"}
+    assert "_panic_for_test" not in dir(omniprof._native)
+
+
+@pytest.mark.parametrize(
+    "install, expected",
+    [
+        (omniprof._native.install_torch_observer, "omniprof.observer.entry_points"),
+        (omniprof._native.install_torch_stubs, "omniprof.observer.stubs_api"),
+    ],
+)
+def test_the_install_functions_take_only_their_named_capsule(install: Any, expected: str) -> None:
+    # An address as an integer (what they once took) is refused, whatever its value.
+    for address in (0, 1, id(object())):
+        with pytest.raises(TypeError, match=f"expected a capsule named '{re.escape(expected)}'.*int"):
+            install(address)
+    with pytest.raises(TypeError, match=re.escape(expected)):
+        install(None)
+    # A capsule of another name: the standard library's datetime C API.
+    capsule = datetime.datetime_CAPI
+    with pytest.raises(
+        TypeError,
+        match=f"expected a capsule named '{re.escape(expected)}'.*'datetime.datetime_CAPI'",
+    ):
+        install(capsule)
+
+
+def test_the_observers_capsules_are_not_taken_for_each_other() -> None:
+    require_torch()
+    from omniprof import _observer
+
+    observer = _observer.module()
+    if observer is None:
+        missing("the op observer could not be built (a C++ compiler and ninja are needed)")
+    entry_points, stubs_api = observer.entry_points(), observer.stubs_api()
+    assert type(entry_points).__name__ == type(stubs_api).__name__ == "PyCapsule"
+    with pytest.raises(TypeError, match="'omniprof.observer.entry_points'.*'omniprof.observer.stubs_api'"):
+        omniprof._native.install_torch_observer(stubs_api)
+    with pytest.raises(TypeError, match="'omniprof.observer.stubs_api'.*'omniprof.observer.entry_points'"):
+        omniprof._native.install_torch_stubs(entry_points)
+
+
 def test_a_rust_panic_is_an_exception_and_the_interpreter_survives() -> None:
     with pytest.raises(omniprof.PanicException, match="injected"):
-        omniprof._native._panic_for_test()
+        omniprof._native._testing.panic()
     with omniprof.profile() as prof:
         with omniprof.record_function("after_panic"):
             pass
@@ -105,7 +154,7 @@ def test_a_rust_panic_is_an_exception_and_the_interpreter_survives() -> None:
     script = (
         "import omniprof\n"
         "try:\n"
-        "    omniprof._native._panic_for_test()\n"
+        "    omniprof._native._testing.panic()\n"
         "except BaseException as e:\n"
         "    print('caught', type(e).__name__)\n"
         "with omniprof.profile() as p:\n"

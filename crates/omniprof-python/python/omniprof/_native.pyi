@@ -1,26 +1,51 @@
 """Type stubs of the native module (Rust, PyO3). See ``omniprof`` for the public API."""
 
 from types import TracebackType
-from typing import Any, Callable, Iterator, List, Optional, Type, TypeVar, Union
+from typing import Any, Callable, Iterator, List, Optional, Type, TypeVar, Union, final
 
-F = TypeVar("F", bound=Callable[..., Any])
+from typing_extensions import CapsuleType
+
+__all__ = [
+    "ProfilerError",
+    "PanicException",
+    "record_function",
+    "instant",
+    "step",
+    "on_demand_opted_in",
+    "serve_on_demand",
+    "Session",
+    "Schedule",
+    "Trace",
+    "KeyAverages",
+    "KeyAverage",
+    "EventList",
+    "FunctionEvent",
+    "Interval",
+    "load_trace",
+    "TraceDirHandler",
+    "install_torch_observer",
+    "install_torch_stubs",
+]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 class ProfilerError(RuntimeError): ...
 class PanicException(BaseException): ...
 
+@final
 class record_function:
     """A user range (``user_annotation``) on the calling thread: a context manager, or a
     decorator that records every call of the function."""
 
-    def __init__(self, name: Union[str, bytes], args: Optional[str] = None) -> None: ...
+    def __new__(cls, name: Union[str, bytes], args: Optional[str] = None) -> "record_function": ...
     def __enter__(self) -> "record_function": ...
     def __exit__(
         self,
         exc_type: Optional[Type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> None: ...
-    def __call__(self, func: F) -> F: ...
+    ) -> "record_function": ...
+    def __call__(self, func: _F) -> _F: ...
     @property
     def name(self) -> str: ...
     @property
@@ -35,13 +60,18 @@ def step() -> int:
 
 def on_demand_opted_in() -> bool: ...
 def serve_on_demand() -> None: ...
-def install_torch_observer(attach: int, detach: int) -> None: ...
-def install_torch_stubs(api: int) -> None: ...
-def _panic_for_test() -> None: ...
+def install_torch_observer(entry_points: CapsuleType) -> None:
+    """Installs the op observer from its ``entry_points()`` capsule
+    (``omniprof.observer.entry_points``); ``TypeError`` for anything else."""
 
+def install_torch_stubs(api: CapsuleType) -> None:
+    """Installs PyTorch's PrivateUse1 stubs from the observer's ``stubs_api()`` capsule
+    (``omniprof.observer.stubs_api``); ``TypeError`` for anything else."""
+
+@final
 class Schedule:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         wait: int,
         warmup: int,
@@ -49,12 +79,13 @@ class Schedule:
         repeat: int = 0,
         skip_first: int = 0,
         skip_first_wait: int = 0,
-    ) -> None: ...
+    ) -> "Schedule": ...
     def __call__(self, step: int) -> int: ...
 
+@final
 class Session:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         activities: Optional[List[str]] = None,
         schedule: Optional[Schedule] = None,
         config: Optional[str] = None,
@@ -63,7 +94,7 @@ class Session:
         with_flops: bool = False,
         with_stack: bool = False,
         with_modules: bool = False,
-    ) -> None: ...
+    ) -> "Session": ...
     def start(self) -> None: ...
     def step(self) -> None: ...
     def stop(self) -> None: ...
@@ -89,6 +120,7 @@ def load_trace(path: str) -> "Trace":
     """A trace file (Kineto / PyTorch Chrome JSON, plain or gzip) as a ``Trace``;
     ``ProfilerError`` when it cannot be read."""
 
+@final
 class Trace:
     def export_chrome_trace(self, path: str) -> None: ...
     def key_averages(
@@ -108,6 +140,7 @@ class Trace:
     @property
     def backend_errors(self) -> List[str]: ...
 
+@final
 class KeyAverage:
     """One row of ``key_averages()`` (PyTorch's ``FunctionEventAvg``); times in µs."""
 
@@ -146,6 +179,7 @@ class KeyAverage:
     @property
     def on_device(self) -> bool: ...
 
+@final
 class KeyAverages:
     """PyTorch's ``EventList`` of averages: rows in the order of their first event."""
 
@@ -162,18 +196,20 @@ class KeyAverages:
     ) -> str: ...
     def total_average(self) -> KeyAverage: ...
     def __len__(self) -> int: ...
-    def __getitem__(self, index: int) -> KeyAverage: ...
+    def __getitem__(self, index: int, /) -> KeyAverage: ...
     def __iter__(self) -> Iterator[KeyAverage]: ...
     @property
     def self_cpu_time_total(self) -> float: ...
     @property
     def device_name(self) -> str: ...
 
+@final
 class Interval:
     start: float
     end: float
     def elapsed_us(self) -> float: ...
 
+@final
 class FunctionEvent:
     """One event of ``events()`` (PyTorch's ``FunctionEvent``); times in µs."""
 
@@ -203,6 +239,7 @@ class FunctionEvent:
     is_python_function: bool
     stack: List[str]
 
+@final
 class EventList:
     """PyTorch's ``EventList`` of ``FunctionEvent``s."""
 
@@ -219,14 +256,15 @@ class EventList:
     ) -> str: ...
     def total_average(self) -> KeyAverage: ...
     def __len__(self) -> int: ...
-    def __getitem__(self, index: int) -> FunctionEvent: ...
+    def __getitem__(self, index: int, /) -> FunctionEvent: ...
     def __iter__(self) -> Iterator[FunctionEvent]: ...
     def export_stacks(self, path: str, metric: str) -> None: ...
 
+@final
 class TraceDirHandler:
-    def __init__(
-        self, dir_name: str, worker_name: Optional[str] = None, use_gzip: bool = False
-    ) -> None: ...
+    def __new__(
+        cls, dir_name: str, worker_name: Optional[str] = None, use_gzip: bool = False
+    ) -> "TraceDirHandler": ...
     def __call__(self, prof: Any) -> str: ...
     @property
     def dir_name(self) -> str: ...

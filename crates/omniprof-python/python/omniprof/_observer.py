@@ -135,7 +135,8 @@ def install() -> None:
     observer = module()
     if observer is None:
         return
-    _native.install_torch_observer(*observer.entry_points())
+    # Named capsules (observer.cpp), the only thing the native module takes for them.
+    _native.install_torch_observer(observer.entry_points())
     stubs_api = getattr(observer, "stubs_api", None)
     if stubs_api is not None:  # an observer built from this package's sources has it
         _native.install_torch_stubs(stubs_api())

@@ -3,10 +3,10 @@
 // omniprof's recorder.
 //
 // Built against the installed torch on first use by torch.utils.cpp_extension (see
-// omniprof/_observer.py). Python hands the addresses of `attach` and `detach` below to
-// omniprof's native module, which makes the observer a backend (src/observer.rs): every
-// session, synchronous or on-demand, attaches it when its capture window opens and detaches
-// it when it closes. The callbacks call the recorder's C function table directly, with no
+// omniprof/_observer.py). Python hands `attach` and `detach` below, in a named capsule
+// (`entry_points`), to omniprof's native module, which makes the observer a backend
+// (src/observer.rs): every session, synchronous or on-demand, attaches it when its capture
+// window opens and detaches it when it closes. The callbacks call the recorder's C function table directly, with no
 // Python on the path, and keep no state of their own per thread: an op or autograd node
 // begins and ends on one thread, innermost first, so it is pushed on the recorder's
 // per-thread stack keyed by its RecordFunction and popped at its end. A user range may end
@@ -537,19 +537,23 @@ const omniprof::StubsApi stubs_api{
     stubs_mark, stubs_range_push, stubs_range_pop,
 };
 
+const omniprof::EntryPoints entry_points{kTableVersion, attach, detach};
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  // Capsules, not addresses: omniprof's native module takes nothing else, so no integer or
+  // other object a Python program passes it is called as a function table. Both structs
+  // are static: they outlive every capsule, which therefore has no destructor.
   m.def(
       "entry_points",
-      [] {
-        return pybind11::make_tuple(reinterpret_cast<uintptr_t>(&attach),
-                                    reinterpret_cast<uintptr_t>(&detach));
-      },
-      "The addresses of attach(table, shapes) and detach(), for omniprof's native module.");
+      [] { return pybind11::capsule(&entry_points, omniprof::kEntryPointsCapsule); },
+      "attach and detach (an EntryPoints, table.h) in a capsule named "
+      "omniprof.observer.entry_points, for omniprof's native module.");
   m.def(
-      "stubs_api", [] { return reinterpret_cast<uintptr_t>(&stubs_api); },
-      "The address of the StubsApi over PyTorch's PrivateUse1 profiler stubs (table.h).");
+      "stubs_api", [] { return pybind11::capsule(&stubs_api, omniprof::kStubsApiCapsule); },
+      "The StubsApi over PyTorch's PrivateUse1 profiler stubs (table.h) in a capsule named "
+      "omniprof.observer.stubs_api, for omniprof's native module.");
   m.attr("max_stack_depth") = omniprof::python_tracer::kMaxDepth;
   m.def("stack_frames_cut", [] { return omniprof::python_tracer::cut_frames(); },
         "Python frames not recorded, since the process started, because their thread's "

@@ -81,6 +81,24 @@ struct StubsApi {
 constexpr uint32_t kStubsApiVersion = 1;
 
 constexpr uint32_t kTableVersion = 8;
+
+// The observer's entry points, as omniprof's native module takes them (`EntryPoints` in
+// src/observer.rs): in a capsule named kEntryPointsCapsule, so that nothing but this struct
+// (no integer, no other capsule) is taken for them. `version` is the recorder table's
+// (kTableVersion) this observer was built for; it comes first, so a struct of another layout
+// is refused before its functions are read. Neither function throws.
+struct EntryPoints {
+  uint32_t version;
+  // Registers the callback with the recorder's table: 0 attached, 1 already attached, 2 the
+  // table's version is not kTableVersion, 3 PyTorch refused it.
+  int32_t (*attach)(const Table* table, uint8_t flags);
+  void (*detach)();
+};
+
+// The capsules' names (`ENTRY_POINTS_CAPSULE` in src/observer.rs, `STUBS_API_CAPSULE` in
+// src/stubs.rs). The stubs capsule holds a StubsApi, whose `version` comes first as well.
+constexpr const char* kEntryPointsCapsule = "omniprof.observer.entry_points";
+constexpr const char* kStubsApiCapsule = "omniprof.observer.stubs_api";
 constexpr uint32_t kRangeSlotSize = 32;
 constexpr size_t kFrameSize = 16;
 
