@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -45,6 +46,19 @@ def toydev() -> Iterator[Any]:
     ext.set_stub_mode(toydev_device.OK)
     ext.set_strict_clock(False)
     ext.set_kernel_us(0)
+    settle(ext)
+
+
+def settle(ext: Any) -> None:
+    """Waits until no stub call has come for 200 ms (at most 30 s): a timing thread a test
+    abandoned at its deadline finishes its calls here, not in the next test's counts."""
+    deadline = time.monotonic() + 30
+    last, quiet_since = ext.stub_calls(), time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - quiet_since < 0.2:
+        time.sleep(0.02)
+        now = ext.stub_calls()
+        if now != last:
+            last, quiet_since = now, time.monotonic()
 
 
 def workload(device: str = "toydev") -> None:

@@ -10,6 +10,7 @@ omniprof derives them from the ``python_function`` events too, so both traces mu
 PyTorch's verbose stacks.
 """
 
+import gc
 import json
 import re
 from collections import Counter
@@ -84,24 +85,31 @@ def torch_traces(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
     itself reported of the verbose run."""
     out = tmp_path_factory.mktemp("torch")
     result: Dict[str, Any] = {}
-    for verbose in (True, False):
-        extra = {"experimental_config": _ExperimentalConfig(verbose=True)} if verbose else {}
-        with torch_profile(activities=[ProfilerActivity.CPU], with_stack=True, **extra) as prof:
-            step(X)
-        name = "verbose" if verbose else "plain"
-        path = out / f"{name}.json"
-        prof.export_chrome_trace(str(path))
-        result[name] = path
-        if verbose:
-            folded = out / "torch.folded"
-            prof.export_stacks(str(folded), "self_cpu_time_total")
-            result["folded"] = folded.read_text().splitlines()
-            result["calls"] = per_stack_calls(
-                (r.key, r.stack, r.count) for r in prof.key_averages(group_by_stack_n=5)
-            )
-            result["events"] = Counter(
-                (e.name, tuple(e.stack), e.is_python_function) for e in prof.events()
-            )
+    # The runs are compared frame for frame: no garbage collection (an earlier test's object
+    # whose __del__ is Python) may add frames to one of them.
+    gc.collect()
+    gc.disable()
+    try:
+        for verbose in (True, False):
+            extra = {"experimental_config": _ExperimentalConfig(verbose=True)} if verbose else {}
+            with torch_profile(activities=[ProfilerActivity.CPU], with_stack=True, **extra) as prof:
+                step(X)
+            name = "verbose" if verbose else "plain"
+            path = out / f"{name}.json"
+            prof.export_chrome_trace(str(path))
+            result[name] = path
+            if verbose:
+                folded = out / "torch.folded"
+                prof.export_stacks(str(folded), "self_cpu_time_total")
+                result["folded"] = folded.read_text().splitlines()
+                result["calls"] = per_stack_calls(
+                    (r.key, r.stack, r.count) for r in prof.key_averages(group_by_stack_n=5)
+                )
+                result["events"] = Counter(
+                    (e.name, tuple(e.stack), e.is_python_function) for e in prof.events()
+                )
+    finally:
+        gc.enable()
     # Non-verbose, PyTorch itself has no stacks: nothing to compare with but the verbose run.
     stripped = json.loads(result["verbose"].read_text())
     for event in stripped["traceEvents"]:
