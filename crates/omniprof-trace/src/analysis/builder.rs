@@ -1105,20 +1105,7 @@ impl KeyAveragesBuilder {
             let name = self.names.id(event_name::MEMORY);
             let key = self.memory_group(name);
             for r in uncovered {
-                let (cpu_memory, device_memory) = r.kind.split(r.bytes);
-                emitted.push(Emitted {
-                    first: tree::order_key(r.time_ns, r.time_ns, MEMORY_SEQ + u64::from(r.ordinal)),
-                    key,
-                    times: OpTimes {
-                        cpu_memory,
-                        self_cpu_memory: cpu_memory,
-                        device_memory,
-                        self_device_memory: device_memory,
-                        ..OpTimes::default()
-                    },
-                    float: PyTorchTimes::default(),
-                    parent: None,
-                });
+                emitted.push(memory_event(key, r.time_ns, r.bytes, r.ordinal, r.kind));
             }
         }
         self.memory_seen = self.memory_seen || !memory.is_empty() || self.out_of_memory_count > 0;
