@@ -571,7 +571,13 @@ pub(crate) fn collect(
             if !args.is_empty() {
                 a.args = args.remove(&seq).unwrap_or_default();
             }
-            if let Some(numbers) = autograd.remove(&seq) {
+            // As for args: most threads have none, and a lookup per record would hash anyway.
+            let numbers = if autograd.is_empty() {
+                None
+            } else {
+                autograd.remove(&seq)
+            };
+            if let Some(numbers) = numbers {
                 a.args.extend(numbers.args());
                 links.add(out.activities.len(), numbers);
             }
