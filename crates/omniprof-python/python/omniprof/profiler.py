@@ -198,6 +198,10 @@ class profile:
         if use_device is not None:
             device = _DEVICE_ACTIVITIES.get(use_device, "PrivateUse1")
             names = (names or ["CPU"]) + ([] if device in (names or []) else [device])
+            if device == "PrivateUse1":
+                # The legacy profiler's timing: the stubs alone, without the backend's Kineto
+                # profiler (which ProfilerActivity.PrivateUse1 uses where there is one).
+                config = (config + "\n" if config else "") + "OMNIPROF_PRIVATEUSE1_PROFILER=false"
         given = {
             "experimental_config": experimental_config,
             "execution_trace_observer": execution_trace_observer,
@@ -264,6 +268,7 @@ class profile:
         With torch imported, PyTorch's ops are observed while a trace records (the
         observer is built on the first start, before recording begins)."""
         _observer.install()
+        _observer.install_privateuse1_profiler()
         self._frames_cut = _observer.stack_frames_cut()[0]
         self._session.start()
         self._started = True
