@@ -169,30 +169,31 @@ impl SessionReport {
     }
 
     /// The header entries the report is written as: each count that is set, each list that
-    /// is not empty, in the order a session has always written them.
+    /// is not empty, in the order a session has always written them among themselves (the
+    /// JSON writer writes them after the trace's other metadata).
     pub fn entries(&self) -> Vec<(&'static str, Value)> {
         let mut out = Vec::new();
         let list = |key: &'static str, items: Vec<Value>| {
             (!items.is_empty()).then(|| (key, Value::List(items)))
         };
-        let strings = |items: &[String]| items.iter().map(|s| Value::from(s.as_str())).collect();
-        let texts = |items: Vec<String>| items.into_iter().map(Value::from).collect();
+        let texts = |items: &[String]| items.iter().map(|s| Value::from(s.as_str())).collect();
         let count = |&(key, get, _): &Count| get(self).map(|n| (key, Value::UInt(n)));
         let (refused, counts) = COUNTS.split_last().expect("counts");
-        out.extend(list(metadata::PLUGIN_ERRORS, strings(&self.plugin_errors)));
+        out.extend(list(metadata::PLUGIN_ERRORS, texts(&self.plugin_errors)));
         out.extend(counts.iter().filter_map(count));
         let backends = self.backends.iter().map(Contribution::to_value).collect();
         out.extend(list(metadata::BACKENDS, backends));
-        let errors = texts(self.backend_errors.iter().map(|e| e.to_string()).collect());
-        out.extend(list(metadata::BACKEND_ERRORS, errors));
+        let errors = self
+            .backend_errors
+            .iter()
+            .map(|e| Value::from(e.to_string()));
+        out.extend(list(metadata::BACKEND_ERRORS, errors.collect()));
         out.extend(count(refused));
-        let warnings = texts(
-            self.backend_warnings
-                .iter()
-                .map(|w| w.to_string())
-                .collect(),
-        );
-        out.extend(list(metadata::BACKEND_WARNINGS, warnings));
+        let warnings = self
+            .backend_warnings
+            .iter()
+            .map(|w| Value::from(w.to_string()));
+        out.extend(list(metadata::BACKEND_WARNINGS, warnings.collect()));
         out
     }
 

@@ -349,8 +349,9 @@ impl Backends {
     }
 
     /// Has every session process its trace into a sink of its own and describe itself, then
-    /// drops it. Returns what each delivered, in order, and every error met in this trace
-    /// (a session's own [`errors`](ProfilerSession::errors) prefixed with its name). With
+    /// drops it. Returns what each delivered, in order, and every failure met in this trace
+    /// (a session's own [`errors`](ProfilerSession::errors) among them, as
+    /// [`FailureKind::Reported`]). With
     /// `warm_start_ns` (the sessions started then, ahead of the window), what started before
     /// the window is dropped and counted as warm-up before the budget is applied.
     pub(crate) fn deliver(
@@ -443,5 +444,26 @@ fn drop_quietly(r: Running) {
     let name = r.name.clone();
     if catch_unwind(AssertUnwindSafe(move || drop(r))).is_err() {
         log::warn!("omniprof: {name}: dropping the session panicked");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::MAX_EVENTS_KEY;
+
+    #[test]
+    fn the_over_budget_failure_names_the_config_key_of_the_budget() {
+        let text = format!("{MAX_EVENTS_KEY}=5");
+        let config = Config::parse(&text).unwrap();
+        assert_eq!(config.max_events_per_backend(), 5);
+        let failure = FailureKind::OverBudget {
+            dropped: 1,
+            budget: 5,
+        };
+        assert_eq!(
+            failure.to_string(),
+            format!("1 activities past the budget of 5 per trace dropped ({MAX_EVENTS_KEY})")
+        );
     }
 }
