@@ -285,8 +285,9 @@ class profile:
                 f"omniprof: ProfilerActivity.{activity} was selected, but nothing here "
                 "records it: no backend offers its activities (a Kineto plugin in "
                 "KINETO_PLUGIN_LIB_DIR_PATH, a backend registered with register_profiler!, "
-                "or for PrivateUse1 a PyTorch backend whose profiler stubs are registered "
-                "with registerPrivateUse1Methods and enabled); the trace has no device "
+                "or for PrivateUse1 a PyTorch backend that registered a Kineto profiler "
+                "with REGISTER_PRIVATEUSE1_PROFILER, or profiler stubs with "
+                "registerPrivateUse1Methods and enabled them); the trace has no device "
                 "timeline for it",
             )
 
