@@ -424,7 +424,7 @@ impl Default for ReportOptions {
         Self {
             sort_by: None,
             row_limit: Some(100),
-            max_name_column_width: Some(55),
+            max_name_column_width: Some(table::MAX_NAME_WIDTH),
             max_shapes_column_width: Some(80),
             max_src_column_width: Some(75),
             header: None,
