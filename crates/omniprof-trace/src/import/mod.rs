@@ -49,8 +49,9 @@
 //!   [`Trace::counters`](crate::Trace::counters): its numeric `args` are the values (others
 //!   are dropped and counted in [`ReadStats::dropped_counter_values`]);
 //! - `M` → process and thread rows, merged per pid and per (pid, tid);
-//! - `s` / `f` → the [`Flow`](crate::Flow) of the activity written just before on the same row
-//!   and time;
+//! - `s` / `f` → the [`Flow`](crate::Flow) of the activity of the same row that starts at the
+//!   event's time, written before or after it within 4,096 events (one end per activity; a
+//!   flow id may have several `f` ends, each on its own activity);
 //! - `args`: `External id` and `correlation` become
 //!   [`Activity::correlation`](crate::Activity::correlation) and
 //!   [`Activity::linked_correlation`](crate::Activity::linked_correlation) (which one depends

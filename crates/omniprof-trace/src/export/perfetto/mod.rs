@@ -30,7 +30,8 @@
 //!   process, one per series: a `hardware_counters` metric is named by the metric, any other
 //!   counter's key `"<name> <key>"`, as Perfetto names the series of a JSON `C` event;
 //! - a flow → its id in `flow_ids` on the start's slice and in `terminating_flow_ids` on the
-//!   end's, namespaced by kind (`ac2g`, `fwdbwd`) so the two never collide;
+//!   end's, namespaced by kind (`ac2g`, `fwdbwd`) so the two never collide; a start with
+//!   several ends lists an id per end ([`flows`]);
 //! - spans → slices on a `Spans` track (one child track per span name), and the window's end
 //!   → an instant there;
 //! - names, categories and arg names are interned; times are the model's nanoseconds, which
@@ -43,11 +44,13 @@
 //! everything, are written last on a second sequence, with absolute times.
 
 mod ends;
+mod flows;
 mod proto;
 
 use std::io::{self, Write};
 
 use ends::PendingEnds;
+use flows::FlowIds;
 use proto::{annotation, clock, defaults, event, interned, packet, track, Buf, Room};
 
 use crate::activity::{Activity, ActivityType, FlowKind};
@@ -101,10 +104,10 @@ pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<WriteStats> {
     w.start_incremental_sequence(EVENTS_SEQUENCE);
     plan.descriptors(trace, &mut w.buf);
     w.flush()?;
-    let mut tracks = plan.track_of.iter();
+    let mut tracks = plan.track_of.iter().enumerate();
     plan.order.try_for_each(|a| {
-        let track = *tracks.next().expect("the plan has every activity's track");
-        w.activity(a, &plan, track)
+        let (index, &track) = tracks.next().expect("the plan has every activity's track");
+        w.activity(a, &plan, index, track)
     })?;
     w.end_slices_until(i64::MAX)?;
     w.counters(trace, &plan)?;
@@ -198,6 +201,8 @@ struct Plan<'a> {
     lanes: Lanes,
     /// The row track of each activity, in written order (unused for counters).
     track_of: Vec<u32>,
+    /// The Perfetto ids of the flow ends.
+    flows: FlowIds,
     /// Pids that device activities use.
     device_pids: Vec<i64>,
     /// Counter tracks: (series index, value name, track name); a track's uuid is its index.
@@ -210,6 +215,7 @@ struct Plan<'a> {
 struct Placement {
     lanes: Lanes,
     track_of: Vec<u32>,
+    flows: FlowIds,
     device_pids: Vec<i64>,
 }
 
@@ -222,6 +228,7 @@ impl Placement {
         Self {
             lanes,
             track_of: Vec::with_capacity(trace.activities.len()),
+            flows: FlowIds::default(),
             device_pids: Vec::new(),
         }
     }
@@ -238,6 +245,9 @@ impl Placement {
             let (start, end) = written_span(a);
             self.lanes.assign_in(row, start, end)
         };
+        if let Some(flow) = a.flow.filter(|f| f.id > 0) {
+            self.flows.place(self.track_of.len(), flow);
+        }
         self.track_of.push(uuid::row_track(row, lane));
     }
 }
@@ -254,6 +264,7 @@ impl<'a> Plan<'a> {
         let Placement {
             lanes,
             track_of,
+            flows,
             mut device_pids,
         } = placed;
         for series in trace.counters.series() {
@@ -267,6 +278,7 @@ impl<'a> Plan<'a> {
             rows: lanes.rows().count() as u32,
             lanes,
             track_of,
+            flows,
             device_pids,
             counters: counter_tracks(trace),
         }
@@ -638,7 +650,14 @@ impl<'a, W: Write> Writer<'a, W> {
         self.flush_if_full()
     }
 
-    fn activity(&mut self, a: &'a Activity, plan: &Plan, track: u32) -> io::Result<()> {
+    /// Writes the activity written `index`-th, on its row track `track`.
+    fn activity(
+        &mut self,
+        a: &'a Activity,
+        plan: &Plan,
+        index: usize,
+        track: u32,
+    ) -> io::Result<()> {
         let (start, end) = written_span(a);
         self.end_slices_until(start)?;
         let args = Args::of(a);
@@ -685,14 +704,20 @@ impl<'a, W: Write> Writer<'a, W> {
                 r.uint(event::CORRELATION_ID, id);
             }
             if let Some(flow) = a.flow.filter(|f| f.id > 0) {
-                let field = if flow.start {
-                    event::FLOW_IDS
+                if flow.start {
+                    r.fixed64(event::FLOW_IDS, uuid::flow(flow.kind, flow.id));
                 } else {
-                    event::TERMINATING_FLOW_IDS
-                };
-                r.fixed64(field, uuid::flow(flow.kind, flow.id));
+                    let id = plan.flows.own_end(index);
+                    let id = id.unwrap_or(uuid::flow(flow.kind, flow.id));
+                    r.fixed64(event::TERMINATING_FLOW_IDS, id);
+                }
             }
         });
+        if a.flow.is_some_and(|f| f.start) {
+            for &id in plan.flows.more_starts(index) {
+                b.fixed64(event::FLOW_IDS, id);
+            }
+        }
         self.close_event(e);
         if !instant {
             self.ends.push(end, track);
