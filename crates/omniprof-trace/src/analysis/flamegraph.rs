@@ -4,9 +4,10 @@
 //! - [`FlameTime::HostSelf`]: each host op's self time (its length less its nested ops'),
 //!   on the stack of the ops that enclose it on its thread.
 //! - [`FlameTime::Device`]: each device activity's time (kernels, copies, ...) on the stack
-//!   of the host op that launched it (the op whose correlation id is the activity's
-//!   `External id`), with the activity's own name as the leaf; device work linked to no
-//!   host op of the trace sits under `[unlinked]`.
+//!   of the host op that launched it, the one the summary gives its time to
+//!   (`attribution`: the op its `External id` names, else the op around the runtime call
+//!   its correlation names), with the activity's own name as the leaf; device work linked
+//!   to no host op of the trace sits under `[unlinked]`.
 //!
 //! Host ops are those the summary nests ([`key_averages`](super::key_averages)): ops, user
 //! ranges, runtime and driver calls, `python_function` events, `ProfilerStep#<n>` named
@@ -35,6 +36,7 @@
 use std::cmp::Reverse;
 use std::fmt::Write;
 
+use super::attribution::{self, Launcher};
 use super::events::{self, Role};
 use super::frame_tree::FrameTree;
 use super::stacks::python_stacks;
@@ -107,22 +109,28 @@ pub fn folded_stacks(trace: &Trace, time: FlameTime) -> FoldedStacks {
             }
         }
         FlameTime::Device => {
-            let launched_by: FastMap<u64, u32> = ops
-                .iter()
-                .filter(|op| op.launches != 0)
-                .map(|op| (op.launches, op.node))
-                .collect();
+            let mut launched_by: FastMap<u64, u32> = FastMap::default();
+            let mut called_in: FastMap<u64, u32> = FastMap::default();
+            for op in &ops {
+                match op.launches {
+                    Some((Launcher::External(id), node)) => launched_by.insert(id, node),
+                    Some((Launcher::Runtime(id), node)) => called_in.insert(id, node),
+                    None => None,
+                };
+            }
             let unlinked = tree.child(ROOT, UNLINKED);
             for a in &trace.activities {
-                // A GPU user annotation repeats the work inside it.
-                if events::role(a.kind) != Role::Device || a.kind == ActivityType::GpuUserAnnotation
-                {
+                if events::role(a.kind) != Role::Device {
                     continue;
                 }
-                let parent = a
-                    .linked_correlation
-                    .and_then(|id| launched_by.get(&id).copied())
-                    .unwrap_or(unlinked);
+                // A GPU user annotation repeats the work inside it: it has no launcher.
+                let parent = match attribution::launcher(a) {
+                    Some(Launcher::External(id)) => launched_by.get(&id),
+                    Some(Launcher::Runtime(id)) => called_in.get(&id),
+                    None if a.kind == ActivityType::GpuUserAnnotation => continue,
+                    None => None,
+                };
+                let parent = parent.copied().unwrap_or(unlinked);
                 let node = tree.child(parent, &frame(&a.name));
                 add(node, a.duration_ns());
             }
@@ -154,8 +162,10 @@ struct StackedOp {
     /// Its stack's node in the [`FrameTree`].
     node: u32,
     self_ns: i64,
-    /// The correlation id device work launched from this op carries (0 = none).
-    launches: u64,
+    /// What device work launched from this op names (the op's own correlation as its
+    /// `External id`, or a call's runtime correlation), and the node that work goes under:
+    /// the op's own, or that of the op around the call (`attribution`).
+    launches: Option<(Launcher, u32)>,
 }
 
 /// Every host op with its stack and self time, thread by thread.
@@ -179,10 +189,18 @@ fn host_stacks(trace: &Trace, tree: &mut FrameTree) -> Vec<StackedOp> {
         });
         // Open ops: index into `ops` and end.
         let mut open: Vec<(usize, i64)> = Vec::new();
+        // The ops that are not calls and enclose this one, innermost last: index into `ops`
+        // and end. The innermost around a call receives the work launched by it (a partly
+        // overlapping op, which starts no stack of its own here, included, as in the
+        // summary).
+        let mut receivers: Vec<(usize, i64)> = Vec::new();
         for (i, a) in thread {
             let end = a.end_ns.max(a.start_ns);
             while open.last().is_some_and(|&(_, e)| e <= a.start_ns) {
                 open.pop();
+            }
+            while receivers.last().is_some_and(|&(_, e)| e <= a.start_ns) {
+                receivers.pop();
             }
             let parent = open.last().copied().filter(|&(_, e)| end <= e);
             let name = frame(events::row_name(&a.name).unwrap_or(&a.name));
@@ -200,11 +218,28 @@ fn host_stacks(trace: &Trace, tree: &mut FrameTree) -> Vec<StackedOp> {
                     tree.child(outer, &name)
                 }
             };
-            let linked = a.linked_correlation.unwrap_or(0);
+            let call = attribution::is_call(a);
+            let launches = if a.correlation == 0 {
+                None
+            } else if call {
+                // The work of this call goes to the innermost op around it.
+                receivers
+                    .iter()
+                    .rev()
+                    .find(|&&(_, e)| end <= e)
+                    .map(|&(r, _)| (Launcher::Runtime(a.correlation), ops[r].node))
+            } else if attribution::receives_device_work(a) {
+                Some((Launcher::External(a.correlation), node))
+            } else {
+                None
+            };
+            if !call {
+                receivers.push((ops.len(), end));
+            }
             ops.push(StackedOp {
                 node,
                 self_ns: end - a.start_ns,
-                launches: if linked == 0 { a.correlation } else { 0 },
+                launches,
             });
             if parent.is_some() || open.is_empty() {
                 open.push((ops.len() - 1, end));
@@ -374,5 +409,50 @@ mod tests {
              ProfilerStep*;aten::mm;gemm:v2 1000\n\
              [unlinked];stray 10\n"
         );
+    }
+
+    /// An AlexNet-like trace whose kernels carry no `External id`: each names its launch by
+    /// the runtime correlation only, and the launch sits inside the op (inside a Python
+    /// frame), or alone on its thread.
+    fn runtime_linked_trace() -> Trace {
+        use ActivityType::*;
+        let mut t = Trace::new(0, 10_000);
+        let mut conv = op(CpuOp, "aten::conv2d", 1, 100, 900);
+        conv.correlation = 3;
+        let mut launch = op(CudaRuntime, "cudaLaunchKernel", 1, 200, 300);
+        launch.correlation = 11;
+        let mut lonely = op(CudaRuntime, "cudaMemcpyAsync", 2, 200, 300);
+        lonely.correlation = 12;
+        let mut kernel = Activity::new(ConcurrentKernel, "implicit_gemm", 0, 7, 400, 1_400);
+        kernel.correlation = 11;
+        let mut copy = Activity::new(GpuMemcpy, "Memcpy DtoH", 0, 7, 1_500, 1_600);
+        copy.correlation = 12;
+        t.activities = vec![
+            op(PythonFunction, "t.py(3): forward", 1, 0, 1_000),
+            conv,
+            launch,
+            lonely,
+            kernel,
+            copy,
+        ];
+        t
+    }
+
+    #[test]
+    fn device_work_without_an_external_id_goes_to_the_op_around_its_launch_as_in_the_summary() {
+        let t = runtime_linked_trace();
+        let folded = folded_stacks(&t, FlameTime::Device);
+        assert_eq!(
+            folded.to_text(),
+            "[unlinked];Memcpy DtoH 100\n\
+             t.py(3): forward;aten::conv2d;implicit_gemm 1000\n"
+        );
+        let summary = crate::analysis::key_averages(&t, &Default::default());
+        let device_ns = |name: &str| {
+            let row = summary.rows.iter().find(|r| &*r.name == name).unwrap();
+            row.self_device_time_total_ns
+        };
+        assert_eq!(device_ns("aten::conv2d"), 1_000);
+        assert_eq!(device_ns("cudaMemcpyAsync"), 0);
     }
 }

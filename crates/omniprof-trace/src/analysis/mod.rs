@@ -139,6 +139,7 @@
 //! [`group_by_input_shapes`]: KeyAveragesOptions::group_by_input_shapes
 //! [`group_by_stack_n`]: KeyAveragesOptions::group_by_stack_n
 
+mod attribution;
 mod builder;
 pub mod counters;
 mod csv;
