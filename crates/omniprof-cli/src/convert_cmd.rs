@@ -1,5 +1,6 @@
 //! `omniprof convert IN -o OUT`: any trace the reader reads (omniprof's or PyTorch's Chrome
-//! JSON, plain or gzip) to any format `export::save` writes, chosen by OUT's extension.
+//! JSON, or a Perfetto trace, plain or gzip) to any format `export::save` writes, chosen by
+//! OUT's extension.
 //!
 //! The input is streamed into the trace model (memory grows with the events, not the file's
 //! text), then saved the way every trace is saved: written aside and renamed, so a failed
@@ -23,7 +24,7 @@ use crate::summary_cmd::report_skipped;
 /// Convert a trace to another format.
 #[derive(Debug, clap::Args)]
 pub struct ConvertArgs {
-    /// The trace to read: Kineto / PyTorch Chrome JSON, plain or gzip.
+    /// The trace to read: Kineto / PyTorch Chrome JSON or a Perfetto trace, plain or gzip.
     #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// Where to write it; the extension names the format: .json, .json.gz, .pftrace.

@@ -26,7 +26,7 @@ use crate::summary_cmd::report_skipped;
 /// Draw a flame graph of a trace.
 #[derive(Debug, clap::Args)]
 pub struct FlamegraphArgs {
-    /// The trace: Kineto / PyTorch Chrome JSON, plain or gzip.
+    /// The trace: Kineto / PyTorch Chrome JSON or a Perfetto trace, plain or gzip.
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
     /// Where to write the SVG (or, with --folded, the folded stacks).

@@ -59,6 +59,9 @@ pub struct ReadStats {
     /// Counter values (`args` of a `C` event) that were not finite numbers, dropped; a
     /// sample left with none is not delivered.
     pub dropped_counter_values: u64,
+    /// Skipped: packets of a Perfetto trace that are none of track events, track
+    /// descriptors, interned data or clock snapshots (ftrace, process trees, ...).
+    pub foreign_packets: u64,
     /// Arg values skipped, their events kept: nested deeper than
     /// [`MAX_DEPTH`](crate::value::MAX_DEPTH), which not every reader reads.
     pub too_deep_args: u64,
@@ -72,5 +75,6 @@ impl ReadStats {
             + self.unknown_metadata
             + self.unsupported_id
             + self.unmatched_flow
+            + self.foreign_packets
     }
 }

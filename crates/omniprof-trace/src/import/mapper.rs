@@ -123,7 +123,7 @@ fn lane_row(tid: i64) -> i64 {
     }
 }
 
-fn as_u64(value: &Value) -> Option<u64> {
+pub(super) fn as_u64(value: &Value) -> Option<u64> {
     match *value {
         Value::Int(v) => u64::try_from(v).ok(),
         Value::UInt(v) => Some(v),
@@ -144,7 +144,7 @@ fn counter_device(pid: &Id) -> Option<i64> {
 }
 
 /// Splits a span's event name `<prefix><span name> (<iteration>)` into prefix and iteration.
-fn split_span_name(event_name: &str, span_name: &str) -> (String, i64) {
+pub(super) fn split_span_name(event_name: &str, span_name: &str) -> (String, i64) {
     let (head, iteration) = event_name
         .strip_suffix(')')
         .and_then(|s| s.rsplit_once(" ("))

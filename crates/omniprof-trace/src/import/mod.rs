@@ -1,5 +1,6 @@
 //! The reader that rebuilds a [`Trace`](crate::Trace) from a Kineto-compatible Chrome JSON
-//! trace: omniprof's own or PyTorch's, plain or gzip (detected by its magic bytes). One
+//! trace: omniprof's own or PyTorch's, plain or gzip (detected by its magic bytes), or from
+//! a Perfetto protobuf trace (told by its first bytes; see `pftrace` for how it maps). One
 //! [`TraceReader`], with its options, reads a path or any [`Read`](std::io::Read), whole or
 //! streamed into a sink.
 //!
@@ -78,6 +79,7 @@ mod item;
 mod limits;
 mod mapper;
 mod parallel;
+mod pftrace;
 mod reader;
 mod scan;
 
@@ -85,6 +87,7 @@ pub use error::{Location, Position, ReadError, ReadErrorKind};
 pub use event::ArgFilter;
 pub use item::{ReadStats, TraceItem};
 pub use limits::Limits;
+pub(crate) use pftrace::header as pftrace_header;
 pub use reader::{ReadOutcome, TraceReader};
 
 #[cfg(test)]

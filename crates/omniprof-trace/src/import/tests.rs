@@ -334,6 +334,7 @@ fn small_trace_header_rows_and_counts() {
             unsupported_id: 1,
             unmatched_flow: 2,
             dropped_counter_values: 1,
+            foreign_packets: 0,
             too_deep_args: 0,
         }
     );

@@ -58,6 +58,7 @@ use crate::export::json;
 use crate::export::lanes::{row_tid, written_span, Lanes, WrittenOrder};
 use crate::export::WriteStats;
 use crate::hash::{cache_slot, FastMap};
+use crate::import::pftrace_header as header;
 use crate::keys::arg;
 use crate::trace::Trace;
 use crate::value::Value;
@@ -346,15 +347,20 @@ impl<'a> Plan<'a> {
             // Thread tracks are root tracks, one per thread: a thread's sibling lanes, and a
             // device's streams, are tracks of the row's name under the process.
             for lane in first_sibling..lanes {
-                custom_track(b, track(lane), uuid::process(pid), &name);
+                custom_track(b, track(lane), uuid::process(pid), &name, Some(tid));
             }
         }
         for (index, (series, _, name)) in self.counters.iter().enumerate() {
-            let device = trace.counters.series()[*series].track.device;
+            let series = &trace.counters.series()[*series].track;
             let d = descriptor(b, uuid::counter(index as u32, self.rows));
-            b.uint(track::PARENT_UUID, uuid::process(device));
+            b.uint(track::PARENT_UUID, uuid::process(series.device));
             b.str(track::NAME, name);
+            b.int(track::SIBLING_ORDER_RANK, series.resource);
+            // The series' type and name, for the reader (Perfetto shows them as the
+            // counter's categories).
             let c = b.open(track::COUNTER);
+            b.str(track::counter::CATEGORIES, series.kind.name());
+            b.str(track::counter::CATEGORIES, &series.name);
             b.close(c);
             end_descriptor(b, d);
         }
@@ -363,7 +369,7 @@ impl<'a> Plan<'a> {
         b.str(track::NAME, SPANS_TRACK);
         end_descriptor(b, d);
         for (index, name) in span_names(trace).into_iter().enumerate() {
-            custom_track(b, uuid::spans(Some(index)), spans, name);
+            custom_track(b, uuid::spans(Some(index)), spans, name, None);
         }
     }
 }
@@ -393,10 +399,15 @@ fn end_descriptor(b: &mut Buf, (p, d): (proto::Open, proto::Open)) {
     b.close(p);
 }
 
-fn custom_track(b: &mut Buf, uuid: u64, parent: u64, name: &str) {
+/// A track under `parent`; a row's track carries the row's tid as its sibling rank (which
+/// orders a device's streams by id, and tells the reader the row).
+fn custom_track(b: &mut Buf, uuid: u64, parent: u64, name: &str, tid: Option<i64>) {
     let d = descriptor(b, uuid);
     b.uint(track::PARENT_UUID, parent);
     b.str(track::NAME, name);
+    if let Some(tid) = tid {
+        b.int(track::SIBLING_ORDER_RANK, tid);
+    }
     end_descriptor(b, d);
 }
 
@@ -815,7 +826,8 @@ impl<'a, W: Write> Writer<'a, W> {
         }
         let end = trace.window.end_ns;
         self.absolute_event(end, event::TYPE_INSTANT, uuid::spans(None), |b| {
-            b.str(event::NAME, WINDOW_END)
+            b.str(event::NAME, WINDOW_END);
+            header_annotations(b, trace);
         });
         self.flush_if_full()
     }
@@ -834,6 +846,29 @@ impl<'a, W: Write> Writer<'a, W> {
         fields(b);
         b.close(e);
         b.close(p);
+    }
+}
+
+/// The trace's header as the window's end marker's annotations, named as the JSON's
+/// top-level keys (the reader takes them back; Perfetto shows them as the marker's args).
+fn header_annotations(b: &mut Buf, trace: &Trace) {
+    let entry = |b: &mut Buf, key: &str, value: &Value| {
+        let d = b.open(event::DEBUG_ANNOTATIONS);
+        b.str(annotation::NAME, key);
+        write_value(b, value);
+        b.close(d);
+    };
+    entry(b, header::BASE_TIME, &Value::Int(trace.base_time_ns));
+    entry(b, header::WINDOW_START, &Value::Int(trace.window.start_ns));
+    if let Some(name) = &trace.trace_name {
+        entry(b, header::TRACE_NAME, &Value::from(name.as_str()));
+    }
+    if !trace.device_properties.is_empty() {
+        let devices = Value::List(trace.device_properties.clone());
+        entry(b, header::DEVICE_PROPERTIES, &devices);
+    }
+    for (key, value) in &trace.metadata {
+        entry(b, key, value);
     }
 }
 
