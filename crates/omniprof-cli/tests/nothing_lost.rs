@@ -1,7 +1,8 @@
 //! What `convert` must not lose, each on a small trace of the shape that lost it (issue 28,
 //! item 6): a flow event away from its slice, a flow id with several ends. Perfetto's trace
 //! processor (tools/perfetto-check) counts the same flows and slices in the input and in both
-//! outputs, and omniprof reads the same flow ends back from its JSON.
+//! outputs, and omniprof reads the same flow ends back from its JSON. And a row out of order,
+//! which the streamed JSON writer cannot take, is converted whole.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -120,4 +121,22 @@ fn every_end_of_a_flow_with_several_ends_is_kept_in_json_and_pftrace() {
     ];
     assert_eq!(flow_ends(&input), expected);
     assert_eq!(flow_ends(&json), expected);
+}
+
+#[test]
+fn a_trace_whose_row_is_out_of_order_is_converted_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(
+        dir.path(),
+        "in.json",
+        r#"{"traceEvents": [
+{"ph": "X", "cat": "cpu_op", "name": "late", "pid": 1, "tid": 1, "ts": 5, "dur": 1},
+{"ph": "X", "cat": "cpu_op", "name": "early", "pid": 1, "tid": 1, "ts": 2, "dur": 1}
+]}"#,
+    );
+    let json = dir.path().join("out.json.gz");
+    convert(&input, &json);
+    let trace = TraceReader::new().read_path(&json).into_trace().unwrap();
+    let names: Vec<&str> = trace.activities.iter().map(|a| &*a.name).collect();
+    assert_eq!(names, ["early", "late"]);
 }
