@@ -1,15 +1,16 @@
 //! What `convert` must not lose, each on a small trace of the shape that lost it (issue 28,
 //! item 6): a flow event away from its slice, a flow id with several ends. Perfetto's trace
 //! processor (tools/perfetto-check) counts the same flows and slices in the input and in both
-//! outputs, and omniprof reads the same flow ends back from its JSON. And a row out of order,
-//! which the streamed JSON writer cannot take, is converted whole.
+//! outputs, and omniprof reads the same flow ends back from its JSON; nested slices of a trace
+//! with absolute nanosecond times stay nested in Perfetto. And a row out of order, which the
+//! streamed JSON writer cannot take, is converted whole.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use omniprof::import::TraceReader;
 use omniprof::{Flow, FlowKind};
-use omniprof_test_support::checker::assert_loads_in_perfetto;
+use omniprof_test_support::checker::{assert_loads_in_perfetto, run_checker};
 
 /// Writes `text` to `name` in `dir`.
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -139,4 +140,47 @@ fn a_trace_whose_row_is_out_of_order_is_converted_whole() {
     let trace = TraceReader::new().read_path(&json).into_trace().unwrap();
     let names: Vec<&str> = trace.activities.iter().map(|a| &*a.name).collect();
     assert_eq!(names, ["early", "late"]);
+}
+
+/// Two slices nested to the nanosecond, at absolute times without a base time (as Kineto
+/// wrote traces before `baseTimeNanoseconds`): Perfetto reads `ts` as a double, which keeps
+/// a quarter of a microsecond here, so that the inner one seems to end after the outer one.
+const NESTED_TO_THE_NANOSECOND: &str = r#"{"traceEvents": [
+{"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 1, "ts": 1712195498123456.124, "dur": 1.000},
+{"ph": "X", "cat": "cpu_op", "name": "inner", "pid": 1, "tid": 1, "ts": 1712195498123456.126, "dur": 0.998}
+]}"#;
+
+#[test]
+fn slices_nested_to_the_nanosecond_at_absolute_times_stay_nested_in_perfetto_after_convert() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "in.json", NESTED_TO_THE_NANOSECOND);
+    if let Some(report) = run_checker(&input) {
+        // The shape: Perfetto drops one of the two from the input itself.
+        assert!(
+            report.has_error("slice_drop_overlapping_complete_event"),
+            "{}",
+            report.line
+        );
+    }
+    for out in ["out.json", "out.json.gz", "out.pftrace"] {
+        let out = dir.path().join(out);
+        convert(&input, &out);
+        if let Some(report) = assert_loads_in_perfetto(&out) {
+            // Both, and the window's end marker.
+            assert_eq!(report.slices, Some(3), "{}", report.line);
+        }
+        let trace = TraceReader::new().read_path(&out).into_trace().unwrap();
+        let times: Vec<(i64, i64)> = trace
+            .activities
+            .iter()
+            .map(|a| (a.start_ns, a.end_ns))
+            .collect();
+        assert_eq!(
+            times,
+            [
+                (1_712_195_498_123_456_124, 1_712_195_498_123_457_124),
+                (1_712_195_498_123_456_126, 1_712_195_498_123_457_124)
+            ]
+        );
+    }
 }

@@ -60,7 +60,7 @@ pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<Wr
     let mut w = Writer {
         out,
         buf: Vec::with_capacity(FLUSH_AT * 2),
-        base: trace.base_time_ns,
+        base: written_base(trace.base_time_ns, earliest_ns(trace)),
         stats: WriteStats::default(),
         event_start: 0,
         oversized: None,
@@ -77,6 +77,37 @@ pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<Wr
     Ok(w.stats)
 }
 
+/// The granularity of the base time chosen for a trace that has none.
+const REBASE_QUANTUM_NS: i64 = 3_600 * 1_000_000_000;
+
+/// The base time the `ts` values are written relative to: the trace's own, or for a trace
+/// without one (read from a file of absolute `ts`), the hour before the one its earliest
+/// event falls in. Perfetto reads `ts` as a double: absolute microseconds (about 1.7e15)
+/// keep a quarter of a microsecond, which makes events nested to the nanosecond overlap
+/// there (and Perfetto drops one of each such pair); times of hours keep every nanosecond.
+fn written_base(base: i64, earliest_ns: i64) -> i64 {
+    if base != 0 || earliest_ns < 2 * REBASE_QUANTUM_NS {
+        return base;
+    }
+    (earliest_ns / REBASE_QUANTUM_NS - 1) * REBASE_QUANTUM_NS
+}
+
+/// The earliest time the writer writes: the window's start, an activity's, a counter
+/// sample's or a span's.
+fn earliest_ns(trace: &Trace) -> i64 {
+    let activities = trace.activities.iter().map(|a| written_span(a).0);
+    let samples = trace
+        .counters
+        .series()
+        .iter()
+        .flat_map(|s| s.samples.iter().map(|sample| sample.ts_ns));
+    let spans = trace.spans.iter().map(|s| s.start_ns);
+    activities
+        .chain(samples)
+        .chain(spans)
+        .fold(trace.window.start_ns, i64::min)
+}
+
 /// Why a streamed trace cannot be written as it comes: an activity came before one that
 /// starts later on its row (the lanes need each row in order), or the base time came after
 /// the events. The caller writes the trace whole instead.
@@ -90,6 +121,16 @@ impl fmt::Display for NeedsWholeTrace {
 }
 
 impl std::error::Error for NeedsWholeTrace {}
+
+/// The time an item is written at, if it is an event.
+fn item_ns(item: &TraceItem) -> Option<i64> {
+    match item {
+        TraceItem::Activity(a) => Some(written_span(a).0),
+        TraceItem::Counter(_, sample) => Some(sample.ts_ns),
+        TraceItem::Span(s) => Some(s.start_ns),
+        _ => None,
+    }
+}
 
 /// Writes Chrome JSON from [`TraceItem`]s delivered one at a time, in the order the reader
 /// delivers them ([`TraceReader::stream`](crate::import::TraceReader::stream)): the header
@@ -187,8 +228,13 @@ impl<W: Write> ChromeStream<W> {
                     self.trace_name = Some(name);
                     return Ok(());
                 }
-                _ => self.start()?,
+                _ => self.start(item_ns(&item))?,
             }
+        }
+        if item_ns(&item).is_some_and(|t| t < self.w.base) {
+            return Err(io::Error::other(NeedsWholeTrace(
+                "an event comes before the base time chosen at the first event",
+            )));
         }
         match item {
             TraceItem::Activity(a) => {
@@ -237,10 +283,10 @@ impl<W: Write> ChromeStream<W> {
         }
     }
 
-    /// Writes the header, at the first event.
-    fn start(&mut self) -> io::Result<()> {
+    /// Writes the header, at the first event (at `first_ns`, if it has a time).
+    fn start(&mut self, first_ns: Option<i64>) -> io::Result<()> {
         let header = self.header.take().expect("the header is not written yet");
-        self.w.base = header.base_time_ns;
+        self.w.base = written_base(header.base_time_ns, first_ns.unwrap_or(0));
         let name = self
             .trace_name
             .clone()
@@ -255,9 +301,14 @@ impl<W: Write> ChromeStream<W> {
             return Err(e);
         }
         if self.header.is_some() {
-            self.start()?;
+            self.start(None)?;
         }
         let ts = self.window_start_ns;
+        if ts < self.w.base {
+            return Err(io::Error::other(NeedsWholeTrace(
+                "the window starts before the base time chosen at the first event",
+            )));
+        }
         self.w.rows_of(&self.processes, &self.threads, ts)?;
         self.w.stats.spilled = self.lanes.spilled;
         let lanes = std::mem::take(&mut self.lanes);
