@@ -10,12 +10,15 @@
 //! saved: written aside and renamed, so a failed read or write leaves nothing at OUT. A FIFO or device without a known extension
 //! (`/dev/stdout`) gets JSON, and the summary line then goes to standard error.
 //!
+//! With `--format parquet`, any number of traces (or directories of them) become Parquet
+//! tables under the directory OUT, one rank's files per trace (`parquet_cmd.rs`).
+//!
 //! Exit status: 0 converted; 1 the input could not be read (the reader's error, with byte
 //! offset and event index) or the output not written; 2 bad arguments, an unknown output
 //! extension included (checked before reading).
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use omniprof_trace::export::chrome::NeedsWholeTrace;
@@ -29,15 +32,42 @@ use crate::summary_cmd::report_skipped;
 #[derive(Debug, clap::Args)]
 pub struct ConvertArgs {
     /// The trace to read: Kineto / PyTorch Chrome JSON or a Perfetto trace, plain or gzip.
-    #[arg(value_name = "IN")]
-    pub input: PathBuf,
-    /// Where to write it; the extension names the format: .json, .json.gz, .pftrace.
+    /// With `--format parquet`, any number of traces and directories of traces.
+    #[arg(value_name = "IN", required = true, num_args = 1..)]
+    pub inputs: Vec<PathBuf>,
+    /// Where to write it; the extension names the format: .json, .json.gz, .pftrace. With
+    /// `--format parquet`, a new or empty directory.
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
+    /// `parquet`: Parquet tables, one rank per trace, under the directory OUT (docs/parquet.md).
+    #[arg(long, value_enum)]
+    pub format: Option<TableFormat>,
+    /// With `--format parquet`: a truncated or malformed trace gives the rows read before
+    /// the error (with a warning) instead of failing.
+    #[arg(long)]
+    pub partial: bool,
+}
+
+/// A format written as a directory of tables rather than one file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TableFormat {
+    /// Parquet tables partitioned by rank.
+    Parquet,
 }
 
 /// Runs `omniprof convert`.
 pub fn run(args: &ConvertArgs) -> ExitCode {
+    if args.format == Some(TableFormat::Parquet) {
+        return crate::parquet_cmd::run(&args.inputs, &args.output, args.partial);
+    }
+    let [input] = args.inputs.as_slice() else {
+        eprintln!("error: convert takes one trace, except with --format parquet");
+        return ExitCode::from(2);
+    };
+    if args.partial {
+        eprintln!("error: --partial applies to --format parquet only");
+        return ExitCode::from(2);
+    }
     // A FIFO or device without a known extension (`/dev/stdout`) gets JSON, as in the save.
     let format = match Format::for_path(&args.output) {
         Ok(format) => format,
@@ -47,14 +77,14 @@ pub fn run(args: &ConvertArgs) -> ExitCode {
         }
     };
     let saved = match format {
-        Format::Json | Format::JsonGz => match streamed(args) {
+        Format::Json | Format::JsonGz => match streamed(input, &args.output) {
             Err(Failed::NeedsWholeTrace(why)) => {
-                log::info!("{why}; reading {} whole", args.input.display());
-                whole(args)
+                log::info!("{why}; reading {} whole", input.display());
+                whole(input, &args.output)
             }
             done => done,
         },
-        Format::Perfetto => whole(args),
+        Format::Perfetto => whole(input, &args.output),
     };
     let (written, stats) = match saved {
         Ok(saved) => saved,
@@ -83,7 +113,7 @@ pub fn run(args: &ConvertArgs) -> ExitCode {
         args.output.display(),
         written.events,
         written.bytes,
-        args.input.display(),
+        input.display(),
         stats.events,
     );
     ExitCode::SUCCESS
@@ -99,10 +129,10 @@ enum Failed {
 
 /// Streams the input into the JSON writer: memory bounded by the reader's windows, the
 /// lanes' open events and the rows.
-fn streamed(args: &ConvertArgs) -> Result<(WriteStats, ReadStats), Failed> {
+fn streamed(input: &Path, output: &Path) -> Result<(WriteStats, ReadStats), Failed> {
     let mut read = None;
-    let saved = export::save_streamed(&args.output, |stream| {
-        let result = read_file(&args.input, |input| {
+    let saved = export::save_streamed(output, |stream| {
+        let result = read_file(input, |input| {
             TraceReader::new().stream(input, |item| stream.add(item))
         });
         let failed = result.is_err();
@@ -130,12 +160,12 @@ fn streamed(args: &ConvertArgs) -> Result<(WriteStats, ReadStats), Failed> {
 }
 
 /// Reads the input whole into the trace model, then saves it.
-fn whole(args: &ConvertArgs) -> Result<(WriteStats, ReadStats), Failed> {
-    let read = read_file(&args.input, |reader| {
+fn whole(input: &Path, output: &Path) -> Result<(WriteStats, ReadStats), Failed> {
+    let read = read_file(input, |reader| {
         TraceReader::new().read(reader).into_result()
     });
     let (trace, stats) = read.map_err(Failed::Read)?;
-    let saved = export::save(&trace, &args.output);
+    let saved = export::save(&trace, output);
     // The process ends next: a big trace is millions of small allocations, which the OS
     // takes back at once, where freeing them one by one takes a tenth of the conversion.
     std::mem::forget(trace);

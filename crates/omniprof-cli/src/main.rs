@@ -9,6 +9,7 @@ mod flamegraph_cmd;
 mod job;
 mod logger;
 mod output;
+mod parquet_cmd;
 mod plugins_cmd;
 mod progress;
 mod ranks_cmd;
@@ -51,8 +52,9 @@ enum Command {
     /// behind the median, and per rank the time in computation, communication, memory
     /// copies and idle (HTA's definitions).
     Ranks(ranks_cmd::RanksArgs),
-    /// Convert a trace (Kineto / PyTorch JSON or a Perfetto trace, plain or gzip) to the format OUT's extension
-    /// names: .json, .json.gz or .pftrace (Perfetto).
+    /// Convert a trace (Kineto / PyTorch JSON or a Perfetto trace, plain or gzip) to the
+    /// format OUT's extension names: .json, .json.gz or .pftrace (Perfetto); or traces to
+    /// Parquet tables (--format parquet).
     Convert(convert_cmd::ConvertArgs),
     /// Draw a flame graph (SVG, or folded stacks) of a trace's host self time, or with
     /// --device of its device time by launching op.

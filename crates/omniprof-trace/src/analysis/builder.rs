@@ -9,6 +9,7 @@ use super::events::{self, Role};
 use super::fold::{Arrival, DeviceSums, Folder, OutOfOrder};
 use super::memory::{self, MemoryEvent, MemoryIndex, MemoryKind, MemoryRecord};
 use super::stacks::{python_stacks, Stack};
+use super::summed_events::SummedEvent;
 use super::tree::{self, relative_us, HostOp, OpTimes, PyTorchTimes};
 use super::{KeyAverages, Row};
 use crate::activity::{Activity, ActivityType, FlowKind};
@@ -201,6 +202,10 @@ pub struct KeyAveragesBuilder {
     memory_declared: bool,
     /// Some device work or runtime call was added.
     device_seen: bool,
+    /// Events are listed ([`Self::list_events`]).
+    listing: bool,
+    /// Every event added to a row since the last [`Self::drain_events`], when listing them.
+    listed: Vec<SummedEvent>,
 }
 
 /// Host ops and memory records held before folding starts (about 5 MiB): enough to see
@@ -336,7 +341,30 @@ impl KeyAveragesBuilder {
             devices_declared: false,
             memory_declared: false,
             device_seen: false,
+            listing: false,
+            listed: Vec::new(),
         }
+    }
+
+    /// From now on, also lists every event as it is added to its row, for
+    /// [`Self::drain_events`] and [`Self::finish_listing`]. A builder that
+    /// [`ReadAgain`] gives does not list: the events a stopped read listed are to be
+    /// dropped, and the new builder asked again.
+    pub fn list_events(&mut self) {
+        self.listing = true;
+    }
+
+    /// The events added to rows since the last call (none unless [`Self::list_events`]),
+    /// in the order they were added: device work as it comes, host ops as they are folded
+    /// (or all at [`Self::finish_listing`] when they are held).
+    pub fn drain_events(&mut self) -> std::vec::Drain<'_, SummedEvent> {
+        self.listed.drain(..)
+    }
+
+    /// The [`SummedEvent::id`] the next activity gets if the summary takes it: an activity
+    /// was taken when adding it moved this on.
+    pub fn next_event_id(&self) -> u64 {
+        self.seq
     }
 
     /// A builder that holds every host op to the end (80 bytes each, 24 per memory record):
@@ -943,6 +971,10 @@ impl KeyAveragesBuilder {
     }
 
     fn record(&mut self, event: &Emitted) {
+        if self.listing {
+            let (name, flags) = self.key_strings(event.key);
+            self.listed.push(SummedEvent::new(event, name, flags));
+        }
         let Emitted {
             first,
             key: group,
@@ -1006,7 +1038,13 @@ impl KeyAveragesBuilder {
     /// The rows, in the order of each row's first event; or, when an item came too late for
     /// the ops already folded, how to read the trace again (never for a builder
     /// [`keeping_every_op`](Self::keeping_every_op)).
-    pub fn finish(mut self) -> Result<KeyAverages, ReadAgain> {
+    pub fn finish(self) -> Result<KeyAverages, ReadAgain> {
+        self.finish_listing().map(|(summary, _)| summary)
+    }
+
+    /// [`Self::finish`], with the events added to rows since the last
+    /// [`Self::drain_events`] (none unless [`Self::list_events`]).
+    pub fn finish_listing(mut self) -> Result<(KeyAverages, Vec<SummedEvent>), ReadAgain> {
         match std::mem::replace(&mut self.holding, Holding::Every) {
             Holding::Every | Holding::Warming(_) => {
                 let mut emitted = self.emit_host_events();
@@ -1039,7 +1077,8 @@ impl KeyAveragesBuilder {
             }
             Holding::Stopped(stopped) => return Err(self.read_again(*stopped)),
         }
-        Ok(self.into_rows())
+        let events = std::mem::take(&mut self.listed);
+        Ok((self.into_rows(), events))
     }
 
     /// How to read the trace again: knowing its host origin and window when they alone came

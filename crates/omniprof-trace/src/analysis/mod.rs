@@ -156,6 +156,7 @@ mod merge;
 pub mod metrics;
 pub mod ranks;
 pub mod stacks;
+mod summed_events;
 mod table;
 mod tree;
 
@@ -166,6 +167,7 @@ use std::sync::Arc;
 pub use builder::{KeyAveragesBuilder, KeyAveragesOptions, ReadAgain, FOLD_AFTER};
 pub use fold::OutOfOrder;
 pub use function_events::{function_events, FunctionEvent, FunctionEvents};
+pub use summed_events::SummedEvent;
 
 use crate::trace::Trace;
 

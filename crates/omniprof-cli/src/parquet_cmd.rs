@@ -1,0 +1,52 @@
+//! `omniprof convert TRACE… -o OUT_DIR --format parquet`: traces, and directories of traces,
+//! to Parquet tables under OUT_DIR, one rank per trace (the `omniprof-parquet` crate;
+//! docs/parquet.md). A directory's files that are not traces are named in a warning and
+//! skipped; two traces of the same rank are an error naming both.
+//!
+//! Exit status: 0 converted; 1 a trace could not be read (without `--partial`), two traces
+//! claim one rank, or the tables could not be written.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use omniprof_parquet::{convert, trace_files, ConvertOptions};
+
+use crate::summary_cmd::report_skipped;
+
+/// Runs the Parquet conversion.
+pub fn run(inputs: &[PathBuf], out_dir: &Path, partial: bool) -> ExitCode {
+    let options = ConvertOptions {
+        partial,
+        ..Default::default()
+    };
+    let converted = trace_files(inputs).and_then(|traces| convert(&traces, out_dir, options));
+    match converted {
+        Ok(traces) => {
+            for t in &traces {
+                report_skipped(&t.stats);
+                let rows: Vec<String> = t
+                    .rows
+                    .iter()
+                    .map(|(table, n)| format!("{n} {table}"))
+                    .collect();
+                println!(
+                    "wrote rank {} of {} ({} events): {}",
+                    t.rank,
+                    t.path.display(),
+                    t.stats.events,
+                    rows.join(", ")
+                );
+            }
+            println!("tables in {}", out_dir.display());
+            // With --partial, the cut traces were converted, yet the error stands.
+            match traces.iter().any(|t| t.error.is_some()) {
+                true => ExitCode::FAILURE,
+                false => ExitCode::SUCCESS,
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! [`convert`]: traces to Parquet tables, one rank's files per trace, each trace streamed
+//! (read once, twice when the summary's builder asks for it, never held).
+//!
+//! A trace's files are written in hidden staging folders (`<table>/.pending-<n>/`, which
+//! Spark and Hive readers skip) and renamed to `<table>/rank=<N>/` once it was read, so that
+//! a trace that fails leaves nothing under a rank, and its rank, which a trace's header may
+//! give after its events, is known before the files are placed.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use omniprof_trace::analysis::{KeyAveragesBuilder, KeyAveragesOptions};
+use omniprof_trace::import::{Limits, ReadError, ReadStats, TraceItem};
+
+use crate::error::ParquetError;
+use crate::schema::{Table, OPS, RANK_PARTITION, TABLES};
+use crate::table_writer::TableWriter;
+use crate::trace_tables::{part_path, write_op, RowCounts, Strings, TraceTables};
+
+/// How traces are converted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConvertOptions {
+    /// A trace that cannot be read to its end (truncated, malformed) gives the rows read
+    /// before the error, with a warning, instead of failing the conversion.
+    pub partial: bool,
+    /// The reader's limits on one event and the header.
+    pub limits: Limits,
+}
+
+/// What one trace became.
+#[derive(Debug)]
+pub struct ConvertedTrace {
+    /// The trace file.
+    pub path: PathBuf,
+    /// The rank its rows are under.
+    pub rank: i64,
+    /// What the reader read and skipped.
+    pub stats: ReadStats,
+    /// Rows written per table.
+    pub rows: RowCounts,
+    /// With [`ConvertOptions::partial`], the error that cut the trace short.
+    pub error: Option<ReadError>,
+}
+
+/// Converts `traces` (files, read in this order; see [`trace_files`] for directories) into
+/// Parquet tables under `out_dir`, which must be new or empty: `out_dir/<table>/rank=<N>/
+/// part-0.parquet` per table and trace. A trace's rank is its `distributedInfo.rank`, else
+/// its position in `traces` (said in a warning).
+///
+/// Fails on the first trace that cannot be read (unless [`ConvertOptions::partial`]) or
+/// whose rank an earlier trace claimed; the traces converted before it stay.
+pub fn convert(
+    traces: &[PathBuf],
+    out_dir: &Path,
+    options: ConvertOptions,
+) -> Result<Vec<ConvertedTrace>, ParquetError> {
+    if traces.is_empty() {
+        return Err(ParquetError::NoTrace);
+    }
+    prepare_output(out_dir)?;
+    let mut ranks: HashMap<i64, PathBuf> = HashMap::new();
+    let mut converted = Vec::with_capacity(traces.len());
+    for (position, path) in traces.iter().enumerate() {
+        let staging = |t: Table| out_dir.join(t.name).join(format!(".pending-{position}"));
+        for t in TABLES {
+            let dir = staging(t);
+            fs::create_dir_all(&dir).map_err(|e| ParquetError::io(&dir, e))?;
+        }
+        let result = convert_one(path, position, &staging, &mut ranks, options);
+        if result.is_err() {
+            for t in TABLES {
+                // Best effort: the error being reported matters more than the cleanup.
+                let _ = fs::remove_dir_all(staging(t));
+            }
+        }
+        let trace = result?;
+        for t in TABLES {
+            let dir = out_dir
+                .join(t.name)
+                .join(format!("{RANK_PARTITION}={}", trace.rank));
+            fs::rename(staging(t), &dir).map_err(|e| ParquetError::io(&dir, e))?;
+        }
+        converted.push(trace);
+    }
+    Ok(converted)
+}
+
+/// Makes `out_dir` (a new or empty directory) and each table's folder in it.
+fn prepare_output(out_dir: &Path) -> Result<(), ParquetError> {
+    fs::create_dir_all(out_dir).map_err(|e| ParquetError::io(out_dir, e))?;
+    let mut entries = fs::read_dir(out_dir).map_err(|e| ParquetError::io(out_dir, e))?;
+    if entries.next().is_some() {
+        return Err(ParquetError::OutputNotEmpty(out_dir.to_owned()));
+    }
+    Ok(())
+}
+
+/// Reads one trace into its staging folders; the rank it claims must be new.
+fn convert_one(
+    path: &Path,
+    position: usize,
+    staging: &dyn Fn(Table) -> PathBuf,
+    ranks: &mut HashMap<i64, PathBuf>,
+    options: ConvertOptions,
+) -> Result<ConvertedTrace, ParquetError> {
+    let mut tables = TraceTables::create(path, staging)?;
+    let ops_path = part_path(&staging(OPS));
+    let mut strings = Strings::default();
+    let mut ops = TableWriter::create(OPS, &ops_path)?;
+    let mut builder = KeyAveragesBuilder::new(KeyAveragesOptions::default());
+    builder.list_events();
+    let mut failed = None;
+    let reader = builder.reader().limits(options.limits);
+    let read = reader.stream_path(path, |item: TraceItem| {
+        if failed.is_some() {
+            return;
+        }
+        let before = builder.next_event_id();
+        builder.add_item(&item);
+        let op_id = (builder.next_event_id() > before).then_some(before);
+        let written = tables.add(&item, op_id).and_then(|()| {
+            builder
+                .drain_events()
+                .try_for_each(|e| write_op(&mut ops, &mut strings, &e))
+        });
+        if let Err(e) = written {
+            failed = Some(e);
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let (stats, error) = match read {
+        Ok(stats) => (stats, None),
+        Err(e) if options.partial => {
+            log::warn!("{e}; converted what was read before it (--partial)");
+            (ReadStats::default(), Some(e))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // At most three reads: the last builder keeps every op, which always finishes.
+    let events = loop {
+        match builder.finish_listing() {
+            Ok((_, events)) => break events,
+            Err(again) => {
+                log::debug!("{}: {again}", path.display());
+                builder = again.builder();
+                builder.list_events();
+                // The ops of the stopped read are dropped with their file.
+                ops = TableWriter::create(OPS, &ops_path)?;
+                let mut failed = None;
+                let reader = builder.reader().limits(options.limits);
+                let read = reader.stream_path(path, |item: TraceItem| {
+                    if failed.is_some() {
+                        return;
+                    }
+                    builder.add_item(&item);
+                    if let Err(e) = builder
+                        .drain_events()
+                        .try_for_each(|e| write_op(&mut ops, &mut strings, &e))
+                    {
+                        failed = Some(e);
+                    }
+                });
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                // The same file fails where it failed before (reported then).
+                if let (Err(e), false) = (read, options.partial) {
+                    return Err(e.into());
+                }
+            }
+        }
+    };
+    for e in &events {
+        write_op(&mut ops, &mut strings, e)?;
+    }
+    let op_rows = ops.close()?;
+    let (rank, from_trace) = match tables.rank {
+        Some(rank) => (rank, true),
+        None => {
+            log::warn!(
+                "{}: no distributedInfo.rank; its rows are rank {position}, its place among \
+                 the traces",
+                path.display()
+            );
+            (position as i64, false)
+        }
+    };
+    if let Some(first) = ranks.get(&rank) {
+        return Err(ParquetError::SameRank {
+            rank,
+            first: first.clone(),
+            second: path.to_owned(),
+        });
+    }
+    let mut rows = tables.close(rank, from_trace)?;
+    rows.push((OPS.name, op_rows));
+    ranks.insert(rank, path.to_owned());
+    Ok(ConvertedTrace {
+        path: path.to_owned(),
+        rank,
+        stats,
+        rows,
+        error,
+    })
+}
+
+/// The trace files among `inputs`: a file is taken as given; a directory gives its files
+/// whose names end in `.json` or `.json.gz` (sorted by name), and every other entry of it
+/// is named in a warning and skipped.
+pub fn trace_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, ParquetError> {
+    let mut files = Vec::new();
+    for input in inputs {
+        if !input.is_dir() {
+            files.push(input.clone());
+            continue;
+        }
+        let mut entries: Vec<PathBuf> = fs::read_dir(input)
+            .map_err(|e| ParquetError::io(input, e))?
+            .map(|entry| entry.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| ParquetError::io(input, e))?;
+        entries.sort();
+        for path in entries {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if path.is_file() && (name.ends_with(".json") || name.ends_with(".json.gz")) {
+                files.push(path);
+            } else {
+                log::warn!(
+                    "{}: skipped: not a trace file (a trace's name ends in .json or .json.gz)",
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(files)
+}

@@ -1,0 +1,41 @@
+//! omniprof's Parquet tables: Kineto traces (one per rank of a job) converted to columnar
+//! tables that DuckDB, Spark or any Parquet reader query with SQL, laid out as
+//! `OUT_DIR/<table>/rank=<N>/part-0.parquet` (Hive partitioning, which both read
+//! natively). `docs/parquet.md` documents every table and column and gives the SQL of the
+//! summary's key averages and of the per-rank breakdown.
+//!
+//! Each trace is streamed: its items go to the tables' writers as the reader delivers them,
+//! and each writer holds one row group of values at a time, so memory does not grow with the
+//! trace. The `ops` table holds the events exactly as `omniprof summary` counts them (self
+//! and total host and device time, parent), from the summary's own builder
+//! ([`KeyAveragesBuilder::list_events`](omniprof_trace::analysis::KeyAveragesBuilder::list_events)),
+//! so that summing it per name gives the summary's rows.
+//!
+//! A separate crate, because only the CLI writes Parquet: the `parquet` crate (with only its
+//! `zstd` codec, without Arrow) stays out of the library and the Python module.
+//!
+//! ```
+//! use omniprof_parquet::{convert, ConvertOptions};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let trace = dir.path().join("rank0.json");
+//! std::fs::write(&trace, r#"{"distributedInfo": {"rank": 3}, "traceEvents": [
+//!   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}
+//! ]}"#)?;
+//! let out = dir.path().join("tables");
+//! let converted = convert(&[trace], &out, ConvertOptions::default())?;
+//! assert_eq!(converted[0].rank, 3);
+//! assert!(out.join("slices/rank=3/part-0.parquet").is_file());
+//! assert!(out.join("ops/rank=3/part-0.parquet").is_file());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod convert;
+mod error;
+pub mod schema;
+mod table_writer;
+mod trace_tables;
+
+pub use convert::{convert, trace_files, ConvertOptions, ConvertedTrace};
+pub use error::ParquetError;
+pub use trace_tables::RowCounts;
