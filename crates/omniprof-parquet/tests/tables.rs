@@ -1,0 +1,245 @@
+//! The tables of a three-rank job, read back with the `parquet` crate's own reader: a file
+//! per table and rank, exactly the trace's activities, flows and header, and an `ops` table
+//! whose sums per name are `key_averages`' rows for that rank; bad input fails naming the
+//! file, or with `partial` keeps what was read.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use omniprof_parquet::schema::{SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES};
+use omniprof_parquet::{convert, ConvertOptions, ParquetError};
+use omniprof_trace::analysis::{key_averages, KeyAveragesOptions};
+use omniprof_trace::import::TraceReader;
+use omniprof_trace::ActivityType;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::record::Field;
+
+/// `python3 scripts/gen_trace.py` with these arguments, into `path`.
+fn gen_trace(path: &Path, args: &[&str]) -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
+    let status = Command::new("python3")
+        .arg(&script)
+        .arg(path)
+        .args(args)
+        .status()
+        .expect("python3 runs scripts/gen_trace.py");
+    assert!(status.success());
+    path.to_owned()
+}
+
+/// Every row of a Parquet file, as column name → value.
+fn rows(path: &Path) -> Vec<BTreeMap<String, Field>> {
+    let reader = SerializedFileReader::new(File::open(path).unwrap()).unwrap();
+    let version = reader
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|kv| kv.key == SCHEMA_VERSION_KEY))
+        .and_then(|kv| kv.value.clone());
+    assert_eq!(
+        version,
+        Some(SCHEMA_VERSION.to_string()),
+        "{}",
+        path.display()
+    );
+    reader
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| {
+            row.unwrap()
+                .get_column_iter()
+                .map(|(name, field)| (name.clone(), field.clone()))
+                .collect()
+        })
+        .collect()
+}
+
+fn long(row: &BTreeMap<String, Field>, column: &str) -> i64 {
+    match &row[column] {
+        Field::Long(v) => *v,
+        other => panic!("{column}: {other:?}"),
+    }
+}
+
+fn string(row: &BTreeMap<String, Field>, column: &str) -> String {
+    match &row[column] {
+        Field::Str(v) => v.clone(),
+        other => panic!("{column}: {other:?}"),
+    }
+}
+
+fn flag(row: &BTreeMap<String, Field>, column: &str) -> bool {
+    match &row[column] {
+        Field::Bool(v) => *v,
+        other => panic!("{column}: {other:?}"),
+    }
+}
+
+fn table(out: &Path, name: &str, rank: i64) -> Vec<BTreeMap<String, Field>> {
+    rows(&out.join(name).join(format!("rank={rank}/part-0.parquet")))
+}
+
+#[test]
+fn three_ranks_give_each_rank_its_traces_rows_and_the_summarys_sums() {
+    let dir = tempfile::tempdir().unwrap();
+    // Given out of rank order: each trace's rank is its distributedInfo's.
+    let traces: Vec<PathBuf> = [2, 0, 1]
+        .iter()
+        .map(|r| {
+            gen_trace(
+                &dir.path().join(format!("rank{r}.json")),
+                &[
+                    "--ops",
+                    "2000",
+                    "--threads",
+                    "3",
+                    "--seed",
+                    &(r + 5).to_string(),
+                    "--rank",
+                    &r.to_string(),
+                ],
+            )
+        })
+        .collect();
+    let out = dir.path().join("tables");
+    let converted = convert(&traces, &out, ConvertOptions::default()).unwrap();
+    assert_eq!(
+        converted.iter().map(|t| t.rank).collect::<Vec<_>>(),
+        [2, 0, 1]
+    );
+    for t in TABLES {
+        let mut ranks: Vec<String> = std::fs::read_dir(out.join(t.name))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        ranks.sort();
+        assert_eq!(ranks, ["rank=0", "rank=1", "rank=2"], "{}", t.name);
+    }
+    for (trace_path, converted) in traces.iter().zip(&converted) {
+        let rank = converted.rank;
+        let trace = TraceReader::new()
+            .read_path(trace_path)
+            .into_trace()
+            .unwrap();
+
+        let slices = table(&out, "slices", rank);
+        assert_eq!(slices.len(), trace.activities.len());
+        // 2000 ops, and 600 launches with their 600 kernels.
+        assert_eq!(slices.len(), 3200);
+        for (i, (row, a)) in slices.iter().zip(&trace.activities).enumerate() {
+            assert_eq!(long(row, "slice_id"), i as i64);
+            assert_eq!(string(row, "name"), &*a.name);
+            assert_eq!(string(row, "category"), a.kind.name());
+            assert_eq!(
+                (
+                    long(row, "pid"),
+                    long(row, "tid"),
+                    long(row, "start_ns"),
+                    long(row, "dur_ns")
+                ),
+                (a.device, a.resource, a.start_ns, a.duration_ns())
+            );
+        }
+        let kernels = slices
+            .iter()
+            .filter(|r| string(r, "category") == ActivityType::ConcurrentKernel.name())
+            .count();
+        assert_eq!(kernels, 600);
+        let flows = table(&out, "flows", rank);
+        assert_eq!(flows.len(), 1200);
+        assert_eq!(flows.iter().filter(|r| flag(r, "is_start")).count(), 600);
+        assert!(table(&out, "instants", rank).is_empty());
+        assert!(table(&out, "counters", rank).is_empty());
+        let metadata = table(&out, "metadata", rank);
+        let info = metadata
+            .iter()
+            .find(|r| string(r, "key") == "distributedInfo")
+            .unwrap();
+        assert_eq!(
+            string(info, "value"),
+            format!(r#"{{"backend": "nccl", "rank": {rank}}}"#)
+        );
+
+        // The ops table per name is the summary's rows, to the nanosecond.
+        let mut sums: BTreeMap<(String, bool), [i64; 5]> = BTreeMap::new();
+        for row in table(&out, "ops", rank) {
+            assert!(!flag(&row, "python_function"));
+            let s = sums
+                .entry((string(&row, "name"), flag(&row, "on_device")))
+                .or_default();
+            s[0] += 1;
+            s[1] += long(&row, "self_host_ns");
+            s[2] += long(&row, "host_total_ns");
+            s[3] += long(&row, "self_device_ns");
+            s[4] += long(&row, "device_total_ns");
+        }
+        let summary = key_averages(&trace, &KeyAveragesOptions::default());
+        let expected: BTreeMap<(String, bool), [i64; 5]> = summary
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    (r.name.to_string(), r.on_device),
+                    [
+                        r.count as i64,
+                        r.self_cpu_time_total_ns,
+                        r.cpu_time_total_ns,
+                        r.self_device_time_total_ns,
+                        r.device_time_total_ns,
+                    ],
+                )
+            })
+            .collect();
+        assert_eq!(sums, expected);
+        // 8 `block_<n>` ranges, 8 ops, the launch, 3 kernels.
+        assert_eq!(sums.len(), 20);
+        assert_eq!(sums[&("aten::sum".to_owned(), false)][0], 200);
+    }
+}
+
+#[test]
+fn a_second_trace_of_one_rank_is_an_error_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = gen_trace(&dir.path().join("a.json"), &["--ops", "20", "--rank", "4"]);
+    let b = gen_trace(&dir.path().join("b.json"), &["--ops", "20", "--rank", "4"]);
+    let out = dir.path().join("tables");
+    let e = convert(&[a.clone(), b.clone()], &out, ConvertOptions::default()).unwrap_err();
+    assert!(matches!(e, ParquetError::SameRank { rank: 4, .. }), "{e}");
+    assert_eq!(
+        e.to_string(),
+        format!("{} and {} both claim rank 4", a.display(), b.display())
+    );
+    // The first trace's tables stay; nothing of the second is left.
+    assert_eq!(table(&out, "slices", 4).len(), 32);
+    let entries: Vec<_> = std::fs::read_dir(out.join("slices")).unwrap().collect();
+    assert_eq!(entries.len(), 1);
+}
+
+#[test]
+fn a_truncated_trace_fails_or_with_partial_keeps_the_rows_before_its_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = gen_trace(&dir.path().join("whole.json"), &["--ops", "200"]);
+    let text = std::fs::read(&whole).unwrap();
+    let cut = dir.path().join("cut.json");
+    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+
+    let out = dir.path().join("failed");
+    let e = convert(&[cut.clone()], &out, ConvertOptions::default()).unwrap_err();
+    assert!(matches!(e, ParquetError::Read(_)), "{e}");
+    assert!(e.to_string().contains("cut.json"), "{e}");
+    assert!(!out.join("slices/rank=0").exists());
+
+    let out = dir.path().join("partial");
+    let options = ConvertOptions {
+        partial: true,
+        ..Default::default()
+    };
+    let converted = convert(&[cut.clone()], &out, options).unwrap();
+    assert!(converted[0].error.is_some());
+    let read = TraceReader::new().read_path(&cut);
+    assert!(read.error.is_some());
+    assert_eq!(table(&out, "slices", 0).len(), read.trace.activities.len());
+    assert!(!read.trace.activities.is_empty());
+}
