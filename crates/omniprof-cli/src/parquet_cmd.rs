@@ -23,17 +23,22 @@ pub fn run(inputs: &[PathBuf], out_dir: &Path, partial: bool) -> ExitCode {
     match converted {
         Ok(traces) => {
             for t in &traces {
-                report_skipped(&t.stats);
+                let events = match &t.stats {
+                    Some(stats) => {
+                        report_skipped(stats);
+                        format!("{} events", stats.events)
+                    }
+                    None => "cut short".to_owned(),
+                };
                 let rows: Vec<String> = t
                     .rows
                     .iter()
                     .map(|(table, n)| format!("{n} {table}"))
                     .collect();
                 println!(
-                    "wrote rank {} of {} ({} events): {}",
+                    "wrote rank {} of {} ({events}): {}",
                     t.rank,
                     t.path.display(),
-                    t.stats.events,
                     rows.join(", ")
                 );
             }

@@ -35,8 +35,8 @@ pub struct ConvertedTrace {
     pub path: PathBuf,
     /// The rank its rows are under.
     pub rank: i64,
-    /// What the reader read and skipped.
-    pub stats: ReadStats,
+    /// What the reader read and skipped (`None` when an error cut the read short).
+    pub stats: Option<ReadStats>,
     /// Rows written per table.
     pub rows: RowCounts,
     /// With [`ConvertOptions::partial`], the error that cut the trace short.
@@ -132,10 +132,10 @@ fn convert_one(
         return Err(e);
     }
     let (stats, error) = match read {
-        Ok(stats) => (stats, None),
+        Ok(stats) => (Some(stats), None),
         Err(e) if options.partial => {
             log::warn!("{e}; converted what was read before it (--partial)");
-            (ReadStats::default(), Some(e))
+            (None, Some(e))
         }
         Err(e) => return Err(e.into()),
     };

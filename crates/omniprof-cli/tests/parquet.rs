@@ -1,0 +1,179 @@
+//! `omniprof convert … --format parquet` from the command line: directories of traces, ranks
+//! from `distributedInfo` or the traces' places, and bad input (files that are not traces,
+//! two traces of one rank, a truncated trace, a directory that is not empty). The tables'
+//! contents are checked in crates/omniprof-parquet/tests/tables.rs.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn omniprof(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_omniprof"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// A small trace: two nested ops, with `distributedInfo.rank` when given.
+fn trace(rank: Option<i64>) -> String {
+    let info = rank.map_or(String::new(), |r| {
+        format!(r#""distributedInfo": {{"backend": "nccl", "rank": {r}}}, "#)
+    });
+    format!(
+        r#"{{{info}"traceEvents": [
+{{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 1, "dur": 10}},
+{{"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 2, "dur": 5}}
+]}}"#
+    )
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn a_directory_mixing_traces_and_other_files_converts_the_traces_and_names_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(run.join("logs")).unwrap();
+    std::fs::write(run.join("rank0.pt.trace.json"), trace(Some(0))).unwrap();
+    std::fs::write(run.join("rank1.pt.trace.json"), trace(Some(1))).unwrap();
+    std::fs::write(run.join("notes.txt"), "not a trace").unwrap();
+    let out = omniprof(
+        &["convert", "run", "-o", "tables", "--format", "parquet"],
+        dir.path(),
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        stderr,
+        "warning: run/logs: skipped: not a trace file (a trace's name ends in .json or .json.gz)\n\
+         warning: run/notes.txt: skipped: not a trace file (a trace's name ends in .json or .json.gz)\n"
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "wrote rank 0 of run/rank0.pt.trace.json (2 events): 2 slices, 0 instants, 0 counters, \
+         0 flows, 3 metadata, 0 device_properties, 2 ops\n\
+         wrote rank 1 of run/rank1.pt.trace.json (2 events): 2 slices, 0 instants, 0 counters, \
+         0 flows, 3 metadata, 0 device_properties, 2 ops\n\
+         tables in tables\n"
+    );
+    for table in ["slices", "ops", "metadata", "flows"] {
+        for rank in [0, 1] {
+            let file = dir
+                .path()
+                .join(format!("tables/{table}/rank={rank}/part-0.parquet"));
+            assert!(file.is_file(), "{}", file.display());
+        }
+    }
+}
+
+#[test]
+fn a_trace_without_a_rank_takes_its_place_among_the_inputs_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.json"), trace(Some(5))).unwrap();
+    std::fs::write(dir.path().join("b.json"), trace(None)).unwrap();
+    let out = omniprof(
+        &[
+            "convert", "a.json", "b.json", "-o", "t", "--format", "parquet",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "warning: b.json: no distributedInfo.rank; its rows are rank 1, its place among the \
+         traces\n"
+    );
+    assert!(dir.path().join("t/slices/rank=5/part-0.parquet").is_file());
+    assert!(dir.path().join("t/slices/rank=1/part-0.parquet").is_file());
+}
+
+#[test]
+fn two_traces_of_one_rank_fail_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.json"), trace(Some(2))).unwrap();
+    std::fs::write(dir.path().join("b.json"), trace(Some(2))).unwrap();
+    let out = omniprof(
+        &[
+            "convert", "a.json", "b.json", "-o", "t", "--format", "parquet",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "error: a.json and b.json both claim rank 2\n"
+    );
+}
+
+#[test]
+fn a_truncated_trace_fails_and_with_partial_gives_the_rows_before_its_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = trace(Some(0));
+    let cut = &whole[..whole.find("aten::addmm").unwrap()];
+    std::fs::write(dir.path().join("cut.json"), cut).unwrap();
+
+    let out = omniprof(
+        &["convert", "cut.json", "-o", "t", "--format", "parquet"],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.starts_with("error: cut.json"), "{stderr}");
+    assert!(!dir.path().join("t/slices/rank=0").exists());
+
+    let out = omniprof(
+        &[
+            "convert",
+            "cut.json",
+            "-o",
+            "p",
+            "--format",
+            "parquet",
+            "--partial",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.starts_with("warning: cut.json"), "{stderr}");
+    assert!(
+        stderr.contains("converted what was read before it (--partial)"),
+        "{stderr}"
+    );
+    assert!(
+        text(&out.stdout).starts_with("wrote rank 0 of cut.json (cut short): 1 slices,"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn a_directory_that_holds_files_is_not_written_into() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.json"), trace(Some(0))).unwrap();
+    std::fs::create_dir(dir.path().join("t")).unwrap();
+    std::fs::write(dir.path().join("t/old.parquet"), "").unwrap();
+    let out = omniprof(
+        &["convert", "a.json", "-o", "t", "--format", "parquet"],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "error: t: not empty; omniprof writes its tables into a new or empty directory\n"
+    );
+}
+
+#[test]
+fn convert_without_parquet_takes_one_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.json"), trace(Some(0))).unwrap();
+    let out = omniprof(&["convert", "a.json", "a.json", "-o", "x.json"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "error: convert takes one trace, except with --format parquet\n"
+    );
+}

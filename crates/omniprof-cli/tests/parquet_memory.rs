@@ -1,0 +1,49 @@
+//! `omniprof convert … --format parquet` streams: on the benchmark's trace of 2.2 million
+//! events (`scripts/gen_trace.py --ops 1000000`, 500 MB of JSON) the process's peak memory,
+//! as the kernel counted it, stays under [`BOUND`], whatever the trace's size.
+
+use std::path::Path;
+use std::process::Command;
+
+use omniprof_test_support::memory::run_measured;
+
+/// The peak resident memory the conversion may reach (issue 28's acceptance bound).
+const BOUND: u64 = 300 << 20;
+
+#[test]
+fn converting_the_benchmark_trace_to_parquet_stays_under_300_mb() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("big.json");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
+    let status = Command::new("python3")
+        .arg(&script)
+        .arg(&trace)
+        .args(["--ops", "1000000", "--rank", "0"])
+        .status()
+        .expect("python3 runs scripts/gen_trace.py");
+    assert!(status.success());
+    let out = run_measured(
+        Command::new(env!("CARGO_BIN_EXE_omniprof"))
+            .arg("convert")
+            .arg(&trace)
+            .arg("-o")
+            .arg(dir.path().join("tables"))
+            .args(["--format", "parquet"]),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "(2200005 events): 1600000 slices, 0 instants, 0 counters, 600000 flows, 6 metadata, \
+             0 device_properties, 1500000 ops"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        out.peak_rss < BOUND,
+        "peak RSS {} MiB, bound {} MiB",
+        out.peak_rss >> 20,
+        BOUND >> 20
+    );
+}
