@@ -72,6 +72,9 @@ use ColumnType::{Bool, Float64, Int64, NullableInt64, NullableString, String};
 
 const EPOCH_NS: &str = "ns since the Unix epoch";
 
+/// The unit of a duration column.
+pub(crate) const DURATION_NS: &str = "ns";
+
 /// Activities with a duration (every activity but `cpu_instant_event`s), in input order.
 pub const SLICES: Table = Table {
     name: "slices",
@@ -82,7 +85,7 @@ pub const SLICES: Table = Table {
         col("pid", Int64, "-"),
         col("tid", Int64, "-"),
         col("start_ns", Int64, EPOCH_NS),
-        col("dur_ns", Int64, "ns"),
+        col("dur_ns", Int64, DURATION_NS),
         col("correlation", Int64, "-"),
         col("linked_correlation", NullableInt64, "-"),
         col("op_id", NullableInt64, "-"),
@@ -144,12 +147,10 @@ pub const OPS: Table = Table {
         col("legacy", Bool, "-"),
         col("python_function", Bool, "-"),
         col("is_async", Bool, "-"),
-        col("start_ns", Int64, EPOCH_NS),
-        col("end_ns", Int64, EPOCH_NS),
-        col("self_host_ns", Int64, "ns"),
-        col("host_total_ns", Int64, "ns"),
-        col("self_device_ns", Int64, "ns"),
-        col("device_total_ns", Int64, "ns"),
+        col("self_host_ns", Int64, DURATION_NS),
+        col("host_total_ns", Int64, DURATION_NS),
+        col("self_device_ns", Int64, DURATION_NS),
+        col("device_total_ns", Int64, DURATION_NS),
     ],
 };
 

@@ -7,20 +7,26 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType, ZstdLevel};
+use parquet::basic::{
+    Compression, Encoding, LogicalType, Repetition, Type as PhysicalType, ZstdLevel,
+};
 use parquet::column::writer::ColumnWriter;
 use parquet::data_type::ByteArray;
 use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::Type;
+use parquet::schema::types::{ColumnPath, Type};
 
 use crate::error::ParquetError;
-use crate::schema::{ColumnType, Table, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
+use crate::schema::{ColumnType, Table, DURATION_NS, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 
 /// Rows per row group: large enough for good compression and few groups, small enough that
 /// a row group's buffered values stay some tens of MB.
 pub(crate) const ROW_GROUP_ROWS: usize = 1 << 17;
+
+/// zstd's fastest level: on the benchmark trace level 3 was no smaller (the encodings leave
+/// little to find) and took more time.
+const ZSTD_LEVEL: i32 = 1;
 
 /// The values of one column not yet written.
 enum Buffer {
@@ -88,15 +94,35 @@ impl TableWriter {
     /// Creates `path` (its folder must exist) for `table`'s rows.
     pub(crate) fn create(table: Table, path: &Path) -> Result<Self, ParquetError> {
         let file = File::create(path).map_err(|e| ParquetError::io(path, e))?;
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        let mut properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(ZSTD_LEVEL).map_err(|e| ParquetError::parquet(path, e))?,
+            ))
+            // Min and max per column chunk (enough to skip row groups); per page they cost
+            // a comparison per value and save little here.
+            .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_created_by(format!("omniprof {}", env!("CARGO_PKG_VERSION")))
             .set_key_value_metadata(Some(vec![KeyValue::new(
                 SCHEMA_VERSION_KEY.to_owned(),
                 SCHEMA_VERSION.to_string(),
-            )]))
-            .build();
+            )]));
+        // Integers rarely repeat, so no dictionary (it would cost a hash per value). Ids and
+        // points in time mostly grow by small steps: their deltas, bit-packed, are small.
+        // Durations jump up and down, often to 0: plain values, which zstd packs better.
+        for c in table.columns {
+            if matches!(c.ty, ColumnType::Int64 | ColumnType::NullableInt64) {
+                let path = ColumnPath::new(vec![c.name.to_owned()]);
+                let encoding = match c.unit {
+                    DURATION_NS => Encoding::PLAIN,
+                    _ => Encoding::DELTA_BINARY_PACKED,
+                };
+                properties = properties
+                    .set_column_dictionary_enabled(path.clone(), false)
+                    .set_column_encoding(path, encoding);
+            }
+        }
+        let properties = properties.build();
         let writer = SerializedFileWriter::new(file, schema(table)?, Arc::new(properties))
             .map_err(|e| ParquetError::parquet(path, e))?;
         Ok(Self {

@@ -218,8 +218,6 @@ pub(crate) fn write_op(
         Cell::Bool(e.legacy),
         Cell::Bool(e.python),
         Cell::Bool(e.is_async),
-        Cell::I64(e.start_ns),
-        Cell::I64(e.end_ns),
         Cell::I64(e.self_host_ns),
         Cell::I64(e.host_total_ns),
         Cell::I64(e.self_device_ns),
