@@ -226,7 +226,7 @@ fn a_truncated_trace_fails_or_with_partial_keeps_the_rows_before_its_cut() {
     std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
 
     let out = dir.path().join("failed");
-    let e = convert(&[cut.clone()], &out, ConvertOptions::default()).unwrap_err();
+    let e = convert(std::slice::from_ref(&cut), &out, ConvertOptions::default()).unwrap_err();
     assert!(matches!(e, ParquetError::Read(_)), "{e}");
     assert!(e.to_string().contains("cut.json"), "{e}");
     assert!(!out.join("slices/rank=0").exists());
@@ -236,7 +236,7 @@ fn a_truncated_trace_fails_or_with_partial_keeps_the_rows_before_its_cut() {
         partial: true,
         ..Default::default()
     };
-    let converted = convert(&[cut.clone()], &out, options).unwrap();
+    let converted = convert(std::slice::from_ref(&cut), &out, options).unwrap();
     assert!(converted[0].error.is_some());
     let read = TraceReader::new().read_path(&cut);
     assert!(read.error.is_some());
