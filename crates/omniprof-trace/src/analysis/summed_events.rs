@@ -18,6 +18,9 @@ pub struct SummedEvent {
     /// `[OutOfMemory]` event, has an id of 2^62 or more.
     pub id: u64,
     /// The id of the host op it nests in (host ops only; `None` at the top and for async ops).
+    /// When folding, this may be a same-named only child that its parent absorbed after this
+    /// event was final (PyTorch's collapse): that op is listed under none, and its parent,
+    /// of the same name, is the one to follow.
     pub parent: Option<u64>,
     /// Its row's name (`ProfilerStep#3` as `ProfilerStep*`).
     pub name: Arc<str>,

@@ -1596,3 +1596,94 @@ fn json_and_csv_carry_the_stack_when_grouping_by_it() {
     assert!(!plain.json(&options).contains("stack"));
     assert!(!plain.csv(&options).contains("stack"));
 }
+
+/// Lists the events of `trace` streamed item by item, draining after each (folding after
+/// `fold_after` ops), reading again when the builder asks, and dropping what the stopped
+/// read listed; returns the rows and every listed event.
+fn listed(trace: &Trace, fold_after: usize) -> (KeyAverages, Vec<SummedEvent>) {
+    let mut builder = KeyAveragesBuilder::new(KeyAveragesOptions::default());
+    builder.fold_after = fold_after;
+    loop {
+        builder.list_events();
+        let mut events = Vec::new();
+        builder.add_trace(trace);
+        events.extend(builder.drain_events());
+        match builder.finish_listing() {
+            Ok((summary, rest)) => {
+                events.extend(rest);
+                return (summary, events);
+            }
+            Err(again) => builder = again.builder(),
+        }
+    }
+}
+
+#[test]
+fn the_listed_events_sum_to_the_rows_whether_folded_or_held() {
+    for trace in [pytorch_trace(), linked_trace(), correlation_only_trace()] {
+        for fold_after in [0, usize::MAX] {
+            let (summary, events) = listed(&trace, fold_after);
+            let mut sums: Vec<(&str, bool, u64, i64, i64, i64, i64)> = Vec::new();
+            for e in events.iter().filter(|e| !e.python) {
+                let i = match sums
+                    .iter()
+                    .position(|s| (s.0, s.1) == (&*e.name, e.on_device))
+                {
+                    Some(i) => i,
+                    None => {
+                        sums.push((&e.name, e.on_device, 0, 0, 0, 0, 0));
+                        sums.len() - 1
+                    }
+                };
+                let s = &mut sums[i];
+                s.2 += 1;
+                s.3 += e.self_host_ns;
+                s.4 += e.host_total_ns;
+                s.5 += e.self_device_ns;
+                s.6 += e.device_total_ns;
+            }
+            let mut expected: Vec<_> = summary
+                .rows
+                .iter()
+                .map(|r| {
+                    (
+                        &*r.name,
+                        r.on_device,
+                        r.count,
+                        r.self_cpu_time_total_ns,
+                        r.cpu_time_total_ns,
+                        r.self_device_time_total_ns,
+                        r.device_time_total_ns,
+                    )
+                })
+                .collect();
+            sums.sort();
+            expected.sort();
+            assert_eq!(sums, expected, "fold after {fold_after}");
+            // Each event once. Every parent is a listed host op when every op is held; when
+            // folding, one may be a same-named only child that was absorbed afterwards.
+            let mut ids: Vec<u64> = events.iter().map(|e| e.id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            assert_eq!(ids.len(), events.len());
+            let orphans = events
+                .iter()
+                .filter_map(|e| e.parent)
+                .filter(|p| ids.binary_search(p).is_err())
+                .count();
+            if fold_after == usize::MAX {
+                assert_eq!(orphans, 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_builder_lists_no_event_unless_asked() {
+    let mut builder = KeyAveragesBuilder::new(KeyAveragesOptions::default());
+    builder.add_trace(&linked_trace());
+    assert_eq!(builder.drain_events().count(), 0);
+    let (summary, events) = builder.finish_listing().unwrap();
+    assert!(!summary.rows.is_empty());
+    assert!(events.is_empty());
+}
