@@ -2,11 +2,11 @@
 //! The `ops` table is not here: its rows come from the summary's builder
 //! ([`write_op`]), which may have to read the trace again.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use omniprof_trace::analysis::SummedEvent;
+use omniprof_trace::hash::FastMap;
 use omniprof_trace::import::TraceItem;
 use omniprof_trace::{Activity, ActivityType, Value};
 use parquet::data_type::ByteArray;
@@ -78,15 +78,15 @@ impl TraceTables {
         match item {
             TraceItem::Activity(a) => self.activity(a, op_id),
             TraceItem::Counter(track, sample) => {
-                let name = self.strings.get(&track.name);
-                let category = self.strings.get(track.kind.name());
+                let name = self.strings.shared(&track.name);
+                let category = self.strings.fixed(track.kind.name());
                 for (series, value) in &sample.values {
                     self.counters.row([
                         Cell::Str(name.clone()),
                         Cell::Str(category.clone()),
                         Cell::I64(track.device),
                         Cell::I64(track.resource),
-                        Cell::Str(self.strings.get(series)),
+                        Cell::Str(self.strings.shared(series)),
                         Cell::I64(sample.ts_ns),
                         Cell::F64(*value),
                     ])?;
@@ -124,8 +124,8 @@ impl TraceTables {
     }
 
     fn activity(&mut self, a: &Activity, op_id: Option<u64>) -> Result<(), ParquetError> {
-        let name = self.strings.get(&a.name);
-        let category = self.strings.get(a.kind.name());
+        let name = self.strings.shared(&a.name);
+        let category = self.strings.fixed(a.kind.name());
         let op_id = op_id.map(id);
         let (slice, instant) = if a.kind == ActivityType::CpuInstantEvent {
             let instant = self.next_instant;
@@ -160,7 +160,7 @@ impl TraceTables {
         if let Some(flow) = a.flow {
             self.flows.row([
                 Cell::I64(id(flow.id)),
-                Cell::Str(self.strings.get(flow.kind.name())),
+                Cell::Str(self.strings.fixed(flow.kind.name())),
                 Cell::Bool(flow.start),
                 Cell::OptI64(slice),
                 Cell::OptI64(instant),
@@ -212,7 +212,7 @@ pub(crate) fn write_op(
     ops.row([
         Cell::I64(id(e.id)),
         Cell::OptI64(e.parent.map(id)),
-        Cell::Str(strings.get(&e.name)),
+        Cell::Str(strings.shared(&e.name)),
         Cell::Bool(e.on_device),
         Cell::Bool(e.user_annotation),
         Cell::Bool(e.legacy),
@@ -233,15 +233,52 @@ fn id(v: u64) -> i64 {
 /// Each distinct string once as a [`ByteArray`], so that a repeated name costs a
 /// reference count, not a copy.
 #[derive(Default)]
-pub(crate) struct Strings(HashMap<Arc<str>, ByteArray>);
+pub(crate) struct Strings {
+    by_text: FastMap<Arc<str>, ByteArray>,
+    /// By address, for the reader's and the summary's interned names: a lookup without
+    /// hashing or comparing the text. Each entry holds its `Arc`, so that its address cannot
+    /// be reused for another string while the entry stands.
+    by_address: FastMap<usize, (Arc<str>, ByteArray)>,
+    /// By address, for `'static` names (activity types, flow kinds).
+    by_static: FastMap<usize, ByteArray>,
+}
+
+/// Entries kept by address at most (names are interned per reader thread, so a few per
+/// name); past it the table starts again, which bounds it whatever the input.
+const MAX_BY_ADDRESS: usize = 1 << 16;
 
 impl Strings {
     pub(crate) fn get(&mut self, s: &str) -> ByteArray {
-        if let Some(b) = self.0.get(s) {
+        if let Some(b) = self.by_text.get(s) {
             return b.clone();
         }
         let b = ByteArray::from(s);
-        self.0.insert(Arc::from(s), b.clone());
+        self.by_text.insert(Arc::from(s), b.clone());
+        b
+    }
+
+    /// [`Self::get`] for a shared name.
+    pub(crate) fn shared(&mut self, s: &Arc<str>) -> ByteArray {
+        let address = Arc::as_ptr(s) as *const u8 as usize;
+        if let Some((_, b)) = self.by_address.get(&address) {
+            return b.clone();
+        }
+        let b = self.get(s);
+        if self.by_address.len() >= MAX_BY_ADDRESS {
+            self.by_address.clear();
+        }
+        self.by_address.insert(address, (Arc::clone(s), b.clone()));
+        b
+    }
+
+    /// [`Self::get`] for a name that lives as long as the program.
+    pub(crate) fn fixed(&mut self, s: &'static str) -> ByteArray {
+        let address = s.as_ptr() as usize;
+        if let Some(b) = self.by_static.get(&address) {
+            return b.clone();
+        }
+        let b = self.get(s);
+        self.by_static.insert(address, b.clone());
         b
     }
 }
