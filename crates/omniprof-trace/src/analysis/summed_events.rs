@@ -34,12 +34,17 @@ pub struct SummedEvent {
     pub python: bool,
     /// Partially overlaps an op of its thread, so outside the op tree.
     pub is_async: bool,
-    /// Its start and end as the summary took them (an unfinished op ends at the window's end).
+    /// Its start, in ns since the Unix epoch.
     pub start_ns: i64,
+    /// Its end as the summary took it (an unfinished op ends at the window's end).
     pub end_ns: i64,
+    /// Host time less its children's (PyTorch's self CPU time), in ns.
     pub self_host_ns: i64,
+    /// Host time (PyTorch's CPU total), in ns.
     pub host_total_ns: i64,
+    /// Device time attributed to it, in ns (device work: its duration).
     pub self_device_ns: i64,
+    /// Its device time and its children's, in ns.
     pub device_total_ns: i64,
 }
 
