@@ -163,40 +163,76 @@ fn three_ranks_give_each_rank_its_traces_rows_and_the_summarys_sums() {
         );
 
         // The ops table per name is the summary's rows, to the nanosecond.
-        let mut sums: BTreeMap<(String, bool), [i64; 5]> = BTreeMap::new();
-        for row in table(&out, "ops", rank) {
-            assert!(!flag(&row, "python_function"));
-            let s = sums
-                .entry((string(&row, "name"), flag(&row, "on_device")))
-                .or_default();
-            s[0] += 1;
-            s[1] += long(&row, "self_host_ns");
-            s[2] += long(&row, "host_total_ns");
-            s[3] += long(&row, "self_device_ns");
-            s[4] += long(&row, "device_total_ns");
-        }
-        let summary = key_averages(&trace, &KeyAveragesOptions::default());
-        let expected: BTreeMap<(String, bool), [i64; 5]> = summary
-            .rows
-            .iter()
-            .map(|r| {
-                (
-                    (r.name.to_string(), r.on_device),
-                    [
-                        r.count as i64,
-                        r.self_cpu_time_total_ns,
-                        r.cpu_time_total_ns,
-                        r.self_device_time_total_ns,
-                        r.device_time_total_ns,
-                    ],
-                )
-            })
-            .collect();
-        assert_eq!(sums, expected);
+        let sums = ops_sums(&out, rank);
+        assert_eq!(sums, summary_sums(&trace));
         // 8 `block_<n>` ranges, 8 ops, the launch, 3 kernels.
         assert_eq!(sums.len(), 20);
         assert_eq!(sums[&("aten::sum".to_owned(), false)][0], 200);
     }
+}
+
+type Sums = BTreeMap<(String, bool), [i64; 5]>;
+
+/// Per (name, on device) of a rank's `ops`: calls, self and total host ns, self and total
+/// device ns.
+fn ops_sums(out: &Path, rank: i64) -> Sums {
+    let mut sums = Sums::new();
+    for row in table(out, "ops", rank) {
+        assert!(!flag(&row, "python_function"));
+        let s = sums
+            .entry((string(&row, "name"), flag(&row, "on_device")))
+            .or_default();
+        s[0] += 1;
+        s[1] += long(&row, "self_host_ns");
+        s[2] += long(&row, "host_total_ns");
+        s[3] += long(&row, "self_device_ns");
+        s[4] += long(&row, "device_total_ns");
+    }
+    sums
+}
+
+/// The same of `key_averages`' rows.
+fn summary_sums(trace: &omniprof_trace::Trace) -> Sums {
+    key_averages(trace, &KeyAveragesOptions::default())
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                (r.name.to_string(), r.on_device),
+                [
+                    r.count as i64,
+                    r.self_cpu_time_total_ns,
+                    r.cpu_time_total_ns,
+                    r.self_device_time_total_ns,
+                    r.device_time_total_ns,
+                ],
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_trace_whose_span_comes_last_is_read_again_and_its_ops_still_sum_to_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    // More host ops than the summary holds before folding (65,536), then PyTorch's span,
+    // where host times count from, last: the summary reads such a trace twice.
+    let path = gen_trace(
+        &dir.path().join("late.json"),
+        &["--ops", "80000", "--rank", "0"],
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let end = text
+        .rfind(r#"{"ph": "i", "s": "g", "name": "Record Window End""#)
+        .unwrap();
+    let span = r#"{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 500, "dur": 99999999, "args": {"Op count": 0}},"#;
+    std::fs::write(&path, format!("{}{span}\n  {}", &text[..end], &text[end..])).unwrap();
+    let out = dir.path().join("tables");
+    convert(std::slice::from_ref(&path), &out, ConvertOptions::default()).unwrap();
+    let trace = TraceReader::new().read_path(&path).into_trace().unwrap();
+    assert_eq!(trace.spans.len(), 1);
+    let sums = ops_sums(&out, 0);
+    assert_eq!(sums, summary_sums(&trace));
+    assert_eq!(sums[&("aten::sum".to_owned(), false)][0], 8000);
 }
 
 #[test]
