@@ -56,57 +56,51 @@ def job(tmp_path_factory):
         capture_output=True, text=True,
     )
     assert out.returncode == 0, out.stderr
-    return tables, summary_rows(traces, d)
+    return tables, summary_rows(traces)
 
 
-def summary_rows(traces, d):
-    """Per rank, `omniprof summary`'s rows as {(name, on_device): (calls, host total ns,
-    self host ns, device total ns, self device ns)}.
+def summary_rows(traces):
+    """`omniprof summary`'s rows of the job over all ranks, and per rank with `--by-rank`,
+    each as {(name, on_device): (calls, host total ns, self host ns, device total ns, self
+    device ns)}."""
 
-    ONE PLACE TO SWITCH: until `omniprof summary DIR` (all ranks at once) lands, each trace is
-    summarized on its own and the ranks are summed by `all_ranks` below; then `all_ranks` can
-    run `summary DIR` on `d` instead and compare with that."""
-    per_rank = {}
-    for rank, trace in enumerate(traces):
-        out = subprocess.run(
-            [str(cli()), "summary", str(trace), "--format", "json", "--row-limit", "-1"],
-            capture_output=True, text=True,
-        )
-        assert out.returncode == 0, out.stderr
+    def rows_of(summary):
         rows = {}
-        for r in json.loads(out.stdout)["rows"]:
+        for r in summary["rows"]:
             ns = lambda key: round(r[key] * 1000)  # noqa: E731 (the summary prints exact µs)
             key = (r["name"], r["on_device"])
             assert key not in rows, f"two summary rows for {key}"
             rows[key] = (r["count"], ns("cpu_time_total_us"), ns("self_cpu_time_total_us"),
                          ns("device_time_total_us"), ns("self_device_time_total_us"))
-        per_rank[rank] = rows
-    return per_rank
+        return rows
+
+    def summary(*flags):
+        out = subprocess.run(
+            [str(cli()), "summary", *map(str, traces), "--format", "json", "--row-limit", "-1", *flags],
+            capture_output=True, text=True,
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    per_rank = {r["rank"]: rows_of(r["summary"]) for r in summary("--by-rank")["ranks"]}
+    return rows_of(summary()), per_rank
 
 
-def all_ranks(per_rank):
-    """The summary over every rank: each row's calls and sums added across ranks."""
-    total = {}
-    for rows in per_rank.values():
-        for key, values in rows.items():
-            total[key] = tuple(a + b for a, b in zip(total.get(key, (0,) * 5), values))
-    return total
-
-
-def check(key_averages, per_rank_rows, summary):
-    """The two documented queries' rows against the summaries."""
+def check(key_averages, per_rank_rows, summaries):
+    """The two documented queries' rows against `omniprof summary`'s over all ranks and
+    `--by-rank`'s."""
+    expected, summary = summaries
     got = {(name, bool(dev)): (calls, host, self_host, dev_total, self_dev)
            for name, dev, calls, host, self_host, dev_total, self_dev in key_averages}
-    expected = all_ranks(summary)
     assert set(got) == set(expected)
     assert got == expected
-    assert len(got) == 20
+    assert len(got) == 22
     got = {(name, bool(dev), rank): (calls, host, self_host, self_dev)
            for name, dev, rank, calls, host, self_host, self_dev in per_rank_rows}
     expected = {(name, dev, rank): (v[0], v[1], v[2], v[4])
                 for rank, rows in summary.items() for (name, dev), v in rows.items()}
     assert got == expected
-    assert Counter(rank for _, _, rank in got) == {r: 20 for r in range(RANKS)}
+    assert Counter(rank for _, _, rank in got) == {r: 22 for r in range(RANKS)}
 
 
 def test_duckdb_runs_the_documented_sql_and_gets_the_summarys_rows(job):
