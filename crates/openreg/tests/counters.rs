@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use omniprof::keys::metadata;
 use omniprof::{ActivitySet, ActivityType, Config, Profiler, Trace, Value};
 use omniprof_test_support::checker;
 use omniprof_test_support::lock::serial;
