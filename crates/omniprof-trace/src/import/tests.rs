@@ -1198,3 +1198,39 @@ fn a_flow_event_before_its_activity_waits_for_it() {
     assert_eq!(flows, [None, Some(5)]);
     assert_eq!(stats.unmatched_flow, 1, "the end whose activity never came");
 }
+
+#[test]
+fn a_foreign_traces_malformed_report_entries_are_left_empty_and_the_rest_is_read() {
+    let text = br#"{
+  "schemaVersion": 1,
+  "trace_id": "ABC",
+  "dropped_events": "many",
+  "backends": 3,
+  "backend_errors": ["gpu: stop failed: lost", 7],
+  "warmup_events": 4,
+  "backend_warnings": ["gpu: ids match no host op"],
+  "baseTimeNanoseconds": 0,
+  "traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}
+  ]
+}"#;
+    let trace = read(&text[..]).unwrap();
+    assert_eq!(trace.activities.len(), 1);
+    assert_eq!(
+        trace.metadata,
+        [("trace_id".to_owned(), Value::from("ABC"))]
+    );
+    let report = &trace.report;
+    assert_eq!(report.dropped_events, None);
+    assert!(report.backends.is_empty());
+    assert!(report.backend_errors.is_empty());
+    assert_eq!(report.warmup_events, Some(4));
+    assert_eq!(
+        report
+            .backend_warnings
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["gpu: ids match no host op"]
+    );
+}
