@@ -150,17 +150,25 @@ fn write_stacks(
 /// `omniprof.load_trace(path)`: a trace file (Kineto / PyTorch Chrome JSON, plain or gzip,
 /// omniprof's or PyTorch's) as a `Trace`, whose `key_averages()`, `events()` and
 /// `export_stacks()` analyse it as they do a trace omniprof just recorded. A file that
-/// cannot be read or is not a trace raises `ProfilerError` naming it.
+/// cannot be read or is not a trace raises `ProfilerError` naming it; a session report entry
+/// of the wrong shape (`"dropped_events": "many"`) is a `RuntimeWarning` naming the file, and
+/// is left out of the trace's `dropped_events` / `backend_errors`.
 #[pyfunction]
 fn load_trace(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyTrace> {
-    let read = py.detach(|| TraceReader::new().read_path(&path).into_result());
-    match read {
-        Ok((trace, _)) => Ok(PyTrace::new(trace)),
-        Err(e) => Err(profiler_error(format!(
+    let read = py.detach(|| TraceReader::new().read_path(&path));
+    if let Some(e) = read.error {
+        return Err(profiler_error(format!(
             "cannot load {}: {e}",
             path.display()
-        ))),
+        )));
     }
+    for problem in &read.report_problems {
+        let message = format!("omniprof: {}: {problem}", path.display());
+        let message =
+            std::ffi::CString::new(message.replace('\0', " ")).expect("no NUL left in the message");
+        PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &message, 1)?;
+    }
+    Ok(PyTrace::new(read.trace))
 }
 
 /// PyTorch's `EventList` of averages: the rows, iterable and indexable, and the table.

@@ -1,9 +1,12 @@
 """Recording from Python, the key averages and the exported trace."""
 
+import json
 import subprocess
 import sys
 import threading
 from pathlib import Path
+
+import pytest
 
 import omniprof
 from conftest import assert_loads_in_perfetto, events, load_trace, summary
@@ -183,3 +186,16 @@ def test_without_torch_only_omniprofs_ranges_are_recorded_with_no_warning() -> N
     run = subprocess.run([sys.executable, "-c", WITHOUT_TORCH], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "omniprof" not in run.stderr, run.stderr
+
+
+def test_a_foreign_traces_malformed_report_entry_is_a_warning_and_left_out(tmp_path: Path) -> None:
+    path = tmp_path / "foreign.json"
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}
+    header = {"schemaVersion": 1, "dropped_events": "many", "backend_errors": ["gpu: stop failed: lost"]}
+    path.write_text(json.dumps({**header, "traceEvents": [op]}))
+    expected = 'foreign.json: trace metadata "dropped_events" should be a whole number from 0, not "many"'
+    with pytest.warns(RuntimeWarning, match=expected):
+        trace = omniprof.load_trace(str(path))
+    assert trace.dropped_events == 0
+    assert trace.backend_errors == ["gpu: stop failed: lost"]
+    assert trace.activity_count == 1

@@ -128,7 +128,8 @@ class Session:
 
 def load_trace(path: str) -> "Trace":
     """A trace file (Kineto / PyTorch Chrome JSON, plain or gzip) as a ``Trace``;
-    ``ProfilerError`` when it cannot be read."""
+    ``ProfilerError`` when it cannot be read, a ``RuntimeWarning`` for each session report
+    entry of the wrong shape (left out)."""
 
 @final
 class Trace:

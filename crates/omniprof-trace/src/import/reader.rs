@@ -9,6 +9,7 @@ use super::error::ReadError;
 use super::event::ArgFilter;
 use super::item::{ReadStats, TraceItem};
 use super::limits::Limits;
+use crate::report::{MalformedEntry, SessionReport};
 use crate::trace::{Trace, Window};
 
 /// Reads Kineto Chrome JSON traces, plain or gzip: whole into a [`Trace`]
@@ -29,6 +30,9 @@ pub struct ReadOutcome {
     pub trace: Trace,
     pub stats: ReadStats,
     pub error: Option<ReadError>,
+    /// Session report entries of the wrong shape (a foreign trace's), left out of
+    /// [`Trace::report`] and logged as warnings; the read went on.
+    pub report_problems: Vec<MalformedEntry>,
 }
 
 impl ReadOutcome {
@@ -75,6 +79,7 @@ impl TraceReader {
                 trace: TraceBuilder::default().finish(),
                 stats: ReadStats::default(),
                 error: Some(ReadError::new(e.into())),
+                report_problems: Vec::new(),
             },
         };
         outcome.error = outcome.error.map(|e| with_path(e, path));
@@ -91,10 +96,12 @@ impl TraceReader {
             .trace
             .counters
             .count_dropped(stats.dropped_counter_values);
+        let report_problems = std::mem::take(&mut builder.report_problems);
         ReadOutcome {
             trace: builder.finish(),
             stats,
             error,
+            report_problems,
         }
     }
 
@@ -135,6 +142,8 @@ fn with_path(mut e: ReadError, path: &Path) -> ReadError {
 struct TraceBuilder {
     trace: Trace,
     window: Option<Window>,
+    /// The session report's entries that were refused.
+    report_problems: Vec<MalformedEntry>,
 }
 
 impl Default for TraceBuilder {
@@ -146,6 +155,7 @@ impl Default for TraceBuilder {
                 ..Trace::new(0, 0)
             },
             window: None,
+            report_problems: Vec::new(),
         }
     }
 }
@@ -172,6 +182,12 @@ impl TraceBuilder {
                 trace.base_time_ns = base;
             }
             TraceItem::DeviceProperties(devices) => trace.device_properties = devices,
+            TraceItem::Metadata(key, value) if SessionReport::is_key(&key) => {
+                if let Err(e) = trace.report.set(&key, &value) {
+                    log::warn!("omniprof: {e}");
+                    self.report_problems.push(e);
+                }
+            }
             TraceItem::Metadata(key, value) => trace.set_metadata(key, value),
             TraceItem::TraceName(name) => trace.trace_name = Some(name),
             TraceItem::Activity(a) => trace.activities.push(a),
