@@ -4,9 +4,9 @@
 //!
 //! A registered backend that panics or fails in any call is dropped from the trace with its
 //! failure ([`BackendFailure`], typed until the trace is written) in the trace's report and
-//! the log; the other backends and the host recording are
-//! untouched. A backend the session was built with is different only at configure: the caller
-//! asked for it, so its failure fails the session instead.
+//! the log; the other backends and the host recording are untouched. A backend the session
+//! was built with is different only at configure: the caller asked for it, so its failure
+//! fails the session instead.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
