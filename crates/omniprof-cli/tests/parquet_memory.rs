@@ -35,8 +35,8 @@ fn converting_the_benchmark_trace_to_parquet_stays_under_300_mb() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains(
-            "(2200005 events): 1600000 slices, 0 instants, 0 counters, 600000 flows, 6 metadata, \
-             0 device_properties, 1500000 ops"
+            "(2200025 events): 1600020 slices, 0 instants, 0 counters, 600000 flows, 6 metadata, \
+             0 device_properties, 1500020 ops"
         ),
         "{stdout}"
     );
