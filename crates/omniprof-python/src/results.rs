@@ -147,8 +147,8 @@ fn write_stacks(
     std::fs::write(path, text).map_err(PyErr::from)
 }
 
-/// `omniprof.load_trace(path)`: a trace file (Kineto / PyTorch Chrome JSON, plain or gzip,
-/// omniprof's or PyTorch's) as a `Trace`, whose `key_averages()`, `events()` and
+/// `omniprof.load_trace(path)`: a trace file (Kineto / PyTorch Chrome JSON or a Perfetto
+/// trace, plain or gzip, omniprof's or PyTorch's) as a `Trace`, whose `key_averages()`, `events()` and
 /// `export_stacks()` analyse it as they do a trace omniprof just recorded. A file that
 /// cannot be read or is not a trace raises `ProfilerError` naming it; a session report entry
 /// of the wrong shape (`"dropped_events": "many"`) is a `RuntimeWarning` naming the file, and
