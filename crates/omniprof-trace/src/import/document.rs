@@ -40,11 +40,12 @@ pub(super) fn read_document_tuned<R: Read>(
     tuning: &Tuning,
     sink: &mut impl FnMut(TraceItem),
 ) -> (ReadStats, Option<ReadError>) {
-    let (first, input) = match peek(input, 2) {
+    // Enough to tell JSON from a Perfetto trace (see `pftrace::is_pftrace`).
+    let (first, input) = match peek(input, 64) {
         Ok(peeked) => peeked,
         Err(e) => return (ReadStats::default(), Some(ReadError::new(e.into()))),
     };
-    if first != [0x1f, 0x8b] {
+    if !first.starts_with(&[0x1f, 0x8b]) {
         read_any(&first, input, args, limits, tuning, sink)
     } else if tuning.threads > 1 {
         thread::scope(|scope| {

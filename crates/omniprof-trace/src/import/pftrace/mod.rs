@@ -152,12 +152,31 @@ pub(crate) mod header {
 /// Flow ids of the writer's extra ends (`export::perfetto::flows`): top bits `11`.
 const KIND_BITS: u64 = 3 << 62;
 
-/// Whether `first` (the input's first two bytes) start a protobuf `Trace`: field 1,
-/// length-delimited, then a length that no JSON text starts with (whitespace, `{`, `[`).
+/// Whether `first` (the input's first bytes) start a protobuf `Trace` rather than JSON text:
+/// field 1, length-delimited (`0x0a`, which is also a line feed), then bytes that JSON text
+/// does not continue with. JSON is whitespace, then `{` or `[`, then whitespace or what
+/// opens (or closes) its first member; a packet's length byte followed by a field key never
+/// looks like that (the keys that are `{` and `[` would start groups, which Perfetto does
+/// not use).
 pub(super) fn is_pftrace(first: &[u8]) -> bool {
-    match first {
-        [0x0a, len, ..] => !matches!(len, b' ' | b'\t' | b'\n' | b'\r' | b'{' | b'['),
-        _ => false,
+    if first.first() != Some(&0x0a) {
+        return false;
+    }
+    let mut rest = first.iter().skip_while(|b| b.is_ascii_whitespace());
+    match rest.next() {
+        // Whitespace alone: not a trace of either kind; the JSON reader says so.
+        None => false,
+        Some(b'{') => !matches!(
+            rest.next(),
+            None | Some(b' ' | b'\t' | b'\n' | b'\r' | b'"' | b'}')
+        ),
+        Some(b'[') => !matches!(
+            rest.next(),
+            None | Some(
+                b' ' | b'\t' | b'\n' | b'\r' | b'{' | b'[' | b']' | b'"' | b'-' | b'0'..=b'9'
+            )
+        ),
+        Some(_) => true,
     }
 }
 

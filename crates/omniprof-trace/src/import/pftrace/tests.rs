@@ -193,3 +193,23 @@ fn packets_that_map_to_nothing_are_counted() {
     assert_eq!((stats.foreign_packets, stats.unsupported_id), (1, 1));
     assert_eq!(stats.skipped(), 2);
 }
+
+#[test]
+fn json_text_and_protobuf_packets_are_told_apart_by_their_first_bytes() {
+    for json in [
+        &b"{\"traceEvents\": []}"[..],
+        b"\n{\"a\": 1}",
+        b"\n\n  [\n{",
+        b"\n[]",
+        b"\n[1]",
+    ] {
+        assert!(!is_pftrace(json), "{:?}", String::from_utf8_lossy(json));
+    }
+    // Packets of 9, 10, 13 and 32 bytes (their length a whitespace byte), 91 and 123 bytes
+    // (`[` and `{`), each followed by a field key (`trusted_packet_sequence_id`, 0x50).
+    for len in [9u8, 10, 13, 32, 91, 123] {
+        assert!(is_pftrace(&[0x0a, len, 0x50, 1]), "{len}");
+    }
+    assert!(is_pftrace(&pftrace(&trace())));
+    assert!(!is_pftrace(b"\n  "));
+}
