@@ -83,6 +83,9 @@ pub mod name {
     /// The start of the name of the op the autograd engine wraps each backward function
     /// in (`autograd::engine::evaluate_function: AddmmBackward0` around `AddmmBackward0`).
     pub const EVALUATE_FUNCTION_PREFIX: &str = "autograd::engine::evaluate_function: ";
+    /// The start of the name of the range around each profiled step (`ProfilerStep#12`,
+    /// the step's number after it), as `torch.profiler`'s `step()` and omniprof write it.
+    pub const PROFILER_STEP_PREFIX: &str = "ProfilerStep#";
 }
 
 /// Keys of the trace header (the metadata beside `traceEvents`).
@@ -127,6 +130,15 @@ pub mod metadata {
     pub const CLOCK_SOURCE: &str = "clock_source";
     /// Rank and world size, the first place HTA looks for `"rank"`.
     pub const DISTRIBUTED_INFO: &str = "distributedInfo";
+    /// Keys of the [`DISTRIBUTED_INFO`] object, as `torch.profiler` writes them.
+    pub mod distributed {
+        /// The process's rank in its job (HTA takes a trace's rank from it).
+        pub const RANK: &str = "rank";
+        /// The number of ranks in the job.
+        pub const WORLD_SIZE: &str = "world_size";
+        /// The collective backend (`gloo`, `nccl`; empty when unknown).
+        pub const BACKEND: &str = "backend";
+    }
     /// How many profiler-stub calls failed, and the first few messages.
     pub const STUB_ERRORS: &str = "stub_errors";
     /// Counter samples the trace holds, all series together.

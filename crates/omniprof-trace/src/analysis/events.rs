@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use crate::activity::{Activity, ActivityType};
-use crate::keys::arg;
+use crate::keys::{arg, name as event_name};
 use crate::value::Value;
 
 /// How an activity takes part in the summary (PyTorch's device type of the event).
@@ -63,7 +63,7 @@ const DROPPED_NAMES: [&str; 8] = [
 pub(super) fn row_name(name: &str) -> Option<&str> {
     if DROPPED_NAMES.contains(&name) {
         None
-    } else if name.starts_with("ProfilerStep#") {
+    } else if name.starts_with(event_name::PROFILER_STEP_PREFIX) {
         Some("ProfilerStep*")
     } else {
         Some(name)

@@ -2,6 +2,8 @@
 //! of host ops and device work, printed by [`KeyAverages::table`] exactly as PyTorch's
 //! `table()` prints them (also as [CSV](KeyAverages::csv) and [JSON](KeyAverages::json)).
 //! [`metrics`] summarizes per-kernel hardware metrics, [`counters`] the counter tracks.
+//! [`KeyAverages::merge`] sums the rows of several traces (the ranks of a job), and
+//! [`ranks`] sets a job's ranks side by side (steps, slowest rank, HTA's time breakdown).
 //! [`diff`] sets the rows of two traces side by side; [`flamegraph`] folds a trace's host
 //! and device time into stacks; [`stacks`] gives every event its Python stack (PyTorch's
 //! `FunctionEvent.stack`), which rows can group by and [`FunctionEvents::export_stacks`]
@@ -149,7 +151,9 @@ mod function_events;
 mod grid;
 mod json;
 mod memory;
+mod merge;
 pub mod metrics;
+pub mod ranks;
 pub mod stacks;
 mod table;
 mod tree;
