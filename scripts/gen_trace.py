@@ -8,7 +8,15 @@ ops (a `block_<n>` user range holding `aten::linear` -> `aten::t` -> `aten::tran
 through `cudaLaunchKernel`; the kernels run on one device stream and are linked to their op by
 `External id`. Standard library only; the output is deterministic for given arguments.
 
+With `--rank R` the trace is one rank of a distributed job: its header says so
+(`distributedInfo`), its jitter is seeded by the rank, its device work lies on whole
+microseconds (so that HTA's figures, which it computes in microseconds, compare exactly),
+and it has `--steps` `ProfilerStep#N` ranges (on a thread of their own, one after the other,
+each over an equal share of the blocks), each ending with an NCCL all-reduce kernel on a
+second stream that overlaps the step's last compute kernels.
+
     python3 scripts/gen_trace.py big.json --ops 1000000 --threads 4
+    for r in 0 1 2 3; do python3 scripts/gen_trace.py job/rank$r.json --rank $r --world-size 4; done
 """
 
 import argparse
@@ -18,6 +26,8 @@ BASE_NS = 1_790_857_026_000_000_000
 PID = 4242
 DEVICE = 0
 STREAM = 7
+COMM_STREAM = 13
+ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 
 
 def us(ns):
@@ -99,7 +109,12 @@ def dims_json(dims):
 OPS_PER_BLOCK = 10
 
 
-def block(w, rng, tid, index, t, device_clock):
+def whole_us(ns, on):
+    """`ns` rounded up to whole microseconds when `on`."""
+    return -(-ns // 1000) * 1000 if on else ns
+
+
+def block(w, rng, tid, index, t, device_clock, round_us=False):
     """One block starting at `t` ns on thread `tid`; returns (end, device clock)."""
     n = 64 * (1 + index % 4)
     mat = [n, n]
@@ -151,10 +166,10 @@ def block(w, rng, tid, index, t, device_clock):
         ext = w.op(cat, name, tid, s, d, dims)
         if kernel:
             launch_at = s + d // 2
-            device_clock = max(device_clock, launch_at + 3_000)
-            kernel_ns = jitter(d // 2)
+            device_clock = whole_us(max(device_clock, launch_at + 3_000), round_us)
+            kernel_ns = whole_us(jitter(d // 2), round_us)
             w.kernel(tid, ext, launch_at, device_clock, kernel_ns, kernel)
-            device_clock += kernel_ns + 500
+            device_clock += whole_us(kernel_ns + 500, round_us)
     return t, device_clock
 
 
@@ -164,9 +179,13 @@ def main():
     parser.add_argument("--ops", type=int, default=1_000_000, help="host ops (default 1M)")
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rank", type=int, help="write one rank of a job (see above)")
+    parser.add_argument("--world-size", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=10, help="steps of a rank's trace")
     args = parser.parse_args()
+    ranked = args.rank is not None
 
-    rng = random.Random(args.seed)
+    rng = random.Random(args.seed + (args.rank or 0) * 7919)
     threads = [PID + i for i in range(args.threads)]
     clocks = {tid: 1_000_000 for tid in threads}
     device_clock = 0
@@ -175,17 +194,49 @@ def main():
         out.write(
             '{\n  "schemaVersion": 1,\n  "deviceProperties": [],\n'
             '  "trace_id": "0123456789ABCDEF",\n  "displayTimeUnit": "ms",\n'
-            f'  "baseTimeNanoseconds": {BASE_NS},\n  "traceEvents": ['
         )
+        if ranked:
+            out.write(
+                f'  "distributedInfo": {{"backend": "nccl", "rank": {args.rank}, '
+                f'"world_size": {args.world_size}}},\n'
+            )
+        out.write(f'  "baseTimeNanoseconds": {BASE_NS},\n  "traceEvents": [')
         w = Writer(out)
+        if ranked:
+            # HTA keeps correlation ids in the smallest integer type that holds them, then
+            # fails to store event indices beyond it there: ids as large as real ones.
+            w.launch = 1_000_000
         for tid in threads:
             w.event(
                 f'{{"ph": "M", "name": "thread_name", "ts": 1000.000, "pid": {PID}, '
                 f'"tid": {tid}, "args": {{"name": "thread {tid} (python)"}}}}'
             )
+        per_step = max(1, blocks // max(1, args.steps))
+        steps = []  # (start, end) of each step
+        step_start = min(clocks.values())
         for i in range(blocks):
             tid = threads[i % len(threads)]
-            clocks[tid], device_clock = block(w, rng, tid, i, clocks[tid], device_clock)
+            clocks[tid], device_clock = block(w, rng, tid, i, clocks[tid], device_clock, ranked)
+            if ranked and ((i + 1) % per_step == 0 or i + 1 == blocks) and len(steps) < args.steps:
+                # The step's all-reduce starts before its last kernel ends.
+                comm_at = whole_us(device_clock - 20_000, True)
+                comm_ns = whole_us(40_000 + rng.randrange(0, 20_000), True)
+                w.event(
+                    f'{{"ph": "X", "cat": "kernel", "name": "{ALL_REDUCE}", "pid": {DEVICE}, '
+                    f'"tid": {COMM_STREAM}, "ts": {us(comm_at)}, "dur": {us(comm_ns)}, '
+                    f'"args": {{"device": {DEVICE}, "stream": {COMM_STREAM}}}}}'
+                )
+                device_clock = max(device_clock, comm_at + comm_ns)
+                step_end = max(max(clocks.values()), device_clock)
+                steps.append((step_start, step_end))
+                step_start = step_end
+        step_tid = PID + len(threads)
+        for n, (start, stop) in enumerate(steps):
+            w.event(
+                f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{n}", '
+                f'"pid": {PID}, "tid": {step_tid}, "ts": {us(start)}, "dur": {us(stop - start)}, '
+                f'"args": {{"External id": {w.next_id()}}}}}'
+            )
         end = max(max(clocks.values()), device_clock) + 1_000
         w.event(
             f'{{"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", '

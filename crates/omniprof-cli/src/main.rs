@@ -1,15 +1,17 @@
 //! `omniprof`: run the demo, check configs, inspect plugins, summarize, convert and compare
-//! traces, draw flame graphs, trigger a running process.
+//! traces, compare a job's ranks, draw flame graphs, trigger a running process.
 
 mod config_cmd;
 mod convert_cmd;
 mod demo;
 mod diff_cmd;
 mod flamegraph_cmd;
+mod job;
 mod logger;
 mod output;
 mod plugins_cmd;
 mod progress;
+mod ranks_cmd;
 mod summary_cmd;
 mod trigger_cmd;
 
@@ -42,8 +44,13 @@ enum Command {
     /// Inspect and validate dynamic profiler plugins (Kineto's plugin C ABI).
     #[command(subcommand)]
     Plugins(PluginsCommand),
-    /// Summarize a trace per op name, as PyTorch's `key_averages().table()` does.
+    /// Summarize a trace per op name, as PyTorch's `key_averages().table()` does; of several
+    /// traces (a job's ranks, or a directory of them), the rows summed over all ranks.
     Summary(summary_cmd::SummaryArgs),
+    /// Compare a distributed job's ranks: step times, the slowest rank per step and its lag
+    /// behind the median, and per rank the time in computation, communication, memory
+    /// copies and idle (HTA's definitions).
+    Ranks(ranks_cmd::RanksArgs),
     /// Convert a trace (Kineto / PyTorch JSON, plain or gzip) to the format OUT's extension
     /// names: .json, .json.gz or .pftrace (Perfetto).
     Convert(convert_cmd::ConvertArgs),
@@ -82,6 +89,7 @@ fn main() -> ExitCode {
         Command::Plugins(PluginsCommand::List(args)) => plugins_cmd::list(&args),
         Command::Plugins(PluginsCommand::Check(args)) => plugins_cmd::check(&args),
         Command::Summary(args) => summary_cmd::run(&args),
+        Command::Ranks(args) => ranks_cmd::run(&args),
         Command::Convert(args) => convert_cmd::run(&args),
         Command::Flamegraph(args) => flamegraph_cmd::run(&args),
         Command::Diff(args) => diff_cmd::run(&args),

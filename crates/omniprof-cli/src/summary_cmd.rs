@@ -22,21 +22,27 @@ use std::process::ExitCode;
 
 use omniprof_trace::analysis::counters::counter_stats;
 use omniprof_trace::analysis::metrics::kernel_metrics;
+use omniprof_trace::analysis::ranks::claimed_rank;
 use omniprof_trace::analysis::{
     key_averages, KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
 };
-use omniprof_trace::import::{Limits, ReadError, ReadStats, TraceReader};
+use omniprof_trace::import::{Limits, ReadError, ReadStats, TraceItem, TraceReader};
+use omniprof_trace::keys::metadata;
 use omniprof_trace::Trace;
 
+use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::output::print;
 use crate::progress::read_file;
 
-/// Summarize a trace as PyTorch's `key_averages().table()`.
+/// Summarize a trace, or a job's traces, as PyTorch's `key_averages().table()`.
 #[derive(Debug, clap::Args)]
 pub struct SummaryArgs {
-    /// The trace: Kineto / PyTorch Chrome JSON, plain or gzip; `-` reads standard input.
-    #[arg(value_name = "TRACE")]
-    pub trace: PathBuf,
+    #[command(flatten)]
+    pub(crate) input: TracesArgs,
+    /// With several traces, the rows of each rank (by `distributedInfo` rank) rather than
+    /// the rows summed over all ranks.
+    #[arg(long, conflicts_with_all = ["metrics", "counters"])]
+    pub by_rank: bool,
     /// Sort rows by this column, descending: cpu_time_total, self_cpu_time_total, cpu_time,
     /// device_time_total, self_device_time_total, device_time, count, cpu_memory_usage,
     /// self_cpu_memory_usage, device_memory_usage, self_device_memory_usage (cuda / xpu /
@@ -63,17 +69,6 @@ pub struct SummaryArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// On a truncated or malformed file, print the rows of what was read before the error
-    /// (the error is still reported, and the exit status is still 1).
-    #[arg(long)]
-    pub partial: bool,
-    /// The largest event read, in MiB; a larger one stops the read at its offset.
-    #[arg(long, value_name = "MIB", default_value_t = Limits::default().event_bytes >> 20)]
-    pub max_event_mb: usize,
-    /// The most the header (every top-level value but `traceEvents`, together) may take,
-    /// in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = Limits::default().header_bytes >> 20)]
-    pub max_header_mb: usize,
     /// Per kernel name: calls, total device time, and each hardware metric's sum, mean, min
     /// and max (from the scope profiler's kernel args, or `cuda_profiler_range` events).
     #[arg(long, conflicts_with_all = ["counters", "sort_by", "group_by_shapes", "group_by_stack"])]
@@ -109,10 +104,29 @@ pub fn row_limit(text: &str) -> Result<RowLimit, String> {
 
 /// Runs `omniprof summary`.
 pub fn run(args: &SummaryArgs) -> ExitCode {
+    let files = match args.input.files() {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if args.metrics || args.counters {
-        return run_whole(args);
+        let [file] = files.as_slice() else {
+            eprintln!(
+                "error: --metrics and --counters read one trace; {} given",
+                files.len()
+            );
+            return ExitCode::from(2);
+        };
+        return run_whole(args, file);
     }
-    let (summary, outcome) = summarize(args);
+    if files.len() > 1 || args.by_rank {
+        return run_job(args, &files);
+    }
+    let TraceSummary {
+        summary, outcome, ..
+    } = summarize(args, &files[0]);
     let mut code = 0;
     match &outcome {
         Ok(stats) => report_skipped(stats),
@@ -121,64 +135,209 @@ pub fn run(args: &SummaryArgs) -> ExitCode {
             code = 1;
         }
     }
-    if outcome.is_ok() || args.partial {
-        if summary.rows.is_empty() {
-            eprintln!("note: no host ops or device activities to summarize");
-        } else if args.group_by_shapes
-            && summary
-                .rows
-                .iter()
-                .all(|r| r.input_shapes.as_deref().is_none_or(|s| s == "[]"))
-        {
-            eprintln!(
-                "note: the trace has no input shapes (`Input Dims`; PyTorch records them with \
-                 record_shapes=True): every row's shapes are []"
-            );
-        }
-        if args.group_by_stack > 0
-            && !summary.rows.is_empty()
-            && summary
-                .rows
-                .iter()
-                .all(|r| r.stack.as_deref().is_none_or(<[_]>::is_empty))
-        {
-            eprintln!(
-                "note: the trace has no Python stacks (no `Call stack` args or \
-                 `python_function` events; PyTorch records them with with_stack=True): no \
-                 row has a source location"
-            );
-        }
-        let options = ReportOptions {
-            sort_by: args.sort_by,
-            row_limit: args.row_limit.0,
-            ..Default::default()
-        };
-        let text = match args.format {
-            Format::Table => summary.table(&options),
-            Format::Csv => summary.csv(&options),
-            Format::Json => summary.json(&options) + "\n",
-        };
-        if !print(&text) {
+    if outcome.is_ok() || args.input.partial {
+        notes(args, &summary);
+        if !print(&render(args, &summary, &report_options(args, None))) {
             code = 1;
         }
     }
     ExitCode::from(code)
 }
 
+fn report_options(args: &SummaryArgs, header: Option<String>) -> ReportOptions {
+    ReportOptions {
+        sort_by: args.sort_by,
+        row_limit: args.row_limit.0,
+        header,
+        ..Default::default()
+    }
+}
+
+fn render(args: &SummaryArgs, summary: &KeyAverages, options: &ReportOptions) -> String {
+    match args.format {
+        Format::Table => summary.table(options),
+        Format::Csv => summary.csv(options),
+        Format::Json => summary.json(options) + "\n",
+    }
+}
+
+/// What the rows lack that the options asked for, said on standard error.
+fn notes(args: &SummaryArgs, summary: &KeyAverages) {
+    if summary.rows.is_empty() {
+        eprintln!("note: no host ops or device activities to summarize");
+    } else if args.group_by_shapes
+        && summary
+            .rows
+            .iter()
+            .all(|r| r.input_shapes.as_deref().is_none_or(|s| s == "[]"))
+    {
+        eprintln!(
+            "note: the trace has no input shapes (`Input Dims`; PyTorch records them with \
+             record_shapes=True): every row's shapes are []"
+        );
+    }
+    if args.group_by_stack > 0
+        && !summary.rows.is_empty()
+        && summary
+            .rows
+            .iter()
+            .all(|r| r.stack.as_deref().is_none_or(<[_]>::is_empty))
+    {
+        eprintln!(
+            "note: the trace has no Python stacks (no `Call stack` args or \
+             `python_function` events; PyTorch records them with with_stack=True): no \
+             row has a source location"
+        );
+    }
+}
+
+/// Several traces (a job's ranks): read in parallel, then the rows summed over the ranks
+/// read whole (`--by-rank`: each rank's rows). A trace read in part (`--partial`) is left
+/// out of the sums, and said so.
+fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
+    let mut parts = read_all(files, |file| summarize(args, file));
+    if let Err(e) = check_unique_ranks(
+        files
+            .iter()
+            .map(PathBuf::as_path)
+            .zip(parts.iter().map(|p| p.rank)),
+    ) {
+        eprintln!("error: {e}");
+        return ExitCode::from(1);
+    }
+    let mut code = 0;
+    for part in &parts {
+        match &part.outcome {
+            Ok(stats) => report_skipped(stats),
+            Err(e) => {
+                eprintln!("error: {e}");
+                code = 1;
+            }
+        }
+    }
+    if code != 0 && !args.input.partial {
+        return ExitCode::from(code);
+    }
+    // By rank; traces without one after, in the order given.
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| (parts[i].rank.is_none(), parts[i].rank, i));
+    let label = |i: usize| match parts[i].rank {
+        Some(rank) => format!("rank {rank}"),
+        None => format!("{} (no distributedInfo rank)", files[i].display()),
+    };
+    let text = if args.by_rank {
+        by_rank(args, files, &parts, &order, &label)
+    } else {
+        let whole: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|&i| parts[i].outcome.is_ok())
+            .collect();
+        for &i in order.iter().filter(|&&i| parts[i].outcome.is_err()) {
+            log::warn!(
+                "{} ({}) was read only in part: left out of the rows over all ranks \
+                 (--by-rank shows its rows)",
+                label(i),
+                files[i].display()
+            );
+        }
+        let job = KeyAverages::merged(whole.iter().map(|&i| &parts[i].summary));
+        notes(args, &job);
+        let header = format!(
+            "{} traces ({}): rows summed over all of them",
+            whole.len(),
+            whole
+                .iter()
+                .map(|&i| label(i))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        render(args, &job, &report_options(args, Some(header)))
+    };
+    parts.clear();
+    if !print(&text) {
+        code = 1;
+    }
+    ExitCode::from(code)
+}
+
+/// `--by-rank`: per trace, its rows; tables one after the other under a line naming the
+/// rank, CSV with a leading `rank` column (empty for a trace without one), JSON as
+/// `{"ranks": [{"rank", "trace", "partial", "summary"}]}`.
+fn by_rank(
+    args: &SummaryArgs,
+    files: &[PathBuf],
+    parts: &[TraceSummary],
+    order: &[usize],
+    label: &dyn Fn(usize) -> String,
+) -> String {
+    let partial = |i: usize| parts[i].outcome.is_err();
+    match args.format {
+        Format::Table => order
+            .iter()
+            .map(|&i| {
+                let mut header = format!("{}: {}", label(i), files[i].display());
+                if partial(i) {
+                    header.push_str(" (PARTIAL: read up to an error)");
+                }
+                parts[i].summary.table(&report_options(args, Some(header)))
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Format::Csv => {
+            let mut out = String::new();
+            for (n, &i) in order.iter().enumerate() {
+                let rank = parts[i].rank.map(|r| r.to_string()).unwrap_or_default();
+                let csv = parts[i].summary.csv_with_column(
+                    &report_options(args, None),
+                    RANK_COLUMN,
+                    &rank,
+                );
+                // One header for all.
+                let body = if n == 0 {
+                    &csv[..]
+                } else {
+                    csv.split_once('\n').map_or("", |(_, b)| b)
+                };
+                out.push_str(body);
+            }
+            out
+        }
+        Format::Json => {
+            let ranks: Vec<String> = order
+                .iter()
+                .map(|&i| {
+                    format!(
+                        "{{\"rank\":{},\"trace\":{},\"partial\":{},\"summary\":{}}}",
+                        parts[i].rank.map_or("null".to_owned(), |r| r.to_string()),
+                        serde_json::Value::from(files[i].display().to_string()),
+                        partial(i),
+                        parts[i].summary.json(&report_options(args, None))
+                    )
+                })
+                .collect();
+            format!("{{\"ranks\":[{}]}}\n", ranks.join(","))
+        }
+    }
+}
+
+/// The column `--by-rank --format csv` adds first.
+const RANK_COLUMN: &str = "rank";
+
 /// `--metrics` and `--counters`, which read the whole trace (they need its counters and
 /// every kernel's args).
-fn run_whole(args: &SummaryArgs) -> ExitCode {
-    let reader = TraceReader::new().limits(limits(args));
-    let outcome = if args.trace.as_os_str() == "-" {
+fn run_whole(args: &SummaryArgs, file: &Path) -> ExitCode {
+    let reader = TraceReader::new().limits(args.input.limits());
+    let outcome = if file.as_os_str() == "-" {
         reader.read(io::stdin().lock())
     } else {
-        reader.read_path(&args.trace)
+        reader.read_path(file)
     };
     let mut code = 0;
     if let Some(e) = &outcome.error {
         eprintln!("error: {e}");
         code = 1;
-        if !args.partial {
+        if !args.input.partial {
             return ExitCode::from(code);
         }
     }
@@ -211,22 +370,34 @@ fn run_whole(args: &SummaryArgs) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// The read limits `--max-event-mb` and `--max-header-mb` set.
-pub fn limits(args: &SummaryArgs) -> Limits {
-    Limits {
-        event_bytes: args.max_event_mb.saturating_mul(1 << 20),
-        header_bytes: args.max_header_mb.saturating_mul(1 << 20),
-    }
+/// One trace summarized: its rows, how the read went, and the rank it claims.
+pub(crate) struct TraceSummary {
+    pub(crate) summary: KeyAverages,
+    pub(crate) outcome: Result<ReadStats, ReadError>,
+    /// `distributedInfo.rank`.
+    pub(crate) rank: Option<u64>,
 }
 
 /// Streams the file into the summary; on error, the summary holds what was read before.
-fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) {
+fn summarize(args: &SummaryArgs, file: &Path) -> TraceSummary {
     let options = KeyAveragesOptions {
         group_by_input_shapes: args.group_by_shapes,
         group_by_stack_n: args.group_by_stack,
         ..Default::default()
     };
-    key_averages_of(&args.trace, options, limits(args))
+    summarize_file(file, options, args.input.limits())
+}
+
+/// The summary of a trace file (`-`: standard input); see [`summarize_file`].
+pub fn key_averages_of(
+    path: &Path,
+    options: KeyAveragesOptions,
+    limits: Limits,
+) -> (KeyAverages, Result<ReadStats, ReadError>) {
+    let TraceSummary {
+        summary, outcome, ..
+    } = summarize_file(path, options, limits);
+    (summary, outcome)
 }
 
 /// The summary of a trace file (`-`: standard input), streamed (read whole when grouping
@@ -237,12 +408,20 @@ fn summarize(args: &SummaryArgs) -> (KeyAverages, Result<ReadStats, ReadError>) 
 /// ([`ReadAgain`](omniprof_trace::analysis::ReadAgain): an item came too late for the
 /// ops it had folded, such as the profiler's span that PyTorch and omniprof write last);
 /// standard input, which cannot be read twice, keeps every host op instead.
-pub fn key_averages_of(
+pub(crate) fn summarize_file(
     path: &Path,
     options: KeyAveragesOptions,
     limits: Limits,
-) -> (KeyAverages, Result<ReadStats, ReadError>) {
+) -> TraceSummary {
     let stdin = path.as_os_str() == "-";
+    let mut rank = None;
+    let mut see = |item: &TraceItem| {
+        if let TraceItem::Metadata(key, value) = item {
+            if key == metadata::DISTRIBUTED_INFO {
+                rank = claimed_rank(value);
+            }
+        }
+    };
     if options.group_by_stack_n > 0 {
         let reader = KeyAveragesBuilder::new(options.clone())
             .reader()
@@ -261,7 +440,16 @@ pub fn key_averages_of(
         } else {
             read_file(path, read)
         };
-        return (key_averages(&trace, &options), outcome);
+        let rank = trace
+            .metadata
+            .iter()
+            .find(|(k, _)| k == metadata::DISTRIBUTED_INFO)
+            .and_then(|(_, v)| claimed_rank(v));
+        return TraceSummary {
+            summary: key_averages(&trace, &options),
+            outcome,
+            rank,
+        };
     }
     let mut builder = if stdin {
         KeyAveragesBuilder::keeping_every_op(options)
@@ -274,17 +462,26 @@ pub fn key_averages_of(
             builder
                 .reader()
                 .limits(limits)
-                .stream(io::stdin().lock(), |item| builder.add_item(&item))
+                .stream(io::stdin().lock(), |item| {
+                    see(&item);
+                    builder.add_item(&item)
+                })
         } else {
             read_file(path, |reader| {
-                builder
-                    .reader()
-                    .limits(limits)
-                    .stream(reader, |item| builder.add_item(&item))
+                builder.reader().limits(limits).stream(reader, |item| {
+                    see(&item);
+                    builder.add_item(&item)
+                })
             })
         };
         match builder.finish() {
-            Ok(summary) => return (summary, outcome),
+            Ok(summary) => {
+                return TraceSummary {
+                    summary,
+                    outcome,
+                    rank,
+                }
+            }
             Err(again) => {
                 log::debug!("{}: {again}", path.display());
                 builder = again.builder();

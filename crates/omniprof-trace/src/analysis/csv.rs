@@ -2,7 +2,8 @@
 //! microseconds with three decimals (exact nanoseconds); averages are rounded to the same.
 //! Memory usages are bytes; `flops` is the rows' FLOPs (0 without). Grouped by shapes, an
 //! `input_shapes` column follows the name; grouped by stack, a `stack` column (the frames
-//! innermost first, each followed by `;`, as PyTorch's `Call stack` arg spells them).
+//! innermost first, each followed by `;`, as PyTorch's `Call stack` arg spells them). A
+//! leading column may be added, the same value on every line (a job's `rank`).
 
 use std::fmt::Write;
 
@@ -21,10 +22,20 @@ pub(super) fn field(text: &str) -> String {
     }
 }
 
-pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
+/// `lead`: a column (name, value) put before the others, the same on every line.
+pub(super) fn render(
+    summary: &KeyAverages,
+    options: &ReportOptions,
+    lead: Option<(&str, &str)>,
+) -> String {
     let by_shapes = summary.rows.iter().any(|r| r.input_shapes.is_some());
     let by_stack = summary.rows.iter().any(|r| r.stack.is_some());
-    let mut out = String::from("name,");
+    let mut out = String::new();
+    if let Some((column, _)) = lead {
+        out.push_str(&field(column));
+        out.push(',');
+    }
+    out.push_str("name,");
     if by_shapes {
         out.push_str("input_shapes,");
     }
@@ -34,6 +45,10 @@ pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
     out.push_str(TIME_COLUMNS);
     out.push('\n');
     for row in summary.select(options) {
+        if let Some((_, value)) = lead {
+            out.push_str(&field(value));
+            out.push(',');
+        }
         out.push_str(&field(&row.name));
         if by_shapes {
             out.push(',');

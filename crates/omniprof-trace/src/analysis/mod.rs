@@ -382,7 +382,13 @@ impl KeyAverages {
 
     /// One line per row with a header; times in microseconds.
     pub fn csv(&self, options: &ReportOptions) -> String {
-        csv::render(self, options)
+        csv::render(self, options, None)
+    }
+
+    /// [`csv`](Self::csv) with a first column `column` holding `value` on every line (the
+    /// rank, when a job's traces are listed one after the other).
+    pub fn csv_with_column(&self, options: &ReportOptions, column: &str, value: &str) -> String {
+        csv::render(self, options, Some((column, value)))
     }
 
     /// `{"device": ..., "rows": [{"name", "count", "self_cpu_time_total_us", ...}]}`.

@@ -277,14 +277,8 @@ impl RankProfileBuilder {
 
     fn distributed_info(&mut self, value: &Value) {
         use metadata::distributed;
-        let count = |key| {
-            value
-                .get(key)
-                .and_then(Value::as_i64)
-                .and_then(|v| u64::try_from(v).ok())
-        };
-        self.rank = count(distributed::RANK);
-        self.world_size = count(distributed::WORLD_SIZE);
+        self.rank = claimed_rank(value);
+        self.world_size = count(value, distributed::WORLD_SIZE);
         self.backend = value
             .get(distributed::BACKEND)
             .and_then(Value::as_str)
@@ -330,6 +324,17 @@ impl RankProfileBuilder {
             breakdown,
         }
     }
+}
+
+/// The rank a trace's `distributedInfo` value claims (its `rank`, a non-negative integer).
+pub fn claimed_rank(info: &Value) -> Option<u64> {
+    count(info, metadata::distributed::RANK)
+}
+
+fn count(info: &Value, key: &str) -> Option<u64> {
+    info.get(key)
+        .and_then(Value::as_i64)
+        .and_then(|v| u64::try_from(v).ok())
 }
 
 fn push(lane: &mut Lane, kind: WorkKind, interval: (i64, i64)) {

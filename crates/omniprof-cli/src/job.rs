@@ -1,0 +1,175 @@
+//! The traces of a job, as `summary` and `ranks` take them: paths of traces and of
+//! directories holding them (one per rank), found, then read in parallel, one trace per
+//! worker thread and as many workers as cores, so that at most that many traces are in
+//! memory at once, each streamed in the memory its reader bounds. A directory's other files
+//! are named and skipped; two traces claiming the same rank are an error naming both.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread;
+
+use omniprof_trace::import::Limits;
+
+/// The traces to read and how: shared by `summary` and `ranks`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TracesArgs {
+    /// Traces (Kineto / PyTorch Chrome JSON, plain or gzip), or directories of them (one per
+    /// rank: every `.json` and `.json.gz` file directly inside; other files are named and
+    /// skipped). `-` reads one trace from standard input.
+    #[arg(value_name = "TRACE", required = true, num_args = 1..)]
+    pub(crate) traces: Vec<PathBuf>,
+    /// On a truncated or malformed file, use what was read before the error (the error is
+    /// still reported, the trace flagged, and the exit status is still 1).
+    #[arg(long)]
+    pub(crate) partial: bool,
+    /// The largest event read, in MiB; a larger one stops the read at its offset.
+    #[arg(long, value_name = "MIB", default_value_t = Limits::default().event_bytes >> 20)]
+    pub(crate) max_event_mb: usize,
+    /// The most the header (every top-level value but `traceEvents`, together) may take,
+    /// in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = Limits::default().header_bytes >> 20)]
+    pub(crate) max_header_mb: usize,
+}
+
+impl TracesArgs {
+    /// The read limits `--max-event-mb` and `--max-header-mb` set.
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            event_bytes: self.max_event_mb.saturating_mul(1 << 20),
+            header_bytes: self.max_header_mb.saturating_mul(1 << 20),
+        }
+    }
+
+    /// The trace files the paths name: files as given, directories' traces by name; a
+    /// directory's other entries are named on standard error and skipped. An error names
+    /// a path that cannot be listed or holds no trace.
+    pub(crate) fn files(&self) -> Result<Vec<PathBuf>, String> {
+        let mut files = Vec::new();
+        for path in &self.traces {
+            if !path.is_dir() {
+                files.push(path.clone());
+                continue;
+            }
+            let entries = std::fs::read_dir(path)
+                .map_err(|e| format!("{}: cannot list the directory: {e}", path.display()))?;
+            let mut names: Vec<PathBuf> = entries
+                .map(|e| e.map(|e| e.path()))
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("{}: cannot list the directory: {e}", path.display()))?;
+            names.sort();
+            let before = files.len();
+            for name in names {
+                if is_trace_name(&name) && !name.is_dir() {
+                    files.push(name);
+                } else {
+                    log::warn!(
+                        "{}: skipped: not a trace (a trace's name ends in {})",
+                        name.display(),
+                        TRACE_SUFFIXES.join(" or ")
+                    );
+                }
+            }
+            if files.len() == before {
+                return Err(format!(
+                    "{}: no trace in the directory (no file ending in {})",
+                    path.display(),
+                    TRACE_SUFFIXES.join(" or ")
+                ));
+            }
+        }
+        if files.len() > 1 && files.iter().any(|f| f.as_os_str() == "-") {
+            return Err("`-` (standard input) reads one trace, alone".to_owned());
+        }
+        Ok(files)
+    }
+}
+
+/// The ends of the names of the files a directory's traces are read from.
+pub(crate) const TRACE_SUFFIXES: [&str; 2] = [".json", ".json.gz"];
+
+fn is_trace_name(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy());
+    name.is_some_and(|n| TRACE_SUFFIXES.iter().any(|s| n.ends_with(s)))
+}
+
+/// `read` of every file, in the files' order, run by as many worker threads as cores (at
+/// most one per file), each taking the next file when done with its last.
+pub(crate) fn read_all<T: Send>(files: &[PathBuf], read: impl Fn(&Path) -> T + Sync) -> Vec<T> {
+    let workers = thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(files.len())
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<T>>> = Mutex::new(files.iter().map(|_| None).collect());
+    thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(file) = files.get(i) else { break };
+                let value = read(file);
+                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(value);
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .map(|v| v.expect("every file was read: the workers stop only past the last"))
+        .collect()
+}
+
+/// An error naming both traces of every rank claimed twice; `ranks` pairs each trace's
+/// path with the rank it claims.
+pub(crate) fn check_unique_ranks<'a>(
+    ranks: impl IntoIterator<Item = (&'a Path, Option<u64>)>,
+) -> Result<(), String> {
+    let mut seen: BTreeMap<u64, &Path> = BTreeMap::new();
+    let mut clashes = Vec::new();
+    for (path, rank) in ranks {
+        let Some(rank) = rank else { continue };
+        if let Some(first) = seen.insert(rank, path) {
+            clashes.push(format!(
+                "rank {rank} is claimed by two traces: {} and {}",
+                first.display(),
+                path.display()
+            ));
+        }
+    }
+    if clashes.is_empty() {
+        Ok(())
+    } else {
+        Err(clashes.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_is_read_once_and_results_keep_the_files_order() {
+        let files: Vec<PathBuf> = (0..50).map(|i| PathBuf::from(i.to_string())).collect();
+        let got = read_all(&files, |p| p.to_string_lossy().parse::<u32>().unwrap() * 2);
+        assert_eq!(got, (0..50).map(|i| i * 2).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn a_rank_claimed_twice_names_both_traces() {
+        let (a, b, c) = (
+            Path::new("a.json"),
+            Path::new("b.json"),
+            Path::new("c.json"),
+        );
+        assert_eq!(
+            check_unique_ranks([(a, Some(1)), (b, None), (c, Some(1))]),
+            Err("rank 1 is claimed by two traces: a.json and c.json".to_owned())
+        );
+        assert_eq!(
+            check_unique_ranks([(a, Some(0)), (b, None), (c, None)]),
+            Ok(())
+        );
+    }
+}
