@@ -13,7 +13,8 @@ With `--rank R` the trace is one rank of a distributed job: its header says so
 microseconds (so that HTA's figures, which it computes in microseconds, compare exactly),
 and it has `--steps` `ProfilerStep#N` ranges (on a thread of their own, one after the other,
 each over an equal share of the blocks), each ending with an NCCL all-reduce kernel on a
-second stream that overlaps the step's last compute kernels.
+second stream that overlaps the step's last compute kernels; `--slow-steps 1,3 --slow-ms 4`
+makes the rank stall 4 ms before the all-reduce of steps 1 and 3.
 
     python3 scripts/gen_trace.py big.json --ops 1000000 --threads 4
     for r in 0 1 2 3; do python3 scripts/gen_trace.py job/rank$r.json --rank $r --world-size 4; done
@@ -182,8 +183,14 @@ def main():
     parser.add_argument("--rank", type=int, help="write one rank of a job (see above)")
     parser.add_argument("--world-size", type=int, default=8)
     parser.add_argument("--steps", type=int, default=10, help="steps of a rank's trace")
+    parser.add_argument(
+        "--slow-steps", default="", help="steps (0, 1, ...; comma-separated) this rank is slow in"
+    )
+    parser.add_argument("--slow-ms", type=float, default=0, help="how much slower (ms)")
     args = parser.parse_args()
     ranked = args.rank is not None
+    slow_steps = {int(n) for n in args.slow_steps.split(",") if n}
+    slow_ns = int(args.slow_ms * 1_000_000)
 
     rng = random.Random(args.seed + (args.rank or 0) * 7919)
     threads = [PID + i for i in range(args.threads)]
@@ -218,6 +225,10 @@ def main():
             tid = threads[i % len(threads)]
             clocks[tid], device_clock = block(w, rng, tid, i, clocks[tid], device_clock, ranked)
             if ranked and ((i + 1) % per_step == 0 or i + 1 == blocks) and len(steps) < args.steps:
+                if len(steps) in slow_steps:
+                    # The rank stalls (sleeps) before joining the all-reduce.
+                    clocks = {t: c + slow_ns for t, c in clocks.items()}
+                    device_clock += slow_ns
                 # The step's all-reduce starts before its last kernel ends.
                 comm_at = whole_us(device_clock - 20_000, True)
                 comm_ns = whole_us(40_000 + rng.randrange(0, 20_000), True)
