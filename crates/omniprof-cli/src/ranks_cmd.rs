@@ -68,7 +68,7 @@ pub(crate) fn run(args: &RanksArgs) -> ExitCode {
         }
         if t.profile.rank.is_none() {
             log::warn!(
-                "{}: no rank in distributedInfo: the report numbers it by its place",
+                "{}: no rank in distributedInfo: the report names it `trace #N` by its place",
                 t.label
             );
         }

@@ -12,6 +12,10 @@
 //! Python stack (PyTorch's `group_by_stack_n`), which takes the whole trace in memory (an
 //! op's stack may come from the `python_function` events around it).
 //!
+//! Several traces, or directories of them (a distributed job, one trace per rank), are read
+//! in parallel ([`crate::job`]) and their rows summed exactly over the ranks, in name order;
+//! `--by-rank` prints each rank's rows instead (`docs/ranks.md`).
+//!
 //! Exit status: 0 when the whole file was read; 1 when it could not be read or is not a
 //! valid trace (with `--partial`, after printing the rows of what was read before the
 //! error); 2 for bad arguments.

@@ -1,8 +1,10 @@
 """``omniprof.profile``: ``torch.profiler.profile``'s API over omniprof's session engine."""
 
 import enum
+import json
 import os
-from typing import Any, Callable, Iterable, List, Optional, Set, Union
+import sys
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Union
 
 from . import _native, _observer, _warn
 from ._native import KeyAverages, ProfilerError, Schedule, Trace
@@ -265,6 +267,10 @@ class profile:
         observer is built on the first start, before recording begins)."""
         _observer.install()
         self._frames_cut = _observer.stack_frames_cut()[0]
+        info = _distributed_info()
+        if info is not None:
+            # As torch.profiler does on start: the rank HTA and `omniprof ranks` read.
+            self.add_metadata_json(_DISTRIBUTED_INFO, json.dumps(info, default=str))
         self._session.start()
         self._started = True
         self._torch_flag = _observer.announce_start()
@@ -440,6 +446,33 @@ class profile:
     def current_action(self) -> ProfilerAction:
         """The current step's action (``NONE`` when not running)."""
         return ProfilerAction(self._session.current_action)
+
+
+_DISTRIBUTED_INFO = "distributedInfo"
+
+
+def _distributed_info() -> Optional[Dict[str, Any]]:
+    """``torch.profiler``'s ``distributedInfo`` of a process in an initialized
+    ``torch.distributed`` job (backend, rank, world size, process groups; the NCCL version
+    with NCCL), else ``None``. torch is not imported here: a program that did not import it
+    runs no job."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    backend = dist.get_backend()
+    info: Dict[str, Any] = {
+        "backend": backend,
+        "rank": dist.get_rank(),
+        "world_size": dist.get_world_size(),
+        "pg_count": dist.get_pg_count(),
+        "pg_config": dist.distributed_c10d._get_all_pg_configs(),
+    }
+    if backend == "nccl":
+        info["nccl_version"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+    return info
 
 
 def tensorboard_trace_handler(

@@ -5,6 +5,11 @@
 //! slowest rank of each step and its lag behind the median. `docs/ranks.md` states the
 //! definitions and what is assumed about clocks.
 //!
+//! The slowest rank of a step is the one with the most time outside communication: in a
+//! synchronous job the collectives end together, so every rank's step lasts about as long,
+//! and the rank the others wait for shows as the one that spent the least of its step in
+//! them.
+//!
 //! A [`RankProfileBuilder`] takes one trace item by item ([`TraceReader::stream`] delivers
 //! them) and keeps, per activity it counts, one interval (16 bytes); a [`RanksReport`] sets
 //! the [`RankProfile`]s of a job side by side.
@@ -25,7 +30,7 @@
 //! let report = RanksReport::new(vec![profile(0, 100), profile(1, 300), profile(2, 110)]);
 //! assert_eq!(report.steps[0].slowest, Some(1));
 //! assert_eq!(report.steps[0].lag_ns, 190); // 300 less the median, 110
-//! assert_eq!(report.straggler().map(|s| s.rank), Some(1));
+//! assert_eq!(report.straggler().and_then(|s| s.rank), Some(1));
 //! ```
 //!
 //! [`TraceReader::stream`]: crate::import::TraceReader::stream
@@ -116,12 +121,21 @@ pub struct Step {
     /// Absolute nanoseconds, on this rank's clock.
     pub start_ns: i64,
     pub end_ns: i64,
+    /// The part of the step in which communication runs (the union of the rank's
+    /// communication, clipped to the step): in a collective, a rank also waits for the others.
+    pub communication_ns: i64,
 }
 
 impl Step {
     /// Its length.
     pub fn duration_ns(&self) -> i64 {
         self.end_ns - self.start_ns
+    }
+
+    /// The step less its communication: the time the rank spends on its own work (and
+    /// stalls), which the others wait for in their collectives.
+    pub fn outside_communication_ns(&self) -> i64 {
+        self.duration_ns() - self.communication_ns
     }
 }
 
@@ -261,6 +275,7 @@ impl RankProfileBuilder {
                         number: n,
                         start_ns: interval.0,
                         end_ns: interval.1,
+                        communication_ns: 0,
                     });
                 }
                 // Host ops are kept only while the trace has shown no device work.
@@ -314,6 +329,10 @@ impl RankProfileBuilder {
         } else {
             (Source::Device, breakdown(self.device))
         };
+        let (breakdown, communication) = breakdown;
+        for step in &mut steps {
+            step.communication_ns = length(&clip(&communication, step.start_ns, step.end_ns));
+        }
         RankProfile {
             rank: self.rank,
             world_size: self.world_size,
@@ -341,8 +360,8 @@ fn push(lane: &mut Lane, kind: WorkKind, interval: (i64, i64)) {
     lane.by_kind.entry(key(kind)).or_default().push(interval);
 }
 
-/// HTA's figures of the intervals of each kind.
-fn breakdown(mut lane: Lane) -> Breakdown {
+/// HTA's figures of the intervals of each kind, and the union of communication.
+fn breakdown(mut lane: Lane) -> (Breakdown, Vec<(i64, i64)>) {
     let mut unions: FastMap<WorkKindKey, Vec<(i64, i64)>> = FastMap::default();
     let mut all = Vec::new();
     for kind in KINDS {
@@ -352,13 +371,13 @@ fn breakdown(mut lane: Lane) -> Breakdown {
     }
     let all = union(Some(all));
     let (Some(first), Some(last)) = (all.first(), all.last()) else {
-        return Breakdown::default();
+        return (Breakdown::default(), Vec::new());
     };
     let span_ns = last.1 - first.0;
     let idle_ns = span_ns - length(&all);
     let of = |kind| length(&unions[&key(kind)]);
     let computation_ns = of(WorkKind::Computation);
-    Breakdown {
+    let breakdown = Breakdown {
         span_ns,
         idle_ns,
         computation_ns,
@@ -370,7 +389,21 @@ fn breakdown(mut lane: Lane) -> Breakdown {
             &unions[&key(WorkKind::Communication)],
             &unions[&key(WorkKind::Computation)],
         )),
-    }
+    };
+    let communication = unions
+        .remove(&key(WorkKind::Communication))
+        .unwrap_or_default();
+    (breakdown, communication)
+}
+
+/// The parts of sorted disjoint intervals within `start..end`.
+fn clip(list: &[(i64, i64)], start: i64, end: i64) -> Vec<(i64, i64)> {
+    let first = list.partition_point(|&(_, e)| e <= start);
+    list[first..]
+        .iter()
+        .take_while(|&&(s, _)| s < end)
+        .map(|&(s, e)| (s.max(start), e.min(end)))
+        .collect()
 }
 
 /// Sorted disjoint intervals covering the given ones; touching intervals merge, as in
@@ -450,20 +483,23 @@ pub struct StepRow {
     pub number: u64,
     /// Its duration on each rank, in the report's order; `None` where a rank lacks it.
     pub durations_ns: Vec<Option<i64>>,
-    /// The index (in the report's order) of the slowest complete rank.
+    /// Its time outside communication on each rank ([`Step::outside_communication_ns`]).
+    pub outside_communication_ns: Vec<Option<i64>>,
+    /// The index (in the report's order) of the slowest complete rank: the one with the
+    /// most time outside communication (see the [module docs](self)).
     pub slowest: Option<usize>,
-    /// The median duration over the complete ranks that have the step (of an even number,
-    /// the mean of the two middle ones, rounded down).
+    /// The median time outside communication over the complete ranks that have the step
+    /// (of an even number, the mean of the two middle ones, rounded down).
     pub median_ns: i64,
-    /// The slowest duration less the median.
+    /// The slowest rank's time outside communication less the median.
     pub lag_ns: i64,
 }
 
 /// The rank that is slowest most often.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Straggler {
-    /// The rank (its `distributedInfo.rank`, else its index in the report).
-    pub rank: u64,
+    /// Its `distributedInfo.rank` (`None` for a trace without one).
+    pub rank: Option<u64>,
     /// The index of its trace in the report.
     pub index: usize,
     /// The steps in which it was the slowest, of `steps`.
@@ -501,17 +537,17 @@ impl RanksReport {
         let steps = numbers
             .into_iter()
             .map(|number| {
+                let step =
+                    |r: &RankTrace| r.profile.steps.iter().find(|s| s.number == number).copied();
                 let durations_ns: Vec<Option<i64>> = ranks
                     .iter()
-                    .map(|r| {
-                        r.profile
-                            .steps
-                            .iter()
-                            .find(|s| s.number == number)
-                            .map(Step::duration_ns)
-                    })
+                    .map(|r| step(r).as_ref().map(Step::duration_ns))
                     .collect();
-                let complete: Vec<(usize, i64)> = durations_ns
+                let outside_communication_ns: Vec<Option<i64>> = ranks
+                    .iter()
+                    .map(|r| step(r).as_ref().map(Step::outside_communication_ns))
+                    .collect();
+                let complete: Vec<(usize, i64)> = outside_communication_ns
                     .iter()
                     .enumerate()
                     .filter(|(i, _)| ranks[*i].error.is_none())
@@ -535,6 +571,7 @@ impl RanksReport {
                 StepRow {
                     number,
                     durations_ns,
+                    outside_communication_ns,
                     slowest: slowest.map(|(i, _)| i),
                     median_ns,
                     lag_ns: slowest.map_or(0, |(_, d)| d - median_ns),
@@ -544,9 +581,13 @@ impl RanksReport {
         Self { ranks, steps }
     }
 
-    /// The rank of the trace at `index`: its `distributedInfo.rank`, else the index.
-    pub fn rank_of(&self, index: usize) -> u64 {
-        self.ranks[index].profile.rank.unwrap_or(index as u64)
+    /// How the report names the trace at `index`: `rank N`, or for a trace without a rank
+    /// `trace #I` (its place in the report, from 0).
+    pub fn name_of(&self, index: usize) -> String {
+        match self.ranks[index].profile.rank {
+            Some(rank) => format!("rank {rank}"),
+            None => format!("trace #{index}"),
+        }
     }
 
     /// The rank slowest in the most steps (ties: the larger total lag, then the lower
@@ -577,7 +618,7 @@ impl RanksReport {
             .filter(|(_, t)| t.0 > 0)
             .max_by(|(ia, a), (ib, b)| a.cmp(b).then(ib.cmp(ia)))?;
         Some(Straggler {
-            rank: self.rank_of(index),
+            rank: self.ranks[index].profile.rank,
             index,
             slowest_in,
             steps: compared.len(),
@@ -597,9 +638,9 @@ impl RanksReport {
         );
         for (i, r) in self.ranks.iter().enumerate() {
             let p = &r.profile;
-            let _ = write!(out, "rank {}: {}", self.rank_of(i), r.label);
+            let _ = write!(out, "{}: {}", self.name_of(i), r.label);
             if p.rank.is_none() {
-                out.push_str(" (no distributedInfo rank: numbered by its place)");
+                out.push_str(" (no distributedInfo rank)");
             }
             if let Some(e) = &r.error {
                 let _ = write!(
@@ -610,18 +651,26 @@ impl RanksReport {
             out.push('\n');
         }
         if !self.steps.is_empty() {
-            out.push_str("\nStep times (ms)\n");
+            out.push_str(
+                "\nStep times, ms (in parentheses: outside communication, by which the \
+                 slowest rank is found and its lag behind the median measured)\n",
+            );
             let mut header = vec!["step".to_owned()];
-            header.extend((0..self.ranks.len()).map(|i| format!("rank {}", self.rank_of(i))));
+            header.extend((0..self.ranks.len()).map(|i| self.name_of(i)));
             header.extend(["slowest", "median", "lag"].map(str::to_owned));
             let mut rows = vec![header];
             for s in &self.steps {
                 let mut row = vec![s.number.to_string()];
-                row.extend(s.durations_ns.iter().map(|d| d.map_or("-".to_owned(), ms)));
-                row.push(
-                    s.slowest
-                        .map_or("-".to_owned(), |i| format!("rank {}", self.rank_of(i))),
+                row.extend(
+                    s.durations_ns
+                        .iter()
+                        .zip(&s.outside_communication_ns)
+                        .map(|(d, o)| match (d, o) {
+                            (Some(d), Some(o)) => format!("{} ({})", ms(*d), ms(*o)),
+                            _ => "-".to_owned(),
+                        }),
                 );
+                row.push(s.slowest.map_or("-".to_owned(), |i| self.name_of(i)));
                 row.push(ms(s.median_ns));
                 row.push(ms(s.lag_ns));
                 rows.push(row);
@@ -631,9 +680,9 @@ impl RanksReport {
                 Some(s) => {
                     let _ = writeln!(
                         out,
-                        "Slowest rank: rank {} (slowest in {} of {} steps, {} ms behind the \
+                        "Slowest rank: {} (slowest in {} of {} steps, {} ms behind the \
                          median on average there)",
-                        s.rank,
+                        self.name_of(s.index),
                         s.slowest_in,
                         s.steps,
                         ms(s.mean_lag_ns)
@@ -662,7 +711,7 @@ impl RanksReport {
         for (i, r) in self.ranks.iter().enumerate() {
             let b = &r.profile.breakdown;
             let part = |ns: i64| format!("{} ({:.2}%)", ms(ns), b.percent(ns));
-            let mut label = format!("rank {}", self.rank_of(i));
+            let mut label = self.name_of(i);
             if r.error.is_some() {
                 label.push_str(" (partial)");
             }
@@ -821,9 +870,11 @@ mod tests {
             [Step {
                 number: 3,
                 start_ns: 0,
-                end_ns: 1000
+                end_ns: 1000,
+                communication_ns: 300,
             }]
         );
+        assert_eq!(p.steps[0].outside_communication_ns(), 700);
         let d = p.breakdown;
         assert_eq!(d.span_ns, 800);
         assert_eq!(d.communication_ns, 300);
@@ -885,12 +936,62 @@ mod tests {
         assert_eq!(report.steps[1].median_ns, 105);
         assert_eq!(report.steps[1].lag_ns, 295);
         let s = report.straggler().unwrap();
-        assert_eq!((s.rank, s.slowest_in, s.steps), (1, 2, 3));
+        assert_eq!((s.rank, s.slowest_in, s.steps), (Some(1), 2, 3));
         assert_eq!(s.mean_lag_ns, (20 + 400) / 2);
         let text = report.text();
         assert!(
             text.contains("Slowest rank: rank 1 (slowest in 2 of 3 steps"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn the_rank_the_others_wait_for_in_their_collectives_is_the_slowest() {
+        let rank = |r: u64, comm: (i64, i64)| {
+            let mut b = RankProfileBuilder::new();
+            let info: Value = [("rank", Value::UInt(r))].into_iter().collect();
+            b.add_item(&TraceItem::Metadata(
+                metadata::DISTRIBUTED_INFO.into(),
+                info,
+            ));
+            add(
+                &mut b,
+                ActivityType::UserAnnotation,
+                "ProfilerStep#0",
+                1,
+                0,
+                1000,
+            );
+            add(&mut b, ActivityType::CpuOp, "aten::mm", 1, 0, comm.0);
+            add(
+                &mut b,
+                ActivityType::CpuOp,
+                "c10d::allreduce_",
+                1,
+                comm.0,
+                comm.1,
+            );
+            RankTrace {
+                label: r.to_string(),
+                profile: b.finish(),
+                error: None,
+            }
+        };
+        // Equal step times; rank 1 starts its all-reduce last, the others wait in theirs.
+        let report = RanksReport::new(vec![
+            rank(0, (200, 1000)),
+            rank(1, (900, 1000)),
+            rank(2, (250, 1000)),
+        ]);
+        let step = &report.steps[0];
+        assert_eq!(step.durations_ns, [Some(1000); 3]);
+        assert_eq!(
+            step.outside_communication_ns,
+            [Some(200), Some(900), Some(250)]
+        );
+        assert_eq!(
+            (step.slowest, step.median_ns, step.lag_ns),
+            (Some(1), 250, 650)
         );
     }
 
