@@ -12,9 +12,10 @@ With `--rank R` the trace is one rank of a distributed job: its header says so
 (`distributedInfo`), its jitter is seeded by the rank, its device work lies on whole
 microseconds (so that HTA's figures, which it computes in microseconds, compare exactly),
 and it has `--steps` `ProfilerStep#N` ranges (on a thread of their own, one after the other,
-each over an equal share of the blocks, written before the events they hold), each ending with an NCCL all-reduce kernel on a
-second stream that overlaps the step's last compute kernels; `--slow-steps 1,3 --slow-ms 4`
-makes the rank stall 4 ms before the all-reduce of steps 1 and 3.
+each over an equal share of the blocks, written before the events they hold), each ending
+with an NCCL all-reduce kernel on a second stream that overlaps the step's last compute
+kernels; `--slow-steps 1,3 --slow-ms 4` makes the rank stall 4 ms before the all-reduce of
+steps 1 and 3.
 
     python3 scripts/gen_trace.py big.json --ops 1000000 --threads 4
     for r in 0 1 2 3; do python3 scripts/gen_trace.py job/rank$r.json --rank $r --world-size 4; done

@@ -31,7 +31,7 @@ use omniprof::export::{self, chrome};
 use omniprof::keys::metadata;
 use omniprof::{
     record_function, record_op, tensorboard_trace_handler, Config, Profiler, ProfilerBuilder,
-    Schedule, Trace,
+    Schedule, Trace, Value,
 };
 use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 
@@ -357,17 +357,20 @@ fn serve_triggers(workers: Vec<Worker>, duration: Duration) -> DemoResult<()> {
 }
 
 fn report_drops(trace: &Trace) {
-    for key in [metadata::DROPPED_EVENTS, metadata::OUT_OF_WINDOW_EVENTS] {
-        if let Some(n) = trace
-            .metadata(key)
-            .and_then(|v| v.as_i64())
-            .filter(|&n| n > 0)
-        {
+    let report = &trace.report;
+    let counts = [
+        (metadata::DROPPED_EVENTS, report.dropped_events),
+        (metadata::OUT_OF_WINDOW_EVENTS, report.out_of_window_events),
+    ];
+    for (key, n) in counts {
+        if let Some(n) = n.filter(|&n| n > 0) {
             eprintln!("warning: {n} {}", key.replace('_', " "));
         }
     }
-    if let Some(errors) = trace.metadata(metadata::BACKEND_ERRORS) {
-        eprintln!("warning: backend errors: {}", errors.to_json());
+    if !report.backend_errors.is_empty() {
+        let errors = report.backend_errors.iter();
+        let list = Value::List(errors.map(|e| Value::from(e.to_string())).collect());
+        eprintln!("warning: backend errors: {}", list.to_json());
     }
 }
 

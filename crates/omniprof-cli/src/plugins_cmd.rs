@@ -22,10 +22,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use omniprof::config::OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS;
-use omniprof::keys::metadata;
 use omniprof::plugin::{self, LoadedPlugin, PluginError};
-use omniprof::session::Contribution;
-use omniprof::{record_function, record_op, ActivitySet, Config, Profiler, Trace, Value};
+use omniprof::report::Contribution;
+use omniprof::{record_function, record_op, ActivitySet, Config, Profiler, Trace};
 
 /// List the plugins a directory (default: the plugin directories of the environment) holds.
 #[derive(Debug, clap::Args)]
@@ -277,16 +276,7 @@ fn verdicts(
     late: &[u64],
     trace: &Trace,
 ) -> Vec<Row> {
-    let backends = Contribution::of(trace);
-    let messages = |key| match trace.metadata(key) {
-        Some(Value::List(list)) => list
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_owned))
-            .collect(),
-        _ => Vec::new(),
-    };
-    let errors: Vec<String> = messages(metadata::BACKEND_ERRORS);
-    let warnings: Vec<String> = messages(metadata::BACKEND_WARNINGS);
+    let report = &trace.report;
     let mut rows = Vec::new();
     for ((path, result), &late) in loaded.iter().zip(late) {
         let plugin = path.display().to_string();
@@ -315,13 +305,14 @@ fn verdicts(
             });
         }
         for prof in &p.profilers {
-            let contribution = backends.iter().find(|b| b.name == prof.name);
+            let contribution = report.backends.iter().find(|b| b.name == prof.name);
             let (events, out_of_window) =
                 contribution.map_or((0, 0), |b| (b.activities, b.out_of_window));
-            let prefix = format!("{}: ", prof.name);
-            let mut errs: Vec<String> = errors
+            let mut errs: Vec<String> = report
+                .backend_errors
                 .iter()
-                .filter_map(|e| e.strip_prefix(&prefix).map(str::to_owned))
+                .filter(|e| e.backend == prof.name)
+                .map(|e| e.kind.to_string())
                 .collect();
             errs.extend(prof.rejected.iter().cloned());
             if late > 0 && prof.rejected.is_none() {
@@ -335,9 +326,11 @@ fn verdicts(
                 "FAIL"
             } else {
                 errs.extend(
-                    warnings
+                    report
+                        .backend_warnings
                         .iter()
-                        .filter_map(|w| w.strip_prefix(&prefix).map(str::to_owned)),
+                        .filter(|w| w.backend == prof.name)
+                        .map(|w| w.kind.to_string()),
                 );
                 if let Some(b) = contribution.filter(|b| b.out_of_window > 0) {
                     errs.push(outside_the_window(b, trace));

@@ -276,13 +276,7 @@ fn the_demo_reports_every_rejected_plugin_on_stderr_and_in_the_trace() {
         .read_path(&out_path)
         .into_trace()
         .unwrap();
-    let recorded: Vec<String> = match trace.metadata(omniprof::keys::metadata::PLUGIN_ERRORS) {
-        Some(omniprof::Value::List(list)) => list
-            .iter()
-            .map(|v| v.as_str().unwrap().to_owned())
-            .collect(),
-        other => panic!("no plugin_errors: {other:?}"),
-    };
+    let recorded = &trace.report.plugin_errors;
     assert_eq!(recorded.len(), 3, "{recorded:?}");
     for (line, want) in recorded.iter().zip(expected) {
         assert!(line.contains(want), "{line} / {want}");
@@ -332,8 +326,7 @@ fn a_plugins_own_ids_do_not_link_its_events_to_unrelated_host_ops() {
         let event = trace.activities.iter().find(|a| &*a.name == name).unwrap();
         assert_eq!(event.linked_correlation, None, "{name}: {event:?}");
     }
-    let refused = trace.metadata(omniprof::keys::metadata::REFUSED_LINKS);
-    assert_eq!(refused.and_then(|v| v.as_i64()), Some(2));
+    assert_eq!(trace.report.refused_links, Some(2));
 
     let out = omniprof(&["plugins", "check", foreign.to_str().unwrap()], None);
     let stdout = text(&out.stdout);

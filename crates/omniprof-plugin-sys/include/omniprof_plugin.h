@@ -371,6 +371,15 @@ typedef struct KinetoPlugin_Registry KinetoPlugin_Registry;
 /* Defined by the plugin, called once by the host. */
 OMNIPROF_PLUGIN_EXPORT int KinetoPlugin_register(const struct KinetoPlugin_Registry *pRegistry);
 
+/*
+ * omniprof extension, optional: the text of the last failure of a call into this plugin on
+ * the calling thread (NUL-terminated, valid until the thread's next call into the plugin).
+ * When a profiler function returns non-zero, omniprof calls it on the same thread at once
+ * and names the text in the trace's backend errors. Kineto does not look for it.
+ * omniprof_kineto_adapter.h defines it.
+ */
+OMNIPROF_PLUGIN_EXPORT const char *OmniprofPlugin_lastError(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,6 +27,14 @@ pub const REGISTER_SYMBOL: &str = "KinetoPlugin_register";
 /// [`REGISTER_SYMBOL`] NUL-terminated, as `dlsym` takes it.
 pub const REGISTER_SYMBOL_C: &core::ffi::CStr = c"KinetoPlugin_register";
 
+/// omniprof's optional extension symbol: `const char *OmniprofPlugin_lastError(void)`, the
+/// text of the last failure of a call into the plugin on the calling thread
+/// (`omniprof_plugin.h`). Kineto does not look for it.
+pub const LAST_ERROR_SYMBOL: &str = "OmniprofPlugin_lastError";
+
+/// [`LAST_ERROR_SYMBOL`] NUL-terminated, as `dlsym` takes it.
+pub const LAST_ERROR_SYMBOL_C: &core::ffi::CStr = c"OmniprofPlugin_lastError";
+
 /// The environment variable naming the plugin directory
 /// (C: `KINETO_PLUGIN_LIB_DIR_PATH_ENV_VARIABLE`).
 pub const LIB_DIR_PATH_ENV_VARIABLE: &str = "KINETO_PLUGIN_LIB_DIR_PATH";
@@ -523,3 +531,7 @@ pub struct Registry {
 /// The type of the entry point [`REGISTER_SYMBOL`]: called once by the host with its
 /// registry; 0 means the plugin is usable, anything else makes the host unload it.
 pub type RegisterFn = unsafe extern "C" fn(*const Registry) -> c_int;
+
+/// The type of [`LAST_ERROR_SYMBOL`]: a NUL-terminated text (or NULL), valid until the
+/// calling thread's next call into the plugin.
+pub type LastErrorFn = unsafe extern "C" fn() -> *const c_char;

@@ -27,6 +27,7 @@
 //! | `struct KinetoPlugin_Profiler<Name>_Params` | [`Profiler<Name>Params`](ProfilerCreateParams) |
 //! | `struct KinetoPlugin_ProfilerInterface` and its functions | [`ProfilerInterface`], [`ProfilerCreateFn`] … |
 //! | `struct KinetoPlugin_Registry` | [`Registry`], [`RegisterProfilerFn`] |
+//! | `const char *OmniprofPlugin_lastError(void)` (omniprof's optional extension) | [`LastErrorFn`], name [`LAST_ERROR_SYMBOL`] |
 //! | `KinetoPlugin_RegistryHandle`, `…TraceBuilderHandle`, `…ProfilerHandle` | opaque [`RegistryHandle`], [`TraceBuilderHandle`], [`ProfilerHandle`] |
 //! | field `camelCase`, pointer `pName` | field `snake_case`, without the `p` (`name`) |
 //! | `KINETO_PLUGIN_<STRUCT>_UNPADDED_STRUCT_SIZE` | [`AbiStruct::UNPADDED_SIZE`] |

@@ -1,17 +1,22 @@
-"""What timing ops through a PrivateUse1 backend's profiler stubs costs per op: the legacy
-profiler (``torch.autograd.profiler.profile(use_device="toydev")``) against omniprof's bridge
-(``omniprof.profile(use_device="toydev")``), on toydev, the tests' PrivateUse1 device
-(``tests/toydev/toydev.cpp``, built here with torch.utils.cpp_extension), with kernels that
-do no work (each op is its launch, two stub events and the profiler's bookkeeping).
+"""What profiling a PrivateUse1 backend's device costs per op, on toydev, the tests'
+PrivateUse1 device (``tests/toydev/device.cpp``, built here with torch.utils.cpp_extension),
+with kernels that do no work: through its profiler stubs, the legacy profiler
+(``torch.autograd.profiler.profile(use_device="toydev")``) against omniprof's bridge
+(``omniprof.profile(use_device="toydev")``), each op its launch, two stub events and the
+profiler's bookkeeping; and through its Kineto profiler (``REGISTER_PRIVATEUSE1_PROFILER``),
+torch.profiler against omniprof, both with ``activities=[CPU, PrivateUse1]``, each op its
+launch and kernel records.
 
 Configurations, alternated in a shuffled order each round, medians of the rounds:
 
 - none: no profiler;
-- omniprof CPU: omniprof.profile() recording host ops only (no stubs);
+- omniprof CPU: omniprof.profile(activities=["CPU"]) recording host ops only;
 - legacy: the legacy profiler with use_device (its post-processing, where it calls
   ``elapsed``, runs in key_averages(), which is timed as part of the run);
 - omniprof: omniprof.profile(use_device=...) (its elapsed calls run at stop), with
-  key_averages() too.
+  key_averages() too;
+- torch.profiler PrivateUse1 and omniprof PrivateUse1: the Kineto profiler's way, stop and
+  key_averages() timed as post-processing.
 
     python crates/omniprof-python/bench/privateuse1_stubs.py [--ops 20000] [--runs 7]
 
@@ -71,6 +76,18 @@ def main() -> None:
         prof.key_averages()
         return t1 - t0, time.perf_counter_ns() - t1
 
+    def kineto() -> Tuple[float, float]:
+        prof = torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+        )
+        prof.start()
+        t0 = time.perf_counter_ns()
+        loop()
+        t1 = time.perf_counter_ns()
+        prof.stop()
+        prof.key_averages()
+        return t1 - t0, time.perf_counter_ns() - t1
+
     def ours(**kwargs: object) -> Callable[[], Tuple[float, float]]:
         def run() -> Tuple[float, float]:
             prof = omniprof.profile(**kwargs)  # type: ignore[arg-type]
@@ -86,9 +103,11 @@ def main() -> None:
 
     configs: Dict[str, Callable[[], Tuple[float, float]]] = {
         "none": none,
-        "omniprof CPU": ours(),
+        "omniprof CPU": ours(activities=["CPU"]),
         "legacy use_device": legacy,
         "omniprof use_device": ours(use_device="toydev"),
+        "torch.profiler PU1": kineto,
+        "omniprof PU1": ours(activities=["CPU", "PrivateUse1"]),
     }
     for run in configs.values():  # warm-up: builds, first-use costs
         run()

@@ -18,6 +18,7 @@
 
 mod handler;
 mod observer;
+mod privateuse1;
 mod results;
 mod session;
 mod stubs;
@@ -224,5 +225,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     handler::register(m)?;
     observer::register(m)?;
     stubs::register(m)?;
+    privateuse1::register(m)?;
     Ok(())
 }

@@ -11,8 +11,7 @@ use omniprof::analysis::stacks::StackMetric;
 use omniprof::analysis::{self, FunctionEvents, KeyAveragesOptions, ReportOptions, Row, SortKey};
 use omniprof::export;
 use omniprof::import::TraceReader;
-use omniprof::keys::metadata;
-use omniprof::{Trace, Value};
+use omniprof::Trace;
 use pyo3::exceptions::{PyIndexError, PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyTuple};
@@ -119,22 +118,14 @@ impl PyTrace {
     /// Host events the recorder dropped at its per-thread cap (the trace's `dropped_events`).
     #[getter]
     fn dropped_events(&self) -> u64 {
-        match self.0.metadata(metadata::DROPPED_EVENTS) {
-            Some(value) => value.as_i64().map_or(0, |n| n.max(0) as u64),
-            None => 0,
-        }
+        self.0.report.dropped_events.unwrap_or(0)
     }
 
     /// Why backends were left out of the trace (its `backend_errors`), one message each.
     #[getter]
     fn backend_errors(&self) -> Vec<String> {
-        match self.0.metadata(metadata::BACKEND_ERRORS) {
-            Some(Value::List(errors)) => errors
-                .iter()
-                .map(|e| e.as_str().map_or_else(|| e.to_json(), str::to_owned))
-                .collect(),
-            _ => Vec::new(),
-        }
+        let errors = &self.0.report.backend_errors;
+        errors.iter().map(ToString::to_string).collect()
     }
 }
 

@@ -127,14 +127,14 @@ struct Inner {
 
 /// The `ProfilerActivity` members in `items` none of whose activity types any backend
 /// registered now can record (`CPU` is always recorded).
-fn unrecorded(items: &[String]) -> Vec<String> {
-    let offered =
-        omniprof::backend::profilers_present()
-            .iter()
-            .fold(ActivitySet::empty(), |mut set, p| {
-                p.available_activities().iter().for_each(|t| set.insert(t));
-                set
-            });
+fn unrecorded(items: &[String], sitting_out: Option<&str>) -> Vec<String> {
+    let offered = omniprof::backend::profilers_present()
+        .iter()
+        .filter(|p| Some(p.name()) != sitting_out)
+        .fold(ActivitySet::empty(), |mut set, p| {
+            p.available_activities().iter().for_each(|t| set.insert(t));
+            set
+        });
     items
         .iter()
         .filter(|item| item.as_str() != "CPU")
@@ -158,6 +158,9 @@ pub(crate) struct Session {
     config_warnings: Vec<String>,
     /// The per-thread cap of host records, which a warning about dropped events names.
     max_host_records: u64,
+    /// Whether the PrivateUse1 backend's Kineto profiler may take part
+    /// (`OMNIPROF_PRIVATEUSE1_PROFILER`).
+    privateuse1_profiler: bool,
     scheduled: bool,
     /// Traces the engine finished and Python has not taken yet.
     finished: Arc<Mutex<Vec<Trace>>>,
@@ -255,6 +258,7 @@ impl Session {
                 .map_err(invalid)?;
         }
         let max_host_records = config.max_host_records_per_thread();
+        let privateuse1_profiler = config.privateuse1_profiler();
         let finished: Arc<Mutex<Vec<Trace>>> = Arc::default();
         let queue = finished.clone();
         let mut builder = Profiler::builder()
@@ -272,6 +276,7 @@ impl Session {
             activities: activities.unwrap_or_default(),
             config_warnings,
             max_host_records,
+            privateuse1_profiler,
             scheduled,
             finished,
             inner: Mutex::new(Inner {
@@ -375,7 +380,12 @@ impl Session {
 
     /// The `ProfilerActivity` members given that no backend registered now can record.
     fn unrecorded_activities(&self) -> Vec<String> {
-        unrecorded(&self.activities)
+        // A session that cleared OMNIPROF_PRIVATEUSE1_PROFILER (`use_device=`) has the
+        // PrivateUse1 backend's Kineto profiler sit out (src/privateuse1.rs).
+        let sitting_out = (!self.privateuse1_profiler)
+            .then(crate::privateuse1::installed_name)
+            .flatten();
+        unrecorded(&self.activities, sitting_out.as_deref())
     }
 
     #[getter]

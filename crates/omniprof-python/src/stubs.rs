@@ -246,13 +246,19 @@ impl ActivityProfiler for StubsBackend {
 
     /// Sits out a session whose config does not ask (`OMNIPROF_PRIVATEUSE1_STUBS`): one that
     /// selects every activity by default, as torch.profiler's default does not time ops
-    /// through the stubs either.
+    /// through the stubs either. Sits out as well while the backend's Kineto profiler is
+    /// installed (`src/privateuse1.rs`), unless `OMNIPROF_PRIVATEUSE1_PROFILER` is cleared.
     fn configure(
         &self,
         _: ActivitySet,
         config: &Config,
     ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
         if !config.privateuse1_stubs() {
+            return Ok(None);
+        }
+        // The backend's Kineto profiler records its device, as in torch.profiler (unless
+        // the session asked for the legacy profiler's timing: `use_device=`).
+        if config.privateuse1_profiler() && crate::privateuse1::installed() {
             return Ok(None);
         }
         let device = self.device();

@@ -1,7 +1,8 @@
 """PyTorch's PrivateUse1 profiler stubs, bridged: per-op device time on toydev (a PrivateUse1
-device of the tests' own, ``toydev/toydev.cpp``) under omniprof against the legacy
+device of the tests' own, ``toydev/device.cpp``) under omniprof against the legacy
 profiler's ``use_device``, the device rows of the trace, and stubs that fail, hang or are not
-enabled, and no PrivateUse1 backend at all.
+enabled, and no PrivateUse1 backend at all. (toydev's Kineto profiler, which
+``ProfilerActivity.PrivateUse1`` uses, is tested in test_privateuse1_kineto.py.)
 
 toydev's add and mul kernels spin for a fixed time, and its clocks run strict in the
 comparisons (an event reads the device clock, which moves by exactly each kernel's time), so
@@ -30,6 +31,7 @@ from conftest import require_torch
 torch = require_torch()
 
 import toydev_device
+from toydev_device import workload
 
 KERNEL_US = 200
 
@@ -59,19 +61,6 @@ def settle(ext: Any) -> None:
         now = ext.stub_calls()
         if now != last:
             last, quiet_since = now, time.monotonic()
-
-
-def workload(device: str = "toydev") -> None:
-    """8 adds and 8 muls, then an add inside a record_function range, on `device`."""
-    a = torch.ones(16).to(device)
-    b = torch.full((16,), 2.0).to(device)
-    torch.toydev.synchronize()
-    for _ in range(8):
-        c = a + b
-        c = c * b
-    with torch.autograd.profiler.record_function("toy_step"):
-        c = c + a
-    torch.toydev.synchronize()
 
 
 def per_op(rows: Any) -> Dict[str, Tuple[int, float, float]]:
@@ -136,7 +125,9 @@ def test_the_trace_draws_each_op_on_its_devices_row_linked_by_external_id(
         finally:
             torch.toydev.set_device(0)
 
-    with omniprof.profile(activities=[omniprof.ProfilerActivity.CPU, omniprof.ProfilerActivity.PrivateUse1]) as prof:
+    # use_device: the stubs alone (ProfilerActivity.PrivateUse1 would leave the device to
+    # toydev's Kineto profiler, test_privateuse1_kineto.py).
+    with omniprof.profile(use_device="toydev") as prof:
         two_devices()
     trace = exported(prof, tmp_path)
     events = trace["traceEvents"]
@@ -166,7 +157,9 @@ def test_a_session_that_does_not_select_privateuse1_never_calls_the_stubs(toydev
         workload()
     calls = toydev.stub_calls()
     assert {k: v for k, v in calls.items() if k != "enabled"} == {}
-    assert per_op(prof.key_averages())["aten::add"][:2] == (9, 0)
+    # Its device time (every activity, by default) is toydev's Kineto profiler's kernels.
+    count, self_device, _ = per_op(prof.key_averages())["aten::add"]
+    assert count == 9 and self_device >= 9 * KERNEL_US
 
 
 def test_stubs_that_throw_leave_the_ops_without_device_time_and_are_named(
@@ -218,7 +211,7 @@ def test_stubs_not_enabled_leave_privateuse1_unrecorded_with_one_warning(toydev:
     assert caught[0].startswith(
         "omniprof: ProfilerActivity.PrivateUse1 was selected, but nothing here records it"
     )
-    assert "registerPrivateUse1Methods" in caught[0]
+    assert "registerPrivateUse1Methods" in caught[0] and "REGISTER_PRIVATEUSE1_PROFILER" in caught[0]
     assert {k: v for k, v in toydev.stub_calls().items() if k != "enabled"} == {}
     assert per_op(first.key_averages())["aten::add"] == (9, 0, 0)
 

@@ -88,7 +88,9 @@ pub mod name {
     pub const PROFILER_STEP_PREFIX: &str = "ProfilerStep#";
 }
 
-/// Keys of the trace header (the metadata beside `traceEvents`).
+/// Keys of the trace header (the metadata beside `traceEvents`). The keys of the session
+/// report (drops, `backends`, `backend_errors`, ...) are read and written only through
+/// [`SessionReport`](crate::report::SessionReport), which holds them typed.
 pub mod metadata {
     /// The device the trace's device columns are named after (`"OpenReg"`, `"cuda"`): the
     /// device type declared by the first backend that produced device data, else its name.

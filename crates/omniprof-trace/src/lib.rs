@@ -11,6 +11,8 @@
 //! - [`trace`]: the trace model ([`Trace`], its capture [`Window`], rows, spans);
 //! - [`counter`]: counter series, the one model of sampled numbers a trace carries;
 //! - [`keys`]: the arg and metadata keys writers and readers share;
+//! - [`report`]: the session report, what a session says about its trace (drops, backends'
+//!   contributions, failures), typed;
 //! - [`export`]: writers (Kineto-compatible Chrome JSON, native Perfetto) and the save that
 //!   picks one by extension;
 //! - [`import`]: the reader of Kineto Chrome JSON traces, plain or gzip;
@@ -32,6 +34,7 @@ pub mod export;
 pub mod hash;
 pub mod import;
 pub mod keys;
+pub mod report;
 pub mod trace;
 pub mod value;
 
@@ -40,5 +43,6 @@ mod test_data;
 
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use counter::{CounterSample, CounterSeries, CounterTrack, CounterValues, Counters};
+pub use report::SessionReport;
 pub use trace::{Trace, Window};
 pub use value::Value;

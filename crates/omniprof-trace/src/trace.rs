@@ -21,6 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::activity::Activity;
 use crate::counter::Counters;
+use crate::report::SessionReport;
 use crate::value::Value;
 
 /// Three average months (3 × 2,629,746 s): the granularity of `baseTimeNanoseconds`.
@@ -89,8 +90,11 @@ pub struct Trace {
     /// The capture window.
     pub window: Window,
     /// Metadata entries in insertion order (written between `deviceProperties` and
-    /// `displayTimeUnit`).
+    /// `displayTimeUnit`), except the session report's.
     pub metadata: Vec<(String, Value)>,
+    /// What the session says about this trace (drops, backends' contributions, failures
+    /// and warnings): written after the other metadata, under its keys.
+    pub report: SessionReport,
     /// One JSON object per device (`deviceProperties`).
     pub device_properties: Vec<Value>,
     pub processes: Vec<ProcessRow>,
@@ -111,6 +115,7 @@ impl Trace {
             base_time_ns: process_base_time_ns(),
             window: Window::new(window_start_ns, window_end_ns),
             metadata: Vec::new(),
+            report: SessionReport::default(),
             device_properties: Vec::new(),
             processes: Vec::new(),
             threads: Vec::new(),
@@ -121,14 +126,23 @@ impl Trace {
         }
     }
 
-    /// The value of a metadata key.
+    /// The value of a metadata key (none for the session report's keys: see
+    /// [`Trace::report`]).
     pub fn metadata(&self, key: &str) -> Option<&Value> {
         self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
-    /// Sets a metadata key, replacing an earlier value in place.
+    /// Sets a metadata key, replacing an earlier value in place. A key of the session
+    /// report sets its field instead ([`SessionReport::set`]); a value of the wrong shape
+    /// there is logged as a warning and leaves the field empty.
     pub fn set_metadata(&mut self, key: impl Into<String>, value: Value) {
         let key = key.into();
+        if SessionReport::is_key(&key) {
+            if let Err(e) = self.report.set(&key, &value) {
+                log::warn!("omniprof: {e}");
+            }
+            return;
+        }
         match self.metadata.iter_mut().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = value,
             None => self.metadata.push((key, value)),
@@ -193,5 +207,16 @@ mod tests {
         let keys: Vec<_> = t.metadata.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["a", "b"]);
         assert_eq!(t.metadata("a"), Some(&Value::Int(3)));
+    }
+
+    #[test]
+    fn a_report_key_sets_the_report_and_stays_out_of_the_metadata() {
+        let mut t = Trace::new(0, 1);
+        t.set_metadata("dropped_events", Value::UInt(4));
+        t.set_metadata("warmup_events", Value::from("four"));
+        assert_eq!(t.report.dropped_events, Some(4));
+        assert_eq!(t.report.warmup_events, None);
+        assert!(t.metadata.is_empty());
+        assert_eq!(t.metadata("dropped_events"), None);
     }
 }

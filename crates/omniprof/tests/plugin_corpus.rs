@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use omniprof::plugin::{self, PluginError};
-use omniprof::{Trace, Value};
+use omniprof::Trace;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::{checker, plugins, session};
 
@@ -261,15 +261,10 @@ fn every_broken_plugin_is_handled_and_the_host_trace_is_intact() {
 }
 
 fn backend_counts(trace: &Trace) -> HashMap<String, u64> {
-    let Some(Value::List(list)) = trace.metadata("backends") else {
-        return HashMap::new();
-    };
-    list.iter()
-        .map(|b| {
-            (
-                b.get("name").and_then(Value::as_str).unwrap().to_owned(),
-                b.get("activities").and_then(Value::as_i64).unwrap() as u64,
-            )
-        })
+    trace
+        .report
+        .backends
+        .iter()
+        .map(|b| (b.name.clone(), b.activities))
         .collect()
 }

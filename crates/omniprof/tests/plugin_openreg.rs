@@ -68,9 +68,5 @@ fn the_openreg_plugin_records_linked_device_work() {
         assert_eq!(start.linked_correlation, k.linked_correlation);
     }
     assert!(trace.processes.iter().any(|p| p.name == "OpenReg 0"));
-    assert!(
-        trace.metadata("backend_errors").is_none(),
-        "{:?}",
-        trace.metadata
-    );
+    assert!(trace.report.backend_errors.is_empty(), "{:?}", trace.report);
 }

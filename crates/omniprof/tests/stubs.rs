@@ -255,7 +255,7 @@ fn a_held_stubs_session_draws_each_timed_range_on_its_devices_row() {
         "{:?}",
         t.processes
     );
-    assert_eq!(t.metadata("backend_errors"), None);
+    assert_eq!(t.report.backend_errors, []);
 }
 
 #[test]
@@ -272,13 +272,19 @@ fn an_elapsed_past_the_deadline_costs_the_ranges_their_time_and_is_a_backend_err
     let t = t.unwrap();
     let op = t.activities.iter().find(|a| &*a.name == "untimed").unwrap();
     assert_eq!(op.arg(arg::DEVICE_TIME_US), None);
+    let errors: Vec<String> = t
+        .report
+        .backend_errors
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
     assert_eq!(
-        t.metadata("backend_errors"),
-        Some(&Value::List(vec![Value::from(
+        errors,
+        [
             "held stubs: 1 call(s) to the DeviceTwo profiler stubs failed, first: elapsed did \
-             not return within 100 ms: device time resolved for 0 of 1 ranges, the rest have \
-             none"
-        )]))
+          not return within 100 ms: device time resolved for 0 of 1 ranges, the rest have \
+          none"
+        ]
     );
 }
 

@@ -11,6 +11,10 @@ use std::path::Path;
 
 use omniprof::export;
 use omniprof::import::TraceReader;
+use omniprof::report::{
+    BackendCall, BackendFailure, BackendWarning, Contribution, FailureKind, SessionReport,
+    WarningKind,
+};
 use omniprof::trace::{ProcessRow, Span, ThreadRow};
 use omniprof::{Activity, ActivityType, CounterTrack, Trace, Value};
 use omniprof_test_support::data::add_example_rows;
@@ -37,6 +41,69 @@ fn expected_after_read(original: &Trace, path: &Path) -> Trace {
     expected
 }
 
+/// A session report with every field set, each failure and warning kind among them.
+fn every_report_field() -> SessionReport {
+    let failure = |backend: &str, kind| BackendFailure {
+        backend: backend.into(),
+        kind,
+    };
+    SessionReport {
+        plugin_errors: vec!["/opt/libx.so: not a Kineto plugin".into()],
+        dropped_events: Some(1),
+        dropped_names: Some(2),
+        unfinished_ranges: Some(3),
+        counter_samples: Some(4),
+        out_of_window_counter_samples: Some(5),
+        dropped_counter_values: Some(6),
+        scope_profiler_unprofiled_kernels: Some(7),
+        out_of_window_events: Some(8),
+        warmup_events: Some(9),
+        duplicate_flow_starts: Some(10),
+        backends: vec![Contribution {
+            name: "openreg".into(),
+            activities: 12,
+            out_of_window: 8,
+            before_ns: 40,
+            after_ns: 3_000_000_000,
+        }],
+        backend_errors: vec![
+            failure(
+                "a",
+                FailureKind::Failed {
+                    call: BackendCall::WindowOpened,
+                    reason: "queue full".into(),
+                },
+            ),
+            failure(
+                "b",
+                FailureKind::Panicked {
+                    call: BackendCall::Configure,
+                    reason: "no \"device\"".into(),
+                },
+            ),
+            failure(
+                "c",
+                FailureKind::OverBudget {
+                    dropped: 7,
+                    budget: 1_000_000,
+                },
+            ),
+            failure("d", FailureKind::Reported("2 stub calls failed".into())),
+        ],
+        refused_links: Some(11),
+        backend_warnings: vec![
+            BackendWarning {
+                backend: "a".into(),
+                kind: WarningKind::RefusedLinks { count: 11 },
+            },
+            BackendWarning {
+                backend: "b".into(),
+                kind: WarningKind::Reported("ids match no host op".into()),
+            },
+        ],
+    }
+}
+
 /// Compares field by field (for readable failures), then as a whole.
 fn assert_same_trace(read: &Trace, original: &Trace, path: &Path) {
     let expected = expected_after_read(original, path);
@@ -55,6 +122,7 @@ fn assert_same_trace(read: &Trace, original: &Trace, path: &Path) {
     };
     assert_eq!(keys(read), keys(&expected), "{at}: metadata keys");
     assert_eq!(read.metadata, expected.metadata, "{at}: metadata values");
+    assert_eq!(read.report, expected.report, "{at}: session report");
     assert_eq!(read.device_properties, expected.device_properties, "{at}");
     assert_eq!(read.processes, expected.processes, "{at}: process rows");
     assert_eq!(read.threads, expected.threads, "{at}: thread rows");
@@ -106,7 +174,7 @@ fn a_recorded_session_round_trips_exactly_as_json_and_gzip() {
         .activities
         .iter()
         .any(|a| a.name.contains(session::NASTY) && a.arg(session::NASTY).is_some()));
-    assert_eq!(trace.metadata("dropped_events"), Some(&Value::UInt(0)));
+    assert_eq!(trace.report.dropped_events, Some(0));
     assert_eq!(trace.spans.len(), 1);
 
     let dir = tempfile::tempdir().unwrap();
@@ -147,6 +215,7 @@ fn a_hand_built_trace_with_every_field_round_trips() {
     trace.set_metadata("record_shapes", Value::from(1i64));
     trace.set_metadata("with_stack", Value::Bool(false));
     trace.set_metadata("clock_ghz", Value::Float(1.5));
+    trace.report = every_report_field();
     trace.device_properties.push(
         [
             ("id", Value::Int(0)),

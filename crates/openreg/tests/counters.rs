@@ -136,10 +136,7 @@ fn each_kernel_gets_one_square_wave_per_metric_group_with_openregs_numbers() {
     }
     // Two samples per kernel and group.
     assert_eq!(trace.counters.samples(), 2 * 3 * kernels.len());
-    assert_eq!(
-        trace.metadata(metadata::COUNTER_SAMPLES),
-        Some(&Value::UInt(12))
-    );
+    assert_eq!(trace.report.counter_samples, Some(12));
     saved(&trace, "scope.pt.trace.json");
 }
 
@@ -170,10 +167,7 @@ fn selected_metrics_and_the_scope_limit_are_honoured() {
         .collect();
     assert!(kernels[0].arg("flops").is_some() && kernels[0].arg("elements").is_none());
     assert!(kernels[1].arg("flops").is_none());
-    assert_eq!(
-        trace.metadata(metadata::SCOPE_PROFILER_UNPROFILED_KERNELS),
-        Some(&Value::UInt(1))
-    );
+    assert_eq!(trace.report.scope_profiler_unprofiled_kernels, Some(1));
 }
 
 #[test]

@@ -67,13 +67,9 @@ fn work_launched_in_warmup_is_recorded_by_the_device_and_left_out() {
     assert_eq!(spin[0].linked_correlation, op.map(|o| o.correlation));
     // The warm-up launch and its kernel were recorded by the device and dropped as warm-up,
     // not counted as anomalies.
-    let warm = t.metadata("warmup_events").and_then(Value::as_i64);
-    assert!(
-        warm.is_some_and(|n| n >= 2),
-        "{:?}",
-        t.metadata("warmup_events")
-    );
-    assert_eq!(t.metadata("out_of_window_events"), Some(&Value::UInt(0)));
+    let warm = t.report.warmup_events;
+    assert!(warm.is_some_and(|n| n >= 2), "{warm:?}");
+    assert_eq!(t.report.out_of_window_events, Some(0));
 }
 
 #[test]

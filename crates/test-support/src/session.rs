@@ -100,11 +100,6 @@ pub fn record_host_steps(config: &str, steps: usize, ops: usize) -> Trace {
 
 /// The trace's `backend_errors` entries (`<profiler>: <message>`), in order.
 pub fn backend_errors(trace: &Trace) -> Vec<String> {
-    match trace.metadata(omniprof::keys::metadata::BACKEND_ERRORS) {
-        Some(omniprof::Value::List(list)) => list
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_owned))
-            .collect(),
-        _ => Vec::new(),
-    }
+    let errors = &trace.report.backend_errors;
+    errors.iter().map(ToString::to_string).collect()
 }

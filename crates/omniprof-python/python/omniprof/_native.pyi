@@ -25,6 +25,8 @@ __all__ = [
     "TraceDirHandler",
     "install_torch_observer",
     "install_torch_stubs",
+    "install_privateuse1_profiler",
+    "privateuse1_profiler",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -67,6 +69,14 @@ def install_torch_observer(entry_points: CapsuleType) -> None:
 def install_torch_stubs(api: CapsuleType) -> None:
     """Installs PyTorch's PrivateUse1 stubs from the observer's ``stubs_api()`` capsule
     (``omniprof.observer.stubs_api``); ``TypeError`` for anything else."""
+
+def install_privateuse1_profiler(entry: CapsuleType) -> List[str]:
+    """Installs the Kineto profiler a PrivateUse1 backend registered with PyTorch, from the
+    observer's ``privateuse1_profiler()`` capsule (``omniprof.observer.privateuse1_profiler``);
+    returns the warnings to give. ``TypeError`` for anything else."""
+
+def privateuse1_profiler() -> Optional[str]:
+    """The name of the installed PrivateUse1 Kineto profiler, if one is."""
 
 @final
 class Schedule:

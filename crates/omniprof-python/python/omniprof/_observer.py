@@ -3,7 +3,9 @@ use (``torch.utils.cpp_extension.load``, cached under ``TORCH_EXTENSIONS_DIR``) 
 as omniprof's ``pytorch`` backend: every session (``profile()`` or an on-demand trace) then
 registers it as a global ``RecordFunction`` callback while its capture window is open. It
 also hands over PyTorch's PrivateUse1 profiler stubs, installed as the ``pytorch stubs``
-backend (src/stubs.rs), for the sessions that select ``ProfilerActivity.PrivateUse1``.
+backend (src/stubs.rs), for the sessions that select ``ProfilerActivity.PrivateUse1``, and
+the Kineto profiler a PrivateUse1 backend registered with ``REGISTER_PRIVATEUSE1_PROFILER``,
+installed as a plugin entry point (src/privateuse1.rs) once a backend registered one.
 
 It is built only once the program has imported torch (a program that never does pays
 nothing), and the first build, which takes tens of seconds, says so once on stderr, naming
@@ -30,7 +32,7 @@ from . import _native, _warn
 
 _SOURCES = [
     os.path.join(os.path.dirname(__file__), "csrc", name)
-    for name in ("observer.cpp", "python_tracer.cpp")
+    for name in ("observer.cpp", "python_tracer.cpp", "privateuse1_profiler.cpp")
 ]
 _NAME = "omniprof_observer"
 # The built module, False once building failed (so it is tried, and warned about, once).
@@ -91,8 +93,14 @@ def _build() -> Optional[ModuleType]:
         _announce_first_build(cpp_extension)
         # NDEBUG as in torch's own build: the headers' debug-only checks read state that
         # only a debug build of torch keeps (RecordFunction::inputs() would always throw).
+        # torch/include/kineto: the Kineto headers PyTorch's PrivateUse1 profiler registry
+        # includes by bare name.
+        kineto = os.path.join(os.path.dirname(sys.modules["torch"].__file__), "include", "kineto")
         return cpp_extension.load(
-            name=_NAME, sources=_SOURCES, extra_cflags=["-O2", "-DNDEBUG"]
+            name=_NAME,
+            sources=_SOURCES,
+            extra_cflags=["-O2", "-DNDEBUG"],
+            extra_include_paths=[kineto],
         )
     except Exception as e:  # any build failure: warn once, keep profiling
         advice = (
@@ -142,6 +150,29 @@ def install() -> None:
         _native.install_torch_stubs(stubs_api())
     _wrap_torch_enable()
     _installed = True
+
+
+_privateuse1_done = False
+
+
+def install_privateuse1_profiler() -> None:
+    """Installs the Kineto profiler a PrivateUse1 backend registered with PyTorch
+    (``REGISTER_PRIVATEUSE1_PROFILER``), once one did: asked at every start until then, since
+    a backend may be imported after the first session. Warns about a profiler the plugin
+    loader rejected."""
+    global _privateuse1_done
+    if _privateuse1_done or not _installed:
+        return
+    entry = getattr(module(), "privateuse1_profiler", None)
+    if entry is None:
+        _privateuse1_done = True
+        return
+    capsule = entry()
+    if capsule is None:
+        return
+    _privateuse1_done = True
+    for message in _native.install_privateuse1_profiler(capsule):
+        _warn.warn(message)
 
 
 def _wrap_torch_enable() -> None:

@@ -30,6 +30,7 @@ def enable_from_env() -> bool:
         # program importing omniprof first still has its ops traced.
         _count_optimizer_steps()
         _observer.install()
+        _observer.install_privateuse1_profiler()
     try:
         _native.serve_on_demand()
     except _native.ProfilerError as e:

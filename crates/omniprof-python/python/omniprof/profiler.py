@@ -200,6 +200,10 @@ class profile:
         if use_device is not None:
             device = _DEVICE_ACTIVITIES.get(use_device, "PrivateUse1")
             names = (names or ["CPU"]) + ([] if device in (names or []) else [device])
+            if device == "PrivateUse1":
+                # The legacy profiler's timing: the stubs alone, without the backend's Kineto
+                # profiler (which ProfilerActivity.PrivateUse1 uses where there is one).
+                config = (config + "\n" if config else "") + "OMNIPROF_PRIVATEUSE1_PROFILER=false"
         given = {
             "experimental_config": experimental_config,
             "execution_trace_observer": execution_trace_observer,
@@ -266,6 +270,7 @@ class profile:
         With torch imported, PyTorch's ops are observed while a trace records (the
         observer is built on the first start, before recording begins)."""
         _observer.install()
+        _observer.install_privateuse1_profiler()
         self._frames_cut = _observer.stack_frames_cut()[0]
         info = _distributed_info()
         if info is not None:
@@ -280,8 +285,9 @@ class profile:
                 f"omniprof: ProfilerActivity.{activity} was selected, but nothing here "
                 "records it: no backend offers its activities (a Kineto plugin in "
                 "KINETO_PLUGIN_LIB_DIR_PATH, a backend registered with register_profiler!, "
-                "or for PrivateUse1 a PyTorch backend whose profiler stubs are registered "
-                "with registerPrivateUse1Methods and enabled); the trace has no device "
+                "or for PrivateUse1 a PyTorch backend that registered a Kineto profiler "
+                "with REGISTER_PRIVATEUSE1_PROFILER, or profiler stubs with "
+                "registerPrivateUse1Methods and enabled them); the trace has no device "
                 "timeline for it",
             )
 

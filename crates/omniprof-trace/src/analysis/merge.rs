@@ -90,7 +90,7 @@ impl KeyAverages {
         for part in parts {
             job.merge(part);
         }
-        job.rows.sort_by(|a, b| row_key(a).cmp(&row_key(b)));
+        job.rows.sort_by_key(row_key);
         job
     }
 }

@@ -217,7 +217,14 @@ impl<W: Write> Writer<W> {
             write_value_compact(&mut self.buf, p);
         }
         self.raw(b"\n  ],\n");
-        for (key, v) in &trace.metadata {
+        let report = trace.report.entries();
+        let report = report.iter().map(|(key, v)| (*key, v));
+        for (key, v) in trace
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.as_str(), v))
+            .chain(report)
+        {
             self.raw(b"  ");
             write_str(&mut self.buf, key);
             self.raw(b": ");

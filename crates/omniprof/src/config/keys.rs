@@ -317,6 +317,13 @@ config_keys! {
     /// `ProfilerActivity.PrivateUse1`.
     OMNIPROF_PRIVATEUSE1_STUBS: Bool = false => privateuse1_stubs() -> bool;
 
+    /// (omniprof's own) let the Kineto profiler a PyTorch PrivateUse1 backend registered
+    /// (`REGISTER_PRIVATEUSE1_PROFILER`) record its device, as torch.profiler does; the
+    /// profiler stubs then time ops only where no such profiler is registered. The Python
+    /// package clears it for `use_device=`, which times ops through the stubs alone, as
+    /// PyTorch's legacy profiler does.
+    OMNIPROF_PRIVATEUSE1_PROFILER: Bool = true => privateuse1_profiler() -> bool;
+
     /// (omniprof's own) how long resolving the device times of a profiler-stubs session
     /// (every `elapsed` call, at the trace's processing) may take; past it the rest of the
     /// ops go without device time and the trace's `backend_errors` says so.

@@ -719,6 +719,7 @@ fn every_core_key_parses() {
         OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS=2500\n\
         OMNIPROF_STUBS_ELAPSED_TIMEOUT_MSECS=1500\n\
         OMNIPROF_PRIVATEUSE1_STUBS=true\n\
+        OMNIPROF_PRIVATEUSE1_PROFILER=false\n\
         OMNIPROF_MAX_EVENTS_PER_BACKEND=5000";
     let mut config = Config::default();
     // Every key is accepted; those omniprof does not act on say so, and only those.
@@ -797,6 +798,7 @@ fn every_core_key_parses() {
     // Past what one json! literal can hold.
     expected["OMNIPROF_STUBS_ELAPSED_TIMEOUT_MSECS"] = json!(1500);
     expected["OMNIPROF_PRIVATEUSE1_STUBS"] = json!(true);
+    expected["OMNIPROF_PRIVATEUSE1_PROFILER"] = json!(false);
     assert_eq!(json, expected);
     assert_eq!(config.max_gpu_buffer_bytes(), 64 << 20);
     assert_eq!(config.verbose_log_modules(), ["a.cpp", "b.cpp"]);

@@ -404,21 +404,13 @@ fn process(
 /// What `trace` lost, as the user should hear it: each backend left out or short of
 /// records (`backend_errors`), and host events dropped at the per-thread cap.
 fn problems(trace: &crate::Trace, config: &Config) -> Vec<String> {
-    use crate::keys::metadata;
-    let mut out: Vec<String> = match trace.metadata(metadata::BACKEND_ERRORS) {
-        Some(crate::Value::List(errors)) => errors
-            .iter()
-            .map(|e| {
-                let e = e.as_str().map_or_else(|| e.to_json(), str::to_owned);
-                format!("the trace lacks records of a backend: {e}")
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    let dropped = trace
-        .metadata(metadata::DROPPED_EVENTS)
-        .and_then(crate::Value::as_i64)
-        .unwrap_or(0);
+    let mut out: Vec<String> = trace
+        .report
+        .backend_errors
+        .iter()
+        .map(|e| format!("the trace lacks records of a backend: {e}"))
+        .collect();
+    let dropped = trace.report.dropped_events.unwrap_or(0);
     if dropped > 0 {
         out.push(format!(
             "{dropped} host events were dropped: a thread reached its cap of {} records \

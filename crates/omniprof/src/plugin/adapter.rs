@@ -12,13 +12,13 @@
 //! makes no further call (`docs/plugin-abi.md`, defect 8). Each of these calls runs under
 //! the deadline of [`deadline`](super::deadline).
 
-use std::ffi::c_int;
+use std::ffi::{c_int, CStr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use omniprof_plugin_sys::{
-    ProfilerCreateParams, ProfilerDestroyParams, ProfilerHandle, ProfilerInterface,
+    LastErrorFn, ProfilerCreateParams, ProfilerDestroyParams, ProfilerHandle, ProfilerInterface,
     ProfilerPopCorrelationIdParams, ProfilerPopUserCorrelationIdParams,
     ProfilerProcessEventsParams, ProfilerPushCorrelationIdParams,
     ProfilerPushUserCorrelationIdParams, ProfilerStartParams, ProfilerStopParams,
@@ -50,6 +50,43 @@ pub(crate) struct PluginProfiler {
     pub(crate) iface: ProfilerInterface,
     /// Set once a call overran its deadline; shared by every session of this profiler.
     pub(crate) abandoned: Abandoned,
+    /// The plugin's `OmniprofPlugin_lastError`, if it has one.
+    pub(crate) last_error: LastError,
+}
+
+/// A plugin's optional `OmniprofPlugin_lastError` (`omniprof_plugin.h`): asked, on the
+/// thread of a call that failed and right after it, what went wrong.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct LastError(pub(crate) Option<LastErrorFn>);
+
+impl LastError {
+    /// The call's return code, with the plugin's account of it when it failed.
+    fn outcome(self, rc: c_int) -> Outcome {
+        let why = if rc == 0 { None } else { self.read() };
+        Outcome { rc, why }
+    }
+
+    fn read(self) -> Option<String> {
+        let last_error = self.0?;
+        // SAFETY: the plugin's own function of the ABI's type, called on the thread whose
+        // failure it describes; it takes nothing.
+        let text = unsafe { last_error() };
+        if text.is_null() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated string the plugin keeps valid until this thread's next
+        // call into it; copied at once.
+        let text = unsafe { CStr::from_ptr(text) }.to_string_lossy();
+        let text = text.trim();
+        (!text.is_empty()).then(|| text.to_owned())
+    }
+}
+
+/// What one call into the plugin returned.
+struct Outcome {
+    rc: c_int,
+    /// The plugin's `OmniprofPlugin_lastError` text, when the call failed and it said.
+    why: Option<String>,
 }
 
 /// The plugin's handle for one trace. The ABI lets the host call a profiler from any thread
@@ -70,10 +107,11 @@ unsafe impl Send for Handle {}
 // SAFETY: as above; shared use only passes the token back to the plugin.
 unsafe impl Sync for Handle {}
 
-fn failed(call: &str, rc: c_int) -> Result<(), BackendError> {
-    match rc {
-        0 => Ok(()),
-        rc => Err(BackendError::new(format!("{call} returned {rc}"))),
+fn failed(call: &str, outcome: Outcome) -> Result<(), BackendError> {
+    match (outcome.rc, outcome.why) {
+        (0, _) => Ok(()),
+        (rc, Some(why)) => Err(BackendError::new(format!("{call} returned {rc}: {why}"))),
+        (rc, None) => Err(BackendError::new(format!("{call} returned {rc}"))),
     }
 }
 
@@ -97,6 +135,7 @@ impl ActivityProfiler for PluginProfiler {
         }
         let timeout = config.plugin_call_timeout();
         let create = self.iface.profiler_create.expect("checked at load");
+        let last_error = self.last_error;
         let (rc, handle) = self.abandoned.call("profilerCreate", timeout, move || {
             let mut params = ProfilerCreateParams {
                 enabled_activity_types: enabled.as_mut_ptr(),
@@ -106,7 +145,7 @@ impl ActivityProfiler for PluginProfiler {
             // SAFETY: `params` is a complete create struct whose array outlives the call, and
             // `create` is the plugin's entry for it.
             let rc = unsafe { create(&mut params) };
-            (rc, Handle(params.profiler_handle))
+            (last_error.outcome(rc), Handle(params.profiler_handle))
         })?;
         failed("profilerCreate", rc)?;
         if handle.get().is_null() {
@@ -125,6 +164,7 @@ impl ActivityProfiler for PluginProfiler {
             listener,
             built: HostTraceBuilder::default(),
             abandoned: self.abandoned.clone(),
+            last_error: self.last_error,
             timeout,
             max_events: usize::try_from(config.max_events_per_backend()).unwrap_or(usize::MAX),
             errors: Vec::new(),
@@ -142,6 +182,7 @@ struct PluginSession {
     listener: Arc<PluginListener>,
     built: HostTraceBuilder,
     abandoned: Abandoned,
+    last_error: LastError,
     timeout: Duration,
     /// Events the builder keeps per trace.
     max_events: usize,
@@ -178,13 +219,14 @@ impl PluginSession {
             return Ok(());
         }
         let destroy = self.iface.profiler_destroy.expect("checked at load");
+        let last_error = self.last_error;
         let rc = self.call("profilerDestroy", move |handle| {
             let mut params = ProfilerDestroyParams {
                 profiler_handle: handle,
                 ..ProfilerDestroyParams::default()
             };
             // SAFETY: the last call with this handle, which the session owns.
-            unsafe { destroy(&mut params) }
+            last_error.outcome(unsafe { destroy(&mut params) })
         });
         self.handle = None;
         failed("profilerDestroy", rc?)
@@ -199,13 +241,14 @@ impl ProfilerSession for PluginSession {
 
     fn window_opened(&mut self) -> Result<(), BackendError> {
         let start = self.iface.profiler_start.expect("checked at load");
+        let last_error = self.last_error;
         let rc = self.call("profilerStart", move |handle| {
             let mut params = ProfilerStartParams {
                 profiler_handle: handle,
                 ..ProfilerStartParams::default()
             };
             // SAFETY: a complete start struct carrying this session's live handle.
-            unsafe { start(&mut params) }
+            last_error.outcome(unsafe { start(&mut params) })
         })?;
         self.started = true;
         failed("profilerStart", rc)
@@ -216,13 +259,14 @@ impl ProfilerSession for PluginSession {
             return Ok(());
         }
         let stop = self.iface.profiler_stop.expect("checked at load");
+        let last_error = self.last_error;
         let rc = self.call("profilerStop", move |handle| {
             let mut params = ProfilerStopParams {
                 profiler_handle: handle,
                 ..ProfilerStopParams::default()
             };
             // SAFETY: as in `start`.
-            unsafe { stop(&mut params) }
+            last_error.outcome(unsafe { stop(&mut params) })
         })?;
         failed("profilerStop", rc)
     }
@@ -235,6 +279,7 @@ impl ProfilerSession for PluginSession {
     ) -> Result<(), BackendError> {
         let process = self.iface.profiler_process_events.expect("checked at load");
         let max_events = self.max_events;
+        let last_error = self.last_error;
         let (rc, mut built) = self.call("profilerProcessEvents", move |handle| {
             let mut built = HostTraceBuilder::with_max_events(max_events);
             let rc = built.lend(|table| {
@@ -247,7 +292,7 @@ impl ProfilerSession for PluginSession {
                 // table that outlives the call.
                 unsafe { process(&mut params) }
             });
-            (rc, built)
+            (last_error.outcome(rc), built)
         })?;
         failed("profilerProcessEvents", rc)?;
         // Nothing but host-side data is asked of the session after this: destroying the

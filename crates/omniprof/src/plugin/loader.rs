@@ -3,20 +3,21 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use omniprof_plugin_sys::{
-    read_versioned, AbiStruct, ProfileEventType, ProfilerInterface, ProfilerQueryParams,
-    RegisterFn, Registry, RegistryHandle, REGISTER_SYMBOL_C,
+    read_versioned, AbiStruct, LastErrorFn, ProfileEventType, ProfilerInterface,
+    ProfilerQueryParams, RegisterFn, Registry, RegistryHandle, LAST_ERROR_SYMBOL_C,
+    REGISTER_SYMBOL_C,
 };
 
-use super::adapter::PluginProfiler;
+use super::adapter::{LastError, PluginProfiler};
 use super::deadline::Abandoned;
 use super::lend::{self, REFUSED};
 use super::types::activity_type;
 use super::PluginError;
 use crate::activity::ActivitySet;
-use crate::backend;
+use crate::backend::{self, ActivityProfiler};
 
 /// Environment variables naming plugin directories: Kineto's, then omniprof's own (which may
 /// list several directories separated by `:`).
@@ -205,6 +206,66 @@ fn open_and_register(path: &Path, canonical: &Path) -> Result<LoadedPlugin, Plug
                 })
             }
         };
+    // SAFETY: the optional extension symbol's type is fixed by `omniprof_plugin.h`.
+    let last_error = unsafe { library.get::<LastErrorFn>(LAST_ERROR_SYMBOL_C.to_bytes_with_nul()) }
+        .ok()
+        .map(|symbol| *symbol);
+    let adopted = register_entry(path, register, LastError(last_error))?;
+    let mut profilers = Vec::with_capacity(adopted.len());
+    for (index, (report, profiler)) in adopted.into_iter().enumerate() {
+        if let Some(profiler) = profiler {
+            let key = format!("plugin:{}#{index}", path.display());
+            backend::register(&key, Box::new(move || Box::new(profiler.clone())));
+        }
+        profilers.push(report);
+    }
+    Ok(LoadedPlugin {
+        path: path.to_owned(),
+        profilers,
+    })
+}
+
+/// One profiler an in-process entry point registered ([`load_entry_point`]).
+pub struct EntryPointProfiler {
+    /// Its name, types and verdict, as for a library.
+    pub report: ProfilerReport,
+    /// The backend that drives it, when it is usable: not yet registered, so that the caller
+    /// decides how it takes part (e.g. behind a gate of its own).
+    pub profiler: Option<Arc<dyn ActivityProfiler>>,
+}
+
+/// Registers the profilers of a plugin entry point that is already in this process (a
+/// `KinetoPlugin_register` function of a library someone else loaded, such as the Kineto
+/// adapter omniprof's Python package builds over PyTorch's PrivateUse1 profiler registry),
+/// with the same checks as a library's; `label` stands for the library's path in messages.
+/// `last_error` is the entry point's `OmniprofPlugin_lastError`, if it has one.
+///
+/// # Safety
+///
+/// `register` and `last_error` must be functions of the ABI's types that stay callable for
+/// the rest of the process, as a loaded plugin's are.
+pub unsafe fn load_entry_point(
+    label: &str,
+    register: RegisterFn,
+    last_error: Option<LastErrorFn>,
+) -> Result<Vec<EntryPointProfiler>, PluginError> {
+    let adopted = register_entry(Path::new(label), register, LastError(last_error))?;
+    Ok(adopted
+        .into_iter()
+        .map(|(report, profiler)| EntryPointProfiler {
+            report,
+            profiler: profiler.map(|p| Arc::new(p) as Arc<dyn ActivityProfiler>),
+        })
+        .collect())
+}
+
+/// Calls an entry point with a registry and adopts what it registered: a report per
+/// profiler, and the usable ones.
+fn register_entry(
+    path: &Path,
+    register: RegisterFn,
+    last_error: LastError,
+) -> Result<Vec<(ProfilerReport, Option<PluginProfiler>)>, PluginError> {
     let mut registration = Registration::default();
     let (rc, refused) = lend::lend(&mut registration, |handle| {
         let registry = Registry {
@@ -240,30 +301,32 @@ fn open_and_register(path: &Path, canonical: &Path) -> Result<LoadedPlugin, Plug
             detail,
         });
     }
-    let profilers = registration
+    Ok(registration
         .interfaces
         .into_iter()
         .enumerate()
-        .map(|(index, iface)| adopt(path, index, iface))
-        .collect();
-    Ok(LoadedPlugin {
-        path: path.to_owned(),
-        profilers,
-    })
+        .map(|(index, iface)| adopt(path, index, iface, last_error))
+        .collect())
 }
 
 /// Validates and queries one registered interface, and hands a usable one to the registry.
-fn adopt(path: &Path, index: usize, iface: Result<ProfilerInterface, String>) -> ProfilerReport {
+fn adopt(
+    path: &Path,
+    index: usize,
+    iface: Result<ProfilerInterface, String>,
+    last_error: LastError,
+) -> (ProfilerReport, Option<PluginProfiler>) {
     let rejected = |name: String, reason: String| {
         log::debug!(
             "omniprof: plugin {}: profiler {name} disabled: {reason}",
             path.display()
         );
-        ProfilerReport {
+        let report = ProfilerReport {
             name,
             supported: ActivitySet::empty(),
             rejected: Some(reason),
-        }
+        };
+        (report, None)
     };
     let iface = match iface {
         Ok(iface) => iface,
@@ -299,14 +362,14 @@ fn adopt(path: &Path, index: usize, iface: Result<ProfilerInterface, String>) ->
         supported,
         iface,
         abandoned: Abandoned::default(),
+        last_error,
     };
-    let key = format!("plugin:{}#{index}", path.display());
-    backend::register(&key, Box::new(move || Box::new(profiler.clone())));
-    ProfilerReport {
+    let report = ProfilerReport {
         name,
         supported,
         rejected: None,
-    }
+    };
+    (report, Some(profiler))
 }
 
 /// `profilerQuery` with a NULL handle: the name (`N/A` on failure) and the supported types.

@@ -33,8 +33,8 @@ pub use builder::{HostTraceBuilder, Problem};
 pub use lend::late_calls;
 pub(crate) use loader::load_env_once;
 pub use loader::{
-    env_rejections, load_from_env, load_plugin, plugin_dirs, plugin_files, rejections,
-    LoadedPlugin, ProfilerReport, DIR_VARIABLES,
+    env_rejections, load_entry_point, load_from_env, load_plugin, plugin_dirs, plugin_files,
+    rejections, EntryPointProfiler, LoadedPlugin, ProfilerReport, DIR_VARIABLES,
 };
 
 /// Why a plugin library was not loaded. Each message names the file.

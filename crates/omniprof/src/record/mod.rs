@@ -808,7 +808,7 @@ mod tests {
                 ("step", Some("<string>(1): <module>;")),
             ]
         );
-        assert_eq!(t.metadata(crate::keys::metadata::UNFINISHED_RANGES), None);
+        assert_eq!(t.report.unfinished_ranges, None);
     }
 
     #[test]
@@ -936,12 +936,12 @@ mod tests {
             let row = t.threads.iter().find(|r| r.name.ends_with(&name)).unwrap();
             assert_eq!(names(&t, row.tid).len(), 1000);
         }
-        assert_eq!(t.metadata("dropped_events"), Some(&Value::UInt(0)));
+        assert_eq!(t.report.dropped_events, Some(0));
     }
 
     /// Records 10,000 ranges on a fresh thread under a cap of `cap` records; returns the
     /// ranges kept and the `dropped_events` count.
-    fn ranges_under_cap(cap: u64) -> (usize, Option<Value>) {
+    fn ranges_under_cap(cap: u64) -> (usize, Option<u64>) {
         let _g = serial();
         let mut config = Config::default();
         config
@@ -957,20 +957,20 @@ mod tests {
             .unwrap();
         });
         let kept = t.activities.iter().filter(|a| &*a.name == "spin").count();
-        (kept, t.metadata("dropped_events").cloned())
+        (kept, t.report.dropped_events)
     }
 
     #[test]
     fn past_the_cap_events_are_counted_not_kept() {
         // 8192 records = 4096 ranges (two whole chunks); each later range is one dropped
         // event (its begin is refused, so its end is never attempted).
-        assert_eq!(ranges_under_cap(8192), (4096, Some(Value::UInt(5904))));
+        assert_eq!(ranges_under_cap(8192), (4096, Some(5904)));
     }
 
     #[test]
     fn the_cap_is_exact_in_records() {
         // Not a multiple of the chunk size: the cap still holds to the record.
-        assert_eq!(ranges_under_cap(5000), (2500, Some(Value::UInt(7500))));
+        assert_eq!(ranges_under_cap(5000), (2500, Some(7500)));
     }
 
     #[test]
@@ -1001,8 +1001,8 @@ mod tests {
             .find(|a| &*a.name == "open_at_stop")
             .expect("a range open at the stop is kept");
         assert_eq!(open.arg("finished"), Some(&Value::Bool(false)));
-        assert_eq!(t.metadata("unfinished_ranges"), Some(&Value::UInt(1)));
-        assert_eq!(t.metadata("dropped_events"), Some(&Value::UInt(2)));
+        assert_eq!(t.report.unfinished_ranges, Some(1));
+        assert_eq!(t.report.dropped_events, Some(2));
     }
 
     #[test]
@@ -1021,14 +1021,14 @@ mod tests {
         });
         let full = named(&t, "<name table full>");
         assert!(full > 3_000, "{full}");
-        assert_eq!(t.metadata("dropped_names"), Some(&Value::UInt(full as u64)));
+        assert_eq!(t.report.dropped_names, Some(full as u64));
         // The next session starts with room: its names are recorded as given.
         let t = record(Config::default(), || {
             for name in names("b", 5_000) {
                 drop(record_function(name.as_str()));
             }
         });
-        assert_eq!(t.metadata("dropped_names"), None);
+        assert_eq!(t.report.dropped_names, None);
         assert_eq!(named(&t, "<name table full>"), 0);
         let first = names("b", 1).next().unwrap();
         assert_eq!(named(&t, &first), 1);
@@ -1054,7 +1054,7 @@ mod tests {
             .unwrap();
         assert_eq!(a.end_ns, t.window.end_ns);
         assert_eq!(a.arg("finished"), Some(&Value::Bool(false)));
-        assert_eq!(t.metadata("unfinished_ranges"), Some(&Value::UInt(1)));
+        assert_eq!(t.report.unfinished_ranges, Some(1));
     }
 
     #[test]
@@ -1129,7 +1129,7 @@ mod tests {
         let (a, b, c) = (by_name("a"), by_name("b"), by_name("c"));
         assert!(a.start_ns <= b.start_ns && b.start_ns <= a.end_ns);
         assert!(a.end_ns <= c.start_ns && c.start_ns <= b.end_ns && b.end_ns <= c.end_ns);
-        assert_eq!(t.metadata("unfinished_ranges"), None);
+        assert_eq!(t.report.unfinished_ranges, None);
     }
 
     #[test]
@@ -1236,7 +1236,7 @@ mod tests {
         assert!(op.end_ns <= by_name("after_join").start_ns);
         assert_eq!(by_name("local_range").kind, ActivityType::UserAnnotation);
         assert!(by_name("on_ender").resource != op.resource);
-        assert_eq!(t.metadata("unfinished_ranges"), None);
+        assert_eq!(t.report.unfinished_ranges, None);
         // A range ended after its session stopped records nothing, on any thread.
         let mut p = Profiler::builder().build().unwrap();
         p.start().unwrap();

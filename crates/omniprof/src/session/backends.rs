@@ -3,7 +3,8 @@
 //! [merge](super::merge).
 //!
 //! A registered backend that panics or fails in any call is dropped from the trace with its
-//! error in the metadata and the log; the other backends and the host recording are
+//! failure ([`BackendFailure`], typed until the trace is written) in the trace's report and
+//! the log; the other backends and the host recording are
 //! untouched. A backend the session was built with is different only at configure: the caller
 //! asked for it, so its failure fails the session instead.
 
@@ -19,6 +20,7 @@ use crate::backend::{
 use crate::config::Config;
 use crate::counter::{CounterTrack, CounterValues, Counters};
 use crate::record::CorrelationListener;
+use crate::report::{BackendCall, BackendFailure, FailureKind};
 use crate::trace::Window;
 use crate::value::Value;
 
@@ -35,7 +37,7 @@ struct Running {
 #[derive(Default)]
 pub(crate) struct Backends {
     running: Vec<Running>,
-    errors: Vec<String>,
+    errors: Vec<BackendFailure>,
     /// Activities each session may deliver (`OMNIPROF_MAX_EVENTS_PER_BACKEND`).
     max_events: usize,
 }
@@ -51,21 +53,24 @@ fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
-/// Runs `f`, turning an error or a panic into a message that names the backend and the call.
+/// Runs `f`, turning an error or a panic into a failure of the backend's call.
 fn guarded<T>(
     backend: &str,
-    call: &str,
+    call: BackendCall,
     f: impl FnOnce() -> Result<T, BackendError>,
-) -> Result<T, String> {
-    match caught(f) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{backend}: {call} failed: {e}")),
-        Err(what) => Err(panicked(backend, call, &what)),
-    }
-}
-
-fn panicked(backend: &str, call: &str, what: &str) -> String {
-    format!("{backend}: {call} panicked: {what}")
+) -> Result<T, BackendFailure> {
+    let kind = match caught(f) {
+        Ok(Ok(v)) => return Ok(v),
+        Ok(Err(e)) => FailureKind::Failed {
+            call,
+            reason: e.to_string(),
+        },
+        Err(reason) => FailureKind::Panicked { call, reason },
+    };
+    Err(BackendFailure {
+        backend: backend.to_owned(),
+        kind,
+    })
 }
 
 /// What one session handed over at the end of a trace.
@@ -228,8 +233,19 @@ impl Backends {
         for profiler in requested {
             let share = selection.intersect_enabled(profiler.available_activities());
             let name = profiler.name().to_owned();
-            let session = caught(|| profiler.configure(share, config))
-                .map_err(|what| BackendError::new(panicked(&name, "configure", &what)))??;
+            let session = caught(|| profiler.configure(share, config)).map_err(|reason| {
+                let kind = FailureKind::Panicked {
+                    call: BackendCall::Configure,
+                    reason,
+                };
+                BackendError::new(
+                    BackendFailure {
+                        backend: name.clone(),
+                        kind,
+                    }
+                    .to_string(),
+                )
+            })??;
             let metrics = scope_metrics_of(profiler.as_ref(), share);
             backends.add(name, share, metrics, session);
         }
@@ -252,7 +268,9 @@ impl Backends {
                 continue;
             }
             let name = profiler.name().to_owned();
-            match guarded(&name, "configure", || profiler.configure(share, config)) {
+            match guarded(&name, BackendCall::Configure, || {
+                profiler.configure(share, config)
+            }) {
                 Ok(session) => {
                     let metrics = scope_metrics_of(profiler.as_ref(), share);
                     self.add(name, share, metrics, session);
@@ -279,15 +297,15 @@ impl Backends {
         }
     }
 
-    fn fail(&mut self, message: String) {
-        log::warn!("omniprof: {message}; the trace goes on without it");
-        self.errors.push(message);
+    fn fail(&mut self, failure: BackendFailure) {
+        log::warn!("omniprof: {failure}; the trace goes on without it");
+        self.errors.push(failure);
     }
 
     /// Calls `f` on every session; a session whose call fails is dropped.
     fn each(
         &mut self,
-        call: &str,
+        call: BackendCall,
         mut f: impl FnMut(&mut dyn ProfilerSession) -> Result<(), BackendError>,
     ) {
         let mut kept = Vec::with_capacity(self.running.len());
@@ -312,17 +330,17 @@ impl Backends {
     }
 
     pub(crate) fn start(&mut self) {
-        self.each("start", |s| s.start());
+        self.each(BackendCall::Start, |s| s.start());
     }
 
     /// Tells every session the capture window opened (see
     /// [`ProfilerSession::window_opened`]).
     pub(crate) fn window_opened(&mut self) {
-        self.each("window_opened", |s| s.window_opened());
+        self.each(BackendCall::WindowOpened, |s| s.window_opened());
     }
 
     pub(crate) fn stop(&mut self) {
-        self.each("stop", |s| s.stop());
+        self.each(BackendCall::Stop, |s| s.stop());
     }
 
     /// True when no session takes part.
@@ -331,8 +349,9 @@ impl Backends {
     }
 
     /// Has every session process its trace into a sink of its own and describe itself, then
-    /// drops it. Returns what each delivered, in order, and every error met in this trace
-    /// (a session's own [`errors`](ProfilerSession::errors) prefixed with its name). With
+    /// drops it. Returns what each delivered, in order, and every failure met in this trace
+    /// (a session's own [`errors`](ProfilerSession::errors) among them, as
+    /// [`FailureKind::Reported`]). With
     /// `warm_start_ns` (the sessions started then, ahead of the window), what started before
     /// the window is dropped and counted as warm-up before the budget is applied.
     pub(crate) fn deliver(
@@ -340,12 +359,12 @@ impl Backends {
         host_ops: &dyn HostOps,
         window: Window,
         warm_start_ns: Option<i64>,
-    ) -> (Vec<Delivered>, Vec<String>) {
+    ) -> (Vec<Delivered>, Vec<BackendFailure>) {
         let mut delivered = Vec::with_capacity(self.running.len());
         let warmup_span = warm_start_ns.map(|from| (from, window.start_ns));
         for (index, mut r) in std::mem::take(&mut self.running).into_iter().enumerate() {
             let mut output = Collected::new(self.max_events, warmup_span);
-            let processed = guarded(&r.name, "process_trace", || {
+            let processed = guarded(&r.name, BackendCall::ProcessTrace, || {
                 r.session.process_trace(&mut output, host_ops, window)
             });
             if let Err(e) = processed {
@@ -354,7 +373,7 @@ impl Backends {
                 continue;
             }
             let session = r.session.as_ref();
-            let infos = guarded(&r.name, "device info", || {
+            let infos = guarded(&r.name, BackendCall::DeviceInfo, || {
                 Ok((
                     session.device_info(),
                     session.resource_infos(),
@@ -372,15 +391,20 @@ impl Backends {
                     continue;
                 }
             };
-            for e in errors {
-                self.errors.push(format!("{}: {e}", r.name));
-            }
+            let failure = |kind| BackendFailure {
+                backend: r.name.clone(),
+                kind,
+            };
+            self.errors.extend(
+                errors
+                    .into_iter()
+                    .map(|e| failure(FailureKind::Reported(e))),
+            );
             if output.dropped > 0 {
-                self.errors.push(format!(
-                    "{}: {} activities past the budget of {} per trace dropped \
-                     (OMNIPROF_MAX_EVENTS_PER_BACKEND)",
-                    r.name, output.dropped, self.max_events
-                ));
+                self.errors.push(failure(FailureKind::OverBudget {
+                    dropped: output.dropped,
+                    budget: self.max_events as u64,
+                }));
             }
             delivered.push(Delivered {
                 name: r.name.clone(),
@@ -420,5 +444,26 @@ fn drop_quietly(r: Running) {
     let name = r.name.clone();
     if catch_unwind(AssertUnwindSafe(move || drop(r))).is_err() {
         log::warn!("omniprof: {name}: dropping the session panicked");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::MAX_EVENTS_KEY;
+
+    #[test]
+    fn the_over_budget_failure_names_the_config_key_of_the_budget() {
+        let text = format!("{MAX_EVENTS_KEY}=5");
+        let config = Config::parse(&text).unwrap();
+        assert_eq!(config.max_events_per_backend(), 5);
+        let failure = FailureKind::OverBudget {
+            dropped: 1,
+            budget: 5,
+        };
+        assert_eq!(
+            failure.to_string(),
+            format!("1 activities past the budget of 5 per trace dropped ({MAX_EVENTS_KEY})")
+        );
     }
 }

@@ -72,7 +72,7 @@ use crate::trace::{Trace, Window};
 use backends::Backends;
 use schedule::Call;
 
-pub use merge::{Contribution, SPAN_NAME};
+pub use merge::SPAN_NAME;
 pub use schedule::{ProfilerAction, Schedule, ScheduleArgs, ScheduleError};
 pub use trace_dir::{tensorboard_trace_handler, TraceDirHandler};
 

@@ -107,10 +107,7 @@ impl ScopeProfiler {
                 self.unprofiled,
                 self.max_scopes
             );
-            trace.set_metadata(
-                metadata::SCOPE_PROFILER_UNPROFILED_KERNELS,
-                Value::UInt(self.unprofiled),
-            );
+            trace.report.scope_profiler_unprofiled_kernels = Some(self.unprofiled);
         }
     }
 }

@@ -6,15 +6,15 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use omniprof_test_support::lock::serial;
 
-use super::{Contribution, Profiler, ProfilerAction, Schedule, SessionError};
+use super::{Profiler, ProfilerAction, Schedule, SessionError};
 use crate::activity::{Activity, ActivitySet, ActivityType, FlowKind};
 use crate::backend::{
     self, ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
 };
 use crate::config::Config;
 use crate::record::{self, record_function, record_op, CorrelationListener};
+use crate::report::{BackendCall, Contribution, FailureKind};
 use crate::trace::{Trace, Window};
-use crate::value::Value;
 
 #[test]
 fn calls_must_come_in_order() {
@@ -267,7 +267,7 @@ fn device_work_is_linked_flowed_projected_and_windowed() {
         (kernels[0].start_ns, kernels[1].end_ns)
     );
     assert!(t.activities.iter().all(|a| &*a.name != "early"));
-    assert_eq!(t.metadata("out_of_window_events"), Some(&Value::UInt(1)));
+    assert_eq!(t.report.out_of_window_events, Some(1));
     assert!(t.processes.iter().any(|p| p.pid == 0 && p.name == "mock"));
     assert!(t
         .threads
@@ -286,14 +286,18 @@ fn a_panicking_backend_leaves_the_others_intact() {
         2
     );
     assert!(t.activities.iter().all(|a| &*a.name != "lost"));
-    let Some(Value::List(errors)) = t.metadata("backend_errors") else {
-        panic!("no backend_errors in {:?}", t.metadata);
-    };
+    let errors = &t.report.backend_errors;
     assert_eq!(errors.len(), 1);
     assert!(errors[0]
-        .as_str()
-        .unwrap()
+        .to_string()
         .contains("panicky: process_trace panicked: device lost"));
+    assert_eq!(
+        errors[0].kind,
+        FailureKind::Panicked {
+            call: BackendCall::ProcessTrace,
+            reason: "device lost".into()
+        }
+    );
     assert!(t.activities.iter().any(|a| &*a.name == "aten::mm"));
 }
 
@@ -315,13 +319,11 @@ fn a_backend_failing_to_configure_is_reported_and_left_out() {
     let t = p.stop().unwrap();
     ARMED.store(false, Ordering::SeqCst);
     FAIL_CONFIGURE.store(false, Ordering::SeqCst);
-    let Some(Value::List(errors)) = t.metadata("backend_errors") else {
-        panic!("no backend_errors in {:?}", t.metadata);
-    };
+    let errors = &t.report.backend_errors;
     assert_eq!(errors.len(), 1);
     assert_eq!(
-        errors[0].as_str(),
-        Some("panicky: configure failed: no device found")
+        errors[0].to_string(),
+        "panicky: configure failed: no device found"
     );
     assert_eq!(
         t.activities.iter().filter(|a| &*a.name == "gemm").count(),
@@ -330,7 +332,7 @@ fn a_backend_failing_to_configure_is_reported_and_left_out() {
 }
 
 #[test]
-fn what_each_backend_contributed_is_typed_metadata() {
+fn what_each_backend_contributed_is_in_the_typed_report() {
     let _g = serial();
     let t = run(false);
     let mock = Contribution {
@@ -341,9 +343,11 @@ fn what_each_backend_contributed_is_typed_metadata() {
         before_ns: 5,
         after_ns: 0,
     };
-    assert_eq!(Contribution::of(&t), [mock]);
+    assert_eq!(t.report.backends, [mock]);
+    let entries = t.report.entries();
+    let backends = entries.iter().find(|(key, _)| *key == "backends");
     assert_eq!(
-        t.metadata("backends").unwrap().to_json(),
+        backends.unwrap().1.to_json(),
         r#"[{"name": "mock", "activities": 4, "out_of_window": 1, "out_of_window_before_ns": 5}]"#
     );
 }
@@ -651,7 +655,7 @@ fn a_step_range_ended_on_another_thread_keeps_that_end() {
         .unwrap();
     // Its end is recorded by the thread that stepped, and it stays on the thread it began on.
     assert_eq!(first.arg("finished"), None);
-    assert_eq!(t.metadata("unfinished_ranges"), None);
+    assert_eq!(t.report.unfinished_ranges, None);
     let second = t
         .activities
         .iter()

@@ -30,6 +30,7 @@
 #include <torch/csrc/profiler/stubs/base.h>
 #include <torch/csrc/profiler/util.h>
 
+#include "privateuse1_profiler.h"
 #include "python_tracer.h"
 #include "table.h"
 
@@ -554,6 +555,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "stubs_api", [] { return pybind11::capsule(&stubs_api, omniprof::kStubsApiCapsule); },
       "The StubsApi over PyTorch's PrivateUse1 profiler stubs (table.h) in a capsule named "
       "omniprof.observer.stubs_api, for omniprof's native module.");
+  m.def(
+      "privateuse1_profiler",
+      []() -> pybind11::object {
+        const omniprof::KinetoEntryPoint* entry = omniprof::privateuse1::profiler_entry_point();
+        if (entry == nullptr) return pybind11::none();
+        return pybind11::capsule(entry, omniprof::kKinetoEntryPointCapsule);
+      },
+      "The Kineto profiler a PrivateUse1 backend registered with PyTorch "
+      "(REGISTER_PRIVATEUSE1_PROFILER), as a plugin entry point (a KinetoEntryPoint, "
+      "table.h) in a capsule named omniprof.observer.privateuse1_profiler; None while no "
+      "backend registered one.");
   m.attr("max_stack_depth") = omniprof::python_tracer::kMaxDepth;
   m.def("stack_frames_cut", [] { return omniprof::python_tracer::cut_frames(); },
         "Python frames not recorded, since the process started, because their thread's "

@@ -95,10 +95,26 @@ struct EntryPoints {
   void (*detach)();
 };
 
+// The Kineto profiler a PrivateUse1 backend registered with PyTorch
+// (REGISTER_PRIVATEUSE1_PROFILER), as a plugin entry point of omniprof's C ABI
+// (omniprof_kineto_adapter.h): `KinetoEntryPoint` in src/privateuse1.rs, same order, same
+// types. Neither function throws.
+struct KinetoEntryPoint {
+  uint32_t version;
+  // KinetoPlugin_register over the registry's factory.
+  int (*register_profiler)(const void* registry);
+  // OmniprofPlugin_lastError: this thread's last failure of a call into the profiler.
+  const char* (*last_error)();
+};
+
+constexpr uint32_t kKinetoEntryPointVersion = 1;
+
 // The capsules' names (`ENTRY_POINTS_CAPSULE` in src/observer.rs, `STUBS_API_CAPSULE` in
-// src/stubs.rs). The stubs capsule holds a StubsApi, whose `version` comes first as well.
+// src/stubs.rs, `KINETO_ENTRY_POINT_CAPSULE` in src/privateuse1.rs). Each struct's `version`
+// comes first as well.
 constexpr const char* kEntryPointsCapsule = "omniprof.observer.entry_points";
 constexpr const char* kStubsApiCapsule = "omniprof.observer.stubs_api";
+constexpr const char* kKinetoEntryPointCapsule = "omniprof.observer.privateuse1_profiler";
 constexpr uint32_t kRangeSlotSize = 32;
 constexpr size_t kFrameSize = 16;
 

@@ -1,0 +1,1 @@
+../../../../omniprof-plugin-sys/include/omniprof_kineto_adapter.h

@@ -1,0 +1,199 @@
+"""A PyTorch PrivateUse1 backend's Kineto profiler in omniprof, against PyTorch's profilers.
+
+toydev (``toydev/device.cpp``, a PrivateUse1 device of the tests' own) registers profiler
+stubs and a ``libkineto::IActivityProfiler`` with ``REGISTER_PRIVATEUSE1_PROFILER``, and
+exports the same profiler class as a Kineto-ABI plugin through the plugin SDK's adapter
+(``omniprof_kineto_adapter.h``). One workload is profiled four ways:
+
+1. ``torch.autograd.profiler.profile(use_device="toydev")``: PyTorch's legacy profiler, device
+   time per op from the stubs;
+2. ``torch.profiler.profile(activities=[CPU, PrivateUse1])``: Kineto with toydev's profiler;
+3. ``omniprof.profile(use_device="toydev")``: omniprof's stubs bridge;
+4. ``omniprof.profile(activities=[CPU, PrivateUse1])``: toydev's profiler read from PyTorch's
+   registry (no plugin file), and in a fresh process the same profiler loaded as a plugin file
+   from ``KINETO_PLUGIN_LIB_DIR_PATH``.
+
+(3) matches (1) per op, and (4) records the device events (2) records: the same names and
+counts, on the same device rows, each linked to the same op by its External id.
+
+torch is required: without it these tests fail, unless ``OMNIPROF_PY_ALLOW_NO_TORCH`` is set,
+which skips them with the reason.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Tuple
+
+import pytest
+
+import omniprof
+
+from conftest import cli, require_torch
+
+torch = require_torch()
+
+import toydev_device
+from toydev_device import workload
+
+KERNEL_US = 200
+
+# The device events of a trace, each as (category, name, its row, the op it is linked to);
+# the row is the device's index for device work and "host" for a launch on the op's thread.
+DeviceEvents = Counter
+
+
+@pytest.fixture
+def toydev() -> Iterator[Any]:
+    """toydev with working stubs and profiler, strict clocks and KERNEL_US kernels."""
+    ext = toydev_device.load()
+    ext.set_stub_mode(toydev_device.OK)
+    ext.set_profiler_mode(toydev_device.PROFILER_OK)
+    ext.set_strict_clock(True)
+    ext.set_kernel_us(KERNEL_US)
+    yield ext
+    ext.set_profiler_mode(toydev_device.PROFILER_OK)
+    ext.set_strict_clock(False)
+    ext.set_kernel_us(0)
+
+
+def device_events(trace: Dict[str, Any]) -> DeviceEvents:
+    events = trace["traceEvents"]
+    ops = {e["args"]["External id"]: e["name"] for e in events if e.get("cat") == "cpu_op"}
+    found: DeviceEvents = Counter()
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "privateuse1_runtime"):
+            row = e["pid"] if e["cat"] == "kernel" else "host"
+            found[(e["cat"], e["name"], row, ops.get(e["args"].get("External id")))] += 1
+    return found
+
+
+def exported(prof: Any, path: Path) -> Dict[str, Any]:
+    prof.export_chrome_trace(str(path))
+    return json.loads(path.read_text())
+
+
+def device_time_per_op(rows: Any) -> Dict[str, Tuple[int, float]]:
+    return {r.key: (r.count, r.self_device_time_total) for r in rows}
+
+
+# The plugin-file way, in a fresh process: the library loaded from KINETO_PLUGIN_LIB_DIR_PATH
+# before the first session, and the registry's profiler of the same name then left out.
+PLUGIN_FILE_SCRIPT = """
+import json, sys, warnings
+sys.path.insert(0, {tests!r})
+import torch, omniprof
+import test_privateuse1_kineto as t
+import toydev_device
+ext = toydev_device.load()
+ext.set_strict_clock(True)
+ext.set_kernel_us(t.KERNEL_US)
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    with omniprof.profile(activities=["CPU", "PrivateUse1"]) as prof:
+        toydev_device.workload()
+trace = t.exported(prof, __import__("pathlib").Path({out!r}))
+print(json.dumps({{
+    "events": [[list(k), v] for k, v in t.device_events(trace).items()],
+    "backends": [b["name"] for b in trace["backends"]],
+    "errors": trace.get("backend_errors", []),
+    "warnings": [str(w.message) for w in caught],
+    "registry_profiler": omniprof._native.privateuse1_profiler(),
+}}))
+"""
+
+
+def test_four_ways_one_backend_omniprof_records_what_pytorchs_profilers_record(
+    toydev: Any, tmp_path: Path
+) -> None:
+    with torch.autograd.profiler.profile(use_device="toydev") as legacy:
+        workload()
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+    ) as kineto:
+        workload()
+    with omniprof.profile(use_device="toydev") as stubs:
+        workload()
+    with omniprof.profile(
+        activities=[omniprof.ProfilerActivity.CPU, omniprof.ProfilerActivity.PrivateUse1]
+    ) as registry:
+        workload()
+
+    # (1) and (3): the same device time per op, from the stubs.
+    theirs = device_time_per_op(legacy.key_averages())
+    ours = device_time_per_op(stubs.key_averages())
+    for op in ("aten::add", "aten::mul", "toy_step"):
+        assert ours[op][0] == theirs[op][0]
+        assert ours[op][1] == pytest.approx(theirs[op][1], rel=0.05), op
+    assert ours["aten::add"][1] == pytest.approx(9 * KERNEL_US, rel=0.05)
+
+    # (2) and (4): the same device events, linked to the same ops.
+    expected = device_events(exported(kineto, tmp_path / "torch.json"))
+    assert expected == Counter(
+        {
+            ("kernel", "toydev_add_kernel", 0, "aten::add"): 9,
+            ("kernel", "toydev_mul_kernel", 0, "aten::mul"): 8,
+            ("privateuse1_runtime", "toydevLaunchKernel", "host", "aten::add"): 9,
+            ("privateuse1_runtime", "toydevLaunchKernel", "host", "aten::mul"): 8,
+        }
+    )
+    trace = exported(registry, tmp_path / "registry.json")
+    assert device_events(trace) == expected
+    assert trace.get("backend_errors", []) == []
+    assert omniprof._native.privateuse1_profiler() == "toydev"
+    # The stubs left the device to the profiler: no op was timed through them.
+    assert not any(e.get("cat") == "gpu_user_annotation" for e in trace["traceEvents"])
+    # Device time per op from the kernels each op launched.
+    rows = device_time_per_op(registry.key_averages())
+    assert rows["aten::add"][0] == 9 and rows["aten::add"][1] >= 9 * KERNEL_US
+
+    # (4) again, from the plugin file.
+    script = PLUGIN_FILE_SCRIPT.format(tests=str(Path(__file__).parent), out=str(tmp_path / "file.json"))
+    env = dict(os.environ, KINETO_PLUGIN_LIB_DIR_PATH=str(Path(toydev_device.library()).parent))
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert Counter({tuple(k): v for k, v in got["events"]}) == expected
+    assert got["errors"] == [] and got["warnings"] == []
+    # Recorded once: by the plugin file, not also by the registry's copy of the profiler.
+    assert got["backends"].count("toydev") == 1 and got["registry_profiler"] is None
+
+
+def test_omniprof_plugins_check_passes_the_adapted_profiler(toydev: Any) -> None:
+    library = toydev_device.library()
+    run = subprocess.run([str(cli()), "plugins", "check", library], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    verdict = [line.split() for line in run.stdout.splitlines() if library in line]
+    assert len(verdict) == 1 and verdict[0][1] == "toydev" and verdict[0][-1] == "PASS"
+
+
+def recorded_with(toydev: Any, mode: int, tmp_path: Path) -> Tuple[Dict[str, Any], List[str], Any]:
+    toydev.set_profiler_mode(mode)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with omniprof.profile(activities=["CPU", "PrivateUse1"]) as prof:
+            workload()
+    return exported(prof, tmp_path / "trace.json"), [str(w.message) for w in caught], prof
+
+
+@pytest.mark.parametrize(
+    "mode, why",
+    [
+        (toydev_device.CONFIGURE_NULL, "toydev: configure returned no session"),
+        (toydev_device.CONFIGURE_THROWS, "configure threw: toydev configure fails on purpose"),
+    ],
+)
+def test_a_profiler_whose_configure_fails_leaves_the_device_out_and_is_named(
+    toydev: Any, tmp_path: Path, mode: int, why: str
+) -> None:
+    trace, caught, prof = recorded_with(toydev, mode, tmp_path)
+    expected = f"toydev: configure failed: profilerCreate returned -1: {why}"
+    assert trace["backend_errors"] == [expected]
+    assert caught == [f"omniprof: backend failed: {expected}"]
+    assert device_events(trace) == Counter()
+    # The host side is whole.
+    assert device_time_per_op(prof.key_averages())["aten::add"] == (9, 0)
