@@ -222,6 +222,12 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
     if code != 0 && !args.input.partial {
         return ExitCode::from(code);
     }
+    if args.by_rank {
+        // In name order too, so that each rank's rows line up with the job's.
+        for part in &mut parts {
+            part.summary = KeyAverages::merged([&part.summary]);
+        }
+    }
     // By rank; traces without one after, in the order given.
     let mut order: Vec<usize> = (0..parts.len()).collect();
     order.sort_by_key(|&i| (parts[i].rank.is_none(), parts[i].rank, i));
@@ -265,8 +271,8 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// `--by-rank`: per trace, its rows; tables one after the other under a line naming the
-/// rank, CSV with a leading `rank` column (empty for a trace without one), JSON as
+/// `--by-rank`: per trace, its rows (in name order); tables one after the other under a
+/// line naming the rank, CSV with a leading `rank` column (empty for a trace without one), JSON as
 /// `{"ranks": [{"rank", "trace", "partial", "summary"}]}`.
 fn by_rank(
     args: &SummaryArgs,

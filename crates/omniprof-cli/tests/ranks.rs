@@ -145,6 +145,16 @@ fn by_rank_lists_each_rank_s_rows_under_its_rank() {
         .map(|r| r["rank"].as_u64().unwrap())
         .collect();
     assert_eq!(ranks, [0, 1, 2, 3]);
+    // Each rank's rows in name order, as the job's.
+    let names: Vec<&str> = doc["ranks"][1]["summary"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
     assert_eq!(doc["ranks"][2]["partial"], false);
     assert!(doc["ranks"][2]["trace"]
         .as_str()
