@@ -261,6 +261,10 @@ impl RankProfileBuilder {
                 if is_device_work(a.kind) {
                     let kind = WorkKind::of_kernel(&a.name);
                     push(&mut self.device, kind, interval);
+                    // The breakdown counts device work now: the host ops are not needed.
+                    if !self.host.is_empty() {
+                        self.host = FastMap::default();
+                    }
                     return;
                 }
                 if a.kind.is_device() {
