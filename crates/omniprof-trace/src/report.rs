@@ -174,7 +174,7 @@ impl SessionReport {
     pub fn entries(&self) -> Vec<(&'static str, Value)> {
         let mut out = Vec::new();
         let list = |key: &'static str, items: Vec<Value>| {
-            (!items.is_empty()).then(|| (key, Value::List(items)))
+            (!items.is_empty()).then_some((key, Value::List(items)))
         };
         let texts = |items: &[String]| items.iter().map(|s| Value::from(s.as_str())).collect();
         let count = |&(key, get, _): &Count| get(self).map(|n| (key, Value::UInt(n)));
