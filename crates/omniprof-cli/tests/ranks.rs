@@ -1,8 +1,8 @@
 //! Proves that `omniprof summary DIR` and `omniprof ranks DIR` read a job's traces as a user
 //! runs them: four synthetic ranks of `scripts/gen_trace.py --rank` summed exactly over the
 //! ranks (and per rank with `--by-rank`); a rank made slow named as the slowest; a
-//! directory's other files named and skipped; two traces claiming one rank an error naming
-//! both; a truncated rank read with `--partial` and flagged, not summed in; and the time
+//! directory's other files named and skipped (one without traces, or `-` among files,
+//! refused); two traces claiming one rank an error naming both; a truncated rank read with `--partial` and flagged, not summed in; and the time
 //! breakdown and communication overlap equal to Holistic Trace Analysis's on the same
 //! traces.
 
@@ -331,4 +331,30 @@ print(json.dumps(rows))
             .collect();
         assert_eq!(ours.to_vec(), theirs, "rank {r}");
     }
+}
+
+#[test]
+fn a_directory_without_traces_and_standard_input_among_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("notes.txt"), "not a trace").unwrap();
+    for command in ["summary", "ranks"] {
+        let out = omniprof(&[command], &[dir.path()]);
+        assert_eq!(out.status.code(), Some(2), "{command}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "error: {}: no trace in the directory (no file ending in .json or .json.gz)",
+                dir.path().display()
+            )),
+            "{command}: {stderr}"
+        );
+    }
+    let trace = rank(dir.path(), 0, &[]);
+    let out = omniprof(&["summary", "-"], &[&trace]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("error: `-` (standard input) reads one trace, alone"),
+        "{}",
+        text(&out.stderr)
+    );
 }
