@@ -244,11 +244,13 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
             .filter(|&i| parts[i].outcome.is_ok())
             .collect();
         for &i in order.iter().filter(|&&i| parts[i].outcome.is_err()) {
+            let name = match parts[i].rank {
+                Some(rank) => format!("rank {rank} ({})", files[i].display()),
+                None => label(i),
+            };
             log::warn!(
-                "{} ({}) was read only in part: left out of the rows over all ranks \
-                 (--by-rank shows its rows)",
-                label(i),
-                files[i].display()
+                "{name} was read only in part: left out of the rows over all ranks \
+                 (--by-rank shows its rows)"
             );
         }
         let job = KeyAverages::merged(whole.iter().map(|&i| &parts[i].summary));
@@ -264,7 +266,6 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
         );
         render(args, &job, &report_options(args, Some(header)))
     };
-    parts.clear();
     if !print(&text) {
         code = 1;
     }
@@ -272,8 +273,8 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
 }
 
 /// `--by-rank`: per trace, its rows (in name order); tables one after the other under a
-/// line naming the rank, CSV with a leading `rank` column (empty for a trace without one), JSON as
-/// `{"ranks": [{"rank", "trace", "partial", "summary"}]}`.
+/// line naming the rank, CSV with a leading `rank` column (empty for a trace without one),
+/// JSON as `{"ranks": [{"rank", "trace", "partial", "summary"}]}`.
 fn by_rank(
     args: &SummaryArgs,
     files: &[PathBuf],

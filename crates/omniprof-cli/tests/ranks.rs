@@ -2,9 +2,9 @@
 //! runs them: four synthetic ranks of `scripts/gen_trace.py --rank` summed exactly over the
 //! ranks (and per rank with `--by-rank`); a rank made slow named as the slowest; a
 //! directory's other files named and skipped (one without traces, or `-` among files,
-//! refused); two traces claiming one rank an error naming both; a truncated rank read with `--partial` and flagged, not summed in; and the time
-//! breakdown and communication overlap equal to Holistic Trace Analysis's on the same
-//! traces.
+//! refused); two traces claiming one rank an error naming both; a truncated rank read with
+//! `--partial` and flagged, not summed in; and the time breakdown and communication overlap
+//! equal to Holistic Trace Analysis's on the same traces.
 
 use std::fs;
 use std::path::{Path, PathBuf};
