@@ -1,21 +1,26 @@
 //! `omniprof convert IN -o OUT`: any trace the reader reads (omniprof's or PyTorch's Chrome
-//! JSON, plain or gzip) to any format `export::save` writes, chosen by OUT's extension.
+//! JSON, or a Perfetto trace, plain or gzip) to any format `export::save` writes, chosen by
+//! OUT's extension.
 //!
-//! The input is streamed into the trace model (memory grows with the events, not the file's
-//! text), then saved the way every trace is saved: written aside and renamed, so a failed
-//! read or write leaves nothing at OUT. A FIFO or device without a known extension
+//! To JSON (`.json`, `.json.gz`) the input is streamed into the writer item by item, so that
+//! memory is bounded by the reader's windows, the open events of each row's lanes and the
+//! rows, not by the trace; an input whose activities come out of order on a row (the lanes
+//! need each row in order) is then read again whole. To `.pftrace` it is read whole into the
+//! trace model (memory grows with the events). Either way it is saved the way every trace is
+//! saved: written aside and renamed, so a failed read or write leaves nothing at OUT. A FIFO or device without a known extension
 //! (`/dev/stdout`) gets JSON, and the summary line then goes to standard error.
 //!
 //! Exit status: 0 converted; 1 the input could not be read (the reader's error, with byte
 //! offset and event index) or the output not written; 2 bad arguments, an unknown output
 //! extension included (checked before reading).
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use omniprof_trace::export::{self, Format};
-use omniprof_trace::import::TraceReader;
+use omniprof_trace::export::chrome::NeedsWholeTrace;
+use omniprof_trace::export::{self, Format, WriteError, WriteStats};
+use omniprof_trace::import::{ReadError, ReadStats, TraceReader};
 
 use crate::progress::read_file;
 use crate::summary_cmd::report_skipped;
@@ -23,7 +28,7 @@ use crate::summary_cmd::report_skipped;
 /// Convert a trace to another format.
 #[derive(Debug, clap::Args)]
 pub struct ConvertArgs {
-    /// The trace to read: Kineto / PyTorch Chrome JSON, plain or gzip.
+    /// The trace to read: Kineto / PyTorch Chrome JSON or a Perfetto trace, plain or gzip.
     #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// Where to write it; the extension names the format: .json, .json.gz, .pftrace.
@@ -34,49 +39,105 @@ pub struct ConvertArgs {
 /// Runs `omniprof convert`.
 pub fn run(args: &ConvertArgs) -> ExitCode {
     // A FIFO or device without a known extension (`/dev/stdout`) gets JSON, as in the save.
-    if let Err(e) = Format::for_path(&args.output) {
-        eprintln!("error: {e}");
-        return ExitCode::from(2);
-    }
-    let read = read_file(&args.input, |reader| {
-        TraceReader::new().read(reader).into_result()
-    });
-    let (trace, stats) = match read {
-        Ok(read) => read,
+    let format = match Format::for_path(&args.output) {
+        Ok(format) => format,
         Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let saved = match format {
+        Format::Json | Format::JsonGz => match streamed(args) {
+            Err(Failed::NeedsWholeTrace(why)) => {
+                log::info!("{why}; reading {} whole", args.input.display());
+                whole(args)
+            }
+            done => done,
+        },
+        Format::Perfetto => whole(args),
+    };
+    let (written, stats) = match saved {
+        Ok(saved) => saved,
+        Err(Failed::Read(e)) => {
             eprintln!(
                 "error: {e}; nothing was written to {}",
                 args.output.display()
             );
             return ExitCode::FAILURE;
         }
+        Err(Failed::Write(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+        Err(Failed::NeedsWholeTrace(why)) => unreachable!("a whole trace is written: {why}"),
     };
     report_skipped(&stats);
+    // With the trace on standard output, the summary goes to standard error.
+    let mut say: Box<dyn Write> = match crate::output::is_standard_output(&args.output) {
+        true => Box::new(std::io::stderr()),
+        false => Box::new(std::io::stdout()),
+    };
+    let _ = writeln!(
+        say,
+        "wrote {} ({} events, {} bytes) from {} ({} events)",
+        args.output.display(),
+        written.events,
+        written.bytes,
+        args.input.display(),
+        stats.events,
+    );
+    ExitCode::SUCCESS
+}
+
+/// Why a conversion stopped.
+enum Failed {
+    Read(ReadError),
+    Write(WriteError),
+    /// The streamed JSON writer met an activity out of order on its row.
+    NeedsWholeTrace(String),
+}
+
+/// Streams the input into the JSON writer: memory bounded by the reader's windows, the
+/// lanes' open events and the rows.
+fn streamed(args: &ConvertArgs) -> Result<(WriteStats, ReadStats), Failed> {
+    let mut read = None;
+    let saved = export::save_streamed(&args.output, |stream| {
+        let result = read_file(&args.input, |input| {
+            TraceReader::new().stream(input, |item| stream.add(item))
+        });
+        let failed = result.is_err();
+        read = Some(result);
+        match failed {
+            // Stops the save: nothing is left at the output.
+            true => Err(io::Error::other("the input could not be read")),
+            false => Ok(()),
+        }
+    });
+    if let Some(Err(e)) = read {
+        return Err(Failed::Read(e));
+    }
+    match saved {
+        Ok(written) => Ok((written, read.and_then(Result::ok).unwrap_or_default())),
+        Err(e) => match e
+            .source
+            .get_ref()
+            .and_then(|s| s.downcast_ref::<NeedsWholeTrace>())
+        {
+            Some(why) => Err(Failed::NeedsWholeTrace(why.to_string())),
+            None => Err(Failed::Write(e)),
+        },
+    }
+}
+
+/// Reads the input whole into the trace model, then saves it.
+fn whole(args: &ConvertArgs) -> Result<(WriteStats, ReadStats), Failed> {
+    let read = read_file(&args.input, |reader| {
+        TraceReader::new().read(reader).into_result()
+    });
+    let (trace, stats) = read.map_err(Failed::Read)?;
     let saved = export::save(&trace, &args.output);
     // The process ends next: a big trace is millions of small allocations, which the OS
     // takes back at once, where freeing them one by one takes a tenth of the conversion.
     std::mem::forget(trace);
-    match saved {
-        Ok(written) => {
-            // With the trace on standard output, the summary goes to standard error.
-            let mut say: Box<dyn Write> = match crate::output::is_standard_output(&args.output) {
-                true => Box::new(std::io::stderr()),
-                false => Box::new(std::io::stdout()),
-            };
-            let _ = writeln!(
-                say,
-                "wrote {} ({} events, {} bytes) from {} ({} events)",
-                args.output.display(),
-                written.events,
-                written.bytes,
-                args.input.display(),
-                stats.events,
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    saved.map(|written| (written, stats)).map_err(Failed::Write)
 }

@@ -17,7 +17,8 @@ use crate::summary_cmd::{key_averages_of, report_skipped, row_limit, Format, Row
 /// Compare two traces op by op.
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
-    /// The trace to compare against (the earlier run): Kineto / PyTorch JSON, plain or gzip.
+    /// The trace to compare against (the earlier run): Kineto / PyTorch JSON or a Perfetto
+    /// trace, plain or gzip.
     #[arg(value_name = "BASE")]
     pub base: PathBuf,
     /// The trace to compare (the later run).

@@ -3,6 +3,11 @@
 //! the stack of the host op that launched it. `--folded` writes the folded stacks
 //! (`a;b;c <ns>`) other flame graph tools read, instead of the SVG.
 //!
+//! The trace is streamed: memory is bounded by the reader's windows, each thread's open ops,
+//! the distinct stacks and the correlation ids of the ops that launch device work, not by
+//! the trace; a trace with Python stacks (`python_function` events, `Call stack` args), or
+//! whose ops are out of order on a thread, is read again whole.
+//!
 //! OUT is written through the shared save path
 //! ([`save_with`](omniprof_trace::export::save::save_with)), as traces are: a temporary file
 //! of its own renamed over OUT, a FIFO or character device written in place, a link followed
@@ -12,13 +17,16 @@
 //! Exit status: 0 written; 1 the trace could not be read, holds no time to draw, or the
 //! output could not be written (OUT then holds what it held before); 2 bad arguments.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use inferno::flamegraph::{self, Options};
-use omniprof_trace::analysis::flamegraph::{folded_stacks, FlameTime, MAX_DEPTH};
+use omniprof_trace::analysis::flamegraph::{
+    folded_stacks, FlameBuilder, FlameTime, FoldedStacks, MAX_DEPTH,
+};
 use omniprof_trace::export::save::save_with;
-use omniprof_trace::import::TraceReader;
+use omniprof_trace::import::{ArgFilter, ReadError, TraceItem, TraceReader};
+use omniprof_trace::keys::arg;
 
 use crate::progress::read_file;
 use crate::summary_cmd::report_skipped;
@@ -26,7 +34,7 @@ use crate::summary_cmd::report_skipped;
 /// Draw a flame graph of a trace.
 #[derive(Debug, clap::Args)]
 pub struct FlamegraphArgs {
-    /// The trace: Kineto / PyTorch Chrome JSON, plain or gzip.
+    /// The trace: Kineto / PyTorch Chrome JSON or a Perfetto trace, plain or gzip.
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
     /// Where to write the SVG (or, with --folded, the folded stacks).
@@ -43,25 +51,18 @@ pub struct FlamegraphArgs {
 
 /// Runs `omniprof flamegraph`.
 pub fn run(args: &FlamegraphArgs) -> ExitCode {
-    let read = read_file(&args.trace, |reader| {
-        TraceReader::new().read(reader).into_result()
-    });
-    let trace = match read {
-        Ok((trace, stats)) => {
-            report_skipped(&stats);
-            trace
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let (time, title) = if args.device {
         (FlameTime::Device, "Device time by launching op")
     } else {
         (FlameTime::HostSelf, "Host self time")
     };
-    let folded = folded_stacks(&trace, time);
+    let folded = match fold(&args.trace, time) {
+        Ok(folded) => folded,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     if folded.cut_frames > 0 {
         eprintln!(
             "warning: {} frames deeper than {MAX_DEPTH} were cut; their time is drawn on \
@@ -114,4 +115,30 @@ pub fn run(args: &FlamegraphArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The folded stacks of the trace at `path`: streamed into a [`FlameBuilder`] (memory bounded
+/// by the read windows, each thread's open ops, the stacks and the launching ops'
+/// correlations), or, when the builder needs the whole trace (Python stacks, ops out of order
+/// on their thread), read again whole.
+fn fold(path: &Path, time: FlameTime) -> Result<FoldedStacks, ReadError> {
+    let mut builder = FlameBuilder::new(time);
+    // The builder reads no arg but the one that says it needs the whole trace.
+    let reader = TraceReader::new().args(ArgFilter::Only(vec![arg::CALL_STACK.to_string()]));
+    let stats = read_file(path, |input| {
+        reader.stream(input, |item| {
+            if let TraceItem::Activity(a) = item {
+                if !builder.needs_whole_trace() {
+                    builder.add(&a);
+                }
+            }
+        })
+    })?;
+    if !builder.needs_whole_trace() {
+        report_skipped(&stats);
+        return Ok(builder.finish());
+    }
+    let (trace, stats) = read_file(path, |input| TraceReader::new().read(input).into_result())?;
+    report_skipped(&stats);
+    Ok(folded_stacks(&trace, time))
 }

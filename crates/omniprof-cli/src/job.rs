@@ -15,9 +15,9 @@ use omniprof_trace::import::Limits;
 /// The traces to read and how: shared by `summary` and `ranks`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct TracesArgs {
-    /// Traces (Kineto / PyTorch Chrome JSON, plain or gzip), or directories of them (one per
-    /// rank: every `.json` and `.json.gz` file directly inside; other files are named and
-    /// skipped). `-` reads one trace from standard input.
+    /// Traces (Kineto / PyTorch Chrome JSON or Perfetto traces, plain or gzip), or directories
+    /// of them (one per rank: every `.json` and `.json.gz` file directly inside; other files
+    /// are named and skipped). `-` reads one trace from standard input.
     #[arg(value_name = "TRACE", required = true, num_args = 1..)]
     pub(crate) traces: Vec<PathBuf>,
     /// On a truncated or malformed file, use what was read before the error (the error is

@@ -51,7 +51,7 @@ enum Command {
     /// behind the median, and per rank the time in computation, communication, memory
     /// copies and idle (HTA's definitions).
     Ranks(ranks_cmd::RanksArgs),
-    /// Convert a trace (Kineto / PyTorch JSON, plain or gzip) to the format OUT's extension
+    /// Convert a trace (Kineto / PyTorch JSON or a Perfetto trace, plain or gzip) to the format OUT's extension
     /// names: .json, .json.gz or .pftrace (Perfetto).
     Convert(convert_cmd::ConvertArgs),
     /// Draw a flame graph (SVG, or folded stacks) of a trace's host self time, or with

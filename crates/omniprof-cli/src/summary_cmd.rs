@@ -509,6 +509,10 @@ pub fn report_skipped(stats: &ReadStats) {
         (stats.unknown_metadata, "unknown metadata"),
         (stats.unsupported_id, "a non-integer pid or tid"),
         (stats.unmatched_flow, "a flow with no event"),
+        (
+            stats.foreign_packets,
+            "a Perfetto packet of no kind the model holds",
+        ),
     ];
     let parts: Vec<String> = reasons
         .iter()

@@ -4,13 +4,14 @@
 use std::cmp::Reverse;
 use std::sync::Arc;
 
+use super::attribution::{self, Launcher};
 use super::events::{self, Role};
 use super::fold::{Arrival, DeviceSums, Folder, OutOfOrder};
 use super::memory::{self, MemoryEvent, MemoryIndex, MemoryKind, MemoryRecord};
 use super::stacks::{python_stacks, Stack};
 use super::tree::{self, relative_us, HostOp, OpTimes, PyTorchTimes};
 use super::{KeyAverages, Row};
-use crate::activity::{Activity, ActivityClass, ActivityType, FlowKind};
+use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::hash::FastMap;
 use crate::import::{ArgFilter, TraceItem, TraceReader};
 use crate::keys::{arg, metadata, name as event_name};
@@ -561,13 +562,8 @@ impl KeyAveragesBuilder {
             user_annotation: a.kind == ActivityType::UserAnnotation,
         });
         self.add_flops(key, flops);
-        // Only an op that is not itself linked to another (as runtime calls are) receives
-        // the device work launched from it, as in PyTorch; a Python function launches none.
-        let receives_device_work = a.linked_correlation.unwrap_or(0) == 0 && !python;
-        let call = matches!(
-            a.kind.class(),
-            Some(ActivityClass::Runtime | ActivityClass::Driver)
-        );
+        // Which ops receive device work, and through which calls: `attribution`.
+        let call = attribution::is_call(a);
         self.device_seen |= call;
         let flow = a
             .flow
@@ -581,7 +577,7 @@ impl KeyAveragesBuilder {
                 device_ns: stub_ns,
                 // Whole microseconds: exact as a float.
                 device_us: stub_ns as f64 / 1000.0,
-                correlation: if receives_device_work || call {
+                correlation: if attribution::receives_device_work(a) || call {
                     a.correlation
                 } else {
                     0
@@ -833,16 +829,16 @@ impl KeyAveragesBuilder {
         // counting it for the range would count the range's kernels twice.
         if !user_annotation {
             // Without an `External id`, the runtime correlation leads to the launch.
-            let sums = match (a.linked_correlation.filter(|&c| c != 0), a.correlation) {
-                (Some(linked), _) => Some((
+            let sums = match attribution::launcher(a) {
+                Some(Launcher::External(linked)) => Some((
                     self.sums.linked_ns.entry(linked).or_default(),
                     self.sums.linked_us.entry(linked).or_default(),
                 )),
-                (None, 0) => None,
-                (None, launch) => Some((
+                Some(Launcher::Runtime(launch)) => Some((
                     self.sums.launched_ns.entry(launch).or_default(),
                     self.sums.launched_us.entry(launch).or_default(),
                 )),
+                None => None,
             };
             if let Some((ns, us)) = sums {
                 *ns = ns.saturating_add(duration);

@@ -6,7 +6,8 @@
 //! (new − base, exact) and ratio (new / base, `None` when the base is 0). A row only in the
 //! new trace is [`Change::New`], only in the base [`Change::Vanished`]. Rows are sorted by
 //! the largest regression first: by the delta of a [`SortKey`] when one is given, else of
-//! self host plus self device time.
+//! self host plus self device time. The text table cuts a name as the summary's does (55
+//! characters, ending in `...`); the CSV and JSON keep it whole.
 //!
 //! ```
 //! use omniprof_trace::analysis::diff::{diff, Change};
@@ -29,7 +30,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::table::format_time;
+use super::table::{fit_name, format_time, MAX_NAME_WIDTH};
 use super::{KeyAverages, Row, SortKey};
 use crate::hash::FastMap;
 
@@ -233,7 +234,7 @@ impl TraceDiff {
             .iter()
             .map(|r| {
                 let mut c = vec![
-                    r.name.to_string(),
+                    fit_name(&r.name, Some(MAX_NAME_WIDTH)),
                     r.change.label().into(),
                     r.count.new.to_string(),
                     format!("{:+}", r.count.delta()),
@@ -534,6 +535,23 @@ mod tests {
             diff(&base, &new, None).json(None),
             r#"{"device":"CUDA","rows":[{"name":"aten::mm","on_device":false,"change":"both","count":{"base":1.0,"delta":0.0,"new":1.0,"ratio":1.0},"cpu_time_total_us":{"base":1.0,"delta":0.5,"new":1.5,"ratio":1.5},"device_time_total_us":{"base":0.0,"delta":0.0,"new":0.0,"ratio":null},"self_cpu_time_total_us":{"base":1.0,"delta":0.5,"new":1.5,"ratio":1.5},"self_device_time_total_us":{"base":0.0,"delta":0.0,"new":0.0,"ratio":null}},{"name":"fresh","on_device":false,"change":"new","count":{"base":0.0,"delta":1.0,"new":1.0,"ratio":null},"cpu_time_total_us":{"base":0.0,"delta":0.25,"new":0.25,"ratio":null},"device_time_total_us":{"base":0.0,"delta":0.0,"new":0.0,"ratio":null},"self_cpu_time_total_us":{"base":0.0,"delta":0.25,"new":0.25,"ratio":null},"self_device_time_total_us":{"base":0.0,"delta":0.0,"new":0.0,"ratio":null}}]}"#
         );
+    }
+
+    #[test]
+    fn the_table_cuts_a_long_name_as_the_summary_does() {
+        let long = format!("aten::{}", "x".repeat(2000));
+        let d = diff(
+            &run(&[(&long, 0, 1_000)], 0),
+            &run(&[(&long, 0, 1_500)], 0),
+            None,
+        );
+        let table = d.table(None);
+        let row = table.lines().nth(3).unwrap();
+        let cut = format!("aten::{}...", "x".repeat(46));
+        assert!(row.starts_with(&format!("{cut}  ")), "{row}");
+        assert_eq!(row.split_whitespace().nth(1), Some("1"), "{row}");
+        assert!(table.lines().all(|l| l.chars().count() < 200), "{table}");
+        assert!(d.csv(None).contains(&long));
     }
 
     #[test]

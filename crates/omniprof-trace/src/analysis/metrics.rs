@@ -7,6 +7,9 @@
 //! - the CUPTI range profiler PyTorch used: `cuda_profiler_range` events carry every metric
 //!   as a numeric arg.
 //!
+//! The text table cuts a kernel name as the summary's does (55 characters, ending in `...`);
+//! the CSV and JSON keep it whole.
+//!
 //! ```
 //! use omniprof_trace::analysis::metrics::kernel_metrics;
 //! use omniprof_trace::{Activity, ActivityType, Trace, Value};
@@ -30,6 +33,7 @@ use serde::Serialize;
 
 use super::csv::field;
 use super::grid::{number, render};
+use super::table::{fit_name, MAX_NAME_WIDTH};
 use super::us;
 use crate::activity::{Activity, ActivityClass, ActivityType};
 use crate::trace::Trace;
@@ -155,7 +159,11 @@ impl KernelMetrics {
             for (i, (metric, s)) in r.metrics.iter().enumerate() {
                 let first = i == 0;
                 rows.push(vec![
-                    if first { r.name.clone() } else { String::new() },
+                    if first {
+                        fit_name(&r.name, Some(MAX_NAME_WIDTH))
+                    } else {
+                        String::new()
+                    },
                     if first {
                         r.calls.to_string()
                     } else {
@@ -241,5 +249,26 @@ impl KernelMetrics {
             })
             .collect();
         serde_json::to_string_pretty(&Document { kernels }).expect("plain data serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Value;
+
+    #[test]
+    fn the_table_cuts_a_long_kernel_name_as_the_summary_does() {
+        let long = format!("void gemm<{}>", "T".repeat(5000));
+        let mut trace = Trace::new(0, 100);
+        let mut r = Activity::new(ActivityType::CudaProfilerRange, &*long, 0, 0, 0, 10);
+        r.args.push(("flops".into(), Value::from(3i64)));
+        trace.activities.push(r);
+        let summary = kernel_metrics(&trace);
+        let table = summary.table();
+        let cut = format!("void gemm<{}...", "T".repeat(42));
+        assert!(table.lines().any(|l| l.starts_with(&cut)), "{table}");
+        assert!(table.lines().all(|l| l.chars().count() < 150), "{table}");
+        assert!(summary.csv().contains(&long));
     }
 }

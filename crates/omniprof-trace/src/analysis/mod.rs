@@ -139,6 +139,7 @@
 //! [`group_by_input_shapes`]: KeyAveragesOptions::group_by_input_shapes
 //! [`group_by_stack_n`]: KeyAveragesOptions::group_by_stack_n
 
+mod attribution;
 mod builder;
 pub mod counters;
 mod csv;
@@ -424,7 +425,7 @@ impl Default for ReportOptions {
         Self {
             sort_by: None,
             row_limit: Some(100),
-            max_name_column_width: Some(55),
+            max_name_column_width: Some(table::MAX_NAME_WIDTH),
             max_shapes_column_width: Some(80),
             max_src_column_width: Some(75),
             header: None,

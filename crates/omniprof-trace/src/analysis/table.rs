@@ -87,8 +87,13 @@ pub(super) fn format_flops(flops: u64, scale: f64) -> String {
     }
 }
 
+/// The widest a text table's name column gets by default (PyTorch's
+/// `max_name_column_width`): the summary's, the diff's and the metrics' tables cut a longer
+/// name there, ending it in `...`.
+pub(crate) const MAX_NAME_WIDTH: usize = 55;
+
 /// A name cut to fit the name column (`None`: no limit).
-fn fit_name(name: &str, max_width: Option<usize>) -> String {
+pub(crate) fn fit_name(name: &str, max_width: Option<usize>) -> String {
     let Some(max_width) = max_width else {
         return name.to_string();
     };

@@ -28,18 +28,27 @@
 //! [`io::ErrorKind::InvalidData`], naming it, rather than leave a file omniprof cannot open.
 //!
 //! Files are written with [`export::save`](crate::export::save()).
+//!
+//! [`ChromeStream`] writes the same document from a trace delivered item by item, as the
+//! reader streams it, holding only the lanes' open events and the rows: `omniprof convert`
+//! writes JSON this way.
 
 use std::io::{self, Write};
 
+use std::cmp::Reverse;
+use std::fmt;
+
 use crate::activity::{Activity, ActivityType, FlowKind};
+use crate::counter::{CounterSample, CounterTrack};
 use crate::export::json::{
     write_float, write_i64, write_str, write_u64, write_us, write_value, write_value_compact,
 };
-use crate::export::lanes::{row_tid, written_span, Lanes, WrittenOrder, LANE_STRIDE};
+use crate::export::lanes::{row_tid, written_span, Lanes, RowId, WrittenOrder, LANE_STRIDE};
 use crate::export::WriteStats;
-use crate::import::Limits;
+use crate::hash::FastMap;
+use crate::import::{Limits, TraceItem};
 use crate::keys::arg;
-use crate::trace::Trace;
+use crate::trace::{ProcessRow, Span, ThreadRow, Trace};
 use crate::value::Value;
 
 /// Sort index of the `Spans` process (0x20000000).
@@ -51,7 +60,7 @@ pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<Wr
     let mut w = Writer {
         out,
         buf: Vec::with_capacity(FLUSH_AT * 2),
-        base: trace.base_time_ns,
+        base: written_base(trace.base_time_ns, earliest_ns(trace)),
         stats: WriteStats::default(),
         event_start: 0,
         oversized: None,
@@ -62,10 +71,255 @@ pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<Wr
     WrittenOrder::of(&trace.activities).try_for_each(|a| w.activity(a, &mut lanes))?;
     w.stats.spilled = lanes.spilled;
     w.counters(trace)?;
-    w.sibling_rows(trace, lanes)?;
+    w.sibling_rows(&trace.threads, trace.window.start_ns, lanes)?;
     w.spans(trace)?;
-    w.footer(trace, trace_name)?;
+    w.footer(trace.window.end_ns, trace_name)?;
     Ok(w.stats)
+}
+
+/// The granularity of the base time chosen for a trace that has none.
+const REBASE_QUANTUM_NS: i64 = 3_600 * 1_000_000_000;
+
+/// The base time the `ts` values are written relative to: the trace's own, or for a trace
+/// without one (read from a file of absolute `ts`), the hour before the one its earliest
+/// event falls in. Perfetto reads `ts` as a double: absolute microseconds (about 1.7e15)
+/// keep a quarter of a microsecond, which makes events nested to the nanosecond overlap
+/// there (and Perfetto drops one of each such pair); times of hours keep every nanosecond.
+fn written_base(base: i64, earliest_ns: i64) -> i64 {
+    if base != 0 || earliest_ns < 2 * REBASE_QUANTUM_NS {
+        return base;
+    }
+    (earliest_ns / REBASE_QUANTUM_NS - 1) * REBASE_QUANTUM_NS
+}
+
+/// The earliest time the writer writes: the window's start, an activity's, a counter
+/// sample's or a span's.
+fn earliest_ns(trace: &Trace) -> i64 {
+    let activities = trace.activities.iter().map(|a| written_span(a).0);
+    let samples = trace
+        .counters
+        .series()
+        .iter()
+        .flat_map(|s| s.samples.iter().map(|sample| sample.ts_ns));
+    let spans = trace.spans.iter().map(|s| s.start_ns);
+    activities
+        .chain(samples)
+        .chain(spans)
+        .fold(trace.window.start_ns, i64::min)
+}
+
+/// Why a streamed trace cannot be written as it comes: an activity came before one that
+/// starts later on its row (the lanes need each row in order), or the base time came after
+/// the events. The caller writes the trace whole instead.
+#[derive(Debug)]
+pub struct NeedsWholeTrace(&'static str);
+
+impl fmt::Display for NeedsWholeTrace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the trace cannot be written as it is read: {}", self.0)
+    }
+}
+
+impl std::error::Error for NeedsWholeTrace {}
+
+/// The time an item is written at, if it is an event.
+fn item_ns(item: &TraceItem) -> Option<i64> {
+    match item {
+        TraceItem::Activity(a) => Some(written_span(a).0),
+        TraceItem::Counter(_, sample) => Some(sample.ts_ns),
+        TraceItem::Span(s) => Some(s.start_ns),
+        _ => None,
+    }
+}
+
+/// Writes Chrome JSON from [`TraceItem`]s delivered one at a time, in the order the reader
+/// delivers them ([`TraceReader::stream`](crate::import::TraceReader::stream)): the header
+/// once the first event comes, each activity, counter sample and span as it comes, the rows
+/// and the window's end last. Each row's activities must come in written order (by start,
+/// the longer first), as omniprof and Kineto write them; otherwise the write stops with
+/// [`NeedsWholeTrace`] (an [`io::Error`] whose source it is).
+///
+/// ```
+/// use omniprof_trace::export::chrome::ChromeStream;
+/// use omniprof_trace::import::TraceReader;
+///
+/// let json = r#"{"baseTimeNanoseconds": 1000, "traceEvents": [
+///   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 1.5, "dur": 2}
+/// ]}"#;
+/// let mut out = Vec::new();
+/// let mut stream = ChromeStream::new(&mut out, "t.json");
+/// TraceReader::new().stream(json.as_bytes(), |item| stream.add(item))?;
+/// let stats = stream.finish()?;
+/// assert_eq!(stats.events, 2); // the op and the `Record Window End` marker
+/// let again = TraceReader::new().read(&out[..]).into_trace()?;
+/// assert_eq!(again.activities[0].start_ns, 2_500);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct ChromeStream<W: Write> {
+    w: Writer<W>,
+    /// The header items, until the first event.
+    header: Option<Trace>,
+    trace_name: Option<String>,
+    default_name: String,
+    lanes: Lanes,
+    last: FastMap<RowId, (i64, Reverse<i64>)>,
+    processes: Vec<ProcessRow>,
+    threads: Vec<ThreadRow>,
+    window_end_ns: i64,
+    window_start_ns: i64,
+    error: Option<io::Error>,
+}
+
+impl<W: Write> ChromeStream<W> {
+    /// A stream writing to `out`; `trace_name` is the `traceName` unless the trace names
+    /// itself.
+    pub fn new(out: W, trace_name: &str) -> Self {
+        Self {
+            w: Writer {
+                out,
+                buf: Vec::with_capacity(FLUSH_AT * 2),
+                base: 0,
+                stats: WriteStats::default(),
+                event_start: 0,
+                oversized: None,
+            },
+            header: Some(Trace {
+                base_time_ns: 0,
+                ..Trace::new(0, 0)
+            }),
+            trace_name: None,
+            default_name: trace_name.to_string(),
+            lanes: Lanes::default(),
+            last: FastMap::default(),
+            processes: Vec::new(),
+            threads: Vec::new(),
+            window_end_ns: 0,
+            window_start_ns: 0,
+            error: None,
+        }
+    }
+
+    /// Writes one item; after an error, the items are ignored and [`finish`](Self::finish)
+    /// returns it.
+    pub fn add(&mut self, item: TraceItem) {
+        if self.error.is_none() {
+            if let Err(e) = self.item(item) {
+                self.error = Some(e);
+            }
+        }
+    }
+
+    fn item(&mut self, item: TraceItem) -> io::Result<()> {
+        if let Some(header) = &mut self.header {
+            match item {
+                TraceItem::BaseTime(base) => {
+                    header.base_time_ns = base;
+                    return Ok(());
+                }
+                TraceItem::DeviceProperties(devices) => {
+                    header.device_properties = devices;
+                    return Ok(());
+                }
+                TraceItem::Metadata(key, value) => {
+                    header.set_metadata(key, value);
+                    return Ok(());
+                }
+                TraceItem::TraceName(name) => {
+                    self.trace_name = Some(name);
+                    return Ok(());
+                }
+                _ => self.start(item_ns(&item))?,
+            }
+        }
+        if item_ns(&item).is_some_and(|t| t < self.w.base) {
+            return Err(io::Error::other(NeedsWholeTrace(
+                "an event comes before the base time chosen at the first event",
+            )));
+        }
+        match item {
+            TraceItem::Activity(a) => {
+                let row = (a.device, row_tid(a.resource));
+                let (start, end) = written_span(&a);
+                let key = (start, Reverse(end));
+                if a.kind != ActivityType::CpuInstantEvent {
+                    let last = self.last.entry(row).or_insert(key);
+                    if key < *last {
+                        return Err(io::Error::other(NeedsWholeTrace(
+                            "an activity comes before one that starts later on its row",
+                        )));
+                    }
+                    *last = key;
+                }
+                self.w.activity(&a, &mut self.lanes)
+            }
+            TraceItem::Counter(track, sample) => self.w.sample(&track, &sample),
+            TraceItem::Span(s) => {
+                self.w.span(&s);
+                self.w.flush_if_full()
+            }
+            TraceItem::Process(row) => {
+                self.processes.push(row);
+                Ok(())
+            }
+            TraceItem::Thread(row) => {
+                self.threads.push(row);
+                Ok(())
+            }
+            TraceItem::Window(window) => {
+                (self.window_start_ns, self.window_end_ns) = (window.start_ns, window.end_ns);
+                Ok(())
+            }
+            TraceItem::TraceName(name) => {
+                // After the events, as a whole read allows.
+                self.trace_name = Some(name);
+                Ok(())
+            }
+            TraceItem::BaseTime(_) => Err(io::Error::other(NeedsWholeTrace(
+                "the base time comes after the events",
+            ))),
+            TraceItem::DeviceProperties(_) | TraceItem::Metadata(..) => Err(io::Error::other(
+                NeedsWholeTrace("header keys come after the events"),
+            )),
+        }
+    }
+
+    /// Writes the header, at the first event (at `first_ns`, if it has a time).
+    fn start(&mut self, first_ns: Option<i64>) -> io::Result<()> {
+        let header = self.header.take().expect("the header is not written yet");
+        self.w.base = written_base(header.base_time_ns, first_ns.unwrap_or(0));
+        let name = self
+            .trace_name
+            .clone()
+            .unwrap_or_else(|| self.default_name.clone());
+        self.w.header(&header, &name)
+    }
+
+    /// Writes the rows, the sibling lanes' rows and the window's end, and returns what was
+    /// written (or the first error).
+    pub fn finish(mut self) -> io::Result<WriteStats> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        if self.header.is_some() {
+            self.start(None)?;
+        }
+        let ts = self.window_start_ns;
+        if ts < self.w.base {
+            return Err(io::Error::other(NeedsWholeTrace(
+                "the window starts before the base time chosen at the first event",
+            )));
+        }
+        self.w.rows_of(&self.processes, &self.threads, ts)?;
+        self.w.stats.spilled = self.lanes.spilled;
+        let lanes = std::mem::take(&mut self.lanes);
+        self.w.sibling_rows(&self.threads, ts, lanes)?;
+        let name = self
+            .trace_name
+            .clone()
+            .unwrap_or_else(|| self.default_name.clone());
+        self.w.footer(self.window_end_ns, &name)?;
+        Ok(self.w.stats)
+    }
 }
 
 struct Writer<W> {
@@ -253,8 +507,17 @@ impl<W: Write> Writer<W> {
     }
 
     fn rows(&mut self, trace: &Trace) -> io::Result<()> {
-        let ts = trace.window.start_ns;
-        for p in &trace.processes {
+        self.rows_of(&trace.processes, &trace.threads, trace.window.start_ns)
+    }
+
+    /// The process and thread rows, their events at `ts`.
+    fn rows_of(
+        &mut self,
+        processes: &[ProcessRow],
+        threads: &[ThreadRow],
+        ts: i64,
+    ) -> io::Result<()> {
+        for p in processes {
             self.meta("process_name", p.pid, 0, ts, "name", MetaArg::Str(&p.name));
             self.meta(
                 "process_labels",
@@ -267,7 +530,7 @@ impl<W: Write> Writer<W> {
             let sort = MetaArg::Int(p.sort_index);
             self.meta("process_sort_index", p.pid, 0, ts, "sort_index", sort);
         }
-        for t in &trace.threads {
+        for t in threads {
             let tid = row_tid(t.tid);
             self.meta("thread_name", t.pid, tid, ts, "name", MetaArg::Str(&t.name));
             let sort = MetaArg::Int(t.sort_index);
@@ -278,10 +541,9 @@ impl<W: Write> Writer<W> {
 
     /// Rows for the sibling lanes of overlapping events. They are the only rows written
     /// after events, because they are known only once every event has been placed.
-    fn sibling_rows(&mut self, trace: &Trace, lanes: Lanes) -> io::Result<()> {
-        let ts = trace.window.start_ns;
+    fn sibling_rows(&mut self, threads: &[ThreadRow], ts: i64, lanes: Lanes) -> io::Result<()> {
         for &((pid, tid), extra) in &lanes.extra_rows() {
-            let base = trace.threads.iter().find(|t| t.pid == pid && t.tid == tid);
+            let base = threads.iter().find(|t| t.pid == pid && t.tid == tid);
             let (name, sort) =
                 base.map_or((format!("{tid}"), tid), |t| (t.name.clone(), t.sort_index));
             for lane in 1..=extra as i64 {
@@ -359,51 +621,52 @@ impl<W: Write> Writer<W> {
     }
 
     /// One `C` event per sample, series by series (viewers order events by `ts`
-    /// themselves); `hardware_counters` as Kineto writes them: one event per value, named
-    /// after it, on the `"GPU <n> Counters"` row.
+    /// themselves).
     fn counters(&mut self, trace: &Trace) -> io::Result<()> {
         for series in trace.counters.series() {
-            let track = &series.track;
-            let tid = row_tid(track.resource);
-            if track.kind == ActivityType::HardwareCounters {
-                let pid = format!("GPU {} Counters", track.device);
-                for sample in &series.samples {
-                    for (metric, value) in &sample.values {
-                        self.event(b"C");
-                        self.cat(track.kind.name());
-                        self.str(b"name", metric);
-                        self.str(b"pid", &pid);
-                        self.int(b"tid", tid);
-                        self.ts(b"ts", sample.ts_ns);
-                        self.raw(b", \"args\": {\"\": ");
-                        write_float(&mut self.buf, *value);
-                        self.raw(b"}}");
-                    }
-                    self.flush_if_full()?;
-                }
-                continue;
-            }
             for sample in &series.samples {
-                self.event(b"C");
-                self.cat(track.kind.name());
-                self.str(b"name", &track.name);
-                self.int(b"pid", track.device);
-                self.int(b"tid", tid);
-                self.ts(b"ts", sample.ts_ns);
-                self.raw(b", \"args\": {");
-                for (i, (key, value)) in sample.values.iter().enumerate() {
-                    if i > 0 {
-                        self.raw(b", ");
-                    }
-                    write_str(&mut self.buf, key);
-                    self.raw(b": ");
-                    write_float(&mut self.buf, *value);
-                }
-                self.raw(b"}}");
-                self.flush_if_full()?;
+                self.sample(&series.track, sample)?;
             }
         }
         Ok(())
+    }
+
+    /// One counter sample; `hardware_counters` as Kineto writes them: one event per value,
+    /// named after it, on the `"GPU <n> Counters"` row.
+    fn sample(&mut self, track: &CounterTrack, sample: &CounterSample) -> io::Result<()> {
+        let tid = row_tid(track.resource);
+        if track.kind == ActivityType::HardwareCounters {
+            let pid = format!("GPU {} Counters", track.device);
+            for (metric, value) in &sample.values {
+                self.event(b"C");
+                self.cat(track.kind.name());
+                self.str(b"name", metric);
+                self.str(b"pid", &pid);
+                self.int(b"tid", tid);
+                self.ts(b"ts", sample.ts_ns);
+                self.raw(b", \"args\": {\"\": ");
+                write_float(&mut self.buf, *value);
+                self.raw(b"}}");
+            }
+            return self.flush_if_full();
+        }
+        self.event(b"C");
+        self.cat(track.kind.name());
+        self.str(b"name", &track.name);
+        self.int(b"pid", track.device);
+        self.int(b"tid", tid);
+        self.ts(b"ts", sample.ts_ns);
+        self.raw(b", \"args\": {");
+        for (i, (key, value)) in sample.values.iter().enumerate() {
+            if i > 0 {
+                self.raw(b", ");
+            }
+            write_str(&mut self.buf, key);
+            self.raw(b": ");
+            write_float(&mut self.buf, *value);
+        }
+        self.raw(b"}}");
+        self.flush_if_full()
     }
 
     /// `args`: the `External id`, the activity's own args, then its `correlation` for the
@@ -449,45 +712,50 @@ impl<W: Write> Writer<W> {
 
     fn spans(&mut self, trace: &Trace) -> io::Result<()> {
         for s in &trace.spans {
-            self.event(b"X");
-            self.str(b"cat", "Trace");
-            let name = format!("{}{} ({})", s.prefix, s.name, s.iteration);
-            self.str(b"name", &name);
-            self.str(b"pid", "Spans");
-            self.str(b"tid", &s.name);
-            self.ts(b"ts", s.start_ns);
-            self.key(b"dur");
-            write_us(&mut self.buf, (s.end_ns - s.start_ns).max(0));
-            self.raw(b", \"args\": {");
-            plain_key(&mut self.buf, arg::OP_COUNT);
-            write_u64(&mut self.buf, s.op_count);
-            self.raw(b"}}");
-            self.event(b"M");
-            self.str(b"name", "process_sort_index");
-            self.ts(b"ts", s.start_ns);
-            self.str(b"pid", "Spans");
-            self.int(b"tid", 0);
-            self.raw(b", \"args\": {\"sort_index\": ");
-            write_i64(&mut self.buf, SPANS_SORT_INDEX);
-            self.raw(b"}}");
-            self.event(b"i");
-            self.str(b"s", "g");
-            self.str(b"name", &format!("Iteration Start: {}", s.name));
-            self.str(b"pid", "Traces");
-            self.str(b"tid", &format!("Trace {}", s.name));
-            self.ts(b"ts", s.start_ns);
-            self.raw(b"}");
+            self.span(s);
         }
         self.flush_if_full()
     }
 
-    fn footer(&mut self, trace: &Trace, trace_name: &str) -> io::Result<()> {
+    /// A span: its `X` on the `Spans` row, that row's sort index, its `Iteration Start`.
+    fn span(&mut self, s: &Span) {
+        self.event(b"X");
+        self.str(b"cat", "Trace");
+        let name = format!("{}{} ({})", s.prefix, s.name, s.iteration);
+        self.str(b"name", &name);
+        self.str(b"pid", "Spans");
+        self.str(b"tid", &s.name);
+        self.ts(b"ts", s.start_ns);
+        self.key(b"dur");
+        write_us(&mut self.buf, (s.end_ns - s.start_ns).max(0));
+        self.raw(b", \"args\": {");
+        plain_key(&mut self.buf, arg::OP_COUNT);
+        write_u64(&mut self.buf, s.op_count);
+        self.raw(b"}}");
+        self.event(b"M");
+        self.str(b"name", "process_sort_index");
+        self.ts(b"ts", s.start_ns);
+        self.str(b"pid", "Spans");
+        self.int(b"tid", 0);
+        self.raw(b", \"args\": {\"sort_index\": ");
+        write_i64(&mut self.buf, SPANS_SORT_INDEX);
+        self.raw(b"}}");
+        self.event(b"i");
+        self.str(b"s", "g");
+        self.str(b"name", &format!("Iteration Start: {}", s.name));
+        self.str(b"pid", "Traces");
+        self.str(b"tid", &format!("Trace {}", s.name));
+        self.ts(b"ts", s.start_ns);
+        self.raw(b"}");
+    }
+
+    fn footer(&mut self, window_end_ns: i64, trace_name: &str) -> io::Result<()> {
         self.event(b"i");
         self.str(b"s", "g");
         self.str(b"name", "Record Window End");
         self.str(b"pid", "");
         self.str(b"tid", "");
-        self.ts(b"ts", trace.window.end_ns);
+        self.ts(b"ts", window_end_ns);
         self.raw(b"}\n  ],\n  \"traceName\": ");
         write_str(&mut self.buf, trace_name);
         self.raw(b"\n}\n");

@@ -22,8 +22,9 @@ use std::fmt;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use super::chrome::{self, ChromeStream};
+use super::perfetto;
 use super::save::{is_stream, save_with, WriteError};
-use super::{chrome, perfetto};
 use crate::trace::Trace;
 
 /// Viewer limits worth a warning (`docs/performance.md`, section 5).
@@ -154,6 +155,42 @@ pub fn save_in(
     if format != Format::Perfetto {
         warn_about_viewers(shown, stats.bytes);
     }
+    Ok(stats)
+}
+
+/// Saves a trace that `feed` delivers item by item to a [`ChromeStream`] (as the reader
+/// streams it), to `path` as [`save`] does: JSON or gzip JSON only (a `.pftrace` is written
+/// from the whole trace, with [`save`]). What `feed` returns stops the save when it is an
+/// error; a stream that [`NeedsWholeTrace`](chrome::NeedsWholeTrace) fails with it as the
+/// source of the [`WriteError`].
+pub fn save_streamed(
+    path: impl AsRef<Path>,
+    feed: impl FnOnce(&mut ChromeStream<&mut dyn Write>) -> io::Result<()>,
+) -> Result<WriteStats, WriteError> {
+    let path = path.as_ref();
+    let format = Format::for_path(path)?;
+    let name = path.to_string_lossy().into_owned();
+    let stats = save_with(path, |out| match format {
+        Format::Json => {
+            let mut stream = ChromeStream::new(out, &name);
+            feed(&mut stream)?;
+            stream.finish()
+        }
+        Format::JsonGz => {
+            let level = flate2::Compression::new(GZIP_LEVEL);
+            let mut enc = flate2::write::GzEncoder::new(out, level);
+            let mut stream = ChromeStream::new(&mut enc as &mut dyn Write, &name);
+            feed(&mut stream)?;
+            let stats = stream.finish()?;
+            enc.finish()?;
+            Ok(stats)
+        }
+        Format::Perfetto => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "a .pftrace is written from the whole trace",
+        )),
+    })?;
+    warn_about_viewers(path, stats.bytes);
     Ok(stats)
 }
 

@@ -9,13 +9,14 @@ use flate2::read::MultiGzDecoder;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
-use super::error::{ReadError, ReadErrorKind};
+use super::error::{Position, ReadError, ReadErrorKind};
 use super::event::{read_event, ArgFilter, RawEvent, Str};
 use super::inflate::Inflating;
 use super::item::{ReadStats, TraceItem};
 use super::limits::Limits;
 use super::mapper::{EventError, EventMapper};
 use super::parallel::{Parallel, Tuning};
+use super::pftrace;
 use super::scan::{Limit, Scanner};
 use crate::value::Value;
 
@@ -39,38 +40,82 @@ pub(super) fn read_document_tuned<R: Read>(
     tuning: &Tuning,
     sink: &mut impl FnMut(TraceItem),
 ) -> (ReadStats, Option<ReadError>) {
-    let (gzip, input) = match detect_gzip(input) {
-        Ok(detected) => detected,
+    let (first, input) = match peek(input, 2) {
+        Ok(peeked) => peeked,
         Err(e) => return (ReadStats::default(), Some(ReadError::new(e.into()))),
     };
-    if !gzip {
-        read_text(input, args, limits, tuning, sink)
+    if first != [0x1f, 0x8b] {
+        read_any(&first, input, args, limits, tuning, sink)
     } else if tuning.threads > 1 {
-        thread::scope(|scope| read_text(Inflating::start(scope, input), args, limits, tuning, sink))
+        thread::scope(|scope| {
+            read_inflated(Inflating::start(scope, input), args, limits, tuning, sink)
+        })
     } else {
         // `MultiGzDecoder` (as the helper thread's) because a `.gz` file may hold several
         // concatenated members.
-        read_text(MultiGzDecoder::new(input), args, limits, tuning, sink)
+        read_inflated(MultiGzDecoder::new(input), args, limits, tuning, sink)
+    }
+}
+
+/// Reads a decompressed input, peeking at its start as a first read of the text would read
+/// it (so that an input failing after a few bytes fails at the same byte either way).
+fn read_inflated(
+    input: impl Read,
+    args: &ArgFilter,
+    limits: Limits,
+    tuning: &Tuning,
+    sink: &mut impl FnMut(TraceItem),
+) -> (ReadStats, Option<ReadError>) {
+    match peek(input, 1 << 16) {
+        Ok((first, input)) => read_any(&first, input, args, limits, tuning, sink),
+        Err(e) => {
+            let start = Position {
+                offset: 0,
+                line: 1,
+                column: 1,
+            };
+            (ReadStats::default(), Some(ReadError::at(start, e.into())))
+        }
+    }
+}
+
+/// Reads an input whose first bytes are `first`: a Perfetto protobuf trace, told by them
+/// ([`pftrace::is_pftrace`]), or else JSON text.
+fn read_any(
+    first: &[u8],
+    input: impl Read,
+    args: &ArgFilter,
+    limits: Limits,
+    tuning: &Tuning,
+    sink: &mut impl FnMut(TraceItem),
+) -> (ReadStats, Option<ReadError>) {
+    if pftrace::is_pftrace(first) {
+        pftrace::read_pftrace(input, args, limits, sink)
+    } else {
+        read_text(input, args, limits, tuning, sink)
     }
 }
 
 /// The input with the bytes read to detect its kind put back in front.
 type Restored<R> = io::Chain<Cursor<Vec<u8>>, R>;
 
-/// Whether the input starts with the gzip magic bytes, and the whole input.
-fn detect_gzip<R: Read>(mut input: R) -> io::Result<(bool, Restored<R>)> {
-    let mut magic = [0u8; 2];
+/// The input's first bytes, and the whole input: at least 2 (unless it is shorter), read in
+/// as few reads as that takes, into room for `room`.
+fn peek<R: Read>(mut input: R, room: usize) -> io::Result<(Vec<u8>, Restored<R>)> {
+    let mut first = vec![0u8; room.max(2)];
     let mut len = 0;
-    while len < magic.len() {
-        match input.read(&mut magic[len..]) {
+    while len < 2 {
+        match input.read(&mut first[len..]) {
             Ok(0) => break,
             Ok(n) => len += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // What was read is the text's; the reader meets the error again after it.
+            Err(_) if len > 0 => break,
             Err(e) => return Err(e),
         }
     }
-    let gzip = magic[..len] == [0x1f, 0x8b];
-    Ok((gzip, Cursor::new(magic[..len].to_vec()).chain(input)))
+    first.truncate(len);
+    Ok((first.clone(), Cursor::new(first).chain(input)))
 }
 
 /// Reads the document's text.

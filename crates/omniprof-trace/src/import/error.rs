@@ -24,6 +24,8 @@ pub struct Location {
     pub key: Option<String>,
     /// The index of the event within `traceEvents`.
     pub event: Option<u64>,
+    /// In a Perfetto trace: the index of the packet and the byte it starts at.
+    pub packet: Option<(u64, u64)>,
 }
 
 impl fmt::Display for Location {
@@ -37,6 +39,9 @@ impl fmt::Display for Location {
                 "line {}, column {} (byte {}): ",
                 p.line, p.column, p.offset
             )?;
+        }
+        if let Some((index, offset)) = self.packet {
+            write!(f, "packet {index} (byte {offset}): ")?;
         }
         match (&self.key, self.event) {
             (_, Some(index)) => write!(f, "traceEvents[{index}]: "),

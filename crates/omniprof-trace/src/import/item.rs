@@ -52,12 +52,16 @@ pub struct ReadStats {
     pub unknown_metadata: u64,
     /// Skipped: a `pid` or `tid` that is not an integer where the event needs one.
     pub unsupported_id: u64,
-    /// Skipped: a flow event with no activity just before it on the same row and time, an
-    /// unknown flow `cat`, or an `id` that is not a non-negative integer.
+    /// Skipped: a flow event with no activity of its row and time (without a flow already)
+    /// within 4,096 events of it, an unknown flow `cat`, or an `id` that is not a
+    /// non-negative integer.
     pub unmatched_flow: u64,
     /// Counter values (`args` of a `C` event) that were not finite numbers, dropped; a
     /// sample left with none is not delivered.
     pub dropped_counter_values: u64,
+    /// Skipped: packets of a Perfetto trace that are none of track events, track
+    /// descriptors, interned data or clock snapshots (ftrace, process trees, ...).
+    pub foreign_packets: u64,
     /// Arg values skipped, their events kept: nested deeper than
     /// [`MAX_DEPTH`](crate::value::MAX_DEPTH), which not every reader reads.
     pub too_deep_args: u64,
@@ -71,5 +75,6 @@ impl ReadStats {
             + self.unknown_metadata
             + self.unsupported_id
             + self.unmatched_flow
+            + self.foreign_packets
     }
 }

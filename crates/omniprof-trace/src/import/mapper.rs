@@ -5,9 +5,17 @@
 //! [`Converter`] turns one event into a [`Mapped`] on its own, from nothing but the event
 //! (and the base time and the [`ArgFilter`]); the [`EventMapper`] applies the `Mapped` in
 //! file order, which is where everything that depends on the events before lies: the flow
-//! attached to the activity just before it, the rows merged, the window, the counts.
+//! attached to its activity, the rows merged, the window, the counts.
+//!
+//! A flow end (`s` or `f`) belongs to the activity of its row that starts at its time. Kineto
+//! writes it right after that activity, but other writers and tools that rewrite traces put
+//! it anywhere nearby, before or after (even after another activity of the same row). So the
+//! mapper holds the last [`FLOW_WINDOW`] items back (in file order, which is kept), and a flow
+//! end that finds its activity in none of them waits as long for it to come: memory stays bounded by the window, and a flow
+//! end farther than that from its activity is counted in
+//! [`ReadStats::unmatched_flow`](super::ReadStats::unmatched_flow).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
@@ -37,7 +45,7 @@ pub(super) enum Mapped {
         sample: CounterSample,
         dropped: u64,
     },
-    /// One end of a flow, for the activity just before it.
+    /// One end of a flow, for its activity.
     Flow(FlowEnd),
     /// A piece of a process or thread row; `ts` (when the event has one) is a candidate
     /// window start.
@@ -60,7 +68,11 @@ pub(super) enum Skip {
     UnsupportedId,
 }
 
-/// An `s` or `f` event: what it takes to match it to the activity just before it.
+/// How many events apart a flow end and its activity may be: the activities held back for
+/// the flow ends that follow them, and the events a flow end waits for its activity.
+pub(super) const FLOW_WINDOW: usize = 4096;
+
+/// An `s` or `f` event: what it takes to match it to its activity.
 pub(super) struct FlowEnd {
     kind: Option<FlowKind>,
     id: Option<u64>,
@@ -68,6 +80,26 @@ pub(super) struct FlowEnd {
     resource: Option<i64>,
     ts: i64,
     start: bool,
+}
+
+impl FlowEnd {
+    /// The flow, when its kind and id are known.
+    fn as_flow(&self) -> Option<Flow> {
+        Some(Flow {
+            id: self.id?,
+            kind: self.kind?,
+            start: self.start,
+        })
+    }
+
+    /// Whether this end belongs to `a`: an activity of its row that starts at its time and
+    /// has no flow yet.
+    fn belongs_to(&self, a: &Activity) -> bool {
+        a.flow.is_none()
+            && Some(a.device) == self.device
+            && Some(a.resource) == self.resource
+            && a.start_ns == self.ts
+    }
 }
 
 /// What one row event sets.
@@ -91,7 +123,7 @@ fn lane_row(tid: i64) -> i64 {
     }
 }
 
-fn as_u64(value: &Value) -> Option<u64> {
+pub(super) fn as_u64(value: &Value) -> Option<u64> {
     match *value {
         Value::Int(v) => u64::try_from(v).ok(),
         Value::UInt(v) => Some(v),
@@ -112,7 +144,7 @@ fn counter_device(pid: &Id) -> Option<i64> {
 }
 
 /// Splits a span's event name `<prefix><span name> (<iteration>)` into prefix and iteration.
-fn split_span_name(event_name: &str, span_name: &str) -> (String, i64) {
+pub(super) fn split_span_name(event_name: &str, span_name: &str) -> (String, i64) {
     let (head, iteration) = event_name
         .strip_suffix(')')
         .and_then(|s| s.rsplit_once(" ("))
@@ -422,9 +454,12 @@ pub(super) struct EventMapper {
     /// Converts the events read on the mapper's own thread.
     pub converter: Converter,
     pub stats: ReadStats,
-    /// The last activity, held back until the next one because the flow event that belongs
-    /// to it follows it.
-    pending: Option<Activity>,
+    /// The last [`FLOW_WINDOW`] items, oldest first, held back for the flow events that
+    /// follow their activities.
+    held: VecDeque<TraceItem>,
+    /// Flow ends that came before their activity, oldest first, each with the number of the
+    /// event it was ([`ReadStats::events`] then).
+    early_flows: VecDeque<(u64, FlowEnd)>,
     processes: Vec<ProcessRow>,
     process_index: HashMap<i64, usize>,
     threads: Vec<ThreadRow>,
@@ -440,7 +475,8 @@ impl EventMapper {
         Self {
             converter: Converter::new(args),
             stats: ReadStats::default(),
-            pending: None,
+            held: VecDeque::new(),
+            early_flows: VecDeque::new(),
             processes: Vec::new(),
             process_index: HashMap::new(),
             threads: Vec::new(),
@@ -478,10 +514,7 @@ impl EventMapper {
                 self.stats.too_deep_args += too_deep;
                 self.push(activity, sink);
             }
-            Mapped::Span(span) => {
-                self.flush(sink);
-                sink(TraceItem::Span(span));
-            }
+            Mapped::Span(span) => self.hold(TraceItem::Span(span), sink),
             Mapped::Flow(flow) => self.flow(flow),
             Mapped::Counter {
                 track,
@@ -490,7 +523,7 @@ impl EventMapper {
             } => {
                 self.stats.dropped_counter_values += dropped;
                 if !sample.values.is_empty() {
-                    sink(TraceItem::Counter(track, sample));
+                    self.hold(TraceItem::Counter(track, sample), sink);
                 }
             }
             Mapped::Row { row, ts } => self.row(row, ts),
@@ -508,8 +541,9 @@ impl EventMapper {
         }
     }
 
-    /// Holds `activity` back for its flow event and delivers the one held before.
-    fn push(&mut self, activity: Activity, sink: &mut impl FnMut(TraceItem)) {
+    /// Holds `activity` back for its flow events, giving it the flow end that came before it
+    /// if one did, and delivers the activity that leaves the window.
+    fn push(&mut self, mut activity: Activity, sink: &mut impl FnMut(TraceItem)) {
         self.activities_start = Some(
             self.activities_start
                 .map_or(activity.start_ns, |t| t.min(activity.start_ns)),
@@ -518,33 +552,56 @@ impl EventMapper {
             self.activities_end
                 .map_or(activity.end_ns, |t| t.max(activity.end_ns)),
         );
-        if let Some(done) = self.pending.replace(activity) {
-            sink(TraceItem::Activity(done));
+        self.expire_early_flows();
+        if let Some(at) = self
+            .early_flows
+            .iter()
+            .position(|(_, flow)| flow.belongs_to(&activity))
+        {
+            let (_, flow) = self.early_flows.remove(at).expect("a found position");
+            activity.flow = flow.as_flow();
+        }
+        self.hold(TraceItem::Activity(activity), sink);
+    }
+
+    /// Holds `item` back, and delivers the item that leaves the window.
+    fn hold(&mut self, item: TraceItem, sink: &mut impl FnMut(TraceItem)) {
+        self.held.push_back(item);
+        if self.held.len() > FLOW_WINDOW {
+            sink(self.held.pop_front().expect("a full window"));
         }
     }
 
-    fn flush(&mut self, sink: &mut impl FnMut(TraceItem)) {
-        if let Some(done) = self.pending.take() {
-            sink(TraceItem::Activity(done));
-        }
-    }
-
-    /// Attaches a flow end to the activity just before it on the same row and time.
-    fn flow(&mut self, flow: FlowEnd) {
-        match (&mut self.pending, flow.kind, flow.id) {
-            (Some(a), Some(kind), Some(id))
-                if a.flow.is_none()
-                    && Some(a.device) == flow.device
-                    && Some(a.resource) == flow.resource
-                    && a.start_ns == flow.ts =>
-            {
-                a.flow = Some(Flow {
-                    id,
-                    kind,
-                    start: flow.start,
-                });
+    /// Counts as unmatched the flow ends that waited [`FLOW_WINDOW`] events for their
+    /// activity.
+    fn expire_early_flows(&mut self) {
+        while let Some(&(at, _)) = self.early_flows.front() {
+            if self.stats.events - at <= FLOW_WINDOW as u64 {
+                break;
             }
-            _ => self.stats.unmatched_flow += 1,
+            self.early_flows.pop_front();
+            self.stats.unmatched_flow += 1;
+        }
+    }
+
+    /// Attaches a flow end to the latest held activity of its row and time, or keeps it
+    /// waiting for that activity.
+    fn flow(&mut self, flow: FlowEnd) {
+        if flow.as_flow().is_none() {
+            self.stats.unmatched_flow += 1;
+            return;
+        }
+        // The newest first: Kineto writes the flow event right after its activity.
+        let held = self.held.iter_mut().rev().find_map(|item| match item {
+            TraceItem::Activity(a) if flow.belongs_to(a) => Some(a),
+            _ => None,
+        });
+        match held {
+            Some(a) => a.flow = flow.as_flow(),
+            None => {
+                self.expire_early_flows();
+                self.early_flows.push_back((self.stats.events, flow));
+            }
         }
     }
 
@@ -597,7 +654,12 @@ impl EventMapper {
     /// Delivers the held-back activity, the rows and the window: called once `traceEvents`
     /// ends, or when reading stops inside it.
     pub fn finish(&mut self, sink: &mut impl FnMut(TraceItem)) {
-        self.flush(sink);
+        for item in self.held.drain(..) {
+            sink(item);
+        }
+        // Their activity never came.
+        self.stats.unmatched_flow += self.early_flows.len() as u64;
+        self.early_flows.clear();
         for row in self.processes.drain(..) {
             sink(TraceItem::Process(row));
         }

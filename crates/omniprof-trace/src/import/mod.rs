@@ -1,5 +1,6 @@
 //! The reader that rebuilds a [`Trace`](crate::Trace) from a Kineto-compatible Chrome JSON
-//! trace: omniprof's own or PyTorch's, plain or gzip (detected by its magic bytes). One
+//! trace: omniprof's own or PyTorch's, plain or gzip (detected by its magic bytes), or from
+//! a Perfetto protobuf trace (told by its first bytes; see `pftrace` for how it maps). One
 //! [`TraceReader`], with its options, reads a path or any [`Read`](std::io::Read), whole or
 //! streamed into a sink.
 //!
@@ -49,8 +50,9 @@
 //!   [`Trace::counters`](crate::Trace::counters): its numeric `args` are the values (others
 //!   are dropped and counted in [`ReadStats::dropped_counter_values`]);
 //! - `M` → process and thread rows, merged per pid and per (pid, tid);
-//! - `s` / `f` → the [`Flow`](crate::Flow) of the activity written just before on the same row
-//!   and time;
+//! - `s` / `f` → the [`Flow`](crate::Flow) of the activity of the same row that starts at the
+//!   event's time, written before or after it within 4,096 events (one end per activity; a
+//!   flow id may have several `f` ends, each on its own activity);
 //! - `args`: `External id` and `correlation` become
 //!   [`Activity::correlation`](crate::Activity::correlation) and
 //!   [`Activity::linked_correlation`](crate::Activity::linked_correlation) (which one depends
@@ -77,6 +79,7 @@ mod item;
 mod limits;
 mod mapper;
 mod parallel;
+mod pftrace;
 mod reader;
 mod scan;
 
@@ -84,6 +87,7 @@ pub use error::{Location, Position, ReadError, ReadErrorKind};
 pub use event::ArgFilter;
 pub use item::{ReadStats, TraceItem};
 pub use limits::Limits;
+pub(crate) use pftrace::header as pftrace_header;
 pub use reader::{ReadOutcome, TraceReader};
 
 #[cfg(test)]

@@ -334,6 +334,7 @@ fn small_trace_header_rows_and_counts() {
             unsupported_id: 1,
             unmatched_flow: 2,
             dropped_counter_values: 1,
+            foreign_packets: 0,
             too_deep_args: 0,
         }
     );
@@ -488,9 +489,10 @@ fn streamed_items_come_in_order_with_rows_and_window_last() {
         })
         .collect();
     let mut expected = vec!["devices", "meta", "meta", "base"];
-    expected.extend(["activity"; 4]);
+    // File order: five activities, the two counters, the `[memory]` instant.
+    expected.extend(["activity"; 5]);
     expected.extend(["counter"; 2]);
-    expected.extend(["activity"; 2]);
+    expected.extend(["activity"; 1]);
     expected.extend(["span", "process", "process", "thread", "window", "name"]);
     assert_eq!(tags, expected);
 }
@@ -1141,4 +1143,58 @@ fn a_bare_array_of_events_is_read_closed_or_not() {
             .contains("traceEvents[1]: unexpected end of input"),
         "{e}"
     );
+}
+
+/// A launch, then `between` kernels on another row, then the launch's `s` event.
+fn flow_after(between: usize) -> String {
+    let mut events = vec![
+        r#"{"ph": "X", "cat": "cuda_runtime", "name": "launch", "pid": 1, "tid": 1, "ts": 1, "dur": 1}"#
+            .to_string(),
+    ];
+    for i in 0..between {
+        events.push(format!(
+            r#"{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {}, "dur": 1}}"#,
+            10 + i
+        ));
+    }
+    events.push(
+        r#"{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 1, "tid": 1, "ts": 1}"#
+            .to_string(),
+    );
+    format!("{{\"traceEvents\": [{}]}}", events.join(",\n"))
+}
+
+#[test]
+fn a_flow_event_finds_its_activity_thousands_of_events_back_but_not_past_the_window() {
+    let flow = |between: usize| {
+        let (trace, stats) = TraceReader::new()
+            .read(flow_after(between).as_bytes())
+            .into_result()
+            .unwrap();
+        assert_eq!(trace.activities.len(), between + 1);
+        (trace.activities[0].flow.map(|f| f.id), stats.unmatched_flow)
+    };
+    assert_eq!(flow(4_000), (Some(5), 0));
+    assert_eq!(flow(5_000), (None, 1));
+}
+
+#[test]
+fn a_flow_event_before_its_activity_waits_for_it() {
+    let json = r#"{"traceEvents": [
+      {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 0, "tid": 7, "ts": 3, "bp": "e"},
+      {"ph": "X", "cat": "kernel", "name": "other", "pid": 0, "tid": 7, "ts": 2, "dur": 1},
+      {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 3, "dur": 1},
+      {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 6, "pid": 0, "tid": 7, "ts": 9, "bp": "e"}
+    ]}"#;
+    let (trace, stats) = TraceReader::new()
+        .read(json.as_bytes())
+        .into_result()
+        .unwrap();
+    let flows: Vec<_> = trace
+        .activities
+        .iter()
+        .map(|a| a.flow.map(|f| f.id))
+        .collect();
+    assert_eq!(flows, [None, Some(5)]);
+    assert_eq!(stats.unmatched_flow, 1, "the end whose activity never came");
 }

@@ -30,7 +30,8 @@
 //!   process, one per series: a `hardware_counters` metric is named by the metric, any other
 //!   counter's key `"<name> <key>"`, as Perfetto names the series of a JSON `C` event;
 //! - a flow → its id in `flow_ids` on the start's slice and in `terminating_flow_ids` on the
-//!   end's, namespaced by kind (`ac2g`, `fwdbwd`) so the two never collide;
+//!   end's, namespaced by kind (`ac2g`, `fwdbwd`) so the two never collide; a start with
+//!   several ends lists an id per end ([`flows`]);
 //! - spans → slices on a `Spans` track (one child track per span name), and the window's end
 //!   → an instant there;
 //! - names, categories and arg names are interned; times are the model's nanoseconds, which
@@ -43,11 +44,13 @@
 //! everything, are written last on a second sequence, with absolute times.
 
 mod ends;
+mod flows;
 mod proto;
 
 use std::io::{self, Write};
 
 use ends::PendingEnds;
+use flows::FlowIds;
 use proto::{annotation, clock, defaults, event, interned, packet, track, Buf, Room};
 
 use crate::activity::{Activity, ActivityType, FlowKind};
@@ -55,6 +58,7 @@ use crate::export::json;
 use crate::export::lanes::{row_tid, written_span, Lanes, WrittenOrder};
 use crate::export::WriteStats;
 use crate::hash::{cache_slot, FastMap};
+use crate::import::pftrace_header as header;
 use crate::keys::arg;
 use crate::trace::Trace;
 use crate::value::Value;
@@ -101,10 +105,10 @@ pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<WriteStats> {
     w.start_incremental_sequence(EVENTS_SEQUENCE);
     plan.descriptors(trace, &mut w.buf);
     w.flush()?;
-    let mut tracks = plan.track_of.iter();
+    let mut tracks = plan.track_of.iter().enumerate();
     plan.order.try_for_each(|a| {
-        let track = *tracks.next().expect("the plan has every activity's track");
-        w.activity(a, &plan, track)
+        let (index, &track) = tracks.next().expect("the plan has every activity's track");
+        w.activity(a, &plan, index, track)
     })?;
     w.end_slices_until(i64::MAX)?;
     w.counters(trace, &plan)?;
@@ -198,6 +202,8 @@ struct Plan<'a> {
     lanes: Lanes,
     /// The row track of each activity, in written order (unused for counters).
     track_of: Vec<u32>,
+    /// The Perfetto ids of the flow ends.
+    flows: FlowIds,
     /// Pids that device activities use.
     device_pids: Vec<i64>,
     /// Counter tracks: (series index, value name, track name); a track's uuid is its index.
@@ -210,6 +216,7 @@ struct Plan<'a> {
 struct Placement {
     lanes: Lanes,
     track_of: Vec<u32>,
+    flows: FlowIds,
     device_pids: Vec<i64>,
 }
 
@@ -222,6 +229,7 @@ impl Placement {
         Self {
             lanes,
             track_of: Vec::with_capacity(trace.activities.len()),
+            flows: FlowIds::default(),
             device_pids: Vec::new(),
         }
     }
@@ -238,6 +246,9 @@ impl Placement {
             let (start, end) = written_span(a);
             self.lanes.assign_in(row, start, end)
         };
+        if let Some(flow) = a.flow.filter(|f| f.id > 0) {
+            self.flows.place(self.track_of.len(), flow);
+        }
         self.track_of.push(uuid::row_track(row, lane));
     }
 }
@@ -254,6 +265,7 @@ impl<'a> Plan<'a> {
         let Placement {
             lanes,
             track_of,
+            flows,
             mut device_pids,
         } = placed;
         for series in trace.counters.series() {
@@ -267,6 +279,7 @@ impl<'a> Plan<'a> {
             rows: lanes.rows().count() as u32,
             lanes,
             track_of,
+            flows,
             device_pids,
             counters: counter_tracks(trace),
         }
@@ -334,15 +347,20 @@ impl<'a> Plan<'a> {
             // Thread tracks are root tracks, one per thread: a thread's sibling lanes, and a
             // device's streams, are tracks of the row's name under the process.
             for lane in first_sibling..lanes {
-                custom_track(b, track(lane), uuid::process(pid), &name);
+                custom_track(b, track(lane), uuid::process(pid), &name, Some(tid));
             }
         }
         for (index, (series, _, name)) in self.counters.iter().enumerate() {
-            let device = trace.counters.series()[*series].track.device;
+            let series = &trace.counters.series()[*series].track;
             let d = descriptor(b, uuid::counter(index as u32, self.rows));
-            b.uint(track::PARENT_UUID, uuid::process(device));
+            b.uint(track::PARENT_UUID, uuid::process(series.device));
             b.str(track::NAME, name);
+            b.int(track::SIBLING_ORDER_RANK, series.resource);
+            // The series' type and name, for the reader (Perfetto shows them as the
+            // counter's categories).
             let c = b.open(track::COUNTER);
+            b.str(track::counter::CATEGORIES, series.kind.name());
+            b.str(track::counter::CATEGORIES, &series.name);
             b.close(c);
             end_descriptor(b, d);
         }
@@ -351,7 +369,7 @@ impl<'a> Plan<'a> {
         b.str(track::NAME, SPANS_TRACK);
         end_descriptor(b, d);
         for (index, name) in span_names(trace).into_iter().enumerate() {
-            custom_track(b, uuid::spans(Some(index)), spans, name);
+            custom_track(b, uuid::spans(Some(index)), spans, name, None);
         }
     }
 }
@@ -381,10 +399,15 @@ fn end_descriptor(b: &mut Buf, (p, d): (proto::Open, proto::Open)) {
     b.close(p);
 }
 
-fn custom_track(b: &mut Buf, uuid: u64, parent: u64, name: &str) {
+/// A track under `parent`; a row's track carries the row's tid as its sibling rank (which
+/// orders a device's streams by id, and tells the reader the row).
+fn custom_track(b: &mut Buf, uuid: u64, parent: u64, name: &str, tid: Option<i64>) {
     let d = descriptor(b, uuid);
     b.uint(track::PARENT_UUID, parent);
     b.str(track::NAME, name);
+    if let Some(tid) = tid {
+        b.int(track::SIBLING_ORDER_RANK, tid);
+    }
     end_descriptor(b, d);
 }
 
@@ -638,7 +661,14 @@ impl<'a, W: Write> Writer<'a, W> {
         self.flush_if_full()
     }
 
-    fn activity(&mut self, a: &'a Activity, plan: &Plan, track: u32) -> io::Result<()> {
+    /// Writes the activity written `index`-th, on its row track `track`.
+    fn activity(
+        &mut self,
+        a: &'a Activity,
+        plan: &Plan,
+        index: usize,
+        track: u32,
+    ) -> io::Result<()> {
         let (start, end) = written_span(a);
         self.end_slices_until(start)?;
         let args = Args::of(a);
@@ -685,14 +715,20 @@ impl<'a, W: Write> Writer<'a, W> {
                 r.uint(event::CORRELATION_ID, id);
             }
             if let Some(flow) = a.flow.filter(|f| f.id > 0) {
-                let field = if flow.start {
-                    event::FLOW_IDS
+                if flow.start {
+                    r.fixed64(event::FLOW_IDS, uuid::flow(flow.kind, flow.id));
                 } else {
-                    event::TERMINATING_FLOW_IDS
-                };
-                r.fixed64(field, uuid::flow(flow.kind, flow.id));
+                    let id = plan.flows.own_end(index);
+                    let id = id.unwrap_or(uuid::flow(flow.kind, flow.id));
+                    r.fixed64(event::TERMINATING_FLOW_IDS, id);
+                }
             }
         });
+        if a.flow.is_some_and(|f| f.start) {
+            for &id in plan.flows.more_starts(index) {
+                b.fixed64(event::FLOW_IDS, id);
+            }
+        }
         self.close_event(e);
         if !instant {
             self.ends.push(end, track);
@@ -790,7 +826,8 @@ impl<'a, W: Write> Writer<'a, W> {
         }
         let end = trace.window.end_ns;
         self.absolute_event(end, event::TYPE_INSTANT, uuid::spans(None), |b| {
-            b.str(event::NAME, WINDOW_END)
+            b.str(event::NAME, WINDOW_END);
+            header_annotations(b, trace);
         });
         self.flush_if_full()
     }
@@ -809,6 +846,29 @@ impl<'a, W: Write> Writer<'a, W> {
         fields(b);
         b.close(e);
         b.close(p);
+    }
+}
+
+/// The trace's header as the window's end marker's annotations, named as the JSON's
+/// top-level keys (the reader takes them back; Perfetto shows them as the marker's args).
+fn header_annotations(b: &mut Buf, trace: &Trace) {
+    let entry = |b: &mut Buf, key: &str, value: &Value| {
+        let d = b.open(event::DEBUG_ANNOTATIONS);
+        b.str(annotation::NAME, key);
+        write_value(b, value);
+        b.close(d);
+    };
+    entry(b, header::BASE_TIME, &Value::Int(trace.base_time_ns));
+    entry(b, header::WINDOW_START, &Value::Int(trace.window.start_ns));
+    if let Some(name) = &trace.trace_name {
+        entry(b, header::TRACE_NAME, &Value::from(name.as_str()));
+    }
+    if !trace.device_properties.is_empty() {
+        let devices = Value::List(trace.device_properties.clone());
+        entry(b, header::DEVICE_PROPERTIES, &devices);
+    }
+    for (key, value) in &trace.metadata {
+        entry(b, key, value);
     }
 }
 

@@ -58,6 +58,10 @@ pub mod track {
     pub const THREAD: u32 = 4;
     pub const PARENT_UUID: u32 = 5;
     pub const COUNTER: u32 = 8;
+    pub const SIBLING_ORDER_RANK: u32 = 12;
+    pub mod counter {
+        pub const CATEGORIES: u32 = 2;
+    }
     pub mod process {
         pub const PID: u32 = 1;
         pub const LEGACY_SORT_INDEX: u32 = 3;
