@@ -3,8 +3,9 @@
 //! ranks (and per rank with `--by-rank`); a rank made slow named as the slowest; a
 //! directory's other files named and skipped (one without traces, or `-` among files,
 //! refused); two traces claiming one rank an error naming both; a truncated rank read with
-//! `--partial` and flagged, not summed in; and the time breakdown and communication overlap
-//! equal to Holistic Trace Analysis's on the same traces.
+//! `--partial` and flagged, not summed in; JSON, gzip and Perfetto traces read alike; and the
+//! time breakdown and communication overlap equal to Holistic Trace Analysis's on the same
+//! traces.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -343,7 +344,7 @@ fn a_directory_without_traces_and_standard_input_among_files_are_refused() {
         let stderr = text(&out.stderr);
         assert!(
             stderr.contains(&format!(
-                "error: {}: no trace in the directory (no file ending in .json or .json.gz)",
+                "error: {}: no trace in the directory (no file ending in .json, .json.gz or .pftrace)",
                 dir.path().display()
             )),
             "{command}: {stderr}"
@@ -357,4 +358,38 @@ fn a_directory_without_traces_and_standard_input_among_files_are_refused() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn a_job_of_json_gzip_and_perfetto_traces_reads_as_its_json_traces() {
+    let json_dir = tempfile::tempdir().unwrap();
+    let files = job(json_dir.path());
+    let mixed = tempfile::tempdir().unwrap();
+    for (file, name) in files
+        .iter()
+        .zip(["rank0.json", "rank1.json.gz", "rank2.pftrace"])
+    {
+        let out = omniprof(
+            &["convert"],
+            &[file, Path::new("-o"), &mixed.path().join(name)],
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    fs::copy(&files[3], mixed.path().join("rank3.json")).unwrap();
+    let args = ["summary", "--format", "json", "--row-limit", "-1"];
+    assert_eq!(
+        json(&omniprof(&args, &[mixed.path()])),
+        json(&omniprof(&args, &[json_dir.path()]))
+    );
+    let report = |dir: &Path| {
+        let mut doc = json(&omniprof(&["ranks", "--format", "json"], &[dir]));
+        // All but the file names, and the base time, which a Perfetto trace does not
+        // carry (its times are absolute: the figures are the same).
+        for r in doc["ranks"].as_array_mut().unwrap() {
+            r["label"] = serde_json::Value::Null;
+            r["profile"]["base_time_ns"] = serde_json::Value::Null;
+        }
+        doc
+    };
+    assert_eq!(report(mixed.path()), report(json_dir.path()));
 }
