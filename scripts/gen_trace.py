@@ -12,15 +12,17 @@ With `--rank R` the trace is one rank of a distributed job: its header says so
 (`distributedInfo`), its jitter is seeded by the rank, its device work lies on whole
 microseconds (so that HTA's figures, which it computes in microseconds, compare exactly),
 and it has `--steps` `ProfilerStep#N` ranges (on a thread of their own, one after the other,
-each over an equal share of the blocks), each ending with an NCCL all-reduce kernel on a
-second stream that overlaps the step's last compute kernels; `--slow-steps 1,3 --slow-ms 4`
-makes the rank stall 4 ms before the all-reduce of steps 1 and 3.
+each over an equal share of the blocks, written before the events they hold), each ending
+with an NCCL all-reduce kernel on a second stream that overlaps the step's last compute
+kernels; `--slow-steps 1,3 --slow-ms 4` makes the rank stall 4 ms before the all-reduce of
+steps 1 and 3.
 
     python3 scripts/gen_trace.py big.json --ops 1000000 --threads 4
     for r in 0 1 2 3; do python3 scripts/gen_trace.py job/rank$r.json --rank $r --world-size 4; done
 """
 
 import argparse
+import io
 import random
 
 BASE_NS = 1_790_857_026_000_000_000
@@ -221,6 +223,11 @@ def main():
         per_step = max(1, blocks // max(1, args.steps))
         steps = []  # (start, end) of each step
         step_start = min(clocks.values())
+        step_tid = PID + len(threads)
+        if ranked:
+            # A step's events wait here until its end is known: its range comes first, as
+            # PyTorch writes events, in order of start.
+            w.out = io.StringIO()
         for i in range(blocks):
             tid = threads[i % len(threads)]
             clocks[tid], device_clock = block(w, rng, tid, i, clocks[tid], device_clock, ranked)
@@ -239,15 +246,19 @@ def main():
                 )
                 device_clock = max(device_clock, comm_at + comm_ns)
                 step_end = max(max(clocks.values()), device_clock)
+                held, w.out = w.out, out
+                w.event(
+                    f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{len(steps)}", '
+                    f'"pid": {PID}, "tid": {step_tid}, "ts": {us(step_start)}, '
+                    f'"dur": {us(step_end - step_start)}, "args": {{"External id": {w.next_id()}}}}}'
+                )
+                out.write(held.getvalue())
+                w.out = io.StringIO() if len(steps) + 1 < args.steps else out
                 steps.append((step_start, step_end))
                 step_start = step_end
-        step_tid = PID + len(threads)
-        for n, (start, stop) in enumerate(steps):
-            w.event(
-                f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{n}", '
-                f'"pid": {PID}, "tid": {step_tid}, "ts": {us(start)}, "dur": {us(stop - start)}, '
-                f'"args": {{"External id": {w.next_id()}}}}}'
-            )
+        if w.out is not out:
+            out.write(w.out.getvalue())
+            w.out = out
         end = max(max(clocks.values()), device_clock) + 1_000
         w.event(
             f'{{"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", '

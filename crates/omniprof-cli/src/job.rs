@@ -16,8 +16,8 @@ use omniprof_trace::import::Limits;
 #[derive(Debug, clap::Args)]
 pub(crate) struct TracesArgs {
     /// Traces (Kineto / PyTorch Chrome JSON or Perfetto traces, plain or gzip), or directories
-    /// of them (one per rank: every `.json` and `.json.gz` file directly inside; other files
-    /// are named and skipped). `-` reads one trace from standard input.
+    /// of them (one per rank: every `.json`, `.json.gz` and `.pftrace` file directly inside;
+    /// other files are named and skipped). `-` reads one trace from standard input.
     #[arg(value_name = "TRACE", required = true, num_args = 1..)]
     pub(crate) traces: Vec<PathBuf>,
     /// On a truncated or malformed file, use what was read before the error (the error is
@@ -67,7 +67,7 @@ impl TracesArgs {
                     log::warn!(
                         "{}: skipped: not a trace (a trace's name ends in {})",
                         name.display(),
-                        TRACE_SUFFIXES.join(" or ")
+                        suffixes()
                     );
                 }
             }
@@ -75,7 +75,7 @@ impl TracesArgs {
                 return Err(format!(
                     "{}: no trace in the directory (no file ending in {})",
                     path.display(),
-                    TRACE_SUFFIXES.join(" or ")
+                    suffixes()
                 ));
             }
         }
@@ -87,7 +87,15 @@ impl TracesArgs {
 }
 
 /// The ends of the names of the files a directory's traces are read from.
-pub(crate) const TRACE_SUFFIXES: [&str; 2] = [".json", ".json.gz"];
+pub(crate) const TRACE_SUFFIXES: [&str; 3] = [".json", ".json.gz", ".pftrace"];
+
+/// The suffixes as a message lists them: `.json, .json.gz or .pftrace`.
+fn suffixes() -> String {
+    match TRACE_SUFFIXES.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => TRACE_SUFFIXES.join(""),
+    }
+}
 
 fn is_trace_name(path: &Path) -> bool {
     let name = path.file_name().map(|n| n.to_string_lossy());

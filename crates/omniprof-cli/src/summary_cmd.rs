@@ -222,6 +222,12 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
     if code != 0 && !args.input.partial {
         return ExitCode::from(code);
     }
+    if args.by_rank {
+        // In name order too, so that each rank's rows line up with the job's.
+        for part in &mut parts {
+            part.summary = KeyAverages::merged([&part.summary]);
+        }
+    }
     // By rank; traces without one after, in the order given.
     let mut order: Vec<usize> = (0..parts.len()).collect();
     order.sort_by_key(|&i| (parts[i].rank.is_none(), parts[i].rank, i));
@@ -238,11 +244,13 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
             .filter(|&i| parts[i].outcome.is_ok())
             .collect();
         for &i in order.iter().filter(|&&i| parts[i].outcome.is_err()) {
+            let name = match parts[i].rank {
+                Some(rank) => format!("rank {rank} ({})", files[i].display()),
+                None => label(i),
+            };
             log::warn!(
-                "{} ({}) was read only in part: left out of the rows over all ranks \
-                 (--by-rank shows its rows)",
-                label(i),
-                files[i].display()
+                "{name} was read only in part: left out of the rows over all ranks \
+                 (--by-rank shows its rows)"
             );
         }
         let job = KeyAverages::merged(whole.iter().map(|&i| &parts[i].summary));
@@ -258,16 +266,15 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
         );
         render(args, &job, &report_options(args, Some(header)))
     };
-    parts.clear();
     if !print(&text) {
         code = 1;
     }
     ExitCode::from(code)
 }
 
-/// `--by-rank`: per trace, its rows; tables one after the other under a line naming the
-/// rank, CSV with a leading `rank` column (empty for a trace without one), JSON as
-/// `{"ranks": [{"rank", "trace", "partial", "summary"}]}`.
+/// `--by-rank`: per trace, its rows (in name order); tables one after the other under a
+/// line naming the rank, CSV with a leading `rank` column (empty for a trace without one),
+/// JSON as `{"ranks": [{"rank", "trace", "partial", "summary"}]}`.
 fn by_rank(
     args: &SummaryArgs,
     files: &[PathBuf],

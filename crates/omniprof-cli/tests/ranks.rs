@@ -1,9 +1,10 @@
 //! Proves that `omniprof summary DIR` and `omniprof ranks DIR` read a job's traces as a user
 //! runs them: four synthetic ranks of `scripts/gen_trace.py --rank` summed exactly over the
 //! ranks (and per rank with `--by-rank`); a rank made slow named as the slowest; a
-//! directory's other files named and skipped; two traces claiming one rank an error naming
-//! both; a truncated rank read with `--partial` and flagged, not summed in; and the time
-//! breakdown and communication overlap equal to Holistic Trace Analysis's on the same
+//! directory's other files named and skipped (one without traces, or `-` among files,
+//! refused); two traces claiming one rank an error naming both; a truncated rank read with
+//! `--partial` and flagged, not summed in; JSON, gzip and Perfetto traces read alike; and the
+//! time breakdown and communication overlap equal to Holistic Trace Analysis's on the same
 //! traces.
 
 use std::fs;
@@ -145,6 +146,16 @@ fn by_rank_lists_each_rank_s_rows_under_its_rank() {
         .map(|r| r["rank"].as_u64().unwrap())
         .collect();
     assert_eq!(ranks, [0, 1, 2, 3]);
+    // Each rank's rows in name order, as the job's.
+    let names: Vec<&str> = doc["ranks"][1]["summary"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
     assert_eq!(doc["ranks"][2]["partial"], false);
     assert!(doc["ranks"][2]["trace"]
         .as_str()
@@ -321,4 +332,64 @@ print(json.dumps(rows))
             .collect();
         assert_eq!(ours.to_vec(), theirs, "rank {r}");
     }
+}
+
+#[test]
+fn a_directory_without_traces_and_standard_input_among_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("notes.txt"), "not a trace").unwrap();
+    for command in ["summary", "ranks"] {
+        let out = omniprof(&[command], &[dir.path()]);
+        assert_eq!(out.status.code(), Some(2), "{command}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "error: {}: no trace in the directory (no file ending in .json, .json.gz or .pftrace)",
+                dir.path().display()
+            )),
+            "{command}: {stderr}"
+        );
+    }
+    let trace = rank(dir.path(), 0, &[]);
+    let out = omniprof(&["summary", "-"], &[&trace]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("error: `-` (standard input) reads one trace, alone"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_job_of_json_gzip_and_perfetto_traces_reads_as_its_json_traces() {
+    let json_dir = tempfile::tempdir().unwrap();
+    let files = job(json_dir.path());
+    let mixed = tempfile::tempdir().unwrap();
+    for (file, name) in files
+        .iter()
+        .zip(["rank0.json", "rank1.json.gz", "rank2.pftrace"])
+    {
+        let out = omniprof(
+            &["convert"],
+            &[file, Path::new("-o"), &mixed.path().join(name)],
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    fs::copy(&files[3], mixed.path().join("rank3.json")).unwrap();
+    let args = ["summary", "--format", "json", "--row-limit", "-1"];
+    assert_eq!(
+        json(&omniprof(&args, &[mixed.path()])),
+        json(&omniprof(&args, &[json_dir.path()]))
+    );
+    let report = |dir: &Path| {
+        let mut doc = json(&omniprof(&["ranks", "--format", "json"], &[dir]));
+        // All but the file names, and the base time, which a Perfetto trace does not
+        // carry (its times are absolute: the figures are the same).
+        for r in doc["ranks"].as_array_mut().unwrap() {
+            r["label"] = serde_json::Value::Null;
+            r["profile"]["base_time_ns"] = serde_json::Value::Null;
+        }
+        doc
+    };
+    assert_eq!(report(mixed.path()), report(json_dir.path()));
 }

@@ -120,6 +120,7 @@ pub struct Step {
     pub number: u64,
     /// Absolute nanoseconds, on this rank's clock.
     pub start_ns: i64,
+    /// Where it ends, on the same clock.
     pub end_ns: i64,
     /// The part of the step in which communication runs (the union of the rank's
     /// communication, clipped to the step): in a collective, a rank also waits for the others.
@@ -207,6 +208,7 @@ pub struct RankProfile {
     pub steps: Vec<Step>,
     /// What the breakdown counts.
     pub source: Source,
+    /// Where its time went.
     pub breakdown: Breakdown,
 }
 
@@ -261,6 +263,10 @@ impl RankProfileBuilder {
                 if is_device_work(a.kind) {
                     let kind = WorkKind::of_kernel(&a.name);
                     push(&mut self.device, kind, interval);
+                    // The breakdown counts device work now: the host ops are not needed.
+                    if !self.host.is_empty() {
+                        self.host = FastMap::default();
+                    }
                     return;
                 }
                 if a.kind.is_device() {
@@ -471,6 +477,7 @@ fn subtract(a: &[(i64, i64)], b: &[(i64, i64)]) -> Vec<(i64, i64)> {
 pub struct RankTrace {
     /// How the report names it (its path).
     pub label: String,
+    /// What it holds (of what was read, for a trace read in part).
     pub profile: RankProfile,
     /// Why the trace was read only in part (a truncated file read with `--partial`): its
     /// figures are shown, flagged, and left out of the cross-rank statistics.
@@ -480,6 +487,7 @@ pub struct RankTrace {
 /// One step across the ranks.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepRow {
+    /// The `N` of `ProfilerStep#N`.
     pub number: u64,
     /// Its duration on each rank, in the report's order; `None` where a rank lacks it.
     pub durations_ns: Vec<Option<i64>>,
@@ -504,6 +512,7 @@ pub struct Straggler {
     pub index: usize,
     /// The steps in which it was the slowest, of `steps`.
     pub slowest_in: usize,
+    /// The steps compared: those on two or more complete ranks.
     pub steps: usize,
     /// Its mean lag behind the median over the steps it was slowest in.
     pub mean_lag_ns: i64,
