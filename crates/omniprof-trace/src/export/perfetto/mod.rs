@@ -31,7 +31,7 @@
 //!   counter's key `"<name> <key>"`, as Perfetto names the series of a JSON `C` event;
 //! - a flow → its id in `flow_ids` on the start's slice and in `terminating_flow_ids` on the
 //!   end's, namespaced by kind (`ac2g`, `fwdbwd`) so the two never collide; a start with
-//!   several ends lists an id per end ([`flows`]);
+//!   several ends lists an id per end (the `flows` module);
 //! - spans → slices on a `Spans` track (one child track per span name), and the window's end
 //!   → an instant there;
 //! - names, categories and arg names are interned; times are the model's nanoseconds, which
