@@ -28,6 +28,7 @@
 //! ```
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -36,6 +37,9 @@ use super::grid::{number, render};
 use super::table::{fit_name, MAX_NAME_WIDTH};
 use super::us;
 use crate::activity::{Activity, ActivityClass, ActivityType};
+use crate::counter::{CounterSample, CounterTrack};
+use crate::hash::FastMap;
+use crate::import::TraceItem;
 use crate::trace::Trace;
 
 /// Sum, count and extremes of one metric over the calls that reported it.
@@ -64,6 +68,14 @@ impl MetricStats {
         self.max = self.max.max(v);
     }
 
+    fn merge(&mut self, other: &Self) {
+        self.count += other.count;
+        self.sum += other.sum;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
+    /// The sum over the count.
     pub fn mean(&self) -> f64 {
         self.sum / self.count as f64
     }
@@ -86,61 +98,163 @@ pub struct KernelMetrics {
 
 /// The metrics of every kernel (and `cuda_profiler_range`) that has some.
 pub fn kernel_metrics(trace: &Trace) -> KernelMetrics {
-    let scope_metrics: BTreeSet<&str> = trace
-        .counters
-        .series()
-        .iter()
-        .filter(|s| s.track.kind == ActivityType::XpuScopeProfiler)
-        .flat_map(|s| s.samples.iter().flat_map(|x| x.values.iter()))
-        .map(|(name, _)| &**name)
-        .collect();
-    let mut summary = KernelMetrics::default();
-    for a in &trace.activities {
-        let values: Vec<(&str, f64)> = match a.kind {
-            ActivityType::CudaProfilerRange => numeric_args(a, |_| true),
-            kind if kind.class() == Some(ActivityClass::Kernel) && !scope_metrics.is_empty() => {
-                numeric_args(a, |key| scope_metrics.contains(key))
-            }
-            _ => continue,
-        };
-        summary.add(a, values);
+    let mut builder = KernelMetricsBuilder::default();
+    for series in trace.counters.series() {
+        for sample in &series.samples {
+            builder.add_counter(&series.track, sample);
+        }
     }
-    summary.rows.retain(|r| !r.metrics.is_empty());
-    summary
+    for a in &trace.activities {
+        builder.add_activity(a);
+    }
+    builder.finish()
 }
 
-fn numeric_args(a: &Activity, wanted: impl Fn(&str) -> bool) -> Vec<(&str, f64)> {
-    a.args
-        .iter()
-        .filter(|(key, _)| wanted(key))
-        .filter_map(|(key, value)| Some((&**key, value.as_f64().filter(|v| v.is_finite())?)))
-        .collect()
+/// [`kernel_metrics`] of a trace taken item by item (a streamed read): it keeps one entry
+/// per (kernel name, numeric arg), never the kernels, and decides at the end which args
+/// are metrics (a kernel's are the value names of the scope profiler's counter series,
+/// which may come after the kernels in the file).
+#[derive(Debug, Default)]
+pub struct KernelMetricsBuilder {
+    /// The value names of the `xpu_scope_profiler` series.
+    scope_metrics: BTreeSet<String>,
+    /// By name, in the order of first appearance.
+    entries: Vec<Entry>,
+    index: FastMap<Arc<str>, usize>,
+    seen: u64,
 }
 
-impl KernelMetrics {
-    fn add(&mut self, a: &Activity, values: Vec<(&str, f64)>) {
-        let row = match self.rows.iter_mut().position(|r| *r.name == *a.name) {
-            Some(i) => &mut self.rows[i],
-            None => {
-                self.rows.push(KernelMetricsRow {
-                    name: a.name.to_string(),
-                    calls: 0,
-                    device_time_ns: 0,
-                    metrics: Vec::new(),
-                });
-                self.rows.last_mut().expect("just pushed")
-            }
-        };
-        row.calls += 1;
-        row.device_time_ns += a.duration_ns();
-        for (name, v) in values {
-            match row.metrics.iter_mut().find(|(m, _)| m == name) {
+/// One name's calls, split by source: `cuda_profiler_range` events count whatever
+/// happens; kernels only when the trace turns out to have scope-profiler metrics.
+#[derive(Debug)]
+struct Entry {
+    name: Arc<str>,
+    range: Part,
+    kernel: Part,
+}
+
+#[derive(Debug, Default)]
+struct Part {
+    /// The place of the first call among all calls (for the row order).
+    first: Option<u64>,
+    calls: u64,
+    device_time_ns: i64,
+    metrics: Vec<(String, MetricStats)>,
+}
+
+impl Part {
+    fn add(&mut self, seq: u64, a: &Activity) {
+        self.first.get_or_insert(seq);
+        self.calls += 1;
+        self.device_time_ns += a.duration_ns();
+        for (name, v) in numeric_args(a) {
+            match self.metrics.iter_mut().find(|(m, _)| m == name) {
                 Some((_, stats)) => stats.add(v),
-                None => row.metrics.push((name.to_owned(), MetricStats::new(v))),
+                None => self.metrics.push((name.to_owned(), MetricStats::new(v))),
+            }
+        }
+    }
+}
+
+impl KernelMetricsBuilder {
+    /// Takes one item of a streamed trace.
+    pub fn add_item(&mut self, item: &TraceItem) {
+        match item {
+            TraceItem::Activity(a) => self.add_activity(a),
+            TraceItem::Counter(track, sample) => self.add_counter(track, sample),
+            _ => {}
+        }
+    }
+
+    /// Takes one counter sample: a scope-profiler sample names metrics.
+    pub fn add_counter(&mut self, track: &CounterTrack, sample: &CounterSample) {
+        if track.kind == ActivityType::XpuScopeProfiler {
+            for (name, _) in sample.values.iter() {
+                if !self.scope_metrics.contains(&**name) {
+                    self.scope_metrics.insert(name.to_string());
+                }
             }
         }
     }
 
+    /// Takes one activity: a `cuda_profiler_range` event or a kernel.
+    pub fn add_activity(&mut self, a: &Activity) {
+        let range = match a.kind {
+            ActivityType::CudaProfilerRange => true,
+            kind if kind.class() == Some(ActivityClass::Kernel) => false,
+            _ => return,
+        };
+        let i = match self.index.get(&a.name) {
+            Some(&i) => i,
+            None => {
+                self.entries.push(Entry {
+                    name: a.name.clone(),
+                    range: Part::default(),
+                    kernel: Part::default(),
+                });
+                self.index.insert(a.name.clone(), self.entries.len() - 1);
+                self.entries.len() - 1
+            }
+        };
+        let seq = self.seen;
+        self.seen += 1;
+        let entry = &mut self.entries[i];
+        if range {
+            entry.range.add(seq, a);
+        } else {
+            entry.kernel.add(seq, a);
+        }
+    }
+
+    /// The rows: those with some metric, in the order of each name's first counted call.
+    pub fn finish(self) -> KernelMetrics {
+        let scope = self.scope_metrics;
+        let mut rows: Vec<(u64, KernelMetricsRow)> = Vec::new();
+        for entry in self.entries {
+            let mut parts = vec![entry.range];
+            if !scope.is_empty() {
+                let mut kernel = entry.kernel;
+                kernel.metrics.retain(|(name, _)| scope.contains(name));
+                parts.push(kernel);
+            }
+            let Some(first) = parts.iter().filter_map(|p| p.first).min() else {
+                continue;
+            };
+            let mut row = KernelMetricsRow {
+                name: entry.name.to_string(),
+                calls: 0,
+                device_time_ns: 0,
+                metrics: Vec::new(),
+            };
+            for part in parts {
+                row.calls += part.calls;
+                row.device_time_ns += part.device_time_ns;
+                for (name, s) in part.metrics {
+                    match row.metrics.iter_mut().find(|(m, _)| *m == name) {
+                        Some((_, stats)) => stats.merge(&s),
+                        None => row.metrics.push((name, s)),
+                    }
+                }
+            }
+            if !row.metrics.is_empty() {
+                rows.push((first, row));
+            }
+        }
+        rows.sort_by_key(|(first, _)| *first);
+        KernelMetrics {
+            rows: rows.into_iter().map(|(_, row)| row).collect(),
+        }
+    }
+}
+
+/// An activity's finite numeric args.
+fn numeric_args(a: &Activity) -> impl Iterator<Item = (&str, f64)> {
+    a.args
+        .iter()
+        .filter_map(|(key, value)| Some((&**key, value.as_f64().filter(|v| v.is_finite())?)))
+}
+
+impl KernelMetrics {
     /// One line per (kernel, metric); a kernel's calls and device time on its first line.
     pub fn table(&self) -> String {
         let headers = [

@@ -403,7 +403,7 @@ fn breakdown(mut lane: Lane) -> (Breakdown, Vec<(i64, i64)>) {
 }
 
 /// The parts of sorted disjoint intervals within `start..end`.
-fn clip(list: &[(i64, i64)], start: i64, end: i64) -> Vec<(i64, i64)> {
+pub(super) fn clip(list: &[(i64, i64)], start: i64, end: i64) -> Vec<(i64, i64)> {
     let first = list.partition_point(|&(_, e)| e <= start);
     list[first..]
         .iter()
@@ -414,7 +414,7 @@ fn clip(list: &[(i64, i64)], start: i64, end: i64) -> Vec<(i64, i64)> {
 
 /// Sorted disjoint intervals covering the given ones; touching intervals merge, as in
 /// HTA's `merge_kernel_intervals`.
-fn union(list: Option<Vec<(i64, i64)>>) -> Vec<(i64, i64)> {
+pub(super) fn union(list: Option<Vec<(i64, i64)>>) -> Vec<(i64, i64)> {
     let mut list = list.unwrap_or_default();
     list.sort_unstable();
     let mut out: Vec<(i64, i64)> = Vec::with_capacity(list.len());
@@ -427,7 +427,7 @@ fn union(list: Option<Vec<(i64, i64)>>) -> Vec<(i64, i64)> {
     out
 }
 
-fn length(list: &[(i64, i64)]) -> i64 {
+pub(super) fn length(list: &[(i64, i64)]) -> i64 {
     list.iter().map(|(s, e)| e - s).sum()
 }
 
@@ -450,7 +450,7 @@ fn intersect(a: &[(i64, i64)], b: &[(i64, i64)]) -> Vec<(i64, i64)> {
 }
 
 /// The parts of sorted disjoint `a` that sorted disjoint `b` does not cover.
-fn subtract(a: &[(i64, i64)], b: &[(i64, i64)]) -> Vec<(i64, i64)> {
+pub(super) fn subtract(a: &[(i64, i64)], b: &[(i64, i64)]) -> Vec<(i64, i64)> {
     let mut out = Vec::new();
     let mut j = 0;
     for &(mut start, end) in a {

@@ -1,0 +1,368 @@
+//! The model of `omniprof report`'s page: per view, the numbers the other analyses compute,
+//! gathered in one pass over each trace and serialized to the JSON the page draws. Nothing
+//! here computes a figure of its own but the per-kernel time extremes: the key averages are
+//! [`KeyAverages`]'s rows (as `summary --format json` writes them), the step split is
+//! [`step_time`](super::step_time), kernel metrics [`metrics`](super::metrics), counters
+//! [`counters`](super::counters), memory [`memory_curve`](super::memory_curve), the ranks
+//! [`ranks`](super::ranks), the diff [`diff`](super::diff). The page only lays them out.
+//!
+//! A [`TraceReportBuilder`] takes one trace item by item, beside the key averages' builder
+//! (the caller streams the file once into both); [`ReportModel::new`] sets the traces of a
+//! job together.
+//!
+//! ```
+//! use omniprof_trace::analysis::report::{ReportInput, ReportModel, TraceReportBuilder};
+//! use omniprof_trace::analysis::{key_averages, KeyAveragesOptions};
+//! use omniprof_trace::import::TraceItem;
+//! use omniprof_trace::{Activity, ActivityType, Trace};
+//!
+//! let mut trace = Trace::new(0, 100);
+//! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 0, 60));
+//! let mut b = TraceReportBuilder::default();
+//! for a in &trace.activities {
+//!     b.add_item(&TraceItem::Activity(a.clone()));
+//! }
+//! let input = ReportInput {
+//!     label: "t.json".into(),
+//!     summary: key_averages(&trace, &KeyAveragesOptions::default()),
+//!     parts: b.finish(),
+//!     error: None,
+//! };
+//! let model = ReportModel::new(vec![input], None);
+//! let json = model.json();
+//! assert!(json.contains(r#""name":"aten::mm""#));
+//! assert!(json.contains(r#""cpu_only_ns":60"#));
+//! ```
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::counters::{counter_stats, CounterStats};
+use super::diff::diff;
+use super::memory_curve::{MemoryCurve, MemoryCurveBuilder};
+use super::metrics::KernelMetricsBuilder;
+use super::ranks::{RankProfileBuilder, RankTrace, RanksReport};
+use super::step_time::{StepTimeBuilder, StepTimes};
+use super::{KeyAverages, ReportOptions, SortKey};
+use crate::activity::ActivityClass;
+use crate::hash::FastMap;
+use crate::import::TraceItem;
+use crate::trace::Trace;
+
+/// The most points a counter's line keeps (every n-th sample beyond).
+pub const MAX_COUNTER_POINTS: usize = 2000;
+
+/// The most rows of the Overview's top ops and kernels, and the Memory view's top
+/// allocating ops.
+pub const TOP_ROWS: usize = 10;
+
+/// Everything one trace gives the report besides its key averages.
+pub struct TraceReportBuilder {
+    steps: StepTimeBuilder,
+    metrics: KernelMetricsBuilder,
+    memory: MemoryCurveBuilder,
+    rank: RankProfileBuilder,
+    kernels: KernelTimesBuilder,
+    /// The counter samples (their own store: the report keeps no activity).
+    counters: Trace,
+    events: u64,
+}
+
+impl Default for TraceReportBuilder {
+    fn default() -> Self {
+        Self {
+            steps: StepTimeBuilder::default(),
+            metrics: KernelMetricsBuilder::default(),
+            memory: MemoryCurveBuilder::default(),
+            rank: RankProfileBuilder::new(),
+            kernels: KernelTimesBuilder::default(),
+            counters: Trace::new(0, 0),
+            events: 0,
+        }
+    }
+}
+
+impl TraceReportBuilder {
+    /// Takes one item of the trace.
+    pub fn add_item(&mut self, item: &TraceItem) {
+        self.events += 1;
+        self.steps.add_item(item);
+        self.metrics.add_item(item);
+        self.memory.add_item(item);
+        self.rank.add_item(item);
+        match item {
+            TraceItem::Activity(a) => self.kernels.add(a),
+            TraceItem::Counter(track, sample) => {
+                self.counters
+                    .counters
+                    .add(track, sample.ts_ns, sample.values.iter().cloned());
+            }
+            TraceItem::Window(w) => self.counters.window = *w,
+            _ => {}
+        }
+    }
+
+    /// What was taken, analysed.
+    pub fn finish(self) -> TraceParts {
+        let stats = counter_stats(&self.counters);
+        let series = self
+            .counters
+            .counters
+            .series()
+            .iter()
+            .flat_map(|s| {
+                let mut names: Vec<&str> = Vec::new();
+                for sample in &s.samples {
+                    for (name, _) in &sample.values {
+                        if !names.contains(&&**name) {
+                            names.push(name);
+                        }
+                    }
+                }
+                let step = s.samples.len().div_ceil(MAX_COUNTER_POINTS).max(1);
+                names
+                    .into_iter()
+                    .map(|name| CounterLine {
+                        counter: s.track.name.to_string(),
+                        value: name.to_owned(),
+                        points: s
+                            .samples
+                            .iter()
+                            .step_by(step)
+                            .filter_map(|x| Some((x.ts_ns, x.value(name)?)))
+                            .collect(),
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        TraceParts {
+            steps: self.steps.finish(),
+            metrics: RawValue::from_string(self.metrics.finish().json())
+                .expect("the metrics' JSON is JSON"),
+            memory: self.memory.finish(),
+            rank: self.rank.finish(),
+            kernels: self.kernels.finish(),
+            counters: stats.rows,
+            counter_lines: series,
+            events: self.events,
+        }
+    }
+}
+
+/// One kernel name's calls and time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KernelTimes {
+    /// The kernel's name.
+    pub name: String,
+    /// Its calls, total time and extremes (nanoseconds).
+    pub calls: u64,
+    pub total_ns: i64,
+    pub min_ns: i64,
+    pub max_ns: i64,
+}
+
+/// Per kernel name, [`KernelTimes`], in the order of first calls.
+#[derive(Debug, Default)]
+struct KernelTimesBuilder {
+    rows: Vec<KernelTimes>,
+    index: FastMap<std::sync::Arc<str>, usize>,
+}
+
+impl KernelTimesBuilder {
+    fn add(&mut self, a: &crate::Activity) {
+        if a.kind.class() != Some(ActivityClass::Kernel) {
+            return;
+        }
+        let d = a.duration_ns();
+        match self.index.get(&a.name) {
+            Some(&i) => {
+                let r = &mut self.rows[i];
+                r.calls += 1;
+                r.total_ns += d;
+                r.min_ns = r.min_ns.min(d);
+                r.max_ns = r.max_ns.max(d);
+            }
+            None => {
+                self.index.insert(a.name.clone(), self.rows.len());
+                self.rows.push(KernelTimes {
+                    name: a.name.to_string(),
+                    calls: 1,
+                    total_ns: d,
+                    min_ns: d,
+                    max_ns: d,
+                });
+            }
+        }
+    }
+
+    /// Longest total first.
+    fn finish(mut self) -> Vec<KernelTimes> {
+        self.rows.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
+        self.rows
+    }
+}
+
+/// One counter value's line: (absolute nanoseconds, value) points, at most
+/// [`MAX_COUNTER_POINTS`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CounterLine {
+    /// The series' name and the value's.
+    pub counter: String,
+    pub value: String,
+    pub points: Vec<(i64, f64)>,
+}
+
+/// What a [`TraceReportBuilder`] made of one trace.
+#[derive(Debug)]
+pub struct TraceParts {
+    /// The Overview's split.
+    pub steps: StepTimes,
+    /// [`KernelMetrics::json`](super::metrics::KernelMetrics::json).
+    pub metrics: Box<RawValue>,
+    /// The Memory view's curves.
+    pub memory: Vec<MemoryCurve>,
+    /// The Distributed view's profile of this rank.
+    pub rank: super::ranks::RankProfile,
+    /// The Kernels view's times.
+    pub kernels: Vec<KernelTimes>,
+    /// `summary --counters`' rows, and their lines.
+    pub counters: Vec<CounterStats>,
+    pub counter_lines: Vec<CounterLine>,
+    /// Items read.
+    pub events: u64,
+}
+
+/// One trace as the report takes it.
+#[derive(Debug)]
+pub struct ReportInput {
+    /// How the page names it (its path).
+    pub label: String,
+    /// Its key averages.
+    pub summary: KeyAverages,
+    /// The rest.
+    pub parts: TraceParts,
+    /// Why it was read only in part (`--partial`).
+    pub error: Option<String>,
+}
+
+/// One trace in the page's list.
+#[derive(Debug, Serialize)]
+pub struct TraceEntry {
+    /// Its path, the rank it claims, the items read, and why it was cut, if it was.
+    pub label: String,
+    pub rank: Option<u64>,
+    pub events: u64,
+    pub error: Option<String>,
+}
+
+/// The page's data, view by view.
+#[derive(Debug, Serialize)]
+pub struct ReportModel {
+    /// The traces, by rank.
+    pub traces: Vec<TraceEntry>,
+    /// The Overview: the first trace's steps (by rank), and the top rows of the key
+    /// averages summed over the traces.
+    pub steps: StepTimes,
+    pub top_ops: Box<RawValue>,
+    pub top_kernels: Box<RawValue>,
+    /// The Operators view: [`KeyAverages::json`] of every row, summed over the traces read
+    /// whole.
+    pub operators: Box<RawValue>,
+    /// The Kernels view, of the first trace.
+    pub kernels: Vec<KernelTimes>,
+    pub kernel_metrics: Box<RawValue>,
+    pub counters: Vec<CounterStats>,
+    pub counter_lines: Vec<CounterLine>,
+    /// The Memory view, of the first trace, and the top allocating rows.
+    pub memory: Vec<MemoryCurve>,
+    pub top_memory: Box<RawValue>,
+    /// The Distributed view: [`RanksReport::json`], with two traces or more.
+    pub ranks: Option<Box<RawValue>>,
+    /// The Diff view: [`TraceDiff::json`](super::diff::TraceDiff::json) of the base trace's
+    /// rows against these.
+    pub diff: Option<Box<RawValue>>,
+}
+
+impl ReportModel {
+    /// The model of a job's traces (one or more), with the diff against `base`'s key
+    /// averages when given.
+    pub fn new(inputs: Vec<ReportInput>, base: Option<&KeyAverages>) -> Self {
+        let mut inputs = inputs;
+        inputs.sort_by(|a, b| {
+            let key = |i: &ReportInput| (i.parts.rank.rank.is_none(), i.parts.rank.rank);
+            key(a).cmp(&key(b))
+        });
+        let whole = KeyAverages::merged(
+            inputs
+                .iter()
+                .filter(|i| i.error.is_none() || inputs.len() == 1)
+                .map(|i| &i.summary),
+        );
+        let raw = |s: String| RawValue::from_string(s).expect("the analyses write JSON");
+        let top = |sort_by| {
+            raw(whole.json(&ReportOptions {
+                sort_by: Some(sort_by),
+                row_limit: Some(TOP_ROWS),
+                ..Default::default()
+            }))
+        };
+        let top_ops = top(SortKey::SelfCpuTimeTotal);
+        let top_kernels = top(SortKey::SelfDeviceTimeTotal);
+        let top_memory = top(if whole.has_device_time() {
+            SortKey::SelfDeviceMemoryUsage
+        } else {
+            SortKey::SelfCpuMemoryUsage
+        });
+        let operators = raw(whole.json(&ReportOptions {
+            row_limit: None,
+            ..Default::default()
+        }));
+        let diff = base.map(|b| raw(diff(b, &whole, None).json(None)));
+        let traces = inputs
+            .iter()
+            .map(|i| TraceEntry {
+                label: i.label.clone(),
+                rank: i.parts.rank.rank,
+                events: i.parts.events,
+                error: i.error.clone(),
+            })
+            .collect();
+        let ranks = (inputs.len() > 1).then(|| {
+            let report = RanksReport::new(
+                inputs
+                    .iter()
+                    .map(|i| RankTrace {
+                        label: i.label.clone(),
+                        profile: i.parts.rank.clone(),
+                        error: i.error.clone(),
+                    })
+                    .collect(),
+            );
+            raw(report.json())
+        });
+        let first = inputs
+            .into_iter()
+            .next()
+            .expect("a report has one trace or more");
+        Self {
+            traces,
+            steps: first.parts.steps,
+            top_ops,
+            top_kernels,
+            operators,
+            kernels: first.parts.kernels,
+            kernel_metrics: first.parts.metrics,
+            counters: first.parts.counters,
+            counter_lines: first.parts.counter_lines,
+            memory: first.parts.memory,
+            top_memory,
+            ranks,
+            diff,
+        }
+    }
+
+    /// The model as one JSON object.
+    pub fn json(&self) -> String {
+        serde_json::to_string(self).expect("plain data serializes")
+    }
+}
