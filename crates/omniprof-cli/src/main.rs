@@ -1,5 +1,6 @@
 //! `omniprof`: run the demo, check configs, inspect plugins, summarize, convert and compare
-//! traces, compare a job's ranks, draw flame graphs, trigger a running process.
+//! traces, compare a job's ranks, write an HTML report, draw flame graphs, trigger a running
+//! process.
 
 mod config_cmd;
 mod convert_cmd;
@@ -13,6 +14,7 @@ mod parquet_cmd;
 mod plugins_cmd;
 mod progress;
 mod ranks_cmd;
+mod report_cmd;
 mod summary_cmd;
 mod trigger_cmd;
 
@@ -52,6 +54,9 @@ enum Command {
     /// behind the median, and per rank the time in computation, communication, memory
     /// copies and idle (HTA's definitions).
     Ranks(ranks_cmd::RanksArgs),
+    /// Write one self-contained HTML file with the views of TensorBoard's profiler plugin:
+    /// steps, operators, kernels, memory, ranks, the trace and, with --base, a diff.
+    Report(report_cmd::ReportArgs),
     /// Convert a trace (Kineto / PyTorch JSON or a Perfetto trace, plain or gzip) to the
     /// format OUT's extension names: .json, .json.gz or .pftrace (Perfetto); or traces to
     /// Parquet tables (--format parquet).
@@ -92,6 +97,7 @@ fn main() -> ExitCode {
         Command::Plugins(PluginsCommand::Check(args)) => plugins_cmd::check(&args),
         Command::Summary(args) => summary_cmd::run(&args),
         Command::Ranks(args) => ranks_cmd::run(&args),
+        Command::Report(args) => report_cmd::run(&args),
         Command::Convert(args) => convert_cmd::run(&args),
         Command::Flamegraph(args) => flamegraph_cmd::run(&args),
         Command::Diff(args) => diff_cmd::run(&args),

@@ -30,7 +30,7 @@ use omniprof_trace::analysis::ranks::claimed_rank;
 use omniprof_trace::analysis::{
     key_averages, KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
 };
-use omniprof_trace::import::{Limits, ReadError, ReadStats, TraceItem, TraceReader};
+use omniprof_trace::import::{ArgFilter, Limits, ReadError, ReadStats, TraceItem, TraceReader};
 use omniprof_trace::keys::metadata;
 use omniprof_trace::Trace;
 
@@ -424,19 +424,40 @@ pub(crate) fn summarize_file(
     options: KeyAveragesOptions,
     limits: Limits,
 ) -> TraceSummary {
+    summarize_file_watching(path, options, limits, false, &mut |_| {})
+}
+
+/// [`summarize_file`], with every item read also given to `watch` (`None` before a file
+/// is read again: what it gathered is to be dropped), read with every arg when `all_args`
+/// (the summary's reader keeps only those it reads); one read serves the summary and
+/// another analysis (`report`).
+pub(crate) fn summarize_file_watching(
+    path: &Path,
+    options: KeyAveragesOptions,
+    limits: Limits,
+    all_args: bool,
+    watch: &mut dyn FnMut(Option<&TraceItem>),
+) -> TraceSummary {
     let stdin = path.as_os_str() == "-";
     let mut rank = None;
-    let mut see = |item: &TraceItem| {
+    let reader_of = |builder: &KeyAveragesBuilder| {
+        let reader = builder.reader().limits(limits);
+        if all_args {
+            reader.args(ArgFilter::All)
+        } else {
+            reader
+        }
+    };
+    let mut see = |item: &TraceItem, watch: &mut dyn FnMut(Option<&TraceItem>)| {
         if let TraceItem::Metadata(key, value) = item {
             if key == metadata::DISTRIBUTED_INFO {
                 rank = claimed_rank(value);
             }
         }
+        watch(Some(item));
     };
     if options.group_by_stack_n > 0 {
-        let reader = KeyAveragesBuilder::new(options.clone())
-            .reader()
-            .limits(limits);
+        let reader = reader_of(&KeyAveragesBuilder::new(options.clone()));
         let mut trace = Trace::new(0, 0);
         let mut read = |input: &mut dyn io::Read| {
             let outcome = reader.read(input);
@@ -451,6 +472,17 @@ pub(crate) fn summarize_file(
         } else {
             read_file(path, read)
         };
+        for a in &trace.activities {
+            watch(Some(&TraceItem::Activity(a.clone())));
+        }
+        for series in trace.counters.series() {
+            for sample in &series.samples {
+                watch(Some(&TraceItem::Counter(
+                    series.track.clone(),
+                    sample.clone(),
+                )));
+            }
+        }
         let rank = trace
             .metadata
             .iter()
@@ -470,17 +502,14 @@ pub(crate) fn summarize_file(
     // At most three reads: the last builder keeps every op, which always finishes.
     loop {
         let outcome = if stdin {
-            builder
-                .reader()
-                .limits(limits)
-                .stream(io::stdin().lock(), |item| {
-                    see(&item);
-                    builder.add_item(&item)
-                })
+            reader_of(&builder).stream(io::stdin().lock(), |item| {
+                see(&item, watch);
+                builder.add_item(&item)
+            })
         } else {
             read_file(path, |reader| {
-                builder.reader().limits(limits).stream(reader, |item| {
-                    see(&item);
+                reader_of(&builder).stream(reader, |item| {
+                    see(&item, watch);
                     builder.add_item(&item)
                 })
             })
@@ -496,6 +525,7 @@ pub(crate) fn summarize_file(
             Err(again) => {
                 log::debug!("{}: {again}", path.display());
                 builder = again.builder();
+                watch(None);
             }
         }
     }

@@ -48,6 +48,8 @@ pub enum Needs {
     Root,
     /// `perf_event_open` allowed for this process.
     PerfEvents,
+    /// A headless Chromium (or Chrome) to open `omniprof report`'s pages in.
+    Chromium,
 }
 
 impl Needs {
@@ -77,6 +79,10 @@ impl Needs {
             Needs::PerfEvents => {
                 "run where perf_event_open is allowed (not under a seccomp filter that \
                  forbids it)"
+            }
+            Needs::Chromium => {
+                "install Debian's chromium (apt-get install chromium), or set \
+                 OMNIPROF_CHROMIUM to a Chromium or Chrome binary"
             }
         }
     }

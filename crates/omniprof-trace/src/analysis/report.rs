@@ -150,7 +150,7 @@ impl TraceReportBuilder {
 }
 
 /// One kernel name's calls and time.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct KernelTimes {
     /// The kernel's name.
     pub name: String,
@@ -159,6 +159,8 @@ pub struct KernelTimes {
     pub total_ns: i64,
     pub min_ns: i64,
     pub max_ns: i64,
+    /// The total over the calls.
+    pub mean_ns: f64,
 }
 
 /// Per kernel name, [`KernelTimes`], in the order of first calls.
@@ -190,6 +192,7 @@ impl KernelTimesBuilder {
                     total_ns: d,
                     min_ns: d,
                     max_ns: d,
+                    mean_ns: 0.0,
                 });
             }
         }
@@ -198,6 +201,9 @@ impl KernelTimesBuilder {
     /// Longest total first.
     fn finish(mut self) -> Vec<KernelTimes> {
         self.rows.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
+        for r in &mut self.rows {
+            r.mean_ns = r.total_ns as f64 / r.calls as f64;
+        }
         self.rows
     }
 }

@@ -56,7 +56,7 @@ const PARTS: [Part; 6] = [
 ];
 
 /// One step's time, split.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct StepTime {
     /// `ProfilerStep#N`'s `N`; `None` for the whole trace of a trace without steps.
     pub number: Option<u64>,
@@ -75,6 +75,8 @@ pub struct StepTime {
     /// The part of the step in which a kernel, copy or fill (not a communication kernel)
     /// runs: the device's utilization is this over the step.
     pub device_busy_ns: i64,
+    /// `device_busy_ns` as a percentage of the step, two decimals.
+    pub device_utilization: f64,
 }
 
 impl StepTime {
@@ -85,7 +87,7 @@ impl StepTime {
 }
 
 /// The steps of a trace, split.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct StepTimes {
     /// By number; one row for the whole trace when it has no `ProfilerStep#N`.
     pub steps: Vec<StepTime>,
@@ -192,6 +194,13 @@ impl StepTimeBuilder {
                     cpu_only_ns: of(Part::CpuOnly),
                     idle_ns: 0,
                     device_busy_ns: length(&clip(&device, start_ns, end_ns)),
+                    device_utilization: 0.0,
+                };
+                step.device_utilization = if step.duration_ns() > 0 {
+                    (10_000.0 * step.device_busy_ns as f64 / step.duration_ns() as f64).round()
+                        / 100.0
+                } else {
+                    0.0
                 };
                 step.idle_ns = step.duration_ns() - length(&clip(&covered, start_ns, end_ns));
                 step
@@ -244,7 +253,7 @@ mod tests {
             ),
             (150, 100, 50, 300, 50, 250, 100)
         );
-        assert_eq!(s0.device_busy_ns, 300);
+        assert_eq!((s0.device_busy_ns, s0.device_utilization), (300, 30.0));
         let s1 = &steps.steps[1];
         assert_eq!(
             (s1.number, s1.communication_ns, s1.idle_ns),

@@ -1,0 +1,176 @@
+//! `omniprof report TRACE… [-o report.html] [--base BASE]`: the views TensorBoard's
+//! profiler plugin gave (overview of each step, operators, kernels, memory, the ranks of a
+//! job, the trace, a diff), as one self-contained HTML file that opens from disk with no
+//! network: the page holds the [report model](omniprof_trace::analysis::report) as JSON,
+//! its CSS and script, and uPlot (a small charting library without dependencies, vendored
+//! under `src/report/vendor/uplot` at a pinned version and checksum) inlined.
+//!
+//! Each trace is streamed once, as `summary` streams it ([`summarize_file_watching`]): the
+//! key averages' builder and the report's builder take the same items. Several traces, or
+//! directories of them, are read in parallel ([`crate::job`]). A trace that cannot be read
+//! writes no file and names the file and offset; with `--partial`, the report is written
+//! of what was read and its first view says the trace was cut.
+//!
+//! Exit status: 0 when the report was written of traces read whole; 1 when a trace could
+//! not be read (with `--partial`, after writing the report) or the file not written; 2 for
+//! bad arguments.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use omniprof_trace::analysis::report::{ReportInput, ReportModel, TraceReportBuilder};
+use omniprof_trace::analysis::KeyAveragesOptions;
+
+use crate::job::{check_unique_ranks, read_all, TracesArgs};
+use crate::summary_cmd::{key_averages_of, report_skipped, summarize_file_watching};
+
+/// Write the report of traces as one HTML file.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReportArgs {
+    #[command(flatten)]
+    input: TracesArgs,
+    /// The HTML file to write.
+    #[arg(short, long, value_name = "HTML", default_value = "report.html")]
+    output: PathBuf,
+    /// A trace to compare against (the Diff view): its rows beside the traces'.
+    #[arg(long, value_name = "TRACE")]
+    base: Option<PathBuf>,
+    /// Also group the Operators view's rows by input shapes (`Input Dims`).
+    #[arg(long)]
+    group_by_shapes: bool,
+}
+
+/// The page's skeleton; each `/*@NAME@*/` is replaced by the part of that name.
+const PAGE: &str = include_str!("report/page.html");
+const STYLE: &str = include_str!("report/style.css");
+const ERRORS_JS: &str = include_str!("report/errors.js");
+const APP_JS: &str = include_str!("report/app.js");
+/// uPlot 1.6.32's minified build and stylesheet, as the npm package `uplot` ships them
+/// (checked against their sha256 in the tests).
+pub(crate) const UPLOT_JS: &str = include_str!("report/vendor/uplot/uPlot.iife.min.js");
+pub(crate) const UPLOT_CSS: &str = include_str!("report/vendor/uplot/uPlot.min.css");
+
+/// Runs `omniprof report`.
+pub(crate) fn run(args: &ReportArgs) -> ExitCode {
+    let files = match args.input.files() {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = KeyAveragesOptions {
+        group_by_input_shapes: args.group_by_shapes,
+        ..Default::default()
+    };
+    let limits = args.input.limits();
+    let base = match &args.base {
+        None => None,
+        Some(path) => match key_averages_of(path, options.clone(), limits) {
+            (summary, Ok(stats)) => {
+                report_skipped(&stats);
+                Some(summary)
+            }
+            (_, Err(e)) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    let inputs = read_all(&files, |file| read(file, &options, args));
+    if let Err(e) = check_unique_ranks(
+        files
+            .iter()
+            .map(PathBuf::as_path)
+            .zip(inputs.iter().map(|i| i.parts.rank.rank)),
+    ) {
+        eprintln!("error: {e}");
+        return ExitCode::from(1);
+    }
+    let mut code = 0;
+    for input in &inputs {
+        if let Some(e) = &input.error {
+            eprintln!("error: {e}");
+            code = 1;
+        }
+    }
+    if code != 0 && !args.input.partial {
+        eprintln!(
+            "error: no report written (--partial writes one of what was read, flagged as cut)"
+        );
+        return ExitCode::from(code);
+    }
+    let model = ReportModel::new(inputs, base.as_ref());
+    let html = page(&model.json());
+    if let Err(e) = std::fs::write(&args.output, html) {
+        eprintln!("error: cannot write {}: {e}", args.output.display());
+        return ExitCode::from(1);
+    }
+    eprintln!("wrote {}", args.output.display());
+    ExitCode::from(code)
+}
+
+/// One trace streamed once into its key averages and the rest of its report.
+fn read(file: &Path, options: &KeyAveragesOptions, args: &ReportArgs) -> ReportInput {
+    let mut builder = TraceReportBuilder::default();
+    let summary = summarize_file_watching(
+        file,
+        options.clone(),
+        args.input.limits(),
+        true,
+        &mut |item| match item {
+            Some(item) => builder.add_item(item),
+            // Read again from the start: what was gathered would count twice.
+            None => builder = TraceReportBuilder::default(),
+        },
+    );
+    if let Ok(stats) = &summary.outcome {
+        report_skipped(stats);
+    }
+    ReportInput {
+        label: file.display().to_string(),
+        summary: summary.summary,
+        parts: builder.finish(),
+        error: summary.outcome.err().map(|e| e.to_string()),
+    }
+}
+
+/// The HTML page of a model's JSON: the skeleton with every part inlined.
+pub(crate) fn page(model_json: &str) -> String {
+    // In a script element only `</script` or `<!--` could end or change it; JSON has `<`
+    // only inside strings, where `\u003c` reads back as the same character.
+    let model = model_json.replace('<', "\\u003c");
+    let parts = [
+        ("/*@UPLOT_CSS@*/", UPLOT_CSS),
+        ("/*@STYLE@*/", STYLE),
+        ("/*@MODEL@*/", model.as_str()),
+        ("/*@ERRORS_JS@*/", ERRORS_JS),
+        ("/*@UPLOT_JS@*/", UPLOT_JS),
+        ("/*@APP_JS@*/", APP_JS),
+    ];
+    let mut out =
+        String::with_capacity(PAGE.len() + parts.iter().map(|p| p.1.len()).sum::<usize>());
+    let mut rest = PAGE;
+    for (marker, part) in parts {
+        let (before, after) = rest
+            .split_once(marker)
+            .expect("the page names each part once, in this order");
+        out.push_str(before);
+        out.push_str(part);
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_that_closes_the_script_element_stays_inside_the_model() {
+        let html = page(r#"{"name":"</script><script>alert(1)</script>"}"#);
+        assert_eq!(html.matches("</script>").count(), 4);
+        assert!(html.contains(r#"{"name":"\u003c/script>\u003cscript>alert(1)\u003c/script>"}"#));
+    }
+}

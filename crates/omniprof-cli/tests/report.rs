@@ -1,0 +1,464 @@
+//! Proves that `omniprof report` writes pages that a real browser opens as users would: the
+//! reports of the demo's trace, of a PyTorch-written trace and of a four-rank job are loaded
+//! in headless Chromium (`--dump-dom`), with no script or console error and no request
+//! (the page's Content-Security-Policy refuses any, and its error hook writes each refusal
+//! into `#errors`), and their DOM holds the figures `omniprof summary` and `omniprof ranks`
+//! print; a screenshot of each view goes to `target/report-screenshots/`. Views without
+//! data say why; names are shown as text (a `<script>` name does not run); a truncated
+//! trace writes no report unless `--partial`, whose report says the trace was cut.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use omniprof_test_support::data::reference_trace;
+use omniprof_test_support::skip::{self, Needs};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The views, as the page's `#fragment` names them.
+const VIEWS: [&str; 7] = [
+    "overview",
+    "operators",
+    "kernels",
+    "memory",
+    "distributed",
+    "trace",
+    "diff",
+];
+
+/// The environment variable naming a Chromium binary other than `chromium` on the `PATH`.
+const CHROMIUM_ENV: &str = "OMNIPROF_CHROMIUM";
+
+fn omniprof(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_omniprof"))
+        .args(args)
+        .output()
+        .expect("run the omniprof binary")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = omniprof(args);
+    assert!(
+        out.status.success(),
+        "omniprof {args:?} failed: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// The Chromium to use, or `None` after saying the check is skipped.
+fn chromium(check: &str) -> Option<PathBuf> {
+    let candidate = std::env::var_os(CHROMIUM_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("chromium"));
+    match Command::new(&candidate).arg("--version").output() {
+        Ok(out) if out.status.success() => Some(candidate),
+        _ => {
+            skip::skip(
+                check,
+                Needs::Chromium,
+                &format!("{} does not run", candidate.display()),
+            );
+            None
+        }
+    }
+}
+
+/// Runs headless Chromium on `page` (with `#view` when given) with `mode`
+/// (`--dump-dom`, or `--screenshot=PNG`); its standard output.
+fn browse(chromium: &Path, profile: &Path, page: &Path, view: Option<&str>, mode: &str) -> String {
+    let url = format!(
+        "file://{}{}",
+        page.display(),
+        view.map(|v| format!("#{v}")).unwrap_or_default()
+    );
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--no-first-run",
+            "--window-size=1280,1400",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(mode)
+        .arg(&url)
+        .output()
+        .expect("run chromium");
+    assert!(
+        out.status.success(),
+        "chromium {mode} {url} failed: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// The page's DOM once its script ran, checked free of errors and blocked requests.
+fn loaded_dom(chromium: &Path, dir: &Path, page: &Path) -> String {
+    let dom = browse(chromium, &dir.join("profile"), page, None, "--dump-dom");
+    assert!(
+        dom.contains(r#"<body data-ready="true">"#),
+        "the page's script did not finish: {}",
+        &dom[..dom.len().min(4000)]
+    );
+    assert!(
+        dom.contains(r#"<div id="errors" hidden=""></div>"#),
+        "the page recorded errors: {}",
+        dom.split(r#"<div id="errors""#)
+            .nth(1)
+            .map(|s| &s[..s.len().min(2000)])
+            .unwrap_or("")
+    );
+    dom
+}
+
+/// A screenshot of each view of `page` under `target/report-screenshots/NAME-VIEW.png`.
+fn screenshots(chromium: &Path, dir: &Path, page: &Path, name: &str) {
+    let out_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/report-screenshots");
+    fs::create_dir_all(&out_dir).expect("create target/report-screenshots");
+    for view in VIEWS {
+        let png = out_dir.join(format!("{name}-{view}.png"));
+        let _ = fs::remove_file(&png);
+        browse(
+            chromium,
+            &dir.join("profile"),
+            page,
+            Some(view),
+            &format!("--screenshot={}", png.display()),
+        );
+        let bytes = fs::read(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
+        assert_eq!(
+            &bytes[..8],
+            b"\x89PNG\r\n\x1a\n",
+            "{} is a PNG",
+            png.display()
+        );
+    }
+}
+
+/// `s` as the DOM serializes text: `&`, `<`, `>` escaped.
+fn escaped(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\u{a0}', "&nbsp;")
+}
+
+/// The DOM's `table.NAME` element.
+fn table<'a>(dom: &'a str, name: &str) -> &'a str {
+    let start = dom
+        .find(&format!(r#"<table class="{name}">"#))
+        .unwrap_or_else(|| panic!("no table {name} in the DOM"));
+    let end = dom[start..].find("</table>").expect("a closed table") + start;
+    &dom[start..end]
+}
+
+/// Every row of `summary --format json` is a row of the Operators table with the same name,
+/// calls, and self CPU and device times (3 decimals of microseconds).
+fn operators_match_the_summary(dom: &str, trace: &Path) {
+    let summary: Value = serde_json::from_str(&ok(&[
+        "summary",
+        path(trace),
+        "--format",
+        "json",
+        "--row-limit",
+        "-1",
+    ]))
+    .expect("summary's JSON");
+    let rows = summary["rows"].as_array().expect("rows");
+    assert!(!rows.is_empty());
+    let operators = table(dom, "operators");
+    for row in rows {
+        let us = |key: &str| format!("{:.3}", row[key].as_f64().expect("a number"));
+        let expected = format!(
+            r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td>"#,
+            escaped(row["name"].as_str().expect("a name")),
+            row["count"],
+            us("self_cpu_time_total_us"),
+            us("cpu_time_total_us"),
+            us("cpu_time_avg_us"),
+            us("self_device_time_total_us"),
+        );
+        assert!(
+            operators.contains(&expected),
+            "the Operators table lacks {expected}"
+        );
+    }
+    assert_eq!(operators.matches("<tr>").count(), rows.len() + 1);
+}
+
+fn report(args: &[&str]) -> Output {
+    omniprof(&[&["report"], args].concat())
+}
+
+#[test]
+fn the_vendored_charting_library_is_the_pinned_uplot_release() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/report/vendor/uplot");
+    for (file, sha256) in [
+        (
+            "uPlot.iife.min.js",
+            "19c8d4c6ad88929a79f4ae49d6f7161566dfd0ba3d15cc495e974f787eb78f1f",
+        ),
+        (
+            "uPlot.min.css",
+            "df630c6a8d6f8eeaff264b50f73ce5b114f646ffd9a0bb74f049b0a00135fa04",
+        ),
+        (
+            "LICENSE",
+            "8f989229699b4fe2f1a0432d0e9edc338a8a911e250e2d1b01ecd770a5f5b1bd",
+        ),
+    ] {
+        let bytes = fs::read(dir.join(file)).expect("the vendored file");
+        let digest: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(digest, sha256, "{file} differs from uplot 1.6.32's");
+    }
+}
+
+#[test]
+fn the_demo_traces_report_opens_in_chromium_with_the_summarys_figures() {
+    let Some(chromium) = chromium("the demo report in Chromium") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("demo.json");
+    ok(&["demo", "-o", path(&trace), "--steps", "8"]);
+    let page = dir.path().join("demo.html");
+    ok(&["report", path(&trace), "-o", path(&page)]);
+    let html = fs::read_to_string(&page).expect("the page");
+    // Nothing is loaded from elsewhere: no URL in a src or href, and a policy refusing any.
+    assert!(!html.contains("src=\"http") && !html.contains("href=\"http"));
+    assert!(html.contains("default-src 'none'"));
+    let dom = loaded_dom(&chromium, dir.path(), &page);
+    operators_match_the_summary(&dom, &trace);
+    // The demo has 8 steps per thread; the step table has a row per ProfilerStep#N.
+    let steps = dom.matches("<td>ProfilerStep#").count();
+    assert!(steps >= 8, "{steps} step rows");
+    assert!(dom.contains("Device utilization (%)"));
+    assert!(dom.contains(
+        "One rank: the distributed view compares the ranks of a job (give several traces, or \
+         a directory of them)."
+    ));
+    assert!(dom.contains(
+        "No base trace: omniprof report --base BASE TRACE compares two traces op by op."
+    ));
+    screenshots(&chromium, dir.path(), &page, "demo");
+}
+
+#[test]
+fn a_pytorch_traces_report_shows_its_rows_and_says_why_views_are_empty() {
+    let Some(chromium) = chromium("the PyTorch trace's report in Chromium") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = reference_trace();
+    let page = dir.path().join("pytorch.html");
+    ok(&["report", path(&trace), "-o", path(&page)]);
+    let dom = loaded_dom(&chromium, dir.path(), &page);
+    operators_match_the_summary(&dom, &trace);
+    for why in [
+        "No device utilization: the trace has no device rows (no kernels, copies or fills).",
+        "The trace has no device rows: no kernels ran (or the backend recorded none).",
+        "The trace has no memory events ([memory] records: PyTorch writes them with \
+         profile_memory=True).",
+        "One rank: the distributed view compares the ranks of a job",
+        "whole trace (no ProfilerStep#N)",
+    ] {
+        assert!(dom.contains(&escaped(why)), "the DOM lacks {why:?}");
+    }
+    screenshots(&chromium, dir.path(), &page, "pytorch");
+}
+
+/// `gen_trace.py --rank` into `dir/rank<R>.json`.
+fn rank(dir: &Path, rank: u32, extra: &[&str]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
+    let status = Command::new("python3")
+        .arg(&script)
+        .arg(dir.join(format!("rank{rank}.json")))
+        .args(["--ops", "2000", "--threads", "2", "--world-size", "4"])
+        .args(["--rank", &rank.to_string(), "--steps", "4"])
+        .args(extra)
+        .status()
+        .expect("run gen_trace.py");
+    assert!(status.success());
+}
+
+#[test]
+fn a_jobs_report_shows_each_ranks_steps_and_marks_the_slowest() {
+    let Some(chromium) = chromium("the job's report in Chromium") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = dir.path().join("job");
+    fs::create_dir(&job).expect("job dir");
+    for r in 0..4 {
+        let slow: &[&str] = if r == 2 {
+            &["--slow-steps", "1,3", "--slow-ms", "4"]
+        } else {
+            &[]
+        };
+        rank(&job, r, slow);
+    }
+    let page = dir.path().join("job.html");
+    ok(&["report", path(&job), "-o", path(&page)]);
+    let dom = loaded_dom(&chromium, dir.path(), &page);
+    let ranks: Value =
+        serde_json::from_str(&ok(&["ranks", path(&job), "--format", "json"])).expect("JSON");
+    let straggler = &ranks["straggler"];
+    assert_eq!(straggler["rank"], 2);
+    assert!(dom.contains(&format!(
+        "Slowest rank: rank 2, slowest in {} of {} steps, {:.3}us behind the median on average.",
+        straggler["slowest_in"],
+        straggler["steps"],
+        straggler["mean_lag_ns"].as_i64().expect("ns") as f64 / 1000.0
+    )));
+    for step in ranks["steps"].as_array().expect("steps") {
+        let slowest = step["slowest"].as_u64().map(|i| i as usize);
+        for (i, d) in step["durations_ns"]
+            .as_array()
+            .expect("durations")
+            .iter()
+            .enumerate()
+        {
+            let mut cell = format!("{:.3}", d.as_i64().expect("ns") as f64 / 1000.0);
+            if slowest == Some(i) {
+                cell.push_str(" (slowest)");
+            }
+            assert!(
+                dom.contains(&format!(r#"<td class="num">{cell}</td>"#)),
+                "no cell {cell}"
+            );
+        }
+    }
+    // The job's operators are the rows summed over the ranks, as `summary DIR` prints them.
+    operators_match_the_summary(&dom, &job);
+    screenshots(&chromium, dir.path(), &page, "job");
+}
+
+/// A host-only trace with one op of each of these names.
+fn trace_named(names: &[&str]) -> String {
+    let events: Vec<String> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            serde_json::json!({
+                "ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1,
+                "ts": 100 + 10 * i, "dur": 5, "args": {"External id": i + 1}
+            })
+            .to_string()
+        })
+        .collect();
+    format!(
+        r#"{{"schemaVersion": 1, "traceEvents": [{}], "baseTimeNanoseconds": 0}}"#,
+        events.join(",\n")
+    )
+}
+
+#[test]
+fn names_with_markup_are_shown_as_text_and_never_run() {
+    let Some(chromium) = chromium("the report of names with markup in Chromium") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let names = [
+        "<script>alert(1)</script>",
+        "<script>document.body.setAttribute('data-ran', 'script')</script>",
+        "<img src=x onerror=\"document.body.setAttribute('data-ran', 'img')\">",
+        "a & b \"quoted\" 'single'",
+    ];
+    let trace = dir.path().join("names.json");
+    fs::write(&trace, trace_named(&names)).expect("write the trace");
+    let page = dir.path().join("names.html");
+    ok(&["report", path(&trace), "-o", path(&page)]);
+    let dom = loaded_dom(&chromium, dir.path(), &page);
+    assert!(!dom.contains("data-ran=\""), "a name ran as markup");
+    for name in names {
+        assert!(
+            dom.contains(&format!("<td>{}</td>", escaped(name))),
+            "{name} is not shown as text"
+        );
+    }
+    operators_match_the_summary(&dom, &trace);
+}
+
+#[test]
+fn a_truncated_trace_writes_no_report_and_with_partial_one_that_says_it_was_cut() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let whole = trace_named(&["aten::mm", "aten::add", "aten::relu"]);
+    let cut = &whole[..whole.find("aten::relu").expect("the last op")];
+    let trace = dir.path().join("cut.json");
+    fs::write(&trace, cut).expect("write the trace");
+    let page = dir.path().join("cut.html");
+    let out = report(&[path(&trace), "-o", path(&page)]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{}: ", trace.display())) && stderr.contains("(byte "),
+        "the error names the file and offset: {stderr}"
+    );
+    assert!(stderr.contains("no report written"), "{stderr}");
+    assert!(
+        !page.exists(),
+        "a report was written of a trace that failed"
+    );
+
+    let out = report(&[path(&trace), "-o", path(&page), "--partial"]);
+    assert_eq!(out.status.code(), Some(1));
+    let html = fs::read_to_string(&page).expect("--partial writes the report");
+    assert!(html.contains(r#""name":"aten::mm""#));
+    let Some(chromium) = chromium("the cut trace's report in Chromium") else {
+        return;
+    };
+    let dom = loaded_dom(&chromium, dir.path(), &page);
+    let overview = &dom[dom.find(r#"id="view-overview""#).expect("overview")..];
+    assert!(
+        overview.contains(&format!(
+            "This trace was cut: {} was read only up to an error",
+            trace.display()
+        )),
+        "the first view does not say the trace was cut"
+    );
+}
+
+#[test]
+fn a_report_with_a_base_shows_the_diff_of_the_two_traces() {
+    let Some(chromium) = chromium("the diff report in Chromium") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let base = dir.path().join("base.json");
+    let new = dir.path().join("new.json");
+    fs::write(&base, trace_named(&["aten::mm", "aten::add"])).expect("base");
+    fs::write(&new, trace_named(&["aten::mm", "aten::mm", "aten::relu"])).expect("new");
+    let page = dir.path().join("diff.html");
+    ok(&[
+        "report",
+        path(&new),
+        "--base",
+        path(&base),
+        "-o",
+        path(&page),
+    ]);
+    let dom = loaded_dom(&chromium, dir.path(), &page);
+    let diff = table(&dom, "diff");
+    // aten::mm: 1 call in the base, 2 now; aten::add gone; aten::relu new.
+    assert!(diff.contains(r#"<td>aten::mm</td><td>both</td><td class="num">1</td><td class="num">2</td><td class="num">1</td>"#), "{diff}");
+    assert!(
+        diff.contains("<td>aten::add</td><td>vanished</td>"),
+        "{diff}"
+    );
+    assert!(diff.contains("<td>aten::relu</td><td>new</td>"), "{diff}");
+}
