@@ -1,9 +1,9 @@
 //! `omniprof report TRACE… [-o report.html] [--base BASE]`: the views TensorBoard's
 //! profiler plugin gave (overview of each step, operators, kernels, memory, the ranks of a
 //! job, the trace, a diff), as one self-contained HTML file that opens from disk with no
-//! network: the page holds the [report model](omniprof_trace::analysis::report) as JSON,
-//! its CSS and script, and uPlot (a small charting library without dependencies, vendored
-//! under `src/report/vendor/uplot` at a pinned version and checksum) inlined.
+//! network: the page ([`ReportModel::html`]) holds the report model as JSON, its CSS and
+//! script, and uPlot (a small charting library without dependencies, vendored at a pinned
+//! version and checksum) inlined.
 //!
 //! Each trace is streamed once, as `summary` streams it ([`summarize_file_watching`]): the
 //! key averages' builder and the report's builder take the same items. Several traces, or
@@ -39,16 +39,6 @@ pub(crate) struct ReportArgs {
     #[arg(long)]
     group_by_shapes: bool,
 }
-
-/// The page's skeleton; each `/*@NAME@*/` is replaced by the part of that name.
-const PAGE: &str = include_str!("report/page.html");
-const STYLE: &str = include_str!("report/style.css");
-const ERRORS_JS: &str = include_str!("report/errors.js");
-const APP_JS: &str = include_str!("report/app.js");
-/// uPlot 1.6.32's minified build and stylesheet, as the npm package `uplot` ships them
-/// (checked against their sha256 in the tests).
-pub(crate) const UPLOT_JS: &str = include_str!("report/vendor/uplot/uPlot.iife.min.js");
-pub(crate) const UPLOT_CSS: &str = include_str!("report/vendor/uplot/uPlot.min.css");
 
 /// Runs `omniprof report`.
 pub(crate) fn run(args: &ReportArgs) -> ExitCode {
@@ -101,7 +91,7 @@ pub(crate) fn run(args: &ReportArgs) -> ExitCode {
         return ExitCode::from(code);
     }
     let model = ReportModel::new(inputs, base.as_ref());
-    let html = page(&model.json());
+    let html = model.html();
     if let Err(e) = std::fs::write(&args.output, html) {
         eprintln!("error: cannot write {}: {e}", args.output.display());
         return ExitCode::from(1);
@@ -132,45 +122,5 @@ fn read(file: &Path, options: &KeyAveragesOptions, args: &ReportArgs) -> ReportI
         summary: summary.summary,
         parts: builder.finish(),
         error: summary.outcome.err().map(|e| e.to_string()),
-    }
-}
-
-/// The HTML page of a model's JSON: the skeleton with every part inlined.
-pub(crate) fn page(model_json: &str) -> String {
-    // In a script element only `</script` or `<!--` could end or change it; JSON has `<`
-    // only inside strings, where `\u003c` reads back as the same character.
-    let model = model_json.replace('<', "\\u003c");
-    let parts = [
-        ("/*@UPLOT_CSS@*/", UPLOT_CSS),
-        ("/*@STYLE@*/", STYLE),
-        ("/*@MODEL@*/", model.as_str()),
-        ("/*@ERRORS_JS@*/", ERRORS_JS),
-        ("/*@UPLOT_JS@*/", UPLOT_JS),
-        ("/*@APP_JS@*/", APP_JS),
-    ];
-    let mut out =
-        String::with_capacity(PAGE.len() + parts.iter().map(|p| p.1.len()).sum::<usize>());
-    let mut rest = PAGE;
-    for (marker, part) in parts {
-        let (before, after) = rest
-            .split_once(marker)
-            .expect("the page names each part once, in this order");
-        out.push_str(before);
-        out.push_str(part);
-        rest = after;
-    }
-    out.push_str(rest);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_name_that_closes_the_script_element_stays_inside_the_model() {
-        let html = page(r#"{"name":"</script><script>alert(1)</script>"}"#);
-        assert_eq!(html.matches("</script>").count(), 4);
-        assert!(html.contains(r#"{"name":"\u003c/script>\u003cscript>alert(1)\u003c/script>"}"#));
     }
 }

@@ -204,7 +204,8 @@ fn report(args: &[&str]) -> Output {
 
 #[test]
 fn the_vendored_charting_library_is_the_pinned_uplot_release() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/report/vendor/uplot");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../omniprof-trace/src/analysis/report/vendor/uplot");
     for (file, sha256) in [
         (
             "uPlot.iife.min.js",

@@ -79,6 +79,19 @@ impl PyTrace {
         ))
     }
 
+    /// Writes `omniprof report`'s page of this trace (one self-contained HTML file): the
+    /// same model and page as the CLI's, from the trace in memory. A path that cannot be
+    /// written is an `OSError` naming it.
+    fn export_report(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        let html = py.detach(|| {
+            let summary = analysis::key_averages(&self.0, &KeyAveragesOptions::default());
+            analysis::report::ReportModel::of_trace(&self.0, "the profiled run", summary).html()
+        });
+        std::fs::write(&path, html).map_err(|e| {
+            pyo3::exceptions::PyOSError::new_err(format!("cannot write {}: {e}", path.display()))
+        })
+    }
+
     /// PyTorch's `export_stacks(path, metric)`: each event's Python stack with its self
     /// time in µs, in the folded format flame graph tools read. An unknown `metric` is a
     /// `ValueError` naming the accepted ones; a path that cannot be written an `OSError`.

@@ -435,6 +435,13 @@ class profile:
             raise AssertionError("export_stacks() requires with_stack=True")
         self._require_trace("export_stacks").export_stacks(os.fspath(path), metric)
 
+    def export_report(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Writes the last trace's report: one self-contained HTML file with the views of
+        TensorBoard's profiler plugin (steps, operators, kernels, memory, the trace), the
+        page ``omniprof report`` writes. ``ProfilerError`` before a trace exists;
+        ``OSError`` naming the path when it cannot be written."""
+        self._require_trace("export_report").export_report(os.fspath(path))
+
     def add_metadata(self, key: str, value: str) -> None:
         """Adds a top-level ``key: value`` to the traces finished from now on."""
         self._session.add_metadata(key, value)

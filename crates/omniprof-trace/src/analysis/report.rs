@@ -102,6 +102,22 @@ impl TraceReportBuilder {
         }
     }
 
+    /// Takes a trace held whole: its activities, then its counter samples and window.
+    pub fn add_trace(&mut self, trace: &Trace) {
+        for a in &trace.activities {
+            self.add_item(&TraceItem::Activity(a.clone()));
+        }
+        for series in trace.counters.series() {
+            for sample in &series.samples {
+                self.add_item(&TraceItem::Counter(series.track.clone(), sample.clone()));
+            }
+        }
+        self.add_item(&TraceItem::Window(trace.window));
+        for (key, value) in &trace.metadata {
+            self.add_item(&TraceItem::Metadata(key.clone(), value.clone()));
+        }
+    }
+
     /// What was taken, analysed.
     pub fn finish(self) -> TraceParts {
         let stats = counter_stats(&self.counters);
@@ -370,5 +386,75 @@ impl ReportModel {
     /// The model as one JSON object.
     pub fn json(&self) -> String {
         serde_json::to_string(self).expect("plain data serializes")
+    }
+
+    /// The page: one HTML file holding the model, its style and script, and uPlot, which
+    /// opens from disk with no network (its Content-Security-Policy refuses every request).
+    pub fn html(&self) -> String {
+        page(&self.json())
+    }
+
+    /// The model of one trace held whole (the Python package's), as [`Self::new`] makes
+    /// it of streamed ones.
+    pub fn of_trace(trace: &Trace, label: &str, summary: KeyAverages) -> Self {
+        let mut builder = TraceReportBuilder::default();
+        builder.add_trace(trace);
+        let input = ReportInput {
+            label: label.to_owned(),
+            summary,
+            parts: builder.finish(),
+            error: None,
+        };
+        Self::new(vec![input], None)
+    }
+}
+
+/// The page's skeleton; each `/*@NAME@*/` is replaced by the part of that name.
+const PAGE: &str = include_str!("report/page.html");
+const STYLE: &str = include_str!("report/style.css");
+const ERRORS_JS: &str = include_str!("report/errors.js");
+const APP_JS: &str = include_str!("report/app.js");
+/// uPlot 1.6.32's minified build and stylesheet, as the npm package `uplot` ships them
+/// (`report/vendor/uplot/README.md`; the CLI's tests check their sha256).
+const UPLOT_JS: &str = include_str!("report/vendor/uplot/uPlot.iife.min.js");
+const UPLOT_CSS: &str = include_str!("report/vendor/uplot/uPlot.min.css");
+
+/// The HTML page of a model's JSON: the skeleton with every part inlined.
+fn page(model_json: &str) -> String {
+    // In a script element only `</script` or `<!--` could end or change it; JSON has `<`
+    // only inside strings, where `\u003c` reads back as the same character.
+    let model = model_json.replace('<', "\\u003c");
+    let parts = [
+        ("/*@UPLOT_CSS@*/", UPLOT_CSS),
+        ("/*@STYLE@*/", STYLE),
+        ("/*@MODEL@*/", model.as_str()),
+        ("/*@ERRORS_JS@*/", ERRORS_JS),
+        ("/*@UPLOT_JS@*/", UPLOT_JS),
+        ("/*@APP_JS@*/", APP_JS),
+    ];
+    let mut out =
+        String::with_capacity(PAGE.len() + parts.iter().map(|p| p.1.len()).sum::<usize>());
+    let mut rest = PAGE;
+    for (marker, part) in parts {
+        let (before, after) = rest
+            .split_once(marker)
+            .expect("the page names each part once, in this order");
+        out.push_str(before);
+        out.push_str(part);
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_that_closes_the_script_element_stays_inside_the_model() {
+        let html = page(r#"{"name":"</script><script>alert(1)</script>"}"#);
+        assert_eq!(html.matches("</script>").count(), 4);
+        assert!(html.contains(r#"{"name":"\u003c/script>\u003cscript>alert(1)\u003c/script>"}"#));
     }
 }

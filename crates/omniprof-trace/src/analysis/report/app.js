@@ -317,7 +317,7 @@
           " of " + r.straggler.steps + " steps, " + nsAsUs(r.straggler.mean_lag_ns) + "us behind the median on average.", { "class": "straggler" }));
       }
       if (r.steps.length) {
-        var series = [{}].concat(names.map(function (n, i) {
+        var series = [{ label: "Step" }].concat(names.map(function (n, i) {
           return { label: n, stroke: ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"][i % 8] };
         }));
         var data = [r.steps.map(function (st) { return st.number; })].concat(names.map(function (_, i) {
