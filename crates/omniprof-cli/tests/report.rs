@@ -463,3 +463,47 @@ fn a_report_with_a_base_shows_the_diff_of_the_two_traces() {
     );
     assert!(diff.contains("<td>aten::relu</td><td>new</td>"), "{diff}");
 }
+
+#[test]
+fn a_trace_with_memory_records_shows_each_devices_curve_and_peaks() {
+    let Some(chromium) = chromium("the memory report in Chromium") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut events = vec![serde_json::json!({
+        "ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1,
+        "ts": 100, "dur": 50, "args": {"External id": 1}
+    })];
+    for (i, (bytes, allocated)) in [(1024i64, 1024i64), (2048, 3072), (-1024, 2048)]
+        .iter()
+        .enumerate()
+    {
+        events.push(serde_json::json!({
+            "ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1,
+            "tid": 1, "ts": 110 + 10 * i,
+            "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096 + i, "Bytes": bytes,
+                     "Total Allocated": allocated, "Total Reserved": 8192}
+        }));
+    }
+    let trace = dir.path().join("memory.json");
+    let text = format!(
+        r#"{{"schemaVersion": 1, "traceEvents": {}, "baseTimeNanoseconds": 0}}"#,
+        serde_json::Value::from(events)
+    );
+    fs::write(&trace, text).expect("write the trace");
+    let page = dir.path().join("memory.html");
+    ok(&["report", path(&trace), "-o", path(&page)]);
+    let dom = loaded_dom(&chromium, dir.path(), &page);
+    assert!(
+        dom.contains("device 0 (type 1): peak allocated 3072 B, peak reserved 8192 B, 3 records"),
+        "no peaks in the Memory view"
+    );
+    assert!(dom.contains("device 0 (type 1): memory (MiB) over time (ms)"));
+    // aten::empty holds the three records: 2048 bytes of device memory, as summary says.
+    let summary: Value =
+        serde_json::from_str(&ok(&["summary", path(&trace), "--format", "json"])).expect("JSON");
+    assert_eq!(summary["rows"][0]["self_device_memory_usage"], 2048);
+    assert!(dom.contains(
+        r#"<tr><td>aten::empty</td><td class="num">2048</td><td class="num">0</td><td class="num">1</td></tr>"#
+    ));
+}

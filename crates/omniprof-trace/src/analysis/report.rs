@@ -140,6 +140,8 @@ impl TraceReportBuilder {
                     .into_iter()
                     .map(|name| CounterLine {
                         counter: s.track.name.to_string(),
+                        device: s.track.device,
+                        resource: s.track.resource,
                         value: name.to_owned(),
                         points: s
                             .samples
@@ -228,8 +230,11 @@ impl KernelTimesBuilder {
 /// [`MAX_COUNTER_POINTS`].
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CounterLine {
-    /// The series' name and the value's.
+    /// The series' name, its rows (device and resource, as the trace has them) and the
+    /// value's name.
     pub counter: String,
+    pub device: i64,
+    pub resource: i64,
     pub value: String,
     pub points: Vec<(i64, f64)>,
 }

@@ -264,7 +264,9 @@
         return empty(s, "No counter tracks: the trace has no PM counter or perf event samples.");
       }
       s.appendChild(table([
-        { key: "counter", label: "Counter" }, { key: "value", label: "Value" }, { key: "kind", label: "Type" },
+        { key: "counter", label: "Counter" }, { key: "device", label: "Device", numeric: true },
+        { key: "resource", label: "Resource", numeric: true },
+        { key: "value", label: "Value" }, { key: "kind", label: "Type" },
         { key: "samples", label: "Samples", numeric: true }, { key: "min", label: "Min", numeric: true },
         { key: "mean", label: "Mean", numeric: true }, { key: "max", label: "Max", numeric: true },
         { key: "time_weighted_mean", label: "Time-weighted mean", numeric: true }
@@ -272,9 +274,10 @@
       model.counter_lines.forEach(function (line) {
         if (!line.points.length) return;
         var t0 = line.points[0][0];
-        chart(s, line.counter + " / " + line.value, {
+        chart(s, line.counter + " (device " + line.device + ", resource " + line.resource + ") / " + line.value, {
           height: 200,
           scales: { x: { time: false } },
+          axes: [{}, { size: 80 }],
           series: [{ label: "ms" }, { label: line.value, stroke: "#4e79a7" }]
         }, [line.points.map(function (p) { return (p[0] - t0) / 1e6; }), line.points.map(function (p) { return p[1]; })]);
       });
@@ -290,6 +293,7 @@
         var t0 = c.points[0].time_ns;
         chart(s, c.device + ": memory (MiB) over time (ms)", {
           scales: { x: { time: false } },
+          axes: [{}, { size: 80 }],
           series: [{ label: "ms" }, { label: "Allocated", stroke: "#4e79a7" }, { label: "Reserved", stroke: "#e15759" }]
         }, [
           c.points.map(function (p) { return (p.time_ns - t0) / 1e6; }),
