@@ -6,7 +6,9 @@
 //! version and checksum) inlined.
 //!
 //! Each trace is streamed once, as `summary` streams it ([`summarize_file_watching`]): the
-//! key averages' builder and the report's builder take the same items. Several traces, or
+//! key averages' builder and the report's builder take the same items, with only the args
+//! they read; a trace with kernel metrics (any arg may be one) is read a second time, with
+//! every arg, for them. Several traces, or
 //! directories of them, are read in parallel ([`crate::job`]). A trace that cannot be read
 //! writes no file and names the file and offset; with `--partial`, the report is written
 //! of what was read and its first view says the trace was cut.
@@ -18,10 +20,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use omniprof_trace::analysis::metrics::KernelMetricsBuilder;
 use omniprof_trace::analysis::report::{ReportInput, ReportModel, TraceReportBuilder};
 use omniprof_trace::analysis::KeyAveragesOptions;
+use omniprof_trace::import::TraceReader;
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
+use crate::progress::read_file;
 use crate::summary_cmd::{key_averages_of, report_skipped, summarize_file_watching};
 
 /// Write the report of traces as one HTML file.
@@ -107,7 +112,7 @@ fn read(file: &Path, options: &KeyAveragesOptions, args: &ReportArgs) -> ReportI
         file,
         options.clone(),
         args.input.limits(),
-        true,
+        &TraceReportBuilder::ARGS,
         &mut |item| match item {
             Some(item) => builder.add_item(item),
             // Read again from the start: what was gathered would count twice.
@@ -116,6 +121,22 @@ fn read(file: &Path, options: &KeyAveragesOptions, args: &ReportArgs) -> ReportI
     );
     if let Ok(stats) = &summary.outcome {
         report_skipped(stats);
+    }
+    if builder.has_metrics() {
+        if file.as_os_str() == "-" {
+            log::warn!(
+                "standard input cannot be read twice: the kernels' hardware metrics are left out"
+            );
+            builder.set_metrics(KernelMetricsBuilder::default());
+        } else {
+            // Kernel metrics may be any arg: read again with every arg, for them alone.
+            let mut metrics = KernelMetricsBuilder::default();
+            let reader = TraceReader::new().limits(args.input.limits());
+            let _ = read_file(file, |input| {
+                reader.stream(input, |item| metrics.add_item(&item))
+            });
+            builder.set_metrics(metrics);
+        }
     }
     ReportInput {
         label: file.display().to_string(),

@@ -424,29 +424,30 @@ pub(crate) fn summarize_file(
     options: KeyAveragesOptions,
     limits: Limits,
 ) -> TraceSummary {
-    summarize_file_watching(path, options, limits, false, &mut |_| {})
+    summarize_file_watching(path, options, limits, &[], &mut |_| {})
 }
 
 /// [`summarize_file`], with every item read also given to `watch` (`None` before a file
-/// is read again: what it gathered is to be dropped), read with every arg when `all_args`
-/// (the summary's reader keeps only those it reads); one read serves the summary and
-/// another analysis (`report`).
+/// is read again: what it gathered is to be dropped), read with the args `extra_args` names
+/// besides the summary's (which reads only those it needs, for speed); one read serves the
+/// summary and another analysis (`report`).
 pub(crate) fn summarize_file_watching(
     path: &Path,
     options: KeyAveragesOptions,
     limits: Limits,
-    all_args: bool,
+    extra_args: &[&str],
     watch: &mut dyn FnMut(Option<&TraceItem>),
 ) -> TraceSummary {
     let stdin = path.as_os_str() == "-";
     let mut rank = None;
     let reader_of = |builder: &KeyAveragesBuilder| {
-        let reader = builder.reader().limits(limits);
-        if all_args {
-            reader.args(ArgFilter::All)
-        } else {
-            reader
-        }
+        let keys = builder
+            .arg_keys()
+            .into_iter()
+            .chain(extra_args.iter().copied());
+        TraceReader::new()
+            .args(ArgFilter::Only(keys.map(String::from).collect()))
+            .limits(limits)
     };
     let mut see = |item: &TraceItem, watch: &mut dyn FnMut(Option<&TraceItem>)| {
         if let TraceItem::Metadata(key, value) = item {

@@ -507,3 +507,61 @@ fn a_trace_with_memory_records_shows_each_devices_curve_and_peaks() {
         r#"<tr><td>aten::empty</td><td class="num">2048</td><td class="num">0</td><td class="num">1</td></tr>"#
     ));
 }
+
+/// The model a page holds.
+fn model_of(page: &Path) -> Value {
+    let html = fs::read_to_string(page).expect("the page");
+    let start = html
+        .find(r#"<script type="application/json" id="model">"#)
+        .expect("a model")
+        + r#"<script type="application/json" id="model">"#.len();
+    let end = html[start..].find("</script>").expect("closed") + start;
+    serde_json::from_str(&html[start..end]).expect("the model is JSON")
+}
+
+#[test]
+fn kernel_metrics_read_again_with_every_arg_equal_summarys() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("scope.json");
+    // Two kernels whose `flops` and `occupancy` args are metrics (the scope profiler's
+    // counter series name them), and a CUPTI range whose numeric args all are.
+    fs::write(
+        &trace,
+        r#"{"schemaVersion": 1, "baseTimeNanoseconds": 0, "traceEvents": [
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10, "dur": 4,
+   "args": {"device": 0, "stream": 7, "flops": 100, "occupancy": 0.5}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 20, "dur": 6,
+   "args": {"device": 0, "stream": 7, "flops": 300, "occupancy": 0.25}},
+  {"ph": "X", "cat": "cuda_profiler_range", "name": "range", "pid": 0, "tid": 7, "ts": 30,
+   "dur": 2, "args": {"sm__cycles": 42}},
+  {"ph": "C", "cat": "xpu_scope_profiler", "name": "work", "pid": 0, "tid": 7, "ts": 10,
+   "args": {"flops": 100, "occupancy": 0.5}}
+]}"#,
+    )
+    .expect("write the trace");
+    let page = dir.path().join("scope.html");
+    ok(&["report", path(&trace), "-o", path(&page)]);
+    let summary: Value = serde_json::from_str(&ok(&[
+        "summary",
+        path(&trace),
+        "--metrics",
+        "--format",
+        "json",
+    ]))
+    .expect("JSON");
+    let model = model_of(&page);
+    assert_eq!(model["kernel_metrics"], summary);
+    assert_eq!(
+        model["kernel_metrics"]["kernels"][0]["metrics"][1]["max"], 0.5,
+        "gemm's occupancy"
+    );
+    assert_eq!(model["kernels"][0]["name"], "gemm");
+    assert_eq!(
+        (
+            &model["kernels"][0]["calls"],
+            &model["kernels"][0]["min_ns"],
+            &model["kernels"][0]["max_ns"]
+        ),
+        (&Value::from(2), &Value::from(4000), &Value::from(6000))
+    );
+}

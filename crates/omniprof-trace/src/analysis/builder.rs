@@ -426,6 +426,13 @@ impl KeyAveragesBuilder {
     /// A reader that delivers only the args the summary reads, which makes reading several
     /// times faster.
     pub fn reader(&self) -> TraceReader {
+        TraceReader::new().args(ArgFilter::Only(
+            self.arg_keys().into_iter().map(String::from).collect(),
+        ))
+    }
+
+    /// The args the summary reads (those [`Self::reader`] delivers).
+    pub fn arg_keys(&self) -> Vec<&'static str> {
         let mut keys = vec![
             arg::FINISHED,
             arg::DEVICE_TIME_US,
@@ -439,9 +446,7 @@ impl KeyAveragesBuilder {
         if self.options.group_by_stack_n > 0 {
             keys.extend([arg::CALL_STACK, arg::SEQUENCE_NUMBER]);
         }
-        TraceReader::new().args(ArgFilter::Only(
-            keys.into_iter().map(String::from).collect(),
-        ))
+        keys
     }
 
     /// Adds everything a [`Trace`] holds, with the events' Python stacks when grouping by

@@ -206,6 +206,14 @@ impl KernelMetricsBuilder {
         }
     }
 
+    /// Whether the trace has metrics to read: a scope-profiler counter series or a
+    /// `cuda_profiler_range` event. Their values are args that only this builder reads, so
+    /// a caller that read the trace without them ([`crate::import::ArgFilter::Only`])
+    /// reads it again for them.
+    pub fn has_metrics(&self) -> bool {
+        !self.scope_metrics.is_empty() || self.entries.iter().any(|e| e.range.calls > 0)
+    }
+
     /// The rows: those with some metric, in the order of each name's first counted call.
     pub fn finish(self) -> KernelMetrics {
         let scope = self.scope_metrics;

@@ -47,6 +47,7 @@ use super::{KeyAverages, ReportOptions, SortKey};
 use crate::activity::ActivityClass;
 use crate::hash::FastMap;
 use crate::import::TraceItem;
+use crate::keys::arg;
 use crate::trace::Trace;
 
 /// The most points a counter's line keeps (every n-th sample beyond).
@@ -100,6 +101,22 @@ impl TraceReportBuilder {
             TraceItem::Window(w) => self.counters.window = *w,
             _ => {}
         }
+    }
+
+    /// The args the report reads besides the summary's: the memory records' totals and
+    /// device. Kernel metrics are not among them (any arg may be one): when
+    /// [`Self::has_metrics`], the caller reads the trace again with every arg into a
+    /// [`KernelMetricsBuilder`] and gives it to [`Self::set_metrics`].
+    pub const ARGS: [&'static str; 3] = [arg::TOTAL_ALLOCATED, arg::TOTAL_RESERVED, arg::DEVICE_ID];
+
+    /// Whether the trace has kernel metrics (see [`Self::ARGS`]).
+    pub fn has_metrics(&self) -> bool {
+        self.metrics.has_metrics()
+    }
+
+    /// Replaces the kernel metrics with those of a read with every arg.
+    pub fn set_metrics(&mut self, metrics: KernelMetricsBuilder) {
+        self.metrics = metrics;
     }
 
     /// Takes a trace held whole: its activities, then its counter samples and window.
