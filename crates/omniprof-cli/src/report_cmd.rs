@@ -43,6 +43,10 @@ pub(crate) struct ReportArgs {
     /// Also group the Operators view's rows by input shapes (`Input Dims`).
     #[arg(long)]
     group_by_shapes: bool,
+    /// Also group the Operators view's rows by the first N frames of their Python stack
+    /// (as `summary --group-by-stack N`); reads each trace whole into memory.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    group_by_stack: usize,
 }
 
 /// Runs `omniprof report`.
@@ -56,6 +60,7 @@ pub(crate) fn run(args: &ReportArgs) -> ExitCode {
     };
     let options = KeyAveragesOptions {
         group_by_input_shapes: args.group_by_shapes,
+        group_by_stack_n: args.group_by_stack,
         ..Default::default()
     };
     let limits = args.input.limits();

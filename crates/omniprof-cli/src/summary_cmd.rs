@@ -473,6 +473,10 @@ pub(crate) fn summarize_file_watching(
         } else {
             read_file(path, read)
         };
+        // The items the stream would have given, from the trace read whole.
+        for (key, value) in &trace.metadata {
+            watch(Some(&TraceItem::Metadata(key.clone(), value.clone())));
+        }
         for a in &trace.activities {
             watch(Some(&TraceItem::Activity(a.clone())));
         }
@@ -484,6 +488,7 @@ pub(crate) fn summarize_file_watching(
                 )));
             }
         }
+        watch(Some(&TraceItem::Window(trace.window)));
         let rank = trace
             .metadata
             .iter()

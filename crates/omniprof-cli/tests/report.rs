@@ -565,3 +565,36 @@ fn kernel_metrics_read_again_with_every_arg_equal_summarys() {
         (&Value::from(2), &Value::from(4000), &Value::from(6000))
     );
 }
+
+#[test]
+fn operators_group_by_stack_as_summary_does() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = omniprof_test_support::data::stack_trace();
+    let page = dir.path().join("stacks.html");
+    ok(&[
+        "report",
+        path(&trace),
+        "-o",
+        path(&page),
+        "--group-by-stack",
+        "5",
+    ]);
+    let summary: Value = serde_json::from_str(&ok(&[
+        "summary",
+        path(&trace),
+        "--group-by-stack",
+        "5",
+        "--format",
+        "json",
+        "--row-limit",
+        "-1",
+    ]))
+    .expect("JSON");
+    let model = model_of(&page);
+    assert_eq!(model["operators"], summary);
+    assert!(model["operators"]["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .any(|r| !r["stack"].as_array().expect("a stack").is_empty()));
+}

@@ -336,12 +336,17 @@ impl ReportModel {
             let key = |i: &ReportInput| (i.parts.rank.rank.is_none(), i.parts.rank.rank);
             key(a).cmp(&key(b))
         });
-        let whole = KeyAverages::merged(
-            inputs
-                .iter()
-                .filter(|i| i.error.is_none() || inputs.len() == 1)
-                .map(|i| &i.summary),
-        );
+        // One trace's rows as `summary` prints them (in the order of first events); a
+        // job's summed over the ranks read whole, in name order, as `summary DIR` does.
+        let whole = match inputs.as_slice() {
+            [one] => one.summary.clone(),
+            _ => KeyAverages::merged(
+                inputs
+                    .iter()
+                    .filter(|i| i.error.is_none())
+                    .map(|i| &i.summary),
+            ),
+        };
         let raw = |s: String| RawValue::from_string(s).expect("the analyses write JSON");
         let top = |sort_by| {
             raw(whole.json(&ReportOptions {
