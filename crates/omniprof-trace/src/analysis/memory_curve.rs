@@ -40,8 +40,9 @@ pub const MAX_POINTS: usize = 2000;
 pub struct MemoryPoint {
     /// Absolute nanoseconds.
     pub time_ns: i64,
-    /// Bytes.
+    /// Bytes allocated.
     pub allocated: i64,
+    /// Bytes reserved by the allocator.
     pub reserved: i64,
 }
 
@@ -54,8 +55,9 @@ pub struct MemoryCurve {
     pub points: Vec<MemoryPoint>,
     /// The records this device had.
     pub records: u64,
-    /// The most allocated and reserved at any record, in bytes.
+    /// The most allocated at any record, in bytes.
     pub peak_allocated: i64,
+    /// The most reserved at any record, in bytes.
     pub peak_reserved: i64,
 }
 

@@ -189,10 +189,13 @@ impl TraceReportBuilder {
 pub struct KernelTimes {
     /// The kernel's name.
     pub name: String,
-    /// Its calls, total time and extremes (nanoseconds).
+    /// Its calls.
     pub calls: u64,
+    /// The calls' total time.
     pub total_ns: i64,
+    /// The shortest call.
     pub min_ns: i64,
+    /// The longest call.
     pub max_ns: i64,
     /// The total over the calls.
     pub mean_ns: f64,
@@ -250,9 +253,13 @@ pub struct CounterLine {
     /// The series' name, its rows (device and resource, as the trace has them) and the
     /// value's name.
     pub counter: String,
+    /// The series' device row.
     pub device: i64,
+    /// The series' resource row (a stream, a thread).
     pub resource: i64,
+    /// The value's name.
     pub value: String,
+    /// (absolute nanoseconds, value), by time.
     pub points: Vec<(i64, f64)>,
 }
 
@@ -269,8 +276,9 @@ pub struct TraceParts {
     pub rank: super::ranks::RankProfile,
     /// The Kernels view's times.
     pub kernels: Vec<KernelTimes>,
-    /// `summary --counters`' rows, and their lines.
+    /// `summary --counters`' rows.
     pub counters: Vec<CounterStats>,
+    /// The counters' lines.
     pub counter_lines: Vec<CounterLine>,
     /// Items read.
     pub events: u64,
@@ -294,8 +302,11 @@ pub struct ReportInput {
 pub struct TraceEntry {
     /// Its path, the rank it claims, the items read, and why it was cut, if it was.
     pub label: String,
+    /// The rank it claims (`distributedInfo`).
     pub rank: Option<u64>,
+    /// The items read.
     pub events: u64,
+    /// Why it was read only in part.
     pub error: Option<String>,
 }
 
@@ -305,20 +316,26 @@ pub struct ReportModel {
     /// The traces, by rank.
     pub traces: Vec<TraceEntry>,
     /// The Overview: the first trace's steps (by rank), and the top rows of the key
-    /// averages summed over the traces.
+    /// averages (of the traces together).
     pub steps: StepTimes,
+    /// The rows with the most self CPU time (`summary --format json`).
     pub top_ops: Box<RawValue>,
+    /// The rows with the most self device time.
     pub top_kernels: Box<RawValue>,
-    /// The Operators view: [`KeyAverages::json`] of every row, summed over the traces read
-    /// whole.
+    /// The Operators view: [`KeyAverages::json`] of every row: one trace's as `summary`
+    /// prints them, several traces' summed over those read whole (`summary DIR`).
     pub operators: Box<RawValue>,
     /// The Kernels view, of the first trace.
     pub kernels: Vec<KernelTimes>,
+    /// The first trace's `summary --metrics --format json`.
     pub kernel_metrics: Box<RawValue>,
+    /// The first trace's `summary --counters` rows.
     pub counters: Vec<CounterStats>,
+    /// The first trace's counter lines.
     pub counter_lines: Vec<CounterLine>,
     /// The Memory view, of the first trace, and the top allocating rows.
     pub memory: Vec<MemoryCurve>,
+    /// The rows that allocated most (self device memory, else self CPU memory).
     pub top_memory: Box<RawValue>,
     /// The Distributed view: [`RanksReport::json`], with two traces or more.
     pub ranks: Option<Box<RawValue>>,

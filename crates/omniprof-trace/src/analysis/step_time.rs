@@ -60,13 +60,19 @@ const PARTS: [Part; 6] = [
 pub struct StepTime {
     /// `ProfilerStep#N`'s `N`; `None` for the whole trace of a trace without steps.
     pub number: Option<u64>,
-    /// Absolute nanoseconds.
+    /// Absolute nanoseconds, the start.
     pub start_ns: i64,
+    /// Absolute nanoseconds, the end.
     pub end_ns: i64,
+    /// Kernels (not communication kernels).
     pub kernel_ns: i64,
+    /// Memory copies while no kernel runs.
     pub memcpy_ns: i64,
+    /// Memory fills while no kernel or copy runs.
     pub memset_ns: i64,
+    /// Communication (kernels or host collectives) while no kernel, copy or fill runs.
     pub communication_ns: i64,
+    /// Runtime and driver calls while no device work or communication runs.
     pub runtime_ns: i64,
     /// Host ops while no device work, communication or runtime call runs.
     pub cpu_only_ns: i64,
