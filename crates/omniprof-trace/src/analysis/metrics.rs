@@ -393,4 +393,34 @@ mod tests {
         assert!(table.lines().all(|l| l.chars().count() < 150), "{table}");
         assert!(summary.csv().contains(&long));
     }
+
+    #[test]
+    fn scope_metrics_named_after_the_kernels_in_the_stream_still_count() {
+        let mut b = KernelMetricsBuilder::default();
+        for (flops, end) in [(10i64, 20), (30, 60)] {
+            let mut k = Activity::new(ActivityType::ConcurrentKernel, "gemm", 0, 7, 0, end);
+            k.args.push(("flops".into(), Value::from(flops)));
+            k.args.push(("stream".into(), Value::from(7i64)));
+            b.add_activity(&k);
+        }
+        assert!(!b.has_metrics(), "no series has named a metric yet");
+        let track = CounterTrack::new(ActivityType::XpuScopeProfiler, "work", 0, 7);
+        let sample = CounterSample {
+            ts_ns: 0,
+            values: vec![("flops".into(), 10.0)],
+        };
+        b.add_counter(&track, &sample);
+        assert!(b.has_metrics());
+        let rows = b.finish().rows;
+        assert_eq!(rows.len(), 1);
+        let gemm = &rows[0];
+        assert_eq!((gemm.calls, gemm.device_time_ns), (2, 80));
+        // `stream` is numeric but no series names it: not a metric.
+        assert_eq!(gemm.metrics.len(), 1);
+        let (name, flops) = &gemm.metrics[0];
+        assert_eq!(
+            (name.as_str(), flops.sum, flops.min, flops.max),
+            ("flops", 40.0, 10.0, 30.0)
+        );
+    }
 }
