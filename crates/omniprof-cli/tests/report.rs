@@ -256,6 +256,9 @@ fn the_demo_traces_report_opens_in_chromium_with_the_summarys_figures() {
     assert!(dom.contains(
         "No base trace: omniprof report --base BASE TRACE compares two traces op by op."
     ));
+    // The Trace view: the button for the Perfetto UI, and what to do offline.
+    assert!(dom.contains(r#"<button id="open-perfetto">Open in Perfetto UI</button>"#));
+    assert!(dom.contains("Without a network (as on many GPU clusters) the Perfetto UI cannot"));
     screenshots(&chromium, dir.path(), &page, "demo");
 }
 
