@@ -347,6 +347,10 @@ fn a_jobs_report_shows_each_ranks_steps_and_marks_the_slowest() {
             );
         }
     }
+    assert!(dom.contains(&format!(
+        "The steps below are those of {} (the lowest rank)",
+        job.join("rank0.json").display()
+    )));
     // The job's operators are the rows summed over the ranks, as `summary DIR` prints them.
     operators_match_the_summary(&dom, &job);
     screenshots(&chromium, dir.path(), &page, "job");

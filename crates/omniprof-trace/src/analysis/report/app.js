@@ -163,6 +163,11 @@
         { key: "events", label: "Items read", numeric: true }
       ], model.traces));
       var steps = model.steps.steps;
+      if (model.traces.length > 1) {
+        s.appendChild(text("p", "The steps below are those of " + model.traces[0].label +
+          " (the lowest rank); the Distributed view compares every rank's steps, and the top ops " +
+          "and kernels are summed over the ranks."));
+      }
       if (!steps.length) {
         empty(s, "The trace has no host ops or device work to split into steps.");
       } else {
