@@ -9,7 +9,7 @@
 //!   itself when it starts a new session, under the buffer's `chunks` lock.
 //! - The hot path touches only the thread's own thread-local state and the slot it writes:
 //!   nothing is published per event. Each slot vouches for itself instead: its word carries
-//!   the session's [tag](session_tag) and its tick, stored last with Release, is newer than
+//!   the session's [tag](super::word::session_tag) and its tick, stored last with Release, is newer than
 //!   the previous session's end. The drainer reads the chunk list under the `chunks` lock and
 //!   takes slots, tick first (Acquire), up to the first one that fails either test or is
 //!   newer than the stop. Chunks are recycled without being cleared; what a slot held before
@@ -36,6 +36,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use super::autograd::Autograd;
 use super::memory::MemoryReport;
 use super::op_stack::OpStack;
+use super::word::{session_tag, tag_of, untagged};
 use crate::value::Value;
 
 /// Records per chunk: 4096 × 16 B = 64 KiB, small enough to stay cache-friendly and to
@@ -61,17 +62,6 @@ fn new_chunk() -> Chunk {
         slot.word.store(0, Ordering::Relaxed);
     }
     chunk
-}
-
-/// Bits 34..=39 of a record word hold the session tag (the rest is [`super`]'s to lay out).
-const TAG_SHIFT: u32 = 34;
-const TAG_MASK: u64 = 0x3f << TAG_SHIFT;
-
-/// The tag that marks session `state`'s records: the low bits of its generation. Two
-/// sessions with the same tag are 64 apart, and a record of the older one also fails the
-/// drainer's tick test.
-fn session_tag(state: u64) -> u64 {
-    ((state >> 1) << TAG_SHIFT) & TAG_MASK
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -527,13 +517,11 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                     (s.word.load(Ordering::Relaxed), tick)
                 })
                 // The forking thread's records from before the fork (none elsewhere).
-                .skip_while(|&(word, tick)| {
-                    word & TAG_MASK == tag && (floor..start).contains(&tick)
-                })
+                .skip_while(|&(word, tick)| tag_of(word) == tag && (floor..start).contains(&tick))
                 .take_while(|&(word, tick)| {
-                    word & TAG_MASK == tag && (start..=ceiling).contains(&tick)
+                    tag_of(word) == tag && (start..=ceiling).contains(&tick)
                 })
-                .map(|(word, tick)| (word & !TAG_MASK, tick))
+                .map(|(word, tick)| (untagged(word), tick))
                 .collect();
             out.push(DrainedThread {
                 index: buffer.index,

@@ -22,7 +22,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use super::buffer::with_local;
-use super::{word, StaticName, KIND_INSTANT, STATE};
+use super::name::StaticName;
+use super::state::STATE;
+use super::word::{word, KIND_INSTANT};
 use crate::keys::{arg, name};
 use crate::value::Value;
 

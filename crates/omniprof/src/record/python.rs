@@ -34,7 +34,9 @@
 use std::sync::atomic::Ordering;
 
 use super::buffer::with_local;
-use super::{end_word, word, Name, KIND_USER, STATE};
+use super::name::Name;
+use super::state::STATE;
+use super::word::{end_word, word, KIND_USER};
 
 /// A Python frame being recorded; [`end`](Self::end) it on the thread that began it. Plain
 /// data (`repr(C)`, 16 bytes), so a tracer written in C++ can keep it on its own stack.

@@ -1,4 +1,4 @@
-//! Host ops kept on the recording thread's stack (the shape of NVTX's push and pop), for a
+//! The push/pop API: host ops kept on the recording thread's stack (the shape of NVTX's push and pop), for a
 //! caller that sees an op's beginning and its end as two separate calls with nowhere to keep
 //! a guard in between: the start and end callbacks of PyTorch's `RecordFunction`, which the
 //! Python package's op observer forwards here.
@@ -32,8 +32,10 @@ use std::sync::atomic::Ordering;
 
 use super::autograd::Autograd;
 use super::buffer::{this_thread, with_local, Local};
+use super::guard::{attach_arg, begin_on, input_dims, push_end, ThisThread};
 use super::op_stack::OpStack;
-use super::{attach_arg, begin_on, input_dims, push_end, ThisThread, KIND_OP, STATE};
+use super::state::STATE;
+use super::word::KIND_OP;
 use crate::keys::arg;
 use crate::value::Value;
 
