@@ -9,8 +9,8 @@
 //!   itself when it starts a new session, under the buffer's `chunks` lock.
 //! - The hot path touches only the thread's own thread-local state and the slot it writes:
 //!   nothing is published per event. Each slot vouches for itself instead: its word carries
-//!   the session's [tag](super::word::session_tag) and its tick, stored last with Release, is newer than
-//!   the previous session's end. The drainer reads the chunk list under the `chunks` lock and
+//!   the session's [tag](super::word::session_tag) and its tick, stored last with Release,
+//!   is newer than the previous session's end. The drainer reads the chunk list under the `chunks` lock and
 //!   takes slots, tick first (Acquire), up to the first one that fails either test or is
 //!   newer than the stop. Chunks are recycled without being cleared; what a slot held before
 //!   fails the test. Slots are atomics, so a late write from a thread that has not yet

@@ -1,6 +1,6 @@
-//! A thread's stack of pushed ops and its cache of op names (by address, then by text): the
-//! data behind the push/pop API ([`super::push_op`], [`super::pop_op`]), kept with the thread's buffer and
-//! used by that thread only.
+//! A thread's stack of pushed ops and its cache of op names (by address, then by text): the data
+//! behind the push/pop API ([`super::push_op`], [`super::pop_op`]), kept with the thread's buffer
+//! and used by that thread only.
 
 use std::ffi::{c_char, CStr};
 use std::ptr::null;

@@ -1,6 +1,6 @@
-//! The push/pop API: host ops kept on the recording thread's stack (the shape of NVTX's push and pop), for a
-//! caller that sees an op's beginning and its end as two separate calls with nowhere to keep
-//! a guard in between: the start and end callbacks of PyTorch's `RecordFunction`, which the
+//! The push/pop API: host ops kept on the recording thread's stack (the shape of NVTX's push and
+//! pop), for a caller that sees an op's beginning and its end as two separate calls with nowhere to
+//! keep a guard in between: the start and end callbacks of PyTorch's `RecordFunction`, which the
 //! Python package's op observer forwards here.
 //!
 //! [`push_op`] begins an op under a key (the address of the caller's own record of it) and
