@@ -47,6 +47,7 @@ pub mod config;
 mod iteration;
 pub mod ondemand;
 pub mod perf;
+mod perf_event;
 pub mod plugin;
 pub mod record;
 pub mod session;

@@ -59,9 +59,15 @@ pub use registry::{
 /// The backends a session would take part with now: those registered, and the plugins in the
 /// plugin directories (loaded once, as the first session does).
 pub fn profilers_present() -> Vec<Arc<dyn ActivityProfiler>> {
+    take_in_backends();
+    registered_profilers()
+}
+
+/// Takes in every backend a session can use: the plugins in the plugin directories (loaded
+/// once per process) and the registered factories (each instantiated once).
+pub(crate) fn take_in_backends() {
     crate::plugin::load_env_once();
     init_engine();
-    registered_profilers()
 }
 
 use crate::activity::{Activity, ActivitySet};

@@ -385,13 +385,10 @@ fn check_perf_events(
     names: &[String],
     _: &ApplyContext<'_>,
 ) -> Result<Applied, ConfigErrorReason> {
-    match names
-        .iter()
-        .find(|n| crate::perf::events::event(n).is_none())
-    {
+    match names.iter().find(|n| crate::perf_event::event(n).is_none()) {
         Some(name) => Err(ConfigErrorReason::PerfEvent {
             name: name.clone(),
-            known: crate::perf::events::EVENT_NAMES.join(", "),
+            known: crate::perf_event::EVENT_NAMES.join(", "),
         }),
         None => Ok(Applied::Set),
     }

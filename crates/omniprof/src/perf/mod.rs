@@ -59,9 +59,7 @@ use crate::keys::metadata;
 use crate::trace::Window;
 use crate::value::Value;
 
-pub(crate) mod events;
-
-pub use events::{event, PerfEvent, EVENT_NAMES};
+pub use crate::perf_event::{event, PerfEvent, EVENT_NAMES};
 
 /// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER0`: all this backend sets.
 #[repr(C)]

@@ -182,6 +182,15 @@ fn or_default(selection: ActivitySet) -> ActivitySet {
 /// The `on_trace_ready` callback; shared by the clones of a builder.
 type TraceReady = Arc<Mutex<dyn FnMut(Trace) + Send>>;
 
+/// Readies the process for a session, each part once per process or cheaply again: the
+/// clock source decided, enough record chunks pre-faulted for the threads seen so far, and
+/// every backend taken in (plugins loaded, registered factories instantiated).
+fn initialize() {
+    clock::source();
+    record::warm_up();
+    backend::take_in_backends();
+}
+
 /// Builds a [`Profiler`].
 #[derive(Clone, Default)]
 pub struct ProfilerBuilder {
@@ -409,10 +418,7 @@ impl Profiler {
                 keys.join(", ")
             );
         }
-        clock::source();
-        record::warm_up();
-        crate::plugin::load_env_once();
-        backend::init_engine();
+        initialize();
         self.backends =
             Backends::configure(self.activities, &self.config, self.requested.as_deref())?;
         correlation::set_session_listeners(self.backends.listeners());

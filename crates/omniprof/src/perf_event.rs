@@ -1,5 +1,7 @@
-//! The perf events `PERF_EVENTS` may name, apart from the backend that counts them, so that
-//! the configuration can check names without depending on the backend.
+//! The perf events `PERF_EVENTS` may name, apart from the backend that counts them
+//! ([`crate::perf`]), so that the configuration checks names without depending on the
+//! backend, and the backend reads its configuration without the configuration depending on
+//! it.
 
 const PERF_TYPE_HARDWARE: u32 = 0;
 const PERF_TYPE_SOFTWARE: u32 = 1;
@@ -43,12 +45,12 @@ pub struct PerfEvent {
 
 impl PerfEvent {
     /// `perf_event_attr.type`.
-    pub(super) fn kind(&self) -> u32 {
+    pub(crate) fn kind(&self) -> u32 {
         self.kind
     }
 
     /// `perf_event_attr.config`.
-    pub(super) fn config(&self) -> u64 {
+    pub(crate) fn config(&self) -> u64 {
         self.config
     }
 
