@@ -491,6 +491,12 @@ impl PySchedule {
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The Python `ProfilerActivity` enum is checked against these names (tests/test_record.py).
+    let names = PROFILER_ACTIVITIES.map(|(name, _)| name);
+    m.add(
+        "PROFILER_ACTIVITIES",
+        pyo3::types::PyTuple::new(m.py(), names)?,
+    )?;
     m.add_class::<Session>()?;
     m.add_class::<PySchedule>()?;
     Ok(())

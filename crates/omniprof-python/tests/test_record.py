@@ -158,6 +158,15 @@ def test_activities_select_types() -> None:
     assert len(prof.key_averages()) == 0
 
 
+def test_profiler_activity_has_the_members_of_the_native_table_in_its_order() -> None:
+    # The enum is written out in Python for type checkers; the native module's table, which
+    # says what each member selects, is the one definition it must match.
+    members = [(m.name, m.value) for m in omniprof.ProfilerActivity]
+    names = omniprof._native.PROFILER_ACTIVITIES
+    assert members == [(name, name) for name in names]
+    assert names == ("CPU", "CUDA", "XPU", "MTIA", "HPU", "PrivateUse1")
+
+
 def test_a_stopped_profile_starts_again() -> None:
     prof = omniprof.profile()
     for name in ("first", "second"):

@@ -21,47 +21,129 @@ use std::sync::Arc;
 
 use crate::value::Value;
 
-/// One kind of event. The discriminant is the integer Kineto main stores in traces;
-/// [`ActivityType::GpuPmCounter`] and [`ActivityType::HostCounters`] are omniprof's
-/// extensions and live in a reserved range.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(i32)]
-pub enum ActivityType {
-    CpuOp = 0,
-    UserAnnotation = 1,
-    GpuUserAnnotation = 2,
-    GpuMemcpy = 3,
-    GpuMemset = 4,
-    ConcurrentKernel = 5,
-    ExternalCorrelation = 6,
-    CudaRuntime = 7,
-    CudaDriver = 8,
-    CpuInstantEvent = 9,
-    PythonFunction = 10,
-    Overhead = 11,
-    MtiaRuntime = 12,
-    MtiaCcpEvents = 13,
-    MtiaInsight = 14,
-    CudaSync = 15,
-    CudaEvent = 16,
-    MtiaCounters = 17,
-    GlowRuntime = 18,
-    CudaProfilerRange = 19,
-    HpuOp = 20,
-    XpuRuntime = 21,
-    XpuDriver = 22,
-    CollectiveComm = 23,
-    PrivateUse1Runtime = 24,
-    PrivateUse1Driver = 25,
-    XpuScopeProfiler = 26,
-    XpuSync = 27,
-    HardwareCounters = 28,
+/// Declares [`ActivityType`] and its one table: per type, in integer order, its Kineto
+/// integer, its name (config and trace `cat`), its Kineto enumerator (the plugin ABI's name
+/// for it), its class, where it happens, which correlation id it writes as `External id`,
+/// and how it is drawn. Every property of a type is read from this table.
+macro_rules! activity_types {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident = $int:literal, $name:literal, $enumerator:literal,
+            $class:expr, $place:ident, $external_id:ident, $drawn:ident;
+    )*) => {
+        /// One kind of event. The discriminant is the integer Kineto main stores in traces;
+        /// [`ActivityType::GpuPmCounter`] and [`ActivityType::HostCounters`] are omniprof's
+        /// extensions and live in a reserved range.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(i32)]
+        pub enum ActivityType {
+            $($(#[$doc])* $variant = $int,)*
+        }
+
+        impl ActivityType {
+            /// Every type, in integer order (the extensions last).
+            pub const ALL: [ActivityType; TYPES] = [$(Self::$variant,)*];
+
+            /// Each type's row, in the order of [`ActivityType::ALL`].
+            const TABLE: [Row; TYPES] = [$(Row {
+                name: $name,
+                enumerator: $enumerator,
+                class: $class,
+                place: Place::$place,
+                external_id: ExternalId::$external_id,
+                drawn: Drawn::$drawn,
+            },)*];
+        }
+    };
+}
+
+/// How many activity types there are.
+const TYPES: usize = 31;
+
+/// A type's row in the table (see [`activity_types!`]).
+struct Row {
+    name: &'static str,
+    enumerator: &'static str,
+    class: Option<ActivityClass>,
+    place: Place,
+    external_id: ExternalId,
+    drawn: Drawn,
+}
+
+/// Where a type's events happen.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Host,
+    Device,
+}
+
+/// The correlation id a type's events write as `External id`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ExternalId {
+    /// Their own.
+    Own,
+    /// The host op's they are linked to (device work, runtime and driver calls, counters);
+    /// their own is written as `correlation`.
+    Linked,
+}
+
+/// How a type's events are written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Drawn {
+    /// As spans or instants.
+    Span,
+    /// As counter (`C`) events.
+    Counter,
+}
+
+use ActivityClass::{Driver, GpuPmCounter as PmCounter, Kernel, Runtime, ScopeProfiler};
+
+activity_types! {
+    CpuOp = 0, "cpu_op", "CPU_OP", None, Host, Own, Span;
+    UserAnnotation = 1, "user_annotation", "USER_ANNOTATION", None, Host, Own, Span;
+    GpuUserAnnotation = 2, "gpu_user_annotation", "GPU_USER_ANNOTATION",
+        None, Device, Own, Span;
+    GpuMemcpy = 3, "gpu_memcpy", "GPU_MEMCPY", None, Device, Linked, Span;
+    GpuMemset = 4, "gpu_memset", "GPU_MEMSET", None, Device, Linked, Span;
+    ConcurrentKernel = 5, "kernel", "CONCURRENT_KERNEL", Some(Kernel), Device, Linked, Span;
+    ExternalCorrelation = 6, "external_correlation", "EXTERNAL_CORRELATION",
+        None, Host, Own, Span;
+    CudaRuntime = 7, "cuda_runtime", "CUDA_RUNTIME", Some(Runtime), Host, Linked, Span;
+    CudaDriver = 8, "cuda_driver", "CUDA_DRIVER", Some(Driver), Host, Linked, Span;
+    CpuInstantEvent = 9, "cpu_instant_event", "CPU_INSTANT_EVENT", None, Host, Own, Span;
+    PythonFunction = 10, "python_function", "PYTHON_FUNCTION", None, Host, Own, Span;
+    Overhead = 11, "overhead", "OVERHEAD", None, Host, Own, Span;
+    MtiaRuntime = 12, "mtia_runtime", "MTIA_RUNTIME", Some(Runtime), Host, Linked, Span;
+    MtiaCcpEvents = 13, "mtia_ccp_events", "MTIA_CCP_EVENTS",
+        Some(Kernel), Device, Linked, Span;
+    MtiaInsight = 14, "mtia_insight", "MTIA_INSIGHT", None, Host, Own, Span;
+    CudaSync = 15, "cuda_sync", "CUDA_SYNC", None, Host, Own, Span;
+    CudaEvent = 16, "cuda_event", "CUDA_EVENT", None, Host, Own, Span;
+    MtiaCounters = 17, "mtia_counters", "MTIA_COUNTERS",
+        Some(PmCounter), Device, Own, Counter;
+    GlowRuntime = 18, "glow_runtime", "GLOW_RUNTIME", Some(Runtime), Host, Linked, Span;
+    CudaProfilerRange = 19, "cuda_profiler_range", "CUDA_PROFILER_RANGE",
+        None, Host, Own, Span;
+    HpuOp = 20, "hpu_op", "HPU_OP", Some(Runtime), Host, Own, Span;
+    XpuRuntime = 21, "xpu_runtime", "XPU_RUNTIME", Some(Runtime), Host, Linked, Span;
+    XpuDriver = 22, "xpu_driver", "XPU_DRIVER", Some(Driver), Host, Linked, Span;
+    CollectiveComm = 23, "collective_comm", "COLLECTIVE_COMM", None, Host, Own, Span;
+    PrivateUse1Runtime = 24, "privateuse1_runtime", "PRIVATEUSE1_RUNTIME",
+        Some(Runtime), Host, Linked, Span;
+    PrivateUse1Driver = 25, "privateuse1_driver", "PRIVATEUSE1_DRIVER",
+        Some(Driver), Host, Linked, Span;
+    XpuScopeProfiler = 26, "xpu_scope_profiler", "XPU_SCOPE_PROFILER",
+        Some(ScopeProfiler), Device, Own, Counter;
+    XpuSync = 27, "xpu_sync", "XPU_SYNC", None, Host, Own, Span;
+    HardwareCounters = 28, "hardware_counters", "HARDWARE_COUNTERS",
+        Some(PmCounter), Device, Own, Counter;
     /// Device performance-monitor counter samples (Kineto PR 1148/1212). omniprof extension:
     /// it has no Kineto integer, so its value is outside the range Kineto uses.
-    GpuPmCounter = 1000,
+    GpuPmCounter = 1000, "gpu_pm_counter", "GPU_PM_COUNTER",
+        Some(PmCounter), Device, Linked, Counter;
     /// The host's own counters (Linux perf events, `PERF_EVENTS`) on the host thread rows.
     /// omniprof extension, selected whenever `PERF_EVENTS` names an event.
-    HostCounters = 1001,
+    HostCounters = 1001, "host_counters", "HOST_COUNTERS", None, Host, Own, Counter;
 }
 
 /// The accelerator-agnostic class a type belongs to (PR 1212's alias map, plus omniprof's
@@ -84,77 +166,27 @@ pub struct UnknownActivityType {
 }
 
 impl ActivityType {
-    /// Every type, in integer order (the extensions last).
-    pub const ALL: [ActivityType; 31] = [
-        Self::CpuOp,
-        Self::UserAnnotation,
-        Self::GpuUserAnnotation,
-        Self::GpuMemcpy,
-        Self::GpuMemset,
-        Self::ConcurrentKernel,
-        Self::ExternalCorrelation,
-        Self::CudaRuntime,
-        Self::CudaDriver,
-        Self::CpuInstantEvent,
-        Self::PythonFunction,
-        Self::Overhead,
-        Self::MtiaRuntime,
-        Self::MtiaCcpEvents,
-        Self::MtiaInsight,
-        Self::CudaSync,
-        Self::CudaEvent,
-        Self::MtiaCounters,
-        Self::GlowRuntime,
-        Self::CudaProfilerRange,
-        Self::HpuOp,
-        Self::XpuRuntime,
-        Self::XpuDriver,
-        Self::CollectiveComm,
-        Self::PrivateUse1Runtime,
-        Self::PrivateUse1Driver,
-        Self::XpuScopeProfiler,
-        Self::XpuSync,
-        Self::HardwareCounters,
-        Self::GpuPmCounter,
-        Self::HostCounters,
-    ];
+    /// This type's row in the table.
+    #[inline]
+    const fn row(self) -> &'static Row {
+        &Self::TABLE[self.index()]
+    }
 
     /// The name used in config and written as the trace `cat`.
     #[inline]
     pub const fn name(self) -> &'static str {
-        match self {
-            Self::CpuOp => "cpu_op",
-            Self::UserAnnotation => "user_annotation",
-            Self::GpuUserAnnotation => "gpu_user_annotation",
-            Self::GpuMemcpy => "gpu_memcpy",
-            Self::GpuMemset => "gpu_memset",
-            Self::ConcurrentKernel => "kernel",
-            Self::ExternalCorrelation => "external_correlation",
-            Self::CudaRuntime => "cuda_runtime",
-            Self::CudaDriver => "cuda_driver",
-            Self::CpuInstantEvent => "cpu_instant_event",
-            Self::PythonFunction => "python_function",
-            Self::Overhead => "overhead",
-            Self::MtiaRuntime => "mtia_runtime",
-            Self::MtiaCcpEvents => "mtia_ccp_events",
-            Self::MtiaInsight => "mtia_insight",
-            Self::CudaSync => "cuda_sync",
-            Self::CudaEvent => "cuda_event",
-            Self::MtiaCounters => "mtia_counters",
-            Self::GlowRuntime => "glow_runtime",
-            Self::CudaProfilerRange => "cuda_profiler_range",
-            Self::HpuOp => "hpu_op",
-            Self::XpuRuntime => "xpu_runtime",
-            Self::XpuDriver => "xpu_driver",
-            Self::CollectiveComm => "collective_comm",
-            Self::PrivateUse1Runtime => "privateuse1_runtime",
-            Self::PrivateUse1Driver => "privateuse1_driver",
-            Self::XpuScopeProfiler => "xpu_scope_profiler",
-            Self::XpuSync => "xpu_sync",
-            Self::HardwareCounters => "hardware_counters",
-            Self::GpuPmCounter => "gpu_pm_counter",
-            Self::HostCounters => "host_counters",
-        }
+        self.row().name
+    }
+
+    /// Kineto's enumerator for the type (`CONCURRENT_KERNEL`), which the plugin ABI's event
+    /// types are named after.
+    pub const fn enumerator(self) -> &'static str {
+        self.row().enumerator
+    }
+
+    /// The type whose Kineto enumerator is `enumerator` (exact, upper case), if any.
+    pub fn from_enumerator(enumerator: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.enumerator() == enumerator)
     }
 
     /// The integer stored in traces (Kineto main's; 1000 and up for the extension types).
@@ -174,23 +206,7 @@ impl ActivityType {
 
     /// The generic class, or `None` for a type that stands alone.
     pub const fn class(self) -> Option<ActivityClass> {
-        match self {
-            Self::CudaRuntime
-            | Self::MtiaRuntime
-            | Self::GlowRuntime
-            | Self::HpuOp
-            | Self::XpuRuntime
-            | Self::PrivateUse1Runtime => Some(ActivityClass::Runtime),
-            Self::CudaDriver | Self::XpuDriver | Self::PrivateUse1Driver => {
-                Some(ActivityClass::Driver)
-            }
-            Self::ConcurrentKernel | Self::MtiaCcpEvents => Some(ActivityClass::Kernel),
-            Self::MtiaCounters | Self::HardwareCounters | Self::GpuPmCounter => {
-                Some(ActivityClass::GpuPmCounter)
-            }
-            Self::XpuScopeProfiler => Some(ActivityClass::ScopeProfiler),
-            _ => None,
-        }
+        self.row().class
     }
 
     /// False for the types that never get their own correlation id as `External id`
@@ -198,51 +214,18 @@ impl ActivityType {
     /// they are linked to, and their own id is written as `correlation`.
     #[inline]
     pub const fn has_own_external_id(self) -> bool {
-        !matches!(
-            self,
-            Self::GpuMemcpy
-                | Self::GpuMemset
-                | Self::ConcurrentKernel
-                | Self::MtiaCcpEvents
-                | Self::CudaRuntime
-                | Self::CudaDriver
-                | Self::MtiaRuntime
-                | Self::GlowRuntime
-                | Self::XpuRuntime
-                | Self::XpuDriver
-                | Self::PrivateUse1Runtime
-                | Self::PrivateUse1Driver
-                | Self::GpuPmCounter
-        )
+        matches!(self.row().external_id, ExternalId::Own)
     }
 
     /// True for types written as counter (`C`) events.
     pub const fn is_counter(self) -> bool {
-        matches!(
-            self,
-            Self::MtiaCounters
-                | Self::XpuScopeProfiler
-                | Self::HardwareCounters
-                | Self::GpuPmCounter
-                | Self::HostCounters
-        )
+        matches!(self.row().drawn, Drawn::Counter)
     }
 
     /// True for types that happen on a device rather than a host thread.
     #[inline]
     pub const fn is_device(self) -> bool {
-        matches!(
-            self,
-            Self::GpuUserAnnotation
-                | Self::GpuMemcpy
-                | Self::GpuMemset
-                | Self::ConcurrentKernel
-                | Self::MtiaCcpEvents
-                | Self::MtiaCounters
-                | Self::XpuScopeProfiler
-                | Self::HardwareCounters
-                | Self::GpuPmCounter
-        )
+        matches!(self.row().place, Place::Device)
     }
 
     /// Parses one name: a Kineto main name or a generic name, ASCII case folded.
@@ -267,13 +250,15 @@ impl ActivityType {
     }
 
     /// A dense number for the type, below [`ActivityType::ALL`]`.len()`: Kineto's integer,
-    /// and the next ones for omniprof's extensions.
+    /// and the next ones for omniprof's extensions (1000 and up).
     #[inline]
     pub(crate) const fn index(self) -> usize {
-        match self {
-            Self::GpuPmCounter => 29,
-            Self::HostCounters => 30,
-            other => other as usize,
+        const EXTENSIONS: i32 = ActivityType::GpuPmCounter as i32;
+        // The types Kineto numbers: 0 up to the last one.
+        const KINETO_TYPES: usize = ActivityType::HardwareCounters as usize + 1;
+        match self as i32 {
+            i if i >= EXTENSIONS => KINETO_TYPES + (i - EXTENSIONS) as usize,
+            i => i as usize,
         }
     }
 
@@ -508,6 +493,20 @@ mod tests {
                 assert_eq!(enumerator.replace('_', ""), t.name().replace('_', ""));
             }
         }
+    }
+
+    #[test]
+    fn the_table_holds_one_row_per_type_at_its_dense_index() {
+        for (i, t) in ActivityType::ALL.into_iter().enumerate() {
+            assert_eq!(t.index(), i, "{t:?}");
+            assert_eq!(ActivityType::from_enumerator(t.enumerator()), Some(t));
+            assert_eq!(ActivityType::parse(t.name()), Ok(t));
+        }
+        assert_eq!(
+            ActivityType::ConcurrentKernel.enumerator(),
+            "CONCURRENT_KERNEL"
+        );
+        assert_eq!(ActivityType::from_enumerator("concurrent_kernel"), None);
     }
 
     #[test]

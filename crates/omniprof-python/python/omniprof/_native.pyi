@@ -1,7 +1,7 @@
 """Type stubs of the native module (Rust, PyO3). See ``omniprof`` for the public API."""
 
 from types import TracebackType
-from typing import Any, Callable, Iterator, List, Optional, Type, TypeVar, Union, final
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Type, TypeVar, Union, final
 
 from typing_extensions import CapsuleType
 
@@ -13,6 +13,7 @@ __all__ = [
     "step",
     "on_demand_opted_in",
     "serve_on_demand",
+    "PROFILER_ACTIVITIES",
     "Session",
     "Schedule",
     "Trace",
@@ -91,6 +92,9 @@ class Schedule:
         skip_first_wait: int = 0,
     ) -> "Schedule": ...
     def __call__(self, step: int) -> int: ...
+
+PROFILER_ACTIVITIES: Tuple[str, ...]
+"""The names of ``torch.profiler.ProfilerActivity``'s members omniprof accepts, in order."""
 
 @final
 class Session:

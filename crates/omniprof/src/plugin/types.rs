@@ -1,5 +1,5 @@
-//! The plugin ABI's event types mapped to omniprof's by name, never by integer: the ABI has
-//! its own numbering (`docs/plugin-abi.md`, section 3).
+//! The plugin ABI's event types mapped to omniprof's by their Kineto enumerator, never by
+//! integer: the ABI has its own numbering (`docs/plugin-abi.md`, section 3).
 
 use omniprof_plugin_sys::ProfileEventType;
 
@@ -10,10 +10,7 @@ pub(crate) fn activity_type(t: ProfileEventType) -> Option<ActivityType> {
     if !t.is_valid() {
         return None;
     }
-    match t.name()? {
-        "CONCURRENT_KERNEL" => Some(ActivityType::ConcurrentKernel),
-        name => ActivityType::parse(name).ok(),
-    }
+    ActivityType::from_enumerator(t.name()?)
 }
 
 /// The ABI type of an omniprof type, when the ABI has one.
