@@ -7,7 +7,7 @@
 //! callback may call back into the profiler (export, key averages), and its exception
 //! propagates from `step`/`stop` like any other.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use omniprof::config::{
     OMNIPROF_PRIVATEUSE1_STUBS, PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES,
@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 
 use crate::profiler_error;
 use crate::results::PyTrace;
+use omniprof::sync::lock;
 
 /// `torch.profiler.ProfilerActivity`'s members and the activity types each selects. The
 /// device ones select the device classes (kernels, copies, runtime and driver calls, syncs)
@@ -165,10 +166,6 @@ pub(crate) struct Session {
     /// Traces the engine finished and Python has not taken yet.
     finished: Arc<Mutex<Vec<Trace>>>,
     inner: Mutex<Inner>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Session {

@@ -17,7 +17,8 @@
 //!   picks one by extension;
 //! - [`import`]: the reader of Kineto Chrome JSON traces, plain or gzip;
 //! - [`analysis`]: what a trace says (the key-averages summary);
-//! - [`hash`]: the fast hasher of the small internal tables.
+//! - [`hash`]: the fast hasher of the small internal tables;
+//! - [`sync`]: locking that ignores poisoning, for every omniprof crate.
 //!
 //! ```
 //! use omniprof_trace::{Activity, ActivityType, Trace};
@@ -35,6 +36,7 @@ pub mod hash;
 pub mod import;
 pub mod keys;
 pub mod report;
+pub mod sync;
 pub mod trace;
 pub mod value;
 

@@ -56,7 +56,9 @@ pub mod stubs;
 pub mod trigger;
 
 use omniprof_trace::hash;
-pub use omniprof_trace::{activity, analysis, counter, export, import, keys, report, trace, value};
+pub use omniprof_trace::{
+    activity, analysis, counter, export, import, keys, report, sync, trace, value,
+};
 
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use config::Config;

@@ -36,13 +36,14 @@
 use std::io::Read;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex, PoisonError};
+use std::sync::{mpsc, Mutex};
 use std::thread;
 
 use super::event::read_event;
 use super::item::TraceItem;
 use super::mapper::{Converter, EventMapper, Mapped};
 use super::scan::{count_newlines, ReadAhead};
+use crate::sync::lock;
 
 /// How the events are shared out.
 #[derive(Clone, Debug)]
@@ -130,11 +131,7 @@ impl Parallel {
         };
         let lists = &self.lists;
         let read = |i: usize, start: usize, converter: &mut Converter| {
-            let list = lists
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .pop()
-                .unwrap_or_default();
+            let list = lock(&lists).pop().unwrap_or_default();
             read_piece(text, start, stop(i), converter, list)
         };
         for helper in &mut self.helpers {
@@ -193,10 +190,7 @@ impl Parallel {
                 for mapped in piece.events.drain(..) {
                     mapper.apply(mapped, sink);
                 }
-                lists
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(piece.events);
+                lock(&lists).push(piece.events);
                 outcome.consumed = piece.end;
                 if piece.end < stop(i) {
                     outcome.stopped_early = i + 1 < starts.len();

@@ -8,6 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::ActivityProfiler;
+use crate::sync::lock;
 
 /// Makes a backend. Called once, when the engine takes the backend in.
 pub type Factory = Box<dyn Fn() -> Box<dyn ActivityProfiler> + Send + Sync>;
@@ -41,7 +42,7 @@ impl Registry {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// Stores `factory` under `key`; forwards it at once when the engine is initialized.

@@ -7,13 +7,14 @@
 //! merging, writing and tearing down happen with the session taken out of the lock.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::machine::{Action, Machine, State, Trigger};
 use super::{RequestSummary, Status, TraceFailed};
 use crate::config::{Config, CONTROLLER_TICK_MS};
 use crate::session::Profiler;
+use crate::sync::{lock, wait_timeout, wait_timeout_while, wait_while};
 
 /// The profiler thread's name (Kineto's is "Kineto Activity Profiler").
 pub(super) const THREAD_NAME: &str = "omniprof on-demand";
@@ -41,10 +42,8 @@ impl Slot {
 
     pub(super) fn wait(&self, timeout: Duration) -> Result<Written, TraceFailed> {
         let guard = lock(&self.outcome);
-        let (guard, _) = self
-            .done
-            .wait_timeout_while(guard, timeout, |outcome| outcome.is_none())
-            .unwrap_or_else(PoisonError::into_inner);
+        let (guard, _) =
+            wait_timeout_while(&self.done, guard, timeout, |outcome| outcome.is_none());
         guard.clone().unwrap_or(Err(TraceFailed::TimedOut(timeout)))
     }
 }
@@ -104,12 +103,6 @@ pub(super) fn engine() -> &'static Engine {
 /// The engine, if anything has used it yet.
 pub(super) fn existing() -> Option<&'static Engine> {
     ENGINE.get()
-}
-
-/// A poisoned lock still guards consistent data here (every update is a few assignments),
-/// so it is taken anyway rather than spreading a panic into the application.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 pub(super) fn now_ms() -> i64 {
@@ -176,12 +169,9 @@ impl Engine {
     pub(super) fn cancel(&self, why: TraceFailed, wait_for_processing: bool) -> bool {
         let mut shared = lock(&self.shared);
         if wait_for_processing {
-            shared = self
-                .settled
-                .wait_while(shared, |s| {
-                    matches!(s.machine.state(), State::ProcessTrace | State::Cancelling)
-                })
-                .unwrap_or_else(PoisonError::into_inner);
+            shared = wait_while(&self.settled, shared, |s| {
+                matches!(s.machine.state(), State::ProcessTrace | State::Cancelling)
+            });
         }
         let actions = shared.machine.cancel(why);
         let cancelled = !actions.is_empty();
@@ -351,11 +341,7 @@ impl Engine {
                     at.saturating_sub(now).clamp(0, CONTROLLER_TICK_MS)
                 });
             let timeout = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0));
-            shared = self
-                .wake
-                .wait_timeout(shared, timeout)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            shared = wait_timeout(&self.wake, shared, timeout).0;
         }
     }
 }

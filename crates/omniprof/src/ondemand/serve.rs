@@ -12,9 +12,10 @@
 
 use std::io;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::sync::lock;
 use crate::trigger::{self, TriggerHandler, TriggerServer};
 
 /// How long a trigger's connection waits for its trace. The client gives up on its own
@@ -67,7 +68,7 @@ impl TriggerHandler for Engine {
 /// docs); trigger the parent.
 pub fn serve() -> io::Result<()> {
     let me = std::process::id();
-    if let Some((parent, _)) = &*SERVER.lock().unwrap_or_else(PoisonError::into_inner) {
+    if let Some((parent, _)) = &*lock(&SERVER) {
         if *parent != me {
             return Err(io::Error::other(format!(
                 "process {me} was forked from process {parent}, which serves triggers: a \
@@ -77,7 +78,7 @@ pub fn serve() -> io::Result<()> {
         }
     }
     super::enable()?;
-    let mut server = SERVER.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut server = lock(&SERVER);
     if server.is_none() {
         *server = Some((me, trigger::listen(Arc::new(Engine))?));
     }
@@ -97,7 +98,7 @@ pub fn serve() -> io::Result<()> {
 /// ```
 pub fn stop_serving() -> bool {
     // Taken out first: dropping the server joins its accept thread, not under the lock.
-    let server = SERVER.lock().unwrap_or_else(PoisonError::into_inner).take();
+    let server = lock(&SERVER).take();
     match server {
         Some((pid, server)) if pid != std::process::id() => {
             // The parent's: its accept thread is not in this process, and its socket is the

@@ -56,6 +56,7 @@ use crate::clock;
 use crate::config::Config;
 use crate::counter::{CounterTrack, CounterValues};
 use crate::keys::metadata;
+use crate::sync::{lock, wait_timeout};
 use crate::trace::Window;
 use crate::value::Value;
 
@@ -212,7 +213,7 @@ impl ProfilerSession for PerfSession {
 
     fn stop(&mut self) -> Result<(), BackendError> {
         if let Some((stop, thread)) = self.sampler.take() {
-            *stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            *lock(&stop.0) = true;
             stop.1.notify_all();
             let sampled = thread
                 .join()
@@ -281,7 +282,7 @@ fn sample(events: &[PerfEvent], period: Duration, stop: &StopSignal) -> Sampled 
     let mut out = Sampled::default();
     // Per thread seen: its counters, in event order (`None`: that event did not open).
     let mut threads: HashMap<i64, Vec<Option<Counter>>> = HashMap::new();
-    let mut stopped = stop.0.lock().unwrap_or_else(|e| e.into_inner());
+    let mut stopped = lock(&stop.0);
     loop {
         let last = *stopped;
         // A thread first seen at the last reading would only count from then: not worth a
@@ -329,10 +330,7 @@ fn sample(events: &[PerfEvent], period: Duration, stop: &StopSignal) -> Sampled 
         if last {
             return out;
         }
-        stopped = match stop.1.wait_timeout(stopped, period) {
-            Ok((guard, _)) => guard,
-            Err(e) => e.into_inner().0,
-        };
+        stopped = wait_timeout(&stop.1, stopped, period).0;
     }
 }
 

@@ -37,6 +37,7 @@ use crate::counter::CounterTrack;
 use crate::hash::FastMap;
 use crate::keys::arg;
 use crate::record::CorrelationListener;
+use crate::sync::{lock, read, write};
 use crate::trace::Window;
 use crate::value::Value;
 
@@ -300,13 +301,7 @@ impl ProfilerSession for PluginSession {
         if let Err(e) = self.destroy() {
             self.errors.push(e.to_string());
         }
-        let pushed = std::mem::take(
-            &mut *self
-                .listener
-                .pushed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
+        let pushed = std::mem::take(&mut *lock(&self.listener.pushed));
         for mut event in std::mem::take(&mut built.events) {
             if event.kind == ActivityType::GpuPmCounter {
                 add_counter(sink, event);
@@ -381,11 +376,11 @@ struct PluginListener {
 impl PluginListener {
     /// Stops every later push and pop from reaching the plugin.
     fn forget_handle(&self) {
-        *self.handle.write().unwrap_or_else(|e| e.into_inner()) = None;
+        *write(&self.handle) = None;
     }
 
     fn with_handle(&self, f: impl FnOnce(Handle)) {
-        if let Some(handle) = *self.handle.read().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(handle) = *read(&self.handle) {
             f(handle);
         }
     }
@@ -396,10 +391,7 @@ impl CorrelationListener for PluginListener {
         let Some(push) = self.iface.profiler_push_correlation_id else {
             return;
         };
-        self.pushed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, ());
+        lock(&self.pushed).insert(id, ());
         self.with_handle(|h| {
             let mut params = ProfilerPushCorrelationIdParams {
                 correlation_id: id,

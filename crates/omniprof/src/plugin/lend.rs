@@ -9,6 +9,7 @@
 //! handle cannot crash the host. (A plugin that keeps the *pointer* to a function table and
 //! reads it after the call reads dead memory of its own making; it must copy the table.)
 
+use crate::sync::lock;
 use std::any::TypeId;
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -92,7 +93,7 @@ pub(crate) fn with_lent<T: 'static>(handle: *mut c_void, f: impl FnOnce(&mut T) 
 }
 
 fn refused_calls() -> std::sync::MutexGuard<'static, BTreeMap<u64, u64>> {
-    REFUSED_CALLS.lock().unwrap_or_else(|e| e.into_inner())
+    lock(&REFUSED_CALLS)
 }
 
 fn refuse(token: u64) {

@@ -18,6 +18,7 @@ use super::types::activity_type;
 use super::PluginError;
 use crate::activity::ActivitySet;
 use crate::backend::{self, ActivityProfiler};
+use crate::sync::lock;
 
 /// Environment variables naming plugin directories: Kineto's, then omniprof's own (which may
 /// list several directories separated by `:`).
@@ -70,7 +71,7 @@ pub fn load_plugin(path: impl AsRef<Path>) -> Result<LoadedPlugin, PluginError> 
         path: path.to_owned(),
         reason: e.to_string(),
     })?;
-    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut loaded = lock(&LOADED);
     if let Some((_, plugin)) = loaded.iter().find(|(p, _)| *p == canonical) {
         return Ok(plugin.clone());
     }

@@ -37,6 +37,7 @@ use super::autograd::Autograd;
 use super::memory::MemoryReport;
 use super::op_stack::OpStack;
 use super::word::{session_tag, tag_of, untagged};
+use crate::sync::{lock, wait};
 use crate::value::Value;
 
 /// Records per chunk: 4096 × 16 B = 64 KiB, small enough to stay cache-friendly and to
@@ -62,10 +63,6 @@ fn new_chunk() -> Chunk {
         slot.word.store(0, Ordering::Relaxed);
     }
     chunk
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Pre-faulted chunks waiting for a thread.
@@ -129,7 +126,7 @@ impl Refiller {
             {
                 let mut wanted = lock(&self.wanted);
                 while !*wanted {
-                    wanted = self.wake.wait(wanted).unwrap_or_else(|e| e.into_inner());
+                    wanted = wait(&self.wake, wanted);
                 }
             }
             prefill_pool(POOL_HIGH);

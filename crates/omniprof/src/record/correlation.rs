@@ -11,6 +11,7 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
 use super::Name;
+use crate::sync::lock;
 
 /// Receives correlation pushes and pops on application threads, concurrently; calls for one
 /// thread come from that thread, properly nested.
@@ -62,15 +63,12 @@ thread_local! {
 
 /// Sets the listeners of the session about to start.
 pub(crate) fn set_session_listeners(listeners: Listeners) {
-    *SESSION_LISTENERS.lock().unwrap_or_else(|e| e.into_inner()) = listeners;
+    *lock(&SESSION_LISTENERS) = listeners;
 }
 
 /// Takes this thread's snapshot for a new session; true when there is anyone to tell.
 pub(crate) fn refresh_thread() -> bool {
-    let current = SESSION_LISTENERS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let current = lock(&SESSION_LISTENERS).clone();
     let listening = !current.is_empty();
     let _ = THREAD_LISTENERS.try_with(|l| *l.borrow_mut() = current);
     listening

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::hash::FastMap;
+use crate::sync::lock;
 
 /// Ids are 24 bits wide in a record: bit 23 marks a transient name, bit 22 its generation.
 const TRANSIENT: u32 = 1 << 23;
@@ -151,10 +152,7 @@ static EPOCH: AtomicU64 = AtomicU64::new(0);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 fn table() -> MutexGuard<'static, Table> {
-    TABLE
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    lock(TABLE.get_or_init(Mutex::default))
 }
 
 /// Counts a name that did not fit and returns the id that stands for it.

@@ -59,7 +59,7 @@ mod scope;
 mod trace_dir;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::activity::{ActivitySet, ActivityType};
 use crate::backend::{self, ActivityProfiler, BackendError};
@@ -68,6 +68,7 @@ use crate::config::Config;
 use crate::record;
 use crate::record::{correlation, OwnedRange};
 use crate::stubs::StubsProfiler;
+use crate::sync::lock;
 use crate::trace::{Trace, Window};
 use backends::Backends;
 use schedule::Call;
@@ -584,7 +585,7 @@ impl Profiler {
 
     fn trace_ready(&mut self, trace: Trace) {
         if let Some(callback) = &self.on_trace_ready {
-            let mut callback = callback.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut callback = lock(&callback);
             callback(trace);
         }
     }

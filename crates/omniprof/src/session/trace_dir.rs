@@ -3,10 +3,11 @@
 //! TensorBoard's profiler plugin and HTA read.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::clock;
 use crate::export::{self, WriteError};
+use crate::sync::lock;
 use crate::trace::Trace;
 
 /// The suffix TensorBoard's profiler plugin looks for.
@@ -132,7 +133,7 @@ impl TraceDirHandler {
 
     fn outcome(&self) -> MutexGuard<'_, Outcome> {
         // The lists stay valid whatever a panicking holder did.
-        self.outcome.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.outcome)
     }
 }
 

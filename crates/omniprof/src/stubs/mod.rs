@@ -28,8 +28,9 @@
 
 mod adapter;
 
+use crate::sync::lock;
 use std::any::Any;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 pub use adapter::timing_session;
 pub(crate) use adapter::StubsProfiler;
@@ -82,10 +83,6 @@ pub trait ProfilerStubs: Send + Sync {
 }
 
 static REGISTERED: Mutex<Vec<(String, Arc<dyn ProfilerStubs>)>> = Mutex::new(Vec::new());
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Registers `stubs` for `device` (names compare case-insensitively); a later registration
 /// for the same device replaces it, with a warning.

@@ -15,7 +15,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,7 @@ use super::protocol::{Deadline, FrameError, Reply, Request};
 use super::runtime_dir::{current_uid, RuntimeDir};
 use super::{Traced, TriggerHandler};
 use crate::config::{check_on_demand_log_file, on_demand_trace_dir, Config, ACTIVITIES_LOG_FILE};
+use crate::sync::lock;
 
 /// How the server treats its connections.
 #[derive(Clone, Debug)]
@@ -149,11 +150,6 @@ fn has_unread(stream: &UnixStream) -> bool {
         )
     };
     got > 0
-}
-
-/// The queue's lock; a poisoned one still holds a consistent queue.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl RuntimeDir {
