@@ -18,7 +18,8 @@
 //! - [`import`]: the reader of Kineto Chrome JSON traces, plain or gzip;
 //! - [`analysis`]: what a trace says (the key-averages summary);
 //! - [`hash`]: the fast hasher of the small internal tables;
-//! - [`sync`]: locking that ignores poisoning, for every omniprof crate.
+//! - [`sync`]: locking that ignores poisoning, for every omniprof crate;
+//! - [`text`]: text cut to a size on a character boundary.
 //!
 //! ```
 //! use omniprof_trace::{Activity, ActivityType, Trace};
@@ -37,6 +38,7 @@ pub mod import;
 pub mod keys;
 pub mod report;
 pub mod sync;
+pub mod text;
 pub mod trace;
 pub mod value;
 

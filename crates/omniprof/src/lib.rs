@@ -57,7 +57,7 @@ pub mod trigger;
 
 use omniprof_trace::hash;
 pub use omniprof_trace::{
-    activity, analysis, counter, export, import, keys, report, sync, trace, value,
+    activity, analysis, counter, export, import, keys, report, sync, text, trace, value,
 };
 
 pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};

@@ -10,6 +10,7 @@ use std::io::{self, ErrorKind, Read};
 use std::mem;
 
 use super::error::{Position, ReadError, ReadErrorKind};
+use crate::text::prefix_within;
 
 /// Bytes read per call, and the buffer's first size: it grows for a window of events, or for
 /// a single value larger than this.
@@ -163,10 +164,7 @@ impl<R: Read> Scanner<R> {
     pub fn window(&mut self, max: usize) -> (&str, ReadAhead<'_, R>) {
         debug_assert_eq!(self.ahead_len, 0, "the input read ahead is joined first");
         let text = valid_str(&self.buf, self.pos, self.utf8_start, self.utf8_end);
-        let mut len = text.len().min(max);
-        while !text.is_char_boundary(len) {
-            len -= 1;
-        }
+        let len = prefix_within(text, max).len();
         let ahead = ReadAhead {
             input: &mut self.input,
             buf: &mut self.ahead,

@@ -27,6 +27,7 @@ use super::types::activity_type;
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::backend::{DeviceInfo, ResourceInfo};
 use crate::hash::FastMap;
+use crate::text::prefix_within;
 use crate::value::{FromJsonError, Value};
 
 /// Longest event name kept; longer ones are cut (at a character boundary) and counted.
@@ -187,11 +188,7 @@ impl HostTraceBuilder {
         if problem.examples.len() < MAX_EXAMPLES {
             let mut example = example();
             if example.len() > MAX_EXAMPLE_BYTES {
-                let mut cut = MAX_EXAMPLE_BYTES;
-                while !example.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                example.truncate(cut);
+                example.truncate(prefix_within(&example, MAX_EXAMPLE_BYTES).len());
                 example.push('…');
             }
             problem.examples.push(example);
@@ -504,11 +501,7 @@ fn checked_name(bytes: &[u8]) -> KeptName {
         .is_err()
         .then_some("event name is not valid UTF-8 (replaced with U+FFFD)");
     if text.len() > MAX_NAME_BYTES {
-        let mut cut = MAX_NAME_BYTES;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
+        text.truncate(prefix_within(&text, MAX_NAME_BYTES).len());
         problem = Some(NAME_CUT);
     }
     (text.into(), problem)

@@ -15,6 +15,8 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::text::prefix_within;
+
 /// The name every header starts with.
 pub const PROTOCOL: &str = "omniprof-trigger";
 /// The protocol version this build speaks; a header with another one is refused.
@@ -166,11 +168,7 @@ impl Reply {
 /// Writes one frame; a body over [`MAX_BODY`] is cut at a character boundary (reasons are
 /// the only bodies that could grow, and a cut reason is better than none).
 fn write_frame(out: &mut impl Write, kind: &str, body: &str) -> io::Result<()> {
-    let mut end = body.len().min(MAX_BODY);
-    while !body.is_char_boundary(end) {
-        end -= 1;
-    }
-    let body = &body[..end];
+    let body = prefix_within(body, MAX_BODY);
     let mut frame = format!("{PROTOCOL}/{VERSION} {kind} {}\n", body.len()).into_bytes();
     frame.extend_from_slice(body.as_bytes());
     out.write_all(&frame)?;
