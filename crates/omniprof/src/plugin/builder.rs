@@ -23,6 +23,7 @@ use omniprof_plugin_sys::{
 };
 
 use super::lend::{self, REFUSED};
+use super::problem::{LastCall, Problem, ProblemKind};
 use super::types::activity_type;
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::backend::{DeviceInfo, ResourceInfo};
@@ -74,7 +75,7 @@ pub struct HostTraceBuilder {
     pub(crate) devices: Vec<DeviceInfo>,
     pub(crate) resources: Vec<ResourceInfo>,
     /// Problems, by kind, with their counts and first examples.
-    pub(crate) problems: BTreeMap<&'static str, Problem>,
+    pub(crate) problems: BTreeMap<ProblemKind, Problem>,
     /// Events kept at most; the rest are dropped and counted.
     max_events: usize,
     /// What the most recent `addEvent` did: only an accepted event may be named, flowed and
@@ -119,7 +120,7 @@ impl HostTraceBuilder {
     }
 
     /// Rejected or repaired calls, by kind of problem.
-    pub fn problems(&self) -> &BTreeMap<&'static str, Problem> {
+    pub fn problems(&self) -> &BTreeMap<ProblemKind, Problem> {
         &self.problems
     }
 
@@ -166,9 +167,7 @@ impl HostTraceBuilder {
         });
         if refused > 0 {
             self.problems
-                .entry(
-                    "trace builder called from another thread or through a wrong handle (refused)",
-                )
+                .entry(ProblemKind::RefusedCall)
                 .or_default()
                 .count += refused;
         }
@@ -176,13 +175,13 @@ impl HostTraceBuilder {
     }
 
     /// Counts one problem of `kind`; returns −1 for the call that had it.
-    fn problem(&mut self, kind: &'static str) -> c_int {
+    fn problem(&mut self, kind: ProblemKind) -> c_int {
         self.problems.entry(kind).or_default().count += 1;
         REFUSED
     }
 
     /// Counts one problem of `kind`, keeping `example` (made only while few are kept).
-    fn problem_with(&mut self, kind: &'static str, example: impl FnOnce() -> String) -> c_int {
+    fn problem_with(&mut self, kind: ProblemKind, example: impl FnOnce() -> String) -> c_int {
         let problem = self.problems.entry(kind).or_default();
         problem.count += 1;
         if problem.examples.len() < MAX_EXAMPLES {
@@ -204,48 +203,46 @@ impl HostTraceBuilder {
                 Ok(self.events.last_mut().expect("checked above"))
             }
             LastEvent::Rejected(why) => {
-                Err(self.problem_with(call.after_rejected(), || why.into()))
+                Err(self.problem_with(ProblemKind::AfterRejectedEvent(call), || why.to_string()))
             }
-            _ => Err(self.problem(call.before_any())),
+            _ => Err(self.problem(ProblemKind::BeforeAnyEvent(call))),
         }
     }
 
     /// Counts a rejected `addEvent` as `kind`; the calls that follow it are refused naming it.
-    fn reject_event(&mut self, kind: &'static str) -> c_int {
+    fn reject_event(&mut self, kind: ProblemKind) -> c_int {
         self.last = LastEvent::Rejected(kind);
         self.problem(kind)
     }
 
     /// [`reject_event`](Self::reject_event), keeping `example`.
-    fn reject_event_with(&mut self, kind: &'static str, example: impl FnOnce() -> String) -> c_int {
+    fn reject_event_with(&mut self, kind: ProblemKind, example: impl FnOnce() -> String) -> c_int {
         self.last = LastEvent::Rejected(kind);
         self.problem_with(kind, example)
     }
 
     fn add_event(&mut self, event: Option<NonNull<ProfileEvent>>) -> c_int {
         let Some(event) = event else {
-            return self.reject_event("addEvent with a NULL event");
+            return self.reject_event(ProblemKind::NullEvent);
         };
         // SAFETY: the plugin passes a pointer to its event struct, readable for the size it
         // declares in the struct's first field (the ABI contract `read_versioned` relies on).
         let event = match unsafe { read_versioned(event) } {
             Ok(event) => event,
-            Err(e) => {
-                return self.reject_event_with("addEvent with a struct too small", || e.to_string())
-            }
+            Err(e) => return self.reject_event_with(ProblemKind::EventTooSmall, || e.to_string()),
         };
         let Some(kind) = activity_type(event.event_type) else {
-            return self.reject_event_with("addEvent with an invalid event type", || {
+            return self.reject_event_with(ProblemKind::InvalidEventType, || {
                 event.event_type.0.to_string()
             });
         };
         if self.events.len() >= self.max_events {
-            return self.reject_event(EVENT_BUDGET_REACHED);
+            return self.reject_event(ProblemKind::EventBudgetReached);
         }
         let start = event.start_time_utc_ns;
         let mut end = event.end_time_utc_ns;
         if end < start {
-            self.problem("event ends before it starts (end clamped to start)");
+            self.problem(ProblemKind::EndBeforeStart);
             end = start;
         }
         let mut a = Activity::new(
@@ -264,7 +261,7 @@ impl HostTraceBuilder {
 
     fn set_last_event_name(&mut self, name: *const c_char) -> c_int {
         if name.is_null() {
-            return self.problem("setLastEventName with a NULL name");
+            return self.problem(ProblemKind::NullName);
         }
         // SAFETY: non-null, and the ABI says strings are NUL-terminated and live for the call.
         let whole = unsafe { CStr::from_ptr(name) }.to_bytes();
@@ -283,7 +280,7 @@ impl HostTraceBuilder {
             }
         };
         if bytes.len() < whole.len() {
-            problem = Some(NAME_CUT);
+            problem = Some(ProblemKind::NameCut);
         }
         if let Some(problem) = problem {
             self.problem(problem);
@@ -299,23 +296,18 @@ impl HostTraceBuilder {
 
     fn set_last_event_flow(&mut self, flow: Option<NonNull<ProfileEventFlow>>) -> c_int {
         let Some(flow) = flow else {
-            return self.problem("setLastEventFlow with a NULL flow");
+            return self.problem(ProblemKind::NullFlow);
         };
         // SAFETY: as in `add_event`: the plugin's struct, readable for its declared size.
         let flow = match unsafe { read_versioned(flow) } {
             Ok(flow) => flow,
-            Err(e) => {
-                return self
-                    .problem_with("setLastEventFlow with a struct too small", || e.to_string())
-            }
+            Err(e) => return self.problem_with(ProblemKind::FlowTooSmall, || e.to_string()),
         };
         let kind = match flow.flow_type {
             ProfileEventFlowType::FWD_BWD => FlowKind::FwdBwd,
             ProfileEventFlowType::ASYNC_CPU_GPU => FlowKind::Ac2g,
             other => {
-                return self.problem_with("setLastEventFlow with an invalid flow type", || {
-                    other.0.to_string()
-                })
+                return self.problem_with(ProblemKind::InvalidFlowType, || other.0.to_string())
             }
         };
         match self.last(LastCall::Flow) {
@@ -333,7 +325,7 @@ impl HostTraceBuilder {
 
     fn add_last_event_metadata(&mut self, key: *const c_char, value: *const c_char) -> c_int {
         if key.is_null() || value.is_null() {
-            return self.problem("addLastEventMetadata with a NULL key or value");
+            return self.problem(ProblemKind::NullMetadata);
         }
         // SAFETY: both non-null NUL-terminated strings alive for the call (ABI contract).
         let (key, raw) = unsafe {
@@ -349,10 +341,7 @@ impl HostTraceBuilder {
         // Kineto's plugins pass metadata values as JSON text, read by the reader's rules.
         let typed = Value::from_json(&raw);
         if let Err(FromJsonError::TooDeep) = typed {
-            return self.problem_with(
-                "metadata value nested deeper than a reader reads (refused)",
-                || key,
-            );
+            return self.problem_with(ProblemKind::MetadataTooDeep, || key);
         }
         if counter {
             // A counter event's values wait in its args until the adapter hands the event
@@ -366,11 +355,11 @@ impl HostTraceBuilder {
                         .push((key.into(), Value::Float(v)));
                     OK
                 }
-                _ => self.problem("counter value is not a JSON number (dropped)"),
+                _ => self.problem(ProblemKind::CounterNotANumber),
             };
         }
         let value = typed.unwrap_or_else(|_| {
-            self.problem("metadata value is not JSON a reader reads (kept as a string)");
+            self.problem(ProblemKind::MetadataNotJson);
             Value::from(raw)
         });
         self.events
@@ -383,14 +372,12 @@ impl HostTraceBuilder {
 
     fn add_device_info(&mut self, info: Option<NonNull<ProfileDeviceInfo>>) -> c_int {
         let Some(info) = info else {
-            return self.problem("addDeviceInfo with a NULL info");
+            return self.problem(ProblemKind::NullDeviceInfo);
         };
         // SAFETY: as in `add_event`.
         let info = match unsafe { read_versioned(info) } {
             Ok(info) => info,
-            Err(e) => {
-                return self.problem_with("addDeviceInfo with a struct too small", || e.to_string())
-            }
+            Err(e) => return self.problem_with(ProblemKind::DeviceInfoTooSmall, || e.to_string()),
         };
         self.devices.push(DeviceInfo {
             id: info.device_id,
@@ -403,14 +390,13 @@ impl HostTraceBuilder {
 
     fn add_resource_info(&mut self, info: Option<NonNull<ProfileResourceInfo>>) -> c_int {
         let Some(info) = info else {
-            return self.problem("addResourceInfo with a NULL info");
+            return self.problem(ProblemKind::NullResourceInfo);
         };
         // SAFETY: as in `add_event`.
         let info = match unsafe { read_versioned(info) } {
             Ok(info) => info,
             Err(e) => {
-                return self
-                    .problem_with("addResourceInfo with a struct too small", || e.to_string())
+                return self.problem_with(ProblemKind::ResourceInfoTooSmall, || e.to_string())
             }
         };
         self.resources.push(ResourceInfo {
@@ -423,23 +409,11 @@ impl HostTraceBuilder {
     }
 }
 
-/// One kind of problem a plugin's calls had.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Problem {
-    /// How many calls had it.
-    pub count: u64,
-    /// What the first few (at most 3) were, each cut to 64 bytes.
-    pub examples: Vec<String>,
-}
-
 const MAX_EXAMPLES: usize = 3;
 const MAX_EXAMPLE_BYTES: usize = 64;
 /// Bytes of distinct names cached; a plugin with more distinct names still gets each one
 /// checked and kept, only not cached.
 const MAX_CACHED_NAME_BYTES: usize = 16 << 20;
-const NAME_CUT: &str = "event name longer than 4096 bytes (cut)";
-const EVENT_BUDGET_REACHED: &str =
-    "events past the budget of this trace (OMNIPROF_MAX_EVENTS_PER_BACKEND; dropped)";
 
 /// What the most recent `addEvent` did.
 #[derive(Clone, Copy)]
@@ -448,37 +422,11 @@ enum LastEvent {
     None,
     Accepted,
     /// Rejected, as this kind of problem.
-    Rejected(&'static str),
-}
-
-/// A call on the last event, and its problems when there is none.
-#[derive(Clone, Copy)]
-enum LastCall {
-    Name,
-    Flow,
-    Metadata,
-}
-
-impl LastCall {
-    fn before_any(self) -> &'static str {
-        match self {
-            Self::Name => "setLastEventName before any addEvent",
-            Self::Flow => "setLastEventFlow before any addEvent",
-            Self::Metadata => "addLastEventMetadata before any addEvent",
-        }
-    }
-
-    fn after_rejected(self) -> &'static str {
-        match self {
-            Self::Name => "setLastEventName after a rejected addEvent (not applied)",
-            Self::Flow => "setLastEventFlow after a rejected addEvent (not applied)",
-            Self::Metadata => "addLastEventMetadata after a rejected addEvent (not applied)",
-        }
-    }
+    Rejected(ProblemKind),
 }
 
 /// A name as kept, and the repair it needed, if any.
-type KeptName = (Arc<str>, Option<&'static str>);
+type KeptName = (Arc<str>, Option<ProblemKind>);
 
 /// The first [`MAX_NAME_BYTES`] of a name, backed off so that no UTF-8 sequence is split.
 fn cut_name(bytes: &[u8]) -> &[u8] {
@@ -499,10 +447,10 @@ fn checked_name(bytes: &[u8]) -> KeptName {
     let mut text = String::from_utf8_lossy(bytes).into_owned();
     let mut problem = std::str::from_utf8(bytes)
         .is_err()
-        .then_some("event name is not valid UTF-8 (replaced with U+FFFD)");
+        .then_some(ProblemKind::NameNotUtf8);
     if text.len() > MAX_NAME_BYTES {
         text.truncate(prefix_within(&text, MAX_NAME_BYTES).len());
-        problem = Some(NAME_CUT);
+        problem = Some(ProblemKind::NameCut);
     }
     (text.into(), problem)
 }
@@ -732,7 +680,12 @@ mod tests {
         });
         let cached: usize = b.names.keys().map(|k| k.len()).sum();
         assert!(cached <= 65 * MAX_NAME_BYTES, "{cached} bytes cached");
-        assert_eq!(b.problems[NAME_CUT].count, 65, "{:#?}", b.problems);
+        assert_eq!(
+            b.problems[&ProblemKind::NameCut].count,
+            65,
+            "{:#?}",
+            b.problems
+        );
         assert_eq!(b.problems.len(), 1, "{:#?}", b.problems);
         assert_eq!(b.events[64].name.len(), MAX_NAME_BYTES - 1);
     }

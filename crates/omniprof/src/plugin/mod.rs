@@ -25,17 +25,19 @@ mod builder;
 mod deadline;
 mod lend;
 mod loader;
+mod problem;
 mod types;
 
 use std::path::{Path, PathBuf};
 
-pub use builder::{HostTraceBuilder, Problem};
+pub use builder::HostTraceBuilder;
 pub use lend::late_calls;
 pub(crate) use loader::load_env_once;
 pub use loader::{
     env_rejections, load_entry_point, load_from_env, load_plugin, plugin_dirs, plugin_files,
     rejections, EntryPointProfiler, LoadedPlugin, ProfilerReport, DIR_VARIABLES,
 };
+pub use problem::{LastCall, Problem, ProblemKind};
 
 /// Why a plugin library was not loaded. Each message names the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
