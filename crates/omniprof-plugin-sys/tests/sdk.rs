@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use omniprof_plugin_sys::sdk::*;
 // The SDK's builder, not the raw table of the same name (named in full below).
-use omniprof_plugin_sys::sdk::TraceBuilder;
+use omniprof_plugin_sys::sdk::HostTrace;
 use omniprof_plugin_sys::*;
 
 // ---- The plugin --------------------------------------------------------------------------
@@ -99,7 +99,7 @@ impl PluginSession for MockSession {
         Ok(())
     }
 
-    fn process_events(&mut self, trace: &mut TraceBuilder<'_>) -> Result<(), PluginError> {
+    fn process_events(&mut self, trace: &mut HostTrace<'_>) -> Result<(), PluginError> {
         trace.add_device_info(&DeviceInfo {
             id: 0,
             sort_index: 5,
@@ -221,7 +221,7 @@ impl PluginSession for FaultySession {
         Ok(())
     }
 
-    fn process_events(&mut self, trace: &mut TraceBuilder<'_>) -> Result<(), PluginError> {
+    fn process_events(&mut self, trace: &mut HostTrace<'_>) -> Result<(), PluginError> {
         let counter = |name, event_type| Event {
             name,
             event_type,

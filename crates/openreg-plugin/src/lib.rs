@@ -33,8 +33,8 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
 use omniprof_plugin_sys::sdk::{
-    CorrelationListener, DeviceInfo, Event, Flow, PluginError, PluginProfiler, PluginSession,
-    ProfileEventFlowType, ProfileEventType, ResourceInfo, TraceBuilder,
+    CorrelationListener, DeviceInfo, Event, Flow, HostTrace, PluginError, PluginProfiler,
+    PluginSession, ProfileEventFlowType, ProfileEventType, ResourceInfo,
 };
 use openreg::profiling::{self, DeviceActivity, DeviceRecord, ExternalKind, Kinds, Records};
 use openreg::{HostBuffer, Kernel, Stream};
@@ -140,7 +140,7 @@ impl PluginSession for OpenRegSession {
         Ok(())
     }
 
-    fn process_events(&mut self, trace: &mut TraceBuilder<'_>) -> Result<(), PluginError> {
+    fn process_events(&mut self, trace: &mut HostTrace<'_>) -> Result<(), PluginError> {
         let records = std::mem::take(&mut self.records);
         emit(&records, trace)
     }
@@ -190,7 +190,7 @@ fn device_event(record: &DeviceRecord) -> Option<(ProfileEventType, Vec<(&'stati
 
 /// Hands `records` to the host: runtime events, device events, the flows between them,
 /// and the rows of the devices and streams that have work.
-fn emit(records: &Records, trace: &mut TraceBuilder<'_>) -> Result<(), PluginError> {
+fn emit(records: &Records, trace: &mut HostTrace<'_>) -> Result<(), PluginError> {
     let pid = i32::try_from(std::process::id())
         .map_err(|_| PluginError::new("the process id does not fit the ABI's 32 bits"))?;
     // A flow is drawn only when both of its ends are emitted.

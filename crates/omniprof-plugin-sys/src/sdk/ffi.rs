@@ -9,7 +9,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{
-    CorrelationListener, PluginError, PluginProfiler, PluginSession, TraceBuilder, ERROR_FAILED,
+    CorrelationListener, HostTrace, PluginError, PluginProfiler, PluginSession, ERROR_FAILED,
     ERROR_NULL_ARGUMENT, ERROR_PANICKED, ERROR_STRUCT_TOO_SMALL, OK,
 };
 use crate::abi::*;
@@ -332,7 +332,7 @@ unsafe extern "C" fn process_events<E: Exported>(
             NonNull::new(params.trace_builder.cast_mut()).ok_or(Failure::Null("pTraceBuilder"))?;
         // SAFETY: the host's builder is valid, and callable from this thread, during this
         // call, which the builder does not outlive.
-        let mut trace = unsafe { TraceBuilder::from_raw(raw) }
+        let mut trace = unsafe { HostTrace::from_raw(raw) }
             .map_err(|error| Failure::TooSmall("KinetoPlugin_TraceBuilder", error))?;
         lock(session)?
             .process_events(&mut trace)

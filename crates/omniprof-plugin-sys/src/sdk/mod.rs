@@ -69,7 +69,7 @@
 //!         Ok(())
 //!     }
 //!
-//!     fn process_events(&mut self, trace: &mut TraceBuilder<'_>) -> Result<(), PluginError> {
+//!     fn process_events(&mut self, trace: &mut HostTrace<'_>) -> Result<(), PluginError> {
 //!         let mut kernel = trace.add_event(&Event {
 //!             name: "tick",
 //!             event_type: ProfileEventType::CONCURRENT_KERNEL,
@@ -94,7 +94,7 @@ mod trace;
 use core::ffi::c_int;
 use std::sync::Arc;
 
-pub use trace::{DeviceInfo, Event, Flow, LastEvent, ResourceInfo, TraceBuilder, TraceError};
+pub use trace::{DeviceInfo, Event, Flow, HostTrace, LastEvent, ResourceInfo, TraceError};
 
 pub use crate::abi::{ProfileEventFlowType, ProfileEventType};
 
@@ -147,7 +147,7 @@ pub trait PluginSession: Send + 'static {
     }
 
     /// Hands the recorded events to the host's trace builder.
-    fn process_events(&mut self, trace: &mut TraceBuilder<'_>) -> Result<(), PluginError>;
+    fn process_events(&mut self, trace: &mut HostTrace<'_>) -> Result<(), PluginError>;
 
     /// Where correlation pushes and pops go, asked once right after the session is created;
     /// `None` (the default) ignores them.
@@ -217,7 +217,7 @@ impl From<TraceError> for PluginError {
 /// # }
 /// # struct Idle;
 /// # impl PluginSession for Idle {
-/// #     fn process_events(&mut self, _: &mut TraceBuilder<'_>) -> Result<(), PluginError> { Ok(()) }
+/// #     fn process_events(&mut self, _: &mut HostTrace<'_>) -> Result<(), PluginError> { Ok(()) }
 /// # }
 /// # impl PluginProfiler for KernelProfiler {
 /// #     type Session = Idle;

@@ -117,10 +117,11 @@ impl fmt::Display for TraceError {
 
 impl std::error::Error for TraceError {}
 
-/// The host's trace builder, for the duration of one `process_events` call (the lifetime
+/// The host's trace, as a plugin adds to it through the host's builder
+/// ([`crate::TraceBuilder`]), for the duration of one `process_events` call (the lifetime
 /// `'host`). Not `Send`: the ABI allows calls only from the thread running
 /// `profilerProcessEvents`.
-pub struct TraceBuilder<'host> {
+pub struct HostTrace<'host> {
     /// The known prefix of the host's function table.
     raw: crate::TraceBuilder,
     /// NUL-terminated copies of the strings of the call in progress, reused so that adding
@@ -129,7 +130,7 @@ pub struct TraceBuilder<'host> {
     _host: PhantomData<&'host crate::TraceBuilder>,
 }
 
-impl<'host> TraceBuilder<'host> {
+impl<'host> HostTrace<'host> {
     /// Wraps the host's function table after checking its size.
     ///
     /// The SDK calls this with the builder of `profilerProcessEvents`; it is public so that
@@ -284,7 +285,7 @@ impl<'a> From<Option<&'a str>> for CText<'a> {
 
 /// The event most recently added, to which metadata and a flow can be attached.
 pub struct LastEvent<'b, 'host> {
-    builder: &'b mut TraceBuilder<'host>,
+    builder: &'b mut HostTrace<'host>,
 }
 
 impl LastEvent<'_, '_> {

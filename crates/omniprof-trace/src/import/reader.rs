@@ -76,7 +76,7 @@ impl TraceReader {
         let mut outcome = match File::open(path) {
             Ok(file) => self.read(file),
             Err(e) => ReadOutcome {
-                trace: TraceBuilder::default().finish(),
+                trace: TraceAssembler::default().finish(),
                 stats: ReadStats::default(),
                 error: Some(ReadError::new(e.into())),
                 report_problems: Vec::new(),
@@ -88,7 +88,7 @@ impl TraceReader {
 
     /// Reads a trace whole from `input`.
     pub fn read(&self, input: impl Read) -> ReadOutcome {
-        let mut builder = TraceBuilder::default();
+        let mut builder = TraceAssembler::default();
         let (stats, error) = read_document(input, &self.args, self.limits, &mut |item| {
             builder.add(item)
         });
@@ -139,14 +139,14 @@ fn with_path(mut e: ReadError, path: &Path) -> ReadError {
 }
 
 /// Collects [`TraceItem`]s into a [`Trace`].
-struct TraceBuilder {
+struct TraceAssembler {
     trace: Trace,
     window: Option<Window>,
     /// The session report's entries that were refused.
     report_problems: Vec<MalformedEntry>,
 }
 
-impl Default for TraceBuilder {
+impl Default for TraceAssembler {
     fn default() -> Self {
         Self {
             // A file without `baseTimeNanoseconds` has base 0, not this process's base.
@@ -160,7 +160,7 @@ impl Default for TraceBuilder {
     }
 }
 
-impl TraceBuilder {
+impl TraceAssembler {
     fn add(&mut self, item: TraceItem) {
         let trace = &mut self.trace;
         match item {
