@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use omniprof::backend::{ActivityProfiler, BackendError, ProfilerSession, ScopeMetric};
 use omniprof::plugin::{self, EntryPointProfiler};
+use omniprof::sync::lock;
 use omniprof::{ActivitySet, Config};
 use omniprof_plugin_sys::{LastErrorFn, RegisterFn};
 use pyo3::prelude::*;
@@ -49,7 +50,7 @@ struct KinetoEntryPoint {
 static INSTALLED: Mutex<Option<String>> = Mutex::new(None);
 
 fn lock_installed() -> std::sync::MutexGuard<'static, Option<String>> {
-    INSTALLED.lock().unwrap_or_else(|e| e.into_inner())
+    lock(&INSTALLED)
 }
 
 /// The installed profiler's name (its backend's name), if one is.
