@@ -19,7 +19,7 @@ const EXIT_IO: u8 = 1;
 
 /// Check a Kineto `KEY=VALUE` config: print its warnings, or its first error with the line.
 #[derive(Debug, clap::Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// The config file to check; `-` or nothing reads standard input.
     #[arg(value_name = "FILE|-")]
     pub file: Option<PathBuf>,
@@ -30,7 +30,7 @@ pub struct CheckArgs {
 
 /// Runs `omniprof config check`: `ok: <file>` and any warnings on standard error (or, with
 /// `--json`, the resolved config on standard output), or `error: <file>:<line>: ...`.
-pub fn check(args: &CheckArgs) -> ExitCode {
+pub(crate) fn check(args: &CheckArgs) -> ExitCode {
     let status = run(
         args,
         &mut io::stdin().lock(),

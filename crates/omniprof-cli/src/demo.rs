@@ -37,7 +37,7 @@ use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 
 /// Profile a sample workload and write its trace.
 #[derive(Debug, clap::Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Where to write the trace: `.json`, `.json.gz` (gzip) or `.pftrace` (Perfetto); `-`
     /// for JSON on standard output, and then what the demo says goes to standard error. Default: the config's
     /// ACTIVITIES_LOG_FILE when it sets one, else omniprof_demo.pt.trace.json.
@@ -101,7 +101,7 @@ const STDOUT: &str = "-";
 
 /// How the device side is profiled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mode {
+pub(crate) enum Mode {
     Timeline,
     Stubs,
 }
@@ -118,7 +118,7 @@ const DEFAULT_OUTPUT: &str = "omniprof_demo.pt.trace.json";
 /// Steps per thread when neither --steps nor the config's duration says how many.
 const DEFAULT_STEPS: usize = 40;
 
-pub fn run(args: &DemoArgs) -> ExitCode {
+pub(crate) fn run(args: &DemoArgs) -> ExitCode {
     let config = match &args.config {
         Some(path) => match read_config(path) {
             Ok(config) => config,

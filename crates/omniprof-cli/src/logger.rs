@@ -35,7 +35,7 @@ impl Log for Stderr {
 
 /// Installs the logger with the level `verbose` (`-v` count), `quiet` (`-q`) and
 /// `RUST_LOG` select. An unreadable `RUST_LOG` is reported and the default kept.
-pub fn install(verbose: u8, quiet: bool) {
+pub(crate) fn install(verbose: u8, quiet: bool) {
     let level = if quiet {
         LevelFilter::Error
     } else if verbose > 0 {

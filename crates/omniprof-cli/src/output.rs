@@ -15,7 +15,7 @@ use omniprof_trace::export::Format;
 
 /// Prints `text` to standard output; false (with a message) when it cannot be written. A
 /// reader that stopped reading (`| head`) needs no message.
-pub fn print(text: &str) -> bool {
+pub(crate) fn print(text: &str) -> bool {
     match io::stdout().lock().write_all(text.as_bytes()) {
         Ok(()) => true,
         Err(e) => {
@@ -30,7 +30,7 @@ pub fn print(text: &str) -> bool {
 /// Whether a trace can be written at `path`: the file is [writable](check_writable) and
 /// either its extension names a format or it is a FIFO or character device, which gets
 /// JSON ([`Format::for_path`], what the save itself decides).
-pub fn check_trace_output(path: &Path) -> Result<(), String> {
+pub(crate) fn check_trace_output(path: &Path) -> Result<(), String> {
     check_writable(path)?;
     Format::for_path(path).map(drop).map_err(|e| e.to_string())
 }
@@ -38,7 +38,7 @@ pub fn check_trace_output(path: &Path) -> Result<(), String> {
 /// Whether `path` is this process's standard output (`/dev/stdout`, `/proc/self/fd/1`, or
 /// the terminal or file that standard output is): what the command says then goes to
 /// standard error, as with `-o -`, so that it does not follow the trace into the stream.
-pub fn is_standard_output(path: &Path) -> bool {
+pub(crate) fn is_standard_output(path: &Path) -> bool {
     #[cfg(unix)]
     {
         use std::os::fd::AsFd;
@@ -67,7 +67,7 @@ pub fn is_standard_output(path: &Path) -> bool {
 /// to the save, unopened.
 ///
 /// The error reads `cannot write PATH: <why>`.
-pub fn check_writable(path: &Path) -> Result<(), String> {
+pub(crate) fn check_writable(path: &Path) -> Result<(), String> {
     let fail = |why: String| Err(format!("cannot write {}: {why}", path.display()));
     if path.is_dir() {
         return fail("it is a directory".to_owned());

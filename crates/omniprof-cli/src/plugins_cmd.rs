@@ -28,7 +28,7 @@ use omniprof::{record_function, record_op, ActivitySet, Config, Profiler, Trace}
 
 /// List the plugins a directory (default: the plugin directories of the environment) holds.
 #[derive(Debug, clap::Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// A directory of `*.so` plugins; default: `KINETO_PLUGIN_LIB_DIR_PATH` and
     /// `OMNIPROF_PLUGIN_DIR`.
     pub dir: Option<PathBuf>,
@@ -36,7 +36,7 @@ pub struct ListArgs {
 
 /// Load plugins, run a short session against them, and validate what they emit.
 #[derive(Debug, clap::Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// Plugin libraries (`.so`) to check.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
@@ -61,7 +61,7 @@ fn parse_timeout(text: &str) -> Result<u32, String> {
     }
 }
 
-pub fn list(args: &ListArgs) -> ExitCode {
+pub(crate) fn list(args: &ListArgs) -> ExitCode {
     let dirs = match &args.dir {
         Some(dir) => vec![dir.clone()],
         None => plugin::plugin_dirs(),
@@ -134,7 +134,7 @@ struct Row {
     verdict: &'static str,
 }
 
-pub fn check(args: &CheckArgs) -> ExitCode {
+pub(crate) fn check(args: &CheckArgs) -> ExitCode {
     if let Some(out) = &args.trace {
         if let Err(e) = crate::output::check_trace_output(out) {
             eprintln!("error: {e}");

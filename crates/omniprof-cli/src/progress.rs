@@ -12,13 +12,13 @@ use omniprof_trace::import::ReadError;
 const PROGRESS_MIN_BYTES: u64 = 50 * 1024 * 1024;
 
 /// An opened input file, read through a progress bar when it is large.
-pub struct Input {
+pub(crate) struct Input {
     pub reader: Box<dyn Read>,
     bar: Option<ProgressBar>,
 }
 
 impl Input {
-    pub fn open(path: &Path) -> io::Result<Self> {
+    pub(crate) fn open(path: &Path) -> io::Result<Self> {
         let file = File::open(path)?;
         let bar = progress_bar(&file);
         let reader: Box<dyn Read> = match &bar {
@@ -29,7 +29,7 @@ impl Input {
     }
 
     /// Removes the bar, once reading is over.
-    pub fn done(&self) {
+    pub(crate) fn done(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
@@ -38,7 +38,7 @@ impl Input {
 
 /// Runs `read` over the file at `path` (through a progress bar when it is large); a file that
 /// does not open, and any error `read` returns, name `path`.
-pub fn read_file<T>(
+pub(crate) fn read_file<T>(
     path: &Path,
     read: impl FnOnce(&mut dyn Read) -> Result<T, ReadError>,
 ) -> Result<T, ReadError> {

@@ -33,7 +33,7 @@ const CANCEL_WAIT: Duration = Duration::from_secs(30);
 
 /// Ask a running process (started with OMNIPROF_ONDEMAND=1) for an on-demand trace.
 #[derive(Debug, clap::Args)]
-pub struct TriggerArgs {
+pub(crate) struct TriggerArgs {
     /// The process to trace.
     #[arg(long, value_name = "PID", conflicts_with = "list")]
     pub pid: Option<u32>,
@@ -67,7 +67,7 @@ pub struct TriggerArgs {
 }
 
 /// Runs `omniprof trigger`.
-pub fn run(args: &TriggerArgs) -> ExitCode {
+pub(crate) fn run(args: &TriggerArgs) -> ExitCode {
     if args.list {
         return list();
     }

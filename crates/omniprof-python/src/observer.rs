@@ -43,7 +43,7 @@ const TABLE_VERSION: u32 = 8;
 /// NUL-terminated; `key` is the op's `RecordFunction`; shapes come as in
 /// [`push_op_with_shapes`].
 #[repr(C)]
-pub struct RecorderTable {
+pub(crate) struct RecorderTable {
     version: u32,
     range_slot_size: u32,
     push_op: unsafe extern "C" fn(name: *const c_char, key: *const c_void),
@@ -106,7 +106,7 @@ unsafe extern "C" fn push(name: *const c_char, key: *const c_void) {
 
 /// What an op carries besides its name; mirrored by `struct OpDetails` in `table.h`.
 #[repr(C)]
-pub struct OpDetails {
+pub(crate) struct OpDetails {
     dims: *const i64,
     ranks: *const usize,
     strides: *const i64,

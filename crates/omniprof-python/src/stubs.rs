@@ -39,7 +39,7 @@ const ERROR_LEN: usize = 512;
 /// PyTorch's PrivateUse1 stubs as C functions; mirrored by `struct StubsApi` in `table.h`.
 /// The fallible ones return 0 on success, else 1 with a NUL-terminated message in `error`.
 #[repr(C)]
-pub struct StubsApi {
+pub(crate) struct StubsApi {
     version: u32,
     enabled: extern "C" fn() -> u8,
     device_name: unsafe extern "C" fn(out: *mut c_char, len: usize) -> usize,

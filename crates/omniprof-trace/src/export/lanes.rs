@@ -39,7 +39,7 @@ fn written_key(a: &Activity) -> (i64, Reverse<i64>) {
 }
 
 impl<'a> WrittenOrder<'a> {
-    pub fn of(acts: &'a [Activity]) -> Self {
+    pub(crate) fn of(acts: &'a [Activity]) -> Self {
         if acts.is_sorted_by_key(written_key) {
             Self::AsGiven(acts)
         } else {
@@ -50,7 +50,7 @@ impl<'a> WrittenOrder<'a> {
     /// [`of`](Self::of) and a first pass over the activities in that order, in one go
     /// where they are in written order already: `each` takes them as they are checked, and
     /// should one be out of order, `state` is `reset` and `each` takes them again, sorted.
-    pub fn visit<S>(
+    pub(crate) fn visit<S>(
         acts: &'a [Activity],
         state: &mut S,
         reset: impl FnOnce(&mut S),
@@ -82,7 +82,7 @@ impl<'a> WrittenOrder<'a> {
     }
 
     /// Calls `each` with the activities in this order, stopping at its first error.
-    pub fn try_for_each<E>(
+    pub(crate) fn try_for_each<E>(
         &self,
         each: impl FnMut(&'a Activity) -> Result<(), E>,
     ) -> Result<(), E> {
@@ -126,14 +126,14 @@ pub(crate) struct Lanes {
 
 impl Lanes {
     #[inline]
-    pub fn assign(&mut self, row_id: RowId, start: i64, end: i64) -> u32 {
+    pub(crate) fn assign(&mut self, row_id: RowId, start: i64, end: i64) -> u32 {
         let row = self.row(row_id);
         self.assign_in(row, start, end)
     }
 
     /// The index of a row (rows are numbered in order of first use).
     #[inline]
-    pub fn row(&mut self, row_id: RowId) -> usize {
+    pub(crate) fn row(&mut self, row_id: RowId) -> usize {
         let slot = cache_slot::<RECENT_ROWS>(row_id.0 as u64 ^ (row_id.1 as u64).rotate_left(32));
         match self.recent[slot] {
             Some((id, row)) if id == row_id => row,
@@ -155,7 +155,7 @@ impl Lanes {
 
     /// [`assign`](Self::assign) for the row with this index.
     #[inline]
-    pub fn assign_in(&mut self, row: usize, start: i64, end: i64) -> u32 {
+    pub(crate) fn assign_in(&mut self, row: usize, start: i64, end: i64) -> u32 {
         let stacks = &mut self.rows[row].1;
         let mut lane = 0;
         loop {
@@ -177,14 +177,14 @@ impl Lanes {
     }
 
     /// Every row in index order, with how many lanes it used.
-    pub fn rows(&self) -> impl Iterator<Item = (RowId, u32)> + '_ {
+    pub(crate) fn rows(&self) -> impl Iterator<Item = (RowId, u32)> + '_ {
         self.rows
             .iter()
             .map(|(id, lanes)| (*id, lanes.len() as u32))
     }
 
     /// Rows that needed lanes beyond the first: (pid, tid) and how many more, sorted.
-    pub fn extra_rows(&self) -> Vec<(RowId, u32)> {
+    pub(crate) fn extra_rows(&self) -> Vec<(RowId, u32)> {
         let mut extra: Vec<_> = self
             .rows
             .iter()

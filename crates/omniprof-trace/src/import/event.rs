@@ -60,7 +60,7 @@ pub(super) struct RawEvent<'a> {
 
 impl<'a> RawEvent<'a> {
     /// The `args` the mapper uses ([`ArgKeys::of`] the event, with `filter`), in file order.
-    pub fn args(&mut self, filter: &ArgFilter) -> Result<Args<'a>, String> {
+    pub(super) fn args(&mut self, filter: &ArgFilter) -> Result<Args<'a>, String> {
         if let Some(args) = self.read_args.take() {
             return Ok(args);
         }
@@ -130,7 +130,7 @@ impl ArgKeys {
     /// The keys the mapper reads from an event with this `ph` and `cat`: it maps an `X` of
     /// `cat` `Trace` to a span, an `X`, `i` or `C` of an activity type to an activity, and
     /// every `M` to a row; it reads no other `args`.
-    pub fn of(ph: Option<&str>, cat: Option<&str>) -> Self {
+    pub(super) fn of(ph: Option<&str>, cat: Option<&str>) -> Self {
         match ph {
             Some("X") if cat == Some("Trace") => Self::Span,
             Some("X" | "i" | "C") => match cat.and_then(activity_type) {
@@ -149,7 +149,7 @@ impl ArgKeys {
         matches!(ph, Some("X" | "i" | "C"))
     }
 
-    pub fn keeps(self, key: &str, filter: &ArgFilter) -> bool {
+    pub(super) fn keeps(self, key: &str, filter: &ArgFilter) -> bool {
         match self {
             Self::None => false,
             Self::Span => key == arg::OP_COUNT,
@@ -315,7 +315,7 @@ pub(super) enum Id<'a> {
 
 impl Id<'_> {
     /// The integer, also from an integer-valued string (`"12"`).
-    pub fn as_int(&self) -> Option<i64> {
+    pub(super) fn as_int(&self) -> Option<i64> {
         match self {
             Self::Int(v) => Some(*v),
             Self::Str(s) => s.parse().ok(),
@@ -323,7 +323,7 @@ impl Id<'_> {
     }
 
     /// The id as text (a span's `tid` is its name).
-    pub fn to_text(&self) -> String {
+    pub(super) fn to_text(&self) -> String {
         match self {
             Self::Int(v) => v.to_string(),
             Self::Str(s) => s.to_string(),
@@ -376,7 +376,7 @@ pub(super) struct Args<'a> {
 
 impl Args<'_> {
     /// The first value of `key`.
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    pub(super) fn get(&self, key: &str) -> Option<&Value> {
         self.kept.iter().find(|(k, _)| &**k == key).map(|(_, v)| v)
     }
 }

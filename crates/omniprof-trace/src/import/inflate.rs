@@ -57,7 +57,7 @@ pub(super) struct Inflating<R> {
 
 impl<R: Read> Inflating<R> {
     /// Starts the helper thread in `scope`, which must outlive the reading.
-    pub fn start<'scope>(scope: &'scope Scope<'scope, '_>, input: R) -> Self {
+    pub(super) fn start<'scope>(scope: &'scope Scope<'scope, '_>, input: R) -> Self {
         let (to_helper, compressed) = mpsc::sync_channel(INPUT_AHEAD);
         let (to_reader, from_helper) = mpsc::sync_channel(AHEAD);
         let (spent, buffers) = mpsc::channel();

@@ -99,7 +99,7 @@ pub(super) struct Parallel {
 
 impl Parallel {
     /// Reads as `tuning` says, converting as `converter` does.
-    pub fn new(tuning: Tuning, converter: &Converter) -> Self {
+    pub(super) fn new(tuning: Tuning, converter: &Converter) -> Self {
         Self {
             helpers: vec![converter.clone(); tuning.threads.saturating_sub(1)],
             tuning,
@@ -113,7 +113,7 @@ impl Parallel {
     /// event that lies whole in `text` and is followed by a comma.
     ///
     /// Meanwhile, the calling thread reads the next window with `ahead`.
-    pub fn read_window(
+    pub(super) fn read_window(
         &mut self,
         text: &str,
         ahead: ReadAhead<'_, impl Read>,

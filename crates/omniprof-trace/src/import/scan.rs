@@ -56,7 +56,7 @@ pub(super) struct Scanner<R> {
 }
 
 impl<R: Read> Scanner<R> {
-    pub fn new(input: R) -> Self {
+    pub(super) fn new(input: R) -> Self {
         Self {
             input,
             buf: vec![0; CHUNK],
@@ -77,13 +77,13 @@ impl<R: Read> Scanner<R> {
     }
 
     /// The input offset of the next unconsumed byte.
-    pub fn offset(&self) -> u64 {
+    pub(super) fn offset(&self) -> u64 {
         self.discarded + self.pos as u64
     }
 
     /// Line and column of an input offset that is still in the buffer (any offset at or after
     /// the start of the last value returned).
-    pub fn position(&self, offset: u64) -> Position {
+    pub(super) fn position(&self, offset: u64) -> Position {
         let rel = usize::try_from(offset.saturating_sub(self.discarded))
             .map_or(self.end, |rel| rel.clamp(self.counted, self.end));
         let before = &self.buf[self.counted..rel];
@@ -134,7 +134,7 @@ impl<R: Read> Scanner<R> {
     /// is still unread (moving that much to the front of the buffer would cost more than it
     /// saves). The buffer grows as the input comes, so a small input keeps a small buffer. A
     /// read error is kept for the [`fill`](Self::fill) that needs the bytes after it.
-    pub fn fill_window(&mut self, window: usize) {
+    pub(super) fn fill_window(&mut self, window: usize) {
         if self.ahead_len > 0 {
             self.join_ahead();
         }
@@ -161,7 +161,7 @@ impl<R: Read> Scanner<R> {
     /// The unread text known to be valid UTF-8, at most `max` bytes of it (cut on a
     /// character boundary), and a [`ReadAhead`] that reads the input after the buffer while
     /// the text is parsed. Call after [`fill_window`](Self::fill_window).
-    pub fn window(&mut self, max: usize) -> (&str, ReadAhead<'_, R>) {
+    pub(super) fn window(&mut self, max: usize) -> (&str, ReadAhead<'_, R>) {
         debug_assert_eq!(self.ahead_len, 0, "the input read ahead is joined first");
         let text = valid_str(&self.buf, self.pos, self.utf8_start, self.utf8_end);
         let len = prefix_within(text, max).len();
@@ -267,7 +267,7 @@ impl<R: Read> Scanner<R> {
 
     /// Skips whitespace (and a leading byte-order mark) and returns the next byte without
     /// consuming it; `None` at the end of the input.
-    pub fn peek(&mut self) -> Result<Option<u8>, ReadError> {
+    pub(super) fn peek(&mut self) -> Result<Option<u8>, ReadError> {
         loop {
             while self.pos < self.end {
                 match self.buf[self.pos] {
@@ -293,7 +293,7 @@ impl<R: Read> Scanner<R> {
     }
 
     /// Consumes `byte` after optional whitespace, or fails saying `expected`.
-    pub fn expect(&mut self, byte: u8, expected: &str) -> Result<(), ReadError> {
+    pub(super) fn expect(&mut self, byte: u8, expected: &str) -> Result<(), ReadError> {
         match self.peek()? {
             Some(b) if b == byte => {
                 self.pos += 1;
@@ -305,7 +305,7 @@ impl<R: Read> Scanner<R> {
     }
 
     /// Consumes the byte [`peek`](Self::peek) returned.
-    pub fn bump(&mut self) {
+    pub(super) fn bump(&mut self) {
         self.pos += 1;
     }
 
@@ -318,18 +318,23 @@ impl<R: Read> Scanner<R> {
     /// The longest valid UTF-8 start of the bytes read but not consumed, for parsing a value
     /// in place when it is complete, without validating it again; empty when it is not
     /// known to be valid (the caller then parses the value's bytes).
-    pub fn unread_str(&self) -> &str {
+    pub(super) fn unread_str(&self) -> &str {
         valid_str(&self.buf, self.pos, self.utf8_start, self.utf8_end)
     }
 
     /// Consumes `len` bytes of [`unread_str`](Self::unread_str).
-    pub fn consume(&mut self, len: usize) {
+    pub(super) fn consume(&mut self, len: usize) {
         self.pos = (self.pos + len).min(self.end);
     }
 
     /// [Consumes](Self::consume) `len` bytes whose newlines the caller counted: `newlines` of
     /// them, the last at `last_newline` (relative to the consumed bytes).
-    pub fn consume_counted(&mut self, len: usize, newlines: u64, last_newline: Option<usize>) {
+    pub(super) fn consume_counted(
+        &mut self,
+        len: usize,
+        newlines: u64,
+        last_newline: Option<usize>,
+    ) {
         self.count_lines(self.pos);
         self.lines += newlines;
         if let Some(i) = last_newline {
@@ -340,7 +345,7 @@ impl<R: Read> Scanner<R> {
     }
 
     /// An error for `found` at the current offset.
-    pub fn unexpected(&self, found: u8, expected: &str) -> ReadError {
+    pub(super) fn unexpected(&self, found: u8, expected: &str) -> ReadError {
         let found = match found {
             0x20..=0x7e => format!("`{}`", found as char),
             _ => format!("byte 0x{found:02x}"),
@@ -352,7 +357,7 @@ impl<R: Read> Scanner<R> {
     }
 
     /// An error for the end of the input, at the end of the input.
-    pub fn truncated(&self, expected: &str) -> ReadError {
+    pub(super) fn truncated(&self, expected: &str) -> ReadError {
         ReadError::truncated(self.position(self.discarded + self.end as u64), expected)
     }
 
@@ -360,7 +365,11 @@ impl<R: Read> Scanner<R> {
     /// complete as far as strings and brackets go; the caller parses (and so validates) it.
     /// A value longer than `limit` bytes is an error at its start, found before more than
     /// about `limit` bytes of it are held.
-    pub fn value(&mut self, expected: &str, limit: Limit) -> Result<(u64, &[u8]), ReadError> {
+    pub(super) fn value(
+        &mut self,
+        expected: &str,
+        limit: Limit,
+    ) -> Result<(u64, &[u8]), ReadError> {
         let len = match self.peek()? {
             Some(b'{' | b'[' | b'"') => self.nested_len(expected, limit.bytes)?,
             Some(b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => self.scalar_len(limit.bytes)?,
@@ -376,7 +385,7 @@ impl<R: Read> Scanner<R> {
     }
 
     /// The error for a value at `offset` past `limit`.
-    pub fn too_large(&self, offset: u64, expected: &str, limit: Limit) -> ReadError {
+    pub(super) fn too_large(&self, offset: u64, expected: &str, limit: Limit) -> ReadError {
         ReadError::at(
             self.position(offset),
             ReadErrorKind::TooLarge {
@@ -495,7 +504,7 @@ pub(super) struct ReadAhead<'s, R> {
 impl<R: Read> ReadAhead<'_, R> {
     /// Reads up to `len` bytes: less at the end of the input, or at a read error, which the
     /// scanner reports once the bytes before it are consumed.
-    pub fn read(self, len: usize) {
+    pub(super) fn read(self, len: usize) {
         if *self.eof || self.error.is_some() {
             return;
         }

@@ -28,13 +28,13 @@ struct State {
 
 /// The registry. There is one per process ([`Registry::global`]); the free functions of
 /// [`crate::backend`] use it.
-pub struct Registry {
+pub(super) struct Registry {
     state: Mutex<State>,
 }
 
 impl Registry {
     /// The process-wide instance.
-    pub fn global() -> &'static Registry {
+    pub(super) fn global() -> &'static Registry {
         static GLOBAL: OnceLock<Registry> = OnceLock::new();
         GLOBAL.get_or_init(|| Registry {
             state: Mutex::new(State::default()),
@@ -46,7 +46,7 @@ impl Registry {
     }
 
     /// Stores `factory` under `key`; forwards it at once when the engine is initialized.
-    pub fn register(&self, key: &str, factory: Factory) {
+    pub(super) fn register(&self, key: &str, factory: Factory) {
         let forward = {
             let mut state = self.lock();
             let initialized = state.initialized;
@@ -79,7 +79,7 @@ impl Registry {
     }
 
     /// Marks the engine initialized and forwards every factory not yet forwarded.
-    pub fn init_engine(&self) {
+    pub(super) fn init_engine(&self) {
         let pending: Vec<(String, Arc<Factory>)> = {
             let mut state = self.lock();
             state.initialized = true;
@@ -113,12 +113,12 @@ impl Registry {
     }
 
     /// True when a factory is stored under `key`.
-    pub fn has_factory(&self, key: &str) -> bool {
+    pub(super) fn has_factory(&self, key: &str) -> bool {
         self.lock().entries.iter().any(|e| e.key == key)
     }
 
     /// True when the factory under `key` has been handed to the engine.
-    pub fn is_registered_with_engine(&self, key: &str) -> bool {
+    pub(super) fn is_registered_with_engine(&self, key: &str) -> bool {
         self.lock()
             .entries
             .iter()
@@ -126,7 +126,7 @@ impl Registry {
     }
 
     /// The backends the engine has taken in, in the order they arrived.
-    pub fn profilers(&self) -> Vec<Arc<dyn ActivityProfiler>> {
+    pub(super) fn profilers(&self) -> Vec<Arc<dyn ActivityProfiler>> {
         self.lock().profilers.clone()
     }
 }

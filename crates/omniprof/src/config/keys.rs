@@ -45,10 +45,14 @@ macro_rules! config_keys {
             $(, unsupported $why:literal)?;
     )*) => {
         $(
+            // `pub` so that `config` can re-export the keys code outside the parser writes;
+            // the others stay inside the crate.
             #[doc = concat!("The key `", stringify!($key), "`.")]
+            #[allow(unreachable_pub)]
             pub const $key: &str = stringify!($key);
             $(
                 #[doc = concat!("The key `", stringify!($alias), "`.")]
+                #[allow(unreachable_pub)]
                 pub const $alias: &str = stringify!($alias);
             )*
         )*

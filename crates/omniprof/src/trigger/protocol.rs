@@ -24,7 +24,7 @@ pub const VERSION: u32 = 1;
 /// The largest body either side accepts, in bytes (a config text or a reason).
 pub const MAX_BODY: usize = 64 * 1024;
 /// The longest header line, newline included.
-pub const MAX_HEADER: usize = 64;
+pub(super) const MAX_HEADER: usize = 64;
 
 /// Request kind: run the config text in the body as an on-demand trace.
 const KIND_TRACE: &str = "trace";

@@ -4,13 +4,13 @@
 /// order, so most of them nest inside the open ones and end first: they go on top, and a
 /// sorted vector costs a comparison where a heap would sift.
 #[derive(Default)]
-pub struct PendingEnds(Vec<(i64, u64)>);
+pub(super) struct PendingEnds(Vec<(i64, u64)>);
 
 impl PendingEnds {
     /// Holds back the end of a slice on `track`. Of slices that end at the same time, the
     /// one added last (the inner one) is written first.
     #[inline]
-    pub fn push(&mut self, end: i64, track: u64) {
+    pub(super) fn push(&mut self, end: i64, track: u64) {
         if self.0.last().is_none_or(|&(top, _)| top >= end) {
             self.0.push((end, track));
         } else {
@@ -21,7 +21,7 @@ impl PendingEnds {
 
     /// Takes the next end if it is at or before `t`.
     #[inline]
-    pub fn pop_until(&mut self, t: i64) -> Option<(i64, u64)> {
+    pub(super) fn pop_until(&mut self, t: i64) -> Option<(i64, u64)> {
         match self.0.last() {
             Some(&(end, _)) if end <= t => self.0.pop(),
             _ => None,

@@ -131,20 +131,20 @@ mod uuid {
 
     /// Lane `lane` of the row with index `row` (see [`Lanes::row`]), packed.
     #[inline]
-    pub fn row_track(row: usize, lane: u32) -> u32 {
+    pub(super) fn row_track(row: usize, lane: u32) -> u32 {
         (row as u32) << 7 | lane
     }
 
     /// The uuid of a packed row track, lane by lane: lane 0 of every row first.
     #[inline]
-    pub fn row(track: u32, rows: u32) -> u64 {
+    pub(super) fn row(track: u32, rows: u32) -> u64 {
         let (row, lane) = (track >> 7, track & 0x7f);
         u64::from(lane) * u64::from(rows) + u64::from(row) + 1
     }
 
     /// The process track of a pid: the pid mixed (SplitMix64's finalizer, a bijection), with
     /// the top bit set to keep it apart from the ranges below.
-    pub fn process(pid: i64) -> u64 {
+    pub(super) fn process(pid: i64) -> u64 {
         let mut z = pid as u64;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -152,18 +152,18 @@ mod uuid {
     }
 
     /// Counter tracks follow the row tracks (at most 128 lanes per row).
-    pub fn counter(index: u32, rows: u32) -> u64 {
+    pub(super) fn counter(index: u32, rows: u32) -> u64 {
         u64::from(rows) * 128 + 1 + u64::from(index)
     }
 
     /// The `Spans` track (`None`) or the track of the spans with this name (its index).
-    pub fn spans(index: Option<usize>) -> u64 {
+    pub(super) fn spans(index: Option<usize>) -> u64 {
         SPANS + index.map_or(0, |i| i as u64 + 1)
     }
 
     /// A flow id, namespaced by the flow's kind.
     #[inline]
-    pub fn flow(kind: FlowKind, id: u64) -> u64 {
+    pub(super) fn flow(kind: FlowKind, id: u64) -> u64 {
         id ^ (kind as u64) << 62
     }
 }
