@@ -99,42 +99,71 @@ enum Drawn {
 use ActivityClass::{Driver, GpuPmCounter as PmCounter, Kernel, Runtime, ScopeProfiler};
 
 activity_types! {
+    /// A host operator (`aten::mm`).
     CpuOp = 0, "cpu_op", "CPU_OP", None, Host, Own, Span;
+    /// A user range (`record_function`).
     UserAnnotation = 1, "user_annotation", "USER_ANNOTATION", None, Host, Own, Span;
+    /// A user range on a device stream.
     GpuUserAnnotation = 2, "gpu_user_annotation", "GPU_USER_ANNOTATION",
         None, Device, Own, Span;
+    /// A device memory copy.
     GpuMemcpy = 3, "gpu_memcpy", "GPU_MEMCPY", None, Device, Linked, Span;
+    /// A device memory set.
     GpuMemset = 4, "gpu_memset", "GPU_MEMSET", None, Device, Linked, Span;
+    /// A device kernel.
     ConcurrentKernel = 5, "kernel", "CONCURRENT_KERNEL", Some(Kernel), Device, Linked, Span;
+    /// A link between a host op and the device work it launched.
     ExternalCorrelation = 6, "external_correlation", "EXTERNAL_CORRELATION",
         None, Host, Own, Span;
+    /// A CUDA runtime API call.
     CudaRuntime = 7, "cuda_runtime", "CUDA_RUNTIME", Some(Runtime), Host, Linked, Span;
+    /// A CUDA driver API call.
     CudaDriver = 8, "cuda_driver", "CUDA_DRIVER", Some(Driver), Host, Linked, Span;
+    /// A point event on a host thread.
     CpuInstantEvent = 9, "cpu_instant_event", "CPU_INSTANT_EVENT", None, Host, Own, Span;
+    /// A Python function or module frame (`with_stack`).
     PythonFunction = 10, "python_function", "PYTHON_FUNCTION", None, Host, Own, Span;
+    /// The profiler's own overhead.
     Overhead = 11, "overhead", "OVERHEAD", None, Host, Own, Span;
+    /// An MTIA runtime call.
     MtiaRuntime = 12, "mtia_runtime", "MTIA_RUNTIME", Some(Runtime), Host, Linked, Span;
+    /// MTIA device work.
     MtiaCcpEvents = 13, "mtia_ccp_events", "MTIA_CCP_EVENTS",
         Some(Kernel), Device, Linked, Span;
+    /// MTIA insight events.
     MtiaInsight = 14, "mtia_insight", "MTIA_INSIGHT", None, Host, Own, Span;
+    /// A CUDA synchronization.
     CudaSync = 15, "cuda_sync", "CUDA_SYNC", None, Host, Own, Span;
+    /// A CUDA event.
     CudaEvent = 16, "cuda_event", "CUDA_EVENT", None, Host, Own, Span;
+    /// MTIA counter samples.
     MtiaCounters = 17, "mtia_counters", "MTIA_COUNTERS",
         Some(PmCounter), Device, Own, Counter;
+    /// A Glow runtime call.
     GlowRuntime = 18, "glow_runtime", "GLOW_RUNTIME", Some(Runtime), Host, Linked, Span;
+    /// A CUDA profiler range (per-kernel metrics).
     CudaProfilerRange = 19, "cuda_profiler_range", "CUDA_PROFILER_RANGE",
         None, Host, Own, Span;
+    /// An HPU op.
     HpuOp = 20, "hpu_op", "HPU_OP", Some(Runtime), Host, Own, Span;
+    /// An XPU runtime call.
     XpuRuntime = 21, "xpu_runtime", "XPU_RUNTIME", Some(Runtime), Host, Linked, Span;
+    /// An XPU driver call.
     XpuDriver = 22, "xpu_driver", "XPU_DRIVER", Some(Driver), Host, Linked, Span;
+    /// A collective communication call.
     CollectiveComm = 23, "collective_comm", "COLLECTIVE_COMM", None, Host, Own, Span;
+    /// A PrivateUse1 backend's runtime call.
     PrivateUse1Runtime = 24, "privateuse1_runtime", "PRIVATEUSE1_RUNTIME",
         Some(Runtime), Host, Linked, Span;
+    /// A PrivateUse1 backend's driver call.
     PrivateUse1Driver = 25, "privateuse1_driver", "PRIVATEUSE1_DRIVER",
         Some(Driver), Host, Linked, Span;
+    /// XPU scope-profiler metric samples.
     XpuScopeProfiler = 26, "xpu_scope_profiler", "XPU_SCOPE_PROFILER",
         Some(ScopeProfiler), Device, Own, Counter;
+    /// An XPU synchronization.
     XpuSync = 27, "xpu_sync", "XPU_SYNC", None, Host, Own, Span;
+    /// Hardware counter samples.
     HardwareCounters = 28, "hardware_counters", "HARDWARE_COUNTERS",
         Some(PmCounter), Device, Own, Counter;
     /// Device performance-monitor counter samples (Kineto PR 1148/1212). omniprof extension:
@@ -150,10 +179,15 @@ activity_types! {
 /// `scope_profiler` and the placement of `hardware_counters`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ActivityClass {
+    /// Runtime API calls (`cuda_runtime`, `xpu_runtime`, ...).
     Runtime,
+    /// Driver API calls (`cuda_driver`, `xpu_driver`, ...).
     Driver,
+    /// Device kernels (`kernel`, `mtia_ccp_events`).
     Kernel,
+    /// Device performance-monitor counters.
     GpuPmCounter,
+    /// Scope-profiler metrics (`xpu_scope_profiler`).
     ScopeProfiler,
 }
 
@@ -309,10 +343,12 @@ impl ActivitySet {
             .collect()
     }
 
+    /// Selects `t`.
     pub fn insert(&mut self, t: ActivityType) {
         self.bits |= t.bit();
     }
 
+    /// Deselects `t`.
     pub fn remove(&mut self, t: ActivityType) {
         self.bits &= !t.bit();
     }
@@ -322,10 +358,12 @@ impl ActivitySet {
         self.bits & t.bit() != 0
     }
 
+    /// True when no type is selected.
     pub const fn is_empty(self) -> bool {
         self.bits == 0
     }
 
+    /// How many types are selected.
     pub fn len(self) -> usize {
         self.bits.count_ones() as usize
     }
@@ -396,6 +434,7 @@ impl FlowKind {
         }
     }
 
+    /// The kind whose name is `name` (`fwdbwd`, `ac2g`), if any.
     pub fn from_name(name: &str) -> Option<Self> {
         match name {
             "fwdbwd" => Some(Self::FwdBwd),
@@ -408,7 +447,9 @@ impl FlowKind {
 /// One end of a flow arrow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flow {
+    /// The flow id both ends share.
     pub id: u64,
+    /// How the flow links its ends.
     pub kind: FlowKind,
     /// True at the flow's start (`s`), false at its end (`f`).
     pub start: bool,
@@ -419,12 +460,15 @@ pub struct Flow {
 /// produces these, and every exporter and analysis reads them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Activity {
+    /// The activity type.
     pub kind: ActivityType,
+    /// The name (op, range, kernel, ...).
     pub name: Arc<str>,
     /// The process row: the OS pid for host events, the device index for device events.
     pub device: i64,
     /// The thread row: the OS thread id for host events, the stream id for device events.
     pub resource: i64,
+    /// Start, in nanoseconds since the Unix epoch.
     pub start_ns: i64,
     /// Equal to `start_ns` for instants.
     pub end_ns: i64,
@@ -432,6 +476,7 @@ pub struct Activity {
     pub correlation: u64,
     /// The correlation id of the host op this activity is linked to (its `External id`).
     pub linked_correlation: Option<u64>,
+    /// The flow arrow end this activity carries, if any.
     pub flow: Option<Flow>,
     /// Typed `args`, in the order they are written.
     pub args: Vec<(Arc<str>, Value)>,

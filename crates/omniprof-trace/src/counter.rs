@@ -49,6 +49,7 @@ pub struct CounterTrack {
 }
 
 impl CounterTrack {
+    /// A track of `kind` named `name` on row (`device`, `resource`).
     pub fn new(kind: ActivityType, name: impl Into<Arc<str>>, device: i64, resource: i64) -> Self {
         Self {
             kind,
@@ -64,6 +65,7 @@ impl CounterTrack {
 pub struct CounterSample {
     /// Nanoseconds since the Unix epoch.
     pub ts_ns: i64,
+    /// The values, by name.
     pub values: CounterValues,
 }
 
@@ -80,7 +82,9 @@ impl CounterSample {
 /// A track and its samples, in time order once the trace is complete.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CounterSeries {
+    /// The series' track.
     pub track: CounterTrack,
+    /// The samples, in time order.
     pub samples: Vec<CounterSample>,
 }
 
@@ -149,6 +153,7 @@ impl Counters {
         self.series.iter().map(|s| s.samples.len()).sum()
     }
 
+    /// True when the series has no sample.
     pub fn is_empty(&self) -> bool {
         self.series.is_empty()
     }

@@ -127,6 +127,7 @@ pub mod metadata {
     pub const UNFINISHED_RANGES: &str = "unfinished_ranges";
     /// The trace's id (`REQUEST_TRACE_ID`, else 32 random hex digits, as PyTorch writes it).
     pub const TRACE_ID: &str = "trace_id";
+    /// The host the trace was recorded on.
     pub const HOST_NAME: &str = "host_name";
     /// The clock the recorder read (`tsc`, `monotonic`).
     pub const CLOCK_SOURCE: &str = "clock_source";
@@ -156,6 +157,7 @@ pub mod metadata {
     pub const SCOPE_PROFILER_UNPROFILED_KERNELS: &str = "scope_profiler_unprofiled_kernels";
     /// Host perf events (`PERF_EVENTS`) that could not be opened, each with the reason.
     pub const UNAVAILABLE_PERF_EVENTS: &str = "unavailable_perf_events";
+    /// The messages of the profiler stubs' errors.
     pub const STUB_ERROR_MESSAGES: &str = "stub_error_messages";
     /// `1` when memory was profiled (PyTorch's `profile_memory=True`).
     pub const PROFILE_MEMORY: &str = "profile_memory";

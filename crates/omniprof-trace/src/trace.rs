@@ -31,15 +31,19 @@ const BASE_TIME_QUANTUM_S: i64 = 7_889_238;
 /// dropped (and counted), and unfinished host ranges end at its end.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Window {
+    /// Start, in nanoseconds since the Unix epoch.
     pub start_ns: i64,
+    /// End, in nanoseconds since the Unix epoch.
     pub end_ns: i64,
 }
 
 impl Window {
+    /// The window from `start_ns` to `end_ns`.
     pub fn new(start_ns: i64, end_ns: i64) -> Self {
         Self { start_ns, end_ns }
     }
 
+    /// `end_ns - start_ns`.
     pub fn duration_ns(&self) -> i64 {
         self.end_ns - self.start_ns
     }
@@ -53,18 +57,26 @@ impl Window {
 /// A process row (`process_name`, `process_labels`, `process_sort_index`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcessRow {
+    /// The process id (for a device, its index).
     pub pid: i64,
+    /// The row's name.
     pub name: String,
+    /// The row's label.
     pub label: String,
+    /// Where the row sorts among processes.
     pub sort_index: i64,
 }
 
 /// A thread row (`thread_name`, `thread_sort_index`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadRow {
+    /// The process the thread belongs to.
     pub pid: i64,
+    /// The thread id (for device work, the stream).
     pub tid: i64,
+    /// The row's name.
     pub name: String,
+    /// Where the row sorts among its process's threads.
     pub sort_index: i64,
 }
 
@@ -75,10 +87,13 @@ pub struct Span {
     pub name: String,
     /// Written before the name in the `Trace` event (`GPU: ` for device spans).
     pub prefix: String,
+    /// The iteration the span starts at.
     pub iteration: i64,
+    /// Start, in nanoseconds since the Unix epoch.
     pub start_ns: i64,
     /// Equal to `start_ns` when the span has no end.
     pub end_ns: i64,
+    /// The number of ops the span holds.
     pub op_count: u64,
 }
 
@@ -97,12 +112,16 @@ pub struct Trace {
     pub report: SessionReport,
     /// One JSON object per device (`deviceProperties`).
     pub device_properties: Vec<Value>,
+    /// The process rows.
     pub processes: Vec<ProcessRow>,
+    /// The thread rows.
     pub threads: Vec<ThreadRow>,
+    /// The ranges and instants, in no particular order.
     pub activities: Vec<Activity>,
     /// Counter series (device PM counters, scope-profiler metrics, host perf counters):
     /// kept apart from the activities, which are ranges and instants.
     pub counters: Counters,
+    /// The trace spans.
     pub spans: Vec<Span>,
     /// The `traceName` (the output path, set by the writer when absent).
     pub trace_name: Option<String>,

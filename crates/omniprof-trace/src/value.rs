@@ -35,18 +35,26 @@ use serde::de::{
 /// number) and so reads back as [`Null`](Value::Null).
 #[derive(Clone, Debug)]
 pub enum Value {
+    /// JSON `null`.
     Null,
+    /// A signed integer.
     Int(i64),
+    /// An unsigned integer (above `i64::MAX` too).
     UInt(u64),
+    /// A float.
     Float(f64),
+    /// A boolean.
     Bool(bool),
+    /// A string.
     Str(Arc<str>),
+    /// A JSON array.
     List(Vec<Value>),
     /// A JSON object, its entries in the order they are written (duplicate keys kept).
     Map(Vec<(String, Value)>),
 }
 
 impl Value {
+    /// The value as an `i64`, when it is an integer that fits.
     pub fn as_i64(&self) -> Option<i64> {
         match *self {
             Self::Int(v) => Some(v),
@@ -56,6 +64,7 @@ impl Value {
         }
     }
 
+    /// The value as an `f64`, when it is a number.
     pub fn as_f64(&self) -> Option<f64> {
         match *self {
             Self::Int(v) => Some(v as f64),
@@ -65,6 +74,7 @@ impl Value {
         }
     }
 
+    /// The text, when it is a string.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Self::Str(s) => Some(s),

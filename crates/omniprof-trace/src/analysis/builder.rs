@@ -308,6 +308,7 @@ impl std::fmt::Debug for ReadAgain {
 }
 
 impl KeyAveragesBuilder {
+    /// A builder that sums events into rows as `options` say.
     pub fn new(options: KeyAveragesOptions) -> Self {
         Self {
             options,

@@ -27,20 +27,30 @@ use crate::trace::Trace;
 pub struct CounterStats {
     /// The counter type (`cat`).
     pub kind: &'static str,
+    /// The counter's name.
     pub counter: String,
+    /// The process row (the device).
     pub device: i64,
+    /// The thread row.
     pub resource: i64,
+    /// The value's name.
     pub value: String,
+    /// How many samples hold the value.
     pub samples: u64,
+    /// The smallest sample.
     pub min: f64,
+    /// The mean of the samples.
     pub mean: f64,
+    /// The largest sample.
     pub max: f64,
+    /// The mean weighted by how long each sample held.
     pub time_weighted_mean: f64,
 }
 
 /// The rows, series by series.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct CounterSummary {
+    /// One row per value of each series.
     pub rows: Vec<CounterStats>,
 }
 
@@ -102,6 +112,7 @@ fn stats(series: &CounterSeries, name: &str, end_ns: i64) -> CounterStats {
 }
 
 impl CounterSummary {
+    /// The rows as a text table.
     pub fn table(&self) -> String {
         let headers = [
             "Counter",

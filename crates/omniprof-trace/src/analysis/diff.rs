@@ -38,6 +38,7 @@ use crate::hash::FastMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Change {
+    /// In both traces.
     Both,
     /// Only in the new trace.
     New,
@@ -58,11 +59,14 @@ impl Change {
 /// One compared value: calls, or nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pair {
+    /// In the base trace.
     pub base: i64,
+    /// In the new trace.
     pub new: i64,
 }
 
 impl Pair {
+    /// new − base (saturating).
     pub fn delta(&self) -> i64 {
         self.new.saturating_sub(self.base)
     }
@@ -76,14 +80,23 @@ impl Pair {
 /// A row of both traces.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DiffRow {
+    /// The op's name.
     pub name: Arc<str>,
+    /// Its input shapes, when grouping by them.
     pub input_shapes: Option<Arc<str>>,
+    /// Device work rather than a host op.
     pub on_device: bool,
+    /// In both traces, or only one.
     pub change: Change,
+    /// Calls.
     pub count: Pair,
+    /// Self CPU time, ns.
     pub self_cpu: Pair,
+    /// Total CPU time, ns.
     pub cpu_total: Pair,
+    /// Self device time, ns.
     pub self_device: Pair,
+    /// Total device time, ns.
     pub device_total: Pair,
     /// The change of the sort key, which ordered the rows.
     sort_delta: f64,
@@ -92,6 +105,7 @@ pub struct DiffRow {
 /// The rows of two traces, largest regression first.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceDiff {
+    /// The rows, largest regression first.
     pub rows: Vec<DiffRow>,
     /// The device the device columns are named after (the new trace's).
     pub device_name: String,

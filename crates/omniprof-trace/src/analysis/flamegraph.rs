@@ -67,6 +67,7 @@ pub enum FlameTime {
 /// nanoseconds, sorted by stack; stacks with no time are left out.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FoldedStacks {
+    /// Each stack and its nanoseconds.
     pub stacks: Vec<(String, u64)>,
     /// How many frames (host ops, or device work under the deepest ones) were deeper than
     /// [`MAX_DEPTH`] and were cut, their time added to their ancestor at that depth.

@@ -51,12 +51,18 @@ pub enum OutOfOrder {
     /// A host op or memory record that starts before the horizon (`after_ns`), or an op that
     /// starts no later than one its thread already placed (`after_ns`, that op's start).
     Late {
+        /// What came late (`a host op`, `a memory record`).
         what: &'static str,
+        /// Its start, ns.
         start_ns: i64,
+        /// What it should have come after, ns.
         after_ns: i64,
     },
     /// Device work for an op whose times were already added to its row.
-    LateDeviceWork { correlation: u64 },
+    LateDeviceWork {
+        /// The op's correlation id.
+        correlation: u64,
+    },
     /// A host op with the correlation id of an op already added to its row.
     ReusedCorrelation(u64),
     /// The origin host times count from moved (the profiler's span came after ops were

@@ -53,19 +53,29 @@ pub struct FunctionEvent {
     /// Start and end in microseconds from the first activity (PyTorch's `time_range`,
     /// which counts from the profiler's start).
     pub start_us: f64,
+    /// End, as `start_us`.
     pub end_us: f64,
+    /// Total CPU time, ns.
     pub cpu_time_total_ns: i64,
+    /// Self CPU time, ns.
     pub self_cpu_time_total_ns: i64,
+    /// Total device time, ns.
     pub device_time_total_ns: i64,
+    /// Self device time, ns.
     pub self_device_time_total_ns: i64,
     /// The totals as PyTorch's float microseconds (see [`Row::cpu_time_total_us`]).
     pub cpu_time_total_us: f64,
+    /// The device total as PyTorch's float microseconds.
     pub device_time_total_us: f64,
     /// `Input Dims` as Python prints the list (`[[64, 64], []]`; `[]` for none).
     pub input_shapes: Arc<str>,
+    /// CPU memory allocated during the event, bytes.
     pub cpu_memory_usage: i64,
+    /// The same less what its children allocated.
     pub self_cpu_memory_usage: i64,
+    /// Device memory allocated during the event, bytes.
     pub device_memory_usage: i64,
+    /// The same less what its children allocated.
     pub self_device_memory_usage: i64,
     /// The `flops` arg, 0 without one.
     pub flops: u64,
@@ -76,6 +86,7 @@ pub struct FunctionEvent {
     pub children: Vec<usize>,
     /// Outside the op tree: starts inside an op of its thread and ends after it.
     pub is_async: bool,
+    /// A user range (`user_annotation`).
     pub is_user_annotation: bool,
     /// Device work rather than a host event (PyTorch's `device_type` is not CPU).
     pub on_device: bool,
@@ -119,6 +130,7 @@ impl FunctionEvent {
 /// PyTorch's `prof.events()`: every event, in PyTorch's order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FunctionEvents {
+    /// The events, in PyTorch's order.
     pub events: Vec<FunctionEvent>,
     /// As [`KeyAverages::device_name`].
     pub device_name: String,

@@ -45,9 +45,13 @@ use crate::trace::Trace;
 /// Sum, count and extremes of one metric over the calls that reported it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MetricStats {
+    /// Calls that reported it.
     pub count: u64,
+    /// Their sum.
     pub sum: f64,
+    /// The smallest.
     pub min: f64,
+    /// The largest.
     pub max: f64,
 }
 
@@ -84,15 +88,20 @@ impl MetricStats {
 /// One kernel name's calls and metrics (in the order the metrics first appear).
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelMetricsRow {
+    /// The kernel's name.
     pub name: String,
+    /// Its calls.
     pub calls: u64,
+    /// Their total device time, ns.
     pub device_time_ns: i64,
+    /// Each metric's statistics.
     pub metrics: Vec<(String, MetricStats)>,
 }
 
 /// The rows, in the order of each name's first call.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KernelMetrics {
+    /// One row per kernel name.
     pub rows: Vec<KernelMetricsRow>,
 }
 

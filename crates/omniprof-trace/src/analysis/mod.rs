@@ -191,6 +191,7 @@ pub fn key_averages(trace: &Trace, options: &KeyAveragesOptions) -> KeyAverages 
 /// the averages divide.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Row {
+    /// The key: the op's name.
     pub name: Arc<str>,
     /// The events' input shapes as Python prints them (`[[256, 256], []]`); set when
     /// grouping by input shapes.
@@ -202,14 +203,19 @@ pub struct Row {
     pub stack: Option<stacks::Stack>,
     /// Number of calls.
     pub count: u64,
+    /// Self CPU time, ns.
     pub self_cpu_time_total_ns: i64,
+    /// Total CPU time, ns.
     pub cpu_time_total_ns: i64,
+    /// Self device time, ns.
     pub self_device_time_total_ns: i64,
+    /// Total device time, ns.
     pub device_time_total_ns: i64,
     /// CPU and device totals summed as PyTorch sums them: float microseconds per event,
     /// added in event order. The averages divide these, so that their last printed digit is
     /// PyTorch's (a sum of exact nanoseconds can round the other way).
     pub cpu_time_total_us: f64,
+    /// The device total, as `cpu_time_total_us`.
     pub device_time_total_us: f64,
     /// Device work (a kernel, a copy, ...) rather than a host op.
     pub on_device: bool,
@@ -227,7 +233,9 @@ pub struct Row {
     pub cpu_memory_usage: i64,
     /// The same less what their children allocated.
     pub self_cpu_memory_usage: i64,
+    /// Device memory allocated during the row's events, bytes.
     pub device_memory_usage: i64,
+    /// The same less what their children allocated.
     pub self_device_memory_usage: i64,
     /// The sum of the events' `flops` args (0 for an event without one).
     pub flops: u64,
@@ -271,6 +279,7 @@ fn us(ns: i64) -> f64 {
 /// The summary of a trace: rows in the order of their first event.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeyAverages {
+    /// The rows, in the order of their first event.
     pub rows: Vec<Row>,
     /// The device, as named by the trace (`cuda`, `OpenReg`); see the [module docs](self).
     pub device_name: String,
@@ -456,24 +465,32 @@ impl Default for ReportOptions {
 pub enum SortKey {
     /// CPU time per call.
     CpuTime,
+    /// CPU time of the row's events.
     CpuTimeTotal,
+    /// CPU time less the children's.
     SelfCpuTimeTotal,
     /// Device time per call.
     DeviceTime,
+    /// Device time of the row's events.
     DeviceTimeTotal,
+    /// Device time less the children's.
     SelfDeviceTimeTotal,
+    /// Number of calls.
     Count,
     /// Bytes of CPU memory allocated during the row's events.
     CpuMemoryUsage,
+    /// CPU memory less the children's.
     SelfCpuMemoryUsage,
     /// Bytes of device memory allocated during the row's events.
     DeviceMemoryUsage,
+    /// Device memory less the children's.
     SelfDeviceMemoryUsage,
     /// The row's FLOPs.
     Flops,
 }
 
 impl SortKey {
+    /// Every key.
     pub const ALL: [SortKey; 12] = [
         Self::CpuTime,
         Self::CpuTimeTotal,

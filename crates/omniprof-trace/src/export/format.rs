@@ -93,6 +93,7 @@ impl fmt::Display for Format {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{}: unknown trace format; the file name must end in one of: {}", path.display(), supported())]
 pub struct UnknownFormat {
+    /// The path as given.
     pub path: PathBuf,
 }
 

@@ -59,6 +59,7 @@ pub struct WriteError {
     /// or `rename`.
     pub stage: &'static str,
     #[source]
+    /// The I/O error.
     pub source: io::Error,
 }
 

@@ -19,6 +19,7 @@ pub struct Position {
 pub struct Location {
     /// The file, when reading from a path.
     pub path: Option<PathBuf>,
+    /// The line, column and byte offset.
     pub position: Option<Position>,
     /// The top-level key whose value was being read.
     pub key: Option<String>,
@@ -59,7 +60,10 @@ pub enum ReadErrorKind {
     Io(#[from] std::io::Error),
     /// The input ended before the document did.
     #[error("unexpected end of input, expected {expected}")]
-    Truncated { expected: String },
+    Truncated {
+        /// What the reader expected next.
+        expected: String,
+    },
     /// The text is not JSON.
     #[error("invalid JSON: {0}")]
     Syntax(String),
@@ -71,6 +75,7 @@ pub enum ReadErrorKind {
     TooLarge {
         /// What was being read (`an event`, `a value`).
         what: String,
+        /// The limit, in bytes.
         limit: usize,
         /// Which limit: `one event` or `the header`.
         of: &'static str,
@@ -86,6 +91,7 @@ pub struct ReadError {
     /// Boxed to keep `Result<_, ReadError>` small on the reader's hot paths.
     pub location: Box<Location>,
     #[source]
+    /// What went wrong.
     pub kind: ReadErrorKind,
 }
 

@@ -23,12 +23,15 @@ pub enum TraceItem {
     Metadata(String, Value),
     /// `traceName`.
     TraceName(String),
+    /// A range or instant.
     Activity(Activity),
     /// A counter sample (a `C` event) with its track; its values are finite numbers.
     Counter(CounterTrack, CounterSample),
+    /// A trace span.
     Span(Span),
     /// The rows come after the last event (their pieces may be spread over the file).
     Process(ProcessRow),
+    /// A thread row.
     Thread(ThreadRow),
     /// The capture window, last after the events: from the earliest row event (else the
     /// earliest activity) to `Record Window End` (else the latest activity end).

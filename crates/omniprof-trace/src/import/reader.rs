@@ -27,8 +27,11 @@ pub struct TraceReader {
 #[derive(Debug)]
 #[must_use = "reading can fail: see `error`, or use `into_trace`"]
 pub struct ReadOutcome {
+    /// The trace built from everything read.
     pub trace: Trace,
+    /// What was read and skipped.
     pub stats: ReadStats,
+    /// What stopped the read, if anything.
     pub error: Option<ReadError>,
     /// Session report entries of the wrong shape (a foreign trace's), left out of
     /// [`Trace::report`] and logged as warnings; the read went on.
