@@ -9,6 +9,9 @@
 //! cannot leave the heap or the machine in a state that moves these figures. Every round
 //! writes the whole trace; a sample is its fastest round (see [`per_entry`]).
 
+// criterion_group! defines a public function it gives no doc comment.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;

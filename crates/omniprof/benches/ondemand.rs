@@ -4,6 +4,9 @@
 //! for one). `step/recording`: an iteration-based on-demand trace is collecting; its end is
 //! far away, so every step is an ordinary one inside the recording.
 
+// criterion_group! defines a public function it gives no doc comment.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::time::Duration;
 

@@ -3,6 +3,9 @@
 //!
 //! `cargo bench -p omniprof --bench plugin`
 
+// criterion_group! defines a public function it gives no doc comment.
+#![allow(missing_docs)]
+
 use std::ffi::CString;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -3,6 +3,9 @@
 //! `cargo bench -p omniprof --bench record`. One iteration is one begin+end pair. The
 //! writers are measured apart, in `--bench export`.
 
+// criterion_group! defines a public function it gives no doc comment.
+#![allow(missing_docs)]
+
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};

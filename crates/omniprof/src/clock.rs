@@ -35,6 +35,7 @@ pub enum ClockSource {
 }
 
 impl ClockSource {
+    /// The name written in trace metadata (`tsc`, `monotonic`).
     pub const fn name(self) -> &'static str {
         match self {
             Self::Tsc => "tsc",
@@ -128,7 +129,7 @@ fn read_clock(id: libc::clockid_t) -> i64 {
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
-pub fn monotonic_ns() -> u64 {
+fn monotonic_ns() -> u64 {
     read_clock(libc::CLOCK_MONOTONIC) as u64
 }
 
@@ -144,7 +145,9 @@ const PAIRS: usize = 101;
 /// and of many such pairs the one with the narrowest bracket is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CalibrationSample {
+    /// The wall clock, ns since the Unix epoch.
     pub wall_ns: i64,
+    /// The tick at that moment.
     pub tick: u64,
 }
 
@@ -201,11 +204,6 @@ impl TickConverter {
         }
     }
 
-    /// Nanoseconds per tick.
-    pub fn ns_per_tick(&self) -> f64 {
-        self.ns_per_tick
-    }
-
     /// The Unix-epoch time of a tick; ticks before the origin are extrapolated backwards.
     #[inline]
     pub fn to_unix_ns(&self, tick: u64) -> i64 {
@@ -250,7 +248,7 @@ mod tests {
         let conv = TickConverter::new(start, stop);
         let err = (conv.to_unix_ns(mid_tick) - mid_wall).abs();
         assert!(err < 200_000, "conversion off by {err} ns");
-        assert!(conv.ns_per_tick() > 0.0);
+        assert!(conv.ns_per_tick > 0.0);
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub const EVENT_NAMES: [&str; 14] = {
 /// A perf event: its name and what `perf_event_open` is asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PerfEvent {
+    /// Its name, as perf names it.
     pub name: &'static str,
     kind: u32,
     config: u64,

@@ -29,12 +29,19 @@ const CHECKER: &str = concat!(
 /// What the checker printed: Perfetto's counts (null after a fatal error) and its errors.
 #[derive(Debug)]
 pub struct PerfettoReport {
+    /// The checker's exit status.
     pub exit_code: i32,
+    /// Slices the trace processor counted.
     pub slices: Option<u64>,
+    /// Counter values it counted.
     pub counters: Option<u64>,
+    /// Flows it counted.
     pub flows: Option<u64>,
+    /// Threads it counted.
     pub threads: Option<u64>,
+    /// Processes it counted.
     pub processes: Option<u64>,
+    /// The import errors it reported.
     pub errors: Vec<serde_json::Value>,
     /// The whole JSON line, for messages.
     pub line: String,

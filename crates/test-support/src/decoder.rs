@@ -21,15 +21,20 @@ const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/python/perfetto_compa
 /// What the decoder reported.
 #[derive(Debug)]
 pub struct DecodedReport {
+    /// Slices decoded.
     pub slices: u64,
+    /// Instants decoded.
     pub instants: u64,
+    /// Counter values decoded.
     pub counters: u64,
+    /// Flows decoded.
     pub flows: u64,
     /// Broken rules (at most 20, `violations_count` in `json`).
     pub violations: Vec<String>,
     /// Events of the JSON trace the protobuf trace lacks, and the other way round (empty
     /// without a JSON trace to compare with).
     pub missing: Vec<serde_json::Value>,
+    /// Anything else the decoder reported.
     pub extra: Vec<serde_json::Value>,
     /// The whole report.
     pub json: serde_json::Value,

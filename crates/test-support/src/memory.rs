@@ -8,8 +8,11 @@ use std::process::{Command, ExitStatus, Stdio};
 
 /// What a command did, and the most memory it held at once.
 pub struct Measured {
+    /// How the process exited.
     pub status: ExitStatus,
+    /// What it wrote to standard output.
     pub stdout: Vec<u8>,
+    /// What it wrote to standard error.
     pub stderr: Vec<u8>,
     /// Peak resident set size, in bytes.
     pub peak_rss: u64,

@@ -84,6 +84,7 @@ use crate::value::Value;
 pub struct BackendError(pub String);
 
 impl BackendError {
+    /// An error saying `message`.
     pub fn new(message: impl Into<String>) -> Self {
         Self(message.into())
     }
@@ -94,24 +95,31 @@ impl BackendError {
 pub struct DeviceInfo {
     /// The `pid` its activities use.
     pub id: i64,
+    /// Where the row sorts among processes.
     pub sort_index: i64,
+    /// The row's name.
     pub name: String,
+    /// The row's label.
     pub label: String,
 }
 
 /// A stream's (or other resource's) thread row on a device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceInfo {
+    /// The device whose row it is on.
     pub device_id: i64,
     /// The `tid` its activities use.
     pub id: i64,
+    /// Where the row sorts among its device's.
     pub sort_index: i64,
+    /// The row's name.
     pub name: String,
 }
 
 /// A long-lived backend: named, with the activity types it can record, configured once per
 /// trace.
 pub trait ActivityProfiler: Send + Sync {
+    /// The backend's name, in messages and metadata.
     fn name(&self) -> &str;
 
     /// The types this backend can produce.
@@ -149,6 +157,7 @@ pub struct ScopeMetric {
 }
 
 impl ScopeMetric {
+    /// A metric called `name` in `group`.
     pub fn new(name: impl Into<String>, group: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -226,9 +235,6 @@ pub trait ProfilerSession: Send {
     fn correlation_listener(&self) -> Option<Arc<dyn CorrelationListener>> {
         None
     }
-
-    /// Pause (`false`) or resume (`true`) collection mid-trace.
-    fn toggle_collection(&mut self, _enabled: bool) {}
 }
 
 /// Where a session delivers its activities.
@@ -259,6 +265,7 @@ pub trait ActivitySink {
 
 /// Looks up the host op (or user range) with a correlation id.
 pub trait HostOps {
+    /// The host op or user range with this correlation id, if recorded.
     fn get(&self, correlation: u64) -> Option<&Activity>;
 }
 

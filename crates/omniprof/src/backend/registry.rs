@@ -142,10 +142,12 @@ pub fn init_engine() {
     Registry::global().init_engine();
 }
 
+/// Whether a factory is registered under `key`.
 pub fn has_factory(key: &str) -> bool {
     Registry::global().has_factory(key)
 }
 
+/// Whether the engine has taken in the backend registered under `key`.
 pub fn is_registered_with_engine(key: &str) -> bool {
     Registry::global().is_registered_with_engine(key)
 }

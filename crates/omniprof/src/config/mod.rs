@@ -67,7 +67,12 @@ pub enum ConfigErrorReason {
     Syntax(String),
     /// Not a base-10 integer in `[0, max]`.
     #[error("invalid integer {value:?} (expected a base-10 integer in [0, {max}])")]
-    Integer { value: String, max: u64 },
+    Integer {
+        /// The text given.
+        value: String,
+        /// The largest value accepted.
+        max: u64,
+    },
     /// Not one of the boolean spellings.
     #[error("invalid boolean {0:?} (expected one of n y no yes f t false true 0 1)")]
     Bool(String),
@@ -77,16 +82,31 @@ pub enum ConfigErrorReason {
     /// An on-demand `ACTIVITIES_LOG_FILE` that may not be written (see
     /// [`Config::apply_on_demand_strict`]); `why` names the allowed directory.
     #[error("log file {path:?} refused: {why}")]
-    LogFileNotAllowed { path: String, why: String },
+    LogFileNotAllowed {
+        /// The path given.
+        path: String,
+        /// Why it is refused.
+        why: String,
+    },
     /// A `PERF_EVENTS` item that names no perf event omniprof knows.
     #[error("unknown perf event {name:?} (known: {known})")]
-    PerfEvent { name: String, known: String },
+    PerfEvent {
+        /// The name given.
+        name: String,
+        /// The names omniprof knows, comma-separated.
+        known: String,
+    },
     /// `PROFILE_START_TIME` too far in the past to honour.
     #[error(
         "start time {start_ms} ms is more than {} s in the past (now {now_ms} ms)",
         MAX_REQUEST_AGE_MS / 1000
     )]
-    StartTimeInPast { start_ms: i64, now_ms: i64 },
+    StartTimeInPast {
+        /// The start asked for, ms since the Unix epoch.
+        start_ms: i64,
+        /// Now, ms since the Unix epoch.
+        now_ms: i64,
+    },
     /// An on-demand `PROFILE_START_TIME` beyond the horizon: such a request would stay
     /// pending, refusing every other, for longer than anyone waits for it.
     #[error(
@@ -95,7 +115,12 @@ pub enum ConfigErrorReason {
         MAX_START_AHEAD_MS / 1000,
         MAX_START_AHEAD_MS / 1000
     )]
-    StartTimeBeyondHorizon { start_ms: i64, now_ms: i64 },
+    StartTimeBeyondHorizon {
+        /// The start asked for, ms since the Unix epoch.
+        start_ms: i64,
+        /// Now, ms since the Unix epoch.
+        now_ms: i64,
+    },
 }
 
 /// A config that could not be applied. The config it was applied to is unchanged.
@@ -105,6 +130,7 @@ pub struct ConfigError {
     pub line: usize,
     /// The key of the line, when the line got as far as having one.
     pub key: Option<String>,
+    /// Why the line was refused.
     pub reason: ConfigErrorReason,
 }
 
@@ -130,7 +156,9 @@ impl std::error::Error for ConfigError {}
 pub struct ConfigWarning {
     /// 1-based line of the text; 0 for a warning of [`Config::validate`], which has no text.
     pub line: usize,
+    /// The line's key.
     pub key: String,
+    /// What was not applied, and why.
     pub message: String,
 }
 

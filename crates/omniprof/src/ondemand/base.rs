@@ -16,15 +16,24 @@ const DEFAULT_BASE_CONFIG: &str = "/etc/libkineto.conf";
 /// A base config file that could not be used. The request it was read for is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum BaseConfigError {
+    /// The file could not be read.
     #[error("base config {} ({source_name}): cannot read: {error}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
         /// Where the path came from: the variable, or Kineto's default.
         source_name: &'static str,
+        /// The read's error.
         error: std::io::Error,
     },
+    /// The file is not a valid config.
     #[error("base config {}: {error}", path.display())]
-    Parse { path: PathBuf, error: ConfigError },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The line refused and why.
+        error: ConfigError,
+    },
 }
 
 /// The base config: `$OMNIPROF_CONFIG`, else `$KINETO_CONFIG`, else `/etc/libkineto.conf` if

@@ -55,17 +55,24 @@ pub enum Trigger {
     /// Time-based: warm up from `start_ms − warmup_ms`, collect `[start_ms, start_ms +
     /// duration_ms)`. Times are ms since the Unix epoch.
     Time {
+        /// The collection's start.
         start_ms: i64,
+        /// How long before it the backends warm up.
         warmup_ms: i64,
+        /// How long it collects.
         duration_ms: i64,
     },
     /// Iteration-based: warm up from step `start − warmup`, collect steps `[start, start +
     /// iterations)`; a late request moves `start` (and rounds it up to a multiple of
     /// `roundup` when set).
     Iteration {
+        /// The first step collected.
         start: i64,
+        /// How many steps before it the backends warm up.
         warmup: i64,
+        /// How many steps it collects.
         iterations: i64,
+        /// What a late start is rounded up to a multiple of.
         roundup: Option<i64>,
     },
 }

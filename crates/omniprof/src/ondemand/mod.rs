@@ -129,6 +129,7 @@ pub enum Refused {
     #[error("invalid request: {0}")]
     Config(#[from] ConfigError),
     #[error(transparent)]
+    /// The base config file could not be used.
     BaseConfig(#[from] BaseConfigError),
     /// Valid, but cannot be honoured (activities disabled, no iteration count, a start in
     /// the past, ...).
@@ -143,15 +144,22 @@ pub enum TraceFailed {
     #[error("{0}")]
     CouldNotStart(String),
     #[error("cancelled")]
+    /// Cancelled before it ran.
     Cancelled,
     #[error("preempted by a synchronous profiling session")]
+    /// A synchronous profiling session took the profiler.
     Preempted,
     /// The session could not be prepared, started or stopped.
     #[error("profiling session failed: {0}")]
     Session(String),
     /// The trace was recorded but could not be written.
     #[error("cannot write the trace to {}: {error}", path.display())]
-    Write { path: PathBuf, error: String },
+    Write {
+        /// Where the trace was to go.
+        path: PathBuf,
+        /// Why it could not be written.
+        error: String,
+    },
     /// [`Ticket::wait`] gave up; the request goes on, and waiting again is fine.
     #[error("no result after {0:?}; the request is still running")]
     TimedOut(Duration),
@@ -294,7 +302,9 @@ pub(crate) fn preempt() {
 /// The pending or running request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestSummary {
+    /// The request's id.
     pub id: u64,
+    /// When it starts and stops.
     pub trigger: Trigger,
     /// Where its trace goes (a `file://` URL).
     pub log_file: String,
@@ -303,7 +313,9 @@ pub struct RequestSummary {
 /// What the engine is doing, for a `--list` view.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
+    /// What the engine does now.
     pub state: State,
+    /// The request pending or running, if any.
     pub request: Option<RequestSummary>,
     /// The current iteration (−1 before the first step).
     pub iteration: i64,

@@ -41,6 +41,7 @@ pub struct LoadedPlugin {
 pub struct ProfilerReport {
     /// Its name from `profilerQuery` (`N/A` when the query failed).
     pub name: String,
+    /// The activity types it can record.
     pub supported: ActivitySet,
     /// Why it takes no part in traces, if it does not.
     pub rejected: Option<String>,

@@ -42,21 +42,32 @@ pub use problem::{LastCall, Problem, ProblemKind};
 /// Why a plugin library was not loaded. Each message names the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PluginError {
+    /// The library could not be opened.
     Open {
+        /// The library.
         path: PathBuf,
+        /// The loader's message.
         reason: String,
     },
+    /// The library has no registration entry point.
     MissingSymbol {
+        /// The library.
         path: PathBuf,
     },
+    /// The entry point returned an error.
     Register {
+        /// The library.
         path: PathBuf,
+        /// The code it returned.
         code: i32,
         /// What the host refused during registration, if anything.
         detail: String,
     },
+    /// A plugin directory could not be listed.
     Directory {
+        /// The directory.
         dir: PathBuf,
+        /// Why.
         reason: String,
     },
 }

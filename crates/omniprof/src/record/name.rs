@@ -294,6 +294,7 @@ pub struct StaticName {
 }
 
 impl StaticName {
+    /// A name for `text`, interned on first use.
     pub const fn new(text: &'static str) -> Self {
         Self {
             text,
@@ -302,6 +303,7 @@ impl StaticName {
     }
 
     #[inline]
+    /// The interned name.
     pub fn get(&self) -> Name {
         match self.cached.load(Ordering::Relaxed) {
             0 => {
@@ -318,6 +320,7 @@ impl StaticName {
 /// (see the module docs): its id serves the sessions that use it, and may name something
 /// else once a later session has started; hold a [`Name::new`] to keep an id.
 pub trait IntoName {
+    /// The interned name.
     fn into_name(self) -> Name;
 }
 

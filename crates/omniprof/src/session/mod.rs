@@ -81,10 +81,14 @@ pub use trace_dir::{tensorboard_trace_handler, TraceDirHandler};
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     #[error("another profiling session is already active in this process")]
+    /// Another session holds the recorder.
     Busy,
     #[error("cannot {call}: the session is {phase}")]
+    /// A call the session's phase does not allow.
     OutOfOrder {
+        /// The call.
         call: &'static str,
+        /// The phase.
         phase: &'static str,
     },
     /// A backend the session was built with (e.g. [`ProfilerBuilder::stubs`]) could not take
@@ -94,7 +98,10 @@ pub enum SessionError {
     /// A call that the schedule makes itself (`prepare`, `stop`) was made on a scheduled
     /// profiler.
     #[error("cannot {call}: the profiler runs a schedule (start, step and finish drive it)")]
-    Scheduled { call: &'static str },
+    Scheduled {
+        /// The call.
+        call: &'static str,
+    },
     /// A trace has nowhere to go: a schedule, or `finish`, needs an `on_trace_ready`
     /// callback.
     #[error("no on_trace_ready callback to hand traces to (set ProfilerBuilder::on_trace_ready)")]
@@ -281,6 +288,7 @@ impl ProfilerBuilder {
         self
     }
 
+    /// The profiler, or why it cannot be built (a backend that cannot take part).
     pub fn build(self) -> Result<Profiler, SessionError> {
         if self.schedule.is_some() && self.on_trace_ready.is_none() {
             return Err(SessionError::NoTraceHandler);
@@ -363,6 +371,7 @@ impl std::fmt::Debug for Profiler {
 }
 
 impl Profiler {
+    /// A builder with the default config.
     pub fn builder() -> ProfilerBuilder {
         ProfilerBuilder::default()
     }
@@ -372,6 +381,7 @@ impl Profiler {
         self.activities
     }
 
+    /// The config the profiler runs with.
     pub fn config(&self) -> &Config {
         &self.config
     }

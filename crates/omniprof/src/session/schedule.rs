@@ -68,10 +68,16 @@ pub enum ScheduleError {
     )]
     InvalidArguments(ScheduleArgs),
     #[error("invalid profiler step {0}: steps count from 0")]
+    /// A step before 0.
     NegativeStep(i64),
     /// Text that is not `wait,warmup,active[,repeat]` ([`Schedule`]'s `FromStr`).
     #[error("invalid schedule {text:?}: {reason}")]
-    Syntax { text: String, reason: String },
+    Syntax {
+        /// The text given.
+        text: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// A validated schedule: maps a step number to a [`ProfilerAction`].
@@ -150,21 +156,27 @@ impl Schedule {
         }
     }
 
+    /// Steps waited at the start of each cycle.
     pub fn wait(&self) -> u64 {
         self.wait
     }
+    /// Steps warmed up after the wait.
     pub fn warmup(&self) -> u64 {
         self.warmup
     }
+    /// Steps recorded after the warm-up.
     pub fn active(&self) -> u64 {
         self.active
     }
+    /// Cycles (0: repeat forever).
     pub fn repeat(&self) -> u64 {
         self.repeat
     }
+    /// Steps skipped before the first cycle.
     pub fn skip_first(&self) -> u64 {
         self.skip_first
     }
+    /// Whether the first cycle skips its wait.
     pub fn skip_first_wait(&self) -> bool {
         self.skip_first_wait
     }

@@ -82,6 +82,7 @@ impl TraceDirHandler {
         }
     }
 
+    /// The directory traces are written to.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -23,7 +23,12 @@ pub enum TriggerError {
          {ONDEMAND_ENV}=1 in its environment to opt in",
         path.display()
     )]
-    NotListening { pid: u32, path: PathBuf },
+    NotListening {
+        /// The pid asked for.
+        pid: u32,
+        /// The socket path that has no server.
+        path: PathBuf,
+    },
     /// No process listens on the pid's socket, and the pid is a child forked from a process
     /// that does (same program and command line; e.g. a DataLoader worker): a forked child
     /// does not serve triggers (see `crate::ondemand::serve`).
@@ -35,43 +40,72 @@ pub enum TriggerError {
         path.display()
     )]
     ForkedChild {
+        /// The pid asked for.
         pid: u32,
+        /// The process it was forked from.
         parent: u32,
+        /// The socket path that has no server.
         path: PathBuf,
     },
     /// The process read the request and declined it (busy, bad config, output path not
     /// allowed, trace could not be written).
     #[error("process {pid} refused the request: {reason}")]
-    Refused { pid: u32, reason: String },
+    Refused {
+        /// The pid asked for.
+        pid: u32,
+        /// What the process said.
+        reason: String,
+    },
     /// The process could not accept the message itself (credentials, framing, size).
     #[error("process {pid} rejected the message: {reason}")]
-    Rejected { pid: u32, reason: String },
+    Rejected {
+        /// The pid asked for.
+        pid: u32,
+        /// What the process said.
+        reason: String,
+    },
     /// No reply in time; the request may still be running in the process.
     #[error("no reply from process {pid} within {timeout:?}; the request may still be running")]
-    TimedOut { pid: u32, timeout: Duration },
+    TimedOut {
+        /// The pid asked for.
+        pid: u32,
+        /// How long the client waited.
+        timeout: Duration,
+    },
     /// The runtime directory or the socket failed.
     #[error("cannot trigger process {pid} through {}: {source}", path.display())]
     Io {
+        /// The pid asked for.
         pid: u32,
+        /// The socket path.
         path: PathBuf,
         #[source]
+        /// The I/O error.
         source: io::Error,
     },
     /// This user's runtime directory could not be used (its error names the path).
     #[error("cannot trigger process {pid}: {source}")]
     RuntimeDir {
+        /// The pid asked for.
         pid: u32,
         #[source]
+        /// The I/O error.
         source: io::Error,
     },
     /// The reply was not a reply of this protocol.
     #[error("process {pid} sent an unreadable reply: {reason}")]
-    BadReply { pid: u32, reason: String },
+    BadReply {
+        /// The pid asked for.
+        pid: u32,
+        /// What was wrong with it.
+        reason: String,
+    },
 }
 
 /// One process listed by [`RuntimeDir::list`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listening {
+    /// The process id.
     pub pid: u32,
     /// Its command line, or empty when it did not answer.
     pub command: String,
