@@ -131,7 +131,7 @@ impl Parallel {
         };
         let lists = &self.lists;
         let read = |i: usize, start: usize, converter: &mut Converter| {
-            let list = lock(&lists).pop().unwrap_or_default();
+            let list = lock(lists).pop().unwrap_or_default();
             read_piece(text, start, stop(i), converter, list)
         };
         for helper in &mut self.helpers {
@@ -190,7 +190,7 @@ impl Parallel {
                 for mapped in piece.events.drain(..) {
                     mapper.apply(mapped, sink);
                 }
-                lock(&lists).push(piece.events);
+                lock(lists).push(piece.events);
                 outcome.consumed = piece.end;
                 if piece.end < stop(i) {
                     outcome.stopped_early = i + 1 < starts.len();

@@ -595,7 +595,7 @@ impl Profiler {
 
     fn trace_ready(&mut self, trace: Trace) {
         if let Some(callback) = &self.on_trace_ready {
-            let mut callback = lock(&callback);
+            let mut callback = lock(callback);
             callback(trace);
         }
     }
