@@ -26,7 +26,8 @@
 //!   for an on-demand trace;
 //! - re-exported from `omniprof-trace`: [`activity`], [`value`], [`keys`], [`trace`],
 //!   [`export`] (Chrome JSON), [`import`] (the Kineto trace reader), [`analysis`]
-//!   (key averages).
+//!   (key averages), [`counter`]; and the helpers every omniprof crate shares: [`sync`]
+//!   (locking that ignores poisoning) and [`text`] (cutting text on a character boundary).
 //!
 //! ```
 //! use omniprof::{Profiler, record_function};
