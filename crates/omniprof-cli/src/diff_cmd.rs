@@ -16,7 +16,7 @@ use crate::summary_cmd::{key_averages_of, report_skipped, row_limit, Format, Row
 
 /// Compare two traces op by op.
 #[derive(Debug, clap::Args)]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// The trace to compare against (the earlier run): Kineto / PyTorch JSON or a Perfetto
     /// trace, plain or gzip.
     #[arg(value_name = "BASE")]
@@ -48,7 +48,7 @@ pub struct DiffArgs {
 }
 
 /// Runs `omniprof diff`.
-pub fn run(args: &DiffArgs) -> ExitCode {
+pub(crate) fn run(args: &DiffArgs) -> ExitCode {
     let mut summaries = Vec::new();
     for path in [&args.base, &args.trace] {
         let options = KeyAveragesOptions {

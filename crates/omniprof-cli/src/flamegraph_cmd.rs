@@ -33,7 +33,7 @@ use crate::summary_cmd::report_skipped;
 
 /// Draw a flame graph of a trace.
 #[derive(Debug, clap::Args)]
-pub struct FlamegraphArgs {
+pub(crate) struct FlamegraphArgs {
     /// The trace: Kineto / PyTorch Chrome JSON or a Perfetto trace, plain or gzip.
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
@@ -50,7 +50,7 @@ pub struct FlamegraphArgs {
 }
 
 /// Runs `omniprof flamegraph`.
-pub fn run(args: &FlamegraphArgs) -> ExitCode {
+pub(crate) fn run(args: &FlamegraphArgs) -> ExitCode {
     let (time, title) = if args.device {
         (FlameTime::Device, "Device time by launching op")
     } else {

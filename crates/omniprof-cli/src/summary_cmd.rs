@@ -40,7 +40,7 @@ use crate::progress::read_file;
 
 /// Summarize a trace, or a job's traces, as PyTorch's `key_averages().table()`.
 #[derive(Debug, clap::Args)]
-pub struct SummaryArgs {
+pub(crate) struct SummaryArgs {
     #[command(flatten)]
     pub(crate) input: TracesArgs,
     /// With several traces, the rows of each rank (by `distributedInfo` rank) rather than
@@ -84,7 +84,7 @@ pub struct SummaryArgs {
 
 /// How the rows are printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// A text table (for `summary`, PyTorch's).
     Table,
     Csv,
@@ -93,10 +93,10 @@ pub enum Format {
 
 /// `--row-limit`: at most this many rows (`None`: all).
 #[derive(Clone, Copy, Debug)]
-pub struct RowLimit(pub Option<usize>);
+pub(crate) struct RowLimit(pub Option<usize>);
 
 /// Reads `--row-limit`: a count, or -1 for no limit; other negative numbers are refused.
-pub fn row_limit(text: &str) -> Result<RowLimit, String> {
+pub(crate) fn row_limit(text: &str) -> Result<RowLimit, String> {
     match text.parse::<i64>() {
         Ok(-1) => Ok(RowLimit(None)),
         Ok(n) => usize::try_from(n)
@@ -107,7 +107,7 @@ pub fn row_limit(text: &str) -> Result<RowLimit, String> {
 }
 
 /// Runs `omniprof summary`.
-pub fn run(args: &SummaryArgs) -> ExitCode {
+pub(crate) fn run(args: &SummaryArgs) -> ExitCode {
     let files = match args.input.files() {
         Ok(files) => files,
         Err(e) => {
@@ -400,7 +400,7 @@ fn summarize(args: &SummaryArgs, file: &Path) -> TraceSummary {
 }
 
 /// The summary of a trace file (`-`: standard input); see [`summarize_file`].
-pub fn key_averages_of(
+pub(crate) fn key_averages_of(
     path: &Path,
     options: KeyAveragesOptions,
     limits: Limits,
@@ -538,7 +538,7 @@ pub(crate) fn summarize_file_watching(
 }
 
 /// Says on standard error how many events were skipped, and why.
-pub fn report_skipped(stats: &ReadStats) {
+pub(crate) fn report_skipped(stats: &ReadStats) {
     let reasons = [
         (stats.unknown_phase, "an unknown `ph`"),
         (stats.unknown_category, "an unknown `cat`"),

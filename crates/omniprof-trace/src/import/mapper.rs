@@ -168,7 +168,7 @@ pub(super) struct Converter {
 }
 
 impl Converter {
-    pub fn new(args: ArgFilter) -> Self {
+    pub(super) fn new(args: ArgFilter) -> Self {
         Self {
             base_ns: 0,
             args,
@@ -230,7 +230,7 @@ impl Converter {
     }
 
     /// Converts one event; an error is an event the mapper cannot use.
-    pub fn convert(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
+    pub(super) fn convert(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
         match ev.ph.as_deref() {
             Some("X") => self.complete(ev),
             Some("i") => self.instant(ev),
@@ -471,7 +471,7 @@ pub(super) struct EventMapper {
 }
 
 impl EventMapper {
-    pub fn new(args: ArgFilter) -> Self {
+    pub(super) fn new(args: ArgFilter) -> Self {
         Self {
             converter: Converter::new(args),
             stats: ReadStats::default(),
@@ -489,7 +489,7 @@ impl EventMapper {
     }
 
     /// Converts and applies one event.
-    pub fn event(
+    pub(super) fn event(
         &mut self,
         ev: RawEvent,
         sink: &mut impl FnMut(TraceItem),
@@ -507,7 +507,7 @@ impl EventMapper {
     }
 
     /// Applies the next event of the file, delivering what is complete to `sink`.
-    pub fn apply(&mut self, mapped: Mapped, sink: &mut impl FnMut(TraceItem)) {
+    pub(super) fn apply(&mut self, mapped: Mapped, sink: &mut impl FnMut(TraceItem)) {
         self.stats.events += 1;
         match mapped {
             Mapped::Activity(activity, too_deep) => {
@@ -653,7 +653,7 @@ impl EventMapper {
 
     /// Delivers the held-back activity, the rows and the window: called once `traceEvents`
     /// ends, or when reading stops inside it.
-    pub fn finish(&mut self, sink: &mut impl FnMut(TraceItem)) {
+    pub(super) fn finish(&mut self, sink: &mut impl FnMut(TraceItem)) {
         for item in self.held.drain(..) {
             sink(item);
         }

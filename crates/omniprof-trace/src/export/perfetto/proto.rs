@@ -13,115 +13,115 @@ const FIXED64: u32 = 1;
 const LEN: u32 = 2;
 
 /// `Trace`.
-pub mod trace {
-    pub const PACKET: u32 = 1;
+pub(super) mod trace {
+    pub(crate) const PACKET: u32 = 1;
 }
 
 /// `TracePacket`.
-pub mod packet {
-    pub const CLOCK_SNAPSHOT: u32 = 6;
-    pub const TIMESTAMP: u32 = 8;
-    pub const TRUSTED_PACKET_SEQUENCE_ID: u32 = 10;
-    pub const TRACK_EVENT: u32 = 11;
-    pub const INTERNED_DATA: u32 = 12;
-    pub const SEQUENCE_FLAGS: u32 = 13;
-    pub const TRACE_PACKET_DEFAULTS: u32 = 59;
-    pub const TRACK_DESCRIPTOR: u32 = 60;
-    pub const FIRST_PACKET_ON_SEQUENCE: u32 = 87;
+pub(super) mod packet {
+    pub(crate) const CLOCK_SNAPSHOT: u32 = 6;
+    pub(crate) const TIMESTAMP: u32 = 8;
+    pub(crate) const TRUSTED_PACKET_SEQUENCE_ID: u32 = 10;
+    pub(crate) const TRACK_EVENT: u32 = 11;
+    pub(crate) const INTERNED_DATA: u32 = 12;
+    pub(crate) const SEQUENCE_FLAGS: u32 = 13;
+    pub(crate) const TRACE_PACKET_DEFAULTS: u32 = 59;
+    pub(crate) const TRACK_DESCRIPTOR: u32 = 60;
+    pub(crate) const FIRST_PACKET_ON_SEQUENCE: u32 = 87;
     /// `sequence_flags` bits.
-    pub const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
-    pub const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
+    pub(crate) const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
+    pub(crate) const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
 }
 
 /// `TracePacketDefaults`.
-pub mod defaults {
-    pub const TIMESTAMP_CLOCK_ID: u32 = 58;
+pub(super) mod defaults {
+    pub(crate) const TIMESTAMP_CLOCK_ID: u32 = 58;
 }
 
 /// `ClockSnapshot` and its `Clock`s.
-pub mod clock {
-    pub const CLOCKS: u32 = 1;
-    pub const CLOCK_ID: u32 = 1;
-    pub const TIMESTAMP: u32 = 2;
-    pub const IS_INCREMENTAL: u32 = 3;
+pub(super) mod clock {
+    pub(crate) const CLOCKS: u32 = 1;
+    pub(crate) const CLOCK_ID: u32 = 1;
+    pub(crate) const TIMESTAMP: u32 = 2;
+    pub(crate) const IS_INCREMENTAL: u32 = 3;
     /// The clock packets are timed in when they name none.
-    pub const BOOTTIME: u64 = 6;
+    pub(crate) const BOOTTIME: u64 = 6;
     /// The first clock id a sequence may define for itself.
-    pub const FIRST_SEQUENCE_CLOCK: u64 = 64;
+    pub(crate) const FIRST_SEQUENCE_CLOCK: u64 = 64;
 }
 
 /// `TrackDescriptor`, `ProcessDescriptor`, `ThreadDescriptor`.
-pub mod track {
-    pub const UUID: u32 = 1;
-    pub const NAME: u32 = 2;
-    pub const PROCESS: u32 = 3;
-    pub const THREAD: u32 = 4;
-    pub const PARENT_UUID: u32 = 5;
-    pub const COUNTER: u32 = 8;
-    pub const SIBLING_ORDER_RANK: u32 = 12;
-    pub mod counter {
-        pub const CATEGORIES: u32 = 2;
+pub(super) mod track {
+    pub(crate) const UUID: u32 = 1;
+    pub(crate) const NAME: u32 = 2;
+    pub(crate) const PROCESS: u32 = 3;
+    pub(crate) const THREAD: u32 = 4;
+    pub(crate) const PARENT_UUID: u32 = 5;
+    pub(crate) const COUNTER: u32 = 8;
+    pub(crate) const SIBLING_ORDER_RANK: u32 = 12;
+    pub(crate) mod counter {
+        pub(crate) const CATEGORIES: u32 = 2;
     }
-    pub mod process {
-        pub const PID: u32 = 1;
-        pub const LEGACY_SORT_INDEX: u32 = 3;
-        pub const PROCESS_NAME: u32 = 6;
-        pub const PROCESS_LABELS: u32 = 8;
+    pub(crate) mod process {
+        pub(crate) const PID: u32 = 1;
+        pub(crate) const LEGACY_SORT_INDEX: u32 = 3;
+        pub(crate) const PROCESS_NAME: u32 = 6;
+        pub(crate) const PROCESS_LABELS: u32 = 8;
     }
-    pub mod thread {
-        pub const PID: u32 = 1;
-        pub const TID: u32 = 2;
-        pub const LEGACY_SORT_INDEX: u32 = 3;
-        pub const THREAD_NAME: u32 = 5;
+    pub(crate) mod thread {
+        pub(crate) const PID: u32 = 1;
+        pub(crate) const TID: u32 = 2;
+        pub(crate) const LEGACY_SORT_INDEX: u32 = 3;
+        pub(crate) const THREAD_NAME: u32 = 5;
     }
 }
 
 /// `TrackEvent`.
-pub mod event {
-    pub const CATEGORY_IIDS: u32 = 3;
-    pub const DEBUG_ANNOTATIONS: u32 = 4;
-    pub const TYPE: u32 = 9;
-    pub const NAME_IID: u32 = 10;
-    pub const TRACK_UUID: u32 = 11;
-    pub const COUNTER_VALUE: u32 = 30;
-    pub const EXTRA_COUNTER_VALUES: u32 = 12;
-    pub const EXTRA_COUNTER_TRACK_UUIDS: u32 = 31;
-    pub const EXTRA_DOUBLE_COUNTER_TRACK_UUIDS: u32 = 45;
-    pub const EXTRA_DOUBLE_COUNTER_VALUES: u32 = 46;
-    pub const DOUBLE_COUNTER_VALUE: u32 = 44;
-    pub const FLOW_IDS: u32 = 47;
-    pub const TERMINATING_FLOW_IDS: u32 = 48;
-    pub const CORRELATION_ID: u32 = 52;
-    pub const CATEGORIES: u32 = 22;
-    pub const NAME: u32 = 23;
+pub(super) mod event {
+    pub(crate) const CATEGORY_IIDS: u32 = 3;
+    pub(crate) const DEBUG_ANNOTATIONS: u32 = 4;
+    pub(crate) const TYPE: u32 = 9;
+    pub(crate) const NAME_IID: u32 = 10;
+    pub(crate) const TRACK_UUID: u32 = 11;
+    pub(crate) const COUNTER_VALUE: u32 = 30;
+    pub(crate) const EXTRA_COUNTER_VALUES: u32 = 12;
+    pub(crate) const EXTRA_COUNTER_TRACK_UUIDS: u32 = 31;
+    pub(crate) const EXTRA_DOUBLE_COUNTER_TRACK_UUIDS: u32 = 45;
+    pub(crate) const EXTRA_DOUBLE_COUNTER_VALUES: u32 = 46;
+    pub(crate) const DOUBLE_COUNTER_VALUE: u32 = 44;
+    pub(crate) const FLOW_IDS: u32 = 47;
+    pub(crate) const TERMINATING_FLOW_IDS: u32 = 48;
+    pub(crate) const CORRELATION_ID: u32 = 52;
+    pub(crate) const CATEGORIES: u32 = 22;
+    pub(crate) const NAME: u32 = 23;
     /// `type` values.
-    pub const TYPE_SLICE_BEGIN: u64 = 1;
-    pub const TYPE_SLICE_END: u64 = 2;
-    pub const TYPE_INSTANT: u64 = 3;
-    pub const TYPE_COUNTER: u64 = 4;
+    pub(crate) const TYPE_SLICE_BEGIN: u64 = 1;
+    pub(crate) const TYPE_SLICE_END: u64 = 2;
+    pub(crate) const TYPE_INSTANT: u64 = 3;
+    pub(crate) const TYPE_COUNTER: u64 = 4;
 }
 
 /// `DebugAnnotation`.
-pub mod annotation {
-    pub const NAME_IID: u32 = 1;
-    pub const BOOL_VALUE: u32 = 2;
-    pub const UINT_VALUE: u32 = 3;
-    pub const INT_VALUE: u32 = 4;
-    pub const DOUBLE_VALUE: u32 = 5;
-    pub const STRING_VALUE: u32 = 6;
-    pub const LEGACY_JSON_VALUE: u32 = 9;
-    pub const NAME: u32 = 10;
-    pub const DICT_ENTRIES: u32 = 11;
-    pub const ARRAY_VALUES: u32 = 12;
+pub(super) mod annotation {
+    pub(crate) const NAME_IID: u32 = 1;
+    pub(crate) const BOOL_VALUE: u32 = 2;
+    pub(crate) const UINT_VALUE: u32 = 3;
+    pub(crate) const INT_VALUE: u32 = 4;
+    pub(crate) const DOUBLE_VALUE: u32 = 5;
+    pub(crate) const STRING_VALUE: u32 = 6;
+    pub(crate) const LEGACY_JSON_VALUE: u32 = 9;
+    pub(crate) const NAME: u32 = 10;
+    pub(crate) const DICT_ENTRIES: u32 = 11;
+    pub(crate) const ARRAY_VALUES: u32 = 12;
 }
 
 /// `InternedData` and its entries (`EventCategory`, `EventName`, `DebugAnnotationName`).
-pub mod interned {
-    pub const EVENT_CATEGORIES: u32 = 1;
-    pub const EVENT_NAMES: u32 = 2;
-    pub const DEBUG_ANNOTATION_NAMES: u32 = 3;
-    pub const IID: u32 = 1;
-    pub const NAME: u32 = 2;
+pub(super) mod interned {
+    pub(crate) const EVENT_CATEGORIES: u32 = 1;
+    pub(crate) const EVENT_NAMES: u32 = 2;
+    pub(crate) const DEBUG_ANNOTATION_NAMES: u32 = 3;
+    pub(crate) const IID: u32 = 1;
+    pub(crate) const NAME: u32 = 2;
 }
 
 /// A field's value, as the wire type after its key has it.
@@ -133,13 +133,13 @@ enum Encoded {
 
 /// A byte buffer that protobuf fields are appended to.
 #[derive(Default)]
-pub struct Buf {
+pub(super) struct Buf {
     pub bytes: Vec<u8>,
 }
 
 /// Where an open message's body starts (see [`Buf::open`]).
 #[must_use = "an open message must be closed"]
-pub struct Open(usize);
+pub(super) struct Open(usize);
 
 /// The most bytes a field key and a varint take together: a key of a field number below
 /// 2^11 takes two, a varint ten.
@@ -163,7 +163,7 @@ fn put_varint(out: &mut [MaybeUninit<u8>], mut at: usize, mut v: u64) -> usize {
 /// buffer's length is set once, when the run ends: a `Vec` written field by field reloads
 /// its pointer and capacity after every byte it stores (a byte store may alias anything)
 /// and checks the capacity at every field, which is most of the cost of a small field.
-pub struct Room<'a> {
+pub(super) struct Room<'a> {
     spare: &'a mut [MaybeUninit<u8>],
     /// The buffer's length when the room was made.
     base: usize,
@@ -189,19 +189,19 @@ impl Room<'_> {
 
     /// A `uint32` / `uint64` / `bool` / enum field.
     #[inline(always)]
-    pub fn uint(&mut self, field: u32, v: u64) {
+    pub(super) fn uint(&mut self, field: u32, v: u64) {
         self.field(field, VARINT, Encoded::Varint(v));
     }
 
     #[inline(always)]
-    pub fn fixed64(&mut self, field: u32, v: u64) {
+    pub(super) fn fixed64(&mut self, field: u32, v: u64) {
         self.field(field, FIXED64, Encoded::Fixed64(v));
     }
 
     /// Starts a length-delimited field (a sub-message, or a string written piece by piece)
     /// of `field`; [`Buf::close`] ends it, or [`Room::close`] if it ends in this room.
     #[inline(always)]
-    pub fn open(&mut self, field: u32) -> Open {
+    pub(super) fn open(&mut self, field: u32) -> Open {
         self.field(field, LEN, Encoded::Varint(0));
         Open(self.base + self.at)
     }
@@ -209,7 +209,7 @@ impl Room<'_> {
     /// Ends a length-delimited field opened in this room: writes its length before it (one
     /// byte, as a room is shorter than 128 bytes).
     #[inline(always)]
-    pub fn close(&mut self, open: Open) {
+    pub(super) fn close(&mut self, open: Open) {
         let start = open.0 - self.base;
         self.spare[start - 1].write((self.at - start) as u8);
     }
@@ -218,7 +218,7 @@ impl Room<'_> {
 impl Buf {
     /// Writes a run of fields that take at most `max` (< 128) bytes with `fields`.
     #[inline(always)]
-    pub fn room<R>(&mut self, max: usize, fields: impl FnOnce(&mut Room<'_>) -> R) -> R {
+    pub(super) fn room<R>(&mut self, max: usize, fields: impl FnOnce(&mut Room<'_>) -> R) -> R {
         assert!(max < 0x80, "a room's messages have one-byte lengths");
         self.bytes.reserve(max);
         let base = self.bytes.len();
@@ -237,28 +237,28 @@ impl Buf {
 
     /// A `uint32` / `uint64` / `bool` / enum field.
     #[inline(always)]
-    pub fn uint(&mut self, field: u32, v: u64) {
+    pub(super) fn uint(&mut self, field: u32, v: u64) {
         self.room(KEY_AND_VARINT, |r| r.uint(field, v));
     }
 
     /// An `int32` / `int64` field (a negative value takes ten bytes, as protobuf has it).
     #[inline(always)]
-    pub fn int(&mut self, field: u32, v: i64) {
+    pub(super) fn int(&mut self, field: u32, v: i64) {
         self.uint(field, v as u64);
     }
 
     #[inline(always)]
-    pub fn fixed64(&mut self, field: u32, v: u64) {
+    pub(super) fn fixed64(&mut self, field: u32, v: u64) {
         self.room(KEY_AND_VARINT, |r| r.fixed64(field, v));
     }
 
     #[inline]
-    pub fn double(&mut self, field: u32, v: f64) {
+    pub(super) fn double(&mut self, field: u32, v: f64) {
         self.fixed64(field, v.to_bits());
     }
 
     #[inline]
-    pub fn str(&mut self, field: u32, s: &str) {
+    pub(super) fn str(&mut self, field: u32, s: &str) {
         self.room(KEY_AND_VARINT, |r| {
             r.field(field, LEN, Encoded::Varint(s.len() as u64))
         });
@@ -268,13 +268,13 @@ impl Buf {
     /// Starts a length-delimited field (a sub-message, or a string written piece by piece)
     /// of `field`; [`close`](Self::close) ends it.
     #[inline(always)]
-    pub fn open(&mut self, field: u32) -> Open {
+    pub(super) fn open(&mut self, field: u32) -> Open {
         self.room(KEY_AND_VARINT, |r| r.open(field))
     }
 
     /// Ends a length-delimited field: writes its length before it.
     #[inline(always)]
-    pub fn close(&mut self, open: Open) {
+    pub(super) fn close(&mut self, open: Open) {
         let start = open.0;
         let len = self.bytes.len() - start;
         if len < 0x80 {

@@ -53,84 +53,84 @@ use wire::Fields;
 
 /// The field numbers read (`docs/perfetto.md`).
 mod field {
-    pub const TRACE_PACKET: u32 = 1;
-    pub mod packet {
-        pub const CLOCK_SNAPSHOT: u32 = 6;
-        pub const TIMESTAMP: u32 = 8;
-        pub const SEQUENCE_ID: u32 = 10;
-        pub const TRACK_EVENT: u32 = 11;
-        pub const INTERNED_DATA: u32 = 12;
-        pub const SEQUENCE_FLAGS: u32 = 13;
-        pub const TIMESTAMP_CLOCK_ID: u32 = 58;
-        pub const DEFAULTS: u32 = 59;
-        pub const TRACK_DESCRIPTOR: u32 = 60;
-        pub const FIRST_PACKET_ON_SEQUENCE: u32 = 87;
+    pub(super) const TRACE_PACKET: u32 = 1;
+    pub(super) mod packet {
+        pub(crate) const CLOCK_SNAPSHOT: u32 = 6;
+        pub(crate) const TIMESTAMP: u32 = 8;
+        pub(crate) const SEQUENCE_ID: u32 = 10;
+        pub(crate) const TRACK_EVENT: u32 = 11;
+        pub(crate) const INTERNED_DATA: u32 = 12;
+        pub(crate) const SEQUENCE_FLAGS: u32 = 13;
+        pub(crate) const TIMESTAMP_CLOCK_ID: u32 = 58;
+        pub(crate) const DEFAULTS: u32 = 59;
+        pub(crate) const TRACK_DESCRIPTOR: u32 = 60;
+        pub(crate) const FIRST_PACKET_ON_SEQUENCE: u32 = 87;
         /// `TracePacketDefaults.timestamp_clock_id`.
-        pub const DEFAULT_CLOCK_ID: u32 = 58;
-        pub const INCREMENTAL_STATE_CLEARED: u64 = 1;
+        pub(crate) const DEFAULT_CLOCK_ID: u32 = 58;
+        pub(crate) const INCREMENTAL_STATE_CLEARED: u64 = 1;
     }
-    pub mod clock {
-        pub const CLOCKS: u32 = 1;
-        pub const ID: u32 = 1;
-        pub const IS_INCREMENTAL: u32 = 3;
+    pub(super) mod clock {
+        pub(crate) const CLOCKS: u32 = 1;
+        pub(crate) const ID: u32 = 1;
+        pub(crate) const IS_INCREMENTAL: u32 = 3;
     }
-    pub mod interned {
-        pub const CATEGORIES: u32 = 1;
-        pub const NAMES: u32 = 2;
-        pub const ARG_NAMES: u32 = 3;
-        pub const IID: u32 = 1;
-        pub const NAME: u32 = 2;
+    pub(super) mod interned {
+        pub(crate) const CATEGORIES: u32 = 1;
+        pub(crate) const NAMES: u32 = 2;
+        pub(crate) const ARG_NAMES: u32 = 3;
+        pub(crate) const IID: u32 = 1;
+        pub(crate) const NAME: u32 = 2;
     }
-    pub mod track {
-        pub const UUID: u32 = 1;
-        pub const NAME: u32 = 2;
-        pub const PROCESS: u32 = 3;
-        pub const THREAD: u32 = 4;
-        pub const PARENT_UUID: u32 = 5;
-        pub const COUNTER: u32 = 8;
-        pub const STATIC_NAME: u32 = 10;
-        pub const SIBLING_ORDER_RANK: u32 = 12;
-        pub const PID: u32 = 1;
-        pub const TID: u32 = 2;
-        pub const SORT_INDEX: u32 = 3;
-        pub const THREAD_NAME: u32 = 5;
-        pub const PROCESS_NAME: u32 = 6;
-        pub const PROCESS_LABELS: u32 = 8;
-        pub const COUNTER_CATEGORIES: u32 = 2;
+    pub(super) mod track {
+        pub(crate) const UUID: u32 = 1;
+        pub(crate) const NAME: u32 = 2;
+        pub(crate) const PROCESS: u32 = 3;
+        pub(crate) const THREAD: u32 = 4;
+        pub(crate) const PARENT_UUID: u32 = 5;
+        pub(crate) const COUNTER: u32 = 8;
+        pub(crate) const STATIC_NAME: u32 = 10;
+        pub(crate) const SIBLING_ORDER_RANK: u32 = 12;
+        pub(crate) const PID: u32 = 1;
+        pub(crate) const TID: u32 = 2;
+        pub(crate) const SORT_INDEX: u32 = 3;
+        pub(crate) const THREAD_NAME: u32 = 5;
+        pub(crate) const PROCESS_NAME: u32 = 6;
+        pub(crate) const PROCESS_LABELS: u32 = 8;
+        pub(crate) const COUNTER_CATEGORIES: u32 = 2;
     }
-    pub mod event {
-        pub const CATEGORY_IIDS: u32 = 3;
-        pub const ANNOTATIONS: u32 = 4;
-        pub const TYPE: u32 = 9;
-        pub const NAME_IID: u32 = 10;
-        pub const TRACK_UUID: u32 = 11;
-        pub const EXTRA_COUNTER_VALUES: u32 = 12;
-        pub const CATEGORIES: u32 = 22;
-        pub const NAME: u32 = 23;
-        pub const COUNTER_VALUE: u32 = 30;
-        pub const EXTRA_COUNTER_TRACKS: u32 = 31;
-        pub const DOUBLE_COUNTER_VALUE: u32 = 44;
-        pub const EXTRA_DOUBLE_COUNTER_TRACKS: u32 = 45;
-        pub const EXTRA_DOUBLE_COUNTER_VALUES: u32 = 46;
-        pub const FLOW_IDS: u32 = 47;
-        pub const TERMINATING_FLOW_IDS: u32 = 48;
-        pub const CORRELATION_ID: u32 = 52;
-        pub const SLICE_BEGIN: u64 = 1;
-        pub const SLICE_END: u64 = 2;
-        pub const INSTANT: u64 = 3;
-        pub const COUNTER: u64 = 4;
+    pub(super) mod event {
+        pub(crate) const CATEGORY_IIDS: u32 = 3;
+        pub(crate) const ANNOTATIONS: u32 = 4;
+        pub(crate) const TYPE: u32 = 9;
+        pub(crate) const NAME_IID: u32 = 10;
+        pub(crate) const TRACK_UUID: u32 = 11;
+        pub(crate) const EXTRA_COUNTER_VALUES: u32 = 12;
+        pub(crate) const CATEGORIES: u32 = 22;
+        pub(crate) const NAME: u32 = 23;
+        pub(crate) const COUNTER_VALUE: u32 = 30;
+        pub(crate) const EXTRA_COUNTER_TRACKS: u32 = 31;
+        pub(crate) const DOUBLE_COUNTER_VALUE: u32 = 44;
+        pub(crate) const EXTRA_DOUBLE_COUNTER_TRACKS: u32 = 45;
+        pub(crate) const EXTRA_DOUBLE_COUNTER_VALUES: u32 = 46;
+        pub(crate) const FLOW_IDS: u32 = 47;
+        pub(crate) const TERMINATING_FLOW_IDS: u32 = 48;
+        pub(crate) const CORRELATION_ID: u32 = 52;
+        pub(crate) const SLICE_BEGIN: u64 = 1;
+        pub(crate) const SLICE_END: u64 = 2;
+        pub(crate) const INSTANT: u64 = 3;
+        pub(crate) const COUNTER: u64 = 4;
     }
-    pub mod annotation {
-        pub const NAME_IID: u32 = 1;
-        pub const BOOL: u32 = 2;
-        pub const UINT: u32 = 3;
-        pub const INT: u32 = 4;
-        pub const DOUBLE: u32 = 5;
-        pub const STRING: u32 = 6;
-        pub const LEGACY_JSON: u32 = 9;
-        pub const NAME: u32 = 10;
-        pub const DICT: u32 = 11;
-        pub const ARRAY: u32 = 12;
+    pub(super) mod annotation {
+        pub(crate) const NAME_IID: u32 = 1;
+        pub(crate) const BOOL: u32 = 2;
+        pub(crate) const UINT: u32 = 3;
+        pub(crate) const INT: u32 = 4;
+        pub(crate) const DOUBLE: u32 = 5;
+        pub(crate) const STRING: u32 = 6;
+        pub(crate) const LEGACY_JSON: u32 = 9;
+        pub(crate) const NAME: u32 = 10;
+        pub(crate) const DICT: u32 = 11;
+        pub(crate) const ARRAY: u32 = 12;
     }
 }
 
@@ -141,13 +141,13 @@ const WINDOW_END: &str = "Record Window End";
 const ITERATION_START: &str = "Iteration Start: ";
 pub(crate) mod header {
     /// The JSON's `baseTimeNanoseconds`.
-    pub const BASE_TIME: &str = "baseTimeNanoseconds";
+    pub(crate) const BASE_TIME: &str = "baseTimeNanoseconds";
     /// The JSON's `traceName`.
-    pub const TRACE_NAME: &str = "traceName";
+    pub(crate) const TRACE_NAME: &str = "traceName";
     /// The JSON's `deviceProperties`.
-    pub const DEVICE_PROPERTIES: &str = "deviceProperties";
+    pub(crate) const DEVICE_PROPERTIES: &str = "deviceProperties";
     /// The capture window's start (the JSON says it with its row events' `ts`).
-    pub const WINDOW_START: &str = "windowStartNanoseconds";
+    pub(crate) const WINDOW_START: &str = "windowStartNanoseconds";
 }
 /// Flow ids of the writer's extra ends (`export::perfetto::flows`): top bits `11`.
 const KIND_BITS: u64 = 3 << 62;
