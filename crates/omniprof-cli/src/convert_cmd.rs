@@ -26,7 +26,7 @@ use omniprof_trace::export::{self, Format, WriteError, WriteStats};
 use omniprof_trace::import::{ReadError, ReadStats, TraceReader};
 
 use crate::progress::read_file;
-use crate::summary_cmd::report_skipped;
+use crate::reading::report_skipped;
 
 /// Convert a trace to another format.
 #[derive(Debug, clap::Args)]

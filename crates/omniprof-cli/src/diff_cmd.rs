@@ -8,11 +8,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use omniprof_trace::analysis::diff::diff;
-use omniprof_trace::analysis::{KeyAveragesOptions, SortKey};
+use omniprof_trace::analysis::KeyAveragesOptions;
 use omniprof_trace::import::Limits;
 
 use crate::output::print;
-use crate::summary_cmd::{key_averages_of, report_skipped, row_limit, Format, RowLimit};
+use crate::reading::{key_averages_of, report_skipped};
+use crate::rows::{row_limit, Format, RowArgs, RowLimit};
 
 /// Compare two traces op by op.
 #[derive(Debug, clap::Args)]
@@ -24,12 +25,8 @@ pub(crate) struct DiffArgs {
     /// The trace to compare (the later run).
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
-    /// Sort by the change of this column, largest increase first (the summary's keys:
-    /// self_cpu_time_total, cpu_time_total, cpu_time, self_device_time_total,
-    /// device_time_total, device_time, count, the memory usages, flops). Default: self CPU
-    /// plus self device time.
-    #[arg(long, value_name = "KEY")]
-    pub sort_by: Option<SortKey>,
+    #[command(flatten)]
+    pub(crate) rows: RowArgs,
     /// Print at most N rows; -1 for all.
     #[arg(
         long,
@@ -39,12 +36,6 @@ pub(crate) struct DiffArgs {
         value_parser = row_limit
     )]
     pub row_limit: RowLimit,
-    /// Also tell ops apart by their input shapes (`Input Dims`).
-    #[arg(long)]
-    pub group_by_shapes: bool,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
 }
 
 /// Runs `omniprof diff`.
@@ -52,7 +43,7 @@ pub(crate) fn run(args: &DiffArgs) -> ExitCode {
     let mut summaries = Vec::new();
     for path in [&args.base, &args.trace] {
         let options = KeyAveragesOptions {
-            group_by_input_shapes: args.group_by_shapes,
+            group_by_input_shapes: args.rows.group_by_shapes,
             ..Default::default()
         };
         match key_averages_of(path, options, Limits::default()) {
@@ -66,7 +57,7 @@ pub(crate) fn run(args: &DiffArgs) -> ExitCode {
             }
         }
     }
-    let d = diff(&summaries[0], &summaries[1], args.sort_by);
+    let d = diff(&summaries[0], &summaries[1], args.rows.sort_by);
     if !d.has_common_rows() {
         eprintln!(
             "note: {} and {} have no ops in common: every row is new or vanished",
@@ -75,7 +66,7 @@ pub(crate) fn run(args: &DiffArgs) -> ExitCode {
         );
     }
     let limit = args.row_limit.0;
-    let text = match args.format {
+    let text = match args.rows.format {
         Format::Table => d.table(limit),
         Format::Csv => d.csv(limit),
         Format::Json => d.json(limit) + "\n",

@@ -29,7 +29,7 @@ use omniprof_trace::import::{ArgFilter, ReadError, TraceItem, TraceReader};
 use omniprof_trace::keys::arg;
 
 use crate::progress::read_file;
-use crate::summary_cmd::report_skipped;
+use crate::reading::report_skipped;
 
 /// Draw a flame graph of a trace.
 #[derive(Debug, clap::Args)]

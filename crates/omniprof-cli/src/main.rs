@@ -14,6 +14,8 @@ mod parquet_cmd;
 mod plugins_cmd;
 mod progress;
 mod ranks_cmd;
+mod reading;
+mod rows;
 mod report_cmd;
 mod summary_cmd;
 mod trigger_cmd;

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use omniprof_parquet::{convert, trace_files, ConvertOptions};
 
-use crate::summary_cmd::report_skipped;
+use crate::reading::report_skipped;
 
 /// Runs the Parquet conversion.
 pub fn run(inputs: &[PathBuf], out_dir: &Path, partial: bool) -> ExitCode {

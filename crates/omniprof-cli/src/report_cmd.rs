@@ -27,7 +27,7 @@ use omniprof_trace::import::TraceReader;
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::progress::read_file;
-use crate::summary_cmd::{key_averages_of, report_skipped, summarize_file_watching};
+use crate::reading::{key_averages_of, report_skipped, summarize_file_watching};
 
 /// Write the report of traces as one HTML file.
 #[derive(Debug, clap::Args)]

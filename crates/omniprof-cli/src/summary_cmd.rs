@@ -26,17 +26,13 @@ use std::process::ExitCode;
 
 use omniprof_trace::analysis::counters::counter_stats;
 use omniprof_trace::analysis::metrics::kernel_metrics;
-use omniprof_trace::analysis::ranks::claimed_rank;
-use omniprof_trace::analysis::{
-    key_averages, KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, ReportOptions, SortKey,
-};
-use omniprof_trace::import::{ArgFilter, Limits, ReadError, ReadStats, TraceItem, TraceReader};
-use omniprof_trace::keys::metadata;
-use omniprof_trace::Trace;
+use omniprof_trace::analysis::{KeyAverages, KeyAveragesOptions, ReportOptions};
+use omniprof_trace::import::TraceReader;
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::output::print;
-use crate::progress::read_file;
+use crate::reading::{report_skipped, summarize_file, TraceSummary};
+use crate::rows::{row_limit, Format, RowArgs, RowLimit};
 
 /// Summarize a trace, or a job's traces, as PyTorch's `key_averages().table()`.
 #[derive(Debug, clap::Args)]
@@ -47,12 +43,8 @@ pub(crate) struct SummaryArgs {
     /// the rows summed over all ranks.
     #[arg(long, conflicts_with_all = ["metrics", "counters"])]
     pub by_rank: bool,
-    /// Sort rows by this column, descending: cpu_time_total, self_cpu_time_total, cpu_time,
-    /// device_time_total, self_device_time_total, device_time, count, cpu_memory_usage,
-    /// self_cpu_memory_usage, device_memory_usage, self_device_memory_usage (cuda / xpu /
-    /// privateuse1 in place of device also work), flops. Default: order of first appearance.
-    #[arg(long, value_name = "KEY")]
-    pub sort_by: Option<SortKey>,
+    #[command(flatten)]
+    pub(crate) rows: RowArgs,
     /// Print at most N rows; -1 for all (as PyTorch's `row_limit`).
     #[arg(
         long,
@@ -62,17 +54,11 @@ pub(crate) struct SummaryArgs {
         value_parser = row_limit
     )]
     pub row_limit: RowLimit,
-    /// Also group ops by their input shapes (`Input Dims`), adding an `Input Shapes` column.
-    #[arg(long)]
-    pub group_by_shapes: bool,
     /// Also group ops by the first N frames of their Python stack (PyTorch's
     /// `group_by_stack_n`: the `Call stack` arg, else the enclosing `python_function`
     /// events), adding a `Source Location` column; 0: not. Reads the whole trace into memory.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub group_by_stack: usize,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
     /// Per kernel name: calls, total device time, and each hardware metric's sum, mean, min
     /// and max (from the scope profiler's kernel args, or `cuda_profiler_range` events).
     #[arg(long, conflicts_with_all = ["counters", "sort_by", "group_by_shapes", "group_by_stack"])]
@@ -80,30 +66,6 @@ pub(crate) struct SummaryArgs {
     /// Per counter track and value: samples, min, mean, max and time-weighted mean.
     #[arg(long, conflicts_with_all = ["sort_by", "group_by_shapes", "group_by_stack"])]
     pub counters: bool,
-}
-
-/// How the rows are printed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Format {
-    /// A text table (for `summary`, PyTorch's).
-    Table,
-    Csv,
-    Json,
-}
-
-/// `--row-limit`: at most this many rows (`None`: all).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RowLimit(pub Option<usize>);
-
-/// Reads `--row-limit`: a count, or -1 for no limit; other negative numbers are refused.
-pub(crate) fn row_limit(text: &str) -> Result<RowLimit, String> {
-    match text.parse::<i64>() {
-        Ok(-1) => Ok(RowLimit(None)),
-        Ok(n) => usize::try_from(n)
-            .map(|n| RowLimit(Some(n)))
-            .map_err(|_| "a row count, or -1 for all rows".to_owned()),
-        Err(e) => Err(format!("not a number: {e}")),
-    }
 }
 
 /// Runs `omniprof summary`.
@@ -150,7 +112,7 @@ pub(crate) fn run(args: &SummaryArgs) -> ExitCode {
 
 fn report_options(args: &SummaryArgs, header: Option<String>) -> ReportOptions {
     ReportOptions {
-        sort_by: args.sort_by,
+        sort_by: args.rows.sort_by,
         row_limit: args.row_limit.0,
         header,
         ..Default::default()
@@ -158,7 +120,7 @@ fn report_options(args: &SummaryArgs, header: Option<String>) -> ReportOptions {
 }
 
 fn render(args: &SummaryArgs, summary: &KeyAverages, options: &ReportOptions) -> String {
-    match args.format {
+    match args.rows.format {
         Format::Table => summary.table(options),
         Format::Csv => summary.csv(options),
         Format::Json => summary.json(options) + "\n",
@@ -169,7 +131,7 @@ fn render(args: &SummaryArgs, summary: &KeyAverages, options: &ReportOptions) ->
 fn notes(args: &SummaryArgs, summary: &KeyAverages) {
     if summary.rows.is_empty() {
         eprintln!("note: no host ops or device activities to summarize");
-    } else if args.group_by_shapes
+    } else if args.rows.group_by_shapes
         && summary
             .rows
             .iter()
@@ -283,7 +245,7 @@ fn by_rank(
     label: &dyn Fn(usize) -> String,
 ) -> String {
     let partial = |i: usize| parts[i].outcome.is_err();
-    match args.format {
+    match args.rows.format {
         Format::Table => order
             .iter()
             .map(|&i| {
@@ -359,7 +321,7 @@ fn run_whole(args: &SummaryArgs, file: &Path) -> ExitCode {
         if summary.rows.is_empty() {
             eprintln!("note: no kernel or cuda_profiler_range event carries metrics");
         }
-        match args.format {
+        match args.rows.format {
             Format::Table => summary.table(),
             Format::Csv => summary.csv(),
             Format::Json => summary.json() + "\n",
@@ -369,7 +331,7 @@ fn run_whole(args: &SummaryArgs, file: &Path) -> ExitCode {
         if summary.rows.is_empty() {
             eprintln!("note: the trace has no counters");
         }
-        match args.format {
+        match args.rows.format {
             Format::Table => summary.table(),
             Format::Csv => summary.csv(),
             Format::Json => summary.json() + "\n",
@@ -381,193 +343,12 @@ fn run_whole(args: &SummaryArgs, file: &Path) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// One trace summarized: its rows, how the read went, and the rank it claims.
-pub(crate) struct TraceSummary {
-    pub(crate) summary: KeyAverages,
-    pub(crate) outcome: Result<ReadStats, ReadError>,
-    /// `distributedInfo.rank`.
-    pub(crate) rank: Option<u64>,
-}
-
 /// Streams the file into the summary; on error, the summary holds what was read before.
 fn summarize(args: &SummaryArgs, file: &Path) -> TraceSummary {
     let options = KeyAveragesOptions {
-        group_by_input_shapes: args.group_by_shapes,
+        group_by_input_shapes: args.rows.group_by_shapes,
         group_by_stack_n: args.group_by_stack,
         ..Default::default()
     };
     summarize_file(file, options, args.input.limits())
-}
-
-/// The summary of a trace file (`-`: standard input); see [`summarize_file`].
-pub(crate) fn key_averages_of(
-    path: &Path,
-    options: KeyAveragesOptions,
-    limits: Limits,
-) -> (KeyAverages, Result<ReadStats, ReadError>) {
-    let TraceSummary {
-        summary, outcome, ..
-    } = summarize_file(path, options, limits);
-    (summary, outcome)
-}
-
-/// The summary of a trace file (`-`: standard input), streamed (read whole when grouping
-/// by stack, which needs every event of a thread), with a progress bar on big files; on
-/// error, the summary of what was read before, and the error naming the file.
-///
-/// A streamed file is read again when its builder asks
-/// ([`ReadAgain`](omniprof_trace::analysis::ReadAgain): an item came too late for the
-/// ops it had folded, such as the profiler's span that PyTorch and omniprof write last);
-/// standard input, which cannot be read twice, keeps every host op instead.
-pub(crate) fn summarize_file(
-    path: &Path,
-    options: KeyAveragesOptions,
-    limits: Limits,
-) -> TraceSummary {
-    summarize_file_watching(path, options, limits, &[], &mut |_| {})
-}
-
-/// [`summarize_file`], with every item read also given to `watch` (`None` before a file
-/// is read again: what it gathered is to be dropped), read with the args `extra_args` names
-/// besides the summary's (which reads only those it needs, for speed); one read serves the
-/// summary and another analysis (`report`).
-pub(crate) fn summarize_file_watching(
-    path: &Path,
-    options: KeyAveragesOptions,
-    limits: Limits,
-    extra_args: &[&str],
-    watch: &mut dyn FnMut(Option<&TraceItem>),
-) -> TraceSummary {
-    let stdin = path.as_os_str() == "-";
-    let mut rank = None;
-    let reader_of = |builder: &KeyAveragesBuilder| {
-        let keys = builder
-            .arg_keys()
-            .into_iter()
-            .chain(extra_args.iter().copied());
-        TraceReader::new()
-            .args(ArgFilter::Only(keys.map(String::from).collect()))
-            .limits(limits)
-    };
-    let mut see = |item: &TraceItem, watch: &mut dyn FnMut(Option<&TraceItem>)| {
-        if let TraceItem::Metadata(key, value) = item {
-            if key == metadata::DISTRIBUTED_INFO {
-                rank = claimed_rank(value);
-            }
-        }
-        watch(Some(item));
-    };
-    if options.group_by_stack_n > 0 {
-        let reader = reader_of(&KeyAveragesBuilder::new(options.clone()));
-        let mut trace = Trace::new(0, 0);
-        let mut read = |input: &mut dyn io::Read| {
-            let outcome = reader.read(input);
-            trace = outcome.trace;
-            match outcome.error {
-                None => Ok(outcome.stats),
-                Some(e) => Err(e),
-            }
-        };
-        let outcome = if stdin {
-            read(&mut io::stdin().lock())
-        } else {
-            read_file(path, read)
-        };
-        // The items the stream would have given, from the trace read whole.
-        for (key, value) in &trace.metadata {
-            watch(Some(&TraceItem::Metadata(key.clone(), value.clone())));
-        }
-        for a in &trace.activities {
-            watch(Some(&TraceItem::Activity(a.clone())));
-        }
-        for series in trace.counters.series() {
-            for sample in &series.samples {
-                watch(Some(&TraceItem::Counter(
-                    series.track.clone(),
-                    sample.clone(),
-                )));
-            }
-        }
-        watch(Some(&TraceItem::Window(trace.window)));
-        let rank = trace
-            .metadata
-            .iter()
-            .find(|(k, _)| k == metadata::DISTRIBUTED_INFO)
-            .and_then(|(_, v)| claimed_rank(v));
-        return TraceSummary {
-            summary: key_averages(&trace, &options),
-            outcome,
-            rank,
-        };
-    }
-    let mut builder = if stdin {
-        KeyAveragesBuilder::keeping_every_op(options)
-    } else {
-        KeyAveragesBuilder::new(options)
-    };
-    // At most three reads: the last builder keeps every op, which always finishes.
-    loop {
-        let outcome = if stdin {
-            reader_of(&builder).stream(io::stdin().lock(), |item| {
-                see(&item, watch);
-                builder.add_item(&item)
-            })
-        } else {
-            read_file(path, |reader| {
-                reader_of(&builder).stream(reader, |item| {
-                    see(&item, watch);
-                    builder.add_item(&item)
-                })
-            })
-        };
-        match builder.finish() {
-            Ok(summary) => {
-                return TraceSummary {
-                    summary,
-                    outcome,
-                    rank,
-                }
-            }
-            Err(again) => {
-                log::debug!("{}: {again}", path.display());
-                builder = again.builder();
-                watch(None);
-            }
-        }
-    }
-}
-
-/// Says on standard error how many events were skipped, and why.
-pub(crate) fn report_skipped(stats: &ReadStats) {
-    let reasons = [
-        (stats.unknown_phase, "an unknown `ph`"),
-        (stats.unknown_category, "an unknown `cat`"),
-        (stats.unknown_metadata, "unknown metadata"),
-        (stats.unsupported_id, "a non-integer pid or tid"),
-        (stats.unmatched_flow, "a flow with no event"),
-        (
-            stats.foreign_packets,
-            "a Perfetto packet of no kind the model holds",
-        ),
-    ];
-    let parts: Vec<String> = reasons
-        .iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, why)| format!("{n} with {why}"))
-        .collect();
-    if !parts.is_empty() {
-        eprintln!(
-            "note: skipped {} of {} events ({})",
-            stats.skipped(),
-            stats.events,
-            parts.join(", ")
-        );
-    }
-    if stats.too_deep_args > 0 {
-        eprintln!(
-            "note: skipped {} arg values nested deeper than {} levels",
-            stats.too_deep_args,
-            omniprof_trace::value::MAX_DEPTH
-        );
-    }
 }
