@@ -36,6 +36,7 @@ pub mod export;
 pub mod hash;
 pub mod import;
 pub mod keys;
+mod lane_tid;
 pub mod report;
 pub mod sync;
 pub mod text;

@@ -43,11 +43,12 @@ use crate::counter::{CounterSample, CounterTrack};
 use crate::export::json::{
     write_float, write_i64, write_str, write_u64, write_us, write_value, write_value_compact,
 };
-use crate::export::lanes::{row_tid, written_span, Lanes, RowId, WrittenOrder, LANE_STRIDE};
+use crate::export::lanes::{row_tid, written_span, Lanes, RowId, WrittenOrder};
 use crate::export::WriteStats;
 use crate::hash::FastMap;
 use crate::import::{Limits, TraceItem};
 use crate::keys::arg;
+use crate::lane_tid::lane_tid;
 use crate::trace::{ProcessRow, Span, ThreadRow, Trace};
 use crate::value::Value;
 
@@ -548,7 +549,7 @@ impl<W: Write> Writer<W> {
                 base.map_or((format!("{tid}"), tid), |t| (t.name.clone(), t.sort_index));
             for lane in 1..=extra as i64 {
                 let name = format!("{name} (overlap {lane})");
-                let lane_tid = tid + lane * LANE_STRIDE;
+                let lane_tid = lane_tid(tid, lane);
                 self.meta(
                     "thread_name",
                     pid,
@@ -579,7 +580,7 @@ impl<W: Write> Writer<W> {
             kind => {
                 let (start, end) = written_span(a);
                 let lane = lanes.assign((a.device, row_tid(a.resource)), start, end);
-                let tid = row_tid(a.resource) + lane as i64 * LANE_STRIDE;
+                let tid = lane_tid(row_tid(a.resource), lane as i64);
                 self.event(b"X");
                 self.cat(kind.name());
                 let name: &str = if &*a.name == "kernel" {

@@ -3,19 +3,14 @@
 //!
 //! Viewers drop (Perfetto) or mis-draw slices that partly overlap on one row, so an event
 //! that would partly overlap another moves to a sibling lane of its row: the Chrome writer
-//! writes lane k as the row `tid + k × LANE_STRIDE`, the Perfetto writer as a sibling track.
+//! writes lane k as the row [`lane_tid`](crate::lane_tid::lane_tid) numbers, the Perfetto writer
+//! as a sibling track.
 
 use std::cmp::Reverse;
 
 use crate::activity::{Activity, ActivityType};
 use crate::hash::{cache_slot, FastMap};
-
-/// Sibling rows for overlapping events get `tid + lane × LANE_STRIDE`: above any OS thread
-/// id (Linux caps them at 2^22) or stream id, and below 2^31, because Perfetto folds larger
-/// tids into the process's main thread.
-pub(crate) const LANE_STRIDE: i64 = 1 << 24;
-/// Lanes past this share the last one (their events may then overlap).
-pub(crate) const MAX_LANE: usize = 127;
+use crate::lane_tid::MAX_LANE;
 
 /// How many recently used rows [`Lanes`] keeps at hand.
 const RECENT_ROWS: usize = 16;

@@ -25,9 +25,9 @@ use super::event::{activity_type, micros_to_ns, ArgFilter, Id, RawEvent};
 use super::item::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::counter::{CounterSample, CounterTrack};
-use crate::export::lanes::{LANE_STRIDE, MAX_LANE};
 use crate::hash::FastHasher;
 use crate::keys::arg;
+use crate::lane_tid::lane_row;
 use crate::trace::{ProcessRow, Span, ThreadRow, Window};
 use crate::value::Value;
 
@@ -109,18 +109,6 @@ pub(super) enum RowEvent {
     ProcessSortIndex(i64, i64),
     ThreadName((i64, i64), String),
     ThreadSortIndex((i64, i64), i64),
-}
-
-/// The row an event belongs to, for events the writer moved to a sibling row
-/// (`tid + lane × LANE_STRIDE`, lanes 1 to `MAX_LANE`). A foreign trace whose own tids fall
-/// in that range would be folded too; Linux thread ids and stream ids never do.
-fn lane_row(tid: i64) -> i64 {
-    let lane = tid / LANE_STRIDE;
-    if (1..=MAX_LANE as i64).contains(&lane) {
-        tid % LANE_STRIDE
-    } else {
-        tid
-    }
 }
 
 pub(super) fn as_u64(value: &Value) -> Option<u64> {
