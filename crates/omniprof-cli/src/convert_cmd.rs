@@ -30,7 +30,7 @@ use crate::reading::report_skipped;
 
 /// Convert a trace to another format.
 #[derive(Debug, clap::Args)]
-pub struct ConvertArgs {
+pub(crate) struct ConvertArgs {
     /// The trace to read: Kineto / PyTorch Chrome JSON or a Perfetto trace, plain or gzip.
     /// With `--format parquet`, any number of traces and directories of traces.
     #[arg(value_name = "IN", required = true, num_args = 1..)]
@@ -50,13 +50,13 @@ pub struct ConvertArgs {
 
 /// A format written as a directory of tables rather than one file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum TableFormat {
+pub(crate) enum TableFormat {
     /// Parquet tables partitioned by rank.
     Parquet,
 }
 
 /// Runs `omniprof convert`.
-pub fn run(args: &ConvertArgs) -> ExitCode {
+pub(crate) fn run(args: &ConvertArgs) -> ExitCode {
     if args.format == Some(TableFormat::Parquet) {
         return crate::parquet_cmd::run(&args.inputs, &args.output, args.partial);
     }

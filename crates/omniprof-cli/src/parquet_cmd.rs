@@ -14,7 +14,7 @@ use omniprof_parquet::{convert, trace_files, ConvertOptions};
 use crate::reading::report_skipped;
 
 /// Runs the Parquet conversion.
-pub fn run(inputs: &[PathBuf], out_dir: &Path, partial: bool) -> ExitCode {
+pub(crate) fn run(inputs: &[PathBuf], out_dir: &Path, partial: bool) -> ExitCode {
     let options = ConvertOptions {
         partial,
         ..Default::default()
