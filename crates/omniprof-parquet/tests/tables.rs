@@ -126,8 +126,9 @@ fn three_ranks_give_each_rank_its_traces_rows_and_the_summarys_sums() {
 
         let slices = table(&out, "slices", rank);
         assert_eq!(slices.len(), trace.activities.len());
-        // 2000 ops, and 600 launches with their 600 kernels.
-        assert_eq!(slices.len(), 3200);
+        // 2000 ops, 600 launches with their 600 kernels, and the rank's 10 steps (a
+        // ProfilerStep range and its all-reduce kernel each).
+        assert_eq!(slices.len(), 3220);
         for (i, (row, a)) in slices.iter().zip(&trace.activities).enumerate() {
             assert_eq!(long(row, "slice_id"), i as i64);
             assert_eq!(string(row, "name"), &*a.name);
@@ -146,7 +147,7 @@ fn three_ranks_give_each_rank_its_traces_rows_and_the_summarys_sums() {
             .iter()
             .filter(|r| string(r, "category") == ActivityType::ConcurrentKernel.name())
             .count();
-        assert_eq!(kernels, 600);
+        assert_eq!(kernels, 610);
         let flows = table(&out, "flows", rank);
         assert_eq!(flows.len(), 1200);
         assert_eq!(flows.iter().filter(|r| flag(r, "is_start")).count(), 600);
@@ -159,14 +160,14 @@ fn three_ranks_give_each_rank_its_traces_rows_and_the_summarys_sums() {
             .unwrap();
         assert_eq!(
             string(info, "value"),
-            format!(r#"{{"backend": "nccl", "rank": {rank}}}"#)
+            format!(r#"{{"backend": "nccl", "rank": {rank}, "world_size": 8}}"#)
         );
 
         // The ops table per name is the summary's rows, to the nanosecond.
         let sums = ops_sums(&out, rank);
         assert_eq!(sums, summary_sums(&trace));
-        // 8 `block_<n>` ranges, 8 ops, the launch, 3 kernels.
-        assert_eq!(sums.len(), 20);
+        // 8 `block_<n>` ranges, 8 ops, the launch, 3 kernels, the steps and their all-reduce.
+        assert_eq!(sums.len(), 22);
         assert_eq!(sums[&("aten::sum".to_owned(), false)][0], 200);
     }
 }
@@ -248,7 +249,7 @@ fn a_second_trace_of_one_rank_is_an_error_naming_both() {
         format!("{} and {} both claim rank 4", a.display(), b.display())
     );
     // The first trace's tables stay; nothing of the second is left.
-    assert_eq!(table(&out, "slices", 4).len(), 32);
+    assert_eq!(table(&out, "slices", 4).len(), 36);
     let entries: Vec<_> = std::fs::read_dir(out.join("slices")).unwrap().collect();
     assert_eq!(entries.len(), 1);
 }
