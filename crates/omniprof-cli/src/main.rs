@@ -15,8 +15,8 @@ mod plugins_cmd;
 mod progress;
 mod ranks_cmd;
 mod reading;
-mod rows;
 mod report_cmd;
+mod rows;
 mod summary_cmd;
 mod trigger_cmd;
 
