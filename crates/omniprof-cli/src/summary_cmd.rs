@@ -8,7 +8,8 @@
 //! is bounded by those limits and the read windows, whatever the file holds. With
 //! `--metrics`, the per-kernel hardware metrics instead (a scope-profiler trace of omniprof,
 //! or PyTorch's `cuda_profiler_range` events); with `--counters`, each counter track's
-//! statistics. With `--group-by-stack N`, rows also group by the first N frames of their
+//! statistics; with `--steps`, where each step's time went (kernels, copies, fills,
+//! communication, runtime, host-only work, idle: the report's overview), streamed. With `--group-by-stack N`, rows also group by the first N frames of their
 //! Python stack (PyTorch's `group_by_stack_n`), which takes the whole trace in memory (an
 //! op's stack may come from the `python_function` events around it).
 //!
@@ -26,11 +27,13 @@ use std::process::ExitCode;
 
 use omniprof_trace::analysis::counters::counter_stats;
 use omniprof_trace::analysis::metrics::kernel_metrics;
+use omniprof_trace::analysis::step_time::StepTimeBuilder;
 use omniprof_trace::analysis::{KeyAverages, KeyAveragesOptions, ReportOptions};
 use omniprof_trace::import::TraceReader;
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::output::print;
+use crate::progress::read_file;
 use crate::reading::{report_skipped, summarize_file, TraceSummary};
 use crate::rows::{row_limit, Format, RowArgs, RowLimit};
 
@@ -66,6 +69,11 @@ pub(crate) struct SummaryArgs {
     /// Per counter track and value: samples, min, mean, max and time-weighted mean.
     #[arg(long, conflicts_with_all = ["sort_by", "group_by_shapes", "group_by_stack"])]
     pub counters: bool,
+    /// Per `ProfilerStep#N` (or the whole trace without steps): its time in kernels, memory
+    /// copies, memory fills, communication, runtime calls, host-only work and idle, each
+    /// instant counted once, and the device's utilization (the report's overview).
+    #[arg(long, conflicts_with_all = ["metrics", "counters", "by_rank", "sort_by", "group_by_shapes", "group_by_stack"])]
+    pub steps: bool,
 }
 
 /// Runs `omniprof summary`.
@@ -77,6 +85,13 @@ pub(crate) fn run(args: &SummaryArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.steps {
+        let [file] = files.as_slice() else {
+            eprintln!("error: --steps reads one trace; {} given", files.len());
+            return ExitCode::from(2);
+        };
+        return run_steps(args, file);
+    }
     if args.metrics || args.counters {
         let [file] = files.as_slice() else {
             eprintln!(
@@ -296,6 +311,43 @@ fn by_rank(
 
 /// The column `--by-rank --format csv` adds first.
 const RANK_COLUMN: &str = "rank";
+
+/// `--steps`: the trace streamed into a [`StepTimeBuilder`], the one split the report draws.
+fn run_steps(args: &SummaryArgs, file: &Path) -> ExitCode {
+    let mut builder = StepTimeBuilder::default();
+    let reader = TraceReader::new().limits(args.input.limits());
+    let outcome = if file.as_os_str() == "-" {
+        reader.stream(io::stdin().lock(), |item| builder.add_item(&item))
+    } else {
+        read_file(file, |input| {
+            reader.stream(input, |item| builder.add_item(&item))
+        })
+    };
+    let mut code = 0;
+    match &outcome {
+        Ok(stats) => report_skipped(stats),
+        Err(e) => {
+            eprintln!("error: {e}");
+            code = 1;
+            if !args.input.partial {
+                return ExitCode::from(code);
+            }
+        }
+    }
+    let steps = builder.finish();
+    if steps.steps.is_empty() {
+        eprintln!("note: the trace has no step and no work to split");
+    }
+    let text = match args.rows.format {
+        Format::Table => steps.table(),
+        Format::Csv => steps.csv(),
+        Format::Json => steps.json() + "\n",
+    };
+    if !print(&text) {
+        code = 1;
+    }
+    ExitCode::from(code)
+}
 
 /// `--metrics` and `--counters`, which read the whole trace (they need its counters and
 /// every kernel's args).

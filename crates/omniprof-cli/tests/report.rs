@@ -605,3 +605,42 @@ fn operators_group_by_stack_as_summary_does() {
         .iter()
         .any(|r| !r["stack"].as_array().expect("a stack").is_empty()));
 }
+
+#[test]
+fn the_overviews_step_split_is_what_summary_steps_prints() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("demo.json");
+    ok(&["demo", "-o", path(&trace)]);
+    let page = dir.path().join("demo.html");
+    ok(&["report", path(&trace), "-o", path(&page)]);
+    let printed: Value = serde_json::from_str(&ok(&[
+        "summary",
+        path(&trace),
+        "--steps",
+        "--format",
+        "json",
+    ]))
+    .expect("JSON");
+    let steps = printed["steps"].as_array().expect("steps");
+    // The demo's 40 steps, each split into parts that add up to it.
+    assert_eq!(steps.len(), 40);
+    for s in steps {
+        let parts: i64 = [
+            "kernel_ns",
+            "memcpy_ns",
+            "memset_ns",
+            "communication_ns",
+            "runtime_ns",
+            "cpu_only_ns",
+            "idle_ns",
+        ]
+        .iter()
+        .map(|k| s[k].as_i64().expect("ns"))
+        .sum();
+        assert_eq!(
+            parts,
+            s["end_ns"].as_i64().unwrap() - s["start_ns"].as_i64().unwrap()
+        );
+    }
+    assert_eq!(model_of(&page)["steps"], printed);
+}

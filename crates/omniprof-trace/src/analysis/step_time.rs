@@ -29,6 +29,8 @@
 
 use serde::Serialize;
 
+use super::grid::render;
+
 use super::ranks::{clip, length, subtract, union, WorkKind};
 use crate::activity::{Activity, ActivityClass, ActivityType};
 use crate::hash::FastMap;
@@ -99,6 +101,78 @@ pub struct StepTimes {
     pub steps: Vec<StepTime>,
     /// The trace has device work (kernels, copies, fills): its utilization means something.
     pub has_device: bool,
+}
+
+/// The columns of [`StepTimes::table`] and [`StepTimes::csv`], one place for both.
+const COLUMNS: [(&str, &str); 10] = [
+    ("Step", "step"),
+    ("Duration (us)", "duration_us"),
+    ("Kernel (us)", "kernel_us"),
+    ("Memcpy (us)", "memcpy_us"),
+    ("Memset (us)", "memset_us"),
+    ("Communication (us)", "communication_us"),
+    ("Runtime (us)", "runtime_us"),
+    ("CPU only (us)", "cpu_only_us"),
+    ("Idle (us)", "idle_us"),
+    ("Device utilization (%)", "device_utilization_pct"),
+];
+
+impl StepTimes {
+    /// Each step's cells, as the table and the CSV print them: its name, then microseconds
+    /// with three decimals (exact nanoseconds), then the utilization.
+    fn cells(&self) -> Vec<Vec<String>> {
+        let us = |ns: i64| format!("{}.{:03}", ns / 1000, (ns % 1000).abs());
+        self.steps
+            .iter()
+            .map(|s| {
+                let name = match s.number {
+                    Some(n) => format!("ProfilerStep#{n}"),
+                    None => "(whole trace)".to_owned(),
+                };
+                let mut row = vec![name];
+                row.extend(
+                    [
+                        s.duration_ns(),
+                        s.kernel_ns,
+                        s.memcpy_ns,
+                        s.memset_ns,
+                        s.communication_ns,
+                        s.runtime_ns,
+                        s.cpu_only_ns,
+                        s.idle_ns,
+                    ]
+                    .map(us),
+                );
+                row.push(format!("{:.2}", s.device_utilization));
+                row
+            })
+            .collect()
+    }
+
+    /// The steps as a text table (`omniprof summary --steps`).
+    pub fn table(&self) -> String {
+        let headers: Vec<&str> = COLUMNS.iter().map(|(h, _)| *h).collect();
+        let numeric: Vec<bool> = (0..COLUMNS.len()).map(|i| i > 0).collect();
+        render(&headers, &numeric, &self.cells())
+    }
+
+    /// `step,duration_us,kernel_us,memcpy_us,memset_us,communication_us,runtime_us,
+    /// cpu_only_us,idle_us,device_utilization_pct`.
+    pub fn csv(&self) -> String {
+        let header: Vec<&str> = COLUMNS.iter().map(|(_, c)| *c).collect();
+        let mut out = header.join(",") + "\n";
+        for row in self.cells() {
+            out.push_str(&row.join(","));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// `{"steps": [{"number", "start_ns", "end_ns", "kernel_ns", ...}], "has_device"}`: what
+    /// the report embeds.
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("plain data serializes")
+    }
 }
 
 /// Accumulates a trace, item by item, into its [`StepTimes`].
@@ -222,6 +296,24 @@ mod tests {
 
     fn activity(kind: ActivityType, name: &str, start: i64, end: i64) -> Activity {
         Activity::new(kind, name, 1, 1, start, end)
+    }
+
+    #[test]
+    fn the_csv_gives_each_step_its_exact_microseconds() {
+        let mut b = StepTimeBuilder::default();
+        for a in [
+            activity(ActivityType::UserAnnotation, "ProfilerStep#3", 0, 100_500),
+            activity(ActivityType::CpuOp, "aten::mm", 0, 40_000),
+            activity(ActivityType::ConcurrentKernel, "gemm", 35_000, 80_250),
+        ] {
+            b.add_activity(&a);
+        }
+        assert_eq!(
+            b.finish().csv(),
+            "step,duration_us,kernel_us,memcpy_us,memset_us,communication_us,runtime_us,\
+             cpu_only_us,idle_us,device_utilization_pct\n\
+             ProfilerStep#3,100.500,45.250,0.000,0.000,0.000,0.000,35.000,20.250,45.02\n"
+        );
     }
 
     #[test]
