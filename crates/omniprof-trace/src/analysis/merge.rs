@@ -67,7 +67,7 @@ impl KeyAverages {
         for row in &other.rows {
             let key = row_key(row);
             match index.get(&key) {
-                Some(&i) => add_row(&mut self.rows[i], row),
+                Some(&i) => self.rows[i].add(row),
                 None => {
                     index.insert(key, self.rows.len());
                     self.rows.push(row.clone());
@@ -93,33 +93,6 @@ impl KeyAverages {
         job.rows.sort_by_key(row_key);
         job
     }
-}
-
-fn add_row(into: &mut Row, row: &Row) {
-    into.count += row.count;
-    into.self_cpu_time_total_ns = into
-        .self_cpu_time_total_ns
-        .saturating_add(row.self_cpu_time_total_ns);
-    into.cpu_time_total_ns = into.cpu_time_total_ns.saturating_add(row.cpu_time_total_ns);
-    into.self_device_time_total_ns = into
-        .self_device_time_total_ns
-        .saturating_add(row.self_device_time_total_ns);
-    into.device_time_total_ns = into
-        .device_time_total_ns
-        .saturating_add(row.device_time_total_ns);
-    into.cpu_time_total_us += row.cpu_time_total_us;
-    into.device_time_total_us += row.device_time_total_us;
-    into.cpu_memory_usage = into.cpu_memory_usage.saturating_add(row.cpu_memory_usage);
-    into.self_cpu_memory_usage = into
-        .self_cpu_memory_usage
-        .saturating_add(row.self_cpu_memory_usage);
-    into.device_memory_usage = into
-        .device_memory_usage
-        .saturating_add(row.device_memory_usage);
-    into.self_device_memory_usage = into
-        .self_device_memory_usage
-        .saturating_add(row.self_device_memory_usage);
-    into.flops = into.flops.saturating_add(row.flops);
 }
 
 #[cfg(test)]

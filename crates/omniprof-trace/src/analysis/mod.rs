@@ -242,6 +242,35 @@ pub struct Row {
 }
 
 impl Row {
+    /// Adds `row`'s calls, times, memory and FLOPs to this row's (exact sums, saturating):
+    /// what `total_average` and the merge of several traces' rows both do.
+    pub(crate) fn add(&mut self, row: &Row) {
+        self.count += row.count;
+        self.self_cpu_time_total_ns = self
+            .self_cpu_time_total_ns
+            .saturating_add(row.self_cpu_time_total_ns);
+        self.cpu_time_total_ns = self.cpu_time_total_ns.saturating_add(row.cpu_time_total_ns);
+        self.self_device_time_total_ns = self
+            .self_device_time_total_ns
+            .saturating_add(row.self_device_time_total_ns);
+        self.device_time_total_ns = self
+            .device_time_total_ns
+            .saturating_add(row.device_time_total_ns);
+        self.cpu_time_total_us += row.cpu_time_total_us;
+        self.device_time_total_us += row.device_time_total_us;
+        self.cpu_memory_usage = self.cpu_memory_usage.saturating_add(row.cpu_memory_usage);
+        self.self_cpu_memory_usage = self
+            .self_cpu_memory_usage
+            .saturating_add(row.self_cpu_memory_usage);
+        self.device_memory_usage = self
+            .device_memory_usage
+            .saturating_add(row.device_memory_usage);
+        self.self_device_memory_usage = self
+            .self_device_memory_usage
+            .saturating_add(row.self_device_memory_usage);
+        self.flops = self.flops.saturating_add(row.flops);
+    }
+
     /// CPU time per call, as PyTorch computes it.
     pub fn cpu_time_avg_us(&self) -> f64 {
         self.cpu_time_total_us / self.count.max(1) as f64
@@ -361,30 +390,7 @@ impl KeyAverages {
             ..Row::default()
         };
         for r in &self.rows {
-            total.count += r.count;
-            total.self_cpu_time_total_ns = total
-                .self_cpu_time_total_ns
-                .saturating_add(r.self_cpu_time_total_ns);
-            total.cpu_time_total_ns = total.cpu_time_total_ns.saturating_add(r.cpu_time_total_ns);
-            total.self_device_time_total_ns = total
-                .self_device_time_total_ns
-                .saturating_add(r.self_device_time_total_ns);
-            total.device_time_total_ns = total
-                .device_time_total_ns
-                .saturating_add(r.device_time_total_ns);
-            total.cpu_time_total_us += r.cpu_time_total_us;
-            total.device_time_total_us += r.device_time_total_us;
-            total.cpu_memory_usage = total.cpu_memory_usage.saturating_add(r.cpu_memory_usage);
-            total.self_cpu_memory_usage = total
-                .self_cpu_memory_usage
-                .saturating_add(r.self_cpu_memory_usage);
-            total.device_memory_usage = total
-                .device_memory_usage
-                .saturating_add(r.device_memory_usage);
-            total.self_device_memory_usage = total
-                .self_device_memory_usage
-                .saturating_add(r.self_device_memory_usage);
-            total.flops = total.flops.saturating_add(r.flops);
+            total.add(r);
         }
         Some(total)
     }
