@@ -237,9 +237,6 @@ std::map<const void*, std::shared_ptr<Recording>> running;
 // Per thread, per session: the correlation ids pushed and not popped.
 thread_local std::map<const void*, std::vector<uint64_t>> pushed;
 std::atomic<uint32_t> next_flow{1};
-// Each kernel's launch (host) start and end, by flow id.
-std::mutex launches_mu;
-std::map<uint32_t, std::pair<int64_t, int64_t>> launches;
 
 // The thread's system id, as profilers name host threads.
 int32_t thread_id() { return static_cast<int32_t>(syscall(SYS_gettid)); }
@@ -295,7 +292,9 @@ at::Tensor binary(const at::Tensor& a, const at::Tensor& b, float alpha, bool mu
                                        a.device(), c10::nullopt, c10::nullopt);
   int64_t spin = kernel_us.load();
   Stream* s = &stream(device);
-  // Each running session gets this kernel, linked to the op its thread pushed for it.
+  // Each running session gets this kernel, linked to the op its thread pushed for it. Its
+  // launch is the host's work from here until the kernel is queued.
+  int64_t launch_start = unix_ns();
   std::vector<std::pair<std::shared_ptr<Recording>, KernelRecord>> seen;
   {
     std::lock_guard<std::mutex> g(sessions_mu);
@@ -310,7 +309,11 @@ at::Tensor binary(const at::Tensor& a, const at::Tensor& b, float alpha, bool mu
       seen.emplace_back(recording, std::move(k));
     }
   }
-  int64_t launch_start = unix_ns();
+  int64_t launch_end = unix_ns();
+  for (auto& [recording, k] : seen) {
+    k.launch_start = launch_start;
+    k.launch_end = launch_end;
+  }
   s->launch([a, b, out, alpha, multiply, spin, s, seen]() mutable {
     int64_t started = unix_ns();
     int64_t until = now_ns() + spin * 1000;
@@ -331,13 +334,6 @@ at::Tensor binary(const at::Tensor& a, const at::Tensor& b, float alpha, bool mu
       recording->kernels.push_back(k);
     }
   });
-  int64_t launch_end = unix_ns();
-  // The launch times are known only now: the records the task holds were copied, so they
-  // are told through their recordings' kernels by flow id at processTrace.
-  {
-    std::lock_guard<std::mutex> g(launches_mu);
-    for (auto& [recording, k] : seen) launches[k.flow] = {launch_start, launch_end};
-  }
   return out;
 }
 
@@ -506,15 +502,6 @@ class ToySession final : public libkineto::IActivityProfilerSession {
     }
     int32_t pid = static_cast<int32_t>(getpid());
     for (const KernelRecord& k : kernels) {
-      std::pair<int64_t, int64_t> launch{k.start, k.start};
-      {
-        std::lock_guard<std::mutex> g(launches_mu);
-        auto it = launches.find(k.flow);
-        if (it != launches.end()) {
-          launch = it->second;
-          launches.erase(it);
-        }
-      }
       if (k.end > end) continue;
       const libkineto::ITraceActivity* op =
           k.op ? linked(static_cast<int32_t>(k.op)) : nullptr;
@@ -522,8 +509,8 @@ class ToySession final : public libkineto::IActivityProfilerSession {
         libkineto::GenericTraceActivity call;
         call.activityType = libkineto::ActivityType::PRIVATEUSE1_RUNTIME;
         call.activityName = "toydevLaunchKernel";
-        call.startTime = launch.first;
-        call.endTime = launch.second;
+        call.startTime = k.launch_start;
+        call.endTime = k.launch_end;
         call.device = pid;
         call.resource = k.thread;
         call.threadId = k.thread;
