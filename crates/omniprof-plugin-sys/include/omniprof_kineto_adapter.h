@@ -267,7 +267,8 @@ inline std::vector<std::pair<std::string, std::string>> metadata_pairs(const std
 }
 
 /* Kineto's ActivityLogger over the host's trace builder: what processTrace logs becomes
- * builder calls. Failed builder calls are counted, not fatal: the host names what it refused. */
+ * builder calls. A failed builder call is not fatal: the host counts and names what it
+ * refused. An activity of a Kineto type with no ABI type (kTypes) is left out. */
 class BuilderLogger final : public libkineto::ActivityLogger {
  public:
   explicit BuilderLogger(const KinetoPlugin_TraceBuilder* b) : b_(b) {}
@@ -279,7 +280,7 @@ class BuilderLogger final : public libkineto::ActivityLogger {
     d.sortIndex = info.sortIndex;
     d.pName = info.name.c_str();
     d.pLabel = info.label.c_str();
-    refused_ += b_->addDeviceInfo(b_->pTraceBuilderHandle, &d) != 0;
+    b_->addDeviceInfo(b_->pTraceBuilderHandle, &d);
   }
 
   void handleResourceInfo(const libkineto::ResourceInfo& info, int64_t) override {
@@ -289,7 +290,7 @@ class BuilderLogger final : public libkineto::ActivityLogger {
     r.resourceId = static_cast<int32_t>(info.id);
     r.displayOrder = static_cast<int32_t>(info.sortIndex);
     r.pName = info.name.c_str();
-    refused_ += b_->addResourceInfo(b_->pTraceBuilderHandle, &r) != 0;
+    b_->addResourceInfo(b_->pTraceBuilderHandle, &r);
   }
 
   void handleOverheadInfo(const OverheadInfo&, int64_t) override {}
@@ -306,10 +307,7 @@ class BuilderLogger final : public libkineto::ActivityLogger {
 
   void handleActivity(const libkineto::ITraceActivity& a) override {
     KinetoPlugin_ProfileEventType type = abi_type(a.type());
-    if (type == KINETO_PLUGIN_PROFILE_EVENT_TYPE_INVALID) {
-      untyped_++;
-      return;
-    }
+    if (type == KINETO_PLUGIN_PROFILE_EVENT_TYPE_INVALID) return;
     KinetoPlugin_ProfileEvent e{};
     e.unpaddedStructSize = KINETO_PLUGIN_PROFILE_EVENT_UNPADDED_STRUCT_SIZE;
     e.eventType = type;
@@ -319,10 +317,7 @@ class BuilderLogger final : public libkineto::ActivityLogger {
     e.eventId = op ? op->correlationId() : 0;
     e.deviceId = static_cast<int32_t>(a.deviceId());
     e.resourceId = static_cast<int32_t>(a.resourceId());
-    if (b_->addEvent(b_->pTraceBuilderHandle, &e) != 0) {
-      refused_++;
-      return;
-    }
+    if (b_->addEvent(b_->pTraceBuilderHandle, &e) != 0) return;
     std::string name = a.name();
     b_->setLastEventName(b_->pTraceBuilderHandle, name.c_str());
     for (const auto& [key, value] : metadata_pairs(a.metadataJson())) {
@@ -349,13 +344,9 @@ class BuilderLogger final : public libkineto::ActivityLogger {
     return it->second.get();
   }
 
-  int64_t untyped() const { return untyped_; }
-
  private:
   const KinetoPlugin_TraceBuilder* b_;
   std::unordered_map<int32_t, std::unique_ptr<HostOp>> ops_;
-  int64_t refused_ = 0;
-  int64_t untyped_ = 0;
 };
 
 /* ---- the C ABI functions ---------------------------------------------------------------- */
