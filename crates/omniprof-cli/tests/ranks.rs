@@ -96,15 +96,7 @@ fn the_summary_of_a_directory_sums_every_rank_s_rows_exactly() {
         assert_eq!(got, ns, "{name}");
     }
     // Name order, whatever the traces' clocks.
-    let names: Vec<&str> = all["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
-    let mut sorted = names.clone();
-    sorted.sort();
-    assert_eq!(names, sorted);
+    assert_in_name_order(&all["rows"]);
     // The same rows from the files given one by one.
     let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     assert_eq!(json(&omniprof(&args, &paths)), all);
@@ -147,15 +139,7 @@ fn by_rank_lists_each_rank_s_rows_under_its_rank() {
         .collect();
     assert_eq!(ranks, [0, 1, 2, 3]);
     // Each rank's rows in name order, as the job's.
-    let names: Vec<&str> = doc["ranks"][1]["summary"]["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
-    let mut sorted = names.clone();
-    sorted.sort();
-    assert_eq!(names, sorted);
+    assert_in_name_order(&doc["ranks"][1]["summary"]["rows"]);
     assert_eq!(doc["ranks"][2]["partial"], false);
     assert!(doc["ranks"][2]["trace"]
         .as_str()
@@ -392,4 +376,17 @@ fn a_job_of_json_gzip_and_perfetto_traces_reads_as_its_json_traces() {
         doc
     };
     assert_eq!(report(mixed.path()), report(json_dir.path()));
+}
+
+/// Asserts that summary rows (a JSON array) come in name order.
+fn assert_in_name_order(rows: &serde_json::Value) {
+    let names: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
 }
