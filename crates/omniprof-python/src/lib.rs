@@ -207,6 +207,13 @@ mod testing {
     }
 }
 
+/// Why CUDA activity cannot be recorded in this process (no driver, no `libcupti`, a CUPTI
+/// version of unknown layout), in one line, or `None` when CUPTI can record it.
+#[pyfunction]
+fn cuda_unavailable_reason() -> Option<String> {
+    omniprof_cupti::unavailable_reason()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ProfilerError", m.py().get_type::<ProfilerError>())?;
@@ -217,6 +224,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RecordFunction>()?;
     m.add_function(wrap_pyfunction!(instant, m)?)?;
     m.add_function(wrap_pyfunction!(step, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_unavailable_reason, m)?)?;
     m.add_function(wrap_pyfunction!(on_demand_opted_in, m)?)?;
     m.add_function(wrap_pyfunction!(serve_on_demand, m)?)?;
     testing::register(m)?;

@@ -61,6 +61,9 @@ def step() -> int:
     """Marks the end of one iteration of the application (iteration-based on-demand traces
     count these); returns the new iteration number."""
 
+def cuda_unavailable_reason() -> Optional[str]:
+    """Why CUDA activity cannot be recorded in this process, in one line, or ``None``."""
+
 def on_demand_opted_in() -> bool: ...
 def serve_on_demand() -> None: ...
 def install_torch_observer(entry_points: CapsuleType) -> None:

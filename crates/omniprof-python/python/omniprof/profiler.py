@@ -6,8 +6,10 @@ import os
 import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Union
 
-from . import _native, _observer, _warn
+from . import _cuda, _native, _observer, _warn
 from ._native import KeyAverages, ProfilerError, Schedule, Trace
+
+_cuda.set_search_path()
 
 
 class ProfilerActivity(enum.Enum):
@@ -216,6 +218,7 @@ class profile:
             if value != _NOT_YET_SUPPORTED[key]:
                 _warn_once(key, f"omniprof does not support {key} yet; it is ignored")
         schedule = _as_schedule(schedule)
+        self._activity_names: List[str] = list(names or [])
         self.on_trace_ready = on_trace_ready
         # PyTorch records shapes whenever it counts FLOPs.
         self.record_shapes = record_shapes or with_flops
@@ -269,6 +272,10 @@ class profile:
 
         With torch imported, PyTorch's ops are observed while a trace records (the
         observer is built on the first start, before recording begins)."""
+        if self._records_cuda():
+            refusal = _cuda.refusal()
+            if refusal is not None:
+                raise ProfilerError(refusal)
         _observer.install()
         _observer.install_privateuse1_profiler()
         self._frames_cut = _observer.stack_frames_cut()[0]
@@ -280,6 +287,14 @@ class profile:
         self._started = True
         self._torch_flag = _observer.announce_start()
         for activity in self._session.unrecorded_activities():
+            reason = _cuda.unavailable_reason() if activity == "CUDA" else None
+            if reason is not None:
+                _warn_once(
+                    f"activity:{activity}",
+                    f"omniprof: ProfilerActivity.CUDA was selected, but {reason}; the "
+                    "trace has no CUDA timeline",
+                )
+                continue
             _warn_once(
                 f"activity:{activity}",
                 f"omniprof: ProfilerActivity.{activity} was selected, but nothing here "
@@ -294,12 +309,20 @@ class profile:
     def stop(self) -> None:
         """Stops recording (with a schedule: ends the run, handing a recording cycle's trace
         to ``on_trace_ready``)."""
+        if self._records_cuda() and self._session.running:
+            _cuda.synchronize()
         try:
             self._session.stop()
         finally:
             self._announce_stop()
             self._warn_frames_cut()
             self._deliver()
+
+    def _records_cuda(self) -> bool:
+        if self._activity_names:
+            return "CUDA" in self._activity_names
+        # No activities given: torch.profiler's default, which records CUDA where it can.
+        return _cuda.unavailable_reason() is None
 
     def _warn_frames_cut(self) -> None:
         if not self.with_stack:

@@ -16,6 +16,10 @@
 #define USE_KINETO 1
 #endif
 
+// A PyTorch older than the PrivateUse1 profiler registry (2.11 has none): no backend can have
+// registered a profiler, and the entry point is always null.
+#if __has_include(<torch/csrc/profiler/standalone/privateuse1_profiler.h>)
+#define OMNIPROF_HAS_PRIVATEUSE1_REGISTRY 1
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
 #include <mutex>
@@ -74,3 +78,15 @@ const KinetoEntryPoint* profiler_entry_point() {
 }
 
 }  // namespace omniprof::privateuse1
+
+#else
+
+#include "privateuse1_profiler.h"
+
+namespace omniprof::privateuse1 {
+
+const KinetoEntryPoint* profiler_entry_point() { return nullptr; }
+
+}  // namespace omniprof::privateuse1
+
+#endif

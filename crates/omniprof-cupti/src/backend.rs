@@ -1,0 +1,768 @@
+//! The CUPTI backend: CUPTI's activity API behind omniprof's [`ActivityProfiler`].
+//!
+//! | omniprof | CUPTI |
+//! |---|---|
+//! | session start | buffers readied, callbacks registered, activity kinds enabled, clocks paired |
+//! | window opened after a warm-up | buffers flushed and their records dropped (Kineto's `flushWarmupBuffers`) |
+//! | host op / user range pushed | `cuptiActivityPushExternalCorrelationId` (`CUSTOM0` / `CUSTOM1`) |
+//! | session stop | kinds disabled, buffers flushed (`FLUSH_FORCED`), clocks paired again |
+//! | `kernel`, `gpu_memcpy`, `gpu_memset` | on (device, stream), linked to the op through the external correlation of their launch |
+//! | `cuda_runtime`, `cuda_driver` | on the launching host thread, with `cbid` |
+//! | `cuda_sync`, `overhead` | synchronization waits, CUPTI's own costs |
+//! | `deviceProperties` | from the driver, with Kineto's keys |
+
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use omniprof::backend::{
+    ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
+    ResourceInfo,
+};
+use omniprof::keys::metadata;
+use omniprof::record::CorrelationListener;
+use omniprof::{Activity, ActivitySet, ActivityType, Config, Value, Window};
+
+use crate::buffers::{self, Completed};
+use crate::clock::{ClockMap, Pair};
+use crate::library::{self, DeviceProperties, Loaded};
+use crate::names::{self, ApiNames};
+use crate::records::{self, external, kind, Record};
+
+/// The device type traces name (`device_type`), as PyTorch's.
+pub const DEVICE_TYPE: &str = "CUDA";
+/// Metadata keys this backend writes.
+pub mod keys {
+    /// CUPTI's API version.
+    pub const CUPTI_VERSION: &str = "cupti_version";
+    /// Where CUPTI was loaded from.
+    pub const CUPTI_LIBRARY: &str = "cupti_library";
+    /// The driver's CUDA version.
+    pub const CUDA_DRIVER_VERSION: &str = "cuda_driver_version";
+    /// Wall time minus CUPTI time at session start, in nanoseconds.
+    pub const CLOCK_OFFSET_NS: &str = "cupti_clock_offset_ns";
+    /// How much that offset changed by the stop, in nanoseconds.
+    pub const CLOCK_DRIFT_NS: &str = "cupti_clock_drift_ns";
+}
+
+/// Device rows sort after the host, as Kineto's do.
+const DEVICE_SORT_OFFSET: i64 = 5_000_000;
+
+/// What this backend records, as omniprof types and CUPTI activity kinds.
+const SUPPORTED: [(ActivityType, u32); 7] = [
+    (ActivityType::ConcurrentKernel, kind::CONCURRENT_KERNEL),
+    (ActivityType::GpuMemcpy, kind::MEMCPY),
+    (ActivityType::GpuMemset, kind::MEMSET),
+    (ActivityType::CudaRuntime, kind::RUNTIME),
+    (ActivityType::CudaDriver, kind::DRIVER),
+    (ActivityType::CudaSync, kind::SYNCHRONIZATION),
+    (ActivityType::Overhead, kind::OVERHEAD),
+];
+
+/// Whether a CUPTI session is recording: CUPTI's activity state is one per process.
+static RECORDING: AtomicBool = AtomicBool::new(false);
+
+/// Why CUDA activity cannot be recorded in this process (no driver, no `libcupti`, a CUPTI
+/// version of unknown layout), or `None` when it can. One line, for the user.
+pub fn unavailable_reason() -> Option<String> {
+    library::loaded()
+        .err()
+        .map(|reason| format!("CUPTI sits out: {reason}"))
+}
+
+/// The backend: stateless, one per process, registered statically.
+#[derive(Default)]
+pub struct CuptiProfiler;
+
+omniprof::register_profiler!(CuptiProfiler);
+
+impl ActivityProfiler for CuptiProfiler {
+    fn name(&self) -> &str {
+        "cupti"
+    }
+
+    /// Nothing where CUPTI cannot run ([`unavailable_reason`] says why), so no session asks.
+    fn available_activities(&self) -> ActivitySet {
+        match library::loaded() {
+            Ok(_) => SUPPORTED.iter().map(|&(t, _)| t).collect(),
+            Err(_) => ActivitySet::empty(),
+        }
+    }
+
+    fn configure(
+        &self,
+        activities: ActivitySet,
+        _config: &Config,
+    ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
+        let loaded = library::loaded().map_err(BackendError::new)?;
+        let kinds: Vec<u32> = SUPPORTED
+            .iter()
+            .filter(|(t, _)| activities.contains(*t))
+            .map(|&(_, k)| k)
+            .collect();
+        // Runtime calls and overhead alone are no reason to start CUPTI.
+        if !kinds
+            .iter()
+            .any(|k| [kind::CONCURRENT_KERNEL, kind::MEMCPY, kind::MEMSET].contains(k))
+        {
+            return Ok(None);
+        }
+        let devices = loaded
+            .driver
+            .device_count()
+            .map_err(|e| BackendError::new(format!("CUPTI sits out: {e}")))?;
+        if devices == 0 {
+            return Err(BackendError::new(
+                "CUPTI sits out: the CUDA driver sees no device",
+            ));
+        }
+        Ok(Some(Box::new(CuptiSession {
+            loaded,
+            kinds,
+            enabled: Vec::new(),
+            start: None,
+            clock: None,
+            completed: Vec::new(),
+            losses: (0, 0),
+            errors: Vec::new(),
+            devices: BTreeSet::new(),
+            streams: BTreeSet::new(),
+        })))
+    }
+}
+
+/// One trace's worth of CUPTI recording.
+struct CuptiSession {
+    loaded: &'static Loaded,
+    /// The kinds to enable (external correlation comes with them).
+    kinds: Vec<u32>,
+    /// The kinds enabled now, to disable at stop.
+    enabled: Vec<u32>,
+    start: Option<Pair>,
+    clock: Option<ClockMap>,
+    completed: Vec<Completed>,
+    /// Records CUPTI dropped, and buffer requests refused.
+    losses: (u64, u64),
+    errors: Vec<String>,
+    devices: BTreeSet<u32>,
+    streams: BTreeSet<(u32, u32)>,
+}
+
+/// Feeds the engine's pushes into CUPTI's external correlation stacks.
+struct ExternalCorrelation(&'static Loaded);
+
+impl CorrelationListener for ExternalCorrelation {
+    fn push_correlation_id(&self, id: u64) {
+        self.0.cupti.push_external(external::OP, id);
+    }
+    fn pop_correlation_id(&self) {
+        self.0.cupti.pop_external(external::OP);
+    }
+    fn push_user_correlation_id(&self, id: u64) {
+        self.0.cupti.push_external(external::USER, id);
+    }
+    fn pop_user_correlation_id(&self) {
+        self.0.cupti.pop_external(external::USER);
+    }
+}
+
+impl CuptiSession {
+    fn disable_all(&mut self) {
+        let cupti = &self.loaded.cupti;
+        for k in self.enabled.drain(..).rev() {
+            if let Err(e) = cupti.disable(k) {
+                self.errors.push(e);
+            }
+        }
+    }
+
+    /// Stops recording if it still runs (a stop that never came).
+    fn finish(&mut self) {
+        if !self.enabled.is_empty() {
+            self.disable_all();
+            if let Err(e) = self.loaded.cupti.flush_all() {
+                self.errors.push(e);
+            }
+        }
+        if self.start.is_some() && self.clock.is_none() {
+            RECORDING.store(false, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for CuptiSession {
+    fn drop(&mut self) {
+        self.finish();
+        buffers::give_back(buffers::take_completed().into_iter().map(|c| c.buffer));
+        buffers::give_back(self.completed.drain(..).map(|c| c.buffer));
+    }
+}
+
+impl ProfilerSession for CuptiSession {
+    fn start(&mut self) -> Result<(), BackendError> {
+        if RECORDING.swap(true, Ordering::AcqRel) {
+            return Err(BackendError::new(
+                "another omniprof session is recording CUDA activity in this process; CUPTI \
+                 serves one at a time",
+            ));
+        }
+        let cupti = &self.loaded.cupti;
+        buffers::prepare(cupti);
+        cupti.use_system_thread_ids();
+        let started = cupti
+            .register_callbacks(buffers::request, buffers::complete)
+            .and_then(|()| {
+                for &k in std::iter::once(&kind::EXTERNAL_CORRELATION).chain(&self.kinds) {
+                    cupti.enable(k)?;
+                    self.enabled.push(k);
+                }
+                Ok(())
+            });
+        if let Err(e) = started {
+            self.disable_all();
+            RECORDING.store(false, Ordering::Release);
+            return Err(BackendError::new(format!("CUPTI could not start: {e}")));
+        }
+        self.start = Some(Pair::take(5, || cupti.timestamp()));
+        Ok(())
+    }
+
+    fn window_opened(&mut self) -> Result<(), BackendError> {
+        self.loaded.cupti.flush_all().map_err(BackendError::new)?;
+        buffers::give_back(buffers::take_completed().into_iter().map(|c| c.buffer));
+        buffers::reset_losses();
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<(), BackendError> {
+        let cupti = &self.loaded.cupti;
+        self.disable_all();
+        let flushed = cupti.flush_all();
+        let stop = Pair::take(5, || cupti.timestamp());
+        self.clock = self.start.map(|start| ClockMap::new(start, stop));
+        self.completed = buffers::take_completed();
+        self.losses = buffers::losses();
+        RECORDING.store(false, Ordering::Release);
+        flushed.map_err(BackendError::new)
+    }
+
+    fn process_trace(
+        &mut self,
+        sink: &mut dyn ActivitySink,
+        host_ops: &dyn HostOps,
+        _window: Window,
+    ) -> Result<(), BackendError> {
+        let Some(clock) = self.clock else {
+            return Err(BackendError::new(
+                "CUPTI's trace was asked for before its stop",
+            ));
+        };
+        let records = self.decode_all();
+        let mut links: HashMap<u32, (Option<u64>, Option<u64>)> = HashMap::new();
+        let mut context_device: HashMap<u32, u32> = HashMap::new();
+        for r in &records {
+            match r {
+                (Record::ExternalCorrelation(e), _) => {
+                    let link = links.entry(e.correlation).or_default();
+                    match e.external_kind {
+                        external::OP => link.0 = Some(e.external_id),
+                        external::USER => link.1 = Some(e.external_id),
+                        _ => {}
+                    }
+                }
+                (Record::Kernel(k), _) => {
+                    context_device.insert(k.context, k.device);
+                }
+                (Record::Memcpy(m), _) => {
+                    context_device.insert(m.context, m.device);
+                }
+                _ => {}
+            }
+        }
+        let properties: HashMap<u32, DeviceProperties> = context_device
+            .values()
+            .copied()
+            .collect::<BTreeSet<u32>>()
+            .into_iter()
+            .filter_map(|d| Some((d, self.loaded.driver.properties(d)?)))
+            .collect();
+        let pid = i64::from(std::process::id());
+        let time = |ns: u64| clock.to_unix_ns(ns);
+        let mut api_names = ApiNames::default();
+        for (record, name) in records {
+            let device_work =
+                |a: Activity, correlation: u32, sink: &mut dyn ActivitySink| match links
+                    .get(&correlation)
+                    .and_then(|l| l.1)
+                {
+                    Some(user) => sink.add_in_user_range(a, user),
+                    None => sink.add(a),
+                };
+            match record {
+                Record::Kernel(k) => {
+                    self.note_stream(k.device, k.stream);
+                    let mut a = Activity::new(
+                        ActivityType::ConcurrentKernel,
+                        name.unwrap_or_else(|| "<unnamed kernel>".into()),
+                        k.device.into(),
+                        k.stream.into(),
+                        time(k.start),
+                        time(k.end),
+                    );
+                    a.correlation = k.correlation.into();
+                    a.linked_correlation = links.get(&k.correlation).and_then(|l| l.0);
+                    a.args = kernel_args(&k, properties.get(&k.device));
+                    device_work(a, k.correlation, sink);
+                }
+                Record::Memcpy(m) => {
+                    self.note_stream(m.device, m.stream);
+                    let mut a = Activity::new(
+                        ActivityType::GpuMemcpy,
+                        names::memcpy(m.copy_kind, m.src_kind, m.dst_kind),
+                        m.device.into(),
+                        m.stream.into(),
+                        time(m.start),
+                        time(m.end),
+                    );
+                    a.correlation = m.correlation.into();
+                    a.linked_correlation = links.get(&m.correlation).and_then(|l| l.0);
+                    a.args = transfer_args(&a, m.device, m.context, m.stream, m.bytes);
+                    device_work(a, m.correlation, sink);
+                }
+                Record::Memset(m) => {
+                    self.note_stream(m.device, m.stream);
+                    let mut a = Activity::new(
+                        ActivityType::GpuMemset,
+                        names::memset(m.memory_kind),
+                        m.device.into(),
+                        m.stream.into(),
+                        time(m.start),
+                        time(m.end),
+                    );
+                    a.correlation = m.correlation.into();
+                    a.linked_correlation = links.get(&m.correlation).and_then(|l| l.0);
+                    a.args = transfer_args(&a, m.device, m.context, m.stream, m.bytes);
+                    device_work(a, m.correlation, sink);
+                }
+                Record::Api(api) => {
+                    let name = api_names.get(&self.loaded.cupti, api.driver, api.cbid);
+                    if !api.driver && names::is_left_out(&name) {
+                        continue;
+                    }
+                    let linked = links.get(&api.correlation).and_then(|l| l.0);
+                    // On the row of the op that made the call, which carries the thread id
+                    // the host recorder wrote.
+                    let thread = linked
+                        .and_then(|id| host_ops.get(id))
+                        .map_or(i64::from(api.thread), |op| op.resource);
+                    let kind = if api.driver {
+                        ActivityType::CudaDriver
+                    } else {
+                        ActivityType::CudaRuntime
+                    };
+                    let mut a =
+                        Activity::new(kind, name, pid, thread, time(api.start), time(api.end));
+                    a.correlation = api.correlation.into();
+                    a.linked_correlation = linked;
+                    a.args.push(("cbid".into(), Value::from(api.cbid)));
+                    sink.add(a);
+                }
+                Record::Sync(s) => {
+                    let device = context_device.get(&s.context).copied().unwrap_or(0);
+                    let stream = if s.stream == u32::MAX { 0 } else { s.stream };
+                    let mut a = Activity::new(
+                        ActivityType::CudaSync,
+                        names::sync(s.sync_type),
+                        device.into(),
+                        stream.into(),
+                        time(s.start),
+                        time(s.end),
+                    );
+                    a.correlation = s.correlation.into();
+                    a.args.push((
+                        "cuda_sync_kind".into(),
+                        Value::from(names::sync(s.sync_type)),
+                    ));
+                    a.args
+                        .push(("stream".into(), Value::from(i64::from(s.stream as i32))));
+                    a.args.push(("device".into(), Value::from(device)));
+                    a.args.push(("context".into(), Value::from(s.context)));
+                    if s.event != u32::MAX {
+                        a.args
+                            .push(("wait_on_cuda_event_id".into(), Value::from(s.event)));
+                    }
+                    if s.stream != u32::MAX {
+                        self.note_stream(device, s.stream);
+                    }
+                    sink.add(a);
+                }
+                Record::Overhead(o) => {
+                    // A process or thread object is (pid, tid); a device object is
+                    // (device, context, stream).
+                    let (device, resource) = match o.object_kind {
+                        1 | 2 => (pid, i64::from(o.object[1])),
+                        _ => (i64::from(o.object[0]), i64::from(o.object[2])),
+                    };
+                    let a = Activity::new(
+                        ActivityType::Overhead,
+                        names::overhead(o.kind),
+                        device,
+                        resource,
+                        time(o.start),
+                        time(o.end),
+                    );
+                    sink.add(a);
+                }
+                Record::ExternalCorrelation(_) | Record::Other(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn device_info(&self) -> Vec<DeviceInfo> {
+        self.devices
+            .iter()
+            .map(|&d| DeviceInfo {
+                id: d.into(),
+                sort_index: i64::from(d) + DEVICE_SORT_OFFSET,
+                name: format!("GPU {d}"),
+                label: format!("GPU {d}"),
+            })
+            .collect()
+    }
+
+    fn resource_infos(&self) -> Vec<ResourceInfo> {
+        self.streams
+            .iter()
+            .map(|&(device, stream)| ResourceInfo {
+                device_id: device.into(),
+                id: stream.into(),
+                sort_index: stream.into(),
+                name: format!("stream {stream} "),
+            })
+            .collect()
+    }
+
+    fn errors(&self) -> Vec<String> {
+        let mut errors = self.errors.clone();
+        let (dropped, refused) = self.losses;
+        if dropped > 0 {
+            errors.push(format!(
+                "CUPTI dropped {dropped} CUDA activity records: its buffers were full"
+            ));
+        }
+        if refused > 0 {
+            errors.push(format!(
+                "{refused} CUPTI buffer requests were refused: all {} buffers of {} MiB were \
+                 in use, and the records they would have held were dropped",
+                buffers::MAX_BUFFERS,
+                buffers::BUFFER_BYTES >> 20
+            ));
+        }
+        errors
+    }
+
+    fn metadata(&self) -> Vec<(String, Value)> {
+        let cupti = &self.loaded.cupti;
+        let mut entries = vec![
+            (metadata::DEVICE_TYPE.to_owned(), Value::from(DEVICE_TYPE)),
+            (keys::CUPTI_VERSION.to_owned(), Value::from(cupti.version)),
+            (
+                keys::CUPTI_LIBRARY.to_owned(),
+                Value::from(cupti.path.as_str()),
+            ),
+        ];
+        if let Some(v) = self.loaded.driver.version() {
+            entries.push((keys::CUDA_DRIVER_VERSION.to_owned(), Value::from(v)));
+        }
+        if let Some(clock) = self.clock {
+            entries.push((
+                keys::CLOCK_OFFSET_NS.to_owned(),
+                Value::from(clock.offset_ns()),
+            ));
+            entries.push((
+                keys::CLOCK_DRIFT_NS.to_owned(),
+                Value::from(clock.drift_ns()),
+            ));
+        }
+        entries
+    }
+
+    fn device_properties(&self) -> Vec<Value> {
+        self.devices
+            .iter()
+            .filter_map(|&d| self.loaded.driver.properties(d))
+            .map(|p| properties_value(&p))
+            .collect()
+    }
+
+    fn correlation_listener(&self) -> Option<Arc<dyn CorrelationListener>> {
+        Some(Arc::new(ExternalCorrelation(self.loaded)))
+    }
+}
+
+impl CuptiSession {
+    fn note_stream(&mut self, device: u32, stream: u32) {
+        self.devices.insert(device);
+        self.streams.insert((device, stream));
+    }
+
+    /// Every record of the completed buffers, with kernels' names read (demangled once per
+    /// name CUPTI holds); the buffers go back to the pool.
+    fn decode_all(&mut self) -> Vec<(Record, Option<Arc<str>>)> {
+        let cupti = &self.loaded.cupti;
+        let mut out = Vec::new();
+        let mut kernel_names: HashMap<u64, Arc<str>> = HashMap::new();
+        let mut truncated = 0u64;
+        for mut buffer in std::mem::take(&mut self.completed) {
+            let base = buffer.as_mut_ptr();
+            let mut at: *mut u8 = std::ptr::null_mut();
+            loop {
+                // SAFETY: `base` is a buffer CUPTI completed with `valid` bytes, and `at` null
+                // or the record returned for it before.
+                let next = unsafe { cupti.next_record(base, buffer.valid, at) };
+                let record = match next {
+                    Ok(Some(record)) => record,
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.errors.push(e);
+                        break;
+                    }
+                };
+                at = record;
+                let end = base as usize + buffer.valid;
+                // SAFETY: the record's kind is its first 4 bytes, inside the buffer.
+                let record_kind = unsafe { record.cast::<u32>().read_unaligned() };
+                let len = records::bytes_read(record_kind).min(end - record as usize);
+                // SAFETY: `len` bytes from the record lie inside the buffer's valid bytes.
+                let bytes = unsafe { std::slice::from_raw_parts(record, len) };
+                match records::decode(bytes) {
+                    Ok(Record::Kernel(k)) => {
+                        let name = kernel_names
+                            .entry(k.name_ptr)
+                            .or_insert_with(|| kernel_name(k.name_ptr))
+                            .clone();
+                        out.push((Record::Kernel(k), Some(name)));
+                    }
+                    Ok(r) => out.push((r, None)),
+                    Err(_) => truncated += 1,
+                }
+            }
+            buffers::give_back([buffer.buffer]);
+        }
+        if truncated > 0 {
+            self.errors.push(format!(
+                "{truncated} CUPTI records were shorter than their kind's fields and were \
+                 not decoded"
+            ));
+        }
+        out
+    }
+}
+
+/// The demangled name CUPTI holds at `ptr` (valid while the kernel's module is loaded, which
+/// it is between the stop and the trace's processing).
+fn kernel_name(ptr: u64) -> Arc<str> {
+    if ptr == 0 {
+        return "<unnamed kernel>".into();
+    }
+    // SAFETY: a kernel record's name is CUPTI's NUL-terminated copy of the function name.
+    let mangled = unsafe { CStr::from_ptr(ptr as *const std::ffi::c_char) };
+    names::demangle(mangled).into()
+}
+
+/// A kernel's `args`, as Kineto writes them.
+fn kernel_args(k: &records::Kernel, props: Option<&DeviceProperties>) -> Vec<(Arc<str>, Value)> {
+    let mut args: Vec<(Arc<str>, Value)> = vec![
+        ("queued".into(), Value::from(k.queued.min(i64::MAX as u64))),
+        ("device".into(), Value::from(k.device)),
+        ("context".into(), Value::from(k.context)),
+        ("stream".into(), Value::from(k.stream)),
+        (
+            "registers per thread".into(),
+            Value::from(u32::from(k.registers)),
+        ),
+        ("shared memory".into(), Value::from(k.shared_memory)),
+    ];
+    if let Some(occupancy) = props.and_then(|p| Occupancy::estimate(p, k)) {
+        args.push(("blocks per SM".into(), Value::from(occupancy.blocks_per_sm)));
+        args.push(("warps per SM".into(), Value::from(occupancy.warps_per_sm)));
+    }
+    args.push(("grid".into(), Value::from(k.grid.to_vec())));
+    args.push(("block".into(), Value::from(k.block.to_vec())));
+    if let Some(occupancy) = props.and_then(|p| Occupancy::estimate(p, k)) {
+        args.push((
+            "est. achieved occupancy %".into(),
+            Value::from(occupancy.percent),
+        ));
+    }
+    args
+}
+
+/// A copy's or set's `args`.
+fn transfer_args(
+    a: &Activity,
+    device: u32,
+    context: u32,
+    stream: u32,
+    bytes: u64,
+) -> Vec<(Arc<str>, Value)> {
+    let ns = a.duration_ns().max(1) as f64;
+    vec![
+        ("device".into(), Value::from(device)),
+        ("context".into(), Value::from(context)),
+        ("stream".into(), Value::from(stream)),
+        ("bytes".into(), Value::from(bytes)),
+        (
+            "memory bandwidth (GB/s)".into(),
+            Value::from(bytes as f64 / ns),
+        ),
+    ]
+}
+
+/// A kernel's estimated occupancy, from its launch and the device's limits (the occupancy
+/// calculator's rules: warps, registers allocated per warp in 256s, shared memory with 1 KiB
+/// reserved per block, blocks per SM).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Occupancy {
+    blocks_per_sm: f64,
+    warps_per_sm: f64,
+    percent: i64,
+}
+
+impl Occupancy {
+    fn estimate(p: &DeviceProperties, k: &records::Kernel) -> Option<Self> {
+        let positive = |v: i32| u64::try_from(v).ok().filter(|&v| v > 0);
+        let warp = positive(p.warp_size)?;
+        let sms = positive(p.num_sms)?;
+        let threads: u64 = k.block.iter().map(|&d| positive(d).unwrap_or(1)).product();
+        let blocks: u64 = k.grid.iter().map(|&d| positive(d).unwrap_or(1)).product();
+        let warps_per_block = threads.div_ceil(warp);
+        let max_warps = positive(p.max_threads_per_sm)? / warp;
+        let by_warps = max_warps / warps_per_block.max(1);
+        let regs_per_warp = (u64::from(k.registers) * warp).div_ceil(256) * 256;
+        let by_regs = match regs_per_warp * warps_per_block {
+            0 => u64::MAX,
+            per_block => positive(p.regs_per_sm).unwrap_or(0) / per_block,
+        };
+        let by_shared = match u64::try_from(k.shared_memory).unwrap_or(0) {
+            0 => u64::MAX,
+            shared => positive(p.shared_mem_per_sm).unwrap_or(0) / (shared + 1024),
+        };
+        let by_blocks = positive(p.max_blocks_per_sm).unwrap_or(u64::MAX);
+        let resident = by_warps.min(by_regs).min(by_shared).min(by_blocks);
+        let blocks_per_sm = blocks as f64 / sms as f64;
+        let achieved = (resident as f64).min(blocks_per_sm.ceil());
+        let percent = (achieved * warps_per_block as f64 / max_warps.max(1) as f64 * 100.0)
+            .round()
+            .min(100.0) as i64;
+        Some(Self {
+            blocks_per_sm,
+            warps_per_sm: blocks_per_sm * warps_per_block as f64,
+            percent,
+        })
+    }
+}
+
+/// A device's `deviceProperties` entry, with Kineto's keys in Kineto's order.
+fn properties_value(p: &DeviceProperties) -> Value {
+    [
+        ("id", Value::from(p.id)),
+        ("name", Value::from(p.name.as_str())),
+        ("totalGlobalMem", Value::from(p.total_global_mem)),
+        ("computeMajor", Value::from(p.compute_major)),
+        ("computeMinor", Value::from(p.compute_minor)),
+        ("maxThreadsPerBlock", Value::from(p.max_threads_per_block)),
+        (
+            "maxThreadsPerMultiprocessor",
+            Value::from(p.max_threads_per_sm),
+        ),
+        ("regsPerBlock", Value::from(p.regs_per_block)),
+        ("regsPerMultiprocessor", Value::from(p.regs_per_sm)),
+        ("warpSize", Value::from(p.warp_size)),
+        ("sharedMemPerBlock", Value::from(p.shared_mem_per_block)),
+        (
+            "sharedMemPerMultiprocessor",
+            Value::from(p.shared_mem_per_sm),
+        ),
+        ("numSms", Value::from(p.num_sms)),
+        (
+            "sharedMemPerBlockOptin",
+            Value::from(p.shared_mem_per_block_optin),
+        ),
+    ]
+    .into_iter()
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h100() -> DeviceProperties {
+        DeviceProperties {
+            id: 0,
+            name: "NVIDIA H100".into(),
+            total_global_mem: 80 << 30,
+            compute_major: 9,
+            compute_minor: 0,
+            max_threads_per_block: 1024,
+            max_threads_per_sm: 2048,
+            regs_per_block: 65536,
+            regs_per_sm: 65536,
+            warp_size: 32,
+            shared_mem_per_block: 49152,
+            shared_mem_per_sm: 233472,
+            num_sms: 132,
+            shared_mem_per_block_optin: 232448,
+            max_blocks_per_sm: 32,
+        }
+    }
+
+    fn kernel(grid: [i32; 3], block: [i32; 3], registers: u16, shared: i64) -> records::Kernel {
+        records::Kernel {
+            start: 0,
+            end: 1,
+            device: 0,
+            context: 1,
+            stream: 7,
+            grid,
+            block,
+            registers,
+            shared_memory: shared,
+            correlation: 5,
+            name_ptr: 0,
+            queued: 0,
+        }
+    }
+
+    #[test]
+    fn occupancy_is_limited_by_registers_when_they_run_out_first() {
+        // 256 threads = 8 warps; 64 registers → 2048 per warp, 16384 per block: 4 blocks.
+        let k = kernel([1320, 1, 1], [256, 1, 1], 64, 0);
+        let o = Occupancy::estimate(&h100(), &k).unwrap();
+        assert_eq!(o.blocks_per_sm, 10.0);
+        assert_eq!(o.warps_per_sm, 80.0);
+        assert_eq!(o.percent, 50);
+    }
+
+    #[test]
+    fn occupancy_of_a_small_grid_is_what_its_blocks_fill() {
+        // 66 blocks over 132 SMs: half a block each, rounded up to one block of 4 warps.
+        let k = kernel([66, 1, 1], [128, 1, 1], 32, 1024);
+        let o = Occupancy::estimate(&h100(), &k).unwrap();
+        assert_eq!(o.blocks_per_sm, 0.5);
+        assert_eq!(o.percent, 6);
+    }
+
+    #[test]
+    fn device_properties_use_kinetos_keys_in_order() {
+        let json = properties_value(&h100()).to_json();
+        assert!(json.starts_with(
+            "{\"id\": 0, \"name\": \"NVIDIA H100\", \"totalGlobalMem\": 85899345920, \
+             \"computeMajor\": 9, \"computeMinor\": 0,"
+        ));
+        assert!(json.ends_with("\"numSms\": 132, \"sharedMemPerBlockOptin\": 232448}"));
+    }
+}

@@ -1,0 +1,47 @@
+//! omniprof's NVIDIA backend: kernels, copies, sets, runtime and driver calls,
+//! synchronization and CUPTI's own overhead, recorded through CUPTI's activity API.
+//!
+//! It is one more backend on omniprof's platform, registered statically like any vendor's
+//! ([`omniprof::register_profiler!`]): a program that links this crate (the Python package
+//! does) records CUDA work in every session that selects a device type, with no setup.
+//!
+//! It is a static Rust backend, not a Kineto-ABI plugin built with the CUDA SDK, so that
+//! nothing of CUDA is needed to build it: `libcupti` and the driver are loaded at run time
+//! (see [`LIBRARY_ENV`] and [`SEARCH_PATH_ENV`] for where they are looked for), and where
+//! they are missing the backend offers no activity types and [`unavailable_reason`] says
+//! why in one line. CUPTI's records are read by field offsets checked against CUPTI's own
+//! headers for every version it accepts ([`KNOWN_VERSIONS`]); another version is refused with
+//! its number named.
+//!
+//! Every kernel links to the host op that launched it through CUPTI's external correlation:
+//! the engine pushes each host op's correlation id (`CUSTOM0`) and user range's (`CUSTOM1`)
+//! around the op, as Kineto does, and the launch's records carry them.
+//!
+//! ```
+//! use omniprof::backend::ActivityProfiler;
+//!
+//! let backend = omniprof_cupti::CuptiProfiler;
+//! match omniprof_cupti::unavailable_reason() {
+//!     // Where CUDA is absent the backend offers nothing, and says why.
+//!     Some(reason) => {
+//!         assert!(reason.starts_with("CUPTI sits out: "));
+//!         assert!(backend.available_activities().is_empty());
+//!     }
+//!     None => assert!(!backend.available_activities().is_empty()),
+//! }
+//! ```
+
+mod backend;
+mod buffers;
+mod clock;
+mod library;
+mod names;
+mod records;
+
+pub use backend::{keys, unavailable_reason, CuptiProfiler, DEVICE_TYPE};
+pub use clock::{ClockMap, Pair};
+pub use library::{LIBRARY_ENV, SEARCH_PATH_ENV};
+pub use records::{
+    bytes_read, decode, external, is_known_version, kind, Api, ExternalCorrelation, Field, Kernel,
+    Memcpy, Memset, Overhead, Record, Sync, Truncated, FIELDS, KNOWN_VERSIONS,
+};

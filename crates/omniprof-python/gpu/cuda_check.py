@@ -1,0 +1,279 @@
+"""The CUDA end-to-end check of omniprof's CUPTI backend (docs/cuda.md), on a machine with an
+NVIDIA GPU: one CUDA workload profiled by torch.profiler and by omniprof in the same process,
+compared.
+
+The workload has a convolution, matrix products, copies both ways, a memset, a
+synchronization and a ``torch.profiler.record_function`` range. It runs under
+``omniprof.profile(activities=[CPU, CUDA])``, then ``torch.profiler.profile`` with the same
+activities, then omniprof again (so each profiler runs after the other once). Checked:
+
+- the same kernel names with the same counts, and total kernel time per name within 5 %;
+- every omniprof kernel linked to a host op (``External id`` of a ``cpu_op``);
+- ``key_averages()`` device columns within 5 % of PyTorch's, row by row;
+- a CUDA session is refused while torch.profiler records;
+- the per-op overhead of both with the CUDA activity on (``x.add_(1)`` on the GPU).
+
+It writes ``report.json`` and both traces into ``--out`` and exits non-zero when a check
+fails. Run: ``python crates/omniprof-python/gpu/cuda_check.py --out DIR``.
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable, Dict, List, Tuple
+
+import torch
+import torch.nn as nn
+
+import omniprof
+
+TOLERANCE = 0.05
+
+
+def build() -> Tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(32, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(32 * 32 * 32, 256),
+    ).cuda()
+    batch = torch.randn(16, 3, 32, 32).pin_memory()
+    weight = torch.randn(2048, 2048, device="cuda")
+    return model, batch, weight
+
+
+def workload(model: nn.Module, batch: torch.Tensor, weight: torch.Tensor, steps: int) -> None:
+    for _ in range(steps):
+        with torch.profiler.record_function("e2e_step"):
+            x = batch.to("cuda", non_blocking=True)
+            out = model(x)
+            loss = out.float().pow(2).mean()
+            loss.backward()
+            product = torch.mm(weight, weight)
+            scratch = torch.zeros(1 << 20, device="cuda")
+            scratch.add_(product[0, 0])
+            host = out.detach().to("cpu")
+            torch.cuda.synchronize()
+            del host
+
+
+def kernels(trace: Dict[str, Any], cats: Tuple[str, ...] = ("kernel",)) -> Dict[str, List[float]]:
+    by_name: Dict[str, List[float]] = collections.defaultdict(list)
+    for e in trace["traceEvents"]:
+        if e.get("cat") in cats and e.get("ph") == "X":
+            by_name[e["name"]].append(float(e["dur"]))
+    return by_name
+
+
+def unlinked_kernels(trace: Dict[str, Any]) -> List[str]:
+    ops = {
+        e["args"]["External id"]
+        for e in trace["traceEvents"]
+        if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})
+    }
+    return [
+        e["name"]
+        for e in trace["traceEvents"]
+        if e.get("cat") == "kernel" and e.get("args", {}).get("External id") not in ops
+    ]
+
+
+def device_rows(prof: Any) -> Dict[str, Tuple[int, float, float]]:
+    rows = {}
+    for row in prof.key_averages():
+        rows[row.key] = (row.count, row.self_device_time_total, row.device_time_total)
+    return rows
+
+
+def run_omniprof(model, batch, weight, steps, path) -> Tuple[Dict[str, Any], Any]:
+    acts = [omniprof.ProfilerActivity.CPU, omniprof.ProfilerActivity.CUDA]
+    with omniprof.profile(activities=acts) as prof:
+        workload(model, batch, weight, steps)
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        return json.load(f), prof
+
+
+def run_torch(model, batch, weight, steps, path) -> Tuple[Dict[str, Any], Any]:
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts) as prof:
+        workload(model, batch, weight, steps)
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        return json.load(f), prof
+
+
+def compare_kernels(ours: Dict[str, Any], theirs: Dict[str, Any],
+                    cats: Tuple[str, ...] = ("kernel",)) -> Dict[str, Any]:
+    a, b = kernels(ours, cats), kernels(theirs, cats)
+    counts_differ = {
+        n: (len(a.get(n, [])), len(b.get(n, []))) for n in set(a) | set(b)
+        if len(a.get(n, [])) != len(b.get(n, []))
+    }
+    times = {}
+    for name in set(a) & set(b):
+        ta, tb = sum(a[name]), sum(b[name])
+        times[name] = {"omniprof_us": ta, "torch_us": tb, "ratio": ta / tb if tb else None}
+    over = {n: t for n, t in times.items() if t["ratio"] is None or abs(t["ratio"] - 1) > TOLERANCE}
+    return {
+        "names": len(set(a) | set(b)),
+        "kernels_omniprof": sum(len(v) for v in a.values()),
+        "kernels_torch": sum(len(v) for v in b.values()),
+        "counts_differ": counts_differ,
+        "time_per_name": times,
+        "time_over_tolerance": over,
+        "total_ratio": sum(sum(v) for v in a.values()) / max(sum(sum(v) for v in b.values()), 1e-9),
+    }
+
+
+def compare_rows(ours: Any, theirs: Any) -> Dict[str, Any]:
+    a, b = device_rows(ours), device_rows(theirs)
+    total = sum(v[1] for v in b.values()) or 1.0
+    compared, over, missing = {}, {}, []
+    for key, (count, self_dev, dev) in b.items():
+        if self_dev < 0.005 * total and dev < 0.005 * total:
+            continue
+        if key not in a:
+            missing.append(key)
+            continue
+        mine = a[key]
+        entry = {
+            "count": [mine[0], count],
+            "self_device_us": [mine[1], self_dev],
+            "device_total_us": [mine[2], dev],
+        }
+        compared[key] = entry
+        for got, want in ((mine[1], self_dev), (mine[2], dev)):
+            if want > 0 and abs(got / want - 1) > TOLERANCE:
+                over[key] = entry
+    return {"rows_compared": len(compared), "rows": compared, "over_tolerance": over,
+            "missing": missing}
+
+
+def overhead(ops: int, runs: int) -> Dict[str, Any]:
+    x = torch.zeros(16, device="cuda")
+
+    def loop() -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(ops):
+            x.add_(1)
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / ops * 1e9
+
+    cpu_cuda_torch = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    cpu_cuda_omni = [omniprof.ProfilerActivity.CPU, omniprof.ProfilerActivity.CUDA]
+    samples: Dict[str, List[float]] = {"none": [], "torch": [], "omniprof": []}
+    loop()
+    for _ in range(runs):
+        samples["none"].append(loop())
+        with torch.profiler.profile(activities=cpu_cuda_torch):
+            samples["torch"].append(loop())
+        with omniprof.profile(activities=cpu_cuda_omni):
+            samples["omniprof"].append(loop())
+    med = {k: sorted(v)[len(v) // 2] for k, v in samples.items()}
+    added_torch = med["torch"] - med["none"]
+    added_omni = med["omniprof"] - med["none"]
+    return {"ns_per_op": samples, "median_ns_per_op": med, "added_ns_torch": added_torch,
+            "added_ns_omniprof": added_omni,
+            "omniprof_share_of_torch": added_omni / added_torch if added_torch > 0 else None}
+
+
+def refused_beside_torch() -> str:
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts):
+        try:
+            with omniprof.profile(activities=[omniprof.ProfilerActivity.CUDA]):
+                pass
+        except omniprof.ProfilerError as e:
+            return str(e)
+    return ""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--overhead-ops", type=int, default=20000)
+    parser.add_argument("--overhead-runs", type=int, default=5)
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    report: Dict[str, Any] = {
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(0),
+        "cuda_unavailable_reason": omniprof._native.cuda_unavailable_reason(),
+        "supported_activities": sorted(a.name for a in omniprof.supported_activities()),
+    }
+    failures: List[str] = []
+
+    def stage(name: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.time()
+        try:
+            value = fn()
+            report[name] = value
+            return value
+        except Exception:
+            report[name] = {"error": traceback.format_exc()}
+            failures.append(f"{name} raised")
+            print(traceback.format_exc(), file=sys.stderr)
+            return None
+        finally:
+            print(f"[{name}] {time.time() - t0:.1f} s", flush=True)
+
+    model, batch, weight = build()
+    workload(model, batch, weight, 5)
+    out = lambda name: os.path.join(args.out, name)  # noqa: E731
+    first = stage("omniprof_first", lambda: run_omniprof(model, batch, weight, args.steps,
+                                                         out("omniprof_first.json")))
+    theirs = stage("torch", lambda: run_torch(model, batch, weight, args.steps, out("torch.json")))
+    ours = stage("omniprof", lambda: run_omniprof(model, batch, weight, args.steps,
+                                                  out("omniprof.json")))
+    for key in ("omniprof_first", "torch", "omniprof"):
+        if isinstance(report.get(key), tuple):
+            report[key] = "ok"
+    if ours and theirs:
+        k = stage("kernels", lambda: compare_kernels(ours[0], theirs[0]))
+        if k and (k["counts_differ"] or k["time_over_tolerance"] or k["names"] == 0):
+            failures.append("kernels differ")
+        if first:
+            k1 = stage("kernels_first", lambda: compare_kernels(first[0], theirs[0]))
+            if k1 and (k1["counts_differ"] or k1["names"] == 0):
+                failures.append("kernels of the first omniprof run differ")
+        t = stage("transfers", lambda: compare_kernels(ours[0], theirs[0],
+                                                       ("gpu_memcpy", "gpu_memset")))
+        if t and (t["counts_differ"] or t["names"] == 0):
+            failures.append("copies and sets differ")
+        unlinked = stage("unlinked_kernels", lambda: unlinked_kernels(ours[0]))
+        if unlinked:
+            failures.append(f"{len(unlinked)} kernels not linked to an op")
+        stage("unlinked_kernels_torch", lambda: len(unlinked_kernels(theirs[0])))
+        rows = stage("key_averages", lambda: compare_rows(ours[1], theirs[1]))
+        if rows and (rows["over_tolerance"] or rows["missing"] or rows["rows_compared"] == 0):
+            failures.append("key_averages device columns differ")
+        stage("table_omniprof", lambda: ours[1].key_averages().table(
+            sort_by="device_time_total", row_limit=15))
+        stage("table_torch", lambda: theirs[1].key_averages().table(
+            sort_by="device_time_total", row_limit=15))
+        stage("metadata", lambda: {k: v for k, v in ours[0].items() if k != "traceEvents"})
+    refusal = stage("refusal", refused_beside_torch)
+    if not refusal:
+        failures.append("a CUDA session beside torch.profiler was not refused")
+    stage("overhead", lambda: overhead(args.overhead_ops, args.overhead_runs))
+    report["failures"] = failures
+    with open(out("report.json"), "w") as f:
+        json.dump(report, f, indent=1, default=str)
+    print(json.dumps({k: report.get(k) for k in ("device", "torch", "failures")}, indent=1))
+    for key in ("table_omniprof", "table_torch"):
+        print(report.get(key))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
