@@ -44,6 +44,10 @@ pub mod keys {
     pub const CLOCK_OFFSET_NS: &str = "cupti_clock_offset_ns";
     /// How much that offset changed by the stop, in nanoseconds.
     pub const CLOCK_DRIFT_NS: &str = "cupti_clock_drift_ns";
+    /// Wall nanoseconds per CUPTI clock unit over the session: 1 give or take the drift, or
+    /// another rate where a profiler that ran before (torch.profiler) gave CUPTI its own
+    /// clock.
+    pub const CLOCK_SCALE: &str = "cupti_clock_scale";
 }
 
 /// Device rows sort after the host, as Kineto's do.
@@ -132,6 +136,54 @@ impl ActivityProfiler for CuptiProfiler {
     }
 }
 
+/// The system thread ids of the threads that pushed correlation ids, by CUPTI's default
+/// thread id (`pthread_self`, as 32 bits). CUPTI could write system ids itself
+/// (`cuptiSetThreadIdType`), but then it asks the kernel for one with every API record: on the
+/// H200 check that cost 3 % of a training step. Host ops carry system ids, so a runtime
+/// call outside any op is put on its thread's row through this map.
+mod threads {
+    use std::cell::Cell;
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+
+    use omniprof::sync::lock;
+
+    static SEEN: Mutex<Option<HashMap<u32, i64>>> = Mutex::new(None);
+    static SESSION: AtomicU64 = AtomicU64::new(1);
+
+    thread_local! {
+        static NOTED_IN: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Forgets the threads of earlier sessions (their ids may have been reused).
+    pub(super) fn new_session() {
+        SESSION.fetch_add(1, Ordering::Relaxed);
+        *lock(&SEEN) = Some(HashMap::new());
+    }
+
+    /// Notes the calling thread, once per session.
+    #[inline]
+    pub(super) fn note() {
+        let session = SESSION.load(Ordering::Relaxed);
+        let _ = NOTED_IN.try_with(|noted| {
+            if noted.get() != session {
+                noted.set(session);
+                // SAFETY: both calls only read the calling thread's ids.
+                let (pthread, tid) = unsafe { (libc::pthread_self(), libc::gettid()) };
+                lock(&SEEN)
+                    .get_or_insert_with(HashMap::new)
+                    .insert(pthread as u32, i64::from(tid));
+            }
+        });
+    }
+
+    /// The threads noted this session.
+    pub(super) fn seen() -> HashMap<u32, i64> {
+        lock(&SEEN).clone().unwrap_or_default()
+    }
+}
+
 /// One trace's worth of CUPTI recording.
 struct CuptiSession {
     loaded: &'static Loaded,
@@ -154,12 +206,14 @@ struct ExternalCorrelation(&'static Loaded);
 
 impl CorrelationListener for ExternalCorrelation {
     fn push_correlation_id(&self, id: u64) {
+        threads::note();
         self.0.cupti.push_external(external::OP, id);
     }
     fn pop_correlation_id(&self) {
         self.0.cupti.pop_external(external::OP);
     }
     fn push_user_correlation_id(&self, id: u64) {
+        threads::note();
         self.0.cupti.push_external(external::USER, id);
     }
     fn pop_user_correlation_id(&self) {
@@ -209,7 +263,7 @@ impl ProfilerSession for CuptiSession {
         }
         let cupti = &self.loaded.cupti;
         buffers::prepare(cupti);
-        cupti.use_system_thread_ids();
+        threads::new_session();
         let started = cupti
             .register_callbacks(buffers::request, buffers::complete)
             .and_then(|()| {
@@ -290,6 +344,7 @@ impl ProfilerSession for CuptiSession {
         let pid = i64::from(std::process::id());
         let time = |ns: u64| clock.to_unix_ns(ns);
         let mut api_names = ApiNames::default();
+        let threads = threads::seen();
         for (record, name) in records {
             let device_work =
                 |a: Activity, correlation: u32, sink: &mut dyn ActivitySink| match links
@@ -347,15 +402,19 @@ impl ProfilerSession for CuptiSession {
                 }
                 Record::Api(api) => {
                     let name = api_names.get(&self.loaded.cupti, api.driver, api.cbid);
-                    if !api.driver && names::is_left_out(&name) {
+                    if names::is_left_out(api.driver, &name) {
                         continue;
                     }
                     let linked = links.get(&api.correlation).and_then(|l| l.0);
                     // On the row of the op that made the call, which carries the thread id
                     // the host recorder wrote.
-                    let thread = linked
-                        .and_then(|id| host_ops.get(id))
-                        .map_or(i64::from(api.thread), |op| op.resource);
+                    let thread = match linked.and_then(|id| host_ops.get(id)) {
+                        Some(op) => op.resource,
+                        None => threads
+                            .get(&api.thread)
+                            .copied()
+                            .unwrap_or(api.thread.into()),
+                    };
                     let kind = if api.driver {
                         ActivityType::CudaDriver
                     } else {
@@ -380,6 +439,7 @@ impl ProfilerSession for CuptiSession {
                         time(s.end),
                     );
                     a.correlation = s.correlation.into();
+                    a.linked_correlation = links.get(&s.correlation).and_then(|l| l.0);
                     a.args.push((
                         "cuda_sync_kind".into(),
                         Value::from(names::sync(s.sync_type)),
@@ -485,6 +545,7 @@ impl ProfilerSession for CuptiSession {
                 keys::CLOCK_DRIFT_NS.to_owned(),
                 Value::from(clock.drift_ns()),
             ));
+            entries.push((keys::CLOCK_SCALE.to_owned(), Value::from(clock.scale())));
         }
         entries
     }

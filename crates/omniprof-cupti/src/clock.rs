@@ -1,10 +1,13 @@
 //! CUPTI's timestamps on omniprof's clock.
 //!
-//! CUPTI stamps records with its own nanosecond clock (`cuptiGetTimestamp`). The session
-//! pairs it with the wall clock omniprof's host timestamps end up on
-//! ([`omniprof::clock::wall_now_ns`]) at start and at stop, each pair the tightest of a few
-//! bracketed reads, and maps a CUPTI time by the offset interpolated between the two pairs.
-//! The offset's change from start to stop is the drift the trace reports.
+//! CUPTI stamps records with its own clock (`cuptiGetTimestamp`): nanoseconds by default,
+//! but whatever a timestamp callback returns once a profiler registered one, and
+//! torch.profiler's Kineto registers one that counts TSC ticks, for the rest of the process.
+//! So the session pairs CUPTI's clock with the wall clock omniprof's host timestamps end up
+//! on ([`omniprof::clock::wall_now_ns`]) at start and at stop, each pair the tightest of a
+//! few bracketed reads, and maps a CUPTI time by the line through the two pairs: the offset
+//! and the rate are both measured. The offset's change from start to stop is the drift the
+//! trace reports, with the rate.
 
 use omniprof::clock::wall_now_ns;
 
@@ -75,19 +78,24 @@ impl ClockMap {
         self.stop.offset() - self.start.offset()
     }
 
-    /// `cupti_ns` on the wall clock, the offset interpolated linearly between start and
-    /// stop (and held at either end outside them).
-    pub fn to_unix_ns(&self, cupti_ns: u64) -> i64 {
-        let span = self.stop.cupti_ns.saturating_sub(self.start.cupti_ns);
-        let into = cupti_ns.saturating_sub(self.start.cupti_ns).min(span);
-        let drift = if span == 0 {
-            0
+    /// Wall nanoseconds per CUPTI clock unit between start and stop (1 where they were
+    /// read at the same CUPTI time).
+    pub fn scale(&self) -> f64 {
+        let cupti = self.stop.cupti_ns as i128 - self.start.cupti_ns as i128;
+        let wall = self.stop.wall_ns as i128 - self.start.wall_ns as i128;
+        if cupti > 0 {
+            wall as f64 / cupti as f64
         } else {
-            (self.drift_ns() as i128 * into as i128 / span as i128) as i64
-        };
-        (cupti_ns as i64)
-            .wrapping_add(self.start.offset())
-            .wrapping_add(drift)
+            1.0
+        }
+    }
+
+    /// `cupti_ns` on the wall clock: on the line through the start and stop pairs
+    /// (extended beyond them). The arithmetic is on differences from the start pair, which
+    /// a double holds exactly for any session length.
+    pub fn to_unix_ns(&self, cupti_ns: u64) -> i64 {
+        let since = cupti_ns as i128 - self.start.cupti_ns as i128;
+        self.start.wall_ns + (since as f64 * self.scale()).round() as i64
     }
 }
 
@@ -96,7 +104,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn times_map_by_the_offset_interpolated_between_start_and_stop() {
+    fn times_map_on_the_line_through_the_start_and_stop_pairs() {
         let map = ClockMap::new(
             Pair {
                 cupti_ns: 1_000,
@@ -109,12 +117,31 @@ mod tests {
         );
         assert_eq!(map.offset_ns(), 9_000);
         assert_eq!(map.drift_ns(), 100);
+        assert_eq!(map.scale(), 1.1);
         assert_eq!(map.to_unix_ns(1_000), 10_000);
         assert_eq!(map.to_unix_ns(1_500), 10_550);
         assert_eq!(map.to_unix_ns(2_000), 11_100);
-        // Outside the session the drift is held, not extrapolated.
-        assert_eq!(map.to_unix_ns(500), 9_500);
-        assert_eq!(map.to_unix_ns(3_000), 12_100);
+        assert_eq!(map.to_unix_ns(500), 9_450);
+        assert_eq!(map.to_unix_ns(3_000), 12_200);
+    }
+
+    #[test]
+    fn a_cupti_clock_counting_ticks_maps_at_its_own_rate() {
+        // After torch.profiler, CUPTI may count 2.5 ticks per nanosecond from a small origin.
+        let wall = 1_790_000_000_000_000_000i64;
+        let map = ClockMap::new(
+            Pair {
+                cupti_ns: 4_000_000_000,
+                wall_ns: wall,
+            },
+            Pair {
+                cupti_ns: 4_250_000_000,
+                wall_ns: wall + 100_000_000,
+            },
+        );
+        assert_eq!(map.scale(), 0.4);
+        assert_eq!(map.to_unix_ns(4_000_002_500), wall + 1_000);
+        assert_eq!(map.to_unix_ns(4_125_000_000), wall + 50_000_000);
     }
 
     #[test]

@@ -59,7 +59,6 @@ pub(crate) struct Cupti {
     pop_external: unsafe extern "C" fn(u32, *mut u64) -> Status,
     timestamp: unsafe extern "C" fn(*mut u64) -> Status,
     callback_name: unsafe extern "C" fn(u32, u32, *mut *const c_char) -> Status,
-    set_thread_id_type: Option<unsafe extern "C" fn(u32) -> Status>,
 }
 
 /// The CUDA driver functions omniprof calls.
@@ -212,7 +211,6 @@ impl Cupti {
                     .map_err(at)?,
                 timestamp: symbol(library, "cuptiGetTimestamp").map_err(at)?,
                 callback_name: symbol(library, "cuptiGetCallbackName").map_err(at)?,
-                set_thread_id_type: symbol(library, "cuptiSetThreadIdType").ok(),
                 path,
             })
         }
@@ -341,14 +339,6 @@ impl Cupti {
                 .to_string_lossy()
                 .into_owned(),
         )
-    }
-
-    /// Asks CUPTI to write system thread ids (`gettid`), the ids host ops carry.
-    pub(crate) fn use_system_thread_ids(&self) {
-        if let Some(set) = self.set_thread_id_type {
-            // SAFETY: CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM is 1.
-            unsafe { set(1) };
-        }
     }
 }
 

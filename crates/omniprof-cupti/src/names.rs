@@ -86,9 +86,13 @@ pub(crate) fn strip_version(name: &str) -> &str {
     }
 }
 
-/// Runtime calls Kineto leaves out of traces: queries that launch nothing and would bury
-/// the launches.
-pub(crate) fn is_left_out(name: &str) -> bool {
+/// API calls Kineto leaves out of traces: of the driver's, all but kernel launches (the
+/// runtime's calls make driver calls of their own); of the runtime's, queries that launch
+/// nothing and would bury the launches.
+pub(crate) fn is_left_out(driver: bool, name: &str) -> bool {
+    if driver {
+        return !name.starts_with("cuLaunch");
+    }
     const LEFT_OUT: [&str; 8] = [
         "cudaGetDevice",
         "cudaSetDevice",

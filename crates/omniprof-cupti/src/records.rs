@@ -318,8 +318,8 @@ pub struct Api {
     pub start: u64,
     /// See `start`.
     pub end: u64,
-    /// The calling process and thread (a system thread id once
-    /// `cuptiSetThreadIdType(SYSTEM)` is in force).
+    /// The calling process and thread (CUPTI's default thread id: `pthread_self`, as 32
+    /// bits).
     pub process: u32,
     /// See `process`.
     pub thread: u32,

@@ -85,10 +85,28 @@ def unlinked_kernels(trace: Dict[str, Any]) -> List[str]:
     ]
 
 
-def device_rows(prof: Any) -> Dict[str, Tuple[int, float, float]]:
+def runtime_off_host_rows(trace: Dict[str, Any]) -> List[str]:
+    """Runtime calls whose thread row has no host op or range: each should sit on the row
+    of the thread that made it."""
+    host = {
+        (e["pid"], e["tid"])
+        for e in trace["traceEvents"]
+        if e.get("cat") in ("cpu_op", "user_annotation")
+    }
+    return [
+        f'{e["name"]} on {e["tid"]}'
+        for e in trace["traceEvents"]
+        if e.get("cat") == "cuda_runtime" and (e["pid"], e["tid"]) not in host
+    ]
+
+
+def device_rows(prof: Any) -> Dict[Tuple[str, str], Tuple[int, float, float]]:
+    """Rows by (key, device type): a user range has a host row and a row of its projection
+    onto the GPU (``gpu_user_annotation``), under one key."""
     rows = {}
     for row in prof.key_averages():
-        rows[row.key] = (row.count, row.self_device_time_total, row.device_time_total)
+        where = str(getattr(row, "device_type", "")).rsplit(".", 1)[-1]
+        rows[(row.key, where)] = (row.count, row.self_device_time_total, row.device_time_total)
     return rows
 
 
@@ -134,14 +152,18 @@ def compare_kernels(ours: Dict[str, Any], theirs: Dict[str, Any],
 
 
 def compare_rows(ours: Any, theirs: Any) -> Dict[str, Any]:
+    """Device columns row by row. A user range's projection onto the GPU spans from its
+    first device work to its last, idle gaps included, so it measures how fast the host
+    launched; those rows are reported apart (``projection``), beside the host step times."""
     a, b = device_rows(ours), device_rows(theirs)
+    ranges = {r.key for r in theirs.key_averages() if r.is_user_annotation}
     total = sum(v[1] for v in b.values()) or 1.0
-    compared, over, missing = {}, {}, []
+    compared, over, missing, projection = {}, {}, [], {}
     for key, (count, self_dev, dev) in b.items():
         if self_dev < 0.005 * total and dev < 0.005 * total:
             continue
         if key not in a:
-            missing.append(key)
+            missing.append(" @ ".join(key))
             continue
         mine = a[key]
         entry = {
@@ -149,16 +171,21 @@ def compare_rows(ours: Any, theirs: Any) -> Dict[str, Any]:
             "self_device_us": [mine[1], self_dev],
             "device_total_us": [mine[2], dev],
         }
-        compared[key] = entry
+        if key[0] in ranges and key[1] != "CPU":
+            projection[" @ ".join(key)] = entry
+            continue
+        compared[" @ ".join(key)] = entry
         for got, want in ((mine[1], self_dev), (mine[2], dev)):
             if want > 0 and abs(got / want - 1) > TOLERANCE:
-                over[key] = entry
+                over[" @ ".join(key)] = entry
     return {"rows_compared": len(compared), "rows": compared, "over_tolerance": over,
-            "missing": missing}
+            "missing": missing, "projection": projection}
 
 
-def overhead(ops: int, runs: int) -> Dict[str, Any]:
-    x = torch.zeros(16, device="cuda")
+def overhead(ops: int, runs: int, device: str = "cuda") -> Dict[str, Any]:
+    """ns per ``x.add_(1)`` (on ``device``) with no profiler and with each profiler recording
+    CPU and CUDA."""
+    x = torch.zeros(16, device=device)
 
     def loop() -> float:
         torch.cuda.synchronize()
@@ -184,6 +211,46 @@ def overhead(ops: int, runs: int) -> Dict[str, Any]:
     return {"ns_per_op": samples, "median_ns_per_op": med, "added_ns_torch": added_torch,
             "added_ns_omniprof": added_omni,
             "omniprof_share_of_torch": added_omni / added_torch if added_torch > 0 else None}
+
+
+def step_cost(model, batch, weight, steps: int, rounds: int) -> Dict[str, Any]:
+    """Milliseconds per workload step: no profiler, each profiler with CPU only and with
+    CPU and CUDA, alternating, the median of ``rounds``."""
+    tp, op = torch.profiler.ProfilerActivity, omniprof.ProfilerActivity
+    configs: Dict[str, Callable[[], Any]] = {
+        "none": lambda: None,
+        "torch_cpu": lambda: torch.profiler.profile(activities=[tp.CPU]),
+        "torch_cpu_cuda": lambda: torch.profiler.profile(activities=[tp.CPU, tp.CUDA]),
+        "omniprof_cpu": lambda: omniprof.profile(activities=[op.CPU]),
+        "omniprof_cpu_cuda": lambda: omniprof.profile(activities=[op.CPU, op.CUDA]),
+    }
+    samples: Dict[str, List[float]] = {k: [] for k in configs}
+    for _ in range(rounds):
+        for name, make in configs.items():
+            prof = make()
+            if prof is not None:
+                prof.__enter__()
+            workload(model, batch, weight, 2)
+            t0 = time.perf_counter()
+            workload(model, batch, weight, steps)
+            samples[name].append((time.perf_counter() - t0) / steps * 1e3)
+            if prof is not None:
+                prof.__exit__(None, None, None)
+    med = {k: sorted(v)[len(v) // 2] for k, v in samples.items()}
+    return {"ms_per_step": samples, "median_ms_per_step": med}
+
+
+def sync_events(model, batch, weight) -> Dict[str, Any]:
+    """With ``enable_cuda_sync_events=True``: the synchronizations, linked to ops."""
+    from torch._C._profiler import _ExperimentalConfig
+
+    acts = [omniprof.ProfilerActivity.CPU, omniprof.ProfilerActivity.CUDA]
+    config = _ExperimentalConfig(enable_cuda_sync_events=True)
+    with omniprof.profile(activities=acts, experimental_config=config) as prof:
+        workload(model, batch, weight, 3)
+    events = [e for e in prof.events() if e.name.endswith("Sync")]
+    rows = {r.key: r.count for r in prof.key_averages() if r.key.endswith("Sync")}
+    return {"sync_events": len(events), "rows": rows}
 
 
 def refused_beside_torch() -> str:
@@ -253,6 +320,9 @@ def main() -> int:
         unlinked = stage("unlinked_kernels", lambda: unlinked_kernels(ours[0]))
         if unlinked:
             failures.append(f"{len(unlinked)} kernels not linked to an op")
+        stray = stage("runtime_off_host_rows", lambda: runtime_off_host_rows(ours[0]))
+        if stray:
+            failures.append(f"{len(stray)} runtime calls off their thread's row")
         stage("unlinked_kernels_torch", lambda: len(unlinked_kernels(theirs[0])))
         rows = stage("key_averages", lambda: compare_rows(ours[1], theirs[1]))
         if rows and (rows["over_tolerance"] or rows["missing"] or rows["rows_compared"] == 0):
@@ -266,6 +336,9 @@ def main() -> int:
     if not refusal:
         failures.append("a CUDA session beside torch.profiler was not refused")
     stage("overhead", lambda: overhead(args.overhead_ops, args.overhead_runs))
+    stage("overhead_cpu_op", lambda: overhead(args.overhead_ops, args.overhead_runs, "cpu"))
+    stage("step_cost", lambda: step_cost(model, batch, weight, 40, 9))
+    stage("sync_events", lambda: sync_events(model, batch, weight))
     report["failures"] = failures
     with open(out("report.json"), "w") as f:
         json.dump(report, f, indent=1, default=str)

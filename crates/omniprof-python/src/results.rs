@@ -452,6 +452,12 @@ impl PyRow {
         self.row().on_device
     }
 
+    /// As `FunctionEvent.device_type`: `CUDA` for a row of device work, else `CPU`.
+    #[getter]
+    fn device_type<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        device_type(py, self.row().on_device)
+    }
+
     fn __repr__(&self) -> String {
         let r = self.row();
         format!(
@@ -663,19 +669,7 @@ impl PyFunctionEvent {
     /// its name as a string where torch is not imported).
     #[getter]
     fn device_type<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let name = if self.event().on_device {
-            "CUDA"
-        } else {
-            "CPU"
-        };
-        let torch_loaded = py.import("sys")?.getattr("modules")?.contains("torch")?;
-        if torch_loaded {
-            return py
-                .import("torch.autograd")?
-                .getattr("DeviceType")?
-                .getattr(name);
-        }
-        Ok(pyo3::types::PyString::new(py, name).into_any())
+        device_type(py, self.event().on_device)
     }
 
     #[getter]
@@ -760,4 +754,18 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Interval>()?;
     m.add_function(wrap_pyfunction!(load_trace, m)?)?;
     Ok(())
+}
+
+/// PyTorch's `DeviceType` for an event or row (`torch.autograd.DeviceType.CPU`, or `CUDA` for
+/// device work), or its name as a string where torch is not imported.
+fn device_type(py: Python<'_>, on_device: bool) -> PyResult<Bound<'_, PyAny>> {
+    let name = if on_device { "CUDA" } else { "CPU" };
+    let torch_loaded = py.import("sys")?.getattr("modules")?.contains("torch")?;
+    if torch_loaded {
+        return py
+            .import("torch.autograd")?
+            .getattr("DeviceType")?
+            .getattr(name);
+    }
+    Ok(pyo3::types::PyString::new(py, name).into_any())
 }

@@ -27,7 +27,9 @@ use omniprof::sync::lock;
 /// `torch.profiler.ProfilerActivity`'s members and the activity types each selects. The
 /// device ones select the device classes (kernels, copies, runtime and driver calls, syncs)
 /// under that device's own type names; backends are gated by class, so any device's names
-/// select every backend of the class.
+/// select every backend of the class. `CUDA` leaves synchronization out, as PyTorch does
+/// unless `_ExperimentalConfig(enable_cuda_sync_events=True)` asks (the Python side then
+/// adds `cuda_sync`).
 const PROFILER_ACTIVITIES: [(&str, &[ActivityType]); 6] = {
     use ActivityType::*;
     [
@@ -51,8 +53,6 @@ const PROFILER_ACTIVITIES: [(&str, &[ActivityType]); 6] = {
                 GpuUserAnnotation,
                 CudaRuntime,
                 CudaDriver,
-                CudaSync,
-                CudaEvent,
             ],
         ),
         (

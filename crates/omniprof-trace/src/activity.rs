@@ -133,7 +133,7 @@ activity_types! {
     /// MTIA insight events.
     MtiaInsight = 14, "mtia_insight", "MTIA_INSIGHT", None, Host, Own, Span;
     /// A CUDA synchronization.
-    CudaSync = 15, "cuda_sync", "CUDA_SYNC", None, Host, Own, Span;
+    CudaSync = 15, "cuda_sync", "CUDA_SYNC", None, Device, Linked, Span;
     /// A CUDA event.
     CudaEvent = 16, "cuda_event", "CUDA_EVENT", None, Host, Own, Span;
     /// MTIA counter samples.

@@ -78,17 +78,43 @@ def _warn_once(key: str, message: str) -> None:
         _warn.warn(message)
 
 
+def _config_flag(config: Any, flag: str) -> Optional[bool]:
+    """The value of an ``_ExperimentalConfig``'s boolean ``flag``, found by where it sits in
+    ``__getstate__`` (which differs between PyTorch releases); ``None`` when this PyTorch's
+    config has no such flag."""
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        default = _ExperimentalConfig().__getstate__()
+        flipped = _ExperimentalConfig(**{flag: True}).__getstate__()
+        at = [i for i, (a, b) in enumerate(zip(default, flipped)) if a != b]
+        return bool(config.__getstate__()[at[0]]) if len(at) == 1 else None
+    except Exception:
+        return None
+
+
+def _asks_cuda_sync(config: Any) -> bool:
+    """Whether an ``_ExperimentalConfig`` has ``enable_cuda_sync_events=True``: then CUDA
+    synchronization (``cuda_sync``) is recorded with ``ProfilerActivity.CUDA``."""
+    return config is not None and bool(_config_flag(config, "enable_cuda_sync_events"))
+
+
 def _asks_beyond_verbose(config: Any) -> bool:
     """Whether an ``_ExperimentalConfig`` asks for more than ``verbose`` (the ``Call stack``
-    arg, which omniprof always writes with stacks) and the deprecated, ignored
-    ``adjust_profiler_step``: what it asks then is not acted on."""
+    arg, which omniprof always writes with stacks), ``enable_cuda_sync_events`` (acted on)
+    and the deprecated, ignored ``adjust_profiler_step``: what it asks then is not acted
+    on."""
     if config is None:
         return False
     try:
         from torch._C._profiler import _ExperimentalConfig
 
-        ignored = (0, 3)  # verbose, adjust_profiler_step: the constructor's order
         given, default = config.__getstate__(), _ExperimentalConfig().__getstate__()
+        acted_on = {"verbose", "enable_cuda_sync_events", "adjust_profiler_step"}
+        ignored = set()
+        for flag in acted_on:
+            flipped = _ExperimentalConfig(**{flag: True}).__getstate__()
+            ignored.update(i for i, (a, b) in enumerate(zip(default, flipped)) if a != b)
         return any(a != b for i, (a, b) in enumerate(zip(given, default)) if i not in ignored)
     except Exception:  # another torch's config: say it is not acted on
         return True
@@ -217,6 +243,8 @@ class profile:
                 continue
             if value != _NOT_YET_SUPPORTED[key]:
                 _warn_once(key, f"omniprof does not support {key} yet; it is ignored")
+        if names is not None and "CUDA" in names and _asks_cuda_sync(experimental_config):
+            names = names + ["cuda_sync"]
         schedule = _as_schedule(schedule)
         self._activity_names: List[str] = list(names or [])
         self.on_trace_ready = on_trace_ready
