@@ -50,6 +50,8 @@ pub enum Needs {
     PerfEvents,
     /// A headless Chromium (or Chrome) to open `omniprof report`'s pages in.
     Chromium,
+    /// CUPTI's headers and CUDA's `cuda.h` (from the wheels PyTorch's CUDA build installs).
+    CuptiHeaders,
 }
 
 impl Needs {
@@ -79,6 +81,11 @@ impl Needs {
             Needs::PerfEvents => {
                 "run where perf_event_open is allowed (not under a seccomp filter that \
                  forbids it)"
+            }
+            Needs::CuptiHeaders => {
+                "pip install torch into target/py-venv (its CUDA wheels bring nvidia-cuda-cupti \
+                 and triton, whose include directories hold cupti_activity.h and cuda.h), or \
+                 set OMNIPROF_CUPTI_INCLUDE to `:`-separated include directories holding both"
             }
             Needs::Chromium => {
                 "install Debian's chromium (apt-get install chromium), or set \
