@@ -2,53 +2,16 @@
 //! compiled with them, prints the API version, every field's offset and size, and one filled
 //! record of each kind; the decoder must read the same.
 //!
-//! The headers are looked for in `OMNIPROF_CUPTI_INCLUDE` (`:`-separated directories), else
-//! in the wheels of `target/py-venv` (PyTorch's CUDA build brings `nvidia-cuda-cupti`, and
-//! `triton`, whose include directory has `cuda.h`), else in `/usr/local/cuda`.
+//! Where the headers are looked for: [`omniprof_test_support::cupti::include_dirs`].
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use omniprof_cupti::{decode, is_known_version, Record, FIELDS};
-use omniprof_test_support::skip::{self, Needs};
+use omniprof_test_support::cupti;
 
 const CHECK: &str = "the CUPTI record layout check";
-
-/// Include directories holding `cupti_activity.h` and `cuda.h`, if found.
-fn include_dirs() -> Option<Vec<PathBuf>> {
-    if let Some(dirs) = std::env::var_os("OMNIPROF_CUPTI_INCLUDE") {
-        return Some(std::env::split_paths(&dirs).collect());
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Ok(libs) = std::fs::read_dir(root.join("target/py-venv/lib")) {
-        for lib in libs.flatten() {
-            let site = lib.path().join("site-packages");
-            for sub in [
-                "nvidia/cu13/include",
-                "nvidia/cuda_cupti/include",
-                "nvidia/cuda_runtime/include",
-                "triton/backends/nvidia/include",
-            ] {
-                candidates.push(site.join(sub));
-            }
-        }
-    }
-    candidates.push("/usr/local/cuda/extras/CUPTI/include".into());
-    candidates.push("/usr/local/cuda/include".into());
-    let with = |header: &str| {
-        candidates
-            .iter()
-            .find(|d| d.join(header).is_file())
-            .cloned()
-    };
-    let cupti = with("cupti_activity.h")?;
-    // cuda.h's directory must hold the headers it includes too (a wheel's may not).
-    let cuda = with("crt/host_defines.h")?;
-    // CUPTI's own directory first: a toolkit's include directory may hold an older CUPTI.
-    Some(vec![cupti, cuda])
-}
 
 /// What `layout.c` printed.
 struct Dump {
@@ -65,34 +28,10 @@ fn dump() -> Option<&'static Dump> {
 }
 
 fn make_dump() -> Option<Dump> {
-    let Some(dirs) = include_dirs() else {
-        skip::skip(
-            CHECK,
-            Needs::CuptiHeaders,
-            "no cupti_activity.h and cuda.h found",
-        );
-        return None;
-    };
-    let out = tempfile_dir();
-    let exe = out.join("layout");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let mut compile = Command::new(&cc);
-    compile.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/layout.c"));
-    for dir in &dirs {
-        compile.arg("-I").arg(dir);
-    }
-    let status = match compile.arg("-o").arg(&exe).status() {
-        Ok(status) => status,
-        Err(e) => {
-            skip::skip(CHECK, Needs::CCompiler, &format!("{cc} did not run: {e}"));
-            return None;
-        }
-    };
-    assert!(
-        status.success(),
-        "layout.c did not compile against {dirs:?}"
-    );
+    let exe = tempfile_dir().join("layout");
+    cupti::compile(CHECK, "layout.c", &exe, None)?;
     let output = Command::new(&exe).output().expect("layout runs");
+    let _ = std::fs::remove_dir_all(exe.parent().unwrap());
     assert!(output.status.success());
     let text = String::from_utf8(output.stdout).unwrap();
     let mut dump = Dump {

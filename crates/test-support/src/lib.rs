@@ -24,6 +24,7 @@
 //! its dependency tree stays free of the recorder and the plugin loader.
 
 pub mod checker;
+pub mod cupti;
 pub mod data;
 pub mod decoder;
 #[cfg(unix)]

@@ -11,6 +11,7 @@ __all__ = [
     "record_function",
     "instant",
     "step",
+    "cuda_unavailable_reason",
     "on_demand_opted_in",
     "serve_on_demand",
     "PROFILER_ACTIVITIES",
