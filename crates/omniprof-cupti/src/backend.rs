@@ -125,6 +125,7 @@ impl ActivityProfiler for CuptiProfiler {
             loaded,
             kinds,
             enabled: Vec::new(),
+            driver_launches: false,
             start: None,
             clock: None,
             completed: Vec::new(),
@@ -191,6 +192,8 @@ struct CuptiSession {
     kinds: Vec<u32>,
     /// The kinds enabled now, to disable at stop.
     enabled: Vec<u32>,
+    /// Whether the driver's kernel launches were picked one by one (to turn off at stop).
+    driver_launches: bool,
     start: Option<Pair>,
     clock: Option<ClockMap>,
     completed: Vec<Completed>,
@@ -222,6 +225,34 @@ impl CorrelationListener for ExternalCorrelation {
 }
 
 impl CuptiSession {
+    /// Enables the session's kinds. Where CUPTI can pick API calls, as Kineto does, the
+    /// driver records only kernel launches and the runtime leaves out the queries that
+    /// would bury the launches, so that neither costs a record; elsewhere all are
+    /// recorded and the same ones left out when the trace is made.
+    fn enable_kinds(&mut self) -> Result<(), String> {
+        let cupti = &self.loaded.cupti;
+        let pick = cupti.can_pick_api_calls();
+        for &k in std::iter::once(&kind::EXTERNAL_CORRELATION).chain(&self.kinds) {
+            if k == kind::DRIVER && pick {
+                for cbid in names::DRIVER_LAUNCHES {
+                    cupti.pick_api(true, cbid, true)?;
+                }
+                self.driver_launches = true;
+                continue;
+            }
+            cupti.enable(k)?;
+            self.enabled.push(k);
+            if k == kind::RUNTIME && pick {
+                for (_, cbids) in names::LEFT_OUT_RUNTIME {
+                    for &cbid in cbids {
+                        cupti.pick_api(false, cbid, false)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn disable_all(&mut self) {
         let cupti = &self.loaded.cupti;
         for k in self.enabled.drain(..).rev() {
@@ -229,11 +260,18 @@ impl CuptiSession {
                 self.errors.push(e);
             }
         }
+        if std::mem::take(&mut self.driver_launches) {
+            for cbid in names::DRIVER_LAUNCHES {
+                if let Err(e) = cupti.pick_api(true, cbid, false) {
+                    self.errors.push(e);
+                }
+            }
+        }
     }
 
     /// Stops recording if it still runs (a stop that never came).
     fn finish(&mut self) {
-        if !self.enabled.is_empty() {
+        if !self.enabled.is_empty() || self.driver_launches {
             self.disable_all();
             if let Err(e) = self.loaded.cupti.flush_all() {
                 self.errors.push(e);
@@ -266,13 +304,7 @@ impl ProfilerSession for CuptiSession {
         threads::new_session();
         let started = cupti
             .register_callbacks(buffers::request, buffers::complete)
-            .and_then(|()| {
-                for &k in std::iter::once(&kind::EXTERNAL_CORRELATION).chain(&self.kinds) {
-                    cupti.enable(k)?;
-                    self.enabled.push(k);
-                }
-                Ok(())
-            });
+            .and_then(|()| self.enable_kinds());
         if let Err(e) = started {
             self.disable_all();
             RECORDING.store(false, Ordering::Release);

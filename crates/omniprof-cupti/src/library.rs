@@ -59,6 +59,10 @@ pub(crate) struct Cupti {
     pop_external: unsafe extern "C" fn(u32, *mut u64) -> Status,
     timestamp: unsafe extern "C" fn(*mut u64) -> Status,
     callback_name: unsafe extern "C" fn(u32, u32, *mut *const c_char) -> Status,
+    /// `cuptiActivityEnableRuntimeApi` and `…DriverApi` (CUPTI 12.6 and later): per-call
+    /// recording.
+    pick_runtime: Option<unsafe extern "C" fn(u32, u8) -> Status>,
+    pick_driver: Option<unsafe extern "C" fn(u32, u8) -> Status>,
 }
 
 /// The CUDA driver functions omniprof calls.
@@ -211,6 +215,8 @@ impl Cupti {
                     .map_err(at)?,
                 timestamp: symbol(library, "cuptiGetTimestamp").map_err(at)?,
                 callback_name: symbol(library, "cuptiGetCallbackName").map_err(at)?,
+                pick_runtime: symbol(library, "cuptiActivityEnableRuntimeApi").ok(),
+                pick_driver: symbol(library, "cuptiActivityEnableDriverApi").ok(),
                 path,
             })
         }
@@ -255,6 +261,32 @@ impl Cupti {
         // SAFETY: a plain call with an activity kind.
         let status = unsafe { (self.disable)(kind) };
         self.check(&format!("cuptiActivityDisable({kind})"), status)
+    }
+
+    /// Whether this CUPTI records API calls one by one ([`Self::pick_api`]).
+    pub(crate) fn can_pick_api_calls(&self) -> bool {
+        self.pick_runtime.is_some() && self.pick_driver.is_some()
+    }
+
+    /// Turns recording of one runtime or driver call on or off (where
+    /// [`Self::can_pick_api_calls`]).
+    pub(crate) fn pick_api(&self, driver: bool, cbid: u32, on: bool) -> Result<(), String> {
+        let pick = if driver {
+            self.pick_driver
+        } else {
+            self.pick_runtime
+        };
+        let Some(pick) = pick else {
+            return Err("this CUPTI cannot record API calls one by one".into());
+        };
+        // SAFETY: a plain call with a callback id and a flag.
+        let status = unsafe { pick(cbid, u8::from(on)) };
+        let call = if driver {
+            "cuptiActivityEnableDriverApi"
+        } else {
+            "cuptiActivityEnableRuntimeApi"
+        };
+        self.check(&format!("{call}({cbid}, {on})"), status)
     }
 
     /// Hands every buffer, full or not, to the completed callback (`FLUSH_FORCED`).

@@ -86,24 +86,33 @@ pub(crate) fn strip_version(name: &str) -> &str {
     }
 }
 
-/// API calls Kineto leaves out of traces: of the driver's, all but kernel launches (the
-/// runtime's calls make driver calls of their own); of the runtime's, queries that launch
-/// nothing and would bury the launches.
+/// Runtime calls Kineto leaves out of traces, queries that launch nothing and would bury the
+/// launches, with their callback ids (`cupti_runtime_cbid.h`): where CUPTI can pick API
+/// calls, they are not even recorded.
+pub(crate) const LEFT_OUT_RUNTIME: [(&str, &[u32]); 8] = [
+    ("cudaGetDeviceCount", &[3]),
+    ("cudaGetLastError", &[10]),
+    ("cudaPeekAtLastError", &[11]),
+    ("cudaSetDevice", &[16]),
+    ("cudaGetDevice", &[17]),
+    ("cudaEventQuery", &[138]),
+    ("cudaStreamIsCapturing", &[317]),
+    ("cudaStreamGetCaptureInfo", &[324, 461]),
+];
+
+/// The driver calls Kineto keeps, kernel launches (Triton launches through the driver), by
+/// callback id (`cupti_driver_cbid.h`): `cuLaunchKernel`, `cuLaunchCooperativeKernel` and
+/// `cuLaunchKernelEx`, each with its `_ptsz` form. The runtime's calls make driver calls of
+/// their own, which would double every launch.
+pub(crate) const DRIVER_LAUNCHES: [u32; 6] = [307, 442, 477, 478, 652, 653];
+
+/// Whether an API call is left out of the trace (for a CUPTI that records them all).
 pub(crate) fn is_left_out(driver: bool, name: &str) -> bool {
     if driver {
-        return !name.starts_with("cuLaunch");
+        !name.starts_with("cuLaunch")
+    } else {
+        LEFT_OUT_RUNTIME.iter().any(|(n, _)| *n == name)
     }
-    const LEFT_OUT: [&str; 8] = [
-        "cudaGetDevice",
-        "cudaSetDevice",
-        "cudaGetLastError",
-        "cudaPeekAtLastError",
-        "cudaEventQuery",
-        "cudaStreamIsCapturing",
-        "cudaStreamGetCaptureInfo",
-        "cudaGetDeviceCount",
-    ];
-    LEFT_OUT.contains(&name)
 }
 
 /// API names by (driver, cbid), asked of CUPTI once each.

@@ -79,6 +79,9 @@ fn sim<T: Copy>(name: &str) -> T {
 
 const CUDA_LAUNCH_KERNEL: u32 = 211;
 const CUDA_DEVICE_SYNCHRONIZE: u32 = 165;
+const CUDA_GET_DEVICE: u32 = 17;
+const CU_LAUNCH_KERNEL: u32 = 307;
+const CU_CTX_GET_CURRENT: u32 = 9;
 
 /// A session over a step range holding an op that launches one kernel of 3 µs on stream 7,
 /// then a synchronization outside any op; `before_stop` runs last.
@@ -190,6 +193,50 @@ fn a_kernel_is_recorded_on_its_stream_and_linked_to_the_op_that_launched_it() {
         .iter()
         .any(|t| (t.pid, t.tid, t.name.as_str()) == (0, 7, "stream 7 ")));
     assert_eq!(backend_errors(&trace), Vec::<String>::new());
+}
+
+#[test]
+fn only_kernel_launches_of_the_driver_and_no_runtime_queries_are_recorded_at_all() {
+    if !in_child(
+        "only_kernel_launches_of_the_driver_and_no_runtime_queries_are_recorded_at_all",
+        &[],
+    ) {
+        return;
+    }
+    assert_eq!(unavailable_reason(), None);
+    let launch: Launch = sim("sim_launch");
+    let driver: Launch = sim("sim_driver_call");
+    let made: unsafe extern "C" fn() -> usize = sim("sim_api_records");
+    let activities = ActivitySet::parse_list("cpu_op,kernel,cuda_runtime,cuda_driver").unwrap();
+    let mut profiler = Profiler::builder().activities(activities).build().unwrap();
+    profiler.start().unwrap();
+    // SAFETY: calls of the simulated runtime and driver; the kernel's name is static.
+    let before = unsafe {
+        let before = made();
+        let _op = record_op("triton_kernel");
+        launch(CUDA_GET_DEVICE, std::ptr::null(), 0, 0);
+        driver(CU_CTX_GET_CURRENT, std::ptr::null(), 0, 0);
+        driver(CU_LAUNCH_KERNEL, c"triton_poi_fused_0".as_ptr(), 7, 2_000);
+        before
+    };
+    std::thread::sleep(Duration::from_millis(2));
+    let trace = profiler.stop().unwrap();
+    // SAFETY: reads a count.
+    assert_eq!(
+        unsafe { made() } - before,
+        1,
+        "only the launch made a record"
+    );
+    let api: Vec<_> = trace
+        .activities
+        .iter()
+        .filter(|a| matches!(a.kind, ActivityType::CudaRuntime | ActivityType::CudaDriver))
+        .map(|a| (a.kind, &*a.name))
+        .collect();
+    assert_eq!(api, [(ActivityType::CudaDriver, "cuLaunchKernel")]);
+    let op = one(&trace, ActivityType::CpuOp, "triton_kernel");
+    let kernel = one(&trace, ActivityType::ConcurrentKernel, "triton_poi_fused_0");
+    assert_eq!(kernel.linked_correlation, Some(op.correlation));
 }
 
 #[test]

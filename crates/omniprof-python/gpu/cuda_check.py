@@ -85,6 +85,22 @@ def unlinked_kernels(trace: Dict[str, Any]) -> List[str]:
     ]
 
 
+def launch_to_kernel_us(trace: Dict[str, Any]) -> Dict[str, float]:
+    """From each kernel's launch (its runtime call, by correlation) to its start: never
+    negative when the device clock is mapped right."""
+    launches = {
+        e["args"]["correlation"]: e["ts"]
+        for e in trace["traceEvents"]
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    gaps = sorted(
+        e["ts"] - launches[e["args"]["correlation"]]
+        for e in trace["traceEvents"]
+        if e.get("cat") == "kernel" and e.get("args", {}).get("correlation") in launches
+    )
+    return {"kernels": len(gaps), "min": gaps[0], "median": gaps[len(gaps) // 2], "max": gaps[-1]}
+
+
 def runtime_off_host_rows(trace: Dict[str, Any]) -> List[str]:
     """Runtime calls whose thread row has no host op or range: each should sit on the row
     of the thread that made it."""
@@ -323,6 +339,12 @@ def main() -> int:
         stray = stage("runtime_off_host_rows", lambda: runtime_off_host_rows(ours[0]))
         if stray:
             failures.append(f"{len(stray)} runtime calls off their thread's row")
+        for key, run in (("launch_to_kernel_first", first), ("launch_to_kernel", ours),
+                         ("launch_to_kernel_torch", theirs)):
+            if run:
+                gaps = stage(key, lambda: launch_to_kernel_us(run[0]))
+                if gaps and gaps["min"] < 0:
+                    failures.append(f"{key}: a kernel starts before its launch")
         stage("unlinked_kernels_torch", lambda: len(unlinked_kernels(theirs[0])))
         rows = stage("key_averages", lambda: compare_rows(ours[1], theirs[1]))
         if rows and (rows["over_tolerance"] or rows["missing"] or rows["rows_compared"] == 0):

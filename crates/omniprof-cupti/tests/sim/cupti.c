@@ -37,6 +37,11 @@ static size_t pending_len;
 static size_t dropped_next;
 static uint32_t next_correlation = 1;
 
+/* Per-call recording (cuptiActivityEnableRuntimeApi/DriverApi): -1 off, 1 on, 0 as the kind. */
+static int runtime_pick[1024];
+static int driver_pick[1024];
+static size_t api_records;
+
 static __thread uint64_t stacks[6][STACK];
 static __thread int depth[6];
 
@@ -50,7 +55,8 @@ static size_t record_size(const CUpti_Activity* r) {
   size_t n;
   switch (r->kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: n = sizeof(Kernel); break;
-    case CUPTI_ACTIVITY_KIND_RUNTIME: n = sizeof(CUpti_ActivityAPI); break;
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: n = sizeof(CUpti_ActivityAPI); break;
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: n = sizeof(CUpti_ActivityExternalCorrelation); break;
     default: n = 8; break;
   }
@@ -85,8 +91,23 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
 
 CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
   enabled[kind & 63] = 1;
+  /* As CUPTI documents: enabling the kind overrides per-call settings made before. */
+  if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) memset(runtime_pick, 0, sizeof runtime_pick);
+  if (kind == CUPTI_ACTIVITY_KIND_DRIVER) memset(driver_pick, 0, sizeof driver_pick);
   return SUCCESS;
 }
+
+CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+  runtime_pick[cbid & 1023] = enable ? 1 : -1;
+  return SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
+  driver_pick[cbid & 1023] = enable ? 1 : -1;
+  return SUCCESS;
+}
+
+static int recorded(int kind_on, int pick) { return pick == 1 || (pick == 0 && kind_on); }
 
 CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
   enabled[kind & 63] = 0;
@@ -152,26 +173,35 @@ CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
 CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char** name) {
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 211) *name = "cudaLaunchKernel_v7000";
   else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 165) *name = "cudaDeviceSynchronize_v3020";
+  else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 17) *name = "cudaGetDevice_v3020";
+  else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == 307) *name = "cuLaunchKernel";
+  else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == 9) *name = "cuCtxGetCurrent";
   else return CUPTI_ERROR_INVALID_PARAMETER;
   return SUCCESS;
 }
 
-/* The pretend runtime. A runtime call `cbid` on the calling thread, which launches a kernel
- * `name` (mangled) of `duration_ns` on `stream` when `name` is not null. */
-void sim_launch(uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns) {
+/* The pretend runtime. A call `cbid` of the runtime (or with `driver`, of the driver) on
+ * the calling thread, which launches a kernel `name` (mangled) of `duration_ns` on `stream`
+ * when `name` is not null. */
+static void call(int driver, uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns) {
   pthread_mutex_lock(&lock);
   uint32_t correlation = next_correlation++;
   uint64_t start = now();
   CUpti_ActivityAPI api;
   memset(&api, 0, sizeof api);
-  api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  api.kind = driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
   api.cbid = cbid;
   api.start = start;
   api.end = start + 2000;
   api.processId = 1;
   api.threadId = (uint32_t)pthread_self();
   api.correlationId = correlation;
-  if (enabled[CUPTI_ACTIVITY_KIND_RUNTIME]) keep(&api, sizeof api);
+  int on = driver ? recorded(enabled[CUPTI_ACTIVITY_KIND_DRIVER], driver_pick[cbid & 1023])
+                  : recorded(enabled[CUPTI_ACTIVITY_KIND_RUNTIME], runtime_pick[cbid & 1023]);
+  if (on) {
+    keep(&api, sizeof api);
+    api_records++;
+  }
   CUpti_ExternalCorrelationKind kinds[2] = {CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
                                              CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1};
   for (int i = 0; i < 2; i++) {
@@ -205,6 +235,17 @@ void sim_launch(uint32_t cbid, const char* name, uint32_t stream, uint64_t durat
   }
   pthread_mutex_unlock(&lock);
 }
+
+void sim_launch(uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns) {
+  call(0, cbid, name, stream, duration_ns);
+}
+
+void sim_driver_call(uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns) {
+  call(1, cbid, name, stream, duration_ns);
+}
+
+/* API records made so far (not left out at the source). */
+size_t sim_api_records(void) { return api_records; }
 
 /* The next ask for dropped records answers `n`. */
 void sim_drop(size_t n) { dropped_next = n; }
