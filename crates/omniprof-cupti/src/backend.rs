@@ -125,7 +125,6 @@ impl ActivityProfiler for CuptiProfiler {
             loaded,
             kinds,
             enabled: Vec::new(),
-            driver_launches: false,
             start: None,
             clock: None,
             completed: Vec::new(),
@@ -192,8 +191,6 @@ struct CuptiSession {
     kinds: Vec<u32>,
     /// The kinds enabled now, to disable at stop.
     enabled: Vec<u32>,
-    /// Whether the driver's kernel launches were picked one by one (to turn off at stop).
-    driver_launches: bool,
     start: Option<Pair>,
     clock: Option<ClockMap>,
     completed: Vec<Completed>,
@@ -225,28 +222,29 @@ impl CorrelationListener for ExternalCorrelation {
 }
 
 impl CuptiSession {
-    /// Enables the session's kinds. Where CUPTI can pick API calls, as Kineto does, the
-    /// driver records only kernel launches and the runtime leaves out the queries that
-    /// would bury the launches, so that neither costs a record; elsewhere all are
-    /// recorded and the same ones left out when the trace is made.
+    /// Enables the session's kinds. Where CUPTI can pick API calls, the calls Kineto leaves
+    /// out of traces are turned off at the source after their kind is enabled (the way
+    /// CUPTI's documentation gives): all driver calls but kernel launches (each runtime call
+    /// makes driver calls of its own), and the runtime's queries. Elsewhere all are recorded
+    /// and the same ones left out when the trace is made.
     fn enable_kinds(&mut self) -> Result<(), String> {
         let cupti = &self.loaded.cupti;
         let pick = cupti.can_pick_api_calls();
         for &k in std::iter::once(&kind::EXTERNAL_CORRELATION).chain(&self.kinds) {
-            if k == kind::DRIVER && pick {
-                for cbid in names::DRIVER_LAUNCHES {
-                    cupti.pick_api(true, cbid, true)?;
-                }
-                self.driver_launches = true;
-                continue;
-            }
             cupti.enable(k)?;
             self.enabled.push(k);
-            if k == kind::RUNTIME && pick {
+            if !pick {
+                continue;
+            }
+            if k == kind::RUNTIME {
                 for (_, cbids) in names::LEFT_OUT_RUNTIME {
                     for &cbid in cbids {
                         cupti.pick_api(false, cbid, false)?;
                     }
+                }
+            } else if k == kind::DRIVER {
+                for &cbid in driver_calls_left_out(cupti) {
+                    cupti.pick_api(true, cbid, false)?;
                 }
             }
         }
@@ -260,18 +258,11 @@ impl CuptiSession {
                 self.errors.push(e);
             }
         }
-        if std::mem::take(&mut self.driver_launches) {
-            for cbid in names::DRIVER_LAUNCHES {
-                if let Err(e) = cupti.pick_api(true, cbid, false) {
-                    self.errors.push(e);
-                }
-            }
-        }
     }
 
     /// Stops recording if it still runs (a stop that never came).
     fn finish(&mut self) {
-        if !self.enabled.is_empty() || self.driver_launches {
+        if !self.enabled.is_empty() {
             self.disable_all();
             if let Err(e) = self.loaded.cupti.flush_all() {
                 self.errors.push(e);
@@ -652,6 +643,20 @@ impl CuptiSession {
         }
         out
     }
+}
+
+/// The driver calls this CUPTI knows (it names them) other than kernel launches, found
+/// once per process.
+fn driver_calls_left_out(cupti: &library::Cupti) -> &'static [u32] {
+    static LEFT_OUT: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    // Driver callback ids stay below 1,000 in every CUPTI checked (cupti_driver_cbid.h);
+    // 2,048 leaves room for later ones.
+    LEFT_OUT.get_or_init(|| {
+        (1..2048)
+            .filter(|cbid| !names::DRIVER_LAUNCHES.contains(cbid))
+            .filter(|&cbid| cupti.callback_name(true, cbid).is_some())
+            .collect()
+    })
 }
 
 /// The demangled name CUPTI holds at `ptr` (valid while the kernel's module is loaded, which

@@ -100,10 +100,10 @@ pub(crate) const LEFT_OUT_RUNTIME: [(&str, &[u32]); 8] = [
     ("cudaStreamGetCaptureInfo", &[324, 461]),
 ];
 
-/// The driver calls Kineto keeps, kernel launches (Triton launches through the driver), by
-/// callback id (`cupti_driver_cbid.h`): `cuLaunchKernel`, `cuLaunchCooperativeKernel` and
-/// `cuLaunchKernelEx`, each with its `_ptsz` form. The runtime's calls make driver calls of
-/// their own, which would double every launch.
+/// The driver calls Kineto keeps, kernel launches (cuBLAS and Triton launch through the
+/// driver), by callback id (`cupti_driver_cbid.h`): `cuLaunchKernel`,
+/// `cuLaunchCooperativeKernel` and `cuLaunchKernelEx`, each with its `_ptsz` form. The
+/// runtime's calls make driver calls of their own, which would double every launch.
 pub(crate) const DRIVER_LAUNCHES: [u32; 6] = [307, 442, 477, 478, 652, 653];
 
 /// Whether an API call is left out of the trace (for a CUPTI that records them all).
