@@ -286,6 +286,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--overhead-ops", type=int, default=20000)
     parser.add_argument("--overhead-runs", type=int, default=5)
+    parser.add_argument("--step-rounds", type=int, default=9)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     report: Dict[str, Any] = {
@@ -359,7 +360,7 @@ def main() -> int:
         failures.append("a CUDA session beside torch.profiler was not refused")
     stage("overhead", lambda: overhead(args.overhead_ops, args.overhead_runs))
     stage("overhead_cpu_op", lambda: overhead(args.overhead_ops, args.overhead_runs, "cpu"))
-    stage("step_cost", lambda: step_cost(model, batch, weight, 40, 9))
+    stage("step_cost", lambda: step_cost(model, batch, weight, 40, args.step_rounds))
     stage("sync_events", lambda: sync_events(model, batch, weight))
     report["failures"] = failures
     with open(out("report.json"), "w") as f:
