@@ -50,9 +50,6 @@ pub mod keys {
     pub const CLOCK_SCALE: &str = "cupti_clock_scale";
 }
 
-/// Device rows sort after the host, as Kineto's do.
-const DEVICE_SORT_OFFSET: i64 = 5_000_000;
-
 /// What this backend records, as omniprof types and CUPTI activity kinds.
 const SUPPORTED: [(ActivityType, u32); 7] = [
     (ActivityType::ConcurrentKernel, kind::CONCURRENT_KERNEL),
@@ -336,7 +333,7 @@ impl ProfilerSession for CuptiSession {
             ));
         };
         let records = self.decode_all();
-        let mut links: HashMap<u32, (Option<u64>, Option<u64>)> = HashMap::new();
+        let mut links = Links::new();
         let mut context_device: HashMap<u32, u32> = HashMap::new();
         for r in &records {
             match r {
@@ -369,7 +366,8 @@ impl ProfilerSession for CuptiSession {
         let mut api_names = ApiNames::default();
         let threads = threads::seen();
         for (record, name) in records {
-            let device_work =
+            // Inside a user range, so that the engine projects the range onto the device.
+            let add_device_work =
                 |a: Activity, correlation: u32, sink: &mut dyn ActivitySink| match links
                     .get(&correlation)
                     .and_then(|l| l.1)
@@ -379,49 +377,37 @@ impl ProfilerSession for CuptiSession {
                 };
             match record {
                 Record::Kernel(k) => {
-                    self.note_stream(k.device, k.stream);
-                    let mut a = Activity::new(
+                    let mut a = self.device_work(
                         ActivityType::ConcurrentKernel,
                         name.unwrap_or_else(|| "<unnamed kernel>".into()),
-                        k.device.into(),
-                        k.stream.into(),
-                        time(k.start),
-                        time(k.end),
+                        (k.device, k.stream, k.correlation),
+                        (time(k.start), time(k.end)),
+                        &links,
                     );
-                    a.correlation = k.correlation.into();
-                    a.linked_correlation = links.get(&k.correlation).and_then(|l| l.0);
                     a.args = kernel_args(&k, properties.get(&k.device));
-                    device_work(a, k.correlation, sink);
+                    add_device_work(a, k.correlation, sink);
                 }
                 Record::Memcpy(m) => {
-                    self.note_stream(m.device, m.stream);
-                    let mut a = Activity::new(
+                    let mut a = self.device_work(
                         ActivityType::GpuMemcpy,
-                        names::memcpy(m.copy_kind, m.src_kind, m.dst_kind),
-                        m.device.into(),
-                        m.stream.into(),
-                        time(m.start),
-                        time(m.end),
+                        names::memcpy(m.copy_kind, m.src_kind, m.dst_kind).into(),
+                        (m.device, m.stream, m.correlation),
+                        (time(m.start), time(m.end)),
+                        &links,
                     );
-                    a.correlation = m.correlation.into();
-                    a.linked_correlation = links.get(&m.correlation).and_then(|l| l.0);
                     a.args = transfer_args(&a, m.device, m.context, m.stream, m.bytes);
-                    device_work(a, m.correlation, sink);
+                    add_device_work(a, m.correlation, sink);
                 }
                 Record::Memset(m) => {
-                    self.note_stream(m.device, m.stream);
-                    let mut a = Activity::new(
+                    let mut a = self.device_work(
                         ActivityType::GpuMemset,
-                        names::memset(m.memory_kind),
-                        m.device.into(),
-                        m.stream.into(),
-                        time(m.start),
-                        time(m.end),
+                        names::memset(m.memory_kind).into(),
+                        (m.device, m.stream, m.correlation),
+                        (time(m.start), time(m.end)),
+                        &links,
                     );
-                    a.correlation = m.correlation.into();
-                    a.linked_correlation = links.get(&m.correlation).and_then(|l| l.0);
                     a.args = transfer_args(&a, m.device, m.context, m.stream, m.bytes);
-                    device_work(a, m.correlation, sink);
+                    add_device_work(a, m.correlation, sink);
                 }
                 Record::Api(api) => {
                     let name = api_names.get(&self.loaded.cupti, api.driver, api.cbid);
@@ -506,24 +492,14 @@ impl ProfilerSession for CuptiSession {
     fn device_info(&self) -> Vec<DeviceInfo> {
         self.devices
             .iter()
-            .map(|&d| DeviceInfo {
-                id: d.into(),
-                sort_index: i64::from(d) + DEVICE_SORT_OFFSET,
-                name: format!("GPU {d}"),
-                label: format!("GPU {d}"),
-            })
+            .map(|&d| DeviceInfo::new(d.into(), format!("GPU {d}"), format!("GPU {d}")))
             .collect()
     }
 
     fn resource_infos(&self) -> Vec<ResourceInfo> {
         self.streams
             .iter()
-            .map(|&(device, stream)| ResourceInfo {
-                device_id: device.into(),
-                id: stream.into(),
-                sort_index: stream.into(),
-                name: format!("stream {stream} "),
-            })
+            .map(|&(device, stream)| ResourceInfo::stream(device.into(), stream.into()))
             .collect()
     }
 
@@ -586,10 +562,30 @@ impl ProfilerSession for CuptiSession {
     }
 }
 
+/// The (op, user range) a launch's external correlation records name, by its correlation id.
+type Links = HashMap<u32, (Option<u64>, Option<u64>)>;
+
 impl CuptiSession {
     fn note_stream(&mut self, device: u32, stream: u32) {
         self.devices.insert(device);
         self.streams.insert((device, stream));
+    }
+
+    /// A kernel, copy or set on (device, stream), with its launch's correlation id and
+    /// linked to the op that launched it.
+    fn device_work(
+        &mut self,
+        kind: ActivityType,
+        name: Arc<str>,
+        (device, stream, correlation): (u32, u32, u32),
+        (start_ns, end_ns): (i64, i64),
+        links: &Links,
+    ) -> Activity {
+        self.note_stream(device, stream);
+        let mut a = Activity::new(kind, name, device.into(), stream.into(), start_ns, end_ns);
+        a.correlation = correlation.into();
+        a.linked_correlation = links.get(&correlation).and_then(|l| l.0);
+        a
     }
 
     /// Every record of the completed buffers, with kernels' names read (demangled once per

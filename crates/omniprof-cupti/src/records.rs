@@ -68,163 +68,145 @@ const fn f(name: &'static str, offset: usize, size: usize) -> Field {
     Field { name, offset, size }
 }
 
+/// Declares a record's fields, each once: a constant per field and `ALL`, the list
+/// [`FIELDS`] and [`bytes_read`] read.
+macro_rules! fields {
+    ($($name:ident = $c_name:literal at $offset:literal, $size:literal;)*) => {
+        $(pub(super) const $name: Field = f($c_name, $offset, $size);)*
+        pub(super) const ALL: &[Field] = &[$($name),*];
+    };
+}
+
 /// Kernel fields (`CUpti_ActivityKernel9/10/11`).
 mod kernel {
     use super::{f, Field};
-    pub(super) const REGISTERS: Field = f("registersPerThread", 6, 2);
-    pub(super) const START: Field = f("start", 16, 8);
-    pub(super) const END: Field = f("end", 24, 8);
-    pub(super) const DEVICE: Field = f("deviceId", 40, 4);
-    pub(super) const CONTEXT: Field = f("contextId", 44, 4);
-    pub(super) const STREAM: Field = f("streamId", 48, 4);
-    pub(super) const GRID: [Field; 3] = [f("gridX", 52, 4), f("gridY", 56, 4), f("gridZ", 60, 4)];
-    pub(super) const BLOCK: [Field; 3] =
-        [f("blockX", 64, 4), f("blockY", 68, 4), f("blockZ", 72, 4)];
-    pub(super) const STATIC_SHARED: Field = f("staticSharedMemory", 76, 4);
-    pub(super) const DYNAMIC_SHARED: Field = f("dynamicSharedMemory", 80, 4);
-    pub(super) const CORRELATION: Field = f("correlationId", 92, 4);
-    pub(super) const NAME: Field = f("name", 104, 8);
-    pub(super) const QUEUED: Field = f("queued", 120, 8);
-    pub(super) const ALL: [Field; 17] = [
-        REGISTERS,
-        START,
-        END,
-        DEVICE,
-        CONTEXT,
-        STREAM,
-        GRID[0],
-        GRID[1],
-        GRID[2],
-        BLOCK[0],
-        BLOCK[1],
-        BLOCK[2],
-        STATIC_SHARED,
-        DYNAMIC_SHARED,
-        CORRELATION,
-        NAME,
-        QUEUED,
-    ];
+    fields! {
+        REGISTERS = "registersPerThread" at 6, 2;
+        START = "start" at 16, 8;
+        END = "end" at 24, 8;
+        DEVICE = "deviceId" at 40, 4;
+        CONTEXT = "contextId" at 44, 4;
+        STREAM = "streamId" at 48, 4;
+        GRID_X = "gridX" at 52, 4;
+        GRID_Y = "gridY" at 56, 4;
+        GRID_Z = "gridZ" at 60, 4;
+        BLOCK_X = "blockX" at 64, 4;
+        BLOCK_Y = "blockY" at 68, 4;
+        BLOCK_Z = "blockZ" at 72, 4;
+        STATIC_SHARED = "staticSharedMemory" at 76, 4;
+        DYNAMIC_SHARED = "dynamicSharedMemory" at 80, 4;
+        CORRELATION = "correlationId" at 92, 4;
+        NAME = "name" at 104, 8;
+        QUEUED = "queued" at 120, 8;
+    }
+    pub(super) const GRID: [Field; 3] = [GRID_X, GRID_Y, GRID_Z];
+    pub(super) const BLOCK: [Field; 3] = [BLOCK_X, BLOCK_Y, BLOCK_Z];
 }
 
 /// Memory copy fields (`CUpti_ActivityMemcpy5/6`).
 mod memcpy {
     use super::{f, Field};
-    pub(super) const COPY_KIND: Field = f("copyKind", 4, 1);
-    pub(super) const SRC_KIND: Field = f("srcKind", 5, 1);
-    pub(super) const DST_KIND: Field = f("dstKind", 6, 1);
-    pub(super) const BYTES: Field = f("bytes", 8, 8);
-    pub(super) const START: Field = f("start", 16, 8);
-    pub(super) const END: Field = f("end", 24, 8);
-    pub(super) const DEVICE: Field = f("deviceId", 32, 4);
-    pub(super) const CONTEXT: Field = f("contextId", 36, 4);
-    pub(super) const STREAM: Field = f("streamId", 40, 4);
-    pub(super) const CORRELATION: Field = f("correlationId", 44, 4);
-    pub(super) const ALL: [Field; 10] = [
-        COPY_KIND,
-        SRC_KIND,
-        DST_KIND,
-        BYTES,
-        START,
-        END,
-        DEVICE,
-        CONTEXT,
-        STREAM,
-        CORRELATION,
-    ];
+    fields! {
+        COPY_KIND = "copyKind" at 4, 1;
+        SRC_KIND = "srcKind" at 5, 1;
+        DST_KIND = "dstKind" at 6, 1;
+        BYTES = "bytes" at 8, 8;
+        START = "start" at 16, 8;
+        END = "end" at 24, 8;
+        DEVICE = "deviceId" at 32, 4;
+        CONTEXT = "contextId" at 36, 4;
+        STREAM = "streamId" at 40, 4;
+        CORRELATION = "correlationId" at 44, 4;
+    }
 }
 
 /// Memory set fields (`CUpti_ActivityMemset4`).
 mod memset {
     use super::{f, Field};
-    pub(super) const VALUE: Field = f("value", 4, 4);
-    pub(super) const BYTES: Field = f("bytes", 8, 8);
-    pub(super) const START: Field = f("start", 16, 8);
-    pub(super) const END: Field = f("end", 24, 8);
-    pub(super) const DEVICE: Field = f("deviceId", 32, 4);
-    pub(super) const CONTEXT: Field = f("contextId", 36, 4);
-    pub(super) const STREAM: Field = f("streamId", 40, 4);
-    pub(super) const CORRELATION: Field = f("correlationId", 44, 4);
-    pub(super) const MEMORY_KIND: Field = f("memoryKind", 50, 2);
-    pub(super) const ALL: [Field; 9] = [
-        VALUE,
-        BYTES,
-        START,
-        END,
-        DEVICE,
-        CONTEXT,
-        STREAM,
-        CORRELATION,
-        MEMORY_KIND,
-    ];
+    fields! {
+        VALUE = "value" at 4, 4;
+        BYTES = "bytes" at 8, 8;
+        START = "start" at 16, 8;
+        END = "end" at 24, 8;
+        DEVICE = "deviceId" at 32, 4;
+        CONTEXT = "contextId" at 36, 4;
+        STREAM = "streamId" at 40, 4;
+        CORRELATION = "correlationId" at 44, 4;
+        MEMORY_KIND = "memoryKind" at 50, 2;
+    }
 }
 
 /// Runtime and driver API call fields (`CUpti_ActivityAPI`).
 mod api {
     use super::{f, Field};
-    pub(super) const CBID: Field = f("cbid", 4, 4);
-    pub(super) const START: Field = f("start", 8, 8);
-    pub(super) const END: Field = f("end", 16, 8);
-    pub(super) const PROCESS: Field = f("processId", 24, 4);
-    pub(super) const THREAD: Field = f("threadId", 28, 4);
-    pub(super) const CORRELATION: Field = f("correlationId", 32, 4);
-    pub(super) const ALL: [Field; 6] = [CBID, START, END, PROCESS, THREAD, CORRELATION];
+    fields! {
+        CBID = "cbid" at 4, 4;
+        START = "start" at 8, 8;
+        END = "end" at 16, 8;
+        PROCESS = "processId" at 24, 4;
+        THREAD = "threadId" at 28, 4;
+        CORRELATION = "correlationId" at 32, 4;
+    }
 }
 
 /// CUPTI overhead fields (`CUpti_ActivityOverhead3`). `objectId` is a union: a process and
 /// thread id, or a device, context and stream id.
 mod overhead {
     use super::{f, Field};
-    pub(super) const KIND: Field = f("overheadKind", 4, 4);
-    pub(super) const OBJECT_KIND: Field = f("objectKind", 8, 4);
-    pub(super) const OBJECT_ID: Field = f("objectId", 12, 12);
-    pub(super) const START: Field = f("start", 24, 8);
-    pub(super) const END: Field = f("end", 32, 8);
-    pub(super) const ALL: [Field; 5] = [KIND, OBJECT_KIND, OBJECT_ID, START, END];
+    fields! {
+        KIND = "overheadKind" at 4, 4;
+        OBJECT_KIND = "objectKind" at 8, 4;
+        OBJECT_ID = "objectId" at 12, 12;
+        START = "start" at 24, 8;
+        END = "end" at 32, 8;
+    }
 }
 
 /// Synchronization fields (`CUpti_ActivitySynchronization`/`…2`).
 mod sync {
     use super::{f, Field};
-    pub(super) const TYPE: Field = f("type", 4, 4);
-    pub(super) const START: Field = f("start", 8, 8);
-    pub(super) const END: Field = f("end", 16, 8);
-    pub(super) const CORRELATION: Field = f("correlationId", 24, 4);
-    pub(super) const CONTEXT: Field = f("contextId", 28, 4);
-    pub(super) const STREAM: Field = f("streamId", 32, 4);
-    pub(super) const EVENT: Field = f("cudaEventId", 36, 4);
-    pub(super) const ALL: [Field; 7] = [TYPE, START, END, CORRELATION, CONTEXT, STREAM, EVENT];
+    fields! {
+        TYPE = "type" at 4, 4;
+        START = "start" at 8, 8;
+        END = "end" at 16, 8;
+        CORRELATION = "correlationId" at 24, 4;
+        CONTEXT = "contextId" at 28, 4;
+        STREAM = "streamId" at 32, 4;
+        EVENT = "cudaEventId" at 36, 4;
+    }
 }
 
 /// External correlation fields (`CUpti_ActivityExternalCorrelation`).
 mod correlation {
     use super::{f, Field};
-    pub(super) const KIND: Field = f("externalKind", 4, 4);
-    pub(super) const EXTERNAL_ID: Field = f("externalId", 8, 8);
-    pub(super) const CORRELATION: Field = f("correlationId", 16, 4);
-    pub(super) const ALL: [Field; 3] = [KIND, EXTERNAL_ID, CORRELATION];
+    fields! {
+        KIND = "externalKind" at 4, 4;
+        EXTERNAL_ID = "externalId" at 8, 8;
+        CORRELATION = "correlationId" at 16, 4;
+    }
 }
 
 /// Every field omniprof reads, by record: the names `tests/layout.c` prints them under.
 pub const FIELDS: [(&str, &[Field]); 7] = [
-    ("kernel", &kernel::ALL),
-    ("memcpy", &memcpy::ALL),
-    ("memset", &memset::ALL),
-    ("api", &api::ALL),
-    ("overhead", &overhead::ALL),
-    ("sync", &sync::ALL),
-    ("external", &correlation::ALL),
+    ("kernel", kernel::ALL),
+    ("memcpy", memcpy::ALL),
+    ("memset", memset::ALL),
+    ("api", api::ALL),
+    ("overhead", overhead::ALL),
+    ("sync", sync::ALL),
+    ("external", correlation::ALL),
 ];
 
 /// How many bytes of a record of `kind` decoding reads: the end of its last field read.
 pub fn bytes_read(kind: u32) -> usize {
     let fields: &[Field] = match kind {
-        kind::CONCURRENT_KERNEL => &kernel::ALL,
-        kind::MEMCPY => &memcpy::ALL,
-        kind::MEMSET => &memset::ALL,
-        kind::RUNTIME | kind::DRIVER => &api::ALL,
-        kind::OVERHEAD => &overhead::ALL,
-        kind::SYNCHRONIZATION => &sync::ALL,
-        kind::EXTERNAL_CORRELATION => &correlation::ALL,
+        kind::CONCURRENT_KERNEL => kernel::ALL,
+        kind::MEMCPY => memcpy::ALL,
+        kind::MEMSET => memset::ALL,
+        kind::RUNTIME | kind::DRIVER => api::ALL,
+        kind::OVERHEAD => overhead::ALL,
+        kind::SYNCHRONIZATION => sync::ALL,
+        kind::EXTERNAL_CORRELATION => correlation::ALL,
         _ => &[],
     };
     fields.iter().map(|f| f.offset + f.size).max().unwrap_or(4)

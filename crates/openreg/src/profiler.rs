@@ -55,8 +55,6 @@ use crate::{DeviceProperties, KernelMetrics, Property};
 
 /// The name devices get in traces and summaries (`Self OpenReg`).
 pub const DEVICE_TYPE: &str = "OpenReg";
-/// Device rows sort after the host, as Kineto's do.
-const DEVICE_SORT_OFFSET: i64 = 5_000_000;
 
 /// The backend: stateless, one per process.
 #[derive(Default)]
@@ -249,12 +247,7 @@ impl ProfilerSession for OpenRegSession {
     fn device_info(&self) -> Vec<DeviceInfo> {
         self.devices()
             .into_iter()
-            .map(|d| DeviceInfo {
-                id: d as i64,
-                sort_index: d as i64 + DEVICE_SORT_OFFSET,
-                name: format!("{DEVICE_TYPE} {d}"),
-                label: format!("GPU {d}"),
-            })
+            .map(|d| DeviceInfo::new(d as i64, format!("{DEVICE_TYPE} {d}"), format!("GPU {d}")))
             .collect()
     }
 
@@ -267,12 +260,7 @@ impl ProfilerSession for OpenRegSession {
             .collect();
         streams
             .into_iter()
-            .map(|(device, stream)| ResourceInfo {
-                device_id: device.into(),
-                id: stream.into(),
-                sort_index: stream.into(),
-                name: format!("stream {stream} "),
-            })
+            .map(|(device, stream)| ResourceInfo::stream(device.into(), stream.into()))
             .collect()
     }
 

@@ -103,6 +103,21 @@ pub struct DeviceInfo {
     pub label: String,
 }
 
+impl DeviceInfo {
+    /// Where device rows sort: after the host's, as Kineto's do.
+    pub const SORT_OFFSET: i64 = 5_000_000;
+
+    /// Device `id`'s row, sorted after the host's by its id.
+    pub fn new(id: i64, name: impl Into<String>, label: impl Into<String>) -> Self {
+        Self {
+            id,
+            sort_index: id + Self::SORT_OFFSET,
+            name: name.into(),
+            label: label.into(),
+        }
+    }
+}
+
 /// A stream's (or other resource's) thread row on a device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceInfo {
@@ -114,6 +129,19 @@ pub struct ResourceInfo {
     pub sort_index: i64,
     /// The row's name.
     pub name: String,
+}
+
+impl ResourceInfo {
+    /// Stream `stream`'s row on device `device`, named and sorted as Kineto does
+    /// (`stream 7 `, with Kineto's trailing space).
+    pub fn stream(device: i64, stream: i64) -> Self {
+        Self {
+            device_id: device,
+            id: stream,
+            sort_index: stream,
+            name: format!("stream {stream} "),
+        }
+    }
 }
 
 /// A long-lived backend: named, with the activity types it can record, configured once per

@@ -44,8 +44,6 @@ use crate::value::Value;
 
 /// How many failures are kept word for word; the rest are only counted.
 const KEPT_ERRORS: usize = 8;
-/// Where device rows sort: after the host's (as the session engine sorts devices).
-const DEVICE_SORT_OFFSET: i64 = 5_000_000;
 
 /// What a stubs backend does with the host ranges.
 #[derive(Clone, Copy)]
@@ -190,11 +188,12 @@ impl ProfilerSession for StubsSession {
     fn device_info(&self) -> Vec<DeviceInfo> {
         self.devices
             .iter()
-            .map(|&d| DeviceInfo {
-                id: d.into(),
-                sort_index: i64::from(d) + DEVICE_SORT_OFFSET,
-                name: format!("{} {d}", self.device),
-                label: format!("{} {d} (profiler stubs)", self.device),
+            .map(|&d| {
+                let (name, label) = (
+                    format!("{} {d}", self.device),
+                    format!("{} {d} (profiler stubs)", self.device),
+                );
+                DeviceInfo::new(d.into(), name, label)
             })
             .collect()
     }
