@@ -5,10 +5,17 @@
 //! To JSON (`.json`, `.json.gz`) the input is streamed into the writer item by item, so that
 //! memory is bounded by the reader's windows, the open events of each row's lanes and the
 //! rows, not by the trace; an input whose activities come out of order on a row (the lanes
-//! need each row in order) is then read again whole. To `.pftrace` it is read whole into the
-//! trace model (memory grows with the events). Either way it is saved the way every trace is
-//! saved: written aside and renamed, so a failed read or write leaves nothing at OUT. A FIFO or device without a known extension
-//! (`/dev/stdout`) gets JSON, and the summary line then goes to standard error.
+//! need each row in order) is then read again whole. To `.pftrace` the input is read twice
+//! (`export::perfetto`'s stream module): a first read finds the rows, lanes, flow ends and
+//! counter tracks that the Perfetto writer declares before its first event, a second streams
+//! the activities into it, so that memory is bounded as for JSON (plus the counter samples,
+//! written last in time order). It is read whole instead when the survey says it cannot be
+//! streamed (activities out of order on a row, a base time after the events, flow ids with
+//! several ends in a file not in time order), and when the input is not a regular file,
+//! which cannot be read twice. Either way it is saved the way every trace is saved: written
+//! aside and renamed, so a failed read or write leaves nothing at OUT. A FIFO or device
+//! without a known extension (`/dev/stdout`) gets JSON, and the summary line then goes to
+//! standard error.
 //!
 //! With `--format parquet`, any number of traces (or directories of them) become Parquet
 //! tables under the directory OUT, one rank's files per trace (`parquet_cmd.rs`).
@@ -22,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use omniprof_trace::export::chrome::NeedsWholeTrace;
+use omniprof_trace::export::perfetto::PerfettoSurvey;
 use omniprof_trace::export::{self, Format, WriteError, WriteStats};
 use omniprof_trace::import::{ReadError, ReadStats, TraceReader};
 
@@ -84,6 +92,13 @@ pub(crate) fn run(args: &ConvertArgs) -> ExitCode {
             }
             done => done,
         },
+        Format::Perfetto if input.is_file() => match streamed_pftrace(input, &args.output) {
+            Err(Failed::NeedsWholeTrace(why)) => {
+                log::info!("{why}; reading {} whole", input.display());
+                whole(input, &args.output)
+            }
+            done => done,
+        },
         Format::Perfetto => whole(input, &args.output),
     };
     let (written, stats) = match saved {
@@ -123,7 +138,8 @@ pub(crate) fn run(args: &ConvertArgs) -> ExitCode {
 enum Failed {
     Read(ReadError),
     Write(WriteError),
-    /// The streamed JSON writer met an activity out of order on its row.
+    /// The streamed JSON writer met an activity out of order on its row, or the survey of
+    /// a streamed `.pftrace` found the trace cannot be written as it is read.
     NeedsWholeTrace(String),
 }
 
@@ -157,6 +173,37 @@ fn streamed(input: &Path, output: &Path) -> Result<(WriteStats, ReadStats), Fail
             None => Err(Failed::Write(e)),
         },
     }
+}
+
+/// Reads the input twice: a survey of its rows and tracks, then the activities streamed into
+/// the Perfetto writer; memory bounded by the rows, lanes, names and flow starts.
+fn streamed_pftrace(input: &Path, output: &Path) -> Result<(WriteStats, ReadStats), Failed> {
+    let mut survey = PerfettoSurvey::default();
+    read_file(input, |input| {
+        TraceReader::new().stream(input, |item| survey.add(item))
+    })
+    .map_err(Failed::Read)?;
+    let layout = survey
+        .finish()
+        .map_err(|why| Failed::NeedsWholeTrace(why.to_string()))?;
+    let mut read = None;
+    let saved = export::save_perfetto_streamed(output, layout, |stream| {
+        let result = read_file(input, |input| {
+            TraceReader::new().stream(input, |item| stream.add(item))
+        });
+        let failed = result.is_err();
+        read = Some(result);
+        match failed {
+            // Stops the save: nothing is left at the output.
+            true => Err(io::Error::other("the input could not be read")),
+            false => Ok(()),
+        }
+    });
+    if let Some(Err(e)) = read {
+        return Err(Failed::Read(e));
+    }
+    let written = saved.map_err(Failed::Write)?;
+    Ok((written, read.and_then(Result::ok).unwrap_or_default()))
 }
 
 /// Reads the input whole into the trace model, then saves it.

@@ -115,6 +115,13 @@ fn earliest_ns(trace: &Trace) -> i64 {
 #[derive(Debug)]
 pub struct NeedsWholeTrace(&'static str);
 
+impl NeedsWholeTrace {
+    /// Why, said as the end of a sentence.
+    pub(crate) fn new(why: &'static str) -> Self {
+        Self(why)
+    }
+}
+
 impl fmt::Display for NeedsWholeTrace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "the trace cannot be written as it is read: {}", self.0)

@@ -23,7 +23,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::chrome::{self, ChromeStream};
-use super::perfetto;
+use super::perfetto::{self, PerfettoLayout, PerfettoStream};
 use super::save::{is_stream, save_with, WriteError};
 use crate::trace::Trace;
 
@@ -160,8 +160,8 @@ pub fn save_in(
 }
 
 /// Saves a trace that `feed` delivers item by item to a [`ChromeStream`] (as the reader
-/// streams it), to `path` as [`save`] does: JSON or gzip JSON only (a `.pftrace` is written
-/// from the whole trace, with [`save`]). What `feed` returns stops the save when it is an
+/// streams it), to `path` as [`save`] does: JSON or gzip JSON only (a `.pftrace` is
+/// streamed with [`save_perfetto_streamed`]). What `feed` returns stops the save when it is an
 /// error; a stream that [`NeedsWholeTrace`](chrome::NeedsWholeTrace) fails with it as the
 /// source of the [`WriteError`].
 pub fn save_streamed(
@@ -188,11 +188,34 @@ pub fn save_streamed(
         }
         Format::Perfetto => Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            "a .pftrace is written from the whole trace",
+            "a .pftrace is streamed with save_perfetto_streamed",
         )),
     })?;
     warn_about_viewers(path, stats.bytes);
     Ok(stats)
+}
+
+/// Saves a trace read a second time, item by item, to a [`PerfettoStream`] made from what
+/// the first read found (`layout`), to `path` as [`save`] does; `path` must name a
+/// `.pftrace`. What `feed` returns stops the save when it is an error.
+pub fn save_perfetto_streamed(
+    path: impl AsRef<Path>,
+    layout: PerfettoLayout,
+    feed: impl FnOnce(&mut PerfettoStream<&mut dyn Write>) -> io::Result<()>,
+) -> Result<WriteStats, WriteError> {
+    let path = path.as_ref();
+    let format = Format::for_path(path)?;
+    save_with(path, |out| match format {
+        Format::Perfetto => {
+            let mut stream = PerfettoStream::new(layout, out)?;
+            feed(&mut stream)?;
+            stream.finish()
+        }
+        Format::Json | Format::JsonGz => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a streamed Perfetto trace is written to a .pftrace only",
+        )),
+    })
 }
 
 /// Writes `trace` to `out` in `format`; `path` names a JSON trace that names nothing.

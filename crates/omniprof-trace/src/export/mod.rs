@@ -11,5 +11,5 @@ pub mod save;
 
 #[cfg(unix)]
 pub use format::save_in;
-pub use format::{save, save_streamed, Format, UnknownFormat, WriteStats};
+pub use format::{save, save_perfetto_streamed, save_streamed, Format, UnknownFormat, WriteStats};
 pub use save::WriteError;

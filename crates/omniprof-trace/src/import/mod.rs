@@ -88,6 +88,7 @@ pub use event::ArgFilter;
 pub use item::{ReadStats, TraceItem};
 pub use limits::Limits;
 pub(crate) use pftrace::header as pftrace_header;
+pub(crate) use reader::TraceAssembler;
 pub use reader::{ReadOutcome, TraceReader};
 
 #[cfg(test)]

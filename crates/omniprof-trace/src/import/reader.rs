@@ -141,8 +141,9 @@ fn with_path(mut e: ReadError, path: &Path) -> ReadError {
     e
 }
 
-/// Collects [`TraceItem`]s into a [`Trace`].
-struct TraceAssembler {
+/// Collects [`TraceItem`]s into a [`Trace`]. The streamed Perfetto writer collects a trace's
+/// header, rows and spans with it, as a whole read would.
+pub(crate) struct TraceAssembler {
     trace: Trace,
     window: Option<Window>,
     /// The session report's entries that were refused.
@@ -164,7 +165,7 @@ impl Default for TraceAssembler {
 }
 
 impl TraceAssembler {
-    fn add(&mut self, item: TraceItem) {
+    pub(crate) fn add(&mut self, item: TraceItem) {
         let trace = &mut self.trace;
         match item {
             TraceItem::BaseTime(base) => {
@@ -204,7 +205,7 @@ impl TraceAssembler {
         }
     }
 
-    fn finish(mut self) -> Trace {
+    pub(crate) fn finish(mut self) -> Trace {
         let base = self.trace.base_time_ns;
         self.trace.window = self.window.unwrap_or(Window::new(base, base));
         self.trace

@@ -23,6 +23,9 @@ pub(super) struct FlowIds {
     /// The id of an end after the first of its start.
     own_end: FastMap<usize, u64>,
     next: u64,
+    /// Whether an id started again, a start had several ends or an end had no start:
+    /// which start an end follows then depends on the order the ends are placed in.
+    reused: bool,
 }
 
 impl FlowIds {
@@ -30,20 +33,34 @@ impl FlowIds {
     pub(super) fn place(&mut self, index: usize, flow: Flow) {
         let key = (flow.kind, flow.id);
         if flow.start {
-            self.open.insert(key, (index, 0));
+            self.reused |= self.open.insert(key, (index, 0)).is_some();
             return;
         }
         let Some((start, ends)) = self.open.get_mut(&key) else {
-            // No start before it: Perfetto drops it as it drops the JSON's.
+            // No start before it: Perfetto drops it as it drops the JSON's. (A start placed
+            // later could still precede it in time.)
+            self.reused = true;
             return;
         };
         *ends += 1;
         if *ends > 1 {
+            self.reused = true;
             let id = OWN_IDS | self.next;
             self.next += 1;
             self.more_starts.entry(*start).or_default().push(id);
             self.own_end.insert(index, id);
         }
+    }
+
+    /// Whether an id started twice, a start had several ends or an end none.
+    pub(super) fn reused(&self) -> bool {
+        self.reused
+    }
+
+    /// Drops what only placing needs (the starts still open), once every end is placed.
+    pub(super) fn placed(mut self) -> Self {
+        self.open = FastMap::default();
+        self
     }
 
     /// The ids a start written `index`-th lists beside its flow's own.

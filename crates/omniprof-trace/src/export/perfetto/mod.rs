@@ -43,24 +43,30 @@
 //! which takes a byte or two where an absolute time takes nine. The spans, which overlap
 //! everything, are written last on a second sequence, with absolute times.
 
+mod counter_tracks;
 mod ends;
 mod flows;
 mod proto;
+mod stream;
 
 use std::io::{self, Write};
+use std::sync::Arc;
 
+use counter_tracks::{CounterTracks, CounterTracksFound};
 use ends::PendingEnds;
 use flows::FlowIds;
 use proto::{annotation, clock, defaults, event, interned, packet, track, Buf, Room};
+pub use stream::{PerfettoLayout, PerfettoStream, PerfettoSurvey};
 
 use crate::activity::{Activity, ActivityType, FlowKind};
+use crate::counter::CounterTrack;
 use crate::export::json;
-use crate::export::lanes::{row_tid, written_span, Lanes, WrittenOrder};
+use crate::export::lanes::{row_tid, written_span, Lanes, RowId, WrittenOrder};
 use crate::export::WriteStats;
 use crate::hash::{cache_slot, FastMap};
 use crate::import::pftrace_header as header;
 use crate::keys::arg;
-use crate::trace::Trace;
+use crate::trace::{ThreadRow, Trace};
 use crate::value::Value;
 
 /// Device `d` is written as the process `DEVICE_PID_BASE + d`: above any OS pid (Linux caps
@@ -71,6 +77,8 @@ pub const DEVICE_PID_BASE: i64 = 1 << 30;
 const EVENTS_SEQUENCE: u64 = 1;
 const ABSOLUTE_SEQUENCE: u64 = 2;
 const COUNTERS_SEQUENCE: u64 = 3;
+/// Where rows have sequences of their own ([`Layout::per_row`]), row `r`'s is this plus `r`.
+const FIRST_ROW_SEQUENCE: u64 = 4;
 /// The events sequence's clock: incremental, each timestamp the delta from the last.
 const INCREMENTAL_CLOCK: u64 = clock::FIRST_SEQUENCE_CLOCK;
 const FLUSH_AT: usize = 1 << 16;
@@ -88,36 +96,20 @@ const WINDOW_END: &str = "Record Window End";
 /// [`export::save`](crate::export::save()) (`.pftrace`).
 pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<WriteStats> {
     let plan = Plan::new(trace);
-    let mut w = Writer {
-        out,
-        buf: Buf::default(),
-        stats: WriteStats::default(),
-        names: Interner::default(),
-        categories: [0; ActivityType::ALL.len()],
-        next_category: 1,
-        arg_names: Interner::default(),
-        external_id_iid: 0,
-        new_interned: Vec::new(),
-        arg_iids: Vec::new(),
-        ends: PendingEnds::default(),
-        last_ts: 0,
-    };
-    w.start_incremental_sequence(EVENTS_SEQUENCE);
-    plan.descriptors(trace, &mut w.buf);
-    w.flush()?;
+    let layout = &plan.layout;
+    let mut w = Writer::start(out, trace, layout)?;
     let mut tracks = plan.track_of.iter().enumerate();
     plan.order.try_for_each(|a| {
         let (index, &track) = tracks.next().expect("the plan has every activity's track");
-        w.activity(a, &plan, index, track)
+        w.activity(a, layout, index, track)
     })?;
-    w.end_slices_until(i64::MAX)?;
-    w.counters(trace, &plan)?;
-    w.start_absolute_sequence();
-    w.spans(trace)?;
-    w.stats.spilled = plan.lanes.spilled;
-    w.flush()?;
-    w.out.flush()?;
-    Ok(w.stats)
+    let mut samples = Vec::new();
+    for series in trace.counters.series() {
+        for sample in &series.samples {
+            layout.counters.samples(&series.track, sample, &mut samples);
+        }
+    }
+    w.finish(trace, layout, samples)
 }
 
 /// Track uuids. Row tracks, which every slice names twice, get small numbers (a byte for
@@ -133,6 +125,12 @@ mod uuid {
     #[inline]
     pub(super) fn row_track(row: usize, lane: u32) -> u32 {
         (row as u32) << 7 | lane
+    }
+
+    /// The row index of a packed row track.
+    #[inline]
+    pub(super) fn row_of(track: u32) -> usize {
+        (track >> 7) as usize
     }
 
     /// The uuid of a packed row track, lane by lane: lane 0 of every row first.
@@ -168,134 +166,157 @@ mod uuid {
     }
 }
 
-/// The counter tracks of the trace's counter series: one per series and value name, named
-/// by the name for `hardware_counters` (the Chrome writer's `GPU <n> Counters` rows), else
-/// `"<series name> <value name>"`, as Perfetto names the series of a JSON `C` event; each
-/// under its device's (or host's) process. `(series index, value name, track name)`.
-fn counter_tracks(trace: &Trace) -> Vec<(usize, &str, String)> {
-    let mut tracks = Vec::new();
-    for (index, series) in trace.counters.series().iter().enumerate() {
-        let mut keys: Vec<&str> = Vec::new();
-        for sample in &series.samples {
-            for (key, _) in &sample.values {
-                if !keys.contains(&&**key) {
-                    keys.push(key);
-                }
-            }
-        }
-        for key in keys {
-            let name = match series.track.kind {
-                ActivityType::HardwareCounters => key.to_string(),
-                _ => format!("{} {key}", series.track.name),
-            };
-            tracks.push((index, key, name));
-        }
-    }
-    tracks
-}
-
-/// What the first pass finds: the tracks the events use and the track of every activity.
-struct Plan<'a> {
-    /// The activities in the order they are written.
-    order: WrittenOrder<'a>,
-    /// The rows, thread rows first, and the lanes of each.
-    lanes: Lanes,
-    /// The row track of each activity, in written order (unused for counters).
-    track_of: Vec<u32>,
+/// What the writer must know before its first packet: the rows and how many lanes each
+/// needs, the devices, the flows' ends, the counter tracks, and how events are sequenced.
+/// The whole-trace writer finds it in a first pass over the trace, the streamed one in a
+/// first read of the input ([`PerfettoSurvey`]).
+struct Layout {
+    /// The rows, thread rows first, and how many lanes each used (row indices are
+    /// positions here).
+    rows: Vec<(RowId, u32)>,
+    /// X events moved to a sibling lane.
+    spilled: u64,
     /// The Perfetto ids of the flow ends.
     flows: FlowIds,
-    /// Pids that device activities use.
+    /// Pids that device activities or device counters use.
     device_pids: Vec<i64>,
-    /// Counter tracks: (series index, value name, track name); a track's uuid is its index.
-    counters: Vec<(usize, &'a str, String)>,
-    /// How many rows there are.
-    rows: u32,
+    /// Counter tracks; a track's uuid follows from its index.
+    counters: CounterTracks,
+    /// Whether each row has a packet sequence of its own, for activities that come in
+    /// order on each row but not across rows; else one sequence holds every row's events,
+    /// which must come in written order.
+    per_row: bool,
 }
 
-/// The first pass's findings, made again from scratch should the activities need sorting.
+/// Where an activity goes, as it comes in written order on its row: its row and lane,
+/// packed ([`uuid::row_track`]). Instants stay on lane 0 (they cannot overlap).
+#[inline]
+fn place_on_row(lanes: &mut Lanes, a: &Activity) -> u32 {
+    let row = lanes.row((a.device, row_tid(a.resource)));
+    let lane = if a.kind == ActivityType::CpuInstantEvent {
+        0
+    } else {
+        let (start, end) = written_span(a);
+        lanes.assign_in(row, start, end)
+    };
+    uuid::row_track(row, lane)
+}
+
+/// The first pass's findings over activities in written order.
 struct Placement {
     lanes: Lanes,
-    track_of: Vec<u32>,
     flows: FlowIds,
     device_pids: Vec<i64>,
+    /// Activities placed so far: the next one's written index.
+    placed: usize,
 }
 
 impl Placement {
-    fn new(trace: &Trace) -> Self {
+    /// Placement with `threads`' rows numbered first, in their order.
+    fn new(threads: &[ThreadRow]) -> Self {
         let mut lanes = Lanes::default();
-        for t in &trace.threads {
+        for t in threads {
             lanes.row((t.pid, row_tid(t.tid)));
         }
         Self {
             lanes,
-            track_of: Vec::with_capacity(trace.activities.len()),
             flows: FlowIds::default(),
             device_pids: Vec::new(),
+            placed: 0,
         }
     }
 
+    /// Places the next activity; returns its row track.
     #[inline]
-    fn place(&mut self, a: &Activity) {
+    fn place(&mut self, a: &Activity) -> u32 {
         if a.kind.is_device() && !self.device_pids.contains(&a.device) {
             self.device_pids.push(a.device);
         }
-        let row = self.lanes.row((a.device, row_tid(a.resource)));
-        let lane = if a.kind == ActivityType::CpuInstantEvent {
-            0
-        } else {
-            let (start, end) = written_span(a);
-            self.lanes.assign_in(row, start, end)
-        };
         if let Some(flow) = a.flow.filter(|f| f.id > 0) {
-            self.flows.place(self.track_of.len(), flow);
+            self.flows.place(self.placed, flow);
         }
-        self.track_of.push(uuid::row_track(row, lane));
+        self.placed += 1;
+        place_on_row(&mut self.lanes, a)
     }
+
+    /// Notes a counter series' device, if it is one.
+    fn counter_series(&mut self, track: &CounterTrack) {
+        if track.kind.is_device() && !self.device_pids.contains(&track.device) {
+            self.device_pids.push(track.device);
+        }
+    }
+}
+
+/// The whole-trace writer's first pass: the layout, and the activities' order and tracks.
+struct Plan<'a> {
+    /// The activities in the order they are written.
+    order: WrittenOrder<'a>,
+    /// The row track of each activity, in written order.
+    track_of: Vec<u32>,
+    layout: Layout,
 }
 
 impl<'a> Plan<'a> {
     fn new(trace: &'a Trace) -> Self {
-        let mut placed = Placement::new(trace);
+        let fresh = || (Placement::new(&trace.threads), Vec::new());
+        let mut placed = fresh();
+        placed.1.reserve(trace.activities.len());
         let order = WrittenOrder::visit(
             &trace.activities,
             &mut placed,
-            |placed| *placed = Placement::new(trace),
-            Placement::place,
+            |placed| *placed = fresh(),
+            |(placement, track_of), a| track_of.push(placement.place(a)),
         );
-        let Placement {
-            lanes,
-            track_of,
-            flows,
-            mut device_pids,
-        } = placed;
+        let (mut placement, track_of) = placed;
+        let mut counters = CounterTracksFound::default();
         for series in trace.counters.series() {
-            let device = series.track.device;
-            if series.track.kind.is_device() && !device_pids.contains(&device) {
-                device_pids.push(device);
+            placement.counter_series(&series.track);
+            for sample in &series.samples {
+                counters.add(&series.track, sample);
             }
         }
+        let layout = Layout {
+            rows: placement.lanes.rows().collect(),
+            spilled: placement.lanes.spilled,
+            flows: placement.flows,
+            device_pids: placement.device_pids,
+            counters: counters.finish(),
+            per_row: false,
+        };
         Plan {
             order,
-            rows: lanes.rows().count() as u32,
-            lanes,
             track_of,
-            flows,
-            device_pids,
-            counters: counter_tracks(trace),
+            layout,
         }
+    }
+}
+
+impl Layout {
+    fn row_count(&self) -> u32 {
+        self.rows.len() as u32
     }
 
     fn is_device(&self, pid: i64) -> bool {
         self.device_pids.contains(&pid)
     }
 
+    /// The index of the sequence a row track's events go on.
+    #[inline]
+    fn sequence(&self, track: u32) -> usize {
+        if self.per_row {
+            uuid::row_of(track)
+        } else {
+            0
+        }
+    }
+
     /// Every track descriptor: processes, then rows and their sibling lanes, then counters
-    /// and spans.
+    /// and spans. `trace` gives the rows' names and the spans (its activities and counters
+    /// are not read).
     fn descriptors(&self, trace: &Trace, b: &mut Buf) {
         let mut pids: Vec<i64> = trace.processes.iter().map(|p| p.pid).collect();
-        let row_pids = self.lanes.rows().map(|(row, _)| row.0);
-        let counter_pids = trace.counters.series().iter().map(|s| s.track.device);
-        for pid in row_pids.chain(counter_pids) {
+        let row_pids = self.rows.iter().map(|(row, _)| row.0);
+        for pid in row_pids.chain(self.counters.devices()) {
             if !pids.contains(&pid) {
                 pids.push(pid);
             }
@@ -318,7 +339,8 @@ impl<'a> Plan<'a> {
             b.close(p);
             end_descriptor(b, d);
         }
-        for (index, ((pid, tid), lanes)) in self.lanes.rows().enumerate() {
+        let rows = self.row_count();
+        for (index, &((pid, tid), lanes)) in self.rows.iter().enumerate() {
             let named = trace
                 .threads
                 .iter()
@@ -328,7 +350,7 @@ impl<'a> Plan<'a> {
                 None if self.is_device(pid) => format!("stream {tid}"),
                 None => format!("thread {tid}"),
             };
-            let track = |lane| uuid::row(uuid::row_track(index, lane), self.rows);
+            let track = |lane| uuid::row(uuid::row_track(index, lane), rows);
             let first_sibling = if self.is_device(pid) {
                 0
             } else {
@@ -350,11 +372,11 @@ impl<'a> Plan<'a> {
                 custom_track(b, track(lane), uuid::process(pid), &name, Some(tid));
             }
         }
-        for (index, (series, _, name)) in self.counters.iter().enumerate() {
-            let series = &trace.counters.series()[*series].track;
-            let d = descriptor(b, uuid::counter(index as u32, self.rows));
+        for (index, counter) in self.counters.tracks.iter().enumerate() {
+            let series = &counter.series;
+            let d = descriptor(b, uuid::counter(index as u32, rows));
             b.uint(track::PARENT_UUID, uuid::process(series.device));
-            b.str(track::NAME, name);
+            b.str(track::NAME, &counter.name);
             b.int(track::SIBLING_ORDER_RANK, series.resource);
             // The series' type and name, for the reader (Perfetto shows them as the
             // counter's categories).
@@ -413,19 +435,21 @@ fn custom_track(b: &mut Buf, uuid: u64, parent: u64, name: &str, tid: Option<i64
 
 /// Strings numbered on first use, per kind (iids start at 1: 0 is invalid).
 ///
-/// Looked up by address: the trace's names are shared `Arc<str>`s (the recorder and the
-/// reader intern them) that stay put while it is borrowed, so a lookup compares two words,
-/// first in a small direct-mapped cache, then in a map. A string seen at a new address is
-/// looked up by its text, so equal names still share one iid.
-struct Interner<'a> {
+/// Looked up by address: names are shared `Arc<str>`s (the recorder and the reader intern
+/// them), so a lookup compares two words, first in a small direct-mapped cache, then in a
+/// map. The interner holds a reference to every string whose address it knows, so that no
+/// other string can take that address while it does (a streamed trace's activities are
+/// dropped as soon as they are written). A string seen at a new address is looked up by its
+/// text, so equal names still share one iid.
+struct Interner {
     cache: [(usize, usize, u64); CACHE_SLOTS],
-    by_address: FastMap<(usize, usize), u64>,
-    by_text: FastMap<&'a str, u64>,
+    by_address: FastMap<(usize, usize), (u64, Arc<str>)>,
+    by_text: FastMap<Arc<str>, u64>,
 }
 
 const CACHE_SLOTS: usize = 64;
 
-impl Default for Interner<'_> {
+impl Default for Interner {
     fn default() -> Self {
         Self {
             cache: [(0, 0, 0); CACHE_SLOTS],
@@ -435,10 +459,10 @@ impl Default for Interner<'_> {
     }
 }
 
-impl<'a> Interner<'a> {
+impl Interner {
     /// The iid of `s`, and whether it is new (to be sent in this packet's interned data).
     #[inline]
-    fn id(&mut self, s: &'a str) -> (u64, bool) {
+    fn id(&mut self, s: &Arc<str>) -> (u64, bool) {
         let address = (s.as_ptr() as usize, s.len());
         // The trace's names are 8-aligned allocations, but arg keys may be string constants
         // packed side by side, which the low bits alone would put in one slot.
@@ -451,13 +475,19 @@ impl<'a> Interner<'a> {
     }
 
     #[cold]
-    fn slow_id(&mut self, s: &'a str, address: (usize, usize), slot: usize) -> (u64, bool) {
+    fn slow_id(&mut self, s: &Arc<str>, address: (usize, usize), slot: usize) -> (u64, bool) {
         let (id, new) = match self.by_address.get(&address) {
-            Some(&id) => (id, false),
+            Some(&(id, _)) => (id, false),
             None => {
                 let next = self.by_text.len() as u64 + 1;
-                let id = *self.by_text.entry(s).or_insert(next);
-                self.by_address.insert(address, id);
+                let id = match self.by_text.get(&**s) {
+                    Some(&id) => id,
+                    None => {
+                        self.by_text.insert(Arc::clone(s), next);
+                        next
+                    }
+                };
+                self.by_address.insert(address, (id, Arc::clone(s)));
                 (id, id == next)
             }
         };
@@ -467,35 +497,107 @@ impl<'a> Interner<'a> {
 }
 
 /// An interned string to send with the current packet: (`InternedData` field, iid, text).
-type NewInterned<'a> = (u32, u64, &'a str);
+type NewInterned = (u32, u64, Arc<str>);
 
-struct Writer<'a, W> {
-    out: W,
-    buf: Buf,
-    stats: WriteStats,
-    names: Interner<'a>,
+/// A packet sequence that activities are written on: its incremental clock, its interned
+/// strings, and its slice ends not written yet.
+struct Sequence {
+    id: u64,
+    /// The last timestamp written (the sequence's clock counts from it).
+    last_ts: u64,
+    names: Interner,
     /// The iid of each type's category (by [`ActivityType::index`]; 0: none yet), and the
     /// next one to give.
     categories: [u64; ActivityType::ALL.len()],
     next_category: u64,
-    arg_names: Interner<'a>,
+    arg_names: Interner,
     /// The iid of the `External id` arg name, which most activities carry (0: none yet).
     external_id_iid: u64,
-    new_interned: Vec<NewInterned<'a>>,
-    /// The iids of the current activity's arg names.
-    arg_iids: Vec<u64>,
     /// Slice ends not written yet.
     ends: PendingEnds,
-    /// The last timestamp written on the events sequence (its clock counts from it).
-    last_ts: u64,
 }
 
-/// A packet's first fields on the events sequence: the sequence, and the time since the
+impl Sequence {
+    fn new(id: u64) -> Self {
+        Self {
+            id,
+            last_ts: 0,
+            names: Interner::default(),
+            categories: [0; ActivityType::ALL.len()],
+            next_category: 1,
+            arg_names: Interner::default(),
+            external_id_iid: 0,
+            ends: PendingEnds::default(),
+        }
+    }
+
+    /// The timestamp of an event at `ts` on this sequence: the time since the event before.
+    #[inline]
+    fn next_delta(&mut self, ts: i64) -> u64 {
+        let ts = timestamp(ts);
+        let delta = ts - self.last_ts;
+        self.last_ts = ts;
+        delta
+    }
+
+    #[inline]
+    fn intern_name(&mut self, name: &Arc<str>, new: &mut Vec<NewInterned>) -> u64 {
+        let (iid, is_new) = self.names.id(name);
+        if is_new {
+            new.push((interned::EVENT_NAMES, iid, Arc::clone(name)));
+        }
+        iid
+    }
+
+    #[inline]
+    fn intern_category(&mut self, kind: ActivityType, new: &mut Vec<NewInterned>) -> u64 {
+        let iid = &mut self.categories[kind.index()];
+        if *iid == 0 {
+            *iid = self.next_category;
+            self.next_category += 1;
+            new.push((interned::EVENT_CATEGORIES, *iid, Arc::from(kind.name())));
+        }
+        *iid
+    }
+
+    #[inline]
+    fn intern_external_id(&mut self, key: &Arc<str>, new: &mut Vec<NewInterned>) -> u64 {
+        if self.external_id_iid == 0 {
+            self.external_id_iid = self.intern_arg(key, new);
+        }
+        self.external_id_iid
+    }
+
+    #[inline]
+    fn intern_arg(&mut self, key: &Arc<str>, new: &mut Vec<NewInterned>) -> u64 {
+        let (iid, is_new) = self.arg_names.id(key);
+        if is_new {
+            new.push((interned::DEBUG_ANNOTATION_NAMES, iid, Arc::clone(key)));
+        }
+        iid
+    }
+}
+
+struct Writer<W> {
+    out: W,
+    buf: Buf,
+    stats: WriteStats,
+    /// The activities' sequences: one, or one per row ([`Layout::per_row`]).
+    sequences: Vec<Sequence>,
+    new_interned: Vec<NewInterned>,
+    /// The iids of the current activity's arg names.
+    arg_iids: Vec<u64>,
+    /// The name kernels named `kernel` are written with (as the Chrome writer does).
+    kernel_name: Arc<str>,
+    external_id_name: Arc<str>,
+}
+
+/// A packet's first fields on an events sequence: the sequence, and the time since the
 /// event before.
 #[inline(always)]
-fn packet_header(r: &mut Room<'_>, delta: u64) -> proto::Open {
+fn packet_header(r: &mut Room<'_>, sequence: u64, delta: u64) -> proto::Open {
     let p = r.open(proto::trace::PACKET);
-    r.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, EVENTS_SEQUENCE);
+    r.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, sequence);
     r.uint(packet::TIMESTAMP, delta);
     p
 }
@@ -515,7 +617,59 @@ fn timestamp(ns: i64) -> u64 {
     ns.max(0) as u64
 }
 
-impl<'a, W: Write> Writer<'a, W> {
+impl<W: Write> Writer<W> {
+    /// A writer that has written everything before the first activity: the events
+    /// sequence's start, every track descriptor (names and spans from `trace`), and the
+    /// start of each row's sequence where rows have their own.
+    fn start(out: W, trace: &Trace, layout: &Layout) -> io::Result<Self> {
+        let sequences = match layout.per_row {
+            true => (0..layout.rows.len() as u64)
+                .map(|row| Sequence::new(FIRST_ROW_SEQUENCE + row))
+                .collect(),
+            false => vec![Sequence::new(EVENTS_SEQUENCE)],
+        };
+        let mut w = Writer {
+            out,
+            buf: Buf::default(),
+            stats: WriteStats::default(),
+            sequences,
+            new_interned: Vec::new(),
+            arg_iids: Vec::new(),
+            kernel_name: Arc::from("Kernel"),
+            external_id_name: Arc::from(arg::EXTERNAL_ID),
+        };
+        w.start_incremental_sequence(EVENTS_SEQUENCE);
+        layout.descriptors(trace, &mut w.buf);
+        if layout.per_row {
+            for row in 0..w.sequences.len() {
+                w.start_incremental_sequence(w.sequences[row].id);
+                w.flush_if_full()?;
+            }
+        }
+        w.flush()?;
+        Ok(w)
+    }
+
+    /// Writes what follows the activities: the slice ends held back, the counter
+    /// `samples` (time, track index, value), the spans and the window's end from `trace`.
+    fn finish(
+        mut self,
+        trace: &Trace,
+        layout: &Layout,
+        samples: Vec<(i64, u32, f64)>,
+    ) -> io::Result<WriteStats> {
+        for sequence in 0..self.sequences.len() {
+            self.end_slices_until(sequence, i64::MAX)?;
+        }
+        self.counters(layout, samples)?;
+        self.start_absolute_sequence();
+        self.spans(trace)?;
+        self.stats.spilled = layout.spilled;
+        self.flush()?;
+        self.out.flush()?;
+        Ok(self.stats)
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         self.stats.bytes += self.buf.bytes.len() as u64;
         self.out.write_all(&self.buf.bytes)?;
@@ -566,13 +720,22 @@ impl<'a, W: Write> Writer<'a, W> {
         b.close(p);
     }
 
-    /// Opens a packet of the events sequence at `ts` carrying a track event of `kind` on
-    /// `track`, with the strings interned since the last one; returns both to close.
+    /// Opens a packet of the sequence with index `sequence` at `ts` carrying a track event
+    /// of `kind` on `track`, with the strings interned since the last one; returns both to
+    /// close.
     #[inline]
-    fn open_event(&mut self, ts: i64, kind: u64, track: u64) -> (proto::Open, proto::Open) {
-        let delta = self.next_delta(ts);
+    fn open_event(
+        &mut self,
+        sequence: usize,
+        ts: i64,
+        kind: u64,
+        track: u64,
+    ) -> (proto::Open, proto::Open) {
+        let s = &mut self.sequences[sequence];
+        let (id, delta) = (s.id, s.next_delta(ts));
+        self.stats.events += 1;
         let b = &mut self.buf;
-        let p = b.room(EVENT_ROOM, |r| packet_header(r, delta));
+        let p = b.room(EVENT_ROOM, |r| packet_header(r, id, delta));
         // Only packets that add interned data say they need the sequence's state: it is
         // never invalid (one writer, nothing dropped), so the flag would only cost bytes.
         if !self.new_interned.is_empty() {
@@ -580,7 +743,7 @@ impl<'a, W: Write> Writer<'a, W> {
             for (field, iid, text) in self.new_interned.drain(..) {
                 let e = b.open(field);
                 b.uint(interned::IID, iid);
-                b.str(interned::NAME, text);
+                b.str(interned::NAME, &text);
                 b.close(e);
             }
             b.close(d);
@@ -590,69 +753,22 @@ impl<'a, W: Write> Writer<'a, W> {
         (p, e)
     }
 
-    /// Counts an event of the events sequence at `ts`, and returns its timestamp there: the
-    /// time since the event before.
-    #[inline]
-    fn next_delta(&mut self, ts: i64) -> u64 {
-        self.stats.events += 1;
-        let ts = timestamp(ts);
-        let delta = ts - self.last_ts;
-        self.last_ts = ts;
-        delta
-    }
-
     #[inline]
     fn close_event(&mut self, (p, e): (proto::Open, proto::Open)) {
         self.buf.close(e);
         self.buf.close(p);
     }
 
-    #[inline]
-    fn intern_name(&mut self, name: &'a str) -> u64 {
-        let (iid, new) = self.names.id(name);
-        if new {
-            self.new_interned.push((interned::EVENT_NAMES, iid, name));
-        }
-        iid
-    }
-
-    #[inline]
-    fn intern_category(&mut self, kind: ActivityType) -> u64 {
-        let iid = &mut self.categories[kind.index()];
-        if *iid == 0 {
-            *iid = self.next_category;
-            self.next_category += 1;
-            self.new_interned
-                .push((interned::EVENT_CATEGORIES, *iid, kind.name()));
-        }
-        *iid
-    }
-
-    #[inline]
-    fn intern_external_id(&mut self) -> u64 {
-        if self.external_id_iid == 0 {
-            self.external_id_iid = self.intern_arg(arg::EXTERNAL_ID);
-        }
-        self.external_id_iid
-    }
-
-    #[inline]
-    fn intern_arg(&mut self, key: &'a str) -> u64 {
-        let (iid, new) = self.arg_names.id(key);
-        if new {
-            self.new_interned
-                .push((interned::DEBUG_ANNOTATION_NAMES, iid, key));
-        }
-        iid
-    }
-
-    /// Writes the ends of the held-back slices that end at or before `t`.
-    fn end_slices_until(&mut self, t: i64) -> io::Result<()> {
-        while let Some((end, track)) = self.ends.pop_until(t) {
+    /// Writes the ends of the held-back slices of the sequence with index `sequence` that
+    /// end at or before `t`.
+    fn end_slices_until(&mut self, sequence: usize, t: i64) -> io::Result<()> {
+        let s = &mut self.sequences[sequence];
+        while let Some((end, track)) = s.ends.pop_until(t) {
             // A slice's end carries no interned data: its whole packet fits in one room.
-            let delta = self.next_delta(end);
+            let (id, delta) = (s.id, s.next_delta(end));
+            self.stats.events += 1;
             self.buf.room(EVENT_ROOM, |r| {
-                let p = packet_header(r, delta);
+                let p = packet_header(r, id, delta);
                 let e = event_header(r, event::TYPE_SLICE_END, track);
                 r.close(e);
                 r.close(p);
@@ -664,25 +780,30 @@ impl<'a, W: Write> Writer<'a, W> {
     /// Writes the activity written `index`-th, on its row track `track`.
     fn activity(
         &mut self,
-        a: &'a Activity,
-        plan: &Plan,
+        a: &Activity,
+        layout: &Layout,
         index: usize,
         track: u32,
     ) -> io::Result<()> {
         let (start, end) = written_span(a);
-        self.end_slices_until(start)?;
+        let sequence = layout.sequence(track);
+        self.end_slices_until(sequence, start)?;
         let args = Args::of(a);
-        let name: &'a str = if &*a.name == "kernel" {
-            "Kernel"
+        let s = &mut self.sequences[sequence];
+        let new = &mut self.new_interned;
+        let name = if &*a.name == "kernel" {
+            &self.kernel_name
         } else {
             &a.name
         };
-        let name_iid = self.intern_name(name);
-        let category_iid = self.intern_category(a.kind);
-        let external_iid = args.external_id.map(|_| self.intern_external_id());
+        let name_iid = s.intern_name(name, new);
+        let category_iid = s.intern_category(a.kind, new);
+        let external_iid = args
+            .external_id
+            .map(|_| s.intern_external_id(&self.external_id_name, new));
         self.arg_iids.clear();
         for (key, _) in &a.args {
-            let iid = self.intern_arg(key);
+            let iid = s.intern_arg(key, new);
             self.arg_iids.push(iid);
         }
         let instant = a.kind == ActivityType::CpuInstantEvent;
@@ -691,8 +812,8 @@ impl<'a, W: Write> Writer<'a, W> {
         } else {
             event::TYPE_SLICE_BEGIN
         };
-        let track = uuid::row(track, plan.rows);
-        let e = self.open_event(start, kind, track);
+        let track = uuid::row(track, layout.row_count());
+        let e = self.open_event(sequence, start, kind, track);
         let b = &mut self.buf;
         b.room(EVENT_ROOM, |r| {
             r.uint(event::NAME_IID, name_iid);
@@ -718,20 +839,20 @@ impl<'a, W: Write> Writer<'a, W> {
                 if flow.start {
                     r.fixed64(event::FLOW_IDS, uuid::flow(flow.kind, flow.id));
                 } else {
-                    let id = plan.flows.own_end(index);
+                    let id = layout.flows.own_end(index);
                     let id = id.unwrap_or(uuid::flow(flow.kind, flow.id));
                     r.fixed64(event::TERMINATING_FLOW_IDS, id);
                 }
             }
         });
         if a.flow.is_some_and(|f| f.start) {
-            for &id in plan.flows.more_starts(index) {
+            for &id in layout.flows.more_starts(index) {
                 b.fixed64(event::FLOW_IDS, id);
             }
         }
         self.close_event(e);
         if !instant {
-            self.ends.push(end, track);
+            self.sequences[sequence].ends.push(end, track);
         }
         self.flush_if_full()
     }
@@ -744,29 +865,23 @@ impl<'a, W: Write> Writer<'a, W> {
         self.buf.close(p);
     }
 
-    /// Every counter sample, in time order, on a sequence of its own with an incremental
-    /// clock (as the events'). The values sampled at one time share a packet: the first is
-    /// the event's own, the others ride along as its extra counter values (Perfetto's way to
-    /// snapshot several counters at once), a few bytes each instead of a packet each.
-    fn counters(&mut self, trace: &Trace, plan: &Plan) -> io::Result<()> {
-        let mut samples: Vec<(i64, u32, f64)> = Vec::new();
-        for (index, &(series, key, _)) in plan.counters.iter().enumerate() {
-            for sample in &trace.counters.series()[series].samples {
-                if let Some(value) = sample.value(key) {
-                    samples.push((sample.ts_ns, index as u32, value));
-                }
-            }
-        }
+    /// Every counter sample (time, track index, value), in time order, on a sequence of
+    /// its own with an incremental clock (as the events'). The values sampled at one time
+    /// share a packet: the first is the event's own, the others ride along as its extra
+    /// counter values (Perfetto's way to snapshot several counters at once), a few bytes
+    /// each instead of a packet each.
+    fn counters(&mut self, layout: &Layout, mut samples: Vec<(i64, u32, f64)>) -> io::Result<()> {
         if samples.is_empty() {
             return Ok(());
         }
         samples.sort_by_key(|&(ts, index, _)| (ts, index));
         self.start_incremental_sequence(COUNTERS_SEQUENCE);
         let mut last = 0;
+        let rows = layout.row_count();
         for at_once in samples.chunk_by(|a, b| a.0 == b.0) {
             self.stats.events += at_once.len() as u64;
             let ts = timestamp(at_once[0].0);
-            let track = |index: u32| uuid::counter(index, plan.rows);
+            let track = |index: u32| uuid::counter(index, rows);
             let b = &mut self.buf;
             let p = b.open(proto::trace::PACKET);
             b.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, COUNTERS_SEQUENCE);
