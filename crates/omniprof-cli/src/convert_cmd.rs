@@ -180,7 +180,7 @@ fn streamed(input: &Path, output: &Path) -> Result<(WriteStats, ReadStats), Fail
 fn streamed_pftrace(input: &Path, output: &Path) -> Result<(WriteStats, ReadStats), Failed> {
     let mut survey = PerfettoSurvey::default();
     read_file(input, |input| {
-        TraceReader::new().stream(input, |item| survey.add(item))
+        PerfettoSurvey::reader().stream(input, |item| survey.add(item))
     })
     .map_err(Failed::Read)?;
     let layout = survey

@@ -1,7 +1,7 @@
-//! `convert` to JSON and `flamegraph` stream (issue 28: 1): on the 2.2M-event trace of
-//! `scripts/gen_trace.py --ops 1000000` (509 MB) each process's peak memory, as the kernel
-//! counted it, stays under [`BOUND`], the README's figure. Reading the whole trace model
-//! took 1.9 GB for either.
+//! `convert` to JSON and to `.pftrace`, and `flamegraph`, stream (issue 28: 1): on the
+//! 2.2M-event trace of `scripts/gen_trace.py --ops 1000000` (509 MB) each process's peak
+//! memory, as the kernel counted it, stays under [`BOUND`], the README's figure. Reading the
+//! whole trace model took 1.9 GB for each.
 //!
 //! Alone in its test binary: a child started by `posix_spawn` counts the test process's own
 //! peak memory as its own (the kernel carries it over at `exec`), so the tests beside it
@@ -37,19 +37,29 @@ fn omniprof(args: Vec<&std::ffi::OsStr>) -> Measured {
 }
 
 #[test]
-fn convert_to_json_and_a_device_flame_graph_of_two_million_events_stay_under_300_mb() {
+fn convert_to_json_and_to_pftrace_and_a_device_flame_graph_of_two_million_events_stay_under_300_mb()
+{
     let dir = tempfile::tempdir().unwrap();
     let trace = big_trace(dir.path());
     let json = dir.path().join("out.json");
+    let pftrace = dir.path().join("out.pftrace");
     let folded = dir.path().join("out.folded");
-    // The two side by side: a debug build takes minutes for each.
-    let (converted, drawn) = std::thread::scope(|s| {
+    // The three side by side: a debug build takes minutes for each.
+    let (converted, protobuf, drawn) = std::thread::scope(|s| {
         let convert = s.spawn(|| {
             omniprof(vec![
                 "convert".as_ref(),
                 trace.as_os_str(),
                 "-o".as_ref(),
                 json.as_os_str(),
+            ])
+        });
+        let to_pftrace = s.spawn(|| {
+            omniprof(vec![
+                "convert".as_ref(),
+                trace.as_os_str(),
+                "-o".as_ref(),
+                pftrace.as_os_str(),
             ])
         });
         let flamegraph = s.spawn(|| {
@@ -62,18 +72,32 @@ fn convert_to_json_and_a_device_flame_graph_of_two_million_events_stay_under_300
                 "--device".as_ref(),
             ])
         });
-        (convert.join().unwrap(), flamegraph.join().unwrap())
+        (
+            convert.join().unwrap(),
+            to_pftrace.join().unwrap(),
+            flamegraph.join().unwrap(),
+        )
     });
     let said = String::from_utf8_lossy(&converted.stdout);
     assert!(
         said.contains("(2200009 events, ") && said.ends_with("(2200005 events)\n"),
         "{said}"
     );
+    // Its 1.6M slices' begins and ends, and the window's end.
+    let said = String::from_utf8_lossy(&protobuf.stdout);
+    assert!(
+        said.contains("(3200001 events, ") && said.ends_with("(2200005 events)\n"),
+        "{said}"
+    );
     let text = std::fs::read_to_string(&folded).unwrap();
     // 300,000 kernels, each under its launching op's stack (none unlinked).
     assert!(!text.contains("[unlinked]"), "{text}");
     assert_eq!(text.lines().count(), 24, "{text}");
-    for (what, out) in [("convert", &converted), ("flamegraph", &drawn)] {
+    for (what, out) in [
+        ("convert to JSON", &converted),
+        ("convert to .pftrace", &protobuf),
+        ("flamegraph", &drawn),
+    ] {
         // Before: 1.9 GB each; now about 120 MB (debug build).
         assert!(
             out.peak_rss < BOUND,

@@ -35,7 +35,9 @@ fn trace() -> Trace {
     kernel.flow = flow(11, false);
     let mut second = Activity::new(ConcurrentKernel, "kernel", 0, 5, 1_450_000, 1_500_000);
     second.flow = flow(11, false);
-    second.args.push(("grid".into(), Value::List(vec![Value::Int(128)])));
+    second
+        .args
+        .push(("grid".into(), Value::List(vec![Value::Int(128)])));
     t.activities = vec![
         Activity::new(CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000),
         Activity::new(CpuOp, "outer", 7, 8, 1_100_000, 1_300_000),
@@ -47,8 +49,11 @@ fn trace() -> Trace {
     ];
     let sm = CounterTrack::new(GpuPmCounter, "sm", 0, 5);
     t.counters.add(&sm, 1_300_000, [("active".into(), 87.5)]);
-    t.counters
-        .add(&sm, 1_400_000, [("active".into(), 12.0), ("idle".into(), 3.0)]);
+    t.counters.add(
+        &sm,
+        1_400_000,
+        [("active".into(), 12.0), ("idle".into(), 3.0)],
+    );
     t.processes.push(ProcessRow {
         pid: 7,
         name: "python".into(),
@@ -81,7 +86,7 @@ fn whole_pftrace(t: &Trace) -> (Vec<u8>, WriteStats) {
 /// What the two reads of `json` write: the survey, then the stream.
 fn streamed_pftrace(json: &[u8]) -> Result<(Vec<u8>, WriteStats), NeedsWholeTrace> {
     let mut survey = PerfettoSurvey::default();
-    TraceReader::new()
+    PerfettoSurvey::reader()
         .stream(json, |item| survey.add(item))
         .unwrap();
     let layout = survey.finish()?;
@@ -99,7 +104,14 @@ fn streamed_pftrace(json: &[u8]) -> Result<(Vec<u8>, WriteStats), NeedsWholeTrac
 fn read_back(bytes: &[u8]) -> Trace {
     let mut t = TraceReader::new().read(bytes).into_trace().unwrap();
     t.activities.sort_by(|a, b| {
-        let key = |a: &Activity| (a.start_ns, std::cmp::Reverse(a.end_ns), a.device, a.resource);
+        let key = |a: &Activity| {
+            (
+                a.start_ns,
+                std::cmp::Reverse(a.end_ns),
+                a.device,
+                a.resource,
+            )
+        };
         key(a).cmp(&key(b)).then_with(|| a.name.cmp(&b.name))
     });
     t.threads.sort_by_key(|r| (r.pid, r.tid));

@@ -31,7 +31,7 @@
 //!   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 1.5, "dur": 2}
 //! ]}"#;
 //! let mut survey = PerfettoSurvey::default();
-//! TraceReader::new().stream(json.as_bytes(), |item| survey.add(item))?;
+//! PerfettoSurvey::reader().stream(json.as_bytes(), |item| survey.add(item))?;
 //! let mut out = Vec::new();
 //! let mut stream = PerfettoStream::new(survey.finish()?, &mut out)?;
 //! TraceReader::new().stream(json.as_bytes(), |item| stream.add(item))?;
@@ -53,7 +53,7 @@ use crate::export::chrome::NeedsWholeTrace;
 use crate::export::lanes::{row_tid, written_span, Lanes, RowId};
 use crate::export::WriteStats;
 use crate::hash::FastMap;
-use crate::import::{TraceAssembler, TraceItem};
+use crate::import::{ArgFilter, TraceAssembler, TraceItem, TraceReader};
 use crate::trace::Trace;
 
 /// The order activities are written in (by start, the longer first).
@@ -94,6 +94,12 @@ impl Default for PerfettoSurvey {
 }
 
 impl PerfettoSurvey {
+    /// A reader for the first read: the survey reads no activity's args, which are most of
+    /// a read's work, so this one skips them (times, rows, ids and flows are still read).
+    pub fn reader() -> TraceReader {
+        TraceReader::new().args(ArgFilter::Only(Vec::new()))
+    }
+
     /// Takes the next item of the first read.
     pub fn add(&mut self, item: TraceItem) {
         if self.problem.is_some() {
