@@ -2,8 +2,10 @@
 //! converted to Perfetto holds every slice, flow and arg of its JSON (Perfetto's own schema
 //! decodes it, its trace processor loads it) in at most a quarter of the bytes; `demo -o
 //! x.pftrace` writes one directly; JSON → JSON.gz → JSON keeps the trace exactly; PyTorch's
-//! reference trace converts and loads; an unknown extension or an input that fails to read
-//! is a clear error, and nothing is written at the output path.
+//! reference trace converts and loads; a Kineto-ordered trace (device work after the host's)
+//! streams to `.pftrace` in two reads with every slice, flow and key average; an unknown
+//! extension or an input that fails to read is a clear error, and nothing is written at the
+//! output path.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -123,6 +125,45 @@ fn pytorchs_reference_trace_converts_and_loads() {
         assert!(report.slices > 20, "{}", report.json);
     }
     assert_loads_in_perfetto(&pftrace);
+}
+
+#[test]
+fn a_kineto_ordered_trace_streams_to_pftrace_with_every_slice_flow_and_key_average() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("gen.json");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
+    let status = Command::new("python3")
+        .arg(&script)
+        .arg(&json)
+        .args(["--ops", "2000", "--threads", "2"])
+        .status()
+        .expect("run python3 (CI installs it) for scripts/gen_trace.py");
+    assert!(status.success());
+    let pftrace = dir.path().join("gen.pftrace");
+    let out = omniprof(&["-v", "convert"], &[&json, Path::new("-o"), &pftrace]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // Streamed: not read whole (which `-v` would say).
+    assert!(!stderr.contains("whole"), "{stderr}");
+    let stdout = succeed(out);
+    // 3,200 slices' begins and ends, and the window's end marker.
+    assert!(stdout.contains("(6401 events, "), "{stdout}");
+    let summary = |trace: &Path| succeed(omniprof(&["summary"], &[trace]));
+    assert_eq!(summary(&pftrace), summary(&json));
+    if let Some(report) = decode(&pftrace, None) {
+        assert!(report.violations.is_empty(), "{}", report.json);
+        assert_eq!(
+            (report.slices, report.flows),
+            (3200, 600),
+            "{}",
+            report.json
+        );
+    }
+    let loaded = assert_loads_in_perfetto(&pftrace);
+    if let (Some(loaded), Some(input)) = (loaded, assert_loads_in_perfetto(&json)) {
+        // Both window end markers are slices to Perfetto.
+        assert_eq!((loaded.slices, loaded.flows), (Some(3201), Some(600)));
+        assert_eq!((input.slices, input.flows), (Some(3201), Some(600)));
+    }
 }
 
 #[test]
