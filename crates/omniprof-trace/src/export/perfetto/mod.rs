@@ -42,6 +42,14 @@
 //! timestamp is the difference from the one before (a sequence-scoped incremental clock),
 //! which takes a byte or two where an absolute time takes nine. The spans, which overlap
 //! everything, are written last on a second sequence, with absolute times.
+//!
+//! What the writer must know before its first event (the rows and their lanes, the devices,
+//! the flows' ends, the counter tracks) is its layout, found in a first pass: over the
+//! trace's activities here, over a first read of a trace file in the stream module
+//! ([`PerfettoSurvey`], [`PerfettoStream`]), which then writes each activity as it is read
+//! again, in bounded memory, with the same code. Activities that come in written order only
+//! on each row (as Kineto writes device work after the host's) are written there on a
+//! sequence per row, each with its own clock, interned names and held-back ends.
 
 mod counter_tracks;
 mod ends;
