@@ -205,3 +205,27 @@ fn a_flow_with_two_ends_in_a_file_out_of_time_order_asks_for_the_whole_trace() {
         )
     );
 }
+
+#[test]
+fn a_second_read_that_differs_from_the_first_is_an_error_not_a_broken_trace() {
+    let mut survey = PerfettoSurvey::default();
+    PerfettoSurvey::reader()
+        .stream(KINETO_ORDER, |item| survey.add(item))
+        .unwrap();
+    let changed = br#"{"baseTimeNanoseconds": 1000000, "traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 100, "dur": 50},
+      {"ph": "X", "cat": "cpu_op", "name": "new row", "pid": 7, "tid": 9, "ts": 100, "dur": 50}
+    ]}"#;
+    let mut out = Vec::new();
+    let mut stream = PerfettoStream::new(survey.finish().unwrap(), &mut out).unwrap();
+    TraceReader::new()
+        .stream(&changed[..], |item| stream.add(item))
+        .unwrap();
+    let e = stream.finish().unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    assert_eq!(
+        e.to_string(),
+        "the trace changed between its two reads: activity 1 (new row) is not where the first \
+         read found room for it"
+    );
+}

@@ -21,14 +21,14 @@ pub(super) struct CounterTracksFound {
 }
 
 impl CounterTracksFound {
-    /// Notes `sample`'s value names in `track`'s series; returns whether the series is new.
-    pub(super) fn add(&mut self, track: &CounterTrack, sample: &CounterSample) -> bool {
-        let (i, new) = match self.index.get(track) {
-            Some(&i) => (i, false),
+    /// Notes `sample`'s value names in `track`'s series.
+    pub(super) fn add(&mut self, track: &CounterTrack, sample: &CounterSample) {
+        let i = match self.index.get(track) {
+            Some(&i) => i,
             None => {
                 self.index.insert(track.clone(), self.series.len());
                 self.series.push((track.clone(), Vec::new()));
-                (self.series.len() - 1, true)
+                self.series.len() - 1
             }
         };
         let keys = &mut self.series[i].1;
@@ -37,7 +37,6 @@ impl CounterTracksFound {
                 keys.push(Arc::clone(key));
             }
         }
-        new
     }
 
     /// The tracks, numbered.

@@ -47,7 +47,7 @@ use std::cmp::Reverse;
 use std::collections::HashSet;
 use std::io::{self, Write};
 
-use super::{place_on_row, CounterTracksFound, Layout, Placement, Writer};
+use super::{place_on_row, timestamp, CounterTracksFound, Layout, Placement, Writer};
 use crate::activity::{Activity, ActivityType};
 use crate::export::chrome::NeedsWholeTrace;
 use crate::export::lanes::{row_tid, written_span, Lanes, RowId};
@@ -238,11 +238,21 @@ impl<W: Write> PerfettoStream<W> {
             TraceItem::Activity(a) => {
                 let track = place_on_row(&mut self.lanes, &a);
                 let (row, lane) = (super::uuid::row_of(track), track & 0x7f);
-                if layout.rows.get(row).is_none_or(|&(_, lanes)| lane >= lanes) {
+                let known = layout.rows.get(row).is_some_and(|&(_, lanes)| lane < lanes);
+                // Its sequence's clock only goes forward (the survey saw to it, unless the
+                // file changed).
+                let in_order = known && {
+                    let sequence = &self.w.sequences[layout.sequence(track)];
+                    timestamp(written_span(&a).0) >= sequence.last_ts
+                };
+                if !in_order {
                     self.error = Some(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        "the trace changed between its two reads: an activity has a row or \
-                         lane the first read did not find",
+                        format!(
+                            "the trace changed between its two reads: activity {} ({}) is \
+                             not where the first read found room for it",
+                            self.written, a.name
+                        ),
                     ));
                     return;
                 }
