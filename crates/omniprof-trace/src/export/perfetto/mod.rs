@@ -141,10 +141,16 @@ mod uuid {
         (track >> 7) as usize
     }
 
+    /// The lane of a packed row track.
+    #[inline]
+    pub(super) fn lane_of(track: u32) -> u32 {
+        track & 0x7f
+    }
+
     /// The uuid of a packed row track, lane by lane: lane 0 of every row first.
     #[inline]
     pub(super) fn row(track: u32, rows: u32) -> u64 {
-        let (row, lane) = (track >> 7, track & 0x7f);
+        let (row, lane) = (row_of(track) as u32, lane_of(track));
         u64::from(lane) * u64::from(rows) + u64::from(row) + 1
     }
 

@@ -47,7 +47,7 @@ use std::cmp::Reverse;
 use std::collections::HashSet;
 use std::io::{self, Write};
 
-use super::{place_on_row, timestamp, CounterTracksFound, Layout, Placement, Writer};
+use super::{place_on_row, timestamp, uuid, CounterTracksFound, Layout, Placement, Writer};
 use crate::activity::{Activity, ActivityType};
 use crate::export::chrome::NeedsWholeTrace;
 use crate::export::lanes::{row_tid, written_span, Lanes, RowId};
@@ -237,7 +237,7 @@ impl<W: Write> PerfettoStream<W> {
         match item {
             TraceItem::Activity(a) => {
                 let track = place_on_row(&mut self.lanes, &a);
-                let (row, lane) = (super::uuid::row_of(track), track & 0x7f);
+                let (row, lane) = (uuid::row_of(track), uuid::lane_of(track));
                 let known = layout.rows.get(row).is_some_and(|&(_, lanes)| lane < lanes);
                 // Its sequence's clock only goes forward (the survey saw to it, unless the
                 // file changed).
