@@ -4,8 +4,8 @@
 //! The writer must declare every track before its first event, number the rows, list each
 //! flow start's ends, and know the row names, which a Chrome JSON file gives after its
 //! events. So a first read ([`PerfettoSurvey`]) finds them, holding the header, the rows,
-//! the spans, each row's open events (its lanes), the flow starts and the counter tracks'
-//! names; a second read ([`PerfettoStream`]) writes each activity as it comes, holding each
+//! the spans, each row's open events (its lanes), the flow starts (an id and an index each,
+//! to count their ends) and the counter tracks' names; a second read ([`PerfettoStream`]) writes each activity as it comes, holding each
 //! row's slice ends not yet written and the counter samples (a time, a track and a value
 //! each, written last in time order as the whole-trace writer does). Neither holds the
 //! activities.
