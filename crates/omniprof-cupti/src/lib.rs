@@ -31,12 +31,14 @@
 //! }
 //! ```
 
+mod args;
 mod backend;
 mod buffers;
 mod clock;
 mod library;
 mod names;
 mod records;
+mod threads;
 
 pub use backend::{keys, unavailable_reason, CuptiProfiler, DEVICE_TYPE};
 pub use clock::{ClockMap, Pair};
