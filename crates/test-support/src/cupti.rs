@@ -5,7 +5,7 @@
 //! in the wheels of `target/py-venv` (PyTorch's CUDA build brings `nvidia-cuda-cupti`, and
 //! `triton`, whose include directory has `cuda.h` and what it includes), else in
 //! `/usr/local/cuda`. Where they are missing the caller is told to skip
-//! ([`Needs::CuptiHeaders`](crate::skip::Needs::CuptiHeaders)).
+//! ([`Needs::CuptiHeaders`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
