@@ -9,10 +9,10 @@
 //! (`export::perfetto`'s stream module): a first read finds the rows, lanes, flow ends and
 //! counter tracks that the Perfetto writer declares before its first event, a second streams
 //! the activities into it, so that memory is bounded as for JSON, plus the counter samples
-//! (written last in time order) and, during the first read, a few words per flow start. It is read whole instead when the survey says it cannot be
-//! streamed (activities out of order on a row, a base time after the events, flow ids with
-//! several ends in a file not in time order), and when the input is not a regular file,
-//! which cannot be read twice. Either way it is saved the way every trace is saved: written
+//! (written last in time order) and, during the first read, a few words per flow start. It
+//! is read whole instead when the survey says it cannot be streamed (activities out of order
+//! on a row, a base time after the events, flow ids with several ends in a file not in time
+//! order), and when the input is not a regular file, which cannot be read twice. Either way it is saved the way every trace is saved: written
 //! aside and renamed, so a failed read or write leaves nothing at OUT. A FIFO or device
 //! without a known extension (`/dev/stdout`) gets JSON, and the summary line then goes to
 //! standard error.
