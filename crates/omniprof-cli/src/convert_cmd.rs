@@ -1,5 +1,5 @@
 //! `omniprof convert IN -o OUT`: any trace the reader reads (omniprof's or PyTorch's Chrome
-//! JSON, or a Perfetto trace, plain or gzip) to any format `export::save` writes, chosen by
+//! JSON, or a Perfetto trace, plain or gzip) to any format `omniprof_trace::save` writes, chosen by
 //! OUT's extension.
 //!
 //! To JSON (`.json`, `.json.gz`) the input is streamed into the writer item by item, so that
@@ -28,10 +28,10 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use omniprof_trace::export::chrome::NeedsWholeTrace;
-use omniprof_trace::export::perfetto::PerfettoSurvey;
-use omniprof_trace::export::{self, Format, WriteError, WriteStats};
-use omniprof_trace::import::{ReadError, ReadStats, TraceReader};
+use omniprof_trace::NeedsWholeTrace;
+use omniprof_trace::PerfettoSurvey;
+use omniprof_trace::{Format, WriteError, WriteStats};
+use omniprof_trace::{ReadError, ReadStats, TraceReader};
 
 use crate::progress::read_file;
 use crate::reading::report_skipped;
@@ -147,7 +147,7 @@ enum Failed {
 /// lanes' open events and the rows.
 fn streamed(input: &Path, output: &Path) -> Result<(WriteStats, ReadStats), Failed> {
     let mut read = None;
-    let saved = export::save_streamed(output, |stream| {
+    let saved = omniprof_trace::save_streamed(output, |stream| {
         let result = read_file(input, |input| {
             TraceReader::new().stream(input, |item| stream.add(item))
         });
@@ -212,7 +212,7 @@ fn whole(input: &Path, output: &Path) -> Result<(WriteStats, ReadStats), Failed>
         TraceReader::new().read(reader).into_result()
     });
     let (trace, stats) = read.map_err(Failed::Read)?;
-    let saved = export::save(&trace, output);
+    let saved = omniprof_trace::save(&trace, output);
     // The process ends next: a big trace is millions of small allocations, which the OS
     // takes back at once, where freeing them one by one takes a tenth of the conversion.
     std::mem::forget(trace);

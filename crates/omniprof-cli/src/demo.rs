@@ -26,9 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use omniprof::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
-use omniprof::export::{self, chrome};
 use omniprof::keys::metadata;
+use omniprof::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
 use omniprof::{
     record_function, record_op, tensorboard_trace_handler, Config, Profiler, ProfilerBuilder,
     Schedule, Trace, Value,
@@ -211,9 +210,9 @@ fn profile(args: &DemoArgs, config: Config) -> DemoResult<()> {
     let to_stdout = output.as_os_str() == STDOUT || crate::output::is_standard_output(&output);
     let stats = if to_stdout {
         let stdout = std::io::stdout().lock();
-        chrome::write(&trace, "stdout", std::io::BufWriter::new(stdout))?
+        omniprof::write_chrome(&trace, "stdout", std::io::BufWriter::new(stdout))?
     } else {
-        export::save(&trace, &output)?
+        omniprof::save(&trace, &output)?
     };
     // With the trace on standard output, what the demo says goes to standard error.
     let mut say: Box<dyn Write> = match to_stdout {

@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use omniprof_trace::analysis::diff::diff;
-use omniprof_trace::analysis::KeyAveragesOptions;
-use omniprof_trace::import::Limits;
+use omniprof_trace::diff;
+use omniprof_trace::KeyAveragesOptions;
+use omniprof_trace::Limits;
 
 use crate::output::print;
 use crate::reading::{key_averages_of, report_skipped};

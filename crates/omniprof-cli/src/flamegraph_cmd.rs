@@ -9,7 +9,7 @@
 //! whose ops are out of order on a thread, is read again whole.
 //!
 //! OUT is written through the shared save path
-//! ([`save_with`](omniprof_trace::export::save::save_with)), as traces are: a temporary file
+//! ([`save_with`](omniprof_trace::save_with)), as traces are: a temporary file
 //! of its own renamed over OUT, a FIFO or character device written in place, a link followed
 //! only where the kernel's `fs.protected_symlinks` would follow it, and a directory, block
 //! device or socket refused naming what it is.
@@ -21,12 +21,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use inferno::flamegraph::{self, Options};
-use omniprof_trace::analysis::flamegraph::{
-    folded_stacks, FlameBuilder, FlameTime, FoldedStacks, MAX_DEPTH,
-};
-use omniprof_trace::export::save::save_with;
-use omniprof_trace::import::{ArgFilter, ReadError, TraceItem, TraceReader};
 use omniprof_trace::keys::arg;
+use omniprof_trace::save_with;
+use omniprof_trace::{folded_stacks, FlameBuilder, FlameTime, FoldedStacks, MAX_STACK_DEPTH};
+use omniprof_trace::{ArgFilter, ReadError, TraceItem, TraceReader};
 
 use crate::progress::read_file;
 use crate::reading::report_skipped;
@@ -65,8 +63,8 @@ pub(crate) fn run(args: &FlamegraphArgs) -> ExitCode {
     };
     if folded.cut_frames > 0 {
         eprintln!(
-            "warning: {} frames deeper than {MAX_DEPTH} were cut; their time is drawn on \
-             their ancestor at depth {MAX_DEPTH}",
+            "warning: {} frames deeper than {MAX_STACK_DEPTH} were cut; their time is drawn on \
+             their ancestor at depth {MAX_STACK_DEPTH}",
             folded.cut_frames
         );
     }

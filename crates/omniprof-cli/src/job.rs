@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::thread;
 
-use omniprof_trace::import::Limits;
+use omniprof_trace::Limits;
 
 /// The traces to read and how: shared by `summary` and `ranks`.
 #[derive(Debug, clap::Args)]

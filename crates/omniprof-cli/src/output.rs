@@ -11,7 +11,7 @@ use std::fs::OpenOptions;
 use std::io::{self, ErrorKind, Write};
 use std::path::Path;
 
-use omniprof_trace::export::Format;
+use omniprof_trace::Format;
 
 /// Prints `text` to standard output; false (with a message) when it cannot be written. A
 /// reader that stopped reading (`| head`) needs no message.

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 
 use omniprof::config::OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS;
 use omniprof::plugin::{self, LoadedPlugin, PluginError};
-use omniprof::report::Contribution;
+use omniprof::Contribution;
 use omniprof::{record_function, record_op, ActivitySet, Config, Profiler, Trace};
 
 /// List the plugins a directory (default: the plugin directories of the environment) holds.
@@ -172,7 +172,7 @@ pub(crate) fn check(args: &CheckArgs) -> ExitCode {
     let rows = verdicts(&loaded, &late, &trace);
     print_table(&rows);
     if let Some(out) = &args.trace {
-        match omniprof::export::save(&trace, out) {
+        match omniprof::save(&trace, out) {
             Ok(stats) => println!("wrote {} ({} trace events)", out.display(), stats.events),
             Err(e) => {
                 eprintln!("error: {e}");

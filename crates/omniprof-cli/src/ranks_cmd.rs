@@ -2,7 +2,7 @@
 //! the rank from each trace's `distributedInfo`), read in parallel: each rank's step times
 //! (`ProfilerStep#N`), the slowest rank of each step and its lag behind the median, and per
 //! rank HTA's temporal breakdown (computation, communication, memory copies, idle) and the
-//! overlap of communication with computation ([`omniprof_trace::analysis::ranks`];
+//! overlap of communication with computation ([`omniprof_trace::ranks`];
 //! `docs/ranks.md` gives the definitions).
 //!
 //! Exit status: 0 when every trace was read whole; 1 when one could not be read (with
@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use omniprof_trace::analysis::ranks::{RankProfileBuilder, RankTrace, RanksReport};
-use omniprof_trace::import::{ArgFilter, TraceReader};
+use omniprof_trace::{ArgFilter, TraceReader};
+use omniprof_trace::{RankProfileBuilder, RankTrace, RanksReport};
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::output::print;

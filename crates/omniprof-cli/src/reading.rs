@@ -5,11 +5,11 @@
 use std::io;
 use std::path::Path;
 
-use omniprof_trace::analysis::ranks::claimed_rank;
-use omniprof_trace::analysis::{key_averages, KeyAverages, KeyAveragesBuilder, KeyAveragesOptions};
-use omniprof_trace::import::{ArgFilter, Limits, ReadError, ReadStats, TraceItem, TraceReader};
+use omniprof_trace::claimed_rank;
 use omniprof_trace::keys::metadata;
 use omniprof_trace::Trace;
+use omniprof_trace::{key_averages, KeyAverages, KeyAveragesBuilder, KeyAveragesOptions};
+use omniprof_trace::{ArgFilter, Limits, ReadError, ReadStats, TraceItem, TraceReader};
 
 use crate::progress::read_file;
 
@@ -38,7 +38,7 @@ pub(crate) fn key_averages_of(
 /// error, the summary of what was read before, and the error naming the file.
 ///
 /// A streamed file is read again when its builder asks
-/// ([`ReadAgain`](omniprof_trace::analysis::ReadAgain): an item came too late for the
+/// ([`ReadAgain`](omniprof_trace::ReadAgain): an item came too late for the
 /// ops it had folded, such as the profiler's span that PyTorch and omniprof write last);
 /// standard input, which cannot be read twice, keeps every host op instead.
 pub(crate) fn summarize_file(
@@ -189,7 +189,7 @@ pub(crate) fn report_skipped(stats: &ReadStats) {
         eprintln!(
             "note: skipped {} arg values nested deeper than {} levels",
             stats.too_deep_args,
-            omniprof_trace::value::MAX_DEPTH
+            omniprof_trace::MAX_VALUE_DEPTH
         );
     }
 }

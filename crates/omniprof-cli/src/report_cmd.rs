@@ -20,10 +20,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use omniprof_trace::analysis::metrics::KernelMetricsBuilder;
-use omniprof_trace::analysis::report::{ReportInput, ReportModel, TraceReportBuilder};
-use omniprof_trace::analysis::KeyAveragesOptions;
-use omniprof_trace::import::TraceReader;
+use omniprof_trace::KernelMetricsBuilder;
+use omniprof_trace::KeyAveragesOptions;
+use omniprof_trace::TraceReader;
+use omniprof_trace::{ReportInput, ReportModel, TraceReportBuilder};
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::progress::read_file;

@@ -2,7 +2,7 @@
 //! defined once and flattened into each command's arguments, and `--row-limit`'s type
 //! (each command has its own default).
 
-use omniprof_trace::analysis::SortKey;
+use omniprof_trace::SortKey;
 
 /// How rows are sorted, grouped and printed.
 #[derive(Debug, clap::Args)]

@@ -25,11 +25,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use omniprof_trace::analysis::counters::counter_stats;
-use omniprof_trace::analysis::metrics::kernel_metrics;
-use omniprof_trace::analysis::step_time::StepTimeBuilder;
-use omniprof_trace::analysis::{KeyAverages, KeyAveragesOptions, ReportOptions};
-use omniprof_trace::import::TraceReader;
+use omniprof_trace::counter_stats;
+use omniprof_trace::kernel_metrics;
+use omniprof_trace::StepTimeBuilder;
+use omniprof_trace::TraceReader;
+use omniprof_trace::{KeyAverages, KeyAveragesOptions, ReportOptions};
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::output::print;

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use omniprof::import::TraceReader;
+use omniprof::TraceReader;
 use omniprof::{Activity, Trace};
 use omniprof_test_support::checker;
 

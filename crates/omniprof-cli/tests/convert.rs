@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use omniprof::import::TraceReader;
+use omniprof::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
 use omniprof_test_support::data::reference_trace;
 use omniprof_test_support::decoder::{assert_matches_json, decode};

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-use omniprof::import::TraceReader;
+use omniprof::TraceReader;
 use omniprof_test_support::skip::{self, Needs};
 use serde_json::Value;
 

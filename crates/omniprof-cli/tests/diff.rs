@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use omniprof::export;
 use omniprof::{Activity, ActivityType, Trace};
 
 fn diff(base: &Path, trace: &Path, flags: &[&str]) -> Output {
@@ -31,7 +30,7 @@ fn stdout(out: Output) -> String {
 /// One thread of top-level host ops `(name, duration ns)` back to back, and a kernel of
 /// `kernel_ns` launched by the first.
 fn save(dir: &Path, file: &str, ops: &[(&str, i64)], kernel_ns: i64) -> PathBuf {
-    let base = omniprof::trace::process_base_time_ns();
+    let base = omniprof::process_base_time_ns();
     let mut t = Trace::new(base, base + 1_000_000);
     let mut at = base;
     for (i, &(name, ns)) in ops.iter().enumerate() {
@@ -53,7 +52,7 @@ fn save(dir: &Path, file: &str, ops: &[(&str, i64)], kernel_ns: i64) -> PathBuf 
     t.activities
         .sort_by_key(|a| (a.start_ns, std::cmp::Reverse(a.end_ns)));
     let path = dir.join(file);
-    export::save(&t, &path).unwrap();
+    omniprof::save(&t, &path).unwrap();
     path
 }
 
@@ -178,7 +177,7 @@ fn traces_with_no_op_in_common_get_a_note_and_exit_0() {
     b.activities
         .push(Activity::new(ActivityType::CpuOp, "other", 1, 1, 0, 5));
     let b_path = dir.path().join("b.json");
-    export::save(&b, &b_path).unwrap();
+    omniprof::save(&b, &b_path).unwrap();
     let out = diff(&a, &b_path, &[]);
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("have no ops in common"));

@@ -10,7 +10,6 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use omniprof::export;
 use omniprof::{Activity, ActivityType, Trace};
 use quick_xml::events::Event;
 
@@ -37,7 +36,7 @@ fn ok(out: Output) {
 /// by `aten::mm` and `aten::addmm`, one kernel launched from outside the trace.
 fn trace() -> Trace {
     use ActivityType::*;
-    let base = omniprof::trace::process_base_time_ns();
+    let base = omniprof::process_base_time_ns();
     let mut t = Trace::new(base, base + 100_000);
     let mut add = |kind, name: &str, device, tid, start: i64, end: i64, corr: u64, linked: u64| {
         let mut a = Activity::new(kind, name, device, tid, base + start, base + end);
@@ -62,7 +61,7 @@ fn trace() -> Trace {
 
 fn saved(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("hand.pt.trace.json");
-    export::save(&trace(), &path).unwrap();
+    omniprof::save(&trace(), &path).unwrap();
     path
 }
 
@@ -128,7 +127,7 @@ fn the_svg_is_well_formed_xml_naming_the_top_ops() {
 fn a_trace_with_nothing_to_draw_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty.pt.trace.json");
-    export::save(&Trace::new(0, 10), &empty).unwrap();
+    omniprof::save(&Trace::new(0, 10), &empty).unwrap();
     let out = dir.path().join("graph.svg");
     let result = flamegraph(&empty, &out, &[]);
     assert_eq!(result.status.code(), Some(1));

@@ -9,7 +9,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use omniprof::export;
 use omniprof::{Activity, ActivityType, Trace, Value};
 
 fn omniprof(args: &[&std::ffi::OsStr]) -> Output {
@@ -86,7 +85,7 @@ fn a_header_that_cannot_fit_the_reader_is_refused_when_saved_and_nothing_is_writ
             .into_iter()
             .collect(),
     );
-    let err = export::save(&trace, &path).unwrap_err().to_string();
+    let err = omniprof::save(&trace, &path).unwrap_err().to_string();
     assert!(
         err.contains(
             "the trace's header (deviceProperties and metadata) would take 5243091 bytes, more \
@@ -114,7 +113,7 @@ fn an_event_larger_than_the_reader_reads_is_refused_when_saved_and_nothing_is_wr
         200,
         500,
     ));
-    let err = export::save(&trace, &path).unwrap_err().to_string();
+    let err = omniprof::save(&trace, &path).unwrap_err().to_string();
     assert!(
         err.contains("traceEvents[1] would take 17825879 bytes, more than the 16777216 bytes"),
         "{err}"

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use omniprof::import::TraceReader;
+use omniprof::TraceReader;
 use omniprof::{Flow, FlowKind};
 use omniprof_test_support::checker::{assert_loads_in_perfetto, run_checker};
 

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use omniprof::import::TraceReader;
 use omniprof::trigger::RuntimeDir;
 use omniprof::ActivityType;
+use omniprof::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
 
 const BIN: &str = env!("CARGO_BIN_EXE_omniprof");

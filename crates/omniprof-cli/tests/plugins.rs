@@ -5,7 +5,7 @@
 
 use std::process::{Command, Output};
 
-use omniprof::import::TraceReader;
+use omniprof::TraceReader;
 use omniprof_test_support::checker;
 use omniprof_test_support::plugins::{build_broken, build_sample};
 

@@ -252,7 +252,7 @@ fn a_stubs_mode_trace_gets_device_columns_named_after_its_device() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("stubs.json");
     let file = std::fs::File::create(&path).unwrap();
-    omniprof::export::chrome::write(&trace, "stubs.json", file).unwrap();
+    omniprof::write_chrome(&trace, "stubs.json", file).unwrap();
 
     let out = ok(&path, &["--sort-by", "self_privateuse1_time_total"]);
     let header = out.lines().nth(1).unwrap();

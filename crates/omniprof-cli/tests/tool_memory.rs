@@ -4,7 +4,7 @@
 //!
 //! - `flamegraph` on 20,000 nested ops: each op's stack was a string of every frame above it,
 //!   so memory grew with the square of the depth (2.4 GB here, release build). Stacks deeper than
-//!   [`MAX_DEPTH`] are cut there, the folded output holds exactly `MAX_DEPTH` frames at most,
+//!   [`MAX_STACK_DEPTH`] are cut there, the folded output holds exactly `MAX_STACK_DEPTH` frames at most,
 //!   and every nanosecond is still counted.
 //! - `diff --format json` on 60,000 names: a `serde_json` map per row took ~5 KB a row; the
 //!   JSON now takes no more than the CSV of the same rows, plus the difference of the texts.
@@ -16,7 +16,7 @@ use std::process::Command;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use omniprof_test_support::memory::{run_measured, Measured};
-use omniprof_trace::analysis::flamegraph::MAX_DEPTH;
+use omniprof_trace::MAX_STACK_DEPTH;
 
 /// A gzip trace of `events`, one JSON object per item.
 fn gzip_trace(path: &Path, events: impl Iterator<Item = String>) -> PathBuf {
@@ -77,24 +77,27 @@ fn a_flame_graph_of_twenty_thousand_nested_ops_is_cut_at_the_depth_limit_in_boun
     assert_eq!(
         stderr.trim_end(),
         format!(
-            "warning: {} frames deeper than {MAX_DEPTH} were cut; their time is drawn on their \
-             ancestor at depth {MAX_DEPTH}",
-            NESTED - MAX_DEPTH as u64
+            "warning: {} frames deeper than {MAX_STACK_DEPTH} were cut; their time is drawn on their \
+             ancestor at depth {MAX_STACK_DEPTH}",
+            NESTED - MAX_STACK_DEPTH as u64
         )
     );
     let text = std::fs::read_to_string(&folded).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     // One stack per depth up to the limit; the deepest holds every op below it.
-    assert_eq!(lines.len(), MAX_DEPTH);
+    assert_eq!(lines.len(), MAX_STACK_DEPTH);
     let deepest = lines.iter().max_by_key(|l| l.matches(';').count()).unwrap();
     let (stack, ns) = deepest.rsplit_once(' ').unwrap();
-    assert_eq!(stack.split(';').count(), MAX_DEPTH);
+    assert_eq!(stack.split(';').count(), MAX_STACK_DEPTH);
     assert_eq!(
         stack.rsplit(';').next(),
-        Some(&*format!("f{}", MAX_DEPTH - 1))
+        Some(&*format!("f{}", MAX_STACK_DEPTH - 1))
     );
-    // The deepest kept op's whole length: 2 * (NESTED - (MAX_DEPTH - 1)) ns.
-    assert_eq!(ns, (2 * (NESTED - (MAX_DEPTH as u64 - 1))).to_string());
+    // The deepest kept op's whole length: 2 * (NESTED - (MAX_STACK_DEPTH - 1)) ns.
+    assert_eq!(
+        ns,
+        (2 * (NESTED - (MAX_STACK_DEPTH as u64 - 1))).to_string()
+    );
     let total: u64 = lines
         .iter()
         .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())

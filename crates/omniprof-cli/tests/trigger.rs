@@ -10,8 +10,8 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use omniprof::config::on_demand_trace_dir;
-use omniprof::import::TraceReader;
 use omniprof::trigger::RuntimeDir;
+use omniprof::TraceReader;
 use omniprof_test_support::trigger::{Recorder, STEP};
 
 /// Runs `omniprof trigger args...` with `xdg` as `$XDG_RUNTIME_DIR`, so that the sockets it

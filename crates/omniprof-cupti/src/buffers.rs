@@ -9,7 +9,7 @@
 use std::ffi::c_void;
 use std::sync::Mutex;
 
-use omniprof::sync::lock;
+use omniprof::lock;
 
 use crate::library::Cupti;
 

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use omniprof_trace::analysis::{KeyAveragesBuilder, KeyAveragesOptions};
-use omniprof_trace::import::{Limits, ReadError, ReadStats, TraceItem};
+use omniprof_trace::{KeyAveragesBuilder, KeyAveragesOptions};
+use omniprof_trace::{Limits, ReadError, ReadStats, TraceItem};
 
 use crate::error::ParquetError;
 use crate::schema::{Table, OPS, RANK_PARTITION, TABLES};

@@ -8,7 +8,7 @@
 //! and each writer holds one row group of values at a time, so memory does not grow with the
 //! trace. The `ops` table holds the events exactly as `omniprof summary` counts them (self
 //! and total host and device time, parent), from the summary's own builder
-//! ([`KeyAveragesBuilder::list_events`](omniprof_trace::analysis::KeyAveragesBuilder::list_events)),
+//! ([`KeyAveragesBuilder::list_events`](omniprof_trace::KeyAveragesBuilder::list_events)),
 //! so that summing it per name gives the summary's rows.
 //!
 //! A separate crate, because only the CLI writes Parquet: the `parquet` crate (with only its

@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use omniprof_trace::analysis::SummedEvent;
-use omniprof_trace::hash::FastMap;
-use omniprof_trace::import::TraceItem;
+use omniprof_trace::FastMap;
+use omniprof_trace::SummedEvent;
+use omniprof_trace::TraceItem;
 use omniprof_trace::{Activity, ActivityType, Value};
 use parquet::data_type::ByteArray;
 

@@ -10,9 +10,9 @@ use std::process::Command;
 
 use omniprof_parquet::schema::{SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES};
 use omniprof_parquet::{convert, ConvertOptions, ParquetError};
-use omniprof_trace::analysis::{key_averages, KeyAveragesOptions};
-use omniprof_trace::import::TraceReader;
 use omniprof_trace::ActivityType;
+use omniprof_trace::TraceReader;
+use omniprof_trace::{key_averages, KeyAveragesOptions};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::Field;
 

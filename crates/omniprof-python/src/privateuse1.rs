@@ -21,8 +21,8 @@ use std::ffi::CStr;
 use std::sync::{Arc, Mutex};
 
 use omniprof::backend::{ActivityProfiler, BackendError, ProfilerSession, ScopeMetric};
+use omniprof::lock;
 use omniprof::plugin::{self, EntryPointProfiler};
-use omniprof::sync::lock;
 use omniprof::{ActivitySet, Config};
 use omniprof_plugin_sys::{LastErrorFn, RegisterFn};
 use pyo3::prelude::*;

@@ -22,7 +22,7 @@ use pyo3::prelude::*;
 
 use crate::profiler_error;
 use crate::results::PyTrace;
-use omniprof::sync::lock;
+use omniprof::lock;
 
 /// `torch.profiler.ProfilerActivity`'s members and the activity types each selects. The
 /// device ones select the device classes (kernels, copies, runtime and driver calls, syncs)

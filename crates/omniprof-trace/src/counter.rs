@@ -14,7 +14,7 @@
 //! kept.
 //!
 //! ```
-//! use omniprof_trace::counter::{CounterTrack, Counters};
+//! use omniprof_trace::{CounterTrack, Counters};
 //! use omniprof_trace::ActivityType;
 //!
 //! let mut counters = Counters::default();

@@ -12,7 +12,7 @@
 //! empty and the read goes on.
 //!
 //! ```
-//! use omniprof_trace::report::{BackendCall, BackendFailure, FailureKind};
+//! use omniprof_trace::{BackendCall, BackendFailure, FailureKind};
 //! use omniprof_trace::{Trace, Value};
 //!
 //! let mut trace = Trace::new(0, 10);

@@ -4,7 +4,7 @@
 /// boundary (so it is valid UTF-8): `text` itself when it fits.
 ///
 /// ```
-/// use omniprof_trace::text::prefix_within;
+/// use omniprof_trace::prefix_within;
 ///
 /// assert_eq!(prefix_within("héllo", 2), "h");
 /// assert_eq!(prefix_within("héllo", 3), "hé");

@@ -223,19 +223,19 @@ impl PartialEq for Value {
 /// plugin trace builder accept no more.
 ///
 /// ```
-/// use omniprof_trace::value::{Value, MAX_DEPTH};
+/// use omniprof_trace::{Value, MAX_VALUE_DEPTH};
 ///
 /// let deep = |n| format!("{}{}", "[".repeat(n), "]".repeat(n));
-/// assert!(serde_json::from_str::<Value>(&deep(MAX_DEPTH)).is_ok());
-/// let err = serde_json::from_str::<Value>(&deep(MAX_DEPTH + 1)).unwrap_err();
+/// assert!(serde_json::from_str::<Value>(&deep(MAX_VALUE_DEPTH)).is_ok());
+/// let err = serde_json::from_str::<Value>(&deep(MAX_VALUE_DEPTH + 1)).unwrap_err();
 /// assert!(err.to_string().contains("nested deeper than 32 levels"), "{err}");
 /// ```
-pub const MAX_DEPTH: usize = 32;
+pub const MAX_VALUE_DEPTH: usize = 32;
 
 /// Any JSON value, typed: an integer as [`Value::Int`] when it fits `i64`, else
 /// [`Value::UInt`]; any other number as the nearest [`Value::Float`] (a number beyond `f64`'s
 /// range is an error); an object as a [`Value::Map`] in the text's order. A value nested
-/// deeper than [`MAX_DEPTH`] is an error.
+/// deeper than [`MAX_VALUE_DEPTH`] is an error.
 impl<'de> Deserialize<'de> for Value {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let too_deep = Cell::new(false);
@@ -243,7 +243,7 @@ impl<'de> Deserialize<'de> for Value {
         match too_deep.get() {
             false => Ok(value),
             true => Err(de::Error::custom(format!(
-                "nested deeper than {MAX_DEPTH} levels"
+                "nested deeper than {MAX_VALUE_DEPTH} levels"
             ))),
         }
     }
@@ -252,8 +252,8 @@ impl<'de> Deserialize<'de> for Value {
 /// Why JSON text is not a [`Value`].
 #[derive(Debug, thiserror::Error)]
 pub enum FromJsonError {
-    /// Lists and maps nest deeper than [`MAX_DEPTH`].
-    #[error("nested deeper than {MAX_DEPTH} levels")]
+    /// Lists and maps nest deeper than [`MAX_VALUE_DEPTH`].
+    #[error("nested deeper than {MAX_VALUE_DEPTH} levels")]
     TooDeep,
     /// Not JSON, or a number beyond `f64`'s range.
     #[error("{0}")]
@@ -264,7 +264,7 @@ impl Value {
     /// Parses JSON text, telling a value nested too deep from text that is not JSON.
     ///
     /// ```
-    /// use omniprof_trace::value::{FromJsonError, Value};
+    /// use omniprof_trace::{FromJsonError, Value};
     ///
     /// assert_eq!(Value::from_json("[1, 2]").unwrap(), Value::from(vec![1i64, 2]));
     /// assert!(matches!(Value::from_json("1e400"), Err(FromJsonError::Invalid(_))));
@@ -283,7 +283,7 @@ impl Value {
     }
 }
 
-/// Reads a [`Value`] to at most [`MAX_DEPTH`] levels: what lies deeper is skipped without
+/// Reads a [`Value`] to at most [`MAX_VALUE_DEPTH`] levels: what lies deeper is skipped without
 /// being converted (and without recursion, so any depth is safe) and `too_deep` is set, so
 /// that a caller can drop the value and go on reading.
 pub(crate) struct Bounded<'a> {
@@ -352,7 +352,7 @@ impl<'de> Visitor<'de> for Bounded<'_> {
     }
 
     fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Value, S::Error> {
-        if self.depth == MAX_DEPTH {
+        if self.depth == MAX_VALUE_DEPTH {
             self.too_deep.set(true);
             while seq.next_element::<IgnoredAny>()?.is_some() {}
             return Ok(Value::Null);
@@ -366,7 +366,7 @@ impl<'de> Visitor<'de> for Bounded<'_> {
     }
 
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Value, M::Error> {
-        if self.depth == MAX_DEPTH {
+        if self.depth == MAX_VALUE_DEPTH {
             self.too_deep.set(true);
             while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
             return Ok(Value::Null);

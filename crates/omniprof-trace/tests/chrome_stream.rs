@@ -1,12 +1,12 @@
 //! The streamed JSON writer against the whole one: a trace read back from what
 //! `ChromeStream` wrote as the reader streamed it equals the trace read back from
-//! `chrome::write`'s output; a row out of order stops the stream with `NeedsWholeTrace`.
+//! `omniprof_trace::write_chrome`'s output; a row out of order stops the stream with `NeedsWholeTrace`.
 
-use omniprof_trace::counter::CounterTrack;
-use omniprof_trace::export::chrome::{self, ChromeStream, NeedsWholeTrace};
-use omniprof_trace::import::TraceReader;
-use omniprof_trace::trace::{ProcessRow, Span, ThreadRow};
+use omniprof_trace::CounterTrack;
+use omniprof_trace::TraceReader;
 use omniprof_trace::{Activity, ActivityType, Flow, FlowKind, Trace, Value};
+use omniprof_trace::{ChromeStream, NeedsWholeTrace};
+use omniprof_trace::{ProcessRow, Span, ThreadRow};
 
 /// Nested ops, an overlapping one (a sibling lane), a launch, its kernel with a flow, a
 /// counter, rows, a span and metadata, in written order.
@@ -69,7 +69,7 @@ fn trace() -> Trace {
 
 fn whole_json(t: &Trace) -> Vec<u8> {
     let mut out = Vec::new();
-    chrome::write(t, "t.json", &mut out).unwrap();
+    omniprof_trace::write_chrome(t, "t.json", &mut out).unwrap();
     out
 }
 

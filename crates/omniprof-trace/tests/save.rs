@@ -6,9 +6,8 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use omniprof_trace::export;
-use omniprof_trace::export::save::save_with;
-use omniprof_trace::import::TraceReader;
+use omniprof_trace::save_with;
+use omniprof_trace::TraceReader;
 use omniprof_trace::{Activity, ActivityType, Trace};
 
 /// A trace of `ops` host ops, so that traces of different sizes tell apart which one a file
@@ -57,7 +56,7 @@ fn three_concurrent_saves_to_one_path_leave_one_complete_trace() {
         std::thread::scope(|scope| {
             let saves: Vec<_> = traces
                 .iter()
-                .map(|t| scope.spawn(|| export::save(t, &path)))
+                .map(|t| scope.spawn(|| omniprof_trace::save(t, &path)))
                 .collect();
             for save in saves {
                 let result = save.join().unwrap();
@@ -87,8 +86,8 @@ fn a_symlink_or_a_user_file_at_the_old_temporary_name_is_left_alone() {
     let user = dir.path().join("u.json");
     fs::write(dir.path().join("u.json.tmp"), "the user's own file").unwrap();
 
-    export::save(&trace_of(3), &linked).unwrap();
-    export::save(&trace_of(4), &user).unwrap();
+    omniprof_trace::save(&trace_of(3), &linked).unwrap();
+    omniprof_trace::save(&trace_of(4), &user).unwrap();
 
     assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
     let link = dir.path().join("t.json.tmp");
@@ -111,8 +110,8 @@ fn a_symlink_at_the_path_is_written_through_and_stays() {
     let dangling = dir.path().join("dangling.json");
     std::os::unix::fs::symlink("made.json", &dangling).unwrap();
 
-    export::save(&trace_of(2), &link).unwrap();
-    export::save(&trace_of(5), &dangling).unwrap();
+    omniprof_trace::save(&trace_of(2), &link).unwrap();
+    omniprof_trace::save(&trace_of(5), &dangling).unwrap();
 
     assert!(fs::symlink_metadata(&link).unwrap().is_symlink());
     assert!(fs::symlink_metadata(&dangling).unwrap().is_symlink());
@@ -131,7 +130,7 @@ fn a_replaced_file_keeps_its_permissions() {
     let path = dir.path().join("private.json");
     fs::write(&path, "old").unwrap();
     fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
-    export::save(&trace_of(1), &path).unwrap();
+    omniprof_trace::save(&trace_of(1), &path).unwrap();
     assert_eq!(
         fs::metadata(&path).unwrap().permissions().mode() & 0o777,
         0o600
@@ -158,7 +157,7 @@ fn a_fifo_is_written_in_place() {
             text
         })
     };
-    export::save(&trace_of(7), &fifo).unwrap();
+    omniprof_trace::save(&trace_of(7), &fifo).unwrap();
     let text = reader.join().unwrap();
     let read = TraceReader::new().read(&text[..]).into_trace().unwrap();
     assert_eq!(read.activities.len(), 7);
@@ -171,7 +170,7 @@ fn a_fifo_is_written_in_place() {
 fn a_character_device_is_written_in_place() {
     use std::os::unix::fs::FileTypeExt;
     let null = Path::new("/dev/null");
-    let stats = export::save(&trace_of(3), null).unwrap();
+    let stats = omniprof_trace::save(&trace_of(3), null).unwrap();
     assert_eq!(stats.events, 4);
     assert!(fs::symlink_metadata(null)
         .unwrap()
@@ -184,7 +183,7 @@ fn a_directory_is_refused_naming_what_it_is() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("out.json");
     fs::create_dir(&target).unwrap();
-    let err = export::save(&trace_of(1), &target).unwrap_err();
+    let err = omniprof_trace::save(&trace_of(1), &target).unwrap_err();
     assert_eq!(err.stage, "refused");
     let message = err.to_string();
     assert!(

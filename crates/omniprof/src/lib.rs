@@ -3,8 +3,9 @@
 //! Application threads record ops and named ranges into per-thread buffers; a [`Profiler`]
 //! session configures, starts and stops the accelerator backends around that recording and
 //! merges everything into one [`Trace`]. The trace model and everything that only reads or
-//! writes it live in the `omniprof-trace` crate, re-exported here ([`trace`], [`export`],
-//! [`import`], [`analysis`], ...), so one dependency gives a program the whole API. Modules,
+//! writes it live in the `omniprof-trace` crate, whose items are re-exported here ([`Trace`],
+//! [`save`], [`TraceReader`], [`key_averages`], ...), so one dependency gives a program the
+//! whole API. Modules,
 //! in the order data flows:
 //!
 //! - [`clock`]: the recording clock (TSC or monotonic) and its calibration to wall time;
@@ -24,10 +25,11 @@
 //!   by time or by [`step`], through the same session engine;
 //! - `trigger` (Unix): the socket through which `omniprof trigger` asks a running process
 //!   for an on-demand trace;
-//! - re-exported from `omniprof-trace`: [`activity`], [`value`], [`keys`], [`trace`],
-//!   [`export`] (Chrome JSON), [`import`] (the Kineto trace reader), [`analysis`]
-//!   (key averages), [`counter`]; and the helpers every omniprof crate shares: [`sync`]
-//!   (locking that ignores poisoning) and [`text`] (cutting text on a character boundary).
+//! - re-exported from `omniprof-trace`: the trace model ([`Trace`], [`Activity`], [`Value`],
+//!   [`keys`], [`Counters`]), the writers ([`save`]), the reader ([`TraceReader`]), the
+//!   analyses ([`key_averages`]), and the helpers every omniprof crate shares ([`lock`],
+//!   locking that ignores poisoning, and [`prefix_within`], cutting text on a character
+//!   boundary).
 //!
 //! ```
 //! use omniprof::{Profiler, record_function};
@@ -56,22 +58,17 @@ pub mod stubs;
 #[cfg(unix)]
 pub mod trigger;
 
-use omniprof_trace::hash;
-pub use omniprof_trace::{
-    activity, analysis, counter, export, import, keys, report, sync, text, trace, value,
-};
+// The trace model, its writers, reader and analyses, and the helpers every omniprof crate
+// shares: one dependency gives a program the whole API.
+pub use omniprof_trace::*;
 
-pub use activity::{Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind};
 pub use config::Config;
-pub use counter::{CounterSample, CounterSeries, CounterTrack, CounterValues, Counters};
 pub use iteration::step;
 pub use record::{instant, record_function, record_op, Name, OwnedRange, RangeGuard};
 pub use session::{
     tensorboard_trace_handler, Profiler, ProfilerAction, ProfilerBuilder, Schedule, ScheduleArgs,
     ScheduleError, SessionError, TraceDirHandler,
 };
-pub use trace::{Trace, Window};
-pub use value::Value;
 
 // The Rust snippets of the README and of the guides in docs/ compile and run as doc tests,
 // so they cannot rot. A guide that gains a Rust block is added here.

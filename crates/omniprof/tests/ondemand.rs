@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use omniprof::import::TraceReader;
 use omniprof::ondemand::{self, Refused, State, TraceFailed};
+use omniprof::TraceReader;
 use omniprof::{record_function, Profiler};
 use omniprof_test_support::checker;
 use omniprof_test_support::lock::serial;

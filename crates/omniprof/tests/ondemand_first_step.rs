@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use omniprof::config::on_demand_trace_dir;
-use omniprof::import::TraceReader;
 use omniprof::ondemand::{self, NOTES_METADATA};
 use omniprof::trigger::RuntimeDir;
+use omniprof::TraceReader;
 use omniprof::Value;
 
 const WAIT: Duration = Duration::from_secs(60);

@@ -83,7 +83,7 @@ fn software_counters_grow_per_thread_and_missing_hardware_is_reported() {
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("perf.pt.trace.json");
-    omniprof::export::save(&trace, &path).unwrap();
+    omniprof::save(&trace, &path).unwrap();
     checker::assert_loads_in_perfetto(&path);
 }
 

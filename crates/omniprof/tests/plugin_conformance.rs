@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use omniprof::backend::{self, ActivityProfiler, ActivitySink, HostOps, ProfilerSession};
-use omniprof::counter::CounterValues;
 use omniprof::plugin::{self, PluginError};
+use omniprof::CounterValues;
 use omniprof::{Activity, ActivitySet, ActivityType, Config, CounterTrack, Value, Window};
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::plugins;

@@ -256,7 +256,7 @@ fn every_broken_plugin_is_handled_and_the_host_trace_is_intact() {
     assert_eq!(samples, 2);
 
     let path = dir.path().join("corpus.pt.trace.json");
-    omniprof::export::save(&trace, &path).unwrap();
+    omniprof::save(&trace, &path).unwrap();
     checker::assert_loads_in_perfetto(&path);
 }
 

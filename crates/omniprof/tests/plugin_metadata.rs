@@ -1,13 +1,12 @@
 //! Metadata a plugin passes reaches the trace only in a form every reader reads: numbers
 //! beyond a double and lone surrogates stay strings, values nested deeper than
-//! `value::MAX_DEPTH` are refused and counted. The trace then loads in omniprof's reader,
+//! `omniprof::MAX_DEPTH` are refused and counted. The trace then loads in omniprof's reader,
 //! Python's `json` and Perfetto.
 
 use std::process::Command;
 
-use omniprof::export;
-use omniprof::import::TraceReader;
 use omniprof::plugin;
+use omniprof::TraceReader;
 use omniprof::Value;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::{checker, plugins, session};
@@ -49,7 +48,7 @@ fn metadata_no_reader_reads_is_kept_as_text_or_refused() {
     );
 
     let path = dir.path().join("metadata.pt.trace.json");
-    export::save(&trace, &path).unwrap();
+    omniprof::save(&trace, &path).unwrap();
     let read = TraceReader::new().read_path(&path).into_trace().unwrap();
     assert_eq!(read.activities.len(), trace.activities.len());
     let python = Command::new("python3")

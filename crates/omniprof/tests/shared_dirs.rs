@@ -10,7 +10,6 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use omniprof::export;
 use omniprof::{Activity, ActivityType, Trace};
 use omniprof_test_support::shared_dirs::{give_to, make_sticky, other_owner};
 
@@ -45,7 +44,7 @@ fn another_users_link_in_a_sticky_world_writable_directory_is_refused_naming_it(
     std::os::unix::fs::symlink(&victim, &link).unwrap();
     give_to(&link, other);
 
-    let err = export::save(&trace(), &link).unwrap_err();
+    let err = omniprof::save(&trace(), &link).unwrap_err();
 
     assert_eq!(err.stage, "refused");
     assert_eq!(
@@ -71,7 +70,7 @@ fn a_link_of_ones_own_or_of_the_directorys_owner_in_a_sticky_directory_is_follow
     let link = shared.path().join("link.json");
     std::os::unix::fs::symlink("real.json", &link).unwrap();
 
-    export::save(&trace(), &link).unwrap();
+    omniprof::save(&trace(), &link).unwrap();
 
     assert!(fs::symlink_metadata(&link).unwrap().is_symlink());
     assert!(fs::read_to_string(&target).unwrap().contains("aten::mm"));
@@ -84,14 +83,14 @@ fn a_replaced_file_of_another_user_gets_the_default_mode_not_its_own() {
     };
     let dir = tempfile::tempdir().unwrap();
     let fresh = dir.path().join("fresh.json");
-    export::save(&trace(), &fresh).unwrap();
+    omniprof::save(&trace(), &fresh).unwrap();
     let planted = dir.path().join("planted.json");
     fs::write(&planted, "theirs").unwrap();
     // World-writable and executable: no default mode (0666 less the umask) is this.
     fs::set_permissions(&planted, fs::Permissions::from_mode(0o777)).unwrap();
     give_to(&planted, other);
 
-    export::save(&trace(), &planted).unwrap();
+    omniprof::save(&trace(), &planted).unwrap();
 
     assert_eq!(mode(&planted), mode(&fresh));
     assert_eq!(fs::metadata(&planted).unwrap().uid(), 0);
@@ -105,7 +104,7 @@ fn a_replaced_file_of_ones_own_keeps_its_mode() {
     fs::write(&path, "old").unwrap();
     fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
 
-    export::save(&trace(), &path).unwrap();
+    omniprof::save(&trace(), &path).unwrap();
 
     assert_eq!(mode(&path), 0o640);
 }

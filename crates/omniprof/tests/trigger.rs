@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use omniprof::config::on_demand_trace_dir;
-use omniprof::import::TraceReader;
 use omniprof::trigger::{RuntimeDir, ServerOptions, TriggerError, TriggerServer};
+use omniprof::TraceReader;
 use omniprof_test_support::trigger::{Recorder, STEP};
 
 /// How long a test client waits for a reply.

@@ -27,7 +27,7 @@ fn profile(types: &str, config: &str, work: impl FnOnce()) -> Result<Trace, Stri
 fn saved(trace: &Trace, name: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(name);
-    omniprof::export::save(trace, &path).unwrap();
+    omniprof::save(trace, &path).unwrap();
     checker::assert_loads_in_perfetto(&path);
 }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use omniprof::import::TraceReader;
+use omniprof::TraceReader;
 use omniprof::{record_op, tensorboard_trace_handler, ActivityType, Profiler, Schedule, Trace};
 use omniprof_test_support::checker::assert_loads_in_perfetto;
 use omniprof_test_support::lock::serial;

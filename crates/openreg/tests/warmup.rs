@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use omniprof::import::TraceReader;
 use omniprof::ondemand::{self, State};
+use omniprof::TraceReader;
 use omniprof::{record_op, ActivityType, Config, Profiler, Trace};
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::session::backend_errors;

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use omniprof::trace::{ProcessRow, ThreadRow};
 use omniprof::Trace;
+use omniprof::{ProcessRow, ThreadRow};
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../omniprof-trace/tests/data")

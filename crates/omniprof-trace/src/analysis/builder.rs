@@ -34,7 +34,7 @@ pub struct KeyAveragesOptions {
     /// `flops` arg (PyTorch's `profile(with_flops=True)`).
     pub with_flops: bool,
     /// Also group by the first N entries of the events' Python stacks
-    /// ([`stacks`](super::stacks)), as PyTorch's `key_averages(group_by_stack_n=N)`; 0: not.
+    /// ([`PythonStacks`](crate::PythonStacks)), as PyTorch's `key_averages(group_by_stack_n=N)`; 0: not.
     /// Rows then carry [`Row::stack`], and the table a `Source Location` column. Stacks need
     /// the whole trace ([`KeyAveragesBuilder::add_trace`]): a streamed activity
     /// ([`KeyAveragesBuilder::add_activity`]) has an empty one.
@@ -134,12 +134,12 @@ impl Interner {
 /// Builds [`KeyAverages`] from a trace delivered piece by piece. Device work goes to its row
 /// as it comes, and its duration to a sum per correlation id, for the host op it is linked
 /// to; host ops are folded into their rows as soon as they are final, so that what is held
-/// does not grow with the trace (see [what the summary holds](super#what-the-summary-holds)).
+/// does not grow with the trace (see [what the summary holds](crate::KeyAverages#what-the-summary-holds)).
 /// When an item comes too late for what was folded, [`Self::finish`] returns [`ReadAgain`]:
 /// the trace must be read again, into the builder it gives.
 ///
 /// ```
-/// use omniprof_trace::analysis::{KeyAveragesBuilder, KeyAveragesOptions};
+/// use omniprof_trace::{KeyAveragesBuilder, KeyAveragesOptions};
 /// use omniprof_trace::{Activity, ActivityType};
 ///
 /// let mut builder = KeyAveragesBuilder::new(KeyAveragesOptions::default());
@@ -211,7 +211,7 @@ pub struct KeyAveragesBuilder {
 /// Host ops and memory records held before folding starts (about 5 MiB): enough to see
 /// whether the trace's device work and memory records come along with its ops, and to read
 /// smaller traces once whatever their order.
-pub const FOLD_AFTER: usize = 1 << 16;
+pub(crate) const FOLD_AFTER: usize = 1 << 16;
 
 /// How the builder holds host ops.
 enum Holding {

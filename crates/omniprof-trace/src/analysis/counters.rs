@@ -4,7 +4,7 @@
 //! viewers draw it; the time-weighted mean is the plain mean when the samples span no time.
 //!
 //! ```
-//! use omniprof_trace::analysis::counters::counter_stats;
+//! use omniprof_trace::counter_stats;
 //! use omniprof_trace::{ActivityType, CounterTrack, Trace};
 //!
 //! let mut trace = Trace::new(0, 100);

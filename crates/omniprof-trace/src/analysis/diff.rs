@@ -10,8 +10,8 @@
 //! characters, ending in `...`); the CSV and JSON keep it whole.
 //!
 //! ```
-//! use omniprof_trace::analysis::diff::{diff, Change};
-//! use omniprof_trace::analysis::{key_averages, KeyAveragesOptions};
+//! use omniprof_trace::{diff, Change};
+//! use omniprof_trace::{key_averages, KeyAveragesOptions};
 //! use omniprof_trace::{Activity, ActivityType, Trace};
 //!
 //! let run = |mm_ns: i64| {

@@ -18,12 +18,12 @@
 //! (inside no other on its thread) with a Python stack but no `python_function` event
 //! around it (a trace with `Call stack` args only; a backward op on the autograd engine's
 //! own thread, whose stack is its forward op's) hangs under the frames of that stack
-//! ([`stacks`](super::stacks)), outermost first. An op that partly overlaps an enclosing
+//! ([`PythonStacks`](crate::PythonStacks)), outermost first. An op that partly overlaps an enclosing
 //! one starts a stack of its own. Threads merge: equal stacks on different threads add up. `;` in a name is written as `:`, and
 //! line breaks as spaces, so that every frame stays one frame.
 //!
 //! ```
-//! use omniprof_trace::analysis::flamegraph::{folded_stacks, FlameTime};
+//! use omniprof_trace::{folded_stacks, FlameTime};
 //! use omniprof_trace::{Activity, ActivityType, Trace};
 //!
 //! let mut trace = Trace::new(0, 1_000);
@@ -47,12 +47,7 @@ use crate::keys::arg;
 use crate::trace::Trace;
 
 /// The root frame of device work whose launching op is not in the trace.
-pub const UNLINKED: &str = "[unlinked]";
-
-/// The most frames a stack holds. An op nested deeper is cut: its time (and that of the
-/// ops and device work below it) goes to its ancestor at this depth, and it is counted in
-/// [`FoldedStacks::cut_frames`].
-pub use super::frame_tree::MAX_DEPTH;
+pub(crate) const UNLINKED: &str = "[unlinked]";
 
 /// Which time the stacks hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +65,7 @@ pub struct FoldedStacks {
     /// Each stack and its nanoseconds.
     pub stacks: Vec<(String, u64)>,
     /// How many frames (host ops, or device work under the deepest ones) were deeper than
-    /// [`MAX_DEPTH`] and were cut, their time added to their ancestor at that depth.
+    /// [`MAX_STACK_DEPTH`](crate::MAX_STACK_DEPTH) and were cut, their time added to their ancestor at that depth.
     pub cut_frames: u64,
 }
 
@@ -127,13 +122,13 @@ pub fn folded_stacks(trace: &Trace, time: FlameTime) -> FoldedStacks {
 /// launching op has not come yet: memory does not grow with the events.
 ///
 /// Each thread's host ops must come in order (by start, the longer first); and the stacks of
-/// Python frames around ops ([`stacks`](super::stacks)) need the whole trace. So an op out of
+/// Python frames around ops ([`PythonStacks`](crate::PythonStacks)) need the whole trace. So an op out of
 /// order on its thread, a `python_function` event or a `Call stack` arg makes the builder
 /// [`needs_whole_trace`](Self::needs_whole_trace): the caller then reads the trace whole
 /// into [`folded_stacks`].
 ///
 /// ```
-/// use omniprof_trace::analysis::flamegraph::{FlameBuilder, FlameTime};
+/// use omniprof_trace::{FlameBuilder, FlameTime};
 /// use omniprof_trace::{Activity, ActivityType};
 ///
 /// let mut builder = FlameBuilder::new(FlameTime::HostSelf);
@@ -370,6 +365,7 @@ fn frame(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::frame_tree::MAX_STACK_DEPTH;
     use super::*;
 
     fn op(kind: ActivityType, name: &str, tid: i64, start: i64, end: i64) -> Activity {
@@ -428,7 +424,7 @@ mod tests {
     fn ops_deeper_than_the_limit_are_cut_and_counted_and_their_time_kept() {
         // Ten more nested ops than the limit, each 1 ns inside the one above at each end,
         // the deepest launching a kernel.
-        let depth = MAX_DEPTH as i64 + 10;
+        let depth = MAX_STACK_DEPTH as i64 + 10;
         let mut t = Trace::new(0, 10_000);
         for i in 0..depth {
             let mut a = op(ActivityType::CpuOp, &format!("f{i}"), 1, i, 2 * depth - i);
@@ -440,16 +436,16 @@ mod tests {
         t.activities.push(kernel);
         let host = folded_stacks(&t, FlameTime::HostSelf);
         assert_eq!(host.cut_frames, 10);
-        assert_eq!(host.stacks.len(), MAX_DEPTH);
+        assert_eq!(host.stacks.len(), MAX_STACK_DEPTH);
         assert_eq!(host.total_ns(), 2 * depth as u64);
         let (deepest, ns) = host.stacks.iter().max_by_key(|(s, _)| s.len()).unwrap();
-        assert_eq!(deepest.split(';').count(), MAX_DEPTH);
+        assert_eq!(deepest.split(';').count(), MAX_STACK_DEPTH);
         assert!(
-            deepest.ends_with(&format!(";f{}", MAX_DEPTH - 1)),
+            deepest.ends_with(&format!(";f{}", MAX_STACK_DEPTH - 1)),
             "{deepest}"
         );
         // The deepest kept op's whole length: its self time and the ten cut below it.
-        assert_eq!(*ns, 2 * (depth as u64 - (MAX_DEPTH as u64 - 1)));
+        assert_eq!(*ns, 2 * (depth as u64 - (MAX_STACK_DEPTH as u64 - 1)));
         // The kernel's launching op was cut, and so is the kernel's own frame.
         let device = folded_stacks(&t, FlameTime::Device);
         assert_eq!(device.cut_frames, 11);

@@ -11,7 +11,7 @@ use crate::hash::FastMap;
 /// for it) and is counted. Real stacks are far shallower (Python's own recursion limit is
 /// 1000); the limit bounds folded text, which repeats every frame of a stack on each of its
 /// lines: unbounded, 20,000 nested ops are 200 million frames to write.
-pub const MAX_DEPTH: usize = 1024;
+pub const MAX_STACK_DEPTH: usize = 1024;
 
 pub(super) struct FrameTree {
     /// Per node: its parent, its frame (an index into `names`) and its depth.
@@ -19,7 +19,7 @@ pub(super) struct FrameTree {
     children: FastMap<(u32, u32), u32>,
     names: Vec<Arc<str>>,
     name_ids: FastMap<Arc<str>, u32>,
-    /// Frames not added because their parent was [`MAX_DEPTH`] deep.
+    /// Frames not added because their parent was [`MAX_STACK_DEPTH`] deep.
     pub(super) cut: u64,
 }
 
@@ -40,10 +40,10 @@ impl FrameTree {
     pub(super) const ROOT: u32 = 0;
 
     /// The node of frame `name` called inside `parent`; `parent` itself, counted as cut, when
-    /// `parent` is [`MAX_DEPTH`] deep already.
+    /// `parent` is [`MAX_STACK_DEPTH`] deep already.
     pub(super) fn child(&mut self, parent: u32, name: &str) -> u32 {
         let depth = self.nodes[parent as usize].2 + 1;
-        if depth as usize > MAX_DEPTH {
+        if depth as usize > MAX_STACK_DEPTH {
             self.cut += 1;
             return parent;
         }

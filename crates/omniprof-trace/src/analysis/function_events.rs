@@ -6,7 +6,7 @@
 //! both come from the same op trees ([`KeyAveragesBuilder`]).
 //!
 //! ```
-//! use omniprof_trace::analysis::{function_events, KeyAveragesOptions, ReportOptions};
+//! use omniprof_trace::{function_events, KeyAveragesOptions, ReportOptions};
 //! use omniprof_trace::{Activity, ActivityType, Trace};
 //!
 //! let mut trace = Trace::new(0, 1_000_000);
@@ -95,7 +95,7 @@ pub struct FunctionEvent {
     /// A `python_function` event (PyTorch's `is_python_function`).
     pub is_python_function: bool,
     /// The Python frames it ran under, innermost first (PyTorch's `stack`; see
-    /// [`stacks`](super::stacks)); empty for none.
+    /// [`PythonStacks`](crate::PythonStacks)); empty for none.
     pub stack: Stack,
 }
 
@@ -176,10 +176,10 @@ impl FunctionEvents {
     /// PyTorch's `export_stacks(path, metric)` text: one line per event with a stack and a
     /// `metric` of at least 1 µs, its frames outermost first joined by `;` (spaces, tabs,
     /// line breaks and `;` in a frame written as `_`), a space and the whole microseconds
-    /// (see [`stacks`](super::stacks)). Flame graph tools read it.
+    /// (see [`PythonStacks`](crate::PythonStacks)). Flame graph tools read it.
     ///
     /// ```
-    /// use omniprof_trace::analysis::{function_events, stacks::StackMetric, KeyAveragesOptions};
+    /// use omniprof_trace::{function_events, StackMetric, KeyAveragesOptions};
     /// use omniprof_trace::{Activity, ActivityType, Trace};
     ///
     /// let mut trace = Trace::new(0, 10_000);

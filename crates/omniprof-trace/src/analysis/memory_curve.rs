@@ -7,7 +7,7 @@
 //! that a peak is never smoothed away; the peaks themselves are exact.
 //!
 //! ```
-//! use omniprof_trace::analysis::memory_curve::MemoryCurveBuilder;
+//! use omniprof_trace::MemoryCurveBuilder;
 //! use omniprof_trace::{Activity, ActivityType, Value};
 //!
 //! let mut b = MemoryCurveBuilder::default();
@@ -33,7 +33,7 @@ use crate::keys::{arg, name as event_name};
 use crate::value::Value;
 
 /// The most points a curve keeps.
-pub const MAX_POINTS: usize = 2000;
+pub(crate) const MAX_POINTS: usize = 2000;
 
 /// One point of a curve: after the record at `time_ns`, this much allocated and reserved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -38,7 +38,7 @@ impl KeyAverages {
     /// them; the device name stays this one's (`other`'s when this has no rows).
     ///
     /// ```
-    /// use omniprof_trace::analysis::{key_averages, KeyAveragesOptions};
+    /// use omniprof_trace::{key_averages, KeyAveragesOptions};
     /// use omniprof_trace::{Activity, ActivityType, Trace};
     ///
     /// let rank = |ns: i64| {

@@ -11,7 +11,7 @@
 //! the CSV and JSON keep it whole.
 //!
 //! ```
-//! use omniprof_trace::analysis::metrics::kernel_metrics;
+//! use omniprof_trace::kernel_metrics;
 //! use omniprof_trace::{Activity, ActivityType, Trace, Value};
 //!
 //! let mut trace = Trace::new(0, 100);

@@ -1,164 +1,27 @@
-//! Analyses of a trace. [`key_averages`] is PyTorch's `key_averages()`: per-name statistics
-//! of host ops and device work, printed by [`KeyAverages::table`] exactly as PyTorch's
-//! `table()` prints them (also as [CSV](KeyAverages::csv) and [JSON](KeyAverages::json)).
-//! [`metrics`] summarizes per-kernel hardware metrics, [`counters`] the counter tracks.
-//! [`KeyAverages::merge`] sums the rows of several traces (the ranks of a job), and
-//! [`ranks`] sets a job's ranks side by side (steps, slowest rank, HTA's time breakdown).
-//! [`diff`] sets the rows of two traces side by side; [`flamegraph`] folds a trace's host
-//! and device time into stacks; [`stacks`] gives every event its Python stack (PyTorch's
-//! `FunctionEvent.stack`), which rows can group by and [`FunctionEvents::export_stacks`]
-//! writes as PyTorch's `export_stacks` does.
-//!
-//! ```
-//! use omniprof_trace::analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
-//! use omniprof_trace::{Activity, ActivityType, Trace};
-//!
-//! let mut trace = Trace::new(0, 1_000_000);
-//! trace.activities.push(Activity::new(ActivityType::UserAnnotation, "step", 1, 1, 0, 900_000));
-//! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 100_000, 700_000));
-//! let summary = key_averages(&trace, &KeyAveragesOptions::default());
-//! let options = ReportOptions { sort_by: Some(SortKey::SelfCpuTimeTotal), ..Default::default() };
-//! let table = summary.table(&options);
-//! assert!(table.contains("    aten::mm        66.67%     600.000us"));
-//! assert!(table.ends_with("Self CPU time total: 900.000us\n"));
-//! ```
-//!
-//! # How a trace becomes rows
-//!
-//! - **Host ops** are `cpu_op`, `user_annotation`, runtime / driver calls and
-//!   `python_function` events. Per (pid, tid) they nest by interval containment (an op starting exactly where another ends is not
-//!   inside it); a parent whose only child has its name absorbs it (`aten::sum` calling the
-//!   `aten::sum` overload counts once). Self CPU time is an op's length less its children's.
-//! - **Async ops**: an op that starts inside another and ends after it (the two do not nest)
-//!   stays out of the tree: no parent, no children, self CPU time 0 (its row prints `0` as
-//!   `CPU total %`, as PyTorch's async rows do), its own device time only. The ops that do
-//!   nest keep their exact tree. (PyTorch would instead drop the open op from its stack,
-//!   detaching that op's later children from it.)
-//! - **Device work** (`kernel`, `gpu_memcpy`, `gpu_memset`, `gpu_user_annotation`, syncs,
-//!   ...) makes rows of its own (device time only), and its duration is the self device time
-//!   of the host op whose `correlation` equals its `linked_correlation` (its `External id`).
-//!   Work without an `External id` (MTIA's, older CUDA traces) goes through its
-//!   `correlation`: to the innermost host op enclosing the runtime or driver call with the
-//!   same `correlation` on that call's thread, as HTA and PyTorch attribute it. A runtime or
-//!   driver call never receives device work itself. Device totals roll up the tree. A GPU user annotation is not counted for its range (it
-//!   repeats the work inside it).
-//! - **Stub device time**: an op with `args.device_time_us` > 0 (the stubs path, which has
-//!   no device timeline) gets that device time as its own, and is *legacy*: its device total
-//!   is that record alone, without its children's (the record already spans them). A device
-//!   event that carries `device_time_us` itself is such a record drawn on the device's row
-//!   (the Python package's PyTorch stubs bridge draws them): it makes no row and adds nothing.
-//! - **Unfinished ops** (`"finished": false`) end at the capture window's end, as Kineto
-//!   writes them (an earlier recorded end is extended to it).
-//! - Rows group events by name (`ProfilerStep#n` as `ProfilerStep*`), host or device,
-//!   legacy or not, user range or not, with [`group_by_input_shapes`] by `Input Dims`, and
-//!   with [`group_by_stack_n`] by the first N frames of their Python stack ([`stacks`]);
-//!   PyTorch's bookkeeping names (`[memory]`, `aten::is_leaf`, ...) are dropped. Rows come in
-//!   the order of their first event (by start, longer first).
-//! - **Memory** (`profile_memory`): `[memory]` records count for the host events whose
-//!   interval holds them (inclusive at both ends, on any thread, as in PyTorch), records
-//!   outside every host event and `[OutOfMemory]` records become rows of their own; see
-//!   [`memory`](self#memory) below.
-//! - **FLOPs** (`with_flops`): a row's FLOPs are the sum of its events' `flops` args.
-//! - **Python functions** (`python_function`, PyTorch's `with_stack=True`) nest in the op
-//!   trees like any host event (an op's self time excludes the Python functions inside it,
-//!   as in PyTorch), are listed by [`function_events`], and make rows only with
-//!   [`KeyAveragesOptions::include_python_functions`], as PyTorch leaves them out of
-//!   `key_averages()` by default. A Python function receives no device work.
-//! - Instants, counters and the other kinds are not summarized.
-//!
-//! # Memory
-//!
-//! A trace's `[memory]` instants (args `Bytes`, `Total Allocated`, `Total Reserved`,
-//! `Addr`, `Device Type`, `Device Id`, as PyTorch writes them with `profile_memory=True`)
-//! give each host event its CPU and device memory usage, exactly as PyTorch computes them:
-//!
-//! - usage: the `Bytes` of the records whose time `t` satisfies `start <= t <= end`
-//!   (**both ends inclusive, and records of any thread**: PyTorch looks records up by time
-//!   alone), CPU memory for `Device Type` CPU / MKLDNN / IDEEP (0, 2, 5), device memory for
-//!   CUDA / HIP / XPU / PrivateUse1 (1, 6, 12, 20);
-//! - self usage: the usage less its children's in the op tree (after the collapse of
-//!   same-named only children); an async op's self usage is 0;
-//! - a record inside no host event becomes a `[memory]` event (one call, zero time, its
-//!   bytes as usage and self usage), and every `[OutOfMemory]` record an `[OutOfMemory]`
-//!   event, rows like any other.
-//!
-//! [`KeyAverages::profile_memory`] (any such record, or
-//! [`KeyAveragesOptions::profile_memory`]) adds the `CPU Mem` and `Self CPU Mem` columns,
-//! and the device ones when some row has self device memory.
-//!
-//! # What the summary holds
-//!
-//! [`KeyAveragesBuilder`] takes a trace item by item ([`TraceReader::stream`] delivers
-//! them), and holds per device activity nothing but a sum: its duration goes to its row,
-//! and to a sum per correlation id for its host op. It holds the first [`FOLD_AFTER`]
-//! (65,536) host ops and memory records as they come (80 and 24 bytes each); then it folds host ops
-//! into their rows as soon as they are final: once the thread has moved past their end,
-//! every thread has moved past their end (memory records of any thread count for them), the
-//! device work an `ac2g` flow announces for them has come, and their children are final. It
-//! then holds each thread's open ops, the ops and memory records after the slowest thread's
-//! latest item, launches whose device work has not come, the events that wait for an
-//! earlier event of their row (rows add events in PyTorch's order, on which their float
-//! sums depend), and the rows. The rows are exactly those of a builder that holds every op.
-//!
-//! Folding needs, per thread, host ops and memory records in time order (an op may come
-//! after others that start at the same time, or between the last op placed and those), as
-//! PyTorch and omniprof write them; and the profiler's span, where host times count from,
-//! before the first op is folded. When an item comes too late for what was folded (an
-//! earlier op, a span that moves the origin, device work for an op already summed),
-//! [`KeyAveragesBuilder::finish`] returns [`ReadAgain`]: the trace is read again, knowing
-//! the span's start and the capture window when only these came late, else holding every
-//! op. So a trace whose
-//! span comes last (PyTorch's and omniprof's) is read twice once it has more host ops than
-//! [`FOLD_AFTER`]. What is held grows with the trace in these cases only:
-//!
-//! - every op (80 bytes each) when the trace is read again holding every op; when its
-//!   header says that its device work or memory records come after its host ops, as PyTorch
-//!   writes them (`deviceProperties` with no device work or runtime call among the first
-//!   items, or `profile_memory` with no memory record), which folding would meet too late;
-//!   and with [`KeyAveragesBuilder::keeping_every_op`];
-//! - once items came out of time order across threads, the ops of the other threads after
-//!   the last item of a thread that stopped, until the end;
-//! - while an op stays open (a top-level op spanning the trace, an unfinished op, an op
-//!   waiting for device work that never comes, and the ops around it), the later events of
-//!   its row, and the float device total of each of its children that has one;
-//! - device work linked to no host op (a sum per correlation id), and the ranges of
-//!   correlation ids seen (one for ids that come one after the other).
-//!
-//! [`TraceReader::stream`]: crate::import::TraceReader::stream
-//!
-//! # The device name
-//!
-//! The device columns are named after the device, upper-cased as PyTorch does with
-//! `use_device` (`Self CUDA`, `Self OPENREG`). The name comes from, in order:
-//! [`KeyAveragesOptions::device_name`]; the trace's `device_type` metadata (a string, e.g.
-//! `"device_type": "OpenReg"`, which omniprof writes in stubs mode and OpenReg's backend
-//! returns from its session's metadata); the runtime calls in the trace (`cuda_runtime` →
-//! `cuda`, `xpu_runtime` → `xpu`, `privateuse1_runtime` → `privateuseone`, PyTorch's
-//! default name for that slot, ...); else `cuda`.
-//!
-//! [`group_by_input_shapes`]: KeyAveragesOptions::group_by_input_shapes
-//! [`group_by_stack_n`]: KeyAveragesOptions::group_by_stack_n
+//! Analyses of a trace: the key-averages summary, documented on [`KeyAverages`] (how a trace
+//! becomes rows, memory, what the summary holds, the device name), and the analyses beside
+//! it in the submodules.
 
 mod attribution;
 mod builder;
-pub mod counters;
+pub(crate) mod counters;
 mod csv;
-pub mod diff;
+pub(crate) mod diff;
 mod events;
-pub mod flamegraph;
+pub(crate) mod flamegraph;
 mod fold;
-mod frame_tree;
+pub(crate) mod frame_tree;
 mod function_events;
 mod grid;
 mod json;
 mod memory;
-pub mod memory_curve;
+pub(crate) mod memory_curve;
 mod merge;
-pub mod metrics;
-pub mod ranks;
-pub mod report;
-pub mod stacks;
-pub mod step_time;
+pub(crate) mod metrics;
+pub(crate) mod ranks;
+pub(crate) mod report;
+pub(crate) mod stacks;
+pub(crate) mod step_time;
 mod summed_events;
 mod table;
 mod tree;
@@ -167,7 +30,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-pub use builder::{KeyAveragesBuilder, KeyAveragesOptions, ReadAgain, FOLD_AFTER};
+pub use builder::{KeyAveragesBuilder, KeyAveragesOptions, ReadAgain};
 pub use fold::OutOfOrder;
 pub use function_events::{function_events, FunctionEvent, FunctionEvents};
 pub use summed_events::SummedEvent;
@@ -223,13 +86,13 @@ pub struct Row {
     pub is_legacy: bool,
     /// A user range (`user_annotation`, or `gpu_user_annotation` on the device).
     pub is_user_annotation: bool,
-    /// The row's first event was async (see the [module docs](self)).
+    /// The row's first event was async (see [`KeyAverages`]).
     pub is_async: bool,
     /// The row's first event has a parent in its op tree (PyTorch's `cpu_parent` of a
     /// `FunctionEventAvg`, which takes its first event's): `top_level_events_only` leaves
     /// the row out.
     pub has_cpu_parent: bool,
-    /// Memory allocated during the row's events, in bytes (see the [module docs](self#memory)).
+    /// Memory allocated during the row's events, in bytes (see [`KeyAverages`](KeyAverages#memory)).
     pub cpu_memory_usage: i64,
     /// The same less what their children allocated.
     pub self_cpu_memory_usage: i64,
@@ -306,11 +169,152 @@ fn us(ns: i64) -> f64 {
 }
 
 /// The summary of a trace: rows in the order of their first event.
+///
+/// Analyses of a trace. [`key_averages`] is PyTorch's `key_averages()`: per-name statistics
+/// of host ops and device work, printed by [`KeyAverages::table`] exactly as PyTorch's
+/// `table()` prints them (also as [CSV](KeyAverages::csv) and [JSON](KeyAverages::json)).
+/// [`kernel_metrics`](crate::kernel_metrics) summarizes per-kernel hardware metrics, [`counter_stats`](crate::counter_stats) the counter tracks.
+/// [`KeyAverages::merge`] sums the rows of several traces (the ranks of a job), and
+/// [`RanksReport`](crate::RanksReport) sets a job's ranks side by side (steps, slowest rank, HTA's time breakdown).
+/// [`diff`](crate::diff()) sets the rows of two traces side by side; [`folded_stacks`](crate::folded_stacks) folds a trace's host
+/// and device time into stacks; [`python_stacks`](crate::python_stacks) gives every event its Python stack (PyTorch's
+/// `FunctionEvent.stack`), which rows can group by and [`FunctionEvents::export_stacks`]
+/// writes as PyTorch's `export_stacks` does.
+///
+/// ```
+/// use omniprof_trace::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
+/// use omniprof_trace::{Activity, ActivityType, Trace};
+///
+/// let mut trace = Trace::new(0, 1_000_000);
+/// trace.activities.push(Activity::new(ActivityType::UserAnnotation, "step", 1, 1, 0, 900_000));
+/// trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 100_000, 700_000));
+/// let summary = key_averages(&trace, &KeyAveragesOptions::default());
+/// let options = ReportOptions { sort_by: Some(SortKey::SelfCpuTimeTotal), ..Default::default() };
+/// let table = summary.table(&options);
+/// assert!(table.contains("    aten::mm        66.67%     600.000us"));
+/// assert!(table.ends_with("Self CPU time total: 900.000us\n"));
+/// ```
+///
+/// # How a trace becomes rows
+///
+/// - **Host ops** are `cpu_op`, `user_annotation`, runtime / driver calls and
+///   `python_function` events. Per (pid, tid) they nest by interval containment (an op starting exactly where another ends is not
+///   inside it); a parent whose only child has its name absorbs it (`aten::sum` calling the
+///   `aten::sum` overload counts once). Self CPU time is an op's length less its children's.
+/// - **Async ops**: an op that starts inside another and ends after it (the two do not nest)
+///   stays out of the tree: no parent, no children, self CPU time 0 (its row prints `0` as
+///   `CPU total %`, as PyTorch's async rows do), its own device time only. The ops that do
+///   nest keep their exact tree. (PyTorch would instead drop the open op from its stack,
+///   detaching that op's later children from it.)
+/// - **Device work** (`kernel`, `gpu_memcpy`, `gpu_memset`, `gpu_user_annotation`, syncs,
+///   ...) makes rows of its own (device time only), and its duration is the self device time
+///   of the host op whose `correlation` equals its `linked_correlation` (its `External id`).
+///   Work without an `External id` (MTIA's, older CUDA traces) goes through its
+///   `correlation`: to the innermost host op enclosing the runtime or driver call with the
+///   same `correlation` on that call's thread, as HTA and PyTorch attribute it. A runtime or
+///   driver call never receives device work itself. Device totals roll up the tree. A GPU user annotation is not counted for its range (it
+///   repeats the work inside it).
+/// - **Stub device time**: an op with `args.device_time_us` > 0 (the stubs path, which has
+///   no device timeline) gets that device time as its own, and is *legacy*: its device total
+///   is that record alone, without its children's (the record already spans them). A device
+///   event that carries `device_time_us` itself is such a record drawn on the device's row
+///   (the Python package's PyTorch stubs bridge draws them): it makes no row and adds nothing.
+/// - **Unfinished ops** (`"finished": false`) end at the capture window's end, as Kineto
+///   writes them (an earlier recorded end is extended to it).
+/// - Rows group events by name (`ProfilerStep#n` as `ProfilerStep*`), host or device,
+///   legacy or not, user range or not, with [`group_by_input_shapes`] by `Input Dims`, and
+///   with [`group_by_stack_n`] by the first N frames of their Python stack ([`python_stacks`](crate::python_stacks));
+///   PyTorch's bookkeeping names (`[memory]`, `aten::is_leaf`, ...) are dropped. Rows come in
+///   the order of their first event (by start, longer first).
+/// - **Memory** (`profile_memory`): `[memory]` records count for the host events whose
+///   interval holds them (inclusive at both ends, on any thread, as in PyTorch), records
+///   outside every host event and `[OutOfMemory]` records become rows of their own; see
+///   [memory](KeyAverages#memory) below.
+/// - **FLOPs** (`with_flops`): a row's FLOPs are the sum of its events' `flops` args.
+/// - **Python functions** (`python_function`, PyTorch's `with_stack=True`) nest in the op
+///   trees like any host event (an op's self time excludes the Python functions inside it,
+///   as in PyTorch), are listed by [`function_events`], and make rows only with
+///   [`KeyAveragesOptions::include_python_functions`], as PyTorch leaves them out of
+///   `key_averages()` by default. A Python function receives no device work.
+/// - Instants, counters and the other kinds are not summarized.
+///
+/// # Memory
+///
+/// A trace's `[memory]` instants (args `Bytes`, `Total Allocated`, `Total Reserved`,
+/// `Addr`, `Device Type`, `Device Id`, as PyTorch writes them with `profile_memory=True`)
+/// give each host event its CPU and device memory usage, exactly as PyTorch computes them:
+///
+/// - usage: the `Bytes` of the records whose time `t` satisfies `start <= t <= end`
+///   (**both ends inclusive, and records of any thread**: PyTorch looks records up by time
+///   alone), CPU memory for `Device Type` CPU / MKLDNN / IDEEP (0, 2, 5), device memory for
+///   CUDA / HIP / XPU / PrivateUse1 (1, 6, 12, 20);
+/// - self usage: the usage less its children's in the op tree (after the collapse of
+///   same-named only children); an async op's self usage is 0;
+/// - a record inside no host event becomes a `[memory]` event (one call, zero time, its
+///   bytes as usage and self usage), and every `[OutOfMemory]` record an `[OutOfMemory]`
+///   event, rows like any other.
+///
+/// [`KeyAverages::profile_memory`] (any such record, or
+/// [`KeyAveragesOptions::profile_memory`]) adds the `CPU Mem` and `Self CPU Mem` columns,
+/// and the device ones when some row has self device memory.
+///
+/// # What the summary holds
+///
+/// [`KeyAveragesBuilder`] takes a trace item by item ([`TraceReader::stream`] delivers
+/// them), and holds per device activity nothing but a sum: its duration goes to its row,
+/// and to a sum per correlation id for its host op. It holds the first `FOLD_AFTER`
+/// (65,536) host ops and memory records as they come (80 and 24 bytes each); then it folds host ops
+/// into their rows as soon as they are final: once the thread has moved past their end,
+/// every thread has moved past their end (memory records of any thread count for them), the
+/// device work an `ac2g` flow announces for them has come, and their children are final. It
+/// then holds each thread's open ops, the ops and memory records after the slowest thread's
+/// latest item, launches whose device work has not come, the events that wait for an
+/// earlier event of their row (rows add events in PyTorch's order, on which their float
+/// sums depend), and the rows. The rows are exactly those of a builder that holds every op.
+///
+/// Folding needs, per thread, host ops and memory records in time order (an op may come
+/// after others that start at the same time, or between the last op placed and those), as
+/// PyTorch and omniprof write them; and the profiler's span, where host times count from,
+/// before the first op is folded. When an item comes too late for what was folded (an
+/// earlier op, a span that moves the origin, device work for an op already summed),
+/// [`KeyAveragesBuilder::finish`] returns [`ReadAgain`]: the trace is read again, knowing
+/// the span's start and the capture window when only these came late, else holding every
+/// op. So a trace whose
+/// span comes last (PyTorch's and omniprof's) is read twice once it has more host ops than
+/// `FOLD_AFTER`. What is held grows with the trace in these cases only:
+///
+/// - every op (80 bytes each) when the trace is read again holding every op; when its
+///   header says that its device work or memory records come after its host ops, as PyTorch
+///   writes them (`deviceProperties` with no device work or runtime call among the first
+///   items, or `profile_memory` with no memory record), which folding would meet too late;
+///   and with [`KeyAveragesBuilder::keeping_every_op`];
+/// - once items came out of time order across threads, the ops of the other threads after
+///   the last item of a thread that stopped, until the end;
+/// - while an op stays open (a top-level op spanning the trace, an unfinished op, an op
+///   waiting for device work that never comes, and the ops around it), the later events of
+///   its row, and the float device total of each of its children that has one;
+/// - device work linked to no host op (a sum per correlation id), and the ranges of
+///   correlation ids seen (one for ids that come one after the other).
+///
+/// [`TraceReader::stream`]: crate::import::TraceReader::stream
+///
+/// # The device name
+///
+/// The device columns are named after the device, upper-cased as PyTorch does with
+/// `use_device` (`Self CUDA`, `Self OPENREG`). The name comes from, in order:
+/// [`KeyAveragesOptions::device_name`]; the trace's `device_type` metadata (a string, e.g.
+/// `"device_type": "OpenReg"`, which omniprof writes in stubs mode and OpenReg's backend
+/// returns from its session's metadata); the runtime calls in the trace (`cuda_runtime` →
+/// `cuda`, `xpu_runtime` → `xpu`, `privateuse1_runtime` → `privateuseone`, PyTorch's
+/// default name for that slot, ...); else `cuda`.
+///
+/// [`group_by_input_shapes`]: KeyAveragesOptions::group_by_input_shapes
+/// [`group_by_stack_n`]: KeyAveragesOptions::group_by_stack_n
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeyAverages {
     /// The rows, in the order of their first event.
     pub rows: Vec<Row>,
-    /// The device, as named by the trace (`cuda`, `OpenReg`); see the [module docs](self).
+    /// The device, as named by the trace (`cuda`, `OpenReg`); see [`KeyAverages`](KeyAverages#the-device-name).
     pub device_name: String,
     /// Memory was profiled: the trace held `[memory]` or `[OutOfMemory]` records, or
     /// [`KeyAveragesOptions::profile_memory`] said so. The table adds the memory columns.
@@ -459,7 +463,7 @@ impl Default for ReportOptions {
 /// `self_xpu_memory_usage`).
 ///
 /// ```
-/// use omniprof_trace::analysis::SortKey;
+/// use omniprof_trace::SortKey;
 ///
 /// assert_eq!("self_cuda_time_total".parse(), Ok(SortKey::SelfDeviceTimeTotal));
 /// assert_eq!("cpu_time".parse(), Ok(SortKey::CpuTime));

@@ -1,39 +1,4 @@
-//! The ranks of a distributed job side by side: per rank, its steps (`ProfilerStep#N`) and
-//! where its time went (computation, communication, memory copies, idle, and the overlap
-//! of communication with computation), with the definitions of Holistic Trace Analysis
-//! (HTA) so that the figures compare with HTA's on the same traces; across ranks, the
-//! slowest rank of each step and its lag behind the median. `docs/ranks.md` states the
-//! definitions and what is assumed about clocks.
-//!
-//! The slowest rank of a step is the one with the most time outside communication: in a
-//! synchronous job the collectives end together, so every rank's step lasts about as long,
-//! and the rank the others wait for shows as the one that spent the least of its step in
-//! them.
-//!
-//! A [`RankProfileBuilder`] takes one trace item by item ([`TraceReader::stream`] delivers
-//! them) and keeps, per activity it counts, one interval (16 bytes); a [`RanksReport`] sets
-//! the [`RankProfile`]s of a job side by side.
-//!
-//! ```
-//! use omniprof_trace::analysis::ranks::{RankProfileBuilder, RanksReport, RankTrace};
-//! use omniprof_trace::import::TraceItem;
-//! use omniprof_trace::{Activity, ActivityType, Value};
-//!
-//! let profile = |rank: u64, step_ns: i64| {
-//!     let mut b = RankProfileBuilder::new();
-//!     let info: Value = [("rank", Value::UInt(rank))].into_iter().collect();
-//!     b.add_item(&TraceItem::Metadata("distributedInfo".into(), info));
-//!     let step = Activity::new(ActivityType::UserAnnotation, "ProfilerStep#0", 1, 1, 0, step_ns);
-//!     b.add_item(&TraceItem::Activity(step));
-//!     RankTrace { label: format!("rank{rank}.json"), profile: b.finish(), error: None }
-//! };
-//! let report = RanksReport::new(vec![profile(0, 100), profile(1, 300), profile(2, 110)]);
-//! assert_eq!(report.steps[0].slowest, Some(1));
-//! assert_eq!(report.steps[0].lag_ns, 190); // 300 less the median, 110
-//! assert_eq!(report.straggler().and_then(|s| s.rank), Some(1));
-//! ```
-//!
-//! [`TraceReader::stream`]: crate::import::TraceReader::stream
+//! The ranks of a distributed job side by side; documented on [`RanksReport`].
 
 use std::fmt::Write;
 
@@ -102,7 +67,8 @@ impl WorkKind {
 }
 
 /// The starts of the names of host ops that are collectives.
-pub const HOST_COLLECTIVE_PREFIXES: [&str; 4] = ["c10d::", "gloo:", "nccl:", "record_param_comms"];
+pub(crate) const HOST_COLLECTIVE_PREFIXES: [&str; 4] =
+    ["c10d::", "gloo:", "nccl:", "record_param_comms"];
 
 /// The device activities HTA's breakdowns count (those on a stream): kernels, copies and
 /// fills. GPU user annotations are left out (they repeat the work inside them).
@@ -494,7 +460,7 @@ pub struct StepRow {
     /// Its time outside communication on each rank ([`Step::outside_communication_ns`]).
     pub outside_communication_ns: Vec<Option<i64>>,
     /// The index (in the report's order) of the slowest complete rank: the one with the
-    /// most time outside communication (see the [module docs](self)).
+    /// most time outside communication (see [`RanksReport`]).
     pub slowest: Option<usize>,
     /// The median time outside communication over the complete ranks that have the step
     /// (of an even number, the mean of the two middle ones, rounded down).
@@ -519,6 +485,43 @@ pub struct Straggler {
 }
 
 /// The ranks of a job side by side.
+///
+/// The ranks of a distributed job side by side: per rank, its steps (`ProfilerStep#N`) and
+/// where its time went (computation, communication, memory copies, idle, and the overlap
+/// of communication with computation), with the definitions of Holistic Trace Analysis
+/// (HTA) so that the figures compare with HTA's on the same traces; across ranks, the
+/// slowest rank of each step and its lag behind the median. `docs/ranks.md` states the
+/// definitions and what is assumed about clocks.
+///
+/// The slowest rank of a step is the one with the most time outside communication: in a
+/// synchronous job the collectives end together, so every rank's step lasts about as long,
+/// and the rank the others wait for shows as the one that spent the least of its step in
+/// them.
+///
+/// A [`RankProfileBuilder`] takes one trace item by item ([`TraceReader::stream`] delivers
+/// them) and keeps, per activity it counts, one interval (16 bytes); a [`RanksReport`] sets
+/// the [`RankProfile`]s of a job side by side.
+///
+/// ```
+/// use omniprof_trace::{RankProfileBuilder, RanksReport, RankTrace};
+/// use omniprof_trace::TraceItem;
+/// use omniprof_trace::{Activity, ActivityType, Value};
+///
+/// let profile = |rank: u64, step_ns: i64| {
+///     let mut b = RankProfileBuilder::new();
+///     let info: Value = [("rank", Value::UInt(rank))].into_iter().collect();
+///     b.add_item(&TraceItem::Metadata("distributedInfo".into(), info));
+///     let step = Activity::new(ActivityType::UserAnnotation, "ProfilerStep#0", 1, 1, 0, step_ns);
+///     b.add_item(&TraceItem::Activity(step));
+///     RankTrace { label: format!("rank{rank}.json"), profile: b.finish(), error: None }
+/// };
+/// let report = RanksReport::new(vec![profile(0, 100), profile(1, 300), profile(2, 110)]);
+/// assert_eq!(report.steps[0].slowest, Some(1));
+/// assert_eq!(report.steps[0].lag_ns, 190); // 300 less the median, 110
+/// assert_eq!(report.straggler().and_then(|s| s.rank), Some(1));
+/// ```
+///
+/// [`TraceReader::stream`]: crate::import::TraceReader::stream
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RanksReport {
     /// By rank (traces without one last, by label).

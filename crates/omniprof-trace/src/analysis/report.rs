@@ -11,9 +11,9 @@
 //! job together.
 //!
 //! ```
-//! use omniprof_trace::analysis::report::{ReportInput, ReportModel, TraceReportBuilder};
-//! use omniprof_trace::analysis::{key_averages, KeyAveragesOptions};
-//! use omniprof_trace::import::TraceItem;
+//! use omniprof_trace::{ReportInput, ReportModel, TraceReportBuilder};
+//! use omniprof_trace::{key_averages, KeyAveragesOptions};
+//! use omniprof_trace::TraceItem;
 //! use omniprof_trace::{Activity, ActivityType, Trace};
 //!
 //! let mut trace = Trace::new(0, 100);
@@ -51,11 +51,11 @@ use crate::keys::arg;
 use crate::trace::Trace;
 
 /// The most points a counter's line keeps (every n-th sample beyond).
-pub const MAX_COUNTER_POINTS: usize = 2000;
+pub(crate) const MAX_COUNTER_POINTS: usize = 2000;
 
 /// The most rows of the Overview's top ops and kernels, and the Memory view's top
 /// allocating ops.
-pub const TOP_ROWS: usize = 10;
+pub(crate) const TOP_ROWS: usize = 10;
 
 /// Everything one trace gives the report besides its key averages.
 pub struct TraceReportBuilder {
@@ -247,7 +247,7 @@ impl KernelTimesBuilder {
 }
 
 /// One counter value's line: (absolute nanoseconds, value) points, at most
-/// [`MAX_COUNTER_POINTS`].
+/// `MAX_COUNTER_POINTS` (2,000).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CounterLine {
     /// The series' name, its rows (device and resource, as the trace has them) and the

@@ -1,74 +1,5 @@
-//! Python stacks: for every event of a trace, the Python frames it ran under, innermost
-//! first, as PyTorch's `FunctionEvent.stack` lists them; and PyTorch's `export_stacks`, the
-//! folded text of those stacks with a time each.
-//!
-//! Every reader of stacks takes them from [`python_stacks`]: the rows of
-//! [`key_averages`](super::key_averages) with
-//! [`group_by_stack_n`](super::KeyAveragesOptions::group_by_stack_n), the table's
-//! `Source Location` column, [`FunctionEvent::stack`](super::FunctionEvent::stack),
-//! [`FunctionEvents::export_stacks`](super::FunctionEvents::export_stacks) and the flame
-//! graph's frames for ops outside every `python_function` event. So an op has one stack,
-//! whichever report shows it.
-//!
-//! An event's stack comes from, in order:
-//!
-//! - its `Call stack` arg ([`arg::CALL_STACK`]): the frames innermost first, each followed
-//!   by `;`. PyTorch writes it with `with_stack=True` and
-//!   `_ExperimentalConfig(verbose=True)`; omniprof writes it on every op when it records
-//!   stacks;
-//! - else the `python_function` events that enclose it on its thread (pid, tid), innermost
-//!   first, each named as PyTorch names it (`train.py(12): step`, `nn.Module: Linear_0`,
-//!   `<built-in method sum of Tensor object at 0x7f...>`). PyTorch's traces without
-//!   `verbose` carry only these (PyTorch itself then reports empty stacks; here the same
-//!   frames come from the events).
-//!
-//! Then, as PyTorch's `_parse_kineto_results` (`torch/autograd/profiler.py`) and
-//! `EventList._set_backward_stacktraces` (`torch/autograd/profiler_util.py`) do:
-//!
-//! - the frames PyTorch filters out are dropped (`_filter_stack_entry`: those holding both
-//!   `autograd/__init__` and `backward` or `_make_grads`, `torch/tensor` and `backward`,
-//!   `_internal/common_utils` and `prof_callable`, `prof_func_call` or `prof_meth_call`);
-//! - an event inside a backward function, or the function itself, takes the stack of the
-//!   forward op it differentiates: a backward function is an op `X` directly inside the op
-//!   `autograd::engine::evaluate_function: X` ([`name::EVALUATE_FUNCTION_PREFIX`]), and its
-//!   forward op the first (by start, longer first) op outside every backward function with
-//!   the same `Sequence number` ([`arg::SEQUENCE_NUMBER`]), on the backward function's
-//!   thread when one is there, else on any thread. (PyTorch matches the forward op's thread
-//!   by the profiler's own thread numbers, which a trace does not hold.) A backward function
-//!   without a sequence number (`torch::autograd::AccumulateGrad`), or whose forward op is
-//!   not in the trace, has an empty stack, as in PyTorch. In a trace where no op has a
-//!   sequence number at all (one written before omniprof recorded them, or by a tool that
-//!   drops them), backward functions keep their own frames (`run_backward`, `backward`,
-//!   ...): there is no forward op to find.
-//!
-//! Events nest as the summary nests them (an event starting exactly at another's end is not
-//! inside it); device work has no stack.
-//!
-//! Bad input gives a stated result, never a panic: a `Call stack` that is not a string is
-//! ignored (the enclosing `python_function` events give the stack) and counted
-//! ([`PythonStacks::invalid_call_stacks`]); an event that starts inside another and ends
-//! after it (unbalanced events) takes the frames of the innermost event that does enclose
-//! it, and encloses nothing itself ([`PythonStacks::unnested_events`]); a stack deeper than
-//! [`MAX_DEPTH`] keeps its outermost frames ([`PythonStacks::cut_frames`]).
-//!
-//! ```
-//! use omniprof_trace::analysis::stacks::python_stacks;
-//! use omniprof_trace::{Activity, ActivityType, Trace, Value};
-//!
-//! let mut trace = Trace::new(0, 1_000);
-//! let py = |name: &str, start, end| Activity::new(ActivityType::PythonFunction, name, 1, 1, start, end);
-//! trace.activities.push(py("train.py(9): <module>", 0, 1_000));
-//! trace.activities.push(py("train.py(4): step", 100, 900));
-//! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 200, 300));
-//! let mut verbose = Activity::new(ActivityType::CpuOp, "aten::add", 1, 1, 400, 500);
-//! verbose.args.push(("Call stack".into(), Value::from("train.py(5): step;train.py(9): <module>;")));
-//! trace.activities.push(verbose);
-//! let stacks = python_stacks(&trace);
-//! assert_eq!(stacks.frames(2), ["train.py(4): step", "train.py(9): <module>"]);
-//! assert_eq!(stacks.frames(3), ["train.py(5): step", "train.py(9): <module>"]);
-//! assert_eq!(stacks.frames(1), ["train.py(9): <module>"]);
-//! assert!(stacks.frames(0).is_empty());
-//! ```
+//! Python stacks: for every event of a trace, the Python frames it ran under; documented on
+//! [`PythonStacks`].
 
 use std::cmp::Reverse;
 use std::fmt::{self, Write};
@@ -83,11 +14,6 @@ use crate::hash::FastMap;
 use crate::keys::{arg, name};
 use crate::trace::Trace;
 use crate::value::Value;
-
-/// The most frames a stack holds; a deeper stack keeps its outermost `MAX_DEPTH` frames.
-/// (Python's own recursion limit is 1000.) The limit bounds the memory and text a hostile
-/// trace can ask for: every event's stack is spelled out on its line of the folded export.
-pub const MAX_DEPTH: usize = super::frame_tree::MAX_DEPTH;
 
 /// A stack: frames innermost first.
 pub type Stack = Arc<[Arc<str>]>;
@@ -110,7 +36,79 @@ fn kept(entry: &str) -> bool {
         .any(|(a, b)| entry.contains(a) && entry.contains(b))
 }
 
-/// The stack of every activity of a trace (see the [module docs](self)).
+/// The stack of every activity of a trace.
+///
+/// Python stacks: for every event of a trace, the Python frames it ran under, innermost
+/// first, as PyTorch's `FunctionEvent.stack` lists them; and PyTorch's `export_stacks`, the
+/// folded text of those stacks with a time each.
+///
+/// Every reader of stacks takes them from [`python_stacks`]: the rows of
+/// [`key_averages`](super::key_averages) with
+/// [`group_by_stack_n`](super::KeyAveragesOptions::group_by_stack_n), the table's
+/// `Source Location` column, [`FunctionEvent::stack`](super::FunctionEvent::stack),
+/// [`FunctionEvents::export_stacks`](super::FunctionEvents::export_stacks) and the flame
+/// graph's frames for ops outside every `python_function` event. So an op has one stack,
+/// whichever report shows it.
+///
+/// An event's stack comes from, in order:
+///
+/// - its `Call stack` arg ([`arg::CALL_STACK`]): the frames innermost first, each followed
+///   by `;`. PyTorch writes it with `with_stack=True` and
+///   `_ExperimentalConfig(verbose=True)`; omniprof writes it on every op when it records
+///   stacks;
+/// - else the `python_function` events that enclose it on its thread (pid, tid), innermost
+///   first, each named as PyTorch names it (`train.py(12): step`, `nn.Module: Linear_0`,
+///   `<built-in method sum of Tensor object at 0x7f...>`). PyTorch's traces without
+///   `verbose` carry only these (PyTorch itself then reports empty stacks; here the same
+///   frames come from the events).
+///
+/// Then, as PyTorch's `_parse_kineto_results` (`torch/autograd/profiler.py`) and
+/// `EventList._set_backward_stacktraces` (`torch/autograd/profiler_util.py`) do:
+///
+/// - the frames PyTorch filters out are dropped (`_filter_stack_entry`: those holding both
+///   `autograd/__init__` and `backward` or `_make_grads`, `torch/tensor` and `backward`,
+///   `_internal/common_utils` and `prof_callable`, `prof_func_call` or `prof_meth_call`);
+/// - an event inside a backward function, or the function itself, takes the stack of the
+///   forward op it differentiates: a backward function is an op `X` directly inside the op
+///   `autograd::engine::evaluate_function: X` ([`name::EVALUATE_FUNCTION_PREFIX`]), and its
+///   forward op the first (by start, longer first) op outside every backward function with
+///   the same `Sequence number` ([`arg::SEQUENCE_NUMBER`]), on the backward function's
+///   thread when one is there, else on any thread. (PyTorch matches the forward op's thread
+///   by the profiler's own thread numbers, which a trace does not hold.) A backward function
+///   without a sequence number (`torch::autograd::AccumulateGrad`), or whose forward op is
+///   not in the trace, has an empty stack, as in PyTorch. In a trace where no op has a
+///   sequence number at all (one written before omniprof recorded them, or by a tool that
+///   drops them), backward functions keep their own frames (`run_backward`, `backward`,
+///   ...): there is no forward op to find.
+///
+/// Events nest as the summary nests them (an event starting exactly at another's end is not
+/// inside it); device work has no stack.
+///
+/// Bad input gives a stated result, never a panic: a `Call stack` that is not a string is
+/// ignored (the enclosing `python_function` events give the stack) and counted
+/// ([`PythonStacks::invalid_call_stacks`]); an event that starts inside another and ends
+/// after it (unbalanced events) takes the frames of the innermost event that does enclose
+/// it, and encloses nothing itself ([`PythonStacks::unnested_events`]); a stack deeper than
+/// [`MAX_STACK_DEPTH`](crate::MAX_STACK_DEPTH) keeps its outermost frames ([`PythonStacks::cut_frames`]).
+///
+/// ```
+/// use omniprof_trace::python_stacks;
+/// use omniprof_trace::{Activity, ActivityType, Trace, Value};
+///
+/// let mut trace = Trace::new(0, 1_000);
+/// let py = |name: &str, start, end| Activity::new(ActivityType::PythonFunction, name, 1, 1, start, end);
+/// trace.activities.push(py("train.py(9): <module>", 0, 1_000));
+/// trace.activities.push(py("train.py(4): step", 100, 900));
+/// trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 200, 300));
+/// let mut verbose = Activity::new(ActivityType::CpuOp, "aten::add", 1, 1, 400, 500);
+/// verbose.args.push(("Call stack".into(), Value::from("train.py(5): step;train.py(9): <module>;")));
+/// trace.activities.push(verbose);
+/// let stacks = python_stacks(&trace);
+/// assert_eq!(stacks.frames(2), ["train.py(4): step", "train.py(9): <module>"]);
+/// assert_eq!(stacks.frames(3), ["train.py(5): step", "train.py(9): <module>"]);
+/// assert_eq!(stacks.frames(1), ["train.py(9): <module>"]);
+/// assert!(stacks.frames(0).is_empty());
+/// ```
 #[derive(Clone, Debug)]
 pub struct PythonStacks {
     /// Per activity, an index into `stacks`.
@@ -121,7 +119,7 @@ pub struct PythonStacks {
     pub invalid_call_stacks: u64,
     /// Events that started inside another event of their thread and ended after it.
     pub unnested_events: u64,
-    /// Frames left out of stacks deeper than [`MAX_DEPTH`].
+    /// Frames left out of stacks deeper than [`MAX_STACK_DEPTH`](crate::MAX_STACK_DEPTH).
     pub cut_frames: u64,
 }
 
@@ -170,7 +168,7 @@ struct Stacks {
 
 impl Stacks {
     /// The stack of `frame` inside `parent`: `parent` itself for a frame PyTorch filters out,
-    /// or (counted as cut) when `parent` is [`MAX_DEPTH`] deep.
+    /// or (counted as cut) when `parent` is [`MAX_STACK_DEPTH`](crate::MAX_STACK_DEPTH) deep.
     fn child(&mut self, parent: u32, frame: &str) -> u32 {
         if !kept(frame) {
             return parent;
@@ -219,7 +217,7 @@ fn sequence_number(a: &Activity) -> Option<i64> {
         .filter(|&n| n >= 0)
 }
 
-/// The stack of every activity of `trace` (see the [module docs](self)).
+/// The stack of every activity of `trace` (see [`PythonStacks`]).
 pub fn python_stacks(trace: &Trace) -> PythonStacks {
     let activities = &trace.activities;
     let mut out = PythonStacks::default();
@@ -367,7 +365,7 @@ pub fn python_stacks(trace: &Trace) -> PythonStacks {
 /// `export_stacks(path, metric)`.
 ///
 /// ```
-/// use omniprof_trace::analysis::stacks::StackMetric;
+/// use omniprof_trace::StackMetric;
 ///
 /// assert_eq!("self_cpu_time_total".parse(), Ok(StackMetric::SelfCpuTimeTotal));
 /// assert_eq!("self_cuda_time_total".parse(), Ok(StackMetric::SelfDeviceTimeTotal));
@@ -463,6 +461,7 @@ pub(super) fn export(events: &FunctionEvents, metric: StackMetric) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::frame_tree::MAX_STACK_DEPTH;
     use super::*;
     use crate::analysis::{function_events, KeyAveragesOptions};
 
@@ -674,14 +673,14 @@ mod tests {
 
     #[test]
     fn stacks_deeper_than_the_limit_keep_their_outermost_frames() {
-        let depth = MAX_DEPTH as i64 + 5;
+        let depth = MAX_STACK_DEPTH as i64 + 5;
         let mut t = Trace::new(0, 10_000);
         for i in 0..depth {
             t.activities
                 .push(py(&format!("r.py({i}): f"), i, 2 * depth - i));
         }
         t.activities.push(op("aten::mm", depth, depth));
-        let deep = "x;".repeat(MAX_DEPTH + 3);
+        let deep = "x;".repeat(MAX_STACK_DEPTH + 3);
         t.activities.push(with_arg(
             op("aten::add", depth, depth),
             arg::CALL_STACK,
@@ -689,10 +688,10 @@ mod tests {
         ));
         let stacks = python_stacks(&t);
         let mm = stacks.frames(depth as usize);
-        assert_eq!(mm.len(), MAX_DEPTH);
+        assert_eq!(mm.len(), MAX_STACK_DEPTH);
         assert_eq!(mm.last(), Some(&"r.py(0): f"));
-        assert_eq!(mm[0], format!("r.py({}): f", MAX_DEPTH - 1));
-        assert_eq!(stacks.frames(depth as usize + 1).len(), MAX_DEPTH);
+        assert_eq!(mm[0], format!("r.py({}): f", MAX_STACK_DEPTH - 1));
+        assert_eq!(stacks.frames(depth as usize + 1).len(), MAX_STACK_DEPTH);
         // 5 + 4 Python frames too deep for the ops (each cut once), 3 of the arg.
         assert_eq!(stacks.cut_frames, 5 + 3);
     }

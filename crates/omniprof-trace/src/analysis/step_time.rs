@@ -13,7 +13,7 @@
 //! as [`RankProfileBuilder`](super::ranks::RankProfileBuilder) does.
 //!
 //! ```
-//! use omniprof_trace::analysis::step_time::StepTimeBuilder;
+//! use omniprof_trace::StepTimeBuilder;
 //! use omniprof_trace::{Activity, ActivityType};
 //!
 //! let mut b = StepTimeBuilder::default();

@@ -9,12 +9,12 @@
 //!
 //! ```
 //! use omniprof_trace::{Activity, ActivityType, Trace};
-//! use omniprof_trace::export::chrome;
+//! use omniprof_trace::write_chrome;
 //!
 //! let mut trace = Trace::new(1_000_000, 2_000_000);
 //! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000));
 //! let mut json = Vec::new();
-//! let stats = chrome::write(&trace, "t.pt.trace.json", &mut json).unwrap();
+//! let stats = write_chrome(&trace, "t.pt.trace.json", &mut json).unwrap();
 //! assert_eq!(stats.events, 2); // the op and the `Record Window End` marker
 //! assert!(String::from_utf8(json).unwrap().contains(r#""name": "aten::mm""#));
 //! ```
@@ -57,7 +57,7 @@ const SPANS_SORT_INDEX: i64 = 536_870_912;
 const FLUSH_AT: usize = 1 << 16;
 
 /// Writes `trace` as Chrome JSON to `out`, with `trace_name` as the `traceName`.
-pub fn write<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<WriteStats> {
+pub fn write_chrome<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<WriteStats> {
     let mut w = Writer {
         out,
         buf: Vec::with_capacity(FLUSH_AT * 2),
@@ -148,8 +148,8 @@ fn item_ns(item: &TraceItem) -> Option<i64> {
 /// [`NeedsWholeTrace`] (an [`io::Error`] whose source it is).
 ///
 /// ```
-/// use omniprof_trace::export::chrome::ChromeStream;
-/// use omniprof_trace::import::TraceReader;
+/// use omniprof_trace::ChromeStream;
+/// use omniprof_trace::TraceReader;
 ///
 /// let json = r#"{"baseTimeNanoseconds": 1000, "traceEvents": [
 ///   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 1.5, "dur": 2}

@@ -4,17 +4,17 @@
 //!
 //! ```
 //! use omniprof_trace::{Activity, ActivityType, Trace};
-//! use omniprof_trace::export::{self, Format};
+//! use omniprof_trace::{save, Format};
 //!
 //! let mut trace = Trace::new(1_000_000, 2_000_000);
 //! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000));
 //! let dir = tempfile::tempdir().unwrap();
 //! assert_eq!(Format::from_path("run.pftrace".as_ref()).unwrap(), Format::Perfetto);
 //! for name in ["t.pt.trace.json", "t.pt.trace.json.gz", "t.pftrace"] {
-//!     let stats = export::save(&trace, dir.path().join(name)).unwrap();
+//!     let stats = save(&trace, dir.path().join(name)).unwrap();
 //!     assert!(stats.bytes > 0);
 //! }
-//! let err = export::save(&trace, dir.path().join("t.txt")).unwrap_err();
+//! let err = save(&trace, dir.path().join("t.txt")).unwrap_err();
 //! assert!(err.to_string().contains(".json, .json.gz, .pftrace"));
 //! ```
 
@@ -141,7 +141,7 @@ pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteEr
 }
 
 /// Saves `trace` as `name` inside the directory handle `dir`, in the format `shown` (the
-/// path the caller reports) names, through [`save_in`](super::save::save_in): only nothing
+/// path the caller reports) names, through [`save_in_with`](super::save::save_in_with): only nothing
 /// or a regular file of the saving user's own is replaced, and the write stays in `dir`
 /// whatever happens to the path that named it. The on-demand writer saves this way.
 #[cfg(unix)]
@@ -152,7 +152,8 @@ pub fn save_in(
     shown: &Path,
 ) -> Result<WriteStats, WriteError> {
     let format = Format::from_path(shown)?;
-    let stats = super::save::save_in(dir, name, shown, |out| encode(trace, format, shown, out))?;
+    let stats =
+        super::save::save_in_with(dir, name, shown, |out| encode(trace, format, shown, out))?;
     if format != Format::Perfetto {
         warn_about_viewers(shown, stats.bytes);
     }
@@ -234,7 +235,7 @@ fn encode(
             enc.finish()?;
             Ok(stats)
         }
-        Format::Perfetto => perfetto::write(trace, out),
+        Format::Perfetto => perfetto::write_perfetto(trace, out),
     }
 }
 
@@ -244,7 +245,7 @@ fn write_json(trace: &Trace, path: &Path, out: impl Write) -> io::Result<WriteSt
         Some(name) => name.clone(),
         None => path.to_string_lossy().into_owned(),
     };
-    chrome::write(trace, &trace_name, out)
+    chrome::write_chrome(trace, &trace_name, out)
 }
 
 fn warn_about_viewers(path: &Path, bytes: u64) {

@@ -20,7 +20,7 @@ const fn needs_escape(b: u8) -> bool {
 
 /// Appends `s` as a JSON string literal, escaped per RFC 8259.
 #[inline]
-pub fn write_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     out.push(b'"');
     if !bytes.iter().any(|&b| needs_escape(b)) {
@@ -59,7 +59,7 @@ fn write_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
 /// Appends nanoseconds as microseconds with exactly three decimals (`1234567` → `1234.567`),
 /// from integers only; negative values are written as `0.000`.
 #[inline]
-pub fn write_us(out: &mut Vec<u8>, ns: i64) {
+pub(crate) fn write_us(out: &mut Vec<u8>, ns: i64) {
     let ns = ns.max(0) as u64;
     write_u64(out, ns / 1000);
     let frac = (ns % 1000) as u16;
@@ -73,7 +73,7 @@ pub fn write_us(out: &mut Vec<u8>, ns: i64) {
 
 /// Appends a signed integer.
 #[inline]
-pub fn write_i64(out: &mut Vec<u8>, v: i64) {
+pub(crate) fn write_i64(out: &mut Vec<u8>, v: i64) {
     if v < 0 {
         out.push(b'-');
     }
@@ -84,7 +84,7 @@ pub fn write_i64(out: &mut Vec<u8>, v: i64) {
 /// array that is appended whole and then truncated: a fixed-size copy compiles to two vector
 /// stores, where a variable-length one is a `memmove` call that costs more than the digits.
 #[inline]
-pub fn write_u64(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn write_u64(out: &mut Vec<u8>, mut v: u64) {
     const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
                                 2021222324252627282930313233343536373839\
                                 4041424344454647484950515253545556575859\
@@ -121,7 +121,7 @@ pub fn write_u64(out: &mut Vec<u8>, mut v: u64) {
 /// limit, was written 3.5 times larger and no longer read back. Common values (`100.0`,
 /// `0.001`, integers of up to 20 digits) keep the plain form Kineto and Python write; none
 /// takes more than twice its shortest form.
-pub fn write_float(out: &mut Vec<u8>, v: f64) {
+pub(crate) fn write_float(out: &mut Vec<u8>, v: f64) {
     if !v.is_finite() {
         out.extend_from_slice(b"null");
         return;
@@ -161,13 +161,13 @@ fn write_plain_float(out: &mut Vec<u8>, v: f64) {
 
 /// Appends a value, with `, ` and `: ` between items as Kineto spells them (HTA finds the
 /// rank by the text `"rank": `).
-pub fn write_value(out: &mut Vec<u8>, v: &Value) {
+pub(crate) fn write_value(out: &mut Vec<u8>, v: &Value) {
     write_value_with(out, v, b", ", b": ");
 }
 
 /// Appends a value with no space between items: the header's form when the spaced one
 /// would not fit the reader's limit (see [`chrome`](super::chrome)).
-pub fn write_value_compact(out: &mut Vec<u8>, v: &Value) {
+pub(crate) fn write_value_compact(out: &mut Vec<u8>, v: &Value) {
     write_value_with(out, v, b",", b":");
 }
 

@@ -2,14 +2,13 @@
 //! file in the format its extension names: [`chrome`] JSON (`.json`, `.json.gz`) or
 //! [`perfetto`] protobuf (`.pftrace`), through [`save::save_with`].
 
-pub mod chrome;
+pub(crate) mod chrome;
 mod format;
-pub mod json;
+pub(crate) mod json;
 pub(crate) mod lanes;
-pub mod perfetto;
-pub mod save;
+pub(crate) mod perfetto;
+pub(crate) mod save;
 
 #[cfg(unix)]
 pub use format::save_in;
 pub use format::{save, save_perfetto_streamed, save_streamed, Format, UnknownFormat, WriteStats};
-pub use save::WriteError;

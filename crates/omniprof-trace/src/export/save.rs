@@ -1,46 +1,5 @@
-//! Saving a file so that a save can neither corrupt nor clobber, nor be redirected by
-//! another user: every writer's `save` goes through [`save_with`], or, where the caller holds
-//! the directory (the on-demand writer, which must stay inside its allowed directory), through
-//! [`save_in`].
-//!
-//! What is at the path decides how [`save_with`] writes it:
-//!
-//! - nothing, or a regular file: the content goes to a temporary file of this save's own,
-//!   created exclusively (never opened through a link, never reused) next to the target,
-//!   then renamed over it. Concurrent saves to one path each rename a complete file, so the
-//!   last rename wins and the path always holds one whole file; a failed save removes only
-//!   its own temporary file and leaves the old content. A replaced file keeps its
-//!   permissions only when it belongs to the saving user (its effective uid); another user's
-//!   file (a 0666 file planted in `/tmp`) is replaced by one with the default mode.
-//! - a symbolic link: followed to its final target, which is saved as above; the link stays.
-//!   A link in a sticky world-writable directory (`/tmp`) is followed only when it belongs to
-//!   the saving user or to the directory's owner: the rule of the kernel's
-//!   `fs.protected_symlinks`, which a save that resolves links itself would otherwise
-//!   bypass. Another user's link there is refused, naming it and its owner.
-//! - a FIFO or a character device (`/dev/null`, `/dev/stdout`): written directly, in place,
-//!   opened with `O_NOFOLLOW` (a link swapped in after the check is not followed) and
-//!   checked to still be a FIFO or device once open.
-//! - anything else (a directory, a block device, a socket): refused with a message naming
-//!   what it is; nothing is written.
-//!
-//! [`save_in`] writes the name relative to a directory handle the caller holds, so the
-//! directory cannot be swapped for a link between the caller's check and the write. It is
-//! stricter: only nothing or a regular file of the saving user's own is replaced there; a
-//! link, a FIFO, a device or another user's file is refused without being opened (a FIFO
-//! with no reader would block the writer for good).
-//!
-//! ```
-//! use std::io::Write;
-//! use omniprof_trace::export::save::save_with;
-//!
-//! let dir = tempfile::tempdir().unwrap();
-//! let path = dir.path().join("notes.txt");
-//! let bytes = save_with(&path, |out| out.write_all(b"hello").map(|()| 5)).unwrap();
-//! assert_eq!((bytes, std::fs::read(&path).unwrap()), (5, b"hello".to_vec()));
-//!
-//! let err = save_with(dir.path(), |out| out.write_all(b"x")).unwrap_err();
-//! assert!(err.to_string().contains("it is a directory"), "{err}");
-//! ```
+//! Saving a file so that a save can neither corrupt nor clobber, nor be redirected by another
+//! user; documented on [`save_with`].
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions, Permissions};
@@ -71,8 +30,52 @@ const MAX_TEMP_ATTEMPTS: u64 = 1000;
 const BUFFER_BYTES: usize = 1 << 20;
 
 /// Writes the file at `path` with `write`, which gets a buffered writer and returns what it
-/// wrote (its statistics); see the [module docs](self) for what happens to what is at
+/// wrote (its statistics); see below for what happens to what is at
 /// `path`.
+///
+/// Saving a file so that a save can neither corrupt nor clobber, nor be redirected by
+/// another user: every writer's `save` goes through [`save_with`], or, where the caller holds
+/// the directory (the on-demand writer, which must stay inside its allowed directory), through
+/// [`save_in_with`].
+///
+/// What is at the path decides how [`save_with`] writes it:
+///
+/// - nothing, or a regular file: the content goes to a temporary file of this save's own,
+///   created exclusively (never opened through a link, never reused) next to the target,
+///   then renamed over it. Concurrent saves to one path each rename a complete file, so the
+///   last rename wins and the path always holds one whole file; a failed save removes only
+///   its own temporary file and leaves the old content. A replaced file keeps its
+///   permissions only when it belongs to the saving user (its effective uid); another user's
+///   file (a 0666 file planted in `/tmp`) is replaced by one with the default mode.
+/// - a symbolic link: followed to its final target, which is saved as above; the link stays.
+///   A link in a sticky world-writable directory (`/tmp`) is followed only when it belongs to
+///   the saving user or to the directory's owner: the rule of the kernel's
+///   `fs.protected_symlinks`, which a save that resolves links itself would otherwise
+///   bypass. Another user's link there is refused, naming it and its owner.
+/// - a FIFO or a character device (`/dev/null`, `/dev/stdout`): written directly, in place,
+///   opened with `O_NOFOLLOW` (a link swapped in after the check is not followed) and
+///   checked to still be a FIFO or device once open.
+/// - anything else (a directory, a block device, a socket): refused with a message naming
+///   what it is; nothing is written.
+///
+/// [`save_in_with`] writes the name relative to a directory handle the caller holds, so the
+/// directory cannot be swapped for a link between the caller's check and the write. It is
+/// stricter: only nothing or a regular file of the saving user's own is replaced there; a
+/// link, a FIFO, a device or another user's file is refused without being opened (a FIFO
+/// with no reader would block the writer for good).
+///
+/// ```
+/// use std::io::Write;
+/// use omniprof_trace::save_with;
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("notes.txt");
+/// let bytes = save_with(&path, |out| out.write_all(b"hello").map(|()| 5)).unwrap();
+/// assert_eq!((bytes, std::fs::read(&path).unwrap()), (5, b"hello".to_vec()));
+///
+/// let err = save_with(dir.path(), |out| out.write_all(b"x")).unwrap_err();
+/// assert!(err.to_string().contains("it is a directory"), "{err}");
+/// ```
 pub fn save_with<T>(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> io::Result<T>,
@@ -120,20 +123,20 @@ pub fn save_with<T>(
 ///
 /// ```
 /// use std::io::Write;
-/// use omniprof_trace::export::save::save_in;
+/// use omniprof_trace::save_in_with;
 ///
 /// let dir = tempfile::tempdir().unwrap();
 /// let handle = std::fs::File::open(dir.path()).unwrap();
 /// let shown = dir.path().join("t.json");
-/// save_in(&handle, "t.json".as_ref(), &shown, |out| out.write_all(b"{}")).unwrap();
+/// save_in_with(&handle, "t.json".as_ref(), &shown, |out| out.write_all(b"{}")).unwrap();
 /// assert_eq!(std::fs::read(&shown).unwrap(), b"{}");
 ///
 /// std::os::unix::fs::symlink("t.json", dir.path().join("link.json")).unwrap();
-/// let err = save_in(&handle, "link.json".as_ref(), &shown, |out| out.write_all(b"x"));
+/// let err = save_in_with(&handle, "link.json".as_ref(), &shown, |out| out.write_all(b"x"));
 /// assert!(err.unwrap_err().to_string().contains("it is a symbolic link"));
 /// ```
 #[cfg(unix)]
-pub fn save_in<T>(
+pub fn save_in_with<T>(
     dir: &File,
     name: &OsStr,
     shown: &Path,
@@ -165,7 +168,7 @@ pub fn save_in<T>(
     renamed
 }
 
-/// The calls relative to a directory handle that [`save_in`] makes.
+/// The calls relative to a directory handle that [`save_in_with`] makes.
 #[cfg(unix)]
 mod at {
     use std::ffi::{CString, OsStr, OsString};

@@ -370,7 +370,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Id<'a> {
 pub(super) struct Args<'a> {
     pub kept: Vec<(Str<'a>, Value)>,
     /// Values of kept keys skipped because they nest deeper than
-    /// [`MAX_DEPTH`](crate::value::MAX_DEPTH).
+    /// [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH).
     pub too_deep: u64,
 }
 

@@ -66,7 +66,7 @@ pub struct ReadStats {
     /// descriptors, interned data or clock snapshots (ftrace, process trees, ...).
     pub foreign_packets: u64,
     /// Arg values skipped, their events kept: nested deeper than
-    /// [`MAX_DEPTH`](crate::value::MAX_DEPTH), which not every reader reads.
+    /// [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH), which not every reader reads.
     pub too_deep_args: u64,
 }
 

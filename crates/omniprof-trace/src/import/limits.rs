@@ -9,7 +9,7 @@
 /// bytes, a header some kilobytes):
 ///
 /// ```
-/// use omniprof_trace::import::{Limits, TraceReader};
+/// use omniprof_trace::{Limits, TraceReader};
 ///
 /// assert_eq!(Limits::default(), Limits { event_bytes: 16 << 20, header_bytes: 4 << 20 });
 /// let strict = TraceReader::new().limits(Limits { event_bytes: 4096, ..Limits::default() });

@@ -16,7 +16,7 @@
 //! and what was read before it is still available ([`ReadOutcome`]).
 //!
 //! ```
-//! use omniprof_trace::import::{ArgFilter, TraceItem, TraceReader};
+//! use omniprof_trace::{ArgFilter, TraceItem, TraceReader};
 //!
 //! let json = r#"{"baseTimeNanoseconds": 1000000000, "traceEvents": [
 //!   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7,
@@ -39,7 +39,7 @@
 //!         }
 //!     })?;
 //! assert_eq!((busy_ns, stats.events, stats.unknown_category), (2_250, 2, 1));
-//! # Ok::<(), omniprof_trace::import::ReadError>(())
+//! # Ok::<(), omniprof_trace::ReadError>(())
 //! ```
 //!
 //! How events map to the model (`docs/trace-format.md` describes the format):

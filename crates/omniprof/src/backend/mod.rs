@@ -70,12 +70,12 @@ pub(crate) fn take_in_backends() {
     init_engine();
 }
 
-use crate::activity::{Activity, ActivitySet};
 use crate::config::Config;
-use crate::counter::{CounterTrack, CounterValues};
 use crate::record::CorrelationListener;
-use crate::trace::Window;
-use crate::value::Value;
+use crate::Value;
+use crate::Window;
+use crate::{Activity, ActivitySet};
+use crate::{CounterTrack, CounterValues};
 
 /// What a backend reports as having gone wrong; the engine logs it, writes it into the trace
 /// metadata (`backend_errors`) and goes on without that backend.

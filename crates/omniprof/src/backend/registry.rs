@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::ActivityProfiler;
-use crate::sync::lock;
+use crate::lock;
 
 /// Makes a backend. Called once, when the engine takes the backend in.
 pub type Factory = Box<dyn Fn() -> Box<dyn ActivityProfiler> + Send + Sync>;
@@ -160,9 +160,9 @@ pub fn registered_profilers() -> Vec<Arc<dyn ActivityProfiler>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::activity::{ActivitySet, ActivityType};
     use crate::backend::{BackendError, ProfilerSession};
     use crate::config::Config;
+    use crate::{ActivitySet, ActivityType};
 
     struct Mock(&'static str);
 

@@ -14,7 +14,7 @@ use super::parse::{
     Text, I32, I64, U32, U64,
 };
 use super::{Config, ConfigErrorReason, LogFile};
-use crate::activity::ActivitySet;
+use crate::ActivitySet;
 
 /// Expands the key table. An entry is
 ///

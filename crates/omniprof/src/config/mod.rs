@@ -38,7 +38,7 @@ mod parse;
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::activity::{ActivitySet, ActivityType};
+use crate::{ActivitySet, ActivityType};
 use on_demand::MAX_REQUEST_AGE_MS;
 pub use on_demand::{MAX_START_AHEAD_ITERATIONS, MAX_START_AHEAD_MS};
 use parse::ApplyContext;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{log_warnings, Config, ConfigError, ConfigErrorReason, ConfigWarning, LogFile};
-use crate::activity::ActivitySet;
+use crate::ActivitySet;
 
 /// The warning of a line whose key is unknown.
 pub(super) const UNRECOGNIZED: &str = "unrecognized config key; line ignored";
@@ -229,7 +229,7 @@ impl Grammar for List {
 /// case itself, so skipping that step accepts the same names and lets the error quote the
 /// item as it was written.
 ///
-/// [`ActivityType::parse`]: crate::activity::ActivityType::parse
+/// [`ActivityType::parse`]: crate::ActivityType::parse
 pub(super) struct Activities;
 
 impl Grammar for Activities {

@@ -14,7 +14,7 @@ use super::machine::{Action, Machine, State, Trigger};
 use super::{RequestSummary, Status, TraceFailed};
 use crate::config::{Config, CONTROLLER_TICK_MS};
 use crate::session::Profiler;
-use crate::sync::{lock, wait_timeout, wait_timeout_while, wait_while};
+use crate::{lock, wait_timeout, wait_timeout_while, wait_while};
 
 /// The profiler thread's name (Kineto's is "Kineto Activity Profiler").
 pub(super) const THREAD_NAME: &str = "omniprof on-demand";
@@ -424,6 +424,6 @@ fn write_trace(trace: &crate::Trace, path: &std::path::Path) -> Result<(), Trace
         std::fs::create_dir_all(dir)
             .map_err(|e| write_error(format!("cannot create directory {}: {e}", dir.display())))?;
     }
-    crate::export::save(trace, path).map_err(|e| write_error(e.to_string()))?;
+    crate::save(trace, path).map_err(|e| write_error(e.to_string()))?;
     Ok(())
 }

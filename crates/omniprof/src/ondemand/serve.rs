@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::sync::lock;
+use crate::lock;
 use crate::trigger::{self, TriggerHandler, TriggerServer};
 
 /// How long a trigger's connection waits for its trace. The client gives up on its own

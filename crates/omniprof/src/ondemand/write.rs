@@ -14,7 +14,7 @@
 //!    by walking up `..` to the allowed directory's device and inode), as the request check
 //!    allowed.
 //! 2. It saves the file relative to the handle it ends on
-//!    ([`export::save_in`](crate::export::save_in)), which replaces only nothing or a regular
+//!    ([`crate::save_in`](crate::save_in)), which replaces only nothing or a regular
 //!    file of this user's own and never opens what is at the name: a link is not followed,
 //!    and a FIFO cannot block the profiler thread (which would leave the engine busy for
 //!    good).
@@ -32,7 +32,6 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path};
 
 use super::TraceFailed;
-use crate::export;
 use crate::Trace;
 
 /// `..` levels climbed, at most, to find the allowed directory above a followed link.
@@ -61,7 +60,7 @@ pub(super) fn save(trace: &Trace, path: &Path) -> Result<(), TraceFailed> {
                 .map_err(|e| fail(format!("cannot open directory {}: {e}", parent.display())))?
         }
     };
-    export::save_in(trace, &dir, name, path).map_err(|e| fail(e.to_string()))?;
+    crate::save_in(trace, &dir, name, path).map_err(|e| fail(e.to_string()))?;
     Ok(())
 }
 

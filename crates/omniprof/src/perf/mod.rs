@@ -50,15 +50,15 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::activity::{ActivitySet, ActivityType};
 use crate::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
 use crate::clock;
 use crate::config::Config;
-use crate::counter::{CounterTrack, CounterValues};
 use crate::keys::metadata;
-use crate::sync::{lock, wait_timeout};
-use crate::trace::Window;
-use crate::value::Value;
+use crate::Value;
+use crate::Window;
+use crate::{lock, wait_timeout};
+use crate::{ActivitySet, ActivityType};
+use crate::{CounterTrack, CounterValues};
 
 pub use crate::perf_event::{event, PerfEvent, EVENT_NAMES};
 

@@ -27,19 +27,19 @@ use omniprof_plugin_sys::{
 use super::builder::HostTraceBuilder;
 use super::deadline::Abandoned;
 use super::types::abi_types;
-use crate::activity::{Activity, ActivitySet, ActivityType};
 use crate::backend::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
     ResourceInfo,
 };
 use crate::config::Config;
-use crate::counter::CounterTrack;
-use crate::hash::FastMap;
 use crate::keys::arg;
 use crate::record::CorrelationListener;
-use crate::sync::{lock, read, write};
-use crate::trace::Window;
-use crate::value::Value;
+use crate::CounterTrack;
+use crate::FastMap;
+use crate::Value;
+use crate::Window;
+use crate::{lock, read_lock, write_lock};
+use crate::{Activity, ActivitySet, ActivityType};
 
 /// One profiler a plugin registered, validated and queried.
 #[derive(Clone)]
@@ -376,11 +376,11 @@ struct PluginListener {
 impl PluginListener {
     /// Stops every later push and pop from reaching the plugin.
     fn forget_handle(&self) {
-        *write(&self.handle) = None;
+        *write_lock(&self.handle) = None;
     }
 
     fn with_handle(&self, f: impl FnOnce(Handle)) {
-        if let Some(handle) = *read(&self.handle) {
+        if let Some(handle) = *read_lock(&self.handle) {
             f(handle);
         }
     }

@@ -7,7 +7,7 @@
 //! strings are copied at once (their pointers die with the call), invalid UTF-8 is replaced,
 //! event ids keep 64 bits (defect 2), an end before the start is clamped and counted (defect
 //! 11), metadata must be JSON that every reader reads (`1e400` or a lone surrogate is kept as
-//! a string and counted; a value nested deeper than [`MAX_DEPTH`](crate::value::MAX_DEPTH) is
+//! a string and counted; a value nested deeper than [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH) is
 //! refused and counted), counter values must be numbers (defect 15), and every device and
 //! resource info is kept (defect 7). Each rejection is counted by reason and reported as a
 //! session error.
@@ -25,11 +25,11 @@ use omniprof_plugin_sys::{
 use super::lend::{self, REFUSED};
 use super::problem::{LastCall, Problem, ProblemKind};
 use super::types::activity_type;
-use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::backend::{DeviceInfo, ResourceInfo};
-use crate::hash::FastMap;
-use crate::text::prefix_within;
-use crate::value::{FromJsonError, Value};
+use crate::prefix_within;
+use crate::FastMap;
+use crate::{Activity, ActivityType, Flow, FlowKind};
+use crate::{FromJsonError, Value};
 
 /// Longest event name kept; longer ones are cut (at a character boundary) and counted.
 pub(crate) const MAX_NAME_BYTES: usize = 4096;

@@ -9,7 +9,7 @@
 //! handle cannot crash the host. (A plugin that keeps the *pointer* to a function table and
 //! reads it after the call reads dead memory of its own making; it must copy the table.)
 
-use crate::sync::lock;
+use crate::lock;
 use std::any::TypeId;
 use std::cell::Cell;
 use std::collections::BTreeMap;

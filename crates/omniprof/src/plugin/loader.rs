@@ -16,9 +16,9 @@ use super::deadline::Abandoned;
 use super::lend::{self, REFUSED};
 use super::types::activity_type;
 use super::PluginError;
-use crate::activity::ActivitySet;
 use crate::backend::{self, ActivityProfiler};
-use crate::sync::lock;
+use crate::lock;
+use crate::ActivitySet;
 
 /// Environment variables naming plugin directories: Kineto's, then omniprof's own (which may
 /// list several directories separated by `:`).

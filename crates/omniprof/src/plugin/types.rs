@@ -3,7 +3,7 @@
 
 use omniprof_plugin_sys::ProfileEventType;
 
-use crate::activity::{ActivitySet, ActivityType};
+use crate::{ActivitySet, ActivityType};
 
 /// The omniprof type of an ABI type; `None` for `INVALID`, the count and unknown values.
 pub(crate) fn activity_type(t: ProfileEventType) -> Option<ActivityType> {

@@ -35,10 +35,10 @@
 
 use std::sync::Arc;
 
-use crate::activity::{Activity, Flow, FlowKind};
-use crate::hash::FastMap;
 use crate::keys::arg;
-use crate::value::Value;
+use crate::FastMap;
+use crate::Value;
+use crate::{Activity, Flow, FlowKind};
 
 /// An op's autograd numbers, as PyTorch's `RecordFunction` gives them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -37,8 +37,8 @@ use super::autograd::Autograd;
 use super::memory::MemoryReport;
 use super::op_stack::OpStack;
 use super::word::{session_tag, tag_of, untagged};
-use crate::sync::{lock, wait};
-use crate::value::Value;
+use crate::Value;
+use crate::{lock, wait};
 
 /// Records per chunk: 4096 × 16 B = 64 KiB, small enough to stay cache-friendly and to
 /// pre-fault cheaply, large enough that taking a new chunk is rare.

@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
 use super::Name;
-use crate::sync::lock;
+use crate::lock;
 
 /// Receives correlation pushes and pops on application threads, concurrently; calls for one
 /// thread come from that thread, properly nested.

@@ -9,12 +9,12 @@ use super::buffer;
 use super::name::{self, Role};
 use super::state::HostSession;
 use super::word::{self, KIND_END, KIND_INSTANT, KIND_OP, KIND_USER};
-use crate::activity::{Activity, ActivityType};
 use crate::clock::TickConverter;
-use crate::hash::FastMap;
 use crate::keys::arg;
-use crate::trace::{ThreadRow, Window};
-use crate::value::Value;
+use crate::FastMap;
+use crate::Value;
+use crate::{Activity, ActivityType};
+use crate::{ThreadRow, Window};
 
 fn correlation_id(thread_index: u32, seq: u32) -> u64 {
     ((thread_index as u64) << 32) | seq as u64

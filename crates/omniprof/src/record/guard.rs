@@ -14,7 +14,7 @@ use super::word::{
     end_word, foreign_end_word, word, KIND_INSTANT, KIND_OP, KIND_USER, MAX_FOREIGN_OWNER,
 };
 use crate::keys::arg;
-use crate::value::Value;
+use crate::Value;
 
 /// Ends a range when dropped. Returned by [`record_function`] and [`record_op`].
 ///

@@ -26,7 +26,7 @@ use super::name::StaticName;
 use super::state::STATE;
 use super::word::{word, KIND_INSTANT};
 use crate::keys::{arg, name};
-use crate::value::Value;
+use crate::Value;
 
 /// One report of an allocator, in PyTorch's terms (`c10::MemoryReportingInfoBase`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

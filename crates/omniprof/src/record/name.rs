@@ -25,8 +25,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use crate::hash::FastMap;
-use crate::sync::lock;
+use crate::lock;
+use crate::FastMap;
 
 /// Ids are 24 bits wide in a record: bit 23 marks a transient name, bit 22 its generation.
 const TRANSIENT: u32 = 1 << 23;

@@ -6,7 +6,7 @@ use std::ffi::{c_char, CStr};
 use std::ptr::null;
 
 use super::name::Name;
-use crate::hash::FastMap;
+use crate::FastMap;
 
 /// Ops a thread can have pushed and not yet popped; deeper ones are not recorded, but their
 /// pushes and pops still pair up.

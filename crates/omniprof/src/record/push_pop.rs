@@ -37,7 +37,7 @@ use super::op_stack::OpStack;
 use super::state::STATE;
 use super::word::KIND_OP;
 use crate::keys::arg;
-use crate::value::Value;
+use crate::Value;
 
 /// A pushed op, for attaching its input shapes on the thread that pushed it.
 pub struct PushedOp {
@@ -174,9 +174,9 @@ fn pop(key: usize, autograd: Option<Autograd>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::activity::ActivityType;
     use crate::record::op_stack;
-    use crate::value::Value;
+    use crate::ActivityType;
+    use crate::Value;
     use crate::{Profiler, Trace};
     use omniprof_test_support::lock::serial;
 

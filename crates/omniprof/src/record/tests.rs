@@ -7,12 +7,12 @@ use super::buffer::with_local;
 use super::state::{start_session, stop_session, STATE};
 use super::word::{end_word, word, KIND_USER};
 use super::*;
-use crate::activity::{Activity, ActivityType};
 use crate::clock::TickConverter;
 use crate::config::Config;
 use crate::keys::arg;
-use crate::trace::Window;
-use crate::value::Value;
+use crate::Value;
+use crate::Window;
+use crate::{Activity, ActivityType};
 use crate::{Profiler, Trace};
 use omniprof_test_support::lock::serial;
 

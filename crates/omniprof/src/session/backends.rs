@@ -11,18 +11,18 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use crate::activity::ActivityType;
-use crate::activity::{Activity, ActivitySet};
 use crate::backend::{
     registered_profilers, ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps,
     ProfilerSession, ResourceInfo, ScopeMetric,
 };
 use crate::config::Config;
-use crate::counter::{CounterTrack, CounterValues, Counters};
 use crate::record::CorrelationListener;
-use crate::report::{BackendCall, BackendFailure, FailureKind};
-use crate::trace::Window;
-use crate::value::Value;
+use crate::ActivityType;
+use crate::Value;
+use crate::Window;
+use crate::{Activity, ActivitySet};
+use crate::{BackendCall, BackendFailure, FailureKind};
+use crate::{CounterTrack, CounterValues, Counters};
 
 struct Running {
     name: String,
@@ -450,7 +450,7 @@ fn drop_quietly(r: Running) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::MAX_EVENTS_KEY;
+    use crate::MAX_EVENTS_KEY;
 
     #[test]
     fn the_over_budget_failure_names_the_config_key_of_the_budget() {

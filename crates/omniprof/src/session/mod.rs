@@ -61,15 +61,15 @@ mod trace_dir;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::activity::{ActivitySet, ActivityType};
 use crate::backend::{self, ActivityProfiler, BackendError};
 use crate::clock::{self, CalibrationSample, TickConverter};
 use crate::config::Config;
+use crate::lock;
 use crate::record;
 use crate::record::{correlation, OwnedRange};
 use crate::stubs::StubsProfiler;
-use crate::sync::lock;
-use crate::trace::{Trace, Window};
+use crate::{ActivitySet, ActivityType};
+use crate::{Trace, Window};
 use backends::Backends;
 use schedule::Call;
 

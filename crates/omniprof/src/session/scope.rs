@@ -10,13 +10,13 @@
 
 use std::sync::Arc;
 
-use crate::activity::{Activity, ActivityType};
 use crate::backend::ScopeMetric;
 use crate::config::Config;
-use crate::counter::{CounterTrack, CounterValues, Counters};
 use crate::keys::metadata;
-use crate::trace::Trace;
-use crate::value::Value;
+use crate::Trace;
+use crate::Value;
+use crate::{Activity, ActivityType};
+use crate::{CounterTrack, CounterValues, Counters};
 
 /// Kineto's client defaults for the scope buffer, used when no size is set.
 const PER_KERNEL_SCOPES: u64 = 1500;

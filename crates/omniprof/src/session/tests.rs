@@ -7,14 +7,14 @@ use std::sync::{mpsc, Arc, Mutex};
 use omniprof_test_support::lock::serial;
 
 use super::{Profiler, ProfilerAction, Schedule, SessionError};
-use crate::activity::{Activity, ActivitySet, ActivityType, FlowKind};
 use crate::backend::{
     self, ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
 };
 use crate::config::Config;
 use crate::record::{self, record_function, record_op, CorrelationListener};
-use crate::report::{BackendCall, Contribution, FailureKind};
-use crate::trace::{Trace, Window};
+use crate::{Activity, ActivitySet, ActivityType, FlowKind};
+use crate::{BackendCall, Contribution, FailureKind};
+use crate::{Trace, Window};
 
 #[test]
 fn calls_must_come_in_order() {

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::clock;
-use crate::export::{self, WriteError};
-use crate::sync::lock;
-use crate::trace::Trace;
+use crate::lock;
+use crate::Trace;
+use crate::WriteError;
 
 /// The suffix TensorBoard's profiler plugin looks for.
 const SUFFIX: &str = ".pt.trace.json";
@@ -104,7 +104,7 @@ impl TraceDirHandler {
             name.push_str(GZIP_SUFFIX);
         }
         let path = self.dir.join(name);
-        export::save(trace, &path)?;
+        crate::save(trace, &path)?;
         self.outcome().written.push(path.clone());
         Ok(path)
     }

@@ -31,7 +31,6 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use super::{lock, stubs, ProfilerStubs, RecordOut, StubError, StubEvent};
-use crate::activity::{Activity, ActivitySet, ActivityType};
 use crate::backend::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
     ResourceInfo,
@@ -39,8 +38,9 @@ use crate::backend::{
 use crate::config::Config;
 use crate::keys::{arg, metadata};
 use crate::record::{CorrelationListener, Name};
-use crate::trace::Window;
-use crate::value::Value;
+use crate::Value;
+use crate::Window;
+use crate::{Activity, ActivitySet, ActivityType};
 
 /// How many failures are kept word for word; the rest are only counted.
 const KEPT_ERRORS: usize = 8;

@@ -28,7 +28,7 @@
 
 mod adapter;
 
-use crate::sync::lock;
+use crate::lock;
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 

@@ -15,7 +15,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::text::prefix_within;
+use crate::prefix_within;
 
 /// The name every header starts with.
 pub const PROTOCOL: &str = "omniprof-trigger";

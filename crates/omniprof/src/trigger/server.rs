@@ -24,7 +24,7 @@ use super::protocol::{Deadline, FrameError, Reply, Request};
 use super::runtime_dir::{current_uid, RuntimeDir};
 use super::{Traced, TriggerHandler};
 use crate::config::{check_on_demand_log_file, on_demand_trace_dir, Config, ACTIVITIES_LOG_FILE};
-use crate::sync::lock;
+use crate::lock;
 
 /// How the server treats its connections.
 #[derive(Clone, Debug)]

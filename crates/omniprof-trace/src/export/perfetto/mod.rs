@@ -4,12 +4,12 @@
 //!
 //! ```
 //! use omniprof_trace::{Activity, ActivityType, Trace};
-//! use omniprof_trace::export::perfetto;
+//! use omniprof_trace::write_perfetto;
 //!
 //! let mut trace = Trace::new(1_000_000, 2_000_000);
 //! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000));
 //! let mut pftrace = Vec::new();
-//! let stats = perfetto::write(&trace, &mut pftrace).unwrap();
+//! let stats = write_perfetto(&trace, &mut pftrace).unwrap();
 //! assert_eq!(stats.events, 3); // the op's begin and end, and the window's end marker
 //! assert_eq!(pftrace[0], 0x0a); // `Trace.packet`
 //! ```
@@ -79,7 +79,7 @@ use crate::value::Value;
 
 /// Device `d` is written as the process `DEVICE_PID_BASE + d`: above any OS pid (Linux caps
 /// them at 2^22) and inside `int32`.
-pub const DEVICE_PID_BASE: i64 = 1 << 30;
+pub(crate) const DEVICE_PID_BASE: i64 = 1 << 30;
 /// The sequences: the activities (interned, incremental times), spans (absolute times),
 /// counter samples (incremental times).
 const EVENTS_SEQUENCE: u64 = 1;
@@ -102,7 +102,7 @@ const WINDOW_END: &str = "Record Window End";
 
 /// Writes `trace` as a Perfetto protobuf trace to `out`. Files are written with
 /// [`export::save`](crate::export::save()) (`.pftrace`).
-pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<WriteStats> {
+pub fn write_perfetto<W: Write>(trace: &Trace, out: W) -> io::Result<WriteStats> {
     let plan = Plan::new(trace);
     let layout = &plan.layout;
     let mut w = Writer::start(out, trace, layout)?;

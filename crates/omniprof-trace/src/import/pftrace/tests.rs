@@ -91,13 +91,13 @@ fn trace() -> Trace {
 
 fn pftrace(t: &Trace) -> Vec<u8> {
     let mut out = Vec::new();
-    perfetto::write(t, &mut out).unwrap();
+    perfetto::write_perfetto(t, &mut out).unwrap();
     out
 }
 
 fn json(t: &Trace) -> Vec<u8> {
     let mut out = Vec::new();
-    chrome::write(t, "t.pt.trace.json", &mut out).unwrap();
+    chrome::write_chrome(t, "t.pt.trace.json", &mut out).unwrap();
     out
 }
 

@@ -4,8 +4,8 @@
 
 use std::collections::hash_map::Entry;
 
-use crate::activity::{Activity, ActivityClass, ActivityType, Flow, FlowKind};
-use crate::hash::FastMap;
+use crate::FastMap;
+use crate::{Activity, ActivityClass, ActivityType, Flow, FlowKind};
 
 /// Flow ids of backend `k` are offset by `(k + 1) << FLOW_NAMESPACE_SHIFT`, so two backends
 /// that both count correlation ids from 1 cannot draw arrows into each other's work, nor into

@@ -2,9 +2,9 @@
 //! builds once over the host recording and hands to every backend (as [`HostOps`]) and to
 //! the link check, so that none of them scans the recording.
 
-use crate::activity::Activity;
 use crate::backend::HostOps;
-use crate::hash::FastMap;
+use crate::Activity;
+use crate::FastMap;
 
 /// Host ops and user ranges by correlation id: their index in the trace's activities.
 #[derive(Default)]

@@ -4,8 +4,8 @@
 
 use crate::clock;
 use crate::keys::metadata;
-use crate::trace::Trace;
-use crate::value::Value;
+use crate::Trace;
+use crate::Value;
 
 /// `PT_PROFILER_JOB_*` first (trace metadata with the same key wins later), then
 /// `distributedInfo`, the first place a `"rank"` key appears, as HTA requires.

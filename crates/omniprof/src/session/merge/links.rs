@@ -3,9 +3,9 @@
 //! link wrong (a backend passing its own ids off as the host's).
 
 use super::host_index::HostView;
-use crate::activity::{Activity, ActivityClass};
 use crate::backend::HostOps;
-use crate::hash::FastMap;
+use crate::FastMap;
+use crate::{Activity, ActivityClass};
 
 /// How far a runtime call may seem to stick out of the host op that made it: the host's
 /// times are converted from the recording clock, the backend's read from the wall clock.

@@ -2,18 +2,18 @@
 //! activities filtered to the capture window and the selection, linked by flows, projected
 //! into user ranges and, for kernels with scope-profiler metrics, given their metrics; its
 //! counter samples filtered alike; and the counts of what was dropped, which go into the
-//! trace's [report](crate::report::SessionReport).
+//! trace's [report](crate::SessionReport).
 
 use super::flows;
 use super::projection::Projections;
 use super::window::{Captured, Outside, Placed};
-use crate::activity::{Activity, ActivitySet, ActivityType};
 use crate::backend::ScopeMetric;
-use crate::counter::{CounterValues, Counters};
-use crate::hash::FastMap;
 use crate::session::backends::Collected;
 use crate::session::scope::ScopeProfiler;
-use crate::trace::Trace;
+use crate::FastMap;
+use crate::Trace;
+use crate::{Activity, ActivitySet, ActivityType};
+use crate::{CounterValues, Counters};
 
 /// The backends' activities and counters so far, and what was dropped of them.
 #[derive(Default)]

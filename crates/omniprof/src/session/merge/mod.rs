@@ -25,14 +25,14 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::backends::Backends;
 use super::scope::ScopeProfiler;
-use crate::activity::{ActivitySet, ActivityType};
 use crate::clock;
 use crate::config::Config;
 use crate::keys::metadata;
 use crate::record::HostRecording;
-use crate::report::{BackendWarning, Contribution, WarningKind};
-use crate::trace::{ProcessRow, Span, ThreadRow, Trace, Window};
-use crate::value::Value;
+use crate::Value;
+use crate::{ActivitySet, ActivityType};
+use crate::{BackendWarning, Contribution, WarningKind};
+use crate::{ProcessRow, Span, ThreadRow, Trace, Window};
 use host_index::HostIndex;
 pub(crate) use identity::host_name;
 use identity::{add_environment_metadata, new_trace_id, process_name};

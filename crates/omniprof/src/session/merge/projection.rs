@@ -2,8 +2,8 @@
 //! (`record_function`) draws that range on its stream as a `gpu_user_annotation`, from the
 //! first such work's start to the last one's end, as Kineto does.
 
-use crate::activity::{Activity, ActivityType};
-use crate::hash::FastMap;
+use crate::FastMap;
+use crate::{Activity, ActivityType};
 
 /// A user range projected onto one device stream.
 struct Projection {

@@ -2,8 +2,8 @@
 //! produced events (or counter samples) but that no backend described, so that every event
 //! a viewer shows sits on a named row.
 
-use crate::hash::FastMap;
-use crate::trace::{ProcessRow, ThreadRow, Trace};
+use crate::FastMap;
+use crate::{ProcessRow, ThreadRow, Trace};
 
 /// Default device rows sort after the host (Kineto's offset).
 const DEVICE_SORT_OFFSET: i64 = 5_000_000;

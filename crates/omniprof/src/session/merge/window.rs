@@ -2,8 +2,8 @@
 //! it, in the warm-up before it (dropped as intended), or outside it (dropped and counted,
 //! with how far the farthest lay, as an anomaly).
 
-use crate::activity::Activity;
-use crate::trace::Window;
+use crate::Activity;
+use crate::Window;
 
 /// The capture window, and the warm-up before it.
 #[derive(Clone, Copy)]
