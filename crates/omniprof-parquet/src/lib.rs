@@ -11,6 +11,12 @@
 //! ([`KeyAveragesBuilder::list_events`](omniprof_trace::KeyAveragesBuilder::list_events)),
 //! so that summing it per name gives the summary's rows.
 //!
+//! [`convert`] writes the tables of each trace with its [`ConvertOptions`] and says, per
+//! trace, its rank and [`RowCounts`] ([`ConvertedTrace`]); [`trace_files`] lists the traces of
+//! a job's directory; a failure is a [`ParquetError`]. The tables are declared once in
+//! [`TABLES`]: each [`Table`] names its [`Column`]s and their [`ColumnType`], and every file
+//! carries [`SCHEMA_VERSION`] under [`SCHEMA_VERSION_KEY`].
+//!
 //! A separate crate, because only the CLI writes Parquet: the `parquet` crate (with only its
 //! `zstd` codec, without Arrow) stays out of the library and the Python module.
 //!
@@ -32,10 +38,11 @@
 
 mod convert;
 mod error;
-pub mod schema;
+mod schema;
 mod table_writer;
 mod trace_tables;
 
 pub use convert::{convert, trace_files, ConvertOptions, ConvertedTrace};
 pub use error::ParquetError;
+pub use schema::{Column, ColumnType, Table, SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES};
 pub use trace_tables::RowCounts;

@@ -11,7 +11,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const SCHEMA_VERSION_KEY: &str = "omniprof.schema_version";
 
 /// The Hive partition column every table is split by (`<table>/rank=<N>/`).
-pub const RANK_PARTITION: &str = "rank";
+pub(crate) const RANK_PARTITION: &str = "rank";
 
 /// A column's type, as Parquet stores it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +76,7 @@ const EPOCH_NS: &str = "ns since the Unix epoch";
 pub(crate) const DURATION_NS: &str = "ns";
 
 /// Activities with a duration (every activity but `cpu_instant_event`s), in input order.
-pub const SLICES: Table = Table {
+pub(crate) const SLICES: Table = Table {
     name: "slices",
     columns: &[
         col("slice_id", Int64, "-"),
@@ -93,7 +93,7 @@ pub const SLICES: Table = Table {
 };
 
 /// `cpu_instant_event` activities (PyTorch's `i` events: memory records, markers).
-pub const INSTANTS: Table = Table {
+pub(crate) const INSTANTS: Table = Table {
     name: "instants",
     columns: &[
         col("instant_id", Int64, "-"),
@@ -107,7 +107,7 @@ pub const INSTANTS: Table = Table {
 };
 
 /// Counter samples, one row per value.
-pub const COUNTERS: Table = Table {
+pub(crate) const COUNTERS: Table = Table {
     name: "counters",
     columns: &[
         col("name", String, "-"),
@@ -121,7 +121,7 @@ pub const COUNTERS: Table = Table {
 };
 
 /// Flow ends (`s` / `f` events), each on the slice it leaves or enters.
-pub const FLOWS: Table = Table {
+pub(crate) const FLOWS: Table = Table {
     name: "flows",
     columns: &[
         col("flow_id", Int64, "-"),
@@ -136,7 +136,7 @@ pub const FLOWS: Table = Table {
 };
 
 /// The events the summary counts, with its self and total times.
-pub const OPS: Table = Table {
+pub(crate) const OPS: Table = Table {
     name: "ops",
     columns: &[
         col("op_id", Int64, "-"),
@@ -155,7 +155,7 @@ pub const OPS: Table = Table {
 };
 
 /// The trace's header: every top-level value but `traceEvents`, one row per key.
-pub const METADATA: Table = Table {
+pub(crate) const METADATA: Table = Table {
     name: "metadata",
     columns: &[
         col("source", String, "-"),
@@ -165,7 +165,7 @@ pub const METADATA: Table = Table {
 };
 
 /// `deviceProperties`, one row per device.
-pub const DEVICE_PROPERTIES: Table = Table {
+pub(crate) const DEVICE_PROPERTIES: Table = Table {
     name: "device_properties",
     columns: &[
         col("device_index", Int64, "-"),

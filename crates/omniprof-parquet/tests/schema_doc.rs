@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use omniprof_parquet::schema::{SCHEMA_VERSION, TABLES};
+use omniprof_parquet::{SCHEMA_VERSION, TABLES};
 
 fn page() -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/parquet.md");

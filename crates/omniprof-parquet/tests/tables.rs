@@ -8,8 +8,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use omniprof_parquet::schema::{SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES};
 use omniprof_parquet::{convert, ConvertOptions, ParquetError};
+use omniprof_parquet::{SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES};
 use omniprof_trace::ActivityType;
 use omniprof_trace::TraceReader;
 use omniprof_trace::{key_averages, KeyAveragesOptions};
