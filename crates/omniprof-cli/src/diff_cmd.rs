@@ -13,7 +13,7 @@ use omniprof_trace::Limits;
 
 use crate::output::print;
 use crate::reading::{key_averages_of, report_skipped};
-use crate::rows::{row_limit, Format, RowArgs, RowLimit};
+use crate::rows::{Format, RowArgs, RowLimitArgs};
 
 /// Compare two traces op by op.
 #[derive(Debug, clap::Args)]
@@ -27,15 +27,8 @@ pub(crate) struct DiffArgs {
     pub trace: PathBuf,
     #[command(flatten)]
     pub(crate) rows: RowArgs,
-    /// Print at most N rows; -1 for all.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value = "-1",
-        allow_negative_numbers = true,
-        value_parser = row_limit
-    )]
-    pub row_limit: RowLimit,
+    #[command(flatten)]
+    pub(crate) row_limit: RowLimitArgs<{ -1 }>,
 }
 
 /// Runs `omniprof diff`.
@@ -65,7 +58,7 @@ pub(crate) fn run(args: &DiffArgs) -> ExitCode {
             args.trace.display()
         );
     }
-    let limit = args.row_limit.0;
+    let limit = args.row_limit.get();
     let text = match args.rows.format {
         Format::Table => d.table(limit),
         Format::Csv => d.csv(limit),

@@ -1,6 +1,7 @@
-//! The options `summary` and `diff` share for the rows they print (sort, grouping, format),
-//! defined once and flattened into each command's arguments, and `--row-limit`'s type
-//! (each command has its own default).
+//! The options `summary` and `diff` share for the rows they print (sort, grouping, format,
+//! row limit), defined once and flattened into each command's arguments. `--row-limit` is
+//! declared once too, with each command's default as a parameter: `summary` prints 100 rows
+//! as PyTorch's `table()` does, `diff` all of them.
 
 use omniprof_trace::SortKey;
 
@@ -32,12 +33,46 @@ pub(crate) enum Format {
     Json,
 }
 
-/// `--row-limit`: at most this many rows (`None`: all).
+/// `--row-limit`, whose default is `DEFAULT` rows (-1: all).
+#[derive(Debug, clap::Args)]
+pub(crate) struct RowLimitArgs<const DEFAULT: i64> {
+    /// Print at most N rows; -1 for all (as PyTorch's `row_limit`). Default: 100 for
+    /// `summary` (as PyTorch's `table()`), all rows for `diff`.
+    // No clap default: a derived default is built once for every `DEFAULT` (clap keeps its
+    // text in one static), so `get` applies the command's own.
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        value_parser = row_limit
+    )]
+    row_limit: Option<RowLimit>,
+}
+
+impl<const DEFAULT: i64> RowLimitArgs<DEFAULT> {
+    /// At most this many rows (`None`: all).
+    pub(crate) fn get(&self) -> Option<usize> {
+        self.row_limit.unwrap_or(RowLimit::of(DEFAULT)).0
+    }
+}
+
+/// `--row-limit`'s value: at most this many rows (`None`: all).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RowLimit(pub Option<usize>);
+pub(crate) struct RowLimit(Option<usize>);
+
+impl RowLimit {
+    /// The limit a count written as on the command line means (-1, or any negative: all).
+    const fn of(count: i64) -> Self {
+        if count < 0 {
+            Self(None)
+        } else {
+            Self(Some(count as usize))
+        }
+    }
+}
 
 /// Reads `--row-limit`: a count, or -1 for no limit; other negative numbers are refused.
-pub(crate) fn row_limit(text: &str) -> Result<RowLimit, String> {
+fn row_limit(text: &str) -> Result<RowLimit, String> {
     match text.parse::<i64>() {
         Ok(-1) => Ok(RowLimit(None)),
         Ok(n) => usize::try_from(n)

@@ -35,7 +35,7 @@ use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::output::print;
 use crate::progress::read_file;
 use crate::reading::{report_skipped, summarize_file, TraceSummary};
-use crate::rows::{row_limit, Format, RowArgs, RowLimit};
+use crate::rows::{Format, RowArgs, RowLimitArgs};
 
 /// Summarize a trace, or a job's traces, as PyTorch's `key_averages().table()`.
 #[derive(Debug, clap::Args)]
@@ -48,15 +48,8 @@ pub(crate) struct SummaryArgs {
     pub by_rank: bool,
     #[command(flatten)]
     pub(crate) rows: RowArgs,
-    /// Print at most N rows; -1 for all (as PyTorch's `row_limit`).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value = "100",
-        allow_negative_numbers = true,
-        value_parser = row_limit
-    )]
-    pub row_limit: RowLimit,
+    #[command(flatten)]
+    pub(crate) row_limit: RowLimitArgs<100>,
     /// Also group ops by the first N frames of their Python stack (PyTorch's
     /// `group_by_stack_n`: the `Call stack` arg, else the enclosing `python_function`
     /// events), adding a `Source Location` column; 0: not. Reads the whole trace into memory.
@@ -128,7 +121,7 @@ pub(crate) fn run(args: &SummaryArgs) -> ExitCode {
 fn report_options(args: &SummaryArgs, header: Option<String>) -> ReportOptions {
     ReportOptions {
         sort_by: args.rows.sort_by,
-        row_limit: args.row_limit.0,
+        row_limit: args.row_limit.get(),
         header,
         ..Default::default()
     }
