@@ -10,7 +10,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use omniprof::config::{Config, ConfigError};
+use omniprof::{Config, ConfigError};
 
 /// The config was read but rejected.
 const EXIT_INVALID: u8 = 2;

@@ -186,7 +186,7 @@ fn profile(args: &DemoArgs, config: Config) -> DemoResult<()> {
         .collect::<Result<Vec<_>, _>>()?;
     let builder = match args.mode {
         Mode::Timeline => Profiler::builder(),
-        Mode::Stubs => Profiler::builder().stubs(openreg::profiler::DEVICE_TYPE),
+        Mode::Stubs => Profiler::builder().stubs(openreg::DEVICE_TYPE),
     }
     .config(config);
     if let (true, Some(seconds)) = (args.ondemand, args.seconds) {
@@ -325,7 +325,7 @@ fn profile_scheduled(
 /// Runs the workload for `duration`, stepping the process-wide iteration after each
 /// iteration of all workers, while the on-demand engine serves triggers.
 fn serve_triggers(workers: Vec<Worker>, duration: Duration) -> DemoResult<()> {
-    omniprof::ondemand::serve()?;
+    omniprof::serve_triggers()?;
     let pid = std::process::id();
     println!(
         "omniprof demo: pid {pid} serves on-demand triggers for {} s; try",
@@ -346,11 +346,11 @@ fn serve_triggers(workers: Vec<Worker>, duration: Duration) -> DemoResult<()> {
             Instant::now() < deadline
         }),
     )?;
-    if omniprof::ondemand::cancel() {
+    if omniprof::cancel_on_demand() {
         println!("the run ended while a trace was in progress: it was cancelled");
     }
     // An exiting process leaves no socket for `omniprof trigger --list` to clean up.
-    omniprof::ondemand::stop_serving();
+    omniprof::stop_serving_triggers();
     println!("ran {iterations} iterations");
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! - FAIL when the library or the profiler was rejected, a call reported errors or did not
 //!   return within `--timeout` (the plugin is then abandoned, and the check goes on without
 //!   it), or the library called the registry or the trace builder after the call that lent
-//!   it had returned (refused by the host and counted by `omniprof::plugin::late_calls`: the
+//!   it had returned (refused by the host and counted by `omniprof::late_plugin_calls`: the
 //!   CLI guide, `docs/cli.md`: a refused call is a FAIL);
 //! - WARN when its events fell outside the capture window, said with how far before or after
 //!   it (a clock that is not Unix-epoch nanoseconds only when seconds away; the session
@@ -21,10 +21,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use omniprof::config::OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS;
-use omniprof::plugin::{self, LoadedPlugin, PluginError};
 use omniprof::Contribution;
+use omniprof::OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS;
 use omniprof::{record_function, record_op, ActivitySet, Config, Profiler, Trace};
+use omniprof::{LoadedPlugin, PluginError};
 
 /// List the plugins a directory (default: the plugin directories of the environment) holds.
 #[derive(Debug, clap::Args)]
@@ -64,18 +64,18 @@ fn parse_timeout(text: &str) -> Result<u32, String> {
 pub(crate) fn list(args: &ListArgs) -> ExitCode {
     let dirs = match &args.dir {
         Some(dir) => vec![dir.clone()],
-        None => plugin::plugin_dirs(),
+        None => omniprof::plugin_dirs(),
     };
     if dirs.is_empty() {
         eprintln!(
             "no plugin directory: give one, or set {}",
-            plugin::DIR_VARIABLES.join(" or ")
+            omniprof::DIR_VARIABLES.join(" or ")
         );
         return ExitCode::from(2);
     }
     let mut ok = true;
     for dir in dirs {
-        let files = match plugin::plugin_files(&dir) {
+        let files = match omniprof::plugin_files(&dir) {
             Ok(files) => files,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -87,7 +87,7 @@ pub(crate) fn list(args: &ListArgs) -> ExitCode {
             println!("{}: no *.so files", dir.display());
         }
         for file in files {
-            match plugin::load_plugin(&file) {
+            match omniprof::load_plugin(&file) {
                 Ok(p) => print_loaded(&p),
                 Err(e) => {
                     println!("{}: REJECTED: {}", file.display(), e.reason());
@@ -147,13 +147,13 @@ pub(crate) fn check(args: &CheckArgs) -> ExitCode {
         .paths
         .iter()
         .map(|p| {
-            let before = plugin::late_calls();
-            let result = plugin::load_plugin(p);
-            late.push(plugin::late_calls() - before);
+            let before = omniprof::late_plugin_calls();
+            let result = omniprof::load_plugin(p);
+            late.push(omniprof::late_plugin_calls() - before);
             (p.clone(), result)
         })
         .collect();
-    let before = plugin::late_calls();
+    let before = omniprof::late_plugin_calls();
     let trace = match run_session(args.timeout) {
         Ok(trace) => trace,
         Err(e) => {
@@ -161,7 +161,7 @@ pub(crate) fn check(args: &CheckArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let in_session = plugin::late_calls() - before;
+    let in_session = omniprof::late_plugin_calls() - before;
     if args.count_late_calls {
         println!("late {}", late.iter().sum::<u64>() + in_session);
         return ExitCode::SUCCESS;

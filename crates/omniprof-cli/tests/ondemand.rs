@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use omniprof::trigger::RuntimeDir;
 use omniprof::ActivityType;
+use omniprof::RuntimeDir;
 use omniprof::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
 

@@ -49,10 +49,7 @@ fn the_demo_shows_the_sample_plugins_events() {
     };
     assert_eq!(samples("sm_activity"), 5, "the plugin's counter series");
     assert_eq!(samples("dram_throughput"), 3, "a series of two values");
-    assert!(
-        samples(openreg::profiler::PM_SERIES) > 0,
-        "OpenReg's PM samples"
-    );
+    assert!(samples(openreg::PM_SERIES) > 0, "OpenReg's PM samples");
     let launch = trace
         .activities
         .iter()

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use omniprof::config::on_demand_trace_dir;
-use omniprof::trigger::RuntimeDir;
+use omniprof::on_demand_trace_dir;
+use omniprof::RuntimeDir;
 use omniprof::TraceReader;
 use omniprof_test_support::trigger::{Recorder, STEP};
 
@@ -154,12 +154,12 @@ fn bad_arguments_exit_2_before_anything_is_sent() {
 /// Answers a trace with a fixed path and a note, and a cancel with what it cancelled.
 struct Noted;
 
-impl omniprof::trigger::TriggerHandler for Noted {
+impl omniprof::TriggerHandler for Noted {
     fn handle(&self, _: &str) -> Result<std::path::PathBuf, String> {
         Ok("/tmp/noted.pt.trace.json".into())
     }
-    fn handle_traced(&self, text: &str) -> Result<omniprof::trigger::Traced, String> {
-        Ok(omniprof::trigger::Traced {
+    fn handle_traced(&self, text: &str) -> Result<omniprof::Traced, String> {
+        Ok(omniprof::Traced {
             path: self.handle(text)?,
             notes: vec!["fell back to a time-based trace".to_owned()],
         })

@@ -16,13 +16,13 @@ use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use omniprof::backend::{
+use omniprof::keys::metadata;
+use omniprof::CorrelationListener;
+use omniprof::{Activity, ActivitySet, ActivityType, Config, Value, Window};
+use omniprof::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
     ResourceInfo,
 };
-use omniprof::keys::metadata;
-use omniprof::record::CorrelationListener;
-use omniprof::{Activity, ActivitySet, ActivityType, Config, Value, Window};
 
 use crate::args::{kernel_args, properties_value, transfer_args};
 use crate::buffers::{self, Completed};

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use omniprof::backend::ActivityProfiler;
 use omniprof::keys::metadata;
+use omniprof::ActivityProfiler;
 use omniprof::{record_function, record_op, ActivitySet, ActivityType, Profiler, Trace, Value};
 use omniprof_cupti::{unavailable_reason, CuptiProfiler, LIBRARY_ENV};
 use omniprof_test_support::cupti::{self, Simulated};

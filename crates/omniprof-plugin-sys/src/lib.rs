@@ -10,7 +10,8 @@
 //!   names as Kineto's `KinetoDynamicPluginInterface.h`, which
 //!   `include/KinetoDynamicPluginInterface.h` includes so that a Kineto plugin's source
 //!   compiles unchanged;
-//! - a safe SDK, [`sdk`], to write a plugin in Rust without `unsafe`.
+//! - a safe SDK to write a plugin in Rust without `unsafe` ([`PluginProfiler`],
+//!   [`PluginSession`], [`HostTrace`] and [`export_plugin!`]; see below).
 //!
 //! It depends on nothing of omniprof: the host side (the plugin loader) uses it, not the
 //! other way round.
@@ -98,9 +99,94 @@
 //!
 //! # Writing a plugin in Rust
 //!
-//! Depend on this crate, build a `cdylib`, implement [`sdk::PluginProfiler`] and
-//! [`sdk::PluginSession`], and export with [`export_plugin!`]; the [`sdk`] module has a
-//! complete example.
+//! Depend on this crate, build a `cdylib`, implement [`PluginProfiler`] and [`PluginSession`],
+//! then [`export_plugin!`] emits the entry point and every `extern "C"`
+//! function of the interface. No `unsafe` in the plugin.
+//!
+//! The exported functions check every pointer and struct size the host hands over (NULL and
+//! too-small structs are refused with an error code, never dereferenced), catch panics (a
+//! panic never unwinds into the host), and follow the ABI's lifecycle: a session is created
+//! per trace by `profilerCreate`, started, stopped, asked for its events, and dropped by
+//! `profilerDestroy`.
+//!
+//! ## Return codes
+//!
+//! Every exported function returns one of these; the host treats any non-zero code as a
+//! failure and logs it. The message of a failure goes to the [`log`] crate, which prints
+//! nothing unless the plugin installs a logger.
+//!
+//! | code | constant | cause |
+//! |---|---|---|
+//! | 0 | [`OK`] | success |
+//! | −1 | [`ERROR_FAILED`] | the plugin returned a [`PluginError`] (including a [`TraceError`] passed on with `?`) |
+//! | −2 | [`ERROR_NULL_ARGUMENT`] | NULL where the ABI needs a pointer: the parameters, the registry or its `registerProfiler`, the session handle (e.g. after a failed `profilerCreate`), the trace builder, a non-empty array |
+//! | −3 | [`ERROR_STRUCT_TOO_SMALL`] | a struct from the host is smaller than this crate's version (the versioning rule) |
+//! | −4 | [`ERROR_PANICKED`] | the plugin panicked in this call, or the session panicked in an earlier one and is no longer used |
+//!
+//! `KinetoPlugin_register` returns 0 as soon as one profiler registered, even if another
+//! failed: the host unloads a library whose entry point fails, and would then hold the
+//! function pointers of the profilers already registered. When none registered, it returns
+//! the first failure: the code `registerProfiler` returned, or one of the above.
+//!
+//! ## Threads
+//!
+//! The host calls `start`, `stop` and `process_events` from its engine thread, but pushes
+//! and pops correlation ids from application threads, concurrently. The session therefore
+//! sits behind a mutex that only the engine-thread calls take, and correlation calls go to a
+//! separate [`CorrelationListener`] that takes `&self` and is called without a lock.
+//!
+//! ## Example
+//!
+//! ```
+//! use omniprof_plugin_sys::*;
+//!
+//! #[derive(Default)]
+//! struct Ticker;
+//!
+//! struct TickerSession {
+//!     started_ns: i64,
+//! }
+//!
+//! impl PluginProfiler for Ticker {
+//!     type Session = TickerSession;
+//!
+//!     fn name(&self) -> &str {
+//!         "Ticker"
+//!     }
+//!
+//!     fn supported_activity_types(&self) -> &[ProfileEventType] {
+//!         &[ProfileEventType::CONCURRENT_KERNEL]
+//!     }
+//!
+//!     fn create_session(&self, _enabled: &[ProfileEventType]) -> Result<TickerSession, PluginError> {
+//!         Ok(TickerSession { started_ns: 0 })
+//!     }
+//! }
+//!
+//! impl PluginSession for TickerSession {
+//!     fn start(&mut self) -> Result<(), PluginError> {
+//!         self.started_ns = 1_700_000_000_000_000_000;
+//!         Ok(())
+//!     }
+//!
+//!     fn process_events(&mut self, trace: &mut HostTrace<'_>) -> Result<(), PluginError> {
+//!         let mut kernel = trace.add_event(&Event {
+//!             name: "tick",
+//!             event_type: ProfileEventType::CONCURRENT_KERNEL,
+//!             start_ns: self.started_ns,
+//!             end_ns: self.started_ns + 1_000,
+//!             id: 1,
+//!             device_id: 0,
+//!             resource_id: 7,
+//!         })?;
+//!         kernel.add_metadata_str("stream", "default")?;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! omniprof_plugin_sys::export_plugin!(Ticker);
+//! # fn main() {}
+//! ```
 //!
 //! # Platform
 //!
@@ -111,10 +197,15 @@
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
 mod abi;
-pub mod sdk;
+mod sdk;
 mod version;
 
 pub use abi::*;
+pub use sdk::{
+    CorrelationListener, DeviceInfo, Event, Flow, HostTrace, LastEvent, PluginError,
+    PluginProfiler, PluginSession, ResourceInfo, TraceError, ERROR_FAILED, ERROR_NULL_ARGUMENT,
+    ERROR_PANICKED, ERROR_STRUCT_TOO_SMALL, OK,
+};
 pub use version::{check_struct_size, read_versioned, AbiStruct, SizeError};
 
 /// The directory holding `omniprof_plugin.h` (and `KinetoDynamicPluginInterface.h`), for
@@ -124,5 +215,6 @@ pub const INCLUDE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/include");
 /// Items the exported macros expand to; not part of the API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::sdk::{prepare, register, Exported};
     pub use crate::version::field_size;
 }

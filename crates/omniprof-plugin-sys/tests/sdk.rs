@@ -8,9 +8,6 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use omniprof_plugin_sys::sdk::*;
-// The SDK's builder, not the raw table of the same name (named in full below).
-use omniprof_plugin_sys::sdk::HostTrace;
 use omniprof_plugin_sys::*;
 
 // ---- The plugin --------------------------------------------------------------------------

@@ -49,7 +49,7 @@ fn profiler_error(message: impl std::fmt::Display) -> PyErr {
 /// calling thread, as a context manager or a decorator.
 ///
 /// `__enter__` and `__exit__` call the recorder directly. The name is interned at each
-/// `__enter__` as a transient name (see [`omniprof::record::IntoName`]): a new name every step
+/// `__enter__` as a transient name (see [`omniprof::IntoName`]): a new name every step
 /// is not kept for the life of the process, and an object made before one session and
 /// entered in a later one still names its range right. The range may end on another thread
 /// than the one that began it: its end is recorded there (see [`OwnedRange`]).
@@ -134,16 +134,16 @@ fn step() -> i64 {
 /// Whether `OMNIPROF_ONDEMAND` opts the process in to on-demand tracing.
 #[pyfunction]
 fn on_demand_opted_in() -> bool {
-    omniprof::ondemand::opted_in()
+    omniprof::on_demand_opted_in()
 }
 
 /// Serves on-demand triggers (`omniprof trigger --pid`); `ProfilerError` when it cannot.
 #[pyfunction]
 fn serve_on_demand() -> PyResult<()> {
-    omniprof::ondemand::serve().map_err(|e| {
+    omniprof::serve_triggers().map_err(|e| {
         profiler_error(format!(
             "{} is set, but triggers cannot be served: {e}",
-            omniprof::ondemand::ONDEMAND_ENV
+            omniprof::ONDEMAND_ENV
         ))
     })
 }

@@ -10,10 +10,10 @@
 //! window opens and detach it when it closes, so PyTorch pays nothing outside a window.
 //! `PROFILE_REPORT_INPUT_SHAPES` makes it record `Input Dims`; `PROFILE_WITH_FLOPS` adds each
 //! op's `flops` (PyTorch's own count, taken by the observer); `PROFILE_PROFILE_MEMORY` makes
-//! it record PyTorch's allocator reports as `[memory]` instants ([`omniprof::record::memory`]).
+//! it record PyTorch's allocator reports as `[memory]` instants ([`omniprof::record_memory`]).
 //!
 //! Ops and autograd nodes begin and end on one thread, innermost first: the observer pushes
-//! them on the recorder's per-thread stack ([`omniprof::record::push_op`]) keyed by their
+//! them on the recorder's per-thread stack ([`omniprof::push_op`]) keyed by their
 //! `RecordFunction`, and keeps nothing itself. A user range (`record_function`) may end on
 //! another thread (async), so the observer keeps it in its `ObserverContext` (a slot of
 //! [`RANGE_SLOT_SIZE`] bytes it owns) as an [`OwnedRange`], whose end may be recorded from any
@@ -22,10 +22,10 @@
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use omniprof::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
 use omniprof::keys::arg;
-use omniprof::record::python::Frame;
-use omniprof::record::{self, pop_op, pop_op_with_autograd, push_op, Autograd, MemoryReport};
+use omniprof::PythonFrame;
+use omniprof::{pop_op, pop_op_with_autograd, push_op, Autograd, MemoryReport};
+use omniprof::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
 use omniprof::{ActivitySet, ActivityType, Config, Name, OwnedRange, Value, Window};
 use pyo3::prelude::*;
 
@@ -34,7 +34,8 @@ const RANGE_SLOT_SIZE: u32 = 32;
 const _: () = assert!(std::mem::size_of::<OwnedRange>() <= RANGE_SLOT_SIZE as usize);
 const _: () = assert!(std::mem::align_of::<OwnedRange>() <= 8);
 // The tracer keeps frames in 16-byte, 8-aligned slots (`kFrameSize` in table.h).
-const _: () = assert!(std::mem::size_of::<Frame>() == 16 && std::mem::align_of::<Frame>() == 8);
+const _: () =
+    assert!(std::mem::size_of::<PythonFrame>() == 16 && std::mem::align_of::<PythonFrame>() == 8);
 
 /// The table's layout version; the observer refuses another.
 const TABLE_VERSION: u32 = 8;
@@ -204,9 +205,9 @@ extern "C" fn memory(
     };
     let _ = catch_unwind(|| {
         if out_of_memory != 0 {
-            record::out_of_memory(&report);
+            omniprof::record_out_of_memory(&report);
         } else {
-            record::memory(&report);
+            omniprof::record_memory(&report);
         }
     });
 }
@@ -230,12 +231,12 @@ unsafe extern "C" fn frame_name(text: *const c_char, len: usize, module: i64) ->
 /// Begins the Python frame `name` on this thread into `out`; 1 when recorded.
 ///
 /// # Safety
-/// `out` is valid for a [`Frame`] (16 bytes, 8-byte aligned).
+/// `out` is valid for a [`PythonFrame`] (16 bytes, 8-byte aligned).
 unsafe extern "C" fn begin_frame(name: u32, out: *mut c_void) -> u8 {
-    match catch_unwind(|| Frame::begin(Name::from_id(name))) {
+    match catch_unwind(|| PythonFrame::begin(Name::from_id(name))) {
         Ok(Some(frame)) => {
             // SAFETY: the contract.
-            unsafe { out.cast::<Frame>().write(frame) };
+            unsafe { out.cast::<PythonFrame>().write(frame) };
             1
         }
         _ => 0,
@@ -248,7 +249,7 @@ unsafe extern "C" fn begin_frame(name: u32, out: *mut c_void) -> u8 {
 /// `frame` was written by a successful [`begin_frame`] on this thread.
 unsafe extern "C" fn end_frame(frame: *const c_void) {
     // SAFETY: the contract.
-    let frame = unsafe { frame.cast::<Frame>().read() };
+    let frame = unsafe { frame.cast::<PythonFrame>().read() };
     let _ = catch_unwind(|| frame.end());
 }
 
@@ -528,7 +529,7 @@ fn install_torch_observer(entry_points: &Bound<'_, PyAny>) -> PyResult<()> {
         attach: entry_points.attach,
         detach: entry_points.detach,
     };
-    omniprof::backend::register(BACKEND_NAME, Box::new(move || Box::new(ops)));
+    omniprof::register_profiler_factory(BACKEND_NAME, Box::new(move || Box::new(ops)));
     Ok(())
 }
 

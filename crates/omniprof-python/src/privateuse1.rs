@@ -7,7 +7,7 @@
 //! adapter (`omniprof_kineto_adapter.h`) as a plugin entry point, which it hands over in a
 //! capsule ([`KinetoEntryPoint`], `python/omniprof/csrc/privateuse1_profiler.cpp`). It is
 //! registered here exactly as a plugin library's entry point is
-//! ([`omniprof::plugin::load_entry_point`]: the same checks, deadlines and token lending),
+//! ([`omniprof::load_entry_point`]: the same checks, deadlines and token lending),
 //! behind a gate: it sits out a session whose config clears `OMNIPROF_PRIVATEUSE1_PROFILER`
 //! (`use_device=`, which times ops through the profiler stubs alone, as PyTorch's legacy
 //! profiler does). While it is installed, the stubs bridge (`src/stubs.rs`) leaves the device
@@ -20,9 +20,9 @@
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex};
 
-use omniprof::backend::{ActivityProfiler, BackendError, ProfilerSession, ScopeMetric};
 use omniprof::lock;
-use omniprof::plugin::{self, EntryPointProfiler};
+use omniprof::EntryPointProfiler;
+use omniprof::{ActivityProfiler, BackendError, ProfilerSession, ScopeMetric};
 use omniprof::{ActivitySet, Config};
 use omniprof_plugin_sys::{LastErrorFn, RegisterFn};
 use pyo3::prelude::*;
@@ -120,10 +120,11 @@ fn install_privateuse1_profiler(entry: &Bound<'_, PyAny>) -> PyResult<Vec<String
     // which stays loaded.
     let entry: &'static KinetoEntryPoint = unsafe { pointer.cast::<KinetoEntryPoint>().as_ref() };
     // SAFETY: the observer's adapter functions, of the ABI's types, loaded for good.
-    let profilers =
-        unsafe { plugin::load_entry_point(LABEL, entry.register_profiler, Some(entry.last_error)) }
-            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
-    let from_files: Vec<String> = plugin::load_from_env()
+    let profilers = unsafe {
+        omniprof::load_entry_point(LABEL, entry.register_profiler, Some(entry.last_error))
+    }
+    .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    let from_files: Vec<String> = omniprof::load_plugins_from_env()
         .into_iter()
         .flatten()
         .flat_map(|loaded| loaded.usable().map(|p| p.name.clone()).collect::<Vec<_>>())
@@ -143,7 +144,10 @@ fn install_privateuse1_profiler(entry: &Bound<'_, PyAny>) -> PyResult<Vec<String
             continue;
         }
         let key = format!("pytorch privateuse1 profiler#{index}");
-        omniprof::backend::register(&key, Box::new(move || Box::new(Gated(profiler.clone()))));
+        omniprof::register_profiler_factory(
+            &key,
+            Box::new(move || Box::new(Gated(profiler.clone()))),
+        );
         *installed = Some(report.name);
     }
     Ok(messages)

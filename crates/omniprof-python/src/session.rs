@@ -9,13 +9,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use omniprof::config::{
-    OMNIPROF_PRIVATEUSE1_STUBS, PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES,
-    PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES, PROFILE_WITH_STACK,
-};
 use omniprof::{
     ActivitySet, ActivityType, Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule,
     ScheduleArgs, Trace, Value,
+};
+use omniprof::{
+    OMNIPROF_PRIVATEUSE1_STUBS, PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES,
+    PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES, PROFILE_WITH_STACK,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -129,7 +129,7 @@ struct Inner {
 /// The `ProfilerActivity` members in `items` none of whose activity types any backend
 /// registered now can record (`CPU` is always recorded).
 fn unrecorded(items: &[String], sitting_out: Option<&str>) -> Vec<String> {
-    let offered = omniprof::backend::profilers_present()
+    let offered = omniprof::profilers_present()
         .iter()
         .filter(|p| Some(p.name()) != sitting_out)
         .fold(ActivitySet::empty(), |mut set, p| {
@@ -218,7 +218,7 @@ impl Session {
         with_stack: bool,
         with_modules: bool,
     ) -> PyResult<Self> {
-        let invalid = |e: omniprof::config::ConfigError| PyValueError::new_err(e.to_string());
+        let invalid = |e: omniprof::ConfigError| PyValueError::new_err(e.to_string());
         let mut config_warnings = Vec::new();
         let mut config = match config {
             Some(text) => {

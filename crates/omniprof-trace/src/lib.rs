@@ -70,7 +70,7 @@ pub use activity::{
     Activity, ActivityClass, ActivitySet, ActivityType, Flow, FlowKind, UnknownActivityType,
 };
 pub use counter::{CounterSample, CounterSeries, CounterTrack, CounterValues, Counters};
-pub use trace::{base_time_for, process_base_time_ns, ProcessRow, Span, ThreadRow, Trace, Window};
+pub use trace::{process_base_time_ns, ProcessRow, Span, ThreadRow, Trace, Window};
 pub use value::{FromJsonError, Value, MAX_VALUE_DEPTH};
 
 // The session report.

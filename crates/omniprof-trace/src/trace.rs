@@ -200,7 +200,7 @@ pub fn process_base_time_ns() -> i64 {
 }
 
 /// `baseTimeNanoseconds` for a wall-clock time.
-pub fn base_time_for(wall_ns: i64) -> i64 {
+pub(crate) fn base_time_for(wall_ns: i64) -> i64 {
     let secs = wall_ns.div_euclid(1_000_000_000);
     secs.div_euclid(BASE_TIME_QUANTUM_S) * BASE_TIME_QUANTUM_S * 1_000_000_000
 }

@@ -11,7 +11,6 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use omniprof::ondemand;
 
 fn step(c: &mut Criterion) {
     let mut group = c.benchmark_group("step");
@@ -21,22 +20,25 @@ fn step(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     group.bench_function("idle", |b| b.iter(|| black_box(omniprof::step())));
 
-    let dir = tempfile::tempdir_in(omniprof::config::on_demand_trace_dir()).unwrap();
+    let dir = tempfile::tempdir_in(omniprof::on_demand_trace_dir()).unwrap();
     let start = omniprof::step() + 1;
-    let ticket = ondemand::request(&format!(
+    let ticket = omniprof::request_on_demand(&format!(
         "PROFILE_START_ITERATION={start}\nACTIVITIES_ITERATIONS=2147483647\n\
          ACTIVITIES_LOG_FILE={}/bench.json",
         dir.path().display()
     ))
     .unwrap();
     omniprof::step();
-    assert_eq!(ondemand::status().state, ondemand::State::CollectTrace);
+    assert_eq!(
+        omniprof::on_demand_status().state,
+        omniprof::OnDemandState::CollectTrace
+    );
     group.bench_function("recording", |b| b.iter(|| black_box(omniprof::step())));
     group.finish();
-    ondemand::cancel();
+    omniprof::cancel_on_demand();
     assert_eq!(
         ticket.wait(Duration::from_secs(10)),
-        Err(ondemand::TraceFailed::Cancelled)
+        Err(omniprof::TraceFailed::Cancelled)
     );
 }
 

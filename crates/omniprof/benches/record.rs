@@ -13,9 +13,9 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use omniprof::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
-use omniprof::record::CorrelationListener;
+use omniprof::CorrelationListener;
 use omniprof::{record_function, ActivitySet, ActivityType, Config, Name, Profiler, Window};
+use omniprof::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
 
 /// Room for the largest sample criterion asks for, so no iteration hits the cap.
 const BENCH_CAP: &str = "OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=67108864";
@@ -165,8 +165,8 @@ fn clock_pairs(iters: u64, threads: usize) -> Duration {
     let run = move || {
         let start = Instant::now();
         for _ in 0..iters {
-            black_box(omniprof::clock::ticks());
-            black_box(omniprof::clock::ticks());
+            black_box(omniprof::ticks());
+            black_box(omniprof::ticks());
         }
         start.elapsed()
     };
@@ -183,7 +183,7 @@ fn record(c: &mut Criterion) {
     g.bench_function("range_enabled", |b| {
         b.iter_custom(|iters| ranges_in_session(iters, 1))
     });
-    omniprof::backend::register("bench-stacks", Box::new(|| Box::new(StackBackend)));
+    omniprof::register_profiler_factory("bench-stacks", Box::new(|| Box::new(StackBackend)));
     CORRELATE.store(true, Ordering::Relaxed);
     g.bench_function("range_enabled_correlated", |b| {
         b.iter_custom(|iters| ranges_in_session(iters, 1))

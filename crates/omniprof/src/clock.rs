@@ -1,29 +1,31 @@
-//! The recording clock and its conversion to Unix-epoch nanoseconds.
-//!
-//! The hot path reads a raw counter ([`ticks`]): the TSC on x86-64 when it is invariant
-//! (`constant_tsc` and `nonstop_tsc`), the virtual counter `cntvct_el0` on aarch64, and
-//! `CLOCK_MONOTONIC` in nanoseconds everywhere else. Ticks become wall time only when buffers
-//! are drained, through a [`TickConverter`] calibrated from samples taken at session start
-//! *and* at stop, so the scale is measured over the whole session instead of one short burst
-//! (Kineto's approach, which drifts on long traces).
-//!
-//! ```
-//! use omniprof::clock::{self, CalibrationSample, TickConverter};
-//!
-//! let start = CalibrationSample::take();
-//! let t = clock::ticks();
-//! std::thread::sleep(std::time::Duration::from_millis(2));
-//! let stop = CalibrationSample::take();
-//! let conv = TickConverter::new(start, stop);
-//! let ns = conv.to_unix_ns(t);
-//! // Read between the two samples, `t` maps between their wall times (however long the
-//! // thread waited in between), give or take the conversion's rounding.
-//! assert!(start.wall_ns - 1_000 <= ns && ns <= stop.wall_ns + 1_000);
-//! ```
+//! The recording clock and its calibration to wall time; documented on [`ClockSource`].
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Which counter [`ticks`] reads.
+///
+/// The recording clock and its conversion to Unix-epoch nanoseconds.
+///
+/// The hot path reads a raw counter ([`ticks`]): the TSC on x86-64 when it is invariant
+/// (`constant_tsc` and `nonstop_tsc`), the virtual counter `cntvct_el0` on aarch64, and
+/// `CLOCK_MONOTONIC` in nanoseconds everywhere else. Ticks become wall time only when buffers
+/// are drained, through a [`TickConverter`] calibrated from samples taken at session start
+/// *and* at stop, so the scale is measured over the whole session instead of one short burst
+/// (Kineto's approach, which drifts on long traces).
+///
+/// ```
+/// use omniprof::{CalibrationSample, TickConverter};
+///
+/// let start = CalibrationSample::take();
+/// let t = omniprof::ticks();
+/// std::thread::sleep(std::time::Duration::from_millis(2));
+/// let stop = CalibrationSample::take();
+/// let conv = TickConverter::new(start, stop);
+/// let ns = conv.to_unix_ns(t);
+/// // Read between the two samples, `t` maps between their wall times (however long the
+/// // thread waited in between), give or take the conversion's rounding.
+/// assert!(start.wall_ns - 1_000 <= ns && ns <= stop.wall_ns + 1_000);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClockSource {
     /// x86-64 `rdtsc` (invariant TSC).
@@ -51,7 +53,7 @@ const MONOTONIC: u8 = 2;
 static SOURCE: AtomicU8 = AtomicU8::new(UNDECIDED);
 
 /// The source [`ticks`] uses, decided once per process.
-pub fn source() -> ClockSource {
+pub fn clock_source() -> ClockSource {
     if SOURCE.load(Ordering::Relaxed) == UNDECIDED {
         let fast = fast_counter_usable();
         SOURCE.store(if fast { FAST } else { MONOTONIC }, Ordering::Relaxed);
@@ -63,7 +65,7 @@ pub fn source() -> ClockSource {
     }
 }
 
-/// Reads the recording clock. Call [`source`] once before relying on it; until then (and
+/// Reads the recording clock. Call [`clock_source`] once before relying on it; until then (and
 /// wherever no fast counter is usable) it reads `CLOCK_MONOTONIC`.
 #[inline(always)]
 pub fn ticks() -> u64 {
@@ -154,7 +156,7 @@ pub struct CalibrationSample {
 impl CalibrationSample {
     /// Takes a sample now.
     pub fn take() -> Self {
-        source();
+        clock_source();
         for _ in 0..5 {
             ticks();
             wall_now_ns();
@@ -213,7 +215,7 @@ impl TickConverter {
 }
 
 fn measured_scale() -> f64 {
-    if source() == ClockSource::Monotonic {
+    if clock_source() == ClockSource::Monotonic {
         return 1.0;
     }
     let a = CalibrationSample::take();
@@ -228,7 +230,7 @@ mod tests {
 
     #[test]
     fn source_is_decided_and_ticks_advance() {
-        let s = source();
+        let s = clock_source();
         if cfg!(target_arch = "x86_64") {
             assert!(matches!(s, ClockSource::Tsc | ClockSource::Monotonic));
         }

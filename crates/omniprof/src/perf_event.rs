@@ -25,7 +25,7 @@ const EVENTS: [(&str, u32, u64); 14] = [
 ];
 
 /// Every name `PERF_EVENTS` accepts.
-pub const EVENT_NAMES: [&str; 14] = {
+pub(crate) const PERF_EVENT_NAMES: [&str; 14] = {
     let mut names = [""; 14];
     let mut i = 0;
     while i < EVENTS.len() {
@@ -62,7 +62,7 @@ impl PerfEvent {
 }
 
 /// The event called `name`, if omniprof knows it.
-pub fn event(name: &str) -> Option<PerfEvent> {
+pub(crate) fn perf_event_by_name(name: &str) -> Option<PerfEvent> {
     EVENTS
         .iter()
         .find(|(n, _, _)| *n == name)
@@ -75,10 +75,10 @@ mod tests {
 
     #[test]
     fn names_are_perfs() {
-        assert!(event("cycles").unwrap().is_hardware());
-        assert!(!event("task-clock").unwrap().is_hardware());
-        assert!(event("cycels").is_none());
-        assert_eq!(EVENT_NAMES.len(), EVENTS.len());
-        assert!(EVENT_NAMES.contains(&"context-switches"));
+        assert!(perf_event_by_name("cycles").unwrap().is_hardware());
+        assert!(!perf_event_by_name("task-clock").unwrap().is_hardware());
+        assert!(perf_event_by_name("cycels").is_none());
+        assert_eq!(PERF_EVENT_NAMES.len(), EVENTS.len());
+        assert!(PERF_EVENT_NAMES.contains(&"context-switches"));
     }
 }

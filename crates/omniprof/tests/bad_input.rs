@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use omniprof::config::ConfigErrorReason;
+use omniprof::ConfigErrorReason;
 use omniprof::UnknownActivityType;
 use omniprof::{record_function, ActivitySet, ActivityType, Config, Profiler, Trace};
 use omniprof::{ReadErrorKind, TraceReader};

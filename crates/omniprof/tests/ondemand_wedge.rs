@@ -14,9 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use omniprof::config::{on_demand_trace_dir, MAX_START_AHEAD_MS};
-use omniprof::ondemand;
-use omniprof::trigger::{RuntimeDir, TriggerError, TriggerHandler};
+use omniprof::{on_demand_trace_dir, MAX_START_AHEAD_MS};
+use omniprof::{RuntimeDir, TriggerError, TriggerHandler};
 use omniprof_test_support::shared_dirs::{give_to, other_owner};
 use omniprof_test_support::trigger::CountingLogger;
 
@@ -46,7 +45,7 @@ fn refusal(result: Result<PathBuf, TriggerError>) -> String {
 #[test]
 fn a_start_beyond_the_horizon_is_refused_and_a_pending_request_is_cancelled_from_outside() {
     let _turn = engine_turn();
-    ondemand::serve().unwrap();
+    omniprof::serve_triggers().unwrap();
     let dir = RuntimeDir::user().unwrap();
     let pid = std::process::id();
     let out = tempfile::tempdir_in(on_demand_trace_dir()).unwrap();
@@ -81,7 +80,7 @@ fn a_start_beyond_the_horizon_is_refused_and_a_pending_request_is_cancelled_from
         ),
         WAIT,
     ));
-    let at = ondemand::iteration();
+    let at = omniprof::iteration();
     assert_eq!(
         reason,
         format!(
@@ -115,14 +114,14 @@ fn a_start_beyond_the_horizon_is_refused_and_a_pending_request_is_cancelled_from
         std::thread::spawn(move || dir.send(pid, &text, Duration::from_secs(60)))
     };
     let deadline = Instant::now() + WAIT;
-    while ondemand::status().request.is_none() {
+    while omniprof::on_demand_status().request.is_none() {
         assert!(
             Instant::now() < deadline,
             "the request never became pending"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let id = ondemand::status().request.unwrap().id;
+    let id = omniprof::on_demand_status().request.unwrap().id;
     let busy = refusal(dir.send(pid, &log_file("second.json"), WAIT));
     assert!(
         busy.starts_with(&format!(
@@ -152,13 +151,13 @@ fn a_start_beyond_the_horizon_is_refused_and_a_pending_request_is_cancelled_from
 fn a_message_full_of_unknown_keys_logs_one_summary_line() {
     let logger = CountingLogger::install();
     let _turn = engine_turn();
-    ondemand::serve().unwrap();
+    omniprof::serve_triggers().unwrap();
     let dir = RuntimeDir::user().unwrap();
     let pid = std::process::id();
     // Accepted by the server's check, declined by the engine after its parse.
     let mut text = String::from("PROFILE_MEMORY=true\nACTIVITIES_DURATION_MSECS=100\n");
     let mut keys = 0;
-    while text.len() + 20 <= omniprof::trigger::MAX_BODY {
+    while text.len() + 20 <= omniprof::TRIGGER_MAX_BODY {
         text.push_str(&format!("UNKNOWN_KEY_{keys:06}=1\n"));
         keys += 1;
     }

@@ -5,7 +5,6 @@
 
 use std::process::Command;
 
-use omniprof::plugin;
 use omniprof::TraceReader;
 use omniprof::Value;
 use omniprof_test_support::lock::serial;
@@ -15,7 +14,7 @@ use omniprof_test_support::{checker, plugins, session};
 fn metadata_no_reader_reads_is_kept_as_text_or_refused() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    plugin::load_plugin(plugins::build_broken("metadata_unreadable", dir.path())).unwrap();
+    omniprof::load_plugin(plugins::build_broken("metadata_unreadable", dir.path())).unwrap();
     let trace = session::record_host_steps("", 1, 1);
 
     let kernel = trace

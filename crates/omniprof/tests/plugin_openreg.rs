@@ -10,7 +10,7 @@ use omniprof_test_support::plugins;
 fn the_openreg_plugin_records_linked_device_work() {
     let _serial = serial();
     let so = plugins::openreg_plugin();
-    let loaded = omniprof::plugin::load_plugin(&so).unwrap();
+    let loaded = omniprof::load_plugin(&so).unwrap();
     let names: Vec<&str> = loaded.usable().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["OpenRegPlugin"]);
     // Work must go through the plugin's own copy of OpenReg (see the crate's docs).

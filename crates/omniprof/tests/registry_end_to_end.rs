@@ -5,8 +5,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use omniprof::backend::{
-    self, ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
+use omniprof::{
+    ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
 };
 use omniprof::{ActivitySet, ActivityType, Config, Profiler, Window};
 use omniprof_test_support::lock::serial;
@@ -65,17 +65,17 @@ const KEY: &str = "registry_end_to_end::MockPrivateUse1";
 #[test]
 fn end_to_end_profiling() {
     let _serial = serial();
-    assert!(backend::has_factory(KEY), "registered before main");
+    assert!(omniprof::has_factory(KEY), "registered before main");
     let mut profiler = Profiler::builder()
         .activities([ActivityType::CpuOp].into_iter().collect())
         .build()
         .unwrap();
     profiler.prepare().unwrap();
-    assert!(backend::is_registered_with_engine(KEY));
+    assert!(omniprof::is_registered_with_engine(KEY));
     profiler.start().unwrap();
     drop(omniprof::record_op("aten::add"));
     let trace = profiler.stop().unwrap();
-    assert!(backend::is_registered_with_engine(KEY));
+    assert!(omniprof::is_registered_with_engine(KEY));
     assert!(
         CONFIGURED.load(Ordering::SeqCst),
         "the engine configured the backend"

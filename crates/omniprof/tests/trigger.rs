@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use omniprof::config::on_demand_trace_dir;
-use omniprof::trigger::{RuntimeDir, ServerOptions, TriggerError, TriggerServer};
+use omniprof::on_demand_trace_dir;
 use omniprof::TraceReader;
+use omniprof::{RuntimeDir, ServerOptions, TriggerError, TriggerServer};
 use omniprof_test_support::trigger::{Recorder, STEP};
 
 /// How long a test client waits for a reply.

@@ -1,15 +1,15 @@
 //! OpenReg as a dynamic profiler plugin: `libopenreg_plugin.so`, which omniprof (or Kineto
 //! with PR 1148) loads from `KINETO_PLUGIN_LIB_DIR_PATH` and drives through the plugin C ABI.
 //!
-//! It is the same integration as OpenReg's static backend (`openreg::profiler`), written
+//! It is the same integration as OpenReg's static backend (`openreg::OpenRegProfiler`), written
 //! against the plugin SDK of [`omniprof_plugin_sys`] instead of omniprof's backend traits,
 //! and it depends on nothing of omniprof. It registers one profiler, `OpenRegPlugin`:
 //!
 //! | OpenReg | plugin ABI |
 //! |---|---|
-//! | trace start / stop | `profilerStart`: [`profiling::enable`] with the enabled kinds; `profilerStop`: `disable`, synchronize every device, [`profiling::drain`] |
-//! | correlation push / pop from the host | [`profiling::push_external_correlation`] / `pop` (`Default` and `User` stacks) on the calling thread |
-//! | [`RuntimeRecord`](profiling::RuntimeRecord) | `PRIVATEUSE1_RUNTIME` event on (pid, tid) |
+//! | trace start / stop | `profilerStart`: [`openreg::enable_recording`] with the enabled kinds; `profilerStop`: `disable`, synchronize every device, [`openreg::drain_records`] |
+//! | correlation push / pop from the host | [`openreg::push_external_correlation`] / `pop` (`Default` and `User` stacks) on the calling thread |
+//! | [`RuntimeRecord`](openreg::RuntimeRecord) | `PRIVATEUSE1_RUNTIME` event on (pid, tid) |
 //! | kernel / memcpy / memset [`DeviceRecord`] | `CONCURRENT_KERNEL` / `GPU_MEMCPY` / `GPU_MEMSET` on (device, stream), metadata `device`, `stream`, and `grid`, `block`, `est. achieved occupancy %` or `bytes`, `memory bandwidth (GB/s)` |
 //! | the host op a record was made under (pushed by the host) | `eventId`: the host links the event to that op (`External id`); without one, the record's own correlation id |
 //! | the record's own correlation id | metadata `correlation` |
@@ -32,11 +32,11 @@ use std::ffi::c_int;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
-use omniprof_plugin_sys::sdk::{
+use omniprof_plugin_sys::{
     CorrelationListener, DeviceInfo, Event, Flow, HostTrace, PluginError, PluginProfiler,
     PluginSession, ProfileEventFlowType, ProfileEventType, ResourceInfo,
 };
-use openreg::profiling::{self, DeviceActivity, DeviceRecord, ExternalKind, Kinds, Records};
+use openreg::{DeviceActivity, DeviceRecord, ExternalKind, Kinds, Records};
 use openreg::{HostBuffer, Kernel, Stream};
 
 /// The profiler's name, as the host's query gets it.
@@ -110,27 +110,27 @@ struct ExternalCorrelation;
 
 impl CorrelationListener for ExternalCorrelation {
     fn push_correlation_id(&self, id: u64) {
-        profiling::push_external_correlation(ExternalKind::Default, id);
+        openreg::push_external_correlation(ExternalKind::Default, id);
     }
     fn pop_correlation_id(&self) {
-        profiling::pop_external_correlation(ExternalKind::Default);
+        openreg::pop_external_correlation(ExternalKind::Default);
     }
     fn push_user_correlation_id(&self, id: u64) {
-        profiling::push_external_correlation(ExternalKind::User, id);
+        openreg::push_external_correlation(ExternalKind::User, id);
     }
     fn pop_user_correlation_id(&self) {
-        profiling::pop_external_correlation(ExternalKind::User);
+        openreg::pop_external_correlation(ExternalKind::User);
     }
 }
 
 impl PluginSession for OpenRegSession {
     fn start(&mut self) -> Result<(), PluginError> {
-        profiling::enable(self.kinds);
+        openreg::enable_recording(self.kinds);
         Ok(())
     }
 
     fn stop(&mut self) -> Result<(), PluginError> {
-        self.records = profiling::finish().map_err(|e| PluginError::new(e.to_string()))?;
+        self.records = openreg::finish_recording().map_err(|e| PluginError::new(e.to_string()))?;
         if self.records.dropped > 0 {
             log::warn!(
                 "{NAME}: {} records dropped: the record budget was full",
@@ -272,9 +272,9 @@ fn emit(records: &Records, trace: &mut HostTrace<'_>) -> Result<(), PluginError>
 
 /// The record's own correlation id and the user range it was made under, as metadata.
 fn add_external_ids(
-    event: &mut omniprof_plugin_sys::sdk::LastEvent<'_, '_>,
+    event: &mut omniprof_plugin_sys::LastEvent<'_, '_>,
     correlation_id: u64,
-    external: profiling::ExternalIds,
+    external: openreg::ExternalIds,
 ) -> Result<(), PluginError> {
     event.add_metadata_json("correlation", &correlation_id.to_string())?;
     if let Some(id) = external.user {
@@ -285,7 +285,7 @@ fn add_external_ids(
 
 /// The event id: the host op the record was made under, which the host links the event to,
 /// or the record's own correlation id when there is none.
-fn event_id(external: profiling::ExternalIds, correlation_id: u64) -> Result<i64, PluginError> {
+fn event_id(external: openreg::ExternalIds, correlation_id: u64) -> Result<i64, PluginError> {
     let id = external.default.unwrap_or(correlation_id);
     i64::try_from(id).map_err(|_| PluginError::new(format!("event id {id} exceeds i64")))
 }

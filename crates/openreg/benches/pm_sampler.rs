@@ -1,7 +1,7 @@
 //! What the PM sampler costs a workload: the demo's shape (host threads of training steps
 //! launching 48 × 48 matmuls and copies on two shared streams) profiled in a session that
 //! records the device timeline, without and with `gpu_pm_counter` (every device sampled in
-//! 1 ms intervals by a thread of its own, see `openreg::pm`).
+//! 1 ms intervals by a thread of its own, see `openreg::PmSampler`).
 //!
 //! The cost is a few percent at most, well inside the drift of a shared machine from one
 //! second to the next, so a benchmark that runs all of one configuration and then all of the

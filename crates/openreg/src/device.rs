@@ -21,10 +21,10 @@ use crate::spec::{
 use crate::sys::now_ns;
 use crate::usage;
 
-pub use crate::options::{Options, MAX_DEVICES, MAX_POOLED_STREAMS};
+pub use crate::options::Options;
 
 /// The device name every OpenReg device reports.
-pub const DEVICE_NAME: &str = "OpenReg Simulated Accelerator";
+pub(crate) const DEVICE_NAME: &str = "OpenReg Simulated Accelerator";
 
 pub(crate) struct Runtime {
     options: Options,
@@ -180,8 +180,9 @@ pub fn device_synchronize() -> Result<()> {
     Ok(())
 }
 
-/// Simulated memory in use on `device`, in bytes.
-pub fn device_memory_used(device: usize) -> Result<u64> {
+/// Simulated memory in use on `device`, in bytes (the tests check allocations with it).
+#[cfg(test)]
+pub(crate) fn device_memory_used(device: usize) -> Result<u64> {
     Ok(usage::memory_used(runtime().device(device)?.index))
 }
 
@@ -190,7 +191,7 @@ pub fn device_memory_used(device: usize) -> Result<u64> {
 pub struct DeviceProperties {
     /// Device index.
     pub id: usize,
-    /// Marketing name, always [`DEVICE_NAME`].
+    /// Marketing name, always "OpenReg Simulated Accelerator".
     pub name: &'static str,
     /// Simulated memory, in bytes (`Options::memory_per_device`).
     pub total_memory: u64,

@@ -8,14 +8,14 @@
 //!
 //! # What a device runtime provides
 //!
-//! | OpenReg | CUDA runtime | Module |
-//! |---|---|---|
-//! | [`init`], [`device_count`], [`set_device`], [`current_device`], [`device_synchronize`] | `cudaGetDeviceCount`, `cudaSetDevice`, ... | [`device`] |
-//! | [`device_properties`], [`DeviceProperties::kineto_entries`] | `cudaGetDeviceProperties`, Kineto's `deviceProperties` | [`device`] |
-//! | [`Stream`], [`current_stream`], [`set_current_stream`] | `cudaStream_t`, PyTorch's current stream | [`stream`] |
-//! | [`malloc`], [`memcpy_async`], [`memset_async`], [`HostBuffer`] | `cudaMalloc`, `cudaMemcpyAsync`, `cudaMemsetAsync`, pinned memory | [`memory`] |
-//! | [`launch_kernel`], [`Kernel`] | `<<<grid, block, 0, stream>>>` | [`kernel`] |
-//! | [`Event`] | `cudaEvent_t`: record, query, synchronize, elapsed time | [`event`] |
+//! | OpenReg | CUDA runtime |
+//! |---|---|
+//! | [`init`], [`device_count`], [`set_device`], [`current_device`], [`device_synchronize`] | `cudaGetDeviceCount`, `cudaSetDevice`, ... |
+//! | [`device_properties`], [`DeviceProperties::kineto_entries`] | `cudaGetDeviceProperties`, Kineto's `deviceProperties` |
+//! | [`Stream`], [`current_stream`], [`set_current_stream`] | `cudaStream_t`, PyTorch's current stream |
+//! | [`malloc`], [`memcpy_async`], [`memset_async`], [`HostBuffer`] | `cudaMalloc`, `cudaMemcpyAsync`, `cudaMemsetAsync`, pinned memory |
+//! | [`launch_kernel`], [`Kernel`] | `<<<grid, block, 0, stream>>>` |
+//! | [`Event`] | `cudaEvent_t`: record, query, synchronize, elapsed time |
 //!
 //! A stream is a queue with one worker thread: calls return as soon as the work is queued,
 //! the worker runs items in order and stamps each with its real start and end. Device memory
@@ -23,27 +23,30 @@
 //!
 //! # How activity recording maps onto it
 //!
-//! [`profiling`] plays CUPTI's part. While it is enabled, each runtime call records a
-//! [`RuntimeRecord`](profiling::RuntimeRecord) (name such as `orLaunchKernel`, thread, times,
+//! The activity API ([`enable_recording`] ... [`finish_recording`]) plays CUPTI's part. While
+//! it is enabled, each runtime call records a
+//! [`RuntimeRecord`] (name such as `orLaunchKernel`, thread, times,
 //! a fresh correlation id) and each piece of device work it launched records a
-//! [`DeviceRecord`](profiling::DeviceRecord) on completion with the *same* correlation id.
+//! [`DeviceRecord`] on completion with the *same* correlation id.
 //! A profiler integration, like Kineto's CUPTI activity profiler, then:
 //!
-//! 1. enables recording when its trace starts ([`profiling::enable`]);
+//! 1. enables recording when its trace starts ([`enable_recording`]);
 //! 2. pushes and pops each host op's correlation id, and each user range's, on the calling
-//!    thread ([`profiling::push_external_correlation`] with
-//!    [`ExternalKind::Default`](profiling::ExternalKind) or `User`): records carry the
+//!    thread ([`push_external_correlation`] with
+//!    [`ExternalKind::Default`] or `User`): records carry the
 //!    innermost of each, which links device work to the host op (`External id`) and to user
 //!    ranges (GPU user annotations);
-//! 3. at stop, synchronizes, disables and [`profiling::drain`]s, then turns runtime records
+//! 3. at stop, synchronizes, disables and [`drain_records`]s, then turns runtime records
 //!    into runtime events, device records into kernel / memcpy / memset / sync events, and
 //!    each correlation id into an `ac2g` flow from the launch to its device work.
 //!
-//! [`profiler`] is that integration for omniprof, registered with `register_profiler!`, and
-//! [`stubs`] the minimal alternative (per-op device time from events, no timeline),
+//! [`OpenRegProfiler`] is that integration for omniprof, registered with
+//! `register_profiler!`, and [`OpenRegStubs`] the minimal alternative (per-op device time from events, no timeline),
 //! registered with `register_stubs!` (both behind the cargo feature `omniprof-backend`, on by
 //! default). The crate `openreg-plugin` is the same integration as a dynamic plugin, through
-//! the plugin C ABI.
+//! the plugin C ABI. A [`PmSampler`] samples each device's performance monitor
+//! ([`PmSample`]: [`BUSY_FRACTION`] and the bytes copied) from the usage changes the
+//! runtime reports.
 //!
 //! A vendor replaces the simulated runtime with its own and keeps this shape: an activity
 //! API with per-kind enablement, a correlation id per runtime call propagated to device
@@ -52,7 +55,7 @@
 //! # Example
 //!
 //! ```
-//! use openreg::profiling::{self, ExternalKind, Kinds};
+//! use openreg::{ExternalKind, Kinds};
 //! use openreg::{Event, HostBuffer, Kernel, Stream};
 //!
 //! # fn main() -> openreg::Result<()> {
@@ -62,21 +65,21 @@
 //! let (a, out) = (openreg::malloc(0, bytes)?, openreg::malloc(0, bytes)?);
 //! let host = HostBuffer::from_f32s(&vec![1.0; n * n]);
 //!
-//! profiling::enable(Kinds::ALL);
-//! profiling::push_external_correlation(ExternalKind::Default, 7); // a host op begins
+//! openreg::enable_recording(Kinds::ALL);
+//! openreg::push_external_correlation(ExternalKind::Default, 7); // a host op begins
 //! let (start, end) = (Event::new(), Event::new());
 //! start.record(&stream);
 //! openreg::memcpy_async(&a, &host, bytes, &stream)?;
 //! openreg::launch_kernel(Kernel::Matmul { a: a.clone(), b: a.clone(), out: out.clone(), n }, &stream)?;
 //! openreg::memcpy_async(&host, &out, bytes, &stream)?;
 //! end.record(&stream);
-//! profiling::pop_external_correlation(ExternalKind::Default); // the host op ends
+//! openreg::pop_external_correlation(ExternalKind::Default); // the host op ends
 //! stream.synchronize();
-//! profiling::disable();
+//! openreg::disable_recording();
 //!
 //! assert!(host.to_f32s().iter().all(|&v| v == n as f32));
 //! assert!(Event::elapsed_us(&start, &end)? > 0.0);
-//! let records = profiling::drain();
+//! let records = openreg::drain_records();
 //! let launch = records.runtime.iter().find(|r| r.api.name() == "orLaunchKernel").unwrap();
 //! let kernel = records.device.iter().find(|d| d.name == "matmul_32x32").unwrap();
 //! assert_eq!(kernel.correlation_id, launch.correlation_id);
@@ -101,38 +104,39 @@ mod record;
 
 // What every runtime call records through, and what the performance monitor counts.
 mod recorder;
-pub mod usage;
+mod usage;
 
 // The execution core: queues and their workers, the device registry, stream handles.
 mod queue;
 
-pub mod device;
+mod device;
 
-pub mod stream;
+mod stream;
 
 // The operations that queue work: copies, the kernels that compute on their buffers, the
 // events that time both.
-pub mod memory;
+mod memory;
 
-pub mod kernel;
+mod kernel;
 
-pub mod event;
+mod event;
 
 // What profilers use: the activity API, the PM sampler, omniprof's backend over them, the
 // profiler stubs.
-pub mod profiling;
+mod profiling;
 
-pub mod pm;
-
-#[cfg(feature = "omniprof-backend")]
-pub mod profiler;
+mod pm;
 
 #[cfg(feature = "omniprof-backend")]
-pub mod stubs;
+mod profiler;
 
+#[cfg(feature = "omniprof-backend")]
+mod stubs;
+
+// The runtime.
 pub use device::{
-    current_device, device_count, device_memory_used, device_properties, device_synchronize, init,
-    set_device, DeviceProperties, Options, Property,
+    current_device, device_count, device_properties, device_synchronize, init, set_device,
+    DeviceProperties, Options, Property,
 };
 pub use error::{OrError, Result};
 pub use event::Event;
@@ -142,6 +146,24 @@ pub use memory::{
 };
 pub use queue::MIN_WORK_NS;
 pub use stream::{current_stream, set_current_stream, Stream};
+
+// Activity recording (CUPTI's part) and the performance monitor.
+pub use pm::{
+    PmSample, PmSampler, BUSY_FRACTION, DEVICE_TO_HOST_BYTES, HOST_TO_DEVICE_BYTES,
+    MEMORY_USED_BYTES,
+};
+pub use profiling::{
+    disable_recording, drain_records, enable_recording, finish_recording, pop_external_correlation,
+    push_external_correlation, set_record_budget, DeviceActivity, DeviceRecord, EventOrigin,
+    ExternalIds, ExternalKind, Kinds, Records, RuntimeApi, RuntimeRecord, SyncKind,
+    DEFAULT_RECORD_BUDGET,
+};
+
+// omniprof's backend and stubs over them.
+#[cfg(feature = "omniprof-backend")]
+pub use profiler::{OpenRegProfiler, DEVICE_TYPE, PM_SERIES, SCOPE_METRICS};
+#[cfg(feature = "omniprof-backend")]
+pub use stubs::OpenRegStubs;
 
 #[cfg(test)]
 mod test_support {

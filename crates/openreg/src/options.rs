@@ -4,10 +4,10 @@
 
 /// Most devices [`Options`] accept: far more than any test needs, small enough that a typo in
 /// `OPENREG_DEVICES` cannot make the runtime allocate absurd tables.
-pub const MAX_DEVICES: usize = 64;
+pub(crate) const MAX_DEVICES: usize = 64;
 
 /// Most pooled streams per device [`Options`] accept, for the same reason.
-pub const MAX_POOLED_STREAMS: usize = 1024;
+pub(crate) const MAX_POOLED_STREAMS: usize = 1024;
 
 /// How the runtime is laid out; fixed for the life of the process.
 #[derive(Clone, Debug, PartialEq, Eq)]

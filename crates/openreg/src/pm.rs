@@ -12,14 +12,14 @@
 //!
 //! A sample describes the interval that *starts* at its timestamp (a counter holds its value
 //! until the next sample), so a trace draws each interval's numbers where they happened. The
-//! last sample, taken at [`Sampler::stop`], covers the partial interval before it, so the
+//! last sample, taken at [`PmSampler::stop`], covers the partial interval before it, so the
 //! copied bytes of all samples add up to everything copied while the sampler ran.
 //!
 //! ```
 //! use std::time::Duration;
-//! use openreg::pm::Sampler;
+//! use openreg::PmSampler;
 //!
-//! let sampler = Sampler::start(&[0], Duration::from_millis(1)).unwrap();
+//! let sampler = PmSampler::start(&[0], Duration::from_millis(1)).unwrap();
 //! std::thread::sleep(Duration::from_millis(5));
 //! let samples = sampler.stop();
 //! assert!(samples.len() >= 2);
@@ -34,7 +34,7 @@ use crate::device::device_count;
 use crate::error::{OrError, Result};
 use crate::lock::{lock, wait_timeout};
 use crate::sys::now_ns;
-use crate::usage::{self, Monitor, Usage};
+use crate::usage::{self, Usage, UsageMonitor};
 
 /// The value name of [`PmSample::busy_fraction`] in traces.
 pub const BUSY_FRACTION: &str = "busy_fraction";
@@ -90,24 +90,24 @@ struct ControlState {
     stop: bool,
 }
 
-/// How long [`Sampler::start`] waits for its threads' first readings at most (a thread the
+/// How long [`PmSampler::start`] waits for its threads' first readings at most (a thread the
 /// system is slow to run only loses its first interval's start).
 const READY_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How often a sampling thread wakes to replay its device's log into samples, at most: each
 /// wakeup disturbs the workload measured, however little the thread then does.
-pub const DRAIN_INTERVAL: Duration = Duration::from_millis(10);
+pub(crate) const DRAIN_INTERVAL: Duration = Duration::from_millis(10);
 
 /// The nice value of the sampling threads (the lowest priority).
 const LOWEST_PRIORITY: libc::c_int = 19;
 
-/// Sampling threads, one per device, until [`stop`](Sampler::stop).
-pub struct Sampler {
+/// Sampling threads, one per device, until [`stop`](PmSampler::stop).
+pub struct PmSampler {
     control: Arc<Control>,
     threads: Vec<JoinHandle<Vec<PmSample>>>,
 }
 
-impl Sampler {
+impl PmSampler {
     /// Starts sampling `devices` every `period` (at least 1 µs); the first intervals begin
     /// now. Returns once every thread runs, so their start-up does not overlap what the
     /// caller runs next (on a busy machine, threads starting next to a workload's disturb how
@@ -124,14 +124,14 @@ impl Sampler {
             if device >= count {
                 return Err(OrError::InvalidDevice { device, count });
             }
-            let start = usage::watch(device)?;
+            let start = usage::watch_usage(device)?;
             let at_ns = now_ns();
             let control = Arc::clone(&sampler.control);
             let thread = std::thread::Builder::new()
                 .name(format!("openreg-pm{device}"))
                 .spawn(move || sample(device, period, start, at_ns, &control))
                 .map_err(|e| {
-                    usage::unwatch(device);
+                    usage::unwatch_usage(device);
                     OrError::ThreadSpawn(e)
                 })?;
             sampler.threads.push(thread);
@@ -164,7 +164,7 @@ impl Sampler {
     }
 }
 
-impl Drop for Sampler {
+impl Drop for PmSampler {
     fn drop(&mut self) {
         self.signal();
         for thread in self.threads.drain(..) {
@@ -177,7 +177,7 @@ impl Drop for Sampler {
 fn sample(
     device: usize,
     period: Duration,
-    start: Monitor,
+    start: UsageMonitor,
     at_ns: i64,
     control: &Control,
 ) -> Vec<PmSample> {
@@ -208,10 +208,10 @@ fn sample(
             state = wait_timeout(&control.changed, state, Duration::from_nanos(left as u64));
         }
         let last = state.stop;
-        usage::drain(device, &mut changes);
+        usage::drain_usage(device, &mut changes);
         // Every change drained was logged by now (its time was read before it was logged).
         let now = now_ns();
-        let mut close_intervals_to = |until: i64, monitor: &Monitor, samples: &mut Vec<_>| {
+        let mut close_intervals_to = |until: i64, monitor: &UsageMonitor, samples: &mut Vec<_>| {
             while next <= until {
                 let current = monitor.at(next);
                 samples.push(between(device, &previous, &current));
@@ -232,7 +232,7 @@ fn sample(
             if now > previous.at_ns {
                 samples.push(between(device, &previous, &monitor.at(now)));
             }
-            usage::unwatch(device);
+            usage::unwatch_usage(device);
             return samples;
         }
         wake = now + drain_ns;
@@ -260,7 +260,7 @@ mod tests {
     #[test]
     fn intervals_are_the_period_exactly_and_follow_one_another() {
         let period = Duration::from_micros(500);
-        let sampler = Sampler::start(&[0], period).unwrap();
+        let sampler = PmSampler::start(&[0], period).unwrap();
         std::thread::sleep(Duration::from_millis(25));
         let samples = sampler.stop();
         // 25 ms at 0.5 ms, replayed from the log at least twice (every 10 ms). (Other tests
@@ -277,13 +277,13 @@ mod tests {
     #[test]
     fn a_device_is_sampled_by_one_sampler_at_a_time() {
         let period = Duration::from_millis(1);
-        let first = Sampler::start(&[1], period).unwrap();
-        let second = Sampler::start(&[1], period).map(drop).unwrap_err();
+        let first = PmSampler::start(&[1], period).unwrap();
+        let second = PmSampler::start(&[1], period).map(drop).unwrap_err();
         assert!(
             matches!(second, OrError::AlreadySampled { device: 1 }),
             "{second}"
         );
         first.stop();
-        Sampler::start(&[1], period).unwrap().stop();
+        PmSampler::start(&[1], period).unwrap().stop();
     }
 }

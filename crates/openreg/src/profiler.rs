@@ -13,7 +13,7 @@
 //! | [`DeviceRecord`] kernel / memcpy / memset | a `kernel` / `gpu_memcpy` / `gpu_memset` event on (device, stream), linked to the host op and handed over inside its user range |
 //! | records' correlation id | the activities' `correlation`: the engine draws the `ac2g` flow from launch to work |
 //! | [`DeviceProperties::kineto_entries`] | `deviceProperties` |
-//! | [`pm::Sampler`] (`gpu_pm_counter`, every `OMNIPROF_PM_SAMPLING_PERIOD_USECS`) | one `OpenReg PM` counter series per device: busy fraction, copied bytes, memory in use |
+//! | [`pm::PmSampler`] (`gpu_pm_counter`, every `OMNIPROF_PM_SAMPLING_PERIOD_USECS`) | one `OpenReg PM` counter series per device: busy fraction, copied bytes, memory in use |
 //! | [`KernelMetrics`] (`scope_profiler`) | per-kernel metrics ([`SCOPE_METRICS`]) the engine writes into the kernel's `args` and draws as counters |
 //!
 //! ```
@@ -41,13 +41,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use omniprof::backend::{
+use omniprof::keys::metadata;
+use omniprof::CorrelationListener;
+use omniprof::{Activity, ActivitySet, ActivityType, Config, CounterTrack, Value, Window};
+use omniprof::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
     ResourceInfo, ScopeMetric,
 };
-use omniprof::keys::metadata;
-use omniprof::record::CorrelationListener;
-use omniprof::{Activity, ActivitySet, ActivityType, Config, CounterTrack, Value, Window};
 
 use crate::pm::{self, PmSample};
 use crate::profiling::{self, DeviceActivity, DeviceRecord, ExternalKind, Kinds, Records};
@@ -74,7 +74,7 @@ const SUPPORTED: [(ActivityType, Kinds); 4] = [
 pub const PM_SERIES: &str = "OpenReg PM";
 
 /// Reads one metric of a kernel.
-pub type ReadMetric = fn(&KernelMetrics) -> u64;
+pub(crate) type ReadMetric = fn(&KernelMetrics) -> u64;
 
 /// The per-kernel metrics OpenReg's scope profiler offers, with their group, and how each is
 /// read from a kernel's [`KernelMetrics`].
@@ -141,7 +141,7 @@ struct OpenRegSession {
     scope: bool,
     /// The PM sampling period, when `gpu_pm_counter` is on.
     pm_period: Option<Duration>,
-    sampler: Option<pm::Sampler>,
+    sampler: Option<pm::PmSampler>,
     pm_samples: Vec<PmSample>,
     records: Records,
 }
@@ -169,11 +169,11 @@ impl ProfilerSession for OpenRegSession {
     fn start(&mut self) -> Result<(), BackendError> {
         if let Some(period) = self.pm_period {
             let devices: Vec<usize> = (0..crate::device_count()).collect();
-            let sampler = pm::Sampler::start(&devices, period)
+            let sampler = pm::PmSampler::start(&devices, period)
                 .map_err(|e| BackendError::new(format!("PM sampler: {e}")))?;
             self.sampler = Some(sampler);
         }
-        profiling::enable(self.kinds);
+        profiling::enable_recording(self.kinds);
         Ok(())
     }
 
@@ -181,7 +181,7 @@ impl ProfilerSession for OpenRegSession {
     /// fresh `enable`, as Kineto's `flushWarmupBuffers` clears CUPTI's buffers. Work
     /// launched during the warm-up and finishing later is not recorded.
     fn window_opened(&mut self) -> Result<(), BackendError> {
-        profiling::enable(self.kinds);
+        profiling::enable_recording(self.kinds);
         Ok(())
     }
 
@@ -191,7 +191,8 @@ impl ProfilerSession for OpenRegSession {
         if let Some(sampler) = self.sampler.take() {
             self.pm_samples = sampler.stop();
         }
-        self.records = profiling::finish().map_err(|e| BackendError::new(e.to_string()))?;
+        self.records =
+            profiling::finish_recording().map_err(|e| BackendError::new(e.to_string()))?;
         Ok(())
     }
 

@@ -1,36 +1,38 @@
 //! Activity recording: OpenReg's counterpart of NVIDIA's CUPTI Activity API.
 //!
-//! While recording is [`enable`]d, every runtime API call produces a [`RuntimeRecord`] on the
+//! While recording is [`enable_recording`]d, every runtime API call produces a [`RuntimeRecord`] on the
 //! calling host thread, and every piece of device work it launched produces a
 //! [`DeviceRecord`] when the stream worker finishes it. Both carry the call's correlation id,
 //! which is how a profiler links a launch to its device work (Kineto's `ac2g` flow), and the
 //! innermost ids of the calling thread's two external correlation stacks at call time, which is
 //! how it links device work to the host op or user range that launched it. Records wait in
-//! one in-memory store, bounded by a record budget, until [`drain`]ed.
+//! one in-memory store, bounded by a record budget, until [`drain_records`]ed.
 //!
 //! | OpenReg | CUPTI |
 //! |---|---|
-//! | [`enable`] / [`disable`] | `cuptiActivityEnable` / `cuptiActivityDisable` per kind |
+//! | [`enable_recording`] / [`disable_recording`] | `cuptiActivityEnable` / `cuptiActivityDisable` per kind |
 //! | [`push_external_correlation`] / [`pop_external_correlation`] | `cuptiActivityPushExternalCorrelationId` / `...Pop...` |
 //! | [`RuntimeRecord`] | `CUpti_ActivityAPI` (`CUPTI_ACTIVITY_KIND_RUNTIME`) |
 //! | [`DeviceRecord`] | `CUpti_ActivityKernel`, `...Memcpy`, `...Memset`, `...Synchronization` |
 //! | [`ExternalIds`] on each record | `CUpti_ActivityExternalCorrelation` records |
-//! | [`drain`] | `cuptiActivityFlushAll` and the buffer-completed callback |
+//! | [`drain_records`] | `cuptiActivityFlushAll` and the buffer-completed callback |
 //! | [`Records::dropped`] | `cuptiActivityGetNumDroppedRecords` |
 //!
 //! With recording disabled a runtime call pays one atomic load.
 //!
 //! The record types and the recorder sit low in the crate, below the runtime that records
-//! through them; this module gathers them for a profiler and adds [`finish`], which needs
+//! through them; this module gathers them for a profiler and adds [`finish_recording`], which needs
 //! the devices and so sits above them.
 
 pub use crate::record::{
     DeviceActivity, DeviceRecord, EventOrigin, ExternalIds, ExternalKind, Kinds, Records,
     RuntimeApi, RuntimeRecord, SyncKind,
 };
+#[cfg(test)]
+use crate::recorder::recording_kinds;
 pub use crate::recorder::{
-    disable, drain, enable, enabled_kinds, pop_external_correlation, push_external_correlation,
-    set_record_budget, DEFAULT_RECORD_BUDGET,
+    disable_recording, drain_records, enable_recording, pop_external_correlation,
+    push_external_correlation, set_record_budget, DEFAULT_RECORD_BUDGET,
 };
 
 use crate::device::{current_device, device_count, device_synchronize, set_device};
@@ -39,16 +41,16 @@ use crate::error::Result;
 /// Ends a session the way a profiler's `stop` does: stops recording new calls, waits for the
 /// work already launched on every device (restoring the calling thread's device), and takes
 /// the records, so everything launched while enabled is in them.
-pub fn finish() -> Result<Records> {
+pub fn finish_recording() -> Result<Records> {
     // First, so the synchronization below is not itself recorded.
-    disable();
+    disable_recording();
     let current = current_device();
     for device in 0..device_count() {
         set_device(device)?;
         device_synchronize()?;
     }
     set_device(current)?;
-    Ok(drain())
+    Ok(drain_records())
 }
 
 #[cfg(test)]
@@ -65,10 +67,10 @@ mod tests {
 
     /// Starts a clean session of `kinds` and returns what it recorded once `f` has run.
     fn session(kinds: Kinds, f: impl FnOnce()) -> Records {
-        enable(kinds);
+        enable_recording(kinds);
         f();
-        disable();
-        drain()
+        disable_recording();
+        drain_records()
     }
 
     fn runtime_by_correlation(records: &Records) -> HashMap<u64, &RuntimeRecord> {
@@ -442,7 +444,7 @@ mod tests {
             stream.synchronize();
         });
         assert_eq!(records, Records::default());
-        assert_eq!(enabled_kinds(), Kinds::NONE);
+        assert_eq!(recording_kinds(), Kinds::NONE);
     }
 
     #[test]
@@ -456,22 +458,26 @@ mod tests {
         };
         // Holding the buffer's lock keeps the fill in flight across the state change.
         let held = lock(buf.bytes());
-        enable(Kinds::KERNEL);
+        enable_recording(Kinds::KERNEL);
         launch_kernel(fill(), &stream).unwrap();
-        disable();
+        disable_recording();
         drop(held);
         stream.synchronize();
-        assert_eq!(drain().device.len(), 1, "launched while enabled: kept");
+        assert_eq!(
+            drain_records().device.len(),
+            1,
+            "launched while enabled: kept"
+        );
 
         let held = lock(buf.bytes());
-        enable(Kinds::KERNEL);
+        enable_recording(Kinds::KERNEL);
         launch_kernel(fill(), &stream).unwrap();
-        enable(Kinds::KERNEL);
+        enable_recording(Kinds::KERNEL);
         drop(held);
         stream.synchronize();
-        disable();
+        disable_recording();
         assert!(
-            drain().device.is_empty(),
+            drain_records().device.is_empty(),
             "launched in an earlier session: discarded"
         );
     }
@@ -492,8 +498,8 @@ mod tests {
             .runtime
             .iter()
             .all(|r| r.api == RuntimeApi::EventQuery));
-        enable(Kinds::ALL);
-        disable();
-        assert_eq!(drain().dropped, 0, "enable resets the count");
+        enable_recording(Kinds::ALL);
+        disable_recording();
+        assert_eq!(drain_records().dropped, 0, "enable resets the count");
     }
 }

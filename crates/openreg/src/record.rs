@@ -14,7 +14,7 @@ use crate::spec::{KernelMetrics, LaunchDims, MemcpyKind};
 pub struct Kinds(pub(crate) u8);
 
 impl Kinds {
-    /// Nothing: the same as [`disable`](crate::profiling::disable).
+    /// Nothing: the same as [`disable`](crate::profiling::disable_recording).
     pub const NONE: Self = Self(0);
     /// [`RuntimeRecord`]s.
     pub const RUNTIME: Self = Self(1);
@@ -243,7 +243,7 @@ pub struct DeviceRecord {
     pub external: ExternalIds,
 }
 
-/// Everything recorded since the last [`drain`](crate::profiling::drain) (or [`enable`](crate::profiling::enable)).
+/// Everything recorded since the last [`drain`](crate::profiling::drain_records) (or [`enable`](crate::profiling::enable_recording)).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Records {
     /// Runtime records, in the order calls returned.

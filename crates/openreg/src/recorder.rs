@@ -34,14 +34,14 @@ static STORE: Mutex<Store> = Mutex::new(Store {
 });
 /// The selected kinds; zero means disabled, which is all a runtime call checks.
 static KINDS: AtomicU8 = AtomicU8::new(0);
-/// Bumped by every [`enable`] (under the store lock) so work launched in an earlier session
+/// Bumped by every [`enable_recording`] (under the store lock) so work launched in an earlier session
 /// cannot leak into this one.
 static SESSION: AtomicU64 = AtomicU64::new(0);
 static NEXT_CORRELATION: AtomicU64 = AtomicU64::new(1);
 
 /// Starts a recording session collecting `kinds`: discards undrained records, resets the
 /// dropped count. Work launched in an earlier session and finishing later is not recorded.
-pub fn enable(kinds: Kinds) {
+pub fn enable_recording(kinds: Kinds) {
     let mut store = lock(&STORE);
     store.runtime.clear();
     store.device.clear();
@@ -53,13 +53,14 @@ pub fn enable(kinds: Kinds) {
 }
 
 /// Stops recording new calls. Work already launched still records when it finishes, so a
-/// synchronize followed by [`drain`] collects everything launched while enabled.
-pub fn disable() {
+/// synchronize followed by [`drain_records`] collects everything launched while enabled.
+pub fn disable_recording() {
     KINDS.store(0, Ordering::Release);
 }
 
 /// The kinds being recorded ([`Kinds::NONE`] when disabled).
-pub fn enabled_kinds() -> Kinds {
+#[cfg(test)]
+pub(crate) fn recording_kinds() -> Kinds {
     Kinds(KINDS.load(Ordering::Relaxed))
 }
 
@@ -70,7 +71,7 @@ pub fn set_record_budget(records: usize) {
 }
 
 /// Takes every record stored so far and the dropped count.
-pub fn drain() -> Records {
+pub fn drain_records() -> Records {
     let mut store = lock(&STORE);
     Records {
         runtime: std::mem::take(&mut store.runtime),

@@ -19,7 +19,7 @@
 //! assert!(us >= 2_000, "{us}");
 //! ```
 
-use omniprof::stubs::{ProfilerStubs, RecordOut, StubError, StubEvent};
+use omniprof::{ProfilerStubs, RecordOut, StubError, StubEvent};
 
 use crate::{Event, OrError};
 

@@ -4,7 +4,7 @@
 //! allocations are checked against the device's size here). Always on (a lock per work item
 //! and per allocation); the PM sampler ([`crate::pm`]) reads it.
 //!
-//! While a sampler [`watch`]es a device, every change of these numbers is also logged with
+//! While a sampler [`watch_usage`]es a device, every change of these numbers is also logged with
 //! its time, as a hardware monitor writes samples into a buffer that its host thread reads
 //! now and then: the sampler replays the log onto a grid of sampling intervals, so the
 //! intervals are exact however seldom it wakes.
@@ -18,7 +18,7 @@ use crate::spec::MemcpyKind;
 
 /// A device's totals at one moment, all since the process started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
+pub(crate) struct Usage {
     /// When the totals were read (`CLOCK_REALTIME`, ns).
     pub at_ns: i64,
     /// Time during which at least one stream of the device was running work.
@@ -31,9 +31,9 @@ pub struct Usage {
     pub memory_used_bytes: u64,
 }
 
-/// One change of a device's numbers, as [`drain`] hands it over.
+/// One change of a device's numbers, as [`drain_usage`] hands it over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum UsageChange {
     /// A stream started work while none was running.
     BusyFrom,
     /// The last running stream finished its work.
@@ -44,10 +44,10 @@ pub enum Change {
     Memory(i64),
 }
 
-/// The numbers of a device at one moment, and the changes that follow: what [`watch`]
-/// starts from and [`drain`]ed changes are [`apply`](Monitor::apply)ed to.
+/// The numbers of a device at one moment, and the changes that follow: what [`watch_usage`]
+/// starts from and [`drain_usage`]ed changes are [`apply`](UsageMonitor::apply)ed to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Monitor {
+pub(crate) struct UsageMonitor {
     /// Whether a stream is running work.
     busy: bool,
     /// When the device last became busy.
@@ -59,7 +59,7 @@ pub struct Monitor {
     memory_used_bytes: u64,
 }
 
-impl Monitor {
+impl UsageMonitor {
     const IDLE: Self = Self {
         busy: false,
         since_ns: 0,
@@ -70,7 +70,7 @@ impl Monitor {
     };
 
     /// The totals as of `now_ns`, a time at or after every change applied.
-    pub fn at(&self, now_ns: i64) -> Usage {
+    pub(crate) fn at(&self, now_ns: i64) -> Usage {
         let running = if self.busy {
             (now_ns - self.since_ns).max(0)
         } else {
@@ -86,22 +86,26 @@ impl Monitor {
     }
 
     /// Applies a change made at `at_ns`.
-    pub fn apply(&mut self, at_ns: i64, change: Change) {
+    pub(crate) fn apply(&mut self, at_ns: i64, change: UsageChange) {
         match change {
-            Change::BusyFrom => {
+            UsageChange::BusyFrom => {
                 self.busy = true;
                 self.since_ns = at_ns;
             }
-            Change::BusyUntil => {
+            UsageChange::BusyUntil => {
                 if self.busy {
                     self.busy_ns += (at_ns - self.since_ns).max(0);
                 }
                 self.busy = false;
             }
-            Change::Copied(MemcpyKind::HostToDevice, bytes) => self.host_to_device_bytes += bytes,
-            Change::Copied(MemcpyKind::DeviceToHost, bytes) => self.device_to_host_bytes += bytes,
-            Change::Copied(..) => {}
-            Change::Memory(delta) => {
+            UsageChange::Copied(MemcpyKind::HostToDevice, bytes) => {
+                self.host_to_device_bytes += bytes
+            }
+            UsageChange::Copied(MemcpyKind::DeviceToHost, bytes) => {
+                self.device_to_host_bytes += bytes
+            }
+            UsageChange::Copied(..) => {}
+            UsageChange::Memory(delta) => {
                 self.memory_used_bytes = self.memory_used_bytes.saturating_add_signed(delta);
             }
         }
@@ -112,13 +116,13 @@ struct DeviceUsage {
     /// Streams running work now.
     active: u32,
     /// The numbers now.
-    now: Monitor,
-    /// Changes since the last [`drain`]; `Some` while a sampler watches.
-    log: Option<Vec<(i64, Change)>>,
+    now: UsageMonitor,
+    /// Changes since the last [`drain_usage`]; `Some` while a sampler watches.
+    log: Option<Vec<(i64, UsageChange)>>,
 }
 
 impl DeviceUsage {
-    fn change(&mut self, at_ns: i64, change: Change) {
+    fn change(&mut self, at_ns: i64, change: UsageChange) {
         self.now.apply(at_ns, change);
         if let Some(log) = &mut self.log {
             log.push((at_ns, change));
@@ -129,7 +133,7 @@ impl DeviceUsage {
 #[allow(clippy::declare_interior_mutable_const)] // the array initializer, one per device
 const IDLE: Mutex<DeviceUsage> = Mutex::new(DeviceUsage {
     active: 0,
-    now: Monitor::IDLE,
+    now: UsageMonitor::IDLE,
     log: None,
 });
 
@@ -140,7 +144,7 @@ pub(crate) fn work_started(device: usize, now_ns: i64) {
     let mut usage = lock(&DEVICES[device]);
     usage.active += 1;
     if usage.active == 1 {
-        usage.change(now_ns, Change::BusyFrom);
+        usage.change(now_ns, UsageChange::BusyFrom);
     }
 }
 
@@ -149,11 +153,11 @@ pub(crate) fn work_started(device: usize, now_ns: i64) {
 pub(crate) fn work_finished(device: usize, now_ns: i64, copied: Option<(MemcpyKind, u64)>) {
     let mut usage = lock(&DEVICES[device]);
     if let Some((kind, bytes)) = copied {
-        usage.change(now_ns, Change::Copied(kind, bytes));
+        usage.change(now_ns, UsageChange::Copied(kind, bytes));
     }
     usage.active = usage.active.saturating_sub(1);
     if usage.active == 0 {
-        usage.change(now_ns, Change::BusyUntil);
+        usage.change(now_ns, UsageChange::BusyUntil);
     }
 }
 
@@ -169,7 +173,7 @@ pub(crate) fn reserve_memory(
     let used = usage.now.memory_used_bytes;
     match used.checked_add(bytes) {
         Some(after) if after <= total => {
-            usage.change(now_ns, Change::Memory(bytes as i64));
+            usage.change(now_ns, UsageChange::Memory(bytes as i64));
             Ok(())
         }
         _ => Err(used),
@@ -178,17 +182,18 @@ pub(crate) fn reserve_memory(
 
 /// Releases `bytes` of `device`'s memory at `now_ns`.
 pub(crate) fn release_memory(device: usize, now_ns: i64, bytes: u64) {
-    lock(&DEVICES[device]).change(now_ns, Change::Memory(-(bytes as i64)));
+    lock(&DEVICES[device]).change(now_ns, UsageChange::Memory(-(bytes as i64)));
 }
 
 /// `device`'s memory in use, in bytes.
+#[cfg(test)]
 pub(crate) fn memory_used(device: usize) -> u64 {
     lock(&DEVICES[device]).now.memory_used_bytes
 }
 
-/// Starts logging `device`'s changes for [`drain`] and returns its numbers now, which they
-/// follow; one watcher per device at a time, until [`unwatch`].
-pub fn watch(device: usize) -> Result<Monitor> {
+/// Starts logging `device`'s changes for [`drain_usage`] and returns its numbers now, which they
+/// follow; one watcher per device at a time, until [`unwatch_usage`].
+pub(crate) fn watch_usage(device: usize) -> Result<UsageMonitor> {
     let count = MAX_DEVICES;
     let mut usage = lock(
         DEVICES
@@ -202,15 +207,15 @@ pub fn watch(device: usize) -> Result<Monitor> {
     Ok(usage.now)
 }
 
-/// Ends a [`watch`] and drops what is left of the log.
-pub fn unwatch(device: usize) {
+/// Ends a [`watch_usage`] and drops what is left of the log.
+pub(crate) fn unwatch_usage(device: usize) {
     if let Some(usage) = DEVICES.get(device) {
         lock(usage).log = None;
     }
 }
 
 /// Moves `device`'s logged changes into `changes` (emptied first), oldest first.
-pub fn drain(device: usize, changes: &mut Vec<(i64, Change)>) {
+pub(crate) fn drain_usage(device: usize, changes: &mut Vec<(i64, UsageChange)>) {
     changes.clear();
     if let Some(usage) = DEVICES.get(device) {
         // Swapped, so the two buffers' capacity is reused drain after drain.

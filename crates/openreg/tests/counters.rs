@@ -8,9 +8,8 @@ use std::time::Duration;
 use omniprof::{ActivitySet, ActivityType, Config, Profiler, Trace, Value};
 use omniprof_test_support::checker;
 use omniprof_test_support::lock::serial;
-use openreg::pm;
-use openreg::profiler::{PM_SERIES, SCOPE_METRICS};
 use openreg::{HostBuffer, Kernel, Stream};
+use openreg::{PM_SERIES, SCOPE_METRICS};
 
 fn profile(types: &str, config: &str, work: impl FnOnce()) -> Result<Trace, String> {
     let config = Config::parse(config).unwrap();
@@ -218,10 +217,10 @@ fn pm_samples_report_busy_time_and_copied_bytes() {
     assert!(busy_dev.samples.len() >= 20, "{}", busy_dev.samples.len());
     let value = |s: &omniprof::CounterSample, name| s.value(name).unwrap();
     for s in busy_dev.samples.iter().chain(&idle_dev.samples) {
-        assert!((0.0..=1.0).contains(&value(s, pm::BUSY_FRACTION)));
+        assert!((0.0..=1.0).contains(&value(s, openreg::BUSY_FRACTION)));
     }
     for s in &idle_dev.samples {
-        assert!(value(s, pm::BUSY_FRACTION) <= 0.05, "{s:?}");
+        assert!(value(s, openreg::BUSY_FRACTION) <= 0.05, "{s:?}");
     }
     // The samples whose interval the busy kernel covers read it as busy. A sample's interval
     // runs to the next sample.
@@ -229,7 +228,7 @@ fn pm_samples_report_busy_time_and_copied_bytes() {
         let fractions: Vec<f64> = busy_dev
             .samples
             .iter()
-            .map(|s| value(s, pm::BUSY_FRACTION))
+            .map(|s| value(s, openreg::BUSY_FRACTION))
             .collect();
         let busy_run = fractions.iter().filter(|&&f| f >= 0.9).count();
         assert!(
@@ -240,11 +239,11 @@ fn pm_samples_report_busy_time_and_copied_bytes() {
     };
     assert!(kernel > 0);
     let sum = |name| -> f64 { busy_dev.samples.iter().map(|s| value(s, name)).sum() };
-    assert_eq!(sum(pm::HOST_TO_DEVICE_BYTES), BYTES as f64);
-    assert_eq!(sum(pm::DEVICE_TO_HOST_BYTES), (BYTES / 3) as f64);
+    assert_eq!(sum(openreg::HOST_TO_DEVICE_BYTES), BYTES as f64);
+    assert_eq!(sum(openreg::DEVICE_TO_HOST_BYTES), (BYTES / 3) as f64);
     assert!(busy_dev
         .samples
         .iter()
-        .any(|s| value(s, pm::MEMORY_USED_BYTES) >= BYTES as f64));
+        .any(|s| value(s, openreg::MEMORY_USED_BYTES) >= BYTES as f64));
     saved(&trace, "pm.pt.trace.json");
 }

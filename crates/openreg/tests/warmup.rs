@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use omniprof::ondemand::{self, State};
+use omniprof::OnDemandState;
 use omniprof::TraceReader;
 use omniprof::{record_op, ActivityType, Config, Profiler, Trace};
 use omniprof_test_support::lock::serial;
@@ -67,7 +67,7 @@ fn count(trace: &Trace, name: &str) -> (usize, usize, usize) {
 #[test]
 fn a_sync_session_whose_warm_up_overfills_the_budget_holds_every_kernel_of_its_window() {
     let _serial = serial();
-    openreg::profiling::set_record_budget(BUDGET);
+    openreg::set_record_budget(BUDGET);
     let stream = Stream::new(0).unwrap();
     let out = openreg::malloc(0, 256).unwrap();
     let config = Config::parse(&format!("OMNIPROF_MAX_EVENTS_PER_BACKEND={BUDGET}")).unwrap();
@@ -81,7 +81,7 @@ fn a_sync_session_whose_warm_up_overfills_the_budget_holds_every_kernel_of_its_w
     }
     stream.synchronize();
     let trace = profiler.stop().unwrap();
-    openreg::profiling::set_record_budget(openreg::profiling::DEFAULT_RECORD_BUDGET);
+    openreg::set_record_budget(openreg::DEFAULT_RECORD_BUDGET);
 
     assert!(warm > BUDGET, "the warm-up launched only {warm} kernels");
     assert_eq!(count(&trace, "window_op"), (WINDOW_OPS, WINDOW_OPS, 0));
@@ -92,10 +92,10 @@ fn a_sync_session_whose_warm_up_overfills_the_budget_holds_every_kernel_of_its_w
 #[test]
 fn an_on_demand_trace_whose_warm_up_overfills_the_budget_holds_every_kernel_of_its_window() {
     let _serial = serial();
-    openreg::profiling::set_record_budget(BUDGET);
-    let dir = tempfile::tempdir_in(omniprof::config::on_demand_trace_dir()).unwrap();
+    openreg::set_record_budget(BUDGET);
+    let dir = tempfile::tempdir_in(omniprof::on_demand_trace_dir()).unwrap();
     let path = dir.path().join("warmup.pt.trace.json");
-    let ticket = ondemand::request(&format!(
+    let ticket = omniprof::request_on_demand(&format!(
         "ACTIVITIES_WARMUP_PERIOD_SECS={}\nACTIVITIES_DURATION_MSECS=1500\n\
          OMNIPROF_MAX_EVENTS_PER_BACKEND={BUDGET}\nACTIVITIES_LOG_FILE={}",
         WARMUP.as_secs(),
@@ -107,7 +107,7 @@ fn an_on_demand_trace_whose_warm_up_overfills_the_budget_holds_every_kernel_of_i
     let out = openreg::malloc(0, 256).unwrap();
     // Launches through the warm-up, then exactly the window's ops once the window is open.
     let warm = warm_up(&stream, &out, || {
-        let open = ondemand::status().state == State::CollectTrace;
+        let open = omniprof::on_demand_status().state == OnDemandState::CollectTrace;
         collecting.store(open, Ordering::Relaxed);
         open
     });
@@ -116,7 +116,7 @@ fn an_on_demand_trace_whose_warm_up_overfills_the_budget_holds_every_kernel_of_i
     }
     stream.synchronize();
     let written = ticket.wait(Duration::from_secs(30)).unwrap();
-    openreg::profiling::set_record_budget(openreg::profiling::DEFAULT_RECORD_BUDGET);
+    openreg::set_record_budget(openreg::DEFAULT_RECORD_BUDGET);
     let trace = TraceReader::new().read_path(&written).into_trace().unwrap();
 
     assert!(collecting.load(Ordering::Relaxed));

@@ -26,7 +26,7 @@ pub fn record_sample_session() -> Trace {
     let early = std::thread::Builder::new()
         .name("early".into())
         .spawn(|| {
-            omniprof::record::set_thread_name(WORKER_DONE);
+            omniprof::set_thread_name(WORKER_DONE);
             for step in 0..STEPS {
                 let _s = record_function(format!("ProfilerStep#{step}"));
                 let _f = record_function("forward");
@@ -43,7 +43,7 @@ pub fn record_sample_session() -> Trace {
     let live = std::thread::Builder::new()
         .name("live".into())
         .spawn(move || {
-            omniprof::record::set_thread_name(WORKER_LIVE);
+            omniprof::set_thread_name(WORKER_LIVE);
             for i in 0..STEPS as i64 {
                 let _r = record_function(NASTY).with_arg(NASTY, NASTY);
                 instant("tick").with_arg("i", i);

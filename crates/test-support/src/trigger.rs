@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use omniprof::trigger::TriggerHandler;
+use omniprof::TriggerHandler;
 use omniprof::{record_function, Config, Profiler};
 
 use crate::lock::serial;

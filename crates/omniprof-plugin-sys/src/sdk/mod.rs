@@ -1,92 +1,5 @@
-//! A safe way to write a plugin in Rust: implement [`PluginProfiler`] and [`PluginSession`],
-//! then [`export_plugin!`](crate::export_plugin) emits the entry point and every `extern "C"`
-//! function of the interface. No `unsafe` in the plugin.
-//!
-//! The exported functions check every pointer and struct size the host hands over (NULL and
-//! too-small structs are refused with an error code, never dereferenced), catch panics (a
-//! panic never unwinds into the host), and follow the ABI's lifecycle: a session is created
-//! per trace by `profilerCreate`, started, stopped, asked for its events, and dropped by
-//! `profilerDestroy`.
-//!
-//! # Return codes
-//!
-//! Every exported function returns one of these; the host treats any non-zero code as a
-//! failure and logs it. The message of a failure goes to the [`log`] crate, which prints
-//! nothing unless the plugin installs a logger.
-//!
-//! | code | constant | cause |
-//! |---|---|---|
-//! | 0 | [`OK`] | success |
-//! | −1 | [`ERROR_FAILED`] | the plugin returned a [`PluginError`] (including a [`TraceError`] passed on with `?`) |
-//! | −2 | [`ERROR_NULL_ARGUMENT`] | NULL where the ABI needs a pointer: the parameters, the registry or its `registerProfiler`, the session handle (e.g. after a failed `profilerCreate`), the trace builder, a non-empty array |
-//! | −3 | [`ERROR_STRUCT_TOO_SMALL`] | a struct from the host is smaller than this crate's version (the versioning rule) |
-//! | −4 | [`ERROR_PANICKED`] | the plugin panicked in this call, or the session panicked in an earlier one and is no longer used |
-//!
-//! `KinetoPlugin_register` returns 0 as soon as one profiler registered, even if another
-//! failed: the host unloads a library whose entry point fails, and would then hold the
-//! function pointers of the profilers already registered. When none registered, it returns
-//! the first failure: the code `registerProfiler` returned, or one of the above.
-//!
-//! # Threads
-//!
-//! The host calls `start`, `stop` and `process_events` from its engine thread, but pushes
-//! and pops correlation ids from application threads, concurrently. The session therefore
-//! sits behind a mutex that only the engine-thread calls take, and correlation calls go to a
-//! separate [`CorrelationListener`] that takes `&self` and is called without a lock.
-//!
-//! # Example
-//!
-//! ```
-//! use omniprof_plugin_sys::sdk::*;
-//! use omniprof_plugin_sys::ProfileEventType;
-//!
-//! #[derive(Default)]
-//! struct Ticker;
-//!
-//! struct TickerSession {
-//!     started_ns: i64,
-//! }
-//!
-//! impl PluginProfiler for Ticker {
-//!     type Session = TickerSession;
-//!
-//!     fn name(&self) -> &str {
-//!         "Ticker"
-//!     }
-//!
-//!     fn supported_activity_types(&self) -> &[ProfileEventType] {
-//!         &[ProfileEventType::CONCURRENT_KERNEL]
-//!     }
-//!
-//!     fn create_session(&self, _enabled: &[ProfileEventType]) -> Result<TickerSession, PluginError> {
-//!         Ok(TickerSession { started_ns: 0 })
-//!     }
-//! }
-//!
-//! impl PluginSession for TickerSession {
-//!     fn start(&mut self) -> Result<(), PluginError> {
-//!         self.started_ns = 1_700_000_000_000_000_000;
-//!         Ok(())
-//!     }
-//!
-//!     fn process_events(&mut self, trace: &mut HostTrace<'_>) -> Result<(), PluginError> {
-//!         let mut kernel = trace.add_event(&Event {
-//!             name: "tick",
-//!             event_type: ProfileEventType::CONCURRENT_KERNEL,
-//!             start_ns: self.started_ns,
-//!             end_ns: self.started_ns + 1_000,
-//!             id: 1,
-//!             device_id: 0,
-//!             resource_id: 7,
-//!         })?;
-//!         kernel.add_metadata_str("stream", "default")?;
-//!         Ok(())
-//!     }
-//! }
-//!
-//! omniprof_plugin_sys::export_plugin!(Ticker);
-//! # fn main() {}
-//! ```
+//! The safe SDK to write a plugin in Rust without `unsafe`; documented at the crate root
+//! ("Writing a plugin in Rust"), where its items are re-exported.
 
 mod ffi;
 mod trace;
@@ -96,9 +9,7 @@ use std::sync::Arc;
 
 pub use trace::{DeviceInfo, Event, Flow, HostTrace, LastEvent, ResourceInfo, TraceError};
 
-pub use crate::abi::{ProfileEventFlowType, ProfileEventType};
-
-#[doc(hidden)]
+use crate::abi::ProfileEventType;
 pub use ffi::{prepare, register, Exported};
 
 /// Success.
@@ -208,7 +119,7 @@ impl From<TraceError> for PluginError {
 /// `cdylib` for the host to load it):
 ///
 /// ```
-/// # use omniprof_plugin_sys::sdk::*;
+/// # use omniprof_plugin_sys::*;
 /// # #[derive(Default)]
 /// # struct KernelProfiler;
 /// # struct CounterProfiler(u32);
@@ -246,7 +157,7 @@ macro_rules! export_plugin {
         struct __OmniprofPluginExport<P>(::core::marker::PhantomData<P>);
 
         $(
-            impl $crate::sdk::Exported for __OmniprofPluginExport<$profiler> {
+            impl $crate::__private::Exported for __OmniprofPluginExport<$profiler> {
                 type Profiler = $profiler;
 
                 fn instance() -> &'static $profiler {
@@ -270,9 +181,9 @@ macro_rules! export_plugin {
         ) -> ::core::ffi::c_int {
             // SAFETY: this function's contract is `register`'s.
             unsafe {
-                $crate::sdk::register(
+                $crate::__private::register(
                     registry,
-                    &[$($crate::sdk::prepare::<__OmniprofPluginExport<$profiler>>),+],
+                    &[$($crate::__private::prepare::<__OmniprofPluginExport<$profiler>>),+],
                 )
             }
         }

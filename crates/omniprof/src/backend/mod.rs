@@ -1,59 +1,13 @@
-//! Accelerator backends: the Rust form of Kineto's child-profiler interface
-//! (`docs/lifecycle.md`, section 5).
-//!
-//! A backend is a long-lived [`ActivityProfiler`] (a factory) that, for each trace, may hand the
-//! engine a [`ProfilerSession`]. The engine starts and stops the sessions with the capture
-//! window and, at the end, asks each for its activities through an [`ActivitySink`]. Backends
-//! never see a writer: the engine links device work to the host ops that launched it, draws
-//! the flows, projects user ranges onto the device, filters to the capture window and builds
-//! the rows.
-//!
-//! A session prepared ahead of its window (on-demand traces, `Profiler::prepare`, a schedule's
-//! warm-up) is started at the warm-up, so device start-up costs are paid before the window, and
-//! is told when the window opens ([`ProfilerSession::window_opened`]): Kineto's contract, which
-//! discards the warm-up's device records (`flushWarmupBuffers`) and starts its child
-//! profilers at the window. A bounded backend drops what the
-//! warm-up produced there, so its budget holds the window; the engine's own budget
-//! (`OMNIPROF_MAX_EVENTS_PER_BACKEND`) never counts a warm-up activity: it is dropped as it is
-//! delivered and counted in the trace's `warmup_events`.
-//!
-//! ```
-//! use omniprof::backend::*;
-//! use omniprof::{Activity, ActivitySet, ActivityType, Config, Window};
-//!
-//! #[derive(Default)]
-//! struct Clock;
-//!
-//! struct ClockSession;
-//!
-//! impl ActivityProfiler for Clock {
-//!     fn name(&self) -> &str {
-//!         "clock"
-//!     }
-//!     fn available_activities(&self) -> ActivitySet {
-//!         [ActivityType::ConcurrentKernel].into_iter().collect()
-//!     }
-//!     fn configure(&self, _: ActivitySet, _: &Config) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
-//!         Ok(Some(Box::new(ClockSession)))
-//!     }
-//! }
-//!
-//! impl ProfilerSession for ClockSession {
-//!     fn process_trace(&mut self, sink: &mut dyn ActivitySink, _: &dyn HostOps, w: Window) -> Result<(), BackendError> {
-//!         sink.add(Activity::new(ActivityType::ConcurrentKernel, "tick", 0, 1, w.start_ns, w.start_ns + 1));
-//!         Ok(())
-//!     }
-//! }
-//!
-//! omniprof::register_profiler!(Clock);
-//! ```
+//! The backend interface every source of device data implements, and its registry;
+//! documented on [`ActivityProfiler`].
 
 mod registry;
 
 use std::sync::Arc;
 
 pub use registry::{
-    has_factory, init_engine, is_registered_with_engine, register, registered_profilers, Factory,
+    has_factory, init_engine, is_registered_with_engine, register_profiler_factory,
+    registered_profilers, ProfilerFactory,
 };
 
 /// The backends a session would take part with now: those registered, and the plugins in the
@@ -146,6 +100,56 @@ impl ResourceInfo {
 
 /// A long-lived backend: named, with the activity types it can record, configured once per
 /// trace.
+///
+/// Accelerator backends: the Rust form of Kineto's child-profiler interface
+/// (`docs/lifecycle.md`, section 5).
+///
+/// A backend is a long-lived [`ActivityProfiler`] (a factory) that, for each trace, may hand the
+/// engine a [`ProfilerSession`]. The engine starts and stops the sessions with the capture
+/// window and, at the end, asks each for its activities through an [`ActivitySink`]. Backends
+/// never see a writer: the engine links device work to the host ops that launched it, draws
+/// the flows, projects user ranges onto the device, filters to the capture window and builds
+/// the rows.
+///
+/// A session prepared ahead of its window (on-demand traces, `Profiler::prepare`, a schedule's
+/// warm-up) is started at the warm-up, so device start-up costs are paid before the window, and
+/// is told when the window opens ([`ProfilerSession::window_opened`]): Kineto's contract, which
+/// discards the warm-up's device records (`flushWarmupBuffers`) and starts its child
+/// profilers at the window. A bounded backend drops what the
+/// warm-up produced there, so its budget holds the window; the engine's own budget
+/// (`OMNIPROF_MAX_EVENTS_PER_BACKEND`) never counts a warm-up activity: it is dropped as it is
+/// delivered and counted in the trace's `warmup_events`.
+///
+/// ```
+/// use omniprof::backend::*;
+/// use omniprof::{Activity, ActivitySet, ActivityType, Config, Window};
+///
+/// #[derive(Default)]
+/// struct Clock;
+///
+/// struct ClockSession;
+///
+/// impl ActivityProfiler for Clock {
+///     fn name(&self) -> &str {
+///         "clock"
+///     }
+///     fn available_activities(&self) -> ActivitySet {
+///         [ActivityType::ConcurrentKernel].into_iter().collect()
+///     }
+///     fn configure(&self, _: ActivitySet, _: &Config) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
+///         Ok(Some(Box::new(ClockSession)))
+///     }
+/// }
+///
+/// impl ProfilerSession for ClockSession {
+///     fn process_trace(&mut self, sink: &mut dyn ActivitySink, _: &dyn HostOps, w: Window) -> Result<(), BackendError> {
+///         sink.add(Activity::new(ActivityType::ConcurrentKernel, "tick", 0, 1, w.start_ns, w.start_ns + 1));
+///         Ok(())
+///     }
+/// }
+///
+/// omniprof::register_profiler!(Clock);
+/// ```
 pub trait ActivityProfiler: Send + Sync {
     /// The backend's name, in messages and metadata.
     fn name(&self) -> &str;
@@ -310,11 +314,11 @@ macro_rules! register_profiler {
     };
     ($ty:ty, $make:expr) => {
         $crate::run_at_load!({
-            fn factory() -> ::std::boxed::Box<dyn $crate::backend::ActivityProfiler> {
+            fn factory() -> ::std::boxed::Box<dyn $crate::ActivityProfiler> {
                 let profiler: $ty = $make;
                 ::std::boxed::Box::new(profiler)
             }
-            $crate::backend::register(
+            $crate::register_profiler_factory(
                 ::core::any::type_name::<$ty>(),
                 ::std::boxed::Box::new(factory),
             );

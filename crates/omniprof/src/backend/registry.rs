@@ -11,11 +11,11 @@ use super::ActivityProfiler;
 use crate::lock;
 
 /// Makes a backend. Called once, when the engine takes the backend in.
-pub type Factory = Box<dyn Fn() -> Box<dyn ActivityProfiler> + Send + Sync>;
+pub type ProfilerFactory = Box<dyn Fn() -> Box<dyn ActivityProfiler> + Send + Sync>;
 
 struct Entry {
     key: String,
-    factory: Arc<Factory>,
+    factory: Arc<ProfilerFactory>,
     forwarded: bool,
 }
 
@@ -46,7 +46,7 @@ impl Registry {
     }
 
     /// Stores `factory` under `key`; forwards it at once when the engine is initialized.
-    pub(super) fn register(&self, key: &str, factory: Factory) {
+    pub(super) fn register(&self, key: &str, factory: ProfilerFactory) {
         let forward = {
             let mut state = self.lock();
             let initialized = state.initialized;
@@ -80,7 +80,7 @@ impl Registry {
 
     /// Marks the engine initialized and forwards every factory not yet forwarded.
     pub(super) fn init_engine(&self) {
-        let pending: Vec<(String, Arc<Factory>)> = {
+        let pending: Vec<(String, Arc<ProfilerFactory>)> = {
             let mut state = self.lock();
             state.initialized = true;
             state
@@ -96,7 +96,7 @@ impl Registry {
     }
 
     /// Instantiates the backend outside the lock (a factory may itself register), once.
-    fn forward(&self, key: &str, factory: &Factory) {
+    fn forward(&self, key: &str, factory: &ProfilerFactory) {
         let made = catch_unwind(AssertUnwindSafe(factory));
         let mut state = self.lock();
         let Some(entry) = state.entries.iter_mut().find(|e| e.key == key) else {
@@ -133,7 +133,7 @@ impl Registry {
 
 /// Registers a backend factory under `key` (the [`register_profiler!`](crate::register_profiler)
 /// macro uses the type name).
-pub fn register(key: &str, factory: Factory) {
+pub fn register_profiler_factory(key: &str, factory: ProfilerFactory) {
     Registry::global().register(key, factory);
 }
 

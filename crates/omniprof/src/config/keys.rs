@@ -363,7 +363,7 @@ config_keys! {
 
     /// host perf counters (Linux `perf_event_open`) counted per recording thread, by name:
     /// `cycles`, `instructions`, `cache-misses`, `task-clock`, `page-faults`,
-    /// `context-switches`, ... (`omniprof::perf::EVENT_NAMES`).
+    /// `context-switches`, ... (`omniprof::PERF_EVENT_NAMES`).
     PERF_EVENTS: List = Vec::new() => perf_events() -> &[String], on_set check_perf_events;
 
     /// (omniprof's own) how often the host perf counters are sampled, in microseconds.
@@ -389,10 +389,13 @@ fn check_perf_events(
     names: &[String],
     _: &ApplyContext<'_>,
 ) -> Result<Applied, ConfigErrorReason> {
-    match names.iter().find(|n| crate::perf_event::event(n).is_none()) {
+    match names
+        .iter()
+        .find(|n| crate::perf_event::perf_event_by_name(n).is_none())
+    {
         Some(name) => Err(ConfigErrorReason::PerfEvent {
             name: name.clone(),
-            known: crate::perf_event::EVENT_NAMES.join(", "),
+            known: crate::perf_event::PERF_EVENT_NAMES.join(", "),
         }),
         None => Ok(Applied::Set),
     }

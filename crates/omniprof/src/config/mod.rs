@@ -1,32 +1,4 @@
-//! Kineto `KEY=VALUE` configuration (`docs/config.md`).
-//!
-//! omniprof reads the same text as Kineto: a `KINETO_CONFIG` file, a Dynolog on-demand
-//! request, or PyTorch's `custom_profiler_config` string. One setting per line, `#` starts a
-//! comment, keys are case-sensitive, an unknown key is a warning and a known key with a bad
-//! value is an error. Unlike Kineto, a parse is all-or-nothing: on error the config is left
-//! exactly as it was, and the [`ConfigError`] names the line, the key and the reason.
-//!
-//! ```
-//! use std::time::Duration;
-//! use omniprof::{ActivityType, Config};
-//!
-//! let mut config = Config::parse(
-//!     "ACTIVITY_TYPES = cpu_op, runtime   # generic names are accepted\n\
-//!      ACTIVITIES_DURATION_MSECS = 250",
-//! )
-//! .unwrap();
-//! assert!(config.activity_types().contains(ActivityType::CudaRuntime));
-//! assert!(config.activity_types().enabled(ActivityType::XpuRuntime)); // gated by class
-//! assert_eq!(config.activities_duration(), Duration::from_millis(250));
-//!
-//! // A later text layers on top; a bad one changes nothing.
-//! let err = config.apply("ACTIVITIES_ITERATIONS=5\nACTIVITY_TYPES=memcopy").unwrap_err();
-//! assert_eq!(err.to_string(), r#"line 2: ACTIVITY_TYPES: invalid activity type "memcopy""#);
-//! assert_eq!(config.iterations(), 0);
-//!
-//! let warnings = config.apply("EVENTS=foo").unwrap(); // a removed Kineto key
-//! assert_eq!(warnings[0].key, "EVENTS");
-//! ```
+//! Kineto `KEY=VALUE` configuration, each key declared once; documented on [`Config`].
 
 // Every key is declared once, in the table in `keys`, from which the parser, the accessors
 // and the JSON view are expanded; `parse` holds the line and value grammars, `on_demand` the
@@ -53,7 +25,8 @@ pub use keys::{
     PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP, PROFILE_START_TIME,
     PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES, PROFILE_WITH_STACK,
 };
-pub use on_demand::{check_on_demand_log_file, on_demand_trace_dir, ONDEMAND_ENV};
+pub(crate) use on_demand::check_on_demand_log_file;
+pub use on_demand::{on_demand_trace_dir, ONDEMAND_ENV};
 
 /// Kineto's run-loop tick; an unset start time gets two of them as slack.
 pub(crate) const CONTROLLER_TICK_MS: i64 = 1_000;
@@ -207,6 +180,36 @@ impl LogFile {
 ///
 /// [`Config::default`] holds the raw defaults and has not been validated (its selection is
 /// empty and its start time unset); every parse and apply validates.
+///
+/// Kineto `KEY=VALUE` configuration (`docs/config.md`).
+///
+/// omniprof reads the same text as Kineto: a `KINETO_CONFIG` file, a Dynolog on-demand
+/// request, or PyTorch's `custom_profiler_config` string. One setting per line, `#` starts a
+/// comment, keys are case-sensitive, an unknown key is a warning and a known key with a bad
+/// value is an error. Unlike Kineto, a parse is all-or-nothing: on error the config is left
+/// exactly as it was, and the [`ConfigError`] names the line, the key and the reason.
+///
+/// ```
+/// use std::time::Duration;
+/// use omniprof::{ActivityType, Config};
+///
+/// let mut config = Config::parse(
+///     "ACTIVITY_TYPES = cpu_op, runtime   # generic names are accepted\n\
+///      ACTIVITIES_DURATION_MSECS = 250",
+/// )
+/// .unwrap();
+/// assert!(config.activity_types().contains(ActivityType::CudaRuntime));
+/// assert!(config.activity_types().enabled(ActivityType::XpuRuntime)); // gated by class
+/// assert_eq!(config.activities_duration(), Duration::from_millis(250));
+///
+/// // A later text layers on top; a bad one changes nothing.
+/// let err = config.apply("ACTIVITIES_ITERATIONS=5\nACTIVITY_TYPES=memcopy").unwrap_err();
+/// assert_eq!(err.to_string(), r#"line 2: ACTIVITY_TYPES: invalid activity type "memcopy""#);
+/// assert_eq!(config.iterations(), 0);
+///
+/// let warnings = config.apply("EVENTS=foo").unwrap(); // a removed Kineto key
+/// assert_eq!(warnings[0].key, "EVENTS");
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Config {
     /// Every key's value; the key table (`keys.rs`) declares the fields and their accessors.

@@ -111,7 +111,7 @@ pub(super) fn request_trace<T>(
 /// where Kineto always uses `/tmp/`), always with a trailing `/`.
 ///
 /// ```
-/// let dir = omniprof::config::on_demand_trace_dir();
+/// let dir = omniprof::on_demand_trace_dir();
 /// assert!(dir.ends_with('/'));
 /// ```
 pub fn on_demand_trace_dir() -> String {
@@ -185,13 +185,13 @@ pub(super) fn check_log_file(
 /// may change in between.
 ///
 /// ```
-/// use omniprof::config::check_on_demand_log_file;
+/// use omniprof::check_on_demand_log_file;
 ///
 /// assert!(check_on_demand_log_file("/tmp/t.json", "/tmp").is_ok());
 /// assert!(check_on_demand_log_file("/etc/t.json", "/tmp").is_err());
 /// assert!(check_on_demand_log_file("/tmp/../etc/t.json", "/tmp").is_err());
 /// ```
-pub fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
+pub(crate) fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
     let dir = with_trailing_slash(dir.to_owned());
     if !path.starts_with(&dir) {
         return Err(format!("outside the allowed directory {dir:?}"));

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use crate::config::{Config, ConfigError};
 
 /// omniprof's name for the base config file; wins over [`KINETO_CONFIG_ENV`].
-pub const OMNIPROF_CONFIG_ENV: &str = "OMNIPROF_CONFIG";
+pub(crate) const OMNIPROF_CONFIG_ENV: &str = "OMNIPROF_CONFIG";
 /// Kineto's name for the base config file.
-pub const KINETO_CONFIG_ENV: &str = "KINETO_CONFIG";
+pub(crate) const KINETO_CONFIG_ENV: &str = "KINETO_CONFIG";
 /// Kineto's base config when neither variable is set; a missing file there is no error.
 const DEFAULT_BASE_CONFIG: &str = "/etc/libkineto.conf";
 

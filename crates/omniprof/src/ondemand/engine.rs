@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::machine::{Action, Machine, State, Trigger};
-use super::{RequestSummary, Status, TraceFailed};
+use super::machine::{Action, Machine, OnDemandState, OnDemandTrigger};
+use super::{OnDemandStatus, RequestSummary, TraceFailed};
 use crate::config::{Config, CONTROLLER_TICK_MS};
 use crate::session::Profiler;
 use crate::{lock, wait_timeout, wait_timeout_while, wait_while};
@@ -132,7 +132,7 @@ impl Engine {
     pub(super) fn submit(
         &self,
         config: Config,
-        trigger: Trigger,
+        trigger: OnDemandTrigger,
         notes: Vec<String>,
     ) -> Result<(u64, Arc<Slot>), super::Refused> {
         let mut shared = lock(&self.shared);
@@ -170,7 +170,10 @@ impl Engine {
         let mut shared = lock(&self.shared);
         if wait_for_processing {
             shared = wait_while(&self.settled, shared, |s| {
-                matches!(s.machine.state(), State::ProcessTrace | State::Cancelling)
+                matches!(
+                    s.machine.state(),
+                    OnDemandState::ProcessTrace | OnDemandState::Cancelling
+                )
             });
         }
         let actions = shared.machine.cancel(why);
@@ -197,7 +200,7 @@ impl Engine {
         Ok(format!("cancelled request #{id} ({state}): {trigger}"))
     }
 
-    pub(super) fn status(&self) -> Status {
+    pub(super) fn status(&self) -> OnDemandStatus {
         let shared = lock(&self.shared);
         let request = shared.machine.request().map(|(id, trigger)| {
             let log_file = shared
@@ -212,7 +215,7 @@ impl Engine {
                 log_file,
             }
         });
-        Status {
+        OnDemandStatus {
             state: shared.machine.state(),
             request,
             iteration: crate::iteration::iteration(),

@@ -17,7 +17,7 @@ const LATE_START_MS: i64 = 10;
 
 /// The engine's state, named as in Kineto.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
+pub enum OnDemandState {
     /// Idle, or holding a request whose start has not come yet.
     WaitForRequest,
     /// The session is prepared; the backends warm up until the start.
@@ -30,7 +30,7 @@ pub enum State {
     Cancelling,
 }
 
-impl State {
+impl OnDemandState {
     /// Kineto's name of the state.
     pub fn name(self) -> &'static str {
         match self {
@@ -43,7 +43,7 @@ impl State {
     }
 }
 
-impl fmt::Display for State {
+impl fmt::Display for OnDemandState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -51,7 +51,7 @@ impl fmt::Display for State {
 
 /// When a request starts and stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Trigger {
+pub enum OnDemandTrigger {
     /// Time-based: warm up from `start_ms − warmup_ms`, collect `[start_ms, start_ms +
     /// duration_ms)`. Times are ms since the Unix epoch.
     Time {
@@ -77,7 +77,7 @@ pub enum Trigger {
     },
 }
 
-impl Trigger {
+impl OnDemandTrigger {
     /// The trigger of `config`, given the current `iteration` (−1 before the first step).
     /// An iteration-based config while the application has never stepped falls back to
     /// time-based when it has a duration, and is declined otherwise.
@@ -144,7 +144,7 @@ impl Trigger {
     }
 }
 
-impl fmt::Display for Trigger {
+impl fmt::Display for OnDemandTrigger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Self::Time {
@@ -194,32 +194,32 @@ pub(crate) enum Action {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Request {
     id: u64,
-    trigger: Trigger,
+    trigger: OnDemandTrigger,
 }
 
 /// The state machine. At most one request exists: pending (in `WaitForRequest`) or running.
 #[derive(Debug)]
 pub(crate) struct Machine {
-    state: State,
+    state: OnDemandState,
     request: Option<Request>,
 }
 
 impl Default for Machine {
     fn default() -> Self {
         Self {
-            state: State::WaitForRequest,
+            state: OnDemandState::WaitForRequest,
             request: None,
         }
     }
 }
 
 impl Machine {
-    pub(crate) fn state(&self) -> State {
+    pub(crate) fn state(&self) -> OnDemandState {
         self.state
     }
 
     /// The pending or running request: its id and trigger.
-    pub(crate) fn request(&self) -> Option<(u64, Trigger)> {
+    pub(crate) fn request(&self) -> Option<(u64, OnDemandTrigger)> {
         self.request.map(|r| (r.id, r.trigger))
     }
 
@@ -233,8 +233,8 @@ impl Machine {
         };
         let id = request.id;
         Some(match (self.state, request.trigger) {
-            (State::WaitForRequest, _) => return sync_active.then(sync),
-            (State::Warmup | State::CollectTrace, Trigger::Time { .. }) => {
+            (OnDemandState::WaitForRequest, _) => return sync_active.then(sync),
+            (OnDemandState::Warmup | OnDemandState::CollectTrace, OnDemandTrigger::Time { .. }) => {
                 let end = end_ms(request.trigger);
                 format!(
                     "profiler busy until {} (in {} ms): request #{id} is in {}",
@@ -244,8 +244,8 @@ impl Machine {
                 )
             }
             (
-                State::Warmup | State::CollectTrace,
-                Trigger::Iteration {
+                OnDemandState::Warmup | OnDemandState::CollectTrace,
+                OnDemandTrigger::Iteration {
                     start, iterations, ..
                 },
             ) => format!(
@@ -254,10 +254,10 @@ impl Machine {
                 start + iterations,
                 self.state
             ),
-            (State::ProcessTrace, _) => {
+            (OnDemandState::ProcessTrace, _) => {
                 format!("profiler busy: writing the trace of request #{id}")
             }
-            (State::Cancelling, _) => format!("profiler busy: cancelling request #{id}"),
+            (OnDemandState::Cancelling, _) => format!("profiler busy: cancelling request #{id}"),
         })
     }
 
@@ -266,7 +266,7 @@ impl Machine {
     pub(crate) fn submit(
         &mut self,
         id: u64,
-        trigger: Trigger,
+        trigger: OnDemandTrigger,
         now_ms: i64,
         iteration: i64,
         sync_active: bool,
@@ -281,7 +281,7 @@ impl Machine {
             )));
         }
         // The run loop would refuse it at activation; say so now.
-        if let Trigger::Time { .. } = trigger {
+        if let OnDemandTrigger::Time { .. } = trigger {
             check_schedule(trigger, now_ms).map_err(Refused::Declined)?;
         }
         self.request = Some(Request { id, trigger });
@@ -293,7 +293,7 @@ impl Machine {
         let Some(Request {
             id,
             trigger:
-                trigger @ Trigger::Time {
+                trigger @ OnDemandTrigger::Time {
                     start_ms,
                     warmup_ms,
                     ..
@@ -303,7 +303,7 @@ impl Machine {
             return Vec::new();
         };
         let mut actions = Vec::new();
-        if self.state == State::WaitForRequest {
+        if self.state == OnDemandState::WaitForRequest {
             if now_ms.saturating_add(CONTROLLER_TICK_MS) < start_ms.saturating_sub(warmup_ms) {
                 return actions;
             }
@@ -315,19 +315,19 @@ impl Machine {
                 });
                 return actions;
             }
-            self.state = State::Warmup;
+            self.state = OnDemandState::Warmup;
             actions.push(Action::Prepare(id));
         }
-        if self.state == State::Warmup && now_ms >= start_ms {
+        if self.state == OnDemandState::Warmup && now_ms >= start_ms {
             let late = now_ms - start_ms;
-            self.state = State::CollectTrace;
+            self.state = OnDemandState::CollectTrace;
             actions.push(Action::Start {
                 id,
                 late_ms: (late > LATE_START_MS).then_some(late),
             });
         }
-        if self.state == State::CollectTrace && now_ms >= end_ms(trigger) {
-            self.state = State::ProcessTrace;
+        if self.state == OnDemandState::CollectTrace && now_ms >= end_ms(trigger) {
+            self.state = OnDemandState::ProcessTrace;
             actions.push(Action::End(id));
         }
         actions
@@ -338,7 +338,7 @@ impl Machine {
     pub(crate) fn next_deadline(&self) -> Option<i64> {
         let Request {
             trigger:
-                trigger @ Trigger::Time {
+                trigger @ OnDemandTrigger::Time {
                     start_ms,
                     warmup_ms,
                     ..
@@ -349,14 +349,14 @@ impl Machine {
             return None;
         };
         match self.state {
-            State::WaitForRequest => Some(
+            OnDemandState::WaitForRequest => Some(
                 start_ms
                     .saturating_sub(warmup_ms)
                     .saturating_sub(CONTROLLER_TICK_MS),
             ),
-            State::Warmup => Some(start_ms),
-            State::CollectTrace => Some(end_ms(trigger)),
-            State::ProcessTrace | State::Cancelling => None,
+            OnDemandState::Warmup => Some(start_ms),
+            OnDemandState::CollectTrace => Some(end_ms(trigger)),
+            OnDemandState::ProcessTrace | OnDemandState::Cancelling => None,
         }
     }
 
@@ -365,7 +365,7 @@ impl Machine {
     pub(crate) fn next_iteration(&self) -> i64 {
         let Some(Request {
             trigger:
-                Trigger::Iteration {
+                OnDemandTrigger::Iteration {
                     start,
                     warmup,
                     iterations,
@@ -377,10 +377,10 @@ impl Machine {
             return i64::MAX;
         };
         match self.state {
-            State::WaitForRequest => start - warmup,
-            State::Warmup => start,
-            State::CollectTrace => start + iterations,
-            State::ProcessTrace | State::Cancelling => i64::MAX,
+            OnDemandState::WaitForRequest => start - warmup,
+            OnDemandState::Warmup => start,
+            OnDemandState::CollectTrace => start + iterations,
+            OnDemandState::ProcessTrace | OnDemandState::Cancelling => i64::MAX,
         }
     }
 
@@ -389,7 +389,7 @@ impl Machine {
         let Some(Request {
             id,
             trigger:
-                Trigger::Iteration {
+                OnDemandTrigger::Iteration {
                     mut start,
                     warmup,
                     iterations,
@@ -400,7 +400,7 @@ impl Machine {
             return Vec::new();
         };
         let mut actions = Vec::new();
-        if self.state == State::WaitForRequest {
+        if self.state == OnDemandState::WaitForRequest {
             if current < start - warmup {
                 return actions;
             }
@@ -412,7 +412,7 @@ impl Machine {
                 }
                 self.request = Some(Request {
                     id,
-                    trigger: Trigger::Iteration {
+                    trigger: OnDemandTrigger::Iteration {
                         start,
                         warmup,
                         iterations,
@@ -423,15 +423,15 @@ impl Machine {
                     return actions;
                 }
             }
-            self.state = State::Warmup;
+            self.state = OnDemandState::Warmup;
             actions.push(Action::Prepare(id));
         }
-        if self.state == State::Warmup && current >= start {
-            self.state = State::CollectTrace;
+        if self.state == OnDemandState::Warmup && current >= start {
+            self.state = OnDemandState::CollectTrace;
             actions.push(Action::Start { id, late_ms: None });
         }
-        if self.state == State::CollectTrace && current >= start + iterations {
-            self.state = State::ProcessTrace;
+        if self.state == OnDemandState::CollectTrace && current >= start + iterations {
+            self.state = OnDemandState::ProcessTrace;
             actions.push(Action::End(id));
         }
         actions
@@ -444,21 +444,21 @@ impl Machine {
             return Vec::new();
         };
         match self.state {
-            State::WaitForRequest => {
+            OnDemandState::WaitForRequest => {
                 self.request = None;
                 vec![Action::Fail { id, why }]
             }
-            State::Warmup | State::CollectTrace => {
-                self.state = State::Cancelling;
+            OnDemandState::Warmup | OnDemandState::CollectTrace => {
+                self.state = OnDemandState::Cancelling;
                 vec![Action::Teardown { id, why }]
             }
-            State::ProcessTrace | State::Cancelling => Vec::new(),
+            OnDemandState::ProcessTrace | OnDemandState::Cancelling => Vec::new(),
         }
     }
 
     /// The session of a cancelled (or failed) request is gone: back to `WaitForRequest`.
     pub(crate) fn torn_down(&mut self) {
-        self.state = State::WaitForRequest;
+        self.state = OnDemandState::WaitForRequest;
         self.request = None;
     }
 
@@ -469,20 +469,20 @@ impl Machine {
 }
 
 /// Where a time-based trigger's collection ends.
-fn end_ms(trigger: Trigger) -> i64 {
+fn end_ms(trigger: OnDemandTrigger) -> i64 {
     match trigger {
-        Trigger::Time {
+        OnDemandTrigger::Time {
             start_ms,
             duration_ms,
             ..
         } => start_ms.saturating_add(duration_ms),
-        Trigger::Iteration { .. } => i64::MAX,
+        OnDemandTrigger::Iteration { .. } => i64::MAX,
     }
 }
 
 /// Kineto's activation check: the start is not in the past and leaves the full warm-up.
-fn check_schedule(trigger: Trigger, now_ms: i64) -> Result<(), String> {
-    let Trigger::Time {
+fn check_schedule(trigger: OnDemandTrigger, now_ms: i64) -> Result<(), String> {
+    let OnDemandTrigger::Time {
         start_ms,
         warmup_ms,
         ..

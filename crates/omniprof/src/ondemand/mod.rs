@@ -1,42 +1,5 @@
-//! On-demand tracing of a running process: Kineto's asynchronous engine
-//! (`docs/lifecycle.md` §1, §3).
-//!
-//! A request is Kineto config text (as a trigger or a daemon sends it), layered over the base
-//! config ([`OMNIPROF_CONFIG_ENV`] / [`KINETO_CONFIG_ENV`]). It is time-based (start time,
-//! warm-up, duration) or iteration-based (start iteration, warm-up iterations, iterations,
-//! roundup), counted by [`step`]. The engine's states are Kineto's
-//! ([`State`]): `WaitForRequest` → `Warmup` → `CollectTrace` → `ProcessTrace`, and
-//! `Cancelling`. A profiler thread (named `omniprof on-demand`) ticks time-based requests,
-//! merges every trace and writes it to the config's log file, so the application's `step()`
-//! and recording threads never wait for processing or file writes.
-//!
-//! Arbitration: one request at a time (a second one is refused, saying until when the
-//! profiler is busy); a request is refused while a synchronous [`Profiler`] session is
-//! active; and a synchronous session's `prepare` preempts a pending or running on-demand
-//! trace, which then writes no file.
-//!
-//! ```no_run
-//! use std::time::Duration;
-//! use omniprof::ondemand;
-//!
-//! ondemand::enable_from_env(); // OMNIPROF_ONDEMAND=1 opts the process in
-//! // On the application's training loop: one step() per iteration.
-//! omniprof::step();
-//!
-//! // From a trigger (e.g. the socket server): ten iterations from the next one.
-//! let ticket = ondemand::request(
-//!     "PROFILE_START_ITERATION=0\nACTIVITIES_ITERATIONS=10\n\
-//!      ACTIVITIES_LOG_FILE=/tmp/job.json",
-//! )
-//! .unwrap_or_else(|refused| panic!("refused: {refused}"));
-//! match ticket.wait(Duration::from_secs(60)) {
-//!     Ok(path) => println!("trace written to {}", path.display()),
-//!     Err(failed) => eprintln!("no trace: {failed}"),
-//! }
-//! println!("{}", ondemand::status());
-//! ```
-//!
-//! [`Profiler`]: crate::Profiler
+//! The on-demand engine: traces of a running process, asked for at any time; documented on
+//! [`request_on_demand`].
 
 mod base;
 mod engine;
@@ -51,35 +14,35 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use base::{BaseConfigError, KINETO_CONFIG_ENV, OMNIPROF_CONFIG_ENV};
-pub use machine::{State, Trigger};
+pub use base::BaseConfigError;
+pub use machine::{OnDemandState, OnDemandTrigger};
 #[cfg(unix)]
-pub use serve::{serve, stop_serving};
+pub use serve::{serve_triggers, stop_serving_triggers};
 
 use crate::config::{Config, ConfigError};
 
-pub use crate::config::ONDEMAND_ENV;
-pub use crate::iteration::{iteration, step};
+use crate::config::ONDEMAND_ENV;
+use crate::iteration::iteration;
 
-/// Starts the profiler thread; idempotent. [`request`] calls it too.
-pub fn enable() -> std::io::Result<()> {
+/// Starts the profiler thread; idempotent. [`request_on_demand`] calls it too.
+pub(crate) fn enable_on_demand() -> std::io::Result<()> {
     engine::engine().start_thread()
 }
 
 /// When [`ONDEMAND_ENV`] opts the process in, starts the engine and listens for triggers
-/// ([`serve`]); returns whether it serves. A failure is logged, not raised: the process goes
+/// ([`serve_triggers`]); returns whether it serves. A failure is logged, not raised: the process goes
 /// on.
 ///
 /// ```no_run
-/// if omniprof::ondemand::enable_from_env() {
+/// if omniprof::enable_on_demand_from_env() {
 ///     println!("trigger me: omniprof trigger --pid {} --iterations 5", std::process::id());
 /// }
 /// ```
-pub fn enable_from_env() -> bool {
-    if !opted_in() {
+pub fn enable_on_demand_from_env() -> bool {
+    if !on_demand_opted_in() {
         return false;
     }
-    match serve() {
+    match serve_triggers() {
         Ok(()) => true,
         Err(e) => {
             log::error!("omniprof on-demand: cannot start serving triggers: {e}");
@@ -89,7 +52,7 @@ pub fn enable_from_env() -> bool {
 }
 
 /// Whether [`ONDEMAND_ENV`] is set to `1`, `true` or `yes` (any case).
-pub fn opted_in() -> bool {
+pub fn on_demand_opted_in() -> bool {
     std::env::var(ONDEMAND_ENV).is_ok_and(|v| {
         ["1", "true", "yes"]
             .iter()
@@ -98,19 +61,19 @@ pub fn opted_in() -> bool {
 }
 
 /// Triggers arrive on a Unix socket, which this platform lacks: always
-/// [`std::io::ErrorKind::Unsupported`]. In-process [`request`]s still work.
+/// [`std::io::ErrorKind::Unsupported`]. In-process [`request_on_demand`]s still work.
 #[cfg(not(unix))]
-pub fn serve() -> std::io::Result<()> {
+pub fn serve_triggers() -> std::io::Result<()> {
     Err(std::io::Error::new(
         std::io::ErrorKind::Unsupported,
         "on-demand triggers need a Unix socket, which this platform lacks; \
-         use omniprof::ondemand::request in the process instead",
+         use omniprof::request_on_demand in the process instead",
     ))
 }
 
-/// Nothing listens on this platform (see [`serve`]): always `false`.
+/// Nothing listens on this platform (see [`serve_triggers`]): always `false`.
 #[cfg(not(unix))]
-pub fn stop_serving() -> bool {
+pub fn stop_serving_triggers() -> bool {
     false
 }
 
@@ -174,13 +137,13 @@ pub struct Ticket {
 }
 
 impl Ticket {
-    /// The request's number, as shown by [`status`].
+    /// The request's number, as shown by [`on_demand_status`].
     pub fn id(&self) -> u64 {
         self.id
     }
 
     /// What the user should know about this request's trace, one line each: an
-    /// iteration-based request that arrived before the application's first [`step`] falls
+    /// iteration-based request that arrived before the application's first [`step`](crate::step) falls
     /// back to a time-based trace (as Kineto's does). The trace's metadata holds the same
     /// lines under [`NOTES_METADATA`].
     pub fn notes(&self) -> &[String] {
@@ -212,13 +175,53 @@ impl Ticket {
 /// rather than ignored. Starts the profiler thread if needed.
 ///
 /// ```
-/// use omniprof::ondemand::{self, Refused};
+/// use omniprof::Refused;
 ///
-/// let err = ondemand::request("ACTIVITIES_LOG_FILE=/etc/cron.d/x.json").unwrap_err();
+/// let err = omniprof::request_on_demand("ACTIVITIES_LOG_FILE=/etc/cron.d/x.json").unwrap_err();
 /// assert!(matches!(err, Refused::Config(_)));
 /// assert!(err.to_string().contains("/etc/cron.d/x.json"), "{err}");
 /// ```
-pub fn request(config_text: &str) -> Result<Ticket, Refused> {
+///
+/// On-demand tracing of a running process: Kineto's asynchronous engine
+/// (`docs/lifecycle.md` §1, §3).
+///
+/// A request is Kineto config text (as a trigger or a daemon sends it), layered over the base
+/// config (`OMNIPROF_CONFIG_ENV` / `KINETO_CONFIG_ENV`). It is time-based (start time,
+/// warm-up, duration) or iteration-based (start iteration, warm-up iterations, iterations,
+/// roundup), counted by [`step`](crate::step). The engine's states are Kineto's
+/// ([`OnDemandState`]): `WaitForRequest` → `Warmup` → `CollectTrace` → `ProcessTrace`, and
+/// `Cancelling`. A profiler thread (named `omniprof on-demand`) ticks time-based requests,
+/// merges every trace and writes it to the config's log file, so the application's `step()`
+/// and recording threads never wait for processing or file writes.
+///
+/// Arbitration: one request at a time (a second one is refused, saying until when the
+/// profiler is busy); a request is refused while a synchronous [`Profiler`] session is
+/// active; and a synchronous session's `prepare` preempts a pending or running on-demand
+/// trace, which then writes no file.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use omniprof::ondemand;
+///
+/// omniprof::enable_on_demand_from_env(); // OMNIPROF_ONDEMAND=1 opts the process in
+/// // On the application's training loop: one step() per iteration.
+/// omniprof::step();
+///
+/// // From a trigger (e.g. the socket server): ten iterations from the next one.
+/// let ticket = omniprof::request_on_demand(
+///     "PROFILE_START_ITERATION=0\nACTIVITIES_ITERATIONS=10\n\
+///      ACTIVITIES_LOG_FILE=/tmp/job.json",
+/// )
+/// .unwrap_or_else(|refused| panic!("refused: {refused}"));
+/// match ticket.wait(Duration::from_secs(60)) {
+///     Ok(path) => println!("trace written to {}", path.display()),
+///     Err(failed) => eprintln!("no trace: {failed}"),
+/// }
+/// println!("{}", omniprof::on_demand_status());
+/// ```
+///
+/// [`Profiler`]: crate::Profiler
+pub fn request_on_demand(config_text: &str) -> Result<Ticket, Refused> {
     let mut config = base::load()?;
     config.apply_on_demand_strict(config_text)?;
     if !config.activities_enabled() {
@@ -240,7 +243,7 @@ pub fn request(config_text: &str) -> Result<Ticket, Refused> {
         ))
     })?;
     let at = iteration();
-    let trigger = Trigger::from_config(&config, at)?;
+    let trigger = OnDemandTrigger::from_config(&config, at)?;
     let notes = fallback_note(&config, at, trigger)
         .into_iter()
         .collect::<Vec<_>>();
@@ -254,8 +257,8 @@ pub const NOTES_METADATA: &str = "on_demand_notes";
 /// Says so when an iteration-based `config` became time-based `trigger` because the
 /// application had not stepped yet (`iteration` −1): without it the user asks for three
 /// iterations and silently gets 500 ms of however many steps.
-fn fallback_note(config: &Config, iteration: i64, trigger: Trigger) -> Option<String> {
-    let Trigger::Time { duration_ms, .. } = trigger else {
+fn fallback_note(config: &Config, iteration: i64, trigger: OnDemandTrigger) -> Option<String> {
+    let OnDemandTrigger::Time { duration_ms, .. } = trigger else {
         return None;
     };
     (iteration < 0 && config.has_start_iteration()).then(|| {
@@ -272,20 +275,20 @@ fn fallback_note(config: &Config, iteration: i64, trigger: Trigger) -> Option<St
 /// Cancels the pending or running request; its ticket gets [`TraceFailed::Cancelled`] and no
 /// file is written. A trace already being written is finished. Returns whether a request
 /// was cancelled.
-pub fn cancel() -> bool {
+pub fn cancel_on_demand() -> bool {
     engine::existing().is_some_and(|e| e.cancel(TraceFailed::Cancelled, false))
 }
 
-/// Cancels the pending or running request, as [`cancel`] does, and says which it was (its
+/// Cancels the pending or running request, as [`cancel_on_demand`] does, and says which it was (its
 /// number, state, trigger and trace file); or why nothing was cancelled: no request, or a
 /// trace already being written (which is finished). For `omniprof trigger --cancel`, the
 /// way out of a request that would wait too long.
 ///
 /// ```
-/// let err = omniprof::ondemand::cancel_request().unwrap_err();
+/// let err = omniprof::cancel_on_demand_request().unwrap_err();
 /// assert!(err.starts_with("nothing to cancel"), "{err}");
 /// ```
-pub fn cancel_request() -> Result<String, String> {
+pub(crate) fn cancel_on_demand_request() -> Result<String, String> {
     engine::engine().cancel_described(TraceFailed::Cancelled)
 }
 
@@ -305,25 +308,25 @@ pub struct RequestSummary {
     /// The request's id.
     pub id: u64,
     /// When it starts and stops.
-    pub trigger: Trigger,
+    pub trigger: OnDemandTrigger,
     /// Where its trace goes (a `file://` URL).
     pub log_file: String,
 }
 
 /// What the engine is doing, for a `--list` view.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Status {
+pub struct OnDemandStatus {
     /// What the engine does now.
-    pub state: State,
+    pub state: OnDemandState,
     /// The request pending or running, if any.
     pub request: Option<RequestSummary>,
     /// The current iteration (−1 before the first step).
     pub iteration: i64,
-    /// Whether the profiler thread runs (see [`enable`]).
+    /// Whether the profiler thread runs (see `enable_on_demand`).
     pub thread_running: bool,
 }
 
-impl fmt::Display for Status {
+impl fmt::Display for OnDemandStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} at iteration {}", self.state, self.iteration)?;
         if let Some(r) = &self.request {
@@ -336,10 +339,10 @@ impl fmt::Display for Status {
 /// The engine's state and request.
 ///
 /// ```
-/// let status = omniprof::ondemand::status();
+/// let status = omniprof::on_demand_status();
 /// println!("{status}"); // e.g. "WaitForRequest at iteration -1"
 /// ```
-pub fn status() -> Status {
+pub fn on_demand_status() -> OnDemandStatus {
     engine::engine().status()
 }
 

@@ -6,8 +6,8 @@
 //! the engine's thread nor the accept thread, and the locks those threads held stay held in
 //! it. Restarting both in every worker would mean sockets and threads per worker, started
 //! in a process whose copied state cannot be trusted; the parent still serves, and a child
-//! that `exec`s is a new process that opts in by itself. So [`serve`] in a forked child
-//! fails saying so, [`stop_serving`] there leaves the parent's socket alone, and the
+//! that `exec`s is a new process that opts in by itself. So [`serve_triggers`] in a forked child
+//! fails saying so, [`stop_serving_triggers`] there leaves the parent's socket alone, and the
 //! trigger client tells a user who triggers such a child (see `crate::trigger::client`).
 
 use std::io;
@@ -31,14 +31,16 @@ struct Engine;
 
 impl TriggerHandler for Engine {
     fn handle(&self, config_text: &str) -> Result<PathBuf, String> {
-        let ticket = super::request(config_text).map_err(|refused| refused.to_string())?;
+        let ticket =
+            super::request_on_demand(config_text).map_err(|refused| refused.to_string())?;
         ticket
             .wait(WAIT_FOR_TRACE)
             .map_err(|failed| failed.to_string())
     }
 
     fn handle_traced(&self, config_text: &str) -> Result<trigger::Traced, String> {
-        let ticket = super::request(config_text).map_err(|refused| refused.to_string())?;
+        let ticket =
+            super::request_on_demand(config_text).map_err(|refused| refused.to_string())?;
         let (path, notes) = ticket
             .wait_with_notes(WAIT_FOR_TRACE)
             .map_err(|failed| failed.to_string())?;
@@ -46,27 +48,27 @@ impl TriggerHandler for Engine {
     }
 
     fn state(&self) -> String {
-        super::status().to_string()
+        super::on_demand_status().to_string()
     }
 
     fn cancel(&self) -> Result<String, String> {
-        super::cancel_request()
+        super::cancel_on_demand_request()
     }
 }
 
 /// Starts the engine's thread and listens for triggers of this process in this user's
-/// runtime directory (see [`crate::trigger`]); idempotent. The process is then triggered
+/// runtime directory (see `listen_for_triggers`); idempotent. The process is then triggered
 /// with `omniprof trigger --pid <pid> ...`.
 ///
 /// ```no_run
-/// omniprof::ondemand::serve()?;
+/// omniprof::serve_triggers()?;
 /// println!("trigger me: omniprof trigger --pid {} --duration-ms 500", std::process::id());
 /// # Ok::<(), std::io::Error>(())
 /// ```
 ///
 /// In a child forked from a serving process it fails: the child does not serve (module
 /// docs); trigger the parent.
-pub fn serve() -> io::Result<()> {
+pub fn serve_triggers() -> io::Result<()> {
     let me = std::process::id();
     if let Some((parent, _)) = &*lock(&SERVER) {
         if *parent != me {
@@ -77,26 +79,26 @@ pub fn serve() -> io::Result<()> {
             )));
         }
     }
-    super::enable()?;
+    super::enable_on_demand()?;
     let mut server = lock(&SERVER);
     if server.is_none() {
-        *server = Some((me, trigger::listen(Arc::new(Engine))?));
+        *server = Some((me, trigger::listen_for_triggers(Arc::new(Engine))?));
     }
     Ok(())
 }
 
 /// Stops listening and removes this process's socket, so that a process about to exit
 /// leaves nothing behind; returns whether it was serving. A request already accepted goes
-/// on (see [`cancel`](super::cancel)), and [`serve`] listens again.
+/// on (see [`cancel_on_demand`](super::cancel_on_demand)), and [`serve_triggers`] listens again.
 ///
 /// ```no_run
-/// omniprof::ondemand::serve()?;
+/// omniprof::serve_triggers()?;
 /// // ... the application's work ...
-/// omniprof::ondemand::cancel();
-/// omniprof::ondemand::stop_serving();
+/// omniprof::cancel_on_demand();
+/// omniprof::stop_serving_triggers();
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn stop_serving() -> bool {
+pub fn stop_serving_triggers() -> bool {
     // Taken out first: dropping the server joins its accept thread, not under the lock.
     let server = lock(&SERVER).take();
     match server {

@@ -1,7 +1,7 @@
 //! The state machine's rules (`docs/lifecycle.md` §1, §3), driven by an injected clock
 //! and iteration counter: no thread, no sleep.
 
-use super::machine::{utc, Action, Machine, State, Trigger};
+use super::machine::{utc, Action, Machine, OnDemandState, OnDemandTrigger};
 use super::{Refused, TraceFailed};
 use crate::Config;
 
@@ -9,8 +9,8 @@ const ID: u64 = 1;
 /// The parse time of the time-based scenarios, in ms since the epoch.
 const T: i64 = 1_700_000_000_000;
 
-fn iterations(start: i64, warmup: i64, iterations: i64, roundup: Option<i64>) -> Trigger {
-    Trigger::Iteration {
+fn iterations(start: i64, warmup: i64, iterations: i64, roundup: Option<i64>) -> OnDemandTrigger {
+    OnDemandTrigger::Iteration {
         start,
         warmup,
         iterations,
@@ -19,8 +19,8 @@ fn iterations(start: i64, warmup: i64, iterations: i64, roundup: Option<i64>) ->
 }
 
 /// Kineto's default schedule for a request at `T`: S = T + W + 2 s.
-fn time(warmup_ms: i64, duration_ms: i64) -> Trigger {
-    Trigger::Time {
+fn time(warmup_ms: i64, duration_ms: i64) -> OnDemandTrigger {
+    OnDemandTrigger::Time {
         start_ms: T + warmup_ms + 2_000,
         warmup_ms,
         duration_ms,
@@ -28,7 +28,7 @@ fn time(warmup_ms: i64, duration_ms: i64) -> Trigger {
 }
 
 /// A machine holding `trigger`, submitted at iteration `current` and time `T`.
-fn submitted(trigger: Trigger, current: i64) -> Machine {
+fn submitted(trigger: OnDemandTrigger, current: i64) -> Machine {
     let mut machine = Machine::default();
     machine.submit(ID, trigger, T, current, false).unwrap();
     machine
@@ -70,9 +70,9 @@ fn iteration_run_50_5_10() {
     assert_eq!(machine.next_iteration(), 45);
     let trace = run(&mut machine, 11..=80);
     assert_run(&trace, 45, 50, 10);
-    assert_eq!(machine.state(), State::ProcessTrace);
+    assert_eq!(machine.state(), OnDemandState::ProcessTrace);
     machine.processed();
-    assert_eq!(machine.state(), State::WaitForRequest);
+    assert_eq!(machine.state(), OnDemandState::WaitForRequest);
     assert_eq!(machine.request(), None);
 }
 
@@ -97,7 +97,7 @@ fn roundup_current_9_start_8_warmup_5_roundup_100() {
     let mut machine = submitted(iterations(8, 5, 10, Some(100)), 8);
     assert_eq!(machine.step(9), vec![], "nothing happens at 9");
     assert_eq!(machine.next_iteration(), 95);
-    assert_eq!(machine.state(), State::WaitForRequest);
+    assert_eq!(machine.state(), OnDemandState::WaitForRequest);
     let trace = run(&mut machine, 10..=200);
     assert_run(&trace, 95, 100, 10);
 }
@@ -114,7 +114,7 @@ fn roundup_current_2010_unset_start_roundup_1000() {
     // The start iteration is unset; validation sets it to 0 because a roundup is given.
     let config =
         Config::parse("PROFILE_START_ITERATION_ROUNDUP=1000\nACTIVITIES_ITERATIONS=3").unwrap();
-    let trigger = Trigger::from_config(&config, 2009).unwrap();
+    let trigger = OnDemandTrigger::from_config(&config, 2009).unwrap();
     assert_eq!(trigger, iterations(0, 0, 3, Some(1000)));
     let mut machine = submitted(trigger, 2009);
     assert_eq!(machine.step(2010), vec![]);
@@ -134,8 +134,8 @@ fn roundup_current_2_start_3_warmup_1() {
 fn iteration_request_before_any_step_falls_back_or_is_declined() {
     let config = Config::parse("PROFILE_START_ITERATION=5\nACTIVITIES_ITERATIONS=2").unwrap();
     assert!(matches!(
-        Trigger::from_config(&config, -1).unwrap(),
-        Trigger::Time {
+        OnDemandTrigger::from_config(&config, -1).unwrap(),
+        OnDemandTrigger::Time {
             duration_ms: 500,
             ..
         }
@@ -144,15 +144,15 @@ fn iteration_request_before_any_step_falls_back_or_is_declined() {
         "PROFILE_START_ITERATION=5\nACTIVITIES_ITERATIONS=2\nACTIVITIES_DURATION_MSECS=0",
     )
     .unwrap();
-    let err = Trigger::from_config(&config, -1).unwrap_err();
+    let err = OnDemandTrigger::from_config(&config, -1).unwrap_err();
     assert!(
         err.to_string()
             .contains("application is not updating iteration count"),
         "{err}"
     );
     assert!(matches!(
-        Trigger::from_config(&config, 0).unwrap(),
-        Trigger::Iteration { start: 5, .. }
+        OnDemandTrigger::from_config(&config, 0).unwrap(),
+        OnDemandTrigger::Iteration { start: 5, .. }
     ));
 }
 
@@ -169,17 +169,17 @@ fn time_based_default_schedule() {
     assert_eq!(machine.next_deadline(), Some(T + 1_000));
     assert_eq!(machine.tick(T + 999), vec![]);
     assert_eq!(machine.tick(T + 1_000), vec![Action::Prepare(ID)]);
-    assert_eq!(machine.state(), State::Warmup);
+    assert_eq!(machine.state(), OnDemandState::Warmup);
     assert_eq!(machine.next_deadline(), Some(T + 7_000));
     assert_eq!(machine.tick(T + 6_999), vec![]);
     assert_eq!(machine.tick(T + 7_000), vec![start()]);
     assert_eq!(machine.next_deadline(), Some(T + 7_500));
     assert_eq!(machine.tick(T + 7_499), vec![]);
     assert_eq!(machine.tick(T + 7_500), vec![Action::End(ID)]);
-    assert_eq!(machine.state(), State::ProcessTrace);
+    assert_eq!(machine.state(), OnDemandState::ProcessTrace);
     assert_eq!(machine.tick(T + 9_000), vec![]);
     machine.processed();
-    assert_eq!(machine.state(), State::WaitForRequest);
+    assert_eq!(machine.state(), OnDemandState::WaitForRequest);
 }
 
 #[test]
@@ -205,7 +205,7 @@ fn time_based_late_start_is_reported() {
 #[test]
 fn start_time_in_the_past_is_refused() {
     let mut machine = Machine::default();
-    let past = Trigger::Time {
+    let past = OnDemandTrigger::Time {
         start_ms: T - 1_000,
         warmup_ms: 0,
         duration_ms: 500,
@@ -219,7 +219,7 @@ fn start_time_in_the_past_is_refused() {
     );
     assert!(err.to_string().contains("1000 ms in the past"), "{err}");
 
-    let short = Trigger::Time {
+    let short = OnDemandTrigger::Time {
         start_ms: T + 3_000,
         warmup_ms: 5_000,
         duration_ms: 500,
@@ -245,7 +245,7 @@ fn start_missed_by_the_run_loop_fails_at_activation() {
         panic!("{actions:?}");
     };
     assert!(why.contains("1000 ms in the past"), "{why}");
-    assert_eq!(machine.state(), State::WaitForRequest);
+    assert_eq!(machine.state(), OnDemandState::WaitForRequest);
     assert_eq!(machine.request(), None);
 }
 
@@ -320,7 +320,10 @@ fn cancel_in_each_state() {
     assert_eq!(machine.next_iteration(), i64::MAX);
 
     // Warmup and CollectTrace: torn down through Cancelling.
-    for (steps, state) in [(45, State::Warmup), (50, State::CollectTrace)] {
+    for (steps, state) in [
+        (45, OnDemandState::Warmup),
+        (50, OnDemandState::CollectTrace),
+    ] {
         let mut machine = submitted(iterations(50, 5, 10, None), 10);
         run(&mut machine, 11..=steps);
         assert_eq!(machine.state(), state);
@@ -331,23 +334,23 @@ fn cancel_in_each_state() {
                 why: TraceFailed::Cancelled
             }]
         );
-        assert_eq!(machine.state(), State::Cancelling);
+        assert_eq!(machine.state(), OnDemandState::Cancelling);
         assert_eq!(machine.next_iteration(), i64::MAX);
         assert_eq!(machine.step(60), vec![], "a cancelled trace does not end");
         let err = machine.submit(2, time(0, 500), T, 55, false).unwrap_err();
         assert_eq!(err.to_string(), "profiler busy: cancelling request #1");
         assert_eq!(machine.cancel(TraceFailed::Cancelled), vec![]);
         machine.torn_down();
-        assert_eq!(machine.state(), State::WaitForRequest);
+        assert_eq!(machine.state(), OnDemandState::WaitForRequest);
         assert_eq!(machine.request(), None);
     }
 
     // ProcessTrace: the trace is still written.
     let mut machine = submitted(iterations(50, 5, 10, None), 10);
     run(&mut machine, 11..=60);
-    assert_eq!(machine.state(), State::ProcessTrace);
+    assert_eq!(machine.state(), OnDemandState::ProcessTrace);
     assert_eq!(machine.cancel(TraceFailed::Cancelled), vec![]);
-    assert_eq!(machine.state(), State::ProcessTrace);
+    assert_eq!(machine.state(), OnDemandState::ProcessTrace);
 }
 
 #[test]
@@ -365,7 +368,7 @@ fn sync_preempts_async() {
     let mut machine = submitted(time(5_000, 500), -1);
     machine.tick(T + 1_000);
     machine.tick(T + 7_000);
-    assert_eq!(machine.state(), State::CollectTrace);
+    assert_eq!(machine.state(), OnDemandState::CollectTrace);
     assert_eq!(
         machine.cancel(TraceFailed::Preempted),
         vec![Action::Teardown {

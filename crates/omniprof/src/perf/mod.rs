@@ -1,49 +1,5 @@
-//! Host counters through Linux `perf_event_open`: a built-in backend that counts the events
-//! `PERF_EVENTS` names (`cycles`, `instructions`, `cache-misses`, `task-clock`,
-//! `page-faults`, `context-switches`, ...) per recording thread, and samples them every
-//! `OMNIPROF_PERF_EVENTS_PERIOD_USECS` on a thread of its own, so the recording threads pay
-//! nothing. Each recording thread gets a counter series `perf (thread <tid>)` on its host row
-//! (type `host_counters`) whose values are the counts since the sampler first saw the thread
-//! in the session (at a tick after its first recorded range): they only grow. The last
-//! reading, taken when the backend stops just after the window closed, is placed at the
-//! window's end.
-//!
-//! Where an event cannot be counted — no hardware PMU in a VM or container,
-//! `perf_event_paranoid`, a seccomp filter — the event is named once in a warning and in the
-//! trace's `unavailable_perf_events` metadata, and the others go on: the session never fails
-//! for it. Hardware events are opened for user space only (`exclude_kernel`), which is what
-//! `perf_event_paranoid` = 2 allows an unprivileged process.
-//!
-//! ```
-//! use omniprof::{ActivityType, Config, Profiler};
-//!
-//! let config = Config::parse("PERF_EVENTS = task-clock, context-switches").unwrap();
-//! let mut profiler = Profiler::builder().config(config).build().unwrap();
-//! profiler.start().unwrap();
-//! {
-//!     omniprof::scope!("busy");
-//!     let mut x = 0u64;
-//!     for i in 0..1_000_000 {
-//!         x = x.wrapping_add(std::hint::black_box(i));
-//!     }
-//!     std::hint::black_box(x);
-//!     std::thread::sleep(std::time::Duration::from_millis(5));
-//! }
-//! // Counting never fails the session. How many series it has depends on the machine: none
-//! // for a thread the sampler (every 1 ms, on a thread of its own) did not look at while
-//! // the thread recorded, as on a loaded machine that did not run it within these 5 ms;
-//! // none where no event can be counted (each is then named in the trace's
-//! // `unavailable_perf_events` metadata). What a series holds does not depend on it.
-//! let trace = profiler.stop().unwrap();
-//! for series in trace.counters.series() {
-//!     assert_eq!(series.track.kind, ActivityType::HostCounters);
-//!     assert_eq!(series.track.device, i64::from(std::process::id()));
-//!     assert_eq!(&*series.track.name, format!("perf (thread {})", series.track.resource));
-//!     let clock: Vec<f64> = series.samples.iter().filter_map(|s| s.value("task-clock")).collect();
-//!     assert!(clock.windows(2).all(|pair| pair[0] <= pair[1]), "{clock:?}");
-//! }
-//! assert!(Config::parse("PERF_EVENTS = cycels").is_err());
-//! ```
+//! The built-in backend that counts the host's perf events; documented on
+//! [`PerfEventsProfiler`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -60,7 +16,8 @@ use crate::{lock, wait_timeout};
 use crate::{ActivitySet, ActivityType};
 use crate::{CounterTrack, CounterValues};
 
-pub use crate::perf_event::{event, PerfEvent, EVENT_NAMES};
+pub(crate) use crate::perf_event::perf_event_by_name;
+pub use crate::perf_event::PerfEvent;
 
 /// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER0`: all this backend sets.
 #[repr(C)]
@@ -134,8 +91,55 @@ impl Drop for Counter {
 
 /// The backend: part of the engine (asked for every trace), it takes part when
 /// `PERF_EVENTS` names an event.
+///
+/// Host counters through Linux `perf_event_open`: a built-in backend that counts the events
+/// `PERF_EVENTS` names (`cycles`, `instructions`, `cache-misses`, `task-clock`,
+/// `page-faults`, `context-switches`, ...) per recording thread, and samples them every
+/// `OMNIPROF_PERF_EVENTS_PERIOD_USECS` on a thread of its own, so the recording threads pay
+/// nothing. Each recording thread gets a counter series `perf (thread <tid>)` on its host row
+/// (type `host_counters`) whose values are the counts since the sampler first saw the thread
+/// in the session (at a tick after its first recorded range): they only grow. The last
+/// reading, taken when the backend stops just after the window closed, is placed at the
+/// window's end.
+///
+/// Where an event cannot be counted — no hardware PMU in a VM or container,
+/// `perf_event_paranoid`, a seccomp filter — the event is named once in a warning and in the
+/// trace's `unavailable_perf_events` metadata, and the others go on: the session never fails
+/// for it. Hardware events are opened for user space only (`exclude_kernel`), which is what
+/// `perf_event_paranoid` = 2 allows an unprivileged process.
+///
+/// ```
+/// use omniprof::{ActivityType, Config, Profiler};
+///
+/// let config = Config::parse("PERF_EVENTS = task-clock, context-switches").unwrap();
+/// let mut profiler = Profiler::builder().config(config).build().unwrap();
+/// profiler.start().unwrap();
+/// {
+///     omniprof::scope!("busy");
+///     let mut x = 0u64;
+///     for i in 0..1_000_000 {
+///         x = x.wrapping_add(std::hint::black_box(i));
+///     }
+///     std::hint::black_box(x);
+///     std::thread::sleep(std::time::Duration::from_millis(5));
+/// }
+/// // Counting never fails the session. How many series it has depends on the machine: none
+/// // for a thread the sampler (every 1 ms, on a thread of its own) did not look at while
+/// // the thread recorded, as on a loaded machine that did not run it within these 5 ms;
+/// // none where no event can be counted (each is then named in the trace's
+/// // `unavailable_perf_events` metadata). What a series holds does not depend on it.
+/// let trace = profiler.stop().unwrap();
+/// for series in trace.counters.series() {
+///     assert_eq!(series.track.kind, ActivityType::HostCounters);
+///     assert_eq!(series.track.device, i64::from(std::process::id()));
+///     assert_eq!(&*series.track.name, format!("perf (thread {})", series.track.resource));
+///     let clock: Vec<f64> = series.samples.iter().filter_map(|s| s.value("task-clock")).collect();
+///     assert!(clock.windows(2).all(|pair| pair[0] <= pair[1]), "{clock:?}");
+/// }
+/// assert!(Config::parse("PERF_EVENTS = cycels").is_err());
+/// ```
 #[derive(Default)]
-pub struct PerfEventsProfiler;
+pub(crate) struct PerfEventsProfiler;
 
 impl ActivityProfiler for PerfEventsProfiler {
     fn name(&self) -> &str {
@@ -154,7 +158,7 @@ impl ActivityProfiler for PerfEventsProfiler {
         let events: Vec<PerfEvent> = config
             .perf_events()
             .iter()
-            .filter_map(|name| event(name))
+            .filter_map(|name| perf_event_by_name(name))
             .collect();
         if events.is_empty() {
             return Ok(None);
@@ -348,7 +352,7 @@ mod tests {
         // SAFETY: gettid has no preconditions and cannot fail.
         let tid = unsafe { libc::syscall(libc::SYS_gettid) };
         // A sandbox may forbid perf_event_open altogether (a seccomp filter).
-        let task_clock = match Counter::open(event("task-clock").unwrap(), tid) {
+        let task_clock = match Counter::open(perf_event_by_name("task-clock").unwrap(), tid) {
             Ok(c) => c,
             Err(e) => {
                 let why = format!("perf_event_open is refused here: {e}");
@@ -356,7 +360,7 @@ mod tests {
                 return omniprof_test_support::skip::skip("software perf counters", needs, &why);
             }
         };
-        let faults = Counter::open(event("page-faults").unwrap(), tid).unwrap();
+        let faults = Counter::open(perf_event_by_name("page-faults").unwrap(), tid).unwrap();
         let mut last = (0, 0);
         for round in 0..5 {
             let mut x = 0u64;

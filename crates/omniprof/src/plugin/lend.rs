@@ -44,15 +44,15 @@ static LATE_CALLS: AtomicU64 = AtomicU64::new(0);
 /// since the process started.
 ///
 /// ```
-/// use omniprof::plugin::{late_calls, HostTraceBuilder};
+/// use omniprof::{late_calls, HostTraceBuilder};
 ///
-/// let before = late_calls();
+/// let before = late_plugin_calls();
 /// let kept = HostTraceBuilder::default().lend(|table| *table);
 /// // SAFETY: a complete table; its handle is checked before anything is read.
 /// let rc = unsafe { kept.add_event.unwrap()(kept.trace_builder_handle, std::ptr::null()) };
-/// assert_eq!((rc, late_calls()), (-1, before + 1));
+/// assert_eq!((rc, late_plugin_calls()), (-1, before + 1));
 /// ```
-pub fn late_calls() -> u64 {
+pub fn late_plugin_calls() -> u64 {
     LATE_CALLS.load(Ordering::Relaxed)
 }
 
@@ -146,9 +146,9 @@ mod tests {
             assert_eq!(bump(std::ptr::null_mut()), REFUSED, "a NULL handle");
         });
         assert_eq!((value, refused), (1, 2), "NULL is no loan's handle");
-        let late = late_calls();
+        let late = late_plugin_calls();
         assert_eq!(bump(kept), REFUSED, "after the loan");
-        assert!(late_calls() > late);
+        assert!(late_plugin_calls() > late);
         assert_eq!(value, 1);
     }
 }

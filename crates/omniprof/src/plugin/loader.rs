@@ -61,7 +61,7 @@ static LOADED: Mutex<Vec<(PathBuf, LoadedPlugin)>> = Mutex::new(Vec::new());
 /// Loads one plugin library and registers its profilers with the backend registry.
 ///
 /// ```no_run
-/// let plugin = omniprof::plugin::load_plugin("/opt/vendor/libvendor_profiler.so").unwrap();
+/// let plugin = omniprof::load_plugin("/opt/vendor/libvendor_profiler.so").unwrap();
 /// for p in plugin.usable() {
 ///     println!("{}: {:?}", p.name, p.supported);
 /// }
@@ -110,7 +110,7 @@ pub fn plugin_dirs() -> Vec<PathBuf> {
 
 /// Loads every plugin in the directories named by the environment; each failure is one
 /// entry naming the file, and the others still load.
-pub fn load_from_env() -> Vec<Result<LoadedPlugin, PluginError>> {
+pub fn load_plugins_from_env() -> Vec<Result<LoadedPlugin, PluginError>> {
     let mut results = Vec::new();
     for dir in plugin_dirs() {
         match plugin_files(&dir) {
@@ -126,15 +126,15 @@ pub fn load_from_env() -> Vec<Result<LoadedPlugin, PluginError>> {
 /// `PATH: PROFILER: REJECTED: reason`, `PATH: registered no profiler`.
 ///
 /// ```
-/// use omniprof::plugin::{rejections, PluginError};
+/// use omniprof::{rejections, PluginError};
 ///
 /// let missing = Err(PluginError::MissingSymbol { path: "/x/libfoo.so".into() });
 /// assert_eq!(
-///     rejections(&[missing]),
+///     plugin_rejections(&[missing]),
 ///     ["/x/libfoo.so: REJECTED: no KinetoPlugin_register symbol; not a profiler plugin"]
 /// );
 /// ```
-pub fn rejections(results: &[Result<LoadedPlugin, PluginError>]) -> Vec<String> {
+pub(crate) fn plugin_rejections(results: &[Result<LoadedPlugin, PluginError>]) -> Vec<String> {
     let mut lines = Vec::new();
     for result in results {
         match result {
@@ -159,14 +159,14 @@ pub fn rejections(results: &[Result<LoadedPlugin, PluginError>]) -> Vec<String> 
     lines
 }
 
-/// The rejections among the environment's plugins ([`rejections`] of what the engine
+/// The rejections among the environment's plugins (`plugin_rejections` of what the engine
 /// loaded from [`DIR_VARIABLES`] when the first session was prepared, loading them now if no
 /// session was). Each was also logged once, as a warning, when it was loaded; every trace
 /// carries them in its `plugin_errors` metadata.
-pub fn env_rejections() -> &'static [String] {
+pub fn env_plugin_rejections() -> &'static [String] {
     static REJECTIONS: OnceLock<Vec<String>> = OnceLock::new();
     REJECTIONS.get_or_init(|| {
-        let lines = rejections(&load_from_env());
+        let lines = plugin_rejections(&load_plugins_from_env());
         for line in &lines {
             log::warn!("omniprof: plugin {line}");
         }
@@ -176,7 +176,7 @@ pub fn env_rejections() -> &'static [String] {
 
 /// Loads the environment's plugins once per process (the engine calls this at prepare).
 pub(crate) fn load_env_once() {
-    env_rejections();
+    env_plugin_rejections();
 }
 
 /// Interfaces a library hands over during `KinetoPlugin_register`.
@@ -217,7 +217,7 @@ fn open_and_register(path: &Path, canonical: &Path) -> Result<LoadedPlugin, Plug
     for (index, (report, profiler)) in adopted.into_iter().enumerate() {
         if let Some(profiler) = profiler {
             let key = format!("plugin:{}#{index}", path.display());
-            backend::register(&key, Box::new(move || Box::new(profiler.clone())));
+            backend::register_profiler_factory(&key, Box::new(move || Box::new(profiler.clone())));
         }
         profilers.push(report);
     }

@@ -12,7 +12,7 @@
 //! and flows are made at the drain.
 //!
 //! ```
-//! use omniprof::record::{pop_op, push_op, Autograd};
+//! use omniprof::{pop_op, push_op, Autograd};
 //! use omniprof::{FlowKind, Profiler};
 //!
 //! let mut profiler = Profiler::builder().build().unwrap();

@@ -6,13 +6,13 @@
 //! the caller, forwarding what `c10::reportMemoryUsageToProfiler` reports.
 //!
 //! ```
-//! use omniprof::record::{memory, MemoryReport};
+//! use omniprof::{memory, MemoryReport};
 //! use omniprof::Profiler;
 //!
 //! let mut profiler = Profiler::builder().build().unwrap();
 //! profiler.start().unwrap();
 //! let report = MemoryReport { addr: 0x1000, bytes: 256, total_allocated: 256, ..Default::default() };
-//! memory(&report);
+//! record_memory(&report);
 //! let trace = profiler.stop().unwrap();
 //! let event = trace.activities.iter().find(|a| &*a.name == "[memory]").unwrap();
 //! assert_eq!(event.arg("Bytes").and_then(|v| v.as_i64()), Some(256));
@@ -50,12 +50,12 @@ static OUT_OF_MEMORY: StaticName = StaticName::new(name::OUT_OF_MEMORY);
 
 /// Records an allocation or a free as a `[memory]` instant on this thread.
 #[inline]
-pub fn memory(report: &MemoryReport) {
+pub fn record_memory(report: &MemoryReport) {
     record(&MEMORY, report);
 }
 
 /// Records an allocation that failed as an `[OutOfMemory]` instant on this thread.
-pub fn out_of_memory(report: &MemoryReport) {
+pub fn record_out_of_memory(report: &MemoryReport) {
     record(&OUT_OF_MEMORY, report);
 }
 

@@ -29,14 +29,14 @@
 
 mod autograd;
 mod buffer;
-pub mod correlation;
+pub(crate) mod correlation;
 mod decode;
 mod guard;
 mod memory;
 mod name;
 mod op_stack;
 mod push_pop;
-pub mod python;
+pub(crate) mod python;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -46,7 +46,7 @@ pub use autograd::Autograd;
 pub use correlation::CorrelationListener;
 pub(crate) use decode::{collect, HostRecording};
 pub use guard::{instant, record_function, record_op, InstantGuard, OwnedRange, RangeGuard};
-pub use memory::{memory, out_of_memory, MemoryReport};
+pub use memory::{record_memory, record_out_of_memory, MemoryReport};
 pub use name::{IntoName, Name, StaticName};
 pub use push_pop::{pop_op, pop_op_with_autograd, push_op, PushedOp};
 #[cfg(test)]
@@ -55,7 +55,7 @@ pub(crate) use state::{start_session, stop_session, warm_up, HostSession};
 
 /// The OS thread ids of the threads that have recorded (a backend counting per recording
 /// thread, as the host perf counters do, follows them).
-pub fn recording_threads() -> Vec<i64> {
+pub(crate) fn recording_threads() -> Vec<i64> {
     buffer::thread_ids()
 }
 
@@ -78,7 +78,7 @@ pub fn set_thread_name(name: &str) {
 macro_rules! scope {
     ($name:expr) => {
         let _omniprof_scope = {
-            static NAME: $crate::record::StaticName = $crate::record::StaticName::new($name);
+            static NAME: $crate::StaticName = $crate::StaticName::new($name);
             $crate::record_function(&NAME)
         };
     };

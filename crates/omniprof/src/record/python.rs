@@ -2,7 +2,7 @@
 //! as `python_function` events.
 //!
 //! A tracer (the Python package's, in its op observer) names each frame once with
-//! [`Name::python`] and keeps the id; per call it begins a [`Frame`] and ends it when the
+//! [`Name::python`] and keeps the id; per call it begins a [`PythonFrame`] and ends it when the
 //! function returns, on the same thread. A frame is two records, like any range, and unlike
 //! an op it is not announced to correlation listeners: device work links to the op that
 //! launched it, not to the Python line around that op.
@@ -15,14 +15,14 @@
 //! as unfinished ranges.
 //!
 //! ```
-//! use omniprof::record::python::Frame;
+//! use omniprof::PythonFrame;
 //! use omniprof::{record_op, Name, Profiler};
 //!
 //! let mut profiler = Profiler::builder().build().unwrap();
 //! profiler.start().unwrap();
-//! let forward = Frame::begin(Name::python("model.py(12): forward", None));
+//! let forward = PythonFrame::begin(Name::python("model.py(12): forward", None));
 //! drop(record_op("aten::mm"));
-//! forward.map(Frame::end);
+//! forward.map(PythonFrame::end);
 //! let trace = profiler.stop().unwrap();
 //! let mm = trace.activities.iter().find(|a| &*a.name == "aten::mm").unwrap();
 //! assert_eq!(
@@ -42,22 +42,22 @@ use super::word::{end_word, word, KIND_USER};
 /// data (`repr(C)`, 16 bytes), so a tracer written in C++ can keep it on its own stack.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Frame {
+pub struct PythonFrame {
     state: u64,
     seq: u32,
 }
 
-impl Frame {
+impl PythonFrame {
     /// Begins a frame named `name` (from [`Name::python`]) on this thread; `None` when
     /// nothing records.
     #[inline]
-    pub fn begin(name: Name) -> Option<Frame> {
+    pub fn begin(name: Name) -> Option<PythonFrame> {
         let state = STATE.load(Ordering::Relaxed);
         if state & 1 == 0 {
             return None;
         }
         let w = word(KIND_USER, name);
-        with_local(|l| l.push(state, w, true)).map(|seq| Frame { state, seq })
+        with_local(|l| l.push(state, w, true)).map(|seq| PythonFrame { state, seq })
     }
 
     /// Ends the frame. Returns whether the end was recorded: false once its session stopped

@@ -44,12 +44,12 @@ fn nothing_is_recorded_without_a_session() {
 
 #[test]
 fn python_frames_become_python_functions_and_give_ops_their_call_stack() {
-    use python::Frame;
+    use python::PythonFrame;
     let _g = serial();
     let t = record(Config::default(), || {
-        let module = Frame::begin(Name::python("<string>(1): <module>", None)).unwrap();
+        let module = PythonFrame::begin(Name::python("<string>(1): <module>", None)).unwrap();
         for _ in 0..2 {
-            let linear = Frame::begin(Name::python("nn.Module: Linear_0", Some(0))).unwrap();
+            let linear = PythonFrame::begin(Name::python("nn.Module: Linear_0", Some(0))).unwrap();
             drop(record_op("aten::linear"));
             assert!(linear.end());
         }
@@ -150,7 +150,7 @@ fn a_frame_name_stays_apart_from_a_range_name_of_the_same_text() {
     let text = "f.py(1): f";
     let t = record(Config::default(), || {
         drop(record_op(text));
-        python::Frame::begin(Name::python(text, None)).map(python::Frame::end);
+        python::PythonFrame::begin(Name::python(text, None)).map(python::PythonFrame::end);
     });
     let kinds: Vec<_> = t.activities.iter().map(|a| (a.kind, &*a.name)).collect();
     assert_eq!(

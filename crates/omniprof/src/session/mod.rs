@@ -1,56 +1,5 @@
-//! The session engine: the synchronous path of `docs/lifecycle.md` (prepare → start →
-//! stop → [`Trace`]).
-//!
-//! This module is the lifecycle: which phase a session is in and what each call does to the
-//! recorder and the backends. The work of each phase lives beside it: `backends` drives the
-//! backend sessions (fault-isolated), `merge` turns what the recorder and the backends
-//! produced into the trace. Every source of device data (a registered backend, a plugin, the
-//! profiler stubs, the markers) is a backend here: the engine has no modes.
-//!
-//! Only one session records at a time in a process, because the host recorder is
-//! process-wide; a second one is refused with [`SessionError::Busy`].
-//!
-//! With a [`Schedule`] (PyTorch's `torch.profiler.schedule`), `start`, [`Profiler::step`] and
-//! [`Profiler::finish`] drive the session through cycles of wait, warm-up and recording; each
-//! recorded cycle's trace goes to the `on_trace_ready` callback.
-//!
-//! ```
-//! use omniprof::{Profiler, Schedule, ScheduleArgs, Trace};
-//! use std::sync::mpsc;
-//!
-//! let schedule = Schedule::new(ScheduleArgs { wait: 1, warmup: 1, active: 2, repeat: 1, ..Default::default() })
-//!     .unwrap();
-//! let (tx, traces) = mpsc::channel::<Trace>();
-//! let mut profiler = Profiler::builder()
-//!     .schedule(schedule)
-//!     .on_trace_ready(move |trace| tx.send(trace).unwrap())
-//!     .build()
-//!     .unwrap();
-//! profiler.start().unwrap();
-//! for _ in 0..6 {
-//!     omniprof::scope!("train_step");
-//!     profiler.step().unwrap();
-//! }
-//! profiler.finish().unwrap();
-//! let trace = traces.try_recv().unwrap();
-//! let steps: Vec<_> = trace.activities.iter().filter(|a| a.name.starts_with("ProfilerStep#")).map(|a| &*a.name).collect();
-//! assert_eq!(steps, ["ProfilerStep#2", "ProfilerStep#3"]);
-//! assert!(traces.try_recv().is_err());
-//! ```
-//!
-//! ```
-//! use omniprof::{ActivitySet, ActivityType, Profiler};
-//!
-//! let mut profiler = Profiler::builder()
-//!     .activities([ActivityType::CpuOp, ActivityType::UserAnnotation].into_iter().collect())
-//!     .build()
-//!     .unwrap();
-//! profiler.prepare().unwrap(); // optional: warm-up ahead of start
-//! profiler.start().unwrap();
-//! drop(omniprof::record_op("aten::add"));
-//! let trace = profiler.stop().unwrap();
-//! assert_eq!(trace.activities.len(), 1);
-//! ```
+//! The session lifecycle and the merge of every source into one trace; documented on
+//! [`Profiler`].
 
 mod backends;
 mod merge;
@@ -73,7 +22,6 @@ use crate::{Trace, Window};
 use backends::Backends;
 use schedule::Call;
 
-pub use merge::SPAN_NAME;
 pub use schedule::{ProfilerAction, Schedule, ScheduleArgs, ScheduleError};
 pub use trace_dir::{tensorboard_trace_handler, TraceDirHandler};
 
@@ -194,7 +142,7 @@ type TraceReady = Arc<Mutex<dyn FnMut(Trace) + Send>>;
 /// clock source decided, enough record chunks pre-faulted for the threads seen so far, and
 /// every backend taken in (plugins loaded, registered factories instantiated).
 fn initialize() {
-    clock::source();
+    clock::clock_source();
     record::warm_up();
     backend::take_in_backends();
 }
@@ -243,7 +191,7 @@ impl ProfilerBuilder {
     }
 
     /// Stubs mode: instead of the registered backends, time every host op and user range on
-    /// `device` through its registered [profiler stubs](crate::stubs); each range gets its
+    /// `device` through its registered [profiler stubs](crate::ProfilerStubs); each range gets its
     /// device time as `"device_time_us"` in its args. A device without enabled stubs fails
     /// `prepare` with `"<device> used in profiler but not enabled."`.
     pub fn stubs(self, device: &str) -> Self {
@@ -335,6 +283,60 @@ fn step_range_name(n: u64) -> String {
 
 /// One profiling session, or with a [`Schedule`] a run of them. `Send`, so an owner may move
 /// it between threads (a `ProfilerStep#N` range must still end on the thread it began on).
+///
+/// The session engine: the synchronous path of `docs/lifecycle.md` (prepare → start →
+/// stop → [`Trace`]).
+///
+/// This module is the lifecycle: which phase a session is in and what each call does to the
+/// recorder and the backends. The work of each phase lives beside it: `backends` drives the
+/// backend sessions (fault-isolated), `merge` turns what the recorder and the backends
+/// produced into the trace. Every source of device data (a registered backend, a plugin, the
+/// profiler stubs, the markers) is a backend here: the engine has no modes.
+///
+/// Only one session records at a time in a process, because the host recorder is
+/// process-wide; a second one is refused with [`SessionError::Busy`].
+///
+/// With a [`Schedule`] (PyTorch's `torch.profiler.schedule`), `start`, [`Profiler::step`] and
+/// [`Profiler::finish`] drive the session through cycles of wait, warm-up and recording; each
+/// recorded cycle's trace goes to the `on_trace_ready` callback.
+///
+/// ```
+/// use omniprof::{Profiler, Schedule, ScheduleArgs, Trace};
+/// use std::sync::mpsc;
+///
+/// let schedule = Schedule::new(ScheduleArgs { wait: 1, warmup: 1, active: 2, repeat: 1, ..Default::default() })
+///     .unwrap();
+/// let (tx, traces) = mpsc::channel::<Trace>();
+/// let mut profiler = Profiler::builder()
+///     .schedule(schedule)
+///     .on_trace_ready(move |trace| tx.send(trace).unwrap())
+///     .build()
+///     .unwrap();
+/// profiler.start().unwrap();
+/// for _ in 0..6 {
+///     omniprof::scope!("train_step");
+///     profiler.step().unwrap();
+/// }
+/// profiler.finish().unwrap();
+/// let trace = traces.try_recv().unwrap();
+/// let steps: Vec<_> = trace.activities.iter().filter(|a| a.name.starts_with("ProfilerStep#")).map(|a| &*a.name).collect();
+/// assert_eq!(steps, ["ProfilerStep#2", "ProfilerStep#3"]);
+/// assert!(traces.try_recv().is_err());
+/// ```
+///
+/// ```
+/// use omniprof::{ActivitySet, ActivityType, Profiler};
+///
+/// let mut profiler = Profiler::builder()
+///     .activities([ActivityType::CpuOp, ActivityType::UserAnnotation].into_iter().collect())
+///     .build()
+///     .unwrap();
+/// profiler.prepare().unwrap(); // optional: warm-up ahead of start
+/// profiler.start().unwrap();
+/// drop(omniprof::record_op("aten::add"));
+/// let trace = profiler.stop().unwrap();
+/// assert_eq!(trace.activities.len(), 1);
+/// ```
 pub struct Profiler {
     config: Config,
     activities: ActivitySet,
@@ -389,13 +391,13 @@ impl Profiler {
     /// Claims the recorder, configures and starts the backends, and warms up (clock source,
     /// pre-faulted buffers), so `start` is cheap and device-side start-up costs are paid
     /// before the window opens. `start` tells the backends the window opened, and they drop
-    /// what they recorded until then (see [`crate::backend`]); what still reaches the engine
+    /// what they recorded until then (see [`ActivityProfiler`](crate::ActivityProfiler)); what still reaches the engine
     /// from the warm-up is dropped from the trace, counted in its `warmup_events` metadata and
     /// never charged to a backend's budget. Called by `start` when skipped (then the backends
     /// start with the window: nothing to drop).
     ///
     /// A synchronous session preempts an on-demand trace that is pending or running
-    /// ([`crate::ondemand`]): that trace is cancelled and writes no file.
+    /// ([`request_on_demand`](crate::request_on_demand)): that trace is cancelled and writes no file.
     pub fn prepare(&mut self) -> Result<(), SessionError> {
         if self.schedule.is_some() {
             return Err(SessionError::Scheduled { call: "prepare" });

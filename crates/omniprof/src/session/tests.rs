@@ -187,7 +187,7 @@ impl ProfilerSession for MockSession {
 fn arm() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        backend::register(
+        backend::register_profiler_factory(
             "test-mock",
             Box::new(|| {
                 Box::new(Mock {
@@ -196,7 +196,7 @@ fn arm() {
                 })
             }),
         );
-        backend::register(
+        backend::register_profiler_factory(
             "test-panics",
             Box::new(|| {
                 Box::new(Mock {

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use super::{lock, stubs, ProfilerStubs, RecordOut, StubError, StubEvent};
+use super::{lock, registered_stubs, ProfilerStubs, RecordOut, StubError, StubEvent};
 use crate::backend::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
     ResourceInfo,
@@ -96,7 +96,7 @@ impl ActivityProfiler for StubsProfiler {
         _: ActivitySet,
         config: &Config,
     ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
-        let stubs = stubs(&self.device).map_err(|e| BackendError::new(e.to_string()))?;
+        let stubs = registered_stubs(&self.device).map_err(|e| BackendError::new(e.to_string()))?;
         Ok(Some(match self.what {
             Use::Time => timing_session(&self.device, stubs, config, false),
             Use::Mark => Box::new(MarkersSession(Arc::new(Markers(stubs)))),

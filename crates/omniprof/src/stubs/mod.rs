@@ -1,30 +1,4 @@
-//! The legacy profiler stubs (`docs/stubs-and-summary.md`, sections 1–3): the smallest
-//! thing a device can offer — events on its current stream and the time between two of them
-//! — for per-op device time in the summary table, without a device timeline.
-//!
-//! A backend implements [`ProfilerStubs`] and registers it under its device name
-//! ([`register_stubs!`](crate::register_stubs) before `main`, or [`register_stubs`]). A
-//! session built with [`ProfilerBuilder::stubs`](crate::ProfilerBuilder::stubs) then records
-//! an event pair around every host op and user range and, at stop, stores each range's device
-//! time in its `args` as `"device_time_us"` (whole microseconds, truncated as PyTorch does;
-//! absent when an event is missing or the time is zero). With
-//! [`ProfilerBuilder::markers`](crate::ProfilerBuilder::markers) ranges and instants are
-//! forwarded to `range_push`/`range_pop`/`mark` instead (the NVTX-style path) and the trace
-//! keeps nothing.
-//!
-//! The session engine knows nothing of stubs: an adapter presents them to it as a backend,
-//! the way the plugin adapter presents a C function table. A backend that holds its stubs
-//! itself rather than registering them (the Python package's bridge to PyTorch's PrivateUse1
-//! stubs) builds its sessions with [`timing_session`], which can also draw every timed range
-//! on a row per device; the adapter's docs say where the events live until they are timed.
-//!
-//! ```
-//! use std::sync::Arc;
-//! use omniprof::stubs::{self, ProfilerStubs};
-//!
-//! let err = stubs::stubs("NoSuchDevice").err().unwrap();
-//! assert_eq!(err.to_string(), "NoSuchDevice used in profiler but not enabled.");
-//! ```
+//! The legacy profiler stubs, adapted to the backend trait; documented on [`ProfilerStubs`].
 
 mod adapter;
 
@@ -61,6 +35,34 @@ pub struct RecordOut<'a> {
 }
 
 /// The stubs a device offers.
+///
+/// The legacy profiler stubs (`docs/stubs-and-summary.md`, sections 1–3): the smallest
+/// thing a device can offer — events on its current stream and the time between two of them
+/// — for per-op device time in the summary table, without a device timeline.
+///
+/// A backend implements [`ProfilerStubs`] and registers it under its device name
+/// ([`register_stubs!`](macro@crate::register_stubs) before `main`, or [`register_stubs`](fn@crate::register_stubs)). A
+/// session built with [`ProfilerBuilder::stubs`](crate::ProfilerBuilder::stubs) then records
+/// an event pair around every host op and user range and, at stop, stores each range's device
+/// time in its `args` as `"device_time_us"` (whole microseconds, truncated as PyTorch does;
+/// absent when an event is missing or the time is zero). With
+/// [`ProfilerBuilder::markers`](crate::ProfilerBuilder::markers) ranges and instants are
+/// forwarded to `range_push`/`range_pop`/`mark` instead (the NVTX-style path) and the trace
+/// keeps nothing.
+///
+/// The session engine knows nothing of stubs: an adapter presents them to it as a backend,
+/// the way the plugin adapter presents a C function table. A backend that holds its stubs
+/// itself rather than registering them (the Python package's bridge to PyTorch's PrivateUse1
+/// stubs) builds its sessions with [`timing_session`], which can also draw every timed range
+/// on a row per device; the adapter's docs say where the events live until they are timed.
+///
+/// ```
+/// use std::sync::Arc;
+/// use omniprof::ProfilerStubs;
+///
+/// let err = omniprof::registered_stubs("NoSuchDevice").err().unwrap();
+/// assert_eq!(err.to_string(), "NoSuchDevice used in profiler but not enabled.");
+/// ```
 pub trait ProfilerStubs: Send + Sync {
     /// Creates an event and enqueues it on the current stream of the current device.
     fn record(&self, out: RecordOut<'_>) -> Result<(), StubError>;
@@ -101,7 +103,7 @@ pub fn register_stubs(device: &str, stubs: Arc<dyn ProfilerStubs>) {
 }
 
 /// The stubs registered for `device`, or the error PyTorch gives for an unregistered one.
-pub fn stubs(device: &str) -> Result<Arc<dyn ProfilerStubs>, StubError> {
+pub(crate) fn registered_stubs(device: &str) -> Result<Arc<dyn ProfilerStubs>, StubError> {
     lock(&REGISTERED)
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case(device))
@@ -120,7 +122,7 @@ macro_rules! register_stubs {
     ($device:expr, $ty:ty, $make:expr) => {
         $crate::run_at_load!({
             let stubs: $ty = $make;
-            $crate::stubs::register_stubs($device, ::std::sync::Arc::new(stubs));
+            $crate::register_stubs($device, ::std::sync::Arc::new(stubs));
         });
     };
 }
@@ -156,8 +158,11 @@ mod tests {
     #[test]
     fn the_last_registration_wins() {
         register_stubs("Twice", Arc::new(Idle { enabled: false }));
-        assert!(stubs("Twice").is_err(), "a disabled backend is not enabled");
+        assert!(
+            registered_stubs("Twice").is_err(),
+            "a disabled backend is not enabled"
+        );
         register_stubs("twice", Arc::new(Idle { enabled: true }));
-        assert!(stubs("TWICE").is_ok());
+        assert!(registered_stubs("TWICE").is_ok());
     }
 }

@@ -31,7 +31,7 @@ pub enum TriggerError {
     },
     /// No process listens on the pid's socket, and the pid is a child forked from a process
     /// that does (same program and command line; e.g. a DataLoader worker): a forked child
-    /// does not serve triggers (see `crate::ondemand::serve`).
+    /// does not serve triggers (see `crate::ondemand::serve_triggers`).
     #[error(
         "process {pid} is not listening for triggers (no server at {}): it was forked from \
          process {parent}, which is; a forked child (e.g. a DataLoader worker) does not \
@@ -115,7 +115,7 @@ pub struct Listening {
 
 impl RuntimeDir {
     /// Sends the Kineto config `text` to process `pid`, waits up to `timeout` for the trace,
-    /// and returns the path it was written to. See [`send`](super::send).
+    /// and returns the path it was written to. See [`send_trigger`](super::send_trigger).
     pub fn send(&self, pid: u32, text: &str, timeout: Duration) -> Result<PathBuf, TriggerError> {
         self.send_traced(pid, text, timeout)
             .map(|traced| traced.path)

@@ -3,7 +3,7 @@
 //!
 //! Every message, either way, is one frame: an ASCII header line
 //! `omniprof-trigger/<version> <kind> <length>\n` of at most [`MAX_HEADER`] bytes, then
-//! `<length>` bytes of UTF-8 body, at most [`MAX_BODY`]. One request and one reply per
+//! `<length>` bytes of UTF-8 body, at most [`TRIGGER_MAX_BODY`]. One request and one reply per
 //! connection.
 //!
 //! An `ok` reply's body is the trace's path, then one line per note about the trace (an
@@ -18,11 +18,11 @@ use std::time::Instant;
 use crate::prefix_within;
 
 /// The name every header starts with.
-pub const PROTOCOL: &str = "omniprof-trigger";
+pub(crate) const TRIGGER_PROTOCOL: &str = "omniprof-trigger";
 /// The protocol version this build speaks; a header with another one is refused.
-pub const VERSION: u32 = 1;
+pub(crate) const TRIGGER_PROTOCOL_VERSION: u32 = 1;
 /// The largest body either side accepts, in bytes (a config text or a reason).
-pub const MAX_BODY: usize = 64 * 1024;
+pub const TRIGGER_MAX_BODY: usize = 64 * 1024;
 /// The longest header line, newline included.
 pub(super) const MAX_HEADER: usize = 64;
 
@@ -84,13 +84,13 @@ pub(crate) enum FrameError {
     HeaderCut,
     #[error("the header line is longer than {MAX_HEADER} bytes or unterminated")]
     HeaderTooLong,
-    #[error("malformed header {0:?} (expected \"{PROTOCOL}/{VERSION} KIND LENGTH\")")]
+    #[error("malformed header {0:?} (expected \"{TRIGGER_PROTOCOL}/{TRIGGER_PROTOCOL_VERSION} KIND LENGTH\")")]
     Malformed(String),
-    #[error("unsupported protocol version {0:?} (this process speaks {VERSION})")]
+    #[error("unsupported protocol version {0:?} (this process speaks {TRIGGER_PROTOCOL_VERSION})")]
     Version(String),
     #[error("unknown message kind {0:?}")]
     Kind(String),
-    #[error("a body of {len} bytes exceeds the limit of {MAX_BODY} bytes")]
+    #[error("a body of {len} bytes exceeds the limit of {TRIGGER_MAX_BODY} bytes")]
     TooLarge { len: u64 },
     #[error("the body is not UTF-8 (invalid byte at offset {0})")]
     NotUtf8(usize),
@@ -165,18 +165,22 @@ impl Reply {
     }
 }
 
-/// Writes one frame; a body over [`MAX_BODY`] is cut at a character boundary (reasons are
+/// Writes one frame; a body over [`TRIGGER_MAX_BODY`] is cut at a character boundary (reasons are
 /// the only bodies that could grow, and a cut reason is better than none).
 fn write_frame(out: &mut impl Write, kind: &str, body: &str) -> io::Result<()> {
-    let body = prefix_within(body, MAX_BODY);
-    let mut frame = format!("{PROTOCOL}/{VERSION} {kind} {}\n", body.len()).into_bytes();
+    let body = prefix_within(body, TRIGGER_MAX_BODY);
+    let mut frame = format!(
+        "{TRIGGER_PROTOCOL}/{TRIGGER_PROTOCOL_VERSION} {kind} {}\n",
+        body.len()
+    )
+    .into_bytes();
     frame.extend_from_slice(body.as_bytes());
     out.write_all(&frame)?;
     out.flush()
 }
 
 /// Reads one frame: its kind and its body. Nothing larger than [`MAX_HEADER`] +
-/// [`MAX_BODY`] is ever buffered.
+/// [`TRIGGER_MAX_BODY`] is ever buffered.
 fn read_frame(input: &mut impl BufRead) -> Result<(String, String), FrameError> {
     let mut header = Vec::with_capacity(MAX_HEADER);
     let mut limited = input.take(MAX_HEADER as u64);
@@ -220,10 +224,10 @@ fn parse_header(header: &str) -> Result<(String, usize), FrameError> {
         return Err(malformed());
     };
     let version = tag
-        .strip_prefix(PROTOCOL)
+        .strip_prefix(TRIGGER_PROTOCOL)
         .and_then(|v| v.strip_prefix('/'))
         .ok_or_else(malformed)?;
-    if version != VERSION.to_string() {
+    if version != TRIGGER_PROTOCOL_VERSION.to_string() {
         return Err(FrameError::Version(version.to_owned()));
     }
     let len: u64 = len
@@ -231,7 +235,7 @@ fn parse_header(header: &str) -> Result<(String, usize), FrameError> {
         .ok()
         .filter(|_| len.bytes().all(|b| b.is_ascii_digit()))
         .ok_or_else(malformed)?;
-    if len > MAX_BODY as u64 {
+    if len > TRIGGER_MAX_BODY as u64 {
         return Err(FrameError::TooLarge { len });
     }
     if kind.is_empty() || !kind.bytes().all(|b| b.is_ascii_lowercase()) {
@@ -367,13 +371,13 @@ mod tests {
 
     #[test]
     fn an_oversized_reason_is_cut_at_a_character_boundary() {
-        let reason = "é".repeat(MAX_BODY);
+        let reason = "é".repeat(TRIGGER_MAX_BODY);
         let mut bytes = Vec::new();
         Reply::Refused(reason).write_to(&mut bytes).unwrap();
         let Reply::Refused(back) = Reply::read_from(&mut BufReader::new(&bytes[..])).unwrap()
         else {
             panic!("not a refusal");
         };
-        assert!(back.len() <= MAX_BODY && back.chars().all(|c| c == 'é'));
+        assert!(back.len() <= TRIGGER_MAX_BODY && back.chars().all(|c| c == 'é'));
     }
 }

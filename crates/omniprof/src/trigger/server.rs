@@ -154,7 +154,7 @@ fn has_unread(stream: &UnixStream) -> bool {
 
 impl RuntimeDir {
     /// Listens for triggers of this process in this directory with default
-    /// [`ServerOptions`]; see [`listen`](super::listen).
+    /// [`ServerOptions`]; see `listen_for_triggers`.
     pub fn listen(&self, handler: Arc<dyn TriggerHandler>) -> io::Result<TriggerServer> {
         self.listen_with(handler, ServerOptions::default())
     }
@@ -348,7 +348,7 @@ fn serve(stream: &UnixStream, id: u64, shared: &Shared) {
             state: shared.handler.state(),
         },
         Request::Trace(text) => trace(&text, shared.handler.as_ref()),
-        Request::Cancel => cancel(shared.handler.as_ref()),
+        Request::Cancel => cancel_trigger(shared.handler.as_ref()),
     };
     reply(stream, &answer);
 }
@@ -375,7 +375,7 @@ fn trace(text: &str, handler: &dyn TriggerHandler) -> Reply {
 }
 
 /// Asks the handler to cancel its request.
-fn cancel(handler: &dyn TriggerHandler) -> Reply {
+fn cancel_trigger(handler: &dyn TriggerHandler) -> Reply {
     match std::panic::catch_unwind(AssertUnwindSafe(|| handler.cancel())) {
         Ok(Ok(what)) => {
             log::info!("trigger: {what}");

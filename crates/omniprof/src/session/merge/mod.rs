@@ -40,7 +40,7 @@ use merged::Merged;
 use window::Captured;
 
 /// The span every host recording is written under (PyTorch writes `PyTorch Profiler`).
-pub const SPAN_NAME: &str = "omniprof";
+pub(crate) const SPAN_NAME: &str = "omniprof";
 
 /// Traces produced so far in this process: the span's iteration number.
 static ITERATION: AtomicI64 = AtomicI64::new(0);
@@ -78,7 +78,7 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
     );
     trace.set_metadata(metadata::HOST_NAME, Value::from(host_name()));
     // The plugin libraries the environment named that take no part, found once per process.
-    trace.report.plugin_errors = crate::plugin::env_rejections().to_vec();
+    trace.report.plugin_errors = crate::plugin::env_plugin_rejections().to_vec();
     trace.report.dropped_events = Some(host.dropped_events);
     if host.dropped_events > 0 {
         log::warn!(
@@ -99,7 +99,10 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
     if host.unfinished_ranges > 0 {
         trace.report.unfinished_ranges = Some(host.unfinished_ranges);
     }
-    trace.set_metadata(metadata::CLOCK_SOURCE, Value::from(clock::source().name()));
+    trace.set_metadata(
+        metadata::CLOCK_SOURCE,
+        Value::from(clock::clock_source().name()),
+    );
     trace.add_process(ProcessRow {
         pid,
         name: process_name(),
