@@ -80,8 +80,8 @@ pub use record::{
 
 // Configuration.
 pub use config::{
-    on_demand_trace_dir, Config, ConfigError, ConfigErrorReason, ConfigWarning,
-    ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS, ACTIVITIES_LOG_FILE,
+    check_on_demand_log_file, on_demand_trace_dir, Config, ConfigError, ConfigErrorReason,
+    ConfigWarning, ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS, ACTIVITIES_LOG_FILE,
     ACTIVITIES_WARMUP_PERIOD_SECS, ACTIVITY_TYPES, MAX_START_AHEAD_ITERATIONS, MAX_START_AHEAD_MS,
     OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS, OMNIPROF_PRIVATEUSE1_PROFILER, OMNIPROF_PRIVATEUSE1_STUBS,
     OMNIPROF_STUBS_ELAPSED_TIMEOUT_MSECS, ONDEMAND_ENV, PROFILE_PROFILE_MEMORY,
@@ -98,10 +98,13 @@ pub use backend::{
 pub use perf::PerfEvent;
 pub use plugin::{
     env_plugin_rejections, late_plugin_calls, load_entry_point, load_plugin, load_plugins_from_env,
-    plugin_dirs, plugin_files, EntryPointProfiler, HostTraceBuilder, LastCall, LoadedPlugin,
-    PluginError, Problem, ProblemKind, ProfilerReport, DIR_VARIABLES,
+    plugin_dirs, plugin_files, plugin_rejections, EntryPointProfiler, HostTraceBuilder, LastCall,
+    LoadedPlugin, PluginError, Problem, ProblemKind, ProfilerReport, DIR_VARIABLES,
 };
-pub use stubs::{register_stubs, timing_session, ProfilerStubs, RecordOut, StubError, StubEvent};
+pub use stubs::{
+    register_stubs, registered_stubs, timing_session, ProfilerStubs, RecordOut, StubError,
+    StubEvent,
+};
 
 // Sessions.
 pub use session::{
@@ -111,14 +114,15 @@ pub use session::{
 
 // On-demand traces, and the socket that triggers them.
 pub use ondemand::{
-    cancel_on_demand, enable_on_demand_from_env, on_demand_opted_in, on_demand_status,
-    request_on_demand, serve_triggers, stop_serving_triggers, BaseConfigError, OnDemandState,
-    OnDemandStatus, OnDemandTrigger, Refused, RequestSummary, Ticket, TraceFailed, NOTES_METADATA,
+    cancel_on_demand, cancel_on_demand_request, enable_on_demand_from_env, on_demand_opted_in,
+    on_demand_status, request_on_demand, serve_triggers, stop_serving_triggers, BaseConfigError,
+    OnDemandState, OnDemandStatus, OnDemandTrigger, Refused, RequestSummary, Ticket, TraceFailed,
+    NOTES_METADATA,
 };
 #[cfg(unix)]
 pub use trigger::{
-    cancel_trigger, send_trigger, send_trigger_traced, Listening, RuntimeDir, ServerOptions,
-    Traced, TriggerError, TriggerHandler, TriggerServer, TRIGGER_MAX_BODY,
+    cancel_trigger, listen_for_triggers, send_trigger, send_trigger_traced, Listening, RuntimeDir,
+    ServerOptions, Traced, TriggerError, TriggerHandler, TriggerServer, TRIGGER_MAX_BODY,
 };
 
 // The Rust snippets of the README and of the guides in docs/ compile and run as doc tests,

@@ -121,7 +121,7 @@ impl ResourceInfo {
 /// delivered and counted in the trace's `warmup_events`.
 ///
 /// ```
-/// use omniprof::backend::*;
+/// use omniprof::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
 /// use omniprof::{Activity, ActivitySet, ActivityType, Config, Window};
 ///
 /// #[derive(Default)]

@@ -25,8 +25,7 @@ pub use keys::{
     PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP, PROFILE_START_TIME,
     PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES, PROFILE_WITH_STACK,
 };
-pub(crate) use on_demand::check_on_demand_log_file;
-pub use on_demand::{on_demand_trace_dir, ONDEMAND_ENV};
+pub use on_demand::{check_on_demand_log_file, on_demand_trace_dir, ONDEMAND_ENV};
 
 /// Kineto's run-loop tick; an unset start time gets two of them as slack.
 pub(crate) const CONTROLLER_TICK_MS: i64 = 1_000;

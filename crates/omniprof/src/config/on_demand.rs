@@ -191,7 +191,7 @@ pub(super) fn check_log_file(
 /// assert!(check_on_demand_log_file("/etc/t.json", "/tmp").is_err());
 /// assert!(check_on_demand_log_file("/tmp/../etc/t.json", "/tmp").is_err());
 /// ```
-pub(crate) fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
+pub fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
     let dir = with_trailing_slash(dir.to_owned());
     if !path.starts_with(&dir) {
         return Err(format!("outside the allowed directory {dir:?}"));

@@ -201,7 +201,6 @@ impl Ticket {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use omniprof::ondemand;
 ///
 /// omniprof::enable_on_demand_from_env(); // OMNIPROF_ONDEMAND=1 opts the process in
 /// // On the application's training loop: one step() per iteration.
@@ -288,7 +287,7 @@ pub fn cancel_on_demand() -> bool {
 /// let err = omniprof::cancel_on_demand_request().unwrap_err();
 /// assert!(err.starts_with("nothing to cancel"), "{err}");
 /// ```
-pub(crate) fn cancel_on_demand_request() -> Result<String, String> {
+pub fn cancel_on_demand_request() -> Result<String, String> {
     engine::engine().cancel_described(TraceFailed::Cancelled)
 }
 

@@ -126,7 +126,7 @@ pub fn load_plugins_from_env() -> Vec<Result<LoadedPlugin, PluginError>> {
 /// `PATH: PROFILER: REJECTED: reason`, `PATH: registered no profiler`.
 ///
 /// ```
-/// use omniprof::{rejections, PluginError};
+/// use omniprof::{plugin_rejections, PluginError};
 ///
 /// let missing = Err(PluginError::MissingSymbol { path: "/x/libfoo.so".into() });
 /// assert_eq!(
@@ -134,7 +134,7 @@ pub fn load_plugins_from_env() -> Vec<Result<LoadedPlugin, PluginError>> {
 ///     ["/x/libfoo.so: REJECTED: no KinetoPlugin_register symbol; not a profiler plugin"]
 /// );
 /// ```
-pub(crate) fn plugin_rejections(results: &[Result<LoadedPlugin, PluginError>]) -> Vec<String> {
+pub fn plugin_rejections(results: &[Result<LoadedPlugin, PluginError>]) -> Vec<String> {
     let mut lines = Vec::new();
     for result in results {
         match result {

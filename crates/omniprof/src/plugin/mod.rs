@@ -16,7 +16,8 @@ pub use lend::late_plugin_calls;
 pub(crate) use loader::load_env_once;
 pub use loader::{
     env_plugin_rejections, load_entry_point, load_plugin, load_plugins_from_env, plugin_dirs,
-    plugin_files, EntryPointProfiler, LoadedPlugin, ProfilerReport, DIR_VARIABLES,
+    plugin_files, plugin_rejections, EntryPointProfiler, LoadedPlugin, ProfilerReport,
+    DIR_VARIABLES,
 };
 pub use problem::{LastCall, Problem, ProblemKind};
 

@@ -103,7 +103,7 @@ pub fn register_stubs(device: &str, stubs: Arc<dyn ProfilerStubs>) {
 }
 
 /// The stubs registered for `device`, or the error PyTorch gives for an unregistered one.
-pub(crate) fn registered_stubs(device: &str) -> Result<Arc<dyn ProfilerStubs>, StubError> {
+pub fn registered_stubs(device: &str) -> Result<Arc<dyn ProfilerStubs>, StubError> {
     lock(&REGISTERED)
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case(device))

@@ -129,9 +129,7 @@ pub struct Traced {
 /// assert!(dir.list()?.is_empty());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub(crate) fn listen_for_triggers(
-    handler: Arc<dyn TriggerHandler>,
-) -> std::io::Result<TriggerServer> {
+pub fn listen_for_triggers(handler: Arc<dyn TriggerHandler>) -> std::io::Result<TriggerServer> {
     RuntimeDir::user()?.listen(handler)
 }
 
