@@ -86,7 +86,7 @@ pub struct Traced {
 ///   on-demand directory (`KINETO_ONDEMAND_TRACE_DIR`, after resolving `..` and symlinks) is
 ///   refused before the handler sees it.
 ///
-/// The wire format (shared by both sides, [`TRIGGER_PROTOCOL`] and [`TRIGGER_PROTOCOL_VERSION`]): each message is a
+/// The wire format (shared by both sides, protocol `omniprof-trigger` version 1): each message is a
 /// header line `omniprof-trigger/1 KIND LENGTH\n` and `LENGTH` bytes of UTF-8. Requests:
 /// `trace` (body: the config text), `state` and `cancel` (empty). Replies: `ok` (body: the
 /// trace's path, then one line per note about the trace), `refused` (the reason), `error`
