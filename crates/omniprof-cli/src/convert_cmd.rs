@@ -6,7 +6,7 @@
 //! memory is bounded by the reader's windows, the open events of each row's lanes and the
 //! rows, not by the trace; an input whose activities come out of order on a row (the lanes
 //! need each row in order) is then read again whole. To `.pftrace` the input is read twice
-//! (`export::perfetto`'s stream module): a first read finds the rows, lanes, flow ends and
+//! (`PerfettoSurvey`, `PerfettoStream`): a first read finds the rows, lanes, flow ends and
 //! counter tracks that the Perfetto writer declares before its first event, a second streams
 //! the activities into it, so that memory is bounded as for JSON, plus the counter samples
 //! (written last in time order) and, during the first read, a few words per flow start. It
@@ -28,10 +28,10 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use omniprof_trace::NeedsWholeTrace;
-use omniprof_trace::PerfettoSurvey;
-use omniprof_trace::{Format, WriteError, WriteStats};
-use omniprof_trace::{ReadError, ReadStats, TraceReader};
+use omniprof_trace::{
+    save_perfetto_streamed, Format, NeedsWholeTrace, PerfettoSurvey, ReadError, ReadStats,
+    TraceReader, WriteError, WriteStats,
+};
 
 use crate::progress::read_file;
 use crate::reading::report_skipped;
@@ -187,7 +187,7 @@ fn streamed_pftrace(input: &Path, output: &Path) -> Result<(WriteStats, ReadStat
         .finish()
         .map_err(|why| Failed::NeedsWholeTrace(why.to_string()))?;
     let mut read = None;
-    let saved = export::save_perfetto_streamed(output, layout, |stream| {
+    let saved = save_perfetto_streamed(output, layout, |stream| {
         let result = read_file(input, |input| {
             TraceReader::new().stream(input, |item| stream.add(item))
         });

@@ -1,15 +1,13 @@
 //! The streamed Perfetto writer against the whole one: a trace in written order streams into
-//! the very bytes `perfetto::write` writes; a trace whose rows are in order only each on its
+//! the very bytes `write_perfetto` writes; a trace whose rows are in order only each on its
 //! own (device work after the host's, as Kineto writes it) streams into a `.pftrace` that
 //! reads back into the same trace; what cannot be streamed says why.
 
-use omniprof_trace::counter::CounterTrack;
-use omniprof_trace::export::chrome::{self, NeedsWholeTrace};
-use omniprof_trace::export::perfetto::{self, PerfettoStream, PerfettoSurvey};
-use omniprof_trace::export::WriteStats;
-use omniprof_trace::import::TraceReader;
-use omniprof_trace::trace::{ProcessRow, Span, ThreadRow};
-use omniprof_trace::{Activity, ActivityType, Flow, FlowKind, Trace, Value};
+use omniprof_trace::{
+    write_chrome, write_perfetto, Activity, ActivityType, CounterTrack, Flow, FlowKind,
+    NeedsWholeTrace, PerfettoStream, PerfettoSurvey, ProcessRow, Span, ThreadRow, Trace,
+    TraceReader, Value, WriteStats,
+};
 
 fn flow(id: u64, start: bool) -> Option<Flow> {
     Some(Flow {
@@ -79,7 +77,7 @@ fn trace() -> Trace {
 
 fn whole_pftrace(t: &Trace) -> (Vec<u8>, WriteStats) {
     let mut out = Vec::new();
-    let stats = perfetto::write(t, &mut out).unwrap();
+    let stats = write_perfetto(t, &mut out).unwrap();
     (out, stats)
 }
 
@@ -122,7 +120,7 @@ fn read_back(bytes: &[u8]) -> Trace {
 #[test]
 fn a_trace_in_written_order_streams_into_the_bytes_the_whole_trace_writer_writes() {
     let mut json = Vec::new();
-    chrome::write(&trace(), "t.json", &mut json).unwrap();
+    write_chrome(&trace(), "t.json", &mut json).unwrap();
     let whole = TraceReader::new().read(&json[..]).into_trace().unwrap();
     let (expected, expected_stats) = whole_pftrace(&whole);
     let (streamed, stats) = streamed_pftrace(&json).unwrap();

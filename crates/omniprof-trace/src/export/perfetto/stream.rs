@@ -10,7 +10,7 @@
 //! each, written last in time order as the whole-trace writer does). Neither holds the
 //! activities.
 //!
-//! Packets are the whole-trace writer's ([`write`](super::write())), written by the same
+//! Packets are the whole-trace writer's ([`write_perfetto`](crate::write_perfetto)), written by the same
 //! code. When the activities come in written order (by start, the longer first) the bytes
 //! are the same; when they come in that order on each row only (Kineto writes device work
 //! after the host's), each row's events go on a packet sequence of their own, whose
@@ -18,14 +18,13 @@
 //! time.
 //!
 //! Some traces cannot be written this way; the survey then ends with [`NeedsWholeTrace`]
-//! and the caller reads the trace whole and writes it with [`write`](super::write()): an
+//! and the caller reads the trace whole and writes it with [`write_perfetto`](crate::write_perfetto): an
 //! activity before one that starts later on its row, a base time after the events (which
 //! moves them), or flows whose ids have several starts or ends in a file whose events are
 //! not in written order (which start an end follows is decided in time order).
 //!
 //! ```
-//! use omniprof_trace::export::perfetto::{self, PerfettoStream, PerfettoSurvey};
-//! use omniprof_trace::import::TraceReader;
+//! use omniprof_trace::{write_perfetto, PerfettoStream, PerfettoSurvey, TraceReader};
 //!
 //! let json = r#"{"baseTimeNanoseconds": 1000, "traceEvents": [
 //!   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 1.5, "dur": 2}
@@ -38,7 +37,7 @@
 //! let stats = stream.finish()?;
 //! let whole = TraceReader::new().read(json.as_bytes()).into_trace()?;
 //! let mut expected = Vec::new();
-//! assert_eq!(perfetto::write(&whole, &mut expected)?, stats);
+//! assert_eq!(write_perfetto(&whole, &mut expected)?, stats);
 //! assert_eq!(out, expected);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
