@@ -30,7 +30,7 @@ use std::process::ExitCode;
 
 use omniprof_trace::{
     save_perfetto_streamed, Format, NeedsWholeTrace, PerfettoSurvey, ReadError, ReadStats,
-    TraceReader, WriteError, WriteStats,
+    TraceItem, TraceReader, WriteError, WriteStats,
 };
 
 use crate::progress::read_file;
@@ -148,22 +148,13 @@ enum Failed {
 fn streamed(input: &Path, output: &Path) -> Result<(WriteStats, ReadStats), Failed> {
     let mut read = None;
     let saved = omniprof_trace::save_streamed(output, |stream| {
-        let result = read_file(input, |input| {
-            TraceReader::new().stream(input, |item| stream.add(item))
-        });
-        let failed = result.is_err();
-        read = Some(result);
-        match failed {
-            // Stops the save: nothing is left at the output.
-            true => Err(io::Error::other("the input could not be read")),
-            false => Ok(()),
-        }
+        read_inside_save(input, &mut read, |item| stream.add(item))
     });
-    if let Some(Err(e)) = read {
-        return Err(Failed::Read(e));
-    }
+    let read = read
+        .unwrap_or_else(|| Ok(ReadStats::default()))
+        .map_err(Failed::Read)?;
     match saved {
-        Ok(written) => Ok((written, read.and_then(Result::ok).unwrap_or_default())),
+        Ok(written) => Ok((written, read)),
         Err(e) => match e
             .source
             .get_ref()
@@ -188,22 +179,29 @@ fn streamed_pftrace(input: &Path, output: &Path) -> Result<(WriteStats, ReadStat
         .map_err(|why| Failed::NeedsWholeTrace(why.to_string()))?;
     let mut read = None;
     let saved = save_perfetto_streamed(output, layout, |stream| {
-        let result = read_file(input, |input| {
-            TraceReader::new().stream(input, |item| stream.add(item))
-        });
-        let failed = result.is_err();
-        read = Some(result);
-        match failed {
-            // Stops the save: nothing is left at the output.
-            true => Err(io::Error::other("the input could not be read")),
-            false => Ok(()),
-        }
+        read_inside_save(input, &mut read, |item| stream.add(item))
     });
-    if let Some(Err(e)) = read {
-        return Err(Failed::Read(e));
-    }
+    let read = read
+        .unwrap_or_else(|| Ok(ReadStats::default()))
+        .map_err(Failed::Read)?;
     let written = saved.map_err(Failed::Write)?;
-    Ok((written, read.and_then(Result::ok).unwrap_or_default()))
+    Ok((written, read))
+}
+
+/// Reads `input` into a streaming writer from inside its save, keeping the read's outcome in
+/// `read`: a read that fails stops the save, so nothing is left at the output.
+fn read_inside_save(
+    input: &Path,
+    read: &mut Option<Result<ReadStats, ReadError>>,
+    add: impl FnMut(TraceItem),
+) -> io::Result<()> {
+    let result = read_file(input, |input| TraceReader::new().stream(input, add));
+    let failed = result.is_err();
+    *read = Some(result);
+    match failed {
+        true => Err(io::Error::other("the input could not be read")),
+        false => Ok(()),
+    }
 }
 
 /// Reads the input whole into the trace model, then saves it.
