@@ -24,13 +24,14 @@ pub(crate) fn kernel_args(
         ),
         ("shared memory".into(), Value::from(k.shared_memory)),
     ];
-    if let Some(occupancy) = props.and_then(|p| Occupancy::estimate(p, k)) {
+    let occupancy = props.and_then(|p| Occupancy::estimate(p, k));
+    if let Some(occupancy) = occupancy {
         args.push(("blocks per SM".into(), Value::from(occupancy.blocks_per_sm)));
         args.push(("warps per SM".into(), Value::from(occupancy.warps_per_sm)));
     }
     args.push(("grid".into(), Value::from(k.grid.to_vec())));
     args.push(("block".into(), Value::from(k.block.to_vec())));
-    if let Some(occupancy) = props.and_then(|p| Occupancy::estimate(p, k)) {
+    if let Some(occupancy) = occupancy {
         args.push((
             "est. achieved occupancy %".into(),
             Value::from(occupancy.percent),

@@ -11,7 +11,7 @@
 //! | `cuda_sync`, `overhead` | synchronization waits, CUPTI's own costs |
 //! | `deviceProperties` | from the driver, with Kineto's keys |
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -131,6 +131,7 @@ impl ActivityProfiler for CuptiProfiler {
             errors: Vec::new(),
             devices: BTreeSet::new(),
             streams: BTreeSet::new(),
+            properties: BTreeMap::new(),
         })))
     }
 }
@@ -150,6 +151,8 @@ struct CuptiSession {
     errors: Vec<String>,
     devices: BTreeSet<u32>,
     streams: BTreeSet<(u32, u32)>,
+    /// The devices' properties, read from the driver with the trace.
+    properties: BTreeMap<u32, DeviceProperties>,
 }
 
 /// Feeds the engine's pushes into CUPTI's external correlation stacks.
@@ -305,15 +308,18 @@ impl ProfilerSession for CuptiSession {
                 (Record::Memcpy(m), _) => {
                     context_device.insert(m.context, m.device);
                 }
+                (Record::Memset(m), _) => {
+                    context_device.insert(m.context, m.device);
+                }
                 _ => {}
             }
         }
-        let properties: HashMap<u32, DeviceProperties> = context_device
+        // Asked of the driver once per device: for the kernels' occupancy here, and for
+        // `deviceProperties` after.
+        let driver = &self.loaded.driver;
+        let properties: BTreeMap<u32, DeviceProperties> = context_device
             .values()
-            .copied()
-            .collect::<BTreeSet<u32>>()
-            .into_iter()
-            .filter_map(|d| Some((d, self.loaded.driver.properties(d)?)))
+            .filter_map(|&d| Some((d, driver.properties(d)?)))
             .collect();
         let pid = i64::from(std::process::id());
         let time = |ns: u64| clock.to_unix_ns(ns);
@@ -440,6 +446,7 @@ impl ProfilerSession for CuptiSession {
                 Record::ExternalCorrelation(_) | Record::Other(_) => {}
             }
         }
+        self.properties = properties;
         Ok(())
     }
 
@@ -506,8 +513,8 @@ impl ProfilerSession for CuptiSession {
     fn device_properties(&self) -> Vec<Value> {
         self.devices
             .iter()
-            .filter_map(|&d| self.loaded.driver.properties(d))
-            .map(|p| properties_value(&p))
+            .filter_map(|d| self.properties.get(d))
+            .map(properties_value)
             .collect()
     }
 
