@@ -78,25 +78,26 @@ def _warn_once(key: str, message: str) -> None:
         _warn.warn(message)
 
 
-def _config_flag(config: Any, flag: str) -> Optional[bool]:
-    """The value of an ``_ExperimentalConfig``'s boolean ``flag``, found by where it sits in
-    ``__getstate__`` (which differs between PyTorch releases); ``None`` when this PyTorch's
-    config has no such flag."""
-    try:
-        from torch._C._profiler import _ExperimentalConfig
+def _flag_positions(flag: str) -> List[int]:
+    """Where an ``_ExperimentalConfig``'s boolean ``flag`` sits in ``__getstate__`` (which
+    differs between PyTorch releases): the positions that setting it changes."""
+    from torch._C._profiler import _ExperimentalConfig
 
-        default = _ExperimentalConfig().__getstate__()
-        flipped = _ExperimentalConfig(**{flag: True}).__getstate__()
-        at = [i for i, (a, b) in enumerate(zip(default, flipped)) if a != b]
-        return bool(config.__getstate__()[at[0]]) if len(at) == 1 else None
-    except Exception:
-        return None
+    make: Any = _ExperimentalConfig
+    default, flipped = make().__getstate__(), make(**{flag: True}).__getstate__()
+    return [i for i, (a, b) in enumerate(zip(default, flipped)) if a != b]
 
 
 def _asks_cuda_sync(config: Any) -> bool:
     """Whether an ``_ExperimentalConfig`` has ``enable_cuda_sync_events=True``: then CUDA
     synchronization (``cuda_sync``) is recorded with ``ProfilerActivity.CUDA``."""
-    return config is not None and bool(_config_flag(config, "enable_cuda_sync_events"))
+    if config is None:
+        return False
+    try:
+        at = _flag_positions("enable_cuda_sync_events")
+        return len(at) == 1 and bool(config.__getstate__()[at[0]])
+    except Exception:  # a PyTorch without the flag
+        return False
 
 
 def _asks_beyond_verbose(config: Any) -> bool:
@@ -110,11 +111,8 @@ def _asks_beyond_verbose(config: Any) -> bool:
         from torch._C._profiler import _ExperimentalConfig
 
         given, default = config.__getstate__(), _ExperimentalConfig().__getstate__()
-        acted_on = {"verbose", "enable_cuda_sync_events", "adjust_profiler_step"}
-        ignored = set()
-        for flag in acted_on:
-            flipped = _ExperimentalConfig(**{flag: True}).__getstate__()
-            ignored.update(i for i, (a, b) in enumerate(zip(default, flipped)) if a != b)
+        acted_on = ("verbose", "enable_cuda_sync_events", "adjust_profiler_step")
+        ignored = {i for flag in acted_on for i in _flag_positions(flag)}
         return any(a != b for i, (a, b) in enumerate(zip(given, default)) if i not in ignored)
     except Exception:  # another torch's config: say it is not acted on
         return True
