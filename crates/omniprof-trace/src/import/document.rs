@@ -10,11 +10,12 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use super::error::{Position, ReadError, ReadErrorKind};
-use super::event::{read_event, ArgFilter, RawEvent, Str};
+use super::event::{ArgFilter, RawEvent, Str};
 use super::inflate::Inflating;
 use super::item::{ReadStats, TraceItem};
 use super::limits::Limits;
 use super::mapper::{EventError, EventMapper};
+use super::one_pass::read_event;
 use super::parallel::{Parallel, Tuning};
 use super::pftrace;
 use super::scan::{Limit, Scanner};

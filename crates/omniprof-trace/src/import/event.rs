@@ -1,12 +1,13 @@
 //! One element of `traceEvents` as serde sees it, borrowing from the event's text, and the
 //! exact conversion of `ts` / `dur` to nanoseconds.
 //!
-//! An event is parsed one of two ways. [`read_event`] is the fast one: a single pass that
-//! reads the `args` the mapper will use as it meets them, skipping the others unconverted.
-//! It gives up (rather than fail) on anything unusual, and the caller then parses the event
-//! with the derived [`RawEvent`] deserializer, the reference: it keeps `args` as text for the
-//! mapper to read later and reports errors as the reader always has. Both give the same
-//! event whenever the fast one succeeds.
+//! An event is parsed one of two ways. The one-pass parser
+//! ([`read_event`](super::one_pass::read_event)) is the fast one: it reads the `args` the
+//! mapper will use as it meets them, skipping the others unconverted, and gives up (rather
+//! than fail) on anything unusual. The caller then parses the event with the derived
+//! [`RawEvent`] deserializer, the reference: it keeps `args` as text for the mapper to read
+//! later and reports errors as the reader always has. Both give the same event whenever the
+//! fast one succeeds.
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -42,17 +43,17 @@ pub(super) struct RawEvent<'a> {
     pub tid: Option<Id<'a>>,
     /// Kept as text so that the conversion to nanoseconds is exact.
     #[serde(borrow)]
-    pub ts: Option<&'a RawValue>,
+    pub ts: Option<Raw<'a>>,
     #[serde(borrow)]
-    pub dur: Option<&'a RawValue>,
+    pub dur: Option<Raw<'a>>,
     /// The flow id of `s` / `f` events.
     #[serde(borrow)]
     pub id: Option<Id<'a>>,
     /// Kept as text and converted on demand ([`RawEvent::args`]), so that the args a
     /// consumer does not want are only skipped over, never converted.
     #[serde(borrow)]
-    pub args: Option<&'a RawValue>,
-    /// The args [`read_event`] already read (those of [`ArgKeys::of`] the event), in place
+    pub args: Option<Raw<'a>>,
+    /// The args the one-pass parser already read (those of [`ArgKeys::of`] the event), in place
     /// of `args`.
     #[serde(skip)]
     pub read_args: Option<Args<'a>>,
@@ -68,7 +69,7 @@ impl<'a> RawEvent<'a> {
             return Ok(Args::default());
         };
         let keys = ArgKeys::of(self.ph.as_deref(), self.cat.as_deref());
-        let mut de = serde_json::Deserializer::from_str(raw.get());
+        let mut de = serde_json::Deserializer::from_str(raw.0);
         ArgsSeed {
             keep: |key: &str| keys.keeps(key, filter),
         }
@@ -145,7 +146,7 @@ impl ArgKeys {
     }
 
     /// Whether [`of`](Self::of) depends on `cat` for this `ph`.
-    fn need_cat(ph: Option<&str>) -> bool {
+    pub(super) fn need_cat(ph: Option<&str>) -> bool {
         matches!(ph, Some("X" | "i" | "C"))
     }
 
@@ -161,119 +162,9 @@ impl ArgKeys {
     }
 }
 
-/// Parses the event at the start of `text` in one pass, reading only the `args` the mapper
-/// uses (with `filter`) when `ph` and `cat` come before `args`, as every writer puts them;
-/// otherwise `args` is kept as text, as [`RawEvent`]'s derived deserializer does.
-///
-/// Returns the event and the length of its text, or `None` for anything else: not an
-/// object, a syntax or type error (`args` that is not an object included), a duplicate
-/// field, or an event cut off by the end of `text`. The caller then reads the event the
-/// reference way, which reports exactly what is wrong.
-pub(super) fn read_event<'a>(text: &'a str, filter: &ArgFilter) -> Option<(RawEvent<'a>, usize)> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let event = EventSeed { filter }.deserialize(&mut de).ok()?;
-    // A stream deserializer starts counting where its deserializer stands: the one public
-    // way to learn where the event ended.
-    let len = de.into_iter::<IgnoredAny>().byte_offset();
-    Some((event, len))
-}
-
-/// [`read_event`]'s one-pass deserializer.
-struct EventSeed<'f> {
-    filter: &'f ArgFilter,
-}
-
-impl<'de> DeserializeSeed<'de> for EventSeed<'_> {
-    type Value = RawEvent<'de>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<RawEvent<'de>, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for EventSeed<'_> {
-    type Value = RawEvent<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an event object")
-    }
-
-    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<RawEvent<'de>, M::Error> {
-        /// The fields of [`RawEvent`].
-        #[derive(Clone, Copy)]
-        enum Field {
-            Ph,
-            Cat,
-            Name,
-            Pid,
-            Tid,
-            Ts,
-            Dur,
-            Id,
-            Args,
-        }
-
-        let mut ev = RawEvent::default();
-        // Which fields were present (a `null` one included): a second value is an error,
-        // as in the derived deserializer, and `args` is read at once only after `ph` and
-        // (when it matters) `cat`.
-        let mut seen = [false; 9];
-        while let Some(key) = map.next_key::<Str<'de>>()? {
-            let field = match &*key {
-                "ph" => Field::Ph,
-                "cat" => Field::Cat,
-                "name" => Field::Name,
-                "pid" => Field::Pid,
-                "tid" => Field::Tid,
-                "ts" => Field::Ts,
-                "dur" => Field::Dur,
-                "id" => Field::Id,
-                "args" => Field::Args,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                    continue;
-                }
-            };
-            if std::mem::replace(&mut seen[field as usize], true) {
-                return Err(de::Error::custom("duplicate field"));
-            }
-            match field {
-                Field::Ph => ev.ph = map.next_value()?,
-                Field::Cat => ev.cat = map.next_value()?,
-                Field::Name => ev.name = map.next_value()?,
-                Field::Pid => ev.pid = map.next_value()?,
-                Field::Tid => ev.tid = map.next_value()?,
-                Field::Ts => ev.ts = map.next_value()?,
-                Field::Dur => ev.dur = map.next_value()?,
-                Field::Id => ev.id = map.next_value()?,
-                Field::Args => {
-                    let ph = ev.ph.as_deref();
-                    let known = seen[Field::Ph as usize]
-                        && (seen[Field::Cat as usize] || !ArgKeys::need_cat(ph));
-                    if !known {
-                        ev.args = map.next_value()?;
-                        continue;
-                    }
-                    let keys = ArgKeys::of(ph, ev.cat.as_deref());
-                    ev.read_args = Some(if keys == ArgKeys::None {
-                        map.next_value::<IgnoredAny>()?;
-                        Args::default()
-                    } else {
-                        let filter = self.filter;
-                        map.next_value_seed(ArgsSeed {
-                            keep: |key: &str| keys.keeps(key, filter),
-                        })?
-                    });
-                }
-            }
-        }
-        Ok(ev)
-    }
-}
-
 /// A string that borrows from the input unless it contained escapes. (`Option<Cow<str>>`
 /// would always allocate: serde only borrows a `Cow` that is the field's whole type.)
-pub(super) struct Str<'a>(Cow<'a, str>);
+pub(super) struct Str<'a>(pub(super) Cow<'a, str>);
 
 impl Deref for Str<'_> {
     type Target = str;
@@ -304,6 +195,17 @@ impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
         }
 
         d.deserialize_str(StrVisitor)
+    }
+}
+
+/// The text of a JSON value, as it stands in the event (a number's digits, a string with
+/// its quotes).
+#[derive(Clone, Copy)]
+pub(super) struct Raw<'a>(pub(super) &'a str);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Raw<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <&'a RawValue>::deserialize(d).map(|raw| Raw(raw.get()))
     }
 }
 
@@ -499,7 +401,7 @@ mod tests {
         assert_eq!(ev.name.as_deref(), Some("a\"b"));
         assert!(matches!(ev.pid, Some(Id::Str(ref s)) if &**s == "Spans"));
         assert!(matches!(ev.tid, Some(Id::Int(7))));
-        assert_eq!(ev.ts.unwrap().get(), "1.5");
+        assert_eq!(ev.ts.unwrap().0, "1.5");
         assert!(ev.dur.is_none());
         let args = ev.args(&ArgFilter::All).unwrap();
         let keys: Vec<&str> = args.kept.iter().map(|(k, _)| &**k).collect();
@@ -530,8 +432,6 @@ mod tests {
         let null = r#"{"ph": "X", "cat": "cpu_op", "args": null}"#;
         let mut ev: RawEvent = serde_json::from_str(null).unwrap();
         assert!(ev.args(&ArgFilter::All).unwrap().kept.is_empty());
-        let (mut ev, _) = read_event(null, &ArgFilter::All).unwrap();
-        assert!(ev.args(&ArgFilter::All).unwrap().kept.is_empty());
 
         let list = r#"{"ph": "X", "cat": "cpu_op", "args": [1]}"#;
         let mut ev: RawEvent = serde_json::from_str(list).unwrap();
@@ -539,11 +439,6 @@ mod tests {
             panic!("a list is not args");
         };
         assert!(err.starts_with("`args`: invalid type: sequence"), "{err}");
-        // The one-pass read leaves the error to the reference read.
-        assert!(read_event(list, &ArgFilter::All).is_none());
-        // Args nobody reads may be anything, either way.
-        let flow = r#"{"ph": "s", "cat": "ac2g", "args": [1]}"#;
-        assert!(read_event(flow, &ArgFilter::All).is_some());
     }
 
     #[test]
@@ -570,65 +465,6 @@ mod tests {
         assert!(!op.keeps("Input type", &only));
         assert!(ArgKeys::Activity { counter: true }.keeps("Input type", &only));
         assert!(ArgKeys::Row.keeps("sort_index", &only) && !ArgKeys::Span.keeps("name", &only));
-    }
-
-    /// The event's fields and its args as the mapper would get them, as text.
-    fn fields(mut ev: RawEvent, filter: &ArgFilter) -> String {
-        let id = |id: &Option<Id>| id.as_ref().map(Id::to_text);
-        let args = ev.args(filter).map(|args| {
-            args.kept
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect::<Vec<_>>()
-        });
-        format!(
-            "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {args:?}",
-            ev.ph.as_deref(),
-            ev.cat.as_deref(),
-            ev.name.as_deref(),
-            id(&ev.pid),
-            id(&ev.tid),
-            ev.ts.map(RawValue::get),
-            ev.dur.map(RawValue::get),
-            id(&ev.id),
-        )
-    }
-
-    #[test]
-    fn the_one_pass_read_agrees_with_the_reference_read() {
-        let filters = [ArgFilter::All, ArgFilter::Only(vec!["keep".into()])];
-        for text in [
-            r#"{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, "ts": 1.5, "dur": 2, "args": {"External id": 3, "keep": [1], "drop": {"a": 1}}}"#,
-            // `ph` or `cat` after `args`: args are kept as text.
-            r#"{"args": {"keep": 1, "drop": 2}, "ph": "X", "cat": "cpu_op"}"#,
-            r#"{"ph": "X", "args": {"keep": 1, "drop": 2}, "cat": "kernel"}"#,
-            // A row needs no `cat`; a flow and an unknown phase read no args.
-            r#"{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "t", "x": 1}}"#,
-            r#"{"ph": "f", "id": "9", "pid": 1, "tid": 1, "ts": 0, "cat": "ac2g", "bp": "e"}"#,
-            r#"{"ph": "?", "cat": "cpu_op", "args": {"keep": 1}}"#,
-            r#"{"ph": "C", "cat": "gpu_pm_counter", "args": {"": 4, "u": "%"}, "extra": [1, {"b": 2}]}"#,
-            r#"{"ph": null, "cat": null, "name": "esc\u0061ped", "args": null}"#,
-            r#"{"ph": "X", "cat": "Trace", "args": {"Op count": 5, "x": 1}}"#,
-            "{}",
-        ] {
-            for filter in &filters {
-                let reference: RawEvent = serde_json::from_str(text).unwrap();
-                let with_next = format!("{text} , {{}}");
-                let (ev, len) = read_event(&with_next, filter).expect(text);
-                assert_eq!(len, text.len(), "{text}");
-                assert_eq!(fields(ev, filter), fields(reference, filter), "{text}");
-            }
-        }
-        for bad in [
-            r#"{"ph": "X", "ph": "X"}"#,
-            r#"{"args": {}, "args": {}}"#,
-            r#"{"ph": "X", "cat": "cpu_op", "args": {"a": 1}"#,
-            r#"{"ph": 1}"#,
-            r#"["X"]"#,
-            "",
-        ] {
-            assert!(read_event(bad, &ArgFilter::All).is_none(), "{bad}");
-        }
     }
 
     #[test]

@@ -19,9 +19,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-use serde_json::value::RawValue;
-
-use super::event::{activity_type, micros_to_ns, ArgFilter, Id, RawEvent};
+use super::event::{activity_type, micros_to_ns, ArgFilter, Id, Raw, RawEvent};
 use super::item::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::counter::{CounterSample, CounterTrack};
@@ -178,8 +176,8 @@ impl Converter {
     }
 
     /// The microseconds of `field` (`ts` or `dur`) in nanoseconds.
-    fn micros(raw: &RawValue, field: &str) -> Result<i64, EventError> {
-        let raw = raw.get();
+    fn micros(raw: Raw, field: &str) -> Result<i64, EventError> {
+        let raw = raw.0;
         micros_to_ns(raw).ok_or_else(|| {
             // The value may be anything, a whole object included: quote only its start.
             let end = raw.char_indices().nth(40).map_or(raw.len(), |(i, _)| i);

@@ -78,6 +78,7 @@ mod inflate;
 mod item;
 mod limits;
 mod mapper;
+mod one_pass;
 mod parallel;
 mod pftrace;
 mod reader;

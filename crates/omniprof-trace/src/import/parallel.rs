@@ -39,9 +39,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::thread;
 
-use super::event::read_event;
 use super::item::TraceItem;
 use super::mapper::{Converter, EventMapper, Mapped};
+use super::one_pass::read_event;
 use super::scan::{count_newlines, ReadAhead};
 use crate::sync::lock;
 

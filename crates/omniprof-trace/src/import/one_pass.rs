@@ -1,0 +1,737 @@
+//! The one-pass event parser: reads one element of `traceEvents` byte by byte into a
+//! [`RawEvent`], converting only the `args` the mapper uses and skipping everything else
+//! without building it.
+//!
+//! Parsing events is most of a read, and a general JSON deserializer pays per key for what a
+//! trace never needs (a visitor per value, a check per byte for escapes). This parser knows
+//! the event's shape. It never reports an error: on anything it does not expect (a syntax
+//! error, a type the field cannot take, a duplicate field, a lone surrogate, a number out of
+//! range, nesting deeper than it tracks, text cut off by the end of the buffer) it gives up
+//! with `None`, and the caller parses the event again with the reference deserializer
+//! ([`RawEvent`]'s derived one), which accepts or rejects it and says why. So what it
+//! returns is always what the reference would give: the same fields, the same typed
+//! [`Value`]s (integers that fit `i64` as `Int`, else `UInt`, else the correctly rounded
+//! `Float`, as `Value`'s `Deserialize` reads them), the same length. The tests compare the
+//! two over mutated events.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::event::{ArgFilter, ArgKeys, Args, Id, Raw, RawEvent, Str};
+use crate::value::{Value, MAX_VALUE_DEPTH};
+
+/// Parses the event at the start of `text` (after any whitespace) in one pass, reading only
+/// the `args` the mapper uses (with `filter`) when `ph` and `cat` come before `args`, as
+/// every writer puts them; otherwise `args` is kept as text, as the reference does.
+///
+/// Returns the event and the length of its text (to just after its `}`), or `None` for
+/// anything the reference parser must judge (see the module docs).
+pub(super) fn read_event<'a>(text: &'a str, filter: &ArgFilter) -> Option<(RawEvent<'a>, usize)> {
+    let mut parser = Parser { text, at: 0 };
+    let event = parser.event(filter)?;
+    Some((event, parser.at))
+}
+
+/// Which [`RawEvent`] field a key is, as an index into the seen-fields list.
+const PH: usize = 0;
+const CAT: usize = 1;
+const NAME: usize = 2;
+const PID: usize = 3;
+const TID: usize = 4;
+const TS: usize = 5;
+const DUR: usize = 6;
+const ID: usize = 7;
+const ARGS: usize = 8;
+
+fn field(key: &str) -> Option<usize> {
+    Some(match key {
+        "ph" => PH,
+        "cat" => CAT,
+        "name" => NAME,
+        "pid" => PID,
+        "tid" => TID,
+        "ts" => TS,
+        "dur" => DUR,
+        "id" => ID,
+        "args" => ARGS,
+        _ => return None,
+    })
+}
+
+/// The deepest nesting a skipped value may have: one bit per level.
+const MAX_SKIP_DEPTH: u32 = 64;
+
+/// A JSON number as the reference deserializer classifies it.
+enum Number {
+    U64(u64),
+    I64(i64),
+    F64(f64),
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let b = self.peek()?;
+        self.at += 1;
+        Some(b)
+    }
+
+    fn whitespace(&mut self) {
+        let bytes = self.text.as_bytes();
+        while matches!(bytes.get(self.at), Some(b' ' | b'\n' | b'\t' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte after whitespace, consumed.
+    fn token(&mut self) -> Option<u8> {
+        self.whitespace();
+        self.next()
+    }
+
+    fn literal(&mut self, word: &str) -> Option<()> {
+        let end = self.at + word.len();
+        (self.text.as_bytes().get(self.at..end)? == word.as_bytes()).then(|| self.at = end)
+    }
+
+    fn event(&mut self, filter: &ArgFilter) -> Option<RawEvent<'a>> {
+        (self.token()? == b'{').then_some(())?;
+        let mut ev = RawEvent::default();
+        let mut seen = [false; 9];
+        self.whitespace();
+        if self.peek()? == b'}' {
+            self.at += 1;
+            return Some(ev);
+        }
+        loop {
+            (self.token()? == b'"').then_some(())?;
+            let key = self.string()?;
+            (self.token()? == b':').then_some(())?;
+            self.whitespace();
+            match field(&key) {
+                None => self.skip_value()?,
+                Some(f) if std::mem::replace(&mut seen[f], true) => return None,
+                Some(PH) => ev.ph = self.optional(Self::str_value)?,
+                Some(CAT) => ev.cat = self.optional(Self::str_value)?,
+                Some(NAME) => ev.name = self.optional(Self::str_value)?,
+                Some(PID) => ev.pid = self.optional(Self::id)?,
+                Some(TID) => ev.tid = self.optional(Self::id)?,
+                Some(TS) => ev.ts = self.optional(Self::raw)?,
+                Some(DUR) => ev.dur = self.optional(Self::raw)?,
+                Some(ID) => ev.id = self.optional(Self::id)?,
+                Some(_) => {
+                    let ph = ev.ph.as_deref();
+                    let known = seen[PH] && (seen[CAT] || !ArgKeys::need_cat(ph));
+                    if !known {
+                        ev.args = self.optional(Self::raw)?;
+                    } else {
+                        let keys = ArgKeys::of(ph, ev.cat.as_deref());
+                        ev.read_args = Some(if keys == ArgKeys::None {
+                            self.skip_value()?;
+                            Args::default()
+                        } else {
+                            self.args(|key| keys.keeps(key, filter))?
+                        });
+                    }
+                }
+            }
+            match self.token()? {
+                b',' => {}
+                b'}' => return Some(ev),
+                _ => return None,
+            }
+        }
+    }
+
+    /// `null` as `None`, else what `read` reads.
+    fn optional<T>(&mut self, read: fn(&mut Self) -> Option<T>) -> Option<Option<T>> {
+        if self.peek()? == b'n' {
+            self.literal("null")?;
+            return Some(None);
+        }
+        read(self).map(Some)
+    }
+
+    fn str_value(&mut self) -> Option<Str<'a>> {
+        (self.next()? == b'"').then_some(())?;
+        self.string().map(Str)
+    }
+
+    /// An integer that fits `i64`, or a string: what [`Id`] accepts.
+    fn id(&mut self) -> Option<Id<'a>> {
+        if self.peek()? == b'"' {
+            return self.str_value().map(Id::Str);
+        }
+        match self.number()? {
+            Number::I64(v) => Some(Id::Int(v)),
+            Number::U64(v) => i64::try_from(v).ok().map(Id::Int),
+            Number::F64(_) => None,
+        }
+    }
+
+    /// Any value, as its text.
+    fn raw(&mut self) -> Option<Raw<'a>> {
+        let start = self.at;
+        self.skip_value()?;
+        Some(Raw(&self.text[start..self.at]))
+    }
+
+    /// The rest of a string whose opening quote was consumed: borrowed unless it holds
+    /// escapes.
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        loop {
+            match *bytes.get(self.at)? {
+                b'"' => {
+                    self.at += 1;
+                    return Some(Cow::Borrowed(&self.text[start..self.at - 1]));
+                }
+                b'\\' => break,
+                ..0x20 => return None,
+                _ => self.at += 1,
+            }
+        }
+        let mut owned = String::from(&self.text[start..self.at]);
+        loop {
+            let run = self.at;
+            loop {
+                match *bytes.get(self.at)? {
+                    b'"' | b'\\' => break,
+                    ..0x20 => return None,
+                    _ => self.at += 1,
+                }
+            }
+            owned.push_str(&self.text[run..self.at]);
+            if self.next()? == b'"' {
+                return Some(Cow::Owned(owned));
+            }
+            let c = match self.next()? {
+                b'"' => '"',
+                b'\\' => '\\',
+                b'/' => '/',
+                b'b' => '\u{8}',
+                b'f' => '\u{c}',
+                b'n' => '\n',
+                b'r' => '\r',
+                b't' => '\t',
+                b'u' => self.unicode_escape()?,
+                _ => return None,
+            };
+            owned.push(c);
+        }
+    }
+
+    /// The character of a `\u` escape whose `\u` was consumed: a surrogate pair is one
+    /// character; a lone surrogate is left to the reference (which refuses it).
+    fn unicode_escape(&mut self) -> Option<char> {
+        let first = self.hex4()?;
+        if !(0xD800..0xE000).contains(&first) {
+            return char::from_u32(first);
+        }
+        if first >= 0xDC00 {
+            return None;
+        }
+        self.literal("\\u")?;
+        let second = self.hex4()?;
+        if !(0xDC00..0xE000).contains(&second) {
+            return None;
+        }
+        char::from_u32(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00))
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let digits = self.text.get(self.at..self.at + 4)?;
+        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        self.at += 4;
+        u32::from_str_radix(digits, 16).ok()
+    }
+
+    /// A number's text, checked but not converted (so, as the reference skips numbers, one
+    /// beyond `f64`'s range is accepted).
+    fn skip_number(&mut self) -> Option<()> {
+        let bytes = self.text.as_bytes();
+        if bytes.get(self.at) == Some(&b'-') {
+            self.at += 1;
+        }
+        match self.next()? {
+            b'0' => {}
+            b'1'..=b'9' => {
+                while bytes.get(self.at).is_some_and(u8::is_ascii_digit) {
+                    self.at += 1;
+                }
+            }
+            _ => return None,
+        }
+        if bytes.get(self.at) == Some(&b'.') {
+            self.at += 1;
+            self.digits()?;
+        }
+        if matches!(bytes.get(self.at), Some(b'e' | b'E')) {
+            self.at += 1;
+            if matches!(bytes.get(self.at), Some(b'+' | b'-')) {
+                self.at += 1;
+            }
+            self.digits()?;
+        }
+        Some(())
+    }
+
+    /// A number, classified as the reference deserializer does: an integer is `U64` when
+    /// not negative, `I64` when negative (`-0` and below `i64::MIN` are floats), a float
+    /// when it has a fraction or an exponent or does not fit `u64`.
+    fn number(&mut self) -> Option<Number> {
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        let negative = self.peek()? == b'-';
+        if negative {
+            self.at += 1;
+        }
+        let mut significand: u64 = 0;
+        let mut overflow = false;
+        match self.next()? {
+            b'0' => {}
+            first @ b'1'..=b'9' => {
+                significand = u64::from(first - b'0');
+                while let Some(&b @ b'0'..=b'9') = bytes.get(self.at) {
+                    self.at += 1;
+                    match significand
+                        .checked_mul(10)
+                        .and_then(|s| s.checked_add(u64::from(b - b'0')))
+                    {
+                        Some(s) => significand = s,
+                        None => overflow = true,
+                    }
+                }
+            }
+            _ => return None,
+        }
+        let mut float = overflow;
+        if bytes.get(self.at) == Some(&b'.') {
+            self.at += 1;
+            self.digits()?;
+            float = true;
+        }
+        if matches!(bytes.get(self.at), Some(b'e' | b'E')) {
+            self.at += 1;
+            if matches!(bytes.get(self.at), Some(b'+' | b'-')) {
+                self.at += 1;
+            }
+            self.digits()?;
+            float = true;
+        }
+        if float {
+            let v: f64 = self.text[start..self.at].parse().ok()?;
+            // Out of range is the reference's error; an underflow to zero is left to it too.
+            let digits_nonzero = self.text[start..self.at]
+                .bytes()
+                .take_while(|b| !matches!(b, b'e' | b'E'))
+                .any(|b| matches!(b, b'1'..=b'9'));
+            if !v.is_finite() || (v == 0.0 && digits_nonzero) {
+                return None;
+            }
+            return Some(Number::F64(v));
+        }
+        if !negative {
+            return Some(Number::U64(significand));
+        }
+        // As the reference: `-0` and magnitudes beyond `i64` are floats.
+        let negated = (significand as i64).wrapping_neg();
+        Some(if negated >= 0 {
+            Number::F64(-(significand as f64))
+        } else {
+            Number::I64(negated)
+        })
+    }
+
+    /// One or more ASCII digits.
+    fn digits(&mut self) -> Option<()> {
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        while bytes.get(self.at).is_some_and(u8::is_ascii_digit) {
+            self.at += 1;
+        }
+        (self.at > start).then_some(())
+    }
+
+    /// `args`: `null`, or an object whose values `keep` accepts by key are converted and the
+    /// others skipped.
+    fn args(&mut self, keep: impl Fn(&str) -> bool) -> Option<Args<'a>> {
+        let mut args = Args::default();
+        match self.next()? {
+            b'n' => {
+                self.at -= 1;
+                self.literal("null")?;
+                return Some(args);
+            }
+            b'{' => {}
+            _ => return None,
+        }
+        self.whitespace();
+        if self.peek()? == b'}' {
+            self.at += 1;
+            return Some(args);
+        }
+        loop {
+            (self.token()? == b'"').then_some(())?;
+            let key = self.string()?;
+            (self.token()? == b':').then_some(())?;
+            self.whitespace();
+            if keep(&key) {
+                // A value too deep for other readers is skipped and counted: one such arg
+                // does not make the whole trace unreadable.
+                let mut too_deep = false;
+                let value = self.value(0, &mut too_deep)?;
+                match too_deep {
+                    false => args.kept.push((Str(key), value)),
+                    true => args.too_deep += 1,
+                }
+            } else {
+                self.skip_value()?;
+            }
+            match self.token()? {
+                b',' => {}
+                b'}' => return Some(args),
+                _ => return None,
+            }
+        }
+    }
+
+    /// A value converted to [`MAX_VALUE_DEPTH`] levels, `depth` being this one's; a list or
+    /// object at that depth is skipped and sets `too_deep`.
+    fn value(&mut self, depth: usize, too_deep: &mut bool) -> Option<Value> {
+        Some(match self.peek()? {
+            b'n' => self.literal("null").map(|()| Value::Null)?,
+            b't' => self.literal("true").map(|()| Value::Bool(true))?,
+            b'f' => self.literal("false").map(|()| Value::Bool(false))?,
+            b'"' => {
+                self.at += 1;
+                Value::Str(Arc::from(&*self.string()?))
+            }
+            b'[' | b'{' if depth == MAX_VALUE_DEPTH => {
+                self.skip_value()?;
+                *too_deep = true;
+                Value::Null
+            }
+            b'[' => {
+                self.at += 1;
+                let mut items = Vec::new();
+                self.whitespace();
+                if self.peek()? == b']' {
+                    self.at += 1;
+                    return Some(Value::List(items));
+                }
+                loop {
+                    self.whitespace();
+                    items.push(self.value(depth + 1, too_deep)?);
+                    match self.token()? {
+                        b',' => {}
+                        b']' => break Value::List(items),
+                        _ => return None,
+                    }
+                }
+            }
+            b'{' => {
+                self.at += 1;
+                let mut entries = Vec::new();
+                self.whitespace();
+                if self.peek()? == b'}' {
+                    self.at += 1;
+                    return Some(Value::Map(entries));
+                }
+                loop {
+                    (self.token()? == b'"').then_some(())?;
+                    let key = self.string()?.into_owned();
+                    (self.token()? == b':').then_some(())?;
+                    self.whitespace();
+                    entries.push((key, self.value(depth + 1, too_deep)?));
+                    match self.token()? {
+                        b',' => {}
+                        b'}' => break Value::Map(entries),
+                        _ => return None,
+                    }
+                }
+            }
+            _ => match self.number()? {
+                Number::U64(v) => i64::try_from(v).map_or(Value::UInt(v), Value::Int),
+                Number::I64(v) => Value::Int(v),
+                Number::F64(v) => Value::Float(v),
+            },
+        })
+    }
+
+    /// Skips one value, checking its syntax, without building anything. Containers nest
+    /// through a bit stack (set: an object), [`MAX_SKIP_DEPTH`] levels at most.
+    fn skip_value(&mut self) -> Option<()> {
+        let mut objects: u64 = 0;
+        let mut depth: u32 = 0;
+        loop {
+            // A value.
+            match self.peek()? {
+                b'"' => {
+                    self.at += 1;
+                    self.skip_string()?;
+                }
+                b'n' => self.literal("null")?,
+                b't' => self.literal("true")?,
+                b'f' => self.literal("false")?,
+                open @ (b'[' | b'{') => {
+                    if depth == MAX_SKIP_DEPTH {
+                        return None;
+                    }
+                    self.at += 1;
+                    let object = open == b'{';
+                    objects = objects << 1 | u64::from(object);
+                    depth += 1;
+                    self.whitespace();
+                    let close = if object { b'}' } else { b']' };
+                    if self.peek()? == close {
+                        self.at += 1;
+                        objects >>= 1;
+                        depth -= 1;
+                    } else {
+                        if object {
+                            self.object_key()?;
+                        }
+                        continue;
+                    }
+                }
+                _ => self.skip_number()?,
+            }
+            // What follows it: the next element, or the ends of containers.
+            loop {
+                if depth == 0 {
+                    return Some(());
+                }
+                let object = objects & 1 == 1;
+                match self.token()? {
+                    b',' => {
+                        if object {
+                            self.whitespace();
+                            self.object_key()?;
+                        } else {
+                            self.whitespace();
+                        }
+                        break;
+                    }
+                    b'}' if object => {}
+                    b']' if !object => {}
+                    _ => return None,
+                }
+                objects >>= 1;
+                depth -= 1;
+            }
+        }
+    }
+
+    /// `"key":` and the whitespace after it, in a skipped object.
+    fn object_key(&mut self) -> Option<()> {
+        (self.next()? == b'"').then_some(())?;
+        self.skip_string()?;
+        (self.token()? == b':').then_some(())?;
+        self.whitespace();
+        Some(())
+    }
+
+    /// The rest of a string whose opening quote was consumed, checked but not kept.
+    fn skip_string(&mut self) -> Option<()> {
+        let bytes = self.text.as_bytes();
+        loop {
+            match *bytes.get(self.at)? {
+                b'"' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                b'\\' => {
+                    self.at += 1;
+                    match self.next()? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                        b'u' => {
+                            self.unicode_escape()?;
+                        }
+                        _ => return None,
+                    }
+                }
+                ..0x20 => return None,
+                _ => self.at += 1,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::*;
+
+    /// The event's fields and its args as the mapper would get them (it reads none of an
+    /// event whose [`ArgKeys`] are `None`), as text (`Debug` tells `Int` from `UInt` and
+    /// `Float`).
+    fn fields(mut ev: RawEvent, filter: &ArgFilter) -> String {
+        let id = |id: &Option<Id>| id.as_ref().map(Id::to_text);
+        let read = ArgKeys::of(ev.ph.as_deref(), ev.cat.as_deref()) != ArgKeys::None;
+        let args = read.then(|| ev.args(filter)).map(|args| {
+            args.map(|args| {
+                let kept: Vec<_> = args
+                    .kept
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+                (kept, args.too_deep)
+            })
+        });
+        format!(
+            "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {args:?}",
+            ev.ph.as_deref(),
+            ev.cat.as_deref(),
+            ev.name.as_deref(),
+            id(&ev.pid),
+            id(&ev.tid),
+            ev.ts.map(|r| r.0),
+            ev.dur.map(|r| r.0),
+            id(&ev.id),
+        )
+    }
+
+    /// The reference read of the event at the start of `text`: its fields and length.
+    fn reference(text: &str, filter: &ArgFilter) -> Option<(String, usize)> {
+        let mut events = serde_json::Deserializer::from_str(text).into_iter::<RawEvent>();
+        let event = events.next()?.ok()?;
+        Some((fields(event, filter), events.byte_offset()))
+    }
+
+    fn one_pass(text: &str, filter: &ArgFilter) -> Option<(String, usize)> {
+        read_event(text, filter).map(|(ev, len)| (fields(ev, filter), len))
+    }
+
+    const FILTERS: [fn() -> ArgFilter; 2] =
+        [|| ArgFilter::All, || ArgFilter::Only(vec!["keep".into()])];
+
+    /// Events the one-pass parser reads as the reference does.
+    const EVENTS: &[&str] = &[
+        r#"{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, "ts": 1.5, "dur": 2, "args": {"External id": 3, "keep": [1], "drop": {"a": 1}}}"#,
+        // `ph` or `cat` after `args`: args are kept as text.
+        r#"{"args": {"keep": 1, "drop": 2}, "ph": "X", "cat": "cpu_op"}"#,
+        r#"{"ph": "X", "args": {"keep": 1, "drop": 2}, "cat": "kernel"}"#,
+        // A row needs no `cat`; a flow and an unknown phase read no args.
+        r#"{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "t", "x": 1}}"#,
+        r#"{"ph": "f", "id": "9", "pid": 1, "tid": 1, "ts": 0, "cat": "ac2g", "bp": "e", "args": [1]}"#,
+        r#"{"ph": "?", "cat": "cpu_op", "args": {"keep": 1}}"#,
+        r#"{"ph": "C", "cat": "gpu_pm_counter", "args": {"": 4, "u": "%"}, "extra": [1, {"b": 2}]}"#,
+        r#"{"ph": null, "cat": null, "name": "esc\u0061ped", "args": null}"#,
+        r#"{"ph": "X", "cat": "Trace", "args": {"Op count": 5, "x": 1}}"#,
+        r#"{"ph": "X", "cat": "cpu_op", "args": null, "ts": null, "pid": null}"#,
+        // Escapes in keys and values, a surrogate pair, whitespace everywhere.
+        "{ \"\\u0070h\" :\t\"X\" ,\r\n \"cat\": \"cpu_op\", \"name\": \"a\\\"b\\\\c\\/\\b\\f\\n\\r\\t\\ud83d\\ude00\\u00e9\",\n\"args\" : { \"k\\u0065ep\" : [ \"\\u0000\" , { } , [ ] ] , \"\\\"\": 1 } }",
+        // Numbers of every kind the reference tells apart.
+        r#"{"ph": "X", "cat": "cpu_op", "pid": -9223372036854775808, "tid": 9223372036854775807, "ts": -0.5e-3, "dur": 1E2, "args": {"keep": [0, -0, 18446744073709551615, 18446744073709551616, -9223372036854775809, 1.5, -2.25e-300, 123456789012345678901234567890, 0.1], "u": 18446744073709551615}}"#,
+        // Nested past the depth converted: the arg is dropped and counted.
+        r#"{"ph": "X", "cat": "cpu_op", "args": {"keep": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]], "x": {"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[{}]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}, "y": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}"#,
+        r#"{"name": "unknown fields skipped", "s": {"a": [true, false, null, "x\"]", -1.5e+3, {"b": {}}]}, "big": [1e400, -0.0E-0], "ph": "i", "ts": 1e999}"#,
+        "{}",
+        " \n{ }",
+    ];
+
+    #[test]
+    fn the_one_pass_read_agrees_with_the_reference_read() {
+        for text in EVENTS {
+            for filter in FILTERS.map(|f| f()) {
+                let with_next = format!("{text} , {{}}");
+                let expected = reference(text, &filter).expect(text);
+                assert_eq!(expected.1, text.len(), "{text}");
+                assert_eq!(one_pass(&with_next, &filter), Some(expected), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn anything_unusual_is_left_to_the_reference() {
+        for bad in [
+            // Errors the reference reports.
+            r#"{"ph": "X", "ph": "X"}"#,
+            r#"{"args": {}, "args": {}}"#,
+            r#"{"ph": "X", "cat": "cpu_op", "args": {"a": 1}"#,
+            r#"{"ph": 1}"#,
+            r#"{"ph": "X", "cat": "cpu_op", "args": [1]}"#,
+            r#"{"pid": 1.5}"#,
+            r#"{"pid": -0}"#,
+            r#"{"pid": 9223372036854775808}"#,
+            r#"{"ph": "X", "cat": "cpu_op", "args": {"a": 1e400}}"#,
+            r#"{"name": "\ud800"}"#,
+            r#"{"name": "a	b"}"#,
+            r#"{"a": 01}"#,
+            r#"{"a": 1,}"#,
+            r#"["X"]"#,
+            "",
+            // Accepted by the reference, but unusual: it reads them.
+            r#"{"a": "\udc00"}"#,
+            r#"{"ph": "X", "cat": "cpu_op", "args": {"a": 1e-400}}"#,
+        ] {
+            assert!(read_event(bad, &ArgFilter::All).is_none(), "{bad}");
+        }
+        let deep = format!("{{\"a\": {}{}}}", "[".repeat(65), "]".repeat(65));
+        assert!(read_event(&deep, &ArgFilter::All).is_none());
+        assert!(reference(&deep, &ArgFilter::All).is_some());
+    }
+
+    /// Every event above, cut at every byte and with every byte replaced by each of a set
+    /// that JSON gives meaning to: whenever the one-pass parser reads something, the
+    /// reference reads the same.
+    #[test]
+    fn whatever_the_one_pass_read_accepts_the_reference_reads_the_same() {
+        let replacements = [
+            "\"", "\\", ",", ":", "}", "]", "{", "[", " ", "0", "9", "-", ".", "e", "n", "x",
+            "\u{1}", "é",
+        ];
+        let mut accepted = 0;
+        for text in EVENTS {
+            let filter = ArgFilter::All;
+            let mut variants: Vec<String> = Vec::new();
+            for (at, c) in text.char_indices() {
+                variants.push(text[..at].to_string());
+                for r in replacements {
+                    variants.push(format!("{}{r}{}", &text[..at], &text[at + c.len_utf8()..]));
+                }
+            }
+            for variant in &variants {
+                if let Some(read) = one_pass(variant, &filter) {
+                    accepted += 1;
+                    assert_eq!(reference(variant, &filter), Some(read), "{variant}");
+                }
+            }
+        }
+        // The mutations that keep an event valid (a digit for a digit, a space for a
+        // space, ...) are read, not all given up.
+        assert!(accepted > 1000, "{accepted}");
+    }
+
+    #[test]
+    fn raw_values_keep_their_text() {
+        let (ev, _) = read_event(
+            r#"{"ts": 12.500, "dur": "7", "args": {"a": [1, 2]}}"#,
+            &ArgFilter::All,
+        )
+        .unwrap();
+        assert_eq!(ev.ts.map(|r| r.0), Some("12.500"));
+        assert_eq!(ev.dur.map(|r| r.0), Some("\"7\""));
+        assert_eq!(ev.args.map(|r| r.0), Some(r#"{"a": [1, 2]}"#));
+        // The reference gives the same text.
+        let reference = RawEvent::deserialize(&mut serde_json::Deserializer::from_str(
+            r#"{"ts": 12.500, "dur": "7"}"#,
+        ))
+        .unwrap();
+        assert_eq!(reference.ts.map(|r| r.0), Some("12.500"));
+        assert_eq!(reference.dur.map(|r| r.0), Some("\"7\""));
+    }
+}
