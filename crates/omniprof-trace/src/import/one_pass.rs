@@ -189,30 +189,24 @@ impl<'a> Parser<'a> {
     fn string(&mut self) -> Option<Cow<'a, str>> {
         let bytes = self.text.as_bytes();
         let start = self.at;
-        loop {
-            match *bytes.get(self.at)? {
-                b'"' => {
-                    self.at += 1;
-                    return Some(Cow::Borrowed(&self.text[start..self.at - 1]));
-                }
-                b'\\' => break,
-                ..0x20 => return None,
-                _ => self.at += 1,
+        self.at = plain_run_end(bytes, self.at);
+        match *bytes.get(self.at)? {
+            b'"' => {
+                self.at += 1;
+                return Some(Cow::Borrowed(&self.text[start..self.at - 1]));
             }
+            b'\\' => {}
+            _ => return None,
         }
         let mut owned = String::from(&self.text[start..self.at]);
         loop {
             let run = self.at;
-            loop {
-                match *bytes.get(self.at)? {
-                    b'"' | b'\\' => break,
-                    ..0x20 => return None,
-                    _ => self.at += 1,
-                }
-            }
+            self.at = plain_run_end(bytes, self.at);
             owned.push_str(&self.text[run..self.at]);
-            if self.next()? == b'"' {
-                return Some(Cow::Owned(owned));
+            match self.next()? {
+                b'"' => return Some(Cow::Owned(owned)),
+                b'\\' => {}
+                _ => return None,
             }
             let c = match self.next()? {
                 b'"' => '"',
@@ -547,26 +541,54 @@ impl<'a> Parser<'a> {
     fn skip_string(&mut self) -> Option<()> {
         let bytes = self.text.as_bytes();
         loop {
-            match *bytes.get(self.at)? {
-                b'"' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                b'\\' => {
-                    self.at += 1;
-                    match self.next()? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
-                        b'u' => {
-                            self.unicode_escape()?;
-                        }
-                        _ => return None,
+            self.at = plain_run_end(bytes, self.at);
+            match self.next()? {
+                b'"' => return Some(()),
+                b'\\' => match self.next()? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                    b'u' => {
+                        self.unicode_escape()?;
                     }
-                }
-                ..0x20 => return None,
-                _ => self.at += 1,
+                    _ => return None,
+                },
+                _ => return None,
             }
         }
     }
+}
+
+/// Where the plain run of a string that starts at `at` ends: the index of the first quote,
+/// backslash or control character (which JSON does not allow unescaped), or the end.
+///
+/// Eight bytes at a time: in each word, a byte is flagged when it is zero after an XOR with
+/// the quote or the backslash, or below 0x20, by the borrow trick of "bit twiddling hacks"
+/// (`(w - 0x01..) & !w & 0x80..`). A borrow can flag a byte above a flagged one but never
+/// below, so the lowest flag is always a true one.
+fn plain_run_end(bytes: &[u8], mut at: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = ONES << 7;
+    fn zero_bytes(w: u64) -> u64 {
+        w.wrapping_sub(ONES) & !w & HIGHS
+    }
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let flags = zero_bytes(w ^ (ONES * u64::from(b'"')))
+            | zero_bytes(w ^ (ONES * u64::from(b'\\')))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGHS);
+        if flags != 0 {
+            return at + (flags.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    while bytes
+        .get(at)
+        .is_some_and(|&b| b != b'"' && b != b'\\' && b >= 0x20)
+    {
+        at += 1;
+    }
+    at
 }
 
 #[cfg(test)]
@@ -714,6 +736,37 @@ mod tests {
         // The mutations that keep an event valid (a digit for a digit, a space for a
         // space, ...) are read, not all given up.
         assert!(accepted > 1000, "{accepted}");
+    }
+
+    #[test]
+    fn a_plain_run_ends_at_the_first_quote_backslash_or_control_byte() {
+        for (text, end) in [
+            ("", 0),
+            ("abc", 3),
+            ("abcdefghijklmnop", 16),
+            ("abcdefghij\"", 10),
+            ("abcdefg\\h\"", 7),
+            ("\u{1f}abcdefgh", 0),
+            ("abcdefgh\u{0}", 8),
+            // A byte above 0x7f is part of the run, and a borrow out of a flagged byte
+            // does not hide the first one.
+            ("éèabcd\u{1}\"", 8),
+            ("\u{0}\u{1}\"\\", 0),
+            ("ab\u{1f}\u{20}\"\u{0}\u{0}\u{0}\u{0}", 2),
+        ] {
+            assert_eq!(plain_run_end(text.as_bytes(), 0), end, "{text:?}");
+            for from in 0..=text.len() {
+                let expected = text.as_bytes()[from..]
+                    .iter()
+                    .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                    .map_or(text.len(), |i| from + i);
+                assert_eq!(
+                    plain_run_end(text.as_bytes(), from),
+                    expected,
+                    "{text:?} {from}"
+                );
+            }
+        }
     }
 
     #[test]
