@@ -64,6 +64,9 @@ mod value;
 
 #[cfg(test)]
 mod test_data;
+// `test_data` names this crate's items as the integration tests that include it do.
+#[cfg(test)]
+extern crate self as omniprof_trace;
 
 // The model.
 pub use activity::{

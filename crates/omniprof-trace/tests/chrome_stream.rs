@@ -2,69 +2,27 @@
 //! `ChromeStream` wrote as the reader streamed it equals the trace read back from
 //! `omniprof_trace::write_chrome`'s output; a row out of order stops the stream with `NeedsWholeTrace`.
 
-use omniprof_trace::CounterTrack;
 use omniprof_trace::TraceReader;
-use omniprof_trace::{Activity, ActivityType, Flow, FlowKind, Trace, Value};
-use omniprof_trace::{ChromeStream, NeedsWholeTrace};
-use omniprof_trace::{ProcessRow, Span, ThreadRow};
+use omniprof_trace::{ChromeStream, NeedsWholeTrace, Trace};
+
+// The sample trace this crate's tests share; the reference files beside it are for others.
+#[allow(dead_code)]
+#[path = "../src/test_data.rs"]
+mod test_data;
+
+use test_data::{launch_and_kernel, op, sample_trace};
 
 /// Nested ops, an overlapping one (a sibling lane), a launch, its kernel with a flow, a
 /// counter, rows, a span and metadata, in written order.
 fn trace() -> Trace {
-    use ActivityType::*;
-    let mut t = Trace::new(1_000_000, 2_000_000);
-    t.base_time_ns = 1_000_000;
-    t.set_metadata("deviceType", Value::from("openreg"));
-    t.device_properties = vec![Value::Map(vec![("id".into(), Value::Int(0))])];
-    let mut launch = Activity::new(CudaRuntime, "cudaLaunchKernel", 7, 7, 1_200_000, 1_250_000);
-    launch.correlation = 11;
-    launch.flow = Some(Flow {
-        id: 11,
-        kind: FlowKind::Ac2g,
-        start: true,
-    });
-    let mut kernel = Activity::new(ConcurrentKernel, "gemm", 0, 5, 1_300_000, 1_400_000);
-    kernel.correlation = 11;
-    kernel.flow = Some(Flow {
-        id: 11,
-        kind: FlowKind::Ac2g,
-        start: false,
-    });
-    t.activities = vec![
-        Activity::new(CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000),
-        Activity::new(CpuOp, "outer", 7, 8, 1_100_000, 1_300_000),
+    let (launch, kernel) = launch_and_kernel();
+    sample_trace(vec![
+        op("aten::mm", 7, 1_100_000, 1_500_000),
+        op("outer", 8, 1_100_000, 1_300_000),
         launch,
-        Activity::new(CpuOp, "overlapping", 7, 8, 1_200_000, 1_400_000),
+        op("overlapping", 8, 1_200_000, 1_400_000),
         kernel,
-    ];
-    let track = CounterTrack {
-        kind: GpuPmCounter,
-        device: 0,
-        resource: 5,
-        name: "sm".into(),
-    };
-    t.counters.add(&track, 1_300_000, [("active".into(), 87.5)]);
-    t.processes.push(ProcessRow {
-        pid: 7,
-        name: "python".into(),
-        label: "CPU".into(),
-        sort_index: 7,
-    });
-    t.threads.push(ThreadRow {
-        pid: 7,
-        tid: 8,
-        name: "worker".into(),
-        sort_index: 8,
-    });
-    t.spans.push(Span {
-        name: "omniprof".into(),
-        prefix: String::new(),
-        iteration: 0,
-        start_ns: 1_000_000,
-        end_ns: 2_000_000,
-        op_count: 5,
-    });
-    t
+    ])
 }
 
 fn whole_json(t: &Trace) -> Vec<u8> {

@@ -4,74 +4,42 @@
 //! reads back into the same trace; what cannot be streamed says why.
 
 use omniprof_trace::{
-    write_chrome, write_perfetto, Activity, ActivityType, CounterTrack, Flow, FlowKind,
-    NeedsWholeTrace, PerfettoStream, PerfettoSurvey, ProcessRow, Span, ThreadRow, Trace,
-    TraceReader, Value, WriteStats,
+    write_chrome, write_perfetto, Activity, ActivityType, CounterTrack, NeedsWholeTrace,
+    PerfettoStream, PerfettoSurvey, Trace, TraceReader, Value, WriteStats,
 };
 
-fn flow(id: u64, start: bool) -> Option<Flow> {
-    Some(Flow {
-        id,
-        kind: FlowKind::Ac2g,
-        start,
-    })
-}
+// The sample trace this crate's tests share; the reference files beside it are for others.
+#[allow(dead_code)]
+#[path = "../src/test_data.rs"]
+mod test_data;
+
+use test_data::{ac2g, launch_and_kernel, op, sample_trace};
 
 /// Nested ops, an overlapping one (a sibling lane), an instant, a launch whose flow has two
 /// kernels at its end, counters, rows, a span and metadata.
 fn trace() -> Trace {
     use ActivityType::*;
-    let mut t = Trace::new(1_000_000, 2_000_000);
-    t.base_time_ns = 1_000_000;
-    t.set_metadata("deviceType", Value::from("openreg"));
-    t.device_properties = vec![Value::Map(vec![("id".into(), Value::Int(0))])];
-    let mut launch = Activity::new(CudaRuntime, "cudaLaunchKernel", 7, 7, 1_200_000, 1_250_000);
-    launch.correlation = 11;
-    launch.flow = flow(11, true);
-    let mut kernel = Activity::new(ConcurrentKernel, "gemm", 0, 5, 1_300_000, 1_400_000);
-    kernel.correlation = 11;
-    kernel.flow = flow(11, false);
+    let (launch, kernel) = launch_and_kernel();
     let mut second = Activity::new(ConcurrentKernel, "kernel", 0, 5, 1_450_000, 1_500_000);
-    second.flow = flow(11, false);
+    second.flow = ac2g(11, false);
     second
         .args
         .push(("grid".into(), Value::List(vec![Value::Int(128)])));
-    t.activities = vec![
-        Activity::new(CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000),
-        Activity::new(CpuOp, "outer", 7, 8, 1_100_000, 1_300_000),
+    let mut t = sample_trace(vec![
+        op("aten::mm", 7, 1_100_000, 1_500_000),
+        op("outer", 8, 1_100_000, 1_300_000),
         launch,
-        Activity::new(CpuOp, "overlapping", 7, 8, 1_200_000, 1_400_000),
+        op("overlapping", 8, 1_200_000, 1_400_000),
         Activity::new(CpuInstantEvent, "mark", 7, 7, 1_210_000, 1_210_000),
         kernel,
         second,
-    ];
+    ]);
     let sm = CounterTrack::new(GpuPmCounter, "sm", 0, 5);
-    t.counters.add(&sm, 1_300_000, [("active".into(), 87.5)]);
     t.counters.add(
         &sm,
         1_400_000,
         [("active".into(), 12.0), ("idle".into(), 3.0)],
     );
-    t.processes.push(ProcessRow {
-        pid: 7,
-        name: "python".into(),
-        label: "CPU".into(),
-        sort_index: 7,
-    });
-    t.threads.push(ThreadRow {
-        pid: 7,
-        tid: 8,
-        name: "worker".into(),
-        sort_index: 8,
-    });
-    t.spans.push(Span {
-        name: "omniprof".into(),
-        prefix: String::new(),
-        iteration: 0,
-        start_ns: 1_000_000,
-        end_ns: 2_000_000,
-        op_count: 7,
-    });
     t
 }
 
@@ -163,7 +131,7 @@ fn rows_in_order_only_each_on_its_own_stream_into_a_pftrace_holding_the_same_tra
     let kernel = &from_stream.activities[3];
     assert_eq!(
         (&*kernel.name, kernel.flow),
-        ("gemm", flow(9, false)),
+        ("gemm", ac2g(9, false)),
         "the flow reaches its kernel"
     );
 }

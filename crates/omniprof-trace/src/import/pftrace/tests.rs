@@ -4,6 +4,7 @@
 use super::*;
 use crate::export::{chrome, perfetto};
 use crate::import::TraceReader;
+use crate::test_data::{launch_and_kernel, op, sample_trace};
 use crate::trace::Trace;
 
 /// A trace with what the writer maps: host ops nested on a thread, a launch and its kernel
@@ -11,12 +12,7 @@ use crate::trace::Trace;
 /// span, metadata, and two overlapping ops (a sibling lane).
 fn trace() -> Trace {
     use ActivityType::*;
-    let mut t = Trace::new(1_000_000, 2_000_000);
-    t.base_time_ns = 1_000_000;
-    t.set_metadata("deviceType", Value::from("openreg"));
-    t.trace_name = Some("t.pt.trace.json".into());
-    t.device_properties = vec![Value::Map(vec![("id".into(), Value::Int(0))])];
-    let mut mm = Activity::new(CpuOp, "aten::mm", 7, 7, 1_100_000, 1_500_000);
+    let mut mm = op("aten::mm", 7, 1_100_000, 1_500_000);
     mm.correlation = 3;
     mm.args.push((
         "Input Dims".into(),
@@ -24,68 +20,26 @@ fn trace() -> Trace {
     ));
     mm.args
         .push(("nested".into(), Value::Map(vec![("k".into(), Value::Null)])));
-    let mut launch = Activity::new(CudaRuntime, "cudaLaunchKernel", 7, 7, 1_200_000, 1_250_000);
-    launch.correlation = 11;
+    let (mut launch, mut k1) = launch_and_kernel();
     launch.linked_correlation = Some(3);
-    launch.flow = Some(Flow {
-        id: 11,
-        kind: FlowKind::Ac2g,
-        start: true,
-    });
-    let mut k1 = Activity::new(ConcurrentKernel, "gemm", 0, 5, 1_300_000, 1_400_000);
-    k1.correlation = 11;
     k1.linked_correlation = Some(3);
-    k1.flow = Some(Flow {
-        id: 11,
-        kind: FlowKind::Ac2g,
-        start: false,
-    });
     let mut k2 = k1.clone();
     k2.name = "gemm2".into();
     (k2.start_ns, k2.end_ns) = (1_450_000, 1_460_000);
     let annotation = Activity::new(GpuUserAnnotation, "step", 0, 5, 1_300_000, 1_460_000);
     let mut memory = Activity::new(CpuInstantEvent, "[memory]", 7, 7, 1_150_000, 1_150_000);
     memory.args.push(("Bytes".into(), Value::Int(-64)));
-    t.activities = vec![
+    let mut t = sample_trace(vec![
         mm,
-        Activity::new(CpuOp, "aten::relu", 7, 8, 1_100_000, 1_300_000),
-        Activity::new(CpuOp, "overlapping", 7, 8, 1_200_000, 1_400_000),
+        op("aten::relu", 8, 1_100_000, 1_300_000),
+        op("overlapping", 8, 1_200_000, 1_400_000),
         memory,
         launch,
         annotation,
         k1,
         k2,
-    ];
-    t.counters.add(
-        &CounterTrack {
-            kind: ActivityType::GpuPmCounter,
-            device: 0,
-            resource: 5,
-            name: "sm".into(),
-        },
-        1_300_000,
-        [(Arc::from("active"), 87.5)],
-    );
-    t.processes.push(ProcessRow {
-        pid: 7,
-        name: "python".into(),
-        label: "CPU".into(),
-        sort_index: 7,
-    });
-    t.threads.push(ThreadRow {
-        pid: 7,
-        tid: 7,
-        name: "main".into(),
-        sort_index: 7,
-    });
-    t.spans.push(Span {
-        name: "omniprof".into(),
-        prefix: String::new(),
-        iteration: 0,
-        start_ns: 1_000_000,
-        end_ns: 2_000_000,
-        op_count: 4,
-    });
+    ]);
+    t.trace_name = Some("t.pt.trace.json".into());
     t
 }
 
