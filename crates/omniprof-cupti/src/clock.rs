@@ -9,7 +9,7 @@
 //! and the rate are both measured. The offset's change from start to stop is the drift the
 //! trace reports, with the rate.
 
-use omniprof::wall_now_ns;
+use omniprof::{tightest_pair, wall_now_ns};
 
 /// A CUPTI time and the wall time read at the same moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,32 +26,11 @@ impl Pair {
         self.wall_ns.wrapping_sub(self.cupti_ns as i64)
     }
 
-    /// Reads both clocks `tries` times and keeps the read whose wall brackets were closest,
-    /// taking the brackets' midpoint.
+    /// Reads CUPTI's clock between two wall reads `tries` times and keeps the read whose wall
+    /// brackets were closest, taking the brackets' midpoint ([`tightest_pair`]).
     pub fn take(tries: usize, cupti_now: impl Fn() -> u64) -> Self {
-        let mut best = (
-            i64::MAX,
-            Pair {
-                cupti_ns: 0,
-                wall_ns: 0,
-            },
-        );
-        for _ in 0..tries.max(1) {
-            let before = wall_now_ns();
-            let cupti_ns = cupti_now();
-            let after = wall_now_ns();
-            let gap = after - before;
-            if gap < best.0 {
-                best = (
-                    gap,
-                    Pair {
-                        cupti_ns,
-                        wall_ns: before + gap / 2,
-                    },
-                );
-            }
-        }
-        best.1
+        let (wall_ns, cupti_ns) = tightest_pair(tries, wall_now_ns, cupti_now);
+        Pair { cupti_ns, wall_ns }
     }
 }
 

@@ -144,7 +144,7 @@ pub fn wall_now_ns() -> i64 {
 const PAIRS: usize = 101;
 
 /// One (wall ns, tick) pair: the tick is the midpoint of two counter reads around one wall read,
-/// and of many such pairs the one with the narrowest bracket is kept.
+/// and of many such pairs the one with the narrowest bracket is kept ([`tightest_pair`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CalibrationSample {
     /// The wall clock, ns since the Unix epoch.
@@ -161,25 +161,58 @@ impl CalibrationSample {
             ticks();
             wall_now_ns();
         }
-        // The pair with the narrowest bracket carries the least scheduling noise.
-        (0..PAIRS)
-            .map(|_| {
-                let before = ticks();
-                let wall_ns = wall_now_ns();
-                let after = ticks();
-                let width = after.wrapping_sub(before);
-                (
-                    width,
-                    Self {
-                        wall_ns,
-                        tick: before + width / 2,
-                    },
-                )
-            })
-            .min_by_key(|(width, _)| *width)
-            .map(|(_, sample)| sample)
-            .expect("PAIRS > 0")
+        let (tick, wall_ns) = tightest_pair(PAIRS, ticks, wall_now_ns);
+        Self { wall_ns, tick }
     }
+}
+
+/// Reads one clock (`read_b`) between two reads of another (`read_a`), `reads` times (at
+/// least once), and keeps the read whose `a` bracket was narrowest, as the bracket's
+/// midpoint and the `b` read: the pair of simultaneous times with the least scheduling noise
+/// between them. Of brackets equally narrow the first is kept; one whose clock went back (a
+/// wall clock stepped mid-read) is kept only where every one did.
+///
+/// ```
+/// use std::cell::Cell;
+/// use omniprof::tightest_pair;
+///
+/// // A counter that advances 10, then 2, then 6 across each read of the other clock, which
+/// // reads 100, 200, 300.
+/// let counter = Cell::new(0u64);
+/// let reads = Cell::new(0usize);
+/// let read_b = || {
+///     let n = reads.get();
+///     counter.set(counter.get() + [10, 2, 6][n]);
+///     reads.set(n + 1);
+///     (n as i64 + 1) * 100
+/// };
+/// // The second read, whose bracket ran from 10 to 12.
+/// assert_eq!(tightest_pair(3, || counter.get(), read_b), (11, 200));
+/// ```
+pub fn tightest_pair<A, B>(
+    reads: usize,
+    mut read_a: impl FnMut() -> A,
+    mut read_b: impl FnMut() -> B,
+) -> (A, B)
+where
+    A: Copy + Into<i128> + TryFrom<i128>,
+{
+    let mut read = || {
+        let before = read_a();
+        let b = read_b();
+        let width = read_a().into() - before.into();
+        // Between two values of `A`, the midpoint is one too.
+        let mid = A::try_from(before.into() + width / 2).unwrap_or(before);
+        ((width < 0, width.unsigned_abs()), mid, b)
+    };
+    let mut best = read();
+    for _ in 1..reads {
+        let next = read();
+        if next.0 < best.0 {
+            best = next;
+        }
+    }
+    (best.1, best.2)
 }
 
 /// Converts ticks to Unix-epoch nanoseconds with a scale measured between two samples.
@@ -251,6 +284,28 @@ mod tests {
         let err = (conv.to_unix_ns(mid_tick) - mid_wall).abs();
         assert!(err < 200_000, "conversion off by {err} ns");
         assert!(conv.ns_per_tick > 0.0);
+    }
+
+    #[test]
+    fn a_read_whose_clock_went_back_is_kept_only_where_every_one_did() {
+        // Brackets of `a` per read: 5 wide, then back by 1 (a stepped clock), then 3 wide.
+        let scripted = |steps: &'static [i64]| {
+            let (a, read) = (std::cell::Cell::new(100i64), std::cell::Cell::new(0usize));
+            let pair = tightest_pair(
+                steps.len(),
+                || a.get(),
+                || {
+                    let n = read.get();
+                    read.set(n + 1);
+                    a.set(a.get() + steps[n]);
+                    n
+                },
+            );
+            (pair, a.get())
+        };
+        assert_eq!(scripted(&[5, -1, 3]), ((105, 2), 107));
+        // Where every clock went back, the least step back is kept.
+        assert_eq!(scripted(&[-4, -1]), ((96, 1), 95));
     }
 
     #[test]

@@ -69,7 +69,9 @@ mod trigger;
 pub use omniprof_trace::*;
 
 // Recording.
-pub use clock::{clock_source, ticks, wall_now_ns, CalibrationSample, ClockSource, TickConverter};
+pub use clock::{
+    clock_source, ticks, tightest_pair, wall_now_ns, CalibrationSample, ClockSource, TickConverter,
+};
 pub use iteration::{iteration, step};
 pub use record::python::PythonFrame;
 pub use record::{
