@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NoReturn, Optional
 
 import pytest
 
@@ -42,7 +42,7 @@ def require_torch() -> Any:
     return torch
 
 
-def missing(what: str) -> None:
+def missing(what: str) -> NoReturn:
     """Fails (or, with OMNIPROF_PY_ALLOW_MISSING_TOOLS, skips) because ``what`` is missing."""
     if os.environ.get("OMNIPROF_PY_ALLOW_MISSING_TOOLS"):
         pytest.skip(f"{what} (OMNIPROF_PY_ALLOW_MISSING_TOOLS is set)")

@@ -8,7 +8,6 @@ its user range) is checked end to end. On a GPU, ``gpu/cuda_check.py`` compares 
 torch.profiler (docs/cuda.md).
 """
 
-import glob
 import json
 import os
 import subprocess
@@ -17,7 +16,7 @@ import sysconfig
 import textwrap
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -95,18 +94,25 @@ def test_key_averages_rows_have_torchs_device_type() -> None:
 
 
 def cupti_headers() -> List[str]:
-    """The include directories of the CUPTI headers and cuda.h PyTorch's CUDA wheels put in
-    this interpreter's site-packages."""
+    """The include directories of the CUPTI headers and cuda.h: ``OMNIPROF_CUPTI_INCLUDE``, else the
+    first of ``tests/sim/include-dirs.txt``'s directories (the list the Rust tests read too) holding
+    each, its relative lines under this interpreter's site-packages."""
+    named = os.environ.get("OMNIPROF_CUPTI_INCLUDE")
+    if named:
+        return named.split(os.pathsep)
     site = sysconfig.get_paths()["purelib"]
-    cupti = [d for d in glob.glob(os.path.join(site, "nvidia", "*", "include")) if os.path.isfile(os.path.join(d, "cupti_activity.h"))]
-    cuda = [
-        d
-        for d in [os.path.join(site, "triton", "backends", "nvidia", "include"), *glob.glob(os.path.join(site, "nvidia", "*", "include"))]
-        if os.path.isfile(os.path.join(d, "crt", "host_defines.h"))
-    ]
-    if not cupti or not cuda:
-        missing(f"no CUPTI headers with cuda.h under {site} (pip install torch brings them)")
-    return [cupti[0], cuda[0]]
+    lines = (line.strip() for line in (SIM / "include-dirs.txt").read_text().splitlines())
+    listed = [line for line in lines if line and not line.startswith("#")]
+    # Relative lines first, for each site-packages, then the absolute ones, as the Rust side orders them.
+    candidates = [os.path.join(site, d) for d in listed if not os.path.isabs(d)] + [d for d in listed if os.path.isabs(d)]
+
+    def first(header: str) -> Optional[str]:
+        return next((d for d in candidates if os.path.isfile(os.path.join(d, header))), None)
+
+    cupti, cuda = first("cupti_activity.h"), first(os.path.join("crt", "host_defines.h"))
+    if cupti is None or cuda is None:
+        missing(f"no CUPTI headers with cuda.h in {SIM / 'include-dirs.txt'}'s directories under {site} (pip install torch brings them)")
+    return [cupti, cuda]
 
 
 def build_simulated(out: Path) -> Dict[str, str]:

@@ -2,15 +2,19 @@
 //! simulated CUPTI and CUDA driver built from `crates/omniprof-cupti/tests/sim` against them.
 //!
 //! The headers are looked for in `OMNIPROF_CUPTI_INCLUDE` (`:`-separated directories), else
-//! in the wheels of `target/py-venv` (PyTorch's CUDA build brings `nvidia-cuda-cupti`, and
-//! `triton`, whose include directory has `cuda.h` and what it includes), else in
-//! `/usr/local/cuda`. Where they are missing the caller is told to skip
-//! ([`Needs::CuptiHeaders`]).
+//! in the directories `crates/omniprof-cupti/tests/sim/include-dirs.txt` lists, under the
+//! site-packages of `target/py-venv` (PyTorch's CUDA build brings `nvidia-cuda-cupti`, and
+//! `triton`, whose include directory has `cuda.h` and what it includes) or, for its absolute
+//! lines, as written (a CUDA toolkit). The Python test reads the same list. Where they are
+//! missing the caller is told to skip ([`Needs::CuptiHeaders`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::skip::{self, Needs};
+
+/// The directories to look in, in order: the one list the Rust and Python tests share.
+const SEARCH_ORDER: &str = include_str!("../../omniprof-cupti/tests/sim/include-dirs.txt");
 
 /// Include directories holding `cupti_activity.h` and `cuda.h` (CUPTI's first), or `None`.
 pub fn include_dirs() -> Option<Vec<PathBuf>> {
@@ -18,22 +22,22 @@ pub fn include_dirs() -> Option<Vec<PathBuf>> {
         return Some(std::env::split_paths(&dirs).collect());
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let listed: Vec<&Path> = SEARCH_ORDER
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(Path::new)
+        .collect();
+    let (absolute, relative): (Vec<&Path>, Vec<&Path>) =
+        listed.into_iter().partition(|d| d.is_absolute());
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Ok(libs) = std::fs::read_dir(root.join("target/py-venv/lib")) {
         for lib in libs.flatten() {
             let site = lib.path().join("site-packages");
-            for sub in [
-                "nvidia/cu13/include",
-                "nvidia/cuda_cupti/include",
-                "nvidia/cuda_runtime/include",
-                "triton/backends/nvidia/include",
-            ] {
-                candidates.push(site.join(sub));
-            }
+            candidates.extend(relative.iter().map(|sub| site.join(sub)));
         }
     }
-    candidates.push("/usr/local/cuda/extras/CUPTI/include".into());
-    candidates.push("/usr/local/cuda/include".into());
+    candidates.extend(absolute.into_iter().map(Path::to_path_buf));
     let with = |header: &str| {
         candidates
             .iter()
@@ -43,7 +47,6 @@ pub fn include_dirs() -> Option<Vec<PathBuf>> {
     let cupti = with("cupti_activity.h")?;
     // cuda.h's directory must hold the headers it includes too (a wheel's may not).
     let cuda = with("crt/host_defines.h")?;
-    // CUPTI's own directory first: a toolkit's include directory may hold an older CUPTI.
     Some(vec![cupti, cuda])
 }
 
