@@ -6,43 +6,18 @@
 //! accepts a valid config, rejects a bad one with exit 2 naming the line, key and value, and
 //! resolves activity classes in `--json`; `--help` lists the commands.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
 use omniprof::TraceReader;
 use omniprof::{Activity, Trace};
 use omniprof_test_support::checker;
+use omniprof_test_support::cli::{arg, text, Cli};
 
-fn omniprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-}
-
-/// Runs `omniprof args...` with `stdin` as standard input.
-fn run(args: &[&str], stdin: &str) -> Output {
-    let mut child = omniprof()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the omniprof binary");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
-}
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
 /// Runs the demo into `path` and asserts it succeeded and said so.
 fn demo(path: &Path) -> String {
-    let out = run(&["demo", "-o", path.to_str().unwrap()], "");
+    let out = OMNIPROF.run(["demo", "-o", path.to_str().unwrap()]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "demo failed: {stderr}");
     assert!(stdout.contains(&path.display().to_string()), "{stdout}");
@@ -136,7 +111,7 @@ fn demo_writes_gzip_for_a_gz_path() {
 
 #[test]
 fn demo_into_a_missing_directory_fails_naming_the_path() {
-    let out = run(&["demo", "-o", "/nonexistent/dir/x.json"], "");
+    let out = OMNIPROF.run(["demo", "-o", "/nonexistent/dir/x.json"]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(!out.status.success(), "demo succeeded: {stdout}");
     assert!(
@@ -149,10 +124,7 @@ fn demo_into_a_missing_directory_fails_naming_the_path() {
 
 #[test]
 fn config_check_accepts_a_valid_config_from_stdin() {
-    let out = run(
-        &["config", "check"],
-        "# kineto config\nACTIVITIES_ENABLED=true\nACTIVITY_TYPES=cpu_op,user_annotation\nACTIVITIES_DURATION_MSECS=500\n",
-    );
+    let out = OMNIPROF.run_with_stdin(["config", "check"], "# kineto config\nACTIVITIES_ENABLED=true\nACTIVITY_TYPES=cpu_op,user_annotation\nACTIVITIES_DURATION_MSECS=500\n");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stderr), "ok: <stdin>\n");
     assert_eq!(text(&out.stdout), "");
@@ -160,7 +132,7 @@ fn config_check_accepts_a_valid_config_from_stdin() {
 
 #[test]
 fn config_check_rejects_an_unknown_activity_type_with_exit_2() {
-    let out = run(&["config", "check"], "ACTIVITY_TYPES=memcopy\n");
+    let out = OMNIPROF.run_with_stdin(["config", "check"], "ACTIVITY_TYPES=memcopy\n");
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
@@ -176,7 +148,7 @@ fn config_check_rejects_an_unknown_activity_type_with_exit_2() {
         "ACTIVITIES_ENABLED=true\nACTIVITY_TYPES=cpu_op,memcopy\n",
     )
     .unwrap();
-    let out = run(&["config", "check", file.to_str().unwrap()], "");
+    let out = OMNIPROF.run(["config", "check", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
@@ -189,7 +161,7 @@ fn config_check_rejects_an_unknown_activity_type_with_exit_2() {
 
 #[test]
 fn config_check_json_resolves_the_runtime_class() {
-    let out = run(&["config", "check", "--json"], "ACTIVITY_TYPES=runtime\n");
+    let out = OMNIPROF.run_with_stdin(["config", "check", "--json"], "ACTIVITY_TYPES=runtime\n");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
     let enabled: Vec<&str> = json["enabled"]
@@ -215,7 +187,7 @@ fn config_check_json_resolves_the_runtime_class() {
 
 #[test]
 fn help_lists_the_commands() {
-    let out = run(&["--help"], "");
+    let out = OMNIPROF.run(["--help"]);
     assert!(out.status.success());
     let help = text(&out.stdout);
     for command in ["demo", "config"] {
@@ -230,20 +202,17 @@ fn help_lists_the_commands() {
 fn demo_on_a_schedule_writes_one_trace_per_cycle_into_the_directory() {
     let dir = tempfile::tempdir().unwrap();
     let traces = dir.path().join("traces");
-    let out = run(
-        &[
-            "demo",
-            "--schedule",
-            "1,1,2,2",
-            "--trace-dir",
-            traces.to_str().unwrap(),
-            "--steps",
-            "10",
-            "--threads",
-            "2",
-        ],
-        "",
-    );
+    let out = OMNIPROF.run([
+        "demo",
+        "--schedule",
+        "1,1,2,2",
+        "--trace-dir",
+        traces.to_str().unwrap(),
+        "--steps",
+        "10",
+        "--threads",
+        "2",
+    ]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "demo failed: {stderr}");
     let printed: Vec<&str> = stdout
@@ -292,7 +261,7 @@ fn demo_refuses_a_bad_schedule_with_exit_2_naming_it() {
         ("0,1,0", "active=0"),
         ("-1,1,1,1", "wait=-1"),
     ] {
-        let out = run(&["demo", "--schedule", bad, "--trace-dir", "unused"], "");
+        let out = OMNIPROF.run(["demo", "--schedule", bad, "--trace-dir", "unused"]);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
         assert!(stderr.contains(&format!("'{bad}'")), "{stderr}");
@@ -307,7 +276,7 @@ fn impossible_counts_are_refused_and_dash_means_standard_output_and_input() {
         &["demo", "--steps", "0"],
         &["summary", "-", "--row-limit", "-5"],
     ] {
-        let out = run(args, "");
+        let out = OMNIPROF.run(args);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         let (option, value) = (args[args.len() - 2], args[args.len() - 1]);
@@ -319,11 +288,10 @@ fn impossible_counts_are_refused_and_dash_means_standard_output_and_input() {
 
     // `-o -`: the trace is standard output; nothing named `-` appears.
     let dir = tempfile::tempdir().unwrap();
-    let out = omniprof()
-        .args(["demo", "--threads", "1", "--steps", "2", "-o", "-"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let out =
+        OMNIPROF
+            .current_dir(dir.path())
+            .run(["demo", "--threads", "1", "--steps", "2", "-o", "-"]);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(!dir.path().join("-").exists(), "a file named -");
@@ -333,13 +301,13 @@ fn impossible_counts_are_refused_and_dash_means_standard_output_and_input() {
     assert!(!doc["traceEvents"].as_array().unwrap().is_empty());
 
     // `summary -` reads it back from standard input; -1 prints every row.
-    let all = run(
-        &["summary", "-", "--row-limit", "-1", "--format", "csv"],
+    let all = OMNIPROF.run_with_stdin(
+        ["summary", "-", "--row-limit", "-1", "--format", "csv"],
         &trace,
     );
     assert!(all.status.success(), "{}", text(&all.stderr));
-    let two = run(
-        &["summary", "-", "--row-limit", "2", "--format", "csv"],
+    let two = OMNIPROF.run_with_stdin(
+        ["summary", "-", "--row-limit", "2", "--format", "csv"],
         &trace,
     );
     assert_eq!(text(&two.stdout).lines().count(), 3, "header and 2 rows");
@@ -350,7 +318,7 @@ fn impossible_counts_are_refused_and_dash_means_standard_output_and_input() {
 fn output_paths_are_checked_before_the_work() {
     let dir = tempfile::tempdir().unwrap();
     let as_dir = dir.path().to_str().unwrap();
-    let out = run(&["demo", "-o", as_dir], "");
+    let out = OMNIPROF.run(["demo", "-o", as_dir]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -365,16 +333,13 @@ fn output_paths_are_checked_before_the_work() {
     );
 
     let plugin = omniprof_test_support::plugins::build_broken("twin_profilers", dir.path());
-    let out = run(
-        &[
-            "plugins",
-            "check",
-            plugin.to_str().unwrap(),
-            "--trace",
-            "/proc/x.json",
-        ],
-        "",
-    );
+    let out = OMNIPROF.run([
+        "plugins",
+        "check",
+        plugin.to_str().unwrap(),
+        "--trace",
+        "/proc/x.json",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("cannot write /proc/x.json"),
@@ -391,12 +356,15 @@ fn output_paths_are_checked_before_the_work() {
 fn an_unreadable_rank_is_named_in_a_warning() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rank.json");
-    let out = omniprof()
-        .args(["demo", "--threads", "1", "--steps", "1", "-o"])
-        .arg(&path)
-        .env("RANK", "abc")
-        .output()
-        .unwrap();
+    let out = OMNIPROF.env("RANK", "abc").run([
+        "demo",
+        "--threads",
+        "1",
+        "--steps",
+        "1",
+        "-o",
+        arg(&path),
+    ]);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
@@ -407,8 +375,8 @@ fn an_unreadable_rank_is_named_in_a_warning() {
 
 #[test]
 fn config_keys_take_effect_or_are_reported_as_not_supported() {
-    let out = run(
-        &["config", "check"],
+    let out = OMNIPROF.run_with_stdin(
+        ["config", "check"],
         "ENABLE_IPC_FABRIC=1\nREQUEST_GROUP_TRACE_ID=g\nACTIVITY_TYPES=cpu_op\n",
     );
     let stderr = text(&out.stderr);
@@ -438,7 +406,7 @@ fn config_keys_take_effect_or_are_reported_as_not_supported() {
         "--config",
         config.to_str().unwrap(),
     ];
-    let out = run(&args, "");
+    let out = OMNIPROF.run(args);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert_eq!(
@@ -456,7 +424,7 @@ fn config_keys_take_effect_or_are_reported_as_not_supported() {
     assert!(span_ms >= 300, "recorded for {span_ms} ms");
 
     std::fs::write(&config, "ACTIVITIES_DURATION_MSECS=soon\n").unwrap();
-    let out = run(&args, "");
+    let out = OMNIPROF.run(args);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("line 1: ACTIVITIES_DURATION_MSECS"),
@@ -477,15 +445,15 @@ fn the_rust_guide_shows_what_config_check_prints_for_activity_types() {
         .expect("docs/rust.md shows an activity_types line");
     let shown: serde_json::Value = serde_json::from_str(shown).unwrap();
     assert!(readme.contains("echo 'ACTIVITY_TYPES=runtime,kernel' | omniprof config check --json"));
-    let out = run(
-        &["config", "check", "--json"],
+    let out = OMNIPROF.run_with_stdin(
+        ["config", "check", "--json"],
         "ACTIVITY_TYPES=runtime,kernel\n",
     );
     let json: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
     assert_eq!(json["activity_types"], shown);
     // A vendor's name gates its class as the generic one does; integers are not names.
-    let out = run(
-        &["config", "check", "--json"],
+    let out = OMNIPROF.run_with_stdin(
+        ["config", "check", "--json"],
         "ACTIVITY_TYPES=cuda_runtime\n",
     );
     let json: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
@@ -493,7 +461,7 @@ fn the_rust_guide_shows_what_config_check_prints_for_activity_types() {
         .as_array()
         .unwrap()
         .contains(&"privateuse1_runtime".into()));
-    let out = run(&["config", "check"], "ACTIVITY_TYPES=7\n");
+    let out = OMNIPROF.run_with_stdin(["config", "check"], "ACTIVITY_TYPES=7\n");
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("invalid activity type \"7\""),
@@ -506,7 +474,7 @@ fn the_rust_guide_shows_what_config_check_prints_for_activity_types() {
 fn an_output_extension_that_names_no_format_is_refused_before_the_work() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trace.txt");
-    let out = run(&["demo", "-o", path.to_str().unwrap()], "");
+    let out = OMNIPROF.run(["demo", "-o", path.to_str().unwrap()]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -527,27 +495,21 @@ fn pytorch_data(name: &str) -> std::path::PathBuf {
 #[test]
 fn summary_prints_pytorchs_memory_and_flops_columns_sorted_by_flops() {
     let trace = pytorch_data("pytorch-2.15-cpu-memory-trace.json");
-    let out = run(
-        &["summary", trace.to_str().unwrap(), "--sort-by", "flops"],
-        "",
-    );
+    let out = OMNIPROF.run(["summary", trace.to_str().unwrap(), "--sort-by", "flops"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let expected =
         std::fs::read_to_string(pytorch_data("pytorch-2.15-cpu-memory-table-flops.txt")).unwrap();
     assert_eq!(text(&out.stdout), expected);
-    let out = run(
-        &[
-            "summary",
-            trace.to_str().unwrap(),
-            "--sort-by",
-            "self_cuda_memory_usage",
-            "--format",
-            "csv",
-            "--row-limit",
-            "1",
-        ],
-        "",
-    );
+    let out = OMNIPROF.run([
+        "summary",
+        trace.to_str().unwrap(),
+        "--sort-by",
+        "self_cuda_memory_usage",
+        "--format",
+        "csv",
+        "--row-limit",
+        "1",
+    ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
         text(&out.stdout).ends_with(

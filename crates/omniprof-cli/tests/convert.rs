@@ -8,41 +8,27 @@
 //! output path.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use omniprof::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
+use omniprof_test_support::cli::{arg, text, Cli};
 use omniprof_test_support::data::reference_trace;
 use omniprof_test_support::decoder::{assert_matches_json, decode};
 use omniprof_test_support::lock::serial;
 
-fn omniprof(args: &[&str], paths: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .args(args)
-        .args(paths)
-        .output()
-        .expect("run the omniprof binary")
-}
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
-fn succeed(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn convert(input: &Path, output: &Path) -> Output {
-    omniprof(&["convert"], &[input, Path::new("-o"), output])
+/// The arguments of `omniprof convert INPUT -o OUTPUT`.
+fn convert<'a>(input: &'a Path, output: &'a Path) -> [&'a str; 4] {
+    ["convert", arg(input), "-o", arg(output)]
 }
 
 /// Runs the demo alone (one at a time in this binary): its PM counters are sampled by time, so
 /// a demo slowed by another one beside it holds more samples per event than the demo does.
 fn demo(output: &Path) {
     let _alone = serial();
-    succeed(omniprof(&["demo", "--steps", "10", "-o"], &[output]));
+    OMNIPROF.ok(["demo", "--steps", "10", "-o", arg(output)]);
 }
 
 #[test]
@@ -51,7 +37,7 @@ fn the_demo_trace_converts_to_perfetto_with_every_event_in_a_quarter_of_the_byte
     let json = dir.path().join("demo.pt.trace.json");
     let pftrace = dir.path().join("demo.pftrace");
     demo(&json);
-    let stdout = succeed(convert(&json, &pftrace));
+    let stdout = OMNIPROF.ok(convert(&json, &pftrace));
     assert!(
         stdout.starts_with(&format!("wrote {}", pftrace.display())),
         "{stdout}"
@@ -102,13 +88,13 @@ fn json_to_gzip_and_back_keeps_the_trace_exactly() {
     let gz = dir.path().join("demo.pt.trace.json.gz");
     let back = dir.path().join("back.pt.trace.json");
     demo(&json);
-    succeed(convert(&json, &gz));
+    OMNIPROF.ok(convert(&json, &gz));
     assert_eq!(
         &std::fs::read(&gz).unwrap()[..2],
         &[0x1f, 0x8b],
         "gzip magic"
     );
-    succeed(convert(&gz, &back));
+    OMNIPROF.ok(convert(&gz, &back));
     let read = |p: &Path| TraceReader::new().read_path(p).into_trace().unwrap();
     let (original, round_tripped) = (read(&json), read(&back));
     assert!(original.activities.len() > 1000);
@@ -119,7 +105,7 @@ fn json_to_gzip_and_back_keeps_the_trace_exactly() {
 fn pytorchs_reference_trace_converts_and_loads() {
     let dir = tempfile::tempdir().unwrap();
     let pftrace = dir.path().join("pytorch.pftrace");
-    succeed(convert(&reference_trace(), &pftrace));
+    OMNIPROF.ok(convert(&reference_trace(), &pftrace));
     if let Some(report) = decode(&pftrace, None) {
         assert!(report.violations.is_empty(), "{}", report.json);
         assert!(report.slices > 20, "{}", report.json);
@@ -140,14 +126,15 @@ fn a_kineto_ordered_trace_streams_to_pftrace_with_every_slice_flow_and_key_avera
         .expect("run python3 (CI installs it) for scripts/gen_trace.py");
     assert!(status.success());
     let pftrace = dir.path().join("gen.pftrace");
-    let out = omniprof(&["-v", "convert"], &[&json, Path::new("-o"), &pftrace]);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let out = OMNIPROF.run([&["-v"][..], &convert(&json, &pftrace)].concat());
+    let stderr = text(&out.stderr);
     // Streamed: not read whole (which `-v` would say).
     assert!(!stderr.contains("whole"), "{stderr}");
-    let stdout = succeed(out);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = text(&out.stdout);
     // 3,200 slices' begins and ends, and the window's end marker.
     assert!(stdout.contains("(6401 events, "), "{stdout}");
-    let summary = |trace: &Path| succeed(omniprof(&["summary"], &[trace]));
+    let summary = |trace: &Path| OMNIPROF.ok(["summary", arg(trace)]);
     assert_eq!(summary(&pftrace), summary(&json));
     if let Some(report) = decode(&pftrace, None) {
         assert!(report.violations.is_empty(), "{}", report.json);
@@ -170,9 +157,7 @@ fn a_kineto_ordered_trace_streams_to_pftrace_with_every_slice_flow_and_key_avera
 fn an_unknown_output_extension_lists_the_supported_ones_and_reads_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("trace.txt");
-    let result = convert(Path::new("does-not-exist.json"), &out);
-    assert_eq!(result.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&result.stderr);
+    let stderr = OMNIPROF.fails(2, convert(Path::new("does-not-exist.json"), &out));
     assert!(
         stderr.contains("must end in one of: .json, .json.gz, .pftrace"),
         "{stderr}"
@@ -190,9 +175,7 @@ fn an_input_that_fails_to_read_names_the_place_and_writes_nothing() {
     std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
     for name in ["out.pftrace", "out.json", "out.json.gz"] {
         let out = dir.path().join(name);
-        let result = convert(&cut, &out);
-        assert_eq!(result.status.code(), Some(1), "{name}");
-        let stderr = String::from_utf8_lossy(&result.stderr);
+        let stderr = OMNIPROF.fails(1, convert(&cut, &out));
         assert!(
             stderr.contains(&cut.display().to_string())
                 && stderr.contains("(byte ")

@@ -8,19 +8,14 @@ use std::path::Path;
 use std::process::Command;
 
 use omniprof::TraceReader;
+use omniprof_test_support::cli::{arg, Cli};
 use omniprof_test_support::skip::{self, Needs};
 use serde_json::Value;
 
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
+
 fn demo(path: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .args(["demo", "-o", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "demo failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    OMNIPROF.ok(["demo", "-o", arg(path)]);
 }
 
 fn int(v: &Value) -> i64 {
@@ -177,17 +172,7 @@ print("negative", int((gpu["dur"] < 0).sum()))
 fn stubs_mode_times_every_op_on_the_device_and_prints_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("stubs.pt.trace.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .args(["demo", "--mode", "stubs", "--steps", "5", "-o"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = OMNIPROF.ok(["demo", "--mode", "stubs", "--steps", "5", "-o", arg(&path)]);
     for column in ["Self OPENREG", "OPENREG total", "# of Calls"] {
         assert!(stdout.contains(column), "{column} missing from\n{stdout}");
     }

@@ -4,27 +4,15 @@
 //! trace fails naming it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use omniprof::{Activity, ActivityType, Trace};
+use omniprof_test_support::cli::{arg, text, Cli};
 
-fn diff(base: &Path, trace: &Path, flags: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .arg("diff")
-        .arg(base)
-        .arg(trace)
-        .args(flags)
-        .output()
-        .expect("run the omniprof binary")
-}
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
-fn stdout(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+/// The arguments of `omniprof diff BASE TRACE FLAGS...`.
+fn diff<'a>(base: &'a Path, trace: &'a Path, flags: &[&'a str]) -> Vec<&'a str> {
+    [&["diff", arg(base), arg(trace)], flags].concat()
 }
 
 /// One thread of top-level host ops `(name, duration ns)` back to back, and a kernel of
@@ -91,7 +79,7 @@ fn known_differences_give_exactly_those_deltas_largest_regression_first() {
         ],
         5_000,
     );
-    let csv = stdout(diff(&base, &new, &["--format", "csv"]));
+    let csv = OMNIPROF.ok(diff(&base, &new, &["--format", "csv"]));
     let rows = rows(&csv);
     let names: Vec<(&str, &str)> = rows
         .iter()
@@ -132,7 +120,7 @@ fn known_differences_give_exactly_those_deltas_largest_regression_first() {
         ["1", "0", "-1", "0.000000", "0.500", "0.000", "-0.500", "0.000000"]
     );
 
-    let table = stdout(diff(&base, &new, &[]));
+    let table = OMNIPROF.ok(diff(&base, &new, &[]));
     let mm = table.lines().find(|l| l.starts_with("aten::mm")).unwrap();
     assert!(mm.contains("+2.500us") && mm.contains("1.25x"), "{table}");
     assert!(
@@ -141,7 +129,7 @@ fn known_differences_give_exactly_those_deltas_largest_regression_first() {
             .any(|l| l.starts_with("old") && l.contains("vanished")),
         "{table}"
     );
-    let by_count = stdout(diff(
+    let by_count = OMNIPROF.ok(diff(
         &base,
         &new,
         &["--format", "json", "--sort-by", "count", "--row-limit", "1"],
@@ -158,7 +146,7 @@ fn identical_traces_give_all_zero_deltas() {
     let ops = [("aten::mm", 10_000), ("aten::relu", 3_000)];
     let a = save(dir.path(), "a.json", &ops, 4_000);
     let b = save(dir.path(), "b.json", &ops, 4_000);
-    let csv = stdout(diff(&a, &b, &["--format", "csv"]));
+    let csv = OMNIPROF.ok(diff(&a, &b, &["--format", "csv"]));
     let rows = rows(&csv);
     assert_eq!(rows.len(), 3);
     for (name, change, numbers) in rows {
@@ -178,10 +166,10 @@ fn traces_with_no_op_in_common_get_a_note_and_exit_0() {
         .push(Activity::new(ActivityType::CpuOp, "other", 1, 1, 0, 5));
     let b_path = dir.path().join("b.json");
     omniprof::save(&b, &b_path).unwrap();
-    let out = diff(&a, &b_path, &[]);
+    let out = OMNIPROF.run(diff(&a, &b_path, &[]));
     assert_eq!(out.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("have no ops in common"));
-    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(text(&out.stderr).contains("have no ops in common"));
+    let table = text(&out.stdout);
     assert!(
         table.contains("vanished") && table.contains("new"),
         "{table}"
@@ -195,9 +183,7 @@ fn an_unreadable_trace_fails_naming_it() {
     let cut = dir.path().join("cut.json");
     let text = std::fs::read(&a).unwrap();
     std::fs::write(&cut, &text[..text.len() - 40]).unwrap();
-    let out = diff(&a, &cut, &[]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = OMNIPROF.fails(1, diff(&a, &cut, &[]));
     assert!(
         stderr.contains("cut.json") && stderr.contains("(byte "),
         "{stderr}"

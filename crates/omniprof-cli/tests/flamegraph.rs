@@ -8,28 +8,16 @@
 //! are drawn around the ops they called.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use omniprof::{Activity, ActivityType, Trace};
+use omniprof_test_support::cli::{arg, Cli};
 use quick_xml::events::Event;
 
-fn flamegraph(trace: &Path, out: &Path, flags: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .arg("flamegraph")
-        .arg(trace)
-        .arg("-o")
-        .arg(out)
-        .args(flags)
-        .output()
-        .expect("run the omniprof binary")
-}
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
-fn ok(out: Output) {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// The arguments of `omniprof flamegraph TRACE -o OUT FLAGS...`.
+fn flamegraph<'a>(trace: &'a Path, out: &'a Path, flags: &[&'a str]) -> Vec<&'a str> {
+    [&["flamegraph", arg(trace), "-o", arg(out)], flags].concat()
 }
 
 /// Nested ops on two threads (self times in ns in the comments) and three kernels launched
@@ -69,7 +57,7 @@ fn saved(dir: &Path) -> std::path::PathBuf {
 fn the_folded_stacks_hold_exactly_the_known_self_times() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("host.folded");
-    ok(flamegraph(&saved(dir.path()), &out, &["--folded"]));
+    OMNIPROF.ok(flamegraph(&saved(dir.path()), &out, &["--folded"]));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), FOLDED);
 }
 
@@ -77,7 +65,7 @@ fn the_folded_stacks_hold_exactly_the_known_self_times() {
 fn device_time_sits_on_the_launching_stack() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("device.folded");
-    ok(flamegraph(
+    OMNIPROF.ok(flamegraph(
         &saved(dir.path()),
         &out,
         &["--device", "--folded"],
@@ -99,7 +87,7 @@ fn the_svg_is_well_formed_xml_naming_the_top_ops() {
         (&["--device"][..], &["gemm", "bias", "aten::mm"][..]),
     ] {
         let out = dir.path().join("graph.svg");
-        ok(flamegraph(&trace, &out, flags));
+        OMNIPROF.ok(flamegraph(&trace, &out, flags));
         let svg = std::fs::read_to_string(&out).unwrap();
         let mut reader = quick_xml::Reader::from_str(&svg);
         let mut elements = 0;
@@ -129,9 +117,8 @@ fn a_trace_with_nothing_to_draw_writes_nothing() {
     let empty = dir.path().join("empty.pt.trace.json");
     omniprof::save(&Trace::new(0, 10), &empty).unwrap();
     let out = dir.path().join("graph.svg");
-    let result = flamegraph(&empty, &out, &[]);
-    assert_eq!(result.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&result.stderr).contains("no host ops"));
+    let stderr = OMNIPROF.fails(1, flamegraph(&empty, &out, &[]));
+    assert!(stderr.contains("no host ops"), "{stderr}");
     assert!(!out.exists());
 }
 
@@ -150,7 +137,7 @@ fn a_link_at_the_old_fixed_temporary_name_is_left_alone() {
     let out = dir.path().join("host.folded");
     std::os::unix::fs::symlink(&victim, dir.path().join("host.folded.tmp")).unwrap();
 
-    ok(flamegraph(&saved(dir.path()), &out, &["--folded"]));
+    OMNIPROF.ok(flamegraph(&saved(dir.path()), &out, &["--folded"]));
 
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "kept");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), FOLDED);
@@ -170,7 +157,7 @@ fn a_fifo_at_out_is_written_in_place_and_stays_a_fifo() {
         std::thread::spawn(move || std::fs::read_to_string(out).unwrap())
     };
 
-    ok(flamegraph(&trace, &out, &["--folded"]));
+    OMNIPROF.ok(flamegraph(&trace, &out, &["--folded"]));
 
     // Checked before joining: a FIFO replaced by a file would leave the reader blocked.
     assert!(std::fs::symlink_metadata(&out)
@@ -188,11 +175,10 @@ fn a_socket_at_out_is_refused_naming_it_and_stays() {
     let out = dir.path().join("host.folded");
     let _listener = std::os::unix::net::UnixListener::bind(&out).unwrap();
 
-    let run = flamegraph(&saved(dir.path()), &out, &["--folded"]);
+    let stderr = OMNIPROF.fails(1, flamegraph(&saved(dir.path()), &out, &["--folded"]));
 
-    assert_eq!(run.status.code(), Some(1));
     assert_eq!(
-        String::from_utf8_lossy(&run.stderr),
+        stderr,
         format!(
             "error: cannot write {}: it is a socket, not a file\n",
             out.display()
@@ -221,11 +207,10 @@ fn another_users_link_at_out_in_a_sticky_directory_is_refused() {
     std::os::unix::fs::symlink(&victim, &out).unwrap();
     give_to(&out, other);
 
-    let run = flamegraph(&trace, &out, &["--folded"]);
+    let stderr = OMNIPROF.fails(1, flamegraph(&trace, &out, &["--folded"]));
 
-    assert_eq!(run.status.code(), Some(1));
     assert_eq!(
-        String::from_utf8_lossy(&run.stderr),
+        stderr,
         format!(
             "error: cannot write {out}: {out} is a symbolic link of uid {other} in the sticky \
              world-writable directory {dir} (owned by uid 0), and this process runs as uid 0: \
@@ -242,7 +227,7 @@ fn another_users_link_at_out_in_a_sticky_directory_is_refused() {
 fn python_frames_are_drawn_around_the_ops_they_called() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("stacks.folded");
-    ok(flamegraph(
+    OMNIPROF.ok(flamegraph(
         &omniprof_test_support::data::stack_trace(),
         &out,
         &["--folded"],

@@ -15,10 +15,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use omniprof_test_support::cli::Cli;
 use omniprof_test_support::data::reference_trace;
 use serde_json::Value;
+
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
 const BLESS_ENV: &str = "OMNIPROF_BLESS";
 
@@ -37,17 +39,6 @@ fn golden_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/golden")
         .join(name)
-}
-
-/// Runs the binary; it must succeed. Returns standard output.
-fn omniprof(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .args(args)
-        .output()
-        .expect("run the omniprof binary");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "omniprof {args:?} failed: {stderr}");
-    String::from_utf8(out.stdout).expect("UTF-8 output")
 }
 
 /// Compares `actual` with the golden file `name` (or writes it when blessing).
@@ -94,7 +85,7 @@ fn summary_of_the_reference_trace_is_unchanged() {
     for (name, args) in runs {
         let mut full = vec!["summary", trace];
         full.extend_from_slice(args);
-        check(name, &omniprof(&full));
+        check(name, &OMNIPROF.ok(&full));
     }
 }
 
@@ -183,7 +174,7 @@ fn demo_output_and_trace_shape_are_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("demo.pt.trace.json");
     let p = path.to_str().unwrap();
-    let stdout = omniprof(&["demo", "--threads", "2", "--steps", "3", "-o", p]);
+    let stdout = OMNIPROF.ok(["demo", "--threads", "2", "--steps", "3", "-o", p]);
     check(
         "demo-stdout.txt",
         &mask_event_count(&stdout.replace(p, "OUT")),
@@ -197,7 +188,7 @@ fn demo_in_stubs_mode_prints_the_same_table_shape() {
     let path = dir.path().join("stubs.pt.trace.json");
     let p = path.to_str().unwrap();
     let args = ["demo", "--mode", "stubs", "--threads", "2", "--steps", "3"];
-    let stdout = omniprof(&[&args[..], &["-o", p]].concat());
+    let stdout = OMNIPROF.ok([&args[..], &["-o", p]].concat());
     // The rows vary between runs: their order follows device time, and an op whose device
     // time truncates to 0us lands in a row of its own. Everything around them is compared.
     let masked = mask_times(&stdout.replace(p, "OUT"));

@@ -7,25 +7,11 @@
 //! 16 MiB, is refused at write time, naming it, and nothing is written.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use omniprof::{Activity, ActivityType, Trace, Value};
+use omniprof_test_support::cli::{arg, Cli};
 
-fn omniprof(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .args(args)
-        .output()
-        .expect("run the omniprof binary")
-}
-
-fn succeeded(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
 /// A trace of one op whose `deviceProperties` is one object holding `items` repeated to
 /// 3,000,000 bytes of list, written compactly as a tool other than omniprof would.
@@ -44,12 +30,7 @@ fn convert_then_summarize(item: &str) {
     let dir = tempfile::tempdir().unwrap();
     let input = trace_with_properties(dir.path(), item);
     let output = dir.path().join("converted.pt.trace.json");
-    succeeded(&omniprof(&[
-        "convert".as_ref(),
-        input.as_os_str(),
-        "-o".as_ref(),
-        output.as_os_str(),
-    ]));
+    OMNIPROF.ok(["convert", arg(&input), "-o", arg(&output)]);
     let read = std::fs::metadata(&input).unwrap().len();
     let written = std::fs::metadata(&output).unwrap().len();
     // The header, no larger than needed: the input's, plus Kineto's few fixed keys.
@@ -57,7 +38,7 @@ fn convert_then_summarize(item: &str) {
         written < read + 1024,
         "{item}: {read} bytes read, {written} written"
     );
-    let table = succeeded(&omniprof(&["summary".as_ref(), output.as_os_str()]));
+    let table = OMNIPROF.ok(["summary", arg(&output)]);
     assert!(table.contains("aten::mm"), "{table}");
 }
 

@@ -6,11 +6,13 @@
 //! streamed JSON writer cannot take, is converted whole.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use omniprof::TraceReader;
 use omniprof::{Flow, FlowKind};
 use omniprof_test_support::checker::{assert_loads_in_perfetto, run_checker};
+use omniprof_test_support::cli::{arg, text, Cli};
+
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
 /// Writes `text` to `name` in `dir`.
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -21,14 +23,8 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// Converts `input` to `output` and returns the standard error, which must be empty.
 fn convert(input: &Path, output: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .arg("convert")
-        .arg(input)
-        .arg("-o")
-        .arg(output)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = OMNIPROF.run(["convert", arg(input), "-o", arg(output)]);
+    let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert_eq!(stderr, "", "convert warned");
 }

@@ -11,15 +11,22 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use omniprof::ActivityType;
 use omniprof::RuntimeDir;
 use omniprof::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
+use omniprof_test_support::cli::{text, Cli};
 
-const BIN: &str = env!("CARGO_BIN_EXE_omniprof");
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
+
+/// `omniprof` allowed to write on-demand traces into `allowed`.
+fn omniprof(allowed: &Path) -> Cli {
+    OMNIPROF.env("KINETO_ONDEMAND_TRACE_DIR", allowed)
+}
+
 /// Generous: the machine may be busy building other tests.
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -40,9 +47,8 @@ impl Drop for Demo {
 
 impl Demo {
     fn start(allowed: &Path) -> Demo {
-        let mut child = Command::new(BIN)
-            .args(["demo", "--ondemand", "--seconds", "300", "--threads", "2"])
-            .env("KINETO_ONDEMAND_TRACE_DIR", allowed)
+        let mut child = omniprof(allowed)
+            .command(["demo", "--ondemand", "--seconds", "300", "--threads", "2"])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -67,17 +73,9 @@ impl Demo {
     }
 }
 
+/// Runs `omniprof trigger args...` allowed to write into `allowed`.
 fn trigger(allowed: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("trigger")
-        .args(args)
-        .env("KINETO_ONDEMAND_TRACE_DIR", allowed)
-        .output()
-        .expect("run omniprof trigger")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    omniprof(allowed).run([&["trigger"][..], args].concat())
 }
 
 /// Triggers `pid` and returns the written trace's path; the trigger must succeed.
@@ -241,11 +239,8 @@ fn a_running_demo_is_traced_on_demand_and_survives_bad_triggers() {
 #[test]
 fn the_demo_prints_how_to_trigger_it_and_exits_cleanly_when_its_time_is_up() {
     let allowed = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args(["demo", "--ondemand", "--seconds", "1", "--threads", "1"])
-        .env("KINETO_ONDEMAND_TRACE_DIR", allowed.path())
-        .output()
-        .expect("run the demo");
+    let out =
+        omniprof(allowed.path()).run(["demo", "--ondemand", "--seconds", "1", "--threads", "1"]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     let pid = stdout
@@ -283,17 +278,7 @@ fn the_demo_refuses_on_demand_mixed_with_options_it_would_ignore() {
             "x",
         ],
     ] {
-        let out = Command::new(BIN)
-            .arg("demo")
-            .args(args)
-            .output()
-            .expect("run the demo");
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
+        OMNIPROF.fails(2, [&["demo"][..], args].concat());
     }
 }
 

@@ -3,16 +3,9 @@
 //! two traces of one rank, a truncated trace, a directory that is not empty). The tables'
 //! contents are checked in crates/omniprof-parquet/tests/tables.rs.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use omniprof_test_support::cli::{text, Cli};
 
-fn omniprof(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
 /// A small trace: two nested ops, with `distributedInfo.rank` when given.
 fn trace(rank: Option<i64>) -> String {
@@ -27,10 +20,6 @@ fn trace(rank: Option<i64>) -> String {
     )
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 #[test]
 fn a_directory_mixing_traces_and_other_files_converts_the_traces_and_names_the_others() {
     let dir = tempfile::tempdir().unwrap();
@@ -39,10 +28,9 @@ fn a_directory_mixing_traces_and_other_files_converts_the_traces_and_names_the_o
     std::fs::write(run.join("rank0.pt.trace.json"), trace(Some(0))).unwrap();
     std::fs::write(run.join("rank1.pt.trace.json"), trace(Some(1))).unwrap();
     std::fs::write(run.join("notes.txt"), "not a trace").unwrap();
-    let out = omniprof(
-        &["convert", "run", "-o", "tables", "--format", "parquet"],
-        dir.path(),
-    );
+    let out = OMNIPROF
+        .current_dir(dir.path())
+        .run(["convert", "run", "-o", "tables", "--format", "parquet"]);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert_eq!(
@@ -73,12 +61,9 @@ fn a_trace_without_a_rank_takes_its_place_among_the_inputs_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.json"), trace(Some(5))).unwrap();
     std::fs::write(dir.path().join("b.json"), trace(None)).unwrap();
-    let out = omniprof(
-        &[
-            "convert", "a.json", "b.json", "-o", "t", "--format", "parquet",
-        ],
-        dir.path(),
-    );
+    let out = OMNIPROF.current_dir(dir.path()).run([
+        "convert", "a.json", "b.json", "-o", "t", "--format", "parquet",
+    ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stderr),
@@ -94,12 +79,9 @@ fn two_traces_of_one_rank_fail_naming_both() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.json"), trace(Some(2))).unwrap();
     std::fs::write(dir.path().join("b.json"), trace(Some(2))).unwrap();
-    let out = omniprof(
-        &[
-            "convert", "a.json", "b.json", "-o", "t", "--format", "parquet",
-        ],
-        dir.path(),
-    );
+    let out = OMNIPROF.current_dir(dir.path()).run([
+        "convert", "a.json", "b.json", "-o", "t", "--format", "parquet",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         text(&out.stderr),
@@ -114,27 +96,23 @@ fn a_truncated_trace_fails_and_with_partial_gives_the_rows_before_its_cut() {
     let cut = &whole[..whole.find("aten::addmm").unwrap()];
     std::fs::write(dir.path().join("cut.json"), cut).unwrap();
 
-    let out = omniprof(
-        &["convert", "cut.json", "-o", "t", "--format", "parquet"],
-        dir.path(),
-    );
+    let out = OMNIPROF
+        .current_dir(dir.path())
+        .run(["convert", "cut.json", "-o", "t", "--format", "parquet"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(stderr.starts_with("error: cut.json"), "{stderr}");
     assert!(!dir.path().join("t/slices/rank=0").exists());
 
-    let out = omniprof(
-        &[
-            "convert",
-            "cut.json",
-            "-o",
-            "p",
-            "--format",
-            "parquet",
-            "--partial",
-        ],
-        dir.path(),
-    );
+    let out = OMNIPROF.current_dir(dir.path()).run([
+        "convert",
+        "cut.json",
+        "-o",
+        "p",
+        "--format",
+        "parquet",
+        "--partial",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(stderr.starts_with("warning: cut.json"), "{stderr}");
@@ -155,10 +133,9 @@ fn a_directory_that_holds_files_is_not_written_into() {
     std::fs::write(dir.path().join("a.json"), trace(Some(0))).unwrap();
     std::fs::create_dir(dir.path().join("t")).unwrap();
     std::fs::write(dir.path().join("t/old.parquet"), "").unwrap();
-    let out = omniprof(
-        &["convert", "a.json", "-o", "t", "--format", "parquet"],
-        dir.path(),
-    );
+    let out = OMNIPROF
+        .current_dir(dir.path())
+        .run(["convert", "a.json", "-o", "t", "--format", "parquet"]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         text(&out.stderr),
@@ -170,7 +147,9 @@ fn a_directory_that_holds_files_is_not_written_into() {
 fn convert_without_parquet_takes_one_trace() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.json"), trace(Some(0))).unwrap();
-    let out = omniprof(&["convert", "a.json", "a.json", "-o", "x.json"], dir.path());
+    let out = OMNIPROF
+        .current_dir(dir.path())
+        .run(["convert", "a.json", "a.json", "-o", "x.json"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),

@@ -5,7 +5,10 @@
 use std::path::Path;
 use std::process::Command;
 
+use omniprof_test_support::cli::{arg, Cli};
 use omniprof_test_support::memory::run_measured;
+
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
 /// The peak resident memory the conversion may reach (issue 28's acceptance bound).
 const BOUND: u64 = 300 << 20;
@@ -22,14 +25,14 @@ fn converting_the_benchmark_trace_to_parquet_stays_under_300_mb() {
         .status()
         .expect("python3 runs scripts/gen_trace.py");
     assert!(status.success());
-    let out = run_measured(
-        Command::new(env!("CARGO_BIN_EXE_omniprof"))
-            .arg("convert")
-            .arg(&trace)
-            .arg("-o")
-            .arg(dir.path().join("tables"))
-            .args(["--format", "parquet"]),
-    );
+    let out = run_measured(&mut OMNIPROF.command([
+        "convert",
+        arg(&trace),
+        "-o",
+        arg(&dir.path().join("tables")),
+        "--format",
+        "parquet",
+    ]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -3,37 +3,20 @@
 //! change, and a `.pftrace` converts back to JSON with the same summary.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn omniprof(args: &[&str], paths: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .args(args)
-        .args(paths)
-        .output()
-        .expect("run the omniprof binary")
-}
+use omniprof_test_support::cli::{arg, Cli};
 
-fn stdout(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
 fn summary(trace: &Path) -> String {
-    stdout(omniprof(
-        &[
-            "summary",
-            "--sort-by",
-            "self_cpu_time_total",
-            "--row-limit",
-            "-1",
-        ],
-        &[trace],
-    ))
+    OMNIPROF.ok([
+        "summary",
+        "--sort-by",
+        "self_cpu_time_total",
+        "--row-limit",
+        "-1",
+        arg(trace),
+    ])
 }
 
 fn folded(trace: &Path, device: bool, out: &Path) -> String {
@@ -41,7 +24,7 @@ fn folded(trace: &Path, device: bool, out: &Path) -> String {
     if device {
         args.push("--device");
     }
-    stdout(omniprof(&args, &[trace, Path::new("-o"), out]));
+    OMNIPROF.ok([&args[..], &[arg(trace), "-o", arg(out)]].concat());
     std::fs::read_to_string(out).unwrap()
 }
 
@@ -51,8 +34,8 @@ fn every_tool_reads_a_pftrace_as_it_reads_the_same_trace_in_json() {
     let json = dir.path().join("demo.pt.trace.json");
     let pftrace = dir.path().join("demo.pftrace");
     let back = dir.path().join("back.pt.trace.json");
-    stdout(omniprof(&["demo", "--steps", "4", "-o"], &[&json]));
-    stdout(omniprof(&["convert"], &[&json, Path::new("-o"), &pftrace]));
+    OMNIPROF.ok(["demo", "--steps", "4", "-o", arg(&json)]);
+    OMNIPROF.ok(["convert", arg(&json), "-o", arg(&pftrace)]);
 
     let table = summary(&json);
     assert!(table.lines().count() > 10, "{table}");
@@ -69,7 +52,7 @@ fn every_tool_reads_a_pftrace_as_it_reads_the_same_trace_in_json() {
         );
     }
 
-    let diff = stdout(omniprof(&["diff", "--format", "csv"], &[&json, &pftrace]));
+    let diff = OMNIPROF.ok(["diff", "--format", "csv", arg(&json), arg(&pftrace)]);
     let rows: Vec<&str> = diff.lines().skip(1).collect();
     assert!(rows.len() > 10, "{diff}");
     for row in rows {
@@ -77,7 +60,7 @@ fn every_tool_reads_a_pftrace_as_it_reads_the_same_trace_in_json() {
         assert!(row.contains(",both,"), "{row}");
     }
 
-    let converted = stdout(omniprof(&["convert"], &[&pftrace, Path::new("-o"), &back]));
+    let converted = OMNIPROF.ok(["convert", arg(&pftrace), "-o", arg(&back)]);
     assert!(
         converted.starts_with(&format!("wrote {}", back.display())),
         "{converted}"

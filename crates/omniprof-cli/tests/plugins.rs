@@ -3,24 +3,20 @@
 //! trace; `plugins list` and `plugins check` report what a vendor needs, and `check` fails
 //! on a broken plugin.
 
-use std::process::{Command, Output};
+use std::path::Path;
 
 use omniprof::TraceReader;
 use omniprof_test_support::checker;
+use omniprof_test_support::cli::{text, Cli};
 use omniprof_test_support::plugins::{build_broken, build_sample};
 
-fn omniprof(args: &[&str], plugin_dir: Option<&std::path::Path>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_omniprof"));
-    cmd.args(args).env_remove("OMNIPROF_PLUGIN_DIR");
+/// `omniprof` loading the plugins in `plugin_dir`, and none of the user's.
+fn omniprof(plugin_dir: Option<&Path>) -> Cli {
+    let cli = Cli::new(env!("CARGO_BIN_EXE_omniprof")).env_remove("OMNIPROF_PLUGIN_DIR");
     match plugin_dir {
-        Some(dir) => cmd.env("KINETO_PLUGIN_LIB_DIR_PATH", dir),
-        None => cmd.env_remove("KINETO_PLUGIN_LIB_DIR_PATH"),
-    };
-    cmd.output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+        Some(dir) => cli.env("KINETO_PLUGIN_LIB_DIR_PATH", dir),
+        None => cli.env_remove("KINETO_PLUGIN_LIB_DIR_PATH"),
+    }
 }
 
 #[test]
@@ -30,7 +26,7 @@ fn the_demo_shows_the_sample_plugins_events() {
     std::fs::create_dir(&plugins).unwrap();
     build_sample(&plugins);
     let out_path = dir.path().join("demo.pt.trace.json");
-    let out = omniprof(&["demo", "-o", out_path.to_str().unwrap()], Some(&plugins));
+    let out = omniprof(Some(&plugins)).run(["demo", "-o", out_path.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let trace = TraceReader::new()
         .read_path(&out_path)
@@ -83,7 +79,7 @@ fn plugins_list_and_check_give_verdicts() {
     let sample = build_sample(dir.path());
     let broken = build_broken("process_events_error", dir.path());
 
-    let out = omniprof(&["plugins", "list", dir.path().to_str().unwrap()], None);
+    let out = omniprof(None).run(["plugins", "list", dir.path().to_str().unwrap()]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(
@@ -94,16 +90,13 @@ fn plugins_list_and_check_give_verdicts() {
     assert!(stdout.contains("ProcessEventsError ["), "{stdout}");
 
     let trace = dir.path().join("check.json");
-    let out = omniprof(
-        &[
-            "plugins",
-            "check",
-            sample.to_str().unwrap(),
-            "--trace",
-            trace.to_str().unwrap(),
-        ],
-        None,
-    );
+    let out = omniprof(None).run([
+        "plugins",
+        "check",
+        sample.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert_eq!(verdict_of(&stdout, "SampleCounters"), "PASS");
@@ -129,14 +122,14 @@ fn plugins_list_and_check_give_verdicts() {
     let checked = TraceReader::new().read_path(&trace).into_trace().unwrap();
     let device_type = checked.metadata(omniprof::keys::metadata::DEVICE_TYPE);
     assert_eq!(device_type.and_then(|v| v.as_str()), Some("SampleCounters"));
-    let out = omniprof(&["summary", trace.to_str().unwrap()], None);
+    let out = omniprof(None).run(["summary", trace.to_str().unwrap()]);
     let table = text(&out.stdout);
     assert!(
         table.contains("Self SAMPLECOUNTERS") && !table.contains("OPENREG"),
         "{table}"
     );
 
-    let out = omniprof(&["plugins", "check", broken.to_str().unwrap()], None);
+    let out = omniprof(None).run(["plugins", "check", broken.to_str().unwrap()]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert_eq!(verdict_of(&stdout, "ProcessEventsError"), "FAIL");
@@ -145,7 +138,7 @@ fn plugins_list_and_check_give_verdicts() {
         "{stdout}"
     );
 
-    let out = omniprof(&["plugins", "check", "/nonexistent/x.so"], None);
+    let out = omniprof(None).run(["plugins", "check", "/nonexistent/x.so"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout).contains("/nonexistent/x.so"));
 }
@@ -155,16 +148,13 @@ fn plugins_check_fails_a_plugin_that_blocks_at_its_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let hangs = build_broken("hangs", dir.path());
     let begun = std::time::Instant::now();
-    let out = omniprof(
-        &[
-            "plugins",
-            "check",
-            hangs.to_str().unwrap(),
-            "--timeout",
-            "0.3",
-        ],
-        None,
-    );
+    let out = omniprof(None).run([
+        "plugins",
+        "check",
+        hangs.to_str().unwrap(),
+        "--timeout",
+        "0.3",
+    ]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
     assert!(begun.elapsed() < std::time::Duration::from_secs(20));
@@ -183,7 +173,7 @@ fn plugins_check_fails_a_plugin_that_blocks_at_its_timeout() {
         "{stdout}"
     );
 
-    let out = omniprof(&["plugins", "check", "x.so", "--timeout", "-1"], None);
+    let out = omniprof(None).run(["plugins", "check", "x.so", "--timeout", "-1"]);
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -195,7 +185,7 @@ fn plugins_check_fails_a_plugin_whose_late_calls_were_refused_and_names_them() {
     for paths in [vec![&late], vec![&twins, &late]] {
         let mut args = vec!["plugins", "check"];
         args.extend(paths.iter().map(|p| p.to_str().unwrap()));
-        let out = omniprof(&args, None);
+        let out = omniprof(None).run(&args);
         let stdout = text(&out.stdout);
         assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
         assert_eq!(verdict_of(&stdout, "LateCalls"), "FAIL");
@@ -224,7 +214,7 @@ fn plugins_check_fails_a_plugin_whose_late_calls_were_refused_and_names_them() {
 fn plugins_check_passes_a_plugin_that_timestamps_its_events_across_its_session() {
     let dir = tempfile::tempdir().unwrap();
     let spans = build_broken("spans_its_session", dir.path());
-    let out = omniprof(&["plugins", "check", spans.to_str().unwrap()], None);
+    let out = omniprof(None).run(["plugins", "check", spans.to_str().unwrap()]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     let row: Vec<&str> = stdout
@@ -257,7 +247,7 @@ fn the_demo_reports_every_rejected_plugin_on_stderr_and_in_the_trace() {
     build_broken("register_error", &plugins);
     let out_path = dir.path().join("demo.pt.trace.json");
     let args = ["demo", "--steps", "2", "-o", out_path.to_str().unwrap()];
-    let out = omniprof(&args, Some(&plugins));
+    let out = omniprof(Some(&plugins)).run(args);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let expected = [
@@ -280,17 +270,14 @@ fn the_demo_reports_every_rejected_plugin_on_stderr_and_in_the_trace() {
     }
 
     // -q keeps warnings off stderr; the trace still says it.
-    let out = omniprof(
-        &[
-            "-q",
-            "demo",
-            "--steps",
-            "2",
-            "-o",
-            out_path.to_str().unwrap(),
-        ],
-        Some(&plugins),
-    );
+    let out = omniprof(Some(&plugins)).run([
+        "-q",
+        "demo",
+        "--steps",
+        "2",
+        "-o",
+        out_path.to_str().unwrap(),
+    ]);
     assert!(out.status.success());
     assert!(
         !text(&out.stderr).contains("REJECTED"),
@@ -307,7 +294,7 @@ fn a_plugins_own_ids_do_not_link_its_events_to_unrelated_host_ops() {
     let foreign = build_broken("foreign_ids", &plugins);
     let out_path = dir.path().join("demo.pt.trace.json");
     let args = ["demo", "--threads", "2", "-o", out_path.to_str().unwrap()];
-    let out = omniprof(&args, Some(&plugins));
+    let out = omniprof(Some(&plugins)).run(args);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("ForeignIds: 2 events unlinked"), "{stderr}");
@@ -325,7 +312,7 @@ fn a_plugins_own_ids_do_not_link_its_events_to_unrelated_host_ops() {
     }
     assert_eq!(trace.report.refused_links, Some(2));
 
-    let out = omniprof(&["plugins", "check", foreign.to_str().unwrap()], None);
+    let out = omniprof(None).run(["plugins", "check", foreign.to_str().unwrap()]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert_eq!(verdict_of(&stdout, "ForeignIds"), "WARN");

@@ -7,24 +7,22 @@
 //! time breakdown and communication overlap equal to Holistic Trace Analysis's on the same
 //! traces.
 
+use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use omniprof_test_support::cli::{text, Cli};
 use omniprof_test_support::skip::{self, Needs};
 
 const STEPS: usize = 5;
 
-fn omniprof(args: &[&str], paths: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .args(args)
-        .args(paths)
-        .output()
-        .expect("run the omniprof binary")
-}
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
+/// `args`, then `paths`, as a command's arguments.
+fn with_paths<'a>(args: &[&'a str], paths: &[&'a Path]) -> Vec<&'a OsStr> {
+    let args = args.iter().map(|a| OsStr::new(*a));
+    args.chain(paths.iter().map(|p| p.as_os_str())).collect()
 }
 
 /// `gen_trace.py --rank` into `dir/rank<R>.json`; extra arguments after the rank's.
@@ -49,14 +47,8 @@ fn job(dir: &Path) -> Vec<PathBuf> {
     (0..4).map(|r| rank(dir, r, &[])).collect()
 }
 
-fn json(out: &Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status,
-        text(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON output")
+fn json(stdout: &str) -> serde_json::Value {
+    serde_json::from_str(stdout).expect("JSON output")
 }
 
 fn row<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
@@ -73,9 +65,11 @@ fn the_summary_of_a_directory_sums_every_rank_s_rows_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let files = job(dir.path());
     let args = ["summary", "--format", "json", "--row-limit", "-1"];
-    let all = json(&omniprof(&args, &[dir.path()]));
-    let ranks: Vec<serde_json::Value> =
-        files.iter().map(|f| json(&omniprof(&args, &[f]))).collect();
+    let all = json(&OMNIPROF.ok(with_paths(&args, &[dir.path()])));
+    let ranks: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| json(&OMNIPROF.ok(with_paths(&args, &[f]))))
+        .collect();
     assert_eq!(row(&all, "ProfilerStep*")["count"], 4 * STEPS);
     assert_eq!(
         row(&all, "ncclDevKernel_AllReduce_Sum_f32_RING_LL")["count"],
@@ -99,14 +93,14 @@ fn the_summary_of_a_directory_sums_every_rank_s_rows_exactly() {
     assert_in_name_order(&all["rows"]);
     // The same rows from the files given one by one.
     let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-    assert_eq!(json(&omniprof(&args, &paths)), all);
+    assert_eq!(json(&OMNIPROF.ok(with_paths(&args, &paths))), all);
 }
 
 #[test]
 fn by_rank_lists_each_rank_s_rows_under_its_rank() {
     let dir = tempfile::tempdir().unwrap();
     job(dir.path());
-    let out = omniprof(
+    let csv = OMNIPROF.ok(with_paths(
         &[
             "summary",
             "--by-rank",
@@ -118,19 +112,17 @@ fn by_rank_lists_each_rank_s_rows_under_its_rank() {
             "count",
         ],
         &[dir.path()],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let csv = text(&out.stdout);
+    ));
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 5, "{csv}");
     assert!(lines[0].starts_with("rank,name,count,"), "{csv}");
     for (r, line) in lines[1..].iter().enumerate() {
         assert!(line.starts_with(&format!("{r},cudaLaunchKernel,")), "{csv}");
     }
-    let doc = json(&omniprof(
+    let doc = json(&OMNIPROF.ok(with_paths(
         &["summary", "--by-rank", "--format", "json"],
         &[dir.path()],
-    ));
+    )));
     let ranks: Vec<u64> = doc["ranks"]
         .as_array()
         .unwrap()
@@ -154,14 +146,12 @@ fn the_cross_rank_report_names_the_rank_made_slow() {
         rank(dir.path(), r, &[]);
     }
     rank(dir.path(), 2, &["--slow-steps", "1,3", "--slow-ms", "4"]);
-    let out = omniprof(&["ranks"], &[dir.path()]);
-    let report = text(&out.stdout);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = OMNIPROF.ok(with_paths(&["ranks"], &[dir.path()]));
     assert!(
         report.contains("Slowest rank: rank 2 (slowest in "),
         "{report}"
     );
-    let doc = json(&omniprof(&["ranks", "--format", "json"], &[dir.path()]));
+    let doc = json(&OMNIPROF.ok(with_paths(&["ranks", "--format", "json"], &[dir.path()])));
     assert_eq!(doc["straggler"]["rank"], 2);
     for step in [1, 3] {
         assert_eq!(doc["steps"][step]["slowest"], 2, "{doc}");
@@ -180,7 +170,7 @@ fn a_directory_s_other_files_are_named_and_skipped() {
     job(dir.path());
     fs::write(dir.path().join("notes.txt"), "not a trace").unwrap();
     fs::create_dir(dir.path().join("logs")).unwrap();
-    let out = omniprof(&["summary", "--format", "json"], &[dir.path()]);
+    let out = OMNIPROF.run(with_paths(&["summary", "--format", "json"], &[dir.path()]));
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     for name in ["notes.txt", "logs"] {
@@ -190,7 +180,10 @@ fn a_directory_s_other_files_are_named_and_skipped() {
             "{stderr}"
         );
     }
-    assert_eq!(row(&json(&out), "ProfilerStep*")["count"], 4 * STEPS);
+    assert_eq!(
+        row(&json(&text(&out.stdout)), "ProfilerStep*")["count"],
+        4 * STEPS
+    );
 }
 
 #[test]
@@ -201,7 +194,7 @@ fn two_traces_claiming_one_rank_are_an_error_naming_both() {
     let copy = dir.path().join("rank1-again.json");
     fs::copy(&files[1], &copy).unwrap();
     for command in ["summary", "ranks"] {
-        let out = omniprof(&[command], &[dir.path()]);
+        let out = OMNIPROF.run(with_paths(&[command], &[dir.path()]));
         assert_eq!(out.status.code(), Some(1), "{command}");
         assert!(out.stdout.is_empty(), "{command}");
         let stderr = text(&out.stderr);
@@ -223,7 +216,7 @@ fn a_truncated_rank_is_read_in_part_flagged_and_not_summed_in() {
     let whole = fs::read(&files[3]).unwrap();
     fs::write(&files[3], &whole[..whole.len() * 2 / 3]).unwrap();
     // Without --partial: the error, naming the file, and no report.
-    let out = omniprof(&["ranks"], &[dir.path()]);
+    let out = OMNIPROF.run(with_paths(&["ranks"], &[dir.path()]));
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     let stderr = text(&out.stderr);
@@ -232,7 +225,10 @@ fn a_truncated_rank_is_read_in_part_flagged_and_not_summed_in() {
         "{stderr}"
     );
     // With it: rank 3 flagged, out of the step statistics.
-    let out = omniprof(&["ranks", "--partial", "--format", "json"], &[dir.path()]);
+    let out = OMNIPROF.run(with_paths(
+        &["ranks", "--partial", "--format", "json"],
+        &[dir.path()],
+    ));
     assert_eq!(out.status.code(), Some(1));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["ranks"][3]["error"]
@@ -241,7 +237,7 @@ fn a_truncated_rank_is_read_in_part_flagged_and_not_summed_in() {
         .contains("unexpected end of input"));
     assert_eq!(doc["ranks"][2]["error"], serde_json::Value::Null);
     assert_ne!(doc["straggler"]["rank"], 3);
-    let out = omniprof(&["ranks", "--partial"], &[dir.path()]);
+    let out = OMNIPROF.run(with_paths(&["ranks", "--partial"], &[dir.path()]));
     let report = text(&out.stdout);
     assert!(report.contains("rank 3 (partial)"), "{report}");
     assert!(
@@ -249,7 +245,10 @@ fn a_truncated_rank_is_read_in_part_flagged_and_not_summed_in() {
         "{report}"
     );
     // The summary: three ranks summed, the fourth named.
-    let out = omniprof(&["summary", "--partial", "--format", "json"], &[dir.path()]);
+    let out = OMNIPROF.run(with_paths(
+        &["summary", "--partial", "--format", "json"],
+        &[dir.path()],
+    ));
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(
@@ -293,7 +292,7 @@ print(json.dumps(rows))
     assert!(out.status.success(), "HTA failed: {}", text(&out.stderr));
     let hta: serde_json::Value =
         serde_json::from_str(text(&out.stdout).lines().last().unwrap()).unwrap();
-    let doc = json(&omniprof(&["ranks", "--format", "json"], &[dir.path()]));
+    let doc = json(&OMNIPROF.ok(with_paths(&["ranks", "--format", "json"], &[dir.path()])));
     for r in 0..4 {
         let b = &doc["ranks"][r]["profile"]["breakdown"];
         let us = |key: &str| b[key].as_f64().unwrap() / 1000.0;
@@ -323,9 +322,7 @@ fn a_directory_without_traces_and_standard_input_among_files_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("notes.txt"), "not a trace").unwrap();
     for command in ["summary", "ranks"] {
-        let out = omniprof(&[command], &[dir.path()]);
-        assert_eq!(out.status.code(), Some(2), "{command}");
-        let stderr = text(&out.stderr);
+        let stderr = OMNIPROF.fails(2, with_paths(&[command], &[dir.path()]));
         assert!(
             stderr.contains(&format!(
                 "error: {}: no trace in the directory (no file ending in .json, .json.gz or .pftrace)",
@@ -335,12 +332,10 @@ fn a_directory_without_traces_and_standard_input_among_files_are_refused() {
         );
     }
     let trace = rank(dir.path(), 0, &[]);
-    let out = omniprof(&["summary", "-"], &[&trace]);
-    assert_eq!(out.status.code(), Some(2));
+    let stderr = OMNIPROF.fails(2, with_paths(&["summary", "-"], &[&trace]));
     assert!(
-        text(&out.stderr).contains("error: `-` (standard input) reads one trace, alone"),
-        "{}",
-        text(&out.stderr)
+        stderr.contains("error: `-` (standard input) reads one trace, alone"),
+        "{stderr}"
     );
 }
 
@@ -353,20 +348,19 @@ fn a_job_of_json_gzip_and_perfetto_traces_reads_as_its_json_traces() {
         .iter()
         .zip(["rank0.json", "rank1.json.gz", "rank2.pftrace"])
     {
-        let out = omniprof(
+        OMNIPROF.ok(with_paths(
             &["convert"],
             &[file, Path::new("-o"), &mixed.path().join(name)],
-        );
-        assert!(out.status.success(), "{}", text(&out.stderr));
+        ));
     }
     fs::copy(&files[3], mixed.path().join("rank3.json")).unwrap();
     let args = ["summary", "--format", "json", "--row-limit", "-1"];
     assert_eq!(
-        json(&omniprof(&args, &[mixed.path()])),
-        json(&omniprof(&args, &[json_dir.path()]))
+        json(&OMNIPROF.ok(with_paths(&args, &[mixed.path()]))),
+        json(&OMNIPROF.ok(with_paths(&args, &[json_dir.path()])))
     );
     let report = |dir: &Path| {
-        let mut doc = json(&omniprof(&["ranks", "--format", "json"], &[dir]));
+        let mut doc = json(&OMNIPROF.ok(with_paths(&["ranks", "--format", "json"], &[dir])));
         // All but the file names, and the base time, which a Perfetto trace does not
         // carry (its times are absolute: the figures are the same).
         for r in doc["ranks"].as_array_mut().unwrap() {

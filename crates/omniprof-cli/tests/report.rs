@@ -9,8 +9,9 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use omniprof_test_support::cli::{arg, text, Cli};
 use omniprof_test_support::data::reference_trace;
 use omniprof_test_support::skip::{self, Needs};
 use serde_json::Value;
@@ -30,30 +31,7 @@ const VIEWS: [&str; 7] = [
 /// The environment variable naming a Chromium binary other than `chromium` on the `PATH`.
 const CHROMIUM_ENV: &str = "OMNIPROF_CHROMIUM";
 
-fn omniprof(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .args(args)
-        .output()
-        .expect("run the omniprof binary")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = omniprof(args);
-    assert!(
-        out.status.success(),
-        "omniprof {args:?} failed: {}",
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
 /// The Chromium to use, or `None` after saying the check is skipped.
 fn chromium(check: &str) -> Option<PathBuf> {
@@ -167,9 +145,9 @@ fn table<'a>(dom: &'a str, name: &str) -> &'a str {
 /// Every row of `summary --format json` is a row of the Operators table with the same name,
 /// calls, and self CPU and device times (3 decimals of microseconds).
 fn operators_match_the_summary(dom: &str, trace: &Path) {
-    let summary: Value = serde_json::from_str(&ok(&[
+    let summary: Value = serde_json::from_str(&OMNIPROF.ok([
         "summary",
-        path(trace),
+        arg(trace),
         "--format",
         "json",
         "--row-limit",
@@ -196,10 +174,6 @@ fn operators_match_the_summary(dom: &str, trace: &Path) {
         );
     }
     assert_eq!(operators.matches("<tr>").count(), rows.len() + 1);
-}
-
-fn report(args: &[&str]) -> Output {
-    omniprof(&[&["report"], args].concat())
 }
 
 #[test]
@@ -236,9 +210,9 @@ fn the_demo_traces_report_opens_in_chromium_with_the_summarys_figures() {
     };
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = dir.path().join("demo.json");
-    ok(&["demo", "-o", path(&trace), "--steps", "8"]);
+    OMNIPROF.ok(["demo", "-o", arg(&trace), "--steps", "8"]);
     let page = dir.path().join("demo.html");
-    ok(&["report", path(&trace), "-o", path(&page)]);
+    OMNIPROF.ok(["report", arg(&trace), "-o", arg(&page)]);
     let html = fs::read_to_string(&page).expect("the page");
     // Nothing is loaded from elsewhere: no URL in a src or href, and a policy refusing any.
     assert!(!html.contains("src=\"http") && !html.contains("href=\"http"));
@@ -270,7 +244,7 @@ fn a_pytorch_traces_report_shows_its_rows_and_says_why_views_are_empty() {
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = reference_trace();
     let page = dir.path().join("pytorch.html");
-    ok(&["report", path(&trace), "-o", path(&page)]);
+    OMNIPROF.ok(["report", arg(&trace), "-o", arg(&page)]);
     let dom = loaded_dom(&chromium, dir.path(), &page);
     operators_match_the_summary(&dom, &trace);
     for why in [
@@ -317,10 +291,10 @@ fn a_jobs_report_shows_each_ranks_steps_and_marks_the_slowest() {
         rank(&job, r, slow);
     }
     let page = dir.path().join("job.html");
-    ok(&["report", path(&job), "-o", path(&page)]);
+    OMNIPROF.ok(["report", arg(&job), "-o", arg(&page)]);
     let dom = loaded_dom(&chromium, dir.path(), &page);
     let ranks: Value =
-        serde_json::from_str(&ok(&["ranks", path(&job), "--format", "json"])).expect("JSON");
+        serde_json::from_str(&OMNIPROF.ok(["ranks", arg(&job), "--format", "json"])).expect("JSON");
     let straggler = &ranks["straggler"];
     assert_eq!(straggler["rank"], 2);
     assert!(dom.contains(&format!(
@@ -390,7 +364,7 @@ fn names_with_markup_are_shown_as_text_and_never_run() {
     let trace = dir.path().join("names.json");
     fs::write(&trace, trace_named(&names)).expect("write the trace");
     let page = dir.path().join("names.html");
-    ok(&["report", path(&trace), "-o", path(&page)]);
+    OMNIPROF.ok(["report", arg(&trace), "-o", arg(&page)]);
     let dom = loaded_dom(&chromium, dir.path(), &page);
     assert!(!dom.contains("data-ran=\""), "a name ran as markup");
     for name in names {
@@ -410,9 +384,7 @@ fn a_truncated_trace_writes_no_report_and_with_partial_one_that_says_it_was_cut(
     let trace = dir.path().join("cut.json");
     fs::write(&trace, cut).expect("write the trace");
     let page = dir.path().join("cut.html");
-    let out = report(&[path(&trace), "-o", path(&page)]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = text(&out.stderr);
+    let stderr = OMNIPROF.fails(1, ["report", arg(&trace), "-o", arg(&page)]);
     assert!(
         stderr.contains(&format!("{}: ", trace.display())) && stderr.contains("(byte "),
         "the error names the file and offset: {stderr}"
@@ -423,8 +395,7 @@ fn a_truncated_trace_writes_no_report_and_with_partial_one_that_says_it_was_cut(
         "a report was written of a trace that failed"
     );
 
-    let out = report(&[path(&trace), "-o", path(&page), "--partial"]);
-    assert_eq!(out.status.code(), Some(1));
+    OMNIPROF.fails(1, ["report", arg(&trace), "-o", arg(&page), "--partial"]);
     let html = fs::read_to_string(&page).expect("--partial writes the report");
     assert!(html.contains(r#""name":"aten::mm""#));
     let Some(chromium) = chromium("the cut trace's report in Chromium") else {
@@ -452,14 +423,7 @@ fn a_report_with_a_base_shows_the_diff_of_the_two_traces() {
     fs::write(&base, trace_named(&["aten::mm", "aten::add"])).expect("base");
     fs::write(&new, trace_named(&["aten::mm", "aten::mm", "aten::relu"])).expect("new");
     let page = dir.path().join("diff.html");
-    ok(&[
-        "report",
-        path(&new),
-        "--base",
-        path(&base),
-        "-o",
-        path(&page),
-    ]);
+    OMNIPROF.ok(["report", arg(&new), "--base", arg(&base), "-o", arg(&page)]);
     let dom = loaded_dom(&chromium, dir.path(), &page);
     let diff = table(&dom, "diff");
     // aten::mm: 1 call in the base, 2 now; aten::add gone; aten::relu new.
@@ -499,7 +463,7 @@ fn a_trace_with_memory_records_shows_each_devices_curve_and_peaks() {
     );
     fs::write(&trace, text).expect("write the trace");
     let page = dir.path().join("memory.html");
-    ok(&["report", path(&trace), "-o", path(&page)]);
+    OMNIPROF.ok(["report", arg(&trace), "-o", arg(&page)]);
     let dom = loaded_dom(&chromium, dir.path(), &page);
     assert!(
         dom.contains("device 0 (type 1): peak allocated 3072 B, peak reserved 8192 B, 3 records"),
@@ -508,7 +472,8 @@ fn a_trace_with_memory_records_shows_each_devices_curve_and_peaks() {
     assert!(dom.contains("device 0 (type 1): memory (MiB) over time (ms)"));
     // aten::empty holds the three records: 2048 bytes of device memory, as summary says.
     let summary: Value =
-        serde_json::from_str(&ok(&["summary", path(&trace), "--format", "json"])).expect("JSON");
+        serde_json::from_str(&OMNIPROF.ok(["summary", arg(&trace), "--format", "json"]))
+            .expect("JSON");
     assert_eq!(summary["rows"][0]["self_device_memory_usage"], 2048);
     assert!(dom.contains(
         r#"<tr><td>aten::empty</td><td class="num">2048</td><td class="num">0</td><td class="num">1</td></tr>"#
@@ -547,10 +512,10 @@ fn kernel_metrics_read_again_with_every_arg_equal_summarys() {
     )
     .expect("write the trace");
     let page = dir.path().join("scope.html");
-    ok(&["report", path(&trace), "-o", path(&page)]);
-    let summary: Value = serde_json::from_str(&ok(&[
+    OMNIPROF.ok(["report", arg(&trace), "-o", arg(&page)]);
+    let summary: Value = serde_json::from_str(&OMNIPROF.ok([
         "summary",
-        path(&trace),
+        arg(&trace),
         "--metrics",
         "--format",
         "json",
@@ -578,17 +543,17 @@ fn operators_group_by_stack_as_summary_does() {
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = omniprof_test_support::data::stack_trace();
     let page = dir.path().join("stacks.html");
-    ok(&[
+    OMNIPROF.ok([
         "report",
-        path(&trace),
+        arg(&trace),
         "-o",
-        path(&page),
+        arg(&page),
         "--group-by-stack",
         "5",
     ]);
-    let summary: Value = serde_json::from_str(&ok(&[
+    let summary: Value = serde_json::from_str(&OMNIPROF.ok([
         "summary",
-        path(&trace),
+        arg(&trace),
         "--group-by-stack",
         "5",
         "--format",
@@ -610,17 +575,12 @@ fn operators_group_by_stack_as_summary_does() {
 fn the_overviews_step_split_is_what_summary_steps_prints() {
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = dir.path().join("demo.json");
-    ok(&["demo", "-o", path(&trace)]);
+    OMNIPROF.ok(["demo", "-o", arg(&trace)]);
     let page = dir.path().join("demo.html");
-    ok(&["report", path(&trace), "-o", path(&page)]);
-    let printed: Value = serde_json::from_str(&ok(&[
-        "summary",
-        path(&trace),
-        "--steps",
-        "--format",
-        "json",
-    ]))
-    .expect("JSON");
+    OMNIPROF.ok(["report", arg(&trace), "-o", arg(&page)]);
+    let printed: Value =
+        serde_json::from_str(&OMNIPROF.ok(["summary", arg(&trace), "--steps", "--format", "json"]))
+            .expect("JSON");
     let steps = printed["steps"].as_array().expect("steps");
     // The demo's 40 steps, each split into parts that add up to it.
     assert_eq!(steps.len(), 40);

@@ -4,26 +4,19 @@
 
 #![cfg(unix)]
 
-use std::process::{Command, Output};
-
+use omniprof_test_support::cli::{text, Cli};
 use omniprof_test_support::shared_dirs::{mkfifo, read_fifo_on_a_thread};
 
-fn omniprof(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .args(args)
+/// `omniprof` without the plugins the user installed, which would add their output.
+fn omniprof() -> Cli {
+    Cli::new(env!("CARGO_BIN_EXE_omniprof"))
         .env_remove("OMNIPROF_PLUGIN_DIR")
         .env_remove("KINETO_PLUGIN_LIB_DIR_PATH")
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]
 fn demo_writes_its_trace_to_dev_null() {
-    let out = omniprof(&["demo", "-o", "/dev/null", "--steps", "1", "--threads", "1"]);
+    let out = omniprof().run(["demo", "-o", "/dev/null", "--steps", "1", "--threads", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         text(&out.stdout).starts_with("wrote /dev/null ("),
@@ -38,7 +31,7 @@ fn demo_writes_chrome_json_into_a_fifo_without_an_extension() {
     let fifo = dir.path().join("trace-pipe");
     mkfifo(&fifo);
     let reader = read_fifo_on_a_thread(&fifo);
-    let out = omniprof(&[
+    let out = omniprof().run([
         "demo",
         "-o",
         fifo.to_str().unwrap(),
@@ -58,15 +51,15 @@ fn demo_writes_chrome_json_into_a_fifo_without_an_extension() {
 fn convert_writes_chrome_json_to_dev_null_and_a_plain_unknown_name_is_still_refused() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.json");
-    let out = omniprof(&["demo", "-o", trace.to_str().unwrap(), "--steps", "1"]);
+    let out = omniprof().run(["demo", "-o", trace.to_str().unwrap(), "--steps", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 
-    let out = omniprof(&["convert", trace.to_str().unwrap(), "-o", "/dev/null"]);
+    let out = omniprof().run(["convert", trace.to_str().unwrap(), "-o", "/dev/null"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("wrote /dev/null ("));
 
     let plain = dir.path().join("t.txt");
-    let out = omniprof(&[
+    let out = omniprof().run([
         "convert",
         trace.to_str().unwrap(),
         "-o",

@@ -10,7 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use omniprof_test_support::cli::Cli;
 use omniprof_test_support::memory::{run_measured, Measured};
+
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
 /// The peak resident memory the streaming tools may take on the 2.2M-event trace.
 const BOUND: u64 = 300 << 20;
@@ -30,7 +33,7 @@ fn big_trace(dir: &Path) -> PathBuf {
 }
 
 fn omniprof(args: Vec<&std::ffi::OsStr>) -> Measured {
-    let out = run_measured(Command::new(env!("CARGO_BIN_EXE_omniprof")).args(args));
+    let out = run_measured(&mut OMNIPROF.command(args));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     out

@@ -9,38 +9,29 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use omniprof_test_support::cli::{arg, text, Cli};
 use omniprof_test_support::data::{reference_table, reference_trace, stack_report, stack_trace};
 use omniprof_test_support::lock::serial;
 
-fn summary(trace: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .arg("summary")
-        .arg(trace)
-        .args(args)
-        .output()
-        .expect("run the omniprof binary")
-}
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
-}
-
-/// Runs a summary that must succeed; returns its standard output.
-fn ok(trace: &Path, args: &[&str]) -> String {
-    let out = summary(trace, args);
-    assert!(out.status.success(), "failed: {}", text(&out.stderr));
-    text(&out.stdout)
+/// The arguments of `omniprof summary TRACE ARGS...`.
+fn summary<'a>(trace: &'a Path, args: &[&'a str]) -> Vec<&'a str> {
+    [&["summary", arg(trace)], args].concat()
 }
 
 const PYTORCH_ARGS: [&str; 4] = ["--sort-by", "cpu_time_total", "--row-limit", "12"];
 
 #[test]
 fn the_reference_trace_prints_pytorchs_table() {
-    assert_eq!(ok(&reference_trace(), &PYTORCH_ARGS), reference_table());
+    assert_eq!(
+        OMNIPROF.ok(summary(&reference_trace(), &PYTORCH_ARGS)),
+        reference_table()
+    );
 }
 
 #[test]
@@ -51,12 +42,15 @@ fn gzip_input_prints_the_same_table() {
     gz.write_all(&std::fs::read(reference_trace()).unwrap())
         .unwrap();
     std::fs::write(&path, gz.finish().unwrap()).unwrap();
-    assert_eq!(ok(&path, &PYTORCH_ARGS), reference_table());
+    assert_eq!(
+        OMNIPROF.ok(summary(&path, &PYTORCH_ARGS)),
+        reference_table()
+    );
 }
 
 #[test]
 fn row_limit_minus_one_prints_every_row_in_first_appearance_order() {
-    let out = ok(&reference_trace(), &["--row-limit", "-1"]);
+    let out = OMNIPROF.ok(summary(&reference_trace(), &["--row-limit", "-1"]));
     let names: Vec<&str> = out
         .lines()
         .skip(3)
@@ -77,10 +71,10 @@ fn row_limit_minus_one_prints_every_row_in_first_appearance_order() {
 
 #[test]
 fn group_by_shapes_adds_the_input_shapes_column() {
-    let out = ok(
+    let out = OMNIPROF.ok(summary(
         &reference_trace(),
         &["--group-by-shapes", "--sort-by", "count"],
-    );
+    ));
     let header = out.lines().nth(1).unwrap();
     assert!(
         header.ends_with("# of Calls                    Input Shapes  "),
@@ -91,7 +85,7 @@ fn group_by_shapes_adds_the_input_shapes_column() {
 
 #[test]
 fn csv_and_json_formats() {
-    let csv = ok(
+    let csv = OMNIPROF.ok(summary(
         &reference_trace(),
         &[
             "--format",
@@ -101,7 +95,7 @@ fn csv_and_json_formats() {
             "--row-limit",
             "2",
         ],
-    );
+    ));
     assert_eq!(
         csv,
         "name,count,self_cpu_time_total_us,cpu_time_total_us,cpu_time_avg_us,\
@@ -110,10 +104,10 @@ fn csv_and_json_formats() {
          aten::mm,3,65162.397,65168.911,21722.970,0.000,0.000,0.000,false,false,0,0,0,0,0\n\
          aten::clamp_min,3,31928.754,31928.754,10642.918,0.000,0.000,0.000,false,false,0,0,0,0,0\n"
     );
-    let json = ok(
+    let json = OMNIPROF.ok(summary(
         &reference_trace(),
         &["--format", "json", "--row-limit", "1"],
-    );
+    ));
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(doc["self_cpu_time_total_us"], 127392.143);
     assert_eq!(
@@ -146,7 +140,7 @@ fn truncated(dir: &Path) -> (PathBuf, usize) {
 fn a_truncated_file_fails_with_where_and_what() {
     let dir = tempfile::tempdir().unwrap();
     let (path, cut) = truncated(dir.path());
-    let out = summary(&path, &[]);
+    let out = OMNIPROF.run(summary(&path, &[]));
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(out.stdout, b"");
     let stderr = text(&out.stderr);
@@ -164,7 +158,7 @@ fn a_truncated_file_fails_with_where_and_what() {
 fn partial_prints_the_rows_read_before_the_error() {
     let dir = tempfile::tempdir().unwrap();
     let (path, _) = truncated(dir.path());
-    let out = summary(&path, &["--partial", "--row-limit", "-1"]);
+    let out = OMNIPROF.run(summary(&path, &["--partial", "--row-limit", "-1"]));
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("traceEvents[24]"), "{stderr}");
@@ -193,7 +187,7 @@ fn unknown_event_kinds_are_skipped_and_counted() {
         ]}"#,
     )
     .unwrap();
-    let out = summary(&path, &[]);
+    let out = OMNIPROF.run(summary(&path, &[]));
     assert!(out.status.success());
     assert_eq!(
         text(&out.stderr),
@@ -207,7 +201,7 @@ fn an_empty_trace_prints_nothing_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("empty.json");
     std::fs::write(&path, r#"{"traceEvents": []}"#).unwrap();
-    let out = summary(&path, &[]);
+    let out = OMNIPROF.run(summary(&path, &[]));
     assert!(out.status.success());
     assert_eq!(out.stdout, b"");
     assert_eq!(
@@ -218,12 +212,9 @@ fn an_empty_trace_prints_nothing_and_says_so() {
 
 #[test]
 fn bad_arguments_and_missing_files() {
-    let out = summary(&reference_trace(), &["--sort-by", "memory"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("self_cpu_time_total"));
-    let out = summary(Path::new("/nonexistent/trace.json"), &[]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = text(&out.stderr);
+    let stderr = OMNIPROF.fails(2, summary(&reference_trace(), &["--sort-by", "memory"]));
+    assert!(stderr.contains("self_cpu_time_total"), "{stderr}");
+    let stderr = OMNIPROF.fails(1, summary(Path::new("/nonexistent/trace.json"), &[]));
     assert!(
         stderr.contains("/nonexistent/trace.json") && stderr.contains("read failed"),
         "{stderr}"
@@ -254,7 +245,10 @@ fn a_stubs_mode_trace_gets_device_columns_named_after_its_device() {
     let file = std::fs::File::create(&path).unwrap();
     omniprof::write_chrome(&trace, "stubs.json", file).unwrap();
 
-    let out = ok(&path, &["--sort-by", "self_privateuse1_time_total"]);
+    let out = OMNIPROF.ok(summary(
+        &path,
+        &["--sort-by", "self_privateuse1_time_total"],
+    ));
     let header = out.lines().nth(1).unwrap();
     assert!(
         header.contains("  Self OPENREG  Self OPENREG %  OPENREG total"),
@@ -279,7 +273,7 @@ fn the_benchmark_generator_writes_a_trace_that_summarizes() {
         .status()
         .expect("python3 runs scripts/gen_trace.py");
     assert!(status.success());
-    let json = ok(&path, &["--format", "json", "--row-limit", "-1"]);
+    let json = OMNIPROF.ok(summary(&path, &["--format", "json", "--row-limit", "-1"]));
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     let row = |name: &str| {
         doc["rows"]
@@ -319,7 +313,7 @@ fn device_time_follows_the_correlation_chain_when_there_is_no_external_id() {
        "args": {"correlation": 11}}
     ]}"#;
     std::fs::write(&path, events).unwrap();
-    let csv = ok(&path, &["--format", "csv"]);
+    let csv = OMNIPROF.ok(summary(&path, &["--format", "csv"]));
     let mm = csv
         .lines()
         .find(|l| l.starts_with("aten::mm,"))
@@ -338,7 +332,7 @@ fn a_bare_array_of_events_is_summarized() {
     let events = r#"[{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300},
       {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 500, "dur": 100},"#;
     std::fs::write(&path, events).unwrap();
-    let csv = ok(&path, &["--format", "csv"]);
+    let csv = OMNIPROF.ok(summary(&path, &["--format", "csv"]));
     assert!(csv.contains("\naten::mm,1,300.000,300.000,"), "{csv}");
     assert!(csv.contains("\naten::add,1,100.000,"), "{csv}");
 }
@@ -351,12 +345,12 @@ fn grouping_by_shapes_a_trace_without_shapes_says_so_and_keeps_the_column() {
       {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300}
     ]}"#;
     std::fs::write(&path, events).unwrap();
-    let out = summary(&path, &["--group-by-shapes"]);
+    let out = OMNIPROF.run(summary(&path, &["--group-by-shapes"]));
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("Input Shapes"), "{stdout}");
     assert!(stderr.contains("the trace has no input shapes"), "{stderr}");
-    let csv = ok(&path, &["--group-by-shapes", "--format", "csv"]);
+    let csv = OMNIPROF.ok(summary(&path, &["--group-by-shapes", "--format", "csv"]));
     assert!(csv.starts_with("name,input_shapes,"), "{csv}");
 }
 
@@ -370,15 +364,18 @@ fn group_by_stack_prints_pytorchs_source_location_table() {
         "--row-limit",
         "6",
     ];
-    assert_eq!(ok(&stack_trace(), &args), stack_report("table-wide"));
+    assert_eq!(
+        OMNIPROF.ok(summary(&stack_trace(), &args)),
+        stack_report("table-wide")
+    );
 }
 
 #[test]
 fn group_by_stack_puts_the_frames_in_json_and_csv() {
-    let json = ok(
+    let json = OMNIPROF.ok(summary(
         &stack_trace(),
         &["--group-by-stack", "2", "--format", "json"],
-    );
+    ));
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     let addmm = doc["rows"]
         .as_array()
@@ -393,10 +390,10 @@ fn group_by_stack_puts_the_frames_in_json_and_csv() {
             "torch/nn/modules/linear.py(130): forward"
         ])
     );
-    let csv = ok(
+    let csv = OMNIPROF.ok(summary(
         &stack_trace(),
         &["--group-by-stack", "1", "--format", "csv"],
-    );
+    ));
     assert!(csv.starts_with("name,stack,count,"), "{csv}");
     assert!(
         csv.contains("\naten::addmm,<built-in function linear>;,1,"),
@@ -406,7 +403,7 @@ fn group_by_stack_puts_the_frames_in_json_and_csv() {
 
 #[test]
 fn group_by_stack_on_a_trace_without_stacks_says_so() {
-    let out = summary(&reference_trace(), &["--group-by-stack", "5"]);
+    let out = OMNIPROF.run(summary(&reference_trace(), &["--group-by-stack", "5"]));
     assert!(out.status.success());
     assert!(
         text(&out.stderr).contains("note: the trace has no Python stacks"),

@@ -5,11 +5,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use omniprof_test_support::cli::{arg, Cli};
 use omniprof_test_support::memory::{run_measured, Measured};
+
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
 /// The peak resident memory `summary` may reach on these inputs: the bound `docs/reliability.md` gives with the
 /// default limits (16 MiB events, a 4 MiB header).
@@ -39,12 +41,7 @@ const OPS: &str = r#"{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, 
 {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 7, "dur": 2},"#;
 
 fn summary(path: &Path) -> Measured {
-    run_measured(
-        Command::new(env!("CARGO_BIN_EXE_omniprof"))
-            .arg("summary")
-            .arg(path)
-            .arg("--partial"),
-    )
+    run_measured(&mut OMNIPROF.command(["summary", arg(path), "--partial"]))
 }
 
 fn check(out: &Measured, expected: &str) {

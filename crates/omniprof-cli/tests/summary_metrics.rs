@@ -4,24 +4,10 @@
 //! JSON; on a trace the demo records with counters and the scope profiler on, they find them.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn omniprof(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .args(args)
-        .output()
-        .expect("run the omniprof binary")
-}
+use omniprof_test_support::cli::Cli;
 
-fn ok(args: &[&str]) -> String {
-    let out = omniprof(args);
-    assert!(
-        out.status.success(),
-        "omniprof {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
 fn write(dir: &Path, name: &str, json: &str) -> String {
     let path = dir.join(name);
@@ -48,7 +34,7 @@ const SCOPE_TRACE: &str = r#"{"schemaVersion": 1, "baseTimeNanoseconds": 0, "tra
 fn metrics_of_a_scope_profiler_trace_print_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write(dir.path(), "scope.json", SCOPE_TRACE);
-    let table = ok(&["summary", &trace, "--metrics"]);
+    let table = OMNIPROF.ok(["summary", &trace, "--metrics"]);
     assert_eq!(
         table,
         "\
@@ -59,7 +45,7 @@ gemm        2     10.000us  flops       400   200  100  300
 fill        1      1.000us  flops         0     0    0    0
 "
     );
-    let csv = ok(&["summary", &trace, "--metrics", "--format", "csv"]);
+    let csv = OMNIPROF.ok(["summary", &trace, "--metrics", "--format", "csv"]);
     assert_eq!(
         csv,
         "kernel,calls,device_time_us,metric,sum,mean,min,max\n\
@@ -68,7 +54,8 @@ fill        1      1.000us  flops         0     0    0    0
          fill,1,1.000,flops,0,0,0,0\n"
     );
     let json: serde_json::Value =
-        serde_json::from_str(&ok(&["summary", &trace, "--metrics", "--format", "json"])).unwrap();
+        serde_json::from_str(&OMNIPROF.ok(["summary", &trace, "--metrics", "--format", "json"]))
+            .unwrap();
     assert_eq!(json["kernels"][0]["name"], "gemm");
     assert_eq!(json["kernels"][0]["metrics"][1]["mean"], 1.5);
     // `device` and `stream` are args, not metrics: no counter series names them.
@@ -88,7 +75,7 @@ fn metrics_of_a_cuda_profiler_range_trace_aggregate_every_numeric_arg() {
    "args": {"smsp__sass_thread_inst_executed_op_dadd_pred_on.sum": 8, "dram__bytes_read.sum": 1024}}
 ]}"#,
     );
-    let csv = ok(&["summary", &trace, "--metrics", "--format", "csv"]);
+    let csv = OMNIPROF.ok(["summary", &trace, "--metrics", "--format", "csv"]);
     assert_eq!(
         csv,
         "kernel,calls,device_time_us,metric,sum,mean,min,max\n\
@@ -101,7 +88,7 @@ fn metrics_of_a_cuda_profiler_range_trace_aggregate_every_numeric_arg() {
 fn counters_print_each_tracks_statistics() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write(dir.path(), "scope.json", SCOPE_TRACE);
-    let csv = ok(&["summary", &trace, "--counters", "--format", "csv"]);
+    let csv = OMNIPROF.ok(["summary", &trace, "--counters", "--format", "csv"]);
     // Series in file order; `work` holds 100 for 4 µs, then 0 until the window ends at
     // 40 µs.
     assert_eq!(
@@ -110,18 +97,16 @@ fn counters_print_each_tracks_statistics() {
          work (stream 7),xpu_scope_profiler,0,7,flops,2,0,50,100,13.333333333333334\n\
          memory (stream 7),xpu_scope_profiler,0,7,bytes_read,1,2.5,2.5,2.5,2.5\n"
     );
-    let table = ok(&["summary", &trace, "--counters"]);
+    let table = OMNIPROF.ok(["summary", &trace, "--counters"]);
     assert!(table.starts_with("Counter "), "{table}");
     assert!(table.contains("work (stream 7)"), "{table}");
 }
 
 #[test]
 fn the_flags_refuse_what_they_cannot_honour() {
-    let out = omniprof(&["summary", "x.json", "--metrics", "--sort-by", "count"]);
-    assert_eq!(out.status.code(), Some(2));
-    let out = omniprof(&["summary", "missing.json", "--metrics"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.json"));
+    OMNIPROF.fails(2, ["summary", "x.json", "--metrics", "--sort-by", "count"]);
+    let stderr = OMNIPROF.fails(1, ["summary", "missing.json", "--metrics"]);
+    assert!(stderr.contains("missing.json"), "{stderr}");
 }
 
 #[test]
@@ -140,9 +125,9 @@ fn the_demo_shows_counters_and_metrics_by_configuration_alone() {
     let trace = dir.path().join("demo.pt.trace.json");
     let trace = trace.to_str().unwrap();
     let args = ["--threads", "2", "--steps", "2", "-o", trace];
-    let stdout = ok(&[&["demo", "--config", &config][..], &args].concat());
+    let stdout = OMNIPROF.ok([&["demo", "--config", &config][..], &args].concat());
     assert!(stdout.contains("counter samples on"), "{stdout}");
-    let metrics = ok(&["summary", trace, "--metrics", "--format", "csv"]);
+    let metrics = OMNIPROF.ok(["summary", trace, "--metrics", "--format", "csv"]);
     // 48 × 48 matmuls: 2·48³ FLOPs each, whatever the number of calls.
     let flops = metrics
         .lines()
@@ -150,15 +135,13 @@ fn the_demo_shows_counters_and_metrics_by_configuration_alone() {
         .unwrap_or_else(|| panic!("{metrics}"));
     let stats: Vec<&str> = flops.rsplitn(4, ',').collect();
     assert_eq!(stats[..3], ["221184", "221184", "221184"], "{flops}");
-    let counters = ok(&["summary", trace, "--counters", "--format", "csv"]);
+    let counters = OMNIPROF.ok(["summary", trace, "--counters", "--format", "csv"]);
     assert!(counters.contains("OpenReg PM,gpu_pm_counter,0,0,busy_fraction,"));
     assert!(counters.contains("work (stream 0),xpu_scope_profiler,0,0,flops,"));
     omniprof_test_support::checker::assert_loads_in_perfetto(Path::new(trace));
 
     let bad = write(dir.path(), "bad.cfg", "SCOPE_PROFILER_MAX_SCOPES = many\n");
-    let out = omniprof(&[&["demo", "--config", &bad][..], &args].concat());
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = OMNIPROF.fails(2, [&["demo", "--config", &bad][..], &args].concat());
     assert!(
         stderr.contains("bad.cfg: line 1: SCOPE_PROFILER_MAX_SCOPES"),
         "{stderr}"

@@ -11,12 +11,14 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use omniprof_test_support::cli::Cli;
 use omniprof_test_support::memory::{run_measured, Measured};
 use omniprof_trace::MAX_STACK_DEPTH;
+
+const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
 /// A gzip trace of `events`, one JSON object per item.
 fn gzip_trace(path: &Path, events: impl Iterator<Item = String>) -> PathBuf {
@@ -35,7 +37,7 @@ fn gzip_trace(path: &Path, events: impl Iterator<Item = String>) -> PathBuf {
 }
 
 fn omniprof(args: &[&std::ffi::OsStr]) -> Measured {
-    run_measured(Command::new(env!("CARGO_BIN_EXE_omniprof")).args(args))
+    run_measured(&mut OMNIPROF.command(args))
 }
 
 fn succeeded(out: &Measured) -> String {

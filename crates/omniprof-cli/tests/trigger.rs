@@ -6,27 +6,18 @@
 #![cfg(unix)]
 
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::Arc;
 
 use omniprof::on_demand_trace_dir;
 use omniprof::RuntimeDir;
 use omniprof::TraceReader;
+use omniprof_test_support::cli::{text, Cli};
 use omniprof_test_support::trigger::{Recorder, STEP};
 
-/// Runs `omniprof trigger args...` with `xdg` as `$XDG_RUNTIME_DIR`, so that the sockets it
-/// looks for are this test's.
-fn trigger(xdg: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_omniprof"))
-        .arg("trigger")
-        .args(args)
-        .env("XDG_RUNTIME_DIR", xdg)
-        .output()
-        .expect("run the omniprof binary")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// `omniprof` with `xdg` as `$XDG_RUNTIME_DIR`, so that the sockets `trigger` looks for are
+/// this test's.
+fn omniprof(xdg: &Path) -> Cli {
+    Cli::new(env!("CARGO_BIN_EXE_omniprof")).env("XDG_RUNTIME_DIR", xdg)
 }
 
 #[test]
@@ -39,19 +30,17 @@ fn a_trigger_prints_the_path_of_the_trace_and_list_shows_the_process() {
     let pid = std::process::id().to_string();
     let out_dir = out.path().to_str().unwrap();
 
-    let run = trigger(
-        xdg.path(),
-        &[
-            "--pid",
-            &pid,
-            "--duration-ms",
-            "30",
-            "--activities",
-            "cpu_op,user_annotation",
-            "--output-dir",
-            out_dir,
-        ],
-    );
+    let run = omniprof(xdg.path()).run([
+        "trigger",
+        "--pid",
+        &pid,
+        "--duration-ms",
+        "30",
+        "--activities",
+        "cpu_op,user_annotation",
+        "--output-dir",
+        out_dir,
+    ]);
     let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
     assert!(run.status.success(), "{stderr}");
     let path = Path::new(stdout.trim_end());
@@ -67,17 +56,22 @@ fn a_trigger_prints_the_path_of_the_trace_and_list_shows_the_process() {
     assert!(read.error.is_none(), "{:?}", read.error);
     assert!(read.trace.activities.iter().any(|a| &*a.name == STEP));
 
-    let list = trigger(xdg.path(), &["--list"]);
+    let list = omniprof(xdg.path()).run(["trigger", "--list"]);
     let listed = text(&list.stdout);
     assert!(list.status.success(), "{}", text(&list.stderr));
     let row = listed.lines().find(|l| l.trim_start().starts_with(&pid));
     let row = row.unwrap_or_else(|| panic!("pid {pid} not listed:\n{listed}"));
     assert!(row.contains("idle"), "{row}");
 
-    let refused = trigger(
-        xdg.path(),
-        &["--pid", &pid, "--iterations", "2", "--output-dir", "/etc"],
-    );
+    let refused = omniprof(xdg.path()).run([
+        "trigger",
+        "--pid",
+        &pid,
+        "--iterations",
+        "2",
+        "--output-dir",
+        "/etc",
+    ]);
     let stderr = text(&refused.stderr);
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     assert!(
@@ -91,7 +85,7 @@ fn a_trigger_prints_the_path_of_the_trace_and_list_shows_the_process() {
 #[test]
 fn a_pid_that_does_not_listen_is_named_with_how_to_opt_in() {
     let xdg = tempfile::tempdir().unwrap();
-    let run = trigger(xdg.path(), &["--pid", "999999999", "--duration-ms", "10"]);
+    let run = omniprof(xdg.path()).run(["trigger", "--pid", "999999999", "--duration-ms", "10"]);
     let stderr = text(&run.stderr);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     assert!(
@@ -100,7 +94,7 @@ fn a_pid_that_does_not_listen_is_named_with_how_to_opt_in() {
     );
     assert!(stderr.contains("OMNIPROF_ONDEMAND=1"), "{stderr}");
 
-    let list = trigger(xdg.path(), &["--list"]);
+    let list = omniprof(xdg.path()).run(["trigger", "--list"]);
     assert!(list.status.success());
     assert!(
         text(&list.stderr).contains("no process listens"),
@@ -144,7 +138,7 @@ fn bad_arguments_exit_2_before_anything_is_sent() {
         ),
     ];
     for (args, want) in cases {
-        let run = trigger(xdg.path(), args);
+        let run = omniprof(xdg.path()).run([&["trigger"][..], args].concat());
         let stderr = text(&run.stderr);
         assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(want), "{args:?}: {stderr}");
@@ -181,23 +175,25 @@ fn the_client_prints_the_notes_of_a_trace_on_stderr_and_what_cancel_cancelled() 
     let pid = std::process::id().to_string();
     let out_dir = out.path().to_str().unwrap();
 
-    let run = trigger(
-        xdg.path(),
-        &["--pid", &pid, "--iterations", "3", "--output-dir", out_dir],
-    );
+    let run = omniprof(xdg.path()).run([
+        "trigger",
+        "--pid",
+        &pid,
+        "--iterations",
+        "3",
+        "--output-dir",
+        out_dir,
+    ]);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     assert_eq!(text(&run.stdout), "/tmp/noted.pt.trace.json\n");
     assert_eq!(text(&run.stderr), "note: fell back to a time-based trace\n");
 
-    let run = trigger(xdg.path(), &["--pid", &pid, "--cancel"]);
+    let run = omniprof(xdg.path()).run(["trigger", "--pid", &pid, "--cancel"]);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     assert_eq!(
         text(&run.stdout),
         "cancelled request #7 (WaitForRequest): 3 iterations\n"
     );
-    let run = trigger(
-        xdg.path(),
-        &["--pid", &pid, "--cancel", "--iterations", "3"],
-    );
+    let run = omniprof(xdg.path()).run(["trigger", "--pid", &pid, "--cancel", "--iterations", "3"]);
     assert_eq!(run.status.code(), Some(2), "{}", text(&run.stderr));
 }

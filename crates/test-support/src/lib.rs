@@ -1,5 +1,6 @@
 //! What the workspace's tests share, as a dev-dependency of every crate with tests:
 //!
+//! - [`cli`]: running a command-line binary (the `omniprof` CLI) and checking how it ended;
 //! - [`checker`]: the offline Perfetto checker, which loads a trace into Perfetto's trace
 //!   processor and reports what it counted and rejected;
 //! - [`decoder`]: the independent decoder of `.pftrace` files (Perfetto's own schema), which
@@ -24,6 +25,7 @@
 //! its dependency tree stays free of the recorder and the plugin loader.
 
 pub mod checker;
+pub mod cli;
 pub mod cupti;
 pub mod data;
 pub mod decoder;
