@@ -495,12 +495,11 @@ fn pytorch_data(name: &str) -> std::path::PathBuf {
 #[test]
 fn summary_prints_pytorchs_memory_and_flops_columns_sorted_by_flops() {
     let trace = pytorch_data("pytorch-2.15-cpu-memory-trace.json");
-    let out = OMNIPROF.run(["summary", trace.to_str().unwrap(), "--sort-by", "flops"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = OMNIPROF.ok(["summary", arg(&trace), "--sort-by", "flops"]);
     let expected =
         std::fs::read_to_string(pytorch_data("pytorch-2.15-cpu-memory-table-flops.txt")).unwrap();
-    assert_eq!(text(&out.stdout), expected);
-    let out = OMNIPROF.run([
+    assert_eq!(table, expected);
+    let csv = OMNIPROF.ok([
         "summary",
         trace.to_str().unwrap(),
         "--sort-by",
@@ -510,12 +509,10 @@ fn summary_prints_pytorchs_memory_and_flops_columns_sorted_by_flops() {
         "--row-limit",
         "1",
     ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).ends_with(
+        csv.ends_with(
             ",self_device_memory_usage,flops\naten::randn,4,31.055,117.586,29.397,0.000,0.000,0.000,false,false,65536,0,0,0,0\n"
         ),
-        "{}",
-        text(&out.stdout)
+        "{csv}"
     );
 }

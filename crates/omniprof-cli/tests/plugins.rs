@@ -26,8 +26,7 @@ fn the_demo_shows_the_sample_plugins_events() {
     std::fs::create_dir(&plugins).unwrap();
     build_sample(&plugins);
     let out_path = dir.path().join("demo.pt.trace.json");
-    let out = omniprof(Some(&plugins)).run(["demo", "-o", out_path.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    omniprof(Some(&plugins)).ok(["demo", "-o", out_path.to_str().unwrap()]);
     let trace = TraceReader::new()
         .read_path(&out_path)
         .into_trace()
@@ -79,9 +78,7 @@ fn plugins_list_and_check_give_verdicts() {
     let sample = build_sample(dir.path());
     let broken = build_broken("process_events_error", dir.path());
 
-    let out = omniprof(None).run(["plugins", "list", dir.path().to_str().unwrap()]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let stdout = omniprof(None).ok(["plugins", "list", dir.path().to_str().unwrap()]);
     assert!(
         stdout.contains("MockPlugin [gpu_memcpy, kernel, cuda_runtime, cuda_driver]"),
         "{stdout}"
@@ -90,15 +87,13 @@ fn plugins_list_and_check_give_verdicts() {
     assert!(stdout.contains("ProcessEventsError ["), "{stdout}");
 
     let trace = dir.path().join("check.json");
-    let out = omniprof(None).run([
+    let stdout = omniprof(None).ok([
         "plugins",
         "check",
         sample.to_str().unwrap(),
         "--trace",
         trace.to_str().unwrap(),
     ]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
     assert_eq!(verdict_of(&stdout, "SampleCounters"), "PASS");
     assert_eq!(
         verdict_of(&stdout, "MockPlugin"),
@@ -214,9 +209,7 @@ fn plugins_check_fails_a_plugin_whose_late_calls_were_refused_and_names_them() {
 fn plugins_check_passes_a_plugin_that_timestamps_its_events_across_its_session() {
     let dir = tempfile::tempdir().unwrap();
     let spans = build_broken("spans_its_session", dir.path());
-    let out = omniprof(None).run(["plugins", "check", spans.to_str().unwrap()]);
-    let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let stdout = omniprof(None).ok(["plugins", "check", spans.to_str().unwrap()]);
     let row: Vec<&str> = stdout
         .lines()
         .find(|l| l.split_whitespace().nth(1) == Some("SpansItsSession"))
@@ -312,9 +305,7 @@ fn a_plugins_own_ids_do_not_link_its_events_to_unrelated_host_ops() {
     }
     assert_eq!(trace.report.refused_links, Some(2));
 
-    let out = omniprof(None).run(["plugins", "check", foreign.to_str().unwrap()]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
+    let stdout = omniprof(None).ok(["plugins", "check", foreign.to_str().unwrap()]);
     assert_eq!(verdict_of(&stdout, "ForeignIds"), "WARN");
     assert!(
         stdout.contains("correlation id the host pushed"),

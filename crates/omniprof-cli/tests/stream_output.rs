@@ -4,7 +4,7 @@
 
 #![cfg(unix)]
 
-use omniprof_test_support::cli::{text, Cli};
+use omniprof_test_support::cli::Cli;
 use omniprof_test_support::shared_dirs::{mkfifo, read_fifo_on_a_thread};
 
 /// `omniprof` without the plugins the user installed, which would add their output.
@@ -16,13 +16,8 @@ fn omniprof() -> Cli {
 
 #[test]
 fn demo_writes_its_trace_to_dev_null() {
-    let out = omniprof().run(["demo", "-o", "/dev/null", "--steps", "1", "--threads", "1"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stdout).starts_with("wrote /dev/null ("),
-        "{}",
-        text(&out.stdout)
-    );
+    let stdout = omniprof().ok(["demo", "-o", "/dev/null", "--steps", "1", "--threads", "1"]);
+    assert!(stdout.starts_with("wrote /dev/null ("), "{stdout}");
 }
 
 #[test]
@@ -31,7 +26,7 @@ fn demo_writes_chrome_json_into_a_fifo_without_an_extension() {
     let fifo = dir.path().join("trace-pipe");
     mkfifo(&fifo);
     let reader = read_fifo_on_a_thread(&fifo);
-    let out = omniprof().run([
+    omniprof().ok([
         "demo",
         "-o",
         fifo.to_str().unwrap(),
@@ -40,7 +35,6 @@ fn demo_writes_chrome_json_into_a_fifo_without_an_extension() {
         "--threads",
         "1",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let bytes = reader.join().unwrap();
     let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert!(!json["traceEvents"].as_array().unwrap().is_empty());
@@ -51,23 +45,23 @@ fn demo_writes_chrome_json_into_a_fifo_without_an_extension() {
 fn convert_writes_chrome_json_to_dev_null_and_a_plain_unknown_name_is_still_refused() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.json");
-    let out = omniprof().run(["demo", "-o", trace.to_str().unwrap(), "--steps", "1"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    omniprof().ok(["demo", "-o", trace.to_str().unwrap(), "--steps", "1"]);
 
-    let out = omniprof().run(["convert", trace.to_str().unwrap(), "-o", "/dev/null"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).starts_with("wrote /dev/null ("));
+    let stdout = omniprof().ok(["convert", trace.to_str().unwrap(), "-o", "/dev/null"]);
+    assert!(stdout.starts_with("wrote /dev/null ("), "{stdout}");
 
     let plain = dir.path().join("t.txt");
-    let out = omniprof().run([
-        "convert",
-        trace.to_str().unwrap(),
-        "-o",
-        plain.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(2));
+    let stderr = omniprof().fails(
+        2,
+        [
+            "convert",
+            trace.to_str().unwrap(),
+            "-o",
+            plain.to_str().unwrap(),
+        ],
+    );
     assert_eq!(
-        text(&out.stderr),
+        stderr,
         format!(
             "error: {}: unknown trace format; the file name must end in one of: .json, \
              .json.gz, .pftrace\n",

@@ -56,9 +56,7 @@ fn a_trigger_prints_the_path_of_the_trace_and_list_shows_the_process() {
     assert!(read.error.is_none(), "{:?}", read.error);
     assert!(read.trace.activities.iter().any(|a| &*a.name == STEP));
 
-    let list = omniprof(xdg.path()).run(["trigger", "--list"]);
-    let listed = text(&list.stdout);
-    assert!(list.status.success(), "{}", text(&list.stderr));
+    let listed = omniprof(xdg.path()).ok(["trigger", "--list"]);
     let row = listed.lines().find(|l| l.trim_start().starts_with(&pid));
     let row = row.unwrap_or_else(|| panic!("pid {pid} not listed:\n{listed}"));
     assert!(row.contains("idle"), "{row}");
@@ -188,12 +186,13 @@ fn the_client_prints_the_notes_of_a_trace_on_stderr_and_what_cancel_cancelled() 
     assert_eq!(text(&run.stdout), "/tmp/noted.pt.trace.json\n");
     assert_eq!(text(&run.stderr), "note: fell back to a time-based trace\n");
 
-    let run = omniprof(xdg.path()).run(["trigger", "--pid", &pid, "--cancel"]);
-    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let cancelled = omniprof(xdg.path()).ok(["trigger", "--pid", &pid, "--cancel"]);
     assert_eq!(
-        text(&run.stdout),
+        cancelled,
         "cancelled request #7 (WaitForRequest): 3 iterations\n"
     );
-    let run = omniprof(xdg.path()).run(["trigger", "--pid", &pid, "--cancel", "--iterations", "3"]);
-    assert_eq!(run.status.code(), Some(2), "{}", text(&run.stderr));
+    omniprof(xdg.path()).fails(
+        2,
+        ["trigger", "--pid", &pid, "--cancel", "--iterations", "3"],
+    );
 }

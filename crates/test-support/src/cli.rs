@@ -114,8 +114,9 @@ impl Cli {
         let (args, out) = self.run_shown(args);
         assert!(
             out.status.success(),
-            "{args} failed ({}): {}",
+            "{args} failed ({}): {}{}",
             out.status,
+            text(&out.stdout),
             text(&out.stderr)
         );
         text(&out.stdout)
