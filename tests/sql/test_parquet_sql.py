@@ -123,6 +123,19 @@ def test_duckdb_runs_the_documented_sql_and_gets_the_summarys_rows(job):
         "WHERE s.op_id IS NOT NULL AND o.op_id IS NULL"
     ).fetchone()
     assert orphans == 300 * RANKS  # the inner `aten::sum` of each block
+    # Every parent is a row of `ops`: the launch under each absorbed inner `aten::sum` names
+    # the outer one, two levels up.
+    (orphans,) = con.execute(
+        "SELECT COUNT(*) FROM ops c LEFT JOIN ops p ON p.rank = c.rank AND p.op_id = c.parent_op_id "
+        "WHERE c.parent_op_id IS NOT NULL AND p.op_id IS NULL"
+    ).fetchone()
+    assert orphans == 0
+    skips = con.execute(
+        "SELECT c.name, p.name, c.depth - p.depth, COUNT(*) FROM ops c "
+        "JOIN ops p ON p.rank = c.rank AND p.op_id = c.parent_op_id "
+        "GROUP BY ALL HAVING c.depth - p.depth <> 1"
+    ).fetchall()
+    assert skips == [("cudaLaunchKernel", "aten::sum", 2, 300 * RANKS)]
 
 
 def test_spark_runs_the_documented_sql_and_gets_the_summarys_rows(job):

@@ -151,6 +151,9 @@ pub(crate) const OPS: Table = Table {
         col("host_total_ns", Int64, DURATION_NS),
         col("self_device_ns", Int64, DURATION_NS),
         col("device_total_ns", Int64, DURATION_NS),
+        // Added after the first release of version 1: new columns go last, so that readers
+        // that take columns by position keep theirs.
+        col("depth", NullableInt64, "-"),
     ],
 };
 

@@ -280,3 +280,57 @@ fn a_truncated_trace_fails_or_with_partial_keeps_the_rows_before_its_cut() {
     assert_eq!(table(&out, "slices", 0).len(), read.trace.activities.len());
     assert!(!read.trace.activities.is_empty());
 }
+
+fn opt_long(row: &BTreeMap<String, Field>, column: &str) -> Option<i64> {
+    match &row[column] {
+        Field::Null => None,
+        Field::Long(v) => Some(*v),
+        other => panic!("{column}: {other:?}"),
+    }
+}
+
+#[test]
+fn every_parent_is_a_row_of_ops_and_depths_count_the_nesting_whether_folded_or_held() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2,000 ops are held to the end; 80,000 are more than the summary holds before it folds
+    // (65,536): each block's inner `aten::sum` is absorbed into the outer one after its
+    // launch was final, which then names the outer one.
+    for (ops, blocks) in [(2_000, 200), (80_000, 8_000)] {
+        let path = gen_trace(
+            &dir.path().join(format!("t{ops}.json")),
+            &["--ops", &ops.to_string(), "--rank", "0"],
+        );
+        let out = dir.path().join(format!("tables{ops}"));
+        convert(std::slice::from_ref(&path), &out, ConvertOptions::default()).unwrap();
+        let rows = table(&out, "ops", 0);
+        let by_id: BTreeMap<i64, &BTreeMap<String, Field>> =
+            rows.iter().map(|r| (long(r, "op_id"), r)).collect();
+        let (mut nested, mut below_absorbed, mut top) = (0, 0, 0);
+        for row in &rows {
+            let depth = opt_long(row, "depth");
+            let Some(parent) = opt_long(row, "parent_op_id") else {
+                let outside = flag(row, "on_device") || flag(row, "is_async");
+                assert_eq!(depth, (!outside).then_some(0), "{row:?}");
+                top += i64::from(!outside);
+                continue;
+            };
+            let parent = by_id.get(&parent).expect("the parent's row");
+            let parent_depth = opt_long(parent, "depth").unwrap();
+            if depth == Some(parent_depth + 1) {
+                nested += 1;
+            } else {
+                // The absorbed inner `aten::sum` still counts as a level.
+                assert_eq!(depth, Some(parent_depth + 2), "{row:?}");
+                assert_eq!(string(row, "name"), "cudaLaunchKernel");
+                assert_eq!(string(parent, "name"), "aten::sum");
+                below_absorbed += 1;
+            }
+        }
+        // Each block: its range at the top; 8 ops and 2 launches one level down from their
+        // parent; the sum's launch below the absorbed inner sum. And the 10 steps.
+        assert_eq!(
+            (top, nested, below_absorbed),
+            (blocks + 10, 10 * blocks, blocks)
+        );
+    }
+}

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::attribution::{self, Launcher};
 use super::events::{self, Role};
 use super::fold::{Arrival, DeviceSums, Folder, OutOfOrder};
+use super::listing::Listing;
 use super::memory::{self, MemoryEvent, MemoryIndex, MemoryKind, MemoryRecord};
 use super::stacks::{python_stacks, Stack};
 use super::summed_events::SummedEvent;
@@ -103,6 +104,8 @@ pub(super) struct Emitted {
     pub times: OpTimes,
     pub float: PyTorchTimes,
     pub parent: Option<u64>,
+    /// Its depth in its thread's op tree, as nested (`None` outside the tree).
+    pub depth: Option<u32>,
 }
 
 /// `seq` of the `[memory]` events made of memory records outside every host event (plus
@@ -205,7 +208,7 @@ pub struct KeyAveragesBuilder {
     /// Events are listed ([`Self::list_events`]).
     listing: bool,
     /// Every event added to a row since the last [`Self::drain_events`], when listing them.
-    listed: Vec<SummedEvent>,
+    listed: Listing,
 }
 
 /// Host ops and memory records held before folding starts (about 5 MiB): enough to see
@@ -343,7 +346,7 @@ impl KeyAveragesBuilder {
             memory_declared: false,
             device_seen: false,
             listing: false,
-            listed: Vec::new(),
+            listed: Listing::default(),
         }
     }
 
@@ -355,11 +358,13 @@ impl KeyAveragesBuilder {
         self.listing = true;
     }
 
-    /// The events added to rows since the last call (none unless [`Self::list_events`]),
-    /// in the order they were added: device work as it comes, host ops as they are folded
-    /// (or all at [`Self::finish_listing`] when they are held).
+    /// The events added to rows since the last call (none unless [`Self::list_events`]):
+    /// device work as it comes, host ops as they are folded (or all at
+    /// [`Self::finish_listing`] when they are held). An op whose parent may yet absorb
+    /// into its own parent (a same-named only child) comes once that is decided, so that
+    /// its [`SummedEvent::parent`] is listed too.
     pub fn drain_events(&mut self) -> std::vec::Drain<'_, SummedEvent> {
-        self.listed.drain(..)
+        self.listed.drain()
     }
 
     /// The [`SummedEvent::id`] the next activity gets if the summary takes it: an activity
@@ -733,6 +738,12 @@ impl KeyAveragesBuilder {
         let Holding::Folding(f) = &mut self.holding else {
             return;
         };
+        // Fates before events: an event's parent was placed, so its fate opened, before it.
+        for fate in f.fates.drain(..) {
+            if self.listing {
+                self.listed.fate(fate);
+            }
+        }
         let mut ready = std::mem::take(&mut f.ready);
         let uncovered = std::mem::take(&mut f.uncovered);
         for event in &ready {
@@ -742,6 +753,9 @@ impl KeyAveragesBuilder {
         ready.clear();
         if let Holding::Folding(f) = &mut self.holding {
             f.ready = ready;
+            if f.none_waiting() {
+                self.listed.forget_absorbed();
+            }
         }
         if !uncovered.is_empty() {
             let name = self.names.id(event_name::MEMORY);
@@ -923,6 +937,7 @@ impl KeyAveragesBuilder {
                 device_total_us: duration_us,
             },
             parent: None,
+            depth: None,
         };
         if let Some(events) = &mut self.device_events {
             events.push(event);
@@ -987,6 +1002,7 @@ impl KeyAveragesBuilder {
             times,
             float,
             parent,
+            ..
         } = *event;
         let g = &mut self.groups[group as usize];
         g.cpu_total_us += float.cpu_total_us;
@@ -1083,7 +1099,7 @@ impl KeyAveragesBuilder {
             }
             Holding::Stopped(stopped) => return Err(self.read_again(*stopped)),
         }
-        let events = std::mem::take(&mut self.listed);
+        let events = std::mem::take(&mut self.listed).finish();
         Ok((self.into_rows(), events))
     }
 
@@ -1131,13 +1147,14 @@ impl KeyAveragesBuilder {
             }
         }
         for ops in &mut threads {
-            tree::summarize_thread(ops, origin, |op, times, float, parent| {
+            tree::summarize_thread(ops, origin, |op, times, float, parent, depth| {
                 emitted.push(Emitted {
                     first: tree::order_key(op.start_ns, op.end_ns, op.seq),
                     key: op.key,
                     times,
                     float,
                     parent,
+                    depth,
                 });
             });
         }
@@ -1282,5 +1299,6 @@ fn memory_event(key: u32, time_ns: i64, bytes: i64, ordinal: u32, kind: MemoryKi
         },
         float: PyTorchTimes::default(),
         parent: None,
+        depth: None,
     }
 }

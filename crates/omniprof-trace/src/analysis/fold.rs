@@ -194,8 +194,22 @@ struct Node {
     device_memory: i128,
     /// Final, but held for the parent's decision.
     done: Option<Box<Done>>,
+    /// Host ops of its thread it nests in, as placed (an absorbed child still counts).
+    depth: u32,
     generation: u32,
     alive: bool,
+}
+
+/// What became of an op that was its parent's same-named first child, for the listing of
+/// the events whose parent it is (they may be final before their parent's fate is known).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fate {
+    /// The op (its `seq`) may be absorbed into its parent.
+    Held(u64),
+    /// It got a sibling: it stays.
+    Kept(u64),
+    /// It was absorbed: its children are `into`'s.
+    Absorbed { op: u64, into: u64 },
 }
 
 /// A memory record after the horizon.
@@ -356,6 +370,8 @@ pub(super) struct Folder {
     pub ready: Vec<Emitted>,
     /// Memory records inside no host op, in no particular order.
     pub uncovered: Vec<(i64, i64, u32, MemoryKind)>,
+    /// What became of same-named first children since the builder last took them.
+    pub fates: Vec<Fate>,
     /// The most ops, waiting events and records held at once.
     pub high_water: usize,
     tie_count: usize,
@@ -397,6 +413,7 @@ impl Folder {
             computed: false,
             ready: Vec::new(),
             uncovered: Vec::new(),
+            fates: Vec::new(),
             high_water: 0,
             tie_count: 0,
             spare: Vec::new(),
@@ -405,6 +422,12 @@ impl Folder {
 
     pub(super) fn set_window_end(&mut self, end_ns: i64) {
         self.window_end = Some(end_ns);
+    }
+
+    /// Whether no final event waits for an earlier one of its row: every event final so far
+    /// was given out through [`Self::ready`].
+    pub(super) fn none_waiting(&self) -> bool {
+        self.waiting_count == 0
     }
 
     /// Ops, waiting events and memory records held now.
@@ -684,6 +707,7 @@ impl Folder {
             cpu_memory: 0,
             device_memory: 0,
             done: None,
+            depth: 0,
             generation: 0,
             alive: true,
         };
@@ -821,7 +845,10 @@ impl Folder {
                 self.worklist.push(id);
                 return;
             }
-            self.nodes[id as usize].parent = p;
+            let depth = self.nodes[p as usize].depth + 1;
+            let node = &mut self.nodes[id as usize];
+            node.parent = p;
+            node.depth = depth;
             let same_name = self.nodes[p as usize].op.name == a.op.name;
             let parent = &mut self.nodes[p as usize];
             parent.children += 1;
@@ -829,6 +856,7 @@ impl Folder {
             if parent.children == 1 && same_name {
                 parent.held_child = id;
                 self.nodes[id as usize].held = true;
+                self.fates.push(Fate::Held(a.op.seq));
             } else if parent.held_child != NONE {
                 let held = parent.held_child;
                 parent.held_child = NONE;
@@ -1032,6 +1060,7 @@ impl Folder {
                     device_total_us: own_us,
                 },
                 parent: None,
+                depth: None,
             };
             self.retire(n);
             self.gone(op.key);
@@ -1051,6 +1080,10 @@ impl Folder {
             own_us = done.own_us;
             child_sums = done.sums;
             let row = done.event.key;
+            self.fates.push(Fate::Absorbed {
+                op: self.nodes[held as usize].op.seq,
+                into: op.seq,
+            });
             self.retire(held);
             self.gone(row);
             self.recheck(row);
@@ -1087,6 +1120,7 @@ impl Folder {
                 device_total_us,
             },
             parent: (parent != NONE).then(|| self.nodes[parent as usize].op.seq),
+            depth: Some(self.nodes[n as usize].depth),
         };
         if parent != NONE {
             self.nodes[parent as usize].open_children -= 1;
@@ -1114,6 +1148,7 @@ impl Folder {
     fn release(&mut self, child: u32, parent: u32) {
         let node = &mut self.nodes[child as usize];
         node.held = false;
+        self.fates.push(Fate::Kept(node.op.seq));
         if let Some(done) = node.done.take() {
             let op = node.op;
             add_child(&mut self.nodes[parent as usize].sums, &done.event);

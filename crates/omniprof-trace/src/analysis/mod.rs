@@ -14,6 +14,7 @@ pub(crate) mod frame_tree;
 mod function_events;
 mod grid;
 mod json;
+mod listing;
 mod memory;
 pub(crate) mod memory_curve;
 mod merge;

@@ -17,11 +17,15 @@ pub struct SummedEvent {
     /// before adding it); a `[memory]` event made of a record outside every op, or an
     /// `[OutOfMemory]` event, has an id of 2^62 or more.
     pub id: u64,
-    /// The id of the host op it nests in (host ops only; `None` at the top and for async ops).
-    /// When folding, this may be a same-named only child that its parent absorbed after this
-    /// event was final (PyTorch's collapse): that op is listed under none, and its parent,
-    /// of the same name, is the one to follow.
+    /// The id of the listed host op it nests in (host ops only; `None` at the top and for
+    /// async ops). Below a same-named only child that its parent absorbed (PyTorch's
+    /// collapse), the op that absorbed it.
     pub parent: Option<u64>,
+    /// Its depth in its thread's op tree (0 at the top; `None` for device work, async ops
+    /// and memory records outside every op), as the ops nest: a same-named only child
+    /// absorbed into its parent still counts, so below one the depth is one more than
+    /// following [`Self::parent`] counts.
+    pub depth: Option<u32>,
     /// Its row's name (`ProfilerStep#3` as `ProfilerStep*`).
     pub name: Arc<str>,
     /// Device work (a row of device time only).
@@ -54,6 +58,7 @@ impl SummedEvent {
         Self {
             id,
             parent: event.parent,
+            depth: event.depth,
             name,
             on_device: flags.on_device,
             legacy: flags.legacy,

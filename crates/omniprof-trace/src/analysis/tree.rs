@@ -114,7 +114,8 @@ pub(super) fn attribute_launches(
 }
 
 /// Nests the ops of one thread, collapses same-named single children and reports each
-/// remaining op with its times and its parent's `seq` to `emit` (in no particular order).
+/// remaining op with its times, its parent's `seq` and its depth as nested (before the
+/// collapse; `None` when async) to `emit` (in no particular order).
 ///
 /// - An op is the child of the innermost op that contains it (`[start, end]` inside the
 ///   parent's; an op starting exactly at the parent's end is not inside).
@@ -132,11 +133,14 @@ pub(super) fn attribute_launches(
 pub(super) fn summarize_thread(
     ops: &mut [HostOp],
     origin_ns: i64,
-    mut emit: impl FnMut(&HostOp, OpTimes, PyTorchTimes, Option<u64>),
+    mut emit: impl FnMut(&HostOp, OpTimes, PyTorchTimes, Option<u64>, Option<u32>),
 ) {
     ops.sort_unstable_by_key(|op| order_key(op.start_ns, op.end_ns, op.seq));
     let n = ops.len();
     let mut parent = vec![ROOT; n];
+    // As nested, before the collapse below (which the folder decides only after it has
+    // reported the children: see `fold`).
+    let mut depth = vec![0u32; n];
     let mut is_async = vec![false; n];
     let mut stack: Vec<u32> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
@@ -152,6 +156,7 @@ pub(super) fn summarize_thread(
                 continue;
             }
             parent[i] = top;
+            depth[i] = depth[top as usize] + 1;
         }
         // Indices fit: a thread with 2^32 ops would not fit in memory as `HostOp`s either.
         stack.push(i as u32);
@@ -213,6 +218,7 @@ pub(super) fn summarize_thread(
                     device_total_us: op.device_us,
                 },
                 None,
+                None,
             );
             continue;
         }
@@ -253,6 +259,7 @@ pub(super) fn summarize_thread(
                 device_total_us,
             },
             (p != ROOT).then(|| ops[p as usize].seq),
+            Some(depth[i]),
         );
     }
 }
@@ -286,7 +293,9 @@ mod tests {
             op.seq = i as u64;
         }
         let mut out = Vec::new();
-        summarize_thread(ops, 0, |op, t, _, _| out.push(((op.name, op.start_ns), t)));
+        summarize_thread(ops, 0, |op, t, _, _, _| {
+            out.push(((op.name, op.start_ns), t))
+        });
         out.sort_by_key(|(k, _)| *k);
         out
     }
