@@ -1,6 +1,7 @@
 """The SQL of docs/parquet.md, run by DuckDB and by Apache Spark (PySpark, local mode) over the
 Parquet tables of a three-rank job, gives `omniprof summary`'s rows: the same (name, device)
-rows with the same calls and nanosecond sums, over all ranks and per rank.
+rows with the same calls and nanosecond sums, over all ranks and per rank, and through
+`ops.host_op_id` each host op name's self device time.
 
 Run with a Python that has duckdb and pyspark (and a Java runtime for Spark), as .ci/run does:
 
@@ -103,6 +104,16 @@ def check(key_averages, per_rank_rows, summaries):
     assert Counter(rank for _, _, rank in got) == {r: 22 for r in range(RANKS)}
 
 
+def check_device(device_by_host_op, summaries):
+    """The device-time-by-host-op query's rows against the summary's self device time of
+    each host op name."""
+    expected, _ = summaries
+    want = {name: v[4] for (name, on_device), v in expected.items() if not on_device and v[4]}
+    got = {name: ns for name, _calls, ns in device_by_host_op}
+    assert got == want
+    assert set(got) == {"aten::addmm", "aten::clamp_min", "aten::sum"}
+
+
 def test_duckdb_runs_the_documented_sql_and_gets_the_summarys_rows(job):
     try:
         import duckdb
@@ -117,6 +128,7 @@ def test_duckdb_runs_the_documented_sql_and_gets_the_summarys_rows(job):
         )
     check(con.execute(documented_sql("key_averages")).fetchall(),
           con.execute(documented_sql("per_rank")).fetchall(), summary)
+    check_device(con.execute(documented_sql("device_by_host_op")).fetchall(), summary)
     # Every slice the summary counts has its row in `ops`, unless absorbed by its parent.
     (orphans,) = con.execute(
         "SELECT COUNT(*) FROM slices s LEFT JOIN ops o ON o.rank = s.rank AND o.op_id = s.op_id "
@@ -159,6 +171,7 @@ def test_spark_runs_the_documented_sql_and_gets_the_summarys_rows(job):
             spark.read.parquet(str(tables / t)).createOrReplaceTempView(t)
         rows = lambda sql: [tuple(r) for r in spark.sql(sql).collect()]  # noqa: E731
         check(rows(documented_sql("key_averages")), rows(documented_sql("per_rank")), summary)
+        check_device(rows(documented_sql("device_by_host_op")), summary)
     finally:
         spark.stop()
     elapsed = time.monotonic() - started

@@ -154,6 +154,7 @@ pub(crate) const OPS: Table = Table {
         // Added after the first release of version 1: new columns go last, so that readers
         // that take columns by position keep theirs.
         col("depth", NullableInt64, "-"),
+        col("host_op_id", NullableInt64, "-"),
     ],
 };
 

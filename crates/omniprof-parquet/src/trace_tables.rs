@@ -223,6 +223,7 @@ pub(crate) fn write_op(
         Cell::I64(e.self_device_ns),
         Cell::I64(e.device_total_ns),
         Cell::OptI64(e.depth.map(i64::from)),
+        Cell::OptI64(e.host_op.map(id)),
     ])
 }
 

@@ -334,3 +334,62 @@ fn every_parent_is_a_row_of_ops_and_depths_count_the_nesting_whether_folded_or_h
         );
     }
 }
+
+#[test]
+fn device_work_names_the_host_op_whose_device_time_it_is_whether_folded_or_held() {
+    let dir = tempfile::tempdir().unwrap();
+    for ops in [2_000, 80_000] {
+        let path = gen_trace(
+            &dir.path().join(format!("t{ops}.json")),
+            &["--ops", &ops.to_string(), "--rank", "0"],
+        );
+        let out = dir.path().join(format!("tables{ops}"));
+        convert(std::slice::from_ref(&path), &out, ConvertOptions::default()).unwrap();
+        let rows = table(&out, "ops", 0);
+        // Device time per host op through `host_op_id`, against each host op's own (self)
+        // device time: the same, op by op.
+        let mut through: BTreeMap<i64, i64> = BTreeMap::new();
+        let mut names: BTreeMap<(String, String), i64> = BTreeMap::new();
+        let by_id: BTreeMap<i64, &BTreeMap<String, Field>> =
+            rows.iter().map(|r| (long(r, "op_id"), r)).collect();
+        let mut unattributed = BTreeMap::new();
+        for row in rows.iter().filter(|r| flag(r, "on_device")) {
+            let Some(host) = opt_long(row, "host_op_id") else {
+                *unattributed.entry(string(row, "name")).or_insert(0) += 1;
+                continue;
+            };
+            *through.entry(host).or_default() += long(row, "self_device_ns");
+            let name = string(by_id[&host], "name");
+            *names.entry((string(row, "name"), name)).or_default() += 1;
+        }
+        let own: BTreeMap<i64, i64> = rows
+            .iter()
+            .filter(|r| !flag(r, "on_device") && long(r, "self_device_ns") != 0)
+            .map(|r| (long(r, "op_id"), long(r, "self_device_ns")))
+            .collect();
+        assert_eq!(through, own);
+        // The steps' all-reduce kernels carry no id that leads to an op.
+        assert_eq!(
+            unattributed,
+            BTreeMap::from([("ncclDevKernel_AllReduce_Sum_f32_RING_LL".to_owned(), 10)])
+        );
+        assert!(rows
+            .iter()
+            .filter(|r| !flag(r, "on_device"))
+            .all(|r| opt_long(r, "host_op_id").is_none()));
+        let blocks = ops / 10;
+        let pairs: Vec<((&str, &str), i64)> = names
+            .iter()
+            .map(|((k, h), n)| ((k.as_str(), h.as_str()), *n))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                (("elementwise_kernel", "aten::clamp_min"), blocks),
+                (("gemm_kernel", "aten::addmm"), blocks),
+                // The inner sum launched it; the outer one absorbed the inner.
+                (("reduce_kernel", "aten::sum"), blocks),
+            ]
+        );
+    }
+}

@@ -13,7 +13,7 @@
 use crate::activity::{Activity, ActivityClass, ActivityType};
 
 /// What leads from device work to the host op that launched it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Launcher {
     /// The correlation of the launching op itself (the work's `External id`).
     External(u64),

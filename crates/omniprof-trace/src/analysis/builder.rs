@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::attribution::{self, Launcher};
 use super::events::{self, Role};
-use super::fold::{Arrival, DeviceSums, Folder, OutOfOrder};
+use super::fold::{Arrival, DeviceSums, Fate, Folder, OutOfOrder};
 use super::listing::Listing;
 use super::memory::{self, MemoryEvent, MemoryIndex, MemoryKind, MemoryRecord};
 use super::stacks::{python_stacks, Stack};
@@ -942,7 +942,13 @@ impl KeyAveragesBuilder {
         if let Some(events) = &mut self.device_events {
             events.push(event);
         }
-        self.record(&event);
+        if self.listing {
+            let (name, flags) = self.key_strings(key);
+            let launcher = attribution::launcher(a).filter(|_| !user_annotation);
+            self.listed
+                .push_device(SummedEvent::new(&event, name, flags), launcher);
+        }
+        self.add_to_row(&event);
         key
     }
 
@@ -996,6 +1002,10 @@ impl KeyAveragesBuilder {
             let (name, flags) = self.key_strings(event.key);
             self.listed.push(SummedEvent::new(event, name, flags));
         }
+        self.add_to_row(event);
+    }
+
+    fn add_to_row(&mut self, event: &Emitted) {
         let Emitted {
             first,
             key: group,
@@ -1128,12 +1138,27 @@ impl KeyAveragesBuilder {
         let mut memory = MemoryIndex::new(std::mem::take(&mut self.memory_records));
         let mut emitted = Vec::new();
         let mut threads: Vec<_> = std::mem::take(&mut self.threads).into_values().collect();
+        // Which device work each op receives, for the listing (by the op's `seq`).
+        let mut received: Vec<(u64, Launcher)> = Vec::new();
+        let listing = self.listing;
         for ops in &mut threads {
             if !self.sums.launched_ns.is_empty() {
-                tree::attribute_launches(ops, &self.sums.launched_ns, &self.sums.launched_us);
+                tree::attribute_launches(
+                    ops,
+                    &self.sums.launched_ns,
+                    &self.sums.launched_us,
+                    |op, c| {
+                        if listing {
+                            received.push((op, Launcher::Runtime(c)));
+                        }
+                    },
+                );
             }
             for op in ops.iter_mut() {
                 if op.correlation != 0 && !op.call {
+                    if listing {
+                        received.push((op.seq, Launcher::External(op.correlation)));
+                    }
                     let linked = self.sums.linked_ns.get(&op.correlation);
                     op.device_ns = op.device_ns.saturating_add(linked.copied().unwrap_or(0));
                     op.device_us += self.sums.linked_us.get(&op.correlation).unwrap_or(&0.0);
@@ -1146,17 +1171,34 @@ impl KeyAveragesBuilder {
                 }
             }
         }
+        let mut absorbed = Vec::new();
         for ops in &mut threads {
-            tree::summarize_thread(ops, origin, |op, times, float, parent, depth| {
-                emitted.push(Emitted {
-                    first: tree::order_key(op.start_ns, op.end_ns, op.seq),
-                    key: op.key,
-                    times,
-                    float,
-                    parent,
-                    depth,
-                });
-            });
+            absorbed.extend(tree::summarize_thread(
+                ops,
+                origin,
+                |op, times, float, parent, depth| {
+                    emitted.push(Emitted {
+                        first: tree::order_key(op.start_ns, op.end_ns, op.seq),
+                        key: op.key,
+                        times,
+                        float,
+                        parent,
+                        depth,
+                    });
+                },
+            ));
+        }
+        if listing {
+            // An op that absorbed a child has the child's device time instead of its own.
+            let absorbers: FastMap<u64, ()> =
+                absorbed.iter().map(|&(_, into)| (into, ())).collect();
+            for (op, into) in absorbed {
+                self.listed.fate(Fate::Absorbed { op, into });
+            }
+            for (op, launcher) in received {
+                self.listed
+                    .receive(op, launcher, !absorbers.contains_key(&op));
+            }
         }
         let uncovered = memory.uncovered();
         if !uncovered.is_empty() {

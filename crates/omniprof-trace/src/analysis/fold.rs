@@ -200,16 +200,26 @@ struct Node {
     alive: bool,
 }
 
-/// What became of an op that was its parent's same-named first child, for the listing of
-/// the events whose parent it is (they may be final before their parent's fate is known).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What became of an op that was its parent's same-named first child, and which device work
+/// each op received, for the listing of the events whose parent or host op it is (they may
+/// be final before their parent's fate is known).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Fate {
     /// The op (its `seq`) may be absorbed into its parent.
     Held(u64),
     /// It got a sibling: it stays.
     Kept(u64),
-    /// It was absorbed: its children are `into`'s.
+    /// It was absorbed: its children and device work are `into`'s.
     Absorbed { op: u64, into: u64 },
+    /// The op is final, with the device work linked to its correlation (`linked`) and
+    /// launched by the calls it encloses (`launches`, their correlations); `counted` is false
+    /// when it absorbed a child, whose device time replaced its own.
+    Receives {
+        op: u64,
+        linked: Option<u64>,
+        launches: Vec<u64>,
+        counted: bool,
+    },
 }
 
 /// A memory record after the horizon.
@@ -994,7 +1004,7 @@ impl Folder {
             (node.op.device_ns, node.op.device_us)
         };
         let launches = std::mem::take(&mut self.nodes[n as usize].launches);
-        for c in launches {
+        for &c in &launches {
             if let Some(&ns) = sums.launched_ns.get(&c) {
                 own_ns = own_ns.saturating_add(ns);
                 own_us += sums.launched_us.get(&c).unwrap_or(&0.0);
@@ -1009,6 +1019,13 @@ impl Folder {
             }
         }
         let op = self.nodes[n as usize].op;
+        let linked = (op.correlation != 0 && !op.call).then_some(op.correlation);
+        let mut receives = (linked.is_some() || !launches.is_empty()).then_some(Fate::Receives {
+            op: op.seq,
+            linked,
+            launches,
+            counted: true,
+        });
         if op.correlation != 0 && !op.call {
             let c = op.correlation;
             own_ns = own_ns.saturating_add(sums.linked_ns.get(&c).copied().unwrap_or(0));
@@ -1062,6 +1079,7 @@ impl Folder {
                 parent: None,
                 depth: None,
             };
+            self.fates.extend(receives);
             self.retire(n);
             self.gone(op.key);
             self.emit(event);
@@ -1087,7 +1105,11 @@ impl Folder {
             self.retire(held);
             self.gone(row);
             self.recheck(row);
+            if let Some(Fate::Receives { counted, .. }) = &mut receives {
+                *counted = false;
+            }
         }
+        self.fates.extend(receives);
         let children_device = child_sums.device_ns;
         child_sums.device_us.sort_unstable_by_key(|a| a.0);
         let children_us = child_sums

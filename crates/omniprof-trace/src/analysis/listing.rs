@@ -8,7 +8,12 @@
 //! fate is open wait here, and go out with the parent that stays: the op itself when it
 //! gets a sibling, else the op that absorbed it. What waits is the children of ops whose
 //! fate is open (the folder holds those ops, and a sum per such child, too).
+//!
+//! Device work is listed with its host op ([`SummedEvent::host_op`]), which is known once
+//! that op is final ([`Fate::Receives`]; the summary holds a sum per correlation id until
+//! then, and its events wait here as long), and moves with it when it is absorbed.
 
+use super::attribution::Launcher;
 use super::fold::Fate;
 use super::summed_events::SummedEvent;
 use crate::hash::FastMap;
@@ -22,6 +27,8 @@ pub(super) struct Listing {
     /// Absorbed op → the op that absorbed it, for children still to come (a final event
     /// may wait in the folder for an earlier one of its row).
     absorbed: FastMap<u64, u64>,
+    /// Device work whose host op is not final yet, by what leads to it.
+    device: FastMap<Launcher, Vec<SummedEvent>>,
 }
 
 impl Listing {
@@ -38,26 +45,59 @@ impl Listing {
             }
             Fate::Absorbed { op, into } => {
                 self.absorbed.insert(op, into);
-                let children = self.open.remove(&op).unwrap_or_default();
-                for mut e in children {
-                    e.parent = Some(into);
+                // Its children and its device work (`push` follows `absorbed`).
+                for e in self.open.remove(&op).unwrap_or_default() {
                     self.push(e);
+                }
+            }
+            Fate::Receives {
+                op,
+                linked,
+                launches,
+                counted,
+            } => {
+                for key in linked.map(Launcher::External).into_iter() {
+                    self.receive(op, key, counted);
+                }
+                for c in launches {
+                    self.receive(op, Launcher::Runtime(c), counted);
                 }
             }
         }
     }
 
+    /// Op `op` is final and received the device work that `key` leads to (counted in its
+    /// device time, unless it absorbed a child whose time replaced its own).
+    pub(super) fn receive(&mut self, op: u64, key: Launcher, counted: bool) {
+        for mut e in self.device.remove(&key).unwrap_or_default() {
+            e.host_op = counted.then_some(op);
+            self.push(e);
+        }
+    }
+
+    /// Device work: listed once its host op is final (at once when nothing leads to one).
+    pub(super) fn push_device(&mut self, e: SummedEvent, launcher: Option<Launcher>) {
+        match launcher {
+            Some(key) => self.device.entry(key).or_default().push(e),
+            None => self.push(e),
+        }
+    }
+
+    /// `op`, or the op that absorbed it.
+    fn follow(&self, mut op: u64) -> u64 {
+        while let Some(&into) = self.absorbed.get(&op) {
+            op = into;
+        }
+        op
+    }
+
     /// One more event: listed now, or when its parent's fate is known.
     pub(super) fn push(&mut self, mut e: SummedEvent) {
-        if let Some(mut parent) = e.parent {
-            while let Some(&into) = self.absorbed.get(&parent) {
-                parent = into;
-            }
-            e.parent = Some(parent);
-            if let Some(waiting) = self.open.get_mut(&parent) {
-                waiting.push(e);
-                return;
-            }
+        e.parent = e.parent.map(|p| self.follow(p));
+        e.host_op = e.host_op.map(|p| self.follow(p));
+        if let Some(waiting) = e.parent.or(e.host_op).and_then(|p| self.open.get_mut(&p)) {
+            waiting.push(e);
+            return;
         }
         self.ready.push(e);
     }
@@ -74,8 +114,12 @@ impl Listing {
         self.ready.drain(..)
     }
 
-    /// Every event not yet taken (at the end, no fate is open).
+    /// Every event not yet taken (at the end, no fate is open, and device work still
+    /// waiting has no host op).
     pub(super) fn finish(mut self) -> Vec<SummedEvent> {
+        for (_, events) in self.device.drain() {
+            self.ready.extend(events);
+        }
         for (_, children) in self.open.drain() {
             self.ready.extend(children);
         }

@@ -26,6 +26,11 @@ pub struct SummedEvent {
     /// absorbed into its parent still counts, so below one the depth is one more than
     /// following [`Self::parent`] counts.
     pub depth: Option<u32>,
+    /// Device work: the id of the host op the summary adds its time to (attributed as
+    /// `omniprof summary` attributes it: its `External id`, else its launch's correlation),
+    /// `None` when none takes it. When several ops share the correlation id, each counts it,
+    /// and this is one of them.
+    pub host_op: Option<u64>,
     /// Its row's name (`ProfilerStep#3` as `ProfilerStep*`).
     pub name: Arc<str>,
     /// Device work (a row of device time only).
@@ -59,6 +64,7 @@ impl SummedEvent {
             id,
             parent: event.parent,
             depth: event.depth,
+            host_op: None,
             name,
             on_device: flags.on_device,
             legacy: flags.legacy,

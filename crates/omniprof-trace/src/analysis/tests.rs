@@ -1686,6 +1686,36 @@ fn listed_parents_are_listed_ops_and_the_same_whether_folded_or_held() {
 }
 
 #[test]
+fn listed_device_work_names_the_op_whose_device_time_it_is_whether_folded_or_held() {
+    for trace in [linked_trace(), correlation_only_trace()] {
+        let attribution = |fold_after: usize| {
+            let (_, events) = listed(&trace, fold_after);
+            let by_id: HashMap<u64, &SummedEvent> = events.iter().map(|e| (e.id, e)).collect();
+            // Each host op's own device time is the work that names it.
+            let mut through: HashMap<u64, i64> = HashMap::new();
+            let mut pairs = Vec::new();
+            for e in events.iter().filter(|e| e.on_device) {
+                let host = e.host_op.map(|h| {
+                    *through.entry(h).or_default() += e.self_device_ns;
+                    let h = by_id.get(&h).expect("a listed host op");
+                    (h.name.to_string(), h.start_ns)
+                });
+                pairs.push((e.name.to_string(), e.start_ns, host));
+            }
+            for e in events.iter().filter(|e| !e.on_device && !e.legacy) {
+                assert_eq!(through.get(&e.id).copied().unwrap_or(0), e.self_device_ns);
+                assert_eq!(e.host_op, None);
+            }
+            pairs.sort();
+            pairs
+        };
+        let held = attribution(usize::MAX);
+        assert!(held.iter().any(|p| p.2.is_some()));
+        assert_eq!(attribution(0), held);
+    }
+}
+
+#[test]
 fn the_listed_events_sum_to_the_rows_whether_folded_or_held() {
     for trace in [
         pytorch_trace(),

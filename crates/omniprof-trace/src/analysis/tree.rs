@@ -79,11 +79,13 @@ pub(super) fn order_key(start_ns: i64, end_ns: i64, seq: u64) -> (i64, Reverse<i
 
 /// Adds device work that has no `External id` to the host ops that launched it, as HTA and
 /// PyTorch do: `launched` holds its time by runtime correlation id, and the innermost op of
-/// this thread that encloses the call with that id (a call itself never) receives it.
+/// this thread that encloses the call with that id (a call itself never) receives it;
+/// `received` is told each (receiver's `seq`, call's correlation).
 pub(super) fn attribute_launches(
     ops: &mut [HostOp],
     launched: &crate::hash::FastMap<u64, i64>,
     launched_us: &crate::hash::FastMap<u64, f64>,
+    mut received: impl FnMut(u64, u64),
 ) {
     ops.sort_unstable_by_key(|op| order_key(op.start_ns, op.end_ns, op.seq));
     let mut enclosing: Vec<usize> = Vec::new();
@@ -107,6 +109,7 @@ pub(super) fn attribute_launches(
             .rev()
             .find(|&&o| ops[o].start_ns <= op.start_ns && op.end_ns <= ops[o].end_ns);
         if let Some(&o) = receiver {
+            received(ops[o].seq, op.correlation);
             ops[o].device_ns = ops[o].device_ns.saturating_add(ns);
             ops[o].device_us += launched_us.get(&op.correlation).unwrap_or(&0.0);
         }
@@ -115,7 +118,8 @@ pub(super) fn attribute_launches(
 
 /// Nests the ops of one thread, collapses same-named single children and reports each
 /// remaining op with its times, its parent's `seq` and its depth as nested (before the
-/// collapse; `None` when async) to `emit` (in no particular order).
+/// collapse; `None` when async) to `emit` (in no particular order). Returns each removed
+/// op's `seq` with the `seq` of the op that absorbed it.
 ///
 /// - An op is the child of the innermost op that contains it (`[start, end]` inside the
 ///   parent's; an op starting exactly at the parent's end is not inside).
@@ -134,7 +138,7 @@ pub(super) fn summarize_thread(
     ops: &mut [HostOp],
     origin_ns: i64,
     mut emit: impl FnMut(&HostOp, OpTimes, PyTorchTimes, Option<u64>, Option<u32>),
-) {
+) -> Vec<(u64, u64)> {
     ops.sort_unstable_by_key(|op| order_key(op.start_ns, op.end_ns, op.seq));
     let n = ops.len();
     let mut parent = vec![ROOT; n];
@@ -169,6 +173,7 @@ pub(super) fn summarize_thread(
     // Parents come first, so by the time an op is examined its parent's children are
     // final, and a removed parent already points at the op that adopted it.
     let mut removed = vec![false; n];
+    let mut absorbed = Vec::new();
     for i in 0..n {
         let mut p = parent[i];
         if p == ROOT {
@@ -181,6 +186,7 @@ pub(super) fn summarize_thread(
         let pu = p as usize;
         if ops[pu].name == ops[i].name && children[pu] == 1 {
             removed[i] = true;
+            absorbed.push((ops[i].seq, ops[pu].seq));
             children[pu] = children[i];
             ops[pu].device_ns = ops[i].device_ns;
             ops[pu].device_us = ops[i].device_us;
@@ -262,6 +268,7 @@ pub(super) fn summarize_thread(
             Some(depth[i]),
         );
     }
+    absorbed
 }
 
 #[cfg(test)]
