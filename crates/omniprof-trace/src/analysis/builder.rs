@@ -353,9 +353,13 @@ impl KeyAveragesBuilder {
     /// From now on, also lists every event as it is added to its row, for
     /// [`Self::drain_events`] and [`Self::finish_listing`]. A builder that
     /// [`ReadAgain`] gives does not list: the events a stopped read listed are to be
-    /// dropped, and the new builder asked again.
+    /// dropped, and the new builder asked again. Call it before adding items: the parents
+    /// and host ops of the events are followed from the first.
     pub fn list_events(&mut self) {
         self.listing = true;
+        if let Holding::Folding(f) = &mut self.holding {
+            f.list_fates = true;
+        }
     }
 
     /// The events added to rows since the last call (none unless [`Self::list_events`]):
@@ -684,6 +688,7 @@ impl KeyAveragesBuilder {
         for flow in &w.early_flow_ends {
             folder.early_flow_end(*flow);
         }
+        folder.list_fates = self.listing;
         self.holding = Holding::Folding(Box::new(folder));
         // The held items, in time order (the folder takes any order of threads).
         enum Held {

@@ -380,8 +380,10 @@ pub(super) struct Folder {
     pub ready: Vec<Emitted>,
     /// Memory records inside no host op, in no particular order.
     pub uncovered: Vec<(i64, i64, u32, MemoryKind)>,
-    /// What became of same-named first children since the builder last took them.
+    /// What became of same-named first children, and what device work ops received, since
+    /// the builder last took them (only when it lists events: `list_fates`).
     pub fates: Vec<Fate>,
+    pub list_fates: bool,
     /// The most ops, waiting events and records held at once.
     pub high_water: usize,
     tie_count: usize,
@@ -424,6 +426,7 @@ impl Folder {
             ready: Vec::new(),
             uncovered: Vec::new(),
             fates: Vec::new(),
+            list_fates: false,
             high_water: 0,
             tie_count: 0,
             spare: Vec::new(),
@@ -866,7 +869,9 @@ impl Folder {
             if parent.children == 1 && same_name {
                 parent.held_child = id;
                 self.nodes[id as usize].held = true;
-                self.fates.push(Fate::Held(a.op.seq));
+                if self.list_fates {
+                    self.fates.push(Fate::Held(a.op.seq));
+                }
             } else if parent.held_child != NONE {
                 let held = parent.held_child;
                 parent.held_child = NONE;
@@ -1004,10 +1009,14 @@ impl Folder {
             (node.op.device_ns, node.op.device_us)
         };
         let launches = std::mem::take(&mut self.nodes[n as usize].launches);
+        let mut received = Vec::new();
         for &c in &launches {
             if let Some(&ns) = sums.launched_ns.get(&c) {
                 own_ns = own_ns.saturating_add(ns);
                 own_us += sums.launched_us.get(&c).unwrap_or(&0.0);
+                if self.list_fates {
+                    received.push(c);
+                }
             }
             if let Some(refs) = self.launch_refs.get_mut(&c) {
                 *refs -= 1;
@@ -1019,11 +1028,16 @@ impl Folder {
             }
         }
         let op = self.nodes[n as usize].op;
-        let linked = (op.correlation != 0 && !op.call).then_some(op.correlation);
-        let mut receives = (linked.is_some() || !launches.is_empty()).then_some(Fate::Receives {
+        // Only the device work that came (each id with some has a sum).
+        let linked = (self.list_fates
+            && op.correlation != 0
+            && !op.call
+            && sums.linked_ns.contains_key(&op.correlation))
+        .then_some(op.correlation);
+        let mut receives = (linked.is_some() || !received.is_empty()).then_some(Fate::Receives {
             op: op.seq,
             linked,
-            launches,
+            launches: received,
             counted: true,
         });
         if op.correlation != 0 && !op.call {
@@ -1098,10 +1112,12 @@ impl Folder {
             own_us = done.own_us;
             child_sums = done.sums;
             let row = done.event.key;
-            self.fates.push(Fate::Absorbed {
-                op: self.nodes[held as usize].op.seq,
-                into: op.seq,
-            });
+            if self.list_fates {
+                self.fates.push(Fate::Absorbed {
+                    op: self.nodes[held as usize].op.seq,
+                    into: op.seq,
+                });
+            }
             self.retire(held);
             self.gone(row);
             self.recheck(row);
@@ -1170,7 +1186,9 @@ impl Folder {
     fn release(&mut self, child: u32, parent: u32) {
         let node = &mut self.nodes[child as usize];
         node.held = false;
-        self.fates.push(Fate::Kept(node.op.seq));
+        if self.list_fates {
+            self.fates.push(Fate::Kept(node.op.seq));
+        }
         if let Some(done) = node.done.take() {
             let op = node.op;
             add_child(&mut self.nodes[parent as usize].sums, &done.event);

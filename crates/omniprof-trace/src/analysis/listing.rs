@@ -13,6 +13,8 @@
 //! that op is final ([`Fate::Receives`]; the summary holds a sum per correlation id until
 //! then, and its events wait here as long), and moves with it when it is absorbed.
 
+use std::collections::hash_map::Entry;
+
 use super::attribution::Launcher;
 use super::fold::Fate;
 use super::summed_events::SummedEvent;
@@ -28,7 +30,23 @@ pub(super) struct Listing {
     /// may wait in the folder for an earlier one of its row).
     absorbed: FastMap<u64, u64>,
     /// Device work whose host op is not final yet, by what leads to it.
-    device: FastMap<Launcher, Vec<SummedEvent>>,
+    device: FastMap<Launcher, Waiting>,
+}
+
+/// The device work one id leads to: nearly always one kernel or copy, kept without a
+/// vector of its own.
+enum Waiting {
+    One(SummedEvent),
+    Many(Vec<SummedEvent>),
+}
+
+impl Waiting {
+    fn into_vec(self) -> Vec<SummedEvent> {
+        match self {
+            Waiting::One(e) => vec![e],
+            Waiting::Many(v) => v,
+        }
+    }
 }
 
 impl Listing {
@@ -69,16 +87,37 @@ impl Listing {
     /// Op `op` is final and received the device work that `key` leads to (counted in its
     /// device time, unless it absorbed a child whose time replaced its own).
     pub(super) fn receive(&mut self, op: u64, key: Launcher, counted: bool) {
-        for mut e in self.device.remove(&key).unwrap_or_default() {
-            e.host_op = counted.then_some(op);
-            self.push(e);
+        let host_op = counted.then_some(op);
+        match self.device.remove(&key) {
+            None => {}
+            Some(Waiting::One(mut e)) => {
+                e.host_op = host_op;
+                self.push(e);
+            }
+            Some(Waiting::Many(events)) => {
+                for mut e in events {
+                    e.host_op = host_op;
+                    self.push(e);
+                }
+            }
         }
     }
 
     /// Device work: listed once its host op is final (at once when nothing leads to one).
     pub(super) fn push_device(&mut self, e: SummedEvent, launcher: Option<Launcher>) {
         match launcher {
-            Some(key) => self.device.entry(key).or_default().push(e),
+            Some(key) => match self.device.entry(key) {
+                Entry::Vacant(v) => {
+                    v.insert(Waiting::One(e));
+                }
+                Entry::Occupied(mut o) => {
+                    let waiting = o.get_mut();
+                    let mut events =
+                        std::mem::replace(waiting, Waiting::Many(Vec::new())).into_vec();
+                    events.push(e);
+                    *waiting = Waiting::Many(events);
+                }
+            },
             None => self.push(e),
         }
     }
@@ -118,7 +157,7 @@ impl Listing {
     /// waiting has no host op).
     pub(super) fn finish(mut self) -> Vec<SummedEvent> {
         for (_, events) in self.device.drain() {
-            self.ready.extend(events);
+            self.ready.extend(events.into_vec());
         }
         for (_, children) in self.open.drain() {
             self.ready.extend(children);
