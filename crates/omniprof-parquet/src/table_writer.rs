@@ -116,18 +116,21 @@ impl TableWriter {
         // Integers rarely repeat, so no dictionary (it would cost a hash per value). Ids and
         // points in time mostly grow by small steps: their deltas, bit-packed, are small.
         // Durations jump up and down, often to 0: plain values, which zstd packs better.
-        // Strings and flags have no statistics: a string's min and max cost a comparison of
-        // its bytes per value (some 8 % of the writer's time on the benchmark trace), and a
-        // row group holds most names, so they would rarely let a reader skip one.
+        // Strings, flags and durations have no statistics: a string's min and max cost a
+        // comparison of its bytes per value (some 8 % of the writer's time on the benchmark
+        // trace), and a row group holds most names, flags and durations, so they would
+        // rarely let a reader skip one (ids and points in time grow: theirs do).
         for c in table.columns {
             let path = ColumnPath::new(vec![c.name.to_owned()]);
             if matches!(
                 c.ty,
                 ColumnType::String | ColumnType::NullableString | ColumnType::Bool
-            ) {
+            ) || c.unit == DURATION_NS
+            {
                 properties =
-                    properties.set_column_statistics_enabled(path, EnabledStatistics::None);
-            } else if matches!(c.ty, ColumnType::Int64 | ColumnType::NullableInt64) {
+                    properties.set_column_statistics_enabled(path.clone(), EnabledStatistics::None);
+            }
+            if matches!(c.ty, ColumnType::Int64 | ColumnType::NullableInt64) {
                 let encoding = match c.unit {
                     DURATION_NS => Encoding::PLAIN,
                     _ => Encoding::DELTA_BINARY_PACKED,
@@ -151,7 +154,6 @@ impl TableWriter {
     }
 
     /// Adds one row: a cell per column, in the table's column order and of its type.
-    #[inline]
     pub(crate) fn row<const N: usize>(&mut self, cells: [Cell; N]) -> Result<(), ParquetError> {
         debug_assert_eq!(
             N,
@@ -189,7 +191,6 @@ impl TableWriter {
     }
 
     /// Writes the buffered rows as one row group.
-    #[inline(never)]
     fn flush(&mut self) -> Result<(), ParquetError> {
         if self.rows == 0 {
             return Ok(());

@@ -241,9 +241,8 @@ pub(crate) struct Strings {
     /// hashing or comparing the text. Each entry holds its `Arc`, so that its address cannot
     /// be reused for another string while the entry stands.
     by_address: FastMap<usize, (Arc<str>, ByteArray)>,
-    /// By address, for `'static` names (activity types, flow kinds): a few, so a list
-    /// searched in order costs less than hashing.
-    by_static: Vec<(usize, ByteArray)>,
+    /// By address, for `'static` names (activity types, flow kinds).
+    by_static: FastMap<usize, ByteArray>,
 }
 
 /// Entries kept by address at most (names are interned per reader thread, so a few per
@@ -277,11 +276,11 @@ impl Strings {
     /// [`Self::get`] for a name that lives as long as the program.
     pub(crate) fn fixed(&mut self, s: &'static str) -> ByteArray {
         let address = s.as_ptr() as usize;
-        if let Some((_, b)) = self.by_static.iter().find(|(a, _)| *a == address) {
+        if let Some(b) = self.by_static.get(&address) {
             return b.clone();
         }
         let b = self.get(s);
-        self.by_static.push((address, b.clone()));
+        self.by_static.insert(address, b.clone());
         b
     }
 }

@@ -106,6 +106,9 @@ pub(super) struct Emitted {
     pub parent: Option<u64>,
     /// Its depth in its thread's op tree, as nested (`None` outside the tree).
     pub depth: Option<u32>,
+    /// Its parent may yet be absorbed into its own parent (folding only): the listing
+    /// follows it.
+    pub parent_open: bool,
 }
 
 /// `seq` of the `[memory]` events made of memory records outside every host event (plus
@@ -943,6 +946,7 @@ impl KeyAveragesBuilder {
             },
             parent: None,
             depth: None,
+            parent_open: false,
         };
         if let Some(events) = &mut self.device_events {
             events.push(event);
@@ -1005,7 +1009,8 @@ impl KeyAveragesBuilder {
     fn record(&mut self, event: &Emitted) {
         if self.listing {
             let (name, flags) = self.key_strings(event.key);
-            self.listed.push(SummedEvent::new(event, name, flags));
+            self.listed
+                .push(SummedEvent::new(event, name, flags), event.parent_open);
         }
         self.add_to_row(event);
     }
@@ -1189,6 +1194,7 @@ impl KeyAveragesBuilder {
                         float,
                         parent,
                         depth,
+                        parent_open: false,
                     });
                 },
             ));
@@ -1347,5 +1353,6 @@ fn memory_event(key: u32, time_ns: i64, bytes: i64, ordinal: u32, kind: MemoryKi
         float: PyTorchTimes::default(),
         parent: None,
         depth: None,
+        parent_open: false,
     }
 }

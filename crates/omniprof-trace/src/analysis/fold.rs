@@ -1092,6 +1092,7 @@ impl Folder {
                 },
                 parent: None,
                 depth: None,
+                parent_open: false,
             };
             self.fates.extend(receives);
             self.retire(n);
@@ -1159,6 +1160,7 @@ impl Folder {
             },
             parent: (parent != NONE).then(|| self.nodes[parent as usize].op.seq),
             depth: Some(self.nodes[n as usize].depth),
+            parent_open: parent != NONE && self.nodes[parent as usize].held,
         };
         if parent != NONE {
             self.nodes[parent as usize].open_children -= 1;

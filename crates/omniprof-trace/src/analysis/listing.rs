@@ -63,9 +63,9 @@ impl Listing {
             }
             Fate::Absorbed { op, into } => {
                 self.absorbed.insert(op, into);
-                // Its children and its device work (`push` follows `absorbed`).
+                // Its children and its device work (`place` follows `absorbed`).
                 for e in self.open.remove(&op).unwrap_or_default() {
-                    self.push(e);
+                    self.place(e);
                 }
             }
             Fate::Receives {
@@ -92,12 +92,12 @@ impl Listing {
             None => {}
             Some(Waiting::One(mut e)) => {
                 e.host_op = host_op;
-                self.push(e);
+                self.place(e);
             }
             Some(Waiting::Many(events)) => {
                 for mut e in events {
                     e.host_op = host_op;
-                    self.push(e);
+                    self.place(e);
                 }
             }
         }
@@ -118,7 +118,7 @@ impl Listing {
                     *waiting = Waiting::Many(events);
                 }
             },
-            None => self.push(e),
+            None => self.ready.push(e),
         }
     }
 
@@ -130,8 +130,19 @@ impl Listing {
         op
     }
 
-    /// One more event: listed now, or when its parent's fate is known.
-    pub(super) fn push(&mut self, mut e: SummedEvent) {
+    /// One more event: listed now, or when its parent's fate is known (`parent_open`: the
+    /// parent was an only child with its own parent's name when the event was final).
+    pub(super) fn push(&mut self, e: SummedEvent, parent_open: bool) {
+        if parent_open {
+            self.place(e);
+        } else {
+            self.ready.push(e);
+        }
+    }
+
+    /// An event whose parent or host op may have been absorbed, or be: it goes to the op
+    /// that stays, and waits while that op's fate is open.
+    fn place(&mut self, mut e: SummedEvent) {
         e.parent = e.parent.map(|p| self.follow(p));
         e.host_op = e.host_op.map(|p| self.follow(p));
         if let Some(waiting) = e.parent.or(e.host_op).and_then(|p| self.open.get_mut(&p)) {
