@@ -7,7 +7,8 @@
 //! Each trace is streamed: its items go to the tables' writers as the reader delivers them,
 //! and each writer holds one row group of values at a time, so memory does not grow with the
 //! trace. The `ops` table holds the events exactly as `omniprof summary` counts them (self
-//! and total host and device time, parent), from the summary's own builder
+//! and total host and device time, parent, depth, device work's host op), from the
+//! summary's own builder
 //! ([`KeyAveragesBuilder::list_events`](omniprof_trace::KeyAveragesBuilder::list_events)),
 //! so that summing it per name gives the summary's rows.
 //!
