@@ -1200,10 +1200,13 @@ impl KeyAveragesBuilder {
             ));
         }
         if listing {
-            // An op that absorbed a child has the child's device time instead of its own.
-            let absorbers: FastMap<u64, ()> =
-                absorbed.iter().map(|&(_, into)| (into, ())).collect();
-            for (op, into) in absorbed {
+            // An op that an only child was absorbed out of has that child's device time
+            // instead of its own.
+            let absorbers: FastMap<u64, ()> = absorbed
+                .iter()
+                .map(|&(_, _, nested_in)| (nested_in, ()))
+                .collect();
+            for (op, into, _) in absorbed {
                 self.listed.fate(Fate::Absorbed { op, into });
             }
             for (op, launcher) in received {

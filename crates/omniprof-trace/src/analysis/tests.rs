@@ -1687,7 +1687,38 @@ fn listed_parents_are_listed_ops_and_the_same_whether_folded_or_held() {
 
 #[test]
 fn listed_device_work_names_the_op_whose_device_time_it_is_whether_folded_or_held() {
-    for trace in [linked_trace(), correlation_only_trace()] {
+    // Three levels of `v`, each with a kernel: the innermost's is the outer op's device
+    // time, the two others' are no op's (PyTorch's collapse keeps the innermost record).
+    let chain = trace(vec![
+        with_correlation(op("v", 1, 0, 100), 11),
+        device(ActivityType::ConcurrentKernel, "k0", 1, 2, 11),
+        with_correlation(op("v", 1, 10, 90), 12),
+        device(ActivityType::ConcurrentKernel, "k1", 11, 13, 12),
+        with_correlation(op("v", 1, 20, 80), 13),
+        device(ActivityType::ConcurrentKernel, "k2", 21, 25, 13),
+        op("a", 1, 200, 210),
+    ]);
+    let (_, events) = listed(&chain, usize::MAX);
+    let mut hosts: Vec<(String, Option<i64>)> = events
+        .iter()
+        .filter(|e| e.on_device)
+        .map(|e| {
+            let host = e
+                .host_op
+                .map(|h| events.iter().find(|o| o.id == h).unwrap().start_ns);
+            (e.name.to_string(), host)
+        })
+        .collect();
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        [
+            ("k0".to_string(), None),
+            ("k1".to_string(), None),
+            ("k2".to_string(), Some(0))
+        ]
+    );
+    for trace in [linked_trace(), correlation_only_trace(), chain] {
         let attribution = |fold_after: usize| {
             let (_, events) = listed(&trace, fold_after);
             let by_id: HashMap<u64, &SummedEvent> = events.iter().map(|e| (e.id, e)).collect();

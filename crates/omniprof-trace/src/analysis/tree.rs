@@ -119,7 +119,8 @@ pub(super) fn attribute_launches(
 /// Nests the ops of one thread, collapses same-named single children and reports each
 /// remaining op with its times, its parent's `seq` and its depth as nested (before the
 /// collapse; `None` when async) to `emit` (in no particular order). Returns each removed
-/// op's `seq` with the `seq` of the op that absorbed it.
+/// op's `seq` with the `seq` of the op that absorbed it and of the op it nested in (whose
+/// own device time its own replaced: in a chain of three, the middle one's is lost).
 ///
 /// - An op is the child of the innermost op that contains it (`[start, end]` inside the
 ///   parent's; an op starting exactly at the parent's end is not inside).
@@ -138,7 +139,7 @@ pub(super) fn summarize_thread(
     ops: &mut [HostOp],
     origin_ns: i64,
     mut emit: impl FnMut(&HostOp, OpTimes, PyTorchTimes, Option<u64>, Option<u32>),
-) -> Vec<(u64, u64)> {
+) -> Vec<(u64, u64, u64)> {
     ops.sort_unstable_by_key(|op| order_key(op.start_ns, op.end_ns, op.seq));
     let n = ops.len();
     let mut parent = vec![ROOT; n];
@@ -179,6 +180,7 @@ pub(super) fn summarize_thread(
         if p == ROOT {
             continue;
         }
+        let nested_in = p;
         if removed[p as usize] {
             p = parent[p as usize];
             parent[i] = p;
@@ -186,7 +188,7 @@ pub(super) fn summarize_thread(
         let pu = p as usize;
         if ops[pu].name == ops[i].name && children[pu] == 1 {
             removed[i] = true;
-            absorbed.push((ops[i].seq, ops[pu].seq));
+            absorbed.push((ops[i].seq, ops[pu].seq, ops[nested_in as usize].seq));
             children[pu] = children[i];
             ops[pu].device_ns = ops[i].device_ns;
             ops[pu].device_us = ops[i].device_us;
