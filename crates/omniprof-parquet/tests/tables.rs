@@ -289,24 +289,40 @@ fn opt_long(row: &BTreeMap<String, Field>, column: &str) -> Option<i64> {
     }
 }
 
+type Row = BTreeMap<String, Field>;
+
+/// The `ops` rows of `gen_trace.py --rank 0` traces of 2,000 ops, which the summary holds
+/// to the end, and of 80,000, more than it holds before it folds (65,536), with each
+/// one's block count; converted once for the tests that read them.
+fn held_and_folded_ops() -> &'static [(i64, Vec<Row>)] {
+    static OPS: std::sync::OnceLock<Vec<(i64, Vec<Row>)>> = std::sync::OnceLock::new();
+    OPS.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        [2_000, 80_000]
+            .into_iter()
+            .map(|ops: i64| {
+                let path = gen_trace(
+                    &dir.path().join(format!("t{ops}.json")),
+                    &["--ops", &ops.to_string(), "--rank", "0"],
+                );
+                let out = dir.path().join(format!("tables{ops}"));
+                convert(std::slice::from_ref(&path), &out, ConvertOptions::default()).unwrap();
+                (ops / 10, table(&out, "ops", 0))
+            })
+            .collect()
+    })
+}
+
 #[test]
 fn every_parent_is_a_row_of_ops_and_depths_count_the_nesting_whether_folded_or_held() {
-    let dir = tempfile::tempdir().unwrap();
-    // 2,000 ops are held to the end; 80,000 are more than the summary holds before it folds
-    // (65,536): each block's inner `aten::sum` is absorbed into the outer one after its
-    // launch was final, which then names the outer one.
-    for (ops, blocks) in [(2_000, 200), (80_000, 8_000)] {
-        let path = gen_trace(
-            &dir.path().join(format!("t{ops}.json")),
-            &["--ops", &ops.to_string(), "--rank", "0"],
-        );
-        let out = dir.path().join(format!("tables{ops}"));
-        convert(std::slice::from_ref(&path), &out, ConvertOptions::default()).unwrap();
-        let rows = table(&out, "ops", 0);
+    // Each block's inner `aten::sum` is absorbed into the outer one, when folding after
+    // its launch was final: the launch then names the outer one.
+    for (blocks, rows) in held_and_folded_ops() {
+        let blocks = *blocks;
         let by_id: BTreeMap<i64, &BTreeMap<String, Field>> =
             rows.iter().map(|r| (long(r, "op_id"), r)).collect();
         let (mut nested, mut below_absorbed, mut top) = (0, 0, 0);
-        for row in &rows {
+        for row in rows {
             let depth = opt_long(row, "depth");
             let Some(parent) = opt_long(row, "parent_op_id") else {
                 let outside = flag(row, "on_device") || flag(row, "is_async");
@@ -337,15 +353,8 @@ fn every_parent_is_a_row_of_ops_and_depths_count_the_nesting_whether_folded_or_h
 
 #[test]
 fn device_work_names_the_host_op_whose_device_time_it_is_whether_folded_or_held() {
-    let dir = tempfile::tempdir().unwrap();
-    for ops in [2_000, 80_000] {
-        let path = gen_trace(
-            &dir.path().join(format!("t{ops}.json")),
-            &["--ops", &ops.to_string(), "--rank", "0"],
-        );
-        let out = dir.path().join(format!("tables{ops}"));
-        convert(std::slice::from_ref(&path), &out, ConvertOptions::default()).unwrap();
-        let rows = table(&out, "ops", 0);
+    for (blocks, rows) in held_and_folded_ops() {
+        let blocks = *blocks;
         // Device time per host op through `host_op_id`, against each host op's own (self)
         // device time: the same, op by op.
         let mut through: BTreeMap<i64, i64> = BTreeMap::new();
@@ -377,7 +386,6 @@ fn device_work_names_the_host_op_whose_device_time_it_is_whether_folded_or_held(
             .iter()
             .filter(|r| !flag(r, "on_device"))
             .all(|r| opt_long(r, "host_op_id").is_none()));
-        let blocks = ops / 10;
         let pairs: Vec<((&str, &str), i64)> = names
             .iter()
             .map(|((k, h), n)| ((k.as_str(), h.as_str()), *n))
