@@ -885,20 +885,13 @@ impl KeyAveragesBuilder {
         // counting it for the range would count the range's kernels twice.
         if !user_annotation {
             // Without an `External id`, the runtime correlation leads to the launch.
-            let sums = match attribution::launcher(a) {
-                Some(Launcher::External(linked)) => Some((
-                    self.sums.linked_ns.entry(linked).or_default(),
-                    self.sums.linked_us.entry(linked).or_default(),
-                )),
-                Some(Launcher::Runtime(launch)) => Some((
-                    self.sums.launched_ns.entry(launch).or_default(),
-                    self.sums.launched_us.entry(launch).or_default(),
-                )),
+            let sum = match attribution::launcher(a) {
+                Some(Launcher::External(linked)) => Some(self.sums.linked.entry(linked)),
+                Some(Launcher::Runtime(launch)) => Some(self.sums.launched.entry(launch)),
                 None => None,
             };
-            if let Some((ns, us)) = sums {
-                *ns = ns.saturating_add(duration);
-                *us += duration_us;
+            if let Some(sum) = sum {
+                sum.or_default().add(duration, duration_us);
             }
             let flow_end = a
                 .flow
@@ -1152,26 +1145,22 @@ impl KeyAveragesBuilder {
         let mut received: Vec<(u64, Launcher)> = Vec::new();
         let listing = self.listing;
         for ops in &mut threads {
-            if !self.sums.launched_ns.is_empty() {
-                tree::attribute_launches(
-                    ops,
-                    &self.sums.launched_ns,
-                    &self.sums.launched_us,
-                    |op, c| {
-                        if listing {
-                            received.push((op, Launcher::Runtime(c)));
-                        }
-                    },
-                );
+            if !self.sums.launched.is_empty() {
+                tree::attribute_launches(ops, &self.sums.launched, |op, c| {
+                    if listing {
+                        received.push((op, Launcher::Runtime(c)));
+                    }
+                });
             }
             for op in ops.iter_mut() {
                 if op.correlation != 0 && !op.call {
                     if listing {
                         received.push((op.seq, Launcher::External(op.correlation)));
                     }
-                    let linked = self.sums.linked_ns.get(&op.correlation);
-                    op.device_ns = op.device_ns.saturating_add(linked.copied().unwrap_or(0));
-                    op.device_us += self.sums.linked_us.get(&op.correlation).unwrap_or(&0.0);
+                    let linked = self.sums.linked.get(&op.correlation);
+                    let linked = linked.copied().unwrap_or_default();
+                    op.device_ns = op.device_ns.saturating_add(linked.ns);
+                    op.device_us += linked.us;
                 }
                 if op.unfinished {
                     op.end_ns = op.end_ns.max(window_end);

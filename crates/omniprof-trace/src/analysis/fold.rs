@@ -31,8 +31,10 @@
 //! [`attribute_launches`]: super::tree::attribute_launches
 
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
+use std::hash::Hash;
 
 use super::builder::Emitted;
 use super::memory::MemoryKind;
@@ -108,13 +110,41 @@ impl fmt::Display for OutOfOrder {
 #[derive(Default)]
 pub(super) struct DeviceSums {
     /// Per `External id` of the host op it was launched from.
-    pub linked_ns: FastMap<u64, i64>,
+    pub linked: FastMap<u64, DeviceTime>,
     /// Per runtime correlation id of the call that launched it, for work without an
     /// `External id`.
-    pub launched_ns: FastMap<u64, i64>,
-    /// The same two sums, summed as PyTorch sums them.
-    pub linked_us: FastMap<u64, f64>,
-    pub launched_us: FastMap<u64, f64>,
+    pub launched: FastMap<u64, DeviceTime>,
+}
+
+impl DeviceSums {
+    /// Gives back the room of tables that once held far more than they do now.
+    fn trim(&mut self) {
+        trim(&mut self.linked);
+        trim(&mut self.launched);
+    }
+}
+
+/// Device time summed in ns, and as PyTorch sums it (float microseconds).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct DeviceTime {
+    pub ns: i64,
+    pub us: f64,
+}
+
+impl DeviceTime {
+    pub(super) fn add(&mut self, ns: i64, us: f64) {
+        self.ns = self.ns.saturating_add(ns);
+        self.us += us;
+    }
+}
+
+/// Shrinks a table holding less than an eighth of its room. Lookups in a sparse table miss
+/// the cache: the ops held before folding starts are placed at once, and leave the tables
+/// of live ops about a hundred times larger than the ops live later.
+fn trim<K: Eq + Hash, V>(map: &mut FastMap<K, V>) {
+    if map.capacity() > 1024 && map.capacity() / 8 > map.len() {
+        map.shrink_to(2 * map.len());
+    }
 }
 
 /// A host op as it arrives.
@@ -935,6 +965,7 @@ impl Folder {
             }
         }
         self.run(sums)?;
+        self.trim(sums);
         self.drop_records(self.horizon);
         while let Some(&Reverse((start, row))) = self.due.peek() {
             if start >= self.horizon {
@@ -947,6 +978,14 @@ impl Folder {
             self.recheck(row);
         }
         Ok(())
+    }
+
+    /// Gives back the room of the tables of live ops that once held far more.
+    fn trim(&mut self, sums: &mut DeviceSums) {
+        trim(&mut self.by_correlation);
+        trim(&mut self.launch_refs);
+        trim(&mut self.flow_targets);
+        sums.trim();
     }
 
     /// The horizon passed the thread's waiting ops or its top's end.
@@ -1010,20 +1049,29 @@ impl Folder {
         };
         let launches = std::mem::take(&mut self.nodes[n as usize].launches);
         let mut received = Vec::new();
-        for &c in &launches {
-            if let Some(&ns) = sums.launched_ns.get(&c) {
-                own_ns = own_ns.saturating_add(ns);
-                own_us += sums.launched_us.get(&c).unwrap_or(&0.0);
+        for c in launches {
+            let last = match self.launch_refs.entry(c) {
+                Entry::Occupied(mut refs) => {
+                    *refs.get_mut() -= 1;
+                    if *refs.get() == 0 {
+                        refs.remove();
+                        true
+                    } else {
+                        false
+                    }
+                }
+                Entry::Vacant(_) => false,
+            };
+            let time = if last {
+                sums.launched.remove(&c)
+            } else {
+                sums.launched.get(&c).copied()
+            };
+            if let Some(time) = time {
+                own_ns = own_ns.saturating_add(time.ns);
+                own_us += time.us;
                 if self.list_fates {
                     received.push(c);
-                }
-            }
-            if let Some(refs) = self.launch_refs.get_mut(&c) {
-                *refs -= 1;
-                if *refs == 0 {
-                    self.launch_refs.remove(&c);
-                    sums.launched_ns.remove(&c);
-                    sums.launched_us.remove(&c);
                 }
             }
         }
@@ -1032,7 +1080,7 @@ impl Folder {
         let linked = (self.list_fates
             && op.correlation != 0
             && !op.call
-            && sums.linked_ns.contains_key(&op.correlation))
+            && sums.linked.contains_key(&op.correlation))
         .then_some(op.correlation);
         let mut receives = (linked.is_some() || !received.is_empty()).then_some(Fate::Receives {
             op: op.seq,
@@ -1042,21 +1090,31 @@ impl Folder {
         });
         if op.correlation != 0 && !op.call {
             let c = op.correlation;
-            own_ns = own_ns.saturating_add(sums.linked_ns.get(&c).copied().unwrap_or(0));
-            own_us += sums.linked_us.get(&c).unwrap_or(&0.0);
-            let last = match self.by_correlation.get_mut(&c) {
-                Some(Ids::Many(ids)) => {
-                    ids.retain(|&x| x != n);
-                    ids.is_empty()
-                }
-                Some(Ids::One(_)) => true,
-                None => false,
+            let last = match self.by_correlation.entry(c) {
+                Entry::Occupied(mut ids) => match ids.get_mut() {
+                    Ids::Many(many) => {
+                        many.retain(|&x| x != n);
+                        let empty = many.is_empty();
+                        if empty {
+                            ids.remove();
+                        }
+                        empty
+                    }
+                    Ids::One(_) => {
+                        ids.remove();
+                        true
+                    }
+                },
+                Entry::Vacant(_) => false,
             };
-            if last {
-                self.by_correlation.remove(&c);
-                sums.linked_ns.remove(&c);
-                sums.linked_us.remove(&c);
-            }
+            let time = if last {
+                sums.linked.remove(&c)
+            } else {
+                sums.linked.get(&c).copied()
+            };
+            let time = time.unwrap_or_default();
+            own_ns = own_ns.saturating_add(time.ns);
+            own_us += time.us;
         }
         let clamp = |v: i128| v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
         let (cpu_memory, device_memory) = if op.out_of_memory {

@@ -83,8 +83,7 @@ pub(super) fn order_key(start_ns: i64, end_ns: i64, seq: u64) -> (i64, Reverse<i
 /// `received` is told each (receiver's `seq`, call's correlation).
 pub(super) fn attribute_launches(
     ops: &mut [HostOp],
-    launched: &crate::hash::FastMap<u64, i64>,
-    launched_us: &crate::hash::FastMap<u64, f64>,
+    launched: &crate::hash::FastMap<u64, super::fold::DeviceTime>,
     mut received: impl FnMut(u64, u64),
 ) {
     ops.sort_unstable_by_key(|op| order_key(op.start_ns, op.end_ns, op.seq));
@@ -101,7 +100,7 @@ pub(super) fn attribute_launches(
             enclosing.push(i);
             continue;
         }
-        let Some(&ns) = launched.get(&op.correlation) else {
+        let Some(&time) = launched.get(&op.correlation) else {
             continue;
         };
         let receiver = enclosing
@@ -110,8 +109,8 @@ pub(super) fn attribute_launches(
             .find(|&&o| ops[o].start_ns <= op.start_ns && op.end_ns <= ops[o].end_ns);
         if let Some(&o) = receiver {
             received(ops[o].seq, op.correlation);
-            ops[o].device_ns = ops[o].device_ns.saturating_add(ns);
-            ops[o].device_us += launched_us.get(&op.correlation).unwrap_or(&0.0);
+            ops[o].device_ns = ops[o].device_ns.saturating_add(time.ns);
+            ops[o].device_us += time.us;
         }
     }
 }
