@@ -122,9 +122,36 @@ pub(super) const OUT_OF_MEMORY_SEQ: u64 = 1 << 63;
 struct Interner {
     ids: FastMap<Arc<str>, u32>,
     strings: Vec<Arc<str>>,
+    /// Activity names seen lately, by their allocation, with their row names' ids (`None`:
+    /// dropped): the reader shares one `Arc` per distinct name, so most activities find
+    /// theirs here without hashing or comparing it.
+    recent: Vec<Option<(Arc<str>, Option<u32>)>>,
 }
 
+/// Slots of [`Interner::recent`].
+const RECENT_NAMES: usize = 256;
+
 impl Interner {
+    /// The id of the row name of an activity named `name` ([`events::row_name`]), or `None`
+    /// when its events are dropped.
+    fn row_name_id(&mut self, name: &Arc<str>) -> Option<u32> {
+        let address = Arc::as_ptr(name).cast::<u8>() as usize;
+        // Allocations are 16-byte aligned: the bits above those tell names apart.
+        let slot = ((address >> 4) ^ (address >> 12)) % RECENT_NAMES;
+        if self.recent.is_empty() {
+            self.recent.resize(RECENT_NAMES, None);
+        }
+        if let Some((recent, id)) = &self.recent[slot] {
+            if Arc::ptr_eq(recent, name) {
+                return *id;
+            }
+        }
+        let id = events::row_name(name).map(|row| self.id(row));
+        // The slot holds the `Arc`, so that its allocation is not reused by another name.
+        self.recent[slot] = Some((Arc::clone(name), id));
+        id
+    }
+
     fn id(&mut self, s: &str) -> u32 {
         if let Some(&id) = self.ids.get(s) {
             return id;
@@ -563,7 +590,7 @@ impl KeyAveragesBuilder {
         if self.runtime_device.is_none() {
             self.runtime_device = events::runtime_device(a.kind);
         }
-        let Some(name) = events::row_name(&a.name) else {
+        let Some(name) = self.names.row_name_id(&a.name) else {
             return;
         };
         let first = self.origin_ns.is_none();
@@ -571,7 +598,6 @@ impl KeyAveragesBuilder {
         if first {
             self.origin_moved();
         }
-        let name = self.names.id(name);
         let seq = self.seq;
         self.seq += 1;
         let shapes = if self.options.group_by_input_shapes {
