@@ -729,12 +729,17 @@ impl Folder {
     fn new_node(&mut self, a: &Arrival) -> Result<u32, OutOfOrder> {
         let op = a.op;
         let c = op.correlation;
-        if c != 0 && !op.call {
-            if self.seen_linked.contains(c) && !self.by_correlation.contains_key(&c) {
+        // The op's entry among the live ops with its correlation id, looked up once.
+        let live = if c != 0 && !op.call {
+            let live = self.by_correlation.entry(c);
+            if matches!(live, Entry::Vacant(_)) && self.seen_linked.contains(c) {
                 return Err(OutOfOrder::ReusedCorrelation(c));
             }
             self.seen_linked.insert(c);
-        }
+            Some(live)
+        } else {
+            None
+        };
         let node = Node {
             op,
             parent: NONE,
@@ -765,17 +770,18 @@ impl Folder {
                 (self.nodes.len() - 1) as u32
             }
         };
-        if c != 0 && !op.call {
-            match self.by_correlation.get_mut(&c) {
-                None => {
-                    self.by_correlation.insert(c, Ids::One(id));
-                }
-                Some(Ids::One(other)) => {
-                    let other = *other;
-                    self.by_correlation.insert(c, Ids::Many(vec![other, id]));
-                }
-                Some(Ids::Many(ids)) => ids.push(id),
+        match live {
+            Some(Entry::Vacant(live)) => {
+                live.insert(Ids::One(id));
             }
+            Some(Entry::Occupied(mut live)) => {
+                let ids = live.get_mut();
+                match ids {
+                    Ids::One(other) => *ids = Ids::Many(vec![*other, id]),
+                    Ids::Many(many) => many.push(id),
+                }
+            }
+            None => {}
         }
         if !op.out_of_memory {
             let (mut cpu, mut device) = (0i128, 0i128);
