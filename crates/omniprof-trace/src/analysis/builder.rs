@@ -101,6 +101,10 @@ struct Group {
 pub(super) struct Emitted {
     pub first: (i64, Reverse<i64>, u64),
     pub key: u32,
+    /// Partially overlaps an op on its thread: outside the tree (see
+    /// [`tree::summarize_thread`]). Kept out of [`OpTimes`], which the fold copies for
+    /// every op and its parent, to keep those copies small.
+    pub is_async: bool,
     pub times: OpTimes,
     pub float: PyTorchTimes,
     pub parent: Option<u64>,
@@ -954,6 +958,7 @@ impl KeyAveragesBuilder {
         let event = Emitted {
             first: tree::order_key(a.start_ns, a.end_ns, seq),
             key,
+            is_async: false,
             times: OpTimes {
                 self_device_ns: duration,
                 device_total_ns: duration,
@@ -1038,6 +1043,7 @@ impl KeyAveragesBuilder {
         let Emitted {
             first,
             key: group,
+            is_async,
             times,
             float,
             parent,
@@ -1059,7 +1065,7 @@ impl KeyAveragesBuilder {
             .saturating_add(times.self_device_memory);
         if first < g.first {
             g.first = first;
-            g.first_async = times.is_async;
+            g.first_async = is_async;
             g.first_has_parent = parent.is_some();
         }
     }
@@ -1205,6 +1211,7 @@ impl KeyAveragesBuilder {
                     emitted.push(Emitted {
                         first: tree::order_key(op.start_ns, op.end_ns, op.seq),
                         key: op.key,
+                        is_async: depth.is_none(),
                         times,
                         float,
                         parent,
@@ -1361,6 +1368,7 @@ fn memory_event(key: u32, time_ns: i64, bytes: i64, ordinal: u32, kind: MemoryKi
     Emitted {
         first: tree::order_key(time_ns, time_ns, MEMORY_SEQ + u64::from(ordinal)),
         key,
+        is_async: false,
         times: OpTimes {
             cpu_memory,
             self_cpu_memory: cpu_memory,

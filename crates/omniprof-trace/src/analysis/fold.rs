@@ -1139,12 +1139,12 @@ impl Folder {
             let event = Emitted {
                 first,
                 key: op.key,
+                is_async: true,
                 times: OpTimes {
                     self_cpu_ns: 0,
                     cpu_total_ns,
                     self_device_ns: own_ns,
                     device_total_ns: own_ns,
-                    is_async: true,
                     cpu_memory,
                     self_cpu_memory: 0,
                     device_memory,
@@ -1207,12 +1207,12 @@ impl Folder {
         let event = Emitted {
             first,
             key: op.key,
+            is_async: false,
             times: OpTimes {
                 self_cpu_ns: cpu_total_ns - child_sums.cpu_ns,
                 cpu_total_ns,
                 self_device_ns: device_total_ns - children_device,
                 device_total_ns,
-                is_async: false,
                 cpu_memory,
                 self_cpu_memory: cpu_memory.saturating_sub(child_sums.cpu_memory),
                 device_memory,

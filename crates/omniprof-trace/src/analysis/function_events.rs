@@ -376,7 +376,7 @@ fn event(e: &Emitted, p: EventParts) -> FunctionEvent {
         flops: p.flops,
         parent: None,
         children: Vec::new(),
-        is_async: t.is_async,
+        is_async: e.is_async,
         is_user_annotation: p.is_user_annotation,
         on_device: p.on_device,
         is_legacy: p.is_legacy,

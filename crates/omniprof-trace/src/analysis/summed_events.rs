@@ -70,7 +70,7 @@ impl SummedEvent {
             legacy: flags.legacy,
             user_annotation: flags.user_annotation,
             python: flags.python,
-            is_async: event.times.is_async,
+            is_async: event.is_async,
             start_ns,
             end_ns: end.0,
             self_host_ns: event.times.self_cpu_ns,

@@ -48,8 +48,6 @@ pub(super) struct OpTimes {
     pub cpu_total_ns: i64,
     pub self_device_ns: i64,
     pub device_total_ns: i64,
-    /// Partially overlaps an op on its thread: outside the tree (see [`summarize_thread`]).
-    pub is_async: bool,
     /// Memory usage (see [`super::memory`]), in bytes.
     pub cpu_memory: i64,
     pub self_cpu_memory: i64,
@@ -214,7 +212,6 @@ pub(super) fn summarize_thread(
                     cpu_total_ns,
                     self_device_ns: op.device_ns,
                     device_total_ns: op.device_ns,
-                    is_async: true,
                     cpu_memory: op.cpu_memory,
                     self_cpu_memory: 0,
                     device_memory: op.device_memory,
@@ -255,7 +252,6 @@ pub(super) fn summarize_thread(
                 cpu_total_ns,
                 self_device_ns: device_total_ns - children_device,
                 device_total_ns,
-                is_async: false,
                 cpu_memory: op.cpu_memory,
                 self_cpu_memory: op.cpu_memory.saturating_sub(child_cpu_memory[i]),
                 device_memory: op.device_memory,
@@ -344,18 +340,16 @@ mod tests {
         let mut ops = [op(0, 0, 100, 0), op(1, 10, 150, 3), op(2, 50, 60, 4)];
         let out = run(&mut ops);
         assert_eq!(out[0].1, times(90, 100, 0, 4));
-        assert_eq!(
-            out[1].1,
-            OpTimes {
-                self_cpu_ns: 0,
-                cpu_total_ns: 140,
-                self_device_ns: 3,
-                device_total_ns: 3,
-                is_async: true,
-                ..OpTimes::default()
-            }
-        );
+        assert_eq!(out[1].1, times(0, 140, 3, 3));
         assert_eq!(out[2].1, times(10, 10, 4, 4));
+        let mut async_ops = Vec::new();
+        summarize_thread(&mut ops, 0, |op, _, _, parent, depth| {
+            // Async ops have no depth: they are outside the tree.
+            if depth.is_none() {
+                async_ops.push((op.name, parent));
+            }
+        });
+        assert_eq!(async_ops, [(1, None)]);
     }
 
     #[test]
