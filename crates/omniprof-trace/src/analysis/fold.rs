@@ -127,11 +127,14 @@ impl DeviceSums {
 /// Device time summed in ns, and as PyTorch sums it (float microseconds).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct DeviceTime {
+    /// Saturating sum of durations, ns.
     pub ns: i64,
+    /// Float sum of the same durations in microseconds, in arrival order.
     pub us: f64,
 }
 
 impl DeviceTime {
+    /// One more piece of device work.
     pub(super) fn add(&mut self, ns: i64, us: f64) {
         self.ns = self.ns.saturating_add(ns);
         self.us += us;
