@@ -116,6 +116,15 @@ pub(super) struct DeviceSums {
     pub launched: FastMap<u64, DeviceTime>,
 }
 
+/// The device time summed for `c`, taken out of `sums` by its `last` reader.
+fn read_sum(sums: &mut FastMap<u64, DeviceTime>, c: u64, last: bool) -> Option<DeviceTime> {
+    if last {
+        sums.remove(&c)
+    } else {
+        sums.get(&c).copied()
+    }
+}
+
 impl DeviceSums {
     /// Gives back the room of tables that once held far more than they do now.
     fn trim(&mut self) {
@@ -1071,12 +1080,7 @@ impl Folder {
                 }
                 Entry::Vacant(_) => false,
             };
-            let time = if last {
-                sums.launched.remove(&c)
-            } else {
-                sums.launched.get(&c).copied()
-            };
-            if let Some(time) = time {
+            if let Some(time) = read_sum(&mut sums.launched, c, last) {
                 own_ns = own_ns.saturating_add(time.ns);
                 own_us += time.us;
                 if self.list_fates {
@@ -1116,12 +1120,7 @@ impl Folder {
                 },
                 Entry::Vacant(_) => false,
             };
-            let time = if last {
-                sums.linked.remove(&c)
-            } else {
-                sums.linked.get(&c).copied()
-            };
-            let time = time.unwrap_or_default();
+            let time = read_sum(&mut sums.linked, c, last).unwrap_or_default();
             own_ns = own_ns.saturating_add(time.ns);
             own_us += time.us;
         }

@@ -103,49 +103,63 @@ impl<'a> Parser<'a> {
     }
 
     fn event(&mut self, filter: &ArgFilter) -> Option<RawEvent<'a>> {
-        (self.token()? == b'{').then_some(())?;
+        self.whitespace();
         let mut ev = RawEvent::default();
         let mut seen = [false; 9];
+        self.object(|p, key| {
+            match field(&key) {
+                None => p.skip_value()?,
+                Some(f) if std::mem::replace(&mut seen[f], true) => return None,
+                Some(PH) => ev.ph = p.optional(Self::str_value)?,
+                Some(CAT) => ev.cat = p.optional(Self::str_value)?,
+                Some(NAME) => ev.name = p.optional(Self::str_value)?,
+                Some(PID) => ev.pid = p.optional(Self::id)?,
+                Some(TID) => ev.tid = p.optional(Self::id)?,
+                Some(TS) => ev.ts = p.optional(Self::raw)?,
+                Some(DUR) => ev.dur = p.optional(Self::raw)?,
+                Some(ID) => ev.id = p.optional(Self::id)?,
+                Some(_) => {
+                    let ph = ev.ph.as_deref();
+                    let known = seen[PH] && (seen[CAT] || !ArgKeys::need_cat(ph));
+                    if !known {
+                        ev.args = p.optional(Self::raw)?;
+                    } else {
+                        let keys = ArgKeys::of(ph, ev.cat.as_deref());
+                        ev.read_args = Some(if keys == ArgKeys::None {
+                            p.skip_value()?;
+                            Args::default()
+                        } else {
+                            p.args(|key| keys.keeps(key, filter))?
+                        });
+                    }
+                }
+            }
+            Some(())
+        })?;
+        Some(ev)
+    }
+
+    /// An object, its `{` next: `member` reads each member's value, its key given, from
+    /// after the colon and the whitespace that follows.
+    fn object(
+        &mut self,
+        mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
+    ) -> Option<()> {
+        (self.next()? == b'{').then_some(())?;
         self.whitespace();
         if self.peek()? == b'}' {
             self.at += 1;
-            return Some(ev);
+            return Some(());
         }
         loop {
             (self.token()? == b'"').then_some(())?;
             let key = self.string()?;
             (self.token()? == b':').then_some(())?;
             self.whitespace();
-            match field(&key) {
-                None => self.skip_value()?,
-                Some(f) if std::mem::replace(&mut seen[f], true) => return None,
-                Some(PH) => ev.ph = self.optional(Self::str_value)?,
-                Some(CAT) => ev.cat = self.optional(Self::str_value)?,
-                Some(NAME) => ev.name = self.optional(Self::str_value)?,
-                Some(PID) => ev.pid = self.optional(Self::id)?,
-                Some(TID) => ev.tid = self.optional(Self::id)?,
-                Some(TS) => ev.ts = self.optional(Self::raw)?,
-                Some(DUR) => ev.dur = self.optional(Self::raw)?,
-                Some(ID) => ev.id = self.optional(Self::id)?,
-                Some(_) => {
-                    let ph = ev.ph.as_deref();
-                    let known = seen[PH] && (seen[CAT] || !ArgKeys::need_cat(ph));
-                    if !known {
-                        ev.args = self.optional(Self::raw)?;
-                    } else {
-                        let keys = ArgKeys::of(ph, ev.cat.as_deref());
-                        ev.read_args = Some(if keys == ArgKeys::None {
-                            self.skip_value()?;
-                            Args::default()
-                        } else {
-                            self.args(|key| keys.keeps(key, filter))?
-                        });
-                    }
-                }
-            }
+            member(self, key)?;
             match self.token()? {
                 b',' => {}
-                b'}' => return Some(ev),
+                b'}' => return Some(()),
                 _ => return None,
             }
         }
@@ -362,43 +376,26 @@ impl<'a> Parser<'a> {
     /// others skipped.
     fn args(&mut self, keep: impl Fn(&str) -> bool) -> Option<Args<'a>> {
         let mut args = Args::default();
-        match self.next()? {
-            b'n' => {
-                self.at -= 1;
-                self.literal("null")?;
-                return Some(args);
-            }
-            b'{' => {}
-            _ => return None,
-        }
-        self.whitespace();
-        if self.peek()? == b'}' {
-            self.at += 1;
+        if self.peek()? == b'n' {
+            self.literal("null")?;
             return Some(args);
         }
-        loop {
-            (self.token()? == b'"').then_some(())?;
-            let key = self.string()?;
-            (self.token()? == b':').then_some(())?;
-            self.whitespace();
+        self.object(|p, key| {
             if keep(&key) {
                 // A value too deep for other readers is skipped and counted: one such arg
                 // does not make the whole trace unreadable.
                 let mut too_deep = false;
-                let value = self.value(0, &mut too_deep)?;
+                let value = p.value(0, &mut too_deep)?;
                 match too_deep {
                     false => args.kept.push((Str(key), value)),
                     true => args.too_deep += 1,
                 }
+                Some(())
             } else {
-                self.skip_value()?;
+                p.skip_value()
             }
-            match self.token()? {
-                b',' => {}
-                b'}' => return Some(args),
-                _ => return None,
-            }
-        }
+        })?;
+        Some(args)
     }
 
     /// A value converted to [`MAX_VALUE_DEPTH`] levels, `depth` being this one's; a list or
@@ -436,25 +433,12 @@ impl<'a> Parser<'a> {
                 }
             }
             b'{' => {
-                self.at += 1;
                 let mut entries = Vec::new();
-                self.whitespace();
-                if self.peek()? == b'}' {
-                    self.at += 1;
-                    return Some(Value::Map(entries));
-                }
-                loop {
-                    (self.token()? == b'"').then_some(())?;
-                    let key = self.string()?.into_owned();
-                    (self.token()? == b':').then_some(())?;
-                    self.whitespace();
-                    entries.push((key, self.value(depth + 1, too_deep)?));
-                    match self.token()? {
-                        b',' => {}
-                        b'}' => break Value::Map(entries),
-                        _ => return None,
-                    }
-                }
+                self.object(|p, key| {
+                    entries.push((key.into_owned(), p.value(depth + 1, too_deep)?));
+                    Some(())
+                })?;
+                Value::Map(entries)
             }
             _ => match self.number()? {
                 Number::U64(v) => i64::try_from(v).map_or(Value::UInt(v), Value::Int),
