@@ -8,12 +8,11 @@
 //! output path.
 
 use std::path::Path;
-use std::process::Command;
 
 use omniprof::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
 use omniprof_test_support::cli::{arg, text, Cli};
-use omniprof_test_support::data::reference_trace;
+use omniprof_test_support::data::{gen_trace, reference_trace};
 use omniprof_test_support::decoder::{assert_matches_json, decode};
 use omniprof_test_support::lock::serial;
 
@@ -116,15 +115,10 @@ fn pytorchs_reference_trace_converts_and_loads() {
 #[test]
 fn a_kineto_ordered_trace_streams_to_pftrace_with_every_slice_flow_and_key_average() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("gen.json");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
-    let status = Command::new("python3")
-        .arg(&script)
-        .arg(&json)
-        .args(["--ops", "2000", "--threads", "2"])
-        .status()
-        .expect("run python3 (CI installs it) for scripts/gen_trace.py");
-    assert!(status.success());
+    let json = gen_trace(
+        &dir.path().join("gen.json"),
+        &["--ops", "2000", "--threads", "2"],
+    );
     let pftrace = dir.path().join("gen.pftrace");
     let out = OMNIPROF.run([&["-v"][..], &convert(&json, &pftrace)].concat());
     let stderr = text(&out.stderr);

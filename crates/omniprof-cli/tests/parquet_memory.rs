@@ -2,10 +2,8 @@
 //! events (`scripts/gen_trace.py --ops 1000000`, 500 MB of JSON) the process's peak memory,
 //! as the kernel counted it, stays under [`BOUND`], whatever the trace's size.
 
-use std::path::Path;
-use std::process::Command;
-
 use omniprof_test_support::cli::{arg, Cli};
+use omniprof_test_support::data::gen_trace;
 use omniprof_test_support::memory::run_measured;
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
@@ -16,15 +14,10 @@ const BOUND: u64 = 300 << 20;
 #[test]
 fn converting_the_benchmark_trace_to_parquet_stays_under_300_mb() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("big.json");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
-    let status = Command::new("python3")
-        .arg(&script)
-        .arg(&trace)
-        .args(["--ops", "1000000", "--rank", "0"])
-        .status()
-        .expect("python3 runs scripts/gen_trace.py");
-    assert!(status.success());
+    let trace = gen_trace(
+        &dir.path().join("big.json"),
+        &["--ops", "1000000", "--rank", "0"],
+    );
     let out = run_measured(&mut OMNIPROF.command([
         "convert",
         arg(&trace),

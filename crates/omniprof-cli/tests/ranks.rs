@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use omniprof_test_support::cli::{text, Cli};
+use omniprof_test_support::data::gen_trace;
 use omniprof_test_support::skip::{self, Needs};
 
 const STEPS: usize = 5;
@@ -27,20 +28,11 @@ fn with_paths<'a>(args: &[&'a str], paths: &[&'a Path]) -> Vec<&'a OsStr> {
 
 /// `gen_trace.py --rank` into `dir/rank<R>.json`; extra arguments after the rank's.
 fn rank(dir: &Path, rank: u32, extra: &[&str]) -> PathBuf {
-    let path = dir.join(format!("rank{rank}.json"));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
-    let rank = rank.to_string();
-    let steps = STEPS.to_string();
-    let status = Command::new("python3")
-        .arg(&script)
-        .arg(&path)
-        .args(["--ops", "2000", "--threads", "2", "--world-size", "4"])
-        .args(["--rank", &rank, "--steps", &steps])
-        .args(extra)
-        .status()
-        .expect("python3 runs scripts/gen_trace.py");
-    assert!(status.success());
-    path
+    let (r, steps) = (rank.to_string(), STEPS.to_string());
+    let mut args = vec!["--ops", "2000", "--threads", "2", "--world-size", "4"];
+    args.extend(["--rank", &r, "--steps", &steps]);
+    args.extend(extra);
+    gen_trace(&dir.join(format!("rank{rank}.json")), &args)
 }
 
 fn job(dir: &Path) -> Vec<PathBuf> {

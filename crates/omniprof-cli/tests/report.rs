@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use omniprof_test_support::cli::{arg, text, Cli};
-use omniprof_test_support::data::reference_trace;
+use omniprof_test_support::data::{gen_trace, reference_trace};
 use omniprof_test_support::skip::{self, Needs};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -262,16 +262,11 @@ fn a_pytorch_traces_report_shows_its_rows_and_says_why_views_are_empty() {
 
 /// `gen_trace.py --rank` into `dir/rank<R>.json`.
 fn rank(dir: &Path, rank: u32, extra: &[&str]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
-    let status = Command::new("python3")
-        .arg(&script)
-        .arg(dir.join(format!("rank{rank}.json")))
-        .args(["--ops", "2000", "--threads", "2", "--world-size", "4"])
-        .args(["--rank", &rank.to_string(), "--steps", "4"])
-        .args(extra)
-        .status()
-        .expect("run gen_trace.py");
-    assert!(status.success());
+    let r = rank.to_string();
+    let mut args = vec!["--ops", "2000", "--threads", "2", "--world-size", "4"];
+    args.extend(["--rank", &r, "--steps", "4"]);
+    args.extend(extra);
+    gen_trace(&dir.join(format!("rank{rank}.json")), &args);
 }
 
 #[test]

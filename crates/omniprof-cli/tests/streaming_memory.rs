@@ -8,9 +8,9 @@
 //! must not hold much.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use omniprof_test_support::cli::Cli;
+use omniprof_test_support::data::gen_trace;
 use omniprof_test_support::memory::{run_measured, Measured};
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
@@ -20,16 +20,10 @@ const BOUND: u64 = 300 << 20;
 
 /// `scripts/gen_trace.py --ops 1000000 --threads 4` written into `dir`.
 fn big_trace(dir: &Path) -> PathBuf {
-    let path = dir.join("big.json");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
-    let status = Command::new("python3")
-        .arg(&script)
-        .arg(&path)
-        .args(["--ops", "1000000", "--threads", "4"])
-        .status()
-        .expect("run python3 (CI installs it) for scripts/gen_trace.py");
-    assert!(status.success(), "{} failed", script.display());
-    path
+    gen_trace(
+        &dir.join("big.json"),
+        &["--ops", "1000000", "--threads", "4"],
+    )
 }
 
 fn omniprof(args: Vec<&std::ffi::OsStr>) -> Measured {

@@ -9,12 +9,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use omniprof_test_support::cli::{arg, text, Cli};
-use omniprof_test_support::data::{reference_table, reference_trace, stack_report, stack_trace};
+use omniprof_test_support::data::{
+    gen_trace, reference_table, reference_trace, stack_report, stack_trace,
+};
 use omniprof_test_support::lock::serial;
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
@@ -264,15 +265,10 @@ fn a_stubs_mode_trace_gets_device_columns_named_after_its_device() {
 #[test]
 fn the_benchmark_generator_writes_a_trace_that_summarizes() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("gen.json");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
-    let status = Command::new("python3")
-        .arg(&script)
-        .arg(&path)
-        .args(["--ops", "400", "--threads", "3"])
-        .status()
-        .expect("python3 runs scripts/gen_trace.py");
-    assert!(status.success());
+    let path = gen_trace(
+        &dir.path().join("gen.json"),
+        &["--ops", "400", "--threads", "3"],
+    );
     let json = OMNIPROF.ok(summary(&path, &["--format", "json", "--row-limit", "-1"]));
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     let row = |name: &str| {

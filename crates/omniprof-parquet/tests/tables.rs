@@ -6,28 +6,15 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use omniprof_parquet::{convert, ConvertOptions, ParquetError};
 use omniprof_parquet::{SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES};
+use omniprof_test_support::data::gen_trace;
 use omniprof_trace::ActivityType;
 use omniprof_trace::TraceReader;
 use omniprof_trace::{key_averages, KeyAveragesOptions};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::Field;
-
-/// `python3 scripts/gen_trace.py` with these arguments, into `path`.
-fn gen_trace(path: &Path, args: &[&str]) -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
-    let status = Command::new("python3")
-        .arg(&script)
-        .arg(path)
-        .args(args)
-        .status()
-        .expect("python3 runs scripts/gen_trace.py");
-    assert!(status.success());
-    path.to_owned()
-}
 
 /// Every row of a Parquet file, as column name → value.
 fn rows(path: &Path) -> Vec<BTreeMap<String, Field>> {

@@ -1,10 +1,24 @@
 //! PyTorch's reference data, kept with the trace crate in `crates/omniprof-trace/tests/data`,
-//! and the rows of the example of `docs/trace-format.md` §14.
+//! the rows of the example of `docs/trace-format.md` §14, and the synthetic traces of
+//! `scripts/gen_trace.py`.
 
 use std::path::{Path, PathBuf};
 
 use omniprof::Trace;
 use omniprof::{ProcessRow, ThreadRow};
+
+/// Runs `python3 scripts/gen_trace.py PATH ARGS...` (CI installs Python) and returns `path`.
+pub fn gen_trace(path: &Path, args: &[&str]) -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gen_trace.py");
+    let status = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(path)
+        .args(args)
+        .status()
+        .expect("python3 runs scripts/gen_trace.py (CI installs it)");
+    assert!(status.success(), "{} {args:?} failed", script.display());
+    path.to_owned()
+}
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../omniprof-trace/tests/data")
