@@ -474,24 +474,32 @@ impl Default for Interner {
 }
 
 impl Interner {
-    /// The iid of `s`, and whether it is new (to be sent in this packet's interned data).
+    /// The iid of `s`; a new one is noted in `new`, as a string of the interned-data field
+    /// `table`, to be sent in this packet's interned data.
     #[inline]
-    fn id(&mut self, s: &Arc<str>) -> (u64, bool) {
+    fn id(&mut self, s: &Arc<str>, table: u32, new: &mut Vec<NewInterned>) -> u64 {
         let address = (s.as_ptr() as usize, s.len());
         // The trace's names are 8-aligned allocations, but arg keys may be string constants
         // packed side by side, which the low bits alone would put in one slot.
         let slot = cache_slot::<CACHE_SLOTS>(address.0 as u64);
         let cached = self.cache[slot];
         if (cached.0, cached.1) == address && cached.2 != 0 {
-            return (cached.2, false);
+            return cached.2;
         }
-        self.slow_id(s, address, slot)
+        self.slow_id(s, address, slot, table, new)
     }
 
     #[cold]
-    fn slow_id(&mut self, s: &Arc<str>, address: (usize, usize), slot: usize) -> (u64, bool) {
-        let (id, new) = match self.by_address.get(&address) {
-            Some(&(id, _)) => (id, false),
+    fn slow_id(
+        &mut self,
+        s: &Arc<str>,
+        address: (usize, usize),
+        slot: usize,
+        table: u32,
+        new: &mut Vec<NewInterned>,
+    ) -> u64 {
+        let id = match self.by_address.get(&address) {
+            Some(&(id, _)) => id,
             None => {
                 let next = self.by_text.len() as u64 + 1;
                 let id = match self.by_text.get(&**s) {
@@ -502,11 +510,14 @@ impl Interner {
                     }
                 };
                 self.by_address.insert(address, (id, Arc::clone(s)));
-                (id, id == next)
+                if id == next {
+                    new.push((table, id, Arc::clone(s)));
+                }
+                id
             }
         };
         self.cache[slot] = (address.0, address.1, id);
-        (id, new)
+        id
     }
 }
 
@@ -555,15 +566,6 @@ impl Sequence {
     }
 
     #[inline]
-    fn intern_name(&mut self, name: &Arc<str>, new: &mut Vec<NewInterned>) -> u64 {
-        let (iid, is_new) = self.names.id(name);
-        if is_new {
-            new.push((interned::EVENT_NAMES, iid, Arc::clone(name)));
-        }
-        iid
-    }
-
-    #[inline]
     fn intern_category(&mut self, kind: ActivityType, new: &mut Vec<NewInterned>) -> u64 {
         let iid = &mut self.categories[kind.index()];
         if *iid == 0 {
@@ -577,18 +579,11 @@ impl Sequence {
     #[inline]
     fn intern_external_id(&mut self, key: &Arc<str>, new: &mut Vec<NewInterned>) -> u64 {
         if self.external_id_iid == 0 {
-            self.external_id_iid = self.intern_arg(key, new);
+            self.external_id_iid = self
+                .arg_names
+                .id(key, interned::DEBUG_ANNOTATION_NAMES, new);
         }
         self.external_id_iid
-    }
-
-    #[inline]
-    fn intern_arg(&mut self, key: &Arc<str>, new: &mut Vec<NewInterned>) -> u64 {
-        let (iid, is_new) = self.arg_names.id(key);
-        if is_new {
-            new.push((interned::DEBUG_ANNOTATION_NAMES, iid, Arc::clone(key)));
-        }
-        iid
     }
 }
 
@@ -810,14 +805,14 @@ impl<W: Write> Writer<W> {
         } else {
             &a.name
         };
-        let name_iid = s.intern_name(name, new);
+        let name_iid = s.names.id(name, interned::EVENT_NAMES, new);
         let category_iid = s.intern_category(a.kind, new);
         let external_iid = args
             .external_id
             .map(|_| s.intern_external_id(&self.external_id_name, new));
         self.arg_iids.clear();
         for (key, _) in &a.args {
-            let iid = s.intern_arg(key, new);
+            let iid = s.arg_names.id(key, interned::DEBUG_ANNOTATION_NAMES, new);
             self.arg_iids.push(iid);
         }
         let instant = a.kind == ActivityType::CpuInstantEvent;
