@@ -265,8 +265,8 @@ impl<'a> Parser<'a> {
         u32::from_str_radix(digits, 16).ok()
     }
 
-    /// A number's text, checked but not converted (so, as the reference skips numbers, one
-    /// beyond `f64`'s range is accepted).
+    /// A number's text, checked against JSON's grammar but not converted (so, as the
+    /// reference skips numbers, one beyond `f64`'s range is accepted).
     fn skip_number(&mut self) -> Option<()> {
         let bytes = self.text.as_bytes();
         if bytes.get(self.at) == Some(&b'-') {
@@ -299,49 +299,23 @@ impl<'a> Parser<'a> {
     /// not negative, `I64` when negative (`-0` and below `i64::MIN` are floats), a float
     /// when it has a fraction or an exponent or does not fit `u64`.
     fn number(&mut self) -> Option<Number> {
-        let bytes = self.text.as_bytes();
         let start = self.at;
-        let negative = self.peek()? == b'-';
-        if negative {
-            self.at += 1;
-        }
-        let mut significand: u64 = 0;
-        let mut overflow = false;
-        match self.next()? {
-            b'0' => {}
-            first @ b'1'..=b'9' => {
-                significand = u64::from(first - b'0');
-                while let Some(&b @ b'0'..=b'9') = bytes.get(self.at) {
-                    self.at += 1;
-                    match significand
-                        .checked_mul(10)
-                        .and_then(|s| s.checked_add(u64::from(b - b'0')))
-                    {
-                        Some(s) => significand = s,
-                        None => overflow = true,
-                    }
-                }
-            }
-            _ => return None,
-        }
-        let mut float = overflow;
-        if bytes.get(self.at) == Some(&b'.') {
-            self.at += 1;
-            self.digits()?;
-            float = true;
-        }
-        if matches!(bytes.get(self.at), Some(b'e' | b'E')) {
-            self.at += 1;
-            if matches!(bytes.get(self.at), Some(b'+' | b'-')) {
-                self.at += 1;
-            }
-            self.digits()?;
-            float = true;
-        }
-        if float {
-            let v: f64 = self.text[start..self.at].parse().ok()?;
+        self.skip_number()?;
+        let text = &self.text[start..self.at];
+        let (negative, digits) = match text.strip_prefix('-') {
+            Some(digits) => (true, digits),
+            None => (false, text),
+        };
+        // An integer that fits `u64` (an integer beyond it is a float, as below).
+        let integer = digits
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| digits.parse::<u64>().ok())
+            .flatten();
+        let Some(significand) = integer else {
+            let v: f64 = text.parse().ok()?;
             // Out of range is the reference's error; an underflow to zero is left to it too.
-            let digits_nonzero = self.text[start..self.at]
+            let digits_nonzero = text
                 .bytes()
                 .take_while(|b| !matches!(b, b'e' | b'E'))
                 .any(|b| matches!(b, b'1'..=b'9'));
@@ -349,7 +323,7 @@ impl<'a> Parser<'a> {
                 return None;
             }
             return Some(Number::F64(v));
-        }
+        };
         if !negative {
             return Some(Number::U64(significand));
         }
