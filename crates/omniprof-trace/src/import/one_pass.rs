@@ -86,7 +86,11 @@ impl<'a> Parser<'a> {
 
     fn whitespace(&mut self) {
         let bytes = self.text.as_bytes();
-        while matches!(bytes.get(self.at), Some(b' ' | b'\n' | b'\t' | b'\r')) {
+        // Every byte that is not whitespace is above a space: one comparison for most.
+        while let Some(&b) = bytes.get(self.at) {
+            if b > b' ' || !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {
+                break;
+            }
             self.at += 1;
         }
     }
@@ -267,6 +271,7 @@ impl<'a> Parser<'a> {
 
     /// A number's text, checked against JSON's grammar but not converted (so, as the
     /// reference skips numbers, one beyond `f64`'s range is accepted).
+    #[inline]
     fn skip_number(&mut self) -> Option<()> {
         let bytes = self.text.as_bytes();
         if bytes.get(self.at) == Some(&b'-') {
@@ -300,6 +305,9 @@ impl<'a> Parser<'a> {
     /// when it has a fraction or an exponent or does not fit `u64`.
     fn number(&mut self) -> Option<Number> {
         let start = self.at;
+        if let Some(v) = self.small_integer() {
+            return Some(Number::U64(v));
+        }
         self.skip_number()?;
         let text = &self.text[start..self.at];
         let (negative, digits) = match text.strip_prefix('-') {
@@ -334,6 +342,36 @@ impl<'a> Parser<'a> {
         } else {
             Number::I64(negated)
         })
+    }
+
+    /// The common number, converted as it is checked: a non-negative integer of at most 19
+    /// digits (so it fits `u64`), without fraction or exponent. `None`, having consumed
+    /// nothing, for any other text.
+    fn small_integer(&mut self) -> Option<u64> {
+        let bytes = self.text.as_bytes();
+        let digit = |at: usize| {
+            bytes
+                .get(at)
+                .and_then(|b| b.checked_sub(b'0'))
+                .filter(|d| *d < 10)
+        };
+        let start = self.at;
+        let mut at = start;
+        let mut v: u64 = 0;
+        while let Some(d) = digit(at) {
+            if at - start == 19 {
+                return None;
+            }
+            v = v * 10 + u64::from(d);
+            at += 1;
+        }
+        let len = at - start;
+        let leading_zero = len > 1 && bytes[start] == b'0';
+        if len == 0 || leading_zero || matches!(bytes.get(at), Some(b'.' | b'e' | b'E') | None) {
+            return None;
+        }
+        self.at = at;
+        Some(v)
     }
 
     /// One or more ASCII digits.
@@ -615,7 +653,7 @@ mod tests {
         // Escapes in keys and values, a surrogate pair, whitespace everywhere.
         "{ \"\\u0070h\" :\t\"X\" ,\r\n \"cat\": \"cpu_op\", \"name\": \"a\\\"b\\\\c\\/\\b\\f\\n\\r\\t\\ud83d\\ude00\\u00e9\",\n\"args\" : { \"k\\u0065ep\" : [ \"\\u0000\" , { } , [ ] ] , \"\\\"\": 1 } }",
         // Numbers of every kind the reference tells apart.
-        r#"{"ph": "X", "cat": "cpu_op", "pid": -9223372036854775808, "tid": 9223372036854775807, "ts": -0.5e-3, "dur": 1E2, "args": {"keep": [0, -0, 18446744073709551615, 18446744073709551616, -9223372036854775809, 1.5, -2.25e-300, 123456789012345678901234567890, 0.1], "u": 18446744073709551615}}"#,
+        r#"{"ph": "X", "cat": "cpu_op", "pid": -9223372036854775808, "tid": 9223372036854775807, "ts": -0.5e-3, "dur": 1E2, "args": {"keep": [0, -0, 18446744073709551615, 18446744073709551616, -9223372036854775809, 1.5, -2.25e-300, 123456789012345678901234567890, 0.1], "u": 18446744073709551615, "v": 9999999999999999999, "w": 10000000000000000000}}"#,
         // Nested past the depth converted: the arg is dropped and counted.
         r#"{"ph": "X", "cat": "cpu_op", "args": {"keep": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]], "x": {"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[{}]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}, "y": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}"#,
         r#"{"name": "unknown fields skipped", "s": {"a": [true, false, null, "x\"]", -1.5e+3, {"b": {}}]}, "big": [1e400, -0.0E-0], "ph": "i", "ts": 1e999}"#,
