@@ -58,6 +58,24 @@ fn field(key: &str) -> Option<usize> {
     })
 }
 
+/// Each field's key as [`RawEvent`]'s index, packed into a word as [`Parser::event_key`]
+/// reads it (little-endian, zeros after the key).
+const FIELD_WORDS: [u64; 9] = {
+    let keys = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args"];
+    let mut words = [0; 9];
+    let mut i = 0;
+    while i < keys.len() {
+        let key = keys[i].as_bytes();
+        let mut j = 0;
+        while j < key.len() {
+            words[i] |= (key[j] as u64) << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    words
+};
+
 /// The deepest nesting a skipped value may have: one bit per level.
 const MAX_SKIP_DEPTH: u32 = 64;
 
@@ -106,12 +124,33 @@ impl<'a> Parser<'a> {
         (self.text.as_bytes().get(self.at..end)? == word.as_bytes()).then(|| self.at = end)
     }
 
+    /// The rest of an event's key (its opening quote consumed), as the [`RawEvent`] field it
+    /// names, or `Some(None)` for another key. A key of up to seven plain bytes, as all the
+    /// fields' are, is read as one word and compared whole.
+    fn event_key(&mut self) -> Option<Option<usize>> {
+        let bytes = self.text.as_bytes();
+        if let Some(chunk) = bytes.get(self.at..self.at + 8) {
+            let mut word = [0; 8];
+            word.copy_from_slice(chunk);
+            let w = u64::from_le_bytes(word);
+            let flags = special_bytes(w);
+            let len = (flags.trailing_zeros() / 8) as usize;
+            if flags != 0 && chunk[len] == b'"' {
+                self.at += len + 1;
+                let key = w & !(u64::MAX << (8 * len));
+                return Some(FIELD_WORDS.iter().position(|&k| k == key));
+            }
+        }
+        // Longer, escaped, or at the end of the text: the general way.
+        self.string().map(|key| field(&key))
+    }
+
     fn event(&mut self, filter: &ArgFilter) -> Option<RawEvent<'a>> {
         self.whitespace();
         let mut ev = RawEvent::default();
         let mut seen = [false; 9];
-        self.object(|p, key| {
-            match field(&key) {
+        self.object_with(Self::event_key, |p, key| {
+            match key {
                 None => p.skip_value()?,
                 Some(f) if std::mem::replace(&mut seen[f], true) => return None,
                 Some(PH) => ev.ph = p.optional(Self::str_value)?,
@@ -145,9 +184,16 @@ impl<'a> Parser<'a> {
 
     /// An object, its `{` next: `member` reads each member's value, its key given, from
     /// after the colon and the whitespace that follows.
-    fn object(
+    fn object(&mut self, member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>) -> Option<()> {
+        self.object_with(Self::string, member)
+    }
+
+    /// [`Self::object`] with the keys read by `key` (after their opening quote).
+    #[inline(always)]
+    fn object_with<K>(
         &mut self,
-        mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
+        mut key: impl FnMut(&mut Self) -> Option<K>,
+        mut member: impl FnMut(&mut Self, K) -> Option<()>,
     ) -> Option<()> {
         (self.next()? == b'{').then_some(())?;
         self.whitespace();
@@ -157,7 +203,7 @@ impl<'a> Parser<'a> {
         }
         loop {
             (self.token()? == b'"').then_some(())?;
-            let key = self.string()?;
+            let key = key(self)?;
             (self.token()? == b':').then_some(())?;
             self.whitespace();
             member(self, key)?;
@@ -559,6 +605,19 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// The high bit of each byte of `w` (eight bytes of text, little-endian) that is a quote, a
+/// backslash or a control character, and perhaps of bytes above the lowest such one (see
+/// [`plain_run_end`]); 0 when there is none.
+#[inline(always)]
+fn special_bytes(w: u64) -> u64 {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = ONES << 7;
+    let zero_bytes = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
+    zero_bytes(w ^ (ONES * u64::from(b'"')))
+        | zero_bytes(w ^ (ONES * u64::from(b'\\')))
+        | (w.wrapping_sub(ONES * 0x20) & !w & HIGHS)
+}
+
 /// Where the plain run of a string that starts at `at` ends: the index of the first quote,
 /// backslash or control character (which JSON does not allow unescaped), or the end.
 ///
@@ -567,18 +626,10 @@ impl<'a> Parser<'a> {
 /// (`(w - 0x01..) & !w & 0x80..`). A borrow can flag a byte above a flagged one but never
 /// below, so the lowest flag is always a true one.
 fn plain_run_end(bytes: &[u8], mut at: usize) -> usize {
-    const ONES: u64 = u64::from_ne_bytes([1; 8]);
-    const HIGHS: u64 = ONES << 7;
-    fn zero_bytes(w: u64) -> u64 {
-        w.wrapping_sub(ONES) & !w & HIGHS
-    }
     while let Some(chunk) = bytes.get(at..at + 8) {
         let mut word = [0; 8];
         word.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(word);
-        let flags = zero_bytes(w ^ (ONES * u64::from(b'"')))
-            | zero_bytes(w ^ (ONES * u64::from(b'\\')))
-            | (w.wrapping_sub(ONES * 0x20) & !w & HIGHS);
+        let flags = special_bytes(u64::from_le_bytes(word));
         if flags != 0 {
             return at + (flags.trailing_zeros() / 8) as usize;
         }
