@@ -320,34 +320,9 @@ impl<'a> Parser<'a> {
         u32::from_str_radix(digits, 16).ok()
     }
 
-    /// A number's text, checked against JSON's grammar but not converted (so, as the
-    /// reference skips numbers, one beyond `f64`'s range is accepted).
-    #[inline(always)]
+    /// A number's text, checked but not converted ([`after_number`]).
     fn skip_number(&mut self) -> Option<()> {
-        let bytes = self.text.as_bytes();
-        if bytes.get(self.at) == Some(&b'-') {
-            self.at += 1;
-        }
-        match self.next()? {
-            b'0' => {}
-            b'1'..=b'9' => {
-                while bytes.get(self.at).is_some_and(u8::is_ascii_digit) {
-                    self.at += 1;
-                }
-            }
-            _ => return None,
-        }
-        if bytes.get(self.at) == Some(&b'.') {
-            self.at += 1;
-            self.digits()?;
-        }
-        if matches!(bytes.get(self.at), Some(b'e' | b'E')) {
-            self.at += 1;
-            if matches!(bytes.get(self.at), Some(b'+' | b'-')) {
-                self.at += 1;
-            }
-            self.digits()?;
-        }
+        self.at = after_number(self.text.as_bytes(), self.at)?;
         Some(())
     }
 
@@ -423,16 +398,6 @@ impl<'a> Parser<'a> {
         }
         self.at = at;
         Some(v)
-    }
-
-    /// One or more ASCII digits.
-    fn digits(&mut self) -> Option<()> {
-        let bytes = self.text.as_bytes();
-        let start = self.at;
-        while bytes.get(self.at).is_some_and(u8::is_ascii_digit) {
-            self.at += 1;
-        }
-        (self.at > start).then_some(())
     }
 
     /// `args`: `null`, or an object whose values `keep` accepts by key are converted and the
@@ -512,56 +477,55 @@ impl<'a> Parser<'a> {
     }
 
     /// Skips one value, checking its syntax, without building anything. Containers nest
-    /// through a bit stack (set: an object), [`MAX_SKIP_DEPTH`] levels at most.
+    /// through a bit stack (set: an object), [`MAX_SKIP_DEPTH`] levels at most. (The place
+    /// is kept in a local, which the compiler keeps in a register.)
     fn skip_value(&mut self) -> Option<()> {
+        let bytes = self.text.as_bytes();
+        let mut at = self.at;
         let mut objects: u64 = 0;
         let mut depth: u32 = 0;
         loop {
             // A value.
-            match self.peek()? {
-                b'"' => {
-                    self.at += 1;
-                    self.skip_string()?;
-                }
-                b'n' => self.literal("null")?,
-                b't' => self.literal("true")?,
-                b'f' => self.literal("false")?,
+            match *bytes.get(at)? {
+                b'"' => at = self.skipped_string(at + 1)?,
                 open @ (b'[' | b'{') => {
                     if depth == MAX_SKIP_DEPTH {
                         return None;
                     }
-                    self.at += 1;
                     let object = open == b'{';
                     objects = objects << 1 | u64::from(object);
                     depth += 1;
-                    self.whitespace();
+                    at = after_whitespace(bytes, at + 1);
                     let close = if object { b'}' } else { b']' };
-                    if self.peek()? == close {
-                        self.at += 1;
+                    if *bytes.get(at)? == close {
+                        at += 1;
                         objects >>= 1;
                         depth -= 1;
                     } else {
                         if object {
-                            self.object_key()?;
+                            at = self.skipped_key(at)?;
                         }
                         continue;
                     }
                 }
-                _ => self.skip_number()?,
+                b'n' => at = after_literal(bytes, at, b"null")?,
+                b't' => at = after_literal(bytes, at, b"true")?,
+                b'f' => at = after_literal(bytes, at, b"false")?,
+                _ => at = after_number(bytes, at)?,
             }
             // What follows it: the next element, or the ends of containers.
             loop {
                 if depth == 0 {
+                    self.at = at;
                     return Some(());
                 }
                 let object = objects & 1 == 1;
-                match self.token()? {
+                at = after_whitespace(bytes, at);
+                match *bytes.get(at)? {
                     b',' => {
+                        at = after_whitespace(bytes, at + 1);
                         if object {
-                            self.whitespace();
-                            self.object_key()?;
-                        } else {
-                            self.whitespace();
+                            at = self.skipped_key(at)?;
                         }
                         break;
                     }
@@ -569,33 +533,40 @@ impl<'a> Parser<'a> {
                     b']' if !object => {}
                     _ => return None,
                 }
+                at += 1;
                 objects >>= 1;
                 depth -= 1;
             }
         }
     }
 
-    /// `"key":` and the whitespace after it, in a skipped object.
-    fn object_key(&mut self) -> Option<()> {
-        (self.next()? == b'"').then_some(())?;
-        self.skip_string()?;
-        (self.token()? == b':').then_some(())?;
-        self.whitespace();
-        Some(())
+    /// Where `"key":` and the whitespace after it end, in a skipped object.
+    fn skipped_key(&self, at: usize) -> Option<usize> {
+        let bytes = self.text.as_bytes();
+        (*bytes.get(at)? == b'"').then_some(())?;
+        let at = after_whitespace(bytes, self.skipped_string(at + 1)?);
+        (*bytes.get(at)? == b':').then_some(())?;
+        Some(after_whitespace(bytes, at + 1))
     }
 
-    /// The rest of a string whose opening quote was consumed, checked but not kept.
+    /// Where the rest of a string that starts at `at` (after its opening quote) ends, its
+    /// escapes checked.
     #[inline(always)]
-    fn skip_string(&mut self) -> Option<()> {
+    fn skipped_string(&self, mut at: usize) -> Option<usize> {
         let bytes = self.text.as_bytes();
         loop {
-            self.at = plain_run_end(bytes, self.at);
-            match self.next()? {
-                b'"' => return Some(()),
-                b'\\' => match self.next()? {
-                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+            at = plain_run_end(bytes, at);
+            match *bytes.get(at)? {
+                b'"' => return Some(at + 1),
+                b'\\' => match *bytes.get(at + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
                     b'u' => {
-                        self.unicode_escape()?;
+                        let mut escape = Parser {
+                            text: self.text,
+                            at: at + 2,
+                        };
+                        escape.unicode_escape()?;
+                        at = escape.at;
                     }
                     _ => return None,
                 },
@@ -603,6 +574,58 @@ impl<'a> Parser<'a> {
             }
         }
     }
+}
+
+/// Where the whitespace at `at` ends.
+#[inline(always)]
+fn after_whitespace(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(&b) = bytes.get(at) {
+        // Every byte that is not whitespace is above a space: one comparison for most.
+        if b > b' ' || !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {
+            break;
+        }
+        at += 1;
+    }
+    at
+}
+
+/// Where `word` ends if it is at `at`.
+#[inline(always)]
+fn after_literal(bytes: &[u8], at: usize, word: &[u8]) -> Option<usize> {
+    let end = at + word.len();
+    (bytes.get(at..end)? == word).then_some(end)
+}
+
+/// Where the number at `at` ends, its text checked against JSON's grammar but not
+/// converted (so, as the reference skips numbers, one beyond `f64`'s range is accepted).
+#[inline(always)]
+fn after_number(bytes: &[u8], mut at: usize) -> Option<usize> {
+    let digits = |mut at: usize| {
+        let start = at;
+        while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+            at += 1;
+        }
+        (at > start).then_some(at)
+    };
+    if bytes.get(at) == Some(&b'-') {
+        at += 1;
+    }
+    match *bytes.get(at)? {
+        b'0' => at += 1,
+        b'1'..=b'9' => at = digits(at)?,
+        _ => return None,
+    }
+    if bytes.get(at) == Some(&b'.') {
+        at = digits(at + 1)?;
+    }
+    if matches!(bytes.get(at), Some(b'e' | b'E')) {
+        at += 1;
+        if matches!(bytes.get(at), Some(b'+' | b'-')) {
+            at += 1;
+        }
+        at = digits(at)?;
+    }
+    Some(at)
 }
 
 /// The high bit of each byte of `w` (eight bytes of text, little-endian) that is a quote, a
