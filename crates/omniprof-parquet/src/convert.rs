@@ -16,7 +16,7 @@ use omniprof_trace::{Limits, ReadError, ReadStats, TraceItem};
 use crate::error::ParquetError;
 use crate::schema::{Table, OPS, RANK_PARTITION, TABLES};
 use crate::table_writer::TableWriter;
-use crate::trace_tables::{part_path, write_op, RowCounts, Strings, TraceTables};
+use crate::trace_tables::{part_path, write_op, RowCounts, TraceTables};
 
 /// How traces are converted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -106,7 +106,6 @@ fn convert_one(
 ) -> Result<ConvertedTrace, ParquetError> {
     let mut tables = TraceTables::create(path, staging)?;
     let ops_path = part_path(&staging(OPS));
-    let mut strings = Strings::default();
     let mut ops = TableWriter::create(OPS, &ops_path)?;
     let mut builder = KeyAveragesBuilder::new(KeyAveragesOptions::default());
     builder.list_events();
@@ -122,7 +121,7 @@ fn convert_one(
         let written = tables.add(&item, op_id).and_then(|()| {
             builder
                 .drain_events()
-                .try_for_each(|e| write_op(&mut ops, &mut strings, &e))
+                .try_for_each(|e| write_op(&mut ops, &e))
         });
         if let Err(e) = written {
             failed = Some(e);
@@ -158,7 +157,7 @@ fn convert_one(
                     builder.add_item(&item);
                     if let Err(e) = builder
                         .drain_events()
-                        .try_for_each(|e| write_op(&mut ops, &mut strings, &e))
+                        .try_for_each(|e| write_op(&mut ops, &e))
                     {
                         failed = Some(e);
                     }
@@ -174,7 +173,7 @@ fn convert_one(
         }
     };
     for e in &events {
-        write_op(&mut ops, &mut strings, e)?;
+        write_op(&mut ops, e)?;
     }
     let op_rows = ops.close()?;
     let (rank, from_trace) = match tables.rank {

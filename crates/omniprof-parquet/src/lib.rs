@@ -40,6 +40,7 @@
 mod convert;
 mod error;
 mod schema;
+mod strings;
 mod table_writer;
 mod trace_tables;
 

@@ -1,7 +1,9 @@
 //! [`TableWriter`]: one table's Parquet file, written a row group at a time. Rows are
-//! buffered per column and flushed every [`ROW_GROUP_ROWS`] rows, so that memory holds one
-//! row group's values whatever the trace's size; strings are dictionary-encoded (Parquet's
-//! default, kept) and pages are compressed with zstd.
+//! pushed a value at a time ([`Row`], a typed method per column type) into a typed buffer
+//! per column, and flushed every [`ROW_GROUP_ROWS`] rows, so that memory holds one row
+//! group's values whatever the trace's size. String columns hold ids in the file's
+//! [`Strings`] until then; in the file they are dictionary-encoded (Parquet's default, kept)
+//! and pages are compressed with zstd.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,7 @@ use parquet::schema::types::{ColumnPath, Type};
 
 use crate::error::ParquetError;
 use crate::schema::{ColumnType, Table, DURATION_NS, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
+use crate::strings::Strings;
 
 /// Rows per row group: large enough for good compression and few groups, small enough that
 /// a row group's buffered values stay some tens of MB.
@@ -40,8 +43,9 @@ enum Buffer {
     NullableI64(Vec<i64>, Vec<i16>),
     F64(Vec<f64>),
     Bool(Vec<bool>),
-    Str(Vec<ByteArray>),
-    NullableStr(Vec<ByteArray>, Vec<i16>),
+    /// Ids in the file's [`Strings`].
+    Str(Vec<u32>),
+    NullableStr(Vec<u32>, Vec<i16>),
 }
 
 impl Buffer {
@@ -72,17 +76,36 @@ impl Buffer {
             }
         }
     }
-}
 
-/// One value of a row, in column order ([`TableWriter::row`]).
-#[derive(Clone, Debug)]
-pub(crate) enum Cell {
-    I64(i64),
-    OptI64(Option<i64>),
-    F64(f64),
-    Bool(bool),
-    Str(ByteArray),
-    OptStr(Option<ByteArray>),
+    /// Drops the values of the rows from `rows` on (a row left unfinished).
+    fn truncate(&mut self, rows: usize) {
+        fn nullable<T>(v: &mut Vec<T>, d: &mut Vec<i16>, rows: usize) {
+            let set = d
+                .get(rows..)
+                .map_or(0, |extra| extra.iter().filter(|&&level| level == 1).count());
+            v.truncate(v.len() - set);
+            d.truncate(rows);
+        }
+        match self {
+            Buffer::I64(v) => v.truncate(rows),
+            Buffer::NullableI64(v, d) => nullable(v, d, rows),
+            Buffer::F64(v) => v.truncate(rows),
+            Buffer::Bool(v) => v.truncate(rows),
+            Buffer::Str(v) => v.truncate(rows),
+            Buffer::NullableStr(v, d) => nullable(v, d, rows),
+        }
+    }
+
+    fn type_name(&self) -> &'static str {
+        match self {
+            Buffer::I64(_) => ColumnType::Int64.doc_name(),
+            Buffer::NullableI64(..) => ColumnType::NullableInt64.doc_name(),
+            Buffer::F64(_) => ColumnType::Float64.doc_name(),
+            Buffer::Bool(_) => ColumnType::Bool.doc_name(),
+            Buffer::Str(_) => ColumnType::String.doc_name(),
+            Buffer::NullableStr(..) => ColumnType::NullableString.doc_name(),
+        }
+    }
 }
 
 /// One table's file being written.
@@ -91,8 +114,140 @@ pub(crate) struct TableWriter {
     path: PathBuf,
     writer: SerializedFileWriter<File>,
     buffers: Vec<Buffer>,
+    /// The file's strings, which its string columns hold by id.
+    strings: Strings,
+    /// A string column's values while it is written (kept for its allocation).
+    string_values: Vec<ByteArray>,
     rows: usize,
     written: u64,
+}
+
+/// One row being added ([`TableWriter::row`]): a value per column, pushed in the table's
+/// column order by the method of the column's type, then [`Row::end`].
+pub(crate) struct Row<'a> {
+    writer: &'a mut TableWriter,
+    column: usize,
+    /// The first column given a value of another type, and that type.
+    wrong: Option<(usize, &'static str)>,
+}
+
+/// Pushes `$value` to the row's next column if it is of the variant `$variant`
+/// (`$variant(values)` or `$variant(values, levels)` with its definition level).
+macro_rules! push {
+    ($row:ident, $ty:expr, |$buffer:pat_param| $push:expr) => {{
+        match $row.writer.buffers.get_mut($row.column) {
+            Some($buffer) => $push,
+            _ => $row.wrong($ty),
+        }
+        $row.column += 1;
+        $row
+    }};
+}
+
+impl Row<'_> {
+    #[cold]
+    fn wrong(&mut self, ty: ColumnType) {
+        self.wrong.get_or_insert((self.column, ty.doc_name()));
+    }
+
+    /// An `INT64`.
+    #[inline]
+    pub(crate) fn i64(&mut self, x: i64) -> &mut Self {
+        push!(self, ColumnType::Int64, |Buffer::I64(v)| v.push(x))
+    }
+
+    /// A nullable `INT64`.
+    #[inline]
+    pub(crate) fn opt_i64(&mut self, x: Option<i64>) -> &mut Self {
+        push!(self, ColumnType::NullableInt64, |Buffer::NullableI64(
+            v,
+            d,
+        )| {
+            d.push(i16::from(x.is_some()));
+            v.extend(x);
+        })
+    }
+
+    /// A `DOUBLE`.
+    #[inline]
+    pub(crate) fn f64(&mut self, x: f64) -> &mut Self {
+        push!(self, ColumnType::Float64, |Buffer::F64(v)| v.push(x))
+    }
+
+    /// A `BOOLEAN`.
+    #[inline]
+    pub(crate) fn bool(&mut self, x: bool) -> &mut Self {
+        push!(self, ColumnType::Bool, |Buffer::Bool(v)| v.push(x))
+    }
+
+    /// A `STRING` shared with the reader or the summary.
+    #[inline]
+    pub(crate) fn shared(&mut self, s: &Arc<str>) -> &mut Self {
+        let id = self.writer.strings.shared(s);
+        push!(self, ColumnType::String, |Buffer::Str(v)| v.push(id))
+    }
+
+    /// A `STRING` that lives as long as the program (an activity type's name).
+    #[inline]
+    pub(crate) fn fixed(&mut self, s: &'static str) -> &mut Self {
+        let id = self.writer.strings.fixed(s);
+        push!(self, ColumnType::String, |Buffer::Str(v)| v.push(id))
+    }
+
+    /// Any other `STRING`.
+    pub(crate) fn text(&mut self, s: &str) -> &mut Self {
+        let id = self.writer.strings.text(s);
+        push!(self, ColumnType::String, |Buffer::Str(v)| v.push(id))
+    }
+
+    /// A nullable `STRING`.
+    pub(crate) fn opt_text(&mut self, s: Option<&str>) -> &mut Self {
+        let id = s.map(|s| self.writer.strings.text(s));
+        push!(self, ColumnType::NullableString, |Buffer::NullableStr(
+            v,
+            d,
+        )| {
+            d.push(i16::from(id.is_some()));
+            v.extend(id);
+        })
+    }
+
+    /// Ends the row, which must have had a value of the right type for every column; a
+    /// row group is written once [`ROW_GROUP_ROWS`] rows are held. A row that does not
+    /// match the schema is dropped whole, so that the columns stay aligned.
+    #[inline]
+    pub(crate) fn end(&mut self) -> Result<(), ParquetError> {
+        let writer = &mut *self.writer;
+        if self.wrong.is_some() || self.column != writer.buffers.len() {
+            return Err(self.mismatch());
+        }
+        writer.rows += 1;
+        if writer.rows >= ROW_GROUP_ROWS {
+            writer.flush()?;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn mismatch(&mut self) -> ParquetError {
+        let writer = &mut *self.writer;
+        let table = writer.table;
+        for buffer in &mut writer.buffers {
+            buffer.truncate(writer.rows);
+        }
+        let problem = match self.wrong {
+            Some((column, given)) => format!(
+                "a {given} for {} ({})",
+                table.columns[column.min(table.columns.len() - 1)].name,
+                writer
+                    .buffers
+                    .get(column)
+                    .map_or("no column", Buffer::type_name),
+            ),
+            None => format!("{} values for {} columns", self.column, table.columns.len()),
+        };
+        ParquetError::Schema(format!("{}: {problem}", table.name))
+    }
 }
 
 impl TableWriter {
@@ -148,46 +303,21 @@ impl TableWriter {
             path: path.to_owned(),
             writer,
             buffers: table.columns.iter().map(|c| Buffer::new(c.ty)).collect(),
+            strings: Strings::default(),
+            string_values: Vec::new(),
             rows: 0,
             written: 0,
         })
     }
 
-    /// Adds one row: a cell per column, in the table's column order and of its type.
-    pub(crate) fn row<const N: usize>(&mut self, cells: [Cell; N]) -> Result<(), ParquetError> {
-        debug_assert_eq!(
-            N,
-            self.buffers.len(),
-            "{}: a cell per column",
-            self.table.name
-        );
-        for (buffer, cell) in self.buffers.iter_mut().zip(cells) {
-            match (buffer, cell) {
-                (Buffer::I64(v), Cell::I64(x)) => v.push(x),
-                (Buffer::NullableI64(v, d), Cell::OptI64(x)) => {
-                    d.push(i16::from(x.is_some()));
-                    v.extend(x);
-                }
-                (Buffer::F64(v), Cell::F64(x)) => v.push(x),
-                (Buffer::Bool(v), Cell::Bool(x)) => v.push(x),
-                (Buffer::Str(v), Cell::Str(x)) => v.push(x),
-                (Buffer::NullableStr(v, d), Cell::OptStr(x)) => {
-                    d.push(i16::from(x.is_some()));
-                    v.extend(x);
-                }
-                (_, cell) => {
-                    return Err(ParquetError::Schema(format!(
-                        "{}: a {cell:?} where the schema has another type",
-                        self.table.name
-                    )))
-                }
-            }
+    /// Starts a row.
+    #[inline]
+    pub(crate) fn row(&mut self) -> Row<'_> {
+        Row {
+            writer: self,
+            column: 0,
+            wrong: None,
         }
-        self.rows += 1;
-        if self.rows >= ROW_GROUP_ROWS {
-            self.flush()?;
-        }
-        Ok(())
     }
 
     /// Writes the buffered rows as one row group.
@@ -197,6 +327,8 @@ impl TableWriter {
         }
         let path = &self.path;
         let err = |e| ParquetError::parquet(path, e);
+        let strings = &self.strings;
+        let values = &mut self.string_values;
         let mut group = self.writer.next_row_group().map_err(err)?;
         for buffer in &mut self.buffers {
             let Some(mut column) = group.next_column().map_err(err)? else {
@@ -215,14 +347,15 @@ impl TableWriter {
                 (ColumnWriter::BoolColumnWriter(w), Buffer::Bool(v)) => {
                     w.write_batch(v, None, None)
                 }
-                (ColumnWriter::ByteArrayColumnWriter(w), Buffer::Str(v)) => {
-                    w.write_batch(v, None, None)
+                (ColumnWriter::ByteArrayColumnWriter(w), Buffer::Str(ids)) => {
+                    w.write_batch(strings.values(ids, values), None, None)
                 }
-                (ColumnWriter::ByteArrayColumnWriter(w), Buffer::NullableStr(v, d)) => {
-                    w.write_batch(v, Some(d), None)
+                (ColumnWriter::ByteArrayColumnWriter(w), Buffer::NullableStr(ids, d)) => {
+                    w.write_batch(strings.values(ids, values), Some(d), None)
                 }
                 _ => return Err(ParquetError::Schema("a column of another type".into())),
             };
+            values.clear();
             written.map_err(err)?;
             column.close().map_err(err)?;
             buffer.clear();
@@ -279,4 +412,41 @@ fn schema(table: Table) -> Result<Arc<Type>, ParquetError> {
         .build()
         .map(Arc::new)
         .map_err(|e| ParquetError::Schema(format!("{}: {e}", table.name)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::METADATA;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    #[test]
+    fn a_row_of_the_wrong_type_is_refused_whole_and_the_next_rows_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metadata.parquet");
+        let mut writer = TableWriter::create(METADATA, &path).unwrap();
+        writer.row().text("a").text("k").text("1").end().unwrap();
+        let err = writer.row().text("a").i64(2).text("2").end().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "schema: metadata: a INT64 for key (STRING)"
+        );
+        let err = writer.row().text("a").end().unwrap_err();
+        assert_eq!(err.to_string(), "schema: metadata: 1 values for 3 columns");
+        writer.row().text("b").text("k").text("3").end().unwrap();
+        assert_eq!(writer.close().unwrap(), 2);
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        let rows: Vec<String> = reader
+            .get_row_iter(None)
+            .unwrap()
+            .map(|row| row.unwrap().to_string())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                r#"{source: "a", key: "k", value: "1"}"#,
+                r#"{source: "b", key: "k", value: "3"}"#
+            ]
+        );
+    }
 }

@@ -3,17 +3,14 @@
 //! ([`write_op`]), which may have to read the trace again.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use omniprof_trace::FastMap;
 use omniprof_trace::SummedEvent;
 use omniprof_trace::TraceItem;
 use omniprof_trace::{Activity, ActivityType, Value};
-use parquet::data_type::ByteArray;
 
 use crate::error::ParquetError;
 use crate::schema::{Table, COUNTERS, DEVICE_PROPERTIES, FLOWS, INSTANTS, METADATA, SLICES};
-use crate::table_writer::{Cell, TableWriter};
+use crate::table_writer::TableWriter;
 
 /// The `metadata` keys of what the reader delivers apart from the header's own keys.
 pub(crate) mod key {
@@ -40,8 +37,7 @@ pub(crate) struct TraceTables {
     flows: TableWriter,
     metadata: TableWriter,
     devices: TableWriter,
-    strings: Strings,
-    source: ByteArray,
+    source: String,
     next_slice: i64,
     next_instant: i64,
     /// `distributedInfo.rank`, once read.
@@ -65,8 +61,7 @@ impl TraceTables {
             flows: open(FLOWS)?,
             metadata: open(METADATA)?,
             devices: open(DEVICE_PROPERTIES)?,
-            strings: Strings::default(),
-            source: ByteArray::from(source.display().to_string().as_str()),
+            source: source.display().to_string(),
             next_slice: 0,
             next_instant: 0,
             rank: None,
@@ -78,18 +73,17 @@ impl TraceTables {
         match item {
             TraceItem::Activity(a) => self.activity(a, op_id),
             TraceItem::Counter(track, sample) => {
-                let name = self.strings.shared(&track.name);
-                let category = self.strings.fixed(track.kind.name());
                 for (series, value) in &sample.values {
-                    self.counters.row([
-                        Cell::Str(name.clone()),
-                        Cell::Str(category.clone()),
-                        Cell::I64(track.device),
-                        Cell::I64(track.resource),
-                        Cell::Str(self.strings.shared(series)),
-                        Cell::I64(sample.ts_ns),
-                        Cell::F64(*value),
-                    ])?;
+                    self.counters
+                        .row()
+                        .shared(&track.name)
+                        .fixed(track.kind.name())
+                        .i64(track.device)
+                        .i64(track.resource)
+                        .shared(series)
+                        .i64(sample.ts_ns)
+                        .f64(*value)
+                        .end()?;
                 }
                 Ok(())
             }
@@ -109,12 +103,13 @@ impl TraceTables {
             ),
             TraceItem::DeviceProperties(devices) => {
                 for (i, d) in devices.iter().enumerate() {
-                    self.devices.row([
-                        Cell::I64(i as i64),
-                        Cell::OptI64(d.get("id").and_then(Value::as_i64)),
-                        Cell::OptStr(d.get("name").and_then(Value::as_str).map(ByteArray::from)),
-                        Cell::Str(ByteArray::from(d.to_json().as_str())),
-                    ])?;
+                    self.devices
+                        .row()
+                        .i64(i as i64)
+                        .opt_i64(d.get("id").and_then(Value::as_i64))
+                        .opt_text(d.get("name").and_then(Value::as_str))
+                        .text(&d.to_json())
+                        .end()?;
                 }
                 Ok(())
             }
@@ -124,60 +119,62 @@ impl TraceTables {
     }
 
     fn activity(&mut self, a: &Activity, op_id: Option<u64>) -> Result<(), ParquetError> {
-        let name = self.strings.shared(&a.name);
-        let category = self.strings.fixed(a.kind.name());
         let op_id = op_id.map(id);
         let (slice, instant) = if a.kind == ActivityType::CpuInstantEvent {
             let instant = self.next_instant;
             self.next_instant += 1;
-            self.instants.row([
-                Cell::I64(instant),
-                Cell::Str(name),
-                Cell::Str(category),
-                Cell::I64(a.device),
-                Cell::I64(a.resource),
-                Cell::I64(a.start_ns),
-                Cell::OptI64(op_id),
-            ])?;
+            self.instants
+                .row()
+                .i64(instant)
+                .shared(&a.name)
+                .fixed(a.kind.name())
+                .i64(a.device)
+                .i64(a.resource)
+                .i64(a.start_ns)
+                .opt_i64(op_id)
+                .end()?;
             (None, Some(instant))
         } else {
             let slice = self.next_slice;
             self.next_slice += 1;
-            self.slices.row([
-                Cell::I64(slice),
-                Cell::Str(name),
-                Cell::Str(category),
-                Cell::I64(a.device),
-                Cell::I64(a.resource),
-                Cell::I64(a.start_ns),
-                Cell::I64(a.duration_ns()),
-                Cell::I64(id(a.correlation)),
-                Cell::OptI64(a.linked_correlation.map(id)),
-                Cell::OptI64(op_id),
-            ])?;
+            self.slices
+                .row()
+                .i64(slice)
+                .shared(&a.name)
+                .fixed(a.kind.name())
+                .i64(a.device)
+                .i64(a.resource)
+                .i64(a.start_ns)
+                .i64(a.duration_ns())
+                .i64(id(a.correlation))
+                .opt_i64(a.linked_correlation.map(id))
+                .opt_i64(op_id)
+                .end()?;
             (Some(slice), None)
         };
         if let Some(flow) = a.flow {
-            self.flows.row([
-                Cell::I64(id(flow.id)),
-                Cell::Str(self.strings.fixed(flow.kind.name())),
-                Cell::Bool(flow.start),
-                Cell::OptI64(slice),
-                Cell::OptI64(instant),
-                Cell::I64(a.device),
-                Cell::I64(a.resource),
-                Cell::I64(a.start_ns),
-            ])?;
+            self.flows
+                .row()
+                .i64(id(flow.id))
+                .fixed(flow.kind.name())
+                .bool(flow.start)
+                .opt_i64(slice)
+                .opt_i64(instant)
+                .i64(a.device)
+                .i64(a.resource)
+                .i64(a.start_ns)
+                .end()?;
         }
         Ok(())
     }
 
     fn metadata_row(&mut self, k: &str, value: String) -> Result<(), ParquetError> {
-        self.metadata.row([
-            Cell::Str(self.source.clone()),
-            Cell::Str(self.strings.get(k)),
-            Cell::Str(ByteArray::from(value.as_str())),
-        ])
+        self.metadata
+            .row()
+            .text(&self.source)
+            .text(k)
+            .text(&value)
+            .end()
     }
 
     /// Records the rank the tables go under (and whether the trace said it), then writes
@@ -204,83 +201,26 @@ impl TraceTables {
 }
 
 /// Writes one of the summary's events as a row of the `ops` table.
-pub(crate) fn write_op(
-    ops: &mut TableWriter,
-    strings: &mut Strings,
-    e: &SummedEvent,
-) -> Result<(), ParquetError> {
-    ops.row([
-        Cell::I64(id(e.id)),
-        Cell::OptI64(e.parent.map(id)),
-        Cell::Str(strings.shared(&e.name)),
-        Cell::Bool(e.on_device),
-        Cell::Bool(e.user_annotation),
-        Cell::Bool(e.legacy),
-        Cell::Bool(e.python),
-        Cell::Bool(e.is_async),
-        Cell::I64(e.self_host_ns),
-        Cell::I64(e.host_total_ns),
-        Cell::I64(e.self_device_ns),
-        Cell::I64(e.device_total_ns),
-        Cell::OptI64(e.depth.map(i64::from)),
-        Cell::OptI64(e.host_op.map(id)),
-    ])
+pub(crate) fn write_op(ops: &mut TableWriter, e: &SummedEvent) -> Result<(), ParquetError> {
+    ops.row()
+        .i64(id(e.id))
+        .opt_i64(e.parent.map(id))
+        .shared(&e.name)
+        .bool(e.on_device)
+        .bool(e.user_annotation)
+        .bool(e.legacy)
+        .bool(e.python)
+        .bool(e.is_async)
+        .i64(e.self_host_ns)
+        .i64(e.host_total_ns)
+        .i64(e.self_device_ns)
+        .i64(e.device_total_ns)
+        .opt_i64(e.depth.map(i64::from))
+        .opt_i64(e.host_op.map(id))
+        .end()
 }
 
 /// An id as Parquet's signed INT64: ids past `i64::MAX` (none a writer makes) wrap.
 fn id(v: u64) -> i64 {
     v as i64
-}
-
-/// Each distinct string once as a [`ByteArray`], so that a repeated name costs a
-/// reference count, not a copy.
-#[derive(Default)]
-pub(crate) struct Strings {
-    by_text: FastMap<Arc<str>, ByteArray>,
-    /// By address, for the reader's and the summary's interned names: a lookup without
-    /// hashing or comparing the text. Each entry holds its `Arc`, so that its address cannot
-    /// be reused for another string while the entry stands.
-    by_address: FastMap<usize, (Arc<str>, ByteArray)>,
-    /// By address, for `'static` names (activity types, flow kinds).
-    by_static: FastMap<usize, ByteArray>,
-}
-
-/// Entries kept by address at most (names are interned per reader thread, so a few per
-/// name); past it the table starts again, which bounds it whatever the input.
-const MAX_BY_ADDRESS: usize = 1 << 16;
-
-impl Strings {
-    pub(crate) fn get(&mut self, s: &str) -> ByteArray {
-        if let Some(b) = self.by_text.get(s) {
-            return b.clone();
-        }
-        let b = ByteArray::from(s);
-        self.by_text.insert(Arc::from(s), b.clone());
-        b
-    }
-
-    /// [`Self::get`] for a shared name.
-    pub(crate) fn shared(&mut self, s: &Arc<str>) -> ByteArray {
-        let address = Arc::as_ptr(s) as *const u8 as usize;
-        if let Some((_, b)) = self.by_address.get(&address) {
-            return b.clone();
-        }
-        let b = self.get(s);
-        if self.by_address.len() >= MAX_BY_ADDRESS {
-            self.by_address.clear();
-        }
-        self.by_address.insert(address, (Arc::clone(s), b.clone()));
-        b
-    }
-
-    /// [`Self::get`] for a name that lives as long as the program.
-    pub(crate) fn fixed(&mut self, s: &'static str) -> ByteArray {
-        let address = s.as_ptr() as usize;
-        if let Some(b) = self.by_static.get(&address) {
-            return b.clone();
-        }
-        let b = self.get(s);
-        self.by_static.insert(address, b.clone());
-        b
-    }
 }

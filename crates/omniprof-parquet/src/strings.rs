@@ -1,0 +1,197 @@
+//! [`Strings`]: one file's distinct strings, each given a small id, so that a row stores a
+//! `u32` per string value and the writer turns ids into Parquet's [`ByteArray`]s only when
+//! it writes a row group.
+//!
+//! Most string values are names the reader and the summary share as `Arc<str>` (interned
+//! per reader thread) and activity types, which are `'static`: both are found by address,
+//! first in a small direct-mapped cache (a multiply and a compare), then in a map by
+//! address, and only then by hashing the text.
+
+use std::sync::Arc;
+
+use omniprof_trace::FastMap;
+use parquet::data_type::ByteArray;
+
+/// Entries kept by address at most (names are interned per reader thread, so a few per
+/// name); past it the table and the cache start again, which bounds them whatever the
+/// input.
+const MAX_BY_ADDRESS: usize = 1 << 16;
+
+/// Slots of the direct-mapped cache of addresses: more than a trace's usual distinct names
+/// per reader thread and activity types together, small enough to stay in L1.
+const CACHE_SLOTS: usize = 256;
+
+/// An address and length (a string's identity while its owner lives) and its id.
+#[derive(Clone, Copy)]
+struct Slot {
+    address: usize,
+    len: usize,
+    id: u32,
+}
+
+/// A free slot: no string lives at address 0.
+const EMPTY: Slot = Slot {
+    address: 0,
+    len: 0,
+    id: 0,
+};
+
+/// The distinct strings of one file, by id.
+pub(crate) struct Strings {
+    /// Each id's value, as the column writer takes it.
+    values: Vec<ByteArray>,
+    by_text: FastMap<Box<str>, u32>,
+    /// By address, for shared names. Each entry holds its `Arc`, so that its address
+    /// cannot be reused for another string while the entry (or a cache slot, cleared with
+    /// it) stands.
+    by_address: FastMap<usize, (Arc<str>, u32)>,
+    /// By address and length, for `'static` names, which never move or end.
+    by_static: FastMap<(usize, usize), u32>,
+    /// The last address seen in each slot: of an entry of `by_address` or `by_static`.
+    cache: Box<[Slot; CACHE_SLOTS]>,
+}
+
+impl Default for Strings {
+    fn default() -> Self {
+        Self {
+            values: Vec::new(),
+            by_text: FastMap::default(),
+            by_address: FastMap::default(),
+            by_static: FastMap::default(),
+            cache: Box::new([EMPTY; CACHE_SLOTS]),
+        }
+    }
+}
+
+/// The cache slot of an address: its top bits times 2^64 / φ (Fibonacci hashing), which
+/// spreads addresses whose low bits agree (aligned allocations).
+#[inline]
+fn slot(address: usize) -> usize {
+    ((address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CACHE_SLOTS.trailing_zeros()))
+        as usize
+}
+
+impl Strings {
+    /// The id of `s`, found by its text.
+    pub(crate) fn text(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.by_text.get(s) {
+            return id;
+        }
+        let id = u32::try_from(self.values.len()).unwrap_or_else(|_| {
+            // 2^32 distinct strings in one file: the map alone would hold hundreds of GB
+            // before this, so it is unreachable in practice.
+            unreachable!("more than 2^32 distinct strings in one Parquet file")
+        });
+        self.values.push(ByteArray::from(s));
+        self.by_text.insert(Box::from(s), id);
+        id
+    }
+
+    /// [`Self::text`] for a shared name.
+    #[inline]
+    pub(crate) fn shared(&mut self, s: &Arc<str>) -> u32 {
+        let address = Arc::as_ptr(s) as *const u8 as usize;
+        let slot = &self.cache[slot(address)];
+        if slot.address == address && slot.len == s.len() {
+            return slot.id;
+        }
+        self.shared_slow(s, address)
+    }
+
+    #[cold]
+    fn shared_slow(&mut self, s: &Arc<str>, address: usize) -> u32 {
+        let id = match self.by_address.get(&address) {
+            Some(&(_, id)) => id,
+            None => {
+                let id = self.text(s);
+                if self.by_address.len() >= MAX_BY_ADDRESS {
+                    self.by_address.clear();
+                    *self.cache = [EMPTY; CACHE_SLOTS];
+                }
+                self.by_address.insert(address, (Arc::clone(s), id));
+                id
+            }
+        };
+        self.cache[slot(address)] = Slot {
+            address,
+            len: s.len(),
+            id,
+        };
+        id
+    }
+
+    /// [`Self::text`] for a name that lives as long as the program.
+    #[inline]
+    pub(crate) fn fixed(&mut self, s: &'static str) -> u32 {
+        let address = s.as_ptr() as usize;
+        let slot = &self.cache[slot(address)];
+        if slot.address == address && slot.len == s.len() {
+            return slot.id;
+        }
+        self.fixed_slow(s, address)
+    }
+
+    #[cold]
+    fn fixed_slow(&mut self, s: &'static str, address: usize) -> u32 {
+        let id = match self.by_static.get(&(address, s.len())) {
+            Some(&id) => id,
+            None => {
+                let id = self.text(s);
+                self.by_static.insert((address, s.len()), id);
+                id
+            }
+        };
+        self.cache[slot(address)] = Slot {
+            address,
+            len: s.len(),
+            id,
+        };
+        id
+    }
+
+    /// The values of `ids`, in `into` (cleared first; its values share their bytes with
+    /// this table's).
+    pub(crate) fn values<'v>(&self, ids: &[u32], into: &'v mut Vec<ByteArray>) -> &'v [ByteArray] {
+        into.clear();
+        into.extend(ids.iter().map(|&id| self.values[id as usize].clone()));
+        into
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_string_keeps_its_id_whichever_way_it_is_found() {
+        let mut strings = Strings::default();
+        let name: Arc<str> = Arc::from("aten::mm");
+        let copy: Arc<str> = Arc::from("aten::mm");
+        let id = strings.text("aten::mm");
+        assert_eq!(strings.shared(&name), id);
+        assert_eq!(strings.shared(&name), id);
+        assert_eq!(strings.shared(&copy), id);
+        assert_eq!(strings.fixed("aten::mm"), id);
+        assert_eq!(strings.text("cpu_op"), id + 1);
+        assert_eq!(strings.fixed("cpu_op"), id + 1);
+        let mut values = Vec::new();
+        let values = strings.values(&[id + 1, id, id + 1], &mut values);
+        let texts: Vec<&[u8]> = values.iter().map(ByteArray::data).collect();
+        assert_eq!(texts, [&b"cpu_op"[..], b"aten::mm", b"cpu_op"]);
+    }
+
+    #[test]
+    fn names_past_the_address_table_s_bound_keep_their_ids() {
+        let mut strings = Strings::default();
+        let names: Vec<Arc<str>> = (0..MAX_BY_ADDRESS + 10)
+            .map(|i| Arc::from(format!("op{}", i % 100).as_str()))
+            .collect();
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(strings.shared(name), (i % 100) as u32);
+        }
+        assert!(strings.by_address.len() <= MAX_BY_ADDRESS);
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(strings.shared(name), (i % 100) as u32);
+        }
+    }
+}
