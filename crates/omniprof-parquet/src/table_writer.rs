@@ -12,8 +12,8 @@ use std::sync::Arc;
 use parquet::basic::{
     Compression, Encoding, LogicalType, Repetition, Type as PhysicalType, ZstdLevel,
 };
-use parquet::column::writer::ColumnWriter;
-use parquet::data_type::ByteArray;
+use parquet::column::writer::{ColumnWriter, ColumnWriterImpl};
+use parquet::data_type::{ByteArray, ByteArrayType};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
@@ -27,12 +27,17 @@ use crate::strings::Strings;
 /// a row group's buffered values stay some tens of MB.
 pub(crate) const ROW_GROUP_ROWS: usize = 1 << 17;
 
-/// Values a column writer takes at a time: a row group's column, which the writer takes as
-/// one page. Each batch checks the page's size and row count and updates the statistics
-/// once, so one batch costs least; a page is still at most 1 MiB (2^17 values of 8 bytes,
-/// plain), and on the benchmark trace the tables came out a little smaller than with pages
-/// closed every 8,192 values past Parquet's 20,000-row page limit.
+/// Values a column writer takes at a time: a row group's column. Each batch checks the
+/// page's size and row count and updates the statistics once, so one batch costs least.
+/// With no row limit on pages ([`TableWriter::create`]) a column chunk is one data page,
+/// still at most 1 MiB (2^17 values of 8 bytes, plain); on the benchmark trace the tables
+/// came out a little smaller than with pages closed every 8,192 values past Parquet's
+/// default limit of 20,000 rows.
 const WRITE_BATCH_ROWS: usize = ROW_GROUP_ROWS;
+
+/// Rows of a string column turned into [`ByteArray`]s and written at a time: 128 KiB of
+/// them, not a row group's 2 MiB.
+const STRING_BATCH_ROWS: usize = 8192;
 
 /// zstd's fastest level: on the benchmark trace level 3 was no smaller (the encodings leave
 /// little to find) and took more time.
@@ -270,6 +275,7 @@ impl TableWriter {
             .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_write_batch_size(WRITE_BATCH_ROWS)
+            .set_data_page_row_count_limit(ROW_GROUP_ROWS)
             .set_created_by(format!("omniprof {}", env!("CARGO_PKG_VERSION")))
             .set_key_value_metadata(Some(vec![KeyValue::new(
                 SCHEMA_VERSION_KEY.to_owned(),
@@ -355,10 +361,10 @@ impl TableWriter {
                     w.write_batch(v, None, None)
                 }
                 (ColumnWriter::ByteArrayColumnWriter(w), Buffer::Str(ids)) => {
-                    w.write_batch(strings.values(ids, values), None, None)
+                    write_strings(w, strings, values, ids, None)
                 }
                 (ColumnWriter::ByteArrayColumnWriter(w), Buffer::NullableStr(ids, d)) => {
-                    w.write_batch(strings.values(ids, values), Some(d), None)
+                    write_strings(w, strings, values, ids, Some(d))
                 }
                 _ => return Err(ParquetError::Schema("a column of another type".into())),
             };
@@ -382,6 +388,29 @@ impl TableWriter {
             .map_err(|e| ParquetError::parquet(&path, e))?;
         Ok(self.written)
     }
+}
+
+/// Writes a string column's values (`ids` in `strings`; `levels`, the definition level of
+/// each row when it is nullable) [`STRING_BATCH_ROWS`] rows at a time, through `values`.
+fn write_strings(
+    writer: &mut ColumnWriterImpl<'_, ByteArrayType>,
+    strings: &Strings,
+    values: &mut Vec<ByteArray>,
+    ids: &[u32],
+    levels: Option<&[i16]>,
+) -> Result<usize, parquet::errors::ParquetError> {
+    let rows = levels.map_or(ids.len(), <[i16]>::len);
+    let mut taken = 0;
+    for start in (0..rows).step_by(STRING_BATCH_ROWS) {
+        let end = rows.min(start + STRING_BATCH_ROWS);
+        let levels = levels.map(|l| &l[start..end]);
+        let set = levels.map_or(end - start, |l| l.iter().filter(|&&l| l == 1).count());
+        let batch = strings.values(&ids[taken..taken + set], values);
+        taken += set;
+        writer.write_batch(batch, levels, None)?;
+    }
+    values.clear();
+    Ok(taken)
 }
 
 /// The Parquet schema of `table`.
