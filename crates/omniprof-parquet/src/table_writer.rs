@@ -453,7 +453,7 @@ fn schema(table: Table) -> Result<Arc<Type>, ParquetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::METADATA;
+    use crate::schema::{DEVICE_PROPERTIES, METADATA};
     use parquet::file::reader::{FileReader, SerializedFileReader};
 
     #[test]
@@ -484,5 +484,39 @@ mod tests {
                 r#"{source: "b", key: "k", value: "3"}"#
             ]
         );
+    }
+
+    #[test]
+    fn a_nullable_string_column_longer_than_a_string_batch_keeps_each_value_on_its_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("devices.parquet");
+        let mut writer = TableWriter::create(DEVICE_PROPERTIES, &path).unwrap();
+        let rows = 2 * STRING_BATCH_ROWS + 5;
+        let name = |i: usize| (i % 3 != 0).then(|| format!("gpu{}", i % 7));
+        for i in 0..rows {
+            writer
+                .row()
+                .i64(i as i64)
+                .opt_i64(None)
+                .opt_text(name(i).as_deref())
+                .text("{}")
+                .end()
+                .unwrap();
+        }
+        assert_eq!(writer.close().unwrap(), rows as u64);
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        let names: Vec<Option<String>> = reader
+            .get_row_iter(None)
+            .unwrap()
+            .map(|row| {
+                let row = row.unwrap();
+                match &row.get_column_iter().nth(2).unwrap().1 {
+                    parquet::record::Field::Str(s) => Some(s.clone()),
+                    parquet::record::Field::Null => None,
+                    other => panic!("a name of another type: {other:?}"),
+                }
+            })
+            .collect();
+        assert_eq!(names, (0..rows).map(name).collect::<Vec<_>>());
     }
 }
