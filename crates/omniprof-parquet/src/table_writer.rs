@@ -143,8 +143,8 @@ pub(crate) struct Row<'a> {
     wrong: Option<(usize, &'static str)>,
 }
 
-/// Pushes `$value` to the row's next column if it is of the variant `$variant`
-/// (`$variant(values)` or `$variant(values, levels)` with its definition level).
+/// Runs `$push` on the row's next column's buffer if it matches `$buffer`, else notes that
+/// the row gave that column a value of type `$ty`; then moves on to the next column.
 macro_rules! push {
     ($row:ident, $ty:expr, |$buffer:pat_param| $push:expr) => {{
         match $row.writer.buffers.get_mut($row.column) {
@@ -250,11 +250,8 @@ impl Row<'_> {
         let problem = match self.wrong {
             Some((column, given)) => format!(
                 "a {given} for {} ({})",
-                table.columns[column.min(table.columns.len() - 1)].name,
-                writer
-                    .buffers
-                    .get(column)
-                    .map_or("no column", Buffer::type_name),
+                table.columns.get(column).map_or("no column", |c| c.name),
+                writer.buffers.get(column).map_or("-", Buffer::type_name),
             ),
             None => format!("{} values for {} columns", self.column, table.columns.len()),
         };
@@ -368,7 +365,6 @@ impl TableWriter {
                 }
                 _ => return Err(ParquetError::Schema("a column of another type".into())),
             };
-            values.clear();
             written.map_err(err)?;
             column.close().map_err(err)?;
             buffer.clear();
@@ -469,6 +465,11 @@ mod tests {
         );
         let err = writer.row().text("a").end().unwrap_err();
         assert_eq!(err.to_string(), "schema: metadata: 1 values for 3 columns");
+        let err = writer.row().text("a").text("k").text("v").text("w").end();
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "schema: metadata: a STRING for no column (-)"
+        );
         writer.row().text("b").text("k").text("3").end().unwrap();
         assert_eq!(writer.close().unwrap(), 2);
         let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
