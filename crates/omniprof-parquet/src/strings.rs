@@ -72,38 +72,35 @@ fn slot(address: usize) -> usize {
 }
 
 impl Strings {
-    /// The id of `s`, found by its text.
-    pub(crate) fn text(&mut self, s: &str) -> u32 {
+    /// The id of `s`, found by its text; `None` once the file holds 2^32 distinct strings
+    /// (which the ids cannot number).
+    pub(crate) fn text(&mut self, s: &str) -> Option<u32> {
         if let Some(&id) = self.by_text.get(s) {
-            return id;
+            return Some(id);
         }
-        let id = u32::try_from(self.values.len()).unwrap_or_else(|_| {
-            // 2^32 distinct strings in one file: the map alone would hold hundreds of GB
-            // before this, so it is unreachable in practice.
-            unreachable!("more than 2^32 distinct strings in one Parquet file")
-        });
+        let id = u32::try_from(self.values.len()).ok()?;
         self.values.push(ByteArray::from(s));
         self.by_text.insert(Box::from(s), id);
-        id
+        Some(id)
     }
 
     /// [`Self::text`] for a shared name.
     #[inline]
-    pub(crate) fn shared(&mut self, s: &Arc<str>) -> u32 {
+    pub(crate) fn shared(&mut self, s: &Arc<str>) -> Option<u32> {
         let address = Arc::as_ptr(s) as *const u8 as usize;
         let slot = &self.cache[slot(address)];
         if slot.address == address && slot.len == s.len() {
-            return slot.id;
+            return Some(slot.id);
         }
         self.shared_slow(s, address)
     }
 
     #[cold]
-    fn shared_slow(&mut self, s: &Arc<str>, address: usize) -> u32 {
+    fn shared_slow(&mut self, s: &Arc<str>, address: usize) -> Option<u32> {
         let id = match self.by_address.get(&address) {
             Some(&(_, id)) => id,
             None => {
-                let id = self.text(s);
+                let id = self.text(s)?;
                 if self.by_address.len() >= MAX_BY_ADDRESS {
                     self.by_address.clear();
                     *self.cache = [EMPTY; CACHE_SLOTS];
@@ -117,26 +114,26 @@ impl Strings {
             len: s.len(),
             id,
         };
-        id
+        Some(id)
     }
 
     /// [`Self::text`] for a name that lives as long as the program.
     #[inline]
-    pub(crate) fn fixed(&mut self, s: &'static str) -> u32 {
+    pub(crate) fn fixed(&mut self, s: &'static str) -> Option<u32> {
         let address = s.as_ptr() as usize;
         let slot = &self.cache[slot(address)];
         if slot.address == address && slot.len == s.len() {
-            return slot.id;
+            return Some(slot.id);
         }
         self.fixed_slow(s, address)
     }
 
     #[cold]
-    fn fixed_slow(&mut self, s: &'static str, address: usize) -> u32 {
+    fn fixed_slow(&mut self, s: &'static str, address: usize) -> Option<u32> {
         let id = match self.by_static.get(&(address, s.len())) {
             Some(&id) => id,
             None => {
-                let id = self.text(s);
+                let id = self.text(s)?;
                 self.by_static.insert((address, s.len()), id);
                 id
             }
@@ -146,7 +143,7 @@ impl Strings {
             len: s.len(),
             id,
         };
-        id
+        Some(id)
     }
 
     /// The values of `ids`, in `into` (cleared first; its values share their bytes with
@@ -167,13 +164,13 @@ mod tests {
         let mut strings = Strings::default();
         let name: Arc<str> = Arc::from("aten::mm");
         let copy: Arc<str> = Arc::from("aten::mm");
-        let id = strings.text("aten::mm");
-        assert_eq!(strings.shared(&name), id);
-        assert_eq!(strings.shared(&name), id);
-        assert_eq!(strings.shared(&copy), id);
-        assert_eq!(strings.fixed("aten::mm"), id);
-        assert_eq!(strings.text("cpu_op"), id + 1);
-        assert_eq!(strings.fixed("cpu_op"), id + 1);
+        let id = strings.text("aten::mm").unwrap();
+        assert_eq!(strings.shared(&name), Some(id));
+        assert_eq!(strings.shared(&name), Some(id));
+        assert_eq!(strings.shared(&copy), Some(id));
+        assert_eq!(strings.fixed("aten::mm"), Some(id));
+        assert_eq!(strings.text("cpu_op"), Some(id + 1));
+        assert_eq!(strings.fixed("cpu_op"), Some(id + 1));
         let mut values = Vec::new();
         let values = strings.values(&[id + 1, id, id + 1], &mut values);
         let texts: Vec<&[u8]> = values.iter().map(ByteArray::data).collect();
@@ -187,11 +184,11 @@ mod tests {
             .map(|i| Arc::from(format!("op{}", i % 100).as_str()))
             .collect();
         for (i, name) in names.iter().enumerate() {
-            assert_eq!(strings.shared(name), (i % 100) as u32);
+            assert_eq!(strings.shared(name), Some((i % 100) as u32));
         }
         assert!(strings.by_address.len() <= MAX_BY_ADDRESS);
         for (i, name) in names.iter().enumerate() {
-            assert_eq!(strings.shared(name), (i % 100) as u32);
+            assert_eq!(strings.shared(name), Some((i % 100) as u32));
         }
     }
 }

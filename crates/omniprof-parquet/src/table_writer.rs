@@ -141,6 +141,8 @@ pub(crate) struct Row<'a> {
     column: usize,
     /// The first column given a value of another type, and that type.
     wrong: Option<(usize, &'static str)>,
+    /// A string could not be given an id: the file holds 2^32 distinct strings.
+    full: bool,
 }
 
 /// Runs `$push` on the row's next column's buffer if it matches `$buffer`, else notes that
@@ -160,6 +162,21 @@ impl Row<'_> {
     #[cold]
     fn wrong(&mut self, ty: ColumnType) {
         self.wrong.get_or_insert((self.column, ty.doc_name()));
+    }
+
+    /// A string's id, or 0 noting that the file has no id left for it.
+    #[inline]
+    fn id(&mut self, id: Option<u32>) -> u32 {
+        match id {
+            Some(id) => id,
+            None => self.full(),
+        }
+    }
+
+    #[cold]
+    fn full(&mut self) -> u32 {
+        self.full = true;
+        0
     }
 
     /// An `INT64`.
@@ -196,6 +213,7 @@ impl Row<'_> {
     #[inline]
     pub(crate) fn shared(&mut self, s: &Arc<str>) -> &mut Self {
         let id = self.writer.strings.shared(s);
+        let id = self.id(id);
         push!(self, ColumnType::String, |Buffer::Str(v)| v.push(id))
     }
 
@@ -203,18 +221,26 @@ impl Row<'_> {
     #[inline]
     pub(crate) fn fixed(&mut self, s: &'static str) -> &mut Self {
         let id = self.writer.strings.fixed(s);
+        let id = self.id(id);
         push!(self, ColumnType::String, |Buffer::Str(v)| v.push(id))
     }
 
     /// Any other `STRING`.
     pub(crate) fn text(&mut self, s: &str) -> &mut Self {
         let id = self.writer.strings.text(s);
+        let id = self.id(id);
         push!(self, ColumnType::String, |Buffer::Str(v)| v.push(id))
     }
 
     /// A nullable `STRING`.
     pub(crate) fn opt_text(&mut self, s: Option<&str>) -> &mut Self {
-        let id = s.map(|s| self.writer.strings.text(s));
+        let id = match s {
+            Some(s) => {
+                let id = self.writer.strings.text(s);
+                Some(self.id(id))
+            }
+            None => None,
+        };
         push!(self, ColumnType::NullableString, |Buffer::NullableStr(
             v,
             d,
@@ -226,11 +252,12 @@ impl Row<'_> {
 
     /// Ends the row, which must have had a value of the right type for every column; a
     /// row group is written once [`ROW_GROUP_ROWS`] rows are held. A row that does not
-    /// match the schema is dropped whole, so that the columns stay aligned.
+    /// match the schema, or has a string the file has no id left for, is dropped whole,
+    /// so that the columns stay aligned.
     #[inline]
     pub(crate) fn end(&mut self) -> Result<(), ParquetError> {
         let writer = &mut *self.writer;
-        if self.wrong.is_some() || self.column != writer.buffers.len() {
+        if self.wrong.is_some() || self.full || self.column != writer.buffers.len() {
             return Err(self.mismatch());
         }
         writer.rows += 1;
@@ -246,6 +273,15 @@ impl Row<'_> {
         let table = writer.table;
         for buffer in &mut writer.buffers {
             buffer.truncate(writer.rows);
+        }
+        if self.full {
+            return ParquetError::parquet(
+                &writer.path,
+                parquet::errors::ParquetError::General(format!(
+                    "{}: more than 2^32 distinct strings, which one file's ids cannot number",
+                    table.name
+                )),
+            );
         }
         let problem = match self.wrong {
             Some((column, given)) => format!(
@@ -327,6 +363,7 @@ impl TableWriter {
             writer: self,
             column: 0,
             wrong: None,
+            full: false,
         }
     }
 
