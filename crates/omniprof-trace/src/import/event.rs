@@ -102,6 +102,42 @@ impl ArgFilter {
     }
 }
 
+/// An [`ArgFilter`] and the lengths of the keys an activity keeps with it (the
+/// [lifted](LIFTED_ARGS) ones included), which turn most other keys away without comparing
+/// them: a trace's args are mostly keys the summary does not read.
+#[derive(Clone, Debug)]
+pub(super) struct KeptArgs {
+    pub filter: ArgFilter,
+    /// Bit `n` set when a kept key may be `n` bytes long (all bits for [`ArgFilter::All`];
+    /// keys of 64 bytes and more are always compared).
+    lengths: u64,
+}
+
+impl KeptArgs {
+    pub(super) fn new(filter: ArgFilter) -> Self {
+        let lengths = match &filter {
+            ArgFilter::All => u64::MAX,
+            ArgFilter::Only(keys) => LIFTED_ARGS
+                .iter()
+                .copied()
+                .chain(keys.iter().map(String::as_str))
+                .filter(|key| key.len() < 64)
+                .fold(0, |lengths, key| lengths | 1 << key.len()),
+        };
+        Self { filter, lengths }
+    }
+
+    /// [`ArgKeys::keeps`] with this filter.
+    #[inline]
+    pub(super) fn keeps(&self, keys: ArgKeys, key: &str) -> bool {
+        let unread_length = key.len() < 64 && self.lengths >> key.len() & 1 == 0;
+        if keys == (ArgKeys::Activity { counter: false }) && unread_length {
+            return false;
+        }
+        keys.keeps(key, &self.filter)
+    }
+}
+
 /// The type of a `cat`: an exact name without allocating, else [`ActivityType::parse`]
 /// (case folding, generic names).
 pub(super) fn activity_type(cat: &str) -> Option<ActivityType> {
@@ -560,6 +596,33 @@ mod tests {
         assert!(!op.keeps("Input type", &only));
         assert!(ArgKeys::Activity { counter: true }.keeps("Input type", &only));
         assert!(ArgKeys::Row.keeps("sort_index", &only) && !ArgKeys::Span.keeps("name", &only));
+        let kept = KeptArgs::new(only.clone());
+        for key in [
+            "External id",
+            "correlation",
+            "Input Dims",
+            "Input type",
+            "Input Dimz",
+            "x",
+        ] {
+            for keys in [
+                op,
+                ArgKeys::Activity { counter: true },
+                ArgKeys::Row,
+                ArgKeys::Span,
+            ] {
+                assert_eq!(
+                    kept.keeps(keys, key),
+                    keys.keeps(key, &only),
+                    "{keys:?} {key}"
+                );
+            }
+        }
+        let long = "k".repeat(70);
+        let all = KeptArgs::new(ArgFilter::All);
+        assert!(all.keeps(op, &long) && all.keeps(op, "x"));
+        let only_long = KeptArgs::new(ArgFilter::Only(vec![long.clone()]));
+        assert!(only_long.keeps(op, &long) && !only_long.keeps(op, "x"));
     }
 
     #[test]

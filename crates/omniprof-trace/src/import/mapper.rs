@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-use super::event::{activity_type, micros_to_ns, ArgFilter, Id, Raw, RawEvent};
+use super::event::{activity_type, micros_to_ns, ArgFilter, Id, KeptArgs, Raw, RawEvent};
 use super::item::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::counter::{CounterSample, CounterTrack};
@@ -146,7 +146,7 @@ pub(super) struct Converter {
     /// `baseTimeNanoseconds` as far as known (0 until it is read).
     pub base_ns: i64,
     /// Which other args activities keep.
-    pub args: ArgFilter,
+    pub args: KeptArgs,
     /// The longest event read ([`Limits::event_bytes`](super::Limits::event_bytes)); the
     /// parallel reader leaves a longer one to the sequential one, which reports it.
     pub max_event_bytes: usize,
@@ -157,7 +157,7 @@ impl Converter {
     pub(super) fn new(args: ArgFilter) -> Self {
         Self {
             base_ns: 0,
-            args,
+            args: KeptArgs::new(args),
             max_event_bytes: usize::MAX,
             names: HashSet::default(),
         }
@@ -318,7 +318,7 @@ impl Converter {
         start_ns: i64,
         end_ns: i64,
     ) -> Result<(Activity, u64), EventError> {
-        let args = ev.args(&self.args)?;
+        let args = ev.args(&self.args.filter)?;
         let name = self.intern(ev.name.as_deref().unwrap_or_default());
         let mut activity = Activity::new(kind, name, device, resource, start_ns, end_ns);
         let linked = !kind.has_own_external_id();
@@ -364,7 +364,7 @@ impl Converter {
         let start_ns = self.start_ns(&ev)?;
         let end_ns = Self::end_ns(start_ns, &ev)?;
         let (prefix, iteration) = split_span_name(ev.name.as_deref().unwrap_or_default(), &name);
-        let args = ev.args(&self.args)?;
+        let args = ev.args(&self.args.filter)?;
         let op_count = args.get(arg::OP_COUNT).and_then(as_u64).unwrap_or(0);
         Ok(Mapped::Span(Span {
             name,
@@ -378,7 +378,7 @@ impl Converter {
 
     /// A process or thread row event: what it sets in the row of its pid or (pid, tid).
     fn row(&mut self, mut ev: RawEvent) -> Result<Mapped, EventError> {
-        let args = ev.args(&self.args)?;
+        let args = ev.args(&self.args.filter)?;
         let text = |key| args.get(key).and_then(Value::as_str).map(str::to_string);
         let int = |key| args.get(key).and_then(Value::as_i64);
         /// What the row event sets, before its pid and tid are known.

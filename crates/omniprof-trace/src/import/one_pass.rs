@@ -17,7 +17,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::event::{ArgFilter, ArgKeys, Args, Id, Raw, RawEvent, Str};
+use super::event::{ArgKeys, Args, Id, KeptArgs, Raw, RawEvent, Str};
 use crate::value::{Value, MAX_VALUE_DEPTH};
 
 /// Parses the event at the start of `text` (after any whitespace) in one pass, reading only
@@ -26,7 +26,7 @@ use crate::value::{Value, MAX_VALUE_DEPTH};
 ///
 /// Returns the event and the length of its text (to just after its `}`), or `None` for
 /// anything the reference parser must judge (see the module docs).
-pub(super) fn read_event<'a>(text: &'a str, filter: &ArgFilter) -> Option<(RawEvent<'a>, usize)> {
+pub(super) fn read_event<'a>(text: &'a str, filter: &KeptArgs) -> Option<(RawEvent<'a>, usize)> {
     let mut parser = Parser { text, at: 0 };
     let event = parser.event(filter)?;
     Some((event, parser.at))
@@ -145,7 +145,7 @@ impl<'a> Parser<'a> {
         self.string().map(|key| field(&key))
     }
 
-    fn event(&mut self, filter: &ArgFilter) -> Option<RawEvent<'a>> {
+    fn event(&mut self, filter: &KeptArgs) -> Option<RawEvent<'a>> {
         self.whitespace();
         let mut ev = RawEvent::default();
         let mut seen = [false; 9];
@@ -172,7 +172,7 @@ impl<'a> Parser<'a> {
                             p.skip_value()?;
                             Args::default()
                         } else {
-                            p.args(|key| keys.keeps(key, filter))?
+                            p.args(|key| filter.keeps(keys, key))?
                         });
                     }
                 }
@@ -671,6 +671,8 @@ fn plain_run_end(bytes: &[u8], mut at: usize) -> usize {
 mod tests {
     use serde::Deserialize;
 
+    use super::super::event::ArgFilter;
+
     use super::*;
 
     /// The event's fields and its args as the mapper would get them (it reads none of an
@@ -710,7 +712,8 @@ mod tests {
     }
 
     fn one_pass(text: &str, filter: &ArgFilter) -> Option<(String, usize)> {
-        read_event(text, filter).map(|(ev, len)| (fields(ev, filter), len))
+        let kept = KeptArgs::new(filter.clone());
+        read_event(text, &kept).map(|(ev, len)| (fields(ev, filter), len))
     }
 
     const FILTERS: [fn() -> ArgFilter; 2] =
@@ -776,10 +779,13 @@ mod tests {
             r#"{"a": "\udc00"}"#,
             r#"{"ph": "X", "cat": "cpu_op", "args": {"a": 1e-400}}"#,
         ] {
-            assert!(read_event(bad, &ArgFilter::All).is_none(), "{bad}");
+            assert!(
+                read_event(bad, &KeptArgs::new(ArgFilter::All)).is_none(),
+                "{bad}"
+            );
         }
         let deep = format!("{{\"a\": {}{}}}", "[".repeat(65), "]".repeat(65));
-        assert!(read_event(&deep, &ArgFilter::All).is_none());
+        assert!(read_event(&deep, &KeptArgs::new(ArgFilter::All)).is_none());
         assert!(reference(&deep, &ArgFilter::All).is_some());
     }
 
@@ -849,7 +855,7 @@ mod tests {
     fn raw_values_keep_their_text() {
         let (ev, _) = read_event(
             r#"{"ts": 12.500, "dur": "7", "args": {"a": [1, 2]}}"#,
-            &ArgFilter::All,
+            &KeptArgs::new(ArgFilter::All),
         )
         .unwrap();
         assert_eq!(ev.ts.map(|r| r.0), Some("12.500"));
