@@ -215,8 +215,9 @@ impl Converter {
         Ok(pid.zip(Self::id(&ev.tid, "tid")?.as_int()))
     }
 
-    /// Converts one event; an error is an event the mapper cannot use.
-    pub(super) fn convert(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
+    /// Converts one event; an error is an event the mapper cannot use. The event is taken
+    /// by reference: it is large, and moving it at each call cost a copy.
+    pub(super) fn convert(&mut self, ev: &mut RawEvent) -> Result<Mapped, EventError> {
         match ev.ph.as_deref() {
             Some("X") => self.complete(ev),
             Some("i") => self.instant(ev),
@@ -228,7 +229,7 @@ impl Converter {
         }
     }
 
-    fn complete(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
+    fn complete(&mut self, ev: &mut RawEvent) -> Result<Mapped, EventError> {
         let cat = ev.cat.as_deref().unwrap_or_default();
         if cat == "Trace" {
             return self.span(ev);
@@ -250,7 +251,7 @@ impl Converter {
         Ok(Mapped::Activity(activity, too_deep))
     }
 
-    fn instant(&mut self, ev: RawEvent) -> Result<Mapped, EventError> {
+    fn instant(&mut self, ev: &mut RawEvent) -> Result<Mapped, EventError> {
         if ev.name.as_deref() == Some("Record Window End") {
             return Ok(Mapped::WindowEnd(self.start_ns(&ev)?));
         }
@@ -269,7 +270,7 @@ impl Converter {
         Ok(Mapped::Activity(activity, too_deep))
     }
 
-    fn counter(&mut self, mut ev: RawEvent) -> Result<Mapped, EventError> {
+    fn counter(&mut self, ev: &mut RawEvent) -> Result<Mapped, EventError> {
         let Some(kind) = ev.cat.as_deref().and_then(activity_type) else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
@@ -312,7 +313,7 @@ impl Converter {
     fn activity(
         &mut self,
         kind: ActivityType,
-        mut ev: RawEvent,
+        ev: &mut RawEvent,
         device: i64,
         resource: i64,
         start_ns: i64,
@@ -339,7 +340,7 @@ impl Converter {
         Ok((activity, args.too_deep))
     }
 
-    fn flow(&mut self, ev: RawEvent, start: bool) -> Result<Mapped, EventError> {
+    fn flow(&mut self, ev: &mut RawEvent, start: bool) -> Result<Mapped, EventError> {
         let kind = ev.cat.as_deref().and_then(FlowKind::from_name);
         let id = ev
             .id
@@ -359,7 +360,7 @@ impl Converter {
         }))
     }
 
-    fn span(&mut self, mut ev: RawEvent) -> Result<Mapped, EventError> {
+    fn span(&mut self, ev: &mut RawEvent) -> Result<Mapped, EventError> {
         let name = Self::id(&ev.tid, "tid")?.to_text();
         let start_ns = self.start_ns(&ev)?;
         let end_ns = Self::end_ns(start_ns, &ev)?;
@@ -377,7 +378,7 @@ impl Converter {
     }
 
     /// A process or thread row event: what it sets in the row of its pid or (pid, tid).
-    fn row(&mut self, mut ev: RawEvent) -> Result<Mapped, EventError> {
+    fn row(&mut self, ev: &mut RawEvent) -> Result<Mapped, EventError> {
         let args = ev.args(&self.args.filter)?;
         let text = |key| args.get(key).and_then(Value::as_str).map(str::to_string);
         let int = |key| args.get(key).and_then(Value::as_i64);
@@ -477,10 +478,10 @@ impl EventMapper {
     /// Converts and applies one event.
     pub(super) fn event(
         &mut self,
-        ev: RawEvent,
+        mut ev: RawEvent,
         sink: &mut impl FnMut(TraceItem),
     ) -> Result<(), EventError> {
-        match self.converter.convert(ev) {
+        match self.converter.convert(&mut ev) {
             Ok(mapped) => {
                 self.apply(mapped, sink);
                 Ok(())

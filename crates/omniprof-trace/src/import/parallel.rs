@@ -230,7 +230,7 @@ fn read_piece(
     let mut pos = start;
     while pos < stop {
         // `pos` is on a character boundary: it follows an ASCII byte (or is a cut's `{`).
-        let Some((event, len)) = read_event(&text[pos..], &converter.args) else {
+        let Some((mut event, len)) = read_event(&text[pos..], &converter.args) else {
             break;
         };
         if len > converter.max_event_bytes {
@@ -242,7 +242,7 @@ fn read_piece(
             // takes this event again, and what follows it.
             break;
         }
-        let Ok(mapped) = converter.convert(event) else {
+        let Ok(mapped) = converter.convert(&mut event) else {
             break;
         };
         events.push(mapped);
