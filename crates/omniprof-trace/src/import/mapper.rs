@@ -237,11 +237,11 @@ impl Converter {
         let Some(kind) = activity_type(cat) else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
-        let Some((device, resource)) = Self::int_ids(&ev)? else {
+        let Some((device, resource)) = Self::int_ids(ev)? else {
             return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
-        let mut start = self.start_ns(&ev)?;
-        let mut end = Self::end_ns(start, &ev)?;
+        let mut start = self.start_ns(ev)?;
+        let mut end = Self::end_ns(start, ev)?;
         if kind == ActivityType::GpuUserAnnotation && end - start >= 2 {
             // Undo the writer's widening (1 ns on each side).
             (start, end) = (start + 1, end - 1);
@@ -253,7 +253,7 @@ impl Converter {
 
     fn instant(&mut self, ev: &mut RawEvent) -> Result<Mapped, EventError> {
         if ev.name.as_deref() == Some("Record Window End") {
-            return Ok(Mapped::WindowEnd(self.start_ns(&ev)?));
+            return Ok(Mapped::WindowEnd(self.start_ns(ev)?));
         }
         if matches!(&ev.pid, Some(Id::Str(pid)) if &**pid == "Traces") {
             // `Iteration Start` markers; the writer regenerates them from the spans.
@@ -262,10 +262,10 @@ impl Converter {
         let Some(kind) = ev.cat.as_deref().and_then(activity_type) else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
-        let Some((device, resource)) = Self::int_ids(&ev)? else {
+        let Some((device, resource)) = Self::int_ids(ev)? else {
             return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
-        let start = self.start_ns(&ev)?;
+        let start = self.start_ns(ev)?;
         let (activity, too_deep) = self.activity(kind, ev, device, resource, start, start)?;
         Ok(Mapped::Activity(activity, too_deep))
     }
@@ -280,7 +280,7 @@ impl Converter {
         ) else {
             return Ok(Mapped::Skipped(Skip::UnsupportedId));
         };
-        let ts_ns = self.start_ns(&ev)?;
+        let ts_ns = self.start_ns(ev)?;
         // Counter values are never filtered: they are the sample.
         let args = ev.args(&ArgFilter::All)?;
         let name = self.intern(ev.name.as_deref().unwrap_or_default());
@@ -349,7 +349,7 @@ impl Converter {
             .and_then(|id| u64::try_from(id).ok());
         let device = Self::id(&ev.pid, "pid")?.as_int();
         let resource = Self::id(&ev.tid, "tid")?.as_int().map(lane_row);
-        let ts = self.start_ns(&ev)?;
+        let ts = self.start_ns(ev)?;
         Ok(Mapped::Flow(FlowEnd {
             kind,
             id,
@@ -362,8 +362,8 @@ impl Converter {
 
     fn span(&mut self, ev: &mut RawEvent) -> Result<Mapped, EventError> {
         let name = Self::id(&ev.tid, "tid")?.to_text();
-        let start_ns = self.start_ns(&ev)?;
-        let end_ns = Self::end_ns(start_ns, &ev)?;
+        let start_ns = self.start_ns(ev)?;
+        let end_ns = Self::end_ns(start_ns, ev)?;
         let (prefix, iteration) = split_span_name(ev.name.as_deref().unwrap_or_default(), &name);
         let args = ev.args(&self.args.filter)?;
         let op_count = args.get(arg::OP_COUNT).and_then(as_u64).unwrap_or(0);
@@ -422,7 +422,7 @@ impl Converter {
             return Ok(Mapped::Skipped(Skip::Regenerated));
         }
         let ts = match ev.ts {
-            Some(_) => Some(self.start_ns(&ev)?),
+            Some(_) => Some(self.start_ns(ev)?),
             None => None,
         };
         let row = match field {
