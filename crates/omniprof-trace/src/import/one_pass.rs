@@ -201,14 +201,24 @@ impl<'a> Parser<'a> {
             self.at += 1;
             return Some(());
         }
+        (self.next()? == b'"').then_some(())?;
         loop {
-            (self.token()? == b'"').then_some(())?;
             let key = key(self)?;
-            (self.token()? == b':').then_some(())?;
+            // Writers separate as `"key": value, "key": ...`: that spacing is matched
+            // whole, any other the general way.
+            if self.text.as_bytes().get(self.at..self.at + 2) == Some(b": ") {
+                self.at += 2;
+            } else {
+                (self.token()? == b':').then_some(())?;
+            }
             self.whitespace();
             member(self, key)?;
+            if self.text.as_bytes().get(self.at..self.at + 3) == Some(b", \"") {
+                self.at += 3;
+                continue;
+            }
             match self.token()? {
-                b',' => {}
+                b',' => (self.token()? == b'"').then_some(())?,
                 b'}' => return Some(()),
                 _ => return None,
             }
