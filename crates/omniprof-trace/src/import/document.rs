@@ -361,19 +361,26 @@ impl<R: Read> Document<R> {
             let offset = self.scan.offset();
             // Parsed as `str`: the scanner validated the UTF-8 once for all strings.
             let text = self.scan.unread_str();
-            if let Some((event, len)) = read_event(text, &self.mapper.converter.args) {
-                if len <= self.event_limit.bytes {
-                    let mapped = self.mapper.event(event, sink);
-                    self.scan.consume(len);
-                    return Ok((offset, mapped));
+            // The event borrows the scanner's text: it is gone before the scanner moves on.
+            let applied = match read_event(text, &self.mapper.converter.args) {
+                Some((event, len)) if len <= self.event_limit.bytes => {
+                    Some((self.mapper.event(event, sink), len))
                 }
+                _ => None,
+            };
+            if let Some((mapped, len)) = applied {
+                self.scan.consume(len);
+                return Ok((offset, mapped));
             }
         }
         let (offset, text) = self.scan.value("an event", self.event_limit)?;
-        match parse::<RawEvent>(text) {
-            Ok(event) => Ok((offset, self.mapper.event(event, sink))),
-            Err(e) => Err(self.located(offset, e)),
-        }
+        let applied = match parse::<RawEvent>(text) {
+            Ok(event) => Ok(self.mapper.event(event, sink)),
+            Err(e) => Err(e),
+        };
+        applied
+            .map(|mapped| (offset, mapped))
+            .map_err(|e| self.located(offset, e))
     }
 
     /// The `traceEvents` array, one event at a time.

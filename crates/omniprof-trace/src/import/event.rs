@@ -17,6 +17,7 @@ use std::ops::Deref;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use smallvec::SmallVec;
 
 use crate::activity::ActivityType;
 use crate::keys::arg;
@@ -303,10 +304,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for Id<'a> {
     }
 }
 
-/// `args` in file order (a map would lose the order).
+/// `args` in file order (a map would lose the order). Most events keep one or two (their
+/// `External id`, `correlation`): those are held inline, sparing an allocation per event.
 #[derive(Default)]
 pub(super) struct Args<'a> {
-    pub kept: Vec<(Str<'a>, Value)>,
+    pub kept: SmallVec<[(Str<'a>, Value); 2]>,
     /// Values of kept keys skipped because they nest deeper than
     /// [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH).
     pub too_deep: u64,
