@@ -362,11 +362,14 @@ impl<R: Read> Document<R> {
             // Parsed as `str`: the scanner validated the UTF-8 once for all strings.
             let text = self.scan.unread_str();
             // The event borrows the scanner's text: it is gone before the scanner moves on.
-            let applied = match read_event(text, &self.mapper.converter.args) {
-                Some((event, len)) if len <= self.event_limit.bytes => {
-                    Some((self.mapper.event(event, sink), len))
+            let applied = {
+                let mut event = RawEvent::default();
+                match read_event(text, &self.mapper.converter.args, &mut event) {
+                    Some(len) if len <= self.event_limit.bytes => {
+                        Some((self.mapper.event(event, sink), len))
+                    }
+                    _ => None,
                 }
-                _ => None,
             };
             if let Some((mapped, len)) = applied {
                 self.scan.consume(len);

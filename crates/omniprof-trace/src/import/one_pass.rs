@@ -24,12 +24,18 @@ use crate::value::{Value, MAX_VALUE_DEPTH};
 /// the `args` the mapper uses (with `filter`) when `ph` and `cat` come before `args`, as
 /// every writer puts them; otherwise `args` is kept as text, as the reference does.
 ///
-/// Returns the event and the length of its text (to just after its `}`), or `None` for
-/// anything the reference parser must judge (see the module docs).
-pub(super) fn read_event<'a>(text: &'a str, filter: &KeptArgs) -> Option<(RawEvent<'a>, usize)> {
+/// Fills `ev` (a default one: the parser sets only the fields it reads) and returns the
+/// length of the event's text (to just after its `}`), or `None` for anything the reference
+/// parser must judge (see the module docs). The event is filled in place because it is
+/// large: returning it would copy it at each step out.
+pub(super) fn read_event<'a>(
+    text: &'a str,
+    filter: &KeptArgs,
+    ev: &mut RawEvent<'a>,
+) -> Option<usize> {
     let mut parser = Parser { text, at: 0 };
-    let event = parser.event(filter)?;
-    Some((event, parser.at))
+    parser.event(filter, ev)?;
+    Some(parser.at)
 }
 
 /// Which [`RawEvent`] field a key is, as an index into the seen-fields list.
@@ -145,9 +151,8 @@ impl<'a> Parser<'a> {
         self.string().map(|key| field(&key))
     }
 
-    fn event(&mut self, filter: &KeptArgs) -> Option<RawEvent<'a>> {
+    fn event(&mut self, filter: &KeptArgs, ev: &mut RawEvent<'a>) -> Option<()> {
         self.whitespace();
-        let mut ev = RawEvent::default();
         let mut seen = [false; 9];
         self.object_with(Self::event_key, |p, key| {
             match key {
@@ -179,7 +184,7 @@ impl<'a> Parser<'a> {
             }
             Some(())
         })?;
-        Some(ev)
+        Some(())
     }
 
     /// An object, its `{` next: `member` reads each member's value, its key given, from
@@ -685,6 +690,13 @@ mod tests {
 
     use super::*;
 
+    /// [`read_event`] into a new event.
+    fn read<'a>(text: &'a str, filter: &ArgFilter) -> Option<(RawEvent<'a>, usize)> {
+        let mut ev = RawEvent::default();
+        let len = read_event(text, &KeptArgs::new(filter.clone()), &mut ev)?;
+        Some((ev, len))
+    }
+
     /// The event's fields and its args as the mapper would get them (it reads none of an
     /// event whose [`ArgKeys`] are `None`), as text (`Debug` tells `Int` from `UInt` and
     /// `Float`).
@@ -722,8 +734,8 @@ mod tests {
     }
 
     fn one_pass(text: &str, filter: &ArgFilter) -> Option<(String, usize)> {
-        let kept = KeptArgs::new(filter.clone());
-        read_event(text, &kept).map(|(ev, len)| (fields(ev, filter), len))
+        let (ev, len) = read(text, filter)?;
+        Some((fields(ev, filter), len))
     }
 
     const FILTERS: [fn() -> ArgFilter; 2] =
@@ -789,13 +801,10 @@ mod tests {
             r#"{"a": "\udc00"}"#,
             r#"{"ph": "X", "cat": "cpu_op", "args": {"a": 1e-400}}"#,
         ] {
-            assert!(
-                read_event(bad, &KeptArgs::new(ArgFilter::All)).is_none(),
-                "{bad}"
-            );
+            assert!(read(bad, &ArgFilter::All).is_none(), "{bad}");
         }
         let deep = format!("{{\"a\": {}{}}}", "[".repeat(65), "]".repeat(65));
-        assert!(read_event(&deep, &KeptArgs::new(ArgFilter::All)).is_none());
+        assert!(read(&deep, &ArgFilter::All).is_none());
         assert!(reference(&deep, &ArgFilter::All).is_some());
     }
 
@@ -863,9 +872,9 @@ mod tests {
 
     #[test]
     fn raw_values_keep_their_text() {
-        let (ev, _) = read_event(
+        let (ev, _) = read(
             r#"{"ts": 12.500, "dur": "7", "args": {"a": [1, 2]}}"#,
-            &KeptArgs::new(ArgFilter::All),
+            &ArgFilter::All,
         )
         .unwrap();
         assert_eq!(ev.ts.map(|r| r.0), Some("12.500"));

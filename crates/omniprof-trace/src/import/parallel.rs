@@ -39,6 +39,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::thread;
 
+use super::event::RawEvent;
 use super::item::TraceItem;
 use super::mapper::{Converter, EventMapper, Mapped};
 use super::one_pass::read_event;
@@ -230,7 +231,8 @@ fn read_piece(
     let mut pos = start;
     while pos < stop {
         // `pos` is on a character boundary: it follows an ASCII byte (or is a cut's `{`).
-        let Some((mut event, len)) = read_event(&text[pos..], &converter.args) else {
+        let mut event = RawEvent::default();
+        let Some(len) = read_event(&text[pos..], &converter.args, &mut event) else {
             break;
         };
         if len > converter.max_event_bytes {
