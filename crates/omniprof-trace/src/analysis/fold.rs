@@ -278,7 +278,9 @@ struct RowState {
     /// that were since (skipped when met).
     live: BinaryHeap<Reverse<(Key, u32, u32)>>,
     live_count: usize,
-    waiting: BinaryHeap<Reverse<Waiting>>,
+    /// (place, slot in [`Parked`]) of the row's final events waiting for an earlier one:
+    /// the heap moves these small entries, not the events.
+    waiting: BinaryHeap<Reverse<(Key, u32)>>,
 }
 
 /// The live ops with a correlation id: nearly always one.
@@ -296,23 +298,30 @@ impl Ids {
     }
 }
 
-/// A final event waiting for an earlier event of its row.
-struct Waiting(Emitted);
+/// Final events waiting for an earlier event of their row, in reused slots.
+#[derive(Default)]
+struct Parked {
+    events: Vec<Emitted>,
+    free: Vec<u32>,
+}
 
-impl PartialEq for Waiting {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.first == other.0.first
+impl Parked {
+    fn park(&mut self, event: Emitted) -> u32 {
+        match self.free.pop() {
+            Some(slot) => {
+                self.events[slot as usize] = event;
+                slot
+            }
+            None => {
+                self.events.push(event);
+                (self.events.len() - 1) as u32
+            }
+        }
     }
-}
-impl Eq for Waiting {}
-impl PartialOrd for Waiting {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Waiting {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.first.cmp(&other.0.first)
+
+    fn take(&mut self, slot: u32) -> Emitted {
+        self.free.push(slot);
+        self.events[slot as usize]
     }
 }
 
@@ -320,15 +329,30 @@ impl Ord for Waiting {
 #[derive(Default)]
 struct RangeSet {
     ranges: BTreeMap<u64, u64>,
-    /// The range ids go to while they come one after the other, kept out of `ranges`
-    /// (it may touch or overlap one there until it is put in).
-    recent: Option<(u64, u64)>,
+    /// The ranges ids go to while they come one after the other (one per thread that takes
+    /// its turn, say), with when each last grew; kept out of `ranges` (one may touch or
+    /// overlap a range there until it is put in, the least recently grown first).
+    recent: [Option<Recent>; RECENT_RANGES],
+    /// Inserts so far, which date the recent ranges.
+    clock: u64,
+}
+
+/// Slots of [`RangeSet::recent`].
+const RECENT_RANGES: usize = 8;
+
+#[derive(Clone, Copy)]
+struct Recent {
+    first: u64,
+    last: u64,
+    grown: u64,
 }
 
 impl RangeSet {
     fn contains(&self, v: u64) -> bool {
         self.recent
-            .is_some_and(|(first, last)| first <= v && v <= last)
+            .iter()
+            .flatten()
+            .any(|r| r.first <= v && v <= r.last)
             || self
                 .ranges
                 .range(..=v)
@@ -337,16 +361,34 @@ impl RangeSet {
     }
 
     fn insert(&mut self, v: u64) {
-        match self.recent {
-            Some((first, last)) if first <= v && v <= last => {}
-            Some((first, last)) if last.checked_add(1) == Some(v) => self.recent = Some((first, v)),
-            recent => {
-                if let Some((first, last)) = recent {
-                    self.put(first, last);
-                }
-                self.recent = Some((v, v));
+        self.clock += 1;
+        let mut oldest = 0;
+        for i in 0..RECENT_RANGES {
+            let Some(r) = &mut self.recent[i] else {
+                oldest = i;
+                break;
+            };
+            if r.first <= v && v <= r.last {
+                return;
+            }
+            if r.last.checked_add(1) == Some(v) {
+                r.last = v;
+                r.grown = self.clock;
+                return;
+            }
+            let grown = r.grown;
+            if self.recent[oldest].is_some_and(|o| o.grown > grown) {
+                oldest = i;
             }
         }
+        if let Some(r) = self.recent[oldest] {
+            self.put(r.first, r.last);
+        }
+        self.recent[oldest] = Some(Recent {
+            first: v,
+            last: v,
+            grown: self.clock,
+        });
     }
 
     /// Puts `first..=last` in `ranges`, merged with the ranges it touches or overlaps.
@@ -407,6 +449,7 @@ pub(super) struct Folder {
     early_flow_ends: FastMap<u64, ()>,
     /// By row index.
     rows: Vec<RowState>,
+    parked: Parked,
     waiting_count: usize,
     /// (start of the earliest waiting event, row): rows waiting for the horizon.
     due: BinaryHeap<Reverse<(i64, u32)>>,
@@ -458,6 +501,7 @@ impl Folder {
             flow_targets: FastMap::default(),
             early_flow_ends: FastMap::default(),
             rows: Vec::new(),
+            parked: Parked::default(),
             waiting_count: 0,
             due: BinaryHeap::new(),
             due_at: FastMap::default(),
@@ -1309,7 +1353,10 @@ impl Folder {
             self.ready.push(event);
             return;
         }
-        state.waiting.push(Reverse(Waiting(event)));
+        let first = event.first;
+        state
+            .waiting
+            .push(Reverse((first, self.parked.park(event))));
         self.waiting_count += 1;
         self.recheck(row);
     }
@@ -1319,8 +1366,7 @@ impl Folder {
         let Some(state) = self.rows.get_mut(row as usize) else {
             return;
         };
-        while let Some(Reverse(Waiting(e))) = state.waiting.peek() {
-            let first = e.first;
+        while let Some(&Reverse((first, slot))) = state.waiting.peek() {
             if first.0 >= self.horizon && !self.finishing {
                 if self.due_at.insert(row, first.0) != Some(first.0) {
                     self.due.push(Reverse((first.0, row)));
@@ -1330,10 +1376,9 @@ impl Folder {
             if Self::blocked(&self.nodes, state, first) {
                 break;
             }
-            if let Some(Reverse(Waiting(e))) = state.waiting.pop() {
-                self.waiting_count -= 1;
-                self.ready.push(e);
-            }
+            state.waiting.pop();
+            self.waiting_count -= 1;
+            self.ready.push(self.parked.take(slot));
         }
     }
 
@@ -1395,8 +1440,10 @@ mod tests {
         for v in [5, 6, 7, 10, 9, 1, 8, 8, 0, u64::MAX] {
             ids.insert(v);
         }
-        let (first, last) = ids.recent.unwrap();
-        ids.put(first, last);
+        let recent: Vec<Recent> = ids.recent.iter().flatten().copied().collect();
+        for r in recent {
+            ids.put(r.first, r.last);
+        }
         let ranges: Vec<(u64, u64)> = ids.ranges.iter().map(|(&f, &l)| (f, l)).collect();
         assert_eq!(ranges, [(0, 1), (5, 10), (u64::MAX, u64::MAX)]);
         assert!(ids.contains(7) && ids.contains(0) && ids.contains(u64::MAX));

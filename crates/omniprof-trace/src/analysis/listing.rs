@@ -29,6 +29,8 @@ pub(super) struct Listing {
     /// Absorbed op → the op that absorbed it, for children still to come (a final event
     /// may wait in the folder for an earlier one of its row).
     absorbed: FastMap<u64, u64>,
+    /// `absorbed`'s keys, so that forgetting a few does not clear the whole table's room.
+    absorbed_ops: Vec<u64>,
     /// Device work whose host op is not final yet, by what leads to it.
     device: FastMap<Launcher, Waiting>,
 }
@@ -63,6 +65,7 @@ impl Listing {
             }
             Fate::Absorbed { op, into } => {
                 self.absorbed.insert(op, into);
+                self.absorbed_ops.push(op);
                 // Its children and its device work (`place` follows `absorbed`).
                 for e in self.open.remove(&op).unwrap_or_default() {
                     self.place(e);
@@ -154,8 +157,8 @@ impl Listing {
 
     /// Every final event has been pushed: no child of an absorbed op is still to come.
     pub(super) fn forget_absorbed(&mut self) {
-        if !self.absorbed.is_empty() {
-            self.absorbed.clear();
+        for op in self.absorbed_ops.drain(..) {
+            self.absorbed.remove(&op);
         }
     }
 
