@@ -132,6 +132,9 @@ struct Interner {
     recent: Vec<Option<(Arc<str>, Option<u32>)>>,
 }
 
+/// No row in [`KeyAveragesBuilder::recent_group`].
+const NO_GROUP: u32 = u32::MAX;
+
 /// Slots of [`Interner::recent`].
 const RECENT_NAMES: usize = 256;
 
@@ -200,6 +203,9 @@ pub struct KeyAveragesBuilder {
     scratch: String,
     groups: Vec<Group>,
     group_index: FastMap<GroupKey, u32>,
+    /// The row last found for each name (by name id; [`NO_GROUP`]: none yet), tried before
+    /// `group_index`: a name's events nearly always share one row.
+    recent_group: Vec<u32>,
     /// Host ops per (pid, tid).
     threads: FastMap<(i64, i64), Vec<HostOp>>,
     /// Device time per correlation id that leads to its host op.
@@ -356,6 +362,7 @@ impl KeyAveragesBuilder {
             scratch: String::new(),
             groups: Vec::new(),
             group_index: FastMap::default(),
+            recent_group: Vec::new(),
             threads: FastMap::default(),
             sums: DeviceSums::default(),
             origin_ns: None,
@@ -776,6 +783,13 @@ impl KeyAveragesBuilder {
         let Holding::Folding(f) = &mut self.holding else {
             return;
         };
+        if f.fates.is_empty() && f.ready.is_empty() && f.uncovered.is_empty() {
+            // Most items make nothing final.
+            if f.none_waiting() {
+                self.listed.forget_absorbed();
+            }
+            return;
+        }
         // Fates before events: an event's parent was placed, so its fate opened, before it.
         for fate in f.fates.drain(..) {
             if self.listing {
@@ -1006,8 +1020,14 @@ impl KeyAveragesBuilder {
 
     /// The index of the row for `key`, created empty on first use.
     fn group(&mut self, key: GroupKey) -> u32 {
+        let slot = key.name as usize;
+        if let Some(&g) = self.recent_group.get(slot) {
+            if g != NO_GROUP && self.groups[g as usize].key == key {
+                return g;
+            }
+        }
         let groups = &mut self.groups;
-        *self.group_index.entry(key).or_insert_with(|| {
+        let g = *self.group_index.entry(key).or_insert_with(|| {
             groups.push(Group {
                 key,
                 count: 0,
@@ -1027,7 +1047,12 @@ impl KeyAveragesBuilder {
                 first_has_parent: false,
             });
             (groups.len() - 1) as u32
-        })
+        });
+        if self.recent_group.len() <= slot {
+            self.recent_group.resize(slot + 1, NO_GROUP);
+        }
+        self.recent_group[slot] = g;
+        g
     }
 
     fn record(&mut self, event: &Emitted) {

@@ -353,33 +353,54 @@ impl RangeSet {
             .iter()
             .flatten()
             .any(|r| r.first <= v && v <= r.last)
-            || self
-                .ranges
-                .range(..=v)
-                .next_back()
-                .is_some_and(|(_, &last)| last >= v)
+            || self.in_ranges(v)
+    }
+
+    fn in_ranges(&self, v: u64) -> bool {
+        self.ranges
+            .range(..=v)
+            .next_back()
+            .is_some_and(|(_, &last)| last >= v)
     }
 
     fn insert(&mut self, v: u64) {
+        self.add(v, false);
+    }
+
+    /// Inserts `v`; whether it was not in the set before.
+    fn insert_new(&mut self, v: u64) -> bool {
+        self.add(v, true)
+    }
+
+    /// Inserts `v`; when `check`, whether it was not in the set before (else true).
+    fn add(&mut self, v: u64, check: bool) -> bool {
         self.clock += 1;
+        let mut grow = None;
         let mut oldest = 0;
         for i in 0..RECENT_RANGES {
-            let Some(r) = &mut self.recent[i] else {
+            let Some(r) = self.recent[i] else {
                 oldest = i;
                 break;
             };
             if r.first <= v && v <= r.last {
-                return;
+                return false;
             }
-            if r.last.checked_add(1) == Some(v) {
-                r.last = v;
-                r.grown = self.clock;
-                return;
+            if grow.is_none() && r.last.checked_add(1) == Some(v) {
+                grow = Some(i);
+                if !check {
+                    break;
+                }
             }
-            let grown = r.grown;
-            if self.recent[oldest].is_some_and(|o| o.grown > grown) {
+            if self.recent[oldest].is_some_and(|o| o.grown > r.grown) {
                 oldest = i;
             }
+        }
+        let new = !check || !self.in_ranges(v);
+        let clock = self.clock;
+        if let Some(r) = grow.and_then(|i| self.recent[i].as_mut()) {
+            r.last = v;
+            r.grown = clock;
+            return new;
         }
         if let Some(r) = self.recent[oldest] {
             self.put(r.first, r.last);
@@ -387,8 +408,9 @@ impl RangeSet {
         self.recent[oldest] = Some(Recent {
             first: v,
             last: v,
-            grown: self.clock,
+            grown: clock,
         });
+        new
     }
 
     /// Puts `first..=last` in `ranges`, merged with the ranges it touches or overlaps.
@@ -788,10 +810,10 @@ impl Folder {
         // The op's entry among the live ops with its correlation id, looked up once.
         let live = if c != 0 && !op.call {
             let live = self.by_correlation.entry(c);
-            if matches!(live, Entry::Vacant(_)) && self.seen_linked.contains(c) {
+            // (A reused id stops the folding: what the set then holds does not matter.)
+            if !self.seen_linked.insert_new(c) && matches!(live, Entry::Vacant(_)) {
                 return Err(OutOfOrder::ReusedCorrelation(c));
             }
-            self.seen_linked.insert(c);
             Some(live)
         } else {
             None
