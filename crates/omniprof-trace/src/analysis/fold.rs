@@ -240,6 +240,8 @@ struct Node {
     depth: u32,
     generation: u32,
     alive: bool,
+    /// In `by_end`: final but for the horizon, which has not passed its end.
+    awaits_horizon: bool,
 }
 
 /// What became of an op that was its parent's same-named first child, and which device work
@@ -329,38 +331,53 @@ impl Parked {
 #[derive(Default)]
 struct RangeSet {
     ranges: BTreeMap<u64, u64>,
-    /// The ranges ids go to while they come one after the other (one per thread that takes
-    /// its turn, say), with when each last grew; kept out of `ranges` (one may touch or
-    /// overlap a range there until it is put in, the least recently grown first).
-    recent: [Option<Recent>; RECENT_RANGES],
+    /// The ranges (first, last) ids go to while they come one after the other (one per
+    /// thread that takes its turn, say), the first `recent_len` used; kept out of `ranges`
+    /// (one may touch or overlap a range there until it is put in, the least recently grown
+    /// first).
+    recent: [(u64, u64); RECENT_RANGES],
+    recent_len: usize,
+    /// When each recent range last grew.
+    grown: [u64; RECENT_RANGES],
     /// Inserts so far, which date the recent ranges.
     clock: u64,
+    /// Ids (first, last) that the last look-up found no range of `ranges` to hold: the ids
+    /// of a thread's turn nearly all fall in one such gap, found once.
+    gap: Option<(u64, u64)>,
 }
 
 /// Slots of [`RangeSet::recent`].
 const RECENT_RANGES: usize = 8;
 
-#[derive(Clone, Copy)]
-struct Recent {
-    first: u64,
-    last: u64,
-    grown: u64,
-}
-
 impl RangeSet {
-    fn contains(&self, v: u64) -> bool {
-        self.recent
+    fn contains(&mut self, v: u64) -> bool {
+        self.recent[..self.recent_len]
             .iter()
-            .flatten()
-            .any(|r| r.first <= v && v <= r.last)
+            .any(|&(first, last)| first <= v && v <= last)
             || self.in_ranges(v)
     }
 
-    fn in_ranges(&self, v: u64) -> bool {
-        self.ranges
-            .range(..=v)
-            .next_back()
-            .is_some_and(|(_, &last)| last >= v)
+    fn in_ranges(&mut self, v: u64) -> bool {
+        if self
+            .gap
+            .is_some_and(|(first, last)| first <= v && v <= last)
+        {
+            return false;
+        }
+        let before = match self.ranges.range(..=v).next_back() {
+            Some((_, &last)) if last >= v => return true,
+            // `last` < `v`: no overflow.
+            Some((_, &last)) => last + 1,
+            None => 0,
+        };
+        // A range after `v` starts above it: no underflow.
+        let after = self
+            .ranges
+            .range(v..)
+            .next()
+            .map_or(u64::MAX, |(&f, _)| f - 1);
+        self.gap = Some((before, after));
+        false
     }
 
     fn insert(&mut self, v: u64) {
@@ -376,45 +393,45 @@ impl RangeSet {
     fn add(&mut self, v: u64, check: bool) -> bool {
         self.clock += 1;
         let mut grow = None;
-        let mut oldest = 0;
-        for i in 0..RECENT_RANGES {
-            let Some(r) = self.recent[i] else {
-                oldest = i;
-                break;
-            };
-            if r.first <= v && v <= r.last {
+        for (i, &(first, last)) in self.recent[..self.recent_len].iter().enumerate() {
+            if first <= v && v <= last {
                 return false;
             }
-            if grow.is_none() && r.last.checked_add(1) == Some(v) {
+            if grow.is_none() && last.checked_add(1) == Some(v) {
                 grow = Some(i);
                 if !check {
                     break;
                 }
             }
-            if self.recent[oldest].is_some_and(|o| o.grown > r.grown) {
-                oldest = i;
-            }
         }
         let new = !check || !self.in_ranges(v);
-        let clock = self.clock;
-        if let Some(r) = grow.and_then(|i| self.recent[i].as_mut()) {
-            r.last = v;
-            r.grown = clock;
-            return new;
-        }
-        if let Some(r) = self.recent[oldest] {
-            self.put(r.first, r.last);
-        }
-        self.recent[oldest] = Some(Recent {
-            first: v,
-            last: v,
-            grown: clock,
-        });
+        let slot = match grow {
+            Some(i) => {
+                self.recent[i].1 = v;
+                i
+            }
+            None if self.recent_len < RECENT_RANGES => {
+                self.recent_len += 1;
+                self.recent[self.recent_len - 1] = (v, v);
+                self.recent_len - 1
+            }
+            None => {
+                let oldest = (0..RECENT_RANGES)
+                    .min_by_key(|&i| self.grown[i])
+                    .unwrap_or(0);
+                let (first, last) = self.recent[oldest];
+                self.put(first, last);
+                self.recent[oldest] = (v, v);
+                oldest
+            }
+        };
+        self.grown[slot] = self.clock;
         new
     }
 
     /// Puts `first..=last` in `ranges`, merged with the ranges it touches or overlaps.
     fn put(&mut self, mut first: u64, mut last: u64) {
+        self.gap = None;
         if let Some((&f, &l)) = self.ranges.range(..=first).next_back() {
             if l.checked_add(1).is_some_and(|n| n >= first) || l == u64::MAX {
                 first = f;
@@ -448,7 +465,8 @@ pub(super) struct Folder {
     finishing: bool,
     nodes: Vec<Node>,
     free: Vec<u32>,
-    /// (end, node, generation): ops waiting for the horizon to pass their end.
+    /// (end, node, generation): ops that wait only for the horizon to pass their end (the
+    /// others are looked at again when what they wait for comes).
     by_end: BinaryHeap<Reverse<(i64, u32, u32)>>,
     /// (deadline, thread): when the horizon may make a thread place or close ops (some
     /// deadlines passed since; a thread with an earlier one is not pushed again).
@@ -836,6 +854,7 @@ impl Folder {
             depth: 0,
             generation: 0,
             alive: true,
+            awaits_horizon: false,
         };
         let id = match self.free.pop() {
             Some(id) => {
@@ -882,7 +901,6 @@ impl Folder {
             }
         }
         let generation = self.nodes[id as usize].generation;
-        self.by_end.push(Reverse((op.end_ns, id, generation)));
         let row = row_state(&mut self.rows, op.key);
         row.live.push(Reverse((
             order_key(op.start_ns, op.end_ns, op.seq),
@@ -1043,8 +1061,9 @@ impl Folder {
                 break;
             }
             self.by_end.pop();
-            let node = &self.nodes[n as usize];
+            let node = &mut self.nodes[n as usize];
             if node.alive && node.generation == generation {
+                node.awaits_horizon = false;
                 self.worklist.push(n);
             }
         }
@@ -1109,14 +1128,21 @@ impl Folder {
     }
 
     fn try_finalize(&mut self, n: u32, sums: &mut DeviceSums) -> Result<(), OutOfOrder> {
-        let node = &self.nodes[n as usize];
+        let node = &mut self.nodes[n as usize];
         if !node.alive
             || node.done.is_some()
             || !node.closed
             || node.pending > 0
             || node.open_children > 0
-            || (node.op.end_ns >= self.horizon && !self.finishing)
         {
+            return Ok(());
+        }
+        if node.op.end_ns >= self.horizon && !self.finishing {
+            if !node.awaits_horizon {
+                node.awaits_horizon = true;
+                self.by_end
+                    .push(Reverse((node.op.end_ns, n, node.generation)));
+            }
             return Ok(());
         }
         self.finalize(n, sums);
@@ -1462,9 +1488,8 @@ mod tests {
         for v in [5, 6, 7, 10, 9, 1, 8, 8, 0, u64::MAX] {
             ids.insert(v);
         }
-        let recent: Vec<Recent> = ids.recent.iter().flatten().copied().collect();
-        for r in recent {
-            ids.put(r.first, r.last);
+        for (first, last) in ids.recent[..ids.recent_len].to_vec() {
+            ids.put(first, last);
         }
         let ranges: Vec<(u64, u64)> = ids.ranges.iter().map(|(&f, &l)| (f, l)).collect();
         assert_eq!(ranges, [(0, 1), (5, 10), (u64::MAX, u64::MAX)]);
