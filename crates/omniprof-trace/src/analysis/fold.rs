@@ -38,6 +38,7 @@ use std::hash::Hash;
 
 use super::builder::Emitted;
 use super::memory::MemoryKind;
+use super::min_queue::MinQueue;
 use super::tree::{order_key, relative_us, HostOp, OpTimes, PyTorchTimes};
 use crate::hash::FastMap;
 
@@ -278,11 +279,11 @@ struct Record {
 struct RowState {
     /// (place, node, generation) of the row's placed ops not yet added to it, and of some
     /// that were since (skipped when met).
-    live: BinaryHeap<Reverse<(Key, u32, u32)>>,
+    live: MinQueue<(Key, u32, u32)>,
     live_count: usize,
     /// (place, slot in [`Parked`]) of the row's final events waiting for an earlier one:
     /// the heap moves these small entries, not the events.
-    waiting: BinaryHeap<Reverse<(Key, u32)>>,
+    waiting: MinQueue<(Key, u32)>,
 }
 
 /// The live ops with a correlation id: nearly always one.
@@ -467,7 +468,7 @@ pub(super) struct Folder {
     free: Vec<u32>,
     /// (end, node, generation): ops that wait only for the horizon to pass their end (the
     /// others are looked at again when what they wait for comes).
-    by_end: BinaryHeap<Reverse<(i64, u32, u32)>>,
+    by_end: MinQueue<(i64, u32, u32)>,
     /// (deadline, thread): when the horizon may make a thread place or close ops (some
     /// deadlines passed since; a thread with an earlier one is not pushed again).
     deadlines: BinaryHeap<Reverse<(i64, u32)>>,
@@ -529,7 +530,7 @@ impl Folder {
             finishing: false,
             nodes: Vec::new(),
             free: Vec::new(),
-            by_end: BinaryHeap::new(),
+            by_end: MinQueue::default(),
             deadlines: BinaryHeap::new(),
             live: Vec::new(),
             live_limit: 64,
@@ -902,16 +903,13 @@ impl Folder {
         }
         let generation = self.nodes[id as usize].generation;
         let row = row_state(&mut self.rows, op.key);
-        row.live.push(Reverse((
-            order_key(op.start_ns, op.end_ns, op.seq),
-            id,
-            generation,
-        )));
+        row.live
+            .push((order_key(op.start_ns, op.end_ns, op.seq), id, generation));
         row.live_count += 1;
         // Entries of ops gone are skipped when met; they are dropped when too many.
         if row.live.len() > 2 * row.live_count + 32 {
             let nodes = &self.nodes;
-            row.live.retain(|Reverse((_, n, g))| {
+            row.live.retain(|(_, n, g)| {
                 let node = &nodes[*n as usize];
                 node.alive && node.generation == *g
             });
@@ -1056,7 +1054,7 @@ impl Folder {
             self.pass_horizon(t, sums)?;
             self.schedule(t);
         }
-        while let Some(&Reverse((end, n, generation))) = self.by_end.peek() {
+        while let Some((end, n, generation)) = self.by_end.peek() {
             if end >= self.horizon {
                 break;
             }
@@ -1140,8 +1138,7 @@ impl Folder {
         if node.op.end_ns >= self.horizon && !self.finishing {
             if !node.awaits_horizon {
                 node.awaits_horizon = true;
-                self.by_end
-                    .push(Reverse((node.op.end_ns, n, node.generation)));
+                self.by_end.push((node.op.end_ns, n, node.generation));
             }
             return Ok(());
         }
@@ -1381,7 +1378,7 @@ impl Folder {
         if state.live_count == 0 {
             return false;
         }
-        while let Some(&Reverse((first, n, generation))) = state.live.peek() {
+        while let Some((first, n, generation)) = state.live.peek() {
             let node = &nodes[n as usize];
             if node.alive && node.generation == generation {
                 return first < key;
@@ -1402,9 +1399,7 @@ impl Folder {
             return;
         }
         let first = event.first;
-        state
-            .waiting
-            .push(Reverse((first, self.parked.park(event))));
+        state.waiting.push((first, self.parked.park(event)));
         self.waiting_count += 1;
         self.recheck(row);
     }
@@ -1414,7 +1409,7 @@ impl Folder {
         let Some(state) = self.rows.get_mut(row as usize) else {
             return;
         };
-        while let Some(&Reverse((first, slot))) = state.waiting.peek() {
+        while let Some((first, slot)) = state.waiting.peek() {
             if first.0 >= self.horizon && !self.finishing {
                 if self.due_at.insert(row, first.0) != Some(first.0) {
                     self.due.push(Reverse((first.0, row)));

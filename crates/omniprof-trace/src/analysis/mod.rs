@@ -19,6 +19,7 @@ mod memory;
 pub(crate) mod memory_curve;
 mod merge;
 pub(crate) mod metrics;
+mod min_queue;
 pub(crate) mod ranks;
 pub(crate) mod report;
 pub(crate) mod stacks;
