@@ -859,8 +859,22 @@ impl Folder {
         };
         let id = match self.free.pop() {
             Some(id) => {
-                let generation = self.nodes[id as usize].generation.wrapping_add(1);
-                self.nodes[id as usize] = Node { generation, ..node };
+                let old = &mut self.nodes[id as usize];
+                let generation = old.generation.wrapping_add(1);
+                // The new op takes the old one's vectors, with their room.
+                let mut launches = std::mem::take(&mut old.launches);
+                let mut device_us = std::mem::take(&mut old.sums.device_us);
+                launches.clear();
+                device_us.clear();
+                *old = Node {
+                    generation,
+                    launches,
+                    sums: Sums {
+                        device_us,
+                        ..Sums::default()
+                    },
+                    ..node
+                };
                 id
             }
             None => {
@@ -1154,9 +1168,9 @@ impl Folder {
             let node = &self.nodes[n as usize];
             (node.op.device_ns, node.op.device_us)
         };
-        let launches = std::mem::take(&mut self.nodes[n as usize].launches);
+        let mut launches = std::mem::take(&mut self.nodes[n as usize].launches);
         let mut received = Vec::new();
-        for c in launches {
+        for &c in &launches {
             let last = match self.launch_refs.entry(c) {
                 Entry::Occupied(mut refs) => {
                     *refs.get_mut() -= 1;
@@ -1177,6 +1191,8 @@ impl Folder {
                 }
             }
         }
+        launches.clear();
+        self.nodes[n as usize].launches = launches;
         let op = self.nodes[n as usize].op;
         // Only the device work that came (each id with some has a sum).
         let linked = (self.list_fates
@@ -1334,6 +1350,9 @@ impl Folder {
         if parent != NONE {
             add_child(&mut self.nodes[parent as usize].sums, &event);
         }
+        // The vector goes back with its room, for the op that takes this node next.
+        child_sums.device_us.clear();
+        self.nodes[n as usize].sums.device_us = child_sums.device_us;
         self.retire(n);
         self.gone(op.key);
         self.emit(event);
@@ -1358,7 +1377,12 @@ impl Folder {
     fn retire(&mut self, n: u32) {
         let node = &mut self.nodes[n as usize];
         node.alive = false;
-        node.sums = Sums::default();
+        let mut device_us = std::mem::take(&mut node.sums.device_us);
+        device_us.clear();
+        node.sums = Sums {
+            device_us,
+            ..Sums::default()
+        };
         node.done = None;
         self.free.push(n);
     }
