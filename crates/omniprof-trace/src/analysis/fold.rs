@@ -1399,17 +1399,23 @@ impl Folder {
 
     /// Whether an op of the row not yet added to it comes before `key`.
     fn blocked(nodes: &[Node], state: &mut RowState, key: Key) -> bool {
+        Self::first_live(nodes, state).is_some_and(|first| first < key)
+    }
+
+    /// The place of the row's first op not yet added to it (dropping the entries of ops
+    /// gone before it).
+    fn first_live(nodes: &[Node], state: &mut RowState) -> Option<Key> {
         if state.live_count == 0 {
-            return false;
+            return None;
         }
         while let Some((first, n, generation)) = state.live.peek() {
             let node = &nodes[n as usize];
             if node.alive && node.generation == generation {
-                return first < key;
+                return Some(first);
             }
             state.live.pop();
         }
-        false
+        None
     }
 
     fn emit(&mut self, event: Emitted) {
@@ -1433,6 +1439,8 @@ impl Folder {
         let Some(state) = self.rows.get_mut(row as usize) else {
             return;
         };
+        // No op is added to the row meanwhile: its first one not added stays.
+        let first_live = Self::first_live(&self.nodes, state);
         while let Some((first, slot)) = state.waiting.peek() {
             if first.0 >= self.horizon && !self.finishing {
                 if self.due_at.insert(row, first.0) != Some(first.0) {
@@ -1440,7 +1448,7 @@ impl Folder {
                 }
                 break;
             }
-            if Self::blocked(&self.nodes, state, first) {
+            if first_live.is_some_and(|live| live < first) {
                 break;
             }
             state.waiting.pop();
