@@ -1194,18 +1194,7 @@ impl Folder {
         launches.clear();
         self.nodes[n as usize].launches = launches;
         let op = self.nodes[n as usize].op;
-        // Only the device work that came (each id with some has a sum).
-        let linked = (self.list_fates
-            && op.correlation != 0
-            && !op.call
-            && sums.linked.contains_key(&op.correlation))
-        .then_some(op.correlation);
-        let mut receives = (linked.is_some() || !received.is_empty()).then_some(Fate::Receives {
-            op: op.seq,
-            linked,
-            launches: received,
-            counted: true,
-        });
+        let mut linked = None;
         if op.correlation != 0 && !op.call {
             let c = op.correlation;
             let last = match self.by_correlation.entry(c) {
@@ -1225,10 +1214,19 @@ impl Folder {
                 },
                 Entry::Vacant(_) => false,
             };
-            let time = read_sum(&mut sums.linked, c, last).unwrap_or_default();
-            own_ns = own_ns.saturating_add(time.ns);
-            own_us += time.us;
+            if let Some(time) = read_sum(&mut sums.linked, c, last) {
+                own_ns = own_ns.saturating_add(time.ns);
+                own_us += time.us;
+                // Only the device work that came (each id with some has a sum).
+                linked = self.list_fates.then_some(c);
+            }
         }
+        let mut receives = (linked.is_some() || !received.is_empty()).then_some(Fate::Receives {
+            op: op.seq,
+            linked,
+            launches: received,
+            counted: true,
+        });
         let clamp = |v: i128| v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
         let (cpu_memory, device_memory) = if op.out_of_memory {
             (op.cpu_memory, op.device_memory)
