@@ -1513,7 +1513,8 @@ mod tests {
         for v in [5, 6, 7, 10, 9, 1, 8, 8, 0, u64::MAX] {
             ids.insert(v);
         }
-        for (first, last) in ids.recent[..ids.recent_len].to_vec() {
+        let recent = ids.recent;
+        for &(first, last) in &recent[..ids.recent_len] {
             ids.put(first, last);
         }
         let ranges: Vec<(u64, u64)> = ids.ranges.iter().map(|(&f, &l)| (f, l)).collect();

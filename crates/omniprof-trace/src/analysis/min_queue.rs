@@ -29,6 +29,7 @@ impl<T: Ord> Default for MinQueue<T> {
 }
 
 impl<T: Ord + Copy> MinQueue<T> {
+    /// Adds an item.
     pub(super) fn push(&mut self, item: T) {
         match (self.run.front(), self.run.back()) {
             (_, Some(&last)) if item >= last => self.run.push_back(item),
@@ -55,14 +56,17 @@ impl<T: Ord + Copy> MinQueue<T> {
         }
     }
 
+    /// How many items it holds.
     pub(super) fn len(&self) -> usize {
         self.run.len() + self.rest.len()
     }
 
+    /// Whether it holds no item.
     pub(super) fn is_empty(&self) -> bool {
         self.run.is_empty() && self.rest.is_empty()
     }
 
+    /// Drops every item.
     pub(super) fn clear(&mut self) {
         self.run.clear();
         self.rest.clear();
