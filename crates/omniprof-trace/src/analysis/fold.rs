@@ -282,7 +282,7 @@ struct RowState {
     live: MinQueue<(Key, u32, u32)>,
     live_count: usize,
     /// (place, slot in [`Parked`]) of the row's final events waiting for an earlier one:
-    /// the heap moves these small entries, not the events.
+    /// the queue moves these small entries, not the events.
     waiting: MinQueue<(Key, u32)>,
 }
 
