@@ -58,6 +58,9 @@ pub(super) struct RawEvent<'a> {
     /// of `args`.
     #[serde(skip)]
     pub read_args: Option<Args<'a>>,
+    /// The activity type of `cat`, when the one-pass parser found it (for its args).
+    #[serde(skip)]
+    pub kind: Option<ActivityType>,
 }
 
 impl<'a> RawEvent<'a> {
@@ -132,7 +135,8 @@ impl KeptArgs {
     #[inline]
     pub(super) fn keeps(&self, keys: ArgKeys, key: &str) -> bool {
         let unread_length = key.len() < 64 && self.lengths >> key.len() & 1 == 0;
-        if keys == (ArgKeys::Activity { counter: false }) && unread_length {
+        let filtered = matches!(keys, ArgKeys::Activity(kind) if !kind.is_counter());
+        if filtered && unread_length {
             return false;
         }
         keys.keeps(key, &self.filter)
@@ -159,9 +163,9 @@ pub(super) enum ArgKeys {
     Span,
     /// A process or thread row's value.
     Row,
-    /// An activity's: the [lifted](LIFTED_ARGS) ones and those the [`ArgFilter`] keeps; all
-    /// of a counter's (its numbers are the samples).
-    Activity { counter: bool },
+    /// An activity's, of this type: the [lifted](LIFTED_ARGS) ones and those the
+    /// [`ArgFilter`] keeps; all of a counter's (its numbers are the samples).
+    Activity(ActivityType),
 }
 
 impl ArgKeys {
@@ -171,12 +175,9 @@ impl ArgKeys {
     pub(super) fn of(ph: Option<&str>, cat: Option<&str>) -> Self {
         match ph {
             Some("X") if cat == Some("Trace") => Self::Span,
-            Some("X" | "i" | "C") => match cat.and_then(activity_type) {
-                Some(kind) => Self::Activity {
-                    counter: kind.is_counter(),
-                },
-                None => Self::None,
-            },
+            Some("X" | "i" | "C") => cat
+                .and_then(activity_type)
+                .map_or(Self::None, Self::Activity),
             Some("M") => Self::Row,
             _ => Self::None,
         }
@@ -192,8 +193,8 @@ impl ArgKeys {
             Self::None => false,
             Self::Span => key == arg::OP_COUNT,
             Self::Row => matches!(key, "name" | "labels" | "sort_index"),
-            Self::Activity { counter } => {
-                counter || LIFTED_ARGS.contains(&key) || filter.keeps(key)
+            Self::Activity(kind) => {
+                kind.is_counter() || LIFTED_ARGS.contains(&key) || filter.keeps(key)
             }
         }
     }
@@ -580,11 +581,11 @@ mod tests {
         assert_eq!(of("X", Some("Trace")), ArgKeys::Span);
         assert_eq!(
             of("X", Some("cpu_op")),
-            ArgKeys::Activity { counter: false }
+            ArgKeys::Activity(ActivityType::CpuOp)
         );
         assert_eq!(
             of("C", Some("gpu_pm_counter")),
-            ArgKeys::Activity { counter: true }
+            ArgKeys::Activity(ActivityType::GpuPmCounter)
         );
         assert_eq!(of("X", Some("mystery")), ArgKeys::None);
         assert_eq!(of("X", None), ArgKeys::None);
@@ -593,10 +594,10 @@ mod tests {
         assert_eq!(ArgKeys::of(None, Some("cpu_op")), ArgKeys::None);
 
         let only = ArgFilter::Only(vec!["Input Dims".into()]);
-        let op = ArgKeys::Activity { counter: false };
+        let op = ArgKeys::Activity(ActivityType::CpuOp);
         assert!(op.keeps("External id", &only) && op.keeps("Input Dims", &only));
         assert!(!op.keeps("Input type", &only));
-        assert!(ArgKeys::Activity { counter: true }.keeps("Input type", &only));
+        assert!(ArgKeys::Activity(ActivityType::GpuPmCounter).keeps("Input type", &only));
         assert!(ArgKeys::Row.keeps("sort_index", &only) && !ArgKeys::Span.keeps("name", &only));
         let kept = KeptArgs::new(only.clone());
         for key in [
@@ -609,7 +610,7 @@ mod tests {
         ] {
             for keys in [
                 op,
-                ArgKeys::Activity { counter: true },
+                ArgKeys::Activity(ActivityType::GpuPmCounter),
                 ArgKeys::Row,
                 ArgKeys::Span,
             ] {

@@ -234,7 +234,7 @@ impl Converter {
         if cat == "Trace" {
             return self.span(ev);
         }
-        let Some(kind) = activity_type(cat) else {
+        let Some(kind) = ev.kind.or_else(|| activity_type(cat)) else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
         let Some((device, resource)) = Self::int_ids(ev)? else {
@@ -259,7 +259,10 @@ impl Converter {
             // `Iteration Start` markers; the writer regenerates them from the spans.
             return Ok(Mapped::Skipped(Skip::Regenerated));
         }
-        let Some(kind) = ev.cat.as_deref().and_then(activity_type) else {
+        let Some(kind) = ev
+            .kind
+            .or_else(|| ev.cat.as_deref().and_then(activity_type))
+        else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
         let Some((device, resource)) = Self::int_ids(ev)? else {
@@ -271,7 +274,10 @@ impl Converter {
     }
 
     fn counter(&mut self, ev: &mut RawEvent) -> Result<Mapped, EventError> {
-        let Some(kind) = ev.cat.as_deref().and_then(activity_type) else {
+        let Some(kind) = ev
+            .kind
+            .or_else(|| ev.cat.as_deref().and_then(activity_type))
+        else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
         let (Some(device), Some(resource)) = (

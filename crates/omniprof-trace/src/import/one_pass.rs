@@ -173,6 +173,9 @@ impl<'a> Parser<'a> {
                         ev.args = p.optional(Self::raw)?;
                     } else {
                         let keys = ArgKeys::of(ph, ev.cat.as_deref());
+                        if let ArgKeys::Activity(kind) = keys {
+                            ev.kind = Some(kind);
+                        }
                         ev.read_args = Some(if keys == ArgKeys::None {
                             p.skip_value()?;
                             Args::default()
