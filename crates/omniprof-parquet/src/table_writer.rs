@@ -213,21 +213,25 @@ impl Row<'_> {
     #[inline]
     pub(crate) fn shared(&mut self, s: &Arc<str>) -> &mut Self {
         let id = self.writer.strings.shared(s);
-        let id = self.id(id);
-        push!(self, ColumnType::String, |Buffer::Str(v)| v.push(id))
+        self.string(id)
     }
 
     /// A `STRING` that lives as long as the program (an activity type's name).
     #[inline]
     pub(crate) fn fixed(&mut self, s: &'static str) -> &mut Self {
         let id = self.writer.strings.fixed(s);
-        let id = self.id(id);
-        push!(self, ColumnType::String, |Buffer::Str(v)| v.push(id))
+        self.string(id)
     }
 
     /// Any other `STRING`.
     pub(crate) fn text(&mut self, s: &str) -> &mut Self {
         let id = self.writer.strings.text(s);
+        self.string(id)
+    }
+
+    /// A `STRING` by its id in the file's [`Strings`] (`None`: no id was left for it).
+    #[inline]
+    fn string(&mut self, id: Option<u32>) -> &mut Self {
         let id = self.id(id);
         push!(self, ColumnType::String, |Buffer::Str(v)| v.push(id))
     }
