@@ -377,12 +377,8 @@ impl<R: Read> Document<R> {
             }
         }
         let (offset, text) = self.scan.value("an event", self.event_limit)?;
-        let applied = match parse::<RawEvent>(text) {
-            Ok(event) => Ok(self.mapper.event(event, sink)),
-            Err(e) => Err(e),
-        };
-        applied
-            .map(|mapped| (offset, mapped))
+        parse::<RawEvent>(text)
+            .map(|event| (offset, self.mapper.event(event, sink)))
             .map_err(|e| self.located(offset, e))
     }
 

@@ -64,6 +64,12 @@ pub(super) struct RawEvent<'a> {
 }
 
 impl<'a> RawEvent<'a> {
+    /// The activity type of `cat`: the one the one-pass parser found, else looked up.
+    pub(super) fn activity_type(&self) -> Option<ActivityType> {
+        self.kind
+            .or_else(|| self.cat.as_deref().and_then(activity_type))
+    }
+
     /// The `args` the mapper uses ([`ArgKeys::of`] the event, with `filter`), in file order.
     pub(super) fn args(&mut self, filter: &ArgFilter) -> Result<Args<'a>, String> {
         if let Some(args) = self.read_args.take() {
@@ -386,11 +392,7 @@ fn plain_micros_to_ns(text: &str) -> Option<i64> {
     let negative = bytes.first() == Some(&b'-');
     let mut at = usize::from(negative);
     let mut ns: i64 = 0;
-    while let Some(d) = bytes
-        .get(at)
-        .and_then(|b| b.checked_sub(b'0'))
-        .filter(|d| *d < 10)
-    {
+    while let Some(d) = digit_at(bytes, at) {
         ns = ns * 10 + i64::from(d);
         at += 1;
     }
@@ -402,11 +404,7 @@ fn plain_micros_to_ns(text: &str) -> Option<i64> {
     let mut round_up = false;
     if bytes.get(at) == Some(&b'.') {
         at += 1;
-        while let Some(d) = bytes
-            .get(at)
-            .and_then(|b| b.checked_sub(b'0'))
-            .filter(|d| *d < 10)
-        {
+        while let Some(d) = digit_at(bytes, at) {
             match decimals {
                 0..=2 => ns = ns * 10 + i64::from(d),
                 3 => round_up = d >= 5,
@@ -424,6 +422,15 @@ fn plain_micros_to_ns(text: &str) -> Option<i64> {
     }
     ns += i64::from(round_up);
     Some(if negative { -ns } else { ns })
+}
+
+/// The value of the ASCII digit at `at`, if there is one.
+#[inline(always)]
+pub(super) fn digit_at(bytes: &[u8], at: usize) -> Option<u8> {
+    bytes
+        .get(at)
+        .and_then(|b| b.checked_sub(b'0'))
+        .filter(|d| *d < 10)
 }
 
 /// [`micros_to_ns`] for any text, exponents and the edges of `i64`'s range included.

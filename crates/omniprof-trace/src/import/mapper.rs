@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-use super::event::{activity_type, micros_to_ns, ArgFilter, Id, KeptArgs, Raw, RawEvent};
+use super::event::{micros_to_ns, ArgFilter, Id, KeptArgs, Raw, RawEvent};
 use super::item::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::counter::{CounterSample, CounterTrack};
@@ -234,7 +234,7 @@ impl Converter {
         if cat == "Trace" {
             return self.span(ev);
         }
-        let Some(kind) = ev.kind.or_else(|| activity_type(cat)) else {
+        let Some(kind) = ev.activity_type() else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
         let Some((device, resource)) = Self::int_ids(ev)? else {
@@ -259,10 +259,7 @@ impl Converter {
             // `Iteration Start` markers; the writer regenerates them from the spans.
             return Ok(Mapped::Skipped(Skip::Regenerated));
         }
-        let Some(kind) = ev
-            .kind
-            .or_else(|| ev.cat.as_deref().and_then(activity_type))
-        else {
+        let Some(kind) = ev.activity_type() else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
         let Some((device, resource)) = Self::int_ids(ev)? else {
@@ -274,10 +271,7 @@ impl Converter {
     }
 
     fn counter(&mut self, ev: &mut RawEvent) -> Result<Mapped, EventError> {
-        let Some(kind) = ev
-            .kind
-            .or_else(|| ev.cat.as_deref().and_then(activity_type))
-        else {
+        let Some(kind) = ev.activity_type() else {
             return Ok(Mapped::Skipped(Skip::UnknownCategory));
         };
         let (Some(device), Some(resource)) = (

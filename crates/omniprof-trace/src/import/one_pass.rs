@@ -17,7 +17,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::event::{ArgKeys, Args, Id, KeptArgs, Raw, RawEvent, Str};
+use super::event::{digit_at, ArgKeys, Args, Id, KeptArgs, Raw, RawEvent, Str};
 use crate::value::{Value, MAX_VALUE_DEPTH};
 
 /// Parses the event at the start of `text` (after any whitespace) in one pass, reading only
@@ -38,7 +38,10 @@ pub(super) fn read_event<'a>(
     Some(parser.at)
 }
 
-/// Which [`RawEvent`] field a key is, as an index into the seen-fields list.
+/// The keys of the [`RawEvent`] fields the parser sets, each at its index below (the
+/// seen-fields list's).
+const FIELDS: [&str; 9] = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args"];
+
 const PH: usize = 0;
 const CAT: usize = 1;
 const NAME: usize = 2;
@@ -47,31 +50,19 @@ const TID: usize = 4;
 const TS: usize = 5;
 const DUR: usize = 6;
 const ID: usize = 7;
-const ARGS: usize = 8;
 
+/// Which [`RawEvent`] field a key is.
 fn field(key: &str) -> Option<usize> {
-    Some(match key {
-        "ph" => PH,
-        "cat" => CAT,
-        "name" => NAME,
-        "pid" => PID,
-        "tid" => TID,
-        "ts" => TS,
-        "dur" => DUR,
-        "id" => ID,
-        "args" => ARGS,
-        _ => return None,
-    })
+    FIELDS.iter().position(|&f| f == key)
 }
 
-/// Each field's key as [`RawEvent`]'s index, packed into a word as [`Parser::event_key`]
-/// reads it (little-endian, zeros after the key).
-const FIELD_WORDS: [u64; 9] = {
-    let keys = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args"];
-    let mut words = [0; 9];
+/// Each of [`FIELDS`] packed into a word as [`Parser::event_key`] reads it (little-endian,
+/// zeros after the key).
+const FIELD_WORDS: [u64; FIELDS.len()] = {
+    let mut words = [0; FIELDS.len()];
     let mut i = 0;
-    while i < keys.len() {
-        let key = keys[i].as_bytes();
+    while i < FIELDS.len() {
+        let key = FIELDS[i].as_bytes();
         let mut j = 0;
         while j < key.len() {
             words[i] |= (key[j] as u64) << (8 * j);
@@ -109,14 +100,7 @@ impl<'a> Parser<'a> {
     }
 
     fn whitespace(&mut self) {
-        let bytes = self.text.as_bytes();
-        // Every byte that is not whitespace is above a space: one comparison for most.
-        while let Some(&b) = bytes.get(self.at) {
-            if b > b' ' || !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {
-                break;
-            }
-            self.at += 1;
-        }
+        self.at = after_whitespace(self.text.as_bytes(), self.at);
     }
 
     /// The next byte after whitespace, consumed.
@@ -126,8 +110,8 @@ impl<'a> Parser<'a> {
     }
 
     fn literal(&mut self, word: &str) -> Option<()> {
-        let end = self.at + word.len();
-        (self.text.as_bytes().get(self.at..end)? == word.as_bytes()).then(|| self.at = end)
+        self.at = after_literal(self.text.as_bytes(), self.at, word.as_bytes())?;
+        Some(())
     }
 
     /// The rest of an event's key (its opening quote consumed), as the [`RawEvent`] field it
@@ -153,7 +137,7 @@ impl<'a> Parser<'a> {
 
     fn event(&mut self, filter: &KeptArgs, ev: &mut RawEvent<'a>) -> Option<()> {
         self.whitespace();
-        let mut seen = [false; 9];
+        let mut seen = [false; FIELDS.len()];
         self.object_with(Self::event_key, |p, key| {
             match key {
                 None => p.skip_value()?,
@@ -393,16 +377,10 @@ impl<'a> Parser<'a> {
     /// nothing, for any other text.
     fn small_integer(&mut self) -> Option<u64> {
         let bytes = self.text.as_bytes();
-        let digit = |at: usize| {
-            bytes
-                .get(at)
-                .and_then(|b| b.checked_sub(b'0'))
-                .filter(|d| *d < 10)
-        };
         let start = self.at;
         let mut at = start;
         let mut v: u64 = 0;
-        while let Some(d) = digit(at) {
+        while let Some(d) = digit_at(bytes, at) {
             if at - start == 19 {
                 return None;
             }
@@ -596,7 +574,7 @@ impl<'a> Parser<'a> {
 
 /// Where the whitespace at `at` ends.
 #[inline(always)]
-fn after_whitespace(bytes: &[u8], mut at: usize) -> usize {
+pub(super) fn after_whitespace(bytes: &[u8], mut at: usize) -> usize {
     while let Some(&b) = bytes.get(at) {
         // Every byte that is not whitespace is above a space: one comparison for most.
         if b > b' ' || !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {

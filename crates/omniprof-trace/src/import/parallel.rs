@@ -42,7 +42,7 @@ use std::thread;
 use super::event::RawEvent;
 use super::item::TraceItem;
 use super::mapper::{Converter, EventMapper, Mapped};
-use super::one_pass::read_event;
+use super::one_pass::{after_whitespace, read_event};
 use super::scan::{count_newlines, ReadAhead};
 use crate::sync::lock;
 
@@ -239,7 +239,7 @@ fn read_piece(
         if len > converter.max_event_bytes {
             break;
         }
-        let after = skip_whitespace(bytes, pos + len);
+        let after = after_whitespace(bytes, pos + len);
         if bytes.get(after) != Some(&b',') {
             // The end of the array or of the window (or an error): the sequential reader
             // takes this event again, and what follows it.
@@ -249,7 +249,7 @@ fn read_piece(
             break;
         };
         events.push(mapped);
-        pos = skip_whitespace(bytes, after + 1);
+        pos = after_whitespace(bytes, after + 1);
     }
     let read = &bytes[start..pos];
     Piece {
@@ -259,16 +259,6 @@ fn read_piece(
         newlines: count_newlines(read),
         last_newline: read.iter().rposition(|&b| b == b'\n').map(|i| start + i),
     }
-}
-
-fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
-    while bytes
-        .get(at)
-        .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-    {
-        at += 1;
-    }
-    at
 }
 
 /// Where the pieces of a window start: at 0, then at the first place that looks like the
@@ -291,7 +281,7 @@ fn cut(bytes: &[u8], piece: usize) -> Vec<usize> {
 fn event_start(bytes: &[u8], mut from: usize) -> Option<usize> {
     loop {
         let comma = from + bytes.get(from..)?.iter().position(|&b| b == b',')?;
-        let brace = skip_whitespace(bytes, comma + 1);
+        let brace = after_whitespace(bytes, comma + 1);
         if bytes.get(brace) == Some(&b'{') {
             return Some(brace);
         }
