@@ -37,6 +37,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod column_chunk;
 mod convert;
 mod error;
 mod schema;

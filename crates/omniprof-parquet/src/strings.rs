@@ -1,6 +1,6 @@
 //! [`Strings`]: one file's distinct strings, each given a small id, so that a row stores a
-//! `u32` per string value and the writer turns ids into Parquet's [`ByteArray`]s only when
-//! it writes a row group.
+//! `u32` per string value, and a column chunk's dictionary is built from ids
+//! (`column_chunk.rs`) without hashing a string again.
 //!
 //! Most string values are names the reader and the summary share as `Arc<str>` (interned
 //! per reader thread) and activity types, which are `'static`: both are found by address,
@@ -10,7 +10,6 @@
 use std::sync::Arc;
 
 use omniprof_trace::FastMap;
-use parquet::data_type::ByteArray;
 
 /// Entries kept by address at most (names are interned per reader thread, so a few per
 /// name); past it the table and the cache start again, which bounds them whatever the
@@ -38,8 +37,8 @@ const EMPTY: Slot = Slot {
 
 /// The distinct strings of one file, by id.
 pub(crate) struct Strings {
-    /// Each id's value, as the column writer takes it.
-    values: Vec<ByteArray>,
+    /// Each id's value.
+    values: Vec<Box<str>>,
     by_text: FastMap<Box<str>, u32>,
     /// By address, for shared names. Each entry holds its `Arc`, so that its address
     /// cannot be reused for another string while the entry (or a cache slot, cleared with
@@ -79,7 +78,7 @@ impl Strings {
             return Some(id);
         }
         let id = u32::try_from(self.values.len()).ok()?;
-        self.values.push(ByteArray::from(s));
+        self.values.push(s.into());
         self.by_text.insert(Box::from(s), id);
         Some(id)
     }
@@ -146,12 +145,14 @@ impl Strings {
         Some(id)
     }
 
-    /// The values of `ids`, in `into` (cleared first; its values share their bytes with
-    /// this table's).
-    pub(crate) fn values<'v>(&self, ids: &[u32], into: &'v mut Vec<ByteArray>) -> &'v [ByteArray] {
-        into.clear();
-        into.extend(ids.iter().map(|&id| self.values[id as usize].clone()));
-        into
+    /// How many strings the file holds.
+    pub(crate) fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The bytes of string `id`.
+    pub(crate) fn bytes(&self, id: u32) -> &[u8] {
+        self.values[id as usize].as_bytes()
     }
 }
 
@@ -171,10 +172,9 @@ mod tests {
         assert_eq!(strings.fixed("aten::mm"), Some(id));
         assert_eq!(strings.text("cpu_op"), Some(id + 1));
         assert_eq!(strings.fixed("cpu_op"), Some(id + 1));
-        let mut values = Vec::new();
-        let values = strings.values(&[id + 1, id, id + 1], &mut values);
-        let texts: Vec<&[u8]> = values.iter().map(ByteArray::data).collect();
-        assert_eq!(texts, [&b"cpu_op"[..], b"aten::mm", b"cpu_op"]);
+        assert_eq!(strings.len(), 2);
+        assert_eq!(strings.bytes(id), b"aten::mm");
+        assert_eq!(strings.bytes(id + 1), b"cpu_op");
     }
 
     #[test]

@@ -9,16 +9,14 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parquet::basic::{
-    Compression, Encoding, LogicalType, Repetition, Type as PhysicalType, ZstdLevel,
-};
-use parquet::column::writer::{ColumnWriter, ColumnWriterImpl};
-use parquet::data_type::{ByteArray, ByteArrayType};
+use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType, ZstdLevel};
+use parquet::column::writer::ColumnWriter;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::{ColumnPath, Type};
+use parquet::schema::types::{ColumnDescPtr, Type};
 
+use crate::column_chunk::{ChunkEncoder, Values};
 use crate::error::ParquetError;
 use crate::schema::{ColumnType, Table, DURATION_NS, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 use crate::strings::Strings;
@@ -34,10 +32,6 @@ pub(crate) const ROW_GROUP_ROWS: usize = 1 << 17;
 /// came out a little smaller than with pages closed every 8,192 values past Parquet's
 /// default limit of 20,000 rows.
 const WRITE_BATCH_ROWS: usize = ROW_GROUP_ROWS;
-
-/// Rows of a string column turned into [`ByteArray`]s and written at a time: 128 KiB of
-/// them, not a row group's 2 MiB.
-const STRING_BATCH_ROWS: usize = 8192;
 
 /// zstd's fastest level: on the benchmark trace level 3 was no smaller (the encodings leave
 /// little to find) and took more time.
@@ -126,10 +120,11 @@ pub(crate) struct TableWriter {
     path: PathBuf,
     writer: SerializedFileWriter<File>,
     buffers: Vec<Buffer>,
+    /// Each column's descriptor, for the chunks [`ChunkEncoder`] writes.
+    descriptors: Vec<ColumnDescPtr>,
     /// The file's strings, which its string columns hold by id.
     strings: Strings,
-    /// A string column's values while it is written (kept for its allocation).
-    string_values: Vec<ByteArray>,
+    encoder: ChunkEncoder,
     rows: usize,
     written: u64,
 }
@@ -303,12 +298,11 @@ impl TableWriter {
     /// Creates `path` (its folder must exist) for `table`'s rows.
     pub(crate) fn create(table: Table, path: &Path) -> Result<Self, ParquetError> {
         let file = File::create(path).map_err(|e| ParquetError::io(path, e))?;
-        let mut properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(
-                ZstdLevel::try_new(ZSTD_LEVEL).map_err(|e| ParquetError::parquet(path, e))?,
-            ))
-            // Min and max per column chunk (enough to skip row groups); per page they cost
-            // a comparison per value and save little here.
+        let level = ZstdLevel::try_new(ZSTD_LEVEL).map_err(|e| ParquetError::parquet(path, e))?;
+        // What the crate's own column writer (floats only, see `flush`) goes by: min and
+        // max per column chunk, enough to skip row groups.
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(level))
             .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_write_batch_size(WRITE_BATCH_ROWS)
@@ -317,44 +311,19 @@ impl TableWriter {
             .set_key_value_metadata(Some(vec![KeyValue::new(
                 SCHEMA_VERSION_KEY.to_owned(),
                 SCHEMA_VERSION.to_string(),
-            )]));
-        // Integers rarely repeat, so no dictionary (it would cost a hash per value). Ids and
-        // points in time mostly grow by small steps: their deltas, bit-packed, are small.
-        // Durations jump up and down, often to 0: plain values, which zstd packs better.
-        // Strings, flags and durations have no statistics: a string's min and max cost a
-        // comparison of its bytes per value (some 8 % of the writer's time on the benchmark
-        // trace), and a row group holds most names, flags and durations, so they would
-        // rarely let a reader skip one (ids and points in time grow: theirs do).
-        for c in table.columns {
-            let path = ColumnPath::new(vec![c.name.to_owned()]);
-            if matches!(
-                c.ty,
-                ColumnType::String | ColumnType::NullableString | ColumnType::Bool
-            ) || c.unit == DURATION_NS
-            {
-                properties =
-                    properties.set_column_statistics_enabled(path.clone(), EnabledStatistics::None);
-            }
-            if matches!(c.ty, ColumnType::Int64 | ColumnType::NullableInt64) {
-                let encoding = match c.unit {
-                    DURATION_NS => Encoding::PLAIN,
-                    _ => Encoding::DELTA_BINARY_PACKED,
-                };
-                properties = properties
-                    .set_column_dictionary_enabled(path.clone(), false)
-                    .set_column_encoding(path, encoding);
-            }
-        }
-        let properties = properties.build();
+            )]))
+            .build();
         let writer = SerializedFileWriter::new(file, schema(table)?, Arc::new(properties))
             .map_err(|e| ParquetError::parquet(path, e))?;
+        let descriptors = writer.schema_descr().columns().to_vec();
         Ok(Self {
             table,
             path: path.to_owned(),
             writer,
             buffers: table.columns.iter().map(|c| Buffer::new(c.ty)).collect(),
+            descriptors,
             strings: Strings::default(),
-            string_values: Vec::new(),
+            encoder: ChunkEncoder::new(level).map_err(|e| ParquetError::parquet(path, e))?,
             rows: 0,
             written: 0,
         })
@@ -379,35 +348,43 @@ impl TableWriter {
         let path = &self.path;
         let err = |e| ParquetError::parquet(path, e);
         let strings = &self.strings;
-        let values = &mut self.string_values;
         let mut group = self.writer.next_row_group().map_err(err)?;
-        for buffer in &mut self.buffers {
-            let Some(mut column) = group.next_column().map_err(err)? else {
-                return Err(ParquetError::Schema("fewer columns than buffers".into()));
+        for ((buffer, column), descr) in self
+            .buffers
+            .iter_mut()
+            .zip(self.table.columns)
+            .zip(&self.descriptors)
+        {
+            let int = |v| match column.unit {
+                DURATION_NS => Values::PlainI64(v),
+                _ => Values::DeltaI64(v),
             };
-            let written = match (column.untyped(), &*buffer) {
-                (ColumnWriter::Int64ColumnWriter(w), Buffer::I64(v)) => {
-                    w.write_batch(v, None, None)
+            let descr = descr.clone();
+            let encoder = &mut self.encoder;
+            match &*buffer {
+                Buffer::I64(v) => encoder.append(&mut group, descr, int(v), None),
+                Buffer::NullableI64(v, d) => encoder.append(&mut group, descr, int(v), Some(d)),
+                Buffer::Bool(v) => encoder.append(&mut group, descr, Values::Bools(v), None),
+                Buffer::Str(ids) => {
+                    encoder.append(&mut group, descr, Values::Strings(ids, strings), None)
                 }
-                (ColumnWriter::Int64ColumnWriter(w), Buffer::NullableI64(v, d)) => {
-                    w.write_batch(v, Some(d), None)
+                Buffer::NullableStr(ids, d) => {
+                    encoder.append(&mut group, descr, Values::Strings(ids, strings), Some(d))
                 }
-                (ColumnWriter::DoubleColumnWriter(w), Buffer::F64(v)) => {
-                    w.write_batch(v, None, None)
+                // Counter values keep the crate's writer: its statistics of floats know
+                // NaN and signed zeros.
+                Buffer::F64(v) => {
+                    let Some(mut writer) = group.next_column().map_err(err)? else {
+                        return Err(ParquetError::Schema("fewer columns than buffers".into()));
+                    };
+                    let ColumnWriter::DoubleColumnWriter(w) = writer.untyped() else {
+                        return Err(ParquetError::Schema("a column of another type".into()));
+                    };
+                    w.write_batch(v, None, None).map_err(err)?;
+                    writer.close()
                 }
-                (ColumnWriter::BoolColumnWriter(w), Buffer::Bool(v)) => {
-                    w.write_batch(v, None, None)
-                }
-                (ColumnWriter::ByteArrayColumnWriter(w), Buffer::Str(ids)) => {
-                    write_strings(w, strings, values, ids, None)
-                }
-                (ColumnWriter::ByteArrayColumnWriter(w), Buffer::NullableStr(ids, d)) => {
-                    write_strings(w, strings, values, ids, Some(d))
-                }
-                _ => return Err(ParquetError::Schema("a column of another type".into())),
-            };
-            written.map_err(err)?;
-            column.close().map_err(err)?;
+            }
+            .map_err(err)?;
             buffer.clear();
         }
         group.close().map_err(err)?;
@@ -425,29 +402,6 @@ impl TableWriter {
             .map_err(|e| ParquetError::parquet(&path, e))?;
         Ok(self.written)
     }
-}
-
-/// Writes a string column's values (`ids` in `strings`; `levels`, the definition level of
-/// each row when it is nullable) [`STRING_BATCH_ROWS`] rows at a time, through `values`.
-fn write_strings(
-    writer: &mut ColumnWriterImpl<'_, ByteArrayType>,
-    strings: &Strings,
-    values: &mut Vec<ByteArray>,
-    ids: &[u32],
-    levels: Option<&[i16]>,
-) -> Result<usize, parquet::errors::ParquetError> {
-    let rows = levels.map_or(ids.len(), <[i16]>::len);
-    let mut taken = 0;
-    for start in (0..rows).step_by(STRING_BATCH_ROWS) {
-        let end = rows.min(start + STRING_BATCH_ROWS);
-        let levels = levels.map(|l| &l[start..end]);
-        let set = levels.map_or(end - start, |l| l.iter().filter(|&&l| l == 1).count());
-        let batch = strings.values(&ids[taken..taken + set], values);
-        taken += set;
-        writer.write_batch(batch, levels, None)?;
-    }
-    values.clear();
-    Ok(taken)
 }
 
 /// The Parquet schema of `table`.
@@ -529,11 +483,11 @@ mod tests {
     }
 
     #[test]
-    fn a_nullable_string_column_longer_than_a_string_batch_keeps_each_value_on_its_row() {
+    fn a_nullable_string_column_keeps_each_value_on_its_row() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("devices.parquet");
         let mut writer = TableWriter::create(DEVICE_PROPERTIES, &path).unwrap();
-        let rows = 2 * STRING_BATCH_ROWS + 5;
+        let rows = 20_005;
         let name = |i: usize| (i % 3 != 0).then(|| format!("gpu{}", i % 7));
         for i in 0..rows {
             writer
