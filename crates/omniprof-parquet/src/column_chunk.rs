@@ -143,9 +143,8 @@ impl ChunkEncoder {
                 (Encoding::PLAIN, None)
             }
             Values::DeltaI64(v) => {
-                delta_binary_packed(&mut self.body, v);
-                let min = v.iter().min().copied();
-                let max = v.iter().max().copied();
+                let range = delta_binary_packed(&mut self.body, v);
+                let (min, max) = (range.map(|r| r.0), range.map(|r| r.1));
                 let nulls = (rows - set) as u64;
                 let stats = ValueStatistics::new(min, max, None, Some(nulls), false)
                     .with_backwards_compatible_min_max(true);
@@ -342,38 +341,41 @@ fn hybrid(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>, width: 
 /// Appends `values` in `DELTA_BINARY_PACKED`: the header (block size, miniblocks per
 /// block, value count, first value), then per block of [`DELTA_BLOCK`] deltas their
 /// minimum, each miniblock's bit width, and the miniblocks that hold deltas, each delta
-/// less the minimum (wrapping, as readers add it back).
-fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64]) {
+/// less the minimum (wrapping, as readers add it back). Returns the values' minimum and
+/// maximum, found on the way (`None`: no values).
+fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64]) -> Option<(i64, i64)> {
     uleb128(out, DELTA_BLOCK as u64);
     uleb128(out, MINIBLOCKS as u64);
     uleb128(out, values.len() as u64);
     uleb128(out, zigzag(values.first().copied().unwrap_or(0)));
-    let Some((&first, rest)) = values.split_first() else {
-        return;
-    };
-    let mut previous = first;
-    let mut deltas = [0i64; DELTA_BLOCK];
-    for block in rest.chunks(DELTA_BLOCK) {
-        let deltas = &mut deltas[..block.len()];
-        for (d, &v) in deltas.iter_mut().zip(block) {
-            *d = v.wrapping_sub(previous);
-            previous = v;
+    let first = *values.first()?;
+    let (mut low, mut high) = (first, first);
+    let mut packed = [0u64; DELTA_BLOCK];
+    for (block, previous) in values[1..]
+        .chunks(DELTA_BLOCK)
+        .zip(values.chunks(DELTA_BLOCK))
+    {
+        let mut min = i64::MAX;
+        for (&v, &p) in block.iter().zip(previous) {
+            min = min.min(v.wrapping_sub(p));
+            low = low.min(v);
+            high = high.max(v);
         }
-        let min = deltas.iter().copied().min().unwrap_or(0);
         uleb128(out, zigzag(min));
+        let packed = &mut packed[..block.len()];
+        for ((slot, &v), &p) in packed.iter_mut().zip(block).zip(previous) {
+            *slot = v.wrapping_sub(p).wrapping_sub(min) as u64;
+        }
         let mut widths = [0u32; MINIBLOCKS];
-        for (width, mini) in widths.iter_mut().zip(deltas.chunks(MINIBLOCK)) {
+        for (width, mini) in widths.iter_mut().zip(packed.chunks(MINIBLOCK)) {
             // The widest value's width is the width of all their bits together.
-            let all = mini
-                .iter()
-                .fold(0, |all, &d| all | d.wrapping_sub(min) as u64);
-            *width = bit_width(all);
+            *width = bit_width(mini.iter().fold(0, |all, &d| all | d));
         }
         out.extend(widths.iter().map(|&w| w as u8));
-        for (mini, &width) in deltas.chunks(MINIBLOCK).zip(&widths) {
+        for (mini, &width) in packed.chunks(MINIBLOCK).zip(&widths) {
             let mut bits = BitWriter::new(out);
             for &d in mini {
-                bits.put(d.wrapping_sub(min) as u64, width);
+                bits.put(d, width);
             }
             for _ in mini.len()..MINIBLOCK {
                 bits.put(0, width);
@@ -381,6 +383,7 @@ fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64]) {
             bits.finish();
         }
     }
+    Some((low, high))
 }
 
 #[cfg(test)]
