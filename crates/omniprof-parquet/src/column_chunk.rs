@@ -131,14 +131,16 @@ impl ChunkEncoder {
         self.body.clear();
         if let Some(levels) = levels {
             self.body.extend_from_slice(&[0; 4]);
-            hybrid(&mut self.body, levels.iter().map(|&l| l as u64), 1);
+            hybrid(&mut self.body, levels, 1, |l| l as u64);
             let len = (self.body.len() - 4) as u32;
             self.body[..4].copy_from_slice(&len.to_le_bytes());
         }
         let (encoding, statistics) = match values {
             Values::PlainI64(v) => {
-                for x in v {
-                    self.body.extend_from_slice(&x.to_le_bytes());
+                let start = self.body.len();
+                self.body.resize(start + 8 * v.len(), 0);
+                for (to, x) in self.body[start..].chunks_exact_mut(8).zip(v) {
+                    to.copy_from_slice(&x.to_le_bytes());
                 }
                 (Encoding::PLAIN, None)
             }
@@ -154,22 +156,14 @@ impl ChunkEncoder {
                 )
             }
             Values::Bools(v) => {
-                let mut bits = BitWriter::new(&mut self.body);
-                for &b in v {
-                    bits.put(u64::from(b), 1);
-                }
-                bits.finish();
+                pack(&mut self.body, v, 1, u64::from);
                 (Encoding::PLAIN, None)
             }
             Values::Strings(..) => {
                 // One bit at least: a width of 0 is valid, but not every reader takes it.
                 let width = bit_width(u64::from(dictionary_len.saturating_sub(1))).max(1);
                 self.body.push(width as u8);
-                hybrid(
-                    &mut self.body,
-                    self.indexes.iter().map(|&i| u64::from(i)),
-                    width,
-                );
+                hybrid(&mut self.body, &self.indexes, width, u64::from);
                 (Encoding::RLE_DICTIONARY, None)
             }
         };
@@ -318,24 +312,52 @@ fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
-/// Appends `values` (each below 2^`width`) in the RLE / bit-packing hybrid as one
-/// bit-packed run: its header (groups of eight values, shifted, with the low bit set),
-/// then the values, the last group padded with zeros.
-fn hybrid(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>, width: u32) {
+/// Appends `values` (each below 2^`width` once `bits` maps it to an integer) in the
+/// RLE / bit-packing hybrid as one bit-packed run: its header (groups of eight values,
+/// shifted, with the low bit set), then the groups.
+fn hybrid<T: Copy>(out: &mut Vec<u8>, values: &[T], width: u32, bits: impl Fn(T) -> u64) {
     let groups = values.len().div_ceil(8);
     if groups == 0 {
         return;
     }
     uleb128(out, (groups as u64) << 1 | 1);
-    let padding = groups * 8 - values.len();
-    let mut bits = BitWriter::new(out);
-    for v in values {
-        bits.put(v, width);
+    pack(out, values, width, bits);
+}
+
+/// Appends `values` (each below 2^`width` once `bits` maps it to an integer), least
+/// significant bit first, each group of eight in `width` bytes; a last group of fewer is
+/// padded with zeros.
+fn pack<T: Copy>(out: &mut Vec<u8>, values: &[T], width: u32, bits: impl Fn(T) -> u64) {
+    if width == 0 {
+        return;
     }
-    for _ in 0..padding {
-        bits.put(0, width);
+    let mut groups = values.chunks_exact(8);
+    if width <= 16 {
+        // A group fits one 128-bit integer: a shift and an or per value.
+        for group in &mut groups {
+            let mut packed = 0u128;
+            for (i, &v) in group.iter().enumerate() {
+                packed |= u128::from(bits(v)) << (i as u32 * width);
+            }
+            out.extend_from_slice(&packed.to_le_bytes()[..width as usize]);
+        }
+    } else {
+        let mut writer = BitWriter::new(out);
+        for group in &mut groups {
+            for &v in group {
+                writer.put(bits(v), width);
+            }
+        }
+        writer.finish();
     }
-    bits.finish();
+    let rest = groups.remainder();
+    if !rest.is_empty() {
+        let mut last = [0u64; 8];
+        for (to, &v) in last.iter_mut().zip(rest) {
+            *to = bits(v);
+        }
+        pack(out, &last, width, u64::from);
+    }
 }
 
 /// Appends `values` in `DELTA_BINARY_PACKED`: the header (block size, miniblocks per
@@ -373,14 +395,10 @@ fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64]) -> Option<(i64, i64)> 
         }
         out.extend(widths.iter().map(|&w| w as u8));
         for (mini, &width) in packed.chunks(MINIBLOCK).zip(&widths) {
-            let mut bits = BitWriter::new(out);
-            for &d in mini {
-                bits.put(d, width);
-            }
-            for _ in mini.len()..MINIBLOCK {
-                bits.put(0, width);
-            }
-            bits.finish();
+            pack(out, mini, width, u64::from);
+            // A short last miniblock is padded to a whole one.
+            let missing_groups = (MINIBLOCK - mini.len().div_ceil(8) * 8) / 8;
+            out.resize(out.len() + missing_groups * width as usize, 0);
         }
     }
     Some((low, high))
@@ -512,7 +530,7 @@ mod tests {
     }
 
     #[test]
-    fn deltas_that_need_all_64_bits_or_none_read_back_as_written() {
+    fn deltas_of_every_width_read_back_as_written() {
         let extremes = [i64::MIN, i64::MAX, 0, -1, i64::MAX, i64::MIN, 1];
         let written = rows(700, |i| Some(extremes[i % extremes.len()]));
         assert_eq!(round_trip(&written).0, written);
@@ -520,6 +538,10 @@ mod tests {
         assert_eq!(round_trip(&written).0, written);
         let written = rows(700, |i| Some(i64::MAX - i as i64));
         assert_eq!(round_trip(&written).0, written);
+        for modulus in [1 << 12, 1 << 20, 1 << 40] {
+            let written = rows(700, |i| Some((i as i64 * 7919) % modulus));
+            assert_eq!(round_trip(&written).0, written, "deltas below {modulus}");
+        }
     }
 
     #[test]
@@ -554,10 +576,11 @@ mod tests {
     #[test]
     fn the_hybrid_header_counts_groups_of_eight() {
         let mut out = Vec::new();
-        hybrid(&mut out, [1u64, 0, 1].into_iter(), 1);
+        hybrid(&mut out, &[1u64, 0, 1], 1, |v| v);
         assert_eq!(out, [0b11, 0b101]);
         out.clear();
-        hybrid(&mut out, (0..17u32).map(|v| u64::from(v % 4)), 2);
+        let values: Vec<u32> = (0..17).map(|v| v % 4).collect();
+        hybrid(&mut out, &values, 2, u64::from);
         assert_eq!(out[0], 3 << 1 | 1);
         assert_eq!(out.len(), 1 + 3 * 2);
     }
