@@ -731,27 +731,36 @@ impl KeyAveragesBuilder {
         folder.list_fates = self.listing;
         self.holding = Holding::Folding(Box::new(folder));
         // The held items, in time order (the folder takes any order of threads).
+        #[derive(Clone, Copy)]
         enum Held {
             Op((i64, i64), HostOp),
             Record((i64, i64), MemoryRecord),
         }
-        let mut held: Vec<(i64, u64, Held)> = Vec::with_capacity(w.held);
+        let mut held: Vec<Held> = Vec::with_capacity(w.held);
         for (thread, ops) in std::mem::take(&mut self.threads) {
-            held.extend(
-                ops.into_iter()
-                    .map(|op| (op.start_ns, op.seq, Held::Op(thread, op))),
-            );
+            held.extend(ops.into_iter().map(|op| Held::Op(thread, op)));
         }
         let records = std::mem::take(&mut self.memory_records);
         for (r, thread) in records.into_iter().zip(w.record_threads.iter().copied()) {
-            held.push((r.time_ns, u64::from(r.ordinal), Held::Record(thread, r)));
+            held.push(Held::Record(thread, r));
         }
-        held.sort_unstable_by_key(|h| (h.0, h.1));
-        for (_, _, h) in held {
+        // Sorting (start, seq, place) keys moves 24 bytes an item, not the items; the
+        // (stable) merge sort takes each thread's ops, mostly in order already, as a run and
+        // merges the runs, where a quicksort would compare each item some 16 times.
+        let mut order: Vec<(i64, u64, u32)> = held
+            .iter()
+            .enumerate()
+            .map(|(i, h)| match h {
+                Held::Op(_, op) => (op.start_ns, op.seq, i as u32),
+                Held::Record(_, r) => (r.time_ns, u64::from(r.ordinal), i as u32),
+            })
+            .collect();
+        order.sort();
+        for (_, _, i) in order {
             let Holding::Folding(f) = &mut self.holding else {
                 return;
             };
-            let folded = match h {
+            let folded = match held[i as usize] {
                 Held::Op(thread, op) => {
                     let (flow, linked) = w
                         .flows
