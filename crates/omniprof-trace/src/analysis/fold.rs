@@ -36,6 +36,8 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
 use std::hash::Hash;
 
+use smallvec::SmallVec;
+
 use super::builder::Emitted;
 use super::memory::MemoryKind;
 use super::min_queue::MinQueue;
@@ -204,13 +206,15 @@ struct Sums {
     device_us: Vec<(Key, f64)>,
 }
 
-/// A child that may yet be removed into its parent, computed and waiting.
-#[derive(Debug)]
-struct Done {
-    event: Emitted,
-    own_ns: i64,
-    own_us: f64,
-    sums: Sums,
+impl Sums {
+    /// Back to no child, keeping the vector's room.
+    fn clear(&mut self) {
+        self.cpu_ns = 0;
+        self.device_ns = 0;
+        self.cpu_memory = 0;
+        self.device_memory = 0;
+        self.device_us.clear();
+    }
 }
 
 #[derive(Debug)]
@@ -231,18 +235,70 @@ struct Node {
     is_async: bool,
     sums: Sums,
     /// Runtime correlation ids of the calls whose device work this op receives, in order.
-    launches: Vec<u64>,
+    /// (Inline: an op encloses few launching calls, and nodes are many while a long op
+    /// keeps the horizon back.)
+    launches: SmallVec<[u64; 2]>,
     /// Memory usage so far (i128: as [`super::memory::MemoryIndex`] sums, then clamps).
     cpu_memory: i128,
     device_memory: i128,
-    /// Final, but held for the parent's decision.
-    done: Option<Box<Done>>,
+    /// Final, but held for the parent's decision (a child that may yet be removed into
+    /// it): the slot of its event in [`Parked`], its own device time in `op` and its
+    /// children's sums in `sums`, which its parent takes if it removes it; [`NONE`]: not.
+    done: u32,
     /// Host ops of its thread it nests in, as placed (an absorbed child still counts).
     depth: u32,
     generation: u32,
     alive: bool,
     /// In `by_end`: final but for the horizon, which has not passed its end.
     awaits_horizon: bool,
+}
+
+impl Node {
+    fn new(op: HostOp) -> Self {
+        Self {
+            op,
+            parent: NONE,
+            children: 0,
+            open_children: 0,
+            pending: 0,
+            held_child: NONE,
+            held: false,
+            closed: false,
+            is_async: false,
+            sums: Sums::default(),
+            launches: SmallVec::new(),
+            cpu_memory: 0,
+            device_memory: 0,
+            done: NONE,
+            depth: 0,
+            generation: 0,
+            alive: true,
+            awaits_horizon: false,
+        }
+    }
+
+    /// The retired node holds `op` now: a new generation, field by field (not a new node
+    /// moved in), keeping its vectors' room.
+    fn reuse(&mut self, op: HostOp) {
+        self.op = op;
+        self.parent = NONE;
+        self.children = 0;
+        self.open_children = 0;
+        self.pending = 0;
+        self.held_child = NONE;
+        self.held = false;
+        self.closed = false;
+        self.is_async = false;
+        // `retire` emptied the sums; `finalize` the launches (an op never final is never
+        // retired).
+        self.launches.clear();
+        self.cpu_memory = 0;
+        self.device_memory = 0;
+        self.depth = 0;
+        self.generation = self.generation.wrapping_add(1);
+        self.alive = true;
+        self.awaits_horizon = false;
+    }
 }
 
 /// What became of an op that was its parent's same-named first child, and which device work
@@ -286,8 +342,12 @@ struct RowState {
     waiting: MinQueue<(Key, u32)>,
 }
 
-/// The live ops with a correlation id: nearly always one.
+/// Ops (nodes): the live ops with a correlation id, or those waiting for a flow's device
+/// work; nearly always one, kept without a vector of its own.
+#[derive(Default)]
 enum Ids {
+    #[default]
+    None,
     One(u32),
     Many(Vec<u32>),
 }
@@ -295,13 +355,23 @@ enum Ids {
 impl Ids {
     fn as_slice(&self) -> &[u32] {
         match self {
+            Self::None => &[],
             Self::One(n) => std::slice::from_ref(n),
             Self::Many(v) => v,
         }
     }
+
+    fn push(&mut self, n: u32) {
+        match self {
+            Self::None => *self = Self::One(n),
+            Self::One(first) => *self = Self::Many(vec![*first, n]),
+            Self::Many(v) => v.push(n),
+        }
+    }
 }
 
-/// Final events waiting for an earlier event of their row, in reused slots.
+/// Final events waiting for an earlier event of their row, or for their parent's decision
+/// whether it removes them ([`Node::done`]), in reused slots.
 #[derive(Default)]
 struct Parked {
     events: Vec<Emitted>,
@@ -393,30 +463,53 @@ impl RangeSet {
     /// Inserts `v`; when `check`, whether it was not in the set before (else true).
     fn add(&mut self, v: u64, check: bool) -> bool {
         self.clock += 1;
-        let mut grow = None;
+        // Every slot is looked at, without branching on each: a recent range holding `v`
+        // makes it not new; one ending just before it grows, and one starting just after it
+        // joins it (so that the ranges of threads taking turns merge as their gaps fill).
+        let mut held = false;
+        let (mut grow, mut join) = (None, None);
+        let after = v.checked_add(1);
         for (i, &(first, last)) in self.recent[..self.recent_len].iter().enumerate() {
-            if first <= v && v <= last {
-                return false;
-            }
-            if grow.is_none() && last.checked_add(1) == Some(v) {
-                grow = Some(i);
-                if !check {
-                    break;
-                }
-            }
+            held |= v.wrapping_sub(first) <= last - first;
+            grow = if last.checked_add(1) == Some(v) {
+                Some(i)
+            } else {
+                grow
+            };
+            join = if after == Some(first) { Some(i) } else { join };
+        }
+        if held {
+            return false;
         }
         let new = !check || !self.in_ranges(v);
-        let slot = match grow {
-            Some(i) => {
+        let slot = match (grow, join) {
+            (Some(i), Some(j)) => {
+                self.recent[i].1 = self.recent[j].1;
+                // Slot `j` is freed: the last slot moves there.
+                let end = self.recent_len - 1;
+                self.recent[j] = self.recent[end];
+                self.grown[j] = self.grown[end];
+                self.recent_len = end;
+                if i == end {
+                    j
+                } else {
+                    i
+                }
+            }
+            (Some(i), None) => {
                 self.recent[i].1 = v;
                 i
             }
-            None if self.recent_len < RECENT_RANGES => {
+            (None, Some(j)) => {
+                self.recent[j].0 = v;
+                j
+            }
+            (None, None) if self.recent_len < RECENT_RANGES => {
                 self.recent_len += 1;
                 self.recent[self.recent_len - 1] = (v, v);
                 self.recent_len - 1
             }
-            None => {
+            (None, None) => {
                 let oldest = (0..RECENT_RANGES)
                     .min_by_key(|&i| self.grown[i])
                     .unwrap_or(0);
@@ -456,6 +549,9 @@ impl RangeSet {
 pub(super) struct Folder {
     threads: Vec<Thread>,
     thread_index: FastMap<(i64, i64), u32>,
+    /// The last thread an item came from, tried before `thread_index`: a trace's events
+    /// mostly come in runs of one thread's.
+    last_thread: Option<((i64, i64), u32)>,
     /// (latest start, thread) of the thread whose latest start is the earliest, once items
     /// came out of time order.
     slowest: Option<(i64, u32)>,
@@ -485,7 +581,7 @@ pub(super) struct Folder {
     seen_linked: RangeSet,
     seen_launch: RangeSet,
     /// Ops waiting for the device work of a flow, by flow id.
-    flow_targets: FastMap<u64, Vec<u32>>,
+    flow_targets: FastMap<u64, Ids>,
     /// Flows whose device work came before the launch.
     early_flow_ends: FastMap<u64, ()>,
     /// By row index.
@@ -523,6 +619,7 @@ impl Folder {
         Self {
             threads: Vec::new(),
             thread_index: FastMap::default(),
+            last_thread: None,
             slowest: None,
             in_order,
             max_start: i64::MIN,
@@ -588,7 +685,13 @@ impl Folder {
     }
 
     fn thread(&mut self, id: (i64, i64), start: i64) -> u32 {
+        if let Some((last, t)) = self.last_thread {
+            if last == id {
+                return t;
+            }
+        }
         if let Some(&t) = self.thread_index.get(&id) {
+            self.last_thread = Some((id, t));
             return t;
         }
         let t = self.threads.len() as u32;
@@ -754,7 +857,7 @@ impl Folder {
         if let Some(f) = flow_end {
             match self.flow_targets.remove(&f) {
                 Some(targets) => {
-                    for n in targets {
+                    for &n in targets.as_slice() {
                         let node = &mut self.nodes[n as usize];
                         node.pending -= 1;
                         self.worklist.push(n);
@@ -774,7 +877,7 @@ impl Folder {
         let nodes = &self.nodes;
         self.live.retain(|&(n, generation)| {
             let node = &nodes[n as usize];
-            node.alive && node.generation == generation && node.done.is_none()
+            node.alive && node.generation == generation && node.done == NONE
         });
     }
 
@@ -837,48 +940,13 @@ impl Folder {
         } else {
             None
         };
-        let node = Node {
-            op,
-            parent: NONE,
-            children: 0,
-            open_children: 0,
-            pending: 0,
-            held_child: NONE,
-            held: false,
-            closed: false,
-            is_async: false,
-            sums: Sums::default(),
-            launches: Vec::new(),
-            cpu_memory: 0,
-            device_memory: 0,
-            done: None,
-            depth: 0,
-            generation: 0,
-            alive: true,
-            awaits_horizon: false,
-        };
         let id = match self.free.pop() {
             Some(id) => {
-                let old = &mut self.nodes[id as usize];
-                let generation = old.generation.wrapping_add(1);
-                // The new op takes the old one's vectors, with their room.
-                let mut launches = std::mem::take(&mut old.launches);
-                let mut device_us = std::mem::take(&mut old.sums.device_us);
-                launches.clear();
-                device_us.clear();
-                *old = Node {
-                    generation,
-                    launches,
-                    sums: Sums {
-                        device_us,
-                        ..Sums::default()
-                    },
-                    ..node
-                };
+                self.nodes[id as usize].reuse(op);
                 id
             }
             None => {
-                self.nodes.push(node);
+                self.nodes.push(Node::new(op));
                 (self.nodes.len() - 1) as u32
             }
         };
@@ -886,30 +954,27 @@ impl Folder {
             Some(Entry::Vacant(live)) => {
                 live.insert(Ids::One(id));
             }
-            Some(Entry::Occupied(mut live)) => {
-                let ids = live.get_mut();
-                match ids {
-                    Ids::One(other) => *ids = Ids::Many(vec![*other, id]),
-                    Ids::Many(many) => many.push(id),
-                }
-            }
+            Some(Entry::Occupied(mut live)) => live.get_mut().push(id),
             None => {}
         }
         if !op.out_of_memory {
-            let (mut cpu, mut device) = (0i128, 0i128);
-            for (_, r) in self
-                .records
-                .range_mut((op.start_ns, 0)..=(op.end_ns, u32::MAX))
-            {
-                let (rc, rd) = r.kind.split(r.bytes);
-                cpu += i128::from(rc);
-                device += i128::from(rd);
-                r.covered = true;
+            // (A new node's usage is 0: most traces hold no memory record.)
+            if !self.records.is_empty() {
+                let (mut cpu, mut device) = (0i128, 0i128);
+                for (_, r) in self
+                    .records
+                    .range_mut((op.start_ns, 0)..=(op.end_ns, u32::MAX))
+                {
+                    let (rc, rd) = r.kind.split(r.bytes);
+                    cpu += i128::from(rc);
+                    device += i128::from(rd);
+                    r.covered = true;
+                }
+                let node = &mut self.nodes[id as usize];
+                node.cpu_memory = cpu;
+                node.device_memory = device;
             }
-            let node = &mut self.nodes[id as usize];
-            node.cpu_memory = cpu;
-            node.device_memory = device;
-            self.live.push((id, node.generation));
+            self.live.push((id, self.nodes[id as usize].generation));
             if self.live.len() >= self.live_limit {
                 self.prune_live();
                 self.live_limit = (2 * self.live.len()).max(64);
@@ -966,20 +1031,32 @@ impl Folder {
         if self.early_flow_ends.remove(&flow).is_some() {
             return;
         }
-        let mut targets: Vec<u32> = receiver.into_iter().collect();
+        let mut targets = Ids::default();
+        if let Some(r) = receiver {
+            targets.push(r);
+        }
         let own = if op.call { a.linked } else { op.correlation };
         if own != 0 {
             let live = self.by_correlation.get(&own);
             for &n in live.map(Ids::as_slice).unwrap_or_default() {
-                if !targets.contains(&n) {
+                if !targets.as_slice().contains(&n) {
                     targets.push(n);
                 }
             }
         }
-        for &n in &targets {
+        for &n in targets.as_slice() {
             self.nodes[n as usize].pending += 1;
         }
-        self.flow_targets.entry(flow).or_default().extend(targets);
+        match self.flow_targets.entry(flow) {
+            Entry::Vacant(v) => {
+                v.insert(targets);
+            }
+            Entry::Occupied(mut o) => {
+                for &n in targets.as_slice() {
+                    o.get_mut().push(n);
+                }
+            }
+        }
     }
 
     /// The op tree: pops what the op starts after, then nests it in the top or makes it
@@ -1142,7 +1219,7 @@ impl Folder {
     fn try_finalize(&mut self, n: u32, sums: &mut DeviceSums) -> Result<(), OutOfOrder> {
         let node = &mut self.nodes[n as usize];
         if !node.alive
-            || node.done.is_some()
+            || node.done != NONE
             || !node.closed
             || node.pending > 0
             || node.open_children > 0
@@ -1168,31 +1245,11 @@ impl Folder {
             let node = &self.nodes[n as usize];
             (node.op.device_ns, node.op.device_us)
         };
-        let mut launches = std::mem::take(&mut self.nodes[n as usize].launches);
         let mut received = Vec::new();
-        for &c in &launches {
-            let last = match self.launch_refs.entry(c) {
-                Entry::Occupied(mut refs) => {
-                    *refs.get_mut() -= 1;
-                    if *refs.get() == 0 {
-                        refs.remove();
-                        true
-                    } else {
-                        false
-                    }
-                }
-                Entry::Vacant(_) => false,
-            };
-            if let Some(time) = read_sum(&mut sums.launched, c, last) {
-                own_ns = own_ns.saturating_add(time.ns);
-                own_us += time.us;
-                if self.list_fates {
-                    received.push(c);
-                }
-            }
+        // (Most ops enclose no launching call.)
+        if !self.nodes[n as usize].launches.is_empty() {
+            self.receive_launches(n, sums, &mut own_ns, &mut own_us, &mut received);
         }
-        launches.clear();
-        self.nodes[n as usize].launches = launches;
         let op = self.nodes[n as usize].op;
         let mut linked = None;
         if op.correlation != 0 && !op.call {
@@ -1207,7 +1264,7 @@ impl Folder {
                         }
                         empty
                     }
-                    Ids::One(_) => {
+                    Ids::None | Ids::One(_) => {
                         ids.remove();
                         true
                     }
@@ -1274,14 +1331,13 @@ impl Folder {
         let held = self.nodes[n as usize].held_child;
         let mut child_sums = std::mem::take(&mut self.nodes[n as usize].sums);
         // A held child is final before its parent (the parent waits for its children).
-        let removed = (held != NONE && self.nodes[n as usize].children == 1)
-            .then(|| self.nodes[held as usize].done.take())
-            .flatten();
-        if let Some(done) = removed {
-            own_ns = done.own_ns;
-            own_us = done.own_us;
-            child_sums = done.sums;
-            let row = done.event.key;
+        if held != NONE && self.nodes[n as usize].children == 1 {
+            let child = &mut self.nodes[held as usize];
+            let row = child.op.key;
+            (own_ns, own_us) = (child.op.device_ns, child.op.device_us);
+            std::mem::swap(&mut child_sums, &mut child.sums);
+            let slot = std::mem::replace(&mut child.done, NONE);
+            self.parked.take(slot);
             if self.list_fates {
                 self.fates.push(Fate::Absorbed {
                     op: self.nodes[held as usize].op.seq,
@@ -1337,12 +1393,11 @@ impl Folder {
         }
         if self.nodes[n as usize].held {
             // Kept for the parent, which decides whether it stays.
-            self.nodes[n as usize].done = Some(Box::new(Done {
-                event,
-                own_ns,
-                own_us,
-                sums: child_sums,
-            }));
+            let slot = self.parked.park(event);
+            let node = &mut self.nodes[n as usize];
+            (node.op.device_ns, node.op.device_us) = (own_ns, own_us);
+            node.sums = child_sums;
+            node.done = slot;
             return;
         }
         if parent != NONE {
@@ -1356,6 +1411,42 @@ impl Folder {
         self.emit(event);
     }
 
+    /// The device work launched by the calls `n` encloses: added to its own time, and each
+    /// call that had some to `received` (when listing).
+    fn receive_launches(
+        &mut self,
+        n: u32,
+        sums: &mut DeviceSums,
+        own_ns: &mut i64,
+        own_us: &mut f64,
+        received: &mut Vec<u64>,
+    ) {
+        let mut launches = std::mem::take(&mut self.nodes[n as usize].launches);
+        for &c in &launches {
+            let last = match self.launch_refs.entry(c) {
+                Entry::Occupied(mut refs) => {
+                    *refs.get_mut() -= 1;
+                    if *refs.get() == 0 {
+                        refs.remove();
+                        true
+                    } else {
+                        false
+                    }
+                }
+                Entry::Vacant(_) => false,
+            };
+            if let Some(time) = read_sum(&mut sums.launched, c, last) {
+                *own_ns = own_ns.saturating_add(time.ns);
+                *own_us += time.us;
+                if self.list_fates {
+                    received.push(c);
+                }
+            }
+        }
+        launches.clear();
+        self.nodes[n as usize].launches = launches;
+    }
+
     /// The parent got a second child: its first child stays.
     fn release(&mut self, child: u32, parent: u32) {
         let node = &mut self.nodes[child as usize];
@@ -1363,25 +1454,20 @@ impl Folder {
         if self.list_fates {
             self.fates.push(Fate::Kept(node.op.seq));
         }
-        if let Some(done) = node.done.take() {
-            let op = node.op;
-            add_child(&mut self.nodes[parent as usize].sums, &done.event);
+        if node.done != NONE {
+            let event = self.parked.take(std::mem::replace(&mut node.done, NONE));
+            add_child(&mut self.nodes[parent as usize].sums, &event);
             self.retire(child);
-            self.gone(op.key);
-            self.emit(done.event);
+            self.gone(event.key);
+            self.emit(event);
         }
     }
 
     fn retire(&mut self, n: u32) {
         let node = &mut self.nodes[n as usize];
         node.alive = false;
-        let mut device_us = std::mem::take(&mut node.sums.device_us);
-        device_us.clear();
-        node.sums = Sums {
-            device_us,
-            ..Sums::default()
-        };
-        node.done = None;
+        node.sums.clear();
+        node.done = NONE;
         self.free.push(n);
     }
 
@@ -1463,7 +1549,7 @@ impl Folder {
             self.pass_horizon(t, sums)?;
         }
         for (_, targets) in std::mem::take(&mut self.flow_targets) {
-            for n in targets {
+            for &n in targets.as_slice() {
                 self.nodes[n as usize].pending -= 1;
             }
         }

@@ -127,6 +127,9 @@ impl Listing {
 
     /// `op`, or the op that absorbed it.
     fn follow(&self, mut op: u64) -> u64 {
+        if self.absorbed.is_empty() {
+            return op;
+        }
         while let Some(&into) = self.absorbed.get(&op) {
             op = into;
         }
@@ -157,6 +160,9 @@ impl Listing {
 
     /// Every final event has been pushed: no child of an absorbed op is still to come.
     pub(super) fn forget_absorbed(&mut self) {
+        if self.absorbed_ops.is_empty() {
+            return;
+        }
         for op in self.absorbed_ops.drain(..) {
             self.absorbed.remove(&op);
         }

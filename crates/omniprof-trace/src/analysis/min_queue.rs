@@ -31,11 +31,13 @@ impl<T: Ord> Default for MinQueue<T> {
 impl<T: Ord + Copy> MinQueue<T> {
     /// Adds an item.
     pub(super) fn push(&mut self, item: T) {
-        match (self.run.front(), self.run.back()) {
-            (_, Some(&last)) if item >= last => self.run.push_back(item),
-            (Some(&first), _) if item <= first => self.run.push_front(item),
-            (None, None) => self.run.push_back(item),
-            _ => self.rest.push(Reverse(item)),
+        // The back first: items mostly come in order.
+        match self.run.back() {
+            Some(&last) if item < last => match self.run.front() {
+                Some(&first) if item <= first => self.run.push_front(item),
+                _ => self.rest.push(Reverse(item)),
+            },
+            _ => self.run.push_back(item),
         }
     }
 
