@@ -1608,4 +1608,19 @@ mod tests {
         assert!(ids.contains(7) && ids.contains(0) && ids.contains(u64::MAX));
         assert!(!ids.contains(2) && !ids.contains(11) && !ids.contains(u64::MAX - 1));
     }
+
+    #[test]
+    fn the_recent_ranges_of_threads_taking_turns_merge_as_their_gaps_fill() {
+        let mut ids = RangeSet::default();
+        // Three threads, each given ten consecutive ids, taking turns id by id.
+        for i in 0..10 {
+            for thread in 0..3 {
+                assert!(ids.insert_new(thread * 10 + i));
+            }
+        }
+        assert_eq!(&ids.recent[..ids.recent_len], &[(0, 29)]);
+        assert!(ids.ranges.is_empty());
+        assert!(!ids.insert_new(17) && !ids.insert_new(0) && !ids.insert_new(29));
+        assert!(ids.insert_new(30) && ids.contains(30) && !ids.contains(31));
+    }
 }
