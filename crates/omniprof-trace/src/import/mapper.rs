@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-use super::event::{micros_to_ns, ArgFilter, Id, KeptArgs, Raw, RawEvent};
+use super::event::{ArgFilter, Id, KeptArgs, Micros, RawEvent};
 use super::item::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::counter::{CounterSample, CounterTrack};
@@ -176,9 +176,9 @@ impl Converter {
     }
 
     /// The microseconds of `field` (`ts` or `dur`) in nanoseconds.
-    fn micros(raw: Raw, field: &str) -> Result<i64, EventError> {
-        let raw = raw.0;
-        micros_to_ns(raw).ok_or_else(|| {
+    fn micros(micros: Micros, field: &str) -> Result<i64, EventError> {
+        micros.ns().ok_or_else(|| {
+            let raw = micros.0;
             // The value may be anything, a whole object included: quote only its start.
             let end = raw.char_indices().nth(40).map_or(raw.len(), |(i, _)| i);
             let more = if end < raw.len() { "..." } else { "" };

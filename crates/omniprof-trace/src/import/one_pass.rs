@@ -17,7 +17,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::event::{digit_at, ArgKeys, Args, Id, KeptArgs, Raw, RawEvent, Str};
+use super::event::{
+    digit_at, plain_micros_at, ArgKeys, Args, Id, KeptArgs, Micros, Raw, RawEvent, Str,
+};
 use crate::value::{Value, MAX_VALUE_DEPTH};
 
 /// Parses the event at the start of `text` (after any whitespace) in one pass, reading only
@@ -147,8 +149,8 @@ impl<'a> Parser<'a> {
                 Some(NAME) => ev.name = p.optional(Self::str_value)?,
                 Some(PID) => ev.pid = p.optional(Self::id)?,
                 Some(TID) => ev.tid = p.optional(Self::id)?,
-                Some(TS) => ev.ts = p.optional(Self::raw)?,
-                Some(DUR) => ev.dur = p.optional(Self::raw)?,
+                Some(TS) => ev.ts = p.optional(Self::micros)?,
+                Some(DUR) => ev.dur = p.optional(Self::micros)?,
                 Some(ID) => ev.id = p.optional(Self::id)?,
                 Some(_) => {
                     let ph = ev.ph.as_deref();
@@ -218,7 +220,8 @@ impl<'a> Parser<'a> {
     }
 
     /// `null` as `None`, else what `read` reads.
-    fn optional<T>(&mut self, read: fn(&mut Self) -> Option<T>) -> Option<Option<T>> {
+    #[inline(always)]
+    fn optional<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<Option<T>> {
         if self.peek()? == b'n' {
             self.literal("null")?;
             return Some(None);
@@ -236,11 +239,36 @@ impl<'a> Parser<'a> {
         if self.peek()? == b'"' {
             return self.str_value().map(Id::Str);
         }
+        if let Some(v) = self.small_integer() {
+            return i64::try_from(v).ok().map(Id::Int);
+        }
         match self.number()? {
             Number::I64(v) => Some(Id::Int(v)),
             Number::U64(v) => i64::try_from(v).ok().map(Id::Int),
             Number::F64(_) => None,
         }
+    }
+
+    /// A `ts` or `dur`: a plain decimal, as writers write them, is converted to nanoseconds
+    /// as it is read; any other value is kept as text for the converter to judge.
+    #[inline(always)]
+    fn micros(&mut self) -> Option<Micros<'a>> {
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        if let Some((end, ns)) = plain_micros_at(bytes, start) {
+            // A JSON number as it stands: no leading zero, a digit after the point, no
+            // exponent (which the general way reads).
+            let int = start + usize::from(bytes[start] == b'-');
+            let leading_zero = bytes[int] == b'0' && end > int + 1 && bytes[int + 1] != b'.';
+            let json = !leading_zero
+                && bytes[end - 1] != b'.'
+                && !matches!(bytes.get(end), Some(b'.' | b'e' | b'E'));
+            if json {
+                self.at = end;
+                return Some(Micros(&self.text[start..end], Some(ns)));
+            }
+        }
+        self.raw().map(|raw| Micros(raw.0, None))
     }
 
     /// Any value, as its text.
@@ -257,6 +285,7 @@ impl<'a> Parser<'a> {
 
     /// The rest of a string whose opening quote was consumed: borrowed unless it holds
     /// escapes.
+    #[inline(always)]
     fn string(&mut self) -> Option<Cow<'a, str>> {
         let bytes = self.text.as_bytes();
         let start = self.at;
@@ -264,11 +293,18 @@ impl<'a> Parser<'a> {
         match *bytes.get(self.at)? {
             b'"' => {
                 self.at += 1;
-                return Some(Cow::Borrowed(&self.text[start..self.at - 1]));
+                Some(Cow::Borrowed(&self.text[start..self.at - 1]))
             }
-            b'\\' => {}
-            _ => return None,
+            b'\\' => self.escaped_string(start),
+            _ => None,
         }
+    }
+
+    /// [`Self::string`] from its first backslash on, the plain run before it starting at
+    /// `start`.
+    #[inline(never)]
+    fn escaped_string(&mut self, start: usize) -> Option<Cow<'a, str>> {
+        let bytes = self.text.as_bytes();
         let mut owned = String::from(&self.text[start..self.at]);
         loop {
             let run = self.at;
@@ -331,11 +367,18 @@ impl<'a> Parser<'a> {
     /// A number, classified as the reference deserializer does: an integer is `U64` when
     /// not negative, `I64` when negative (`-0` and below `i64::MIN` are floats), a float
     /// when it has a fraction or an exponent or does not fit `u64`.
+    #[inline(always)]
     fn number(&mut self) -> Option<Number> {
-        let start = self.at;
-        if let Some(v) = self.small_integer() {
-            return Some(Number::U64(v));
+        match self.small_integer() {
+            Some(v) => Some(Number::U64(v)),
+            None => self.any_number(),
         }
+    }
+
+    /// [`Self::number`] for any number.
+    #[inline(never)]
+    fn any_number(&mut self) -> Option<Number> {
+        let start = self.at;
         self.skip_number()?;
         let text = &self.text[start..self.at];
         let (negative, digits) = match text.strip_prefix('-') {
@@ -375,6 +418,7 @@ impl<'a> Parser<'a> {
     /// The common number, converted as it is checked: a non-negative integer of at most 19
     /// digits (so it fits `u64`), without fraction or exponent. `None`, having consumed
     /// nothing, for any other text.
+    #[inline(always)]
     fn small_integer(&mut self) -> Option<u64> {
         let bytes = self.text.as_bytes();
         let start = self.at;
@@ -472,10 +516,24 @@ impl<'a> Parser<'a> {
         })
     }
 
-    /// Skips one value, checking its syntax, without building anything. Containers nest
-    /// through a bit stack (set: an object), [`MAX_SKIP_DEPTH`] levels at most. (The place
-    /// is kept in a local, which the compiler keeps in a register.)
+    /// Skips one value, checking its syntax, without building anything. A number or a
+    /// string (most skipped args) is stepped over here; containers by [`Self::skip_nested`].
+    #[inline(always)]
     fn skip_value(&mut self) -> Option<()> {
+        let bytes = self.text.as_bytes();
+        match *bytes.get(self.at)? {
+            b'0'..=b'9' | b'-' => self.at = after_number(bytes, self.at)?,
+            b'"' => self.at = self.skipped_string(self.at + 1)?,
+            _ => self.skip_nested()?,
+        }
+        Some(())
+    }
+
+    /// [`Self::skip_value`] for any value. Containers nest through a bit stack (set: an
+    /// object), [`MAX_SKIP_DEPTH`] levels at most. (The place is kept in a local, which the
+    /// compiler keeps in a register.)
+    #[inline(never)]
+    fn skip_nested(&mut self) -> Option<()> {
         let bytes = self.text.as_bytes();
         let mut at = self.at;
         let mut objects: u64 = 0;
@@ -489,19 +547,28 @@ impl<'a> Parser<'a> {
                         return None;
                     }
                     let object = open == b'{';
-                    objects = objects << 1 | u64::from(object);
-                    depth += 1;
-                    at = after_whitespace(bytes, at + 1);
-                    let close = if object { b'}' } else { b']' };
-                    if *bytes.get(at)? == close {
+                    // A list of numbers and strings as writers space it (`[64, 1]`,
+                    // `["float", ""]`, most of a trace's skipped args) is stepped over whole.
+                    let scalars = match object {
+                        false => self.skipped_scalar_list(at + 1),
+                        true => None,
+                    };
+                    if let Some(end) = scalars {
+                        at = end;
+                    } else {
+                        objects = objects << 1 | u64::from(object);
+                        depth += 1;
+                        at = after_whitespace(bytes, at + 1);
+                        let close = if object { b'}' } else { b']' };
+                        if *bytes.get(at)? != close {
+                            if object {
+                                at = self.skipped_key(at)?;
+                            }
+                            continue;
+                        }
                         at += 1;
                         objects >>= 1;
                         depth -= 1;
-                    } else {
-                        if object {
-                            at = self.skipped_key(at)?;
-                        }
-                        continue;
                     }
                 }
                 b'n' => at = after_literal(bytes, at, b"null")?,
@@ -532,6 +599,30 @@ impl<'a> Parser<'a> {
                 at += 1;
                 objects >>= 1;
                 depth -= 1;
+            }
+        }
+    }
+
+    /// Where a list whose `[` ends just before `at` ends, when it holds nothing but numbers
+    /// and strings each followed by `, ` or by its `]` (or nothing at all, `[]`), each
+    /// checked as [`Self::skip_value`] checks them; `None` for any other list (the general
+    /// way then reads it from its `[`).
+    #[inline(always)]
+    fn skipped_scalar_list(&self, mut at: usize) -> Option<usize> {
+        let bytes = self.text.as_bytes();
+        if *bytes.get(at)? == b']' {
+            return Some(at + 1);
+        }
+        loop {
+            at = match *bytes.get(at)? {
+                b'"' => self.skipped_string(at + 1)?,
+                b'0'..=b'9' | b'-' => after_number(bytes, at)?,
+                _ => return None,
+            };
+            match *bytes.get(at)? {
+                b',' if bytes.get(at + 1) == Some(&b' ') => at += 2,
+                b']' => return Some(at + 1),
+                _ => return None,
             }
         }
     }
@@ -667,7 +758,7 @@ fn plain_run_end(bytes: &[u8], mut at: usize) -> usize {
 mod tests {
     use serde::Deserialize;
 
-    use super::super::event::ArgFilter;
+    use super::super::event::{micros_to_ns, ArgFilter};
 
     use super::*;
 
@@ -792,22 +883,29 @@ mod tests {
     /// Every event above, cut at every byte and with every byte replaced by each of a set
     /// that JSON gives meaning to: whenever the one-pass parser reads something, the
     /// reference reads the same.
-    #[test]
-    fn whatever_the_one_pass_read_accepts_the_reference_reads_the_same() {
+    /// `text` cut at every byte and with every byte replaced by each of a set that JSON
+    /// gives meaning to.
+    fn mutations(text: &str) -> Vec<String> {
         let replacements = [
             "\"", "\\", ",", ":", "}", "]", "{", "[", " ", "0", "9", "-", ".", "e", "n", "x",
             "\u{1}", "é",
         ];
+        let mut variants: Vec<String> = Vec::new();
+        for (at, c) in text.char_indices() {
+            variants.push(text[..at].to_string());
+            for r in replacements {
+                variants.push(format!("{}{r}{}", &text[..at], &text[at + c.len_utf8()..]));
+            }
+        }
+        variants
+    }
+
+    #[test]
+    fn whatever_the_one_pass_read_accepts_the_reference_reads_the_same() {
         let mut accepted = 0;
         for text in EVENTS {
             let filter = ArgFilter::All;
-            let mut variants: Vec<String> = Vec::new();
-            for (at, c) in text.char_indices() {
-                variants.push(text[..at].to_string());
-                for r in replacements {
-                    variants.push(format!("{}{r}{}", &text[..at], &text[at + c.len_utf8()..]));
-                }
-            }
+            let variants = mutations(text);
             for variant in &variants {
                 if let Some(read) = one_pass(variant, &filter) {
                     accepted += 1;
@@ -818,6 +916,50 @@ mod tests {
         // The mutations that keep an event valid (a digit for a digit, a space for a
         // space, ...) are read, not all given up.
         assert!(accepted > 1000, "{accepted}");
+    }
+
+    /// Events whose args are skipped (a filter that keeps none of them): lists of numbers
+    /// and strings spaced as writers space them, and others; `ts` and `dur` of every form.
+    const SKIPPED: &[&str] = &[
+        r#"{"ph": "X", "cat": "cpu_op", "ts": 1003.137, "dur": 28.518, "args": {"Concrete Inputs": ["", "", "a\"b"], "Input Dims": [[64, 1], [], [-1.5e3, 0]], "grid": [128,1, 1], "x": [ 1 , "s" ], "y": ["\u00e9", [1, 2], {"a": [3]}, null], "z": [true]}}"#,
+        r#"{"ph": "X", "cat": "kernel", "ts": 0, "dur": 0.0005, "args": {"grid": [128, 1, 1], "block": [], "t": ["float", ""], "u": [0, -0, 10, 1.25, 2E-2, "x"]}}"#,
+        r#"{"ph": "i", "cat": "cpu_op", "ts": -0.25, "args": {"a": [[[]]], "b": [""]}}"#,
+        r#"{"ph": "X", "cat": "cpu_op", "ts": 123456789012345.6789, "dur": 1234567890123456, "args": {}}"#,
+    ];
+
+    #[test]
+    fn skipped_lists_and_converted_times_agree_with_the_reference() {
+        let filter = ArgFilter::Only(vec!["keep".into()]);
+        let mut accepted = 0;
+        for text in SKIPPED {
+            let (ev, len) = read(text, &filter).expect(text);
+            assert_eq!(len, text.len(), "{text}");
+            // A plain `ts` is converted as it is read; a `dur` of 16 digits is left to the
+            // converter.
+            assert!(ev.ts.expect(text).1.is_some(), "{text}");
+            assert_eq!(
+                ev.dur.is_some_and(|dur| dur.1.is_none()),
+                text.contains("3456,")
+            );
+            for variant in mutations(text).iter().chain([&text.to_string()]) {
+                let Some((ev, _)) = read(variant, &filter) else {
+                    continue;
+                };
+                accepted += 1;
+                // What the parser converted is what the text converts to.
+                for micros in [ev.ts, ev.dur].into_iter().flatten() {
+                    if let Some(ns) = micros.1 {
+                        assert_eq!(Some(ns), micros_to_ns(micros.0), "{variant}");
+                    }
+                }
+                assert_eq!(
+                    reference(variant, &filter),
+                    one_pass(variant, &filter),
+                    "{variant}"
+                );
+            }
+        }
+        assert!(accepted > 500, "{accepted}");
     }
 
     #[test]
