@@ -448,27 +448,48 @@ impl<'a> Parser<'a> {
             self.literal("null")?;
             return Some(args);
         }
-        self.object(|p, key| {
-            if keep(&key) {
-                // A value too deep for other readers is skipped and counted: one such arg
-                // does not make the whole trace unreadable.
-                let mut too_deep = false;
-                let value = p.value(0, &mut too_deep)?;
-                match too_deep {
-                    false => args.kept.push((Str(key), value)),
-                    true => args.too_deep += 1,
+        // The keys read inline (most are turned away at once), not through `object`'s call.
+        #[allow(clippy::redundant_closure)]
+        self.object_with(
+            |p| p.string(),
+            |p, key| {
+                if keep(&key) {
+                    // A value too deep for other readers is skipped and counted: one such arg
+                    // does not make the whole trace unreadable.
+                    let mut too_deep = false;
+                    let value = p.value(0, &mut too_deep)?;
+                    match too_deep {
+                        false => args.kept.push((Str(key), value)),
+                        true => args.too_deep += 1,
+                    }
+                    Some(())
+                } else {
+                    p.skip_value()
                 }
-                Some(())
-            } else {
-                p.skip_value()
-            }
-        })?;
+            },
+        )?;
         Some(args)
     }
 
     /// A value converted to [`MAX_VALUE_DEPTH`] levels, `depth` being this one's; a list or
-    /// object at that depth is skipped and sets `too_deep`.
+    /// object at that depth is skipped and sets `too_deep`. The common arg, an id, is read
+    /// here; any other value by [`Self::any_value`].
+    #[inline(always)]
     fn value(&mut self, depth: usize, too_deep: &mut bool) -> Option<Value> {
+        match self.small_integer() {
+            Some(v) => Some(Self::integer(v)),
+            None => self.any_value(depth, too_deep),
+        }
+    }
+
+    /// The [`Value`] of a non-negative integer, as the reference reads it.
+    fn integer(v: u64) -> Value {
+        i64::try_from(v).map_or(Value::UInt(v), Value::Int)
+    }
+
+    /// [`Self::value`] for any value.
+    #[inline(never)]
+    fn any_value(&mut self, depth: usize, too_deep: &mut bool) -> Option<Value> {
         Some(match self.peek()? {
             b'n' => self.literal("null").map(|()| Value::Null)?,
             b't' => self.literal("true").map(|()| Value::Bool(true))?,
@@ -509,7 +530,7 @@ impl<'a> Parser<'a> {
                 Value::Map(entries)
             }
             _ => match self.number()? {
-                Number::U64(v) => i64::try_from(v).map_or(Value::UInt(v), Value::Int),
+                Number::U64(v) => Self::integer(v),
                 Number::I64(v) => Value::Int(v),
                 Number::F64(v) => Value::Float(v),
             },
@@ -615,8 +636,22 @@ impl<'a> Parser<'a> {
         }
         loop {
             at = match *bytes.get(at)? {
+                // An integer (no leading zero) is its digits, unless a fraction or an
+                // exponent follows them.
+                b'1'..=b'9' => {
+                    let start = at;
+                    at += 1;
+                    while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+                        at += 1;
+                    }
+                    match bytes.get(at) {
+                        Some(b'.' | b'e' | b'E') => after_number(bytes, start)?,
+                        _ => at,
+                    }
+                }
+                b'"' if bytes.get(at + 1) == Some(&b'"') => at + 2,
                 b'"' => self.skipped_string(at + 1)?,
-                b'0'..=b'9' | b'-' => after_number(bytes, at)?,
+                b'0' | b'-' => after_number(bytes, at)?,
                 _ => return None,
             };
             match *bytes.get(at)? {
