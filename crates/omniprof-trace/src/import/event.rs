@@ -149,15 +149,57 @@ impl KeptArgs {
     }
 }
 
-/// The type of a `cat`: an exact name without allocating, else [`ActivityType::parse`]
-/// (case folding, generic names).
+/// The type of a `cat`: an exact name without allocating (compared only with the names of
+/// its length), else [`ActivityType::parse`] (case folding, generic names).
 pub(super) fn activity_type(cat: &str) -> Option<ActivityType> {
-    ActivityType::ALL
-        .iter()
-        .copied()
-        .find(|t| t.name() == cat)
-        .or_else(|| ActivityType::parse(cat).ok())
+    let exact = match BY_LENGTH.starts.get(cat.len()..cat.len() + 2) {
+        Some(&[start, end]) => BY_LENGTH.types[usize::from(start)..usize::from(end)]
+            .iter()
+            .copied()
+            .find(|t| t.name() == cat),
+        _ => None,
+    };
+    exact.or_else(|| ActivityType::parse(cat).ok())
 }
+
+/// The longest name of an [`ActivityType`] that [`BY_LENGTH`] files (a longer `cat` is
+/// left to [`ActivityType::parse`], which a test checks no type needs).
+const MAX_NAME: usize = 40;
+
+/// [`ActivityType::ALL`] ordered by the length of their names, and where the names of each
+/// length start (`types[starts[n]..starts[n + 1]]` are those `n` bytes long).
+struct ByLength {
+    types: [ActivityType; ActivityType::ALL.len()],
+    starts: [u8; MAX_NAME + 2],
+}
+
+const BY_LENGTH: ByLength = {
+    let mut types = ActivityType::ALL;
+    let mut starts = [0u8; MAX_NAME + 2];
+    // Insertion sort by name length (a const context has no sort).
+    let mut i = 1;
+    while i < types.len() {
+        let mut j = i;
+        while j > 0 && types[j - 1].name().len() > types[j].name().len() {
+            let t = types[j];
+            types[j] = types[j - 1];
+            types[j - 1] = t;
+            j -= 1;
+        }
+        i += 1;
+    }
+    // starts[n]: the first type whose name is at least n bytes long.
+    let mut n = 0;
+    let mut at = 0;
+    while n < starts.len() {
+        while at < types.len() && types[at].name().len() < n {
+            at += 1;
+        }
+        starts[n] = at as u8;
+        n += 1;
+    }
+    ByLength { types, starts }
+};
 
 /// Which `args` the mapper reads from an event, as told by its `ph` and `cat`: everything
 /// else in `args` is skipped without being converted.
@@ -661,6 +703,15 @@ mod tests {
         assert!(all.keeps(op, &long) && all.keeps(op, "x"));
         let only_long = KeptArgs::new(ArgFilter::Only(vec![long.clone()]));
         assert!(only_long.keeps(op, &long) && !only_long.keeps(op, "x"));
+    }
+
+    #[test]
+    fn every_type_is_found_by_its_exact_name() {
+        for t in ActivityType::ALL {
+            assert!(t.name().len() <= MAX_NAME, "{t:?}");
+            assert_eq!(activity_type(t.name()), Some(t));
+        }
+        assert_eq!(activity_type(&"x".repeat(MAX_NAME + 5)), None);
     }
 
     #[test]

@@ -537,14 +537,22 @@ impl<'a> Parser<'a> {
         })
     }
 
-    /// Skips one value, checking its syntax, without building anything. A number or a
-    /// string (most skipped args) is stepped over here; containers by [`Self::skip_nested`].
+    /// Skips one value, checking its syntax, without building anything. A number, a
+    /// string, or a list of them or of lists of them (most skipped args: `[[64, 1], [1]]`)
+    /// is stepped over here; other values by [`Self::skip_nested`].
     #[inline(always)]
     fn skip_value(&mut self) -> Option<()> {
         let bytes = self.text.as_bytes();
         match *bytes.get(self.at)? {
             b'0'..=b'9' | b'-' => self.at = after_number(bytes, self.at)?,
             b'"' => self.at = self.skipped_string(self.at + 1)?,
+            b'[' => match self.skipped_list(self.at + 1, |p, at| match bytes.get(at) {
+                Some(b'[') => p.skipped_scalar_list(at + 1),
+                _ => p.skipped_scalar(at),
+            }) {
+                Some(end) => self.at = end,
+                None => self.skip_nested()?,
+            },
             _ => self.skip_nested()?,
         }
         Some(())
@@ -625,41 +633,61 @@ impl<'a> Parser<'a> {
     }
 
     /// Where a list whose `[` ends just before `at` ends, when it holds nothing but numbers
-    /// and strings each followed by `, ` or by its `]` (or nothing at all, `[]`), each
-    /// checked as [`Self::skip_value`] checks them; `None` for any other list (the general
-    /// way then reads it from its `[`).
+    /// and strings ([`Self::skipped_scalar`]); `None` for any other list (the general way
+    /// then reads it from its `[`).
     #[inline(always)]
-    fn skipped_scalar_list(&self, mut at: usize) -> Option<usize> {
+    fn skipped_scalar_list(&self, at: usize) -> Option<usize> {
+        self.skipped_list(at, Self::skipped_scalar)
+    }
+
+    /// Where a list whose `[` ends just before `at` ends, when it holds nothing at all
+    /// (`[]`) or elements that `element` steps over (giving where each ends, or `None` for
+    /// one it does not take), each followed by `, ` or by the list's `]`; `None` for any
+    /// other list.
+    #[inline(always)]
+    fn skipped_list(
+        &self,
+        mut at: usize,
+        element: impl Fn(&Self, usize) -> Option<usize>,
+    ) -> Option<usize> {
         let bytes = self.text.as_bytes();
         if *bytes.get(at)? == b']' {
             return Some(at + 1);
         }
         loop {
-            at = match *bytes.get(at)? {
-                // An integer (no leading zero) is its digits, unless a fraction or an
-                // exponent follows them.
-                b'1'..=b'9' => {
-                    let start = at;
-                    at += 1;
-                    while bytes.get(at).is_some_and(u8::is_ascii_digit) {
-                        at += 1;
-                    }
-                    match bytes.get(at) {
-                        Some(b'.' | b'e' | b'E') => after_number(bytes, start)?,
-                        _ => at,
-                    }
-                }
-                b'"' if bytes.get(at + 1) == Some(&b'"') => at + 2,
-                b'"' => self.skipped_string(at + 1)?,
-                b'0' | b'-' => after_number(bytes, at)?,
-                _ => return None,
-            };
+            at = element(self, at)?;
             match *bytes.get(at)? {
                 b',' if bytes.get(at + 1) == Some(&b' ') => at += 2,
                 b']' => return Some(at + 1),
                 _ => return None,
             }
         }
+    }
+
+    /// Where the number or string at `at` ends, checked as [`Self::skip_value`] checks
+    /// them; `None` for any other value.
+    #[inline(always)]
+    fn skipped_scalar(&self, mut at: usize) -> Option<usize> {
+        let bytes = self.text.as_bytes();
+        Some(match *bytes.get(at)? {
+            // An integer (no leading zero) is its digits, unless a fraction or an
+            // exponent follows them.
+            b'1'..=b'9' => {
+                let start = at;
+                at += 1;
+                while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+                    at += 1;
+                }
+                match bytes.get(at) {
+                    Some(b'.' | b'e' | b'E') => after_number(bytes, start)?,
+                    _ => at,
+                }
+            }
+            b'"' if bytes.get(at + 1) == Some(&b'"') => at + 2,
+            b'"' => self.skipped_string(at + 1)?,
+            b'0' | b'-' => after_number(bytes, at)?,
+            _ => return None,
+        })
     }
 
     /// Where `"key":` and the whitespace after it end, in a skipped object.
@@ -757,24 +785,24 @@ fn after_number(bytes: &[u8], mut at: usize) -> Option<usize> {
 fn special_bytes(w: u64) -> u64 {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGHS: u64 = ONES << 7;
-    let zero_bytes = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
-    zero_bytes(w ^ (ONES * u64::from(b'"')))
-        | zero_bytes(w ^ (ONES * u64::from(b'\\')))
-        | (w.wrapping_sub(ONES * 0x20) & !w & HIGHS)
+    // A byte XOR 0x02 is below 0x21 exactly when it is a control character or the quote
+    // (0x22 becomes 0x20): one test for both. The XORs keep the high bits, so `!w` masks
+    // the bytes above 0x7f out of both tests.
+    let quote_or_control = (w ^ (ONES * 0x02)).wrapping_sub(ONES * 0x21);
+    let backslash = (w ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES);
+    (quote_or_control | backslash) & !w & HIGHS
 }
 
 /// Where the plain run of a string that starts at `at` ends: the index of the first quote,
 /// backslash or control character (which JSON does not allow unescaped), or the end.
 ///
 /// Eight bytes at a time: in each word, a byte is flagged when it is zero after an XOR with
-/// the quote or the backslash, or below 0x20, by the borrow trick of "bit twiddling hacks"
-/// (`(w - 0x01..) & !w & 0x80..`). A borrow can flag a byte above a flagged one but never
+/// the backslash, or below 0x21 after an XOR with 0x02 (a control character or the quote),
+/// by the borrow trick of "bit twiddling hacks" (`(w - 0x01..) & !w & 0x80..`). A borrow can flag a byte above a flagged one but never
 /// below, so the lowest flag is always a true one.
 fn plain_run_end(bytes: &[u8], mut at: usize) -> usize {
-    while let Some(chunk) = bytes.get(at..at + 8) {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let flags = special_bytes(u64::from_le_bytes(word));
+    while let Some(chunk) = bytes.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+        let flags = special_bytes(u64::from_le_bytes(*chunk));
         if flags != 0 {
             return at + (flags.trailing_zeros() / 8) as usize;
         }
