@@ -75,6 +75,44 @@ const FIELD_WORDS: [u64; FIELDS.len()] = {
     words
 };
 
+/// The slot of a key in [`FIELD_SLOTS`], from its first two bytes.
+const fn field_slot(first: u8, second: u8) -> usize {
+    ((first ^ second) & 31) as usize
+}
+
+/// For each slot, the field of [`FIELDS`] whose key has it ([`FIELDS`]`.len()` for none):
+/// a key's first two bytes name the one field it can be, and one comparison with
+/// [`QUOTED_FIELDS`] tells whether it is. (Building the table checks that no two fields
+/// share a slot.)
+const FIELD_SLOTS: [u8; 32] = {
+    let mut slots = [FIELDS.len() as u8; 32];
+    let mut i = 0;
+    while i < FIELDS.len() {
+        let key = FIELDS[i].as_bytes();
+        assert!(key.len() >= 2 && key.len() < 8);
+        let slot = field_slot(key[0], key[1]);
+        assert!(slots[slot] == FIELDS.len() as u8, "two fields share a slot");
+        slots[slot] = i as u8;
+        i += 1;
+    }
+    slots
+};
+
+/// [`FIELD_WORDS`] with each key's closing quote, and the mask of the bytes each covers.
+const QUOTED_FIELDS: [(u64, u64); FIELDS.len()] = {
+    let mut quoted = [(0, 0); FIELDS.len()];
+    let mut i = 0;
+    while i < FIELDS.len() {
+        let bits = 8 * FIELDS[i].len();
+        quoted[i] = (
+            FIELD_WORDS[i] | (b'"' as u64) << bits,
+            u64::MAX >> (56 - bits),
+        );
+        i += 1;
+    }
+    quoted
+};
+
 /// The deepest nesting a skipped value may have: one bit per level.
 const MAX_SKIP_DEPTH: u32 = 64;
 
@@ -118,13 +156,20 @@ impl<'a> Parser<'a> {
 
     /// The rest of an event's key (its opening quote consumed), as the [`RawEvent`] field it
     /// names, or `Some(None)` for another key. A key of up to seven plain bytes, as all the
-    /// fields' are, is read as one word and compared whole.
+    /// fields' are, is read as one word and compared whole, with its field's first
+    /// ([`FIELD_SLOTS`]).
     fn event_key(&mut self) -> Option<Option<usize>> {
         let bytes = self.text.as_bytes();
-        if let Some(chunk) = bytes.get(self.at..self.at + 8) {
-            let mut word = [0; 8];
-            word.copy_from_slice(chunk);
-            let w = u64::from_le_bytes(word);
+        if let Some(chunk) = bytes.get(self.at..).and_then(<[u8]>::first_chunk::<8>) {
+            let w = u64::from_le_bytes(*chunk);
+            let f = usize::from(FIELD_SLOTS[field_slot(chunk[0], chunk[1])]);
+            if let Some(&(quoted, mask)) = QUOTED_FIELDS.get(f) {
+                if w & mask == quoted {
+                    self.at += FIELDS[f].len() + 1;
+                    return Some(Some(f));
+                }
+            }
+            // Another key.
             let flags = special_bytes(w);
             let len = (flags.trailing_zeros() / 8) as usize;
             if flags != 0 && chunk[len] == b'"' {
@@ -1023,6 +1068,30 @@ mod tests {
             }
         }
         assert!(accepted > 500, "{accepted}");
+    }
+
+    #[test]
+    fn event_keys_are_their_fields_and_no_others() {
+        let key = |text: &str| {
+            let mut parser = Parser { text, at: 0 };
+            (parser.event_key(), parser.at)
+        };
+        for (f, name) in FIELDS.iter().enumerate() {
+            assert_eq!(
+                key(&format!("{name}\": 1, \"x\"")),
+                (Some(Some(f)), name.len() + 1)
+            );
+            // A key that starts as the field's does, or that the field's key starts.
+            for other in [format!("{name}x"), name[..name.len() - 1].to_string()] {
+                let text = format!("{other}\": 1, \"x\"");
+                assert_eq!(
+                    key(&text),
+                    (Some(field(&other)), other.len() + 1),
+                    "{other}"
+                );
+            }
+        }
+        assert_eq!(key("bp\": \"e\"}"), (Some(None), 3));
     }
 
     #[test]
