@@ -70,6 +70,15 @@ impl<'a> RawEvent<'a> {
             .or_else(|| self.cat.as_deref().and_then(activity_type))
     }
 
+    /// Reads the `args` the mapper uses into [`RawEvent::read_args`] (as [`Self::args`]
+    /// gives them) unless the one-pass parser already did.
+    pub(super) fn keep_args(&mut self, filter: &ArgFilter) -> Result<(), String> {
+        if self.read_args.is_none() {
+            self.read_args = Some(self.args(filter)?);
+        }
+        Ok(())
+    }
+
     /// The `args` the mapper uses ([`ArgKeys::of`] the event, with `filter`), in file order.
     pub(super) fn args(&mut self, filter: &ArgFilter) -> Result<Args<'a>, String> {
         if let Some(args) = self.read_args.take() {
@@ -323,6 +332,7 @@ pub(super) enum Id<'a> {
 
 impl Id<'_> {
     /// The integer, also from an integer-valued string (`"12"`).
+    #[inline]
     pub(super) fn as_int(&self) -> Option<i64> {
         match self {
             Self::Int(v) => Some(*v),

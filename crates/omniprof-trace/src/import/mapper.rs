@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-use super::event::{ArgFilter, Id, KeptArgs, Micros, RawEvent};
+use super::event::{ArgFilter, Args, Id, KeptArgs, Micros, RawEvent};
 use super::item::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::counter::{CounterSample, CounterTrack};
@@ -319,14 +319,16 @@ impl Converter {
         start_ns: i64,
         end_ns: i64,
     ) -> Result<(Activity, u64), EventError> {
-        let args = ev.args(&self.args.filter)?;
+        // The args are used where they lie in the event: moving them out costs a copy.
+        ev.keep_args(&self.args.filter)?;
         let name = self.intern(ev.name.as_deref().unwrap_or_default());
+        let args = ev.read_args.get_or_insert_with(Args::default);
         let mut activity = Activity::new(kind, name, device, resource, start_ns, end_ns);
         let linked = !kind.has_own_external_id();
         // No room reserved: most args are lifted or filtered out, and an activity that
         // keeps none should cost no allocation (they are made on one thread and freed on
         // another, which makes the allocator take fresh memory for them).
-        for (key, value) in args.kept {
+        for (key, value) in args.kept.drain(..) {
             match (&*key, as_u64(&value)) {
                 (arg::EXTERNAL_ID, Some(id)) if linked => activity.linked_correlation = Some(id),
                 (arg::EXTERNAL_ID, Some(id)) => activity.correlation = id,
