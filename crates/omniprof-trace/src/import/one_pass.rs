@@ -28,8 +28,9 @@ use crate::value::{Value, MAX_VALUE_DEPTH};
 ///
 /// Fills `ev` (a default one: the parser sets only the fields it reads) and returns the
 /// length of the event's text (to just after its `}`), or `None` for anything the reference
-/// parser must judge (see the module docs). The event is filled in place because it is
-/// large: returning it would copy it at each step out.
+/// parser must judge (see the module docs; `ev` then holds part of the event, to be
+/// dropped). The event is filled in place because it is large: returning it would copy it
+/// at each step out.
 pub(super) fn read_event<'a>(
     text: &'a str,
     filter: &KeptArgs,
@@ -207,12 +208,12 @@ impl<'a> Parser<'a> {
                         if let ArgKeys::Activity(kind) = keys {
                             ev.kind = Some(kind);
                         }
-                        ev.read_args = Some(if keys == ArgKeys::None {
-                            p.skip_value()?;
-                            Args::default()
-                        } else {
-                            p.args(|key| filter.keeps(keys, key))?
-                        });
+                        // Read in place: the args are large to move.
+                        let args = ev.read_args.insert(Args::default());
+                        match keys {
+                            ArgKeys::None => p.skip_value()?,
+                            _ => p.args(args, |key| filter.keeps(keys, key))?,
+                        }
                     }
                 }
             }
@@ -485,13 +486,11 @@ impl<'a> Parser<'a> {
         Some(v)
     }
 
-    /// `args`: `null`, or an object whose values `keep` accepts by key are converted and the
-    /// others skipped.
-    fn args(&mut self, keep: impl Fn(&str) -> bool) -> Option<Args<'a>> {
-        let mut args = Args::default();
+    /// `args`: `null`, or an object whose values `keep` accepts by key are converted (into
+    /// `args`) and the others skipped.
+    fn args(&mut self, args: &mut Args<'a>, keep: impl Fn(&str) -> bool) -> Option<()> {
         if self.peek()? == b'n' {
-            self.literal("null")?;
-            return Some(args);
+            return self.literal("null");
         }
         // The keys read inline (most are turned away at once), not through `object`'s call.
         #[allow(clippy::redundant_closure)]
@@ -512,8 +511,7 @@ impl<'a> Parser<'a> {
                     p.skip_value()
                 }
             },
-        )?;
-        Some(args)
+        )
     }
 
     /// A value converted to [`MAX_VALUE_DEPTH`] levels, `depth` being this one's; a list or
@@ -591,10 +589,7 @@ impl<'a> Parser<'a> {
         match *bytes.get(self.at)? {
             b'0'..=b'9' | b'-' => self.at = after_number(bytes, self.at)?,
             b'"' => self.at = self.skipped_string(self.at + 1)?,
-            b'[' => match self.skipped_list(self.at + 1, |p, at| match bytes.get(at) {
-                Some(b'[') => p.skipped_scalar_list(at + 1),
-                _ => p.skipped_scalar(at),
-            }) {
+            b'[' => match self.skipped_list(self.at + 1, Self::skipped_flat_value) {
                 Some(end) => self.at = end,
                 None => self.skip_nested()?,
             },
@@ -706,6 +701,16 @@ impl<'a> Parser<'a> {
                 b']' => return Some(at + 1),
                 _ => return None,
             }
+        }
+    }
+
+    /// Where the number, string or list of them at `at` ends, checked as
+    /// [`Self::skip_value`] checks them; `None` for any other value.
+    #[inline(always)]
+    fn skipped_flat_value(&self, at: usize) -> Option<usize> {
+        match self.text.as_bytes().get(at) {
+            Some(b'[') => self.skipped_scalar_list(at + 1),
+            _ => self.skipped_scalar(at),
         }
     }
 
