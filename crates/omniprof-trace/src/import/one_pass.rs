@@ -1,6 +1,9 @@
 //! The one-pass event parser: reads one element of `traceEvents` byte by byte into a
 //! [`RawEvent`], converting only the `args` the mapper uses and skipping everything else
-//! without building it.
+//! without building it. A plain decimal `ts` or `dur` is converted to nanoseconds as it is
+//! read ([`Micros`]), so the converter does not scan its text again; a list of numbers and
+//! strings (or of such lists) spaced as writers space them is skipped in one tight loop,
+//! any other value by the general skip.
 //!
 //! Parsing events is most of a read, and a general JSON deserializer pays per key for what a
 //! trace never needs (a visitor per value, a check per byte for escapes). This parser knows
