@@ -156,3 +156,25 @@ fn convert_without_parquet_takes_one_trace() {
         "error: convert takes one trace, except with --format parquet\n"
     );
 }
+
+#[test]
+fn a_trace_with_counters_converts_with_a_row_per_counter_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = r#"{"traceEvents": [
+{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 10},
+{"ph": "C", "cat": "gpu_pm_counter", "name": "PM", "pid": 0, "tid": 0, "ts": 2, "args": {"used": 5, "free": 7.5}},
+{"ph": "C", "cat": "gpu_pm_counter", "name": "PM", "pid": 0, "tid": 0, "ts": 4, "args": {"used": 6, "free": 6.5}}
+]}"#;
+    std::fs::write(dir.path().join("t.json"), events).unwrap();
+    let out = OMNIPROF
+        .current_dir(dir.path())
+        .run(["convert", "t.json", "-o", "tables", "--format", "parquet"]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        text(&out.stdout),
+        "wrote rank 0 of t.json (3 events): 1 slices, 0 instants, 4 counters, 0 flows, \
+         2 metadata, 0 device_properties, 1 ops\n\
+         tables in tables\n"
+    );
+}

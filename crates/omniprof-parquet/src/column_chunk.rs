@@ -31,6 +31,7 @@ use parquet::column::page::{CompressedPage, Page, PageWriter};
 use parquet::column::writer::ColumnCloseResult;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ColumnChunkMetaData, PageEncodingStats};
+use parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
 use parquet::file::statistics::{Statistics, ValueStatistics};
 use parquet::file::writer::{SerializedPageWriter, SerializedRowGroupWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
@@ -204,7 +205,17 @@ impl ChunkEncoder {
             metadata: metadata.build()?,
             bloom_filter: None,
             column_index: None,
-            offset_index: None,
+            // Where the one data page is. Readers do without it, but the file's writer
+            // takes a chunk without one only when no chunk of the file has one, and the
+            // crate's own column writer (counter values) gives one.
+            offset_index: Some(OffsetIndexMetaData {
+                page_locations: vec![PageLocation {
+                    offset: spec.offset as i64,
+                    compressed_page_size: spec.compressed_size as i32,
+                    first_row_index: 0,
+                }],
+                unencoded_byte_array_data_bytes: None,
+            }),
         };
         group.append_column(&bytes, close)
     }

@@ -444,7 +444,7 @@ fn schema(table: Table) -> Result<Arc<Type>, ParquetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{DEVICE_PROPERTIES, METADATA};
+    use crate::schema::{COUNTERS, DEVICE_PROPERTIES, METADATA};
     use parquet::file::reader::{FileReader, SerializedFileReader};
 
     #[test]
@@ -479,6 +479,43 @@ mod tests {
                 r#"{source: "a", key: "k", value: "1"}"#,
                 r#"{source: "b", key: "k", value: "3"}"#
             ]
+        );
+    }
+
+    #[test]
+    fn a_table_with_a_float_column_is_written_and_reads_back() {
+        // Counter values go through the crate's own column writer, every other column
+        // through `ChunkEncoder`: the file must take both, over several row groups.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("counters.parquet");
+        let mut writer = TableWriter::create(COUNTERS, &path).unwrap();
+        let rows = ROW_GROUP_ROWS + 3;
+        let series = |i: usize| if i % 2 == 0 { "used" } else { "free" };
+        for i in 0..rows {
+            writer
+                .row()
+                .text("mem")
+                .fixed("gpu_memset")
+                .i64(1)
+                .i64(2)
+                .text(series(i))
+                .i64(1_000 + i as i64)
+                .f64(i as f64 / 4.0)
+                .end()
+                .unwrap();
+        }
+        assert_eq!(writer.close().unwrap(), rows as u64);
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        assert_eq!(reader.metadata().num_row_groups(), 2);
+        let last = reader.get_row_iter(None).unwrap().last().unwrap().unwrap();
+        assert_eq!(
+            last.to_string(),
+            format!(
+                r#"{{name: "mem", category: "gpu_memset", pid: 1, tid: 2, series: "{}", ts_ns: {}, value: {:?}}}"#,
+                series(rows - 1),
+                1_000 + rows - 1,
+                (rows - 1) as f64 / 4.0
+            )
         );
     }
 
