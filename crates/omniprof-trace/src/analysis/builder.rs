@@ -107,13 +107,26 @@ pub(super) struct Emitted {
     pub is_async: bool,
     pub times: OpTimes,
     pub float: PyTorchTimes,
-    pub parent: Option<u64>,
+    /// Its parent's `seq`, [`NO_PARENT`] for none (see [`Self::parent`]).
+    pub parent_seq: u64,
     /// Its depth in its thread's op tree, as nested (`None` outside the tree).
     pub depth: Option<u32>,
     /// Its parent may yet be absorbed into its own parent (folding only): the listing
     /// follows it.
     pub parent_open: bool,
 }
+
+impl Emitted {
+    /// Its parent's `seq`.
+    pub(super) fn parent(&self) -> Option<u64> {
+        (self.parent_seq != NO_PARENT).then_some(self.parent_seq)
+    }
+}
+
+/// [`Emitted::parent_seq`] of an event without a parent: no event's `seq` (the largest,
+/// the `[OutOfMemory]` events', count up from [`OUT_OF_MEMORY_SEQ`]). A sentinel rather than an
+/// `Option` keeps the event at 128 bytes, which the fold moves without a call to `memcpy`.
+pub(super) const NO_PARENT: u64 = u64::MAX;
 
 /// `seq` of the `[memory]` events made of memory records outside every host event (plus
 /// the record's ordinal), and of `[OutOfMemory]` events: after every other event, as
@@ -730,53 +743,50 @@ impl KeyAveragesBuilder {
         }
         folder.list_fates = self.listing;
         self.holding = Holding::Folding(Box::new(folder));
-        // The held items, in time order (the folder takes any order of threads).
-        #[derive(Clone, Copy)]
-        enum Held {
-            Op((i64, i64), HostOp),
-            Record((i64, i64), MemoryRecord),
-        }
-        let mut held: Vec<Held> = Vec::with_capacity(w.held);
-        for (thread, ops) in std::mem::take(&mut self.threads) {
-            held.extend(ops.into_iter().map(|op| Held::Op(thread, op)));
-        }
-        let records = std::mem::take(&mut self.memory_records);
-        for (r, thread) in records.into_iter().zip(w.record_threads.iter().copied()) {
-            held.push(Held::Record(thread, r));
-        }
-        // Sorting (start, seq, place) keys moves 24 bytes an item, not the items; the
-        // (stable) merge sort takes each thread's ops, mostly in order already, as a run and
-        // merges the runs, where a quicksort would compare each item some 16 times.
-        let mut order: Vec<(i64, u64, u32)> = held
-            .iter()
-            .enumerate()
-            .map(|(i, h)| match h {
-                Held::Op(_, op) => (op.start_ns, op.seq, i as u32),
-                Held::Record(_, r) => (r.time_ns, u64::from(r.ordinal), i as u32),
-            })
+        // The held items, in time order (the folder takes any order of threads): sorting
+        // (start, seq, thread, index) keys moves 24 bytes an item, not the items, which stay
+        // where they were held (a record's thread is `RECORDS`). The (stable) merge sort
+        // takes each thread's ops, mostly in order already, as a run and merges the runs,
+        // where a quicksort would compare each item some 16 times.
+        const RECORDS: u32 = u32::MAX;
+        let threads: Vec<((i64, i64), Vec<HostOp>)> = std::mem::take(&mut self.threads)
+            .into_iter()
             .collect();
+        let records = std::mem::take(&mut self.memory_records);
+        let mut order: Vec<(i64, u64, u32, u32)> = Vec::with_capacity(w.held);
+        for (t, (_, ops)) in threads.iter().enumerate() {
+            let ops = ops.iter().enumerate();
+            order.extend(ops.map(|(i, op)| (op.start_ns, op.seq, t as u32, i as u32)));
+        }
+        let records_order = records.iter().enumerate();
+        order.extend(
+            records_order.map(|(i, r)| (r.time_ns, u64::from(r.ordinal), RECORDS, i as u32)),
+        );
         order.sort();
-        for (_, _, i) in order {
+        for (_, _, t, i) in order {
             let Holding::Folding(f) = &mut self.holding else {
                 return;
             };
-            let folded = match held[i as usize] {
-                Held::Op(thread, op) => {
-                    let (flow, linked) = w
-                        .flows
-                        .get(&op.seq)
-                        .map_or((None, 0), |&(flow, linked)| (Some(flow), linked));
-                    arrival(op, linked, flow, self.window)
-                        .and_then(|arrival| f.host_op(thread, arrival, &mut self.sums))
-                }
-                Held::Record(thread, r) => f.memory_record(
+            let folded = if t == RECORDS {
+                let r = records[i as usize];
+                let thread = w.record_threads[i as usize];
+                f.memory_record(
                     thread,
                     r.time_ns,
                     r.bytes,
                     r.ordinal,
                     r.kind,
                     &mut self.sums,
-                ),
+                )
+            } else {
+                let (thread, ops) = &threads[t as usize];
+                let op = ops[i as usize];
+                let (flow, linked) = w
+                    .flows
+                    .get(&op.seq)
+                    .map_or((None, 0), |&(flow, linked)| (Some(flow), linked));
+                arrival(op, linked, flow, self.window)
+                    .and_then(|arrival| f.host_op(*thread, arrival, &mut self.sums))
             };
             self.folded(folded);
         }
@@ -792,32 +802,29 @@ impl KeyAveragesBuilder {
         let Holding::Folding(f) = &mut self.holding else {
             return;
         };
-        if f.fates.is_empty() && f.ready.is_empty() && f.uncovered.is_empty() {
+        if f.fates.is_empty() && !f.any_ready() && f.uncovered.is_empty() {
             // Most items make nothing final.
             if f.none_waiting() {
                 self.listed.forget_absorbed();
             }
             return;
         }
+        // The folder is taken out (a box) while its events go to their rows.
+        let Holding::Folding(mut f) = std::mem::replace(&mut self.holding, Holding::Every) else {
+            return;
+        };
         // Fates before events: an event's parent was placed, so its fate opened, before it.
         for fate in f.fates.drain(..) {
             if self.listing {
                 self.listed.fate(fate);
             }
         }
-        let mut ready = std::mem::take(&mut f.ready);
+        f.take_ready(|event| self.record(event));
         let uncovered = std::mem::take(&mut f.uncovered);
-        for event in &ready {
-            self.record(event);
+        if f.none_waiting() {
+            self.listed.forget_absorbed();
         }
-        // The vector goes back with its room, for the next events.
-        ready.clear();
-        if let Holding::Folding(f) = &mut self.holding {
-            f.ready = ready;
-            if f.none_waiting() {
-                self.listed.forget_absorbed();
-            }
-        }
+        self.holding = Holding::Folding(f);
         if !uncovered.is_empty() {
             let name = self.names.id(event_name::MEMORY);
             let key = self.memory_group(name);
@@ -991,7 +998,7 @@ impl KeyAveragesBuilder {
                 cpu_total_us: 0.0,
                 device_total_us: duration_us,
             },
-            parent: None,
+            parent_seq: NO_PARENT,
             depth: None,
             parent_open: false,
         };
@@ -1080,7 +1087,7 @@ impl KeyAveragesBuilder {
             is_async,
             times,
             float,
-            parent,
+            parent_seq,
             ..
         } = *event;
         let g = &mut self.groups[group as usize];
@@ -1100,7 +1107,7 @@ impl KeyAveragesBuilder {
         if first < g.first {
             g.first = first;
             g.first_async = is_async;
-            g.first_has_parent = parent.is_some();
+            g.first_has_parent = parent_seq != NO_PARENT;
         }
     }
 
@@ -1248,7 +1255,7 @@ impl KeyAveragesBuilder {
                         is_async: depth.is_none(),
                         times,
                         float,
-                        parent,
+                        parent_seq: parent.unwrap_or(NO_PARENT),
                         depth,
                         parent_open: false,
                     });
@@ -1411,7 +1418,7 @@ fn memory_event(key: u32, time_ns: i64, bytes: i64, ordinal: u32, kind: MemoryKi
             ..OpTimes::default()
         },
         float: PyTorchTimes::default(),
-        parent: None,
+        parent_seq: NO_PARENT,
         depth: None,
         parent_open: false,
     }

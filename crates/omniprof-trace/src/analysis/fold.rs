@@ -38,7 +38,7 @@ use std::hash::Hash;
 
 use smallvec::SmallVec;
 
-use super::builder::Emitted;
+use super::builder::{Emitted, NO_PARENT};
 use super::memory::MemoryKind;
 use super::min_queue::MinQueue;
 use super::tree::{order_key, relative_us, HostOp, OpTimes, PyTorchTimes};
@@ -238,9 +238,6 @@ struct Node {
     /// (Inline: an op encloses few launching calls, and nodes are many while a long op
     /// keeps the horizon back.)
     launches: SmallVec<[u64; 2]>,
-    /// Memory usage so far (i128: as [`super::memory::MemoryIndex`] sums, then clamps).
-    cpu_memory: i128,
-    device_memory: i128,
     /// Final, but held for the parent's decision (a child that may yet be removed into
     /// it): the slot of its event in [`Parked`], its own device time in `op` and its
     /// children's sums in `sums`, which its parent takes if it removes it; [`NONE`]: not.
@@ -267,8 +264,6 @@ impl Node {
             is_async: false,
             sums: Sums::default(),
             launches: SmallVec::new(),
-            cpu_memory: 0,
-            device_memory: 0,
             done: NONE,
             depth: 0,
             generation: 0,
@@ -292,8 +287,6 @@ impl Node {
         // `retire` emptied the sums; `finalize` the launches (an op never final is never
         // retired).
         self.launches.clear();
-        self.cpu_memory = 0;
-        self.device_memory = 0;
         self.depth = 0;
         self.generation = self.generation.wrapping_add(1);
         self.alive = true;
@@ -321,6 +314,13 @@ pub(super) enum Fate {
         launches: Vec<u64>,
         counted: bool,
     },
+}
+
+/// An op's memory usage so far (i128: as [`super::memory::MemoryIndex`] sums, then clamps).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Usage {
+    cpu: i128,
+    device: i128,
 }
 
 /// A memory record after the horizon.
@@ -370,8 +370,9 @@ impl Ids {
     }
 }
 
-/// Final events waiting for an earlier event of their row, or for their parent's decision
-/// whether it removes them ([`Node::done`]), in reused slots.
+/// Final events waiting for an earlier event of their row, for their parent's decision
+/// whether it removes them ([`Node::done`]), or for the builder ([`Folder::take_ready`]),
+/// in reused slots.
 #[derive(Default)]
 struct Parked {
     events: Vec<Emitted>,
@@ -574,6 +575,10 @@ pub(super) struct Folder {
     /// `live`'s length that makes it drop its final ops.
     live_limit: usize,
     records: BTreeMap<(i64, u32), Record>,
+    /// The memory usage of the ops, by node, up to the last node some memory record fell in
+    /// (none in most traces): kept out of [`Node`] (32 bytes of its 240), of which an op
+    /// that keeps the horizon back makes many.
+    usage: Vec<Usage>,
     /// Live ops that receive linked device work, by correlation id.
     by_correlation: FastMap<u64, Ids>,
     /// How many live ops receive launched device work, by runtime correlation id.
@@ -598,8 +603,11 @@ pub(super) struct Folder {
     pub origin: i64,
     /// Some event's float times were computed (with `origin`).
     pub computed: bool,
-    /// Events for their rows, in the order to add them.
-    pub ready: Vec<Emitted>,
+    /// The slots in `parked` of the events for their rows, in the order to add them (the
+    /// builder takes them with [`Self::take_ready`]): an event the horizon lets through
+    /// stays where it waited, so that a step's events are not held twice when they all go
+    /// at once.
+    ready: Vec<u32>,
     /// Memory records inside no host op, in no particular order.
     pub uncovered: Vec<(i64, i64, u32, MemoryKind)>,
     /// What became of same-named first children, and what device work ops received, since
@@ -632,6 +640,7 @@ impl Folder {
             live: Vec::new(),
             live_limit: 64,
             records: BTreeMap::new(),
+            usage: Vec::new(),
             by_correlation: FastMap::default(),
             launch_refs: FastMap::default(),
             seen_linked: RangeSet::default(),
@@ -661,8 +670,21 @@ impl Folder {
         self.window_end = Some(end_ns);
     }
 
+    /// Whether some event is ready for its row ([`Self::take_ready`]).
+    pub(super) fn any_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Gives the events ready for their rows to `add`, in the order to add them.
+    pub(super) fn take_ready(&mut self, mut add: impl FnMut(&Emitted)) {
+        for &slot in &self.ready {
+            add(&self.parked.take(slot));
+        }
+        self.ready.clear();
+    }
+
     /// Whether no final event waits for an earlier one of its row: every event final so far
-    /// was given out through [`Self::ready`].
+    /// was given out through [`Self::take_ready`].
     pub(super) fn none_waiting(&self) -> bool {
         self.waiting_count == 0
     }
@@ -811,12 +833,15 @@ impl Folder {
         let (cpu, device) = kind.split(bytes);
         let mut covered = false;
         self.prune_live();
-        let nodes = &mut self.nodes;
+        if self.usage.len() < self.nodes.len() {
+            self.usage.resize(self.nodes.len(), Usage::default());
+        }
         for &(n, _) in &self.live {
-            let node = &mut nodes[n as usize];
-            if node.op.start_ns <= time_ns && time_ns <= node.op.end_ns {
-                node.cpu_memory += i128::from(cpu);
-                node.device_memory += i128::from(device);
+            let op = &self.nodes[n as usize].op;
+            if op.start_ns <= time_ns && time_ns <= op.end_ns {
+                let usage = &mut self.usage[n as usize];
+                usage.cpu += i128::from(cpu);
+                usage.device += i128::from(device);
                 covered = true;
             }
         }
@@ -958,21 +983,24 @@ impl Folder {
             None => {}
         }
         if !op.out_of_memory {
-            // (A new node's usage is 0: most traces hold no memory record.)
+            let mut usage = Usage::default();
+            // (Most traces hold no memory record: their nodes have no usage slot.)
             if !self.records.is_empty() {
-                let (mut cpu, mut device) = (0i128, 0i128);
                 for (_, r) in self
                     .records
                     .range_mut((op.start_ns, 0)..=(op.end_ns, u32::MAX))
                 {
                     let (rc, rd) = r.kind.split(r.bytes);
-                    cpu += i128::from(rc);
-                    device += i128::from(rd);
+                    usage.cpu += i128::from(rc);
+                    usage.device += i128::from(rd);
                     r.covered = true;
                 }
-                let node = &mut self.nodes[id as usize];
-                node.cpu_memory = cpu;
-                node.device_memory = device;
+            }
+            if usage != Usage::default() || (id as usize) < self.usage.len() {
+                if self.usage.len() <= id as usize {
+                    self.usage.resize(id as usize + 1, Usage::default());
+                }
+                self.usage[id as usize] = usage;
             }
             self.live.push((id, self.nodes[id as usize].generation));
             if self.live.len() >= self.live_limit {
@@ -1288,8 +1316,8 @@ impl Folder {
         let (cpu_memory, device_memory) = if op.out_of_memory {
             (op.cpu_memory, op.device_memory)
         } else {
-            let node = &self.nodes[n as usize];
-            (clamp(node.cpu_memory), clamp(node.device_memory))
+            let usage = self.usage.get(n as usize).copied().unwrap_or_default();
+            (clamp(usage.cpu), clamp(usage.device))
         };
         let cpu_total_ns = op.end_ns.saturating_sub(op.start_ns);
         // A zero-length op's float time is 0 from any origin.
@@ -1316,7 +1344,7 @@ impl Folder {
                     cpu_total_us,
                     device_total_us: own_us,
                 },
-                parent: None,
+                parent_seq: NO_PARENT,
                 depth: None,
                 parent_open: false,
             };
@@ -1383,7 +1411,11 @@ impl Folder {
                 cpu_total_us,
                 device_total_us,
             },
-            parent: (parent != NONE).then(|| self.nodes[parent as usize].op.seq),
+            parent_seq: if parent == NONE {
+                NO_PARENT
+            } else {
+                self.nodes[parent as usize].op.seq
+            },
             depth: Some(self.nodes[n as usize].depth),
             parent_open: parent != NONE && self.nodes[parent as usize].held,
         };
@@ -1509,7 +1541,7 @@ impl Folder {
             && (event.first.0 < self.horizon || self.finishing)
             && !Self::blocked(&self.nodes, state, event.first)
         {
-            self.ready.push(event);
+            self.ready.push(self.parked.park(event));
             return;
         }
         let first = event.first;
@@ -1537,7 +1569,7 @@ impl Folder {
             }
             state.waiting.pop();
             self.waiting_count -= 1;
-            self.ready.push(self.parked.take(slot));
+            self.ready.push(slot);
         }
     }
 

@@ -321,7 +321,7 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
         })
         .collect();
     for i in 0..out.len() {
-        if let Some(parent) = emitted[i].parent.and_then(|p| index.get(&p).copied()) {
+        if let Some(parent) = emitted[i].parent().and_then(|p| index.get(&p).copied()) {
             out[i].parent = Some(parent);
             out[parent].children.push(i);
         }

@@ -62,7 +62,7 @@ impl SummedEvent {
         let (start_ns, end, id) = event.first;
         Self {
             id,
-            parent: event.parent,
+            parent: event.parent(),
             depth: event.depth,
             host_op: None,
             name,
