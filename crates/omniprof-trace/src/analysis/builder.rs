@@ -749,9 +749,8 @@ impl KeyAveragesBuilder {
         // takes each thread's ops, mostly in order already, as a run and merges the runs,
         // where a quicksort would compare each item some 16 times.
         const RECORDS: u32 = u32::MAX;
-        let threads: Vec<((i64, i64), Vec<HostOp>)> = std::mem::take(&mut self.threads)
-            .into_iter()
-            .collect();
+        let threads: Vec<((i64, i64), Vec<HostOp>)> =
+            std::mem::take(&mut self.threads).into_iter().collect();
         let records = std::mem::take(&mut self.memory_records);
         let mut order: Vec<(i64, u64, u32, u32)> = Vec::with_capacity(w.held);
         for (t, (_, ops)) in threads.iter().enumerate() {
