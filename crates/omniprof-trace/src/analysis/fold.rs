@@ -191,13 +191,12 @@ struct Thread {
 }
 
 /// What a child adds to its parent (the sums
-/// [`summarize_thread`](super::tree::summarize_thread) keeps per parent).
+/// [`summarize_thread`](super::tree::summarize_thread) keeps per parent), but for its
+/// memory usage, which goes to the parent's [`Usage`].
 #[derive(Clone, Debug, Default)]
 struct Sums {
     cpu_ns: i64,
     device_ns: i64,
-    cpu_memory: i64,
-    device_memory: i64,
     /// Children's float device totals (the non-zero ones, which alone change a sum), with
     /// their places: summed last child first, as
     /// [`summarize_thread`](super::tree::summarize_thread) sums them.
@@ -209,8 +208,6 @@ impl Sums {
     fn clear(&mut self) {
         self.cpu_ns = 0;
         self.device_ns = 0;
-        self.cpu_memory = 0;
-        self.device_memory = 0;
         self.device_us.clear();
     }
 }
@@ -314,11 +311,22 @@ pub(super) enum Fate {
     },
 }
 
-/// An op's memory usage so far (i128: as [`super::memory::MemoryIndex`] sums, then clamps).
+/// An op's memory usage so far (i128: as [`super::memory::MemoryIndex`] sums, then clamps),
+/// and its final children's (the [`Sums`] of memory).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Usage {
     cpu: i128,
     device: i128,
+    children_cpu: i64,
+    children_device: i64,
+}
+
+/// Node `n`'s usage, its slot made when the side table is shorter.
+fn usage_of(usage: &mut Vec<Usage>, n: u32) -> &mut Usage {
+    if usage.len() <= n as usize {
+        usage.resize(n as usize + 1, Usage::default());
+    }
+    &mut usage[n as usize]
 }
 
 /// A memory record after the horizon.
@@ -590,8 +598,8 @@ pub(super) struct Folder {
     live_limit: usize,
     records: BTreeMap<(i64, u32), Record>,
     /// The memory usage of the ops, by node, up to the last node some memory record fell in
-    /// (none in most traces): kept out of [`Node`] (32 bytes of its 240), of which an op
-    /// that keeps the horizon back makes many.
+    /// (none in most traces): kept out of [`Node`] (48 bytes of what would be 232), of
+    /// which an op that keeps the horizon back makes many.
     usage: Vec<Usage>,
     /// Live ops that receive linked device work, by correlation id.
     by_correlation: FastMap<u64, Ids>,
@@ -996,26 +1004,25 @@ impl Folder {
             Some(Entry::Occupied(mut live)) => live.get_mut().push(id),
             None => {}
         }
+        // (An `[OutOfMemory]` record's usage is its own, in `op`.)
+        let mut usage = Usage::default();
+        // (Most traces hold no memory record: their nodes have no usage slot.)
+        if !op.out_of_memory && !self.records.is_empty() {
+            for (_, r) in self
+                .records
+                .range_mut((op.start_ns, 0)..=(op.end_ns, u32::MAX))
+            {
+                let (rc, rd) = r.kind.split(r.bytes);
+                usage.cpu += i128::from(rc);
+                usage.device += i128::from(rd);
+                r.covered = true;
+            }
+        }
+        // The slot is cleared of the node's last op's usage.
+        if usage != Usage::default() || (id as usize) < self.usage.len() {
+            *usage_of(&mut self.usage, id) = usage;
+        }
         if !op.out_of_memory {
-            let mut usage = Usage::default();
-            // (Most traces hold no memory record: their nodes have no usage slot.)
-            if !self.records.is_empty() {
-                for (_, r) in self
-                    .records
-                    .range_mut((op.start_ns, 0)..=(op.end_ns, u32::MAX))
-                {
-                    let (rc, rd) = r.kind.split(r.bytes);
-                    usage.cpu += i128::from(rc);
-                    usage.device += i128::from(rd);
-                    r.covered = true;
-                }
-            }
-            if usage != Usage::default() || (id as usize) < self.usage.len() {
-                if self.usage.len() <= id as usize {
-                    self.usage.resize(id as usize + 1, Usage::default());
-                }
-                self.usage[id as usize] = usage;
-            }
             self.live.push((id, self.nodes[id as usize].generation));
             if self.live.len() >= self.live_limit {
                 self.prune_live();
@@ -1380,6 +1387,15 @@ impl Folder {
             std::mem::swap(&mut child_sums, &mut child.sums);
             let slot = std::mem::replace(&mut child.done, NONE);
             self.parked.take(slot);
+            // Its children's memory too, as their other sums above.
+            let adopted = self
+                .usage
+                .get(held as usize)
+                .map_or((0, 0), |u| (u.children_cpu, u.children_device));
+            if adopted != (0, 0) || (n as usize) < self.usage.len() {
+                let usage = usage_of(&mut self.usage, n);
+                (usage.children_cpu, usage.children_device) = adopted;
+            }
             if self.list_fates {
                 self.fates.push(Fate::Absorbed {
                     op: self.nodes[held as usize].op.seq,
@@ -1394,6 +1410,10 @@ impl Folder {
             }
         }
         self.fates.extend(receives);
+        let (children_cpu_memory, children_device_memory) = self
+            .usage
+            .get(n as usize)
+            .map_or((0, 0), |u| (u.children_cpu, u.children_device));
         let children_device = child_sums.device_ns;
         child_sums.device_us.sort_unstable_by_key(|a| a.0);
         let children_us = child_sums
@@ -1417,9 +1437,9 @@ impl Folder {
                 self_device_ns: device_total_ns - children_device,
                 device_total_ns,
                 cpu_memory,
-                self_cpu_memory: cpu_memory.saturating_sub(child_sums.cpu_memory),
+                self_cpu_memory: cpu_memory.saturating_sub(children_cpu_memory),
                 device_memory,
-                self_device_memory: device_memory.saturating_sub(child_sums.device_memory),
+                self_device_memory: device_memory.saturating_sub(children_device_memory),
             },
             float: PyTorchTimes {
                 cpu_total_us,
@@ -1447,7 +1467,8 @@ impl Folder {
             return;
         }
         if parent != NONE {
-            add_child(&mut self.nodes[parent as usize].sums, &event);
+            let sums = &mut self.nodes[parent as usize].sums;
+            add_child(sums, &mut self.usage, parent, &event);
         }
         // The vector goes back with its room, for the op that takes this node next.
         child_sums.device_us.clear();
@@ -1502,7 +1523,8 @@ impl Folder {
         }
         if node.done != NONE {
             let event = self.parked.take(std::mem::replace(&mut node.done, NONE));
-            add_child(&mut self.nodes[parent as usize].sums, &event);
+            let sums = &mut self.nodes[parent as usize].sums;
+            add_child(sums, &mut self.usage, parent, &event);
             self.retire(child);
             self.gone(event.key);
             self.emit(event);
@@ -1621,18 +1643,21 @@ fn row_state(rows: &mut Vec<RowState>, row: u32) -> &mut RowState {
     &mut rows[row]
 }
 
-/// What a final child adds to its parent.
-fn add_child(parent: &mut Sums, event: &Emitted) {
+/// What a final child adds to its parent `p` (its `sums`, and its `usage`).
+fn add_child(sums: &mut Sums, usage: &mut Vec<Usage>, p: u32, event: &Emitted) {
     let t = &event.times;
-    parent.cpu_ns = parent.cpu_ns.saturating_add(t.cpu_total_ns);
-    parent.device_ns = parent.device_ns.saturating_add(t.device_total_ns);
+    sums.cpu_ns = sums.cpu_ns.saturating_add(t.cpu_total_ns);
+    sums.device_ns = sums.device_ns.saturating_add(t.device_total_ns);
     if event.float.device_total_us != 0.0 {
-        parent
-            .device_us
+        sums.device_us
             .push((event.first, event.float.device_total_us));
     }
-    parent.cpu_memory = parent.cpu_memory.saturating_add(t.cpu_memory);
-    parent.device_memory = parent.device_memory.saturating_add(t.device_memory);
+    // (Adding 0 changes nothing: most traces make no usage slot.)
+    if t.cpu_memory != 0 || t.device_memory != 0 {
+        let usage = usage_of(usage, p);
+        usage.children_cpu = usage.children_cpu.saturating_add(t.cpu_memory);
+        usage.children_device = usage.children_device.saturating_add(t.device_memory);
+    }
 }
 
 #[cfg(test)]
@@ -1643,8 +1668,8 @@ mod tests {
     /// worth of each when a long op keeps the horizon back.
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn a_node_takes_200_bytes_and_an_event_128_which_move_without_memcpy() {
-        assert_eq!(std::mem::size_of::<Node>(), 200);
+    fn a_node_takes_184_bytes_and_an_event_128_which_moves_without_memcpy() {
+        assert_eq!(std::mem::size_of::<Node>(), 184);
         assert_eq!(std::mem::size_of::<Emitted>(), 128);
     }
 
