@@ -31,22 +31,27 @@ pub(super) struct Listing {
     absorbed: FastMap<u64, u64>,
     /// `absorbed`'s keys, so that forgetting a few does not clear the whole table's room.
     absorbed_ops: Vec<u64>,
-    /// Device work whose host op is not final yet, by what leads to it.
-    device: FastMap<Launcher, Waiting>,
+    /// Device work whose host op is not final yet (its slots in `device_events`), by what
+    /// leads to it.
+    device: FastMap<Launcher, Slots>,
+    /// The device events in `device`, in reused slots (`None`: free): a step's device work
+    /// may wait, and the table then grows by moving slots, not 120-byte events.
+    device_events: Vec<Option<SummedEvent>>,
+    free: Vec<u32>,
 }
 
-/// The device work one id leads to: nearly always one kernel or copy, kept without a
-/// vector of its own.
-enum Waiting {
-    One(SummedEvent),
-    Many(Vec<SummedEvent>),
+/// The slots of the device work one id leads to: nearly always one kernel or copy, kept
+/// without a vector of its own.
+enum Slots {
+    One(u32),
+    Many(Vec<u32>),
 }
 
-impl Waiting {
-    fn into_vec(self) -> Vec<SummedEvent> {
+impl Slots {
+    fn as_slice(&self) -> &[u32] {
         match self {
-            Waiting::One(e) => vec![e],
-            Waiting::Many(v) => v,
+            Slots::One(slot) => std::slice::from_ref(slot),
+            Slots::Many(slots) => slots,
         }
     }
 }
@@ -91,36 +96,51 @@ impl Listing {
     /// device time, unless it absorbed a child whose time replaced its own).
     pub(super) fn receive(&mut self, op: u64, key: Launcher, counted: bool) {
         let host_op = counted.then_some(op);
-        match self.device.remove(&key) {
-            None => {}
-            Some(Waiting::One(mut e)) => {
+        let Some(slots) = self.device.remove(&key) else {
+            return;
+        };
+        for &slot in slots.as_slice() {
+            if let Some(mut e) = self.take_device(slot) {
                 e.host_op = host_op;
                 self.place(e);
             }
-            Some(Waiting::Many(events)) => {
-                for mut e in events {
-                    e.host_op = host_op;
-                    self.place(e);
-                }
-            }
         }
+    }
+
+    /// The device event in `slot`, which is freed.
+    fn take_device(&mut self, slot: u32) -> Option<SummedEvent> {
+        let e = self.device_events.get_mut(slot as usize)?.take();
+        self.free.push(slot);
+        e
     }
 
     /// Device work: listed once its host op is final (at once when nothing leads to one).
     pub(super) fn push_device(&mut self, e: SummedEvent, launcher: Option<Launcher>) {
         match launcher {
-            Some(key) => match self.device.entry(key) {
-                Entry::Vacant(v) => {
-                    v.insert(Waiting::One(e));
+            Some(key) => {
+                let slot = match self.free.pop() {
+                    Some(slot) => {
+                        self.device_events[slot as usize] = Some(e);
+                        slot
+                    }
+                    None => {
+                        self.device_events.push(Some(e));
+                        (self.device_events.len() - 1) as u32
+                    }
+                };
+                match self.device.entry(key) {
+                    Entry::Vacant(v) => {
+                        v.insert(Slots::One(slot));
+                    }
+                    Entry::Occupied(mut o) => match o.get_mut() {
+                        Slots::One(first) => {
+                            let first = *first;
+                            o.insert(Slots::Many(vec![first, slot]));
+                        }
+                        Slots::Many(slots) => slots.push(slot),
+                    },
                 }
-                Entry::Occupied(mut o) => {
-                    let waiting = o.get_mut();
-                    let mut events =
-                        std::mem::replace(waiting, Waiting::Many(Vec::new())).into_vec();
-                    events.push(e);
-                    *waiting = Waiting::Many(events);
-                }
-            },
+            }
             None => self.ready.push(e),
         }
     }
@@ -176,8 +196,14 @@ impl Listing {
     /// Every event not yet taken (at the end, no fate is open, and device work still
     /// waiting has no host op).
     pub(super) fn finish(mut self) -> Vec<SummedEvent> {
-        for (_, events) in self.device.drain() {
-            self.ready.extend(events.into_vec());
+        for (_, slots) in self.device.drain() {
+            for &slot in slots.as_slice() {
+                self.ready.extend(
+                    self.device_events
+                        .get_mut(slot as usize)
+                        .and_then(Option::take),
+                );
+            }
         }
         for (_, children) in self.open.drain() {
             self.ready.extend(children);
