@@ -1175,6 +1175,34 @@ fn out_of_memory_records_are_rows_and_children_of_the_op_around_them() {
 }
 
 #[test]
+fn a_folded_out_of_memory_record_takes_no_usage_from_the_op_that_held_its_node_before() {
+    // a [0, 100] ⊃ b [10, 20] with a record in b, so a's children's usage is b's; the
+    // `[OutOfMemory]` op, placed once c comes, takes the node a leaves.
+    let mut oom = mem(1, 200, 64, 0);
+    oom.name = crate::keys::name::OUT_OF_MEMORY.into();
+    let t = trace(vec![
+        op("a", 1, 0, 100),
+        op("b", 1, 10, 20),
+        mem(1, 15, 100, 0),
+        oom,
+        op("c", 1, 300, 310),
+    ]);
+    let expected = [
+        ("a", 1, 100, 0, 0, 0),
+        ("b", 1, 100, 100, 0, 0),
+        ("[OutOfMemory]", 1, 64, 64, 0, 0),
+        ("c", 1, 0, 0, 0, 0),
+    ];
+    assert_eq!(
+        memory_rows(&key_averages(&t, &Default::default())),
+        expected
+    );
+    // Folding from the record on.
+    let (folded, _) = listed(&t, 3);
+    assert_eq!(memory_rows(&folded), expected);
+}
+
+#[test]
 fn flops_sum_per_row_and_turn_the_column_on() {
     let summary = key_averages(
         &trace(vec![
