@@ -1572,18 +1572,26 @@ impl Folder {
 
     fn emit(&mut self, event: Emitted) {
         let row = event.key;
+        let first = event.first;
+        let slot = self.parked.park(event);
         let state = row_state(&mut self.rows, row);
-        if state.waiting.is_empty()
-            && (event.first.0 < self.horizon || self.finishing)
-            && !Self::blocked(&self.nodes, state, event.first)
-        {
-            self.ready.push(self.parked.park(event));
+        if !state.waiting.is_empty() {
+            // It may come before the events waiting, and the op of the row just added to it
+            // (`gone`) may have let them through.
+            state.waiting.push((first, slot));
+            self.waiting_count += 1;
+            self.recheck(row);
             return;
         }
-        let first = event.first;
-        state.waiting.push((first, self.parked.park(event)));
+        // The row's only event waiting, if it waits: what `recheck` would find, found once.
+        if first.0 >= self.horizon && !self.finishing {
+            due_later(&mut self.due, &mut self.due_at, row, first.0);
+        } else if !Self::blocked(&self.nodes, state, first) {
+            self.ready.push(slot);
+            return;
+        }
+        state.waiting.push((first, slot));
         self.waiting_count += 1;
-        self.recheck(row);
     }
 
     /// Adds the row's waiting events that no earlier event can precede any more.
@@ -1595,9 +1603,7 @@ impl Folder {
         let first_live = Self::first_live(&self.nodes, state);
         while let Some((first, slot)) = state.waiting.peek() {
             if first.0 >= self.horizon && !self.finishing {
-                if self.due_at.insert(row, first.0) != Some(first.0) {
-                    self.due.push(Reverse((first.0, row)));
-                }
+                due_later(&mut self.due, &mut self.due_at, row, first.0);
                 break;
             }
             if first_live.is_some_and(|live| live < first) {
@@ -1641,6 +1647,19 @@ fn row_state(rows: &mut Vec<RowState>, row: u32) -> &mut RowState {
         rows.resize_with(row + 1, RowState::default);
     }
     &mut rows[row]
+}
+
+/// The row's first waiting event starts at `start`, which the horizon has not passed: the
+/// row is looked at again when it does.
+fn due_later(
+    due: &mut BinaryHeap<Reverse<(i64, u32)>>,
+    due_at: &mut FastMap<u32, i64>,
+    row: u32,
+    start: i64,
+) {
+    if due_at.insert(row, start) != Some(start) {
+        due.push(Reverse((start, row)));
+    }
 }
 
 /// What a final child adds to its parent `p` (its `sums`, and its `usage`).
