@@ -117,6 +117,23 @@ const QUOTED_FIELDS: [(u64, u64); FIELDS.len()] = {
     quoted
 };
 
+/// [`QUOTED_FIELDS`] with the `: ` writers put after a key: the key, its separator and
+/// the space are matched in one comparison ([`Parser::event_member_key`]).
+const SPACED_FIELDS: [(u64, u64); FIELDS.len()] = {
+    let mut spaced = [(0, 0); FIELDS.len()];
+    let mut i = 0;
+    while i < FIELDS.len() {
+        let bits = 8 * FIELDS[i].len();
+        assert!(bits + 24 <= 64, "a key too long to match with its `\": `");
+        spaced[i] = (
+            QUOTED_FIELDS[i].0 | (b':' as u64) << (bits + 8) | (b' ' as u64) << (bits + 16),
+            u64::MAX >> (40 - bits),
+        );
+        i += 1;
+    }
+    spaced
+};
+
 /// The deepest nesting a skipped value may have: one bit per level.
 const MAX_SKIP_DEPTH: u32 = 64;
 
@@ -186,10 +203,47 @@ impl<'a> Parser<'a> {
         self.string().map(|key| field(&key))
     }
 
+    /// [`Self::event_key`] and the `:` after it: a field's key spaced as writers space it
+    /// (`ts": `) is matched whole ([`SPACED_FIELDS`]).
+    #[inline(always)]
+    fn event_member_key(&mut self) -> Option<Option<usize>> {
+        if let Some(chunk) = self
+            .text
+            .as_bytes()
+            .get(self.at..)
+            .and_then(<[u8]>::first_chunk::<8>)
+        {
+            let w = u64::from_le_bytes(*chunk);
+            let f = usize::from(FIELD_SLOTS[field_slot(chunk[0], chunk[1])]);
+            if let Some(&(spaced, mask)) = SPACED_FIELDS.get(f) {
+                if w & mask == spaced {
+                    self.at += FIELDS[f].len() + 3;
+                    return Some(Some(f));
+                }
+            }
+        }
+        let key = self.event_key()?;
+        self.colon()?;
+        Some(key)
+    }
+
+    /// The `:` after an object's key and the whitespace around it.
+    #[inline(always)]
+    fn colon(&mut self) -> Option<()> {
+        // Writers separate as `"key": value`: that spacing is matched whole, any other the
+        // general way.
+        if self.text.as_bytes().get(self.at..self.at + 2) == Some(b": ") {
+            self.at += 2;
+        } else {
+            (self.token()? == b':').then_some(())?;
+        }
+        Some(())
+    }
+
     fn event(&mut self, filter: &KeptArgs, ev: &mut RawEvent<'a>) -> Option<()> {
         self.whitespace();
         let mut seen = [false; FIELDS.len()];
-        self.object_with(Self::event_key, |p, key| {
+        self.object_with(true, Self::event_member_key, |p, key| {
             match key {
                 None => p.skip_value()?,
                 Some(f) if std::mem::replace(&mut seen[f], true) => return None,
@@ -228,13 +282,15 @@ impl<'a> Parser<'a> {
     /// An object, its `{` next: `member` reads each member's value, its key given, from
     /// after the colon and the whitespace that follows.
     fn object(&mut self, member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>) -> Option<()> {
-        self.object_with(Self::string, member)
+        self.object_with(false, Self::string, member)
     }
 
-    /// [`Self::object`] with the keys read by `key` (after their opening quote).
+    /// [`Self::object`] with the keys read by `key` from after their opening quote, and the
+    /// `:` that follows them too when `key_reads_colon`.
     #[inline(always)]
     fn object_with<K>(
         &mut self,
+        key_reads_colon: bool,
         mut key: impl FnMut(&mut Self) -> Option<K>,
         mut member: impl FnMut(&mut Self, K) -> Option<()>,
     ) -> Option<()> {
@@ -247,15 +303,12 @@ impl<'a> Parser<'a> {
         (self.next()? == b'"').then_some(())?;
         loop {
             let key = key(self)?;
-            // Writers separate as `"key": value, "key": ...`: that spacing is matched
-            // whole, any other the general way.
-            if self.text.as_bytes().get(self.at..self.at + 2) == Some(b": ") {
-                self.at += 2;
-            } else {
-                (self.token()? == b':').then_some(())?;
+            if !key_reads_colon {
+                self.colon()?;
             }
             self.whitespace();
             member(self, key)?;
+            // Writers separate members as `, "key"`: that spacing is matched whole.
             if self.text.as_bytes().get(self.at..self.at + 3) == Some(b", \"") {
                 self.at += 3;
                 continue;
@@ -498,6 +551,7 @@ impl<'a> Parser<'a> {
         // The keys read inline (most are turned away at once), not through `object`'s call.
         #[allow(clippy::redundant_closure)]
         self.object_with(
+            false,
             |p| p.string(),
             |p, key| {
                 if keep(&key) {
@@ -1100,6 +1154,39 @@ mod tests {
             }
         }
         assert_eq!(key("bp\": \"e\"}"), (Some(None), 3));
+    }
+
+    #[test]
+    fn a_member_key_is_read_through_its_colon_however_it_is_spaced() {
+        let key = |text: &str| {
+            let mut parser = Parser { text, at: 0 };
+            let key = parser.event_member_key();
+            // Where the value starts (the caller steps over whitespace after the colon).
+            (key, after_whitespace(text.as_bytes(), parser.at))
+        };
+        for (f, name) in FIELDS.iter().enumerate() {
+            for spacing in ["\": ", "\":", "\" : ", "\"\t:\n"] {
+                let text = format!("{name}{spacing}1, \"x\": 2}}");
+                assert_eq!(
+                    key(&text),
+                    (Some(Some(f)), text.find('1').unwrap()),
+                    "{text}"
+                );
+            }
+            // A key that starts as the field's does, or that the field's key starts.
+            for other in [format!("{name}x"), name[..name.len() - 1].to_string()] {
+                let text = format!("{other}\": 1}}");
+                assert_eq!(
+                    key(&text),
+                    (Some(field(&other)), other.len() + 3),
+                    "{other}"
+                );
+            }
+            // No colon, or the text cut before it.
+            assert_eq!(key(&format!("{name}\" 1}}")).0, None, "{name}");
+            assert_eq!(key(&format!("{name}\"")).0, None, "{name}");
+        }
+        assert_eq!(key("bp\": \"e\"}"), (Some(None), 5));
     }
 
     #[test]
