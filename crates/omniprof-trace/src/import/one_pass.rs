@@ -102,37 +102,45 @@ const FIELD_SLOTS: [u8; 32] = {
     slots
 };
 
-/// [`FIELD_WORDS`] with each key's closing quote, and the mask of the bytes each covers.
-const QUOTED_FIELDS: [(u64, u64); FIELDS.len()] = {
-    let mut quoted = [(0, 0); FIELDS.len()];
+/// Each of [`FIELD_WORDS`] followed by `suffix`, and the mask of the bytes they cover: what a
+/// word read at a key's first byte holds when it is that field's key followed by `suffix`.
+const fn fields_then(suffix: &[u8]) -> [(u64, u64); FIELDS.len()] {
+    let mut table = [(0, 0); FIELDS.len()];
     let mut i = 0;
     while i < FIELDS.len() {
-        let bits = 8 * FIELDS[i].len();
-        quoted[i] = (
-            FIELD_WORDS[i] | (b'"' as u64) << bits,
-            u64::MAX >> (56 - bits),
+        let mut word = FIELD_WORDS[i];
+        let mut bits = 8 * FIELDS[i].len();
+        assert!(
+            bits + 8 * suffix.len() <= 64,
+            "a key too long to match with its suffix"
         );
+        let mut j = 0;
+        while j < suffix.len() {
+            word |= (suffix[j] as u64) << bits;
+            bits += 8;
+            j += 1;
+        }
+        table[i] = (word, u64::MAX >> (64 - bits));
         i += 1;
     }
-    quoted
-};
+    table
+}
 
-/// [`QUOTED_FIELDS`] with the `: ` writers put after a key: the key, its separator and
-/// the space are matched in one comparison ([`Parser::event_member_key`]).
-const SPACED_FIELDS: [(u64, u64); FIELDS.len()] = {
-    let mut spaced = [(0, 0); FIELDS.len()];
-    let mut i = 0;
-    while i < FIELDS.len() {
-        let bits = 8 * FIELDS[i].len();
-        assert!(bits + 24 <= 64, "a key too long to match with its `\": `");
-        spaced[i] = (
-            QUOTED_FIELDS[i].0 | (b':' as u64) << (bits + 8) | (b' ' as u64) << (bits + 16),
-            u64::MAX >> (40 - bits),
-        );
-        i += 1;
-    }
-    spaced
-};
+/// Each field's key with its closing quote ([`Parser::event_key`]).
+const QUOTED_FIELDS: [(u64, u64); FIELDS.len()] = fields_then(b"\"");
+
+/// Each field's key with its closing quote and the `: ` writers put after it: the key, its
+/// separator and the space are matched in one comparison ([`Parser::event_member_key`]).
+const SPACED_FIELDS: [(u64, u64); FIELDS.len()] = fields_then(b"\": ");
+
+/// The field whose entry of `table` ([`fields_then`]) the word `chunk` starts with, if any:
+/// its first two bytes name the one field it can be ([`FIELD_SLOTS`]).
+#[inline(always)]
+fn field_then(chunk: &[u8; 8], table: &[(u64, u64); FIELDS.len()]) -> Option<usize> {
+    let f = usize::from(FIELD_SLOTS[field_slot(chunk[0], chunk[1])]);
+    let &(word, mask) = table.get(f)?;
+    (u64::from_le_bytes(*chunk) & mask == word).then_some(f)
+}
 
 /// The deepest nesting a skipped value may have: one bit per level.
 const MAX_SKIP_DEPTH: u32 = 64;
@@ -182,15 +190,12 @@ impl<'a> Parser<'a> {
     fn event_key(&mut self) -> Option<Option<usize>> {
         let bytes = self.text.as_bytes();
         if let Some(chunk) = bytes.get(self.at..).and_then(<[u8]>::first_chunk::<8>) {
-            let w = u64::from_le_bytes(*chunk);
-            let f = usize::from(FIELD_SLOTS[field_slot(chunk[0], chunk[1])]);
-            if let Some(&(quoted, mask)) = QUOTED_FIELDS.get(f) {
-                if w & mask == quoted {
-                    self.at += FIELDS[f].len() + 1;
-                    return Some(Some(f));
-                }
+            if let Some(f) = field_then(chunk, &QUOTED_FIELDS) {
+                self.at += FIELDS[f].len() + 1;
+                return Some(Some(f));
             }
             // Another key.
+            let w = u64::from_le_bytes(*chunk);
             let flags = special_bytes(w);
             let len = (flags.trailing_zeros() / 8) as usize;
             if flags != 0 && chunk[len] == b'"' {
@@ -213,13 +218,9 @@ impl<'a> Parser<'a> {
             .get(self.at..)
             .and_then(<[u8]>::first_chunk::<8>)
         {
-            let w = u64::from_le_bytes(*chunk);
-            let f = usize::from(FIELD_SLOTS[field_slot(chunk[0], chunk[1])]);
-            if let Some(&(spaced, mask)) = SPACED_FIELDS.get(f) {
-                if w & mask == spaced {
-                    self.at += FIELDS[f].len() + 3;
-                    return Some(Some(f));
-                }
+            if let Some(f) = field_then(chunk, &SPACED_FIELDS) {
+                self.at += FIELDS[f].len() + 3;
+                return Some(Some(f));
             }
         }
         let key = self.event_key()?;
