@@ -2,8 +2,9 @@
 //! pushed a value at a time ([`Row`], a typed method per column type) into a typed buffer
 //! per column, and flushed every [`ROW_GROUP_ROWS`] rows, so that memory holds one row
 //! group's values whatever the trace's size. String columns hold ids in the file's
-//! [`Strings`] until then; in the file they are dictionary-encoded (Parquet's default, kept)
-//! and pages are compressed with zstd.
+//! [`Strings`] until then. A row group's columns are encoded by [`ChunkEncoder`] (strings
+//! dictionary-encoded from those ids) and their pages compressed with zstd; only float
+//! columns go through the `parquet` crate's own column writer.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -25,12 +26,12 @@ use crate::strings::Strings;
 /// a row group's buffered values stay some tens of MB.
 pub(crate) const ROW_GROUP_ROWS: usize = 1 << 17;
 
-/// Values a column writer takes at a time: a row group's column. Each batch checks the
-/// page's size and row count and updates the statistics once, so one batch costs least.
-/// With no row limit on pages ([`TableWriter::create`]) a column chunk is one data page,
-/// still at most 1 MiB (2^17 values of 8 bytes, plain); on the benchmark trace the tables
-/// came out a little smaller than with pages closed every 8,192 values past Parquet's
-/// default limit of 20,000 rows.
+/// Values the crate's column writer (float columns) takes at a time: a row group's column.
+/// Each batch checks the page's size and row count and updates the statistics once, so one
+/// batch costs least. With no row limit on pages ([`TableWriter::create`]) its column chunk
+/// is one data page, as [`ChunkEncoder`]'s are, still at most 1 MiB (2^17 values of 8
+/// bytes, plain); on the benchmark trace the tables came out a little smaller than with
+/// pages closed every 8,192 values past Parquet's default limit of 20,000 rows.
 const WRITE_BATCH_ROWS: usize = ROW_GROUP_ROWS;
 
 /// zstd's fastest level: on the benchmark trace level 3 was no smaller (the encodings leave
