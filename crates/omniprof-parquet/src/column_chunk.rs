@@ -46,16 +46,17 @@ const MINIBLOCKS: usize = 4;
 /// Deltas in a miniblock.
 const MINIBLOCK: usize = DELTA_BLOCK / MINIBLOCKS;
 
-/// One column chunk's values, and how they are encoded.
+/// One column chunk's values, and how they are encoded. The values are the writer's bits
+/// ([`Cell`](crate::row::Cell)), so that its buffers need no copy of another type.
 pub(crate) enum Values<'a> {
-    /// `INT64`, `PLAIN`.
-    PlainI64(&'a [i64]),
-    /// `INT64`, `DELTA_BINARY_PACKED`, with statistics.
-    DeltaI64(&'a [i64]),
-    /// `BOOLEAN`, `PLAIN`.
-    Bools(&'a [bool]),
+    /// `INT64` (two's complement), `PLAIN`.
+    PlainI64(&'a [u64]),
+    /// `INT64` (two's complement), `DELTA_BINARY_PACKED`, with statistics.
+    DeltaI64(&'a [u64]),
+    /// `BOOLEAN` (0 or 1), `PLAIN`.
+    Bools(&'a [u64]),
     /// `BYTE_ARRAY` strings by their ids in the file's [`Strings`], `RLE_DICTIONARY`.
-    Strings(&'a [u32], &'a Strings),
+    Strings(&'a [u64], &'a Strings),
 }
 
 /// Encodes column chunks; holds the buffers and the zstd context from one chunk to the
@@ -97,8 +98,7 @@ impl ChunkEncoder {
         levels: Option<&[i16]>,
     ) -> Result<(), ParquetError> {
         let set = match values {
-            Values::PlainI64(v) | Values::DeltaI64(v) => v.len(),
-            Values::Bools(v) => v.len(),
+            Values::PlainI64(v) | Values::DeltaI64(v) | Values::Bools(v) => v.len(),
             Values::Strings(ids, _) => ids.len(),
         };
         let rows = levels.map_or(set, <[i16]>::len);
@@ -157,7 +157,7 @@ impl ChunkEncoder {
                 )
             }
             Values::Bools(v) => {
-                pack(&mut self.body, v, 1, u64::from);
+                pack(&mut self.body, v, 1, |b| b);
                 (Encoding::PLAIN, None)
             }
             Values::Strings(..) => {
@@ -223,12 +223,14 @@ impl ChunkEncoder {
     /// Numbers the distinct strings of `ids` in first-seen order (the chunk's dictionary),
     /// each row's number in `self.indexes`, and puts the dictionary page's values (`PLAIN`:
     /// a little-endian `u32` length, then the bytes) in `self.body`.
-    fn dictionary_page(&mut self, ids: &[u32], strings: &Strings) -> u32 {
+    fn dictionary_page(&mut self, ids: &[u64], strings: &Strings) -> u32 {
         if self.dictionary_index.len() < strings.len() {
             self.dictionary_index.resize(strings.len(), 0);
         }
         self.indexes.clear();
         for &id in ids {
+            // Ids were `u32`s when they were pushed.
+            let id = id as u32;
             let slot = &mut self.dictionary_index[id as usize];
             if *slot == 0 {
                 self.dictionary.push(id);
@@ -376,12 +378,13 @@ fn pack<T: Copy>(out: &mut Vec<u8>, values: &[T], width: u32, bits: impl Fn(T) -
 /// minimum, each miniblock's bit width, and the miniblocks that hold deltas, each delta
 /// less the minimum (wrapping, as readers add it back). Returns the values' minimum and
 /// maximum, found on the way (`None`: no values).
-fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64]) -> Option<(i64, i64)> {
+fn delta_binary_packed(out: &mut Vec<u8>, values: &[u64]) -> Option<(i64, i64)> {
     uleb128(out, DELTA_BLOCK as u64);
     uleb128(out, MINIBLOCKS as u64);
     uleb128(out, values.len() as u64);
-    uleb128(out, zigzag(values.first().copied().unwrap_or(0)));
-    let first = *values.first()?;
+    let first = values.first().map(|&v| v as i64);
+    uleb128(out, zigzag(first.unwrap_or(0)));
+    let first = first?;
     let (mut low, mut high) = (first, first);
     let mut packed = [0u64; DELTA_BLOCK];
     for (block, previous) in values[1..]
@@ -390,6 +393,7 @@ fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64]) -> Option<(i64, i64)> 
     {
         let mut min = i64::MAX;
         for (&v, &p) in block.iter().zip(previous) {
+            let (v, p) = (v as i64, p as i64);
             min = min.min(v.wrapping_sub(p));
             low = low.min(v);
             high = high.max(v);
@@ -397,7 +401,7 @@ fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64]) -> Option<(i64, i64)> 
         uleb128(out, zigzag(min));
         let packed = &mut packed[..block.len()];
         for ((slot, &v), &p) in packed.iter_mut().zip(block).zip(previous) {
-            *slot = v.wrapping_sub(p).wrapping_sub(min) as u64;
+            *slot = (v as i64).wrapping_sub(p as i64).wrapping_sub(min) as u64;
         }
         let mut widths = [0u32; MINIBLOCKS];
         for (width, mini) in widths.iter_mut().zip(packed.chunks(MINIBLOCK)) {
@@ -451,20 +455,24 @@ mod tests {
         let mut writer = SerializedFileWriter::new(file, schema, props).unwrap();
         let columns = writer.schema_descr().columns().to_vec();
         let mut strings = Strings::default();
-        let names: Vec<u32> = rows
+        let names: Vec<u64> = rows
             .iter()
-            .map(|r| strings.text(&r.name).unwrap())
+            .map(|r| u64::from(strings.text(&r.name).unwrap()))
             .collect();
-        let labels: Vec<u32> = rows
+        let labels: Vec<u64> = rows
             .iter()
             .filter_map(|r| r.label.as_deref())
-            .map(|l| strings.text(l).unwrap())
+            .map(|l| u64::from(strings.text(l).unwrap()))
             .collect();
         let label_levels: Vec<i16> = rows.iter().map(|r| i16::from(r.label.is_some())).collect();
-        let plain: Vec<i64> = rows.iter().map(|r| r.plain).collect();
-        let delta: Vec<i64> = rows.iter().filter_map(|r| r.delta).collect();
+        let plain: Vec<u64> = rows.iter().map(|r| r.plain as u64).collect();
+        let delta: Vec<u64> = rows
+            .iter()
+            .filter_map(|r| r.delta)
+            .map(|d| d as u64)
+            .collect();
         let delta_levels: Vec<i16> = rows.iter().map(|r| i16::from(r.delta.is_some())).collect();
-        let flags: Vec<bool> = rows.iter().map(|r| r.flag).collect();
+        let flags: Vec<u64> = rows.iter().map(|r| u64::from(r.flag)).collect();
         let mut encoder = ChunkEncoder::new(ZstdLevel::try_new(1).unwrap()).unwrap();
         let mut group = writer.next_row_group().unwrap();
         let chunks = [

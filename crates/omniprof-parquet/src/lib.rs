@@ -40,6 +40,7 @@
 mod column_chunk;
 mod convert;
 mod error;
+mod row;
 mod schema;
 mod strings;
 mod table_writer;

@@ -31,6 +31,11 @@ pub enum ColumnType {
 }
 
 impl ColumnType {
+    /// Whether a value may be null.
+    pub const fn nullable(self) -> bool {
+        matches!(self, ColumnType::NullableInt64 | ColumnType::NullableString)
+    }
+
     /// How `docs/parquet.md` names the type.
     pub fn doc_name(self) -> &'static str {
         match self {

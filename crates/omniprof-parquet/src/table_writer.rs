@@ -1,10 +1,11 @@
 //! [`TableWriter`]: one table's Parquet file, written a row group at a time. Rows are
-//! pushed a value at a time ([`Row`], a typed method per column type) into a typed buffer
-//! per column, and flushed every [`ROW_GROUP_ROWS`] rows, so that memory holds one row
-//! group's values whatever the trace's size. String columns hold ids in the file's
-//! [`Strings`] until then. A row group's columns are encoded by [`ChunkEncoder`] (strings
-//! dictionary-encoded from those ids) and their pages compressed with zstd; only float
-//! columns go through the `parquet` crate's own column writer.
+//! pushed whole ([`TableWriter::push`], a tuple of typed cells: [`Row`]), each value into
+//! its column's buffer as a `u64`, and flushed every [`ROW_GROUP_ROWS`] rows, so that
+//! memory holds one row group's values whatever the trace's size. String columns hold ids
+//! in the file's [`Strings`] until then. A row group's columns are encoded by
+//! [`ChunkEncoder`] straight from those buffers (strings dictionary-encoded from the ids)
+//! and their pages compressed with zstd; only float columns go through the `parquet`
+//! crate's own column writer.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ use parquet::schema::types::{ColumnDescPtr, Type};
 
 use crate::column_chunk::{ChunkEncoder, Values};
 use crate::error::ParquetError;
+use crate::row::{ColumnBuffer, Row, StringsFull};
 use crate::schema::{ColumnType, Table, DURATION_NS, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 use crate::strings::Strings;
 
@@ -38,89 +40,20 @@ const WRITE_BATCH_ROWS: usize = ROW_GROUP_ROWS;
 /// little to find) and took more time.
 const ZSTD_LEVEL: i32 = 1;
 
-/// The values of one column not yet written.
-enum Buffer {
-    I64(Vec<i64>),
-    /// Values of the non-null rows, and each row's definition level (1 set, 0 null).
-    NullableI64(Vec<i64>, Vec<i16>),
-    F64(Vec<f64>),
-    Bool(Vec<bool>),
-    /// Ids in the file's [`Strings`].
-    Str(Vec<u32>),
-    NullableStr(Vec<u32>, Vec<i16>),
-}
-
-impl Buffer {
-    /// An empty buffer with room for a row group, so that it never grows by copying (the
-    /// pages of the room no row reaches are never touched).
-    fn new(ty: ColumnType) -> Self {
-        fn room<T>() -> Vec<T> {
-            Vec::with_capacity(ROW_GROUP_ROWS)
-        }
-        match ty {
-            ColumnType::Int64 => Buffer::I64(room()),
-            ColumnType::NullableInt64 => Buffer::NullableI64(room(), room()),
-            ColumnType::Float64 => Buffer::F64(room()),
-            ColumnType::Bool => Buffer::Bool(room()),
-            ColumnType::String => Buffer::Str(room()),
-            ColumnType::NullableString => Buffer::NullableStr(room(), room()),
-        }
-    }
-
-    fn clear(&mut self) {
-        match self {
-            Buffer::I64(v) => v.clear(),
-            Buffer::NullableI64(v, d) => {
-                v.clear();
-                d.clear();
-            }
-            Buffer::F64(v) => v.clear(),
-            Buffer::Bool(v) => v.clear(),
-            Buffer::Str(v) => v.clear(),
-            Buffer::NullableStr(v, d) => {
-                v.clear();
-                d.clear();
-            }
-        }
-    }
-
-    /// Drops the values of the rows from `rows` on (a row left unfinished).
-    fn truncate(&mut self, rows: usize) {
-        fn nullable<T>(v: &mut Vec<T>, d: &mut Vec<i16>, rows: usize) {
-            let set = d
-                .get(rows..)
-                .map_or(0, |extra| extra.iter().filter(|&&level| level == 1).count());
-            v.truncate(v.len() - set);
-            d.truncate(rows);
-        }
-        match self {
-            Buffer::I64(v) => v.truncate(rows),
-            Buffer::NullableI64(v, d) => nullable(v, d, rows),
-            Buffer::F64(v) => v.truncate(rows),
-            Buffer::Bool(v) => v.truncate(rows),
-            Buffer::Str(v) => v.truncate(rows),
-            Buffer::NullableStr(v, d) => nullable(v, d, rows),
-        }
-    }
-
-    fn type_name(&self) -> &'static str {
-        match self {
-            Buffer::I64(_) => ColumnType::Int64.doc_name(),
-            Buffer::NullableI64(..) => ColumnType::NullableInt64.doc_name(),
-            Buffer::F64(_) => ColumnType::Float64.doc_name(),
-            Buffer::Bool(_) => ColumnType::Bool.doc_name(),
-            Buffer::Str(_) => ColumnType::String.doc_name(),
-            Buffer::NullableStr(..) => ColumnType::NullableString.doc_name(),
-        }
-    }
-}
-
 /// One table's file being written.
 pub(crate) struct TableWriter {
     table: Table,
     path: PathBuf,
     writer: SerializedFileWriter<File>,
-    buffers: Vec<Buffer>,
+    /// The values of the rows not yet written, a buffer per column.
+    columns: Vec<ColumnBuffer>,
+    /// Each column's type, which every row's [`Row::SHAPE`] must match.
+    types: Box<[ColumnType]>,
+    /// The last row shape found to match `types` (a row type's shape is one constant, so
+    /// a row of that type needs no comparison).
+    matched: &'static [ColumnType],
+    /// A float column's values, for the crate's column writer.
+    floats: Vec<f64>,
     /// Each column's descriptor, for the chunks [`ChunkEncoder`] writes.
     descriptors: Vec<ColumnDescPtr>,
     /// The file's strings, which its string columns hold by id.
@@ -128,171 +61,6 @@ pub(crate) struct TableWriter {
     encoder: ChunkEncoder,
     rows: usize,
     written: u64,
-}
-
-/// One row being added ([`TableWriter::row`]): a value per column, pushed in the table's
-/// column order by the method of the column's type, then [`Row::end`].
-pub(crate) struct Row<'a> {
-    writer: &'a mut TableWriter,
-    column: usize,
-    /// The first column given a value of another type, and that type.
-    wrong: Option<(usize, &'static str)>,
-    /// A string could not be given an id: the file holds 2^32 distinct strings.
-    full: bool,
-}
-
-/// Runs `$push` on the row's next column's buffer if it matches `$buffer`, else notes that
-/// the row gave that column a value of type `$ty`; then moves on to the next column.
-macro_rules! push {
-    ($row:ident, $ty:expr, |$buffer:pat_param| $push:expr) => {{
-        match $row.writer.buffers.get_mut($row.column) {
-            Some($buffer) => $push,
-            _ => $row.wrong($ty),
-        }
-        $row.column += 1;
-        $row
-    }};
-}
-
-impl Row<'_> {
-    #[cold]
-    fn wrong(&mut self, ty: ColumnType) {
-        self.wrong.get_or_insert((self.column, ty.doc_name()));
-    }
-
-    /// A string's id, or 0 noting that the file has no id left for it.
-    #[inline]
-    fn id(&mut self, id: Option<u32>) -> u32 {
-        match id {
-            Some(id) => id,
-            None => self.full(),
-        }
-    }
-
-    #[cold]
-    fn full(&mut self) -> u32 {
-        self.full = true;
-        0
-    }
-
-    /// An `INT64`.
-    #[inline]
-    pub(crate) fn i64(&mut self, x: i64) -> &mut Self {
-        push!(self, ColumnType::Int64, |Buffer::I64(v)| v.push(x))
-    }
-
-    /// A nullable `INT64`.
-    #[inline]
-    pub(crate) fn opt_i64(&mut self, x: Option<i64>) -> &mut Self {
-        push!(self, ColumnType::NullableInt64, |Buffer::NullableI64(
-            v,
-            d,
-        )| {
-            d.push(i16::from(x.is_some()));
-            v.extend(x);
-        })
-    }
-
-    /// A `DOUBLE`.
-    #[inline]
-    pub(crate) fn f64(&mut self, x: f64) -> &mut Self {
-        push!(self, ColumnType::Float64, |Buffer::F64(v)| v.push(x))
-    }
-
-    /// A `BOOLEAN`.
-    #[inline]
-    pub(crate) fn bool(&mut self, x: bool) -> &mut Self {
-        push!(self, ColumnType::Bool, |Buffer::Bool(v)| v.push(x))
-    }
-
-    /// A `STRING` shared with the reader or the summary.
-    #[inline]
-    pub(crate) fn shared(&mut self, s: &Arc<str>) -> &mut Self {
-        let id = self.writer.strings.shared(s);
-        self.string(id)
-    }
-
-    /// A `STRING` that lives as long as the program (an activity type's name).
-    #[inline]
-    pub(crate) fn fixed(&mut self, s: &'static str) -> &mut Self {
-        let id = self.writer.strings.fixed(s);
-        self.string(id)
-    }
-
-    /// Any other `STRING`.
-    pub(crate) fn text(&mut self, s: &str) -> &mut Self {
-        let id = self.writer.strings.text(s);
-        self.string(id)
-    }
-
-    /// A `STRING` by its id in the file's [`Strings`] (`None`: no id was left for it).
-    #[inline]
-    fn string(&mut self, id: Option<u32>) -> &mut Self {
-        let id = self.id(id);
-        push!(self, ColumnType::String, |Buffer::Str(v)| v.push(id))
-    }
-
-    /// A nullable `STRING`.
-    pub(crate) fn opt_text(&mut self, s: Option<&str>) -> &mut Self {
-        let id = match s {
-            Some(s) => {
-                let id = self.writer.strings.text(s);
-                Some(self.id(id))
-            }
-            None => None,
-        };
-        push!(self, ColumnType::NullableString, |Buffer::NullableStr(
-            v,
-            d,
-        )| {
-            d.push(i16::from(id.is_some()));
-            v.extend(id);
-        })
-    }
-
-    /// Ends the row, which must have had a value of the right type for every column; a
-    /// row group is written once [`ROW_GROUP_ROWS`] rows are held. A row that does not
-    /// match the schema, or has a string the file has no id left for, is dropped whole,
-    /// so that the columns stay aligned.
-    #[inline]
-    pub(crate) fn end(&mut self) -> Result<(), ParquetError> {
-        let writer = &mut *self.writer;
-        if self.wrong.is_some() || self.full || self.column != writer.buffers.len() {
-            return Err(self.mismatch());
-        }
-        writer.rows += 1;
-        if writer.rows >= ROW_GROUP_ROWS {
-            writer.flush()?;
-        }
-        Ok(())
-    }
-
-    #[cold]
-    fn mismatch(&mut self) -> ParquetError {
-        let writer = &mut *self.writer;
-        let table = writer.table;
-        for buffer in &mut writer.buffers {
-            buffer.truncate(writer.rows);
-        }
-        if self.full {
-            return ParquetError::parquet(
-                &writer.path,
-                parquet::errors::ParquetError::General(format!(
-                    "{}: more than 2^32 distinct strings, which one file's ids cannot number",
-                    table.name
-                )),
-            );
-        }
-        let problem = match self.wrong {
-            Some((column, given)) => format!(
-                "a {given} for {} ({})",
-                table.columns.get(column).map_or("no column", |c| c.name),
-                writer.buffers.get(column).map_or("-", Buffer::type_name),
-            ),
-            None => format!("{} values for {} columns", self.column, table.columns.len()),
-        };
-        ParquetError::Schema(format!("{}: {problem}", table.name))
-    }
 }
 
 impl TableWriter {
@@ -321,7 +89,14 @@ impl TableWriter {
             table,
             path: path.to_owned(),
             writer,
-            buffers: table.columns.iter().map(|c| Buffer::new(c.ty)).collect(),
+            columns: table
+                .columns
+                .iter()
+                .map(|c| ColumnBuffer::with_capacity(c.ty, ROW_GROUP_ROWS))
+                .collect(),
+            types: table.columns.iter().map(|c| c.ty).collect(),
+            matched: &[],
+            floats: Vec::new(),
             descriptors,
             strings: Strings::default(),
             encoder: ChunkEncoder::new(level).map_err(|e| ParquetError::parquet(path, e))?,
@@ -330,15 +105,54 @@ impl TableWriter {
         })
     }
 
-    /// Starts a row.
+    /// Adds a row: a value per column, in the table's column order, each of its column's
+    /// type (see [`Row`]); a row group is written once [`ROW_GROUP_ROWS`] rows are held. A
+    /// row that does not match the schema, or has a string the file has no id left for, is
+    /// refused whole (the rows before and after it are written).
     #[inline]
-    pub(crate) fn row(&mut self) -> Row<'_> {
-        Row {
-            writer: self,
-            column: 0,
-            wrong: None,
-            full: false,
+    pub(crate) fn push<R: Row>(&mut self, row: R) -> Result<(), ParquetError> {
+        if !std::ptr::eq(R::SHAPE, self.matched) {
+            if R::SHAPE != &*self.types {
+                return Err(self.mismatch(R::SHAPE));
+            }
+            self.matched = R::SHAPE;
         }
+        if let Err(StringsFull) = row.write(&mut self.strings, &mut self.columns) {
+            return Err(self.strings_full());
+        }
+        self.rows += 1;
+        if self.rows >= ROW_GROUP_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// What a row of `shape` gets wrong about the table's columns.
+    #[cold]
+    fn mismatch(&self, shape: &[ColumnType]) -> ParquetError {
+        let columns = self.table.columns;
+        let wrong = shape.iter().zip(columns).find(|(given, c)| **given != c.ty);
+        let problem = match wrong {
+            Some((given, c)) => format!(
+                "a {} for {} ({})",
+                given.doc_name(),
+                c.name,
+                c.ty.doc_name()
+            ),
+            None => format!("{} values for {} columns", shape.len(), columns.len()),
+        };
+        ParquetError::Schema(format!("{}: {problem}", self.table.name))
+    }
+
+    #[cold]
+    fn strings_full(&self) -> ParquetError {
+        ParquetError::parquet(
+            &self.path,
+            parquet::errors::ParquetError::General(format!(
+                "{}: more than 2^32 distinct strings, which one file's ids cannot number",
+                self.table.name
+            )),
+        )
     }
 
     /// Writes the buffered rows as one row group.
@@ -348,40 +162,45 @@ impl TableWriter {
         }
         let path = &self.path;
         let err = |e| ParquetError::parquet(path, e);
-        let strings = &self.strings;
         let mut group = self.writer.next_row_group().map_err(err)?;
-        for ((buffer, column), descr) in self
-            .buffers
-            .iter_mut()
-            .zip(self.table.columns)
+        for ((column, buffer), descr) in self
+            .table
+            .columns
+            .iter()
+            .zip(&mut self.columns)
             .zip(&self.descriptors)
         {
-            let int = |v| match column.unit {
-                DURATION_NS => Values::PlainI64(v),
-                _ => Values::DeltaI64(v),
-            };
+            let floats = &mut self.floats;
+            let levels = column.ty.nullable().then_some(&buffer.levels[..]);
             let descr = descr.clone();
             let encoder = &mut self.encoder;
-            match &*buffer {
-                Buffer::I64(v) => encoder.append(&mut group, descr, int(v), None),
-                Buffer::NullableI64(v, d) => encoder.append(&mut group, descr, int(v), Some(d)),
-                Buffer::Bool(v) => encoder.append(&mut group, descr, Values::Bools(v), None),
-                Buffer::Str(ids) => {
-                    encoder.append(&mut group, descr, Values::Strings(ids, strings), None)
+            match column.ty {
+                ColumnType::Int64 | ColumnType::NullableInt64 => {
+                    let values = match column.unit {
+                        DURATION_NS => Values::PlainI64(&buffer.values),
+                        _ => Values::DeltaI64(&buffer.values),
+                    };
+                    encoder.append(&mut group, descr, values, levels)
                 }
-                Buffer::NullableStr(ids, d) => {
-                    encoder.append(&mut group, descr, Values::Strings(ids, strings), Some(d))
+                ColumnType::Bool => {
+                    encoder.append(&mut group, descr, Values::Bools(&buffer.values), levels)
+                }
+                ColumnType::String | ColumnType::NullableString => {
+                    let values = Values::Strings(&buffer.values, &self.strings);
+                    encoder.append(&mut group, descr, values, levels)
                 }
                 // Counter values keep the crate's writer: its statistics of floats know
                 // NaN and signed zeros.
-                Buffer::F64(v) => {
+                ColumnType::Float64 => {
+                    floats.clear();
+                    floats.extend(buffer.values.iter().map(|&v| f64::from_bits(v)));
                     let Some(mut writer) = group.next_column().map_err(err)? else {
-                        return Err(ParquetError::Schema("fewer columns than buffers".into()));
+                        return Err(ParquetError::Schema("fewer columns than the schema".into()));
                     };
                     let ColumnWriter::DoubleColumnWriter(w) = writer.untyped() else {
                         return Err(ParquetError::Schema("a column of another type".into()));
                     };
-                    w.write_batch(v, None, None).map_err(err)?;
+                    w.write_batch(floats, None, None).map_err(err)?;
                     writer.close()
                 }
             }
@@ -445,6 +264,7 @@ fn schema(table: Table) -> Result<Arc<Type>, ParquetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::row::{Fixed, OptI64, OptText, Text, F64, I64};
     use crate::schema::{COUNTERS, DEVICE_PROPERTIES, METADATA};
     use parquet::file::reader::{FileReader, SerializedFileReader};
 
@@ -453,20 +273,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("metadata.parquet");
         let mut writer = TableWriter::create(METADATA, &path).unwrap();
-        writer.row().text("a").text("k").text("1").end().unwrap();
-        let err = writer.row().text("a").i64(2).text("2").end().unwrap_err();
+        writer.push((Text("a"), Text("k"), Text("1"))).unwrap();
+        let err = writer.push((Text("a"), I64(2), Text("2"))).unwrap_err();
         assert_eq!(
             err.to_string(),
             "schema: metadata: a INT64 for key (STRING)"
         );
-        let err = writer.row().text("a").end().unwrap_err();
+        let err = writer.push((Text("a"),)).unwrap_err();
         assert_eq!(err.to_string(), "schema: metadata: 1 values for 3 columns");
-        let err = writer.row().text("a").text("k").text("v").text("w").end();
+        let err = writer.push((Text("a"), Text("k"), Text("v"), Text("w")));
         assert_eq!(
             err.unwrap_err().to_string(),
-            "schema: metadata: a STRING for no column (-)"
+            "schema: metadata: 4 values for 3 columns"
         );
-        writer.row().text("b").text("k").text("3").end().unwrap();
+        writer.push((Text("b"), Text("k"), Text("3"))).unwrap();
         assert_eq!(writer.close().unwrap(), 2);
         let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
         let rows: Vec<String> = reader
@@ -494,15 +314,15 @@ mod tests {
         let series = |i: usize| if i % 2 == 0 { "used" } else { "free" };
         for i in 0..rows {
             writer
-                .row()
-                .text("mem")
-                .fixed("gpu_memset")
-                .i64(1)
-                .i64(2)
-                .text(series(i))
-                .i64(1_000 + i as i64)
-                .f64(i as f64 / 4.0)
-                .end()
+                .push((
+                    Text("mem"),
+                    Fixed("gpu_memset"),
+                    I64(1),
+                    I64(2),
+                    Text(series(i)),
+                    I64(1_000 + i as i64),
+                    F64(i as f64 / 4.0),
+                ))
                 .unwrap();
         }
         assert_eq!(writer.close().unwrap(), rows as u64);
@@ -529,12 +349,12 @@ mod tests {
         let name = |i: usize| (i % 3 != 0).then(|| format!("gpu{}", i % 7));
         for i in 0..rows {
             writer
-                .row()
-                .i64(i as i64)
-                .opt_i64(None)
-                .opt_text(name(i).as_deref())
-                .text("{}")
-                .end()
+                .push((
+                    I64(i as i64),
+                    OptI64(None),
+                    OptText(name(i).as_deref()),
+                    Text("{}"),
+                ))
                 .unwrap();
         }
         assert_eq!(writer.close().unwrap(), rows as u64);

@@ -9,6 +9,7 @@ use omniprof_trace::TraceItem;
 use omniprof_trace::{Activity, ActivityType, Value};
 
 use crate::error::ParquetError;
+use crate::row::{Bool, Fixed, OptI64, OptText, Shared, Text, F64, I64};
 use crate::schema::{Table, COUNTERS, DEVICE_PROPERTIES, FLOWS, INSTANTS, METADATA, SLICES};
 use crate::table_writer::TableWriter;
 
@@ -74,16 +75,15 @@ impl TraceTables {
             TraceItem::Activity(a) => self.activity(a, op_id),
             TraceItem::Counter(track, sample) => {
                 for (series, value) in &sample.values {
-                    self.counters
-                        .row()
-                        .shared(&track.name)
-                        .fixed(track.kind.name())
-                        .i64(track.device)
-                        .i64(track.resource)
-                        .shared(series)
-                        .i64(sample.ts_ns)
-                        .f64(*value)
-                        .end()?;
+                    self.counters.push((
+                        Shared(&track.name),
+                        Fixed(track.kind.name()),
+                        I64(track.device),
+                        I64(track.resource),
+                        Shared(series),
+                        I64(sample.ts_ns),
+                        F64(*value),
+                    ))?;
                 }
                 Ok(())
             }
@@ -103,13 +103,12 @@ impl TraceTables {
             ),
             TraceItem::DeviceProperties(devices) => {
                 for (i, d) in devices.iter().enumerate() {
-                    self.devices
-                        .row()
-                        .i64(i as i64)
-                        .opt_i64(d.get("id").and_then(Value::as_i64))
-                        .opt_text(d.get("name").and_then(Value::as_str))
-                        .text(&d.to_json())
-                        .end()?;
+                    self.devices.push((
+                        I64(i as i64),
+                        OptI64(d.get("id").and_then(Value::as_i64)),
+                        OptText(d.get("name").and_then(Value::as_str)),
+                        Text(&d.to_json()),
+                    ))?;
                 }
                 Ok(())
             }
@@ -123,58 +122,51 @@ impl TraceTables {
         let (slice, instant) = if a.kind == ActivityType::CpuInstantEvent {
             let instant = self.next_instant;
             self.next_instant += 1;
-            self.instants
-                .row()
-                .i64(instant)
-                .shared(&a.name)
-                .fixed(a.kind.name())
-                .i64(a.device)
-                .i64(a.resource)
-                .i64(a.start_ns)
-                .opt_i64(op_id)
-                .end()?;
+            self.instants.push((
+                I64(instant),
+                Shared(&a.name),
+                Fixed(a.kind.name()),
+                I64(a.device),
+                I64(a.resource),
+                I64(a.start_ns),
+                OptI64(op_id),
+            ))?;
             (None, Some(instant))
         } else {
             let slice = self.next_slice;
             self.next_slice += 1;
-            self.slices
-                .row()
-                .i64(slice)
-                .shared(&a.name)
-                .fixed(a.kind.name())
-                .i64(a.device)
-                .i64(a.resource)
-                .i64(a.start_ns)
-                .i64(a.duration_ns())
-                .i64(id(a.correlation))
-                .opt_i64(a.linked_correlation.map(id))
-                .opt_i64(op_id)
-                .end()?;
+            self.slices.push((
+                I64(slice),
+                Shared(&a.name),
+                Fixed(a.kind.name()),
+                I64(a.device),
+                I64(a.resource),
+                I64(a.start_ns),
+                I64(a.duration_ns()),
+                I64(id(a.correlation)),
+                OptI64(a.linked_correlation.map(id)),
+                OptI64(op_id),
+            ))?;
             (Some(slice), None)
         };
         if let Some(flow) = a.flow {
-            self.flows
-                .row()
-                .i64(id(flow.id))
-                .fixed(flow.kind.name())
-                .bool(flow.start)
-                .opt_i64(slice)
-                .opt_i64(instant)
-                .i64(a.device)
-                .i64(a.resource)
-                .i64(a.start_ns)
-                .end()?;
+            self.flows.push((
+                I64(id(flow.id)),
+                Fixed(flow.kind.name()),
+                Bool(flow.start),
+                OptI64(slice),
+                OptI64(instant),
+                I64(a.device),
+                I64(a.resource),
+                I64(a.start_ns),
+            ))?;
         }
         Ok(())
     }
 
     fn metadata_row(&mut self, k: &str, value: String) -> Result<(), ParquetError> {
         self.metadata
-            .row()
-            .text(&self.source)
-            .text(k)
-            .text(&value)
-            .end()
+            .push((Text(&self.source), Text(k), Text(&value)))
     }
 
     /// Records the rank the tables go under (and whether the trace said it), then writes
@@ -202,22 +194,22 @@ impl TraceTables {
 
 /// Writes one of the summary's events as a row of the `ops` table.
 pub(crate) fn write_op(ops: &mut TableWriter, e: &SummedEvent) -> Result<(), ParquetError> {
-    ops.row()
-        .i64(id(e.id))
-        .opt_i64(e.parent.map(id))
-        .shared(&e.name)
-        .bool(e.on_device)
-        .bool(e.user_annotation)
-        .bool(e.legacy)
-        .bool(e.python)
-        .bool(e.is_async)
-        .i64(e.self_host_ns)
-        .i64(e.host_total_ns)
-        .i64(e.self_device_ns)
-        .i64(e.device_total_ns)
-        .opt_i64(e.depth.map(i64::from))
-        .opt_i64(e.host_op.map(id))
-        .end()
+    ops.push((
+        I64(id(e.id)),
+        OptI64(e.parent.map(id)),
+        Shared(&e.name),
+        Bool(e.on_device),
+        Bool(e.user_annotation),
+        Bool(e.legacy),
+        Bool(e.python),
+        Bool(e.is_async),
+        I64(e.self_host_ns),
+        I64(e.host_total_ns),
+        I64(e.self_device_ns),
+        I64(e.device_total_ns),
+        OptI64(e.depth.map(i64::from)),
+        OptI64(e.host_op.map(id)),
+    ))
 }
 
 /// An id as Parquet's signed INT64: ids past `i64::MAX` (none a writer makes) wrap.
