@@ -2,8 +2,8 @@
 //! [`RawEvent`], converting only the `args` the mapper uses and skipping everything else
 //! without building it. A plain decimal `ts` or `dur` is converted to nanoseconds as it is
 //! read ([`Micros`]), so the converter does not scan its text again; a list of numbers and
-//! strings (or of such lists) spaced as writers space them is skipped in one tight loop,
-//! any other value by the general skip.
+//! strings (or of such lists) spaced as writers space them is skipped by a byte-driven state
+//! machine ([`flat_list`]), any other value by the general skip.
 //!
 //! Parsing events is most of a read, and a general JSON deserializer pays per key for what a
 //! trace never needs (a visitor per value, a check per byte for escapes). This parser knows
@@ -17,8 +17,12 @@
 //! `Float`, as `Value`'s `Deserialize` reads them), the same length. The tests compare the
 //! two over mutated events.
 
+mod flat_list;
+
 use std::borrow::Cow;
 use std::sync::Arc;
+
+use flat_list::after_flat_list;
 
 use super::event::{
     digit_at, plain_micros_at, ArgKeys, Args, Id, KeptArgs, Micros, Raw, RawEvent, Str,
@@ -639,15 +643,15 @@ impl<'a> Parser<'a> {
     }
 
     /// Skips one value, checking its syntax, without building anything. A number, a
-    /// string, or a list of them or of lists of them (most skipped args: `[[64, 1], [1]]`)
-    /// is stepped over here; other values by [`Self::skip_nested`].
+    /// string, or a list of them or of lists of them (most skipped args: `[[64, 1], [1]]`,
+    /// [`after_flat_list`]) is stepped over here; other values by [`Self::skip_nested`].
     #[inline(always)]
     fn skip_value(&mut self) -> Option<()> {
         let bytes = self.text.as_bytes();
         match *bytes.get(self.at)? {
             b'0'..=b'9' | b'-' => self.at = after_number(bytes, self.at)?,
             b'"' => self.at = self.skipped_string(self.at + 1)?,
-            b'[' => match self.skipped_list(self.at + 1, Self::skipped_flat_value) {
+            b'[' => match after_flat_list(bytes, self.at + 1, MAX_SKIP_DEPTH) {
                 Some(end) => self.at = end,
                 None => self.skip_nested()?,
             },
@@ -675,9 +679,9 @@ impl<'a> Parser<'a> {
                     }
                     let object = open == b'{';
                     // A list of numbers and strings as writers space it (`[64, 1]`,
-                    // `["float", ""]`, most of a trace's skipped args) is stepped over whole.
+                    // `["float", ""]`) is stepped over whole ([`after_flat_list`]).
                     let scalars = match object {
-                        false => self.skipped_scalar_list(at + 1),
+                        false => after_flat_list(bytes, at + 1, MAX_SKIP_DEPTH - depth),
                         true => None,
                     };
                     if let Some(end) = scalars {
@@ -728,74 +732,6 @@ impl<'a> Parser<'a> {
                 depth -= 1;
             }
         }
-    }
-
-    /// Where a list whose `[` ends just before `at` ends, when it holds nothing but numbers
-    /// and strings ([`Self::skipped_scalar`]); `None` for any other list (the general way
-    /// then reads it from its `[`).
-    #[inline(always)]
-    fn skipped_scalar_list(&self, at: usize) -> Option<usize> {
-        self.skipped_list(at, Self::skipped_scalar)
-    }
-
-    /// Where a list whose `[` ends just before `at` ends, when it holds nothing at all
-    /// (`[]`) or elements that `element` steps over (giving where each ends, or `None` for
-    /// one it does not take), each followed by `, ` or by the list's `]`; `None` for any
-    /// other list.
-    #[inline(always)]
-    fn skipped_list(
-        &self,
-        mut at: usize,
-        element: impl Fn(&Self, usize) -> Option<usize>,
-    ) -> Option<usize> {
-        let bytes = self.text.as_bytes();
-        if *bytes.get(at)? == b']' {
-            return Some(at + 1);
-        }
-        loop {
-            at = element(self, at)?;
-            match *bytes.get(at)? {
-                b',' if bytes.get(at + 1) == Some(&b' ') => at += 2,
-                b']' => return Some(at + 1),
-                _ => return None,
-            }
-        }
-    }
-
-    /// Where the number, string or list of them at `at` ends, checked as
-    /// [`Self::skip_value`] checks them; `None` for any other value.
-    #[inline(always)]
-    fn skipped_flat_value(&self, at: usize) -> Option<usize> {
-        match self.text.as_bytes().get(at) {
-            Some(b'[') => self.skipped_scalar_list(at + 1),
-            _ => self.skipped_scalar(at),
-        }
-    }
-
-    /// Where the number or string at `at` ends, checked as [`Self::skip_value`] checks
-    /// them; `None` for any other value.
-    #[inline(always)]
-    fn skipped_scalar(&self, mut at: usize) -> Option<usize> {
-        let bytes = self.text.as_bytes();
-        Some(match *bytes.get(at)? {
-            // An integer (no leading zero) is its digits, unless a fraction or an
-            // exponent follows them.
-            b'1'..=b'9' => {
-                let start = at;
-                at += 1;
-                while bytes.get(at).is_some_and(u8::is_ascii_digit) {
-                    at += 1;
-                }
-                match bytes.get(at) {
-                    Some(b'.' | b'e' | b'E') => after_number(bytes, start)?,
-                    _ => at,
-                }
-            }
-            b'"' if bytes.get(at + 1) == Some(&b'"') => at + 2,
-            b'"' => self.skipped_string(at + 1)?,
-            b'0' | b'-' => after_number(bytes, at)?,
-            _ => return None,
-        })
     }
 
     /// Where `"key":` and the whitespace after it end, in a skipped object.
