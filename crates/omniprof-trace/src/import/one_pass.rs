@@ -106,10 +106,11 @@ const FIELD_SLOTS: [u8; 32] = {
     slots
 };
 
-/// Each of [`FIELD_WORDS`] followed by `suffix`, and the mask of the bytes they cover: what a
-/// word read at a key's first byte holds when it is that field's key followed by `suffix`.
-const fn fields_then(suffix: &[u8]) -> [(u64, u64); FIELDS.len()] {
-    let mut table = [(0, 0); FIELDS.len()];
+/// Each of [`FIELD_WORDS`] followed by `suffix`, the mask of the bytes they cover and their
+/// length: what a word read at a key's first byte holds when it is that field's key
+/// followed by `suffix`, and how far the two reach.
+const fn fields_then(suffix: &[u8]) -> [(u64, u64, usize); FIELDS.len()] {
+    let mut table = [(0, 0, 0); FIELDS.len()];
     let mut i = 0;
     while i < FIELDS.len() {
         let mut word = FIELD_WORDS[i];
@@ -124,26 +125,30 @@ const fn fields_then(suffix: &[u8]) -> [(u64, u64); FIELDS.len()] {
             bits += 8;
             j += 1;
         }
-        table[i] = (word, u64::MAX >> (64 - bits));
+        table[i] = (word, u64::MAX >> (64 - bits), bits / 8);
         i += 1;
     }
     table
 }
 
 /// Each field's key with its closing quote ([`Parser::event_key`]).
-const QUOTED_FIELDS: [(u64, u64); FIELDS.len()] = fields_then(b"\"");
+const QUOTED_FIELDS: [(u64, u64, usize); FIELDS.len()] = fields_then(b"\"");
 
 /// Each field's key with its closing quote and the `: ` writers put after it: the key, its
 /// separator and the space are matched in one comparison ([`Parser::event_member_key`]).
-const SPACED_FIELDS: [(u64, u64); FIELDS.len()] = fields_then(b"\": ");
+const SPACED_FIELDS: [(u64, u64, usize); FIELDS.len()] = fields_then(b"\": ");
 
-/// The field whose entry of `table` ([`fields_then`]) the word `chunk` starts with, if any:
-/// its first two bytes name the one field it can be ([`FIELD_SLOTS`]).
+/// The field whose entry of `table` ([`fields_then`]) the word `chunk` starts with, if any,
+/// and the length of that entry: its first two bytes name the one field it can be
+/// ([`FIELD_SLOTS`]).
 #[inline(always)]
-fn field_then(chunk: &[u8; 8], table: &[(u64, u64); FIELDS.len()]) -> Option<usize> {
+fn field_then(
+    chunk: &[u8; 8],
+    table: &[(u64, u64, usize); FIELDS.len()],
+) -> Option<(usize, usize)> {
     let f = usize::from(FIELD_SLOTS[field_slot(chunk[0], chunk[1])]);
-    let &(word, mask) = table.get(f)?;
-    (u64::from_le_bytes(*chunk) & mask == word).then_some(f)
+    let &(word, mask, len) = table.get(f)?;
+    (u64::from_le_bytes(*chunk) & mask == word).then_some((f, len))
 }
 
 /// The deepest nesting a skipped value may have: one bit per level.
@@ -194,8 +199,8 @@ impl<'a> Parser<'a> {
     fn event_key(&mut self) -> Option<Option<usize>> {
         let bytes = self.text.as_bytes();
         if let Some(chunk) = bytes.get(self.at..).and_then(<[u8]>::first_chunk::<8>) {
-            if let Some(f) = field_then(chunk, &QUOTED_FIELDS) {
-                self.at += FIELDS[f].len() + 1;
+            if let Some((f, len)) = field_then(chunk, &QUOTED_FIELDS) {
+                self.at += len;
                 return Some(Some(f));
             }
             // Another key.
@@ -222,8 +227,8 @@ impl<'a> Parser<'a> {
             .get(self.at..)
             .and_then(<[u8]>::first_chunk::<8>)
         {
-            if let Some(f) = field_then(chunk, &SPACED_FIELDS) {
-                self.at += FIELDS[f].len() + 3;
+            if let Some((f, len)) = field_then(chunk, &SPACED_FIELDS) {
+                self.at += len;
                 return Some(Some(f));
             }
         }
