@@ -217,8 +217,8 @@ impl<'a> Parser<'a> {
         self.string().map(|key| field(&key))
     }
 
-    /// [`Self::event_key`] and the `:` after it: a field's key spaced as writers space it
-    /// (`ts": `) is matched whole ([`SPACED_FIELDS`]).
+    /// [`Self::event_key`] and the `:` after it, as [`Self::colon`] reads it: a field's key
+    /// spaced as writers space it (`ts": `) is matched whole ([`SPACED_FIELDS`]).
     #[inline(always)]
     fn event_member_key(&mut self) -> Option<Option<usize>> {
         if let Some(chunk) = self
@@ -237,15 +237,17 @@ impl<'a> Parser<'a> {
         Some(key)
     }
 
-    /// The `:` after an object's key and the whitespace around it.
+    /// The `:` after an object's key and the whitespace around it, up to the value.
     #[inline(always)]
     fn colon(&mut self) -> Option<()> {
-        // Writers separate as `"key": value`: that spacing is matched whole, any other the
-        // general way.
+        // Writers separate as `"key": value`: that spacing is matched whole, and the value
+        // is taken to follow it (every reader of a value gives up on whitespace, leaving
+        // the event to the reference); any other the general way.
         if self.text.as_bytes().get(self.at..self.at + 2) == Some(b": ") {
             self.at += 2;
         } else {
             (self.token()? == b':').then_some(())?;
+            self.whitespace();
         }
         Some(())
     }
@@ -290,7 +292,7 @@ impl<'a> Parser<'a> {
     }
 
     /// An object, its `{` next: `member` reads each member's value, its key given, from
-    /// after the colon and the whitespace that follows.
+    /// after the colon and the whitespace that follows ([`Self::colon`]).
     fn object(&mut self, member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>) -> Option<()> {
         self.object_with(false, Self::string, member)
     }
@@ -316,7 +318,6 @@ impl<'a> Parser<'a> {
             if !key_reads_colon {
                 self.colon()?;
             }
-            self.whitespace();
             member(self, key)?;
             // Writers separate members as `, "key"`: that spacing is matched whole.
             if self.text.as_bytes().get(self.at..self.at + 3) == Some(b", \"") {
@@ -984,6 +985,10 @@ mod tests {
             // Accepted by the reference, but unusual: it reads them.
             r#"{"a": "\udc00"}"#,
             r#"{"ph": "X", "cat": "cpu_op", "args": {"a": 1e-400}}"#,
+            // More whitespace after `: ` than writers put there, before a value read.
+            r#"{"ph":  "X"}"#,
+            "{\"ts\": \n1}",
+            r#"{"ph": "X", "cat": "cpu_op", "args": {"a":  1}}"#,
         ] {
             assert!(read(bad, &ArgFilter::All).is_none(), "{bad}");
         }
