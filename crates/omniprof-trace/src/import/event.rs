@@ -146,15 +146,35 @@ impl KeptArgs {
         Self { filter, lengths }
     }
 
-    /// [`ArgKeys::keeps`] with this filter.
+    /// The keys kept of an event whose args are `keys`, decided once for all its args.
     #[inline]
-    pub(super) fn keeps(&self, keys: ArgKeys, key: &str) -> bool {
-        let unread_length = key.len() < 64 && self.lengths >> key.len() & 1 == 0;
+    pub(super) fn of(&self, keys: ArgKeys) -> KeptKeys<'_> {
         let filtered = matches!(keys, ArgKeys::Activity(kind) if !kind.is_counter());
-        if filtered && unread_length {
+        KeptKeys {
+            keys,
+            filter: &self.filter,
+            lengths: if filtered { self.lengths } else { u64::MAX },
+        }
+    }
+}
+
+/// [`KeptArgs`] for the args of one event ([`KeptArgs::of`]).
+#[derive(Clone, Copy)]
+pub(super) struct KeptKeys<'f> {
+    keys: ArgKeys,
+    filter: &'f ArgFilter,
+    /// [`KeptArgs`]'s lengths when the keys are filtered by them, else all bits.
+    lengths: u64,
+}
+
+impl KeptKeys<'_> {
+    /// [`ArgKeys::keeps`] with the filter.
+    #[inline]
+    pub(super) fn keeps(self, key: &str) -> bool {
+        if key.len() < 64 && self.lengths >> key.len() & 1 == 0 {
             return false;
         }
-        keys.keeps(key, &self.filter)
+        self.keys.keeps(key, self.filter)
     }
 }
 
@@ -702,7 +722,7 @@ mod tests {
                 ArgKeys::Span,
             ] {
                 assert_eq!(
-                    kept.keeps(keys, key),
+                    kept.of(keys).keeps(key),
                     keys.keeps(key, &only),
                     "{keys:?} {key}"
                 );
@@ -710,9 +730,9 @@ mod tests {
         }
         let long = "k".repeat(70);
         let all = KeptArgs::new(ArgFilter::All);
-        assert!(all.keeps(op, &long) && all.keeps(op, "x"));
+        assert!(all.of(op).keeps(&long) && all.of(op).keeps("x"));
         let only_long = KeptArgs::new(ArgFilter::Only(vec![long.clone()]));
-        assert!(only_long.keeps(op, &long) && !only_long.keeps(op, "x"));
+        assert!(only_long.of(op).keeps(&long) && !only_long.of(op).keeps("x"));
     }
 
     #[test]

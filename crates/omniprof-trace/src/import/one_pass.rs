@@ -281,7 +281,10 @@ impl<'a> Parser<'a> {
                         let args = ev.read_args.insert(Args::default());
                         match keys {
                             ArgKeys::None => p.skip_value()?,
-                            _ => p.args(args, |key| filter.keeps(keys, key))?,
+                            _ => {
+                                let kept = filter.of(keys);
+                                p.args(args, |key| kept.keeps(key))?
+                            }
                         }
                     }
                 }
