@@ -309,13 +309,18 @@ impl<'a> Parser<'a> {
         mut key: impl FnMut(&mut Self) -> Option<K>,
         mut member: impl FnMut(&mut Self, K) -> Option<()>,
     ) -> Option<()> {
-        (self.next()? == b'{').then_some(())?;
-        self.whitespace();
-        if self.peek()? == b'}' {
-            self.at += 1;
-            return Some(());
+        // Writers open an object as `{"key"`: that is matched whole.
+        if self.text.as_bytes().get(self.at..self.at + 2) == Some(b"{\"") {
+            self.at += 2;
+        } else {
+            (self.next()? == b'{').then_some(())?;
+            self.whitespace();
+            if self.peek()? == b'}' {
+                self.at += 1;
+                return Some(());
+            }
+            (self.next()? == b'"').then_some(())?;
         }
-        (self.next()? == b'"').then_some(())?;
         loop {
             let key = key(self)?;
             if !key_reads_colon {
