@@ -592,8 +592,9 @@ pub(super) struct Folder {
     /// deadlines passed since; a thread with an earlier one is not pushed again).
     deadlines: BinaryHeap<Reverse<(i64, u32)>>,
     /// (node, generation) of placed ops not final, which memory records may fall in
-    /// (some already final).
-    live: Vec<(u32, u32)>,
+    /// (some already final): kept from the first memory record on, when they are found
+    /// among the nodes (most traces hold no memory record).
+    live: Option<Vec<(u32, u32)>>,
     /// `live`'s length that makes it drop its final ops.
     live_limit: usize,
     records: BTreeMap<(i64, u32), Record>,
@@ -659,7 +660,7 @@ impl Folder {
             free: Vec::new(),
             by_end: MinQueue::default(),
             deadlines: BinaryHeap::new(),
-            live: Vec::new(),
+            live: None,
             live_limit: 64,
             records: BTreeMap::new(),
             usage: Vec::new(),
@@ -854,11 +855,21 @@ impl Folder {
         self.set_latest(t, time_ns);
         let (cpu, device) = kind.split(bytes);
         let mut covered = false;
-        self.prune_live();
+        if self.live.is_some() {
+            self.prune_live();
+        } else {
+            let nodes = &self.nodes;
+            let live = (0..nodes.len() as u32).filter_map(|n| {
+                let node = &nodes[n as usize];
+                (node.alive && node.done == NONE && !node.op.out_of_memory)
+                    .then_some((n, node.generation))
+            });
+            self.live = Some(live.collect());
+        }
         if self.usage.len() < self.nodes.len() {
             self.usage.resize(self.nodes.len(), Usage::default());
         }
-        for &(n, _) in &self.live {
+        for &(n, _) in self.live.iter().flatten() {
             let op = &self.nodes[n as usize].op;
             if op.start_ns <= time_ns && time_ns <= op.end_ns {
                 let usage = &mut self.usage[n as usize];
@@ -922,7 +933,10 @@ impl Folder {
     /// Drops the ops that became final from `live`.
     fn prune_live(&mut self) {
         let nodes = &self.nodes;
-        self.live.retain(|&(n, generation)| {
+        let Some(live) = &mut self.live else {
+            return;
+        };
+        live.retain(|&(n, generation)| {
             let node = &nodes[n as usize];
             node.alive && node.generation == generation && node.done == NONE
         });
@@ -1022,11 +1036,11 @@ impl Folder {
         if usage != Usage::default() || (id as usize) < self.usage.len() {
             *usage_of(&mut self.usage, id) = usage;
         }
-        if !op.out_of_memory {
-            self.live.push((id, self.nodes[id as usize].generation));
-            if self.live.len() >= self.live_limit {
+        if let (false, Some(live)) = (op.out_of_memory, &mut self.live) {
+            live.push((id, self.nodes[id as usize].generation));
+            if live.len() >= self.live_limit {
                 self.prune_live();
-                self.live_limit = (2 * self.live.len()).max(64);
+                self.live_limit = (2 * self.live.as_ref().map_or(0, Vec::len)).max(64);
             }
         }
         let generation = self.nodes[id as usize].generation;
