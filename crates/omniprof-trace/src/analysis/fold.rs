@@ -428,7 +428,9 @@ struct RangeSet {
     /// The ranges (first, last) ids go to while they come one after the other (one per
     /// thread that takes its turn, say), the first `recent_len` used; kept out of `ranges`
     /// (one may touch or overlap a range there until it is put in, the least recently grown
-    /// first).
+    /// first). They are in order and neither overlap nor touch (an id that fills the gap
+    /// between two joins them), so that an id's place among them is found by a binary
+    /// search, and the ranges it may grow or join are its neighbours there.
     recent: [(u64, u64); RECENT_RANGES],
     recent_len: usize,
     /// When each recent range last grew.
@@ -445,10 +447,14 @@ const RECENT_RANGES: usize = 8;
 
 impl RangeSet {
     fn contains(&mut self, v: u64) -> bool {
-        self.recent[..self.recent_len]
-            .iter()
-            .any(|&(first, last)| first <= v && v <= last)
-            || self.in_ranges(v)
+        let below = self.recent_below(v);
+        below.is_some_and(|i| v <= self.recent[i].1) || self.in_ranges(v)
+    }
+
+    /// The recent range that starts last at or before `v`.
+    fn recent_below(&self, v: u64) -> Option<usize> {
+        let starts = self.recent[..self.recent_len].partition_point(|&(first, _)| first <= v);
+        starts.checked_sub(1)
     }
 
     fn in_ranges(&mut self, v: u64) -> bool {
@@ -486,38 +492,28 @@ impl RangeSet {
     /// Inserts `v`; when `check`, whether it was not in the set before (else true).
     fn add(&mut self, v: u64, check: bool) -> bool {
         self.clock += 1;
-        // Every slot is looked at, without branching on each: a recent range holding `v`
-        // makes it not new; one ending just before it grows, and one starting just after it
-        // joins it (so that the ranges of threads taking turns merge as their gaps fill).
-        let mut held = false;
-        let (mut grow, mut join) = (None, None);
-        let after = v.checked_add(1);
-        for (i, &(first, last)) in self.recent[..self.recent_len].iter().enumerate() {
-            held |= v.wrapping_sub(first) <= last - first;
-            grow = if last.checked_add(1) == Some(v) {
-                Some(i)
-            } else {
-                grow
-            };
-            join = if after == Some(first) { Some(i) } else { join };
+        // Only `v`'s neighbours among the recent ranges can hold it, end just before it (it
+        // grows) or start just after it (it joins the two, so that the ranges of threads
+        // taking turns merge as their gaps fill).
+        let below = self.recent_below(v);
+        let above = below.map_or(0, |i| i + 1);
+        let mut grow = None;
+        if let Some(i) = below {
+            let last = self.recent[i].1;
+            if v <= last {
+                return false;
+            }
+            // `last` < `v`: no overflow.
+            grow = (last + 1 == v).then_some(i);
         }
-        if held {
-            return false;
-        }
+        let join = (above < self.recent_len && v.checked_add(1) == Some(self.recent[above].0))
+            .then_some(above);
         let new = !check || !self.in_ranges(v);
         let slot = match (grow, join) {
             (Some(i), Some(j)) => {
                 self.recent[i].1 = self.recent[j].1;
-                // Slot `j` is freed: the last slot moves there.
-                let end = self.recent_len - 1;
-                self.recent[j] = self.recent[end];
-                self.grown[j] = self.grown[end];
-                self.recent_len = end;
-                if i == end {
-                    j
-                } else {
-                    i
-                }
+                self.remove_recent(j);
+                i
             }
             (Some(i), None) => {
                 self.recent[i].1 = v;
@@ -527,23 +523,35 @@ impl RangeSet {
                 self.recent[j].0 = v;
                 j
             }
-            (None, None) if self.recent_len < RECENT_RANGES => {
-                self.recent_len += 1;
-                self.recent[self.recent_len - 1] = (v, v);
-                self.recent_len - 1
-            }
             (None, None) => {
-                let oldest = (0..RECENT_RANGES)
-                    .min_by_key(|&i| self.grown[i])
-                    .unwrap_or(0);
-                let (first, last) = self.recent[oldest];
-                self.put(first, last);
-                self.recent[oldest] = (v, v);
-                oldest
+                let mut at = above;
+                if self.recent_len == RECENT_RANGES {
+                    let oldest = (0..RECENT_RANGES)
+                        .min_by_key(|&i| self.grown[i])
+                        .unwrap_or(0);
+                    let (first, last) = self.recent[oldest];
+                    self.put(first, last);
+                    self.remove_recent(oldest);
+                    if oldest < at {
+                        at -= 1;
+                    }
+                }
+                self.recent.copy_within(at..self.recent_len, at + 1);
+                self.grown.copy_within(at..self.recent_len, at + 1);
+                self.recent_len += 1;
+                self.recent[at] = (v, v);
+                at
             }
         };
         self.grown[slot] = self.clock;
         new
+    }
+
+    /// Drops recent range `i` (the ranges after it move down).
+    fn remove_recent(&mut self, i: usize) {
+        self.recent.copy_within(i + 1..self.recent_len, i);
+        self.grown.copy_within(i + 1..self.recent_len, i);
+        self.recent_len -= 1;
     }
 
     /// Puts `first..=last` in `ranges`, merged with the ranges it touches or overlaps.
@@ -1735,5 +1743,30 @@ mod tests {
         assert!(ids.ranges.is_empty());
         assert!(!ids.insert_new(17) && !ids.insert_new(0) && !ids.insert_new(29));
         assert!(ids.insert_new(30) && ids.contains(30) && !ids.contains(31));
+    }
+
+    #[test]
+    fn ids_inserted_in_any_order_are_found_as_a_set_finds_them() {
+        let mut ids = RangeSet::default();
+        let mut set = std::collections::BTreeSet::new();
+        let mut state = 11u64;
+        for round in 0..20_000u64 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Runs of ids from a dozen threads taking turns, with gaps and repeats, so that
+            // recent ranges grow, join and are put in the map.
+            let v = match round % 4 {
+                0 => (state >> 60) * 1000 + round / 12,
+                1 => state >> 54,
+                2 => u64::MAX - (state >> 61),
+                _ => (state >> 60) * 1000 + round / 12 + 1,
+            };
+            let probe = state.rotate_left(17) >> 54;
+            assert_eq!(ids.contains(probe), set.contains(&probe), "probe {probe}");
+            assert_eq!(ids.insert_new(v), set.insert(v), "insert {v}");
+            let recent = &ids.recent[..ids.recent_len];
+            assert!(recent.windows(2).all(|w| w[0].1.saturating_add(1) < w[1].0));
+        }
     }
 }
