@@ -944,13 +944,22 @@ impl KeyAveragesBuilder {
         // counting it for the range would count the range's kernels twice.
         if !user_annotation {
             // Without an `External id`, the runtime correlation leads to the launch.
-            let sum = match attribution::launcher(a) {
-                Some(Launcher::External(linked)) => Some(self.sums.linked.entry(linked)),
-                Some(Launcher::Runtime(launch)) => Some(self.sums.launched.entry(launch)),
-                None => None,
-            };
-            if let Some(sum) = sum {
-                sum.or_default().add(duration, duration_us);
+            // (The External id's entry also says whether a live op has it.)
+            let mut linked = None;
+            match attribution::launcher(a) {
+                Some(Launcher::External(c)) => {
+                    let entry = self.sums.linked.entry(c).or_default();
+                    entry
+                        .time
+                        .get_or_insert_default()
+                        .add(duration, duration_us);
+                    linked = Some((c, entry.has_live_op()));
+                }
+                Some(Launcher::Runtime(launch)) => {
+                    let sum = self.sums.launched.entry(launch).or_default();
+                    sum.add(duration, duration_us);
+                }
+                None => {}
             }
             let flow_end = a
                 .flow
@@ -958,7 +967,6 @@ impl KeyAveragesBuilder {
                 .map(|f| f.id);
             match &mut self.holding {
                 Holding::Folding(f) => {
-                    let linked = a.linked_correlation.filter(|&c| c != 0);
                     let folded = f.device_work(linked, a.correlation, flow_end, &mut self.sums);
                     self.folded(folded);
                 }
@@ -1230,7 +1238,7 @@ impl KeyAveragesBuilder {
                         received.push((op.seq, Launcher::External(op.correlation)));
                     }
                     let linked = self.sums.linked.get(&op.correlation);
-                    let linked = linked.copied().unwrap_or_default();
+                    let linked = linked.and_then(|l| l.time).unwrap_or_default();
                     op.device_ns = op.device_ns.saturating_add(linked.ns);
                     op.device_us += linked.us;
                 }

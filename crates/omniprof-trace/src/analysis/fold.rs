@@ -110,8 +110,10 @@ impl fmt::Display for OutOfOrder {
 /// Device time by the correlation id that leads to its host op, summed as it arrives.
 #[derive(Default)]
 pub(super) struct DeviceSums {
-    /// Per `External id` of the host op it was launched from.
-    pub linked: FastMap<u64, DeviceTime>,
+    /// Per `External id` of the host op it was launched from, with the live ops of that id
+    /// when folding: one entry, looked up once when an op is placed, when it is final and
+    /// when device work comes.
+    pub linked: FastMap<u64, Linked>,
     /// Per runtime correlation id of the call that launched it, for work without an
     /// `External id`.
     pub launched: FastMap<u64, DeviceTime>,
@@ -123,6 +125,22 @@ fn read_sum(sums: &mut FastMap<u64, DeviceTime>, c: u64, last: bool) -> Option<D
         sums.remove(&c)
     } else {
         sums.get(&c).copied()
+    }
+}
+
+/// The device work linked to an `External id`, and the live ops with that id.
+#[derive(Debug, Default)]
+pub(super) struct Linked {
+    /// The device time summed (`None`: no device work came).
+    pub time: Option<DeviceTime>,
+    /// Live ops (nodes) with this correlation id, while folding.
+    live: Ids,
+}
+
+impl Linked {
+    /// Whether some live op has this correlation id.
+    pub(super) fn has_live_op(&self) -> bool {
+        !self.live.is_empty()
     }
 }
 
@@ -610,8 +628,6 @@ pub(super) struct Folder {
     /// (none in most traces): kept out of [`Node`] (48 bytes of what would be 232), of
     /// which an op that keeps the horizon back makes many.
     usage: Vec<Usage>,
-    /// Live ops that receive linked device work, by correlation id.
-    by_correlation: FastMap<u64, Ids>,
     /// How many live ops receive launched device work, by runtime correlation id.
     launch_refs: FastMap<u64, u32>,
     seen_linked: RangeSet,
@@ -672,7 +688,6 @@ impl Folder {
             live_limit: 64,
             records: BTreeMap::new(),
             usage: Vec::new(),
-            by_correlation: FastMap::default(),
             launch_refs: FastMap::default(),
             seen_linked: RangeSet::default(),
             seen_launch: RangeSet::default(),
@@ -898,20 +913,19 @@ impl Folder {
         self.advance(sums)
     }
 
-    /// Device work (not a GPU user annotation) arrived: `linked` is its `External id`,
-    /// `correlation` its runtime correlation id, `flow_end` the `ac2g` flow it ends. The
-    /// builder has already added it to its sums.
+    /// Device work (not a GPU user annotation) arrived: `linked` is its `External id` and
+    /// whether a live op has it ([`Linked::has_live_op`]), `correlation` its runtime
+    /// correlation id, `flow_end` the `ac2g` flow it ends. The builder has already added it
+    /// to its sums.
     pub(super) fn device_work(
         &mut self,
-        linked: Option<u64>,
+        linked: Option<(u64, bool)>,
         correlation: u64,
         flow_end: Option<u64>,
         sums: &mut DeviceSums,
     ) -> Result<(), OutOfOrder> {
         let late = match linked {
-            Some(c) => {
-                (self.seen_linked.contains(c) && !self.by_correlation.contains_key(&c)).then_some(c)
-            }
+            Some((c, live)) => (!live && self.seen_linked.contains(c)).then_some(c),
             None => (correlation != 0
                 && self.seen_launch.contains(correlation)
                 && !self.launch_refs.contains_key(&correlation))
@@ -973,21 +987,21 @@ impl Folder {
         };
         self.threads[t as usize].placed = Some(first.op.start_ns);
         if let [a] = ops {
-            let id = self.new_node(a)?;
-            self.enclose(t, a, id);
+            let id = self.new_node(a, sums)?;
+            self.enclose(t, a, id, sums);
             self.nest(t, a, id);
             return self.run(sums);
         }
         ops.sort_unstable_by_key(|a| (Reverse(a.op.end_ns), a.op.seq));
         let ids: Vec<u32> = ops
             .iter()
-            .map(|a| self.new_node(a))
+            .map(|a| self.new_node(a, sums))
             .collect::<Result<_, _>>()?;
         // Launches first, in the order `attribute_launches` sorts ops: by recorded end.
         let mut by_recorded: Vec<usize> = (0..ops.len()).collect();
         by_recorded.sort_unstable_by_key(|&i| (Reverse(ops[i].recorded_end), ops[i].op.seq));
         for i in by_recorded {
-            self.enclose(t, &ops[i], ids[i]);
+            self.enclose(t, &ops[i], ids[i], sums);
         }
         for (a, &id) in ops.iter().zip(&ids) {
             self.nest(t, a, id);
@@ -995,14 +1009,15 @@ impl Folder {
         self.run(sums)
     }
 
-    fn new_node(&mut self, a: &Arrival) -> Result<u32, OutOfOrder> {
+    fn new_node(&mut self, a: &Arrival, sums: &mut DeviceSums) -> Result<u32, OutOfOrder> {
         let op = a.op;
         let c = op.correlation;
         // The op's entry among the live ops with its correlation id, looked up once.
         let live = if c != 0 && !op.call {
-            let live = self.by_correlation.entry(c);
+            let live = sums.linked.entry(c);
+            let has_live = matches!(&live, Entry::Occupied(l) if l.get().has_live_op());
             // (A reused id stops the folding: what the set then holds does not matter.)
-            if !self.seen_linked.insert_new(c) && matches!(live, Entry::Vacant(_)) {
+            if !self.seen_linked.insert_new(c) && !has_live {
                 return Err(OutOfOrder::ReusedCorrelation(c));
             }
             Some(live)
@@ -1019,12 +1034,8 @@ impl Folder {
                 (self.nodes.len() - 1) as u32
             }
         };
-        match live {
-            Some(Entry::Vacant(live)) => {
-                live.insert(Ids::One(id));
-            }
-            Some(Entry::Occupied(mut live)) => live.get_mut().push(id),
-            None => {}
+        if let Some(live) = live {
+            live.or_default().live.push(id);
         }
         // (An `[OutOfMemory]` record's usage is its own, in `op`.)
         let mut usage = Usage::default();
@@ -1070,7 +1081,7 @@ impl Folder {
     /// [`attribute_launches`](super::tree::attribute_launches) for one op: a call's device
     /// work goes to the innermost non-call op around it; and the ops whose device work a
     /// flow announces wait for it.
-    fn enclose(&mut self, t: u32, a: &Arrival, id: u32) {
+    fn enclose(&mut self, t: u32, a: &Arrival, id: u32, sums: &DeviceSums) {
         let op = a.op;
         let enclosing = &mut self.threads[t as usize].enclosing;
         while enclosing
@@ -1099,7 +1110,8 @@ impl Folder {
         let Some(flow) = a.flow else {
             return;
         };
-        if self.early_flow_ends.remove(&flow).is_some() {
+        // (Device work nearly always comes after its launch: the table is mostly empty.)
+        if !self.early_flow_ends.is_empty() && self.early_flow_ends.remove(&flow).is_some() {
             return;
         }
         let mut targets = Ids::default();
@@ -1108,8 +1120,8 @@ impl Folder {
         }
         let own = if op.call { a.linked } else { op.correlation };
         if own != 0 {
-            let live = self.by_correlation.get(&own);
-            for &n in live.map(Ids::as_slice).unwrap_or_default() {
+            let live = sums.linked.get(&own).map(|l| l.live.as_slice());
+            for &n in live.unwrap_or_default() {
                 if !targets.as_slice().contains(&n) {
                     targets.push(n);
                 }
@@ -1245,7 +1257,6 @@ impl Folder {
 
     /// Gives back the room of the tables of live ops that once held far more.
     fn trim(&mut self, sums: &mut DeviceSums) {
-        trim(&mut self.by_correlation);
         trim(&mut self.launch_refs);
         trim(&mut self.flow_targets);
         sums.trim();
@@ -1325,24 +1336,22 @@ impl Folder {
         let mut linked = None;
         if op.correlation != 0 && !op.call {
             let c = op.correlation;
-            let last = match self.by_correlation.entry(c) {
-                Entry::Occupied(mut ids) => match ids.get_mut() {
+            // The last live op with the id takes its entry, device time and all.
+            let time = match sums.linked.entry(c) {
+                Entry::Occupied(mut entry) => match &mut entry.get_mut().live {
                     Ids::Many(many) => {
                         many.retain(|&x| x != n);
-                        let empty = many.is_empty();
-                        if empty {
-                            ids.remove();
+                        if many.is_empty() {
+                            entry.remove().time
+                        } else {
+                            entry.get().time
                         }
-                        empty
                     }
-                    Ids::None | Ids::One(_) => {
-                        ids.remove();
-                        true
-                    }
+                    Ids::None | Ids::One(_) => entry.remove().time,
                 },
-                Entry::Vacant(_) => false,
+                Entry::Vacant(_) => None,
             };
-            if let Some(time) = read_sum(&mut sums.linked, c, last) {
+            if let Some(time) = time {
                 own_ns = own_ns.saturating_add(time.ns);
                 own_us += time.us;
                 // Only the device work that came (each id with some has a sum).
