@@ -3,12 +3,17 @@
 //! The fold's queues see such items: a row's ops are placed by start, and its events are
 //! mostly final in reverse (a parent after its children, and ops whose end the horizon
 //! passes all at once, the latest tried first). A run kept sorted at both ends takes them
-//! without the sifting of a heap, which holds only the items that fall inside the run.
-//! Items are taken in the same order as from a heap: the smallest first (equal items, in
-//! either order).
+//! without the sifting of a heap, which holds only the items that fall inside the run: but
+//! for an item that falls among the run's last few, which is put in its place there (the
+//! ops of threads taking turns are placed a little out of order, as a thread's waiting ops
+//! are placed only when its next op comes). Items are taken in the same order as from a
+//! heap: the smallest first (equal items, in either order).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+
+/// How far from the run's back an item is still put in its place there.
+const NEAR_BACK: usize = 8;
 
 /// A min-priority queue; see the [module docs](self).
 #[derive(Debug)]
@@ -35,7 +40,16 @@ impl<T: Ord + Copy> MinQueue<T> {
         match self.run.back() {
             Some(&last) if item < last => match self.run.front() {
                 Some(&first) if item <= first => self.run.push_front(item),
-                _ => self.rest.push(Reverse(item)),
+                _ => {
+                    // (`item` > the front: the run holds two items or more.)
+                    let near = self.run.len().saturating_sub(NEAR_BACK);
+                    if self.run[near] <= item {
+                        let after = self.run.range(near..).take_while(|x| **x <= item).count();
+                        self.run.insert(near + after, item);
+                    } else {
+                        self.rest.push(Reverse(item));
+                    }
+                }
             },
             _ => self.run.push_back(item),
         }
@@ -118,6 +132,34 @@ mod tests {
         }
         assert!(queue.is_empty());
         assert_eq!(queue.pop(), None);
+        assert_eq!(taken.0, taken.1);
+    }
+
+    #[test]
+    fn items_a_little_out_of_order_come_out_smallest_first() {
+        let mut queue = MinQueue::default();
+        let mut heap = BinaryHeap::new();
+        let mut taken = (Vec::new(), Vec::new());
+        // Five threads taking turns, each a few items behind the others, and now and then
+        // an item far behind.
+        for round in 0..3000u64 {
+            let item = match round % 97 {
+                0 => round / 2,
+                _ => round * 10 + 40 - (round % 5) * 13,
+            };
+            queue.push(item);
+            heap.push(Reverse(item));
+            if round % 4 == 0 {
+                taken.0.push(queue.pop());
+                taken.1.push(heap.pop().map(|r| r.0));
+            }
+            assert_eq!(queue.peek(), heap.peek().map(|r| r.0));
+        }
+        while !heap.is_empty() {
+            taken.0.push(queue.pop());
+            taken.1.push(heap.pop().map(|r| r.0));
+        }
+        assert!(queue.is_empty());
         assert_eq!(taken.0, taken.1);
     }
 }
