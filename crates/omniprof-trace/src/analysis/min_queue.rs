@@ -42,10 +42,15 @@ impl<T: Ord + Copy> MinQueue<T> {
                 Some(&first) if item <= first => self.run.push_front(item),
                 _ => {
                     // (`item` > the front: the run holds two items or more.)
-                    let near = self.run.len().saturating_sub(NEAR_BACK);
-                    if self.run[near] <= item {
-                        let after = self.run.range(near..).take_while(|x| **x <= item).count();
-                        self.run.insert(near + after, item);
+                    let len = self.run.len();
+                    if self.run[len.saturating_sub(NEAR_BACK)] <= item {
+                        // Pushed, then moved back past the few larger ones.
+                        self.run.push_back(item);
+                        let mut at = len;
+                        while self.run[at - 1] > item {
+                            self.run.swap(at - 1, at);
+                            at -= 1;
+                        }
                     } else {
                         self.rest.push(Reverse(item));
                     }
