@@ -179,10 +179,16 @@ impl Listing {
     }
 
     /// Every final event has been pushed: no child of an absorbed op is still to come.
+    /// (Inline: the builder tells it after nearly every item, when mostly no op was
+    /// absorbed since.)
+    #[inline]
     pub(super) fn forget_absorbed(&mut self) {
-        if self.absorbed_ops.is_empty() {
-            return;
+        if !self.absorbed_ops.is_empty() {
+            self.forget_absorbed_ops();
         }
+    }
+
+    fn forget_absorbed_ops(&mut self) {
         for op in self.absorbed_ops.drain(..) {
             self.absorbed.remove(&op);
         }
