@@ -256,13 +256,9 @@ impl<R: Read> Scanner<R> {
         if self.utf8_end < self.pos {
             (self.utf8_start, self.utf8_end) = (self.pos, self.pos);
         }
-        let new = &self.buf[self.utf8_end..self.end];
-        self.utf8_end += match std::str::from_utf8(new) {
-            Ok(_) => new.len(),
-            // Stops before an incomplete character at the end (completed by the next read)
-            // or an invalid sequence (which the parser reports when it gets there).
-            Err(e) => e.valid_up_to(),
-        };
+        // Stops before an incomplete character at the end (completed by the next read) or an
+        // invalid sequence (which the parser reports when it gets there).
+        self.utf8_end += valid_utf8_len(&self.buf[self.utf8_end..self.end]);
     }
 
     /// Skips whitespace (and a leading byte-order mark) and returns the next byte without
@@ -527,26 +523,56 @@ impl<R: Read> ReadAhead<'_, R> {
             }
         }
         *self.len = n;
-        *self.valid = match std::str::from_utf8(&self.buf[RESERVE..RESERVE + n]) {
-            Ok(_) => n,
-            Err(e) => e.valid_up_to(),
-        };
+        *self.valid = valid_utf8_len(&self.buf[RESERVE..RESERVE + n]);
     }
 }
 
+/// The length of the longest start of `bytes` that is valid UTF-8 (all of it, or what
+/// `std::str::from_utf8` finds valid up to).
+///
+/// Every byte of the input passes through here once, and traces are nearly all ASCII, so
+/// whole blocks of ASCII are passed over with one vectorized check each; only from a block
+/// with other bytes up to the next ASCII byte (a character boundary in valid UTF-8, so the
+/// parts check as the whole would) is the text validated as UTF-8.
+fn valid_utf8_len(bytes: &[u8]) -> usize {
+    const BLOCK: usize = 256;
+    let mut at = 0;
+    while at < bytes.len() {
+        let ascii = bytes[at..]
+            .chunks_exact(BLOCK)
+            .take_while(|block| {
+                let block = <&[u8; BLOCK]>::try_from(*block).expect("a whole block");
+                block.iter().fold(0, |any, &b| any | b) < 0x80
+            })
+            .count();
+        at += ascii * BLOCK;
+        let upto = bytes[at..]
+            .iter()
+            .skip(BLOCK)
+            .position(u8::is_ascii)
+            .map_or(bytes.len(), |i| at + BLOCK + i);
+        if let Err(e) = std::str::from_utf8(&bytes[at..upto]) {
+            return at + e.valid_up_to();
+        }
+        at = upto;
+    }
+    bytes.len()
+}
+
 /// Counts `\n` bytes. Every byte of the input passes through here once, so it is written for
-/// speed: a count of at most 255 fits a byte, which lets the compiler compare and add 16 or
-/// 32 bytes at a time.
+/// speed: the compiler compares and adds 16 bytes at a time over a block of a fixed length, and
+/// a block's count of at most 192 fits the byte it is added up in.
 pub(super) fn count_newlines(bytes: &[u8]) -> u64 {
-    bytes
-        .chunks(255)
-        .map(|chunk| {
-            let n = chunk
-                .iter()
-                .fold(0u8, |n, &b| n.wrapping_add(u8::from(b == b'\n')));
-            u64::from(n)
+    const BLOCK: usize = 192;
+    let is_newline = |&b: &u8| b == b'\n';
+    let mut blocks = bytes.chunks_exact(BLOCK);
+    let whole: u64 = (&mut blocks)
+        .map(|block| {
+            let block = <&[u8; BLOCK]>::try_from(block).expect("a whole block");
+            u64::from(block.iter().fold(0u8, |n, b| n + u8::from(is_newline(b))))
         })
-        .sum()
+        .sum();
+    whole + blocks.remainder().iter().filter(|b| is_newline(b)).count() as u64
 }
 
 #[cfg(test)]
@@ -622,6 +648,68 @@ mod tests {
         assert_eq!(count_newlines(&text), 334);
         assert_eq!(count_newlines(&[b'\n'; 255]), 255);
         assert_eq!(count_newlines(b""), 0);
+        // Every byte a newline, so that each counter fills up in every block, and the
+        // lengths around a block's and a chunk's end.
+        for len in [191, 192, 193, 3 * 192 + 45, 20_000] {
+            assert_eq!(count_newlines(&vec![b'\n'; len]), len as u64, "{len}");
+        }
+        let mut text = vec![b'x'; 20_000];
+        text[0] = b'\n';
+        text[191] = b'\n';
+        text[192] = b'\n';
+        text[19_999] = b'\n';
+        assert_eq!(count_newlines(&text), 4);
+    }
+
+    /// What `valid_utf8_len` must give: the standard library's answer.
+    fn std_valid_len(bytes: &[u8]) -> usize {
+        std::str::from_utf8(bytes).map_or_else(|e| e.valid_up_to(), str::len)
+    }
+
+    #[test]
+    fn valid_utf8_lengths_are_the_standard_librarys() {
+        // Mostly ASCII with characters of every width, invalid bytes and characters cut
+        // short, at every distance from the ends of the checked blocks.
+        let parts: [&[u8]; 8] = [
+            b"{\"ph\": \"X\"}, ",
+            b"x",
+            "\u{e9}".as_bytes(),
+            "\u{20ac}".as_bytes(),
+            "\u{1f600}".as_bytes(),
+            b"\xff",
+            b"\xe2\x82",
+            b"\xf0\x9f\x98",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for round in 0..3000 {
+            let mut text = Vec::new();
+            let len = next(1200);
+            while text.len() < len {
+                // Other bytes than ASCII ever more rarely, down to none.
+                let odd = next(2 + round % 400) == 0;
+                let part = if odd {
+                    parts[2 + next(6)]
+                } else {
+                    parts[next(2)]
+                };
+                text.extend_from_slice(part);
+            }
+            for end in [text.len(), text.len().saturating_sub(1 + next(4))] {
+                let bytes = &text[..end];
+                assert_eq!(valid_utf8_len(bytes), std_valid_len(bytes), "{bytes:?}");
+            }
+        }
+        let ascii = vec![b'a'; 1000];
+        assert_eq!(valid_utf8_len(&ascii), 1000);
+        let mut late = ascii.clone();
+        late[700] = 0x80;
+        assert_eq!(valid_utf8_len(&late), 700);
     }
 
     #[test]
