@@ -23,7 +23,7 @@ use super::event::{ArgFilter, Args, Id, KeptArgs, Micros, RawEvent};
 use super::item::{ReadStats, TraceItem};
 use crate::activity::{Activity, ActivityType, Flow, FlowKind};
 use crate::counter::{CounterSample, CounterTrack};
-use crate::hash::FastHasher;
+use crate::hash::{cache_slot, FastHasher};
 use crate::keys::arg;
 use crate::lane_tid::lane_row;
 use crate::trace::{ProcessRow, Span, ThreadRow, Window};
@@ -151,6 +151,24 @@ pub(super) struct Converter {
     /// parallel reader leaves a longer one to the sequential one, which reports it.
     pub max_event_bytes: usize,
     names: HashSet<Arc<str>, BuildHasherDefault<FastHasher>>,
+    /// The names interned last, each in the slot of its [`name_key`]: most events repeat
+    /// a recent name, found here with one comparison instead of hashing the whole name for
+    /// `names`.
+    recent: Box<[Option<Arc<str>>; RECENT_NAMES]>,
+}
+
+/// The slots of [`Converter::recent`].
+const RECENT_NAMES: usize = 256;
+
+/// A key for a name's slot in [`Converter::recent`], from its length and its first and last
+/// 8 bytes (which tell apart the names that share a long prefix, such as kernels').
+fn name_key(name: &str) -> u64 {
+    let bytes = name.as_bytes();
+    let (head, tail) = match (bytes.first_chunk::<8>(), bytes.last_chunk::<8>()) {
+        (Some(head), Some(tail)) => (u64::from_le_bytes(*head), u64::from_le_bytes(*tail)),
+        _ => (bytes.iter().fold(0, |w, &b| w << 8 | u64::from(b)), 0),
+    };
+    head ^ tail.rotate_left(23) ^ (bytes.len() as u64).rotate_right(8)
 }
 
 impl Converter {
@@ -160,6 +178,7 @@ impl Converter {
             args: KeptArgs::new(args),
             max_event_bytes: usize::MAX,
             names: HashSet::default(),
+            recent: Box::new([const { None }; RECENT_NAMES]),
         }
     }
 
@@ -167,11 +186,19 @@ impl Converter {
     /// (per converter). Arg values are not interned: they are far more varied, and the set
     /// only grows.
     fn intern(&mut self, s: &str) -> Arc<str> {
-        if let Some(name) = self.names.get(s) {
+        let slot = &mut self.recent[cache_slot::<RECENT_NAMES>(name_key(s))];
+        if let Some(name) = slot.as_ref().filter(|name| ***name == *s) {
             return Arc::clone(name);
         }
-        let name: Arc<str> = Arc::from(s);
-        self.names.insert(Arc::clone(&name));
+        let name = match self.names.get(s) {
+            Some(name) => Arc::clone(name),
+            None => {
+                let name: Arc<str> = Arc::from(s);
+                self.names.insert(Arc::clone(&name));
+                name
+            }
+        };
+        *slot = Some(Arc::clone(&name));
         name
     }
 
@@ -681,6 +708,29 @@ mod tests {
         );
         assert_eq!(split("omniprof", "omniprof"), (String::new(), 0));
         assert_eq!(split("other (x)", "omniprof"), (String::new(), 0));
+    }
+
+    #[test]
+    fn a_repeated_name_is_one_shared_allocation() {
+        let mut converter = Converter::new(ArgFilter::All);
+        // More names than recent slots, some short, some sharing their first and last
+        // bytes: names evict each other from the slots and come back from the set.
+        let names: Vec<String> = (0..2000)
+            .map(|i| match i % 3 {
+                0 => format!("aten::op_{i}"),
+                1 => format!("{i}"),
+                _ => format!("void kernel<{i}, float>(float*)"),
+            })
+            .collect();
+        let first: Vec<Arc<str>> = names.iter().map(|n| converter.intern(n)).collect();
+        for round in 0..2 {
+            for (name, first) in names.iter().zip(&first).rev() {
+                let again = converter.intern(name);
+                assert_eq!(&*again, name.as_str());
+                assert!(Arc::ptr_eq(&again, first), "{name} in round {round}");
+            }
+        }
+        assert_eq!(converter.names.len(), names.len());
     }
 
     #[test]
