@@ -132,8 +132,8 @@ impl<R: Read> Scanner<R> {
     /// Joins the input read ahead, then reads until `window` bytes are unread or the input
     /// ends, so that many values can be parsed at once. Nothing is read while half a window
     /// is still unread (moving that much to the front of the buffer would cost more than it
-    /// saves). The buffer grows as the input comes, so a small input keeps a small buffer. A
-    /// read error is kept for the [`fill`](Self::fill) that needs the bytes after it.
+    /// saves). A read error is kept for the [`fill`](Self::fill) that needs the bytes after
+    /// it.
     pub(super) fn fill_window(&mut self, window: usize) {
         if self.ahead_len > 0 {
             self.join_ahead();
@@ -142,19 +142,13 @@ impl<R: Read> Scanner<R> {
             return;
         }
         self.compact();
-        while self.end < window {
-            if self.end == self.buf.len() {
-                self.buf.resize((self.buf.len() * 2).min(window), 0);
-            }
-            match self.read_more() {
-                Ok(0) => return,
-                Ok(_) => {}
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.error = Some(e);
-                    return;
-                }
-            }
+        if self.end < window {
+            self.buf.truncate(self.end);
+            let (read, eof) = append(&mut self.input, &mut self.buf, window - self.end);
+            self.end = self.buf.len();
+            self.validate_utf8();
+            self.eof = eof;
+            self.error = read.err();
         }
     }
 
@@ -504,27 +498,27 @@ impl<R: Read> ReadAhead<'_, R> {
         if *self.eof || self.error.is_some() {
             return;
         }
-        if self.buf.len() < RESERVE + len {
-            self.buf.resize(RESERVE + len, 0);
-        }
-        let mut n = 0;
-        while n < len {
-            match self.input.read(&mut self.buf[RESERVE + n..RESERVE + len]) {
-                Ok(0) => {
-                    *self.eof = true;
-                    break;
-                }
-                Ok(k) => n += k,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => {
-                    *self.error = Some(e);
-                    break;
-                }
-            }
-        }
+        // Only the reserve is ever zeroed (once): the input goes after it.
+        self.buf.resize(RESERVE, 0);
+        let (read, eof) = append(self.input, self.buf, len);
+        let n = self.buf.len() - RESERVE;
+        *self.eof = eof;
+        *self.error = read.err();
         *self.len = n;
         *self.valid = valid_utf8_len(&self.buf[RESERVE..RESERVE + n]);
     }
+}
+
+/// Reads up to `len` bytes of `input` onto the end of `buf`, into memory that is not zeroed
+/// first (a buffer zeroed before each read would be written twice), retrying interrupted
+/// reads. Returns the read's error, if any (the bytes before it are kept), and whether the
+/// input ended.
+fn append(input: &mut impl Read, buf: &mut Vec<u8>, len: usize) -> (io::Result<usize>, bool) {
+    buf.reserve_exact(len);
+    let start = buf.len();
+    let read = input.by_ref().take(len as u64).read_to_end(buf);
+    let eof = read.is_ok() && buf.len() - start < len;
+    (read, eof)
 }
 
 /// The length of the longest start of `bytes` that is valid UTF-8 (all of it, or what
