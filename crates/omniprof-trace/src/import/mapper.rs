@@ -203,19 +203,28 @@ impl Converter {
     }
 
     /// The microseconds of `field` (`ts` or `dur`) in nanoseconds.
+    ///
+    /// This and the other helpers run for every event: inlined, with their errors made out of
+    /// line, so that the event's fields stay in registers.
+    #[inline]
     fn micros(micros: Micros, field: &str) -> Result<i64, EventError> {
-        micros.ns().ok_or_else(|| {
-            let raw = micros.0;
-            // The value may be anything, a whole object included: quote only its start.
-            let end = raw.char_indices().nth(40).map_or(raw.len(), |(i, _)| i);
-            let more = if end < raw.len() { "..." } else { "" };
-            format!(
-                "`{field}`: expected a number of microseconds, found {}{more}",
-                &raw[..end]
-            )
-        })
+        micros.ns().ok_or_else(|| Self::not_micros(micros.0, field))
     }
 
+    /// The error for `raw`, which is not a number of microseconds, in `field`.
+    #[cold]
+    #[inline(never)]
+    fn not_micros(raw: &str, field: &str) -> EventError {
+        // The value may be anything, a whole object included: quote only its start.
+        let end = raw.char_indices().nth(40).map_or(raw.len(), |(i, _)| i);
+        let more = if end < raw.len() { "..." } else { "" };
+        format!(
+            "`{field}`: expected a number of microseconds, found {}{more}",
+            &raw[..end]
+        )
+    }
+
+    #[inline]
     fn start_ns(&self, ev: &RawEvent) -> Result<i64, EventError> {
         let ts = ev.ts.ok_or_else(|| "missing field `ts`".to_string())?;
         Self::micros(ts, "ts")?
@@ -224,6 +233,7 @@ impl Converter {
     }
 
     /// `start` plus the event's `dur` (0 when absent).
+    #[inline]
     fn end_ns(start: i64, ev: &RawEvent) -> Result<i64, EventError> {
         let dur = ev.dur.map_or(Ok(0), |dur| Self::micros(dur, "dur"))?;
         start
@@ -231,12 +241,14 @@ impl Converter {
             .ok_or_else(|| "`dur` is out of range".to_string())
     }
 
+    #[inline]
     fn id<'e, 'a>(id: &'e Option<Id<'a>>, field: &str) -> Result<&'e Id<'a>, EventError> {
         id.as_ref()
             .ok_or_else(|| format!("missing field `{field}`"))
     }
 
     /// The event's `pid` and `tid` when both are integers.
+    #[inline]
     fn int_ids(ev: &RawEvent) -> Result<Option<(i64, i64)>, EventError> {
         let pid = Self::id(&ev.pid, "pid")?.as_int();
         Ok(pid.zip(Self::id(&ev.tid, "tid")?.as_int()))
