@@ -140,6 +140,21 @@ pub(super) fn split_span_name(event_name: &str, span_name: &str) -> (String, i64
     (prefix.to_string(), iteration)
 }
 
+/// An [`EventError`] saying `message`: made out of line, so that the per-event code that may
+/// fail stays small enough to inline.
+#[cold]
+#[inline(never)]
+fn event_error(message: &str) -> EventError {
+    message.to_string()
+}
+
+/// The [`EventError`] for a missing `field`, made out of line as [`event_error`] is.
+#[cold]
+#[inline(never)]
+fn missing(field: &str) -> EventError {
+    format!("missing field `{field}`")
+}
+
 /// Converts events one at a time, each on its own. One per reading thread.
 #[derive(Clone)]
 pub(super) struct Converter {
@@ -226,10 +241,10 @@ impl Converter {
 
     #[inline]
     fn start_ns(&self, ev: &RawEvent) -> Result<i64, EventError> {
-        let ts = ev.ts.ok_or_else(|| "missing field `ts`".to_string())?;
+        let ts = ev.ts.ok_or_else(|| missing("ts"))?;
         Self::micros(ts, "ts")?
             .checked_add(self.base_ns)
-            .ok_or_else(|| "`ts` is out of range".to_string())
+            .ok_or_else(|| event_error("`ts` is out of range"))
     }
 
     /// `start` plus the event's `dur` (0 when absent).
@@ -238,13 +253,12 @@ impl Converter {
         let dur = ev.dur.map_or(Ok(0), |dur| Self::micros(dur, "dur"))?;
         start
             .checked_add(dur)
-            .ok_or_else(|| "`dur` is out of range".to_string())
+            .ok_or_else(|| event_error("`dur` is out of range"))
     }
 
     #[inline]
     fn id<'e, 'a>(id: &'e Option<Id<'a>>, field: &str) -> Result<&'e Id<'a>, EventError> {
-        id.as_ref()
-            .ok_or_else(|| format!("missing field `{field}`"))
+        id.as_ref().ok_or_else(|| missing(field))
     }
 
     /// The event's `pid` and `tid` when both are integers.
