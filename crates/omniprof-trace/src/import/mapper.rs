@@ -517,7 +517,10 @@ impl EventMapper {
         Self {
             converter: Converter::new(args),
             stats: ReadStats::default(),
-            held: VecDeque::new(),
+            // The window and the one item that comes before the oldest leaves: grown by
+            // doubling, the ring would take room for twice as many. Memory not yet held is
+            // not touched, so a small trace costs no more.
+            held: VecDeque::with_capacity(FLOW_WINDOW + 1),
             early_flows: VecDeque::new(),
             processes: Vec::new(),
             process_index: HashMap::new(),
