@@ -47,10 +47,8 @@ pub(crate) struct TableWriter {
     writer: SerializedFileWriter<File>,
     /// The values of the rows not yet written, a buffer per column.
     columns: Vec<ColumnBuffer>,
-    /// Each column's type, which every row's [`Row::SHAPE`] must match.
-    types: Box<[ColumnType]>,
-    /// The last row shape found to match `types` (a row type's shape is one constant, so
-    /// a row of that type needs no comparison).
+    /// The last row shape found to match the table's column types (a row type's shape is
+    /// one constant, so a row of that type needs no comparison).
     matched: &'static [ColumnType],
     /// A float column's values, for the crate's column writer.
     floats: Vec<f64>,
@@ -94,7 +92,6 @@ impl TableWriter {
                 .iter()
                 .map(|c| ColumnBuffer::with_capacity(c.ty, ROW_GROUP_ROWS))
                 .collect(),
-            types: table.columns.iter().map(|c| c.ty).collect(),
             matched: &[],
             floats: Vec::new(),
             descriptors,
@@ -112,9 +109,7 @@ impl TableWriter {
     #[inline]
     pub(crate) fn push<R: Row>(&mut self, row: R) -> Result<(), ParquetError> {
         if !std::ptr::eq(R::SHAPE, self.matched) {
-            if R::SHAPE != &*self.types {
-                return Err(self.mismatch(R::SHAPE));
-            }
+            self.check_shape(R::SHAPE)?;
             self.matched = R::SHAPE;
         }
         if let Err(StringsFull) = row.write(&mut self.strings, &mut self.columns) {
@@ -127,9 +122,10 @@ impl TableWriter {
         Ok(())
     }
 
-    /// What a row of `shape` gets wrong about the table's columns.
+    /// Whether a row of `shape` has the table's column types, in order; the error says
+    /// what it gets wrong.
     #[cold]
-    fn mismatch(&self, shape: &[ColumnType]) -> ParquetError {
+    fn check_shape(&self, shape: &[ColumnType]) -> Result<(), ParquetError> {
         let columns = self.table.columns;
         let wrong = shape.iter().zip(columns).find(|(given, c)| **given != c.ty);
         let problem = match wrong {
@@ -139,9 +135,15 @@ impl TableWriter {
                 c.name,
                 c.ty.doc_name()
             ),
-            None => format!("{} values for {} columns", shape.len(), columns.len()),
+            None if shape.len() != columns.len() => {
+                format!("{} values for {} columns", shape.len(), columns.len())
+            }
+            None => return Ok(()),
         };
-        ParquetError::Schema(format!("{}: {problem}", self.table.name))
+        Err(ParquetError::Schema(format!(
+            "{}: {problem}",
+            self.table.name
+        )))
     }
 
     #[cold]
@@ -170,7 +172,6 @@ impl TableWriter {
             .zip(&mut self.columns)
             .zip(&self.descriptors)
         {
-            let floats = &mut self.floats;
             let levels = column.ty.nullable().then_some(&buffer.levels[..]);
             let descr = descr.clone();
             let encoder = &mut self.encoder;
@@ -192,6 +193,7 @@ impl TableWriter {
                 // Counter values keep the crate's writer: its statistics of floats know
                 // NaN and signed zeros.
                 ColumnType::Float64 => {
+                    let floats = &mut self.floats;
                     floats.clear();
                     floats.extend(buffer.values.iter().map(|&v| f64::from_bits(v)));
                     let Some(mut writer) = group.next_column().map_err(err)? else {
