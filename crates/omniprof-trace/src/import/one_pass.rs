@@ -360,9 +360,6 @@ impl<'a> Parser<'a> {
         if self.peek()? == b'"' {
             return self.str_value().map(Id::Str);
         }
-        if let Some(v) = self.small_integer() {
-            return i64::try_from(v).ok().map(Id::Int);
-        }
         match self.number()? {
             Number::I64(v) => Some(Id::Int(v)),
             Number::U64(v) => i64::try_from(v).ok().map(Id::Int),
@@ -856,8 +853,9 @@ fn special_bytes(w: u64) -> u64 {
 ///
 /// Eight bytes at a time: in each word, a byte is flagged when it is zero after an XOR with
 /// the backslash, or below 0x21 after an XOR with 0x02 (a control character or the quote),
-/// by the borrow trick of "bit twiddling hacks" (`(w - 0x01..) & !w & 0x80..`). A borrow can flag a byte above a flagged one but never
-/// below, so the lowest flag is always a true one.
+/// by the borrow trick of "bit twiddling hacks" (`(w - 0x01..) & !w & 0x80..`). A borrow
+/// can flag a byte above a flagged one but never below, so the lowest flag is always a true
+/// one.
 fn plain_run_end(bytes: &[u8], mut at: usize) -> usize {
     while let Some(chunk) = bytes.get(at..).and_then(<[u8]>::first_chunk::<8>) {
         let flags = special_bytes(u64::from_le_bytes(*chunk));
@@ -1005,9 +1003,6 @@ mod tests {
         assert!(reference(&deep, &ArgFilter::All).is_some());
     }
 
-    /// Every event above, cut at every byte and with every byte replaced by each of a set
-    /// that JSON gives meaning to: whenever the one-pass parser reads something, the
-    /// reference reads the same.
     /// `text` cut at every byte and with every byte replaced by each of a set that JSON
     /// gives meaning to.
     fn mutations(text: &str) -> Vec<String> {
@@ -1025,6 +1020,8 @@ mod tests {
         variants
     }
 
+    /// Every event above, [mutated](mutations): whenever the one-pass parser reads
+    /// something, the reference reads the same.
     #[test]
     fn whatever_the_one_pass_read_accepts_the_reference_reads_the_same() {
         let mut accepted = 0;
