@@ -28,9 +28,10 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use omniprof_read::{ArgFilter, ReadError, ReadStats, TraceReader};
 use omniprof_trace::{
-    save_perfetto_streamed, Format, NeedsWholeTrace, PerfettoSurvey, ReadError, ReadStats,
-    TraceItem, TraceReader, WriteError, WriteStats,
+    save_perfetto_streamed, Format, NeedsWholeTrace, PerfettoSurvey, TraceItem, WriteError,
+    WriteStats,
 };
 
 use crate::progress::read_file;
@@ -171,7 +172,10 @@ fn streamed(input: &Path, output: &Path) -> Result<(WriteStats, ReadStats), Fail
 fn streamed_pftrace(input: &Path, output: &Path) -> Result<(WriteStats, ReadStats), Failed> {
     let mut survey = PerfettoSurvey::default();
     read_file(input, |input| {
-        PerfettoSurvey::reader().stream(input, |item| survey.add(item))
+        // The survey reads no arg, which is most of a read's work.
+        TraceReader::new()
+            .args(ArgFilter::none())
+            .stream(input, |item| survey.add(item))
     })
     .map_err(Failed::Read)?;
     let layout = survey

@@ -27,11 +27,11 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use omniprof::keys::metadata;
-use omniprof::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
 use omniprof::{
     record_function, record_op, tensorboard_trace_handler, Config, Profiler, ProfilerBuilder,
     Schedule, Trace, Value,
 };
+use omniprof_analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
 use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 
 /// Profile a sample workload and write its trace.

@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use omniprof_trace::diff;
-use omniprof_trace::KeyAveragesOptions;
+use omniprof_analysis::diff;
+use omniprof_analysis::KeyAveragesOptions;
 use omniprof_trace::Limits;
 
 use crate::output::print;

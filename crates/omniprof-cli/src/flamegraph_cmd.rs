@@ -21,10 +21,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use inferno::flamegraph::{self, Options};
+use omniprof_analysis::{folded_stacks, FlameBuilder, FlameTime, FoldedStacks, MAX_STACK_DEPTH};
+use omniprof_read::{ArgFilter, ReadError, TraceReader};
 use omniprof_trace::keys::arg;
 use omniprof_trace::save_with;
-use omniprof_trace::{folded_stacks, FlameBuilder, FlameTime, FoldedStacks, MAX_STACK_DEPTH};
-use omniprof_trace::{ArgFilter, ReadError, TraceItem, TraceReader};
+use omniprof_trace::TraceItem;
 
 use crate::progress::read_file;
 use crate::reading::report_skipped;

@@ -6,7 +6,7 @@ use std::io::{self, IsTerminal, Read};
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use omniprof_trace::ReadError;
+use omniprof_read::ReadError;
 
 /// Files larger than this get a progress bar (when standard error is a terminal).
 const PROGRESS_MIN_BYTES: u64 = 50 * 1024 * 1024;

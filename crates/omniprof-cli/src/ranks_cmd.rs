@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use omniprof_trace::{ArgFilter, TraceReader};
-use omniprof_trace::{RankProfileBuilder, RankTrace, RanksReport};
+use omniprof_analysis::{RankProfileBuilder, RankTrace, RanksReport};
+use omniprof_read::{ArgFilter, TraceReader};
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::output::print;
@@ -92,7 +92,7 @@ fn profile(args: &RanksArgs, file: &Path) -> RankTrace {
     let mut builder = RankProfileBuilder::new();
     // Names, kinds and times are all the report reads.
     let reader = TraceReader::new()
-        .args(ArgFilter::Only(Vec::new()))
+        .args(ArgFilter::none())
         .limits(args.input.limits());
     let outcome = read_file(file, |input| {
         reader.stream(input, |item| builder.add_item(&item))

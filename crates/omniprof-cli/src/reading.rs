@@ -5,11 +5,12 @@
 use std::io;
 use std::path::Path;
 
-use omniprof_trace::claimed_rank;
+use omniprof_analysis::claimed_rank;
+use omniprof_analysis::{key_averages, KeyAverages, KeyAveragesBuilder, KeyAveragesOptions};
+use omniprof_read::{ArgFilter, ReadError, ReadStats, TraceReader};
 use omniprof_trace::keys::metadata;
 use omniprof_trace::Trace;
-use omniprof_trace::{key_averages, KeyAverages, KeyAveragesBuilder, KeyAveragesOptions};
-use omniprof_trace::{ArgFilter, Limits, ReadError, ReadStats, TraceItem, TraceReader};
+use omniprof_trace::{Limits, TraceItem};
 
 use crate::progress::read_file;
 
@@ -38,7 +39,7 @@ pub(crate) fn key_averages_of(
 /// error, the summary of what was read before, and the error naming the file.
 ///
 /// A streamed file is read again when its builder asks
-/// ([`ReadAgain`](omniprof_trace::ReadAgain): an item came too late for the
+/// ([`ReadAgain`](omniprof_analysis::ReadAgain): an item came too late for the
 /// ops it had folded, such as the profiler's span that PyTorch and omniprof write last);
 /// standard input, which cannot be read twice, keeps every host op instead.
 pub(crate) fn summarize_file(

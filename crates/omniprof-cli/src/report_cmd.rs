@@ -20,10 +20,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use omniprof_trace::KernelMetricsBuilder;
-use omniprof_trace::KeyAveragesOptions;
-use omniprof_trace::TraceReader;
-use omniprof_trace::{ReportInput, ReportModel, TraceReportBuilder};
+use omniprof_analysis::KernelMetricsBuilder;
+use omniprof_analysis::KeyAveragesOptions;
+use omniprof_read::TraceReader;
+use omniprof_report::{ReportInput, ReportModel, TraceReportBuilder};
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::progress::read_file;

@@ -3,7 +3,7 @@
 //! declared once too, with each command's default as a parameter: `summary` prints 100 rows
 //! as PyTorch's `table()` does, `diff` all of them.
 
-use omniprof_trace::SortKey;
+use omniprof_analysis::SortKey;
 
 /// How rows are sorted, grouped and printed.
 #[derive(Debug, clap::Args)]

@@ -25,11 +25,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use omniprof_trace::counter_stats;
-use omniprof_trace::kernel_metrics;
-use omniprof_trace::StepTimeBuilder;
-use omniprof_trace::TraceReader;
-use omniprof_trace::{KeyAverages, KeyAveragesOptions, ReportOptions};
+use omniprof_analysis::counter_stats;
+use omniprof_analysis::kernel_metrics;
+use omniprof_analysis::StepTimeBuilder;
+use omniprof_analysis::{KeyAverages, KeyAveragesOptions, ReportOptions};
+use omniprof_read::TraceReader;
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::output::print;

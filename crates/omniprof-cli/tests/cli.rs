@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use omniprof::TraceReader;
 use omniprof::{Activity, Trace};
+use omniprof_read::TraceReader;
 use omniprof_test_support::checker;
 use omniprof_test_support::cli::{arg, text, Cli};
 

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use omniprof::TraceReader;
+use omniprof_read::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
 use omniprof_test_support::cli::{arg, text, Cli};
 use omniprof_test_support::data::{gen_trace, reference_trace};

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-use omniprof::TraceReader;
+use omniprof_read::TraceReader;
 use omniprof_test_support::cli::{arg, Cli};
 use omniprof_test_support::skip::{self, Needs};
 use serde_json::Value;

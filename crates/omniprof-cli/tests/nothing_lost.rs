@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use omniprof::TraceReader;
 use omniprof::{Flow, FlowKind};
+use omniprof_read::TraceReader;
 use omniprof_test_support::checker::{assert_loads_in_perfetto, run_checker};
 use omniprof_test_support::cli::{arg, text, Cli};
 

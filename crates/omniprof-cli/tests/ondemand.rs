@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use omniprof::ActivityType;
 use omniprof::RuntimeDir;
-use omniprof::TraceReader;
+use omniprof_read::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
 use omniprof_test_support::cli::{text, Cli};
 

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use omniprof::TraceReader;
+use omniprof_read::TraceReader;
 use omniprof_test_support::checker;
 use omniprof_test_support::cli::{text, Cli};
 use omniprof_test_support::plugins::{build_broken, build_sample};

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use omniprof_analysis::MAX_STACK_DEPTH;
 use omniprof_test_support::cli::Cli;
 use omniprof_test_support::memory::{run_measured, Measured};
-use omniprof_trace::MAX_STACK_DEPTH;
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 

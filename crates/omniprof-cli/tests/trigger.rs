@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use omniprof::on_demand_trace_dir;
 use omniprof::RuntimeDir;
-use omniprof::TraceReader;
+use omniprof_read::TraceReader;
 use omniprof_test_support::cli::{text, Cli};
 use omniprof_test_support::trigger::{Recorder, STEP};
 

@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use omniprof_trace::{KeyAveragesBuilder, KeyAveragesOptions};
-use omniprof_trace::{Limits, ReadError, ReadStats, TraceItem};
+use omniprof_analysis::{KeyAveragesBuilder, KeyAveragesOptions};
+use omniprof_read::{ReadError, ReadStats};
+use omniprof_trace::{Limits, TraceItem};
 
 use crate::error::ParquetError;
 use crate::schema::{Table, OPS, RANK_PARTITION, TABLES};

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use omniprof_trace::ReadError;
+use omniprof_read::ReadError;
 
 /// Why converting traces to Parquet tables failed.
 #[derive(Debug, thiserror::Error)]

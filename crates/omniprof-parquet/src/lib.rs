@@ -9,7 +9,7 @@
 //! trace. The `ops` table holds the events exactly as `omniprof summary` counts them (self
 //! and total host and device time, parent, depth, device work's host op), from the
 //! summary's own builder
-//! ([`KeyAveragesBuilder::list_events`](omniprof_trace::KeyAveragesBuilder::list_events)),
+//! ([`KeyAveragesBuilder::list_events`](omniprof_analysis::KeyAveragesBuilder::list_events)),
 //! so that summing it per name gives the summary's rows.
 //!
 //! [`convert`] writes the tables of each trace with its [`ConvertOptions`] and says, per

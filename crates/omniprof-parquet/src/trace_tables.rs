@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use omniprof_trace::SummedEvent;
+use omniprof_analysis::SummedEvent;
 use omniprof_trace::TraceItem;
 use omniprof_trace::{Activity, ActivityType, Value};
 

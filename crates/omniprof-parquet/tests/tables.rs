@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use omniprof_analysis::{key_averages, KeyAveragesOptions};
 use omniprof_parquet::{convert, ConvertOptions, ParquetError};
 use omniprof_parquet::{SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES};
+use omniprof_read::TraceReader;
 use omniprof_test_support::data::gen_trace;
 use omniprof_trace::ActivityType;
-use omniprof_trace::TraceReader;
-use omniprof_trace::{key_averages, KeyAveragesOptions};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::Field;
 

@@ -1,16 +1,16 @@
 //! A finished trace, its key averages and its events, as Python objects.
 //!
-//! `KeyAverages.table` is [`omniprof::KeyAverages::table`], the one implementation
+//! `KeyAverages.table` is [`omniprof_analysis::KeyAverages::table`], the one implementation
 //! the CLI's `omniprof summary` prints too, so the two are equal byte for byte. `events()` is
-//! [`omniprof::function_events`], from the same op trees; its events are views into
+//! [`omniprof_analysis::function_events`], from the same op trees; its events are views into
 //! one shared list, so reading one costs nothing until an attribute is asked for.
 
 use std::sync::Arc;
 
-use omniprof::StackMetric;
 use omniprof::Trace;
-use omniprof::TraceReader;
-use omniprof::{FunctionEvents, KeyAveragesOptions, ReportOptions, Row, SortKey};
+use omniprof_analysis::StackMetric;
+use omniprof_analysis::{FunctionEvents, KeyAveragesOptions, ReportOptions, Row, SortKey};
+use omniprof_read::TraceReader;
 use pyo3::exceptions::{PyIndexError, PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyTuple};
@@ -74,7 +74,7 @@ impl PyTrace {
             ..Default::default()
         };
         PyKeyAverages(Arc::new(
-            py.detach(|| omniprof::key_averages(&self.0, &options)),
+            py.detach(|| omniprof_analysis::key_averages(&self.0, &options)),
         ))
     }
 
@@ -83,8 +83,8 @@ impl PyTrace {
     /// written is an `OSError` naming it.
     fn export_report(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
         let html = py.detach(|| {
-            let summary = omniprof::key_averages(&self.0, &KeyAveragesOptions::default());
-            omniprof::ReportModel::of_trace(&self.0, "the profiled run", summary).html()
+            let summary = omniprof_analysis::key_averages(&self.0, &KeyAveragesOptions::default());
+            omniprof_report::ReportModel::of_trace(&self.0, "the profiled run", summary).html()
         });
         std::fs::write(&path, html).map_err(|e| {
             pyo3::exceptions::PyOSError::new_err(format!("cannot write {}: {e}", path.display()))
@@ -102,8 +102,8 @@ impl PyTrace {
         metric: &str,
     ) -> PyResult<()> {
         let metric = stack_metric(metric)?;
-        let events =
-            py.detach(|| omniprof::function_events(&self.0, &KeyAveragesOptions::default()));
+        let events = py
+            .detach(|| omniprof_analysis::function_events(&self.0, &KeyAveragesOptions::default()));
         write_stacks(py, &events, metric, &path)
     }
 
@@ -115,7 +115,7 @@ impl PyTrace {
             with_flops,
             ..Default::default()
         };
-        let events = py.detach(|| omniprof::function_events(&self.0, &options));
+        let events = py.detach(|| omniprof_analysis::function_events(&self.0, &options));
         PyEventList {
             events: Arc::new(events),
         }
@@ -145,7 +145,7 @@ impl PyTrace {
 fn stack_metric(metric: &str) -> PyResult<StackMetric> {
     metric
         .parse()
-        .map_err(|e: omniprof::UnknownStackMetric| PyValueError::new_err(e.to_string()))
+        .map_err(|e: omniprof_analysis::UnknownStackMetric| PyValueError::new_err(e.to_string()))
 }
 
 /// Writes the folded stacks of `events` to `path`.
@@ -185,7 +185,7 @@ fn load_trace(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyTrace> {
 
 /// PyTorch's `EventList` of averages: the rows, iterable and indexable, and the table.
 #[pyclass(module = "omniprof._native", name = "KeyAverages", frozen, sequence)]
-pub(crate) struct PyKeyAverages(Arc<omniprof::KeyAverages>);
+pub(crate) struct PyKeyAverages(Arc<omniprof_analysis::KeyAverages>);
 
 #[pymethods]
 impl PyKeyAverages {
@@ -548,7 +548,7 @@ impl PyFunctionEvent {
         }
     }
 
-    fn event(&self) -> &omniprof::FunctionEvent {
+    fn event(&self) -> &omniprof_analysis::FunctionEvent {
         &self.events.events[self.index]
     }
 }

@@ -59,7 +59,7 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<Fast
 /// bits of the key times 2^64 / φ (Fibonacci hashing), which spread keys whose low bits
 /// agree (aligned addresses, small ids).
 #[inline]
-pub(crate) fn cache_slot<const SLOTS: usize>(key: u64) -> usize {
+pub fn cache_slot<const SLOTS: usize>(key: u64) -> usize {
     const { assert!(SLOTS.is_power_of_two() && SLOTS > 1) };
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize
 }

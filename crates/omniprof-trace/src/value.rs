@@ -239,7 +239,7 @@ pub const MAX_VALUE_DEPTH: usize = 32;
 impl<'de> Deserialize<'de> for Value {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let too_deep = Cell::new(false);
-        let value = Bounded::new(&too_deep).deserialize(d)?;
+        let value = BoundedValue::new(&too_deep).deserialize(d)?;
         match too_deep.get() {
             false => Ok(value),
             true => Err(de::Error::custom(format!(
@@ -274,7 +274,7 @@ impl Value {
     pub fn from_json(text: &str) -> Result<Value, FromJsonError> {
         let too_deep = Cell::new(false);
         let mut de = serde_json::Deserializer::from_str(text);
-        let value = Bounded::new(&too_deep).deserialize(&mut de)?;
+        let value = BoundedValue::new(&too_deep).deserialize(&mut de)?;
         de.end()?;
         match too_deep.get() {
             false => Ok(value),
@@ -286,13 +286,14 @@ impl Value {
 /// Reads a [`Value`] to at most [`MAX_VALUE_DEPTH`] levels: what lies deeper is skipped without
 /// being converted (and without recursion, so any depth is safe) and `too_deep` is set, so
 /// that a caller can drop the value and go on reading.
-pub(crate) struct Bounded<'a> {
+pub struct BoundedValue<'a> {
     depth: usize,
     too_deep: &'a Cell<bool>,
 }
 
-impl<'a> Bounded<'a> {
-    pub(crate) fn new(too_deep: &'a Cell<bool>) -> Self {
+impl<'a> BoundedValue<'a> {
+    /// A reader at the top level that sets `too_deep` when it skips what lies deeper.
+    pub fn new(too_deep: &'a Cell<bool>) -> Self {
         Self { depth: 0, too_deep }
     }
 
@@ -304,7 +305,7 @@ impl<'a> Bounded<'a> {
     }
 }
 
-impl<'de> DeserializeSeed<'de> for Bounded<'_> {
+impl<'de> DeserializeSeed<'de> for BoundedValue<'_> {
     type Value = Value;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
@@ -312,7 +313,7 @@ impl<'de> DeserializeSeed<'de> for Bounded<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for Bounded<'_> {
+impl<'de> Visitor<'de> for BoundedValue<'_> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {

@@ -2,10 +2,11 @@
 //!
 //! Application threads record ops and named ranges into per-thread buffers; a [`Profiler`]
 //! session configures, starts and stops the accelerator backends around that recording and
-//! merges everything into one [`Trace`]. The trace model and everything that only reads or
-//! writes it live in the `omniprof-trace` crate, whose items are re-exported here ([`Trace`],
-//! [`save`], [`TraceReader`], [`key_averages`], ...), so one dependency gives a program the
-//! whole API. Its items, in the order data flows:
+//! merges everything into one [`Trace`]. The trace model and its writers live in the
+//! `omniprof-trace` crate, whose items are re-exported here ([`Trace`], [`save`], ...); the
+//! reader (`omniprof-read`), the analyses (`omniprof-analysis`) and the HTML report
+//! (`omniprof-report`) are crates of their own, which a profiled program need not build. Its
+//! items, in the order data flows:
 //!
 //! **Recording.** [`record_function`], [`record_op`], [`scope!`] and [`instant`] record ranges
 //! and instants on the calling thread ([`RangeGuard`], [`Name`]); [`push_op`] / [`pop_op`]
@@ -33,9 +34,9 @@
 //! ask for one through a socket ([`send_trigger`], [`TriggerServer`]).
 //!
 //! **The trace**, re-exported from `omniprof-trace`: the model ([`Trace`], [`Activity`],
-//! [`Value`], [`keys`], [`Counters`]), the writers ([`save`]), the reader ([`TraceReader`]), the
-//! analyses ([`key_averages`]), and the helpers every omniprof crate shares ([`lock`], locking
-//! that ignores poisoning, and [`prefix_within`], cutting text on a character boundary).
+//! [`Value`], [`keys`], [`Counters`]), the writers ([`save`]), and the helpers every omniprof
+//! crate shares ([`lock`], locking that ignores poisoning, and [`prefix_within`], cutting text
+//! on a character boundary).
 //!
 //! ```
 //! use omniprof::{Profiler, record_function};
@@ -64,8 +65,7 @@ mod stubs;
 #[cfg(unix)]
 mod trigger;
 
-// The trace model, its writers, reader and analyses, and the helpers every omniprof crate
-// shares: one dependency gives a program the whole API.
+// The trace model, its writers, and the helpers every omniprof crate shares.
 pub use omniprof_trace::*;
 
 // Recording.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use omniprof::ConfigErrorReason;
 use omniprof::UnknownActivityType;
 use omniprof::{record_function, ActivitySet, ActivityType, Config, Profiler, Trace};
-use omniprof::{ReadErrorKind, TraceReader};
+use omniprof_read::{ReadErrorKind, TraceReader};
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::session;
 

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use omniprof::TraceReader;
 use omniprof::{record_function, Profiler};
 use omniprof::{OnDemandState, Refused, TraceFailed};
+use omniprof_read::TraceReader;
 use omniprof_test_support::checker;
 use omniprof_test_support::lock::serial;
 

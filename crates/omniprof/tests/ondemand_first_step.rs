@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use omniprof::on_demand_trace_dir;
 use omniprof::RuntimeDir;
-use omniprof::TraceReader;
 use omniprof::Value;
 use omniprof::NOTES_METADATA;
+use omniprof_read::TraceReader;
 
 const WAIT: Duration = Duration::from_secs(60);
 

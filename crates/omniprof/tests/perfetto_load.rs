@@ -12,10 +12,10 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 
-use omniprof::TraceReader;
 use omniprof::WriteStats;
 use omniprof::{Activity, ActivityType, CounterTrack, Flow, FlowKind, Trace};
 use omniprof::{ProcessRow, ThreadRow};
+use omniprof_read::TraceReader;
 use omniprof_test_support::checker;
 use omniprof_test_support::data::{add_example_rows, reference_trace};
 use omniprof_test_support::decoder;

@@ -5,8 +5,8 @@
 
 use std::process::Command;
 
-use omniprof::TraceReader;
 use omniprof::Value;
+use omniprof_read::TraceReader;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::{checker, plugins, session};
 

@@ -9,13 +9,13 @@
 
 use std::path::Path;
 
-use omniprof::TraceReader;
 use omniprof::{Activity, ActivityType, CounterTrack, Trace, Value};
 use omniprof::{
     BackendCall, BackendFailure, BackendWarning, Contribution, FailureKind, SessionReport,
     WarningKind,
 };
 use omniprof::{ProcessRow, Span, ThreadRow};
+use omniprof_read::TraceReader;
 use omniprof_test_support::data::add_example_rows;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::session;

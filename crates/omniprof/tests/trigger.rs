@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use omniprof::on_demand_trace_dir;
-use omniprof::TraceReader;
 use omniprof::{RuntimeDir, ServerOptions, TriggerError, TriggerServer};
+use omniprof_read::TraceReader;
 use omniprof_test_support::trigger::{Recorder, STEP};
 
 /// How long a test client waits for a reply.

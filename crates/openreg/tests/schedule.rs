@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use omniprof::TraceReader;
 use omniprof::{record_op, tensorboard_trace_handler, ActivityType, Profiler, Schedule, Trace};
+use omniprof_read::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
 use omniprof_test_support::lock::serial;
 use openreg::{Kernel, Stream};

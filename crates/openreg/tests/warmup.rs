@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use omniprof::OnDemandState;
-use omniprof::TraceReader;
 use omniprof::{record_op, ActivityType, Config, Profiler, Trace};
+use omniprof_read::TraceReader;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::session::backend_errors;
 use openreg::{Kernel, Stream};

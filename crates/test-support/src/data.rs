@@ -1,11 +1,12 @@
-//! PyTorch's reference data, kept with the trace crate in `crates/omniprof-trace/tests/data`,
+//! PyTorch's reference data, kept in `crates/test-support/data`,
 //! the rows of the example of `docs/trace-format.md` §14, and the synthetic traces of
 //! `scripts/gen_trace.py`.
 
 use std::path::{Path, PathBuf};
 
-use omniprof::Trace;
-use omniprof::{ProcessRow, ThreadRow};
+use omniprof::{
+    Activity, ActivityType, CounterTrack, Flow, FlowKind, ProcessRow, Span, ThreadRow, Trace, Value,
+};
 
 /// Runs `python3 scripts/gen_trace.py PATH ARGS...` (CI installs Python) and returns `path`.
 pub fn gen_trace(path: &Path, args: &[&str]) -> PathBuf {
@@ -21,7 +22,7 @@ pub fn gen_trace(path: &Path, args: &[&str]) -> PathBuf {
 }
 
 fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../omniprof-trace/tests/data")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data")
 }
 
 /// The trace PyTorch 2.15 wrote for a small CPU run (`docs/trace-format.md` §11), named
@@ -36,6 +37,21 @@ pub fn reference_trace() -> PathBuf {
 /// `pytorch-2.15-cpu-table.txt`.
 pub fn reference_table() -> String {
     let path = data_dir().join("pytorch-2.15-cpu-table.txt");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The trace PyTorch 2.15 wrote for a CPU run with `profile_memory=True`,
+/// `with_flops=True` and `record_shapes=True` (by `gen_pytorch_memory_trace.py` beside it,
+/// which also added each op's `flops` arg: PyTorch's trace does not carry them).
+pub fn memory_trace() -> PathBuf {
+    data_dir().join("pytorch-2.15-cpu-memory-trace.json")
+}
+
+/// A table PyTorch printed for [`memory_trace`]: `table` is the file's name less
+/// `pytorch-2.15-cpu-memory-` and `.txt` (`table`, `table-top`, `table-flops`, `events`;
+/// see the generator for the arguments of each).
+pub fn memory_table(table: &str) -> String {
+    let path = data_dir().join(format!("pytorch-2.15-cpu-memory-{table}.txt"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -76,4 +92,66 @@ pub fn add_example_rows(trace: &mut Trace) {
         name: "stream 7 ".into(),
         sort_index: 7,
     });
+}
+
+/// One end of the `ac2g` flow `id`: its start (the launch) or an end (the work).
+pub fn ac2g(id: u64, start: bool) -> Option<Flow> {
+    Some(Flow {
+        id,
+        kind: FlowKind::Ac2g,
+        start,
+    })
+}
+
+/// A launch on thread 7 of process 7 from 1.2 to 1.25 ms and the kernel `gemm` it launched
+/// on device 0, stream 5, from 1.3 to 1.4 ms: correlation 11, linked by the `ac2g` flow 11.
+pub fn launch_and_kernel() -> (Activity, Activity) {
+    use ActivityType::{ConcurrentKernel, CudaRuntime};
+    let mut launch = Activity::new(CudaRuntime, "cudaLaunchKernel", 7, 7, 1_200_000, 1_250_000);
+    launch.correlation = 11;
+    launch.flow = ac2g(11, true);
+    let mut kernel = Activity::new(ConcurrentKernel, "gemm", 0, 5, 1_300_000, 1_400_000);
+    kernel.correlation = 11;
+    kernel.flow = ac2g(11, false);
+    (launch, kernel)
+}
+
+/// A host op on thread `tid` of process 7.
+pub fn op(name: &str, tid: i64, start_ns: i64, end_ns: i64) -> Activity {
+    Activity::new(ActivityType::CpuOp, name, 7, tid, start_ns, end_ns)
+}
+
+/// A trace of `activities` in a window from 1 to 2 ms, with what its header and rows carry:
+/// `deviceType` metadata, device 0's properties, the sample `active` = 87.5 of device 0's
+/// `sm` counter on stream 5 at 1.3 ms, process 7's row (`python`), the row of its thread 8
+/// (`worker`), and a span over the window counting the activities.
+pub fn sample_trace(activities: Vec<Activity>) -> Trace {
+    let mut t = Trace::new(1_000_000, 2_000_000);
+    t.base_time_ns = 1_000_000;
+    t.set_metadata("deviceType", Value::from("openreg"));
+    t.device_properties = vec![Value::Map(vec![("id".into(), Value::Int(0))])];
+    let sm = CounterTrack::new(ActivityType::GpuPmCounter, "sm", 0, 5);
+    t.counters.add(&sm, 1_300_000, [("active".into(), 87.5)]);
+    t.processes.push(ProcessRow {
+        pid: 7,
+        name: "python".into(),
+        label: "CPU".into(),
+        sort_index: 7,
+    });
+    t.threads.push(ThreadRow {
+        pid: 7,
+        tid: 8,
+        name: "worker".into(),
+        sort_index: 8,
+    });
+    t.spans.push(Span {
+        name: "omniprof".into(),
+        prefix: String::new(),
+        iteration: 0,
+        start_ns: 1_000_000,
+        end_ns: 2_000_000,
+        op_count: activities.len() as u64,
+    });
+    t.activities = activities;
+    t
 }

@@ -3,14 +3,14 @@
 //!
 //! Viewers drop (Perfetto) or mis-draw slices that partly overlap on one row, so an event
 //! that would partly overlap another moves to a sibling lane of its row: the Chrome writer
-//! writes lane k as the row [`lane_tid`](crate::lane_tid::lane_tid) numbers, the Perfetto writer
+//! writes lane k as the row [`lane_tid`](crate::layout::lane_tid) numbers, the Perfetto writer
 //! as a sibling track.
 
 use std::cmp::Reverse;
 
 use crate::activity::{Activity, ActivityType};
 use crate::hash::{cache_slot, FastMap};
-use crate::lane_tid::MAX_LANE;
+use crate::layout::MAX_LANE;
 
 /// How many recently used rows [`Lanes`] keeps at hand.
 const RECENT_ROWS: usize = 16;

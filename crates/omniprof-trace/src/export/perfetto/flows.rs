@@ -7,11 +7,11 @@
 
 use crate::activity::{Flow, FlowKind};
 use crate::hash::FastMap;
+use crate::layout::OWN_FLOW_IDS;
 
-/// Ids of the ends after the first start from here, above every id a flow of the model's
-/// kinds is written with (see `uuid::flow`: the kinds take the values 1 and 2 of the top
-/// two bits).
-const OWN_IDS: u64 = 3 << 62;
+/// Ids of the ends after the first start from here (see `uuid::flow` for the ids of the
+/// model's kinds).
+const OWN_IDS: u64 = OWN_FLOW_IDS;
 
 /// The Perfetto ids of every flow end, found in written order.
 #[derive(Default)]

@@ -72,14 +72,11 @@ use crate::export::json;
 use crate::export::lanes::{row_tid, written_span, Lanes, RowId, WrittenOrder};
 use crate::export::WriteStats;
 use crate::hash::{cache_slot, FastMap};
-use crate::import::pftrace_header as header;
 use crate::keys::arg;
+use crate::layout::{header, DEVICE_PID_BASE};
 use crate::trace::{ThreadRow, Trace};
 use crate::value::Value;
 
-/// Device `d` is written as the process `DEVICE_PID_BASE + d`: above any OS pid (Linux caps
-/// them at 2^22) and inside `int32`.
-pub(crate) const DEVICE_PID_BASE: i64 = 1 << 30;
 /// The sequences: the activities (interned, incremental times), spans (absolute times),
 /// counter samples (incremental times).
 const EVENTS_SEQUENCE: u64 = 1;

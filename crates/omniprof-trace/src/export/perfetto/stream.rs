@@ -24,20 +24,27 @@
 //! not in written order (which start an end follows is decided in time order).
 //!
 //! ```
-//! use omniprof_trace::{write_perfetto, PerfettoStream, PerfettoSurvey, TraceReader};
+//! use omniprof_trace::{write_perfetto, Activity, ActivityType, TraceItem, Window};
+//! use omniprof_trace::{PerfettoStream, PerfettoSurvey, TraceAssembler};
 //!
-//! let json = r#"{"baseTimeNanoseconds": 1000, "traceEvents": [
-//!   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 1.5, "dur": 2}
-//! ]}"#;
+//! // What a reader delivers, twice (the survey's read may skip args).
+//! let items = [
+//!     TraceItem::BaseTime(1_000),
+//!     TraceItem::Activity(Activity::new(ActivityType::CpuOp, "aten::mm", 7, 7, 2_500, 4_500)),
+//!     TraceItem::Window(Window::new(2_500, 4_500)),
+//! ];
 //! let mut survey = PerfettoSurvey::default();
-//! PerfettoSurvey::reader().stream(json.as_bytes(), |item| survey.add(item))?;
+//! items.iter().for_each(|item| survey.add(item.clone()));
 //! let mut out = Vec::new();
 //! let mut stream = PerfettoStream::new(survey.finish()?, &mut out)?;
-//! TraceReader::new().stream(json.as_bytes(), |item| stream.add(item))?;
+//! items.iter().for_each(|item| stream.add(item.clone()));
 //! let stats = stream.finish()?;
-//! let whole = TraceReader::new().read(json.as_bytes()).into_trace()?;
+//!
+//! // The same bytes as the whole trace written at once.
+//! let mut whole = TraceAssembler::default();
+//! items.into_iter().for_each(|item| whole.add(item));
 //! let mut expected = Vec::new();
-//! assert_eq!(write_perfetto(&whole, &mut expected)?, stats);
+//! assert_eq!(write_perfetto(&whole.finish().0, &mut expected)?, stats);
 //! assert_eq!(out, expected);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -52,14 +59,15 @@ use crate::export::chrome::NeedsWholeTrace;
 use crate::export::lanes::{row_tid, written_span, Lanes, RowId};
 use crate::export::WriteStats;
 use crate::hash::FastMap;
-use crate::import::{ArgFilter, TraceAssembler, TraceItem, TraceReader};
+use crate::item::{TraceAssembler, TraceItem};
 use crate::trace::Trace;
 
 /// The order activities are written in (by start, the longer first).
 type WrittenKey = (i64, Reverse<i64>);
 
 /// The first read of a streamed trace: what [`PerfettoStream`] must know before it writes.
-/// Feed it every item the reader delivers ([`TraceReader::stream`](crate::import::TraceReader::stream)),
+/// Feed it every item a reader delivers (`TraceReader::stream` in `omniprof-read`, which can
+/// skip the args for this read),
 /// then [`finish`](Self::finish) it.
 pub struct PerfettoSurvey {
     /// The header, rows, spans and window, as a whole read collects them.
@@ -93,12 +101,6 @@ impl Default for PerfettoSurvey {
 }
 
 impl PerfettoSurvey {
-    /// A reader for the first read: the survey reads no activity's args, which are most of
-    /// a read's work, so this one skips them (times, rows, ids and flows are still read).
-    pub fn reader() -> TraceReader {
-        TraceReader::new().args(ArgFilter::Only(Vec::new()))
-    }
-
     /// Takes the next item of the first read.
     pub fn add(&mut self, item: TraceItem) {
         if self.problem.is_some() {
@@ -166,7 +168,7 @@ impl PerfettoSurvey {
                  activities are not in time order",
             ));
         }
-        let trace = self.skeleton.finish();
+        let trace = self.skeleton.finish().0;
         // Rows numbered as the whole-trace writer numbers them: thread rows first.
         let lanes_of: FastMap<RowId, u32> = lanes.rows().collect();
         let mut seen = HashSet::new();

@@ -1,0 +1,386 @@
+//! The events of a trace one by one, as PyTorch's `prof.events()` lists its `FunctionEvent`s:
+//! every host op, device activity, `[memory]` event (a memory record outside every host
+//! event) and `[OutOfMemory]` event, in PyTorch's order (by start, longer first, then
+//! input order, memory events last), each with its times, memory, FLOPs and place in its
+//! thread's op tree. The numbers are the ones [`key_averages`](super::key_averages) sums:
+//! both come from the same op trees ([`KeyAveragesBuilder`]).
+//!
+//! ```
+//! use omniprof_analysis::{function_events, KeyAveragesOptions, ReportOptions};
+//! use omniprof_trace::{Activity, ActivityType, Trace};
+//!
+//! let mut trace = Trace::new(0, 1_000_000);
+//! trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 100_000, 700_000));
+//! trace.activities.push(Activity::new(ActivityType::UserAnnotation, "ProfilerStep#3", 1, 1, 0, 900_000));
+//! let events = function_events(&trace, &KeyAveragesOptions::default());
+//! let names: Vec<&str> = events.events.iter().map(|e| &*e.name).collect();
+//! assert_eq!(names, ["ProfilerStep*", "aten::mm"]);
+//! assert_eq!(&*events.events[0].trace_name, "ProfilerStep#3");
+//! assert_eq!(events.events[0].children, [1]);
+//! assert_eq!(events.events[1].parent, Some(0));
+//! assert!(events.table(&ReportOptions::default()).contains("aten::mm"));
+//! ```
+
+use std::sync::Arc;
+
+use super::builder::{
+    Emitted, KeyAveragesBuilder, KeyAveragesOptions, MEMORY_SEQ, OUT_OF_MEMORY_SEQ,
+};
+use super::events::{self, write_input_shapes};
+use super::stacks::{self, python_stacks, Stack, StackMetric};
+use super::{us, KeyAverages, ReportOptions, Row};
+use omniprof_trace::keys::name as event_name;
+use omniprof_trace::Activity;
+use omniprof_trace::FastMap;
+use omniprof_trace::Trace;
+
+/// One event, as PyTorch's `FunctionEvent` describes it. Times are nanoseconds, except the
+/// microseconds PyTorch computes with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FunctionEvent {
+    /// The activity's correlation id (PyTorch's `id`); for a `[memory]` or `[OutOfMemory]`
+    /// event, one more than the largest id before it, as PyTorch numbers them.
+    pub id: u64,
+    /// The name rows group by (`ProfilerStep#3` as `ProfilerStep*`; PyTorch's `name` and
+    /// `key`).
+    pub name: Arc<str>,
+    /// The name as recorded (PyTorch's `trace_name`).
+    pub trace_name: Arc<str>,
+    /// The activity's thread (`tid`; for device work, its stream).
+    pub thread: i64,
+    /// The activity's process (`pid`; for device work, the device).
+    pub process: i64,
+    /// Start and end in microseconds from the first activity (PyTorch's `time_range`,
+    /// which counts from the profiler's start).
+    pub start_us: f64,
+    /// End, as `start_us`.
+    pub end_us: f64,
+    /// Total CPU time, ns.
+    pub cpu_time_total_ns: i64,
+    /// Self CPU time, ns.
+    pub self_cpu_time_total_ns: i64,
+    /// Total device time, ns.
+    pub device_time_total_ns: i64,
+    /// Self device time, ns.
+    pub self_device_time_total_ns: i64,
+    /// The totals as PyTorch's float microseconds (see [`Row::cpu_time_total_us`]).
+    pub cpu_time_total_us: f64,
+    /// The device total as PyTorch's float microseconds.
+    pub device_time_total_us: f64,
+    /// `Input Dims` as Python prints the list (`[[64, 64], []]`; `[]` for none).
+    pub input_shapes: Arc<str>,
+    /// CPU memory allocated during the event, bytes.
+    pub cpu_memory_usage: i64,
+    /// The same less what its children allocated.
+    pub self_cpu_memory_usage: i64,
+    /// Device memory allocated during the event, bytes.
+    pub device_memory_usage: i64,
+    /// The same less what its children allocated.
+    pub self_device_memory_usage: i64,
+    /// The `flops` arg, 0 without one.
+    pub flops: u64,
+    /// The enclosing event in the op tree (PyTorch's `cpu_parent`), an index into
+    /// [`FunctionEvents::events`].
+    pub parent: Option<usize>,
+    /// The events directly inside it (PyTorch's `cpu_children`), in order.
+    pub children: Vec<usize>,
+    /// Outside the op tree: starts inside an op of its thread and ends after it.
+    pub is_async: bool,
+    /// A user range (`user_annotation`).
+    pub is_user_annotation: bool,
+    /// Device work rather than a host event (PyTorch's `device_type` is not CPU).
+    pub on_device: bool,
+    /// Its device time came from the stubs path.
+    pub is_legacy: bool,
+    /// A `python_function` event (PyTorch's `is_python_function`).
+    pub is_python_function: bool,
+    /// The Python frames it ran under, innermost first (PyTorch's `stack`; see
+    /// [`PythonStacks`](crate::PythonStacks)); empty for none.
+    pub stack: Stack,
+}
+
+impl FunctionEvent {
+    /// The event as a row of one call, as PyTorch prints an event in `events().table()`.
+    pub fn row(&self) -> Row {
+        Row {
+            name: Arc::clone(&self.name),
+            input_shapes: Some(Arc::clone(&self.input_shapes)),
+            stack: Some(Arc::clone(&self.stack)),
+            count: 1,
+            self_cpu_time_total_ns: self.self_cpu_time_total_ns,
+            cpu_time_total_ns: self.cpu_time_total_ns,
+            self_device_time_total_ns: self.self_device_time_total_ns,
+            device_time_total_ns: self.device_time_total_ns,
+            cpu_time_total_us: self.cpu_time_total_us,
+            device_time_total_us: self.device_time_total_us,
+            on_device: self.on_device,
+            is_legacy: self.is_legacy,
+            is_user_annotation: self.is_user_annotation,
+            is_async: self.is_async,
+            has_cpu_parent: self.parent.is_some(),
+            cpu_memory_usage: self.cpu_memory_usage,
+            self_cpu_memory_usage: self.self_cpu_memory_usage,
+            device_memory_usage: self.device_memory_usage,
+            self_device_memory_usage: self.self_device_memory_usage,
+            flops: self.flops,
+        }
+    }
+}
+
+/// PyTorch's `prof.events()`: every event, in PyTorch's order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FunctionEvents {
+    /// The events, in PyTorch's order.
+    pub events: Vec<FunctionEvent>,
+    /// As [`KeyAverages::device_name`].
+    pub device_name: String,
+    /// As [`KeyAverages::profile_memory`].
+    pub profile_memory: bool,
+    /// As [`KeyAverages::with_flops`].
+    pub with_flops: bool,
+}
+
+impl FunctionEvents {
+    /// The events as rows of one call each: a [`KeyAverages`] whose table is PyTorch's
+    /// `events().table()` (its `Input Shapes` column shows when some event has shapes).
+    pub fn as_rows(&self) -> KeyAverages {
+        let any_shapes = self.events.iter().any(|e| &*e.input_shapes != "[]");
+        let any_stack = self.events.iter().any(|e| !e.stack.is_empty());
+        KeyAverages {
+            rows: self
+                .events
+                .iter()
+                .map(|e| {
+                    let mut row = e.row();
+                    if !any_shapes {
+                        row.input_shapes = None;
+                    }
+                    if !any_stack {
+                        row.stack = None;
+                    }
+                    row
+                })
+                .collect(),
+            device_name: self.device_name.clone(),
+            profile_memory: self.profile_memory,
+            with_flops: self.with_flops,
+        }
+    }
+
+    /// PyTorch's `events().table()`: one line per event. (PyTorch itself fails on a trace
+    /// with `[memory]` events and FLOPs, whose `flops` is `None`; here they print `--`.)
+    pub fn table(&self, options: &ReportOptions) -> String {
+        self.as_rows().table(options)
+    }
+
+    /// PyTorch's `export_stacks(path, metric)` text: one line per event with a stack and a
+    /// `metric` of at least 1 µs, its frames outermost first joined by `;` (spaces, tabs,
+    /// line breaks and `;` in a frame written as `_`), a space and the whole microseconds
+    /// (see [`PythonStacks`](crate::PythonStacks)). Flame graph tools read it.
+    ///
+    /// ```
+    /// use omniprof_analysis::{function_events, StackMetric, KeyAveragesOptions};
+    /// use omniprof_trace::{Activity, ActivityType, Trace};
+    ///
+    /// let mut trace = Trace::new(0, 10_000);
+    /// trace.activities.push(Activity::new(ActivityType::PythonFunction, "t.py(3): step", 1, 1, 0, 10_000));
+    /// trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 1_000, 4_000));
+    /// let events = function_events(&trace, &KeyAveragesOptions::default());
+    /// assert_eq!(events.export_stacks(StackMetric::SelfCpuTimeTotal), "t.py(3):_step 3\n");
+    /// ```
+    pub fn export_stacks(&self, metric: StackMetric) -> String {
+        stacks::export(self, metric)
+    }
+}
+
+/// The events of a trace as PyTorch's `_parse_kineto_results` makes them: every host op,
+/// device activity, `[memory]` event (a memory record outside every host event) and
+/// `[OutOfMemory]` event, in PyTorch's order (by start, longer first, then input order,
+/// memory events last), with the numbers [`key_averages`](super::key_averages) sums
+/// (both come from the same op trees); `options` as for
+/// [`key_averages`](super::key_averages)
+/// (`group_by_input_shapes` has no effect: every event has its shapes).
+pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionEvents {
+    let mut builder = KeyAveragesBuilder::keeping_every_op(options.clone());
+    builder.device_events = Some(Vec::new());
+    let stacks = python_stacks(trace);
+    for (key, value) in &trace.metadata {
+        builder.add_metadata(key, value);
+    }
+    for span in &trace.spans {
+        builder.add_span_start(span.start_ns);
+    }
+    // The activity of each `seq`, and of each memory and out-of-memory record.
+    let mut sources: FastMap<u64, usize> = FastMap::default();
+    let mut memory_sources = Vec::new();
+    let mut oom_sources = Vec::new();
+    for (i, a) in trace.activities.iter().enumerate() {
+        let seq = builder.next_seq();
+        let (memory, oom) = builder.memory_counts();
+        builder.add_activity_with_stack(a, stacks.get(i));
+        if builder.next_seq() != seq {
+            sources.insert(seq, i);
+        }
+        let (memory_after, oom_after) = builder.memory_counts();
+        if memory_after != memory {
+            memory_sources.push(i);
+        }
+        if oom_after != oom {
+            oom_sources.push(i);
+        }
+    }
+    builder.set_window(trace.window);
+    let mut emitted = builder.emit_host_events();
+    emitted.extend(builder.device_events.take().unwrap_or_default());
+    emitted.sort_unstable_by_key(|e| e.first);
+    let (device_name, profile_memory, with_flops) = builder.labels();
+    let origin = builder.host_origin_ns();
+
+    let index: FastMap<u64, usize> = emitted
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.first.2, i))
+        .collect();
+    let source_index = |seq: u64| -> Option<usize> {
+        let i = if seq >= OUT_OF_MEMORY_SEQ {
+            oom_sources.get((seq - OUT_OF_MEMORY_SEQ) as usize)
+        } else if seq >= MEMORY_SEQ {
+            memory_sources.get((seq - MEMORY_SEQ) as usize)
+        } else {
+            sources.get(&seq)
+        };
+        i.copied()
+    };
+    let source =
+        |seq: u64| -> Option<&Activity> { source_index(seq).map(|i| &trace.activities[i]) };
+    let mut max_id = sources
+        .values()
+        .map(|&i| trace.activities[i].correlation)
+        .max()
+        .unwrap_or(0);
+    // Memory events are numbered after every other, in PyTorch's order: the records
+    // outside host events, then the out-of-memory records.
+    let mut memory_ids: Vec<(u64, u64)> = emitted
+        .iter()
+        .map(|e| e.first.2)
+        .filter(|&s| s >= MEMORY_SEQ)
+        .map(|s| (s, 0))
+        .collect();
+    memory_ids.sort_unstable();
+    for (_, id) in &mut memory_ids {
+        max_id += 1;
+        *id = max_id;
+    }
+    let memory_ids: FastMap<u64, u64> = memory_ids.into_iter().collect();
+
+    let mut shapes = String::new();
+    let mut out: Vec<FunctionEvent> = emitted
+        .iter()
+        .map(|e| {
+            let seq = e.first.2;
+            let (name, flags) = builder.key_strings(e.key);
+            let (start_ns, end_ns) = (e.first.0, e.first.1 .0);
+            let activity = source(seq);
+            let memory_event = seq >= MEMORY_SEQ;
+            if let Some(a) = activity.filter(|_| !memory_event) {
+                write_input_shapes(a, &mut shapes);
+            } else {
+                shapes.clear();
+                shapes.push_str("[]");
+            }
+            event(
+                e,
+                EventParts {
+                    id: if memory_event {
+                        memory_ids[&seq]
+                    } else {
+                        activity.map_or(0, |a| a.correlation)
+                    },
+                    name,
+                    trace_name: match activity {
+                        Some(a) if !memory_event => Arc::from(&*a.name),
+                        _ if seq >= OUT_OF_MEMORY_SEQ => Arc::from(event_name::OUT_OF_MEMORY),
+                        _ => Arc::from(event_name::MEMORY),
+                    },
+                    thread: activity.map_or(0, |a| a.resource),
+                    process: activity.map_or(0, |a| a.device),
+                    start_us: us(start_ns.saturating_sub(origin)),
+                    end_us: us(end_ns.saturating_sub(origin)),
+                    input_shapes: Arc::from(shapes.as_str()),
+                    flops: activity.and_then(events::flops).unwrap_or(0),
+                    on_device: flags.on_device,
+                    is_legacy: flags.legacy,
+                    is_user_annotation: flags.user_annotation,
+                    is_python_function: flags.python,
+                    stack: match source_index(seq) {
+                        Some(i) if !memory_event => Arc::clone(stacks.get(i)),
+                        _ => Arc::clone(stacks.get(usize::MAX)),
+                    },
+                },
+            )
+        })
+        .collect();
+    for i in 0..out.len() {
+        if let Some(parent) = emitted[i].parent().and_then(|p| index.get(&p).copied()) {
+            out[i].parent = Some(parent);
+            out[parent].children.push(i);
+        }
+    }
+    FunctionEvents {
+        events: out,
+        device_name,
+        profile_memory,
+        with_flops,
+    }
+}
+
+/// What an event takes from its activity rather than from the op tree.
+struct EventParts {
+    id: u64,
+    name: Arc<str>,
+    trace_name: Arc<str>,
+    thread: i64,
+    process: i64,
+    start_us: f64,
+    end_us: f64,
+    input_shapes: Arc<str>,
+    flops: u64,
+    on_device: bool,
+    is_legacy: bool,
+    is_user_annotation: bool,
+    is_python_function: bool,
+    stack: Stack,
+}
+
+fn event(e: &Emitted, p: EventParts) -> FunctionEvent {
+    let t = e.times;
+    FunctionEvent {
+        id: p.id,
+        name: p.name,
+        trace_name: p.trace_name,
+        thread: p.thread,
+        process: p.process,
+        start_us: p.start_us,
+        end_us: p.end_us,
+        cpu_time_total_ns: t.cpu_total_ns,
+        self_cpu_time_total_ns: t.self_cpu_ns,
+        device_time_total_ns: t.device_total_ns,
+        self_device_time_total_ns: t.self_device_ns,
+        cpu_time_total_us: e.float.cpu_total_us,
+        device_time_total_us: e.float.device_total_us,
+        input_shapes: p.input_shapes,
+        cpu_memory_usage: t.cpu_memory,
+        self_cpu_memory_usage: t.self_cpu_memory,
+        device_memory_usage: t.device_memory,
+        self_device_memory_usage: t.self_device_memory,
+        flops: p.flops,
+        parent: None,
+        children: Vec::new(),
+        is_async: e.is_async,
+        is_user_annotation: p.is_user_annotation,
+        on_device: p.on_device,
+        is_legacy: p.is_legacy,
+        is_python_function: p.is_python_function,
+        stack: p.stack,
+    }
+}

@@ -1,0 +1,169 @@
+//! The Perfetto reader against the Perfetto writer: what one writes, the other reads back
+//! into the trace the JSON reads into.
+
+use super::*;
+use crate::TraceReader;
+use omniprof_test_support::data::{launch_and_kernel, op, sample_trace};
+use omniprof_trace::Trace;
+use omniprof_trace::{write_chrome, write_perfetto};
+
+/// A trace with what the writer maps: host ops nested on a thread, a launch and its kernel
+/// with a flow whose id has two ends, a GPU user annotation, an instant, a counter, rows, a
+/// span, metadata, and two overlapping ops (a sibling lane).
+fn trace() -> Trace {
+    use ActivityType::*;
+    let mut mm = op("aten::mm", 7, 1_100_000, 1_500_000);
+    mm.correlation = 3;
+    mm.args.push((
+        "Input Dims".into(),
+        Value::List(vec![Value::List(vec![Value::Int(2)])]),
+    ));
+    mm.args
+        .push(("nested".into(), Value::Map(vec![("k".into(), Value::Null)])));
+    let (mut launch, mut k1) = launch_and_kernel();
+    launch.linked_correlation = Some(3);
+    k1.linked_correlation = Some(3);
+    let mut k2 = k1.clone();
+    k2.name = "gemm2".into();
+    (k2.start_ns, k2.end_ns) = (1_450_000, 1_460_000);
+    let annotation = Activity::new(GpuUserAnnotation, "step", 0, 5, 1_300_000, 1_460_000);
+    let mut memory = Activity::new(CpuInstantEvent, "[memory]", 7, 7, 1_150_000, 1_150_000);
+    memory.args.push(("Bytes".into(), Value::Int(-64)));
+    let mut t = sample_trace(vec![
+        mm,
+        op("aten::relu", 8, 1_100_000, 1_300_000),
+        op("overlapping", 8, 1_200_000, 1_400_000),
+        memory,
+        launch,
+        annotation,
+        k1,
+        k2,
+    ]);
+    t.trace_name = Some("t.pt.trace.json".into());
+    t
+}
+
+fn pftrace(t: &Trace) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_perfetto(t, &mut out).unwrap();
+    out
+}
+
+fn json(t: &Trace) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_chrome(t, "t.pt.trace.json", &mut out).unwrap();
+    out
+}
+
+/// The activities sorted, so that two readers' orders compare.
+fn sorted(mut acts: Vec<Activity>) -> Vec<Activity> {
+    acts.sort_by(|a, b| (a.start_ns, b.end_ns, &*a.name).cmp(&(b.start_ns, a.end_ns, &*b.name)));
+    acts
+}
+
+#[test]
+fn a_pftrace_reads_back_into_the_trace_its_json_reads_into() {
+    let t = trace();
+    let (from_pf, pf_stats) = TraceReader::new()
+        .read(&pftrace(&t)[..])
+        .into_result()
+        .unwrap();
+    let (from_json, _) = TraceReader::new()
+        .read(&json(&t)[..])
+        .into_result()
+        .unwrap();
+    assert_eq!(pf_stats.skipped(), 0, "{pf_stats:?}");
+    assert_eq!(
+        sorted(from_pf.activities.clone()),
+        sorted(from_json.activities.clone())
+    );
+    assert_eq!(
+        sorted(from_pf.activities.clone()),
+        sorted(t.activities.clone())
+    );
+    assert_eq!(from_pf.spans, from_json.spans);
+    assert_eq!(from_pf.metadata, from_json.metadata);
+    assert_eq!(from_pf.device_properties, from_json.device_properties);
+    assert_eq!(from_pf.trace_name, from_json.trace_name);
+    assert_eq!(from_pf.window, t.window);
+    assert_eq!(from_pf.processes, t.processes);
+    assert_eq!(from_pf.threads, t.threads);
+    assert_eq!(from_pf.counters.series(), from_json.counters.series());
+}
+
+#[test]
+fn activities_come_in_the_order_their_slices_began() {
+    let t = trace();
+    let mut names = Vec::new();
+    TraceReader::new()
+        .stream(&pftrace(&t)[..], |item| {
+            if let TraceItem::Activity(a) = item {
+                names.push(a.name.to_string());
+            }
+        })
+        .unwrap();
+    assert_eq!(
+        names,
+        [
+            "aten::mm",
+            "aten::relu",
+            "[memory]",
+            // Both start at 1.2 ms: the longer first, as the writer wrote them.
+            "overlapping",
+            "cudaLaunchKernel",
+            "step",
+            "gemm",
+            "gemm2"
+        ]
+    );
+}
+
+#[test]
+fn a_cut_pftrace_is_an_error_at_its_last_packet_and_keeps_what_came_before() {
+    let bytes = pftrace(&trace());
+    let cut = &bytes[..bytes.len() - 3];
+    let outcome = TraceReader::new().read(cut);
+    let e = outcome.error.expect("a cut trace");
+    let (index, offset) = e.location.packet.expect("the packet is named");
+    assert!(offset < cut.len() as u64 && index > 10, "{e}");
+    assert!(
+        e.to_string()
+            .starts_with(&format!("packet {index} (byte {offset}): ")),
+        "{e}"
+    );
+    assert_eq!(outcome.trace.activities.len(), 8);
+}
+
+#[test]
+fn packets_that_map_to_nothing_are_counted() {
+    // A `TracePacket` with only an ftrace bundle (field 1), then a slice on a track never
+    // described.
+    let mut bytes = vec![0x0a, 4, 0x0a, 2, 0x08, 1];
+    let event = [0x50, 1, 0x5a, 4, 0x48, 1, 0x58, 9];
+    bytes.extend([0x0a, event.len() as u8]);
+    bytes.extend(event);
+    let (trace, stats) = TraceReader::new().read(&bytes[..]).into_result().unwrap();
+    assert!(trace.activities.is_empty());
+    assert_eq!((stats.foreign_packets, stats.unsupported_id), (1, 1));
+    assert_eq!(stats.skipped(), 2);
+}
+
+#[test]
+fn json_text_and_protobuf_packets_are_told_apart_by_their_first_bytes() {
+    for json in [
+        &b"{\"traceEvents\": []}"[..],
+        b"\n{\"a\": 1}",
+        b"\n\n  [\n{",
+        b"\n[]",
+        b"\n[1]",
+    ] {
+        assert!(!is_pftrace(json), "{:?}", String::from_utf8_lossy(json));
+    }
+    // Packets of 9, 10, 13 and 32 bytes (their length a whitespace byte), 91 and 123 bytes
+    // (`[` and `{`), each followed by a field key (`trusted_packet_sequence_id`, 0x50).
+    for len in [9u8, 10, 13, 32, 91, 123] {
+        assert!(is_pftrace(&[0x0a, len, 0x50, 1]), "{len}");
+    }
+    assert!(is_pftrace(&pftrace(&trace())));
+    assert!(!is_pftrace(b"\n  "));
+}
