@@ -8,18 +8,18 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use crate::activity_api::traced;
+use crate::activity_records::{RuntimeApi, SyncKind};
+use crate::device_usage;
 use crate::error::{OrError, Result};
-use crate::lock::lock;
-use crate::queue::{Queue, Worker};
-use crate::record::{RuntimeApi, SyncKind};
-use crate::recorder::traced;
-use crate::spec::{
+use crate::hardware::{
     CLOCK_MHZ, COMPUTE_MAJOR, COMPUTE_MINOR, COMPUTE_UNITS, MAX_THREADS_PER_BLOCK,
     MAX_THREADS_PER_COMPUTE_UNIT, REGISTERS_PER_BLOCK, REGISTERS_PER_COMPUTE_UNIT,
     SHARED_MEMORY_PER_BLOCK, SHARED_MEMORY_PER_COMPUTE_UNIT, WARP_SIZE,
 };
+use crate::lock::lock;
+use crate::queue::{Queue, Worker};
 use crate::sys::now_ns;
-use crate::usage;
 
 pub use crate::options::Options;
 
@@ -32,7 +32,7 @@ pub(crate) struct Runtime {
 }
 
 /// One device's state: its stream pool, every live stream (for device-wide sync) and its
-/// memory size (what is in use is counted by [`usage`]).
+/// memory size (what is in use is counted by [`device_usage`]).
 pub(crate) struct Device {
     index: usize,
     pool: Mutex<Vec<Option<Arc<Worker>>>>,
@@ -130,17 +130,17 @@ impl Device {
 
     /// Reserves `bytes` of simulated memory; released by [`Device::release`].
     pub(crate) fn reserve(&self, bytes: u64) -> Result<()> {
-        usage::reserve_memory(self.index, now_ns(), bytes, self.memory_total).map_err(|used| {
-            OrError::OutOfMemory {
+        device_usage::reserve_memory(self.index, now_ns(), bytes, self.memory_total).map_err(
+            |used| OrError::OutOfMemory {
                 device: self.index,
                 requested: bytes,
                 available: self.memory_total - used,
-            }
-        })
+            },
+        )
     }
 
     pub(crate) fn release(&self, bytes: u64) {
-        usage::release_memory(self.index, now_ns(), bytes);
+        device_usage::release_memory(self.index, now_ns(), bytes);
     }
 }
 
@@ -183,7 +183,7 @@ pub fn device_synchronize() -> Result<()> {
 /// Simulated memory in use on `device`, in bytes (the tests check allocations with it).
 #[cfg(test)]
 pub(crate) fn device_memory_used(device: usize) -> Result<u64> {
-    Ok(usage::memory_used(runtime().device(device)?.index))
+    Ok(device_usage::memory_used(runtime().device(device)?.index))
 }
 
 /// What a device is, as `cudaGetDeviceProperties` would tell it.

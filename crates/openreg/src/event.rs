@@ -7,11 +7,11 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Condvar, Mutex};
 
+use crate::activity_api::{traced, Tag};
+use crate::activity_records::{DeviceActivity, EventOrigin, RuntimeApi, SyncKind};
 use crate::error::{OrError, Result};
 use crate::lock::{lock, wait};
 use crate::queue::Work;
-use crate::record::{DeviceActivity, EventOrigin, RuntimeApi, SyncKind};
-use crate::recorder::{traced, Tag};
 use crate::stream::Stream;
 use crate::sys::now_ns;
 

@@ -93,18 +93,18 @@
 // Modules bottom-up, as the runtime is built: a module imports only from groups above it.
 
 // Plain data and OS facts.
+mod hardware;
 mod lock;
 mod options;
-mod spec;
 mod sys;
 
-// Errors (they report options) and activity records (they carry spec data).
+// Errors (they report options) and activity records (they carry hardware data).
+mod activity_records;
 mod error;
-mod record;
 
 // What every runtime call records through, and what the performance monitor counts.
-mod recorder;
-mod usage;
+mod activity_api;
+mod device_usage;
 
 // The execution core: queues and their workers, the device registry, stream handles.
 mod queue;
@@ -121,17 +121,17 @@ mod kernel;
 
 mod event;
 
-// What profilers use: the activity API, the PM sampler, omniprof's backend over them, the
-// profiler stubs.
-mod profiling;
+// What profilers use: the end of a recording session, the PM sampler, omniprof's backend
+// over them, the profiler stubs.
+mod activity_finish;
 
-mod pm;
-
-#[cfg(feature = "omniprof-backend")]
-mod profiler;
+mod pm_sampler;
 
 #[cfg(feature = "omniprof-backend")]
-mod stubs;
+mod omniprof_backend;
+
+#[cfg(feature = "omniprof-backend")]
+mod omniprof_stubs;
 
 // The runtime.
 pub use device::{
@@ -148,30 +148,33 @@ pub use queue::MIN_WORK_NS;
 pub use stream::{current_stream, set_current_stream, Stream};
 
 // Activity recording (CUPTI's part) and the performance monitor.
-pub use pm::{
+pub use activity_api::{
+    disable_recording, drain_records, enable_recording, pop_external_correlation,
+    push_external_correlation, set_record_budget, DEFAULT_RECORD_BUDGET,
+};
+pub use activity_finish::finish_recording;
+pub use activity_records::{
+    DeviceActivity, DeviceRecord, EventOrigin, ExternalIds, ExternalKind, Kinds, Records,
+    RuntimeApi, RuntimeRecord, SyncKind,
+};
+pub use pm_sampler::{
     PmSample, PmSampler, BUSY_FRACTION, DEVICE_TO_HOST_BYTES, HOST_TO_DEVICE_BYTES,
     MEMORY_USED_BYTES,
-};
-pub use profiling::{
-    disable_recording, drain_records, enable_recording, finish_recording, pop_external_correlation,
-    push_external_correlation, set_record_budget, DeviceActivity, DeviceRecord, EventOrigin,
-    ExternalIds, ExternalKind, Kinds, Records, RuntimeApi, RuntimeRecord, SyncKind,
-    DEFAULT_RECORD_BUDGET,
 };
 
 // omniprof's backend and stubs over them.
 #[cfg(feature = "omniprof-backend")]
-pub use profiler::{OpenRegProfiler, DEVICE_TYPE, PM_SERIES, SCOPE_METRICS};
+pub use omniprof_backend::{OpenRegProfiler, DEVICE_TYPE, PM_SERIES, SCOPE_METRICS};
 #[cfg(feature = "omniprof-backend")]
-pub use stubs::OpenRegStubs;
+pub use omniprof_stubs::OpenRegStubs;
 
 #[cfg(test)]
 mod test_support {
     use std::borrow::Cow;
     use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+    use crate::activity_records::DeviceActivity;
     use crate::queue::Work;
-    use crate::record::DeviceActivity;
 
     /// Recording state and memory counters are process-wide: tests that enable recording or
     /// read counters run alone, the others share.

@@ -13,15 +13,15 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
+use crate::activity_api::traced;
+use crate::activity_records::{DeviceActivity, RuntimeApi};
 use crate::device::runtime;
 use crate::error::{OrError, Result};
 use crate::lock::lock;
 use crate::queue::Work;
-use crate::record::{DeviceActivity, RuntimeApi};
-use crate::recorder::traced;
 use crate::stream::Stream;
 
-pub use crate::spec::MemcpyKind;
+pub use crate::hardware::MemcpyKind;
 
 /// Memory of one device, freed when the last handle (including those held by queued work)
 /// is dropped.

@@ -20,13 +20,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::activity_api::Tag;
+use crate::activity_records::DeviceActivity;
+use crate::device_usage;
 use crate::error::{OrError, Result};
+use crate::hardware::MemcpyKind;
 use crate::lock::{lock, wait};
-use crate::record::DeviceActivity;
-use crate::recorder::Tag;
-use crate::spec::MemcpyKind;
 use crate::sys::now_ns;
-use crate::usage;
 
 /// One unit of stream work.
 pub(crate) trait Work: Send {
@@ -153,7 +153,7 @@ impl Queue {
         while let Some(item) = self.next() {
             let start_ns = now_ns();
             let started = Instant::now();
-            usage::work_started(self.device, start_ns);
+            device_usage::work_started(self.device, start_ns);
             item.work.execute();
             let mut end_ns = now_ns();
             if item.work.takes_device_time() {
@@ -164,7 +164,7 @@ impl Queue {
                 }
                 end_ns = now_ns().max(start_ns + MIN_WORK_NS);
             }
-            usage::work_finished(self.device, end_ns, item.work.copied());
+            device_usage::work_finished(self.device, end_ns, item.work.copied());
             if let Some(tag) = item.tag {
                 let (name, activity) = item.work.describe();
                 let stream = Some(self.id);

@@ -7,11 +7,11 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
+use crate::activity_api::{traced, Tag};
+use crate::activity_records::{RuntimeApi, SyncKind};
 use crate::device::{current_device, runtime};
 use crate::error::Result;
 use crate::queue::{Work, Worker};
-use crate::record::{RuntimeApi, SyncKind};
-use crate::recorder::{traced, Tag};
 use crate::sys::now_ns;
 
 /// A handle to a stream. Work queued on one stream runs in order on the stream's worker

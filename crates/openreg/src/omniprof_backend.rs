@@ -2,18 +2,18 @@
 //! timeline. It is registered statically with [`omniprof::register_profiler!`], so a program
 //! that uses OpenReg gets its device rows without any setup.
 //!
-//! The mapping, from [`profiling`] to omniprof:
+//! The mapping, from the activity API ([`activity_api`](crate::activity_api)) to omniprof:
 //!
 //! | OpenReg | omniprof |
 //! |---|---|
-//! | trace start / stop | [`profiling::enable`], then at stop `disable` → synchronize every device → [`profiling::drain`] |
-//! | window opened after a warm-up | [`profiling::enable`] again: the warm-up's records are dropped, the budget holds the window |
-//! | host op / user range pushed by the engine | [`profiling::push_external_correlation`] (`Default` / `User`) |
-//! | [`RuntimeRecord`](profiling::RuntimeRecord) | a `privateuse1_runtime` event on the calling thread, linked to the host op |
+//! | trace start / stop | [`enable_recording`], then at stop [`finish_recording`]: `disable` → synchronize every device → `drain` |
+//! | window opened after a warm-up | [`enable_recording`] again: the warm-up's records are dropped, the budget holds the window |
+//! | host op / user range pushed by the engine | [`push_external_correlation`] (`Default` / `User`) |
+//! | [`RuntimeRecord`](crate::RuntimeRecord) | a `privateuse1_runtime` event on the calling thread, linked to the host op |
 //! | [`DeviceRecord`] kernel / memcpy / memset | a `kernel` / `gpu_memcpy` / `gpu_memset` event on (device, stream), linked to the host op and handed over inside its user range |
 //! | records' correlation id | the activities' `correlation`: the engine draws the `ac2g` flow from launch to work |
 //! | [`DeviceProperties::kineto_entries`] | `deviceProperties` |
-//! | [`pm::PmSampler`] (`gpu_pm_counter`, every `OMNIPROF_PM_SAMPLING_PERIOD_USECS`) | one `OpenReg PM` counter series per device: busy fraction, copied bytes, memory in use |
+//! | [`PmSampler`] (`gpu_pm_counter`, every `OMNIPROF_PM_SAMPLING_PERIOD_USECS`) | one `OpenReg PM` counter series per device: busy fraction, copied bytes, memory in use |
 //! | [`KernelMetrics`] (`scope_profiler`) | per-kernel metrics ([`SCOPE_METRICS`]) the engine writes into the kernel's `args` and draws as counters |
 //!
 //! ```
@@ -49,8 +49,10 @@ use omniprof::{
     ResourceInfo, ScopeMetric,
 };
 
-use crate::pm::{self, PmSample};
-use crate::profiling::{self, DeviceActivity, DeviceRecord, ExternalKind, Kinds, Records};
+use crate::activity_api::{enable_recording, pop_external_correlation, push_external_correlation};
+use crate::activity_records::{DeviceActivity, DeviceRecord, ExternalKind, Kinds, Records};
+use crate::finish_recording;
+use crate::pm_sampler::{PmSample, PmSampler};
 use crate::{DeviceProperties, KernelMetrics, Property};
 
 /// The name devices get in traces and summaries (`Self OpenReg`).
@@ -141,7 +143,7 @@ struct OpenRegSession {
     scope: bool,
     /// The PM sampling period, when `gpu_pm_counter` is on.
     pm_period: Option<Duration>,
-    sampler: Option<pm::PmSampler>,
+    sampler: Option<PmSampler>,
     pm_samples: Vec<PmSample>,
     records: Records,
 }
@@ -152,16 +154,16 @@ struct ExternalCorrelation;
 
 impl CorrelationListener for ExternalCorrelation {
     fn push_correlation_id(&self, id: u64) {
-        profiling::push_external_correlation(ExternalKind::Default, id);
+        push_external_correlation(ExternalKind::Default, id);
     }
     fn pop_correlation_id(&self) {
-        profiling::pop_external_correlation(ExternalKind::Default);
+        pop_external_correlation(ExternalKind::Default);
     }
     fn push_user_correlation_id(&self, id: u64) {
-        profiling::push_external_correlation(ExternalKind::User, id);
+        push_external_correlation(ExternalKind::User, id);
     }
     fn pop_user_correlation_id(&self) {
-        profiling::pop_external_correlation(ExternalKind::User);
+        pop_external_correlation(ExternalKind::User);
     }
 }
 
@@ -169,11 +171,11 @@ impl ProfilerSession for OpenRegSession {
     fn start(&mut self) -> Result<(), BackendError> {
         if let Some(period) = self.pm_period {
             let devices: Vec<usize> = (0..crate::device_count()).collect();
-            let sampler = pm::PmSampler::start(&devices, period)
+            let sampler = PmSampler::start(&devices, period)
                 .map_err(|e| BackendError::new(format!("PM sampler: {e}")))?;
             self.sampler = Some(sampler);
         }
-        profiling::enable_recording(self.kinds);
+        enable_recording(self.kinds);
         Ok(())
     }
 
@@ -181,7 +183,7 @@ impl ProfilerSession for OpenRegSession {
     /// fresh `enable`, as Kineto's `flushWarmupBuffers` clears CUPTI's buffers. Work
     /// launched during the warm-up and finishing later is not recorded.
     fn window_opened(&mut self) -> Result<(), BackendError> {
-        profiling::enable_recording(self.kinds);
+        enable_recording(self.kinds);
         Ok(())
     }
 
@@ -191,8 +193,7 @@ impl ProfilerSession for OpenRegSession {
         if let Some(sampler) = self.sampler.take() {
             self.pm_samples = sampler.stop();
         }
-        self.records =
-            profiling::finish_recording().map_err(|e| BackendError::new(e.to_string()))?;
+        self.records = finish_recording().map_err(|e| BackendError::new(e.to_string()))?;
         Ok(())
     }
 

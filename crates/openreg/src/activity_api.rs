@@ -1,19 +1,44 @@
-//! The recorder: the store records wait in between drains, the per-thread external
-//! correlation stacks, and [`traced`], which every runtime call runs through.
+//! The activity API: OpenReg's counterpart of NVIDIA's CUPTI Activity API, and the recorder
+//! behind it.
 //!
-//! It sits just above the record types and below the whole runtime: every runtime call and
-//! every stream worker records through it, and it needs nothing of theirs.
+//! While recording is [`enable_recording`]d, every runtime API call produces a
+//! [`RuntimeRecord`] on the calling host thread, and every piece of device work it launched
+//! produces a [`DeviceRecord`] when the stream worker finishes it. Both carry the call's
+//! correlation id, which is how a profiler links a launch to its device work (Kineto's `ac2g`
+//! flow), and the innermost ids of the calling thread's two external correlation stacks at
+//! call time, which is how it links device work to the host op or user range that launched
+//! it. Records wait in one in-memory store, bounded by a record budget, until
+//! [`drain_records`]ed.
+//!
+//! | OpenReg | CUPTI |
+//! |---|---|
+//! | [`enable_recording`] / [`disable_recording`] | `cuptiActivityEnable` / `cuptiActivityDisable` per kind |
+//! | [`push_external_correlation`] / [`pop_external_correlation`] | `cuptiActivityPushExternalCorrelationId` / `...Pop...` |
+//! | [`RuntimeRecord`] | `CUpti_ActivityAPI` (`CUPTI_ACTIVITY_KIND_RUNTIME`) |
+//! | [`DeviceRecord`] | `CUpti_ActivityKernel`, `...Memcpy`, `...Memset`, `...Synchronization` |
+//! | [`ExternalIds`] on each record | `CUpti_ActivityExternalCorrelation` records |
+//! | [`drain_records`] | `cuptiActivityFlushAll` and the buffer-completed callback |
+//! | [`Records::dropped`] | `cuptiActivityGetNumDroppedRecords` |
+//!
+//! With recording disabled a runtime call pays one atomic load.
+//!
+//! Besides the public calls, this holds the store, the per-thread external correlation
+//! stacks, and [`traced`], which every runtime call runs through. It sits just above the
+//! record types ([`activity_records`](crate::activity_records)) and below the whole runtime:
+//! every runtime call and every stream worker records through it, and it needs nothing of
+//! theirs. The one call that does need the runtime, [`finish_recording`](crate::finish_recording),
+//! sits above it in [`activity_finish`](crate::activity_finish).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
-use crate::lock::lock;
-use crate::record::{
+use crate::activity_records::{
     DeviceActivity, DeviceRecord, EventOrigin, ExternalIds, ExternalKind, Kinds, Records,
     RuntimeApi, RuntimeRecord, SyncKind,
 };
+use crate::lock::lock;
 use crate::sys::{now_ns, thread_id};
 
 /// Records kept between drains unless [`set_record_budget`] says otherwise.

@@ -1,40 +1,14 @@
-//! Activity recording: OpenReg's counterpart of NVIDIA's CUPTI Activity API.
+//! [`finish_recording`], the activity API's end of a session, and the tests of activity
+//! recording through the whole runtime.
 //!
-//! While recording is [`enable_recording`]d, every runtime API call produces a [`RuntimeRecord`] on the
-//! calling host thread, and every piece of device work it launched produces a
-//! [`DeviceRecord`] when the stream worker finishes it. Both carry the call's correlation id,
-//! which is how a profiler links a launch to its device work (Kineto's `ac2g` flow), and the
-//! innermost ids of the calling thread's two external correlation stacks at call time, which is
-//! how it links device work to the host op or user range that launched it. Records wait in
-//! one in-memory store, bounded by a record budget, until [`drain_records`]ed.
-//!
-//! | OpenReg | CUPTI |
-//! |---|---|
-//! | [`enable_recording`] / [`disable_recording`] | `cuptiActivityEnable` / `cuptiActivityDisable` per kind |
-//! | [`push_external_correlation`] / [`pop_external_correlation`] | `cuptiActivityPushExternalCorrelationId` / `...Pop...` |
-//! | [`RuntimeRecord`] | `CUpti_ActivityAPI` (`CUPTI_ACTIVITY_KIND_RUNTIME`) |
-//! | [`DeviceRecord`] | `CUpti_ActivityKernel`, `...Memcpy`, `...Memset`, `...Synchronization` |
-//! | [`ExternalIds`] on each record | `CUpti_ActivityExternalCorrelation` records |
-//! | [`drain_records`] | `cuptiActivityFlushAll` and the buffer-completed callback |
-//! | [`Records::dropped`] | `cuptiActivityGetNumDroppedRecords` |
-//!
-//! With recording disabled a runtime call pays one atomic load.
-//!
-//! The record types and the recorder sit low in the crate, below the runtime that records
-//! through them; this module gathers them for a profiler and adds [`finish_recording`], which needs
-//! the devices and so sits above them.
+//! The rest of the activity API ([`activity_api`](crate::activity_api)) and its records
+//! ([`activity_records`](crate::activity_records)) sit low in the crate, below the runtime
+//! that records through them. Ending a session the way a profiler's `stop` does needs the
+//! devices, to synchronize them, and so does testing what kernels, copies, events and streams
+//! record: both sit here, above the runtime.
 
-pub use crate::record::{
-    DeviceActivity, DeviceRecord, EventOrigin, ExternalIds, ExternalKind, Kinds, Records,
-    RuntimeApi, RuntimeRecord, SyncKind,
-};
-#[cfg(test)]
-use crate::recorder::recording_kinds;
-pub use crate::recorder::{
-    disable_recording, drain_records, enable_recording, pop_external_correlation,
-    push_external_correlation, set_record_budget, DEFAULT_RECORD_BUDGET,
-};
-
+use crate::activity_api::{disable_recording, drain_records};
+use crate::activity_records::Records;
 use crate::device::{current_device, device_count, device_synchronize, set_device};
 use crate::error::Result;
 
@@ -56,6 +30,14 @@ pub fn finish_recording() -> Result<Records> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::activity_api::{
+        enable_recording, pop_external_correlation, push_external_correlation, recording_kinds,
+        set_record_budget, DEFAULT_RECORD_BUDGET,
+    };
+    use crate::activity_records::{
+        DeviceActivity, EventOrigin, ExternalIds, ExternalKind, Kinds, RuntimeApi, RuntimeRecord,
+        SyncKind,
+    };
     use crate::event::Event;
     use crate::kernel::{launch_kernel, Kernel};
     use crate::lock::lock;

@@ -1,7 +1,7 @@
 //! The PM (performance monitor) sampler: each device sampled on a grid of fixed intervals by
 //! a thread of its own, reporting what really happened in each interval — the fraction of it
 //! during which the device's streams were running work, the bytes they copied host to device
-//! and device to host, and the device memory in use at its end ([`crate::usage`]).
+//! and device to host, and the device memory in use at its end ([`crate::device_usage`]).
 //!
 //! Like a hardware monitor, which samples into a buffer that its host thread reads now and
 //! then, the device logs every change of these numbers while it is sampled, and the thread
@@ -31,10 +31,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::device::device_count;
+use crate::device_usage::{self, Usage, UsageMonitor};
 use crate::error::{OrError, Result};
 use crate::lock::{lock, wait_timeout};
 use crate::sys::now_ns;
-use crate::usage::{self, Usage, UsageMonitor};
 
 /// The value name of [`PmSample::busy_fraction`] in traces.
 pub const BUSY_FRACTION: &str = "busy_fraction";
@@ -124,14 +124,14 @@ impl PmSampler {
             if device >= count {
                 return Err(OrError::InvalidDevice { device, count });
             }
-            let start = usage::watch_usage(device)?;
+            let start = device_usage::watch_usage(device)?;
             let at_ns = now_ns();
             let control = Arc::clone(&sampler.control);
             let thread = std::thread::Builder::new()
                 .name(format!("openreg-pm{device}"))
                 .spawn(move || sample(device, period, start, at_ns, &control))
                 .map_err(|e| {
-                    usage::unwatch_usage(device);
+                    device_usage::unwatch_usage(device);
                     OrError::ThreadSpawn(e)
                 })?;
             sampler.threads.push(thread);
@@ -208,7 +208,7 @@ fn sample(
             state = wait_timeout(&control.changed, state, Duration::from_nanos(left as u64));
         }
         let last = state.stop;
-        usage::drain_usage(device, &mut changes);
+        device_usage::drain_usage(device, &mut changes);
         // Every change drained was logged by now (its time was read before it was logged).
         let now = now_ns();
         let mut close_intervals_to = |until: i64, monitor: &UsageMonitor, samples: &mut Vec<_>| {
@@ -232,7 +232,7 @@ fn sample(
             if now > previous.at_ns {
                 samples.push(between(device, &previous, &monitor.at(now)));
             }
-            usage::unwatch_usage(device);
+            device_usage::unwatch_usage(device);
             return samples;
         }
         wake = now + drain_ns;

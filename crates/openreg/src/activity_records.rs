@@ -1,20 +1,20 @@
-//! What activity recording produces, as plain data: runtime records, device records and
+//! The records the activity API produces, as plain data: runtime records, device records and
 //! what each kind of device work carries, and the kinds a session selects.
 //!
-//! Only data lives here, below the recorder that stores it and below the kernels, copies and
-//! events that describe themselves with it; [`profiling`](crate::profiling) is its public face.
+//! Only data lives here, below the activity API ([`activity_api`](crate::activity_api)) that
+//! stores it and below the kernels, copies and events that describe themselves with it.
 
 use std::borrow::Cow;
 use std::ops::BitOr;
 
-use crate::spec::{KernelMetrics, LaunchDims, MemcpyKind};
+use crate::hardware::{KernelMetrics, LaunchDims, MemcpyKind};
 
 /// A set of record kinds to collect.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Kinds(pub(crate) u8);
 
 impl Kinds {
-    /// Nothing: the same as [`disable`](crate::profiling::disable_recording).
+    /// Nothing: the same as [`disable`](crate::disable_recording).
     pub const NONE: Self = Self(0);
     /// [`RuntimeRecord`]s.
     pub const RUNTIME: Self = Self(1);
@@ -243,7 +243,7 @@ pub struct DeviceRecord {
     pub external: ExternalIds,
 }
 
-/// Everything recorded since the last [`drain`](crate::profiling::drain_records) (or [`enable`](crate::profiling::enable_recording)).
+/// Everything recorded since the last [`drain`](crate::drain_records) (or [`enable`](crate::enable_recording)).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Records {
     /// Runtime records, in the order calls returned.

@@ -27,7 +27,7 @@ use crate::{Event, OrError};
 #[derive(Default)]
 pub struct OpenRegStubs;
 
-omniprof::register_stubs!(crate::profiler::DEVICE_TYPE, OpenRegStubs);
+omniprof::register_stubs!(crate::omniprof_backend::DEVICE_TYPE, OpenRegStubs);
 
 fn stub_error(e: OrError) -> StubError {
     StubError::Backend(format!("OpenReg error: {e}"))

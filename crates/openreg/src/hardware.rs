@@ -1,5 +1,5 @@
-//! Plain data that describes the simulated hardware and the device work run on it: the
-//! hardware limits, a kernel launch's shape and counters, a copy's direction.
+//! The simulated hardware, as plain data: the limits every device shares, and what describes
+//! the device work run on it (a kernel launch's shape and counters, a copy's direction).
 //!
 //! It sits at the bottom so that activity records can carry these values without knowing
 //! kernels or buffers, and kernels, memory and device properties all read one definition.
