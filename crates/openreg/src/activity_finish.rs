@@ -39,9 +39,10 @@ mod tests {
         SyncKind,
     };
     use crate::event::Event;
+    use crate::hardware::MemcpyKind;
     use crate::kernel::{launch_kernel, Kernel};
     use crate::lock::lock;
-    use crate::memory::{malloc, memcpy_async, memset_async, HostBuffer, MemcpyKind};
+    use crate::memory::{malloc, memcpy_async, memset_async, HostBuffer};
     use crate::stream::Stream;
     use crate::test_support::exclusive;
     use std::collections::{HashMap, HashSet};

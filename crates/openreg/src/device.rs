@@ -18,10 +18,9 @@ use crate::hardware::{
     SHARED_MEMORY_PER_BLOCK, SHARED_MEMORY_PER_COMPUTE_UNIT, WARP_SIZE,
 };
 use crate::lock::lock;
+use crate::options::Options;
 use crate::queue::{Queue, Worker};
 use crate::sys::now_ns;
-
-pub use crate::options::Options;
 
 /// The device name every OpenReg device reports.
 pub(crate) const DEVICE_NAME: &str = "OpenReg Simulated Accelerator";

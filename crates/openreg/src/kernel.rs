@@ -11,14 +11,13 @@ use crate::activity_api::traced;
 use crate::activity_records::{DeviceActivity, RuntimeApi};
 use crate::error::Result;
 use crate::hardware::{
-    COMPUTE_UNITS, MAX_BLOCKS_PER_COMPUTE_UNIT, MAX_THREADS_PER_COMPUTE_UNIT, WARP_SIZE,
+    KernelMetrics, LaunchDims, COMPUTE_UNITS, MAX_BLOCKS_PER_COMPUTE_UNIT,
+    MAX_THREADS_PER_COMPUTE_UNIT, WARP_SIZE,
 };
 use crate::lock::lock;
 use crate::memory::{check_device, check_len, f32s, DeviceBuffer};
 use crate::queue::Work;
 use crate::stream::Stream;
-
-pub use crate::hardware::{KernelMetrics, LaunchDims};
 
 /// Threads per block side of a matmul tile (16 × 16 = 256 threads).
 const MATMUL_TILE: usize = 16;

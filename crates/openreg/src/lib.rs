@@ -136,14 +136,14 @@ mod omniprof_stubs;
 // The runtime.
 pub use device::{
     current_device, device_count, device_properties, device_synchronize, init, set_device,
-    DeviceProperties, Options, Property,
+    DeviceProperties, Property,
 };
 pub use error::{OrError, Result};
 pub use event::Event;
-pub use kernel::{launch_kernel, Kernel, KernelMetrics, LaunchDims};
-pub use memory::{
-    malloc, memcpy_async, memset_async, Buffer, DeviceBuffer, HostBuffer, MemcpyKind,
-};
+pub use hardware::{KernelMetrics, LaunchDims, MemcpyKind};
+pub use kernel::{launch_kernel, Kernel};
+pub use memory::{malloc, memcpy_async, memset_async, Buffer, DeviceBuffer, HostBuffer};
+pub use options::Options;
 pub use queue::MIN_WORK_NS;
 pub use stream::{current_stream, set_current_stream, Stream};
 

@@ -17,11 +17,10 @@ use crate::activity_api::traced;
 use crate::activity_records::{DeviceActivity, RuntimeApi};
 use crate::device::runtime;
 use crate::error::{OrError, Result};
+use crate::hardware::MemcpyKind;
 use crate::lock::lock;
 use crate::queue::Work;
 use crate::stream::Stream;
-
-pub use crate::hardware::MemcpyKind;
 
 /// Memory of one device, freed when the last handle (including those held by queued work)
 /// is dropped.

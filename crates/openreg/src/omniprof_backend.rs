@@ -270,7 +270,7 @@ impl ProfilerSession for OpenRegSession {
         match self.records.dropped {
             0 => Vec::new(),
             n => vec![format!(
-                "{n} records dropped: the record budget was full (profiling::set_record_budget)"
+                "{n} records dropped: the record budget was full (openreg::set_record_budget)"
             )],
         }
     }
