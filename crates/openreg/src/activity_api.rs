@@ -26,8 +26,8 @@
 //! stacks, and [`traced`], which every runtime call runs through. It sits just above the
 //! record types ([`activity_records`](crate::activity_records)) and below the whole runtime:
 //! every runtime call and every stream worker records through it, and it needs nothing of
-//! theirs. The one call that does need the runtime, [`finish_recording`](crate::finish_recording),
-//! sits above it in [`activity_finish`](crate::activity_finish).
+//! theirs. The one call that does need the runtime, `finish_recording`, sits above it in
+//! `activity_finish.rs`.
 
 use std::borrow::Cow;
 use std::cell::RefCell;

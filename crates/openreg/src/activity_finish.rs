@@ -43,6 +43,7 @@ mod tests {
     use crate::kernel::{launch_kernel, Kernel};
     use crate::lock::lock;
     use crate::memory::{malloc, memcpy_async, memset_async, HostBuffer};
+    use crate::queue::MIN_WORK_NS;
     use crate::stream::Stream;
     use crate::test_support::exclusive;
     use std::collections::{HashMap, HashSet};
@@ -205,7 +206,7 @@ mod tests {
         }
         for name in ["Memcpy HtoD", "Memset", "fill_f32"] {
             let least = lasted[name];
-            assert!(least >= crate::MIN_WORK_NS, "{name}: {least} ns");
+            assert!(least >= MIN_WORK_NS, "{name}: {least} ns");
         }
     }
 

@@ -1,8 +1,8 @@
 //! The records the activity API produces, as plain data: runtime records, device records and
 //! what each kind of device work carries, and the kinds a session selects.
 //!
-//! Only data lives here, below the activity API ([`activity_api`](crate::activity_api)) that
-//! stores it and below the kernels, copies and events that describe themselves with it.
+//! Only data lives here, below the activity API (`activity_api.rs`) that stores it and below
+//! the kernels, copies and events that describe themselves with it.
 
 use std::borrow::Cow;
 use std::ops::BitOr;

@@ -2,7 +2,7 @@
 //! long at least one of its streams was running work, how many bytes its streams copied host
 //! to device and device to host, and how much of its memory is in use (the one count of it:
 //! allocations are checked against the device's size here). Always on (a lock per work item
-//! and per allocation); the PM sampler ([`crate::pm_sampler`]) reads it.
+//! and per allocation); the PM sampler (`pm_sampler.rs`) reads it.
 //!
 //! While a sampler [`watch_usage`]es a device, every change of these numbers is also logged with
 //! its time, as a hardware monitor writes samples into a buffer that its host thread reads

@@ -168,51 +168,6 @@ pub use omniprof_backend::{OpenRegProfiler, DEVICE_TYPE, PM_SERIES, SCOPE_METRIC
 #[cfg(feature = "omniprof-backend")]
 pub use omniprof_stubs::OpenRegStubs;
 
+// What the unit tests share.
 #[cfg(test)]
-mod test_support {
-    use std::borrow::Cow;
-    use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-    use crate::activity_records::DeviceActivity;
-    use crate::queue::Work;
-
-    /// Recording state and memory counters are process-wide: tests that enable recording or
-    /// read counters run alone, the others share.
-    static RECORDING: RwLock<()> = RwLock::new(());
-
-    fn init() {
-        crate::init(crate::Options::default()).expect("tests use the default options");
-    }
-
-    /// For tests that do not record.
-    pub(crate) fn shared() -> RwLockReadGuard<'static, ()> {
-        init();
-        RECORDING.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// For tests that enable recording or read device-wide counters.
-    pub(crate) fn exclusive() -> RwLockWriteGuard<'static, ()> {
-        init();
-        RECORDING.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Stream work that runs a closure, so the queues, devices and streams are tested without
-    /// the kernels and copies that sit above them.
-    pub(crate) struct Task(Box<dyn Fn() + Send>);
-
-    impl Task {
-        pub(crate) fn new(run: impl Fn() + Send + 'static) -> Self {
-            Self(Box::new(run))
-        }
-    }
-
-    impl Work for Task {
-        fn execute(&self) {
-            (self.0)();
-        }
-
-        fn describe(&self) -> (Cow<'static, str>, DeviceActivity) {
-            unreachable!("tasks are queued only by tests that do not record")
-        }
-    }
-}
+mod test_support;

@@ -9,7 +9,7 @@
 //! | trace start / stop | [`enable_recording`], then at stop [`finish_recording`]: `disable` → synchronize every device → `drain` |
 //! | window opened after a warm-up | [`enable_recording`] again: the warm-up's records are dropped, the budget holds the window |
 //! | host op / user range pushed by the engine | [`push_external_correlation`] (`Default` / `User`) |
-//! | [`RuntimeRecord`](crate::RuntimeRecord) | a `privateuse1_runtime` event on the calling thread, linked to the host op |
+//! | [`RuntimeRecord`](crate::activity_records::RuntimeRecord) | a `privateuse1_runtime` event on the calling thread, linked to the host op |
 //! | [`DeviceRecord`] kernel / memcpy / memset | a `kernel` / `gpu_memcpy` / `gpu_memset` event on (device, stream), linked to the host op and handed over inside its user range |
 //! | records' correlation id | the activities' `correlation`: the engine draws the `ac2g` flow from launch to work |
 //! | [`DeviceProperties::kineto_entries`] | `deviceProperties` |
@@ -50,10 +50,11 @@ use omniprof::{
 };
 
 use crate::activity_api::{enable_recording, pop_external_correlation, push_external_correlation};
+use crate::activity_finish::finish_recording;
 use crate::activity_records::{DeviceActivity, DeviceRecord, ExternalKind, Kinds, Records};
-use crate::finish_recording;
+use crate::device::{device_count, device_properties, DeviceProperties, Property};
+use crate::hardware::KernelMetrics;
 use crate::pm_sampler::{PmSample, PmSampler};
-use crate::{DeviceProperties, KernelMetrics, Property};
 
 /// The name devices get in traces and summaries (`Self OpenReg`).
 pub const DEVICE_TYPE: &str = "OpenReg";
@@ -170,7 +171,7 @@ impl CorrelationListener for ExternalCorrelation {
 impl ProfilerSession for OpenRegSession {
     fn start(&mut self) -> Result<(), BackendError> {
         if let Some(period) = self.pm_period {
-            let devices: Vec<usize> = (0..crate::device_count()).collect();
+            let devices: Vec<usize> = (0..device_count()).collect();
             let sampler = PmSampler::start(&devices, period)
                 .map_err(|e| BackendError::new(format!("PM sampler: {e}")))?;
             self.sampler = Some(sampler);
@@ -282,7 +283,7 @@ impl ProfilerSession for OpenRegSession {
     fn device_properties(&self) -> Vec<Value> {
         self.devices()
             .into_iter()
-            .filter_map(|d| crate::device_properties(d).ok())
+            .filter_map(|d| device_properties(d).ok())
             .map(|p| properties_value(&p))
             .collect()
     }
@@ -375,8 +376,8 @@ fn bandwidth_gbps(bytes: u64, r: &DeviceRecord) -> f64 {
 mod tests {
     use super::*;
     use crate::device::DEVICE_NAME;
+    use crate::options::Options;
     use crate::test_support::shared;
-    use crate::{device_properties, Options};
 
     #[test]
     fn properties_json_uses_kineto_keys() {

@@ -21,13 +21,18 @@
 
 use omniprof::{ProfilerStubs, RecordOut, StubError, StubEvent};
 
-use crate::{Event, OrError};
+use crate::device::{current_device, device_count, device_synchronize, set_device};
+use crate::error::OrError;
+use crate::event::Event;
+use crate::omniprof_backend::DEVICE_TYPE;
+use crate::stream::current_stream;
+use crate::sys::now_ns;
 
 /// The stubs, registered for the device name `OpenReg`.
 #[derive(Default)]
 pub struct OpenRegStubs;
 
-omniprof::register_stubs!(crate::omniprof_backend::DEVICE_TYPE, OpenRegStubs);
+omniprof::register_stubs!(DEVICE_TYPE, OpenRegStubs);
 
 fn stub_error(e: OrError) -> StubError {
     StubError::Backend(format!("OpenReg error: {e}"))
@@ -35,13 +40,13 @@ fn stub_error(e: OrError) -> StubError {
 
 impl ProfilerStubs for OpenRegStubs {
     fn record(&self, out: RecordOut<'_>) -> Result<(), StubError> {
-        let stream = crate::current_stream().map_err(stub_error)?;
+        let stream = current_stream().map_err(stub_error)?;
         if let Some(device) = out.device {
-            *device = crate::current_device() as i32;
+            *device = current_device() as i32;
         }
         let event = Event::new();
         if let Some(cpu_ns) = out.cpu_ns {
-            *cpu_ns = crate::sys::now_ns();
+            *cpu_ns = now_ns();
         }
         event.record(&stream);
         if let Some(slot) = out.event {
@@ -67,16 +72,16 @@ impl ProfilerStubs for OpenRegStubs {
     fn range_pop(&self) {}
 
     fn on_each_device(&self, op: &mut dyn FnMut(i32)) {
-        let current = crate::current_device();
-        for device in 0..crate::device_count() {
-            if crate::set_device(device).is_ok() {
+        let current = current_device();
+        for device in 0..device_count() {
+            if set_device(device).is_ok() {
                 op(device as i32);
             }
         }
-        let _ = crate::set_device(current);
+        let _ = set_device(current);
     }
 
     fn synchronize(&self) -> Result<(), StubError> {
-        crate::device_synchronize().map_err(stub_error)
+        device_synchronize().map_err(stub_error)
     }
 }
