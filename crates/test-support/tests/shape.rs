@@ -37,7 +37,8 @@ const PUBLIC_MODULES: &[(&str, &[&str])] = &[
             "trigger",
         ],
     ),
-    // The arg and metadata names writers and readers share.
+    // The arg and metadata names writers and readers share, and how formats lay out what
+    // they have no place for.
     (
         "omniprof-trace",
         &[
@@ -46,8 +47,67 @@ const PUBLIC_MODULES: &[(&str, &[&str])] = &[
             "keys::metadata",
             "keys::metadata::distributed",
             "keys::name",
+            "layout",
+            "layout::header",
         ],
     ),
+];
+
+/// Files still in an import circle, being untangled: a circle through any other file fails
+/// the check, and so does a file listed here that is in no circle any more. Only shrinks.
+const TANGLED: &[&str] = &[
+    "crates/omniprof-analysis/src/builder.rs",
+    "crates/omniprof-analysis/src/counters.rs",
+    "crates/omniprof-analysis/src/csv.rs",
+    "crates/omniprof-analysis/src/diff.rs",
+    "crates/omniprof-analysis/src/flamegraph.rs",
+    "crates/omniprof-analysis/src/fold.rs",
+    "crates/omniprof-analysis/src/function_events.rs",
+    "crates/omniprof-analysis/src/json.rs",
+    "crates/omniprof-analysis/src/lib.rs",
+    "crates/omniprof-analysis/src/listing.rs",
+    "crates/omniprof-analysis/src/metrics.rs",
+    "crates/omniprof-analysis/src/stacks.rs",
+    "crates/omniprof-analysis/src/summed_events.rs",
+    "crates/omniprof-analysis/src/table.rs",
+    "crates/omniprof-analysis/src/tree.rs",
+    "crates/omniprof-plugin-sys/src/sdk/ffi.rs",
+    "crates/omniprof-plugin-sys/src/sdk/mod.rs",
+    "crates/omniprof-python/src/handler.rs",
+    "crates/omniprof-python/src/lib.rs",
+    "crates/omniprof-python/src/observer.rs",
+    "crates/omniprof-python/src/privateuse1.rs",
+    "crates/omniprof-python/src/results.rs",
+    "crates/omniprof-python/src/session.rs",
+    "crates/omniprof-python/src/stubs.rs",
+    "crates/omniprof-trace/src/export/chrome.rs",
+    "crates/omniprof-trace/src/export/format.rs",
+    "crates/omniprof-trace/src/export/perfetto/mod.rs",
+    "crates/omniprof-trace/src/export/perfetto/stream.rs",
+    "crates/omniprof/src/backend/mod.rs",
+    "crates/omniprof/src/backend/registry.rs",
+    "crates/omniprof/src/config/keys.rs",
+    "crates/omniprof/src/config/mod.rs",
+    "crates/omniprof/src/config/on_demand.rs",
+    "crates/omniprof/src/config/parse.rs",
+    "crates/omniprof/src/ondemand/engine.rs",
+    "crates/omniprof/src/ondemand/machine.rs",
+    "crates/omniprof/src/ondemand/mod.rs",
+    "crates/omniprof/src/ondemand/serve.rs",
+    "crates/omniprof/src/ondemand/write.rs",
+    "crates/omniprof/src/plugin/adapter.rs",
+    "crates/omniprof/src/plugin/builder.rs",
+    "crates/omniprof/src/plugin/deadline.rs",
+    "crates/omniprof/src/plugin/loader.rs",
+    "crates/omniprof/src/plugin/mod.rs",
+    "crates/omniprof/src/record/buffer.rs",
+    "crates/omniprof/src/record/memory.rs",
+    "crates/omniprof/src/record/state.rs",
+    "crates/omniprof/src/stubs/adapter.rs",
+    "crates/omniprof/src/stubs/mod.rs",
+    "crates/omniprof/src/trigger/client.rs",
+    "crates/omniprof/src/trigger/mod.rs",
+    "crates/omniprof/src/trigger/server.rs",
 ];
 
 // ---------------------------------------------------------------------------------------
@@ -59,10 +119,15 @@ fn no_file_imports_from_a_file_that_imports_from_it() {
     let crates = workspace();
     let mut cycles = Vec::new();
     let mut sources = Vec::new();
+    let mut tangled = BTreeSet::new();
     for krate in &crates {
         let model = krate.model();
         let (listed, crowded) = model.cycles();
         for cycle in listed {
+            tangled.extend(cycle.iter().cloned());
+            if cycle.iter().all(|file| TANGLED.contains(&file.as_str())) {
+                continue;
+            }
             for pair in cycle.windows(2) {
                 let (line, path) = &model.edges[&pair[0]][&pair[1]];
                 let source = format!("{}:{line} `{path}` -> {}", pair[0], pair[1]);
@@ -73,12 +138,27 @@ fn no_file_imports_from_a_file_that_imports_from_it() {
             cycles.push(cycle.join(" -> "));
         }
         for files in crowded {
+            tangled.extend(files.iter().cloned());
+            if files.iter().all(|file| TANGLED.contains(&file.as_str())) {
+                continue;
+            }
             cycles.push(format!(
                 "(more than {MAX_CIRCLES} circles through {}, not all listed)",
                 files.join(", ")
             ));
         }
     }
+    let untangled: Vec<&str> = TANGLED
+        .iter()
+        .copied()
+        .filter(|file| !tangled.contains(*file))
+        .collect();
+    assert!(
+        untangled.is_empty(),
+        "TANGLED in {} lists files that are in no import circle any more; remove them:\n{}",
+        file!(),
+        untangled.join("\n")
+    );
     assert!(
         cycles.is_empty(),
         "{} import circles between files; break each by moving what both sides need into a \
