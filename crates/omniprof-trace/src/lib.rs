@@ -69,14 +69,16 @@ pub use report::{
 };
 
 // Writing.
-pub use export::chrome::{write_chrome, ChromeStream, NeedsWholeTrace};
+pub use export::chrome::{write_chrome, ChromeStream};
 pub use export::perfetto::{write_perfetto, PerfettoLayout, PerfettoStream, PerfettoSurvey};
 #[cfg(unix)]
 pub use export::save::save_in_with;
 pub use export::save::{save_with, WriteError};
 #[cfg(unix)]
 pub use export::save_in;
-pub use export::{save, save_perfetto_streamed, save_streamed, Format, UnknownFormat, WriteStats};
+pub use export::{
+    save, save_perfetto_streamed, save_streamed, Format, NeedsWholeTrace, UnknownFormat, WriteStats,
+};
 
 // Item by item.
 pub use item::{TraceAssembler, TraceItem};

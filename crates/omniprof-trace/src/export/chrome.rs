@@ -36,7 +36,6 @@
 use std::io::{self, Write};
 
 use std::cmp::Reverse;
-use std::fmt;
 
 use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::counter::{CounterSample, CounterTrack};
@@ -44,7 +43,7 @@ use crate::export::json::{
     write_float, write_i64, write_str, write_u64, write_us, write_value, write_value_compact,
 };
 use crate::export::lanes::{row_tid, written_span, Lanes, RowId, WrittenOrder};
-use crate::export::WriteStats;
+use crate::export::{NeedsWholeTrace, WriteStats};
 use crate::hash::FastMap;
 use crate::item::TraceItem;
 use crate::keys::arg;
@@ -109,27 +108,6 @@ fn earliest_ns(trace: &Trace) -> i64 {
         .chain(spans)
         .fold(trace.window.start_ns, i64::min)
 }
-
-/// Why a streamed trace cannot be written as it comes: an activity came before one that
-/// starts later on its row (the lanes need each row in order), or the base time came after
-/// the events. The caller writes the trace whole instead.
-#[derive(Debug)]
-pub struct NeedsWholeTrace(&'static str);
-
-impl NeedsWholeTrace {
-    /// Why, said as the end of a sentence.
-    pub(crate) fn new(why: &'static str) -> Self {
-        Self(why)
-    }
-}
-
-impl fmt::Display for NeedsWholeTrace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the trace cannot be written as it is read: {}", self.0)
-    }
-}
-
-impl std::error::Error for NeedsWholeTrace {}
 
 /// The time an item is written at, if it is an event.
 fn item_ns(item: &TraceItem) -> Option<i64> {
@@ -239,7 +217,7 @@ impl<W: Write> ChromeStream<W> {
             }
         }
         if item_ns(&item).is_some_and(|t| t < self.w.base) {
-            return Err(io::Error::other(NeedsWholeTrace(
+            return Err(io::Error::other(NeedsWholeTrace::new(
                 "an event comes before the base time chosen at the first event",
             )));
         }
@@ -251,7 +229,7 @@ impl<W: Write> ChromeStream<W> {
                 if a.kind != ActivityType::CpuInstantEvent {
                     let last = self.last.entry(row).or_insert(key);
                     if key < *last {
-                        return Err(io::Error::other(NeedsWholeTrace(
+                        return Err(io::Error::other(NeedsWholeTrace::new(
                             "an activity comes before one that starts later on its row",
                         )));
                     }
@@ -281,11 +259,11 @@ impl<W: Write> ChromeStream<W> {
                 self.trace_name = Some(name);
                 Ok(())
             }
-            TraceItem::BaseTime(_) => Err(io::Error::other(NeedsWholeTrace(
+            TraceItem::BaseTime(_) => Err(io::Error::other(NeedsWholeTrace::new(
                 "the base time comes after the events",
             ))),
             TraceItem::DeviceProperties(_) | TraceItem::Metadata(..) => Err(io::Error::other(
-                NeedsWholeTrace("header keys come after the events"),
+                NeedsWholeTrace::new("header keys come after the events"),
             )),
         }
     }
@@ -312,7 +290,7 @@ impl<W: Write> ChromeStream<W> {
         }
         let ts = self.window_start_ns;
         if ts < self.w.base {
-            return Err(io::Error::other(NeedsWholeTrace(
+            return Err(io::Error::other(NeedsWholeTrace::new(
                 "the window starts before the base time chosen at the first event",
             )));
         }

@@ -23,6 +23,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::chrome::{self, ChromeStream};
+use super::outcome::WriteStats;
 use super::perfetto::{self, PerfettoLayout, PerfettoStream};
 use super::save::{is_stream, save_with, WriteError};
 use crate::trace::Trace;
@@ -99,17 +100,6 @@ pub struct UnknownFormat {
 
 fn supported() -> String {
     Format::ALL.map(Format::extension).join(", ")
-}
-
-/// What a write produced.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WriteStats {
-    /// Events written: entries of `traceEvents` (JSON), track events (Perfetto).
-    pub events: u64,
-    /// Bytes written (before compression).
-    pub bytes: u64,
-    /// X events moved to a sibling row because they partly overlapped another.
-    pub spilled: u64,
 }
 
 impl From<UnknownFormat> for WriteError {

@@ -6,9 +6,11 @@ pub(crate) mod chrome;
 mod format;
 pub(crate) mod json;
 pub(crate) mod lanes;
+mod outcome;
 pub(crate) mod perfetto;
 pub(crate) mod save;
 
 #[cfg(unix)]
 pub use format::save_in;
-pub use format::{save, save_perfetto_streamed, save_streamed, Format, UnknownFormat, WriteStats};
+pub use format::{save, save_perfetto_streamed, save_streamed, Format, UnknownFormat};
+pub use outcome::{NeedsWholeTrace, WriteStats};

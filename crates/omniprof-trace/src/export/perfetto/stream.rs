@@ -53,10 +53,11 @@ use std::cmp::Reverse;
 use std::collections::HashSet;
 use std::io::{self, Write};
 
-use super::{place_on_row, timestamp, uuid, CounterTracksFound, Layout, Placement, Writer};
+use super::counter_tracks::CounterTracksFound;
+use super::writer::{place_on_row, timestamp, uuid, Layout, Placement, Writer};
 use crate::activity::{Activity, ActivityType};
-use crate::export::chrome::NeedsWholeTrace;
 use crate::export::lanes::{row_tid, written_span, Lanes, RowId};
+use crate::export::NeedsWholeTrace;
 use crate::export::WriteStats;
 use crate::hash::FastMap;
 use crate::item::{TraceAssembler, TraceItem};
