@@ -33,7 +33,7 @@ expect() {
 }
 
 # PyTorch 2.15's own trace of a small CPU run, kept with the trace crate's test data.
-pytorch="$repo/crates/omniprof-trace/tests/data/pytorch-2.15-cpu-trace.json"
+pytorch="$repo/crates/test-support/data/pytorch-2.15-cpu-trace.json"
 pytorch_counts='{"slices":61,"counters":0,"flows":0,"threads":7,"processes":5,"errors":[]}'
 expect "PyTorch trace" 0 "$pytorch_counts" "$pytorch"
 gzip -c "$pytorch" >"$work/pytorch.json.gz"

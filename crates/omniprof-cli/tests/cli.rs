@@ -485,10 +485,10 @@ fn an_output_extension_that_names_no_format_is_refused_before_the_work() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
-/// A file of PyTorch's reference data (`crates/omniprof-trace/tests/data`).
+/// A file of PyTorch's reference data (`crates/test-support/data`).
 fn pytorch_data(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../omniprof-trace/tests/data")
+        .join("../test-support/data")
         .join(name)
 }
 
