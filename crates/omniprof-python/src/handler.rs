@@ -4,7 +4,7 @@
 use omniprof::TraceDirHandler;
 use pyo3::prelude::*;
 
-use crate::profiler_error;
+use crate::error::profiler_error;
 use crate::results::PyTrace;
 
 /// Writes each trace it is called with into a directory as

@@ -11,11 +11,13 @@
 //! `PanicException`; the `extern "C"` functions of `observer` catch panics instead.
 //!
 //! The op observer's function tables reach this module only as capsules of fixed names
-//! (`capsule_pointer`): an integer, or any other object, is refused with a `TypeError`, so no
+//! (`capsule`): an integer, or any other object, is refused with a `TypeError`, so no
 //! number or stray object a Python program passes is called as a function table (a capsule
 //! of those names comes from native code, the observer's). Hooks for the tests (a panic) live in the
 //! private submodule `_testing`, not among the module's names.
 
+mod capsule;
+mod error;
 mod handler;
 mod observer;
 mod privateuse1;
@@ -23,27 +25,12 @@ mod results;
 mod session;
 mod stubs;
 
-use std::ffi::{c_void, CStr};
-use std::ptr::NonNull;
-
 use omniprof::OwnedRange;
-use pyo3::create_exception;
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyCapsule, PyTuple};
+use pyo3::types::{PyBytes, PyTuple};
 
-create_exception!(
-    omniprof,
-    ProfilerError,
-    PyRuntimeError,
-    "What the profiler refuses: a second profiler while one runs, a call out of order \
-     (export before stop), a trace that cannot be written. The message is omniprof's."
-);
-
-/// A `ProfilerError` with `message`.
-fn profiler_error(message: impl std::fmt::Display) -> PyErr {
-    ProfilerError::new_err(message.to_string())
-}
+use error::{profiler_error, type_name, ProfilerError};
 
 /// `omniprof.record_function(name, args=None)`: a user range (`user_annotation`) on the
 /// calling thread, as a context manager or a decorator.
@@ -146,46 +133,6 @@ fn serve_on_demand() -> PyResult<()> {
             omniprof::ONDEMAND_ENV
         ))
     })
-}
-
-/// The pointer a capsule named `name` holds: what the op observer hands over (its
-/// `entry_points()`, `stubs_api()`). A `TypeError` naming the capsule expected for anything
-/// else (an integer address, a capsule of another name), so that no number a Python program
-/// passes is called as a function table; `what` says whose capsule it is.
-fn capsule_pointer(
-    object: &Bound<'_, PyAny>,
-    name: &CStr,
-    what: &str,
-) -> PyResult<NonNull<c_void>> {
-    let expected = name.to_string_lossy();
-    let capsule = object.cast::<PyCapsule>().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "expected a capsule named '{expected}' ({what}), not {}",
-            type_name(object)
-        ))
-    })?;
-    let actual = capsule
-        .name()?
-        // SAFETY: the name is copied at once, while nothing else runs (the GIL is held).
-        .map(|actual| unsafe { actual.as_cstr() }.to_owned());
-    if actual.as_deref() != Some(name) {
-        return Err(PyTypeError::new_err(format!(
-            "expected a capsule named '{expected}' ({what}), not a capsule named {}",
-            actual.map_or_else(
-                || "nothing".into(),
-                |n| format!("'{}'", n.to_string_lossy())
-            )
-        )));
-    }
-    capsule.pointer_checked(Some(name))
-}
-
-/// The name of `object`'s type, for a message.
-fn type_name(object: &Bound<'_, PyAny>) -> String {
-    object
-        .get_type()
-        .name()
-        .map_or_else(|_| "?".into(), |n| n.to_string())
 }
 
 /// `omniprof._native._testing`: hooks for the package's tests, kept out of the module's

@@ -507,7 +507,7 @@ const ENTRY_POINTS_CAPSULE: &CStr = c"omniprof.observer.entry_points";
 /// process (Python keeps the extension module): the functions are copied out and stay valid.
 #[pyfunction]
 fn install_torch_observer(entry_points: &Bound<'_, PyAny>) -> PyResult<()> {
-    let pointer = crate::capsule_pointer(
+    let pointer = crate::capsule::capsule_pointer(
         entry_points,
         ENTRY_POINTS_CAPSULE,
         "the op observer's entry_points()",

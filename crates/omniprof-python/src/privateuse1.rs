@@ -100,8 +100,11 @@ impl ActivityProfiler for Gated {
 /// of another version a `ValueError` saying to rebuild the observer.
 #[pyfunction]
 fn install_privateuse1_profiler(entry: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-    let pointer =
-        crate::capsule_pointer(entry, CAPSULE, "the op observer's privateuse1_profiler()")?;
+    let pointer = crate::capsule::capsule_pointer(
+        entry,
+        CAPSULE,
+        "the op observer's privateuse1_profiler()",
+    )?;
     // SAFETY: a capsule of this name holds a `KinetoEntryPoint`, whose first field is the
     // `u32` version; it is read alone until it says the rest has this layout.
     let version = unsafe { pointer.cast::<u32>().read() };

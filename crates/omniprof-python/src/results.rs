@@ -15,7 +15,7 @@ use pyo3::exceptions::{PyIndexError, PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyTuple};
 
-use crate::profiler_error;
+use crate::error::profiler_error;
 
 /// One finished trace (a cycle's, with a schedule).
 #[pyclass(module = "omniprof._native", name = "Trace", frozen)]

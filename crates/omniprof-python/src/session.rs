@@ -20,7 +20,7 @@ use omniprof::{
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::profiler_error;
+use crate::error::profiler_error;
 use crate::results::PyTrace;
 use omniprof::lock;
 

@@ -283,7 +283,8 @@ const STUBS_API_CAPSULE: &CStr = c"omniprof.observer.stubs_api";
 /// (Python keeps the extension module), hence `'static`.
 #[pyfunction]
 fn install_torch_stubs(api: &Bound<'_, PyAny>) -> PyResult<()> {
-    let pointer = crate::capsule_pointer(api, STUBS_API_CAPSULE, "the op observer's stubs_api()")?;
+    let pointer =
+        crate::capsule::capsule_pointer(api, STUBS_API_CAPSULE, "the op observer's stubs_api()")?;
     // SAFETY: a capsule of this name holds a `StubsApi`, whose first field is the `u32`
     // version; it is read alone until it says the rest has this layout.
     let version = unsafe { pointer.cast::<u32>().read() };
