@@ -1,0 +1,30 @@
+//! On-demand tracing from Python: whether the process opted in, serving the triggers of
+//! `omniprof trigger --pid`, and the iteration count that iteration-based requests count.
+
+use pyo3::prelude::*;
+
+use crate::error::profiler_error;
+
+/// `omniprof.step()`: marks the end of one iteration of the application (iteration-based
+/// on-demand traces count these); returns the new iteration number.
+#[pyfunction]
+pub(crate) fn step() -> i64 {
+    omniprof::step()
+}
+
+/// Whether `OMNIPROF_ONDEMAND` opts the process in to on-demand tracing.
+#[pyfunction]
+pub(crate) fn on_demand_opted_in() -> bool {
+    omniprof::on_demand_opted_in()
+}
+
+/// Serves on-demand triggers (`omniprof trigger --pid`); `ProfilerError` when it cannot.
+#[pyfunction]
+pub(crate) fn serve_on_demand() -> PyResult<()> {
+    omniprof::serve_triggers().map_err(|e| {
+        profiler_error(format!(
+            "{} is set, but triggers cannot be served: {e}",
+            omniprof::ONDEMAND_ENV
+        ))
+    })
+}
