@@ -178,8 +178,8 @@ fn operators_match_the_summary(dom: &str, trace: &Path) {
 
 #[test]
 fn the_vendored_charting_library_is_the_pinned_uplot_release() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../omniprof-report/src/assets/vendor/uplot");
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../omniprof-report/src/assets/vendor/uplot");
     for (file, sha256) in [
         (
             "uPlot.iife.min.js",
