@@ -8,12 +8,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use omniprof_analysis::diff;
-use omniprof_analysis::KeyAveragesOptions;
+use omniprof_analysis::{KeyAveragesOptions, TraceDiff};
 use omniprof_trace::Limits;
 
 use crate::output::print;
 use crate::reading::{key_averages_of, report_skipped};
-use crate::rows::{Format, RowArgs, RowLimitArgs};
+use crate::render::{Render, RenderCsv};
+use crate::rows::{RowArgs, RowLimitArgs};
 
 /// Compare two traces op by op.
 #[derive(Debug, clap::Args)]
@@ -58,15 +59,35 @@ pub(crate) fn run(args: &DiffArgs) -> ExitCode {
             args.trace.display()
         );
     }
-    let limit = args.row_limit.get();
-    let text = match args.rows.format {
-        Format::Table => d.table(limit),
-        Format::Csv => d.csv(limit),
-        Format::Json => d.json(limit) + "\n",
+    let rows = DiffRows {
+        diff: &d,
+        limit: args.row_limit.get(),
     };
-    if print(&text) {
+    if print(&args.rows.format.render(&rows)) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// A diff's rows as printed: at most `limit` of them (`None`: all).
+struct DiffRows<'a> {
+    diff: &'a TraceDiff,
+    limit: Option<usize>,
+}
+
+impl Render for DiffRows<'_> {
+    fn table(&self) -> String {
+        self.diff.table(self.limit)
+    }
+
+    fn json(&self) -> String {
+        self.diff.json(self.limit)
+    }
+}
+
+impl RenderCsv for DiffRows<'_> {
+    fn csv(&self) -> String {
+        self.diff.csv(self.limit)
     }
 }

@@ -15,6 +15,7 @@ mod plugins_cmd;
 mod progress;
 mod ranks_cmd;
 mod reading;
+mod render;
 mod report_cmd;
 mod rows;
 mod summary_cmd;

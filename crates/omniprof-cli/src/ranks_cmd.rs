@@ -18,6 +18,7 @@ use omniprof_read::{ArgFilter, TraceReader};
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::output::print;
 use crate::progress::read_file;
+use crate::render::Render;
 
 /// Compare a job's ranks: step times, the slowest rank, where each rank's time went.
 #[derive(Debug, clap::Args)]
@@ -36,6 +37,16 @@ enum RanksFormat {
     Table,
     /// One JSON object: `ranks`, `steps`, `straggler`.
     Json,
+}
+
+impl RanksFormat {
+    /// `report` in this format.
+    fn render(self, report: &impl Render) -> String {
+        match self {
+            Self::Table => report.table(),
+            Self::Json => report.json_line(),
+        }
+    }
 }
 
 /// Runs `omniprof ranks`.
@@ -77,11 +88,7 @@ pub(crate) fn run(args: &RanksArgs) -> ExitCode {
         return ExitCode::from(code);
     }
     let report = RanksReport::new(traces);
-    let text = match args.format {
-        RanksFormat::Table => report.text(),
-        RanksFormat::Json => report.json() + "\n",
-    };
-    if !print(&text) {
+    if !print(&args.format.render(&report)) {
         code = 1;
     }
     ExitCode::from(code)

@@ -5,6 +5,8 @@
 
 use omniprof_analysis::SortKey;
 
+use crate::render::Format;
+
 /// How rows are sorted, grouped and printed.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RowArgs {
@@ -22,15 +24,6 @@ pub(crate) struct RowArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub(crate) format: Format,
-}
-
-/// How the rows are printed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Format {
-    /// A text table (for `summary`, PyTorch's).
-    Table,
-    Csv,
-    Json,
 }
 
 /// `--row-limit`, whose default is `DEFAULT` rows (-1: all).

@@ -35,7 +35,8 @@ use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::output::print;
 use crate::progress::read_file;
 use crate::reading::{report_skipped, summarize_file, TraceSummary};
-use crate::rows::{Format, RowArgs, RowLimitArgs};
+use crate::render::{Render, RenderCsv};
+use crate::rows::{RowArgs, RowLimitArgs};
 
 /// Summarize a trace, or a job's traces, as PyTorch's `key_averages().table()`.
 #[derive(Debug, clap::Args)]
@@ -111,7 +112,11 @@ pub(crate) fn run(args: &SummaryArgs) -> ExitCode {
     }
     if outcome.is_ok() || args.input.partial {
         notes(args, &summary);
-        if !print(&render(args, &summary, &report_options(args, None))) {
+        let rows = SummaryRows {
+            summary: &summary,
+            options: report_options(args, None),
+        };
+        if !print(&args.rows.format.render(&rows)) {
             code = 1;
         }
     }
@@ -127,11 +132,25 @@ fn report_options(args: &SummaryArgs, header: Option<String>) -> ReportOptions {
     }
 }
 
-fn render(args: &SummaryArgs, summary: &KeyAverages, options: &ReportOptions) -> String {
-    match args.rows.format {
-        Format::Table => summary.table(options),
-        Format::Csv => summary.csv(options),
-        Format::Json => summary.json(options) + "\n",
+/// Key-averages rows as printed: sorted, limited and headed as `options` say.
+struct SummaryRows<'a> {
+    summary: &'a KeyAverages,
+    options: ReportOptions,
+}
+
+impl Render for SummaryRows<'_> {
+    fn table(&self) -> String {
+        self.summary.table(&self.options)
+    }
+
+    fn json(&self) -> String {
+        self.summary.json(&self.options)
+    }
+}
+
+impl RenderCsv for SummaryRows<'_> {
+    fn csv(&self) -> String {
+        self.summary.csv(&self.options)
     }
 }
 
@@ -206,7 +225,14 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
         None => format!("{} (no distributedInfo rank)", files[i].display()),
     };
     let text = if args.by_rank {
-        by_rank(args, files, &parts, &order, &label)
+        let by_rank = ByRank {
+            args,
+            files,
+            parts: &parts,
+            order: &order,
+            label: &label,
+        };
+        args.rows.format.render(&by_rank)
     } else {
         let whole: Vec<usize> = order
             .iter()
@@ -234,7 +260,11 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        render(args, &job, &report_options(args, Some(header)))
+        let rows = SummaryRows {
+            summary: &job,
+            options: report_options(args, Some(header)),
+        };
+        args.rows.format.render(&rows)
     };
     if !print(&text) {
         code = 1;
@@ -245,60 +275,82 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
 /// `--by-rank`: per trace, its rows (in name order); tables one after the other under a
 /// line naming the rank, CSV with a leading `rank` column (empty for a trace without one),
 /// JSON as `{"ranks": [{"rank", "trace", "partial", "summary"}]}`.
-fn by_rank(
-    args: &SummaryArgs,
-    files: &[PathBuf],
-    parts: &[TraceSummary],
-    order: &[usize],
-    label: &dyn Fn(usize) -> String,
-) -> String {
-    let partial = |i: usize| parts[i].outcome.is_err();
-    match args.rows.format {
-        Format::Table => order
+struct ByRank<'a> {
+    args: &'a SummaryArgs,
+    files: &'a [PathBuf],
+    parts: &'a [TraceSummary],
+    /// The parts' indices, in the order printed.
+    order: &'a [usize],
+    /// What the table's line names part `i` by.
+    label: &'a dyn Fn(usize) -> String,
+}
+
+impl ByRank<'_> {
+    /// Whether part `i` was read only up to an error.
+    fn partial(&self, i: usize) -> bool {
+        self.parts[i].outcome.is_err()
+    }
+}
+
+impl Render for ByRank<'_> {
+    fn table(&self) -> String {
+        self.order
             .iter()
             .map(|&i| {
-                let mut header = format!("{}: {}", label(i), files[i].display());
-                if partial(i) {
+                let mut header = format!("{}: {}", (self.label)(i), self.files[i].display());
+                if self.partial(i) {
                     header.push_str(" (PARTIAL: read up to an error)");
                 }
-                parts[i].summary.table(&report_options(args, Some(header)))
+                self.parts[i]
+                    .summary
+                    .table(&report_options(self.args, Some(header)))
             })
             .collect::<Vec<_>>()
-            .join("\n"),
-        Format::Csv => {
-            let mut out = String::new();
-            for (n, &i) in order.iter().enumerate() {
-                let rank = parts[i].rank.map(|r| r.to_string()).unwrap_or_default();
-                let csv = parts[i].summary.csv_with_column(
-                    &report_options(args, None),
-                    RANK_COLUMN,
-                    &rank,
-                );
-                // One header for all.
-                let body = if n == 0 {
-                    &csv[..]
-                } else {
-                    csv.split_once('\n').map_or("", |(_, b)| b)
-                };
-                out.push_str(body);
-            }
-            out
+            .join("\n")
+    }
+
+    fn json(&self) -> String {
+        let ranks: Vec<String> = self
+            .order
+            .iter()
+            .map(|&i| {
+                format!(
+                    "{{\"rank\":{},\"trace\":{},\"partial\":{},\"summary\":{}}}",
+                    self.parts[i]
+                        .rank
+                        .map_or("null".to_owned(), |r| r.to_string()),
+                    serde_json::Value::from(self.files[i].display().to_string()),
+                    self.partial(i),
+                    self.parts[i].summary.json(&report_options(self.args, None))
+                )
+            })
+            .collect();
+        format!("{{\"ranks\":[{}]}}", ranks.join(","))
+    }
+}
+
+impl RenderCsv for ByRank<'_> {
+    fn csv(&self) -> String {
+        let mut out = String::new();
+        for (n, &i) in self.order.iter().enumerate() {
+            let rank = self.parts[i]
+                .rank
+                .map(|r| r.to_string())
+                .unwrap_or_default();
+            let csv = self.parts[i].summary.csv_with_column(
+                &report_options(self.args, None),
+                RANK_COLUMN,
+                &rank,
+            );
+            // One header for all.
+            let body = if n == 0 {
+                &csv[..]
+            } else {
+                csv.split_once('\n').map_or("", |(_, b)| b)
+            };
+            out.push_str(body);
         }
-        Format::Json => {
-            let ranks: Vec<String> = order
-                .iter()
-                .map(|&i| {
-                    format!(
-                        "{{\"rank\":{},\"trace\":{},\"partial\":{},\"summary\":{}}}",
-                        parts[i].rank.map_or("null".to_owned(), |r| r.to_string()),
-                        serde_json::Value::from(files[i].display().to_string()),
-                        partial(i),
-                        parts[i].summary.json(&report_options(args, None))
-                    )
-                })
-                .collect();
-            format!("{{\"ranks\":[{}]}}\n", ranks.join(","))
-        }
+        out
     }
 }
 
@@ -331,12 +383,7 @@ fn run_steps(args: &SummaryArgs, file: &Path) -> ExitCode {
     if steps.steps.is_empty() {
         eprintln!("note: the trace has no step and no work to split");
     }
-    let text = match args.rows.format {
-        Format::Table => steps.table(),
-        Format::Csv => steps.csv(),
-        Format::Json => steps.json() + "\n",
-    };
-    if !print(&text) {
+    if !print(&args.rows.format.render(&steps)) {
         code = 1;
     }
     ExitCode::from(code)
@@ -366,21 +413,13 @@ fn run_whole(args: &SummaryArgs, file: &Path) -> ExitCode {
         if summary.rows.is_empty() {
             eprintln!("note: no kernel or cuda_profiler_range event carries metrics");
         }
-        match args.rows.format {
-            Format::Table => summary.table(),
-            Format::Csv => summary.csv(),
-            Format::Json => summary.json() + "\n",
-        }
+        args.rows.format.render(&summary)
     } else {
         let summary = counter_stats(trace);
         if summary.rows.is_empty() {
             eprintln!("note: the trace has no counters");
         }
-        match args.rows.format {
-            Format::Table => summary.table(),
-            Format::Csv => summary.csv(),
-            Format::Json => summary.json() + "\n",
-        }
+        args.rows.format.render(&summary)
     };
     if !print(&text) {
         code = 1;
