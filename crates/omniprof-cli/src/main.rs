@@ -1,6 +1,11 @@
 //! `omniprof`: run the demo, check configs, inspect plugins, summarize, convert and compare
 //! traces, compare a job's ranks, write an HTML report, draw flame graphs, trigger a running
 //! process.
+//!
+//! This file holds the clap definitions and the dispatch. Each subcommand lives in a module
+//! of its own (`demo`, `*_cmd`); the rest is what several of them share: the traces a job
+//! reads and how (`job`, `reading`, `progress`), the row options (`rows`), the formats a
+//! result prints in (`render`), where output goes (`output`), and the logger (`logger`).
 
 mod config_cmd;
 mod convert_cmd;
