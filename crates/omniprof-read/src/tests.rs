@@ -1208,18 +1208,44 @@ fn a_foreign_traces_malformed_report_entries_are_left_empty_and_the_rest_is_read
   "backend_errors": ["gpu: stop failed: lost", 7],
   "warmup_events": 4,
   "backend_warnings": ["gpu: ids match no host op"],
+  "stub_errors": -2,
+  "stub_error_messages": "one",
+  "unavailable_perf_events": ["cycles"],
+  "scope_profiler": {"metrics": "flops", "max_scopes": 10, "kernels": 1},
   "baseTimeNanoseconds": 0,
   "traceEvents": [
     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}
   ]
 }"#;
-    let trace = read(&text[..]).unwrap();
+    let read = TraceReader::new().read(&text[..]);
+    let refused: Vec<_> = read
+        .report_problems
+        .iter()
+        .map(|p| p.key.as_str())
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            "dropped_events",
+            "backends",
+            "backend_errors",
+            "stub_errors",
+            "stub_error_messages",
+            "unavailable_perf_events",
+            "scope_profiler",
+        ]
+    );
+    let trace = read.into_trace().unwrap();
     assert_eq!(trace.activities.len(), 1);
     assert_eq!(
         trace.metadata,
         [("trace_id".to_owned(), Value::from("ABC"))]
     );
     let report = &trace.report;
+    assert_eq!(report.stub_errors, None);
+    assert!(report.stub_error_messages.is_empty());
+    assert!(report.unavailable_perf_events.is_empty());
+    assert_eq!(report.scope_profiler, None);
     assert_eq!(report.dropped_events, None);
     assert!(report.backends.is_empty());
     assert!(report.backend_errors.is_empty());

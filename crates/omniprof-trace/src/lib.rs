@@ -17,8 +17,9 @@
 //! a streaming writer takes it; a [`TraceAssembler`] collects the items into a [`Trace`].
 //!
 //! **The session report.** [`SessionReport`] is what a session says about its trace: drops,
-//! each backend's [`Contribution`], [`BackendFailure`]s and [`BackendWarning`]s, typed, and
-//! written in the header under the keys it always had.
+//! each backend's [`Contribution`], [`BackendFailure`]s and [`BackendWarning`]s, the
+//! [`UnavailablePerfEvent`]s and the [`ScopeProfiling`], typed, and written in the header
+//! under the keys it always had.
 //!
 //! **Writing.** [`save`] writes the format a path's extension names ([`Format`]): Chrome JSON
 //! ([`write_chrome`], or [`ChromeStream`] to write while recording) or Perfetto protobuf
@@ -65,7 +66,7 @@ pub use value::{BoundedValue, FromJsonError, Value, MAX_VALUE_DEPTH};
 // The session report.
 pub use report::{
     BackendCall, BackendFailure, BackendWarning, Contribution, FailureKind, MalformedEntry,
-    SessionReport, WarningKind, MAX_EVENTS_KEY,
+    ScopeProfiling, SessionReport, UnavailablePerfEvent, WarningKind, MAX_EVENTS_KEY,
 };
 
 // Writing.

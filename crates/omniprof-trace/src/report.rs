@@ -1,5 +1,7 @@
 //! The session report: what a profiling session says about its own trace — what it dropped
-//! and why, what each backend contributed, which backends failed and what looked doubtful.
+//! and why, what each backend contributed, which backends failed and what looked doubtful,
+//! and what the engine's own profilers (the profiler stubs, the host perf counters, the scope
+//! profiler) met.
 //!
 //! It is typed here once, so that the session writes it, the CLI, the Python package and the
 //! tests read it, and none of them spells a metadata key or parses a message. In a file it is
@@ -45,6 +47,16 @@ use crate::value::Value;
 /// (a foreign trace, or a count the session writes only when it is not 0); lists are empty.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SessionReport {
+    /// Calls to the profiler stubs that failed ([`metadata::STUB_ERRORS`]).
+    pub stub_errors: Option<u64>,
+    /// The messages of the first few of those calls ([`metadata::STUB_ERROR_MESSAGES`]).
+    pub stub_error_messages: Vec<String>,
+    /// Host perf events (`PERF_EVENTS`) that could not be opened, and why
+    /// ([`metadata::UNAVAILABLE_PERF_EVENTS`]).
+    pub unavailable_perf_events: Vec<UnavailablePerfEvent>,
+    /// What the scope profiler collected, when the trace enabled it
+    /// ([`metadata::SCOPE_PROFILER`]).
+    pub scope_profiler: Option<ScopeProfiling>,
     /// Plugin libraries and profilers that take no part in traces, one line each naming the
     /// file and why ([`metadata::PLUGIN_ERRORS`]).
     pub plugin_errors: Vec<String>,
@@ -94,9 +106,15 @@ type Count = (
     fn(&mut SessionReport, Option<u64>),
 );
 
-/// The counts of a report, in the order they are written (the last, `refused_links`, after
-/// the backends' errors).
-const COUNTS: [Count; 11] = [
+/// The counts of a report, in the order they are written: the first, `stub_errors`, among
+/// the entries of the engine's own profilers, which lead; the last, `refused_links`, after
+/// the backends' errors.
+const COUNTS: [Count; 12] = [
+    (
+        metadata::STUB_ERRORS,
+        |r| r.stub_errors,
+        |r, n| r.stub_errors = n,
+    ),
     (
         metadata::DROPPED_EVENTS,
         |r| r.dropped_events,
@@ -154,8 +172,11 @@ const COUNTS: [Count; 11] = [
     ),
 ];
 
-/// The keys of a report that are lists.
-const LISTS: [&str; 4] = [
+/// The keys of a report that are not counts.
+const SHAPED: [&str; 7] = [
+    metadata::STUB_ERROR_MESSAGES,
+    metadata::UNAVAILABLE_PERF_EVENTS,
+    metadata::SCOPE_PROFILER,
     metadata::PLUGIN_ERRORS,
     metadata::BACKENDS,
     metadata::BACKEND_ERRORS,
@@ -165,22 +186,18 @@ const LISTS: [&str; 4] = [
 impl SessionReport {
     /// Whether `key` is one of the header keys the report is written under.
     pub fn is_key(key: &str) -> bool {
-        LISTS.contains(&key) || COUNTS.iter().any(|(k, _, _)| *k == key)
+        SHAPED.contains(&key) || COUNTS.iter().any(|(k, _, _)| *k == key)
     }
 
     /// The header entries the report is written as: each count that is set, each list that
-    /// is not empty, in the order a session has always written them among themselves (the
-    /// JSON writer writes them after the trace's other metadata).
+    /// is not empty, the scope profiler's object when set, in the order a session has always
+    /// written them among themselves (the JSON writer writes them after the trace's other
+    /// metadata).
     pub fn entries(&self) -> Vec<(&'static str, Value)> {
-        let mut out = Vec::new();
-        let list = |key: &'static str, items: Vec<Value>| {
-            (!items.is_empty()).then_some((key, Value::List(items)))
-        };
-        let texts = |items: &[String]| items.iter().map(|s| Value::from(s.as_str())).collect();
-        let count = |&(key, get, _): &Count| get(self).map(|n| (key, Value::UInt(n)));
-        let (refused, counts) = COUNTS.split_last().expect("counts");
+        let [_, counts @ .., refused] = &COUNTS;
+        let mut out = self.profiler_entries();
         out.extend(list(metadata::PLUGIN_ERRORS, texts(&self.plugin_errors)));
-        out.extend(counts.iter().filter_map(count));
+        out.extend(counts.iter().filter_map(|c| self.count(c)));
         let backends = self.backends.iter().map(Contribution::to_value).collect();
         out.extend(list(metadata::BACKENDS, backends));
         let errors = self
@@ -188,13 +205,42 @@ impl SessionReport {
             .iter()
             .map(|e| Value::from(e.to_string()));
         out.extend(list(metadata::BACKEND_ERRORS, errors.collect()));
-        out.extend(count(refused));
+        out.extend(self.count(refused));
         let warnings = self
             .backend_warnings
             .iter()
             .map(|w| Value::from(w.to_string()));
         out.extend(list(metadata::BACKEND_WARNINGS, warnings.collect()));
         out
+    }
+
+    /// The entries of the engine's own profilers, which lead [`Self::entries`]: the profiler
+    /// stubs' failed calls, the perf events that did not open, the scope profiler's work.
+    /// They are also the part of the report a `.pftrace` header carries (they were plain
+    /// metadata when its writer was written).
+    pub(crate) fn profiler_entries(&self) -> Vec<(&'static str, Value)> {
+        let [stub_errors, ..] = &COUNTS;
+        let mut out = Vec::from_iter(self.count(stub_errors));
+        out.extend(list(
+            metadata::STUB_ERROR_MESSAGES,
+            texts(&self.stub_error_messages),
+        ));
+        let unavailable = self
+            .unavailable_perf_events
+            .iter()
+            .map(|e| Value::from(e.to_string()));
+        out.extend(list(
+            metadata::UNAVAILABLE_PERF_EVENTS,
+            unavailable.collect(),
+        ));
+        let scope = self.scope_profiler.as_ref().map(ScopeProfiling::to_value);
+        out.extend(scope.map(|v| (metadata::SCOPE_PROFILER, v)));
+        out
+    }
+
+    /// The entry of a count, when it is set.
+    fn count(&self, &(key, get, _): &Count) -> Option<(&'static str, Value)> {
+        get(self).map(|n| (key, Value::UInt(n)))
     }
 
     /// Sets the field of the header key `key` from `value`, as read from a trace. A value of
@@ -207,12 +253,7 @@ impl SessionReport {
             found: value.to_json(),
         };
         if let Some((_, _, set)) = COUNTS.iter().find(|(k, _, _)| *k == key) {
-            let n = value.as_i64().and_then(|n| u64::try_from(n).ok());
-            let n = match value {
-                Value::UInt(n) => Some(*n),
-                Value::Bool(_) => None,
-                _ => n,
-            };
+            let n = whole(value);
             set(self, n);
             return n
                 .map(|_| ())
@@ -228,6 +269,26 @@ impl SessionReport {
                 .collect()
         };
         match key {
+            metadata::STUB_ERROR_MESSAGES => {
+                self.stub_error_messages = Vec::new();
+                self.stub_error_messages = texts().ok_or_else(|| malformed("a list of strings"))?;
+            }
+            metadata::UNAVAILABLE_PERF_EVENTS => {
+                self.unavailable_perf_events = Vec::new();
+                let expected = UnavailablePerfEvent::EXPECTED;
+                let list = texts().ok_or_else(|| malformed(expected))?;
+                self.unavailable_perf_events = list
+                    .iter()
+                    .map(|t| UnavailablePerfEvent::parse(t))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| malformed(expected))?;
+            }
+            metadata::SCOPE_PROFILER => {
+                self.scope_profiler = None;
+                let scope = ScopeProfiling::from_value(value);
+                self.scope_profiler =
+                    Some(scope.ok_or_else(|| malformed(ScopeProfiling::EXPECTED))?);
+            }
             metadata::PLUGIN_ERRORS => {
                 self.plugin_errors = Vec::new();
                 self.plugin_errors = texts().ok_or_else(|| malformed("a list of strings"))?;
@@ -269,6 +330,98 @@ pub struct MalformedEntry {
     pub expected: &'static str,
     /// The value found, as JSON.
     pub found: String,
+}
+
+/// The entry of a list, when it is not empty.
+fn list(key: &'static str, items: Vec<Value>) -> Option<(&'static str, Value)> {
+    (!items.is_empty()).then_some((key, Value::List(items)))
+}
+
+/// Texts as string values.
+fn texts(items: &[String]) -> Vec<Value> {
+    items.iter().map(|s| Value::from(s.as_str())).collect()
+}
+
+/// A value as a count: a whole number from 0 (not a boolean, which reads as 0 or 1).
+fn whole(value: &Value) -> Option<u64> {
+    match value {
+        Value::UInt(n) => Some(*n),
+        Value::Bool(_) => None,
+        _ => value.as_i64().and_then(|n| u64::try_from(n).ok()),
+    }
+}
+
+/// A host perf event that could not be opened, and why. Written as `<name>: <reason>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnavailablePerfEvent {
+    /// The event's name, as `PERF_EVENTS` spells it.
+    pub name: String,
+    /// Why it could not be opened (the system's error).
+    pub reason: String,
+}
+
+impl UnavailablePerfEvent {
+    const EXPECTED: &'static str = "a list of \"<event>: <reason>\" strings";
+
+    /// The event a written entry names, `None` for one that is not `<name>: <reason>`.
+    fn parse(text: &str) -> Option<Self> {
+        let (name, reason) = text.split_once(": ")?;
+        Some(Self {
+            name: name.to_owned(),
+            reason: reason.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for UnavailablePerfEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.name, self.reason)
+    }
+}
+
+/// The keys of a [`metadata::SCOPE_PROFILER`] entry.
+const METRICS_KEY: &str = "metrics";
+const MAX_SCOPES_KEY: &str = "max_scopes";
+const KERNELS_KEY: &str = "kernels";
+
+/// What the scope profiler did in a trace: the metrics it collected, how many kernels it
+/// profiles at most, and how many it profiled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeProfiling {
+    /// The metrics collected (`SCOPE_PROFILER_METRICS`), as selected.
+    pub metrics: Vec<String>,
+    /// The kernels profiled at most (`SCOPE_PROFILER_MAX_SCOPES`, or its default).
+    pub max_scopes: u64,
+    /// The kernels profiled.
+    pub kernels: u64,
+}
+
+impl ScopeProfiling {
+    const EXPECTED: &'static str = "a {metrics, max_scopes, kernels} object";
+
+    fn to_value(&self) -> Value {
+        [
+            (METRICS_KEY, Value::List(texts(&self.metrics))),
+            (MAX_SCOPES_KEY, Value::UInt(self.max_scopes)),
+            (KERNELS_KEY, Value::UInt(self.kernels)),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    fn from_value(entry: &Value) -> Option<Self> {
+        let Value::List(metrics) = entry.get(METRICS_KEY)? else {
+            return None;
+        };
+        Some(Self {
+            metrics: metrics
+                .iter()
+                .map(|m| m.as_str().map(str::to_owned))
+                .collect::<Option<_>>()?,
+            max_scopes: whole(entry.get(MAX_SCOPES_KEY)?)?,
+            kernels: whole(entry.get(KERNELS_KEY)?)?,
+        })
+    }
 }
 
 /// The keys of a [`metadata::BACKENDS`] entry.
@@ -581,6 +734,17 @@ mod tests {
     fn full() -> SessionReport {
         let count = |n| Some(n);
         SessionReport {
+            stub_errors: count(12),
+            stub_error_messages: vec!["begin: no device".into()],
+            unavailable_perf_events: vec![UnavailablePerfEvent {
+                name: "cycles".into(),
+                reason: "Permission denied (os error 13)".into(),
+            }],
+            scope_profiler: Some(ScopeProfiling {
+                metrics: vec!["flops".into(), "bytes_read".into()],
+                max_scopes: 10,
+                kernels: 4,
+            }),
             plugin_errors: vec!["libx.so: not a Kineto plugin".into()],
             dropped_events: count(1),
             dropped_names: count(2),
@@ -661,6 +825,10 @@ mod tests {
         assert_eq!(
             keys,
             [
+                "stub_errors",
+                "stub_error_messages",
+                "unavailable_perf_events",
+                "scope_profiler",
                 "plugin_errors",
                 "dropped_events",
                 "dropped_names",
@@ -735,6 +903,61 @@ mod tests {
     }
 
     #[test]
+    fn the_engines_own_profilers_are_written_as_they_always_were() {
+        let json: Vec<_> = full().profiler_entries()[1..]
+            .iter()
+            .map(|(_, v)| v.to_json())
+            .collect();
+        assert_eq!(
+            json,
+            [
+                r#"["begin: no device"]"#,
+                r#"["cycles: Permission denied (os error 13)"]"#,
+                r#"{"metrics": ["flops", "bytes_read"], "max_scopes": 10, "kernels": 4}"#,
+            ]
+        );
+        assert_eq!(full().profiler_entries(), full().entries()[..4]);
+    }
+
+    #[test]
+    fn a_malformed_profiler_entry_is_refused_and_leaves_its_field_empty() {
+        let mut report = full();
+        let no_reason = Value::List(vec![Value::from("cycles")]);
+        let err = report
+            .set("unavailable_perf_events", &no_reason)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "trace metadata \"unavailable_perf_events\" should be a list of \"<event>: <reason>\" \
+             strings, not [\"cycles\"] (left out of the report)"
+        );
+        assert!(report.unavailable_perf_events.is_empty());
+        let no_kernels: Value = [
+            ("metrics", Value::List(vec![Value::from("flops")])),
+            ("max_scopes", Value::UInt(10)),
+        ]
+        .into_iter()
+        .collect();
+        let err = report.set("scope_profiler", &no_kernels).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "trace metadata \"scope_profiler\" should be a {metrics, max_scopes, kernels} object, \
+             not {\"metrics\": [\"flops\"], \"max_scopes\": 10} (left out of the report)"
+        );
+        assert_eq!(report.scope_profiler, None);
+        let negative: Value = [
+            ("metrics", Value::List(Vec::new())),
+            ("max_scopes", Value::Int(-1)),
+            ("kernels", Value::UInt(0)),
+        ]
+        .into_iter()
+        .collect();
+        assert!(report.set("scope_profiler", &negative).is_err());
+        assert!(report.set("scope_profiler", &Value::from("on")).is_err());
+        assert_eq!(report.scope_profiler, None);
+    }
+
+    #[test]
     fn a_malformed_value_is_refused_and_leaves_its_field_empty() {
         let mut report = full();
         let err = report
@@ -756,6 +979,10 @@ mod tests {
         assert!(report.backends.is_empty());
         assert!(report.set("plugin_errors", &Value::from("one")).is_err());
         assert!(report.plugin_errors.is_empty());
+        assert!(report.set("stub_errors", &Value::Bool(true)).is_err());
+        assert_eq!(report.stub_errors, None);
+        assert!(report.set("stub_error_messages", &mixed).is_err());
+        assert!(report.stub_error_messages.is_empty());
         assert!(report.set("trace_id", &Value::from("x")).is_err());
     }
 }

@@ -1,10 +1,9 @@
 //! Host perf counters end to end: a session with `PERF_EVENTS` counts each recording thread,
 //! its software counters grow across a busy loop, a hardware event the machine cannot count
-//! is named in the metadata instead of failing the session, an unknown name is refused with
+//! is named in the session report instead of failing the session, an unknown name is refused with
 //! the known ones, and the trace loads in Perfetto.
 
-use omniprof::keys::metadata;
-use omniprof::{ActivityType, Config, Profiler, Value};
+use omniprof::{ActivityType, Config, Profiler};
 use omniprof_test_support::checker;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::skip::{self, Needs};
@@ -39,18 +38,11 @@ fn software_counters_grow_per_thread_and_missing_hardware_is_reported() {
     .join()
     .unwrap();
     let trace = profiler.stop().unwrap();
-    let unavailable: Vec<String> = match trace.metadata(metadata::UNAVAILABLE_PERF_EVENTS) {
-        Some(Value::List(list)) => list
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
-        _ => Vec::new(),
-    };
-    if let Some(refused) = unavailable.iter().find(|e| e.starts_with("task-clock: ")) {
+    let unavailable = &trace.report.unavailable_perf_events;
+    if let Some(refused) = unavailable.iter().find(|e| e.name == "task-clock") {
         // A sandbox may forbid perf_event_open altogether (a seccomp filter): the session
         // still succeeded, which is the other half of this test.
-        return skip::skip("software perf counters", Needs::PerfEvents, refused);
+        return skip::skip("software perf counters", Needs::PerfEvents, &refused.reason);
     }
 
     let series = trace
@@ -77,7 +69,7 @@ fn software_counters_grow_per_thread_and_missing_hardware_is_reported() {
     // `cycles` is counted, or named as unavailable; either way the session succeeded.
     let counted = series.samples.iter().any(|s| s.value("cycles").is_some());
     assert!(
-        counted != unavailable.iter().any(|e| e.starts_with("cycles: ")),
+        counted != unavailable.iter().any(|e| e.name == "cycles"),
         "counted {counted}, unavailable {unavailable:?}"
     );
 

@@ -11,8 +11,8 @@ use std::path::Path;
 
 use omniprof::{Activity, ActivityType, CounterTrack, Trace, Value};
 use omniprof::{
-    BackendCall, BackendFailure, BackendWarning, Contribution, FailureKind, SessionReport,
-    WarningKind,
+    BackendCall, BackendFailure, BackendWarning, Contribution, FailureKind, ScopeProfiling,
+    SessionReport, UnavailablePerfEvent, WarningKind,
 };
 use omniprof::{ProcessRow, Span, ThreadRow};
 use omniprof_read::TraceReader;
@@ -47,6 +47,23 @@ fn every_report_field() -> SessionReport {
         kind,
     };
     SessionReport {
+        stub_errors: Some(40),
+        stub_error_messages: vec!["begin: \"no\" device".into(), "end: timed out".into()],
+        unavailable_perf_events: vec![
+            UnavailablePerfEvent {
+                name: "cycles".into(),
+                reason: "No such file or directory (os error 2)".into(),
+            },
+            UnavailablePerfEvent {
+                name: "task-clock".into(),
+                reason: "Permission denied: perf_event_paranoid is 4".into(),
+            },
+        ],
+        scope_profiler: Some(ScopeProfiling {
+            metrics: vec!["flops".into(), "bytes_read".into()],
+            max_scopes: 1500,
+            kernels: 3,
+        }),
         plugin_errors: vec!["/opt/libx.so: not a Kineto plugin".into()],
         dropped_events: Some(1),
         dropped_names: Some(2),

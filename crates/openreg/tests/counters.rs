@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use omniprof::{ActivitySet, ActivityType, Config, Profiler, Trace, Value};
+use omniprof::{ActivitySet, ActivityType, Config, Profiler, ScopeProfiling, Trace, Value};
 use omniprof_test_support::checker;
 use omniprof_test_support::lock::serial;
 use openreg::{HostBuffer, Kernel, Stream};
@@ -165,6 +165,12 @@ fn selected_metrics_and_the_scope_limit_are_honoured() {
         .collect();
     assert!(kernels[0].arg("flops").is_some() && kernels[0].arg("elements").is_none());
     assert!(kernels[1].arg("flops").is_none());
+    let scope = ScopeProfiling {
+        metrics: vec!["flops".into()],
+        max_scopes: 1,
+        kernels: 1,
+    };
+    assert_eq!(trace.report.scope_profiler, Some(scope));
     assert_eq!(trace.report.scope_profiler_unprofiled_kernels, Some(1));
 }
 

@@ -92,6 +92,37 @@ fn a_pftrace_reads_back_into_the_trace_its_json_reads_into() {
 }
 
 #[test]
+fn the_report_of_the_engines_own_profilers_reads_back_from_a_pftrace() {
+    use omniprof_trace::{ScopeProfiling, UnavailablePerfEvent};
+    let mut t = trace();
+    t.report.stub_errors = Some(2);
+    t.report.stub_error_messages = vec!["begin: no device".into()];
+    t.report.unavailable_perf_events = vec![UnavailablePerfEvent {
+        name: "cycles".into(),
+        reason: "Permission denied (os error 13)".into(),
+    }];
+    t.report.scope_profiler = Some(ScopeProfiling {
+        metrics: vec!["flops".into()],
+        max_scopes: 10,
+        kernels: 2,
+    });
+    let read = TraceReader::new().read(&pftrace(&t)[..]);
+    assert!(
+        read.report_problems.is_empty(),
+        "{:?}",
+        read.report_problems
+    );
+    let report = read.into_trace().unwrap().report;
+    assert_eq!(report.stub_errors, t.report.stub_errors);
+    assert_eq!(report.stub_error_messages, t.report.stub_error_messages);
+    assert_eq!(
+        report.unavailable_perf_events,
+        t.report.unavailable_perf_events
+    );
+    assert_eq!(report.scope_profiler, t.report.scope_profiler);
+}
+
+#[test]
 fn activities_come_in_the_order_their_slices_began() {
     let t = trace();
     let mut names = Vec::new();

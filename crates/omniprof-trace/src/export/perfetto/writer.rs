@@ -934,6 +934,11 @@ fn header_annotations(b: &mut Buf, trace: &Trace) {
     for (key, value) in &trace.metadata {
         entry(b, key, value);
     }
+    // Of the session report, the entries of the engine's own profilers, as they were written
+    // while they were plain metadata; the rest of the report is not written here.
+    for (key, value) in trace.report.profiler_entries() {
+        entry(b, key, &value);
+    }
 }
 
 /// The ids written around an activity's own args, exactly as the Chrome writer decides
