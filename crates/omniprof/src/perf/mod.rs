@@ -9,12 +9,11 @@ use std::time::Duration;
 use crate::backend::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
 use crate::clock;
 use crate::config::Config;
-use crate::keys::metadata;
-use crate::Value;
 use crate::Window;
 use crate::{lock, wait_timeout};
 use crate::{ActivitySet, ActivityType};
 use crate::{CounterTrack, CounterValues};
+use crate::{SessionReport, UnavailablePerfEvent};
 
 pub(crate) use crate::perf_event::perf_event_by_name;
 pub use crate::perf_event::PerfEvent;
@@ -104,9 +103,9 @@ impl Drop for Counter {
 ///
 /// Where an event cannot be counted — no hardware PMU in a VM or container,
 /// `perf_event_paranoid`, a seccomp filter — the event is named once in a warning and in the
-/// trace's `unavailable_perf_events` metadata, and the others go on: the session never fails
-/// for it. Hardware events are opened for user space only (`exclude_kernel`), which is what
-/// `perf_event_paranoid` = 2 allows an unprivileged process.
+/// trace's report ([`SessionReport::unavailable_perf_events`]), and the others go on: the
+/// session never fails for it. Hardware events are opened for user space only
+/// (`exclude_kernel`), which is what `perf_event_paranoid` = 2 allows an unprivileged process.
 ///
 /// ```
 /// use omniprof::{ActivityType, Config, Profiler};
@@ -127,7 +126,7 @@ impl Drop for Counter {
 /// // for a thread the sampler (every 1 ms, on a thread of its own) did not look at while
 /// // the thread recorded, as on a loaded machine that did not run it within these 5 ms;
 /// // none where no event can be counted (each is then named in the trace's
-/// // `unavailable_perf_events` metadata). What a series holds does not depend on it.
+/// // `report.unavailable_perf_events`). What a series holds does not depend on it.
 /// let trace = profiler.stop().unwrap();
 /// for series in trace.counters.series() {
 ///     assert_eq!(series.track.kind, ActivityType::HostCounters);
@@ -264,19 +263,15 @@ impl ProfilerSession for PerfSession {
         Ok(())
     }
 
-    fn metadata(&self) -> Vec<(String, Value)> {
-        if self.unavailable.is_empty() {
-            return Vec::new();
-        }
-        let list = self
+    fn report(&self, report: &mut SessionReport) {
+        report.unavailable_perf_events = self
             .unavailable
             .iter()
-            .map(|(name, why)| Value::from(format!("{name}: {why}")))
+            .map(|(name, why)| UnavailablePerfEvent {
+                name: (*name).to_owned(),
+                reason: why.clone(),
+            })
             .collect();
-        vec![(
-            metadata::UNAVAILABLE_PERF_EVENTS.to_owned(),
-            Value::List(list),
-        )]
     }
 }
 

@@ -21,7 +21,7 @@ use crate::ActivityType;
 use crate::Value;
 use crate::Window;
 use crate::{Activity, ActivitySet};
-use crate::{BackendCall, BackendFailure, FailureKind};
+use crate::{BackendCall, BackendFailure, FailureKind, SessionReport};
 use crate::{CounterTrack, CounterValues, Counters};
 
 struct Running {
@@ -348,8 +348,9 @@ impl Backends {
         self.running.is_empty()
     }
 
-    /// Has every session process its trace into a sink of its own and describe itself, then
-    /// drops it. Returns what each delivered, in order, and every failure met in this trace
+    /// Has every session process its trace into a sink of its own and describe itself (its
+    /// own fields of `report` among that), then drops it. Returns what each delivered, in
+    /// order, and every failure met in this trace
     /// (a session's own [`errors`](ProfilerSession::errors) among them, as
     /// [`FailureKind::Reported`]). With
     /// `warm_start_ns` (the sessions started then, ahead of the window), what started before
@@ -359,6 +360,7 @@ impl Backends {
         host_ops: &dyn HostOps,
         window: Window,
         warm_start_ns: Option<i64>,
+        report: &mut SessionReport,
     ) -> (Vec<Delivered>, Vec<BackendFailure>) {
         let mut delivered = Vec::with_capacity(self.running.len());
         let warmup_span = warm_start_ns.map(|from| (from, window.start_ns));
@@ -374,16 +376,20 @@ impl Backends {
             }
             let session = r.session.as_ref();
             let infos = guarded(&r.name, BackendCall::DeviceInfo, || {
+                // Filled apart, so that a panic leaves the report as it was.
+                let mut own = report.clone();
+                session.report(&mut own);
                 Ok((
                     session.device_info(),
                     session.resource_infos(),
                     session.metadata(),
+                    own,
                     session.device_properties(),
                     session.errors(),
                     session.warnings(),
                 ))
             });
-            let (devices, resources, metadata, properties, errors, warnings) = match infos {
+            let (devices, resources, metadata, own, properties, errors, warnings) = match infos {
                 Ok(infos) => infos,
                 Err(e) => {
                     self.fail(e);
@@ -391,6 +397,7 @@ impl Backends {
                     continue;
                 }
             };
+            *report = own;
             let failure = |kind| BackendFailure {
                 backend: r.name.clone(),
                 kind,

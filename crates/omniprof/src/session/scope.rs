@@ -12,11 +12,10 @@ use std::sync::Arc;
 
 use crate::backend::ScopeMetric;
 use crate::config::Config;
-use crate::keys::metadata;
-use crate::Trace;
 use crate::Value;
 use crate::{Activity, ActivityType};
 use crate::{CounterTrack, CounterValues, Counters};
+use crate::{ScopeProfiling, Trace};
 
 /// Kineto's client defaults for the scope buffer, used when no size is set.
 const PER_KERNEL_SCOPES: u64 = 1500;
@@ -90,17 +89,14 @@ impl ScopeProfiler {
         }
     }
 
-    /// The scope profiler's metadata: what it collected, and the kernels it had to skip.
+    /// The scope profiler's part of the report: what it collected, and the kernels it had to
+    /// skip.
     pub(super) fn finish(self, trace: &mut Trace) {
-        let metrics = self.selected.iter().map(|m| Value::from(m.as_str()));
-        let setup: Value = [
-            ("metrics", Value::List(metrics.collect())),
-            ("max_scopes", Value::UInt(self.max_scopes)),
-            ("kernels", Value::UInt(self.profiled)),
-        ]
-        .into_iter()
-        .collect();
-        trace.set_metadata(metadata::SCOPE_PROFILER, setup);
+        trace.report.scope_profiler = Some(ScopeProfiling {
+            metrics: self.selected,
+            max_scopes: self.max_scopes,
+            kernels: self.profiled,
+        });
         if self.unprofiled > 0 {
             log::warn!(
                 "omniprof: {} kernels past SCOPE_PROFILER_MAX_SCOPES ({}) got no metrics",

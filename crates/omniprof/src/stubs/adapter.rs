@@ -40,7 +40,7 @@ use crate::keys::{arg, metadata};
 use crate::record::{CorrelationListener, Name};
 use crate::Value;
 use crate::Window;
-use crate::{Activity, ActivitySet, ActivityType};
+use crate::{Activity, ActivitySet, ActivityType, SessionReport};
 
 /// How many failures are kept word for word; the rest are only counted.
 const KEPT_ERRORS: usize = 8;
@@ -223,22 +223,17 @@ impl ProfilerSession for StubsSession {
     }
 
     fn metadata(&self) -> Vec<(String, Value)> {
-        let mut metadata = vec![(
+        vec![(
             metadata::DEVICE_TYPE.to_owned(),
             Value::from(self.device.as_str()),
-        )];
+        )]
+    }
+
+    fn report(&self, report: &mut SessionReport) {
         if self.error_count > 0 {
-            let messages = self.errors.iter().map(|e| Value::from(e.as_str()));
-            metadata.push((
-                metadata::STUB_ERRORS.to_owned(),
-                Value::UInt(self.error_count),
-            ));
-            metadata.push((
-                metadata::STUB_ERROR_MESSAGES.to_owned(),
-                Value::List(messages.collect()),
-            ));
+            report.stub_errors = Some(self.error_count);
+            report.stub_error_messages = self.errors.clone();
         }
-        metadata
     }
 
     fn correlation_listener(&self) -> Option<Arc<dyn CorrelationListener>> {

@@ -150,6 +150,7 @@ fn merge_backends(
         &host.view(&trace.activities),
         window.window,
         window.warm_start_ns,
+        &mut trace.report,
     );
     let mut merged = Merged::new(
         selection
