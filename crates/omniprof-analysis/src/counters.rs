@@ -17,8 +17,8 @@
 
 use serde::Serialize;
 
-use super::csv::field;
-use super::grid::{number, render};
+use crate::render::csv::field;
+use crate::render::grid::{number, render};
 use omniprof_trace::CounterSeries;
 use omniprof_trace::Trace;
 

@@ -30,8 +30,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::table::{fit_name, format_time, MAX_NAME_WIDTH};
-use super::{KeyAverages, Row, SortKey};
+use crate::key_averages::{KeyAverages, Row, SortKey, MAX_NAME_WIDTH};
+use crate::render::csv::field;
+use crate::render::table::{fit_name, format_time};
 use omniprof_trace::FastMap;
 
 /// Whether a row is in both traces or only one.
@@ -321,8 +322,8 @@ impl TraceDiff {
             let _ = write!(
                 out,
                 "{},{},{},{}",
-                super::csv::field(&r.name),
-                super::csv::field(r.input_shapes.as_deref().unwrap_or("")),
+                field(&r.name),
+                field(r.input_shapes.as_deref().unwrap_or("")),
                 r.on_device,
                 r.change.label_or_both(),
             );

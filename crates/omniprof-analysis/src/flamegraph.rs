@@ -9,7 +9,7 @@
 //!   its correlation names), with the activity's own name as the leaf; device work linked
 //!   to no host op of the trace sits under `[unlinked]`.
 //!
-//! Host ops are those the summary nests ([`key_averages`](super::key_averages)): ops, user
+//! Host ops are those the summary nests ([`key_averages`](crate::key_averages())): ops, user
 //! ranges, runtime and driver calls, `python_function` events, `ProfilerStep#<n>` named
 //! `ProfilerStep*` so that steps merge. So in a trace recorded with stacks (PyTorch's
 //! `with_stack=True`, omniprof's own) the Python frames (`train.py(12): step`,
@@ -37,10 +37,10 @@ use std::cmp::Reverse;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use super::attribution::{self, Launcher};
-use super::events::{self, Role};
-use super::frame_tree::FrameTree;
-use super::stacks::python_stacks;
+use crate::activity::{self, Role};
+use crate::attribution::{self, Launcher};
+use crate::frame_tree::FrameTree;
+use crate::stacks::python_stacks;
 use omniprof_trace::keys::arg;
 use omniprof_trace::FastMap;
 use omniprof_trace::Trace;
@@ -110,7 +110,7 @@ pub fn folded_stacks(trace: &Trace, time: FlameTime) -> FoldedStacks {
         }
     }
     for a in &trace.activities {
-        if events::role(a.kind) == Role::Device {
+        if activity::role(a.kind) == Role::Device {
             builder.device_work(a);
         }
     }
@@ -172,7 +172,7 @@ fn thread_order(a: &Activity) -> (i64, Reverse<i64>, bool) {
 
 /// Host ops are those the summary nests.
 fn is_host_op(a: &Activity) -> bool {
-    events::role(a.kind) == Role::Host && events::row_name(&a.name).is_some()
+    activity::role(a.kind) == Role::Host && activity::row_name(&a.name).is_some()
 }
 
 impl FlameBuilder {
@@ -204,7 +204,7 @@ impl FlameBuilder {
                 self.whole = true;
             }
             self.host_op(a, &[]);
-        } else if events::role(a.kind) == Role::Device {
+        } else if activity::role(a.kind) == Role::Device {
             self.device_work(a);
         }
     }
@@ -237,7 +237,7 @@ impl FlameBuilder {
             thread.receivers.pop();
         }
         let parent = thread.open.last().copied().filter(|&(_, e, _)| end <= e);
-        let name = frame(events::row_name(&a.name).unwrap_or(&a.name));
+        let name = frame(activity::row_name(&a.name).unwrap_or(&a.name));
         let node = match parent {
             Some((p, _, _)) => {
                 let top = thread.open.last_mut().expect("the parent is open");
@@ -365,8 +365,8 @@ fn frame(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::frame_tree::MAX_STACK_DEPTH;
     use super::*;
+    use crate::frame_tree::MAX_STACK_DEPTH;
 
     fn op(kind: ActivityType, name: &str, tid: i64, start: i64, end: i64) -> Activity {
         Activity::new(kind, name, 1, tid, start, end)
@@ -588,7 +588,7 @@ mod tests {
             let mut order: Vec<usize> = (0..n).rev().collect();
             order.sort_by_key(|&i| {
                 let a = &t.activities[i];
-                (events::role(a.kind) == Role::Host, a.resource, a.start_ns)
+                (activity::role(a.kind) == Role::Host, a.resource, a.start_ns)
             });
             for time in [FlameTime::HostSelf, FlameTime::Device] {
                 let whole = folded_stacks(&t, time);

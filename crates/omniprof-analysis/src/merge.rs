@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use super::stacks::Stack;
-use super::{KeyAverages, Row};
+use crate::key_averages::{KeyAverages, Row};
+use crate::stacks::Stack;
 use omniprof_trace::FastMap;
 
 /// What makes two rows of different traces the same row.

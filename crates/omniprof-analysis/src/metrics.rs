@@ -32,10 +32,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::csv::field;
-use super::grid::{number, render};
-use super::table::{fit_name, MAX_NAME_WIDTH};
-use super::us;
+use crate::key_averages::{us, MAX_NAME_WIDTH};
+use crate::render::csv::field;
+use crate::render::grid::{number, render};
+use crate::render::table::fit_name;
 use omniprof_trace::FastMap;
 use omniprof_trace::Trace;
 use omniprof_trace::TraceItem;

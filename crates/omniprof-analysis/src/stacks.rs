@@ -2,13 +2,12 @@
 //! [`PythonStacks`].
 
 use std::cmp::Reverse;
-use std::fmt::{self, Write};
+use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use super::events::{self, Role};
-use super::frame_tree::FrameTree;
-use super::FunctionEvents;
+use crate::activity::{self, Role};
+use crate::frame_tree::FrameTree;
 use omniprof_trace::keys::{arg, name};
 use omniprof_trace::FastMap;
 use omniprof_trace::Trace;
@@ -43,10 +42,10 @@ fn kept(entry: &str) -> bool {
 /// folded text of those stacks with a time each.
 ///
 /// Every reader of stacks takes them from [`python_stacks`]: the rows of
-/// [`key_averages`](super::key_averages) with
-/// [`group_by_stack_n`](super::KeyAveragesOptions::group_by_stack_n), the table's
-/// `Source Location` column, [`FunctionEvent::stack`](super::FunctionEvent::stack),
-/// [`FunctionEvents::export_stacks`](super::FunctionEvents::export_stacks) and the flame
+/// [`key_averages`](crate::key_averages()) with
+/// [`group_by_stack_n`](crate::KeyAveragesOptions::group_by_stack_n), the table's
+/// `Source Location` column, [`FunctionEvent::stack`](crate::FunctionEvent::stack),
+/// [`FunctionEvents::export_stacks`](crate::FunctionEvents::export_stacks) and the flame
 /// graph's frames for ops outside every `python_function` event. So an op has one stack,
 /// whichever report shows it.
 ///
@@ -207,7 +206,7 @@ struct Open {
 /// Whether an activity takes part in the nesting: the host events the summary nests, Python
 /// functions included.
 fn nests(a: &Activity) -> bool {
-    events::role(a.kind) == Role::Host && events::row_name(&a.name).is_some()
+    activity::role(a.kind) == Role::Host && activity::row_name(&a.name).is_some()
 }
 
 /// An op's `Sequence number`, when it has a non-negative one.
@@ -361,7 +360,7 @@ pub fn python_stacks(trace: &Trace) -> PythonStacks {
     out
 }
 
-/// The time [`FunctionEvents::export_stacks`] writes per stack: PyTorch's
+/// The time [`FunctionEvents::export_stacks`](crate::FunctionEvents::export_stacks) writes per stack: PyTorch's
 /// `export_stacks(path, metric)`.
 ///
 /// ```
@@ -419,50 +418,10 @@ impl FromStr for StackMetric {
     }
 }
 
-/// PyTorch's `export_stacks`: per event with a stack whose metric, in whole microseconds
-/// (truncated, as Python's `int()`), is above 0, one line: its frames outermost first, each
-/// with spaces, tabs, line breaks and `;` written as `_`, joined by `;`, then a space and
-/// the value. The event's own name is not a frame (as in PyTorch). Self times are computed
-/// as PyTorch computes them: the event's float total less its children's, in their order
-/// (an async event's is 0).
-pub(super) fn export(events: &FunctionEvents, metric: StackMetric) -> String {
-    let mut out = String::new();
-    for e in &events.events {
-        if e.stack.is_empty() || e.is_async {
-            continue;
-        }
-        let total = |e: &super::FunctionEvent| match metric {
-            StackMetric::SelfCpuTimeTotal => e.cpu_time_total_us,
-            StackMetric::SelfDeviceTimeTotal => e.device_time_total_us,
-        };
-        let value = e
-            .children
-            .iter()
-            .fold(total(e), |v, &c| v - total(&events.events[c]));
-        // `as` truncates toward zero (and saturates), as Python's `int()` of a time does.
-        let value = value as i64;
-        if value <= 0 {
-            continue;
-        }
-        for (i, frame) in e.stack.iter().rev().enumerate() {
-            if i > 0 {
-                out.push(';');
-            }
-            out.extend(frame.chars().map(|c| match c {
-                ' ' | ';' | '\t' | '\n' => '_',
-                c => c,
-            }));
-        }
-        // Writing into a `String` cannot fail.
-        let _ = writeln!(out, " {value}");
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::frame_tree::MAX_STACK_DEPTH;
     use super::*;
+    use crate::frame_tree::MAX_STACK_DEPTH;
     use crate::{function_events, KeyAveragesOptions};
 
     fn py(name: &str, start: i64, end: i64) -> Activity {

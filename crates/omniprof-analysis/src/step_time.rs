@@ -29,9 +29,9 @@
 
 use serde::Serialize;
 
-use super::grid::render;
+use crate::render::grid::render;
 
-use super::ranks::{clip, length, subtract, union, WorkKind};
+use crate::ranks::{clip, length, subtract, union, WorkKind};
 use omniprof_trace::keys::name as event_name;
 use omniprof_trace::FastMap;
 use omniprof_trace::TraceItem;

@@ -1,7 +1,10 @@
 use omniprof_test_support::data::{reference_table, reference_trace as pytorch_path};
 
 use super::*;
+use crate::key_averages::us;
+use crate::render::table;
 use omniprof_read::TraceReader;
+use omniprof_trace::Trace;
 use omniprof_trace::Value;
 use omniprof_trace::{Activity, ActivityType, Flow, FlowKind};
 use std::collections::HashMap;
@@ -1270,8 +1273,7 @@ fn memory_columns_can_be_forced_and_device_ones_need_self_device_memory() {
 
 #[test]
 fn memory_and_flops_format_as_pytorchs_functions() {
-    use super::memory::format_memory;
-    use super::table::{auto_scale_flops, format_flops};
+    use crate::render::table::{auto_scale_flops, format_flops, format_memory};
     // PyTorch 2.15's `_format_memory` of each.
     for (bytes, text) in [
         (0, "0 B"),

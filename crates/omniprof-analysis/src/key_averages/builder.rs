@@ -1,18 +1,22 @@
 //! [`KeyAveragesBuilder`]: accumulates a trace, item by item, into what the op trees need,
-//! and turns it into [`KeyAverages`] at the end.
+//! and turns it into [`KeyAverages`] at the end; [`key_averages`] runs it over a whole
+//! [`Trace`].
 
 use std::cmp::Reverse;
 use std::sync::Arc;
 
-use super::attribution::{self, Launcher};
-use super::events::{self, Role};
-use super::fold::{Arrival, DeviceSums, Fate, Folder, OutOfOrder};
-use super::listing::Listing;
+use super::event_listing::{Listing, SummedEvent};
+use super::fold::{Arrival, DeviceSums, Folder, OutOfOrder};
 use super::memory::{self, MemoryEvent, MemoryIndex, MemoryKind, MemoryRecord};
-use super::stacks::{python_stacks, Stack};
-use super::summed_events::SummedEvent;
-use super::tree::{self, relative_us, HostOp, OpTimes, PyTorchTimes};
-use super::{KeyAverages, Row};
+use super::options::KeyAveragesOptions;
+use super::summary::{KeyAverages, Row};
+use super::tree::{self, relative_us, HostOp};
+use super::types::{
+    Emitted, Fate, GroupFlags, OpTimes, PyTorchTimes, MEMORY_SEQ, NO_PARENT, OUT_OF_MEMORY_SEQ,
+};
+use crate::activity::{self, Role};
+use crate::attribution::{self, Launcher};
+use crate::stacks::{python_stacks, Stack};
 use omniprof_read::{ArgFilter, TraceReader};
 use omniprof_trace::keys::{arg, metadata, name as event_name};
 use omniprof_trace::FastMap;
@@ -20,41 +24,6 @@ use omniprof_trace::TraceItem;
 use omniprof_trace::Value;
 use omniprof_trace::{Activity, ActivityType, FlowKind};
 use omniprof_trace::{Trace, Window};
-
-/// How events are grouped into rows.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KeyAveragesOptions {
-    /// Also group by the ops' input shapes (`Input Dims`), as PyTorch's
-    /// `key_averages(group_by_input_shape=True)`.
-    pub group_by_input_shapes: bool,
-    /// The device name for the device columns, overriding what the trace says.
-    pub device_name: Option<String>,
-    /// Print the memory columns even when the trace holds no memory record (PyTorch's
-    /// `profile(profile_memory=True)` of a run that allocated nothing).
-    pub profile_memory: bool,
-    /// Print the FLOPs column whenever some row has FLOPs, even when no event carries a
-    /// `flops` arg (PyTorch's `profile(with_flops=True)`).
-    pub with_flops: bool,
-    /// Also group by the first N entries of the events' Python stacks
-    /// ([`PythonStacks`](crate::PythonStacks)), as PyTorch's `key_averages(group_by_stack_n=N)`; 0: not.
-    /// Rows then carry [`Row::stack`], and the table a `Source Location` column. Stacks need
-    /// the whole trace ([`KeyAveragesBuilder::add_trace`]): a streamed activity
-    /// ([`KeyAveragesBuilder::add_activity`]) has an empty one.
-    pub group_by_stack_n: usize,
-    /// Also make rows of `python_function` events (PyTorch's
-    /// `key_averages(include_python_functions=True)`). They always take part in the op
-    /// trees, as in PyTorch.
-    pub include_python_functions: bool,
-}
-
-/// The flags of an event's row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct GroupFlags {
-    pub on_device: bool,
-    pub legacy: bool,
-    pub user_annotation: bool,
-    pub python: bool,
-}
 
 /// What makes two events the same row (PyTorch's key, less the node id, which traces do not
 /// carry).
@@ -96,44 +65,18 @@ struct Group {
     first_has_parent: bool,
 }
 
-/// One event as the op trees and device rows report it: its place in PyTorch's order, its
-/// row, what it adds to the row, and its parent's `seq`.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Emitted {
-    pub first: (i64, Reverse<i64>, u64),
-    pub key: u32,
-    /// Partially overlaps an op on its thread: outside the tree (see
-    /// [`tree::summarize_thread`]). Kept out of [`OpTimes`], which the fold copies for
-    /// every op and its parent, to keep those copies small.
-    pub is_async: bool,
-    pub times: OpTimes,
-    pub float: PyTorchTimes,
-    /// Its parent's `seq`, [`NO_PARENT`] for none (see [`Self::parent`]).
-    pub parent_seq: u64,
-    /// Its depth in its thread's op tree, as nested (`None` outside the tree).
-    pub depth: Option<u32>,
-    /// Its parent may yet be absorbed into its own parent (folding only): the listing
-    /// follows it.
-    pub parent_open: bool,
-}
-
-impl Emitted {
-    /// Its parent's `seq`.
-    pub(super) fn parent(&self) -> Option<u64> {
-        (self.parent_seq != NO_PARENT).then_some(self.parent_seq)
+/// The rows of a whole [`Trace`].
+pub fn key_averages(trace: &Trace, options: &KeyAveragesOptions) -> KeyAverages {
+    let mut builder = KeyAveragesBuilder::new(options.clone());
+    // At most three reads: the last builder keeps every op, which always finishes.
+    loop {
+        builder.add_trace(trace);
+        match builder.finish() {
+            Ok(summary) => return summary,
+            Err(again) => builder = again.builder(),
+        }
     }
 }
-
-/// [`Emitted::parent_seq`] of an event without a parent: no event's `seq` (the largest,
-/// the `[OutOfMemory]` events', count up from [`OUT_OF_MEMORY_SEQ`]). A sentinel rather than an
-/// `Option` keeps the event at 128 bytes, which the fold moves without a call to `memcpy`.
-pub(super) const NO_PARENT: u64 = u64::MAX;
-
-/// `seq` of the `[memory]` events made of memory records outside every host event (plus
-/// the record's ordinal), and of `[OutOfMemory]` events: after every other event, as
-/// PyTorch appends them after the others before its stable sort.
-pub(super) const MEMORY_SEQ: u64 = 1 << 62;
-pub(super) const OUT_OF_MEMORY_SEQ: u64 = 1 << 63;
 
 /// Distinct strings, numbered in order of first use.
 #[derive(Default)]
@@ -153,7 +96,7 @@ const NO_GROUP: u32 = u32::MAX;
 const RECENT_NAMES: usize = 256;
 
 impl Interner {
-    /// The id of the row name of an activity named `name` ([`events::row_name`]), or `None`
+    /// The id of the row name of an activity named `name` ([`activity::row_name`]), or `None`
     /// when its events are dropped.
     fn row_name_id(&mut self, name: &Arc<str>) -> Option<u32> {
         let address = Arc::as_ptr(name).cast::<u8>() as usize;
@@ -167,7 +110,7 @@ impl Interner {
                 return *id;
             }
         }
-        let id = events::row_name(name).map(|row| self.id(row));
+        let id = activity::row_name(name).map(|row| self.id(row));
         // The slot holds the `Arc`, so that its allocation is not reused by another name.
         self.recent[slot] = Some((Arc::clone(name), id));
         id
@@ -244,7 +187,7 @@ pub struct KeyAveragesBuilder {
     memory_seen: bool,
     /// The earliest span's start.
     span_start_ns: Option<i64>,
-    /// When listing events ([`super::function_events()`]): every device event reported.
+    /// When listing events ([`crate::function_events()`]): every device event reported.
     pub(super) device_events: Option<Vec<Emitted>>,
     /// How host ops are held: all of them, or folded as they become final.
     holding: Holding,
@@ -466,7 +409,7 @@ impl KeyAveragesBuilder {
     }
 
     /// The capture window, whose end unfinished ops run to.
-    pub(super) fn set_window(&mut self, window: Window) {
+    pub(crate) fn set_window(&mut self, window: Window) {
         self.window = Some(window);
         if let Holding::Folding(f) = &mut self.holding {
             f.set_window_end(window.end_ns);
@@ -538,7 +481,7 @@ impl KeyAveragesBuilder {
     }
 
     /// A span's start: the earliest is where host times count from ([`Self::host_origin_ns`]).
-    pub(super) fn add_span_start(&mut self, start_ns: i64) {
+    pub(crate) fn add_span_start(&mut self, start_ns: i64) {
         self.span_start_ns = Some(self.span_start_ns.map_or(start_ns, |s| s.min(start_ns)));
         self.origin_moved();
     }
@@ -577,7 +520,7 @@ impl KeyAveragesBuilder {
     pub fn add_metadata(&mut self, key: &str, value: &Value) {
         let on = || matches!(value, Value::Bool(true)) || value.as_f64().is_some_and(|v| v != 0.0);
         match key {
-            metadata::DEVICE_TYPE => self.metadata_device = events::metadata_string(value),
+            metadata::DEVICE_TYPE => self.metadata_device = activity::metadata_string(value),
             metadata::PROFILE_MEMORY => {
                 self.memory_seen |= on();
                 self.memory_declared |= on();
@@ -606,14 +549,14 @@ impl KeyAveragesBuilder {
             self.add_memory(a, m);
             return;
         }
-        let role = events::role(a.kind);
+        let role = activity::role(a.kind);
         // A device interval carrying `device_time_us` is the stubs' drawing of its host op's
         // time on the device row: that time is counted on the op (stub device time).
-        if role == Role::Ignored || (role == Role::Device && events::stub_device_ns(a) > 0) {
+        if role == Role::Ignored || (role == Role::Device && activity::stub_device_ns(a) > 0) {
             return;
         }
         if self.runtime_device.is_none() {
-            self.runtime_device = events::runtime_device(a.kind);
+            self.runtime_device = activity::runtime_device(a.kind);
         }
         let Some(name) = self.names.row_name_id(&a.name) else {
             return;
@@ -626,12 +569,12 @@ impl KeyAveragesBuilder {
         let seq = self.seq;
         self.seq += 1;
         let shapes = if self.options.group_by_input_shapes {
-            events::write_input_shapes(a, &mut self.scratch);
+            activity::write_input_shapes(a, &mut self.scratch);
             self.shapes.id(&self.scratch)
         } else {
             0
         };
-        let flops = events::flops(a);
+        let flops = activity::flops(a);
         if flops.is_some() {
             self.saw_flops = true;
         }
@@ -648,7 +591,11 @@ impl KeyAveragesBuilder {
             return;
         }
         let python = a.kind == ActivityType::PythonFunction;
-        let stub_ns = if python { 0 } else { events::stub_device_ns(a) };
+        let stub_ns = if python {
+            0
+        } else {
+            activity::stub_device_ns(a)
+        };
         let key = self.group(GroupKey {
             name,
             shapes,
@@ -683,7 +630,7 @@ impl KeyAveragesBuilder {
                 key,
                 name,
                 legacy: stub_ns > 0,
-                unfinished: events::is_unfinished(a),
+                unfinished: activity::is_unfinished(a),
                 call,
                 out_of_memory: false,
                 cpu_memory: 0,
@@ -1377,7 +1324,7 @@ impl Stopped {
     /// After folding stopped: notes whether host items still come in time order per thread.
     fn observe(&mut self, a: &Activity) {
         let host = memory::memory_event(a).is_some()
-            || (events::role(a.kind) == Role::Host && events::row_name(&a.name).is_some());
+            || (activity::role(a.kind) == Role::Host && activity::row_name(&a.name).is_some());
         if !host {
             return;
         }

@@ -7,6 +7,9 @@
 
 use std::cmp::Reverse;
 
+use super::types::{DeviceTime, OpTimes, PyTorchTimes};
+use omniprof_trace::FastMap;
+
 /// No parent.
 const ROOT: u32 = u32::MAX;
 
@@ -41,30 +44,6 @@ pub(super) struct HostOp {
     pub device_memory: i64,
 }
 
-/// What one op adds to its row.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct OpTimes {
-    pub self_cpu_ns: i64,
-    pub cpu_total_ns: i64,
-    pub self_device_ns: i64,
-    pub device_total_ns: i64,
-    /// Memory usage (see [`super::memory`]), in bytes.
-    pub cpu_memory: i64,
-    pub self_cpu_memory: i64,
-    pub device_memory: i64,
-    pub self_device_memory: i64,
-}
-
-/// An op's totals as PyTorch computes them, in float microseconds: CPU total = end − start
-/// with both relative to the trace's origin and divided by 1000 first; device total = the
-/// float sum of its device records and its children's. Rows' averages divide their sums,
-/// so that the last printed digit is PyTorch's.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(super) struct PyTorchTimes {
-    pub cpu_total_us: f64,
-    pub device_total_us: f64,
-}
-
 /// Nanoseconds as PyTorch's microseconds: relative to `origin_ns`, then divided.
 pub(super) fn relative_us(ns: i64, origin_ns: i64) -> f64 {
     ns.saturating_sub(origin_ns) as f64 / 1000.0
@@ -81,7 +60,7 @@ pub(super) fn order_key(start_ns: i64, end_ns: i64, seq: u64) -> (i64, Reverse<i
 /// `received` is told each (receiver's `seq`, call's correlation).
 pub(super) fn attribute_launches(
     ops: &mut [HostOp],
-    launched: &omniprof_trace::FastMap<u64, super::fold::DeviceTime>,
+    launched: &FastMap<u64, DeviceTime>,
     mut received: impl FnMut(u64, u64),
 ) {
     ops.sort_unstable_by_key(|op| order_key(op.start_ns, op.end_ns, op.seq));

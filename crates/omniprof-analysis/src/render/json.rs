@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use super::{us, KeyAverages, ReportOptions, Row};
+use crate::key_averages::{us, KeyAverages, ReportOptions, Row};
 
 #[derive(Serialize)]
 struct Document<'a> {
@@ -73,7 +73,14 @@ impl<'a> From<&'a Row> for JsonRow<'a> {
     }
 }
 
-pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
+impl KeyAverages {
+    /// `{"device": ..., "rows": [{"name", "count", "self_cpu_time_total_us", ...}]}`.
+    pub fn json(&self, options: &ReportOptions) -> String {
+        render(self, options)
+    }
+}
+
+fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
     let document = Document {
         device: summary.device_label(),
         self_cpu_time_total_us: us(summary.self_cpu_time_total_ns()),

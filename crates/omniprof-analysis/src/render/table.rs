@@ -34,18 +34,16 @@
 //!   `CPU total %`.
 
 use std::fmt::Write;
-
-use super::memory::format_memory;
 use std::sync::Arc;
 
-use super::{us, KeyAverages, ReportOptions, Row};
+use crate::key_averages::{us, KeyAverages, ReportOptions, Row};
 
 const COLUMN_WIDTH: usize = 12;
 /// The text after every cell.
 const SPACING: &str = "  ";
 
 /// A time in microseconds as PyTorch prints it.
-pub(super) fn format_time(time_us: f64) -> String {
+pub(crate) fn format_time(time_us: f64) -> String {
     if time_us >= 1_000_000.0 {
         format!("{:.3}s", time_us / 1_000_000.0)
     } else if time_us >= 1_000.0 {
@@ -70,7 +68,7 @@ fn char_len(s: &str) -> usize {
 
 /// PyTorch's `auto_scale_flops`: the factor FLOPs are multiplied by and the header's unit,
 /// chosen by the thousands in `flops` (at least 1; `PFLOPs` at most).
-pub(super) fn auto_scale_flops(flops: u64) -> (f64, &'static str) {
+pub(crate) fn auto_scale_flops(flops: u64) -> (f64, &'static str) {
     const UNITS: [&str; 6] = ["FLOPs", "KFLOPs", "MFLOPs", "GFLOPs", "TFLOPs", "PFLOPs"];
     let log = ((flops as f64).log10() / 3.0)
         .min((UNITS.len() - 1) as f64)
@@ -79,7 +77,7 @@ pub(super) fn auto_scale_flops(flops: u64) -> (f64, &'static str) {
 }
 
 /// A FLOPs cell: `%8.3f` of the scaled count, `--` for none.
-pub(super) fn format_flops(flops: u64, scale: f64) -> String {
+pub(crate) fn format_flops(flops: u64, scale: f64) -> String {
     if flops == 0 {
         "--".to_string()
     } else {
@@ -87,10 +85,23 @@ pub(super) fn format_flops(flops: u64, scale: f64) -> String {
     }
 }
 
-/// The widest a text table's name column gets by default (PyTorch's
-/// `max_name_column_width`): the summary's, the diff's and the metrics' tables cut a longer
-/// name there, ending it in `...`.
-pub(crate) const MAX_NAME_WIDTH: usize = 55;
+/// `nbytes` as PyTorch's `_format_memory` prints it (`64.00 KB`, `-4 B`; 1 KB = 1024 B).
+pub(crate) fn format_memory(nbytes: i64) -> String {
+    const KB: f64 = 1024.0;
+    const MB: f64 = 1024.0 * KB;
+    const GB: f64 = 1024.0 * MB;
+    let abs = nbytes.unsigned_abs() as f64;
+    let v = nbytes as f64;
+    if abs >= GB {
+        format!("{:.2} GB", v / GB)
+    } else if abs >= MB {
+        format!("{:.2} MB", v / MB)
+    } else if abs >= KB {
+        format!("{:.2} KB", v / KB)
+    } else {
+        format!("{nbytes} B")
+    }
+}
 
 /// A name cut to fit the name column (`None`: no limit).
 pub(crate) fn fit_name(name: &str, max_width: Option<usize>) -> String {
@@ -131,7 +142,15 @@ fn trim_frame(frame: &str, width: usize) -> String {
     }
 }
 
-pub(super) fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
+impl KeyAverages {
+    /// The text PyTorch's `key_averages().table(sort_by, row_limit)` prints for these rows,
+    /// character for character (empty when there are no rows, as in PyTorch).
+    pub fn table(&self, options: &ReportOptions) -> String {
+        render(self, options)
+    }
+}
+
+fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
     let rows = &summary.rows;
     if rows.is_empty() {
         return String::new();

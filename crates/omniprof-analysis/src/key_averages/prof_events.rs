@@ -2,7 +2,7 @@
 //! every host op, device activity, `[memory]` event (a memory record outside every host
 //! event) and `[OutOfMemory]` event, in PyTorch's order (by start, longer first, then
 //! input order, memory events last), each with its times, memory, FLOPs and place in its
-//! thread's op tree. The numbers are the ones [`key_averages`](super::key_averages) sums:
+//! thread's op tree. The numbers are the ones [`key_averages`](crate::key_averages()) sums:
 //! both come from the same op trees ([`KeyAveragesBuilder`]).
 //!
 //! ```
@@ -21,14 +21,15 @@
 //! assert!(events.table(&ReportOptions::default()).contains("aten::mm"));
 //! ```
 
+use std::fmt::Write;
 use std::sync::Arc;
 
-use super::builder::{
-    Emitted, KeyAveragesBuilder, KeyAveragesOptions, MEMORY_SEQ, OUT_OF_MEMORY_SEQ,
-};
-use super::events::{self, write_input_shapes};
-use super::stacks::{self, python_stacks, Stack, StackMetric};
-use super::{us, KeyAverages, ReportOptions, Row};
+use super::builder::KeyAveragesBuilder;
+use super::options::{KeyAveragesOptions, ReportOptions};
+use super::summary::{us, KeyAverages, Row};
+use super::types::{Emitted, MEMORY_SEQ, OUT_OF_MEMORY_SEQ};
+use crate::activity::{self, write_input_shapes};
+use crate::stacks::{python_stacks, Stack, StackMetric};
 use omniprof_trace::keys::name as event_name;
 use omniprof_trace::Activity;
 use omniprof_trace::FastMap;
@@ -189,16 +190,56 @@ impl FunctionEvents {
     /// assert_eq!(events.export_stacks(StackMetric::SelfCpuTimeTotal), "t.py(3):_step 3\n");
     /// ```
     pub fn export_stacks(&self, metric: StackMetric) -> String {
-        stacks::export(self, metric)
+        export_stacks(self, metric)
     }
+}
+
+/// PyTorch's `export_stacks`: per event with a stack whose metric, in whole microseconds
+/// (truncated, as Python's `int()`), is above 0, one line: its frames outermost first, each
+/// with spaces, tabs, line breaks and `;` written as `_`, joined by `;`, then a space and
+/// the value. The event's own name is not a frame (as in PyTorch). Self times are computed
+/// as PyTorch computes them: the event's float total less its children's, in their order
+/// (an async event's is 0).
+fn export_stacks(events: &FunctionEvents, metric: StackMetric) -> String {
+    let mut out = String::new();
+    for e in &events.events {
+        if e.stack.is_empty() || e.is_async {
+            continue;
+        }
+        let total = |e: &FunctionEvent| match metric {
+            StackMetric::SelfCpuTimeTotal => e.cpu_time_total_us,
+            StackMetric::SelfDeviceTimeTotal => e.device_time_total_us,
+        };
+        let value = e
+            .children
+            .iter()
+            .fold(total(e), |v, &c| v - total(&events.events[c]));
+        // `as` truncates toward zero (and saturates), as Python's `int()` of a time does.
+        let value = value as i64;
+        if value <= 0 {
+            continue;
+        }
+        for (i, frame) in e.stack.iter().rev().enumerate() {
+            if i > 0 {
+                out.push(';');
+            }
+            out.extend(frame.chars().map(|c| match c {
+                ' ' | ';' | '\t' | '\n' => '_',
+                c => c,
+            }));
+        }
+        // Writing into a `String` cannot fail.
+        let _ = writeln!(out, " {value}");
+    }
+    out
 }
 
 /// The events of a trace as PyTorch's `_parse_kineto_results` makes them: every host op,
 /// device activity, `[memory]` event (a memory record outside every host event) and
 /// `[OutOfMemory]` event, in PyTorch's order (by start, longer first, then input order,
-/// memory events last), with the numbers [`key_averages`](super::key_averages) sums
+/// memory events last), with the numbers [`key_averages`](crate::key_averages()) sums
 /// (both come from the same op trees); `options` as for
-/// [`key_averages`](super::key_averages)
+/// [`key_averages`](crate::key_averages())
 /// (`group_by_input_shapes` has no effect: every event has its shapes).
 pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionEvents {
     let mut builder = KeyAveragesBuilder::keeping_every_op(options.clone());
@@ -280,9 +321,9 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
             let seq = e.first.2;
             let (name, flags) = builder.key_strings(e.key);
             let (start_ns, end_ns) = (e.first.0, e.first.1 .0);
-            let activity = source(seq);
+            let source_activity = source(seq);
             let memory_event = seq >= MEMORY_SEQ;
-            if let Some(a) = activity.filter(|_| !memory_event) {
+            if let Some(a) = source_activity.filter(|_| !memory_event) {
                 write_input_shapes(a, &mut shapes);
             } else {
                 shapes.clear();
@@ -294,20 +335,20 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
                     id: if memory_event {
                         memory_ids[&seq]
                     } else {
-                        activity.map_or(0, |a| a.correlation)
+                        source_activity.map_or(0, |a| a.correlation)
                     },
                     name,
-                    trace_name: match activity {
+                    trace_name: match source_activity {
                         Some(a) if !memory_event => Arc::from(&*a.name),
                         _ if seq >= OUT_OF_MEMORY_SEQ => Arc::from(event_name::OUT_OF_MEMORY),
                         _ => Arc::from(event_name::MEMORY),
                     },
-                    thread: activity.map_or(0, |a| a.resource),
-                    process: activity.map_or(0, |a| a.device),
+                    thread: source_activity.map_or(0, |a| a.resource),
+                    process: source_activity.map_or(0, |a| a.device),
                     start_us: us(start_ns.saturating_sub(origin)),
                     end_us: us(end_ns.saturating_sub(origin)),
                     input_shapes: Arc::from(shapes.as_str()),
-                    flops: activity.and_then(events::flops).unwrap_or(0),
+                    flops: source_activity.and_then(activity::flops).unwrap_or(0),
                     on_device: flags.on_device,
                     is_legacy: flags.legacy,
                     is_user_annotation: flags.user_annotation,

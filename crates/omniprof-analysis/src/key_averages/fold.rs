@@ -1,5 +1,5 @@
 //! Host ops folded into their rows while the trace streams in: [`Folder`] holds what can
-//! still change, not every op (the [analysis docs](super#what-the-summary-holds) say what
+//! still change, not every op ([`KeyAverages`](crate::KeyAverages#what-the-summary-holds) says what
 //! that comes to).
 //!
 //! It computes what [`summarize_thread`], [`attribute_launches`] and
@@ -34,16 +34,12 @@ use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
-use std::hash::Hash;
 
-use super::builder::{Emitted, NO_PARENT};
+use super::containers::{trim, Few, Ids, MinQueue, Parked, RangeSet};
 use super::memory::MemoryKind;
-use super::min_queue::MinQueue;
-use super::tree::{order_key, relative_us, HostOp, OpTimes, PyTorchTimes};
+use super::tree::{order_key, relative_us, HostOp};
+use super::types::{DeviceTime, Emitted, Fate, Key, OpTimes, PyTorchTimes, NO_PARENT};
 use omniprof_trace::FastMap;
-
-/// An event's place in PyTorch's order.
-pub(super) type Key = (i64, Reverse<i64>, u64);
 
 const NONE: u32 = u32::MAX;
 
@@ -149,32 +145,6 @@ impl DeviceSums {
     fn trim(&mut self) {
         trim(&mut self.linked);
         trim(&mut self.launched);
-    }
-}
-
-/// Device time summed in ns, and as PyTorch sums it (float microseconds).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(super) struct DeviceTime {
-    /// Saturating sum of durations, ns.
-    pub ns: i64,
-    /// Float sum of the same durations in microseconds, in arrival order.
-    pub us: f64,
-}
-
-impl DeviceTime {
-    /// One more piece of device work.
-    pub(super) fn add(&mut self, ns: i64, us: f64) {
-        self.ns = self.ns.saturating_add(ns);
-        self.us += us;
-    }
-}
-
-/// Shrinks a table holding less than an eighth of its room. Lookups in a sparse table miss
-/// the cache: the ops held before folding starts are placed at once, and leave the tables
-/// of live ops about a hundred times larger than the ops live later.
-fn trim<K: Eq + Hash, V>(map: &mut FastMap<K, V>) {
-    if map.capacity() > 1024 && map.capacity() / 8 > map.len() {
-        map.shrink_to(2 * map.len());
     }
 }
 
@@ -307,28 +277,6 @@ impl Node {
     }
 }
 
-/// What became of an op that was its parent's same-named first child, and which device work
-/// each op received, for the listing of the events whose parent or host op it is (they may
-/// be final before their parent's fate is known).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Fate {
-    /// The op (its `seq`) may be absorbed into its parent.
-    Held(u64),
-    /// It got a sibling: it stays.
-    Kept(u64),
-    /// It was absorbed: its children and device work are `into`'s.
-    Absorbed { op: u64, into: u64 },
-    /// The op is final, with the device work linked to its correlation (`linked`) and
-    /// launched by the calls it encloses (`launches`, their correlations); `counted` is false
-    /// when it absorbed a child, whose device time replaced its own.
-    Receives {
-        op: u64,
-        linked: Option<u64>,
-        launches: Vec<u64>,
-        counted: bool,
-    },
-}
-
 /// An op's memory usage so far (i128: as [`super::memory::MemoryIndex`] sums, then clamps),
 /// and its final children's (the [`Sums`] of memory).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -364,234 +312,6 @@ struct RowState {
     /// (place, slot in [`Parked`]) of the row's final events waiting for an earlier one:
     /// the queue moves these small entries, not the events.
     waiting: MinQueue<(Key, u32)>,
-}
-
-/// Items nearly always one, kept without a vector of their own (24 bytes, where a
-/// `SmallVec` holding one inline takes 32): the live ops with a correlation id, the ops
-/// waiting for a flow's device work, the calls whose device work an op receives.
-#[derive(Debug, Default)]
-enum Few<T> {
-    #[default]
-    None,
-    One(T),
-    Many(Vec<T>),
-}
-
-/// Ops (nodes).
-type Ids = Few<u32>;
-
-impl<T: Copy> Few<T> {
-    fn as_slice(&self) -> &[T] {
-        match self {
-            Self::None => &[],
-            Self::One(n) => std::slice::from_ref(n),
-            Self::Many(v) => v,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.as_slice().is_empty()
-    }
-
-    fn push(&mut self, n: T) {
-        match self {
-            Self::None => *self = Self::One(n),
-            Self::One(first) => *self = Self::Many(vec![*first, n]),
-            Self::Many(v) => v.push(n),
-        }
-    }
-
-    /// Back to no item, keeping a vector's room.
-    fn clear(&mut self) {
-        match self {
-            Self::Many(v) => v.clear(),
-            Self::None | Self::One(_) => *self = Self::None,
-        }
-    }
-}
-
-/// Final events waiting for an earlier event of their row, for their parent's decision
-/// whether it removes them ([`Node::done`]), or for the builder ([`Folder::take_ready`]),
-/// in reused slots.
-#[derive(Default)]
-struct Parked {
-    events: Vec<Emitted>,
-    free: Vec<u32>,
-}
-
-impl Parked {
-    fn park(&mut self, event: Emitted) -> u32 {
-        match self.free.pop() {
-            Some(slot) => {
-                self.events[slot as usize] = event;
-                slot
-            }
-            None => {
-                self.events.push(event);
-                (self.events.len() - 1) as u32
-            }
-        }
-    }
-
-    fn take(&mut self, slot: u32) -> Emitted {
-        self.free.push(slot);
-        self.events[slot as usize]
-    }
-}
-
-/// Ids as ranges of consecutive values (first → last).
-#[derive(Default)]
-struct RangeSet {
-    ranges: BTreeMap<u64, u64>,
-    /// The ranges (first, last) ids go to while they come one after the other (one per
-    /// thread that takes its turn, say), the first `recent_len` used; kept out of `ranges`
-    /// (one may touch or overlap a range there until it is put in, the least recently grown
-    /// first). They are in order and neither overlap nor touch (an id that fills the gap
-    /// between two joins them), so that an id's place among them is found by a binary
-    /// search, and the ranges it may grow or join are its neighbours there.
-    recent: [(u64, u64); RECENT_RANGES],
-    recent_len: usize,
-    /// When each recent range last grew.
-    grown: [u64; RECENT_RANGES],
-    /// Inserts so far, which date the recent ranges.
-    clock: u64,
-    /// Ids (first, last) that the last look-up found no range of `ranges` to hold: the ids
-    /// of a thread's turn nearly all fall in one such gap, found once.
-    gap: Option<(u64, u64)>,
-}
-
-/// Slots of [`RangeSet::recent`].
-const RECENT_RANGES: usize = 8;
-
-impl RangeSet {
-    fn contains(&mut self, v: u64) -> bool {
-        let below = self.recent_below(v);
-        below.is_some_and(|i| v <= self.recent[i].1) || self.in_ranges(v)
-    }
-
-    /// The recent range that starts last at or before `v`.
-    fn recent_below(&self, v: u64) -> Option<usize> {
-        let starts = self.recent[..self.recent_len].partition_point(|&(first, _)| first <= v);
-        starts.checked_sub(1)
-    }
-
-    fn in_ranges(&mut self, v: u64) -> bool {
-        if self
-            .gap
-            .is_some_and(|(first, last)| first <= v && v <= last)
-        {
-            return false;
-        }
-        let before = match self.ranges.range(..=v).next_back() {
-            Some((_, &last)) if last >= v => return true,
-            // `last` < `v`: no overflow.
-            Some((_, &last)) => last + 1,
-            None => 0,
-        };
-        // A range after `v` starts above it: no underflow.
-        let after = self
-            .ranges
-            .range(v..)
-            .next()
-            .map_or(u64::MAX, |(&f, _)| f - 1);
-        self.gap = Some((before, after));
-        false
-    }
-
-    fn insert(&mut self, v: u64) {
-        self.add(v, false);
-    }
-
-    /// Inserts `v`; whether it was not in the set before.
-    fn insert_new(&mut self, v: u64) -> bool {
-        self.add(v, true)
-    }
-
-    /// Inserts `v`; when `check`, whether it was not in the set before (else true).
-    fn add(&mut self, v: u64, check: bool) -> bool {
-        self.clock += 1;
-        // Only `v`'s neighbours among the recent ranges can hold it, end just before it (it
-        // grows) or start just after it (it joins the two, so that the ranges of threads
-        // taking turns merge as their gaps fill).
-        let below = self.recent_below(v);
-        let above = below.map_or(0, |i| i + 1);
-        let mut grow = None;
-        if let Some(i) = below {
-            let last = self.recent[i].1;
-            if v <= last {
-                return false;
-            }
-            // `last` < `v`: no overflow.
-            grow = (last + 1 == v).then_some(i);
-        }
-        let join = (above < self.recent_len && v.checked_add(1) == Some(self.recent[above].0))
-            .then_some(above);
-        let new = !check || !self.in_ranges(v);
-        let slot = match (grow, join) {
-            (Some(i), Some(j)) => {
-                self.recent[i].1 = self.recent[j].1;
-                self.remove_recent(j);
-                i
-            }
-            (Some(i), None) => {
-                self.recent[i].1 = v;
-                i
-            }
-            (None, Some(j)) => {
-                self.recent[j].0 = v;
-                j
-            }
-            (None, None) => {
-                let mut at = above;
-                if self.recent_len == RECENT_RANGES {
-                    let oldest = (0..RECENT_RANGES)
-                        .min_by_key(|&i| self.grown[i])
-                        .unwrap_or(0);
-                    let (first, last) = self.recent[oldest];
-                    self.put(first, last);
-                    self.remove_recent(oldest);
-                    if oldest < at {
-                        at -= 1;
-                    }
-                }
-                self.recent.copy_within(at..self.recent_len, at + 1);
-                self.grown.copy_within(at..self.recent_len, at + 1);
-                self.recent_len += 1;
-                self.recent[at] = (v, v);
-                at
-            }
-        };
-        self.grown[slot] = self.clock;
-        new
-    }
-
-    /// Drops recent range `i` (the ranges after it move down).
-    fn remove_recent(&mut self, i: usize) {
-        self.recent.copy_within(i + 1..self.recent_len, i);
-        self.grown.copy_within(i + 1..self.recent_len, i);
-        self.recent_len -= 1;
-    }
-
-    /// Puts `first..=last` in `ranges`, merged with the ranges it touches or overlaps.
-    fn put(&mut self, mut first: u64, mut last: u64) {
-        self.gap = None;
-        if let Some((&f, &l)) = self.ranges.range(..=first).next_back() {
-            if l.checked_add(1).is_some_and(|n| n >= first) || l == u64::MAX {
-                first = f;
-                last = last.max(l);
-                self.ranges.remove(&f);
-            }
-        }
-        loop {
-            let bound = last.saturating_add(1);
-            let Some((&f, &l)) = self.ranges.range(first..=bound).next() else {
-                break;
-            };
-            last = last.max(l);
-            self.ranges.remove(&f);
-        }
-        self.ranges.insert(first, last);
-    }
 }
 
 /// The folding state; see the [module docs](self).
@@ -638,7 +358,7 @@ pub(super) struct Folder {
     early_flow_ends: FastMap<u64, ()>,
     /// By row index.
     rows: Vec<RowState>,
-    parked: Parked,
+    parked: Parked<Emitted>,
     waiting_count: usize,
     /// (start of the earliest waiting event, row): rows waiting for the horizon.
     due: BinaryHeap<Reverse<(i64, u32)>>,
@@ -1721,61 +1441,5 @@ mod tests {
     fn a_node_takes_184_bytes_and_an_event_128_which_moves_without_memcpy() {
         assert_eq!(std::mem::size_of::<Node>(), 184);
         assert_eq!(std::mem::size_of::<Emitted>(), 128);
-    }
-
-    #[test]
-    fn ids_merge_into_ranges_of_consecutive_values() {
-        let mut ids = RangeSet::default();
-        for v in [5, 6, 7, 10, 9, 1, 8, 8, 0, u64::MAX] {
-            ids.insert(v);
-        }
-        let recent = ids.recent;
-        for &(first, last) in &recent[..ids.recent_len] {
-            ids.put(first, last);
-        }
-        let ranges: Vec<(u64, u64)> = ids.ranges.iter().map(|(&f, &l)| (f, l)).collect();
-        assert_eq!(ranges, [(0, 1), (5, 10), (u64::MAX, u64::MAX)]);
-        assert!(ids.contains(7) && ids.contains(0) && ids.contains(u64::MAX));
-        assert!(!ids.contains(2) && !ids.contains(11) && !ids.contains(u64::MAX - 1));
-    }
-
-    #[test]
-    fn the_recent_ranges_of_threads_taking_turns_merge_as_their_gaps_fill() {
-        let mut ids = RangeSet::default();
-        // Three threads, each given ten consecutive ids, taking turns id by id.
-        for i in 0..10 {
-            for thread in 0..3 {
-                assert!(ids.insert_new(thread * 10 + i));
-            }
-        }
-        assert_eq!(&ids.recent[..ids.recent_len], &[(0, 29)]);
-        assert!(ids.ranges.is_empty());
-        assert!(!ids.insert_new(17) && !ids.insert_new(0) && !ids.insert_new(29));
-        assert!(ids.insert_new(30) && ids.contains(30) && !ids.contains(31));
-    }
-
-    #[test]
-    fn ids_inserted_in_any_order_are_found_as_a_set_finds_them() {
-        let mut ids = RangeSet::default();
-        let mut set = std::collections::BTreeSet::new();
-        let mut state = 11u64;
-        for round in 0..20_000u64 {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            // Runs of ids from a dozen threads taking turns, with gaps and repeats, so that
-            // recent ranges grow, join and are put in the map.
-            let v = match round % 4 {
-                0 => (state >> 60) * 1000 + round / 12,
-                1 => state >> 54,
-                2 => u64::MAX - (state >> 61),
-                _ => (state >> 60) * 1000 + round / 12 + 1,
-            };
-            let probe = state.rotate_left(17) >> 54;
-            assert_eq!(ids.contains(probe), set.contains(&probe), "probe {probe}");
-            assert_eq!(ids.insert_new(v), set.insert(v), "insert {v}");
-            let recent = &ids.recent[..ids.recent_len];
-            assert!(recent.windows(2).all(|w| w[0].1.saturating_add(1) < w[1].0));
-        }
     }
 }

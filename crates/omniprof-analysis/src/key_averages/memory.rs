@@ -172,24 +172,6 @@ impl MemoryIndex {
     }
 }
 
-/// `nbytes` as PyTorch's `_format_memory` prints it (`64.00 KB`, `-4 B`; 1 KB = 1024 B).
-pub(super) fn format_memory(nbytes: i64) -> String {
-    const KB: f64 = 1024.0;
-    const MB: f64 = 1024.0 * KB;
-    const GB: f64 = 1024.0 * MB;
-    let abs = nbytes.unsigned_abs() as f64;
-    let v = nbytes as f64;
-    if abs >= GB {
-        format!("{:.2} GB", v / GB)
-    } else if abs >= MB {
-        format!("{:.2} MB", v / MB)
-    } else if abs >= KB {
-        format!("{:.2} KB", v / KB)
-    } else {
-        format!("{nbytes} B")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
-//! What the summary makes of one activity: whether it is a host op, device work or neither,
-//! the name of its row, its input shapes as PyTorch prints them, and the device name a trace
-//! declares.
+//! What the analyses read off one activity: whether it is a host op, device work or neither
+//! (its [`Role`]), the name of its row, its FLOPs and stub device time, its input shapes as
+//! PyTorch prints them, and the device name a trace declares. The summary, the flame graph
+//! and the Python stacks read activities alike through these.
 
 use std::fmt::Write;
 
@@ -10,7 +11,7 @@ use omniprof_trace::{Activity, ActivityType};
 
 /// How an activity takes part in the summary (PyTorch's device type of the event).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Role {
+pub(crate) enum Role {
     /// A host op, range, runtime call or Python function: nested into its thread's op tree.
     Host,
     /// Work on a device: a row of its own, and device time for the host op it is linked to.
@@ -19,7 +20,7 @@ pub(super) enum Role {
     Ignored,
 }
 
-pub(super) fn role(kind: ActivityType) -> Role {
+pub(crate) fn role(kind: ActivityType) -> Role {
     use ActivityType::*;
     match kind {
         CpuOp | UserAnnotation | CudaRuntime | CudaDriver | XpuRuntime | XpuDriver
@@ -33,7 +34,7 @@ pub(super) fn role(kind: ActivityType) -> Role {
 }
 
 /// The backend a runtime or driver call belongs to, as PyTorch spells its `use_device`.
-pub(super) fn runtime_device(kind: ActivityType) -> Option<&'static str> {
+pub(crate) fn runtime_device(kind: ActivityType) -> Option<&'static str> {
     use ActivityType::*;
     match kind {
         CudaRuntime | CudaDriver | CudaSync => Some("cuda"),
@@ -60,7 +61,7 @@ const DROPPED_NAMES: [&str; 8] = [
 
 /// The row name of an event, or `None` for a dropped one: `ProfilerStep#<n>` becomes
 /// `ProfilerStep*` so that steps aggregate.
-pub(super) fn row_name(name: &str) -> Option<&str> {
+pub(crate) fn row_name(name: &str) -> Option<&str> {
     if DROPPED_NAMES.contains(&name) {
         None
     } else if name.starts_with(event_name::PROFILER_STEP_PREFIX) {
@@ -72,14 +73,14 @@ pub(super) fn row_name(name: &str) -> Option<&str> {
 
 /// Whether the op was still running when the trace was taken (`"finished": false`, or the
 /// string `"false"`).
-pub(super) fn is_unfinished(a: &Activity) -> bool {
+pub(crate) fn is_unfinished(a: &Activity) -> bool {
     a.arg(arg::FINISHED)
         .is_some_and(|v| *v == Value::Bool(false) || v.as_str() == Some("false"))
 }
 
 /// The device time the stubs path measured for the op (`device_time_us`), in ns; only a
 /// positive time counts, as PyTorch attaches a stub record only then.
-pub(super) fn stub_device_ns(a: &Activity) -> i64 {
+pub(crate) fn stub_device_ns(a: &Activity) -> i64 {
     let us = a
         .arg(arg::DEVICE_TIME_US)
         .and_then(Value::as_f64)
@@ -94,7 +95,7 @@ pub(super) fn stub_device_ns(a: &Activity) -> i64 {
 
 /// The event's `flops` arg (PyTorch's `with_flops`), `None` when it has none; a negative
 /// or non-numeric count is 0.
-pub(super) fn flops(a: &Activity) -> Option<u64> {
+pub(crate) fn flops(a: &Activity) -> Option<u64> {
     a.arg(arg::FLOPS).map(|v| match v {
         Value::UInt(n) => *n,
         Value::Int(n) => u64::try_from(*n).unwrap_or(0),
@@ -106,7 +107,7 @@ pub(super) fn flops(a: &Activity) -> Option<u64> {
 
 /// The op's `Input Dims` as Python prints the list (`[[256, 256], []]`), into `out`; `[]`
 /// when the op has none, as PyTorch reports for user ranges and device work.
-pub(super) fn write_input_shapes(a: &Activity, out: &mut String) {
+pub(crate) fn write_input_shapes(a: &Activity, out: &mut String) {
     out.clear();
     match a.arg(arg::INPUT_DIMS) {
         Some(dims) => write_python(dims, out),
@@ -155,7 +156,7 @@ fn write_python(value: &Value, out: &mut String) {
 }
 
 /// A device name from a metadata value: a non-empty string.
-pub(super) fn metadata_string(value: &Value) -> Option<String> {
+pub(crate) fn metadata_string(value: &Value) -> Option<String> {
     value.as_str().filter(|s| !s.is_empty()).map(str::to_string)
 }
 

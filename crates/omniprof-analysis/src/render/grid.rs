@@ -6,12 +6,12 @@ use std::fmt::Write;
 
 /// A number as written in summaries: the shortest text that reads back as the same `f64`
 /// (so integers print without a fraction, and hand-entered values print as entered).
-pub(super) fn number(v: f64) -> String {
+pub(crate) fn number(v: f64) -> String {
     format!("{v}")
 }
 
 /// Renders `rows` under `headers`; `numeric[i]` right-aligns column `i`.
-pub(super) fn render(headers: &[&str], numeric: &[bool], rows: &[Vec<String>]) -> String {
+pub(crate) fn render(headers: &[&str], numeric: &[bool], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
