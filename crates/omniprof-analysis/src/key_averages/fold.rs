@@ -1043,54 +1043,9 @@ impl Folder {
     /// them; its totals go to its parent and its event to its row (or it waits, when its
     /// parent may remove it).
     fn finalize(&mut self, n: u32, sums: &mut DeviceSums) {
-        let (mut own_ns, mut own_us) = {
-            let node = &self.nodes[n as usize];
-            (node.op.device_ns, node.op.device_us)
-        };
-        let mut received = Vec::new();
-        // (Most ops enclose no launching call.)
-        if !self.nodes[n as usize].launches.is_empty() {
-            self.receive_launches(n, sums, &mut own_ns, &mut own_us, &mut received);
-        }
+        let (mut own, mut receives) = self.own_device_time(n, sums);
         let op = self.nodes[n as usize].op;
-        let mut linked = None;
-        if op.correlation != 0 && !op.call {
-            let c = op.correlation;
-            // The last live op with the id takes its entry, device time and all.
-            let time = match sums.linked.entry(c) {
-                Entry::Occupied(mut entry) => match &mut entry.get_mut().live {
-                    Ids::Many(many) => {
-                        many.retain(|&x| x != n);
-                        if many.is_empty() {
-                            entry.remove().time
-                        } else {
-                            entry.get().time
-                        }
-                    }
-                    Ids::None | Ids::One(_) => entry.remove().time,
-                },
-                Entry::Vacant(_) => None,
-            };
-            if let Some(time) = time {
-                own_ns = own_ns.saturating_add(time.ns);
-                own_us += time.us;
-                // Only the device work that came (each id with some has a sum).
-                linked = self.list_fates.then_some(c);
-            }
-        }
-        let mut receives = (linked.is_some() || !received.is_empty()).then_some(Fate::Receives {
-            op: op.seq,
-            linked,
-            launches: received,
-            counted: true,
-        });
-        let clamp = |v: i128| v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-        let (cpu_memory, device_memory) = if op.out_of_memory {
-            (op.cpu_memory, op.device_memory)
-        } else {
-            let usage = self.usage.get(n as usize).copied().unwrap_or_default();
-            (clamp(usage.cpu), clamp(usage.device))
-        };
+        let (cpu_memory, device_memory) = self.memory_usage(n, &op);
         let cpu_total_ns = op.end_ns.saturating_sub(op.start_ns);
         // A zero-length op's float time is 0 from any origin.
         self.computed |= op.end_ns != op.start_ns;
@@ -1105,8 +1060,8 @@ impl Folder {
                 times: OpTimes {
                     self_cpu_ns: 0,
                     cpu_total_ns,
-                    self_device_ns: own_ns,
-                    device_total_ns: own_ns,
+                    self_device_ns: own.ns,
+                    device_total_ns: own.ns,
                     cpu_memory,
                     self_cpu_memory: 0,
                     device_memory,
@@ -1114,7 +1069,7 @@ impl Folder {
                 },
                 float: PyTorchTimes {
                     cpu_total_us,
-                    device_total_us: own_us,
+                    device_total_us: own.us,
                 },
                 parent_seq: NO_PARENT,
                 depth: None,
@@ -1126,36 +1081,11 @@ impl Folder {
             self.emit(event);
             return;
         }
-        // A child that stayed this op's only child, with its name, is removed: this op
-        // takes its device time and its children (PyTorch's collapse).
         let held = self.nodes[n as usize].held_child;
         let mut child_sums = std::mem::take(&mut self.nodes[n as usize].sums);
         // A held child is final before its parent (the parent waits for its children).
         if held != NONE && self.nodes[n as usize].children == 1 {
-            let child = &mut self.nodes[held as usize];
-            let row = child.op.key;
-            (own_ns, own_us) = (child.op.device_ns, child.op.device_us);
-            std::mem::swap(&mut child_sums, &mut child.sums);
-            let slot = std::mem::replace(&mut child.done, NONE);
-            self.parked.take(slot);
-            // Its children's memory too, as their other sums above.
-            let adopted = self
-                .usage
-                .get(held as usize)
-                .map_or((0, 0), |u| (u.children_cpu, u.children_device));
-            if adopted != (0, 0) || (n as usize) < self.usage.len() {
-                let usage = usage_of(&mut self.usage, n);
-                (usage.children_cpu, usage.children_device) = adopted;
-            }
-            if self.list_fates {
-                self.fates.push(Fate::Absorbed {
-                    op: self.nodes[held as usize].op.seq,
-                    into: op.seq,
-                });
-            }
-            self.retire(held);
-            self.gone(row);
-            self.recheck(row);
+            self.absorb(n, held, &mut own, &mut child_sums);
             if let Some(Fate::Receives { counted, .. }) = &mut receives {
                 *counted = false;
             }
@@ -1166,16 +1096,11 @@ impl Folder {
             .get(n as usize)
             .map_or((0, 0), |u| (u.children_cpu, u.children_device));
         let children_device = child_sums.device_ns;
-        child_sums.device_us.sort_unstable_by_key(|a| a.0);
-        let children_us = child_sums
-            .device_us
-            .iter()
-            .rev()
-            .fold(0f64, |sum, &(_, us)| sum + us);
+        let children_us = children_device_us(&mut child_sums);
         let (device_total_ns, device_total_us) = if op.legacy {
-            (own_ns, own_us)
+            (own.ns, own.us)
         } else {
-            (own_ns.saturating_add(children_device), own_us + children_us)
+            (own.ns.saturating_add(children_device), own.us + children_us)
         };
         let parent = self.nodes[n as usize].parent;
         let event = Emitted {
@@ -1204,6 +1129,116 @@ impl Folder {
             depth: Some(self.nodes[n as usize].depth),
             parent_open: parent != NONE && self.nodes[parent as usize].held,
         };
+        self.hand_over(n, parent, event, own, child_sums);
+    }
+
+    /// The device time `n` receives itself (not its children's): its own records', then the
+    /// work launched by the calls it encloses, then the work linked to its correlation id,
+    /// summed in that order; and, when listing, which work that was.
+    fn own_device_time(&mut self, n: u32, sums: &mut DeviceSums) -> (DeviceTime, Option<Fate>) {
+        let mut own = {
+            let node = &self.nodes[n as usize];
+            DeviceTime {
+                ns: node.op.device_ns,
+                us: node.op.device_us,
+            }
+        };
+        let mut received = Vec::new();
+        // (Most ops enclose no launching call.)
+        if !self.nodes[n as usize].launches.is_empty() {
+            self.receive_launches(n, sums, &mut own, &mut received);
+        }
+        let op = self.nodes[n as usize].op;
+        let mut linked = None;
+        if op.correlation != 0 && !op.call {
+            let c = op.correlation;
+            // The last live op with the id takes its entry, device time and all.
+            let time = match sums.linked.entry(c) {
+                Entry::Occupied(mut entry) => match &mut entry.get_mut().live {
+                    Ids::Many(many) => {
+                        many.retain(|&x| x != n);
+                        if many.is_empty() {
+                            entry.remove().time
+                        } else {
+                            entry.get().time
+                        }
+                    }
+                    Ids::None | Ids::One(_) => entry.remove().time,
+                },
+                Entry::Vacant(_) => None,
+            };
+            if let Some(time) = time {
+                own.add(time.ns, time.us);
+                // Only the device work that came (each id with some has a sum).
+                linked = self.list_fates.then_some(c);
+            }
+        }
+        let receives = (linked.is_some() || !received.is_empty()).then_some(Fate::Receives {
+            op: op.seq,
+            linked,
+            launches: received,
+            counted: true,
+        });
+        (own, receives)
+    }
+
+    /// The CPU and device memory allocated during the op: an `[OutOfMemory]` record's own,
+    /// else the records that fell inside it, clamped as [`MemoryIndex`] clamps them.
+    ///
+    /// [`MemoryIndex`]: super::memory::MemoryIndex
+    fn memory_usage(&self, n: u32, op: &HostOp) -> (i64, i64) {
+        let clamp = |v: i128| v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        if op.out_of_memory {
+            (op.cpu_memory, op.device_memory)
+        } else {
+            let usage = self.usage.get(n as usize).copied().unwrap_or_default();
+            (clamp(usage.cpu), clamp(usage.device))
+        }
+    }
+
+    /// PyTorch's collapse: `held` stayed `n`'s only child, with its name, and is removed.
+    /// `n` takes its device time (in place of its own) and its children's sums.
+    fn absorb(&mut self, n: u32, held: u32, own: &mut DeviceTime, child_sums: &mut Sums) {
+        let child = &mut self.nodes[held as usize];
+        let row = child.op.key;
+        *own = DeviceTime {
+            ns: child.op.device_ns,
+            us: child.op.device_us,
+        };
+        std::mem::swap(child_sums, &mut child.sums);
+        let slot = std::mem::replace(&mut child.done, NONE);
+        self.parked.take(slot);
+        // Its children's memory too, as their other sums above.
+        let adopted = self
+            .usage
+            .get(held as usize)
+            .map_or((0, 0), |u| (u.children_cpu, u.children_device));
+        if adopted != (0, 0) || (n as usize) < self.usage.len() {
+            let usage = usage_of(&mut self.usage, n);
+            (usage.children_cpu, usage.children_device) = adopted;
+        }
+        if self.list_fates {
+            self.fates.push(Fate::Absorbed {
+                op: self.nodes[held as usize].op.seq,
+                into: self.nodes[n as usize].op.seq,
+            });
+        }
+        self.retire(held);
+        self.gone(row);
+        self.recheck(row);
+    }
+
+    /// The final op's event goes to its parent's sums and its row; or, when the parent may
+    /// yet remove the op, it waits, parked, with what the parent would take (`own`, its
+    /// device time, and `child_sums`).
+    fn hand_over(
+        &mut self,
+        n: u32,
+        parent: u32,
+        event: Emitted,
+        own: DeviceTime,
+        mut child_sums: Sums,
+    ) {
         if parent != NONE {
             self.nodes[parent as usize].open_children -= 1;
             self.worklist.push(parent);
@@ -1212,7 +1247,7 @@ impl Folder {
             // Kept for the parent, which decides whether it stays.
             let slot = self.parked.park(event);
             let node = &mut self.nodes[n as usize];
-            (node.op.device_ns, node.op.device_us) = (own_ns, own_us);
+            (node.op.device_ns, node.op.device_us) = (own.ns, own.us);
             node.sums = child_sums;
             node.done = slot;
             return;
@@ -1224,8 +1259,9 @@ impl Folder {
         // The vector goes back with its room, for the op that takes this node next.
         child_sums.device_us.clear();
         self.nodes[n as usize].sums.device_us = child_sums.device_us;
+        let row = event.key;
         self.retire(n);
-        self.gone(op.key);
+        self.gone(row);
         self.emit(event);
     }
 
@@ -1235,8 +1271,7 @@ impl Folder {
         &mut self,
         n: u32,
         sums: &mut DeviceSums,
-        own_ns: &mut i64,
-        own_us: &mut f64,
+        own: &mut DeviceTime,
         received: &mut Vec<u64>,
     ) {
         let mut launches = std::mem::take(&mut self.nodes[n as usize].launches);
@@ -1254,8 +1289,7 @@ impl Folder {
                 Entry::Vacant(_) => false,
             };
             if let Some(time) = read_sum(&mut sums.launched, c, last) {
-                *own_ns = own_ns.saturating_add(time.ns);
-                *own_us += time.us;
+                own.add(time.ns, time.us);
                 if self.list_fates {
                     received.push(c);
                 }
@@ -1411,6 +1445,18 @@ fn due_later(
     if due_at.insert(row, start) != Some(start) {
         due.push(Reverse((start, row)));
     }
+}
+
+/// The children's float device totals summed as
+/// [`summarize_thread`](super::tree::summarize_thread) sums them: in PyTorch's order, last
+/// child first.
+fn children_device_us(child_sums: &mut Sums) -> f64 {
+    child_sums.device_us.sort_unstable_by_key(|a| a.0);
+    child_sums
+        .device_us
+        .iter()
+        .rev()
+        .fold(0f64, |sum, &(_, us)| sum + us)
 }
 
 /// What a final child adds to its parent `p` (its `sums`, and its `usage`).
