@@ -18,7 +18,7 @@
 //! (inside no other on its thread) with a Python stack but no `python_function` event
 //! around it (a trace with `Call stack` args only; a backward op on the autograd engine's
 //! own thread, whose stack is its forward op's) hangs under the frames of that stack
-//! ([`PythonStacks`]), outermost first. An op that partly overlaps an enclosing
+//! ([`PythonStacks`](crate::PythonStacks)), outermost first. An op that partly overlaps an enclosing
 //! one starts a stack of its own. Threads merge: equal stacks on different threads add up. `;` in a name is written as `:`, and
 //! line breaks as spaces, so that every frame stays one frame.
 //!

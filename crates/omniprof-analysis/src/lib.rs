@@ -1,6 +1,6 @@
 //! Analyses of a trace:
 //!
-//! - [`key_averages`]: PyTorch's `key_averages()`, per-key statistics of host ops and device
+//! - [`key_averages`](key_averages()): PyTorch's `key_averages()`, per-key statistics of host ops and device
 //!   work (how a trace becomes rows is documented on [`KeyAverages`]), printed exactly as
 //!   PyTorch's `table()` prints them, or as CSV or JSON ([`Render`]); streamed item by item
 //!   with [`KeyAveragesBuilder`], summed over a job's ranks with [`KeyAverages::merge`].

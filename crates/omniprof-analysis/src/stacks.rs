@@ -167,7 +167,7 @@ struct Stacks {
 
 impl Stacks {
     /// The stack of `frame` inside `parent`: `parent` itself for a frame PyTorch filters out,
-    /// or (counted as cut) when `parent` is [`MAX_STACK_DEPTH`] deep.
+    /// or (counted as cut) when `parent` is [`MAX_STACK_DEPTH`](crate::MAX_STACK_DEPTH) deep.
     fn child(&mut self, parent: u32, frame: &str) -> u32 {
         if !kept(frame) {
             return parent;

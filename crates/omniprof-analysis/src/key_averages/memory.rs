@@ -14,8 +14,8 @@
 //! - Self memory usage is the usage less the usage of the event's direct children in its
 //!   thread's op tree (the tree self CPU time uses, after a parent absorbs an only child of
 //!   its name: the parent keeps its own usage and subtracts its grandchildren's). An async
-//!   op (see the [module docs](super)) has a usage but a self usage of 0, as PyTorch's async
-//!   events do.
+//!   op (see [`KeyAverages`](crate::KeyAverages)) has a usage but a self usage of 0, as
+//!   PyTorch's async events do.
 //! - A memory record inside no host event becomes an event named `[memory]`: one call, zero
 //!   time, its own bytes as usage and self usage. Every `[OutOfMemory]` record becomes an
 //!   event named `[OutOfMemory]` the same way, wherever it lies; being a zero-length host
