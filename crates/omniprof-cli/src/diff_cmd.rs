@@ -8,12 +8,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use omniprof_analysis::diff;
-use omniprof_analysis::{KeyAveragesOptions, TraceDiff};
+use omniprof_analysis::KeyAveragesOptions;
 use omniprof_trace::Limits;
 
 use crate::output::print;
 use crate::reading::{key_averages_of, report_skipped};
-use crate::render::{Render, RenderCsv};
 use crate::rows::{RowArgs, RowLimitArgs};
 
 /// Compare two traces op by op.
@@ -59,35 +58,9 @@ pub(crate) fn run(args: &DiffArgs) -> ExitCode {
             args.trace.display()
         );
     }
-    let rows = DiffRows {
-        diff: &d,
-        limit: args.row_limit.get(),
-    };
-    if print(&args.rows.format.render(&rows)) {
+    if print(&args.rows.format.render(&d, &args.row_limit.get())) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    }
-}
-
-/// A diff's rows as printed: at most `limit` of them (`None`: all).
-struct DiffRows<'a> {
-    diff: &'a TraceDiff,
-    limit: Option<usize>,
-}
-
-impl Render for DiffRows<'_> {
-    fn table(&self) -> String {
-        self.diff.table(self.limit)
-    }
-
-    fn json(&self) -> String {
-        self.diff.json(self.limit)
-    }
-}
-
-impl RenderCsv for DiffRows<'_> {
-    fn csv(&self) -> String {
-        self.diff.csv(self.limit)
     }
 }

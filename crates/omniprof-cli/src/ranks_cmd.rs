@@ -18,7 +18,6 @@ use omniprof_read::{ArgFilter, TraceReader};
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::output::print;
 use crate::progress::read_file;
-use crate::render::Render;
 
 /// Compare a job's ranks: step times, the slowest rank, where each rank's time went.
 #[derive(Debug, clap::Args)]
@@ -41,10 +40,10 @@ enum RanksFormat {
 
 impl RanksFormat {
     /// `report` in this format.
-    fn render(self, report: &impl Render) -> String {
+    fn render(self, report: &RanksReport) -> String {
         match self {
-            Self::Table => report.table(),
-            Self::Json => report.json_line(),
+            Self::Table => report.text(),
+            Self::Json => report.json() + "\n",
         }
     }
 }

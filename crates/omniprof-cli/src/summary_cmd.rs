@@ -28,14 +28,13 @@ use std::process::ExitCode;
 use omniprof_analysis::counter_stats;
 use omniprof_analysis::kernel_metrics;
 use omniprof_analysis::StepTimeBuilder;
-use omniprof_analysis::{KeyAverages, KeyAveragesOptions, ReportOptions};
+use omniprof_analysis::{KeyAverages, KeyAveragesOptions, Render, RenderFormat, ReportOptions};
 use omniprof_read::TraceReader;
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::output::print;
 use crate::progress::read_file;
 use crate::reading::{report_skipped, summarize_file, TraceSummary};
-use crate::render::{Render, RenderCsv};
 use crate::rows::{RowArgs, RowLimitArgs};
 
 /// Summarize a trace, or a job's traces, as PyTorch's `key_averages().table()`.
@@ -112,11 +111,8 @@ pub(crate) fn run(args: &SummaryArgs) -> ExitCode {
     }
     if outcome.is_ok() || args.input.partial {
         notes(args, &summary);
-        let rows = SummaryRows {
-            summary: &summary,
-            options: report_options(args, None),
-        };
-        if !print(&args.rows.format.render(&rows)) {
+        let options = report_options(args, None);
+        if !print(&args.rows.format.render(&summary, &options)) {
             code = 1;
         }
     }
@@ -129,28 +125,6 @@ fn report_options(args: &SummaryArgs, header: Option<String>) -> ReportOptions {
         row_limit: args.row_limit.get(),
         header,
         ..Default::default()
-    }
-}
-
-/// Key-averages rows as printed: sorted, limited and headed as `options` say.
-struct SummaryRows<'a> {
-    summary: &'a KeyAverages,
-    options: ReportOptions,
-}
-
-impl Render for SummaryRows<'_> {
-    fn table(&self) -> String {
-        self.summary.table(&self.options)
-    }
-
-    fn json(&self) -> String {
-        self.summary.json(&self.options)
-    }
-}
-
-impl RenderCsv for SummaryRows<'_> {
-    fn csv(&self) -> String {
-        self.summary.csv(&self.options)
     }
 }
 
@@ -232,7 +206,7 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
             order: &order,
             label: &label,
         };
-        args.rows.format.render(&by_rank)
+        args.rows.format.render(&by_rank, &())
     } else {
         let whole: Vec<usize> = order
             .iter()
@@ -260,11 +234,8 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let rows = SummaryRows {
-            summary: &job,
-            options: report_options(args, Some(header)),
-        };
-        args.rows.format.render(&rows)
+        let options = report_options(args, Some(header));
+        args.rows.format.render(&job, &options)
     };
     if !print(&text) {
         code = 1;
@@ -293,6 +264,18 @@ impl ByRank<'_> {
 }
 
 impl Render for ByRank<'_> {
+    type Options = ();
+
+    fn render(&self, format: RenderFormat, _: &()) -> String {
+        match format {
+            RenderFormat::Table => self.table(),
+            RenderFormat::Csv => self.csv(),
+            RenderFormat::Json => self.json(),
+        }
+    }
+}
+
+impl ByRank<'_> {
     fn table(&self) -> String {
         self.order
             .iter()
@@ -327,9 +310,7 @@ impl Render for ByRank<'_> {
             .collect();
         format!("{{\"ranks\":[{}]}}", ranks.join(","))
     }
-}
 
-impl RenderCsv for ByRank<'_> {
     fn csv(&self) -> String {
         let mut out = String::new();
         for (n, &i) in self.order.iter().enumerate() {
@@ -383,7 +364,7 @@ fn run_steps(args: &SummaryArgs, file: &Path) -> ExitCode {
     if steps.steps.is_empty() {
         eprintln!("note: the trace has no step and no work to split");
     }
-    if !print(&args.rows.format.render(&steps)) {
+    if !print(&args.rows.format.render(&steps, &())) {
         code = 1;
     }
     ExitCode::from(code)
@@ -413,13 +394,13 @@ fn run_whole(args: &SummaryArgs, file: &Path) -> ExitCode {
         if summary.rows.is_empty() {
             eprintln!("note: no kernel or cuda_profiler_range event carries metrics");
         }
-        args.rows.format.render(&summary)
+        args.rows.format.render(&summary, &())
     } else {
         let summary = counter_stats(trace);
         if summary.rows.is_empty() {
             eprintln!("note: the trace has no counters");
         }
-        args.rows.format.render(&summary)
+        args.rows.format.render(&summary, &())
     };
     if !print(&text) {
         code = 1;
