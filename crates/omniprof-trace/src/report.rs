@@ -216,9 +216,7 @@ impl SessionReport {
 
     /// The entries of the engine's own profilers, which lead [`Self::entries`]: the profiler
     /// stubs' failed calls, the perf events that did not open, the scope profiler's work.
-    /// They are also the part of the report a `.pftrace` header carries (they were plain
-    /// metadata when its writer was written).
-    pub(crate) fn profiler_entries(&self) -> Vec<(&'static str, Value)> {
+    fn profiler_entries(&self) -> Vec<(&'static str, Value)> {
         let [stub_errors, ..] = &COUNTS;
         let mut out = Vec::from_iter(self.count(stub_errors));
         out.extend(list(

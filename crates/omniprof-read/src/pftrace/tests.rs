@@ -92,34 +92,49 @@ fn a_pftrace_reads_back_into_the_trace_its_json_reads_into() {
 }
 
 #[test]
-fn the_report_of_the_engines_own_profilers_reads_back_from_a_pftrace() {
-    use omniprof_trace::{ScopeProfiling, UnavailablePerfEvent};
+fn the_whole_session_report_reads_back_from_a_pftrace() {
+    use omniprof_trace::{
+        BackendCall, BackendFailure, Contribution, FailureKind, ScopeProfiling,
+        UnavailablePerfEvent,
+    };
     let mut t = trace();
-    t.report.stub_errors = Some(2);
-    t.report.stub_error_messages = vec!["begin: no device".into()];
-    t.report.unavailable_perf_events = vec![UnavailablePerfEvent {
+    let report = &mut t.report;
+    report.stub_errors = Some(2);
+    report.stub_error_messages = vec!["begin: no device".into()];
+    report.unavailable_perf_events = vec![UnavailablePerfEvent {
         name: "cycles".into(),
         reason: "Permission denied (os error 13)".into(),
     }];
-    t.report.scope_profiler = Some(ScopeProfiling {
+    report.scope_profiler = Some(ScopeProfiling {
         metrics: vec!["flops".into()],
         max_scopes: 10,
         kernels: 2,
     });
+    report.plugin_errors = vec!["libx.so: not a Kineto plugin".into()];
+    report.dropped_events = Some(3);
+    report.out_of_window_events = Some(4);
+    report.backends = vec![Contribution {
+        name: "openreg".into(),
+        activities: 12,
+        out_of_window: 2,
+        before_ns: 0,
+        after_ns: 300,
+    }];
+    report.backend_errors = vec![BackendFailure {
+        backend: "a".into(),
+        kind: FailureKind::Failed {
+            call: BackendCall::ProcessTrace,
+            reason: "no device".into(),
+        },
+    }];
+    report.refused_links = Some(5);
     let read = TraceReader::new().read(&pftrace(&t)[..]);
     assert!(
         read.report_problems.is_empty(),
         "{:?}",
         read.report_problems
     );
-    let report = read.into_trace().unwrap().report;
-    assert_eq!(report.stub_errors, t.report.stub_errors);
-    assert_eq!(report.stub_error_messages, t.report.stub_error_messages);
-    assert_eq!(
-        report.unavailable_perf_events,
-        t.report.unavailable_perf_events
-    );
-    assert_eq!(report.scope_profiler, t.report.scope_profiler);
+    assert_eq!(read.into_trace().unwrap().report, t.report);
 }
 
 #[test]

@@ -934,9 +934,9 @@ fn header_annotations(b: &mut Buf, trace: &Trace) {
     for (key, value) in &trace.metadata {
         entry(b, key, value);
     }
-    // Of the session report, the entries of the engine's own profilers, as they were written
-    // while they were plain metadata; the rest of the report is not written here.
-    for (key, value) in trace.report.profiler_entries() {
+    // The session report, under the keys the JSON header has, so that a `.pftrace` keeps
+    // what was dropped and which backend failed as the JSON does.
+    for (key, value) in trace.report.entries() {
         entry(b, key, &value);
     }
 }
