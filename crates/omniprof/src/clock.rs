@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 /// (Kineto's approach, which drifts on long traces).
 ///
 /// ```
-/// use omniprof::{CalibrationSample, TickConverter};
+/// use omniprof::clock::{CalibrationSample, TickConverter};
 ///
 /// let start = CalibrationSample::take();
-/// let t = omniprof::ticks();
+/// let t = omniprof::clock::ticks();
 /// std::thread::sleep(std::time::Duration::from_millis(2));
 /// let stop = CalibrationSample::take();
 /// let conv = TickConverter::new(start, stop);
@@ -174,7 +174,7 @@ impl CalibrationSample {
 ///
 /// ```
 /// use std::cell::Cell;
-/// use omniprof::tightest_pair;
+/// use omniprof::clock::tightest_pair;
 ///
 /// // A counter that advances 10, then 2, then 6 across each read of the other clock, which
 /// // reads 100, 200, 300.
