@@ -121,8 +121,9 @@ impl ResourceInfo {
 /// delivered and counted in the trace's `warmup_events`.
 ///
 /// ```
-/// use omniprof::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
-/// use omniprof::{Activity, ActivitySet, ActivityType, Config, Window};
+/// use omniprof::backends::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
+/// use omniprof::trace::{Activity, ActivitySet, ActivityType, Window};
+/// use omniprof::Config;
 ///
 /// #[derive(Default)]
 /// struct Clock;
@@ -321,11 +322,11 @@ macro_rules! register_profiler {
     };
     ($ty:ty, $make:expr) => {
         $crate::run_at_load!({
-            fn factory() -> ::std::boxed::Box<dyn $crate::ActivityProfiler> {
+            fn factory() -> ::std::boxed::Box<dyn $crate::backends::ActivityProfiler> {
                 let profiler: $ty = $make;
                 ::std::boxed::Box::new(profiler)
             }
-            $crate::register_profiler_factory(
+            $crate::backends::register_profiler_factory(
                 ::core::any::type_name::<$ty>(),
                 ::std::boxed::Box::new(factory),
             );

@@ -111,7 +111,7 @@ pub(super) fn request_trace<T>(
 /// where Kineto always uses `/tmp/`), always with a trailing `/`.
 ///
 /// ```
-/// let dir = omniprof::on_demand_trace_dir();
+/// let dir = omniprof::on_demand::on_demand_trace_dir();
 /// assert!(dir.ends_with('/'));
 /// ```
 pub fn on_demand_trace_dir() -> String {
@@ -185,7 +185,7 @@ pub(super) fn check_log_file(
 /// may change in between.
 ///
 /// ```
-/// use omniprof::check_on_demand_log_file;
+/// use omniprof::on_demand::check_on_demand_log_file;
 ///
 /// assert!(check_on_demand_log_file("/tmp/t.json", "/tmp").is_ok());
 /// assert!(check_on_demand_log_file("/etc/t.json", "/tmp").is_err());

@@ -61,7 +61,7 @@ impl TriggerHandler for Engine {
 /// with `omniprof trigger --pid <pid> ...`.
 ///
 /// ```no_run
-/// omniprof::serve_triggers()?;
+/// omniprof::on_demand::serve_triggers()?;
 /// println!("trigger me: omniprof trigger --pid {} --duration-ms 500", std::process::id());
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -92,10 +92,10 @@ pub fn serve_triggers() -> io::Result<()> {
 /// on (see [`cancel_on_demand`](super::cancel_on_demand)), and [`serve_triggers`] listens again.
 ///
 /// ```no_run
-/// omniprof::serve_triggers()?;
+/// omniprof::on_demand::serve_triggers()?;
 /// // ... the application's work ...
-/// omniprof::cancel_on_demand();
-/// omniprof::stop_serving_triggers();
+/// omniprof::on_demand::cancel_on_demand();
+/// omniprof::on_demand::stop_serving_triggers();
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn stop_serving_triggers() -> bool {

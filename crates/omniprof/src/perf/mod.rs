@@ -108,7 +108,8 @@ impl Drop for Counter {
 /// (`exclude_kernel`), which is what `perf_event_paranoid` = 2 allows an unprivileged process.
 ///
 /// ```
-/// use omniprof::{ActivityType, Config, Profiler};
+/// use omniprof::trace::ActivityType;
+/// use omniprof::{Config, Profiler};
 ///
 /// let config = Config::parse("PERF_EVENTS = task-clock, context-switches").unwrap();
 /// let mut profiler = Profiler::builder().config(config).build().unwrap();

@@ -42,7 +42,7 @@ const OK: c_int = 0;
 /// a vendor's tests or a benchmark) through the same C function table the engine hands out.
 ///
 /// ```
-/// use omniprof::HostTraceBuilder;
+/// use omniprof::plugins::HostTraceBuilder;
 ///
 /// let mut builder = HostTraceBuilder::default();
 /// let (rc, kept) = builder.lend(|table| {

@@ -44,7 +44,7 @@ static LATE_CALLS: AtomicU64 = AtomicU64::new(0);
 /// since the process started.
 ///
 /// ```
-/// use omniprof::{late_plugin_calls, HostTraceBuilder};
+/// use omniprof::plugins::{late_plugin_calls, HostTraceBuilder};
 ///
 /// let before = late_plugin_calls();
 /// let kept = HostTraceBuilder::default().lend(|table| *table);

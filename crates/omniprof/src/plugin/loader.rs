@@ -61,7 +61,7 @@ static LOADED: Mutex<Vec<(PathBuf, LoadedPlugin)>> = Mutex::new(Vec::new());
 /// Loads one plugin library and registers its profilers with the backend registry.
 ///
 /// ```no_run
-/// let plugin = omniprof::load_plugin("/opt/vendor/libvendor_profiler.so").unwrap();
+/// let plugin = omniprof::plugins::load_plugin("/opt/vendor/libvendor_profiler.so").unwrap();
 /// for p in plugin.usable() {
 ///     println!("{}: {:?}", p.name, p.supported);
 /// }
@@ -126,7 +126,7 @@ pub fn load_plugins_from_env() -> Vec<Result<LoadedPlugin, PluginError>> {
 /// `PATH: PROFILER: REJECTED: reason`, `PATH: registered no profiler`.
 ///
 /// ```
-/// use omniprof::{plugin_rejections, PluginError};
+/// use omniprof::plugins::{plugin_rejections, PluginError};
 ///
 /// let missing = Err(PluginError::MissingSymbol { path: "/x/libfoo.so".into() });
 /// assert_eq!(

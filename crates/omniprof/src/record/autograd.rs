@@ -12,8 +12,9 @@
 //! and flows are made at the drain.
 //!
 //! ```
-//! use omniprof::{pop_op, push_op, Autograd};
-//! use omniprof::{FlowKind, Profiler};
+//! use omniprof::recording::{pop_op, push_op, Autograd};
+//! use omniprof::trace::FlowKind;
+//! use omniprof::Profiler;
 //!
 //! let mut profiler = Profiler::builder().build().unwrap();
 //! profiler.start().unwrap();

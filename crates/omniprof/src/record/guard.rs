@@ -102,7 +102,8 @@ impl Drop for RangeGuard {
 /// backends needing correlation should not rely on async ops.
 ///
 /// ```
-/// use omniprof::{OwnedRange, Profiler};
+/// use omniprof::recording::OwnedRange;
+/// use omniprof::Profiler;
 ///
 /// let mut profiler = Profiler::builder().build().unwrap();
 /// profiler.start().unwrap();

@@ -6,7 +6,7 @@
 //! the caller, forwarding what `c10::reportMemoryUsageToProfiler` reports.
 //!
 //! ```
-//! use omniprof::{record_memory, MemoryReport};
+//! use omniprof::recording::{record_memory, MemoryReport};
 //! use omniprof::Profiler;
 //!
 //! let mut profiler = Profiler::builder().build().unwrap();

@@ -78,7 +78,7 @@ pub fn set_thread_name(name: &str) {
 macro_rules! scope {
     ($name:expr) => {
         let _omniprof_scope = {
-            static NAME: $crate::StaticName = $crate::StaticName::new($name);
+            static NAME: $crate::recording::StaticName = $crate::recording::StaticName::new($name);
             $crate::record_function(&NAME)
         };
     };

@@ -52,7 +52,7 @@ const THREAD_CACHE_NAMES: usize = 4096;
 /// An interned name. Creating one takes a global lock once; copying and recording it is free.
 ///
 /// ```
-/// use omniprof::Name;
+/// use omniprof::recording::Name;
 ///
 /// let a = Name::new("forward");
 /// assert_eq!(a, Name::new("forward"));
@@ -187,7 +187,8 @@ impl Name {
     /// that use it, so a cache of frame names lives no longer than one session.
     ///
     /// ```
-    /// use omniprof::{Name, Profiler};
+    /// use omniprof::recording::Name;
+    /// use omniprof::Profiler;
     ///
     /// let frame = Name::python("model.py(12): forward", None);
     /// assert_ne!(frame, Name::new("model.py(12): forward"));

@@ -12,7 +12,7 @@
 //! are closed as unfinished), one whose key this thread never pushed ends nothing.
 //!
 //! ```
-//! use omniprof::{pop_op, push_op};
+//! use omniprof::recording::{pop_op, push_op};
 //! use omniprof::Profiler;
 //!
 //! let mut profiler = Profiler::builder().build().unwrap();

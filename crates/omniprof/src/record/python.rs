@@ -15,8 +15,9 @@
 //! as unfinished ranges.
 //!
 //! ```
-//! use omniprof::PythonFrame;
-//! use omniprof::{record_op, Name, Profiler};
+//! use omniprof::recording::PythonFrame;
+//! use omniprof::{record_op, Profiler};
+//! use omniprof::recording::Name;
 //!
 //! let mut profiler = Profiler::builder().build().unwrap();
 //! profiler.start().unwrap();

@@ -191,7 +191,7 @@ impl ProfilerBuilder {
     }
 
     /// Stubs mode: instead of the registered backends, time every host op and user range on
-    /// `device` through its registered [profiler stubs](crate::ProfilerStubs); each range gets its
+    /// `device` through its registered [profiler stubs](crate::backends::ProfilerStubs); each range gets its
     /// device time as `"device_time_us"` in its args. A device without enabled stubs fails
     /// `prepare` with `"<device> used in profiler but not enabled."`.
     pub fn stubs(self, device: &str) -> Self {
@@ -301,7 +301,8 @@ fn step_range_name(n: u64) -> String {
 /// recorded cycle's trace goes to the `on_trace_ready` callback.
 ///
 /// ```
-/// use omniprof::{Profiler, Schedule, ScheduleArgs, Trace};
+/// use omniprof::{Profiler, Schedule, ScheduleArgs};
+/// use omniprof::trace::Trace;
 /// use std::sync::mpsc;
 ///
 /// let schedule = Schedule::new(ScheduleArgs { wait: 1, warmup: 1, active: 2, repeat: 1, ..Default::default() })
@@ -325,7 +326,8 @@ fn step_range_name(n: u64) -> String {
 /// ```
 ///
 /// ```
-/// use omniprof::{ActivitySet, ActivityType, Profiler};
+/// use omniprof::trace::{ActivitySet, ActivityType};
+/// use omniprof::Profiler;
 ///
 /// let mut profiler = Profiler::builder()
 ///     .activities([ActivityType::CpuOp, ActivityType::UserAnnotation].into_iter().collect())
@@ -391,13 +393,13 @@ impl Profiler {
     /// Claims the recorder, configures and starts the backends, and warms up (clock source,
     /// pre-faulted buffers), so `start` is cheap and device-side start-up costs are paid
     /// before the window opens. `start` tells the backends the window opened, and they drop
-    /// what they recorded until then (see [`ActivityProfiler`](crate::ActivityProfiler)); what still reaches the engine
+    /// what they recorded until then (see [`ActivityProfiler`](crate::backends::ActivityProfiler)); what still reaches the engine
     /// from the warm-up is dropped from the trace, counted in its `warmup_events` metadata and
     /// never charged to a backend's budget. Called by `start` when skipped (then the backends
     /// start with the window: nothing to drop).
     ///
     /// A synchronous session preempts an on-demand trace that is pending or running
-    /// ([`request_on_demand`](crate::request_on_demand)): that trace is cancelled and writes no file.
+    /// ([`request_on_demand`](crate::on_demand::request_on_demand)): that trace is cancelled and writes no file.
     pub fn prepare(&mut self) -> Result<(), SessionError> {
         if self.schedule.is_some() {
             return Err(SessionError::Scheduled { call: "prepare" });

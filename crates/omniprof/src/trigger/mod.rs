@@ -61,8 +61,8 @@ pub struct Traced {
 ///
 /// ```no_run
 /// # use std::sync::Arc;
-/// # fn run(engine: Arc<dyn omniprof::TriggerHandler>) -> std::io::Result<()> {
-/// let server = omniprof::listen_for_triggers(engine)?;
+/// # fn run(engine: Arc<dyn omniprof::on_demand::TriggerHandler>) -> std::io::Result<()> {
+/// let server = omniprof::on_demand::listen_for_triggers(engine)?;
 /// println!("trigger me: omniprof trigger --pid {} --duration-ms 500", std::process::id());
 /// # drop(server);
 /// # Ok(())
@@ -103,7 +103,7 @@ pub struct Traced {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 ///
-/// use omniprof::{RuntimeDir, TriggerError, TriggerHandler};
+/// use omniprof::on_demand::{RuntimeDir, TriggerError, TriggerHandler};
 ///
 /// struct Fixed;
 /// impl TriggerHandler for Fixed {
@@ -139,9 +139,9 @@ pub fn listen_for_triggers(handler: Arc<dyn TriggerHandler>) -> std::io::Result<
 /// ```no_run
 /// use std::time::Duration;
 ///
-/// let path = omniprof::send_trigger(4242, "ACTIVITIES_DURATION_MSECS=500", Duration::from_secs(60))?;
+/// let path = omniprof::on_demand::send_trigger(4242, "ACTIVITIES_DURATION_MSECS=500", Duration::from_secs(60))?;
 /// println!("{}", path.display());
-/// # Ok::<(), omniprof::TriggerError>(())
+/// # Ok::<(), omniprof::on_demand::TriggerError>(())
 /// ```
 pub fn send_trigger(pid: u32, text: &str, timeout: Duration) -> Result<PathBuf, TriggerError> {
     let dir = RuntimeDir::user().map_err(|source| TriggerError::RuntimeDir { pid, source })?;
@@ -162,9 +162,9 @@ pub fn send_trigger_traced(
 /// [`RuntimeDir`], and returns what was cancelled; see [`RuntimeDir::cancel`].
 ///
 /// ```no_run
-/// let what = omniprof::cancel_trigger(4242, std::time::Duration::from_secs(10))?;
+/// let what = omniprof::on_demand::cancel_trigger(4242, std::time::Duration::from_secs(10))?;
 /// println!("{what}");
-/// # Ok::<(), omniprof::TriggerError>(())
+/// # Ok::<(), omniprof::on_demand::TriggerError>(())
 /// ```
 pub fn cancel_trigger(pid: u32, timeout: Duration) -> Result<String, TriggerError> {
     let dir = RuntimeDir::user().map_err(|source| TriggerError::RuntimeDir { pid, source })?;

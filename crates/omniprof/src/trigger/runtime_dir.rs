@@ -26,7 +26,7 @@ pub(super) const SOCKET_SUFFIX: &str = ".sock";
 /// directory of the user; the error says so.
 ///
 /// ```no_run
-/// let dir = omniprof::RuntimeDir::user()?;
+/// let dir = omniprof::on_demand::RuntimeDir::user()?;
 /// println!("trigger sockets live in {}", dir.path().display());
 /// # Ok::<(), std::io::Error>(())
 /// ```
