@@ -26,12 +26,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use omniprof::keys::metadata;
 use omniprof::{
     record_function, record_op, tensorboard_trace_handler, Config, Profiler, ProfilerBuilder,
-    Schedule, Trace, Value,
+    Schedule,
 };
 use omniprof_analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
+use omniprof_trace::keys::metadata;
+use omniprof_trace::{Trace, Value};
 use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
 
 /// Profile a sample workload and write its trace.
@@ -210,9 +211,9 @@ fn profile(args: &DemoArgs, config: Config) -> DemoResult<()> {
     let to_stdout = output.as_os_str() == STDOUT || crate::output::is_standard_output(&output);
     let stats = if to_stdout {
         let stdout = std::io::stdout().lock();
-        omniprof::write_chrome(&trace, "stdout", std::io::BufWriter::new(stdout))?
+        omniprof_trace::write_chrome(&trace, "stdout", std::io::BufWriter::new(stdout))?
     } else {
-        omniprof::save(&trace, &output)?
+        omniprof_trace::save(&trace, &output)?
     };
     // With the trace on standard output, what the demo says goes to standard error.
     let mut say: Box<dyn Write> = match to_stdout {
@@ -325,7 +326,7 @@ fn profile_scheduled(
 /// Runs the workload for `duration`, stepping the process-wide iteration after each
 /// iteration of all workers, while the on-demand engine serves triggers.
 fn serve_triggers(workers: Vec<Worker>, duration: Duration) -> DemoResult<()> {
-    omniprof::serve_triggers()?;
+    omniprof::on_demand::serve_triggers()?;
     let pid = std::process::id();
     println!(
         "omniprof demo: pid {pid} serves on-demand triggers for {} s; try",
@@ -346,11 +347,11 @@ fn serve_triggers(workers: Vec<Worker>, duration: Duration) -> DemoResult<()> {
             Instant::now() < deadline
         }),
     )?;
-    if omniprof::cancel_on_demand() {
+    if omniprof::on_demand::cancel_on_demand() {
         println!("the run ended while a trace was in progress: it was cancelled");
     }
     // An exiting process leaves no socket for `omniprof trigger --list` to clean up.
-    omniprof::stop_serving_triggers();
+    omniprof::on_demand::stop_serving_triggers();
     println!("ran {iterations} iterations");
     Ok(())
 }

@@ -7,8 +7,9 @@
 //! - FAIL when the library or the profiler was rejected, a call reported errors or did not
 //!   return within `--timeout` (the plugin is then abandoned, and the check goes on without
 //!   it), or the library called the registry or the trace builder after the call that lent
-//!   it had returned (refused by the host and counted by `omniprof::late_plugin_calls`: the
-//!   CLI guide, `docs/cli.md`: a refused call is a FAIL);
+//!   it had returned (refused by the host and counted by
+//!   `omniprof::plugins::late_plugin_calls`: the CLI guide, `docs/cli.md`: a refused call is a
+//!   FAIL);
 //! - WARN when its events fell outside the capture window, said with how far before or after
 //!   it (a clock that is not Unix-epoch nanoseconds only when seconds away; the session
 //!   holds [`HOST_WORK`] of host ops, so that times a plugin takes during its own session are
@@ -21,10 +22,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use omniprof::Contribution;
-use omniprof::OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS;
-use omniprof::{record_function, record_op, ActivitySet, Config, Profiler, Trace};
-use omniprof::{LoadedPlugin, PluginError};
+use omniprof::config_keys::OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS;
+use omniprof::plugins::{LoadedPlugin, PluginError};
+use omniprof::{record_function, record_op, Config, Profiler};
+use omniprof_trace::{ActivitySet, Contribution, Trace};
 
 /// List the plugins a directory (default: the plugin directories of the environment) holds.
 #[derive(Debug, clap::Args)]
@@ -64,18 +65,18 @@ fn parse_timeout(text: &str) -> Result<u32, String> {
 pub(crate) fn list(args: &ListArgs) -> ExitCode {
     let dirs = match &args.dir {
         Some(dir) => vec![dir.clone()],
-        None => omniprof::plugin_dirs(),
+        None => omniprof::plugins::plugin_dirs(),
     };
     if dirs.is_empty() {
         eprintln!(
             "no plugin directory: give one, or set {}",
-            omniprof::DIR_VARIABLES.join(" or ")
+            omniprof::plugins::DIR_VARIABLES.join(" or ")
         );
         return ExitCode::from(2);
     }
     let mut ok = true;
     for dir in dirs {
-        let files = match omniprof::plugin_files(&dir) {
+        let files = match omniprof::plugins::plugin_files(&dir) {
             Ok(files) => files,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -87,7 +88,7 @@ pub(crate) fn list(args: &ListArgs) -> ExitCode {
             println!("{}: no *.so files", dir.display());
         }
         for file in files {
-            match omniprof::load_plugin(&file) {
+            match omniprof::plugins::load_plugin(&file) {
                 Ok(p) => print_loaded(&p),
                 Err(e) => {
                     println!("{}: REJECTED: {}", file.display(), e.reason());
@@ -147,13 +148,13 @@ pub(crate) fn check(args: &CheckArgs) -> ExitCode {
         .paths
         .iter()
         .map(|p| {
-            let before = omniprof::late_plugin_calls();
-            let result = omniprof::load_plugin(p);
-            late.push(omniprof::late_plugin_calls() - before);
+            let before = omniprof::plugins::late_plugin_calls();
+            let result = omniprof::plugins::load_plugin(p);
+            late.push(omniprof::plugins::late_plugin_calls() - before);
             (p.clone(), result)
         })
         .collect();
-    let before = omniprof::late_plugin_calls();
+    let before = omniprof::plugins::late_plugin_calls();
     let trace = match run_session(args.timeout) {
         Ok(trace) => trace,
         Err(e) => {
@@ -161,7 +162,7 @@ pub(crate) fn check(args: &CheckArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let in_session = omniprof::late_plugin_calls() - before;
+    let in_session = omniprof::plugins::late_plugin_calls() - before;
     if args.count_late_calls {
         println!("late {}", late.iter().sum::<u64>() + in_session);
         return ExitCode::SUCCESS;
@@ -172,7 +173,7 @@ pub(crate) fn check(args: &CheckArgs) -> ExitCode {
     let rows = verdicts(&loaded, &late, &trace);
     print_table(&rows);
     if let Some(out) = &args.trace {
-        match omniprof::save(&trace, out) {
+        match omniprof_trace::save(&trace, out) {
             Ok(stats) => println!("wrote {} ({} trace events)", out.display(), stats.events),
             Err(e) => {
                 eprintln!("error: {e}");

@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use omniprof::RuntimeDir;
-use omniprof::ONDEMAND_ENV;
-use omniprof::{
-    on_demand_trace_dir, Config, ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS,
-    ACTIVITIES_LOG_FILE, ACTIVITY_TYPES, PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP,
+use omniprof::config_keys::{
+    ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS, ACTIVITIES_LOG_FILE, ACTIVITY_TYPES,
+    PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP,
 };
+use omniprof::on_demand::{on_demand_trace_dir, RuntimeDir, ONDEMAND_ENV};
+use omniprof::Config;
 
 /// The trace was refused, or the process could not be reached.
 const EXIT_FAILED: u8 = 1;
@@ -76,7 +76,7 @@ pub(crate) fn run(args: &TriggerArgs) -> ExitCode {
     };
     if args.cancel {
         let timeout = args.timeout_s.map_or(CANCEL_WAIT, Duration::from_secs);
-        return match omniprof::cancel_trigger(pid, timeout) {
+        return match omniprof::on_demand::cancel_trigger(pid, timeout) {
             Ok(what) => {
                 println!("{what}");
                 ExitCode::SUCCESS
@@ -92,7 +92,7 @@ pub(crate) fn run(args: &TriggerArgs) -> ExitCode {
         Err(message) => return usage(&message),
     };
     let timeout = args.timeout_s.map_or(request.wait, Duration::from_secs);
-    match omniprof::send_trigger_traced(pid, &request.text, timeout) {
+    match omniprof::on_demand::send_trigger_traced(pid, &request.text, timeout) {
         Ok(traced) => {
             println!("{}", traced.path.display());
             for note in &traced.notes {

@@ -8,10 +8,10 @@
 
 use std::path::Path;
 
-use omniprof::{Activity, Trace};
 use omniprof_read::TraceReader;
 use omniprof_test_support::checker;
 use omniprof_test_support::cli::{arg, text, Cli};
+use omniprof_trace::{Activity, Trace};
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
@@ -237,7 +237,7 @@ fn demo_on_a_schedule_writes_one_trace_per_cycle_into_the_directory() {
         let ranges = named(&t, |n| n.starts_with("ProfilerStep#"));
         let host: Vec<_> = ranges
             .iter()
-            .filter(|a| a.kind == omniprof::ActivityType::UserAnnotation)
+            .filter(|a| a.kind == omniprof_trace::ActivityType::UserAnnotation)
             .map(|a| &*a.name)
             .collect();
         assert_eq!(host, steps, "{path}");

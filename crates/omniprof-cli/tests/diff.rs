@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use omniprof::{Activity, ActivityType, Trace};
 use omniprof_test_support::cli::{arg, text, Cli};
+use omniprof_trace::{Activity, ActivityType, Trace};
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
@@ -18,7 +18,7 @@ fn diff<'a>(base: &'a Path, trace: &'a Path, flags: &[&'a str]) -> Vec<&'a str> 
 /// One thread of top-level host ops `(name, duration ns)` back to back, and a kernel of
 /// `kernel_ns` launched by the first.
 fn save(dir: &Path, file: &str, ops: &[(&str, i64)], kernel_ns: i64) -> PathBuf {
-    let base = omniprof::process_base_time_ns();
+    let base = omniprof_trace::process_base_time_ns();
     let mut t = Trace::new(base, base + 1_000_000);
     let mut at = base;
     for (i, &(name, ns)) in ops.iter().enumerate() {
@@ -40,7 +40,7 @@ fn save(dir: &Path, file: &str, ops: &[(&str, i64)], kernel_ns: i64) -> PathBuf 
     t.activities
         .sort_by_key(|a| (a.start_ns, std::cmp::Reverse(a.end_ns)));
     let path = dir.join(file);
-    omniprof::save(&t, &path).unwrap();
+    omniprof_trace::save(&t, &path).unwrap();
     path
 }
 
@@ -165,7 +165,7 @@ fn traces_with_no_op_in_common_get_a_note_and_exit_0() {
     b.activities
         .push(Activity::new(ActivityType::CpuOp, "other", 1, 1, 0, 5));
     let b_path = dir.path().join("b.json");
-    omniprof::save(&b, &b_path).unwrap();
+    omniprof_trace::save(&b, &b_path).unwrap();
     let out = OMNIPROF.run(diff(&a, &b_path, &[]));
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stderr).contains("have no ops in common"));

@@ -9,8 +9,8 @@
 
 use std::path::Path;
 
-use omniprof::{Activity, ActivityType, Trace};
 use omniprof_test_support::cli::{arg, Cli};
+use omniprof_trace::{Activity, ActivityType, Trace};
 use quick_xml::events::Event;
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
@@ -24,7 +24,7 @@ fn flamegraph<'a>(trace: &'a Path, out: &'a Path, flags: &[&'a str]) -> Vec<&'a 
 /// by `aten::mm` and `aten::addmm`, one kernel launched from outside the trace.
 fn trace() -> Trace {
     use ActivityType::*;
-    let base = omniprof::process_base_time_ns();
+    let base = omniprof_trace::process_base_time_ns();
     let mut t = Trace::new(base, base + 100_000);
     let mut add = |kind, name: &str, device, tid, start: i64, end: i64, corr: u64, linked: u64| {
         let mut a = Activity::new(kind, name, device, tid, base + start, base + end);
@@ -49,7 +49,7 @@ fn trace() -> Trace {
 
 fn saved(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("hand.pt.trace.json");
-    omniprof::save(&trace(), &path).unwrap();
+    omniprof_trace::save(&trace(), &path).unwrap();
     path
 }
 
@@ -115,7 +115,7 @@ fn the_svg_is_well_formed_xml_naming_the_top_ops() {
 fn a_trace_with_nothing_to_draw_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty.pt.trace.json");
-    omniprof::save(&Trace::new(0, 10), &empty).unwrap();
+    omniprof_trace::save(&Trace::new(0, 10), &empty).unwrap();
     let out = dir.path().join("graph.svg");
     let stderr = OMNIPROF.fails(1, flamegraph(&empty, &out, &[]));
     assert!(stderr.contains("no host ops"), "{stderr}");

@@ -8,8 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
-use omniprof::{Activity, ActivityType, Trace, Value};
 use omniprof_test_support::cli::{arg, Cli};
+use omniprof_trace::{Activity, ActivityType, Trace, Value};
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
@@ -66,7 +66,7 @@ fn a_header_that_cannot_fit_the_reader_is_refused_when_saved_and_nothing_is_writ
             .into_iter()
             .collect(),
     );
-    let err = omniprof::save(&trace, &path).unwrap_err().to_string();
+    let err = omniprof_trace::save(&trace, &path).unwrap_err().to_string();
     assert!(
         err.contains(
             "the trace's header (deviceProperties and metadata) would take 5243091 bytes, more \
@@ -94,7 +94,7 @@ fn an_event_larger_than_the_reader_reads_is_refused_when_saved_and_nothing_is_wr
         200,
         500,
     ));
-    let err = omniprof::save(&trace, &path).unwrap_err().to_string();
+    let err = omniprof_trace::save(&trace, &path).unwrap_err().to_string();
     assert!(
         err.contains("traceEvents[1] would take 17825879 bytes, more than the 16777216 bytes"),
         "{err}"

@@ -7,10 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use omniprof::{Flow, FlowKind};
 use omniprof_read::TraceReader;
 use omniprof_test_support::checker::{assert_loads_in_perfetto, run_checker};
 use omniprof_test_support::cli::{arg, text, Cli};
+use omniprof_trace::{Flow, FlowKind};
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 

@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use omniprof::ActivityType;
-use omniprof::RuntimeDir;
+use omniprof::on_demand::RuntimeDir;
 use omniprof_read::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
 use omniprof_test_support::cli::{text, Cli};
+use omniprof_trace::ActivityType;
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 

@@ -115,7 +115,7 @@ fn plugins_list_and_check_give_verdicts() {
     );
     // The device is the one that produced events, not OpenReg, which took part idle.
     let checked = TraceReader::new().read_path(&trace).into_trace().unwrap();
-    let device_type = checked.metadata(omniprof::keys::metadata::DEVICE_TYPE);
+    let device_type = checked.metadata(omniprof_trace::keys::metadata::DEVICE_TYPE);
     assert_eq!(device_type.and_then(|v| v.as_str()), Some("SampleCounters"));
     let out = omniprof(None).run(["summary", trace.to_str().unwrap()]);
     let table = text(&out.stdout);

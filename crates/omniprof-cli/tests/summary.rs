@@ -244,7 +244,7 @@ fn a_stubs_mode_trace_gets_device_columns_named_after_its_device() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("stubs.json");
     let file = std::fs::File::create(&path).unwrap();
-    omniprof::write_chrome(&trace, "stubs.json", file).unwrap();
+    omniprof_trace::write_chrome(&trace, "stubs.json", file).unwrap();
 
     let out = OMNIPROF.ok(summary(
         &path,

@@ -8,8 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use omniprof::on_demand_trace_dir;
-use omniprof::RuntimeDir;
+use omniprof::on_demand::{on_demand_trace_dir, RuntimeDir};
 use omniprof_read::TraceReader;
 use omniprof_test_support::cli::{text, Cli};
 use omniprof_test_support::trigger::{Recorder, STEP};
@@ -146,12 +145,12 @@ fn bad_arguments_exit_2_before_anything_is_sent() {
 /// Answers a trace with a fixed path and a note, and a cancel with what it cancelled.
 struct Noted;
 
-impl omniprof::TriggerHandler for Noted {
+impl omniprof::on_demand::TriggerHandler for Noted {
     fn handle(&self, _: &str) -> Result<std::path::PathBuf, String> {
         Ok("/tmp/noted.pt.trace.json".into())
     }
-    fn handle_traced(&self, text: &str) -> Result<omniprof::Traced, String> {
-        Ok(omniprof::Traced {
+    fn handle_traced(&self, text: &str) -> Result<omniprof::on_demand::Traced, String> {
+        Ok(omniprof::on_demand::Traced {
             path: self.handle(text)?,
             notes: vec!["fell back to a time-based trace".to_owned()],
         })

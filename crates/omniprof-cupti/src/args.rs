@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use omniprof::{Activity, Value};
+use omniprof::trace::{Activity, Value};
 
 use crate::library::DeviceProperties;
 use crate::records;

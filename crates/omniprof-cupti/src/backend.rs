@@ -16,13 +16,14 @@ use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use omniprof::keys::metadata;
-use omniprof::CorrelationListener;
-use omniprof::{Activity, ActivitySet, ActivityType, Config, Value, Window};
-use omniprof::{
+use omniprof::backends::CorrelationListener;
+use omniprof::backends::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
     ResourceInfo,
 };
+use omniprof::trace::keys::metadata;
+use omniprof::trace::{Activity, ActivitySet, ActivityType, Value, Window};
+use omniprof::Config;
 
 use crate::args::{kernel_args, properties_value, transfer_args};
 use crate::buffers::{self, Completed};

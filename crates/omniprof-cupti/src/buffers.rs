@@ -9,7 +9,7 @@
 use std::ffi::c_void;
 use std::sync::Mutex;
 
-use omniprof::lock;
+use omniprof::trace::lock;
 
 use crate::library::Cupti;
 

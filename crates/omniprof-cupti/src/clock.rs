@@ -4,12 +4,12 @@
 //! but whatever a timestamp callback returns once a profiler registered one, and
 //! torch.profiler's Kineto registers one that counts TSC ticks, for the rest of the process.
 //! So the session pairs CUPTI's clock with the wall clock omniprof's host timestamps end up
-//! on ([`omniprof::wall_now_ns`]) at start and at stop, each pair the tightest of a
+//! on ([`omniprof::clock::wall_now_ns`]) at start and at stop, each pair the tightest of a
 //! few bracketed reads, and maps a CUPTI time by the line through the two pairs: the offset
 //! and the rate are both measured. The offset's change from start to stop is the drift the
 //! trace reports, with the rate.
 
-use omniprof::{tightest_pair, wall_now_ns};
+use omniprof::clock::{tightest_pair, wall_now_ns};
 
 /// A CUPTI time and the wall time read at the same moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

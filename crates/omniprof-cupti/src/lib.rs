@@ -18,7 +18,7 @@
 //! around the op, as Kineto does, and the launch's records carry them.
 //!
 //! ```
-//! use omniprof::ActivityProfiler;
+//! use omniprof::backends::ActivityProfiler;
 //!
 //! let backend = omniprof_cupti::CuptiProfiler;
 //! match omniprof_cupti::unavailable_reason() {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use omniprof::lock;
+use omniprof::trace::lock;
 
 static SEEN: Mutex<Option<HashMap<u32, i64>>> = Mutex::new(None);
 static SESSION: AtomicU64 = AtomicU64::new(1);

@@ -12,9 +12,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use omniprof::keys::metadata;
-use omniprof::ActivityProfiler;
-use omniprof::{record_function, record_op, ActivitySet, ActivityType, Profiler, Trace, Value};
+use omniprof::backends::ActivityProfiler;
+use omniprof::trace::keys::metadata;
+use omniprof::trace::{ActivitySet, ActivityType, Trace, Value};
+use omniprof::{record_function, record_op, Profiler};
 use omniprof_cupti::{unavailable_reason, CuptiProfiler, LIBRARY_ENV};
 use omniprof_test_support::cupti::{self, Simulated};
 use omniprof_test_support::session::backend_errors;
@@ -108,7 +109,7 @@ fn record(before_stop: impl FnOnce()) -> Trace {
     profiler.stop().unwrap()
 }
 
-fn one(trace: &Trace, kind: ActivityType, name: &str) -> omniprof::Activity {
+fn one(trace: &Trace, kind: ActivityType, name: &str) -> omniprof::trace::Activity {
     let found: Vec<_> = trace
         .activities
         .iter()

@@ -10,10 +10,11 @@
 //! window opens and detach it when it closes, so PyTorch pays nothing outside a window.
 //! `PROFILE_REPORT_INPUT_SHAPES` makes it record `Input Dims`; `PROFILE_WITH_FLOPS` adds each
 //! op's `flops` (PyTorch's own count, taken by the observer); `PROFILE_PROFILE_MEMORY` makes
-//! it record PyTorch's allocator reports as `[memory]` instants ([`omniprof::record_memory`]).
+//! it record PyTorch's allocator reports as `[memory]` instants
+//! ([`omniprof::recording::record_memory`]).
 //!
 //! Ops and autograd nodes begin and end on one thread, innermost first: the observer pushes
-//! them on the recorder's per-thread stack ([`omniprof::push_op`]) keyed by their
+//! them on the recorder's per-thread stack ([`omniprof::recording::push_op`]) keyed by their
 //! `RecordFunction`, and keeps nothing itself. A user range (`record_function`) may end on
 //! another thread (async), so the observer keeps it in its `ObserverContext` (a slot of
 //! [`RANGE_SLOT_SIZE`] bytes it owns) as an [`OwnedRange`], whose end may be recorded from any
@@ -22,11 +23,13 @@
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use omniprof::keys::arg;
-use omniprof::PythonFrame;
-use omniprof::{pop_op, pop_op_with_autograd, push_op, Autograd, MemoryReport};
-use omniprof::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
-use omniprof::{ActivitySet, ActivityType, Config, Name, OwnedRange, Value, Window};
+use omniprof::backends::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
+use omniprof::recording::{
+    pop_op, pop_op_with_autograd, push_op, Autograd, MemoryReport, Name, OwnedRange, PythonFrame,
+};
+use omniprof::Config;
+use omniprof_trace::keys::arg;
+use omniprof_trace::{ActivitySet, ActivityType, Value, Window};
 use pyo3::prelude::*;
 
 /// Bytes the observer reserves per user range for its [`OwnedRange`] (8-byte aligned).
@@ -205,9 +208,9 @@ extern "C" fn memory(
     };
     let _ = catch_unwind(|| {
         if out_of_memory != 0 {
-            omniprof::record_out_of_memory(&report);
+            omniprof::recording::record_out_of_memory(&report);
         } else {
-            omniprof::record_memory(&report);
+            omniprof::recording::record_memory(&report);
         }
     });
 }
@@ -529,7 +532,7 @@ fn install_torch_observer(entry_points: &Bound<'_, PyAny>) -> PyResult<()> {
         attach: entry_points.attach,
         detach: entry_points.detach,
     };
-    omniprof::register_profiler_factory(BACKEND_NAME, Box::new(move || Box::new(ops)));
+    omniprof::backends::register_profiler_factory(BACKEND_NAME, Box::new(move || Box::new(ops)));
     Ok(())
 }
 

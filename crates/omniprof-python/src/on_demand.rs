@@ -15,16 +15,16 @@ pub(crate) fn step() -> i64 {
 /// Whether `OMNIPROF_ONDEMAND` opts the process in to on-demand tracing.
 #[pyfunction]
 pub(crate) fn on_demand_opted_in() -> bool {
-    omniprof::on_demand_opted_in()
+    omniprof::on_demand::on_demand_opted_in()
 }
 
 /// Serves on-demand triggers (`omniprof trigger --pid`); `ProfilerError` when it cannot.
 #[pyfunction]
 pub(crate) fn serve_on_demand() -> PyResult<()> {
-    omniprof::serve_triggers().map_err(|e| {
+    omniprof::on_demand::serve_triggers().map_err(|e| {
         profiler_error(format!(
             "{} is set, but triggers cannot be served: {e}",
-            omniprof::ONDEMAND_ENV
+            omniprof::on_demand::ONDEMAND_ENV
         ))
     })
 }

@@ -7,7 +7,7 @@
 //! adapter (`omniprof_kineto_adapter.h`) as a plugin entry point, which it hands over in a
 //! capsule ([`KinetoEntryPoint`], `python/omniprof/csrc/privateuse1_profiler.cpp`). It is
 //! registered here exactly as a plugin library's entry point is
-//! ([`omniprof::load_entry_point`]: the same checks, deadlines and token lending),
+//! ([`omniprof::plugins::load_entry_point`]: the same checks, deadlines and token lending),
 //! behind a gate: it sits out a session whose config clears `OMNIPROF_PRIVATEUSE1_PROFILER`
 //! (`use_device=`, which times ops through the profiler stubs alone, as PyTorch's legacy
 //! profiler does). While it is installed, the stubs bridge (`src/stubs.rs`) leaves the device
@@ -20,11 +20,11 @@
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex};
 
-use omniprof::lock;
-use omniprof::EntryPointProfiler;
-use omniprof::{ActivityProfiler, BackendError, ProfilerSession, ScopeMetric};
-use omniprof::{ActivitySet, Config};
+use omniprof::backends::{ActivityProfiler, BackendError, ProfilerSession, ScopeMetric};
+use omniprof::plugins::EntryPointProfiler;
+use omniprof::Config;
 use omniprof_plugin_sys::{LastErrorFn, RegisterFn};
+use omniprof_trace::{lock, ActivitySet};
 use pyo3::prelude::*;
 
 /// The layout version of [`KinetoEntryPoint`] (`kKinetoEntryPointVersion` in `table.h`).
@@ -124,10 +124,10 @@ fn install_privateuse1_profiler(entry: &Bound<'_, PyAny>) -> PyResult<Vec<String
     let entry: &'static KinetoEntryPoint = unsafe { pointer.cast::<KinetoEntryPoint>().as_ref() };
     // SAFETY: the observer's adapter functions, of the ABI's types, loaded for good.
     let profilers = unsafe {
-        omniprof::load_entry_point(LABEL, entry.register_profiler, Some(entry.last_error))
+        omniprof::plugins::load_entry_point(LABEL, entry.register_profiler, Some(entry.last_error))
     }
     .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
-    let from_files: Vec<String> = omniprof::load_plugins_from_env()
+    let from_files: Vec<String> = omniprof::plugins::load_plugins_from_env()
         .into_iter()
         .flatten()
         .flat_map(|loaded| loaded.usable().map(|p| p.name.clone()).collect::<Vec<_>>())
@@ -147,7 +147,7 @@ fn install_privateuse1_profiler(entry: &Bound<'_, PyAny>) -> PyResult<Vec<String
             continue;
         }
         let key = format!("pytorch privateuse1 profiler#{index}");
-        omniprof::register_profiler_factory(
+        omniprof::backends::register_profiler_factory(
             &key,
             Box::new(move || Box::new(Gated(profiler.clone()))),
         );

@@ -1,7 +1,7 @@
 //! The recorder from Python: `record_function` (a user range) and `instant` (a point event),
 //! each a direct call of omniprof's recorder on the calling thread.
 
-use omniprof::OwnedRange;
+use omniprof::recording::OwnedRange;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
@@ -12,7 +12,7 @@ use crate::error::type_name;
 /// calling thread, as a context manager or a decorator.
 ///
 /// `__enter__` and `__exit__` call the recorder directly. The name is interned at each
-/// `__enter__` as a transient name (see [`omniprof::IntoName`]): a new name every step
+/// `__enter__` as a transient name (see [`omniprof::recording::IntoName`]): a new name every step
 /// is not kept for the life of the process, and an object made before one session and
 /// entered in a later one still names its range right. The range may end on another thread
 /// than the one that began it: its end is recorded there (see [`OwnedRange`]).

@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use omniprof::Trace;
 use omniprof_analysis::StackMetric;
 use omniprof_analysis::{FunctionEvents, KeyAveragesOptions, ReportOptions, Row, SortKey};
 use omniprof_read::TraceReader;
+use omniprof_trace::Trace;
 use pyo3::exceptions::{PyIndexError, PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyTuple};
@@ -38,7 +38,7 @@ impl PyTrace {
     /// extension included) a `ProfilerError` names the path; the trace is kept, so export can
     /// be retried.
     fn export_chrome_trace(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
-        py.detach(|| omniprof::save(&self.0, &path))
+        py.detach(|| omniprof_trace::save(&self.0, &path))
             .map(drop)
             .map_err(profiler_error)
     }

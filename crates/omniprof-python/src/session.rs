@@ -9,20 +9,18 @@
 
 use std::sync::{Arc, Mutex};
 
-use omniprof::{
-    ActivitySet, ActivityType, Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule,
-    ScheduleArgs, Trace, Value,
-};
-use omniprof::{
+use omniprof::config_keys::{
     OMNIPROF_PRIVATEUSE1_STUBS, PROFILE_PROFILE_MEMORY, PROFILE_REPORT_INPUT_SHAPES,
     PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES, PROFILE_WITH_STACK,
 };
+use omniprof::{Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule, ScheduleArgs};
+use omniprof_trace::{ActivitySet, ActivityType, Trace, Value};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::error::profiler_error;
 use crate::results::PyTrace;
-use omniprof::lock;
+use omniprof_trace::lock;
 
 /// `torch.profiler.ProfilerActivity`'s members and the activity types each selects. The
 /// device ones select the device classes (kernels, copies, runtime and driver calls, syncs)
@@ -129,7 +127,7 @@ struct Inner {
 /// The `ProfilerActivity` members in `items` none of whose activity types any backend
 /// registered now can record (`CPU` is always recorded).
 fn unrecorded(items: &[String], sitting_out: Option<&str>) -> Vec<String> {
-    let offered = omniprof::profilers_present()
+    let offered = omniprof::backends::profilers_present()
         .iter()
         .filter(|p| Some(p.name()) != sitting_out)
         .fold(ActivitySet::empty(), |mut set, p| {

@@ -8,7 +8,7 @@
 //! offers `privateuse1_runtime` while the stubs say they are enabled: a session selecting
 //! `ProfilerActivity.PrivateUse1` (or given `use_device`; the Python session then sets
 //! `OMNIPROF_PRIVATEUSE1_STUBS`, which an on-demand config may set too) runs omniprof's own stubs
-//! session over them ([`omniprof::timing_session`]), which records an event pair on
+//! session over them ([`omniprof::backends::timing_session`]), which records an event pair on
 //! the op's thread around every op and user range the observer records (from the recorder's
 //! callbacks, so a session that did not ask pays nothing), resolves each pair with `elapsed`
 //! after the trace stops, off the hot path and under a deadline, and writes it as the op's
@@ -26,9 +26,11 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use omniprof::{ActivityProfiler, BackendError, ProfilerSession};
-use omniprof::{ActivitySet, ActivityType, Config};
-use omniprof::{ProfilerStubs, RecordOut, StubError, StubEvent};
+use omniprof::backends::{
+    ActivityProfiler, BackendError, ProfilerSession, ProfilerStubs, RecordOut, StubError, StubEvent,
+};
+use omniprof::Config;
+use omniprof_trace::{ActivitySet, ActivityType};
 use pyo3::prelude::*;
 
 /// The layout version of [`StubsApi`] (`kStubsApiVersion` in `table.h`).
@@ -266,7 +268,9 @@ impl ActivityProfiler for StubsBackend {
             return Err(BackendError::new(StubError::NotEnabled(device).to_string()));
         }
         let stubs = Arc::new(TorchStubs(self.0));
-        Ok(Some(omniprof::timing_session(&device, stubs, config, true)))
+        Ok(Some(omniprof::backends::timing_session(
+            &device, stubs, config, true,
+        )))
     }
 }
 
@@ -298,7 +302,7 @@ fn install_torch_stubs(api: &Bound<'_, PyAny>) -> PyResult<()> {
     // SAFETY: a `StubsApi` of this version (above), static in the observer module, which
     // stays loaded.
     let api: &'static StubsApi = unsafe { pointer.cast::<StubsApi>().as_ref() };
-    omniprof::register_profiler_factory(
+    omniprof::backends::register_profiler_factory(
         BACKEND_NAME,
         Box::new(move || Box::new(StubsBackend(api))),
     );

@@ -17,14 +17,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use omniprof::WriteStats;
-use omniprof::{Activity, ActivityType, Flow, FlowKind, Trace, Value};
+use omniprof::trace::{Activity, ActivityType, Flow, FlowKind, Trace, Value, WriteStats};
 
 /// A trace shaped like the demo's: host ops, the runtime calls they make (with `ac2g` flow
 /// starts) and the kernels those launch (flow ends, `device`/`stream` args), 50 days after
 /// the base time so `ts` has its real width.
 fn export_trace(events: usize) -> Trace {
-    let base = omniprof::process_base_time_ns();
+    let base = omniprof::trace::process_base_time_ns();
     let origin = base + 50 * 86_400 * 1_000_000_000;
     let mut t = Trace::new(origin, origin + events as i64 * 1_000 + 1_000);
     // Names and keys are shared, as the recorder and the reader intern them.
@@ -126,7 +125,7 @@ fn per_entry(
 
 fn export(c: &mut Criterion) {
     let trace = export_trace(100_000);
-    let entries = omniprof::write_chrome(&trace, "bench", std::io::sink())
+    let entries = omniprof::trace::write_chrome(&trace, "bench", std::io::sink())
         .unwrap()
         .events;
     let mut g = c.benchmark_group("export");
@@ -134,13 +133,13 @@ fn export(c: &mut Criterion) {
     g.bench_function(
         "chrome_json",
         per_entry(entries, || {
-            omniprof::write_chrome(&trace, "bench", std::io::sink()).unwrap()
+            omniprof::trace::write_chrome(&trace, "bench", std::io::sink()).unwrap()
         }),
     );
     g.bench_function(
         "perfetto",
         per_entry(entries, || {
-            omniprof::write_perfetto(&trace, std::io::sink()).unwrap()
+            omniprof::trace::write_perfetto(&trace, std::io::sink()).unwrap()
         }),
     );
     g.finish();

@@ -20,9 +20,9 @@ fn step(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     group.bench_function("idle", |b| b.iter(|| black_box(omniprof::step())));
 
-    let dir = tempfile::tempdir_in(omniprof::on_demand_trace_dir()).unwrap();
+    let dir = tempfile::tempdir_in(omniprof::on_demand::on_demand_trace_dir()).unwrap();
     let start = omniprof::step() + 1;
-    let ticket = omniprof::request_on_demand(&format!(
+    let ticket = omniprof::on_demand::request_on_demand(&format!(
         "PROFILE_START_ITERATION={start}\nACTIVITIES_ITERATIONS=2147483647\n\
          ACTIVITIES_LOG_FILE={}/bench.json",
         dir.path().display()
@@ -30,15 +30,15 @@ fn step(c: &mut Criterion) {
     .unwrap();
     omniprof::step();
     assert_eq!(
-        omniprof::on_demand_status().state,
-        omniprof::OnDemandState::CollectTrace
+        omniprof::on_demand::on_demand_status().state,
+        omniprof::on_demand::OnDemandState::CollectTrace
     );
     group.bench_function("recording", |b| b.iter(|| black_box(omniprof::step())));
     group.finish();
-    omniprof::cancel_on_demand();
+    omniprof::on_demand::cancel_on_demand();
     assert_eq!(
         ticket.wait(Duration::from_secs(10)),
-        Err(omniprof::TraceFailed::Cancelled)
+        Err(omniprof::on_demand::TraceFailed::Cancelled)
     );
 }
 

@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use omniprof::HostTraceBuilder;
+use omniprof::plugins::HostTraceBuilder;
 use omniprof_plugin_sys::{ProfileEvent, ProfileEventType};
 
 /// Events per `profilerProcessEvents` call in the benchmark (the builder is emptied between).

@@ -13,9 +13,12 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use omniprof::CorrelationListener;
-use omniprof::{record_function, ActivitySet, ActivityType, Config, Name, Profiler, Window};
-use omniprof::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
+use omniprof::backends::{
+    ActivityProfiler, ActivitySink, BackendError, CorrelationListener, HostOps, ProfilerSession,
+};
+use omniprof::recording::Name;
+use omniprof::trace::{ActivitySet, ActivityType, Window};
+use omniprof::{record_function, Config, Profiler};
 
 /// Room for the largest sample criterion asks for, so no iteration hits the cap.
 const BENCH_CAP: &str = "OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=67108864";
@@ -165,8 +168,8 @@ fn clock_pairs(iters: u64, threads: usize) -> Duration {
     let run = move || {
         let start = Instant::now();
         for _ in 0..iters {
-            black_box(omniprof::ticks());
-            black_box(omniprof::ticks());
+            black_box(omniprof::clock::ticks());
+            black_box(omniprof::clock::ticks());
         }
         start.elapsed()
     };
@@ -183,7 +186,10 @@ fn record(c: &mut Criterion) {
     g.bench_function("range_enabled", |b| {
         b.iter_custom(|iters| ranges_in_session(iters, 1))
     });
-    omniprof::register_profiler_factory("bench-stacks", Box::new(|| Box::new(StackBackend)));
+    omniprof::backends::register_profiler_factory(
+        "bench-stacks",
+        Box::new(|| Box::new(StackBackend)),
+    );
     CORRELATE.store(true, Ordering::Relaxed);
     g.bench_function("range_enabled_correlated", |b| {
         b.iter_custom(|iters| ranges_in_session(iters, 1))

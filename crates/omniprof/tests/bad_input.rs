@@ -7,9 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use omniprof::ConfigErrorReason;
-use omniprof::UnknownActivityType;
-use omniprof::{record_function, ActivitySet, ActivityType, Config, Profiler, Trace};
+use omniprof::trace::{ActivitySet, ActivityType, Trace, UnknownActivityType};
+use omniprof::{record_function, Config, ConfigErrorReason, Profiler};
 use omniprof_read::{ReadErrorKind, TraceReader};
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::session;
@@ -44,7 +43,7 @@ fn assert_save_fails_cleanly(
     expected_files: &[PathBuf],
 ) {
     let before = trace.clone();
-    let err = omniprof::save(trace, bad).expect_err("saving must fail");
+    let err = omniprof::trace::save(trace, bad).expect_err("saving must fail");
     assert_eq!(err.path, bad);
     assert_eq!(err.stage, stage, "{err}");
     let message = err.to_string();
@@ -60,7 +59,7 @@ fn assert_save_fails_cleanly(
     assert_eq!(*trace, before, "a failed save must not change the trace");
 
     let good = dir.join("saved elsewhere.pt.trace.json");
-    let stats = omniprof::save(trace, &good).expect("the trace still saves elsewhere");
+    let stats = omniprof::trace::save(trace, &good).expect("the trace still saves elsewhere");
     assert!(stats.events as usize > trace.activities.len());
     let read = TraceReader::new().read_path(&good).into_trace().unwrap();
     assert_eq!(read.activities, trace.activities);
@@ -113,7 +112,7 @@ fn a_truncated_trace_file_is_an_error_naming_the_file_and_keeps_what_was_read() 
     let trace = recorded_trace();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.json");
-    omniprof::save(&trace, &path).unwrap();
+    omniprof::trace::save(&trace, &path).unwrap();
     let text = std::fs::read(&path).unwrap();
     let cut = dir.path().join("cut.json");
     std::fs::write(&cut, &text[..text.len() * 2 / 3]).unwrap();
@@ -254,7 +253,7 @@ fn recording_past_the_per_thread_cap_counts_every_dropped_event() {
     // The counts reach the file.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("capped.json");
-    omniprof::save(&trace, &path).unwrap();
+    omniprof::trace::save(&trace, &path).unwrap();
     let read = TraceReader::new().read_path(&path).into_trace().unwrap();
     assert_eq!(read.report.dropped_events, Some(954));
     assert_eq!(read.activities.len(), trace.activities.len());

@@ -8,7 +8,8 @@
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use omniprof::{record_function, Profiler, Trace};
+use omniprof::trace::Trace;
+use omniprof::{record_function, Profiler};
 use omniprof_test_support::fork::wait_for;
 
 const THREADS: usize = 4;

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use omniprof::RuntimeDir;
+use omniprof::on_demand::RuntimeDir;
 use omniprof_test_support::fork::wait_for;
 
 /// What the child exits with: 0 when `serve()` fails naming its parent and `stop_serving()`
@@ -16,7 +16,7 @@ use omniprof_test_support::fork::wait_for;
 /// trigger it meanwhile.
 fn in_child(parent: u32, hold: libc::c_int) -> i32 {
     let me = std::process::id();
-    let code = match omniprof::serve_triggers() {
+    let code = match omniprof::on_demand::serve_triggers() {
         Ok(()) => 1,
         Err(e)
             if e.to_string()
@@ -26,7 +26,7 @@ fn in_child(parent: u32, hold: libc::c_int) -> i32 {
                      copies only the calling thread; trigger process {parent}"
                 ) =>
         {
-            if omniprof::stop_serving_triggers() {
+            if omniprof::on_demand::stop_serving_triggers() {
                 3
             } else {
                 0
@@ -42,7 +42,7 @@ fn in_child(parent: u32, hold: libc::c_int) -> i32 {
 
 #[test]
 fn a_forked_child_does_not_serve_and_the_client_says_to_trigger_its_parent() {
-    omniprof::serve_triggers().unwrap();
+    omniprof::on_demand::serve_triggers().unwrap();
     let parent = std::process::id();
     let dir = RuntimeDir::user().unwrap();
     let mut pipe = [0; 2];
@@ -66,7 +66,7 @@ fn a_forked_child_does_not_serve_and_the_client_says_to_trigger_its_parent() {
     unsafe { libc::close(pipe[0]) };
     let child = child as u32;
     let path = dir.socket_path(child);
-    let refused = omniprof::send_trigger(
+    let refused = omniprof::on_demand::send_trigger(
         child,
         "ACTIVITIES_DURATION_MSECS=100",
         Duration::from_secs(5),
@@ -91,5 +91,5 @@ fn a_forked_child_does_not_serve_and_the_client_says_to_trigger_its_parent() {
         )
     );
     assert!(dir.socket_path(parent).exists());
-    assert!(omniprof::stop_serving_triggers());
+    assert!(omniprof::on_demand::stop_serving_triggers());
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use omniprof::on_demand::{OnDemandState, Refused, TraceFailed};
 use omniprof::{record_function, Profiler};
-use omniprof::{OnDemandState, Refused, TraceFailed};
 use omniprof_read::TraceReader;
 use omniprof_test_support::checker;
 use omniprof_test_support::lock::serial;
@@ -38,7 +38,7 @@ impl Workload {
             }
         });
         // The first step must have happened before an iteration-based request.
-        while omniprof::iteration() < 0 {
+        while omniprof::recording::iteration() < 0 {
             std::thread::yield_now();
         }
         Self {
@@ -59,7 +59,7 @@ impl Drop for Workload {
 
 /// A fresh directory inside the directory on-demand traces may be written to.
 fn allowed_dir() -> tempfile::TempDir {
-    tempfile::tempdir_in(omniprof::on_demand_trace_dir()).unwrap()
+    tempfile::tempdir_in(omniprof::on_demand::on_demand_trace_dir()).unwrap()
 }
 
 /// How far ahead the tests' requests start: far enough that a loaded machine does not reach
@@ -88,7 +88,7 @@ fn iterations_in(path: &Path) -> BTreeSet<i64> {
 
 fn wait_for_state(state: OnDemandState) {
     let deadline = Instant::now() + WAIT;
-    while omniprof::on_demand_status().state != state {
+    while omniprof::on_demand::on_demand_status().state != state {
         assert!(Instant::now() < deadline, "never reached {state}");
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -99,8 +99,8 @@ fn iteration_based_request_writes_exactly_its_iterations() {
     let _serial = serial();
     let dir = allowed_dir();
     let workload = Workload::start();
-    let start = omniprof::iteration() + 20;
-    let ticket = omniprof::request_on_demand(&format!(
+    let start = omniprof::recording::iteration() + 20;
+    let ticket = omniprof::on_demand::request_on_demand(&format!(
         "PROFILE_START_ITERATION={start}\nACTIVITIES_WARMUP_ITERATIONS=3\n\
          ACTIVITIES_ITERATIONS=5\nACTIVITIES_LOG_FILE={}/iterations.json",
         dir.path().display()
@@ -116,7 +116,7 @@ fn iteration_based_request_writes_exactly_its_iterations() {
     );
     checker::assert_loads_in_perfetto(&path);
     assert_eq!(
-        omniprof::on_demand_status().state,
+        omniprof::on_demand::on_demand_status().state,
         OnDemandState::WaitForRequest
     );
 }
@@ -126,25 +126,26 @@ fn duration_based_request_writes_its_window_and_refuses_a_second() {
     let _serial = serial();
     let dir = allowed_dir();
     let workload = Workload::start();
-    let ticket = omniprof::request_on_demand(&format!(
+    let ticket = omniprof::on_demand::request_on_demand(&format!(
         "PROFILE_START_TIME={}\nACTIVITIES_WARMUP_PERIOD_SECS=0\n\
          ACTIVITIES_DURATION_MSECS=200\nACTIVITIES_LOG_FILE={}/duration.json.gz",
         now_ms() + START_AHEAD_MS,
         dir.path().display()
     ))
     .unwrap();
-    let second = omniprof::request_on_demand("ACTIVITIES_DURATION_MSECS=100").unwrap_err();
+    let second =
+        omniprof::on_demand::request_on_demand("ACTIVITIES_DURATION_MSECS=100").unwrap_err();
     assert!(
         matches!(second, Refused::Busy(_) | Refused::Pending(_)),
         "{second}"
     );
     wait_for_state(OnDemandState::CollectTrace);
-    let busy = omniprof::request_on_demand("ACTIVITIES_DURATION_MSECS=100").unwrap_err();
+    let busy = omniprof::on_demand::request_on_demand("ACTIVITIES_DURATION_MSECS=100").unwrap_err();
     assert!(
         busy.to_string().starts_with("profiler busy until "),
         "{busy}"
     );
-    let status = omniprof::on_demand_status();
+    let status = omniprof::on_demand::on_demand_status();
     assert_eq!(status.request.as_ref().unwrap().id, ticket.id());
     assert!(status.to_string().contains("CollectTrace"), "{status}");
 
@@ -161,15 +162,16 @@ fn duration_based_request_writes_its_window_and_refuses_a_second() {
 #[test]
 fn refusals_and_failures_leave_the_process_running() {
     let _serial = serial();
-    let allowed = omniprof::on_demand_trace_dir();
+    let allowed = omniprof::on_demand::on_demand_trace_dir();
     for path in ["/etc/x.json".to_owned(), format!("{allowed}../x.json")] {
-        let err = omniprof::request_on_demand(&format!("ACTIVITIES_LOG_FILE={path}")).unwrap_err();
+        let err = omniprof::on_demand::request_on_demand(&format!("ACTIVITIES_LOG_FILE={path}"))
+            .unwrap_err();
         let message = err.to_string();
         assert!(matches!(err, Refused::Config(_)), "{message}");
         assert!(message.contains(&path), "{message}");
         assert!(message.contains(&allowed), "{message}");
     }
-    let err = omniprof::request_on_demand("ACTIVITIES_DURATION_MSECS=abc").unwrap_err();
+    let err = omniprof::on_demand::request_on_demand("ACTIVITIES_DURATION_MSECS=abc").unwrap_err();
     assert!(
         err.to_string()
             .contains("line 1: ACTIVITIES_DURATION_MSECS"),
@@ -179,7 +181,7 @@ fn refusals_and_failures_leave_the_process_running() {
     // A trace directory that cannot be created: reported on the ticket.
     let dir = allowed_dir();
     std::fs::write(dir.path().join("file"), b"").unwrap();
-    let ticket = omniprof::request_on_demand(&format!(
+    let ticket = omniprof::on_demand::request_on_demand(&format!(
         "PROFILE_START_TIME={}\nACTIVITIES_WARMUP_PERIOD_SECS=0\n\
          ACTIVITIES_DURATION_MSECS=50\nACTIVITIES_LOG_FILE={}/file/t.json",
         now_ms() + START_AHEAD_MS,
@@ -195,13 +197,13 @@ fn refusals_and_failures_leave_the_process_running() {
     }
 
     // Cancelled while pending.
-    let ticket = omniprof::request_on_demand("ACTIVITIES_DURATION_MSECS=50").unwrap();
-    assert!(omniprof::cancel_on_demand());
+    let ticket = omniprof::on_demand::request_on_demand("ACTIVITIES_DURATION_MSECS=50").unwrap();
+    assert!(omniprof::on_demand::cancel_on_demand());
     assert_eq!(ticket.wait(WAIT), Err(TraceFailed::Cancelled));
-    assert!(!omniprof::cancel_on_demand());
+    assert!(!omniprof::on_demand::cancel_on_demand());
 
     // A later valid request still works.
-    let ticket = omniprof::request_on_demand(&format!(
+    let ticket = omniprof::on_demand::request_on_demand(&format!(
         "PROFILE_START_TIME={}\nACTIVITIES_WARMUP_PERIOD_SECS=0\n\
          ACTIVITIES_DURATION_MSECS=50\nACTIVITIES_LOG_FILE={}/after.json",
         now_ms() + START_AHEAD_MS,
@@ -219,7 +221,7 @@ fn sync_session_preempts_on_demand_and_refuses_it_meanwhile() {
     let log_file = |name: &str| format!("ACTIVITIES_LOG_FILE={}/{name}", dir.path().display());
 
     // Pending.
-    let pending = omniprof::request_on_demand(&format!(
+    let pending = omniprof::on_demand::request_on_demand(&format!(
         "ACTIVITIES_WARMUP_PERIOD_SECS=60\n{}",
         log_file("pending.json")
     ))
@@ -227,7 +229,8 @@ fn sync_session_preempts_on_demand_and_refuses_it_meanwhile() {
     let mut sync = Profiler::builder().build().unwrap();
     sync.prepare().unwrap();
     assert_eq!(pending.wait(WAIT), Err(TraceFailed::Preempted));
-    let refused = omniprof::request_on_demand("ACTIVITIES_DURATION_MSECS=50").unwrap_err();
+    let refused =
+        omniprof::on_demand::request_on_demand("ACTIVITIES_DURATION_MSECS=50").unwrap_err();
     assert_eq!(
         refused.to_string(),
         "profiler busy: a synchronous profiling session is active"
@@ -238,7 +241,7 @@ fn sync_session_preempts_on_demand_and_refuses_it_meanwhile() {
     assert!(trace.activities.iter().any(|a| &*a.name == "sync"));
 
     // Running.
-    let running = omniprof::request_on_demand(&format!(
+    let running = omniprof::on_demand::request_on_demand(&format!(
         "PROFILE_START_TIME={}\nACTIVITIES_WARMUP_PERIOD_SECS=0\n\
          ACTIVITIES_DURATION_SECS=60\n{}",
         now_ms() + START_AHEAD_MS,
@@ -251,7 +254,7 @@ fn sync_session_preempts_on_demand_and_refuses_it_meanwhile() {
     assert_eq!(running.wait(WAIT), Err(TraceFailed::Preempted));
     sync.stop().unwrap();
     assert_eq!(
-        omniprof::on_demand_status().state,
+        omniprof::on_demand::on_demand_status().state,
         OnDemandState::WaitForRequest
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no file");

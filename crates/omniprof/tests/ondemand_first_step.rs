@@ -10,10 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use omniprof::on_demand_trace_dir;
-use omniprof::RuntimeDir;
-use omniprof::Value;
-use omniprof::NOTES_METADATA;
+use omniprof::on_demand::{on_demand_trace_dir, RuntimeDir, NOTES_METADATA};
+use omniprof::trace::Value;
 use omniprof_read::TraceReader;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -41,11 +39,11 @@ fn notes_in(path: &Path) -> Option<Value> {
 #[test]
 fn an_iteration_request_before_the_first_step_says_it_fell_back_and_one_after_does_not() {
     assert_eq!(
-        omniprof::iteration(),
+        omniprof::recording::iteration(),
         -1,
         "something stepped before the test"
     );
-    omniprof::serve_triggers().unwrap();
+    omniprof::on_demand::serve_triggers().unwrap();
     let dir = RuntimeDir::user().unwrap();
     let pid = std::process::id();
     let out = tempfile::tempdir_in(on_demand_trace_dir()).unwrap();
@@ -77,7 +75,7 @@ fn an_iteration_request_before_the_first_step_says_it_fell_back_and_one_after_do
             }
         })
     };
-    while omniprof::iteration() < 0 {
+    while omniprof::recording::iteration() < 0 {
         std::thread::sleep(Duration::from_millis(1));
     }
     let after = dir
@@ -87,5 +85,5 @@ fn an_iteration_request_before_the_first_step_says_it_fell_back_and_one_after_do
     stepper.join().unwrap();
     assert_eq!(after.notes, Vec::<String>::new());
     assert_eq!(notes_in(&after.path), None);
-    omniprof::stop_serving_triggers();
+    omniprof::on_demand::stop_serving_triggers();
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use omniprof::{OnDemandState, TraceFailed};
+use omniprof::on_demand::{OnDemandState, TraceFailed};
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::shared_dirs::{give_to, mkfifo, other_owner};
 
@@ -55,8 +55,8 @@ fn now_ms() -> i64 {
 }
 
 /// Requests a 50 ms trace to `log_file`, starting shortly.
-fn request(log_file: &Path) -> omniprof::Ticket {
-    omniprof::request_on_demand(&format!(
+fn request(log_file: &Path) -> omniprof::on_demand::Ticket {
+    omniprof::on_demand::request_on_demand(&format!(
         "PROFILE_START_TIME={}\nACTIVITIES_WARMUP_PERIOD_SECS=0\n\
          ACTIVITIES_DURATION_MSECS=50\nACTIVITIES_LOG_FILE={}",
         now_ms() + START_AHEAD_MS,
@@ -71,7 +71,7 @@ fn written_at(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// The write error of `ticket`'s request, after checking it names `path`.
-fn write_error(ticket: omniprof::Ticket, path: &Path) -> String {
+fn write_error(ticket: omniprof::on_demand::Ticket, path: &Path) -> String {
     match ticket.wait(WAIT) {
         Err(TraceFailed::Write {
             path: failed,
@@ -87,7 +87,7 @@ fn write_error(ticket: omniprof::Ticket, path: &Path) -> String {
 /// The engine is free again: a request right after writes its trace.
 fn assert_engine_free(dir: &Path) {
     assert_eq!(
-        omniprof::on_demand_status().state,
+        omniprof::on_demand::on_demand_status().state,
         OnDemandState::WaitForRequest
     );
     let path = request(&dir.join("after.json")).wait(WAIT).unwrap();

@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use omniprof::{on_demand_trace_dir, MAX_START_AHEAD_MS};
-use omniprof::{RuntimeDir, TriggerError, TriggerHandler};
+use omniprof::on_demand::{
+    on_demand_trace_dir, RuntimeDir, TriggerError, TriggerHandler, MAX_START_AHEAD_MS,
+};
 use omniprof_test_support::shared_dirs::{give_to, other_owner};
 use omniprof_test_support::trigger::CountingLogger;
 
@@ -45,7 +46,7 @@ fn refusal(result: Result<PathBuf, TriggerError>) -> String {
 #[test]
 fn a_start_beyond_the_horizon_is_refused_and_a_pending_request_is_cancelled_from_outside() {
     let _turn = engine_turn();
-    omniprof::serve_triggers().unwrap();
+    omniprof::on_demand::serve_triggers().unwrap();
     let dir = RuntimeDir::user().unwrap();
     let pid = std::process::id();
     let out = tempfile::tempdir_in(on_demand_trace_dir()).unwrap();
@@ -80,7 +81,7 @@ fn a_start_beyond_the_horizon_is_refused_and_a_pending_request_is_cancelled_from
         ),
         WAIT,
     ));
-    let at = omniprof::iteration();
+    let at = omniprof::recording::iteration();
     assert_eq!(
         reason,
         format!(
@@ -114,14 +115,14 @@ fn a_start_beyond_the_horizon_is_refused_and_a_pending_request_is_cancelled_from
         std::thread::spawn(move || dir.send(pid, &text, Duration::from_secs(60)))
     };
     let deadline = Instant::now() + WAIT;
-    while omniprof::on_demand_status().request.is_none() {
+    while omniprof::on_demand::on_demand_status().request.is_none() {
         assert!(
             Instant::now() < deadline,
             "the request never became pending"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let id = omniprof::on_demand_status().request.unwrap().id;
+    let id = omniprof::on_demand::on_demand_status().request.unwrap().id;
     let busy = refusal(dir.send(pid, &log_file("second.json"), WAIT));
     assert!(
         busy.starts_with(&format!(
@@ -151,13 +152,13 @@ fn a_start_beyond_the_horizon_is_refused_and_a_pending_request_is_cancelled_from
 fn a_message_full_of_unknown_keys_logs_one_summary_line() {
     let logger = CountingLogger::install();
     let _turn = engine_turn();
-    omniprof::serve_triggers().unwrap();
+    omniprof::on_demand::serve_triggers().unwrap();
     let dir = RuntimeDir::user().unwrap();
     let pid = std::process::id();
     // Accepted by the server's check, declined by the engine after its parse.
     let mut text = String::from("PROFILE_MEMORY=true\nACTIVITIES_DURATION_MSECS=100\n");
     let mut keys = 0;
-    while text.len() + 20 <= omniprof::TRIGGER_MAX_BODY {
+    while text.len() + 20 <= omniprof::on_demand::TRIGGER_MAX_BODY {
         text.push_str(&format!("UNKNOWN_KEY_{keys:06}=1\n"));
         keys += 1;
     }

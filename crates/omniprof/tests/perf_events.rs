@@ -3,7 +3,8 @@
 //! is named in the session report instead of failing the session, an unknown name is refused with
 //! the known ones, and the trace loads in Perfetto.
 
-use omniprof::{ActivityType, Config, Profiler};
+use omniprof::trace::ActivityType;
+use omniprof::{Config, Profiler};
 use omniprof_test_support::checker;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::skip::{self, Needs};
@@ -75,7 +76,7 @@ fn software_counters_grow_per_thread_and_missing_hardware_is_reported() {
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("perf.pt.trace.json");
-    omniprof::save(&trace, &path).unwrap();
+    omniprof::trace::save(&trace, &path).unwrap();
     checker::assert_loads_in_perfetto(&path);
 }
 

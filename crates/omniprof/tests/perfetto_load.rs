@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 
-use omniprof::WriteStats;
-use omniprof::{Activity, ActivityType, CounterTrack, Flow, FlowKind, Trace};
-use omniprof::{ProcessRow, ThreadRow};
+use omniprof::trace::{
+    Activity, ActivityType, CounterTrack, Flow, FlowKind, ProcessRow, ThreadRow, Trace, WriteStats,
+};
 use omniprof_read::TraceReader;
 use omniprof_test_support::checker;
 use omniprof_test_support::data::{add_example_rows, reference_trace};
@@ -68,7 +68,7 @@ fn a_recorded_session_loads_without_errors_as_json_and_gzip() {
     let dir = tempfile::tempdir().unwrap();
     for file in ["session.pt.trace.json", "session.pt.trace.json.gz"] {
         let path = dir.path().join(file);
-        let stats = omniprof::save(&trace, &path).unwrap();
+        let stats = omniprof::trace::save(&trace, &path).unwrap();
         assert_eq!(stats.spilled, 0, "a real session nests on every thread");
         let written: u64 = phases(&path).values().sum();
         assert_eq!(written, stats.events);
@@ -86,7 +86,7 @@ fn a_recorded_session_loads_without_errors_as_json_and_gzip() {
 /// kernel that call launches (joined by an `ac2g` flow), a GPU annotation around the kernel
 /// (widened by the writer) and a counter sample on the stream.
 fn device_timeline() -> Trace {
-    let base = omniprof::process_base_time_ns();
+    let base = omniprof::trace::process_base_time_ns();
     let start = base + 5_000_000_000;
     let mut trace = Trace::new(start, start + 1_000_000);
     add_example_rows(&mut trace);
@@ -151,7 +151,7 @@ fn a_device_timeline_loads_with_its_flow_and_counter() {
     let trace = device_timeline();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("device.json");
-    let stats = omniprof::save(&trace, &path).unwrap();
+    let stats = omniprof::trace::save(&trace, &path).unwrap();
     assert_eq!(
         stats.spilled, 0,
         "the widened annotation still encloses its kernel"
@@ -214,7 +214,7 @@ fn the_pytorch_reference_trace_rewritten_by_omniprof_loads_the_same() {
     let dir = tempfile::tempdir().unwrap();
     let paths = ["pytorch.json", "pytorch.json.gz"].map(|file| dir.path().join(file));
     for path in &paths {
-        omniprof::save(&trace, path).unwrap();
+        omniprof::trace::save(&trace, path).unwrap();
         assert_eq!(
             TraceReader::new()
                 .read_path(path)
@@ -244,7 +244,7 @@ fn the_pytorch_reference_trace_rewritten_by_omniprof_loads_the_same() {
 /// partial overlaps, one event crossing the end of a nested pair, identical events, events
 /// that touch, zero-length events, and a long pseudo-random run.
 fn overlapping_trace() -> (Trace, u64) {
-    let base = omniprof::process_base_time_ns();
+    let base = omniprof::trace::process_base_time_ns();
     let t0 = base + 1_000_000_000;
     let mut trace = Trace::new(t0, t0 + 10_000_000);
     let pid = 77;
@@ -308,7 +308,7 @@ fn overlapping_events_on_one_thread_are_spilled_and_all_kept() {
     let (trace, x_events) = overlapping_trace();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("overlap.json");
-    let stats: WriteStats = omniprof::save(&trace, &path).unwrap();
+    let stats: WriteStats = omniprof::trace::save(&trace, &path).unwrap();
     assert!(stats.spilled >= 3, "spilled only {}", stats.spilled);
     let counts = phases(&path);
     assert_eq!(counts["X"], x_events, "one X per activity, none lost");
@@ -346,7 +346,7 @@ fn a_non_finite_counter_sample_still_loads() {
     assert_eq!(trace.counters.dropped_values(), 1);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nan.json");
-    omniprof::save(&trace, &path).unwrap();
+    omniprof::trace::save(&trace, &path).unwrap();
     checker::assert_loads_in_perfetto(&path);
 }
 
@@ -357,8 +357,8 @@ fn assert_pftrace_matches_json(trace: &Trace, stem: &str) -> Option<decoder::Dec
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join(format!("{stem}.json"));
     let pftrace = dir.path().join(format!("{stem}.pftrace"));
-    omniprof::save(trace, &json).unwrap();
-    let stats = omniprof::save(trace, &pftrace).unwrap();
+    omniprof::trace::save(trace, &json).unwrap();
+    let stats = omniprof::trace::save(trace, &pftrace).unwrap();
     assert_eq!(stats.bytes, std::fs::metadata(&pftrace).unwrap().len());
     let decoded = decoder::assert_matches_json(&pftrace, Some(&json));
     if let (Some(pf), Some(js)) = (
@@ -380,7 +380,7 @@ fn assert_pftrace_matches_json(trace: &Trace, stem: &str) -> Option<decoder::Dec
 fn a_device_timeline_with_counters_instants_and_every_kind_of_arg_as_pftrace() {
     let mut trace = device_timeline();
     let at = trace.window.start_ns;
-    let hw = omniprof::CounterTrack::new(ActivityType::HardwareCounters, "hw", 0, 7);
+    let hw = omniprof::trace::CounterTrack::new(ActivityType::HardwareCounters, "hw", 0, 7);
     trace.counters.add(
         &hw,
         at + 32_000,
@@ -390,7 +390,7 @@ fn a_device_timeline_with_counters_instants_and_every_kind_of_arg_as_pftrace() {
             ("not_a_number".into(), f64::NAN),
         ],
     );
-    let pm = omniprof::CounterTrack::new(ActivityType::GpuPmCounter, "sm_activity", 0, 7);
+    let pm = omniprof::trace::CounterTrack::new(ActivityType::GpuPmCounter, "sm_activity", 0, 7);
     trace
         .counters
         .add(&pm, at + 44_000, [("sm_active_pct".into(), f64::INFINITY)]);
@@ -402,21 +402,21 @@ fn a_device_timeline_with_counters_instants_and_every_kind_of_arg_as_pftrace() {
         at + 12_000,
         at + 12_000,
     );
-    let map: omniprof::Value = [
-        ("nested", omniprof::Value::from(vec![1i64, -2])),
-        ("empty", omniprof::Value::List(vec![])),
+    let map: omniprof::trace::Value = [
+        ("nested", omniprof::trace::Value::from(vec![1i64, -2])),
+        ("empty", omniprof::trace::Value::List(vec![])),
     ]
     .into_iter()
     .collect();
     tick.args = vec![
         (session::NASTY.into(), session::NASTY.into()),
-        ("null".into(), omniprof::Value::Null),
+        ("null".into(), omniprof::trace::Value::Null),
         ("negative".into(), (-7i64).into()),
         ("huge".into(), u64::MAX.into()),
         ("half".into(), 0.5.into()),
         ("yes".into(), true.into()),
         ("map".into(), map),
-        ("empty map".into(), omniprof::Value::Map(vec![])),
+        ("empty map".into(), omniprof::trace::Value::Map(vec![])),
     ];
     let mut backward = Activity::new(
         ActivityType::CpuOp,

@@ -7,10 +7,12 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use omniprof::CounterValues;
-use omniprof::PluginError;
-use omniprof::{Activity, ActivitySet, ActivityType, Config, CounterTrack, Value, Window};
-use omniprof::{ActivityProfiler, ActivitySink, HostOps, ProfilerSession};
+use omniprof::backends::{ActivityProfiler, ActivitySink, HostOps, ProfilerSession};
+use omniprof::plugins::PluginError;
+use omniprof::trace::{
+    Activity, ActivitySet, ActivityType, CounterTrack, CounterValues, Value, Window,
+};
+use omniprof::Config;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::plugins;
 
@@ -43,17 +45,17 @@ fn sample() -> &'static Path {
     SAMPLE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap().keep();
         let so = plugins::build_sample(&dir);
-        let loaded = omniprof::load_plugin(&so).unwrap();
+        let loaded = omniprof::plugins::load_plugin(&so).unwrap();
         let names: Vec<&str> = loaded.usable().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["MockPlugin", "SampleCounters"]);
-        omniprof::init_engine();
+        omniprof::__test::init_engine();
         so
     })
 }
 
 fn profiler(name: &str) -> Arc<dyn ActivityProfiler> {
     sample();
-    omniprof::registered_profilers()
+    omniprof::__test::registered_profilers()
         .into_iter()
         .find(|p| p.name() == name)
         .unwrap_or_else(|| panic!("{name} is not registered"))
@@ -177,11 +179,11 @@ fn interface_validation_and_directory_rules() {
     std::fs::copy(sample(), lib.join("c.so.1")).unwrap();
     std::fs::create_dir(lib.join("sub")).unwrap();
     std::fs::copy(sample(), lib.join("sub/d.so")).unwrap();
-    let files = omniprof::plugin_files(lib).unwrap();
+    let files = omniprof::plugins::plugin_files(lib).unwrap();
     assert_eq!(files, [lib.join("a.so")]);
 
     let missing_start = plugins::build_broken("missing_start", lib);
-    let loaded = omniprof::load_plugin(&missing_start).unwrap();
+    let loaded = omniprof::plugins::load_plugin(&missing_start).unwrap();
     assert_eq!(loaded.profilers.len(), 1);
     let why = loaded.profilers[0].rejected.as_deref().unwrap();
     assert!(why.contains("profilerStart"), "{why}");
@@ -189,14 +191,16 @@ fn interface_validation_and_directory_rules() {
     // The host refuses the interface at registerProfiler; this plugin passes the refusal on
     // as its own result, so the whole library is rejected, saying why.
     let small = plugins::build_broken("interface_too_small", lib);
-    let err = omniprof::load_plugin(&small).unwrap_err().to_string();
+    let err = omniprof::plugins::load_plugin(&small)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("interface_too_small.so"), "{err}");
     assert!(
         err.contains("interface struct too small (80 bytes, at least 88 needed)"),
         "{err}"
     );
 
-    let err = omniprof::plugin_files(&lib.join("nope")).unwrap_err();
+    let err = omniprof::plugins::plugin_files(&lib.join("nope")).unwrap_err();
     assert!(matches!(err, PluginError::Directory { .. }));
     assert!(err.to_string().contains("nope"));
 }
@@ -204,10 +208,10 @@ fn interface_validation_and_directory_rules() {
 #[test]
 fn the_same_library_is_loaded_once() {
     let _serial = serial();
-    let a = omniprof::load_plugin(sample()).unwrap();
-    let b = omniprof::load_plugin(sample()).unwrap();
+    let a = omniprof::plugins::load_plugin(sample()).unwrap();
+    let b = omniprof::plugins::load_plugin(sample()).unwrap();
     assert_eq!(a, b);
-    let mocks = omniprof::registered_profilers()
+    let mocks = omniprof::__test::registered_profilers()
         .iter()
         .filter(|p| p.name() == "MockPlugin")
         .count();

@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 
-use omniprof::PluginError;
-use omniprof::Trace;
+use omniprof::plugins::PluginError;
+use omniprof::trace::Trace;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::{checker, plugins, session};
 
@@ -170,7 +170,7 @@ fn every_broken_plugin_is_handled_and_the_host_trace_is_intact() {
     let mut sessions = Vec::new();
     for (stem, expected, session) in cases() {
         let so = plugins::build_broken(stem, dir.path());
-        let result = omniprof::load_plugin(&so);
+        let result = omniprof::plugins::load_plugin(&so);
         match (expected, &result) {
             (Load::Rejected(why), Err(e)) => {
                 let text = e.to_string();
@@ -195,7 +195,7 @@ fn every_broken_plugin_is_handled_and_the_host_trace_is_intact() {
         sessions.extend(session);
     }
     // A profiler registered by a library whose entry point then failed never takes part.
-    assert!(omniprof::registered_profilers()
+    assert!(omniprof::__test::registered_profilers()
         .iter()
         .all(|p| p.name() != "RegisteredThenFailed"));
 
@@ -256,7 +256,7 @@ fn every_broken_plugin_is_handled_and_the_host_trace_is_intact() {
     assert_eq!(samples, 2);
 
     let path = dir.path().join("corpus.pt.trace.json");
-    omniprof::save(&trace, &path).unwrap();
+    omniprof::trace::save(&trace, &path).unwrap();
     checker::assert_loads_in_perfetto(&path);
 }
 

@@ -3,7 +3,7 @@
 //! problem reported once, with a count and a few examples. Each case is a real plugin of
 //! `plugins/broken`, built by the test and loaded by the real loader.
 
-use omniprof::Trace;
+use omniprof::trace::Trace;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::{plugins, session};
 
@@ -31,7 +31,7 @@ fn flooding_plugins_are_bounded_and_reported_in_a_line() {
     let dir = tempfile::tempdir().unwrap();
 
     // An event budget: the rest dropped and counted.
-    omniprof::load_plugin(plugins::build_broken("event_flood", dir.path())).unwrap();
+    omniprof::plugins::load_plugin(plugins::build_broken("event_flood", dir.path())).unwrap();
     let trace = record("OMNIPROF_MAX_EVENTS_PER_BACKEND=1000");
     assert_eq!(named(&trace, "host::op"), 3);
     assert_eq!(named(&trace, "valid_kernel"), 1);
@@ -46,7 +46,8 @@ fn flooding_plugins_are_bounded_and_reported_in_a_line() {
     );
 
     // 100,000 refused calls with distinct values: one line, a count and three examples.
-    omniprof::load_plugin(plugins::build_broken("invalid_type_flood", dir.path())).unwrap();
+    omniprof::plugins::load_plugin(plugins::build_broken("invalid_type_flood", dir.path()))
+        .unwrap();
     let trace = record("OMNIPROF_MAX_EVENTS_PER_BACKEND=1000");
     assert_eq!(named(&trace, "valid_kernel"), 2, "one of each plugin");
     assert_eq!(named(&trace, "after_broken_call"), 1, "InvalidTypeFlood's");

@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use omniprof::Value;
+use omniprof::trace::Value;
 use omniprof_read::TraceReader;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::{checker, plugins, session};
@@ -14,7 +14,8 @@ use omniprof_test_support::{checker, plugins, session};
 fn metadata_no_reader_reads_is_kept_as_text_or_refused() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    omniprof::load_plugin(plugins::build_broken("metadata_unreadable", dir.path())).unwrap();
+    omniprof::plugins::load_plugin(plugins::build_broken("metadata_unreadable", dir.path()))
+        .unwrap();
     let trace = session::record_host_steps("", 1, 1);
 
     let kernel = trace
@@ -47,7 +48,7 @@ fn metadata_no_reader_reads_is_kept_as_text_or_refused() {
     );
 
     let path = dir.path().join("metadata.pt.trace.json");
-    omniprof::save(&trace, &path).unwrap();
+    omniprof::trace::save(&trace, &path).unwrap();
     let read = TraceReader::new().read_path(&path).into_trace().unwrap();
     assert_eq!(read.activities.len(), trace.activities.len());
     let python = Command::new("python3")

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use omniprof::{Trace, Value};
+use omniprof::trace::{Trace, Value};
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::{plugins, session};
 
@@ -30,7 +30,7 @@ fn error_of<'a>(errors: &'a [String], profiler: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no error for {profiler} in {errors:#?}"))
 }
 
-fn named<'a>(trace: &'a Trace, name: &str) -> Vec<&'a omniprof::Activity> {
+fn named<'a>(trace: &'a Trace, name: &str) -> Vec<&'a omniprof::trace::Activity> {
     trace
         .activities
         .iter()
@@ -43,7 +43,7 @@ fn a_library_whose_registration_failed_stays_loaded_under_its_thread() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let so = plugins::build_broken("register_error_with_thread", dir.path());
-    let err = omniprof::load_plugin(&so).unwrap_err();
+    let err = omniprof::plugins::load_plugin(&so).unwrap_err();
     assert!(err.to_string().contains("returned -7"), "{err}");
     // The plugin's thread wakes every millisecond in the library's code: had the library
     // been unloaded, the process would crash within this pause.
@@ -55,10 +55,10 @@ fn misused_handles_are_refused_and_counted() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let so = plugins::build_broken("handle_misuse", dir.path());
-    let loaded = omniprof::load_plugin(&so).unwrap();
+    let loaded = omniprof::plugins::load_plugin(&so).unwrap();
     let usable: Vec<&str> = loaded.usable().map(|p| p.name.as_str()).collect();
     assert_eq!(usable, ["HandleMisuse"], "the other thread's registration");
-    let late_before = omniprof::late_plugin_calls();
+    let late_before = omniprof::plugins::late_plugin_calls();
     let _first = record("");
     let second = record("");
     assert_eq!(host_ops(&second), 6);
@@ -82,7 +82,7 @@ fn misused_handles_are_refused_and_counted() {
     );
     // Both sessions' create made a late registerProfiler call; the second session's
     // processEvents made a late addEvent and setLastEventName.
-    assert!(omniprof::late_plugin_calls() >= late_before + 4);
+    assert!(omniprof::plugins::late_plugin_calls() >= late_before + 4);
 }
 
 #[test]
@@ -90,7 +90,7 @@ fn a_plugin_that_blocks_is_abandoned_at_its_deadline() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let so = plugins::build_broken("hangs", dir.path());
-    let loaded = omniprof::load_plugin(&so).unwrap();
+    let loaded = omniprof::plugins::load_plugin(&so).unwrap();
     let calls = [
         ("HangInCreate", "profilerCreate"),
         ("HangInStart", "profilerStart"),

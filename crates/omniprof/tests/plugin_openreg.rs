@@ -2,7 +2,8 @@
 //! by omniprof's loader and driven by a real session: its runtime calls and device work are
 //! linked to the host op that launched them and joined by `ac2g` flows.
 
-use omniprof::{record_op, ActivityType, Profiler};
+use omniprof::trace::ActivityType;
+use omniprof::{record_op, Profiler};
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::plugins;
 
@@ -10,7 +11,7 @@ use omniprof_test_support::plugins;
 fn the_openreg_plugin_records_linked_device_work() {
     let _serial = serial();
     let so = plugins::openreg_plugin();
-    let loaded = omniprof::load_plugin(&so).unwrap();
+    let loaded = omniprof::plugins::load_plugin(&so).unwrap();
     let names: Vec<&str> = loaded.usable().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["OpenRegPlugin"]);
     // Work must go through the plugin's own copy of OpenReg (see the crate's docs).

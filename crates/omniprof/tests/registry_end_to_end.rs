@@ -5,10 +5,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use omniprof::{
+use omniprof::backends::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
 };
-use omniprof::{ActivitySet, ActivityType, Config, Profiler, Window};
+use omniprof::trace::{ActivitySet, ActivityType, Window};
+use omniprof::{Config, Profiler};
 use omniprof_test_support::lock::serial;
 
 static CONFIGURED: AtomicBool = AtomicBool::new(false);
@@ -65,17 +66,17 @@ const KEY: &str = "registry_end_to_end::MockPrivateUse1";
 #[test]
 fn end_to_end_profiling() {
     let _serial = serial();
-    assert!(omniprof::has_factory(KEY), "registered before main");
+    assert!(omniprof::__test::has_factory(KEY), "registered before main");
     let mut profiler = Profiler::builder()
         .activities([ActivityType::CpuOp].into_iter().collect())
         .build()
         .unwrap();
     profiler.prepare().unwrap();
-    assert!(omniprof::is_registered_with_engine(KEY));
+    assert!(omniprof::__test::is_registered_with_engine(KEY));
     profiler.start().unwrap();
     drop(omniprof::record_op("aten::add"));
     let trace = profiler.stop().unwrap();
-    assert!(omniprof::is_registered_with_engine(KEY));
+    assert!(omniprof::__test::is_registered_with_engine(KEY));
     assert!(
         CONFIGURED.load(Ordering::SeqCst),
         "the engine configured the backend"

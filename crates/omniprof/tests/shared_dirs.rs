@@ -10,7 +10,7 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use omniprof::{Activity, ActivityType, Trace};
+use omniprof::trace::{Activity, ActivityType, Trace};
 use omniprof_test_support::shared_dirs::{give_to, make_sticky, other_owner};
 
 fn trace() -> Trace {
@@ -44,7 +44,7 @@ fn another_users_link_in_a_sticky_world_writable_directory_is_refused_naming_it(
     std::os::unix::fs::symlink(&victim, &link).unwrap();
     give_to(&link, other);
 
-    let err = omniprof::save(&trace(), &link).unwrap_err();
+    let err = omniprof::trace::save(&trace(), &link).unwrap_err();
 
     assert_eq!(err.stage, "refused");
     assert_eq!(
@@ -70,7 +70,7 @@ fn a_link_of_ones_own_or_of_the_directorys_owner_in_a_sticky_directory_is_follow
     let link = shared.path().join("link.json");
     std::os::unix::fs::symlink("real.json", &link).unwrap();
 
-    omniprof::save(&trace(), &link).unwrap();
+    omniprof::trace::save(&trace(), &link).unwrap();
 
     assert!(fs::symlink_metadata(&link).unwrap().is_symlink());
     assert!(fs::read_to_string(&target).unwrap().contains("aten::mm"));
@@ -83,14 +83,14 @@ fn a_replaced_file_of_another_user_gets_the_default_mode_not_its_own() {
     };
     let dir = tempfile::tempdir().unwrap();
     let fresh = dir.path().join("fresh.json");
-    omniprof::save(&trace(), &fresh).unwrap();
+    omniprof::trace::save(&trace(), &fresh).unwrap();
     let planted = dir.path().join("planted.json");
     fs::write(&planted, "theirs").unwrap();
     // World-writable and executable: no default mode (0666 less the umask) is this.
     fs::set_permissions(&planted, fs::Permissions::from_mode(0o777)).unwrap();
     give_to(&planted, other);
 
-    omniprof::save(&trace(), &planted).unwrap();
+    omniprof::trace::save(&trace(), &planted).unwrap();
 
     assert_eq!(mode(&planted), mode(&fresh));
     assert_eq!(fs::metadata(&planted).unwrap().uid(), 0);
@@ -104,7 +104,7 @@ fn a_replaced_file_of_ones_own_keeps_its_mode() {
     fs::write(&path, "old").unwrap();
     fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
 
-    omniprof::save(&trace(), &path).unwrap();
+    omniprof::trace::save(&trace(), &path).unwrap();
 
     assert_eq!(mode(&path), 0o640);
 }

@@ -6,12 +6,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use omniprof::keys::arg;
-use omniprof::{
-    instant, record_function, record_op, ActivitySet, ActivityType, Config, Profiler, Value,
+use omniprof::backends::{
+    register_stubs, timing_session, ProfilerStubs, RecordOut, StubError, StubEvent,
 };
-use omniprof::{register_stubs, timing_session, ProfilerStubs, RecordOut, StubError, StubEvent};
-use omniprof::{ActivityProfiler, BackendError, ProfilerSession};
+use omniprof::backends::{ActivityProfiler, BackendError, ProfilerSession};
+use omniprof::trace::keys::arg;
+use omniprof::trace::{ActivitySet, ActivityType, Value};
+use omniprof::{instant, record_function, record_op, Config, Profiler};
 use omniprof_test_support::lock::serial;
 
 /// Events are host timestamps; `elapsed` is their difference. Recording fails while
@@ -28,7 +29,7 @@ impl ProfilerStubs for HostClockStubs {
             return Err(StubError::Backend("device lost".into()));
         }
         if let Some(slot) = out.event {
-            *slot = Some(Box::new(omniprof::wall_now_ns()));
+            *slot = Some(Box::new(omniprof::clock::wall_now_ns()));
         }
         Ok(())
     }
@@ -148,7 +149,7 @@ impl ProfilerStubs for DeviceTwo {
         if let Some(device) = out.device {
             *device = 2;
         }
-        let now = omniprof::wall_now_ns();
+        let now = omniprof::clock::wall_now_ns();
         if let Some(cpu_ns) = out.cpu_ns {
             *cpu_ns = now;
         }
@@ -200,7 +201,10 @@ impl ActivityProfiler for HeldStubs {
 fn held_stubs_session(config: &str) -> Profiler {
     static REGISTERED: std::sync::Once = std::sync::Once::new();
     REGISTERED.call_once(|| {
-        omniprof::register_profiler_factory("held stubs", Box::new(|| Box::new(HeldStubs)));
+        omniprof::backends::register_profiler_factory(
+            "held stubs",
+            Box::new(|| Box::new(HeldStubs)),
+        );
     });
     let mut c = Config::default();
     c.apply(&format!("OMNIPROF_PRIVATEUSE1_STUBS=true\n{config}"))
@@ -290,7 +294,7 @@ impl ProfilerStubs for RecordsARange {
     fn record(&self, out: RecordOut<'_>) -> Result<(), StubError> {
         let _inner = record_op("record_event");
         if let Some(slot) = out.event {
-            *slot = Some(Box::new(omniprof::wall_now_ns()));
+            *slot = Some(Box::new(omniprof::clock::wall_now_ns()));
         }
         Ok(())
     }

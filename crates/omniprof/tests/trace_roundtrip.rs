@@ -9,12 +9,12 @@
 
 use std::path::Path;
 
-use omniprof::{Activity, ActivityType, CounterTrack, Trace, Value};
-use omniprof::{
+use omniprof::trace::{Activity, ActivityType, CounterTrack, Trace, Value};
+use omniprof::trace::{
     BackendCall, BackendFailure, BackendWarning, Contribution, FailureKind, ScopeProfiling,
     SessionReport, UnavailablePerfEvent, WarningKind,
 };
-use omniprof::{ProcessRow, Span, ThreadRow};
+use omniprof::trace::{ProcessRow, Span, ThreadRow};
 use omniprof_read::TraceReader;
 use omniprof_test_support::data::add_example_rows;
 use omniprof_test_support::lock::serial;
@@ -23,7 +23,7 @@ use proptest::prelude::*;
 
 /// Saves `trace` to `path` and reads it back.
 fn save_and_read(trace: &Trace, path: &Path) -> Trace {
-    omniprof::save(trace, path).unwrap_or_else(|e| panic!("save {}: {e}", path.display()));
+    omniprof::trace::save(trace, path).unwrap_or_else(|e| panic!("save {}: {e}", path.display()));
     TraceReader::new()
         .read_path(path)
         .into_trace()
@@ -205,7 +205,7 @@ fn a_recorded_session_round_trips_exactly_as_json_and_gzip() {
 
 #[test]
 fn a_hand_built_trace_with_every_field_round_trips() {
-    let base = omniprof::process_base_time_ns();
+    let base = omniprof::trace::process_base_time_ns();
     let (start, end) = (base + 5_000_000_123, base + 6_000_000_999);
     let mut trace = Trace::new(start, end);
     trace.set_metadata("trace_id", Value::from("0123456789ABCDEF"));
@@ -271,9 +271,9 @@ fn a_hand_built_trace_with_every_field_round_trips() {
     );
     launch.correlation = 901;
     launch.linked_correlation = Some(17);
-    launch.flow = Some(omniprof::Flow {
+    launch.flow = Some(omniprof::trace::Flow {
         id: 901,
-        kind: omniprof::FlowKind::Ac2g,
+        kind: omniprof::trace::FlowKind::Ac2g,
         start: true,
     });
     let mut kernel = Activity::new(
@@ -286,9 +286,9 @@ fn a_hand_built_trace_with_every_field_round_trips() {
     );
     kernel.correlation = 901;
     kernel.linked_correlation = Some(17);
-    kernel.flow = Some(omniprof::Flow {
+    kernel.flow = Some(omniprof::trace::Flow {
         id: 901,
-        kind: omniprof::FlowKind::Ac2g,
+        kind: omniprof::trace::FlowKind::Ac2g,
         start: false,
     });
     kernel.args.push(("device".into(), Value::Int(0)));
@@ -355,7 +355,7 @@ fn nasty_string() -> impl Strategy<Value = String> {
 
 /// A one-row trace whose rows, activities and args are named with `s`.
 fn trace_named(s: &str, value: &str) -> Trace {
-    let base = omniprof::process_base_time_ns();
+    let base = omniprof::trace::process_base_time_ns();
     let mut trace = Trace::new(base + 1_000, base + 9_000);
     trace.add_process(ProcessRow {
         pid: 1,
@@ -419,7 +419,7 @@ fn any_value() -> impl Strategy<Value = Value> {
 
 /// A one-op trace that carries `values` as metadata, as device properties and as args.
 fn trace_with_values(values: &[Value]) -> Trace {
-    let base = omniprof::process_base_time_ns();
+    let base = omniprof::trace::process_base_time_ns();
     let mut trace = Trace::new(base + 1_000, base + 9_000);
     // A row: the reader takes the window's start from the earliest row event.
     trace.add_process(ProcessRow {
@@ -472,7 +472,7 @@ proptest! {
     fn any_times_round_trip_exactly(
         spans in prop::collection::vec((0i64..1 << 52, 0i64..1 << 40, 0i64..3), 1..24)
     ) {
-        let base = omniprof::process_base_time_ns();
+        let base = omniprof::trace::process_base_time_ns();
         let mut trace = Trace::new(base, base + (1 << 53));
         trace.add_process(ProcessRow { pid: 9, name: "p".into(), label: "CPU".into(), sort_index: 9 });
         for tid in 0..3 {

@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use omniprof::on_demand_trace_dir;
-use omniprof::{RuntimeDir, ServerOptions, TriggerError, TriggerServer};
+use omniprof::on_demand::{
+    on_demand_trace_dir, RuntimeDir, ServerOptions, TriggerError, TriggerServer,
+};
 use omniprof_read::TraceReader;
 use omniprof_test_support::trigger::{Recorder, STEP};
 

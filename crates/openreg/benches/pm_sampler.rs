@@ -36,7 +36,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use omniprof::{record_function, record_op, ActivitySet, Config, Profiler};
+use omniprof::trace::ActivitySet;
+use omniprof::{record_function, record_op, Config, Profiler};
 use openreg::{HostBuffer, Kernel, Stream};
 
 const THREADS: usize = 4;

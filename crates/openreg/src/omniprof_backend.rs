@@ -17,7 +17,8 @@
 //! | [`KernelMetrics`] (`scope_profiler`) | per-kernel metrics ([`SCOPE_METRICS`]) the engine writes into the kernel's `args` and draws as counters |
 //!
 //! ```
-//! use omniprof::{record_function, record_op, ActivityType, Profiler};
+//! use omniprof::{record_function, record_op, Profiler};
+//! use omniprof::trace::ActivityType;
 //!
 //! let stream = openreg::Stream::new(0).unwrap();
 //! let mut profiler = Profiler::builder().build().unwrap();
@@ -41,13 +42,14 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use omniprof::keys::metadata;
-use omniprof::CorrelationListener;
-use omniprof::{Activity, ActivitySet, ActivityType, Config, CounterTrack, Value, Window};
-use omniprof::{
+use omniprof::backends::CorrelationListener;
+use omniprof::backends::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
     ResourceInfo, ScopeMetric,
 };
+use omniprof::trace::keys::metadata;
+use omniprof::trace::{Activity, ActivitySet, ActivityType, CounterTrack, Value, Window};
+use omniprof::Config;
 
 use crate::activity_api::{enable_recording, pop_external_correlation, push_external_correlation};
 use crate::activity_finish::finish_recording;

@@ -19,7 +19,7 @@
 //! assert!(us >= 2_000, "{us}");
 //! ```
 
-use omniprof::{ProfilerStubs, RecordOut, StubError, StubEvent};
+use omniprof::backends::{ProfilerStubs, RecordOut, StubError, StubEvent};
 
 use crate::device::{current_device, device_count, device_synchronize, set_device};
 use crate::error::OrError;

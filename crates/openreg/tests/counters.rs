@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use omniprof::{ActivitySet, ActivityType, Config, Profiler, ScopeProfiling, Trace, Value};
+use omniprof::trace::{ActivitySet, ActivityType, ScopeProfiling, Trace, Value};
+use omniprof::{Config, Profiler};
 use omniprof_test_support::checker;
 use omniprof_test_support::lock::serial;
 use openreg::{HostBuffer, Kernel, Stream};
@@ -26,7 +27,7 @@ fn profile(types: &str, config: &str, work: impl FnOnce()) -> Result<Trace, Stri
 fn saved(trace: &Trace, name: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(name);
-    omniprof::save(trace, &path).unwrap();
+    omniprof::trace::save(trace, &path).unwrap();
     checker::assert_loads_in_perfetto(&path);
 }
 
@@ -72,7 +73,7 @@ fn each_kernel_gets_one_square_wave_per_metric_group_with_openregs_numbers() {
         .filter(|a| a.kind == ActivityType::ConcurrentKernel)
         .collect();
     assert_eq!(kernels.len(), 2);
-    let flops = |k: &omniprof::Activity| k.arg("flops").and_then(Value::as_i64);
+    let flops = |k: &omniprof::trace::Activity| k.arg("flops").and_then(Value::as_i64);
     let mm = kernels
         .iter()
         .find(|k| k.name.starts_with("matmul"))
@@ -115,7 +116,7 @@ fn each_kernel_gets_one_square_wave_per_metric_group_with_openregs_numbers() {
                 (k.device, k.resource)
             );
             let at = |ts| series.samples.iter().filter(move |s| s.ts_ns == ts);
-            let zeros = |s: &&omniprof::CounterSample| s.values.iter().all(|v| v.1 == 0.0);
+            let zeros = |s: &&omniprof::trace::CounterSample| s.values.iter().all(|v| v.1 == 0.0);
             let starts: Vec<_> = at(k.start_ns).filter(|s| !zeros(s)).collect();
             let ends: Vec<_> = at(k.end_ns).filter(zeros).collect();
             assert_eq!(starts.len(), 1, "{name}: one start sample for {}", k.name);
@@ -221,7 +222,7 @@ fn pm_samples_report_busy_time_and_copied_bytes() {
     };
     let (busy_dev, idle_dev) = (series(0), series(1));
     assert!(busy_dev.samples.len() >= 20, "{}", busy_dev.samples.len());
-    let value = |s: &omniprof::CounterSample, name| s.value(name).unwrap();
+    let value = |s: &omniprof::trace::CounterSample, name| s.value(name).unwrap();
     for s in busy_dev.samples.iter().chain(&idle_dev.samples) {
         assert!((0.0..=1.0).contains(&value(s, openreg::BUSY_FRACTION)));
     }

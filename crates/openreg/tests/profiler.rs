@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use omniprof::{record_function, record_op, ActivityType, Profiler, Value};
+use omniprof::trace::{ActivityType, Value};
+use omniprof::{record_function, record_op, Profiler};
 use omniprof_test_support::lock::serial;
 use openreg::{Kernel, Stream};
 
@@ -39,13 +40,13 @@ fn concurrent_launches_are_all_linked_to_their_own_ops() {
     });
     let trace = profiler.stop().unwrap();
 
-    let ops: HashMap<u64, &omniprof::Activity> = trace
+    let ops: HashMap<u64, &omniprof::trace::Activity> = trace
         .activities
         .iter()
         .filter(|a| a.kind == ActivityType::CpuOp)
         .map(|a| (a.correlation, a))
         .collect();
-    let launches: HashMap<u64, &omniprof::Activity> = trace
+    let launches: HashMap<u64, &omniprof::trace::Activity> = trace
         .activities
         .iter()
         .filter(|a| &*a.name == "orLaunchKernel")

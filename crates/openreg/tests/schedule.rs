@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use omniprof::{record_op, tensorboard_trace_handler, ActivityType, Profiler, Schedule, Trace};
+use omniprof::trace::{ActivityType, Trace};
+use omniprof::{record_op, tensorboard_trace_handler, Profiler, Schedule};
 use omniprof_read::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
 use omniprof_test_support::lock::serial;
@@ -13,7 +14,7 @@ fn schedule(text: &str) -> Schedule {
     text.parse().unwrap()
 }
 
-fn kernels<'a>(t: &'a Trace, name: &str) -> Vec<&'a omniprof::Activity> {
+fn kernels<'a>(t: &'a Trace, name: &str) -> Vec<&'a omniprof::trace::Activity> {
     t.activities
         .iter()
         .filter(|a| a.kind == ActivityType::ConcurrentKernel && &*a.name == name)

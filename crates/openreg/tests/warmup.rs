@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use omniprof::OnDemandState;
-use omniprof::{record_op, ActivityType, Config, Profiler, Trace};
+use omniprof::on_demand::OnDemandState;
+use omniprof::trace::{ActivityType, Trace};
+use omniprof::{record_op, Config, Profiler};
 use omniprof_read::TraceReader;
 use omniprof_test_support::lock::serial;
 use omniprof_test_support::session::backend_errors;
@@ -93,9 +94,9 @@ fn a_sync_session_whose_warm_up_overfills_the_budget_holds_every_kernel_of_its_w
 fn an_on_demand_trace_whose_warm_up_overfills_the_budget_holds_every_kernel_of_its_window() {
     let _serial = serial();
     openreg::set_record_budget(BUDGET);
-    let dir = tempfile::tempdir_in(omniprof::on_demand_trace_dir()).unwrap();
+    let dir = tempfile::tempdir_in(omniprof::on_demand::on_demand_trace_dir()).unwrap();
     let path = dir.path().join("warmup.pt.trace.json");
-    let ticket = omniprof::request_on_demand(&format!(
+    let ticket = omniprof::on_demand::request_on_demand(&format!(
         "ACTIVITIES_WARMUP_PERIOD_SECS={}\nACTIVITIES_DURATION_MSECS=1500\n\
          OMNIPROF_MAX_EVENTS_PER_BACKEND={BUDGET}\nACTIVITIES_LOG_FILE={}",
         WARMUP.as_secs(),
@@ -107,7 +108,7 @@ fn an_on_demand_trace_whose_warm_up_overfills_the_budget_holds_every_kernel_of_i
     let out = openreg::malloc(0, 256).unwrap();
     // Launches through the warm-up, then exactly the window's ops once the window is open.
     let warm = warm_up(&stream, &out, || {
-        let open = omniprof::on_demand_status().state == OnDemandState::CollectTrace;
+        let open = omniprof::on_demand::on_demand_status().state == OnDemandState::CollectTrace;
         collecting.store(open, Ordering::Relaxed);
         open
     });

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use omniprof::{
+use omniprof::trace::{
     Activity, ActivityType, CounterTrack, Flow, FlowKind, ProcessRow, Span, ThreadRow, Trace, Value,
 };
 

@@ -1,7 +1,8 @@
 //! One session recorded the way an application records, for the tests that write, read or
 //! load a realistic trace.
 
-use omniprof::{instant, record_function, record_op, Profiler, Trace};
+use omniprof::trace::Trace;
+use omniprof::{instant, record_function, record_op, Profiler};
 
 /// A name with everything JSON writers get wrong: quotes, backslashes, newlines, control
 /// characters (NUL and DEL included), and non-ASCII text.
@@ -84,7 +85,7 @@ pub fn record_sample_session() -> Trace {
 pub fn record_host_steps(config: &str, steps: usize, ops: usize) -> Trace {
     let config = omniprof::Config::parse(config).expect("a valid config");
     let mut profiler = Profiler::builder()
-        .activities(omniprof::ActivitySet::all())
+        .activities(omniprof::trace::ActivitySet::all())
         .config(config)
         .build()
         .expect("build a profiler");

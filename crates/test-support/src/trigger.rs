@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use omniprof::TriggerHandler;
+use omniprof::on_demand::TriggerHandler;
 use omniprof::{record_function, Config, Profiler};
 
 use crate::lock::serial;
@@ -55,7 +55,7 @@ impl TriggerHandler for Recorder {
             std::thread::sleep(Duration::from_millis(1));
         }
         let trace = profiler.stop().map_err(|e| e.to_string())?;
-        omniprof::save(&trace, &path).map_err(|e| e.to_string())?;
+        omniprof::trace::save(&trace, &path).map_err(|e| e.to_string())?;
         Ok(path)
     }
 
