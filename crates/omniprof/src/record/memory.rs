@@ -19,31 +19,13 @@
 //! ```
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
 
 use super::buffer::with_local;
+use super::memory_report::MemoryReport;
 use super::name::StaticName;
 use super::state::STATE;
 use super::word::{word, KIND_INSTANT};
-use crate::keys::{arg, name};
-use crate::Value;
-
-/// One report of an allocator, in PyTorch's terms (`c10::MemoryReportingInfoBase`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MemoryReport {
-    /// The block's address (0 for an out-of-memory report).
-    pub addr: u64,
-    /// Bytes allocated (positive) or freed (negative).
-    pub bytes: i64,
-    /// What the allocator holds allocated after this.
-    pub total_allocated: u64,
-    /// What the allocator holds reserved after this (its pools, used or not).
-    pub total_reserved: u64,
-    /// The device, a `c10::DeviceType` integer (0 for the CPU).
-    pub device_type: i32,
-    /// The device's index (-1 for the CPU).
-    pub device_index: i32,
-}
+use crate::keys::name;
 
 static MEMORY: StaticName = StaticName::new(name::MEMORY);
 static OUT_OF_MEMORY: StaticName = StaticName::new(name::OUT_OF_MEMORY);
@@ -57,33 +39,6 @@ pub fn record_memory(report: &MemoryReport) {
 /// Records an allocation that failed as an `[OutOfMemory]` instant on this thread.
 pub fn record_out_of_memory(report: &MemoryReport) {
     record(&OUT_OF_MEMORY, report);
-}
-
-/// The args Kineto writes on a memory record, in its order. The keys are made once: each
-/// record then clones them instead of allocating.
-pub(super) fn args(report: &MemoryReport) -> [(Arc<str>, Value); 6] {
-    static KEYS: OnceLock<[Arc<str>; 6]> = OnceLock::new();
-    let [reserved, allocated, bytes, device_id, device_type, addr] = KEYS
-        .get_or_init(|| {
-            [
-                arg::TOTAL_RESERVED,
-                arg::TOTAL_ALLOCATED,
-                arg::BYTES,
-                arg::DEVICE_ID,
-                arg::DEVICE_TYPE,
-                arg::ADDR,
-            ]
-            .map(Arc::from)
-        })
-        .clone();
-    [
-        (reserved, Value::UInt(report.total_reserved)),
-        (allocated, Value::UInt(report.total_allocated)),
-        (bytes, Value::Int(report.bytes)),
-        (device_id, Value::Int(report.device_index.into())),
-        (device_type, Value::Int(report.device_type.into())),
-        (addr, Value::UInt(report.addr)),
-    ]
 }
 
 /// Records `report` as an instant named `event` on this thread: one 16-byte record and the

@@ -33,6 +33,7 @@ pub(crate) mod correlation;
 mod decode;
 mod guard;
 mod memory;
+mod memory_report;
 mod name;
 mod op_stack;
 mod push_pop;
@@ -46,7 +47,8 @@ pub use autograd::Autograd;
 pub use correlation::CorrelationListener;
 pub(crate) use decode::{collect, HostRecording};
 pub use guard::{instant, record_function, record_op, InstantGuard, OwnedRange, RangeGuard};
-pub use memory::{record_memory, record_out_of_memory, MemoryReport};
+pub use memory::{record_memory, record_out_of_memory};
+pub use memory_report::MemoryReport;
 pub use name::{IntoName, Name, StaticName};
 pub use push_pop::{pop_op, pop_op_with_autograd, push_op, PushedOp};
 #[cfg(test)]

@@ -1,0 +1,106 @@
+//! The chunks records are written in, and the pool of pre-faulted ones waiting for a thread,
+//! kept topped up by a background refiller so that taking a chunk rarely faults a page in on
+//! the recording path.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+
+use crate::{lock, wait};
+
+/// Records per chunk: 4096 × 16 B = 64 KiB, small enough to stay cache-friendly and to
+/// pre-fault cheaply, large enough that taking a new chunk is rare.
+pub(crate) const CHUNK_SLOTS: usize = 4096;
+const PAGE_SLOTS: usize = 4096 / std::mem::size_of::<Slot>();
+
+/// One record: what happened (`word`, with the session tag) and when (`tick`).
+#[derive(Default)]
+#[repr(C)]
+pub(crate) struct Slot {
+    pub(super) word: AtomicU64,
+    pub(super) tick: AtomicU64,
+}
+
+pub(super) type Chunk = Box<[Slot]>;
+
+fn new_chunk() -> Chunk {
+    let chunk: Chunk = (0..CHUNK_SLOTS).map(|_| Slot::default()).collect();
+    // Atomic stores cannot be elided, so every page is really touched here rather than on
+    // the recording path, even if the allocator handed out lazily mapped zero pages.
+    for slot in chunk.iter().step_by(PAGE_SLOTS) {
+        slot.word.store(0, Ordering::Relaxed);
+    }
+    chunk
+}
+
+/// Pre-faulted chunks waiting for a thread.
+pub(super) static POOL: Mutex<Vec<Chunk>> = Mutex::new(Vec::new());
+
+/// Tops the pool up to `chunks` pre-faulted chunks (done at prepare, off the recording path).
+pub(crate) fn prefill_pool(chunks: usize) {
+    let have = lock(&POOL).len();
+    let fresh: Vec<Chunk> = (have..chunks).map(|_| new_chunk()).collect();
+    lock(&POOL).extend(fresh);
+}
+
+/// Below this many pooled chunks, the refill thread is woken.
+const POOL_LOW: usize = 16;
+/// The refill thread tops the pool up to this many chunks (4 MiB).
+const POOL_HIGH: usize = 64;
+pub(super) fn take_chunk() -> Chunk {
+    let (chunk, left) = {
+        let mut pool = lock(&POOL);
+        (pool.pop(), pool.len())
+    };
+    if left < POOL_LOW {
+        refiller().request();
+    }
+    // Only when the refill thread has fallen behind does a recording thread fault pages in.
+    chunk.unwrap_or_else(new_chunk)
+}
+
+/// A background thread that pre-faults chunks, so recording threads that fill many chunks
+/// take them ready-made instead of paying the first touch of fresh pages.
+struct Refiller {
+    wanted: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Refiller {
+    fn request(&self) {
+        let mut wanted = lock(&self.wanted);
+        if !*wanted {
+            *wanted = true;
+            self.wake.notify_one();
+        }
+    }
+
+    fn run(&self) {
+        loop {
+            {
+                let mut wanted = lock(&self.wanted);
+                while !*wanted {
+                    wanted = wait(&self.wake, wanted);
+                }
+            }
+            prefill_pool(POOL_HIGH);
+            *lock(&self.wanted) = false;
+        }
+    }
+}
+
+fn refiller() -> &'static Refiller {
+    static REFILLER: OnceLock<&'static Refiller> = OnceLock::new();
+    REFILLER.get_or_init(|| {
+        let refiller: &'static Refiller = Box::leak(Box::new(Refiller {
+            wanted: Mutex::new(false),
+            wake: Condvar::new(),
+        }));
+        let spawned = std::thread::Builder::new()
+            .name("omniprof-refill".into())
+            .spawn(|| refiller.run());
+        if let Err(e) = spawned {
+            log::warn!("omniprof: no buffer refill thread ({e}); recording threads fault pages in");
+        }
+        refiller
+    })
+}

@@ -1,0 +1,56 @@
+//! Per-thread record buffers: fixed-size 16-byte records in pre-faulted 64 KiB chunks.
+//!
+//! Ownership protocol (what makes the raw pointers below sound):
+//! - A thread's [`ThreadBuffer`] is created on its first event, registered in [`REGISTRY`]
+//!   and never freed while the thread lives: the registry drops it only after the thread
+//!   has exited *and* its records were drained.
+//! - Only the owning thread writes records and moves its write position. Chunks are never
+//!   freed or handed back to the pool while they belong to a live thread, except by the owner
+//!   itself when it starts a new session, under the buffer's `chunks` lock.
+//! - The hot path touches only the thread's own thread-local state and the slot it writes:
+//!   nothing is published per event. Each slot vouches for itself instead: its word carries
+//!   the session's [tag](super::word::session_tag) and its tick, stored last with Release,
+//!   is newer than the previous session's end. The drainer reads the chunk list under the `chunks` lock and
+//!   takes slots, tick first (Acquire), up to the first one that fails either test or is
+//!   newer than the stop. Chunks are recycled without being cleared; what a slot held before
+//!   fails the test. Slots are atomics, so a late write from a thread that has not yet
+//!   noticed the stop is a race on values, never on memory, and is left out by its tick.
+//!
+//! After `fork` (a DataLoader worker, a `multiprocessing` child): the child has one thread,
+//! the one that forked, and a copy of every buffer. A session inherited in the child holds
+//! only what the child records after the fork: the drain there leaves out the buffers of the
+//! parent's other threads (they do not exist in the child; each [`ThreadBuffer`] says in
+//! which process its thread records) and what the forking thread recorded before the fork
+//! (older than the fork's tick). So the child's `stop()` costs what its own records cost,
+//! not what the parent had recorded (8 recording threads' ~2.8M events took over a minute to
+//! sort in a child before). The parent's buffers in the child are forgotten, never freed or
+//! locked: a lock held by a parent's thread at the fork stays held in the child, and freeing
+//! would copy pages the child shares with the parent. Fork handlers ([`fork`]) hold the
+//! registry and pool locks across the fork, so the child's copies are unlocked.
+//!
+//! The files, one concept each: the [`chunk_pool`] hands out pre-faulted chunks; the
+//! [`registry`] keeps every thread's [`ThreadBuffer`]; [`local`] is the owning thread's
+//! view of its buffer and the hot path that appends a record, and [`slow_path`] what that
+//! path calls when it runs out of room; [`side_tables`] hold what a record carries beside
+//! its 16 bytes; [`drain`] copies a session out; [`fork`] keeps the buffers sound across a
+//! fork; [`thread_name`] names the thread's row.
+//!
+//! [`ThreadBuffer`]: registry::ThreadBuffer
+//! [`REGISTRY`]: registry::REGISTRY
+//! [`drain`]: mod@drain
+
+mod chunk_pool;
+mod drain;
+mod fork;
+mod local;
+mod registry;
+mod side_tables;
+mod slow_path;
+mod thread_name;
+
+pub(super) use chunk_pool::prefill_pool;
+pub(super) use drain::drain;
+pub(super) use local::{this_thread, with_local, Local};
+pub(super) use registry::{registered_threads, thread_ids};
+pub(super) use slow_path::set_max_records_per_thread;
+pub(super) use thread_name::set_current_thread_name;

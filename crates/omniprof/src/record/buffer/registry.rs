@@ -1,0 +1,51 @@
+//! Every thread that has recorded: its [`ThreadBuffer`], kept in the registry until the
+//! thread has exited and its records were drained (the ownership protocol in the
+//! [module docs](super)).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::{Arc, Mutex};
+
+use super::chunk_pool::Chunk;
+use crate::lock;
+use crate::record::autograd::Autograd;
+use crate::record::memory_report::MemoryReport;
+use crate::Value;
+
+/// Every thread that has recorded and whose records may still be needed.
+pub(super) static REGISTRY: Mutex<Vec<Arc<ThreadBuffer>>> = Mutex::new(Vec::new());
+pub(super) static NEXT_THREAD_INDEX: AtomicU32 = AtomicU32::new(0);
+
+/// A thread's records for the session it last recorded in.
+pub(crate) struct ThreadBuffer {
+    pub(crate) index: u32,
+    pub(crate) tid: i64,
+    pub(crate) name: Mutex<String>,
+    pub(super) chunks: Mutex<Vec<Chunk>>,
+    /// The session state the contents belong to.
+    pub(super) state: AtomicU64,
+    pub(super) dropped: AtomicU64,
+    /// The words of dropped records that end a range (not [beginnings](super::Local::push)): their
+    /// ranges' beginnings were kept, so the drain must not close them at the window's end.
+    /// Only ranges open when the cap was reached can lose an end, so this stays small.
+    pub(super) dropped_ends: Mutex<Vec<u64>>,
+    pub(super) args: Mutex<Vec<(u32, Arc<str>, Value)>>,
+    /// Allocator reports, kept compact (their six args each are made at the drain).
+    pub(super) memory: Mutex<Vec<(u32, MemoryReport)>>,
+    /// What autograd knows of ops (their args and forward/backward links are made at the
+    /// drain).
+    pub(super) autograd: Mutex<Vec<(u32, Autograd)>>,
+    pub(super) exited: AtomicBool,
+    /// The process the owning thread records in: set at registration, and by the fork
+    /// handler for the thread that forked. A buffer of another process is a parent's.
+    pub(super) pid: AtomicU32,
+}
+
+/// The OS ids of the threads that have recorded and may record again.
+pub(crate) fn thread_ids() -> Vec<i64> {
+    lock(&REGISTRY).iter().map(|b| b.tid).collect()
+}
+
+/// The number of threads with a live buffer (for tests and diagnostics).
+pub(crate) fn registered_threads() -> usize {
+    lock(&REGISTRY).len()
+}

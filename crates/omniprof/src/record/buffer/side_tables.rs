@@ -1,0 +1,42 @@
+//! What a record carries beside its 16 bytes (a range's args, an allocator report, what
+//! autograd knows of an op), kept in per-thread tables under locks off the hot path, and
+//! joined to their records by sequence number at the drain.
+//!
+//! The "module docs" cited below are the [buffer's](super): its ownership protocol.
+
+use std::sync::Arc;
+
+use super::local::Local;
+use crate::lock;
+use crate::record::autograd::Autograd;
+use crate::record::memory_report::MemoryReport;
+use crate::Value;
+
+impl Local {
+    /// Attaches an arg to the range or instant `seq` of the current session.
+    pub(crate) fn add_arg(&self, state: u64, seq: u32, key: Arc<str>, value: Value) {
+        if state == self.state.get() && !self.buffer.get().is_null() {
+            // SAFETY: non-null buffers are alive while their thread lives (module docs).
+            let buffer = unsafe { &*self.buffer.get() };
+            lock(&buffer.args).push((seq, key, value));
+        }
+    }
+
+    /// Attaches what autograd knows of op `seq`.
+    pub(crate) fn add_autograd(&self, state: u64, seq: u32, autograd: Autograd) {
+        if state == self.state.get() && !self.buffer.get().is_null() {
+            // SAFETY: non-null buffers are alive while their thread lives (module docs).
+            let buffer = unsafe { &*self.buffer.get() };
+            lock(&buffer.autograd).push((seq, autograd));
+        }
+    }
+
+    /// Attaches an allocator report to record `seq` (written out as its args at the drain).
+    pub(crate) fn add_memory(&self, state: u64, seq: u32, report: MemoryReport) {
+        if state == self.state.get() && !self.buffer.get().is_null() {
+            // SAFETY: non-null buffers are alive while their thread lives (module docs).
+            let buffer = unsafe { &*self.buffer.get() };
+            lock(&buffer.memory).push((seq, report));
+        }
+    }
+}
