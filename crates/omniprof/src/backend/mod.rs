@@ -1,10 +1,15 @@
 //! The backend interface every source of device data implements, and its registry;
 //! documented on [`ActivityProfiler`].
 
+mod interface;
 mod registry;
 
 use std::sync::Arc;
 
+pub use interface::{
+    ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
+    ResourceInfo, ScopeMetric,
+};
 pub use registry::{
     has_factory, init_engine, is_registered_with_engine, register_profiler_factory,
     registered_profilers, ProfilerFactory,
@@ -24,291 +29,6 @@ pub(crate) fn take_in_backends() {
     init_engine();
 }
 
-use crate::config::Config;
-use crate::record::CorrelationListener;
-use crate::Value;
-use crate::Window;
-use crate::{Activity, ActivitySet, SessionReport};
-use crate::{CounterTrack, CounterValues};
-
-/// What a backend reports as having gone wrong; the engine logs it, writes it into the trace
-/// metadata (`backend_errors`) and goes on without that backend.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct BackendError(pub String);
-
-impl BackendError {
-    /// An error saying `message`.
-    pub fn new(message: impl Into<String>) -> Self {
-        Self(message.into())
-    }
-}
-
-/// A device's process row.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceInfo {
-    /// The `pid` its activities use.
-    pub id: i64,
-    /// Where the row sorts among processes.
-    pub sort_index: i64,
-    /// The row's name.
-    pub name: String,
-    /// The row's label.
-    pub label: String,
-}
-
-impl DeviceInfo {
-    /// Where device rows sort: after the host's, as Kineto's do.
-    pub const SORT_OFFSET: i64 = 5_000_000;
-
-    /// Device `id`'s row, sorted after the host's by its id.
-    pub fn new(id: i64, name: impl Into<String>, label: impl Into<String>) -> Self {
-        Self {
-            id,
-            sort_index: id + Self::SORT_OFFSET,
-            name: name.into(),
-            label: label.into(),
-        }
-    }
-}
-
-/// A stream's (or other resource's) thread row on a device.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResourceInfo {
-    /// The device whose row it is on.
-    pub device_id: i64,
-    /// The `tid` its activities use.
-    pub id: i64,
-    /// Where the row sorts among its device's.
-    pub sort_index: i64,
-    /// The row's name.
-    pub name: String,
-}
-
-impl ResourceInfo {
-    /// Stream `stream`'s row on device `device`, named and sorted as Kineto does
-    /// (`stream 7 `, with Kineto's trailing space).
-    pub fn stream(device: i64, stream: i64) -> Self {
-        Self {
-            device_id: device,
-            id: stream,
-            sort_index: stream,
-            name: format!("stream {stream} "),
-        }
-    }
-}
-
-/// A long-lived backend: named, with the activity types it can record, configured once per
-/// trace.
-///
-/// Accelerator backends: the Rust form of Kineto's child-profiler interface
-/// (`docs/lifecycle.md`, section 5).
-///
-/// A backend is a long-lived [`ActivityProfiler`] (a factory) that, for each trace, may hand the
-/// engine a [`ProfilerSession`]. The engine starts and stops the sessions with the capture
-/// window and, at the end, asks each for its activities through an [`ActivitySink`]. Backends
-/// never see a writer: the engine links device work to the host ops that launched it, draws
-/// the flows, projects user ranges onto the device, filters to the capture window and builds
-/// the rows.
-///
-/// A session prepared ahead of its window (on-demand traces, `Profiler::prepare`, a schedule's
-/// warm-up) is started at the warm-up, so device start-up costs are paid before the window, and
-/// is told when the window opens ([`ProfilerSession::window_opened`]): Kineto's contract, which
-/// discards the warm-up's device records (`flushWarmupBuffers`) and starts its child
-/// profilers at the window. A bounded backend drops what the
-/// warm-up produced there, so its budget holds the window; the engine's own budget
-/// (`OMNIPROF_MAX_EVENTS_PER_BACKEND`) never counts a warm-up activity: it is dropped as it is
-/// delivered and counted in the trace's `warmup_events`.
-///
-/// ```
-/// use omniprof::backends::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
-/// use omniprof::trace::{Activity, ActivitySet, ActivityType, Window};
-/// use omniprof::Config;
-///
-/// #[derive(Default)]
-/// struct Clock;
-///
-/// struct ClockSession;
-///
-/// impl ActivityProfiler for Clock {
-///     fn name(&self) -> &str {
-///         "clock"
-///     }
-///     fn available_activities(&self) -> ActivitySet {
-///         [ActivityType::ConcurrentKernel].into_iter().collect()
-///     }
-///     fn configure(&self, _: ActivitySet, _: &Config) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
-///         Ok(Some(Box::new(ClockSession)))
-///     }
-/// }
-///
-/// impl ProfilerSession for ClockSession {
-///     fn process_trace(&mut self, sink: &mut dyn ActivitySink, _: &dyn HostOps, w: Window) -> Result<(), BackendError> {
-///         sink.add(Activity::new(ActivityType::ConcurrentKernel, "tick", 0, 1, w.start_ns, w.start_ns + 1));
-///         Ok(())
-///     }
-/// }
-///
-/// omniprof::register_profiler!(Clock);
-/// ```
-pub trait ActivityProfiler: Send + Sync {
-    /// The backend's name, in messages and metadata.
-    fn name(&self) -> &str;
-
-    /// The types this backend can produce.
-    fn available_activities(&self) -> ActivitySet;
-
-    /// A session for one trace that records `activities` (already intersected with
-    /// [`available_activities`](Self::available_activities)), or `None` to sit this trace
-    /// out. A registered backend is asked only when it can record a selected type; a backend
-    /// given to the session builder is always asked (it may live on the host ranges alone, as
-    /// the profiler stubs do), and its error fails the session's `prepare`.
-    fn configure(
-        &self,
-        activities: ActivitySet,
-        config: &Config,
-    ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError>;
-
-    /// The per-kernel hardware metrics this backend's scope profiler offers (the
-    /// `scope_profiler` activity type): a backend that lists some here and supports
-    /// [`ActivityType::XpuScopeProfiler`](crate::ActivityType::XpuScopeProfiler) reports
-    /// values with [`ActivitySink::add_kernel_metrics`]. `SCOPE_PROFILER_METRICS` naming a
-    /// metric no backend offers fails the session, listing these.
-    fn scope_metrics(&self) -> Vec<ScopeMetric> {
-        Vec::new()
-    }
-}
-
-/// A per-kernel metric a device's scope profiler offers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScopeMetric {
-    /// The name `SCOPE_PROFILER_METRICS` selects it by, and its key in the kernel's `args`.
-    pub name: String,
-    /// The group it is drawn in: one counter track per (kernel stream, group), holding the
-    /// selected metrics of the group.
-    pub group: String,
-}
-
-impl ScopeMetric {
-    /// A metric called `name` in `group`.
-    pub fn new(name: impl Into<String>, group: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            group: group.into(),
-        }
-    }
-}
-
-/// One trace's worth of a backend.
-pub trait ProfilerSession: Send {
-    /// Recording begins: at the warm-up when the session is prepared ahead of its window
-    /// (then [`window_opened`](Self::window_opened) follows when the window opens), else
-    /// with the window.
-    fn start(&mut self) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    /// The capture window opened: called once per trace, after [`start`](Self::start),
-    /// whether that ran at the warm-up or just now. A backend that records ahead of the
-    /// window drops what it recorded so far here (Kineto's `flushWarmupBuffers`) and resets
-    /// its budget, so a store filled during the warm-up does not cost the window its records.
-    fn window_opened(&mut self) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    /// The capture window closed.
-    fn stop(&mut self) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    /// Hands every recorded activity to `sink`. `host_ops` finds the host op a device record
-    /// was launched from, by the correlation id the backend was pushed.
-    fn process_trace(
-        &mut self,
-        sink: &mut dyn ActivitySink,
-        host_ops: &dyn HostOps,
-        window: Window,
-    ) -> Result<(), BackendError>;
-
-    /// Process rows for the devices this session recorded on.
-    fn device_info(&self) -> Vec<DeviceInfo> {
-        Vec::new()
-    }
-
-    /// Thread rows for the streams (or other resources) this session recorded on.
-    fn resource_infos(&self) -> Vec<ResourceInfo> {
-        Vec::new()
-    }
-
-    /// Problems the session ran into; they go into the trace metadata.
-    fn errors(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// Doubts about what the session delivered that cost the trace nothing (e.g. event ids
-    /// that match no id the host pushed): the trace's `backend_warnings`, logged as warnings.
-    fn warnings(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// Trace metadata entries (e.g. a runtime version).
-    fn metadata(&self) -> Vec<(String, Value)> {
-        Vec::new()
-    }
-
-    /// Fills the fields of the trace's session report that are the session's own, typed
-    /// (the profiler stubs' `stub_errors`, the host perf counters'
-    /// `unavailable_perf_events`); the engine fills the rest. Called once per trace, after
-    /// [`process_trace`](Self::process_trace), as [`metadata`](Self::metadata) is; a panic
-    /// leaves the report as it was.
-    fn report(&self, _report: &mut SessionReport) {}
-
-    /// One JSON object per device for `deviceProperties`.
-    fn device_properties(&self) -> Vec<Value> {
-        Vec::new()
-    }
-
-    /// The object to push correlation ids to around every host op and user range
-    /// (Kineto's `pushCorrelationId` / `pushUserCorrelationId` and their pops). It is a
-    /// separate, shareable object because application threads call it concurrently while
-    /// the session itself belongs to the engine.
-    fn correlation_listener(&self) -> Option<Arc<dyn CorrelationListener>> {
-        None
-    }
-}
-
-/// Where a session delivers its activities.
-pub trait ActivitySink {
-    /// An activity as recorded (device work, runtime calls, counters, ...).
-    fn add(&mut self, activity: Activity);
-
-    /// Device work launched inside the user range with this correlation id, so the engine
-    /// can project that range onto the device (`gpu_user_annotation`).
-    fn add_in_user_range(&mut self, activity: Activity, user_correlation: u64);
-
-    /// An arg for the host op or user range with this correlation id (e.g. the device time
-    /// measured around it); dropped when the trace does not keep that range.
-    fn add_host_arg(&mut self, correlation: u64, key: &str, value: Value);
-
-    /// A counter sample on `track` at `ts_ns` with its named values: the one way a backend
-    /// emits counters. Values that are not finite numbers are dropped and counted; a sample
-    /// left with none is not kept; a sample outside the capture window is dropped and
-    /// counted like any activity.
-    fn add_counter(&mut self, track: &CounterTrack, ts_ns: i64, values: CounterValues);
-
-    /// The scope profiler's metric values for the kernel added just before (see
-    /// [`ActivityProfiler::scope_metrics`]). The engine keeps the selected metrics, writes
-    /// them into the kernel's `args` and draws them as counters; a call with no kernel
-    /// before it is ignored.
-    fn add_kernel_metrics(&mut self, values: CounterValues);
-}
-
-/// Looks up the host op (or user range) with a correlation id.
-pub trait HostOps {
-    /// The host op or user range with this correlation id, if recorded.
-    fn get(&self, correlation: u64) -> Option<&Activity>;
-}
-
 /// Registers a backend type with the process-wide registry before `main` runs. The type must
 /// implement [`ActivityProfiler`] and `Default` (or give a constructor expression as a second
 /// argument); anything else does not compile.
@@ -322,11 +42,11 @@ macro_rules! register_profiler {
     };
     ($ty:ty, $make:expr) => {
         $crate::run_at_load!({
-            fn factory() -> ::std::boxed::Box<dyn $crate::backends::ActivityProfiler> {
+            fn factory() -> ::std::boxed::Box<dyn $crate::ActivityProfiler> {
                 let profiler: $ty = $make;
                 ::std::boxed::Box::new(profiler)
             }
-            $crate::backends::register_profiler_factory(
+            $crate::register_profiler_factory(
                 ::core::any::type_name::<$ty>(),
                 ::std::boxed::Box::new(factory),
             );

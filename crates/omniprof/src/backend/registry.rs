@@ -7,7 +7,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use super::ActivityProfiler;
+use super::interface::ActivityProfiler;
 use crate::lock;
 
 /// Makes a backend. Called once, when the engine takes the backend in.

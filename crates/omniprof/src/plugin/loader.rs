@@ -13,10 +13,10 @@ use omniprof_plugin_sys::{
 
 use super::adapter::{LastError, PluginProfiler};
 use super::deadline::Abandoned;
+use super::error::PluginError;
 use super::lend::{self, REFUSED};
 use super::types::activity_type;
-use super::PluginError;
-use crate::backend::{self, ActivityProfiler};
+use crate::backend::{register_profiler_factory, ActivityProfiler};
 use crate::lock;
 use crate::ActivitySet;
 
@@ -217,7 +217,7 @@ fn open_and_register(path: &Path, canonical: &Path) -> Result<LoadedPlugin, Plug
     for (index, (report, profiler)) in adopted.into_iter().enumerate() {
         if let Some(profiler) = profiler {
             let key = format!("plugin:{}#{index}", path.display());
-            backend::register_profiler_factory(&key, Box::new(move || Box::new(profiler.clone())));
+            register_profiler_factory(&key, Box::new(move || Box::new(profiler.clone())));
         }
         profilers.push(report);
     }
