@@ -30,13 +30,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use super::{lock, registered_stubs, ProfilerStubs, RecordOut, StubError, StubEvent};
+use super::interface::{ProfilerStubs, RecordOut, StubError, StubEvent};
+use super::registry::registered_stubs;
 use crate::backend::{
     ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
     ResourceInfo,
 };
 use crate::config::Config;
 use crate::keys::{arg, metadata};
+use crate::lock;
 use crate::record::{CorrelationListener, Name};
 use crate::Value;
 use crate::Window;

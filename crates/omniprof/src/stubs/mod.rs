@@ -1,116 +1,13 @@
 //! The legacy profiler stubs, adapted to the backend trait; documented on [`ProfilerStubs`].
 
 mod adapter;
-
-use crate::lock;
-use std::any::Any;
-use std::sync::{Arc, Mutex};
+mod interface;
+mod registry;
 
 pub use adapter::timing_session;
 pub(crate) use adapter::StubsProfiler;
-
-/// A device event, owned; dropping it releases the backend's event.
-pub type StubEvent = Box<dyn Any + Send + Sync>;
-
-/// Failures of the stubs.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StubError {
-    /// No stubs are registered under this device name.
-    #[error("{0} used in profiler but not enabled.")]
-    NotEnabled(String),
-    /// The backend failed.
-    #[error("{0}")]
-    Backend(String),
-}
-
-/// Where [`ProfilerStubs::record`] stores what it was asked for; each output is optional.
-#[derive(Default)]
-pub struct RecordOut<'a> {
-    /// The current device's index.
-    pub device: Option<&'a mut i32>,
-    /// The new event.
-    pub event: Option<&'a mut Option<StubEvent>>,
-    /// A host timestamp (Unix-epoch ns) taken just before the event is enqueued.
-    pub cpu_ns: Option<&'a mut i64>,
-}
-
-/// The stubs a device offers.
-///
-/// The legacy profiler stubs (`docs/stubs-and-summary.md`, sections 1–3): the smallest
-/// thing a device can offer — events on its current stream and the time between two of them
-/// — for per-op device time in the summary table, without a device timeline.
-///
-/// A backend implements [`ProfilerStubs`] and registers it under its device name
-/// ([`register_stubs!`](macro@crate::register_stubs) before `main`, or [`register_stubs`](fn@crate::backends::register_stubs)). A
-/// session built with [`ProfilerBuilder::stubs`](crate::ProfilerBuilder::stubs) then records
-/// an event pair around every host op and user range and, at stop, stores each range's device
-/// time in its `args` as `"device_time_us"` (whole microseconds, truncated as PyTorch does;
-/// absent when an event is missing or the time is zero). With
-/// [`ProfilerBuilder::markers`](crate::ProfilerBuilder::markers) ranges and instants are
-/// forwarded to `range_push`/`range_pop`/`mark` instead (the NVTX-style path) and the trace
-/// keeps nothing.
-///
-/// The session engine knows nothing of stubs: an adapter presents them to it as a backend,
-/// the way the plugin adapter presents a C function table. A backend that holds its stubs
-/// itself rather than registering them (the Python package's bridge to PyTorch's PrivateUse1
-/// stubs) builds its sessions with [`timing_session`], which can also draw every timed range
-/// on a row per device; the adapter's docs say where the events live until they are timed.
-///
-/// ```
-/// use std::sync::Arc;
-/// use omniprof::backends::ProfilerStubs;
-///
-/// let err = omniprof::backends::registered_stubs("NoSuchDevice").err().unwrap();
-/// assert_eq!(err.to_string(), "NoSuchDevice used in profiler but not enabled.");
-/// ```
-pub trait ProfilerStubs: Send + Sync {
-    /// Creates an event and enqueues it on the current stream of the current device.
-    fn record(&self, out: RecordOut<'_>) -> Result<(), StubError>;
-    /// Waits for both events; the device time from `start` to `end`, in microseconds.
-    fn elapsed(&self, start: &StubEvent, end: &StubEvent) -> Result<f32, StubError>;
-    /// An instant marker in an external tool (may do nothing).
-    fn mark(&self, name: &str);
-    /// Opens a nested external-tool range (may do nothing).
-    fn range_push(&self, name: &str);
-    /// Closes the innermost external-tool range (may do nothing).
-    fn range_pop(&self);
-    /// True for a real backend.
-    fn enabled(&self) -> bool {
-        true
-    }
-    /// Calls `op(i)` for every device index with device `i` made current.
-    fn on_each_device(&self, op: &mut dyn FnMut(i32));
-    /// Waits for all work on the device.
-    fn synchronize(&self) -> Result<(), StubError>;
-}
-
-static REGISTERED: Mutex<Vec<(String, Arc<dyn ProfilerStubs>)>> = Mutex::new(Vec::new());
-
-/// Registers `stubs` for `device` (names compare case-insensitively); a later registration
-/// for the same device replaces it, with a warning.
-pub fn register_stubs(device: &str, stubs: Arc<dyn ProfilerStubs>) {
-    let mut registered = lock(&REGISTERED);
-    match registered
-        .iter_mut()
-        .find(|(name, _)| name.eq_ignore_ascii_case(device))
-    {
-        Some(slot) => {
-            log::warn!("omniprof: profiler stubs for {device} already registered, overwriting");
-            slot.1 = stubs;
-        }
-        None => registered.push((device.to_owned(), stubs)),
-    }
-}
-
-/// The stubs registered for `device`, or the error PyTorch gives for an unregistered one.
-pub fn registered_stubs(device: &str) -> Result<Arc<dyn ProfilerStubs>, StubError> {
-    lock(&REGISTERED)
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(device))
-        .map(|(_, s)| s.clone())
-        .filter(|s| s.enabled())
-        .ok_or_else(|| StubError::NotEnabled(device.to_owned()))
-}
+pub use interface::{ProfilerStubs, RecordOut, StubError, StubEvent};
+pub use registry::{register_stubs, registered_stubs};
 
 /// Registers a [`ProfilerStubs`] type (with `Default`, or a constructor expression) for a
 /// device name before `main` runs.
@@ -122,13 +19,15 @@ macro_rules! register_stubs {
     ($device:expr, $ty:ty, $make:expr) => {
         $crate::run_at_load!({
             let stubs: $ty = $make;
-            $crate::backends::register_stubs($device, ::std::sync::Arc::new(stubs));
+            $crate::register_stubs($device, ::std::sync::Arc::new(stubs));
         });
     };
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     /// Stubs that do nothing, enabled or not.
