@@ -5,9 +5,9 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use super::handler::Traced;
 use super::protocol::{Deadline, FrameError, Reply, Request};
 use super::runtime_dir::{RuntimeDir, SOCKET_SUFFIX};
-use super::Traced;
 use crate::config::ONDEMAND_ENV;
 
 /// How long `--list` waits for each process to say its state.

@@ -19,10 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::handler::{Traced, TriggerHandler};
 use super::peer::{check_peer, peer_uid};
 use super::protocol::{Deadline, FrameError, Reply, Request};
 use super::runtime_dir::{current_uid, RuntimeDir};
-use super::{Traced, TriggerHandler};
 use crate::config::{check_on_demand_log_file, on_demand_trace_dir, Config, ACTIVITIES_LOG_FILE};
 use crate::lock;
 
