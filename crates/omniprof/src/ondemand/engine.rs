@@ -10,8 +10,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::error::{Refused, TraceFailed};
 use super::machine::{Action, Machine, OnDemandState, OnDemandTrigger};
-use super::{OnDemandStatus, RequestSummary, TraceFailed};
+use super::status::{OnDemandStatus, RequestSummary};
 use crate::config::{Config, CONTROLLER_TICK_MS};
 use crate::session::Profiler;
 use crate::{lock, wait_timeout, wait_timeout_while, wait_while};
@@ -55,7 +56,7 @@ struct Current {
     config: Config,
     slot: Arc<Slot>,
     session: Option<Profiler>,
-    /// Written into the trace's metadata ([`super::NOTES_METADATA`]).
+    /// Written into the trace's metadata ([`NOTES_METADATA`]).
     notes: Vec<String>,
 }
 
@@ -77,6 +78,20 @@ pub(super) struct Engine {
     thread: Mutex<bool>,
 }
 
+/// The trace metadata key of a request's notes (see [`Ticket::notes`](super::Ticket::notes)):
+/// a list of strings.
+pub const NOTES_METADATA: &str = "on_demand_notes";
+
+/// A synchronous session is about to claim the profiler: cancel the on-demand request, and
+/// wait for a trace being written to release the recorder.
+fn preempt() {
+    if let Some(engine) = existing() {
+        if engine.cancel(TraceFailed::Preempted, true) {
+            log::info!("omniprof on-demand: preempted by a synchronous profiling session");
+        }
+    }
+}
+
 static ENGINE: OnceLock<Engine> = OnceLock::new();
 
 /// The engine, created on first use.
@@ -85,7 +100,7 @@ pub(super) fn engine() -> &'static Engine {
         // The engine hears of iterations and of synchronous sessions through hooks, so the
         // iteration counter and the session engine need not know it.
         crate::iteration::watch(|iteration| engine().on_step(iteration));
-        crate::session::on_prepare_preempt(super::preempt);
+        crate::session::on_prepare_preempt(preempt);
         Engine {
             shared: Mutex::new(Shared {
                 machine: Machine::default(),
@@ -134,7 +149,7 @@ impl Engine {
         config: Config,
         trigger: OnDemandTrigger,
         notes: Vec<String>,
-    ) -> Result<(u64, Arc<Slot>), super::Refused> {
+    ) -> Result<(u64, Arc<Slot>), Refused> {
         let mut shared = lock(&self.shared);
         let id = shared.next_id;
         let sync_active = crate::session::recorder_claimed();
@@ -373,7 +388,7 @@ fn process(
             .collect();
         trace
             .metadata
-            .push((super::NOTES_METADATA.to_owned(), crate::Value::List(notes)));
+            .push((NOTES_METADATA.to_owned(), crate::Value::List(notes)));
     }
     let url = config.log_file_url(std::process::id());
     let path = PathBuf::from(

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::{Refused, TraceFailed};
+use super::error::{Refused, TraceFailed};
 use crate::config::{
     Config, ACTIVITIES_WARMUP_PERIOD_SECS, CONTROLLER_TICK_MS, MAX_START_AHEAD_ITERATIONS,
     MAX_START_AHEAD_MS, PROFILE_START_ITERATION,

@@ -3,38 +3,34 @@
 
 mod base;
 mod engine;
+mod error;
 mod machine;
+mod request;
 #[cfg(unix)]
 mod serve;
+mod status;
 #[cfg(unix)]
 mod write;
 
-use std::fmt;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
-
 pub use base::BaseConfigError;
+pub use engine::NOTES_METADATA;
+pub use error::{Refused, TraceFailed};
 pub use machine::{OnDemandState, OnDemandTrigger};
+pub use request::{
+    cancel_on_demand, cancel_on_demand_request, on_demand_status, request_on_demand, Ticket,
+};
 #[cfg(unix)]
 pub use serve::{serve_triggers, stop_serving_triggers};
-
-use crate::config::{Config, ConfigError};
+pub use status::{OnDemandStatus, RequestSummary};
 
 use crate::config::ONDEMAND_ENV;
-use crate::iteration::iteration;
-
-/// Starts the profiler thread; idempotent. [`request_on_demand`] calls it too.
-pub(crate) fn enable_on_demand() -> std::io::Result<()> {
-    engine::engine().start_thread()
-}
 
 /// When [`ONDEMAND_ENV`] opts the process in, starts the engine and listens for triggers
 /// ([`serve_triggers`]); returns whether it serves. A failure is logged, not raised: the process goes
 /// on.
 ///
 /// ```no_run
-/// if omniprof::on_demand::enable_on_demand_from_env() {
+/// if omniprof::enable_on_demand_from_env() {
 ///     println!("trigger me: omniprof trigger --pid {} --iterations 5", std::process::id());
 /// }
 /// ```
@@ -67,7 +63,7 @@ pub fn serve_triggers() -> std::io::Result<()> {
     Err(std::io::Error::new(
         std::io::ErrorKind::Unsupported,
         "on-demand triggers need a Unix socket, which this platform lacks; \
-         use omniprof::on_demand::request_on_demand in the process instead",
+         use omniprof::request_on_demand in the process instead",
     ))
 }
 
@@ -75,274 +71,6 @@ pub fn serve_triggers() -> std::io::Result<()> {
 #[cfg(not(unix))]
 pub fn stop_serving_triggers() -> bool {
     false
-}
-
-/// Why a request was not accepted. Nothing was scheduled; the process goes on.
-#[derive(Debug, thiserror::Error)]
-pub enum Refused {
-    /// A trace is running or being written, or a synchronous session is active; the reason
-    /// says until when.
-    #[error("{0}")]
-    Busy(String),
-    /// Another request waits for its start.
-    #[error("{0}")]
-    Pending(String),
-    /// The request text is not a valid config (including a log file outside the allowed
-    /// directory, [`crate::config::on_demand_trace_dir`]).
-    #[error("invalid request: {0}")]
-    Config(#[from] ConfigError),
-    #[error(transparent)]
-    /// The base config file could not be used.
-    BaseConfig(#[from] BaseConfigError),
-    /// Valid, but cannot be honoured (activities disabled, no iteration count, a start in
-    /// the past, ...).
-    #[error("{0}")]
-    Declined(String),
-}
-
-/// Why an accepted request produced no trace file.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TraceFailed {
-    /// Its scheduled start could not be kept (in the past, or too little warm-up left).
-    #[error("{0}")]
-    CouldNotStart(String),
-    #[error("cancelled")]
-    /// Cancelled before it ran.
-    Cancelled,
-    #[error("preempted by a synchronous profiling session")]
-    /// A synchronous profiling session took the profiler.
-    Preempted,
-    /// The session could not be prepared, started or stopped.
-    #[error("profiling session failed: {0}")]
-    Session(String),
-    /// The trace was recorded but could not be written.
-    #[error("cannot write the trace to {}: {error}", path.display())]
-    Write {
-        /// Where the trace was to go.
-        path: PathBuf,
-        /// Why it could not be written.
-        error: String,
-    },
-    /// [`Ticket::wait`] gave up; the request goes on, and waiting again is fine.
-    #[error("no result after {0:?}; the request is still running")]
-    TimedOut(Duration),
-}
-
-/// An accepted request: wait on it for the trace's path.
-#[derive(Clone, Debug)]
-pub struct Ticket {
-    id: u64,
-    slot: Arc<engine::Slot>,
-    notes: Vec<String>,
-}
-
-impl Ticket {
-    /// The request's number, as shown by [`on_demand_status`].
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// What the user should know about this request's trace, one line each: an
-    /// iteration-based request that arrived before the application's first [`step`](crate::step) falls
-    /// back to a time-based trace (as Kineto's does). The trace's metadata holds the same
-    /// lines under [`NOTES_METADATA`].
-    pub fn notes(&self) -> &[String] {
-        &self.notes
-    }
-
-    /// Waits up to `timeout` for the outcome: the path of the written trace, or why there
-    /// is none ([`TraceFailed::TimedOut`] if it is not decided yet).
-    pub fn wait(&self, timeout: Duration) -> Result<PathBuf, TraceFailed> {
-        self.slot.wait(timeout).map(|written| written.path)
-    }
-
-    /// [`wait`](Self::wait), with what the user should know of the trace: this request's
-    /// [`notes`](Self::notes), then what the trace lost (a backend's errors or dropped
-    /// records, host events dropped at the per-thread cap), one line each.
-    pub fn wait_with_notes(
-        &self,
-        timeout: Duration,
-    ) -> Result<(PathBuf, Vec<String>), TraceFailed> {
-        let written = self.slot.wait(timeout)?;
-        let mut notes = self.notes.clone();
-        notes.extend(written.problems);
-        Ok((written.path, notes))
-    }
-}
-
-/// Submits a request: `config_text` in Kineto's format, applied over the base config with
-/// the on-demand rules, except that a log file outside the allowed directory is refused
-/// rather than ignored. Starts the profiler thread if needed.
-///
-/// ```
-/// use omniprof::on_demand::Refused;
-///
-/// let err = omniprof::on_demand::request_on_demand("ACTIVITIES_LOG_FILE=/etc/cron.d/x.json").unwrap_err();
-/// assert!(matches!(err, Refused::Config(_)));
-/// assert!(err.to_string().contains("/etc/cron.d/x.json"), "{err}");
-/// ```
-///
-/// On-demand tracing of a running process: Kineto's asynchronous engine
-/// (`docs/lifecycle.md` §1, §3).
-///
-/// A request is Kineto config text (as a trigger or a daemon sends it), layered over the base
-/// config (`OMNIPROF_CONFIG_ENV` / `KINETO_CONFIG_ENV`). It is time-based (start time,
-/// warm-up, duration) or iteration-based (start iteration, warm-up iterations, iterations,
-/// roundup), counted by [`step`](crate::step). The engine's states are Kineto's
-/// ([`OnDemandState`]): `WaitForRequest` → `Warmup` → `CollectTrace` → `ProcessTrace`, and
-/// `Cancelling`. A profiler thread (named `omniprof on-demand`) ticks time-based requests,
-/// merges every trace and writes it to the config's log file, so the application's `step()`
-/// and recording threads never wait for processing or file writes.
-///
-/// Arbitration: one request at a time (a second one is refused, saying until when the
-/// profiler is busy); a request is refused while a synchronous [`Profiler`] session is
-/// active; and a synchronous session's `prepare` preempts a pending or running on-demand
-/// trace, which then writes no file.
-///
-/// ```no_run
-/// use std::time::Duration;
-///
-/// omniprof::on_demand::enable_on_demand_from_env(); // OMNIPROF_ONDEMAND=1 opts the process in
-/// // On the application's training loop: one step() per iteration.
-/// omniprof::step();
-///
-/// // From a trigger (e.g. the socket server): ten iterations from the next one.
-/// let ticket = omniprof::on_demand::request_on_demand(
-///     "PROFILE_START_ITERATION=0\nACTIVITIES_ITERATIONS=10\n\
-///      ACTIVITIES_LOG_FILE=/tmp/job.json",
-/// )
-/// .unwrap_or_else(|refused| panic!("refused: {refused}"));
-/// match ticket.wait(Duration::from_secs(60)) {
-///     Ok(path) => println!("trace written to {}", path.display()),
-///     Err(failed) => eprintln!("no trace: {failed}"),
-/// }
-/// println!("{}", omniprof::on_demand::on_demand_status());
-/// ```
-///
-/// [`Profiler`]: crate::Profiler
-pub fn request_on_demand(config_text: &str) -> Result<Ticket, Refused> {
-    let mut config = base::load()?;
-    config.apply_on_demand_strict(config_text)?;
-    if !config.activities_enabled() {
-        return Err(Refused::Declined(
-            "declined: the config disables the activity profiler (ACTIVITIES_ENABLED=false)"
-                .to_owned(),
-        ));
-    }
-    if config.memory_snapshot() {
-        return Err(Refused::Declined(
-            "declined: memory snapshots (PROFILE_MEMORY) are not supported".to_owned(),
-        ));
-    }
-    let engine = engine::engine();
-    engine.start_thread().map_err(|e| {
-        Refused::Declined(format!(
-            "cannot start the profiler thread {:?}: {e}",
-            engine::THREAD_NAME
-        ))
-    })?;
-    let at = iteration();
-    let trigger = OnDemandTrigger::from_config(&config, at)?;
-    let notes = fallback_note(&config, at, trigger)
-        .into_iter()
-        .collect::<Vec<_>>();
-    let (id, slot) = engine.submit(config, trigger, notes.clone())?;
-    Ok(Ticket { id, slot, notes })
-}
-
-/// The trace metadata key of a request's notes (see [`Ticket::notes`]): a list of strings.
-pub const NOTES_METADATA: &str = "on_demand_notes";
-
-/// Says so when an iteration-based `config` became time-based `trigger` because the
-/// application had not stepped yet (`iteration` −1): without it the user asks for three
-/// iterations and silently gets 500 ms of however many steps.
-fn fallback_note(config: &Config, iteration: i64, trigger: OnDemandTrigger) -> Option<String> {
-    let OnDemandTrigger::Time { duration_ms, .. } = trigger else {
-        return None;
-    };
-    (iteration < 0 && config.has_start_iteration()).then(|| {
-        format!(
-            "the application had not called omniprof::step() yet when the request arrived, so \
-             the iteration-based request ({} iterations) fell back to a time-based trace of \
-             {duration_ms} ms (as Kineto's does); trigger again once it steps for a trace of \
-             iterations",
-            config.iterations()
-        )
-    })
-}
-
-/// Cancels the pending or running request; its ticket gets [`TraceFailed::Cancelled`] and no
-/// file is written. A trace already being written is finished. Returns whether a request
-/// was cancelled.
-pub fn cancel_on_demand() -> bool {
-    engine::existing().is_some_and(|e| e.cancel(TraceFailed::Cancelled, false))
-}
-
-/// Cancels the pending or running request, as [`cancel_on_demand`] does, and says which it was (its
-/// number, state, trigger and trace file); or why nothing was cancelled: no request, or a
-/// trace already being written (which is finished). For `omniprof trigger --cancel`, the
-/// way out of a request that would wait too long.
-///
-/// ```
-/// let err = omniprof::on_demand::cancel_on_demand_request().unwrap_err();
-/// assert!(err.starts_with("nothing to cancel"), "{err}");
-/// ```
-pub fn cancel_on_demand_request() -> Result<String, String> {
-    engine::engine().cancel_described(TraceFailed::Cancelled)
-}
-
-/// A synchronous session is about to claim the profiler: cancel the on-demand request, and
-/// wait for a trace being written to release the recorder.
-pub(crate) fn preempt() {
-    if let Some(engine) = engine::existing() {
-        if engine.cancel(TraceFailed::Preempted, true) {
-            log::info!("omniprof on-demand: preempted by a synchronous profiling session");
-        }
-    }
-}
-
-/// The pending or running request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RequestSummary {
-    /// The request's id.
-    pub id: u64,
-    /// When it starts and stops.
-    pub trigger: OnDemandTrigger,
-    /// Where its trace goes (a `file://` URL).
-    pub log_file: String,
-}
-
-/// What the engine is doing, for a `--list` view.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OnDemandStatus {
-    /// What the engine does now.
-    pub state: OnDemandState,
-    /// The request pending or running, if any.
-    pub request: Option<RequestSummary>,
-    /// The current iteration (−1 before the first step).
-    pub iteration: i64,
-    /// Whether the profiler thread runs (see `enable_on_demand`).
-    pub thread_running: bool,
-}
-
-impl fmt::Display for OnDemandStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} at iteration {}", self.state, self.iteration)?;
-        if let Some(r) = &self.request {
-            write!(f, "; request #{}: {} -> {}", r.id, r.trigger, r.log_file)?;
-        }
-        Ok(())
-    }
-}
-
-/// The engine's state and request.
-///
-/// ```
-/// let status = omniprof::on_demand::on_demand_status();
-/// println!("{status}"); // e.g. "WaitForRequest at iteration -1"
-/// ```
-pub fn on_demand_status() -> OnDemandStatus {
-    engine::engine().status()
 }
 
 #[cfg(test)]

@@ -15,6 +15,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::request::{
+    cancel_on_demand_request, enable_on_demand, on_demand_status, request_on_demand,
+};
 use crate::lock;
 use crate::trigger::{self, TriggerHandler, TriggerServer};
 
@@ -31,16 +34,14 @@ struct Engine;
 
 impl TriggerHandler for Engine {
     fn handle(&self, config_text: &str) -> Result<PathBuf, String> {
-        let ticket =
-            super::request_on_demand(config_text).map_err(|refused| refused.to_string())?;
+        let ticket = request_on_demand(config_text).map_err(|refused| refused.to_string())?;
         ticket
             .wait(WAIT_FOR_TRACE)
             .map_err(|failed| failed.to_string())
     }
 
     fn handle_traced(&self, config_text: &str) -> Result<trigger::Traced, String> {
-        let ticket =
-            super::request_on_demand(config_text).map_err(|refused| refused.to_string())?;
+        let ticket = request_on_demand(config_text).map_err(|refused| refused.to_string())?;
         let (path, notes) = ticket
             .wait_with_notes(WAIT_FOR_TRACE)
             .map_err(|failed| failed.to_string())?;
@@ -48,11 +49,11 @@ impl TriggerHandler for Engine {
     }
 
     fn state(&self) -> String {
-        super::on_demand_status().to_string()
+        on_demand_status().to_string()
     }
 
     fn cancel(&self) -> Result<String, String> {
-        super::cancel_on_demand_request()
+        cancel_on_demand_request()
     }
 }
 
@@ -79,7 +80,7 @@ pub fn serve_triggers() -> io::Result<()> {
             )));
         }
     }
-    super::enable_on_demand()?;
+    enable_on_demand()?;
     let mut server = lock(&SERVER);
     if server.is_none() {
         *server = Some((me, trigger::listen_for_triggers(Arc::new(Engine))?));

@@ -31,7 +31,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path};
 
-use super::TraceFailed;
+use super::error::TraceFailed;
 use crate::Trace;
 
 /// `..` levels climbed, at most, to find the allowed directory above a followed link.
