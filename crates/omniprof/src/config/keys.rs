@@ -1,4 +1,4 @@
-//! The config keys, each declared once.
+//! The config keys, each declared once, and the [`Config`] that holds their values.
 //!
 //! An entry of the table below holds everything about a key: its name and other spellings,
 //! its grammar, its default, the field and accessor that hold it, and what setting or reading
@@ -8,13 +8,14 @@
 
 use std::time::Duration;
 
-use super::on_demand;
+use super::error::ConfigErrorReason;
+use super::log_file::{has_scheme, LogFile};
+use super::on_demand::{check_on_demand_log_file, MAX_REQUEST_AGE_MS, MAX_START_AHEAD_MS};
 use super::parse::{
     Activities, Applied, ApplyContext, Bool, Grammar, List, LogPath, Msecs, OptionalU32, Secs,
     Text, I32, I64, U32, U64,
 };
-use super::{Config, ConfigErrorReason, LogFile};
-use crate::ActivitySet;
+use crate::{ActivitySet, ActivityType};
 
 /// Expands the key table. An entry is
 ///
@@ -193,7 +194,7 @@ config_keys! {
 
     /// how long a time-based trace collects.
     ACTIVITIES_DURATION_MSECS: Msecs | ACTIVITIES_DURATION_SECS: Secs = Duration::from_millis(500)
-        => activities_duration() -> Duration, on_set on_demand::request_trace;
+        => activities_duration() -> Duration, on_set request_trace;
 
     /// warmup before a time-based start.
     ACTIVITIES_WARMUP_PERIOD_SECS: Secs = Duration::from_secs(5)
@@ -203,11 +204,11 @@ config_keys! {
     ACTIVITIES_WARMUP_ITERATIONS: U32 = 0 => warmup_iterations() -> u32;
 
     /// steps to collect (0 = time-based).
-    ACTIVITIES_ITERATIONS: U32 = 0 => iterations() -> u32, on_set on_demand::request_trace;
+    ACTIVITIES_ITERATIONS: U32 = 0 => iterations() -> u32, on_set request_trace;
 
     /// the start in ms since the Unix epoch; after validation never 0 (an unset start
     /// becomes parse time + warmup + 2 s).
-    PROFILE_START_TIME: I64 = 0 => start_time_ms() -> i64, on_set on_demand::check_start_time;
+    PROFILE_START_TIME: I64 = 0 => start_time_ms() -> i64, on_set check_start_time;
 
     /// the step to start at, if set. It takes effect only when
     /// [`Config::has_start_iteration`].
@@ -221,7 +222,7 @@ config_keys! {
     /// `/tmp/libkineto_activities_<pid>.json` (`/tmp/memory_snapshot_<pid>.pickle` in
     /// memory-snapshot mode). [`Config::log_file_url`] says where the trace goes.
     ACTIVITIES_LOG_FILE: LogPath = LogFile::trace_default()
-        => log_file() -> &str, on_set on_demand::check_log_file;
+        => log_file() -> &str, on_set check_log_file;
 
     /// written as trace metadata `trace_id` (empty = none).
     REQUEST_TRACE_ID: Text = String::new() => trace_id() -> &str;
@@ -368,6 +369,194 @@ config_keys! {
 
     /// (omniprof's own) how often the host perf counters are sampled, in microseconds.
     OMNIPROF_PERF_EVENTS_PERIOD_USECS: U64 = 1_000 => perf_events_period_us() -> u64;
+}
+
+/// A profiler configuration: Kineto's core keys, the scope profiler's feature keys and
+/// omniprof's own keys, with their Kineto defaults.
+///
+/// [`Config::default`] holds the raw defaults and has not been validated (its selection is
+/// empty and its start time unset); every parse and apply validates.
+///
+/// Kineto `KEY=VALUE` configuration (`docs/config.md`).
+///
+/// omniprof reads the same text as Kineto: a `KINETO_CONFIG` file, a Dynolog on-demand
+/// request, or PyTorch's `custom_profiler_config` string. One setting per line, `#` starts a
+/// comment, keys are case-sensitive, an unknown key is a warning and a known key with a bad
+/// value is an error. Unlike Kineto, a parse is all-or-nothing: on error the config is left
+/// exactly as it was, and the [`ConfigError`] names the line, the key and the reason.
+///
+/// ```
+/// use std::time::Duration;
+/// use omniprof::{ActivityType, Config};
+///
+/// let mut config = Config::parse(
+///     "ACTIVITY_TYPES = cpu_op, runtime   # generic names are accepted\n\
+///      ACTIVITIES_DURATION_MSECS = 250",
+/// )
+/// .unwrap();
+/// assert!(config.activity_types().contains(ActivityType::CudaRuntime));
+/// assert!(config.activity_types().enabled(ActivityType::XpuRuntime)); // gated by class
+/// assert_eq!(config.activities_duration(), Duration::from_millis(250));
+///
+/// // A later text layers on top; a bad one changes nothing.
+/// let err = config.apply("ACTIVITIES_ITERATIONS=5\nACTIVITY_TYPES=memcopy").unwrap_err();
+/// assert_eq!(err.to_string(), r#"line 2: ACTIVITY_TYPES: invalid activity type "memcopy""#);
+/// assert_eq!(config.iterations(), 0);
+///
+/// let warnings = config.apply("EVENTS=foo").unwrap(); // a removed Kineto key
+/// assert_eq!(warnings[0].key, "EVENTS");
+/// ```
+///
+/// [`ConfigError`]: super::ConfigError
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Every key's value; the key table (`keys.rs`) declares the fields and their accessors.
+    pub(super) values: Values,
+    /// Set by a key that asks for a trace (duration, iterations, log file).
+    pub(super) trace_request: bool,
+    /// Whether `PROFILE_START_TIME` was given (non-zero). An unset start is derived again at
+    /// every validation, so a text layered on top (an on-demand request over the base config)
+    /// gets its start from its own parse time and its own warm-up.
+    pub(super) start_time_given: bool,
+}
+
+impl Config {
+    /// `ACTIVITIES_ENABLED`, or a trace request: like Kineto, a request (duration, iterations
+    /// or log file set) is honoured even when the master switch is off.
+    pub fn activities_enabled(&self) -> bool {
+        self.values.activities_enabled || self.trace_request
+    }
+
+    /// Whether a key that asks for a trace was set (`ACTIVITIES_DURATION_SECS`,
+    /// `ACTIVITIES_DURATION_MSECS`, `ACTIVITIES_ITERATIONS`, `ACTIVITIES_LOG_FILE`).
+    pub fn is_trace_request(&self) -> bool {
+        self.trace_request
+    }
+
+    /// Replaces the selection, as PyTorch's API activity set does after both config texts
+    /// are parsed (`docs/config.md` section 5). An empty set selects the default set.
+    pub fn set_activity_types(&mut self, types: ActivitySet) {
+        self.values.activity_types = if types.is_empty() {
+            ActivitySet::default_set()
+        } else {
+            types
+        };
+    }
+
+    /// Whether the trace starts on a step rather than at a time: a start iteration is set and
+    /// `ACTIVITIES_ITERATIONS` > 0. Iteration-based starting wins over the start time.
+    pub fn has_start_iteration(&self) -> bool {
+        self.start_iteration().is_some() && self.iterations() > 0
+    }
+
+    /// The step at which warmup begins (start iteration − warmup iterations; may be
+    /// negative), or `None` when the trace is not iteration-based.
+    pub fn start_iteration_including_warmup(&self) -> Option<i64> {
+        let start = self
+            .start_iteration()
+            .filter(|_| self.has_start_iteration())?;
+        Some(i64::from(start) - i64::from(self.warmup_iterations()))
+    }
+
+    /// The URL the trace of process `pid` is written to. A given path without a `scheme://`
+    /// prefix gets `file://`, and `_<pid>` is inserted before the first `.pt.trace.json`, else
+    /// before the first `.json`, else nowhere (`/data/t.json` → `file:///data/t_<pid>.json`).
+    /// A default path already names the process, so it only gets `file://`.
+    pub fn log_file_url(&self, pid: u32) -> String {
+        match &self.values.log_file {
+            LogFile::Default(path) => format!("file://{path}"),
+            LogFile::Given(path) => {
+                let url = if has_scheme(path) {
+                    path.clone()
+                } else {
+                    format!("file://{path}")
+                };
+                match url.find(".pt.trace.json").or_else(|| url.find(".json")) {
+                    Some(at) => format!("{}_{pid}{}", &url[..at], &url[at..]),
+                    None => url,
+                }
+            }
+        }
+    }
+
+    /// The device buffer budget in bytes.
+    pub fn max_gpu_buffer_bytes(&self) -> u64 {
+        u64::from(self.max_gpu_buffer_mb()) << 20
+    }
+
+    /// The resolved config: `activity_types` (as selected), `enabled` (every type on after
+    /// class gating), `trace_request`, and every key under its Kineto name with its effective
+    /// value (durations in the key's unit, unset integers as −1).
+    pub fn to_json(&self) -> serde_json::Value {
+        let names = |set: ActivitySet| set.iter().map(ActivityType::name).collect::<Vec<_>>();
+        let mut json = serde_json::Map::new();
+        json.insert(
+            "activity_types".to_owned(),
+            names(self.activity_types()).into(),
+        );
+        let enabled = names(self.activity_types().enabled_types());
+        json.insert("enabled".to_owned(), enabled.into());
+        json.insert("trace_request".to_owned(), self.trace_request.into());
+        self.insert_keys(&mut json);
+        json.into()
+    }
+}
+
+/// Marks a trace request: the duration, iteration and log-file keys ask for a trace.
+fn request_trace<T>(
+    config: &mut Config,
+    _: &T,
+    _: &ApplyContext<'_>,
+) -> Result<Applied, ConfigErrorReason> {
+    config.trace_request = true;
+    Ok(Applied::Set)
+}
+
+/// Refuses a `PROFILE_START_TIME` more than [`MAX_REQUEST_AGE_MS`] before the parse (a stale
+/// request) and, in an on-demand config, one more than [`MAX_START_AHEAD_MS`] after it; 0
+/// means unset (validation fills it in).
+fn check_start_time(
+    config: &mut Config,
+    &start_ms: &i64,
+    ctx: &ApplyContext<'_>,
+) -> Result<Applied, ConfigErrorReason> {
+    let now_ms = ctx.now_ms;
+    if start_ms != 0 && now_ms.saturating_sub(start_ms) > MAX_REQUEST_AGE_MS {
+        return Err(ConfigErrorReason::StartTimeInPast { start_ms, now_ms });
+    }
+    if ctx.on_demand_dir.is_some() && start_ms.saturating_sub(now_ms) > MAX_START_AHEAD_MS {
+        return Err(ConfigErrorReason::StartTimeBeyondHorizon { start_ms, now_ms });
+    }
+    config.start_time_given = start_ms != 0;
+    Ok(Applied::Set)
+}
+
+/// `ACTIVITIES_LOG_FILE` asks for a trace, even when an on-demand path is refused (as in
+/// Kineto); an on-demand path outside the allowed directory is ignored with a warning, or
+/// refused when the context says so.
+fn check_log_file(
+    config: &mut Config,
+    log_file: &LogFile,
+    ctx: &ApplyContext<'_>,
+) -> Result<Applied, ConfigErrorReason> {
+    request_trace(config, log_file, ctx)?;
+    let Some(dir) = ctx.on_demand_dir else {
+        return Ok(Applied::Set);
+    };
+    let path = log_file.path();
+    Ok(match check_on_demand_log_file(path, dir) {
+        Ok(()) => Applied::Set,
+        Err(why) if ctx.refuse_log_file => {
+            return Err(ConfigErrorReason::LogFileNotAllowed {
+                path: path.to_owned(),
+                why,
+            })
+        }
+        Err(why) => Applied::Ignored(format!(
+            "ignoring on-demand log file {path:?}: {why}; keeping {:?}",
+            config.log_file()
+        )),
+    })
 }
 
 /// As in Kineto, turning snapshot mode on moves the output to the snapshot default (a later

@@ -2,11 +2,13 @@
 //!
 //! A grammar is a type, so that each entry of the key table (`keys.rs`) names one and the
 //! field it fills, what its accessor returns and how [`Config::to_json`] shows it all follow.
+//!
+//! [`Config::to_json`]: super::Config::to_json
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{log_warnings, Config, ConfigError, ConfigErrorReason, ConfigWarning, LogFile};
+use super::error::ConfigErrorReason;
+use super::log_file::LogFile;
 use crate::ActivitySet;
 
 /// The warning of a line whose key is unknown.
@@ -36,79 +38,6 @@ pub(super) enum Applied {
     Ignored(String),
 }
 
-impl Config {
-    /// [`Config::apply`] and [`Config::apply_on_demand`], against `ctx`; the warnings are
-    /// logged (summarised: see `log_warnings` in `mod.rs`).
-    pub(super) fn apply_with(
-        &mut self,
-        text: &str,
-        ctx: &ApplyContext<'_>,
-    ) -> Result<Vec<ConfigWarning>, ConfigError> {
-        let warnings = self.apply_unlogged(text, ctx)?;
-        log_warnings(&warnings);
-        Ok(warnings)
-    }
-
-    /// [`Config::apply_with`] without logging the warnings.
-    pub(super) fn apply_unlogged(
-        &mut self,
-        text: &str,
-        ctx: &ApplyContext<'_>,
-    ) -> Result<Vec<ConfigWarning>, ConfigError> {
-        // All-or-nothing: work on a copy and commit only when every line was accepted.
-        let mut next = self.clone();
-        let mut warnings = Vec::new();
-        // The last line that set each key, so validation warnings can point at it.
-        let mut key_lines: HashMap<&str, usize> = HashMap::new();
-        for (index, raw) in text.split('\n').enumerate() {
-            let line = index + 1;
-            let setting = raw.find('#').map_or(raw, |hash| &raw[..hash]);
-            if trim(setting).is_empty() {
-                continue;
-            }
-            let mut parts = setting.split('=');
-            let (Some(key), Some(value), None) = (parts.next(), parts.next(), parts.next()) else {
-                return Err(ConfigError {
-                    line,
-                    key: None,
-                    reason: ConfigErrorReason::Syntax(trim(setting).to_owned()),
-                });
-            };
-            let (key, value) = (trim(key), trim(value));
-            let applied = next
-                .set_key(key, value, ctx)
-                .map_err(|reason| ConfigError {
-                    line,
-                    key: Some(key.to_owned()),
-                    reason,
-                })?;
-            let message = match applied {
-                Some(Applied::Set) => {
-                    key_lines.insert(key, line);
-                    continue;
-                }
-                Some(Applied::Unsupported(why)) => {
-                    key_lines.insert(key, line);
-                    format!("accepted, not supported by omniprof: {why}")
-                }
-                Some(Applied::Ignored(message)) => message,
-                None => UNRECOGNIZED.to_owned(),
-            };
-            warnings.push(ConfigWarning {
-                line,
-                key: key.to_owned(),
-                message,
-            });
-        }
-        for mut warning in next.validate_at(ctx.now_ms) {
-            warning.line = key_lines.get(warning.key.as_str()).copied().unwrap_or(0);
-            warnings.push(warning);
-        }
-        *self = next;
-        Ok(warnings)
-    }
-}
-
 /// Trims what the config grammar counts as whitespace. `\r` is deliberately not included.
 pub(super) fn trim(s: &str) -> &str {
     s.trim_matches([' ', '\t', '\n'])
@@ -126,6 +55,8 @@ pub(super) trait Grammar {
     fn get(value: &Self::Value) -> Self::Out<'_>;
     /// The value under the key's name in [`Config::to_json`]; `None` for a key shown there
     /// in its own way.
+    ///
+    /// [`Config::to_json`]: super::Config::to_json
     fn json(value: &Self::Value) -> Option<serde_json::Value>;
 }
 
@@ -244,7 +175,7 @@ impl Grammar for Activities {
         *value
     }
 
-    /// Shown as `activity_types` and `enabled` instead (see [`Config::to_json`]).
+    /// Shown as `activity_types` and `enabled` instead (see [`Config::to_json`](super::Config::to_json)).
     fn json(_: &ActivitySet) -> Option<serde_json::Value> {
         None
     }

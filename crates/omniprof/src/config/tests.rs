@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::parse::{trim, ApplyContext};
 use super::*;
+use crate::{ActivitySet, ActivityType};
 use ActivityType::*;
 
 /// A fixed parse time, so start-time vectors are exact.
