@@ -70,32 +70,7 @@ const PUBLIC_MODULES: &[(&str, &[&str])] = &[
 
 /// Files still in an import circle, being untangled: a circle through any other file fails
 /// the check, and so does a file listed here that is in no circle any more. Only shrinks.
-const TANGLED: &[&str] = &[
-    "crates/omniprof/src/backend/mod.rs",
-    "crates/omniprof/src/backend/registry.rs",
-    "crates/omniprof/src/config/keys.rs",
-    "crates/omniprof/src/config/mod.rs",
-    "crates/omniprof/src/config/on_demand.rs",
-    "crates/omniprof/src/config/parse.rs",
-    "crates/omniprof/src/ondemand/engine.rs",
-    "crates/omniprof/src/ondemand/machine.rs",
-    "crates/omniprof/src/ondemand/mod.rs",
-    "crates/omniprof/src/ondemand/serve.rs",
-    "crates/omniprof/src/ondemand/write.rs",
-    "crates/omniprof/src/plugin/adapter.rs",
-    "crates/omniprof/src/plugin/builder.rs",
-    "crates/omniprof/src/plugin/deadline.rs",
-    "crates/omniprof/src/plugin/loader.rs",
-    "crates/omniprof/src/plugin/mod.rs",
-    "crates/omniprof/src/record/buffer.rs",
-    "crates/omniprof/src/record/memory.rs",
-    "crates/omniprof/src/record/state.rs",
-    "crates/omniprof/src/stubs/adapter.rs",
-    "crates/omniprof/src/stubs/mod.rs",
-    "crates/omniprof/src/trigger/client.rs",
-    "crates/omniprof/src/trigger/mod.rs",
-    "crates/omniprof/src/trigger/server.rs",
-];
+const TANGLED: &[&str] = &[];
 
 // ---------------------------------------------------------------------------------------
 // The workspace's checks.
