@@ -68,10 +68,6 @@ const PUBLIC_MODULES: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// Files still in an import circle, being untangled: a circle through any other file fails
-/// the check, and so does a file listed here that is in no circle any more. Only shrinks.
-const TANGLED: &[&str] = &[];
-
 // ---------------------------------------------------------------------------------------
 // The workspace's checks.
 // ---------------------------------------------------------------------------------------
@@ -81,15 +77,10 @@ fn no_file_imports_from_a_file_that_imports_from_it() {
     let crates = workspace();
     let mut cycles = Vec::new();
     let mut sources = Vec::new();
-    let mut tangled = BTreeSet::new();
     for krate in &crates {
         let model = krate.model();
         let (listed, crowded) = model.cycles();
         for cycle in listed {
-            tangled.extend(cycle.iter().cloned());
-            if cycle.iter().all(|file| TANGLED.contains(&file.as_str())) {
-                continue;
-            }
             for pair in cycle.windows(2) {
                 let (line, path) = &model.edges[&pair[0]][&pair[1]];
                 let source = format!("{}:{line} `{path}` -> {}", pair[0], pair[1]);
@@ -100,27 +91,12 @@ fn no_file_imports_from_a_file_that_imports_from_it() {
             cycles.push(cycle.join(" -> "));
         }
         for files in crowded {
-            tangled.extend(files.iter().cloned());
-            if files.iter().all(|file| TANGLED.contains(&file.as_str())) {
-                continue;
-            }
             cycles.push(format!(
                 "(more than {MAX_CIRCLES} circles through {}, not all listed)",
                 files.join(", ")
             ));
         }
     }
-    let untangled: Vec<&str> = TANGLED
-        .iter()
-        .copied()
-        .filter(|file| !tangled.contains(*file))
-        .collect();
-    assert!(
-        untangled.is_empty(),
-        "TANGLED in {} lists files that are in no import circle any more; remove them:\n{}",
-        file!(),
-        untangled.join("\n")
-    );
     assert!(
         cycles.is_empty(),
         "{} import circles between files; break each by moving what both sides need into a \

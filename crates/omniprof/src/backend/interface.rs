@@ -101,8 +101,9 @@ impl ResourceInfo {
 /// delivered and counted in the trace's `warmup_events`.
 ///
 /// ```
-/// use omniprof::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
-/// use omniprof::{Activity, ActivitySet, ActivityType, Config, Window};
+/// use omniprof::backends::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
+/// use omniprof::trace::{Activity, ActivitySet, ActivityType, Window};
+/// use omniprof::Config;
 ///
 /// #[derive(Default)]
 /// struct Clock;

@@ -42,11 +42,11 @@ macro_rules! register_profiler {
     };
     ($ty:ty, $make:expr) => {
         $crate::run_at_load!({
-            fn factory() -> ::std::boxed::Box<dyn $crate::ActivityProfiler> {
+            fn factory() -> ::std::boxed::Box<dyn $crate::backends::ActivityProfiler> {
                 let profiler: $ty = $make;
                 ::std::boxed::Box::new(profiler)
             }
-            $crate::register_profiler_factory(
+            $crate::backends::register_profiler_factory(
                 ::core::any::type_name::<$ty>(),
                 ::std::boxed::Box::new(factory),
             );

@@ -387,7 +387,8 @@ config_keys! {
 ///
 /// ```
 /// use std::time::Duration;
-/// use omniprof::{ActivityType, Config};
+/// use omniprof::trace::ActivityType;
+/// use omniprof::Config;
 ///
 /// let mut config = Config::parse(
 ///     "ACTIVITY_TYPES = cpu_op, runtime   # generic names are accepted\n\

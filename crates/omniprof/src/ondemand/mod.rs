@@ -30,7 +30,7 @@ use crate::config::ONDEMAND_ENV;
 /// on.
 ///
 /// ```no_run
-/// if omniprof::enable_on_demand_from_env() {
+/// if omniprof::on_demand::enable_on_demand_from_env() {
 ///     println!("trigger me: omniprof trigger --pid {} --iterations 5", std::process::id());
 /// }
 /// ```
@@ -63,7 +63,7 @@ pub fn serve_triggers() -> std::io::Result<()> {
     Err(std::io::Error::new(
         std::io::ErrorKind::Unsupported,
         "on-demand triggers need a Unix socket, which this platform lacks; \
-         use omniprof::request_on_demand in the process instead",
+         use omniprof::on_demand::request_on_demand in the process instead",
     ))
 }
 

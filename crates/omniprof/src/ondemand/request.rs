@@ -66,9 +66,9 @@ impl Ticket {
 /// rather than ignored. Starts the profiler thread if needed.
 ///
 /// ```
-/// use omniprof::Refused;
+/// use omniprof::on_demand::Refused;
 ///
-/// let err = omniprof::request_on_demand("ACTIVITIES_LOG_FILE=/etc/cron.d/x.json").unwrap_err();
+/// let err = omniprof::on_demand::request_on_demand("ACTIVITIES_LOG_FILE=/etc/cron.d/x.json").unwrap_err();
 /// assert!(matches!(err, Refused::Config(_)));
 /// assert!(err.to_string().contains("/etc/cron.d/x.json"), "{err}");
 /// ```
@@ -93,12 +93,12 @@ impl Ticket {
 /// ```no_run
 /// use std::time::Duration;
 ///
-/// omniprof::enable_on_demand_from_env(); // OMNIPROF_ONDEMAND=1 opts the process in
+/// omniprof::on_demand::enable_on_demand_from_env(); // OMNIPROF_ONDEMAND=1 opts the process in
 /// // On the application's training loop: one step() per iteration.
 /// omniprof::step();
 ///
 /// // From a trigger (e.g. the socket server): ten iterations from the next one.
-/// let ticket = omniprof::request_on_demand(
+/// let ticket = omniprof::on_demand::request_on_demand(
 ///     "PROFILE_START_ITERATION=0\nACTIVITIES_ITERATIONS=10\n\
 ///      ACTIVITIES_LOG_FILE=/tmp/job.json",
 /// )
@@ -107,7 +107,7 @@ impl Ticket {
 ///     Ok(path) => println!("trace written to {}", path.display()),
 ///     Err(failed) => eprintln!("no trace: {failed}"),
 /// }
-/// println!("{}", omniprof::on_demand_status());
+/// println!("{}", omniprof::on_demand::on_demand_status());
 /// ```
 ///
 /// [`Profiler`]: crate::Profiler
@@ -173,7 +173,7 @@ pub fn cancel_on_demand() -> bool {
 /// way out of a request that would wait too long.
 ///
 /// ```
-/// let err = omniprof::cancel_on_demand_request().unwrap_err();
+/// let err = omniprof::on_demand::cancel_on_demand_request().unwrap_err();
 /// assert!(err.starts_with("nothing to cancel"), "{err}");
 /// ```
 pub fn cancel_on_demand_request() -> Result<String, String> {
@@ -183,7 +183,7 @@ pub fn cancel_on_demand_request() -> Result<String, String> {
 /// The engine's state and request.
 ///
 /// ```
-/// let status = omniprof::on_demand_status();
+/// let status = omniprof::on_demand::on_demand_status();
 /// println!("{status}"); // e.g. "WaitForRequest at iteration -1"
 /// ```
 pub fn on_demand_status() -> OnDemandStatus {

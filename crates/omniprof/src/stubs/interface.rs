@@ -35,7 +35,7 @@ pub struct RecordOut<'a> {
 /// — for per-op device time in the summary table, without a device timeline.
 ///
 /// A backend implements [`ProfilerStubs`] and registers it under its device name
-/// ([`register_stubs!`](macro@crate::register_stubs) before `main`, or [`register_stubs`](fn@crate::register_stubs)). A
+/// ([`register_stubs!`](macro@crate::register_stubs) before `main`, or [`register_stubs`](fn@crate::backends::register_stubs)). A
 /// session built with [`ProfilerBuilder::stubs`](crate::ProfilerBuilder::stubs) then records
 /// an event pair around every host op and user range and, at stop, stores each range's device
 /// time in its `args` as `"device_time_us"` (whole microseconds, truncated as PyTorch does;
@@ -52,9 +52,9 @@ pub struct RecordOut<'a> {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use omniprof::ProfilerStubs;
+/// use omniprof::backends::ProfilerStubs;
 ///
-/// let err = omniprof::registered_stubs("NoSuchDevice").err().unwrap();
+/// let err = omniprof::backends::registered_stubs("NoSuchDevice").err().unwrap();
 /// assert_eq!(err.to_string(), "NoSuchDevice used in profiler but not enabled.");
 /// ```
 pub trait ProfilerStubs: Send + Sync {

@@ -19,7 +19,7 @@ macro_rules! register_stubs {
     ($device:expr, $ty:ty, $make:expr) => {
         $crate::run_at_load!({
             let stubs: $ty = $make;
-            $crate::register_stubs($device, ::std::sync::Arc::new(stubs));
+            $crate::backends::register_stubs($device, ::std::sync::Arc::new(stubs));
         });
     };
 }
