@@ -153,7 +153,7 @@ pub fn save_in(
 /// Saves a trace that `feed` delivers item by item to a [`ChromeStream`] (as the reader
 /// streams it), to `path` as [`save`] does: JSON or gzip JSON only (a `.pftrace` is
 /// streamed with [`save_perfetto_streamed`]). What `feed` returns stops the save when it is an
-/// error; a stream that [`NeedsWholeTrace`](chrome::NeedsWholeTrace) fails with it as the
+/// error; a stream that [`NeedsWholeTrace`](super::NeedsWholeTrace) fails with it as the
 /// source of the [`WriteError`].
 pub fn save_streamed(
     path: impl AsRef<Path>,
