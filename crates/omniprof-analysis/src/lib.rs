@@ -13,7 +13,7 @@
 //! - [`kernel_metrics`]: per-kernel hardware metrics; [`counter_stats`]: the counter tracks.
 //! - [`MemoryCurve`]: memory over time per device; [`StepTimes`]: where each step's time
 //!   went.
-//! - [`RanksReport`]: a job's ranks side by side (steps, slowest rank, HTA's breakdown).
+//! - [`RankComparison`]: a job's ranks side by side (steps, slowest rank, HTA's breakdown).
 
 mod activity;
 mod attribution;
@@ -36,7 +36,7 @@ pub use flamegraph::{folded_stacks, FlameBuilder, FlameTime, FoldedStacks};
 pub use frame_tree::MAX_STACK_DEPTH;
 pub use key_averages::{
     function_events, key_averages, FunctionEvent, FunctionEvents, KeyAverages, KeyAveragesBuilder,
-    KeyAveragesOptions, OutOfOrder, ReadAgain, ReportOptions, Row, SortKey, SummedEvent,
+    KeyAveragesOptions, OutOfOrder, ReadAgain, Row, SortKey, SummedEvent, TableOptions,
     UnknownSortKey,
 };
 pub use memory_curve::{MemoryCurve, MemoryCurveBuilder, MemoryPoint};
@@ -44,8 +44,8 @@ pub use metrics::{
     kernel_metrics, KernelMetrics, KernelMetricsBuilder, KernelMetricsRow, MetricStats,
 };
 pub use ranks::{
-    claimed_rank, Breakdown, RankProfile, RankProfileBuilder, RankTrace, RanksReport, Source, Step,
-    StepRow, Straggler, WorkKind,
+    claimed_rank, Breakdown, RankComparison, RankProfile, RankProfileBuilder, RankTrace, Source,
+    Step, StepRow, Straggler, WorkKind,
 };
 pub use render::{Render, RenderFormat};
 pub use stacks::{python_stacks, PythonStacks, Stack, StackMetric, UnknownStackMetric};

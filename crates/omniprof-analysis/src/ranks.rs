@@ -1,4 +1,4 @@
-//! The ranks of a distributed job side by side; documented on [`RanksReport`].
+//! The ranks of a distributed job side by side; documented on [`RankComparison`].
 
 use std::fmt::Write;
 
@@ -460,7 +460,7 @@ pub struct StepRow {
     /// Its time outside communication on each rank ([`Step::outside_communication_ns`]).
     pub outside_communication_ns: Vec<Option<i64>>,
     /// The index (in the report's order) of the slowest complete rank: the one with the
-    /// most time outside communication (see [`RanksReport`]).
+    /// most time outside communication (see [`RankComparison`]).
     pub slowest: Option<usize>,
     /// The median time outside communication over the complete ranks that have the step
     /// (of an even number, the mean of the two middle ones, rounded down).
@@ -499,11 +499,11 @@ pub struct Straggler {
 /// them.
 ///
 /// A [`RankProfileBuilder`] takes one trace item by item ([`TraceReader::stream`] delivers
-/// them) and keeps, per activity it counts, one interval (16 bytes); a [`RanksReport`] sets
+/// them) and keeps, per activity it counts, one interval (16 bytes); a [`RankComparison`] sets
 /// the [`RankProfile`]s of a job side by side.
 ///
 /// ```
-/// use omniprof_analysis::{RankProfileBuilder, RanksReport, RankTrace};
+/// use omniprof_analysis::{RankProfileBuilder, RankComparison, RankTrace};
 /// use omniprof_trace::TraceItem;
 /// use omniprof_trace::{Activity, ActivityType, Value};
 ///
@@ -515,7 +515,7 @@ pub struct Straggler {
 ///     b.add_item(&TraceItem::Activity(step));
 ///     RankTrace { label: format!("rank{rank}.json"), profile: b.finish(), error: None }
 /// };
-/// let report = RanksReport::new(vec![profile(0, 100), profile(1, 300), profile(2, 110)]);
+/// let report = RankComparison::new(vec![profile(0, 100), profile(1, 300), profile(2, 110)]);
 /// assert_eq!(report.steps[0].slowest, Some(1));
 /// assert_eq!(report.steps[0].lag_ns, 190); // 300 less the median, 110
 /// assert_eq!(report.straggler().and_then(|s| s.rank), Some(1));
@@ -523,14 +523,14 @@ pub struct Straggler {
 ///
 /// [`TraceReader::stream`]: omniprof_read::TraceReader::stream
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RanksReport {
+pub struct RankComparison {
     /// By rank (traces without one last, by label).
     pub ranks: Vec<RankTrace>,
     /// Every step number some rank has, in order.
     pub steps: Vec<StepRow>,
 }
 
-impl RanksReport {
+impl RankComparison {
     /// Sets the traces side by side: sorted by rank, steps compared by duration.
     pub fn new(mut ranks: Vec<RankTrace>) -> Self {
         ranks.sort_by(|a, b| {
@@ -934,7 +934,7 @@ mod tests {
 
     #[test]
     fn the_slowest_rank_of_each_step_and_its_lag_behind_the_median_are_named() {
-        let report = RanksReport::new(vec![
+        let report = RankComparison::new(vec![
             traced("c", Some(2), &[(1, 100), (2, 400), (3, 100)], false),
             traced("a", Some(0), &[(1, 100), (2, 100), (3, 100)], false),
             traced("b", Some(1), &[(1, 120), (2, 110), (3, 500)], false),
@@ -990,7 +990,7 @@ mod tests {
             }
         };
         // Equal step times; rank 1 starts its all-reduce last, the others wait in theirs.
-        let report = RanksReport::new(vec![
+        let report = RankComparison::new(vec![
             rank(0, (200, 1000)),
             rank(1, (900, 1000)),
             rank(2, (250, 1000)),
@@ -1009,7 +1009,7 @@ mod tests {
 
     #[test]
     fn a_partial_rank_is_flagged_and_left_out_of_the_step_statistics() {
-        let report = RanksReport::new(vec![
+        let report = RankComparison::new(vec![
             traced("a", Some(0), &[(1, 100)], false),
             traced("b", Some(1), &[(1, 900)], true),
             traced("c", Some(2), &[(1, 200)], false),

@@ -16,8 +16,8 @@ fn pytorch_trace() -> Trace {
         .unwrap()
 }
 
-fn options(sort_by: Option<SortKey>, row_limit: Option<usize>) -> ReportOptions {
-    ReportOptions {
+fn options(sort_by: Option<SortKey>, row_limit: Option<usize>) -> TableOptions {
+    TableOptions {
         sort_by,
         row_limit,
         ..Default::default()
@@ -1003,7 +1003,7 @@ proptest::proptest! {
     }
 }
 
-fn options_for(key: SortKey) -> ReportOptions {
+fn options_for(key: SortKey) -> TableOptions {
     options(Some(key), Some(5))
 }
 
@@ -1035,7 +1035,7 @@ fn the_pytorch_memory_trace_prints_pytorchs_memory_and_flops_columns() {
 #[test]
 fn a_header_and_top_level_rows_print_as_in_pytorch() {
     let summary = key_averages(&memory_trace(), &Default::default());
-    let table = summary.table(&ReportOptions {
+    let table = summary.table(&TableOptions {
         sort_by: Some(SortKey::SelfCpuMemoryUsage),
         row_limit: Some(8),
         header: Some("HEAD".into()),
@@ -1424,7 +1424,7 @@ fn function_events_list_pytorchs_events_with_their_tree_and_memory() {
 #[test]
 fn the_pytorch_memory_trace_prints_top_level_events_with_a_header() {
     let events = function_events(&memory_trace(), &Default::default());
-    let table = events.table(&ReportOptions {
+    let table = events.table(&TableOptions {
         top_level_events_only: true,
         row_limit: Some(3),
         max_name_column_width: Some(10),
@@ -1471,7 +1471,7 @@ fn by_stack(n: usize) -> KeyAveragesOptions {
 fn the_pytorch_stack_trace_prints_pytorchs_source_location_column() {
     // With FLOPs too: PyTorch prints each row's FLOPs under `Source Location` and its first
     // frame under `Total FLOPs`, and the further frames in the last column.
-    let options = ReportOptions {
+    let options = TableOptions {
         sort_by: Some(SortKey::SelfCpuTimeTotal),
         row_limit: Some(6),
         max_src_column_width: Some(40),
@@ -1603,7 +1603,7 @@ fn json_and_csv_carry_the_stack_when_grouping_by_it() {
         op("aten::mm", 2, 70, 80),
     ]);
     let summary = key_averages(&t, &by_stack(5));
-    let options = ReportOptions::default();
+    let options = TableOptions::default();
     let json: serde_json::Value = serde_json::from_str(&summary.json(&options)).unwrap();
     let stacks: Vec<&serde_json::Value> = json["rows"]
         .as_array()

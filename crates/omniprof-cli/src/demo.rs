@@ -30,7 +30,7 @@ use omniprof::{
     record_function, record_op, tensorboard_trace_handler, Config, Profiler, ProfilerBuilder,
     Schedule,
 };
-use omniprof_analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
+use omniprof_analysis::{key_averages, KeyAveragesOptions, SortKey, TableOptions};
 use omniprof_trace::keys::metadata;
 use omniprof_trace::{Trace, Value};
 use openreg::{DeviceBuffer, HostBuffer, Kernel, Stream};
@@ -251,7 +251,7 @@ fn profile(args: &DemoArgs, config: Config) -> DemoResult<()> {
     }
     if args.mode == Mode::Stubs {
         let averages = key_averages(&trace, &KeyAveragesOptions::default());
-        let report = ReportOptions {
+        let report = TableOptions {
             sort_by: Some(SortKey::SelfDeviceTimeTotal),
             row_limit: Some(15),
             ..Default::default()
@@ -357,7 +357,7 @@ fn serve_triggers(workers: Vec<Worker>, duration: Duration) -> DemoResult<()> {
 }
 
 fn report_drops(trace: &Trace) {
-    let report = &trace.report;
+    let report = &trace.health;
     let counts = [
         (metadata::DROPPED_EVENTS, report.dropped_events),
         (metadata::OUT_OF_WINDOW_EVENTS, report.out_of_window_events),

@@ -277,7 +277,7 @@ fn verdicts(
     late: &[u64],
     trace: &Trace,
 ) -> Vec<Row> {
-    let report = &trace.report;
+    let report = &trace.health;
     let mut rows = Vec::new();
     for ((path, result), &late) in loaded.iter().zip(late) {
         let plugin = path.display().to_string();

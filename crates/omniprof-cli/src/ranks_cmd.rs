@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use omniprof_analysis::{RankProfileBuilder, RankTrace, RanksReport};
+use omniprof_analysis::{RankComparison, RankProfileBuilder, RankTrace};
 use omniprof_read::{ArgFilter, TraceReader};
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
@@ -40,7 +40,7 @@ enum RanksFormat {
 
 impl RanksFormat {
     /// `report` in this format.
-    fn render(self, report: &RanksReport) -> String {
+    fn render(self, report: &RankComparison) -> String {
         match self {
             Self::Table => report.text(),
             Self::Json => report.json() + "\n",
@@ -86,7 +86,7 @@ pub(crate) fn run(args: &RanksArgs) -> ExitCode {
     if code != 0 && !args.input.partial {
         return ExitCode::from(code);
     }
-    let report = RanksReport::new(traces);
+    let report = RankComparison::new(traces);
     if !print(&args.format.render(&report)) {
         code = 1;
     }

@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use omniprof_analysis::counter_stats;
 use omniprof_analysis::kernel_metrics;
 use omniprof_analysis::StepTimeBuilder;
-use omniprof_analysis::{KeyAverages, KeyAveragesOptions, Render, RenderFormat, ReportOptions};
+use omniprof_analysis::{KeyAverages, KeyAveragesOptions, Render, RenderFormat, TableOptions};
 use omniprof_read::TraceReader;
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
@@ -119,8 +119,8 @@ pub(crate) fn run(args: &SummaryArgs) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn report_options(args: &SummaryArgs, header: Option<String>) -> ReportOptions {
-    ReportOptions {
+fn report_options(args: &SummaryArgs, header: Option<String>) -> TableOptions {
+    TableOptions {
         sort_by: args.rows.sort_by,
         row_limit: args.row_limit.get(),
         header,

@@ -248,7 +248,7 @@ fn demo_on_a_schedule_writes_one_trace_per_cycle_into_the_directory() {
             "two workers, two active steps: {path}"
         );
         assert!(t.activities.iter().any(|a| a.kind.is_device()), "{path}");
-        assert_eq!(t.report.out_of_window_events, Some(0));
+        assert_eq!(t.health.out_of_window_events, Some(0));
         checker::assert_loads_in_perfetto(Path::new(path));
     }
 }

@@ -256,7 +256,7 @@ fn the_demo_reports_every_rejected_plugin_on_stderr_and_in_the_trace() {
         .read_path(&out_path)
         .into_trace()
         .unwrap();
-    let recorded = &trace.report.plugin_errors;
+    let recorded = &trace.health.plugin_errors;
     assert_eq!(recorded.len(), 3, "{recorded:?}");
     for (line, want) in recorded.iter().zip(expected) {
         assert!(line.contains(want), "{line} / {want}");
@@ -303,7 +303,7 @@ fn a_plugins_own_ids_do_not_link_its_events_to_unrelated_host_ops() {
         let event = trace.activities.iter().find(|a| &*a.name == name).unwrap();
         assert_eq!(event.linked_correlation, None, "{name}: {event:?}");
     }
-    assert_eq!(trace.report.refused_links, Some(2));
+    assert_eq!(trace.health.refused_links, Some(2));
 
     let stdout = omniprof(None).ok(["plugins", "check", foreign.to_str().unwrap()]);
     assert_eq!(verdict_of(&stdout, "ForeignIds"), "WARN");

@@ -25,7 +25,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use omniprof::backends::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
 use omniprof::recording::{
-    pop_op, pop_op_with_autograd, push_op, Autograd, MemoryReport, Name, OwnedRange, PythonFrame,
+    pop_op, pop_op_with_autograd, push_op, Autograd, MemoryUsage, Name, OwnedRange, PythonFrame,
 };
 use omniprof::Config;
 use omniprof_trace::keys::arg;
@@ -198,7 +198,7 @@ extern "C" fn memory(
     device_index: i32,
     out_of_memory: u8,
 ) {
-    let report = MemoryReport {
+    let report = MemoryUsage {
         addr,
         bytes,
         total_allocated,

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use omniprof_analysis::StackMetric;
-use omniprof_analysis::{FunctionEvents, KeyAveragesOptions, ReportOptions, Row, SortKey};
+use omniprof_analysis::{FunctionEvents, KeyAveragesOptions, Row, SortKey, TableOptions};
 use omniprof_read::TraceReader;
 use omniprof_trace::Trace;
 use pyo3::exceptions::{PyIndexError, PyRuntimeWarning, PyValueError};
@@ -130,13 +130,13 @@ impl PyTrace {
     /// Host events the recorder dropped at its per-thread cap (the trace's `dropped_events`).
     #[getter]
     fn dropped_events(&self) -> u64 {
-        self.0.report.dropped_events.unwrap_or(0)
+        self.0.health.dropped_events.unwrap_or(0)
     }
 
     /// Why backends were left out of the trace (its `backend_errors`), one message each.
     #[getter]
     fn backend_errors(&self) -> Vec<String> {
-        let errors = &self.0.report.backend_errors;
+        let errors = &self.0.health.backend_errors;
         errors.iter().map(ToString::to_string).collect()
     }
 }
@@ -162,7 +162,7 @@ fn write_stacks(
 /// `omniprof.load_trace(path)`: a trace file (Kineto / PyTorch Chrome JSON or a Perfetto
 /// trace, plain or gzip, omniprof's or PyTorch's) as a `Trace`, whose `key_averages()`, `events()` and
 /// `export_stacks()` analyse it as they do a trace omniprof just recorded. A file that
-/// cannot be read or is not a trace raises `ProfilerError` naming it; a session report entry
+/// cannot be read or is not a trace raises `ProfilerError` naming it; a session health entry
 /// of the wrong shape (`"dropped_events": "many"`) is a `RuntimeWarning` naming the file, and
 /// is left out of the trace's `dropped_events` / `backend_errors`.
 #[pyfunction]
@@ -174,7 +174,7 @@ fn load_trace(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyTrace> {
             path.display()
         )));
     }
-    for problem in &read.report_problems {
+    for problem in &read.health_problems {
         let message = format!("omniprof: {}: {problem}", path.display());
         let message =
             std::ffi::CString::new(message.replace('\0', " ")).expect("no NUL left in the message");
@@ -262,7 +262,7 @@ impl PyKeyAverages {
     }
 
     fn __str__(&self) -> String {
-        self.0.table(&ReportOptions::default())
+        self.0.table(&TableOptions::default())
     }
 
     /// The device name the device columns carry (`cuda`, `OpenReg`).
@@ -285,7 +285,7 @@ fn report_options(
     header: Option<String>,
     top_level_events_only: bool,
     time_unit: Option<&str>,
-) -> PyResult<ReportOptions> {
+) -> PyResult<TableOptions> {
     let sort_by = sort_by
         .map(str::parse::<SortKey>)
         .transpose()
@@ -299,7 +299,7 @@ fn report_options(
         )?;
     }
     let width = |w: i64| usize::try_from(w).ok();
-    Ok(ReportOptions {
+    Ok(TableOptions {
         sort_by,
         row_limit: row_limit.and_then(|n| usize::try_from(n).ok()),
         max_src_column_width: width(src),
@@ -519,7 +519,7 @@ impl PyEventList {
     }
 
     fn __str__(&self, py: Python<'_>) -> String {
-        py.detach(|| self.events.table(&ReportOptions::default()))
+        py.detach(|| self.events.table(&TableOptions::default()))
     }
 
     /// PyTorch's `EventList.export_stacks(path, metric)` (see `Trace.export_stacks`).

@@ -31,9 +31,9 @@ pub struct ReadOutcome {
     pub stats: ReadStats,
     /// What stopped the read, if anything.
     pub error: Option<ReadError>,
-    /// Session report entries of the wrong shape (a foreign trace's), left out of
-    /// [`Trace::report`] and logged as warnings; the read went on.
-    pub report_problems: Vec<MalformedEntry>,
+    /// Session health entries of the wrong shape (a foreign trace's), left out of
+    /// [`Trace::health`] and logged as warnings; the read went on.
+    pub health_problems: Vec<MalformedEntry>,
 }
 
 impl ReadOutcome {
@@ -94,7 +94,7 @@ impl TraceReader {
                 trace: TraceAssembler::default().finish().0,
                 stats: ReadStats::default(),
                 error: Some(ReadError::new(e.into())),
-                report_problems: Vec::new(),
+                health_problems: Vec::new(),
             },
         };
         outcome.error = outcome.error.map(|e| with_path(e, path));
@@ -107,13 +107,13 @@ impl TraceReader {
         let (stats, error) = read_document(input, &self.args, self.limits, &mut |item| {
             builder.add(item)
         });
-        let (mut trace, report_problems) = builder.finish();
+        let (mut trace, health_problems) = builder.finish();
         trace.counters.count_dropped(stats.dropped_counter_values);
         ReadOutcome {
             trace,
             stats,
             error,
-            report_problems,
+            health_problems,
         }
     }
 

@@ -1219,7 +1219,7 @@ fn a_foreign_traces_malformed_report_entries_are_left_empty_and_the_rest_is_read
 }"#;
     let read = TraceReader::new().read(&text[..]);
     let refused: Vec<_> = read
-        .report_problems
+        .health_problems
         .iter()
         .map(|p| p.key.as_str())
         .collect();
@@ -1241,7 +1241,7 @@ fn a_foreign_traces_malformed_report_entries_are_left_empty_and_the_rest_is_read
         trace.metadata,
         [("trace_id".to_owned(), Value::from("ABC"))]
     );
-    let report = &trace.report;
+    let report = &trace.health;
     assert_eq!(report.stub_errors, None);
     assert!(report.stub_error_messages.is_empty());
     assert!(report.unavailable_perf_events.is_empty());

@@ -6,7 +6,7 @@
 //! [`KernelMetrics`](omniprof_analysis::KernelMetrics), counters
 //! [`CounterStats`](omniprof_analysis::CounterStats), memory
 //! [`MemoryCurve`](omniprof_analysis::MemoryCurve), the ranks
-//! [`RanksReport`](omniprof_analysis::RanksReport), the diff
+//! [`RankComparison`](omniprof_analysis::RankComparison), the diff
 //! [`TraceDiff`](omniprof_analysis::TraceDiff). The page only lays them out.
 //!
 //! A [`TraceReportBuilder`] takes one trace item by item, beside the key averages' builder

@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 use omniprof_analysis::{counter_stats, diff, CounterStats, KernelMetricsBuilder, KeyAverages};
 use omniprof_analysis::{MemoryCurve, MemoryCurveBuilder, RankProfile, RankProfileBuilder};
 use omniprof_analysis::{
-    RankTrace, RanksReport, ReportOptions, SortKey, StepTimeBuilder, StepTimes,
+    RankComparison, RankTrace, SortKey, StepTimeBuilder, StepTimes, TableOptions,
 };
 use omniprof_trace::keys::arg;
 use omniprof_trace::{ActivityClass, FastMap, Trace, TraceItem};
@@ -299,7 +299,7 @@ pub struct ReportModel {
     pub memory: Vec<MemoryCurve>,
     /// The rows that allocated most (self device memory, else self CPU memory).
     pub top_memory: Box<RawValue>,
-    /// The Distributed view: [`RanksReport::json`], with two traces or more.
+    /// The Distributed view: [`RankComparison::json`], with two traces or more.
     pub ranks: Option<Box<RawValue>>,
     /// The Diff view: [`TraceDiff::json`](omniprof_analysis::TraceDiff::json) of the base trace's
     /// rows against these.
@@ -328,7 +328,7 @@ impl ReportModel {
         };
         let raw = |s: String| RawValue::from_string(s).expect("the analyses write JSON");
         let top = |sort_by| {
-            raw(whole.json(&ReportOptions {
+            raw(whole.json(&TableOptions {
                 sort_by: Some(sort_by),
                 row_limit: Some(TOP_ROWS),
                 ..Default::default()
@@ -341,7 +341,7 @@ impl ReportModel {
         } else {
             SortKey::SelfCpuMemoryUsage
         });
-        let operators = raw(whole.json(&ReportOptions {
+        let operators = raw(whole.json(&TableOptions {
             row_limit: None,
             ..Default::default()
         }));
@@ -356,7 +356,7 @@ impl ReportModel {
             })
             .collect();
         let ranks = (inputs.len() > 1).then(|| {
-            let report = RanksReport::new(
+            let report = RankComparison::new(
                 inputs
                     .iter()
                     .map(|i| RankTrace {

@@ -3,7 +3,7 @@
 
 use crate::activity::Activity;
 use crate::counter::{CounterSample, CounterTrack};
-use crate::report::{MalformedEntry, SessionReport};
+use crate::health::{MalformedEntry, SessionHealth};
 use crate::trace::{ProcessRow, Span, ThreadRow, Trace, Window};
 use crate::value::Value;
 
@@ -44,8 +44,8 @@ pub enum TraceItem {
 pub struct TraceAssembler {
     trace: Trace,
     window: Option<Window>,
-    /// The session report's entries that were refused.
-    report_problems: Vec<MalformedEntry>,
+    /// The session health's entries that were refused.
+    health_problems: Vec<MalformedEntry>,
 }
 
 impl Default for TraceAssembler {
@@ -57,7 +57,7 @@ impl Default for TraceAssembler {
                 ..Trace::new(0, 0)
             },
             window: None,
-            report_problems: Vec::new(),
+            health_problems: Vec::new(),
         }
     }
 }
@@ -85,10 +85,10 @@ impl TraceAssembler {
                 trace.base_time_ns = base;
             }
             TraceItem::DeviceProperties(devices) => trace.device_properties = devices,
-            TraceItem::Metadata(key, value) if SessionReport::is_key(&key) => {
-                if let Err(e) = trace.report.set(&key, &value) {
+            TraceItem::Metadata(key, value) if SessionHealth::is_key(&key) => {
+                if let Err(e) = trace.health.set(&key, &value) {
                     log::warn!("omniprof: {e}");
-                    self.report_problems.push(e);
+                    self.health_problems.push(e);
                 }
             }
             TraceItem::Metadata(key, value) => trace.set_metadata(key, value),
@@ -104,11 +104,11 @@ impl TraceAssembler {
         }
     }
 
-    /// The trace of the items taken, and the session report's entries it refused (each
+    /// The trace of the items taken, and the session health's entries it refused (each
     /// already logged).
     pub fn finish(mut self) -> (Trace, Vec<MalformedEntry>) {
         let base = self.trace.base_time_ns;
         self.trace.window = self.window.unwrap_or(Window::new(base, base));
-        (self.trace, self.report_problems)
+        (self.trace, self.health_problems)
     }
 }

@@ -90,7 +90,7 @@ pub mod name {
 
 /// Keys of the trace header (the metadata beside `traceEvents`). The keys of the session
 /// report (drops, `backends`, `backend_errors`, ...) are read and written only through
-/// [`SessionReport`](crate::report::SessionReport), which holds them typed.
+/// [`SessionHealth`](crate::health::SessionHealth), which holds them typed.
 pub mod metadata {
     /// The device the trace's device columns are named after (`"OpenReg"`, `"cuda"`): the
     /// device type declared by the first backend that produced device data, else its name.

@@ -16,7 +16,7 @@
 //! [`layout`]'s. A trace also comes item by item ([`TraceItem`]), as a reader delivers it and
 //! a streaming writer takes it; a [`TraceAssembler`] collects the items into a [`Trace`].
 //!
-//! **The session report.** [`SessionReport`] is what a session says about its trace: drops,
+//! **The session health.** [`SessionHealth`] is what a session says about its trace: drops,
 //! each backend's [`Contribution`], [`BackendFailure`]s and [`BackendWarning`]s, the
 //! [`UnavailablePerfEvent`]s and the [`ScopeProfiling`], typed, and written in the header
 //! under the keys it always had.
@@ -45,11 +45,11 @@ mod activity;
 mod counter;
 mod export;
 mod hash;
+mod health;
 mod item;
 pub mod keys;
 pub mod layout;
 mod limits;
-mod report;
 mod sync;
 mod text;
 mod trace;
@@ -63,10 +63,10 @@ pub use counter::{CounterSample, CounterSeries, CounterTrack, CounterValues, Cou
 pub use trace::{process_base_time_ns, ProcessRow, Span, ThreadRow, Trace, Window};
 pub use value::{BoundedValue, FromJsonError, Value, MAX_VALUE_DEPTH};
 
-// The session report.
-pub use report::{
+// The session health.
+pub use health::{
     BackendCall, BackendFailure, BackendWarning, Contribution, FailureKind, MalformedEntry,
-    ScopeProfiling, SessionReport, UnavailablePerfEvent, WarningKind, MAX_EVENTS_KEY,
+    ScopeProfiling, SessionHealth, UnavailablePerfEvent, WarningKind, MAX_EVENTS_KEY,
 };
 
 // Writing.

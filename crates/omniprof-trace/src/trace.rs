@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::activity::Activity;
 use crate::counter::Counters;
-use crate::report::SessionReport;
+use crate::health::SessionHealth;
 use crate::value::Value;
 
 /// Three average months (3 × 2,629,746 s): the granularity of `baseTimeNanoseconds`.
@@ -105,11 +105,11 @@ pub struct Trace {
     /// The capture window.
     pub window: Window,
     /// Metadata entries in insertion order (written between `deviceProperties` and
-    /// `displayTimeUnit`), except the session report's.
+    /// `displayTimeUnit`), except the session health's.
     pub metadata: Vec<(String, Value)>,
     /// What the session says about this trace (drops, backends' contributions, failures
     /// and warnings): written after the other metadata, under its keys.
-    pub report: SessionReport,
+    pub health: SessionHealth,
     /// One JSON object per device (`deviceProperties`).
     pub device_properties: Vec<Value>,
     /// The process rows.
@@ -134,7 +134,7 @@ impl Trace {
             base_time_ns: process_base_time_ns(),
             window: Window::new(window_start_ns, window_end_ns),
             metadata: Vec::new(),
-            report: SessionReport::default(),
+            health: SessionHealth::default(),
             device_properties: Vec::new(),
             processes: Vec::new(),
             threads: Vec::new(),
@@ -145,19 +145,19 @@ impl Trace {
         }
     }
 
-    /// The value of a metadata key (none for the session report's keys: see
-    /// [`Trace::report`]).
+    /// The value of a metadata key (none for the session health's keys: see
+    /// [`Trace::health`]).
     pub fn metadata(&self, key: &str) -> Option<&Value> {
         self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
     /// Sets a metadata key, replacing an earlier value in place. A key of the session
-    /// report sets its field instead ([`SessionReport::set`]); a value of the wrong shape
+    /// report sets its field instead ([`SessionHealth::set`]); a value of the wrong shape
     /// there is logged as a warning and leaves the field empty.
     pub fn set_metadata(&mut self, key: impl Into<String>, value: Value) {
         let key = key.into();
-        if SessionReport::is_key(&key) {
-            if let Err(e) = self.report.set(&key, &value) {
+        if SessionHealth::is_key(&key) {
+            if let Err(e) = self.health.set(&key, &value) {
                 log::warn!("omniprof: {e}");
             }
             return;
@@ -233,8 +233,8 @@ mod tests {
         let mut t = Trace::new(0, 1);
         t.set_metadata("dropped_events", Value::UInt(4));
         t.set_metadata("warmup_events", Value::from("four"));
-        assert_eq!(t.report.dropped_events, Some(4));
-        assert_eq!(t.report.warmup_events, None);
+        assert_eq!(t.health.dropped_events, Some(4));
+        assert_eq!(t.health.warmup_events, None);
         assert!(t.metadata.is_empty());
         assert_eq!(t.metadata("dropped_events"), None);
     }

@@ -96,7 +96,7 @@ pub mod recording {
     pub use crate::record::python::PythonFrame;
     pub use crate::record::{
         pop_op, pop_op_with_autograd, push_op, record_memory, record_out_of_memory, Autograd,
-        InstantGuard, IntoName, MemoryReport, Name, OwnedRange, PushedOp, RangeGuard, StaticName,
+        InstantGuard, IntoName, MemoryUsage, Name, OwnedRange, PushedOp, RangeGuard, StaticName,
     };
 }
 
@@ -131,7 +131,7 @@ pub mod plugins {
         env_plugin_rejections, late_plugin_calls, load_entry_point, load_plugin,
         load_plugins_from_env, plugin_dirs, plugin_files, plugin_rejections, EntryPointProfiler,
         HostTraceBuilder, LastCall, LoadedPlugin, PluginError, Problem, ProblemKind,
-        ProfilerReport, DIR_VARIABLES,
+        RegisteredProfiler, DIR_VARIABLES,
     };
 }
 

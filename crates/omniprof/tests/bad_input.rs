@@ -231,10 +231,10 @@ fn recording_past_the_per_thread_cap_counts_every_dropped_event() {
     }
     let trace = profiler.stop().expect("stop after the cap was reached");
 
-    assert_eq!(trace.report.dropped_events, Some(954));
+    assert_eq!(trace.health.dropped_events, Some(954));
     // The two ranges whose ends were dropped (inner range 2048 and the outer one) have no
     // known duration: they are left out, not stretched to the window's end.
-    assert_eq!(trace.report.unfinished_ranges, None);
+    assert_eq!(trace.health.unfinished_ranges, None);
     let named = |n: &str| {
         trace
             .activities
@@ -255,7 +255,7 @@ fn recording_past_the_per_thread_cap_counts_every_dropped_event() {
     let path = dir.path().join("capped.json");
     omniprof::trace::save(&trace, &path).unwrap();
     let read = TraceReader::new().read_path(&path).into_trace().unwrap();
-    assert_eq!(read.report.dropped_events, Some(954));
+    assert_eq!(read.health.dropped_events, Some(954));
     assert_eq!(read.activities.len(), trace.activities.len());
 
     // The cap belongs to that session: the next one, with the default cap, drops nothing.
@@ -269,6 +269,6 @@ fn recording_past_the_per_thread_cap_counts_every_dropped_event() {
     .join()
     .unwrap();
     let trace = profiler.stop().unwrap();
-    assert_eq!(trace.report.dropped_events, Some(0));
+    assert_eq!(trace.health.dropped_events, Some(0));
     assert_eq!(trace.activities.len(), 3_000);
 }

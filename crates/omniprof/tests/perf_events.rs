@@ -1,6 +1,6 @@
 //! Host perf counters end to end: a session with `PERF_EVENTS` counts each recording thread,
 //! its software counters grow across a busy loop, a hardware event the machine cannot count
-//! is named in the session report instead of failing the session, an unknown name is refused with
+//! is named in the session health instead of failing the session, an unknown name is refused with
 //! the known ones, and the trace loads in Perfetto.
 
 use omniprof::trace::ActivityType;
@@ -39,7 +39,7 @@ fn software_counters_grow_per_thread_and_missing_hardware_is_reported() {
     .join()
     .unwrap();
     let trace = profiler.stop().unwrap();
-    let unavailable = &trace.report.unavailable_perf_events;
+    let unavailable = &trace.health.unavailable_perf_events;
     if let Some(refused) = unavailable.iter().find(|e| e.name == "task-clock") {
         // A sandbox may forbid perf_event_open altogether (a seccomp filter): the session
         // still succeeded, which is the other half of this test.

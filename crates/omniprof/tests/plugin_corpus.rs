@@ -262,7 +262,7 @@ fn every_broken_plugin_is_handled_and_the_host_trace_is_intact() {
 
 fn backend_counts(trace: &Trace) -> HashMap<String, u64> {
     trace
-        .report
+        .health
         .backends
         .iter()
         .map(|b| (b.name.clone(), b.activities))

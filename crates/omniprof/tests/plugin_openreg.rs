@@ -69,5 +69,5 @@ fn the_openreg_plugin_records_linked_device_work() {
         assert_eq!(start.linked_correlation, k.linked_correlation);
     }
     assert!(trace.processes.iter().any(|p| p.name == "OpenReg 0"));
-    assert!(trace.report.backend_errors.is_empty(), "{:?}", trace.report);
+    assert!(trace.health.backend_errors.is_empty(), "{:?}", trace.health);
 }

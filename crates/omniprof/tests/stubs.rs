@@ -99,8 +99,8 @@ fn every_range_gets_its_device_time_and_a_lost_event_gives_none() {
     assert!(outer >= inner, "{outer} < {inner}");
     assert_eq!(time("lost"), None, "no device time without both events");
     assert_eq!(t.metadata("device_type"), Some(&Value::from("hostclock")));
-    assert_eq!(t.report.stub_errors, Some(1), "the failed begin");
-    assert_eq!(t.report.stub_error_messages.len(), 1);
+    assert_eq!(t.health.stub_errors, Some(1), "the failed begin");
+    assert_eq!(t.health.stub_error_messages.len(), 1);
 }
 
 #[test]
@@ -254,7 +254,7 @@ fn a_held_stubs_session_draws_each_timed_range_on_its_devices_row() {
         "{:?}",
         t.processes
     );
-    assert_eq!(t.report.backend_errors, []);
+    assert_eq!(t.health.backend_errors, []);
 }
 
 #[test]
@@ -272,7 +272,7 @@ fn an_elapsed_past_the_deadline_costs_the_ranges_their_time_and_is_a_backend_err
     let op = t.activities.iter().find(|a| &*a.name == "untimed").unwrap();
     assert_eq!(op.arg(arg::DEVICE_TIME_US), None);
     let errors: Vec<String> = t
-        .report
+        .health
         .backend_errors
         .iter()
         .map(|e| e.to_string())

@@ -12,7 +12,7 @@ use std::path::Path;
 use omniprof::trace::{Activity, ActivityType, CounterTrack, Trace, Value};
 use omniprof::trace::{
     BackendCall, BackendFailure, BackendWarning, Contribution, FailureKind, ScopeProfiling,
-    SessionReport, UnavailablePerfEvent, WarningKind,
+    SessionHealth, UnavailablePerfEvent, WarningKind,
 };
 use omniprof::trace::{ProcessRow, Span, ThreadRow};
 use omniprof_read::TraceReader;
@@ -40,13 +40,13 @@ fn expected_after_read(original: &Trace, path: &Path) -> Trace {
     expected
 }
 
-/// A session report with every field set, each failure and warning kind among them.
-fn every_report_field() -> SessionReport {
+/// A session health with every field set, each failure and warning kind among them.
+fn every_report_field() -> SessionHealth {
     let failure = |backend: &str, kind| BackendFailure {
         backend: backend.into(),
         kind,
     };
-    SessionReport {
+    SessionHealth {
         stub_errors: Some(40),
         stub_error_messages: vec!["begin: \"no\" device".into(), "end: timed out".into()],
         unavailable_perf_events: vec![
@@ -138,7 +138,7 @@ fn assert_same_trace(read: &Trace, original: &Trace, path: &Path) {
     };
     assert_eq!(keys(read), keys(&expected), "{at}: metadata keys");
     assert_eq!(read.metadata, expected.metadata, "{at}: metadata values");
-    assert_eq!(read.report, expected.report, "{at}: session report");
+    assert_eq!(read.health, expected.health, "{at}: session health");
     assert_eq!(read.device_properties, expected.device_properties, "{at}");
     assert_eq!(read.processes, expected.processes, "{at}: process rows");
     assert_eq!(read.threads, expected.threads, "{at}: thread rows");
@@ -190,7 +190,7 @@ fn a_recorded_session_round_trips_exactly_as_json_and_gzip() {
         .activities
         .iter()
         .any(|a| a.name.contains(session::NASTY) && a.arg(session::NASTY).is_some()));
-    assert_eq!(trace.report.dropped_events, Some(0));
+    assert_eq!(trace.health.dropped_events, Some(0));
     assert_eq!(trace.spans.len(), 1);
 
     let dir = tempfile::tempdir().unwrap();
@@ -231,7 +231,7 @@ fn a_hand_built_trace_with_every_field_round_trips() {
     trace.set_metadata("record_shapes", Value::from(1i64));
     trace.set_metadata("with_stack", Value::Bool(false));
     trace.set_metadata("clock_ghz", Value::Float(1.5));
-    trace.report = every_report_field();
+    trace.health = every_report_field();
     trace.device_properties.push(
         [
             ("id", Value::Int(0)),

@@ -135,7 +135,7 @@ fn each_kernel_gets_one_square_wave_per_metric_group_with_openregs_numbers() {
     }
     // Two samples per kernel and group.
     assert_eq!(trace.counters.samples(), 2 * 3 * kernels.len());
-    assert_eq!(trace.report.counter_samples, Some(12));
+    assert_eq!(trace.health.counter_samples, Some(12));
     saved(&trace, "scope.pt.trace.json");
 }
 
@@ -171,8 +171,8 @@ fn selected_metrics_and_the_scope_limit_are_honoured() {
         max_scopes: 1,
         kernels: 1,
     };
-    assert_eq!(trace.report.scope_profiler, Some(scope));
-    assert_eq!(trace.report.scope_profiler_unprofiled_kernels, Some(1));
+    assert_eq!(trace.health.scope_profiler, Some(scope));
+    assert_eq!(trace.health.scope_profiler_unprofiled_kernels, Some(1));
 }
 
 #[test]

@@ -108,7 +108,7 @@ fn work_still_running_at_stop_is_dropped_and_counted() {
         .activities
         .iter()
         .all(|a| a.kind != ActivityType::ConcurrentKernel));
-    assert_eq!(trace.report.out_of_window_events, Some(1));
+    assert_eq!(trace.health.out_of_window_events, Some(1));
     assert!(trace
         .activities
         .iter()

@@ -66,9 +66,9 @@ fn work_launched_in_warmup_is_recorded_by_the_device_and_left_out() {
     assert_eq!(spin[0].linked_correlation, op.map(|o| o.correlation));
     // The warm-up launch and its kernel were recorded by the device and dropped as warm-up,
     // not counted as anomalies.
-    let warm = t.report.warmup_events;
+    let warm = t.health.warmup_events;
     assert!(warm.is_some_and(|n| n >= 2), "{warm:?}");
-    assert_eq!(t.report.out_of_window_events, Some(0));
+    assert_eq!(t.health.out_of_window_events, Some(0));
 }
 
 #[test]

@@ -101,6 +101,6 @@ pub fn record_host_steps(config: &str, steps: usize, ops: usize) -> Trace {
 
 /// The trace's `backend_errors` entries (`<profiler>: <message>`), in order.
 pub fn backend_errors(trace: &Trace) -> Vec<String> {
-    let errors = &trace.report.backend_errors;
+    let errors = &trace.health.backend_errors;
     errors.iter().map(ToString::to_string).collect()
 }

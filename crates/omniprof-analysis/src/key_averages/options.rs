@@ -1,5 +1,5 @@
 //! What a caller of the summary chooses: how events group into rows
-//! ([`KeyAveragesOptions`]), and which rows print and how ([`ReportOptions`], [`SortKey`]).
+//! ([`KeyAveragesOptions`]), and which rows print and how ([`TableOptions`], [`SortKey`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -37,7 +37,7 @@ pub struct KeyAveragesOptions {
 
 /// Which rows to print, and how: PyTorch's `table()` parameters, with its defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReportOptions {
+pub struct TableOptions {
     /// `None` keeps the order of first events.
     pub sort_by: Option<SortKey>,
     /// At most this many rows; `None` for all. PyTorch's default is 100.
@@ -57,7 +57,7 @@ pub struct ReportOptions {
     pub top_level_events_only: bool,
 }
 
-impl Default for ReportOptions {
+impl Default for TableOptions {
     fn default() -> Self {
         Self {
             sort_by: None,

@@ -6,7 +6,7 @@
 //! both come from the same op trees ([`KeyAveragesBuilder`]).
 //!
 //! ```
-//! use omniprof_analysis::{function_events, KeyAveragesOptions, ReportOptions};
+//! use omniprof_analysis::{function_events, KeyAveragesOptions, TableOptions};
 //! use omniprof_trace::{Activity, ActivityType, Trace};
 //!
 //! let mut trace = Trace::new(0, 1_000_000);
@@ -18,14 +18,14 @@
 //! assert_eq!(&*events.events[0].trace_name, "ProfilerStep#3");
 //! assert_eq!(events.events[0].children, [1]);
 //! assert_eq!(events.events[1].parent, Some(0));
-//! assert!(events.table(&ReportOptions::default()).contains("aten::mm"));
+//! assert!(events.table(&TableOptions::default()).contains("aten::mm"));
 //! ```
 
 use std::fmt::Write;
 use std::sync::Arc;
 
 use super::builder::KeyAveragesBuilder;
-use super::options::{KeyAveragesOptions, ReportOptions};
+use super::options::{KeyAveragesOptions, TableOptions};
 use super::summary::{us, KeyAverages, Row};
 use super::types::{Emitted, MEMORY_SEQ, OUT_OF_MEMORY_SEQ};
 use crate::activity::{self, write_input_shapes};
@@ -170,7 +170,7 @@ impl FunctionEvents {
 
     /// PyTorch's `events().table()`: one line per event. (PyTorch itself fails on a trace
     /// with `[memory]` events and FLOPs, whose `flops` is `None`; here they print `--`.)
-    pub fn table(&self, options: &ReportOptions) -> String {
+    pub fn table(&self, options: &TableOptions) -> String {
         self.as_rows().table(options)
     }
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::options::{ReportOptions, SortKey};
+use super::options::{SortKey, TableOptions};
 use crate::stacks::Stack;
 
 /// One row: the events of one key, summed. Times are nanoseconds, except the float sums
@@ -129,14 +129,14 @@ pub(crate) fn us(ns: i64) -> f64 {
 /// The summary of a trace: rows in the order of their first event.
 ///
 /// ```
-/// use omniprof_analysis::{key_averages, KeyAveragesOptions, ReportOptions, SortKey};
+/// use omniprof_analysis::{key_averages, KeyAveragesOptions, TableOptions, SortKey};
 /// use omniprof_trace::{Activity, ActivityType, Trace};
 ///
 /// let mut trace = Trace::new(0, 1_000_000);
 /// trace.activities.push(Activity::new(ActivityType::UserAnnotation, "step", 1, 1, 0, 900_000));
 /// trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 100_000, 700_000));
 /// let summary = key_averages(&trace, &KeyAveragesOptions::default());
-/// let options = ReportOptions { sort_by: Some(SortKey::SelfCpuTimeTotal), ..Default::default() };
+/// let options = TableOptions { sort_by: Some(SortKey::SelfCpuTimeTotal), ..Default::default() };
 /// let table = summary.table(&options);
 /// assert!(table.contains("    aten::mm        66.67%     600.000us"));
 /// assert!(table.ends_with("Self CPU time total: 900.000us\n"));
@@ -307,8 +307,8 @@ impl KeyAverages {
     }
 
     /// The rows to print: sorted (stable, descending), without the rows that have a parent
-    /// when [`top_level_events_only`](ReportOptions::top_level_events_only), and limited.
-    pub fn select(&self, options: &ReportOptions) -> Vec<&Row> {
+    /// when [`top_level_events_only`](TableOptions::top_level_events_only), and limited.
+    pub fn select(&self, options: &TableOptions) -> Vec<&Row> {
         let mut rows: Vec<&Row> = self.rows.iter().collect();
         if let Some(key) = options.sort_by {
             rows.sort_by(|a, b| b.sort_value(key).total_cmp(&a.sort_value(key)));

@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use crate::key_averages::{us, KeyAverages, ReportOptions};
+use crate::key_averages::{us, KeyAverages, TableOptions};
 
 const TIME_COLUMNS: &str = "count,self_cpu_time_total_us,cpu_time_total_us,cpu_time_avg_us,\
 self_device_time_total_us,device_time_total_us,device_time_avg_us,on_device,user_annotation,\
@@ -24,19 +24,19 @@ pub(crate) fn field(text: &str) -> String {
 
 impl KeyAverages {
     /// One line per row with a header; times in microseconds.
-    pub fn csv(&self, options: &ReportOptions) -> String {
+    pub fn csv(&self, options: &TableOptions) -> String {
         render(self, options, None)
     }
 
     /// [`csv`](Self::csv) with a first column `column` holding `value` on every line (the
     /// rank, when a job's traces are listed one after the other).
-    pub fn csv_with_column(&self, options: &ReportOptions, column: &str, value: &str) -> String {
+    pub fn csv_with_column(&self, options: &TableOptions, column: &str, value: &str) -> String {
         render(self, options, Some((column, value)))
     }
 }
 
 /// `lead`: a column (name, value) put before the others, the same on every line.
-fn render(summary: &KeyAverages, options: &ReportOptions, lead: Option<(&str, &str)>) -> String {
+fn render(summary: &KeyAverages, options: &TableOptions, lead: Option<(&str, &str)>) -> String {
     let by_shapes = summary.rows.iter().any(|r| r.input_shapes.is_some());
     let by_stack = summary.rows.iter().any(|r| r.stack.is_some());
     let mut out = String::new();

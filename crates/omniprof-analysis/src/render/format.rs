@@ -3,7 +3,7 @@
 //! among them by a [`RenderFormat`] known only at run time, as `omniprof summary --format`
 //! does, so that a caller writes that choice once for every summary.
 
-use crate::{CounterSummary, KernelMetrics, KeyAverages, ReportOptions, StepTimes, TraceDiff};
+use crate::{CounterSummary, KernelMetrics, KeyAverages, StepTimes, TableOptions, TraceDiff};
 
 /// A format a summary prints in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -17,18 +17,18 @@ pub enum RenderFormat {
 }
 
 /// A summary that prints as a text table, CSV or JSON: [`KeyAverages`] (given
-/// [`ReportOptions`]), [`TraceDiff`] (given a row limit), and [`StepTimes`],
+/// [`TableOptions`]), [`TraceDiff`] (given a row limit), and [`StepTimes`],
 /// [`KernelMetrics`] and [`CounterSummary`] (given nothing). The text is that of the
 /// summary's own `table`, `csv` or `json` method.
 ///
 /// ```
-/// use omniprof_analysis::{key_averages, KeyAveragesOptions, Render, RenderFormat, ReportOptions};
+/// use omniprof_analysis::{key_averages, KeyAveragesOptions, Render, RenderFormat, TableOptions};
 /// use omniprof_trace::{Activity, ActivityType, Trace};
 ///
 /// let mut trace = Trace::new(0, 1_000_000);
 /// trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, 0, 700_000));
 /// let summary = key_averages(&trace, &KeyAveragesOptions::default());
-/// let options = ReportOptions::default();
+/// let options = TableOptions::default();
 /// assert_eq!(summary.render(RenderFormat::Csv, &options), summary.csv(&options));
 /// assert_eq!(summary.render(RenderFormat::Table, &options), summary.table(&options));
 /// ```
@@ -41,9 +41,9 @@ pub trait Render {
 }
 
 impl Render for KeyAverages {
-    type Options = ReportOptions;
+    type Options = TableOptions;
 
-    fn render(&self, format: RenderFormat, options: &ReportOptions) -> String {
+    fn render(&self, format: RenderFormat, options: &TableOptions) -> String {
         match format {
             RenderFormat::Table => self.table(options),
             RenderFormat::Csv => self.csv(options),

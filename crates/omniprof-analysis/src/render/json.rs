@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use crate::key_averages::{us, KeyAverages, ReportOptions, Row};
+use crate::key_averages::{us, KeyAverages, Row, TableOptions};
 
 #[derive(Serialize)]
 struct Document<'a> {
@@ -75,12 +75,12 @@ impl<'a> From<&'a Row> for JsonRow<'a> {
 
 impl KeyAverages {
     /// `{"device": ..., "rows": [{"name", "count", "self_cpu_time_total_us", ...}]}`.
-    pub fn json(&self, options: &ReportOptions) -> String {
+    pub fn json(&self, options: &TableOptions) -> String {
         render(self, options)
     }
 }
 
-fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
+fn render(summary: &KeyAverages, options: &TableOptions) -> String {
     let document = Document {
         device: summary.device_label(),
         self_cpu_time_total_us: us(summary.self_cpu_time_total_ns()),

@@ -22,8 +22,8 @@
 //!   `max_shapes_column_width`, 80) and `Source Location` (longest frame of all rows + 4,
 //!   at most `max_src_column_width`, 75). A name of the width less 3 or more prints as its first
 //!   width − 3 characters and `...`; shapes are cut to the column width.
-//! - Lines: with a [`header`](ReportOptions::header), a rule of `=` as wide as the table and
-//!   the header; with [`top_level_events_only`](ReportOptions::top_level_events_only), a rule
+//! - Lines: with a [`header`](TableOptions::header), a rule of `=` as wide as the table and
+//!   the header; with [`top_level_events_only`](TableOptions::top_level_events_only), a rule
 //!   and `This report only display top-level ops statistics`; then separator, header,
 //!   separator, rows, separator (each ending with two spaces), then
 //!   `Self CPU time total: <t>` and, with device columns, `Self <DEV> time total: <t>`.
@@ -36,7 +36,7 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use crate::key_averages::{us, KeyAverages, ReportOptions, Row};
+use crate::key_averages::{us, KeyAverages, Row, TableOptions};
 
 const COLUMN_WIDTH: usize = 12;
 /// The text after every cell.
@@ -145,12 +145,12 @@ fn trim_frame(frame: &str, width: usize) -> String {
 impl KeyAverages {
     /// The text PyTorch's `key_averages().table(sort_by, row_limit)` prints for these rows,
     /// character for character (empty when there are no rows, as in PyTorch).
-    pub fn table(&self, options: &ReportOptions) -> String {
+    pub fn table(&self, options: &TableOptions) -> String {
         render(self, options)
     }
 }
 
-fn render(summary: &KeyAverages, options: &ReportOptions) -> String {
+fn render(summary: &KeyAverages, options: &TableOptions) -> String {
     let rows = &summary.rows;
     if rows.is_empty() {
         return String::new();

@@ -136,7 +136,7 @@ class Session:
 
 def load_trace(path: str) -> "Trace":
     """A trace file (Kineto / PyTorch Chrome JSON, plain or gzip) as a ``Trace``;
-    ``ProfilerError`` when it cannot be read, a ``RuntimeWarning`` for each session report
+    ``ProfilerError`` when it cannot be read, a ``RuntimeWarning`` for each session health
     entry of the wrong shape (left out)."""
 
 @final

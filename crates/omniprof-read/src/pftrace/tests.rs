@@ -98,7 +98,7 @@ fn the_whole_session_report_reads_back_from_a_pftrace() {
         UnavailablePerfEvent,
     };
     let mut t = trace();
-    let report = &mut t.report;
+    let report = &mut t.health;
     report.stub_errors = Some(2);
     report.stub_error_messages = vec!["begin: no device".into()];
     report.unavailable_perf_events = vec![UnavailablePerfEvent {
@@ -130,11 +130,11 @@ fn the_whole_session_report_reads_back_from_a_pftrace() {
     report.refused_links = Some(5);
     let read = TraceReader::new().read(&pftrace(&t)[..]);
     assert!(
-        read.report_problems.is_empty(),
+        read.health_problems.is_empty(),
         "{:?}",
-        read.report_problems
+        read.health_problems
     );
-    assert_eq!(read.into_trace().unwrap().report, t.report);
+    assert_eq!(read.into_trace().unwrap().health, t.health);
 }
 
 #[test]

@@ -456,7 +456,7 @@ impl<W: Write> Writer<W> {
             write_value_compact(&mut self.buf, p);
         }
         self.raw(b"\n  ],\n");
-        let report = trace.report.entries();
+        let report = trace.health.entries();
         let report = report.iter().map(|(key, v)| (*key, v));
         for (key, v) in trace
             .metadata

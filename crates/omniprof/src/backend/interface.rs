@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::record::CorrelationListener;
 use crate::Value;
 use crate::Window;
-use crate::{Activity, ActivitySet, SessionReport};
+use crate::{Activity, ActivitySet, SessionHealth};
 use crate::{CounterTrack, CounterValues};
 
 /// What a backend reports as having gone wrong; the engine logs it, writes it into the trace
@@ -236,12 +236,12 @@ pub trait ProfilerSession: Send {
         Vec::new()
     }
 
-    /// Fills the fields of the trace's session report that are the session's own, typed
+    /// Fills the fields of the trace's session health that are the session's own, typed
     /// (the profiler stubs' `stub_errors`, the host perf counters'
     /// `unavailable_perf_events`); the engine fills the rest. Called once per trace, after
     /// [`process_trace`](Self::process_trace), as [`metadata`](Self::metadata) is; a panic
     /// leaves the report as it was.
-    fn report(&self, _report: &mut SessionReport) {}
+    fn report(&self, _report: &mut SessionHealth) {}
 
     /// One JSON object per device for `deviceProperties`.
     fn device_properties(&self) -> Vec<Value> {

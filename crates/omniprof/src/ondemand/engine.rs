@@ -409,12 +409,12 @@ fn process(
 /// records (`backend_errors`), and host events dropped at the per-thread cap.
 fn problems(trace: &crate::Trace, config: &Config) -> Vec<String> {
     let mut out: Vec<String> = trace
-        .report
+        .health
         .backend_errors
         .iter()
         .map(|e| format!("the trace lacks records of a backend: {e}"))
         .collect();
-    let dropped = trace.report.dropped_events.unwrap_or(0);
+    let dropped = trace.health.dropped_events.unwrap_or(0);
     if dropped > 0 {
         out.push(format!(
             "{dropped} host events were dropped: a thread reached its cap of {} records \

@@ -13,7 +13,7 @@ use crate::Window;
 use crate::{lock, wait_timeout};
 use crate::{ActivitySet, ActivityType};
 use crate::{CounterTrack, CounterValues};
-use crate::{SessionReport, UnavailablePerfEvent};
+use crate::{SessionHealth, UnavailablePerfEvent};
 
 pub(crate) use crate::perf_event::perf_event_by_name;
 pub use crate::perf_event::PerfEvent;
@@ -103,7 +103,7 @@ impl Drop for Counter {
 ///
 /// Where an event cannot be counted — no hardware PMU in a VM or container,
 /// `perf_event_paranoid`, a seccomp filter — the event is named once in a warning and in the
-/// trace's report ([`SessionReport::unavailable_perf_events`]), and the others go on: the
+/// trace's report ([`SessionHealth::unavailable_perf_events`]), and the others go on: the
 /// session never fails for it. Hardware events are opened for user space only
 /// (`exclude_kernel`), which is what `perf_event_paranoid` = 2 allows an unprivileged process.
 ///
@@ -264,7 +264,7 @@ impl ProfilerSession for PerfSession {
         Ok(())
     }
 
-    fn report(&self, report: &mut SessionReport) {
+    fn report(&self, report: &mut SessionHealth) {
         report.unavailable_perf_events = self
             .unavailable
             .iter()

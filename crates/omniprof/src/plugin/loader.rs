@@ -33,12 +33,12 @@ pub struct LoadedPlugin {
     /// The library, as given.
     pub path: PathBuf,
     /// Every profiler it registered, usable or not.
-    pub profilers: Vec<ProfilerReport>,
+    pub profilers: Vec<RegisteredProfiler>,
 }
 
 /// One registered profiler.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProfilerReport {
+pub struct RegisteredProfiler {
     /// Its name from `profilerQuery` (`N/A` when the query failed).
     pub name: String,
     /// The activity types it can record.
@@ -49,7 +49,7 @@ pub struct ProfilerReport {
 
 impl LoadedPlugin {
     /// The profilers that take part in traces.
-    pub fn usable(&self) -> impl Iterator<Item = &ProfilerReport> {
+    pub fn usable(&self) -> impl Iterator<Item = &RegisteredProfiler> {
         self.profilers.iter().filter(|p| p.rejected.is_none())
     }
 }
@@ -230,7 +230,7 @@ fn open_and_register(path: &Path, canonical: &Path) -> Result<LoadedPlugin, Plug
 /// One profiler an in-process entry point registered ([`load_entry_point`]).
 pub struct EntryPointProfiler {
     /// Its name, types and verdict, as for a library.
-    pub report: ProfilerReport,
+    pub report: RegisteredProfiler,
     /// The backend that drives it, when it is usable: not yet registered, so that the caller
     /// decides how it takes part (e.g. behind a gate of its own).
     pub profiler: Option<Arc<dyn ActivityProfiler>>,
@@ -267,7 +267,7 @@ fn register_entry(
     path: &Path,
     register: RegisterFn,
     last_error: LastError,
-) -> Result<Vec<(ProfilerReport, Option<PluginProfiler>)>, PluginError> {
+) -> Result<Vec<(RegisteredProfiler, Option<PluginProfiler>)>, PluginError> {
     let mut registration = Registration::default();
     let (rc, refused) = lend::lend(&mut registration, |handle| {
         let registry = Registry {
@@ -317,13 +317,13 @@ fn adopt(
     index: usize,
     iface: Result<ProfilerInterface, String>,
     last_error: LastError,
-) -> (ProfilerReport, Option<PluginProfiler>) {
+) -> (RegisteredProfiler, Option<PluginProfiler>) {
     let rejected = |name: String, reason: String| {
         log::debug!(
             "omniprof: plugin {}: profiler {name} disabled: {reason}",
             path.display()
         );
-        let report = ProfilerReport {
+        let report = RegisteredProfiler {
             name,
             supported: ActivitySet::empty(),
             rejected: Some(reason),
@@ -366,7 +366,7 @@ fn adopt(
         abandoned: Abandoned::default(),
         last_error,
     };
-    let report = ProfilerReport {
+    let report = RegisteredProfiler {
         name,
         supported,
         rejected: None,

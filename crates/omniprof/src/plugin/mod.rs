@@ -16,7 +16,7 @@ pub use lend::late_plugin_calls;
 pub(crate) use loader::load_env_once;
 pub use loader::{
     env_plugin_rejections, load_entry_point, load_plugin, load_plugins_from_env, plugin_dirs,
-    plugin_files, plugin_rejections, EntryPointProfiler, LoadedPlugin, ProfilerReport,
+    plugin_files, plugin_rejections, EntryPointProfiler, LoadedPlugin, RegisteredProfiler,
     DIR_VARIABLES,
 };
 pub use problem::{LastCall, Problem, ProblemKind};

@@ -6,12 +6,12 @@
 //! the caller, forwarding what `c10::reportMemoryUsageToProfiler` reports.
 //!
 //! ```
-//! use omniprof::recording::{record_memory, MemoryReport};
+//! use omniprof::recording::{record_memory, MemoryUsage};
 //! use omniprof::Profiler;
 //!
 //! let mut profiler = Profiler::builder().build().unwrap();
 //! profiler.start().unwrap();
-//! let report = MemoryReport { addr: 0x1000, bytes: 256, total_allocated: 256, ..Default::default() };
+//! let report = MemoryUsage { addr: 0x1000, bytes: 256, total_allocated: 256, ..Default::default() };
 //! record_memory(&report);
 //! let trace = profiler.stop().unwrap();
 //! let event = trace.activities.iter().find(|a| &*a.name == "[memory]").unwrap();
@@ -21,7 +21,7 @@
 use std::sync::atomic::Ordering;
 
 use super::buffer::with_local;
-use super::memory_report::MemoryReport;
+use super::memory_report::MemoryUsage;
 use super::name::StaticName;
 use super::state::STATE;
 use super::word::{word, KIND_INSTANT};
@@ -32,18 +32,18 @@ static OUT_OF_MEMORY: StaticName = StaticName::new(name::OUT_OF_MEMORY);
 
 /// Records an allocation or a free as a `[memory]` instant on this thread.
 #[inline]
-pub fn record_memory(report: &MemoryReport) {
+pub fn record_memory(report: &MemoryUsage) {
     record(&MEMORY, report);
 }
 
 /// Records an allocation that failed as an `[OutOfMemory]` instant on this thread.
-pub fn record_out_of_memory(report: &MemoryReport) {
+pub fn record_out_of_memory(report: &MemoryUsage) {
     record(&OUT_OF_MEMORY, report);
 }
 
 /// Records `report` as an instant named `event` on this thread: one 16-byte record and the
 /// report beside it, its args made only when the session drains.
-fn record(event: &StaticName, report: &MemoryReport) {
+fn record(event: &StaticName, report: &MemoryUsage) {
     let state = STATE.load(Ordering::Relaxed);
     if state & 1 == 0 {
         return;

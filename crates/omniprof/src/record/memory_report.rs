@@ -1,4 +1,4 @@
-//! What an allocator reports ([`MemoryReport`]) and the args a report is written as, the
+//! What an allocator reports ([`MemoryUsage`]) and the args a report is written as, the
 //! ones Kineto writes. Apart from [`memory`](super::memory), which records reports, so that
 //! the thread buffers that keep reports until the drain need nothing of the recording.
 
@@ -9,7 +9,7 @@ use crate::Value;
 
 /// One report of an allocator, in PyTorch's terms (`c10::MemoryReportingInfoBase`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MemoryReport {
+pub struct MemoryUsage {
     /// The block's address (0 for an out-of-memory report).
     pub addr: u64,
     /// Bytes allocated (positive) or freed (negative).
@@ -26,7 +26,7 @@ pub struct MemoryReport {
 
 /// The args Kineto writes on a memory record, in its order. The keys are made once: each
 /// record then clones them instead of allocating.
-pub(super) fn args(report: &MemoryReport) -> [(Arc<str>, Value); 6] {
+pub(super) fn args(report: &MemoryUsage) -> [(Arc<str>, Value); 6] {
     static KEYS: OnceLock<[Arc<str>; 6]> = OnceLock::new();
     let [reserved, allocated, bytes, device_id, device_type, addr] = KEYS
         .get_or_init(|| {

@@ -95,7 +95,7 @@ fn python_frames_become_python_functions_and_give_ops_their_call_stack() {
             ("step", Some("<string>(1): <module>;")),
         ]
     );
-    assert_eq!(t.report.unfinished_ranges, None);
+    assert_eq!(t.health.unfinished_ranges, None);
 }
 
 #[test]
@@ -223,7 +223,7 @@ fn threads_that_exit_before_stop_are_kept_with_their_names() {
         let row = t.threads.iter().find(|r| r.name.ends_with(&name)).unwrap();
         assert_eq!(names(&t, row.tid).len(), 1000);
     }
-    assert_eq!(t.report.dropped_events, Some(0));
+    assert_eq!(t.health.dropped_events, Some(0));
 }
 
 /// Records 10,000 ranges on a fresh thread under a cap of `cap` records; returns the
@@ -244,7 +244,7 @@ fn ranges_under_cap(cap: u64) -> (usize, Option<u64>) {
         .unwrap();
     });
     let kept = t.activities.iter().filter(|a| &*a.name == "spin").count();
-    (kept, t.report.dropped_events)
+    (kept, t.health.dropped_events)
 }
 
 #[test]
@@ -288,8 +288,8 @@ fn a_range_whose_end_falls_past_the_cap_is_left_out_not_stretched() {
         .find(|a| &*a.name == "open_at_stop")
         .expect("a range open at the stop is kept");
     assert_eq!(open.arg("finished"), Some(&Value::Bool(false)));
-    assert_eq!(t.report.unfinished_ranges, Some(1));
-    assert_eq!(t.report.dropped_events, Some(2));
+    assert_eq!(t.health.unfinished_ranges, Some(1));
+    assert_eq!(t.health.dropped_events, Some(2));
 }
 
 #[test]
@@ -307,14 +307,14 @@ fn range_names_are_bounded_reclaimed_between_sessions_and_reported() {
     });
     let full = named(&t, "<name table full>");
     assert!(full > 3_000, "{full}");
-    assert_eq!(t.report.dropped_names, Some(full as u64));
+    assert_eq!(t.health.dropped_names, Some(full as u64));
     // The next session starts with room: its names are recorded as given.
     let t = record(Config::default(), || {
         for name in names("b", 5_000) {
             drop(record_function(name.as_str()));
         }
     });
-    assert_eq!(t.report.dropped_names, None);
+    assert_eq!(t.health.dropped_names, None);
     assert_eq!(named(&t, "<name table full>"), 0);
     let first = names("b", 1).next().unwrap();
     assert_eq!(named(&t, &first), 1);
@@ -340,7 +340,7 @@ fn open_ranges_end_at_the_window_and_say_so() {
         .unwrap();
     assert_eq!(a.end_ns, t.window.end_ns);
     assert_eq!(a.arg("finished"), Some(&Value::Bool(false)));
-    assert_eq!(t.report.unfinished_ranges, Some(1));
+    assert_eq!(t.health.unfinished_ranges, Some(1));
 }
 
 #[test]
@@ -415,7 +415,7 @@ fn ranges_ended_out_of_order_keep_their_own_ends() {
     let (a, b, c) = (by_name("a"), by_name("b"), by_name("c"));
     assert!(a.start_ns <= b.start_ns && b.start_ns <= a.end_ns);
     assert!(a.end_ns <= c.start_ns && c.start_ns <= b.end_ns && b.end_ns <= c.end_ns);
-    assert_eq!(t.report.unfinished_ranges, None);
+    assert_eq!(t.health.unfinished_ranges, None);
 }
 
 #[test]
@@ -522,7 +522,7 @@ fn an_owned_range_ended_on_another_thread_keeps_its_end() {
     assert!(op.end_ns <= by_name("after_join").start_ns);
     assert_eq!(by_name("local_range").kind, ActivityType::UserAnnotation);
     assert!(by_name("on_ender").resource != op.resource);
-    assert_eq!(t.report.unfinished_ranges, None);
+    assert_eq!(t.health.unfinished_ranges, None);
     // A range ended after its session stopped records nothing, on any thread.
     let mut p = Profiler::builder().build().unwrap();
     p.start().unwrap();

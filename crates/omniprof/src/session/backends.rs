@@ -21,7 +21,7 @@ use crate::ActivityType;
 use crate::Value;
 use crate::Window;
 use crate::{Activity, ActivitySet};
-use crate::{BackendCall, BackendFailure, FailureKind, SessionReport};
+use crate::{BackendCall, BackendFailure, FailureKind, SessionHealth};
 use crate::{CounterTrack, CounterValues, Counters};
 
 struct Running {
@@ -360,7 +360,7 @@ impl Backends {
         host_ops: &dyn HostOps,
         window: Window,
         warm_start_ns: Option<i64>,
-        report: &mut SessionReport,
+        report: &mut SessionHealth,
     ) -> (Vec<Delivered>, Vec<BackendFailure>) {
         let mut delivered = Vec::with_capacity(self.running.len());
         let warmup_span = warm_start_ns.map(|from| (from, window.start_ns));

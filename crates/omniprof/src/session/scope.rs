@@ -92,7 +92,7 @@ impl ScopeProfiler {
     /// The scope profiler's part of the report: what it collected, and the kernels it had to
     /// skip.
     pub(super) fn finish(self, trace: &mut Trace) {
-        trace.report.scope_profiler = Some(ScopeProfiling {
+        trace.health.scope_profiler = Some(ScopeProfiling {
             metrics: self.selected,
             max_scopes: self.max_scopes,
             kernels: self.profiled,
@@ -103,7 +103,7 @@ impl ScopeProfiler {
                 self.unprofiled,
                 self.max_scopes
             );
-            trace.report.scope_profiler_unprofiled_kernels = Some(self.unprofiled);
+            trace.health.scope_profiler_unprofiled_kernels = Some(self.unprofiled);
         }
     }
 }

@@ -267,7 +267,7 @@ fn device_work_is_linked_flowed_projected_and_windowed() {
         (kernels[0].start_ns, kernels[1].end_ns)
     );
     assert!(t.activities.iter().all(|a| &*a.name != "early"));
-    assert_eq!(t.report.out_of_window_events, Some(1));
+    assert_eq!(t.health.out_of_window_events, Some(1));
     assert!(t.processes.iter().any(|p| p.pid == 0 && p.name == "mock"));
     assert!(t
         .threads
@@ -286,7 +286,7 @@ fn a_panicking_backend_leaves_the_others_intact() {
         2
     );
     assert!(t.activities.iter().all(|a| &*a.name != "lost"));
-    let errors = &t.report.backend_errors;
+    let errors = &t.health.backend_errors;
     assert_eq!(errors.len(), 1);
     assert!(errors[0]
         .to_string()
@@ -319,7 +319,7 @@ fn a_backend_failing_to_configure_is_reported_and_left_out() {
     let t = p.stop().unwrap();
     ARMED.store(false, Ordering::SeqCst);
     FAIL_CONFIGURE.store(false, Ordering::SeqCst);
-    let errors = &t.report.backend_errors;
+    let errors = &t.health.backend_errors;
     assert_eq!(errors.len(), 1);
     assert_eq!(
         errors[0].to_string(),
@@ -343,8 +343,8 @@ fn what_each_backend_contributed_is_in_the_typed_report() {
         before_ns: 5,
         after_ns: 0,
     };
-    assert_eq!(t.report.backends, [mock]);
-    let entries = t.report.entries();
+    assert_eq!(t.health.backends, [mock]);
+    let entries = t.health.entries();
     let backends = entries.iter().find(|(key, _)| *key == "backends");
     assert_eq!(
         backends.unwrap().1.to_json(),
@@ -655,7 +655,7 @@ fn a_step_range_ended_on_another_thread_keeps_that_end() {
         .unwrap();
     // Its end is recorded by the thread that stepped, and it stays on the thread it began on.
     assert_eq!(first.arg("finished"), None);
-    assert_eq!(t.report.unfinished_ranges, None);
+    assert_eq!(t.health.unfinished_ranges, None);
     let second = t
         .activities
         .iter()

@@ -42,7 +42,7 @@ use crate::lock;
 use crate::record::{CorrelationListener, Name};
 use crate::Value;
 use crate::Window;
-use crate::{Activity, ActivitySet, ActivityType, SessionReport};
+use crate::{Activity, ActivitySet, ActivityType, SessionHealth};
 
 /// How many failures are kept word for word; the rest are only counted.
 const KEPT_ERRORS: usize = 8;
@@ -231,7 +231,7 @@ impl ProfilerSession for StubsSession {
         )]
     }
 
-    fn report(&self, report: &mut SessionReport) {
+    fn report(&self, report: &mut SessionHealth) {
         if self.error_count > 0 {
             report.stub_errors = Some(self.error_count);
             report.stub_error_messages = self.errors.clone();

@@ -934,9 +934,9 @@ fn header_annotations(b: &mut Buf, trace: &Trace) {
     for (key, value) in &trace.metadata {
         entry(b, key, value);
     }
-    // The session report, under the keys the JSON header has, so that a `.pftrace` keeps
+    // The session health, under the keys the JSON header has, so that a `.pftrace` keeps
     // what was dropped and which backend failed as the JSON does.
-    for (key, value) in trace.report.entries() {
+    for (key, value) in trace.health.entries() {
         entry(b, key, &value);
     }
 }

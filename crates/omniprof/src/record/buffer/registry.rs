@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use super::chunk_pool::Chunk;
 use crate::lock;
 use crate::record::autograd::Autograd;
-use crate::record::memory_report::MemoryReport;
+use crate::record::memory_report::MemoryUsage;
 use crate::Value;
 
 /// Every thread that has recorded and whose records may still be needed.
@@ -30,7 +30,7 @@ pub(crate) struct ThreadBuffer {
     pub(super) dropped_ends: Mutex<Vec<u64>>,
     pub(super) args: Mutex<Vec<(u32, Arc<str>, Value)>>,
     /// Allocator reports, kept compact (their six args each are made at the drain).
-    pub(super) memory: Mutex<Vec<(u32, MemoryReport)>>,
+    pub(super) memory: Mutex<Vec<(u32, MemoryUsage)>>,
     /// What autograd knows of ops (their args and forward/backward links are made at the
     /// drain).
     pub(super) autograd: Mutex<Vec<(u32, Autograd)>>,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::local::Local;
 use crate::lock;
 use crate::record::autograd::Autograd;
-use crate::record::memory_report::MemoryReport;
+use crate::record::memory_report::MemoryUsage;
 use crate::Value;
 
 impl Local {
@@ -32,7 +32,7 @@ impl Local {
     }
 
     /// Attaches an allocator report to record `seq` (written out as its args at the drain).
-    pub(crate) fn add_memory(&self, state: u64, seq: u32, report: MemoryReport) {
+    pub(crate) fn add_memory(&self, state: u64, seq: u32, report: MemoryUsage) {
         if state == self.state.get() && !self.buffer.get().is_null() {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };

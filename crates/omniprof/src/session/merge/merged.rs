@@ -2,7 +2,7 @@
 //! activities filtered to the capture window and the selection, linked by flows, projected
 //! into user ranges and, for kernels with scope-profiler metrics, given their metrics; its
 //! counter samples filtered alike; and the counts of what was dropped, which go into the
-//! trace's [report](crate::SessionReport).
+//! trace's [report](crate::SessionHealth).
 
 use super::flows;
 use super::projection::Projections;
@@ -134,7 +134,7 @@ impl Merged {
         trace.activities.append(&mut projected);
         trace.counters.append(self.counters);
         trace.counters.sort();
-        let report = &mut trace.report;
+        let report = &mut trace.health;
         let samples = trace.counters.samples() as u64;
         report.counter_samples = (!trace.counters.is_empty()).then_some(samples);
         report.out_of_window_counter_samples =
@@ -150,7 +150,7 @@ impl Merged {
         if let Some(scope) = self.scope {
             scope.finish(trace);
         }
-        let report = &mut trace.report;
+        let report = &mut trace.health;
         report.out_of_window_events = Some(self.out_of_window);
         report.warmup_events = (self.warmup > 0).then_some(self.warmup);
         if self.duplicate_flow_starts > 0 {

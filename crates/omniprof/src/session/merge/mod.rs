@@ -9,7 +9,7 @@
 //! user ranges ([`projection`]) and, for kernels with scope-profiler metrics, given their
 //! args and counter square waves (`scope`); then the default rows ([`rows`]); finally the
 //! time order and the span. What the session says about the trace (drops, what each backend
-//! contributed, failures, warnings) goes into its typed [report](crate::report).
+//! contributed, failures, warnings) goes into its typed [health](crate::trace::SessionHealth).
 
 mod flows;
 mod host_index;
@@ -78,8 +78,8 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
     );
     trace.set_metadata(metadata::HOST_NAME, Value::from(host_name()));
     // The plugin libraries the environment named that take no part, found once per process.
-    trace.report.plugin_errors = crate::plugin::env_plugin_rejections().to_vec();
-    trace.report.dropped_events = Some(host.dropped_events);
+    trace.health.plugin_errors = crate::plugin::env_plugin_rejections().to_vec();
+    trace.health.dropped_events = Some(host.dropped_events);
     if host.dropped_events > 0 {
         log::warn!(
             "omniprof: {} host events were dropped: a thread reached its cap of {} records \
@@ -89,7 +89,7 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
         );
     }
     if host.dropped_names > 0 {
-        trace.report.dropped_names = Some(host.dropped_names);
+        trace.health.dropped_names = Some(host.dropped_names);
         log::warn!(
             "omniprof: {} range names did not fit in the name table; their ranges are named \
              \"<name table full>\"",
@@ -97,7 +97,7 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
         );
     }
     if host.unfinished_ranges > 0 {
-        trace.report.unfinished_ranges = Some(host.unfinished_ranges);
+        trace.health.unfinished_ranges = Some(host.unfinished_ranges);
     }
     trace.set_metadata(
         metadata::CLOCK_SOURCE,
@@ -150,7 +150,7 @@ fn merge_backends(
         &host.view(&trace.activities),
         window.window,
         window.warm_start_ns,
-        &mut trace.report,
+        &mut trace.health,
     );
     let mut merged = Merged::new(
         selection
@@ -228,7 +228,7 @@ fn merge_backends(
         // A session configured for no activity type (one living on the host ranges, as the
         // stubs do) delivers none, so it has no entry.
         if !d.share.is_empty() {
-            trace.report.backends.push(Contribution {
+            trace.health.backends.push(Contribution {
                 name: d.name,
                 activities,
                 out_of_window: outside.count,
@@ -239,15 +239,15 @@ fn merge_backends(
     }
     merged.finish(trace);
     rows::add_default_rows(trace, host_pid);
-    trace.report.backend_errors = errors;
+    trace.health.backend_errors = errors;
     if let Some(device_type) = device_type {
         trace.set_metadata(metadata::DEVICE_TYPE, device_type);
     }
-    trace.report.refused_links = (refused_links > 0).then_some(refused_links);
+    trace.health.refused_links = (refused_links > 0).then_some(refused_links);
     for w in &warnings {
         log::warn!("omniprof: {w}");
     }
-    trace.report.backend_warnings = warnings;
+    trace.health.backend_warnings = warnings;
 }
 
 /// Time order, enclosing ranges before what they enclose (writers and analyses rely on it).

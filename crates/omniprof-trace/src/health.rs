@@ -1,4 +1,4 @@
-//! The session report: what a profiling session says about its own trace — what it dropped
+//! The session health: what a profiling session says about its own trace — what it dropped
 //! and why, what each backend contributed, which backends failed and what looked doubtful,
 //! and what the engine's own profilers (the profiler stubs, the host perf counters, the scope
 //! profiler) met.
@@ -7,9 +7,9 @@
 //! tests read it, and none of them spells a metadata key or parses a message. In a file it is
 //! part of the trace header, under the keys of [`metadata`] (the same keys and shapes as
 //! before it was typed, so traces stay compatible): the JSON writer writes
-//! [`SessionReport::entries`] after the other metadata, and [`Trace::set_metadata`] (which
+//! [`SessionHealth::entries`] after the other metadata, and [`Trace::set_metadata`] (which
 //! the reader calls for every header entry) routes a report key to
-//! [`SessionReport::set`]. A value of the wrong shape, as a foreign trace may hold, is
+//! [`SessionHealth::set`]. A value of the wrong shape, as a foreign trace may hold, is
 //! refused with a [`MalformedEntry`] that the trace logs as a warning; the field stays
 //! empty and the read goes on.
 //!
@@ -18,12 +18,12 @@
 //! use omniprof_trace::{Trace, Value};
 //!
 //! let mut trace = Trace::new(0, 10);
-//! trace.report.dropped_events = Some(3);
-//! trace.report.backend_errors.push(BackendFailure {
+//! trace.health.dropped_events = Some(3);
+//! trace.health.backend_errors.push(BackendFailure {
 //!     backend: "openreg".into(),
 //!     kind: FailureKind::Failed { call: BackendCall::Stop, reason: "device lost".into() },
 //! });
-//! let entries = trace.report.entries();
+//! let entries = trace.health.entries();
 //! assert_eq!(entries[0], ("dropped_events", Value::UInt(3)));
 //! assert_eq!(entries[1].1, Value::List(vec![Value::from("openreg: stop failed: device lost")]));
 //!
@@ -32,7 +32,7 @@
 //! for (key, value) in entries {
 //!     read.set_metadata(key, value);
 //! }
-//! assert_eq!(read.report, trace.report);
+//! assert_eq!(read.health, trace.health);
 //! assert!(read.metadata.is_empty());
 //! ```
 //!
@@ -46,7 +46,7 @@ use crate::value::Value;
 /// What a session says about its trace. Counts are `None` where the trace does not say
 /// (a foreign trace, or a count the session writes only when it is not 0); lists are empty.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SessionReport {
+pub struct SessionHealth {
     /// Calls to the profiler stubs that failed ([`metadata::STUB_ERRORS`]).
     pub stub_errors: Option<u64>,
     /// The messages of the first few of those calls ([`metadata::STUB_ERROR_MESSAGES`]).
@@ -102,8 +102,8 @@ pub struct SessionReport {
 /// A count of a report: its key, how to read it and how to set it.
 type Count = (
     &'static str,
-    fn(&SessionReport) -> Option<u64>,
-    fn(&mut SessionReport, Option<u64>),
+    fn(&SessionHealth) -> Option<u64>,
+    fn(&mut SessionHealth, Option<u64>),
 );
 
 /// The counts of a report, in the order they are written: the first, `stub_errors`, among
@@ -183,7 +183,7 @@ const SHAPED: [&str; 7] = [
     metadata::BACKEND_WARNINGS,
 ];
 
-impl SessionReport {
+impl SessionHealth {
     /// Whether `key` is one of the header keys the report is written under.
     pub fn is_key(key: &str) -> bool {
         SHAPED.contains(&key) || COUNTS.iter().any(|(k, _, _)| *k == key)
@@ -312,7 +312,7 @@ impl SessionReport {
                     .collect::<Option<_>>()
                     .ok_or_else(|| malformed(Contribution::EXPECTED))?;
             }
-            _ => return Err(malformed("no value: the key is not the session report's")),
+            _ => return Err(malformed("no value: the key is not the session health's")),
         }
         Ok(())
     }
@@ -729,9 +729,9 @@ mod tests {
     use super::*;
 
     /// A report with every field set.
-    fn full() -> SessionReport {
+    fn full() -> SessionHealth {
         let count = |n| Some(n);
-        SessionReport {
+        SessionHealth {
             stub_errors: count(12),
             stub_error_messages: vec!["begin: no device".into()],
             unavailable_perf_events: vec![UnavailablePerfEvent {
@@ -802,10 +802,10 @@ mod tests {
         }
     }
 
-    fn read(entries: Vec<(&'static str, Value)>) -> SessionReport {
-        let mut report = SessionReport::default();
+    fn read(entries: Vec<(&'static str, Value)>) -> SessionHealth {
+        let mut report = SessionHealth::default();
         for (key, value) in entries {
-            assert!(SessionReport::is_key(key), "{key}");
+            assert!(SessionHealth::is_key(key), "{key}");
             report.set(key, &value).unwrap();
         }
         report
@@ -844,7 +844,7 @@ mod tests {
                 "backend_warnings",
             ]
         );
-        assert!(SessionReport::default().entries().is_empty());
+        assert!(SessionHealth::default().entries().is_empty());
     }
 
     #[test]
