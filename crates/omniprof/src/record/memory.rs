@@ -21,7 +21,7 @@
 use std::sync::atomic::Ordering;
 
 use super::buffer::with_local;
-use super::memory_report::MemoryUsage;
+use super::memory_usage::MemoryUsage;
 use super::name::StaticName;
 use super::state::STATE;
 use super::word::{word, KIND_INSTANT};

@@ -33,7 +33,7 @@ pub(crate) mod correlation;
 mod decode;
 mod guard;
 mod memory;
-mod memory_report;
+mod memory_usage;
 mod name;
 mod op_stack;
 mod push_pop;
@@ -48,7 +48,7 @@ pub use correlation::CorrelationListener;
 pub(crate) use decode::{collect, HostRecording};
 pub use guard::{instant, record_function, record_op, InstantGuard, OwnedRange, RangeGuard};
 pub use memory::{record_memory, record_out_of_memory};
-pub use memory_report::MemoryUsage;
+pub use memory_usage::MemoryUsage;
 pub use name::{IntoName, Name, StaticName};
 pub use push_pop::{pop_op, pop_op_with_autograd, push_op, PushedOp};
 #[cfg(test)]

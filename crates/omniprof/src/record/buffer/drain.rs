@@ -10,7 +10,7 @@ use super::fork::FORK_TICK;
 use super::registry::REGISTRY;
 use crate::lock;
 use crate::record::autograd::Autograd;
-use crate::record::memory_report;
+use crate::record::memory_usage;
 use crate::record::word::{session_tag, tag_of, untagged};
 use crate::Value;
 
@@ -74,7 +74,7 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                     let mut args = std::mem::take(&mut *lock(&buffer.args));
                     let memory = std::mem::take(&mut *lock(&buffer.memory));
                     args.extend(memory.iter().flat_map(|(seq, report)| {
-                        memory_report::args(report).map(|(key, value)| (*seq, key, value))
+                        memory_usage::args(report).map(|(key, value)| (*seq, key, value))
                     }));
                     args
                 },

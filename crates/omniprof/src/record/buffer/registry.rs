@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use super::chunk_pool::Chunk;
 use crate::lock;
 use crate::record::autograd::Autograd;
-use crate::record::memory_report::MemoryUsage;
+use crate::record::memory_usage::MemoryUsage;
 use crate::Value;
 
 /// Every thread that has recorded and whose records may still be needed.

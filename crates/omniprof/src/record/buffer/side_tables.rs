@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::local::Local;
 use crate::lock;
 use crate::record::autograd::Autograd;
-use crate::record::memory_report::MemoryUsage;
+use crate::record::memory_usage::MemoryUsage;
 use crate::Value;
 
 impl Local {
