@@ -154,7 +154,7 @@ pub mod on_demand {
     //! `omniprof trigger` ask for one through a socket ([`send_trigger`], [`TriggerServer`]).
 
     pub use crate::config::{
-        check_on_demand_log_file, on_demand_trace_dir, MAX_START_AHEAD_ITERATIONS,
+        check_on_demand_log_file, on_demand_trace_dir, LogFileRefused, MAX_START_AHEAD_ITERATIONS,
         MAX_START_AHEAD_MS, ONDEMAND_ENV,
     };
     pub use crate::ondemand::{

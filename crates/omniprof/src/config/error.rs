@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::on_demand::{MAX_REQUEST_AGE_MS, MAX_START_AHEAD_MS};
+use super::on_demand::{LogFileRefused, MAX_REQUEST_AGE_MS, MAX_START_AHEAD_MS};
 
 /// Why a line or a value was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -35,7 +35,7 @@ pub enum ConfigErrorReason {
         /// The path given.
         path: String,
         /// Why it is refused.
-        why: String,
+        why: LogFileRefused,
     },
     /// A `PERF_EVENTS` item that names no perf event omniprof knows.
     #[error("unknown perf event {name:?} (known: {known})")]

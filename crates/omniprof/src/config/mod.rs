@@ -26,7 +26,7 @@ pub use keys::{
     PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP, PROFILE_START_TIME,
     PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES, PROFILE_WITH_STACK,
 };
-pub use on_demand::{check_on_demand_log_file, on_demand_trace_dir, ONDEMAND_ENV};
+pub use on_demand::{check_on_demand_log_file, on_demand_trace_dir, LogFileRefused, ONDEMAND_ENV};
 
 #[cfg(test)]
 mod tests;

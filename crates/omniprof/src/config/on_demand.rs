@@ -46,34 +46,56 @@ fn with_trailing_slash(dir: String) -> String {
 
 /// Checks an on-demand `ACTIVITIES_LOG_FILE` against the allowed directory `dir` (see
 /// [`on_demand_trace_dir`]): it must start with `dir`, contain no `..`, and its directory
-/// must not resolve outside `dir` through a symlink. The error says why it is refused.
+/// must not resolve outside `dir` through a symlink. The error says which rule it broke.
 /// This is the check at request time, by name; the on-demand writer checks again when it
 /// writes, on directory handles (`crates/omniprof/src/ondemand/write.rs`), since the path
 /// may change in between.
 ///
 /// ```
-/// use omniprof::on_demand::check_on_demand_log_file;
+/// use omniprof::on_demand::{check_on_demand_log_file, LogFileRefused};
 ///
 /// assert!(check_on_demand_log_file("/tmp/t.json", "/tmp").is_ok());
-/// assert!(check_on_demand_log_file("/etc/t.json", "/tmp").is_err());
+/// let err = check_on_demand_log_file("/etc/t.json", "/tmp").unwrap_err();
+/// assert_eq!(err, LogFileRefused::Outside { dir: "/tmp/".to_owned() });
+/// assert_eq!(err.to_string(), r#"outside the allowed directory "/tmp/""#);
 /// assert!(check_on_demand_log_file("/tmp/../etc/t.json", "/tmp").is_err());
 /// ```
-pub fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), String> {
+pub fn check_on_demand_log_file(path: &str, dir: &str) -> Result<(), LogFileRefused> {
     let dir = with_trailing_slash(dir.to_owned());
     if !path.starts_with(&dir) {
-        return Err(format!("outside the allowed directory {dir:?}"));
+        return Err(LogFileRefused::Outside { dir });
     }
     if path.contains("..") {
-        return Err(format!(
-            "contains \"..\" (must stay inside the allowed directory {dir:?})"
-        ));
+        return Err(LogFileRefused::DotDot { dir });
     }
     if !resolves_inside(Path::new(path), Path::new(&dir)) {
-        return Err(format!(
-            "its directory resolves (through a symlink) outside {dir:?}"
-        ));
+        return Err(LogFileRefused::ThroughSymlink { dir });
     }
     Ok(())
+}
+
+/// Why [`check_on_demand_log_file`] refuses an on-demand log file. Each variant holds the
+/// allowed directory, with its trailing `/`, which the message names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogFileRefused {
+    /// The path does not start with the allowed directory.
+    #[error("outside the allowed directory {dir:?}")]
+    Outside {
+        /// The allowed directory.
+        dir: String,
+    },
+    /// The path contains `..`, which could climb out of the allowed directory.
+    #[error("contains \"..\" (must stay inside the allowed directory {dir:?})")]
+    DotDot {
+        /// The allowed directory.
+        dir: String,
+    },
+    /// The path's directory, with symlinks resolved, lies outside the allowed directory.
+    #[error("its directory resolves (through a symlink) outside {dir:?}")]
+    ThroughSymlink {
+        /// The allowed directory.
+        dir: String,
+    },
 }
 
 /// Whether the directory of `path`, with symlinks resolved, lies inside `dir`. Missing

@@ -407,7 +407,7 @@ pub(super) fn check_request(text: &str) -> Result<(), String> {
         let dir = on_demand_trace_dir();
         let why = check_on_demand_log_file(path, &dir)
             .err()
-            .unwrap_or_else(|| "not allowed".to_owned());
+            .map_or_else(|| "not allowed".to_owned(), |why| why.to_string());
         return Err(format!(
             "output path {path:?} refused: {why}; traces may only be written inside {dir:?} \
              (KINETO_ONDEMAND_TRACE_DIR of the traced process)"
