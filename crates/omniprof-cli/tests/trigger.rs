@@ -8,7 +8,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use omniprof::on_demand::{on_demand_trace_dir, RuntimeDir};
+use omniprof::on_demand::{
+    on_demand_trace_dir, CancelledRequest, NotCancelled, OnDemandState, OnDemandTrigger, RuntimeDir,
+};
 use omniprof_read::TraceReader;
 use omniprof_test_support::cli::{text, Cli};
 use omniprof_test_support::trigger::{Recorder, STEP};
@@ -158,8 +160,17 @@ impl omniprof::on_demand::TriggerHandler for Noted {
     fn state(&self) -> String {
         "idle".to_owned()
     }
-    fn cancel(&self) -> Result<String, String> {
-        Ok("cancelled request #7 (WaitForRequest): 3 iterations".to_owned())
+    fn cancel(&self) -> Result<CancelledRequest, NotCancelled> {
+        Ok(CancelledRequest {
+            id: 7,
+            state: OnDemandState::WaitForRequest,
+            trigger: OnDemandTrigger::Iteration {
+                start: 10,
+                warmup: 0,
+                iterations: 3,
+                roundup: None,
+            },
+        })
     }
 }
 
@@ -188,7 +199,7 @@ fn the_client_prints_the_notes_of_a_trace_on_stderr_and_what_cancel_cancelled() 
     let cancelled = omniprof(xdg.path()).ok(["trigger", "--pid", &pid, "--cancel"]);
     assert_eq!(
         cancelled,
-        "cancelled request #7 (WaitForRequest): 3 iterations\n"
+        "cancelled request #7 (WaitForRequest): 3 iterations from iteration 10 (warm-up 0)\n"
     );
     omniprof(xdg.path()).fails(
         2,

@@ -160,8 +160,8 @@ pub mod on_demand {
     pub use crate::ondemand::{
         cancel_on_demand, cancel_on_demand_request, enable_on_demand_from_env, on_demand_opted_in,
         on_demand_status, request_on_demand, serve_triggers, stop_serving_triggers,
-        BaseConfigError, OnDemandState, OnDemandStatus, OnDemandTrigger, Refused, RequestSummary,
-        Ticket, TraceFailed, NOTES_METADATA,
+        BaseConfigError, CancelledRequest, NotCancelled, OnDemandState, OnDemandStatus,
+        OnDemandTrigger, Refused, RequestSummary, Ticket, TraceFailed, NOTES_METADATA,
     };
     #[cfg(unix)]
     pub use crate::trigger::{

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::cancel::{CancelledRequest, NotCancelled};
 use super::error::{Refused, TraceFailed};
 use super::machine::{Action, Machine, OnDemandState, OnDemandTrigger};
 use super::status::{OnDemandStatus, RequestSummary};
@@ -198,21 +199,22 @@ impl Engine {
     }
 
     /// [`Engine::cancel`] without waiting, saying what was cancelled or why nothing was.
-    pub(super) fn cancel_described(&self, why: TraceFailed) -> Result<String, String> {
+    pub(super) fn cancel_described(
+        &self,
+        why: TraceFailed,
+    ) -> Result<CancelledRequest, NotCancelled> {
         let shared = lock(&self.shared);
         let state = shared.machine.state();
         let Some((id, trigger)) = shared.machine.request() else {
-            return Err("nothing to cancel: no request is pending or running".to_owned());
+            return Err(NotCancelled::NoRequest);
         };
         let mut shared = shared;
         let actions = shared.machine.cancel(why);
         if actions.is_empty() {
-            return Err(format!(
-                "nothing to cancel: request #{id} is in {state}, its trace is being written"
-            ));
+            return Err(NotCancelled::BeingWritten { id, state });
         }
         self.carry_out(shared, actions);
-        Ok(format!("cancelled request #{id} ({state}): {trigger}"))
+        Ok(CancelledRequest { id, state, trigger })
     }
 
     pub(super) fn status(&self) -> OnDemandStatus {

@@ -2,6 +2,7 @@
 //! [`request_on_demand`].
 
 mod base;
+mod cancel;
 mod engine;
 mod error;
 mod machine;
@@ -13,6 +14,7 @@ mod status;
 mod write;
 
 pub use base::BaseConfigError;
+pub use cancel::{CancelledRequest, NotCancelled};
 pub use engine::NOTES_METADATA;
 pub use error::{Refused, TraceFailed};
 pub use machine::{OnDemandState, OnDemandTrigger};

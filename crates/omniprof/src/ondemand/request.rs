@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::base;
+use super::cancel::{CancelledRequest, NotCancelled};
 use super::engine;
 use super::error::{Refused, TraceFailed};
 use super::machine::OnDemandTrigger;
@@ -167,16 +168,19 @@ pub fn cancel_on_demand() -> bool {
     engine::existing().is_some_and(|e| e.cancel(TraceFailed::Cancelled, false))
 }
 
-/// Cancels the pending or running request, as [`cancel_on_demand`] does, and says which it was (its
-/// number, state, trigger and trace file); or why nothing was cancelled: no request, or a
-/// trace already being written (which is finished). For `omniprof trigger --cancel`, the
-/// way out of a request that would wait too long.
+/// Cancels the pending or running request, as [`cancel_on_demand`] does, and says which it
+/// was (its number, state and trigger); or why nothing was cancelled: no request, or a trace
+/// already being written (which is finished). For `omniprof trigger --cancel`, the way out
+/// of a request that would wait too long.
 ///
 /// ```
-/// let err = omniprof::on_demand::cancel_on_demand_request().unwrap_err();
-/// assert!(err.starts_with("nothing to cancel"), "{err}");
+/// use omniprof::on_demand::{cancel_on_demand_request, NotCancelled};
+///
+/// let err = cancel_on_demand_request().unwrap_err();
+/// assert_eq!(err, NotCancelled::NoRequest);
+/// assert!(err.to_string().starts_with("nothing to cancel"), "{err}");
 /// ```
-pub fn cancel_on_demand_request() -> Result<String, String> {
+pub fn cancel_on_demand_request() -> Result<CancelledRequest, NotCancelled> {
     engine::engine().cancel_described(TraceFailed::Cancelled)
 }
 

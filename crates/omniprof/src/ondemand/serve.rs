@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::cancel::{CancelledRequest, NotCancelled};
 use super::request::{
     cancel_on_demand_request, enable_on_demand, on_demand_status, request_on_demand,
 };
@@ -52,7 +53,7 @@ impl TriggerHandler for Engine {
         on_demand_status().to_string()
     }
 
-    fn cancel(&self) -> Result<String, String> {
+    fn cancel(&self) -> Result<CancelledRequest, NotCancelled> {
         cancel_on_demand_request()
     }
 }

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::ondemand::{CancelledRequest, NotCancelled};
+
 /// What runs a trigger's request: the on-demand engine, or a test double.
 ///
 /// Both methods are called from connection threads, possibly at once: a handler that runs
@@ -29,8 +31,8 @@ pub trait TriggerHandler: Send + Sync + 'static {
 
     /// Cancels the pending or running request (`omniprof trigger --cancel`) and says which
     /// it was, or why nothing was cancelled. The default cancels nothing.
-    fn cancel(&self) -> Result<String, String> {
-        Err("this process cannot cancel requests".to_owned())
+    fn cancel(&self) -> Result<CancelledRequest, NotCancelled> {
+        Err(NotCancelled::Unsupported)
     }
 }
 

@@ -379,9 +379,9 @@ fn cancel_trigger(handler: &dyn TriggerHandler) -> Reply {
     match std::panic::catch_unwind(AssertUnwindSafe(|| handler.cancel())) {
         Ok(Ok(what)) => {
             log::info!("trigger: {what}");
-            Reply::Cancelled(what)
+            Reply::Cancelled(what.to_string())
         }
-        Ok(Err(reason)) => Reply::Refused(reason),
+        Ok(Err(reason)) => Reply::Refused(reason.to_string()),
         Err(_) => {
             log::warn!("trigger: the handler panicked");
             Reply::Error("the profiler failed while cancelling".to_owned())
