@@ -9,7 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use omniprof::on_demand::{
-    on_demand_trace_dir, CancelledRequest, NotCancelled, OnDemandState, OnDemandTrigger, RuntimeDir,
+    on_demand_trace_dir, CancelledRequest, NotCancelled, OnDemandState, OnDemandTrigger,
+    RuntimeDir, TriggerRefused,
 };
 use omniprof_read::TraceReader;
 use omniprof_test_support::cli::{text, Cli};
@@ -148,10 +149,10 @@ fn bad_arguments_exit_2_before_anything_is_sent() {
 struct Noted;
 
 impl omniprof::on_demand::TriggerHandler for Noted {
-    fn handle(&self, _: &str) -> Result<std::path::PathBuf, String> {
+    fn handle(&self, _: &str) -> Result<std::path::PathBuf, TriggerRefused> {
         Ok("/tmp/noted.pt.trace.json".into())
     }
-    fn handle_traced(&self, text: &str) -> Result<omniprof::on_demand::Traced, String> {
+    fn handle_traced(&self, text: &str) -> Result<omniprof::on_demand::Traced, TriggerRefused> {
         Ok(omniprof::on_demand::Traced {
             path: self.handle(text)?,
             notes: vec!["fell back to a time-based trace".to_owned()],

@@ -166,8 +166,8 @@ pub mod on_demand {
     #[cfg(unix)]
     pub use crate::trigger::{
         cancel_trigger, listen_for_triggers, send_trigger, send_trigger_traced, Listening,
-        RuntimeDir, ServerOptions, Traced, TriggerError, TriggerHandler, TriggerServer,
-        TRIGGER_MAX_BODY,
+        RuntimeDir, ServerOptions, Traced, TriggerError, TriggerHandler, TriggerRefused,
+        TriggerServer, TRIGGER_MAX_BODY,
     };
 }
 

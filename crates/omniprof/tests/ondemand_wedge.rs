@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use omniprof::on_demand::{
-    on_demand_trace_dir, RuntimeDir, TriggerError, TriggerHandler, MAX_START_AHEAD_MS,
+    on_demand_trace_dir, RuntimeDir, TriggerError, TriggerHandler, TriggerRefused,
+    MAX_START_AHEAD_MS,
 };
 use omniprof_test_support::shared_dirs::{give_to, other_owner};
 use omniprof_test_support::trigger::CountingLogger;
@@ -182,7 +183,7 @@ fn a_message_full_of_unknown_keys_logs_one_summary_line() {
 struct AtOnce;
 
 impl TriggerHandler for AtOnce {
-    fn handle(&self, _: &str) -> Result<PathBuf, String> {
+    fn handle(&self, _: &str) -> Result<PathBuf, TriggerRefused> {
         Ok(PathBuf::from("/tmp/t.pt.trace.json"))
     }
     fn state(&self) -> String {

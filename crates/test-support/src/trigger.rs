@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use omniprof::on_demand::TriggerHandler;
+use omniprof::on_demand::{TriggerHandler, TriggerRefused};
 use omniprof::{record_function, Config, Profiler};
 
 use crate::lock::serial;
@@ -32,13 +32,13 @@ impl Recorder {
 }
 
 impl TriggerHandler for Recorder {
-    fn handle(&self, text: &str) -> Result<PathBuf, String> {
+    fn handle(&self, text: &str) -> Result<PathBuf, TriggerRefused> {
         let Ok(_one) = self.busy.try_lock() else {
-            return Err("profiler busy".to_owned());
+            return Err(TriggerRefused::new("profiler busy"));
         };
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mut config = Config::default();
-        config.apply_on_demand(text).map_err(|e| e.to_string())?;
+        config.apply_on_demand(text).map_err(refused)?;
         let duration = config.activities_duration();
         let url = config.log_file_url(std::process::id());
         let path = PathBuf::from(url.strip_prefix("file://").unwrap_or(&url));
@@ -47,15 +47,15 @@ impl TriggerHandler for Recorder {
         let mut profiler = Profiler::builder()
             .config(config)
             .build()
-            .map_err(|e| e.to_string())?;
-        profiler.start().map_err(|e| e.to_string())?;
+            .map_err(refused)?;
+        profiler.start().map_err(refused)?;
         let until = Instant::now() + duration;
         while Instant::now() < until {
             let _step = record_function(STEP);
             std::thread::sleep(Duration::from_millis(1));
         }
-        let trace = profiler.stop().map_err(|e| e.to_string())?;
-        omniprof::trace::save(&trace, &path).map_err(|e| e.to_string())?;
+        let trace = profiler.stop().map_err(refused)?;
+        omniprof::trace::save(&trace, &path).map_err(refused)?;
         Ok(path)
     }
 
@@ -65,6 +65,11 @@ impl TriggerHandler for Recorder {
             Err(_) => "tracing".to_owned(),
         }
     }
+}
+
+/// A failure of the session, as the client hears it.
+fn refused(why: impl std::fmt::Display) -> TriggerRefused {
+    TriggerRefused::new(why.to_string())
 }
 
 /// A logger that keeps every line logged at `info` or above, so that a test can count what

@@ -20,7 +20,7 @@ use super::request::{
     cancel_on_demand_request, enable_on_demand, on_demand_status, request_on_demand,
 };
 use crate::lock;
-use crate::trigger::{self, TriggerHandler, TriggerServer};
+use crate::trigger::{self, TriggerHandler, TriggerRefused, TriggerServer};
 
 /// How long a trigger's connection waits for its trace. The client gives up on its own
 /// timeout; this only bounds a connection thread whose client vanished.
@@ -34,18 +34,14 @@ static SERVER: Mutex<Option<(u32, TriggerServer)>> = Mutex::new(None);
 struct Engine;
 
 impl TriggerHandler for Engine {
-    fn handle(&self, config_text: &str) -> Result<PathBuf, String> {
-        let ticket = request_on_demand(config_text).map_err(|refused| refused.to_string())?;
-        ticket
-            .wait(WAIT_FOR_TRACE)
-            .map_err(|failed| failed.to_string())
+    fn handle(&self, config_text: &str) -> Result<PathBuf, TriggerRefused> {
+        let ticket = request_on_demand(config_text).map_err(refused)?;
+        ticket.wait(WAIT_FOR_TRACE).map_err(refused)
     }
 
-    fn handle_traced(&self, config_text: &str) -> Result<trigger::Traced, String> {
-        let ticket = request_on_demand(config_text).map_err(|refused| refused.to_string())?;
-        let (path, notes) = ticket
-            .wait_with_notes(WAIT_FOR_TRACE)
-            .map_err(|failed| failed.to_string())?;
+    fn handle_traced(&self, config_text: &str) -> Result<trigger::Traced, TriggerRefused> {
+        let ticket = request_on_demand(config_text).map_err(refused)?;
+        let (path, notes) = ticket.wait_with_notes(WAIT_FOR_TRACE).map_err(refused)?;
         Ok(trigger::Traced { path, notes })
     }
 
@@ -56,6 +52,12 @@ impl TriggerHandler for Engine {
     fn cancel(&self) -> Result<CancelledRequest, NotCancelled> {
         cancel_on_demand_request()
     }
+}
+
+/// The engine's refusal ([`Refused`](super::Refused)) or failure
+/// ([`TraceFailed`](super::TraceFailed)), as the client hears it.
+fn refused(why: impl std::fmt::Display) -> TriggerRefused {
+    TriggerRefused::new(why.to_string())
 }
 
 /// Starts the engine's thread and listens for triggers of this process in this user's

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use client::{Listening, TriggerError};
-pub use handler::{Traced, TriggerHandler};
+pub use handler::{Traced, TriggerHandler, TriggerRefused};
 pub use protocol::TRIGGER_MAX_BODY;
 pub use runtime_dir::RuntimeDir;
 pub use server::{ServerOptions, TriggerServer};
@@ -65,11 +65,11 @@ pub use server::{ServerOptions, TriggerServer};
 /// use std::sync::Arc;
 /// use std::time::Duration;
 ///
-/// use omniprof::on_demand::{RuntimeDir, TriggerError, TriggerHandler};
+/// use omniprof::on_demand::{RuntimeDir, TriggerError, TriggerHandler, TriggerRefused};
 ///
 /// struct Fixed;
 /// impl TriggerHandler for Fixed {
-///     fn handle(&self, _config_text: &str) -> Result<PathBuf, String> {
+///     fn handle(&self, _config_text: &str) -> Result<PathBuf, TriggerRefused> {
 ///         Ok(PathBuf::from("/tmp/t.pt.trace.json"))
 ///     }
 ///     fn state(&self) -> String {

@@ -365,7 +365,7 @@ fn trace(text: &str, handler: &dyn TriggerHandler) -> Reply {
         Ok(Ok(Traced { path, notes })) => Reply::Written { path, notes },
         Ok(Err(reason)) => {
             log::warn!("trigger: the request was refused: {reason}");
-            Reply::Refused(reason)
+            Reply::Refused(reason.to_string())
         }
         Err(_) => {
             log::warn!("trigger: the handler panicked");
@@ -465,12 +465,13 @@ impl Write for NoSigPipe<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::handler::TriggerRefused;
     use super::*;
 
     struct Panics;
 
     impl TriggerHandler for Panics {
-        fn handle(&self, _: &str) -> Result<PathBuf, String> {
+        fn handle(&self, _: &str) -> Result<PathBuf, TriggerRefused> {
             panic!("a handler bug");
         }
         fn state(&self) -> String {
