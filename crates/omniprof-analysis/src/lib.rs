@@ -47,7 +47,7 @@ pub use ranks::{
     claimed_rank, Breakdown, RankComparison, RankProfile, RankProfileBuilder, RankTrace, Source,
     Step, StepRow, Straggler, WorkKind,
 };
-pub use render::{Render, RenderFormat};
+pub use render::{visible, Render, RenderFormat};
 pub use stacks::{python_stacks, PythonStacks, Stack, StackMetric, UnknownStackMetric};
 pub use step_time::{StepTime, StepTimeBuilder, StepTimes};
 

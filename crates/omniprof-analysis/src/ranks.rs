@@ -10,6 +10,8 @@ use omniprof_trace::FastMap;
 use omniprof_trace::TraceItem;
 use omniprof_trace::Value;
 
+use crate::render::visible;
+
 /// HTA's kernel types (`hta.utils.utils.KernelType`), by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -650,14 +652,16 @@ impl RankComparison {
         );
         for (i, r) in self.ranks.iter().enumerate() {
             let p = &r.profile;
-            let _ = write!(out, "{}: {}", self.name_of(i), r.label);
+            // A file name may hold control characters.
+            let _ = write!(out, "{}: {}", self.name_of(i), visible(&r.label));
             if p.rank.is_none() {
                 out.push_str(" (no distributedInfo rank)");
             }
             if let Some(e) = &r.error {
                 let _ = write!(
                     out,
-                    " PARTIAL, read up to: {e}; left out of the step statistics"
+                    " PARTIAL, read up to: {}; left out of the step statistics",
+                    visible(e)
                 );
             }
             out.push('\n');

@@ -189,3 +189,34 @@ fn an_unreadable_trace_fails_naming_it() {
         "{stderr}"
     );
 }
+
+#[test]
+fn control_characters_in_a_name_print_escaped_and_the_table_stays_aligned() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = "a\u{1b}]0;pwned\u{7}b\rc\nd";
+    let base = save(
+        dir.path(),
+        "base.json",
+        &[(hostile, 1_000), ("aten::mm", 2_000)],
+        0,
+    );
+    let new = save(
+        dir.path(),
+        "new.json",
+        &[(hostile, 3_000), ("aten::mm", 2_000)],
+        0,
+    );
+    let table = OMNIPROF.ok(diff(&base, &new, &[]));
+    assert!(!table.contains(['\u{1b}', '\u{7}', '\r']), "{table:?}");
+    // Separator, header, separator, the rows (the two ops, `gemm`), separator: each as
+    // wide as the others.
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 7, "{table}");
+    assert!(
+        lines[3].starts_with(r"a\u{1b}]0;pwned\u{7}b\u{d}c\u{a}d  "),
+        "{table}"
+    );
+    assert!(lines[4].starts_with("aten::mm  "), "{table}");
+    let width = lines[0].chars().count();
+    assert!(lines.iter().all(|l| l.chars().count() == width), "{table}");
+}

@@ -408,3 +408,45 @@ fn group_by_stack_on_a_trace_without_stacks_says_so() {
     );
     assert!(!text(&out.stdout).contains("Source Location"));
 }
+
+/// The name the hostile-input probe used: it retitles a terminal (`ESC ]0;… BEL`), returns
+/// the cursor (CR) and breaks the line (LF).
+const HOSTILE: &str = "a\u{1b}]0;pwned\u{7}b\rc\nd";
+
+/// That name as the text tables print it.
+const HOSTILE_SHOWN: &str = r"a\u{1b}]0;pwned\u{7}b\u{d}c\u{a}d";
+
+#[test]
+fn control_characters_in_a_name_print_escaped_and_the_table_stays_aligned() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hostile.json");
+    let events = r#"{"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "a\u001b]0;pwned\u0007b\rc\nd", "pid": 1, "tid": 1, "ts": 100, "dur": 300},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 500, "dur": 100}]}"#;
+    std::fs::write(&path, events).unwrap();
+    let table = OMNIPROF.ok(summary(&path, &[]));
+    assert!(!table.contains(['\u{1b}', '\u{7}', '\r']), "{table:?}");
+    // Separator, header, separator, the two rows, separator (each as wide as the others),
+    // then the total.
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 7, "{table}");
+    // Names are right-aligned, as in PyTorch.
+    assert!(
+        lines[3]
+            .trim_start()
+            .starts_with(&format!("{HOSTILE_SHOWN}  ")),
+        "{table}"
+    );
+    assert!(lines[4].trim_start().starts_with("aten::mm  "), "{table}");
+    let width = lines[0].chars().count();
+    assert!(
+        lines[..6].iter().all(|l| l.chars().count() == width),
+        "{table}"
+    );
+    // CSV keeps the name as the trace holds it, quoted.
+    let csv = OMNIPROF.ok(summary(&path, &["--format", "csv"]));
+    assert!(
+        csv.contains(&format!("\n\"{HOSTILE}\",1,300.000,")),
+        "{csv:?}"
+    );
+}

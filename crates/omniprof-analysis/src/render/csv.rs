@@ -13,9 +13,11 @@ const TIME_COLUMNS: &str = "count,self_cpu_time_total_us,cpu_time_total_us,cpu_t
 self_device_time_total_us,device_time_total_us,device_time_avg_us,on_device,user_annotation,\
 cpu_memory_usage,self_cpu_memory_usage,device_memory_usage,self_device_memory_usage,flops";
 
-/// A field, quoted when it holds a comma, a quote or a line break (kernel names often do).
+/// A field, kept as it is (CSV is data: `-5` or `=x` stays what the trace holds), quoted
+/// when it holds a comma, a quote (kernel names often do) or a control character (a line
+/// break, or an ESC a terminal would obey were the file shown unquoted).
 pub(crate) fn field(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
+    if text.contains([',', '"']) || text.chars().any(char::is_control) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {
         text.to_string()
@@ -105,5 +107,13 @@ mod tests {
         assert_eq!(field("aten::mm"), "aten::mm");
         assert_eq!(field("k<int, 2>"), "\"k<int, 2>\"");
         assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+
+    #[test]
+    fn fields_with_a_control_character_are_quoted_and_kept() {
+        assert_eq!(field("a\u{1b}]0;x\u{7}b"), "\"a\u{1b}]0;x\u{7}b\"");
+        assert_eq!(field("a\tb"), "\"a\tb\"");
+        assert_eq!(field("=1+2"), "=1+2");
+        assert_eq!(field("-5"), "-5");
     }
 }

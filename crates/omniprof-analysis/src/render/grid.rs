@@ -1,8 +1,11 @@
 //! Plain aligned text tables and the number format shared by the metric and counter
 //! summaries: a title row, a rule, then the rows, each column as wide as its widest cell
-//! (text left-aligned, numbers right-aligned).
+//! (text left-aligned, numbers right-aligned), control characters printed as `\u{1b}`
+//! ([`visible`]) and counted so.
 
 use std::fmt::Write;
+
+use super::visible::visible;
 
 /// A number as written in summaries: the shortest text that reads back as the same `f64`
 /// (so integers print without a fraction, and hand-entered values print as entered).
@@ -12,8 +15,12 @@ pub(crate) fn number(v: f64) -> String {
 
 /// Renders `rows` under `headers`; `numeric[i]` right-aligns column `i`.
 pub(crate) fn render(headers: &[&str], numeric: &[bool], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<std::borrow::Cow<str>>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| visible(cell)).collect())
+        .collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -40,9 +47,9 @@ pub(crate) fn render(headers: &[&str], numeric: &[bool], rows: &[Vec<String>]) -
     let rule: usize = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
     out.push_str(&"-".repeat(rule));
     out.push('\n');
-    for row in rows {
+    for row in &rows {
         // Writing into a `String` cannot fail.
-        let _ = writeln!(out, "{}", line(&mut row.iter().map(String::as_str)));
+        let _ = writeln!(out, "{}", line(&mut row.iter().map(|cell| &**cell)));
     }
     out
 }

@@ -17,6 +17,8 @@
 //!   on a line of its own, in the last column with every other cell empty; then a line of
 //!   empty cells ends the row (for every row, with a stack or not). A frame longer than the
 //!   column prints as `...` and its last width − 3 characters.
+//! - Control characters in names, shapes and frames print as `\u{1b}` ([`visible`]); widths
+//!   count the escaped text, so a row stays one line and aligned.
 //! - Widths: 12, except `Name` (longest name of *all* rows + 4, at most
 //!   `max_name_column_width`, 55), `Input Shapes` (longest + 4, at most
 //!   `max_shapes_column_width`, 80) and `Source Location` (longest frame of all rows + 4,
@@ -36,6 +38,7 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
+use super::visible::visible;
 use crate::key_averages::{us, KeyAverages, Row, TableOptions};
 
 const COLUMN_WIDTH: usize = 12;
@@ -103,17 +106,19 @@ pub(crate) fn format_memory(nbytes: i64) -> String {
     }
 }
 
-/// A name cut to fit the name column (`None`: no limit).
+/// A name, its control characters made [`visible`], cut to fit the name column (`None`: no
+/// limit).
 pub(crate) fn fit_name(name: &str, max_width: Option<usize>) -> String {
+    let name = visible(name);
     let Some(max_width) = max_width else {
         return name.to_string();
     };
     let keep = max_width.saturating_sub(3);
-    if char_len(name) >= keep {
+    if char_len(&name) >= keep {
         let cut: String = name.chars().take(keep).collect();
         cut + "..."
     } else {
-        name.to_string()
+        name.into_owned()
     }
 }
 
@@ -127,12 +132,13 @@ fn frames(row: &Row) -> &[Arc<str>] {
     row.stack.as_deref().unwrap_or(&[])
 }
 
-/// PyTorch's `trim_path`: a frame longer than `width` as its last `width` characters, the
-/// first three of which become `...`.
+/// PyTorch's `trim_path`: a frame (made [`visible`]) longer than `width` as its last
+/// `width` characters, the first three of which become `...`.
 fn trim_frame(frame: &str, width: usize) -> String {
-    let len = char_len(frame);
+    let frame = visible(frame);
+    let len = char_len(&frame);
     if len <= width {
-        return frame.to_string();
+        return frame.into_owned();
     }
     let tail: String = frame.chars().skip(len - width).collect();
     if width > 3 {
@@ -169,20 +175,20 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
 
     let name_width = rows
         .iter()
-        .map(|r| char_len(&r.name) + 4)
+        .map(|r| char_len(&visible(&r.name)) + 4)
         .max()
         .unwrap_or(0)
         .min(options.max_name_column_width.unwrap_or(usize::MAX));
     let shapes_width = rows
         .iter()
-        .map(|r| shapes(r).map_or(0, char_len) + 4)
+        .map(|r| shapes(r).map_or(0, |s| char_len(&visible(s))) + 4)
         .max()
         .unwrap_or(0)
         .min(options.max_shapes_column_width.unwrap_or(usize::MAX));
     let has_stack = rows.iter().any(|r| !frames(r).is_empty());
     let src_width = rows
         .iter()
-        .flat_map(|r| frames(r).iter().map(|f| char_len(f) + 4))
+        .flat_map(|r| frames(r).iter().map(|f| char_len(&visible(f)) + 4))
         .max()
         .unwrap_or(0)
         .min(options.max_src_column_width.unwrap_or(usize::MAX));
@@ -295,8 +301,7 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
         cells.push(row.count.to_string());
         if has_shapes {
             cells.push(
-                shapes(row)
-                    .unwrap_or("")
+                visible(shapes(row).unwrap_or(""))
                     .chars()
                     .take(shapes_width)
                     .collect(),
