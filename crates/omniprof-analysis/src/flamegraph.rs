@@ -20,7 +20,9 @@
 //! own thread, whose stack is its forward op's) hangs under the frames of that stack
 //! ([`PythonStacks`](crate::PythonStacks)), outermost first. An op that partly overlaps an enclosing
 //! one starts a stack of its own. Threads merge: equal stacks on different threads add up. `;` in a name is written as `:`, and
-//! line breaks as spaces, so that every frame stays one frame.
+//! line breaks and tabs as spaces, so that every frame stays one frame; other control
+//! characters as `\u{1b}`, so that the SVG stays XML; and an empty name as `[unnamed]`, so
+//! that its time stays in the graph.
 //!
 //! ```
 //! use omniprof_analysis::{folded_stacks, FlameTime};
@@ -40,6 +42,7 @@ use std::sync::Arc;
 use crate::activity::{self, Role};
 use crate::attribution::{self, Launcher};
 use crate::frame_tree::FrameTree;
+use crate::render::visible;
 use crate::stacks::python_stacks;
 use omniprof_trace::keys::arg;
 use omniprof_trace::FastMap;
@@ -358,9 +361,21 @@ fn spell(tree: &FrameTree, node: u32) -> String {
     frames.join(";")
 }
 
-/// A name as one frame of a folded stack.
+/// The frame of an op whose name is empty or blank: flame graph tools drop a line whose
+/// stack is empty, and the op's time with it.
+pub(crate) const UNNAMED: &str = "[unnamed]";
+
+/// A name as one frame of a folded stack: `;` written as `:`, and line breaks and tabs as
+/// spaces, so that every frame stays one frame; other control characters as `\u{1b}`
+/// ([`visible`]), since XML (the SVG) forbids most of them even escaped; the whitespace
+/// around it dropped, since tools trim each line (which would put lines out of order, or
+/// leave a frame empty); and an empty name as [`UNNAMED`].
 fn frame(name: &str) -> String {
-    name.replace(';', ":").replace(['\n', '\r'], " ")
+    let name = name.replace(';', ":").replace(['\n', '\r', '\t'], " ");
+    match visible(name.trim()) {
+        shown if shown.is_empty() => UNNAMED.to_owned(),
+        shown => shown.into_owned(),
+    }
 }
 
 #[cfg(test)]

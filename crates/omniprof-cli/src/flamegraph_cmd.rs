@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use inferno::flamegraph::{self, Options};
-use omniprof_analysis::{folded_stacks, FlameBuilder, FlameTime, FoldedStacks, MAX_STACK_DEPTH};
+use omniprof_analysis::{
+    folded_stacks, visible, FlameBuilder, FlameTime, FoldedStacks, MAX_STACK_DEPTH,
+};
 use omniprof_read::{ArgFilter, ReadError, TraceReader};
 use omniprof_trace::keys::arg;
 use omniprof_trace::save_with;
@@ -86,7 +88,9 @@ pub(crate) fn run(args: &FlamegraphArgs) -> ExitCode {
         text.into_bytes()
     } else {
         let mut options = Options::default();
-        options.title = format!("{title}: {}", args.trace.display());
+        // A file name may hold control characters, which XML forbids.
+        let path = args.trace.display().to_string();
+        options.title = format!("{title}: {}", visible(&path));
         options.count_name = "ns".into();
         let mut svg = Vec::new();
         if let Err(e) = flamegraph::from_lines(&mut options, text.lines(), &mut svg) {

@@ -248,3 +248,54 @@ fn python_frames_are_drawn_around_the_ops_they_called() {
     );
     assert_eq!(lines.len(), 105);
 }
+
+/// Whether XML 1.0 allows `c` in a document (its `Char` production), escaped or not.
+fn xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | ' '..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..)
+}
+
+#[test]
+fn control_characters_and_empty_names_keep_the_svg_xml_and_their_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("hostile.json");
+    // A name that retitles a terminal and breaks lines, one with DEL and a C1 control, and
+    // one with no name at all, holding most of the time.
+    let events = r#"{"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "a\u001b]0;pwned\u0007b\rc\nd", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+      {"ph": "X", "cat": "cpu_op", "name": "x\u007f\u0085y", "pid": 1, "tid": 1, "ts": 20, "dur": 5},
+      {"ph": "X", "cat": "cpu_op", "name": "", "pid": 1, "tid": 1, "ts": 30, "dur": 70}]}"#;
+    std::fs::write(&trace, events).unwrap();
+    let folded = dir.path().join("host.folded");
+    OMNIPROF.ok(flamegraph(&trace, &folded, &["--folded"]));
+    assert_eq!(
+        std::fs::read_to_string(&folded).unwrap(),
+        "[unnamed] 70000\n\
+         a\\u{1b}]0:pwned\\u{7}b c d 10000\n\
+         x\\u{7f}\\u{85}y 5000\n"
+    );
+    let out = dir.path().join("graph.svg");
+    OMNIPROF.ok(flamegraph(&trace, &out, &[]));
+    let svg = std::fs::read_to_string(&out).unwrap();
+    if let Some(c) = svg.chars().find(|&c| !xml_char(c)) {
+        panic!("the SVG holds {c:?}, which XML 1.0 forbids");
+    }
+    let mut reader = quick_xml::Reader::from_str(&svg);
+    let mut text = String::new();
+    loop {
+        match reader.read_event() {
+            Ok(Event::Eof) => break,
+            Ok(Event::Text(t)) => text.push_str(&String::from_utf8_lossy(&t)),
+            Ok(Event::GeneralRef(r)) if r.is_char_ref() => {
+                let c = r.resolve_char_ref().unwrap().unwrap();
+                assert!(
+                    xml_char(c),
+                    "the SVG refers to {c:?}, which XML 1.0 forbids"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => panic!("not XML at byte {}: {e}", reader.buffer_position()),
+        }
+    }
+    // The unnamed op's 70 µs of the 85 are drawn.
+    assert!(text.contains("[unnamed] (70,000 ns, 82.35%)"), "{text}");
+}
