@@ -11,7 +11,9 @@
 //! every arg, for them. Several traces, or
 //! directories of them, are read in parallel ([`crate::job`]). A trace that cannot be read
 //! writes no file and names the file and offset; with `--partial`, the report is written
-//! of what was read and its first view says the trace was cut.
+//! of what was read and its first view says the trace was cut. The page is saved as traces
+//! are ([`save_with`]): written aside and renamed, never through another user's link in a
+//! sticky directory.
 //!
 //! Exit status: 0 when the report was written of traces read whole; 1 when a trace could
 //! not be read (with `--partial`, after writing the report) or the file not written; 2 for
@@ -24,6 +26,7 @@ use omniprof_analysis::KernelMetricsBuilder;
 use omniprof_analysis::KeyAveragesOptions;
 use omniprof_read::TraceReader;
 use omniprof_report::{ReportInput, ReportModel, TraceReportBuilder};
+use omniprof_trace::save_with;
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
 use crate::progress::read_file;
@@ -102,8 +105,13 @@ pub(crate) fn run(args: &ReportArgs) -> ExitCode {
     }
     let model = ReportModel::new(inputs, base.as_ref());
     let html = model.html();
-    if let Err(e) = std::fs::write(&args.output, html) {
-        eprintln!("error: cannot write {}: {e}", args.output.display());
+    // The one save path: no half-written page, and no link of another user's followed.
+    if let Err(e) = save_with(&args.output, |out| out.write_all(html.as_bytes())) {
+        eprintln!(
+            "error: cannot write {}: {}",
+            args.output.display(),
+            e.source
+        );
         return ExitCode::from(1);
     }
     eprintln!("wrote {}", args.output.display());

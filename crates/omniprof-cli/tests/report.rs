@@ -5,7 +5,8 @@
 //! into `#errors`), and their DOM holds the figures `omniprof summary` and `omniprof ranks`
 //! print; a screenshot of each view goes to `target/report-screenshots/`. Views without
 //! data say why; names are shown as text (a `<script>` name does not run); a truncated
-//! trace writes no report unless `--partial`, whose report says the trace was cut.
+//! trace writes no report unless `--partial`, whose report says the trace was cut; the page
+//! goes through the shared save path (another user's link in a sticky directory is refused).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -369,6 +370,44 @@ fn names_with_markup_are_shown_as_text_and_never_run() {
         );
     }
     operators_match_the_summary(&dom, &trace);
+}
+
+#[cfg(unix)]
+#[test]
+fn another_users_link_at_the_page_in_a_sticky_directory_is_refused_and_its_target_kept() {
+    use omniprof_test_support::shared_dirs::{give_to, make_sticky, other_owner};
+    let Some(other) = other_owner("report to another user's link") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("t.json");
+    fs::write(&trace, trace_named(&["aten::mm"])).expect("write the trace");
+    let victim = dir.path().join("secret");
+    fs::write(&victim, "kept").expect("write the victim");
+    let shared = tempfile::tempdir().expect("temp dir");
+    make_sticky(shared.path());
+    let page = shared.path().join("x.html");
+    std::os::unix::fs::symlink(&victim, &page).expect("plant the link");
+    give_to(&page, other);
+
+    let stderr = OMNIPROF.fails(1, ["report", arg(&trace), "-o", arg(&page)]);
+
+    assert_eq!(
+        stderr,
+        format!(
+            "error: cannot write {page}: {page} is a symbolic link of uid {other} in the sticky \
+             world-writable directory {shared} (owned by uid 0), and this process runs as uid \
+             0: it is not followed, as the kernel's fs.protected_symlinks would refuse; remove \
+             it or save elsewhere\n",
+            page = page.display(),
+            shared = shared.path().display()
+        )
+    );
+    assert_eq!(fs::read_to_string(&victim).expect("the victim"), "kept");
+    assert!(fs::symlink_metadata(&page)
+        .expect("the link")
+        .file_type()
+        .is_symlink());
 }
 
 #[test]
