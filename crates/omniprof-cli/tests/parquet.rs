@@ -1,6 +1,7 @@
 //! `omniprof convert … --format parquet` from the command line: directories of traces, ranks
 //! from `distributedInfo` or the traces' places, and bad input (files that are not traces,
-//! two traces of one rank, a truncated trace, a directory that is not empty). The tables'
+//! two traces of one rank, a truncated trace, a directory that is not empty,
+//! another user's link in a sticky directory). The tables'
 //! contents are checked in crates/omniprof-parquet/tests/tables.rs.
 
 use omniprof_test_support::cli::{text, Cli};
@@ -141,6 +142,49 @@ fn a_directory_that_holds_files_is_not_written_into() {
         text(&out.stderr),
         "error: t: not empty; omniprof writes its tables into a new or empty directory\n"
     );
+}
+
+#[cfg(unix)]
+#[test]
+fn another_users_link_at_the_directory_in_a_sticky_directory_is_refused_and_nothing_written() {
+    use omniprof_test_support::shared_dirs::{give_to, make_sticky, other_owner};
+    let Some(other) = other_owner("parquet tables into another user's link") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("a.json");
+    std::fs::write(&input, trace(Some(0))).unwrap();
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    give_to(&theirs, other);
+    let shared = tempfile::tempdir().unwrap();
+    make_sticky(shared.path());
+    let out_dir = shared.path().join("out");
+    std::os::unix::fs::symlink(&theirs, &out_dir).unwrap();
+    give_to(&out_dir, other);
+
+    let out = OMNIPROF.run([
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        out_dir.to_str().unwrap(),
+        "--format",
+        "parquet",
+    ]);
+
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: cannot write tables into {out}: {out} is a symbolic link of uid {other} in \
+             the sticky world-writable directory {shared} (owned by uid 0), and this process \
+             runs as uid 0: it is not followed, as the kernel's fs.protected_symlinks would \
+             refuse; remove it or save elsewhere\n",
+            out = out_dir.display(),
+            shared = shared.path().display()
+        )
+    );
+    assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 0);
 }
 
 #[test]

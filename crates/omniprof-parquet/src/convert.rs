@@ -47,7 +47,9 @@ pub struct ConvertedTrace {
 /// Converts `traces` (files, read in this order; see [`trace_files`] for directories) into
 /// Parquet tables under `out_dir`, which must be new or empty: `out_dir/<table>/rank=<N>/
 /// part-0.parquet` per table and trace. A trace's rank is its `distributedInfo.rank`, else
-/// its position in `traces` (said in a warning).
+/// its position in `traces` (said in a warning). Another user's link at `out_dir` in a
+/// sticky world-writable directory (`/tmp`) is not followed, as a trace's save would not
+/// follow it ([`ParquetError::OutputRefused`]).
 ///
 /// Fails on the first trace that cannot be read (unless [`ConvertOptions::partial`]) or
 /// whose rank an earlier trace claimed; the traces converted before it stay.
@@ -59,7 +61,7 @@ pub fn convert(
     if traces.is_empty() {
         return Err(ParquetError::NoTrace);
     }
-    prepare_output(out_dir)?;
+    crate::output_dir::prepare(out_dir)?;
     let mut ranks: HashMap<i64, PathBuf> = HashMap::new();
     let mut converted = Vec::with_capacity(traces.len());
     for (position, path) in traces.iter().enumerate() {
@@ -85,16 +87,6 @@ pub fn convert(
         converted.push(trace);
     }
     Ok(converted)
-}
-
-/// Makes `out_dir` (a new or empty directory) and each table's folder in it.
-fn prepare_output(out_dir: &Path) -> Result<(), ParquetError> {
-    fs::create_dir_all(out_dir).map_err(|e| ParquetError::io(out_dir, e))?;
-    let mut entries = fs::read_dir(out_dir).map_err(|e| ParquetError::io(out_dir, e))?;
-    if entries.next().is_some() {
-        return Err(ParquetError::OutputNotEmpty(out_dir.to_owned()));
-    }
-    Ok(())
 }
 
 /// Reads one trace into its staging folders; the rank it claims must be new.

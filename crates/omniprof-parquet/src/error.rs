@@ -42,6 +42,14 @@ pub enum ParquetError {
     /// The output directory already holds files.
     #[error("{}: not empty; omniprof writes its tables into a new or empty directory", .0.display())]
     OutputNotEmpty(PathBuf),
+    /// The output directory is refused: another user's link in a sticky directory.
+    #[error("cannot write tables into {}: {why}", path.display())]
+    OutputRefused {
+        /// The output directory as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// No input is a trace.
     #[error("no trace to convert among the inputs")]
     NoTrace,

@@ -40,6 +40,7 @@
 mod column_chunk;
 mod convert;
 mod error;
+mod output_dir;
 mod row;
 mod schema;
 mod strings;

@@ -362,6 +362,33 @@ fn target(path: &Path) -> io::Result<Target> {
     ))
 }
 
+/// Follows the links from `path` as [`save_with`] does, refusing one that it refuses: in a
+/// sticky world-writable directory (`/tmp`), a link that belongs neither to the saving user
+/// nor to the directory's owner. For writers that make a directory rather than a file (the
+/// Parquet tables), so that they keep the save's rule. Ok when nothing, or no link, is at
+/// `path`; the error names the link, its owner and the directory.
+pub fn check_protected_links(path: &Path) -> io::Result<()> {
+    let mut current = path.to_owned();
+    for _ in 0..MAX_LINKS {
+        let Ok(meta) = fs::symlink_metadata(&current) else {
+            return Ok(());
+        };
+        if !meta.file_type().is_symlink() {
+            return Ok(());
+        }
+        check_protected_link(&current, &meta)?;
+        let link = fs::read_link(&current)?;
+        current = match current.parent() {
+            Some(dir) => dir.join(link),
+            None => link,
+        };
+    }
+    Err(io::Error::new(
+        ErrorKind::InvalidInput,
+        format!("more than {MAX_LINKS} levels of symbolic links"),
+    ))
+}
+
 /// Refuses to follow the link at `link` (whose metadata is `meta`) where the kernel's
 /// `fs.protected_symlinks` would: in a sticky world-writable directory, a link that belongs
 /// neither to the saving user nor to the directory's owner.
