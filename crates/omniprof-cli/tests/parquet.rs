@@ -1,7 +1,7 @@
 //! `omniprof convert … --format parquet` from the command line: directories of traces, ranks
 //! from `distributedInfo` or the traces' places, and bad input (files that are not traces,
-//! two traces of one rank, a truncated trace, a directory that is not empty,
-//! another user's link in a sticky directory). The tables'
+//! two traces of one rank, a truncated trace, a directory that is not empty, a file given
+//! as the directory, another user's link in a sticky directory). The tables'
 //! contents are checked in crates/omniprof-parquet/tests/tables.rs.
 
 use omniprof_test_support::cli::{text, Cli};
@@ -141,6 +141,25 @@ fn a_directory_that_holds_files_is_not_written_into() {
     assert_eq!(
         text(&out.stderr),
         "error: t: not empty; omniprof writes its tables into a new or empty directory\n"
+    );
+}
+
+#[test]
+fn a_regular_file_given_as_the_directory_is_refused_naming_it_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.json"), trace(Some(0))).unwrap();
+    std::fs::write(dir.path().join("t"), "kept").unwrap();
+    let out = OMNIPROF
+        .current_dir(dir.path())
+        .run(["convert", "a.json", "-o", "t", "--format", "parquet"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "error: cannot write tables into t: it is a regular file, not a directory\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("t")).unwrap(),
+        "kept"
     );
 }
 

@@ -42,7 +42,8 @@ pub enum ParquetError {
     /// The output directory already holds files.
     #[error("{}: not empty; omniprof writes its tables into a new or empty directory", .0.display())]
     OutputNotEmpty(PathBuf),
-    /// The output directory is refused: another user's link in a sticky directory.
+    /// The output directory is refused: another user's link in a sticky directory, or
+    /// not a directory.
     #[error("cannot write tables into {}: {why}", path.display())]
     OutputRefused {
         /// The output directory as given.
