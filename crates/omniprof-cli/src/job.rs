@@ -42,48 +42,91 @@ impl TracesArgs {
         }
     }
 
-    /// The trace files the paths name: files as given, directories' traces by name; a
-    /// directory's other entries are named on standard error and skipped. An error names
-    /// a path that cannot be listed or holds no trace.
+    /// The trace files the paths name ([`trace_files`]); `-` (standard input) only alone.
     pub(crate) fn files(&self) -> Result<Vec<PathBuf>, String> {
-        let mut files = Vec::new();
-        for path in &self.traces {
-            if !path.is_dir() {
-                files.push(path.clone());
-                continue;
-            }
-            let entries = std::fs::read_dir(path)
-                .map_err(|e| format!("{}: cannot list the directory: {e}", path.display()))?;
-            let mut names: Vec<PathBuf> = entries
-                .map(|e| e.map(|e| e.path()))
-                .collect::<Result<_, _>>()
-                .map_err(|e| format!("{}: cannot list the directory: {e}", path.display()))?;
-            names.sort();
-            let before = files.len();
-            for name in names {
-                if is_trace_name(&name) && !name.is_dir() {
-                    files.push(name);
-                } else {
-                    log::warn!(
-                        "{}: skipped: not a trace (a trace's name ends in {})",
-                        name.display(),
-                        suffixes()
-                    );
-                }
-            }
-            if files.len() == before {
-                return Err(format!(
-                    "{}: no trace in the directory (no file ending in {})",
-                    path.display(),
-                    suffixes()
-                ));
-            }
-        }
+        let files = trace_files(&self.traces)?;
         if files.len() > 1 && files.iter().any(|f| f.as_os_str() == "-") {
             return Err("`-` (standard input) reads one trace, alone".to_owned());
         }
         Ok(files)
     }
+}
+
+/// The trace files `paths` name, the one rule of every command that takes directories:
+/// files as given; a directory's regular files named like a trace ([`TRACE_SUFFIXES`]),
+/// sorted by name. A directory's other entries are named on standard error with why they
+/// were skipped: a FIFO or device named `*.json` is never opened, which could wait forever.
+/// An error names a directory that cannot be listed or holds no trace.
+pub(crate) fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            files.push(path.clone());
+            continue;
+        }
+        let entries = std::fs::read_dir(path)
+            .map_err(|e| format!("{}: cannot list the directory: {e}", path.display()))?;
+        let mut names: Vec<PathBuf> = entries
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{}: cannot list the directory: {e}", path.display()))?;
+        names.sort();
+        let before = files.len();
+        for name in names {
+            match not_a_trace(&name) {
+                None => files.push(name),
+                Some(why) => log::warn!("{}: skipped: {why}", name.display()),
+            }
+        }
+        if files.len() == before {
+            return Err(format!(
+                "{}: no trace in the directory (no file ending in {})",
+                path.display(),
+                suffixes()
+            ));
+        }
+    }
+    Ok(files)
+}
+
+/// Why a directory's entry is not read as a trace, if it is not.
+fn not_a_trace(path: &Path) -> Option<String> {
+    // Follows links: a link to a trace is read, a dangling one named.
+    let kind = match std::fs::metadata(path) {
+        Ok(meta) => meta.file_type(),
+        Err(e) => return Some(format!("cannot be read: {e}")),
+    };
+    if !kind.is_file() {
+        return Some(format!("not a regular file ({})", kind_name(kind)));
+    }
+    if !is_trace_name(path) {
+        return Some(format!(
+            "not a trace (a trace's name ends in {})",
+            suffixes()
+        ));
+    }
+    None
+}
+
+/// What a file that is not a regular file is, as a message says it.
+fn kind_name(kind: std::fs::FileType) -> &'static str {
+    if kind.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return "a device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    "a special file"
 }
 
 /// The ends of the names of the files a directory's traces are read from.

@@ -1,7 +1,7 @@
 //! `omniprof convert TRACE… -o OUT_DIR --format parquet`: traces, and directories of traces,
 //! to Parquet tables under OUT_DIR, one rank per trace (the `omniprof-parquet` crate;
-//! docs/parquet.md). A directory's files that are not traces are named in a warning and
-//! skipped; two traces of the same rank are an error naming both.
+//! docs/parquet.md). A directory gives the traces `summary` reads from it ([`crate::job`]),
+//! its other entries named in a warning and skipped; two traces of the same rank are an error naming both.
 //!
 //! Exit status: 0 converted; 1 a trace could not be read (without `--partial`), two traces
 //! claim one rank, or the tables could not be written.
@@ -9,8 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use omniprof_parquet::{convert, trace_files, ConvertOptions};
+use omniprof_parquet::{convert, ConvertOptions};
 
+use crate::job::trace_files;
 use crate::reading::report_skipped;
 
 /// Runs the Parquet conversion.
@@ -19,7 +20,9 @@ pub(crate) fn run(inputs: &[PathBuf], out_dir: &Path, partial: bool) -> ExitCode
         partial,
         ..Default::default()
     };
-    let converted = trace_files(inputs).and_then(|traces| convert(&traces, out_dir, options));
+    // The directory rule of `summary` and `ranks`: one listing for every command.
+    let converted = trace_files(inputs)
+        .and_then(|traces| convert(&traces, out_dir, options).map_err(|e| e.to_string()));
     match converted {
         Ok(traces) => {
             for t in &traces {

@@ -36,8 +36,9 @@ fn a_directory_mixing_traces_and_other_files_converts_the_traces_and_names_the_o
     assert!(out.status.success(), "{stderr}");
     assert_eq!(
         stderr,
-        "warning: run/logs: skipped: not a trace file (a trace's name ends in .json or .json.gz)\n\
-         warning: run/notes.txt: skipped: not a trace file (a trace's name ends in .json or .json.gz)\n"
+        "warning: run/logs: skipped: not a regular file (a directory)\n\
+         warning: run/notes.txt: skipped: not a trace (a trace's name ends in .json, .json.gz or \
+         .pftrace)\n"
     );
     assert_eq!(
         text(&out.stdout),

@@ -165,10 +165,10 @@ fn a_directory_s_other_files_are_named_and_skipped() {
     let out = OMNIPROF.run(with_paths(&["summary", "--format", "json"], &[dir.path()]));
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    for name in ["notes.txt", "logs"] {
+    for (name, why) in [("notes.txt", "not a trace"), ("logs", "not a regular file")] {
         let path = dir.path().join(name);
         assert!(
-            stderr.contains(&format!("{}: skipped: not a trace", path.display())),
+            stderr.contains(&format!("{}: skipped: {why}", path.display())),
             "{stderr}"
         );
     }

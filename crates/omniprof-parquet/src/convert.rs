@@ -44,7 +44,7 @@ pub struct ConvertedTrace {
     pub error: Option<ReadError>,
 }
 
-/// Converts `traces` (files, read in this order; see [`trace_files`] for directories) into
+/// Converts `traces` (files, read in this order) into
 /// Parquet tables under `out_dir`, which must be new or empty: `out_dir/<table>/rank=<N>/
 /// part-0.parquet` per table and trace. A trace's rank is its `distributedInfo.rank`, else
 /// its position in `traces` (said in a warning). Another user's link at `out_dir` in a
@@ -197,35 +197,4 @@ fn convert_one(
         rows,
         error,
     })
-}
-
-/// The trace files among `inputs`: a file is taken as given; a directory gives its files
-/// whose names end in `.json` or `.json.gz` (sorted by name), and every other entry of it
-/// is named in a warning and skipped.
-pub fn trace_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, ParquetError> {
-    let mut files = Vec::new();
-    for input in inputs {
-        if !input.is_dir() {
-            files.push(input.clone());
-            continue;
-        }
-        let mut entries: Vec<PathBuf> = fs::read_dir(input)
-            .map_err(|e| ParquetError::io(input, e))?
-            .map(|entry| entry.map(|e| e.path()))
-            .collect::<Result<_, _>>()
-            .map_err(|e| ParquetError::io(input, e))?;
-        entries.sort();
-        for path in entries {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if path.is_file() && (name.ends_with(".json") || name.ends_with(".json.gz")) {
-                files.push(path);
-            } else {
-                log::warn!(
-                    "{}: skipped: not a trace file (a trace's name ends in .json or .json.gz)",
-                    path.display()
-                );
-            }
-        }
-    }
-    Ok(files)
 }

@@ -13,8 +13,9 @@
 //! so that summing it per name gives the summary's rows.
 //!
 //! [`convert`] writes the tables of each trace with its [`ConvertOptions`] and says, per
-//! trace, its rank and [`RowCounts`] ([`ConvertedTrace`]); [`trace_files`] lists the traces of
-//! a job's directory; a failure is a [`ParquetError`]. The tables are declared once in
+//! trace, its rank and [`RowCounts`] ([`ConvertedTrace`]); which files of a directory are
+//! traces is the caller's rule (the CLI's, shared by its commands); a failure is a
+//! [`ParquetError`]. The tables are declared once in
 //! [`TABLES`]: each [`Table`] names its [`Column`]s and their [`ColumnType`], and every file
 //! carries [`SCHEMA_VERSION`] under [`SCHEMA_VERSION_KEY`].
 //!
@@ -47,7 +48,7 @@ mod strings;
 mod table_writer;
 mod trace_tables;
 
-pub use convert::{convert, trace_files, ConvertOptions, ConvertedTrace};
+pub use convert::{convert, ConvertOptions, ConvertedTrace};
 pub use error::ParquetError;
 pub use schema::{Column, ColumnType, Table, SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES};
 pub use trace_tables::RowCounts;
