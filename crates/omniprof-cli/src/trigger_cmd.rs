@@ -17,7 +17,7 @@ use omniprof::config_keys::{
     ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS, ACTIVITIES_LOG_FILE, ACTIVITY_TYPES,
     PROFILE_START_ITERATION, PROFILE_START_ITERATION_ROUNDUP,
 };
-use omniprof::on_demand::{on_demand_trace_dir, RuntimeDir, ONDEMAND_ENV};
+use omniprof::on_demand::{on_demand_trace_dir, RuntimeDir, ONDEMAND_ENV, TRIGGER_MAX_BODY};
 use omniprof::Config;
 
 /// The trace was refused, or the process could not be reached.
@@ -75,6 +75,10 @@ pub(crate) fn run(args: &TriggerArgs) -> ExitCode {
         return usage("--pid PID is required (or --list)");
     };
     if args.cancel {
+        if let Err(e) = exists(pid) {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
         let timeout = args.timeout_s.map_or(CANCEL_WAIT, Duration::from_secs);
         return match omniprof::on_demand::cancel_trigger(pid, timeout) {
             Ok(what) => {
@@ -91,6 +95,10 @@ pub(crate) fn run(args: &TriggerArgs) -> ExitCode {
         Ok(request) => request,
         Err(message) => return usage(&message),
     };
+    if let Err(e) = exists(pid) {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_FAILED);
+    }
     let timeout = args.timeout_s.map_or(request.wait, Duration::from_secs);
     match omniprof::on_demand::send_trigger_traced(pid, &request.text, timeout) {
         Ok(traced) => {
@@ -105,6 +113,17 @@ pub(crate) fn run(args: &TriggerArgs) -> ExitCode {
             ExitCode::from(EXIT_FAILED)
         }
     }
+}
+
+/// An error when no process `pid` exists: "not listening, start it with
+/// OMNIPROF_ONDEMAND=1" would send the user after a process that is gone. Where `/proc` is
+/// not mounted nothing can be told, and the trigger goes on.
+fn exists(pid: u32) -> Result<(), String> {
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() || proc.join(pid.to_string()).exists() {
+        return Ok(());
+    }
+    Err(format!("process {pid} does not exist (no /proc/{pid})"))
 }
 
 fn usage(message: &str) -> ExitCode {
@@ -124,6 +143,7 @@ struct Request {
 fn build_request(args: &TriggerArgs) -> Result<Request, String> {
     let mut text = String::new();
     let mut wait = ITERATIONS_WAIT;
+    let mut config_len = 0;
     if args.iterations.is_some() {
         // As Dynolog sends it: start iteration 0 rounded up to the next step, so the trace
         // starts at the step after the request arrives.
@@ -136,6 +156,7 @@ fn build_request(args: &TriggerArgs) -> Result<Request, String> {
         Config::parse(&lines).map_err(|e| format!("--config {}: {e}", file.display()))?;
         text.push_str(&lines);
         text.push('\n');
+        config_len = lines.len();
     }
     match (args.duration_ms, args.iterations) {
         (Some(ms), _) => push_line(&mut text, ACTIVITIES_DURATION_MSECS, ms),
@@ -162,6 +183,18 @@ fn build_request(args: &TriggerArgs) -> Result<Request, String> {
     push_line(&mut text, ACTIVITIES_LOG_FILE, log_file);
 
     let config = Config::parse(&text).map_err(|e| format!("the request: {e}"))?;
+    // The server reads at most this much; checked here, before anything is sent.
+    if text.len() > TRIGGER_MAX_BODY {
+        let file = match &args.config {
+            Some(file) => format!(" (--config {} gives {config_len} of them)", file.display()),
+            None => String::new(),
+        };
+        return Err(format!(
+            "the request is {} bytes, over the limit of {TRIGGER_MAX_BODY} bytes a trigger \
+             takes{file}",
+            text.len()
+        ));
+    }
     if args.duration_ms.is_some() {
         wait = config.warmup_duration() + config.activities_duration() + WAIT_SLACK;
     }

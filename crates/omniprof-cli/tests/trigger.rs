@@ -1,7 +1,8 @@
 //! `omniprof trigger` as a user runs it, against a server in this test process whose handler
 //! records and saves real sessions: a duration trigger prints the path of a trace that reads
 //! back; `--list` shows the server; an output directory of `/etc` is refused with exit 1;
-//! a pid that does not listen is named with how to opt in; bad arguments, a bad `--config`
+//! a pid that does not listen is named with how to opt in, one of no process said not to
+//! exist; a request over the body limit is refused unsent; bad arguments, a bad `--config`
 //! line and bad `--activities` exit 2 before anything is sent.
 #![cfg(unix)]
 
@@ -85,11 +86,13 @@ fn a_trigger_prints_the_path_of_the_trace_and_list_shows_the_process() {
 #[test]
 fn a_pid_that_does_not_listen_is_named_with_how_to_opt_in() {
     let xdg = tempfile::tempdir().unwrap();
-    let run = omniprof(xdg.path()).run(["trigger", "--pid", "999999999", "--duration-ms", "10"]);
+    // This test's process: alive, and with no server in this runtime directory.
+    let pid = std::process::id().to_string();
+    let run = omniprof(xdg.path()).run(["trigger", "--pid", &pid, "--duration-ms", "10"]);
     let stderr = text(&run.stderr);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("process 999999999 is not listening"),
+        stderr.contains(&format!("process {pid} is not listening")),
         "{stderr}"
     );
     assert!(stderr.contains("OMNIPROF_ONDEMAND=1"), "{stderr}");
@@ -101,6 +104,56 @@ fn a_pid_that_does_not_listen_is_named_with_how_to_opt_in() {
         "{}",
         text(&list.stderr)
     );
+}
+
+#[test]
+fn a_pid_of_no_process_is_said_not_to_exist_rather_than_not_to_listen() {
+    let xdg = tempfile::tempdir().unwrap();
+    // Above the kernel's largest pid (2^22).
+    for args in [&["--duration-ms", "10"][..], &["--cancel"]] {
+        let run = omniprof(xdg.path()).run([&["trigger", "--pid", "999999999"][..], args].concat());
+        assert_eq!(run.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            text(&run.stderr),
+            "error: process 999999999 does not exist (no /proc/999999999)\n",
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn a_request_over_the_body_limit_is_refused_naming_its_size_and_the_limit() {
+    let xdg = tempfile::tempdir().unwrap();
+    let dir = RuntimeDir::at(xdg.path().join("omniprof")).unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let _server = dir.listen(recorder.clone()).unwrap();
+    let config = xdg.path().join("big.conf");
+    // 70 KiB of comments: a valid config, too big for one request.
+    let line = format!("# {}\n", "x".repeat(1021));
+    std::fs::write(&config, line.repeat(70)).unwrap();
+    let pid = std::process::id().to_string();
+    let run = omniprof(xdg.path()).run([
+        "trigger",
+        "--pid",
+        &pid,
+        "--duration-ms",
+        "10",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    let (size, limit) = (70 * 1024, omniprof::on_demand::TRIGGER_MAX_BODY);
+    assert!(stderr.starts_with("error: the request is 7"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            " bytes, over the limit of {limit} bytes a trigger takes (--config {} gives \
+             {size} of them)",
+            config.display()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(recorder.calls(), 0, "the request was sent");
 }
 
 #[test]
