@@ -77,6 +77,42 @@ fn a_trace_without_a_rank_takes_its_place_among_the_inputs_and_says_so() {
 }
 
 #[test]
+fn a_trace_without_a_rank_never_clashes_with_a_rank_a_trace_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    // a.json comes first, and its place, 0, is the rank b.json claims.
+    std::fs::write(run.join("a.json"), trace(None)).unwrap();
+    std::fs::write(run.join("b.json"), trace(Some(0))).unwrap();
+    let out = OMNIPROF
+        .current_dir(dir.path())
+        .run(["convert", "run", "-o", "t", "--format", "parquet"]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        stderr,
+        "warning: run/a.json: no distributedInfo.rank; its rows are rank 1, the first number \
+         no trace claims (its place among the traces, 0, is claimed)\n"
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("wrote rank 1 of run/a.json ("),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\nwrote rank 0 of run/b.json ("),
+        "{stdout}"
+    );
+    for rank in [0, 1] {
+        let part = format!("t/slices/rank={rank}/part-0.parquet");
+        assert!(dir.path().join(part).is_file(), "rank {rank}");
+    }
+    // As summary reads the same directory.
+    let summary = OMNIPROF.current_dir(dir.path()).run(["summary", "run"]);
+    assert!(summary.status.success(), "{}", text(&summary.stderr));
+}
+
+#[test]
 fn two_traces_of_one_rank_fail_naming_both() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.json"), trace(Some(2))).unwrap();

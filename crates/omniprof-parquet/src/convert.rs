@@ -6,7 +6,7 @@
 //! a trace that fails leaves nothing under a rank, and its rank, which a trace's header may
 //! give after its events, is known before the files are placed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -15,9 +15,9 @@ use omniprof_read::{ReadError, ReadStats};
 use omniprof_trace::{Limits, TraceItem};
 
 use crate::error::ParquetError;
-use crate::schema::{Table, OPS, RANK_PARTITION, TABLES};
+use crate::schema::{Table, METADATA, OPS, RANK_PARTITION, TABLES};
 use crate::table_writer::TableWriter;
-use crate::trace_tables::{part_path, write_op, RowCounts, TraceTables};
+use crate::trace_tables::{part_path, write_op, RankPending, RowCounts, TraceTables};
 
 /// How traces are converted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,10 +46,12 @@ pub struct ConvertedTrace {
 
 /// Converts `traces` (files, read in this order) into
 /// Parquet tables under `out_dir`, which must be new or empty: `out_dir/<table>/rank=<N>/
-/// part-0.parquet` per table and trace. A trace's rank is its `distributedInfo.rank`, else
-/// its position in `traces` (said in a warning). Another user's link at `out_dir` in a
-/// sticky world-writable directory (`/tmp`) is not followed, as a trace's save would not
-/// follow it ([`ParquetError::OutputRefused`]).
+/// part-0.parquet` per table and trace. A trace's rank is its `distributedInfo.rank`;
+/// one without claims none, as in `omniprof summary`: it goes, once every trace was read,
+/// under its position in `traces`, or when a trace claims that rank the first number no
+/// trace claims (said in a warning). Another user's link at `out_dir` in a sticky
+/// world-writable directory (`/tmp`) is not followed, as a trace's save would not follow it
+/// ([`ParquetError::OutputRefused`]).
 ///
 /// Fails on the first trace that cannot be read (unless [`ConvertOptions::partial`]) or
 /// whose rank an earlier trace claimed; the traces converted before it stay.
@@ -64,39 +66,126 @@ pub fn convert(
     crate::output_dir::prepare(out_dir)?;
     let mut ranks: HashMap<i64, PathBuf> = HashMap::new();
     let mut converted = Vec::with_capacity(traces.len());
+    let mut rankless = Vec::new();
     for (position, path) in traces.iter().enumerate() {
         let staging = |t: Table| out_dir.join(t.name).join(format!(".pending-{position}"));
         for t in TABLES {
             let dir = staging(t);
             fs::create_dir_all(&dir).map_err(|e| ParquetError::io(&dir, e))?;
         }
-        let result = convert_one(path, position, &staging, &mut ranks, options);
-        if result.is_err() {
-            for t in TABLES {
-                // Best effort: the error being reported matters more than the cleanup.
-                let _ = fs::remove_dir_all(staging(t));
+        let result = convert_one(path, &staging, &ranks, options);
+        let (mut trace, pending) = match result {
+            Ok(read) => read,
+            Err(e) => {
+                for t in TABLES {
+                    // Best effort: the error being reported matters more than the cleanup.
+                    let _ = fs::remove_dir_all(staging(t));
+                }
+                // The traces converted before it stay, those without a rank included.
+                if let Err(placing) = place_rankless(out_dir, &mut converted, rankless, &ranks) {
+                    log::warn!("{placing}");
+                }
+                return Err(e);
             }
-        }
-        let trace = result?;
-        for t in TABLES {
-            let dir = out_dir
-                .join(t.name)
-                .join(format!("{RANK_PARTITION}={}", trace.rank));
-            fs::rename(staging(t), &dir).map_err(|e| ParquetError::io(&dir, e))?;
+        };
+        match trace.rank {
+            Some(rank) => {
+                place(out_dir, position, &mut trace, pending, rank, true)?;
+                ranks.insert(rank, path.to_owned());
+            }
+            None => rankless.push((converted.len(), position, pending)),
         }
         converted.push(trace);
     }
-    Ok(converted)
+    place_rankless(out_dir, &mut converted, rankless, &ranks)?;
+    Ok(converted
+        .into_iter()
+        .map(|t| ConvertedTrace {
+            path: t.path,
+            rank: t.rank.expect("every trace was placed under a rank"),
+            stats: t.stats,
+            rows: t.rows,
+            error: t.error,
+        })
+        .collect())
+}
+
+/// A trace read into its staging folders, its rank `None` until placed when it claims none.
+struct Read {
+    path: PathBuf,
+    rank: Option<i64>,
+    stats: Option<ReadStats>,
+    rows: RowCounts,
+    error: Option<ReadError>,
+}
+
+/// Closes the trace's `metadata` file with its rank and renames its staging folders
+/// (`.pending-<position>`) to `rank=<rank>`.
+fn place(
+    out_dir: &Path,
+    position: usize,
+    trace: &mut Read,
+    pending: RankPending,
+    rank: i64,
+    from_trace: bool,
+) -> Result<(), ParquetError> {
+    let metadata_rows = pending.close(rank, from_trace)?;
+    // In the tables' order: after slices, instants, counters and flows.
+    let at = trace.rows.len().min(4);
+    trace.rows.insert(at, (METADATA.name, metadata_rows));
+    trace.rank = Some(rank);
+    for t in TABLES {
+        let from = out_dir.join(t.name).join(format!(".pending-{position}"));
+        let dir = out_dir
+            .join(t.name)
+            .join(format!("{RANK_PARTITION}={rank}"));
+        fs::rename(from, &dir).map_err(|e| ParquetError::io(&dir, e))?;
+    }
+    Ok(())
+}
+
+/// Places the traces without a rank (index in `converted`, position among the inputs),
+/// once every claim is known: each under its position, or when a trace claims it the first
+/// number that no trace claims nor another took.
+fn place_rankless(
+    out_dir: &Path,
+    converted: &mut [Read],
+    rankless: Vec<(usize, usize, RankPending)>,
+    claimed: &HashMap<i64, PathBuf>,
+) -> Result<(), ParquetError> {
+    let mut taken: BTreeSet<i64> = claimed.keys().copied().collect();
+    for (i, position, pending) in rankless {
+        let trace = &mut converted[i];
+        let place_rank = position as i64;
+        let rank = if taken.contains(&place_rank) {
+            let free = (0..).find(|n| !taken.contains(n)).unwrap_or(place_rank);
+            log::warn!(
+                "{}: no distributedInfo.rank; its rows are rank {free}, the first number no \
+                 trace claims (its place among the traces, {position}, is claimed)",
+                trace.path.display()
+            );
+            free
+        } else {
+            log::warn!(
+                "{}: no distributedInfo.rank; its rows are rank {position}, its place among \
+                 the traces",
+                trace.path.display()
+            );
+            place_rank
+        };
+        taken.insert(rank);
+        place(out_dir, position, trace, pending, rank, false)?;
+    }
+    Ok(())
 }
 
 /// Reads one trace into its staging folders; the rank it claims must be new.
 fn convert_one(
     path: &Path,
-    position: usize,
     staging: &dyn Fn(Table) -> PathBuf,
-    ranks: &mut HashMap<i64, PathBuf>,
+    ranks: &HashMap<i64, PathBuf>,
     options: ConvertOptions,
-) -> Result<ConvertedTrace, ParquetError> {
+) -> Result<(Read, RankPending), ParquetError> {
     let mut tables = TraceTables::create(path, staging)?;
     let ops_path = part_path(&staging(OPS));
     let mut ops = TableWriter::create(OPS, &ops_path)?;
@@ -169,32 +258,22 @@ fn convert_one(
         write_op(&mut ops, e)?;
     }
     let op_rows = ops.close()?;
-    let (rank, from_trace) = match tables.rank {
-        Some(rank) => (rank, true),
-        None => {
-            log::warn!(
-                "{}: no distributedInfo.rank; its rows are rank {position}, its place among \
-                 the traces",
-                path.display()
-            );
-            (position as i64, false)
-        }
-    };
-    if let Some(first) = ranks.get(&rank) {
+    let rank = tables.rank;
+    if let Some((rank, first)) = rank.and_then(|r| ranks.get(&r).map(|first| (r, first))) {
         return Err(ParquetError::SameRank {
             rank,
             first: first.clone(),
             second: path.to_owned(),
         });
     }
-    let mut rows = tables.close(rank, from_trace)?;
+    let (mut rows, pending) = tables.close()?;
     rows.push((OPS.name, op_rows));
-    ranks.insert(rank, path.to_owned());
-    Ok(ConvertedTrace {
+    let read = Read {
         path: path.to_owned(),
         rank,
         stats,
         rows,
         error,
-    })
+    };
+    Ok((read, pending))
 }

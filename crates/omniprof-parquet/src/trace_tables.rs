@@ -169,26 +169,46 @@ impl TraceTables {
             .push((Text(&self.source), Text(k), Text(&value)))
     }
 
-    /// Records the rank the tables go under (and whether the trace said it), then writes
-    /// every file's footer.
-    pub(crate) fn close(mut self, rank: i64, from_trace: bool) -> Result<RowCounts, ParquetError> {
+    /// Writes the footer of every file but `metadata`'s, which waits for the rank the
+    /// tables go under ([`RankPending::close`]): a trace without one gets its number only
+    /// once every trace's claim is known.
+    pub(crate) fn close(self) -> Result<(RowCounts, RankPending), ParquetError> {
+        let rows = vec![
+            (SLICES.name, self.slices.close()?),
+            (INSTANTS.name, self.instants.close()?),
+            (COUNTERS.name, self.counters.close()?),
+            (FLOWS.name, self.flows.close()?),
+            (DEVICE_PROPERTIES.name, self.devices.close()?),
+        ];
+        let pending = RankPending {
+            metadata: self.metadata,
+            source: self.source,
+        };
+        Ok((rows, pending))
+    }
+}
+
+/// A trace's `metadata` file, open until the rank its tables go under is known.
+pub(crate) struct RankPending {
+    metadata: TableWriter,
+    source: String,
+}
+
+impl RankPending {
+    /// Records the rank (and whether the trace said it) and writes the file's footer; its
+    /// row count.
+    pub(crate) fn close(mut self, rank: i64, from_trace: bool) -> Result<u64, ParquetError> {
         let said = if from_trace {
             "distributedInfo"
         } else {
             "position"
         };
-        self.metadata_row(
-            key::RANK,
-            format!(r#"{{"rank": {rank}, "from": "{said}"}}"#),
-        )?;
-        Ok(vec![
-            (SLICES.name, self.slices.close()?),
-            (INSTANTS.name, self.instants.close()?),
-            (COUNTERS.name, self.counters.close()?),
-            (FLOWS.name, self.flows.close()?),
-            (METADATA.name, self.metadata.close()?),
-            (DEVICE_PROPERTIES.name, self.devices.close()?),
-        ])
+        self.metadata.push((
+            Text(&self.source),
+            Text(key::RANK),
+            Text(&format!(r#"{{"rank": {rank}, "from": "{said}"}}"#)),
+        ))?;
+        self.metadata.close()
     }
 }
 
