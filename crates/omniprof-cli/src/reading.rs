@@ -193,4 +193,10 @@ pub(crate) fn report_skipped(stats: &ReadStats) {
             omniprof_trace::MAX_VALUE_DEPTH
         );
     }
+    if stats.malformed_args > 0 {
+        eprintln!(
+            "note: skipped {} arg values whose JSON text does not parse",
+            stats.malformed_args
+        );
+    }
 }

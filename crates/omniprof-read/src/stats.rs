@@ -30,6 +30,9 @@ pub struct ReadStats {
     /// Arg values skipped, their events kept: nested deeper than
     /// [`MAX_VALUE_DEPTH`](omniprof_trace::MAX_VALUE_DEPTH), which not every reader reads.
     pub too_deep_args: u64,
+    /// Arg values skipped, their events kept: a Perfetto annotation's `legacy_json` text that
+    /// is not JSON.
+    pub malformed_args: u64,
 }
 
 impl ReadStats {

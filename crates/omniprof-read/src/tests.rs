@@ -335,6 +335,7 @@ fn small_trace_header_rows_and_counts() {
             dropped_counter_values: 1,
             foreign_packets: 0,
             too_deep_args: 0,
+            malformed_args: 0,
         }
     );
     assert_eq!(stats.skipped(), 6);

@@ -46,9 +46,9 @@ use omniprof_trace::layout::{header, DEVICE_PID_BASE, OWN_FLOW_IDS};
 use omniprof_trace::FastMap;
 use omniprof_trace::Limits;
 use omniprof_trace::TraceItem;
-use omniprof_trace::Value;
 use omniprof_trace::{Activity, ActivityType, Flow, FlowKind};
 use omniprof_trace::{CounterSample, CounterTrack};
+use omniprof_trace::{FromJsonError, Value, MAX_VALUE_DEPTH};
 use omniprof_trace::{ProcessRow, Span, ThreadRow, Window};
 use wire::Fields;
 
@@ -618,10 +618,17 @@ impl PacketMapper {
                 _ => {}
             }
         }
-        let args = annotations
-            .into_iter()
-            .map(|a| annotation(a, seq))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut args = Vec::with_capacity(annotations.len());
+        let (mut too_deep, mut malformed) = (0, 0);
+        for a in annotations {
+            match annotation(a, seq)? {
+                Arg::Kept(key, value) => args.push((key, value)),
+                Arg::TooDeep => too_deep += 1,
+                Arg::Malformed => malformed += 1,
+            }
+        }
+        self.stats.too_deep_args += too_deep;
+        self.stats.malformed_args += malformed;
         let Some(track_info) = track.and_then(|t| self.tracks.get(&t)).cloned() else {
             self.stats.unsupported_id += 1;
             return Ok(());
@@ -946,19 +953,40 @@ fn read_interned(bytes: &[u8], seq: &mut Sequence) -> Result<(), String> {
     Ok(())
 }
 
-/// A debug annotation: its name and value.
-fn annotation(bytes: &[u8], seq: &Sequence) -> Result<(Arc<str>, Value), String> {
-    let mut name: Option<Arc<str>> = None;
-    let value = annotation_value(bytes, seq, &mut name)?;
-    Ok((name.unwrap_or_else(|| Arc::from("")), value))
+/// What a debug annotation gives.
+enum Arg {
+    Kept(Arc<str>, Value),
+    /// Lists and maps nested deeper than [`MAX_VALUE_DEPTH`]: skipped, counted.
+    TooDeep,
+    /// A `legacy_json` value that is not JSON: skipped, counted.
+    Malformed,
 }
 
-/// The value of a debug annotation (and its name, into `name`).
+/// Why an annotation's value is not kept (its arg is skipped and counted, its event read).
+enum Unkept {
+    TooDeep,
+    Malformed,
+}
+
+/// A debug annotation: its name and value.
+fn annotation(bytes: &[u8], seq: &Sequence) -> Result<Arg, String> {
+    let mut name: Option<Arc<str>> = None;
+    Ok(match annotation_value(bytes, seq, &mut name, 0)? {
+        Ok(value) => Arg::Kept(name.unwrap_or_else(|| Arc::from("")), value),
+        Err(Unkept::TooDeep) => Arg::TooDeep,
+        Err(Unkept::Malformed) => Arg::Malformed,
+    })
+}
+
+/// The value of a debug annotation (and its name, into `name`), inside `depth` lists and
+/// maps. Recursion stops at [`MAX_VALUE_DEPTH`], as the JSON reader's does: a crafted file
+/// nests annotations as deep as its bytes allow.
 fn annotation_value(
     bytes: &[u8],
     seq: &Sequence,
     name: &mut Option<Arc<str>>,
-) -> Result<Value, String> {
+    depth: usize,
+) -> Result<Result<Value, Unkept>, String> {
     use field::annotation as a;
     let mut value = Value::Null;
     let mut dict = Vec::new();
@@ -977,22 +1005,31 @@ fn annotation_value(
             a::DOUBLE => value = Value::Float(v.double().unwrap_or(f64::NAN)),
             a::STRING => value = Value::from(v.str().unwrap_or_default()),
             a::LEGACY_JSON => {
+                // Bounded by `MAX_VALUE_DEPTH` less the levels around it.
                 let text = v.str().unwrap_or_default();
-                value = serde_json::from_str(&text)
-                    .map_err(|e| format!("an annotation's JSON value does not parse: {e}"))?;
+                value = match Value::from_json(&text) {
+                    Ok(v) if levels(&v) + depth <= MAX_VALUE_DEPTH => v,
+                    Ok(_) | Err(FromJsonError::TooDeep) => return Ok(Err(Unkept::TooDeep)),
+                    Err(FromJsonError::Invalid(_)) => return Ok(Err(Unkept::Malformed)),
+                };
             }
+            a::DICT | a::ARRAY if depth == MAX_VALUE_DEPTH => return Ok(Err(Unkept::TooDeep)),
             a::DICT => {
                 let mut key = None;
-                let entry = annotation_value(v.bytes().unwrap_or_default(), seq, &mut key)?;
-                dict.push((key.map_or_else(String::new, |k| k.to_string()), entry));
+                match annotation_value(v.bytes().unwrap_or_default(), seq, &mut key, depth + 1)? {
+                    Ok(entry) => {
+                        dict.push((key.map_or_else(String::new, |k| k.to_string()), entry))
+                    }
+                    Err(why) => return Ok(Err(why)),
+                }
             }
             a::ARRAY => {
                 let mut ignored = None;
-                array.push(annotation_value(
-                    v.bytes().unwrap_or_default(),
-                    seq,
-                    &mut ignored,
-                )?);
+                match annotation_value(v.bytes().unwrap_or_default(), seq, &mut ignored, depth + 1)?
+                {
+                    Ok(entry) => array.push(entry),
+                    Err(why) => return Ok(Err(why)),
+                }
             }
             _ => {}
         }
@@ -1002,7 +1039,17 @@ fn annotation_value(
     } else if !array.is_empty() {
         value = Value::List(array);
     }
-    Ok(value)
+    Ok(Ok(value))
+}
+
+/// How many levels of lists and maps `v` has (at most [`MAX_VALUE_DEPTH`] where it was read
+/// from JSON, which bounds the recursion).
+fn levels(v: &Value) -> usize {
+    match v {
+        Value::List(items) => 1 + items.iter().map(levels).max().unwrap_or(0),
+        Value::Map(entries) => 1 + entries.iter().map(|(_, v)| levels(v)).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 #[cfg(test)]

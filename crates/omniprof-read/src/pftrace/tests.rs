@@ -213,3 +213,98 @@ fn json_text_and_protobuf_packets_are_told_apart_by_their_first_bytes() {
     assert!(is_pftrace(&pftrace(&trace())));
     assert!(!is_pftrace(b"\n  "));
 }
+
+/// A hand-encoded protobuf field: its key, then a varint value.
+fn varint_field(number: u32, value: u64) -> Vec<u8> {
+    let mut out = varint(u64::from(number) << 3);
+    out.extend(varint(value));
+    out
+}
+
+/// A hand-encoded protobuf field: its key, its length, then `bytes`.
+fn len_field(number: u32, bytes: &[u8]) -> Vec<u8> {
+    let mut out = varint(u64::from(number) << 3 | 2);
+    out.extend(varint(bytes.len() as u64));
+    out.extend(bytes);
+    out
+}
+
+fn varint(mut v: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+    out
+}
+
+/// A `Trace` of these packets.
+fn packets(packets: &[Vec<u8>]) -> Vec<u8> {
+    packets.iter().flat_map(|p| len_field(1, p)).collect()
+}
+
+/// A packet describing thread track `uuid` of `(pid, tid)`.
+fn thread_track(uuid: u64, pid: i64, tid: i64) -> Vec<u8> {
+    let thread = [varint_field(1, pid as u64), varint_field(2, tid as u64)].concat();
+    let track = [varint_field(1, uuid), len_field(4, &thread)].concat();
+    len_field(60, &track)
+}
+
+/// A packet with a `cpu_op` instant named `name` at `ts` on track `track`, with these
+/// debug annotations.
+fn instant(track: u64, ts: u64, name: &str, annotations: &[Vec<u8>]) -> Vec<u8> {
+    let mut event = [
+        varint_field(9, 3),
+        varint_field(11, track),
+        len_field(22, b"cpu_op"),
+        len_field(23, name.as_bytes()),
+    ]
+    .concat();
+    for a in annotations {
+        event.extend(len_field(4, a));
+    }
+    [varint_field(8, ts), len_field(11, &event)].concat()
+}
+
+/// A debug annotation named `name` holding an int nested in `levels` arrays, encoded
+/// without recursion.
+fn nested_annotation(name: &str, levels: usize) -> Vec<u8> {
+    let mut value = varint_field(4, 7);
+    for _ in 0..levels {
+        value = len_field(12, &value);
+    }
+    [len_field(10, name.as_bytes()), value].concat()
+}
+
+#[test]
+fn an_annotation_nested_too_deep_is_skipped_and_counted_and_the_rest_is_read() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let bytes = packets(&[
+        thread_track(1, 1, 1),
+        instant(
+            1,
+            10,
+            "deep",
+            &[
+                nested_annotation("deep", 100_000),
+                nested_annotation("edge", omniprof_trace::MAX_VALUE_DEPTH),
+                nested_annotation("over", omniprof_trace::MAX_VALUE_DEPTH + 1),
+                [len_field(10, b"legacy"), len_field(9, deep.as_bytes())].concat(),
+                [len_field(10, b"bad"), len_field(9, b"{")].concat(),
+                [len_field(10, b"kept"), varint_field(4, 5)].concat(),
+            ],
+        ),
+        instant(1, 20, "after", &[]),
+    ]);
+    let (trace, stats) = TraceReader::new().read(&bytes[..]).into_result().unwrap();
+    let names: Vec<_> = trace.activities.iter().map(|a| &*a.name).collect();
+    assert_eq!(names, ["deep", "after"]);
+    let keys: Vec<_> = trace.activities[0].args.iter().map(|(k, _)| &**k).collect();
+    assert_eq!(keys, ["edge", "kept"]);
+    assert_eq!(
+        trace.activities[0].arg("edge").unwrap().to_json(),
+        format!("{}7{}", "[".repeat(32), "]".repeat(32))
+    );
+    assert_eq!((stats.too_deep_args, stats.malformed_args), (3, 1));
+}
