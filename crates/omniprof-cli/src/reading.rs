@@ -199,4 +199,10 @@ pub(crate) fn report_skipped(stats: &ReadStats) {
             stats.malformed_args
         );
     }
+    if stats.reserved_header_keys > 0 {
+        eprintln!(
+            "note: skipped {} header entries named as the JSON's own top-level keys",
+            stats.reserved_header_keys
+        );
+    }
 }

@@ -33,6 +33,11 @@ pub struct ReadStats {
     /// Arg values skipped, their events kept: a Perfetto annotation's `legacy_json` text that
     /// is not JSON.
     pub malformed_args: u64,
+    /// Header entries of a Perfetto trace skipped: named as a top-level key of the JSON
+    /// (`traceEvents`, `schemaVersion`, `displayTimeUnit`, or an escaped
+    /// `baseTimeNanoseconds`, `traceName`, `deviceProperties`), which the JSON written from
+    /// the trace would then hold twice.
+    pub reserved_header_keys: u64,
 }
 
 impl ReadStats {

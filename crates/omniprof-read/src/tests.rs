@@ -336,6 +336,7 @@ fn small_trace_header_rows_and_counts() {
             foreign_packets: 0,
             too_deep_args: 0,
             malformed_args: 0,
+            reserved_header_keys: 0,
         }
     );
     assert_eq!(stats.skipped(), 6);

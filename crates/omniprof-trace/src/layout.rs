@@ -52,6 +52,33 @@ pub mod header {
     pub const DEVICE_PROPERTIES: &str = "deviceProperties";
     /// The capture window's start (the JSON says it with its row events' `ts`).
     pub const WINDOW_START: &str = "windowStartNanoseconds";
+    /// The keys above: a metadata key among them (or one that starts with
+    /// [`METADATA_ESCAPE`]) is written with [`METADATA_ESCAPE`] before it, so that it neither
+    /// takes their place nor is lost.
+    pub const OWN: [&str; 4] = [BASE_TIME, TRACE_NAME, DEVICE_PROPERTIES, WINDOW_START];
+    /// Before a metadata key that is one of [`OWN`] (or starts with this), in a `.pftrace`;
+    /// the reader takes it off.
+    pub const METADATA_ESCAPE: &str = "metadata:";
+    /// The JSON's own top-level keys, which no metadata entry may take (the JSON written
+    /// from it would hold them twice): a `.pftrace` header annotation named so (once
+    /// unescaped) is skipped and counted, not taken as metadata.
+    pub const JSON_KEYS: [&str; 6] = [
+        "traceEvents",
+        "schemaVersion",
+        "displayTimeUnit",
+        BASE_TIME,
+        TRACE_NAME,
+        DEVICE_PROPERTIES,
+    ];
+
+    /// The key a metadata entry named `key` is written under in a `.pftrace`.
+    pub fn escaped(key: &str) -> std::borrow::Cow<'_, str> {
+        if OWN.contains(&key) || key.starts_with(METADATA_ESCAPE) {
+            format!("{METADATA_ESCAPE}{key}").into()
+        } else {
+            key.into()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -753,7 +753,16 @@ impl PacketMapper {
                     }
                 }
                 header::WINDOW_START => self.window_start = value.as_i64(),
-                _ => sink(TraceItem::Metadata(key.to_string(), value)),
+                _ => {
+                    let key = key.strip_prefix(header::METADATA_ESCAPE).unwrap_or(&key);
+                    if header::JSON_KEYS.contains(&key) {
+                        // Its own key in the JSON written from this trace: it would be there
+                        // twice, which readers refuse.
+                        self.stats.reserved_header_keys += 1;
+                    } else {
+                        sink(TraceItem::Metadata(key.to_string(), value));
+                    }
+                }
             }
         }
     }

@@ -308,3 +308,54 @@ fn an_annotation_nested_too_deep_is_skipped_and_counted_and_the_rest_is_read() {
     );
     assert_eq!((stats.too_deep_args, stats.malformed_args), (3, 1));
 }
+
+#[test]
+fn header_annotations_named_as_the_jsons_own_keys_are_skipped_and_counted() {
+    let spans = len_field(60, &[varint_field(1, 2), len_field(2, b"Spans")].concat());
+    let entry =
+        |key: &str, value: u64| [len_field(10, key.as_bytes()), varint_field(4, value)].concat();
+    let bytes = packets(&[
+        spans,
+        instant(
+            2,
+            30,
+            "Record Window End",
+            &[
+                entry("traceEvents", 1),
+                entry("schemaVersion", 2),
+                entry("displayTimeUnit", 3),
+                entry("metadata:traceName", 4),
+                entry("rank", 5),
+            ],
+        ),
+    ]);
+    let (trace, stats) = TraceReader::new().read(&bytes[..]).into_result().unwrap();
+    assert_eq!(trace.metadata, [("rank".to_string(), Value::Int(5))]);
+    assert_eq!(stats.reserved_header_keys, 4);
+    // The JSON written from it reads back.
+    let (again, _) = TraceReader::new()
+        .read(&json(&trace)[..])
+        .into_result()
+        .unwrap();
+    assert_eq!(again.metadata, trace.metadata);
+}
+
+#[test]
+fn metadata_named_as_the_pftrace_headers_own_keys_reads_back() {
+    let mut t = trace();
+    let own = [
+        ("windowStartNanoseconds", 5),
+        ("metadata:windowStartNanoseconds", 6),
+        ("metadata:x", 7),
+    ];
+    for (key, value) in own {
+        t.metadata.push((key.to_string(), Value::Int(value)));
+    }
+    let (read, stats) = TraceReader::new()
+        .read(&pftrace(&t)[..])
+        .into_result()
+        .unwrap();
+    assert_eq!(read.metadata, t.metadata);
+    assert_eq!(read.window, t.window);
+    assert_eq!(stats.reserved_header_keys, 0);
+}

@@ -932,7 +932,7 @@ fn header_annotations(b: &mut Buf, trace: &Trace) {
         entry(b, header::DEVICE_PROPERTIES, &devices);
     }
     for (key, value) in &trace.metadata {
-        entry(b, key, value);
+        entry(b, &header::escaped(key), value);
     }
     // The session health, under the keys the JSON header has, so that a `.pftrace` keeps
     // what was dropped and which backend failed as the JSON does.
