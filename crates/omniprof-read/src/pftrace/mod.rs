@@ -483,20 +483,18 @@ impl PacketMapper {
             let mut described = false;
             for (number, value) in Fields::new(p).flatten() {
                 match number {
-                    t::PID => pid = value.int().unwrap_or(0) as i32 as i64,
+                    t::PID => pid = value.int().unwrap_or(0),
                     t::PROCESS_NAME => {
                         (row.name, described) = (value.str().unwrap_or_default(), true)
                     }
                     t::PROCESS_LABELS => {
                         (row.label, described) = (value.str().unwrap_or_default(), true)
                     }
-                    t::SORT_INDEX => {
-                        (row.sort_index, described) = (value.int().unwrap_or(0) as i32 as i64, true)
-                    }
+                    t::SORT_INDEX => (row.sort_index, described) = (value.int().unwrap_or(0), true),
                     _ => {}
                 }
             }
-            if pid >= DEVICE_PID_BASE {
+            if device_pids().contains(&pid) {
                 pid -= DEVICE_PID_BASE;
             }
             if described {
@@ -508,10 +506,10 @@ impl PacketMapper {
             let (mut pid, mut tid, mut thread_name, mut sort) = (0, 0, String::new(), None);
             for (number, value) in Fields::new(th).flatten() {
                 match number {
-                    t::PID => pid = value.int().unwrap_or(0) as i32 as i64,
-                    t::TID => tid = value.int().unwrap_or(0) as i32 as i64,
+                    t::PID => pid = value.int().unwrap_or(0),
+                    t::TID => tid = value.int().unwrap_or(0),
                     t::THREAD_NAME => thread_name = value.str().unwrap_or_default(),
-                    t::SORT_INDEX => sort = value.int().map(|s| s as i32 as i64),
+                    t::SORT_INDEX => sort = value.int(),
                     _ => {}
                 }
             }
@@ -907,6 +905,12 @@ fn model_flow(id: u64, start: bool) -> Option<Flow> {
         kind,
         start,
     })
+}
+
+/// The pids the writer gives devices (`DEVICE_PID_BASE` + the device's index, inside
+/// `int32`); any other pid, however wide, is taken as it is.
+fn device_pids() -> std::ops::Range<i64> {
+    DEVICE_PID_BASE..2 * DEVICE_PID_BASE
 }
 
 /// A clock snapshot: which of its clocks are incremental.

@@ -359,3 +359,42 @@ fn metadata_named_as_the_pftrace_headers_own_keys_reads_back() {
     assert_eq!(read.window, t.window);
     assert_eq!(stats.reserved_header_keys, 0);
 }
+
+#[test]
+fn pids_and_tids_beyond_32_bits_read_back_as_they_were() {
+    use ActivityType::*;
+    let mut t = Trace::new(0, 1_000);
+    let ids = [
+        (1, 1),
+        (4_294_967_297, 1),
+        (i64::MAX, i64::MAX),
+        (-3, 4_294_967_298),
+    ];
+    for (i, &(pid, tid)) in ids.iter().enumerate() {
+        let name = format!("op{i}");
+        t.activities
+            .push(Activity::new(CpuOp, name.as_str(), pid, tid, 10, 20));
+        t.processes.push(omniprof_trace::ProcessRow {
+            pid,
+            name: name.clone(),
+            label: String::new(),
+            sort_index: pid,
+        });
+        t.threads.push(omniprof_trace::ThreadRow {
+            pid,
+            tid,
+            name,
+            sort_index: tid,
+        });
+    }
+    // A device keeps its index.
+    t.activities
+        .push(Activity::new(ConcurrentKernel, "k", 2, 5, 30, 40));
+    let (read, _) = TraceReader::new()
+        .read(&pftrace(&t)[..])
+        .into_result()
+        .unwrap();
+    assert_eq!(sorted(read.activities), sorted(t.activities));
+    assert_eq!(read.processes, t.processes);
+    assert_eq!(read.threads, t.threads);
+}

@@ -279,7 +279,9 @@ impl Layout {
             let row = trace.processes.iter().find(|p| p.pid == pid);
             let d = descriptor(b, uuid::process(pid));
             let p = b.open(track::PROCESS);
-            let os_pid = if self.is_device(pid) {
+            // A device's index moves to the pids no OS gives (which the reader moves back);
+            // one outside them is written as it is, all 64 bits (see `docs/perfetto.md`).
+            let os_pid = if self.is_device(pid) && (0..DEVICE_PID_BASE).contains(&pid) {
                 DEVICE_PID_BASE + pid
             } else {
                 pid
