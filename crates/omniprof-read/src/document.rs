@@ -92,7 +92,17 @@ fn read_any(
     tuning: &Tuning,
     sink: &mut impl FnMut(TraceItem),
 ) -> (ReadStats, Option<ReadError>) {
-    if pftrace::is_pftrace(first) {
+    if first.is_empty() {
+        // Said plainly: neither reader's "expected ..." fits a file with nothing in it.
+        let start = Position {
+            offset: 0,
+            line: 1,
+            column: 1,
+        };
+        let why = "the input is empty: neither a JSON nor a Perfetto trace".to_string();
+        let e = ReadError::at(start, ReadErrorKind::Invalid(why));
+        (ReadStats::default(), Some(e))
+    } else if pftrace::is_pftrace(first) {
         pftrace::read_pftrace(input, args, limits, sink)
     } else {
         read_text(input, args, limits, tuning, sink)

@@ -800,7 +800,7 @@ fn malformed_headers_name_their_key() {
 #[test]
 fn documents_that_are_not_trace_objects_fail() {
     for (text, expected) in [
-        ("", "line 1, column 1 (byte 0): unexpected end of input, expected `{` or `[` opening the trace"),
+        ("", "line 1, column 1 (byte 0): the input is empty: neither a JSON nor a Perfetto trace"),
         ("3", "line 1, column 1 (byte 0): invalid JSON: expected `{` or `[` opening the trace, found `3`"),
         ("[1]", "line 1, column 2 (byte 1): traceEvents[0]: invalid type: integer `1`, expected an event object"),
         ("{} x", "line 1, column 4 (byte 3): invalid JSON: expected the end of the input, found `x`"),
@@ -1259,5 +1259,17 @@ fn a_foreign_traces_malformed_report_entries_are_left_empty_and_the_rest_is_read
             .map(ToString::to_string)
             .collect::<Vec<_>>(),
         ["gpu: ids match no host op"]
+    );
+}
+
+#[test]
+fn an_empty_input_is_an_error_that_says_it_is_empty() {
+    let e = TraceReader::new()
+        .read(&b""[..])
+        .error
+        .expect("an empty input");
+    assert_eq!(
+        e.to_string(),
+        "line 1, column 1 (byte 0): the input is empty: neither a JSON nor a Perfetto trace"
     );
 }
