@@ -638,3 +638,103 @@ fn the_overviews_step_split_is_what_summary_steps_prints() {
     }
     assert_eq!(model_of(&page)["steps"], printed);
 }
+
+/// A trace of `ops` host ops named `op0`, `op1`…, op i taking i + 1 µs (the last the
+/// longest), one after another, then as many 1 µs kernels named `k0`, `k1`….
+fn trace_of_distinct_names(ops: usize) -> String {
+    let mut events = Vec::new();
+    for i in 0..ops {
+        events.push(serde_json::json!({
+            "ph": "X", "cat": "cpu_op", "name": format!("op{i}"), "pid": 1, "tid": 1,
+            "ts": i * (ops + 1), "dur": i + 1, "args": {"External id": i + 1}
+        }));
+    }
+    let after = ops * (ops + 1) + 1000;
+    for i in 0..ops {
+        events.push(serde_json::json!({
+            "ph": "X", "cat": "kernel", "name": format!("k{i}"), "pid": 0, "tid": 7,
+            "ts": after + 10 * i, "dur": 1, "args": {"device": 0, "stream": 7}
+        }));
+    }
+    format!(
+        r#"{{"schemaVersion": 1, "traceEvents": {}, "baseTimeNanoseconds": 0}}"#,
+        Value::from(events)
+    )
+}
+
+#[test]
+fn a_trace_of_5000_distinct_names_embeds_1000_rows_per_table_and_counts_the_rest() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("names.json");
+    fs::write(&trace, trace_of_distinct_names(5000)).expect("write the trace");
+    let base = dir.path().join("base.json");
+    fs::write(&base, trace_named(&["op0"])).expect("write the base");
+    let page = dir.path().join("names.html");
+    OMNIPROF.ok([
+        "report",
+        arg(&trace),
+        "--base",
+        arg(&base),
+        "-o",
+        arg(&page),
+    ]);
+    let model = model_of(&page);
+    let names = |rows: &Value| -> Vec<String> {
+        rows.as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| r["name"].as_str().expect("a name").to_owned())
+            .collect()
+    };
+    // 10,000 key-averages rows (5,000 ops, 5,000 kernels): the 1,000 with the most self
+    // time (op4000…op4999), in the order of first events.
+    let operators = names(&model["operators"]["rows"]);
+    assert_eq!(operators.len(), 1000);
+    assert_eq!(
+        operators,
+        (4000..5000).map(|i| format!("op{i}")).collect::<Vec<_>>()
+    );
+    // The totals are of every row, as `summary` prints them: 1 + 2 + … + 5000 µs of host
+    // time, 5,000 µs of kernels.
+    let summary: Value =
+        serde_json::from_str(&OMNIPROF.ok(["summary", arg(&trace), "--format", "json"]))
+            .expect("JSON");
+    assert_eq!(model["operators"]["self_cpu_time_total_us"], 12_502_500.0);
+    assert_eq!(model["operators"]["self_device_time_total_us"], 5_000.0);
+    for total in ["self_cpu_time_total_us", "self_device_time_total_us"] {
+        assert_eq!(model["operators"][total], summary[total], "{total}");
+    }
+    // 5,000 kernels of one time each: the first 1,000 called.
+    let kernels = names(&model["kernels"]);
+    assert_eq!(
+        kernels,
+        (0..1000).map(|i| format!("k{i}")).collect::<Vec<_>>()
+    );
+    // The diff's 10,000 rows (op0 in both, the rest new): the largest regressions first.
+    let diff = names(&model["diff"]["rows"]);
+    assert_eq!(diff.len(), 1000);
+    assert_eq!(diff[0], "op4999");
+    assert_eq!(
+        model["left_out"],
+        serde_json::json!({"operators": 9000, "kernels": 4000, "diff": 9000})
+    );
+    // About 0.9 MB: 3,000 rows of the 25,000, the script and the charting library.
+    let size = fs::metadata(&page).expect("the page").len();
+    assert!(size < 1_200_000, "the page is {size} bytes");
+    let Some(chromium) = chromium("the notes of the rows left out in Chromium") else {
+        return;
+    };
+    let dom = loaded_dom(&chromium, dir.path(), &page);
+    assert_eq!(table(&dom, "operators").matches("<tr>").count(), 1 + 1000);
+    for note in [
+        "The page holds the 1000 rows with the most self CPU plus self CUDA time (the totals \
+         above are of every row; omniprof summary --row-limit -1 prints them all); 9000 more \
+         rows are left out of it.",
+        "The page holds the 1000 kernels with the most total time; 4000 more rows are left out \
+         of it.",
+        "The page holds the 1000 largest regressions (omniprof diff prints every row); 9000 \
+         more rows are left out of it.",
+    ] {
+        assert!(dom.contains(note), "no note: {note}");
+    }
+}

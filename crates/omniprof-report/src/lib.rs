@@ -37,7 +37,9 @@
 //! ```
 
 mod model;
+mod table_rows;
 
 pub use model::{
     CounterLine, KernelTimes, ReportInput, ReportModel, TraceEntry, TraceParts, TraceReportBuilder,
 };
+pub use table_rows::{LeftOut, MAX_TABLE_ROWS};

@@ -12,6 +12,8 @@ use omniprof_analysis::{
 use omniprof_trace::keys::arg;
 use omniprof_trace::{ActivityClass, FastMap, Trace, TraceItem};
 
+use crate::table_rows::{self, LeftOut};
+
 /// The most points a counter's line keeps (every n-th sample beyond).
 pub(crate) const MAX_COUNTER_POINTS: usize = 2000;
 
@@ -284,10 +286,12 @@ pub struct ReportModel {
     pub top_ops: Box<RawValue>,
     /// The rows with the most self device time.
     pub top_kernels: Box<RawValue>,
-    /// The Operators view: [`KeyAverages::json`] of every row: one trace's as `summary`
-    /// prints them, several traces' summed over those read whole (`summary DIR`).
+    /// The Operators view: [`KeyAverages::json`] of the rows, at most
+    /// [`MAX_TABLE_ROWS`](crate::MAX_TABLE_ROWS) (those with the most self time), with the totals of every row:
+    /// one trace's as `summary` prints them, several traces' summed over those read whole
+    /// (`summary DIR`).
     pub operators: Box<RawValue>,
-    /// The Kernels view, of the first trace.
+    /// The Kernels view, of the first trace: at most [`MAX_TABLE_ROWS`](crate::MAX_TABLE_ROWS), the longest.
     pub kernels: Vec<KernelTimes>,
     /// The first trace's `summary --metrics --format json`.
     pub kernel_metrics: Box<RawValue>,
@@ -302,8 +306,10 @@ pub struct ReportModel {
     /// The Distributed view: [`RankComparison::json`], with two traces or more.
     pub ranks: Option<Box<RawValue>>,
     /// The Diff view: [`TraceDiff::json`](omniprof_analysis::TraceDiff::json) of the base trace's
-    /// rows against these.
+    /// rows against these, at most [`MAX_TABLE_ROWS`](crate::MAX_TABLE_ROWS) (the largest regressions).
     pub diff: Option<Box<RawValue>>,
+    /// The rows the Operators, Kernels and Diff tables leave out.
+    pub left_out: LeftOut,
 }
 
 impl ReportModel {
@@ -341,11 +347,17 @@ impl ReportModel {
         } else {
             SortKey::SelfCpuMemoryUsage
         });
-        let operators = raw(whole.json(&TableOptions {
-            row_limit: None,
-            ..Default::default()
-        }));
-        let diff = base.map(|b| raw(diff(b, &whole, None).json(None)));
+        let (operators, operators_left_out) = table_rows::operators(&whole);
+        let operators = raw(operators);
+        let mut left_out = LeftOut {
+            operators: operators_left_out,
+            ..LeftOut::default()
+        };
+        let diff = base.map(|b| {
+            let mut d = diff(b, &whole, None);
+            left_out.diff = table_rows::cap(&mut d.rows);
+            raw(d.json(None))
+        });
         let traces = inputs
             .iter()
             .map(|i| TraceEntry {
@@ -368,10 +380,11 @@ impl ReportModel {
             );
             raw(report.json())
         });
-        let first = inputs
+        let mut first = inputs
             .into_iter()
             .next()
             .expect("a report has one trace or more");
+        left_out.kernels = table_rows::cap(&mut first.parts.kernels);
         Self {
             traces,
             steps: first.parts.steps,
@@ -386,6 +399,7 @@ impl ReportModel {
             top_memory,
             ranks,
             diff,
+            left_out,
         }
     }
 

@@ -76,22 +76,24 @@ impl<'a> From<&'a Row> for JsonRow<'a> {
 impl KeyAverages {
     /// `{"device": ..., "rows": [{"name", "count", "self_cpu_time_total_us", ...}]}`.
     pub fn json(&self, options: &TableOptions) -> String {
-        render(self, options)
+        render(self, self.select(options))
+    }
+
+    /// [`Self::json`] of these rows (some of this summary's), with the totals of every row:
+    /// a page that holds only some rows still says what all of them add up to.
+    pub fn json_of_rows(&self, rows: Vec<&Row>) -> String {
+        render(self, rows)
     }
 }
 
-fn render(summary: &KeyAverages, options: &TableOptions) -> String {
+fn render(summary: &KeyAverages, rows: Vec<&Row>) -> String {
     let document = Document {
         device: summary.device_label(),
         self_cpu_time_total_us: us(summary.self_cpu_time_total_ns()),
         self_device_time_total_us: us(summary.self_device_time_total_ns()),
         profile_memory: summary.profile_memory,
         with_flops: summary.with_flops,
-        rows: summary
-            .select(options)
-            .into_iter()
-            .map(JsonRow::from)
-            .collect(),
+        rows: rows.into_iter().map(JsonRow::from).collect(),
     };
     serde_json::to_string(&document).expect("strings, numbers and booleans always serialize")
 }

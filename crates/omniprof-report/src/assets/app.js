@@ -59,6 +59,13 @@
   function empty(section, why) {
     section.appendChild(text("p", why, { "class": "empty" }));
   }
+  // A long table holds some rows (MAX_TABLE_ROWS in the model's crate); says how many more
+  // the model left out, and which were kept.
+  function leftOut(section, count, kept) {
+    if (!count) return;
+    section.appendChild(text("p", "The page holds " + kept + "; " + count +
+      " more rows are left out of it.", { "class": "left-out" }));
+  }
 
   // A table whose columns sort on a click on their header, with a search box over the
   // first column when `search` is set.
@@ -232,6 +239,8 @@
       if (!doc.rows.length) return empty(s, "The trace has no host ops or device activities to summarize.");
       s.appendChild(text("p", "Self CPU time total: " + fixed3(doc.self_cpu_time_total_us) + "us; self " +
         doc.device + " time total: " + fixed3(doc.self_device_time_total_us) + "us"));
+      leftOut(s, model.left_out.operators, "the " + doc.rows.length + " rows with the most self CPU plus self " +
+        doc.device + " time (the totals above are of every row; omniprof summary --row-limit -1 prints them all)");
       s.appendChild(table(keyAverageColumns(doc), doc.rows, { search: true, id: "operators" }));
     },
 
@@ -239,6 +248,7 @@
       if (!model.kernels.length) {
         empty(s, "The trace has no device rows: no kernels ran (or the backend recorded none).");
       } else {
+        leftOut(s, model.left_out.kernels, "the " + model.kernels.length + " kernels with the most total time");
         s.appendChild(table([
           { key: "name", label: "Kernel" },
           { key: "calls", label: "Calls", numeric: true },
@@ -426,6 +436,7 @@
         .concat(pair("self_cpu_time_total_us", "Self CPU (us)", fixed3))
         .concat([{ key: "self_cpu_time_total_us.ratio", label: "Self CPU ratio", numeric: true, format: function (v) { return v === null ? "" : v.toFixed(3); } }])
         .concat(pair("self_device_time_total_us", "Self " + d.device + " (us)", fixed3));
+      leftOut(s, model.left_out.diff, "the " + d.rows.length + " largest regressions (omniprof diff prints every row)");
       s.appendChild(table(columns, rows, { search: true, id: "diff" }));
     }
   };
