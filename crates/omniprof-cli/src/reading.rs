@@ -172,6 +172,10 @@ pub(crate) fn report_skipped(stats: &ReadStats) {
             stats.foreign_packets,
             "a Perfetto packet of no kind the model holds",
         ),
+        (
+            stats.sequence_overflow,
+            "a Perfetto sequence past the cap on sequences held",
+        ),
     ];
     let parts: Vec<String> = reasons
         .iter()
@@ -203,6 +207,30 @@ pub(crate) fn report_skipped(stats: &ReadStats) {
         eprintln!(
             "note: skipped {} header entries named as the JSON's own top-level keys",
             stats.reserved_header_keys
+        );
+    }
+    if stats.dropped_interned > 0 {
+        eprintln!(
+            "note: dropped {} Perfetto interned strings past the {} held; events naming them \
+             lack that name or category",
+            stats.dropped_interned,
+            omniprof_read::INTERNED_HELD
+        );
+    }
+    if stats.dropped_tracks > 0 {
+        eprintln!(
+            "note: dropped {} Perfetto track descriptors past the {} held; events on those \
+             tracks were skipped",
+            stats.dropped_tracks,
+            omniprof_read::TRACKS_HELD
+        );
+    }
+    if stats.reordered > 0 {
+        eprintln!(
+            "note: {} activities came ahead of an older slice still open, past the {} held \
+             back: read whole, out of begin order",
+            stats.reordered,
+            omniprof_read::ENDED_HELD
         );
     }
 }

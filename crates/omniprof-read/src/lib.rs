@@ -86,6 +86,7 @@ mod stats;
 
 pub use error::{Location, Position, ReadError, ReadErrorKind};
 pub use event::ArgFilter;
+pub use pftrace::{ENDED_HELD, INTERNED_HELD, SEQUENCES_HELD, TRACKS_HELD};
 pub use reader::{ReadOutcome, TraceReader};
 pub use stats::ReadStats;
 

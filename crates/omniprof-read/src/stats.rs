@@ -38,6 +38,22 @@ pub struct ReadStats {
     /// `baseTimeNanoseconds`, `traceName`, `deviceProperties`), which the JSON written from
     /// the trace would then hold twice.
     pub reserved_header_keys: u64,
+    /// Skipped: packets of a Perfetto sequence other than the
+    /// [`SEQUENCES_HELD`](crate::SEQUENCES_HELD) that hold state (interned strings, clocks),
+    /// once that many are held.
+    pub sequence_overflow: u64,
+    /// Interned strings of a Perfetto trace dropped past the cap on those held
+    /// ([`INTERNED_HELD`](crate::INTERNED_HELD)): events naming one are read without that
+    /// name or category.
+    pub dropped_interned: u64,
+    /// Perfetto track descriptors dropped past the cap on tracks held
+    /// ([`TRACKS_HELD`](crate::TRACKS_HELD)): events on their tracks are skipped as on an
+    /// undescribed track.
+    pub dropped_tracks: u64,
+    /// Activities of a Perfetto trace delivered ahead of a slice that began before them and
+    /// was still open, past the cap on those held back ([`ENDED_HELD`](crate::ENDED_HELD)):
+    /// read whole, out of the order their slices began.
+    pub reordered: u64,
 }
 
 impl ReadStats {
@@ -49,5 +65,6 @@ impl ReadStats {
             + self.unsupported_id
             + self.unmatched_flow
             + self.foreign_packets
+            + self.sequence_overflow
     }
 }

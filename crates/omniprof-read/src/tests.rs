@@ -337,6 +337,10 @@ fn small_trace_header_rows_and_counts() {
             too_deep_args: 0,
             malformed_args: 0,
             reserved_header_keys: 0,
+            sequence_overflow: 0,
+            dropped_interned: 0,
+            dropped_tracks: 0,
+            reordered: 0,
         }
     );
     assert_eq!(stats.skipped(), 6);

@@ -26,12 +26,16 @@
 //! Activities are delivered in the order their slices began (the order the writer wrote
 //! them, as the JSON lists them), so a slice that ended waits for the slices that began
 //! before it and are still open: memory is bounded by the open slices and what ended inside
-//! the oldest of them. Times: a sequence's incremental clock is summed; any other clock is
+//! the oldest of them, up to [`ENDED_HELD`]. Times: a sequence's incremental clock is summed; any other clock is
 //! taken as the trace's nanoseconds. Packets of other kinds (ftrace, process trees, ...),
 //! events on tracks never described, and slices whose category is no activity type are
-//! skipped and counted in [`ReadStats`].
+//! skipped and counted in [`ReadStats`]. What is held from one packet to the next (sequences,
+//! interned strings, tracks, activities held back) is capped ([`caps`]).
 
+mod caps;
 mod wire;
+
+pub use caps::{ENDED_HELD, INTERNED_HELD, SEQUENCES_HELD, TRACKS_HELD};
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufRead, BufReader, Read};
@@ -319,7 +323,10 @@ struct OpenSpan {
 struct PacketMapper {
     args: ArgFilter,
     stats: ReadStats,
+    /// The sequences with state; one with none (nothing interned, no clock) is not held.
     sequences: FastMap<u64, Sequence>,
+    /// Interned strings held, all sequences together.
+    interned: usize,
     tracks: FastMap<u64, Track>,
     processes: Vec<ProcessRow>,
     threads: Vec<ThreadRow>,
@@ -347,6 +354,7 @@ impl PacketMapper {
             args,
             stats: ReadStats::default(),
             sequences: FastMap::default(),
+            interned: 0,
             tracks: FastMap::default(),
             processes: Vec::new(),
             threads: Vec::new(),
@@ -404,8 +412,22 @@ impl PacketMapper {
                 _ => other = true,
             }
         }
-        let seq = self.sequences.entry(sequence_id).or_default();
+        if !self.sequences.contains_key(&sequence_id) {
+            if self.sequences.len() >= SEQUENCES_HELD {
+                self.stats.sequence_overflow += 1;
+                return Ok(());
+            }
+            if cleared || defaults.is_some() || snapshot.is_some() || interned.is_some() {
+                self.sequences.insert(sequence_id, Sequence::default());
+            }
+        }
+        let mut stateless = Sequence::default();
+        let seq = self
+            .sequences
+            .get_mut(&sequence_id)
+            .unwrap_or(&mut stateless);
         if cleared {
+            self.interned -= seq.names.len() + seq.categories.len() + seq.arg_names.len();
             seq.names.clear();
             seq.categories.clear();
             seq.arg_names.clear();
@@ -421,13 +443,16 @@ impl PacketMapper {
             read_snapshot(s, seq)?;
         }
         if let Some(i) = interned {
-            read_interned(i, seq)?;
+            read_interned(i, seq, &mut self.interned, &mut self.stats.dropped_interned)?;
         }
         if let Some(d) = descriptor {
             self.descriptor(d)?;
         }
         if let Some(e) = event {
-            let seq = self.sequences.get_mut(&sequence_id).expect("made above");
+            let seq = self
+                .sequences
+                .get_mut(&sequence_id)
+                .unwrap_or(&mut stateless);
             let clock = clock.or(seq.default_clock);
             let ts = match (timestamp, clock) {
                 (Some(t), Some(c)) if seq.incremental_clocks.contains(&c) => {
@@ -466,6 +491,12 @@ impl PacketMapper {
         let Some(uuid) = uuid else {
             return Ok(());
         };
+        // Perfetto describes a track again on the same uuid: that adds no row.
+        let known = self.tracks.contains_key(&uuid);
+        if !known && self.tracks.len() >= TRACKS_HELD {
+            self.stats.dropped_tracks += 1;
+            return Ok(());
+        }
         let parent_pid = match parent.and_then(|p| self.tracks.get(&p)) {
             Some(Track::Process(pid)) => Some(*pid),
             _ => None,
@@ -497,7 +528,7 @@ impl PacketMapper {
             if device_pids().contains(&pid) {
                 pid -= DEVICE_PID_BASE;
             }
-            if described {
+            if described && !known {
                 row.pid = pid;
                 self.processes.push(row);
             }
@@ -514,7 +545,7 @@ impl PacketMapper {
                 }
             }
             // omniprof writes a sort index exactly for the rows its trace had.
-            if let Some(sort_index) = sort {
+            if let Some(sort_index) = sort.filter(|_| !known) {
                 self.threads.push(ThreadRow {
                     pid,
                     tid,
@@ -583,7 +614,8 @@ impl PacketMapper {
         let mut counter = None;
         let (mut extra_tracks, mut extra_values) = (Vec::new(), Vec::new());
         let (mut extra_double_tracks, mut extra_doubles) = (Vec::new(), Vec::new());
-        let seq = &self.sequences[&sequence];
+        let stateless = Sequence::default();
+        let seq = self.sequences.get(&sequence).unwrap_or(&stateless);
         for f in Fields::new(bytes) {
             let (number, value) =
                 f.map_err(|(at, why)| format!("{why} at byte {at} of an event"))?;
@@ -848,7 +880,8 @@ impl PacketMapper {
         flow
     }
 
-    /// Delivers the ended activities that no open slice began before.
+    /// Delivers the ended activities that no open slice began before, then the oldest of
+    /// the rest while more than [`ENDED_HELD`] are held.
     fn deliver(&mut self, sink: &mut impl FnMut(TraceItem)) {
         let oldest_open = self.still_open.keys().next().copied().unwrap_or(u64::MAX);
         while let Some(entry) = self.ended.first_entry() {
@@ -856,11 +889,22 @@ impl PacketMapper {
                 break;
             }
             if let Some(a) = entry.remove() {
-                self.activities_end =
-                    Some(self.activities_end.map_or(a.end_ns, |t| t.max(a.end_ns)));
-                sink(TraceItem::Activity(a));
+                self.emit(a, sink);
             }
         }
+        // Past the cap, the oldest goes ahead of the open slice that holds it back.
+        while self.ended.len() > ENDED_HELD {
+            if let Some((_, Some(a))) = self.ended.pop_first() {
+                self.stats.reordered += 1;
+                self.emit(a, sink);
+            }
+        }
+    }
+
+    /// Delivers activity `a`, noting where the activities end.
+    fn emit(&mut self, a: Activity, sink: &mut impl FnMut(TraceItem)) {
+        self.activities_end = Some(self.activities_end.map_or(a.end_ns, |t| t.max(a.end_ns)));
+        sink(TraceItem::Activity(a));
     }
 
     /// Delivers what is held, the rows and the window: at the end of the input, or where
@@ -939,8 +983,14 @@ fn read_snapshot(bytes: &[u8], seq: &mut Sequence) -> Result<(), String> {
     Ok(())
 }
 
-/// Interned strings, into the sequence's tables.
-fn read_interned(bytes: &[u8], seq: &mut Sequence) -> Result<(), String> {
+/// Interned strings, into the sequence's tables; `held` counts those of all sequences, and
+/// a new one past [`INTERNED_HELD`] is dropped and counted in `dropped`.
+fn read_interned(
+    bytes: &[u8],
+    seq: &mut Sequence,
+    held: &mut usize,
+    dropped: &mut u64,
+) -> Result<(), String> {
     use field::interned as i;
     for f in Fields::new(bytes) {
         let (number, value) =
@@ -960,7 +1010,14 @@ fn read_interned(bytes: &[u8], seq: &mut Sequence) -> Result<(), String> {
             }
         }
         if let (Some(iid), Some(name)) = (iid, name) {
-            table.insert(iid, Arc::from(name));
+            if let Some(old) = table.get_mut(&iid) {
+                *old = Arc::from(name);
+            } else if *held < INTERNED_HELD {
+                table.insert(iid, Arc::from(name));
+                *held += 1;
+            } else {
+                *dropped += 1;
+            }
         }
     }
     Ok(())

@@ -398,3 +398,107 @@ fn pids_and_tids_beyond_32_bits_read_back_as_they_were() {
     assert_eq!(read.processes, t.processes);
     assert_eq!(read.threads, t.threads);
 }
+
+/// A packet on sequence `seq` interning event name `iid` as `name`.
+fn interned_name(seq: u64, iid: u64, name: &str) -> Vec<u8> {
+    let entry = [varint_field(1, iid), len_field(2, name.as_bytes())].concat();
+    [varint_field(10, seq), len_field(12, &len_field(2, &entry))].concat()
+}
+
+/// A packet on sequence `seq` with a `cpu_op` instant at `ts` on track `track`, named by
+/// interned name `iid`.
+fn interned_instant(seq: u64, track: u64, ts: u64, iid: u64) -> Vec<u8> {
+    let event = [
+        varint_field(9, 3),
+        varint_field(11, track),
+        len_field(22, b"cpu_op"),
+        varint_field(10, iid),
+    ]
+    .concat();
+    [
+        varint_field(10, seq),
+        varint_field(8, ts),
+        len_field(11, &event),
+    ]
+    .concat()
+}
+
+#[test]
+fn sequences_past_the_cap_are_skipped_and_counted_and_the_kept_ones_read() {
+    let n = SEQUENCES_HELD as u64 + 1000;
+    let mut all = vec![thread_track(1, 1, 1)];
+    for seq in 1..=n {
+        all.push(interned_name(seq, 1, &format!("op{seq}")));
+        all.push(interned_instant(seq, 1, seq, 1));
+    }
+    let (trace, stats) = TraceReader::new()
+        .read(&packets(&all)[..])
+        .into_result()
+        .unwrap();
+    assert_eq!(stats.sequence_overflow, 2000);
+    assert_eq!(stats.skipped(), 2000);
+    assert_eq!(stats.dropped_interned, 0);
+    assert_eq!(trace.activities.len(), SEQUENCES_HELD);
+    for (i, a) in trace.activities.iter().enumerate() {
+        assert_eq!(
+            (&*a.name, a.start_ns),
+            (&*format!("op{}", i + 1), i as i64 + 1)
+        );
+    }
+}
+
+#[test]
+fn track_descriptors_past_the_cap_are_dropped_and_counted_and_redescribing_adds_no_row() {
+    let process = || {
+        let p = [varint_field(1, 9), len_field(6, b"p")].concat();
+        len_field(60, &[varint_field(1, 1), len_field(3, &p)].concat())
+    };
+    // Uuid 1 twice, as Perfetto describes a track again: one row.
+    let mut all = vec![process(), process()];
+    let last = TRACKS_HELD as u64 + 10;
+    all.extend((2..=last).map(|uuid| thread_track(uuid, 1, uuid as i64)));
+    all.push(instant(2, 5, "kept", &[]));
+    all.push(instant(last, 6, "lost", &[]));
+    let (trace, stats) = TraceReader::new()
+        .read(&packets(&all)[..])
+        .into_result()
+        .unwrap();
+    assert_eq!(stats.dropped_tracks, 10);
+    assert_eq!(stats.unsupported_id, 1);
+    let names: Vec<_> = trace.activities.iter().map(|a| &*a.name).collect();
+    assert_eq!(names, ["kept"]);
+    assert_eq!(trace.processes.len(), 1);
+}
+
+#[test]
+fn activities_held_back_past_the_cap_come_ahead_of_the_open_slice_and_are_counted() {
+    let begin = [
+        varint_field(9, 1),
+        varint_field(11, 1),
+        len_field(22, b"cpu_op"),
+        len_field(23, b"open"),
+    ]
+    .concat();
+    let mut all = vec![
+        thread_track(1, 1, 1),
+        [varint_field(8, 1), len_field(11, &begin)].concat(),
+    ];
+    let n = ENDED_HELD as u64 + 10;
+    all.extend((0..n).map(|i| instant(1, 2 + i, "i", &[])));
+    let mut first = Vec::new();
+    let stats = TraceReader::new()
+        .stream(&packets(&all)[..], |item| {
+            if let TraceItem::Activity(a) = item {
+                if first.len() < 12 {
+                    first.push((a.name.to_string(), a.start_ns));
+                }
+            }
+        })
+        .unwrap();
+    assert_eq!(stats.reordered, 10);
+    let expected: Vec<_> = (0..10)
+        .map(|i| ("i".to_string(), 2 + i))
+        .chain([("open".to_string(), 1), ("i".to_string(), 12)])
+        .collect();
+    assert_eq!(first, expected);
+}
