@@ -1,10 +1,11 @@
 //! The listening side: one accept thread, one short-lived thread per connection.
 //!
 //! Connections that have not yet sent their request are kept in a queue, oldest first: when
-//! every slot is taken, the oldest of them is shut down to serve the new connection, so
-//! clients that connect and stay silent (or a client reconnecting in a loop) cannot hold
-//! every slot for the whole read deadline while legitimate triggers are refused. A
-//! connection whose request is being handled is never dropped this way; when all slots
+//! every slot is taken, the oldest of them is let go (its reading side shut down) to serve
+//! the new connection, so clients that connect and stay silent (or a client reconnecting in a
+//! loop) cannot hold every slot for the whole read deadline while legitimate triggers are
+//! refused. A request that arrived before that is still answered. A connection whose request
+//! is being handled is never dropped this way; when all slots
 //! hold such connections, a new one is refused. A connection that has not sent its header
 //! line within [`ServerOptions::header_timeout`] (1 s) is let go as well.
 
@@ -113,9 +114,9 @@ struct Shared {
 }
 
 impl Shared {
-    /// Shuts down the connection that has waited longest for its request with nothing
-    /// unread (a connection whose bytes have arrived is about to be served); false if none.
-    /// Its thread then reads the end of the stream and gives its slot back.
+    /// Shuts down the reading side of the connection that has waited longest for its request
+    /// with nothing unread (a connection whose bytes have arrived is about to be served);
+    /// false if none. Its thread then reads the end of the stream and gives its slot back.
     fn drop_oldest_waiting(&self) -> bool {
         let oldest = {
             let mut waiting = lock(&self.waiting);
@@ -126,7 +127,10 @@ impl Shared {
             return false;
         };
         log::debug!("trigger: dropping connection #{id}, silent while all slots were taken");
-        let _ = stream.shutdown(std::net::Shutdown::Both);
+        // Only the reading side: the peek above and the client's write race, and a request
+        // that arrived meanwhile (or that its thread already read) is still read in full and
+        // answered; a silent client reads the end of the stream.
+        let _ = stream.shutdown(std::net::Shutdown::Read);
         true
     }
 
@@ -507,6 +511,35 @@ mod tests {
             assert!(err.to_string().contains("failed while handling"), "{err}");
         }
         assert_eq!(dir.list().unwrap()[0].state, "idle");
+    }
+
+    #[test]
+    fn a_connection_dropped_as_silent_after_its_request_arrived_still_gets_its_reply() {
+        let (server_end, client) = UnixStream::pair().unwrap();
+        let shared = Shared {
+            handler: Arc::new(Panics),
+            options: ServerOptions::default(),
+            own_uid: current_uid(),
+            command: String::new(),
+            active: AtomicUsize::new(1),
+            waiting: Mutex::new(VecDeque::from([(1, server_end.try_clone().unwrap())])),
+            next_id: AtomicU64::new(2),
+        };
+        let request = Request::Trace("ACTIVITIES_DURATION_MSECS=1".to_owned());
+        request.write_to(&mut &client).unwrap();
+        // The connection's thread has read the request and not yet left the queue when a new
+        // connection finds every slot taken: nothing is unread, so it looks silent.
+        let until = Instant::now() + Duration::from_secs(5);
+        let mut input = BufReader::new(Deadline::new(&server_end, until));
+        assert_eq!(Request::read_from(&mut input).unwrap(), request);
+        assert!(shared.drop_oldest_waiting());
+        let answer = Reply::Written {
+            path: PathBuf::from("/tmp/t.pt.trace.json"),
+            notes: Vec::new(),
+        };
+        reply(&server_end, &answer);
+        let mut input = BufReader::new(Deadline::new(&client, until));
+        assert_eq!(Reply::read_from(&mut input).unwrap(), answer);
     }
 
     #[test]
