@@ -117,10 +117,12 @@ fn a_plugin_that_blocks_is_abandoned_at_its_deadline() {
     // A destroy that hangs comes after processEvents: its events are kept.
     assert!(!named(&trace, "after_broken_call").is_empty());
 
-    // Abandoned for good: the next session makes no call into them and does not wait.
+    // Abandoned for good: the next session makes no call into them ("not made" below), so
+    // it cannot hang on them; the bound only catches a hang, with room for a loaded machine.
     let begun = Instant::now();
     let trace = record("OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS=300");
-    assert!(begun.elapsed() < Duration::from_secs(2));
+    let took = begun.elapsed();
+    assert!(took < Duration::from_secs(10), "the session took {took:?}");
     let errors = session::backend_errors(&trace);
     for (profiler, _) in calls {
         assert!(

@@ -230,21 +230,26 @@ fn pm_samples_report_busy_time_and_copied_bytes() {
         assert!(value(s, openreg::BUSY_FRACTION) <= 0.05, "{s:?}");
     }
     // The samples whose interval the busy kernel covers read it as busy. A sample's interval
-    // runs to the next sample.
-    let kernel = {
-        let fractions: Vec<f64> = busy_dev
-            .samples
-            .iter()
-            .map(|s| value(s, openreg::BUSY_FRACTION))
-            .collect();
-        let busy_run = fractions.iter().filter(|&&f| f >= 0.9).count();
-        assert!(
-            busy_run as f64 >= 0.6 * busy.as_millis() as f64,
-            "{busy_run} busy samples for a {busy:?} kernel: {fractions:?}"
-        );
-        busy_run
-    };
-    assert!(kernel > 0);
+    // runs to the next sample, so the busy time they add up to is the kernel's at least,
+    // however late the sampling thread ran; half of it is the margin for a loaded machine.
+    let fractions: Vec<f64> = busy_dev
+        .samples
+        .iter()
+        .map(|s| value(s, openreg::BUSY_FRACTION))
+        .collect();
+    assert!(
+        fractions.iter().any(|&f| f >= 0.9),
+        "no busy sample: {fractions:?}"
+    );
+    let busy_ns: f64 = busy_dev
+        .samples
+        .windows(2)
+        .map(|w| value(&w[0], openreg::BUSY_FRACTION) * (w[1].ts_ns - w[0].ts_ns) as f64)
+        .sum();
+    assert!(
+        busy_ns >= 0.5 * busy.as_nanos() as f64,
+        "{busy_ns} ns busy for a {busy:?} kernel: {fractions:?}"
+    );
     let sum = |name| -> f64 { busy_dev.samples.iter().map(|s| value(s, name)).sum() };
     assert_eq!(sum(openreg::HOST_TO_DEVICE_BYTES), BYTES as f64);
     assert_eq!(sum(openreg::DEVICE_TO_HOST_BYTES), (BYTES / 3) as f64);
