@@ -225,6 +225,12 @@ pub(crate) fn report_skipped(stats: &ReadStats) {
             omniprof_read::TRACKS_HELD
         );
     }
+    if stats.negative_durations > 0 {
+        eprintln!(
+            "note: read {} complete events with a negative `dur` as lasting 0",
+            stats.negative_durations
+        );
+    }
     if stats.reordered > 0 {
         eprintln!(
             "note: {} activities came ahead of an older slice still open, past the {} held \

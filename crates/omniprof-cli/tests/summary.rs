@@ -198,6 +198,27 @@ fn unknown_event_kinds_are_skipped_and_counted() {
 }
 
 #[test]
+fn a_negative_dur_is_read_as_zero_and_noted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    std::fs::write(
+        &path,
+        r#"{"traceEvents": [
+          {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+          {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 20, "dur": -5}
+        ]}"#,
+    )
+    .unwrap();
+    let out = OMNIPROF.run(summary(&path, &[]));
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out.stderr),
+        "note: read 1 complete events with a negative `dur` as lasting 0\n"
+    );
+    assert!(text(&out.stdout).contains("Self CPU time total: 10.000us"));
+}
+
+#[test]
 fn an_empty_trace_prints_nothing_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("empty.json");

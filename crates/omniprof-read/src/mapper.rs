@@ -558,6 +558,8 @@ impl EventMapper {
         match mapped {
             Mapped::Activity(activity, too_deep) => {
                 self.stats.too_deep_args += too_deep;
+                // Only an `X` event's `dur` can make it end before it starts.
+                self.stats.negative_durations += u64::from(activity.end_ns < activity.start_ns);
                 self.push(activity, sink);
             }
             Mapped::Span(span) => self.hold(TraceItem::Span(span), sink),

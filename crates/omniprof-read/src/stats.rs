@@ -54,6 +54,9 @@ pub struct ReadStats {
     /// was still open, past the cap on those held back ([`ENDED_HELD`](crate::ENDED_HELD)):
     /// read whole, out of the order their slices began.
     pub reordered: u64,
+    /// Complete (`X`) events of the JSON with a negative `dur`, kept: their activity ends
+    /// before it starts, so it lasts 0 ([`Activity::duration_ns`](omniprof_trace::Activity::duration_ns)).
+    pub negative_durations: u64,
 }
 
 impl ReadStats {

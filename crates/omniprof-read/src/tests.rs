@@ -341,6 +341,7 @@ fn small_trace_header_rows_and_counts() {
             dropped_interned: 0,
             dropped_tracks: 0,
             reordered: 0,
+            negative_durations: 0,
         }
     );
     assert_eq!(stats.skipped(), 6);
@@ -720,6 +721,26 @@ fn an_arg_nested_too_deep_is_skipped_and_counted() {
     assert_eq!((op.correlation, op.arg("deep")), (4, None));
     assert_eq!(op.arg("kept").unwrap().to_json(), "[[1]]");
     assert_eq!(stats.too_deep_args, 1);
+}
+
+#[test]
+fn a_negative_dur_is_kept_as_zero_long_and_counted() {
+    let text = r#"{"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "back", "pid": 1, "tid": 1, "ts": 10, "dur": -3},
+        {"ph": "X", "cat": "cpu_op", "name": "fine", "pid": 1, "tid": 1, "ts": 20, "dur": 3}
+    ]}"#;
+    let (trace, stats) = TraceReader::new()
+        .read(text.as_bytes())
+        .into_result()
+        .unwrap();
+    let durations: Vec<_> = trace
+        .activities
+        .iter()
+        .map(|a| (&*a.name, a.duration_ns()))
+        .collect();
+    assert_eq!(durations, [("back", 0), ("fine", 3_000)]);
+    assert_eq!(stats.negative_durations, 1);
+    assert_eq!(stats.skipped(), 0);
 }
 
 #[test]
