@@ -96,15 +96,15 @@ pub struct Step {
 }
 
 impl Step {
-    /// Its length.
+    /// Its length (at most `i64::MAX`: a step of hostile times saturates, never wraps).
     pub fn duration_ns(&self) -> i64 {
-        self.end_ns - self.start_ns
+        self.end_ns.saturating_sub(self.start_ns)
     }
 
     /// The step less its communication: the time the rank spends on its own work (and
     /// stalls), which the others wait for in their collectives.
     pub fn outside_communication_ns(&self) -> i64 {
-        self.duration_ns() - self.communication_ns
+        self.duration_ns().saturating_sub(self.communication_ns)
     }
 }
 
@@ -347,15 +347,18 @@ fn breakdown(mut lane: Lane) -> (Breakdown, Vec<(i64, i64)>) {
     let (Some(first), Some(last)) = (all.first(), all.last()) else {
         return (Breakdown::default(), Vec::new());
     };
-    let span_ns = last.1 - first.0;
-    let idle_ns = span_ns - length(&all);
+    // Saturating: times near the ends of i64 must not wrap into a negative span.
+    let span_ns = last.1.saturating_sub(first.0);
+    let idle_ns = span_ns.saturating_sub(length(&all));
     let of = |kind| length(&unions[&key(kind)]);
     let computation_ns = of(WorkKind::Computation);
     let breakdown = Breakdown {
         span_ns,
         idle_ns,
         computation_ns,
-        non_computation_ns: span_ns - computation_ns - idle_ns,
+        non_computation_ns: span_ns
+            .saturating_sub(computation_ns)
+            .saturating_sub(idle_ns),
         communication_ns: of(WorkKind::Communication),
         memory_ns: of(WorkKind::Memory),
         other_ns: of(WorkKind::Other),
@@ -395,8 +398,10 @@ pub(super) fn union(list: Option<Vec<(i64, i64)>>) -> Vec<(i64, i64)> {
     out
 }
 
+/// The total length of sorted disjoint intervals, saturating at `i64::MAX`.
 pub(super) fn length(list: &[(i64, i64)]) -> i64 {
-    list.iter().map(|(s, e)| e - s).sum()
+    list.iter()
+        .fold(0i64, |sum, (s, e)| sum.saturating_add(e.saturating_sub(*s)))
 }
 
 /// The parts of two sorted disjoint lists that both cover.
@@ -572,7 +577,8 @@ impl RankComparison {
                 let median_ns = match sorted.len() {
                     0 => 0,
                     n if n % 2 == 1 => sorted[n / 2],
-                    n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
+                    // Durations are not negative: this cannot overflow, as their sum may.
+                    n => sorted[n / 2 - 1] + (sorted[n / 2] - sorted[n / 2 - 1]) / 2,
                 };
                 // The first of equal durations: the lowest rank.
                 let slowest =
@@ -623,7 +629,7 @@ impl RankComparison {
         for s in &compared {
             if let Some(i) = s.slowest {
                 tally[i].0 += 1;
-                tally[i].1 += s.lag_ns;
+                tally[i].1 = tally[i].1.saturating_add(s.lag_ns);
             }
         }
         let (index, &(slowest_in, lag)) = tally
@@ -934,6 +940,44 @@ mod tests {
             profile: b.finish(),
             error: error.then(|| "truncated".to_owned()),
         }
+    }
+
+    #[test]
+    fn durations_near_i64_max_saturate_to_a_non_negative_span() {
+        let rank = |r: u64| {
+            let mut b = RankProfileBuilder::new();
+            let info: Value = [("rank", Value::UInt(r))].into_iter().collect();
+            b.add_item(&TraceItem::Metadata(
+                metadata::DISTRIBUTED_INFO.into(),
+                info,
+            ));
+            let step = ActivityType::UserAnnotation;
+            add(&mut b, step, "ProfilerStep#1", 1, i64::MIN + 2, i64::MAX);
+            let k = ActivityType::ConcurrentKernel;
+            add(&mut b, k, "gemm", 7, i64::MIN + 2, -1); // i64::MAX - 2 long
+            add(&mut b, k, "gemm", 7, 1, i64::MAX); // i64::MAX - 1 long
+            RankTrace {
+                label: format!("rank{r}.json"),
+                profile: b.finish(),
+                error: None,
+            }
+        };
+        let report = RankComparison::new(vec![rank(0), rank(1)]);
+        let b = report.ranks[0].profile.breakdown;
+        assert_eq!(
+            (b.span_ns, b.computation_ns, b.idle_ns, b.non_computation_ns),
+            (i64::MAX, i64::MAX, 0, 0)
+        );
+        assert_eq!(report.steps[0].durations_ns, [Some(i64::MAX); 2]);
+        assert_eq!(
+            (report.steps[0].median_ns, report.steps[0].lag_ns),
+            (i64::MAX, 0)
+        );
+        let text = report.text();
+        assert!(
+            text.contains("rank 0  device work  9223372036854.775  9223372036854.775 (100.00%)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -88,9 +88,9 @@ pub struct StepTime {
 }
 
 impl StepTime {
-    /// Its length.
+    /// Its length (saturating: hostile times must not wrap into a negative one).
     pub fn duration_ns(&self) -> i64 {
-        self.end_ns - self.start_ns
+        self.end_ns.saturating_sub(self.start_ns)
     }
 }
 
@@ -282,7 +282,9 @@ impl StepTimeBuilder {
                 } else {
                     0.0
                 };
-                step.idle_ns = step.duration_ns() - length(&clip(&covered, start_ns, end_ns));
+                step.idle_ns = step
+                    .duration_ns()
+                    .saturating_sub(length(&clip(&covered, start_ns, end_ns)));
                 step
             })
             .collect();
