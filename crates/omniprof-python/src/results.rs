@@ -11,7 +11,7 @@ use omniprof_analysis::StackMetric;
 use omniprof_analysis::{FunctionEvents, KeyAveragesOptions, Row, SortKey, TableOptions};
 use omniprof_read::TraceReader;
 use omniprof_trace::Trace;
-use pyo3::exceptions::{PyIndexError, PyRuntimeWarning, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyOverflowError, PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyTuple};
 
@@ -189,10 +189,10 @@ pub(crate) struct PyKeyAverages(Arc<omniprof_analysis::KeyAverages>);
 
 #[pymethods]
 impl PyKeyAverages {
-    /// PyTorch's `table()`, with its arguments (see [`report_options`]).
+    /// PyTorch's `table()`, with its arguments (see [`table_options`]).
     #[pyo3(signature = (
         sort_by=None,
-        row_limit=Some(100),
+        row_limit=Some(RowLimit(Some(100))),
         max_src_column_width=75,
         max_name_column_width=55,
         max_shapes_column_width=80,
@@ -212,7 +212,7 @@ impl PyKeyAverages {
         &self,
         py: Python<'_>,
         sort_by: Option<&str>,
-        row_limit: Option<i64>,
+        row_limit: Option<RowLimit>,
         max_src_column_width: i64,
         max_name_column_width: i64,
         max_shapes_column_width: i64,
@@ -220,10 +220,10 @@ impl PyKeyAverages {
         top_level_events_only: bool,
         time_unit: Option<&str>,
     ) -> PyResult<String> {
-        let options = report_options(
+        let options = table_options(
             py,
             sort_by,
-            row_limit,
+            row_limit.and_then(|limit| limit.0),
             [
                 max_src_column_width,
                 max_name_column_width,
@@ -272,15 +272,31 @@ impl PyKeyAverages {
     }
 }
 
+/// A `row_limit` as PyTorch takes one: any Python int. A limit past what fits in 64 bits
+/// keeps every row, as one past the rows' count does; a negative one keeps every row too.
+pub(crate) struct RowLimit(Option<usize>);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for RowLimit {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        match obj.extract::<i64>() {
+            Ok(n) => Ok(Self(usize::try_from(n).ok())),
+            Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => Ok(Self(None)),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// The options of PyTorch's `table()`: `sort_by` a row attribute name
 /// (`self_cpu_time_total`, `cuda_time_total`, `self_cpu_memory_usage`, `flops`, ...; another
 /// is a `ValueError` listing them), `row_limit` `None` or -1 for every row, the column widths
 /// (source, name, shapes), a `header` line, only top-level rows. `time_unit` is not
 /// supported yet: a warning says so and times keep their own units.
-fn report_options(
+fn table_options(
     py: Python<'_>,
     sort_by: Option<&str>,
-    row_limit: Option<i64>,
+    row_limit: Option<usize>,
     [src, name, shapes]: [i64; 3],
     header: Option<String>,
     top_level_events_only: bool,
@@ -301,7 +317,7 @@ fn report_options(
     let width = |w: i64| usize::try_from(w).ok();
     Ok(TableOptions {
         sort_by,
-        row_limit: row_limit.and_then(|n| usize::try_from(n).ok()),
+        row_limit,
         max_src_column_width: width(src),
         max_name_column_width: width(name),
         max_shapes_column_width: width(shapes),

@@ -100,6 +100,10 @@ def test_one_workload_gives_torch_profilers_rows_memory_flops_and_events(tmp_pat
     # events(): the same events by name and count.
     assert Counter(e.name for e in ours.events()) == Counter(e.name for e in theirs.events())
 
+    # row_limit is any Python int, as torch takes it: past 64 bits, every row.
+    theirs.key_averages().table(row_limit=2**64)
+    assert ours.key_averages().table(row_limit=2**64) == ours.key_averages().table(row_limit=-1)
+
     # The CLI's summary of either exported file prints PyTorch's columns; of ours, the
     # table Python printed.
     for sort_by in ("self_cpu_memory_usage", "flops"):
