@@ -1,11 +1,20 @@
 """Shared helpers of the SQL-engine checks: where the CLI is, and how a missing tool fails."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+
+# With OMNIPROF_REQUIRE_ALL_CHECKS set, a skipped test fails the run (the plugin's doc says why).
+sys.path.insert(0, str(REPO / "crates" / "test-support" / "python"))
+from require_all_checks import (  # noqa: E402,F401  (pytest finds the hooks by name here)
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
 
 
 def missing(what: str) -> None:

