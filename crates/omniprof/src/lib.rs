@@ -138,7 +138,9 @@ pub mod plugins {
 pub mod config_keys {
     //! The keys a [`Config`](crate::Config) reads, for code that writes config text.
 
-    pub use crate::config::{
+    // The keys that code outside the parser writes into config text (the `trigger` and
+    // `plugins check` commands, the Python package's `record_shapes`).
+    pub use crate::config::keys::{
         ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS, ACTIVITIES_LOG_FILE,
         ACTIVITIES_WARMUP_PERIOD_SECS, ACTIVITY_TYPES, OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS,
         OMNIPROF_PRIVATEUSE1_PROFILER, OMNIPROF_PRIVATEUSE1_STUBS,

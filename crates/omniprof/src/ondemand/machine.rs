@@ -6,10 +6,8 @@
 use std::fmt;
 
 use super::error::{Refused, TraceFailed};
-use crate::config::{
-    Config, ACTIVITIES_WARMUP_PERIOD_SECS, CONTROLLER_TICK_MS, MAX_START_AHEAD_ITERATIONS,
-    MAX_START_AHEAD_MS, PROFILE_START_ITERATION,
-};
+use crate::config::keys::{ACTIVITIES_WARMUP_PERIOD_SECS, PROFILE_START_ITERATION};
+use crate::config::{Config, CONTROLLER_TICK_MS, MAX_START_AHEAD_ITERATIONS, MAX_START_AHEAD_MS};
 
 /// Collection that starts later than this after its scheduled time is logged (Kineto's
 /// "Tracing started N ms late!").

@@ -24,7 +24,8 @@ use super::handler::{Traced, TriggerHandler};
 use super::peer::{check_peer, peer_uid};
 use super::protocol::{Deadline, FrameError, Reply, Request};
 use super::runtime_dir::{current_uid, RuntimeDir};
-use crate::config::{check_on_demand_log_file, on_demand_trace_dir, Config, ACTIVITIES_LOG_FILE};
+use crate::config::keys::ACTIVITIES_LOG_FILE;
+use crate::config::{check_on_demand_log_file, on_demand_trace_dir, Config};
 use crate::lock;
 
 /// How the server treats its connections.
