@@ -8,21 +8,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use omniprof_test_support::cli::{text, Cli};
+use omniprof_test_support::data::two_op_trace as trace;
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
-
-/// A small trace: two nested ops, with `distributedInfo.rank` when given.
-fn trace(rank: Option<i64>) -> String {
-    let info = rank.map_or(String::new(), |r| {
-        format!(r#""distributedInfo": {{"backend": "nccl", "rank": {r}}}, "#)
-    });
-    format!(
-        r#"{{{info}"traceEvents": [
-{{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 1, "dur": 10}},
-{{"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 2, "dur": 5}}
-]}}"#
-    )
-}
 
 /// Runs `command` to its end, or kills it after a minute: a regression that blocks fails
 /// the test instead of hanging it.

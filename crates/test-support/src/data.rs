@@ -155,3 +155,17 @@ pub fn sample_trace(activities: Vec<Activity>) -> Trace {
     t.activities = activities;
     t
 }
+
+/// A small Chrome JSON trace: two nested ops on one thread, with `distributedInfo.rank`
+/// when given (for the tests of directories and ranks).
+pub fn two_op_trace(rank: Option<i64>) -> String {
+    let info = rank.map_or(String::new(), |r| {
+        format!(r#""distributedInfo": {{"backend": "nccl", "rank": {r}}}, "#)
+    });
+    format!(
+        r#"{{{info}"traceEvents": [
+{{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 1, "dur": 10}},
+{{"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 2, "dur": 5}}
+]}}"#
+    )
+}
