@@ -243,6 +243,35 @@ fn listing_drops_a_stale_socket_and_drop_removes_the_live_one() {
     assert!(message.contains("OMNIPROF_ONDEMAND=1"), "{message}");
 }
 
+#[test]
+fn a_trigger_to_a_pid_of_no_process_says_it_does_not_exist() {
+    let s = setup();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    // With no socket, and with one the dead process left behind: neither is "not listening",
+    // which would tell the user to opt a process in that is gone.
+    for stale in [false, true] {
+        if stale {
+            drop(UnixListener::bind(s.dir.socket_path(dead)).unwrap());
+        }
+        let err = s
+            .dir
+            .send(dead, "ACTIVITIES_ITERATIONS=1", WAIT)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("process {dead} does not exist (no /proc/{dead})"),
+            "stale socket: {stale}"
+        );
+        let err = s.dir.cancel(dead, WAIT).unwrap_err();
+        assert!(
+            matches!(err, TriggerError::NoSuchProcess { pid } if pid == dead),
+            "{err:?}"
+        );
+    }
+}
+
 /// The uid `nobody` runs as.
 const NOBODY: libc::uid_t = 65534;
 

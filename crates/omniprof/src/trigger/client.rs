@@ -29,6 +29,13 @@ pub enum TriggerError {
         /// The socket path that has no server.
         path: PathBuf,
     },
+    /// No process has the pid: telling the user to opt it in would send them after a process
+    /// that is gone.
+    #[error("process {pid} does not exist (no /proc/{pid})")]
+    NoSuchProcess {
+        /// The pid asked for.
+        pid: u32,
+    },
     /// No process listens on the pid's socket, and the pid is a child forked from a process
     /// that does (same program and command line; e.g. a DataLoader worker): a forked child
     /// does not serve triggers (see `crate::ondemand::serve_triggers`).
@@ -174,7 +181,8 @@ impl RuntimeDir {
                 Ok(Reply::Written { .. } | Reply::Cancelled(_)) => {
                     (String::new(), "unexpected reply".to_owned())
                 }
-                Err(TriggerError::NotListening { path, .. }) if !is_alive(pid) => {
+                Err(TriggerError::NoSuchProcess { .. }) => {
+                    let path = self.socket_path(pid);
                     match std::fs::remove_file(&path) {
                         Ok(()) => log::info!("trigger: removed stale socket {}", path.display()),
                         Err(e) => log::warn!("trigger: cannot remove {}: {e}", path.display()),
@@ -244,6 +252,7 @@ impl RuntimeDir {
             Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
                 return Err(match self.serving_parent(pid) {
                     Some(parent) => TriggerError::ForkedChild { pid, parent, path },
+                    None if !is_alive(pid) => TriggerError::NoSuchProcess { pid },
                     None => TriggerError::NotListening { pid, path },
                 });
             }
