@@ -166,6 +166,49 @@ fn no_item_is_public_at_two_paths() {
     );
 }
 
+/// What a profiled program builds: the recorder and the trace model with its writers, never
+/// the reader, the analyses or the report (their own crates, for the tools).
+#[test]
+fn the_recorder_and_the_model_build_no_reader_and_no_analysis() {
+    let crates = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    // Each with a dependency it does list, so that the scan cannot pass on reading nothing.
+    for (krate, listed) in [("omniprof", "omniprof-trace"), ("omniprof-trace", "serde")] {
+        let path = crates.join(krate).join("Cargo.toml");
+        let manifest =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let dependencies = normal_dependencies(&manifest);
+        let offline: Vec<&str> = dependencies
+            .iter()
+            .map(String::as_str)
+            .filter(|d| ["omniprof-read", "omniprof-analysis", "omniprof-report"].contains(d))
+            .collect();
+        assert!(
+            offline.is_empty(),
+            "{krate} depends on {offline:?}: a profiled program would build them (make it a \
+             dev-dependency, or move what it needs into omniprof-trace)"
+        );
+        assert!(
+            dependencies.iter().any(|d| d == listed),
+            "{listed} not found among the [dependencies] read from {}: {dependencies:?}",
+            path.display()
+        );
+    }
+}
+
+/// The names under a manifest's `[dependencies]` table.
+fn normal_dependencies(manifest: &str) -> Vec<String> {
+    manifest
+        .lines()
+        .map(str::trim)
+        .skip_while(|line| *line != "[dependencies]")
+        .skip(1)
+        .take_while(|line| !line.starts_with('['))
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .filter_map(|line| line.split(['.', '=', ' ']).next())
+        .map(str::to_owned)
+        .collect()
+}
+
 #[test]
 fn the_scanner_reads_every_crate_of_the_workspace() {
     let crates = workspace();
