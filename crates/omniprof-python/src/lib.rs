@@ -25,6 +25,7 @@ mod error;
 mod handler;
 mod observer;
 mod on_demand;
+mod op_details;
 mod privateuse1;
 mod recorder;
 mod results;

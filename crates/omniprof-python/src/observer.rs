@@ -28,8 +28,9 @@ use omniprof::recording::{
     pop_op, pop_op_with_autograd, push_op, Autograd, MemoryUsage, Name, OwnedRange, PythonFrame,
 };
 use omniprof::Config;
-use omniprof_trace::keys::arg;
-use omniprof_trace::{ActivitySet, ActivityType, Value, Window};
+
+use crate::op_details;
+use omniprof_trace::{ActivitySet, ActivityType, Window};
 use pyo3::prelude::*;
 
 /// Bytes the observer reserves per user range for its [`OwnedRange`] (8-byte aligned).
@@ -41,18 +42,22 @@ const _: () =
     assert!(std::mem::size_of::<PythonFrame>() == 16 && std::mem::align_of::<PythonFrame>() == 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 8;
+const TABLE_VERSION: u32 = 9;
 
 /// What the observer calls; mirrored by `struct Table` in `observer.cpp`. Names are
-/// NUL-terminated; `key` is the op's `RecordFunction`; shapes come as in
-/// [`push_op_with_shapes`].
+/// NUL-terminated; `key` is the op's `RecordFunction`; a user range's shapes come as
+/// [`shapes`] reads them.
 #[repr(C)]
 pub(crate) struct RecorderTable {
     version: u32,
     range_slot_size: u32,
     push_op: unsafe extern "C" fn(name: *const c_char, key: *const c_void),
-    push_op_with_details:
-        unsafe extern "C" fn(name: *const c_char, key: *const c_void, details: *const OpDetails),
+    push_op_packed: unsafe extern "C" fn(
+        name: *const c_char,
+        key: *const c_void,
+        words: *const u64,
+        count: usize,
+    ),
     pop_op: unsafe extern "C" fn(key: *const c_void),
     pop_op_with_autograd: unsafe extern "C" fn(
         key: *const c_void,
@@ -80,13 +85,14 @@ pub(crate) struct RecorderTable {
     frame_name: unsafe extern "C" fn(text: *const c_char, len: usize, module: i64) -> u32,
     begin_frame: unsafe extern "C" fn(name: u32, out: *mut c_void) -> u8,
     end_frame: unsafe extern "C" fn(frame: *const c_void),
+    dtype_name: unsafe extern "C" fn(code: u8, text: *const c_char, len: usize),
 }
 
 static TABLE: RecorderTable = RecorderTable {
     version: TABLE_VERSION,
     range_slot_size: RANGE_SLOT_SIZE,
     push_op: push,
-    push_op_with_details,
+    push_op_packed,
     pop_op: pop,
     pop_op_with_autograd: pop_with_autograd,
     begin_user,
@@ -95,6 +101,7 @@ static TABLE: RecorderTable = RecorderTable {
     frame_name,
     begin_frame,
     end_frame,
+    dtype_name,
 };
 
 /// Begins the op `key` named `name` on this thread. Every op of a session without shapes
@@ -108,83 +115,33 @@ unsafe extern "C" fn push(name: *const c_char, key: *const c_void) {
     let _ = catch_unwind(|| unsafe { push_op(name, key as usize) });
 }
 
-/// What an op carries besides its name; mirrored by `struct OpDetails` in `table.h`.
-#[repr(C)]
-pub(crate) struct OpDetails {
-    dims: *const i64,
-    ranks: *const usize,
-    strides: *const i64,
-    stride_ranks: *const usize,
-    types: *const *const c_char,
-    concrete: *const *const c_char,
-    /// Entries of `ranks`, `stride_ranks`, `types` and `concrete` (0: no inputs described).
-    inputs: usize,
-    flops: u64,
-    /// Null outside TorchScript.
-    module_hierarchy: *const c_char,
-}
-
-/// [`push`], with what `details` holds: the op's inputs as PyTorch writes them with
-/// `record_shapes` (`Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`), its
-/// `flops` when not 0, and its `Module Hierarchy` inside TorchScript.
+/// [`push`], with what `count` words at `words` pack of the op beside its name
+/// ([`op_details`](crate::op_details)): kept as they are until the session stops.
 ///
 /// # Safety
-/// As [`push`]; `details` is valid, its arrays hold `inputs` entries (`dims` and `strides`
-/// the sums of `ranks` and `stride_ranks`), its texts are NUL-terminated.
-unsafe extern "C" fn push_op_with_details(
+/// As [`push`]; `words` is valid for `count` words.
+unsafe extern "C" fn push_op_packed(
     name: *const c_char,
     key: *const c_void,
-    details: *const OpDetails,
+    words: *const u64,
+    count: usize,
 ) {
     let _ = catch_unwind(|| {
-        // SAFETY: forwarded contracts.
-        let (mut op, d) = unsafe { (push_op(name, key as usize), &*details) };
-        if d.inputs > 0 {
-            // SAFETY: the arrays hold `inputs` entries (the contract).
-            let (shapes, strides, types, concrete) = unsafe {
-                (
-                    shapes(d.dims, d.ranks, d.inputs),
-                    shapes(d.strides, d.stride_ranks, d.inputs),
-                    texts(d.types, d.inputs),
-                    texts(d.concrete, d.inputs),
-                )
-            };
-            if let Some(shapes) = shapes {
-                op = op.with_input_shapes(&shapes);
-            }
-            if let Some(strides) = strides {
-                let strides: Vec<Value> = strides.iter().map(|s| Value::from(s.to_vec())).collect();
-                op = op.with_arg(arg::INPUT_STRIDES, Value::List(strides));
-            }
-            op = op
-                .with_arg(arg::INPUT_TYPE, types)
-                .with_arg(arg::CONCRETE_INPUTS, concrete);
-        }
-        if d.flops > 0 {
-            op = op.with_arg(arg::FLOPS, d.flops);
-        }
-        if !d.module_hierarchy.is_null() {
-            // SAFETY: NUL-terminated (the contract).
-            let hierarchy = unsafe { CStr::from_ptr(d.module_hierarchy) }.to_string_lossy();
-            op.with_arg(arg::MODULE_HIERARCHY, hierarchy.as_ref());
-        }
+        // SAFETY: the contract.
+        let words = unsafe { std::slice::from_raw_parts(words, count) };
+        // SAFETY: forwarded contract.
+        unsafe { push_op(name, key as usize) }.with_packed_args(words, op_details::unpack);
     });
 }
 
-/// `count` NUL-terminated texts at `texts`, as a list of strings (invalid UTF-8 replaced).
+/// Names dtype `code` (`len` bytes of UTF-8 at `text`) for the op details' `Input type`.
 ///
 /// # Safety
-/// `texts` holds `count` pointers to NUL-terminated strings.
-unsafe fn texts(texts: *const *const c_char, count: usize) -> Value {
+/// `text` is valid for `len` bytes.
+unsafe extern "C" fn dtype_name(code: u8, text: *const c_char, len: usize) {
     // SAFETY: the contract.
-    let texts = unsafe { std::slice::from_raw_parts(texts, count) };
-    Value::List(
-        texts
-            .iter()
-            // SAFETY: each is NUL-terminated (the contract).
-            .map(|&t| Value::from(unsafe { CStr::from_ptr(t) }.to_string_lossy().as_ref()))
-            .collect(),
-    )
+    let bytes = unsafe { std::slice::from_raw_parts(text.cast::<u8>(), len) };
+    let _ = catch_unwind(|| op_details::name_dtype(code, &String::from_utf8_lossy(bytes)));
 }
 
 /// Records one of PyTorch's allocator reports on this thread (an `[OutOfMemory]` one when

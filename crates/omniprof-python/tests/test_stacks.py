@@ -273,6 +273,52 @@ def test_forward_backward_links_and_op_args_match_torch_profiler(tmp_path: Path)
     assert op_args(o) == op_args(t)
 
 
+def every_input_kind() -> None:
+    """Ops whose inputs are of every kind torch.profiler describes with record_shapes: tensors
+    of many dtypes and layouts, scalars of every type (floats that print in each notation),
+    scalar lists short and long, tensor lists, strings, None."""
+    x = torch.ones(2, 3)
+    for value in (0.1, 1e20, -0.0, 2.5, 1e-5, 1e10, 123456.789, 5e-324, float("inf"), float("nan")):
+        x.add(value)
+    x.add(-7).add(3, alpha=2).mul(True)
+    x.add(1 + 2j if False else 1).to(torch.complex64).mul(1 + 2j)
+    x.t().contiguous()
+    x.view([3, 2]).sum([0, 1])
+    torch.ones(40).view([1] * 30 + [40])
+    torch.ones(40).view([1] * 31 + [40])
+    x.new_full([2, 2], 0.5)
+    torch.cat([x, x]).div(2, rounding_mode="floor")
+    x.clamp(None, 0.5)
+    for dtype in (torch.float16, torch.bfloat16, torch.int8, torch.bool, torch.float64, torch.int64):
+        torch.zeros(2, dtype=dtype).clone()
+    torch.ones(3, 3).to_sparse().coalesce()
+    torch.ones(3).expand(2, 3).sum()
+
+
+def test_every_kind_of_input_is_described_as_torch_profiler_describes_it(tmp_path: Path) -> None:
+    every_input_kind()
+    with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as theirs:
+        every_input_kind()
+    with omniprof.profile(record_shapes=True) as ours:
+        every_input_kind()
+    theirs.export_chrome_trace(str(tmp_path / "theirs.json"))
+    ours.export_chrome_trace(str(tmp_path / "ours.json"))
+
+    def described(path: Path) -> List[Any]:
+        keys = ("Input Dims", "Input Strides", "Input type", "Concrete Inputs")
+        return [
+            (e["name"], json.dumps({k: e["args"].get(k) for k in keys}))
+            for e in sorted(of(events(path), "cpu_op"), key=lambda e: e["ts"])
+        ]
+
+    ours_described = described(tmp_path / "ours.json")
+    assert ours_described == described(tmp_path / "theirs.json")
+    concrete = " ".join(row for _, row in ours_described)
+    for text in ("0.10000000000000001", "1e+20", "-0.", "1.0000000000000001e-05", "inf", "nan"):
+        assert f'"{text}"' in concrete, text
+    assert '"ScalarList"' in concrete and '"TensorList"' in concrete and '"c10::Half"' in concrete
+
+
 def test_a_trace_with_stacks_and_links_loads_in_perfetto_and_hta(tmp_path: Path) -> None:
     from conftest import assert_loads_in_perfetto, hta_load
 

@@ -97,6 +97,7 @@ pub mod recording {
     pub use crate::record::{
         pop_op, pop_op_with_autograd, push_op, record_memory, record_out_of_memory, Autograd,
         InstantGuard, IntoName, MemoryUsage, Name, OwnedRange, PushedOp, RangeGuard, StaticName,
+        UnpackArgs,
     };
 }
 

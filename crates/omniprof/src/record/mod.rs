@@ -25,7 +25,8 @@
 //! on the thread's `op_stack`), writing records whose bits `word` lays out, in one place,
 //! into per-thread `buffer`s under the session `state`; at stop, `decode` turns the drained
 //! records into activities. Beside them: interned `name`s, the [`correlation`] hooks that
-//! backends listen on, [`python`] frames, `memory` events and `autograd` links.
+//! backends listen on, [`python`] frames, `memory` events, `autograd` links and the
+//! `packed_args` an op keeps as words until the drain.
 
 mod autograd;
 mod buffer;
@@ -36,6 +37,7 @@ mod memory;
 mod memory_usage;
 mod name;
 mod op_stack;
+mod packed_args;
 mod push_pop;
 pub(crate) mod python;
 mod state;
@@ -50,6 +52,7 @@ pub use guard::{instant, record_function, record_op, InstantGuard, OwnedRange, R
 pub use memory::{record_memory, record_out_of_memory};
 pub use memory_usage::MemoryUsage;
 pub use name::{IntoName, Name, StaticName};
+pub use packed_args::UnpackArgs;
 pub use push_pop::{pop_op, pop_op_with_autograd, push_op, PushedOp};
 #[cfg(test)]
 pub(crate) use state::is_recording;

@@ -34,6 +34,7 @@ use super::autograd::Autograd;
 use super::buffer::{this_thread, with_local, Local};
 use super::guard::{attach_arg, begin_on, input_dims, push_end, ThisThread};
 use super::op_stack::OpStack;
+use super::packed_args::UnpackArgs;
 use super::state::STATE;
 use super::word::KIND_OP;
 use crate::keys::arg;
@@ -68,6 +69,16 @@ impl PushedOp {
     pub fn with_autograd(self, autograd: Autograd) -> Self {
         if self.state != 0 {
             with_local(|l| l.add_autograd(self.state, self.seq, autograd));
+        }
+        self
+    }
+
+    /// Attaches args packed as `words`, which `unpack` turns into `args` entries when the
+    /// session stops (see [`UnpackArgs`]): for a caller whose args cost more to build than
+    /// to pack, such as PyTorch's input shapes (nothing happens when the op is not recorded).
+    pub fn with_packed_args(self, words: &[u64], unpack: UnpackArgs) -> Self {
+        if self.state != 0 {
+            with_local(|l| l.add_packed(self.state, self.seq, words, unpack));
         }
         self
     }

@@ -23,6 +23,7 @@
 
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/ScalarTypeToTypeMeta.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
@@ -43,6 +44,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,6 +53,7 @@ namespace {
 using omniprof::Table;
 using omniprof::kRangeSlotSize;
 using omniprof::kTableVersion;
+namespace packed = omniprof::packed;
 
 // A user range.
 struct Context : at::ObserverContext {
@@ -151,96 +154,119 @@ bool remove_reporter() noexcept {
   return false;
 }
 
-// One thread's inputs of the op starting, flattened for the recorder (OpDetails).
-struct Inputs {
+// A user range's input sizes, flattened for the recorder: input i has ranks[i] sizes in
+// `dims`, one input after another.
+struct Dims {
   std::vector<int64_t> dims;
   std::vector<size_t> ranks;
-  std::vector<int64_t> strides;
-  std::vector<size_t> stride_ranks;
-  std::vector<std::string> type_text;
-  std::vector<const char*> types;
-  std::vector<std::string> concrete_text;
-  std::vector<const char*> concrete;
 };
 
-// A list PyTorch writes the values of (its profiler's "ScalarList": ints or floats, at most
-// 30 of them).
-bool scalar_list(const c10::IValue& input) {
-  return (input.isIntList() && input.toIntList().size() <= 30) ||
-         (input.isDoubleList() && input.toDoubleList().size() <= 30);
-}
-
-// The inputs of `fn` as torch.profiler records them with record_shapes: a tensor's sizes,
-// strides and dtype; a scalar's or short scalar list's value as text; [] and "" for anything
-// else. With `full` false only the sizes (a user range's). None when the op has no inputs
-// to give. Reused per thread: recording inputs allocates little after warm-up.
-const Inputs& op_inputs(const at::RecordFunction& fn, bool full) {
-  thread_local Inputs in;
+// The sizes of a user range's inputs (a tensor's; [] for anything else); none when they
+// cannot be read. Reused per thread.
+const Dims& range_dims(const at::RecordFunction& fn) {
+  thread_local Dims in;
   in.dims.clear();
   in.ranks.clear();
-  in.strides.clear();
-  in.stride_ranks.clear();
-  in.type_text.clear();
-  in.types.clear();
-  in.concrete_text.clear();
-  in.concrete.clear();
   try {
     for (const c10::IValue& input : fn.inputs()) {
-      std::string type;
-      std::string text;
       if (input.isTensor() && input.toTensor().defined()) {
-        const at::Tensor& t = input.toTensor();
-        auto sizes = t.sizes();
+        auto sizes = input.toTensor().sizes();
         in.dims.insert(in.dims.end(), sizes.begin(), sizes.end());
         in.ranks.push_back(sizes.size());
-        if (full) {
-          if (t.layout() == at::kStrided && !t.is_nested()) {
-            auto strides = t.strides();
-            in.strides.insert(in.strides.end(), strides.begin(), strides.end());
-            in.stride_ranks.push_back(strides.size());
-          } else {
-            in.stride_ranks.push_back(0);
-          }
-          type = std::string(t.dtype().name());
-        }
       } else {
         in.ranks.push_back(0);
-        if (full) {
-          in.stride_ranks.push_back(0);
-          if (input.isBool()) {
-            // As torch.profiler writes a bool (Python's spelling).
-            type = "Scalar";
-            text = input.toBool() ? "True" : "False";
-          } else if (input.isScalar()) {
-            type = "Scalar";
-            text = torch::profiler::impl::ivalueToStr(input, false);
-          } else if (input.isList() && scalar_list(input)) {
-            type = "ScalarList";
-            text = torch::profiler::impl::ivalueToStr(input, false);
-          } else if (input.isTensorList()) {
-            type = "TensorList";
-          }
-        }
       }
-      if (full) {
-        in.type_text.push_back(std::move(type));
-        in.concrete_text.push_back(std::move(text));
-      }
-    }
-    // Pointers taken once the texts no longer move.
-    for (size_t i = 0; i < in.type_text.size(); i++) {
-      in.types.push_back(in.type_text[i].c_str());
-      in.concrete.push_back(in.concrete_text[i].c_str());
     }
   } catch (...) {
     in.dims.clear();
     in.ranks.clear();
-    in.strides.clear();
-    in.stride_ranks.clear();
-    in.types.clear();
-    in.concrete.clear();
   }
   return in;
+}
+
+// Appends the bytes of `text`, (size + 7) / 8 words, the last one padded with zeros.
+void pack_bytes(std::vector<uint64_t>& words, std::string_view text) {
+  size_t at = words.size();
+  words.resize(at + (text.size() + 7) / 8, 0);
+  if (!text.empty()) {
+    std::memcpy(words.data() + at, text.data(), text.size());
+  }
+}
+
+uint64_t bits(double value) {
+  uint64_t out;
+  std::memcpy(&out, &value, sizeof out);
+  return out;
+}
+
+// Appends a list PyTorch's profiler writes the values of (its "ScalarList": ints or floats,
+// at most 30 of them); false for any other list.
+bool pack_scalar_list(std::vector<uint64_t>& words, const c10::IValue& input) {
+  bool ints = input.isIntList();
+  if (!ints && !input.isDoubleList()) {
+    return false;
+  }
+  c10::ArrayRef<c10::IValue> list = input.toListRef();
+  if (list.size() > 30) {
+    return false;
+  }
+  words.push_back((ints ? packed::kIntList : packed::kDoubleList) |
+                  (static_cast<uint64_t>(list.size()) << 8));
+  for (const c10::IValue& value : list) {
+    words.push_back(ints ? static_cast<uint64_t>(value.toInt()) : bits(value.toDouble()));
+  }
+  return true;
+}
+
+// Appends a tensor (table.h): its dtype, sizes and, when strided, strides.
+void pack_tensor(std::vector<uint64_t>& words, const at::Tensor& t) {
+  if (!t.defined()) {
+    words.push_back(packed::kOther);
+    return;
+  }
+  auto sizes = t.sizes();
+  bool strided = t.layout() == at::kStrided && !t.is_nested();
+  words.push_back(packed::kTensor |
+                  (static_cast<uint64_t>(static_cast<uint8_t>(t.scalar_type())) << 8) |
+                  (static_cast<uint64_t>(strided) << 16));
+  words.push_back(sizes.size());
+  words.insert(words.end(), sizes.begin(), sizes.end());
+  if (strided) {
+    auto strides = t.strides();
+    words.insert(words.end(), strides.begin(), strides.end());
+  }
+}
+
+// Appends one input as torch.profiler describes it with record_shapes (table.h): a tensor's
+// dtype, sizes and strides, each of a tensor list's; a scalar's or short scalar list's value;
+// nothing of anything else.
+void pack_input(std::vector<uint64_t>& words, const c10::IValue& input) {
+  if (input.isTensor()) {
+    pack_tensor(words, input.toTensor());
+  } else if (input.isBool()) {
+    words.push_back(packed::kBool);
+    words.push_back(input.toBool() ? 1 : 0);
+  } else if (input.isInt()) {
+    words.push_back(packed::kInt);
+    words.push_back(static_cast<uint64_t>(input.toInt()));
+  } else if (input.isDouble()) {
+    words.push_back(packed::kDouble);
+    words.push_back(bits(input.toDouble()));
+  } else if (input.isScalar()) {
+    std::string text = torch::profiler::impl::ivalueToStr(input, false);
+    words.push_back(packed::kScalarText | (static_cast<uint64_t>(text.size()) << 8));
+    pack_bytes(words, text);
+  } else if (input.isList() && pack_scalar_list(words, input)) {
+    // Packed.
+  } else if (input.isTensorList()) {
+    c10::ArrayRef<c10::IValue> list = input.toListRef();
+    words.push_back(packed::kTensorList | (static_cast<uint64_t>(list.size()) << 8));
+    for (const c10::IValue& tensor : list) {
+      pack_tensor(words, tensor.toTensor());
+    }
+  } else {
+    words.push_back(packed::kOther);
+  }
 }
 
 // Out of line, so the common paths (ops without shapes) keep a small frame.
@@ -249,7 +275,7 @@ __attribute__((noinline)) std::unique_ptr<at::ObserverContext> begin_user(
   auto ctx = std::make_unique<Context>();
   uint8_t begun;
   if (record_shapes) {
-    const Inputs& in = op_inputs(fn, false);
+    const Dims& in = range_dims(fn);
     begun = table->begin_user(fn.name(), in.dims.data(), in.ranks.data(), in.ranks.size(),
                               ctx->range);
   } else {
@@ -276,10 +302,14 @@ __attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
 }
 
 // An op with more than its name: its inputs (record_shapes), FLOPs (with_flops) and the
-// TorchScript modules it runs in (with_modules).
+// TorchScript modules it runs in (with_modules), packed as numbers (table.h) into a vector
+// the thread reuses, so that an op allocates nothing once the thread has seen its widest.
 __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn) {
-  omniprof::OpDetails details{};
+  thread_local std::vector<uint64_t> words;
   thread_local std::string hierarchy;
+  words.clear();
+  words.push_back(record_flops ? op_flops(fn) : 0);
+  words.push_back(0);
   if (record_modules) {
     // As torch.profiler's with_modules: each module and method, each followed by ".".
     hierarchy.clear();
@@ -291,25 +321,29 @@ __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn
     } catch (...) {
       hierarchy.clear();
     }
-    if (!hierarchy.empty()) {
-      details.module_hierarchy = hierarchy.c_str();
-    }
+    words[1] = hierarchy.size();
+    pack_bytes(words, hierarchy);
   }
+  size_t count_at = words.size();
+  words.push_back(0);
   if (record_shapes) {
-    details.flops = record_flops ? op_flops(fn) : 0;
-    const Inputs& in = op_inputs(fn, true);
-    // A failed read leaves every list empty: then no input is described.
-    if (in.types.size() == in.ranks.size() && in.concrete.size() == in.ranks.size()) {
-      details.dims = in.dims.data();
-      details.ranks = in.ranks.data();
-      details.strides = in.strides.data();
-      details.stride_ranks = in.stride_ranks.data();
-      details.types = in.types.data();
-      details.concrete = in.concrete.data();
-      details.inputs = in.ranks.size();
+    try {
+      const auto& inputs = fn.inputs();
+      for (const c10::IValue& input : inputs) {
+        pack_input(words, input);
+      }
+      words[count_at] = inputs.size();
+    } catch (...) {
+      // A failed read describes no input, as torch.profiler then writes none.
+      words.resize(count_at + 1);
+      words[count_at] = 0;
     }
   }
-  table->push_op_with_details(fn.name(), &fn, &details);
+  if (words[0] == 0 && words[1] == 0 && words[count_at] == 0) {
+    table->push_op(fn.name(), &fn);
+  } else {
+    table->push_op_packed(fn.name(), &fn, words.data(), words.size());
+  }
 }
 
 // Autograd's numbers of an op (RecordFunction::seqNr and the thread ids).
@@ -375,6 +409,19 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   }
 }
 
+// Names every dtype a tensor can have for the recorder, which writes a tensor's `Input type`
+// from its code (table.h): PyTorch's own names, as `Tensor::dtype().name()` gives them.
+void name_dtypes(const Table* t) {
+  for (int code = 0; code < static_cast<int>(c10::ScalarType::NumOptions); code++) {
+    try {
+      auto name = c10::scalarTypeToTypeMeta(static_cast<c10::ScalarType>(code)).name();
+      t->dtype_name(static_cast<uint8_t>(code), name.data(), name.size());
+    } catch (...) {
+      // A code with no dtype (Undefined): no tensor has it.
+    }
+  }
+}
+
 // What `attach` returns; mirrored by src/observer.rs.
 enum AttachStatus : int32_t { kAttached = 0, kAlreadyAttached = 1, kTableMismatch = 2, kFailed = 3 };
 
@@ -398,6 +445,9 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
     record_stack = (flags & kStack) != 0;
     record_modules = (flags & kModules) != 0;
     memory_on.store(record_memory, std::memory_order_relaxed);
+    if (record_shapes) {
+      name_dtypes(t);
+    }
     // Also what tells PyTorch's `_RecordFunctionFast` (torch.compile's compiled-region ranges)
     // that a profiler listens on this thread, memory or not.
     install_reporter();

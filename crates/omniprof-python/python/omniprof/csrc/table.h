@@ -8,30 +8,47 @@
 
 namespace omniprof {
 
-// What an op carries besides its name (push_op_with_details).
-struct OpDetails {
-  // Its inputs (with record_shapes), `inputs` entries: input i has ranks[i] sizes in `dims`
-  // and stride_ranks[i] strides in `strides`, one input after another; types[i] and
-  // concrete[i] are NUL-terminated texts. All null when `inputs` is 0.
-  const int64_t* dims;
-  const size_t* ranks;
-  const int64_t* strides;
-  const size_t* stride_ranks;
-  const char* const* types;
-  const char* const* concrete;
-  size_t inputs;
-  // PyTorch's FLOP count, 0 when not counted.
-  uint64_t flops;
-  // The TorchScript modules the op runs in (with_modules), as PyTorch writes them
-  // ("TOP(Model)::forward.linear(Linear)::forward."); null outside TorchScript.
-  const char* module_hierarchy;
-};
+// What an op carries besides its name (push_op_packed), packed as the numbers it is, in
+// 64-bit words: the recorder keeps the words as they are and writes torch.profiler's text of
+// them (`Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`, `flops`,
+// `Module Hierarchy`) when the session stops, so no op pays for text or allocations while it
+// runs. Unpacked by src/op_details.rs, which mirrors this layout:
+//   word 0          the op's FLOP count (0: not counted)
+//   word 1          L, the byte length of its module hierarchy (0: none), as PyTorch writes
+//                   it ("TOP(Model)::forward.linear(Linear)::forward.")
+//   (L + 7) / 8     words holding those bytes
+//   next word       N, its inputs (0: not described)
+//   then N inputs, each a tag word (its kind in the low 8 bits) and what the kind carries:
+namespace packed {
+// Nothing described: an undefined tensor, None, a string, a long list.
+constexpr uint64_t kOther = 0;
+// Tag bits 8..15: the dtype (a c10::ScalarType, named by dtype_name); bit 16: strided. Then
+// the rank R, R sizes and, when strided, R strides.
+constexpr uint64_t kTensor = 1;
+// Then 0 or 1.
+constexpr uint64_t kBool = 2;
+// Then the value (an int64).
+constexpr uint64_t kInt = 3;
+// Then the value's bits (a double).
+constexpr uint64_t kDouble = 4;
+// Tag bits 8..: the count C (at most 30); then C int64s or doubles' bits.
+constexpr uint64_t kIntList = 5;
+constexpr uint64_t kDoubleList = 6;
+// A list of tensors: tag bits 8..: its length C; then C tensors (kTensor, or kOther for an
+// undefined one), each as above.
+constexpr uint64_t kTensorList = 7;
+// Another scalar (complex, symbolic), as PyTorch's text: tag bits 8..: its byte length B;
+// then (B + 7) / 8 words holding the bytes.
+constexpr uint64_t kScalarText = 8;
+}  // namespace packed
 
 struct Table {
   uint32_t version;
   uint32_t range_slot_size;
   void (*push_op)(const char* name, const void* key);
-  void (*push_op_with_details)(const char* name, const void* key, const OpDetails* details);
+  // push_op, with what `words` (`count` of them) pack as above.
+  void (*push_op_packed)(const char* name, const void* key, const uint64_t* words,
+                         size_t count);
   void (*pop_op)(const void* key);
   // pop_op, with autograd's numbers for the op: its sequence number, the forward op's thread
   // on a backward node (0 otherwise) and PyTorch's id of this thread.
@@ -51,6 +68,10 @@ struct Table {
   uint8_t (*begin_frame)(uint32_t name, void* out);
   // Ends a frame `begin_frame` wrote, on the thread that began it.
   void (*end_frame)(const void* frame);
+  // Names the dtype `code` (a c10::ScalarType) as a tensor's `Input type` is written
+  // (`len` bytes of UTF-8, PyTorch's TypeMeta name: "float", "long int"); attach names every
+  // one before the first op.
+  void (*dtype_name)(uint8_t code, const char* text, size_t len);
 };
 
 // The running PyTorch's PrivateUse1 profiler stubs (torch/csrc/profiler/stubs/base.h), as
@@ -80,7 +101,7 @@ struct StubsApi {
 
 constexpr uint32_t kStubsApiVersion = 1;
 
-constexpr uint32_t kTableVersion = 8;
+constexpr uint32_t kTableVersion = 9;
 
 // The observer's entry points, as omniprof's native module takes them (`EntryPoints` in
 // src/observer.rs): in a capsule named kEntryPointsCapsule, so that nothing but this struct

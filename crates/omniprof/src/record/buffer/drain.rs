@@ -11,6 +11,7 @@ use super::registry::REGISTRY;
 use crate::lock;
 use crate::record::autograd::Autograd;
 use crate::record::memory_usage;
+use crate::record::packed_args::PackedArgs;
 use crate::record::word::{session_tag, tag_of, untagged};
 use crate::Value;
 
@@ -22,6 +23,7 @@ pub(crate) struct DrainedThread {
     pub(crate) records: Vec<(u64, u64)>,
     pub(crate) args: Vec<(u32, Arc<str>, Value)>,
     pub(crate) autograd: Vec<(u32, Autograd)>,
+    pub(crate) packed: PackedArgs,
     pub(crate) dropped: u64,
     pub(crate) dropped_ends: Vec<u64>,
 }
@@ -79,6 +81,7 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                     args
                 },
                 autograd: std::mem::take(&mut *lock(&buffer.autograd)),
+                packed: std::mem::take(&mut *lock(&buffer.packed)),
                 dropped: buffer.dropped.load(Ordering::Relaxed),
                 dropped_ends: std::mem::take(&mut *lock(&buffer.dropped_ends)),
             });

@@ -9,6 +9,7 @@ use super::chunk_pool::Chunk;
 use crate::lock;
 use crate::record::autograd::Autograd;
 use crate::record::memory_usage::MemoryUsage;
+use crate::record::packed_args::PackedArgs;
 use crate::Value;
 
 /// Every thread that has recorded and whose records may still be needed.
@@ -34,6 +35,8 @@ pub(crate) struct ThreadBuffer {
     /// What autograd knows of ops (their args and forward/backward links are made at the
     /// drain).
     pub(super) autograd: Mutex<Vec<(u32, Autograd)>>,
+    /// Args packed as words (unpacked at the drain).
+    pub(super) packed: Mutex<PackedArgs>,
     pub(super) exited: AtomicBool,
     /// The process the owning thread records in: set at registration, and by the fork
     /// handler for the thread that forked. A buffer of another process is a parent's.

@@ -10,6 +10,7 @@ use super::local::Local;
 use crate::lock;
 use crate::record::autograd::Autograd;
 use crate::record::memory_usage::MemoryUsage;
+use crate::record::packed_args::UnpackArgs;
 use crate::Value;
 
 impl Local {
@@ -28,6 +29,15 @@ impl Local {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
             lock(&buffer.autograd).push((seq, autograd));
+        }
+    }
+
+    /// Attaches args packed as `words`, unpacked by `unpack` at the drain, to record `seq`.
+    pub(crate) fn add_packed(&self, state: u64, seq: u32, words: &[u64], unpack: UnpackArgs) {
+        if state == self.state.get() && !self.buffer.get().is_null() {
+            // SAFETY: non-null buffers are alive while their thread lives (module docs).
+            let buffer = unsafe { &*self.buffer.get() };
+            lock(&buffer.packed).push(seq, words, unpack);
         }
     }
 

@@ -50,6 +50,7 @@ impl Local {
             lock(&buffer.args).clear();
             lock(&buffer.memory).clear();
             lock(&buffer.autograd).clear();
+            lock(&buffer.packed).clear();
             buffer.state.store(state, Ordering::Release);
             self.filled.set(0);
             self.point_at(&mut chunks[0]);
@@ -112,6 +113,7 @@ impl Local {
                 args: Mutex::new(Vec::new()),
                 memory: Mutex::new(Vec::new()),
                 autograd: Mutex::new(Vec::new()),
+                packed: Mutex::default(),
                 exited: AtomicBool::new(false),
                 pid: AtomicU32::new(std::process::id()),
             });

@@ -1,0 +1,388 @@
+//! What the op observer packs of an op beside its name (`python/omniprof/csrc/table.h`:
+//! its inputs as numbers, its FLOPs, its TorchScript module hierarchy), and torch.profiler's
+//! text of it: the `args` `Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`,
+//! `flops` and `Module Hierarchy`, made when the session stops ([`unpack`], an
+//! [`UnpackArgs`](omniprof::recording::UnpackArgs)) instead of while the op runs.
+//!
+//! The text is PyTorch's: a dtype by the name PyTorch gives it (handed over once per attach,
+//! [`name_dtype`]), an integer in decimal, a float as a `c10::IValue` prints it
+//! ([`float_text`]), a bool in Python's spelling.
+
+use std::sync::{Arc, OnceLock, RwLock};
+
+use omniprof_trace::keys::arg;
+use omniprof_trace::Value;
+
+/// An input's kind, in its tag word's low 8 bits (`packed::` in `table.h`).
+mod kind {
+    /// Nothing described (unpacked by the fallback arm, as a kind this build does not know).
+    #[cfg(test)]
+    pub(super) const OTHER: u64 = 0;
+    pub(super) const TENSOR: u64 = 1;
+    pub(super) const BOOL: u64 = 2;
+    pub(super) const INT: u64 = 3;
+    pub(super) const DOUBLE: u64 = 4;
+    pub(super) const INT_LIST: u64 = 5;
+    pub(super) const DOUBLE_LIST: u64 = 6;
+    pub(super) const TENSOR_LIST: u64 = 7;
+    pub(super) const SCALAR_TEXT: u64 = 8;
+}
+
+/// A tensor's tag: bit 16 says it is strided (its strides follow its sizes).
+const STRIDED: u64 = 1 << 16;
+
+/// The dtypes' names by code (a `c10::ScalarType`), as the observer named them.
+fn dtype_names() -> &'static RwLock<Vec<Option<Arc<str>>>> {
+    static NAMES: OnceLock<RwLock<Vec<Option<Arc<str>>>>> = OnceLock::new();
+    NAMES.get_or_init(|| RwLock::new(vec![None; 256]))
+}
+
+/// Names dtype `code` as the observer says PyTorch names it.
+pub(crate) fn name_dtype(code: u8, name: &str) {
+    let mut names = dtype_names().write().unwrap_or_else(|e| e.into_inner());
+    if names[usize::from(code)].as_deref() != Some(name) {
+        names[usize::from(code)] = Some(Arc::from(name));
+    }
+}
+
+/// The keys of the args an op's details become, made once.
+struct Keys {
+    dims: Arc<str>,
+    strides: Arc<str>,
+    types: Arc<str>,
+    concrete: Arc<str>,
+    flops: Arc<str>,
+    hierarchy: Arc<str>,
+}
+
+fn keys() -> &'static Keys {
+    static KEYS: OnceLock<Keys> = OnceLock::new();
+    KEYS.get_or_init(|| Keys {
+        dims: arg::INPUT_DIMS.into(),
+        strides: arg::INPUT_STRIDES.into(),
+        types: arg::INPUT_TYPE.into(),
+        concrete: arg::CONCRETE_INPUTS.into(),
+        flops: arg::FLOPS.into(),
+        hierarchy: arg::MODULE_HIERARCHY.into(),
+    })
+}
+
+/// Reads words one after another; a word past the end reads as 0, so words cut short
+/// describe less instead of panicking.
+struct Words<'a>(&'a [u64]);
+
+impl Words<'_> {
+    fn next(&mut self) -> u64 {
+        let (&first, rest) = self.0.split_first().unwrap_or((&0, &[]));
+        self.0 = rest;
+        first
+    }
+
+    fn take(&mut self, count: u64) -> &[u64] {
+        let count = usize::try_from(count)
+            .unwrap_or(usize::MAX)
+            .min(self.0.len());
+        let (taken, rest) = self.0.split_at(count);
+        self.0 = rest;
+        taken
+    }
+
+    /// `len` bytes of text, packed 8 to a word (invalid UTF-8 replaced).
+    fn text(&mut self, len: u64) -> String {
+        let bytes: Vec<u8> = self
+            .take(len.div_ceil(8))
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .take(usize::try_from(len).unwrap_or(usize::MAX))
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// Unpacks an op's details (`table.h`'s layout) into its args, in the order torch.profiler
+/// writes them: `Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`, `flops`,
+/// `Module Hierarchy`; inputs only when there are some, `flops` only when counted.
+pub(crate) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
+    let keys = keys();
+    let mut words = Words(words);
+    let flops = words.next();
+    let hierarchy_len = words.next();
+    let hierarchy = (hierarchy_len > 0).then(|| words.text(hierarchy_len));
+    let inputs = words.next();
+    if inputs > 0 {
+        let names = dtype_names().read().unwrap_or_else(|e| e.into_inner());
+        let mut dims = Vec::new();
+        let mut strides = Vec::new();
+        let mut types = Vec::new();
+        let mut concrete = Vec::new();
+        for _ in 0..inputs {
+            let input = unpack_input(&mut words, &names);
+            dims.push(input.dims);
+            strides.push(input.strides);
+            types.push(input.type_text);
+            concrete.push(input.concrete);
+        }
+        args.push((keys.dims.clone(), Value::List(dims)));
+        args.push((keys.strides.clone(), Value::List(strides)));
+        args.push((keys.types.clone(), Value::List(types)));
+        args.push((keys.concrete.clone(), Value::List(concrete)));
+    }
+    if flops > 0 {
+        args.push((keys.flops.clone(), Value::UInt(flops)));
+    }
+    if let Some(hierarchy) = hierarchy {
+        args.push((keys.hierarchy.clone(), Value::from(hierarchy.as_str())));
+    }
+}
+
+/// One input as torch.profiler describes it.
+struct Input {
+    dims: Value,
+    strides: Value,
+    type_text: Value,
+    concrete: Value,
+}
+
+impl Input {
+    fn described(type_text: &str, concrete: impl Into<Value>) -> Self {
+        Input {
+            dims: Value::List(Vec::new()),
+            strides: Value::List(Vec::new()),
+            type_text: Value::from(type_text),
+            concrete: concrete.into(),
+        }
+    }
+}
+
+/// Unpacks the next input (`table.h`'s layout), its dtype named from `names`.
+fn unpack_input(words: &mut Words<'_>, names: &[Option<Arc<str>>]) -> Input {
+    let tag = words.next();
+    match tag & 0xff {
+        kind::TENSOR => {
+            let rank = words.next();
+            let dims = words
+                .take(rank)
+                .iter()
+                .map(|&d| Value::Int(d as i64))
+                .collect();
+            let strides = if tag & STRIDED != 0 {
+                words
+                    .take(rank)
+                    .iter()
+                    .map(|&s| Value::Int(s as i64))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let dtype = names[((tag >> 8) & 0xff) as usize].clone();
+            Input {
+                dims: Value::List(dims),
+                strides: Value::List(strides),
+                type_text: dtype.map_or_else(|| Value::from(""), Value::Str),
+                concrete: Value::from(""),
+            }
+        }
+        kind::TENSOR_LIST => {
+            let tensors: Vec<Input> = (0..tag >> 8).map(|_| unpack_input(words, names)).collect();
+            let (dims, strides) = tensors.into_iter().map(|t| (t.dims, t.strides)).unzip();
+            Input {
+                dims: Value::List(dims),
+                strides: Value::List(strides),
+                ..Input::described("TensorList", "")
+            }
+        }
+        kind::BOOL => Input::described("Scalar", if words.next() != 0 { "True" } else { "False" }),
+        kind::INT => Input::described("Scalar", (words.next() as i64).to_string()),
+        kind::DOUBLE => Input::described("Scalar", float_text(f64::from_bits(words.next()))),
+        kind::INT_LIST | kind::DOUBLE_LIST => {
+            let values = words.take(tag >> 8);
+            let text: Vec<String> = if tag & 0xff == kind::INT_LIST {
+                values.iter().map(|&v| (v as i64).to_string()).collect()
+            } else {
+                values
+                    .iter()
+                    .map(|&v| float_text(f64::from_bits(v)))
+                    .collect()
+            };
+            Input::described("ScalarList", format!("[{}]", text.join(", ")))
+        }
+        kind::SCALAR_TEXT => Input::described("Scalar", words.text(tag >> 8)),
+        _ => Input::described("", ""),
+    }
+}
+
+/// A float as a `c10::IValue` prints it (torch.profiler's `Concrete Inputs`): an integral
+/// value under 1e10 as the integer and a dot (`1.`, `-0.`), anything else with 17
+/// significant digits as C++ streams write them (`%.17g`: `0.10000000000000001`,
+/// `1.0000000000000001e+20`, `inf`, `nan`).
+pub(crate) fn float_text(value: f64) -> String {
+    if (value.is_normal() || value == 0.0) && value.abs() < 1e10 && value.fract() == 0.0 {
+        let sign = if value.is_sign_negative() && value == 0.0 {
+            "-"
+        } else {
+            ""
+        };
+        return format!("{sign}{}.", value as i64);
+    }
+    if value.is_nan() {
+        return if value.is_sign_negative() {
+            "-nan"
+        } else {
+            "nan"
+        }
+        .into();
+    }
+    if value.is_infinite() {
+        return if value < 0.0 { "-inf" } else { "inf" }.into();
+    }
+    // The exponent of the value rounded to 17 significant digits picks the notation.
+    let scientific = format!("{value:.16e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if (-4..17).contains(&exponent) {
+        let fixed = format!("{value:.*}", (16 - exponent) as usize);
+        trim_zeros(&fixed).to_string()
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim_zeros(mantissa), exponent.abs())
+    }
+}
+
+/// `%g`'s trailing zeros, and a dot left bare by them, removed.
+fn trim_zeros(number: &str) -> &str {
+    if number.contains('.') {
+        number.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        number
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_print_as_a_cpp_ivalue_prints_them() {
+        let cases = [
+            (1.0, "1."),
+            (-0.0, "-0."),
+            (0.0, "0."),
+            (2.5, "2.5"),
+            (0.1, "0.10000000000000001"),
+            (1e-5, "1.0000000000000001e-05"),
+            (1e10, "10000000000"),
+            (1e20, "1e+20"),
+            (1.5e-300, "1.5000000000000001e-300"),
+            (123456.789, "123456.789"),
+            (-3.25, "-3.25"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (f64::NAN, "nan"),
+            (5e-324, "4.9406564584124654e-324"),
+            (0.0001, "0.0001"),
+            (1e16, "10000000000000000"),
+            (1e17, "1e+17"),
+        ];
+        for (value, text) in cases {
+            assert_eq!(float_text(value), text, "{value:e}");
+        }
+    }
+
+    fn words_of(text: &str) -> Vec<u64> {
+        text.as_bytes()
+            .chunks(8)
+            .map(|c| {
+                let mut b = [0; 8];
+                b[..c.len()].copy_from_slice(c);
+                u64::from_ne_bytes(b)
+            })
+            .collect()
+    }
+
+    fn args_of(words: &[u64]) -> Vec<(String, String)> {
+        let mut args = Vec::new();
+        unpack(words, &mut args);
+        args.into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_json()))
+            .collect()
+    }
+
+    #[test]
+    fn every_input_kind_unpacks_as_torch_profiler_writes_it() {
+        name_dtype(6, "float");
+        let tensor = kind::TENSOR | (6 << 8) | STRIDED;
+        let minus = |v: i64| v as u64;
+        let mut words = vec![0, 0, 9];
+        words.extend([tensor, 2, 2, 3, 3, 1]);
+        words.extend([kind::TENSOR | (6 << 8), 1, 4]);
+        words.extend([
+            kind::BOOL,
+            1,
+            kind::INT,
+            minus(-7),
+            kind::DOUBLE,
+            0.5f64.to_bits(),
+        ]);
+        words.extend([kind::INT_LIST | (2 << 8), 1, minus(-1)]);
+        words.extend([kind::DOUBLE_LIST | (1 << 8), 2.0f64.to_bits()]);
+        words.extend([
+            kind::TENSOR_LIST | (2 << 8),
+            tensor,
+            1,
+            4,
+            1,
+            kind::OTHER,
+            kind::OTHER,
+        ]);
+        assert_eq!(
+            args_of(&words),
+            [
+                ("Input Dims", "[[2, 3], [4], [], [], [], [], [], [[4], []], []]"),
+                ("Input Strides", "[[3, 1], [], [], [], [], [], [], [[1], []], []]"),
+                (
+                    "Input type",
+                    r#"["float", "float", "Scalar", "Scalar", "Scalar", "ScalarList", "ScalarList", "TensorList", ""]"#
+                ),
+                (
+                    "Concrete Inputs",
+                    r#"["", "", "True", "-7", "0.5", "[1, -1]", "[2.]", "", ""]"#
+                ),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+        );
+    }
+
+    #[test]
+    fn flops_a_hierarchy_and_a_text_scalar_unpack_after_the_inputs() {
+        let hierarchy = "TOP(M)::forward.";
+        let mut words = vec![42, hierarchy.len() as u64];
+        words.extend(words_of(hierarchy));
+        words.extend([1, kind::SCALAR_TEXT | (6 << 8)]);
+        words.extend(words_of("(1+2j)"));
+        let args = args_of(&words);
+        let keys: Vec<_> = args.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "Input Dims",
+                "Input Strides",
+                "Input type",
+                "Concrete Inputs",
+                "flops",
+                "Module Hierarchy"
+            ]
+        );
+        assert_eq!(args[3].1, r#"["(1+2j)"]"#);
+        assert_eq!(args[4].1, "42");
+        assert_eq!(args[5].1, r#""TOP(M)::forward.""#);
+    }
+
+    #[test]
+    fn an_op_without_inputs_gets_no_input_args_and_cut_words_describe_less() {
+        assert!(args_of(&[0, 0, 0]).is_empty());
+        assert_eq!(args_of(&[7, 0, 0]), [("flops".into(), "7".into())]);
+        // Two inputs announced, the words end inside the first.
+        let cut = args_of(&[0, 0, 2, kind::TENSOR | STRIDED, 3, 5]);
+        assert_eq!(cut[0].1, "[[5], []]");
+    }
+}
