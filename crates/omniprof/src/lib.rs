@@ -113,7 +113,8 @@ pub mod backends {
 
     pub use crate::backend::{
         profilers_present, register_profiler_factory, ActivityProfiler, ActivitySink, BackendError,
-        DeviceInfo, HostOps, ProfilerFactory, ProfilerSession, ResourceInfo, ScopeMetric,
+        DeviceInfo, Enclosing, HostOps, ProfilerFactory, ProfilerSession, ResourceInfo,
+        ScopeMetric,
     };
     pub use crate::perf::PerfEvent;
     pub use crate::record::CorrelationListener;

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use omniprof::backends::{ActivityProfiler, ActivitySink, HostOps, ProfilerSession};
+use omniprof::backends::{ActivityProfiler, ActivitySink, Enclosing, HostOps, ProfilerSession};
 use omniprof::plugins::PluginError;
 use omniprof::trace::{
     Activity, ActivitySet, ActivityType, CounterTrack, CounterValues, Value, Window,
@@ -36,6 +36,13 @@ struct NoHostOps;
 impl HostOps for NoHostOps {
     fn get(&self, _: u64) -> Option<&Activity> {
         None
+    }
+    fn enclosing(&self, _: i64, _: i64, _: i64) -> Enclosing {
+        Enclosing {
+            op: None,
+            user_range: None,
+            clearance_ns: i64::MAX,
+        }
     }
 }
 

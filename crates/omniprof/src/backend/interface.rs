@@ -283,8 +283,50 @@ pub trait ActivitySink {
     fn add_kernel_metrics(&mut self, values: CounterValues);
 }
 
-/// Looks up the host op (or user range) with a correlation id.
+/// Looks up the host ops and user ranges the recorder recorded: by correlation id, and by
+/// the thread and time of a call made inside them.
 pub trait HostOps {
     /// The host op or user range with this correlation id, if recorded.
     fn get(&self, correlation: u64) -> Option<&Activity>;
+
+    /// The innermost host op and the innermost user range that were open on recorder thread
+    /// `thread` (the `tid` host ops carry) over all of `start_ns..=end_ns`, with how far that
+    /// span lies from the nearest begin or end of any op or range of the thread: what a
+    /// device runtime would have tagged a call made there with, had the ranges' correlation
+    /// ids been pushed to it ([`CorrelationListener`]), for a backend that links launches by
+    /// their thread and time instead. Ops and ranges left out of the trace by its activity
+    /// selection count; Python frames, which are never pushed, do not.
+    ///
+    /// ```
+    /// use omniprof::backends::{Enclosing, HostOps};
+    /// # use omniprof::trace::Activity;
+    /// # struct Ops;
+    /// # impl HostOps for Ops {
+    /// #     fn get(&self, _: u64) -> Option<&Activity> { None }
+    /// #     fn enclosing(&self, _: i64, start_ns: i64, end_ns: i64) -> Enclosing {
+    /// #         Enclosing { op: Some(7), user_range: None, clearance_ns: (start_ns - 100).min(200 - end_ns) }
+    /// #     }
+    /// # }
+    /// # let host_ops = Ops;
+    /// // A call from 120 to 150 ns on thread 42, inside op 7 (100 to 200 ns).
+    /// let found = host_ops.enclosing(42, 120, 150);
+    /// assert_eq!((found.op, found.user_range), (Some(7), None));
+    /// // 20 ns from the op's begin: decided only by clocks known to agree better than that.
+    /// assert_eq!(found.clearance_ns, 20);
+    /// ```
+    fn enclosing(&self, thread: i64, start_ns: i64, end_ns: i64) -> Enclosing;
+}
+
+/// What was open on a thread over a span of time ([`HostOps::enclosing`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Enclosing {
+    /// The correlation id of the innermost host op open over the whole span.
+    pub op: Option<u64>,
+    /// The correlation id of the innermost user range open over the whole span.
+    pub user_range: Option<u64>,
+    /// The distance in nanoseconds from the span to the nearest begin or end of an op or
+    /// user range of the thread: 0 where one lies inside the span, `i64::MAX` where the
+    /// thread recorded none. A caller whose times may be off by `e` can trust `op` and
+    /// `user_range` only where this exceeds `e`.
+    pub clearance_ns: i64,
 }

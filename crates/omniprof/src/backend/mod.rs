@@ -7,7 +7,7 @@ mod registry;
 use std::sync::Arc;
 
 pub use interface::{
-    ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
+    ActivityProfiler, ActivitySink, BackendError, DeviceInfo, Enclosing, HostOps, ProfilerSession,
     ResourceInfo, ScopeMetric,
 };
 pub use registry::{

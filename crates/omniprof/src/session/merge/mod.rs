@@ -3,7 +3,8 @@
 //!
 //! In order: the host recording with the process's identity ([`identity`]) and rows; then,
 //! per backend, the check of its links to host ops ([`links`], through the host ops' side
-//! table, [`host_index`]), its rows, metadata and device properties, its args for host
+//! tables, [`host_index`], which finds them by thread and time through [`host_ranges`]), its
+//! rows, metadata and device properties, its args for host
 //! ranges, and its activities and counter samples gathered ([`merged`]): filtered to the
 //! capture window ([`window`]) and the selection, linked by flows ([`flows`]), projected into
 //! user ranges ([`projection`]) and, for kernels with scope-profiler metrics, given their
@@ -13,6 +14,7 @@
 
 mod flows;
 mod host_index;
+mod host_ranges;
 mod identity;
 mod links;
 mod merged;
@@ -30,7 +32,7 @@ use crate::config::Config;
 use crate::keys::metadata;
 use crate::record::HostRecording;
 use crate::Value;
-use crate::{ActivitySet, ActivityType};
+use crate::{Activity, ActivitySet, ActivityType};
 use crate::{BackendWarning, Contribution, WarningKind};
 use crate::{ProcessRow, Span, ThreadRow, Trace, Window};
 use host_index::HostIndex;
@@ -113,8 +115,25 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
         trace.add_thread(row);
     }
     trace.activities = host.activities;
-    trace.activities.retain(|a| selection.enabled(a.kind));
-    merge_backends(&mut trace, backends, selection, config, warm_start_ns, pid);
+    // Kept aside: backends link by thread and time to ops the selection leaves out too, as
+    // they do by the correlation ids pushed.
+    let mut left_out_ranges = Vec::new();
+    trace.activities.retain(|a| {
+        let keep = selection.enabled(a.kind);
+        if !keep && host_ranges::is_range(a) {
+            left_out_ranges.push(a.clone());
+        }
+        keep
+    });
+    merge_backends(
+        &mut trace,
+        backends,
+        left_out_ranges,
+        selection,
+        config,
+        warm_start_ns,
+        pid,
+    );
     sort_activities(&mut trace);
     trace.spans.push(Span {
         name: SPAN_NAME.to_owned(),
@@ -131,6 +150,7 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
 fn merge_backends(
     trace: &mut Trace,
     backends: Backends,
+    left_out_ranges: Vec<Activity>,
     selection: ActivitySet,
     config: &Config,
     warm_start_ns: Option<i64>,
@@ -144,7 +164,7 @@ fn merge_backends(
     let host = if backends.is_empty() {
         HostIndex::default()
     } else {
-        HostIndex::new(&trace.activities)
+        HostIndex::new(&trace.activities, left_out_ranges)
     };
     let (delivered, errors) = backends.deliver(
         &host.view(&trace.activities),
