@@ -4,9 +4,9 @@
 //! |---|---|
 //! | session start | buffers readied, callbacks registered, activity kinds enabled, clocks paired |
 //! | window opened after a warm-up | buffers flushed and their records dropped (Kineto's `flushWarmupBuffers`) |
-//! | host op / user range pushed | `cuptiActivityPushExternalCorrelationId` (`CUSTOM0` / `CUSTOM1`) |
+//! | host op / user range begun | its thread noted once; with the external correlation ([`Linking`]), `cuptiActivityPushExternalCorrelationId` (`CUSTOM0` / `CUSTOM1`) |
 //! | session stop | kinds disabled, buffers flushed (`FLUSH_FORCED`), clocks paired again |
-//! | `kernel`, `gpu_memcpy`, `gpu_memset` | on (device, stream), linked to the op through the external correlation of their launch |
+//! | `kernel`, `gpu_memcpy`, `gpu_memset` | on (device, stream), linked to the op their launch ran in ([`links`](crate::links)) |
 //! | `cuda_runtime`, `cuda_driver` | on the launching host thread, with `cbid` |
 //! | `cuda_sync`, `overhead` | synchronization waits, CUPTI's own costs |
 //! | `deviceProperties` | from the driver, with Kineto's keys |
@@ -16,10 +16,9 @@ use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use omniprof::backends::CorrelationListener;
 use omniprof::backends::{
-    ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps, ProfilerSession,
-    ResourceInfo,
+    ActivityProfiler, ActivitySink, BackendError, CorrelationListener, DeviceInfo, HostOps,
+    ProfilerSession, ResourceInfo,
 };
 use omniprof::trace::keys::metadata;
 use omniprof::trace::{Activity, ActivitySet, ActivityType, Value, Window};
@@ -29,8 +28,9 @@ use crate::args::{kernel_args, properties_value, transfer_args};
 use crate::buffers::{self, Completed};
 use crate::clock::{ClockMap, Pair};
 use crate::library::{self, DeviceProperties, Loaded};
+use crate::links::{self, Linking, Links};
 use crate::names::{self, ApiNames};
-use crate::records::{self, external, kind, Record};
+use crate::records::{self, kind, Record};
 use crate::threads;
 
 /// The device type traces name (`device_type`), as PyTorch's.
@@ -97,7 +97,7 @@ impl ActivityProfiler for CuptiProfiler {
     fn configure(
         &self,
         activities: ActivitySet,
-        _config: &Config,
+        config: &Config,
     ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
         let loaded = library::loaded().map_err(BackendError::new)?;
         let kinds: Vec<u32> = SUPPORTED
@@ -123,6 +123,7 @@ impl ActivityProfiler for CuptiProfiler {
         }
         Ok(Some(Box::new(CuptiSession {
             loaded,
+            linking: Linking::choose(activities, config),
             kinds,
             enabled: Vec::new(),
             start: None,
@@ -130,6 +131,7 @@ impl ActivityProfiler for CuptiProfiler {
             completed: Vec::new(),
             losses: (0, 0),
             errors: Vec::new(),
+            ambiguous_calls: (0, 0),
             devices: BTreeSet::new(),
             streams: BTreeSet::new(),
             properties: BTreeMap::new(),
@@ -140,7 +142,8 @@ impl ActivityProfiler for CuptiProfiler {
 /// One trace's worth of CUPTI recording.
 struct CuptiSession {
     loaded: &'static Loaded,
-    /// The kinds to enable (external correlation comes with them).
+    linking: Linking,
+    /// The kinds to enable (external correlation comes with them where it links).
     kinds: Vec<u32>,
     /// The kinds enabled now, to disable at stop.
     enabled: Vec<u32>,
@@ -150,30 +153,13 @@ struct CuptiSession {
     /// Records CUPTI dropped, and buffer requests refused.
     losses: (u64, u64),
     errors: Vec<String>,
+    /// API calls too close to an op's edge to link by thread and time, and how close that
+    /// was (ns).
+    ambiguous_calls: (u64, i64),
     devices: BTreeSet<u32>,
     streams: BTreeSet<(u32, u32)>,
     /// The devices' properties, read from the driver with the trace.
     properties: BTreeMap<u32, DeviceProperties>,
-}
-
-/// Feeds the engine's pushes into CUPTI's external correlation stacks.
-struct ExternalCorrelation(&'static Loaded);
-
-impl CorrelationListener for ExternalCorrelation {
-    fn push_correlation_id(&self, id: u64) {
-        threads::note();
-        self.0.cupti.push_external(external::OP, id);
-    }
-    fn pop_correlation_id(&self) {
-        self.0.cupti.pop_external(external::OP);
-    }
-    fn push_user_correlation_id(&self, id: u64) {
-        threads::note();
-        self.0.cupti.push_external(external::USER, id);
-    }
-    fn pop_user_correlation_id(&self) {
-        self.0.cupti.pop_external(external::USER);
-    }
 }
 
 impl CuptiSession {
@@ -185,7 +171,9 @@ impl CuptiSession {
     fn enable_kinds(&mut self) -> Result<(), String> {
         let cupti = &self.loaded.cupti;
         let pick = cupti.can_pick_api_calls();
-        for &k in std::iter::once(&kind::EXTERNAL_CORRELATION).chain(&self.kinds) {
+        let external =
+            (self.linking == Linking::ExternalCorrelation).then_some(&kind::EXTERNAL_CORRELATION);
+        for &k in external.into_iter().chain(&self.kinds) {
             cupti.enable(k)?;
             self.enabled.push(k);
             if !pick {
@@ -291,18 +279,19 @@ impl ProfilerSession for CuptiSession {
             ));
         };
         let records = self.decode_all();
-        let mut links = Links::new();
+        let threads = threads::seen();
+        let links = match self.linking {
+            Linking::ExternalCorrelation => links::from_external_correlation(&records),
+            Linking::ThreadAndTime => {
+                let (links, ambiguous) =
+                    links::by_thread_and_time(&records, host_ops, &threads, &clock);
+                self.ambiguous_calls = (ambiguous, links::margin_ns(&clock));
+                links
+            }
+        };
         let mut context_device: HashMap<u32, u32> = HashMap::new();
         for r in &records {
             match r {
-                (Record::ExternalCorrelation(e), _) => {
-                    let link = links.entry(e.correlation).or_default();
-                    match e.external_kind {
-                        external::OP => link.0 = Some(e.external_id),
-                        external::USER => link.1 = Some(e.external_id),
-                        _ => {}
-                    }
-                }
                 (Record::Kernel(k), _) => {
                     context_device.insert(k.context, k.device);
                 }
@@ -325,7 +314,6 @@ impl ProfilerSession for CuptiSession {
         let pid = i64::from(std::process::id());
         let time = |ns: u64| clock.to_unix_ns(ns);
         let mut api_names = ApiNames::default();
-        let threads = threads::seen();
         for (record, name) in records {
             // Inside a user range, so that the engine projects the range onto the device.
             let add_device_work =
@@ -381,6 +369,7 @@ impl ProfilerSession for CuptiSession {
                     let thread = match linked.and_then(|id| host_ops.get(id)) {
                         Some(op) => op.resource,
                         None => threads
+                            .tids
                             .get(&api.thread)
                             .copied()
                             .unwrap_or(api.thread.into()),
@@ -484,6 +473,21 @@ impl ProfilerSession for CuptiSession {
         errors
     }
 
+    fn warnings(&self) -> Vec<String> {
+        let (calls, margin) = self.ambiguous_calls;
+        if calls == 0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "{calls} CUDA API calls (and the device work they launched) are not linked to a \
+             host op: each lay within {margin} ns of the begin or end of an op or user \
+             range of its thread, closer than CUPTI's clock is known to agree with the \
+             recorder's, or on a thread id two threads share; \
+             OMNIPROF_CUPTI_EXTERNAL_CORRELATION=1 links them through CUPTI's external \
+             correlation, at two CUPTI calls per op"
+        )]
+    }
+
     fn metadata(&self) -> Vec<(String, Value)> {
         let cupti = &self.loaded.cupti;
         let mut entries = vec![
@@ -520,12 +524,9 @@ impl ProfilerSession for CuptiSession {
     }
 
     fn correlation_listener(&self) -> Option<Arc<dyn CorrelationListener>> {
-        Some(Arc::new(ExternalCorrelation(self.loaded)))
+        Some(self.linking.listener(self.loaded))
     }
 }
-
-/// The (op, user range) a launch's external correlation records name, by its correlation id.
-type Links = HashMap<u32, (Option<u64>, Option<u64>)>;
 
 impl CuptiSession {
     fn note_stream(&mut self, device: u32, stream: u32) {

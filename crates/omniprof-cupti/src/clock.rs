@@ -7,7 +7,9 @@
 //! on ([`omniprof::clock::wall_now_ns`]) at start and at stop, each pair the tightest of a
 //! few bracketed reads, and maps a CUPTI time by the line through the two pairs: the offset
 //! and the rate are both measured. The offset's change from start to stop is the drift the
-//! trace reports, with the rate.
+//! trace reports, with the rate. How far a mapped time may be off is measured too: the
+//! pairs' brackets ([`ClockMap::uncertainty_ns`]), which decide how close to a host op's edge
+//! a runtime call can be placed by its time.
 
 use omniprof::clock::{tightest_pair, wall_now_ns};
 
@@ -18,6 +20,10 @@ pub struct Pair {
     pub cupti_ns: u64,
     /// Unix-epoch nanoseconds.
     pub wall_ns: i64,
+    /// How far `wall_ns` may be from the wall time at `cupti_ns`: half the width of the
+    /// wall reads' bracket around the CUPTI read (`i64::MAX` where the wall clock went back
+    /// in every bracket).
+    pub uncertainty_ns: i64,
 }
 
 impl Pair {
@@ -29,8 +35,25 @@ impl Pair {
     /// Reads CUPTI's clock between two wall reads `tries` times and keeps the read whose wall
     /// brackets were closest, taking the brackets' midpoint ([`tightest_pair`]).
     pub fn take(tries: usize, cupti_now: impl Fn() -> u64) -> Self {
-        let (wall_ns, cupti_ns) = tightest_pair(tries, wall_now_ns, cupti_now);
-        Pair { cupti_ns, wall_ns }
+        let mut walls = Vec::with_capacity(2 * tries.max(1));
+        let wall = || {
+            let t = wall_now_ns();
+            walls.push(t);
+            t
+        };
+        let (wall_ns, cupti_ns) = tightest_pair(tries, wall, cupti_now);
+        // The kept read's bracket is the narrowest that did not go back (tightest_pair's
+        // rule); the wall reads come in (before, after) twos.
+        let narrowest = walls
+            .chunks_exact(2)
+            .map(|w| w[1] - w[0])
+            .filter(|&width| width >= 0)
+            .min();
+        Pair {
+            cupti_ns,
+            wall_ns,
+            uncertainty_ns: narrowest.map_or(i64::MAX, |w| (w + 1) / 2),
+        }
     }
 }
 
@@ -50,6 +73,13 @@ impl ClockMap {
     /// The offset (wall − CUPTI) at start.
     pub fn offset_ns(&self) -> i64 {
         self.start.offset()
+    }
+
+    /// How far a mapped time may be from the wall time it stands for, as far as the pairs'
+    /// reads tell: the larger of their uncertainties (the line between them is off by no
+    /// more than its ends, where both clocks run at steady rates).
+    pub fn uncertainty_ns(&self) -> i64 {
+        self.start.uncertainty_ns.max(self.stop.uncertainty_ns)
     }
 
     /// How much the offset changed between start and stop.
@@ -88,12 +118,15 @@ mod tests {
             Pair {
                 cupti_ns: 1_000,
                 wall_ns: 10_000,
+                uncertainty_ns: 20,
             },
             Pair {
                 cupti_ns: 2_000,
                 wall_ns: 11_100,
+                uncertainty_ns: 35,
             },
         );
+        assert_eq!(map.uncertainty_ns(), 35);
         assert_eq!(map.offset_ns(), 9_000);
         assert_eq!(map.drift_ns(), 100);
         assert_eq!(map.scale(), 1.1);
@@ -112,10 +145,12 @@ mod tests {
             Pair {
                 cupti_ns: 4_000_000_000,
                 wall_ns: wall,
+                uncertainty_ns: 0,
             },
             Pair {
                 cupti_ns: 4_250_000_000,
                 wall_ns: wall + 100_000_000,
+                uncertainty_ns: 0,
             },
         );
         assert_eq!(map.scale(), 0.4);
@@ -128,5 +163,7 @@ mod tests {
         let pair = Pair::take(5, || 42);
         assert_eq!(pair.cupti_ns, 42);
         assert!((wall_now_ns() - pair.wall_ns).abs() < 1_000_000_000);
+        // Two wall reads in a row are less than a second apart.
+        assert!((0..500_000_000).contains(&pair.uncertainty_ns), "{pair:?}");
     }
 }

@@ -13,9 +13,12 @@
 //! headers for every version it accepts ([`KNOWN_VERSIONS`]); another version is refused with
 //! its number named.
 //!
-//! Every kernel links to the host op that launched it through CUPTI's external correlation:
-//! the engine pushes each host op's correlation id (`CUSTOM0`) and user range's (`CUSTOM1`)
-//! around the op, as Kineto does, and the launch's records carry them.
+//! Every kernel, copy and set links to the host op and user range that launched it: by
+//! default to the innermost ones open on its launching call's thread at the call's time,
+//! which the recorder knows, at no CUPTI call per op; through CUPTI's external correlation
+//! (each op's correlation id pushed to CUPTI around it, as Kineto does) where the session
+//! records no runtime or driver calls or `OMNIPROF_CUPTI_EXTERNAL_CORRELATION` asks. The
+//! links are the same either way; `links.rs` says when a call's would be ambiguous.
 //!
 //! ```
 //! use omniprof::backends::ActivityProfiler;
@@ -36,6 +39,7 @@ mod backend;
 mod buffers;
 mod clock;
 mod library;
+mod links;
 mod names;
 mod records;
 mod threads;

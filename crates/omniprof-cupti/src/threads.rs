@@ -1,17 +1,28 @@
-//! The system thread ids of the threads that pushed correlation ids, by CUPTI's default
-//! thread id (`pthread_self`, as 32 bits). CUPTI could write system ids itself
+//! The system thread ids of the threads that recorded host ops and user ranges, by CUPTI's
+//! default thread id (`pthread_self`, as 32 bits). CUPTI could write system ids itself
 //! (`cuptiSetThreadIdType`), but then it asks the kernel for one with every API record: on the
-//! H200 check that cost 3 % of a training step. Host ops carry system ids, so a runtime
-//! call outside any op is put on its thread's row through this map.
+//! H200 check that cost 3 % of a training step. Host ops carry system ids, so a runtime call
+//! is put on its thread's row, and on the cheap linking path matched to its thread's ops,
+//! through this map.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use omniprof::trace::lock;
 
-static SEEN: Mutex<Option<HashMap<u32, i64>>> = Mutex::new(None);
+/// The threads noted in a session.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Threads {
+    /// System thread id by CUPTI's thread id.
+    pub(crate) tids: HashMap<u32, i64>,
+    /// CUPTI thread ids two noted threads share (their `pthread_self` differs only above
+    /// the 32 bits CUPTI keeps): a call made under one cannot be told to be either's.
+    pub(crate) shared: HashSet<u32>,
+}
+
+static SEEN: Mutex<Option<Threads>> = Mutex::new(None);
 static SESSION: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
@@ -21,7 +32,7 @@ thread_local! {
 /// Forgets the threads of earlier sessions (their ids may have been reused).
 pub(crate) fn new_session() {
     SESSION.fetch_add(1, Ordering::Relaxed);
-    *lock(&SEEN) = Some(HashMap::new());
+    *lock(&SEEN) = Some(Threads::default());
 }
 
 /// Notes the calling thread, once per session.
@@ -33,14 +44,19 @@ pub(crate) fn note() {
             noted.set(session);
             // SAFETY: both calls only read the calling thread's ids.
             let (pthread, tid) = unsafe { (libc::pthread_self(), libc::gettid()) };
-            lock(&SEEN)
-                .get_or_insert_with(HashMap::new)
-                .insert(pthread as u32, i64::from(tid));
+            let mut seen = lock(&SEEN);
+            let threads = seen.get_or_insert_with(Threads::default);
+            let key = pthread as u32;
+            if let Some(earlier) = threads.tids.insert(key, i64::from(tid)) {
+                if earlier != i64::from(tid) {
+                    threads.shared.insert(key);
+                }
+            }
         }
     });
 }
 
 /// The threads noted this session.
-pub(crate) fn seen() -> HashMap<u32, i64> {
+pub(crate) fn seen() -> Threads {
     lock(&SEEN).clone().unwrap_or_default()
 }

@@ -61,6 +61,9 @@ fn in_child(test: &str, env: &[(&str, &str)]) -> bool {
 
 type Launch = unsafe extern "C" fn(u32, *const c_char, u32, u64);
 type Drop = unsafe extern "C" fn(usize);
+type Count = unsafe extern "C" fn() -> usize;
+type Now = unsafe extern "C" fn() -> u64;
+type LaunchAt = unsafe extern "C" fn(u32, *const c_char, u32, u64, u64, u64);
 
 /// A function of the simulated CUPTI the backend loaded.
 fn sim<T: Copy>(name: &str) -> T {
@@ -207,7 +210,7 @@ fn only_kernel_launches_of_the_driver_and_no_runtime_queries_are_recorded_at_all
     assert_eq!(unavailable_reason(), None);
     let launch: Launch = sim("sim_launch");
     let driver: Launch = sim("sim_driver_call");
-    let made: unsafe extern "C" fn() -> usize = sim("sim_api_records");
+    let made: Count = sim("sim_api_records");
     let activities = ActivitySet::parse_list("cpu_op,kernel,cuda_runtime,cuda_driver").unwrap();
     let mut profiler = Profiler::builder().activities(activities).build().unwrap();
     profiler.start().unwrap();
@@ -218,6 +221,8 @@ fn only_kernel_launches_of_the_driver_and_no_runtime_queries_are_recorded_at_all
         launch(CUDA_GET_DEVICE, std::ptr::null(), 0, 0);
         driver(CU_CTX_GET_CURRENT, std::ptr::null(), 0, 0);
         driver(CU_LAUNCH_KERNEL, c"triton_poi_fused_0".as_ptr(), 7, 2_000);
+        // Clear of the op's end, so that its time links it.
+        spin(2);
         before
     };
     std::thread::sleep(Duration::from_millis(2));
@@ -309,4 +314,287 @@ fn a_missing_libcupti_is_named_in_the_reason_it_sits_out() {
     drop(record_op("aten::add"));
     let trace = profiler.stop().unwrap();
     assert!(trace.activities.iter().any(|a| &*a.name == "aten::add"));
+}
+
+/// Runs for `micros` microseconds without sleeping (a sleep lasts tens of microseconds).
+fn spin(micros: u64) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_micros(micros) {
+        std::hint::spin_loop();
+    }
+}
+
+/// Launches kernel `name` (static, mangled or not) through the simulated runtime, 2 µs from
+/// what the caller recorded before and after: as close to an op's begin or end as a
+/// framework's launch comes, and far beyond what the clocks may be off.
+fn launch_kernel(name: &'static std::ffi::CStr) {
+    let launch: Launch = sim("sim_launch");
+    spin(2);
+    // SAFETY: the simulated runtime keeps only the static name's address.
+    unsafe { launch(CUDA_LAUNCH_KERNEL, name.as_ptr(), 7, 1_000) };
+    spin(2);
+}
+
+/// The CUPTI session of `activities` under `config` (Kineto's `KEY=VALUE` text) over
+/// `workload`, and the pushes and pops of external correlation ids it made.
+fn record_with(activities: &str, config: &str, workload: impl FnOnce()) -> (Trace, usize) {
+    assert_eq!(unavailable_reason(), None);
+    let external_calls: Count = sim("sim_external_calls");
+    let config = omniprof::Config::parse(config).unwrap();
+    let mut profiler = Profiler::builder()
+        .activities(ActivitySet::parse_list(activities).unwrap())
+        .config(config)
+        .build()
+        .unwrap();
+    profiler.start().unwrap();
+    // SAFETY: reads a count.
+    let before = unsafe { external_calls() };
+    workload();
+    // SAFETY: reads a count.
+    let pushed = unsafe { external_calls() } - before;
+    std::thread::sleep(Duration::from_millis(2));
+    (profiler.stop().unwrap(), pushed)
+}
+
+const CUDA: &str = "cpu_op,user_annotation,kernel,cuda_runtime,cuda_driver,gpu_user_annotation";
+const EXTERNAL: &str = "OMNIPROF_CUPTI_EXTERNAL_CORRELATION=1";
+
+/// Kernels launched from nested ops, from a user range with no op, outside any op, from a
+/// second thread, and as the first and the last thing in an op and right after one: 7 ops
+/// and 3 user ranges in all.
+fn workload() {
+    {
+        let _step = record_function("step");
+        let _outer = record_op("aten::outer");
+        launch_kernel(c"k_outer_first");
+        {
+            let _inner = record_op("aten::inner");
+            launch_kernel(c"k_inner");
+        }
+        launch_kernel(c"k_outer_last");
+    }
+    {
+        let _annotation = record_function("annotation");
+        launch_kernel(c"k_in_annotation");
+    }
+    launch_kernel(c"k_outside");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _range = record_function("worker step");
+            let _op = record_op("aten::worker");
+            launch_kernel(c"k_worker");
+        });
+        let _op = record_op("aten::main");
+        launch_kernel(c"k_main");
+    });
+    {
+        let _edge = record_op("aten::edge");
+        launch_kernel(c"k_edge");
+    }
+    launch_kernel(c"k_after_edge");
+    {
+        let _a = record_op("aten::empty_before");
+    }
+    let _b = record_op("aten::last");
+}
+
+/// Each kernel and launch with what links it: the names of its op (`External id`) and of
+/// the user range projected onto it, and its flow (`ac2g`) matched to its launch's.
+fn links(trace: &Trace) -> Vec<String> {
+    let by_correlation: std::collections::HashMap<u64, &str> = trace
+        .activities
+        .iter()
+        .filter(|a| matches!(a.kind, ActivityType::CpuOp | ActivityType::UserAnnotation))
+        .map(|a| (a.correlation, &*a.name))
+        .collect();
+    let launch_of: std::collections::HashMap<u64, &omniprof::trace::Activity> = trace
+        .activities
+        .iter()
+        .filter(|a| a.kind == ActivityType::CudaRuntime)
+        .map(|a| (a.correlation, a))
+        .collect();
+    let mut out: Vec<String> = trace
+        .activities
+        .iter()
+        .filter_map(|a| {
+            let op = a
+                .linked_correlation
+                .map(|id| by_correlation.get(&id).copied());
+            match a.kind {
+                ActivityType::ConcurrentKernel => {
+                    let launch = launch_of[&a.correlation];
+                    let flow = a.flow.as_ref().unwrap();
+                    let launch_flow = launch.flow.as_ref().unwrap();
+                    assert_eq!(
+                        (flow.id, flow.start, launch_flow.start),
+                        (launch_flow.id, false, true)
+                    );
+                    assert_eq!(launch.linked_correlation, a.linked_correlation);
+                    Some(format!("kernel {} in {op:?} flow {:?}", a.name, flow.kind))
+                }
+                ActivityType::GpuUserAnnotation => Some(format!("projected {}", a.name)),
+                ActivityType::CudaRuntime => Some(format!("{} in {op:?}", a.name)),
+                _ => None,
+            }
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn linking_by_thread_and_time_gives_the_external_correlations_links_with_no_cupti_call_per_op() {
+    if !in_child(
+        "linking_by_thread_and_time_gives_the_external_correlations_links_with_no_cupti_call_per_op",
+        &[],
+    ) {
+        return;
+    }
+    let (cheap, cheap_calls) = record_with(CUDA, "", workload);
+    let (external, external_calls) = record_with(CUDA, EXTERNAL, workload);
+    let ranges = |t: &Trace| {
+        t.activities
+            .iter()
+            .filter(|a| matches!(a.kind, ActivityType::CpuOp | ActivityType::UserAnnotation))
+            .count()
+    };
+    assert_eq!((ranges(&cheap), ranges(&external)), (10, 10));
+    let launches = |t: &Trace| {
+        t.activities
+            .iter()
+            .filter(|a| a.kind == ActivityType::CudaRuntime)
+            .count()
+    };
+    assert_eq!((launches(&cheap), launches(&external)), (9, 9));
+    assert_eq!(cheap_calls, 0, "no CUPTI call per op or per launch");
+    assert_eq!(
+        external_calls,
+        2 * 10,
+        "a push and a pop per op and per user range, none per launch"
+    );
+    let expected = [
+        "cudaLaunchKernel in None",
+        "cudaLaunchKernel in None",
+        "cudaLaunchKernel in None",
+        "cudaLaunchKernel in Some(Some(\"aten::edge\"))",
+        "cudaLaunchKernel in Some(Some(\"aten::inner\"))",
+        "cudaLaunchKernel in Some(Some(\"aten::main\"))",
+        "cudaLaunchKernel in Some(Some(\"aten::outer\"))",
+        "cudaLaunchKernel in Some(Some(\"aten::outer\"))",
+        "cudaLaunchKernel in Some(Some(\"aten::worker\"))",
+        "kernel k_after_edge in None flow Ac2g",
+        "kernel k_edge in Some(Some(\"aten::edge\")) flow Ac2g",
+        "kernel k_in_annotation in None flow Ac2g",
+        "kernel k_inner in Some(Some(\"aten::inner\")) flow Ac2g",
+        "kernel k_main in Some(Some(\"aten::main\")) flow Ac2g",
+        "kernel k_outer_first in Some(Some(\"aten::outer\")) flow Ac2g",
+        "kernel k_outer_last in Some(Some(\"aten::outer\")) flow Ac2g",
+        "kernel k_outside in None flow Ac2g",
+        "kernel k_worker in Some(Some(\"aten::worker\")) flow Ac2g",
+        "projected annotation",
+        // One range per user range and stream, over its kernels.
+        "projected step",
+        "projected worker step",
+    ];
+    assert_eq!(links(&external), expected);
+    assert_eq!(links(&cheap), expected);
+    assert_eq!(backend_warnings(&cheap), Vec::<String>::new());
+    // The launches from the second thread are on its own row on both paths.
+    let worker = |t: &Trace| {
+        let op = one(t, ActivityType::CpuOp, "aten::worker");
+        let launch = t
+            .activities
+            .iter()
+            .find(|a| a.linked_correlation == Some(op.correlation))
+            .unwrap();
+        (launch.resource == op.resource, launch.kind)
+    };
+    assert_eq!(worker(&cheap), (true, ActivityType::CudaRuntime));
+    assert_eq!(worker(&external), (true, ActivityType::CudaRuntime));
+}
+
+#[test]
+fn a_session_recording_no_driver_calls_links_through_the_external_correlation() {
+    if !in_child(
+        "a_session_recording_no_driver_calls_links_through_the_external_correlation",
+        &[],
+    ) {
+        return;
+    }
+    // A kernel launched through the driver has no runtime record to give its thread and
+    // time, so without driver calls every op is pushed.
+    let (trace, calls) = record_with("cpu_op,kernel,cuda_runtime", "", || {
+        let _op = record_op("aten::mm");
+        launch_kernel(c"k");
+    });
+    assert_eq!(calls, 2);
+    let op = one(&trace, ActivityType::CpuOp, "aten::mm");
+    let kernel = one(&trace, ActivityType::ConcurrentKernel, "k");
+    assert_eq!(kernel.linked_correlation, Some(op.correlation));
+}
+
+#[test]
+fn a_call_across_an_ops_edge_is_left_unlinked_with_a_warning_naming_the_fallback() {
+    if !in_child(
+        "a_call_across_an_ops_edge_is_left_unlinked_with_a_warning_naming_the_fallback",
+        &[],
+    ) {
+        return;
+    }
+    let now: Now = sim("sim_now");
+    let launch_at: LaunchAt = sim("sim_launch_at");
+    let (trace, calls) = record_with(CUDA, "", || {
+        let inside = {
+            let _op = record_op("aten::short");
+            std::thread::sleep(Duration::from_micros(50));
+            // SAFETY: reads CUPTI's clock.
+            unsafe { now() }
+        };
+        // A call whose record begins inside the op and ends after it: on which side of the
+        // op's end it began is not known to CUPTI's clock.
+        // SAFETY: the simulated runtime keeps only the static name's address.
+        unsafe {
+            launch_at(
+                CUDA_LAUNCH_KERNEL,
+                c"k_across".as_ptr(),
+                7,
+                1_000,
+                inside,
+                inside + 1_000_000,
+            )
+        };
+        let _op = record_op("aten::clear");
+        std::thread::sleep(Duration::from_micros(50));
+        launch_kernel(c"k_clear");
+        std::thread::sleep(Duration::from_micros(50));
+    });
+    assert_eq!(calls, 0);
+    let across = one(&trace, ActivityType::ConcurrentKernel, "k_across");
+    assert_eq!(across.linked_correlation, None);
+    let clear = one(&trace, ActivityType::ConcurrentKernel, "k_clear");
+    let op = one(&trace, ActivityType::CpuOp, "aten::clear");
+    assert_eq!(clear.linked_correlation, Some(op.correlation));
+    let warnings = backend_warnings(&trace);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(
+            "cupti: 1 CUDA API calls (and the device work they launched) are not linked to a \
+             host op: each lay within "
+        ),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[0].contains(" ns of the begin or end of an op or user range of its thread"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[0].contains("OMNIPROF_CUPTI_EXTERNAL_CORRELATION=1 links them"),
+        "{warnings:?}"
+    );
+}
+
+/// The trace's `backend_warnings` entries (`<profiler>: <message>`).
+fn backend_warnings(trace: &Trace) -> Vec<String> {
+    let warnings = &trace.health.backend_warnings;
+    warnings.iter().map(ToString::to_string).collect()
 }

@@ -8,10 +8,13 @@ synchronization and a ``torch.profiler.record_function`` range. It runs under
 activities, then omniprof again (so each profiler runs after the other once). Checked:
 
 - the same kernel names with the same counts, and total kernel time per name within 5 %;
-- every omniprof kernel linked to a host op (``External id`` of a ``cpu_op``);
+- every omniprof kernel linked to a host op (``External id`` of a ``cpu_op``), and to the
+  same ops whether linked by its launch's thread and time (the default) or through CUPTI's
+  external correlation (``OMNIPROF_CUPTI_EXTERNAL_CORRELATION=1``);
 - ``key_averages()`` device columns within 5 % of PyTorch's, row by row;
 - a CUDA session is refused while torch.profiler records;
-- the per-op overhead of both with the CUDA activity on (``x.add_(1)`` on the GPU).
+- the per-op overhead of both with the CUDA activity on (``x.add_(1)`` on the GPU), and of
+  omniprof on the external correlation.
 
 It writes ``report.json`` and both traces into ``--out`` and exits non-zero when a check
 fails. Run: ``python crates/omniprof-python/gpu/cuda_check.py --out DIR``.
@@ -85,6 +88,27 @@ def unlinked_kernels(trace: Dict[str, Any]) -> List[str]:
     ]
 
 
+def op_links(trace: Dict[str, Any]) -> collections.Counter:
+    """(kernel, copy or set name, the name of the op its ``External id`` names) counted."""
+    ops = {
+        e["args"]["External id"]: e["name"]
+        for e in trace["traceEvents"]
+        if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})
+    }
+    return collections.Counter(
+        (e["name"], ops.get(e.get("args", {}).get("External id")))
+        for e in trace["traceEvents"]
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"
+    )
+
+
+def compare_links(ours: Dict[str, Any], external: Dict[str, Any]) -> Dict[str, Any]:
+    a, b = op_links(ours), op_links(external)
+    differ = {f"{k[0]} <- {k[1]}": (a.get(k, 0), b.get(k, 0)) for k in set(a) | set(b)
+              if a.get(k, 0) != b.get(k, 0)}
+    return {"links": sum(a.values()), "differ": differ}
+
+
 def launch_to_kernel_us(trace: Dict[str, Any]) -> Dict[str, float]:
     """From each kernel's launch (its runtime call, by correlation) to its start: never
     negative when the device clock is mapped right."""
@@ -126,9 +150,12 @@ def device_rows(prof: Any) -> Dict[Tuple[str, str], Tuple[int, float, float]]:
     return rows
 
 
-def run_omniprof(model, batch, weight, steps, path) -> Tuple[Dict[str, Any], Any]:
+EXTERNAL = "OMNIPROF_CUPTI_EXTERNAL_CORRELATION=1"
+
+
+def run_omniprof(model, batch, weight, steps, path, config=None) -> Tuple[Dict[str, Any], Any]:
     acts = [omniprof.ProfilerActivity.CPU, omniprof.ProfilerActivity.CUDA]
-    with omniprof.profile(activities=acts) as prof:
+    with omniprof.profile(activities=acts, config=config) as prof:
         workload(model, batch, weight, steps)
     prof.export_chrome_trace(path)
     with open(path) as f:
@@ -213,7 +240,8 @@ def overhead(ops: int, runs: int, device: str = "cuda") -> Dict[str, Any]:
 
     cpu_cuda_torch = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     cpu_cuda_omni = [omniprof.ProfilerActivity.CPU, omniprof.ProfilerActivity.CUDA]
-    samples: Dict[str, List[float]] = {"none": [], "torch": [], "omniprof": []}
+    samples: Dict[str, List[float]] = {
+        "none": [], "torch": [], "omniprof": [], "omniprof_external": []}
     loop()
     for _ in range(runs):
         samples["none"].append(loop())
@@ -221,12 +249,17 @@ def overhead(ops: int, runs: int, device: str = "cuda") -> Dict[str, Any]:
             samples["torch"].append(loop())
         with omniprof.profile(activities=cpu_cuda_omni):
             samples["omniprof"].append(loop())
+        with omniprof.profile(activities=cpu_cuda_omni, config=EXTERNAL):
+            samples["omniprof_external"].append(loop())
     med = {k: sorted(v)[len(v) // 2] for k, v in samples.items()}
     added_torch = med["torch"] - med["none"]
     added_omni = med["omniprof"] - med["none"]
+    added_external = med["omniprof_external"] - med["none"]
     return {"ns_per_op": samples, "median_ns_per_op": med, "added_ns_torch": added_torch,
-            "added_ns_omniprof": added_omni,
-            "omniprof_share_of_torch": added_omni / added_torch if added_torch > 0 else None}
+            "added_ns_omniprof": added_omni, "added_ns_omniprof_external": added_external,
+            "omniprof_share_of_torch": added_omni / added_torch if added_torch > 0 else None,
+            "omniprof_external_share_of_torch":
+                added_external / added_torch if added_torch > 0 else None}
 
 
 def step_cost(model, batch, weight, steps: int, rounds: int) -> Dict[str, Any]:
@@ -337,6 +370,13 @@ def main() -> int:
         unlinked = stage("unlinked_kernels", lambda: unlinked_kernels(ours[0]))
         if unlinked:
             failures.append(f"{len(unlinked)} kernels not linked to an op")
+        external = stage("omniprof_external", lambda: run_omniprof(
+            model, batch, weight, args.steps, out("omniprof_external.json"), EXTERNAL))
+        if external:
+            report["omniprof_external"] = "ok"
+            links = stage("links_by_path", lambda: compare_links(ours[0], external[0]))
+            if links and (links["differ"] or links["links"] == 0):
+                failures.append("links by thread and time differ from the external correlation's")
         stray = stage("runtime_off_host_rows", lambda: runtime_off_host_rows(ours[0]))
         if stray:
             failures.append(f"{len(stray)} runtime calls off their thread's row")

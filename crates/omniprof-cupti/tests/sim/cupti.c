@@ -2,8 +2,9 @@
  * signatures and record layouts of the installed CUPTI headers, over a pretend runtime.
  * `sim_launch` plays a runtime call on the calling thread: an API record, the external ids
  * pushed on that thread, and (for a kernel) the kernel's record, all kept until a flush hands
- * them to the buffers omniprof lends, as CUPTI does. Environment: SIM_CUPTI_VERSION
- * (cuptiGetVersion's answer, default CUPTI_API_VERSION). */
+ * them to the buffers omniprof lends, as CUPTI does. `sim_external_calls` counts the pushes
+ * and pops of external ids made so far. Environment: SIM_CUPTI_VERSION (cuptiGetVersion's
+ * answer, default CUPTI_API_VERSION). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@ static uint32_t next_correlation = 1;
 static int runtime_pick[1024];
 static int driver_pick[1024];
 static size_t api_records;
+static size_t external_calls;
 
 static __thread uint64_t stacks[6][STACK];
 static __thread int depth[6];
@@ -153,12 +155,14 @@ CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext context, uint32
 }
 
 CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t id) {
+  __atomic_fetch_add(&external_calls, 1, __ATOMIC_RELAXED);
   if (depth[kind] < STACK) stacks[kind][depth[kind]] = id;
   depth[kind]++;
   return SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t* last) {
+  __atomic_fetch_add(&external_calls, 1, __ATOMIC_RELAXED);
   if (depth[kind] == 0) return CUPTI_ERROR_QUEUE_EMPTY;
   depth[kind]--;
   if (last) *last = depth[kind] < STACK ? stacks[kind][depth[kind]] : 0;
@@ -182,26 +186,23 @@ CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t 
 
 /* The pretend runtime. A call `cbid` of the runtime (or with `driver`, of the driver) on
  * the calling thread, which launches a kernel `name` (mangled) of `duration_ns` on `stream`
- * when `name` is not null. */
-static void call(int driver, uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns) {
+ * when `name` is not null. Its record says it ran from `start` to `end` (CUPTI's clock),
+ * or, where they are 0, from its entry to its return. */
+static void call(int driver, uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns,
+                 uint64_t start, uint64_t end) {
+  if (!start) start = now();
   pthread_mutex_lock(&lock);
   uint32_t correlation = next_correlation++;
-  uint64_t start = now();
   CUpti_ActivityAPI api;
   memset(&api, 0, sizeof api);
   api.kind = driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
   api.cbid = cbid;
   api.start = start;
-  api.end = start + 2000;
   api.processId = 1;
   api.threadId = (uint32_t)pthread_self();
   api.correlationId = correlation;
   int on = driver ? recorded(enabled[CUPTI_ACTIVITY_KIND_DRIVER], driver_pick[cbid & 1023])
                   : recorded(enabled[CUPTI_ACTIVITY_KIND_RUNTIME], runtime_pick[cbid & 1023]);
-  if (on) {
-    keep(&api, sizeof api);
-    api_records++;
-  }
   CUpti_ExternalCorrelationKind kinds[2] = {CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
                                              CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1};
   for (int i = 0; i < 2; i++) {
@@ -233,16 +234,33 @@ static void call(int driver, uint32_t cbid, const char* name, uint32_t stream, u
     k.name = name;
     keep(&k, sizeof k);
   }
+  api.end = end ? end : now();
+  if (on) {
+    keep(&api, sizeof api);
+    api_records++;
+  }
   pthread_mutex_unlock(&lock);
 }
 
 void sim_launch(uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns) {
-  call(0, cbid, name, stream, duration_ns);
+  call(0, cbid, name, stream, duration_ns, 0, 0);
 }
 
 void sim_driver_call(uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns) {
-  call(1, cbid, name, stream, duration_ns);
+  call(1, cbid, name, stream, duration_ns, 0, 0);
 }
+
+/* A runtime launch whose record says it ran from `start` to `end` (CUPTI's clock). */
+void sim_launch_at(uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns,
+                   uint64_t start, uint64_t end) {
+  call(0, cbid, name, stream, duration_ns, start, end);
+}
+
+/* CUPTI's clock now, as cuptiGetTimestamp reads it. */
+uint64_t sim_now(void) { return now(); }
+
+/* Pushes and pops of external correlation ids made so far, on every thread. */
+size_t sim_external_calls(void) { return __atomic_load_n(&external_calls, __ATOMIC_RELAXED); }
 
 /* API records made so far (not left out at the source). */
 size_t sim_api_records(void) { return api_records; }

@@ -339,6 +339,15 @@ config_keys! {
     /// device buffers the same way); the rest are dropped and counted.
     OMNIPROF_MAX_EVENTS_PER_BACKEND: U64 = 1_000_000 => max_events_per_backend() -> u64;
 
+    /// (omniprof's own) link CUDA device work to the host op that launched it through
+    /// CUPTI's external correlation: the op's and user range's correlation ids pushed to
+    /// CUPTI around every op and user range (two CUPTI calls each), as Kineto does. Off, the
+    /// CUDA backend calls CUPTI for no op and links each launch to the innermost op open on
+    /// its thread at its time, which the recorder knows (`docs/cuda.md`, "How kernels link to
+    /// ops"); it takes the external correlation anyway where the session records no runtime
+    /// or no driver calls, whose records give a launch's thread and time.
+    OMNIPROF_CUPTI_EXTERNAL_CORRELATION: Bool = false => cupti_external_correlation() -> bool;
+
     /// (omniprof's own) the length of a device's PM counter sampling intervals (the
     /// `gpu_pm_counter` types), in microseconds.
     OMNIPROF_PM_SAMPLING_PERIOD_USECS: U64 = 1_000 => pm_sampling_period_us() -> u64;

@@ -721,6 +721,7 @@ fn every_core_key_parses() {
         OMNIPROF_STUBS_ELAPSED_TIMEOUT_MSECS=1500\n\
         OMNIPROF_PRIVATEUSE1_STUBS=true\n\
         OMNIPROF_PRIVATEUSE1_PROFILER=false\n\
+        OMNIPROF_CUPTI_EXTERNAL_CORRELATION=1\n\
         OMNIPROF_MAX_EVENTS_PER_BACKEND=5000";
     let mut config = Config::default();
     // Every key is accepted; those omniprof does not act on say so, and only those.
@@ -800,6 +801,7 @@ fn every_core_key_parses() {
     expected["OMNIPROF_STUBS_ELAPSED_TIMEOUT_MSECS"] = json!(1500);
     expected["OMNIPROF_PRIVATEUSE1_STUBS"] = json!(true);
     expected["OMNIPROF_PRIVATEUSE1_PROFILER"] = json!(false);
+    expected["OMNIPROF_CUPTI_EXTERNAL_CORRELATION"] = json!(true);
     assert_eq!(json, expected);
     assert_eq!(config.max_gpu_buffer_bytes(), 64 << 20);
     assert_eq!(config.verbose_log_modules(), ["a.cpp", "b.cpp"]);
@@ -827,6 +829,7 @@ fn defaults() {
     assert_eq!(config.pm_sampling_device_id(), None);
     assert_eq!(config.roctracer_max_events(), 5_000_000);
     assert_eq!(config.max_host_records_per_thread(), 16_777_216);
+    assert!(!config.cupti_external_correlation());
     assert_eq!(config.memory_snapshot_duration(), Duration::from_secs(1));
     assert_eq!(config.trace_id(), "");
 }
