@@ -38,52 +38,92 @@ use crate::Value;
 /// words its own packer wrote; a panic loses that op's packed args, not the trace.
 pub type UnpackArgs = fn(words: &[u64], args: &mut Vec<(Arc<str>, Value)>);
 
-/// One thread's packed args of the current session: every op's words one after another,
-/// and where each op's end.
+/// Words per block of packed args (512 KiB). An op's words lie in one block, which is never
+/// grown: a vector that doubled as it filled would copy everything recorded so far, again
+/// and again, on the ops' threads.
+const BLOCK_WORDS: usize = 1 << 16;
+
+/// An op's words, at most (the length field of its header word).
+const MAX_WORDS: usize = (1 << 24) - 1;
+
+/// One thread's packed args of the current session. Each op is a header word (its record's
+/// sequence number in bits 0..32, its unpacker's index in `unpackers` in bits 32..40, its
+/// word count in bits 40..64) followed by its words.
 #[derive(Default)]
 pub(crate) struct PackedArgs {
-    words: Vec<u64>,
-    ops: Vec<PackedOp>,
-}
-
-struct PackedOp {
-    seq: u32,
-    end: usize,
-    unpack: UnpackArgs,
+    blocks: Vec<Vec<u64>>,
+    /// The distinct unpackers, in the order first seen (a process has one or two).
+    unpackers: Vec<UnpackArgs>,
 }
 
 impl PackedArgs {
-    /// Keeps `words` for record `seq`, to be unpacked by `unpack`.
+    /// Keeps `words` for record `seq`, to be unpacked by `unpack`. An op of more than
+    /// 16M words, or a 257th distinct unpacker, keeps nothing.
     pub(crate) fn push(&mut self, seq: u32, words: &[u64], unpack: UnpackArgs) {
-        self.words.extend_from_slice(words);
-        self.ops.push(PackedOp {
-            seq,
-            end: self.words.len(),
-            unpack,
-        });
+        let Some(index) = self.unpacker_index(unpack) else {
+            return;
+        };
+        if words.len() > MAX_WORDS {
+            return;
+        }
+        let need = words.len() + 1;
+        let block = match self.blocks.last_mut() {
+            Some(block) if block.capacity() - block.len() >= need => block,
+            _ => {
+                self.blocks.push(Vec::with_capacity(need.max(BLOCK_WORDS)));
+                self.blocks.last_mut().expect("a block was just pushed")
+            }
+        };
+        block.push(u64::from(seq) | (index << 32) | ((words.len() as u64) << 40));
+        block.extend_from_slice(words);
     }
 
-    /// Forgets every op (a new session), keeping the memory.
+    fn unpacker_index(&mut self, unpack: UnpackArgs) -> Option<u64> {
+        let index = match self
+            .unpackers
+            .iter()
+            .rposition(|&known| std::ptr::fn_addr_eq(known, unpack))
+        {
+            Some(index) => index,
+            None if self.unpackers.len() < 256 => {
+                self.unpackers.push(unpack);
+                self.unpackers.len() - 1
+            }
+            None => return None,
+        };
+        Some(index as u64)
+    }
+
+    /// Forgets every op (a new session), keeping one block's memory.
     pub(crate) fn clear(&mut self) {
-        self.words.clear();
-        self.ops.clear();
+        self.blocks.truncate(1);
+        if let Some(block) = self.blocks.first_mut() {
+            block.clear();
+        }
     }
 
     /// Each op's args, unpacked, with its record's sequence number. An unpacker that panics
     /// costs its op these args.
     pub(crate) fn unpack(self) -> impl Iterator<Item = (u32, Vec<(Arc<str>, Value)>)> {
-        let mut start = 0;
-        self.ops.into_iter().map(move |op| {
-            let words = &self.words[start..op.end];
-            start = op.end;
-            let mut args = Vec::new();
-            let unpacked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                (op.unpack)(words, &mut args)
-            }));
-            if unpacked.is_err() {
-                args.clear();
-            }
-            (op.seq, args)
+        let unpackers = self.unpackers;
+        self.blocks.into_iter().flat_map(move |block| {
+            let unpackers = unpackers.clone();
+            let mut at = 0;
+            std::iter::from_fn(move || {
+                let header = *block.get(at)?;
+                let len = (header >> 40) as usize;
+                let words = &block[at + 1..at + 1 + len];
+                at += 1 + len;
+                let unpack = unpackers[((header >> 32) & 0xff) as usize];
+                let mut args = Vec::new();
+                let unpacked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    unpack(words, &mut args)
+                }));
+                if unpacked.is_err() {
+                    args.clear();
+                }
+                Some((header as u32, args))
+            })
         })
     }
 }
@@ -120,6 +160,43 @@ mod tests {
                 (11, Value::UInt(1))
             ]
         );
+    }
+
+    fn other(_: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
+        args.push((Arc::from("other"), Value::Null));
+    }
+
+    #[test]
+    fn ops_past_a_block_and_another_unpacker_keep_their_words() {
+        let mut packed = PackedArgs::default();
+        let wide = vec![1; BLOCK_WORDS - 10];
+        packed.push(1, &wide, count);
+        packed.push(2, &[1; 20], other);
+        packed.push(3, &vec![0; BLOCK_WORDS * 2], count);
+        packed.push(4, &[1, 2], count);
+        // The first two, the wide op's own, and one after it.
+        assert_eq!(packed.blocks.len(), 4);
+        let unpacked: Vec<_> = packed.unpack().collect();
+        let values: Vec<_> = unpacked.iter().map(|(s, a)| (*s, a[0].1.clone())).collect();
+        assert_eq!(
+            values,
+            [
+                (1, Value::UInt(BLOCK_WORDS as u64 - 10)),
+                (2, Value::Null),
+                (3, Value::UInt(BLOCK_WORDS as u64 * 2)),
+                (4, Value::UInt(2)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cleared_table_unpacks_only_the_new_session() {
+        let mut packed = PackedArgs::default();
+        packed.push(1, &[1], count);
+        packed.clear();
+        packed.push(2, &[1, 2, 3], count);
+        let unpacked: Vec<_> = packed.unpack().collect();
+        assert_eq!(unpacked, [(2, vec![(Arc::from("count"), Value::UInt(3))])]);
     }
 
     #[test]

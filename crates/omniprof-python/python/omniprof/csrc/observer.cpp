@@ -184,14 +184,61 @@ const Dims& range_dims(const at::RecordFunction& fn) {
   return in;
 }
 
-// Appends the bytes of `text`, (size + 7) / 8 words, the last one padded with zeros.
-void pack_bytes(std::vector<uint64_t>& words, std::string_view text) {
-  size_t at = words.size();
-  words.resize(at + (text.size() + 7) / 8, 0);
-  if (!text.empty()) {
-    std::memcpy(words.data() + at, text.data(), text.size());
+// The words an op's details are packed into (table.h): on the packing call's stack while
+// they fit, as every op's do but those with hundreds of inputs; on the heap beyond. A
+// thread-local vector would cost a TLS lookup per access from this shared library.
+class Words {
+ public:
+  Words() = default;
+  Words(const Words&) = delete;
+  Words& operator=(const Words&) = delete;
+
+  __attribute__((always_inline)) void push(uint64_t word) {
+    if (len_ == cap_) grow(len_ + 1);
+    data_[len_++] = word;
   }
-}
+
+  // Appends each of [begin, end), converted to a word.
+  template <typename Iterator>
+  void append(Iterator begin, Iterator end) {
+    size_t count = static_cast<size_t>(end - begin);
+    if (len_ + count > cap_) grow(len_ + count);
+    for (; begin != end; ++begin) data_[len_++] = static_cast<uint64_t>(*begin);
+  }
+
+  // Appends the bytes of `text`, (size + 7) / 8 words, the last one padded with zeros.
+  void append_bytes(std::string_view text) {
+    size_t count = (text.size() + 7) / 8;
+    if (len_ + count > cap_) grow(len_ + count);
+    if (count > 0) {
+      data_[len_ + count - 1] = 0;
+      std::memcpy(data_ + len_, text.data(), text.size());
+    }
+    len_ += count;
+  }
+
+  uint64_t& operator[](size_t i) { return data_[i]; }
+  const uint64_t* data() const { return data_; }
+  size_t size() const { return len_; }
+  void truncate(size_t len) { len_ = len; }
+
+ private:
+  __attribute__((noinline)) void grow(size_t need) {
+    size_t cap = std::max(need, cap_ * 2);
+    if (data_ == inline_) {
+      heap_.assign(inline_, inline_ + len_);
+    }
+    heap_.resize(cap);
+    data_ = heap_.data();
+    cap_ = cap;
+  }
+
+  uint64_t inline_[256];
+  uint64_t* data_ = inline_;
+  size_t len_ = 0;
+  size_t cap_ = 256;
+  std::vector<uint64_t> heap_;
+};
 
 uint64_t bits(double value) {
   uint64_t out;
@@ -201,7 +248,7 @@ uint64_t bits(double value) {
 
 // Appends a list PyTorch's profiler writes the values of (its "ScalarList": ints or floats,
 // at most 30 of them); false for any other list.
-bool pack_scalar_list(std::vector<uint64_t>& words, const c10::IValue& input) {
+bool pack_scalar_list(Words& words, const c10::IValue& input) {
   bool ints = input.isIntList();
   if (!ints && !input.isDoubleList()) {
     return false;
@@ -210,62 +257,62 @@ bool pack_scalar_list(std::vector<uint64_t>& words, const c10::IValue& input) {
   if (list.size() > 30) {
     return false;
   }
-  words.push_back((ints ? packed::kIntList : packed::kDoubleList) |
+  words.push((ints ? packed::kIntList : packed::kDoubleList) |
                   (static_cast<uint64_t>(list.size()) << 8));
   for (const c10::IValue& value : list) {
-    words.push_back(ints ? static_cast<uint64_t>(value.toInt()) : bits(value.toDouble()));
+    words.push(ints ? static_cast<uint64_t>(value.toInt()) : bits(value.toDouble()));
   }
   return true;
 }
 
 // Appends a tensor (table.h): its dtype, sizes and, when strided, strides.
-void pack_tensor(std::vector<uint64_t>& words, const at::Tensor& t) {
+void pack_tensor(Words& words, const at::Tensor& t) {
   if (!t.defined()) {
-    words.push_back(packed::kOther);
+    words.push(packed::kOther);
     return;
   }
   auto sizes = t.sizes();
   bool strided = t.layout() == at::kStrided && !t.is_nested();
-  words.push_back(packed::kTensor |
+  words.push(packed::kTensor |
                   (static_cast<uint64_t>(static_cast<uint8_t>(t.scalar_type())) << 8) |
                   (static_cast<uint64_t>(strided) << 16));
-  words.push_back(sizes.size());
-  words.insert(words.end(), sizes.begin(), sizes.end());
+  words.push(sizes.size());
+  words.append(sizes.begin(), sizes.end());
   if (strided) {
     auto strides = t.strides();
-    words.insert(words.end(), strides.begin(), strides.end());
+    words.append(strides.begin(), strides.end());
   }
 }
 
 // Appends one input as torch.profiler describes it with record_shapes (table.h): a tensor's
 // dtype, sizes and strides, each of a tensor list's; a scalar's or short scalar list's value;
 // nothing of anything else.
-void pack_input(std::vector<uint64_t>& words, const c10::IValue& input) {
+void pack_input(Words& words, const c10::IValue& input) {
   if (input.isTensor()) {
     pack_tensor(words, input.toTensor());
   } else if (input.isBool()) {
-    words.push_back(packed::kBool);
-    words.push_back(input.toBool() ? 1 : 0);
+    words.push(packed::kBool);
+    words.push(input.toBool() ? 1 : 0);
   } else if (input.isInt()) {
-    words.push_back(packed::kInt);
-    words.push_back(static_cast<uint64_t>(input.toInt()));
+    words.push(packed::kInt);
+    words.push(static_cast<uint64_t>(input.toInt()));
   } else if (input.isDouble()) {
-    words.push_back(packed::kDouble);
-    words.push_back(bits(input.toDouble()));
+    words.push(packed::kDouble);
+    words.push(bits(input.toDouble()));
   } else if (input.isScalar()) {
     std::string text = torch::profiler::impl::ivalueToStr(input, false);
-    words.push_back(packed::kScalarText | (static_cast<uint64_t>(text.size()) << 8));
-    pack_bytes(words, text);
+    words.push(packed::kScalarText | (static_cast<uint64_t>(text.size()) << 8));
+    words.append_bytes(text);
   } else if (input.isList() && pack_scalar_list(words, input)) {
     // Packed.
   } else if (input.isTensorList()) {
     c10::ArrayRef<c10::IValue> list = input.toListRef();
-    words.push_back(packed::kTensorList | (static_cast<uint64_t>(list.size()) << 8));
+    words.push(packed::kTensorList | (static_cast<uint64_t>(list.size()) << 8));
     for (const c10::IValue& tensor : list) {
       pack_tensor(words, tensor.toTensor());
     }
   } else {
-    words.push_back(packed::kOther);
+    words.push(packed::kOther);
   }
 }
 
@@ -302,16 +349,14 @@ __attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
 }
 
 // An op with more than its name: its inputs (record_shapes), FLOPs (with_flops) and the
-// TorchScript modules it runs in (with_modules), packed as numbers (table.h) into a vector
-// the thread reuses, so that an op allocates nothing once the thread has seen its widest.
+// TorchScript modules it runs in (with_modules), packed as numbers (table.h).
 __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn) {
-  thread_local std::vector<uint64_t> words;
-  thread_local std::string hierarchy;
-  words.clear();
-  words.push_back(record_flops ? op_flops(fn) : 0);
-  words.push_back(0);
+  Words words;
+  words.push(record_flops ? op_flops(fn) : 0);
+  words.push(0);
   if (record_modules) {
     // As torch.profiler's with_modules: each module and method, each followed by ".".
+    thread_local std::string hierarchy;
     hierarchy.clear();
     try {
       for (const std::string& entry : torch::jit::currentModuleHierarchy()) {
@@ -322,10 +367,10 @@ __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn
       hierarchy.clear();
     }
     words[1] = hierarchy.size();
-    pack_bytes(words, hierarchy);
+    words.append_bytes(hierarchy);
   }
   size_t count_at = words.size();
-  words.push_back(0);
+  words.push(0);
   if (record_shapes) {
     try {
       const auto& inputs = fn.inputs();
@@ -335,7 +380,7 @@ __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn
       words[count_at] = inputs.size();
     } catch (...) {
       // A failed read describes no input, as torch.profiler then writes none.
-      words.resize(count_at + 1);
+      words.truncate(count_at + 1);
       words[count_at] = 0;
     }
   }
@@ -358,7 +403,9 @@ struct Numbers {
 bool evaluates_a_node(const at::RecordFunction& fn) {
   static constexpr char kPrefix[] = "autograd::engine::evaluate_function: ";
   const char* name = fn.name();
-  return name[0] == 'a' && std::strncmp(name, kPrefix, sizeof(kPrefix) - 1) == 0;
+  // Every aten op's name begins with "a" too: "au" rules them out before the compare.
+  return name[0] == 'a' && name[1] == 'u' &&
+         std::strncmp(name, kPrefix, sizeof(kPrefix) - 1) == 0;
 }
 
 // The numbers of the last backward node that ended on this thread since the engine's range
