@@ -24,11 +24,29 @@ pub struct MemoryUsage {
     pub device_index: i32,
 }
 
-/// The args Kineto writes on a memory record, in its order. The keys are made once: each
-/// record then clones them instead of allocating.
-pub(super) fn args(report: &MemoryUsage) -> [(Arc<str>, Value); 6] {
+impl MemoryUsage {
+    /// The report as the words [`unpack`] reads, kept beside its record until the drain.
+    pub(super) fn words(&self) -> [u64; 6] {
+        [
+            self.addr,
+            self.bytes as u64,
+            self.total_allocated,
+            self.total_reserved,
+            u64::from(self.device_type as u32),
+            u64::from(self.device_index as u32),
+        ]
+    }
+}
+
+/// The args Kineto writes on a memory record, in its order, from a report's
+/// [`words`](MemoryUsage::words). The keys are made once: each record then clones them
+/// instead of allocating.
+pub(super) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
     static KEYS: OnceLock<[Arc<str>; 6]> = OnceLock::new();
-    let [reserved, allocated, bytes, device_id, device_type, addr] = KEYS
+    let &[addr, bytes, total_allocated, total_reserved, device_type, device_index] = words else {
+        return;
+    };
+    let [reserved, allocated, bytes_key, device_id, device_type_key, addr_key] = KEYS
         .get_or_init(|| {
             [
                 arg::TOTAL_RESERVED,
@@ -41,12 +59,15 @@ pub(super) fn args(report: &MemoryUsage) -> [(Arc<str>, Value); 6] {
             .map(Arc::from)
         })
         .clone();
-    [
-        (reserved, Value::UInt(report.total_reserved)),
-        (allocated, Value::UInt(report.total_allocated)),
-        (bytes, Value::Int(report.bytes)),
-        (device_id, Value::Int(report.device_index.into())),
-        (device_type, Value::Int(report.device_type.into())),
-        (addr, Value::UInt(report.addr)),
-    ]
+    args.extend([
+        (reserved, Value::UInt(total_reserved)),
+        (allocated, Value::UInt(total_allocated)),
+        (bytes_key, Value::Int(bytes as i64)),
+        (device_id, Value::Int(i64::from(device_index as u32 as i32))),
+        (
+            device_type_key,
+            Value::Int(i64::from(device_type as u32 as i32)),
+        ),
+        (addr_key, Value::UInt(addr)),
+    ]);
 }

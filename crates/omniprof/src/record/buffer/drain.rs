@@ -5,12 +5,12 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::block_list::BlockList;
 use super::chunk_pool::POOL;
 use super::fork::FORK_TICK;
 use super::registry::REGISTRY;
 use crate::lock;
 use crate::record::autograd::Autograd;
-use crate::record::memory_usage;
 use crate::record::packed_args::PackedArgs;
 use crate::record::word::{session_tag, tag_of, untagged};
 use crate::Value;
@@ -21,8 +21,8 @@ pub(crate) struct DrainedThread {
     pub(crate) tid: i64,
     pub(crate) name: String,
     pub(crate) records: Vec<(u64, u64)>,
-    pub(crate) args: Vec<(u32, Arc<str>, Value)>,
-    pub(crate) autograd: Vec<(u32, Autograd)>,
+    pub(crate) args: BlockList<(u32, Arc<str>, Value)>,
+    pub(crate) autograd: BlockList<(u32, Autograd)>,
     pub(crate) packed: PackedArgs,
     pub(crate) dropped: u64,
     pub(crate) dropped_ends: Vec<u64>,
@@ -72,14 +72,7 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                 tid: buffer.tid,
                 name: lock(&buffer.name).clone(),
                 records,
-                args: {
-                    let mut args = std::mem::take(&mut *lock(&buffer.args));
-                    let memory = std::mem::take(&mut *lock(&buffer.memory));
-                    args.extend(memory.iter().flat_map(|(seq, report)| {
-                        memory_usage::args(report).map(|(key, value)| (*seq, key, value))
-                    }));
-                    args
-                },
+                args: std::mem::take(&mut *lock(&buffer.args)),
                 autograd: std::mem::take(&mut *lock(&buffer.autograd)),
                 packed: std::mem::take(&mut *lock(&buffer.packed)),
                 dropped: buffer.dropped.load(Ordering::Relaxed),

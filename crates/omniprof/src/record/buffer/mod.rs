@@ -32,13 +32,14 @@
 //! [`registry`] keeps every thread's [`ThreadBuffer`]; [`local`] is the owning thread's
 //! view of its buffer and the hot path that appends a record, and [`slow_path`] what that
 //! path calls when it runs out of room; [`side_tables`] hold what a record carries beside
-//! its 16 bytes; [`drain`] copies a session out; [`fork`] keeps the buffers sound across a
+//! its 16 bytes, in [`block_list`]s that never reallocate; [`drain`] copies a session out; [`fork`] keeps the buffers sound across a
 //! fork; [`thread_name`] names the thread's row.
 //!
 //! [`ThreadBuffer`]: registry::ThreadBuffer
 //! [`REGISTRY`]: registry::REGISTRY
 //! [`drain`]: mod@drain
 
+mod block_list;
 mod chunk_pool;
 mod drain;
 mod fork;

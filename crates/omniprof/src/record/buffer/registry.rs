@@ -5,10 +5,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::{Arc, Mutex};
 
+use super::block_list::BlockList;
 use super::chunk_pool::Chunk;
 use crate::lock;
 use crate::record::autograd::Autograd;
-use crate::record::memory_usage::MemoryUsage;
 use crate::record::packed_args::PackedArgs;
 use crate::Value;
 
@@ -29,13 +29,11 @@ pub(crate) struct ThreadBuffer {
     /// ranges' beginnings were kept, so the drain must not close them at the window's end.
     /// Only ranges open when the cap was reached can lose an end, so this stays small.
     pub(super) dropped_ends: Mutex<Vec<u64>>,
-    pub(super) args: Mutex<Vec<(u32, Arc<str>, Value)>>,
-    /// Allocator reports, kept compact (their six args each are made at the drain).
-    pub(super) memory: Mutex<Vec<(u32, MemoryUsage)>>,
+    pub(super) args: Mutex<BlockList<(u32, Arc<str>, Value)>>,
     /// What autograd knows of ops (their args and forward/backward links are made at the
     /// drain).
-    pub(super) autograd: Mutex<Vec<(u32, Autograd)>>,
-    /// Args packed as words (unpacked at the drain).
+    pub(super) autograd: Mutex<BlockList<(u32, Autograd)>>,
+    /// Args packed as words, allocator reports among them (unpacked at the drain).
     pub(super) packed: Mutex<PackedArgs>,
     pub(super) exited: AtomicBool,
     /// The process the owning thread records in: set at registration, and by the fork

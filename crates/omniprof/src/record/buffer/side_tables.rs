@@ -1,5 +1,5 @@
-//! What a record carries beside its 16 bytes (a range's args, an allocator report, what
-//! autograd knows of an op), kept in per-thread tables under locks off the hot path, and
+//! What a record carries beside its 16 bytes (a range's args, what autograd knows of an op,
+//! packed args: an op's inputs, an allocator report), kept in per-thread tables under locks off the hot path, and
 //! joined to their records by sequence number at the drain.
 //!
 //! The "module docs" cited below are the [buffer's](super): its ownership protocol.
@@ -9,7 +9,6 @@ use std::sync::Arc;
 use super::local::Local;
 use crate::lock;
 use crate::record::autograd::Autograd;
-use crate::record::memory_usage::MemoryUsage;
 use crate::record::packed_args::UnpackArgs;
 use crate::Value;
 
@@ -38,15 +37,6 @@ impl Local {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
             lock(&buffer.packed).push(seq, words, unpack);
-        }
-    }
-
-    /// Attaches an allocator report to record `seq` (written out as its args at the drain).
-    pub(crate) fn add_memory(&self, state: u64, seq: u32, report: MemoryUsage) {
-        if state == self.state.get() && !self.buffer.get().is_null() {
-            // SAFETY: non-null buffers are alive while their thread lives (module docs).
-            let buffer = unsafe { &*self.buffer.get() };
-            lock(&buffer.memory).push((seq, report));
         }
     }
 }

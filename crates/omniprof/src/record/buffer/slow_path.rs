@@ -48,7 +48,6 @@ impl Local {
             buffer.dropped.store(0, Ordering::Relaxed);
             lock(&buffer.dropped_ends).clear();
             lock(&buffer.args).clear();
-            lock(&buffer.memory).clear();
             lock(&buffer.autograd).clear();
             lock(&buffer.packed).clear();
             buffer.state.store(state, Ordering::Release);
@@ -110,9 +109,8 @@ impl Local {
                 state: AtomicU64::new(0),
                 dropped: AtomicU64::new(0),
                 dropped_ends: Mutex::new(Vec::new()),
-                args: Mutex::new(Vec::new()),
-                memory: Mutex::new(Vec::new()),
-                autograd: Mutex::new(Vec::new()),
+                args: Mutex::default(),
+                autograd: Mutex::default(),
                 packed: Mutex::default(),
                 exited: AtomicBool::new(false),
                 pid: AtomicU32::new(std::process::id()),
