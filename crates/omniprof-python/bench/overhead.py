@@ -35,6 +35,7 @@ import resource
 import statistics
 import sys
 import time
+import warnings
 from typing import Callable, ContextManager, Dict, List, NamedTuple
 
 import torch
@@ -188,6 +189,16 @@ def alloc_loop(n: int) -> Callable[[], Cost]:
     return lambda: timed(n, body)
 
 
+def mm_loop(n: int, w: torch.Tensor) -> Callable[[], Cost]:
+    """`torch.mm(w, w)`: one op with two tensor inputs per iteration."""
+
+    def body() -> None:
+        for _ in range(n):
+            torch.mm(w, w)
+
+    return lambda: timed(n, body)
+
+
 def mlp_loop(steps: int) -> Callable[[], Cost]:
     """Training steps of a small MLP (three linear layers; forward, cross-entropy, backward,
     SGD step: 161 ops a step), which time per step."""
@@ -260,11 +271,16 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=100_000, help="iterations per run (>= 100,000)")
     parser.add_argument("--runs", type=int, default=15, help="runs per configuration")
     parser.add_argument(
-        "--only", choices=["stacks"], help="run one section only (stacks: with_stack=True)"
+        "--only",
+        choices=["stacks", "flags"],
+        help="run one section only (stacks: with_stack=True; flags: record_shapes and all flags)",
     )
     args = parser.parse_args()
     if args.only == "stacks":
         stacks_section(args)
+        return
+    if args.only == "flags":
+        flags_section(args)
         return
     torch_cpu = lambda: torch_profile(activities=[ProfilerActivity.CPU])  # noqa: E731
     ours = lambda: omniprof.profile(activities=[omniprof.ProfilerActivity.CPU])  # noqa: E731
@@ -355,6 +371,49 @@ def main() -> None:
             share = f" ({added / torch_added:.2f} of torch.profiler's)"
         print(f"  {name:<20} {cost.wall / 1e3:8.1f} us/step added {added / 1e3:+7.1f}{share}")
     stacks_section(args)
+    flags_section(args)
+
+
+# All of torch.profiler's flags, as a user who wants everything turns them on.
+ALL_FLAGS = dict(
+    record_shapes=True, profile_memory=True, with_flops=True, with_stack=True, with_modules=True
+)
+
+
+def flags_section(args: argparse.Namespace) -> None:
+    """Three tiny-op loops (an op with a scalar input, an allocation, a matmul) under each
+    profiler with ``record_shapes=True`` (target: omniprof adds at most 1/3 of what
+    torch.profiler adds), then with every flag on (target 1/2)."""
+    x, w = torch.zeros(1), torch.randn(8, 8)
+    loops: Dict[str, Callable[[int], Callable[[], Cost]]] = {
+        "x.add_(1)": lambda n: add_loop(n, x),
+        "torch.empty(64)": alloc_loop,
+        "torch.mm(w, w), 8x8": lambda n: mm_loop(n, w),
+    }
+    flag_sets = (("record_shapes=True", {"record_shapes": True}, "0.33"), ("all flags", ALL_FLAGS, "0.5"))
+    for title, flags, target in flag_sets:
+        for name, loop in loops.items():
+            with warnings.catch_warnings():
+                # torch.profiler's with_modules warns that it is deprecated, once per session.
+                warnings.simplefilter("ignore", FutureWarning)
+                costs = measure(
+                    {
+                        "no profiler": loop(args.ops),
+                        "torch.profiler": under(
+                            lambda: torch_profile(activities=[ProfilerActivity.CPU], **flags),
+                            loop(args.ops),
+                        ),
+                        "omniprof": under(
+                            lambda: omniprof.profile(
+                                activities=[omniprof.ProfilerActivity.CPU], **flags
+                            ),
+                            loop(args.ops),
+                        ),
+                    },
+                    args.runs,
+                )
+            print(f"{name}, {title}, {args.ops} per run (wall time)")
+            print_shares(costs, width=20, target=target)
 
 
 def stacks_section(args: argparse.Namespace) -> None:
