@@ -212,17 +212,20 @@ fn unpack_input(words: &mut Words<'_>, names: &[Option<Arc<str>>]) -> Input {
 }
 
 /// A float as a `c10::IValue` prints it (torch.profiler's `Concrete Inputs`): an integral
-/// value under 1e10 as the integer and a dot (`1.`, `-0.`), anything else with 17
-/// significant digits as C++ streams write them (`%.17g`: `0.10000000000000001`,
-/// `1.0000000000000001e+20`, `inf`, `nan`).
+/// value that an `int64_t` holds as the integer and a dot (`1.`, `0.` for -0 too,
+/// `100000000000000000.`), anything else with 17 significant digits as C++ streams write
+/// them (`%.17g`: `0.10000000000000001`, `1e+20`, `inf`, `nan`). Checked against
+/// torch.profiler by the Python tests.
 pub(crate) fn float_text(value: f64) -> String {
-    if (value.is_normal() || value == 0.0) && value.abs() < 1e10 && value.fract() == 0.0 {
-        let sign = if value.is_sign_negative() && value == 0.0 {
-            "-"
-        } else {
-            ""
-        };
-        return format!("{sign}{}.", value as i64);
+    // C++ converts with an instruction that gives i64::MIN out of range: of the values
+    // outside [-2^63, 2^63), none converts back to itself.
+    const INT64_RANGE: std::ops::Range<f64> =
+        -9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0;
+    if (value.is_normal() || value == 0.0)
+        && INT64_RANGE.contains(&value)
+        && (value as i64) as f64 == value
+    {
+        return format!("{}.", value as i64);
     }
     if value.is_nan() {
         return if value.is_sign_negative() {
@@ -265,12 +268,16 @@ mod tests {
     fn floats_print_as_a_cpp_ivalue_prints_them() {
         let cases = [
             (1.0, "1."),
-            (-0.0, "-0."),
+            (-0.0, "0."),
             (0.0, "0."),
             (2.5, "2.5"),
             (0.1, "0.10000000000000001"),
             (1e-5, "1.0000000000000001e-05"),
-            (1e10, "10000000000"),
+            (1e10, "10000000000."),
+            (-1e17, "-100000000000000000."),
+            (2f64.powi(63), "9.2233720368547758e+18"),
+            (-(2f64.powi(63)), "-9223372036854775808."),
+            (1.25e16, "12500000000000000."),
             (1e20, "1e+20"),
             (1.5e-300, "1.5000000000000001e-300"),
             (123456.789, "123456.789"),
@@ -280,8 +287,8 @@ mod tests {
             (f64::NAN, "nan"),
             (5e-324, "4.9406564584124654e-324"),
             (0.0001, "0.0001"),
-            (1e16, "10000000000000000"),
-            (1e17, "1e+17"),
+            (1e-300, "1e-300"),
+            (123456.5, "123456.5"),
         ];
         for (value, text) in cases {
             assert_eq!(float_text(value), text, "{value:e}");

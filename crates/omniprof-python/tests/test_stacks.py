@@ -278,10 +278,12 @@ def every_input_kind() -> None:
     of many dtypes and layouts, scalars of every type (floats that print in each notation),
     scalar lists short and long, tensor lists, strings, None."""
     x = torch.ones(2, 3)
-    for value in (0.1, 1e20, -0.0, 2.5, 1e-5, 1e10, 123456.789, 5e-324, float("inf"), float("nan")):
-        x.add(value)
+    floats = (0.1, 1e20, -0.0, 2.5, 1e-5, 1e10, 1e17, 2.0**63, -(2.0**63), 123456.789, 5e-324)
+    for value in floats + (float("inf"), float("nan")):
+        x.add(value)  # a wrapped-number tensor
+        x.clamp(max=value)  # a Scalar, its value written
     x.add(-7).add(3, alpha=2).mul(True)
-    x.add(1 + 2j if False else 1).to(torch.complex64).mul(1 + 2j)
+    x.to(torch.complex64).mul(1 + 2j).add(torch.ones(1), alpha=1 + 2j)
     x.t().contiguous()
     x.view([3, 2]).sum([0, 1])
     torch.ones(40).view([1] * 30 + [40])
@@ -314,7 +316,7 @@ def test_every_kind_of_input_is_described_as_torch_profiler_describes_it(tmp_pat
     ours_described = described(tmp_path / "ours.json")
     assert ours_described == described(tmp_path / "theirs.json")
     concrete = " ".join(row for _, row in ours_described)
-    for text in ("0.10000000000000001", "1e+20", "-0.", "1.0000000000000001e-05", "inf", "nan"):
+    for text in ("0.10000000000000001", "1e+20", "100000000000000000.", "9.2233720368547758e+18", "inf"):
         assert f'"{text}"' in concrete, text
     assert '"ScalarList"' in concrete and '"TensorList"' in concrete and '"c10::Half"' in concrete
 
