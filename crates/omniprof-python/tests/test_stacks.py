@@ -247,15 +247,21 @@ def flow_pairs(trace: List[Dict[str, Any]]) -> List[Any]:
 OP_ARGS = ("Sequence number", "Fwd thread id", "Input type", "Input Strides", "Concrete Inputs", "Input Dims")
 
 
-def test_forward_backward_links_and_op_args_match_torch_profiler(tmp_path: Path) -> None:
-    workload()
+def traced_with_shapes(work: Any, tmp_path: Path) -> Any:
+    """The events of `work` (run once before, to warm up) as torch.profiler and omniprof
+    record them with ``record_shapes=True``, in that order."""
+    work()
     with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as theirs:
-        workload()
+        work()
     with omniprof.profile(record_shapes=True) as ours:
-        workload()
+        work()
     theirs.export_chrome_trace(str(tmp_path / "theirs.json"))
     ours.export_chrome_trace(str(tmp_path / "ours.json"))
-    t, o = events(tmp_path / "theirs.json"), events(tmp_path / "ours.json")
+    return events(tmp_path / "theirs.json"), events(tmp_path / "ours.json")
+
+
+def test_forward_backward_links_and_op_args_match_torch_profiler(tmp_path: Path) -> None:
+    t, o = traced_with_shapes(workload, tmp_path)
 
     assert flow_pairs(o) == flow_pairs(t)
     assert len(flow_pairs(o)) >= 6  # addmm, relu, add, mul, sum, t... each to its node
@@ -298,23 +304,17 @@ def every_input_kind() -> None:
 
 
 def test_every_kind_of_input_is_described_as_torch_profiler_describes_it(tmp_path: Path) -> None:
-    every_input_kind()
-    with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as theirs:
-        every_input_kind()
-    with omniprof.profile(record_shapes=True) as ours:
-        every_input_kind()
-    theirs.export_chrome_trace(str(tmp_path / "theirs.json"))
-    ours.export_chrome_trace(str(tmp_path / "ours.json"))
+    theirs, ours = traced_with_shapes(every_input_kind, tmp_path)
 
-    def described(path: Path) -> List[Any]:
+    def described(trace: List[Dict[str, Any]]) -> List[Any]:
         keys = ("Input Dims", "Input Strides", "Input type", "Concrete Inputs")
         return [
             (e["name"], json.dumps({k: e["args"].get(k) for k in keys}))
-            for e in sorted(of(events(path), "cpu_op"), key=lambda e: e["ts"])
+            for e in sorted(of(trace, "cpu_op"), key=lambda e: e["ts"])
         ]
 
-    ours_described = described(tmp_path / "ours.json")
-    assert ours_described == described(tmp_path / "theirs.json")
+    ours_described = described(ours)
+    assert ours_described == described(theirs)
     concrete = " ".join(row for _, row in ours_described)
     for text in ("0.10000000000000001", "1e+20", "100000000000000000.", "9.2233720368547758e+18", "inf"):
         assert f'"{text}"' in concrete, text
