@@ -5,8 +5,9 @@
 //!
 //! The caller packs the words its own way and names the function that unpacks them
 //! ([`UnpackArgs`]); the recorder only stores them beside the op's record (one lock of the
-//! thread's own, uncontended until the drain, and a copy of the words into a vector that
-//! is reused from session to session) and calls that function at `stop`.
+//! thread's own, uncontended until the drain, and a copy of the words into a block that
+//! never grows) and calls that function at `stop`. The allocator reports of
+//! [`record_memory`](super::record_memory) are kept the same way.
 //!
 //! ```
 //! use std::sync::Arc;
