@@ -165,7 +165,6 @@ impl FunctionEvents {
             device_name: self.device_name.clone(),
             profile_memory: self.profile_memory,
             with_flops: self.with_flops,
-            too_deep: 0,
         }
     }
 
