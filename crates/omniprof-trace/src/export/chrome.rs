@@ -40,7 +40,8 @@ use std::cmp::Reverse;
 use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::counter::{CounterSample, CounterTrack};
 use crate::export::json::{
-    write_float, write_i64, write_str, write_u64, write_us, write_value, write_value_compact,
+    room, write_float, write_i64, write_str, write_us, write_value, write_value_compact, Room,
+    NUMBER_ROOM,
 };
 use crate::export::lanes::{row_tid, written_span, Lanes, RowId, WrittenOrder};
 use crate::export::{NeedsWholeTrace, WriteStats};
@@ -55,6 +56,31 @@ use crate::value::Value;
 /// Sort index of the `Spans` process (0x20000000).
 const SPANS_SORT_INDEX: i64 = 536_870_912;
 const FLUSH_AT: usize = 1 << 16;
+/// Room for a run of up to `n` numeric fields (`, "key": ` and a number each, keys of up to
+/// 16 bytes), and a few bytes of punctuation around them.
+const fn numeric_fields(n: usize) -> usize {
+    n * (KEY_ROOM + NUMBER_ROOM) + KEY_ROOM
+}
+const KEY_ROOM: usize = 16;
+/// What comes between two events.
+const EVENT_SEPARATOR: &str = ",\n  ";
+
+/// The text that starts an event of phase `$ph`, after the one before it (its
+/// [`EVENT_SEPARATOR`], then the object's first field): one literal, so
+/// that it is appended at once (the writer appends a few dozen pieces per event, and each
+/// append checks and updates the buffer's length).
+macro_rules! event {
+    ($ph:literal) => {
+        concat!(",\n  {\"ph\": \"", $ph, "\"").as_bytes()
+    };
+}
+
+/// `, "$key": `, the text before a field's value, as one literal (see [`event!`]).
+macro_rules! key {
+    ($key:literal) => {
+        concat!(", \"", $key, "\": ").as_bytes()
+    };
+}
 
 /// Writes `trace` as Chrome JSON to `out`, with `trace_name` as the `traceName`.
 pub fn write_chrome<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Result<WriteStats> {
@@ -368,32 +394,25 @@ impl<W: Write> Writer<W> {
         }
     }
 
-    /// Starts an event object; every event but the first is preceded by a comma.
+    /// Starts an event object with `start` (an [`event!`]); every event but the first is
+    /// preceded by its comma.
     #[inline(always)]
-    fn event(&mut self, ph: &[u8]) {
+    fn event(&mut self, start: &'static [u8]) {
+        debug_assert!(start.starts_with(EVENT_SEPARATOR.as_bytes()));
         self.check_last_event();
         if self.stats.events > 0 {
-            self.raw(b",\n  ");
+            self.raw(start);
         } else {
-            self.raw(b"\n  ");
+            self.raw(&start[1..]);
         }
-        self.event_start = self.position();
+        // The event's object starts after `,\n  `.
+        self.event_start = self.position() - (start.len() - EVENT_SEPARATOR.len()) as u64;
         self.stats.events += 1;
-        self.raw(b"{\"ph\": \"");
-        self.raw(ph);
-        self.raw(b"\"");
-    }
-
-    #[inline(always)]
-    fn key(&mut self, key: &[u8]) {
-        self.raw(b", \"");
-        self.raw(key);
-        self.raw(b"\": ");
     }
 
     #[inline(always)]
     fn ts(&mut self, key: &[u8], ns: i64) {
-        self.key(key);
+        self.raw(key);
         write_us(&mut self.buf, ns - self.base);
     }
 
@@ -407,13 +426,13 @@ impl<W: Write> Writer<W> {
 
     #[inline(always)]
     fn int(&mut self, key: &[u8], v: i64) {
-        self.key(key);
+        self.raw(key);
         write_i64(&mut self.buf, v);
     }
 
     #[inline(always)]
     fn str(&mut self, key: &[u8], v: &str) {
-        self.key(key);
+        self.raw(key);
         write_str(&mut self.buf, v);
     }
 
@@ -476,11 +495,11 @@ impl<W: Write> Writer<W> {
     }
 
     fn meta(&mut self, name: &str, pid: i64, tid: i64, ts: i64, key: &str, value: MetaArg) {
-        self.event(b"M");
-        self.str(b"name", name);
-        self.ts(b"ts", ts);
-        self.int(b"pid", pid);
-        self.int(b"tid", tid);
+        self.event(event!("M"));
+        self.str(key!("name"), name);
+        self.ts(key!("ts"), ts);
+        self.int(key!("pid"), pid);
+        self.int(key!("tid"), tid);
         self.raw(b", \"args\": {");
         write_str(&mut self.buf, key);
         self.raw(b": ");
@@ -552,45 +571,55 @@ impl<W: Write> Writer<W> {
     fn activity(&mut self, a: &Activity, lanes: &mut Lanes) -> io::Result<()> {
         match a.kind {
             ActivityType::CpuInstantEvent => {
-                self.event(b"i");
+                self.event(event!("i"));
                 self.cat(a.kind.name());
                 self.raw(b", \"s\": \"t\"");
-                self.str(b"name", &a.name);
-                self.int(b"pid", a.device);
-                self.int(b"tid", row_tid(a.resource));
-                self.ts(b"ts", a.start_ns);
+                self.str(key!("name"), &a.name);
+                self.int(key!("pid"), a.device);
+                self.int(key!("tid"), row_tid(a.resource));
+                self.ts(key!("ts"), a.start_ns);
                 self.args(a);
             }
             kind => {
                 let (start, end) = written_span(a);
                 let lane = lanes.assign((a.device, row_tid(a.resource)), start, end);
                 let tid = lane_tid(row_tid(a.resource), lane as i64);
-                self.event(b"X");
+                self.event(event!("X"));
                 self.cat(kind.name());
                 let name: &str = if &*a.name == "kernel" {
                     "Kernel"
                 } else {
                     &a.name
                 };
-                self.str(b"name", name);
-                self.int(b"pid", a.device);
-                self.int(b"tid", tid);
-                self.key(b"ts");
-                let ts_at = self.buf.len();
-                write_us(&mut self.buf, start - self.base);
-                let ts_bytes = ts_at..self.buf.len();
-                self.key(b"dur");
-                write_us(&mut self.buf, end - start);
+                self.str(key!("name"), name);
+                let fields_at = self.buf.len();
+                let ts = room::<{ numeric_fields(4) }, _>(&mut self.buf, |r| {
+                    r.raw(key!("pid"));
+                    r.i64(a.device);
+                    r.raw(key!("tid"));
+                    r.i64(tid);
+                    r.raw(key!("ts"));
+                    let ts_at = r.len();
+                    r.us(start - self.base);
+                    let ts = fields_at + ts_at..fields_at + r.len();
+                    r.raw(key!("dur"));
+                    r.us(end - start);
+                    ts
+                });
                 self.args(a);
                 if let Some(flow) = a.flow.filter(|f| f.id > 0) {
-                    self.event(if flow.start { b"s" } else { b"f" });
-                    self.key(b"id");
-                    write_u64(&mut self.buf, flow.id);
-                    self.int(b"pid", a.device);
-                    self.int(b"tid", tid);
+                    self.event(if flow.start { event!("s") } else { event!("f") });
+                    room::<{ numeric_fields(4) }, _>(&mut self.buf, |r| {
+                        r.raw(key!("id"));
+                        r.u64(flow.id);
+                        r.raw(key!("pid"));
+                        r.i64(a.device);
+                        r.raw(key!("tid"));
+                        r.i64(tid);
+                        r.raw(key!("ts"));
+                    });
                     // The flow sits at its event's `ts`: copy the digits, don't redo them.
-                    self.key(b"ts");
-                    self.buf.extend_from_within(ts_bytes);
+                    self.buf.extend_from_within(ts);
                     self.raw(match flow.kind {
                         FlowKind::Ac2g => b", \"cat\": \"ac2g\", \"name\": \"ac2g\"",
                         FlowKind::FwdBwd => b", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"",
@@ -623,24 +652,24 @@ impl<W: Write> Writer<W> {
         if track.kind == ActivityType::HardwareCounters {
             let pid = format!("GPU {} Counters", track.device);
             for (metric, value) in &sample.values {
-                self.event(b"C");
+                self.event(event!("C"));
                 self.cat(track.kind.name());
-                self.str(b"name", metric);
-                self.str(b"pid", &pid);
-                self.int(b"tid", tid);
-                self.ts(b"ts", sample.ts_ns);
+                self.str(key!("name"), metric);
+                self.str(key!("pid"), &pid);
+                self.int(key!("tid"), tid);
+                self.ts(key!("ts"), sample.ts_ns);
                 self.raw(b", \"args\": {\"\": ");
                 write_float(&mut self.buf, *value);
                 self.raw(b"}}");
             }
             return self.flush_if_full();
         }
-        self.event(b"C");
+        self.event(event!("C"));
         self.cat(track.kind.name());
-        self.str(b"name", &track.name);
-        self.int(b"pid", track.device);
-        self.int(b"tid", tid);
-        self.ts(b"ts", sample.ts_ns);
+        self.str(key!("name"), &track.name);
+        self.int(key!("pid"), track.device);
+        self.int(key!("tid"), tid);
+        self.ts(key!("ts"), sample.ts_ns);
         self.raw(b", \"args\": {");
         for (i, (key, value)) in sample.values.iter().enumerate() {
             if i > 0 {
@@ -669,30 +698,32 @@ impl<W: Write> Writer<W> {
             self.raw(b"}");
             return;
         }
-        self.raw(b", \"args\": {");
-        let mut first = true;
-        let mut sep = |buf: &mut Vec<u8>| {
-            if !std::mem::take(&mut first) {
-                buf.extend_from_slice(b", ");
+        room::<{ numeric_fields(2) }, _>(&mut self.buf, |r| {
+            r.raw(b", \"args\": {");
+            if let Some(id) = external_id {
+                plain_key(r, arg::EXTERNAL_ID);
+                r.u64(id);
             }
-        };
-        if let Some(id) = external_id {
-            sep(&mut self.buf);
-            plain_key(&mut self.buf, arg::EXTERNAL_ID);
-            write_u64(&mut self.buf, id);
-        }
+        });
+        let mut first = external_id.is_none();
         for (key, value) in &a.args {
-            sep(&mut self.buf);
+            if !std::mem::take(&mut first) {
+                self.raw(b", ");
+            }
             write_str(&mut self.buf, key);
-            self.buf.extend_from_slice(b": ");
+            self.raw(b": ");
             write_value(&mut self.buf, value);
         }
-        if let Some(id) = correlation {
-            sep(&mut self.buf);
-            plain_key(&mut self.buf, arg::CORRELATION);
-            write_u64(&mut self.buf, id);
-        }
-        self.raw(b"}}");
+        room::<{ numeric_fields(1) }, _>(&mut self.buf, |r| {
+            if let Some(id) = correlation {
+                if !first {
+                    r.raw(b", ");
+                }
+                plain_key(r, arg::CORRELATION);
+                r.u64(id);
+            }
+            r.raw(b"}}");
+        });
     }
 
     fn spans(&mut self, trace: &Trace) -> io::Result<()> {
@@ -704,43 +735,45 @@ impl<W: Write> Writer<W> {
 
     /// A span: its `X` on the `Spans` row, that row's sort index, its `Iteration Start`.
     fn span(&mut self, s: &Span) {
-        self.event(b"X");
-        self.str(b"cat", "Trace");
+        self.event(event!("X"));
+        self.str(key!("cat"), "Trace");
         let name = format!("{}{} ({})", s.prefix, s.name, s.iteration);
-        self.str(b"name", &name);
-        self.str(b"pid", "Spans");
-        self.str(b"tid", &s.name);
-        self.ts(b"ts", s.start_ns);
-        self.key(b"dur");
+        self.str(key!("name"), &name);
+        self.str(key!("pid"), "Spans");
+        self.str(key!("tid"), &s.name);
+        self.ts(key!("ts"), s.start_ns);
+        self.raw(key!("dur"));
         write_us(&mut self.buf, (s.end_ns - s.start_ns).max(0));
-        self.raw(b", \"args\": {");
-        plain_key(&mut self.buf, arg::OP_COUNT);
-        write_u64(&mut self.buf, s.op_count);
-        self.raw(b"}}");
-        self.event(b"M");
-        self.str(b"name", "process_sort_index");
-        self.ts(b"ts", s.start_ns);
-        self.str(b"pid", "Spans");
-        self.int(b"tid", 0);
+        room::<{ numeric_fields(1) }, _>(&mut self.buf, |r| {
+            r.raw(b", \"args\": {");
+            plain_key(r, arg::OP_COUNT);
+            r.u64(s.op_count);
+            r.raw(b"}}");
+        });
+        self.event(event!("M"));
+        self.str(key!("name"), "process_sort_index");
+        self.ts(key!("ts"), s.start_ns);
+        self.str(key!("pid"), "Spans");
+        self.int(key!("tid"), 0);
         self.raw(b", \"args\": {\"sort_index\": ");
         write_i64(&mut self.buf, SPANS_SORT_INDEX);
         self.raw(b"}}");
-        self.event(b"i");
-        self.str(b"s", "g");
-        self.str(b"name", &format!("Iteration Start: {}", s.name));
-        self.str(b"pid", "Traces");
-        self.str(b"tid", &format!("Trace {}", s.name));
-        self.ts(b"ts", s.start_ns);
+        self.event(event!("i"));
+        self.str(key!("s"), "g");
+        self.str(key!("name"), &format!("Iteration Start: {}", s.name));
+        self.str(key!("pid"), "Traces");
+        self.str(key!("tid"), &format!("Trace {}", s.name));
+        self.ts(key!("ts"), s.start_ns);
         self.raw(b"}");
     }
 
     fn footer(&mut self, window_end_ns: i64, trace_name: &str) -> io::Result<()> {
-        self.event(b"i");
-        self.str(b"s", "g");
-        self.str(b"name", "Record Window End");
-        self.str(b"pid", "");
-        self.str(b"tid", "");
-        self.ts(b"ts", window_end_ns);
+        self.event(event!("i"));
+        self.str(key!("s"), "g");
+        self.str(key!("name"), "Record Window End");
+        self.str(key!("pid"), "");
+        self.str(key!("tid"), "");
+        self.ts(key!("ts"), window_end_ns);
         self.raw(b"}\n  ],\n  \"traceName\": ");
         write_str(&mut self.buf, trace_name);
         self.raw(b"\n}\n");
@@ -754,8 +787,51 @@ enum MetaArg<'a> {
     Int(i64),
 }
 /// Appends `"key": ` for a key that needs no escaping (one of [`crate::keys`]).
-fn plain_key(buf: &mut Vec<u8>, key: &str) {
-    buf.push(b'"');
-    buf.extend_from_slice(key.as_bytes());
-    buf.extend_from_slice(b"\": ");
+#[inline(always)]
+fn plain_key(r: &mut Room<'_>, key: &str) {
+    r.raw(b"\"");
+    r.raw(key.as_bytes());
+    r.raw(b"\": ");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activity::Flow;
+
+    #[test]
+    fn the_widest_numbers_fit_their_rooms_and_read_back() {
+        let mut t = Trace::new(0, i64::MAX);
+        t.base_time_ns = 1;
+        let mut a = Activity::new(
+            ActivityType::ConcurrentKernel,
+            "k",
+            i64::MIN,
+            i64::MIN + 1,
+            i64::MAX - 1,
+            i64::MAX,
+        );
+        a.correlation = u64::MAX;
+        a.linked_correlation = Some(u64::MAX - 1);
+        a.flow = Some(Flow {
+            id: u64::MAX,
+            kind: FlowKind::Ac2g,
+            start: false,
+        });
+        t.activities.push(a);
+        let mut out = Vec::new();
+        write_chrome(&t, "t", &mut out).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let x = &doc["traceEvents"][0];
+        assert_eq!(x["pid"], i64::MIN);
+        assert_eq!(x["tid"], i64::MAX);
+        assert_eq!(x["dur"].to_string(), "0.001");
+        assert_eq!(x["args"]["External id"], u64::MAX - 1);
+        assert_eq!(x["args"]["correlation"], u64::MAX);
+        let f = &doc["traceEvents"][1];
+        assert_eq!((&f["ph"], &f["id"]), (&"f".into(), &u64::MAX.into()));
+        // Both at the kernel's start, i64::MAX - 2 ns after the base time.
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches(r#""ts": 9223372036854775.805, "#).count(), 2);
+    }
 }

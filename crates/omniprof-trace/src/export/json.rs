@@ -1,6 +1,7 @@
 //! The small JSON-writing primitives shared by the writers: string escaping, `µs.nnn` time
 //! formatting and [`Value`] serialization. All of them append to a byte buffer by hand,
-//! without serde, because they run once per event.
+//! without serde, because they run once per event; a run of fields of bounded size is
+//! written through a [`Room`], which appends it at once.
 
 use crate::value::Value;
 
@@ -60,56 +61,144 @@ fn write_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
 /// from integers only; negative values are written as `0.000`.
 #[inline]
 pub(crate) fn write_us(out: &mut Vec<u8>, ns: i64) {
-    let ns = ns.max(0) as u64;
-    write_u64(out, ns / 1000);
-    let frac = (ns % 1000) as u16;
-    out.extend_from_slice(&[
-        b'.',
-        b'0' + (frac / 100) as u8,
-        b'0' + (frac / 10 % 10) as u8,
-        b'0' + (frac % 10) as u8,
-    ]);
+    room::<NUMBER_ROOM, _>(out, |r| r.us(ns));
 }
 
 /// Appends a signed integer.
 #[inline]
 pub(crate) fn write_i64(out: &mut Vec<u8>, v: i64) {
-    if v < 0 {
-        out.push(b'-');
-    }
-    write_u64(out, v.unsigned_abs());
+    room::<NUMBER_ROOM, _>(out, |r| r.i64(v));
 }
 
-/// Appends an unsigned integer. The digits are formatted left-aligned into a fixed 20-byte
-/// array that is appended whole and then truncated: a fixed-size copy compiles to two vector
-/// stores, where a variable-length one is a `memmove` call that costs more than the digits.
+/// Appends an unsigned integer.
 #[inline]
-pub(crate) fn write_u64(out: &mut Vec<u8>, mut v: u64) {
-    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-                                2021222324252627282930313233343536373839\
-                                4041424344454647484950515253545556575859\
-                                6061626364656667686970717273747576777879\
-                                8081828384858687888990919293949596979899";
-    let digits = v.checked_ilog10().map_or(1, |d| d as usize + 1);
-    let mut tmp = [0u8; 20];
-    let mut i = digits;
+pub(crate) fn write_u64(out: &mut Vec<u8>, v: u64) {
+    room::<NUMBER_ROOM, _>(out, |r| r.u64(v));
+}
+
+/// The room a number needs in a [`Room`]: a sign, then the window its digits are written
+/// into (of which it keeps what it takes).
+pub(crate) const NUMBER_ROOM: usize = 1 + DIGIT_WINDOW;
+
+/// The window digits are written into: the 20 digits of `u64::MAX`, or 17 and the point and
+/// decimals of [`Room::us`].
+const DIGIT_WINDOW: usize = 21;
+
+/// Room appended to a buffer for a run of text of at most `N` bytes (see [`room`]), written
+/// through a cursor in a register: appending to the `Vec` piece by piece reloads its length
+/// and capacity from memory at each piece (a byte store may alias them) and checks the
+/// capacity, which costs more than most pieces.
+pub(crate) struct Room<'a> {
+    bytes: &'a mut [u8],
+    /// The bytes written so far.
+    at: usize,
+}
+
+/// Appends `N` bytes to `out` for `write` to write into, then cuts off what it left
+/// unused. The bytes are zeroed first, which for a size known at compile time is a few
+/// vector stores.
+#[inline(always)]
+pub(crate) fn room<const N: usize, R>(
+    out: &mut Vec<u8>,
+    write: impl FnOnce(&mut Room<'_>) -> R,
+) -> R {
+    let start = out.len();
+    out.extend_from_slice(&[0; N]);
+    let mut room = Room {
+        bytes: &mut out[start..],
+        at: 0,
+    };
+    let result = write(&mut room);
+    let end = start + room.at;
+    out.truncate(end);
+    result
+}
+
+impl Room<'_> {
+    /// The bytes written so far.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.at
+    }
+
+    /// Appends `bytes`.
+    #[inline(always)]
+    pub(crate) fn raw(&mut self, bytes: &[u8]) {
+        self.bytes[self.at..][..bytes.len()].copy_from_slice(bytes);
+        self.at += bytes.len();
+    }
+
+    /// Appends an unsigned integer.
+    #[inline(always)]
+    pub(crate) fn u64(&mut self, v: u64) {
+        let digits = decimal_digits(v);
+        put_digits(self.window(), digits, v);
+        self.at += digits;
+    }
+
+    /// Appends a signed integer.
+    #[inline(always)]
+    pub(crate) fn i64(&mut self, v: i64) {
+        if v < 0 {
+            self.raw(b"-");
+        }
+        self.u64(v.unsigned_abs());
+    }
+
+    /// Appends nanoseconds as microseconds, as [`write_us`].
+    #[inline(always)]
+    pub(crate) fn us(&mut self, ns: i64) {
+        let ns = ns.max(0) as u64;
+        let (us, frac) = (ns / 1000, (ns % 1000) as usize);
+        let digits = decimal_digits(us);
+        let window = self.window();
+        put_digits(window, digits, us);
+        window[digits] = b'.';
+        window[digits + 1] = b'0' + (frac / 100) as u8;
+        window[digits + 2..digits + 4].copy_from_slice(&PAIRS[frac % 100 * 2..][..2]);
+        self.at += digits + 4;
+    }
+
+    /// The window the next number is written into: of fixed size, so that the digits'
+    /// positions in it need no checks.
+    #[inline(always)]
+    fn window(&mut self) -> &mut [u8; DIGIT_WINDOW] {
+        self.bytes[self.at..]
+            .first_chunk_mut()
+            .expect("a room holds a number's window past its text")
+    }
+}
+
+/// The two digits of each number below 100, in order.
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+                            2021222324252627282930313233343536373839\
+                            4041424344454647484950515253545556575859\
+                            6061626364656667686970717273747576777879\
+                            8081828384858687888990919293949596979899";
+
+/// How many decimal digits `v` takes.
+#[inline(always)]
+fn decimal_digits(v: u64) -> usize {
+    v.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// Writes the `digits` decimal digits of `v` at the start of `window`, a pair at a time
+/// from the last. (Formatted into a local array and copied out, the digits would be read
+/// back as one vector just after being stored a pair at a time, which stalls the load for
+/// longer than the digits take: store-to-load forwarding fails.)
+#[inline(always)]
+fn put_digits(window: &mut [u8; DIGIT_WINDOW], digits: usize, mut v: u64) {
+    let mut end = digits;
     while v >= 100 {
-        let pair = (v % 100) as usize * 2;
+        end -= 2;
+        window[end..end + 2].copy_from_slice(&PAIRS[(v % 100) as usize * 2..][..2]);
         v /= 100;
-        i -= 2;
-        tmp[i] = PAIRS[pair];
-        tmp[i + 1] = PAIRS[pair + 1];
     }
     if v >= 10 {
-        let pair = v as usize * 2;
-        tmp[0] = PAIRS[pair];
-        tmp[1] = PAIRS[pair + 1];
+        window[..2].copy_from_slice(&PAIRS[v as usize * 2..][..2]);
     } else {
-        tmp[0] = b'0' + v as u8;
+        window[0] = b'0' + v as u8;
     }
-    let len = out.len();
-    out.extend_from_slice(&tmp);
-    out.truncate(len + digits);
 }
 
 /// Appends a float; non-finite values (which JSON cannot hold) are written as `null`.
@@ -229,6 +318,18 @@ mod tests {
     fn integers_match_the_standard_formatting() {
         for v in [0u64, 7, 10, 99, 100, 12345, 1 << 53, u64::MAX] {
             assert_eq!(s(|o| write_u64(o, v)), v.to_string());
+        }
+        // Every digit count, at its edges, and a spread of values between.
+        let edges = (0..20).flat_map(|k| {
+            let p = 10u64.pow(k);
+            [p - 1, p, p + 1, p.saturating_mul(5).saturating_add(4_321)]
+        });
+        let spread = (0..100_000u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (i % 64));
+        for v in edges.chain(spread) {
+            assert_eq!(s(|o| write_u64(o, v)), v.to_string());
+            let ns = v as i64 & i64::MAX;
+            let us = format!("{}.{:03}", ns / 1000, ns % 1000);
+            assert_eq!(s(|o| write_us(o, ns)), us);
         }
         assert_eq!(s(|o| write_i64(o, -42)), "-42");
         assert_eq!(s(|o| write_i64(o, i64::MIN)), i64::MIN.to_string());
