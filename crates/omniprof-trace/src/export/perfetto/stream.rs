@@ -90,7 +90,7 @@ impl Default for PerfettoSurvey {
     fn default() -> Self {
         Self {
             skeleton: TraceAssembler::default(),
-            placement: Placement::new(&[]),
+            placement: Placement::new(&[], 0),
             counters: CounterTracksFound::default(),
             last_on_row: FastMap::default(),
             last: (i64::MIN, Reverse(i64::MAX)),

@@ -166,15 +166,16 @@ pub(super) struct Placement {
 }
 
 impl Placement {
-    /// Placement with `threads`' rows numbered first, in their order.
-    pub(super) fn new(threads: &[ThreadRow]) -> Self {
+    /// Placement with `threads`' rows numbered first, in their order, for `activities`
+    /// activities if known (else 0; see [`FlowIds::for_activities`]).
+    pub(super) fn new(threads: &[ThreadRow], activities: usize) -> Self {
         let mut lanes = Lanes::default();
         for t in threads {
             lanes.row((t.pid, row_tid(t.tid)));
         }
         Self {
             lanes,
-            flows: FlowIds::default(),
+            flows: FlowIds::for_activities(activities),
             device_pids: Vec::new(),
             placed: 0,
         }
@@ -212,7 +213,8 @@ struct Plan<'a> {
 
 impl<'a> Plan<'a> {
     pub(super) fn new(trace: &'a Trace) -> Self {
-        let fresh = || (Placement::new(&trace.threads), Vec::new());
+        let activities = trace.activities.len();
+        let fresh = || (Placement::new(&trace.threads, activities), Vec::new());
         let mut placed = fresh();
         placed.1.reserve(trace.activities.len());
         let order = WrittenOrder::visit(
