@@ -383,36 +383,42 @@ ALL_FLAGS = dict(
 def flags_section(args: argparse.Namespace) -> None:
     """Three tiny-op loops (an op with a scalar input, an allocation, a matmul) under each
     profiler with ``record_shapes=True`` (target: omniprof adds at most 1/3 of what
-    torch.profiler adds), then with every flag on (target 1/2)."""
+    torch.profiler adds), then with every flag on (target 1/2). The all-flags runs are 1/20
+    as long: torch.profiler with every flag keeps about 33 KB per `x.add_(1)` iteration
+    after its session ends (PyTorch 2.15), and 100,000 iterations a run exhausted the
+    machine's 24 GB within a few rounds."""
     x, w = torch.zeros(1), torch.randn(8, 8)
     loops: Dict[str, Callable[[int], Callable[[], Cost]]] = {
         "x.add_(1)": lambda n: add_loop(n, x),
         "torch.empty(64)": alloc_loop,
         "torch.mm(w, w), 8x8": lambda n: mm_loop(n, w),
     }
-    flag_sets = (("record_shapes=True", {"record_shapes": True}, "0.33"), ("all flags", ALL_FLAGS, "0.5"))
-    for title, flags, target in flag_sets:
+    flag_sets = (
+        ("record_shapes=True", {"record_shapes": True}, "0.33", args.ops),
+        ("all flags", ALL_FLAGS, "0.5", max(args.ops // 20, 1000)),
+    )
+    for title, flags, target, ops in flag_sets:
         for name, loop in loops.items():
             with warnings.catch_warnings():
                 # torch.profiler's with_modules warns that it is deprecated, once per session.
                 warnings.simplefilter("ignore", FutureWarning)
                 costs = measure(
                     {
-                        "no profiler": loop(args.ops),
+                        "no profiler": loop(ops),
                         "torch.profiler": under(
                             lambda: torch_profile(activities=[ProfilerActivity.CPU], **flags),
-                            loop(args.ops),
+                            loop(ops),
                         ),
                         "omniprof": under(
                             lambda: omniprof.profile(
                                 activities=[omniprof.ProfilerActivity.CPU], **flags
                             ),
-                            loop(args.ops),
+                            loop(ops),
                         ),
                     },
                     args.runs,
                 )
-            print(f"{name}, {title}, {args.ops} per run (wall time)")
+            print(f"{name}, {title}, {ops} per run (wall time)")
             print_shares(costs, width=20, target=target)
 
 
