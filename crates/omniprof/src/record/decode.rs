@@ -100,9 +100,9 @@ pub(crate) fn collect(
         for (seq, key, value) in thread.args {
             args.entry(seq).or_default().push((key, value));
         }
-        for (seq, unpacked) in thread.packed.unpack() {
-            args.entry(seq).or_default().extend(unpacked);
-        }
+        thread
+            .packed
+            .unpack(|seq, unpacked| args.entry(seq).or_default().extend(unpacked));
         let mut autograd: FastMap<u32, Autograd> = thread.autograd.into_iter().collect();
         // Ranges begun and not yet ended. Guards end in reverse order of their beginnings
         // almost always, so the one an end record closes is found at or near the top.

@@ -39,6 +39,9 @@ use crate::Value;
 /// words its own packer wrote; a panic loses that op's packed args, not the trace.
 pub type UnpackArgs = fn(words: &[u64], args: &mut Vec<(Arc<str>, Value)>);
 
+/// An op's args, as an unpacker leaves them.
+type OpArgs = Vec<(Arc<str>, Value)>;
+
 /// Words per block of packed args (512 KiB). An op's words lie in one block, which is never
 /// grown: a vector that doubled as it filled would copy everything recorded so far, again
 /// and again, on the ops' threads.
@@ -103,19 +106,16 @@ impl PackedArgs {
         }
     }
 
-    /// Each op's args, unpacked, with its record's sequence number. An unpacker that panics
-    /// costs its op these args.
-    pub(crate) fn unpack(self) -> impl Iterator<Item = (u32, Vec<(Arc<str>, Value)>)> {
-        let unpackers = self.unpackers;
-        self.blocks.into_iter().flat_map(move |block| {
-            let unpackers = unpackers.clone();
+    /// Hands `each` every op's record sequence number and its args, unpacked, in the order
+    /// they were kept. An unpacker that panics costs its op these args.
+    pub(crate) fn unpack(self, mut each: impl FnMut(u32, OpArgs)) {
+        for block in self.blocks {
             let mut at = 0;
-            std::iter::from_fn(move || {
-                let header = *block.get(at)?;
+            while let Some(&header) = block.get(at) {
                 let len = (header >> 40) as usize;
                 let words = &block[at + 1..at + 1 + len];
                 at += 1 + len;
-                let unpack = unpackers[((header >> 32) & 0xff) as usize];
+                let unpack = self.unpackers[((header >> 32) & 0xff) as usize];
                 let mut args = Vec::new();
                 let unpacked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     unpack(words, &mut args)
@@ -123,9 +123,9 @@ impl PackedArgs {
                 if unpacked.is_err() {
                     args.clear();
                 }
-                Some((header as u32, args))
-            })
-        })
+                each(header as u32, args);
+            }
+        }
     }
 }
 
@@ -142,13 +142,19 @@ mod tests {
         panic!("a broken unpacker");
     }
 
+    fn unpacked(packed: PackedArgs) -> Vec<(u32, OpArgs)> {
+        let mut all = Vec::new();
+        packed.unpack(|seq, args| all.push((seq, args)));
+        all
+    }
+
     #[test]
     fn each_op_unpacks_its_own_words_in_order() {
         let mut packed = PackedArgs::default();
         packed.push(7, &[1, 2, 3], count);
         packed.push(9, &[], count);
         packed.push(11, &[4], count);
-        let unpacked: Vec<_> = packed.unpack().collect();
+        let unpacked = unpacked(packed);
         let counts: Vec<_> = unpacked
             .iter()
             .map(|(seq, args)| (*seq, args[0].1.clone()))
@@ -177,7 +183,7 @@ mod tests {
         packed.push(4, &[1, 2], count);
         // The first two, the wide op's own, and one after it.
         assert_eq!(packed.blocks.len(), 4);
-        let unpacked: Vec<_> = packed.unpack().collect();
+        let unpacked = unpacked(packed);
         let values: Vec<_> = unpacked.iter().map(|(s, a)| (*s, a[0].1.clone())).collect();
         assert_eq!(
             values,
@@ -196,7 +202,7 @@ mod tests {
         packed.push(1, &[1], count);
         packed.clear();
         packed.push(2, &[1, 2, 3], count);
-        let unpacked: Vec<_> = packed.unpack().collect();
+        let unpacked = unpacked(packed);
         assert_eq!(unpacked, [(2, vec![(Arc::from("count"), Value::UInt(3))])]);
     }
 
@@ -205,7 +211,7 @@ mod tests {
         let mut packed = PackedArgs::default();
         packed.push(1, &[5], panics);
         packed.push(2, &[5, 6], count);
-        let unpacked: Vec<_> = packed.unpack().collect();
+        let unpacked = unpacked(packed);
         assert_eq!(unpacked[0], (1, vec![]));
         assert_eq!(unpacked[1].1, vec![(Arc::from("count"), Value::UInt(2))]);
     }
