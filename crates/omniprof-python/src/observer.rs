@@ -25,7 +25,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use omniprof::backends::{ActivityProfiler, ActivitySink, BackendError, HostOps, ProfilerSession};
 use omniprof::recording::{
-    pop_op, pop_op_with_autograd, push_op, Autograd, MemoryUsage, Name, OwnedRange, PythonFrame,
+    pop_op, pop_op_with_autograd, push_op, push_op_packed, Autograd, MemoryUsage, Name, OwnedRange,
+    PythonFrame,
 };
 use omniprof::Config;
 
@@ -92,7 +93,7 @@ static TABLE: RecorderTable = RecorderTable {
     version: TABLE_VERSION,
     range_slot_size: RANGE_SLOT_SIZE,
     push_op: push,
-    push_op_packed,
+    push_op_packed: push_packed,
     pop_op: pop,
     pop_op_with_autograd: pop_with_autograd,
     begin_user,
@@ -120,7 +121,7 @@ unsafe extern "C" fn push(name: *const c_char, key: *const c_void) {
 ///
 /// # Safety
 /// As [`push`]; `words` is valid for `count` words.
-unsafe extern "C" fn push_op_packed(
+unsafe extern "C" fn push_packed(
     name: *const c_char,
     key: *const c_void,
     words: *const u64,
@@ -130,7 +131,7 @@ unsafe extern "C" fn push_op_packed(
         // SAFETY: the contract.
         let words = unsafe { std::slice::from_raw_parts(words, count) };
         // SAFETY: forwarded contract.
-        unsafe { push_op(name, key as usize) }.with_packed_args(words, op_details::unpack);
+        unsafe { push_op_packed(name, key as usize, words, op_details::unpack) };
     });
 }
 

@@ -95,9 +95,9 @@ pub mod recording {
     pub use crate::iteration::iteration;
     pub use crate::record::python::PythonFrame;
     pub use crate::record::{
-        pop_op, pop_op_with_autograd, push_op, record_memory, record_out_of_memory, Autograd,
-        InstantGuard, IntoName, MemoryUsage, Name, OwnedRange, PushedOp, RangeGuard, StaticName,
-        UnpackArgs,
+        pop_op, pop_op_with_autograd, push_op, push_op_packed, record_memory, record_out_of_memory,
+        Autograd, InstantGuard, IntoName, MemoryUsage, Name, OwnedRange, PushedOp, RangeGuard,
+        StaticName, UnpackArgs,
     };
 }
 

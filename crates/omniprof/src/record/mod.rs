@@ -53,7 +53,7 @@ pub use memory::{record_memory, record_out_of_memory};
 pub use memory_usage::MemoryUsage;
 pub use name::{IntoName, Name, StaticName};
 pub use packed_args::UnpackArgs;
-pub use push_pop::{pop_op, pop_op_with_autograd, push_op, PushedOp};
+pub use push_pop::{pop_op, pop_op_with_autograd, push_op, push_op_packed, PushedOp};
 #[cfg(test)]
 pub(crate) use state::is_recording;
 pub(crate) use state::{start_session, stop_session, warm_up, HostSession};

@@ -73,16 +73,6 @@ impl PushedOp {
         self
     }
 
-    /// Attaches args packed as `words`, which `unpack` turns into `args` entries when the
-    /// session stops (see [`UnpackArgs`]): for a caller whose args cost more to build than
-    /// to pack, such as PyTorch's input shapes (nothing happens when the op is not recorded).
-    pub fn with_packed_args(self, words: &[u64], unpack: UnpackArgs) -> Self {
-        if self.state != 0 {
-            with_local(|l| l.add_packed(self.state, self.seq, words, unpack));
-        }
-        self
-    }
-
     /// Attaches an `args` entry (nothing happens when the op is not recorded).
     pub fn with_arg(self, key: &str, value: impl Into<Value>) -> Self {
         attach_arg(self.state, self.seq, key, value);
@@ -101,6 +91,31 @@ pub unsafe fn push_op(name: *const c_char, key: usize) -> PushedOp {
     let state = STATE.load(Ordering::Relaxed);
     // SAFETY: forwarded contract; the thread's `Local` is used within this call.
     unsafe { push_on(this_thread(), state, name, key) }
+}
+
+/// [`push_op`], with args packed as `words`, which `unpack` turns into `args` entries when
+/// the session stops (see [`UnpackArgs`]): for a caller whose args cost more to build than to
+/// pack, such as PyTorch's input shapes (the words are dropped when the op is not recorded).
+/// One call, so that the thread's state is looked up once.
+///
+/// # Safety
+/// As [`push_op`].
+#[inline]
+pub unsafe fn push_op_packed(
+    name: *const c_char,
+    key: usize,
+    words: &[u64],
+    unpack: UnpackArgs,
+) -> PushedOp {
+    let state = STATE.load(Ordering::Relaxed);
+    // SAFETY: forwarded contract; the thread's `Local` is used within this call.
+    let l = unsafe { this_thread() };
+    // SAFETY: forwarded contract.
+    let op = unsafe { push_on(l, state, name, key) };
+    if op.state != 0 {
+        l.add_packed(op.state, op.seq, words, unpack);
+    }
+    op
 }
 
 /// [`push_op`] on this thread's `l`, in session `state`.

@@ -203,7 +203,11 @@ class Words {
   void append(Iterator begin, Iterator end) {
     size_t count = static_cast<size_t>(end - begin);
     if (len_ + count > cap_) grow(len_ + count);
-    for (; begin != end; ++begin) data_[len_++] = static_cast<uint64_t>(*begin);
+    // Through a local pointer: a store through `data_` may alias `len_` (both are unsigned
+    // longs), which would make the compiler reload and store `len_` per word.
+    uint64_t* out = data_ + len_;
+    for (; begin != end; ++begin) *out++ = static_cast<uint64_t>(*begin);
+    len_ += count;
   }
 
   // Appends the bytes of `text`, (size + 7) / 8 words, the last one padded with zeros.
@@ -290,6 +294,9 @@ void pack_tensor(Words& words, const at::Tensor& t) {
 void pack_input(Words& words, const c10::IValue& input) {
   if (input.isTensor()) {
     pack_tensor(words, input.toTensor());
+  } else if (input.isNone()) {
+    // Before the list tests, which are calls into PyTorch (optional inputs are often None).
+    words.push(packed::kOther);
   } else if (input.isBool()) {
     words.push(packed::kBool);
     words.push(input.toBool() ? 1 : 0);
