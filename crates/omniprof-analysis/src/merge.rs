@@ -58,6 +58,7 @@ impl KeyAverages {
         }
         self.profile_memory |= other.profile_memory;
         self.with_flops |= other.with_flops;
+        self.too_deep += other.too_deep;
         let mut index: FastMap<RowKey, usize> = self
             .rows
             .iter()
@@ -86,6 +87,7 @@ impl KeyAverages {
             device_name: "cuda".to_owned(),
             profile_memory: false,
             with_flops: false,
+            too_deep: 0,
         };
         for part in parts {
             job.merge(part);
@@ -117,6 +119,7 @@ mod tests {
             device_name: "cuda".to_owned(),
             profile_memory: false,
             with_flops: false,
+            too_deep: 0,
         }
     }
 

@@ -678,6 +678,70 @@ fn kept(activities: &[Activity]) -> KeyAverages {
     builder.finish().unwrap()
 }
 
+/// `activities` folded, with the most items the builder held at once.
+fn folded(activities: &[Activity]) -> (KeyAverages, Option<usize>) {
+    let mut builder = KeyAveragesBuilder::new(Default::default());
+    for a in activities {
+        builder.add_activity(a);
+    }
+    let high_water = builder.held_high_water();
+    (builder.finish().unwrap(), high_water)
+}
+
+#[test]
+fn identical_events_on_one_thread_hold_at_most_twice_the_depth_bound_and_count_the_rest() {
+    // 200,000 copies of one event: same thread, start and end, so each nests in the one
+    // before. Unbounded, all of them waited at their shared start (5.9 GB for 20M).
+    let events = vec![op("aten::add", 1, 0, 10); 200_000];
+    let (summary, high_water) = folded(&events);
+    // The waiting ops are cut back to the bound each time they reach twice it.
+    assert_eq!(high_water, Some(2 * MAX_STACK_DEPTH - 1));
+    assert_eq!(summary.too_deep, 200_000 - MAX_STACK_DEPTH as u64);
+    // A builder holding every op leaves out the same ops; the rows are those of the first
+    // `MAX_STACK_DEPTH` ops: a chain of same-named only children, which PyTorch collapses
+    // into the outermost.
+    assert_eq!(summary, kept(&events));
+    assert_eq!(summary.rows, kept(&events[..MAX_STACK_DEPTH]).rows);
+    assert_eq!(rows(&summary), [("aten::add", 1, 10, 10, 0, 0)]);
+}
+
+#[test]
+fn ops_nested_deeper_than_the_bound_are_counted_and_their_time_stays_with_their_parent() {
+    // 200,000 ops each starting 1 µs after the one around it and ending 1 µs before it,
+    // named `a` and `b` in turn (so none collapses into its parent).
+    let n = 200_000i64;
+    let events: Vec<Activity> = (0..n)
+        .map(|i| op(if i % 2 == 0 { "a" } else { "b" }, 1, i, 2 * n - i))
+        .collect();
+    let (summary, high_water) = folded(&events);
+    // The open ops, and the next op waiting for a later start.
+    assert_eq!(high_water, Some(MAX_STACK_DEPTH + 1));
+    assert_eq!(summary.too_deep, n as u64 - MAX_STACK_DEPTH as u64);
+    assert_eq!(summary, kept(&events));
+    assert_eq!(summary.rows, kept(&events[..MAX_STACK_DEPTH]).rows);
+    // Op i (i < 1024) lasts 2n - 2i µs; each but the deepest has 2 µs of its own, the
+    // deepest (op 1023, a `b`) keeps the time of the ops left out inside it.
+    let half = MAX_STACK_DEPTH as i64 / 2;
+    let total = |i: i64| 2 * n - 2 * i;
+    let a_total: i64 = (0..half).map(|k| total(2 * k)).sum();
+    let b_total: i64 = (0..half).map(|k| total(2 * k + 1)).sum();
+    let deepest = MAX_STACK_DEPTH as i64 - 1;
+    assert_eq!(
+        rows(&summary),
+        [
+            ("a", half as u64, 2 * half, a_total, 0, 0),
+            (
+                "b",
+                half as u64,
+                2 * (half - 1) + total(deepest),
+                b_total,
+                0,
+                0
+            ),
+        ]
+    );
+}
+
 #[test]
 fn a_long_sequential_trace_keeps_only_its_open_ops() {
     // 100,000 `aten::linear` ops one after another, each holding an `aten::addmm` that

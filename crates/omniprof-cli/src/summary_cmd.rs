@@ -28,7 +28,9 @@ use std::process::ExitCode;
 use omniprof_analysis::counter_stats;
 use omniprof_analysis::kernel_metrics;
 use omniprof_analysis::StepTimeBuilder;
-use omniprof_analysis::{KeyAverages, KeyAveragesOptions, Render, RenderFormat, TableOptions};
+use omniprof_analysis::{
+    KeyAverages, KeyAveragesOptions, Render, RenderFormat, TableOptions, MAX_STACK_DEPTH,
+};
 use omniprof_read::TraceReader;
 
 use crate::job::{check_unique_ranks, read_all, TracesArgs};
@@ -130,6 +132,13 @@ fn report_options(args: &SummaryArgs, header: Option<String>) -> TableOptions {
 
 /// What the rows lack that the options asked for, said on standard error.
 fn notes(args: &SummaryArgs, summary: &KeyAverages) {
+    if summary.too_deep > 0 {
+        eprintln!(
+            "warning: {} host ops nested deeper than {MAX_STACK_DEPTH} were left out of the \
+             rows; their time stays in their parent's self time",
+            summary.too_deep
+        );
+    }
     if summary.rows.is_empty() {
         eprintln!("note: no host ops or device activities to summarize");
     } else if args.rows.group_by_shapes

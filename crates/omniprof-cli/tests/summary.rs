@@ -471,3 +471,25 @@ fn control_characters_in_a_name_print_escaped_and_the_table_stays_aligned() {
         "{csv:?}"
     );
 }
+
+#[test]
+fn identical_nested_events_past_the_depth_bound_are_counted_in_a_warning() {
+    // 100,000 copies of one event (more than the 65,536 host ops held before folding):
+    // each nests in the one before; the summary keeps 1,024 and counts the rest.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("same.json");
+    let event =
+        r#"{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 10}"#;
+    let events = vec![event; 100_000].join(",\n");
+    std::fs::write(&path, format!(r#"{{"traceEvents": [{events}]}}"#)).unwrap();
+    let out = OMNIPROF.run(summary(&path, &[]));
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out.stderr),
+        "warning: 98976 host ops nested deeper than 1024 were left out of the rows; their \
+         time stays in their parent's self time\n"
+    );
+    // The 1,024 kept collapse into the outermost, as PyTorch collapses a same-named only
+    // child.
+    assert!(text(&out.stdout).contains("Self CPU time total: 10.000us"));
+}

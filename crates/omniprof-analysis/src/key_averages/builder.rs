@@ -206,6 +206,8 @@ pub struct KeyAveragesBuilder {
     listing: bool,
     /// Every event added to a row since the last [`Self::drain_events`], when listing them.
     listed: Listing,
+    /// Host ops left out of the rows for nesting deeper than [`crate::MAX_STACK_DEPTH`].
+    too_deep: u64,
 }
 
 /// Host ops and memory records held before folding starts (about 5 MiB): enough to see
@@ -345,6 +347,7 @@ impl KeyAveragesBuilder {
             device_seen: false,
             listing: false,
             listed: Listing::default(),
+            too_deep: 0,
         }
     }
 
@@ -1127,6 +1130,7 @@ impl KeyAveragesBuilder {
                     f.origin = origin;
                     f.finish(&mut self.sums)
                 };
+                self.too_deep = f.too_deep;
                 self.holding = Holding::Folding(f);
                 self.folded(finished);
                 if let Holding::Stopped(stopped) =
@@ -1173,6 +1177,7 @@ impl KeyAveragesBuilder {
         let mut received: Vec<(u64, Launcher)> = Vec::new();
         let listing = self.listing;
         for ops in &mut threads {
+            self.too_deep += tree::leave_out_too_deep(ops, window_end);
             if !self.sums.launched.is_empty() {
                 tree::attribute_launches(ops, &self.sums.launched, |op, c| {
                     if listing {
@@ -1316,6 +1321,7 @@ impl KeyAveragesBuilder {
             device_name,
             profile_memory,
             with_flops,
+            too_deep: self.too_deep,
         }
     }
 }

@@ -23,6 +23,11 @@
 //!   its device time and its children), as in PyTorch.
 //! - An event is added to its row once it starts before the horizon and no op of its row
 //!   that is not final yet comes before it.
+//! - Nesting is bounded by [`MAX_STACK_DEPTH`], the flame graph's bound: an op that starts
+//!   while that many ops of its thread are open around it or start with it before it (in
+//!   PyTorch's order) is left out, counted in [`Folder::too_deep`] (its time stays its
+//!   parent's self time), so that what a thread holds is bounded whatever the input (a file
+//!   of millions of identical events nests them all).
 //! - Device work reaches its op through the builder's [`DeviceSums`], read when the op is
 //!   final. Device work for an op already final, or a host op reusing the correlation id of
 //!   one, stops the folding; the ids of the ops seen are kept as ranges.
@@ -39,6 +44,7 @@ use super::containers::{trim, Few, Ids, MinQueue, Parked, RangeSet};
 use super::memory::MemoryKind;
 use super::tree::{order_key, relative_us, HostOp};
 use super::types::{DeviceTime, Emitted, Fate, Key, OpTimes, PyTorchTimes, NO_PARENT};
+use crate::frame_tree::MAX_STACK_DEPTH;
 use omniprof_trace::FastMap;
 
 const NONE: u32 = u32::MAX;
@@ -386,6 +392,8 @@ pub(super) struct Folder {
     tie_count: usize,
     /// An empty vector with room, for a thread's next waiting ops.
     spare: Vec<Arrival>,
+    /// Host ops left out because they would nest deeper than [`MAX_STACK_DEPTH`].
+    pub too_deep: u64,
 }
 
 impl Folder {
@@ -429,6 +437,7 @@ impl Folder {
             high_water: 0,
             tie_count: 0,
             spare: Vec::new(),
+            too_deep: 0,
         }
     }
 
@@ -573,6 +582,7 @@ impl Folder {
                 }
                 self.threads[t as usize].tie.push(arrival);
                 self.tie_count += 1;
+                self.bound_tie(t);
             }
             None => {
                 self.threads[t as usize].tie.push(arrival);
@@ -684,6 +694,22 @@ impl Folder {
         });
     }
 
+    /// Keeps a thread's waiting ops under twice [`MAX_STACK_DEPTH`]: past that, the
+    /// innermost of them (in the order they are placed) beyond [`MAX_STACK_DEPTH`] are left
+    /// out, as [`Self::place`] would leave them out. (Sorting once per [`MAX_STACK_DEPTH`]
+    /// ops keeps a tie of millions cheap.)
+    fn bound_tie(&mut self, t: u32) {
+        let tie = &mut self.threads[t as usize].tie;
+        if tie.len() < 2 * MAX_STACK_DEPTH {
+            return;
+        }
+        tie.sort_by_key(|a| (Reverse(a.op.end_ns), a.op.seq));
+        let cut = tie.len() - MAX_STACK_DEPTH;
+        tie.truncate(MAX_STACK_DEPTH);
+        self.tie_count -= cut;
+        self.too_deep += cut as u64;
+    }
+
     /// Places the thread's ops waiting at its latest start.
     fn flush_tie(&mut self, t: u32, sums: &mut DeviceSums) -> Result<(), OutOfOrder> {
         let spare = std::mem::take(&mut self.spare);
@@ -705,14 +731,28 @@ impl Folder {
         let Some(first) = ops.first() else {
             return Ok(());
         };
-        self.threads[t as usize].placed = Some(first.op.start_ns);
+        let start = first.op.start_ns;
+        self.threads[t as usize].placed = Some(start);
+        // The ops that end by their start close first (as `nest` closes them), so that the
+        // stack holds the ops open around them.
+        self.pop_ended(t, start);
+        // Ops that start together nest in the order sorted below: those past the room the
+        // open ops leave are left out (as `tree::leave_out_too_deep` leaves them out).
+        let room = MAX_STACK_DEPTH.saturating_sub(self.threads[t as usize].stack.len());
+        if ops.len() > room {
+            self.too_deep += (ops.len() - room) as u64;
+        }
         if let [a] = ops {
+            if room == 0 {
+                return self.run(sums);
+            }
             let id = self.new_node(a, sums)?;
             self.enclose(t, a, id, sums);
             self.nest(t, a, id);
             return self.run(sums);
         }
         ops.sort_unstable_by_key(|a| (Reverse(a.op.end_ns), a.op.seq));
+        let ops = &ops[..ops.len().min(room)];
         let ids: Vec<u32> = ops
             .iter()
             .map(|a| self.new_node(a, sums))
@@ -866,13 +906,7 @@ impl Folder {
     /// async.
     fn nest(&mut self, t: u32, a: &Arrival, id: u32) {
         let (start, end) = (a.op.start_ns, a.op.end_ns);
-        while let Some(&top) = self.threads[t as usize].stack.last() {
-            if self.nodes[top as usize].op.end_ns > start {
-                break;
-            }
-            self.threads[t as usize].stack.pop();
-            self.close(top);
-        }
+        self.pop_ended(t, start);
         let top = self.threads[t as usize].stack.last().copied();
         if let Some(p) = top {
             if end > self.nodes[p as usize].op.end_ns {
@@ -903,6 +937,17 @@ impl Folder {
             }
         }
         self.threads[t as usize].stack.push(id);
+    }
+
+    /// Closes the thread's open ops that end by `start`.
+    fn pop_ended(&mut self, t: u32, start: i64) {
+        while let Some(&top) = self.threads[t as usize].stack.last() {
+            if self.nodes[top as usize].op.end_ns > start {
+                break;
+            }
+            self.threads[t as usize].stack.pop();
+            self.close(top);
+        }
     }
 
     fn close(&mut self, n: u32) {

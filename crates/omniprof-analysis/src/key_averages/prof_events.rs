@@ -165,6 +165,7 @@ impl FunctionEvents {
             device_name: self.device_name.clone(),
             profile_memory: self.profile_memory,
             with_flops: self.with_flops,
+            too_deep: 0,
         }
     }
 

@@ -218,6 +218,10 @@ pub(crate) fn us(ns: i64) -> f64 {
 /// latest item, launches whose device work has not come, the events that wait for an
 /// earlier event of their row (rows add events in PyTorch's order, on which their float
 /// sums depend), and the rows. The rows are exactly those of a builder that holds every op.
+/// Nesting is bounded: an op that starts while [`MAX_STACK_DEPTH`](crate::MAX_STACK_DEPTH)
+/// ops of its thread are open around it or start with it before it is left out and counted
+/// ([`KeyAverages::too_deep`]), by either builder, so that a file of millions of identical
+/// events, each nesting in the one before, holds no more than twice that many ops.
 ///
 /// Folding needs, per thread, host ops and memory records in time order (an op may come
 /// after others that start at the same time, or between the last op placed and those), as
@@ -270,6 +274,12 @@ pub struct KeyAverages {
     /// [`KeyAveragesOptions::with_flops`](crate::KeyAveragesOptions::with_flops) said so. The table adds the FLOPs column when
     /// some row has FLOPs.
     pub with_flops: bool,
+    /// Host ops left out of the rows because they started while
+    /// [`MAX_STACK_DEPTH`](crate::MAX_STACK_DEPTH) ops of their thread were open around them
+    /// or started with them (a file of millions of identical events nests them all): their
+    /// time stays in their parent's self time. Bounding the nesting bounds what the summary
+    /// holds while it folds ops.
+    pub too_deep: u64,
 }
 
 impl KeyAverages {

@@ -8,6 +8,7 @@
 use std::cmp::Reverse;
 
 use super::types::{DeviceTime, OpTimes, PyTorchTimes};
+use crate::frame_tree::MAX_STACK_DEPTH;
 use omniprof_trace::FastMap;
 
 /// No parent.
@@ -90,6 +91,56 @@ pub(super) fn attribute_launches(
             ops[o].device_us += time.us;
         }
     }
+}
+
+/// Leaves out the ops of one thread that the folder leaves out for nesting too deep (see
+/// [`super::fold`]): in PyTorch's order, an op that starts while [`MAX_STACK_DEPTH`] ops are
+/// open around it or start with it before it. Returns how many. Unfinished ops count as
+/// running to `window_end`, as the folder takes them.
+pub(super) fn leave_out_too_deep(ops: &mut Vec<HostOp>, window_end: i64) -> u64 {
+    let end = |op: &HostOp| {
+        if op.unfinished {
+            op.end_ns.max(window_end)
+        } else {
+            op.end_ns
+        }
+    };
+    ops.sort_unstable_by_key(|op| order_key(op.start_ns, end(op), op.seq));
+    // The ends of the open ops, as the folder's stack holds them.
+    let mut open: Vec<i64> = Vec::new();
+    let mut keep = vec![true; ops.len()];
+    let mut i = 0;
+    while i < ops.len() {
+        let start = ops[i].start_ns;
+        let together = ops[i..]
+            .iter()
+            .take_while(|op| op.start_ns == start)
+            .count();
+        while open.last().is_some_and(|&e| e <= start) {
+            open.pop();
+        }
+        let room = MAX_STACK_DEPTH.saturating_sub(open.len());
+        for (k, op) in ops[i..i + together].iter().enumerate() {
+            if k >= room {
+                keep[i + k] = false;
+                continue;
+            }
+            while open.last().is_some_and(|&e| e <= start) {
+                open.pop();
+            }
+            // (An async op is not pushed.)
+            if open.last().is_none_or(|&e| end(op) <= e) {
+                open.push(end(op));
+            }
+        }
+        i += together;
+    }
+    let left_out = keep.iter().filter(|&&k| !k).count();
+    if left_out > 0 {
+        let mut keep = keep.into_iter();
+        ops.retain(|_| keep.next().unwrap_or(true));
+    }
+    left_out as u64
 }
 
 /// Nests the ops of one thread, collapses same-named single children and reports each
