@@ -43,7 +43,7 @@ const _: () =
     assert!(std::mem::size_of::<PythonFrame>() == 16 && std::mem::align_of::<PythonFrame>() == 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 9;
+const TABLE_VERSION: u32 = 10;
 
 /// What the observer calls; mirrored by `struct Table` in `observer.cpp`. Names are
 /// NUL-terminated; `key` is the op's `RecordFunction`; a user range's shapes come as
@@ -85,6 +85,7 @@ pub(crate) struct RecorderTable {
     ),
     frame_name: unsafe extern "C" fn(text: *const c_char, len: usize, module: i64) -> u32,
     begin_frame: unsafe extern "C" fn(name: u32, out: *mut c_void) -> u8,
+    begin_frame_at_window_start: unsafe extern "C" fn(name: u32, out: *mut c_void) -> u8,
     end_frame: unsafe extern "C" fn(frame: *const c_void),
     dtype_name: unsafe extern "C" fn(code: u8, text: *const c_char, len: usize),
 }
@@ -101,6 +102,7 @@ static TABLE: RecorderTable = RecorderTable {
     memory,
     frame_name,
     begin_frame,
+    begin_frame_at_window_start,
     end_frame,
     dtype_name,
 };
@@ -194,7 +196,29 @@ unsafe extern "C" fn frame_name(text: *const c_char, len: usize, module: i64) ->
 /// # Safety
 /// `out` is valid for a [`PythonFrame`] (16 bytes, 8-byte aligned).
 unsafe extern "C" fn begin_frame(name: u32, out: *mut c_void) -> u8 {
-    match catch_unwind(|| PythonFrame::begin(Name::from_id(name))) {
+    // SAFETY: forwarded contract.
+    unsafe { begin_frame_with(PythonFrame::begin, name, out) }
+}
+
+/// [`begin_frame`], for a frame that was running when the window opened: begun at its start.
+///
+/// # Safety
+/// As [`begin_frame`].
+unsafe extern "C" fn begin_frame_at_window_start(name: u32, out: *mut c_void) -> u8 {
+    // SAFETY: forwarded contract.
+    unsafe { begin_frame_with(PythonFrame::begin_at_window_start, name, out) }
+}
+
+/// Begins the frame `name` with `begin`, into `out`; 1 when recorded.
+///
+/// # Safety
+/// As [`begin_frame`].
+unsafe fn begin_frame_with(
+    begin: fn(Name) -> Option<PythonFrame>,
+    name: u32,
+    out: *mut c_void,
+) -> u8 {
+    match catch_unwind(|| begin(Name::from_id(name))) {
         Ok(Some(frame)) => {
             // SAFETY: the contract.
             unsafe { out.cast::<PythonFrame>().write(frame) };
@@ -325,6 +349,9 @@ const STACK: u8 = 8;
 const MODULES: u8 = 16;
 /// The observer's `detach()`: removes them (a no-op when not registered).
 type DetachFn = unsafe extern "C" fn();
+/// The observer's `window_opened()`: the Python tracer begins the frames it pushed during a
+/// warm-up, when the recorder does not record.
+type WindowOpenedFn = unsafe extern "C" fn();
 
 /// `attach`'s results; mirrored by `AttachStatus` in `observer.cpp`.
 const ATTACHED: i32 = 0;
@@ -341,6 +368,7 @@ const BACKEND_NAME: &str = "pytorch";
 struct TorchOps {
     attach: AttachFn,
     detach: DetachFn,
+    window_opened: WindowOpenedFn,
 }
 
 impl ActivityProfiler for TorchOps {
@@ -422,6 +450,15 @@ impl ProfilerSession for TorchOpsSession {
         }
     }
 
+    fn window_opened(&mut self) -> Result<(), BackendError> {
+        if self.attached {
+            // SAFETY: the observer's entry point (loaded for the process's life); it takes no
+            // arguments and throws nothing.
+            unsafe { (self.ops.window_opened)() };
+        }
+        Ok(())
+    }
+
     fn stop(&mut self) -> Result<(), BackendError> {
         self.detach();
         Ok(())
@@ -453,6 +490,7 @@ struct EntryPoints {
     version: u32,
     attach: AttachFn,
     detach: DetachFn,
+    window_opened: WindowOpenedFn,
 }
 
 /// The name of the observer's `entry_points()` capsule (`kEntryPointsCapsule` in `table.h`).
@@ -489,6 +527,7 @@ fn install_torch_observer(entry_points: &Bound<'_, PyAny>) -> PyResult<()> {
     let ops = TorchOps {
         attach: entry_points.attach,
         detach: entry_points.detach,
+        window_opened: entry_points.window_opened,
     };
     omniprof::backends::register_profiler_factory(BACKEND_NAME, Box::new(move || Box::new(ops)));
     Ok(())

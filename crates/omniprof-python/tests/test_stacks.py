@@ -116,6 +116,67 @@ def test_python_calls_modules_and_call_stacks_match_torch_profiler(tmp_path: Pat
     assert all(e["args"].get("Python parent id", 0) in ids | {0} for e in of(o, "python_function"))
 
 
+def callers_of_workload(stack: str) -> str:
+    """The frames of a Call stack from the workload up to the outermost, without addresses,
+    the line a test function's frame was at (each profile runs from its own lines) left
+    out."""
+    frames = [f for f in without_addresses(stack).split(";") if f]
+    cut = next(i for i, f in enumerate(frames) if f.endswith(": workload"))
+    return ";".join(re.sub(rf"^{re.escape(THIS_FILE)}\(\d+\): test_", "test_", f) for f in frames[cut:])
+
+
+def test_stacks_under_a_schedule_are_the_programs_as_under_torch_profiler(tmp_path: Path) -> None:
+    # The window opens inside `step()`, after a warm-up: the frames running then (the test's
+    # own, pytest's) are the callers of what follows, and the profiler's frames are not.
+    workload()
+    traces: Dict[str, List[Dict[str, Any]]] = {}
+
+    def keep(name: str) -> Any:
+        def handler(prof: Any) -> None:
+            prof.export_chrome_trace(str(tmp_path / f"{name}.json"))
+            traces[name] = events(tmp_path / f"{name}.json")
+
+        return handler
+
+    with torch_profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=3),
+        on_trace_ready=keep("theirs"),
+        with_stack=True,
+        experimental_config=_ExperimentalConfig(verbose=True),
+    ) as theirs:
+        for _ in range(5):
+            workload()
+            theirs.step()
+    with omniprof.profile(
+        schedule=omniprof.schedule(wait=1, warmup=1, active=3),
+        on_trace_ready=keep("ours"),
+        with_stack=True,
+    ) as ours:
+        for _ in range(5):
+            workload()
+            ours.step()
+
+    def callers(trace: List[Dict[str, Any]]) -> List[str]:
+        return sorted(
+            callers_of_workload(e["args"]["Call stack"])
+            for e in of(trace, "cpu_op")
+            if ": workload;" in e["args"].get("Call stack", "")
+        )
+
+    theirs_callers, ours_callers = callers(traces["theirs"]), callers(traces["ours"])
+    assert len(theirs_callers) > 30
+    assert ours_callers == theirs_callers
+    # Every step's ops run under the same callers: the test function, called by pytest.
+    assert len(set(ours_callers)) == 1
+    assert ours_callers[0].split(";")[1] == f"test_stacks_under_a_schedule_are_the_programs_as_under_torch_profiler"
+    # No op or frame of the window has omniprof's own frames among its callers.
+    assert not [
+        e["name"] for e in of(traces["ours"], "cpu_op") if "omniprof/profiler.py" in e["args"].get("Call stack", "")
+        and "ProfilerStep" not in e["name"]
+    ]
+
+
 def exported(prof: "omniprof.profile", tmp_path: Path) -> List[Dict[str, Any]]:
     path = tmp_path / "trace.json"
     prof.export_chrome_trace(str(path))

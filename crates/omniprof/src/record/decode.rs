@@ -85,7 +85,13 @@ pub(crate) fn collect(
     let mut links = autograd::Links::default();
     // PyTorch numbers Python frames from 1 across the trace.
     let mut python_ids = 0;
-    for thread in drained {
+    for mut thread in drained {
+        // A frame begun at the window's start after the thread recorded other things
+        // (`PythonFrame::begin_at_window_start`) goes back to its place, ahead of them; a
+        // stable sort keeps the order of records of the same tick.
+        if !thread.records.is_sorted_by_key(|&(_, tick)| tick) {
+            thread.records.sort_by_key(|&(_, tick)| tick);
+        }
         out.dropped_events += thread.dropped;
         if thread.records.is_empty() {
             continue;
@@ -107,6 +113,11 @@ pub(crate) fn collect(
         // Ranges begun and not yet ended. Guards end in reverse order of their beginnings
         // almost always, so the one an end record closes is found at or near the top.
         let mut open: Vec<Open> = Vec::new();
+        // The Python frames among them, by sequence number: what begins has the innermost as
+        // its caller. Kept apart because a range may outlive the frame it began in (a step's
+        // range opened inside `step()` lasts the whole step), and what begins after that
+        // frame returned is not called from it.
+        let mut frames: Vec<(u32, Frames)> = Vec::new();
         for &(w, tick) in &thread.records {
             let seq = word::seq(w);
             let kind = word::kind(w);
@@ -118,6 +129,11 @@ pub(crate) fn collect(
                 if let Some(at) = open.iter().rposition(|o| o.seq == seq) {
                     let a = &mut out.activities[open.remove(at).index];
                     a.end_ns = time(tick).max(a.start_ns);
+                    if a.kind == ActivityType::PythonFunction {
+                        if let Some(at) = frames.iter().rposition(|&(s, _)| s == seq) {
+                            frames.remove(at);
+                        }
+                    }
                 }
                 continue;
             }
@@ -144,13 +160,12 @@ pub(crate) fn collect(
                 a.args.extend(numbers.args());
                 links.add(out.activities.len(), numbers);
             }
-            let outer = open.last().map_or(Frames::OUTSIDE, |o| o.frames);
-            let frames = match role {
+            let outer = frames.last().map_or(Frames::OUTSIDE, |&(_, f)| f);
+            match role {
                 Role::Range => {
                     if let Some(stack) = stacks.call_stack(outer.node) {
                         a.args.push((arg::CALL_STACK.into(), Value::Str(stack)));
                     }
-                    outer
                 }
                 Role::PythonFunction | Role::PythonModule(_) => {
                     // A frame is known by its Python id; no device work links to it.
@@ -166,22 +181,22 @@ pub(crate) fn collect(
                         a.args
                             .push((arg::PYTHON_MODULE_ID.into(), Value::UInt(u64::from(id))));
                     }
-                    Frames {
-                        node: stacks.enter(outer.node, &a.name),
-                        python_id: python_ids,
+                    if kind != KIND_INSTANT {
+                        let node = stacks.enter(outer.node, &a.name);
+                        let python_id = python_ids;
+                        frames.push((seq, Frames { node, python_id }));
                     }
                 }
-            };
+            }
             if kind != KIND_INSTANT {
                 open.push(Open {
                     seq,
                     index: out.activities.len(),
-                    frames,
                 });
             }
             out.activities.push(a);
         }
-        for Open { seq, index, .. } in open {
+        for Open { seq, index } in open {
             let a = &mut out.activities[index];
             if let Some(tick) = foreign_ends.remove(&(thread.index, seq)) {
                 a.end_ns = time(tick).max(a.start_ns);
@@ -217,16 +232,14 @@ struct Open {
     seq: u32,
     /// Its index in the activities.
     index: usize,
-    /// The Python frames around what begins inside it (itself, when it is a frame).
-    frames: Frames,
 }
 
-/// Where a range stands among the Python frames of its thread.
+/// A Python frame, as what begins inside it sees it.
 #[derive(Clone, Copy)]
 struct Frames {
-    /// The innermost frame's node in [`CallStacks`] (0: outside every frame).
+    /// Its node in [`CallStacks`] (0: outside every frame).
     node: u32,
-    /// The innermost frame's `Python id` (0: none).
+    /// Its `Python id` (0: none).
     python_id: u64,
 }
 

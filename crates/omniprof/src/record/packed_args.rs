@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use omniprof::recording::push_op;
+//! use omniprof::recording::push_op_packed;
 //! use omniprof::trace::Value;
 //! use omniprof::Profiler;
 //!
@@ -23,7 +23,7 @@
 //! let mut profiler = Profiler::builder().build().unwrap();
 //! profiler.start().unwrap();
 //! // SAFETY: the name is NUL-terminated.
-//! unsafe { push_op(c"aten::mm".as_ptr(), 1) }.with_packed_args(&[32], batch);
+//! unsafe { push_op_packed(c"aten::mm".as_ptr(), 1, &[32], batch) };
 //! omniprof::recording::pop_op(1);
 //! let trace = profiler.stop().unwrap();
 //! let mm = trace.activities.iter().find(|a| &*a.name == "aten::mm").unwrap();

@@ -36,7 +36,7 @@ use std::sync::atomic::Ordering;
 
 use super::buffer::with_local;
 use super::name::Name;
-use super::state::STATE;
+use super::state::{start_tick, STATE};
 use super::word::{end_word, word, KIND_USER};
 
 /// A Python frame being recorded; [`end`](Self::end) it on the thread that began it. Plain
@@ -59,6 +59,36 @@ impl PythonFrame {
         }
         let w = word(KIND_USER, name);
         with_local(|l| l.push(state, w, true)).map(|seq| PythonFrame { state, seq })
+    }
+
+    /// Begins a frame that was already running when the session's window opened, stamped
+    /// with the window's start: for a tracer that started before the recorder did (at a
+    /// schedule's warm-up) and begins the frames on a thread's stack at that thread's first
+    /// event in the window, as PyTorch's tracer, which starts with the window, records the
+    /// frames it finds then. `None` when nothing records.
+    ///
+    /// ```
+    /// use omniprof::recording::{Name, PythonFrame};
+    /// use omniprof::{record_op, Profiler};
+    ///
+    /// let mut profiler = Profiler::builder().build().unwrap();
+    /// profiler.start().unwrap();
+    /// drop(record_op("aten::mm"));
+    /// // The caller of `aten::mm`, found running only now.
+    /// let main = PythonFrame::begin_at_window_start(Name::python("train.py(3): main", None));
+    /// main.map(PythonFrame::end);
+    /// let trace = profiler.stop().unwrap();
+    /// let mm = trace.activities.iter().find(|a| &*a.name == "aten::mm").unwrap();
+    /// assert_eq!(mm.arg("Call stack").and_then(|v| v.as_str()), Some("train.py(3): main;"));
+    /// ```
+    pub fn begin_at_window_start(name: Name) -> Option<PythonFrame> {
+        let state = STATE.load(Ordering::Acquire);
+        if state & 1 == 0 {
+            return None;
+        }
+        let w = word(KIND_USER, name);
+        let tick = start_tick();
+        with_local(|l| l.push_at(state, w, true, tick)).map(|seq| PythonFrame { state, seq })
     }
 
     /// Ends the frame. Returns whether the end was recorded: false once its session stopped

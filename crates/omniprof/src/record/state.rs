@@ -12,6 +12,15 @@ pub(super) static STATE: AtomicU64 = AtomicU64::new(0);
 /// A tick taken when the last session stopped: the next session's records are all newer.
 /// Never 0, so the zeroed slots of a fresh chunk are older than any session.
 static LAST_STOP_TICK: AtomicU64 = AtomicU64::new(1);
+/// A tick taken when the current (or last) session started, before it recorded anything;
+/// published by the store to [`STATE`] that starts the session.
+static START_TICK: AtomicU64 = AtomicU64::new(1);
+
+/// The tick the session `STATE` says is recording started at; read after an acquiring load
+/// of [`STATE`] that saw that session.
+pub(super) fn start_tick() -> u64 {
+    START_TICK.load(Ordering::Relaxed)
+}
 
 /// The recorder's side of a session, from [`start_session`] to [`collect`](super::collect).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +43,7 @@ pub(crate) fn start_session(max_records_per_thread: u64) -> HostSession {
     let next_generation = (STATE.load(Ordering::Relaxed) >> 1) + 1;
     let state = (next_generation << 1) | 1;
     let floor_tick = LAST_STOP_TICK.load(Ordering::Relaxed);
+    START_TICK.store(crate::clock::ticks().max(floor_tick), Ordering::Relaxed);
     STATE.store(state, Ordering::Release);
     HostSession {
         state,

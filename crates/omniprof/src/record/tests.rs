@@ -99,6 +99,69 @@ fn python_frames_become_python_functions_and_give_ops_their_call_stack() {
 }
 
 #[test]
+fn what_begins_after_a_frame_returned_is_not_its_callee_though_a_range_begun_in_it_is_open() {
+    use python::PythonFrame;
+    let _g = serial();
+    let t = record(Config::default(), || {
+        let main = PythonFrame::begin(Name::python("t.py(9): main", None)).unwrap();
+        let step = PythonFrame::begin(Name::python("t.py(2): step", None)).unwrap();
+        // A step's range, opened inside `step()`, lasts until the next one.
+        let range = OwnedRange::begin("ProfilerStep#1").unwrap();
+        assert!(step.end());
+        drop(record_op("aten::mm"));
+        range.end();
+        assert!(main.end());
+    });
+    let stacks: Vec<_> = t
+        .activities
+        .iter()
+        .filter(|a| a.kind != ActivityType::PythonFunction)
+        .map(|a| (&*a.name, a.arg(arg::CALL_STACK).and_then(Value::as_str)))
+        .collect();
+    assert_eq!(
+        stacks,
+        [
+            ("ProfilerStep#1", Some("t.py(2): step;t.py(9): main;")),
+            ("aten::mm", Some("t.py(9): main;")),
+        ]
+    );
+}
+
+#[test]
+fn a_frame_begun_at_the_window_start_goes_before_what_its_thread_recorded_earlier() {
+    use python::PythonFrame;
+    let _g = serial();
+    let t = record(Config::default(), || {
+        drop(record_op("aten::mm"));
+        // The tracer finds `main` running only at its next event.
+        let main = PythonFrame::begin_at_window_start(Name::python("t.py(9): main", None));
+        drop(record_op("aten::add"));
+        assert!(main.unwrap().end());
+    });
+    let main = t
+        .activities
+        .iter()
+        .find(|a| a.kind == ActivityType::PythonFunction)
+        .unwrap();
+    let mm = t.activities.iter().find(|a| &*a.name == "aten::mm").unwrap();
+    // Stamped when the recorder started, just after the window's start was read.
+    assert!((t.window.start_ns..=mm.start_ns).contains(&main.start_ns));
+    let stacks: Vec<_> = t
+        .activities
+        .iter()
+        .filter(|a| a.kind != ActivityType::PythonFunction)
+        .map(|a| (&*a.name, a.arg(arg::CALL_STACK).and_then(Value::as_str)))
+        .collect();
+    assert_eq!(
+        stacks,
+        [
+            ("aten::mm", Some("t.py(9): main;")),
+            ("aten::add", Some("t.py(9): main;"))
+        ]
+    );
+}
+
+#[test]
 fn a_fwdbwd_flow_joins_the_innermost_forward_op_to_the_first_backward_op_to_end() {
     let _g = serial();
     let numbers = |forward_thread, thread| Autograd {

@@ -3,8 +3,8 @@
 // omniprof's recorder.
 //
 // Built against the installed torch on first use by torch.utils.cpp_extension (see
-// omniprof/_observer.py). Python hands `attach` and `detach` below, in a named capsule
-// (`entry_points`), to omniprof's native module, which makes the observer a backend
+// omniprof/_observer.py). Python hands `attach`, `detach` and `window_opened` below, in a
+// named capsule (`entry_points`), to omniprof's native module, which makes the observer a backend
 // (src/observer.rs): every session, synchronous or on-demand, attaches it when its capture
 // window opens and detaches it when it closes. The callbacks call the recorder's C function table directly, with no
 // Python on the path, and keep no state of their own per thread: an op or autograd node
@@ -642,7 +642,14 @@ const omniprof::StubsApi stubs_api{
     stubs_mark, stubs_range_push, stubs_range_pop,
 };
 
-const omniprof::EntryPoints entry_points{kTableVersion, attach, detach};
+// The capture window opened: the Python tracer begins what it pushed during the warm-up.
+void window_opened() noexcept {
+  if (record_stack) {
+    omniprof::python_tracer::window_opened();
+  }
+}
+
+const omniprof::EntryPoints entry_points{kTableVersion, attach, detach, window_opened};
 
 }  // namespace
 
@@ -653,7 +660,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
       "entry_points",
       [] { return pybind11::capsule(&entry_points, omniprof::kEntryPointsCapsule); },
-      "attach and detach (an EntryPoints, table.h) in a capsule named "
+      "attach, detach and window_opened (an EntryPoints, table.h) in a capsule named "
       "omniprof.observer.entry_points, for omniprof's native module.");
   m.def(
       "stubs_api", [] { return pybind11::capsule(&stubs_api, omniprof::kStubsApiCapsule); },

@@ -18,6 +18,12 @@
 // module instance): the hot path is a hash lookup and a recorder call, and keeps no Python
 // object. Everything here runs under the GIL, which guards the caches.
 //
+// With a schedule the tracer starts at the warm-up, when the recorder does not record yet, and
+// the window opens later, inside a `step()` call: each thread begins the frames on its stack
+// that were not recorded at its first event in the window, so that what runs in the window has
+// the program's callers (as PyTorch's tracer, which starts with the window, records the frames
+// on each thread's stack then).
+//
 // Frames are kept on a per-thread stack of their own, so returns always match their calls:
 // a return whose frame is deeper than the top ends the frames above it too (they were cut
 // short by an exception), one whose frame is not there is ignored (it began before the
@@ -28,6 +34,7 @@
 #include <Python.h>
 #include <frameobject.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -40,6 +47,7 @@ namespace {
 
 struct Slot {
   const void* key;  // the frame, or the built-in function object
+  uint32_t name;
   bool c_call;
   bool recorded;
   alignas(8) unsigned char frame[kFrameSize];
@@ -47,6 +55,8 @@ struct Slot {
 
 struct ThreadStack {
   uint64_t generation = 0;
+  // The last window whose frames this thread has begun (window_opened()).
+  uint64_t window = 0;
   std::vector<Slot> slots;
 };
 
@@ -70,6 +80,7 @@ const Table* table = nullptr;
 bool active = false;
 std::atomic<uint64_t> generation{0};
 std::atomic<uint64_t> cut{0};
+std::atomic<uint64_t> window{0};
 std::vector<std::string> prefixes;
 PyCodeObject* module_call_code = nullptr;
 PyObject* previous_thread_hook = nullptr;
@@ -197,6 +208,7 @@ uint32_t builtin_name(PyObject* fn) {
 void push(const void* key, bool c_call, uint32_t name) {
   Slot slot;
   slot.key = key;
+  slot.name = name;
   slot.c_call = c_call;
   slot.recorded = false;
   if (stack.slots.size() < kMaxDepth) {
@@ -237,12 +249,35 @@ void enter_session() {
   }
 }
 
+// Begins the frames on this thread's stack that were pushed while the recorder did not
+// record, outermost first, at the window's start (they were running then). Done for this
+// window once a begin succeeds (or nothing waits); while the recorder has not started yet
+// (the window opens just before it), tried again at the next event.
+void begin_unrecorded() {
+  uint64_t now = window.load(std::memory_order_relaxed);
+  size_t depth = std::min(stack.slots.size(), kMaxDepth);
+  for (size_t i = 0; i < depth; i++) {
+    Slot& slot = stack.slots[i];
+    if (slot.recorded) {
+      continue;
+    }
+    if (table->begin_frame_at_window_start(slot.name, slot.frame) == 0) {
+      return;
+    }
+    slot.recorded = true;
+  }
+  stack.window = now;
+}
+
 int profile(PyObject*, PyFrameObject* frame, int what, PyObject* arg) {
   if (!active) {
     return 0;
   }
   if (stack.generation != generation.load(std::memory_order_relaxed)) {
     enter_session();
+  }
+  if (stack.window != window.load(std::memory_order_relaxed)) {
+    begin_unrecorded();
   }
   switch (what) {
     case PyTrace_CALL:
@@ -435,6 +470,8 @@ void stop() noexcept {
     PyErr_Clear();
   });
 }
+
+void window_opened() noexcept { window.fetch_add(1, std::memory_order_relaxed); }
 
 uint64_t cut_frames() noexcept { return cut.load(std::memory_order_relaxed); }
 

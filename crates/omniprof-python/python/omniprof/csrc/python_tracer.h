@@ -17,6 +17,11 @@ constexpr size_t kMaxDepth = 1024;
 // any thread; throws nothing.
 void start(const Table* table) noexcept;
 
+// The capture window opened: each thread begins the frames on its stack that were not
+// recorded (pushed during a warm-up, when the recorder does not record) at its next event.
+// Lock-free; any thread.
+void window_opened() noexcept;
+
 // Stops tracing (frames still open end with the trace's window). Takes the GIL itself.
 void stop() noexcept;
 

@@ -66,6 +66,9 @@ struct Table {
   // Begins a frame named `name` on this thread, writing it into `out` (kFrameSize bytes);
   // returns 0 when nothing records (then `out` must not be ended).
   uint8_t (*begin_frame)(uint32_t name, void* out);
+  // begin_frame, for a frame that was running when the capture window opened (pushed during
+  // a warm-up): begun at the window's start.
+  uint8_t (*begin_frame_at_window_start)(uint32_t name, void* out);
   // Ends a frame `begin_frame` wrote, on the thread that began it.
   void (*end_frame)(const void* frame);
   // Names the dtype `code` (a c10::ScalarType) as a tensor's `Input type` is written
@@ -101,7 +104,7 @@ struct StubsApi {
 
 constexpr uint32_t kStubsApiVersion = 1;
 
-constexpr uint32_t kTableVersion = 9;
+constexpr uint32_t kTableVersion = 10;
 
 // The observer's entry points, as omniprof's native module takes them (`EntryPoints` in
 // src/observer.rs): in a capsule named kEntryPointsCapsule, so that nothing but this struct
@@ -114,6 +117,9 @@ struct EntryPoints {
   // table's version is not kTableVersion, 3 PyTorch refused it.
   int32_t (*attach)(const Table* table, uint8_t flags);
   void (*detach)();
+  // The capture window opened (after an attach at the warm-up, or with the attach): what was
+  // begun before it, while the recorder did not record, is begun again in it.
+  void (*window_opened)();
 };
 
 // The Kineto profiler a PrivateUse1 backend registered with PyTorch

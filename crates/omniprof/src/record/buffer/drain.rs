@@ -30,7 +30,9 @@ pub(crate) struct DrainedThread {
 /// Copies out every buffer that recorded in session `state`, and frees the buffers of
 /// threads that have exited. `floor` is a tick taken before the session started and after
 /// the previous one stopped: every record of this session is newer. A thread's records come
-/// in tick order, so its copy ends at the first record newer than `ceiling`.
+/// in tick order (but for one stamped earlier, no earlier than the session's start:
+/// [`Local::push_at`](super::Local::push_at)), so its copy ends at the first record newer
+/// than `ceiling`.
 ///
 /// In a forked child, the buffers of the parent's threads are forgotten unread and the
 /// records older than the fork are skipped (module docs).

@@ -8,6 +8,7 @@ use std::ptr::null_mut;
 use std::sync::atomic::Ordering;
 
 use super::chunk_pool::Slot;
+use super::fork::FORK_TICK;
 use super::registry::ThreadBuffer;
 use crate::record::op_stack::OpStack;
 
@@ -108,6 +109,32 @@ impl Local {
     /// thread is exiting). `word` gets the sequence number when `begins_range`.
     #[inline(always)]
     pub(crate) fn push(&self, state: u64, word: u64, begins_range: bool) -> Option<u32> {
+        self.write(state, word, begins_range, crate::clock::ticks)
+    }
+
+    /// [`push`](Self::push), stamped `tick` instead of now: for what began before this
+    /// thread could record it (a Python frame running when the window opened). Stamped no
+    /// earlier than a fork, so the drain keeps it; the thread's records are then out of tick
+    /// order, which the decoder puts right.
+    pub(crate) fn push_at(
+        &self,
+        state: u64,
+        word: u64,
+        begins_range: bool,
+        tick: u64,
+    ) -> Option<u32> {
+        let tick = tick.max(FORK_TICK.load(Ordering::Relaxed));
+        self.write(state, word, begins_range, || tick)
+    }
+
+    #[inline(always)]
+    fn write(
+        &self,
+        state: u64,
+        word: u64,
+        begins_range: bool,
+        tick: impl FnOnce() -> u64,
+    ) -> Option<u32> {
         if state != self.state.get() || self.pos.get() == self.end.get() {
             self.make_room(state, word, begins_range)?;
         }
@@ -118,7 +145,7 @@ impl Local {
         } else {
             word as u32
         };
-        let tick = crate::clock::ticks();
+        let tick = tick();
         let pos = self.pos.get();
         // SAFETY: `make_room` guarantees `pos < end` inside a chunk this thread owns (see the
         // module docs).
