@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import omniprof
-from conftest import require_torch
+from conftest import require_torch, summary
 
 torch = require_torch()
 
@@ -175,6 +175,47 @@ def test_stacks_under_a_schedule_are_the_programs_as_under_torch_profiler(tmp_pa
         e["name"] for e in of(traces["ours"], "cpu_op") if "omniprof/profiler.py" in e["args"].get("Call stack", "")
         and "ProfilerStep" not in e["name"]
     ]
+
+
+def test_torchs_own_ranges_nest_with_python_calls_as_under_torch_profiler(tmp_path: Path) -> None:
+    # `Optimizer.step#AdamW.step` begins inside record_function's `__enter__` call, which
+    # returns before the range ends: PyTorch's tree closes that call and nests the range in
+    # the code around it, with the Python calls after as its children.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.AdamW(model.parameters())
+
+    def train_step() -> None:
+        loss = model(torch.randn(4, 8)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    train_step()
+    with torch_profile(
+        activities=[ProfilerActivity.CPU],
+        with_stack=True,
+        experimental_config=_ExperimentalConfig(verbose=True),
+    ) as theirs:
+        train_step()
+    with omniprof.profile(with_stack=True) as ours:
+        train_step()
+
+    def children(prof: Any, name: str) -> List[List[str]]:
+        return [
+            sorted(without_addresses(c.name) for c in e.cpu_children) for e in prof.events() if e.name == name
+        ]
+
+    for name in ["Optimizer.step#AdamW.step", "Optimizer.zero_grad#AdamW.zero_grad"]:
+        assert children(ours, name) == children(theirs, name), name
+        assert children(ours, name) != [[]], name
+        (row,) = [r for r in ours.key_averages() if r.key == name]
+        assert 0 < row.self_cpu_time_total < row.cpu_time_total, name
+
+    # `omniprof summary` of torch.profiler's own trace: torch's whole table.
+    theirs.export_chrome_trace(str(tmp_path / "theirs.json"))
+    table = summary(tmp_path / "theirs.json", "--sort-by", "self_cpu_time_total", "--row-limit", "-1")
+    assert table == theirs.key_averages().table(sort_by="self_cpu_time_total", row_limit=-1)
 
 
 def exported(prof: "omniprof.profile", tmp_path: Path) -> List[Dict[str, Any]]:

@@ -61,7 +61,6 @@ struct Group {
     /// The earliest event, which places the row and says whether it is async and whether
     /// it has a parent.
     first: (i64, Reverse<i64>, u64),
-    first_async: bool,
     first_has_parent: bool,
 }
 
@@ -946,7 +945,6 @@ impl KeyAveragesBuilder {
         let event = Emitted {
             first: tree::order_key(a.start_ns, a.end_ns, seq),
             key,
-            is_async: false,
             times: OpTimes {
                 self_device_ns: duration,
                 device_total_ns: duration,
@@ -1017,7 +1015,6 @@ impl KeyAveragesBuilder {
                 self_device_memory: 0,
                 flops: 0,
                 first: (i64::MAX, Reverse(i64::MIN), u64::MAX),
-                first_async: false,
                 first_has_parent: false,
             });
             (groups.len() - 1) as u32
@@ -1042,7 +1039,6 @@ impl KeyAveragesBuilder {
         let Emitted {
             first,
             key: group,
-            is_async,
             times,
             float,
             parent_seq,
@@ -1064,7 +1060,6 @@ impl KeyAveragesBuilder {
             .saturating_add(times.self_device_memory);
         if first < g.first {
             g.first = first;
-            g.first_async = is_async;
             g.first_has_parent = parent_seq != NO_PARENT;
         }
     }
@@ -1212,11 +1207,10 @@ impl KeyAveragesBuilder {
                     emitted.push(Emitted {
                         first: tree::order_key(op.start_ns, op.end_ns, op.seq),
                         key: op.key,
-                        is_async: depth.is_none(),
                         times,
                         float,
                         parent_seq: parent.unwrap_or(NO_PARENT),
-                        depth,
+                        depth: Some(depth),
                         parent_open: false,
                     });
                 },
@@ -1307,7 +1301,7 @@ impl KeyAveragesBuilder {
                 on_device: g.key.on_device,
                 is_legacy: g.key.legacy,
                 is_user_annotation: g.key.user_annotation,
-                is_async: g.first_async,
+                is_async: false,
                 has_cpu_parent: g.first_has_parent,
                 cpu_memory_usage: g.cpu_memory,
                 self_cpu_memory_usage: g.self_cpu_memory,
@@ -1370,7 +1364,6 @@ fn memory_event(key: u32, time_ns: i64, bytes: i64, ordinal: u32, kind: MemoryKi
     Emitted {
         first: tree::order_key(time_ns, time_ns, MEMORY_SEQ + u64::from(ordinal)),
         key,
-        is_async: false,
         times: OpTimes {
             cpu_memory,
             self_cpu_memory: cpu_memory,

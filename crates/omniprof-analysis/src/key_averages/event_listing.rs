@@ -55,7 +55,7 @@ pub struct SummedEvent {
     pub user_annotation: bool,
     /// A `python_function` event (a row only with `include_python_functions`).
     pub python: bool,
-    /// Partially overlaps an op of its thread, so outside the op tree.
+    /// PyTorch's `is_async` (see [`FunctionEvent::is_async`](super::FunctionEvent)): false.
     pub is_async: bool,
     /// Its start, in ns since the Unix epoch.
     pub start_ns: i64,
@@ -84,7 +84,7 @@ impl SummedEvent {
             legacy: flags.legacy,
             user_annotation: flags.user_annotation,
             python: flags.python,
-            is_async: event.is_async,
+            is_async: false,
             start_ns,
             end_ns: end.0,
             self_host_ns: event.times.self_cpu_ns,

@@ -221,7 +221,6 @@ struct Node {
     /// This op is its parent's `held_child`.
     held: bool,
     closed: bool,
-    is_async: bool,
     sums: Sums,
     /// Runtime correlation ids of the calls whose device work this op receives, in order.
     /// (Inline: an op encloses few launching calls, and nodes are many while a long op
@@ -250,7 +249,6 @@ impl Node {
             held_child: NONE,
             held: false,
             closed: false,
-            is_async: false,
             sums: Sums::default(),
             launches: Few::None,
             done: NONE,
@@ -272,7 +270,6 @@ impl Node {
         self.held_child = NONE;
         self.held = false;
         self.closed = false;
-        self.is_async = false;
         // `retire` emptied the sums; `finalize` the launches (an op never final is never
         // retired).
         self.launches.clear();
@@ -907,15 +904,17 @@ impl Folder {
     fn nest(&mut self, t: u32, a: &Arrival, id: u32) {
         let (start, end) = (a.op.start_ns, a.op.end_ns);
         self.pop_ended(t, start);
+        // An open op it ends after contains it no more than what follows: closed, as PyTorch
+        // drops it from its stack.
+        while let Some(&top) = self.threads[t as usize].stack.last() {
+            if end <= self.nodes[top as usize].op.end_ns {
+                break;
+            }
+            self.threads[t as usize].stack.pop();
+            self.close(top);
+        }
         let top = self.threads[t as usize].stack.last().copied();
         if let Some(p) = top {
-            if end > self.nodes[p as usize].op.end_ns {
-                let node = &mut self.nodes[id as usize];
-                node.is_async = true;
-                node.closed = true;
-                self.worklist.push(id);
-                return;
-            }
             let depth = self.nodes[p as usize].depth + 1;
             let node = &mut self.nodes[id as usize];
             node.parent = p;
@@ -1097,35 +1096,6 @@ impl Folder {
         let cpu_total_us =
             relative_us(op.end_ns, self.origin) - relative_us(op.start_ns, self.origin);
         let first = order_key(op.start_ns, op.end_ns, op.seq);
-        if self.nodes[n as usize].is_async {
-            let event = Emitted {
-                first,
-                key: op.key,
-                is_async: true,
-                times: OpTimes {
-                    self_cpu_ns: 0,
-                    cpu_total_ns,
-                    self_device_ns: own.ns,
-                    device_total_ns: own.ns,
-                    cpu_memory,
-                    self_cpu_memory: 0,
-                    device_memory,
-                    self_device_memory: 0,
-                },
-                float: PyTorchTimes {
-                    cpu_total_us,
-                    device_total_us: own.us,
-                },
-                parent_seq: NO_PARENT,
-                depth: None,
-                parent_open: false,
-            };
-            self.fates.extend(receives);
-            self.retire(n);
-            self.gone(op.key);
-            self.emit(event);
-            return;
-        }
         let held = self.nodes[n as usize].held_child;
         let mut child_sums = std::mem::take(&mut self.nodes[n as usize].sums);
         // A held child is final before its parent (the parent waits for its children).
@@ -1151,7 +1121,6 @@ impl Folder {
         let event = Emitted {
             first,
             key: op.key,
-            is_async: false,
             times: OpTimes {
                 self_cpu_ns: cpu_total_ns - child_sums.cpu_ns,
                 cpu_total_ns,

@@ -85,7 +85,9 @@ pub struct FunctionEvent {
     pub parent: Option<usize>,
     /// The events directly inside it (PyTorch's `cpu_children`), in order.
     pub children: Vec<usize>,
-    /// Outside the op tree: starts inside an op of its thread and ends after it.
+    /// PyTorch's `is_async`: ends on another thread than it began on. False for every
+    /// event of a trace, whose host events begin and end on one thread (one that ends after
+    /// an open op closes that op instead, as in PyTorch).
     pub is_async: bool,
     /// A user range (`user_annotation`).
     pub is_user_annotation: bool,
@@ -418,7 +420,7 @@ fn event(e: &Emitted, p: EventParts) -> FunctionEvent {
         flops: p.flops,
         parent: None,
         children: Vec::new(),
-        is_async: e.is_async,
+        is_async: false,
         is_user_annotation: p.is_user_annotation,
         on_device: p.on_device,
         is_legacy: p.is_legacy,

@@ -44,7 +44,8 @@ pub struct Row {
     pub is_legacy: bool,
     /// A user range (`user_annotation`, or `gpu_user_annotation` on the device).
     pub is_user_annotation: bool,
-    /// The row's first event was async (see [`KeyAverages`]).
+    /// PyTorch's `is_async` of the row's first event (see
+    /// [`FunctionEvent::is_async`](super::FunctionEvent)): false.
     pub is_async: bool,
     /// The row's first event has a parent in its op tree (PyTorch's `cpu_parent` of a
     /// `FunctionEventAvg`, which takes its first event's): `top_level_events_only` leaves
@@ -148,11 +149,11 @@ pub(crate) fn us(ns: i64) -> f64 {
 ///   `python_function` events. Per (pid, tid) they nest by interval containment (an op starting exactly where another ends is not
 ///   inside it); a parent whose only child has its name absorbs it (`aten::sum` calling the
 ///   `aten::sum` overload counts once). Self CPU time is an op's length less its children's.
-/// - **Async ops**: an op that starts inside another and ends after it (the two do not nest)
-///   stays out of the tree: no parent, no children, self CPU time 0 (its row prints `0` as
-///   `CPU total %`, as PyTorch's async rows do), its own device time only. The ops that do
-///   nest keep their exact tree. (PyTorch would instead drop the open op from its stack,
-///   detaching that op's later children from it.)
+/// - **Ops that do not nest**: an op that starts inside another and ends after it closes
+///   that op (which takes no later children) and nests in the innermost open op that
+///   contains it, as PyTorch's tree does: a `record_function` range begun inside its
+///   `__enter__` call is a child of the code around it. Children that overlap each other can
+///   leave their parent a negative self time, as in PyTorch's table.
 /// - **Device work** (`kernel`, `gpu_memcpy`, `gpu_memset`, `gpu_user_annotation`, syncs,
 ///   ...) makes rows of its own (device time only), and its duration is the self device time
 ///   of the host op whose `correlation` equals its `linked_correlation` (its `External id`).
@@ -196,7 +197,7 @@ pub(crate) fn us(ns: i64) -> f64 {
 ///   alone), CPU memory for `Device Type` CPU / MKLDNN / IDEEP (0, 2, 5), device memory for
 ///   CUDA / HIP / XPU / PrivateUse1 (1, 6, 12, 20);
 /// - self usage: the usage less its children's in the op tree (after the collapse of
-///   same-named only children); an async op's self usage is 0;
+///   same-named only children);
 /// - a record inside no host event becomes a `[memory]` event (one call, zero time, its
 ///   bytes as usage and self usage), and every `[OutOfMemory]` record an `[OutOfMemory]`
 ///   event, rows like any other.

@@ -151,21 +151,22 @@ pub(super) fn leave_out_too_deep(ops: &mut Vec<HostOp>, window_end: i64) -> u64 
 ///
 /// - An op is the child of the innermost op that contains it (`[start, end]` inside the
 ///   parent's; an op starting exactly at the parent's end is not inside).
-/// - An op that starts inside an open op but ends after it is *async*: it takes no part in
-///   the tree (no parent, no children, self CPU 0, its own device time only), so that the
-///   ops that do nest keep their exact tree. (PyTorch instead drops the open op from its
-///   stack, which detaches that op's later children.)
+/// - An op that starts inside an open op but ends after it closes that op (which takes no
+///   later children) and nests in the innermost open op that contains it, as PyTorch builds
+///   its tree (`EventList._build_tree`): a range begun in a Python call that returns before
+///   it ends (`record_function`'s `__enter__`) is that way its caller's child. Children
+///   that overlap each other can then leave their parent a negative self time, as in
+///   PyTorch's table.
 /// - A child that is its parent's only child and has the parent's name is removed: the
 ///   parent adopts its children and takes its device records (replacing its own, as PyTorch
 ///   does: a stub record of the parent already spans the child's).
 /// - CPU total = end − start; self CPU = total − children's totals. Device total = own
 ///   device time + children's device totals (own only for legacy ops); self device = device
-///   total − children's device totals. Self memory = memory − children's memory (0 for
-///   async ops).
+///   total − children's device totals. Self memory = memory − children's memory.
 pub(super) fn summarize_thread(
     ops: &mut [HostOp],
     origin_ns: i64,
-    mut emit: impl FnMut(&HostOp, OpTimes, PyTorchTimes, Option<u64>, Option<u32>),
+    mut emit: impl FnMut(&HostOp, OpTimes, PyTorchTimes, Option<u64>, u32),
 ) -> Vec<(u64, u64, u64)> {
     ops.sort_unstable_by_key(|op| order_key(op.start_ns, op.end_ns, op.seq));
     let n = ops.len();
@@ -173,20 +174,17 @@ pub(super) fn summarize_thread(
     // As nested, before the collapse below (which the folder decides only after it has
     // reported the children: see `fold`).
     let mut depth = vec![0u32; n];
-    let mut is_async = vec![false; n];
     let mut stack: Vec<u32> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
-        while stack
-            .last()
-            .is_some_and(|&top| ops[top as usize].end_ns <= op.start_ns)
-        {
+        // What ended by its start closes; so does an open op it ends after, which contains
+        // it no more than what follows (PyTorch drops it from the stack).
+        while stack.last().is_some_and(|&top| {
+            let top_end = ops[top as usize].end_ns;
+            top_end <= op.start_ns || op.end_ns > top_end
+        }) {
             stack.pop();
         }
         if let Some(&top) = stack.last() {
-            if op.end_ns > ops[top as usize].end_ns {
-                is_async[i] = true;
-                continue;
-            }
             parent[i] = top;
             depth[i] = depth[top as usize] + 1;
         }
@@ -234,28 +232,6 @@ pub(super) fn summarize_thread(
         let op = &ops[i];
         let cpu_total_ns = op.end_ns.saturating_sub(op.start_ns);
         let cpu_total_us = relative_us(op.end_ns, origin_ns) - relative_us(op.start_ns, origin_ns);
-        if is_async[i] {
-            emit(
-                op,
-                OpTimes {
-                    self_cpu_ns: 0,
-                    cpu_total_ns,
-                    self_device_ns: op.device_ns,
-                    device_total_ns: op.device_ns,
-                    cpu_memory: op.cpu_memory,
-                    self_cpu_memory: 0,
-                    device_memory: op.device_memory,
-                    self_device_memory: 0,
-                },
-                PyTorchTimes {
-                    cpu_total_us,
-                    device_total_us: op.device_us,
-                },
-                None,
-                None,
-            );
-            continue;
-        }
         let children_device = child_device[i];
         let (device_total_ns, device_total_us) = if op.legacy {
             (op.device_ns, op.device_us)
@@ -292,7 +268,7 @@ pub(super) fn summarize_thread(
                 device_total_us,
             },
             (p != ROOT).then(|| ops[p as usize].seq),
-            Some(depth[i]),
+            depth[i],
         );
     }
     absorbed
@@ -365,21 +341,30 @@ mod tests {
     }
 
     #[test]
-    fn a_partial_overlap_is_async_and_leaves_the_tree_alone() {
-        // 1 [10, 150] starts inside 0 [0, 100] and ends after it; 2 [50, 60] stays 0's child.
+    fn an_op_that_ends_after_an_open_op_closes_it_as_pytorch_does() {
+        // 1 [10, 150] starts inside 0 [0, 100] and ends after it: 0 closes, and 2 [50, 60]
+        // is 1's child, as in PyTorch's tree.
         let mut ops = [op(0, 0, 100, 0), op(1, 10, 150, 3), op(2, 50, 60, 4)];
         let out = run(&mut ops);
-        assert_eq!(out[0].1, times(90, 100, 0, 4));
-        assert_eq!(out[1].1, times(0, 140, 3, 3));
+        assert_eq!(out[0].1, times(100, 100, 0, 0));
+        assert_eq!(out[1].1, times(130, 140, 3, 7));
         assert_eq!(out[2].1, times(10, 10, 4, 4));
-        let mut async_ops = Vec::new();
+        let mut placed = Vec::new();
         summarize_thread(&mut ops, 0, |op, _, _, parent, depth| {
-            // Async ops have no depth: they are outside the tree.
-            if depth.is_none() {
-                async_ops.push((op.name, parent));
-            }
+            placed.push((op.name, parent, depth));
         });
-        assert_eq!(async_ops, [(1, None)]);
+        placed.sort_unstable();
+        assert_eq!(placed, [(0, None, 0), (1, None, 0), (2, Some(1), 1)]);
+    }
+
+    #[test]
+    fn overlapping_children_can_leave_their_parent_a_negative_self_time_as_in_pytorch() {
+        // 1 [0, 60] and 2 [50, 100] are both children of 0 [0, 100]: 2 closes 1.
+        let mut ops = [op(0, 0, 100, 0), op(1, 0, 60, 0), op(2, 50, 100, 0)];
+        let out = run(&mut ops);
+        assert_eq!(out[0].1, times(-10, 100, 0, 0));
+        assert_eq!(out[1].1, times(60, 60, 0, 0));
+        assert_eq!(out[2].1, times(50, 50, 0, 0));
     }
 
     #[test]

@@ -47,10 +47,6 @@ pub(super) struct PyTorchTimes {
 pub(super) struct Emitted {
     pub first: Key,
     pub key: u32,
-    /// Partially overlaps an op on its thread: outside the tree (see
-    /// [`summarize_thread`](super::tree::summarize_thread)). Kept out of [`OpTimes`], which the fold copies for
-    /// every op and its parent, to keep those copies small.
-    pub is_async: bool,
     pub times: OpTimes,
     pub float: PyTorchTimes,
     /// Its parent's `seq`, [`NO_PARENT`] for none (see [`Self::parent`]).

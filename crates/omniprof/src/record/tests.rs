@@ -143,7 +143,11 @@ fn a_frame_begun_at_the_window_start_goes_before_what_its_thread_recorded_earlie
         .iter()
         .find(|a| a.kind == ActivityType::PythonFunction)
         .unwrap();
-    let mm = t.activities.iter().find(|a| &*a.name == "aten::mm").unwrap();
+    let mm = t
+        .activities
+        .iter()
+        .find(|a| &*a.name == "aten::mm")
+        .unwrap();
     // Stamped when the recorder started, just after the window's start was read.
     assert!((t.window.start_ns..=mm.start_ns).contains(&main.start_ns));
     let stacks: Vec<_> = t
