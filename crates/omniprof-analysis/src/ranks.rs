@@ -457,6 +457,44 @@ pub struct RankTrace {
     pub error: Option<String>,
 }
 
+impl RankTrace {
+    /// Takes in another trace of the same rank: its steps join this one's (a step number
+    /// both have keeps this trace's step), its breakdown adds to this one's, the labels are
+    /// joined with ` + `, and a trace read in part makes the whole rank partial.
+    pub fn absorb(&mut self, other: RankTrace) {
+        self.label = format!("{} + {}", self.label, other.label);
+        if self.error.is_none() {
+            self.error = other.error;
+        }
+        let (mine, theirs) = (&mut self.profile, other.profile);
+        mine.world_size = mine.world_size.or(theirs.world_size);
+        mine.backend = mine.backend.take().or(theirs.backend);
+        mine.base_time_ns = mine.base_time_ns.min(theirs.base_time_ns);
+        for step in theirs.steps {
+            if !mine.steps.iter().any(|s| s.number == step.number) {
+                mine.steps.push(step);
+            }
+        }
+        mine.steps.sort_by_key(|s| s.number);
+        if theirs.source == Source::Device {
+            mine.source = Source::Device;
+        }
+        let (b, t) = (&mut mine.breakdown, theirs.breakdown);
+        for (field, add) in [
+            (&mut b.span_ns, t.span_ns),
+            (&mut b.idle_ns, t.idle_ns),
+            (&mut b.computation_ns, t.computation_ns),
+            (&mut b.non_computation_ns, t.non_computation_ns),
+            (&mut b.communication_ns, t.communication_ns),
+            (&mut b.memory_ns, t.memory_ns),
+            (&mut b.other_ns, t.other_ns),
+            (&mut b.overlap_ns, t.overlap_ns),
+        ] {
+            *field = field.saturating_add(add);
+        }
+    }
+}
+
 /// One step across the ranks.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepRow {
@@ -538,8 +576,22 @@ pub struct RankComparison {
 }
 
 impl RankComparison {
-    /// Sets the traces side by side: sorted by rank, steps compared by duration.
-    pub fn new(mut ranks: Vec<RankTrace>) -> Self {
+    /// Sets the traces side by side: sorted by rank, steps compared by duration. Traces
+    /// that claim the same rank are that rank's steps, read as one (see
+    /// [`RankTrace::absorb`]): the cycles a scheduled profiler wrote into one directory, or
+    /// the traces of a restarted job.
+    pub fn new(traces: Vec<RankTrace>) -> Self {
+        let mut ranks: Vec<RankTrace> = Vec::with_capacity(traces.len());
+        for trace in traces {
+            let same = trace
+                .profile
+                .rank
+                .and_then(|rank| ranks.iter_mut().find(|r| r.profile.rank == Some(rank)));
+            match same {
+                Some(first) => first.absorb(trace),
+                None => ranks.push(trace),
+            }
+        }
         ranks.sort_by(|a, b| {
             (a.profile.rank.is_none(), a.profile.rank, &a.label).cmp(&(
                 b.profile.rank.is_none(),
@@ -810,6 +862,48 @@ mod tests {
         b.add_item(&TraceItem::Activity(Activity::new(
             kind, name, 0, tid, s, e,
         )));
+    }
+
+    /// A trace of `rank` holding `ProfilerStep#N` for each `(N, start, end)`, and a host
+    /// op over the steps.
+    fn trace_of(rank: u64, label: &str, steps: &[(u64, i64, i64)]) -> RankTrace {
+        let mut b = RankProfileBuilder::new();
+        let info: Value = [("rank", Value::UInt(rank))].into_iter().collect();
+        b.add_item(&TraceItem::Metadata("distributedInfo".into(), info));
+        for &(n, s, e) in steps {
+            let name = format!("ProfilerStep#{n}");
+            add(&mut b, ActivityType::UserAnnotation, &name, 1, s, e);
+            add(&mut b, ActivityType::CpuOp, "aten::mm", 1, s, e);
+        }
+        RankTrace {
+            label: label.into(),
+            profile: b.finish(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn traces_of_one_rank_are_its_steps_read_as_one() {
+        // Two cycles of rank 0 (a trace handler's directory) beside one trace of rank 1.
+        let report = RankComparison::new(vec![
+            trace_of(0, "cycle1.json", &[(3, 0, 100), (4, 100, 200)]),
+            trace_of(1, "rank1.json", &[(3, 0, 100), (4, 100, 250), (8, 0, 90)]),
+            trace_of(0, "cycle2.json", &[(8, 1_000, 1_200), (3, 5_000, 9_000)]),
+        ]);
+        let labels: Vec<&str> = report.ranks.iter().map(|r| &*r.label).collect();
+        assert_eq!(labels, ["cycle1.json + cycle2.json", "rank1.json"]);
+        let numbers: Vec<u64> = report.ranks[0]
+            .profile
+            .steps
+            .iter()
+            .map(|s| s.number)
+            .collect();
+        // Step 3 is the first trace's: a number seen twice keeps its first step.
+        assert_eq!(numbers, [3, 4, 8]);
+        assert_eq!(report.ranks[0].profile.steps[0].end_ns, 100);
+        let step8: Vec<Option<i64>> = report.steps[2].durations_ns.clone();
+        assert_eq!(step8, [Some(200), Some(90)]);
+        assert_eq!(report.ranks[0].profile.breakdown.span_ns, 200 + 8_000);
     }
 
     #[test]

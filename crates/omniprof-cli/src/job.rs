@@ -2,7 +2,7 @@
 //! directories holding them (one per rank), found, then read in parallel, one trace per
 //! worker thread and as many workers as cores, so that at most that many traces are in
 //! memory at once, each streamed in the memory its reader bounds. A directory's other files
-//! are named and skipped; two traces claiming the same rank are an error naming both.
+//! are named and skipped; several traces claiming the same rank are that rank's steps.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -172,28 +172,35 @@ pub(crate) fn read_all<T: Send>(files: &[PathBuf], read: impl Fn(&Path) -> T + S
         .collect()
 }
 
-/// An error naming both traces of every rank claimed twice; `ranks` pairs each trace's
-/// path with the rank it claims.
-pub(crate) fn check_unique_ranks<'a>(
+/// Says on standard error which ranks several traces claim: they are read as that rank's
+/// steps (the cycles a scheduled profiler wrote into one directory, or a restarted job's
+/// traces). `ranks` pairs each trace's path with the rank it claims; returns, by rank, the
+/// positions of the traces of each rank claimed more than once.
+pub(crate) fn shared_ranks<'a>(
     ranks: impl IntoIterator<Item = (&'a Path, Option<u64>)>,
-) -> Result<(), String> {
-    let mut seen: BTreeMap<u64, &Path> = BTreeMap::new();
-    let mut clashes = Vec::new();
-    for (path, rank) in ranks {
-        let Some(rank) = rank else { continue };
-        if let Some(first) = seen.insert(rank, path) {
-            clashes.push(format!(
-                "rank {rank} is claimed by two traces: {} and {}",
-                first.display(),
-                path.display()
-            ));
+) -> BTreeMap<u64, Vec<usize>> {
+    let mut by_rank: BTreeMap<u64, Vec<(usize, &Path)>> = BTreeMap::new();
+    for (i, (path, rank)) in ranks.into_iter().enumerate() {
+        if let Some(rank) = rank {
+            by_rank.entry(rank).or_default().push((i, path));
         }
     }
-    if clashes.is_empty() {
-        Ok(())
-    } else {
-        Err(clashes.join("; "))
+    by_rank.retain(|_, traces| traces.len() > 1);
+    for (rank, traces) in &by_rank {
+        let names: Vec<String> = traces
+            .iter()
+            .map(|(_, p)| p.display().to_string())
+            .collect();
+        eprintln!(
+            "note: rank {rank} has {} traces ({}): read as that rank's steps",
+            traces.len(),
+            names.join(", ")
+        );
     }
+    by_rank
+        .into_iter()
+        .map(|(rank, traces)| (rank, traces.into_iter().map(|(i, _)| i).collect()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -208,19 +215,14 @@ mod tests {
     }
 
     #[test]
-    fn a_rank_claimed_twice_names_both_traces() {
+    fn the_traces_of_a_rank_claimed_twice_are_listed_under_it() {
         let (a, b, c) = (
             Path::new("a.json"),
             Path::new("b.json"),
             Path::new("c.json"),
         );
-        assert_eq!(
-            check_unique_ranks([(a, Some(1)), (b, None), (c, Some(1))]),
-            Err("rank 1 is claimed by two traces: a.json and c.json".to_owned())
-        );
-        assert_eq!(
-            check_unique_ranks([(a, Some(0)), (b, None), (c, None)]),
-            Ok(())
-        );
+        let shared = shared_ranks([(a, Some(1)), (b, None), (c, Some(1))]);
+        assert_eq!(shared.into_iter().collect::<Vec<_>>(), [(1, vec![0, 2])]);
+        assert!(shared_ranks([(a, Some(0)), (b, None), (c, None)]).is_empty());
     }
 }

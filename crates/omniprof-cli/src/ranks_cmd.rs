@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use omniprof_analysis::{RankComparison, RankProfileBuilder, RankTrace};
 use omniprof_read::{ArgFilter, TraceReader};
 
-use crate::job::{check_unique_ranks, read_all, TracesArgs};
+use crate::job::{read_all, shared_ranks, TracesArgs};
 use crate::output::print;
 use crate::progress::read_file;
 
@@ -66,10 +66,7 @@ pub(crate) fn run(args: &RanksArgs) -> ExitCode {
         .iter()
         .map(PathBuf::as_path)
         .zip(traces.iter().map(|t| t.profile.rank));
-    if let Err(e) = check_unique_ranks(claims) {
-        eprintln!("error: {e}");
-        return ExitCode::from(1);
-    }
+    shared_ranks(claims);
     let mut code = 0;
     for t in &traces {
         if let Some(e) = &t.error {

@@ -28,7 +28,7 @@ use omniprof_read::TraceReader;
 use omniprof_report::{ReportInput, ReportModel, TraceReportBuilder};
 use omniprof_trace::save_with;
 
-use crate::job::{check_unique_ranks, read_all, TracesArgs};
+use crate::job::{read_all, shared_ranks, TracesArgs};
 use crate::progress::read_file;
 use crate::reading::{key_averages_of, report_skipped, summarize_file_watching};
 
@@ -81,15 +81,12 @@ pub(crate) fn run(args: &ReportArgs) -> ExitCode {
         },
     };
     let inputs = read_all(&files, |file| read(file, &options, args));
-    if let Err(e) = check_unique_ranks(
+    shared_ranks(
         files
             .iter()
             .map(PathBuf::as_path)
             .zip(inputs.iter().map(|i| i.parts.rank.rank)),
-    ) {
-        eprintln!("error: {e}");
-        return ExitCode::from(1);
-    }
+    );
     let mut code = 0;
     for input in &inputs {
         if let Some(e) = &input.error {

@@ -33,7 +33,7 @@ use omniprof_analysis::{
 };
 use omniprof_read::TraceReader;
 
-use crate::job::{check_unique_ranks, read_all, TracesArgs};
+use crate::job::{read_all, shared_ranks, TracesArgs};
 use crate::output::print;
 use crate::progress::read_file;
 use crate::reading::{report_skipped, summarize_file, TraceSummary};
@@ -172,15 +172,12 @@ fn notes(args: &SummaryArgs, summary: &KeyAverages) {
 /// out of the sums, and said so.
 fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
     let mut parts = read_all(files, |file| summarize(args, file));
-    if let Err(e) = check_unique_ranks(
+    let shared = shared_ranks(
         files
             .iter()
             .map(PathBuf::as_path)
             .zip(parts.iter().map(|p| p.rank)),
-    ) {
-        eprintln!("error: {e}");
-        return ExitCode::from(1);
-    }
+    );
     let mut code = 0;
     for part in &parts {
         match &part.outcome {
@@ -194,14 +191,34 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
     if code != 0 && !args.input.partial {
         return ExitCode::from(code);
     }
+    // What `--by-rank` names each part by: its file, or the files of its rank.
+    let mut names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let mut order: Vec<usize> = (0..parts.len()).collect();
     if args.by_rank {
+        // A rank's traces are one part, the first, whose rows are theirs summed.
+        for traces in shared.values() {
+            let (&first, rest) = traces.split_first().expect("shared by two traces or more");
+            let merged = KeyAverages::merged(traces.iter().map(|&i| &parts[i].summary));
+            parts[first].summary = merged;
+            for &i in rest {
+                if parts[first].outcome.is_ok() && parts[i].outcome.is_err() {
+                    parts[first].outcome =
+                        std::mem::replace(&mut parts[i].outcome, Ok(Default::default()));
+                }
+            }
+            names[first] = traces
+                .iter()
+                .map(|&i| names[i].clone())
+                .collect::<Vec<_>>()
+                .join(" + ");
+            order.retain(|i| !rest.contains(i));
+        }
         // In name order too, so that each rank's rows line up with the job's.
         for part in &mut parts {
             part.summary = KeyAverages::merged([&part.summary]);
         }
     }
     // By rank; traces without one after, in the order given.
-    let mut order: Vec<usize> = (0..parts.len()).collect();
     order.sort_by_key(|&i| (parts[i].rank.is_none(), parts[i].rank, i));
     let label = |i: usize| match parts[i].rank {
         Some(rank) => format!("rank {rank}"),
@@ -210,7 +227,7 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
     let text = if args.by_rank {
         let by_rank = ByRank {
             args,
-            files,
+            names: &names,
             parts: &parts,
             order: &order,
             label: &label,
@@ -257,7 +274,8 @@ fn run_job(args: &SummaryArgs, files: &[PathBuf]) -> ExitCode {
 /// JSON as `{"ranks": [{"rank", "trace", "partial", "summary"}]}`.
 struct ByRank<'a> {
     args: &'a SummaryArgs,
-    files: &'a [PathBuf],
+    /// What each part is read from: its file, or its rank's files.
+    names: &'a [String],
     parts: &'a [TraceSummary],
     /// The parts' indices, in the order printed.
     order: &'a [usize],
@@ -289,7 +307,7 @@ impl ByRank<'_> {
         self.order
             .iter()
             .map(|&i| {
-                let mut header = format!("{}: {}", (self.label)(i), self.files[i].display());
+                let mut header = format!("{}: {}", (self.label)(i), self.names[i]);
                 if self.partial(i) {
                     header.push_str(" (PARTIAL: read up to an error)");
                 }
@@ -311,7 +329,7 @@ impl ByRank<'_> {
                     self.parts[i]
                         .rank
                         .map_or("null".to_owned(), |r| r.to_string()),
-                    serde_json::Value::from(self.files[i].display().to_string()),
+                    serde_json::Value::from(self.names[i].clone()),
                     self.partial(i),
                     self.parts[i].summary.json(&report_options(self.args, None))
                 )

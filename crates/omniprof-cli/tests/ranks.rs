@@ -179,26 +179,63 @@ fn a_directory_s_other_files_are_named_and_skipped() {
 }
 
 #[test]
-fn two_traces_claiming_one_rank_are_an_error_naming_both() {
+fn traces_claiming_one_rank_are_read_as_that_ranks_steps() {
+    // A second cycle of rank 1, as a scheduled profiler writes it into the same directory:
+    // its steps numbered on (ProfilerStep#100..).
     let dir = tempfile::tempdir().unwrap();
     let files = job(dir.path());
-    // Listed before rank1.json, by name.
-    let copy = dir.path().join("rank1-again.json");
-    fs::copy(&files[1], &copy).unwrap();
-    for command in ["summary", "ranks"] {
-        let out = OMNIPROF.run(with_paths(&[command], &[dir.path()]));
-        assert_eq!(out.status.code(), Some(1), "{command}");
-        assert!(out.stdout.is_empty(), "{command}");
+    let cycle = dir.path().join("rank1_cycle2.json");
+    let first = fs::read_to_string(&files[1]).unwrap();
+    fs::write(
+        &cycle,
+        first.replace("\"ProfilerStep#", "\"ProfilerStep#10"),
+    )
+    .unwrap();
+    let note = format!(
+        "note: rank 1 has 2 traces ({}, {}): read as that rank's steps",
+        files[1].display(),
+        cycle.display()
+    );
+    for command in ["summary", "ranks", "report"] {
+        let page = dir.path().join("report.html");
+        let mut args = vec![OsStr::new(command)];
+        if command == "report" {
+            args.extend([OsStr::new("-o"), page.as_os_str()]);
+        } else {
+            args.extend([OsStr::new("--format"), OsStr::new("json")]);
+        }
+        args.push(dir.path().as_os_str());
+        let out = OMNIPROF.run(args);
         let stderr = text(&out.stderr);
-        assert!(
-            stderr.contains(&format!(
-                "error: rank 1 is claimed by two traces: {} and {}",
-                copy.display(),
-                files[1].display()
-            )),
-            "{command}: {stderr}"
-        );
+        assert!(out.status.success(), "{command}: {stderr}");
+        assert!(stderr.contains(&note), "{command}: {stderr}");
     }
+    let all = json(&OMNIPROF.ok(with_paths(&["summary", "--format", "json"], &[dir.path()])));
+    assert_eq!(row(&all, "ProfilerStep*")["count"], 5 * STEPS);
+    let ranks = json(&OMNIPROF.ok(with_paths(&["ranks", "--format", "json"], &[dir.path()])));
+    let listed = ranks["ranks"].as_array().unwrap();
+    assert_eq!(listed.len(), 4);
+    assert_eq!(
+        listed[1]["label"],
+        format!("{} + {}", files[1].display(), cycle.display())
+    );
+    let steps: Vec<u64> = listed[1]["profile"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, [0, 1, 2, 3, 4, 100, 101, 102, 103, 104]);
+    let args = ["summary", "--by-rank", "--format", "json"];
+    let by_rank = json(&OMNIPROF.ok(with_paths(&args, &[dir.path()])));
+    let rank1 = &by_rank["ranks"][1];
+    assert_eq!(rank1["rank"], 1);
+    assert_eq!(
+        rank1["trace"],
+        format!("{} + {}", files[1].display(), cycle.display())
+    );
+    assert_eq!(row(&rank1["summary"], "ProfilerStep*")["count"], 2 * STEPS);
+    assert_eq!(by_rank["ranks"].as_array().unwrap().len(), 4);
 }
 
 #[test]
