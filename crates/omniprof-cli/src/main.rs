@@ -1,6 +1,6 @@
 //! `omniprof`: run the demo, check configs, inspect plugins, summarize, convert and compare
 //! traces, compare a job's ranks, write an HTML report, draw flame graphs, trigger a running
-//! process.
+//! process, serve Kineto's daemon clients.
 //!
 //! This file holds the clap definitions and the dispatch. Each subcommand lives in a module
 //! of its own (`demo`, `*_cmd`); the rest is what several of them share: the traces a job
@@ -9,6 +9,7 @@
 
 mod config_cmd;
 mod convert_cmd;
+mod daemon_cmd;
 mod demo;
 mod diff_cmd;
 mod flamegraph_cmd;
@@ -78,6 +79,9 @@ enum Command {
     /// Ask a running process (started with OMNIPROF_ONDEMAND=1) for an on-demand trace and
     /// print its path; `--list` shows the processes that listen.
     Trigger(trigger_cmd::TriggerArgs),
+    /// Serve PyTorch processes started with KINETO_USE_DAEMON=1 (and omniprof's), as dynolog
+    /// does, so `omniprof trigger` and `dyno gputrace` trace them; in the foreground.
+    Daemon(daemon_cmd::DaemonArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -110,5 +114,6 @@ fn main() -> ExitCode {
         Command::Flamegraph(args) => flamegraph_cmd::run(&args),
         Command::Diff(args) => diff_cmd::run(&args),
         Command::Trigger(args) => trigger_cmd::run(&args),
+        Command::Daemon(args) => daemon_cmd::run(&args),
     }
 }

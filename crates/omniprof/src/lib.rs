@@ -53,6 +53,8 @@
 // modules below (facades re-exporting from these, and the clock, public as it is).
 mod backend;
 mod config;
+#[cfg(target_os = "linux")]
+mod dynolog;
 mod iteration;
 mod ondemand;
 mod perf;
@@ -156,10 +158,21 @@ pub mod on_demand {
     //! Tracing a running process on request ([`request_on_demand`]), through the same session
     //! engine, driven by time or by [`step`](crate::step); on Unix, [`serve_triggers`] lets
     //! `omniprof trigger` ask for one through a socket ([`send_trigger`], [`TriggerServer`]).
+    //! On Linux, [`poll_kineto_daemon`] makes the process a client of dynolog's IPC fabric
+    //! (as PyTorch's Kineto is with `KINETO_USE_DAEMON=1`; [`FabricMessage`] and
+    //! [`FabricSocket`] are its wire), so a dynolog or `omniprof daemon` triggers it.
 
     pub use crate::config::{
         check_on_demand_log_file, on_demand_trace_dir, LogFileRefused, MAX_START_AHEAD_ITERATIONS,
         MAX_START_AHEAD_MS, ONDEMAND_ENV,
+    };
+    #[cfg(target_os = "linux")]
+    pub use crate::dynolog::{
+        kineto_daemon_opted_in, poll_kineto_daemon, ConfigPoll, Datagram, FabricAddr, FabricError,
+        FabricMessage, FabricSocket, GpuContext, KinetoFabric, SenderCredentials,
+        CONFIG_ACTIVITIES, CONFIG_EVENTS, DAEMON_ENDPOINT, DAEMON_POLL_INTERVAL, FABRIC_HEADER_LEN,
+        FABRIC_MAX_DATAGRAM, KIND_CONTEXT, KIND_POLL, KINETO_IPC_SOCKET_DIR_ENV,
+        KINETO_USE_DAEMON_ENV, OMNIPROF_CLIENT_PREFIX,
     };
     pub use crate::ondemand::{
         cancel_on_demand, cancel_on_demand_request, enable_on_demand_from_env, on_demand_opted_in,
@@ -169,9 +182,9 @@ pub mod on_demand {
     };
     #[cfg(unix)]
     pub use crate::trigger::{
-        cancel_trigger, listen_for_triggers, send_trigger, send_trigger_traced, Listening,
-        RuntimeDir, ServerOptions, Traced, TriggerError, TriggerHandler, TriggerRefused,
-        TriggerServer, TRIGGER_MAX_BODY,
+        cancel_trigger, check_trigger_config, listen_for_triggers, send_trigger,
+        send_trigger_traced, Listening, RuntimeDir, ServerOptions, Traced, TriggerError,
+        TriggerHandler, TriggerRefused, TriggerServer, TRIGGER_MAX_BODY,
     };
 }
 

@@ -20,7 +20,8 @@ pub enum TriggerError {
     /// No process listens on the pid's socket.
     #[error(
         "process {pid} is not listening for triggers (no server at {}); start it with \
-         {ONDEMAND_ENV}=1 in its environment to opt in",
+         {ONDEMAND_ENV}=1 in its environment to opt in (a PyTorch process without omniprof: \
+         with KINETO_USE_DAEMON=1, while `omniprof daemon` runs)",
         path.display()
     )]
     NotListening {

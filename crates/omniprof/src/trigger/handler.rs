@@ -19,6 +19,13 @@ pub trait TriggerHandler: Send + Sync + 'static {
     /// One line for `omniprof trigger --list`, such as `idle` or `tracing until 12:00:01`.
     fn state(&self) -> String;
 
+    /// The command line `omniprof trigger --list` shows for the traced process; `None` (the
+    /// default) shows this process's own. A handler that serves on behalf of another process
+    /// (`omniprof daemon`, for a Kineto client) gives that process's.
+    fn command(&self) -> Option<String> {
+        None
+    }
+
     /// [`TriggerHandler::handle`], with notes about the trace for the client to show (such
     /// as an iteration-based request that fell back to a time-based trace). The default has
     /// no notes.

@@ -16,7 +16,7 @@ pub use client::{Listening, TriggerError};
 pub use handler::{Traced, TriggerHandler, TriggerRefused};
 pub use protocol::TRIGGER_MAX_BODY;
 pub use runtime_dir::RuntimeDir;
-pub use server::{ServerOptions, TriggerServer};
+pub use server::{check_trigger_config, ServerOptions, TriggerServer};
 
 /// Listens for triggers of this process in this user's [`RuntimeDir`] until the returned
 /// server is dropped.

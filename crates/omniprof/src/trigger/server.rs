@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::handler::{Traced, TriggerHandler};
+use super::handler::{Traced, TriggerHandler, TriggerRefused};
 use super::peer::{check_peer, peer_uid};
 use super::protocol::{Deadline, FrameError, Reply, Request};
 use super::runtime_dir::{current_uid, RuntimeDir};
@@ -171,13 +171,27 @@ impl RuntimeDir {
         handler: Arc<dyn TriggerHandler>,
         options: ServerOptions,
     ) -> io::Result<TriggerServer> {
-        let path = self.socket_path(std::process::id());
+        self.listen_for(std::process::id(), handler, options)
+    }
+
+    /// Listens for triggers of process `pid` in this directory, on its behalf: for a daemon
+    /// that serves a process which cannot listen itself (`omniprof daemon`, for a Kineto
+    /// client). Fails with [`ErrorKind::AddrInUse`] when a server already listens on the
+    /// pid's socket (the process itself, say); a socket nobody listens on is replaced.
+    pub fn listen_for(
+        &self,
+        pid: u32,
+        handler: Arc<dyn TriggerHandler>,
+        options: ServerOptions,
+    ) -> io::Result<TriggerServer> {
+        let path = self.socket_path(pid);
         let listener = bind(&path)?;
+        let command = handler.command().unwrap_or_else(command_line);
         let shared = Arc::new(Shared {
             handler,
             options,
             own_uid: current_uid(),
-            command: command_line(),
+            command,
             active: AtomicUsize::new(0),
             waiting: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
@@ -205,7 +219,7 @@ fn bind(path: &Path) -> io::Result<UnixListener> {
             if UnixStream::connect(path).is_ok() {
                 return Err(io::Error::new(
                     ErrorKind::AddrInUse,
-                    format!("this process already listens on {}", path.display()),
+                    format!("a server already listens on {}", path.display()),
                 ));
             }
             std::fs::remove_file(path)?;
@@ -394,10 +408,24 @@ fn cancel_trigger(handler: &dyn TriggerHandler) -> Reply {
     }
 }
 
-/// Refuses what the engine would only warn about or ignore: a config that does not parse, an
-/// output path outside the allowed directory (Kineto silently keeps its default path; the
-/// caller asked for a specific place and must hear it was refused), a text that asks for no
-/// trace.
+/// Checks a trigger's config text as the trigger socket does before any handler sees it,
+/// and says why it is refused: a config that does not parse, an output path outside the
+/// allowed directory (Kineto silently keeps its default path; the caller asked for a
+/// specific place and must hear it was refused), or a text that asks for no trace. For a
+/// server of another transport (`omniprof daemon`'s RPC) that must refuse the same.
+///
+/// ```
+/// use omniprof::on_demand::check_trigger_config;
+///
+/// assert!(check_trigger_config("ACTIVITIES_DURATION_MSECS=500").is_ok());
+/// let refused = check_trigger_config("ACTIVITIES_LOG_FILE=/etc/x.json").unwrap_err();
+/// assert!(refused.reason().contains("/etc/x.json"), "{refused}");
+/// ```
+pub fn check_trigger_config(text: &str) -> Result<(), TriggerRefused> {
+    check_request(text).map_err(TriggerRefused::new)
+}
+
+/// [`check_trigger_config`], with the reason as text.
 pub(super) fn check_request(text: &str) -> Result<(), String> {
     let mut config = Config::default();
     // Unlogged: the handler parses the same text again and logs its warnings once.
@@ -470,7 +498,6 @@ impl Write for NoSigPipe<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::handler::TriggerRefused;
     use super::*;
 
     struct Panics;
