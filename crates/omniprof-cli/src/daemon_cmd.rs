@@ -57,6 +57,10 @@ pub(crate) struct DaemonArgs {
     /// Serve no RPC, only the fabric.
     #[arg(long, conflicts_with = "port")]
     pub no_rpc: bool,
+    /// The most processes served at once; a poll from one more is answered with nothing
+    /// (and logged), so a flood of registrations cannot grow the daemon without bound.
+    #[arg(long, value_name = "N", default_value_t = MAX_CLIENTS, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_processes: u16,
 }
 
 /// Set by SIGINT and SIGTERM.
@@ -85,7 +89,7 @@ pub(crate) fn run(args: &DaemonArgs) -> ExitCode {
         Ok(dir) => dir,
         Err(e) => return fail(format!("cannot set up trigger sockets: {e}")),
     };
-    let registry = Arc::new(Registry::new());
+    let registry = Arc::new(Registry::new(usize::from(args.max_processes)));
     let rpc = if args.no_rpc {
         "no RPC".to_owned()
     } else {
@@ -227,7 +231,7 @@ impl Daemon {
             Ok(message) => message,
             Err(e) => {
                 self.warn(
-                    "garbage",
+                    "header",
                     format!("refused a datagram of process {from_pid}: {e}"),
                 );
                 return;
@@ -237,10 +241,7 @@ impl Daemon {
             KIND_POLL => match ConfigPoll::decode(&message.body) {
                 Ok(poll) => self.poll(datagram, &poll),
                 Err(e) => {
-                    self.warn(
-                        "garbage",
-                        format!("refused a poll of process {from_pid}: {e}"),
-                    );
+                    self.warn("body", format!("refused a poll of process {from_pid}: {e}"));
                     return;
                 }
             },
@@ -253,7 +254,7 @@ impl Daemon {
                 }
                 Err(e) => {
                     self.warn(
-                        "garbage",
+                        "body",
                         format!("refused a datagram of process {from_pid}: {e}"),
                     );
                     return;
@@ -261,7 +262,7 @@ impl Daemon {
             },
             other => {
                 self.warn(
-                    "garbage",
+                    "kind",
                     format!("refused a datagram of process {from_pid}: unknown kind {other:?}"),
                 );
                 return;
@@ -283,12 +284,12 @@ impl Daemon {
             .poll(sender, datagram.from, poll, Instant::now())
         {
             Ok(answer) => answer,
-            Err(PollRefused::Full) => {
+            Err(PollRefused::Full(max)) => {
                 self.warn(
                     "full",
                     format!(
-                        "refused process {}: {MAX_CLIENTS} processes already poll this daemon, \
-                         the most it serves",
+                        "refused process {}: {max} processes already poll this daemon, the \
+                         most it serves (--max-processes)",
                         sender.pid
                     ),
                 );

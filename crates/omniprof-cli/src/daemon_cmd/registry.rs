@@ -17,8 +17,9 @@ use omniprof::on_demand::{
 
 /// How long a silent process stays known (dynolog's keep-alive).
 pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(60);
-/// The most processes known at once; a poll from one more is answered with nothing.
-pub(super) const MAX_CLIENTS: usize = 256;
+/// The most processes known at once by default; a poll from one more is answered with
+/// nothing.
+pub(super) const MAX_CLIENTS: u16 = 256;
 /// The most endpoints a process polls from (Kineto's and omniprof's in one process).
 const MAX_ENDPOINTS: usize = 4;
 
@@ -115,8 +116,8 @@ pub(super) struct PollAnswer {
 
 /// Why a poll was not taken into the table.
 pub(super) enum PollRefused {
-    /// [`MAX_CLIENTS`] processes are known.
-    Full,
+    /// As many processes as the table holds are known.
+    Full(usize),
 }
 
 /// Where a request stands, for the trigger waiting on it.
@@ -145,6 +146,7 @@ pub(super) struct RpcOutcome {
 pub(super) struct Registry {
     clients: Mutex<Table>,
     changed: Condvar,
+    max_clients: usize,
 }
 
 #[derive(Default)]
@@ -156,10 +158,12 @@ struct Table {
 }
 
 impl Registry {
-    pub(super) fn new() -> Self {
+    /// An empty table that knows at most `max_clients` processes.
+    pub(super) fn new(max_clients: usize) -> Self {
         Self {
             clients: Mutex::new(Table::default()),
             changed: Condvar::new(),
+            max_clients,
         }
     }
 
@@ -178,8 +182,8 @@ impl Registry {
     ) -> Result<PollAnswer, PollRefused> {
         let mut table = self.table();
         let new_client = !table.clients.contains_key(&sender.pid);
-        if new_client && table.clients.len() >= MAX_CLIENTS {
-            return Err(PollRefused::Full);
+        if new_client && table.clients.len() >= self.max_clients {
+            return Err(PollRefused::Full(self.max_clients));
         }
         let client = table.clients.entry(sender.pid).or_insert_with(|| Client {
             uid: sender.uid,
