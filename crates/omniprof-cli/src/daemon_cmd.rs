@@ -76,6 +76,11 @@ pub(crate) fn run(args: &DaemonArgs) -> ExitCode {
         eprintln!("error: {what}");
         ExitCode::from(EXIT_FAILED)
     };
+    if let KinetoFabric::Dir(dir) = &fabric {
+        if let Err(why) = check_dir_length(dir) {
+            return fail(why);
+        }
+    }
     let socket = match FabricSocket::bind_server(DAEMON_ENDPOINT, &fabric) {
         Ok(socket) => socket,
         Err(e) => {
@@ -118,6 +123,25 @@ pub(crate) fn run(args: &DaemonArgs) -> ExitCode {
     }
     println!("omniprof daemon: stopped");
     ExitCode::SUCCESS
+}
+
+/// Refuses a socket directory too long for Kineto's clients: each binds
+/// `DIR/dynoconfigclient<36-character uuid>`, and a socket path holds at most 107 bytes, so
+/// in a longer directory every client fails ("FabricManager not initialized") and none is
+/// ever heard.
+fn check_dir_length(dir: &std::path::Path) -> Result<(), String> {
+    const SUN_PATH: usize = 107;
+    const CLIENT_NAME: usize = "dynoconfigclient".len() + 36;
+    let len = dir.as_os_str().len();
+    if len + 1 + CLIENT_NAME > SUN_PATH {
+        return Err(format!(
+            "the socket directory {} is {len} bytes long: Kineto's clients cannot bind their \
+             sockets in it (at most {} bytes leave room for their names); use a shorter one",
+            dir.display(),
+            SUN_PATH - 1 - CLIENT_NAME
+        ));
+    }
+    Ok(())
 }
 
 /// Listens for the RPC on 127.0.0.1 and, where there is IPv6, on ::1 (`localhost` may name

@@ -394,6 +394,18 @@ fn a_stale_socket_is_replaced_and_a_live_one_or_another_users_is_refused() {
     assert!(first.running(), "the first daemon is left alone");
     assert_eq!(first.stop(), Some(0));
 
+    // A directory in which Kineto's clients could not bind their sockets is refused.
+    let long = dirs.ipc.join("d".repeat(60));
+    std::fs::create_dir(&long).unwrap();
+    let long = long.to_str().unwrap();
+    let stderr = dirs
+        .omniprof()
+        .fails(1, ["daemon", "--no-rpc", "--socket-dir", long]);
+    assert!(
+        stderr.contains("Kineto's clients cannot bind their sockets in it"),
+        "{stderr}"
+    );
+
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         // A stale socket of another user (nobody) is theirs: not removed, refused.

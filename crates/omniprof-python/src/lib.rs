@@ -37,7 +37,9 @@ use pyo3::prelude::*;
 
 use cuda::cuda_unavailable_reason;
 use error::ProfilerError;
-use on_demand::{on_demand_opted_in, serve_on_demand, step};
+use on_demand::{
+    kineto_daemon_opted_in, on_demand_opted_in, poll_kineto_daemon, serve_on_demand, step,
+};
 use recorder::{instant, RecordFunction};
 
 #[pymodule]
@@ -53,6 +55,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_unavailable_reason, m)?)?;
     m.add_function(wrap_pyfunction!(on_demand_opted_in, m)?)?;
     m.add_function(wrap_pyfunction!(serve_on_demand, m)?)?;
+    m.add_function(wrap_pyfunction!(kineto_daemon_opted_in, m)?)?;
+    m.add_function(wrap_pyfunction!(poll_kineto_daemon, m)?)?;
     testing::register(m)?;
     session::register(m)?;
     results::register(m)?;

@@ -14,6 +14,8 @@ __all__ = [
     "cuda_unavailable_reason",
     "on_demand_opted_in",
     "serve_on_demand",
+    "kineto_daemon_opted_in",
+    "poll_kineto_daemon",
     "PROFILER_ACTIVITIES",
     "Session",
     "Schedule",
@@ -67,6 +69,8 @@ def cuda_unavailable_reason() -> Optional[str]:
 
 def on_demand_opted_in() -> bool: ...
 def serve_on_demand() -> None: ...
+def kineto_daemon_opted_in() -> bool: ...
+def poll_kineto_daemon() -> None: ...
 def install_torch_observer(entry_points: CapsuleType) -> None:
     """Installs the op observer from its ``entry_points()`` capsule
     (``omniprof.observer.entry_points``); ``TypeError`` for anything else."""

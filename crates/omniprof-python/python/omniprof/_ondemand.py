@@ -6,6 +6,10 @@ traces the running process without touching its code. With torch installed, the 
 PyTorch's ops (the op observer is installed as a backend, attached only while a trace
 records), and each optimizer step ends one iteration; a loop without an optimizer calls
 ``omniprof.step()`` itself.
+
+With ``KINETO_USE_DAEMON=1`` (as PyTorch's Kineto reads it), the process also polls a Kineto
+daemon, dynolog or ``omniprof daemon``, the way Kineto does: ``dyno gputrace --pids PID`` or
+``omniprof trigger --pid PID`` through the daemon then traces it with omniprof.
 """
 
 import importlib.util
@@ -20,10 +24,11 @@ def _count_optimizer_steps() -> None:
 
 
 def enable_from_env() -> bool:
-    """Serves triggers when the environment opts in; returns whether it serves. The op
-    observer is ready before the first trigger can arrive. A failure is a warning: the
-    program goes on untraced."""
-    if not _native.on_demand_opted_in():
+    """Serves triggers, polls the Kineto daemon, or both, as the environment asks; returns
+    whether either runs. The op observer is ready before the first request can arrive. A
+    failure is a warning: the program goes on untraced."""
+    serve, poll = _native.on_demand_opted_in(), _native.kineto_daemon_opted_in()
+    if not (serve or poll):
         return False
     if importlib.util.find_spec("torch") is not None:
         # Imports torch (the observer is built only for a program that has), so that a
@@ -31,9 +36,13 @@ def enable_from_env() -> bool:
         _count_optimizer_steps()
         _observer.install()
         _observer.install_privateuse1_profiler()
-    try:
-        _native.serve_on_demand()
-    except _native.ProfilerError as e:
-        _warn.warn(f"omniprof: {e}")
-        return False
-    return True
+    running = False
+    for wanted, start in ((serve, _native.serve_on_demand), (poll, _native.poll_kineto_daemon)):
+        if not wanted:
+            continue
+        try:
+            start()
+            running = True
+        except _native.ProfilerError as e:
+            _warn.warn(f"omniprof: {e}")
+    return running
