@@ -418,3 +418,87 @@ fn a_stale_socket_is_replaced_and_a_live_one_or_another_users_is_refused() {
         println!("not root: another user's socket cannot be made here");
     }
 }
+
+#[test]
+fn a_trigger_through_the_daemon_is_refused_when_the_path_is_not_allowed_or_no_trace_comes() {
+    let dirs = Dirs::new();
+    let mut daemon = dirs.daemon(&["--no-rpc"]);
+    let fabric = dirs.fabric();
+    let client = FabricSocket::bind("dynoconfigclientnotrace", &fabric).unwrap();
+    assert_eq!(poll(&client, &fabric, CONFIG_ACTIVITIES), "");
+    let me = std::process::id();
+    listed(&dirs, me);
+    let pid = me.to_string();
+
+    // An output directory outside the on-demand directory never reaches the process.
+    let stderr = dirs.omniprof().fails(
+        1,
+        [
+            "trigger",
+            "--pid",
+            &pid,
+            "--duration-ms",
+            "10",
+            "--output-dir",
+            "/etc",
+        ],
+    );
+    assert!(
+        stderr.contains(&format!("process {pid} refused")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("\"/etc/omniprof_trigger_"), "{stderr}");
+    assert_eq!(
+        poll(&client, &fabric, CONFIG_ACTIVITIES),
+        "",
+        "nothing was queued"
+    );
+
+    // The process takes the request, then polls idle again without writing the trace.
+    let out = tempfile::tempdir_in(on_demand_trace_dir()).unwrap();
+    let trigger = dirs
+        .omniprof()
+        .command([
+            "trigger",
+            "--pid",
+            &pid,
+            "--duration-ms",
+            "10",
+            "--output-dir",
+            out.path().to_str().unwrap(),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let config = loop {
+        let config = poll(&client, &fabric, CONFIG_ACTIVITIES);
+        if !config.is_empty() {
+            break config;
+        }
+        assert!(started.elapsed() < DEADLINE, "the request never came");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        config.contains("ACTIVITIES_DURATION_MSECS=10\n"),
+        "{config}"
+    );
+    let row = listed(&dirs, me);
+    assert!(
+        row.contains("taken 0 s ago, its trace not written yet"),
+        "{row}"
+    );
+    assert_eq!(poll(&client, &fabric, CONFIG_ACTIVITIES), "");
+    let output = trigger.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "process {pid} took the request but wrote no trace at {}",
+            std::fs::canonicalize(out.path()).unwrap().display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("its profiler is idle again"), "{stderr}");
+    assert!(daemon.running());
+}
