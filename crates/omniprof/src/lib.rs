@@ -168,12 +168,14 @@ pub mod on_demand {
     };
     #[cfg(target_os = "linux")]
     pub use crate::dynolog::{
-        kineto_daemon_opted_in, poll_kineto_daemon, ConfigPoll, Datagram, FabricAddr, FabricError,
-        FabricMessage, FabricSocket, GpuContext, KinetoFabric, SenderCredentials,
-        CONFIG_ACTIVITIES, CONFIG_EVENTS, DAEMON_ENDPOINT, DAEMON_POLL_INTERVAL, FABRIC_HEADER_LEN,
+        kineto_daemon_opted_in, ConfigPoll, Datagram, FabricAddr, FabricError, FabricMessage,
+        FabricSocket, GpuContext, KinetoFabric, SenderCredentials, CONFIG_ACTIVITIES,
+        CONFIG_EVENTS, DAEMON_ENDPOINT, DAEMON_POLL_INTERVAL, FABRIC_HEADER_LEN,
         FABRIC_MAX_DATAGRAM, KIND_CONTEXT, KIND_POLL, KINETO_IPC_SOCKET_DIR_ENV,
         KINETO_USE_DAEMON_ENV, OMNIPROF_CLIENT_PREFIX,
     };
+    #[cfg(target_os = "linux")]
+    pub use crate::ondemand::poll_kineto_daemon;
     pub use crate::ondemand::{
         cancel_on_demand, cancel_on_demand_request, enable_on_demand_from_env, on_demand_opted_in,
         on_demand_status, request_on_demand, serve_triggers, stop_serving_triggers,

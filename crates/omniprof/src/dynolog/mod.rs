@@ -17,9 +17,10 @@ pub use endpoint::{
     Datagram, FabricAddr, FabricSocket, KinetoFabric, SenderCredentials, KINETO_IPC_SOCKET_DIR_ENV,
 };
 pub use poller::{
-    kineto_daemon_opted_in, poll_kineto_daemon, DAEMON_ENDPOINT, DAEMON_POLL_INTERVAL,
-    KINETO_USE_DAEMON_ENV, OMNIPROF_CLIENT_PREFIX,
+    kineto_daemon_opted_in, DAEMON_ENDPOINT, DAEMON_POLL_INTERVAL, KINETO_USE_DAEMON_ENV,
+    OMNIPROF_CLIENT_PREFIX,
 };
+pub(crate) use poller::{start_polling, Profiler};
 pub use wire::{
     ConfigPoll, FabricError, FabricMessage, GpuContext, CONFIG_ACTIVITIES, CONFIG_EVENTS,
     FABRIC_HEADER_LEN, FABRIC_MAX_DATAGRAM, KIND_CONTEXT, KIND_POLL,

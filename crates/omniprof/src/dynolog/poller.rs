@@ -1,12 +1,13 @@
-//! An omniprof process as a client of the daemon, the way PyTorch's Kineto is one: with
-//! `KINETO_USE_DAEMON` set, a thread polls the daemon's endpoint every
-//! [`DAEMON_POLL_INTERVAL`] with the process's pid chain and job id, and runs the config text
-//! of a non-empty reply as an on-demand request, which writes its own trace. So a fleet's
-//! dynolog (or `omniprof daemon`) triggers an omniprof process with no change on its side.
+//! A process as a client of the daemon, the way PyTorch's Kineto is one: a thread polls the
+//! daemon's endpoint every [`DAEMON_POLL_INTERVAL`] with the process's pid chain and job id,
+//! and hands the config text of a non-empty reply to the process's profiler (omniprof's
+//! on-demand engine: `crate::ondemand` starts the poller with it, so this module needs
+//! nothing of the engine), which writes its own trace. So a fleet's dynolog (or `omniprof
+//! daemon`) triggers an omniprof process with no change on its side.
 //!
 //! Like Kineto's, the poll says whether the profiler could start a trace now
-//! ([`CONFIG_ACTIVITIES`] only while the engine is idle), so a daemon holds a request
-//! until the process can take it. The client's endpoint is named
+//! ([`CONFIG_ACTIVITIES`] only while it is idle), so a daemon holds a request until the
+//! process can take it. The client's endpoint is named
 //! `omniprofclient<random>` (Kineto's is `dynoconfigclient<uuid>`): a daemon that knows the
 //! prefix sends a request for a process to omniprof rather than to the Kineto that PyTorch
 //! may run in the same process (dynolog does not, and gives it to whichever polls first).
@@ -18,7 +19,6 @@ use std::time::{Duration, Instant};
 use super::endpoint::{current_uid, FabricSocket, KinetoFabric};
 use super::wire::{ConfigPoll, FabricMessage, CONFIG_ACTIVITIES, KIND_POLL};
 use crate::lock;
-use crate::ondemand::{on_demand_status, request_on_demand, OnDemandState};
 
 /// The environment variable that makes Kineto (and omniprof) poll the daemon.
 pub const KINETO_USE_DAEMON_ENV: &str = "KINETO_USE_DAEMON";
@@ -44,16 +44,19 @@ pub fn kineto_daemon_opted_in() -> bool {
     std::env::var_os(KINETO_USE_DAEMON_ENV).is_some_and(|v| !v.is_empty())
 }
 
+/// What the poller asks of the process's profiler.
+pub(crate) struct Profiler {
+    /// Whether it could start a trace now.
+    pub(crate) idle: fn() -> bool,
+    /// Runs a config text the daemon handed over.
+    pub(crate) run: fn(&str),
+}
+
 /// Starts polling the daemon from this process, in the fabric `KINETO_IPC_SOCKET_DIR` names
-/// (else the abstract namespace); idempotent. Fails only when the client's socket cannot be
-/// bound; a daemon that is not running is polled again at the next interval.
-///
-/// ```no_run
-/// omniprof::on_demand::poll_kineto_daemon()?;
-/// // `dyno gputrace --pids <this pid>` or `omniprof trigger --pid <this pid>` now traces it.
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn poll_kineto_daemon() -> io::Result<()> {
+/// (else the abstract namespace), for `profiler`; idempotent. Fails only when the client's
+/// socket cannot be bound; a daemon that is not running is polled again at the next
+/// interval.
+pub(crate) fn start_polling(profiler: Profiler) -> io::Result<()> {
     let me = std::process::id();
     let mut polling = lock(&POLLING);
     if *polling == Some(me) {
@@ -73,7 +76,7 @@ pub fn poll_kineto_daemon() -> io::Result<()> {
     socket.set_read_timeout(Some(REPLY_WAIT))?;
     std::thread::Builder::new()
         .name("omniprof daemon poll".into())
-        .spawn(move || poll_loop(&socket, &fabric))?;
+        .spawn(move || poll_loop(&socket, &fabric, &profiler))?;
     log::info!(
         "omniprof: polling the daemon at {} every {:?}",
         KinetoFabric::from_env().describe(DAEMON_ENDPOINT),
@@ -83,13 +86,12 @@ pub fn poll_kineto_daemon() -> io::Result<()> {
     Ok(())
 }
 
-fn poll_loop(socket: &FabricSocket, fabric: &KinetoFabric) {
+fn poll_loop(socket: &FabricSocket, fabric: &KinetoFabric, profiler: &Profiler) {
     let pids = pid_chain();
     let job_id = job_id();
     let mut unreachable_said = false;
     loop {
-        let status = on_demand_status();
-        let idle = status.state == OnDemandState::WaitForRequest && status.request.is_none();
+        let idle = (profiler.idle)();
         let poll = ConfigPoll {
             config_type: if idle { CONFIG_ACTIVITIES } else { 0 },
             job_id,
@@ -100,7 +102,7 @@ fn poll_loop(socket: &FabricSocket, fabric: &KinetoFabric) {
             Ok(()) => {
                 unreachable_said = false;
                 if let Some(text) = await_reply(socket) {
-                    run(&text);
+                    (profiler.run)(&text);
                 }
             }
             Err(e) if !unreachable_said => {
@@ -155,17 +157,6 @@ fn await_reply(socket: &FabricSocket) -> Option<String> {
         }
     }
     None
-}
-
-/// Runs the daemon's config text as an on-demand request; the engine writes the trace.
-fn run(text: &str) {
-    match request_on_demand(text) {
-        Ok(ticket) => log::info!(
-            "omniprof: the daemon's request runs as on-demand request #{}",
-            ticket.id()
-        ),
-        Err(refused) => log::warn!("omniprof: refused the daemon's request: {refused}"),
-    }
 }
 
 /// This process, then each ancestor up to the first whose parent is 0, as Kineto sends them.

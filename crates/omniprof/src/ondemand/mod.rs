@@ -3,6 +3,8 @@
 
 mod base;
 mod cancel;
+#[cfg(target_os = "linux")]
+mod daemon;
 mod engine;
 mod error;
 mod machine;
@@ -15,6 +17,8 @@ mod write;
 
 pub use base::BaseConfigError;
 pub use cancel::{CancelledRequest, NotCancelled};
+#[cfg(target_os = "linux")]
+pub use daemon::poll_kineto_daemon;
 pub use engine::NOTES_METADATA;
 pub use error::{Refused, TraceFailed};
 pub use machine::{OnDemandState, OnDemandTrigger};
@@ -28,8 +32,9 @@ pub use status::{OnDemandStatus, RequestSummary};
 use crate::config::ONDEMAND_ENV;
 
 /// When [`ONDEMAND_ENV`] opts the process in, starts the engine and listens for triggers
-/// ([`serve_triggers`]); returns whether it serves. A failure is logged, not raised: the process goes
-/// on.
+/// ([`serve_triggers`]); when `KINETO_USE_DAEMON` does (on Linux), polls the Kineto daemon
+/// ([`poll_kineto_daemon`]); returns whether either runs. A failure is logged, not raised: the
+/// process goes on.
 ///
 /// ```no_run
 /// if omniprof::on_demand::enable_on_demand_from_env() {
@@ -37,16 +42,21 @@ use crate::config::ONDEMAND_ENV;
 /// }
 /// ```
 pub fn enable_on_demand_from_env() -> bool {
-    if !on_demand_opted_in() {
-        return false;
-    }
-    match serve_triggers() {
-        Ok(()) => true,
-        Err(e) => {
-            log::error!("omniprof on-demand: cannot start serving triggers: {e}");
-            false
+    let mut running = false;
+    if on_demand_opted_in() {
+        match serve_triggers() {
+            Ok(()) => running = true,
+            Err(e) => log::error!("omniprof on-demand: cannot start serving triggers: {e}"),
         }
     }
+    #[cfg(target_os = "linux")]
+    if crate::dynolog::kineto_daemon_opted_in() {
+        match poll_kineto_daemon() {
+            Ok(()) => running = true,
+            Err(e) => log::error!("omniprof on-demand: cannot poll the Kineto daemon: {e}"),
+        }
+    }
+    running
 }
 
 /// Whether [`ONDEMAND_ENV`] is set to `1`, `true` or `yes` (any case).
