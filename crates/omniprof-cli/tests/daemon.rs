@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use omniprof::on_demand::{
     on_demand_trace_dir, ConfigPoll, FabricMessage, FabricSocket, KinetoFabric, CONFIG_ACTIVITIES,
-    KIND_POLL,
+    KIND_CONTEXT, KIND_POLL,
 };
 use omniprof_test_support::cli::Cli;
 use serde_json::{json, Value};
@@ -291,6 +291,15 @@ fn garbage_and_oversized_datagrams_are_refused_with_a_word_and_the_daemon_serves
     let client = FabricSocket::bind("after", &fabric).unwrap();
     assert_eq!(poll_as(&client, &fabric, CONFIG_ACTIVITIES, vec![1]), "");
     listed(&dirs, std::process::id());
+    // A GPU context registration is answered with the processes on that GPU: this one.
+    let context = [3i32.to_ne_bytes(), 77i32.to_ne_bytes(), [0; 4], [0; 4]].concat();
+    let message = FabricMessage::new(KIND_CONTEXT, context).encode();
+    client.send_to_name("dynolog", &fabric, &message).unwrap();
+    let reply = FabricMessage::decode(&client.recv().unwrap().bytes).unwrap();
+    assert_eq!(
+        (reply.kind.as_str(), reply.body),
+        (KIND_CONTEXT, 1i32.to_ne_bytes().to_vec())
+    );
     assert!(daemon.running());
     let stderr = daemon.stderr();
     for want in [
