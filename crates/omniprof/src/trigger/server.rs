@@ -219,7 +219,12 @@ fn bind(path: &Path) -> io::Result<UnixListener> {
             if UnixStream::connect(path).is_ok() {
                 return Err(io::Error::new(
                     ErrorKind::AddrInUse,
-                    format!("a server already listens on {}", path.display()),
+                    format!(
+                        "a server already listens on {} (this process itself, or an \
+                         `omniprof daemon` serving its Kineto client, through which triggers \
+                         reach it)",
+                        path.display()
+                    ),
                 ));
             }
             std::fs::remove_file(path)?;
