@@ -196,7 +196,7 @@ fn dynos_rpc_queues_a_config_for_the_next_poll_of_the_matching_process() {
     assert_eq!(poll(&client, &fabric, CONFIG_ACTIVITIES), "");
     let me = std::process::id();
     let row = listed(&dirs, me);
-    assert!(row.contains("Kineto via daemon: idle"), "{row}");
+    assert!(row.contains(" idle, Kineto via daemon "), "{row}");
 
     let port = daemon.port();
     assert_eq!(rpc(port, br#"{"fn": "getStatus"}"#), json!({"status": 1}));
@@ -494,7 +494,7 @@ fn a_trigger_through_the_daemon_is_refused_when_the_path_is_not_allowed_or_no_tr
     );
     let row = listed(&dirs, me);
     assert!(
-        row.contains("taken 0 s ago, its trace not written yet"),
+        row.contains(" request #1 taken, Kineto via daemon "),
         "{row}"
     );
     assert_eq!(poll(&client, &fabric, CONFIG_ACTIVITIES), "");

@@ -360,15 +360,25 @@ impl Registry {
         }
     }
 
-    /// The `--list` line of `pid`.
+    /// The `--list` line of `pid`: what its request does (or `idle`), what polls, and how
+    /// long it has been silent when that is longer than two polls.
     pub(super) fn state_line(&self, pid: u32, now: Instant) -> String {
         let table = self.table();
         let Some(client) = table.clients.get(&pid) else {
             return "gone (no longer polls the daemon)".to_owned();
         };
-        let ago = now.duration_since(client.last_poll).as_secs();
-        let what = busy_with(client).unwrap_or_else(|| "idle".to_owned());
-        format!("{} via daemon: {what}, polled {ago} s ago", client.kind())
+        let what = match (&client.pending, &client.delivered) {
+            (Some(p), _) => format!("request #{} queued", p.id),
+            (None, Some(d)) => format!("request #{} taken", d.id),
+            (None, None) => "idle".to_owned(),
+        };
+        let silent = now.duration_since(client.last_poll);
+        let silent = if silent > 2 * omniprof::on_demand::DAEMON_POLL_INTERVAL {
+            format!(", silent {} s", silent.as_secs())
+        } else {
+            String::new()
+        };
+        format!("{what}, {} via daemon{silent}", client.kind())
     }
 
     /// The command line of `pid`, as read when it first polled.
