@@ -11,6 +11,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -232,6 +233,26 @@ fn dynos_rpc_queues_a_config_for_the_next_poll_of_the_matching_process() {
         "{status}"
     );
     assert_eq!(response["processesMatched"], json!([]));
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // Another user (nobody) asks for this root-owned process: left alone, and told so.
+        let ask = json!({"fn": "setKinetOnDemandRequest", "config": config, "pids": [me]});
+        let asked = Command::new("python3")
+            .args(["-c", PY_RPC, &port.to_string(), &ask.to_string()])
+            .uid(65534)
+            .output()
+            .expect("python3 runs as nobody");
+        let response: Value = serde_json::from_slice(&asked.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&asked.stderr)));
+        assert_eq!(response["processesMatched"], json!([]), "{response}");
+        let status = response["status"].as_str().unwrap();
+        assert!(
+            status.starts_with("1 matching processes of other users were left alone (uid 65534"),
+            "{status}"
+        );
+    } else {
+        println!("not root: a requester of another user cannot be made here");
+    }
     let garbage = rpc(port, b"{not json");
     assert!(
         garbage["status"].as_str().unwrap().contains("not JSON"),
@@ -317,6 +338,20 @@ fn garbage_and_oversized_datagrams_are_refused_with_a_word_and_the_daemon_serves
     assert!(!stderr.contains("4 bytes"), "{stderr}");
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// A `python3` process that sends one RPC request (argv: port, JSON) as dyno frames it and
+/// prints the response.
+const PY_RPC: &str = r#"
+import socket, struct, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+request = sys.argv[2].encode()
+s.sendall(struct.pack("=i", len(request)) + request)
+size = struct.unpack("=i", s.recv(4))[0]
+body = b""
+while len(body) < size:
+    body += s.recv(size - len(body))
+print(body.decode())
+"#;
 
 /// A `python3` process that polls the daemon once, from its own implementation of the
 /// wire, prints the reply's config text (`<none>` when empty), and sleeps until killed.
