@@ -34,7 +34,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::buffer::with_local;
+use super::buffer::{keepable_tick, with_local};
 use super::name::Name;
 use super::state::{start_tick, STATE};
 use super::word::{end_word, word, KIND_USER};
@@ -87,7 +87,7 @@ impl PythonFrame {
             return None;
         }
         let w = word(KIND_USER, name);
-        let tick = start_tick();
+        let tick = keepable_tick(start_tick());
         with_local(|l| l.push_at(state, w, true, tick)).map(|seq| PythonFrame { state, seq })
     }
 

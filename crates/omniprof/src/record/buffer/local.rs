@@ -8,7 +8,6 @@ use std::ptr::null_mut;
 use std::sync::atomic::Ordering;
 
 use super::chunk_pool::Slot;
-use super::fork::FORK_TICK;
 use super::registry::ThreadBuffer;
 use crate::record::op_stack::OpStack;
 
@@ -113,9 +112,9 @@ impl Local {
     }
 
     /// [`push`](Self::push), stamped `tick` instead of now: for what began before this
-    /// thread could record it (a Python frame running when the window opened). Stamped no
-    /// earlier than a fork, so the drain keeps it; the thread's records are then out of tick
-    /// order, which the decoder puts right.
+    /// thread could record it (a Python frame running when the window opened). `tick` is one
+    /// the drain keeps ([`keepable_tick`](super::keepable_tick)); the thread's records are
+    /// then out of tick order, which the decoder puts right.
     pub(crate) fn push_at(
         &self,
         state: u64,
@@ -123,7 +122,6 @@ impl Local {
         begins_range: bool,
         tick: u64,
     ) -> Option<u32> {
-        let tick = tick.max(FORK_TICK.load(Ordering::Relaxed));
         self.write(state, word, begins_range, || tick)
     }
 

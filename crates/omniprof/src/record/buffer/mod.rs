@@ -55,3 +55,10 @@ pub(super) use local::{this_thread, with_local, Local};
 pub(super) use registry::{registered_threads, thread_ids};
 pub(super) use slow_path::set_max_records_per_thread;
 pub(super) use thread_name::set_current_thread_name;
+
+/// `tick`, or the fork's when this process was forked after it: the drain keeps a session's
+/// records from its start, and in a forked child only those after the fork (the parent's
+/// are older).
+pub(super) fn keepable_tick(tick: u64) -> u64 {
+    tick.max(fork::FORK_TICK.load(std::sync::atomic::Ordering::Relaxed))
+}
