@@ -36,8 +36,8 @@ pub use flamegraph::{folded_stacks, FlameBuilder, FlameTime, FoldedStacks};
 pub use frame_tree::MAX_STACK_DEPTH;
 pub use key_averages::{
     function_events, key_averages, FunctionEvent, FunctionEvents, KeyAverages, KeyAveragesBuilder,
-    KeyAveragesOptions, OutOfOrder, ReadAgain, Row, SortKey, SummedEvent, TableOptions,
-    UnknownSortKey,
+    KeyAveragesOptions, OutOfOrder, ReadAgain, Row, SortKey, SummedEvent, TableOptions, TimeUnit,
+    UnknownSortKey, UnknownTimeUnit,
 };
 pub use memory_curve::{MemoryCurve, MemoryCurveBuilder, MemoryPoint};
 pub use metrics::{
@@ -47,7 +47,7 @@ pub use ranks::{
     claimed_rank, Breakdown, RankComparison, RankProfile, RankProfileBuilder, RankTrace, Source,
     Step, StepRow, Straggler, WorkKind,
 };
-pub use render::{visible, Render, RenderFormat};
+pub use render::{format_time, visible, Render, RenderFormat};
 pub use stacks::{python_stacks, PythonStacks, Stack, StackMetric, UnknownStackMetric};
 pub use step_time::{StepTime, StepTimeBuilder, StepTimes};
 

@@ -44,6 +44,8 @@ use recorder::{instant, RecordFunction};
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The package's version, the workspace's (`omniprof.__version__`).
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("ProfilerError", m.py().get_type::<ProfilerError>())?;
     m.add(
         "PanicException",

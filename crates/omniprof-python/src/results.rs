@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use omniprof_analysis::StackMetric;
-use omniprof_analysis::{FunctionEvents, KeyAveragesOptions, Row, SortKey, TableOptions};
+use omniprof_analysis::{format_time, StackMetric};
+use omniprof_analysis::{FunctionEvents, KeyAveragesOptions, Row, SortKey, TableOptions, TimeUnit};
 use omniprof_read::TraceReader;
-use omniprof_trace::Trace;
+use omniprof_trace::{Format, Trace};
 use pyo3::exceptions::{PyIndexError, PyOverflowError, PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyTuple};
@@ -33,12 +33,20 @@ impl PyTrace {
 
 #[pymethods]
 impl PyTrace {
-    /// Writes the trace in the format the path's extension names: Kineto's Chrome JSON
-    /// (`.json`, `.json.gz`) or Perfetto's protobuf (`.pftrace`). On failure (an unknown
-    /// extension included) a `ProfilerError` names the path; the trace is kept, so export can
-    /// be retried.
+    /// Writes the trace: Perfetto's protobuf under a `.pftrace` name, else Kineto's Chrome
+    /// JSON (gzip-compressed under a `.gz` name), as torch.profiler writes any name. On
+    /// failure a `ProfilerError` names the path; the trace is kept, so export can be retried.
     fn export_chrome_trace(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
-        py.detach(|| omniprof_trace::save(&self.0, &path))
+        // As torch.profiler: Chrome JSON under any name, gzip under a `.gz` one; a `.pftrace`
+        // gets Perfetto's format.
+        let format = Format::for_path(&path).unwrap_or_else(|_| {
+            if path.extension().is_some_and(|e| e == "gz") {
+                Format::JsonGz
+            } else {
+                Format::Json
+            }
+        });
+        py.detach(|| omniprof_trace::save_as(&self.0, &path, format))
             .map(drop)
             .map_err(profiler_error)
     }
@@ -238,7 +246,7 @@ impl PyKeyAverages {
 
     /// PyTorch's `total_average()`: every row summed into one named `Total`.
     fn total_average(&self) -> PyRow {
-        PyRow(self.0.total_average().unwrap_or_else(empty_total))
+        PyRow::of(&self.0, self.0.total_average().unwrap_or_else(empty_total))
     }
 
     /// Self CPU time of all rows (µs), as PyTorch's `self_cpu_time_total`.
@@ -253,11 +261,12 @@ impl PyKeyAverages {
 
     fn __getitem__(&self, index: isize) -> PyResult<PyRow> {
         let at = position(index, self.0.rows.len(), "key averages")?;
-        Ok(PyRow(self.0.rows[at].clone()))
+        Ok(PyRow::of(&self.0, self.0.rows[at].clone()))
     }
 
     fn __iter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyIterator>> {
-        let rows = slf.get().0.rows.iter().cloned().map(PyRow);
+        let summary = &slf.get().0;
+        let rows = summary.rows.iter().map(|r| PyRow::of(summary, r.clone()));
         PyList::new(slf.py(), rows)?.try_iter()
     }
 
@@ -291,8 +300,8 @@ impl<'a, 'py> FromPyObject<'a, 'py> for RowLimit {
 /// The options of PyTorch's `table()`: `sort_by` a row attribute name
 /// (`self_cpu_time_total`, `cuda_time_total`, `self_cpu_memory_usage`, `flops`, ...; another
 /// is a `ValueError` listing them), `row_limit` `None` or -1 for every row, the column widths
-/// (source, name, shapes), a `header` line, only top-level rows. `time_unit` is not
-/// supported yet: a warning says so and times keep their own units.
+/// (source, name, shapes), a `header` line, only top-level rows, every time in `time_unit`
+/// (`s`, `ms`, `us`; another is warned about and each time keeps its own unit).
 fn table_options(
     py: Python<'_>,
     sort_by: Option<&str>,
@@ -306,14 +315,20 @@ fn table_options(
         .map(str::parse::<SortKey>)
         .transpose()
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    if time_unit.is_some() {
-        PyErr::warn(
-            py,
-            &py.get_type::<PyRuntimeWarning>(),
-            c"omniprof does not support table(time_unit=...) yet; it is ignored",
-            1,
-        )?;
-    }
+    // PyTorch prints each time in its own unit for any other `time_unit`: so does this, and
+    // says so.
+    let time_unit = match time_unit.map(str::parse::<TimeUnit>) {
+        Some(Err(e)) => {
+            let message = std::ffi::CString::new(format!(
+                "omniprof: table(): {e}: each time is printed in its own unit"
+            ))
+            .unwrap_or_default();
+            PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &message, 1)?;
+            None
+        }
+        Some(Ok(unit)) => Some(unit),
+        None => None,
+    };
     let width = |w: i64| usize::try_from(w).ok();
     Ok(TableOptions {
         sort_by,
@@ -323,6 +338,7 @@ fn table_options(
         max_shapes_column_width: width(shapes),
         header,
         top_level_events_only,
+        time_unit,
     })
 }
 
@@ -346,11 +362,21 @@ fn empty_total() -> Row {
 
 /// One row (PyTorch's `FunctionEventAvg`); times are microseconds.
 #[pyclass(module = "omniprof._native", name = "KeyAverage", frozen)]
-pub(crate) struct PyRow(Row);
+pub(crate) struct PyRow {
+    row: Row,
+    /// PyTorch's `use_device`: the device's name (`cuda`) when the rows have device time.
+    use_device: Option<String>,
+}
 
 impl PyRow {
+    /// `row`, one of `rows`.
+    fn of(rows: &omniprof_analysis::KeyAverages, row: Row) -> Self {
+        let use_device = rows.has_device_time().then(|| rows.device_name.clone());
+        Self { row, use_device }
+    }
+
     fn row(&self) -> &Row {
-        &self.0
+        &self.row
     }
 }
 
@@ -473,6 +499,74 @@ impl PyRow {
         device_type(py, self.row().on_device)
     }
 
+    /// PyTorch's: an event ending on another thread than it began; false for a trace's.
+    #[getter]
+    fn is_async(&self) -> bool {
+        self.row().is_async
+    }
+
+    /// Device time from the profiler stubs (the legacy path), which has no device timeline.
+    #[getter]
+    fn is_legacy(&self) -> bool {
+        self.row().is_legacy
+    }
+
+    /// PyTorch's distributed node id: -1, as for every local profile.
+    #[getter]
+    fn node_id(&self) -> i64 {
+        -1
+    }
+
+    /// PyTorch's remote flag: false, as for every local profile.
+    #[getter]
+    fn is_remote(&self) -> bool {
+        false
+    }
+
+    /// PyTorch's overload name, which rows are not grouped by: empty, as in PyTorch without
+    /// `group_by_overload_name`.
+    #[getter]
+    fn overload_name(&self) -> &str {
+        ""
+    }
+
+    /// The device's name (`cuda`) when the rows have device time, else `None`.
+    #[getter]
+    fn use_device(&self) -> Option<&str> {
+        self.use_device.as_deref()
+    }
+
+    /// The times as PyTorch's table prints them (`602.183us`, `65.251ms`).
+    #[getter]
+    fn self_cpu_time_total_str(&self) -> String {
+        format_time(self.self_cpu_time_total())
+    }
+
+    #[getter]
+    fn cpu_time_total_str(&self) -> String {
+        format_time(self.cpu_time_total())
+    }
+
+    #[getter]
+    fn cpu_time_str(&self) -> String {
+        format_time(self.cpu_time())
+    }
+
+    #[getter]
+    fn self_device_time_total_str(&self) -> String {
+        format_time(self.self_device_time_total())
+    }
+
+    #[getter]
+    fn device_time_total_str(&self) -> String {
+        format_time(self.device_time_total())
+    }
+
+    #[getter]
+    fn device_time_str(&self) -> String {
+        format_time(self.device_time())
+    }
+
     fn __repr__(&self) -> String {
         let r = self.row();
         format!(
@@ -511,12 +605,9 @@ impl PyEventList {
 
     /// Every event summed into one named `Total`.
     fn total_average(&self) -> PyRow {
-        PyRow(
-            self.events
-                .as_rows()
-                .total_average()
-                .unwrap_or_else(empty_total),
-        )
+        let rows = self.events.as_rows();
+        let total = rows.total_average().unwrap_or_else(empty_total);
+        PyRow::of(&rows, total)
     }
 
     fn __len__(&self) -> usize {

@@ -169,6 +169,53 @@ def test_table_takes_pytorchs_layout_arguments() -> None:
         averages.table(sort_by="no_such_column")
 
 
+def test_the_api_corners_people_call_answer_as_torch_profilers_do(tmp_path: Path) -> None:
+    # Each profiler, the same steps; then what a script reads after the `with` block.
+    omniprof._observer.install()
+    x = torch.ones(16, 16)
+    profilers: Dict[str, Any] = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        with module.profile(activities=[module.ProfilerActivity.CPU]) as prof:
+            for _ in range(3):
+                torch.mm(x, x)
+                prof.step()
+        profilers[name] = prof
+    theirs, ours = profilers["torch"], profilers["omniprof"]
+    assert ours.step_num == theirs.step_num == 3
+
+    their_row = next(r for r in theirs.key_averages() if r.key == "aten::mm")
+    our_row = next(r for r in ours.key_averages() if r.key == "aten::mm")
+    for attribute in ["is_async", "node_id", "is_remote", "overload_name", "use_device", "is_legacy"]:
+        assert getattr(our_row, attribute) == getattr(their_row, attribute), attribute
+    for time in ["self_cpu_time_total", "cpu_time_total", "cpu_time", "device_time_total", "device_time"]:
+        text = getattr(our_row, f"{time}_str")
+        value = getattr(our_row, time)
+        assert text == torch.autograd.profiler_util._format_time(value), time
+
+    # PyTorch's table in one time unit; another unit is warned about, not raised.
+    for unit in ["s", "ms", "us"]:
+        table = ours.key_averages().table(time_unit=unit, row_limit=-1)
+        assert table.splitlines()[-1] == "Self CPU time total: " + {
+            "s": f"{ours.key_averages().self_cpu_time_total / 1e6:.3f}s",
+            "ms": f"{ours.key_averages().self_cpu_time_total / 1e3:.3f}ms",
+            "us": f"{ours.key_averages().self_cpu_time_total:.3f}us",
+        }[unit]
+    with pytest.warns(RuntimeWarning, match='unknown time unit "minutes"'):
+        assert ours.key_averages().table(time_unit="minutes") == ours.key_averages().table()
+
+    # Any name gets Chrome JSON, a `.gz` name gzip, as torch.profiler writes them.
+    ours.export_chrome_trace(str(tmp_path / "x.trace"))
+    assert json.loads((tmp_path / "x.trace").read_text())["traceEvents"]
+    theirs.export_chrome_trace(str(tmp_path / "theirs.trace"))
+    assert json.loads((tmp_path / "theirs.trace").read_text())["traceEvents"]
+    ours.export_chrome_trace(str(tmp_path / "x.trace.gz"))
+    assert (tmp_path / "x.trace.gz").read_bytes()[:2] == b"\x1f\x8b"
+
+    import importlib.metadata
+
+    assert omniprof.__version__ == importlib.metadata.version("omniprof")
+
+
 class Deadline:
     """Fails the test instead of hanging it."""
 

@@ -78,7 +78,8 @@ pub use export::save::{check_protected_links, save_with, WriteError};
 #[cfg(unix)]
 pub use export::save_in;
 pub use export::{
-    save, save_perfetto_streamed, save_streamed, Format, NeedsWholeTrace, UnknownFormat, WriteStats,
+    save, save_as, save_perfetto_streamed, save_streamed, Format, NeedsWholeTrace, UnknownFormat,
+    WriteStats,
 };
 
 // Item by item.

@@ -24,7 +24,9 @@ mod types;
 pub use builder::{key_averages, KeyAveragesBuilder, ReadAgain};
 pub use event_listing::SummedEvent;
 pub use fold::OutOfOrder;
-pub use options::{KeyAveragesOptions, SortKey, TableOptions, UnknownSortKey};
+pub use options::{
+    KeyAveragesOptions, SortKey, TableOptions, TimeUnit, UnknownSortKey, UnknownTimeUnit,
+};
 pub use prof_events::{function_events, FunctionEvent, FunctionEvents};
 pub use summary::{KeyAverages, Row};
 

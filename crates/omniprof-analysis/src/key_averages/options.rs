@@ -55,6 +55,8 @@ pub struct TableOptions {
     /// Only the rows whose first event has no parent (PyTorch's `cpu_parent is None`);
     /// the table says so above its header.
     pub top_level_events_only: bool,
+    /// Every time in one unit (PyTorch's `time_unit`); `None`: each in its own, by size.
+    pub time_unit: Option<TimeUnit>,
 }
 
 impl Default for TableOptions {
@@ -67,9 +69,67 @@ impl Default for TableOptions {
             max_src_column_width: Some(75),
             header: None,
             top_level_events_only: false,
+            time_unit: None,
         }
     }
 }
+
+/// The unit a table prints every time in (PyTorch's `table(time_unit=...)`: `s`, `ms` or
+/// `us`), with three decimals.
+///
+/// ```
+/// use omniprof_analysis::TimeUnit;
+///
+/// let ms: TimeUnit = "ms".parse().unwrap();
+/// assert_eq!(ms.format(65_250.634), "65.251ms");
+/// assert_eq!("us".parse::<TimeUnit>().unwrap().format(2_500_000.0), "2500000.000us");
+/// assert!("min".parse::<TimeUnit>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeUnit {
+    /// `s`.
+    Seconds,
+    /// `ms`.
+    Milliseconds,
+    /// `us`.
+    Microseconds,
+}
+
+impl TimeUnit {
+    /// `time_us` (microseconds) in this unit, as PyTorch prints it.
+    pub fn format(self, time_us: f64) -> String {
+        match self {
+            Self::Seconds => format!("{:.3}s", time_us / 1_000_000.0),
+            Self::Milliseconds => format!("{:.3}ms", time_us / 1_000.0),
+            Self::Microseconds => format!("{time_us:.3}us"),
+        }
+    }
+}
+
+impl FromStr for TimeUnit {
+    type Err = UnknownTimeUnit;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "s" => Ok(Self::Seconds),
+            "ms" => Ok(Self::Milliseconds),
+            "us" => Ok(Self::Microseconds),
+            _ => Err(UnknownTimeUnit(text.to_owned())),
+        }
+    }
+}
+
+/// A time unit that is not `s`, `ms` or `us`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownTimeUnit(pub String);
+
+impl fmt::Display for UnknownTimeUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown time unit {:?} (s, ms or us)", self.0)
+    }
+}
+
+impl std::error::Error for UnknownTimeUnit {}
 
 /// A column to sort rows by, descending. Parsed from PyTorch's `sort_by` names, in which
 /// `cuda`, `xpu` and `privateuse1` stand for `device` (`cuda_time_total`,

@@ -11,4 +11,5 @@ pub(crate) mod table;
 mod visible;
 
 pub use format::{Render, RenderFormat};
+pub use table::format_time;
 pub use visible::visible;

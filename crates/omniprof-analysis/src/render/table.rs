@@ -45,8 +45,13 @@ const COLUMN_WIDTH: usize = 12;
 /// The text after every cell.
 const SPACING: &str = "  ";
 
-/// A time in microseconds as PyTorch prints it.
-pub(crate) fn format_time(time_us: f64) -> String {
+/// A time in microseconds as PyTorch prints it (its `_format_time`): in `s`, `ms` or `us`
+/// by size, with three decimals.
+///
+/// ```
+/// assert_eq!(omniprof_analysis::format_time(65_250.634), "65.251ms");
+/// ```
+pub fn format_time(time_us: f64) -> String {
     if time_us >= 1_000_000.0 {
         format!("{:.3}s", time_us / 1_000_000.0)
     } else if time_us >= 1_000.0 {
@@ -162,6 +167,10 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
         return String::new();
     }
     let device = summary.device_label();
+    let time = |time_us: f64| match options.time_unit {
+        Some(unit) => unit.format(time_us),
+        None => format_time(time_us),
+    };
     let has_device = summary.has_device_time();
     let has_shapes = rows.iter().any(|r| shapes(r).is_some());
     let has_device_memory = rows.iter().any(|r| r.self_device_memory_usage > 0);
@@ -269,21 +278,17 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
         let mut cells = vec![
             fit_name(&row.name, options.max_name_column_width),
             format_share(us(row.self_cpu_time_total_ns), cpu_total),
-            format_time(us(row.self_cpu_time_total_ns)),
-            if row.is_async {
-                "0".to_string()
-            } else {
-                format_share(us(row.cpu_time_total_ns), cpu_total)
-            },
-            format_time(us(row.cpu_time_total_ns)),
-            format_time(row.cpu_time_avg_us()),
+            time(us(row.self_cpu_time_total_ns)),
+            format_share(us(row.cpu_time_total_ns), cpu_total),
+            time(us(row.cpu_time_total_ns)),
+            time(row.cpu_time_avg_us()),
         ];
         if has_device {
             cells.extend([
-                format_time(us(row.self_device_time_total_ns)),
+                time(us(row.self_device_time_total_ns)),
                 format_share(us(row.self_device_time_total_ns), device_total),
-                format_time(us(row.device_time_total_ns)),
-                format_time(row.device_time_avg_us()),
+                time(us(row.device_time_total_ns)),
+                time(row.device_time_avg_us()),
             ]);
         }
         if summary.profile_memory {
@@ -330,13 +335,9 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
     }
     out.push_str(&separator);
     out.push('\n');
-    let _ = writeln!(out, "Self CPU time total: {}", format_time(cpu_total));
+    let _ = writeln!(out, "Self CPU time total: {}", time(cpu_total));
     if has_device {
-        let _ = writeln!(
-            out,
-            "Self {device} time total: {}",
-            format_time(device_total)
-        );
+        let _ = writeln!(out, "Self {device} time total: {}", time(device_total));
     }
     out
 }

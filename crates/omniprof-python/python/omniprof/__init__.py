@@ -20,6 +20,7 @@ analyses (``key_averages()``, ``events()``, ``export_stacks()``).
 """
 
 from ._native import (
+    __version__,
     EventList,
     FunctionEvent,
     KeyAverage,
@@ -50,6 +51,7 @@ schedule = Schedule
 _ondemand.enable_from_env()
 
 __all__ = [
+    "__version__",
     "EventList",
     "FunctionEvent",
     "KeyAverage",

@@ -272,6 +272,8 @@ class profile:
         self._events: Optional[Any] = None
         self._started = False
         self._frames_cut = 0
+        # step_num once stopped: the last run's.
+        self._last_step_num = 0
         # What PyTorch's profiler flag was before this profile set it (see start()).
         self._torch_flag: Optional[bool] = None
 
@@ -337,6 +339,8 @@ class profile:
         to ``on_trace_ready``)."""
         if self._records_cuda() and self._session.running:
             _cuda.synchronize()
+        if self._session.running:
+            self._last_step_num = self._session.step_num
         try:
             self._session.stop()
         finally:
@@ -459,10 +463,10 @@ class profile:
         graph_lanes: str = "none",
         default_stream: int = 7,
     ) -> None:
-        """Writes the last trace in the format ``path``'s extension names: Kineto's Chrome
-        JSON (``.json``, ``.json.gz``) or Perfetto's protobuf (``.pftrace``).
-        ``ProfilerError`` before a trace exists, for another extension, or when the path
-        cannot be written; the trace is kept, so export can be retried. PyTorch's other
+        """Writes the last trace: Perfetto's protobuf under a ``.pftrace`` name, else
+        Kineto's Chrome JSON (gzip-compressed under a ``.gz`` name), as torch.profiler writes
+        any name. ``ProfilerError`` before a trace exists, or when the path cannot be
+        written; the trace is kept, so export can be retried. PyTorch's other
         arguments are accepted: ``use_python_export`` changes nothing (there is one
         writer); CUDA graph annotations are not supported yet (warned once)."""
         if cuda_graph_annotations or graph_lanes != "none":
@@ -501,8 +505,11 @@ class profile:
 
     @property
     def step_num(self) -> int:
-        """The number of ``step()`` calls of the running profiler."""
-        return self._session.step_num
+        """The number of ``step()`` calls: of the running profiler, or, once it stopped, of
+        its last run (as torch.profiler keeps it)."""
+        if self._session.running:
+            return self._session.step_num
+        return self._last_step_num
 
     @property
     def current_action(self) -> ProfilerAction:

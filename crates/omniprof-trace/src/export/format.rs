@@ -122,7 +122,17 @@ impl From<UnknownFormat> for WriteError {
 pub fn save(trace: &Trace, path: impl AsRef<Path>) -> Result<WriteStats, WriteError> {
     let path = path.as_ref();
     // A stream (`/dev/stdout`, a FIFO) names no format: it gets Kineto's JSON.
-    let format = Format::for_path(path)?;
+    save_as(trace, path, Format::for_path(path)?)
+}
+
+/// [`save`], in `format` whatever `path`'s name says: for a caller with a rule of its own
+/// (PyTorch's `export_chrome_trace` writes JSON under any name, gzip under a `.gz` one).
+pub fn save_as(
+    trace: &Trace,
+    path: impl AsRef<Path>,
+    format: Format,
+) -> Result<WriteStats, WriteError> {
+    let path = path.as_ref();
     let stats = save_with(path, |out| encode(trace, format, path, out))?;
     if format != Format::Perfetto {
         warn_about_viewers(path, stats.bytes);

@@ -12,5 +12,5 @@ pub(crate) mod save;
 
 #[cfg(unix)]
 pub use format::save_in;
-pub use format::{save, save_perfetto_streamed, save_streamed, Format, UnknownFormat};
+pub use format::{save, save_as, save_perfetto_streamed, save_streamed, Format, UnknownFormat};
 pub use outcome::{NeedsWholeTrace, WriteStats};
