@@ -4,8 +4,10 @@
 //! Exit status: 0 when the trace was written (its path on standard output, and on standard
 //! error each note the process gave about it, such as an iteration-based request that fell
 //! back to a time-based trace because the process had not stepped yet), the list was
-//! printed, or `--cancel` cancelled a request (what it was, on standard output); 1 when the
-//! process refused (also: nothing to cancel), does not listen or did not answer; 2 when the
+//! printed, `--cancel` cancelled a request (what it was, on standard output), or `--dump`
+//! had the process's flight recorder write its window (the dump's path, on standard
+//! output); 1 when the process refused (also: nothing to cancel, no flight recorder, a dump
+//! rate-limited), does not listen or did not answer; 2 when the
 //! arguments or the config are invalid.
 
 use std::fmt::Display;
@@ -30,6 +32,8 @@ const WAIT_SLACK: Duration = Duration::from_secs(60);
 const ITERATIONS_WAIT: Duration = Duration::from_secs(600);
 /// How long `--cancel` waits for the process's answer.
 const CANCEL_WAIT: Duration = Duration::from_secs(30);
+/// How long `--dump` waits for the dump.
+const DUMP_WAIT: Duration = Duration::from_secs(300);
 
 /// Ask a running process (started with OMNIPROF_ONDEMAND=1) for an on-demand trace.
 #[derive(Debug, clap::Args)]
@@ -64,6 +68,10 @@ pub(crate) struct TriggerArgs {
     /// cancelled. A trace already being written is finished.
     #[arg(long, conflicts_with_all = ["list", "duration_ms", "iterations", "activities", "output_dir", "config"])]
     pub cancel: bool,
+    /// Ask the process's flight recorder to write its last seconds now (with --pid), into its
+    /// dump directory; prints the dump's path.
+    #[arg(long, conflicts_with_all = ["list", "cancel", "duration_ms", "iterations", "activities", "output_dir", "config"])]
+    pub dump: bool,
 }
 
 /// Runs `omniprof trigger`.
@@ -76,16 +84,12 @@ pub(crate) fn run(args: &TriggerArgs) -> ExitCode {
     };
     if args.cancel {
         let timeout = args.timeout_s.map_or(CANCEL_WAIT, Duration::from_secs);
-        return match omniprof::on_demand::cancel_trigger(pid, timeout) {
-            Ok(what) => {
-                println!("{what}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(EXIT_FAILED)
-            }
-        };
+        return printed(omniprof::on_demand::cancel_trigger(pid, timeout));
+    }
+    if args.dump {
+        let timeout = args.timeout_s.map_or(DUMP_WAIT, Duration::from_secs);
+        let dumped = omniprof::on_demand::request_flight_dump(pid, timeout);
+        return printed(dumped.map(|path| path.display().to_string()));
     }
     let request = match build_request(args) {
         Ok(request) => request,
@@ -98,6 +102,20 @@ pub(crate) fn run(args: &TriggerArgs) -> ExitCode {
             for note in &traced.notes {
                 eprintln!("note: {note}");
             }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+/// Prints what the process answered, or the error.
+fn printed(answer: Result<String, omniprof::on_demand::TriggerError>) -> ExitCode {
+    match answer {
+        Ok(text) => {
+            println!("{text}");
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -289,6 +307,7 @@ mod tests {
             timeout_s: None,
             list: false,
             cancel: false,
+            dump: false,
         };
         let names: Vec<String> = (0..2).map(|_| log_file_name(&args)).collect();
         for name in &names {

@@ -131,6 +131,20 @@ pub mod metadata {
     pub const HOST_NAME: &str = "host_name";
     /// The clock the recorder read (`tsc`, `monotonic`).
     pub const CLOCK_SOURCE: &str = "clock_source";
+    /// A flight recorder's dump: why it was written (`slow_step`, `hang`, `failure`,
+    /// `request`; absent for a dump to a path asked for) and at which step.
+    pub const FLIGHT_REASON: &str = "flight_reason";
+    /// See [`FLIGHT_REASON`].
+    pub const FLIGHT_STEP: &str = "flight_step";
+    /// The flight recorder's window, in seconds, and its memory bound, in bytes.
+    pub const FLIGHT_WINDOW_S: &str = "flight_window_s";
+    /// See [`FLIGHT_WINDOW_S`].
+    pub const FLIGHT_MAX_BYTES: &str = "flight_max_bytes";
+    /// Records the flight recorder overwrote while still inside its window, since it
+    /// started.
+    pub const FLIGHT_OVERWRITTEN_RECORDS: &str = "flight_overwritten_records";
+    /// True when the memory bound cut the dump's window short.
+    pub const FLIGHT_CUT_SHORT: &str = "flight_cut_short";
     /// Rank and world size, the first place HTA looks for `"rank"`.
     pub const DISTRIBUTED_INFO: &str = "distributedInfo";
     /// Keys of the [`DISTRIBUTED_INFO`] object, as `torch.profiler` writes them.

@@ -247,6 +247,11 @@ impl TickConverter {
     }
 }
 
+/// Ticks per second of the recording clock, measured (10 ms with a cycle counter).
+pub(crate) fn ticks_per_second() -> f64 {
+    1e9 / measured_scale()
+}
+
 fn measured_scale() -> f64 {
     if clock_source() == ClockSource::Monotonic {
         return 1.0;

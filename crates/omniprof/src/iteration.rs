@@ -26,6 +26,7 @@ static WATCHER: OnceLock<fn(i64)> = OnceLock::new();
 #[inline]
 pub fn step() -> i64 {
     let iteration = ITERATION.fetch_add(1, Ordering::Relaxed) + 1;
+    crate::flight::on_step(iteration);
     if iteration >= NEXT_WATCHED.load(Ordering::Acquire) {
         tell_watcher(iteration);
     }

@@ -16,6 +16,9 @@
 //!   backends, fault-isolated ([`SessionError`]), or follows a [`Schedule`] ([`ScheduleArgs`],
 //!   [`ProfilerAction`]) driven by [`Profiler::step`], handing each trace to a callback such as
 //!   [`tensorboard_trace_handler`]'s ([`TraceDirHandler`]).
+//! - **Flight recorder**: a [`FlightRecorder`] ([`FlightRecorderBuilder`]) keeps the last
+//!   seconds of recording in bounded memory and writes them out ([`Dump`]) when a step is
+//!   slow, the job hangs or fails ([`DumpReason`]), or on request.
 //! - **Configuration**: a [`Config`] is Kineto's `KEY=VALUE` text; bad text is a
 //!   [`ConfigError`] ([`ConfigErrorReason`]), a line not fully applied a [`ConfigWarning`].
 //! - **Backends**: [`register_profiler!`] and [`register_stubs!`] register a backend before
@@ -55,6 +58,7 @@ mod backend;
 mod config;
 #[cfg(target_os = "linux")]
 mod dynolog;
+mod flight;
 mod iteration;
 mod ondemand;
 mod perf;
@@ -74,6 +78,11 @@ pub use record::{instant, record_function, record_op, set_thread_name};
 pub use session::{
     tensorboard_trace_handler, Profiler, ProfilerAction, ProfilerBuilder, Schedule, ScheduleArgs,
     ScheduleError, SessionError, TraceDirHandler,
+};
+
+// The flight recorder.
+pub use flight::{
+    Dump, DumpReason, FlightError, FlightRecorder, FlightRecorderBuilder, FlightStats,
 };
 
 // Configuration.
@@ -184,9 +193,9 @@ pub mod on_demand {
     };
     #[cfg(unix)]
     pub use crate::trigger::{
-        cancel_trigger, check_trigger_config, listen_for_triggers, send_trigger,
-        send_trigger_traced, Listening, RuntimeDir, ServerOptions, Traced, TriggerError,
-        TriggerHandler, TriggerRefused, TriggerServer, TRIGGER_MAX_BODY,
+        cancel_trigger, check_trigger_config, listen_for_triggers, request_flight_dump,
+        send_trigger, send_trigger_traced, Listening, RuntimeDir, ServerOptions, Traced,
+        TriggerError, TriggerHandler, TriggerRefused, TriggerServer, TRIGGER_MAX_BODY,
     };
 }
 

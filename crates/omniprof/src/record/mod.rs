@@ -40,6 +40,7 @@ mod op_stack;
 mod packed_args;
 mod push_pop;
 pub(crate) mod python;
+mod ring_session;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -54,6 +55,9 @@ pub use memory_usage::MemoryUsage;
 pub use name::{IntoName, Name, StaticName};
 pub use packed_args::UnpackArgs;
 pub use push_pop::{pop_op, pop_op_with_autograd, push_op, push_op_packed, PushedOp};
+pub(crate) use ring_session::{
+    ring_window, rings_use, start_rings, stop_rings, RingBounds, RingsRefused, CHUNK_BYTES,
+};
 #[cfg(test)]
 pub(crate) use state::is_recording;
 pub(crate) use state::{start_session, stop_session, warm_up, HostSession};

@@ -53,7 +53,7 @@ const MAX_WORDS: usize = (1 << 24) - 1;
 /// One thread's packed args of the current session. Each op is a header word (its record's
 /// sequence number in bits 0..32, its unpacker's index in `unpackers` in bits 32..40, its
 /// word count in bits 40..64) followed by its words.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct PackedArgs {
     blocks: Vec<Vec<u64>>,
     /// The distinct unpackers, in the order first seen (a process has one or two).
@@ -96,6 +96,26 @@ impl PackedArgs {
             None => return None,
         };
         Some(index as u64)
+    }
+
+    /// Forgets the oldest blocks, whole, while `gone` holds for the sequence number of a
+    /// block's last op; the newest block stays (a ring session's, trimmed as it reuses
+    /// chunks).
+    pub(crate) fn forget_front_while(&mut self, mut gone: impl FnMut(u32) -> bool) {
+        let last_seq = |block: &Vec<u64>| {
+            let (mut at, mut last) = (0, None);
+            while let Some(&header) = block.get(at) {
+                last = Some(header as u32);
+                at += 1 + (header >> 40) as usize;
+            }
+            last
+        };
+        let whole = self.blocks.len().saturating_sub(1);
+        let done = self.blocks[..whole]
+            .iter()
+            .take_while(|b| last_seq(b).is_some_and(&mut gone))
+            .count();
+        self.blocks.drain(..done);
     }
 
     /// Forgets every op (a new session), keeping one block's memory.

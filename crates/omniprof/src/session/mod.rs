@@ -19,7 +19,7 @@ use crate::record::{correlation, OwnedRange};
 use crate::stubs::StubsProfiler;
 use crate::{ActivitySet, ActivityType};
 use crate::{Trace, Window};
-use backends::Backends;
+pub(crate) use backends::Backends;
 use schedule::Call;
 
 pub use schedule::{ProfilerAction, Schedule, ScheduleArgs, ScheduleError};
@@ -94,6 +94,7 @@ impl Drop for Claim {
     fn drop(&mut self) {
         correlation::set_session_listeners(Vec::new());
         ACTIVE.store(false, Ordering::Release);
+        crate::flight::resume_backends();
     }
 }
 
@@ -422,6 +423,8 @@ impl Profiler {
             }
         }
         let claim = Claim::take()?;
+        // A flight recorder's op observer makes way for the session's (see `flight`).
+        crate::flight::lend_backends();
         let unsupported = self.config.unsupported_settings();
         if !unsupported.is_empty() {
             let keys: Vec<String> = unsupported
@@ -694,6 +697,25 @@ impl Profiler {
             phase: self.phase.name(),
         }
     }
+}
+
+/// The trace of a host recording alone (a flight recorder's dump): merged as a session's
+/// without backends.
+pub(crate) fn host_trace(
+    host: record::HostRecording,
+    pid: i64,
+    window: Window,
+    config: &Config,
+) -> Trace {
+    let recorded = merge::Recorded {
+        host,
+        pid,
+        window,
+        warm_start_ns: None,
+        selection: ActivitySet::default_set(),
+        config,
+    };
+    merge::trace(recorded, Backends::default())
 }
 
 impl Drop for Profiler {

@@ -147,6 +147,20 @@ impl RuntimeDir {
         }
     }
 
+    /// Asks process `pid`'s flight recorder to write its window now, waits up to `timeout`,
+    /// and returns the dump's path; a process without one (or rate-limited) refuses.
+    pub fn dump(&self, pid: u32, timeout: Duration) -> Result<PathBuf, TriggerError> {
+        match self.exchange(pid, &Request::Dump, timeout)? {
+            Reply::Written { path, .. } => Ok(path),
+            Reply::Refused(reason) => Err(TriggerError::Refused { pid, reason }),
+            Reply::Error(reason) => Err(TriggerError::Rejected { pid, reason }),
+            Reply::State { .. } | Reply::Cancelled(_) => Err(TriggerError::BadReply {
+                pid,
+                reason: "a state or cancel reply to a dump request".to_owned(),
+            }),
+        }
+    }
+
     /// Cancels the pending or running request of process `pid` and returns what was
     /// cancelled; with nothing to cancel, [`TriggerError::Refused`] says so.
     pub fn cancel(&self, pid: u32, timeout: Duration) -> Result<String, TriggerError> {

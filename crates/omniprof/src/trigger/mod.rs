@@ -132,3 +132,18 @@ pub fn cancel_trigger(pid: u32, timeout: Duration) -> Result<String, TriggerErro
     let dir = RuntimeDir::user().map_err(|source| TriggerError::RuntimeDir { pid, source })?;
     dir.cancel(pid, timeout)
 }
+
+/// Asks process `pid`'s flight recorder ([`FlightRecorder`](crate::FlightRecorder)) to
+/// write its window into its dump directory now, and returns the dump's path.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let path = omniprof::on_demand::request_flight_dump(4242, Duration::from_secs(60))?;
+/// println!("{}", path.display());
+/// # Ok::<(), omniprof::on_demand::TriggerError>(())
+/// ```
+pub fn request_flight_dump(pid: u32, timeout: Duration) -> Result<PathBuf, TriggerError> {
+    let dir = RuntimeDir::user().map_err(|source| TriggerError::RuntimeDir { pid, source })?;
+    dir.dump(pid, timeout)
+}

@@ -32,6 +32,8 @@ const KIND_TRACE: &str = "trace";
 const KIND_STATE: &str = "state";
 /// Request kind (empty body): cancel the pending or running request.
 const KIND_CANCEL: &str = "cancel";
+/// Request kind: write the flight recorder's window now (empty body).
+const KIND_DUMP: &str = "dump";
 /// Reply kind: a request was cancelled (the body says which).
 const KIND_CANCELLED: &str = "cancelled";
 /// Reply kind: the trace was written to the path in the body.
@@ -50,6 +52,8 @@ pub(crate) enum Request {
     State,
     /// Cancel the pending or running request (for `omniprof trigger --cancel`).
     Cancel,
+    /// Write the flight recorder's window (for `omniprof trigger --dump`).
+    Dump,
 }
 
 /// What the server answers.
@@ -104,6 +108,7 @@ impl Request {
             Self::Trace(text) => write_frame(out, KIND_TRACE, text),
             Self::State => write_frame(out, KIND_STATE, ""),
             Self::Cancel => write_frame(out, KIND_CANCEL, ""),
+            Self::Dump => write_frame(out, KIND_DUMP, ""),
         }
     }
 
@@ -113,6 +118,7 @@ impl Request {
             KIND_TRACE => Ok(Self::Trace(body)),
             KIND_STATE => Ok(Self::State),
             KIND_CANCEL => Ok(Self::Cancel),
+            KIND_DUMP => Ok(Self::Dump),
             _ => Err(FrameError::Kind(kind)),
         }
     }
@@ -307,6 +313,7 @@ mod tests {
             Request::Trace("ACTIVITIES_ITERATIONS=2\n".into()),
             Request::State,
             Request::Cancel,
+            Request::Dump,
         ] {
             let mut bytes = Vec::new();
             request.write_to(&mut bytes).unwrap();

@@ -373,6 +373,14 @@ fn serve(stream: &UnixStream, id: u64, shared: &Shared) {
         },
         Request::Trace(text) => trace(&text, shared.handler.as_ref()),
         Request::Cancel => cancel_trigger(shared.handler.as_ref()),
+        // The flight recorder is the process's, whatever handles traces.
+        Request::Dump => match crate::flight::request_dump() {
+            Ok(path) => Reply::Written {
+                path,
+                notes: Vec::new(),
+            },
+            Err(reason) => Reply::Refused(reason),
+        },
     };
     reply(stream, &answer);
 }

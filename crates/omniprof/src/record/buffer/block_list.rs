@@ -7,6 +7,7 @@
 const BLOCK_BYTES: usize = 64 << 10;
 
 /// Items appended in order, read back in order, in blocks of [`BLOCK_BYTES`].
+#[derive(Clone)]
 pub(crate) struct BlockList<T> {
     blocks: Vec<Vec<T>>,
 }
@@ -36,6 +37,17 @@ impl<T> BlockList<T> {
                 self.blocks.push(block);
             }
         }
+    }
+
+    /// Forgets the oldest blocks, whole, while `gone` holds for a block's last item; the
+    /// newest block stays (a ring's side tables, trimmed as its chunks are reused).
+    pub(crate) fn forget_front_while(&mut self, mut gone: impl FnMut(&T) -> bool) {
+        let whole = self.blocks.len().saturating_sub(1);
+        let done = self.blocks[..whole]
+            .iter()
+            .take_while(|b| b.last().is_some_and(&mut gone))
+            .count();
+        self.blocks.drain(..done);
     }
 
     /// Forgets every item, keeping the first block's memory.
@@ -71,6 +83,17 @@ mod tests {
             .iter()
             .all(|b| b.capacity() == BlockList::<u64>::PER_BLOCK));
         assert!(list.into_iter().eq(0..count as u64));
+    }
+
+    #[test]
+    fn forgetting_the_front_drops_whole_old_blocks_and_keeps_the_newest() {
+        let mut list = BlockList::default();
+        let per = BlockList::<u64>::PER_BLOCK as u64;
+        (0..per * 3).for_each(|i| list.push(i));
+        list.forget_front_while(|&last| last < per * 2);
+        assert!(list.clone().into_iter().eq(per * 2..per * 3));
+        list.forget_front_while(|_| true);
+        assert_eq!(list.blocks.len(), 1);
     }
 
     #[test]

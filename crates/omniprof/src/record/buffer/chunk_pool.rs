@@ -10,6 +10,8 @@ use crate::{lock, wait};
 /// Records per chunk: 4096 × 16 B = 64 KiB, small enough to stay cache-friendly and to
 /// pre-fault cheaply, large enough that taking a new chunk is rare.
 pub(crate) const CHUNK_SLOTS: usize = 4096;
+/// The bytes of a chunk.
+pub(crate) const CHUNK_BYTES: usize = CHUNK_SLOTS * std::mem::size_of::<Slot>();
 const PAGE_SLOTS: usize = 4096 / std::mem::size_of::<Slot>();
 
 /// One record: what happened (`word`, with the session tag) and when (`tick`).
@@ -40,6 +42,17 @@ pub(crate) fn prefill_pool(chunks: usize) {
     let have = lock(&POOL).len();
     let fresh: Vec<Chunk> = (have..chunks).map(|_| new_chunk()).collect();
     lock(&POOL).extend(fresh);
+}
+
+/// Frees pooled chunks past the refill target: rings in bounded memory should not sit
+/// beside a pool that an earlier, larger session filled.
+pub(crate) fn trim_pool() {
+    let extra: Vec<Chunk> = {
+        let mut pool = lock(&POOL);
+        let keep = pool.len().min(POOL_HIGH);
+        pool.split_off(keep)
+    };
+    drop(extra);
 }
 
 /// Below this many pooled chunks, the refill thread is woken.

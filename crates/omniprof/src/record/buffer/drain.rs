@@ -9,6 +9,7 @@ use super::block_list::BlockList;
 use super::chunk_pool::POOL;
 use super::fork::FORK_TICK;
 use super::registry::REGISTRY;
+use super::ring::{is_ring, snapshot};
 use crate::lock;
 use crate::record::autograd::Autograd;
 use crate::record::packed_args::PackedArgs;
@@ -36,7 +37,12 @@ pub(crate) struct DrainedThread {
 ///
 /// In a forked child, the buffers of the parent's threads are forgotten unread and the
 /// records older than the fork are skipped (module docs).
+///
+/// A ring session is copied from, not emptied ([`ring`](super::ring)): it goes on recording.
 pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> {
+    if is_ring(state) {
+        return snapshot(state, floor, ceiling);
+    }
     let tag = session_tag(state);
     let me = std::process::id();
     // What a session inherited through a fork recorded before it is the parent's.

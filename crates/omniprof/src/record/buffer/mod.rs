@@ -6,7 +6,8 @@
 //!   has exited *and* its records were drained.
 //! - Only the owning thread writes records and moves its write position. Chunks are never
 //!   freed or handed back to the pool while they belong to a live thread, except by the owner
-//!   itself when it starts a new session, under the buffer's `chunks` lock.
+//!   itself when it starts a new session, or reuses its oldest chunk in a ring session
+//!   ([`ring`]), under the buffer's `chunks` lock.
 //! - The hot path touches only the thread's own thread-local state and the slot it writes:
 //!   nothing is published per event. Each slot vouches for itself instead: its word carries
 //!   the session's [tag](super::word::session_tag) and its tick, stored last with Release,
@@ -32,8 +33,10 @@
 //! [`registry`] keeps every thread's [`ThreadBuffer`]; [`local`] is the owning thread's
 //! view of its buffer and the hot path that appends a record, and [`slow_path`] what that
 //! path calls when it runs out of room; [`side_tables`] hold what a record carries beside
-//! its 16 bytes, in [`block_list`]s that never reallocate; [`drain`] copies a session out; [`fork`] keeps the buffers sound across a
-//! fork; [`thread_name`] names the thread's row.
+//! its 16 bytes, in [`block_list`]s that never reallocate; [`drain`] copies a session out; [`ring`] keeps a
+//! session in bounded memory by reusing each thread's oldest chunk, and copies time slices
+//! of it out while it records; [`fork`] keeps the buffers sound across a fork;
+//! [`thread_name`] names the thread's row.
 //!
 //! [`ThreadBuffer`]: registry::ThreadBuffer
 //! [`REGISTRY`]: registry::REGISTRY
@@ -45,14 +48,17 @@ mod drain;
 mod fork;
 mod local;
 mod registry;
+mod ring;
 mod side_tables;
 mod slow_path;
 mod thread_name;
 
-pub(super) use chunk_pool::prefill_pool;
+pub(super) use chunk_pool::{prefill_pool, trim_pool, CHUNK_BYTES};
 pub(super) use drain::drain;
 pub(super) use local::{this_thread, with_local, Local};
 pub(super) use registry::{registered_threads, thread_ids};
+pub(crate) use ring::RingUse;
+pub(super) use ring::{begin_rings, begin_view, end_view, ring_use};
 pub(super) use slow_path::set_max_records_per_thread;
 pub(super) use thread_name::set_current_thread_name;
 

@@ -2,7 +2,7 @@
 //! thread has exited and its records were drained (the ownership protocol in the
 //! [module docs](super)).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
 use super::block_list::BlockList;
@@ -25,6 +25,12 @@ pub(crate) struct ThreadBuffer {
     /// The session state the contents belong to.
     pub(super) state: AtomicU64,
     pub(super) dropped: AtomicU64,
+    /// Records a ring overwrote while still inside its window ([`ring`](super::ring)).
+    pub(super) overwritten: AtomicU64,
+    /// The viewing session this thread last took a chunk in, and how many chunks it held
+    /// then ([`ring`](super::ring)).
+    pub(super) view_epoch: AtomicU64,
+    pub(super) view_chunks: AtomicUsize,
     /// The words of dropped records that end a range (not [beginnings](super::Local::push)): their
     /// ranges' beginnings were kept, so the drain must not close them at the window's end.
     /// Only ranges open when the cap was reached can lose an end, so this stays small.

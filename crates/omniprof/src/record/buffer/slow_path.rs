@@ -11,6 +11,7 @@ use super::chunk_pool::{take_chunk, Chunk, POOL};
 use super::fork::at_fork;
 use super::local::{Local, EXIT};
 use super::registry::{ThreadBuffer, NEXT_THREAD_INDEX, REGISTRY};
+use super::ring;
 use super::thread_name::{current_tid, os_thread_name};
 use crate::lock;
 use crate::record::op_stack::OpStack;
@@ -58,11 +59,15 @@ impl Local {
             self.seq.set(0);
             self.listening
                 .set(crate::record::correlation::refresh_thread());
+            ring::note_first_chunk(state);
             if self.pos.get() != self.end.get() {
                 return Some(());
             }
         }
         let mut chunks = lock(&buffer.chunks);
+        if ring::is_ring(state) {
+            return ring::next_chunk(self, buffer, &mut chunks, word, begins_range);
+        }
         // SAFETY: both point into the chunk being written, `chunk_start` at its first slot.
         let in_chunk = unsafe { self.pos.get().offset_from(self.chunk_start.get()) } as usize;
         let recorded = self.filled.get() + in_chunk;
@@ -81,7 +86,7 @@ impl Local {
     }
 
     /// Writes go to `chunk` next, up to its end or to the cap, whichever comes first.
-    fn point_at(&self, chunk: &mut Chunk) {
+    pub(super) fn point_at(&self, chunk: &mut Chunk) {
         let room = MAX_RECORDS
             .load(Ordering::Relaxed)
             .saturating_sub(self.filled.get())
@@ -108,6 +113,9 @@ impl Local {
                 chunks: Mutex::new(Vec::new()),
                 state: AtomicU64::new(0),
                 dropped: AtomicU64::new(0),
+                overwritten: AtomicU64::new(0),
+                view_epoch: AtomicU64::new(0),
+                view_chunks: AtomicUsize::new(0),
                 dropped_ends: Mutex::new(Vec::new()),
                 args: Mutex::default(),
                 autograd: Mutex::default(),

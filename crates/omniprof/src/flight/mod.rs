@@ -1,0 +1,42 @@
+//! The flight recorder: the recorder left on, keeping the last seconds of every host op,
+//! user range and step in bounded memory, and written out as a normal trace when a step is
+//! slow, the job hangs or fails, or someone asks.
+//!
+//! It is the same recording as a profiling session's, on the same hot path: the recorder's
+//! one session runs for the recorder's life, its per-thread chunks reused oldest first
+//! (rings) once they hold only records older than the window or once the process's rings
+//! reach their memory bound. Records overwritten while still inside the window are counted
+//! and reported in each dump. A dump copies the window out while recording goes on.
+//!
+//! ```
+//! use std::time::Duration;
+//! use omniprof::FlightRecorder;
+//!
+//! let recorder = FlightRecorder::builder()
+//!     .window(Duration::from_secs(30))
+//!     .max_bytes(64 << 20)
+//!     .start()
+//!     .unwrap();
+//! for _ in 0..3 {
+//!     omniprof::scope!("train_step");
+//!     omniprof::step();
+//! }
+//! # let dir = tempfile::tempdir().unwrap();
+//! let dump = recorder.dump(dir.path().join("window.pt.trace.json")).unwrap();
+//! assert!(dump.events >= 3);
+//! recorder.stop();
+//! ```
+//!
+//! Inside: [`recorder`] holds the running recorder and writes dumps; [`steps`] times the
+//! steps and sees a slow one or a hang; [`dump_dir`] names the dumps, keeps the last few,
+//! and writes only into a directory that is the user's own, never through a link.
+
+mod dump_dir;
+mod recorder;
+mod steps;
+
+pub(crate) use recorder::{lend_backends, request_dump, resume_backends};
+pub use recorder::{
+    Dump, DumpReason, FlightError, FlightRecorder, FlightRecorderBuilder, FlightStats,
+};
+pub(crate) use steps::on_step;
