@@ -6,7 +6,8 @@
 //! table and the Chrome JSON writer (`results`), the TensorBoard trace handler (`handler`),
 //! the PyTorch op observer as a backend (`observer`), the profiler stubs bridge (`stubs`), a
 //! PrivateUse1 backend's Kineto profiler (`privateuse1`), on-demand serving and the iteration
-//! count (`on_demand`), and whether CUDA can be recorded (`cuda`). This file only registers
+//! count (`on_demand`), the flight recorder (`flight`), and whether CUDA can be recorded
+//! (`cuda`). This file only registers
 //! them.
 //!
 //! Errors reach Python as exceptions carrying the Rust message: `ProfilerError` for what
@@ -22,6 +23,7 @@
 mod capsule;
 mod cuda;
 mod error;
+mod flight;
 mod handler;
 mod observer;
 mod on_demand;
@@ -64,6 +66,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     results::register(m)?;
     handler::register(m)?;
     observer::register(m)?;
+    flight::register(m)?;
     stubs::register(m)?;
     privateuse1::register(m)?;
     Ok(())

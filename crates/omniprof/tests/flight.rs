@@ -287,7 +287,8 @@ fn a_trigger_storm_writes_one_dump_per_interval_and_keeps_the_last_few() {
         .unwrap();
     let started = Instant::now();
     while started.elapsed() < Duration::from_millis(1000) {
-        recorder.trigger(DumpReason::Request);
+        // As if every step were slow.
+        recorder.trigger(DumpReason::SlowStep);
         std::thread::sleep(Duration::from_millis(1));
     }
     assert!(recorder.flush(Duration::from_secs(30)));

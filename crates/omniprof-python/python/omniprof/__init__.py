@@ -16,7 +16,10 @@ traces are Kineto-compatible Chrome JSON that Perfetto, TensorBoard and HTA open
 analyses (``key_averages()``, ``events()``, ``export_stacks()``).
 
 ``OMNIPROF_ONDEMAND=1`` in the environment makes the process traceable on demand
-(``omniprof trigger --pid``); see ``omniprof._ondemand``.
+(``omniprof trigger --pid``); see ``omniprof._ondemand``. ``omniprof.flight_recorder()``
+keeps the last seconds of every op and writes them out when a step is slow, the job hangs
+or fails; ``OMNIPROF_FLIGHT_RECORDER=DIR`` turns it on at import (``python -m omniprof
+script.py`` for a program that does not import omniprof); see ``omniprof._flight``.
 """
 
 from ._native import (
@@ -43,16 +46,19 @@ from .profiler import (
     tensorboard_trace_handler,
 )
 
-from . import _ondemand
+from . import _flight, _ondemand
+from ._flight import FlightRecorder, flight_recorder
 
 #: ``torch.profiler.schedule``; see ``Schedule``.
 schedule = Schedule
 
 _ondemand.enable_from_env()
+_flight.enable_from_env()
 
 __all__ = [
     "__version__",
     "EventList",
+    "FlightRecorder",
     "FunctionEvent",
     "KeyAverage",
     "KeyAverages",
@@ -64,6 +70,7 @@ __all__ = [
     "Trace",
     "TraceDirHandler",
     "instant",
+    "flight_recorder",
     "load_trace",
     "profile",
     "record_function",

@@ -1,7 +1,8 @@
 """Type stubs of the native module (Rust, PyO3). See ``omniprof`` for the public API."""
 
 from types import TracebackType
-from typing import Any, Callable, Iterator, List, Optional, Tuple, Type, TypeVar, Union, final
+import os
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union, final
 
 from typing_extensions import CapsuleType
 
@@ -30,6 +31,7 @@ __all__ = [
     "Interval",
     "load_trace",
     "TraceDirHandler",
+    "FlightRecorder",
     "install_torch_observer",
     "install_torch_stubs",
     "install_privateuse1_profiler",
@@ -312,6 +314,34 @@ class EventList:
     def __getitem__(self, index: int, /) -> FunctionEvent: ...
     def __iter__(self) -> Iterator[FunctionEvent]: ...
     def export_stacks(self, path: str, metric: str) -> None: ...
+
+@final
+class FlightRecorder:
+    """The process's flight recorder; see ``omniprof.flight_recorder``."""
+
+    def __new__(
+        cls,
+        seconds_kept: float,
+        max_bytes: int,
+        dump_dir: Optional[str],
+        keep: int,
+        min_interval_s: float,
+        slow_factor: float,
+        warmup_steps: int,
+        hang_after_s: Optional[float],
+        record_shapes: bool,
+        profile_memory: bool,
+        serve_dump_requests: bool,
+    ) -> "FlightRecorder": ...
+    def dump(self, path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]: ...
+    def trigger(self, reason: str) -> None: ...
+    def flush(self, timeout_s: float) -> bool: ...
+    def dumps(self) -> List[str]: ...
+    def take_warnings(self) -> List[str]: ...
+    def stats(self) -> Dict[str, int]: ...
+    def stop(self) -> List[str]: ...
+    @property
+    def running_now(self) -> bool: ...
 
 @final
 class TraceDirHandler:

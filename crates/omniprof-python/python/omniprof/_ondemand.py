@@ -17,10 +17,19 @@ import importlib.util
 from . import _native, _observer, _warn
 
 
-def _count_optimizer_steps() -> None:
+_counting = False
+
+
+def count_optimizer_steps() -> None:
+    """Makes each optimizer step end one iteration (``omniprof.step()``), once per process:
+    on-demand tracing and the flight recorder share the hook, so a step counts once."""
+    global _counting
+    if _counting:
+        return
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     register_optimizer_step_post_hook(lambda *_: _native.step())
+    _counting = True
 
 
 def enable_from_env() -> bool:
@@ -33,7 +42,7 @@ def enable_from_env() -> bool:
     if importlib.util.find_spec("torch") is not None:
         # Imports torch (the observer is built only for a program that has), so that a
         # program importing omniprof first still has its ops traced.
-        _count_optimizer_steps()
+        count_optimizer_steps()
         _observer.install()
         _observer.install_privateuse1_profiler()
     running = False

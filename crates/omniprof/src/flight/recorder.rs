@@ -30,6 +30,12 @@ pub enum DumpReason {
 }
 
 impl DumpReason {
+    /// Whether the recorder noticed it itself (a slow step, a hang): such dumps are
+    /// rate-limited ([`FlightRecorderBuilder::min_interval`]).
+    pub fn is_automatic(self) -> bool {
+        matches!(self, Self::SlowStep | Self::Hang)
+    }
+
     /// The reason as file names and the trace's metadata spell it (`slow_step`, `hang`,
     /// `failure`, `request`).
     pub fn as_str(self) -> &'static str {
@@ -161,8 +167,9 @@ impl FlightRecorderBuilder {
         self
     }
 
-    /// The least time between two triggered dumps (default 30 s, the window: a dump holds
-    /// all that happened since the one before).
+    /// The least time between two dumps the recorder triggers itself, for a slow step or a
+    /// hang (default 30 s, the window: a dump holds all that happened since the one before).
+    /// Failures and requests are not held back by it, only by a queue of four.
     pub fn min_interval(mut self, interval: Duration) -> Self {
         self.min_interval = interval;
         self
@@ -267,6 +274,7 @@ impl FlightRecorderBuilder {
 /// The host backends: the ones that record host ops into the recorder (the PyTorch op
 /// observer), configured as a session selecting host activities would.
 fn host_backends(config: &Config) -> Backends {
+    session::initialize();
     let selection: ActivitySet = [ActivityType::CpuOp, ActivityType::UserAnnotation]
         .into_iter()
         .collect();
@@ -314,8 +322,8 @@ impl FlightRecorder {
     }
 
     /// Asks for a dump into the dump directory, named for `reason` and the current step,
-    /// written by the recorder's thread (rate-limited, see
-    /// [`FlightRecorderBuilder::min_interval`]). [`flush`](Self::flush) waits for it.
+    /// written by the recorder's thread (rate-limited as
+    /// [`FlightRecorderBuilder::min_interval`] says). [`flush`](Self::flush) waits for it.
     pub fn trigger(&self, reason: DumpReason) {
         // A skip is counted and reported by the recorder.
         let _ = self
@@ -392,6 +400,9 @@ impl std::fmt::Debug for FlightRecorder {
             .finish()
     }
 }
+
+/// Failures and requests queued at most; past this they are skipped.
+const MAX_QUEUED: usize = 4;
 
 /// The outcomes kept for requests waiting on their dump.
 const MAX_RESULTS: usize = 16;
@@ -503,13 +514,17 @@ impl Shared {
         if queue.stopping {
             return Err("the flight recorder is stopping".into());
         }
-        // A failure happens once: it is not held back by the interval.
-        let limited = (reason != DumpReason::Failure
-            && queue
+        // What the recorder notices itself is held to one dump per interval; a failure (it
+        // happens once) and a request (someone asked) are only held to a short queue.
+        let limited = if reason.is_automatic() {
+            queue
                 .last_dump
-                .is_some_and(|at| at.elapsed() < self.options.min_interval))
-            || !queue.pending.is_empty()
-            || queue.busy;
+                .is_some_and(|at| at.elapsed() < self.options.min_interval)
+                || !queue.pending.is_empty()
+                || queue.busy
+        } else {
+            queue.pending.len() >= MAX_QUEUED
+        };
         if limited {
             self.skipped.fetch_add(1, Ordering::Relaxed);
             let why = format!(

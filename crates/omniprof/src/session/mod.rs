@@ -142,7 +142,7 @@ type TraceReady = Arc<Mutex<dyn FnMut(Trace) + Send>>;
 /// Readies the process for a session, each part once per process or cheaply again: the
 /// clock source decided, enough record chunks pre-faulted for the threads seen so far, and
 /// every backend taken in (plugins loaded, registered factories instantiated).
-fn initialize() {
+pub(crate) fn initialize() {
     clock::clock_source();
     record::warm_up();
     backend::take_in_backends();
