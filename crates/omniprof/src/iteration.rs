@@ -5,7 +5,7 @@
 //! requests by it, installing the slow path that tells it when a request's iteration comes.
 //! Neither engine imports the other for it.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::OnceLock;
 
 /// The application's iteration; the first `step()` makes it 0.
@@ -26,11 +26,33 @@ static WATCHER: OnceLock<fn(i64)> = OnceLock::new();
 #[inline]
 pub fn step() -> i64 {
     let iteration = ITERATION.fetch_add(1, Ordering::Relaxed) + 1;
-    crate::flight::on_step(iteration);
+    if EVERY_STEP_ON.load(Ordering::Relaxed) {
+        tell_every_step(iteration);
+    }
     if iteration >= NEXT_WATCHED.load(Ordering::Acquire) {
         tell_watcher(iteration);
     }
     iteration
+}
+
+/// What runs at every step while on: the flight recorder's step watch, installed by it (so
+/// the step count does not depend on it).
+static EVERY_STEP: OnceLock<fn(i64)> = OnceLock::new();
+static EVERY_STEP_ON: AtomicBool = AtomicBool::new(false);
+
+/// Installs `hook` to run at every step (the first one installed stays), and turns it on or
+/// off.
+pub(crate) fn every_step(hook: fn(i64), on: bool) {
+    let _ = EVERY_STEP.set(hook);
+    EVERY_STEP_ON.store(on, Ordering::Release);
+}
+
+#[cold]
+#[inline(never)]
+fn tell_every_step(iteration: i64) {
+    if let Some(hook) = EVERY_STEP.get() {
+        hook(iteration);
+    }
 }
 
 #[cold]

@@ -15,7 +15,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::recorder::DumpReason;
+use super::reason::DumpReason;
 use crate::Trace;
 
 /// The dump directory, as the builder named it.

@@ -27,16 +27,16 @@
 //! recorder.stop();
 //! ```
 //!
-//! Inside: [`recorder`] holds the running recorder and writes dumps; [`steps`] times the
-//! steps and sees a slow one or a hang; [`dump_dir`] names the dumps, keeps the last few,
-//! and writes only into a directory that is the user's own, never through a link.
+//! Inside: [`recorder`] holds the running recorder, writes dumps and installs its hooks in
+//! the lower layers (the step count, the session's claim, the trigger socket), so none of
+//! them depends on it; [`steps`] times the steps and sees a slow one or a hang;
+//! [`dump_dir`] names the dumps, keeps the last few, and writes only into a directory that
+//! is the user's own, never through a link; [`reason`] says why a dump was written.
 
 mod dump_dir;
+mod reason;
 mod recorder;
 mod steps;
 
-pub(crate) use recorder::{lend_backends, request_dump, resume_backends};
-pub use recorder::{
-    Dump, DumpReason, FlightError, FlightRecorder, FlightRecorderBuilder, FlightStats,
-};
-pub(crate) use steps::on_step;
+pub use reason::DumpReason;
+pub use recorder::{Dump, FlightError, FlightRecorder, FlightRecorderBuilder, FlightStats};

@@ -8,45 +8,14 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::dump_dir::{self, DumpDir};
-use super::steps::{self, StepWatch};
+use super::reason::DumpReason;
+use super::steps::StepWatch;
 use crate::config::Config;
 use crate::keys::metadata;
 use crate::record::{self, RingBounds, RingsRefused};
 use crate::session::{self, Backends};
 use crate::{lock, wait_timeout};
 use crate::{ActivitySet, ActivityType, Trace, Value};
-
-/// Why a dump was written: the first word of its file name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DumpReason {
-    /// A step took more than the slow factor times the median of the steps before it.
-    SlowStep,
-    /// No step ended for the hang timeout.
-    Hang,
-    /// The program failed (an exception escaped, or it exited with an error).
-    Failure,
-    /// Someone asked (`omniprof trigger --dump`, or [`FlightRecorder::trigger`]).
-    Request,
-}
-
-impl DumpReason {
-    /// Whether the recorder noticed it itself (a slow step, a hang): such dumps are
-    /// rate-limited ([`FlightRecorderBuilder::min_interval`]).
-    pub fn is_automatic(self) -> bool {
-        matches!(self, Self::SlowStep | Self::Hang)
-    }
-
-    /// The reason as file names and the trace's metadata spell it (`slow_step`, `hang`,
-    /// `failure`, `request`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SlowStep => "slow_step",
-            Self::Hang => "hang",
-            Self::Failure => "failure",
-            Self::Request => "request",
-        }
-    }
-}
 
 /// What went wrong starting the flight recorder or writing a dump.
 #[derive(Debug, thiserror::Error)]
@@ -247,7 +216,11 @@ impl FlightRecorderBuilder {
         });
         *current = Some(Arc::clone(&shared));
         drop(current);
-        steps::watch(true);
+        session::on_claim(lend_backends, resume_backends);
+        #[cfg(unix)]
+        crate::trigger::on_dump_request(request_dump);
+        lock(&shared.steps).begin_range(crate::iteration::iteration() + 1);
+        crate::iteration::every_step(on_step, true);
         let dumper = Arc::clone(&shared);
         let spawned = std::thread::Builder::new()
             .name("omniprof-flight".into())
@@ -381,7 +354,7 @@ impl FlightRecorder {
         }
         *current = None;
         drop(current);
-        steps::watch(false);
+        crate::iteration::every_step(on_step, false);
         self.flush(Duration::from_secs(60));
         lock(&self.shared.queue).stopping = true;
         self.shared.wake.notify_all();
@@ -415,7 +388,7 @@ const REQUEST_WAIT: Duration = Duration::from_secs(300);
 
 /// Writes a dump on request (`omniprof trigger --dump`) and returns its path, or why none
 /// was written (no recorder runs, rate-limited, the directory refused).
-pub(crate) fn request_dump() -> Result<PathBuf, String> {
+fn request_dump() -> Result<PathBuf, String> {
     let shared = lock(&CURRENT)
         .clone()
         .ok_or("no flight recorder runs in this process")?;
@@ -434,10 +407,16 @@ pub(crate) fn request_dump() -> Result<PathBuf, String> {
     }
 }
 
+/// Step `iteration` ended (the hook [`step`](crate::step) calls while a recorder runs):
+/// the step watch closes its range and may ask for a slow step's dump.
+fn on_step(iteration: i64) {
+    with_steps(|w| w.ended(iteration, Instant::now()));
+}
+
 /// A profiling session claims the recorder: the recorder's backends stop, so the session's
 /// own (the op observer with the session's flags) can attach; the session records into
 /// the rings it views.
-pub(crate) fn lend_backends() {
+fn lend_backends() {
     if let Some(shared) = lock(&CURRENT).clone() {
         if let Some(mut backends) = lock(&shared.backends).take() {
             backends.stop();
@@ -446,7 +425,7 @@ pub(crate) fn lend_backends() {
 }
 
 /// The session let the recorder go: the recorder's backends start again.
-pub(crate) fn resume_backends() {
+fn resume_backends() {
     if let Some(shared) = lock(&CURRENT).clone() {
         let mut held = lock(&shared.backends);
         if held.is_none() {
@@ -459,7 +438,7 @@ pub(crate) fn resume_backends() {
 }
 
 /// Runs `f` on the running recorder's step watch and queues the dump it asks for.
-pub(super) fn with_steps(f: impl FnOnce(&mut StepWatch) -> Option<(DumpReason, i64)>) {
+fn with_steps(f: impl FnOnce(&mut StepWatch) -> Option<(DumpReason, i64)>) {
     let Some(shared) = lock(&CURRENT).clone() else {
         return;
     };

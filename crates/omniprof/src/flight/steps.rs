@@ -6,42 +6,13 @@
 //! [`Profiler`](crate::Profiler)'s `step`, or by the Python package's optimizer hook.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::recorder::{with_steps, DumpReason};
+use super::reason::DumpReason;
 use crate::record::OwnedRange;
 
 /// Steps whose times the median is taken over.
 const MEDIAN_OF: usize = 64;
-
-/// Whether a flight recorder watches the steps: one relaxed load per step otherwise.
-static WATCHING: AtomicBool = AtomicBool::new(false);
-
-/// Turns the step hook on or off.
-pub(super) fn watch(on: bool) {
-    WATCHING.store(on, Ordering::Release);
-    if on {
-        with_steps(|w| {
-            w.begin_range(crate::iteration::iteration() + 1);
-            None
-        });
-    }
-}
-
-/// Called by [`step`](crate::step) once step `iteration` has ended.
-#[inline]
-pub(crate) fn on_step(iteration: i64) {
-    if WATCHING.load(Ordering::Relaxed) {
-        ended(iteration);
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn ended(iteration: i64) {
-    with_steps(|w| w.ended(iteration, Instant::now()));
-}
 
 /// The step times seen so far and the open step's range.
 pub(super) struct StepWatch {
@@ -70,7 +41,8 @@ impl StepWatch {
         }
     }
 
-    fn begin_range(&mut self, step: i64) {
+    /// Opens step `step`'s range, closing the one open.
+    pub(super) fn begin_range(&mut self, step: i64) {
         self.end_range();
         self.range = OwnedRange::begin(format!("ProfilerStep#{step}"));
     }
@@ -83,7 +55,7 @@ impl StepWatch {
 
     /// Step `step` ended at `now`: its range closes, the next one's opens, and a slow step
     /// asks for a dump.
-    fn ended(&mut self, step: i64, now: Instant) -> Option<(DumpReason, i64)> {
+    pub(super) fn ended(&mut self, step: i64, now: Instant) -> Option<(DumpReason, i64)> {
         self.begin_range(step + 1);
         let took = now.duration_since(self.began);
         self.began = now;

@@ -56,11 +56,12 @@ pub use name::{IntoName, Name, StaticName};
 pub use packed_args::UnpackArgs;
 pub use push_pop::{pop_op, pop_op_with_autograd, push_op, push_op_packed, PushedOp};
 pub(crate) use ring_session::{
-    ring_window, rings_use, start_rings, stop_rings, RingBounds, RingsRefused, CHUNK_BYTES,
+    ring_window, rings_use, start_rings, start_session, stop_rings, stop_session, RingBounds,
+    RingsRefused, CHUNK_BYTES,
 };
 #[cfg(test)]
 pub(crate) use state::is_recording;
-pub(crate) use state::{start_session, stop_session, warm_up, HostSession};
+pub(crate) use state::{warm_up, HostSession};
 
 /// The OS thread ids of the threads that have recorded (a backend counting per recording
 /// thread, as the host perf counters do, follows them).

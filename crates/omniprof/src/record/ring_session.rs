@@ -15,7 +15,7 @@ use std::time::Duration;
 use super::buffer::{self, RingUse};
 use super::decode::{collect, HostRecording};
 use super::name;
-use super::state::{start_session, stop_session, HostSession, STATE};
+use super::state::{self, HostSession, STATE};
 use crate::clock::{self, CalibrationSample, TickConverter};
 use crate::lock;
 use crate::Window;
@@ -71,7 +71,7 @@ pub(crate) fn start_rings(bounds: RingBounds) -> Result<(), RingsRefused> {
     buffer::begin_rings(next, max_chunks, window_ticks);
     buffer::trim_pool();
     let start = CalibrationSample::take();
-    let host = start_session(u64::MAX);
+    let host = state::start_session(u64::MAX);
     if host.state != next {
         buffer::begin_rings(host.state, max_chunks, window_ticks);
     }
@@ -99,12 +99,12 @@ pub(crate) fn stop_rings() {
     let mut host = rings.host;
     *guard = None;
     drop(guard);
-    stop_session(&mut host);
+    state::stop_session(&mut host);
 }
 
 /// The session a profiling session records in while rings run (see the module docs), with
 /// a cap of `max_records` per thread; `None` when no rings run.
-pub(crate) fn view(max_records: u64) -> Option<HostSession> {
+fn view(max_records: u64) -> Option<HostSession> {
     let mut guard = lock(&RINGS);
     let rings = guard.as_mut().filter(|r| !r.stop_pending && !r.viewed)?;
     rings.viewed = true;
@@ -118,7 +118,7 @@ pub(crate) fn view(max_records: u64) -> Option<HostSession> {
 }
 
 /// Ends a view `session` (true) at the next tick; false when it is no view.
-pub(crate) fn end_view(session: &mut HostSession) -> bool {
+fn end_view(session: &mut HostSession) -> bool {
     let mut guard = lock(&RINGS);
     let Some(rings) = guard.as_mut().filter(|r| r.host.state == session.state) else {
         return false;
@@ -134,9 +134,22 @@ pub(crate) fn end_view(session: &mut HostSession) -> bool {
         let mut host = rings.host;
         *guard = None;
         drop(guard);
-        stop_session(&mut host);
+        state::stop_session(&mut host);
     }
     true
+}
+
+/// Starts a session as its callers see it: while rings record, a view of theirs; else a
+/// session of its own ([`state::start_session`]).
+pub(crate) fn start_session(max_records_per_thread: u64) -> HostSession {
+    view(max_records_per_thread).unwrap_or_else(|| state::start_session(max_records_per_thread))
+}
+
+/// Stops a session [`start_session`] started.
+pub(crate) fn stop_session(session: &mut HostSession) {
+    if !end_view(session) {
+        state::stop_session(session);
+    }
 }
 
 /// The last seconds the rings hold, as a host recording of process `pid`.

@@ -35,11 +35,8 @@ pub(crate) struct HostSession {
     pub(super) stop_tick: u64,
 }
 
-/// Starts recording for a new session (while rings record, a view of theirs).
+/// Starts recording for a new session.
 pub(crate) fn start_session(max_records_per_thread: u64) -> HostSession {
-    if let Some(view) = super::ring_session::view(max_records_per_thread) {
-        return view;
-    }
     buffer::set_max_records_per_thread(max_records_per_thread);
     // No session records now: names no session needs can go.
     name::reclaim();
@@ -58,9 +55,6 @@ pub(crate) fn start_session(max_records_per_thread: u64) -> HostSession {
 
 /// Stops recording (threads notice at their next event).
 pub(crate) fn stop_session(session: &mut HostSession) {
-    if super::ring_session::end_view(session) {
-        return;
-    }
     let state = session.state;
     if STATE
         .compare_exchange(state, state & !1, Ordering::AcqRel, Ordering::Relaxed)

@@ -69,6 +69,21 @@ pub(crate) fn on_prepare_preempt(preempt: fn()) {
     let _ = ASYNC_PREEMPT.set(preempt);
 }
 
+/// What claiming the recorder and letting it go do to a flight recorder's backends (lend
+/// them to the session, take them back); installed by the flight recorder, so the session
+/// does not depend on it.
+static CLAIM_HOOKS: OnceLock<ClaimHooks> = OnceLock::new();
+
+struct ClaimHooks {
+    lend: fn(),
+    give_back: fn(),
+}
+
+/// Installs the flight recorder's claim hooks (the first ones installed stay).
+pub(crate) fn on_claim(lend: fn(), give_back: fn()) {
+    let _ = CLAIM_HOOKS.set(ClaimHooks { lend, give_back });
+}
+
 /// Whether a session holds the process-wide recorder.
 pub(crate) fn recorder_claimed() -> bool {
     ACTIVE.load(Ordering::Acquire)
@@ -94,7 +109,9 @@ impl Drop for Claim {
     fn drop(&mut self) {
         correlation::set_session_listeners(Vec::new());
         ACTIVE.store(false, Ordering::Release);
-        crate::flight::resume_backends();
+        if let Some(hooks) = CLAIM_HOOKS.get() {
+            (hooks.give_back)();
+        }
     }
 }
 
@@ -423,8 +440,10 @@ impl Profiler {
             }
         }
         let claim = Claim::take()?;
-        // A flight recorder's op observer makes way for the session's (see `flight`).
-        crate::flight::lend_backends();
+        // A flight recorder's op observer makes way for the session's.
+        if let Some(hooks) = CLAIM_HOOKS.get() {
+            (hooks.lend)();
+        }
         let unsupported = self.config.unsupported_settings();
         if !unsupported.is_empty() {
             let keys: Vec<String> = unsupported

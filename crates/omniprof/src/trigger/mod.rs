@@ -16,6 +16,7 @@ pub use client::{Listening, TriggerError};
 pub use handler::{Traced, TriggerHandler, TriggerRefused};
 pub use protocol::TRIGGER_MAX_BODY;
 pub use runtime_dir::RuntimeDir;
+pub(crate) use server::on_dump_request;
 pub use server::{check_trigger_config, ServerOptions, TriggerServer};
 
 /// Listens for triggers of this process in this user's [`RuntimeDir`] until the returned

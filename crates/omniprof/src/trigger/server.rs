@@ -16,7 +16,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -294,6 +294,15 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>, stop: &AtomicBool)
 }
 
 /// How long the accept thread waits for dropped connections to give their slots back.
+/// What answers a `dump` request: the flight recorder's, installed by it (so the socket
+/// does not depend on it).
+static DUMP_REQUESTS: OnceLock<fn() -> Result<PathBuf, String>> = OnceLock::new();
+
+/// Installs what answers `dump` requests (the first one installed stays).
+pub(crate) fn on_dump_request(dump: fn() -> Result<PathBuf, String>) {
+    let _ = DUMP_REQUESTS.set(dump);
+}
+
 const DROPPED_GRACE: Duration = Duration::from_millis(200);
 
 /// Takes a slot for a new connection, making room by dropping the connection that has waited
@@ -374,12 +383,13 @@ fn serve(stream: &UnixStream, id: u64, shared: &Shared) {
         Request::Trace(text) => trace(&text, shared.handler.as_ref()),
         Request::Cancel => cancel_trigger(shared.handler.as_ref()),
         // The flight recorder is the process's, whatever handles traces.
-        Request::Dump => match crate::flight::request_dump() {
-            Ok(path) => Reply::Written {
+        Request::Dump => match DUMP_REQUESTS.get().map(|dump| dump()) {
+            Some(Ok(path)) => Reply::Written {
                 path,
                 notes: Vec::new(),
             },
-            Err(reason) => Reply::Refused(reason),
+            Some(Err(reason)) => Reply::Refused(reason),
+            None => Reply::Refused("no flight recorder runs in this process".into()),
         },
     };
     reply(stream, &answer);

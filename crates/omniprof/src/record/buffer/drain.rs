@@ -5,29 +5,15 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::block_list::BlockList;
+use super::drained::DrainedThread;
+
 use super::chunk_pool::POOL;
 use super::fork::FORK_TICK;
 use super::registry::REGISTRY;
 use super::ring::{is_ring, snapshot};
 use crate::lock;
-use crate::record::autograd::Autograd;
-use crate::record::packed_args::PackedArgs;
 use crate::record::word::{session_tag, tag_of, untagged};
-use crate::Value;
 
-/// Everything a session needs from one thread, copied out of its buffer.
-pub(crate) struct DrainedThread {
-    pub(crate) index: u32,
-    pub(crate) tid: i64,
-    pub(crate) name: String,
-    pub(crate) records: Vec<(u64, u64)>,
-    pub(crate) args: BlockList<(u32, Arc<str>, Value)>,
-    pub(crate) autograd: BlockList<(u32, Autograd)>,
-    pub(crate) packed: PackedArgs,
-    pub(crate) dropped: u64,
-    pub(crate) dropped_ends: Vec<u64>,
-}
 /// Copies out every buffer that recorded in session `state`, and frees the buffers of
 /// threads that have exited. `floor` is a tick taken before the session started and after
 /// the previous one stopped: every record of this session is newer. A thread's records come

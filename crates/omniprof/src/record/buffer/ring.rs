@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::chunk_pool::{take_chunk, Chunk, CHUNK_SLOTS, POOL};
-use super::drain::DrainedThread;
+use super::drained::DrainedThread;
 use super::local::Local;
 use super::registry::{ThreadBuffer, REGISTRY};
 use crate::lock;
