@@ -220,3 +220,7 @@ pub struct RustGuideDoctests;
 #[doc = include_str!("../../../docs/plugins.md")]
 #[cfg(doctest)]
 pub struct PluginsGuideDoctests;
+
+#[doc = include_str!("../../../docs/flight-recorder.md")]
+#[cfg(doctest)]
+pub struct FlightGuideDoctests;
