@@ -18,7 +18,7 @@ use omniprof::backends::{
 };
 use omniprof::recording::Name;
 use omniprof::trace::{ActivitySet, ActivityType, Window};
-use omniprof::{record_function, Config, Profiler};
+use omniprof::{record_function, Config, FlightRecorder, Profiler};
 
 /// Room for the largest sample criterion asks for, so no iteration hits the cap.
 const BENCH_CAP: &str = "OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=67108864";
@@ -163,6 +163,21 @@ fn ranges_in_session_with(iters: u64, threads: usize, extra: &str) -> Duration {
     elapsed
 }
 
+/// Times `iters` ranges recorded by a running flight recorder (the default rings: 30 s,
+/// 64 MiB, which `iters` past 2M ranges wrap): the always-on recorder's cost per range.
+fn ranges_in_flight(iters: u64) -> Duration {
+    let name = Name::new("bench_range");
+    let recorder = FlightRecorder::builder().start().unwrap();
+    let start = Instant::now();
+    for _ in 0..iters {
+        let g = record_function(name);
+        black_box(&g);
+    }
+    let elapsed = start.elapsed();
+    recorder.stop();
+    elapsed
+}
+
 /// Times `iters` pairs of raw clock reads on each of `threads` threads.
 fn clock_pairs(iters: u64, threads: usize) -> Duration {
     let run = move || {
@@ -186,6 +201,7 @@ fn record(c: &mut Criterion) {
     g.bench_function("range_enabled", |b| {
         b.iter_custom(|iters| ranges_in_session(iters, 1))
     });
+    g.bench_function("range_flight", |b| b.iter_custom(ranges_in_flight));
     omniprof::backends::register_profiler_factory(
         "bench-stacks",
         Box::new(|| Box::new(StackBackend)),
