@@ -110,6 +110,34 @@ fn an_hour_of_ops_compressed_stays_within_the_bound_and_the_dump_holds_the_newes
 }
 
 #[test]
+fn what_ranges_carry_beside_their_records_is_trimmed_with_the_rings() {
+    let _serial = serial();
+    const BOUND: usize = 4 << 20;
+    const RANGES: u64 = 2_000_000;
+    let recorder = FlightRecorder::builder()
+        .window(Duration::from_secs(3600))
+        .max_bytes(BOUND)
+        .start()
+        .unwrap();
+    let before = rss_bytes();
+    // Each range carries an arg (about 80 bytes beside its 32): kept for all 2M ranges that
+    // would be 160 MB; trimmed with the rings, about what the ~127k ranges held carry.
+    let worker = std::thread::spawn(|| {
+        for i in 0..RANGES {
+            drop(record_function("op").with_arg("i", i));
+        }
+    });
+    worker.join().unwrap();
+    let grown = rss_bytes().saturating_sub(before);
+    assert!(grown <= BOUND + (24 << 20), "RSS grew by {grown} bytes");
+    let trace = recorder.snapshot().unwrap();
+    let held = indices(&trace, "op");
+    assert_eq!(held.last(), Some(&(RANGES - 1)));
+    assert!(held.windows(2).all(|w| w[1] == w[0] + 1));
+    recorder.stop();
+}
+
+#[test]
 fn a_window_shorter_than_the_bound_allows_holds_exactly_its_last_seconds() {
     let _serial = serial();
     let window = Duration::from_millis(400);

@@ -95,7 +95,8 @@ impl DumpDir {
         let me = unsafe { libc::geteuid() };
         if meta.uid() != me {
             return Err(format!(
-                "the dump directory {dir} belongs to another user (uid {}, this process runs as {me})",
+                "the dump directory {dir} belongs to another user (uid {}, this process runs \
+                 as {me})",
                 meta.uid()
             ));
         }

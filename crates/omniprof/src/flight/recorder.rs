@@ -257,6 +257,19 @@ fn host_backends(config: &Config) -> Backends {
 /// The flight recorder of this process (at most one), from [`FlightRecorder::builder`];
 /// [`stop`](Self::stop) ends it (dropping the handle does not: a program started by an
 /// environment switch keeps it to the end).
+///
+/// ```
+/// use std::time::Duration;
+/// use omniprof::{DumpReason, FlightRecorder};
+///
+/// # let dir = tempfile::tempdir().unwrap();
+/// let recorder = FlightRecorder::builder().dump_dir(dir.path()).start().unwrap();
+/// omniprof::scope!("work");
+/// recorder.trigger(DumpReason::Request);
+/// assert!(recorder.flush(Duration::from_secs(60)));
+/// assert_eq!(recorder.dumps().len(), 1);
+/// recorder.stop();
+/// ```
 pub struct FlightRecorder {
     shared: Arc<Shared>,
 }
