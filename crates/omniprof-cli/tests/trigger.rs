@@ -3,7 +3,8 @@
 //! back; `--list` shows the server; an output directory of `/etc` is refused with exit 1;
 //! a pid that does not listen is named with how to opt in, one of no process said not to
 //! exist; a request over the body limit is refused unsent; bad arguments, a bad `--config`
-//! line and bad `--activities` exit 2 before anything is sent.
+//! line and bad `--activities` exit 2 before anything is sent; `--dump` prints the path of the
+//! flight recorder's dump, and without a flight recorder exits 1 saying so.
 #![cfg(unix)]
 
 use std::path::Path;
@@ -15,6 +16,7 @@ use omniprof::on_demand::{
 };
 use omniprof_read::TraceReader;
 use omniprof_test_support::cli::{text, Cli};
+use omniprof_test_support::lock::serial;
 use omniprof_test_support::trigger::{Recorder, STEP};
 
 /// `omniprof` with `xdg` as `$XDG_RUNTIME_DIR`, so that the sockets `trigger` looks for are
@@ -259,4 +261,52 @@ fn the_client_prints_the_notes_of_a_trace_on_stderr_and_what_cancel_cancelled() 
         2,
         ["trigger", "--pid", &pid, "--cancel", "--iterations", "3"],
     );
+}
+
+#[test]
+fn dump_prints_the_flight_recorders_dump_and_without_one_exits_1_saying_so() {
+    // No session of the other tests records while the flight recorder runs.
+    let _serial = serial();
+    let xdg = tempfile::tempdir().unwrap();
+    let dir = RuntimeDir::at(xdg.path().join("omniprof")).unwrap();
+    let _server = dir.listen(Arc::new(Recorder::default())).unwrap();
+    let pid = std::process::id().to_string();
+    let ask = || omniprof(xdg.path()).run(["trigger", "--pid", &pid, "--dump"]);
+
+    let refused = ask();
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "process {pid} refused the request: no flight recorder runs in this process"
+        )),
+        "{stderr}"
+    );
+
+    let dumps = tempfile::tempdir().unwrap();
+    let recorder = omniprof::FlightRecorder::builder()
+        .dump_dir(dumps.path())
+        .start()
+        .unwrap();
+    omniprof::instant("before_the_dump");
+    let run = ask();
+    let stdout = text(&run.stdout);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let path = Path::new(stdout.trim_end());
+    assert_eq!(path.parent(), Some(dumps.path()));
+    let name = path.file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with("flight_request_step"), "{name}");
+    assert!(
+        name.ends_with(&format!("_pid{pid}_1.pt.trace.json")),
+        "{name}"
+    );
+    let read = TraceReader::new().read_path(path);
+    assert!(read.error.is_none(), "{:?}", read.error);
+    assert!(read
+        .trace
+        .activities
+        .iter()
+        .any(|a| &*a.name == "before_the_dump"));
+    recorder.stop();
+    assert_eq!(ask().status.code(), Some(1));
 }

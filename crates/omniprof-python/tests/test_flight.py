@@ -165,8 +165,8 @@ def test_a_dump_dir_that_is_a_link_is_refused_with_one_warning_and_training_goes
 
 
 # A training loop that never mentions omniprof: under `python -m omniprof` with the switch
-# on, it is recorded. With an argument it raises at its fourth step; without, it says when
-# it is ready and trains until killed.
+# on, it is recorded. After its third step it raises (argument `raise`), exits with status 3
+# (`exit`), or says it is ready and trains until killed.
 PROGRAM = """
 import sys, torch
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
@@ -179,8 +179,10 @@ while True:
     optimizer.step()
     n += 1
     if n == 3:
-        if len(sys.argv) > 1:
+        if sys.argv[1:] == ["raise"]:
             raise ValueError("failed on purpose")
+        if sys.argv[1:] == ["exit"]:
+            sys.exit(3)
         print("ready", flush=True)
 """
 
@@ -207,6 +209,16 @@ def test_the_environment_switch_writes_a_failure_dump_for_a_program_that_raises(
     trace = load_trace(tmp_path / "dumps" / names[0])
     assert events(trace, "cpu_op"), "no PyTorch op in the dump"
     assert "aten::linear" in names_within_step(trace, 2)
+
+
+def test_an_exit_with_an_error_under_python_m_omniprof_writes_a_failure_dump(
+    tmp_path: Path,
+) -> None:
+    child = run_switched_on(tmp_path, "exit")
+    _, err = child.communicate(timeout=300)
+    assert child.returncode == 3, err
+    names = dumps(tmp_path / "dumps")
+    assert len(names) == 1 and names[0].startswith("flight_failure_step3_rank0_"), names
 
 
 def test_omniprof_trigger_dump_asks_a_running_program_for_its_window(tmp_path: Path) -> None:

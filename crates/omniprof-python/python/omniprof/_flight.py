@@ -158,8 +158,8 @@ def flight_recorder(
       ``warmup_steps`` have ended (steps: ``omniprof.step()``, the optimizer's ``step``, a
       profiler schedule's ``step``);
     - no step ended for ``hang_after_s`` seconds (off by default);
-    - an exception escapes the ``with`` block (or, under the environment switch, the
-      program);
+    - an exception escapes the ``with`` block (under the environment switch: the program;
+      under ``python -m omniprof``, also a ``sys.exit`` with an error);
     - ``omniprof trigger --pid PID --dump`` or ``trigger()`` asks.
 
     At most one dump per ``min_interval_s`` (a failure's excepted), the last ``keep`` kept.
@@ -195,6 +195,13 @@ def _is_failure(exc: Optional[BaseException]) -> bool:
     return True
 
 
+def exiting(exc: BaseException) -> None:
+    """The program ends with ``exc``: a failure dump from the switched-on recorder when it is
+    an error (an exception, or ``sys.exit`` with a non-zero status)."""
+    if _from_env is not None and _from_env.running and _is_failure(exc):
+        _from_env.dump_failure()
+
+
 #: The recorder the environment switch started.
 _from_env: Optional[FlightRecorder] = None
 
@@ -226,8 +233,7 @@ def enable_from_env() -> bool:
     def dump_then_report(
         exc_type: Type[BaseException], exc: BaseException, tb: Optional[TracebackType]
     ) -> None:
-        if _from_env is not None and _from_env.running and _is_failure(exc):
-            _from_env.dump_failure()
+        exiting(exc)
         previous(exc_type, exc, tb)
 
     sys.excepthook = dump_then_report
