@@ -213,6 +213,37 @@ fn a_profiling_session_beside_the_recorder_gets_its_own_trace_and_the_rings_go_o
     assert!(names(&profiler.stop().unwrap()).contains(&"alone".to_owned()));
 }
 
+#[test]
+fn a_forked_child_asks_for_no_dump_and_stops_without_waiting() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = FlightRecorder::builder()
+        .dump_dir(dir.path())
+        .start()
+        .unwrap();
+    // SAFETY: the child only records, asks, stops and exits (no lock another thread of the
+    // parent could hold is taken on its path but the recorder's own, fork-safe ones).
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        drop(record_function("in_the_child"));
+        recorder.trigger(DumpReason::Failure);
+        let started = Instant::now();
+        let waited = recorder.flush(Duration::from_secs(30));
+        recorder.stop();
+        let quick = started.elapsed() < Duration::from_secs(5);
+        // SAFETY: ends the forked child without running the parent's test harness.
+        unsafe { libc::_exit(if !waited && quick { 0 } else { 1 }) };
+    }
+    let status = omniprof_test_support::fork::wait_for(child, Duration::from_secs(60));
+    assert_eq!(status, Some(0));
+    assert!(dumps_in(dir.path()).is_empty());
+    // The parent's recorder goes on.
+    recorder.trigger(DumpReason::Request);
+    assert!(recorder.flush(Duration::from_secs(30)));
+    assert_eq!(dumps_in(dir.path()).len(), 1);
+    recorder.stop();
+}
+
 fn dumps_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()

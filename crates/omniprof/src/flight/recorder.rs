@@ -212,6 +212,7 @@ impl FlightRecorderBuilder {
             warnings: Mutex::new(Vec::new()),
             written: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
+            pid: std::process::id(),
             options: self,
         });
         *current = Some(Arc::clone(&shared));
@@ -320,6 +321,9 @@ impl FlightRecorder {
     /// Waits up to `timeout` for the dumps asked for so far to be written; false when some
     /// are still pending.
     pub fn flush(&self, timeout: Duration) -> bool {
+        if self.shared.forked() {
+            return false;
+        }
         let deadline = Instant::now() + timeout;
         let mut queue = lock(&self.shared.queue);
         while !queue.pending.is_empty() || queue.busy {
@@ -472,6 +476,9 @@ struct Shared {
     warnings: Mutex<Vec<String>>,
     written: AtomicU64,
     skipped: AtomicU64,
+    /// The process the recorder's thread runs in: a forked child has none (fork copies only
+    /// the calling thread), so it asks for no dump and waits for none.
+    pid: u32,
 }
 
 /// The dumps asked for and written.
@@ -495,6 +502,11 @@ struct Queue {
 }
 
 impl Shared {
+    /// Whether this is a forked child of the recorder's process.
+    fn forked(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
     fn warn(&self, message: String) {
         log::warn!("{message}");
         lock(&self.warnings).push(message);
@@ -502,6 +514,12 @@ impl Shared {
 
     /// Queues a dump and returns its ticket, or why it is skipped.
     fn request(&self, reason: DumpReason, step: i64) -> Result<u64, String> {
+        if self.forked() {
+            return Err(format!(
+                "process {} was forked from the flight recorder's process: it writes no dumps",
+                std::process::id()
+            ));
+        }
         let mut queue = lock(&self.queue);
         if queue.stopping {
             return Err("the flight recorder is stopping".into());
