@@ -221,6 +221,47 @@ def test_an_exit_with_an_error_under_python_m_omniprof_writes_a_failure_dump(
     assert len(names) == 1 and names[0].startswith("flight_failure_step3_rank0_"), names
 
 
+# One rank of a two-rank job sharing a dump directory: steps of 30 ms, rank 1's step 12 made
+# slow; each rank trains on long enough for the other's recorder to read the directory.
+RANK_PROGRAM = """
+import os, time, torch, omniprof
+model = torch.nn.Linear(16, 16)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+with omniprof.flight_recorder(dump_dir=os.environ["DUMPS"], slow_factor=5.0, warmup_steps=5):
+    for step in range(150):
+        optimizer.zero_grad()
+        model(torch.randn(8, 16)).sum().backward()
+        slow = step == 12 and os.environ["RANK"] == "1"
+        time.sleep(0.6 if slow else 0.03)
+        optimizer.step()
+"""
+
+
+def test_a_slow_step_on_one_rank_has_every_rank_dump_that_step(tmp_path: Path) -> None:
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_PROGRAM)
+    dumps_dir = tmp_path / "dumps"
+    ranks = [
+        subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, RANK=str(r), WORLD_SIZE="2", DUMPS=str(dumps_dir)))
+        for r in (0, 1)
+    ]
+    for r in ranks:
+        _, err = r.communicate(timeout=300)
+        assert r.returncode == 0, err
+    names = dumps(dumps_dir)
+    assert [n.split("_pid")[0] for n in names] == [
+        "flight_peer_step12_rank0", "flight_slow_step_step12_rank1"
+    ], names
+    for name in names:
+        assert "aten::linear" in names_within_step(load_trace(dumps_dir / name), 12)
+    # The two ranks' dumps of the step, side by side.
+    out = subprocess.run([str(cli()), "ranks", *(str(dumps_dir / n) for n in names)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "rank 0" in out.stdout and "rank 1" in out.stdout, out.stdout
+
+
 def test_omniprof_trigger_dump_asks_a_running_program_for_its_window(tmp_path: Path) -> None:
     child = run_switched_on(tmp_path)
     try:

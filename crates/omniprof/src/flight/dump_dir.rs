@@ -25,12 +25,17 @@ pub(super) struct DumpDir {
     refused: AtomicBool,
 }
 
-/// The file name of dump `count` of this process, for `reason` at `step`.
-pub(super) fn file_name(reason: DumpReason, step: i64, count: u64) -> String {
-    let rank = std::env::var("RANK")
+/// This process's rank in its job: torchrun's `RANK`, 0 without.
+pub(super) fn rank() -> u64 {
+    std::env::var("RANK")
         .ok()
         .and_then(|r| r.trim().parse::<u64>().ok())
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+/// The file name of dump `count` of this process, for `reason` at `step`.
+pub(super) fn file_name(reason: DumpReason, step: i64, count: u64) -> String {
+    let rank = rank();
     format!(
         "flight_{}_step{step}_rank{rank}_pid{}_{count}.pt.trace.json",
         reason.as_str(),
@@ -49,6 +54,46 @@ impl DumpDir {
     /// True the first time a dump is refused (the one time it is reported).
     pub(super) fn first_refusal(&self) -> bool {
         !self.refused.swap(true, Ordering::Relaxed)
+    }
+
+    /// The steps other ranks' dumps in the directory ask this rank for (see
+    /// [`DumpReason::asks_peers`]), each once: `answered` keeps the names seen. Only dumps
+    /// made since `since` count; a directory that is not a plain one is not read.
+    pub(super) fn peers_asking(
+        &self,
+        since: std::time::SystemTime,
+        answered: &mut std::collections::HashSet<String>,
+    ) -> Vec<i64> {
+        if !std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.is_dir()) {
+            return Vec::new();
+        }
+        let Ok(entries) = std::fs::read_dir(&self.path) else {
+            return Vec::new();
+        };
+        let me = rank();
+        let mut steps = Vec::new();
+        let mut present = std::collections::HashSet::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some((reason, step, rank)) = DumpReason::of_file_name(&name) else {
+                continue;
+            };
+            present.insert(name.clone());
+            if rank == me || !reason.asks_peers() || answered.contains(&name) {
+                continue;
+            }
+            let recent = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|at| at >= since);
+            if recent {
+                steps.push(step);
+            }
+            answered.insert(name);
+        }
+        // Bounded by what the directory holds (the ranks' last dumps).
+        answered.retain(|name| present.contains(name));
+        steps
     }
 
     /// Creates the new file `name` in the directory, after checking the directory; the

@@ -86,6 +86,7 @@ pub struct FlightRecorderBuilder {
     warmup_steps: usize,
     hang_after: Option<Duration>,
     serve: bool,
+    answer_peers: bool,
     config: Config,
 }
 
@@ -102,6 +103,10 @@ impl Default for FlightRecorderBuilder {
             warmup_steps: 10,
             hang_after: None,
             serve: false,
+            answer_peers: std::env::var("WORLD_SIZE")
+                .ok()
+                .and_then(|w| w.trim().parse::<u64>().ok())
+                .is_some_and(|w| w > 1),
             config: Config::default(),
         }
     }
@@ -164,6 +169,16 @@ impl FlightRecorderBuilder {
     /// takes on-demand trace requests (recorded as views of the rings).
     pub fn serve_dump_requests(mut self, serve: bool) -> Self {
         self.serve = serve;
+        self
+    }
+
+    /// Answers the other ranks of a job that share the dump directory: when one writes a
+    /// slow-step, hang or failure dump for step N, this rank writes a `peer` dump for step
+    /// N too (its window then holds step N if it ended within the window), so every rank's
+    /// view of the step lines up. The recorder's thread reads the directory's names once a
+    /// second. On by default in a job of more than one rank (torchrun's `WORLD_SIZE`).
+    pub fn answer_peers(mut self, answer: bool) -> Self {
+        self.answer_peers = answer;
         self
     }
 
@@ -565,6 +580,8 @@ impl Shared {
         let poll = self.options.hang_after.map_or(Duration::from_secs(1), |t| {
             (t / 4).min(Duration::from_secs(1))
         });
+        let started = std::time::SystemTime::now();
+        let mut answered = std::collections::HashSet::new();
         let mut queue = lock(&self.queue);
         loop {
             if let Some((reason, step, ticket)) = queue.pending.first().copied() {
@@ -592,6 +609,13 @@ impl Shared {
                     let _ = self.request(DumpReason::Hang, step);
                     queue = lock(&self.queue);
                 }
+            }
+            if let Some(dir) = self.dir.as_ref().filter(|_| self.options.answer_peers) {
+                drop(queue);
+                for step in dir.peers_asking(started, &mut answered) {
+                    let _ = self.request(DumpReason::Peer, step);
+                }
+                queue = lock(&self.queue);
             }
         }
     }
