@@ -93,7 +93,7 @@ def test_a_slow_step_writes_one_dump_named_for_it_holding_its_ops_and_normal_ste
 def test_a_hang_writes_a_dump_for_the_step_that_never_ended(tmp_path: Path) -> None:
     step, _ = training()
     first = next_step()
-    with omniprof.flight_recorder(dump_dir=tmp_path, hang_after_s=0.5) as rec:
+    with omniprof.flight_recorder(dump_dir=tmp_path, hang_after_s=1.0) as rec:
         for _ in range(3):
             step()
         hung = first + 3

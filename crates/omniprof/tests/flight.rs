@@ -164,10 +164,10 @@ fn a_window_shorter_than_the_bound_allows_holds_exactly_its_last_seconds() {
     assert_eq!(held.last(), Some(&(i - 1)));
     assert!(held.windows(2).all(|w| w[1] == w[0] + 1));
     // Nothing older than the window, and the window full: the oldest range held began
-    // within one pacing interval (and a scheduler's hiccup) of its start.
+    // within one pacing interval (and a loaded machine's hiccup) of its start.
     let window_start = trace.window.end_ns - window.as_nanos() as i64;
     assert!(starts.iter().all(|&s| s >= window_start));
-    assert!(starts.iter().min().unwrap() - window_start < 50_000_000);
+    assert!(starts.iter().min().unwrap() - window_start < 100_000_000);
     assert_eq!(
         metadata(&trace, "flight_overwritten_records"),
         Value::UInt(0)
