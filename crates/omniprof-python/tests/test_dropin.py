@@ -216,6 +216,35 @@ def test_the_api_corners_people_call_answer_as_torch_profilers_do(tmp_path: Path
     assert omniprof.__version__ == importlib.metadata.version("omniprof")
 
 
+def test_inside_torch_profiler_a_profile_says_what_the_outer_one_holds(tmp_path: Path) -> None:
+    omniprof._observer.install()
+
+    def work() -> None:
+        torch.ones(256, 256).sum()
+
+    work()
+    for outer_stacks in [False, True]:
+        with torch_profile(activities=[ProfilerActivity.CPU], with_stack=outer_stacks):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with omniprof.profile(with_stack=True, profile_memory=True) as ours:
+                    work()
+        said = [str(w.message) for w in caught if "torch.profiler is recording" in str(w.message)]
+        assert len(said) == 1, said
+        assert "the allocator's reports, so this profile has no memory records" in said[0]
+        assert ("no Python stacks (with_stack=True)" in said[0]) == outer_stacks, said[0]
+        ours.export_chrome_trace(str(tmp_path / "nested.json"))
+        trace = json.loads((tmp_path / "nested.json").read_text())["traceEvents"]
+        frames = [e for e in trace if e.get("cat") == "python_function"]
+        assert (len(frames) == 0) == outer_stacks
+        assert not [e for e in trace if e.get("name") == "[memory]"]
+    # Alone, nothing to say.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with omniprof.profile(with_stack=True, profile_memory=True):
+            work()
+
+
 class Deadline:
     """Fails the test instead of hanging it."""
 

@@ -313,6 +313,7 @@ class profile:
             self.add_metadata_json(_DISTRIBUTED_INFO, json.dumps(info, default=str))
         self._session.start()
         self._started = True
+        self._warn_if_torch_profiler_holds_what_this_asks()
         self._torch_flag = _observer.announce_start()
         for activity in self._session.unrecorded_activities():
             reason = _cuda.unavailable_reason() if activity == "CUDA" else None
@@ -363,6 +364,27 @@ class profile:
             _warn.warn(
                 f"omniprof: {cut} Python calls deeper than {depth} frames "
                 "were not recorded (with_stack records that many frames per thread)"
+            )
+
+    def _warn_if_torch_profiler_holds_what_this_asks(self) -> None:
+        """Says what this profile will lack when torch.profiler records around it: the
+        allocator's reports (``profile_memory``) are the outer profiler's, and so is the
+        Python tracer (``with_stack``) when the outer profiler records stacks."""
+        torch = sys.modules.get("torch")
+        if torch is None or not torch.autograd._profiler_enabled():
+            return
+        held = []
+        # Its Python tracer left a profile function on this thread, which ours leaves to it
+        # (ours sets one without an object: getprofile() is then None).
+        if self.with_stack and sys.getprofile() is not None:
+            held.append("the Python tracer, so this profile has no Python stacks (with_stack=True)")
+        if self.profile_memory:
+            held.append("the allocator's reports, so this profile has no memory records (profile_memory=True)")
+        if held:
+            _warn.warn(
+                "omniprof: torch.profiler is recording in this process and holds "
+                + " and ".join(held)
+                + "; stop torch.profiler first to have them here"
             )
 
     def _announce_stop(self) -> None:
