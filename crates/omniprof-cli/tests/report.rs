@@ -294,7 +294,8 @@ fn a_jobs_report_shows_each_ranks_steps_and_marks_the_slowest() {
     let straggler = &ranks["straggler"];
     assert_eq!(straggler["rank"], 2);
     assert!(dom.contains(&format!(
-        "Slowest rank: rank 2, slowest in {} of {} steps, {:.3}us behind the median on average.",
+        "Slowest rank: rank 2 (the most time outside communication), slowest in {} of {} steps, \
+         {:.3}us behind the median on average.",
         straggler["slowest_in"],
         straggler["steps"],
         straggler["mean_lag_ns"].as_i64().expect("ns") as f64 / 1000.0
@@ -309,7 +310,7 @@ fn a_jobs_report_shows_each_ranks_steps_and_marks_the_slowest() {
         {
             let mut cell = format!("{:.3}", d.as_i64().expect("ns") as f64 / 1000.0);
             if slowest == Some(i) {
-                cell.push_str(" (slowest)");
+                cell.push_str(" (slowest outside comm.)");
             }
             assert!(
                 dom.contains(&format!(r#"<td class="num">{cell}</td>"#)),

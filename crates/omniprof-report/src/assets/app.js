@@ -332,7 +332,7 @@
       }
       var names = r.ranks.map(function (t, i) { return t.profile.rank === null ? "trace #" + i : "rank " + t.profile.rank; });
       if (r.straggler) {
-        s.appendChild(text("p", "Slowest rank: " + names[r.straggler.index] + ", slowest in " + r.straggler.slowest_in +
+        s.appendChild(text("p", "Slowest rank: " + names[r.straggler.index] + " (the most time outside communication), slowest in " + r.straggler.slowest_in +
           " of " + r.straggler.steps + " steps, " + nsAsUs(r.straggler.mean_lag_ns) + "us behind the median on average.", { "class": "straggler" }));
       }
       if (r.steps.length) {
@@ -342,13 +342,18 @@
         var data = [r.steps.map(function (st) { return st.number; })].concat(names.map(function (_, i) {
           return r.steps.map(function (st) { var d = st.durations_ns[i]; return d === null ? null : d / 1e6; });
         }));
-        chart(s, "Step time per rank (ms)", { scales: { x: { time: false } }, series: series }, data);
+        // Steps are whole numbers: ticks at whole steps only.
+        var wholeSteps = {
+          incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
+          values: function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) ? String(v) : ""; }); }
+        };
+        chart(s, "Step time per rank (ms)", { scales: { x: { time: false } }, axes: [wholeSteps, {}], series: series }, data);
         var columns = [{ key: "number", label: "Step", format: function (n) { return "ProfilerStep#" + n; } }];
         names.forEach(function (n, i) {
           columns.push({ key: "rank" + i, label: n + " (us)", numeric: true });
         });
         columns.push(
-          { key: "slowest", label: "Slowest" },
+          { key: "slowest", label: "Slowest (outside comm.)" },
           { key: "median_ns", label: "Median outside communication (us)", numeric: true, format: nsAsUs },
           { key: "lag_ns", label: "Lag (us)", numeric: true, format: nsAsUs }
         );
@@ -356,7 +361,7 @@
           var row = { number: st.number, median_ns: st.median_ns, lag_ns: st.lag_ns, slowest: st.slowest === null ? "" : names[st.slowest] };
           names.forEach(function (_, i) {
             var d = st.durations_ns[i];
-            row["rank" + i] = d === null ? "" : nsAsUs(d) + (st.slowest === i ? " (slowest)" : "");
+            row["rank" + i] = d === null ? "" : nsAsUs(d) + (st.slowest === i ? " (slowest outside comm.)" : "");
           });
           return row;
         });
