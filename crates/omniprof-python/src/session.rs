@@ -15,7 +15,7 @@ use omniprof::config_keys::{
 };
 use omniprof::{Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule, ScheduleArgs};
 use omniprof_trace::{ActivitySet, ActivityType, Trace, Value};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::error::profiler_error;
@@ -161,6 +161,9 @@ pub(crate) struct Session {
     /// (`OMNIPROF_PRIVATEUSE1_PROFILER`).
     privateuse1_profiler: bool,
     scheduled: bool,
+    /// What a callable schedule raised (or returned that is no action), raised by the
+    /// `start` or `step` that called it.
+    schedule_error: Arc<Mutex<Option<PyErr>>>,
     /// Traces the engine finished and Python has not taken yet.
     finished: Arc<Mutex<Vec<Trace>>>,
     inner: Mutex<Inner>,
@@ -189,6 +192,35 @@ impl Session {
             Ok(f(profiler))
         })
     }
+
+    /// What a callable schedule raised during the last call, if anything.
+    fn schedule_raised(&self) -> PyResult<()> {
+        match lock(&self.schedule_error).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The action a callable schedule returned: a `ProfilerAction` (omniprof's or
+/// torch.profiler's, whose `value` is the number) or its number.
+fn action_of(value: &Bound<'_, PyAny>) -> PyResult<ProfilerAction> {
+    let number = match value.getattr("value") {
+        Ok(inner) => inner.extract::<i64>(),
+        Err(_) => value.extract::<i64>(),
+    };
+    match number {
+        Ok(0) => Ok(ProfilerAction::None),
+        Ok(1) => Ok(ProfilerAction::Warmup),
+        Ok(2) => Ok(ProfilerAction::Record),
+        Ok(3) => Ok(ProfilerAction::RecordAndSave),
+        _ => Err(PyTypeError::new_err(format!(
+            "the schedule returned {}, not a ProfilerAction",
+            value
+                .repr()
+                .map_or_else(|_| "?".to_owned(), |r| r.to_string())
+        ))),
+    }
 }
 
 #[pymethods]
@@ -208,7 +240,7 @@ impl Session {
     #[allow(clippy::too_many_arguments)]
     fn new(
         activities: Option<Vec<String>>,
-        schedule: Option<PyRef<'_, PySchedule>>,
+        schedule: Option<Bound<'_, PyAny>>,
         config: Option<&str>,
         record_shapes: bool,
         profile_memory: bool,
@@ -263,8 +295,33 @@ impl Session {
             builder = builder.activities(activity_set(items)?);
         }
         let scheduled = schedule.is_some();
+        let schedule_error: Arc<Mutex<Option<PyErr>>> = Arc::default();
         if let Some(schedule) = schedule {
-            builder = builder.schedule(schedule.0);
+            if let Ok(cycle) = schedule.cast::<PySchedule>() {
+                builder = builder.schedule(cycle.get().0);
+            } else if schedule.is_callable() {
+                // PyTorch calls any callable with the step number for its action.
+                let callable = schedule.unbind();
+                let failed = schedule_error.clone();
+                builder = builder.schedule_fn(move |step| {
+                    Python::attach(|py| {
+                        let action = callable.call1(py, (step,));
+                        match action.and_then(|a| action_of(a.bind(py))) {
+                            Ok(action) => action,
+                            Err(e) => {
+                                lock(&failed).get_or_insert(e);
+                                ProfilerAction::None
+                            }
+                        }
+                    })
+                });
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "schedule must be an omniprof.schedule(...) or a callable taking a step \
+                     number and returning a ProfilerAction, not {}",
+                    schedule.get_type().name()?
+                )));
+            }
         }
         Ok(Self {
             builder,
@@ -273,6 +330,7 @@ impl Session {
             max_host_records,
             privateuse1_profiler,
             scheduled,
+            schedule_error,
             finished,
             inner: Mutex::new(Inner {
                 profiler: None,
@@ -294,13 +352,15 @@ impl Session {
             profiler.start().map_err(profiler_error)?;
             inner.profiler = Some(profiler);
             Ok(())
-        })
+        })?;
+        self.schedule_raised()
     }
 
     /// Ends a step (with a schedule, takes the next step's action).
     fn step(&self, py: Python<'_>) -> PyResult<()> {
-        self.with_profiler(py, "step", Profiler::step)?
-            .map_err(profiler_error)
+        let stepped = self.with_profiler(py, "step", Profiler::step)?;
+        self.schedule_raised()?;
+        stepped.map_err(profiler_error)
     }
 
     /// Stops: without a schedule the trace is queued; with one the run finishes (a recording

@@ -2,7 +2,7 @@
 
 import shutil
 from pathlib import Path
-from typing import List
+from typing import Any, Dict, List
 
 import pytest
 
@@ -133,3 +133,59 @@ def test_the_handler_writes_gzip_and_names_the_worker(tmp_path: Path) -> None:
     (written,) = handler.written
     assert written.endswith(".pt.trace.json.gz")
     assert load_trace(Path(written))["traceEvents"]
+
+
+def test_a_callable_schedule_takes_its_actions_as_under_torch_profiler() -> None:
+    # Any callable returning a ProfilerAction: steps 1 and 2 recorded, twice.
+    import torch
+    from torch.profiler import ProfilerAction as TorchAction
+
+    def schedule(step: int) -> Any:
+        return {1: TorchAction.RECORD, 2: TorchAction.RECORD_AND_SAVE, 4: TorchAction.WARMUP, 5: TorchAction.RECORD_AND_SAVE}.get(step, TorchAction.NONE)
+
+    steps: Dict[str, List[List[str]]] = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        cycles: List[List[str]] = []
+
+        def handler(prof: Any, cycles: List[List[str]] = cycles) -> None:
+            cycles.append(sorted(e.key for e in prof.key_averages() if e.key.startswith("ProfilerStep")))
+
+        with module.profile(activities=[module.ProfilerActivity.CPU], schedule=schedule, on_trace_ready=handler) as prof:
+            for _ in range(7):
+                torch.ones(4).add_(1)
+                prof.step()
+        steps[name] = cycles
+    assert steps["omniprof"] == steps["torch"] == [["ProfilerStep*"], ["ProfilerStep*"]]
+
+    def per_cycle(prof_module: Any) -> List[int]:
+        # The ProfilerStep events of each cycle's trace: steps 1 and 2, then 5.
+        seen: List[int] = []
+
+        def handler(prof: Any) -> None:
+            seen.append(sum(1 for e in prof.events() if e.name == "ProfilerStep*"))
+
+        with prof_module.profile(activities=[prof_module.ProfilerActivity.CPU], schedule=schedule, on_trace_ready=handler) as prof:
+            for _ in range(7):
+                prof.step()
+        return seen
+
+    assert per_cycle(omniprof) == per_cycle(torch.profiler) == [2, 1]
+
+
+def test_a_callable_schedule_that_raises_or_returns_no_action_raises_from_step() -> None:
+    def raising(step: int) -> Any:
+        if step == 2:
+            raise RuntimeError("schedule broke at 2")
+        return omniprof.ProfilerAction.NONE
+
+    prof = omniprof.profile(schedule=raising, on_trace_ready=lambda p: None)
+    prof.start()
+    prof.step()
+    with pytest.raises(RuntimeError, match="schedule broke at 2"):
+        prof.step()
+    prof.stop()
+    prof = omniprof.profile(schedule=lambda step: "record", on_trace_ready=lambda p: None)
+    with pytest.raises(TypeError, match="the schedule returned 'record', not a ProfilerAction"):
+        prof.start()
+    with pytest.raises(TypeError, match="callable taking a step number"):
+        omniprof.profile(schedule=3, on_trace_ready=lambda p: None)

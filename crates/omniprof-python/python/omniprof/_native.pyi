@@ -114,7 +114,7 @@ class Session:
     def __new__(
         cls,
         activities: Optional[List[str]] = None,
-        schedule: Optional[Schedule] = None,
+        schedule: Union[Schedule, Callable[[int], Any], None] = None,
         config: Optional[str] = None,
         record_shapes: bool = False,
         profile_memory: bool = False,

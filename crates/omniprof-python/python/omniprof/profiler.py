@@ -34,10 +34,11 @@ class ProfilerActivity(enum.Enum):
 _SCHEDULE_PARAMS = ("wait", "warmup", "active", "repeat", "skip_first", "skip_first_wait")
 
 
-def _as_schedule(schedule: Any) -> Optional[Schedule]:
-    """An ``omniprof.schedule``, or the same schedule read from a
-    ``torch.profiler.schedule(...)`` (so switching the import is enough); any other callable
-    is refused, since omniprof runs the schedule's action table in Rust."""
+def _as_schedule(schedule: Any) -> Any:
+    """An ``omniprof.schedule``; the same schedule read from a
+    ``torch.profiler.schedule(...)`` (so switching the import is enough, and the schedule's
+    table runs in Rust); or any other callable, which, as in PyTorch, is called with each
+    step's number for its ``ProfilerAction`` (the native session says what is neither)."""
     if schedule is None or isinstance(schedule, Schedule):
         return schedule
     code = getattr(schedule, "__code__", None)
@@ -46,10 +47,7 @@ def _as_schedule(schedule: Any) -> Optional[Schedule]:
         values = dict(zip(code.co_freevars, (c.cell_contents for c in cells)))
         if all(k in values for k in _SCHEDULE_PARAMS):
             return Schedule(**{k: int(values[k]) for k in _SCHEDULE_PARAMS})
-    raise TypeError(
-        "schedule must come from omniprof.schedule(...) or torch.profiler.schedule(...), "
-        f"not {type(schedule).__name__}"
-    )
+    return schedule
 
 
 class ProfilerAction(enum.IntEnum):

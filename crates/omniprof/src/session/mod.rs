@@ -20,7 +20,7 @@ use crate::stubs::StubsProfiler;
 use crate::{ActivitySet, ActivityType};
 use crate::{Trace, Window};
 pub(crate) use backends::Backends;
-use schedule::Call;
+use schedule::{Call, Plan};
 
 pub use schedule::{ProfilerAction, Schedule, ScheduleArgs, ScheduleError};
 pub use trace_dir::{tensorboard_trace_handler, TraceDirHandler};
@@ -172,7 +172,7 @@ pub struct ProfilerBuilder {
     config: Config,
     /// The backends this session drives instead of the registered ones.
     backends: Option<Vec<Arc<dyn ActivityProfiler>>>,
-    schedule: Option<Schedule>,
+    schedule: Option<Plan>,
     on_trace_ready: Option<TraceReady>,
     /// Driven by the on-demand engine, so it must not preempt itself at prepare.
     on_demand: bool,
@@ -236,7 +236,42 @@ impl ProfilerBuilder {
     /// [`on_trace_ready`](Self::on_trace_ready)): each step is wrapped in a
     /// `ProfilerStep#<n>` user range on the thread calling `step`.
     pub fn schedule(mut self, schedule: Schedule) -> Self {
-        self.schedule = Some(schedule);
+        self.schedule = Some(Plan::Cycle(schedule));
+        self
+    }
+
+    /// Drives the session as [`schedule`](Self::schedule) does, by the action `action` gives
+    /// each step (PyTorch's `schedule` may be any callable returning a `ProfilerAction`).
+    /// It is called once per step, from `start` and [`Profiler::step`], on their thread.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use omniprof::{Profiler, ProfilerAction};
+    ///
+    /// let traces = Arc::new(Mutex::new(0));
+    /// let seen = traces.clone();
+    /// // Record steps 1 and 2, then stop.
+    /// let mut profiler = Profiler::builder()
+    ///     .schedule_fn(|step| match step {
+    ///         1 => ProfilerAction::Record,
+    ///         2 => ProfilerAction::RecordAndSave,
+    ///         _ => ProfilerAction::None,
+    ///     })
+    ///     .on_trace_ready(move |_| *seen.lock().unwrap() += 1)
+    ///     .build()
+    ///     .unwrap();
+    /// profiler.start().unwrap();
+    /// for _ in 0..4 {
+    ///     profiler.step().unwrap();
+    /// }
+    /// profiler.finish().unwrap();
+    /// assert_eq!(*traces.lock().unwrap(), 1);
+    /// ```
+    pub fn schedule_fn(
+        mut self,
+        action: impl Fn(u64) -> ProfilerAction + Send + Sync + 'static,
+    ) -> Self {
+        self.schedule = Some(Plan::Custom(Arc::new(action)));
         self
     }
 
@@ -368,7 +403,7 @@ pub struct Profiler {
     backends: Backends,
     /// The backends the builder was given, driven instead of the registered ones.
     requested: Option<Vec<Arc<dyn ActivityProfiler>>>,
-    schedule: Option<Schedule>,
+    schedule: Option<Plan>,
     on_trace_ready: Option<TraceReady>,
     run: Run,
     step_num: u64,
@@ -472,7 +507,7 @@ impl Profiler {
     /// Opens the capture window and starts recording. With a schedule, starts the run: step
     /// 0 takes its action and its `ProfilerStep#0` range opens.
     pub fn start(&mut self) -> Result<(), SessionError> {
-        let Some(schedule) = self.schedule else {
+        let Some(schedule) = self.schedule.clone() else {
             if matches!(self.phase, Phase::Built) {
                 self.configure(false)?;
             }
@@ -545,7 +580,7 @@ impl Profiler {
     pub fn step(&mut self) -> Result<(), SessionError> {
         // The process-wide iteration count on-demand requests are timed by.
         crate::iteration::step();
-        let Some(schedule) = self.schedule else {
+        let Some(schedule) = self.schedule.clone() else {
             self.step_num += 1;
             return Ok(());
         };

@@ -11,6 +11,9 @@
 //! assert_eq!(actions, [None, Warmup, Record, RecordAndSave, None, None]);
 //! ```
 
+use std::fmt;
+use std::sync::Arc;
+
 /// What the profiler does during a step (PyTorch's `ProfilerAction`, same discriminants).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -179,6 +182,36 @@ impl Schedule {
     /// Whether the first cycle skips its wait.
     pub fn skip_first_wait(&self) -> bool {
         self.skip_first_wait
+    }
+}
+
+/// What decides a scheduled profiler's actions: a [`Schedule`]'s cycle, or the caller's
+/// function of the step (PyTorch takes any callable returning a `ProfilerAction` as
+/// `schedule`).
+#[derive(Clone)]
+pub(crate) enum Plan {
+    Cycle(Schedule),
+    Custom(Arc<ScheduleFn>),
+}
+
+/// The function of a custom schedule ([`ProfilerBuilder::schedule_fn`](super::ProfilerBuilder::schedule_fn)).
+pub(crate) type ScheduleFn = dyn Fn(u64) -> ProfilerAction + Send + Sync;
+
+impl Plan {
+    pub(crate) fn action_of(&self, step: u64) -> ProfilerAction {
+        match self {
+            Self::Cycle(schedule) => schedule.action_of(step),
+            Self::Custom(f) => f(step),
+        }
+    }
+}
+
+impl fmt::Debug for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cycle(schedule) => schedule.fmt(f),
+            Self::Custom(_) => f.write_str("Custom(..)"),
+        }
     }
 }
 
