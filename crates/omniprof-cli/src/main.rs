@@ -1,6 +1,6 @@
 //! `omniprof`: run the demo, check configs, inspect plugins, summarize, convert and compare
 //! traces, compare a job's ranks, write an HTML report, draw flame graphs, trigger a running
-//! process, serve Kineto's daemon clients.
+//! process, serve Kineto's daemon clients, profile a program.
 //!
 //! This file holds the clap definitions and the dispatch. Each subcommand lives in a module
 //! of its own (`demo`, `*_cmd`); the rest is what several of them share: the traces a job
@@ -24,6 +24,7 @@ mod reading;
 mod render;
 mod report_cmd;
 mod rows;
+mod run_cmd;
 mod summary_cmd;
 mod trigger_cmd;
 
@@ -82,6 +83,9 @@ enum Command {
     /// Serve PyTorch processes started with KINETO_USE_DAEMON=1 (and omniprof's), as dynolog
     /// does, so `omniprof trigger` and `dyno gputrace` trace them; in the foreground.
     Daemon(daemon_cmd::DaemonArgs),
+    /// Profile an unmodified Python program, or a whole torchrun job: one trace per process
+    /// in a run directory, then the job's summary and report.
+    Run(run_cmd::RunArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,5 +119,6 @@ fn main() -> ExitCode {
         Command::Diff(args) => diff_cmd::run(&args),
         Command::Trigger(args) => trigger_cmd::run(&args),
         Command::Daemon(args) => daemon_cmd::run(&args),
+        Command::Run(args) => run_cmd::run(&args),
     }
 }

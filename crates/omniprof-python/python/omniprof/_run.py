@@ -1,0 +1,340 @@
+"""Profiling a process that ``omniprof run`` started, with no change to its code.
+
+``omniprof run`` puts a directory holding only a ``sitecustomize`` module first on
+``PYTHONPATH`` and its options, as JSON, in ``OMNIPROF_RUN``; every Python process the
+command starts (a ``torchrun`` job's launcher and ranks too) inherits both. That module
+hands over to the ``sitecustomize`` it hides, if there is one, and calls ``boot()``, which:
+
+- starts a profile when the program imports torch (at once when torch is not installed, or
+  already imported), so that PyTorch's op observer is there from the first op; nothing
+  imports torch that the program does not;
+- counts steps as the drop-in's schedule does: each optimizer step (right after its
+  ``Optimizer.step#...`` range) and each ``omniprof.step()`` ends one (a loop without an
+  optimizer calls the latter);
+- records what the options ask: steps ``A..B`` (a schedule's wait, warm-up and active
+  steps, so the trace's ``ProfilerStep#N`` are those steps), a time window, or the whole
+  life of the process; with ``--ondemand`` only ``OMNIPROF_ONDEMAND`` serves triggers;
+- writes one trace per process into the run directory, named by its rank (from
+  ``torch.distributed``, else ``RANK``/``LOCAL_RANK``) and pid, when its window closes or,
+  for a window still open, when the process exits (normally, by Ctrl-C, or by ``SIGTERM``
+  where the program has no handler of its own);
+- keeps a status file per process (steps seen, steps recorded) where the command reads it
+  for its status line, and where a process that cannot profile says why.
+
+torchrun's launcher (the elastic agent, which runs no step) writes no trace, nor does a
+DataLoader worker unless ``--dataloader-workers`` asked for them.
+"""
+
+import atexit
+import functools
+import importlib.util
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from . import _native
+from .profiler import _DISTRIBUTED_INFO, _distributed_info, profile
+
+#: The environment variable holding the options of ``omniprof run`` (JSON).
+ENV = "OMNIPROF_RUN"
+#: The run's state directory, where each process keeps its status file.
+STATE_ENV = "OMNIPROF_RUN_STATE"
+# How often, at most, a step that changes nothing recorded rewrites the status file.
+_STATUS_EVERY_S = 0.25
+# The environment variables a launcher names a process's rank by, first found wins.
+_RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
+
+
+def _env_rank() -> Optional[int]:
+    for name in _RANK_VARS:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def _is_elastic_agent() -> bool:
+    """Whether this process is torchrun's launcher, which starts the ranks and runs none."""
+    return "torch.distributed.elastic.agent.server.api" in sys.modules and _env_rank() is None
+
+
+def _is_dataloader_worker() -> bool:
+    data = sys.modules.get("torch.utils.data")
+    return data is not None and data.get_worker_info() is not None
+
+
+class _Run:
+    """This process's part of a run: its profile, its step count and its status file."""
+
+    def __init__(self, options: Dict[str, Any], state: str) -> None:
+        self.options = options
+        self.dir: str = options["dir"]
+        self.status_path = os.path.join(state, "status", str(os.getpid()))
+        self.lock = threading.RLock()
+        self.prof: Optional[profile] = None
+        self.steps = 0
+        self.recorded = 0
+        self.written: List[str] = []
+        self.done = False
+        self.status_at = 0.0
+        # A forked child (a DataLoader worker, a multiprocessing fork) inherits this state
+        # but not the threads behind the profile: it leaves both alone.
+        self.pid = os.getpid()
+        self.write_status(force=True)
+
+    def forked(self) -> bool:
+        return os.getpid() != self.pid
+
+    # -- the profile ------------------------------------------------------------------
+
+    def new_profile(self, schedule: Optional[_native.Schedule]) -> profile:
+        o = self.options
+        return profile(
+            activities=o.get("activities"),
+            schedule=schedule,
+            on_trace_ready=self.save,
+            record_shapes=o.get("record_shapes", False),
+            profile_memory=o.get("profile_memory", False),
+            with_stack=o.get("with_stack", False),
+            with_flops=o.get("with_flops", False),
+            with_modules=o.get("with_modules", False),
+        )
+
+    def begin(self) -> None:
+        """Starts what the options ask, once torch is imported (or will never be)."""
+        with self.lock:
+            if self.prof is not None or self.done:
+                return
+            steps: Optional[Tuple[int, int]] = self.options.get("steps")
+            if steps is not None:
+                first, last = steps
+                warmup = 1 if first > 0 else 0
+                schedule = _native.Schedule(
+                    wait=first - warmup, warmup=warmup, active=last - first + 1, repeat=1
+                )
+                self.prof = self.new_profile(schedule)
+                self.prof.start()
+            elif self.options.get("duration_s") is None and self.options.get("delay_s") is None:
+                self.prof = self.new_profile(None)
+                self.prof.start()
+
+    def window(self) -> None:
+        """``--delay``/``--duration``: sleeps, records, then writes, on a thread of its own."""
+        delay = self.options.get("delay_s") or 0.0
+        duration = self.options.get("duration_s")
+        time.sleep(delay)
+        with self.lock:
+            if self.done:
+                return
+            self.prof = self.new_profile(None)
+            self.prof.start()
+        if duration is None:
+            return  # until the process exits
+        time.sleep(duration)
+        self.finish()
+
+    def step(self) -> None:
+        """Ends one step of the program."""
+        if self.forked():
+            return
+        with self.lock:
+            self.steps += 1
+            prof = self.prof
+            recording = prof is not None and prof._session.running and prof.current_action >= 2
+            if recording:
+                self.recorded += 1
+            if prof is not None and prof._session.scheduled:
+                self.tag_rank(prof)
+                prof.step()
+                if self.written:
+                    # The window closed: nothing more to record in this process.
+                    prof.stop()
+                    self.prof = None
+                    self.done = True
+        self.write_status(force=recording)
+
+    def tag_rank(self, prof: profile) -> None:
+        """The rank HTA and ``omniprof ranks`` read: torch.profiler's ``distributedInfo``
+        once ``torch.distributed`` is initialized, before that the launcher's rank."""
+        info = _distributed_info()
+        if info is None:
+            rank = _env_rank()
+            if rank is None:
+                return
+            info = {"rank": rank, "world_size": int(os.environ.get("WORLD_SIZE", "0") or 0)}
+        prof.add_metadata_json(_DISTRIBUTED_INFO, json.dumps(info, default=str))
+
+    def finish(self) -> None:
+        """Stops the profile still recording, writing its trace: at a time window's end and
+        at exit."""
+        if self.forked():
+            return
+        with self.lock:
+            prof, self.prof = self.prof, None
+            self.done = True
+            if prof is None or not prof._session.running:
+                return
+            self.tag_rank(prof)
+            if prof.current_action >= 2 or not prof._session.scheduled:
+                prof.stop()
+            else:
+                # A schedule that never reached its window: no trace, and no warm-up's.
+                prof._session.abort()
+                prof._announce_stop()
+        self.write_status(force=True)
+
+    def save(self, prof: profile) -> None:
+        """``on_trace_ready``: writes the trace as ``rank<R>-pid<P>.pt.trace.json``."""
+        if _is_elastic_agent():
+            return
+        if _is_dataloader_worker() and not self.options.get("dataloader_workers"):
+            return
+        info = _distributed_info()
+        rank = info["rank"] if info is not None else _env_rank()
+        name = f"pid{os.getpid()}.pt.trace.json"
+        if rank is not None:
+            name = f"rank{rank}-{name}"
+        path = os.path.join(self.dir, name)
+        prof.export_chrome_trace(path)
+        self.written.append(path)
+
+    # -- the status file -------------------------------------------------------------
+
+    def write_status(self, force: bool = False) -> None:
+        """``<steps> <recorded>`` in this process's status file, which the command reads for
+        its status line (written aside and renamed: it never reads half a line)."""
+        now = time.monotonic()
+        if not force and now - self.status_at < _STATUS_EVERY_S:
+            return
+        self.status_at = now
+        write_status(self.status_path, f"{self.steps} {self.recorded}\n")
+
+
+def write_status(path: str, text: str) -> None:
+    aside = f"{path}.tmp"
+    try:
+        with open(aside, "w") as f:
+            f.write(text)
+        os.replace(aside, path)
+    except OSError:
+        pass  # the command went away, or its state with it: nothing to tell
+
+
+def _after_import(name: str, then: Callable[[], None]) -> None:
+    """Calls ``then()`` once the program's own ``import name`` has run the module, without
+    importing it and without changing its spec or loader (the loader's ``exec_module`` is
+    wrapped for that one call)."""
+
+    class Watch:
+        def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+            if fullname != name:
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(fullname)
+            loader = getattr(spec, "loader", None)
+            if loader is None or not hasattr(loader, "exec_module"):
+                return spec
+            run = loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                try:
+                    run(module)
+                finally:
+                    del loader.exec_module
+                then()
+
+            loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, Watch())
+
+
+def _count_optimizer_steps(step: Callable[[], None]) -> None:
+    """Calls ``step()`` after each optimizer step, outside its ``Optimizer.step#...`` range
+    (as a loop calling ``prof.step()`` after ``optimizer.step()`` would), so that each
+    ``ProfilerStep#N`` holds its whole optimizer step: the wrapper torch puts around every
+    optimizer class's ``step`` is wrapped in turn. An optimizer step inside another (a
+    wrapper optimizer's) counts once. A torch without that wrapper gets a global post-hook,
+    which runs inside the range."""
+    from torch.optim import Optimizer
+
+    hook_step = getattr(Optimizer, "profile_hook_step", None)
+    if hook_step is None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        register_optimizer_step_post_hook(lambda *_: step())
+        return
+    depth = threading.local()
+
+    def profile_hook_step(func: Callable[..., Any]) -> Callable[..., Any]:
+        hooked = hook_step(func)
+
+        @functools.wraps(hooked)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            outer = getattr(depth, "n", 0) == 0
+            depth.n = getattr(depth, "n", 0) + 1
+            try:
+                return hooked(*args, **kwargs)
+            finally:
+                depth.n -= 1
+                if outer:
+                    step()
+
+        return counted
+
+    Optimizer.profile_hook_step = staticmethod(profile_hook_step)  # type: ignore[method-assign]
+
+
+def _on_sigterm(run: _Run, previous: Any) -> Callable[[int, Any], None]:
+    def handler(signum: int, frame: Any) -> None:
+        run.finish()
+        # Die of the signal, as the program would have.
+        signal.signal(signum, previous)
+        os.kill(os.getpid(), signum)
+
+    return handler
+
+
+def boot() -> None:
+    """Profiles this process as ``OMNIPROF_RUN`` says; called by ``omniprof run``'s
+    ``sitecustomize``. Does nothing without it, or with ``--ondemand`` (importing omniprof
+    with ``OMNIPROF_ONDEMAND`` set already serves triggers)."""
+    text, state = os.environ.get(ENV), os.environ.get(STATE_ENV)
+    if not text or not state:
+        return
+    options = json.loads(text)
+    if options.get("ondemand"):
+        return
+    run = _Run(options, state)
+    import omniprof
+
+    native_step = _native.step
+
+    def step() -> int:
+        n = native_step()
+        run.step()
+        return n
+
+    # Before the program can import it: `omniprof.step()` and `from omniprof import step`.
+    omniprof.step = step  # type: ignore[assignment]
+
+    def torch_imported() -> None:
+        _count_optimizer_steps(run.step)
+        run.begin()
+
+    if "torch" in sys.modules or importlib.util.find_spec("torch") is None:
+        if "torch" in sys.modules:
+            torch_imported()
+        else:
+            run.begin()
+    else:
+        _after_import("torch", torch_imported)
+    if options.get("delay_s") is not None or options.get("duration_s") is not None:
+        threading.Thread(target=run.window, name="omniprof-run-window", daemon=True).start()
+    atexit.register(run.finish)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm(run, signal.SIG_DFL))
