@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::job::trace_files;
+use crate::output::print;
 use crate::{ranks_cmd, report_cmd, summary_cmd};
 
 /// The `sitecustomize` module each Python process of the run imports first.
@@ -98,7 +99,12 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 10)]
     row_limit: usize,
     /// The command to run, after `--`.
-    #[arg(value_name = "COMMAND", required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
     command: Vec<OsString>,
 }
 
@@ -117,7 +123,9 @@ fn parse_steps(text: &str) -> Result<(u64, u64), String> {
 fn parse_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if s.is_finite() && s >= 0.0 => Ok(s),
-        _ => Err(format!("expected seconds (a number, 0 or more), not {text:?}")),
+        _ => Err(format!(
+            "expected seconds (a number, 0 or more), not {text:?}"
+        )),
     }
 }
 
@@ -231,38 +239,76 @@ fn finish(args: &RunArgs, dir: &Path, state: &State) {
     let traces = trace_files(&[dir.to_owned()]).unwrap_or_default();
     if traces.is_empty() {
         remove_if_empty(dir);
-        eprintln!("omniprof run: no trace was written: {}", why_none(args, &status));
+        eprintln!(
+            "omniprof run: no trace was written: {}",
+            why_none(args, &status)
+        );
         return;
     }
     eprintln!(
         "omniprof run: {} in {}",
-        count(traces.len(), "trace"),
+        count(traces.len(), "trace", "traces"),
         dir.display()
     );
-    let paths = |traces: &[&PathBuf]| -> Vec<OsString> {
-        traces.iter().map(|t| t.as_os_str().to_owned()).collect()
+    let (workers, main): (Vec<&PathBuf>, Vec<&PathBuf>) = traces
+        .iter()
+        .partition(|t| name_of(t).contains("-worker-") || name_of(t).starts_with("worker-"));
+    if !workers.is_empty() {
+        eprintln!(
+            "omniprof run: {} of DataLoader workers, left out of the summary and report",
+            count(workers.len(), "trace", "traces")
+        );
+    }
+    let main = if main.is_empty() { workers } else { main };
+    // A job's ranks claim one rank each and go together; processes of no job all claim
+    // rank 0 (as torch.profiler's traces do), so each goes alone.
+    let jobs: Vec<Vec<&PathBuf>> = if main.iter().all(|t| name_of(t).starts_with("rank")) {
+        vec![main]
+    } else {
+        main.into_iter().map(|t| vec![t]).collect()
     };
-    let all: Vec<&PathBuf> = traces.iter().collect();
-    let mut summary = paths(&all);
+    for job in &jobs {
+        let report = if jobs.len() == 1 {
+            dir.join("report.html")
+        } else {
+            let stem = name_of(job[0]);
+            print(&format!("{stem}:\n"));
+            dir.join(format!(
+                "report-{}.html",
+                stem.trim_end_matches(".pt.trace.json")
+            ))
+        };
+        summarize(args, job, &report);
+    }
+}
+
+/// The job summary, the ranks report of several ranks, and the report page written at
+/// `report`, of the traces of one job.
+fn summarize(args: &RunArgs, job: &[&PathBuf], report: &Path) {
+    let paths: Vec<OsString> = job.iter().map(|t| t.as_os_str().to_owned()).collect();
+    let mut summary = paths.clone();
     summary.extend(["--sort-by", "self_cpu_time_total", "--row-limit"].map(OsString::from));
     summary.push(args.row_limit.to_string().into());
     if let Some(summary) = parsed::<summary_cmd::SummaryArgs>("summary", summary) {
         summary_cmd::run(&summary);
     }
-    let ranked: Vec<&PathBuf> = traces
-        .iter()
-        .filter(|t| t.file_name().is_some_and(|n| n.to_string_lossy().starts_with("rank")))
-        .collect();
-    if ranked.len() > 1 {
-        if let Some(ranks) = parsed::<ranks_cmd::RanksArgs>("ranks", paths(&ranked)) {
+    if job.len() > 1 {
+        if let Some(ranks) = parsed::<ranks_cmd::RanksArgs>("ranks", paths.clone()) {
             ranks_cmd::run(&ranks);
         }
     }
-    let mut report = paths(&all);
-    report.extend(["-o".into(), dir.join("report.html").into_os_string()]);
-    if let Some(report) = parsed::<report_cmd::ReportArgs>("report", report) {
-        report_cmd::run(&report);
+    let mut page = paths;
+    page.extend(["-o".into(), report.as_os_str().to_owned()]);
+    if let Some(page) = parsed::<report_cmd::ReportArgs>("report", page) {
+        report_cmd::run(&page);
     }
+}
+
+/// A trace's file name.
+fn name_of(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Why a run wrote no trace, from what its processes said.
@@ -281,7 +327,11 @@ fn why_none(args: &RunArgs, status: &RunStatus) -> String {
         Some((first, _)) if status.max_steps <= first => format!(
             "the program ended before step {first}: it ran {} (steps are optimizer steps \
              and omniprof.step() calls)",
-            count(usize::try_from(status.max_steps).unwrap_or(usize::MAX), "step")
+            count(
+                usize::try_from(status.max_steps).unwrap_or(usize::MAX),
+                "step",
+                "steps"
+            )
         ),
         _ => "its processes ended before recording anything".to_owned(),
     }
@@ -368,8 +418,9 @@ fn quoted(program: &OsStr) -> String {
     format!("`{}`", program.to_string_lossy())
 }
 
-fn count(n: usize, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+/// `n` and the noun, singular or plural.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The run's state directory, in the temp dir, mode 0700, removed when dropped: the
@@ -399,10 +450,8 @@ impl State {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let dir = std::env::temp_dir().join(format!(
-            "omniprof-run-{}-{nanos:09}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("omniprof-run-{}-{nanos:09}", std::process::id()));
         // Made new (an existing path is an error), so no one else's directory is used.
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         let state = Self { dir };
@@ -429,7 +478,9 @@ impl State {
             if name.contains('.') {
                 continue; // a note, or a file being written
             }
-            let mut numbers = text.split_whitespace().map(|n| n.parse::<u64>().unwrap_or(0));
+            let mut numbers = text
+                .split_whitespace()
+                .map(|n| n.parse::<u64>().unwrap_or(0));
             let (steps, recorded) = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
             status.processes += 1;
             status.recorded += recorded;
@@ -499,9 +550,13 @@ impl StatusLine {
         let _ = write!(
             text,
             "{} profiled, {} recorded, {} written",
-            count(status.processes, "process"),
-            count(usize::try_from(status.recorded).unwrap_or(usize::MAX), "step"),
-            count(status.traces, "trace")
+            count(status.processes, "process", "processes"),
+            count(
+                usize::try_from(status.recorded).unwrap_or(usize::MAX),
+                "step",
+                "steps"
+            ),
+            count(status.traces, "trace", "traces")
         );
         if self.last.as_ref() == Some(&text) {
             return;

@@ -14,6 +14,8 @@ import textwrap
 from pathlib import Path
 from typing import Dict, List, Optional
 
+import pytest
+
 from conftest import cli, load_trace, require_torch
 
 require_torch()
@@ -65,7 +67,7 @@ while True:
         print("ready", flush=True)
 """
 
-TIMEOUT_S = 300
+TIMEOUT_S = 120
 
 
 def run(tmp_path: Path, *args: str, script: Optional[str] = None,
@@ -210,3 +212,76 @@ def test_sigterm_mid_run_still_leaves_the_trace_of_what_ran(tmp_path: Path) -> N
     assert out.returncode == 128 + signal.SIGTERM, out.stderr
     [trace] = traces(tmp_path / "out")
     assert "aten::addmm" in names(trace)
+
+
+# A DataLoader whose worker starts a new interpreter (the spawn start method).
+LOADER = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+if __name__ == "__main__":
+    data = TensorDataset(torch.randn(32, 16), torch.randn(32, 4))
+    loader = DataLoader(data, batch_size=8, num_workers=1, multiprocessing_context="spawn")
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+"""
+
+
+def test_dataloader_workers_are_traced_only_when_asked(tmp_path: Path) -> None:
+    plain = run(tmp_path, "-o", "plain", script=LOADER)
+    assert plain.returncode == 0, plain.stderr
+    [main] = traces(tmp_path / "plain")
+    assert re.fullmatch(r"pid\d+\.pt\.trace\.json", main.name)
+    asked = run(tmp_path, "--dataloader-workers", "-o", "asked", script=LOADER)
+    assert asked.returncode == 0, asked.stderr
+    found = sorted(re.sub(r"\d+", "N", t.name) for t in traces(tmp_path / "asked"))
+    assert found == ["pidN.pt.trace.json", "worker-pidN.pt.trace.json"]
+    worker = next((tmp_path / "asked").glob("worker-*"))
+    assert "aten::stack" in names(worker), "the worker's collation is in its trace"
+    assert "omniprof run: 1 trace of DataLoader workers, left out of the summary and report" in asked.stderr
+
+
+def window_span_s(tmp_path: Path, script: str) -> float:
+    """How long the ops of ``--delay 0.5 --duration 1``'s trace of ``script`` span, in s."""
+    out = run(tmp_path, "--delay", "0.5", "--duration", "1", "-o", "out", script=script)
+    assert out.returncode == 0, out.stderr
+    [trace] = traces(tmp_path / "out")
+    events = [e for e in load_trace(trace)["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert "aten::addmm" in {e["name"] for e in events}
+    return (max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)) / 1e6
+
+
+# Ops for four seconds, with no optimizer and no omniprof.step(); a few hundred a second, so
+# that the trace stays small.
+INFERENCE = """
+import time, torch
+model, x = torch.nn.Linear(16, 4), torch.randn(8, 16)
+end = time.monotonic() + 4
+while time.monotonic() < end:
+    model(x)
+    time.sleep(0.005)
+"""
+
+
+def test_a_time_window_of_a_program_without_steps_holds_its_duration(tmp_path: Path) -> None:
+    assert 0.5 < window_span_s(tmp_path, INFERENCE) <= 1.0
+
+
+@pytest.mark.xfail(strict=True, reason="a session started mid-loop in a program that steps an "
+                   "optimizer records almost none of its ops (found with omniprof run; not yet understood)")
+def test_a_time_window_of_a_training_loop_holds_its_duration(tmp_path: Path) -> None:
+    script = FOREVER.replace("while True:", "import time\nend = time.monotonic() + 4\nwhile time.monotonic() < end:")
+    assert 0.5 < window_span_s(tmp_path, script) <= 1.0
+
+
+def test_a_python_without_omniprof_runs_unprofiled_and_says_what_it_needs(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    out = run(tmp_path, "--", str(tmp_path / "bare" / "bin" / "python"), "-c", "print('hi')")
+    assert out.returncode == 0 and out.stdout == "hi\n", out.stderr
+    assert re.search(
+        r"warning: .*bare/bin/python(3)? \(pid \d+\): cannot import omniprof: No module named 'omniprof' "
+        r"\(install omniprof into that Python's environment to profile it\)", out.stderr), out.stderr
+    assert "started no Python process that imported omniprof" in out.stderr

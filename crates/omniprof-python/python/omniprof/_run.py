@@ -36,7 +36,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import _native
+from . import _native, _observer
 from .profiler import _DISTRIBUTED_INFO, _distributed_info, profile
 
 #: The environment variable holding the options of ``omniprof run`` (JSON).
@@ -45,6 +45,10 @@ ENV = "OMNIPROF_RUN"
 STATE_ENV = "OMNIPROF_RUN_STATE"
 # How often, at most, a step that changes nothing recorded rewrites the status file.
 _STATUS_EVERY_S = 0.25
+# How often a time window's thread looks at the clock, and how long after a window is due
+# it waits for a step to open or close it on the thread that steps.
+_WINDOW_POLL_S = 0.02
+_WINDOW_GRACE_S = 0.2
 # The environment variables a launcher names a process's rank by, first found wins.
 _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
 
@@ -62,9 +66,19 @@ def _is_elastic_agent() -> bool:
     return "torch.distributed.elastic.agent.server.api" in sys.modules and _env_rank() is None
 
 
+def _torch_half_imported() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and getattr(getattr(torch, "__spec__", None), "_initializing", False)
+
+
 def _is_dataloader_worker() -> bool:
-    data = sys.modules.get("torch.utils.data")
-    return data is not None and data.get_worker_info() is not None
+    """Whether this process is a DataLoader's worker: a multiprocessing child running its
+    worker loop (asked of the process, since the loop clears its worker info as it ends)."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return False
+    target = getattr(mp.current_process(), "_target", None)
+    return getattr(target, "__module__", None) == "torch.utils.data._utils.worker"
 
 
 class _Run:
@@ -81,6 +95,12 @@ class _Run:
         self.written: List[str] = []
         self.done = False
         self.status_at = 0.0
+        # Between the program's import of torch starting and ending, nothing may start a
+        # profile on another thread.
+        self.torch_importing = False
+        # A time window's opening and closing times (monotonic), when it is one.
+        self.window_at: Optional[float] = None
+        self.window_end = float("inf")
         # A forked child (a DataLoader worker, a multiprocessing fork) inherits this state
         # but not the threads behind the profile: it leaves both alone.
         self.pid = os.getpid()
@@ -123,19 +143,60 @@ class _Run:
                 self.prof.start()
 
     def window(self) -> None:
-        """``--delay``/``--duration``: sleeps, records, then writes, on a thread of its own."""
-        delay = self.options.get("delay_s") or 0.0
+        """``--delay``/``--duration``, on a thread of its own: the window opens at the first
+        step after the delay, on the thread that steps (or from here, a moment later, in a
+        program that does not step), and closes the same way after its duration."""
+        self.window_at = time.monotonic() + (self.options.get("delay_s") or 0.0)
         duration = self.options.get("duration_s")
-        time.sleep(delay)
+        while not self.done:
+            time.sleep(_WINDOW_POLL_S)
+            now = time.monotonic()
+            # A program that steps gets a moment to open or close the window at a step.
+            grace = _WINDOW_GRACE_S if self.steps else 0.0
+            if self.prof is None and now >= self.window_at + grace:
+                # Python does not hold another thread's import of torch's submodules back
+                # while the program's import of torch runs: the observer is built here once
+                # that import has returned, holding no lock the import takes.
+                if _torch_half_imported():
+                    continue
+                if "torch" in sys.modules:
+                    _observer.install()
+                self.window_step(now)
+            elif duration is not None and now >= self.window_end + grace:
+                self.window_step(now)
+
+    def window_step(self, now: float) -> None:
+        """Opens the time window when it is due, or closes it when it is over."""
         with self.lock:
-            if self.done:
+            if self.done or self.torch_importing or self.window_at is None:
                 return
-            self.prof = self.new_profile(None)
-            self.prof.start()
-        if duration is None:
-            return  # until the process exits
-        time.sleep(duration)
-        self.finish()
+            if self.prof is None and now >= self.window_at:
+                self.prof = self.new_profile(None)
+                self.prof.start()
+                self.window_end = now + (self.options.get("duration_s") or 0.0)
+            elif self.prof is not None and self.options.get("duration_s") is not None and now >= self.window_end:
+                self.finish()
+
+    def importing_torch(self) -> None:
+        """The program starts importing torch: a window open already records without
+        PyTorch's ops, so it is dropped (it held the program's start-up) and opens again,
+        for its whole duration, once torch is there."""
+        with self.lock:
+            self.torch_importing = True
+            prof = self.prof
+            if prof is not None and self.window_at is not None and not self.done:
+                prof._session.abort()
+                prof._announce_stop()
+                self.prof = None
+                self.window_at = time.monotonic()
+
+    def torch_imported(self) -> None:
+        """The program's import of torch is done: count its optimizer steps, and start what
+        waited for it."""
+        _count_optimizer_steps(self.step, around=True)
+        with self.lock:
+            self.torch_importing = False
+        self.begin()
 
     def step(self) -> None:
         """Ends one step of the program."""
@@ -147,7 +208,9 @@ class _Run:
             recording = prof is not None and prof._session.running and prof.current_action >= 2
             if recording:
                 self.recorded += 1
-            if prof is not None and prof._session.scheduled:
+            if self.window_at is not None:
+                self.window_step(time.monotonic())
+            elif prof is not None and prof._session.scheduled:
                 self.tag_rank(prof)
                 prof.step()
                 if self.written:
@@ -188,14 +251,17 @@ class _Run:
         self.write_status(force=True)
 
     def save(self, prof: profile) -> None:
-        """``on_trace_ready``: writes the trace as ``rank<R>-pid<P>.pt.trace.json``."""
+        """``on_trace_ready``: writes the trace as ``rank<R>-pid<P>.pt.trace.json`` (a
+        worker's as ``rank<R>-worker-pid<P>.pt.trace.json``; no rank, no ``rank<R>-``)."""
         if _is_elastic_agent():
             return
-        if _is_dataloader_worker() and not self.options.get("dataloader_workers"):
-            return
+        name = f"pid{os.getpid()}.pt.trace.json"
+        if _is_dataloader_worker():
+            if not self.options.get("dataloader_workers"):
+                return
+            name = f"worker-{name}"
         info = _distributed_info()
         rank = info["rank"] if info is not None else _env_rank()
-        name = f"pid{os.getpid()}.pt.trace.json"
         if rank is not None:
             name = f"rank{rank}-{name}"
         path = os.path.join(self.dir, name)
@@ -224,19 +290,22 @@ def write_status(path: str, text: str) -> None:
         pass  # the command went away, or its state with it: nothing to tell
 
 
-def _after_import(name: str, then: Callable[[], None]) -> None:
-    """Calls ``then()`` once the program's own ``import name`` has run the module, without
-    importing it and without changing its spec or loader (the loader's ``exec_module`` is
-    wrapped for that one call)."""
+def _after_import(name: str, before: Callable[[], None], then: Callable[[], None]) -> None:
+    """Calls ``before()`` when the program's own ``import name`` starts (before the module
+    exists) and ``then()`` once it has run the module, without importing it and without
+    changing its spec or loader (the loader's ``exec_module`` is wrapped for that one
+    call)."""
 
     class Watch:
         def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
             if fullname != name:
                 return None
             sys.meta_path.remove(self)
+            before()
             spec = importlib.util.find_spec(fullname)
             loader = getattr(spec, "loader", None)
             if loader is None or not hasattr(loader, "exec_module"):
+                then()
                 return spec
             run = loader.exec_module
 
@@ -253,16 +322,18 @@ def _after_import(name: str, then: Callable[[], None]) -> None:
     sys.meta_path.insert(0, Watch())
 
 
-def _count_optimizer_steps(step: Callable[[], None]) -> None:
-    """Calls ``step()`` after each optimizer step, outside its ``Optimizer.step#...`` range
-    (as a loop calling ``prof.step()`` after ``optimizer.step()`` would), so that each
-    ``ProfilerStep#N`` holds its whole optimizer step: the wrapper torch puts around every
-    optimizer class's ``step`` is wrapped in turn. An optimizer step inside another (a
-    wrapper optimizer's) counts once. A torch without that wrapper gets a global post-hook,
-    which runs inside the range."""
+def _count_optimizer_steps(step: Callable[[], None], around: bool) -> None:
+    """Calls ``step()`` after each optimizer step. ``around`` (a schedule's steps): outside
+    its ``Optimizer.step#...`` range (as a loop calling ``prof.step()`` after
+    ``optimizer.step()`` would), so that each ``ProfilerStep#N`` holds its whole optimizer
+    step: the wrapper torch puts around every optimizer class's ``step`` is wrapped in turn,
+    and an optimizer step inside another (a wrapper optimizer's) counts once. Otherwise, and
+    in a torch without that wrapper, a global post-hook, which runs inside the range (a
+    session started on another thread, as a time window's is, recorded almost none of the
+    ops of a loop stepped from outside the range, in tests with torch 2.15)."""
     from torch.optim import Optimizer
 
-    hook_step = getattr(Optimizer, "profile_hook_step", None)
+    hook_step = getattr(Optimizer, "profile_hook_step", None) if around else None
     if hook_step is None:
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -287,6 +358,12 @@ def _count_optimizer_steps(step: Callable[[], None]) -> None:
         return counted
 
     Optimizer.profile_hook_step = staticmethod(profile_hook_step)  # type: ignore[method-assign]
+
+
+def _finish_with_multiprocessing(run: _Run) -> None:
+    from multiprocessing.util import Finalize
+
+    Finalize(None, run.finish, exitpriority=0)
 
 
 def _on_sigterm(run: _Run, previous: Any) -> Callable[[int, Any], None]:
@@ -322,19 +399,20 @@ def boot() -> None:
     # Before the program can import it: `omniprof.step()` and `from omniprof import step`.
     omniprof.step = step  # type: ignore[assignment]
 
-    def torch_imported() -> None:
-        _count_optimizer_steps(run.step)
+    if "torch" in sys.modules:
+        run.torch_imported()
+    elif importlib.util.find_spec("torch") is None:
         run.begin()
-
-    if "torch" in sys.modules or importlib.util.find_spec("torch") is None:
-        if "torch" in sys.modules:
-            torch_imported()
-        else:
-            run.begin()
     else:
-        _after_import("torch", torch_imported)
+        _after_import("torch", run.importing_torch, run.torch_imported)
     if options.get("delay_s") is not None or options.get("duration_s") is not None:
-        threading.Thread(target=run.window, name="omniprof-run-window", daemon=True).start()
+        threading.Thread(target=run.window, name="omniprof-run-delay", daemon=True).start()
     atexit.register(run.finish)
+    # A multiprocessing child (mp.spawn's ranks, a spawned DataLoader worker) ends in
+    # os._exit, past atexit: multiprocessing's own exit runs its finalizers.
+    if "multiprocessing.util" in sys.modules:
+        _finish_with_multiprocessing(run)
+    else:
+        _after_import("multiprocessing.util", lambda: None, lambda: _finish_with_multiprocessing(run))
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm(run, signal.SIG_DFL))
