@@ -245,6 +245,38 @@ def test_inside_torch_profiler_a_profile_says_what_the_outer_one_holds(tmp_path:
             work()
 
 
+def test_memory_events_of_a_scheduled_run_are_torch_profilers(tmp_path: Path) -> None:
+    # Each step allocates a tensor and frees the previous step's: the one allocated in a
+    # warm-up step is freed in the first recorded step, which torch.profiler does not report
+    # (it tracked no size then).
+    omniprof._observer.install()
+
+    def run(module: Any, tag: str) -> List[List[int]]:
+        carried: List[Any] = []
+        cycles: List[List[int]] = []
+
+        def handler(prof: Any) -> None:
+            path = tmp_path / f"{tag}{len(cycles)}.json"
+            prof.export_chrome_trace(str(path))
+            trace = json.loads(path.read_text())["traceEvents"]
+            cycles.append(sorted(e["args"]["Bytes"] for e in trace if e.get("name") == "[memory]"))
+
+        schedule = module.schedule(wait=1, warmup=1, active=2, repeat=2)
+        with module.profile(
+            activities=[module.ProfilerActivity.CPU], profile_memory=True, schedule=schedule, on_trace_ready=handler
+        ) as prof:
+            for i in range(9):
+                carried.append(torch.empty(1000 + i))
+                if len(carried) > 1:
+                    carried.pop(0)
+                prof.step()
+        return cycles
+
+    theirs, ours = run(torch.profiler, "theirs"), run(omniprof, "ours")
+    assert ours == theirs
+    assert [len(c) for c in ours] == [3, 3]
+
+
 class Deadline:
     """Fails the test instead of hanging it."""
 

@@ -498,7 +498,11 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
     record_memory = (flags & kMemory) != 0;
     record_stack = (flags & kStack) != 0;
     record_modules = (flags & kModules) != 0;
-    memory_on.store(record_memory, std::memory_order_relaxed);
+    // Allocations are reported from the window's opening (window_opened), as PyTorch's
+    // profiler reports none during a warm-up: the allocator keeps a block's size only while
+    // a reporter listens, so one allocated then and freed in the window would be reported
+    // freed here and not under torch.profiler.
+    memory_on.store(false, std::memory_order_relaxed);
     if (record_shapes) {
       name_dtypes(t);
     }
@@ -642,8 +646,10 @@ const omniprof::StubsApi stubs_api{
     stubs_mark, stubs_range_push, stubs_range_pop,
 };
 
-// The capture window opened: the Python tracer begins what it pushed during the warm-up.
+// The capture window opened: allocations are reported from now on, and the Python tracer
+// begins what it pushed during the warm-up.
 void window_opened() noexcept {
+  memory_on.store(record_memory, std::memory_order_relaxed);
   if (record_stack) {
     omniprof::python_tracer::window_opened();
   }

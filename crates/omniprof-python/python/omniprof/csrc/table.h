@@ -117,8 +117,9 @@ struct EntryPoints {
   // table's version is not kTableVersion, 3 PyTorch refused it.
   int32_t (*attach)(const Table* table, uint8_t flags);
   void (*detach)();
-  // The capture window opened (after an attach at the warm-up, or with the attach): what was
-  // begun before it, while the recorder did not record, is begun again in it.
+  // The capture window opened (after an attach at the warm-up, or with the attach):
+  // allocations are reported from then on, and what was begun before it, while the recorder
+  // did not record, is begun again in it.
   void (*window_opened)();
 };
 
