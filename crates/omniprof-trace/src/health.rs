@@ -86,6 +86,9 @@ pub struct SessionHealth {
     /// Launches that shared a correlation id with an earlier one
     /// ([`metadata::DUPLICATE_FLOW_STARTS`]).
     pub duplicate_flow_starts: Option<u64>,
+    /// Flow ids a backend shared with an earlier source of the trace, renumbered into that
+    /// backend's namespace ([`metadata::RENUMBERED_FLOW_IDS`]).
+    pub renumbered_flow_ids: Option<u64>,
     /// What each backend contributed, in the order they were merged
     /// ([`metadata::BACKENDS`]).
     pub backends: Vec<Contribution>,
@@ -109,7 +112,7 @@ type Count = (
 /// The counts of a report, in the order they are written: the first, `stub_errors`, among
 /// the entries of the engine's own profilers, which lead; the last, `refused_links`, after
 /// the backends' errors.
-const COUNTS: [Count; 12] = [
+const COUNTS: [Count; 13] = [
     (
         metadata::STUB_ERRORS,
         |r| r.stub_errors,
@@ -164,6 +167,11 @@ const COUNTS: [Count; 12] = [
         metadata::DUPLICATE_FLOW_STARTS,
         |r| r.duplicate_flow_starts,
         |r, n| r.duplicate_flow_starts = n,
+    ),
+    (
+        metadata::RENUMBERED_FLOW_IDS,
+        |r| r.renumbered_flow_ids,
+        |r, n| r.renumbered_flow_ids = n,
     ),
     (
         metadata::REFUSED_LINKS,
@@ -754,6 +762,7 @@ mod tests {
             out_of_window_events: count(8),
             warmup_events: count(9),
             duplicate_flow_starts: count(10),
+            renumbered_flow_ids: count(13),
             backends: vec![Contribution {
                 name: "openreg".into(),
                 activities: 12,
@@ -838,6 +847,7 @@ mod tests {
                 "out_of_window_events",
                 "warmup_events",
                 "duplicate_flow_starts",
+                "renumbered_flow_ids",
                 "backends",
                 "backend_errors",
                 "refused_links",

@@ -120,6 +120,9 @@ pub mod metadata {
     pub const WARMUP_EVENTS: &str = "warmup_events";
     /// Launches that shared a correlation id with an earlier one (no second flow is drawn).
     pub const DUPLICATE_FLOW_STARTS: &str = "duplicate_flow_starts";
+    /// Flow ids a backend shared with an earlier source of the trace (the host or another
+    /// backend), renumbered into that backend's namespace so arrows stay apart.
+    pub const RENUMBERED_FLOW_IDS: &str = "renumbered_flow_ids";
     /// Host ranges named `<name table full>`: their names did not fit in the recorder's name
     /// table.
     pub const DROPPED_NAMES: &str = "dropped_names";

@@ -75,6 +75,7 @@ fn every_report_field() -> SessionHealth {
         out_of_window_events: Some(8),
         warmup_events: Some(9),
         duplicate_flow_starts: Some(10),
+        renumbered_flow_ids: Some(12),
         backends: vec![Contribution {
             name: "openreg".into(),
             activities: 12,

@@ -76,6 +76,8 @@ impl Runtime {
 static ARMED: AtomicBool = AtomicBool::new(false);
 static FAIL: AtomicBool = AtomicBool::new(false);
 static FAIL_CONFIGURE: AtomicBool = AtomicBool::new(false);
+/// Whether the second well-behaved backend, `twin`, takes part.
+static TWIN: AtomicBool = AtomicBool::new(false);
 static RUNTIME: std::sync::OnceLock<Arc<Runtime>> = std::sync::OnceLock::new();
 
 fn runtime() -> Arc<Runtime> {
@@ -85,10 +87,13 @@ fn runtime() -> Arc<Runtime> {
 struct Mock {
     name: &'static str,
     panics: bool,
+    /// Device 1's backend, which counts correlation ids as the first one does.
+    twin: bool,
 }
 
 struct MockSession {
     panics: bool,
+    device: i64,
 }
 
 impl ActivityProfiler for Mock {
@@ -103,13 +108,19 @@ impl ActivityProfiler for Mock {
         _: ActivitySet,
         _: &Config,
     ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
-        let armed = ARMED.load(Ordering::SeqCst) && (!self.panics || FAIL.load(Ordering::SeqCst));
+        let takes_part = if self.twin {
+            TWIN.load(Ordering::SeqCst)
+        } else {
+            !self.panics || FAIL.load(Ordering::SeqCst)
+        };
+        let armed = ARMED.load(Ordering::SeqCst) && takes_part;
         if self.panics && FAIL_CONFIGURE.load(Ordering::SeqCst) {
             return Err(BackendError::new("no device found"));
         }
         Ok(armed.then(|| {
             Box::new(MockSession {
                 panics: self.panics,
+                device: i64::from(self.twin),
             }) as Box<dyn ProfilerSession>
         }))
     }
@@ -152,7 +163,7 @@ impl ProfilerSession for MockSession {
             let mut kernel = Activity::new(
                 ActivityType::ConcurrentKernel,
                 "gemm",
-                0,
+                self.device,
                 7,
                 start + 20,
                 end,
@@ -164,7 +175,7 @@ impl ProfilerSession for MockSession {
         sink.add(Activity::new(
             ActivityType::ConcurrentKernel,
             "early",
-            0,
+            self.device,
             7,
             window.start_ns - 5,
             window.start_ns + 5,
@@ -173,10 +184,10 @@ impl ProfilerSession for MockSession {
     }
     fn device_info(&self) -> Vec<DeviceInfo> {
         vec![DeviceInfo {
-            id: 0,
-            sort_index: 5_000_000,
-            name: "mock".into(),
-            label: "GPU 0".into(),
+            id: self.device,
+            sort_index: 5_000_000 + self.device,
+            name: ["mock", "twin"][self.device as usize].into(),
+            label: format!("GPU {}", self.device),
         }]
     }
     fn correlation_listener(&self) -> Option<Arc<dyn CorrelationListener>> {
@@ -193,6 +204,7 @@ fn arm() {
                 Box::new(Mock {
                     name: "mock",
                     panics: false,
+                    twin: false,
                 })
             }),
         );
@@ -202,6 +214,17 @@ fn arm() {
                 Box::new(Mock {
                     name: "panicky",
                     panics: true,
+                    twin: false,
+                })
+            }),
+        );
+        backend::register_profiler_factory(
+            "test-twin",
+            Box::new(|| {
+                Box::new(Mock {
+                    name: "twin",
+                    panics: false,
+                    twin: true,
                 })
             }),
         );
@@ -275,6 +298,73 @@ fn device_work_is_linked_flowed_projected_and_windowed() {
         .any(|r| r.pid == 0 && r.tid == 7 && r.name == "stream 7 "));
     let stacks = runtime().stacks.lock().unwrap().clone();
     assert_eq!(stacks, (vec![], vec![]), "every push was popped");
+}
+
+#[test]
+fn a_flow_id_is_the_launchs_correlation_id_as_kineto_writes_it() {
+    let _g = serial();
+    let t = run(false);
+    let launches: Vec<_> = t
+        .activities
+        .iter()
+        .filter(|a| &*a.name == "orLaunchKernel")
+        .collect();
+    let ids: Vec<_> = launches
+        .iter()
+        .map(|l| (l.correlation, l.flow.unwrap().id))
+        .collect();
+    assert_eq!(ids, [(1, 1), (2, 2)]);
+    let kernels = t.activities.iter().filter(|a| &*a.name == "gemm");
+    let ids: Vec<_> = kernels
+        .map(|k| (k.correlation, k.flow.unwrap().id))
+        .collect();
+    assert_eq!(ids, [(1, 1), (2, 2)]);
+    assert_eq!(t.health.renumbered_flow_ids, None);
+}
+
+#[test]
+fn ids_two_backends_share_are_renumbered_in_the_later_one_and_counted() {
+    let _g = serial();
+    TWIN.store(true, Ordering::SeqCst);
+    let t = run(false);
+    TWIN.store(false, Ordering::SeqCst);
+    // Both backends count their correlation ids from 1: the first keeps its ids, the
+    // second's move into its namespace, and every arrow still joins its own two ends.
+    let flows = |name: &str| -> Vec<(i64, u64, u64)> {
+        let mut ends: Vec<_> = t
+            .activities
+            .iter()
+            .filter(|a| &*a.name == name)
+            .map(|a| (a.device, a.correlation, a.flow.unwrap().id))
+            .collect();
+        ends.sort_unstable_by_key(|&(_, _, id)| id);
+        ends
+    };
+    let kernels = flows("gemm");
+    let namespace = kernels[2].2 - 1;
+    assert_eq!(namespace % (1 << 44), 0);
+    assert!(namespace > 0);
+    assert_eq!(
+        kernels,
+        [
+            (0, 1, 1),
+            (0, 2, 2),
+            (1, 1, namespace | 1),
+            (1, 2, namespace | 2)
+        ]
+    );
+    let pid = std::process::id() as i64;
+    assert_eq!(
+        flows("orLaunchKernel"),
+        [
+            (pid, 1, 1),
+            (pid, 2, 2),
+            (pid, 1, namespace | 1),
+            (pid, 2, namespace | 2)
+        ]
+    );
+    assert_eq!(t.health.renumbered_flow_ids, Some(2));
+    assert_eq!(t.health.duplicate_flow_starts, None);
 }
 
 #[test]

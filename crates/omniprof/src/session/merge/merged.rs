@@ -27,13 +27,18 @@ pub(super) struct Merged {
     out_of_window_samples: u64,
     warmup: u64,
     duplicate_flow_starts: u64,
+    /// The flow ids used so far, and how many a backend had to renumber.
+    flow_ids: flows::Taken,
+    renumbered_flow_ids: u64,
 }
 
 impl Merged {
-    /// Nothing merged yet; `scope` when the trace enables the scope profiler.
-    pub(super) fn new(scope: Option<ScopeProfiler>) -> Self {
+    /// Nothing merged yet into a trace whose host recording is `host`; `scope` when the
+    /// trace enables the scope profiler.
+    pub(super) fn new(host: &[Activity], scope: Option<ScopeProfiler>) -> Self {
         Self {
             scope,
+            flow_ids: flows::Taken::of(host),
             ..Self::default()
         }
     }
@@ -85,7 +90,17 @@ impl Merged {
             );
         }
         self.out_of_window += outside.count;
-        self.duplicate_flow_starts += flows::draw(&mut activities, &keep, backend);
+        let drawn = flows::draw(&mut activities, &keep, backend, &mut self.flow_ids);
+        self.duplicate_flow_starts += drawn.duplicate_starts;
+        if drawn.renumbered > 0 {
+            log::warn!(
+                "omniprof: {name}: {} flow ids were already used in the trace (by the host \
+                 or another backend); its flows with them were renumbered into its own \
+                 namespace (renumbered_flow_ids)",
+                drawn.renumbered
+            );
+            self.renumbered_flow_ids += drawn.renumbered;
+        }
 
         let project = selection.enabled(ActivityType::GpuUserAnnotation);
         for (i, mut a) in activities.drain(..).enumerate() {
@@ -160,5 +175,7 @@ impl Merged {
             );
             report.duplicate_flow_starts = Some(self.duplicate_flow_starts);
         }
+        report.renumbered_flow_ids =
+            (self.renumbered_flow_ids > 0).then_some(self.renumbered_flow_ids);
     }
 }

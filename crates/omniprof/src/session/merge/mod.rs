@@ -173,6 +173,7 @@ fn merge_backends(
         &mut trace.health,
     );
     let mut merged = Merged::new(
+        &trace.activities,
         selection
             .enabled(ActivityType::XpuScopeProfiler)
             .then(|| ScopeProfiler::new(config)),
