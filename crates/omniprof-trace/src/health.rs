@@ -98,6 +98,9 @@ pub struct SessionHealth {
     /// Host-side device events whose link to a host op was refused
     /// ([`metadata::REFUSED_LINKS`]).
     pub refused_links: Option<u64>,
+    /// Runtime or driver events that lie past their host op only where the capture window
+    /// cut that op; their links are kept ([`metadata::WINDOW_CUT_LINKS`]).
+    pub window_cut_links: Option<u64>,
     /// Doubts about what backends delivered ([`metadata::BACKEND_WARNINGS`]).
     pub backend_warnings: Vec<BackendWarning>,
 }
@@ -110,9 +113,9 @@ type Count = (
 );
 
 /// The counts of a report, in the order they are written: the first, `stub_errors`, among
-/// the entries of the engine's own profilers, which lead; the last, `refused_links`, after
-/// the backends' errors.
-const COUNTS: [Count; 13] = [
+/// the entries of the engine's own profilers, which lead; the last two, `refused_links` and
+/// `window_cut_links`, after the backends' errors.
+const COUNTS: [Count; 14] = [
     (
         metadata::STUB_ERRORS,
         |r| r.stub_errors,
@@ -178,6 +181,11 @@ const COUNTS: [Count; 13] = [
         |r| r.refused_links,
         |r, n| r.refused_links = n,
     ),
+    (
+        metadata::WINDOW_CUT_LINKS,
+        |r| r.window_cut_links,
+        |r, n| r.window_cut_links = n,
+    ),
 ];
 
 /// The keys of a report that are not counts.
@@ -202,7 +210,7 @@ impl SessionHealth {
     /// written them among themselves (the JSON writer writes them after the trace's other
     /// metadata).
     pub fn entries(&self) -> Vec<(&'static str, Value)> {
-        let [_, counts @ .., refused] = &COUNTS;
+        let [_, counts @ .., refused, window_cut] = &COUNTS;
         let mut out = self.profiler_entries();
         out.extend(list(metadata::PLUGIN_ERRORS, texts(&self.plugin_errors)));
         out.extend(counts.iter().filter_map(|c| self.count(c)));
@@ -214,6 +222,7 @@ impl SessionHealth {
             .map(|e| Value::from(e.to_string()));
         out.extend(list(metadata::BACKEND_ERRORS, errors.collect()));
         out.extend(self.count(refused));
+        out.extend(self.count(window_cut));
         let warnings = self
             .backend_warnings
             .iter()
@@ -798,6 +807,7 @@ mod tests {
                 },
             ],
             refused_links: count(11),
+            window_cut_links: count(14),
             backend_warnings: vec![
                 BackendWarning {
                     backend: "a".into(),
@@ -851,6 +861,7 @@ mod tests {
                 "backends",
                 "backend_errors",
                 "refused_links",
+                "window_cut_links",
                 "backend_warnings",
             ]
         );

@@ -110,6 +110,10 @@ pub mod metadata {
     /// Host-side device events (runtime, driver) whose link to a host op was refused
     /// because they lie outside that op's time on its thread.
     pub const REFUSED_LINKS: &str = "refused_links";
+    /// Runtime or driver events that lie past their host op only where the capture window
+    /// cut that op (an op open at the stop, or begun before the start): their links are
+    /// kept, and no warning is given.
+    pub const WINDOW_CUT_LINKS: &str = "window_cut_links";
     /// Host events dropped because a thread reached its record cap.
     pub const DROPPED_EVENTS: &str = "dropped_events";
     /// Device activities dropped because they lay outside the capture window.

@@ -108,6 +108,7 @@ fn every_report_field() -> SessionHealth {
             failure("d", FailureKind::Reported("2 stub calls failed".into())),
         ],
         refused_links: Some(11),
+        window_cut_links: Some(13),
         backend_warnings: vec![
             BackendWarning {
                 backend: "a".into(),

@@ -1,7 +1,7 @@
 //! The engine end to end: the lifecycle's order and exclusivity, and mock backends whose
 //! device work the merge links, flows, projects and windows, or which fail and are left out.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use omniprof_test_support::lock::serial;
@@ -78,6 +78,8 @@ static FAIL: AtomicBool = AtomicBool::new(false);
 static FAIL_CONFIGURE: AtomicBool = AtomicBool::new(false);
 /// Whether the second well-behaved backend, `twin`, takes part.
 static TWIN: AtomicBool = AtomicBool::new(false);
+/// How long the mock's runtime calls last.
+static CALL_NS: AtomicI64 = AtomicI64::new(10);
 static RUNTIME: std::sync::OnceLock<Arc<Runtime>> = std::sync::OnceLock::new();
 
 fn runtime() -> Arc<Runtime> {
@@ -155,7 +157,7 @@ impl ProfilerSession for MockSession {
                 pid,
                 launching.resource,
                 start,
-                start + 10,
+                start + CALL_NS.load(Ordering::SeqCst),
             );
             launch.correlation = corr;
             launch.linked_correlation = Some(op);
@@ -365,6 +367,44 @@ fn ids_two_backends_share_are_renumbered_in_the_later_one_and_counted() {
     );
     assert_eq!(t.health.renumbered_flow_ids, Some(2));
     assert_eq!(t.health.duplicate_flow_starts, None);
+}
+
+#[test]
+fn a_call_past_an_op_the_stop_cut_keeps_its_link_without_a_warning() {
+    let _g = serial();
+    arm();
+    FAIL.store(false, Ordering::SeqCst);
+    FAIL_CONFIGURE.store(false, Ordering::SeqCst);
+    let mut p = Profiler::builder()
+        .activities(ActivitySet::all())
+        .build()
+        .unwrap();
+    p.start().unwrap();
+    let open = record_op("aten::item");
+    runtime().launch();
+    // Its kernel (1 µs) ends inside the window.
+    std::thread::sleep(std::time::Duration::from_millis(1));
+    // The call lasts past the stop, which ends its op (still open) at the window's end.
+    CALL_NS.store(60_000_000_000, Ordering::SeqCst);
+    let t = p.stop().unwrap();
+    CALL_NS.store(10, Ordering::SeqCst);
+    drop(open);
+    // The op ended after its session: its pop never reached the runtime.
+    runtime().stacks.lock().unwrap().0.clear();
+    ARMED.store(false, Ordering::SeqCst);
+    let op = t
+        .activities
+        .iter()
+        .find(|a| &*a.name == "aten::item")
+        .unwrap();
+    assert_eq!(op.end_ns, t.window.end_ns);
+    let kernel = t.activities.iter().find(|a| &*a.name == "gemm").unwrap();
+    assert_eq!(kernel.linked_correlation, Some(op.correlation));
+    assert_eq!(
+        (t.health.refused_links, t.health.window_cut_links),
+        (None, Some(1))
+    );
+    assert!(t.health.backend_warnings.is_empty());
 }
 
 #[test]

@@ -179,19 +179,23 @@ fn merge_backends(
             .then(|| ScopeProfiler::new(config)),
     );
     let mut warnings = Vec::new();
-    let mut refused_links = 0;
+    let (mut refused_links, mut window_cut_links) = (0, 0);
     let mut device_type = None;
     for mut d in delivered {
-        let refused = links::refuse_foreign_links(
+        let checked = links::refuse_foreign_links(
             &mut d.output.activities,
             &host.view(&trace.activities),
             host_pid,
+            window.window,
         );
-        if refused > 0 {
-            refused_links += refused;
+        window_cut_links += checked.window_cut;
+        if checked.refused > 0 {
+            refused_links += checked.refused;
             warnings.push(BackendWarning {
                 backend: d.name.clone(),
-                kind: WarningKind::RefusedLinks { count: refused },
+                kind: WarningKind::RefusedLinks {
+                    count: checked.refused,
+                },
             });
         }
         warnings.extend(d.warnings.into_iter().map(|w| BackendWarning {
@@ -265,6 +269,7 @@ fn merge_backends(
         trace.set_metadata(metadata::DEVICE_TYPE, device_type);
     }
     trace.health.refused_links = (refused_links > 0).then_some(refused_links);
+    trace.health.window_cut_links = (window_cut_links > 0).then_some(window_cut_links);
     for w in &warnings {
         log::warn!("omniprof: {w}");
     }
