@@ -3,7 +3,9 @@
 //! decodes it, its trace processor loads it) in at most a quarter of the bytes; `demo -o
 //! x.pftrace` writes one directly; JSON → JSON.gz → JSON keeps the trace exactly; PyTorch's
 //! reference trace converts and loads; a Kineto-ordered trace (device work after the host's)
-//! streams to `.pftrace` in two reads with every slice, flow and key average; an unknown
+//! streams to `.pftrace` in two reads with every slice, flow and key average; flows whose
+//! events lie inside their slices (older Kineto's `async_gpu`) keep every arrow Perfetto
+//! draws; an unknown
 //! extension or an input that fails to read is a clear error, and nothing is written at the
 //! output path.
 
@@ -144,6 +146,57 @@ fn a_kineto_ordered_trace_streams_to_pftrace_with_every_slice_flow_and_key_avera
         // Both window end markers are slices to Perfetto.
         assert_eq!((loaded.slices, loaded.flows), (Some(3201), Some(600)));
         assert_eq!((input.slices, input.flows), (Some(3201), Some(600)));
+    }
+}
+
+/// A trace shaped as HTA's `inference_rank_1.json.gz` (older Kineto): its flow events, `cat`
+/// `async_gpu`, lie inside their slices rather than at their starts. The first launch's `s`
+/// lies in the launch, itself inside an op (the launch, the innermost, is its slice); the
+/// second's comes before its slice in the file; the first kernel's `f` (`"bp": "e"`) lies in
+/// the kernel; the second's has no `bp`, so it binds to the next slice of its row.
+const FLOWS_INSIDE_SLICES: &str = r#"{"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 50},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 10, "args": {"correlation": 5}},
+  {"ph": "s", "id": 5, "pid": 1, "tid": 1, "ts": 113, "cat": "async_gpu", "name": "async_gpu", "bp": "e"},
+  {"ph": "s", "id": 6, "pid": 1, "tid": 1, "ts": 131, "cat": "async_gpu", "name": "async_gpu", "bp": "e"},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 130, "dur": 10, "args": {"correlation": 6}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 200, "dur": 20, "args": {"correlation": 5}},
+  {"ph": "f", "id": 5, "pid": 0, "tid": 7, "ts": 205, "cat": "async_gpu", "name": "async_gpu", "bp": "e"},
+  {"ph": "f", "id": 6, "pid": 0, "tid": 7, "ts": 225, "cat": "async_gpu", "name": "async_gpu"},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 230, "dur": 20, "args": {"correlation": 6}}
+]}"#;
+
+#[test]
+fn flows_inside_their_slices_keep_every_arrow_perfetto_draws() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("inside.json");
+    std::fs::write(&input, FLOWS_INSIDE_SLICES).unwrap();
+    let output = dir.path().join("out.json");
+    let out = OMNIPROF.run(convert(&input, &output));
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("skipped"), "{stderr}");
+    // Each launch starts the arrow its kernel ends, with the launch's correlation id.
+    let trace = TraceReader::new().read_path(&output).into_trace().unwrap();
+    let flows: Vec<_> = trace
+        .activities
+        .iter()
+        .map(|a| (&*a.name, a.correlation, a.flow.map(|f| (f.id, f.start))))
+        .collect();
+    assert_eq!(
+        flows,
+        [
+            ("aten::mm", 0, None),
+            ("cudaLaunchKernel", 5, Some((5, true))),
+            ("cudaLaunchKernel", 6, Some((6, true))),
+            ("gemm", 5, Some((5, false))),
+            ("gemm", 6, Some((6, false))),
+        ]
+    );
+    // Perfetto's trace processor draws as many arrows in the output as in the input.
+    let loaded = assert_loads_in_perfetto(&output);
+    if let (Some(loaded), Some(input)) = (loaded, assert_loads_in_perfetto(&input)) {
+        assert_eq!((input.flows, loaded.flows), (Some(2), Some(2)));
     }
 }
 

@@ -28,7 +28,7 @@ use omniprof_trace::{BoundedValue, Value};
 /// [`ArgFilter`].
 pub(super) const LIFTED_ARGS: [&str; 2] = [arg::EXTERNAL_ID, arg::CORRELATION];
 
-/// The fields of an event the reader uses; others (`s`, `bp`, ...) are ignored.
+/// The fields of an event the reader uses; others (`s`, `tts`, ...) are ignored.
 #[derive(Default, Deserialize)]
 #[serde(expecting = "an event object")]
 pub(super) struct RawEvent<'a> {
@@ -50,6 +50,10 @@ pub(super) struct RawEvent<'a> {
     /// The flow id of `s` / `f` events.
     #[serde(borrow)]
     pub id: Option<Id<'a>>,
+    /// The binding point of an `f` event: `"e"` binds it to the slice enclosing it, anything
+    /// else to the next slice.
+    #[serde(borrow)]
+    pub bp: Option<Str<'a>>,
     /// Kept as text and converted on demand ([`RawEvent::args`]), so that the args a
     /// consumer does not want are only skipped over, never converted.
     #[serde(borrow)]

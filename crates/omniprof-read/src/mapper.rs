@@ -7,12 +7,15 @@
 //! file order, which is where everything that depends on the events before lies: the flow
 //! attached to its activity, the rows merged, the window, the counts.
 //!
-//! A flow end (`s` or `f`) belongs to the activity of its row that starts at its time. Kineto
-//! writes it right after that activity, but other writers and tools that rewrite traces put
-//! it anywhere nearby, before or after (even after another activity of the same row). So the
-//! mapper holds the last [`FLOW_WINDOW`] items back (in file order, which is kept), and a flow
-//! end that finds its activity in none of them waits as long for it to come: memory stays bounded by the window, and a flow
-//! end farther than that from its activity is counted in
+//! A flow end (`s` or `f`) belongs to an activity of its row as Perfetto binds it
+//! ([`Binding`]): an `s`, or an `f` with `"bp": "e"`, to the innermost activity enclosing its
+//! time (Kineto's start at it: older Kineto's and other tools' lie inside it), another `f` to
+//! the next activity that begins after it. Kineto writes it right after that activity, but
+//! other writers and tools that rewrite traces put it anywhere nearby, before or after (even
+//! after another activity of the same row). So the mapper holds the last [`FLOW_WINDOW`]
+//! items back (in file order, which is kept), and a flow end that finds its activity in none
+//! of them waits as long for it to come: memory stays bounded by the window, and a flow end
+//! farther than that from its activity is counted in
 //! [`ReadStats::unmatched_flow`](super::ReadStats::unmatched_flow).
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -71,6 +74,17 @@ pub(super) enum Skip {
 /// the flow ends that follow them, and the events a flow end waits for its activity.
 pub(super) const FLOW_WINDOW: usize = 4096;
 
+/// Which activity of its row a flow end binds to, as Perfetto's trace processor binds it
+/// (the slice at the top of its thread's stack, or the next slice to begin there).
+#[derive(Clone, Copy, PartialEq)]
+enum Binding {
+    /// The innermost activity enclosing the flow end's time: an `s`, an `f` with
+    /// `"bp": "e"`.
+    Enclosing,
+    /// The first activity to begin after the flow end: an `f` without `"bp": "e"`.
+    Next,
+}
+
 /// An `s` or `f` event: what it takes to match it to its activity.
 pub(super) struct FlowEnd {
     kind: Option<FlowKind>,
@@ -79,6 +93,7 @@ pub(super) struct FlowEnd {
     resource: Option<i64>,
     ts: i64,
     start: bool,
+    binding: Binding,
 }
 
 impl FlowEnd {
@@ -91,14 +106,56 @@ impl FlowEnd {
         })
     }
 
-    /// Whether this end belongs to `a`: an activity of its row that starts at its time and
-    /// has no flow yet.
-    fn belongs_to(&self, a: &Activity) -> bool {
-        a.flow.is_none()
-            && Some(a.device) == self.device
-            && Some(a.resource) == self.resource
-            && a.start_ns == self.ts
+    /// Whether `a` is an activity of this end's row.
+    fn on_row(&self, a: &Activity) -> bool {
+        Some(a.device) == self.device && Some(a.resource) == self.resource
     }
+
+    /// Whether this end surely belongs to `a`, an activity of its row with no flow yet: `a`
+    /// starts at its time (nothing nested deeper can enclose it then, for an enclosing end),
+    /// or, for a flow end bound to the next activity, `a` comes after it in the file and
+    /// begins at or after its time.
+    fn belongs_to(&self, a: &Activity, a_after: bool) -> bool {
+        a.flow.is_none()
+            && self.on_row(a)
+            && match self.binding {
+                Binding::Enclosing => a.start_ns == self.ts,
+                Binding::Next => a_after && a.start_ns >= self.ts,
+            }
+    }
+
+    /// Whether `a`, of its row, could take this end but another could be the better: it
+    /// encloses the end's time (a deeper one may too), or begins after it (an earlier one
+    /// may too).
+    fn could_take(&self, a: &Activity) -> bool {
+        match self.binding {
+            Binding::Enclosing => a.start_ns <= self.ts && self.ts <= a.end_ns,
+            Binding::Next => a.start_ns > self.ts,
+        }
+    }
+
+    /// Whether an activity spanning `a` (start, end) is a better match than one spanning
+    /// `b` (both [`Self::could_take`] this end): deeper (it starts later, or as late and ends
+    /// sooner) for an enclosing end, earlier for an end bound to the next activity.
+    fn better(&self, a: (i64, i64), b: (i64, i64)) -> bool {
+        match self.binding {
+            Binding::Enclosing => (a.0, -a.1) > (b.0, -b.1),
+            Binding::Next => a.0 < b.0,
+        }
+    }
+}
+
+/// A flow end given to an activity that [`FlowEnd::could_take`] it, which a later activity
+/// of the file may take from it for the next [`FLOW_WINDOW`] events, being a better match
+/// (a flow event that comes before its slice, and after a slice enclosing that one).
+struct Provisional {
+    /// The flow event's number ([`ReadStats::events`] then).
+    at: u64,
+    /// The holder's number among the items ever held.
+    holder: u64,
+    /// The holder's start and end.
+    span: (i64, i64),
+    flow: FlowEnd,
 }
 
 /// What one row event sets.
@@ -116,6 +173,17 @@ pub(super) fn as_u64(value: &Value) -> Option<u64> {
         Value::UInt(v) => Some(v),
         _ => None,
     }
+}
+
+/// The flow kind of a flow event's `cat`: the model's names, and the names Kineto wrote
+/// before them (`async_gpu` for `ac2g` in older traces, as `cat` or `name`, and
+/// `async_cpu_to_gpu`; `fwd_bwd` and `forward_backward` for `fwdbwd`).
+fn flow_kind(cat: &str) -> Option<FlowKind> {
+    FlowKind::from_name(cat).or(match cat {
+        "async_gpu" | "async_cpu_to_gpu" => Some(FlowKind::Ac2g),
+        "fwd_bwd" | "forward_backward" => Some(FlowKind::FwdBwd),
+        _ => None,
+    })
 }
 
 /// The device of a counter row: `"GPU <n> Counters"` (`hardware_counters`) or an integer.
@@ -397,7 +465,12 @@ impl Converter {
     }
 
     fn flow(&mut self, ev: &mut RawEvent, start: bool) -> Result<Mapped, EventError> {
-        let kind = ev.cat.as_deref().and_then(FlowKind::from_name);
+        let kind = ev.cat.as_deref().and_then(flow_kind);
+        let binding = if start || ev.bp.as_deref() == Some("e") {
+            Binding::Enclosing
+        } else {
+            Binding::Next
+        };
         let id = ev
             .id
             .as_ref()
@@ -413,6 +486,7 @@ impl Converter {
             resource,
             ts,
             start,
+            binding,
         }))
     }
 
@@ -503,6 +577,10 @@ pub(super) struct EventMapper {
     /// Flow ends that came before their activity, oldest first, each with the number of the
     /// event it was ([`ReadStats::events`] then).
     early_flows: VecDeque<(u64, FlowEnd)>,
+    /// Flow ends a better activity may still take, oldest first.
+    provisional: VecDeque<Provisional>,
+    /// How many items were ever held: the number of the next.
+    held_count: u64,
     processes: Vec<ProcessRow>,
     process_index: HashMap<i64, usize>,
     threads: Vec<ThreadRow>,
@@ -523,6 +601,8 @@ impl EventMapper {
             // not touched, so a small trace costs no more.
             held: VecDeque::with_capacity(FLOW_WINDOW + 1),
             early_flows: VecDeque::new(),
+            provisional: VecDeque::new(),
+            held_count: 0,
             processes: Vec::new(),
             process_index: HashMap::new(),
             threads: Vec::new(),
@@ -601,20 +681,64 @@ impl EventMapper {
                 .map_or(activity.end_ns, |t| t.max(activity.end_ns)),
         );
         self.expire_early_flows();
-        if let Some(at) = self
+        self.expire_provisional();
+        let this = self.held_count;
+        let span = (activity.start_ns, activity.end_ns);
+        // The first that could take a waiting end takes it, for now.
+        let could_take =
+            |flow: &FlowEnd, a: &Activity| a.flow.is_none() && flow.on_row(a) && flow.could_take(a);
+        let waiting = self
             .early_flows
             .iter()
-            .position(|(_, flow)| flow.belongs_to(&activity))
-        {
-            let (_, flow) = self.early_flows.remove(at).expect("a found position");
+            .position(|(_, flow)| flow.belongs_to(&activity, true) || could_take(flow, &activity));
+        if let Some(at) = waiting {
+            let (flow_at, flow) = self.early_flows.remove(at).expect("a found position");
+            let sure = flow.belongs_to(&activity, true);
             activity.flow = flow.as_flow();
+            if !sure {
+                self.provisional.push_back(Provisional {
+                    at: flow_at,
+                    holder: this,
+                    span,
+                    flow,
+                });
+            }
+        } else if let Some(p) = self
+            .provisional
+            .iter_mut()
+            .find(|p| could_take(&p.flow, &activity) && p.flow.better(span, p.span))
+        {
+            // A better match than the one given the end: it moves here, if its holder is
+            // still held.
+            let front = self.held_count - self.held.len() as u64;
+            if let Some(TraceItem::Activity(holder)) = p
+                .holder
+                .checked_sub(front)
+                .and_then(|i| self.held.get_mut(i as usize))
+            {
+                activity.flow = holder.flow.take();
+                p.holder = this;
+                p.span = span;
+            }
         }
         self.hold(TraceItem::Activity(activity), sink);
+    }
+
+    /// Drops the provisional flow ends no later activity may take any more.
+    fn expire_provisional(&mut self) {
+        if self.provisional.is_empty() {
+            return;
+        }
+        let front = (self.held_count + 1).saturating_sub(FLOW_WINDOW as u64);
+        let events = self.stats.events;
+        self.provisional
+            .retain(|p| events - p.at <= FLOW_WINDOW as u64 && p.holder >= front);
     }
 
     /// Holds `item` back, and delivers the item that leaves the window.
     fn hold(&mut self, item: TraceItem, sink: &mut impl FnMut(TraceItem)) {
         self.held.push_back(item);
+        self.held_count += 1;
         if self.held.len() > FLOW_WINDOW {
             sink(self.held.pop_front().expect("a full window"));
         }
@@ -632,20 +756,52 @@ impl EventMapper {
         }
     }
 
-    /// Attaches a flow end to the latest held activity of its row and time, or keeps it
-    /// waiting for that activity.
+    /// Attaches a flow end to the held activity it binds to, or keeps it waiting for that
+    /// activity.
     fn flow(&mut self, flow: FlowEnd) {
         if flow.as_flow().is_none() {
             self.stats.unmatched_flow += 1;
             return;
         }
-        // The newest first: Kineto writes the flow event right after its activity.
-        let held = self.held.iter_mut().rev().find_map(|item| match item {
-            TraceItem::Activity(a) if flow.belongs_to(a) => Some(a),
+        // The newest first: Kineto writes the flow event right after its activity, at its
+        // start, so the search mostly ends at the first item.
+        // (its index in `held`, its span, whether it surely takes the end)
+        let mut best: Option<(usize, (i64, i64), bool)> = None;
+        for (i, item) in self.held.iter().enumerate().rev() {
+            let TraceItem::Activity(a) = item else {
+                continue;
+            };
+            let span = (a.start_ns, a.end_ns);
+            if flow.belongs_to(a, false) {
+                best = Some((i, span, true));
+                break;
+            }
+            if flow.on_row(a)
+                && flow.could_take(a)
+                && best.is_none_or(|(_, b, _)| flow.better(span, b))
+            {
+                best = Some((i, span, false));
+            }
+        }
+        // The activity it binds to may have a flow already: the model keeps one per
+        // activity, so the end waits, and is counted unmatched if nothing else takes it.
+        let front = self.held_count - self.held.len() as u64;
+        let free = best.and_then(|(i, span, sure)| match &mut self.held[i] {
+            TraceItem::Activity(a) if a.flow.is_none() => Some((i, a, span, sure)),
             _ => None,
         });
-        match held {
-            Some(a) => a.flow = flow.as_flow(),
+        match free {
+            Some((i, a, span, sure)) => {
+                a.flow = flow.as_flow();
+                if !sure {
+                    self.provisional.push_back(Provisional {
+                        at: self.stats.events,
+                        holder: front + i as u64,
+                        span,
+                        flow,
+                    });
+                }
+            }
             None => {
                 self.expire_early_flows();
                 self.early_flows.push_back((self.stats.events, flow));
@@ -708,6 +864,7 @@ impl EventMapper {
         // Their activity never came.
         self.stats.unmatched_flow += self.early_flows.len() as u64;
         self.early_flows.clear();
+        self.provisional.clear();
         for row in self.processes.drain(..) {
             sink(TraceItem::Process(row));
         }

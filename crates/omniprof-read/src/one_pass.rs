@@ -50,7 +50,9 @@ pub(super) fn read_event<'a>(
 
 /// The keys of the [`RawEvent`] fields the parser sets, each at its index below (the
 /// seen-fields list's).
-const FIELDS: [&str; 9] = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args"];
+const FIELDS: [&str; 10] = [
+    "ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args", "bp",
+];
 
 const PH: usize = 0;
 const CAT: usize = 1;
@@ -60,6 +62,7 @@ const TID: usize = 4;
 const TS: usize = 5;
 const DUR: usize = 6;
 const ID: usize = 7;
+const BP: usize = 9;
 
 /// Which [`RawEvent`] field a key is.
 fn field(key: &str) -> Option<usize> {
@@ -267,6 +270,8 @@ impl<'a> Parser<'a> {
                 Some(TS) => ev.ts = p.optional(Self::micros)?,
                 Some(DUR) => ev.dur = p.optional(Self::micros)?,
                 Some(ID) => ev.id = p.optional(Self::id)?,
+                Some(BP) => ev.bp = p.optional(Self::str_value)?,
+                // `args`, the one field left.
                 Some(_) => {
                     let ph = ev.ph.as_deref();
                     let known = seen[PH] && (seen[CAT] || !ArgKeys::need_cat(ph));
@@ -1105,7 +1110,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(key("bp\": \"e\"}"), (Some(None), 3));
+        assert_eq!(key("tts\": 1}"), (Some(None), 4));
     }
 
     #[test]
@@ -1138,7 +1143,7 @@ mod tests {
             assert_eq!(key(&format!("{name}\" 1}}")).0, None, "{name}");
             assert_eq!(key(&format!("{name}\"")).0, None, "{name}");
         }
-        assert_eq!(key("bp\": \"e\"}"), (Some(None), 5));
+        assert_eq!(key("tts\": 1}"), (Some(None), 6));
     }
 
     #[test]
