@@ -294,7 +294,10 @@ int MockPlugin_lastHandleState(bool *pActive, size_t *pNumEnabledTypes, int32_t 
 
 /* The bracket profilerStart waits out, inside which every event is placed. */
 #define SPAN_NS INT64_C(50000)
+/* A build may put the device elsewhere (-DSAMPLE_DEVICE=0: where another backend has one). */
+#ifndef SAMPLE_DEVICE
 #define SAMPLE_DEVICE 3
+#endif
 #define SAMPLE_STREAM 7
 #define SAMPLE_COUNTER_RESOURCE 0
 

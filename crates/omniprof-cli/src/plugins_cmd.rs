@@ -2,7 +2,8 @@
 //! vendor runs in CI to see that a plugin loads, registers, records and emits valid events.
 //!
 //! `check` loads each library, runs one short real session with every activity type
-//! selected, and prints a verdict per profiler:
+//! selected (without OpenReg, which this binary carries, unless `--with-openreg`: two
+//! backends reporting one device id share its row), and prints a verdict per profiler:
 //!
 //! - FAIL when the library or the profiler was rejected, a call reported errors or did not
 //!   return within `--timeout` (the plugin is then abandoned, and the check goes on without
@@ -44,6 +45,10 @@ pub(crate) struct CheckArgs {
     /// Also write the session's trace here.
     #[arg(long, value_name = "OUT.json")]
     pub trace: Option<PathBuf>,
+    /// Also run OpenReg, the simulated device this binary carries, beside the plugins (its
+    /// device 0 then shares a row with a plugin's device 0).
+    #[arg(long)]
+    pub with_openreg: bool,
     /// How long one call into a plugin may run before the plugin is abandoned and fails
     /// (default: 10, the `OMNIPROF_PLUGIN_CALL_TIMEOUT_MSECS` default).
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
@@ -155,6 +160,7 @@ pub(crate) fn check(args: &CheckArgs) -> ExitCode {
         })
         .collect();
     let before = omniprof::plugins::late_plugin_calls();
+    openreg::take_part_in_sessions(args.with_openreg);
     let trace = match run_session(args.timeout) {
         Ok(trace) => trace,
         Err(e) => {
@@ -172,6 +178,19 @@ pub(crate) fn check(args: &CheckArgs) -> ExitCode {
     }
     let rows = verdicts(&loaded, &late, &trace);
     print_table(&rows);
+    if args.with_openreg {
+        println!(
+            "note: OpenReg ran beside the plugins: a device id both report (OpenReg's: 0 to {}) \
+             is drawn as one row, named by whichever backend came last",
+            openreg::device_count().saturating_sub(1)
+        );
+    } else {
+        println!(
+            "note: OpenReg, the simulated device this binary carries, was left out of the \
+             session, so the plugins' devices have their rows to themselves \
+             (--with-openreg runs it beside them)"
+        );
+    }
     if let Some(out) = &args.trace {
         match omniprof_trace::save(&trace, out) {
             Ok(stats) => println!("wrote {} ({} trace events)", out.display(), stats.events),

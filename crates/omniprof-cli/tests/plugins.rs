@@ -1,14 +1,14 @@
 //! The CLI with dynamic plugins: the demo picks up the sample plugin from
 //! `KINETO_PLUGIN_LIB_DIR_PATH` and its events (pushed correlations included) are in the
-//! trace; `plugins list` and `plugins check` report what a vendor needs, and `check` fails
-//! on a broken plugin.
+//! trace; `plugins list` and `plugins check` report what a vendor needs, `check` fails on a
+//! broken plugin, and leaves OpenReg out unless asked, so a plugin's device 0 keeps its row.
 
 use std::path::Path;
 
 use omniprof_read::TraceReader;
 use omniprof_test_support::checker;
 use omniprof_test_support::cli::{text, Cli};
-use omniprof_test_support::plugins::{build_broken, build_sample};
+use omniprof_test_support::plugins::{build_broken, build_sample, build_sample_on_device};
 
 /// `omniprof` loading the plugins in `plugin_dir`, and none of the user's.
 fn omniprof(plugin_dir: Option<&Path>) -> Cli {
@@ -219,6 +219,45 @@ fn plugins_check_passes_a_plugin_that_timestamps_its_events_across_its_session()
         .collect();
     // EVENTS, OUT OF WINDOW, ERRORS, VERDICT: its 8 kernels all lie in the window.
     assert_eq!(row, ["8", "0", "0", "PASS"], "{stdout}");
+}
+
+#[test]
+fn plugins_check_leaves_openreg_out_unless_asked_so_a_plugins_device_0_keeps_its_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = build_sample_on_device(dir.path(), 0);
+    let trace = dir.path().join("check.json");
+    let check = |more: &[&str]| {
+        let args = ["plugins", "check", sample.to_str().unwrap()];
+        let stdout =
+            omniprof(None).ok([&args[..], &["--trace", trace.to_str().unwrap()], more].concat());
+        let checked = TraceReader::new().read_path(&trace).into_trace().unwrap();
+        let row = checked
+            .processes
+            .iter()
+            .find(|p| p.pid == 0)
+            .map(|p| p.name.clone());
+        let backends: Vec<String> = checked
+            .health
+            .backends
+            .iter()
+            .map(|b| b.name.clone())
+            .collect();
+        (stdout, row, backends)
+    };
+    let (stdout, row, backends) = check(&[]);
+    assert_eq!(row.as_deref(), Some("Sample device"), "{stdout}");
+    assert_eq!(backends, ["MockPlugin", "SampleCounters"], "{stdout}");
+    assert!(
+        stdout.contains("note: OpenReg, the simulated device this binary carries, was left out"),
+        "{stdout}"
+    );
+    // Asked for, OpenReg runs beside the plugin, and the output says their rows may merge.
+    let (stdout, _, backends) = check(&["--with-openreg"]);
+    assert!(backends.iter().any(|b| b == "openreg"), "{backends:?}");
+    assert!(
+        stdout.contains("note: OpenReg ran beside the plugins: a device id both report"),
+        "{stdout}"
+    );
 }
 
 fn verdict_of(table: &str, profiler: &str) -> String {

@@ -164,7 +164,9 @@ pub use pm_sampler::{
 
 // omniprof's backend and stubs over them.
 #[cfg(feature = "omniprof-backend")]
-pub use omniprof_backend::{OpenRegProfiler, DEVICE_TYPE, PM_SERIES, SCOPE_METRICS};
+pub use omniprof_backend::{
+    take_part_in_sessions, OpenRegProfiler, DEVICE_TYPE, PM_SERIES, SCOPE_METRICS,
+};
 #[cfg(feature = "omniprof-backend")]
 pub use omniprof_stubs::OpenRegStubs;
 

@@ -39,6 +39,7 @@
 //! ```
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,6 +67,28 @@ pub const DEVICE_TYPE: &str = "OpenReg";
 pub struct OpenRegProfiler;
 
 omniprof::register_profiler!(OpenRegProfiler);
+
+/// Whether the backend takes part in this process's sessions ([`take_part_in_sessions`]).
+static TAKES_PART: AtomicBool = AtomicBool::new(true);
+
+/// Lets OpenReg's backend take part in the sessions this process starts from now on, or
+/// not (it does unless told otherwise). A program that carries OpenReg but profiles another
+/// backend (`omniprof plugins check`) leaves it out, so that OpenReg's device 0 does not
+/// share a device row with that backend's.
+///
+/// ```
+/// use omniprof::Profiler;
+///
+/// openreg::take_part_in_sessions(false);
+/// let mut profiler = Profiler::builder().build().unwrap();
+/// profiler.start().unwrap();
+/// let trace = profiler.stop().unwrap();
+/// assert!(trace.health.backends.iter().all(|b| b.name != "openreg"));
+/// openreg::take_part_in_sessions(true);
+/// ```
+pub fn take_part_in_sessions(yes: bool) {
+    TAKES_PART.store(yes, Ordering::Relaxed);
+}
 
 /// What OpenReg records, as omniprof types and as OpenReg's own kinds.
 const SUPPORTED: [(ActivityType, Kinds); 4] = [
@@ -109,6 +132,9 @@ impl ActivityProfiler for OpenRegProfiler {
         activities: ActivitySet,
         config: &Config,
     ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
+        if !TAKES_PART.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         let mut kinds = SUPPORTED
             .iter()
             .filter(|(t, _)| activities.contains(*t))

@@ -82,6 +82,11 @@ fn compiler() -> OsString {
 ///
 /// Panics, naming the file, when the compiler is missing or fails (with its output).
 fn build_c_plugin(source: &Path, out_dir: &Path) -> PathBuf {
+    build_c_plugin_with(source, out_dir, &[])
+}
+
+/// [`build_c_plugin`] with more compiler arguments (`-D` definitions).
+fn build_c_plugin_with(source: &Path, out_dir: &Path, defines: &[&str]) -> PathBuf {
     let stem = source
         .file_stem()
         .unwrap_or_else(|| panic!("{} has no file name", source.display()));
@@ -96,6 +101,7 @@ fn build_c_plugin(source: &Path, out_dir: &Path) -> PathBuf {
     let cc = compiler();
     let output = Command::new(&cc)
         .args(C_FLAGS)
+        .args(defines)
         .arg("-I")
         .arg(include_dir())
         .arg("-o")
@@ -127,6 +133,13 @@ fn build_c_plugin(source: &Path, out_dir: &Path) -> PathBuf {
 /// Builds `plugins/sample-c/sample_plugin.c` into `out_dir/sample_plugin.so`.
 pub fn build_sample(out_dir: &Path) -> PathBuf {
     build_c_plugin(&sample_dir().join("sample_plugin.c"), out_dir)
+}
+
+/// Builds the sample plugin into `out_dir/sample_plugin.so` with its `SampleCounters`
+/// device (`"Sample device"`) numbered `device` instead of 3.
+pub fn build_sample_on_device(out_dir: &Path, device: u32) -> PathBuf {
+    let define = format!("-DSAMPLE_DEVICE={device}");
+    build_c_plugin_with(&sample_dir().join("sample_plugin.c"), out_dir, &[&define])
 }
 
 /// Builds `plugins/broken/<stem>.c` into `out_dir/<stem>.so`.
