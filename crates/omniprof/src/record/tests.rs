@@ -31,6 +31,15 @@ fn names(t: &Trace, tid: i64) -> Vec<&str> {
         .collect()
 }
 
+/// Each activity but the Python frames, with its `Call stack`.
+fn call_stacks(t: &Trace) -> Vec<(&str, Option<&str>)> {
+    t.activities
+        .iter()
+        .filter(|a| a.kind != ActivityType::PythonFunction)
+        .map(|a| (&*a.name, a.arg(arg::CALL_STACK).and_then(Value::as_str)))
+        .collect()
+}
+
 #[test]
 fn nothing_is_recorded_without_a_session() {
     let _g = serial();
@@ -75,14 +84,8 @@ fn python_frames_become_python_functions_and_give_ops_their_call_stack() {
         assert_eq!(arg(frame, arg::PYTHON_PARENT_ID), Some(Value::UInt(1)));
         assert_eq!(arg(frame, arg::PYTHON_MODULE_ID), Some(Value::UInt(0)));
     }
-    let stacks: Vec<_> = t
-        .activities
-        .iter()
-        .filter(|a| a.kind != ActivityType::PythonFunction)
-        .map(|a| (&*a.name, a.arg(arg::CALL_STACK).and_then(Value::as_str)))
-        .collect();
     assert_eq!(
-        stacks,
+        call_stacks(&t),
         [
             (
                 "aten::linear",
@@ -112,14 +115,8 @@ fn what_begins_after_a_frame_returned_is_not_its_callee_though_a_range_begun_in_
         range.end();
         assert!(main.end());
     });
-    let stacks: Vec<_> = t
-        .activities
-        .iter()
-        .filter(|a| a.kind != ActivityType::PythonFunction)
-        .map(|a| (&*a.name, a.arg(arg::CALL_STACK).and_then(Value::as_str)))
-        .collect();
     assert_eq!(
-        stacks,
+        call_stacks(&t),
         [
             ("ProfilerStep#1", Some("t.py(2): step;t.py(9): main;")),
             ("aten::mm", Some("t.py(9): main;")),
@@ -150,14 +147,8 @@ fn a_frame_begun_at_the_window_start_goes_before_what_its_thread_recorded_earlie
         .unwrap();
     // Stamped when the recorder started, just after the window's start was read.
     assert!((t.window.start_ns..=mm.start_ns).contains(&main.start_ns));
-    let stacks: Vec<_> = t
-        .activities
-        .iter()
-        .filter(|a| a.kind != ActivityType::PythonFunction)
-        .map(|a| (&*a.name, a.arg(arg::CALL_STACK).and_then(Value::as_str)))
-        .collect();
     assert_eq!(
-        stacks,
+        call_stacks(&t),
         [
             ("aten::mm", Some("t.py(9): main;")),
             ("aten::add", Some("t.py(9): main;"))
