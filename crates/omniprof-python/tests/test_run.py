@@ -14,8 +14,6 @@ import textwrap
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import pytest
-
 from conftest import cli, load_trace, require_torch
 
 require_torch()
@@ -249,7 +247,9 @@ def test_dataloader_workers_are_traced_only_when_asked(tmp_path: Path) -> None:
 
 
 def window_span_s(tmp_path: Path, script: str) -> float:
-    """How long the ops of ``--delay 0.5 --duration 1``'s trace of ``script`` span, in s."""
+    """How long the ops of ``--delay 0.5 --duration 1``'s trace of ``script`` span, in s.
+    The window closes at the first step, or the first look at the clock, past its end: a
+    little later than 1 s, more so on a loaded machine."""
     out = run(tmp_path, "--delay", "0.5", "--duration", "1", "-o", "out", script=script)
     assert out.returncode == 0, out.stderr
     [trace] = traces(tmp_path / "out")
@@ -271,14 +271,14 @@ while time.monotonic() < end:
 
 
 def test_a_time_window_of_a_program_without_steps_holds_its_duration(tmp_path: Path) -> None:
-    assert 0.5 < window_span_s(tmp_path, INFERENCE) <= 1.0
+    assert 0.5 < window_span_s(tmp_path, INFERENCE) < 1.25
 
 
-@pytest.mark.xfail(strict=True, reason="a session started mid-loop in a program that steps an "
-                   "optimizer records almost none of its ops (found with omniprof run; not yet understood)")
 def test_a_time_window_of_a_training_loop_holds_its_duration(tmp_path: Path) -> None:
+    """The window is due while the program still starts up (its optimizer's construction
+    imports torch._dynamo, seconds without an op): it opens at the first step instead."""
     script = FOREVER.replace("while True:", "import time\nend = time.monotonic() + 4\nwhile time.monotonic() < end:")
-    assert 0.5 < window_span_s(tmp_path, script) <= 1.0
+    assert 0.5 < window_span_s(tmp_path, script) < 1.25
 
 
 def test_a_python_without_omniprof_runs_unprofiled_and_says_what_it_needs(tmp_path: Path) -> None:

@@ -98,6 +98,8 @@ class _Run:
         # Between the program's import of torch starting and ending, nothing may start a
         # profile on another thread.
         self.torch_importing = False
+        # Whether the program built an optimizer (it steps).
+        self.stepping = False
         # A time window's opening and closing times (monotonic), when it is one.
         self.window_at: Optional[float] = None
         self.window_end = float("inf")
@@ -145,7 +147,9 @@ class _Run:
     def window(self) -> None:
         """``--delay``/``--duration``, on a thread of its own: the window opens at the first
         step after the delay, on the thread that steps (or from here, a moment later, in a
-        program that does not step), and closes the same way after its duration."""
+        program that does not step), and closes the same way after its duration. A program
+        that has built an optimizer steps: its window waits for its first step (see
+        ``optimizer_built``)."""
         self.window_at = time.monotonic() + (self.options.get("delay_s") or 0.0)
         duration = self.options.get("duration_s")
         while not self.done:
@@ -154,6 +158,8 @@ class _Run:
             # A program that steps gets a moment to open or close the window at a step.
             grace = _WINDOW_GRACE_S if self.steps else 0.0
             if self.prof is None and now >= self.window_at + grace:
+                if self.stepping and not self.steps:
+                    continue
                 # Python does not hold another thread's import of torch's submodules back
                 # while the program's import of torch runs: the observer is built here once
                 # that import has returned, holding no lock the import takes.
@@ -161,42 +167,62 @@ class _Run:
                     continue
                 if "torch" in sys.modules:
                     _observer.install()
-                self.window_step(now)
+                self.window_step()
             elif duration is not None and now >= self.window_end + grace:
-                self.window_step(now)
+                self.window_step()
 
-    def window_step(self, now: float) -> None:
-        """Opens the time window when it is due, or closes it when it is over."""
+    def window_step(self) -> None:
+        """Opens the time window when it is due, or closes it when it is over. The clock is
+        read here, under the lock, and again once the observer is built (which takes a
+        while, the first time): the duration counts from the start."""
         with self.lock:
+            now = time.monotonic()
             if self.done or self.torch_importing or self.window_at is None:
                 return
-            if self.prof is None and now >= self.window_at:
+            # A program that built an optimizer opens it at a step: the check above, made
+            # without the lock, may be older than the optimizer.
+            if self.prof is None and now >= self.window_at and (self.steps or not self.stepping):
+                if "torch" in sys.modules:
+                    _observer.install()
+                self.window_end = time.monotonic() + (self.options.get("duration_s") or 0.0)
                 self.prof = self.new_profile(None)
                 self.prof.start()
-                self.window_end = now + (self.options.get("duration_s") or 0.0)
             elif self.prof is not None and self.options.get("duration_s") is not None and now >= self.window_end:
                 self.finish()
 
+    def drop_window(self) -> None:
+        """Drops a time window open before the program's work began (it held start-up);
+        it opens again when due (at once if it is), for its whole duration."""
+        prof = self.prof
+        if prof is not None and self.window_at is not None and not self.done:
+            prof._session.abort()
+            prof._announce_stop()
+            self.prof = None
+
     def importing_torch(self) -> None:
         """The program starts importing torch: a window open already records without
-        PyTorch's ops, so it is dropped (it held the program's start-up) and opens again,
-        for its whole duration, once torch is there."""
+        PyTorch's ops, so it is dropped and opens again once torch is there."""
         with self.lock:
             self.torch_importing = True
-            prof = self.prof
-            if prof is not None and self.window_at is not None and not self.done:
-                prof._session.abort()
-                prof._announce_stop()
-                self.prof = None
-                self.window_at = time.monotonic()
+            self.drop_window()
 
     def torch_imported(self) -> None:
         """The program's import of torch is done: count its optimizer steps, and start what
         waited for it."""
-        _count_optimizer_steps(self.step, around=True)
+        _count_optimizer_steps(self.step, around=True, built=self.optimizer_built)
         with self.lock:
             self.torch_importing = False
         self.begin()
+
+    def optimizer_built(self) -> None:
+        """The program builds its first optimizer of a class: it steps. Its start-up is not
+        over (the first optimizer's construction imports torch._dynamo, seconds without an
+        op), so a time window open before its first step is dropped, and the window opens
+        at its first step once due instead of on time."""
+        with self.lock:
+            self.stepping = True
+            if not self.steps:
+                self.drop_window()
 
     def step(self) -> None:
         """Ends one step of the program."""
@@ -209,7 +235,7 @@ class _Run:
             if recording:
                 self.recorded += 1
             if self.window_at is not None:
-                self.window_step(time.monotonic())
+                self.window_step()
             elif prof is not None and prof._session.scheduled:
                 self.tag_rank(prof)
                 prof.step()
@@ -322,15 +348,17 @@ def _after_import(name: str, before: Callable[[], None], then: Callable[[], None
     sys.meta_path.insert(0, Watch())
 
 
-def _count_optimizer_steps(step: Callable[[], None], around: bool) -> None:
+def _count_optimizer_steps(
+    step: Callable[[], None], around: bool, built: Optional[Callable[[], None]] = None
+) -> None:
     """Calls ``step()`` after each optimizer step. ``around`` (a schedule's steps): outside
     its ``Optimizer.step#...`` range (as a loop calling ``prof.step()`` after
     ``optimizer.step()`` would), so that each ``ProfilerStep#N`` holds its whole optimizer
     step: the wrapper torch puts around every optimizer class's ``step`` is wrapped in turn,
     and an optimizer step inside another (a wrapper optimizer's) counts once. Otherwise, and
-    in a torch without that wrapper, a global post-hook, which runs inside the range (a
-    session started on another thread, as a time window's is, recorded almost none of the
-    ops of a loop stepped from outside the range, in tests with torch 2.15)."""
+    in a torch without that wrapper, a global post-hook, which runs inside the range.
+    ``built()``, with the wrapper, is called as the first optimizer of each class is built
+    (torch wraps its class's ``step`` then)."""
     from torch.optim import Optimizer
 
     hook_step = getattr(Optimizer, "profile_hook_step", None) if around else None
@@ -342,6 +370,8 @@ def _count_optimizer_steps(step: Callable[[], None], around: bool) -> None:
     depth = threading.local()
 
     def profile_hook_step(func: Callable[..., Any]) -> Callable[..., Any]:
+        if built is not None:
+            built()
         hooked = hook_step(func)
 
         @functools.wraps(hooked)
