@@ -12,6 +12,11 @@
 //! keeps a status file there (steps seen and recorded) for the one-line status this command
 //! draws on standard error while the child runs.
 //!
+//! With `--flight-recorder`, each process runs the flight recorder instead (`omniprof._run`
+//! switches it on as `OMNIPROF_FLIGHT_RECORDER` would, at the program's import of torch),
+//! dumping into the run directory or `--dump-dir`; the end lists the dumps of the run's
+//! processes (found by the pid in their names) and summarizes them as it does traces.
+//!
 //! Ctrl-C at a terminal reaches the child directly (same process group), so this process
 //! forwards only the SIGINT and SIGTERM another process sent it; either way it waits for the
 //! child, whose processes write the traces of what ran. At the end it names the run
@@ -24,7 +29,6 @@
 //! be made.
 
 use std::ffi::{OsStr, OsString};
-use std::fmt::Write as _;
 use std::io::{self, ErrorKind, IsTerminal, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -67,6 +71,20 @@ pub(crate) struct RunArgs {
     /// Record nothing by itself: each process serves `omniprof trigger` (OMNIPROF_ONDEMAND=1).
     #[arg(long)]
     ondemand: bool,
+    /// Run the flight recorder in each process instead of a profile: it keeps the last
+    /// seconds of every op and writes them out when a step is slow, the process hangs
+    /// (OMNIPROF_FLIGHT_HANG_S) or fails, or `omniprof trigger --pid P --dump` asks.
+    #[arg(long, conflicts_with_all = [
+        "steps", "delay", "duration", "ondemand", "activities", "with_stack", "with_flops",
+        "with_modules", "dataloader_workers",
+    ])]
+    flight_recorder: bool,
+    /// With --flight-recorder: the seconds it keeps [default: 30].
+    #[arg(long, value_name = "SECS", value_parser = parse_window, requires = "flight_recorder")]
+    seconds: Option<f64>,
+    /// With --flight-recorder: where the dumps go [default: the run directory].
+    #[arg(long, value_name = "DIR", requires = "flight_recorder")]
+    dump_dir: Option<PathBuf>,
     /// What to record, comma-separated: ProfilerActivity names (CPU, CUDA, XPU, MTIA, HPU,
     /// PrivateUse1) or activity type names [default: torch.profiler's, CPU and the
     /// accelerator present].
@@ -129,16 +147,39 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A finite number of seconds above 0.
+fn parse_window(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
+        _ => Err(format!("expected seconds (a number above 0), not {text:?}")),
+    }
+}
+
 impl RunArgs {
+    /// Where the flight recorder's dumps go, with --flight-recorder: `--dump-dir` (made
+    /// absolute, since the child may change directory) or the run directory.
+    fn dump_dir(&self, dir: &Path) -> Option<PathBuf> {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        self.flight_recorder.then(|| {
+            self.dump_dir
+                .as_ref()
+                .map_or_else(|| dir.to_owned(), |d| cwd.join(d))
+        })
+    }
+
     /// The options as `omniprof._run` reads them from `OMNIPROF_RUN`.
     fn options_json(&self, dir: &Path) -> String {
         let activities = (!self.activities.is_empty()).then_some(&self.activities);
+        let flight = self
+            .dump_dir(dir)
+            .map(|dump_dir| serde_json::json!({"seconds": self.seconds, "dump_dir": dump_dir}));
         serde_json::json!({
             "dir": dir,
             "steps": self.steps.map(|(a, b)| [a, b]),
             "delay_s": self.delay,
             "duration_s": self.duration,
             "ondemand": self.ondemand,
+            "flight_recorder": flight,
             "activities": activities,
             "record_shapes": self.record_shapes,
             "profile_memory": self.profile_memory,
@@ -192,13 +233,21 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
     };
     let signals = Forwarding::to(child.id());
     let mut line = StatusLine::new();
+    let dump_dir = args.dump_dir(&dir);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Ok(status),
             Ok(None) => {}
             Err(e) => break Err(e),
         }
-        line.draw(&state.status(&dir));
+        let mut status = state.status(&dir);
+        match &dump_dir {
+            Some(dump_dir) => {
+                status.traces = dumps_of(dump_dir, &state.pids()).len();
+                line.draw_flight(&status);
+            }
+            None => line.draw(&status),
+        }
         std::thread::sleep(POLL);
     };
     line.clear();
@@ -236,20 +285,41 @@ fn finish(args: &RunArgs, dir: &Path, state: &State) {
         );
     }
     let status = state.status(dir);
-    let traces = trace_files(&[dir.to_owned()]).unwrap_or_default();
+    let dump_dir = args.dump_dir(dir);
+    let traces = match &dump_dir {
+        Some(dump_dir) => dumps_of(dump_dir, &state.pids()),
+        None => trace_files(&[dir.to_owned()]).unwrap_or_default(),
+    };
+    let what = if dump_dir.is_some() {
+        "flight recorder dump"
+    } else {
+        "trace"
+    };
     if traces.is_empty() {
         remove_if_empty(dir);
         eprintln!(
-            "omniprof run: no trace was written: {}",
+            "omniprof run: no {what} was written: {}",
             why_none(args, &status)
         );
         return;
     }
-    eprintln!(
-        "omniprof run: {} in {}",
-        count(traces.len(), "trace", "traces"),
-        dir.display()
-    );
+    match &dump_dir {
+        Some(dump_dir) => {
+            eprintln!(
+                "omniprof run: {} in {}:",
+                count(traces.len(), what, "flight recorder dumps"),
+                dump_dir.display()
+            );
+            for dump in &traces {
+                eprintln!("  {}", name_of(dump));
+            }
+        }
+        None => eprintln!(
+            "omniprof run: {} in {}",
+            count(traces.len(), what, "traces"),
+            dir.display()
+        ),
+    }
     let (workers, main): (Vec<&PathBuf>, Vec<&PathBuf>) = traces
         .iter()
         .partition(|t| name_of(t).contains("-worker-") || name_of(t).starts_with("worker-"));
@@ -304,6 +374,19 @@ fn summarize(args: &RunArgs, job: &[&PathBuf], report: &Path) {
     }
 }
 
+/// The flight recorder dumps in `dump_dir` of the run's processes (`pids`), by name: a
+/// shared dump directory may hold other runs' too.
+fn dumps_of(dump_dir: &Path, pids: &[u32]) -> Vec<PathBuf> {
+    let ours = |name: &str| {
+        name.starts_with("flight_") && pids.iter().any(|pid| name.contains(&format!("_pid{pid}_")))
+    };
+    trace_files(&[dump_dir.to_owned()])
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| ours(&name_of(t)))
+        .collect()
+}
+
 /// A trace's file name.
 fn name_of(path: &Path) -> String {
     path.file_name()
@@ -315,6 +398,11 @@ fn name_of(path: &Path) -> String {
 fn why_none(args: &RunArgs, status: &RunStatus) -> String {
     if args.ondemand {
         return "with --ondemand, traces are written where `omniprof trigger` asks".to_owned();
+    }
+    if args.flight_recorder && status.processes > 0 {
+        return "nothing triggered one: no step was slow, and nothing hung, failed or asked \
+                (`omniprof trigger --pid P --dump`)"
+            .to_owned();
     }
     if status.processes == 0 {
         return format!(
@@ -495,6 +583,14 @@ impl State {
         status
     }
 
+    /// The pids of the processes that are profiled.
+    fn pids(&self) -> Vec<u32> {
+        self.status_files()
+            .into_iter()
+            .filter_map(|(name, _)| name.parse().ok())
+            .collect()
+    }
+
     /// What the processes that could not be profiled said.
     fn notes(&self) -> Vec<String> {
         self.status_files()
@@ -543,13 +639,8 @@ impl StatusLine {
     }
 
     fn draw(&mut self, status: &RunStatus) {
-        if status.processes == 0 {
-            return;
-        }
-        let mut text = String::from("omniprof run: ");
-        let _ = write!(
-            text,
-            "{} profiled, {} recorded, {} written",
+        let text = format!(
+            "omniprof run: {} profiled, {} recorded, {} written",
             count(status.processes, "process", "processes"),
             count(
                 usize::try_from(status.recorded).unwrap_or(usize::MAX),
@@ -558,6 +649,23 @@ impl StatusLine {
             ),
             count(status.traces, "trace", "traces")
         );
+        self.show(status, text);
+    }
+
+    /// The line of `--flight-recorder`, whose processes count no steps for it.
+    fn draw_flight(&mut self, status: &RunStatus) {
+        let text = format!(
+            "omniprof run: {} with a flight recorder, {} written",
+            count(status.processes, "process", "processes"),
+            count(status.traces, "dump", "dumps")
+        );
+        self.show(status, text);
+    }
+
+    fn show(&mut self, status: &RunStatus, text: String) {
+        if status.processes == 0 {
+            return;
+        }
         if self.last.as_ref() == Some(&text) {
             return;
         }
@@ -663,6 +771,16 @@ mod tests {
         assert!(parse_seconds("-1").is_err());
         assert!(parse_seconds("inf").is_err());
         assert!(parse_seconds("NaN").is_err());
+    }
+
+    #[test]
+    fn a_flight_recorder_window_is_finite_and_above_zero() {
+        assert_eq!(parse_window("2.5"), Ok(2.5));
+        assert_eq!(
+            parse_window("0"),
+            Err("expected seconds (a number above 0), not \"0\"".to_owned())
+        );
+        assert!(parse_window("inf").is_err());
     }
 
     #[test]

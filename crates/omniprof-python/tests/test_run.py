@@ -289,3 +289,71 @@ def test_a_python_without_omniprof_runs_unprofiled_and_says_what_it_needs(tmp_pa
         r"warning: .*bare/bin/python(3)? \(pid \d+\): cannot import omniprof: No module named 'omniprof' "
         r"\(install omniprof into that Python's environment to profile it\)", out.stderr), out.stderr
     assert "started no Python process that imported omniprof" in out.stderr
+
+
+# Sixteen optimizer steps, the thirteenth slow on purpose: past the flight recorder's ten
+# warm-up steps, three times the median and more.
+SLOW_STEP = """
+import time, torch
+model = torch.nn.Linear(16, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(8, 16)
+for step in range(16):
+    optimizer.zero_grad()
+    model(x).sum().backward()
+    if step == 12:
+        time.sleep(0.5)
+    optimizer.step()
+print("trained", flush=True)
+"""
+
+
+def test_the_flight_recorder_dumps_a_slow_step_into_the_run_directory(tmp_path: Path) -> None:
+    out = run(tmp_path, "--flight-recorder", "--seconds", "10", "-o", "out", script=SLOW_STEP)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("trained\n")
+    run_dir = tmp_path / "out"
+    [dump] = traces(run_dir)
+    assert re.fullmatch(r"flight_slow_step_step12_rank0_pid\d+_1\.pt\.trace\.json", dump.name)
+    assert f"omniprof run: 1 flight recorder dump in {run_dir}:\n  {dump.name}\n" in out.stderr
+    assert "aten::addmm" in names(dump)
+    assert load_trace(dump)["flight_reason"] == "slow_step"
+    assert load_trace(dump)["flight_window_s"] == 10
+    # The end's summary and report, as of traces.
+    assert "Self CPU time total" in out.stdout
+    assert (run_dir / "report.html").is_file()
+
+
+def test_a_flight_recorder_that_nothing_triggered_says_so(tmp_path: Path) -> None:
+    out = run(tmp_path, "--flight-recorder", "--dump-dir", "dumps", "-o", "out", script=TRAIN)
+    assert out.returncode == 0, out.stderr
+    assert (
+        "omniprof run: no flight recorder dump was written: nothing triggered one: no step was "
+        "slow, and nothing hung, failed or asked (`omniprof trigger --pid P --dump`)"
+    ) in out.stderr
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "dumps").exists(), "the flight recorder makes its directory at its first dump"
+
+
+# A spawned DataLoader worker says whether its flight recorder still runs.
+LOADER_PROBE = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from omniprof import _flight
+
+def probe(_):
+    print("worker:", _flight.switched_on() is not None, flush=True)
+
+if __name__ == "__main__":
+    data = TensorDataset(torch.randn(16, 4))
+    for _ in DataLoader(data, batch_size=8, num_workers=1, multiprocessing_context="spawn", worker_init_fn=probe):
+        pass
+    print("main:", _flight.switched_on() is not None, flush=True)
+"""
+
+
+def test_a_spawned_dataloader_worker_stops_its_flight_recorder(tmp_path: Path) -> None:
+    """It imports torch, which starts the recorder, before it knows it is a worker."""
+    out = run(tmp_path, "--flight-recorder", "-o", "out", script=LOADER_PROBE)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "worker: False\nmain: True\n"

@@ -202,30 +202,42 @@ def exiting(exc: BaseException) -> None:
         _from_env.dump_failure()
 
 
-#: The recorder the environment switch started.
+#: The recorder the environment switch (or ``omniprof run``) started.
 _from_env: Optional[FlightRecorder] = None
 
 
 def enable_from_env() -> bool:
     """Starts the flight recorder when ``OMNIPROF_FLIGHT_RECORDER`` names a dump directory;
     returns whether it runs. Bad values and a refusal are warnings: the program goes on."""
-    global _from_env
     dump_dir = os.environ.get(ENV)
-    if not dump_dir or _from_env is not None:
+    if not dump_dir:
         return _from_env is not None
-    options: Dict[str, Any] = {}
+    return switch_on(dump_dir, f"{ENV} is set")
+
+
+def switch_on(dump_dir: str, why: str, **options: Any) -> bool:
+    """Starts the process's flight recorder for the rest of its life, dumping into
+    ``dump_dir``: the environment switch's, and ``omniprof run --flight-recorder``'s. The
+    companions of ``OMNIPROF_FLIGHT_RECORDER`` tune it, then ``options``. An uncaught
+    exception writes a failure dump; the recorder stops at exit. Returns whether it runs;
+    bad values and a refusal are warnings naming ``why`` it was asked for."""
+    global _from_env
+    if _from_env is not None:
+        return True
+    tuned: Dict[str, Any] = {}
     for key, name in _ENV_NUMBERS.items():
         text = os.environ.get(key)
         if text is None:
             continue
         try:
-            options[name] = float(text)
+            tuned[name] = float(text)
         except ValueError:
             _warn.warn(f"omniprof: {key}={text!r} is not a number; the default is used")
+    tuned.update(options)
     try:
-        recorder = flight_recorder(dump_dir=dump_dir, **options).start()
+        recorder = flight_recorder(dump_dir=dump_dir, **tuned).start()
     except (_native.ProfilerError, ValueError) as e:
-        _warn.warn(f"omniprof: {ENV} is set, but the flight recorder did not start: {e}")
+        _warn.warn(f"omniprof: {why}, but the flight recorder did not start: {e}")
         return False
     _from_env = recorder
     previous = sys.excepthook
@@ -239,3 +251,8 @@ def enable_from_env() -> bool:
     sys.excepthook = dump_then_report
     atexit.register(recorder.stop)
     return True
+
+
+def switched_on() -> Optional[FlightRecorder]:
+    """The recorder ``switch_on`` started, while it runs."""
+    return _from_env if _from_env is not None and _from_env.running else None

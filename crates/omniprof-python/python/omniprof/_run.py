@@ -18,6 +18,9 @@ hands over to the ``sitecustomize`` it hides, if there is one, and calls ``boot(
   ``torch.distributed``, else ``RANK``/``LOCAL_RANK``) and pid, when its window closes or,
   for a window still open, when the process exits (normally, by Ctrl-C, or by ``SIGTERM``
   where the program has no handler of its own);
+- or, with ``--flight-recorder``, runs the flight recorder instead of a profile, from the
+  program's import of torch to its exit (``omniprof._flight``'s switch, dumping into the
+  run directory or ``--dump-dir``);
 - keeps a status file per process (steps seen, steps recorded) where the command reads it
   for its status line, and where a process that cannot profile says why.
 
@@ -390,10 +393,19 @@ def _count_optimizer_steps(
     Optimizer.profile_hook_step = staticmethod(profile_hook_step)  # type: ignore[method-assign]
 
 
-def _finish_with_multiprocessing(run: _Run) -> None:
-    from multiprocessing.util import Finalize
+def _finish_with_multiprocessing(finish: Callable[[], None]) -> None:
+    """Calls ``finish()`` at multiprocessing's exit too: a multiprocessing child (mp.spawn's
+    ranks, a spawned DataLoader worker) ends in os._exit, past atexit."""
 
-    Finalize(None, run.finish, exitpriority=0)
+    def register() -> None:
+        from multiprocessing.util import Finalize
+
+        Finalize(None, finish, exitpriority=0)
+
+    if "multiprocessing.util" in sys.modules:
+        register()
+    else:
+        _after_import("multiprocessing.util", lambda: None, register)
 
 
 def _on_sigterm(run: _Run, previous: Any) -> Callable[[int, Any], None]:
@@ -415,6 +427,9 @@ def boot() -> None:
         return
     options = json.loads(text)
     if options.get("ondemand"):
+        return
+    if options.get("flight_recorder") is not None:
+        _boot_flight_recorder(options, state)
         return
     run = _Run(options, state)
     import omniprof
@@ -438,11 +453,60 @@ def boot() -> None:
     if options.get("delay_s") is not None or options.get("duration_s") is not None:
         threading.Thread(target=run.window, name="omniprof-run-delay", daemon=True).start()
     atexit.register(run.finish)
-    # A multiprocessing child (mp.spawn's ranks, a spawned DataLoader worker) ends in
-    # os._exit, past atexit: multiprocessing's own exit runs its finalizers.
-    if "multiprocessing.util" in sys.modules:
-        _finish_with_multiprocessing(run)
-    else:
-        _after_import("multiprocessing.util", lambda: None, lambda: _finish_with_multiprocessing(run))
+    _finish_with_multiprocessing(run.finish)
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm(run, signal.SIG_DFL))
+
+
+def _boot_flight_recorder(options: Dict[str, Any], state: str) -> None:
+    """``--flight-recorder``: the flight recorder's switch (``omniprof._flight``) instead of
+    a profile, from the program's import of torch (at once without torch) to its exit,
+    dumping into the run directory or ``--dump-dir``. A process that turns out to step
+    nothing of the job stops its recorder as soon as it is known: torchrun's launcher (a
+    rank's failure fails it too, and its dump would claim rank 0) and a spawned DataLoader
+    worker (it would answer its rank's peer dumps under that rank's name)."""
+    from . import _flight
+
+    flight: Dict[str, Any] = options["flight_recorder"]
+    tuned = {"record_shapes": options.get("record_shapes", False), "profile_memory": options.get("profile_memory", False)}
+    if flight.get("seconds") is not None:
+        tuned["seconds"] = flight["seconds"]
+    # Counted among the run's processes; its dumps are found by its pid.
+    write_status(os.path.join(state, "status", str(os.getpid())), "0 0\n")
+
+    def stop() -> None:
+        recorder = _flight.switched_on()
+        if recorder is not None:
+            recorder.stop()
+
+    def start() -> None:
+        if _flight.switch_on(flight["dump_dir"], "omniprof run --flight-recorder asked for it", **tuned):
+            if "torch" in sys.modules:
+                _stop_in_dataloader_workers(stop)
+
+    def stop_in_launcher() -> None:
+        if _is_elastic_agent():
+            stop()
+
+    if "torch" in sys.modules or importlib.util.find_spec("torch") is None:
+        start()
+    else:
+        _after_import("torch", lambda: None, start)
+    _after_import("torch.distributed.elastic.agent.server.api", lambda: None, stop_in_launcher)
+    _finish_with_multiprocessing(stop)
+
+
+def _stop_in_dataloader_workers(stop: Callable[[], None]) -> None:
+    """Makes a DataLoader worker call ``stop()`` first. A spawned worker imports torch (and
+    so starts the recorder) before it learns that it is one; its loop is found by name when
+    the parent's process object is unpickled, so the wrapper put here in its place runs."""
+    from torch.utils.data._utils import worker
+
+    loop = worker._worker_loop
+
+    @functools.wraps(loop)
+    def stopped_first(*args: Any, **kwargs: Any) -> Any:
+        stop()
+        return loop(*args, **kwargs)
+
+    worker._worker_loop = stopped_first
