@@ -517,17 +517,23 @@ pub enum BackendCall {
     Stop,
     /// Having it process what it recorded.
     ProcessTrace,
+    /// Asking it to record continuously, for a flight recorder.
+    RecordContinuously,
+    /// Having it hand a flight recorder's window while it goes on recording.
+    ProcessWindow,
     /// Asking it for its devices, rows, metadata, errors and warnings.
     DeviceInfo,
 }
 
 impl BackendCall {
-    const ALL: [BackendCall; 6] = [
+    const ALL: [BackendCall; 8] = [
         Self::Configure,
         Self::Start,
         Self::WindowOpened,
         Self::Stop,
         Self::ProcessTrace,
+        Self::RecordContinuously,
+        Self::ProcessWindow,
         Self::DeviceInfo,
     ];
 
@@ -539,6 +545,8 @@ impl BackendCall {
             Self::WindowOpened => "window_opened",
             Self::Stop => "stop",
             Self::ProcessTrace => "process_trace",
+            Self::RecordContinuously => "record_continuously",
+            Self::ProcessWindow => "process_window",
             Self::DeviceInfo => "device info",
         }
     }

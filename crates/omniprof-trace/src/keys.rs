@@ -152,6 +152,12 @@ pub mod metadata {
     pub const FLIGHT_OVERWRITTEN_RECORDS: &str = "flight_overwritten_records";
     /// True when the memory bound cut the dump's window short.
     pub const FLIGHT_CUT_SHORT: &str = "flight_cut_short";
+    /// The backends that record device work continuously into the flight recorder's dumps
+    /// (comma-separated; absent when none).
+    pub const FLIGHT_DEVICE_BACKENDS: &str = "flight_device_backends";
+    /// The backends that cannot record continuously and sit the flight recorder out: their
+    /// device work is not in its dumps (comma-separated; absent when none).
+    pub const FLIGHT_SITTING_OUT: &str = "flight_sitting_out";
     /// Rank and world size, the first place HTA looks for `"rank"`.
     pub const DISTRIBUTED_INFO: &str = "distributedInfo";
     /// Keys of the [`DISTRIBUTED_INFO`] object, as `torch.profiler` writes them.

@@ -8,7 +8,9 @@
 //! flow), and the innermost ids of the calling thread's two external correlation stacks at
 //! call time, which is how it links device work to the host op or user range that launched
 //! it. Records wait in one in-memory store, bounded by a record budget, until
-//! [`drain_records`]ed.
+//! [`drain_records`]ed; or, recording for good ([`enable_ring_recording`], what a flight
+//! recorder asks), the store is a ring: full, its oldest record gives way to the new one,
+//! and [`copy_records_since`] reads the newest while recording goes on.
 //!
 //! | OpenReg | CUPTI |
 //! |---|---|
@@ -18,6 +20,7 @@
 //! | [`DeviceRecord`] | `CUpti_ActivityKernel`, `...Memcpy`, `...Memset`, `...Synchronization` |
 //! | [`ExternalIds`] on each record | `CUpti_ActivityExternalCorrelation` records |
 //! | [`drain_records`] | `cuptiActivityFlushAll` and the buffer-completed callback |
+//! | [`enable_ring_recording`], [`copy_records_since`] | CUPTI has none: its buffers are handed over, not kept |
 //! | [`Records::dropped`] | `cuptiActivityGetNumDroppedRecords` |
 //!
 //! With recording disabled a runtime call pays one atomic load.
@@ -31,6 +34,7 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
@@ -41,21 +45,28 @@ use crate::activity_records::{
 use crate::lock::lock;
 use crate::sys::{now_ns, thread_id};
 
-/// Records kept between drains unless [`set_record_budget`] says otherwise.
+/// Records kept between drains unless [`set_record_budget`] says otherwise; also the
+/// ring's size when recording for good ([`enable_ring_recording`]).
 pub const DEFAULT_RECORD_BUDGET: usize = 1 << 18;
 
 struct Store {
-    runtime: Vec<RuntimeRecord>,
-    device: Vec<DeviceRecord>,
+    runtime: VecDeque<RuntimeRecord>,
+    device: VecDeque<DeviceRecord>,
     dropped: u64,
     budget: usize,
+    /// Recording for good: a full store drops its oldest record, not the new one.
+    ring: bool,
+    /// The latest end of a record the ring dropped.
+    overwritten_up_to_ns: Option<i64>,
 }
 
 static STORE: Mutex<Store> = Mutex::new(Store {
-    runtime: Vec::new(),
-    device: Vec::new(),
+    runtime: VecDeque::new(),
+    device: VecDeque::new(),
     dropped: 0,
     budget: DEFAULT_RECORD_BUDGET,
+    ring: false,
+    overwritten_up_to_ns: None,
 });
 /// The selected kinds; zero means disabled, which is all a runtime call checks.
 static KINDS: AtomicU8 = AtomicU8::new(0);
@@ -67,10 +78,44 @@ static NEXT_CORRELATION: AtomicU64 = AtomicU64::new(1);
 /// Starts a recording session collecting `kinds`: discards undrained records, resets the
 /// dropped count. Work launched in an earlier session and finishing later is not recorded.
 pub fn enable_recording(kinds: Kinds) {
+    enable(kinds, false);
+}
+
+/// Starts a recording session collecting `kinds` for good, in bounded memory: as
+/// [`enable_recording`], but once the store holds the record budget ([`set_record_budget`],
+/// runtime and device records together) each new record replaces the oldest, counted in
+/// [`Records::dropped`]. [`copy_records_since`] reads the newest records while recording
+/// goes on.
+///
+/// ```
+/// use openreg::{Event, Kinds};
+///
+/// openreg::set_record_budget(4);
+/// openreg::enable_ring_recording(Kinds::RUNTIME);
+/// let event = Event::new();
+/// for _ in 0..10 {
+///     event.query();
+/// }
+/// let newest = openreg::copy_records_since(i64::MIN);
+/// assert_eq!((newest.runtime.len(), newest.dropped), (4, 6));
+/// assert!(newest.overwritten_up_to_ns.unwrap() <= newest.runtime[0].start_ns);
+/// openreg::disable_recording();
+/// openreg::set_record_budget(openreg::DEFAULT_RECORD_BUDGET);
+/// ```
+pub fn enable_ring_recording(kinds: Kinds) {
+    enable(kinds, true);
+}
+
+fn enable(kinds: Kinds, ring: bool) {
     let mut store = lock(&STORE);
     store.runtime.clear();
     store.device.clear();
+    // What an earlier, larger ring allocated is not kept.
+    store.runtime.shrink_to_fit();
+    store.device.shrink_to_fit();
     store.dropped = 0;
+    store.ring = ring;
+    store.overwritten_up_to_ns = None;
     SESSION.fetch_add(1, Ordering::Relaxed);
     // Release pairs with the Acquire in `traced`: a call that sees the new kinds sees the
     // new session too.
@@ -99,9 +144,34 @@ pub fn set_record_budget(records: usize) {
 pub fn drain_records() -> Records {
     let mut store = lock(&STORE);
     Records {
-        runtime: std::mem::take(&mut store.runtime),
-        device: std::mem::take(&mut store.device),
+        runtime: std::mem::take(&mut store.runtime).into(),
+        device: std::mem::take(&mut store.device).into(),
         dropped: std::mem::take(&mut store.dropped),
+        overwritten_up_to_ns: store.overwritten_up_to_ns.take(),
+    }
+}
+
+/// Copies the stored records that ended at or after `start_ns`, leaving them stored:
+/// how a flight recorder reads its last seconds from the ring while recording goes on
+/// (runtime calls wait on the store while it copies). `dropped` and `overwritten_up_to_ns`
+/// are the store's.
+pub fn copy_records_since(start_ns: i64) -> Records {
+    let store = lock(&STORE);
+    Records {
+        runtime: store
+            .runtime
+            .iter()
+            .filter(|r| r.end_ns >= start_ns)
+            .cloned()
+            .collect(),
+        device: store
+            .device
+            .iter()
+            .filter(|r| r.end_ns >= start_ns)
+            .cloned()
+            .collect(),
+        dropped: store.dropped,
+        overwritten_up_to_ns: store.overwritten_up_to_ns,
     }
 }
 
@@ -171,7 +241,7 @@ pub(crate) fn traced<R>(api: RuntimeApi, body: impl FnOnce(Option<Tag>) -> R) ->
             correlation_id: tag.correlation_id,
             external: tag.external,
         };
-        store(tag.session, |s| s.runtime.push(record));
+        store(tag.session, |s| s.runtime.push_back(record));
     }
     result
 }
@@ -204,7 +274,7 @@ impl Tag {
             correlation_id: self.correlation_id,
             external: self.external,
         };
-        store(self.session, |s| s.device.push(record));
+        store(self.session, |s| s.device.push_back(record));
     }
 
     /// Records a synchronization made by the tagged call.
@@ -235,9 +305,27 @@ fn store(session: u64, push: impl FnOnce(&mut Store)) {
     if session != SESSION.load(Ordering::Relaxed) {
         return;
     }
-    if store.runtime.len() + store.device.len() >= store.budget {
+    if store.runtime.len() + store.device.len() >= store.budget.max(1) {
         store.dropped += 1;
-        return;
+        if !store.ring {
+            return;
+        }
+        store.drop_oldest();
     }
     push(&mut store);
+}
+
+impl Store {
+    /// Drops the record that ended first of the two queues' oldest (each queue is in the
+    /// order its records were stored, near enough the order they ended).
+    fn drop_oldest(&mut self) {
+        let runtime = self.runtime.front().map(|r| r.end_ns);
+        let device = self.device.front().map(|r| r.end_ns);
+        let end = match (runtime, device) {
+            (Some(r), Some(d)) if r <= d => self.runtime.pop_front().map(|r| r.end_ns),
+            (Some(_), None) => self.runtime.pop_front().map(|r| r.end_ns),
+            _ => self.device.pop_front().map(|r| r.end_ns),
+        };
+        self.overwritten_up_to_ns = self.overwritten_up_to_ns.max(end);
+    }
 }

@@ -251,6 +251,10 @@ pub struct Records {
     /// Device records, in the order work finished (per stream: execution order; across
     /// streams and threads: unordered).
     pub device: Vec<DeviceRecord>,
-    /// Records lost because the store held the record budget.
+    /// Records lost because the store held the record budget: the new ones, or, recording
+    /// in a ring ([`enable_ring_recording`](crate::enable_ring_recording)), the oldest.
     pub dropped: u64,
+    /// Recording in a ring: the latest end of a record it dropped (a window that starts
+    /// before it lost records); `None` when it dropped none.
+    pub overwritten_up_to_ns: Option<i64>,
 }

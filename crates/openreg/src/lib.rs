@@ -149,8 +149,8 @@ pub use stream::{current_stream, set_current_stream, Stream};
 
 // Activity recording (CUPTI's part) and the performance monitor.
 pub use activity_api::{
-    disable_recording, drain_records, enable_recording, pop_external_correlation,
-    push_external_correlation, set_record_budget, DEFAULT_RECORD_BUDGET,
+    copy_records_since, disable_recording, drain_records, enable_recording, enable_ring_recording,
+    pop_external_correlation, push_external_correlation, set_record_budget, DEFAULT_RECORD_BUDGET,
 };
 pub use activity_finish::finish_recording;
 pub use activity_records::{

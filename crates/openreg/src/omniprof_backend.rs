@@ -8,6 +8,7 @@
 //! |---|---|
 //! | trace start / stop | [`enable_recording`], then at stop [`finish_recording`]: `disable` → synchronize every device → `drain` |
 //! | window opened after a warm-up | [`enable_recording`] again: the warm-up's records are dropped, the budget holds the window |
+//! | a flight recorder asks it to record continuously | [`enable_ring_recording`]: the store keeps its newest records (the record budget, default 2^18); each dump copies the window out with [`copy_records_since`] |
 //! | host op / user range pushed by the engine | [`push_external_correlation`] (`Default` / `User`) |
 //! | [`RuntimeRecord`](crate::activity_records::RuntimeRecord) | a `privateuse1_runtime` event on the calling thread, linked to the host op |
 //! | [`DeviceRecord`] kernel / memcpy / memset | a `kernel` / `gpu_memcpy` / `gpu_memset` event on (device, stream), linked to the host op and handed over inside its user range |
@@ -52,7 +53,10 @@ use omniprof::trace::keys::metadata;
 use omniprof::trace::{Activity, ActivitySet, ActivityType, CounterTrack, Value, Window};
 use omniprof::Config;
 
-use crate::activity_api::{enable_recording, pop_external_correlation, push_external_correlation};
+use crate::activity_api::{
+    copy_records_since, enable_recording, enable_ring_recording, pop_external_correlation,
+    push_external_correlation,
+};
 use crate::activity_finish::finish_recording;
 use crate::activity_records::{DeviceActivity, DeviceRecord, ExternalKind, Kinds, Records};
 use crate::device::{device_count, device_properties, DeviceProperties, Property};
@@ -154,6 +158,9 @@ impl ActivityProfiler for OpenRegProfiler {
             sampler: None,
             pm_samples: Vec::new(),
             records: Records::default(),
+            continuous: false,
+            rows: Rows::default(),
+            window_warnings: Vec::new(),
         })))
     }
 
@@ -174,7 +181,21 @@ struct OpenRegSession {
     pm_period: Option<Duration>,
     sampler: Option<PmSampler>,
     pm_samples: Vec<PmSample>,
+    /// What the trace recorded, taken at stop.
     records: Records,
+    /// Recording for a flight recorder, in the store's ring.
+    continuous: bool,
+    /// The devices and streams of what was last handed over.
+    rows: Rows,
+    /// What the last window lost to the ring.
+    window_warnings: Vec<String>,
+}
+
+/// The devices with work and the (device, stream) rows of what a session handed over.
+#[derive(Default)]
+struct Rows {
+    devices: BTreeSet<usize>,
+    streams: BTreeSet<(u32, u32)>,
 }
 
 /// Feeds the engine's correlation pushes into OpenReg's per-thread external correlation
@@ -204,7 +225,7 @@ impl ProfilerSession for OpenRegSession {
                 .map_err(|e| BackendError::new(format!("PM sampler: {e}")))?;
             self.sampler = Some(sampler);
         }
-        enable_recording(self.kinds);
+        self.enable();
         Ok(())
     }
 
@@ -212,7 +233,52 @@ impl ProfilerSession for OpenRegSession {
     /// fresh `enable`, as Kineto's `flushWarmupBuffers` clears CUPTI's buffers. Work
     /// launched during the warm-up and finishing later is not recorded.
     fn window_opened(&mut self) -> Result<(), BackendError> {
-        enable_recording(self.kinds);
+        self.enable();
+        Ok(())
+    }
+
+    /// Records in the store's ring, which holds the newest records whatever the window:
+    /// each dump takes the window from it. The PM sampler, which keeps every sample, stays
+    /// off (a flight recorder selects only the default types, which leave it out).
+    fn record_continuously(&mut self, _window: Duration) -> bool {
+        self.continuous = true;
+        self.pm_period = None;
+        true
+    }
+
+    fn process_window(
+        &mut self,
+        sink: &mut dyn ActivitySink,
+        _host_ops: &dyn HostOps,
+        window: Window,
+    ) -> Result<(), BackendError> {
+        let mut records = copy_records_since(window.start_ns);
+        let inside = |start: i64, end: i64| start >= window.start_ns && end <= window.end_ns;
+        records.runtime.retain(|r| inside(r.start_ns, r.end_ns));
+        records.device.retain(|r| inside(r.start_ns, r.end_ns));
+        self.window_warnings.clear();
+        if let Some(lost) = records
+            .overwritten_up_to_ns
+            .filter(|&t| t >= window.start_ns)
+        {
+            let held = records
+                .runtime
+                .iter()
+                .map(|r| r.start_ns)
+                .chain(records.device.iter().map(|r| r.start_ns))
+                .min()
+                .unwrap_or(lost);
+            self.window_warnings.push(format!(
+                "the ring of {} records held only the last {:.3} s of the {:.3} s window \
+                 ({} records overwritten since the recorder started; \
+                 openreg::set_record_budget raises it)",
+                records.runtime.len() + records.device.len(),
+                (window.end_ns - held) as f64 / 1e9,
+                (window.end_ns - window.start_ns) as f64 / 1e9,
+                records.dropped
+            ));
+        }
+        self.hand_over(&records, sink);
         Ok(())
     }
 
@@ -232,40 +298,9 @@ impl ProfilerSession for OpenRegSession {
         _host_ops: &dyn HostOps,
         _window: Window,
     ) -> Result<(), BackendError> {
-        let pid = std::process::id() as i64;
-        for r in &self.records.runtime {
-            let mut a = Activity::new(
-                ActivityType::PrivateUse1Runtime,
-                r.api.name(),
-                pid,
-                r.thread_id,
-                r.start_ns,
-                r.end_ns,
-            );
-            a.correlation = r.correlation_id;
-            a.linked_correlation = r.external.default;
-            sink.add(a);
-        }
-        for r in &self.records.device {
-            let Some(a) = device_activity(r) else {
-                continue;
-            };
-            let metrics = match &r.activity {
-                DeviceActivity::Kernel { metrics, .. } if self.scope => Some(metrics),
-                _ => None,
-            };
-            match r.external.user {
-                Some(user) => sink.add_in_user_range(a, user),
-                None => sink.add(a),
-            }
-            if let Some(metrics) = metrics {
-                let values = SCOPE_METRICS
-                    .iter()
-                    .map(|&(name, _, read)| (name.into(), read(metrics) as f64))
-                    .collect();
-                sink.add_kernel_metrics(values);
-            }
-        }
+        let records = std::mem::take(&mut self.records);
+        self.hand_over(&records, sink);
+        self.records = records;
         for s in &self.pm_samples {
             let track =
                 CounterTrack::new(ActivityType::GpuPmCounter, PM_SERIES, s.device as i64, 0);
@@ -283,25 +318,26 @@ impl ProfilerSession for OpenRegSession {
     }
 
     fn resource_infos(&self) -> Vec<ResourceInfo> {
-        let streams: BTreeSet<(u32, u32)> = self
-            .records
-            .device
+        self.rows
+            .streams
             .iter()
-            .filter_map(|r| Some((r.device, r.stream?)))
-            .collect();
-        streams
-            .into_iter()
-            .map(|(device, stream)| ResourceInfo::stream(device.into(), stream.into()))
+            .map(|&(device, stream)| ResourceInfo::stream(device.into(), stream.into()))
             .collect()
     }
 
     fn errors(&self) -> Vec<String> {
+        // A ring drops its oldest records by design: what a window lost is a warning.
         match self.records.dropped {
             0 => Vec::new(),
+            _ if self.continuous => Vec::new(),
             n => vec![format!(
                 "{n} records dropped: the record budget was full (openreg::set_record_budget)"
             )],
         }
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.window_warnings.clone()
     }
 
     fn metadata(&self) -> Vec<(String, Value)> {
@@ -322,11 +358,65 @@ impl ProfilerSession for OpenRegSession {
 }
 
 impl OpenRegSession {
+    /// Starts the store afresh: a ring when recording continuously.
+    fn enable(&self) {
+        if self.continuous {
+            enable_ring_recording(self.kinds);
+        } else {
+            enable_recording(self.kinds);
+        }
+    }
+
+    /// Hands `records` to `sink` as activities and notes their rows.
+    fn hand_over(&mut self, records: &Records, sink: &mut dyn ActivitySink) {
+        let pid = std::process::id() as i64;
+        for r in &records.runtime {
+            let mut a = Activity::new(
+                ActivityType::PrivateUse1Runtime,
+                r.api.name(),
+                pid,
+                r.thread_id,
+                r.start_ns,
+                r.end_ns,
+            );
+            a.correlation = r.correlation_id;
+            a.linked_correlation = r.external.default;
+            sink.add(a);
+        }
+        for r in &records.device {
+            let Some(a) = device_activity(r) else {
+                continue;
+            };
+            let metrics = match &r.activity {
+                DeviceActivity::Kernel { metrics, .. } if self.scope => Some(metrics),
+                _ => None,
+            };
+            match r.external.user {
+                Some(user) => sink.add_in_user_range(a, user),
+                None => sink.add(a),
+            }
+            if let Some(metrics) = metrics {
+                let values = SCOPE_METRICS
+                    .iter()
+                    .map(|&(name, _, read)| (name.into(), read(metrics) as f64))
+                    .collect();
+                sink.add_kernel_metrics(values);
+            }
+        }
+        self.rows = Rows {
+            devices: records.device.iter().map(|r| r.device as usize).collect(),
+            streams: records
+                .device
+                .iter()
+                .filter_map(|r| Some((r.device, r.stream?)))
+                .collect(),
+        };
+    }
+
     /// The devices this trace has work or counters on.
     fn devices(&self) -> Vec<usize> {
-        let work = self.records.device.iter().map(|r| r.device as usize);
         let sampled = self.pm_samples.iter().map(|s| s.device);
-        let devices: BTreeSet<usize> = work.chain(sampled).collect();
+        let devices: BTreeSet<usize> = self.rows.devices.iter().copied().chain(sampled).collect();
         devices.into_iter().collect()
     }
 }

@@ -3,6 +3,7 @@
 //! [`HostOps`]) and the rows and errors a backend reports.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::record::CorrelationListener;
@@ -209,6 +210,60 @@ pub trait ProfilerSession: Send {
         host_ops: &dyn HostOps,
         window: Window,
     ) -> Result<(), BackendError>;
+
+    /// Asked once by a flight recorder, after configure and before [`start`](Self::start):
+    /// switch to recording for the recorder's life, keeping in bounded memory at least the
+    /// activities of the last `window`, and say so (true). The default cannot (false): the
+    /// session is dropped and its backend named in each dump (`flight_sitting_out`) and in a
+    /// warning. A session that answers true is started, stopped and told of a window as any
+    /// session, and in between asked for windows with
+    /// [`process_window`](Self::process_window).
+    ///
+    /// ```
+    /// use std::collections::VecDeque;
+    /// use std::time::Duration;
+    /// use omniprof::backends::{ActivitySink, BackendError, HostOps, ProfilerSession};
+    /// use omniprof::trace::{Activity, Window};
+    ///
+    /// /// Keeps its newest 1024 activities, whatever the window.
+    /// struct Ring(VecDeque<Activity>);
+    ///
+    /// impl ProfilerSession for Ring {
+    ///     fn record_continuously(&mut self, _window: Duration) -> bool {
+    ///         true
+    ///     }
+    ///     fn process_window(&mut self, sink: &mut dyn ActivitySink, _: &dyn HostOps, w: Window) -> Result<(), BackendError> {
+    ///         let inside = |a: &&Activity| a.start_ns >= w.start_ns && a.end_ns <= w.end_ns;
+    ///         self.0.iter().filter(inside).for_each(|a| sink.add(a.clone()));
+    ///         Ok(())
+    ///     }
+    ///     fn process_trace(&mut self, sink: &mut dyn ActivitySink, _: &dyn HostOps, _: Window) -> Result<(), BackendError> {
+    ///         self.0.drain(..).for_each(|a| sink.add(a));
+    ///         Ok(())
+    ///     }
+    /// }
+    /// # assert!(Ring(VecDeque::new()).record_continuously(Duration::from_secs(30)));
+    /// ```
+    fn record_continuously(&mut self, window: Duration) -> bool {
+        let _ = window;
+        false
+    }
+
+    /// Hands `sink` the activities that lie wholly within `window`, which ends about now,
+    /// and goes on recording: a flight recorder's dump. Called only on a session that
+    /// agreed to [`record_continuously`](Self::record_continuously), from the recorder's
+    /// thread while the application goes on, any number of times; the engine links the
+    /// activities to the window's host ops as for [`process_trace`](Self::process_trace),
+    /// and asks for rows, metadata, errors and warnings after each call.
+    fn process_window(
+        &mut self,
+        sink: &mut dyn ActivitySink,
+        host_ops: &dyn HostOps,
+        window: Window,
+    ) -> Result<(), BackendError> {
+        let _ = (sink, host_ops, window);
+        Err(BackendError::new("this backend cannot record continuously"))
+    }
 
     /// Process rows for the devices this session recorded on.
     fn device_info(&self) -> Vec<DeviceInfo> {

@@ -1,5 +1,6 @@
 //! The running flight recorder: starting and stopping the rings and the backends that feed
-//! them (the PyTorch op observer), the dumper thread that writes the dumps the triggers ask
+//! them (the PyTorch op observer) or record device work continuously beside them (OpenReg),
+//! the dumper thread that writes the dumps the triggers ask
 //! for and watches for a hang, and the dumps themselves.
 
 use std::path::{Path, PathBuf};
@@ -207,21 +208,26 @@ impl FlightRecorderBuilder {
         if current.is_some() {
             return Err(FlightError::Running);
         }
-        record::start_rings(RingBounds {
-            window: self.window,
-            max_bytes: self.max_bytes,
-        })
+        // Configured first: the rings tell their correlation listeners from the first op.
+        let (mut backends, sitting_out) = flight_backends(&self.config, self.window);
+        record::start_rings(
+            RingBounds {
+                window: self.window,
+                max_bytes: self.max_bytes,
+            },
+            backends.listeners(),
+        )
         .map_err(|refused| match refused {
             RingsRefused::Running => FlightError::Running,
             RingsRefused::SessionRecording => FlightError::SessionRecording,
         })?;
-        let mut backends = host_backends(&self.config);
         backends.start();
         backends.window_opened();
         let shared = Arc::new(Shared {
             dir: self.dump_dir.clone().map(DumpDir::new),
             steps: Mutex::new(StepWatch::new(self.slow_factor, self.warmup_steps)),
             backends: Mutex::new(Some(backends)),
+            sitting_out: Mutex::new(sitting_out),
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
             warnings: Mutex::new(Vec::new()),
@@ -232,6 +238,7 @@ impl FlightRecorderBuilder {
         });
         *current = Some(Arc::clone(&shared));
         drop(current);
+        shared.warn_sitting_out();
         session::on_claim(lend_backends, resume_backends);
         #[cfg(unix)]
         crate::trigger::on_dump_request(request_dump);
@@ -260,15 +267,25 @@ impl FlightRecorderBuilder {
     }
 }
 
-/// The host backends: the ones that record host ops into the recorder (the PyTorch op
-/// observer), configured as a session selecting host activities would.
-fn host_backends(config: &Config) -> Backends {
+/// The flight recorder's backends, configured as a session's: the host backends, which
+/// record host ops into the rings (the PyTorch op observer), for the host types; and the
+/// backends of every other default type that can record continuously
+/// ([`ProfilerSession::record_continuously`](crate::backends::ProfilerSession::record_continuously)).
+/// Also the names of those that cannot, which sit the recorder out.
+fn flight_backends(config: &Config, window: Duration) -> (Backends, Vec<String>) {
     session::initialize();
-    let selection: ActivitySet = [ActivityType::CpuOp, ActivityType::UserAnnotation]
-        .into_iter()
-        .collect();
-    Backends::configure(selection, config, None).unwrap_or_default()
+    let host: ActivitySet = HOST_TYPES.into_iter().collect();
+    let mut device = ActivitySet::default_set();
+    HOST_TYPES.into_iter().for_each(|t| device.remove(t));
+    let mut backends = Backends::configure(host, config, None).unwrap_or_default();
+    let mut continuous = Backends::configure(device, config, None).unwrap_or_default();
+    let sitting_out = continuous.keep_continuous(window);
+    backends.join(continuous);
+    (backends, sitting_out)
 }
+
+/// The types the rings record themselves, with the host backends.
+const HOST_TYPES: [ActivityType; 2] = [ActivityType::CpuOp, ActivityType::UserAnnotation];
 
 /// The flight recorder of this process (at most one), from [`FlightRecorder::builder`];
 /// [`stop`](Self::stop) ends it (dropping the handle does not: a program started by an
@@ -395,6 +412,10 @@ impl FlightRecorder {
         }
         lock(&self.shared.steps).end_range();
         record::stop_rings();
+        // A session viewing the rings keeps its own listeners.
+        if !session::recorder_claimed() {
+            record::correlation::set_session_listeners(Vec::new());
+        }
     }
 }
 
@@ -461,10 +482,14 @@ fn resume_backends() {
     if let Some(shared) = lock(&CURRENT).clone() {
         let mut held = lock(&shared.backends);
         if held.is_none() {
-            let mut backends = host_backends(&shared.options.config);
+            let (mut backends, sitting_out) =
+                flight_backends(&shared.options.config, shared.options.window);
+            // Threads that first record from now on tell these.
+            record::correlation::set_session_listeners(backends.listeners());
             backends.start();
             backends.window_opened();
             *held = Some(backends);
+            *lock(&shared.sitting_out) = sitting_out;
         }
     }
 }
@@ -485,7 +510,10 @@ struct Shared {
     options: FlightRecorderBuilder,
     dir: Option<DumpDir>,
     steps: Mutex<StepWatch>,
+    /// Lent to a profiling session while one runs (`None`).
     backends: Mutex<Option<Backends>>,
+    /// The backends that cannot record continuously.
+    sitting_out: Mutex<Vec<String>>,
     queue: Mutex<Queue>,
     wake: Condvar,
     warnings: Mutex<Vec<String>>,
@@ -525,6 +553,17 @@ impl Shared {
     fn warn(&self, message: String) {
         log::warn!("{message}");
         lock(&self.warnings).push(message);
+    }
+
+    /// Names the backends that sit the recorder out, once, at its start.
+    fn warn_sitting_out(&self) {
+        let names = lock(&self.sitting_out).join(", ");
+        if !names.is_empty() {
+            self.warn(format!(
+                "omniprof: the flight recorder records no device work from {names}: they \
+                 cannot record continuously (their profiling sessions still record them)"
+            ));
+        }
     }
 
     /// Queues a dump and returns its ticket, or why it is skipped.
@@ -681,7 +720,22 @@ impl Shared {
         let pid = std::process::id() as i64;
         let ring = record::ring_window(pid).ok_or(FlightError::Stopped)?;
         let events = ring.host.activities.len();
-        let mut trace = session::host_trace(ring.host, pid, ring.window, &self.options.config);
+        let mut trace = {
+            let mut held = lock(&self.backends);
+            let mut lent = Backends::default();
+            let backends = held.as_mut().unwrap_or(&mut lent);
+            let mut trace =
+                session::window_trace(ring.host, pid, ring.window, &self.options.config, backends);
+            let continuous = backends.continuous().join(", ");
+            if !continuous.is_empty() {
+                trace.set_metadata(metadata::FLIGHT_DEVICE_BACKENDS, Value::from(continuous));
+            }
+            trace
+        };
+        let sitting_out = lock(&self.sitting_out).join(", ");
+        if !sitting_out.is_empty() {
+            trace.set_metadata(metadata::FLIGHT_SITTING_OUT, Value::from(sitting_out));
+        }
         let window_s = self.options.window.as_secs_f64();
         trace.set_metadata(metadata::FLIGHT_WINDOW_S, Value::Float(window_s));
         trace.set_metadata(

@@ -9,10 +9,11 @@
 //! applies to what each thread records from its start. Rings stopped while a session views
 //! them stop recording when that session stops.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::buffer::{self, RingUse};
+use super::correlation::{self, CorrelationListener};
 use super::decode::{collect, HostRecording};
 use super::name;
 use super::state::{self, HostSession, STATE};
@@ -52,8 +53,12 @@ pub(crate) enum RingsRefused {
 /// The bytes of one chunk.
 pub(crate) const CHUNK_BYTES: usize = buffer::CHUNK_BYTES;
 
-/// Starts recording in rings.
-pub(crate) fn start_rings(bounds: RingBounds) -> Result<(), RingsRefused> {
+/// Starts recording in rings, telling `listeners` of every host op and user range (the
+/// correlation pushes of the backends that record device work continuously).
+pub(crate) fn start_rings(
+    bounds: RingBounds,
+    listeners: Vec<Arc<dyn CorrelationListener>>,
+) -> Result<(), RingsRefused> {
     // One start at a time; `RINGS` itself is free while the session starts, as starting
     // asks `view` whether rings run.
     static STARTING: Mutex<()> = Mutex::new(());
@@ -71,6 +76,8 @@ pub(crate) fn start_rings(bounds: RingBounds) -> Result<(), RingsRefused> {
     buffer::begin_rings(next, max_chunks, window_ticks);
     buffer::trim_pool();
     let start = CalibrationSample::take();
+    // Before the session: each thread takes its snapshot of them when it first records in it.
+    correlation::set_session_listeners(listeners);
     let host = state::start_session(u64::MAX);
     if host.state != next {
         buffer::begin_rings(host.state, max_chunks, window_ticks);

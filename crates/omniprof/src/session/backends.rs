@@ -10,6 +10,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::backend::{
     registered_profilers, ActivityProfiler, ActivitySink, BackendError, DeviceInfo, HostOps,
@@ -31,6 +32,18 @@ struct Running {
     /// The scope-profiler metrics it offers, when its share includes the scope profiler.
     scope_metrics: Vec<ScopeMetric>,
     session: Box<dyn ProfilerSession>,
+    /// It agreed to record continuously for a flight recorder, so it hands windows.
+    continuous: bool,
+}
+
+/// How the sessions hand over what they recorded ([`Backends::deliver`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Handover {
+    /// At the end of their trace: each processes all it recorded and is dropped.
+    Final,
+    /// A flight recorder's window: each session that records continuously hands that
+    /// window and goes on; the others are not asked.
+    Window,
 }
 
 /// The sessions taking part in one trace.
@@ -293,6 +306,7 @@ impl Backends {
                 share,
                 scope_metrics,
                 session,
+                continuous: false,
             });
         }
     }
@@ -348,15 +362,63 @@ impl Backends {
         self.running.is_empty()
     }
 
-    /// Has every session process its trace into a sink of its own and describe itself (its
-    /// own fields of `report` among that), then drops it. Returns what each delivered, in
-    /// order, and every failure met in this trace
+    /// Asks every session to record continuously for a flight recorder keeping `window`
+    /// ([`ProfilerSession::record_continuously`]); drops those that cannot and returns their
+    /// backends' names. A session whose answer panics is dropped as a failure.
+    pub(crate) fn keep_continuous(&mut self, window: Duration) -> Vec<String> {
+        let mut sitting_out = Vec::new();
+        let mut kept = Vec::with_capacity(self.running.len());
+        for mut r in std::mem::take(&mut self.running) {
+            match guarded(&r.name, BackendCall::RecordContinuously, || {
+                Ok(r.session.record_continuously(window))
+            }) {
+                Ok(true) => {
+                    r.continuous = true;
+                    kept.push(r);
+                }
+                Ok(false) => {
+                    sitting_out.push(r.name.clone());
+                    drop_quietly(r);
+                }
+                Err(e) => {
+                    self.fail(e);
+                    drop_quietly(r);
+                }
+            }
+        }
+        self.running = kept;
+        sitting_out
+    }
+
+    /// The names of the sessions that record continuously.
+    pub(crate) fn continuous(&self) -> Vec<String> {
+        self.running
+            .iter()
+            .filter(|r| r.continuous)
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
+    /// Takes in `other`'s sessions and failures, after this one's.
+    pub(crate) fn join(&mut self, other: Backends) {
+        self.running.extend(other.running);
+        self.errors.extend(other.errors);
+        self.max_events = self.max_events.max(other.max_events);
+    }
+
+    /// Has every session hand over what it recorded into a sink of its own and describe
+    /// itself (its own fields of `report` among that). [`Handover::Final`]: each processes
+    /// its trace and is dropped; [`Handover::Window`]: each continuous session hands the
+    /// window and is kept (a session that fails is dropped either way). Returns what each
+    /// delivered, in order, and every failure met
     /// (a session's own [`errors`](ProfilerSession::errors) among them, as
-    /// [`FailureKind::Reported`]). With
+    /// [`FailureKind::Reported`]); a kept set remembers only the failures that dropped a
+    /// session, so each later window reports them again. With
     /// `warm_start_ns` (the sessions started then, ahead of the window), what started before
     /// the window is dropped and counted as warm-up before the budget is applied.
     pub(crate) fn deliver(
-        mut self,
+        &mut self,
+        handover: Handover,
         host_ops: &dyn HostOps,
         window: Window,
         warm_start_ns: Option<i64>,
@@ -364,13 +426,29 @@ impl Backends {
     ) -> (Vec<Delivered>, Vec<BackendFailure>) {
         let mut delivered = Vec::with_capacity(self.running.len());
         let warmup_span = warm_start_ns.map(|from| (from, window.start_ns));
-        for (index, mut r) in std::mem::take(&mut self.running).into_iter().enumerate() {
+        // Every failure of this handover in order, and those that drop a session.
+        let mut errors = self.errors.clone();
+        let mut kept = Vec::new();
+        let mut asked = 0;
+        for mut r in std::mem::take(&mut self.running) {
+            if handover == Handover::Window && !r.continuous {
+                kept.push(r);
+                continue;
+            }
             let mut output = Collected::new(self.max_events, warmup_span);
-            let processed = guarded(&r.name, BackendCall::ProcessTrace, || {
-                r.session.process_trace(&mut output, host_ops, window)
-            });
+            let processed = match handover {
+                Handover::Final => guarded(&r.name, BackendCall::ProcessTrace, || {
+                    r.session.process_trace(&mut output, host_ops, window)
+                }),
+                Handover::Window => guarded(&r.name, BackendCall::ProcessWindow, || {
+                    r.session.process_window(&mut output, host_ops, window)
+                }),
+            };
+            let index = asked;
+            asked += 1;
             if let Err(e) = processed {
-                self.fail(e);
+                self.fail(e.clone());
+                errors.push(e);
                 drop_quietly(r);
                 continue;
             }
@@ -389,10 +467,11 @@ impl Backends {
                     session.warnings(),
                 ))
             });
-            let (devices, resources, metadata, own, properties, errors, warnings) = match infos {
+            let (devices, resources, metadata, own, properties, reported, warnings) = match infos {
                 Ok(infos) => infos,
                 Err(e) => {
-                    self.fail(e);
+                    self.fail(e.clone());
+                    errors.push(e);
                     drop_quietly(r);
                     continue;
                 }
@@ -402,22 +481,22 @@ impl Backends {
                 backend: r.name.clone(),
                 kind,
             };
-            self.errors.extend(
-                errors
+            errors.extend(
+                reported
                     .into_iter()
                     .map(|e| failure(FailureKind::Reported(e))),
             );
             if output.dropped > 0 {
-                self.errors.push(failure(FailureKind::OverBudget {
+                errors.push(failure(FailureKind::OverBudget {
                     dropped: output.dropped,
                     budget: self.max_events as u64,
                 }));
             }
             delivered.push(Delivered {
                 name: r.name.clone(),
-                index: index as u64,
+                index,
                 share: r.share,
-                scope_metrics: std::mem::take(&mut r.scope_metrics),
+                scope_metrics: r.scope_metrics.clone(),
                 output,
                 devices,
                 resources,
@@ -425,9 +504,16 @@ impl Backends {
                 properties,
                 warnings,
             });
-            drop_quietly(r);
+            match handover {
+                Handover::Final => drop_quietly(r),
+                Handover::Window => kept.push(r),
+            }
         }
-        (delivered, self.errors)
+        match handover {
+            Handover::Final => self.errors.clear(),
+            Handover::Window => self.running = kept,
+        }
+        (delivered, errors)
     }
 }
 

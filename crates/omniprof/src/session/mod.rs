@@ -753,13 +753,14 @@ impl Profiler {
     }
 }
 
-/// The trace of a host recording alone (a flight recorder's dump): merged as a session's
-/// without backends.
-pub(crate) fn host_trace(
+/// The trace of a flight recorder's window: its host recording merged with the window of
+/// each of `backends` that records continuously (they go on recording).
+pub(crate) fn window_trace(
     host: record::HostRecording,
     pid: i64,
     window: Window,
     config: &Config,
+    backends: &mut Backends,
 ) -> Trace {
     let recorded = merge::Recorded {
         host,
@@ -769,7 +770,7 @@ pub(crate) fn host_trace(
         selection: ActivitySet::default_set(),
         config,
     };
-    merge::trace(recorded, Backends::default())
+    merge::window_trace(recorded, backends)
 }
 
 impl Drop for Profiler {

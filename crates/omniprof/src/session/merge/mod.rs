@@ -25,7 +25,7 @@ mod window;
 use std::cmp::Reverse;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use super::backends::Backends;
+use super::backends::{Backends, Handover};
 use super::scope::ScopeProfiler;
 use crate::clock;
 use crate::config::Config;
@@ -60,7 +60,17 @@ pub(crate) struct Recorded<'a> {
 }
 
 /// The trace of a stopped session: its host recording merged with what its backends deliver.
-pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
+pub(crate) fn trace(recorded: Recorded<'_>, mut backends: Backends) -> Trace {
+    merge(recorded, &mut backends, Handover::Final)
+}
+
+/// The trace of a flight recorder's window: its host recording merged with the window of
+/// each backend that records continuously, which go on recording.
+pub(crate) fn window_trace(recorded: Recorded<'_>, backends: &mut Backends) -> Trace {
+    merge(recorded, backends, Handover::Window)
+}
+
+fn merge(recorded: Recorded<'_>, backends: &mut Backends, handover: Handover) -> Trace {
     let Recorded {
         host,
         pid,
@@ -128,6 +138,7 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
     merge_backends(
         &mut trace,
         backends,
+        handover,
         left_out_ranges,
         selection,
         config,
@@ -147,9 +158,11 @@ pub(crate) fn trace(recorded: Recorded<'_>, backends: Backends) -> Trace {
 }
 
 /// Merges every backend's delivery into `trace`, whose activities are the host recording.
+#[allow(clippy::too_many_arguments)]
 fn merge_backends(
     trace: &mut Trace,
-    backends: Backends,
+    backends: &mut Backends,
+    handover: Handover,
     left_out_ranges: Vec<Activity>,
     selection: ActivitySet,
     config: &Config,
@@ -167,6 +180,7 @@ fn merge_backends(
         HostIndex::new(&trace.activities, left_out_ranges)
     };
     let (delivered, errors) = backends.deliver(
+        handover,
         &host.view(&trace.activities),
         window.window,
         window.warm_start_ns,
