@@ -6,7 +6,9 @@
 //! one session runs for the recorder's life, its per-thread chunks reused oldest first
 //! (rings) once they hold only records older than the window or once the process's rings
 //! reach their memory bound. Records overwritten while still inside the window are counted
-//! and reported in each dump. A dump copies the window out while recording goes on.
+//! and reported in each dump. A dump copies the window out while recording goes on. Device
+//! work comes from the backends that can record continuously in bounded memory of their own
+//! (OpenReg); the others sit the recorder out, named.
 //!
 //! ```
 //! use std::time::Duration;

@@ -268,24 +268,27 @@ impl FlightRecorderBuilder {
 }
 
 /// The flight recorder's backends, configured as a session's: the host backends, which
-/// record host ops into the rings (the PyTorch op observer), for the host types; and the
-/// backends of every other default type that can record continuously
+/// record host ops and user ranges into the rings (the PyTorch op observer); and the
+/// backends of the default device types (device work and the runtime and driver calls that
+/// launch it) that can record continuously
 /// ([`ProfilerSession::record_continuously`](crate::backends::ProfilerSession::record_continuously)).
 /// Also the names of those that cannot, which sit the recorder out.
 fn flight_backends(config: &Config, window: Duration) -> (Backends, Vec<String>) {
     session::initialize();
-    let host: ActivitySet = HOST_TYPES.into_iter().collect();
-    let mut device = ActivitySet::default_set();
-    HOST_TYPES.into_iter().for_each(|t| device.remove(t));
+    let host: ActivitySet = [ActivityType::CpuOp, ActivityType::UserAnnotation]
+        .into_iter()
+        .collect();
+    // Host types of their own (Python frames, instants, ...) are the host backends' alone.
+    let device: ActivitySet = ActivitySet::default_set()
+        .iter()
+        .filter(|t| t.is_device() || !t.has_own_external_id())
+        .collect();
     let mut backends = Backends::configure(host, config, None).unwrap_or_default();
     let mut continuous = Backends::configure(device, config, None).unwrap_or_default();
     let sitting_out = continuous.keep_continuous(window);
     backends.join(continuous);
     (backends, sitting_out)
 }
-
-/// The types the rings record themselves, with the host backends.
-const HOST_TYPES: [ActivityType; 2] = [ActivityType::CpuOp, ActivityType::UserAnnotation];
 
 /// The flight recorder of this process (at most one), from [`FlightRecorder::builder`];
 /// [`stop`](Self::stop) ends it (dropping the handle does not: a program started by an
