@@ -2,7 +2,9 @@
 //! process-wide): its device work is recorded continuously in the store's ring, which
 //! wraps many times within its record budget, and a dump holds the window's kernels beside
 //! the host ops that launched them, linked as in a profiling session (`External id`, `ac2g`
-//! flows); a device backend that cannot record continuously is named.
+//! flows); a device backend that cannot record continuously is named; a profiling session
+//! started beside the recorder records the device itself, and the recorder takes it back
+//! after.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -230,5 +232,42 @@ fn a_device_backend_that_cannot_record_continuously_is_named_in_a_warning_and_ea
     assert_eq!(
         text(&trace, metadata::FLIGHT_DEVICE_BACKENDS).as_deref(),
         Some("openreg")
+    );
+}
+
+#[test]
+fn a_profiling_session_beside_the_recorder_records_the_device_and_the_recorder_resumes_after() {
+    let _serial = serial();
+    let recorder = FlightRecorder::builder().start().unwrap();
+    let stream = Stream::new(0).unwrap();
+    let out = openreg::malloc(0, 256).unwrap();
+    launch("before", &stream, &out);
+    stream.synchronize();
+    let mut profiler = omniprof::Profiler::builder().build().unwrap();
+    profiler.start().unwrap();
+    launch("during", &stream, &out);
+    stream.synchronize();
+    let session = profiler.stop().unwrap();
+    launch("after", &stream, &out);
+    stream.synchronize();
+    let dump = recorder.snapshot().unwrap();
+    recorder.stop();
+
+    // (kernels linked to an op named `name`) in `trace`.
+    let linked = |trace: &Trace, name: &str| {
+        let ops = ops(trace, name);
+        of_kind(trace, ActivityType::ConcurrentKernel)
+            .iter()
+            .filter(|k| k.linked_correlation.is_some_and(|c| ops.contains(&c)))
+            .count()
+    };
+    assert_eq!(
+        ["before", "during", "after"].map(|n| linked(&session, n)),
+        [0, 1, 0]
+    );
+    // The session took the device over: the ring started afresh after it.
+    assert_eq!(
+        ["before", "during", "after"].map(|n| (ops(&dump, n).len(), linked(&dump, n))),
+        [(1, 0), (1, 0), (1, 1)]
     );
 }
