@@ -45,15 +45,22 @@ use crate::activity_records::{
 use crate::lock::lock;
 use crate::sys::{now_ns, thread_id};
 
-/// Records kept between drains unless [`set_record_budget`] says otherwise; also the
-/// ring's size when recording for good ([`enable_ring_recording`]).
+/// Records kept between drains unless [`set_record_budget`] says otherwise.
 pub const DEFAULT_RECORD_BUDGET: usize = 1 << 18;
+
+/// The records the ring keeps when recording for good ([`enable_ring_recording`]) unless
+/// [`set_ring_record_budget`] says otherwise: 65,536, at most 16 MiB with both queues'
+/// allocations (a launch record takes 72 bytes, a device record 168), so that a flight
+/// recorder's device ring stays small beside its host rings.
+pub const DEFAULT_RING_RECORD_BUDGET: usize = 1 << 16;
 
 struct Store {
     runtime: VecDeque<RuntimeRecord>,
     device: VecDeque<DeviceRecord>,
     dropped: u64,
     budget: usize,
+    /// The budget while recording for good.
+    ring_budget: usize,
     /// Recording for good: a full store drops its oldest record, not the new one.
     ring: bool,
     /// The latest end of a record the ring dropped.
@@ -65,6 +72,7 @@ static STORE: Mutex<Store> = Mutex::new(Store {
     device: VecDeque::new(),
     dropped: 0,
     budget: DEFAULT_RECORD_BUDGET,
+    ring_budget: DEFAULT_RING_RECORD_BUDGET,
     ring: false,
     overwritten_up_to_ns: None,
 });
@@ -82,15 +90,16 @@ pub fn enable_recording(kinds: Kinds) {
 }
 
 /// Starts a recording session collecting `kinds` for good, in bounded memory: as
-/// [`enable_recording`], but once the store holds the record budget ([`set_record_budget`],
-/// runtime and device records together) each new record replaces the oldest, counted in
+/// [`enable_recording`], but once the store holds the ring's budget
+/// ([`set_ring_record_budget`], runtime and device records together) each new record
+/// replaces the oldest, counted in
 /// [`Records::dropped`]. [`copy_records_since`] reads the newest records while recording
 /// goes on.
 ///
 /// ```
 /// use openreg::{Event, Kinds};
 ///
-/// openreg::set_record_budget(4);
+/// openreg::set_ring_record_budget(4);
 /// openreg::enable_ring_recording(Kinds::RUNTIME);
 /// let event = Event::new();
 /// for _ in 0..10 {
@@ -100,7 +109,7 @@ pub fn enable_recording(kinds: Kinds) {
 /// assert_eq!((newest.runtime.len(), newest.dropped), (4, 6));
 /// assert!(newest.overwritten_up_to_ns.unwrap() <= newest.runtime[0].start_ns);
 /// openreg::disable_recording();
-/// openreg::set_record_budget(openreg::DEFAULT_RECORD_BUDGET);
+/// openreg::set_ring_record_budget(openreg::DEFAULT_RING_RECORD_BUDGET);
 /// ```
 pub fn enable_ring_recording(kinds: Kinds) {
     enable(kinds, true);
@@ -138,6 +147,12 @@ pub(crate) fn recording_kinds() -> Kinds {
 /// [`Records::dropped`] and discarded.
 pub fn set_record_budget(records: usize) {
     lock(&STORE).budget = records;
+}
+
+/// Sets how many records the ring keeps while recording for good
+/// ([`enable_ring_recording`]; default [`DEFAULT_RING_RECORD_BUDGET`]).
+pub fn set_ring_record_budget(records: usize) {
+    lock(&STORE).ring_budget = records;
 }
 
 /// Takes every record stored so far and the dropped count.
@@ -305,7 +320,12 @@ fn store(session: u64, push: impl FnOnce(&mut Store)) {
     if session != SESSION.load(Ordering::Relaxed) {
         return;
     }
-    if store.runtime.len() + store.device.len() >= store.budget.max(1) {
+    let budget = if store.ring {
+        store.ring_budget
+    } else {
+        store.budget
+    };
+    if store.runtime.len() + store.device.len() >= budget.max(1) {
         store.dropped += 1;
         if !store.ring {
             return;

@@ -150,7 +150,8 @@ pub use stream::{current_stream, set_current_stream, Stream};
 // Activity recording (CUPTI's part) and the performance monitor.
 pub use activity_api::{
     copy_records_since, disable_recording, drain_records, enable_recording, enable_ring_recording,
-    pop_external_correlation, push_external_correlation, set_record_budget, DEFAULT_RECORD_BUDGET,
+    pop_external_correlation, push_external_correlation, set_record_budget, set_ring_record_budget,
+    DEFAULT_RECORD_BUDGET, DEFAULT_RING_RECORD_BUDGET,
 };
 pub use activity_finish::finish_recording;
 pub use activity_records::{

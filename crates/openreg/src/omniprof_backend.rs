@@ -8,7 +8,7 @@
 //! |---|---|
 //! | trace start / stop | [`enable_recording`], then at stop [`finish_recording`]: `disable` → synchronize every device → `drain` |
 //! | window opened after a warm-up | [`enable_recording`] again: the warm-up's records are dropped, the budget holds the window |
-//! | a flight recorder asks it to record continuously | [`enable_ring_recording`]: the store keeps its newest records (the record budget, default 2^18); each dump copies the window out with [`copy_records_since`] |
+//! | a flight recorder asks it to record continuously | [`enable_ring_recording`]: the store keeps its newest records (the ring's budget, default 2^16); each dump copies the window out with [`copy_records_since`] |
 //! | host op / user range pushed by the engine | [`push_external_correlation`] (`Default` / `User`) |
 //! | [`RuntimeRecord`](crate::activity_records::RuntimeRecord) | a `privateuse1_runtime` event on the calling thread, linked to the host op |
 //! | [`DeviceRecord`] kernel / memcpy / memset | a `kernel` / `gpu_memcpy` / `gpu_memset` event on (device, stream), linked to the host op and handed over inside its user range |
@@ -271,7 +271,7 @@ impl ProfilerSession for OpenRegSession {
             self.window_warnings.push(format!(
                 "the ring of {} records held only the last {:.3} s of the {:.3} s window \
                  ({} records overwritten since the recorder started; \
-                 openreg::set_record_budget raises it)",
+                 openreg::set_ring_record_budget raises it)",
                 records.runtime.len() + records.device.len(),
                 (window.end_ns - held) as f64 / 1e9,
                 (window.end_ns - window.start_ns) as f64 / 1e9,

@@ -95,7 +95,7 @@ fn text(trace: &Trace, key: &str) -> Option<String> {
 #[test]
 fn a_dump_holds_the_windows_kernels_linked_to_their_ops_while_the_ring_wraps_in_its_budget() {
     let _serial = serial();
-    openreg::set_record_budget(BUDGET);
+    openreg::set_ring_record_budget(BUDGET);
     let recorder = FlightRecorder::builder().window(WINDOW).start().unwrap();
     let stream = Stream::new(0).unwrap();
     let out = openreg::malloc(0, 256).unwrap();
@@ -121,7 +121,7 @@ fn a_dump_holds_the_windows_kernels_linked_to_their_ops_while_the_ring_wraps_in_
     let dump = recorder.dump(&path);
     let held = openreg::copy_records_since(i64::MIN);
     recorder.stop();
-    openreg::set_record_budget(openreg::DEFAULT_RECORD_BUDGET);
+    openreg::set_ring_record_budget(openreg::DEFAULT_RING_RECORD_BUDGET);
     dump.unwrap();
     let trace = TraceReader::new().read_path(&path).into_trace().unwrap();
 
