@@ -1,13 +1,15 @@
 """Schedules, step, on_trace_ready and the TensorBoard trace handler."""
 
+import json
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
 
 import omniprof
-from conftest import assert_loads_in_perfetto, events, hta_load, load_trace, summary
+from conftest import assert_loads_in_perfetto, cli, events, hta_load, load_trace, summary
 
 A = omniprof.ProfilerAction
 
@@ -189,3 +191,27 @@ def test_a_callable_schedule_that_raises_or_returns_no_action_raises_from_step()
         prof.start()
     with pytest.raises(TypeError, match="callable taking a step number"):
         omniprof.profile(schedule=3, on_trace_ready=lambda p: None)
+
+
+def test_the_commands_read_a_trace_handlers_directory_of_cycles_as_one_ranks_steps(tmp_path: Path) -> None:
+    # torch.profiler's default repeat=0: one trace per cycle in one directory; each of
+    # omniprof's claims the same rank, as every trace of a process does.
+    with omniprof.profile(
+        schedule=omniprof.schedule(wait=1, warmup=1, active=2),
+        on_trace_ready=omniprof.tensorboard_trace_handler(str(tmp_path / "tb")),
+    ) as prof:
+        for _ in range(12):
+            with omniprof.record_function("train_step"):
+                pass
+            prof.step()
+    files = sorted((tmp_path / "tb").iterdir())
+    assert len(files) == 3
+    for command in [["summary"], ["ranks", "--format", "json"], ["report", "-o", str(tmp_path / "r.html")]]:
+        out = subprocess.run([str(cli()), *command, str(tmp_path / "tb")], capture_output=True, text=True)
+        assert out.returncode == 0, (command, out.stderr)
+        assert "note: rank 0 has 3 traces" in out.stderr, out.stderr
+    table = summary(tmp_path / "tb")
+    assert "ProfilerStep*" in table and "train_step" in table
+    ranks = subprocess.run([str(cli()), "ranks", "--format", "json", str(tmp_path / "tb")], capture_output=True, text=True)
+    (rank,) = json.loads(ranks.stdout)["ranks"]
+    assert [s["number"] for s in rank["profile"]["steps"]] == [2, 3, 6, 7, 10, 11]
