@@ -209,12 +209,9 @@ fn action_of(value: &Bound<'_, PyAny>) -> PyResult<ProfilerAction> {
         Ok(inner) => inner.extract::<i64>(),
         Err(_) => value.extract::<i64>(),
     };
-    match number {
-        Ok(0) => Ok(ProfilerAction::None),
-        Ok(1) => Ok(ProfilerAction::Warmup),
-        Ok(2) => Ok(ProfilerAction::Record),
-        Ok(3) => Ok(ProfilerAction::RecordAndSave),
-        _ => Err(PyTypeError::new_err(format!(
+    match number.ok().and_then(ProfilerAction::from_number) {
+        Some(action) => Ok(action),
+        None => Err(PyTypeError::new_err(format!(
             "the schedule returned {}, not a ProfilerAction",
             value
                 .repr()
@@ -475,14 +472,9 @@ impl Session {
     }
 }
 
-/// PyTorch's `ProfilerAction` integers.
+/// PyTorch's `ProfilerAction` integer: the action's discriminant.
 fn action_number(action: ProfilerAction) -> u8 {
-    match action {
-        ProfilerAction::None => 0,
-        ProfilerAction::Warmup => 1,
-        ProfilerAction::Record => 2,
-        ProfilerAction::RecordAndSave => 3,
-    }
+    action as u8
 }
 
 /// `omniprof.schedule(*, wait, warmup, active, repeat=0, skip_first=0, skip_first_wait=0)`,

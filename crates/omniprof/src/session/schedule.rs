@@ -29,6 +29,21 @@ pub enum ProfilerAction {
 }
 
 impl ProfilerAction {
+    /// The action PyTorch's `ProfilerAction` numbers `number` (its discriminant); `None` for
+    /// another number.
+    ///
+    /// ```
+    /// use omniprof::ProfilerAction;
+    ///
+    /// assert_eq!(ProfilerAction::from_number(3), Some(ProfilerAction::RecordAndSave));
+    /// assert_eq!(ProfilerAction::from_number(4), None);
+    /// ```
+    pub fn from_number(number: i64) -> Option<Self> {
+        [Self::None, Self::Warmup, Self::Record, Self::RecordAndSave]
+            .into_iter()
+            .find(|&action| action as i64 == number)
+    }
+
     /// PyTorch's spelling (`NONE`, `WARMUP`, `RECORD`, `RECORD_AND_SAVE`).
     pub fn name(self) -> &'static str {
         match self {
