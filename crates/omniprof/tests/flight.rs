@@ -214,6 +214,32 @@ fn a_profiling_session_beside_the_recorder_gets_its_own_trace_and_the_rings_go_o
 }
 
 #[test]
+fn a_python_frame_begun_at_a_sessions_window_start_beside_the_recorder_loses_nothing() {
+    use omniprof::recording::{Name, PythonFrame};
+    let _serial = serial();
+    let recorder = FlightRecorder::builder().start().unwrap();
+    let mut session = Profiler::builder().build().unwrap();
+    session.start().unwrap();
+    drop(record_function("before"));
+    // A tracer finding a frame running only at its next event, as at a schedule's window.
+    let main = PythonFrame::begin_at_window_start(Name::python("t.py(9): main", None)).unwrap();
+    drop(record_function("after"));
+    assert!(main.end());
+    let trace = session.stop().unwrap();
+    let stacks: Vec<_> = trace
+        .activities
+        .iter()
+        .filter(|a| a.name.starts_with("before") || a.name.starts_with("after"))
+        .map(|a| (&*a.name, a.arg("Call stack").and_then(Value::as_str)))
+        .collect();
+    assert_eq!(
+        stacks,
+        [("before", None), ("after", Some("t.py(9): main;"))]
+    );
+    recorder.stop();
+}
+
+#[test]
 fn a_forked_child_asks_for_no_dump_and_stops_without_waiting() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();

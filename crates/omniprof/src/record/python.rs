@@ -34,7 +34,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::buffer::{keepable_tick, with_local};
+use super::buffer::{backdated_tick, with_local};
 use super::name::Name;
 use super::state::{start_tick, STATE};
 use super::word::{end_word, word, KIND_USER};
@@ -62,7 +62,8 @@ impl PythonFrame {
     }
 
     /// Begins a frame that was already running when the session's window opened, stamped
-    /// with the window's start: for a tracer that started before the recorder did (at a
+    /// with the window's start (in a flight recorder's rings, whose copies read a thread's
+    /// records in time order, when it is begun): for a tracer that started before the recorder did (at a
     /// schedule's warm-up) and begins the frames on a thread's stack at that thread's first
     /// event in the window, as PyTorch's tracer, which starts with the window, records the
     /// frames it finds then. `None` when nothing records.
@@ -87,8 +88,11 @@ impl PythonFrame {
             return None;
         }
         let w = word(KIND_USER, name);
-        let tick = keepable_tick(start_tick());
-        with_local(|l| l.push_at(state, w, true, tick)).map(|seq| PythonFrame { state, seq })
+        let seq = with_local(|l| match backdated_tick(state, start_tick()) {
+            Some(tick) => l.push_at(state, w, true, tick),
+            None => l.push(state, w, true),
+        });
+        seq.map(|seq| PythonFrame { state, seq })
     }
 
     /// Ends the frame. Returns whether the end was recorded: false once its session stopped

@@ -116,13 +116,10 @@ fn view(max_records: u64) -> Option<HostSession> {
     let rings = guard.as_mut().filter(|r| !r.stop_pending && !r.viewed)?;
     rings.viewed = true;
     buffer::begin_view(max_records);
-    let floor_tick = clock::ticks();
-    // What a Python tracer begins at the window's start belongs to this session's window.
-    state::mark_start(floor_tick);
     Some(HostSession {
         state: rings.host.state,
         dropped_names: name::dropped_names(),
-        floor_tick,
+        floor_tick: clock::ticks(),
         stop_tick: u64::MAX,
     })
 }

@@ -22,12 +22,6 @@ pub(super) fn start_tick() -> u64 {
     START_TICK.load(Ordering::Relaxed)
 }
 
-/// Notes that a session's window starts at `tick`: one that records in a running session's
-/// records (a profiling session inside a flight recorder's rings) starts later than it.
-pub(super) fn mark_start(tick: u64) {
-    START_TICK.store(tick, Ordering::Relaxed);
-}
-
 /// The recorder's side of a session, from [`start_session`] to [`collect`](super::collect).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct HostSession {
@@ -49,7 +43,7 @@ pub(crate) fn start_session(max_records_per_thread: u64) -> HostSession {
     let next_generation = (STATE.load(Ordering::Relaxed) >> 1) + 1;
     let state = (next_generation << 1) | 1;
     let floor_tick = LAST_STOP_TICK.load(Ordering::Relaxed);
-    mark_start(crate::clock::ticks().max(floor_tick));
+    START_TICK.store(crate::clock::ticks().max(floor_tick), Ordering::Relaxed);
     STATE.store(state, Ordering::Release);
     HostSession {
         state,

@@ -113,7 +113,7 @@ impl Local {
 
     /// [`push`](Self::push), stamped `tick` instead of now: for what began before this
     /// thread could record it (a Python frame running when the window opened). `tick` is one
-    /// the drain keeps ([`keepable_tick`](super::keepable_tick)); the thread's records are
+    /// the drain keeps ([`backdated_tick`](super::backdated_tick)); the thread's records are
     /// then out of tick order, which the decoder puts right.
     pub(crate) fn push_at(
         &self,

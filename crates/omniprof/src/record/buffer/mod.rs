@@ -64,9 +64,13 @@ pub(super) use ring::{begin_rings, begin_view, end_view, ring_use};
 pub(super) use slow_path::set_max_records_per_thread;
 pub(super) use thread_name::set_current_thread_name;
 
-/// `tick`, or the fork's when this process was forked after it: the drain keeps a session's
-/// records from its start, and in a forked child only those after the fork (the parent's
-/// are older).
-pub(super) fn keepable_tick(tick: u64) -> u64 {
-    tick.max(fork::FORK_TICK.load(std::sync::atomic::Ordering::Relaxed))
+/// The tick a record of session `state` that belongs at the earlier `tick` may be stamped
+/// with ([`Local::push_at`]): `tick`, or the fork's when this process was forked after it
+/// (the drain keeps a session's records from its start, and in a forked child only those
+/// after the fork); `None` in a ring session, whose copies read a thread's records only up
+/// to the first that goes back in time (where its newest records end), so a record there is
+/// stamped when it is written.
+pub(super) fn backdated_tick(state: u64, tick: u64) -> Option<u64> {
+    (!ring::is_ring(state))
+        .then(|| tick.max(fork::FORK_TICK.load(std::sync::atomic::Ordering::Relaxed)))
 }
