@@ -168,6 +168,47 @@ impl StepTimes {
         out
     }
 
+    /// Takes in the steps of another trace of the same process (a scheduled profiler's next
+    /// cycle, a restarted job's trace), as [`RankTrace::absorb`](crate::RankTrace::absorb)
+    /// joins a rank's steps: a step number both have keeps this one's; the steps stay by
+    /// number. A trace without steps adds its whole span only where this one has no
+    /// steps either (its rows then stay in time order).
+    ///
+    /// ```
+    /// use omniprof_analysis::StepTimeBuilder;
+    /// use omniprof_trace::{Activity, ActivityType};
+    ///
+    /// let steps = |numbers: &[u64]| {
+    ///     let mut b = StepTimeBuilder::default();
+    ///     for &n in numbers {
+    ///         let t = n as i64 * 100;
+    ///         b.add_activity(&Activity::new(ActivityType::UserAnnotation, format!("ProfilerStep#{n}").as_str(), 1, 1, t, t + 50));
+    ///     }
+    ///     b.finish()
+    /// };
+    /// let mut first = steps(&[2, 3]);
+    /// first.absorb(steps(&[6, 7]));
+    /// let numbers: Vec<Option<u64>> = first.steps.iter().map(|s| s.number).collect();
+    /// assert_eq!(numbers, [Some(2), Some(3), Some(6), Some(7)]);
+    /// ```
+    pub fn absorb(&mut self, other: StepTimes) {
+        self.has_device |= other.has_device;
+        let numbered = |s: &StepTimes| s.steps.iter().any(|s| s.number.is_some());
+        if numbered(&other) && !numbered(self) {
+            // Steps replace a whole-trace row: the rows are steps or one span, never both.
+            self.steps.clear();
+        } else if !numbered(&other) && numbered(self) {
+            return;
+        }
+        for step in other.steps {
+            let known = step.number.is_some() && self.steps.iter().any(|s| s.number == step.number);
+            if !known {
+                self.steps.push(step);
+            }
+        }
+        self.steps.sort_by_key(|s| (s.number, s.start_ns));
+    }
+
     /// `{"steps": [{"number", "start_ns", "end_ns", "kernel_ns", ...}], "has_device"}`: what
     /// the report embeds.
     pub fn json(&self) -> String {
@@ -380,5 +421,44 @@ mod tests {
                 ..StepTime::default()
             }]
         );
+    }
+
+    fn steps_of(activities: &[(&str, i64, i64)]) -> StepTimes {
+        let mut b = StepTimeBuilder::default();
+        for &(name, start, end) in activities {
+            let kind = if name.starts_with("ProfilerStep#") {
+                ActivityType::UserAnnotation
+            } else {
+                ActivityType::CpuOp
+            };
+            b.add_activity(&activity(kind, name, start, end));
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn absorbed_cycles_join_by_step_number_keeping_the_first_traces_step() {
+        let mut first = steps_of(&[("ProfilerStep#2", 0, 10), ("ProfilerStep#3", 10, 20)]);
+        let second = steps_of(&[("ProfilerStep#3", 50, 90), ("ProfilerStep#6", 100, 130)]);
+        first.absorb(second);
+        let rows: Vec<(Option<u64>, i64)> = first
+            .steps
+            .iter()
+            .map(|s| (s.number, s.duration_ns()))
+            .collect();
+        assert_eq!(rows, [(Some(2), 10), (Some(3), 10), (Some(6), 30)]);
+    }
+
+    #[test]
+    fn steps_replace_a_whole_trace_row_and_two_spans_stay_two_rows() {
+        let mut spans = steps_of(&[("aten::mm", 0, 10)]);
+        spans.absorb(steps_of(&[("aten::mm", 20, 50)]));
+        let rows: Vec<(Option<u64>, i64)> =
+            spans.steps.iter().map(|s| (s.number, s.start_ns)).collect();
+        assert_eq!(rows, [(None, 0), (None, 20)]);
+        spans.absorb(steps_of(&[("ProfilerStep#4", 60, 70)]));
+        spans.absorb(steps_of(&[("aten::mm", 80, 90)]));
+        let rows: Vec<Option<u64>> = spans.steps.iter().map(|s| s.number).collect();
+        assert_eq!(rows, [Some(4)]);
     }
 }

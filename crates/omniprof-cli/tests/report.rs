@@ -640,6 +640,73 @@ fn the_overviews_step_split_is_what_summary_steps_prints() {
     assert_eq!(model_of(&page)["steps"], printed);
 }
 
+/// A host-only trace claiming `rank`, with `ProfilerStep#N` of each of `steps` (N × 100 µs
+/// in, 40 µs long, one 10 µs op inside).
+fn cycle_trace(rank: u64, steps: &[u64]) -> String {
+    let mut events = Vec::new();
+    for &n in steps {
+        let ts = 100 * n;
+        events.push(serde_json::json!({
+            "ph": "X", "cat": "user_annotation", "name": format!("ProfilerStep#{n}"),
+            "pid": 1, "tid": 1, "ts": ts, "dur": 40
+        }));
+        events.push(serde_json::json!({
+            "ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+            "ts": ts + 5, "dur": 10
+        }));
+    }
+    serde_json::json!({
+        "schemaVersion": 1, "traceEvents": events, "baseTimeNanoseconds": 0,
+        "distributedInfo": {"rank": rank, "world_size": 2, "backend": "gloo"}
+    })
+    .to_string()
+}
+
+#[test]
+fn the_step_view_shows_every_step_of_the_first_ranks_traces() {
+    // A trace handler's directory of a default-schedule job: rank 0 wrote one trace per
+    // cycle, rank 1 one trace.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = dir.path().join("tb");
+    fs::create_dir(&job).expect("job dir");
+    let cycles = [
+        (0, "a", &[2u64, 3][..]),
+        (0, "b", &[6, 7]),
+        (0, "c", &[10]),
+        (1, "d", &[2, 3, 6]),
+    ];
+    for (rank, name, steps) in cycles {
+        fs::write(
+            job.join(format!("{name}.pt.trace.json")),
+            cycle_trace(rank, steps),
+        )
+        .expect("trace");
+    }
+    let page = dir.path().join("tb.html");
+    let out = OMNIPROF.run(["report", arg(&job), "-o", arg(&page)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let steps = model_of(&page)["steps"]["steps"].clone();
+    let numbers: Vec<u64> = steps
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| s["number"].as_u64().expect("a number"))
+        .collect();
+    assert_eq!(numbers, [2, 3, 6, 7, 10]);
+    // Each step split as `summary --steps` splits it in its own trace.
+    for (i, name) in [(0, "a"), (2, "b"), (4, "c")] {
+        let printed: Value = serde_json::from_str(&OMNIPROF.ok([
+            "summary",
+            arg(&job.join(format!("{name}.pt.trace.json"))),
+            "--steps",
+            "--format",
+            "json",
+        ]))
+        .expect("JSON");
+        assert_eq!(steps[i], printed["steps"][0]);
+    }
+}
+
 /// A trace of `ops` host ops named `op0`, `op1`…, op i taking i + 1 µs (the last the
 /// longest), one after another, then as many 1 µs kernels named `k0`, `k1`….
 fn trace_of_distinct_names(ops: usize) -> String {

@@ -279,8 +279,9 @@ pub struct TraceEntry {
 pub struct ReportModel {
     /// The traces, by rank.
     pub traces: Vec<TraceEntry>,
-    /// The Overview: the first trace's steps (by rank), and the top rows of the key
-    /// averages (of the traces together).
+    /// The Overview: the steps of the first rank (every trace that claims it, joined as
+    /// [`StepTimes::absorb`] joins them; a trace without a rank alone), and the top rows
+    /// of the key averages (of the traces together).
     pub steps: StepTimes,
     /// The rows with the most self CPU time (`summary --format json`).
     pub top_ops: Box<RawValue>,
@@ -380,14 +381,20 @@ impl ReportModel {
             );
             raw(report.json())
         });
-        let mut first = inputs
-            .into_iter()
-            .next()
-            .expect("a report has one trace or more");
+        let mut inputs = inputs.into_iter();
+        let mut first = inputs.next().expect("a report has one trace or more");
+        // The first rank's other traces (a scheduled profiler's cycles, a restart) hold
+        // more of its steps: the step view shows them all, as `ranks` lists them.
+        let mut steps = first.parts.steps;
+        if let Some(rank) = first.parts.rank.rank {
+            for other in inputs.filter(|i| i.parts.rank.rank == Some(rank)) {
+                steps.absorb(other.parts.steps);
+            }
+        }
         left_out.kernels = table_rows::cap(&mut first.parts.kernels);
         Self {
             traces,
-            steps: first.parts.steps,
+            steps,
             top_ops,
             top_kernels,
             operators,

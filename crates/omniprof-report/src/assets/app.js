@@ -171,7 +171,11 @@
       ], model.traces));
       var steps = model.steps.steps;
       if (model.traces.length > 1) {
-        s.appendChild(text("p", "The steps below are those of " + model.traces[0].label +
+        // Every trace of the lowest rank gives its steps (the model joins them).
+        var first = model.traces[0];
+        var own = model.traces.filter(function (t) { return first.rank !== null && t.rank === first.rank; });
+        var labels = own.length ? own.map(function (t) { return t.label; }).join(" + ") : first.label;
+        s.appendChild(text("p", "The steps below are those of " + labels +
           " (the lowest rank); the Distributed view compares every rank's steps, and the top ops " +
           "and kernels are summed over the ranks."));
       }
