@@ -253,6 +253,7 @@ class profile:
         self.experimental_config = experimental_config
         self.acc_events = acc_events
         self.post_processing_timeout_s = post_processing_timeout_s
+        self._use_device = use_device
         self._session = _native.Session(
             names,
             schedule,
@@ -507,6 +508,31 @@ class profile:
         if not self.with_stack:
             raise AssertionError("export_stacks() requires with_stack=True")
         self._require_trace("export_stacks").export_stacks(os.fspath(path), metric)
+
+    def export_memory_timeline(self, path: Union[str, "os.PathLike[str]"], device: Optional[str] = None) -> None:
+        """PyTorch's ``export_memory_timeline``: memory over time on ``device`` (by
+        default, as PyTorch: the ``use_device`` backend's device 0, else ``cuda:0`` where
+        CUDA is available, else ``cpu``), written as PyTorch writes it for the suffix:
+        ``.html`` a page with the stacked plot as an image, ``.raw.json.gz`` the raw events
+        ``[time_ns, action, bytes, category]`` gzipped, ``.json.gz`` gzipped and any other
+        name plain ``[times_us, sizes_by_category]``.
+
+        Built from the allocator's reports: every allocation and free is counted, blocks
+        allocated and freed inside one operator as temporary, every other byte as unknown
+        (PyTorch infers more categories from the tensors its ops saw, and counts tensors
+        that were there before the window); a warning says so each time. As in PyTorch,
+        needs ``record_shapes``, ``profile_memory`` and ``with_stack`` (``ValueError``
+        naming those missing). See docs/python.md."""
+        from . import _memory_timeline
+
+        required = ("record_shapes", "profile_memory", "with_stack")
+        missing = [f"{flag}=True" for flag in required if not getattr(self, flag)]
+        if missing:
+            raise ValueError(f"{', '.join(missing)} required for memory profiling.")
+        trace = self._require_trace("export_memory_timeline")
+        if device is None:
+            device = _memory_timeline.default_device(self._use_device)
+        _memory_timeline.write(trace, os.fspath(path), device)
 
     def export_report(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes the last trace's report: one self-contained HTML file with the views of

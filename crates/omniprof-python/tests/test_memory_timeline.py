@@ -1,0 +1,190 @@
+"""``export_memory_timeline`` against torch.profiler's: the same small training loop profiled
+by each in one process, their timelines compared where docs/python.md says they match (the
+allocator's events, the total over time less what torch counts from tensors that were there
+before the window, the temporary category), and each suffix's file read back as torch's
+readers and a browser read it."""
+
+import base64
+import gzip
+import json
+import warnings
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any, Callable, List, Tuple
+
+import pytest
+
+import omniprof
+
+from conftest import require_torch
+
+torch = require_torch()
+
+from torch.profiler import ProfilerActivity, profile as torch_profile  # noqa: E402
+
+# torch.profiler._memory_profiler.Action's values and the unknown category's index.
+PREEXISTING, CREATE, INCREMENT_VERSION, DESTROY = 1, 2, 3, 4
+TEMPORARY, UNKNOWN = 3, 7
+FLAGS = dict(record_shapes=True, profile_memory=True, with_stack=True)
+
+
+def training_loop() -> Callable[[], None]:
+    """A small model's step (forward, loss, backward, Adam), run once so that the
+    optimizer's state exists before any window."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+
+    def step() -> None:
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    step()
+    return step
+
+
+def export_both(tmp_path: Path, *names: str) -> Tuple[Path, Path]:
+    """The loop's timeline written to each of ``names`` by torch.profiler (into
+    ``tmp_path/torch``) and by omniprof (``tmp_path/omniprof``)."""
+    step = training_loop()
+    with torch_profile(activities=[ProfilerActivity.CPU], **FLAGS) as theirs:
+        for _ in range(3):
+            step()
+    # A step between the windows frees the gradients torch's window allocated: the CPU
+    # allocator keeps a block's size while a profiler listens, so it would report their
+    # frees in omniprof's window, where torch's window had no such frees.
+    step()
+    with omniprof.profile(activities=[omniprof.ProfilerActivity.CPU], **FLAGS) as ours:
+        for _ in range(3):
+            step()
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "omniprof").mkdir()
+    for name in names:
+        with warnings.catch_warnings():
+            # torch's deprecation of the call itself.
+            warnings.simplefilter("ignore", FutureWarning)
+            theirs.export_memory_timeline(str(tmp_path / "torch" / name), "cpu")
+        with pytest.warns(RuntimeWarning, match="built from the allocator's reports"):
+            ours.export_memory_timeline(str(tmp_path / "omniprof" / name), "cpu")
+    return tmp_path / "torch", tmp_path / "omniprof"
+
+
+def read_raw(path: Path) -> List[List[int]]:
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+def allocator_events(raw: List[List[int]]) -> List[Tuple[int, int]]:
+    """(action, bytes) of each allocation and free, in time order."""
+    return [(a, n) for _, a, n, _ in raw if a in (CREATE, DESTROY)]
+
+
+def test_the_raw_timeline_has_torchs_allocations_frees_and_temporaries(tmp_path: Path) -> None:
+    theirs_dir, ours_dir = export_both(tmp_path, "memory.raw.json.gz")
+    theirs, ours = read_raw(theirs_dir / "memory.raw.json.gz"), read_raw(ours_dir / "memory.raw.json.gz")
+    # Every allocation and free torch has, in its order with its size (torch's other events
+    # are tensors there before the window, and version bumps, which move no bytes).
+    assert allocator_events(ours) == allocator_events(theirs)
+    assert len(allocator_events(ours)) > 100
+    assert {a for _, a, _, _ in theirs} - {CREATE, DESTROY} <= {PREEXISTING, INCREMENT_VERSION}
+    # The CPU allocator reports no free of a block from before the window: nothing preexists.
+    assert [e for e in ours if e[1] == PREEXISTING] == []
+    # The temporaries are torch's: the same events, in the same order.
+    temporary = lambda raw: [(a, n) for _, a, n, c in raw if c == TEMPORARY and a in (CREATE, DESTROY)]  # noqa: E731
+    assert temporary(ours) == temporary(theirs)
+    assert len(temporary(ours)) > 0
+    assert {c for *_, c in ours} == {TEMPORARY, UNKNOWN}
+    # Times are the allocator's, in nanoseconds, sorted as torch sorts them.
+    assert [(t, a) for t, a, _, _ in ours] == sorted((t, a) for t, a, _, _ in ours)
+
+
+def running_totals(raw: List[List[int]]) -> List[int]:
+    """The total after each event that moves bytes."""
+    totals, total = [], 0
+    for _, action, size, _ in raw:
+        if action != INCREMENT_VERSION:
+            total += size
+            totals.append(total)
+    return totals
+
+
+def test_the_total_over_time_is_torchs_less_the_tensors_there_before_the_window(tmp_path: Path) -> None:
+    theirs_dir, ours_dir = export_both(tmp_path, "memory.json", "memory.raw.json.gz")
+    theirs, ours = read_raw(theirs_dir / "memory.raw.json.gz"), read_raw(ours_dir / "memory.raw.json.gz")
+    # torch's tensors from before the window, which the allocator never reported: at least
+    # the model's parameters, Adam's two states and step count (a float) per parameter and
+    # the batch (torch may add gradients its Python tracer saw on the modules, freed by then).
+    preexisting = sum(n for _, a, n, _ in theirs if a == PREEXISTING)
+    model_bytes = 4 * (64 * 128 + 128 + 128 * 10 + 10)
+    assert preexisting >= 3 * model_bytes + 4 * 4 + 32 * 64 * 4 + 32 * 8
+    # After each allocation and free, all along and at the end: torch's total less that
+    # (torch's preexisting events come first, at time -1).
+    before = sum(1 for _, a, _, _ in theirs if a == PREEXISTING)
+    assert [t for t, a, _, _ in theirs[:before]] == [-1] * before
+    assert running_totals(ours) == [t - preexisting for t in running_totals(theirs)[before:]]
+    # The points: one per microsecond with an event, the running total per category (the
+    # first column unused, as in torch); torch has more (its version bumps).
+    our_times, our_sizes = json.loads((ours_dir / "memory.json").read_text())
+    their_times, their_sizes = json.loads((theirs_dir / "memory.json").read_text())
+    assert our_times == sorted({t // 1000 for t, *_ in ours})
+    assert len(our_sizes) == len(our_times) and len(their_sizes) == len(their_times)
+    assert all(len(s) == 9 and s[0] == 0 for s in our_sizes + their_sizes)
+    assert sum(our_sizes[-1]) == sum(their_sizes[-1]) - preexisting
+    assert max(map(sum, our_sizes)) <= max(map(sum, their_sizes)) - preexisting
+
+
+def test_json_gz_holds_the_points_and_html_an_image_a_browser_shows(tmp_path: Path) -> None:
+    step = training_loop()
+    with omniprof.profile(activities=[omniprof.ProfilerActivity.CPU], **FLAGS) as prof:
+        step()
+    with pytest.warns(RuntimeWarning, match="TEMPORARY"):
+        prof.export_memory_timeline(str(tmp_path / "t.json.gz"))
+        prof.export_memory_timeline(str(tmp_path / "t.json"))
+        prof.export_memory_timeline(str(tmp_path / "t.html"))
+    with gzip.open(tmp_path / "t.json.gz", "rt") as f:
+        assert json.load(f) == json.loads((tmp_path / "t.json").read_text())
+
+    class Images(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sources: List[str] = []
+            self.title = ""
+
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            if tag == "img":
+                self.sources.append(dict(attrs)["src"])
+
+        def handle_data(self, data: str) -> None:
+            self.title += data.strip()
+
+    page = Images()
+    page.feed((tmp_path / "t.html").read_text())
+    assert page.title == "GPU Memory Timeline HTML"
+    (src,) = page.sources
+    prefix = "data:image/svg+xml;base64,"
+    assert src.startswith(prefix)
+    svg = ET.fromstring(base64.b64decode(src[len(prefix) :]))
+    ns = "{http://www.w3.org/2000/svg}"
+    assert svg.tag == f"{ns}svg"
+    drawn = {p.find(f"{ns}title").text for p in svg.iter(f"{ns}polygon")}  # type: ignore[union-attr]
+    assert drawn == {"TEMPORARY", "Unknown"}
+
+
+def test_it_needs_what_torch_needs_and_a_trace() -> None:
+    for flags, missing in [
+        (dict(profile_memory=True, with_stack=True), "record_shapes=True"),
+        (dict(record_shapes=True), "profile_memory=True, with_stack=True"),
+    ]:
+        prof = omniprof.profile(activities=[omniprof.ProfilerActivity.CPU], **flags)
+        with pytest.raises(ValueError, match=f"^{missing} required for memory profiling.$"):
+            prof.export_memory_timeline("never.json")
+        theirs = torch_profile(activities=[ProfilerActivity.CPU], **flags)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            with pytest.raises(ValueError, match=f"^{missing} required for memory profiling.$"):
+                theirs.export_memory_timeline("never.json")
+    with pytest.raises(omniprof.ProfilerError, match="cannot export_memory_timeline: no trace yet"):
+        omniprof.profile(**FLAGS).export_memory_timeline("never.json")
