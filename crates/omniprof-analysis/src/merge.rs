@@ -1,5 +1,6 @@
 //! The key averages of several traces as one (the ranks of a job): rows with the same key
-//! (name, input shapes, stack, and the host / device, legacy and user-range flags) add up
+//! (name, input shapes, overload name, stack, and the host / device, legacy and user-range
+//! flags) add up
 //! exactly, counts, nanosecond totals, memory and FLOPs, and PyTorch's float sums in the
 //! order the traces are given; nothing is an average of averages, which the averages
 //! divide out of the sums at print time.
@@ -14,6 +15,7 @@ use omniprof_trace::FastMap;
 type RowKey = (
     Arc<str>,
     Option<Arc<str>>,
+    Option<Arc<str>>,
     Option<Stack>,
     bool, // on_device
     bool, // is_legacy
@@ -24,6 +26,7 @@ fn row_key(row: &Row) -> RowKey {
     (
         row.name.clone(),
         row.input_shapes.clone(),
+        row.overload_name.clone(),
         row.stack.clone(),
         row.on_device,
         row.is_legacy,

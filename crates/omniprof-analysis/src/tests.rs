@@ -138,6 +138,85 @@ fn streaming_gives_the_same_rows_as_the_trace() {
 }
 
 #[test]
+fn grouping_by_overload_name_splits_rows_and_adds_the_column() {
+    let mut trace = Trace::new(0, 1_000_000);
+    for (i, (name, overload)) in [
+        ("aten::add", Some("Tensor")),
+        ("aten::add", Some("Scalar")),
+        ("aten::add", Some("Tensor")),
+        ("aten::sum", None),
+        ("aten::sum", Some("dim_IntList")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let t = 10_000 * i as i64;
+        let mut op = Activity::new(ActivityType::CpuOp, name, 1, 1, t, t + 5_000);
+        if let Some(overload) = overload {
+            op.args
+                .push(("Overload Name".into(), Value::from(overload)));
+        }
+        trace.activities.push(op);
+    }
+    let by_overload = KeyAveragesOptions {
+        group_by_overload_name: true,
+        ..Default::default()
+    };
+    let rows = |summary: &KeyAverages| -> Vec<(String, Option<String>, u64)> {
+        summary
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.name.to_string(),
+                    r.overload_name.as_deref().map(String::from),
+                    r.count,
+                )
+            })
+            .collect()
+    };
+    let grouped = key_averages(&trace, &by_overload);
+    let row =
+        |name: &str, overload: &str, count| (name.to_owned(), Some(overload.to_owned()), count);
+    assert_eq!(
+        rows(&grouped),
+        [
+            row("aten::add", "Tensor", 2),
+            row("aten::add", "Scalar", 1),
+            row("aten::sum", "", 1),
+            row("aten::sum", "dim_IntList", 1),
+        ]
+    );
+    let table = grouped.table(&TableOptions::default());
+    let lines: Vec<&str> = table.lines().collect();
+    // The column is as wide as the names' (`aten::add` + 4), right-aligned.
+    assert!(
+        lines[1].starts_with("         Name  Overload Name    Self CPU %"),
+        "{table}"
+    );
+    assert!(
+        lines[3].starts_with("    aten::add         Tensor  "),
+        "{table}"
+    );
+    assert!(
+        lines[5].starts_with("    aten::sum                       20.00%"),
+        "{table}"
+    );
+    // Not grouped: one row per name, no column, as PyTorch prints it.
+    let plain = key_averages(&trace, &Default::default());
+    assert_eq!(
+        rows(&plain),
+        [
+            ("aten::add".to_owned(), None, 3),
+            ("aten::sum".to_owned(), None, 2)
+        ]
+    );
+    assert!(!plain
+        .table(&TableOptions::default())
+        .contains("Overload Name"));
+}
+
+#[test]
 fn grouping_by_shapes_splits_rows_and_adds_the_column() {
     let by_shapes = KeyAveragesOptions {
         group_by_input_shapes: true,

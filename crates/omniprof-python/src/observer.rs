@@ -338,7 +338,7 @@ unsafe extern "C" fn end_user(range: *mut c_void) {
 
 /// The observer's `attach(table, flags)`: registers its `RecordFunction` callbacks, recording
 /// what `flags` asks ([`SHAPES`], [`MEMORY`], [`FLOPS`], [`STACK`]: the Python tracer,
-/// [`MODULES`]: TorchScript's module hierarchy).
+/// [`MODULES`]: TorchScript's module hierarchy, [`OVERLOADS`]: each op's overload name).
 type AttachFn = unsafe extern "C" fn(table: *const RecorderTable, flags: u8) -> i32;
 
 /// `attach`'s flags; mirrored in `observer.cpp`.
@@ -347,6 +347,7 @@ const MEMORY: u8 = 2;
 const FLOPS: u8 = 4;
 const STACK: u8 = 8;
 const MODULES: u8 = 16;
+const OVERLOADS: u8 = 32;
 /// The observer's `detach()`: removes them (a no-op when not registered).
 type DetachFn = unsafe extern "C" fn();
 /// The observer's `window_opened()`: the Python tracer begins the frames it pushed during a
@@ -397,6 +398,7 @@ impl ActivityProfiler for TorchOps {
             (config.with_flops(), FLOPS),
             (config.with_stack(), STACK),
             (config.with_modules(), MODULES),
+            (config.capture_overload_names(), OVERLOADS),
         ]
         .into_iter()
         .filter(|&(on, _)| on)

@@ -1,7 +1,8 @@
 //! What the op observer packs of an op beside its name (`python/omniprof/csrc/table.h`:
-//! its inputs as numbers, its FLOPs, its TorchScript module hierarchy), and torch.profiler's
-//! text of it: the `args` `Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`,
-//! `flops` and `Module Hierarchy`, made when the session stops ([`unpack`], an
+//! its inputs as numbers, its FLOPs, its TorchScript module hierarchy, its overload name),
+//! and torch.profiler's text of it: the `args` `Input Dims`, `Input Strides`, `Input type`,
+//! `Concrete Inputs`, `flops`, `Module Hierarchy` and `Overload Name`, made when the
+//! session stops ([`unpack`], an
 //! [`UnpackArgs`](omniprof::recording::UnpackArgs)) instead of while the op runs.
 //!
 //! The text is PyTorch's: a dtype by the name PyTorch gives it (handed over once per attach,
@@ -53,6 +54,7 @@ struct Keys {
     concrete: Arc<str>,
     flops: Arc<str>,
     hierarchy: Arc<str>,
+    overload: Arc<str>,
 }
 
 fn keys() -> &'static Keys {
@@ -64,6 +66,7 @@ fn keys() -> &'static Keys {
         concrete: arg::CONCRETE_INPUTS.into(),
         flops: arg::FLOPS.into(),
         hierarchy: arg::MODULE_HIERARCHY.into(),
+        overload: arg::OVERLOAD_NAME.into(),
     })
 }
 
@@ -101,7 +104,9 @@ impl Words<'_> {
 
 /// Unpacks an op's details (`table.h`'s layout) into its args, in the order torch.profiler
 /// writes them: `Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`, `flops`,
-/// `Module Hierarchy`; inputs only when there are some, `flops` only when counted.
+/// `Module Hierarchy`, then `Overload Name` (omniprof's, with `capture_overload_names`);
+/// inputs only when there are some, `flops` only when counted, an overload only when not
+/// the default.
 pub(crate) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
     let keys = keys();
     let mut words = Words(words);
@@ -132,6 +137,11 @@ pub(crate) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
     }
     if let Some(hierarchy) = hierarchy {
         args.push((keys.hierarchy.clone(), Value::from(hierarchy.as_str())));
+    }
+    let overload_len = words.next();
+    if overload_len > 0 {
+        let overload = words.text(overload_len);
+        args.push((keys.overload.clone(), Value::from(overload.as_str())));
     }
 }
 
@@ -382,6 +392,18 @@ mod tests {
         assert_eq!(args[3].1, r#"["(1+2j)"]"#);
         assert_eq!(args[4].1, "42");
         assert_eq!(args[5].1, r#""TOP(M)::forward.""#);
+    }
+
+    #[test]
+    fn an_overload_name_unpacks_last_after_the_inputs() {
+        let mut words = vec![0, 0, 1, kind::INT, 3, "Tensor".len() as u64];
+        words.extend(words_of("Tensor"));
+        let args = args_of(&words);
+        assert_eq!(
+            args.last(),
+            Some(&("Overload Name".into(), r#""Tensor""#.into()))
+        );
+        assert_eq!(args.len(), 5);
     }
 
     #[test]

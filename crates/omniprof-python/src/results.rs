@@ -55,14 +55,19 @@ impl PyTrace {
     /// the table even where no row has any (as PyTorch's table has them when asked for);
     /// `group_by_stack_n` also groups by the first N frames of the events' Python stacks
     /// (rows then have `stack`, and the table a `Source Location` column);
-    /// `include_python_functions` makes rows of `python_function` events too.
+    /// `include_python_functions` makes rows of `python_function` events too;
+    /// `group_by_overload_name` also groups by the ops' overload names (rows then have
+    /// `overload_name`, and the table an `Overload Name` column where some row has one).
     #[pyo3(signature = (
         group_by_input_shape=false,
         profile_memory=false,
         with_flops=false,
         group_by_stack_n=0,
-        include_python_functions=false
+        include_python_functions=false,
+        group_by_overload_name=false
     ))]
+    // One keyword argument each, as PyTorch's key_averages takes them.
+    #[allow(clippy::too_many_arguments)]
     fn key_averages(
         &self,
         py: Python<'_>,
@@ -71,9 +76,11 @@ impl PyTrace {
         with_flops: bool,
         group_by_stack_n: i64,
         include_python_functions: bool,
+        group_by_overload_name: bool,
     ) -> PyKeyAverages {
         let options = KeyAveragesOptions {
             group_by_input_shapes: group_by_input_shape,
+            group_by_overload_name,
             profile_memory,
             with_flops,
             // PyTorch groups by stack only for N > 0.
@@ -523,11 +530,11 @@ impl PyRow {
         false
     }
 
-    /// PyTorch's overload name, which rows are not grouped by: empty, as in PyTorch without
-    /// `group_by_overload_name`.
+    /// PyTorch's overload name: the rows' (`""` for the default overload) when grouped by
+    /// overload name, else empty, as in PyTorch.
     #[getter]
     fn overload_name(&self) -> &str {
-        ""
+        self.row().overload_name.as_deref().unwrap_or("")
     }
 
     /// The device's name (`cuda`) when the rows have device time, else `None`.

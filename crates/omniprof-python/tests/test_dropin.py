@@ -427,6 +427,67 @@ def test_config_warnings_reach_python() -> None:
         omniprof.profile(config="BOGUS_KEY=1")
 
 
+def table_rows(table: str) -> List[Tuple[str, ...]]:
+    """A table's rows as (name, [overload name,] # of calls): its cells without times, cut
+    where the rule above the header puts the columns."""
+    import re
+
+    rule, header, *_ = table.splitlines()
+    spans = [m.span() for m in re.finditer("-+", rule)]
+    cells = lambda line: [line[start:end].strip() for start, end in spans]  # noqa: E731
+    names = cells(header)
+    keep = [names.index(n) for n in ("Name", "Overload Name", "# of Calls") if n in names]
+    return [tuple(cells(line)[i] for i in keep) for line in table.splitlines()[3:-2]]
+
+
+def test_grouping_by_overload_name_gives_torch_profilers_rows() -> None:
+    from torch._C._profiler import _ExperimentalConfig
+
+    omniprof._observer.install()
+    a, b = torch.ones(4), torch.ones(4)
+
+    def overloads() -> None:
+        for _ in range(2):
+            a + b  # aten::add.Tensor
+            a + 1  # aten::add.Tensor too: PyTorch wraps the scalar
+            torch.add(a, b, out=torch.empty(4))  # aten::add.out
+            torch.ops.aten.add.Scalar(a, 1.5)  # aten::add.Scalar
+            a.sum()  # aten::sum, the default overload
+            a.sum(0)  # aten::sum.dim_IntList
+
+    for capture in [True, False]:
+        profilers: Dict[str, Any] = {}
+        for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+            config = _ExperimentalConfig(capture_overload_names=capture)
+            with module.profile(activities=[module.ProfilerActivity.CPU], experimental_config=config) as prof:
+                overloads()
+            profilers[name] = prof
+        theirs, ours = profilers["torch"], profilers["omniprof"]
+        for by_overload in [True, False]:
+            rows = [
+                [(r.key, r.overload_name, r.count) for r in p.key_averages(group_by_overload_name=by_overload)]
+                for p in (theirs, ours)
+            ]
+            assert rows[1] == rows[0], (capture, by_overload)
+            tables = [table_rows(p.key_averages(group_by_overload_name=by_overload).table(row_limit=-1)) for p in (theirs, ours)]
+            assert tables[1] == tables[0], (capture, by_overload)
+        grouped = {(k, o): n for k, o, n in rows_of(ours.key_averages(group_by_overload_name=True))}
+        if capture:
+            assert {k: grouped[k] for k in [("aten::add", "Tensor"), ("aten::add", "Scalar"), ("aten::add", "out")]} == {
+                ("aten::add", "Tensor"): 4,
+                ("aten::add", "Scalar"): 2,
+                ("aten::add", "out"): 2,
+            }
+            assert (grouped[("aten::sum", "")], grouped[("aten::sum", "dim_IntList")]) == (2, 2)
+        else:
+            # Nothing captured: every op has the default overload's name, as in PyTorch.
+            assert (grouped[("aten::add", "")], grouped[("aten::sum", "")]) == (8, 4)
+
+
+def rows_of(averages: Any) -> List[Tuple[str, str, int]]:
+    return [(r.key, r.overload_name, r.count) for r in averages]
+
+
 def test_arguments_not_acted_on_warn_once_and_unknown_ones_raise() -> None:
     omniprof.profiler._warned.discard("acc_events")
     with pytest.warns(RuntimeWarning, match="omniprof does not support acc_events yet; it is ignored"):

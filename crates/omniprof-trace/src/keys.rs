@@ -69,6 +69,10 @@ pub mod arg {
     pub const MODULE_HIERARCHY: &str = "Module Hierarchy";
     /// An op's scalar inputs as text (`["", "1", "[4, 8]"]`; `""` for a tensor).
     pub const CONCRETE_INPUTS: &str = "Concrete Inputs";
+    /// An ATen op's overload (`"Tensor"` of `aten::add.Tensor`; absent for the default
+    /// overload), which the Python package records when asked as torch.profiler's
+    /// `_ExperimentalConfig(capture_overload_names=True)` captures it.
+    pub const OVERLOAD_NAME: &str = "Overload Name";
 }
 
 /// Names of events with a meaning of their own.

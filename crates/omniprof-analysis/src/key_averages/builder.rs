@@ -32,6 +32,8 @@ struct GroupKey {
     name: u32,
     /// 0 unless grouping by shapes.
     shapes: u32,
+    /// 0 (the default overload, `""`) unless grouping by overload name.
+    overload: u32,
     /// The first N frames of the stack; 0 (no frame) unless grouping by stack.
     stack: u32,
     /// A `python_function` event: a row only with `include_python_functions`.
@@ -153,6 +155,8 @@ pub struct KeyAveragesBuilder {
     options: KeyAveragesOptions,
     names: Interner,
     shapes: Interner,
+    /// The overload names rows group by; the first (id 0) is the default overload's, `""`.
+    overloads: Interner,
     /// The stack prefixes rows group by; the first is the empty one.
     stacks: Vec<Stack>,
     stack_ids: FastMap<Stack, u32>,
@@ -315,6 +319,11 @@ impl KeyAveragesBuilder {
             options,
             names: Interner::default(),
             shapes: Interner::default(),
+            overloads: {
+                let mut overloads = Interner::default();
+                overloads.id("");
+                overloads
+            },
             stacks: vec![Stack::from(Vec::new())],
             stack_ids: FastMap::default(),
             scratch: String::new(),
@@ -456,6 +465,9 @@ impl KeyAveragesBuilder {
         if self.options.group_by_stack_n > 0 {
             keys.extend([arg::CALL_STACK, arg::SEQUENCE_NUMBER]);
         }
+        if self.options.group_by_overload_name {
+            keys.push(arg::OVERLOAD_NAME);
+        }
         keys
     }
 
@@ -576,6 +588,10 @@ impl KeyAveragesBuilder {
         } else {
             0
         };
+        let overload = match a.arg(arg::OVERLOAD_NAME).and_then(Value::as_str) {
+            Some(name) if self.options.group_by_overload_name => self.overloads.id(name),
+            _ => 0,
+        };
         let flops = activity::flops(a);
         if flops.is_some() {
             self.saw_flops = true;
@@ -601,6 +617,7 @@ impl KeyAveragesBuilder {
         let key = self.group(GroupKey {
             name,
             shapes,
+            overload,
             stack,
             python,
             on_device: false,
@@ -936,6 +953,7 @@ impl KeyAveragesBuilder {
         let key = self.group(GroupKey {
             name,
             shapes,
+            overload: 0,
             stack,
             python: false,
             on_device: true,
@@ -982,6 +1000,7 @@ impl KeyAveragesBuilder {
         self.group(GroupKey {
             name,
             shapes,
+            overload: 0,
             stack: 0,
             python: false,
             on_device: false,
@@ -1284,12 +1303,15 @@ impl KeyAveragesBuilder {
         groups.sort_by_key(|g| g.first);
         let by_shapes = self.options.group_by_input_shapes;
         let by_stack = self.options.group_by_stack_n > 0;
+        let by_overload = self.options.group_by_overload_name;
         let rows = groups
             .into_iter()
             .map(|g| Row {
                 name: Arc::clone(&self.names.strings[g.key.name as usize]),
                 input_shapes: by_shapes
                     .then(|| Arc::clone(&self.shapes.strings[g.key.shapes as usize])),
+                overload_name: by_overload
+                    .then(|| Arc::clone(&self.overloads.strings[g.key.overload as usize])),
                 stack: by_stack.then(|| Arc::clone(&self.stacks[g.key.stack as usize])),
                 count: g.count,
                 self_cpu_time_total_ns: g.self_cpu_ns,

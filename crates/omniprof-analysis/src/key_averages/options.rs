@@ -15,6 +15,12 @@ pub struct KeyAveragesOptions {
     /// Also group by the ops' input shapes (`Input Dims`), as PyTorch's
     /// `key_averages(group_by_input_shape=True)`.
     pub group_by_input_shapes: bool,
+    /// Also group by the ops' overload names (`Overload Name`, recorded with PyTorch's
+    /// `_ExperimentalConfig(capture_overload_names=True)`), as PyTorch's
+    /// `key_averages(group_by_overload_name=True)`: `aten::add.Tensor` and
+    /// `aten::add.Scalar` become two rows, and the table gains an `Overload Name` column
+    /// when some row has one.
+    pub group_by_overload_name: bool,
     /// The device name for the device columns, overriding what the trace says.
     pub device_name: Option<String>,
     /// Print the memory columns even when the trace holds no memory record (PyTorch's

@@ -108,6 +108,7 @@ impl FunctionEvent {
         Row {
             name: Arc::clone(&self.name),
             input_shapes: Some(Arc::clone(&self.input_shapes)),
+            overload_name: None,
             stack: Some(Arc::clone(&self.stack)),
             count: 1,
             self_cpu_time_total_ns: self.self_cpu_time_total_ns,

@@ -17,6 +17,10 @@ pub struct Row {
     /// The events' input shapes as Python prints them (`[[256, 256], []]`); set when
     /// grouping by input shapes.
     pub input_shapes: Option<Arc<str>>,
+    /// The events' overload name (`""` for the default overload); set when grouping by
+    /// overload name
+    /// ([`KeyAveragesOptions::group_by_overload_name`](crate::KeyAveragesOptions::group_by_overload_name)).
+    pub overload_name: Option<Arc<str>>,
     /// The first N frames of the events' Python stack, innermost first (PyTorch's
     /// `FunctionEventAvg.stack`); set when grouping by stack
     /// ([`KeyAveragesOptions::group_by_stack_n`](crate::KeyAveragesOptions::group_by_stack_n)), empty for events without one. An event's
@@ -343,6 +347,7 @@ impl KeyAverages {
         let mut total = Row {
             name: Arc::from("Total"),
             input_shapes: last.input_shapes.clone(),
+            overload_name: last.overload_name.clone(),
             stack: last.stack.clone(),
             on_device: last.on_device,
             is_legacy: last.is_legacy,

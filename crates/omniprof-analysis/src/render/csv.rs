@@ -41,6 +41,7 @@ impl KeyAverages {
 fn render(summary: &KeyAverages, options: &TableOptions, lead: Option<(&str, &str)>) -> String {
     let by_shapes = summary.rows.iter().any(|r| r.input_shapes.is_some());
     let by_stack = summary.rows.iter().any(|r| r.stack.is_some());
+    let by_overload = summary.rows.iter().any(|r| r.overload_name.is_some());
     let mut out = String::new();
     if let Some((column, _)) = lead {
         out.push_str(&field(column));
@@ -49,6 +50,9 @@ fn render(summary: &KeyAverages, options: &TableOptions, lead: Option<(&str, &st
     out.push_str("name,");
     if by_shapes {
         out.push_str("input_shapes,");
+    }
+    if by_overload {
+        out.push_str("overload_name,");
     }
     if by_stack {
         out.push_str("stack,");
@@ -64,6 +68,10 @@ fn render(summary: &KeyAverages, options: &TableOptions, lead: Option<(&str, &st
         if by_shapes {
             out.push(',');
             out.push_str(&field(row.input_shapes.as_deref().unwrap_or("")));
+        }
+        if by_overload {
+            out.push(',');
+            out.push_str(&field(row.overload_name.as_deref().unwrap_or("")));
         }
         if by_stack {
             let frames: String = row

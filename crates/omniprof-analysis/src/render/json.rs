@@ -29,6 +29,8 @@ struct JsonRow<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     input_shapes: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    overload_name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     stack: Option<Vec<&'a str>>,
     count: u64,
     self_cpu_time_total_us: f64,
@@ -51,6 +53,7 @@ impl<'a> From<&'a Row> for JsonRow<'a> {
         Self {
             name: &row.name,
             input_shapes: row.input_shapes.as_deref(),
+            overload_name: row.overload_name.as_deref(),
             stack: row
                 .stack
                 .as_deref()

@@ -132,6 +132,11 @@ fn shapes(row: &Row) -> Option<&str> {
     row.input_shapes.as_deref()
 }
 
+/// The overload name of a row (`""`: the default overload, or not grouped by overload).
+fn overload(row: &Row) -> &str {
+    row.overload_name.as_deref().unwrap_or("")
+}
+
 /// The frames of a row's stack (none when it has none).
 fn frames(row: &Row) -> &[Arc<str>] {
     row.stack.as_deref().unwrap_or(&[])
@@ -173,6 +178,8 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
     };
     let has_device = summary.has_device_time();
     let has_shapes = rows.iter().any(|r| shapes(r).is_some());
+    // PyTorch's `Overload Name` column: when some row's is not the default overload's.
+    let has_overloads = rows.iter().any(|r| !overload(r).is_empty());
     let has_device_memory = rows.iter().any(|r| r.self_device_memory_usage > 0);
     let flops_scale = rows
         .iter()
@@ -202,14 +209,17 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
         .unwrap_or(0)
         .min(options.max_src_column_width.unwrap_or(usize::MAX));
 
-    let mut headers = vec![
-        "Name".to_string(),
+    let mut headers = vec!["Name".to_string()];
+    if has_overloads {
+        headers.push("Overload Name".into());
+    }
+    headers.extend([
         "Self CPU %".into(),
         "Self CPU".into(),
         "CPU total %".into(),
         "CPU total".into(),
         "CPU time avg".into(),
-    ];
+    ]);
     if has_device {
         headers.extend([
             format!("Self {device}"),
@@ -227,6 +237,10 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
     headers.push("# of Calls".into());
     let mut widths = vec![COLUMN_WIDTH; headers.len()];
     widths[0] = name_width;
+    if has_overloads {
+        // As wide as the names, as in PyTorch.
+        widths[1] = name_width;
+    }
     if has_shapes {
         headers.push("Input Shapes".into());
         widths.push(shapes_width);
@@ -275,14 +289,17 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
         out.push('\n');
     }
     for row in summary.select(options) {
-        let mut cells = vec![
-            fit_name(&row.name, options.max_name_column_width),
+        let mut cells = vec![fit_name(&row.name, options.max_name_column_width)];
+        if has_overloads {
+            cells.push(fit_name(overload(row), options.max_name_column_width));
+        }
+        cells.extend([
             format_share(us(row.self_cpu_time_total_ns), cpu_total),
             time(us(row.self_cpu_time_total_ns)),
             format_share(us(row.cpu_time_total_ns), cpu_total),
             time(us(row.cpu_time_total_ns)),
             time(row.cpu_time_avg_us()),
-        ];
+        ]);
         if has_device {
             cells.extend([
                 time(us(row.self_device_time_total_ns)),

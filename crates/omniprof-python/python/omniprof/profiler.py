@@ -86,30 +86,41 @@ def _flag_positions(flag: str) -> List[int]:
     return [i for i, (a, b) in enumerate(zip(default, flipped)) if a != b]
 
 
-def _asks_cuda_sync(config: Any) -> bool:
-    """Whether an ``_ExperimentalConfig`` has ``enable_cuda_sync_events=True``: then CUDA
-    synchronization (``cuda_sync``) is recorded with ``ProfilerActivity.CUDA``."""
+def _asks_flag(config: Any, flag: str) -> bool:
+    """Whether an ``_ExperimentalConfig`` has its boolean ``flag`` set."""
     if config is None:
         return False
     try:
-        at = _flag_positions("enable_cuda_sync_events")
+        at = _flag_positions(flag)
         return len(at) == 1 and bool(config.__getstate__()[at[0]])
     except Exception:  # a PyTorch without the flag
         return False
 
 
+def _asks_cuda_sync(config: Any) -> bool:
+    """Whether an ``_ExperimentalConfig`` has ``enable_cuda_sync_events=True``: then CUDA
+    synchronization (``cuda_sync``) is recorded with ``ProfilerActivity.CUDA``."""
+    return _asks_flag(config, "enable_cuda_sync_events")
+
+
+def _asks_overload_names(config: Any) -> bool:
+    """Whether an ``_ExperimentalConfig`` has ``capture_overload_names=True``: then each
+    op's overload name is recorded, for ``key_averages(group_by_overload_name=True)``."""
+    return _asks_flag(config, "capture_overload_names")
+
+
 def _asks_beyond_verbose(config: Any) -> bool:
     """Whether an ``_ExperimentalConfig`` asks for more than ``verbose`` (the ``Call stack``
-    arg, which omniprof always writes with stacks), ``enable_cuda_sync_events`` (acted on)
-    and the deprecated, ignored ``adjust_profiler_step``: what it asks then is not acted
-    on."""
+    arg, which omniprof always writes with stacks), ``enable_cuda_sync_events`` and
+    ``capture_overload_names`` (acted on) and the deprecated, ignored
+    ``adjust_profiler_step``: what it asks then is not acted on."""
     if config is None:
         return False
     try:
         from torch._C._profiler import _ExperimentalConfig
 
         given, default = config.__getstate__(), _ExperimentalConfig().__getstate__()
-        acted_on = ("verbose", "enable_cuda_sync_events", "adjust_profiler_step")
+        acted_on = ("verbose", "enable_cuda_sync_events", "capture_overload_names", "adjust_profiler_step")
         ignored = {i for flag in acted_on for i in _flag_positions(flag)}
         return any(a != b for i, (a, b) in enumerate(zip(given, default)) if i not in ignored)
     except Exception:  # another torch's config: say it is not acted on
@@ -239,6 +250,8 @@ class profile:
                 continue
             if value != _NOT_YET_SUPPORTED[key]:
                 _warn_once(key, f"omniprof does not support {key} yet; it is ignored")
+        if _asks_overload_names(experimental_config):
+            config = (config + "\n" if config else "") + "OMNIPROF_CAPTURE_OVERLOAD_NAMES=true"
         if names is not None and "CUDA" in names and _asks_cuda_sync(experimental_config):
             names = names + ["cuda_sync"]
         schedule = _as_schedule(schedule)
@@ -442,19 +455,19 @@ class profile:
         them exactly as ``omniprof summary`` prints the exported file. ``group_by_stack_n=N``
         also groups by the first N frames of each op's Python stack (rows get ``stack``, the
         table PyTorch's ``Source Location`` column); ``include_python_functions`` makes rows
-        of Python function events too. Grouping by overload name is not supported yet (warned
-        once; rows are then grouped by name)."""
-        if group_by_overload_name:
-            _warn_once(
-                "group_by_overload_name",
-                "omniprof does not support group_by_overload_name yet; it is ignored",
-            )
+        of Python function events too. ``group_by_overload_name`` also groups by each op's
+        overload name (``aten::add.Tensor`` apart from ``aten::add.Scalar``; rows get
+        ``overload_name``, the table PyTorch's ``Overload Name`` column), which, as in
+        PyTorch, is recorded only with
+        ``experimental_config=_ExperimentalConfig(capture_overload_names=True)``: without
+        it every op has the default overload's, ``""``, and rows are as by name."""
         return self._require_trace("key_averages").key_averages(
             group_by_input_shape,
             self.profile_memory,
             self.with_flops,
             group_by_stack_n,
             include_python_functions,
+            group_by_overload_name,
         )
 
     def events(self) -> Any:

@@ -322,6 +322,11 @@ config_keys! {
     /// `ProfilerActivity.PrivateUse1`.
     OMNIPROF_PRIVATEUSE1_STUBS: Bool = false => privateuse1_stubs() -> bool;
 
+    /// (omniprof's own) the Python package's PyTorch op observer records each ATen op's
+    /// overload name (`Overload Name`), as torch.profiler does with
+    /// `_ExperimentalConfig(capture_overload_names=True)`, which sets it.
+    OMNIPROF_CAPTURE_OVERLOAD_NAMES: Bool = false => capture_overload_names() -> bool;
+
     /// (omniprof's own) let the Kineto profiler a PyTorch PrivateUse1 backend registered
     /// (`REGISTER_PRIVATEUSE1_PROFILER`) record its device, as torch.profiler does; the
     /// profiler stubs then time ops only where no such profiler is registered. The Python

@@ -800,6 +800,7 @@ fn every_core_key_parses() {
     // Past what one json! literal can hold.
     expected["OMNIPROF_STUBS_ELAPSED_TIMEOUT_MSECS"] = json!(1500);
     expected["OMNIPROF_PRIVATEUSE1_STUBS"] = json!(true);
+    expected["OMNIPROF_CAPTURE_OVERLOAD_NAMES"] = json!(false);
     expected["OMNIPROF_PRIVATEUSE1_PROFILER"] = json!(false);
     expected["OMNIPROF_CUPTI_EXTERNAL_CORRELATION"] = json!(true);
     assert_eq!(json, expected);

@@ -66,6 +66,7 @@ constexpr uint8_t kMemory = 2;
 constexpr uint8_t kFlops = 4;
 constexpr uint8_t kStack = 8;
 constexpr uint8_t kModules = 16;
+constexpr uint8_t kOverloads = 32;
 
 // Written only while no callback is registered (by `attach`, one session at a time).
 const Table* table = nullptr;
@@ -74,6 +75,7 @@ bool record_flops = false;
 bool record_memory = false;
 bool record_stack = false;
 bool record_modules = false;
+bool record_overloads = false;
 std::optional<at::CallbackHandle> handle;
 
 // Whether allocator reports are recorded now: read by the reporter on any thread.
@@ -355,8 +357,9 @@ __attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
   }
 }
 
-// An op with more than its name: its inputs (record_shapes), FLOPs (with_flops) and the
-// TorchScript modules it runs in (with_modules), packed as numbers (table.h).
+// An op with more than its name: its inputs (record_shapes), FLOPs (with_flops), the
+// TorchScript modules it runs in (with_modules) and its overload name (capture_overload_names),
+// packed as numbers (table.h).
 __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn) {
   Words words;
   words.push(record_flops ? op_flops(fn) : 0);
@@ -391,7 +394,18 @@ __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn
       words[count_at] = 0;
     }
   }
-  if (words[0] == 0 && words[1] == 0 && words[count_at] == 0) {
+  size_t overload_at = words.size();
+  words.push(0);
+  if (record_overloads) {
+    // As torch.profiler captures it: an ATen op's overload ("Tensor" of aten::add.Tensor),
+    // empty for the default overload and for what is no operator.
+    const auto& op = fn.operator_name();
+    if (op && !op->overload_name.empty()) {
+      words[overload_at] = op->overload_name.size();
+      words.append_bytes(op->overload_name);
+    }
+  }
+  if (words[0] == 0 && words[1] == 0 && words[count_at] == 0 && words[overload_at] == 0) {
     table->push_op(fn.name(), &fn);
   } else {
     table->push_op_packed(fn.name(), &fn, words.data(), words.size());
@@ -447,7 +461,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (evaluates_a_node(fn)) {
     last_node = Numbers{};
   }
-  if (record_shapes || record_modules) {
+  if (record_shapes || record_modules || record_overloads) {
     push_op_with_details(fn);
   } else {
     table->push_op(fn.name(), &fn);
@@ -481,9 +495,9 @@ enum AttachStatus : int32_t { kAttached = 0, kAlreadyAttached = 1, kTableMismatc
 
 // Registers the callbacks recording through `t`, with what `flags` asks (kShapes, kMemory,
 // kFlops; FLOPs need the shapes' inputs, so they imply kShapes; kStack starts the Python
-// tracer; kModules records TorchScript's module hierarchy). Called by the session engine,
-// one session at a time, so the globals it writes are never written concurrently; no C++
-// exception leaves it (its caller is Rust).
+// tracer; kModules records TorchScript's module hierarchy, kOverloads each op's overload
+// name). Called by the session engine, one session at a time, so the globals it writes are
+// never written concurrently; no C++ exception leaves it (its caller is Rust).
 int32_t attach(const Table* t, uint8_t flags) noexcept {
   if (handle) {
     return kAlreadyAttached;
@@ -498,6 +512,7 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
     record_memory = (flags & kMemory) != 0;
     record_stack = (flags & kStack) != 0;
     record_modules = (flags & kModules) != 0;
+    record_overloads = (flags & kOverloads) != 0;
     // Allocations are reported from the window's opening (window_opened), as PyTorch's
     // profiler reports none during a warm-up: the allocator keeps a block's size only while
     // a reporter listens, so one allocated then and freed in the window would be reported

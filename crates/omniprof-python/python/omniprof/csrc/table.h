@@ -18,7 +18,12 @@ namespace omniprof {
 //                   it ("TOP(Model)::forward.linear(Linear)::forward.")
 //   (L + 7) / 8     words holding those bytes
 //   next word       N, its inputs (0: not described)
-//   then N inputs, each a tag word (its kind in the low 8 bits) and what the kind carries:
+//   then N inputs, each a tag word (its kind in the low 8 bits) and what the kind carries
+//   (below), and last
+//   next word       O, the byte length of its overload name (0: none or the default), as
+//                   PyTorch's OperatorName has it ("Tensor" of aten::add.Tensor)
+//   (O + 7) / 8     words holding those bytes
+// The input kinds:
 namespace packed {
 // Nothing described: an undefined tensor, None, a string, a long list.
 constexpr uint64_t kOther = 0;
