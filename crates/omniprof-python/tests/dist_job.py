@@ -6,7 +6,9 @@ profiles one warm-up step and ``STEPS`` active steps (``omniprof.schedule``) and
 trace to ``OUT/rank<R>.pt.trace.json``; the trace carries its rank in ``distributedInfo``, as
 torch.profiler writes it. Rank ``--slow-rank`` sleeps ``--sleep-ms`` before its all-reduce
 in the steps ``--slow-steps`` (the ``ProfilerStep#N`` numbers), so that the others wait for it
-there.
+there. With ``--cycles N`` each rank instead profiles N cycles of one warm-up and ``STEPS``
+active steps (torch.profiler's default ``repeat=0``) through ``tensorboard_trace_handler(OUT)``,
+one trace per cycle, as a training script does.
 
     python dist_job.py OUT --world 4 --steps 4 --slow-rank 2 --slow-steps 2,4 --sleep-ms 150
 """
@@ -32,7 +34,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def train(rank: int, world: int, port: int, out: str, steps: int, slow_rank: int, slow_steps: List[int], sleep_s: float) -> None:
+def train(
+    rank: int, world: int, port: int, out: str, steps: int, slow_rank: int, slow_steps: List[int], sleep_s: float, cycles: int
+) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
@@ -45,9 +49,10 @@ def train(rank: int, world: int, port: int, out: str, steps: int, slow_rank: int
     def export(prof: omniprof.profile) -> None:
         prof.export_chrome_trace(os.path.join(out, f"rank{rank}.pt.trace.json"))
 
-    schedule = omniprof.schedule(wait=0, warmup=WARMUP, active=steps, repeat=1)
-    with omniprof.profile(schedule=schedule, on_trace_ready=export) as prof:
-        for step in range(WARMUP + steps):
+    schedule = omniprof.schedule(wait=0, warmup=WARMUP, active=steps, repeat=0 if cycles else 1)
+    handler = omniprof.tensorboard_trace_handler(out, worker_name=f"rank{rank}") if cycles else export
+    with omniprof.profile(schedule=schedule, on_trace_ready=handler) as prof:
+        for step in range((WARMUP + steps) * max(cycles, 1)):
             loss = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
             # PyTorch numbers the steps from 0: this one records as ProfilerStep#<step>.
@@ -76,12 +81,13 @@ def main() -> None:
     parser.add_argument("--slow-rank", type=int, default=-1)
     parser.add_argument("--slow-steps", default="")
     parser.add_argument("--sleep-ms", type=float, default=0.0)
+    parser.add_argument("--cycles", type=int, default=0)
     args = parser.parse_args()
     slow_steps = [int(n) for n in args.slow_steps.split(",") if n]
     os.makedirs(args.out, exist_ok=True)
     mp.spawn(
         train,
-        args=(args.world, free_port(), args.out, args.steps, args.slow_rank, slow_steps, args.sleep_ms / 1000),
+        args=(args.world, free_port(), args.out, args.steps, args.slow_rank, slow_steps, args.sleep_ms / 1000, args.cycles),
         nprocs=args.world,
         join=True,
     )

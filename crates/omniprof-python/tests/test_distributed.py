@@ -2,7 +2,9 @@
 every rank, rank 2 sleeping in two steps. Each trace carries its rank in
 ``distributedInfo`` as torch.profiler writes it; ``omniprof summary DIR`` counts every rank's
 all-reduce calls; ``omniprof ranks DIR`` names rank 2 as the slowest; HTA reads the same
-ranks and step times.
+ranks and step times. A two-rank run through ``tensorboard_trace_handler`` (one trace per
+cycle and rank in one directory) is read as each rank's steps by ``summary``, ``ranks`` and
+``report``.
 
 torch is required: without it these tests fail, unless ``OMNIPROF_PY_ALLOW_NO_TORCH`` is set.
 """
@@ -152,3 +154,37 @@ def test_hta_reads_the_same_ranks_and_step_times(job: Path) -> None:
             start_us = -(-(s["start_ns"] - base) // 1000)
             end_us = (s["end_ns"] - base) // 1000
             assert theirs[f"ProfilerStep#{s['number']}"] in (end_us - start_us, end_us - start_us - 1)
+
+
+def test_a_trace_handlers_directory_of_a_two_rank_job_is_read_as_each_ranks_cycles(tmp_path: Path) -> None:
+    # torch.profiler's default repeat=0 through tensorboard_trace_handler: each rank writes
+    # one trace per cycle into one directory (two ranks, two cycles of one warm-up and two
+    # active steps: steps 1, 2 and 4, 5 recorded).
+    out = tmp_path / "tb"
+    with omniprof.profile():
+        torch.ones(1).add(1)
+    run = subprocess.run(
+        [sys.executable, str(HERE / "dist_job.py"), str(out), "--world=2", "--steps=2", "--cycles=2"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, f"dist_job.py failed:\n{run.stderr[-4000:]}"
+    files = sorted(p.name for p in out.iterdir())
+    assert [f.split(".")[0] for f in files] == ["rank0", "rank0", "rank1", "rank1"], files
+    page = tmp_path / "tb.html"
+    for command in [["summary", "--format", "json"], ["ranks", "--format", "json"], ["report", "-o", str(page)]]:
+        done = subprocess.run([str(cli()), *command, str(out)], capture_output=True, text=True)
+        assert done.returncode == 0, (command, done.stderr)
+        for rank in range(2):
+            assert f"note: rank {rank} has 2 traces" in done.stderr, (command, done.stderr)
+    doc = json.loads(omniprof_cli("ranks", str(out), "--format", "json"))
+    assert [[s["number"] for s in r["profile"]["steps"]] for r in doc["ranks"]] == [[1, 2, 4, 5]] * 2
+    summary = json.loads(omniprof_cli("summary", str(out), "--format", "json", "--row-limit", "-1"))
+    rows = {r["name"]: r for r in summary["rows"] if not r["on_device"]}
+    assert rows["c10d::allreduce_"]["count"] == 2 * 4
+    # The report's step view: rank 0's steps from both its traces.
+    html = page.read_text()
+    start = html.index('<script type="application/json" id="model">') + len('<script type="application/json" id="model">')
+    model = json.loads(html[start : html.index("</script>", start)])
+    assert [s["number"] for s in model["steps"]["steps"]] == [1, 2, 4, 5]
