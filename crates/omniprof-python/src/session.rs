@@ -22,18 +22,31 @@ use crate::error::profiler_error;
 use crate::results::PyTrace;
 use omniprof_trace::lock;
 
-/// `torch.profiler.ProfilerActivity`'s members and the activity types each selects. The
-/// device ones select the device classes (kernels, copies, runtime and driver calls, syncs)
-/// under that device's own type names; backends are gated by class, so any device's names
-/// select every backend of the class. `CUDA` leaves synchronization out, as PyTorch does
-/// unless `_ExperimentalConfig(enable_cuda_sync_events=True)` asks (the Python side then
-/// adds `cuda_sync`).
-const PROFILER_ACTIVITIES: [(&str, &[ActivityType]); 6] = {
+/// A `torch.profiler.ProfilerActivity` member: the activity types it selects, and the ones
+/// that name its device.
+struct Member {
+    name: &'static str,
+    /// What selecting it asks of the backends. The device members select the device-neutral
+    /// classes (kernels, copies, sets, annotations) besides their own runtime and driver
+    /// types, as Kineto's do: backends are gated by type, so any device member selects every
+    /// backend's kernels.
+    selects: &'static [ActivityType],
+    /// The types only a backend of this device offers (its runtime, driver and device
+    /// calls). A backend offering one of them records this member and no other device
+    /// member; one offering none of any member's (a Kineto plugin, a Rust backend that
+    /// records kernels and copies only) records every member whose `selects` it offers.
+    names_device: &'static [ActivityType],
+}
+
+/// `torch.profiler.ProfilerActivity`'s members. `CUDA` leaves synchronization out, as
+/// PyTorch does unless `_ExperimentalConfig(enable_cuda_sync_events=True)` asks (the Python
+/// side then adds `cuda_sync`).
+const PROFILER_ACTIVITIES: [Member; 6] = {
     use ActivityType::*;
     [
-        (
-            "CPU",
-            &[
+        Member {
+            name: "CPU",
+            selects: &[
                 CpuOp,
                 UserAnnotation,
                 CpuInstantEvent,
@@ -41,10 +54,11 @@ const PROFILER_ACTIVITIES: [(&str, &[ActivityType]); 6] = {
                 PythonFunction,
                 Overhead,
             ],
-        ),
-        (
-            "CUDA",
-            &[
+            names_device: &[],
+        },
+        Member {
+            name: "CUDA",
+            selects: &[
                 ConcurrentKernel,
                 GpuMemcpy,
                 GpuMemset,
@@ -52,10 +66,11 @@ const PROFILER_ACTIVITIES: [(&str, &[ActivityType]); 6] = {
                 CudaRuntime,
                 CudaDriver,
             ],
-        ),
-        (
-            "XPU",
-            &[
+            names_device: &[CudaRuntime, CudaDriver, CudaSync],
+        },
+        Member {
+            name: "XPU",
+            selects: &[
                 ConcurrentKernel,
                 GpuMemcpy,
                 GpuMemset,
@@ -65,15 +80,21 @@ const PROFILER_ACTIVITIES: [(&str, &[ActivityType]); 6] = {
                 XpuSync,
                 XpuScopeProfiler,
             ],
-        ),
-        (
-            "MTIA",
-            &[MtiaCcpEvents, MtiaRuntime, MtiaCounters, MtiaInsight],
-        ),
-        ("HPU", &[HpuOp, ConcurrentKernel, GpuMemcpy, GpuMemset]),
-        (
-            "PrivateUse1",
-            &[
+            names_device: &[XpuRuntime, XpuDriver, XpuSync],
+        },
+        Member {
+            name: "MTIA",
+            selects: &[MtiaCcpEvents, MtiaRuntime, MtiaCounters, MtiaInsight],
+            names_device: &[MtiaCcpEvents, MtiaRuntime, MtiaCounters, MtiaInsight],
+        },
+        Member {
+            name: "HPU",
+            selects: &[HpuOp, ConcurrentKernel, GpuMemcpy, GpuMemset],
+            names_device: &[HpuOp],
+        },
+        Member {
+            name: "PrivateUse1",
+            selects: &[
                 ConcurrentKernel,
                 GpuMemcpy,
                 GpuMemset,
@@ -81,9 +102,27 @@ const PROFILER_ACTIVITIES: [(&str, &[ActivityType]); 6] = {
                 PrivateUse1Runtime,
                 PrivateUse1Driver,
             ],
-        ),
+            names_device: &[PrivateUse1Runtime, PrivateUse1Driver],
+        },
     ]
 };
+
+impl Member {
+    /// The member called `name`, if there is one.
+    fn named(name: &str) -> Option<&'static Member> {
+        PROFILER_ACTIVITIES.iter().find(|m| m.name == name)
+    }
+
+    /// Whether a backend offering `offered` records this member's activities: it names this
+    /// device, or names none and offers something this member selects.
+    fn recorded_by(&self, offered: ActivitySet) -> bool {
+        let names = |m: &Member| m.names_device.iter().any(|t| offered.contains(*t));
+        if names(self) {
+            return true;
+        }
+        !PROFILER_ACTIVITIES.iter().any(names) && self.selects.iter().any(|t| offered.contains(*t))
+    }
+}
 
 /// The selection named by `items`: `ProfilerActivity` names (`CPU`, `CUDA`, ...) and activity
 /// type names (`kernel`, `gpu_pm_counter`, ...). An unknown name or the same item twice is a
@@ -92,18 +131,17 @@ fn activity_set(items: &[String]) -> PyResult<ActivitySet> {
     let mut set = ActivitySet::empty();
     let mut seen: Vec<String> = Vec::with_capacity(items.len());
     for item in items {
-        let types: Vec<ActivityType> =
-            match PROFILER_ACTIVITIES.iter().find(|(name, _)| name == item) {
-                Some((_, types)) => types.to_vec(),
-                None => vec![ActivityType::parse(item).map_err(|e| {
-                    let known: Vec<_> = PROFILER_ACTIVITIES.iter().map(|(n, _)| *n).collect();
-                    PyValueError::new_err(format!(
-                        "{e}: expected a ProfilerActivity ({}) or an activity type name \
+        let types: Vec<ActivityType> = match Member::named(item) {
+            Some(member) => member.selects.to_vec(),
+            None => vec![ActivityType::parse(item).map_err(|e| {
+                let known: Vec<_> = PROFILER_ACTIVITIES.iter().map(|m| m.name).collect();
+                PyValueError::new_err(format!(
+                    "{e}: expected a ProfilerActivity ({}) or an activity type name \
                          (cpu_op, kernel, gpu_pm_counter, ...)",
-                        known.join(", ")
-                    ))
-                })?],
-            };
+                    known.join(", ")
+                ))
+            })?],
+        };
         let key = item.to_ascii_lowercase();
         if seen.contains(&key) {
             return Err(PyValueError::new_err(format!(
@@ -124,24 +162,21 @@ struct Inner {
     metadata: Vec<(String, Value)>,
 }
 
-/// The `ProfilerActivity` members in `items` none of whose activity types any backend
-/// registered now can record (`CPU` is always recorded).
+/// The `ProfilerActivity` members in `items` that no backend registered now records (`CPU`
+/// is always recorded): a CUDA-only process records neither XPU nor HPU nor PrivateUse1,
+/// though their selections include the kernels CUPTI records.
 fn unrecorded(items: &[String], sitting_out: Option<&str>) -> Vec<String> {
-    let offered = omniprof::backends::profilers_present()
+    let offered: Vec<ActivitySet> = omniprof::backends::profilers_present()
         .iter()
         .filter(|p| Some(p.name()) != sitting_out)
-        .fold(ActivitySet::empty(), |mut set, p| {
-            p.available_activities().iter().for_each(|t| set.insert(t));
-            set
-        });
+        .map(|p| p.available_activities())
+        .collect();
     items
         .iter()
         .filter(|item| item.as_str() != "CPU")
         .filter(|item| {
-            PROFILER_ACTIVITIES
-                .iter()
-                .find(|(name, _)| name == item)
-                .is_some_and(|(_, types)| !types.iter().any(|t| offered.contains(*t)))
+            Member::named(item)
+                .is_some_and(|member| !offered.iter().any(|set| member.recorded_by(*set)))
         })
         .cloned()
         .collect()
@@ -539,7 +574,7 @@ impl PySchedule {
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The Python `ProfilerActivity` enum is checked against these names (tests/test_record.py).
-    let names = PROFILER_ACTIVITIES.map(|(name, _)| name);
+    let names = PROFILER_ACTIVITIES.map(|member| member.name);
     m.add(
         "PROFILER_ACTIVITIES",
         pyo3::types::PyTuple::new(m.py(), names)?,
