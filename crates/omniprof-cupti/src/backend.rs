@@ -368,11 +368,7 @@ impl ProfilerSession for CuptiSession {
                     // the host recorder wrote.
                     let thread = match linked.and_then(|id| host_ops.get(id)) {
                         Some(op) => op.resource,
-                        None => threads
-                            .tids
-                            .get(&api.thread)
-                            .copied()
-                            .unwrap_or(api.thread.into()),
+                        None => threads.system_tid(api.thread),
                     };
                     let kind = if api.driver {
                         ActivityType::CudaDriver
@@ -417,10 +413,11 @@ impl ProfilerSession for CuptiSession {
                     sink.add(a);
                 }
                 Record::Overhead(o) => {
-                    // A process or thread object is (pid, tid); a device object is
-                    // (device, context, stream).
+                    // A process or thread object is (pid, CUPTI's tid), on that thread's
+                    // row as its API calls are; a device object is (device, context,
+                    // stream).
                     let (device, resource) = match o.object_kind {
-                        1 | 2 => (pid, i64::from(o.object[1])),
+                        1 | 2 => (pid, threads.system_tid(o.object[1])),
                         _ => (i64::from(o.object[0]), i64::from(o.object[2])),
                     };
                     let a = Activity::new(

@@ -22,6 +22,17 @@ pub(crate) struct Threads {
     pub(crate) shared: HashSet<u32>,
 }
 
+impl Threads {
+    /// The system id of the thread CUPTI calls `cupti_tid`, or that id itself where no
+    /// thread noted this session has it.
+    pub(crate) fn system_tid(&self, cupti_tid: u32) -> i64 {
+        self.tids
+            .get(&cupti_tid)
+            .copied()
+            .unwrap_or(cupti_tid.into())
+    }
+}
+
 static SEEN: Mutex<Option<Threads>> = Mutex::new(None);
 static SESSION: AtomicU64 = AtomicU64::new(1);
 

@@ -64,6 +64,10 @@ type Drop = unsafe extern "C" fn(usize);
 type Count = unsafe extern "C" fn() -> usize;
 type Now = unsafe extern "C" fn() -> u64;
 type LaunchAt = unsafe extern "C" fn(u32, *const c_char, u32, u64, u64, u64);
+type Memcpy = unsafe extern "C" fn(u32, u8, u8, u8, u64, u32, u64);
+type Memset = unsafe extern "C" fn(u32, u16, u32, u64, u32, u64);
+type Sync = unsafe extern "C" fn(u32, u32, u32, u32, u64);
+type Overhead = unsafe extern "C" fn(u32, u64);
 
 /// A function of the simulated CUPTI the backend loaded.
 fn sim<T: Copy>(name: &str) -> T {
@@ -86,6 +90,21 @@ const CUDA_DEVICE_SYNCHRONIZE: u32 = 165;
 const CUDA_GET_DEVICE: u32 = 17;
 const CU_LAUNCH_KERNEL: u32 = 307;
 const CU_CTX_GET_CURRENT: u32 = 9;
+const CUDA_MEMCPY_ASYNC: u32 = 41;
+const CUDA_MEMSET_ASYNC: u32 = 51;
+const CUDA_STREAM_SYNCHRONIZE: u32 = 131;
+/// `CUPTI_ACTIVITY_MEMCPY_KIND_HTOD`.
+const HTOD: u8 = 1;
+/// `CUPTI_ACTIVITY_MEMORY_KIND_PINNED`.
+const PINNED: u8 = 2;
+/// `CUPTI_ACTIVITY_MEMORY_KIND_DEVICE`.
+const DEVICE: u8 = 3;
+/// `CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE`.
+const STREAM_SYNCHRONIZE: u32 = 3;
+/// `CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE`.
+const CONTEXT_SYNCHRONIZE: u32 = 4;
+/// `CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST`.
+const ACTIVITY_BUFFER_REQUEST: u32 = 7 << 16;
 
 /// A session over a step range holding an op that launches one kernel of 3 µs on stream 7,
 /// then a synchronization outside any op; `before_stop` runs last.
@@ -590,6 +609,171 @@ fn a_call_across_an_ops_edge_is_left_unlinked_with_a_warning_naming_the_fallback
     assert!(
         warnings[0].contains("OMNIPROF_CUPTI_EXTERNAL_CORRELATION=1 links them"),
         "{warnings:?}"
+    );
+}
+
+#[test]
+fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
+    if !in_child(
+        "copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them",
+        &[],
+    ) {
+        return;
+    }
+    let memcpy: Memcpy = sim("sim_memcpy");
+    let memset: Memset = sim("sim_memset");
+    let sync: Sync = sim("sim_sync");
+    let overhead: Overhead = sim("sim_overhead");
+    let activities = "cpu_op,user_annotation,kernel,gpu_memcpy,gpu_memset,cuda_runtime,\
+                      cuda_driver,cuda_sync,overhead";
+    // SAFETY (each block): calls of the simulated runtime, which keep nothing they are given.
+    let (trace, _) = record_with(activities, "", || {
+        {
+            let _op = record_op("aten::copy_");
+            spin(2);
+            unsafe { memcpy(CUDA_MEMCPY_ASYNC, HTOD, PINNED, DEVICE, 1 << 20, 7, 4_000) };
+            spin(2);
+        }
+        {
+            let _op = record_op("aten::fill_");
+            spin(2);
+            unsafe { memset(CUDA_MEMSET_ASYNC, DEVICE.into(), 0, 4096, 7, 1_000) };
+            spin(2);
+        }
+        // Once the stream's work is done, so that the waits share no time with it.
+        spin(20);
+        unsafe {
+            sync(
+                CUDA_STREAM_SYNCHRONIZE,
+                STREAM_SYNCHRONIZE,
+                7,
+                u32::MAX,
+                2_000,
+            )
+        };
+        unsafe {
+            sync(
+                CUDA_DEVICE_SYNCHRONIZE,
+                CONTEXT_SYNCHRONIZE,
+                u32::MAX,
+                u32::MAX,
+                3_000,
+            )
+        };
+        unsafe { overhead(ACTIVITY_BUFFER_REQUEST, 1_500) };
+    });
+    assert_eq!(backend_errors(&trace), Vec::<String>::new());
+
+    let mut json = Vec::new();
+    omniprof::trace::write_chrome(&trace, "simulated", &mut json).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let events = json["traceEvents"].as_array().unwrap();
+    let of = |cat: &str| -> Vec<&serde_json::Value> {
+        events
+            .iter()
+            .filter(|e| e["cat"] == cat && e["ph"] == "X")
+            .collect()
+    };
+    let op_id = |name: &str| one(&trace, ActivityType::CpuOp, name).correlation;
+    let launch = |name: &str| {
+        let launch = of("cuda_runtime")
+            .into_iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {events:?}"));
+        launch["args"]["correlation"].as_u64().unwrap()
+    };
+    // SAFETY: gettid only reads the calling thread's id.
+    let tid = i64::from(unsafe { libc::gettid() });
+    let pid = i64::from(std::process::id());
+    // Each event's name, row and args, the bandwidth and the duration aside (GPU clock
+    // times mapped to the trace's may move a nanosecond).
+    let shape = |e: &serde_json::Value| {
+        // An event with nothing to say writes no `args`.
+        let mut args = e["args"].as_object().cloned().unwrap_or_default();
+        args.remove("memory bandwidth (GB/s)");
+        (
+            e["name"].as_str().unwrap().to_owned(),
+            e["pid"].as_i64().unwrap(),
+            e["tid"].as_i64().unwrap(),
+            serde_json::Value::Object(args),
+        )
+    };
+    let dur_us = |e: &serde_json::Value| e["dur"].as_f64().unwrap();
+
+    let copies = of("gpu_memcpy");
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert_eq!(
+        shape(copies[0]),
+        (
+            "Memcpy HtoD (Pinned -> Device)".to_owned(),
+            0,
+            7,
+            serde_json::json!({
+                "External id": op_id("aten::copy_"),
+                "device": 0, "context": 1, "stream": 7, "bytes": 1 << 20,
+                "correlation": launch("cudaMemcpyAsync"),
+            })
+        )
+    );
+    assert!((dur_us(copies[0]) - 4.0).abs() < 0.01, "{copies:?}");
+    // Bytes per nanosecond: 1 MiB in 4 µs.
+    let bandwidth = copies[0]["args"]["memory bandwidth (GB/s)"]
+        .as_f64()
+        .unwrap();
+    assert!((bandwidth - 262.144).abs() < 1.0, "{bandwidth}");
+
+    let sets = of("gpu_memset");
+    assert_eq!(sets.len(), 1, "{sets:?}");
+    assert_eq!(
+        shape(sets[0]),
+        (
+            "Memset (Device)".to_owned(),
+            0,
+            7,
+            serde_json::json!({
+                "External id": op_id("aten::fill_"),
+                "device": 0, "context": 1, "stream": 7, "bytes": 4096,
+                "correlation": launch("cudaMemsetAsync"),
+            })
+        )
+    );
+    assert!((dur_us(sets[0]) - 1.0).abs() < 0.01, "{sets:?}");
+
+    let waits: Vec<_> = of("cuda_sync").into_iter().map(shape).collect();
+    assert_eq!(
+        waits,
+        [
+            (
+                "Stream Sync".to_owned(),
+                0,
+                7,
+                serde_json::json!({
+                    "cuda_sync_kind": "Stream Sync", "stream": 7, "device": 0, "context": 1,
+                    "correlation": launch("cudaStreamSynchronize"),
+                })
+            ),
+            (
+                "Context Sync".to_owned(),
+                0,
+                0,
+                serde_json::json!({
+                    "cuda_sync_kind": "Context Sync", "stream": -1, "device": 0, "context": 1,
+                    "correlation": launch("cudaDeviceSynchronize"),
+                })
+            ),
+        ]
+    );
+
+    // On the thread CUPTI names, by its system id, as its API calls are.
+    let overheads: Vec<_> = of("overhead").into_iter().map(shape).collect();
+    assert_eq!(
+        overheads,
+        [(
+            "Activity Buffer Request".to_owned(),
+            pid,
+            tid,
+            serde_json::json!({})
+        )]
     );
 }
 

@@ -2,7 +2,10 @@
  * signatures and record layouts of the installed CUPTI headers, over a pretend runtime.
  * `sim_launch` plays a runtime call on the calling thread: an API record, the external ids
  * pushed on that thread, and (for a kernel) the kernel's record, all kept until a flush hands
- * them to the buffers omniprof lends, as CUPTI does. `sim_external_calls` counts the pushes
+ * them to the buffers omniprof lends, as CUPTI does. `sim_memcpy`, `sim_memset` and
+ * `sim_sync` play calls that copy, set or wait (a copy's, set's or synchronization's record
+ * beside the call's), and `sim_overhead` CUPTI's own overhead: every kind of record
+ * omniprof reads. `sim_external_calls` counts the pushes
  * and pops of external ids made so far. Environment: SIM_CUPTI_VERSION (cuptiGetVersion's
  * answer, default CUPTI_API_VERSION). */
 #include <pthread.h>
@@ -10,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
@@ -22,6 +26,16 @@ typedef CUpti_ActivityKernel10 Kernel;
 #else
 typedef CUpti_ActivityKernel9 Kernel;
 #endif
+/* As tests/layout.c: the versions CUPTI fills for the other kinds. */
+#if CUPTI_API_VERSION >= 26
+typedef CUpti_ActivityMemcpy6 Memcpy;
+typedef CUpti_ActivitySynchronization2 Sync;
+#else
+typedef CUpti_ActivityMemcpy5 Memcpy;
+typedef CUpti_ActivitySynchronization Sync;
+#endif
+typedef CUpti_ActivityMemset4 Memset;
+typedef CUpti_ActivityOverhead3 Overhead;
 
 #define SUCCESS CUPTI_SUCCESS
 #define MAX_PENDING (1 << 16)
@@ -60,6 +74,10 @@ static size_t record_size(const CUpti_Activity* r) {
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: n = sizeof(CUpti_ActivityAPI); break;
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: n = sizeof(CUpti_ActivityExternalCorrelation); break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY: n = sizeof(Memcpy); break;
+    case CUPTI_ACTIVITY_KIND_MEMSET: n = sizeof(Memset); break;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: n = sizeof(Sync); break;
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: n = sizeof(Overhead); break;
     default: n = 8; break;
   }
   return (n + 7) & ~(size_t)7;
@@ -178,18 +196,109 @@ CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t 
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 211) *name = "cudaLaunchKernel_v7000";
   else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 165) *name = "cudaDeviceSynchronize_v3020";
   else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 17) *name = "cudaGetDevice_v3020";
+  else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 41) *name = "cudaMemcpyAsync_v3020";
+  else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 51) *name = "cudaMemsetAsync_v3020";
+  else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 131) *name = "cudaStreamSynchronize_v3020";
   else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == 307) *name = "cuLaunchKernel";
   else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == 9) *name = "cuCtxGetCurrent";
   else return CUPTI_ERROR_INVALID_PARAMETER;
   return SUCCESS;
 }
 
+/* The device work a call makes, besides its API record: none, a kernel, a copy, a set or a
+ * wait, of `duration_ns` on `stream` (a wait on no stream: UINT32_MAX). */
+typedef struct {
+  CUpti_ActivityKind kind; /* CUPTI_ACTIVITY_KIND_INVALID for none */
+  uint32_t stream;
+  uint64_t duration_ns;
+  const char* name;                  /* a kernel's (mangled) */
+  uint8_t copy_kind, src_kind, dst_kind; /* a copy's */
+  uint16_t memory_kind;              /* a set's */
+  uint32_t value;                    /* a set's */
+  uint64_t bytes;                    /* a copy's or set's */
+  uint32_t sync_type, event;         /* a wait's */
+} Work;
+
+/* When each stream's last work ends: a stream runs its work one after the other. */
+static uint64_t stream_busy_until[256];
+
+/* Keeps `work`'s record, launched by the call of `correlation` at `start`, if its kind is on.
+ * A kernel, copy or set begins 5 µs after its launch, or when its stream is free. */
+static void keep_work(const Work* work, uint32_t correlation, uint64_t start) {
+  if (work->kind == CUPTI_ACTIVITY_KIND_INVALID || !enabled[work->kind & 63]) return;
+  uint64_t begin = start + 5000, end;
+  if (work->kind != CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
+    uint64_t* busy = &stream_busy_until[work->stream & 255];
+    if (begin < *busy) begin = *busy;
+    *busy = begin + work->duration_ns;
+  }
+  end = begin + work->duration_ns;
+  if (work->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+    Kernel k;
+    memset(&k, 0, sizeof k);
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.registersPerThread = 32;
+    k.start = begin;
+    k.end = end;
+    k.deviceId = 0;
+    k.contextId = 1;
+    k.streamId = work->stream;
+    k.gridX = 264;
+    k.gridY = k.gridZ = 1;
+    k.blockX = 256;
+    k.blockY = k.blockZ = 1;
+    k.correlationId = correlation;
+    k.name = work->name;
+    keep(&k, sizeof k);
+  } else if (work->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+    Memcpy m;
+    memset(&m, 0, sizeof m);
+    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    m.copyKind = work->copy_kind;
+    m.srcKind = work->src_kind;
+    m.dstKind = work->dst_kind;
+    m.bytes = work->bytes;
+    m.start = begin;
+    m.end = end;
+    m.deviceId = 0;
+    m.contextId = 1;
+    m.streamId = work->stream;
+    m.correlationId = correlation;
+    keep(&m, sizeof m);
+  } else if (work->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+    Memset m;
+    memset(&m, 0, sizeof m);
+    m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+    m.value = work->value;
+    m.bytes = work->bytes;
+    m.start = begin;
+    m.end = end;
+    m.deviceId = 0;
+    m.contextId = 1;
+    m.streamId = work->stream;
+    m.correlationId = correlation;
+    m.memoryKind = work->memory_kind;
+    keep(&m, sizeof m);
+  } else if (work->kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
+    Sync y;
+    memset(&y, 0, sizeof y);
+    y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    y.type = (CUpti_ActivitySynchronizationType)work->sync_type;
+    /* The host waits from within the call. */
+    y.start = start + 1000;
+    y.end = y.start + work->duration_ns;
+    y.correlationId = correlation;
+    y.contextId = 1;
+    y.streamId = work->stream;
+    y.cudaEventId = work->event;
+    keep(&y, sizeof y);
+  }
+}
+
 /* The pretend runtime. A call `cbid` of the runtime (or with `driver`, of the driver) on
- * the calling thread, which launches a kernel `name` (mangled) of `duration_ns` on `stream`
- * when `name` is not null. Its record says it ran from `start` to `end` (CUPTI's clock),
- * or, where they are 0, from its entry to its return. */
-static void call(int driver, uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns,
-                 uint64_t start, uint64_t end) {
+ * the calling thread, which makes `work`. Its record says it ran from `start` to `end`
+ * (CUPTI's clock), or, where they are 0, from its entry to its return. */
+static void call(int driver, uint32_t cbid, const Work* work, uint64_t start, uint64_t end) {
   if (!start) start = now();
   pthread_mutex_lock(&lock);
   uint32_t correlation = next_correlation++;
@@ -216,24 +325,7 @@ static void call(int driver, uint32_t cbid, const char* name, uint32_t stream, u
     e.correlationId = correlation;
     keep(&e, sizeof e);
   }
-  if (name && enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]) {
-    Kernel k;
-    memset(&k, 0, sizeof k);
-    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    k.registersPerThread = 32;
-    k.start = start + 5000;
-    k.end = k.start + duration_ns;
-    k.deviceId = 0;
-    k.contextId = 1;
-    k.streamId = stream;
-    k.gridX = 264;
-    k.gridY = k.gridZ = 1;
-    k.blockX = 256;
-    k.blockY = k.blockZ = 1;
-    k.correlationId = correlation;
-    k.name = name;
-    keep(&k, sizeof k);
-  }
+  keep_work(work, correlation, start);
   api.end = end ? end : now();
   if (on) {
     keep(&api, sizeof api);
@@ -242,18 +334,86 @@ static void call(int driver, uint32_t cbid, const char* name, uint32_t stream, u
   pthread_mutex_unlock(&lock);
 }
 
+/* A kernel `name` launched on `stream`, or no work where `name` is null. */
+static Work kernel(const char* name, uint32_t stream, uint64_t duration_ns) {
+  Work w;
+  memset(&w, 0, sizeof w);
+  w.kind = name ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL : CUPTI_ACTIVITY_KIND_INVALID;
+  w.name = name;
+  w.stream = stream;
+  w.duration_ns = duration_ns;
+  return w;
+}
+
 void sim_launch(uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns) {
-  call(0, cbid, name, stream, duration_ns, 0, 0);
+  Work w = kernel(name, stream, duration_ns);
+  call(0, cbid, &w, 0, 0);
 }
 
 void sim_driver_call(uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns) {
-  call(1, cbid, name, stream, duration_ns, 0, 0);
+  Work w = kernel(name, stream, duration_ns);
+  call(1, cbid, &w, 0, 0);
 }
 
 /* A runtime launch whose record says it ran from `start` to `end` (CUPTI's clock). */
 void sim_launch_at(uint32_t cbid, const char* name, uint32_t stream, uint64_t duration_ns,
                    uint64_t start, uint64_t end) {
-  call(0, cbid, name, stream, duration_ns, start, end);
+  Work w = kernel(name, stream, duration_ns);
+  call(0, cbid, &w, start, end);
+}
+
+/* A runtime call `cbid` copying `bytes` (CUpti_ActivityMemcpyKind `copy_kind`, from and to
+ * CUpti_ActivityMemoryKind `src_kind` and `dst_kind`) on `stream`. */
+void sim_memcpy(uint32_t cbid, uint8_t copy_kind, uint8_t src_kind, uint8_t dst_kind, uint64_t bytes,
+                uint32_t stream, uint64_t duration_ns) {
+  Work w = kernel(NULL, stream, duration_ns);
+  w.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  w.copy_kind = copy_kind;
+  w.src_kind = src_kind;
+  w.dst_kind = dst_kind;
+  w.bytes = bytes;
+  call(0, cbid, &w, 0, 0);
+}
+
+/* A runtime call `cbid` setting `bytes` of CUpti_ActivityMemoryKind `memory_kind` to `value`
+ * on `stream`. */
+void sim_memset(uint32_t cbid, uint16_t memory_kind, uint32_t value, uint64_t bytes, uint32_t stream,
+                uint64_t duration_ns) {
+  Work w = kernel(NULL, stream, duration_ns);
+  w.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  w.memory_kind = memory_kind;
+  w.value = value;
+  w.bytes = bytes;
+  call(0, cbid, &w, 0, 0);
+}
+
+/* A runtime call `cbid` that waits `duration_ns` (CUpti_ActivitySynchronizationType
+ * `sync_type`) on `stream` and CUDA event `event` (UINT32_MAX: none). */
+void sim_sync(uint32_t cbid, uint32_t sync_type, uint32_t stream, uint32_t event, uint64_t duration_ns) {
+  Work w = kernel(NULL, stream, duration_ns);
+  w.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  w.sync_type = sync_type;
+  w.event = event;
+  call(0, cbid, &w, 0, 0);
+}
+
+/* CUPTI's own overhead of CUpti_ActivityOverheadKind `overhead_kind` on the calling thread
+ * (CUPTI_ACTIVITY_OBJECT_THREAD, this process), lasting `duration_ns` from now. */
+void sim_overhead(uint32_t overhead_kind, uint64_t duration_ns) {
+  pthread_mutex_lock(&lock);
+  if (enabled[CUPTI_ACTIVITY_KIND_OVERHEAD]) {
+    Overhead o;
+    memset(&o, 0, sizeof o);
+    o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+    o.overheadKind = (CUpti_ActivityOverheadKind)overhead_kind;
+    o.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+    o.objectId.pt.processId = (uint32_t)getpid();
+    o.objectId.pt.threadId = (uint32_t)pthread_self();
+    o.start = now();
+    o.end = o.start + duration_ns;
+    keep(&o, sizeof o);
+  }
+  pthread_mutex_unlock(&lock);
 }
 
 /* CUPTI's clock now, as cuptiGetTimestamp reads it. */
