@@ -7,6 +7,10 @@ synchronization and a ``torch.profiler.record_function`` range. It runs under
 ``omniprof.profile(activities=[CPU, CUDA])``, then ``torch.profiler.profile`` with the same
 activities, then omniprof again (so each profiler runs after the other once). Checked:
 
+- each kind of event the docs list in both traces: kernels, copies (``gpu_memcpy``), sets
+  (``gpu_memset``) and runtime calls (``cuda_runtime``), and, with
+  ``enable_cuda_sync_events=True``, synchronizations (``cuda_sync``, ``Context Sync`` from
+  ``torch.cuda.synchronize()`` among them, each with its ``cuda_sync_kind``);
 - the same kernel names with the same counts, and total kernel time per name within 5 %;
 - every omniprof kernel linked to a host op (``External id`` of a ``cpu_op``), and to the
   same ops whether linked by its launch's thread and time (the default) or through CUPTI's
@@ -73,6 +77,17 @@ def kernels(trace: Dict[str, Any], cats: Tuple[str, ...] = ("kernel",)) -> Dict[
         if e.get("cat") in cats and e.get("ph") == "X":
             by_name[e["name"]].append(float(e["dur"]))
     return by_name
+
+
+# The event categories every trace of the workload must hold (docs/cuda.md, "What is
+# recorded"): a check comparing two traces passes on two empty ones, so each is required.
+REQUIRED_KINDS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime")
+
+
+def kinds_missing(trace: Dict[str, Any], kinds: Tuple[str, ...] = REQUIRED_KINDS) -> List[str]:
+    """The categories of ``kinds`` with no complete (``X``) event in ``trace``."""
+    present = {e.get("cat") for e in trace["traceEvents"] if e.get("ph") == "X"}
+    return [kind for kind in kinds if kind not in present]
 
 
 def unlinked_kernels(trace: Dict[str, Any]) -> List[str]:
@@ -289,17 +304,24 @@ def step_cost(model, batch, weight, steps: int, rounds: int) -> Dict[str, Any]:
     return {"ms_per_step": samples, "median_ms_per_step": med}
 
 
-def sync_events(model, batch, weight) -> Dict[str, Any]:
-    """With ``enable_cuda_sync_events=True``: the synchronizations, linked to ops."""
+def sync_events(model, batch, weight, path: str) -> Dict[str, Any]:
+    """With ``enable_cuda_sync_events=True``: the synchronizations in the written trace, by
+    name, and how many lack their ``cuda_sync_kind``."""
     from torch._C._profiler import _ExperimentalConfig
 
     acts = [omniprof.ProfilerActivity.CPU, omniprof.ProfilerActivity.CUDA]
     config = _ExperimentalConfig(enable_cuda_sync_events=True)
     with omniprof.profile(activities=acts, experimental_config=config) as prof:
         workload(model, batch, weight, 3)
-    events = [e for e in prof.events() if e.name.endswith("Sync")]
-    rows = {r.key: r.count for r in prof.key_averages() if r.key.endswith("Sync")}
-    return {"sync_events": len(events), "rows": rows}
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        trace = json.load(f)
+    waits = [e for e in trace["traceEvents"] if e.get("cat") == "cuda_sync" and e.get("ph") == "X"]
+    return {
+        "sync_events": len(waits),
+        "names": dict(collections.Counter(e["name"] for e in waits)),
+        "without_kind": sum(1 for e in waits if "cuda_sync_kind" not in e.get("args", {})),
+    }
 
 
 def refused_beside_torch() -> str:
@@ -355,6 +377,11 @@ def main() -> int:
     for key in ("omniprof_first", "torch", "omniprof"):
         if isinstance(report.get(key), tuple):
             report[key] = "ok"
+    for key, run in (("omniprof_first", first), ("torch", theirs), ("omniprof", ours)):
+        if run:
+            missing = stage(f"kinds_missing_{key}", lambda: kinds_missing(run[0]))
+            if missing:
+                failures.append(f"{key}: no {', '.join(missing)} events in the trace")
     if ours and theirs:
         k = stage("kernels", lambda: compare_kernels(ours[0], theirs[0]))
         if k and (k["counts_differ"] or k["time_over_tolerance"] or k["names"] == 0):
@@ -401,7 +428,11 @@ def main() -> int:
     stage("overhead", lambda: overhead(args.overhead_ops, args.overhead_runs))
     stage("overhead_cpu_op", lambda: overhead(args.overhead_ops, args.overhead_runs, "cpu"))
     stage("step_cost", lambda: step_cost(model, batch, weight, 40, args.step_rounds))
-    stage("sync_events", lambda: sync_events(model, batch, weight))
+    waits = stage("sync_events", lambda: sync_events(model, batch, weight,
+                                                      out("omniprof_sync.json")))
+    if waits is not None and (not waits["sync_events"] or "Context Sync" not in waits["names"]
+                              or waits["without_kind"]):
+        failures.append("sync events: none, no Context Sync, or some without cuda_sync_kind")
     report["failures"] = failures
     with open(out("report.json"), "w") as f:
         json.dump(report, f, indent=1, default=str)
