@@ -1,9 +1,14 @@
 //! Proves that `omniprof report` writes pages that a real browser opens as users would: the
 //! reports of the demo's trace, of a PyTorch-written trace and of a four-rank job are loaded
 //! in headless Chromium (`--dump-dom`), with no script or console error and no request
-//! (the page's Content-Security-Policy refuses any, and its error hook writes each refusal
-//! into `#errors`), and their DOM holds the figures `omniprof summary` and `omniprof ranks`
-//! print; a screenshot of each view goes to `target/report-screenshots/`. Views without
+//! (the page's Content-Security-Policy refuses any), and their DOM holds the figures
+//! `omniprof summary` and `omniprof ranks` print; a screenshot of each view goes to
+//! `target/report-screenshots/`. Errors are read twice: from the page's own hook, which
+//! writes them into `#errors`, and from Chromium's console log (`--enable-logging=stderr`),
+//! where any console message fails the load (the page writes none; a refused request and
+//! an uncaught error each log one), so a page whose hook broke cannot pass. The Trace view's
+//! "Open in Perfetto UI" button is clicked with `window.open` stood in for: it must hand the
+//! chosen file's bytes to `ui.perfetto.dev` by Perfetto's postMessage protocol. Views without
 //! data say why; names are shown as text (a `<script>` name does not run); a truncated
 //! trace writes no report unless `--partial`, whose report says the trace was cut; the page
 //! goes through the shared save path (another user's link in a sticky directory is refused).
@@ -53,7 +58,8 @@ fn chromium(check: &str) -> Option<PathBuf> {
 }
 
 /// Runs headless Chromium on `page` (with `#view` when given) with `mode`
-/// (`--dump-dom`, or `--screenshot=PNG`); its standard output.
+/// (`--dump-dom`, or `--screenshot=PNG`); its standard output, after asserting that the page
+/// logged nothing on its console.
 fn browse(chromium: &Path, profile: &Path, page: &Path, view: Option<&str>, mode: &str) -> String {
     let url = format!(
         "file://{}{}",
@@ -69,18 +75,34 @@ fn browse(chromium: &Path, profile: &Path, page: &Path, view: Option<&str>, mode
             "--no-first-run",
             "--window-size=1280,1400",
             "--virtual-time-budget=5000",
+            // Every console message, at any level, as a line of standard error.
+            "--enable-logging=stderr",
+            "--v=0",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(mode)
         .arg(&url)
         .output()
         .expect("run chromium");
+    let stderr = text(&out.stderr);
     assert!(
         out.status.success(),
-        "chromium {mode} {url} failed: {}",
-        text(&out.stderr)
+        "chromium {mode} {url} failed: {stderr}"
+    );
+    let console = console_messages(&stderr);
+    assert!(
+        console.is_empty(),
+        "{url} logged on its console ({mode}):\n{}",
+        console.join("\n")
     );
     text(&out.stdout)
+}
+
+/// The console messages in Chromium's log: `[…:INFO:CONSOLE:LINE] "message", source: URL`
+/// (`CONSOLE(LINE)` in older releases). The log does not say a message's level, so every
+/// message counts.
+fn console_messages(log: &str) -> Vec<&str> {
+    log.lines().filter(|l| l.contains(":CONSOLE")).collect()
 }
 
 /// The page's DOM once its script ran, checked free of errors and blocked requests.
@@ -235,6 +257,140 @@ fn the_demo_traces_report_opens_in_chromium_with_the_summarys_figures() {
     assert!(dom.contains(r#"<button id="open-perfetto">Open in Perfetto UI</button>"#));
     assert!(dom.contains("Without a network (as on many GPU clusters) the Perfetto UI cannot"));
     screenshots(&chromium, dir.path(), &page, "demo");
+}
+
+#[test]
+fn a_console_message_fails_the_load_even_where_the_pages_own_hook_saw_nothing() {
+    let Some(chromium) = chromium("the console check in Chromium") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    // What the hook checks says all is well; only the console says otherwise.
+    let page = dir.path().join("quiet.html");
+    fs::write(
+        &page,
+        r#"<!DOCTYPE html><body data-ready="true"><div id="errors" hidden></div>
+<script>console.error("the hook is gone")</script></body>"#,
+    )
+    .unwrap();
+    let failed = std::panic::catch_unwind(|| loaded_dom(&chromium, dir.path(), &page))
+        .expect_err("a page that logged an error loaded cleanly");
+    let message = failed
+        .downcast_ref::<String>()
+        .expect("a formatted message");
+    assert!(
+        message.contains(r#"logged on its console (--dump-dom):"#)
+            && message.contains(r#"CONSOLE:2] "the hook is gone""#),
+        "{message}"
+    );
+}
+
+/// Clicks the Trace view's "Open in Perfetto UI" with `window.open` stood in for by a port
+/// that records what the page posts to it and answers the first `PING` with `PONG`, as the
+/// Perfetto UI does; the browser online or not, and a file chosen (`TRACE_BYTES` as
+/// `t.pt.trace.json`). Returns what was opened, what was posted (each `PING` as
+/// `["PING", origin]`, the file as `["file", origin, keys, title, fileName, bytes]`) and
+/// the status line.
+fn click_open_in_perfetto(chromium: &Path, dir: &Path, page: &Path, online: bool) -> Value {
+    const HARNESS: &str = r#"<script>
+(function () {
+  var opened = [], posted = [], ui = new MessageChannel().port1;
+  var out = document.createElement("output");
+  out.id = "harness";
+  document.body.appendChild(out);
+  function record() {
+    out.textContent = JSON.stringify({
+      opened: opened, posted: posted,
+      status: document.getElementById("perfetto-status").textContent });
+  }
+  ui.postMessage = function (message, origin) {
+    if (message === "PING") {
+      if (!posted.length) setTimeout(function () {
+        window.dispatchEvent(new MessageEvent("message", { data: "PONG", source: ui }));
+      }, 0);
+      posted.push(["PING", origin]);
+    } else {
+      var p = message.perfetto;
+      posted.push(["file", origin, Object.keys(p).join(","), p.title, p.fileName,
+                   new TextDecoder().decode(p.buffer)]);
+      setTimeout(record, 0);
+    }
+    record();
+  };
+  window.open = function (url) { opened.push(url); record(); return ui; };
+  Object.defineProperty(navigator, "onLine", { get: function () { return ONLINE; } });
+  var chosen = new DataTransfer();
+  chosen.items.add(new File([TRACE_BYTES], "t.pt.trace.json"));
+  document.getElementById("trace-file").files = chosen.files;
+  document.getElementById("open-perfetto").click();
+  record();
+})();
+</script>
+</body>"#;
+    let html = fs::read_to_string(page).expect("the page");
+    let at = html.rfind("</body>").expect("the page ends its body");
+    let harness = HARNESS
+        .replace("ONLINE", if online { "true" } else { "false" })
+        .replace("TRACE_BYTES", r#"'{"traceEvents": []}'"#);
+    let clicked = dir.join(format!("clicked-{online}.html"));
+    fs::write(
+        &clicked,
+        format!("{}{harness}{}", &html[..at], &html[at + 7..]),
+    )
+    .unwrap();
+    let dom = loaded_dom(chromium, dir, &clicked);
+    let (_, rest) = dom
+        .split_once(r#"<output id="harness">"#)
+        .expect("the harness ran");
+    let recorded = rest.split("</output>").next().unwrap();
+    let unescaped = recorded
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    serde_json::from_str(&unescaped).unwrap_or_else(|e| panic!("{e}: {unescaped}"))
+}
+
+#[test]
+fn open_in_perfetto_hands_the_chosen_file_to_the_perfetto_ui_by_its_postmessage_protocol() {
+    let Some(chromium) = chromium("the report's Perfetto button in Chromium") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let page = dir.path().join("pytorch.html");
+    OMNIPROF.ok(["report", arg(&reference_trace()), "-o", arg(&page)]);
+
+    let online = click_open_in_perfetto(&chromium, dir.path(), &page, true);
+    let ui = "https://ui.perfetto.dev";
+    assert_eq!(online["opened"], serde_json::json!([ui]));
+    let posted = online["posted"].as_array().unwrap();
+    // PING until the UI answers, then the file, all to the UI's origin only.
+    assert_eq!(posted.first(), Some(&serde_json::json!(["PING", ui])));
+    assert!(posted[..posted.len() - 1]
+        .iter()
+        .all(|p| *p == serde_json::json!(["PING", ui])));
+    assert_eq!(
+        posted.last(),
+        Some(&serde_json::json!([
+            "file",
+            ui,
+            "buffer,title,fileName",
+            "t.pt.trace.json",
+            "t.pt.trace.json",
+            r#"{"traceEvents": []}"#
+        ]))
+    );
+    assert_eq!(online["status"], "Sent t.pt.trace.json to the Perfetto UI.");
+
+    // Offline, nothing is opened and the page says where to read on.
+    let offline = click_open_in_perfetto(&chromium, dir.path(), &page, false);
+    assert_eq!(
+        offline,
+        serde_json::json!({
+            "opened": [],
+            "posted": [],
+            "status": "The browser is offline: see below."
+        })
+    );
 }
 
 #[test]

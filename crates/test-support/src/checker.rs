@@ -168,8 +168,10 @@ pub fn run_checker(trace: &Path) -> Option<PerfettoReport> {
     })
 }
 
-/// Asserts that `trace` loads in Perfetto's trace processor with exit 0 and no errors, and
-/// returns the report. `None`: skipped, see the module docs.
+/// Asserts that `trace` loads in Perfetto's trace processor with exit 0, no errors and at
+/// least one slice, and returns the report. `None`: skipped, see the module docs. A trace
+/// that loads as nothing (every event dropped, or none written) fails: Perfetto reports no
+/// error for what it never saw.
 pub fn assert_loads_in_perfetto(trace: &Path) -> Option<PerfettoReport> {
     let report = run_checker(trace)?;
     assert!(
@@ -180,8 +182,8 @@ pub fn assert_loads_in_perfetto(trace: &Path) -> Option<PerfettoReport> {
         report.line
     );
     assert!(
-        report.slices.is_some(),
-        "no slice count for {}: {}",
+        report.slices.is_some_and(|n| n > 0),
+        "Perfetto counted no slice in {}: {}",
         trace.display(),
         report.line
     );
