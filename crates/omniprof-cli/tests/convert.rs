@@ -5,7 +5,8 @@
 //! reference trace converts and loads; a Kineto-ordered trace (device work after the host's)
 //! streams to `.pftrace` in two reads with every slice, flow and key average; flows whose
 //! events lie inside their slices (older Kineto's `async_gpu`) keep every arrow Perfetto
-//! draws; an unknown
+//! draws; a trace of nanosecond-resolution times converts to JSON with every digit of its
+//! `ts` and `dur`, and its summary is the same table before and after; an unknown
 //! extension or an input that fails to read is a clear error, and nothing is written at the
 //! output path.
 
@@ -237,4 +238,87 @@ fn an_input_that_fails_to_read_names_the_place_and_writes_nothing() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(left.len(), 2, "only the inputs remain: {left:?}");
+}
+
+/// A Kineto trace of nanosecond-resolution times (absolute `ts` of 16 digits and three
+/// decimals), its first event not its earliest, as PyTorch writes them: `convert` writes
+/// the events by start. The averages of `aten::mm` (711.799 µs over 2 calls) and of `gemm`
+/// (6.675 µs over 2) end in a half nanosecond, where the float error of the relative times
+/// decides the last digit: counted from the first event in the file (`aten::mm` at
+/// 1712345679871388.677) the table said 355.900, from the earliest 355.899.
+const NS_RESOLUTION_TRACE: &str = r#"{"schemaVersion": 1, "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 1712345679871388.677, "dur": 612.097, "args": {"External id": 3}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 7, "tid": 7, "ts": 1712345678901234.567, "dur": 1.001, "args": {"External id": 1}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 1712345679477633.489, "dur": 99.702, "args": {"External id": 2}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, "ts": 1712345679477640.123, "dur": 5.333, "args": {"External id": 2, "correlation": 11}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, "ts": 1712345679871390.001, "dur": 4.999, "args": {"External id": 3, "correlation": 12}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1712345679477650.001, "dur": 3.337, "args": {"External id": 2, "correlation": 11, "device": 0, "stream": 7}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1712345679871400.333, "dur": 3.338, "args": {"External id": 3, "correlation": 12, "device": 0, "stream": 7}}
+]}
+"#;
+
+/// Microseconds written with three decimals (`12.345`) as nanoseconds, from the digits.
+fn micros_text_to_ns(text: &str) -> i64 {
+    let (whole, decimals) = text.split_once('.').expect("three decimals");
+    assert_eq!(decimals.len(), 3, "{text}");
+    whole.parse::<i64>().unwrap() * 1000 + decimals.parse::<i64>().unwrap()
+}
+
+/// The text of the number after `"key": ` in `line`.
+fn number_after<'a>(line: &'a str, key: &str) -> &'a str {
+    let start = line.find(&format!("\"{key}\": ")).expect(key) + key.len() + 4;
+    let rest = &line[start..];
+    &rest[..rest.find([',', '}']).unwrap()]
+}
+
+/// Each `X` event's (name, absolute start, duration) in nanoseconds, sorted: from the text
+/// of a trace that writes one event a line (the input above, and omniprof's writer).
+fn x_events_ns(json: &str) -> Vec<(String, i64, i64)> {
+    let base = json
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("\"baseTimeNanoseconds\": "))
+        .map_or(0, |b| b.trim_end_matches(',').parse::<i64>().unwrap());
+    let mut events: Vec<_> = json
+        .lines()
+        .filter(|l| l.contains(r#""ph": "X""#))
+        .map(|l| {
+            let name = number_after(l, "name").trim_matches('"').to_owned();
+            let ts = base + micros_text_to_ns(number_after(l, "ts"));
+            (name, ts, micros_text_to_ns(number_after(l, "dur")))
+        })
+        .collect();
+    events.sort();
+    events
+}
+
+#[test]
+fn a_nanosecond_resolution_trace_converts_with_every_digit_and_summarizes_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("ns.json");
+    let output = dir.path().join("ns-converted.json");
+    std::fs::write(&input, NS_RESOLUTION_TRACE).unwrap();
+    OMNIPROF.ok(convert(&input, &output));
+    let converted = std::fs::read_to_string(&output).unwrap();
+    // Every start and duration to the nanosecond (the writer counts `ts` from a base time
+    // of its own, a whole hour, so that Perfetto's doubles keep every nanosecond).
+    assert_eq!(x_events_ns(&converted), x_events_ns(NS_RESOLUTION_TRACE));
+    assert_eq!(
+        x_events_ns(NS_RESOLUTION_TRACE)[0],
+        ("aten::empty".to_owned(), 1_712_345_678_901_234_567, 1_001)
+    );
+    let summary = |p: &Path| OMNIPROF.ok(["summary", arg(p)]);
+    let before = summary(&input);
+    assert_eq!(before, summary(&output));
+    let row = |name: &str| {
+        before
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row in\n{before}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    // Name, self CPU %, self CPU, CPU total %, CPU total, CPU avg, self CUDA, %, CUDA
+    // total, CUDA avg, calls.
+    assert_eq!(row("aten::mm")[4..6], ["711.799us", "355.899us"]);
+    assert_eq!(row("gemm")[8..11], ["6.675us", "3.338us", "2"]);
 }

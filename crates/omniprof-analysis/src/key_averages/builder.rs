@@ -170,10 +170,13 @@ pub struct KeyAveragesBuilder {
     threads: FastMap<(i64, i64), Vec<HostOp>>,
     /// Device time per correlation id that leads to its host op.
     sums: DeviceSums,
-    /// The first summarized activity's start: where device work's relative times count
-    /// from, and host ops' when the trace has no span (PyTorch's count from the profiler's
-    /// start, which a PyTorch trace records as its `PyTorch Profiler (0)` span; see
-    /// [`Self::host_origin_ns`]).
+    /// The earliest summarized activity's start so far: where host ops' relative times
+    /// count from when the trace has no span (PyTorch's count from the profiler's start,
+    /// which a PyTorch trace records as its `PyTorch Profiler (0)` span; see
+    /// [`Self::host_origin_ns`]), and device work's, as far as known when it comes. The
+    /// earliest, not the first, so that the table does not depend on the order of the
+    /// trace's events (`convert` writes them by start; PyTorch writes its host ops before
+    /// its device work, so the earliest is known by then).
     origin_ns: Option<i64>,
     seq: u64,
     base_ns: i64,
@@ -406,8 +409,8 @@ impl KeyAveragesBuilder {
 
     /// Where host events' relative times count from: the start of the trace's first span
     /// (`PyTorch Profiler (0)` opens where PyTorch's trace starts, which PyTorch's times count
-    /// from) when it is not after the first activity, else the first activity's start.
-    /// (Device work, timed as it streams in, counts from the first activity.)
+    /// from) when it is not after the earliest activity, else the earliest activity's start.
+    /// (Device work, timed as it streams in, counts from the earliest activity before it.)
     pub(super) fn host_origin_ns(&self) -> i64 {
         if let Some(origin) = self.preset_origin {
             return origin;
@@ -557,6 +560,10 @@ impl KeyAveragesBuilder {
     pub fn add_activity_with_stack(&mut self, a: &Activity, stack: &[Arc<str>]) {
         if let Holding::Stopped(stopped) = &mut self.holding {
             stopped.observe(a);
+            if summarized(a) {
+                // Where the next read's host ops count from (`ReadAgain`).
+                self.origin_ns = Some(self.origin_ns.map_or(a.start_ns, |o| o.min(a.start_ns)));
+            }
             return;
         }
         if let Some(m) = memory::memory_event(a) {
@@ -575,11 +582,11 @@ impl KeyAveragesBuilder {
         let Some(name) = self.names.row_name_id(&a.name) else {
             return;
         };
-        let first = self.origin_ns.is_none();
-        let origin = *self.origin_ns.get_or_insert(a.start_ns);
-        if first {
+        if self.origin_ns.is_none_or(|o| a.start_ns < o) {
+            self.origin_ns = Some(a.start_ns);
             self.origin_moved();
         }
+        let origin = self.origin_ns.unwrap_or(a.start_ns);
         let seq = self.seq;
         self.seq += 1;
         let shapes = if self.options.group_by_input_shapes {
@@ -1357,6 +1364,15 @@ impl Stopped {
         self.out_of_order |= a.start_ns < *latest;
         *latest = (*latest).max(a.start_ns);
     }
+}
+
+/// Whether the summary counts activity `a` (a memory record aside), as
+/// [`KeyAveragesBuilder::add_activity_with_stack`] decides it.
+fn summarized(a: &Activity) -> bool {
+    let role = activity::role(a.kind);
+    role != Role::Ignored
+        && !(role == Role::Device && activity::stub_device_ns(a) > 0)
+        && activity::row_name(&a.name).is_some()
 }
 
 /// A held op as the folder takes it: an unfinished op runs to the window's end, which must

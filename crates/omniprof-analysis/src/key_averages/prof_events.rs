@@ -51,8 +51,9 @@ pub struct FunctionEvent {
     pub thread: i64,
     /// The activity's process (`pid`; for device work, the device).
     pub process: i64,
-    /// Start and end in microseconds from the first activity (PyTorch's `time_range`,
-    /// which counts from the profiler's start).
+    /// Start and end in microseconds from where host times count from (the profiler's span,
+    /// else the earliest activity: PyTorch's `time_range`, which counts from the profiler's
+    /// start).
     pub start_us: f64,
     /// End, as `start_us`.
     pub end_us: f64,
