@@ -40,7 +40,7 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use crate::activity::{self, Role};
-use crate::attribution::{self, Launcher};
+use crate::attribution::{self, Launcher, Receivers};
 use crate::frame_tree::FrameTree;
 use crate::render::visible;
 use crate::stacks::python_stacks;
@@ -159,10 +159,9 @@ pub struct FlameBuilder {
 struct ThreadStack {
     /// Open ops that nest: node, end and self time so far.
     open: Vec<(u32, i64, i64)>,
-    /// The ops that are not calls and enclose the next one, innermost last: node and end.
-    /// The innermost around a call receives the work launched by it (a partly overlapping
-    /// op, which starts no stack of its own here, included, as in the summary).
-    receivers: Vec<(u32, i64)>,
+    /// The ops that receive the work of the calls inside them, by node (a partly
+    /// overlapping op, which starts no stack of its own here, included, as in the summary).
+    receivers: Receivers<u32>,
     last: Option<(i64, Reverse<i64>, bool)>,
 }
 
@@ -232,13 +231,6 @@ impl FlameBuilder {
         while thread.open.last().is_some_and(|&(_, e, _)| e <= a.start_ns) {
             done.extend(thread.open.pop());
         }
-        while thread
-            .receivers
-            .last()
-            .is_some_and(|&(_, e)| e <= a.start_ns)
-        {
-            thread.receivers.pop();
-        }
         let parent = thread.open.last().copied().filter(|&(_, e, _)| end <= e);
         let name = frame(activity::row_name(&a.name).unwrap_or(&a.name));
         let node = match parent {
@@ -256,20 +248,13 @@ impl FlameBuilder {
             }
         };
         let call = attribution::is_call(a);
+        let receiver = thread.receivers.take(node, a.start_ns, end, call);
         if a.correlation != 0 {
-            if call {
-                // The work of this call goes to the innermost op around it.
-                if let Some(&(receiver, _)) =
-                    thread.receivers.iter().rev().find(|&&(_, e)| end <= e)
-                {
-                    self.called_in.insert(a.correlation, receiver);
-                }
-            } else if attribution::receives_device_work(a) {
+            if let Some(receiver) = receiver {
+                self.called_in.insert(a.correlation, receiver);
+            } else if !call && attribution::receives_device_work(a) {
                 self.launched_by.insert(a.correlation, node);
             }
-        }
-        if !call {
-            thread.receivers.push((node, end));
         }
         let self_ns = end - a.start_ns;
         if parent.is_some() || thread.open.is_empty() {

@@ -44,6 +44,7 @@ use super::containers::{trim, Few, Ids, MinQueue, Parked, RangeSet};
 use super::memory::MemoryKind;
 use super::tree::{order_key, relative_us, HostOp};
 use super::types::{DeviceTime, Emitted, Fate, Key, OpTimes, PyTorchTimes, NO_PARENT};
+use crate::attribution::Receivers;
 use crate::frame_tree::MAX_STACK_DEPTH;
 use omniprof_trace::FastMap;
 
@@ -177,9 +178,9 @@ struct Thread {
     tie: Vec<Arrival>,
     /// The open ops, innermost last.
     stack: Vec<u32>,
-    /// The stack of [`attribute_launches`](super::tree::attribute_launches): (start,
-    /// recorded end, node) of non-call ops.
-    enclosing: Vec<(i64, i64, u32)>,
+    /// The ops that receive the work of the calls inside them (by recorded end), as in
+    /// [`attribute_launches`](super::tree::attribute_launches).
+    receivers: Receivers<u32>,
     /// The earliest deadline the thread has in `deadlines` (`i64::MAX`: none).
     wake: i64,
 }
@@ -840,29 +841,14 @@ impl Folder {
     /// flow announces wait for it.
     fn enclose(&mut self, t: u32, a: &Arrival, id: u32, sums: &DeviceSums) {
         let op = a.op;
-        let enclosing = &mut self.threads[t as usize].enclosing;
-        while enclosing
-            .last()
-            .is_some_and(|&(_, end, _)| end <= op.start_ns)
-        {
-            enclosing.pop();
-        }
-        let mut receiver = None;
-        if op.call {
-            receiver = enclosing
-                .iter()
-                .rev()
-                .find(|&&(start, end, _)| start <= op.start_ns && a.recorded_end <= end)
-                .map(|&(_, _, n)| n);
-            if let (Some(r), c) = (receiver, op.correlation) {
-                if c != 0 {
-                    self.nodes[r as usize].launches.push(c);
-                    *self.launch_refs.entry(c).or_default() += 1;
-                    self.seen_launch.insert(c);
-                }
+        let receivers = &mut self.threads[t as usize].receivers;
+        let receiver = receivers.take(id, op.start_ns, a.recorded_end, op.call);
+        if let (Some(r), c) = (receiver, op.correlation) {
+            if c != 0 {
+                self.nodes[r as usize].launches.push(c);
+                *self.launch_refs.entry(c).or_default() += 1;
+                self.seen_launch.insert(c);
             }
-        } else {
-            enclosing.push((op.start_ns, a.recorded_end, id));
         }
         let Some(flow) = a.flow else {
             return;

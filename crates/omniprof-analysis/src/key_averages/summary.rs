@@ -163,9 +163,12 @@ pub(crate) fn us(ns: i64) -> f64 {
 ///   of the host op whose `correlation` equals its `linked_correlation` (its `External id`).
 ///   Work without an `External id` (MTIA's, older CUDA traces) goes through its
 ///   `correlation`: to the innermost host op enclosing the runtime or driver call with the
-///   same `correlation` on that call's thread, as HTA and PyTorch attribute it. A runtime or
-///   driver call never receives device work itself. Device totals roll up the tree. A GPU user annotation is not counted for its range (it
-///   repeats the work inside it).
+///   same `correlation` on that call's thread, as HTA attributes it (PyTorch's table gives
+///   such work to no op). Where an `External id` names another op than the one around the
+///   launch, the `External id` decides, as in PyTorch's table (HTA gives it to the op around
+///   the launch). A runtime or driver call never receives device work itself. Device totals
+///   roll up the tree. A GPU user annotation is not counted for its range (it repeats the
+///   work inside it).
 /// - **Stub device time**: an op with `args.device_time_us` > 0 (the stubs path, which has
 ///   no device timeline) gets that device time as its own, and is *legacy*: its device total
 ///   is that record alone, without its children's (the record already spans them). A device

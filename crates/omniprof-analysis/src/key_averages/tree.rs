@@ -8,6 +8,7 @@
 use std::cmp::Reverse;
 
 use super::types::{DeviceTime, OpTimes, PyTorchTimes};
+use crate::attribution::Receivers;
 use crate::frame_tree::MAX_STACK_DEPTH;
 use omniprof_trace::FastMap;
 
@@ -55,37 +56,24 @@ pub(super) fn order_key(start_ns: i64, end_ns: i64, seq: u64) -> (i64, Reverse<i
     (start_ns, Reverse(end_ns), seq)
 }
 
-/// Adds device work that has no `External id` to the host ops that launched it, as HTA and
-/// PyTorch do: `launched` holds its time by runtime correlation id, and the innermost op of
-/// this thread that encloses the call with that id (a call itself never) receives it;
-/// `received` is told each (receiver's `seq`, call's correlation).
+/// Adds device work that has no `External id` to the host ops that launched it, as HTA
+/// does: `launched` holds its time by runtime correlation id, and the innermost op of this
+/// thread that encloses the call with that id (a call itself never) receives it
+/// ([`Receivers`]); `received` is told each (receiver's `seq`, call's correlation).
 pub(super) fn attribute_launches(
     ops: &mut [HostOp],
     launched: &FastMap<u64, DeviceTime>,
     mut received: impl FnMut(u64, u64),
 ) {
     ops.sort_unstable_by_key(|op| order_key(op.start_ns, op.end_ns, op.seq));
-    let mut enclosing: Vec<usize> = Vec::new();
+    let mut receivers = Receivers::default();
     for i in 0..ops.len() {
         let op = ops[i];
-        while enclosing
-            .last()
-            .is_some_and(|&top| ops[top].end_ns <= op.start_ns)
-        {
-            enclosing.pop();
-        }
-        if !op.call {
-            enclosing.push(i);
-            continue;
-        }
-        let Some(&time) = launched.get(&op.correlation) else {
+        let receiver = receivers.take(i, op.start_ns, op.end_ns, op.call);
+        let Some(&time) = launched.get(&op.correlation).filter(|_| op.call) else {
             continue;
         };
-        let receiver = enclosing
-            .iter()
-            .rev()
-            .find(|&&o| ops[o].start_ns <= op.start_ns && op.end_ns <= ops[o].end_ns);
-        if let Some(&o) = receiver {
+        if let Some(o) = receiver {
             received(ops[o].seq, op.correlation);
             ops[o].device_ns = ops[o].device_ns.saturating_add(time.ns);
             ops[o].device_us += time.us;
