@@ -163,6 +163,40 @@ def test_four_ways_one_backend_omniprof_records_what_pytorchs_profilers_record(
     assert got["backends"].count("toydev") == 1 and got["registry_profiler"] is None
 
 
+def test_omniprof_summary_of_pytorchs_trace_gives_each_op_pytorchs_device_time(
+    toydev: Any, tmp_path: Path
+) -> None:
+    """PyTorch's own table as the reference for which op device time belongs to: ``omniprof
+    summary`` of the trace a Kineto session with toydev's profiler exported gives each host
+    row the calls, self device time and device total of that session's ``key_averages()``."""
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+    ) as kineto:
+        workload()
+    path = tmp_path / "torch.json"
+    kineto.export_chrome_trace(str(path))
+    theirs = {
+        r.key: (r.count, r.self_device_time_total, r.device_time_total)
+        for r in kineto.key_averages()
+        if r.device_type == torch.autograd.DeviceType.CPU
+    }
+    out = subprocess.run(
+        [str(cli()), "summary", str(path), "--format", "json", "--row-limit", "-1"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    ours = {
+        r["name"]: (r["count"], r["self_device_time_total_us"], r["device_time_total_us"])
+        for r in json.loads(out.stdout)["rows"]
+        if not r["on_device"]
+    }
+    assert sorted(ours) == sorted(theirs)
+    for name, (count, own, total) in theirs.items():
+        assert ours[name][0] == count, name
+        assert ours[name][1:] == pytest.approx((own, total), abs=0.002), name
+    assert theirs["aten::add"][1] >= 9 * KERNEL_US and theirs["aten::mul"][1] >= 8 * KERNEL_US
+
+
 def test_omniprof_plugins_check_passes_the_adapted_profiler(toydev: Any) -> None:
     library = toydev_device.library()
     run = subprocess.run([str(cli()), "plugins", "check", library], capture_output=True, text=True, timeout=300)
