@@ -29,6 +29,7 @@ mod observer;
 mod on_demand;
 mod op_details;
 mod privateuse1;
+mod record_function_ids;
 mod recorder;
 mod results;
 mod session;

@@ -31,6 +31,7 @@ use omniprof::recording::{
 use omniprof::Config;
 
 use crate::op_details;
+use omniprof_trace::keys::arg;
 use omniprof_trace::{ActivitySet, ActivityType, Window};
 use pyo3::prelude::*;
 
@@ -43,7 +44,7 @@ const _: () =
     assert!(std::mem::size_of::<PythonFrame>() == 16 && std::mem::align_of::<PythonFrame>() == 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 10;
+const TABLE_VERSION: u32 = 11;
 
 /// What the observer calls; mirrored by `struct Table` in `observer.cpp`. Names are
 /// NUL-terminated; `key` is the op's `RecordFunction`; a user range's shapes come as
@@ -68,6 +69,7 @@ pub(crate) struct RecorderTable {
     ),
     begin_user: unsafe extern "C" fn(
         name: *const c_char,
+        record_id: u64,
         dims: *const i64,
         ranks: *const usize,
         inputs: usize,
@@ -290,7 +292,8 @@ unsafe fn shapes<'a>(
     )
 }
 
-/// Begins a user range named `name` (invalid UTF-8 is replaced), with input shapes when
+/// Begins a user range named `name` (invalid UTF-8 is replaced), with its `Record function
+/// id` when `record_id` (its `RecordFunction` handle) is not 0 and input shapes when
 /// `inputs` is not 0 (as [`shapes`] reads them). On success writes the range into `out`
 /// and returns 1; returns 0 when nothing records (then `out` is untouched and must not be
 /// passed to [`end_user`]).
@@ -300,6 +303,7 @@ unsafe fn shapes<'a>(
 /// [`RANGE_SLOT_SIZE`] bytes, 8-byte aligned.
 unsafe extern "C" fn begin_user(
     name: *const c_char,
+    record_id: u64,
     dims: *const i64,
     ranks: *const usize,
     inputs: usize,
@@ -308,7 +312,10 @@ unsafe extern "C" fn begin_user(
     let begun = catch_unwind(|| {
         // SAFETY: forwarded contract.
         let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
-        let range = OwnedRange::begin(name.as_ref())?;
+        let mut range = OwnedRange::begin(name.as_ref())?;
+        if record_id != 0 {
+            range = range.with_arg(arg::RECORD_FUNCTION_ID, record_id);
+        }
         // SAFETY: forwarded contract.
         Some(match unsafe { shapes(dims, ranks, inputs) } {
             Some(shapes) => range.with_input_shapes(&shapes),

@@ -1,8 +1,8 @@
 //! What the op observer packs of an op beside its name (`python/omniprof/csrc/table.h`:
-//! its inputs as numbers, its FLOPs, its TorchScript module hierarchy, its overload name),
-//! and torch.profiler's text of it: the `args` `Input Dims`, `Input Strides`, `Input type`,
-//! `Concrete Inputs`, `flops`, `Module Hierarchy` and `Overload Name`, made when the
-//! session stops ([`unpack`], an
+//! its `RecordFunction` handle, its inputs as numbers, its FLOPs, its TorchScript module
+//! hierarchy, its overload name), and torch.profiler's text of it: the `args` `Record
+//! function id`, `Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`, `flops`,
+//! `Module Hierarchy` and `Overload Name`, made when the session stops ([`unpack`], an
 //! [`UnpackArgs`](omniprof::recording::UnpackArgs)) instead of while the op runs.
 //!
 //! The text is PyTorch's: a dtype by the name PyTorch gives it (handed over once per attach,
@@ -48,6 +48,7 @@ pub(crate) fn name_dtype(code: u8, name: &str) {
 
 /// The keys of the args an op's details become, made once.
 struct Keys {
+    record_function_id: Arc<str>,
     dims: Arc<str>,
     strides: Arc<str>,
     types: Arc<str>,
@@ -60,6 +61,7 @@ struct Keys {
 fn keys() -> &'static Keys {
     static KEYS: OnceLock<Keys> = OnceLock::new();
     KEYS.get_or_init(|| Keys {
+        record_function_id: arg::RECORD_FUNCTION_ID.into(),
         dims: arg::INPUT_DIMS.into(),
         strides: arg::INPUT_STRIDES.into(),
         types: arg::INPUT_TYPE.into(),
@@ -102,14 +104,22 @@ impl Words<'_> {
     }
 }
 
-/// Unpacks an op's details (`table.h`'s layout) into its args, in the order torch.profiler
-/// writes them: `Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`, `flops`,
-/// `Module Hierarchy`, then `Overload Name` (omniprof's, with `capture_overload_names`);
-/// inputs only when there are some, `flops` only when counted, an overload only when not
-/// the default.
+/// Unpacks an op's details (`table.h`'s layout) into its args: `Record function id` (first,
+/// after `External id`, where Kineto writes it) when PyTorch gave the op one, then in the
+/// order torch.profiler writes them `Input Dims`, `Input Strides`, `Input type`, `Concrete
+/// Inputs`, `flops`, `Module Hierarchy`, then `Overload Name` (omniprof's, with
+/// `capture_overload_names`); inputs only when there are some, `flops` only when counted,
+/// an overload only when not the default.
 pub(crate) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
     let keys = keys();
     let mut words = Words(words);
+    let record_function_id = words.next();
+    if record_function_id != 0 {
+        args.push((
+            keys.record_function_id.clone(),
+            Value::UInt(record_function_id),
+        ));
+    }
     let flops = words.next();
     let hierarchy_len = words.next();
     let hierarchy = (hierarchy_len > 0).then(|| words.text(hierarchy_len));
@@ -329,7 +339,7 @@ mod tests {
         name_dtype(6, "float");
         let tensor = kind::TENSOR | (6 << 8) | STRIDED;
         let minus = |v: i64| v as u64;
-        let mut words = vec![0, 0, 9];
+        let mut words = vec![0, 0, 0, 9];
         words.extend([tensor, 2, 2, 3, 3, 1]);
         words.extend([kind::TENSOR | (6 << 8), 1, 4]);
         words.extend([
@@ -372,7 +382,7 @@ mod tests {
     #[test]
     fn flops_a_hierarchy_and_a_text_scalar_unpack_after_the_inputs() {
         let hierarchy = "TOP(M)::forward.";
-        let mut words = vec![42, hierarchy.len() as u64];
+        let mut words = vec![0, 42, hierarchy.len() as u64];
         words.extend(words_of(hierarchy));
         words.extend([1, kind::SCALAR_TEXT | (6 << 8)]);
         words.extend(words_of("(1+2j)"));
@@ -396,7 +406,7 @@ mod tests {
 
     #[test]
     fn an_overload_name_unpacks_last_after_the_inputs() {
-        let mut words = vec![0, 0, 1, kind::INT, 3, "Tensor".len() as u64];
+        let mut words = vec![0, 0, 0, 1, kind::INT, 3, "Tensor".len() as u64];
         words.extend(words_of("Tensor"));
         let args = args_of(&words);
         assert_eq!(
@@ -408,10 +418,21 @@ mod tests {
 
     #[test]
     fn an_op_without_inputs_gets_no_input_args_and_cut_words_describe_less() {
-        assert!(args_of(&[0, 0, 0]).is_empty());
-        assert_eq!(args_of(&[7, 0, 0]), [("flops".into(), "7".into())]);
+        assert!(args_of(&[0, 0, 0, 0]).is_empty());
+        assert_eq!(args_of(&[0, 7, 0, 0]), [("flops".into(), "7".into())]);
         // Two inputs announced, the words end inside the first.
-        let cut = args_of(&[0, 0, 2, kind::TENSOR | STRIDED, 3, 5]);
+        let cut = args_of(&[0, 0, 0, 2, kind::TENSOR | STRIDED, 3, 5]);
         assert_eq!(cut[0].1, "[[5], []]");
+    }
+
+    #[test]
+    fn a_record_function_handle_becomes_the_first_arg() {
+        assert_eq!(
+            args_of(&[23, 5, 0, 0]),
+            [
+                ("Record function id".into(), "23".into()),
+                ("flops".into(), "5".into())
+            ]
+        );
     }
 }

@@ -19,6 +19,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::error::profiler_error;
+use crate::record_function_ids;
 use crate::results::PyTrace;
 use omniprof_trace::lock;
 
@@ -435,6 +436,7 @@ impl Session {
                 for (key, value) in &metadata {
                     trace.set_metadata(key.clone(), value.clone());
                 }
+                record_function_ids::number_host_ops_by_record_function(&mut trace);
                 PyTrace::new(trace)
             })
             .collect()

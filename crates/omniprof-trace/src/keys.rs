@@ -18,6 +18,9 @@ pub mod arg {
     /// The host op a device record or runtime call belongs to (PyTorch's external
     /// correlation id); on a host op, its own id.
     pub const EXTERNAL_ID: &str = "External id";
+    /// On a host op or user range recorded while PyTorch's execution trace observer records:
+    /// its `RecordFunction` handle, the `rf_id` of its node in the execution trace.
+    pub const RECORD_FUNCTION_ID: &str = "Record function id";
     /// The runtime's correlation id between a launch and the work it launched.
     pub const CORRELATION: &str = "correlation";
     /// An op's input shapes, a list of lists (`[[64, 64], [64, 64]]`).

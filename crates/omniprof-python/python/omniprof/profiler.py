@@ -63,7 +63,6 @@ class ProfilerAction(enum.IntEnum):
 # with the value that asks for nothing: any other value warns once per process.
 _NOT_YET_SUPPORTED = {
     "experimental_config": None,
-    "execution_trace_observer": None,
     "acc_events": False,
     "custom_trace_id_callback": None,
 }
@@ -174,9 +173,23 @@ class profile:
         with_flops: PyTorch's FLOP count of each op it counts (``mm``, ``addmm``, ``bmm``,
             ``baddbmm``, ``conv2d``, ``mul``, ``add``) as its ``flops`` arg and on rows;
             records shapes too, as PyTorch does.
-        with_stack, with_modules, experimental_config, execution_trace_observer, acc_events,
-            custom_trace_id_callback: accepted for ``torch.profiler`` compatibility; omniprof
-            does not act on them yet and warns once when one asks for something.
+        with_stack: record Python calls (``python_function`` events, ``nn.Module`` calls) and
+            give each op its ``Call stack``, through omniprof's tracer.
+        with_modules: each op TorchScript runs gets its ``Module Hierarchy``.
+        execution_trace_observer: PyTorch's ``ExecutionTraceObserver`` (registered with
+            ``register_callback(path)``), or another object with ``start()``, ``stop()`` and
+            ``cleanup()``: as in ``torch.profiler``, started when recording starts and stopped
+            when it stops (with a schedule, around each recording cycle), cleaned up (the
+            file finalized) when the ``with`` block ends. Each op and user range then carries
+            its ``Record function id`` (its node's ``rf_id``) and takes it as its
+            ``External id``, so HTA's ``correlate_execution_trace`` and Chakra's
+            ``chakra_trace_link`` join the two files. ``None`` with
+            ``ENABLE_PYTORCH_EXECUTION_TRACE=1`` set: one writing to a temporary file, as
+            ``torch.profiler`` builds it.
+        experimental_config, acc_events, custom_trace_id_callback: accepted for
+            ``torch.profiler`` compatibility; omniprof does not act on them yet (but for an
+            ``experimental_config``'s ``verbose`` and ``enable_cuda_sync_events``) and warns
+            once when one asks for something.
         use_cuda: the deprecated spelling of ``ProfilerActivity.CUDA`` in ``activities``.
         use_device: the legacy profiler's spelling (``torch.autograd.profiler.profile``) of a
             device activity: ``"cuda"``, ``"xpu"``, ``"mtia"``, ``"hpu"``, else the
@@ -241,7 +254,6 @@ class profile:
                 config = (config + "\n" if config else "") + "OMNIPROF_PRIVATEUSE1_PROFILER=false"
         given = {
             "experimental_config": experimental_config,
-            "execution_trace_observer": execution_trace_observer,
             "acc_events": acc_events,
             "custom_trace_id_callback": custom_trace_id_callback,
         }
@@ -264,6 +276,11 @@ class profile:
         self.with_stack = with_stack
         self.with_modules = with_modules
         self.experimental_config = experimental_config
+        if execution_trace_observer is None:
+            execution_trace_observer = _execution_trace_observer_from_env()
+        self.execution_trace_observer = execution_trace_observer
+        # Whether this profile started the execution trace observer and has not stopped it.
+        self._execution_trace_running = False
         self.acc_events = acc_events
         self.post_processing_timeout_s = post_processing_timeout_s
         self._use_device = use_device
@@ -294,6 +311,14 @@ class profile:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            self._exit(exc_type)
+        finally:
+            # As torch.profiler's exit: the execution trace is finalized.
+            if self.execution_trace_observer is not None:
+                self.execution_trace_observer.cleanup()
+
+    def _exit(self, exc_type: Any) -> None:
         if exc_type is None:
             self.stop()
             return
@@ -325,6 +350,7 @@ class profile:
             self.add_metadata_json(_DISTRIBUTED_INFO, json.dumps(info, default=str))
         self._session.start()
         self._started = True
+        self._follow_recording()
         self._warn_if_torch_profiler_holds_what_this_asks()
         self._torch_flag = _observer.announce_start()
         for activity in self._session.unrecorded_activities():
@@ -354,6 +380,7 @@ class profile:
             _cuda.synchronize()
         if self._session.running:
             self._last_step_num = self._session.step_num
+        self._stop_execution_trace()
         try:
             self._session.stop()
         finally:
@@ -406,10 +433,30 @@ class profile:
     def step(self) -> None:
         """Ends a step: with a schedule, takes the next step's action (which may finish a
         cycle and call ``on_trace_ready``)."""
+        if self.current_action == ProfilerAction.RECORD_AND_SAVE:
+            # This step ends the recording cycle: as torch.profiler, the execution trace
+            # stops first.
+            self._stop_execution_trace()
         try:
             self._session.step()
         finally:
             self._deliver()
+        self._follow_recording()
+
+    def _follow_recording(self) -> None:
+        """Starts the execution trace observer when a trace records now, stops it when none
+        does: torch.profiler's ``start_trace``/``stop_trace`` around its recording."""
+        if self.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
+            if self.execution_trace_observer is not None and not self._execution_trace_running:
+                self.execution_trace_observer.start()
+                self._execution_trace_running = True
+        else:
+            self._stop_execution_trace()
+
+    def _stop_execution_trace(self) -> None:
+        if self._execution_trace_running:
+            self._execution_trace_running = False
+            self.execution_trace_observer.stop()
 
     def _deliver(self) -> None:
         notes: List[str] = []
@@ -427,6 +474,7 @@ class profile:
                 try:
                     self.on_trace_ready(self)
                 except BaseException:
+                    self._stop_execution_trace()
                     self._session.abort()
                     self._announce_stop()
                     raise
@@ -577,6 +625,17 @@ class profile:
 
 
 _DISTRIBUTED_INFO = "distributedInfo"
+
+
+def _execution_trace_observer_from_env() -> Any:
+    """What ``torch.profiler.profile`` uses without an ``execution_trace_observer``: with
+    ``ENABLE_PYTORCH_EXECUTION_TRACE=1``, PyTorch's observer writing to a temporary file
+    (``ENABLE_PYTORCH_EXECUTION_TRACE_EXTRAS=1`` adds its extra resources), else ``None``."""
+    if os.environ.get("ENABLE_PYTORCH_EXECUTION_TRACE", "0") != "1":
+        return None
+    from torch.profiler import ExecutionTraceObserver
+
+    return ExecutionTraceObserver.build_execution_trace_obs_from_env()
 
 
 def _distributed_info() -> Optional[Dict[str, Any]]:

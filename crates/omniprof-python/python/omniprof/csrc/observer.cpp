@@ -20,6 +20,11 @@
 // PyTorch's own functions at op start; and allocator reports, received by a reporter put in
 // the debug info of each thread that runs ops (see Reporter below), recorded as `[memory]`
 // instants.
+//
+// Each op's and user range's RecordFunction handle is recorded as its `Record function id`
+// whenever PyTorch gave it one: PyTorch numbers RecordFunctions only while a callback asks
+// for ids, as its execution trace observer does while it records (an op's `rf_id` there),
+// so reading the handle costs one load and a branch per op, and the id is packed only then.
 
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
@@ -332,10 +337,10 @@ __attribute__((noinline)) std::unique_ptr<at::ObserverContext> begin_user(
   uint8_t begun;
   if (record_shapes) {
     const Dims& in = range_dims(fn);
-    begun = table->begin_user(fn.name(), in.dims.data(), in.ranks.data(), in.ranks.size(),
-                              ctx->range);
+    begun = table->begin_user(fn.name(), fn.handle(), in.dims.data(), in.ranks.data(),
+                              in.ranks.size(), ctx->range);
   } else {
-    begun = table->begin_user(fn.name(), nullptr, nullptr, 0, ctx->range);
+    begun = table->begin_user(fn.name(), fn.handle(), nullptr, nullptr, 0, ctx->range);
   }
   if (!begun) {
     return nullptr;
@@ -357,11 +362,12 @@ __attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
   }
 }
 
-// An op with more than its name: its inputs (record_shapes), FLOPs (with_flops), the
-// TorchScript modules it runs in (with_modules) and its overload name (capture_overload_names),
-// packed as numbers (table.h).
+// An op with more than its name: its RecordFunction handle, its inputs (record_shapes),
+// FLOPs (with_flops), the TorchScript modules it runs in (with_modules) and its overload
+// name (capture_overload_names), packed as numbers (table.h).
 __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn) {
   Words words;
+  words.push(fn.handle());
   words.push(record_flops ? op_flops(fn) : 0);
   words.push(0);
   if (record_modules) {
@@ -376,7 +382,7 @@ __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn
     } catch (...) {
       hierarchy.clear();
     }
-    words[1] = hierarchy.size();
+    words[2] = hierarchy.size();
     words.append_bytes(hierarchy);
   }
   size_t count_at = words.size();
@@ -405,7 +411,8 @@ __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn
       words.append_bytes(op->overload_name);
     }
   }
-  if (words[0] == 0 && words[1] == 0 && words[count_at] == 0 && words[overload_at] == 0) {
+  if (words[0] == 0 && words[1] == 0 && words[2] == 0 && words[count_at] == 0 &&
+      words[overload_at] == 0) {
     table->push_op(fn.name(), &fn);
   } else {
     table->push_op_packed(fn.name(), &fn, words.data(), words.size());
@@ -461,7 +468,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (evaluates_a_node(fn)) {
     last_node = Numbers{};
   }
-  if (record_shapes || record_modules || record_overloads) {
+  if (record_shapes || record_modules || record_overloads || fn.handle() != 0) {
     push_op_with_details(fn);
   } else {
     table->push_op(fn.name(), &fn);

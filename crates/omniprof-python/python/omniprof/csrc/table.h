@@ -10,11 +10,13 @@ namespace omniprof {
 
 // What an op carries besides its name (push_op_packed), packed as the numbers it is, in
 // 64-bit words: the recorder keeps the words as they are and writes torch.profiler's text of
-// them (`Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`, `flops`,
-// `Module Hierarchy`) when the session stops, so no op pays for text or allocations while it
-// runs. Unpacked by src/op_details.rs, which mirrors this layout:
-//   word 0          the op's FLOP count (0: not counted)
-//   word 1          L, the byte length of its module hierarchy (0: none), as PyTorch writes
+// them (`Record function id`, `Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`,
+// `flops`, `Module Hierarchy`, `Overload Name`) when the session stops, so no op pays for text
+// or allocations while it runs. Unpacked by src/op_details.rs, which mirrors this layout:
+//   word 0          the op's RecordFunction handle (0: PyTorch gave it none, as it does
+//                   unless a callback such as its execution trace observer needs ids)
+//   word 1          the op's FLOP count (0: not counted)
+//   word 2          L, the byte length of its module hierarchy (0: none), as PyTorch writes
 //                   it ("TOP(Model)::forward.linear(Linear)::forward.")
 //   (L + 7) / 8     words holding those bytes
 //   next word       N, its inputs (0: not described)
@@ -59,8 +61,10 @@ struct Table {
   // on a backward node (0 otherwise) and PyTorch's id of this thread.
   void (*pop_op_with_autograd)(const void* key, int64_t sequence_number,
                                uint64_t forward_thread, uint64_t thread);
-  uint8_t (*begin_user)(const char* name, const int64_t* dims, const size_t* ranks,
-                        size_t inputs, void* out);
+  // Begins a user range; `record_id` is its RecordFunction handle (0: none), written as
+  // `Record function id`.
+  uint8_t (*begin_user)(const char* name, uint64_t record_id, const int64_t* dims,
+                        const size_t* ranks, size_t inputs, void* out);
   void (*end_user)(void* range);
   void (*memory)(uint64_t addr, int64_t bytes, uint64_t total_allocated,
                  uint64_t total_reserved, int32_t device_type, int32_t device_index,
@@ -109,7 +113,7 @@ struct StubsApi {
 
 constexpr uint32_t kStubsApiVersion = 1;
 
-constexpr uint32_t kTableVersion = 10;
+constexpr uint32_t kTableVersion = 11;
 
 // The observer's entry points, as omniprof's native module takes them (`EntryPoints` in
 // src/observer.rs): in a capsule named kEntryPointsCapsule, so that nothing but this struct
