@@ -12,6 +12,8 @@ reason (for a quick local run without the checker's Node or HTA).
 - HTA: ``$OMNIPROF_HTA_PYTHON`` (an interpreter with ``holistictraceanalysis``), else this
   interpreter if it imports ``hta``. ``$OMNIPROF_HTA_SKIP`` skips the HTA checks with its text as the reason
   (outside CI: with ``OMNIPROF_REQUIRE_ALL_CHECKS`` set, as CI sets it, any skip fails the run).
+- Chakra: ``$OMNIPROF_CHAKRA_PYTHON``, an interpreter of a virtual environment with
+  ``mlc-chakra`` (its ``chakra_trace_link`` beside it), for ``test_execution_trace.py``.
 """
 
 import json
