@@ -231,3 +231,20 @@ def test_without_an_observer_no_op_carries_a_record_function_id(tmp_path: Path) 
     ops = host_events(tmp_path / "trace.json")
     assert len(ops) >= 3
     assert [op for op in ops if "Record function id" in op["args"]] == []
+
+
+def test_enable_pytorch_execution_trace_makes_an_observer_as_torch_profiler_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ENABLE_PYTORCH_EXECUTION_TRACE", "1")
+    with omniprof.profile(activities=[omniprof.ProfilerActivity.CPU]) as prof:
+        with torch.profiler.record_function("work"):
+            torch.ones(4).add(1)
+    et = prof.execution_trace_observer
+    assert isinstance(et, ExecutionTraceObserver) and not et.is_registered
+    path = Path(et.get_output_file_path())
+    try:
+        assert path.name.endswith(".et.json")
+        assert "work" in [n["name"] for n in et_nodes(path)]
+    finally:
+        path.unlink()
