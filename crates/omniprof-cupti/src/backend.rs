@@ -8,7 +8,8 @@
 //! | session stop | kinds disabled, buffers flushed (`FLUSH_FORCED`), clocks paired again |
 //! | `kernel`, `gpu_memcpy`, `gpu_memset` | on (device, stream), linked to the op their launch ran in ([`links`](crate::links)) |
 //! | `cuda_runtime`, `cuda_driver` | on the launching host thread, with `cbid` |
-//! | `cuda_sync`, `overhead` | synchronization waits, CUPTI's own costs |
+//! | `cuda_sync` | synchronization waits, on their rows and with what they waited for ([`syncs`](crate::syncs)) |
+//! | `overhead` | CUPTI's own costs, on Kineto's `CUPTI Overhead` row (pid −1) |
 //! | `deviceProperties` | from the driver, with Kineto's keys |
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -31,6 +32,7 @@ use crate::library::{self, DeviceProperties, Loaded};
 use crate::links::{self, Linking, Links};
 use crate::names::{self, ApiNames};
 use crate::records::{self, kind, Record};
+use crate::syncs::{self, EventRecords};
 use crate::threads;
 
 /// The device type traces name (`device_type`), as PyTorch's.
@@ -63,6 +65,29 @@ const SUPPORTED: [(ActivityType, u32); 7] = [
     (ActivityType::CudaSync, kind::SYNCHRONIZATION),
     (ActivityType::Overhead, kind::OVERHEAD),
 ];
+
+/// The `pid` Kineto writes CUPTI's overhead under, a process row of its own.
+const OVERHEAD_PID: i64 = -1;
+
+/// The `CUPTI Overhead` process row, as Kineto writes it: no label, sorted after the devices
+/// (its sort index is 0x100000); and its one thread row (Kineto writes none, and the viewer
+/// names it by its `tid`, 0).
+fn overhead_rows() -> (DeviceInfo, ResourceInfo) {
+    let name = "CUPTI Overhead";
+    let process = DeviceInfo {
+        id: OVERHEAD_PID,
+        sort_index: 0x10_0000,
+        name: name.to_owned(),
+        label: String::new(),
+    };
+    let thread = ResourceInfo {
+        device_id: OVERHEAD_PID,
+        id: 0,
+        sort_index: 0,
+        name: name.to_owned(),
+    };
+    (process, thread)
+}
 
 /// Whether a CUPTI session is recording: CUPTI's activity state is one per process.
 static RECORDING: AtomicBool = AtomicBool::new(false);
@@ -100,11 +125,15 @@ impl ActivityProfiler for CuptiProfiler {
         config: &Config,
     ) -> Result<Option<Box<dyn ProfilerSession>>, BackendError> {
         let loaded = library::loaded().map_err(BackendError::new)?;
-        let kinds: Vec<u32> = SUPPORTED
+        let mut kinds: Vec<u32> = SUPPORTED
             .iter()
             .filter(|(t, _)| activities.contains(*t))
             .map(|&(_, k)| k)
             .collect();
+        // The events' records name the `cudaEventRecord` a wait on an event waited for.
+        if kinds.contains(&kind::SYNCHRONIZATION) {
+            kinds.push(kind::CUDA_EVENT);
+        }
         // Runtime calls and overhead alone are no reason to start CUPTI.
         if !kinds
             .iter()
@@ -134,6 +163,8 @@ impl ActivityProfiler for CuptiProfiler {
             ambiguous_calls: (0, 0),
             devices: BTreeSet::new(),
             streams: BTreeSet::new(),
+            sync_rows: BTreeSet::new(),
+            overhead: false,
             properties: BTreeMap::new(),
         })))
     }
@@ -158,6 +189,10 @@ struct CuptiSession {
     ambiguous_calls: (u64, i64),
     devices: BTreeSet<u32>,
     streams: BTreeSet<(u32, u32)>,
+    /// The (device, stream) pairs whose `Stream Sync` rows hold events.
+    sync_rows: BTreeSet<(u32, u32)>,
+    /// Whether an overhead event was made (and its row is due).
+    overhead: bool,
     /// The devices' properties, read from the driver with the trace.
     properties: BTreeMap<u32, DeviceProperties>,
 }
@@ -279,6 +314,7 @@ impl ProfilerSession for CuptiSession {
             ));
         };
         let records = self.decode_all();
+        let events = EventRecords::of(records.iter().map(|(r, _)| r));
         let threads = threads::seen();
         let links = match self.linking {
             Linking::ExternalCorrelation => links::from_external_correlation(&records),
@@ -384,53 +420,42 @@ impl ProfilerSession for CuptiSession {
                 }
                 Record::Sync(s) => {
                     let device = context_device.get(&s.context).copied().unwrap_or(0);
-                    let stream = if s.stream == u32::MAX { 0 } else { s.stream };
+                    let resource = syncs::row(&s);
                     let mut a = Activity::new(
                         ActivityType::CudaSync,
                         names::sync(s.sync_type),
                         device.into(),
-                        stream.into(),
+                        resource,
                         time(s.start),
                         time(s.end),
                     );
                     a.correlation = s.correlation.into();
                     a.linked_correlation = links.get(&s.correlation).and_then(|l| l.0);
-                    a.args.push((
-                        "cuda_sync_kind".into(),
-                        Value::from(names::sync(s.sync_type)),
-                    ));
-                    a.args
-                        .push(("stream".into(), Value::from(i64::from(s.stream as i32))));
-                    a.args.push(("device".into(), Value::from(device)));
-                    a.args.push(("context".into(), Value::from(s.context)));
-                    if s.event != u32::MAX {
-                        a.args
-                            .push(("wait_on_cuda_event_id".into(), Value::from(s.event)));
-                    }
-                    if s.stream != u32::MAX {
+                    a.args = syncs::args(&s, device, &events);
+                    if s.stream == u32::MAX {
+                        self.devices.insert(device);
+                    } else {
                         self.note_stream(device, s.stream);
+                        if resource != i64::from(s.stream) {
+                            self.sync_rows.insert((device, s.stream));
+                        }
                     }
                     sink.add(a);
                 }
                 Record::Overhead(o) => {
-                    // A process or thread object is (pid, CUPTI's tid), on that thread's
-                    // row as its API calls are; a device object is (device, context,
-                    // stream).
-                    let (device, resource) = match o.object_kind {
-                        1 | 2 => (pid, threads.system_tid(o.object[1])),
-                        _ => (i64::from(o.object[0]), i64::from(o.object[2])),
-                    };
+                    // Kineto writes every overhead on one row, whatever object CUPTI names.
+                    self.overhead = true;
                     let a = Activity::new(
                         ActivityType::Overhead,
                         names::overhead(o.kind),
-                        device,
-                        resource,
+                        OVERHEAD_PID,
+                        0,
                         time(o.start),
                         time(o.end),
                     );
                     sink.add(a);
                 }
-                Record::ExternalCorrelation(_) | Record::Other(_) => {}
+                Record::CudaEvent(_) | Record::ExternalCorrelation(_) | Record::Other(_) => {}
             }
         }
         self.properties = properties;
@@ -438,17 +463,21 @@ impl ProfilerSession for CuptiSession {
     }
 
     fn device_info(&self) -> Vec<DeviceInfo> {
-        self.devices
-            .iter()
-            .map(|&d| DeviceInfo::new(d.into(), format!("GPU {d}"), format!("GPU {d}")))
-            .collect()
+        let devices = self.devices.iter();
+        let devices =
+            devices.map(|&d| DeviceInfo::new(d.into(), format!("GPU {d}"), format!("GPU {d}")));
+        let overhead = self.overhead.then(|| overhead_rows().0);
+        devices.chain(overhead).collect()
     }
 
     fn resource_infos(&self) -> Vec<ResourceInfo> {
-        self.streams
-            .iter()
-            .map(|&(device, stream)| ResourceInfo::stream(device.into(), stream.into()))
-            .collect()
+        let streams = self.streams.iter();
+        let streams =
+            streams.map(|&(device, stream)| ResourceInfo::stream(device.into(), stream.into()));
+        let sync_rows = self.sync_rows.iter();
+        let sync_rows = sync_rows.map(|&(device, stream)| syncs::sync_row(device, stream));
+        let overhead = self.overhead.then(|| overhead_rows().1);
+        streams.chain(sync_rows).chain(overhead).collect()
     }
 
     fn errors(&self) -> Vec<String> {

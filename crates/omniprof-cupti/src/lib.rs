@@ -42,12 +42,13 @@ mod library;
 mod links;
 mod names;
 mod records;
+mod syncs;
 mod threads;
 
 pub use backend::{keys, unavailable_reason, CuptiProfiler, DEVICE_TYPE};
 pub use clock::{ClockMap, Pair};
 pub use library::{LIBRARY_ENV, SEARCH_PATH_ENV};
 pub use records::{
-    bytes_read, decode, external, is_known_version, kind, Api, ExternalCorrelation, Field, Kernel,
-    Memcpy, Memset, Overhead, Record, Sync, Truncated, FIELDS, KNOWN_VERSIONS,
+    bytes_read, decode, external, is_known_version, kind, Api, CudaEvent, ExternalCorrelation,
+    Field, Kernel, Memcpy, Memset, Overhead, Record, Sync, Truncated, FIELDS, KNOWN_VERSIONS,
 };

@@ -38,6 +38,8 @@ pub mod kind {
     pub const CONCURRENT_KERNEL: u32 = 10;
     /// `CUPTI_ACTIVITY_KIND_OVERHEAD`.
     pub const OVERHEAD: u32 = 17;
+    /// `CUPTI_ACTIVITY_KIND_CUDA_EVENT`: a `cudaEventRecord`'s event and stream.
+    pub const CUDA_EVENT: u32 = 36;
     /// `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`.
     pub const SYNCHRONIZATION: u32 = 38;
     /// `CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION`.
@@ -176,6 +178,17 @@ mod sync {
     }
 }
 
+/// CUDA event record fields (`CUpti_ActivityCudaEvent`/`…2`).
+mod cuda_event {
+    use super::{f, Field};
+    fields! {
+        CORRELATION = "correlationId" at 4, 4;
+        CONTEXT = "contextId" at 8, 4;
+        STREAM = "streamId" at 12, 4;
+        EVENT = "eventId" at 16, 4;
+    }
+}
+
 /// External correlation fields (`CUpti_ActivityExternalCorrelation`).
 mod correlation {
     use super::{f, Field};
@@ -187,13 +200,14 @@ mod correlation {
 }
 
 /// Every field omniprof reads, by record: the names `tests/layout.c` prints them under.
-pub const FIELDS: [(&str, &[Field]); 7] = [
+pub const FIELDS: [(&str, &[Field]); 8] = [
     ("kernel", kernel::ALL),
     ("memcpy", memcpy::ALL),
     ("memset", memset::ALL),
     ("api", api::ALL),
     ("overhead", overhead::ALL),
     ("sync", sync::ALL),
+    ("cuda_event", cuda_event::ALL),
     ("external", correlation::ALL),
 ];
 
@@ -206,6 +220,7 @@ pub fn bytes_read(kind: u32) -> usize {
         kind::RUNTIME | kind::DRIVER => api::ALL,
         kind::OVERHEAD => overhead::ALL,
         kind::SYNCHRONIZATION => sync::ALL,
+        kind::CUDA_EVENT => cuda_event::ALL,
         kind::EXTERNAL_CORRELATION => correlation::ALL,
         _ => &[],
     };
@@ -344,6 +359,20 @@ pub struct Sync {
     pub event: u32,
 }
 
+/// A CUDA event recorded on a stream (`cudaEventRecord`): what a wait on that event waits
+/// for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaEvent {
+    /// The recording API call's correlation id.
+    pub correlation: u32,
+    /// The context and stream it was recorded on.
+    pub context: u32,
+    /// See `context`.
+    pub stream: u32,
+    /// The event, as a synchronization's `event` names it.
+    pub event: u32,
+}
+
 /// The external id pushed when an API call ran.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExternalCorrelation {
@@ -371,6 +400,8 @@ pub enum Record {
     Overhead(Overhead),
     /// `SYNCHRONIZATION`.
     Sync(Sync),
+    /// `CUDA_EVENT`.
+    CudaEvent(CudaEvent),
     /// `EXTERNAL_CORRELATION`.
     ExternalCorrelation(ExternalCorrelation),
     /// A kind omniprof does not read.
@@ -499,6 +530,12 @@ pub fn decode(bytes: &[u8]) -> Result<Record, Truncated> {
             context: read_u32(b, sync::CONTEXT),
             stream: read_u32(b, sync::STREAM),
             event: read_u32(b, sync::EVENT),
+        }),
+        kind::CUDA_EVENT => Record::CudaEvent(CudaEvent {
+            correlation: read_u32(b, cuda_event::CORRELATION),
+            context: read_u32(b, cuda_event::CONTEXT),
+            stream: read_u32(b, cuda_event::STREAM),
+            event: read_u32(b, cuda_event::EVENT),
         }),
         kind::EXTERNAL_CORRELATION => Record::ExternalCorrelation(ExternalCorrelation {
             external_kind: read_u32(b, correlation::KIND),

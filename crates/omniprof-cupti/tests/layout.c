@@ -20,9 +20,11 @@ typedef CUpti_ActivityKernel9 Kernel;
 #if CUPTI_API_VERSION >= 26
 typedef CUpti_ActivityMemcpy6 Memcpy;
 typedef CUpti_ActivitySynchronization2 Sync;
+typedef CUpti_ActivityCudaEvent2 CudaEvent;
 #else
 typedef CUpti_ActivityMemcpy5 Memcpy;
 typedef CUpti_ActivitySynchronization Sync;
+typedef CUpti_ActivityCudaEvent CudaEvent;
 #endif
 typedef CUpti_ActivityMemset4 Memset;
 typedef CUpti_ActivityAPI Api;
@@ -108,6 +110,12 @@ int main(void) {
   FIELD("sync", Sync, contextId);
   FIELD("sync", Sync, streamId);
   FIELD("sync", Sync, cudaEventId);
+
+  SIZE("cuda_event", CudaEvent);
+  FIELD("cuda_event", CudaEvent, correlationId);
+  FIELD("cuda_event", CudaEvent, contextId);
+  FIELD("cuda_event", CudaEvent, streamId);
+  FIELD("cuda_event", CudaEvent, eventId);
 
   SIZE("external", External);
   FIELD("external", External, externalKind);
@@ -195,6 +203,15 @@ int main(void) {
   y.streamId = 7;
   y.cudaEventId = 0xFFFFFFFFu;
   hex("sync", &y, sizeof y);
+
+  CudaEvent v;
+  memset(&v, 0x55, sizeof v);
+  v.kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
+  v.correlationId = 80;
+  v.contextId = 1;
+  v.streamId = 9;
+  v.eventId = 3;
+  hex("cuda_event", &v, sizeof v);
 
   External e;
   memset(&e, 0x44, sizeof e);

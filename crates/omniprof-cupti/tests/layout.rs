@@ -100,7 +100,7 @@ fn every_field_omniprof_reads_sits_where_the_installed_headers_put_it() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 57);
+    assert_eq!(checked, 61);
     assert_eq!(
         dump.fields.len(),
         checked,
@@ -173,6 +173,11 @@ fn a_filled_record_of_each_kind_decodes_to_its_values() {
         (3, 500, 900, 79)
     );
     assert_eq!((y.context, y.stream, y.event), (1, 7, u32::MAX));
+
+    let Record::CudaEvent(v) = decoded("cuda_event") else {
+        panic!("not a CUDA event")
+    };
+    assert_eq!((v.correlation, v.context, v.stream, v.event), (80, 1, 9, 3));
 
     let Record::ExternalCorrelation(e) = decoded("external") else {
         panic!("not an external correlation")

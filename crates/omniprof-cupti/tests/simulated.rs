@@ -17,8 +17,11 @@ use omniprof::trace::keys::metadata;
 use omniprof::trace::{ActivitySet, ActivityType, Trace, Value};
 use omniprof::{record_function, record_op, Profiler};
 use omniprof_cupti::{unavailable_reason, CuptiProfiler, LIBRARY_ENV};
+use omniprof_test_support::checker::assert_loads_in_perfetto;
 use omniprof_test_support::cupti::{self, Simulated};
+use omniprof_test_support::decoder::assert_matches_json;
 use omniprof_test_support::session::backend_errors;
+use omniprof_test_support::skip::{skip, Needs};
 
 const CHECK: &str = "the simulated CUPTI session";
 /// Set in the child process that runs a test's body.
@@ -68,6 +71,7 @@ type Memcpy = unsafe extern "C" fn(u32, u8, u8, u8, u64, u32, u64);
 type Memset = unsafe extern "C" fn(u32, u16, u32, u64, u32, u64);
 type Sync = unsafe extern "C" fn(u32, u32, u32, u32, u64);
 type Overhead = unsafe extern "C" fn(u32, u64);
+type EventRecord = unsafe extern "C" fn(u32, u32, u32);
 
 /// A function of the simulated CUPTI the backend loaded.
 fn sim<T: Copy>(name: &str) -> T {
@@ -93,12 +97,21 @@ const CU_CTX_GET_CURRENT: u32 = 9;
 const CUDA_MEMCPY_ASYNC: u32 = 41;
 const CUDA_MEMSET_ASYNC: u32 = 51;
 const CUDA_STREAM_SYNCHRONIZE: u32 = 131;
+const CUDA_EVENT_RECORD: u32 = 135;
+const CUDA_EVENT_SYNCHRONIZE: u32 = 137;
+const CUDA_STREAM_WAIT_EVENT: u32 = 147;
+/// CUPTI's id where no stream or event applies.
+const NO_ID: u32 = u32::MAX;
 /// `CUPTI_ACTIVITY_MEMCPY_KIND_HTOD`.
 const HTOD: u8 = 1;
 /// `CUPTI_ACTIVITY_MEMORY_KIND_PINNED`.
 const PINNED: u8 = 2;
 /// `CUPTI_ACTIVITY_MEMORY_KIND_DEVICE`.
 const DEVICE: u8 = 3;
+/// `CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE`.
+const EVENT_SYNCHRONIZE: u32 = 1;
+/// `CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT`.
+const STREAM_WAIT_EVENT: u32 = 2;
 /// `CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE`.
 const STREAM_SYNCHRONIZE: u32 = 3;
 /// `CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE`.
@@ -612,16 +625,14 @@ fn a_call_across_an_ops_edge_is_left_unlinked_with_a_warning_naming_the_fallback
     );
 }
 
-#[test]
-fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
-    if !in_child(
-        "copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them",
-        &[],
-    ) {
-        return;
-    }
+/// A session recording copies, sets, waits and overhead: a copy of 3 ms on stream 7 (in
+/// `aten::copy_`), a set after it (in `aten::fill_`), CUDA event 3 recorded on stream 7, then
+/// a `Stream Sync` on stream 7 while the copy still runs, a `Stream Wait Event` of stream 13
+/// and an `Event Sync` on event 3, a `Context Sync`, and an overhead record.
+fn waits_trace() -> Trace {
     let memcpy: Memcpy = sim("sim_memcpy");
     let memset: Memset = sim("sim_memset");
+    let event_record: EventRecord = sim("sim_event_record");
     let sync: Sync = sim("sim_sync");
     let overhead: Overhead = sim("sim_overhead");
     let activities = "cpu_op,user_annotation,kernel,gpu_memcpy,gpu_memset,cuda_runtime,\
@@ -631,7 +642,17 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
         {
             let _op = record_op("aten::copy_");
             spin(2);
-            unsafe { memcpy(CUDA_MEMCPY_ASYNC, HTOD, PINNED, DEVICE, 1 << 20, 7, 4_000) };
+            unsafe {
+                memcpy(
+                    CUDA_MEMCPY_ASYNC,
+                    HTOD,
+                    PINNED,
+                    DEVICE,
+                    1 << 20,
+                    7,
+                    3_000_000,
+                )
+            };
             spin(2);
         }
         {
@@ -640,33 +661,57 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
             unsafe { memset(CUDA_MEMSET_ASYNC, DEVICE.into(), 0, 4096, 7, 1_000) };
             spin(2);
         }
-        // Once the stream's work is done, so that the waits share no time with it.
-        spin(20);
+        unsafe { event_record(CUDA_EVENT_RECORD, 7, 3) };
+        // The waits, 10 µs apart so that no two of one row share time; the stream sync
+        // shares the copy's.
+        spin(10);
         unsafe {
             sync(
                 CUDA_STREAM_SYNCHRONIZE,
                 STREAM_SYNCHRONIZE,
                 7,
-                u32::MAX,
-                2_000,
+                NO_ID,
+                4_000_000,
             )
         };
+        spin(10);
+        unsafe { sync(CUDA_STREAM_WAIT_EVENT, STREAM_WAIT_EVENT, 13, 3, 2_000) };
+        spin(10);
+        unsafe { sync(CUDA_EVENT_SYNCHRONIZE, EVENT_SYNCHRONIZE, NO_ID, 3, 2_000) };
+        spin(10);
         unsafe {
             sync(
                 CUDA_DEVICE_SYNCHRONIZE,
                 CONTEXT_SYNCHRONIZE,
-                u32::MAX,
-                u32::MAX,
+                NO_ID,
+                NO_ID,
                 3_000,
             )
         };
         unsafe { overhead(ACTIVITY_BUFFER_REQUEST, 1_500) };
+        // Until the longest wait is over, so that the window holds it.
+        std::thread::sleep(Duration::from_millis(6));
     });
     assert_eq!(backend_errors(&trace), Vec::<String>::new());
+    trace
+}
 
-    let mut json = Vec::new();
-    omniprof::trace::write_chrome(&trace, "simulated", &mut json).unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&json).unwrap();
+#[test]
+fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
+    if !in_child(
+        "copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them",
+        &[],
+    ) {
+        return;
+    }
+    let trace = waits_trace();
+    let dir = std::env::temp_dir().join(format!("omniprof-cupti-waits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json_path, pftrace_path) = (dir.join("waits.json"), dir.join("waits.pftrace"));
+    omniprof::trace::save(&trace, &json_path).unwrap();
+    omniprof::trace::save(&trace, &pftrace_path).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
     let events = json["traceEvents"].as_array().unwrap();
     let of = |cat: &str| -> Vec<&serde_json::Value> {
         events
@@ -682,9 +727,6 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
             .unwrap_or_else(|| panic!("no {name} in {events:?}"));
         launch["args"]["correlation"].as_u64().unwrap()
     };
-    // SAFETY: gettid only reads the calling thread's id.
-    let tid = i64::from(unsafe { libc::gettid() });
-    let pid = i64::from(std::process::id());
     // Each event's name, row and args, the bandwidth and the duration aside (GPU clock
     // times mapped to the trace's may move a nanosecond).
     let shape = |e: &serde_json::Value| {
@@ -715,12 +757,12 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
             })
         )
     );
-    assert!((dur_us(copies[0]) - 4.0).abs() < 0.01, "{copies:?}");
-    // Bytes per nanosecond: 1 MiB in 4 µs.
+    assert!((dur_us(copies[0]) - 3_000.0).abs() < 0.01, "{copies:?}");
+    // Bytes per nanosecond: 1 MiB in 3 ms.
     let bandwidth = copies[0]["args"]["memory bandwidth (GB/s)"]
         .as_f64()
         .unwrap();
-    assert!((bandwidth - 262.144).abs() < 1.0, "{bandwidth}");
+    assert!((bandwidth - 0.349_525).abs() < 0.001, "{bandwidth}");
 
     let sets = of("gpu_memset");
     assert_eq!(sets.len(), 1, "{sets:?}");
@@ -739,6 +781,10 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
     );
     assert!((dur_us(sets[0]) - 1.0).abs() < 0.01, "{sets:?}");
 
+    // As Kineto writes them: a `Stream Sync` on its stream's sync row (stream + 1,000,000),
+    // a wait on an event with the stream and call that recorded the event, a wait on no
+    // stream with stream -1, on `tid` 1 (-1's absolute value).
+    let record = launch("cudaEventRecord");
     let waits: Vec<_> = of("cuda_sync").into_iter().map(shape).collect();
     assert_eq!(
         waits,
@@ -746,16 +792,40 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
             (
                 "Stream Sync".to_owned(),
                 0,
-                7,
+                1_000_007,
                 serde_json::json!({
                     "cuda_sync_kind": "Stream Sync", "stream": 7, "device": 0, "context": 1,
                     "correlation": launch("cudaStreamSynchronize"),
                 })
             ),
             (
+                "Stream Wait Event".to_owned(),
+                0,
+                13,
+                serde_json::json!({
+                    "cuda_sync_kind": "Stream Wait Event",
+                    "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": record,
+                    "wait_on_cuda_event_id": 3,
+                    "stream": 13, "device": 0, "context": 1,
+                    "correlation": launch("cudaStreamWaitEvent"),
+                })
+            ),
+            (
+                "Event Sync".to_owned(),
+                0,
+                1,
+                serde_json::json!({
+                    "cuda_sync_kind": "Event Sync",
+                    "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": record,
+                    "wait_on_cuda_event_id": 3,
+                    "stream": -1, "device": 0, "context": 1,
+                    "correlation": launch("cudaEventSynchronize"),
+                })
+            ),
+            (
                 "Context Sync".to_owned(),
                 0,
-                0,
+                1,
                 serde_json::json!({
                     "cuda_sync_kind": "Context Sync", "stream": -1, "device": 0, "context": 1,
                     "correlation": launch("cudaDeviceSynchronize"),
@@ -764,16 +834,146 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
         ]
     );
 
-    // On the thread CUPTI names, by its system id, as its API calls are.
+    // On Kineto's `CUPTI Overhead` row: pid -1, tid 0.
     let overheads: Vec<_> = of("overhead").into_iter().map(shape).collect();
     assert_eq!(
         overheads,
         [(
             "Activity Buffer Request".to_owned(),
-            pid,
-            tid,
+            -1,
+            0,
             serde_json::json!({})
         )]
+    );
+
+    // The rows: the stream's sync row named and sorted for its stream, the overhead
+    // process named and sorted as Kineto's (with no label), and no sibling row for an
+    // overlap.
+    let rows: Vec<(String, i64, i64, serde_json::Value)> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && (e["pid"] == -1 || e["tid"] == 1_000_007))
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_owned(),
+                e["pid"].as_i64().unwrap(),
+                e["tid"].as_i64().unwrap(),
+                e["args"].clone(),
+            )
+        })
+        .collect();
+    let row = |name: &str, pid, tid, args| (name.to_owned(), pid, tid, args);
+    assert_eq!(
+        rows,
+        [
+            row(
+                "process_name",
+                -1,
+                0,
+                serde_json::json!({"name": "CUPTI Overhead"})
+            ),
+            row(
+                "process_sort_index",
+                -1,
+                0,
+                serde_json::json!({"sort_index": 1_048_576})
+            ),
+            row(
+                "thread_name",
+                0,
+                1_000_007,
+                serde_json::json!({"name": "stream 7 (sync)"})
+            ),
+            row(
+                "thread_sort_index",
+                0,
+                1_000_007,
+                serde_json::json!({"sort_index": 7})
+            ),
+            row(
+                "thread_name",
+                -1,
+                0,
+                serde_json::json!({"name": "CUPTI Overhead"})
+            ),
+            row(
+                "thread_sort_index",
+                -1,
+                0,
+                serde_json::json!({"sort_index": 0})
+            ),
+        ]
+    );
+    let overlaps: Vec<_> = events
+        .iter()
+        .filter(|e| {
+            e["args"]["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("(overlap"))
+        })
+        .collect();
+    assert!(overlaps.is_empty(), "{overlaps:?}");
+
+    // The `.pftrace` puts every event on the same row as the JSON, and both load in
+    // Perfetto.
+    assert_matches_json(&pftrace_path, Some(&json_path));
+    assert_loads_in_perfetto(&json_path);
+    assert_loads_in_perfetto(&pftrace_path);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// HTA reads the waits' args that its critical path joins on: each wait on an event names
+/// the stream and the `cudaEventRecord` call that recorded it. The simulated CUPTI counts
+/// correlation ids from 1,000, as a process that ran for a while has (HTA 0.5.0 with pandas
+/// 3 misreads a trace whose ids all fit in a byte).
+#[test]
+fn hta_reads_which_record_each_wait_on_an_event_waited_for() {
+    if !in_child(
+        "hta_reads_which_record_each_wait_on_an_event_waited_for",
+        &[("SIM_CUPTI_FIRST_CORRELATION", "1000")],
+    ) {
+        return;
+    }
+    let Ok(python) = std::env::var("OMNIPROF_HTA_PYTHON") else {
+        return skip(
+            "HTA check of CUDA waits",
+            Needs::Hta,
+            "OMNIPROF_HTA_PYTHON is not set (bash .ci/run installs HTA and sets it)",
+        );
+    };
+    let trace = waits_trace();
+    let record = one(&trace, ActivityType::CudaRuntime, "cudaEventRecord").correlation;
+    let dir = std::env::temp_dir().join(format!("omniprof-cupti-hta-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    omniprof::trace::save(&trace, dir.join("rank0.pt.trace.json")).unwrap();
+    let script = r#"
+import sys
+from hta.trace_analysis import TraceAnalysis
+analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+df = analyzer.t.get_trace(0)
+names = analyzer.t.symbol_table.get_sym_table()
+for row in df[df["wait_on_stream"] > -1].itertuples():
+    print(names[row.name], row.stream, row.wait_on_stream, row.wait_on_cuda_event_record_corr_id)
+record = df[df["name"] == analyzer.t.symbol_table.get_sym_id_map()["cudaEventRecord"]]
+print("cudaEventRecord", list(record["correlation"]))
+"#;
+    let out = Command::new(&python)
+        .args(["-c", script, dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "HTA failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            format!("Stream Wait Event 13 7 {record}"),
+            format!("Event Sync -1 7 {record}"),
+            format!("cudaEventRecord [{record}]"),
+        ]
     );
 }
 

@@ -10,7 +10,9 @@ activities, then omniprof again (so each profiler runs after the other once). Ch
 - each kind of event the docs list in both traces: kernels, copies (``gpu_memcpy``), sets
   (``gpu_memset``) and runtime calls (``cuda_runtime``), and, with
   ``enable_cuda_sync_events=True``, synchronizations (``cuda_sync``, ``Context Sync`` from
-  ``torch.cuda.synchronize()`` among them, each with its ``cuda_sync_kind``);
+  ``torch.cuda.synchronize()`` among them, each with its ``cuda_sync_kind``; every
+  ``Stream Sync`` on its stream's sync row; a side stream's wait on an event and the host's
+  each naming the event's ``cudaEventRecord`` call);
 - the same kernel names with the same counts, and total kernel time per name within 5 %;
 - every omniprof kernel linked to a host op (``External id`` of a ``cpu_op``), and to the
   same ops whether linked by its launch's thread and time (the default) or through CUPTI's
@@ -306,21 +308,46 @@ def step_cost(model, batch, weight, steps: int, rounds: int) -> Dict[str, Any]:
 
 def sync_events(model, batch, weight, path: str) -> Dict[str, Any]:
     """With ``enable_cuda_sync_events=True``: the synchronizations in the written trace, by
-    name, and how many lack their ``cuda_sync_kind``."""
+    name, how many lack their ``cuda_sync_kind``, how many ``Stream Sync`` events are off
+    their stream's sync row (``tid`` = stream + 1,000,000, as Kineto writes them), and how
+    many waits on an event name a ``cudaEventRecord`` call of the trace as the record they
+    waited for (``wait_on_cuda_event_record_corr_id``, which HTA's critical path joins on)."""
     from torch._C._profiler import _ExperimentalConfig
 
     acts = [omniprof.ProfilerActivity.CPU, omniprof.ProfilerActivity.CUDA]
     config = _ExperimentalConfig(enable_cuda_sync_events=True)
     with omniprof.profile(activities=acts, experimental_config=config) as prof:
         workload(model, batch, weight, 3)
+        # A side stream waits for an event the current stream records, and the host for it.
+        x = torch.ones(1 << 20, device="cuda")
+        x.add_(1)
+        done = torch.cuda.Event()
+        done.record()
+        side = torch.cuda.Stream()
+        side.wait_event(done)
+        with torch.cuda.stream(side):
+            x.mul_(2)
+        done.synchronize()
+        torch.cuda.current_stream().synchronize()
+        side.synchronize()
     prof.export_chrome_trace(path)
     with open(path) as f:
         trace = json.load(f)
-    waits = [e for e in trace["traceEvents"] if e.get("cat") == "cuda_sync" and e.get("ph") == "X"]
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    waits = [e for e in events if e.get("cat") == "cuda_sync"]
+    records = {e["args"]["correlation"] for e in events
+               if e.get("cat") == "cuda_runtime" and e["name"].startswith("cudaEventRecord")}
+    on_events = [e for e in waits if e["name"] in ("Event Sync", "Stream Wait Event")]
     return {
         "sync_events": len(waits),
         "names": dict(collections.Counter(e["name"] for e in waits)),
         "without_kind": sum(1 for e in waits if "cuda_sync_kind" not in e.get("args", {})),
+        "stream_syncs_off_their_row": sum(
+            1 for e in waits
+            if e["name"] == "Stream Sync" and e["tid"] != e["args"]["stream"] + 1_000_000),
+        "event_waits": len(on_events),
+        "event_waits_naming_a_record": sum(
+            1 for e in on_events if e["args"].get("wait_on_cuda_event_record_corr_id") in records),
     }
 
 
@@ -433,6 +460,11 @@ def main() -> int:
     if waits is not None and (not waits["sync_events"] or "Context Sync" not in waits["names"]
                               or waits["without_kind"]):
         failures.append("sync events: none, no Context Sync, or some without cuda_sync_kind")
+    if waits is not None and ("Stream Sync" not in waits["names"]
+                              or waits["stream_syncs_off_their_row"]):
+        failures.append("sync events: no Stream Sync, or one off its stream's sync row")
+    if waits is not None and waits["event_waits_naming_a_record"] < 2:
+        failures.append("sync events: fewer than 2 waits on an event name its cudaEventRecord")
     report["failures"] = failures
     with open(out("report.json"), "w") as f:
         json.dump(report, f, indent=1, default=str)

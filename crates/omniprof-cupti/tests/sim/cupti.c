@@ -4,10 +4,11 @@
  * pushed on that thread, and (for a kernel) the kernel's record, all kept until a flush hands
  * them to the buffers omniprof lends, as CUPTI does. `sim_memcpy`, `sim_memset` and
  * `sim_sync` play calls that copy, set or wait (a copy's, set's or synchronization's record
- * beside the call's), and `sim_overhead` CUPTI's own overhead: every kind of record
- * omniprof reads. `sim_external_calls` counts the pushes
- * and pops of external ids made so far. Environment: SIM_CUPTI_VERSION (cuptiGetVersion's
- * answer, default CUPTI_API_VERSION). */
+ * beside the call's), `sim_event_record` a `cudaEventRecord` (the event's record beside the
+ * call's), and `sim_overhead` CUPTI's own overhead: every kind of record omniprof reads.
+ * `sim_external_calls` counts the pushes and pops of external ids made so far. Environment:
+ * SIM_CUPTI_VERSION (cuptiGetVersion's answer, default CUPTI_API_VERSION),
+ * SIM_CUPTI_FIRST_CORRELATION (the first call's correlation id, default 1). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,9 +31,11 @@ typedef CUpti_ActivityKernel9 Kernel;
 #if CUPTI_API_VERSION >= 26
 typedef CUpti_ActivityMemcpy6 Memcpy;
 typedef CUpti_ActivitySynchronization2 Sync;
+typedef CUpti_ActivityCudaEvent2 CudaEvent;
 #else
 typedef CUpti_ActivityMemcpy5 Memcpy;
 typedef CUpti_ActivitySynchronization Sync;
+typedef CUpti_ActivityCudaEvent CudaEvent;
 #endif
 typedef CUpti_ActivityMemset4 Memset;
 typedef CUpti_ActivityOverhead3 Overhead;
@@ -78,6 +81,7 @@ static size_t record_size(const CUpti_Activity* r) {
     case CUPTI_ACTIVITY_KIND_MEMSET: n = sizeof(Memset); break;
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: n = sizeof(Sync); break;
     case CUPTI_ACTIVITY_KIND_OVERHEAD: n = sizeof(Overhead); break;
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT: n = sizeof(CudaEvent); break;
     default: n = 8; break;
   }
   return (n + 7) & ~(size_t)7;
@@ -199,14 +203,18 @@ CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t 
   else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 41) *name = "cudaMemcpyAsync_v3020";
   else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 51) *name = "cudaMemsetAsync_v3020";
   else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 131) *name = "cudaStreamSynchronize_v3020";
+  else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 135) *name = "cudaEventRecord_v3020";
+  else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 137) *name = "cudaEventSynchronize_v3020";
+  else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == 147) *name = "cudaStreamWaitEvent_v3020";
   else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == 307) *name = "cuLaunchKernel";
   else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == 9) *name = "cuCtxGetCurrent";
   else return CUPTI_ERROR_INVALID_PARAMETER;
   return SUCCESS;
 }
 
-/* The device work a call makes, besides its API record: none, a kernel, a copy, a set or a
- * wait, of `duration_ns` on `stream` (a wait on no stream: UINT32_MAX). */
+/* The device work a call makes, besides its API record: none, a kernel, a copy, a set, a
+ * wait, of `duration_ns` on `stream` (a wait on no stream: UINT32_MAX), or an event recorded
+ * on `stream`. */
 typedef struct {
   CUpti_ActivityKind kind; /* CUPTI_ACTIVITY_KIND_INVALID for none */
   uint32_t stream;
@@ -216,7 +224,7 @@ typedef struct {
   uint16_t memory_kind;              /* a set's */
   uint32_t value;                    /* a set's */
   uint64_t bytes;                    /* a copy's or set's */
-  uint32_t sync_type, event;         /* a wait's */
+  uint32_t sync_type, event;         /* a wait's; a recorded event's `event` */
 } Work;
 
 /* When each stream's last work ends: a stream runs its work one after the other. */
@@ -227,6 +235,17 @@ static uint64_t stream_busy_until[256];
 static void keep_work(const Work* work, uint32_t correlation, uint64_t start) {
   if (work->kind == CUPTI_ACTIVITY_KIND_INVALID || !enabled[work->kind & 63]) return;
   uint64_t begin = start + 5000, end;
+  if (work->kind == CUPTI_ACTIVITY_KIND_CUDA_EVENT) {
+    CudaEvent v;
+    memset(&v, 0, sizeof v);
+    v.kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
+    v.correlationId = correlation;
+    v.contextId = 1;
+    v.streamId = work->stream;
+    v.eventId = work->event;
+    keep(&v, sizeof v);
+    return;
+  }
   if (work->kind != CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
     uint64_t* busy = &stream_busy_until[work->stream & 255];
     if (begin < *busy) begin = *busy;
@@ -301,6 +320,10 @@ static void keep_work(const Work* work, uint32_t correlation, uint64_t start) {
 static void call(int driver, uint32_t cbid, const Work* work, uint64_t start, uint64_t end) {
   if (!start) start = now();
   pthread_mutex_lock(&lock);
+  if (next_correlation == 1) {
+    const char* first = getenv("SIM_CUPTI_FIRST_CORRELATION");
+    if (first) next_correlation = (uint32_t)strtoul(first, NULL, 10);
+  }
   uint32_t correlation = next_correlation++;
   CUpti_ActivityAPI api;
   memset(&api, 0, sizeof api);
@@ -393,6 +416,14 @@ void sim_sync(uint32_t cbid, uint32_t sync_type, uint32_t stream, uint32_t event
   Work w = kernel(NULL, stream, duration_ns);
   w.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
   w.sync_type = sync_type;
+  w.event = event;
+  call(0, cbid, &w, 0, 0);
+}
+
+/* A runtime call `cbid` (cudaEventRecord) recording CUDA event `event` on `stream`. */
+void sim_event_record(uint32_t cbid, uint32_t stream, uint32_t event) {
+  Work w = kernel(NULL, stream, 0);
+  w.kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
   w.event = event;
   call(0, cbid, &w, 0, 0);
 }

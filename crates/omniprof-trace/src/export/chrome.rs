@@ -523,14 +523,17 @@ impl<W: Write> Writer<W> {
     ) -> io::Result<()> {
         for p in processes {
             self.meta("process_name", p.pid, 0, ts, "name", MetaArg::Str(&p.name));
-            self.meta(
-                "process_labels",
-                p.pid,
-                0,
-                ts,
-                "labels",
-                MetaArg::Str(&p.label),
-            );
+            // A row without a label writes none, as Kineto's `CUPTI Overhead` row.
+            if !p.label.is_empty() {
+                self.meta(
+                    "process_labels",
+                    p.pid,
+                    0,
+                    ts,
+                    "labels",
+                    MetaArg::Str(&p.label),
+                );
+            }
             let sort = MetaArg::Int(p.sort_index);
             self.meta("process_sort_index", p.pid, 0, ts, "sort_index", sort);
         }
@@ -833,5 +836,41 @@ mod tests {
         // Both at the kernel's start, i64::MAX - 2 ns after the base time.
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.matches(r#""ts": 9223372036854775.805, "#).count(), 2);
+    }
+
+    #[test]
+    fn a_process_row_without_a_label_writes_its_name_and_sort_index_only() {
+        let mut t = Trace::new(0, 1_000);
+        t.add_process(ProcessRow {
+            pid: -1,
+            name: "CUPTI Overhead".into(),
+            label: String::new(),
+            sort_index: 0x10_0000,
+        });
+        let mut out = Vec::new();
+        write_chrome(&t, "t", &mut out).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let rows: Vec<_> = doc["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "M")
+            .map(|e| (e["name"].clone(), e["pid"].clone(), e["args"].clone()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (
+                    "process_name".into(),
+                    (-1).into(),
+                    serde_json::json!({"name": "CUPTI Overhead"})
+                ),
+                (
+                    "process_sort_index".into(),
+                    (-1).into(),
+                    serde_json::json!({"sort_index": 1_048_576})
+                ),
+            ]
+        );
     }
 }

@@ -291,7 +291,9 @@ impl Layout {
             b.int(track::process::PID, os_pid);
             if let Some(row) = row {
                 b.str(track::process::PROCESS_NAME, &row.name);
-                b.str(track::process::PROCESS_LABELS, &row.label);
+                if !row.label.is_empty() {
+                    b.str(track::process::PROCESS_LABELS, &row.label);
+                }
                 b.int(track::process::LEGACY_SORT_INDEX, row.sort_index);
             }
             b.close(p);
