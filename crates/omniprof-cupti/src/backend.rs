@@ -12,7 +12,7 @@
 //! | `overhead` | CUPTI's own costs, on Kineto's `CUPTI Overhead` row (pid −1) |
 //! | `deviceProperties` | from the driver, with Kineto's keys |
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -153,6 +153,7 @@ impl ActivityProfiler for CuptiProfiler {
         Ok(Some(Box::new(CuptiSession {
             loaded,
             linking: Linking::choose(activities, config),
+            stream_wait_events: config.display_cuda_sync_wait_events(),
             kinds,
             enabled: Vec::new(),
             start: None,
@@ -174,6 +175,8 @@ impl ActivityProfiler for CuptiProfiler {
 struct CuptiSession {
     loaded: &'static Loaded,
     linking: Linking,
+    /// Whether streams' waits on events are written (`ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS`).
+    stream_wait_events: bool,
     /// The kinds to enable (external correlation comes with them where it links).
     kinds: Vec<u32>,
     /// The kinds enabled now, to disable at stop.
@@ -326,19 +329,18 @@ impl ProfilerSession for CuptiSession {
             }
         };
         let mut context_device: HashMap<u32, u32> = HashMap::new();
+        // The (device, stream) pairs that ran work: Kineto writes a stream's waits on an
+        // event only if the stream has some (they are many, and say little otherwise).
+        let mut worked: HashSet<(u32, u32)> = HashSet::new();
         for r in &records {
-            match r {
-                (Record::Kernel(k), _) => {
-                    context_device.insert(k.context, k.device);
-                }
-                (Record::Memcpy(m), _) => {
-                    context_device.insert(m.context, m.device);
-                }
-                (Record::Memset(m), _) => {
-                    context_device.insert(m.context, m.device);
-                }
-                _ => {}
-            }
+            let (context, device, stream) = match r {
+                (Record::Kernel(k), _) => (k.context, k.device, k.stream),
+                (Record::Memcpy(m), _) => (m.context, m.device, m.stream),
+                (Record::Memset(m), _) => (m.context, m.device, m.stream),
+                _ => continue,
+            };
+            context_device.insert(context, device);
+            worked.insert((device, stream));
         }
         // Asked of the driver once per device: for the kernels' occupancy here, and for
         // `deviceProperties` after.
@@ -420,6 +422,10 @@ impl ProfilerSession for CuptiSession {
                 }
                 Record::Sync(s) => {
                     let device = context_device.get(&s.context).copied().unwrap_or(0);
+                    let shown = self.stream_wait_events && worked.contains(&(device, s.stream));
+                    if syncs::is_stream_wait(&s) && !shown {
+                        continue;
+                    }
                     let resource = syncs::row(&s);
                     let mut a = Activity::new(
                         ActivityType::CudaSync,

@@ -4,7 +4,7 @@
 //! | sync | row (`tid`) | waited for |
 //! |---|---|---|
 //! | `Stream Sync` | the stream's sync row, stream + 1,000,000, `stream N (sync)` | |
-//! | `Stream Wait Event` | its stream | the event's record |
+//! | `Stream Wait Event` (of a stream that ran work, unless turned off) | its stream | the event's record |
 //! | `Event Sync`, `Context Sync` (no stream: CUPTI's −1) | −1, written as `tid` 1 | `Event Sync`: the event's record |
 //!
 //! A `Stream Sync` spans the stream's work it waits for, so on the stream's own row it would
@@ -59,6 +59,12 @@ pub(crate) fn sync_row(device: u32, stream: u32) -> ResourceInfo {
         sort_index: stream.into(),
         name: format!("stream {stream} (sync)"),
     }
+}
+
+/// Whether a sync is a stream's wait on an event (`cudaStreamWaitEvent`): written only where
+/// `ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS` is on and the stream ran work, as Kineto does.
+pub(crate) fn is_stream_wait(s: &records::Sync) -> bool {
+    s.sync_type == STREAM_WAIT_EVENT
 }
 
 /// Whether a sync waits on a CUDA event (and Kineto writes what it waited for).

@@ -628,8 +628,10 @@ fn a_call_across_an_ops_edge_is_left_unlinked_with_a_warning_naming_the_fallback
 /// A session recording copies, sets, waits and overhead: a copy of 3 ms on stream 7 (in
 /// `aten::copy_`), a set after it (in `aten::fill_`), CUDA event 3 recorded on stream 7, then
 /// a `Stream Sync` on stream 7 while the copy still runs, a `Stream Wait Event` of stream 13
-/// and an `Event Sync` on event 3, a `Context Sync`, and an overhead record.
+/// (which then runs a kernel) and an `Event Sync` on event 3, a `Context Sync`, and an
+/// overhead record.
 fn waits_trace() -> Trace {
+    let launch: Launch = sim("sim_launch");
     let memcpy: Memcpy = sim("sim_memcpy");
     let memset: Memset = sim("sim_memset");
     let event_record: EventRecord = sim("sim_event_record");
@@ -676,6 +678,7 @@ fn waits_trace() -> Trace {
         };
         spin(10);
         unsafe { sync(CUDA_STREAM_WAIT_EVENT, STREAM_WAIT_EVENT, 13, 3, 2_000) };
+        unsafe { launch(CUDA_LAUNCH_KERNEL, c"k_after_wait".as_ptr(), 13, 1_000) };
         spin(10);
         unsafe { sync(CUDA_EVENT_SYNCHRONIZE, EVENT_SYNCHRONIZE, NO_ID, 3, 2_000) };
         spin(10);
@@ -919,6 +922,38 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
     assert_loads_in_perfetto(&json_path);
     assert_loads_in_perfetto(&pftrace_path);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A stream's waits on events are written where the stream ran work and
+/// `ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS` is on (its default), as Kineto writes them:
+/// stream 13 runs a kernel after its wait, stream 14 nothing.
+#[test]
+fn streams_waits_on_events_are_written_for_streams_that_ran_work_unless_turned_off() {
+    if !in_child(
+        "streams_waits_on_events_are_written_for_streams_that_ran_work_unless_turned_off",
+        &[],
+    ) {
+        return;
+    }
+    let launch: Launch = sim("sim_launch");
+    let sync: Sync = sim("sim_sync");
+    let waits = |config: &str| -> Vec<i64> {
+        // SAFETY (each block): calls of the simulated runtime, which keep nothing given.
+        let (trace, _) = record_with("kernel,cuda_runtime,cuda_sync", config, || {
+            for stream in [13, 14] {
+                unsafe { sync(CUDA_STREAM_WAIT_EVENT, STREAM_WAIT_EVENT, stream, 3, 1_000) };
+            }
+            unsafe { launch(CUDA_LAUNCH_KERNEL, c"k_on_13".as_ptr(), 13, 1_000) };
+        });
+        let waits = trace.activities.iter();
+        let waits = waits.filter(|a| a.kind == ActivityType::CudaSync);
+        waits.map(|a| a.resource).collect()
+    };
+    assert_eq!(waits(""), [13]);
+    assert_eq!(
+        waits("ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS=false"),
+        Vec::<i64>::new()
+    );
 }
 
 /// HTA reads the waits' args that its critical path joins on: each wait on an event names

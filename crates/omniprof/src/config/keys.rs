@@ -235,9 +235,10 @@ config_keys! {
     ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB: U32 = 128 => max_gpu_buffer_mb() -> u32,
         unsupported "backends size their own buffers";
 
-    /// emit stream-wait sync events.
+    /// write streams' waits on events (`Stream Wait Event`; the CUDA backend writes those of
+    /// streams that ran work).
     ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS: Bool = true
-        => display_cuda_sync_wait_events() -> bool, unsupported "no CUDA backend";
+        => display_cuda_sync_wait_events() -> bool;
 
     /// opaque text for custom backends.
     CUSTOM_CONFIG: Text = String::new() => custom_config() -> &str;

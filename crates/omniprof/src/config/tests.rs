@@ -732,7 +732,6 @@ fn every_core_key_parses() {
         [
             "REQUEST_GROUP_TRACE_ID",
             "ACTIVITIES_MAX_GPU_BUFFER_SIZE_MB",
-            "ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS",
             "VERBOSE_LOG_LEVEL",
             "VERBOSE_LOG_MODULES",
             "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS",
