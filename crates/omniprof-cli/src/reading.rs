@@ -211,10 +211,10 @@ pub(crate) fn report_skipped(stats: &ReadStats) {
     }
     if stats.dropped_interned > 0 {
         eprintln!(
-            "note: dropped {} Perfetto interned strings past the {} held; events naming them \
-             lack that name or category",
+            "note: dropped {} Perfetto interned strings past the {} MiB held; events naming \
+             them lack that name or category",
             stats.dropped_interned,
-            omniprof_read::INTERNED_HELD
+            omniprof_read::INTERNED_BYTES_HELD >> 20
         );
     }
     if stats.dropped_tracks > 0 {
@@ -231,11 +231,12 @@ pub(crate) fn report_skipped(stats: &ReadStats) {
             stats.negative_durations
         );
     }
-    if stats.reordered > 0 {
+    if stats.cut_slices > 0 {
         eprintln!(
-            "note: {} activities came ahead of an older slice still open, past the {} held \
-             back: read whole, out of begin order",
-            stats.reordered,
+            "note: cut {} Perfetto slices still open when {} were open or {} activities \
+             waited for them: each ends at the latest time read then, marked unfinished",
+            stats.cut_slices,
+            omniprof_read::OPEN_HELD,
             omniprof_read::ENDED_HELD
         );
     }

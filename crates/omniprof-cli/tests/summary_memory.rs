@@ -1,7 +1,10 @@
 //! `omniprof summary` holds memory bounded by its limits, not by the file: crafted gzip files
 //! that inflate to a huge `deviceProperties` or a huge event name fail at the byte offset of
 //! the value, and the process's peak memory, as the kernel counted it, stays under
-//! [`BOUND`]. With `--partial` the rows of the events read before still print.
+//! [`BOUND`]. With `--partial` the rows of the events read before still print. Crafted
+//! `.pftrace` files that would make the reader hold state for every packet (a million
+//! interned names, slices begun and never ended, one open slice around a file of
+//! instants) are read under [`PFTRACE_BOUND`], its caps noted.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,6 +12,7 @@ use std::path::{Path, PathBuf};
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use omniprof_test_support::cli::{arg, Cli};
+use omniprof_test_support::crafted_pftrace;
 use omniprof_test_support::memory::{run_measured, Measured};
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
@@ -16,6 +20,11 @@ const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 /// The peak resident memory `summary` may reach on these inputs: the bound `docs/reliability.md` gives with the
 /// default limits (16 MiB events, a 4 MiB header).
 const BOUND: u64 = 160 << 20;
+
+/// The peak resident memory `summary` may reach on the crafted `.pftrace` files: what the
+/// reader's caps let it hold (262,144 activities waiting for an open slice take the most,
+/// about 80 MiB in all). Without the caps each file took 130 to 170 MiB.
+const PFTRACE_BOUND: u64 = 112 << 20;
 
 /// Gzip of `text`.
 fn member(text: &[u8]) -> Vec<u8> {
@@ -96,5 +105,56 @@ fn a_huge_event_name_fails_at_the_event_limit_and_partial_keeps_the_rows_before(
     assert!(
         stdout.contains("aten::mm") && stdout.contains("aten::add"),
         "{stdout}"
+    );
+}
+
+/// `summary` of the `.pftrace` file that `write` writes: it succeeds, notes `expected`,
+/// prints the row of `row` and stays under [`PFTRACE_BOUND`].
+fn check_pftrace(
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+    expected: &str,
+    row: &str,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crafted.pftrace");
+    write(&mut std::fs::File::create(&path).unwrap()).unwrap();
+    let out = run_measured(&mut OMNIPROF.command(["summary", arg(&path)]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains(expected), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(row), "{stdout}");
+    assert!(
+        out.peak_rss < PFTRACE_BOUND,
+        "peak RSS {} MiB, bound {} MiB",
+        out.peak_rss >> 20,
+        PFTRACE_BOUND >> 20
+    );
+}
+
+#[test]
+fn a_million_interned_names_are_read_in_bounded_memory_the_rest_dropped_and_noted() {
+    check_pftrace(
+        |f| crafted_pftrace::many_interned_names(1_000_000, f),
+        "note: dropped 677362 Perfetto interned strings past the 32 MiB held",
+        &format!("name_{:035}", 1),
+    );
+}
+
+#[test]
+fn slices_begun_and_never_ended_are_cut_in_bounded_memory_and_noted() {
+    check_pftrace(
+        |f| crafted_pftrace::never_ended_begins(300_000, f),
+        "note: cut 234464 Perfetto slices still open when 65536 were open",
+        "b",
+    );
+}
+
+#[test]
+fn a_slice_open_around_a_file_of_instants_is_cut_in_bounded_memory_and_noted() {
+    check_pftrace(
+        |f| crafted_pftrace::open_slice_then_instants(400_000, f),
+        "note: cut 1 Perfetto slices still open",
+        "open",
     );
 }

@@ -86,7 +86,10 @@ mod stats;
 
 pub use error::{Location, Position, ReadError, ReadErrorKind};
 pub use event::ArgFilter;
-pub use pftrace::{ENDED_HELD, INTERNED_HELD, SEQUENCES_HELD, TRACKS_HELD};
+pub use pftrace::{
+    ENDED_HELD, FLOWS_HELD, INTERNED_BYTES_HELD, INTERNED_ENTRY_BYTES, OPEN_HELD, SEQUENCES_HELD,
+    TRACKS_HELD,
+};
 pub use reader::{ReadOutcome, TraceReader};
 pub use stats::ReadStats;
 

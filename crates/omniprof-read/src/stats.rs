@@ -42,18 +42,20 @@ pub struct ReadStats {
     /// [`SEQUENCES_HELD`](crate::SEQUENCES_HELD) that hold state (interned strings, clocks),
     /// once that many are held.
     pub sequence_overflow: u64,
-    /// Interned strings of a Perfetto trace dropped past the cap on those held
-    /// ([`INTERNED_HELD`](crate::INTERNED_HELD)): events naming one are read without that
-    /// name or category.
+    /// Interned strings of a Perfetto trace dropped past the cap on the bytes of those held
+    /// ([`INTERNED_BYTES_HELD`](crate::INTERNED_BYTES_HELD)): events naming one are read
+    /// without that name or category.
     pub dropped_interned: u64,
     /// Perfetto track descriptors dropped past the cap on tracks held
     /// ([`TRACKS_HELD`](crate::TRACKS_HELD)): events on their tracks are skipped as on an
     /// undescribed track.
     pub dropped_tracks: u64,
-    /// Activities of a Perfetto trace delivered ahead of a slice that began before them and
-    /// was still open, past the cap on those held back ([`ENDED_HELD`](crate::ENDED_HELD)):
-    /// read whole, out of the order their slices began.
-    pub reordered: u64,
+    /// Slices (and spans) of a Perfetto trace cut while open: the oldest open one, once
+    /// [`OPEN_HELD`](crate::OPEN_HELD) were open or [`ENDED_HELD`](crate::ENDED_HELD)
+    /// activities that began after it had ended. Each was delivered then, ending at the
+    /// latest time read and marked unfinished (`"finished": false`); the end that would have
+    /// closed it closed nothing.
+    pub cut_slices: u64,
     /// Complete (`X`) events of the JSON with a negative `dur`, kept: their activity ends
     /// before it starts, so it lasts 0 ([`Activity::duration_ns`](omniprof_trace::Activity::duration_ns)).
     pub negative_durations: u64,

@@ -340,7 +340,7 @@ fn small_trace_header_rows_and_counts() {
             sequence_overflow: 0,
             dropped_interned: 0,
             dropped_tracks: 0,
-            reordered: 0,
+            cut_slices: 0,
             negative_durations: 0,
         }
     );

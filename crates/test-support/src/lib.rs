@@ -1,5 +1,6 @@
 //! What the workspace's tests share, as a dev-dependency of every crate with tests:
 //!
+//! - [`crafted_pftrace`]: Perfetto traces encoded by hand, hostile ones included;
 //! - [`cli`]: running a command-line binary (the `omniprof` CLI) and checking how it ended;
 //! - [`checker`]: the offline Perfetto checker, which loads a trace into Perfetto's trace
 //!   processor and reports what it counted and rejected;
@@ -26,6 +27,7 @@
 
 pub mod checker;
 pub mod cli;
+pub mod crafted_pftrace;
 pub mod cupti;
 pub mod data;
 pub mod decoder;

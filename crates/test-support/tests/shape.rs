@@ -39,6 +39,7 @@ const PUBLIC_MODULES: &[(&str, &[&str])] = &[
         &[
             "checker",
             "cli",
+            "crafted_pftrace",
             "cupti",
             "data",
             "decoder",

@@ -17,17 +17,35 @@
 /// room.
 pub const SEQUENCES_HELD: usize = 1 << 16;
 
-/// Interned strings, all live sequences together; more are dropped and counted
-/// ([`ReadStats::dropped_interned`](crate::ReadStats)), and an event naming one gets no
-/// name or category from it. A sequence's `incremental state cleared` frees its own.
-pub const INTERNED_HELD: usize = 1 << 20;
+/// Bytes of interned strings held, all live sequences together, each string counted as
+/// its length plus [`INTERNED_ENTRY_BYTES`] (a few long strings and many short ones both
+/// fill it); more are dropped and counted ([`ReadStats::dropped_interned`](crate::ReadStats)),
+/// and an event naming one gets no name or category from it. A sequence's `incremental
+/// state cleared` frees its own. 100,000 names of 40 bytes take a third of it.
+pub const INTERNED_BYTES_HELD: usize = 32 << 20;
+
+/// What one interned string counts for beyond its bytes: about what its table entry and
+/// its shared string's header take.
+pub const INTERNED_ENTRY_BYTES: usize = 64;
 
 /// Track uuids described; descriptors of further uuids are dropped and counted
 /// ([`ReadStats::dropped_tracks`](crate::ReadStats)), and events on them skipped as on any
 /// undescribed track. Describing a uuid again replaces its track and adds no row.
 pub const TRACKS_HELD: usize = 1 << 18;
 
-/// Ended activities held back while a slice that began before them is still open; past
-/// this many the oldest is delivered ahead of that slice, and counted
-/// ([`ReadStats::reordered`](crate::ReadStats)): nothing is lost, the begin order is.
+/// Ended activities held back while a slice that began before them is still open. Past
+/// this many, that slice is cut ([`OPEN_HELD`] says how) and what it held back delivered.
 pub const ENDED_HELD: usize = 1 << 18;
+
+/// Slices (and spans) open at once, all tracks together. Past this many, or past
+/// [`ENDED_HELD`] activities waiting for it, the oldest open slice is *cut*: delivered at
+/// once as unfinished (`"finished": false`, as Kineto marks an op open at its stop), ending
+/// at the latest time read, and the end that would close it closes nothing; counted in
+/// [`ReadStats::cut_slices`](crate::ReadStats). Nesting is shallow and threads are
+/// thousands, so traces hold far fewer.
+pub const OPEN_HELD: usize = 1 << 16;
+
+/// The writer's extra flow ids (the second and later ends of a flow) waiting for their
+/// end; more are not kept and their ends count as unmatched
+/// ([`ReadStats::unmatched_flow`](crate::ReadStats)).
+pub const FLOWS_HELD: usize = 1 << 18;

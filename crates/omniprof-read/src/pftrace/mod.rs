@@ -25,17 +25,23 @@
 //!
 //! Activities are delivered in the order their slices began (the order the writer wrote
 //! them, as the JSON lists them), so a slice that ended waits for the slices that began
-//! before it and are still open: memory is bounded by the open slices and what ended inside
-//! the oldest of them, up to [`ENDED_HELD`]. Times: a sequence's incremental clock is summed; any other clock is
-//! taken as the trace's nanoseconds. Packets of other kinds (ftrace, process trees, ...),
+//! before it and are still open: memory is bounded by the open slices, up to [`OPEN_HELD`],
+//! and what ended inside the oldest of them, up to [`ENDED_HELD`], past which the oldest is
+//! cut (delivered as unfinished). Times: a sequence's incremental clock is summed; any other
+//! clock is taken as the trace's nanoseconds. Packets of other kinds (ftrace, process trees, ...),
 //! events on tracks never described, and slices whose category is no activity type are
 //! skipped and counted in [`ReadStats`]. What is held from one packet to the next (sequences,
-//! interned strings, tracks, activities held back) is capped ([`caps`]).
+//! interned strings, tracks, open slices, activities held back, extra flow ids) is capped
+//! ([`caps`]).
 
 mod caps;
+mod open_stacks;
 mod wire;
 
-pub use caps::{ENDED_HELD, INTERNED_HELD, SEQUENCES_HELD, TRACKS_HELD};
+pub use caps::{
+    ENDED_HELD, FLOWS_HELD, INTERNED_BYTES_HELD, INTERNED_ENTRY_BYTES, OPEN_HELD, SEQUENCES_HELD,
+    TRACKS_HELD,
+};
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufRead, BufReader, Read};
@@ -54,6 +60,7 @@ use omniprof_trace::{Activity, ActivityType, Flow, FlowKind};
 use omniprof_trace::{CounterSample, CounterTrack};
 use omniprof_trace::{FromJsonError, Value, MAX_VALUE_DEPTH};
 use omniprof_trace::{ProcessRow, Span, ThreadRow, Window};
+use open_stacks::{Closed, OpenStacks};
 use wire::Fields;
 
 /// The field numbers read (`docs/perfetto.md`).
@@ -302,13 +309,10 @@ struct Sequence {
     arg_names: FastMap<u64, Arc<str>>,
 }
 
-/// A slice begun and not yet ended.
-struct OpenSlice {
-    /// The slice's place in the order slices began.
-    order: u64,
-    /// `None`: a slice the model has no place for (still matched with its end).
-    activity: Option<Activity>,
-}
+/// A slice begun and not yet ended (its place in the order slices began is its order in
+/// [`OpenStacks`]): `None` for a slice the model has no place for (still matched with its
+/// end).
+type OpenSlice = Option<Activity>;
 
 /// A span begun and not yet ended.
 struct OpenSpan {
@@ -319,26 +323,43 @@ struct OpenSpan {
     op_count: u64,
 }
 
+impl OpenSpan {
+    /// The span, ended at `end_ns`.
+    fn end_at(self, end_ns: i64) -> Span {
+        Span {
+            name: self.name,
+            prefix: self.prefix,
+            iteration: self.iteration,
+            start_ns: self.start_ns,
+            end_ns,
+            op_count: self.op_count,
+        }
+    }
+}
+
 /// Maps packets, in file order, onto [`TraceItem`]s.
 struct PacketMapper {
     args: ArgFilter,
     stats: ReadStats,
     /// The sequences with state; one with none (nothing interned, no clock) is not held.
     sequences: FastMap<u64, Sequence>,
-    /// Interned strings held, all sequences together.
+    /// Bytes of interned strings held, all sequences together, as [`INTERNED_BYTES_HELD`]
+    /// counts them.
     interned: usize,
     tracks: FastMap<u64, Track>,
     processes: Vec<ProcessRow>,
     threads: Vec<ThreadRow>,
     /// Custom tracks under a process that give no row id: the tid each gets.
     unnamed_rows: u64,
-    open: FastMap<u64, Vec<OpenSlice>>,
-    open_spans: FastMap<u64, Vec<OpenSpan>>,
+    /// Slices still open, by track, ordered as they began.
+    open: OpenStacks<OpenSlice>,
+    open_spans: OpenStacks<OpenSpan>,
     /// Ended activities (`None`: skipped) waiting for the slices that began before them.
     ended: BTreeMap<u64, Option<Activity>>,
-    /// Orders of the slices still open, and the next order to give.
-    still_open: BTreeMap<u64, ()>,
+    /// The next order to give a slice, instant or span.
     next_order: u64,
+    /// The latest time read on a row or span track: where a slice cut while open ends.
+    latest_ns: Option<i64>,
     /// The writer's extra flow ids → the flow they end.
     extra_flows: FastMap<u64, (FlowKind, u64)>,
     names: HashMap<Box<str>, Arc<str>>,
@@ -359,11 +380,11 @@ impl PacketMapper {
             processes: Vec::new(),
             threads: Vec::new(),
             unnamed_rows: 0,
-            open: FastMap::default(),
-            open_spans: FastMap::default(),
+            open: OpenStacks::default(),
+            open_spans: OpenStacks::default(),
             ended: BTreeMap::new(),
-            still_open: BTreeMap::new(),
             next_order: 0,
+            latest_ns: None,
             extra_flows: FastMap::default(),
             names: HashMap::new(),
             window_start: None,
@@ -427,7 +448,11 @@ impl PacketMapper {
             .get_mut(&sequence_id)
             .unwrap_or(&mut stateless);
         if cleared {
-            self.interned -= seq.names.len() + seq.categories.len() + seq.arg_names.len();
+            self.interned -= [&seq.names, &seq.categories, &seq.arg_names]
+                .iter()
+                .flat_map(|table| table.values())
+                .map(|s| interned_cost(s))
+                .sum::<usize>();
             seq.names.clear();
             seq.categories.clear();
             seq.arg_names.clear();
@@ -684,20 +709,27 @@ impl PacketMapper {
                         .or_else(|| self.flow_end(&terminating));
                     a
                 });
+                self.saw(ts);
                 let order = self.next_order;
                 self.next_order += 1;
-                self.still_open.insert(order, ());
-                self.open
-                    .entry(track)
-                    .or_default()
-                    .push(OpenSlice { order, activity });
+                self.open.push(track, order, activity);
+                if self.open.len() > OPEN_HELD {
+                    self.cut_oldest_slice();
+                    self.deliver(sink);
+                }
             }
             (Some(e::SLICE_END), Track::Row(..)) => {
-                let Some(slice) = self.open.get_mut(&track).and_then(Vec::pop) else {
-                    self.stats.unsupported_id += 1;
-                    return Ok(());
+                self.saw(ts);
+                let (order, activity) = match self.open.pop(track) {
+                    Closed::Open(order, activity) => (order, activity),
+                    // Delivered when it was cut, and counted then.
+                    Closed::Cut => return Ok(()),
+                    Closed::Nothing => {
+                        self.stats.unsupported_id += 1;
+                        return Ok(());
+                    }
                 };
-                let activity = slice.activity.map(|mut a| {
+                let activity = activity.map(|mut a| {
                     a.end_ns = ts.max(a.start_ns);
                     if a.kind == ActivityType::GpuUserAnnotation && a.end_ns - a.start_ns >= 2 {
                         // Undo the writer's widening (1 ns on each side).
@@ -705,11 +737,11 @@ impl PacketMapper {
                     }
                     a
                 });
-                self.still_open.remove(&slice.order);
-                self.ended.insert(slice.order, activity);
+                self.ended.insert(order, activity);
                 self.deliver(sink);
             }
             (Some(e::INSTANT), Track::Row(pid, tid)) => {
+                self.saw(ts);
                 let activity = self.activity(category, name, (pid, tid), ts, args, correlation);
                 let order = self.next_order;
                 self.next_order += 1;
@@ -724,24 +756,29 @@ impl PacketMapper {
                     .find(|(k, _)| &**k == arg::OP_COUNT)
                     .and_then(|(_, v)| as_u64(v))
                     .unwrap_or(0);
-                self.open_spans.entry(track).or_default().push(OpenSpan {
+                self.saw(ts);
+                let span = OpenSpan {
                     name: span_name,
                     prefix,
                     iteration,
                     start_ns: ts,
                     op_count,
-                });
+                };
+                let order = self.next_order;
+                self.next_order += 1;
+                self.open_spans.push(track, order, span);
+                if self.open_spans.len() > OPEN_HELD {
+                    if let Some((_, s)) = self.open_spans.cut_oldest() {
+                        self.stats.cut_slices += 1;
+                        let end = self.latest_ns.unwrap_or(s.start_ns);
+                        sink(TraceItem::Span(s.end_at(end)));
+                    }
+                }
             }
             (Some(e::SLICE_END), Track::SpanName(_)) => {
-                if let Some(s) = self.open_spans.get_mut(&track).and_then(Vec::pop) {
-                    sink(TraceItem::Span(Span {
-                        name: s.name,
-                        prefix: s.prefix,
-                        iteration: s.iteration,
-                        start_ns: s.start_ns,
-                        end_ns: ts,
-                        op_count: s.op_count,
-                    }));
+                self.saw(ts);
+                if let Closed::Open(_, s) = self.open_spans.pop(track) {
+                    sink(TraceItem::Span(s.end_at(ts)));
                 }
             }
             (Some(e::INSTANT), Track::SpanName(_)) => self.stats.regenerated += 1,
@@ -854,7 +891,12 @@ impl PacketMapper {
         match flow {
             Some(f) => {
                 for &extra in rest {
-                    self.extra_flows.insert(extra, (f.kind, f.id));
+                    // Past the cap, this end has no partner, nor will the one it names.
+                    if self.extra_flows.len() < FLOWS_HELD {
+                        self.extra_flows.insert(extra, (f.kind, f.id));
+                    } else {
+                        self.stats.unmatched_flow += 1;
+                    }
                 }
             }
             None => self.stats.unmatched_flow += ids.len() as u64,
@@ -880,25 +922,48 @@ impl PacketMapper {
         flow
     }
 
-    /// Delivers the ended activities that no open slice began before, then the oldest of
-    /// the rest while more than [`ENDED_HELD`] are held.
+    /// Notes a time read on a row or span track.
+    fn saw(&mut self, ts: i64) {
+        self.latest_ns = Some(self.latest_ns.map_or(ts, |t| t.max(ts)));
+    }
+
+    /// Delivers the ended activities that no open slice began before; while more than
+    /// [`ENDED_HELD`] wait, cuts the open slice that holds them back.
     fn deliver(&mut self, sink: &mut impl FnMut(TraceItem)) {
-        let oldest_open = self.still_open.keys().next().copied().unwrap_or(u64::MAX);
-        while let Some(entry) = self.ended.first_entry() {
-            if *entry.key() > oldest_open {
-                break;
+        loop {
+            let oldest_open = self.open.oldest().unwrap_or(u64::MAX);
+            while let Some(entry) = self.ended.first_entry() {
+                if *entry.key() > oldest_open {
+                    break;
+                }
+                if let Some(a) = entry.remove() {
+                    self.emit(a, sink);
+                }
             }
-            if let Some(a) = entry.remove() {
-                self.emit(a, sink);
-            }
-        }
-        // Past the cap, the oldest goes ahead of the open slice that holds it back.
-        while self.ended.len() > ENDED_HELD {
-            if let Some((_, Some(a))) = self.ended.pop_first() {
-                self.stats.reordered += 1;
-                self.emit(a, sink);
+            if self.ended.len() <= ENDED_HELD || !self.cut_oldest_slice() {
+                return;
             }
         }
+    }
+
+    /// Cuts the oldest open slice ([`OPEN_HELD`]): it ends at the latest time read, marked
+    /// unfinished, and waits in `ended` for [`Self::deliver`]. False when none is open.
+    fn cut_oldest_slice(&mut self) -> bool {
+        let Some((order, activity)) = self.open.cut_oldest() else {
+            return false;
+        };
+        self.stats.cut_slices += 1;
+        let end = self.latest_ns;
+        let keep_mark = self.args.keeps(arg::FINISHED);
+        let activity = activity.map(|mut a| {
+            a.end_ns = end.unwrap_or(a.start_ns).max(a.start_ns);
+            if keep_mark {
+                a.args.push((Arc::from(arg::FINISHED), Value::Bool(false)));
+            }
+            a
+        });
+        self.ended.insert(order, activity);
+        true
     }
 
     /// Delivers activity `a`, noting where the activities end.
@@ -911,17 +976,14 @@ impl PacketMapper {
     /// reading stopped.
     fn finish(&mut self, sink: &mut impl FnMut(TraceItem)) {
         // Slices never ended end where the trace does (as an unfinished op does).
-        let end = self.window_end.or(self.activities_end);
-        for (_, slices) in self.open.drain() {
-            for slice in slices {
-                let activity = slice.activity.map(|mut a| {
-                    a.end_ns = end.unwrap_or(a.start_ns).max(a.start_ns);
-                    a
-                });
-                self.ended.insert(slice.order, activity);
-            }
+        let end = self.window_end.or(self.latest_ns);
+        for (order, activity) in self.open.drain() {
+            let activity = activity.map(|mut a| {
+                a.end_ns = end.unwrap_or(a.start_ns).max(a.start_ns);
+                a
+            });
+            self.ended.insert(order, activity);
         }
-        self.still_open.clear();
         self.deliver(sink);
         self.stats.unmatched_flow += self.extra_flows.len() as u64;
         for row in self.processes.drain(..) {
@@ -983,8 +1045,14 @@ fn read_snapshot(bytes: &[u8], seq: &mut Sequence) -> Result<(), String> {
     Ok(())
 }
 
-/// Interned strings, into the sequence's tables; `held` counts those of all sequences, and
-/// a new one past [`INTERNED_HELD`] is dropped and counted in `dropped`.
+/// What an interned string counts for against [`INTERNED_BYTES_HELD`].
+fn interned_cost(s: &str) -> usize {
+    s.len() + INTERNED_ENTRY_BYTES
+}
+
+/// Interned strings, into the sequence's tables; `held` counts the bytes of those of all
+/// sequences, and one that would take it past [`INTERNED_BYTES_HELD`] is dropped and
+/// counted in `dropped` (an iid interned again gives up its old string first).
 fn read_interned(
     bytes: &[u8],
     seq: &mut Sequence,
@@ -1010,11 +1078,13 @@ fn read_interned(
             }
         }
         if let (Some(iid), Some(name)) = (iid, name) {
-            if let Some(old) = table.get_mut(&iid) {
-                *old = Arc::from(name);
-            } else if *held < INTERNED_HELD {
+            if let Some(old) = table.remove(&iid) {
+                *held -= interned_cost(&old);
+            }
+            let cost = interned_cost(&name);
+            if *held + cost <= INTERNED_BYTES_HELD {
                 table.insert(iid, Arc::from(name));
-                *held += 1;
+                *held += cost;
             } else {
                 *dropped += 1;
             }

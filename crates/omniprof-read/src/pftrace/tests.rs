@@ -3,6 +3,10 @@
 
 use super::*;
 use crate::TraceReader;
+use omniprof_test_support::crafted_pftrace::{
+    instant, interned_instant, interned_name, len_field, packets, slice_begin, slice_end,
+    thread_track, varint_field,
+};
 use omniprof_test_support::data::{launch_and_kernel, op, sample_trace};
 use omniprof_trace::Trace;
 use omniprof_trace::{write_chrome, write_perfetto};
@@ -214,59 +218,6 @@ fn json_text_and_protobuf_packets_are_told_apart_by_their_first_bytes() {
     assert!(!is_pftrace(b"\n  "));
 }
 
-/// A hand-encoded protobuf field: its key, then a varint value.
-fn varint_field(number: u32, value: u64) -> Vec<u8> {
-    let mut out = varint(u64::from(number) << 3);
-    out.extend(varint(value));
-    out
-}
-
-/// A hand-encoded protobuf field: its key, its length, then `bytes`.
-fn len_field(number: u32, bytes: &[u8]) -> Vec<u8> {
-    let mut out = varint(u64::from(number) << 3 | 2);
-    out.extend(varint(bytes.len() as u64));
-    out.extend(bytes);
-    out
-}
-
-fn varint(mut v: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-    out
-}
-
-/// A `Trace` of these packets.
-fn packets(packets: &[Vec<u8>]) -> Vec<u8> {
-    packets.iter().flat_map(|p| len_field(1, p)).collect()
-}
-
-/// A packet describing thread track `uuid` of `(pid, tid)`.
-fn thread_track(uuid: u64, pid: i64, tid: i64) -> Vec<u8> {
-    let thread = [varint_field(1, pid as u64), varint_field(2, tid as u64)].concat();
-    let track = [varint_field(1, uuid), len_field(4, &thread)].concat();
-    len_field(60, &track)
-}
-
-/// A packet with a `cpu_op` instant named `name` at `ts` on track `track`, with these
-/// debug annotations.
-fn instant(track: u64, ts: u64, name: &str, annotations: &[Vec<u8>]) -> Vec<u8> {
-    let mut event = [
-        varint_field(9, 3),
-        varint_field(11, track),
-        len_field(22, b"cpu_op"),
-        len_field(23, name.as_bytes()),
-    ]
-    .concat();
-    for a in annotations {
-        event.extend(len_field(4, a));
-    }
-    [varint_field(8, ts), len_field(11, &event)].concat()
-}
-
 /// A debug annotation named `name` holding an int nested in `levels` arrays, encoded
 /// without recursion.
 fn nested_annotation(name: &str, levels: usize) -> Vec<u8> {
@@ -399,30 +350,6 @@ fn pids_and_tids_beyond_32_bits_read_back_as_they_were() {
     assert_eq!(read.threads, t.threads);
 }
 
-/// A packet on sequence `seq` interning event name `iid` as `name`.
-fn interned_name(seq: u64, iid: u64, name: &str) -> Vec<u8> {
-    let entry = [varint_field(1, iid), len_field(2, name.as_bytes())].concat();
-    [varint_field(10, seq), len_field(12, &len_field(2, &entry))].concat()
-}
-
-/// A packet on sequence `seq` with a `cpu_op` instant at `ts` on track `track`, named by
-/// interned name `iid`.
-fn interned_instant(seq: u64, track: u64, ts: u64, iid: u64) -> Vec<u8> {
-    let event = [
-        varint_field(9, 3),
-        varint_field(11, track),
-        len_field(22, b"cpu_op"),
-        varint_field(10, iid),
-    ]
-    .concat();
-    [
-        varint_field(10, seq),
-        varint_field(8, ts),
-        len_field(11, &event),
-    ]
-    .concat()
-}
-
 #[test]
 fn sequences_past_the_cap_are_skipped_and_counted_and_the_kept_ones_read() {
     let n = SEQUENCES_HELD as u64 + 1000;
@@ -471,34 +398,114 @@ fn track_descriptors_past_the_cap_are_dropped_and_counted_and_redescribing_adds_
 }
 
 #[test]
-fn activities_held_back_past_the_cap_come_ahead_of_the_open_slice_and_are_counted() {
-    let begin = [
-        varint_field(9, 1),
-        varint_field(11, 1),
-        len_field(22, b"cpu_op"),
-        len_field(23, b"open"),
-    ]
-    .concat();
-    let mut all = vec![
-        thread_track(1, 1, 1),
-        [varint_field(8, 1), len_field(11, &begin)].concat(),
-    ];
+fn a_slice_open_while_too_many_later_activities_ended_is_cut_unfinished_and_the_rest_keep_their_order(
+) {
     let n = ENDED_HELD as u64 + 10;
+    let mut all = vec![thread_track(1, 1, 1), slice_begin(1, 1, "open")];
     all.extend((0..n).map(|i| instant(1, 2 + i, "i", &[])));
+    // The end that would have closed the cut slice closes nothing (and is no error).
+    all.push(slice_end(1, n + 5));
+    all.push(instant(1, n + 6, "last", &[]));
     let mut first = Vec::new();
+    let mut count = 0;
+    let mut last = None;
     let stats = TraceReader::new()
         .stream(&packets(&all)[..], |item| {
             if let TraceItem::Activity(a) = item {
-                if first.len() < 12 {
-                    first.push((a.name.to_string(), a.start_ns));
+                count += 1;
+                if first.len() < 3 {
+                    first.push(a.clone());
                 }
+                last = Some((a.name.to_string(), a.start_ns));
             }
         })
         .unwrap();
-    assert_eq!(stats.reordered, 10);
-    let expected: Vec<_> = (0..10)
-        .map(|i| ("i".to_string(), 2 + i))
-        .chain([("open".to_string(), 1), ("i".to_string(), 12)])
+    assert_eq!((stats.cut_slices, stats.unsupported_id), (1, 0));
+    // Cut when the (ENDED_HELD + 1)th instant ended, at its time.
+    let open = &first[0];
+    assert_eq!(
+        (&*open.name, open.start_ns, open.end_ns),
+        ("open", 1, 2 + ENDED_HELD as i64)
+    );
+    assert_eq!(open.arg(arg::FINISHED), Some(&Value::Bool(false)));
+    let next: Vec<_> = first[1..].iter().map(|a| (&*a.name, a.start_ns)).collect();
+    assert_eq!(next, [("i", 2), ("i", 3)]);
+    assert_eq!(count, n + 2);
+    assert_eq!(last, Some(("last".to_string(), n as i64 + 6)));
+}
+
+#[test]
+fn open_slices_past_the_cap_cut_the_oldest_and_each_end_closes_its_own_slice() {
+    let n = OPEN_HELD as u64 + 2;
+    let end_at = 10 * n;
+    let mut all = vec![thread_track(1, 1, 1)];
+    all.extend((0..n).map(|k| slice_begin(1, 1 + k, &format!("b{k}"))));
+    all.extend((0..n).map(|j| slice_end(1, end_at + j)));
+    let (trace, stats) = TraceReader::new()
+        .read(&packets(&all)[..])
+        .into_result()
+        .unwrap();
+    assert_eq!((stats.cut_slices, stats.unsupported_id), (2, 0));
+    assert_eq!(trace.activities.len() as u64, n);
+    for (k, a) in trace.activities.iter().enumerate() {
+        let k = k as u64;
+        assert_eq!((&*a.name, a.start_ns), (&*format!("b{k}"), 1 + k as i64));
+        let (end, finished) = match k {
+            // Cut as the 2^16 + 1st and 2^16 + 2nd began, at their times.
+            0 | 1 => (1 + OPEN_HELD as u64 + k, Some(&Value::Bool(false))),
+            _ => (end_at + (n - 1 - k), None),
+        };
+        assert_eq!(
+            (a.end_ns, a.arg(arg::FINISHED)),
+            (end as i64, finished),
+            "b{k}"
+        );
+    }
+}
+
+#[test]
+fn interned_strings_past_the_byte_cap_are_dropped_and_counted() {
+    // Each counts for exactly 1 MiB: 32 fit.
+    let long = |c: char| c.to_string().repeat((1 << 20) - INTERNED_ENTRY_BYTES);
+    let fit = (INTERNED_BYTES_HELD >> 20) as u64;
+    let mut all = vec![thread_track(1, 1, 1)];
+    all.extend((1..=fit + 2).map(|iid| interned_name(1, iid, &long('a'))));
+    // Interning an iid again gives up its old string's room first: it fits.
+    all.push(interned_name(1, 1, &long('b')));
+    all.extend((1..=fit + 2).map(|iid| interned_instant(1, 1, iid, iid)));
+    let (trace, stats) = TraceReader::new()
+        .read(&packets(&all)[..])
+        .into_result()
+        .unwrap();
+    assert_eq!(stats.dropped_interned, 2);
+    let lengths: Vec<_> = trace.activities.iter().map(|a| a.name.len()).collect();
+    let mut expected = vec![(1 << 20) - INTERNED_ENTRY_BYTES; fit as usize];
+    expected.extend([0, 0]);
+    assert_eq!(lengths, expected);
+    assert!(trace.activities[0].name.starts_with('b'));
+}
+
+#[test]
+fn extra_flow_ids_past_the_cap_are_counted_as_unmatched() {
+    // An `ac2g` flow (kind 2 in the top bits) with FLOWS_HELD + 3 extra ends (kind 3).
+    let ids: Vec<u8> = (0..FLOWS_HELD as u64 + 4)
+        .flat_map(|i| (if i == 0 { 2 << 62 | 5 } else { 3 << 62 | i }).to_le_bytes())
         .collect();
-    assert_eq!(first, expected);
+    let event = [
+        varint_field(9, 1),
+        varint_field(11, 1),
+        len_field(22, b"cpu_op"),
+        len_field(23, b"launch"),
+        len_field(47, &ids),
+    ]
+    .concat();
+    let bytes = packets(&[
+        thread_track(1, 1, 1),
+        [varint_field(8, 1), len_field(11, &event)].concat(),
+        slice_end(1, 2),
+    ]);
+    let (trace, stats) = TraceReader::new().read(&bytes[..]).into_result().unwrap();
+    assert_eq!(trace.activities.len(), 1);
+    // The 3 past the cap at once, the FLOWS_HELD kept at the end (none of them ended).
+    assert_eq!(stats.unmatched_flow, FLOWS_HELD as u64 + 3);
 }
