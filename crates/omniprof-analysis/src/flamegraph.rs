@@ -21,8 +21,9 @@
 //! ([`PythonStacks`](crate::PythonStacks)), outermost first. An op that partly overlaps an enclosing
 //! one starts a stack of its own. Threads merge: equal stacks on different threads add up. `;` in a name is written as `:`, and
 //! line breaks and tabs as spaces, so that every frame stays one frame; other control
-//! characters as `\u{1b}`, so that the SVG stays XML; and an empty name as `[unnamed]`, so
-//! that its time stays in the graph.
+//! characters as `\u{1b}`, so that the SVG stays XML; an empty name as `[unnamed]`, so
+//! that its time stays in the graph; and the space before a name's last word, when that is
+//! a number (`op 123`), as a no-break space, so that no tool reads the number as a count.
 //!
 //! ```
 //! use omniprof_analysis::{folded_stacks, FlameTime};
@@ -354,14 +355,26 @@ pub(crate) const UNNAMED: &str = "[unnamed]";
 /// spaces, so that every frame stays one frame; other control characters as `\u{1b}`
 /// ([`visible`]), since XML (the SVG) forbids most of them even escaped; the whitespace
 /// around it dropped, since tools trim each line (which would put lines out of order, or
-/// leave a frame empty); and an empty name as [`UNNAMED`].
+/// leave a frame empty); an empty name as [`UNNAMED`]; and a name whose last word is a
+/// number (`op 123`) with a no-break space before that word ([`NUMBER_SPACE`]).
 fn frame(name: &str) -> String {
     let name = name.replace(';', ":").replace(['\n', '\r', '\t'], " ");
     match visible(name.trim()) {
         shown if shown.is_empty() => UNNAMED.to_owned(),
-        shown => shown.into_owned(),
+        shown => match shown.rsplit_once(' ') {
+            Some((head, word)) if word.bytes().all(|b| b.is_ascii_digit() || b == b'.') => {
+                format!("{head}{NUMBER_SPACE}{word}")
+            }
+            _ => shown.into_owned(),
+        },
     }
 }
+
+/// What a frame's last space becomes when a number follows it: tools read the words after
+/// a line's last two spaces as counts (the second is a differential graph's), so `a;op 123
+/// 600` would be stack `a;op` counted 123 then 600. A no-break space draws the same, and
+/// no tool splits at it.
+const NUMBER_SPACE: char = '\u{a0}';
 
 #[cfg(test)]
 mod tests {

@@ -299,3 +299,39 @@ fn control_characters_and_empty_names_keep_the_svg_xml_and_their_time() {
     // The unnamed op's 70 µs of the 85 are drawn.
     assert!(text.contains("[unnamed] (70,000 ns, 82.35%)"), "{text}");
 }
+
+#[test]
+fn a_name_ending_in_a_number_is_one_frame_with_its_own_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("numbers.json");
+    // Names whose last word a flame graph tool would take for a count (a differential
+    // graph's first column), with times that tell them apart.
+    let events = r#"{"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "op 123", "pid": 1, "tid": 1, "ts": 0, "dur": 60},
+      {"ph": "X", "cat": "cpu_op", "name": "layer 2.5", "pid": 1, "tid": 1, "ts": 100, "dur": 30},
+      {"ph": "X", "cat": "cpu_op", "name": "op 1.2.3", "pid": 1, "tid": 1, "ts": 200, "dur": 10},
+      {"ph": "X", "cat": "cpu_op", "name": "op x1", "pid": 1, "tid": 1, "ts": 300, "dur": 5}]}"#;
+    std::fs::write(&trace, events).unwrap();
+    let folded = dir.path().join("host.folded");
+    OMNIPROF.ok(flamegraph(&trace, &folded, &["--folded"]));
+    assert_eq!(
+        std::fs::read_to_string(&folded).unwrap(),
+        "layer\u{a0}2.5 30000\n\
+         op x1 5000\n\
+         op\u{a0}1.2.3 10000\n\
+         op\u{a0}123 60000\n"
+    );
+    let out = dir.path().join("graph.svg");
+    OMNIPROF.ok(flamegraph(&trace, &out, &[]));
+    let svg = std::fs::read_to_string(&out).unwrap();
+    // Each drawn as its own frame with its own time (read as counts, `op 123` was frame
+    // `op` of 60,000 ns in a differential graph, `layer 2.5` frame `layer`).
+    for title in [
+        "op\u{a0}123 (60,000 ns, 57.14%)",
+        "layer\u{a0}2.5 (30,000 ns, 28.57%)",
+        "op\u{a0}1.2.3 (10,000 ns, 9.52%)",
+        "op x1 (5,000 ns, 4.76%)",
+    ] {
+        assert!(svg.contains(title), "{title:?} not in {svg}");
+    }
+}
