@@ -231,6 +231,60 @@ fn another_users_link_at_the_directory_in_a_sticky_directory_is_refused_and_noth
     assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 0);
 }
 
+#[cfg(unix)]
+#[test]
+fn another_users_directory_in_a_sticky_directory_is_refused_and_nothing_written() {
+    use omniprof_test_support::shared_dirs::{give_to, make_sticky, other_owner};
+    let Some(other) = other_owner("parquet tables into another user's directory") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("a.json");
+    std::fs::write(&input, trace(Some(0))).unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    make_sticky(shared.path());
+    // Empty, as the tables need, and its owner's to fill with links once they are named.
+    let out_dir = shared.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    give_to(&out_dir, other);
+
+    let out = OMNIPROF.run([
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        out_dir.to_str().unwrap(),
+        "--format",
+        "parquet",
+    ]);
+
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: cannot write tables into {out}: {out} is a directory of uid {other} in \
+             the sticky world-writable directory {shared} (owned by uid 0), and this process \
+             runs as uid 0: its owner could swap what is written into it for links; remove \
+             it or save elsewhere\n",
+            out = out_dir.display(),
+            shared = shared.path().display()
+        )
+    );
+    assert_eq!(std::fs::read_dir(&out_dir).unwrap().count(), 0);
+
+    // The same directory given to the sticky directory's owner is taken.
+    give_to(&out_dir, 0);
+    let out = OMNIPROF.run([
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        out_dir.to_str().unwrap(),
+        "--format",
+        "parquet",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(std::fs::read_dir(&out_dir).unwrap().count() > 0);
+}
+
 #[test]
 fn convert_without_parquet_takes_one_trace() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,24 +1,24 @@
 //! [`prepare`]: the directory the tables go to, made new or taken empty, never through
-//! another user's link in a sticky directory (the rule of the trace save's
-//! [`check_protected_links`]).
+//! another user's link, nor another user's directory, in a sticky directory (the rule of
+//! the trace save, [`check_output_dir`]).
 
 use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 
-use omniprof_trace::check_protected_links;
+use omniprof_trace::check_output_dir;
 
 use crate::error::ParquetError;
 
 /// Makes `out_dir` (a new or empty directory), refusing what the tables must not go into:
-/// another user's link in a sticky world-writable directory, or something that is not a
-/// directory, each named with what is wrong.
+/// another user's link or directory in a sticky world-writable directory, or something
+/// that is not a directory, each named with what is wrong.
 pub(crate) fn prepare(out_dir: &Path) -> Result<(), ParquetError> {
     let refuse = |why: String| ParquetError::OutputRefused {
         path: out_dir.to_owned(),
         why,
     };
-    check_protected_links(out_dir).map_err(|e| refuse(e.to_string()))?;
+    check_output_dir(out_dir).map_err(|e| refuse(e.to_string()))?;
     match fs::metadata(out_dir) {
         Ok(meta) if !meta.is_dir() => {
             return Err(refuse(format!("it is {}, not a directory", kind(&meta))));
@@ -31,8 +31,9 @@ pub(crate) fn prepare(out_dir: &Path) -> Result<(), ParquetError> {
         _ => {}
     }
     fs::create_dir_all(out_dir).map_err(|e| ParquetError::io(out_dir, e))?;
-    // Again, now that it exists: a link planted while it was being made is not followed.
-    check_protected_links(out_dir).map_err(|e| refuse(e.to_string()))?;
+    // Again, now that it exists: a link, or another user's directory, planted while it was
+    // being made is not taken.
+    check_output_dir(out_dir).map_err(|e| refuse(e.to_string()))?;
     let mut entries = fs::read_dir(out_dir).map_err(|e| ParquetError::io(out_dir, e))?;
     if entries.next().is_some() {
         return Err(ParquetError::OutputNotEmpty(out_dir.to_owned()));

@@ -74,7 +74,7 @@ pub use export::chrome::{write_chrome, ChromeStream};
 pub use export::perfetto::{write_perfetto, PerfettoLayout, PerfettoStream, PerfettoSurvey};
 #[cfg(unix)]
 pub use export::save::save_in_with;
-pub use export::save::{check_protected_links, save_with, WriteError};
+pub use export::save::{check_output_dir, save_with, WriteError};
 #[cfg(unix)]
 pub use export::save_in;
 pub use export::{

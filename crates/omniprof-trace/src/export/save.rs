@@ -362,17 +362,38 @@ fn target(path: &Path) -> io::Result<Target> {
     ))
 }
 
-/// Follows the links from `path` as [`save_with`] does, refusing one that it refuses: in a
-/// sticky world-writable directory (`/tmp`), a link that belongs neither to the saving user
-/// nor to the directory's owner. For writers that make a directory rather than a file (the
-/// Parquet tables), so that they keep the save's rule. Ok when nothing, or no link, is at
-/// `path`; the error names the link, its owner and the directory.
-pub fn check_protected_links(path: &Path) -> io::Result<()> {
+/// Checks an output directory as [`save_with`] checks a file's path: follows the links from
+/// `path` as it does, refusing one that it refuses (in a sticky world-writable directory
+/// such as `/tmp`, a link that belongs neither to the saving user nor to the directory's
+/// owner), and refuses, by the same rule, a directory there that belongs to another user,
+/// whose owner could swap what is written into it for links (a file there is replaced by
+/// one of the saving user; a directory cannot be). For writers that make a directory rather
+/// than a file (the Parquet tables). Ok when nothing, or a directory that passes, is at the
+/// end; the error names the link or directory, its owner and the directory holding it.
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("tables-{}", std::process::id()));
+/// std::fs::create_dir(&dir).unwrap();
+/// // This user's own directory, wherever it is.
+/// omniprof_trace::check_output_dir(&dir).unwrap();
+/// std::fs::remove_dir(&dir).unwrap();
+/// ```
+pub fn check_output_dir(path: &Path) -> io::Result<()> {
     let mut current = path.to_owned();
     for _ in 0..MAX_LINKS {
         let Ok(meta) = fs::symlink_metadata(&current) else {
             return Ok(());
         };
+        if meta.is_dir() {
+            return match foreign_in_shared_dir(&current, &meta)? {
+                None => Ok(()),
+                Some(shared) => Err(shared.refusal(
+                    &current,
+                    "a directory",
+                    "its owner could swap what is written into it for links",
+                )),
+            };
+        }
         if !meta.file_type().is_symlink() {
             return Ok(());
         }
@@ -389,14 +410,41 @@ pub fn check_protected_links(path: &Path) -> io::Result<()> {
     ))
 }
 
-/// Refuses to follow the link at `link` (whose metadata is `meta`) where the kernel's
-/// `fs.protected_symlinks` would: in a sticky world-writable directory, a link that belongs
-/// neither to the saving user nor to the directory's owner.
+/// An entry of another user in a shared directory: what refusing it names.
+struct Foreign {
+    owner: u32,
+    dir: PathBuf,
+    dir_owner: u32,
+    writer: u32,
+}
+
+impl Foreign {
+    /// The error refusing `entry`, which is `what` (`a symbolic link`), because `why`.
+    fn refusal(&self, entry: &Path, what: &str, why: &str) -> io::Error {
+        io::Error::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "{} is {what} of uid {} in the sticky world-writable directory {} (owned by \
+                 uid {}), and this process runs as uid {}: {why}; remove it or save elsewhere",
+                entry.display(),
+                self.owner,
+                self.dir.display(),
+                self.dir_owner,
+                self.writer
+            ),
+        )
+    }
+}
+
+/// Whether `entry` (whose metadata is `meta`) is another user's where the kernel's
+/// `fs.protected_symlinks` would refuse to follow it were it a link: in a sticky
+/// world-writable directory, belonging neither to the saving user nor to the directory's
+/// owner.
 #[cfg(unix)]
-fn check_protected_link(link: &Path, meta: &fs::Metadata) -> io::Result<()> {
+fn foreign_in_shared_dir(entry: &Path, meta: &fs::Metadata) -> io::Result<Option<Foreign>> {
     use std::os::unix::fs::MetadataExt;
     const STICKY_AND_WORLD_WRITABLE: u32 = 0o1002;
-    let dir = match link.parent() {
+    let dir = match entry.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
@@ -406,26 +454,33 @@ fn check_protected_link(link: &Path, meta: &fs::Metadata) -> io::Result<()> {
         || meta.uid() == writer
         || meta.uid() == dir_meta.uid()
     {
-        return Ok(());
+        return Ok(None);
     }
-    Err(io::Error::new(
-        ErrorKind::PermissionDenied,
-        format!(
-            "{} is a symbolic link of uid {} in the sticky world-writable directory {} \
-             (owned by uid {}), and this process runs as uid {}: it is not followed, as the \
-             kernel's fs.protected_symlinks would refuse; remove it or save elsewhere",
-            link.display(),
-            meta.uid(),
-            dir.display(),
-            dir_meta.uid(),
-            writer
-        ),
-    ))
+    Ok(Some(Foreign {
+        owner: meta.uid(),
+        dir: dir.to_owned(),
+        dir_owner: dir_meta.uid(),
+        writer,
+    }))
 }
 
 #[cfg(not(unix))]
-fn check_protected_link(_: &Path, _: &fs::Metadata) -> io::Result<()> {
-    Ok(())
+fn foreign_in_shared_dir(_: &Path, _: &fs::Metadata) -> io::Result<Option<Foreign>> {
+    Ok(None)
+}
+
+/// Refuses to follow the link at `link` (whose metadata is `meta`) where the kernel's
+/// `fs.protected_symlinks` would: in a sticky world-writable directory, a link that belongs
+/// neither to the saving user nor to the directory's owner.
+fn check_protected_link(link: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    match foreign_in_shared_dir(link, meta)? {
+        None => Ok(()),
+        Some(shared) => Err(shared.refusal(
+            link,
+            "a symbolic link",
+            "it is not followed, as the kernel's fs.protected_symlinks would refuse",
+        )),
+    }
 }
 
 /// The user a save writes as (the effective uid, which the kernel checks).
