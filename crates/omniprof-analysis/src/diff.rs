@@ -110,15 +110,19 @@ pub struct TraceDiff {
     pub rows: Vec<DiffRow>,
     /// The device the device columns are named after (the new trace's).
     pub device_name: String,
+    /// Some row, kept or not, is in both traces.
+    common: bool,
+    /// Some row, kept or not, has device time.
+    device_time: bool,
 }
 
 /// What makes two rows the same op.
-type RowKey = (Arc<str>, Option<Arc<str>>, bool, bool, bool);
+type RowKey<'a> = (&'a str, Option<&'a str>, bool, bool, bool);
 
-fn key(r: &Row) -> RowKey {
+fn key(r: &Row) -> RowKey<'_> {
     (
-        Arc::clone(&r.name),
-        r.input_shapes.clone(),
+        &r.name,
+        r.input_shapes.as_deref(),
         r.on_device,
         r.is_legacy,
         r.is_user_annotation,
@@ -128,29 +132,118 @@ fn key(r: &Row) -> RowKey {
 /// Matches the rows of `base` and `new` and sorts them, largest regression of `sort_by`
 /// first (`None`: of self host plus self device time).
 pub fn diff(base: &KeyAverages, new: &KeyAverages, sort_by: Option<SortKey>) -> TraceDiff {
-    let base_rows: FastMap<RowKey, &Row> = base.rows.iter().map(|r| (key(r), r)).collect();
-    let new_keys: FastMap<RowKey, ()> = new.rows.iter().map(|r| (key(r), ())).collect();
-    let both = new
-        .rows
-        .iter()
-        .map(|r| (base_rows.get(&key(r)).copied(), Some(r)));
-    let vanished = base
-        .rows
-        .iter()
-        .filter(|r| !new_keys.contains_key(&key(r)))
-        .map(|r| (Some(r), None));
-    let mut rows: Vec<DiffRow> = both
-        .chain(vanished)
-        .map(|(b, n)| diff_row(b, n, sort_by))
-        .collect();
-    rows.sort_by(|a, b| {
-        b.sort_delta
-            .total_cmp(&a.sort_delta)
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    TraceDiff {
+    diff_top(base, new, sort_by, usize::MAX).0
+}
+
+/// The first `rows` rows of [`diff`] (the largest regressions), and how many it left out.
+/// It holds at most twice `rows` rows at a time, besides the two traces' rows and an index
+/// of the base's keys: of a million distinct names, the page's thousand rows take a
+/// thousand rows' room, not two million.
+///
+/// ```
+/// use omniprof_analysis::{diff_top, key_averages, KeyAveragesOptions};
+/// use omniprof_trace::{Activity, ActivityType, Trace};
+///
+/// let run = |ops: &[(&str, i64)]| {
+///     let mut t = Trace::new(0, 10_000);
+///     for &(name, ns) in ops {
+///         t.activities.push(Activity::new(ActivityType::CpuOp, name, 1, 1, 0, ns));
+///     }
+///     key_averages(&t, &KeyAveragesOptions::default())
+/// };
+/// let base = run(&[("a", 100), ("b", 100), ("c", 100)]);
+/// let new = run(&[("a", 900), ("b", 100), ("c", 500)]);
+/// let (top, left_out) = diff_top(&base, &new, None, 2);
+/// let names: Vec<&str> = top.rows.iter().map(|r| &*r.name).collect();
+/// assert_eq!((names, left_out), (vec!["a", "c"], 1));
+/// ```
+pub fn diff_top(
+    base: &KeyAverages,
+    new: &KeyAverages,
+    sort_by: Option<SortKey>,
+    rows: usize,
+) -> (TraceDiff, u64) {
+    // Per base key: its (last) row, and whether the new trace has the key.
+    let mut base_rows: FastMap<RowKey, (&Row, bool)> =
+        base.rows.iter().map(|r| (key(r), (r, false))).collect();
+    let mut top = Top::new(rows);
+    let (mut common, mut device_time) = (false, false);
+    let mut push = |row: DiffRow| {
+        common |= row.change == Change::Both;
+        device_time |= row.self_device.base != 0 || row.self_device.new != 0;
+        top.push(row);
+    };
+    for r in &new.rows {
+        let b = base_rows.get_mut(&key(r)).map(|(b, matched)| {
+            *matched = true;
+            *b
+        });
+        push(diff_row(b, Some(r), sort_by));
+    }
+    for r in &base.rows {
+        if !base_rows[&key(r)].1 {
+            push(diff_row(Some(r), None, sort_by));
+        }
+    }
+    let (rows, left_out) = top.finish();
+    let diff = TraceDiff {
         rows,
         device_name: new.device_name.clone(),
+        common,
+        device_time,
+    };
+    (diff, left_out)
+}
+
+/// The first rows of those pushed, in the diff's order (largest regression first, then by
+/// name, then as pushed: what a stable sort of them all gives), holding at most twice as
+/// many as it keeps.
+struct Top {
+    keep: usize,
+    rows: Vec<(DiffRow, u64)>,
+    pushed: u64,
+}
+
+impl Top {
+    fn new(keep: usize) -> Self {
+        Self {
+            keep,
+            rows: Vec::new(),
+            pushed: 0,
+        }
+    }
+
+    fn order(a: &(DiffRow, u64), b: &(DiffRow, u64)) -> std::cmp::Ordering {
+        b.0.sort_delta
+            .total_cmp(&a.0.sort_delta)
+            .then_with(|| a.0.name.cmp(&b.0.name))
+            .then(a.1.cmp(&b.1))
+    }
+
+    fn push(&mut self, row: DiffRow) {
+        self.rows.push((row, self.pushed));
+        self.pushed += 1;
+        if self.rows.len() > self.keep.saturating_mul(2).max(1) {
+            self.cut();
+        }
+    }
+
+    /// Down to the `keep` first.
+    fn cut(&mut self) {
+        if self.rows.len() > self.keep {
+            if self.keep > 0 {
+                self.rows.select_nth_unstable_by(self.keep - 1, Self::order);
+            }
+            self.rows.truncate(self.keep);
+        }
+    }
+
+    /// The rows kept, in order, and how many were left out.
+    fn finish(mut self) -> (Vec<DiffRow>, u64) {
+        self.cut();
+        self.rows.sort_by(Self::order);
+        let left_out = self.pushed - self.rows.len() as u64;
+        (self.rows.into_iter().map(|(r, _)| r).collect(), left_out)
     }
 }
 
@@ -203,15 +296,14 @@ fn us(ns: i64) -> f64 {
 }
 
 impl TraceDiff {
-    /// True when at least one row is in both traces.
+    /// True when at least one row is in both traces (of [`diff_top`]: kept or not).
     pub fn has_common_rows(&self) -> bool {
-        self.rows.iter().any(|r| r.change == Change::Both)
+        self.common
     }
 
+    /// Whether either trace has device time (of [`diff_top`]: in a row kept or not).
     fn has_device_time(&self) -> bool {
-        self.rows
-            .iter()
-            .any(|r| r.self_device.base != 0 || r.self_device.new != 0)
+        self.device_time
     }
 
     /// The rows as a text table (times as the summary prints them, deltas signed); the
@@ -473,6 +565,37 @@ mod tests {
             t.activities.push(k);
         }
         key_averages(&t, &KeyAveragesOptions::default())
+    }
+
+    #[test]
+    fn the_top_rows_are_the_first_rows_of_the_whole_diff_ties_included() {
+        // 300 ops of 30 names in the base, 40 in the new trace (10 new, some vanished),
+        // durations repeating so that many rows tie on their delta.
+        let ops = |names: std::ops::Range<usize>, seed: i64| -> KeyAverages {
+            let names: Vec<String> = names.map(|i| format!("op{i}")).collect();
+            let ops: Vec<(&str, i64, i64)> = (0..300)
+                .map(|i| {
+                    let start = i as i64 * 100;
+                    (
+                        &*names[i % names.len()],
+                        start,
+                        start + (i as i64 * seed) % 7,
+                    )
+                })
+                .collect();
+            run(&ops, 0)
+        };
+        let (base, new) = (ops(0..30, 3), ops(5..45, 5));
+        let whole = diff(&base, &new, None);
+        assert_eq!(whole.rows.len(), 45);
+        for keep in [0, 1, 2, 7, 20, 44, 45, 100] {
+            let (top, left_out) = diff_top(&base, &new, None, keep);
+            let first = &whole.rows[..keep.min(45)];
+            assert_eq!(top.rows, first, "keep {keep}");
+            assert_eq!(left_out, 45 - first.len() as u64, "keep {keep}");
+            // Said of every row, kept or not.
+            assert!(top.has_common_rows(), "keep {keep}");
+        }
     }
 
     #[test]

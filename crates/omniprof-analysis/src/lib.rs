@@ -6,7 +6,8 @@
 //!   with [`KeyAveragesBuilder`], summed over a job's ranks with [`KeyAverages::merge`].
 //! - [`function_events`]: every event with the numbers the summary sums, as PyTorch's
 //!   `prof.events()` lists them.
-//! - [`diff`](diff()): the rows of two traces side by side.
+//! - [`diff`](diff()): the rows of two traces side by side ([`diff_top`]: the largest
+//!   regressions only).
 //! - [`folded_stacks`]: host and device time as flame graph stacks.
 //! - [`python_stacks`]: every event's Python stack (PyTorch's `FunctionEvent.stack`), which
 //!   rows can group by and [`FunctionEvents::export_stacks`] writes.
@@ -31,7 +32,7 @@ mod stacks;
 mod step_time;
 
 pub use counters::{counter_stats, CounterStats, CounterSummary};
-pub use diff::{diff, Change, DiffRow, Pair, TraceDiff};
+pub use diff::{diff, diff_top, Change, DiffRow, Pair, TraceDiff};
 pub use flamegraph::{folded_stacks, FlameBuilder, FlameTime, FoldedStacks};
 pub use frame_tree::MAX_STACK_DEPTH;
 pub use key_averages::{

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use omniprof_analysis::diff;
+use omniprof_analysis::diff_top;
 use omniprof_analysis::KeyAveragesOptions;
 use omniprof_trace::Limits;
 
@@ -50,15 +50,24 @@ pub(crate) fn run(args: &DiffArgs) -> ExitCode {
             }
         }
     }
-    let d = diff(&summaries[0], &summaries[1], args.rows.sort_by);
-    if !d.has_common_rows() {
+    // Only the rows printed are kept (all of them by default).
+    let row_limit = args.row_limit.get();
+    let (d, _) = diff_top(
+        &summaries[0],
+        &summaries[1],
+        args.rows.sort_by,
+        row_limit.unwrap_or(usize::MAX),
+    );
+    let common = d.has_common_rows();
+    drop(summaries);
+    if !common {
         eprintln!(
             "note: {} and {} have no ops in common: every row is new or vanished",
             args.base.display(),
             args.trace.display()
         );
     }
-    if print(&args.rows.format.render(&d, &args.row_limit.get())) {
+    if print(&args.rows.format.render(&d, &row_limit)) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

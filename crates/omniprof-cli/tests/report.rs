@@ -940,7 +940,8 @@ fn a_trace_of_5000_distinct_names_embeds_1000_rows_per_table_and_counts_the_rest
     assert_eq!(diff[0], "op4999");
     assert_eq!(
         model["left_out"],
-        serde_json::json!({"operators": 9000, "kernels": 4000, "diff": 9000})
+        serde_json::json!({"operators": 9000, "kernels": 4000, "metrics": 0, "counters": 0,
+            "counter_charts": 0, "diff": 9000})
     );
     // About 0.9 MB: 3,000 rows of the 25,000, the script and the charting library.
     let size = fs::metadata(&page).expect("the page").len();
@@ -958,6 +959,80 @@ fn a_trace_of_5000_distinct_names_embeds_1000_rows_per_table_and_counts_the_rest
          of it.",
         "The page holds the 1000 largest regressions (omniprof diff prints every row); 9000 \
          more rows are left out of it.",
+    ] {
+        assert!(dom.contains(note), "no note: {note}");
+    }
+}
+
+#[test]
+fn metrics_and_counters_past_the_limits_embed_1000_rows_and_100_charts_and_count_the_rest() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("metrics.json");
+    let mut events = Vec::new();
+    // 1,100 profiler ranges with one metric each, longer as they go: 1,100 metric rows.
+    for i in 0..1100 {
+        events.push(serde_json::json!({
+            "ph": "X", "cat": "cuda_profiler_range", "name": format!("r{i}"), "pid": 0,
+            "tid": 7, "ts": 10_000 * i, "dur": i + 1, "args": {"flops": i}
+        }));
+    }
+    // 1,100 counters with one value each: two samples for the last 50, one for the others.
+    for i in 0..1100 {
+        for ts in [1, 2].into_iter().take(if i >= 1050 { 2 } else { 1 }) {
+            events.push(serde_json::json!({
+                "ph": "C", "cat": "gpu_pm_counter", "name": format!("c{i}"), "pid": 0,
+                "tid": 0, "ts": ts, "args": {"v": i}
+            }));
+        }
+    }
+    fs::write(
+        &trace,
+        format!(
+            r#"{{"schemaVersion": 1, "traceEvents": {}, "baseTimeNanoseconds": 0}}"#,
+            Value::from(events)
+        ),
+    )
+    .expect("write the trace");
+    let page = dir.path().join("metrics.html");
+    OMNIPROF.ok(["report", arg(&trace), "-o", arg(&page)]);
+    let model = model_of(&page);
+    // The 1,000 longest ranges, in their order.
+    let kernels: Vec<&str> = model["kernel_metrics"]["kernels"]
+        .as_array()
+        .expect("kernels")
+        .iter()
+        .map(|k| k["name"].as_str().expect("a name"))
+        .collect();
+    let longest: Vec<String> = (100..1100).map(|i| format!("r{i}")).collect();
+    assert_eq!(kernels, longest);
+    assert_eq!(model["counters"].as_array().expect("rows").len(), 1000);
+    // The 100 charts: the 50 values of two samples, then the first 50 of one.
+    let mut charted: Vec<String> = model["counter_lines"]
+        .as_array()
+        .expect("lines")
+        .iter()
+        .map(|l| l["counter"].as_str().expect("a counter").to_owned())
+        .collect();
+    charted.sort_by_key(|c| c[1..].parse::<u32>().expect("a number"));
+    let expected: Vec<String> = (0..50).chain(1050..1100).map(|i| format!("c{i}")).collect();
+    assert_eq!(charted, expected);
+    assert_eq!(
+        model["left_out"],
+        serde_json::json!({"operators": 100, "kernels": 0, "metrics": 100, "counters": 100,
+            "counter_charts": 1000, "diff": 0})
+    );
+    let Some(chromium) = chromium("the notes of the metrics and counters left out in Chromium")
+    else {
+        return;
+    };
+    let dom = loaded_dom(&chromium, dir.path(), &page);
+    for note in [
+        "The page holds the 1000 rows of the kernels with the most device time (omniprof \
+         summary --metrics prints them all); 100 more rows are left out of it.",
+        "The page holds the first 1000 (omniprof summary --counters prints them all); 100 \
+         more rows are left out of it.",
+        "The page charts the 100 counter values with the most samples; 1000 more are not \
+         charted.",
     ] {
         assert!(dom.contains(note), "no note: {note}");
     }

@@ -41,5 +41,6 @@ mod table_rows;
 
 pub use model::{
     CounterLine, KernelTimes, ReportInput, ReportModel, TraceEntry, TraceParts, TraceReportBuilder,
+    MAX_COUNTER_CHARTS,
 };
 pub use table_rows::{LeftOut, MAX_TABLE_ROWS};

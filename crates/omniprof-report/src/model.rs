@@ -4,7 +4,8 @@
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use omniprof_analysis::{counter_stats, diff, CounterStats, KernelMetricsBuilder, KeyAverages};
+use omniprof_analysis::{counter_stats, diff_top, CounterStats, KernelMetricsBuilder};
+use omniprof_analysis::{KernelMetrics, KeyAverages};
 use omniprof_analysis::{MemoryCurve, MemoryCurveBuilder, RankProfile, RankProfileBuilder};
 use omniprof_analysis::{
     RankComparison, RankTrace, SortKey, StepTimeBuilder, StepTimes, TableOptions,
@@ -16,6 +17,10 @@ use crate::table_rows::{self, LeftOut};
 
 /// The most points a counter's line keeps (every n-th sample beyond).
 pub(crate) const MAX_COUNTER_POINTS: usize = 2000;
+
+/// The most counter lines the page charts (those of the most samples): a chart takes far
+/// more than a row to draw, and traces have tens (a value per device and perf event).
+pub const MAX_COUNTER_CHARTS: usize = 100;
 
 /// The most rows of the Overview's top ops and kernels, and the Memory view's top
 /// allocating ops.
@@ -124,6 +129,8 @@ impl TraceReportBuilder {
                         device: s.track.device,
                         resource: s.track.resource,
                         value: name.to_owned(),
+                        samples: s.samples.iter().filter(|x| x.value(name).is_some()).count()
+                            as u64,
                         points: s
                             .samples
                             .iter()
@@ -136,8 +143,7 @@ impl TraceReportBuilder {
             .collect();
         TraceParts {
             steps: self.steps.finish(),
-            metrics: RawValue::from_string(self.metrics.finish().json())
-                .expect("the metrics' JSON is JSON"),
+            metrics: self.metrics.finish(),
             memory: self.memory.finish(),
             rank: self.rank.finish(),
             kernels: self.kernels.finish(),
@@ -225,6 +231,8 @@ pub struct CounterLine {
     pub value: String,
     /// (absolute nanoseconds, value), by time.
     pub points: Vec<(i64, f64)>,
+    /// The samples that hold the value (its points are every n-th of them).
+    pub samples: u64,
 }
 
 /// What a [`TraceReportBuilder`] made of one trace.
@@ -232,8 +240,8 @@ pub struct CounterLine {
 pub struct TraceParts {
     /// The Overview's split.
     pub steps: StepTimes,
-    /// [`KernelMetrics::json`](omniprof_analysis::KernelMetrics::json).
-    pub metrics: Box<RawValue>,
+    /// The kernels' hardware metrics.
+    pub metrics: KernelMetrics,
     /// The Memory view's curves.
     pub memory: Vec<MemoryCurve>,
     /// The Distributed view's profile of this rank.
@@ -294,11 +302,15 @@ pub struct ReportModel {
     pub operators: Box<RawValue>,
     /// The Kernels view, of the first trace: at most [`MAX_TABLE_ROWS`](crate::MAX_TABLE_ROWS), the longest.
     pub kernels: Vec<KernelTimes>,
-    /// The first trace's `summary --metrics --format json`.
+    /// The first trace's `summary --metrics --format json`, of the kernels with the most
+    /// device time whose metrics make at most [`MAX_TABLE_ROWS`](crate::MAX_TABLE_ROWS)
+    /// rows (one per kernel and metric).
     pub kernel_metrics: Box<RawValue>,
-    /// The first trace's `summary --counters` rows.
+    /// The first trace's `summary --counters` rows, the first
+    /// [`MAX_TABLE_ROWS`](crate::MAX_TABLE_ROWS).
     pub counters: Vec<CounterStats>,
-    /// The first trace's counter lines.
+    /// The first trace's counter lines, at most [`MAX_COUNTER_CHARTS`] (those of the most
+    /// samples).
     pub counter_lines: Vec<CounterLine>,
     /// The Memory view, of the first trace, and the top allocating rows.
     pub memory: Vec<MemoryCurve>,
@@ -309,7 +321,7 @@ pub struct ReportModel {
     /// The Diff view: [`TraceDiff::json`](omniprof_analysis::TraceDiff::json) of the base trace's
     /// rows against these, at most [`MAX_TABLE_ROWS`](crate::MAX_TABLE_ROWS) (the largest regressions).
     pub diff: Option<Box<RawValue>>,
-    /// The rows the Operators, Kernels and Diff tables leave out.
+    /// The rows the long tables (and the counter charts) leave out.
     pub left_out: LeftOut,
 }
 
@@ -324,8 +336,9 @@ impl ReportModel {
         });
         // One trace's rows as `summary` prints them (in the order of first events); a
         // job's summed over the ranks read whole, in name order, as `summary DIR` does.
-        let whole = match inputs.as_slice() {
-            [one] => one.summary.clone(),
+        let whole = match inputs.as_mut_slice() {
+            // Taken, not copied: a million distinct names make rows of hundreds of MB.
+            [one] => std::mem::replace(&mut one.summary, KeyAverages::merged([])),
             _ => KeyAverages::merged(
                 inputs
                     .iter()
@@ -355,10 +368,11 @@ impl ReportModel {
             ..LeftOut::default()
         };
         let diff = base.map(|b| {
-            let mut d = diff(b, &whole, None);
-            left_out.diff = table_rows::cap(&mut d.rows);
+            let (d, left) = diff_top(b, &whole, None, table_rows::MAX_TABLE_ROWS);
+            left_out.diff = left;
             raw(d.json(None))
         });
+        drop(whole);
         let traces = inputs
             .iter()
             .map(|i| TraceEntry {
@@ -392,6 +406,12 @@ impl ReportModel {
             }
         }
         left_out.kernels = table_rows::cap(&mut first.parts.kernels);
+        left_out.metrics = table_rows::metrics(&mut first.parts.metrics);
+        left_out.counters = table_rows::cap(&mut first.parts.counters);
+        left_out.counter_charts =
+            table_rows::heaviest(&mut first.parts.counter_lines, MAX_COUNTER_CHARTS, |line| {
+                line.samples
+            });
         Self {
             traces,
             steps,
@@ -399,7 +419,7 @@ impl ReportModel {
             top_kernels,
             operators,
             kernels: first.parts.kernels,
-            kernel_metrics: first.parts.metrics,
+            kernel_metrics: raw(first.parts.metrics.json()),
             counters: first.parts.counters,
             counter_lines: first.parts.counter_lines,
             memory: first.parts.memory,

@@ -272,6 +272,8 @@
       if (!metrics.length) {
         empty(s, "No hardware metrics: the trace has no scope-profiler kernel metrics or cuda_profiler_range events.");
       } else {
+        leftOut(s, model.left_out.metrics, "the " + metrics.length + " rows of the kernels with the most device time " +
+          "(omniprof summary --metrics prints them all)");
         s.appendChild(table([
           { key: "kernel", label: "Kernel" }, { key: "metric", label: "Metric" },
           { key: "sum", label: "Sum", numeric: true }, { key: "mean", label: "Mean", numeric: true },
@@ -282,6 +284,8 @@
       if (!model.counters.length) {
         return empty(s, "No counter tracks: the trace has no PM counter or perf event samples.");
       }
+      leftOut(s, model.left_out.counters, "the first " + model.counters.length +
+        " (omniprof summary --counters prints them all)");
       s.appendChild(table([
         { key: "counter", label: "Counter" }, { key: "device", label: "Device", numeric: true },
         { key: "resource", label: "Resource", numeric: true },
@@ -290,6 +294,10 @@
         { key: "mean", label: "Mean", numeric: true }, { key: "max", label: "Max", numeric: true },
         { key: "time_weighted_mean", label: "Time-weighted mean", numeric: true }
       ], model.counters, { search: true }));
+      if (model.left_out.counter_charts) {
+        s.appendChild(text("p", "The page charts the " + model.counter_lines.length + " counter values with the most samples; " +
+          model.left_out.counter_charts + " more are not charted.", { "class": "left-out" }));
+      }
       model.counter_lines.forEach(function (line) {
         if (!line.points.length) return;
         var t0 = line.points[0][0];
