@@ -223,6 +223,49 @@ fn another_users_link_at_out_in_a_sticky_directory_is_refused() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "kept");
 }
 
+#[cfg(unix)]
+#[test]
+fn another_users_fifo_at_out_in_a_sticky_directory_is_refused_without_waiting() {
+    use omniprof_test_support::shared_dirs::{
+        give_to, make_sticky, mkfifo, other_owner, read_fifo_on_a_thread,
+    };
+    use std::os::unix::fs::FileTypeExt;
+    let Some(other) = other_owner("flamegraph to another user's FIFO") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = saved(dir.path());
+    let shared = tempfile::tempdir().unwrap();
+    make_sticky(shared.path());
+    let out = shared.path().join("host.folded");
+    mkfifo(&out);
+    give_to(&out, other);
+    // Its owner reading (without a reader the write waited for one).
+    let owner = read_fifo_on_a_thread(&out);
+
+    let stderr = OMNIPROF.fails(1, flamegraph(&trace, &out, &["--folded"]));
+
+    // The owner's read ends when a writer closes: this test's, with nothing written.
+    drop(std::fs::OpenOptions::new().write(true).open(&out).unwrap());
+    assert_eq!(owner.join().unwrap(), b"");
+
+    assert_eq!(
+        stderr,
+        format!(
+            "error: cannot write {out}: {out} is a FIFO of uid {other} in the sticky \
+             world-writable directory {dir} (owned by uid 0), and this process runs as uid 0: \
+             its owner would read what is written (and the write waits until they do), as the \
+             kernel's fs.protected_fifos would refuse; remove it or save elsewhere\n",
+            out = out.display(),
+            dir = shared.path().display()
+        )
+    );
+    assert!(std::fs::symlink_metadata(&out)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+}
+
 #[test]
 fn python_frames_are_drawn_around_the_ops_they_called() {
     let dir = tempfile::tempdir().unwrap();

@@ -348,6 +348,14 @@ fn target(path: &Path) -> io::Result<Target> {
                 file: current,
             });
         } else if is_stream(&kind) {
+            if let Some(shared) = foreign_in_shared_dir(&current, &meta)? {
+                return Err(shared.refusal(
+                    &current,
+                    describe(&kind),
+                    "its owner would read what is written (and the write waits until they \
+                     do), as the kernel's fs.protected_fifos would refuse",
+                ));
+            }
             return Ok(Target::Stream(current));
         } else {
             return Err(io::Error::new(
