@@ -84,9 +84,11 @@ impl FoldedStacks {
         out
     }
 
-    /// The sum of every stack.
+    /// The sum of every stack (at most `u64::MAX`).
     pub fn total_ns(&self) -> u64 {
-        self.stacks.iter().map(|(_, ns)| ns).sum()
+        self.stacks
+            .iter()
+            .fold(0u64, |sum, (_, ns)| sum.saturating_add(*ns))
     }
 }
 
@@ -214,7 +216,8 @@ impl FlameBuilder {
 
     fn credit(&mut self, node: u32, ns: i64) {
         if ns > 0 && self.time == FlameTime::HostSelf {
-            *self.totals.entry(node).or_default() += ns as u64;
+            let total = self.totals.entry(node).or_default();
+            *total = total.saturating_add(ns as u64);
         }
     }
 
@@ -302,7 +305,8 @@ impl FlameBuilder {
     fn device_frame(&mut self, parent: u32, name: &str, ns: i64) {
         let node = self.tree.child(parent, name);
         if ns > 0 {
-            *self.totals.entry(node).or_default() += ns as u64;
+            let total = self.totals.entry(node).or_default();
+            *total = total.saturating_add(ns as u64);
         }
     }
 

@@ -155,7 +155,7 @@ impl Part {
     fn add(&mut self, seq: u64, a: &Activity) {
         self.first.get_or_insert(seq);
         self.calls += 1;
-        self.device_time_ns += a.duration_ns();
+        self.device_time_ns = self.device_time_ns.saturating_add(a.duration_ns());
         for (name, v) in numeric_args(a) {
             match self.metrics.iter_mut().find(|(m, _)| m == name) {
                 Some((_, stats)) => stats.add(v),
@@ -245,7 +245,7 @@ impl KernelMetricsBuilder {
             };
             for part in parts {
                 row.calls += part.calls;
-                row.device_time_ns += part.device_time_ns;
+                row.device_time_ns = row.device_time_ns.saturating_add(part.device_time_ns);
                 for (name, s) in part.metrics {
                     match row.metrics.iter_mut().find(|(m, _)| *m == name) {
                         Some((_, stats)) => stats.merge(&s),

@@ -83,10 +83,16 @@ pub(crate) fn run(args: &FlamegraphArgs) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let text = folded.to_text();
     let bytes = if args.folded {
-        text.into_bytes()
+        folded.to_text().into_bytes()
     } else {
+        let (text, halved) = drawable(&folded);
+        if halved > 0 {
+            eprintln!(
+                "warning: the stacks hold more than 2^64 ns in all, more than the graph can \
+                 add up: it draws them divided by 2^{halved}"
+            );
+        }
         let mut options = Options::default();
         // A file name may hold control characters, which XML forbids.
         let path = args.trace.display().to_string();
@@ -144,4 +150,30 @@ fn fold(path: &Path, time: FlameTime) -> Result<FoldedStacks, ReadError> {
     let (trace, stats) = read_file(path, |input| TraceReader::new().read(input).into_result())?;
     report_skipped(&stats);
     Ok(folded_stacks(&trace, time))
+}
+
+/// The folded text the SVG is drawn from: the times halved until their sum fits in 64
+/// bits (the renderer adds them up unchecked), and how many times they were.
+fn drawable(folded: &FoldedStacks) -> (String, u32) {
+    let fits = |shift: u32| {
+        folded
+            .stacks
+            .iter()
+            .try_fold(0u64, |sum, (_, ns)| sum.checked_add(ns >> shift))
+            .is_some()
+    };
+    // Halved 63 times, each stack holds 0 or 1: the sum fits.
+    let shift = (0..63).find(|&k| fits(k)).unwrap_or(63);
+    if shift == 0 {
+        return (folded.to_text(), 0);
+    }
+    let halved = FoldedStacks {
+        stacks: folded
+            .stacks
+            .iter()
+            .map(|(stack, ns)| (stack.clone(), ns >> shift))
+            .collect(),
+        cut_frames: folded.cut_frames,
+    };
+    (halved.to_text(), shift)
 }

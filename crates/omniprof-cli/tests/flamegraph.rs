@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use omniprof_test_support::cli::{arg, Cli};
+use omniprof_test_support::cli::{arg, text, Cli};
 use omniprof_trace::{Activity, ActivityType, Trace};
 use quick_xml::events::Event;
 
@@ -377,4 +377,42 @@ fn a_name_ending_in_a_number_is_one_frame_with_its_own_time() {
     ] {
         assert!(svg.contains(title), "{title:?} not in {svg}");
     }
+}
+
+#[test]
+fn durations_near_i64_max_draw_halved_and_keep_their_stacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("long.json");
+    // Three ops of 8e18 ns on three threads: 2.4e19 ns in all, past u64::MAX (1.8e19).
+    let events: Vec<String> = (1..=3)
+        .map(|tid| {
+            format!(
+                r#"{{"ph": "X", "cat": "cpu_op", "name": "op{tid}", "pid": 1, "tid": {tid}, "ts": 0, "dur": 8000000000000000}}"#
+            )
+        })
+        .collect();
+    std::fs::write(
+        &trace,
+        format!(r#"{{"traceEvents": [{}]}}"#, events.join(",")),
+    )
+    .unwrap();
+    let folded = dir.path().join("long.folded");
+    OMNIPROF.ok(flamegraph(&trace, &folded, &["--folded"]));
+    assert_eq!(
+        std::fs::read_to_string(&folded).unwrap(),
+        "op1 8000000000000000000\nop2 8000000000000000000\nop3 8000000000000000000\n"
+    );
+    let svg = dir.path().join("long.svg");
+    let out = OMNIPROF.run(flamegraph(&trace, &svg, &[]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "warning: the stacks hold more than 2^64 ns in all, more than the graph can add up: it \
+         draws them divided by 2^1\n"
+    );
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.contains("op3 (4,000,000,000,000,000,000 ns, 33.33%)"),
+        "{svg}"
+    );
 }

@@ -1037,3 +1037,32 @@ fn metrics_and_counters_past_the_limits_embed_1000_rows_and_100_charts_and_count
         assert!(dom.contains(note), "no note: {note}");
     }
 }
+
+#[test]
+fn kernels_and_ranges_near_i64_max_long_saturate_their_totals() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("long.json");
+    // Two kernels and two profiler ranges of 8e18 ns each: their sums pass i64::MAX.
+    let mut events = Vec::new();
+    for (cat, name) in [("kernel", "k"), ("cuda_profiler_range", "r")] {
+        for i in 0..2 {
+            events.push(serde_json::json!({
+                "ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": i,
+                "dur": 8_000_000_000_000_000_i64, "args": {"device": 0, "stream": 7, "flops": 1}
+            }));
+        }
+    }
+    fs::write(
+        &trace,
+        serde_json::json!({ "traceEvents": events }).to_string(),
+    )
+    .expect("write the trace");
+    let page = dir.path().join("long.html");
+    OMNIPROF.ok(["report", arg(&trace), "-o", arg(&page)]);
+    let model = model_of(&page);
+    assert_eq!(model["kernels"][0]["total_ns"], i64::MAX);
+    assert_eq!(
+        model["kernel_metrics"]["kernels"][0]["device_time_us"],
+        i64::MAX as f64 / 1000.0
+    );
+}

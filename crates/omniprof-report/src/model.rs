@@ -188,7 +188,7 @@ impl KernelTimesBuilder {
             Some(&i) => {
                 let r = &mut self.rows[i];
                 r.calls += 1;
-                r.total_ns += d;
+                r.total_ns = r.total_ns.saturating_add(d);
                 r.min_ns = r.min_ns.min(d);
                 r.max_ns = r.max_ns.max(d);
             }
