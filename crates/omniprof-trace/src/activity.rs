@@ -509,7 +509,7 @@ impl Activity {
     /// `max(end − start, 0)`.
     #[inline]
     pub fn duration_ns(&self) -> i64 {
-        (self.end_ns - self.start_ns).max(0)
+        self.end_ns.saturating_sub(self.start_ns).max(0)
     }
 
     /// The value of an arg, if present.

@@ -92,9 +92,10 @@ impl<'a> WrittenOrder<'a> {
 /// each side so they enclose the kernels they were built from.
 #[inline]
 pub(crate) fn written_span(a: &Activity) -> (i64, i64) {
-    let end = a.start_ns + a.duration_ns();
+    // Start plus duration, without overflow: a crafted trace's times reach i64's ends.
+    let end = a.end_ns.max(a.start_ns);
     if a.kind == ActivityType::GpuUserAnnotation {
-        (a.start_ns - 1, end + 1)
+        (a.start_ns.saturating_sub(1), end.saturating_add(1))
     } else {
         (a.start_ns, end)
     }
@@ -194,6 +195,22 @@ impl Lanes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_span_at_the_ends_of_i64_saturates() {
+        let mut a = Activity::new(
+            ActivityType::GpuUserAnnotation,
+            "a",
+            0,
+            1,
+            i64::MIN,
+            i64::MAX,
+        );
+        assert_eq!(written_span(&a), (i64::MIN, i64::MAX));
+        a.kind = ActivityType::ConcurrentKernel;
+        (a.start_ns, a.end_ns) = (-5, i64::MAX);
+        assert_eq!(written_span(&a), (-5, i64::MAX));
+    }
 
     #[test]
     fn overlapping_events_move_to_sibling_lanes_and_nested_ones_stay() {
