@@ -40,8 +40,8 @@ use std::cmp::Reverse;
 use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::counter::{CounterSample, CounterTrack};
 use crate::export::json::{
-    room, write_float, write_i64, write_str, write_us, write_value, write_value_compact, Room,
-    NUMBER_ROOM,
+    room, write_float, write_i64, write_str, write_us, write_value, write_value_compact,
+    HighDigits, Room, NUMBER_ROOM,
 };
 use crate::export::lanes::{row_tid, written_span, Lanes, RowId, WrittenOrder};
 use crate::export::{NeedsWholeTrace, WriteStats};
@@ -91,6 +91,7 @@ pub fn write_chrome<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Re
         stats: WriteStats::default(),
         event_start: 0,
         oversized: None,
+        ts_digits: HighDigits::default(),
     };
     w.header(trace, trace_name)?;
     w.rows(trace)?;
@@ -193,6 +194,7 @@ impl<W: Write> ChromeStream<W> {
                 stats: WriteStats::default(),
                 event_start: 0,
                 oversized: None,
+                ts_digits: HighDigits::default(),
             },
             header: Some(Trace {
                 base_time_ns: 0,
@@ -342,6 +344,8 @@ struct Writer<W> {
     event_start: u64,
     /// The first event larger than the reader's limit: its index and size.
     oversized: Option<(u64, u64)>,
+    /// The high digits of the last `ts`, which the next one most likely shares.
+    ts_digits: HighDigits,
 }
 
 impl<W: Write> Writer<W> {
@@ -413,7 +417,8 @@ impl<W: Write> Writer<W> {
     #[inline(always)]
     fn ts(&mut self, key: &[u8], ns: i64) {
         self.raw(key);
-        write_us(&mut self.buf, ns - self.base);
+        let (high, us) = (&mut self.ts_digits, ns - self.base);
+        room::<NUMBER_ROOM, _>(&mut self.buf, |r| r.us_after(high, us));
     }
 
     /// A `cat` from the fixed set of type names, which need no escaping.
@@ -603,7 +608,7 @@ impl<W: Write> Writer<W> {
                     r.i64(tid);
                     r.raw(key!("ts"));
                     let ts_at = r.len();
-                    r.us(start - self.base);
+                    r.us_after(&mut self.ts_digits, start - self.base);
                     let ts = fields_at + ts_at..fields_at + r.len();
                     r.raw(key!("dur"));
                     r.us(end - start);
@@ -693,10 +698,9 @@ impl<W: Write> Writer<W> {
             .linked_correlation
             .or((a.kind.has_own_external_id() && a.correlation != 0).then_some(a.correlation))
             .filter(|&id| id != 0);
-        let correlation = (!a.kind.has_own_external_id()
-            && a.correlation != 0
-            && a.arg(arg::CORRELATION).is_none())
-        .then_some(a.correlation);
+        // Unless an arg of that name says it (found as the args are written).
+        let mut correlation =
+            (!a.kind.has_own_external_id() && a.correlation != 0).then_some(a.correlation);
         if external_id.is_none() && a.args.is_empty() && correlation.is_none() {
             self.raw(b"}");
             return;
@@ -713,9 +717,17 @@ impl<W: Write> Writer<W> {
             if !std::mem::take(&mut first) {
                 self.raw(b", ");
             }
+            if &**key == arg::CORRELATION {
+                correlation = None;
+            }
             write_str(&mut self.buf, key);
             self.raw(b": ");
-            write_value(&mut self.buf, value);
+            // Most args are numbers: written here, not through the general writer's call.
+            match *value {
+                Value::Int(v) => room::<NUMBER_ROOM, _>(&mut self.buf, |r| r.i64(v)),
+                Value::UInt(v) => room::<NUMBER_ROOM, _>(&mut self.buf, |r| r.u64(v)),
+                _ => write_value(&mut self.buf, value),
+            }
         }
         room::<{ numeric_fields(1) }, _>(&mut self.buf, |r| {
             if let Some(id) = correlation {
