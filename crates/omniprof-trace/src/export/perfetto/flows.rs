@@ -20,14 +20,12 @@ const OWN_IDS: u64 = OWN_FLOW_IDS;
 #[derive(Default)]
 pub(super) struct FlowIds {
     /// A flow's latest start (its written index) and how many ends followed it.
-    open: HashMap<(FlowKind, u64), (usize, u32), BuildHasherDefault<FlowIdHasher>>,
+    open: OpenFlows,
     /// The ids a start lists after its flow's own: one per end after the first.
     more_starts: FastMap<usize, Vec<u64>>,
     /// The id of an end after the first of its start.
     own_end: FastMap<usize, u64>,
     next: u64,
-    /// How many flows to make room for at the first (see [`for_activities`](Self::for_activities)).
-    room: usize,
     /// Whether an id started again, a start had several ends or an end had no start:
     /// which start an end follows then depends on the order the ends are placed in.
     reused: bool,
@@ -39,22 +37,22 @@ impl FlowIds {
     /// each step, into memory not touched before (most of writing a large trace's flows).
     pub(super) fn for_activities(activities: usize) -> Self {
         Self {
-            room: activities / 2,
+            open: OpenFlows {
+                room: activities / 2,
+                ..OpenFlows::default()
+            },
             ..Self::default()
         }
     }
 
     /// Takes the flow end of the activity written `index`-th.
+    #[inline]
     pub(super) fn place(&mut self, index: usize, flow: Flow) {
-        let key = (flow.kind, flow.id);
         if flow.start {
-            if self.open.is_empty() {
-                self.open.reserve(self.room);
-            }
-            self.reused |= self.open.insert(key, (index, 0)).is_some();
+            self.reused |= self.open.start(flow, index);
             return;
         }
-        let Some((start, ends)) = self.open.get_mut(&key) else {
+        let Some((start, ends)) = self.open.get_mut(flow) else {
             // No start before it: Perfetto drops it as it drops the JSON's. (A start placed
             // later could still precede it in time.)
             self.reused = true;
@@ -65,7 +63,7 @@ impl FlowIds {
             self.reused = true;
             let id = OWN_IDS | self.next;
             self.next += 1;
-            self.more_starts.entry(*start).or_default().push(id);
+            self.more_starts.entry(start).or_default().push(id);
             self.own_end.insert(index, id);
         }
     }
@@ -77,7 +75,7 @@ impl FlowIds {
 
     /// Drops what only placing needs (the starts still open), once every end is placed.
     pub(super) fn placed(mut self) -> Self {
-        self.open = HashMap::default();
+        self.open = OpenFlows::default();
         self
     }
 
@@ -89,6 +87,85 @@ impl FlowIds {
     /// The id an end written `index`-th closes, when not its flow's own.
     pub(super) fn own_end(&self, index: usize) -> Option<u64> {
         self.own_end.get(&index).copied()
+    }
+}
+
+/// The latest start of each flow id (its written index) and how many ends followed it.
+///
+/// Correlation ids count up, so the ids of a kind from the first one on are kept in a
+/// table indexed by id, where a lookup is an index and a comparison, not a hash and a
+/// probe (this table was a third of placing the activities); ids before the first, or too
+/// far past the flows seen so far to keep a table that large, are kept in a hash map.
+#[derive(Default)]
+struct OpenFlows {
+    /// Per kind ([`run`]): the first id, and per id from it the written index of its latest
+    /// start plus 1 (0: none yet) and how many ends followed it.
+    runs: [(u64, Vec<(usize, u32)>); 2],
+    others: HashMap<(FlowKind, u64), (usize, u32), BuildHasherDefault<FlowIdHasher>>,
+    /// How many flows to make room for at the first (see [`FlowIds::for_activities`]).
+    room: usize,
+    /// Starts placed so far.
+    starts: usize,
+}
+
+/// The index of a kind's run in [`OpenFlows::runs`].
+#[inline]
+fn run(kind: FlowKind) -> usize {
+    match kind {
+        FlowKind::FwdBwd => 0,
+        FlowKind::Ac2g => 1,
+    }
+}
+
+impl OpenFlows {
+    /// Notes a start at `index`; returns whether its id had started before.
+    #[inline]
+    fn start(&mut self, flow: Flow, index: usize) -> bool {
+        self.starts += 1;
+        // A run spans at most four ids per start seen, and what the trace's size promises.
+        let limit = (self.starts * 4).max(self.room) as u64 + 4096;
+        let room = self.room;
+        let (first, run) = &mut self.runs[run(flow.kind)];
+        if run.is_empty() {
+            *first = flow.id;
+            run.reserve(room);
+        }
+        let offset = flow.id.wrapping_sub(*first);
+        if offset < limit {
+            let at = offset as usize;
+            if at >= run.len() {
+                // Grown to twice at least, so that ids that skip ahead cost no more than ids
+                // that do not.
+                let len = (at + 1).max(run.len() * 2).min(limit as usize);
+                run.resize(len, (0, 0));
+            }
+            let entry = &mut run[at];
+            // A start kept in the map while the run was shorter moves here.
+            let before =
+                !self.others.is_empty() && self.others.remove(&(flow.kind, flow.id)).is_some();
+            let again = entry.0 != 0 || before;
+            *entry = (index + 1, 0);
+            return again;
+        }
+        if self.others.is_empty() {
+            self.others.reserve(64);
+        }
+        self.others
+            .insert((flow.kind, flow.id), (index, 0))
+            .is_some()
+    }
+
+    /// The latest start of `flow`'s id and how many ends followed it, if it started.
+    #[inline]
+    fn get_mut(&mut self, flow: Flow) -> Option<(usize, &mut u32)> {
+        let (first, run) = &mut self.runs[run(flow.kind)];
+        let at = flow.id.wrapping_sub(*first);
+        if let Some((start, ends)) = run.get_mut(at as usize).filter(|(start, _)| *start != 0) {
+            return Some((*start - 1, ends));
+        }
+        self.others
+            .get_mut(&(flow.kind, flow.id))
+            .map(|(start, ends)| (*start, ends))
     }
 }
 
@@ -178,6 +255,55 @@ mod tests {
         assert!(bucket(hash(6464)).abs_diff(bucket(run[0])) > 1 << 20);
         let fwd = BuildHasherDefault::<FlowIdHasher>::default().hash_one((FlowKind::FwdBwd, 6400));
         assert_ne!(bucket(fwd), bucket(run[0]));
+    }
+
+    #[test]
+    fn ids_far_from_the_first_and_before_it_are_placed_as_ids_near_it() {
+        // From the first id on, ids far past it (kept in the map) and one before it.
+        let far = 1_000_000_000;
+        let mut ids = FlowIds::default();
+        for (index, (id, start)) in [
+            (100, true),
+            (far, true),
+            (7, true),
+            (100, false),
+            (far, false),
+            (far, false),
+            (7, false),
+            (7, false),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            ids.place(index, flow(id, start));
+        }
+        assert_eq!(ids.own_end(3), None);
+        assert_eq!(ids.own_end(5), Some(OWN_IDS));
+        assert_eq!(ids.own_end(7), Some(OWN_IDS + 1));
+        assert_eq!(ids.more_starts(1), &[OWN_IDS]);
+        assert_eq!(ids.more_starts(2), &[OWN_IDS + 1]);
+        assert!(ids.reused());
+    }
+
+    #[test]
+    fn an_id_started_in_the_map_and_again_once_the_table_reaches_it_counts_as_started_twice() {
+        let mut ids = FlowIds::default();
+        ids.place(0, flow(1, true));
+        // Past the table's reach with one start seen; within it after a few thousand.
+        ids.place(1, flow(6_000, true));
+        assert!(!ids.reused());
+        for i in 0..2_000 {
+            ids.place(2 + i, flow(2 + i as u64, true));
+        }
+        assert!(!ids.reused());
+        ids.place(3_000, flow(6_000, true));
+        assert!(ids.reused());
+        // The end follows the later start.
+        ids.place(3_001, flow(6_000, false));
+        assert_eq!(
+            (ids.own_end(3_001), ids.more_starts(3_000)),
+            (None, &[][..])
+        );
     }
 
     #[test]

@@ -215,6 +215,72 @@ impl Room<'_> {
     }
 }
 
+impl Room<'_> {
+    /// Appends a slice's end event, encoded when it began.
+    #[inline(always)]
+    pub(super) fn slice_end(&mut self, end: SliceEnd) {
+        let len = (end.0 >> 56) as usize;
+        if len == 0 {
+            let e = self.open(packet::TRACK_EVENT);
+            self.uint(event::TYPE, event::TYPE_SLICE_END);
+            self.uint(event::TRACK_UUID, end.0);
+            return self.close(e);
+        }
+        // All eight bytes at once; the room's bytes past `at` are written over or dropped.
+        for (slot, byte) in self.spare[self.at..self.at + 8]
+            .iter_mut()
+            .zip(end.0.to_le_bytes())
+        {
+            slot.write(byte);
+        }
+        self.at += len;
+    }
+}
+
+/// A slice's end: the `TrackEvent` field of a `TYPE_SLICE_END` on its track, encoded once,
+/// when the slice begins, and written with one store when it ends, where its four fields
+/// took a varint each (a slice end is a third of the packets). Key, length, type and track
+/// take at most seven bytes for a track below 2^14 (every row track but in traces of
+/// thousands of rows); the top byte says how many. Another track is kept as its uuid, with
+/// a top byte of 0, and written field by field.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct SliceEnd(u64);
+
+impl SliceEnd {
+    /// The end of a slice on `track` (a uuid below 2^56, as every uuid the writer gives).
+    #[inline]
+    pub(super) fn on(track: u64) -> Self {
+        const TRACK_EVENT: u8 = (packet::TRACK_EVENT << 3 | LEN) as u8;
+        const TYPE: u8 = (event::TYPE << 3 | VARINT) as u8;
+        const TRACK_UUID: u8 = (event::TRACK_UUID << 3 | VARINT) as u8;
+        let mut bytes = [
+            TRACK_EVENT,
+            0,
+            TYPE,
+            event::TYPE_SLICE_END as u8,
+            TRACK_UUID,
+            0,
+            0,
+            0,
+        ];
+        let len = match track {
+            0..0x80 => {
+                bytes[5] = track as u8;
+                6
+            }
+            0x80..0x4000 => {
+                bytes[5] = track as u8 | 0x80;
+                bytes[6] = (track >> 7) as u8;
+                7
+            }
+            _ => return Self(track),
+        };
+        bytes[1] = len - 2;
+        bytes[7] = len;
+        Self(u64::from_le_bytes(bytes))
+    }
+}
+
 impl Buf {
     /// Writes a run of fields that take at most `max` (< 128) bytes with `fields`.
     #[inline(always)]
@@ -340,6 +406,20 @@ mod tests {
         assert_eq!(&b.bytes[3..6], &[0x12, 0xaf, 0x02]);
         assert_eq!(&b.bytes[6..9], &[0x1a, 0xac, 0x02]);
         assert_eq!(b.bytes.len(), 3 + 3 + 3 + 300);
+    }
+
+    #[test]
+    fn a_slice_end_encoded_at_its_begin_is_the_event_written_field_by_field() {
+        for track in [0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 1 << 40] {
+            let mut fields = Buf::default();
+            let e = fields.open(packet::TRACK_EVENT);
+            fields.uint(event::TYPE, event::TYPE_SLICE_END);
+            fields.uint(event::TRACK_UUID, track);
+            fields.close(e);
+            let mut encoded = Buf::default();
+            encoded.room(16, |r| r.slice_end(SliceEnd::on(track)));
+            assert_eq!(encoded.bytes, fields.bytes, "track {track}");
+        }
     }
 
     #[test]

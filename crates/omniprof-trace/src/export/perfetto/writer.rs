@@ -7,7 +7,9 @@ use std::sync::Arc;
 use super::counter_tracks::{CounterTracks, CounterTracksFound};
 use super::ends::PendingEnds;
 use super::flows::FlowIds;
-use super::proto::{self, annotation, clock, defaults, event, interned, packet, track, Buf, Room};
+use super::proto::{
+    self, annotation, clock, defaults, event, interned, packet, track, Buf, Room, SliceEnd,
+};
 
 use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::counter::CounterTrack;
@@ -718,14 +720,13 @@ impl<W: Write> Writer<W> {
     /// end at or before `t`.
     fn end_slices_until(&mut self, sequence: usize, t: i64) -> io::Result<()> {
         let s = &mut self.sequences[sequence];
-        while let Some((end, track)) = s.ends.pop_until(t) {
+        while let Some((end, event)) = s.ends.pop_until(t) {
             // A slice's end carries no interned data: its whole packet fits in one room.
             let (id, delta) = (s.id, s.next_delta(end));
             self.stats.events += 1;
             self.buf.room(EVENT_ROOM, |r| {
                 let p = packet_header(r, id, delta);
-                let e = event_header(r, event::TYPE_SLICE_END, track);
-                r.close(e);
+                r.slice_end(event);
                 r.close(p);
             });
         }
@@ -743,7 +744,7 @@ impl<W: Write> Writer<W> {
         let (start, end) = written_span(a);
         let sequence = layout.sequence(track);
         self.end_slices_until(sequence, start)?;
-        let args = Args::of(a);
+        let mut args = Args::of(a);
         let s = &mut self.sequences[sequence];
         let new = &mut self.new_interned;
         let name = if &*a.name == "kernel" {
@@ -758,6 +759,9 @@ impl<W: Write> Writer<W> {
             .map(|_| s.intern_external_id(&self.external_id_name, new));
         self.arg_iids.clear();
         for (key, _) in &a.args {
+            if &**key == arg::CORRELATION {
+                args.correlation = None;
+            }
             let iid = s.arg_names.id(key, interned::DEBUG_ANNOTATION_NAMES, new);
             self.arg_iids.push(iid);
         }
@@ -807,7 +811,7 @@ impl<W: Write> Writer<W> {
         }
         self.close_event(e);
         if !instant {
-            self.sequences[sequence].ends.push(end, track);
+            self.sequences[sequence].ends.push(end, SliceEnd::on(track));
         }
         self.flush_if_full()
     }
@@ -952,6 +956,8 @@ fn header_annotations(b: &mut Buf, trace: &Trace) {
 /// `correlation_id`, which groups a launch with its device work).
 struct Args {
     external_id: Option<u64>,
+    /// Unless an arg has that name, which the writer finds as it interns the args' names
+    /// (rather than look over them once more here).
     correlation: Option<u64>,
 }
 
@@ -964,8 +970,7 @@ impl Args {
                 .linked_correlation
                 .or((own && a.correlation != 0).then_some(a.correlation))
                 .filter(|&id| id != 0),
-            correlation: (!own && a.correlation != 0 && a.arg(arg::CORRELATION).is_none())
-                .then_some(a.correlation),
+            correlation: (!own && a.correlation != 0).then_some(a.correlation),
         }
     }
 }
