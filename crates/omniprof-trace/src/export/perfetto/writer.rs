@@ -785,6 +785,21 @@ impl<W: Write> Writer<W> {
             }
         });
         for ((_, value), &iid) in a.args.iter().zip(&self.arg_iids) {
+            // A number (most args) is one annotation of bounded size: one room.
+            let number = match *value {
+                Value::Int(v) => Some((annotation::INT_VALUE, v as u64)),
+                Value::UInt(v) => Some((annotation::UINT_VALUE, v)),
+                _ => None,
+            };
+            if let Some((field, v)) = number {
+                b.room(EVENT_ROOM, |r| {
+                    let d = r.open(event::DEBUG_ANNOTATIONS);
+                    r.uint(annotation::NAME_IID, iid);
+                    r.uint(field, v);
+                    r.close(d);
+                });
+                continue;
+            }
             let d = b.open(event::DEBUG_ANNOTATIONS);
             b.uint(annotation::NAME_IID, iid);
             write_value(b, value);
