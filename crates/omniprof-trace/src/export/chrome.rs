@@ -40,8 +40,8 @@ use std::cmp::Reverse;
 use crate::activity::{Activity, ActivityType, FlowKind};
 use crate::counter::{CounterSample, CounterTrack};
 use crate::export::json::{
-    room, write_float, write_i64, write_str, write_us, write_value, write_value_compact,
-    HighDigits, Room, NUMBER_ROOM,
+    room, write_float, write_i64, write_str, write_str_rest, write_us, write_value,
+    write_value_compact, HighDigits, Room, NUMBER_ROOM,
 };
 use crate::export::lanes::{row_tid, written_span, Lanes, RowId, WrittenOrder};
 use crate::export::{NeedsWholeTrace, WriteStats};
@@ -75,6 +75,23 @@ macro_rules! event {
     };
 }
 
+/// The end of a flow event of kind `$name`, after its `ts`: its `cat`, `name` and `$bp`
+/// (the binding point of an end), as one literal (see [`event!`]).
+macro_rules! flow_rest {
+    ($name:literal, $bp:literal) => {
+        concat!(
+            ", \"cat\": \"",
+            $name,
+            "\", \"name\": \"",
+            $name,
+            "\"",
+            $bp,
+            "}"
+        )
+        .as_bytes()
+    };
+}
+
 /// `, "$key": `, the text before a field's value, as one literal (see [`event!`]).
 macro_rules! key {
     ($key:literal) => {
@@ -92,6 +109,7 @@ pub fn write_chrome<W: Write>(trace: &Trace, trace_name: &str, out: W) -> io::Re
         event_start: 0,
         oversized: None,
         ts_digits: HighDigits::default(),
+        heads: Heads::default(),
     };
     w.header(trace, trace_name)?;
     w.rows(trace)?;
@@ -195,6 +213,7 @@ impl<W: Write> ChromeStream<W> {
                 event_start: 0,
                 oversized: None,
                 ts_digits: HighDigits::default(),
+                heads: Heads::default(),
             },
             header: Some(Trace {
                 base_time_ns: 0,
@@ -346,6 +365,32 @@ struct Writer<W> {
     oversized: Option<(u64, u64)>,
     /// The high digits of the last `ts`, which the next one most likely shares.
     ts_digits: HighDigits,
+    heads: Heads,
+}
+
+/// Per activity type, the text of an X event from its `cat` to its name's opening quote
+/// (`, "cat": "cpu_op", "name": "`), made at the type's first event: one append, where the
+/// pieces took four.
+struct Heads(Vec<Vec<u8>>);
+
+impl Default for Heads {
+    fn default() -> Self {
+        Self(vec![Vec::new(); ActivityType::ALL.len()])
+    }
+}
+
+impl Heads {
+    #[inline]
+    fn of(&mut self, kind: ActivityType) -> &[u8] {
+        let head = &mut self.0[kind.index()];
+        if head.is_empty() {
+            // Type names need no escaping.
+            head.extend_from_slice(b", \"cat\": \"");
+            head.extend_from_slice(kind.name().as_bytes());
+            head.extend_from_slice(b"\", \"name\": \"");
+        }
+        head
+    }
 }
 
 impl<W: Write> Writer<W> {
@@ -593,13 +638,13 @@ impl<W: Write> Writer<W> {
                 let lane = lanes.assign((a.device, row_tid(a.resource)), start, end);
                 let tid = lane_tid(row_tid(a.resource), lane as i64);
                 self.event(event!("X"));
-                self.cat(kind.name());
+                self.buf.extend_from_slice(self.heads.of(kind));
                 let name: &str = if &*a.name == "kernel" {
                     "Kernel"
                 } else {
                     &a.name
                 };
-                self.str(key!("name"), name);
+                write_str_rest(&mut self.buf, name);
                 let fields_at = self.buf.len();
                 let ts = room::<{ numeric_fields(4) }, _>(&mut self.buf, |r| {
                     r.raw(key!("pid"));
@@ -628,14 +673,12 @@ impl<W: Write> Writer<W> {
                     });
                     // The flow sits at its event's `ts`: copy the digits, don't redo them.
                     self.buf.extend_from_within(ts);
-                    self.raw(match flow.kind {
-                        FlowKind::Ac2g => b", \"cat\": \"ac2g\", \"name\": \"ac2g\"",
-                        FlowKind::FwdBwd => b", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"",
+                    self.raw(match (flow.kind, flow.start) {
+                        (FlowKind::Ac2g, true) => flow_rest!("ac2g", ""),
+                        (FlowKind::Ac2g, false) => flow_rest!("ac2g", r#", "bp": "e""#),
+                        (FlowKind::FwdBwd, true) => flow_rest!("fwdbwd", ""),
+                        (FlowKind::FwdBwd, false) => flow_rest!("fwdbwd", r#", "bp": "e""#),
                     });
-                    if !flow.start {
-                        self.raw(b", \"bp\": \"e\"");
-                    }
-                    self.raw(b"}");
                 }
             }
         }

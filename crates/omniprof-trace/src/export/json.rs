@@ -70,8 +70,15 @@ fn word_needs_escape(w: u64) -> bool {
 /// Appends `s` as a JSON string literal, escaped per RFC 8259.
 #[inline]
 pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
-    let bytes = s.as_bytes();
     out.push(b'"');
+    write_str_rest(out, s);
+}
+
+/// Appends `s` escaped and its closing quote: a JSON string literal after its opening
+/// quote.
+#[inline]
+pub(crate) fn write_str_rest(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
     if !any_needs_escape(bytes) {
         out.extend_from_slice(bytes);
     } else {
