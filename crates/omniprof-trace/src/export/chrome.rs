@@ -858,6 +858,32 @@ mod tests {
     use crate::activity::Flow;
 
     #[test]
+    fn an_arg_named_correlation_stands_in_for_the_activitys_own() {
+        let mut t = Trace::new(0, 10_000);
+        for (i, args) in [vec![], vec![("correlation", 9)], vec![("stream", 7)]]
+            .into_iter()
+            .enumerate()
+        {
+            let start = i as i64 * 1_000;
+            let mut a = Activity::new(ActivityType::ConcurrentKernel, "k", 0, 7, start, start + 10);
+            a.correlation = 5;
+            for (key, value) in args {
+                a.args.push((key.into(), crate::value::Value::Int(value)));
+            }
+            t.activities.push(a);
+        }
+        let mut out = Vec::new();
+        write_chrome(&t, "t", &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(r#""args": {"correlation": 5}}"#), "{text}");
+        assert!(text.contains(r#""args": {"correlation": 9}}"#), "{text}");
+        assert!(
+            text.contains(r#""args": {"stream": 7, "correlation": 5}}"#),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn the_widest_numbers_fit_their_rooms_and_read_back() {
         let mut t = Trace::new(0, i64::MAX);
         t.base_time_ns = 1;

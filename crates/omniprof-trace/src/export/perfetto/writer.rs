@@ -1063,3 +1063,30 @@ fn exact_count(value: f64) -> Option<u64> {
     const EXACT: f64 = (1u64 << 53) as f64;
     ((0.0..EXACT).contains(&value) && value.fract() == 0.0).then_some(value as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernel with correlation 5 and `arg`, written.
+    fn kernel_with(arg: Option<(&str, i64)>) -> Vec<u8> {
+        let mut t = Trace::new(0, 10_000);
+        let mut a = Activity::new(ActivityType::ConcurrentKernel, "k", 0, 7, 1_000, 2_000);
+        a.correlation = 5;
+        a.args
+            .extend(arg.map(|(key, value)| (key.into(), Value::Int(value))));
+        t.activities.push(a);
+        let mut out = Vec::new();
+        write_perfetto(&t, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn an_arg_named_correlation_stands_in_for_the_correlation_id() {
+        // `correlation_id` (field 52, a varint) = 5.
+        let correlation_5 = |bytes: &[u8]| bytes.windows(3).any(|w| w == [0xa0, 0x03, 5]);
+        assert!(correlation_5(&kernel_with(None)));
+        assert!(correlation_5(&kernel_with(Some(("stream", 7)))));
+        assert!(!correlation_5(&kernel_with(Some(("correlation", 9)))));
+    }
+}
