@@ -18,7 +18,7 @@
 //! standard error.
 //!
 //! With `--format parquet`, any number of traces (or directories of them) become Parquet
-//! tables under the directory OUT, one rank's files per trace (`parquet_cmd.rs`).
+//! tables under the directory OUT, partitioned by rank (`parquet_cmd.rs`).
 //!
 //! Exit status: 0 converted; 1 the input could not be read (the reader's error, with byte
 //! offset and event index) or the output not written; 2 bad arguments, an unknown output
@@ -48,7 +48,7 @@ pub(crate) struct ConvertArgs {
     /// `--format parquet`, a new or empty directory.
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
-    /// `parquet`: Parquet tables, one rank per trace, under the directory OUT (docs/parquet.md).
+    /// `parquet`: Parquet tables, partitioned by rank, under the directory OUT (docs/parquet.md).
     #[arg(long, value_enum)]
     pub format: Option<TableFormat>,
     /// With `--format parquet`: a truncated or malformed trace gives the rows read before

@@ -1,11 +1,17 @@
 //! `omniprof convert … --format parquet` from the command line: directories of traces, ranks
-//! from `distributedInfo` or the traces' places, and bad input (files that are not traces,
-//! two traces of one rank, a truncated trace, a directory that is not empty, a file given
+//! from `distributedInfo` or the traces' places, several traces of one rank as its parts,
+//! and bad input (files that are not traces, a truncated trace, a directory that is not empty, a file given
 //! as the directory, another user's link in a sticky directory). The tables'
 //! contents are checked in crates/omniprof-parquet/tests/tables.rs.
 
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
+
 use omniprof_test_support::cli::{text, Cli};
 use omniprof_test_support::data::two_op_trace as trace;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::record::Field;
 
 const OMNIPROF: Cli = Cli::new(env!("CARGO_BIN_EXE_omniprof"));
 
@@ -100,18 +106,161 @@ fn a_trace_without_a_rank_never_clashes_with_a_rank_a_trace_claims() {
     assert!(summary.status.success(), "{}", text(&summary.stderr));
 }
 
+type Row = BTreeMap<String, Field>;
+
+/// The rows of every part file of one table's rank, in part order.
+fn rank_rows(tables: &Path, table: &str, rank: i64) -> Vec<Row> {
+    let dir = tables.join(format!("{table}/rank={rank}"));
+    let parts = std::fs::read_dir(&dir).unwrap().count();
+    (0..parts)
+        .flat_map(|k| {
+            let file = File::open(dir.join(format!("part-{k}.parquet"))).unwrap();
+            let reader = SerializedFileReader::new(file).unwrap();
+            let rows: Vec<Row> = reader
+                .get_row_iter(None)
+                .unwrap()
+                .map(|row| {
+                    let row = row.unwrap();
+                    row.get_column_iter()
+                        .map(|(name, field)| (name.clone(), field.clone()))
+                        .collect()
+                })
+                .collect();
+            rows
+        })
+        .collect()
+}
+
+/// `slices JOIN ops USING (rank, op_id)` and each op's parent through `parent_op_id`, as
+/// (slice, op, parent op) names, sorted; every slice with an op id matches one op.
+fn slices_with_their_ops(tables: &Path, rank: i64) -> Vec<(String, String, Option<String>)> {
+    let long = |row: &Row, column: &str| match &row[column] {
+        Field::Long(v) => Some(*v),
+        Field::Null => None,
+        other => panic!("{column}: {other:?}"),
+    };
+    let name = |row: &Row| match &row["name"] {
+        Field::Str(s) => s.clone(),
+        other => panic!("name: {other:?}"),
+    };
+    let ops = rank_rows(tables, "ops", rank);
+    let op = |id: i64| {
+        let matches: Vec<&Row> = ops
+            .iter()
+            .filter(|o| long(o, "op_id") == Some(id))
+            .collect();
+        assert_eq!(matches.len(), 1, "op_id {id}");
+        matches[0]
+    };
+    let mut joined: Vec<_> = rank_rows(tables, "slices", rank)
+        .iter()
+        .filter_map(|s| long(s, "op_id").map(|id| (s, op(id))))
+        .map(|(s, o)| {
+            (
+                name(s),
+                name(o),
+                long(o, "parent_op_id").map(|p| name(op(p))),
+            )
+        })
+        .collect();
+    joined.sort();
+    joined
+}
+
+/// A second trace of rank 0: an op with a child, and another.
+const RANK0_AGAIN: &str = r#"{"distributedInfo": {"rank": 0}, "traceEvents": [
+{"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "pid": 1, "tid": 1, "ts": 100, "dur": 40},
+{"ph": "X", "cat": "cpu_op", "name": "aten::convolution", "pid": 1, "tid": 1, "ts": 105, "dur": 30},
+{"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 150, "dur": 7}
+]}"#;
+
 #[test]
-fn two_traces_of_one_rank_fail_naming_both() {
+fn two_traces_of_one_rank_are_its_two_parts_and_join_as_each_alone() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("a.json"), trace(Some(2))).unwrap();
-    std::fs::write(dir.path().join("b.json"), trace(Some(2))).unwrap();
-    let out = OMNIPROF.current_dir(dir.path()).run([
-        "convert", "a.json", "b.json", "-o", "t", "--format", "parquet",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    // One rank's two profiling cycles, as `tensorboard_trace_handler` names them, and a
+    // second rank.
+    std::fs::write(run.join("a.json"), trace(Some(0))).unwrap();
+    std::fs::write(run.join("b.json"), RANK0_AGAIN).unwrap();
+    std::fs::write(run.join("c.json"), trace(Some(1))).unwrap();
+    let out = OMNIPROF
+        .current_dir(dir.path())
+        .run(["convert", "run", "-o", "t", "--format", "parquet"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stderr),
-        "error: a.json and b.json both claim rank 2\n"
+        "note: rank 0 has 2 traces (run/a.json, run/b.json): read as that rank's steps\n"
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "wrote rank 0 of run/a.json (2 events): 2 slices, 0 instants, 0 counters, 0 flows, \
+         3 metadata, 0 device_properties, 2 ops\n\
+         wrote rank 0 of run/b.json (3 events): 3 slices, 0 instants, 0 counters, 0 flows, \
+         3 metadata, 0 device_properties, 3 ops\n\
+         wrote rank 1 of run/c.json (2 events): 2 slices, 0 instants, 0 counters, 0 flows, \
+         3 metadata, 0 device_properties, 2 ops\n\
+         tables in t\n"
+    );
+    let t = dir.path().join("t");
+    for table in ["slices", "ops", "metadata"] {
+        let mut files: Vec<String> = ["rank=0", "rank=1"]
+            .iter()
+            .flat_map(|rank| std::fs::read_dir(t.join(table).join(rank)).unwrap())
+            .map(|e| {
+                let e = e.unwrap().path();
+                e.strip_prefix(t.join(table)).unwrap().display().to_string()
+            })
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            [
+                "rank=0/part-0.parquet",
+                "rank=0/part-1.parquet",
+                "rank=1/part-0.parquet"
+            ]
+        );
+    }
+    // A rank's rows are its traces' together.
+    for (table, rank0, rank1) in [("slices", 5, 2), ("ops", 5, 2), ("metadata", 6, 3)] {
+        assert_eq!(rank_rows(&t, table, 0).len(), rank0, "{table}");
+        assert_eq!(rank_rows(&t, table, 1).len(), rank1, "{table}");
+    }
+    // The join across tables gives what it gives over each trace alone.
+    let mut alone = Vec::new();
+    for name in ["a", "b"] {
+        let out = OMNIPROF.current_dir(dir.path()).run([
+            "convert",
+            &format!("run/{name}.json"),
+            "-o",
+            &format!("{name}-alone"),
+            "--format",
+            "parquet",
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        alone.extend(slices_with_their_ops(
+            &dir.path().join(format!("{name}-alone")),
+            0,
+        ));
+    }
+    alone.sort();
+    let joined = slices_with_their_ops(&t, 0);
+    assert_eq!(joined, alone);
+    assert_eq!(
+        joined,
+        [
+            ("aten::addmm", "aten::addmm", Some("aten::linear")),
+            ("aten::conv2d", "aten::conv2d", None),
+            (
+                "aten::convolution",
+                "aten::convolution",
+                Some("aten::conv2d")
+            ),
+            ("aten::linear", "aten::linear", None),
+            ("aten::relu", "aten::relu", None),
+        ]
+        .map(|(s, o, p)| (s.to_owned(), o.to_owned(), p.map(str::to_owned)))
     );
 }
 

@@ -1,10 +1,15 @@
-//! [`convert`]: traces to Parquet tables, one rank's files per trace, each trace streamed
-//! (read once, twice when the summary's builder asks for it, never held).
+//! [`convert`]: traces to Parquet tables, each trace a part file in its rank's folder, each
+//! trace streamed (read once, twice when the summary's builder asks for it, never held).
 //!
 //! A trace's files are written in hidden staging folders (`<table>/.pending-<n>/`, which
-//! Spark and Hive readers skip) and renamed to `<table>/rank=<N>/` once it was read, so that
-//! a trace that fails leaves nothing under a rank, and its rank, which a trace's header may
-//! give after its events, is known before the files are placed.
+//! Spark and Hive readers skip) and moved to `<table>/rank=<N>/part-<k>.parquet` once it
+//! was read, so that a trace that fails leaves nothing under a rank, and its rank, which a
+//! trace's header may give after its events, is known before the files are placed.
+//!
+//! Several traces may claim one rank, as `omniprof summary` reads them (one per profiling
+//! cycle): each is a part of the rank, `k` its place among the rank's traces, and its ids
+//! continue the earlier parts' ([`IdShift`]). A trace whose rank came after its events had
+//! its ids numbered from 0; when its rank has earlier parts it is read again with theirs.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
@@ -15,9 +20,10 @@ use omniprof_read::{ReadError, ReadStats};
 use omniprof_trace::{Limits, TraceItem};
 
 use crate::error::ParquetError;
+use crate::rank_ids::{IdShift, RankIds};
 use crate::schema::{Table, METADATA, OPS, RANK_PARTITION, TABLES};
 use crate::table_writer::TableWriter;
-use crate::trace_tables::{part_path, write_op, RankPending, RowCounts, TraceTables};
+use crate::trace_tables::{part_file, part_path, write_op, RankPending, RowCounts, TraceTables};
 
 /// How traces are converted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,17 +50,19 @@ pub struct ConvertedTrace {
     pub error: Option<ReadError>,
 }
 
-/// Converts `traces` (files, read in this order) into
-/// Parquet tables under `out_dir`, which must be new or empty: `out_dir/<table>/rank=<N>/
-/// part-0.parquet` per table and trace. A trace's rank is its `distributedInfo.rank`;
-/// one without claims none, as in `omniprof summary`: it goes, once every trace was read,
-/// under its position in `traces`, or when a trace claims that rank the first number no
-/// trace claims (said in a warning). Another user's link at `out_dir` in a sticky
-/// world-writable directory (`/tmp`) is not followed, as a trace's save would not follow it
-/// ([`ParquetError::OutputRefused`]).
+/// Converts `traces` (files, read in this order) into Parquet tables under `out_dir`,
+/// which must be new or empty: `out_dir/<table>/rank=<N>/part-<k>.parquet` per table and
+/// trace, `k` the trace's place among its rank's traces, from 0. A trace's rank is its
+/// `distributedInfo.rank`, which several traces may claim (one rank's profiling cycles, as
+/// `omniprof summary` takes them): a later one's slice, instant and op ids continue the
+/// earlier ones', so that ids stay unique within a rank. A trace without one claims none,
+/// as in `omniprof summary`: it goes, once every trace was read, under its position in
+/// `traces`, or when a trace claims that rank the first number no trace claims (said in a
+/// warning). Another user's link at `out_dir` in a sticky world-writable directory (`/tmp`)
+/// is not followed, as a trace's save would not follow it ([`ParquetError::OutputRefused`]).
 ///
-/// Fails on the first trace that cannot be read (unless [`ConvertOptions::partial`]) or
-/// whose rank an earlier trace claimed; the traces converted before it stay.
+/// Fails on the first trace that cannot be read (unless [`ConvertOptions::partial`]); the
+/// traces converted before it stay.
 pub fn convert(
     traces: &[PathBuf],
     out_dir: &Path,
@@ -64,7 +72,8 @@ pub fn convert(
         return Err(ParquetError::NoTrace);
     }
     crate::output_dir::prepare(out_dir)?;
-    let mut ranks: HashMap<i64, PathBuf> = HashMap::new();
+    // Per rank a trace claimed: its parts so far, and where the next one's ids start.
+    let mut ranks: HashMap<i64, (usize, RankIds)> = HashMap::new();
     let mut converted = Vec::with_capacity(traces.len());
     let mut rankless = Vec::new();
     for (position, path) in traces.iter().enumerate() {
@@ -73,8 +82,18 @@ pub fn convert(
             let dir = staging(t);
             fs::create_dir_all(&dir).map_err(|e| ParquetError::io(&dir, e))?;
         }
-        let result = convert_one(path, &staging, &ranks, options);
-        let (mut trace, pending) = match result {
+        let start = |rank: i64| ranks.get(&rank).map_or(RankIds::default(), |r| r.1);
+        let result = convert_one(path, &staging, &start, IdShift::default(), options).and_then(
+            |(read, pending, ids)| match read.rank.map(start) {
+                Some(known) if known != ids.start() => {
+                    log::debug!("{}: its rank came after its events", path.display());
+                    drop(pending);
+                    convert_one(path, &staging, &start, IdShift::from(known), options)
+                }
+                _ => Ok((read, pending, ids)),
+            },
+        );
+        let (mut trace, pending, ids) = match result {
             Ok(read) => read,
             Err(e) => {
                 for t in TABLES {
@@ -90,8 +109,10 @@ pub fn convert(
         };
         match trace.rank {
             Some(rank) => {
-                place(out_dir, position, &mut trace, pending, rank, true)?;
-                ranks.insert(rank, path.to_owned());
+                let (parts, next) = ranks.entry(rank).or_default();
+                place(out_dir, position, &mut trace, pending, rank, *parts, true)?;
+                *parts += 1;
+                *next = ids.next();
             }
             None => rankless.push((converted.len(), position, pending)),
         }
@@ -119,27 +140,31 @@ struct Read {
     error: Option<ReadError>,
 }
 
-/// Closes the trace's `metadata` file with its rank and renames its staging folders
-/// (`.pending-<position>`) to `rank=<rank>`.
+/// Closes the trace's `metadata` file with its rank and moves its files from their
+/// staging folders (`.pending-<position>`) to `rank=<rank>/part-<part>.parquet`.
 fn place(
     out_dir: &Path,
     position: usize,
     trace: &mut Read,
     pending: RankPending,
     rank: i64,
+    part: usize,
     from_trace: bool,
 ) -> Result<(), ParquetError> {
-    let metadata_rows = pending.close(rank, from_trace)?;
+    let metadata_rows = pending.close(rank, part, from_trace)?;
     // In the tables' order: after slices, instants, counters and flows.
     let at = trace.rows.len().min(4);
     trace.rows.insert(at, (METADATA.name, metadata_rows));
     trace.rank = Some(rank);
     for t in TABLES {
-        let from = out_dir.join(t.name).join(format!(".pending-{position}"));
+        let staging = out_dir.join(t.name).join(format!(".pending-{position}"));
         let dir = out_dir
             .join(t.name)
             .join(format!("{RANK_PARTITION}={rank}"));
-        fs::rename(from, &dir).map_err(|e| ParquetError::io(&dir, e))?;
+        fs::create_dir_all(&dir).map_err(|e| ParquetError::io(&dir, e))?;
+        let file = dir.join(part_file(part));
+        fs::rename(part_path(&staging), &file).map_err(|e| ParquetError::io(&file, e))?;
+        fs::remove_dir(&staging).map_err(|e| ParquetError::io(&staging, e))?;
     }
     Ok(())
 }
@@ -151,7 +176,7 @@ fn place_rankless(
     out_dir: &Path,
     converted: &mut [Read],
     rankless: Vec<(usize, usize, RankPending)>,
-    claimed: &HashMap<i64, PathBuf>,
+    claimed: &HashMap<i64, (usize, RankIds)>,
 ) -> Result<(), ParquetError> {
     let mut taken: BTreeSet<i64> = claimed.keys().copied().collect();
     for (i, position, pending) in rankless {
@@ -174,18 +199,21 @@ fn place_rankless(
             place_rank
         };
         taken.insert(rank);
-        place(out_dir, position, trace, pending, rank, false)?;
+        // The only trace of its rank: its first part.
+        place(out_dir, position, trace, pending, rank, 0, false)?;
     }
     Ok(())
 }
 
-/// Reads one trace into its staging folders; the rank it claims must be new.
+/// Reads one trace into its staging folders, its ids moved by `ids`, whose start is its
+/// rank's (`start`) when the rank comes before the events; the ids it used.
 fn convert_one(
     path: &Path,
     staging: &dyn Fn(Table) -> PathBuf,
-    ranks: &HashMap<i64, PathBuf>,
+    start: &dyn Fn(i64) -> RankIds,
+    mut ids: IdShift,
     options: ConvertOptions,
-) -> Result<(Read, RankPending), ParquetError> {
+) -> Result<(Read, RankPending, IdShift), ParquetError> {
     let mut tables = TraceTables::create(path, staging)?;
     let ops_path = part_path(&staging(OPS));
     let mut ops = TableWriter::create(OPS, &ops_path)?;
@@ -200,11 +228,14 @@ fn convert_one(
         let before = builder.next_event_id();
         builder.add_item(&item);
         let op_id = (builder.next_event_id() > before).then_some(before);
-        let written = tables.add(&item, op_id).and_then(|()| {
+        let written = tables.add(&item, op_id, &mut ids).and_then(|()| {
             builder
                 .drain_events()
-                .try_for_each(|e| write_op(&mut ops, &e))
+                .try_for_each(|e| write_op(&mut ops, &e, &mut ids))
         });
+        if let (TraceItem::Metadata(..), Some(rank)) = (&item, tables.rank) {
+            ids.start_at(start(rank));
+        }
         if let Err(e) = written {
             failed = Some(e);
         }
@@ -239,7 +270,7 @@ fn convert_one(
                     builder.add_item(&item);
                     if let Err(e) = builder
                         .drain_events()
-                        .try_for_each(|e| write_op(&mut ops, &e))
+                        .try_for_each(|e| write_op(&mut ops, &e, &mut ids))
                     {
                         failed = Some(e);
                     }
@@ -255,17 +286,10 @@ fn convert_one(
         }
     };
     for e in &events {
-        write_op(&mut ops, e)?;
+        write_op(&mut ops, e, &mut ids)?;
     }
     let op_rows = ops.close()?;
     let rank = tables.rank;
-    if let Some((rank, first)) = rank.and_then(|r| ranks.get(&r).map(|first| (r, first))) {
-        return Err(ParquetError::SameRank {
-            rank,
-            first: first.clone(),
-            second: path.to_owned(),
-        });
-    }
     let (mut rows, pending) = tables.close()?;
     rows.push((OPS.name, op_rows));
     let read = Read {
@@ -275,5 +299,5 @@ fn convert_one(
         rows,
         error,
     };
-    Ok((read, pending))
+    Ok((read, pending, ids))
 }

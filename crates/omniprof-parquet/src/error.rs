@@ -29,16 +29,6 @@ pub enum ParquetError {
     /// A table's rows do not match its schema (a bug in this crate).
     #[error("schema: {0}")]
     Schema(String),
-    /// Two traces claim the same rank.
-    #[error("{} and {} both claim rank {rank}", first.display(), second.display())]
-    SameRank {
-        /// The rank.
-        rank: i64,
-        /// The trace converted first.
-        first: PathBuf,
-        /// The trace that claimed it again.
-        second: PathBuf,
-    },
     /// The output directory already holds files.
     #[error("{}: not empty; omniprof writes its tables into a new or empty directory", .0.display())]
     OutputNotEmpty(PathBuf),

@@ -1,7 +1,7 @@
-//! omniprof's Parquet tables: Kineto traces (one per rank of a job) converted to columnar
-//! tables that DuckDB, Spark or any Parquet reader query with SQL, laid out as
-//! `OUT_DIR/<table>/rank=<N>/part-0.parquet` (Hive partitioning, which both read
-//! natively). `docs/parquet.md` documents every table and column and gives the SQL of the
+//! omniprof's Parquet tables: Kineto traces (one or more per rank of a job) converted to
+//! columnar tables that DuckDB, Spark or any Parquet reader query with SQL, laid out as
+//! `OUT_DIR/<table>/rank=<N>/part-<k>.parquet`, a part per trace of the rank (Hive
+//! partitioning, which both read natively). `docs/parquet.md` documents every table and column and gives the SQL of the
 //! summary's key averages and of the per-rank breakdown.
 //!
 //! Each trace is streamed: its items go to the tables' writers as the reader delivers them,
@@ -42,6 +42,7 @@ mod column_chunk;
 mod convert;
 mod error;
 mod output_dir;
+mod rank_ids;
 mod row;
 mod schema;
 mod strings;

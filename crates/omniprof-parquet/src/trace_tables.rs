@@ -9,6 +9,7 @@ use omniprof_trace::TraceItem;
 use omniprof_trace::{Activity, ActivityType, Value};
 
 use crate::error::ParquetError;
+use crate::rank_ids::IdShift;
 use crate::row::{Bool, Fixed, OptI64, OptText, Shared, Text, F64, I64};
 use crate::schema::{Table, COUNTERS, DEVICE_PROPERTIES, FLOWS, INSTANTS, METADATA, SLICES};
 use crate::table_writer::TableWriter;
@@ -25,9 +26,14 @@ pub(crate) mod key {
     pub(crate) const RANK: &str = "omniprof.rank";
 }
 
-/// Where one table's file of one trace is written.
+/// A table's file of a rank's `part`-th trace (in input order) in the rank's folder.
+pub(crate) fn part_file(part: usize) -> String {
+    format!("part-{part}.parquet")
+}
+
+/// Where one table's file of one trace is written in its staging folder.
 pub(crate) fn part_path(dir: &Path) -> PathBuf {
-    dir.join("part-0.parquet")
+    dir.join(part_file(0))
 }
 
 /// The open writers of one trace's tables (all but `ops`).
@@ -69,10 +75,16 @@ impl TraceTables {
         })
     }
 
-    /// Adds one item; `op_id` is the id the summary gave it, if it took it.
-    pub(crate) fn add(&mut self, item: &TraceItem, op_id: Option<u64>) -> Result<(), ParquetError> {
+    /// Adds one item; `op_id` is the id the summary gave it, if it took it; `ids` moves
+    /// the trace's ids to its rank's.
+    pub(crate) fn add(
+        &mut self,
+        item: &TraceItem,
+        op_id: Option<u64>,
+        ids: &mut IdShift,
+    ) -> Result<(), ParquetError> {
         match item {
-            TraceItem::Activity(a) => self.activity(a, op_id),
+            TraceItem::Activity(a) => self.activity(a, op_id, ids),
             TraceItem::Counter(track, sample) => {
                 for (series, value) in &sample.values {
                     self.counters.push((
@@ -117,10 +129,15 @@ impl TraceTables {
         }
     }
 
-    fn activity(&mut self, a: &Activity, op_id: Option<u64>) -> Result<(), ParquetError> {
-        let op_id = op_id.map(id);
+    fn activity(
+        &mut self,
+        a: &Activity,
+        op_id: Option<u64>,
+        ids: &mut IdShift,
+    ) -> Result<(), ParquetError> {
+        let op_id = op_id.map(|o| ids.op(o));
         let (slice, instant) = if a.kind == ActivityType::CpuInstantEvent {
-            let instant = self.next_instant;
+            let instant = ids.instant(self.next_instant);
             self.next_instant += 1;
             self.instants.push((
                 I64(instant),
@@ -133,7 +150,7 @@ impl TraceTables {
             ))?;
             (None, Some(instant))
         } else {
-            let slice = self.next_slice;
+            let slice = ids.slice(self.next_slice);
             self.next_slice += 1;
             self.slices.push((
                 I64(slice),
@@ -195,9 +212,14 @@ pub(crate) struct RankPending {
 }
 
 impl RankPending {
-    /// Records the rank (and whether the trace said it) and writes the file's footer; its
-    /// row count.
-    pub(crate) fn close(mut self, rank: i64, from_trace: bool) -> Result<u64, ParquetError> {
+    /// Records the rank, whether the trace said it, and the trace's part among the rank's,
+    /// and writes the file's footer; its row count.
+    pub(crate) fn close(
+        mut self,
+        rank: i64,
+        part: usize,
+        from_trace: bool,
+    ) -> Result<u64, ParquetError> {
         let said = if from_trace {
             "distributedInfo"
         } else {
@@ -206,17 +228,23 @@ impl RankPending {
         self.metadata.push((
             Text(&self.source),
             Text(key::RANK),
-            Text(&format!(r#"{{"rank": {rank}, "from": "{said}"}}"#)),
+            Text(&format!(
+                r#"{{"rank": {rank}, "from": "{said}", "part": {part}}}"#
+            )),
         ))?;
         self.metadata.close()
     }
 }
 
-/// Writes one of the summary's events as a row of the `ops` table.
-pub(crate) fn write_op(ops: &mut TableWriter, e: &SummedEvent) -> Result<(), ParquetError> {
+/// Writes one of the summary's events as a row of the `ops` table, its ids moved by `ids`.
+pub(crate) fn write_op(
+    ops: &mut TableWriter,
+    e: &SummedEvent,
+    ids: &mut IdShift,
+) -> Result<(), ParquetError> {
     ops.push((
-        I64(id(e.id)),
-        OptI64(e.parent.map(id)),
+        I64(ids.op(e.id)),
+        OptI64(e.parent.map(|p| ids.op(p))),
         Shared(&e.name),
         Bool(e.on_device),
         Bool(e.user_annotation),
@@ -228,7 +256,7 @@ pub(crate) fn write_op(ops: &mut TableWriter, e: &SummedEvent) -> Result<(), Par
         I64(e.self_device_ns),
         I64(e.device_total_ns),
         OptI64(e.depth.map(i64::from)),
-        OptI64(e.host_op.map(id)),
+        OptI64(e.host_op.map(|h| ids.op(h))),
     ))
 }
 

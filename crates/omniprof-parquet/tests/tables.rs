@@ -223,20 +223,99 @@ fn a_trace_whose_span_comes_last_is_read_again_and_its_ops_still_sum_to_the_summ
     assert_eq!(sums[&("aten::sum".to_owned(), false)][0], 8000);
 }
 
+/// A table's rows in the file of a rank's `part`-th trace.
+fn part(out: &Path, name: &str, rank: i64, part: usize) -> Vec<Row> {
+    rows(
+        &out.join(name)
+            .join(format!("rank={rank}/part-{part}.parquet")),
+    )
+}
+
+/// The id columns of each table (omniprof's numbering, not the trace's) and what they
+/// count: slices, instants or ops.
+const ID_COLUMNS: [(&str, &[(&str, usize)]); 4] = [
+    ("slices", &[("slice_id", 0), ("op_id", 2)]),
+    ("instants", &[("instant_id", 1), ("op_id", 2)]),
+    ("flows", &[("slice_id", 0), ("instant_id", 1)]),
+    (
+        "ops",
+        &[("op_id", 2), ("parent_op_id", 2), ("host_op_id", 2)],
+    ),
+];
+
 #[test]
-fn a_second_trace_of_one_rank_is_an_error_naming_both() {
+fn a_ranks_later_traces_are_its_later_parts_with_ids_past_the_earlier_parts() {
     let dir = tempfile::tempdir().unwrap();
     let a = gen_trace(&dir.path().join("a.json"), &["--ops", "20", "--rank", "4"]);
-    let b = gen_trace(&dir.path().join("b.json"), &["--ops", "20", "--rank", "4"]);
-    let out = dir.path().join("tables");
-    let e = convert(&[a.clone(), b.clone()], &out, ConvertOptions::default()).unwrap_err();
-    assert!(matches!(e, ParquetError::SameRank { rank: 4, .. }), "{e}");
-    assert_eq!(
-        e.to_string(),
-        format!("{} and {} both claim rank 4", a.display(), b.display())
+    let b = gen_trace(
+        &dir.path().join("b.json"),
+        &["--ops", "30", "--seed", "9", "--rank", "4"],
     );
-    // The first trace's tables stay; nothing of the second is left.
-    assert_eq!(table(&out, "slices", 4).len(), 36);
+    // Its rank after its events: its ids were numbered before the rank was known.
+    let c = dir.path().join("c.json");
+    std::fs::write(
+        &c,
+        r#"{"traceEvents": [
+{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 1, "dur": 10},
+{"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 2, "dur": 5}
+], "distributedInfo": {"rank": 4}}"#,
+    )
+    .unwrap();
+    let traces = [a, b, c];
+    let out = dir.path().join("tables");
+    let converted = convert(&traces, &out, ConvertOptions::default()).unwrap();
+    assert_eq!(
+        converted.iter().map(|t| t.rank).collect::<Vec<_>>(),
+        [4, 4, 4]
+    );
+    // Each part is its trace's tables converted alone, its ids past the earlier parts'.
+    let mut past = [0i64; 3];
+    for (k, trace) in traces.iter().enumerate() {
+        let alone = dir.path().join(format!("alone-{k}"));
+        convert(
+            std::slice::from_ref(trace),
+            &alone,
+            ConvertOptions::default(),
+        )
+        .unwrap();
+        let mut used = past;
+        for (name, columns) in ID_COLUMNS {
+            let want: Vec<Row> = part(&alone, name, 4, 0)
+                .into_iter()
+                .map(|mut row| {
+                    for &(column, counts) in columns {
+                        if let Field::Long(id) = row.get_mut(column).unwrap() {
+                            assert!(*id < 1 << 62, "{name}.{column} {id}");
+                            *id += past[counts];
+                            used[counts] = used[counts].max(*id + 1);
+                        }
+                    }
+                    row
+                })
+                .collect();
+            assert_eq!(
+                part(&out, name, 4, k),
+                want,
+                "{name} of {}",
+                trace.display()
+            );
+        }
+        for name in ["counters", "device_properties"] {
+            assert_eq!(part(&out, name, 4, k), part(&alone, name, 4, 0), "{name}");
+        }
+        let rank = part(&out, "metadata", 4, k)
+            .into_iter()
+            .find(|r| string(r, "key") == "omniprof.rank")
+            .map(|r| string(&r, "value"));
+        assert_eq!(
+            rank.unwrap(),
+            format!(r#"{{"rank": 4, "from": "distributedInfo", "part": {k}}}"#)
+        );
+        past = used;
+    }
+    // 36 and 54 slices of the generated traces (no instants), 2 of the last, each an op.
+    assert_eq!(past, [92, 0, 92]);
+    assert_eq!(part(&out, "flows", 4, 1).len(), 18);
     let entries: Vec<_> = std::fs::read_dir(out.join("slices")).unwrap().collect();
     assert_eq!(entries.len(), 1);
 }
