@@ -1,7 +1,8 @@
 """The SQL of docs/parquet.md, run by DuckDB and by Apache Spark (PySpark, local mode) over the
 Parquet tables of a three-rank job, gives `omniprof summary`'s rows: the same (name, device)
 rows with the same calls and nanosecond sums, over all ranks and per rank, and through
-`ops.host_op_id` each host op name's self device time.
+`ops.host_op_id` each host op name's self device time; and DuckDB over a job whose rank 0
+has two traces (a scheduled profiler's cycles) gets the same, its ids unique within a rank.
 
 Run with a Python that has duckdb and pyspark (and a Java runtime for Spark), as .ci/run does:
 
@@ -38,25 +39,34 @@ def documented_sql(name: str) -> str:
     return m.group(1)
 
 
-@pytest.fixture(scope="module")
-def job(tmp_path_factory):
-    """Three ranks' traces, their Parquet tables, and each trace's summary rows."""
-    d = tmp_path_factory.mktemp("job")
-    traces = []
-    for rank in range(RANKS):
-        path = d / f"rank{rank}.pt.trace.json"
-        subprocess.run(
-            [sys.executable, str(REPO / "scripts" / "gen_trace.py"), str(path), "--ops", "3000",
-             "--threads", "3", "--seed", str(11 + rank), "--rank", str(rank)],
-            check=True,
-        )
-        traces.append(path)
-    tables = d / "tables"
+def gen_trace(path, ops, seed, rank):
+    """A generated trace of `ops` host ops on three threads, claiming `rank`."""
+    subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gen_trace.py"), str(path), "--ops", str(ops),
+         "--threads", "3", "--seed", str(seed), "--rank", str(rank)],
+        check=True,
+    )
+    return path
+
+
+def convert(traces, tables):
+    """The traces' Parquet tables under `tables`; the CLI's standard error."""
     out = subprocess.run(
         [str(cli()), "convert", *map(str, traces), "-o", str(tables), "--format", "parquet"],
         capture_output=True, text=True,
     )
     assert out.returncode == 0, out.stderr
+    return out.stderr
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    """Three ranks' traces, their Parquet tables, and each trace's summary rows."""
+    d = tmp_path_factory.mktemp("job")
+    traces = [gen_trace(d / f"rank{rank}.pt.trace.json", 3000, 11 + rank, rank)
+              for rank in range(RANKS)]
+    tables = d / "tables"
+    convert(traces, tables)
     return tables, summary_rows(traces)
 
 
@@ -114,18 +124,24 @@ def check_device(device_by_host_op, summaries):
     assert set(got) == {"aten::addmm", "aten::clamp_min", "aten::sum"}
 
 
-def test_duckdb_runs_the_documented_sql_and_gets_the_summarys_rows(job):
+def duckdb_views(tables):
+    """A DuckDB connection with each table as a view, as docs/parquet.md sets them up."""
     try:
         import duckdb
     except ImportError:
         missing("duckdb is not installed (pip install duckdb; .ci/run puts it in target/sql-venv)")
-    tables, summary = job
     con = duckdb.connect()
     for t in TABLES:
         con.execute(
             f"CREATE VIEW {t} AS SELECT * FROM "
             f"read_parquet('{tables}/{t}/*/*.parquet', hive_partitioning = true)"
         )
+    return con
+
+
+def test_duckdb_runs_the_documented_sql_and_gets_the_summarys_rows(job):
+    tables, summary = job
+    con = duckdb_views(tables)
     check(con.execute(documented_sql("key_averages")).fetchall(),
           con.execute(documented_sql("per_rank")).fetchall(), summary)
     check_device(con.execute(documented_sql("device_by_host_op")).fetchall(), summary)
@@ -148,6 +164,40 @@ def test_duckdb_runs_the_documented_sql_and_gets_the_summarys_rows(job):
         "GROUP BY ALL HAVING c.depth - p.depth <> 1"
     ).fetchall()
     assert skips == [("cudaLaunchKernel", "aten::sum", 2, 300 * RANKS)]
+
+
+def test_duckdb_reads_a_ranks_two_traces_as_its_parts_and_gets_the_summarys_rows(tmp_path):
+    # Two cycles of rank 0 (as `tensorboard_trace_handler` writes them) and one of rank 1.
+    traces = [gen_trace(tmp_path / f"{name}.pt.trace.json", 300, seed, rank)
+              for name, seed, rank in [("a", 21, 0), ("b", 22, 0), ("c", 23, 1)]]
+    tables = tmp_path / "tables"
+    assert convert(traces, tables) == (
+        f"note: rank 0 has 2 traces ({traces[0]}, {traces[1]}): read as that rank's steps\n"
+    )
+    parts = sorted(p.relative_to(tables / "ops").as_posix() for p in (tables / "ops").rglob("*.parquet"))
+    assert parts == ["rank=0/part-0.parquet", "rank=0/part-1.parquet", "rank=1/part-0.parquet"]
+    expected, per_rank = summary_rows(traces)
+    con = duckdb_views(tables)
+    got = {(name, bool(dev)): rest
+           for name, dev, *rest in con.execute(documented_sql("key_averages")).fetchall()}
+    assert got == {k: list(v) for k, v in expected.items()}
+    got = {(name, bool(dev), rank): (calls, host, self_host, self_dev)
+           for name, dev, rank, calls, host, self_host, self_dev
+           in con.execute(documented_sql("per_rank")).fetchall()}
+    assert got == {(name, dev, rank): (v[0], v[1], v[2], v[4])
+                   for rank, rows in per_rank.items() for (name, dev), v in rows.items()}
+    check_device(con.execute(documented_sql("device_by_host_op")).fetchall(), (expected, None))
+    # Ids name one row within a rank, across its parts.
+    for table, column in [("slices", "slice_id"), ("ops", "op_id")]:
+        (repeated,) = con.execute(
+            f"SELECT COUNT(*) FROM (SELECT rank, {column} FROM {table} GROUP BY ALL HAVING COUNT(*) > 1)"
+        ).fetchone()
+        assert repeated == 0, table
+    (orphans,) = con.execute(
+        "SELECT COUNT(*) FROM ops c LEFT JOIN ops p ON p.rank = c.rank AND p.op_id = c.parent_op_id "
+        "WHERE c.parent_op_id IS NOT NULL AND p.op_id IS NULL"
+    ).fetchone()
+    assert orphans == 0
 
 
 def test_spark_runs_the_documented_sql_and_gets_the_summarys_rows(job):
