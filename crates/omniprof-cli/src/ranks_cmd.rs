@@ -7,7 +7,8 @@
 //!
 //! Exit status: 0 when every trace was read whole; 1 when one could not be read (with
 //! `--partial`, after the report, in which that rank is flagged and left out of the step
-//! statistics) or two traces claim the same rank; 2 for bad arguments.
+//! statistics); 2 for bad arguments. Several traces of one rank are read as its steps
+//! ([`RankTrace::absorb`]).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

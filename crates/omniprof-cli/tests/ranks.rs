@@ -2,7 +2,7 @@
 //! runs them: four synthetic ranks of `scripts/gen_trace.py --rank` summed exactly over the
 //! ranks (and per rank with `--by-rank`); a rank made slow named as the slowest; a
 //! directory's other files named and skipped (one without traces, or `-` among files,
-//! refused); two traces claiming one rank an error naming both; a truncated rank read with
+//! refused); traces claiming one rank read as its steps; a truncated rank read with
 //! `--partial` and flagged, not summed in; JSON, gzip and Perfetto traces read alike; and the
 //! time breakdown and communication overlap equal to Holistic Trace Analysis's on the same
 //! traces.
