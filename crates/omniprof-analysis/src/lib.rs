@@ -12,8 +12,9 @@
 //! - [`python_stacks`]: every event's Python stack (PyTorch's `FunctionEvent.stack`), which
 //!   rows can group by and [`FunctionEvents::export_stacks`] writes.
 //! - [`kernel_metrics`]: per-kernel hardware metrics; [`counter_stats`]: the counter tracks.
-//! - [`MemoryCurve`]: memory over time per device; [`StepTimes`]: where each step's time
-//!   went.
+//! - [`MemoryCurve`]: memory over time per device; [`memory_timeline`]: one device's
+//!   allocations and frees as torch.profiler's memory timeline has them; [`StepTimes`]:
+//!   where each step's time went.
 //! - [`RankComparison`]: a job's ranks side by side (steps, slowest rank, HTA's breakdown).
 
 mod activity;
@@ -24,6 +25,7 @@ mod flamegraph;
 mod frame_tree;
 mod key_averages;
 mod memory_curve;
+mod memory_timeline;
 mod merge;
 mod metrics;
 mod ranks;
@@ -41,6 +43,7 @@ pub use key_averages::{
     UnknownSortKey, UnknownTimeUnit,
 };
 pub use memory_curve::{MemoryCurve, MemoryCurveBuilder, MemoryPoint};
+pub use memory_timeline::{memory_timeline, MemoryAction, MemoryEvent, MemoryTimeline};
 pub use metrics::{
     kernel_metrics, KernelMetrics, KernelMetricsBuilder, KernelMetricsRow, MetricStats,
 };

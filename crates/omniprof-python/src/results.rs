@@ -136,6 +136,42 @@ impl PyTrace {
         }
     }
 
+    /// PyTorch's memory timeline of one device ([`omniprof_analysis::memory_timeline`]):
+    /// `device_type` a `c10::DeviceType` number, `device_index` -1 for the CPU;
+    /// `has_schema(name)` says whether an op is an operator with a schema (asked once per
+    /// name; what it raises is raised). Returns the raw events `(time_ns or -1, action,
+    /// bytes, temporary)` in torch's order and the allocator's largest `Total Reserved`.
+    fn memory_timeline(
+        &self,
+        device_type: i64,
+        device_index: i64,
+        has_schema: &Bound<'_, PyAny>,
+    ) -> PyResult<(Vec<RawMemoryEvent>, i64)> {
+        let mut error = None;
+        let timeline =
+            omniprof_analysis::memory_timeline(&self.0, device_type, device_index, |name| {
+                // The first error is kept and raised; the names after it count as no operator.
+                error.is_none()
+                    && has_schema
+                        .call1((name,))
+                        .and_then(|v| v.is_truthy())
+                        .map_err(|e| error = Some(e))
+                        .unwrap_or(false)
+            });
+        if let Some(e) = error {
+            return Err(e);
+        }
+        let events = timeline.events.iter().map(|e| {
+            (
+                e.time_ns.unwrap_or(-1),
+                e.action as u8,
+                e.bytes,
+                e.temporary,
+            )
+        });
+        Ok((events.collect(), timeline.peak_reserved))
+    }
+
     /// The number of activities (host ranges, instants, device work) in the trace.
     #[getter]
     fn activity_count(&self) -> usize {
@@ -155,6 +191,10 @@ impl PyTrace {
         errors.iter().map(ToString::to_string).collect()
     }
 }
+
+/// A memory timeline's event as `Trace.memory_timeline` returns it: time in ns (-1: there
+/// from the window's start), torch's action number, bytes, temporary.
+type RawMemoryEvent = (i64, u8, i64, bool);
 
 /// A `metric` of `export_stacks`, or a `ValueError` naming the accepted ones.
 fn stack_metric(metric: &str) -> PyResult<StackMetric> {

@@ -15,17 +15,16 @@ this timeline has what those tell for certain:
   allocated and freed inside one node of its data flow graph;
 - the category unknown for every other byte.
 
-So each byte the allocator reported is counted, under temporary or unknown; what torch adds
-from its tensor records is not (see ``Differences``, and docs/python.md).
+The events are computed from the trace in Rust (``Trace.memory_timeline``, over
+``omniprof_analysis::memory_timeline``); this module numbers them as torch does, asks
+PyTorch which names are operators, and writes the files. So each byte the allocator
+reported is counted, under temporary or unknown; what torch adds from its tensor records
+is not (see ``DIFFERENCES``, and docs/python.md).
 """
 
-import bisect
-import decimal
 import gzip
 import json
-import os
-import tempfile
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from . import _warn
 
@@ -54,9 +53,6 @@ _COLORS = (
     "royalblue",
     "grey",
 )
-
-# torch.profiler._memory_profiler.Action's values.
-PREEXISTING, CREATE, INCREMENT_VERSION, DESTROY = 1, 2, 3, 4
 
 # c10::DeviceType's numbers of the devices torch.device names; PrivateUse1 (20) is named by
 # its backend.
@@ -88,137 +84,36 @@ def default_device(use_device: Optional[str]) -> str:
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
-def _device_of(kind: int, index: int) -> Tuple[str, Optional[int]]:
-    name = _DEVICE_TYPES.get(kind)
-    if name is None and kind == _PRIVATEUSE1:
-        import torch
-
-        name = torch._C._get_privateuse1_backend_name()
-    # torch.device("cpu") has no index; the CPU allocator reports -1.
-    return (name or f"device_type_{kind}", None if index < 0 else index)
-
-
-def _wanted(device: str) -> Tuple[str, Optional[int]]:
+def _device_code(device: str) -> Tuple[int, int]:
+    """``device`` as the allocator's records name it: the ``c10::DeviceType`` number
+    (PrivateUse1's backend by its name; -1, matching no record, for a type it does not
+    know) and the index (-1 for none: the CPU allocator reports -1)."""
     import torch
 
     d = torch.device(device)
-    return (d.type, d.index)
+    codes = {name: code for code, name in _DEVICE_TYPES.items()}
+    codes[torch._C._get_privateuse1_backend_name()] = _PRIVATEUSE1
+    return codes.get(d.type, -1), -1 if d.index is None else d.index
 
 
-def _schema_ops() -> Any:
-    """Whether a name is an operator with a schema, as torch's SchemaMatcher looks it up
-    (cached per name)."""
+def _has_schema(name: str) -> bool:
+    """Whether ``name`` is an operator with a schema, as torch's SchemaMatcher looks it up
+    (the Rust side asks once per name)."""
     import torch
 
-    known: Dict[str, bool] = {}
-
-    def has_schema(name: str) -> bool:
-        if name not in known:
-            try:
-                known[name] = "::" in name and bool(torch._C._jit_get_schemas_for_operator(name))
-            except RuntimeError:
-                known[name] = False
-        return known[name]
-
-    return has_schema
-
-
-def _is_autograd_node(name: str) -> bool:
-    """An autograd node's range (torch's BACKWARD_FUNCTION scope): ``XBackward0``,
-    ``torch::autograd::AccumulateGrad`` and the like, not the engine's range around it."""
-    if name.startswith("autograd::engine::"):
+    try:
+        return bool(torch._C._jit_get_schemas_for_operator(name))
+    except RuntimeError:
         return False
-    base = name.rsplit("::", 1)[-1]
-    return base == "AccumulateGrad" or base.rstrip("0123456789").endswith("Backward")
-
-
-def _read_trace(trace: Any) -> Dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="omniprof-memory-") as tmp:
-        path = os.path.join(tmp, "trace.json")
-        trace.export_chrome_trace(path)
-        with open(path, encoding="utf-8") as f:
-            # Exact nanoseconds: times are microseconds with three decimals.
-            return json.load(f, parse_float=decimal.Decimal)
-
-
-# A thread: (pid, tid) as the trace has them.
-Thread = Tuple[Any, Any]
-
-
-def _leaves(ops: Dict[Thread, List[Tuple[int, int]]]) -> Dict[Thread, List[Tuple[int, int]]]:
-    """Per thread, the outermost of its ops by start: an op inside another is part of it."""
-    leaves = {}
-    for thread, spans in ops.items():
-        spans.sort(key=lambda s: (s[0], -s[1]))
-        outer: List[Tuple[int, int]] = []
-        for s in spans:
-            if not outer or s[0] >= outer[-1][1]:
-                outer.append(s)
-        leaves[thread] = outer
-    return leaves
-
-
-def _leaf_at(spans: List[Tuple[int, int]], t: int) -> Optional[int]:
-    """The index of the span holding time ``t``, if one does."""
-    i = bisect.bisect_right(spans, (t, float("inf"))) - 1
-    return i if i >= 0 and spans[i][0] <= t <= spans[i][1] else None
 
 
 def raw_events(trace: Any, device: str) -> Tuple[List[Raw], int]:
     """The timeline's raw events on ``device``, sorted as torch sorts them (by time, then
-    action), and the most the allocator held reserved there at any record."""
-    doc = _read_trace(trace)
-    base = int(doc.get("baseTimeNanoseconds", 0))
-
-    def ns(us: Any) -> int:
-        return base + int(decimal.Decimal(us) * 1000)
-
-    wanted = _wanted(device)
-    has_schema = _schema_ops()
-    # The ops torch's data flow graph has as nodes: the outermost with a schema, or an
-    # autograd node.
-    ops: Dict[Thread, List[Tuple[int, int]]] = {}
-    records: List[Tuple[int, Thread, int, int]] = []
-    reserved = 0
-    for e in doc.get("traceEvents", []):
-        name = e.get("name", "")
-        thread = (e.get("pid"), e.get("tid"))
-        if name == "[memory]":
-            args = e.get("args", {})
-            where = _device_of(int(args.get("Device Type", 0)), int(args.get("Device Id", -1)))
-            if where == wanted:
-                records.append((ns(e["ts"]), thread, int(args.get("Addr", 0)), int(args.get("Bytes", 0))))
-                reserved = max(reserved, int(args.get("Total Reserved", 0)))
-        elif e.get("ph") == "X" and e.get("cat") == "cpu_op" and (has_schema(name) or _is_autograd_node(name)):
-            start = ns(e["ts"])
-            ops.setdefault(thread, []).append((start, start + int(decimal.Decimal(e.get("dur", 0)) * 1000)))
-    leaves = _leaves(ops)
-
-    def leaf_of(thread: Thread, t: int) -> Optional[Tuple[Thread, int]]:
-        i = _leaf_at(leaves.get(thread, []), t)
-        return None if i is None else (thread, i)
-
-    records.sort(key=lambda r: r[0])
-    # Per live block: where its CREATE is in `out`, and the operator it was allocated in.
-    live: Dict[int, Tuple[int, Optional[Tuple[Thread, int]]]] = {}
-    out: List[List[int]] = []
-    for t, thread, addr, size in records:
-        if size > 0:
-            live[addr] = (len(out), leaf_of(thread, t))
-            out.append([t, CREATE, size, _UNKNOWN])
-        elif size < 0:
-            born = live.pop(addr, None)
-            category = _UNKNOWN
-            if born is None:
-                # Allocated before the window: there from the start, as torch has it.
-                out.append([-1, PREEXISTING, -size, _UNKNOWN])
-            elif born[1] is not None and born[1] == leaf_of(thread, t):
-                category = _TEMPORARY
-                out[born[0]][3] = _TEMPORARY
-            out.append([t, DESTROY, size, category])
-    events: List[Raw] = [(e[0], e[1], e[2], e[3]) for e in out]
-    events.sort(key=lambda e: (e[0], e[1]))
-    return events, reserved
+    action), and the most the allocator held reserved there at any record: computed from
+    the trace in Rust (``omniprof_analysis::memory_timeline``), here only numbered as torch
+    numbers them."""
+    events, reserved = trace.memory_timeline(*_device_code(device), _has_schema)
+    return [(t, action, size, _TEMPORARY if temporary else _UNKNOWN) for t, action, size, temporary in events], reserved
 
 
 def coalesce(events: Sequence[Raw]) -> Tuple[List[int], List[List[int]]]:
