@@ -43,7 +43,9 @@ pub use key_averages::{
     UnknownSortKey, UnknownTimeUnit,
 };
 pub use memory_curve::{MemoryCurve, MemoryCurveBuilder, MemoryPoint};
-pub use memory_timeline::{memory_timeline, MemoryAction, MemoryEvent, MemoryTimeline};
+pub use memory_timeline::{
+    memory_timeline, MemoryAction, MemoryEvent, MemoryTimeline, StorageRead,
+};
 pub use metrics::{
     kernel_metrics, KernelMetrics, KernelMetricsBuilder, KernelMetricsRow, MetricStats,
 };

@@ -11,7 +11,11 @@
 //!   [`Preexisting`](MemoryAction::Preexisting) event at the window's start, as torch has it;
 //! - `temporary` for a block allocated and freed inside one top-level operator: the
 //!   outermost op on its thread with an operator schema, or an autograd node, as torch marks
-//!   a tensor allocated and freed inside one node of its data flow graph.
+//!   a tensor allocated and freed inside one node of its data flow graph;
+//! - a storage the ops read ([`StorageRead`]: the op observer sees them with `record_shapes`
+//!   and `profile_memory`; a trace file does not have them) that was there before the
+//!   window and not freed in it: [`Preexisting`](MemoryAction::Preexisting), once, with the
+//!   most bytes a read saw, as torch counts the tensors its ops read.
 //!
 //! Whether a name has an operator schema is the caller's to say (PyTorch's registry knows;
 //! a trace does not), asked once per name.
@@ -31,7 +35,7 @@
 //!     r.args.push((arg::TOTAL_RESERVED.into(), Value::from(4096i64)));
 //!     trace.activities.push(r);
 //! }
-//! let timeline = memory_timeline(&trace, 0, -1, |name| name.starts_with("aten::"));
+//! let timeline = memory_timeline(&trace, 0, -1, &[], |name| name.starts_with("aten::"));
 //! let events: Vec<_> = timeline.events.iter().map(|e| (e.time_ns, e.action, e.bytes, e.temporary)).collect();
 //! assert_eq!(events, [
 //!     (Some(20), MemoryAction::Create, 512, true),
@@ -82,16 +86,33 @@ pub struct MemoryTimeline {
     pub peak_reserved: i64,
 }
 
+/// A storage an op read: what torch.profiler's `TensorMetadata` says of an input's storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StorageRead {
+    /// The op's start, absolute nanoseconds.
+    pub time_ns: i64,
+    /// The storage's device: a `c10::DeviceType` number.
+    pub device_type: i64,
+    /// The storage's device index (-1 for the CPU).
+    pub device_index: i64,
+    /// Its data pointer: the address the allocator reported.
+    pub address: i64,
+    /// Its size in bytes.
+    pub bytes: i64,
+}
+
 /// A host thread: the (process, thread) row of the trace.
 type Thread = (i64, i64);
 
 /// The memory timeline of device `device_index` of type `device_type` (a
 /// `c10::DeviceType` number, as `[memory]` records carry it; the CPU's records have index
-/// -1). `has_schema` says whether an op name is an operator with a schema.
+/// -1). `reads` are the storages the ops read, in any order; `has_schema` says whether an
+/// op name is an operator with a schema.
 pub fn memory_timeline(
     trace: &Trace,
     device_type: i64,
     device_index: i64,
+    reads: &[StorageRead],
     mut has_schema: impl FnMut(&str) -> bool,
 ) -> MemoryTimeline {
     let mut known: HashMap<&str, bool> = HashMap::new();
@@ -125,6 +146,11 @@ pub fn memory_timeline(
     };
 
     records.sort_by_key(|r| r.0);
+    // Per address, the first allocation or free the allocator reported there.
+    let mut records_at: HashMap<i64, (i64, i64)> = HashMap::new();
+    for &(t, _, addr, bytes) in &records {
+        records_at.entry(addr).or_insert((t, bytes));
+    }
     // Per live block: its create's index in `events`, and the operator it was allocated in.
     let mut live: HashMap<i64, (usize, Option<(Thread, usize)>)> = HashMap::new();
     let mut events: Vec<MemoryEvent> = Vec::with_capacity(records.len());
@@ -157,11 +183,53 @@ pub fn memory_timeline(
             events.push(event(MemoryAction::Destroy, bytes, temporary));
         }
     }
+    events.extend(read_before_the_window(
+        &records_at,
+        reads,
+        (device_type, device_index),
+    ));
     events.sort_by_key(|e| (e.time_ns, e.action));
     MemoryTimeline {
         events,
         peak_reserved,
     }
+}
+
+/// The storages read on `device` that were there before the window and are not freed in
+/// it, once each with the most bytes a read saw, by address: read before the allocator
+/// reported anything at their address, and the first report there is not their free (a
+/// free of a block from before the window is already
+/// [`Preexisting`](MemoryAction::Preexisting)).
+fn read_before_the_window(
+    first_record_at: &HashMap<i64, (i64, i64)>,
+    reads: &[StorageRead],
+    device: (i64, i64),
+) -> Vec<MemoryEvent> {
+    let mut sizes: HashMap<i64, i64> = HashMap::new();
+    for r in reads {
+        if (r.device_type, r.device_index) != device || r.bytes <= 0 {
+            continue;
+        }
+        let before = match first_record_at.get(&r.address) {
+            None => true,
+            Some(&(t, bytes)) => r.time_ns < t && bytes > 0,
+        };
+        if before {
+            let size = sizes.entry(r.address).or_default();
+            *size = (*size).max(r.bytes);
+        }
+    }
+    let mut by_address: Vec<(i64, i64)> = sizes.into_iter().collect();
+    by_address.sort_unstable();
+    by_address
+        .into_iter()
+        .map(|(_, bytes)| MemoryEvent {
+            time_ns: None,
+            action: MemoryAction::Preexisting,
+            bytes,
+            temporary: false,
+        })
+        .collect()
 }
 
 /// Whether an op is a node of torch's data flow graph: an operator with a schema, or an
@@ -247,7 +315,7 @@ mod tests {
             // Freed, never allocated in the window.
             record(7, 40, cuda0, 0xc0, -1024),
         ]);
-        let timeline = memory_timeline(&trace, 1, 0, |_| true);
+        let timeline = memory_timeline(&trace, 1, 0, &[], |_| true);
         let events: Vec<_> = timeline
             .events
             .iter()
@@ -263,6 +331,45 @@ mod tests {
             ]
         );
         assert_eq!(timeline.peak_reserved, 4000);
+    }
+
+    #[test]
+    fn a_storage_read_before_any_report_at_its_address_is_there_from_the_start_once() {
+        let cpu = (0, -1);
+        let mut trace = Trace::new(0, 100);
+        trace.activities.extend([
+            record(7, 50, cpu, 0xa0, 64),
+            record(7, 60, cpu, 0xb0, -32),
+            record(7, 70, cpu, 0xd0, 16),
+        ]);
+        let read = |time_ns, address, bytes, device: (i64, i64)| StorageRead {
+            time_ns,
+            device_type: device.0,
+            device_index: device.1,
+            address,
+            bytes,
+        };
+        let reads = [
+            // Read twice before its address was reused: once, with the larger size.
+            read(10, 0xa0, 48, cpu),
+            read(20, 0xa0, 56, cpu),
+            // Freed in the window: already there from the start by its free.
+            read(10, 0xb0, 32, cpu),
+            // Never reported; and one on another device.
+            read(30, 0xc0, 8, cpu),
+            read(30, 0xe0, 8, (1, 0)),
+            // Allocated in the window before the read.
+            read(80, 0xd0, 16, cpu),
+        ];
+        let timeline = memory_timeline(&trace, 0, -1, &reads, |_| true);
+        let preexisting: Vec<_> = timeline
+            .events
+            .iter()
+            .filter(|e| e.action == MemoryAction::Preexisting)
+            .map(|e| (e.time_ns, e.bytes))
+            .collect();
+        // The frees' first, then the reads' by address.
+        assert_eq!(preexisting, [(None, 32), (None, 56), (None, 8)]);
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod record_function_ids;
 mod recorder;
 mod results;
 mod session;
+mod storage_reads;
 mod stubs;
 mod testing;
 

@@ -30,7 +30,7 @@ use omniprof::recording::{
 };
 use omniprof::Config;
 
-use crate::op_details;
+use crate::{op_details, storage_reads};
 use omniprof_trace::keys::arg;
 use omniprof_trace::{ActivitySet, ActivityType, Window};
 use pyo3::prelude::*;
@@ -44,7 +44,7 @@ const _: () =
     assert!(std::mem::size_of::<PythonFrame>() == 16 && std::mem::align_of::<PythonFrame>() == 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 11;
+const TABLE_VERSION: u32 = 12;
 
 /// What the observer calls; mirrored by `struct Table` in `observer.cpp`. Names are
 /// NUL-terminated; `key` is the op's `RecordFunction`; a user range's shapes come as
@@ -345,7 +345,8 @@ unsafe extern "C" fn end_user(range: *mut c_void) {
 
 /// The observer's `attach(table, flags)`: registers its `RecordFunction` callbacks, recording
 /// what `flags` asks ([`SHAPES`], [`MEMORY`], [`FLOPS`], [`STACK`]: the Python tracer,
-/// [`MODULES`]: TorchScript's module hierarchy, [`OVERLOADS`]: each op's overload name).
+/// [`MODULES`]: TorchScript's module hierarchy, [`OVERLOADS`]: each op's overload name,
+/// [`STORAGES`]: each tensor input's storage).
 type AttachFn = unsafe extern "C" fn(table: *const RecorderTable, flags: u8) -> i32;
 
 /// `attach`'s flags; mirrored in `observer.cpp`.
@@ -355,6 +356,8 @@ const FLOPS: u8 = 4;
 const STACK: u8 = 8;
 const MODULES: u8 = 16;
 const OVERLOADS: u8 = 32;
+/// With [`SHAPES`] and [`MEMORY`], each tensor input's storage ([`storage_reads`]).
+const STORAGES: u8 = 64;
 /// The observer's `detach()`: removes them (a no-op when not registered).
 type DetachFn = unsafe extern "C" fn();
 /// The observer's `window_opened()`: the Python tracer begins the frames it pushed during a
@@ -406,6 +409,7 @@ impl ActivityProfiler for TorchOps {
             (config.with_stack(), STACK),
             (config.with_modules(), MODULES),
             (config.capture_overload_names(), OVERLOADS),
+            (storage_reads::wanted(), STORAGES),
         ]
         .into_iter()
         .filter(|&(on, _)| on)

@@ -14,6 +14,8 @@ use std::sync::{Arc, OnceLock, RwLock};
 use omniprof_trace::keys::arg;
 use omniprof_trace::Value;
 
+use crate::storage_reads;
+
 /// An input's kind, in its tag word's low 8 bits (`packed::` in `table.h`).
 mod kind {
     /// Nothing described (unpacked by the fallback arm, as a kind this build does not know).
@@ -31,6 +33,8 @@ mod kind {
 
 /// A tensor's tag: bit 16 says it is strided (its strides follow its sizes).
 const STRIDED: u64 = 1 << 16;
+/// A tensor's tag: bit 17 says its storage follows (with `profile_memory`).
+const STORAGE: u64 = 1 << 17;
 
 /// The dtypes' names by code (a `c10::ScalarType`), as the observer named them.
 fn dtype_names() -> &'static RwLock<Vec<Option<Arc<str>>>> {
@@ -130,8 +134,9 @@ pub(crate) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
         let mut strides = Vec::new();
         let mut types = Vec::new();
         let mut concrete = Vec::new();
+        let mut storages = Vec::new();
         for _ in 0..inputs {
-            let input = unpack_input(&mut words, &names);
+            let input = unpack_input(&mut words, &names, &mut storages);
             dims.push(input.dims);
             strides.push(input.strides);
             types.push(input.type_text);
@@ -141,6 +146,9 @@ pub(crate) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
         args.push((keys.strides.clone(), Value::List(strides)));
         args.push((keys.types.clone(), Value::List(types)));
         args.push((keys.concrete.clone(), Value::List(concrete)));
+        if !storages.is_empty() {
+            args.push(storage_reads::arg(storages));
+        }
     }
     if flops > 0 {
         args.push((keys.flops.clone(), Value::UInt(flops)));
@@ -174,8 +182,13 @@ impl Input {
     }
 }
 
-/// Unpacks the next input (`table.h`'s layout), its dtype named from `names`.
-fn unpack_input(words: &mut Words<'_>, names: &[Option<Arc<str>>]) -> Input {
+/// Unpacks the next input (`table.h`'s layout), its dtype named from `names`; a tensor's
+/// storage, when packed, goes to `storages`.
+fn unpack_input(
+    words: &mut Words<'_>,
+    names: &[Option<Arc<str>>],
+    storages: &mut Vec<Value>,
+) -> Input {
     let tag = words.next();
     match tag & 0xff {
         kind::TENSOR => {
@@ -194,6 +207,10 @@ fn unpack_input(words: &mut Words<'_>, names: &[Option<Arc<str>>]) -> Input {
             } else {
                 Vec::new()
             };
+            if tag & STORAGE != 0 {
+                let [address, bytes, device] = [words.next(), words.next(), words.next()];
+                storages.push(storage_reads::packed(address, bytes, device));
+            }
             let dtype = names[((tag >> 8) & 0xff) as usize].clone();
             Input {
                 dims: Value::List(dims),
@@ -203,7 +220,9 @@ fn unpack_input(words: &mut Words<'_>, names: &[Option<Arc<str>>]) -> Input {
             }
         }
         kind::TENSOR_LIST => {
-            let tensors: Vec<Input> = (0..tag >> 8).map(|_| unpack_input(words, names)).collect();
+            let tensors: Vec<Input> = (0..tag >> 8)
+                .map(|_| unpack_input(words, names, storages))
+                .collect();
             let (dims, strides) = tensors.into_iter().map(|t| (t.dims, t.strides)).unzip();
             Input {
                 dims: Value::List(dims),
@@ -434,5 +453,46 @@ mod tests {
                 ("flops".into(), "5".into())
             ]
         );
+    }
+
+    #[test]
+    fn storages_leave_the_text_as_it_is_and_ride_in_an_arg_taken_off_the_trace() {
+        use omniprof_trace::{Activity, ActivityType, Trace};
+
+        name_dtype(6, "float");
+        let tensor = kind::TENSOR | (6 << 8) | STRIDED;
+        let mut plain = vec![0, 0, 0, 2];
+        plain.extend([tensor, 2, 2, 3, 3, 1]);
+        plain.extend([kind::TENSOR_LIST | (1 << 8), tensor, 1, 4, 1]);
+        // Type 0 (the CPU), index -1.
+        let cpu = u64::from(-1i8 as u8) << 8;
+        let cuda1 = 1 | (1 << 8);
+        let mut with_storages = vec![0, 0, 0, 2];
+        with_storages.extend([tensor | STORAGE, 2, 2, 3, 3, 1, 0xa0, 24, cpu]);
+        with_storages.extend([kind::TENSOR_LIST | (1 << 8), tensor | STORAGE, 1, 4, 1]);
+        with_storages.extend([0xb0, 16, cuda1]);
+
+        let text = args_of(&plain);
+        let mut args = Vec::new();
+        unpack(&with_storages, &mut args);
+        let mut op = Activity::new(ActivityType::CpuOp, "aten::cat", 1, 1, 50, 60);
+        op.args = args;
+        let mut trace = Trace::new(0, 100);
+        trace.activities.push(op);
+        let reads = storage_reads::take(&mut trace);
+        let unpacked: Vec<(String, String)> = trace.activities[0]
+            .args
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_json()))
+            .collect();
+        assert_eq!(unpacked, text);
+        let read = |device_type, device_index, address, bytes| omniprof_analysis::StorageRead {
+            time_ns: 50,
+            device_type,
+            device_index,
+            address,
+            bytes,
+        };
+        assert_eq!(reads, [read(0, -1, 0xa0, 24), read(1, 1, 0xb0, 16)]);
     }
 }

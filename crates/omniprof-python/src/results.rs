@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use omniprof_analysis::{format_time, StackMetric};
+use omniprof_analysis::{format_time, StackMetric, StorageRead};
 use omniprof_analysis::{FunctionEvents, KeyAveragesOptions, Row, SortKey, TableOptions, TimeUnit};
 use omniprof_read::TraceReader;
 use omniprof_trace::{Format, Trace};
@@ -16,14 +16,17 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PyTuple};
 
 use crate::error::profiler_error;
+use crate::storage_reads;
 
-/// One finished trace (a cycle's, with a schedule).
+/// One finished trace (a cycle's, with a schedule), and the storages its ops read (kept
+/// beside it: no trace file has them).
 #[pyclass(module = "omniprof._native", name = "Trace", frozen)]
-pub(crate) struct PyTrace(Arc<Trace>);
+pub(crate) struct PyTrace(Arc<Trace>, Vec<StorageRead>);
 
 impl PyTrace {
-    pub(crate) fn new(trace: Trace) -> Self {
-        Self(Arc::new(trace))
+    pub(crate) fn new(mut trace: Trace) -> Self {
+        let reads = storage_reads::take(&mut trace);
+        Self(Arc::new(trace), reads)
     }
 
     pub(crate) fn trace(&self) -> &Trace {
@@ -139,7 +142,9 @@ impl PyTrace {
     /// PyTorch's memory timeline of one device ([`omniprof_analysis::memory_timeline`]):
     /// `device_type` a `c10::DeviceType` number, `device_index` -1 for the CPU;
     /// `has_schema(name)` says whether an op is an operator with a schema (asked once per
-    /// name; what it raises is raised). Returns the raw events `(time_ns or -1, action,
+    /// name; what it raises is raised). The storages the ops read count where the profile
+    /// had `record_shapes` and `profile_memory` (a loaded trace has none). Returns the raw
+    /// events `(time_ns or -1, action,
     /// bytes, temporary)` in torch's order and the allocator's largest `Total Reserved`.
     fn memory_timeline(
         &self,
@@ -148,8 +153,12 @@ impl PyTrace {
         has_schema: &Bound<'_, PyAny>,
     ) -> PyResult<(Vec<RawMemoryEvent>, i64)> {
         let mut error = None;
-        let timeline =
-            omniprof_analysis::memory_timeline(&self.0, device_type, device_index, |name| {
+        let timeline = omniprof_analysis::memory_timeline(
+            &self.0,
+            device_type,
+            device_index,
+            &self.1,
+            |name| {
                 // The first error is kept and raised; the names after it count as no operator.
                 error.is_none()
                     && has_schema
@@ -157,7 +166,8 @@ impl PyTrace {
                         .and_then(|v| v.is_truthy())
                         .map_err(|e| error = Some(e))
                         .unwrap_or(false)
-            });
+            },
+        );
         if let Some(e) = error {
             return Err(e);
         }

@@ -21,6 +21,7 @@ use pyo3::prelude::*;
 use crate::error::profiler_error;
 use crate::record_function_ids;
 use crate::results::PyTrace;
+use crate::storage_reads;
 use omniprof_trace::lock;
 
 /// A `torch.profiler.ProfilerActivity` member: the activity types it selects, and the ones
@@ -159,6 +160,8 @@ fn activity_set(items: &[String]) -> PyResult<ActivitySet> {
 struct Inner {
     /// The running profiler, from `start` until `stop` or `abort`.
     profiler: Option<Profiler>,
+    /// Held with the profiler when the observer is to pack the storages ops read.
+    storages: Option<storage_reads::Wanted>,
     /// Metadata added with `add_metadata`, set on every trace taken.
     metadata: Vec<(String, Value)>,
 }
@@ -197,6 +200,9 @@ pub(crate) struct Session {
     /// (`OMNIPROF_PRIVATEUSE1_PROFILER`).
     privateuse1_profiler: bool,
     scheduled: bool,
+    /// Whether the ops' storages are recorded: with `record_shapes` and `profile_memory`
+    /// (for `export_memory_timeline`).
+    wants_storages: bool,
     /// What a callable schedule raised (or returned that is no action), raised by the
     /// `start` or `step` that called it.
     schedule_error: Arc<Mutex<Option<PyErr>>>,
@@ -319,6 +325,7 @@ impl Session {
         }
         let max_host_records = config.max_host_records_per_thread();
         let privateuse1_profiler = config.privateuse1_profiler();
+        let wants_storages = config.report_input_shapes() && config.profile_memory();
         let finished: Arc<Mutex<Vec<Trace>>> = Arc::default();
         let queue = finished.clone();
         let mut builder = Profiler::builder()
@@ -363,10 +370,12 @@ impl Session {
             max_host_records,
             privateuse1_profiler,
             scheduled,
+            wants_storages,
             schedule_error,
             finished,
             inner: Mutex::new(Inner {
                 profiler: None,
+                storages: None,
                 metadata: Vec::new(),
             }),
         })
@@ -381,9 +390,12 @@ impl Session {
                     "cannot start: this profiler is already running",
                 ));
             }
+            // Before the observer is configured, at the start or a cycle's warm-up.
+            let storages = self.wants_storages.then(storage_reads::Wanted::new);
             let mut profiler = self.builder.clone().build().map_err(profiler_error)?;
             profiler.start().map_err(profiler_error)?;
             inner.profiler = Some(profiler);
+            inner.storages = storages;
             Ok(())
         })?;
         self.schedule_raised()
@@ -402,10 +414,15 @@ impl Session {
         let scheduled = self.scheduled;
         let finished = self.finished.clone();
         py.detach(|| {
-            let mut profiler = lock(&self.inner)
+            let mut inner = lock(&self.inner);
+            let storages = inner.storages.take();
+            let mut profiler = inner
                 .profiler
                 .take()
                 .ok_or_else(|| profiler_error("cannot stop: the profiler is not running"))?;
+            drop(inner);
+            // Wanted until the last window closed.
+            let _storages = storages;
             if scheduled {
                 profiler.finish().map_err(profiler_error)
             } else {
@@ -421,7 +438,9 @@ impl Session {
     /// again.
     fn abort(&self, py: Python<'_>) {
         py.detach(|| {
-            drop(lock(&self.inner).profiler.take());
+            let mut inner = lock(&self.inner);
+            drop(inner.profiler.take());
+            inner.storages = None;
             lock(&self.finished).clear();
         });
     }

@@ -4,12 +4,15 @@ allocator's reports omniprof records (``[memory]`` records with ``profile_memory
 torch.profiler builds its timeline from its event tree: every tensor the ops saw, with its
 versions and the data flow between ops, which it sorts into categories (parameter,
 optimizer state, input, temporary, activation, gradient, autograd detail). omniprof
-records the allocator's reports and the ops around them, not which tensor each op read, so
-this timeline has what those tell for certain:
+records the allocator's reports, the ops around them and (with ``record_shapes`` and
+``profile_memory``) the storage of each tensor an op read, not the data flow between ops,
+so this timeline has what those tell for certain:
 
 - every allocation and free in the window, at its time, with its size (``CREATE``,
   ``DESTROY``), and a block allocated before the window and freed in it as torch has it
   (``PREEXISTING`` at the start, then ``DESTROY``);
+- a storage the ops read that was there before the window and is not freed in it:
+  ``PREEXISTING`` at the start, as torch counts the tensors its ops read;
 - ``TEMPORARY`` for a block allocated and freed inside one top-level operator (the
   outermost op with an operator schema, or an autograd node), as torch marks a tensor
   allocated and freed inside one node of its data flow graph;
@@ -18,8 +21,8 @@ this timeline has what those tell for certain:
 The events are computed from the trace in Rust (``Trace.memory_timeline``, over
 ``omniprof_analysis::memory_timeline``); this module numbers them as torch does, asks
 PyTorch which names are operators, and writes the files. So each byte the allocator
-reported is counted, under temporary or unknown; what torch adds from its tensor records
-is not (see ``DIFFERENCES``, and docs/python.md).
+reported is counted, under temporary or unknown, and the total is torch's; the categories
+torch infers from the data flow are not (see ``DIFFERENCES``, and docs/python.md).
 """
 
 import gzip
@@ -67,10 +70,8 @@ DIFFERENCES = (
     "allocation and free in the window, and marks as TEMPORARY the blocks allocated and "
     "freed inside one operator; every other byte is in the unknown category (torch.profiler "
     "sorts them into parameters, optimizer state, inputs, activations, gradients and "
-    "autograd detail from the tensors its ops saw). Tensors allocated before the window "
-    "and not freed in it are not counted (torch.profiler counts those its ops read as "
-    "preexisting), and there is no point for an op that only changed a tensor in place; "
-    "see docs/python.md"
+    "autograd detail from the tensors its ops saw), and there is no point for an op that "
+    "only changed a tensor in place; see docs/python.md"
 )
 
 

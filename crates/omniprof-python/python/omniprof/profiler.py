@@ -578,10 +578,11 @@ class profile:
         ``[time_ns, action, bytes, category]`` gzipped, ``.json.gz`` gzipped and any other
         name plain ``[times_us, sizes_by_category]``.
 
-        Built from the allocator's reports: every allocation and free is counted, blocks
-        allocated and freed inside one operator as temporary, every other byte as unknown
-        (PyTorch infers more categories from the tensors its ops saw, and counts tensors
-        that were there before the window); a warning says so each time. As in PyTorch,
+        Built from the allocator's reports and the storages the ops read: every allocation
+        and free is counted, and the tensors ops read that were there before the window, so
+        the total is PyTorch's; blocks allocated and freed inside one operator are
+        temporary, every other byte unknown (PyTorch infers more categories from the data
+        flow between its ops); a warning says so each time. As in PyTorch,
         needs ``record_shapes``, ``profile_memory`` and ``with_stack`` (``ValueError``
         naming those missing). See docs/python.md."""
         from . import _memory_timeline

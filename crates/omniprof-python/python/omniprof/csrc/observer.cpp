@@ -72,6 +72,8 @@ constexpr uint8_t kFlops = 4;
 constexpr uint8_t kStack = 8;
 constexpr uint8_t kModules = 16;
 constexpr uint8_t kOverloads = 32;
+// With kShapes and kMemory: each tensor input's storage too (for the memory timeline).
+constexpr uint8_t kStorages = 64;
 
 // Written only while no callback is registered (by `attach`, one session at a time).
 const Table* table = nullptr;
@@ -81,6 +83,7 @@ bool record_memory = false;
 bool record_stack = false;
 bool record_modules = false;
 bool record_overloads = false;
+bool record_storages = false;
 std::optional<at::CallbackHandle> handle;
 
 // Whether allocator reports are recorded now: read by the reporter on any thread.
@@ -276,7 +279,9 @@ bool pack_scalar_list(Words& words, const c10::IValue& input) {
   return true;
 }
 
-// Appends a tensor (table.h): its dtype, sizes and, when strided, strides.
+// Appends a tensor (table.h): its dtype, sizes and, when strided, strides; with kStorages,
+// its storage too (the memory timeline counts the storages ops read that
+// were there before the window, as torch.profiler does).
 void pack_tensor(Words& words, const at::Tensor& t) {
   if (!t.defined()) {
     words.push(packed::kOther);
@@ -284,14 +289,26 @@ void pack_tensor(Words& words, const at::Tensor& t) {
   }
   auto sizes = t.sizes();
   bool strided = t.layout() == at::kStrided && !t.is_nested();
+  bool storage = record_storages && t.has_storage();
   words.push(packed::kTensor |
                   (static_cast<uint64_t>(static_cast<uint8_t>(t.scalar_type())) << 8) |
-                  (static_cast<uint64_t>(strided) << 16));
+                  (static_cast<uint64_t>(strided) << 16) |
+                  (static_cast<uint64_t>(storage) << 17));
   words.push(sizes.size());
   words.append(sizes.begin(), sizes.end());
   if (strided) {
     auto strides = t.strides();
     words.append(strides.begin(), strides.end());
+  }
+  if (storage) {
+    // Read without the access checks, which throw for a fake tensor's storage: only the
+    // address is wanted, never the bytes.
+    c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+    c10::Device device = s->device();
+    words.push(reinterpret_cast<uint64_t>(s->_mutable_data_ptr_no_checks().get()));
+    words.push(s->nbytes());
+    words.push(static_cast<uint64_t>(static_cast<uint8_t>(device.type())) |
+               (static_cast<uint64_t>(static_cast<uint8_t>(device.index())) << 8));
   }
 }
 
@@ -520,6 +537,7 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
     record_stack = (flags & kStack) != 0;
     record_modules = (flags & kModules) != 0;
     record_overloads = (flags & kOverloads) != 0;
+    record_storages = (flags & kStorages) != 0 && record_memory;
     // Allocations are reported from the window's opening (window_opened), as PyTorch's
     // profiler reports none during a warm-up: the allocator keeps a block's size only while
     // a reporter listens, so one allocated then and freed in the window would be reported

@@ -29,8 +29,10 @@ namespace omniprof {
 namespace packed {
 // Nothing described: an undefined tensor, None, a string, a long list.
 constexpr uint64_t kOther = 0;
-// Tag bits 8..15: the dtype (a c10::ScalarType, named by dtype_name); bit 16: strided. Then
-// the rank R, R sizes and, when strided, R strides.
+// Tag bits 8..15: the dtype (a c10::ScalarType, named by dtype_name); bit 16: strided; bit
+// 17: its storage follows (attach's kStorages). Then the rank R, R sizes, when strided
+// R strides, and with the storage three words: its data pointer, its byte size, and its
+// device (the c10::DeviceType in bits 0..7, the index as an int8 in bits 8..15).
 constexpr uint64_t kTensor = 1;
 // Then 0 or 1.
 constexpr uint64_t kBool = 2;
@@ -113,7 +115,7 @@ struct StubsApi {
 
 constexpr uint32_t kStubsApiVersion = 1;
 
-constexpr uint32_t kTableVersion = 11;
+constexpr uint32_t kTableVersion = 12;
 
 // The observer's entry points, as omniprof's native module takes them (`EntryPoints` in
 // src/observer.rs): in a capsule named kEntryPointsCapsule, so that nothing but this struct

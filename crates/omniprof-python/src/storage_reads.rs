@@ -1,0 +1,90 @@
+//! The storages PyTorch ops read (each tensor input's storage: its data pointer, byte size
+//! and device), which `export_memory_timeline` needs to count the tensors that were there
+//! before the window, as torch.profiler counts those its ops read.
+//!
+//! torch.profiler keeps them in its own records, not in the Chrome trace, and so does
+//! omniprof: the op observer packs them only while a synchronous `omniprof.profile()` with
+//! `record_shapes` and `profile_memory` runs ([`Wanted`]; the op's cost with `record_shapes`
+//! alone is unchanged), the op's unpacker carries them as one arg under a private key
+//! ([`arg`]), and [`take`] removes that arg from every op when the trace is handed to Python,
+//! before anything can write it, keeping them beside the trace.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use omniprof_analysis::StorageRead;
+use omniprof_trace::{Trace, Value};
+
+/// The arg's key: never written, [`take`] removes it.
+const KEY: &str = "omniprof.storage_reads";
+
+/// The synchronous profiles that want storages, running now.
+static WANTED: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a profile that wants storages runs: the observer attached now packs them.
+pub(crate) fn wanted() -> bool {
+    WANTED.load(Ordering::Relaxed) > 0
+}
+
+/// Held while a profile that wants storages runs.
+pub(crate) struct Wanted(());
+
+impl Wanted {
+    pub(crate) fn new() -> Self {
+        WANTED.fetch_add(1, Ordering::Relaxed);
+        Wanted(())
+    }
+}
+
+impl Drop for Wanted {
+    fn drop(&mut self) {
+        WANTED.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One storage as the observer packed it (`table.h`): its address, bytes, and device (type
+/// in bits 0..7, index as an int8 in bits 8..15).
+pub(crate) fn packed(address: u64, bytes: u64, device: u64) -> Value {
+    Value::List(vec![
+        Value::Int(address as i64),
+        Value::Int(bytes as i64),
+        Value::Int((device & 0xff) as i64),
+        Value::Int(i64::from((device >> 8) as u8 as i8)),
+    ])
+}
+
+/// The arg an op's storages ride in until [`take`].
+pub(crate) fn arg(storages: Vec<Value>) -> (Arc<str>, Value) {
+    (KEY.into(), Value::List(storages))
+}
+
+/// Removes the storages' arg from every op of `trace`: the storages each read, at its start.
+pub(crate) fn take(trace: &mut Trace) -> Vec<StorageRead> {
+    let mut reads = Vec::new();
+    for a in &mut trace.activities {
+        let Some(i) = a.args.iter().position(|(k, _)| &**k == KEY) else {
+            continue;
+        };
+        let (_, Value::List(storages)) = a.args.remove(i) else {
+            continue;
+        };
+        for storage in storages {
+            if let Value::List(fields) = storage {
+                if let [address, bytes, device_type, device_index] = fields
+                    .iter()
+                    .map(|v| v.as_i64().unwrap_or(0))
+                    .collect::<Vec<_>>()[..]
+                {
+                    reads.push(StorageRead {
+                        time_ns: a.start_ns,
+                        device_type,
+                        device_index,
+                        address,
+                        bytes,
+                    });
+                }
+            }
+        }
+    }
+    reads
+}
