@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -93,7 +94,29 @@ std::unordered_map<const void*, uint32_t> module_counts;
 // by each at its first event (a thread cannot leave them before that event).
 std::unordered_map<PyThreadState*, std::vector<std::pair<const void*, uint32_t>>> pending;
 
-thread_local ThreadStack stack;
+// This thread's stack. From a shared library an access to a thread_local is a call into the
+// dynamic linker (__tls_get_addr), three per access for one with a destructor (its guard,
+// its wrapper, the object): the profile function reads a plain pointer in the initial-exec
+// model instead (one load; 8 bytes of the static TLS that glibc keeps for libraries loaded
+// later), once per event, and hands the stack down. `owner` frees it at the thread's exit.
+__attribute__((tls_model("initial-exec"))) thread_local ThreadStack* current = nullptr;
+
+struct Owner {
+  std::unique_ptr<ThreadStack> stack;
+  ~Owner() { current = nullptr; }
+};
+thread_local Owner owner;
+
+__attribute__((noinline)) ThreadStack& new_stack() {
+  owner.stack = std::make_unique<ThreadStack>();
+  current = owner.stack.get();
+  return *current;
+}
+
+inline ThreadStack& this_thread() {
+  ThreadStack* stack = current;
+  return stack != nullptr ? *stack : new_stack();
+}
 
 std::string utf8(PyObject* text) {
   Py_ssize_t len = 0;
@@ -205,7 +228,7 @@ uint32_t builtin_name(PyObject* fn) {
   return name;
 }
 
-void push(const void* key, bool c_call, uint32_t name) {
+void push(ThreadStack& stack, const void* key, bool c_call, uint32_t name) {
   Slot slot;
   slot.key = key;
   slot.name = name;
@@ -220,7 +243,7 @@ void push(const void* key, bool c_call, uint32_t name) {
 }
 
 // Ends the frame `key` and any above it; nothing when it is not on the stack.
-void pop(const void* key, bool c_call) {
+void pop(ThreadStack& stack, const void* key, bool c_call) {
   auto& slots = stack.slots;
   for (size_t i = slots.size(); i-- > 0;) {
     if (slots[i].key == key && slots[i].c_call == c_call) {
@@ -237,13 +260,13 @@ void pop(const void* key, bool c_call) {
 
 // A thread's first event in this session: forget the last session's frames, record the ones
 // the start found on its stack.
-void enter_session() {
+void enter_session(ThreadStack& stack) {
   stack.slots.clear();
   stack.generation = generation.load(std::memory_order_relaxed);
   auto it = pending.find(PyThreadState_Get());
   if (it != pending.end()) {
     for (const auto& [frame, name] : it->second) {
-      push(frame, false, name);
+      push(stack, frame, false, name);
     }
     pending.erase(it);
   }
@@ -253,7 +276,7 @@ void enter_session() {
 // record, outermost first, at the window's start (they were running then). Done for this
 // window once a begin succeeds (or nothing waits); while the recorder has not started yet
 // (the window opens just before it), tried again at the next event.
-void begin_unrecorded() {
+void begin_unrecorded(ThreadStack& stack) {
   uint64_t now = window.load(std::memory_order_relaxed);
   size_t depth = std::min(stack.slots.size(), kMaxDepth);
   for (size_t i = 0; i < depth; i++) {
@@ -273,25 +296,26 @@ int profile(PyObject*, PyFrameObject* frame, int what, PyObject* arg) {
   if (!active) {
     return 0;
   }
+  ThreadStack& stack = this_thread();
   if (stack.generation != generation.load(std::memory_order_relaxed)) {
-    enter_session();
+    enter_session(stack);
   }
   if (stack.window != window.load(std::memory_order_relaxed)) {
-    begin_unrecorded();
+    begin_unrecorded(stack);
   }
   switch (what) {
     case PyTrace_CALL:
-      push(frame, false, function_name(frame));
+      push(stack, frame, false, function_name(frame));
       break;
     case PyTrace_RETURN:
-      pop(frame, false);
+      pop(stack, frame, false);
       break;
     case PyTrace_C_CALL:
-      push(arg, true, builtin_name(arg));
+      push(stack, arg, true, builtin_name(arg));
       break;
     case PyTrace_C_RETURN:
     case PyTrace_C_EXCEPTION:
-      pop(arg, true);
+      pop(stack, arg, true);
       break;
     default:
       break;
@@ -327,10 +351,11 @@ PyObject* thread_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (active && nargs >= 1 && PyFrame_Check(args[0])) {
     // Replaces threading's trampoline to this hook on this thread.
     PyEval_SetProfile(profile, nullptr);
+    ThreadStack& stack = this_thread();
     stack.slots.clear();
     stack.generation = generation.load(std::memory_order_relaxed);
     for (const auto& [frame, name] : frames_from(reinterpret_cast<PyFrameObject*>(args[0]))) {
-      push(frame, false, name);
+      push(stack, frame, false, name);
     }
   }
   if (PyErr_Occurred()) {
