@@ -1,0 +1,141 @@
+"""Instructions per training step under each profiler and flag set, counted by callgrind:
+the instruction count is the same on a loaded machine, where train_step.py's times are not.
+
+    valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file=OUT.%p \\
+        python crates/omniprof-python/bench/train_step_callgrind.py [--steps 20] [--model mlp]
+        [--profilers none floor omniprof torch] [--flags default record_shapes ... all]
+    python crates/omniprof-python/bench/train_step_callgrind.py --report OUT.PID.*
+
+Every configuration runs in one process: its profiler is entered, 3 warm-up steps run, then
+callgrind counts `--steps` steps (collection switched on and off around them by a client
+request, from a small C library this script builds with `cc`) and dumps them as one part
+named after the configuration. `--report` reads the parts and prints, per configuration,
+instructions per step, what it adds over no profiler and omniprof's added count over
+torch.profiler's. Open a part with callgrind_annotate to see where the count goes.
+"""
+
+import argparse
+import contextlib
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+from typing import Callable, ContextManager, Dict, List
+
+# The client requests (valgrind/callgrind.h): outside valgrind they do nothing.
+CLIENT = """
+#include <valgrind/callgrind.h>
+void counted_begin(void) { CALLGRIND_ZERO_STATS; CALLGRIND_TOGGLE_COLLECT; }
+void counted_end(const char* name) { CALLGRIND_TOGGLE_COLLECT; CALLGRIND_DUMP_STATS_AT(name); }
+"""
+
+
+def client() -> ctypes.CDLL:
+    """Builds and loads the client-request library (needs cc and valgrind's headers)."""
+    directory = tempfile.mkdtemp(prefix="omniprof-callgrind-")
+    source, library = os.path.join(directory, "client.c"), os.path.join(directory, "client.so")
+    with open(source, "w") as f:
+        f.write(CLIENT)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", library, source], check=True)
+    return ctypes.CDLL(library)
+
+
+def part_total(path: str) -> "tuple[str, int]":
+    """A dump's configuration name and instruction total."""
+    name, total = "?", 0
+    with open(path) as f:
+        for line in f:
+            if line.startswith("desc: Trigger: Client Request:"):
+                name = line.split(":", 3)[3].strip()
+            elif line.startswith(("summary:", "totals:")):
+                total = int(line.split()[1])
+                break
+    return name, total
+
+
+def report(paths: List[str], steps: int) -> None:
+    per_step = dict(part_total(path) for path in paths)
+    per_step = {name: total / steps for name, total in per_step.items() if name != "?"}
+    none = per_step.get("none")
+    print(f"{'configuration':<28} {'per step':>12} {'added':>12} {'omniprof/torch':>15}")
+    for name, count in per_step.items():
+        added = None if none is None else count - none
+        ratio = ""
+        if name.startswith("omniprof, ") and none is not None:
+            torch_count = per_step.get("torch.profiler, " + name.split(", ", 1)[1])
+            if torch_count is not None and torch_count > none:
+                ratio = f"{added / (torch_count - none):.3f}"
+        print(f"{name:<28} {count:>12,.0f} {'' if added is None else f'{added:+,.0f}':>12} {ratio:>15}")
+
+
+def main() -> None:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    import omniprof
+    from overhead import FloorCallbacks
+    from train_step import FLAG_SETS, MODELS
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20, help="counted steps per configuration")
+    parser.add_argument("--model", choices=list(MODELS), default="mlp")
+    parser.add_argument(
+        "--profilers", nargs="+", default=["none", "floor", "omniprof", "torch"],
+        choices=["none", "floor", "omniprof", "torch"],
+    )
+    parser.add_argument("--flags", nargs="+", choices=list(FLAG_SETS), default=list(FLAG_SETS))
+    parser.add_argument("--report", nargs="+", metavar="PART", help="print the parts' counts")
+    args = parser.parse_args()
+    if args.report:
+        report(args.report, args.steps)
+        return
+
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = MODELS[args.model]()
+    module, x, y, loss, optimizer = model.module, model.x, model.y, model.loss, model.optimizer
+
+    def step() -> None:
+        optimizer.zero_grad()
+        loss(module(x), y).backward()
+        optimizer.step()
+
+    counted = client()
+
+    def run(name: str, profiler: Callable[[], ContextManager]) -> None:
+        with profiler():
+            for _ in range(3):
+                step()
+            counted.counted_begin()
+            for _ in range(args.steps):
+                step()
+            counted.counted_end(name.encode())
+
+    for _ in range(3):
+        step()
+    configs: Dict[str, Callable[[], ContextManager]] = {}
+    if "none" in args.profilers:
+        configs["none"] = contextlib.nullcontext
+    if "floor" in args.profilers:
+        configs["floor"] = lambda: FloorCallbacks(clock=False)
+        configs["floor with reporter"] = lambda: FloorCallbacks(clock=False, memory=True)
+    for flag_set in args.flags:
+        flags = FLAG_SETS[flag_set]
+        if "omniprof" in args.profilers:
+            configs[f"omniprof, {flag_set}"] = lambda flags=flags: omniprof.profile(
+                activities=[omniprof.ProfilerActivity.CPU], **flags
+            )
+        if "torch" in args.profilers:
+            configs[f"torch.profiler, {flag_set}"] = lambda flags=flags: torch_profile(
+                activities=[ProfilerActivity.CPU], **flags
+            )
+    for name, profiler in configs.items():
+        run(name, profiler)
+
+
+if __name__ == "__main__":
+    main()
