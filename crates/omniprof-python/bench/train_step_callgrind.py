@@ -4,7 +4,7 @@ the instruction count is the same on a loaded machine, where train_step.py's tim
     valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file=OUT.%p \\
         python crates/omniprof-python/bench/train_step_callgrind.py [--steps 20] [--model mlp]
         [--profilers none floor omniprof torch] [--flags default record_shapes ... all]
-    python crates/omniprof-python/bench/train_step_callgrind.py --report OUT.PID.*
+    python crates/omniprof-python/bench/train_step_callgrind.py [--steps 20] --report OUT.PID.*
 
 Every configuration runs in one process: its profiler is entered, 3 warm-up steps run, then
 callgrind counts `--steps` steps (collection switched on and off around them by a client
@@ -87,7 +87,7 @@ def main() -> None:
         choices=["none", "floor", "omniprof", "torch"],
     )
     parser.add_argument("--flags", nargs="+", choices=list(FLAG_SETS), default=list(FLAG_SETS))
-    parser.add_argument("--report", nargs="+", metavar="PART", help="print the parts' counts")
+    parser.add_argument("--report", nargs="+", metavar="PART", help="print the parts' counts (give the run's --steps)")
     args = parser.parse_args()
     if args.report:
         report(args.report, args.steps)
