@@ -96,10 +96,11 @@ std::unordered_map<PyThreadState*, std::vector<std::pair<const void*, uint32_t>>
 
 // This thread's stack. From a shared library an access to a thread_local is a call into the
 // dynamic linker (__tls_get_addr), three per access for one with a destructor (its guard,
-// its wrapper, the object): the profile function reads a plain pointer in the initial-exec
-// model instead (one load; 8 bytes of the static TLS that glibc keeps for libraries loaded
-// later), once per event, and hands the stack down. `owner` frees it at the thread's exit.
-__attribute__((tls_model("initial-exec"))) thread_local ThreadStack* current = nullptr;
+// its wrapper, the object): the profile function reads a plain pointer instead, once per
+// event, and hands the stack down. `owner` frees it at the thread's exit. (Not in the
+// initial-exec model, which would save that one call: a library loaded late takes such
+// variables from glibc's small static TLS reserve, and would fail to load once it is spent.)
+thread_local ThreadStack* current = nullptr;
 
 struct Owner {
   std::unique_ptr<ThreadStack> stack;
