@@ -250,34 +250,20 @@ impl SliceEnd {
     /// The end of a slice on `track` (a uuid below 2^56, as every uuid the writer gives).
     #[inline]
     pub(super) fn on(track: u64) -> Self {
-        const TRACK_EVENT: u8 = (packet::TRACK_EVENT << 3 | LEN) as u8;
-        const TYPE: u8 = (event::TYPE << 3 | VARINT) as u8;
-        const TRACK_UUID: u8 = (event::TRACK_UUID << 3 | VARINT) as u8;
-        let mut bytes = [
-            TRACK_EVENT,
-            0,
-            TYPE,
-            event::TYPE_SLICE_END as u8,
-            TRACK_UUID,
-            0,
-            0,
-            0,
-        ];
-        let len = match track {
-            0..0x80 => {
-                bytes[5] = track as u8;
-                6
-            }
+        const TRACK_EVENT: u64 = (packet::TRACK_EVENT << 3 | LEN) as u64;
+        const TYPE: u64 = (event::TYPE << 3 | VARINT) as u64;
+        const TRACK_UUID: u64 = (event::TRACK_UUID << 3 | VARINT) as u64;
+        // Low byte first: the event's key and length, type key and value, track key, then
+        // the track's varint; the top byte says how many bytes are the event's.
+        const HEAD: u64 = TRACK_EVENT | TYPE << 16 | event::TYPE_SLICE_END << 24 | TRACK_UUID << 32;
+        match track {
+            0..0x80 => Self(HEAD | 4 << 8 | track << 40 | 6 << 56),
             0x80..0x4000 => {
-                bytes[5] = track as u8 | 0x80;
-                bytes[6] = (track >> 7) as u8;
-                7
+                let varint = track & 0x7f | 0x80 | (track >> 7) << 8;
+                Self(HEAD | 5 << 8 | varint << 40 | 7 << 56)
             }
-            _ => return Self(track),
-        };
-        bytes[1] = len - 2;
-        bytes[7] = len;
-        Self(u64::from_le_bytes(bytes))
+            _ => Self(track),
+        }
     }
 }
 
