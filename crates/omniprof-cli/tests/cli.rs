@@ -373,6 +373,73 @@ fn an_unreadable_rank_is_named_in_a_warning() {
     );
 }
 
+/// The `(name, count)` of each row `summary --format json` prints of `input`.
+fn summary_counts(input: &Path) -> Vec<(String, u64)> {
+    let doc: serde_json::Value =
+        serde_json::from_str(&OMNIPROF.ok(["summary", arg(input), "--format", "json"]))
+            .expect("summary's JSON");
+    doc["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["count"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn traces_of_processes_outside_a_job_claim_no_rank_and_are_summed_as_unrelated_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = |cli: Cli, name: &str| {
+        let path = dir.path().join(name);
+        cli.ok(["demo", "--threads", "1", "--steps", "1", "-o", arg(&path)]);
+        let trace: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        trace.get("distributedInfo").cloned()
+    };
+    let alone = OMNIPROF.env_remove("RANK").env_remove("WORLD_SIZE");
+    assert_eq!(demo(alone.clone(), "a.json"), None);
+    assert_eq!(demo(alone, "b.json"), None);
+
+    // Summed as two traces, not read as one rank's steps.
+    let out = OMNIPROF.run(["summary", arg(dir.path())]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("has 2 traces"), "{stderr}");
+    // (Over several traces the rows come in name order.)
+    let mut doubled: Vec<_> = summary_counts(&dir.path().join("a.json"))
+        .into_iter()
+        .map(|(n, c)| (n, 2 * c))
+        .collect();
+    doubled.sort();
+    let mut both = summary_counts(dir.path());
+    both.sort();
+    assert_eq!(both, doubled);
+
+    // `ranks` says they are no job's ranks.
+    let out = OMNIPROF.run(["ranks", arg(dir.path())]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for name in ["a.json", "b.json"] {
+        let want = format!(
+            "{}: no rank in distributedInfo (not a distributed job's trace)",
+            dir.path().join(name).display()
+        );
+        assert!(stderr.contains(&want), "{want} in {stderr}");
+    }
+
+    // A rank of a job (torchrun's variables) claims its rank.
+    let job = OMNIPROF.env("RANK", "1").env("WORLD_SIZE", "2");
+    assert_eq!(
+        demo(job, "rank1.json"),
+        Some(serde_json::json!({"backend": "", "rank": 1, "world_size": 2}))
+    );
+}
+
 #[test]
 fn config_keys_take_effect_or_are_reported_as_not_supported() {
     let out = OMNIPROF.run_with_stdin(
