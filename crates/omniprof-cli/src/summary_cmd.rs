@@ -57,17 +57,23 @@ pub(crate) struct SummaryArgs {
     /// events), adding a `Source Location` column; 0: not. Reads the whole trace into memory.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub group_by_stack: usize,
+    /// Also group ops by their overload name (PyTorch's `group_by_overload_name`:
+    /// `aten::add.Tensor` apart from `aten::add.Scalar`), adding an `Overload Name` column
+    /// where some row has one; the trace has them from
+    /// `_ExperimentalConfig(capture_overload_names=True)`.
+    #[arg(long)]
+    pub group_by_overload_name: bool,
     /// Per kernel name: calls, total device time, and each hardware metric's sum, mean, min
     /// and max (from the scope profiler's kernel args, or `cuda_profiler_range` events).
-    #[arg(long, conflicts_with_all = ["counters", "sort_by", "group_by_shapes", "group_by_stack"])]
+    #[arg(long, conflicts_with_all = ["counters", "sort_by", "group_by_shapes", "group_by_stack", "group_by_overload_name"])]
     pub metrics: bool,
     /// Per counter track and value: samples, min, mean, max and time-weighted mean.
-    #[arg(long, conflicts_with_all = ["sort_by", "group_by_shapes", "group_by_stack"])]
+    #[arg(long, conflicts_with_all = ["sort_by", "group_by_shapes", "group_by_stack", "group_by_overload_name"])]
     pub counters: bool,
     /// Per `ProfilerStep#N` (or the whole trace without steps): its time in kernels, memory
     /// copies, memory fills, communication, runtime calls, host-only work and idle, each
     /// instant counted once, and the device's utilization (the report's overview).
-    #[arg(long, conflicts_with_all = ["metrics", "counters", "by_rank", "sort_by", "group_by_shapes", "group_by_stack"])]
+    #[arg(long, conflicts_with_all = ["metrics", "counters", "by_rank", "sort_by", "group_by_shapes", "group_by_stack", "group_by_overload_name"])]
     pub steps: bool,
 }
 
@@ -150,6 +156,19 @@ fn notes(args: &SummaryArgs, summary: &KeyAverages) {
         eprintln!(
             "note: the trace has no input shapes (`Input Dims`; PyTorch records them with \
              record_shapes=True): every row's shapes are []"
+        );
+    }
+    if args.group_by_overload_name
+        && !summary.rows.is_empty()
+        && summary
+            .rows
+            .iter()
+            .all(|r| r.overload_name.as_deref().is_none_or(str::is_empty))
+    {
+        eprintln!(
+            "note: the trace has no overload names (`Overload Name`; PyTorch records them \
+             with _ExperimentalConfig(capture_overload_names=True)): every row is its op's \
+             default overload"
         );
     }
     if args.group_by_stack > 0
@@ -440,6 +459,7 @@ fn summarize(args: &SummaryArgs, file: &Path) -> TraceSummary {
     let options = KeyAveragesOptions {
         group_by_input_shapes: args.rows.group_by_shapes,
         group_by_stack_n: args.group_by_stack,
+        group_by_overload_name: args.group_by_overload_name,
         ..Default::default()
     };
     summarize_file(file, options, args.input.limits())

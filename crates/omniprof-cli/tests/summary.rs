@@ -372,6 +372,72 @@ fn grouping_by_shapes_a_trace_without_shapes_says_so_and_keeps_the_column() {
 }
 
 #[test]
+fn group_by_overload_name_splits_an_ops_rows_by_its_overloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("overloads.json");
+    let op = |ts: u32, name: &str, overload: Option<&str>| {
+        let args = overload.map_or(String::new(), |o| {
+            format!(r#", "args": {{"Overload Name": "{o}"}}"#)
+        });
+        format!(
+            r#"{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": {ts}, "dur": 10{args}}}"#
+        )
+    };
+    let events = [
+        op(0, "aten::add", Some("Tensor")),
+        op(20, "aten::add", Some("Scalar")),
+        op(40, "aten::add", Some("Tensor")),
+        op(60, "aten::sum", None),
+    ];
+    std::fs::write(
+        &path,
+        format!(r#"{{"traceEvents": [{}]}}"#, events.join(",\n")),
+    )
+    .unwrap();
+    let rows = |args: &[&str]| -> Vec<String> {
+        let csv = OMNIPROF.ok(summary(&path, &[&["--format", "csv"], args].concat()));
+        // Each line's cells before the times: name, [overload name,] calls.
+        let cells = if args.is_empty() { 2 } else { 3 };
+        csv.lines()
+            .map(|l| l.split(',').take(cells).collect::<Vec<_>>().join(","))
+            .collect()
+    };
+    assert_eq!(
+        rows(&["--group-by-overload-name"]),
+        [
+            "name,overload_name,count",
+            "aten::add,Tensor,2",
+            "aten::add,Scalar,1",
+            "aten::sum,,1"
+        ]
+    );
+    assert_eq!(rows(&[]), ["name,count", "aten::add,3", "aten::sum,1"]);
+    let table = OMNIPROF.ok(summary(&path, &["--group-by-overload-name"]));
+    assert!(
+        table.lines().nth(1).unwrap().contains("Overload Name"),
+        "{table}"
+    );
+}
+
+#[test]
+fn group_by_overload_name_on_a_trace_without_them_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no_overloads.json");
+    let events = r#"{"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300}
+    ]}"#;
+    std::fs::write(&path, events).unwrap();
+    let out = OMNIPROF.run(summary(&path, &["--group-by-overload-name"]));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stdout.contains("Overload Name"), "{stdout}");
+    assert!(
+        stderr.contains("note: the trace has no overload names"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn group_by_stack_prints_pytorchs_source_location_table() {
     let args = [
         "--group-by-stack",
