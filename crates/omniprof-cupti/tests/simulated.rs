@@ -786,7 +786,8 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
 
     // As Kineto writes them: a `Stream Sync` on its stream's sync row (stream + 1,000,000),
     // a wait on an event with the stream and call that recorded the event, a wait on no
-    // stream with stream -1, on `tid` 1 (-1's absolute value).
+    // stream with stream -1, on `tid` 1 (-1's absolute value); outside any op, each with
+    // its own correlation id as `External id`.
     let record = launch("cudaEventRecord");
     let waits: Vec<_> = of("cuda_sync").into_iter().map(shape).collect();
     assert_eq!(
@@ -797,6 +798,7 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
                 0,
                 1_000_007,
                 serde_json::json!({
+                    "External id": launch("cudaStreamSynchronize"),
                     "cuda_sync_kind": "Stream Sync", "stream": 7, "device": 0, "context": 1,
                     "correlation": launch("cudaStreamSynchronize"),
                 })
@@ -806,6 +808,7 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
                 0,
                 13,
                 serde_json::json!({
+                    "External id": launch("cudaStreamWaitEvent"),
                     "cuda_sync_kind": "Stream Wait Event",
                     "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": record,
                     "wait_on_cuda_event_id": 3,
@@ -818,6 +821,7 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
                 0,
                 1,
                 serde_json::json!({
+                    "External id": launch("cudaEventSynchronize"),
                     "cuda_sync_kind": "Event Sync",
                     "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": record,
                     "wait_on_cuda_event_id": 3,
@@ -830,6 +834,7 @@ fn copies_sets_waits_and_cuptis_overhead_are_written_as_kineto_writes_them() {
                 0,
                 1,
                 serde_json::json!({
+                    "External id": launch("cudaDeviceSynchronize"),
                     "cuda_sync_kind": "Context Sync", "stream": -1, "device": 0, "context": 1,
                     "correlation": launch("cudaDeviceSynchronize"),
                 })

@@ -461,6 +461,7 @@ impl Converter {
                 }
             }
         }
+        activity.unlink_own_external_id();
         Ok((activity, args.too_deep))
     }
 

@@ -1306,3 +1306,38 @@ fn an_empty_input_is_an_error_that_says_it_is_empty() {
         "line 1, column 1 (byte 0): the input is empty: neither a JSON nor a Perfetto trace"
     );
 }
+
+#[test]
+fn a_cuda_sync_writes_its_own_external_id_unlinked_and_reads_back_unlinked() {
+    // As Kineto writes a `cuda_sync`: its host op's `External id` when linked, else its own.
+    let sync = |name: &str, correlation, linked| {
+        let mut a = Activity::new(ActivityType::CudaSync, name, 0, 1, 1_000, 2_000);
+        a.correlation = correlation;
+        a.linked_correlation = linked;
+        a
+    };
+    let mut trace = Trace::new(0, 10_000);
+    trace.activities.push(sync("Stream Sync", 40, Some(17)));
+    trace.activities.push(sync("Context Sync", 41, None));
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["syncs.json", "syncs.pftrace"] {
+        let path = dir.path().join(name);
+        omniprof_trace::save(&trace, &path).unwrap();
+        let back = read_file(&path).unwrap();
+        let links: Vec<_> = back
+            .activities
+            .iter()
+            .map(|a| (&*a.name, a.correlation, a.linked_correlation))
+            .collect();
+        assert_eq!(
+            links,
+            [("Stream Sync", 40, Some(17)), ("Context Sync", 41, None)],
+            "{name}"
+        );
+    }
+    let json = std::fs::read_to_string(dir.path().join("syncs.json")).unwrap();
+    assert!(
+        json.contains(r#""args": {"External id": 41, "correlation": 41}"#),
+        "{json}"
+    );
+}

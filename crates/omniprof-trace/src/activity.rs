@@ -85,6 +85,10 @@ enum ExternalId {
     /// The host op's they are linked to (device work, runtime and driver calls, counters);
     /// their own is written as `correlation`.
     Linked,
+    /// As [`ExternalId::Linked`] when linked, else their own, as Kineto writes a
+    /// `cuda_sync` (its writer leaves only device work and runtime and driver calls
+    /// without one).
+    LinkedElseOwn,
 }
 
 /// How a type's events are written.
@@ -133,7 +137,7 @@ activity_types! {
     /// MTIA insight events.
     MtiaInsight = 14, "mtia_insight", "MTIA_INSIGHT", None, Host, Own, Span;
     /// A CUDA synchronization.
-    CudaSync = 15, "cuda_sync", "CUDA_SYNC", None, Device, Linked, Span;
+    CudaSync = 15, "cuda_sync", "CUDA_SYNC", None, Device, LinkedElseOwn, Span;
     /// A CUDA event.
     CudaEvent = 16, "cuda_event", "CUDA_EVENT", None, Host, Own, Span;
     /// MTIA counter samples.
@@ -243,12 +247,22 @@ impl ActivityType {
         self.row().class
     }
 
-    /// False for the types that never get their own correlation id as `External id`
-    /// (device work, runtime and driver calls, counters): they carry the id of the host op
-    /// they are linked to, and their own id is written as `correlation`.
+    /// False for the types whose `External id` is the id of the host op they are linked to
+    /// (device work, runtime and driver calls, counters, `cuda_sync`): their own id is
+    /// written as `correlation` (a `cuda_sync`'s as its `External id` too when unlinked:
+    /// [`unlinked_external_id_is_own`](Self::unlinked_external_id_is_own)).
     #[inline]
     pub const fn has_own_external_id(self) -> bool {
         matches!(self.row().external_id, ExternalId::Own)
+    }
+
+    /// True for the types whose `External id`, when linked to no host op, is their own
+    /// correlation id: those with [their own](Self::has_own_external_id), and `cuda_sync`,
+    /// which otherwise carries its host op's as device work does (Kineto's writer leaves
+    /// only device work and runtime and driver calls without one).
+    #[inline]
+    pub const fn unlinked_external_id_is_own(self) -> bool {
+        !matches!(self.row().external_id, ExternalId::Linked)
     }
 
     /// True for types written as counter (`C`) events.
@@ -516,6 +530,42 @@ impl Activity {
     #[inline]
     pub fn arg(&self, key: &str) -> Option<&Value> {
         self.args.iter().find(|(k, _)| &**k == key).map(|(_, v)| v)
+    }
+
+    /// The `External id` written for it: the linked host op's correlation id, else its own
+    /// where its type writes its own when unlinked
+    /// ([`ActivityType::unlinked_external_id_is_own`]); never 0.
+    ///
+    /// ```
+    /// use omniprof_trace::{Activity, ActivityType};
+    ///
+    /// let mut sync = Activity::new(ActivityType::CudaSync, "Context Sync", 0, 1, 0, 10);
+    /// sync.correlation = 42;
+    /// assert_eq!(sync.external_id(), Some(42));
+    /// sync.linked_correlation = Some(7);
+    /// assert_eq!(sync.external_id(), Some(7));
+    /// let mut kernel = Activity::new(ActivityType::ConcurrentKernel, "k", 0, 7, 0, 10);
+    /// kernel.correlation = 42;
+    /// assert_eq!(kernel.external_id(), None);
+    /// ```
+    #[inline]
+    pub fn external_id(&self) -> Option<u64> {
+        let own = self.kind.unlinked_external_id_is_own() && self.correlation != 0;
+        self.linked_correlation
+            .or(own.then_some(self.correlation))
+            .filter(|&id| id != 0)
+    }
+
+    /// Read back, an activity whose `External id` names its own correlation id (the
+    /// [`external_id`](Self::external_id) of an unlinked `cuda_sync`) is linked to no host
+    /// op: the link is dropped. Readers call it once the args are read.
+    #[inline]
+    pub fn unlink_own_external_id(&mut self) {
+        if self.kind.unlinked_external_id_is_own()
+            && self.linked_correlation == Some(self.correlation)
+        {
+            self.linked_correlation = None;
+        }
     }
 }
 

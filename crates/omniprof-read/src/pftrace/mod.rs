@@ -879,6 +879,7 @@ impl PacketMapper {
                 _ => {}
             }
         }
+        a.unlink_own_external_id();
         self.activities_start = Some(self.activities_start.map_or(ts, |t| t.min(ts)));
         Some(a)
     }

@@ -737,10 +737,7 @@ impl<W: Write> Writer<W> {
     /// `args`: the `External id`, the activity's own args, then its `correlation` for the
     /// types that carry one; the closing brace of the event too.
     fn args(&mut self, a: &Activity) {
-        let external_id = a
-            .linked_correlation
-            .or((a.kind.has_own_external_id() && a.correlation != 0).then_some(a.correlation))
-            .filter(|&id| id != 0);
+        let external_id = a.external_id();
         // Unless an arg of that name says it (found as the args are written).
         let mut correlation =
             (!a.kind.has_own_external_id() && a.correlation != 0).then_some(a.correlation);

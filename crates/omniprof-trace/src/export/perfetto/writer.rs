@@ -981,10 +981,7 @@ impl Args {
     fn of(a: &Activity) -> Self {
         let own = a.kind.has_own_external_id();
         Self {
-            external_id: a
-                .linked_correlation
-                .or((own && a.correlation != 0).then_some(a.correlation))
-                .filter(|&id| id != 0),
+            external_id: a.external_id(),
             correlation: (!own && a.correlation != 0).then_some(a.correlation),
         }
     }
