@@ -214,6 +214,21 @@ fn grouping_by_overload_name_splits_rows_and_adds_the_column() {
     assert!(!plain
         .table(&TableOptions::default())
         .contains("Overload Name"));
+
+    // Each event has its own, as PyTorch's `events()` (`""` for the default overload), and
+    // their table the column.
+    let events = function_events(&trace, &Default::default());
+    let overloads: Vec<&str> = events.events.iter().map(|e| &*e.overload_name).collect();
+    assert_eq!(overloads, ["Tensor", "Scalar", "Tensor", "", "dim_IntList"]);
+    let table = events.table(&TableOptions::default());
+    assert!(
+        table
+            .lines()
+            .nth(3)
+            .unwrap()
+            .starts_with("    aten::add         Tensor  "),
+        "{table}"
+    );
 }
 
 #[test]

@@ -785,6 +785,13 @@ impl PyFunctionEvent {
         shapes_list(py, Some(&self.event().input_shapes))
     }
 
+    /// The op's overload name (`Tensor` of `aten::add.Tensor`) when
+    /// `_ExperimentalConfig(capture_overload_names=True)` captured it, else `""`.
+    #[getter]
+    fn overload_name(&self) -> &str {
+        &self.event().overload_name
+    }
+
     #[getter]
     fn cpu_memory_usage(&self) -> i64 {
         self.event().cpu_memory_usage

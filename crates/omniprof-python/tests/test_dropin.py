@@ -492,6 +492,12 @@ def test_grouping_by_overload_name_gives_torch_profilers_rows() -> None:
             assert rows[1] == rows[0], (capture, by_overload)
             tables = [table_rows(p.key_averages(group_by_overload_name=by_overload).table(row_limit=-1)) for p in (theirs, ours)]
             assert tables[1] == tables[0], (capture, by_overload)
+        # Each event has its op's overload name, as torch.profiler's events() give it.
+        events = [Counter((e.name, e.overload_name) for e in p.events()) for p in (theirs, ours)]
+        assert events[1] == events[0], capture
+        assert events[1][("aten::add", "Tensor" if capture else "")] == (4 if capture else 8)
+        tables = [sorted(table_rows(p.events().table(row_limit=-1))) for p in (theirs, ours)]
+        assert tables[1] == tables[0], capture
         grouped = {(k, o): n for k, o, n in rows_of(ours.key_averages(group_by_overload_name=True))}
         if capture:
             assert {k: grouped[k] for k in [("aten::add", "Tensor"), ("aten::add", "Scalar"), ("aten::add", "out")]} == {

@@ -30,10 +30,12 @@ use super::summary::{us, KeyAverages, Row};
 use super::types::{Emitted, MEMORY_SEQ, OUT_OF_MEMORY_SEQ};
 use crate::activity::{self, write_input_shapes};
 use crate::stacks::{python_stacks, Stack, StackMetric};
+use omniprof_trace::keys::arg;
 use omniprof_trace::keys::name as event_name;
 use omniprof_trace::Activity;
 use omniprof_trace::FastMap;
 use omniprof_trace::Trace;
+use omniprof_trace::Value;
 
 /// One event, as PyTorch's `FunctionEvent` describes it. Times are nanoseconds, except the
 /// microseconds PyTorch computes with.
@@ -71,6 +73,11 @@ pub struct FunctionEvent {
     pub device_time_total_us: f64,
     /// `Input Dims` as Python prints the list (`[[64, 64], []]`; `[]` for none).
     pub input_shapes: Arc<str>,
+    /// The op's overload name (`Tensor` of `aten::add.Tensor`, the `Overload Name` arg that
+    /// `_ExperimentalConfig(capture_overload_names=True)` records); `""` for the default
+    /// overload, an event without one, or a trace that did not capture them, as PyTorch's
+    /// `overload_name`.
+    pub overload_name: Arc<str>,
     /// CPU memory allocated during the event, bytes.
     pub cpu_memory_usage: i64,
     /// The same less what its children allocated.
@@ -109,7 +116,8 @@ impl FunctionEvent {
         Row {
             name: Arc::clone(&self.name),
             input_shapes: Some(Arc::clone(&self.input_shapes)),
-            overload_name: None,
+            overload_name: (!self.overload_name.is_empty())
+                .then(|| Arc::clone(&self.overload_name)),
             stack: Some(Arc::clone(&self.stack)),
             count: 1,
             self_cpu_time_total_ns: self.self_cpu_time_total_ns,
@@ -320,6 +328,7 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
     let memory_ids: FastMap<u64, u64> = memory_ids.into_iter().collect();
 
     let mut shapes = String::new();
+    let default_overload: Arc<str> = Arc::from("");
     let mut out: Vec<FunctionEvent> = emitted
         .iter()
         .map(|e| {
@@ -353,6 +362,14 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
                     start_us: us(start_ns.saturating_sub(origin)),
                     end_us: us(end_ns.saturating_sub(origin)),
                     input_shapes: Arc::from(shapes.as_str()),
+                    overload_name: match source_activity
+                        .filter(|_| !memory_event)
+                        .and_then(|a| a.arg(arg::OVERLOAD_NAME))
+                        .and_then(Value::as_str)
+                    {
+                        Some(name) => Arc::from(name),
+                        None => Arc::clone(&default_overload),
+                    },
                     flops: source_activity.and_then(activity::flops).unwrap_or(0),
                     on_device: flags.on_device,
                     is_legacy: flags.legacy,
@@ -390,6 +407,7 @@ struct EventParts {
     start_us: f64,
     end_us: f64,
     input_shapes: Arc<str>,
+    overload_name: Arc<str>,
     flops: u64,
     on_device: bool,
     is_legacy: bool,
@@ -415,6 +433,7 @@ fn event(e: &Emitted, p: EventParts) -> FunctionEvent {
         cpu_time_total_us: e.float.cpu_total_us,
         device_time_total_us: e.float.device_total_us,
         input_shapes: p.input_shapes,
+        overload_name: p.overload_name,
         cpu_memory_usage: t.cpu_memory,
         self_cpu_memory_usage: t.self_cpu_memory,
         device_memory_usage: t.device_memory,

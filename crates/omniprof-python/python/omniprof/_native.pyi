@@ -284,6 +284,7 @@ class FunctionEvent:
     device_time_total: float
     self_device_time_total: float
     input_shapes: List[Any]
+    overload_name: str
     cpu_memory_usage: int
     self_cpu_memory_usage: int
     device_memory_usage: int

@@ -522,8 +522,9 @@ class profile:
         """PyTorch's ``events()``: every op, user range, Python function and device activity
         of the last trace as ``FunctionEvent``s (``name``, ``id``, ``thread``,
         ``time_range``, ``cpu_time_total``, ``self_cpu_time_total``, ``cpu_memory_usage``,
-        ``flops``, ``cpu_children``, ``cpu_parent``, ``stack``, ``is_python_function``,
-        ...), an ``EventList`` with ``table()`` and ``export_stacks()``."""
+        ``flops``, ``overload_name``, ``cpu_children``, ``cpu_parent``, ``stack``,
+        ``is_python_function``, ...), an ``EventList`` with ``table()`` and
+        ``export_stacks()``."""
         if self._events is None:
             self._events = self._require_trace("events").events(
                 self.profile_memory, self.with_flops
