@@ -409,7 +409,7 @@ impl ActivityProfiler for TorchOps {
             (config.with_stack(), STACK),
             (config.with_modules(), MODULES),
             (config.capture_overload_names(), OVERLOADS),
-            (storage_reads::wanted(), STORAGES),
+            (storage_reads::packed_for(config), STORAGES),
         ]
         .into_iter()
         .filter(|&(on, _)| on)

@@ -24,8 +24,14 @@ use crate::storage_reads;
 pub(crate) struct PyTrace(Arc<Trace>, Vec<StorageRead>);
 
 impl PyTrace {
-    pub(crate) fn new(mut trace: Trace) -> Self {
-        let reads = storage_reads::take(&mut trace);
+    /// `trace`, with the storages its ops read taken off them when its session `asked` for
+    /// them ([`storage_reads::asked`]; no other trace holds any).
+    pub(crate) fn new(mut trace: Trace, asked: bool) -> Self {
+        let reads = if asked {
+            storage_reads::take(&mut trace)
+        } else {
+            Vec::new()
+        };
         Self(Arc::new(trace), reads)
     }
 
@@ -245,7 +251,8 @@ fn load_trace(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyTrace> {
             std::ffi::CString::new(message.replace('\0', " ")).expect("no NUL left in the message");
         PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &message, 1)?;
     }
-    Ok(PyTrace::new(read.trace))
+    // A file holds no storages: their arg is never written.
+    Ok(PyTrace::new(read.trace, false))
 }
 
 /// PyTorch's `EventList` of averages: the rows, iterable and indexable, and the table.

@@ -325,7 +325,7 @@ impl Session {
         }
         let max_host_records = config.max_host_records_per_thread();
         let privateuse1_profiler = config.privateuse1_profiler();
-        let wants_storages = config.report_input_shapes() && config.profile_memory();
+        let wants_storages = storage_reads::asked(&config);
         let finished: Arc<Mutex<Vec<Trace>>> = Arc::default();
         let queue = finished.clone();
         let mut builder = Profiler::builder()
@@ -456,7 +456,7 @@ impl Session {
                     trace.set_metadata(key.clone(), value.clone());
                 }
                 record_function_ids::number_host_ops_by_record_function(&mut trace);
-                PyTrace::new(trace)
+                PyTrace::new(trace, self.wants_storages)
             })
             .collect()
     }

@@ -5,13 +5,16 @@
 //! torch.profiler keeps them in its own records, not in the Chrome trace, and so does
 //! omniprof: the op observer packs them only while a synchronous `omniprof.profile()` with
 //! `record_shapes` and `profile_memory` runs ([`Wanted`]; the op's cost with `record_shapes`
-//! alone is unchanged), the op's unpacker carries them as one arg under a private key
-//! ([`arg`]), and [`take`] removes that arg from every op when the trace is handed to Python,
-//! before anything can write it, keeping them beside the trace.
+//! alone is unchanged), and then only for a session that asks for both ([`asked`]). The
+//! op's unpacker carries them as one arg under a private key ([`arg`]), and [`take`]
+//! removes that arg from every op when the trace of such a session is handed to Python,
+//! before anything can write it, keeping them beside the trace. The trace of any other
+//! session holds none, so its ops are not looked over.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use omniprof::Config;
 use omniprof_analysis::StorageRead;
 use omniprof_trace::{Trace, Value};
 
@@ -24,6 +27,19 @@ static WANTED: AtomicUsize = AtomicUsize::new(0);
 /// Whether a profile that wants storages runs: the observer attached now packs them.
 pub(crate) fn wanted() -> bool {
     WANTED.load(Ordering::Relaxed) > 0
+}
+
+/// Whether a session's ops may carry their storages: it records shapes and memory
+/// (`record_shapes` and `profile_memory`, for `export_memory_timeline`). The observer
+/// packs them only for such a session, so only its traces need [`take`].
+pub(crate) fn asked(config: &Config) -> bool {
+    config.report_input_shapes() && config.profile_memory()
+}
+
+/// Whether the observer is to pack storages for a session configured with `config` now:
+/// it [`asked`] for them while a profile that wants them runs.
+pub(crate) fn packed_for(config: &Config) -> bool {
+    asked(config) && wanted()
 }
 
 /// Held while a profile that wants storages runs.
@@ -68,22 +84,21 @@ pub(crate) fn take(trace: &mut Trace) -> Vec<StorageRead> {
         let (_, Value::List(storages)) = a.args.remove(i) else {
             continue;
         };
-        for storage in storages {
-            if let Value::List(fields) = storage {
-                if let [address, bytes, device_type, device_index] = fields
-                    .iter()
-                    .map(|v| v.as_i64().unwrap_or(0))
-                    .collect::<Vec<_>>()[..]
-                {
-                    reads.push(StorageRead {
-                        time_ns: a.start_ns,
-                        device_type,
-                        device_index,
-                        address,
-                        bytes,
-                    });
-                }
-            }
+        for storage in &storages {
+            let Value::List(fields) = storage else {
+                continue;
+            };
+            let [address, bytes, device_type, device_index] = fields.as_slice() else {
+                continue;
+            };
+            let field = |v: &Value| v.as_i64().unwrap_or(0);
+            reads.push(StorageRead {
+                time_ns: a.start_ns,
+                device_type: field(device_type),
+                device_index: field(device_index),
+                address: field(address),
+                bytes: field(bytes),
+            });
         }
     }
     reads
