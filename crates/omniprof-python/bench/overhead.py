@@ -101,7 +101,7 @@ void attach(bool clock, bool memory) {
                           : at::RecordFunctionCallback(do_nothing, end_nothing);
     handle = at::addGlobalCallback(callback.scopes(
         {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-         at::RecordScope::USER_SCOPE}));
+         at::RecordScope::TORCHSCRIPT_FUNCTION, at::RecordScope::USER_SCOPE}));
   }
 }
 
