@@ -84,6 +84,9 @@ bool record_stack = false;
 bool record_modules = false;
 bool record_overloads = false;
 bool record_storages = false;
+// Whether an op needs more than its name and key (push_op_with_details) whatever its
+// handle: one test on the common path instead of three.
+bool record_details = false;
 std::optional<at::CallbackHandle> handle;
 
 // Whether allocator reports are recorded now: read by the reporter on any thread.
@@ -445,9 +448,8 @@ struct Numbers {
 
 // The engine's range around a backward node (`autograd::engine::evaluate_function: Node`)
 // has no numbers of its own; torch.profiler gives it its node's.
-bool evaluates_a_node(const at::RecordFunction& fn) {
+bool evaluates_a_node(const char* name) {
   static constexpr char kPrefix[] = "autograd::engine::evaluate_function: ";
-  const char* name = fn.name();
   // Every aten op's name begins with "a" too: "au" rules them out before the compare.
   return name[0] == 'a' && name[1] == 'u' &&
          std::strncmp(name, kPrefix, sizeof(kPrefix) - 1) == 0;
@@ -461,7 +463,7 @@ thread_local Numbers last_node;
 // node's forward thread after the start callbacks ran.
 void pop_op(const at::RecordFunction& fn) {
   Numbers n{fn.seqNr(), fn.forwardThreadId(), fn.threadId()};
-  if (n.sequence_number < 0 && evaluates_a_node(fn)) {
+  if (n.sequence_number < 0 && evaluates_a_node(fn.name())) {
     n = std::exchange(last_node, Numbers{});
   } else if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     last_node = n;
@@ -482,13 +484,15 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (fn.scope() == at::RecordScope::USER_SCOPE) {
     return begin_user(fn);
   }
-  if (evaluates_a_node(fn)) {
+  // The name is read once: RecordFunction::name() is a call into PyTorch.
+  const char* name = fn.name();
+  if (evaluates_a_node(name)) {
     last_node = Numbers{};
   }
-  if (record_shapes || record_modules || record_overloads || fn.handle() != 0) {
+  if (record_details || fn.handle() != 0) {
     push_op_with_details(fn);
   } else {
-    table->push_op(fn.name(), &fn);
+    table->push_op(name, &fn);
   }
   return nullptr;
 }
@@ -538,6 +542,7 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
     record_modules = (flags & kModules) != 0;
     record_overloads = (flags & kOverloads) != 0;
     record_storages = (flags & kStorages) != 0 && record_memory;
+    record_details = record_shapes || record_modules || record_overloads;
     // Allocations are reported from the window's opening (window_opened), as PyTorch's
     // profiler reports none during a warm-up: the allocator keeps a block's size only while
     // a reporter listens, so one allocated then and freed in the window would be reported
