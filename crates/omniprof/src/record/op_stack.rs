@@ -7,13 +7,16 @@ use std::ffi::{c_char, CStr};
 use std::ptr::null;
 
 use super::name::Name;
-use crate::FastMap;
+use crate::{cache_slot, FastMap};
 
 /// Ops a thread can have pushed and not yet popped; deeper ones are not recorded, but their
 /// pushes and pops still pair up.
 pub(crate) const MAX_DEPTH: usize = 256;
 /// Names a thread caches by address in its direct-mapped table.
 const NAME_SLOTS: usize = 256;
+/// Names a thread caches by text in its second direct-mapped table: those seen at a new
+/// address each time (a training step's backward pass has a few dozen).
+const TEXT_SLOTS: usize = 128;
 /// Names a thread remembers behind that table before it starts over.
 const SEEN_MAX: usize = 4096;
 
@@ -43,7 +46,25 @@ impl CachedName {
     };
 }
 
-/// A name the thread has seen: its id, and the address it was last seen at.
+/// A slot of the table by text: a name's length (0: none), its text and what the thread
+/// keeps of it, both owned by the map of seen names.
+#[derive(Clone, Copy)]
+struct TextSlot {
+    len: usize,
+    text: *const c_char,
+    seen: *const Seen,
+}
+
+impl TextSlot {
+    const EMPTY: Self = Self {
+        len: 0,
+        text: null(),
+        seen: null(),
+    };
+}
+
+/// A name the thread has seen: its id, and the address it was last seen at. Boxed in the
+/// map, so that the table by text can point at it.
 struct Seen {
     id: u32,
     at: Cell<usize>,
@@ -55,12 +76,15 @@ struct Seen {
 /// text instead of the name table's lock. A name seen again at another address will go on
 /// costing that hash, so it stays out of the table, where it would evict the names whose
 /// address stays put (in a training step, a fifth of the ops' names were looked up past the
-/// table when it did not).
+/// table when it did not). Such a name is first looked for in a second table, by its length
+/// and last bytes, which costs a `strlen` and a `memcmp` where the map costs a hash of the
+/// whole text and a probe (a third of the instructions).
 pub(crate) struct OpStack {
     depth: usize,
     entries: [Entry; MAX_DEPTH],
     names: [CachedName; NAME_SLOTS],
-    seen: FastMap<Box<CStr>, Seen>,
+    texts: [TextSlot; TEXT_SLOTS],
+    seen: FastMap<Box<CStr>, Box<Seen>>,
 }
 
 impl OpStack {
@@ -73,6 +97,7 @@ impl OpStack {
                 seq: 0,
             }; MAX_DEPTH],
             names: [CachedName::EMPTY; NAME_SLOTS],
+            texts: [TextSlot::EMPTY; TEXT_SLOTS],
             seen: FastMap::default(),
         })
     }
@@ -130,7 +155,8 @@ impl OpStack {
         unsafe { self.name_not_in_table(name) }
     }
 
-    /// [`name`](Self::name) past its table: from the names seen, or interned.
+    /// [`name`](Self::name) past its table: from the table by text, the names seen, or
+    /// interned.
     ///
     /// # Safety
     /// `name` points to a NUL-terminated string.
@@ -138,39 +164,72 @@ impl OpStack {
     #[inline(never)]
     unsafe fn name_not_in_table(&mut self, name: *const c_char) -> Name {
         // SAFETY: forwarded contract.
-        let text = unsafe { CStr::from_ptr(name) };
+        let len = unsafe { libc::strlen(name) };
+        // SAFETY: `name` has `len` bytes before its NUL.
+        let by_text = unsafe { text_slot_of(name, len) };
         let at = name as usize;
-        if let Some((held, seen)) = self.seen.get_key_value(text) {
-            let moved = seen.at.replace(at) != at;
-            let slot = &mut self.names[slot_of(name)];
-            if !moved || slot.at == 0 {
-                *slot = CachedName {
-                    at,
-                    id: seen.id,
-                    text: held.as_ptr(),
-                };
-            }
-            return Name::from_id(seen.id);
+        let slot = self.texts[by_text];
+        // SAFETY: both texts have `len` bytes before their NUL (the contract; a filled slot's
+        // text is boxed in the map of seen names, which keeps it until it is cleared with the
+        // tables).
+        let same =
+            slot.len == len && unsafe { libc::memcmp(slot.text.cast(), name.cast(), len) } == 0;
+        let (text, seen) = if same {
+            // SAFETY: a filled slot's `Seen` is boxed in the map, as its text is.
+            (slot.text, unsafe { &*slot.seen })
+        } else {
+            // SAFETY: forwarded contract.
+            let text = unsafe { CStr::from_ptr(name) };
+            let Some((held, seen)) = self.seen.get_key_value(text) else {
+                return self.intern(text, by_text);
+            };
+            self.texts[by_text] = TextSlot {
+                len,
+                text: held.as_ptr(),
+                seen: &**seen,
+            };
+            (held.as_ptr(), &**seen)
+        };
+        let moved = seen.at.replace(at) != at;
+        let cached = &mut self.names[slot_of(name)];
+        if !moved || cached.at == 0 {
+            *cached = CachedName {
+                at,
+                id: seen.id,
+                text,
+            };
         }
+        Name::from_id(seen.id)
+    }
+
+    /// Interns a name the thread has not seen, caching it in both tables (`by_text` its slot
+    /// in the table by text).
+    #[cold]
+    fn intern(&mut self, text: &CStr, by_text: usize) -> Name {
         if self.seen.len() >= SEEN_MAX {
-            // The table's slots point at the texts about to go.
+            // The tables' slots point at the texts about to go.
             self.names = [CachedName::EMPTY; NAME_SLOTS];
+            self.texts = [TextSlot::EMPTY; TEXT_SLOTS];
             self.seen.clear();
         }
         let id = Name::new(&text.to_string_lossy()).id();
         let held: Box<CStr> = text.into();
-        self.names[slot_of(name)] = CachedName {
+        let at = text.as_ptr() as usize;
+        let seen = Box::new(Seen {
+            id,
+            at: Cell::new(at),
+        });
+        self.names[slot_of(text.as_ptr())] = CachedName {
             at,
             id,
             text: held.as_ptr(),
         };
-        self.seen.insert(
-            held,
-            Seen {
-                id,
-                at: Cell::new(at),
-            },
-        );
+        self.texts[by_text] = TextSlot {
+            len: text.to_bytes().len(),
+            text: held.as_ptr(),
+            seen: &*seen,
+        };
+        self.seen.insert(held, seen);
         Name::from_id(id)
     }
 }
@@ -179,6 +238,26 @@ impl OpStack {
 #[inline(always)]
 fn slot_of(name: *const c_char) -> usize {
     (name as usize >> 3) % NAME_SLOTS
+}
+
+/// The slot of the table by text for the `len`-byte name at `name`: by its length and its
+/// last 8 bytes, where names that share a prefix (`autograd::engine::evaluate_function: `)
+/// differ.
+///
+/// # Safety
+/// `name` is readable for `len` bytes.
+#[inline(always)]
+unsafe fn text_slot_of(name: *const c_char, len: usize) -> usize {
+    let tail = if len >= 8 {
+        // SAFETY: the last 8 of the `len` readable bytes.
+        unsafe { name.add(len - 8).cast::<u64>().read_unaligned() }
+    } else {
+        // SAFETY: the `len` readable bytes, one at a time.
+        (0..len).fold(0, |tail, i| {
+            (tail << 8) | u64::from(unsafe { *name.add(i) } as u8)
+        })
+    };
+    cache_slot::<TEXT_SLOTS>(tail ^ len as u64)
 }
 
 #[cfg(test)]
@@ -260,6 +339,33 @@ mod tests {
         let id = name(&mut stack, &copies[0]);
         assert!(copies.iter().all(|copy| name(&mut stack, copy) == id));
         assert_eq!(stack.seen.len(), 1, "one text, however many addresses");
+    }
+
+    #[test]
+    fn names_built_anew_are_found_by_their_text_even_when_they_share_its_slot() {
+        let mut stack = OpStack::new();
+        // Same length and last 8 bytes: one slot of the table by text, told apart by the
+        // compare and found among the names seen.
+        let texts = [c"first: AddBackward0", c"other: AddBackward0", c"mm"];
+        let ids: Vec<Name> = texts.iter().map(|t| name(&mut stack, t)).collect();
+        // SAFETY: a `CStr` is readable for its length.
+        let slot = |t: &CStr| unsafe { text_slot_of(t.as_ptr(), t.to_bytes().len()) };
+        assert_eq!(slot(texts[0]), slot(texts[1]));
+        // Each copy at an address of its own (all kept alive): looked up past the table by
+        // address, so the table by text holds the last name looked up.
+        let copies: Vec<Box<CStr>> = (0..3).flat_map(|_| texts.map(Box::from)).collect();
+        for (copy, (text, &id)) in copies.iter().zip(texts.iter().zip(&ids).cycle()) {
+            assert_eq!(name(&mut stack, copy), id, "{text:?}");
+            let cached = stack.texts[slot(text)];
+            // SAFETY: a filled slot's `Seen` is boxed in the map of seen names.
+            let kept = unsafe { &*cached.seen };
+            assert_eq!((cached.len, kept.id), (text.to_bytes().len(), id.id()));
+            assert_eq!(kept.at.get(), copy.as_ptr() as usize);
+        }
+        assert_eq!(stack.seen.len(), 3);
+        assert_ne!(ids[0], ids[1]);
+        assert_eq!(&*ids[1].resolve(), "other: AddBackward0");
+        assert_eq!(&*ids[2].resolve(), "mm");
     }
 
     #[test]

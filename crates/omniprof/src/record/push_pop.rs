@@ -176,25 +176,27 @@ pub fn pop_op_with_autograd(key: usize, autograd: Autograd) -> bool {
     pop(key, Some(autograd))
 }
 
+/// Through [`this_thread`], not [`with_local`], so that the whole pop inlines into each
+/// caller (a closure would stay one function: a call and a frame more per op).
 #[inline(always)]
 fn pop(key: usize, autograd: Option<Autograd>) -> bool {
-    with_local(|l| {
-        let ops: *mut OpStack = l.op_stack();
-        if ops.is_null() {
-            return false;
-        }
-        // SAFETY: only this thread uses its stack, and no other borrow is live.
-        let Some((state, seq)) = (unsafe { &mut *ops }).pop(key) else {
-            return false;
-        };
-        if state == 0 || STATE.load(Ordering::Relaxed) != state {
-            return false;
-        }
-        if let Some(autograd) = autograd {
-            l.add_autograd(state, seq, autograd);
-        }
-        push_end(l, state, seq, false).is_some()
-    })
+    // SAFETY: the thread's `Local` is used within this call.
+    let l = unsafe { this_thread() };
+    let ops: *mut OpStack = l.op_stack();
+    if ops.is_null() {
+        return false;
+    }
+    // SAFETY: only this thread uses its stack, and no other borrow is live.
+    let Some((state, seq)) = (unsafe { &mut *ops }).pop(key) else {
+        return false;
+    };
+    if state == 0 || STATE.load(Ordering::Relaxed) != state {
+        return false;
+    }
+    if let Some(autograd) = autograd {
+        l.add_autograd(state, seq, autograd);
+    }
+    push_end(l, state, seq, false).is_some()
 }
 
 #[cfg(test)]
