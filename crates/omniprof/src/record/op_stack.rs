@@ -46,8 +46,9 @@ impl CachedName {
     };
 }
 
-/// A slot of the table by text: a name's length (0: none), its text and what the thread
-/// keeps of it, both owned by the map of seen names.
+/// A slot of the table by text: a name's length (`usize::MAX`: none, so that no name, the
+/// empty one included, matches an empty slot), its text and what the thread keeps of it,
+/// both owned by the map of seen names.
 #[derive(Clone, Copy)]
 struct TextSlot {
     len: usize,
@@ -57,7 +58,7 @@ struct TextSlot {
 
 impl TextSlot {
     const EMPTY: Self = Self {
-        len: 0,
+        len: usize::MAX,
         text: null(),
         seen: null(),
     };
@@ -346,7 +347,7 @@ mod tests {
         let mut stack = OpStack::new();
         // Same length and last 8 bytes: one slot of the table by text, told apart by the
         // compare and found among the names seen.
-        let texts = [c"first: AddBackward0", c"other: AddBackward0", c"mm"];
+        let texts = [c"first: AddBackward0", c"other: AddBackward0", c"mm", c""];
         let ids: Vec<Name> = texts.iter().map(|t| name(&mut stack, t)).collect();
         // SAFETY: a `CStr` is readable for its length.
         let slot = |t: &CStr| unsafe { text_slot_of(t.as_ptr(), t.to_bytes().len()) };
@@ -362,7 +363,7 @@ mod tests {
             assert_eq!((cached.len, kept.id), (text.to_bytes().len(), id.id()));
             assert_eq!(kept.at.get(), copy.as_ptr() as usize);
         }
-        assert_eq!(stack.seen.len(), 3);
+        assert_eq!(stack.seen.len(), 4);
         assert_ne!(ids[0], ids[1]);
         assert_eq!(&*ids[1].resolve(), "other: AddBackward0");
         assert_eq!(&*ids[2].resolve(), "mm");
