@@ -21,7 +21,7 @@
 use std::sync::atomic::Ordering;
 
 use super::buffer::with_local;
-use super::memory_usage::{self, MemoryUsage};
+use super::memory_usage::MemoryUsage;
 use super::name::StaticName;
 use super::state::STATE;
 use super::word::{word, KIND_INSTANT};
@@ -42,7 +42,8 @@ pub fn record_out_of_memory(report: &MemoryUsage) {
 }
 
 /// Records `report` as an instant named `event` on this thread: one 16-byte record and the
-/// report beside it as packed args, made into args only when the session drains.
+/// report beside it as packed args (staged without a lock), made into args only when the
+/// session drains.
 fn record(event: &StaticName, report: &MemoryUsage) {
     let state = STATE.load(Ordering::Relaxed);
     if state & 1 == 0 {
@@ -51,7 +52,7 @@ fn record(event: &StaticName, report: &MemoryUsage) {
     let w = word(KIND_INSTANT, event.get());
     with_local(|l| {
         if let Some(seq) = l.push(state, w, true) {
-            l.add_packed(state, seq, &report.words(), memory_usage::unpack);
+            l.add_memory(state, seq, &report.words());
         }
     });
 }

@@ -24,9 +24,12 @@ pub struct MemoryUsage {
     pub device_index: i32,
 }
 
+/// The words a report is kept as ([`MemoryUsage::words`]).
+pub(super) const REPORT_WORDS: usize = 6;
+
 impl MemoryUsage {
     /// The report as the words [`unpack`] reads, kept beside its record until the drain.
-    pub(super) fn words(&self) -> [u64; 6] {
+    pub(super) fn words(&self) -> [u64; REPORT_WORDS] {
         [
             self.addr,
             self.bytes as u64,

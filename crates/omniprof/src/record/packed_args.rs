@@ -82,6 +82,36 @@ impl PackedArgs {
         block.extend_from_slice(words);
     }
 
+    /// Keeps each record's `N` words of `each` (its sequence number and words), all to be
+    /// unpacked by `unpack`: one unpacker lookup and one room check for them all, as when
+    /// staged allocator reports are moved in a batch.
+    pub(crate) fn push_each<const N: usize>(
+        &mut self,
+        each: impl ExactSizeIterator<Item = (u32, [u64; N])>,
+        unpack: UnpackArgs,
+    ) {
+        let need = each.len() * (N + 1);
+        if need == 0 {
+            // No block for nothing (a drain of a thread with no staged report).
+            return;
+        }
+        let Some(index) = self.unpacker_index(unpack) else {
+            return;
+        };
+        let block = match self.blocks.last_mut() {
+            Some(block) if block.capacity() - block.len() >= need => block,
+            _ => {
+                self.blocks.push(Vec::with_capacity(need.max(BLOCK_WORDS)));
+                self.blocks.last_mut().expect("a block was just pushed")
+            }
+        };
+        let header = (index << 32) | ((N as u64) << 40);
+        for (seq, words) in each {
+            block.push(u64::from(seq) | header);
+            block.extend_from_slice(&words);
+        }
+    }
+
     fn unpacker_index(&mut self, unpack: UnpackArgs) -> Option<u64> {
         let index = match self
             .unpackers
@@ -191,6 +221,18 @@ mod tests {
 
     fn other(_: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
         args.push((Arc::from("other"), Value::Null));
+    }
+
+    #[test]
+    fn records_kept_together_unpack_as_if_kept_one_by_one() {
+        let mut together = PackedArgs::default();
+        together.push(1, &[9], count);
+        together.push_each([(2, [5, 6]), (3, [7, 8])].into_iter(), count);
+        let mut one_by_one = PackedArgs::default();
+        one_by_one.push(1, &[9], count);
+        one_by_one.push(2, &[5, 6], count);
+        one_by_one.push(3, &[7, 8], count);
+        assert_eq!(unpacked(together), unpacked(one_by_one));
     }
 
     #[test]

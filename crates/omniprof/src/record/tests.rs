@@ -600,3 +600,49 @@ fn scope_macro_names_the_enclosing_block() {
     let inner = t.activities.iter().find(|a| &*a.name == "dynamic").unwrap();
     assert!(block.start_ns <= inner.start_ns && inner.end_ns <= block.end_ns);
 }
+
+/// Unpacks one word as the op's `Batch` arg.
+fn batch(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
+    args.push((Arc::from("Batch"), Value::UInt(words[0])));
+}
+
+#[test]
+fn allocator_reports_past_many_batches_and_between_packed_ops_keep_their_own_args() {
+    let _g = serial();
+    // More reports than a batch holds, an op with packed args after every seventh: each
+    // record must still get its own words, whether moved in a batch, ahead of an op's
+    // args, or still staged at the stop.
+    let t = record(Config::default(), || {
+        for i in 0..100u64 {
+            record_memory(&MemoryUsage {
+                addr: 0x1000 + i,
+                bytes: i as i64,
+                total_allocated: i,
+                ..Default::default()
+            });
+            if i % 7 == 0 {
+                // SAFETY: the name is NUL-terminated.
+                unsafe { push_op_packed(c"aten::mm".as_ptr(), i as usize, &[i], batch) };
+                pop_op(i as usize);
+            }
+        }
+    });
+    let reports: Vec<_> = t
+        .activities
+        .iter()
+        .filter(|a| &*a.name == "[memory]")
+        .map(|a| (a.arg(arg::BYTES).cloned(), a.arg(arg::ADDR).cloned()))
+        .collect();
+    let expected: Vec<_> = (0..100u64)
+        .map(|i| (Some(Value::Int(i as i64)), Some(Value::UInt(0x1000 + i))))
+        .collect();
+    assert_eq!(reports, expected);
+    let batches: Vec<_> = t
+        .activities
+        .iter()
+        .filter(|a| &*a.name == "aten::mm")
+        .map(|a| a.arg("Batch").cloned())
+        .collect();
+    let expected: Vec<_> = (0..100).step_by(7).map(|i| Some(Value::UInt(i))).collect();
+    assert_eq!(batches, expected);
+}

@@ -68,7 +68,11 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                 records,
                 args: std::mem::take(&mut *lock(&buffer.args)),
                 autograd: std::mem::take(&mut *lock(&buffer.autograd)),
-                packed: std::mem::take(&mut *lock(&buffer.packed)),
+                packed: {
+                    let mut packed = lock(&buffer.packed);
+                    buffer.staged.take_into(&mut packed);
+                    std::mem::take(&mut *packed)
+                },
                 dropped: buffer.dropped.load(Ordering::Relaxed),
                 dropped_ends: std::mem::take(&mut *lock(&buffer.dropped_ends)),
             });

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::block_list::BlockList;
 use super::chunk_pool::Chunk;
+use super::staged_reports::StagedReports;
 use crate::lock;
 use crate::record::autograd::Autograd;
 use crate::record::packed_args::PackedArgs;
@@ -41,6 +42,8 @@ pub(crate) struct ThreadBuffer {
     pub(super) autograd: Mutex<BlockList<(u32, Autograd)>>,
     /// Args packed as words, allocator reports among them (unpacked at the drain).
     pub(super) packed: Mutex<PackedArgs>,
+    /// The newest allocator reports, not yet moved into `packed`.
+    pub(super) staged: StagedReports,
     pub(super) exited: AtomicBool,
     /// The process the owning thread records in: set at registration, and by the fork
     /// handler for the thread that forked. A buffer of another process is a parent's.

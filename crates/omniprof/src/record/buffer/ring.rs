@@ -248,7 +248,12 @@ pub(crate) fn snapshot(state: u64, from: u64, to: u64) -> Vec<DrainedThread> {
             records,
             args: lock(&buffer.args).clone(),
             autograd: lock(&buffer.autograd).clone(),
-            packed: lock(&buffer.packed).clone(),
+            packed: {
+                let packed = lock(&buffer.packed);
+                let mut copy = packed.clone();
+                buffer.staged.copy_into(&mut copy);
+                copy
+            },
             dropped: buffer.dropped.load(Ordering::Relaxed),
             dropped_ends: lock(&buffer.dropped_ends).clone(),
         });

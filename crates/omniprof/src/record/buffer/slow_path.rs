@@ -12,6 +12,7 @@ use super::fork::at_fork;
 use super::local::{Local, EXIT};
 use super::registry::{ThreadBuffer, NEXT_THREAD_INDEX, REGISTRY};
 use super::ring;
+use super::staged_reports::StagedReports;
 use super::thread_name::{current_tid, os_thread_name};
 use crate::lock;
 use crate::record::op_stack::OpStack;
@@ -50,7 +51,10 @@ impl Local {
             lock(&buffer.dropped_ends).clear();
             lock(&buffer.args).clear();
             lock(&buffer.autograd).clear();
-            lock(&buffer.packed).clear();
+            let mut packed = lock(&buffer.packed);
+            packed.clear();
+            buffer.staged.forget();
+            drop(packed);
             buffer.state.store(state, Ordering::Release);
             self.filled.set(0);
             self.point_at(&mut chunks[0]);
@@ -120,6 +124,7 @@ impl Local {
                 args: Mutex::default(),
                 autograd: Mutex::default(),
                 packed: Mutex::default(),
+                staged: StagedReports::default(),
                 exited: AtomicBool::new(false),
                 pid: AtomicU32::new(std::process::id()),
             });
