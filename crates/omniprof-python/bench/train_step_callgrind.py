@@ -4,6 +4,7 @@ the instruction count is the same on a loaded machine, where train_step.py's tim
     valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file=OUT.%p \\
         python crates/omniprof-python/bench/train_step_callgrind.py [--steps 20] [--model mlp]
         [--profilers none floor omniprof torch] [--flags default record_shapes ... all]
+        [--loop empty]
     python crates/omniprof-python/bench/train_step_callgrind.py [--steps 20] --report OUT.PID.*
 
 Every configuration runs in one process: its profiler is entered, 3 warm-up steps run, then
@@ -12,6 +13,10 @@ request, from a small C library this script builds with `cc`) and dumps them as 
 named after the configuration. `--report` reads the parts and prints, per configuration,
 instructions per step, what it adds over no profiler and omniprof's added count over
 torch.profiler's. Open a part with callgrind_annotate to see where the count goes.
+
+`--loop empty` counts overhead.py's allocation loop instead of a model's steps: each "step"
+is one `torch.empty(64)` (an op, an allocation and a free), for `--flags profile_memory`
+against the floor with its allocator reporter.
 """
 
 import argparse
@@ -87,6 +92,10 @@ def main() -> None:
         choices=["none", "floor", "omniprof", "torch"],
     )
     parser.add_argument("--flags", nargs="+", choices=list(FLAG_SETS), default=list(FLAG_SETS))
+    parser.add_argument(
+        "--loop", choices=["step", "empty"], default="step",
+        help="what a counted step is: the model's training step, or one torch.empty(64)",
+    )
     parser.add_argument("--report", nargs="+", metavar="PART", help="print the parts' counts (give the run's --steps)")
     args = parser.parse_args()
     if args.report:
@@ -99,10 +108,15 @@ def main() -> None:
     model = MODELS[args.model]()
     module, x, y, loss, optimizer = model.module, model.x, model.y, model.loss, model.optimizer
 
-    def step() -> None:
+    def train_step() -> None:
         optimizer.zero_grad()
         loss(module(x), y).backward()
         optimizer.step()
+
+    def allocate() -> None:
+        torch.empty(64)
+
+    step = allocate if args.loop == "empty" else train_step
 
     counted = client()
 
