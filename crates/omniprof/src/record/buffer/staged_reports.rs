@@ -80,7 +80,22 @@ impl StagedReports {
     /// Copies the staged reports a drain did not take into `packed`, whose lock the caller
     /// holds, leaving them staged (a ring session's snapshot). Any thread.
     pub(super) fn copy_into(&self, packed: &mut PackedArgs) {
+        self.copy_below(self.len.load(Ordering::Acquire), packed);
+    }
+
+    /// [`copy_into`](Self::copy_into), marking the copied reports taken: a drain at `stop`,
+    /// which takes `packed` away with them. Any thread, with the packed args' lock held.
+    pub(super) fn take_into(&self, packed: &mut PackedArgs) {
+        // One read of the count for both: the owner may stage more meanwhile, and a report
+        // copied here but not marked taken would be moved in again later.
         let len = self.len.load(Ordering::Acquire);
+        self.copy_below(len, packed);
+        self.taken.store(len, Ordering::Relaxed);
+    }
+
+    /// Copies the staged reports from the first a drain did not take up to `len` (a count
+    /// read with Acquire) into `packed`.
+    fn copy_below(&self, len: usize, packed: &mut PackedArgs) {
         let staged = self.slots[self.taken.load(Ordering::Relaxed)..len].iter();
         let reports = staged.map(|slot| {
             let seq = slot[0].load(Ordering::Relaxed) as u32;
@@ -88,14 +103,6 @@ impl StagedReports {
             (seq, words)
         });
         packed.push_each::<REPORT_WORDS>(reports, memory_usage::unpack);
-    }
-
-    /// [`copy_into`](Self::copy_into), marking the copied reports taken: a drain at `stop`,
-    /// which takes `packed` away with them. Any thread, with the packed args' lock held.
-    pub(super) fn take_into(&self, packed: &mut PackedArgs) {
-        let len = self.len.load(Ordering::Acquire);
-        self.copy_into(packed);
-        self.taken.store(len, Ordering::Relaxed);
     }
 
     /// Forgets every staged report (a move, or a new session). Owner only, with the packed
