@@ -138,6 +138,43 @@ def test_one_workload_gives_torch_profilers_rows_memory_flops_and_events(tmp_pat
     ]
 
 
+# The ops the installed PyTorch's saveExtraArgs (torch/csrc/profiler/util.cpp) saves
+# arguments of, the only ones computeFlops counts.
+PYTORCH_FLOP_OPS = [
+    "aten::add", "aten::addmm", "aten::baddbmm", "aten::bmm", "aten::conv2d", "aten::mm", "aten::mul",
+]
+
+
+def every_flop_op() -> None:
+    """Each op PyTorch counts FLOPs of, in each overload a user reaches (a tensor or a
+    scalar operand, in place or not), beside ops of similar names it counts none of."""
+    a, b, c = torch.randn(6, 5), torch.randn(5, 4), torch.randn(6, 4)
+    batch_a, batch_b, batch_c = torch.randn(2, 6, 5), torch.randn(2, 5, 4), torch.randn(2, 6, 4)
+    image, weight = torch.randn(2, 3, 9, 9), torch.randn(4, 3, 3, 3)
+    torch.mm(a, b), torch.addmm(c, a, b), torch.bmm(batch_a, batch_b)
+    torch.baddbmm(batch_c, batch_a, batch_b), torch.matmul(a, b)
+    torch.nn.functional.conv2d(image, weight, stride=2, padding=1)
+    c.add(c), c.add(1), c.mul(c), c.mul(2), c.add_(1), c.mul_(2), c.addcmul(c, c), c.sub(c)
+
+
+def test_flops_are_counted_for_exactly_the_ops_pytorch_counts_with_its_counts() -> None:
+    omniprof._observer.install()
+    every_flop_op()  # warm-up
+    with torch_profile(activities=[ProfilerActivity.CPU], with_flops=True) as theirs:
+        every_flop_op()
+    with omniprof.profile(with_flops=True) as ours:
+        every_flop_op()
+
+    # Learned from the installed PyTorch by offering its saveExtraArgs every operator name.
+    assert omniprof._observer.module().flop_op_names() == PYTORCH_FLOP_OPS
+    mine = [(e.name, e.flops) for e in ours.events()]
+    expected = [(e.name, e.flops) for e in theirs.events()]
+    assert mine == expected
+    counted = {name for name, flops in expected if flops}
+    assert counted == set(PYTORCH_FLOP_OPS)
+    assert ("aten::conv2d", 2 * 2 * 5 * 5 * 3 * 3 * 3 * 4) in mine
+
+
 def test_events_carry_function_events_attributes(tmp_path: Path) -> None:
     omniprof._observer.install()
     x = torch.ones(8, 8)

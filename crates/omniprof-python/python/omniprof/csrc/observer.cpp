@@ -26,9 +26,12 @@
 // for ids, as its execution trace observer does while it records (an op's `rf_id` there),
 // so reading the handle costs one load and a branch per op, and the id is packed only then.
 
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/ScalarTypeToTypeMeta.h>
+#include <c10/util/Exception.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
@@ -368,11 +371,132 @@ __attribute__((noinline)) std::unique_ptr<at::ObserverContext> begin_user(
   return ctx;
 }
 
-// PyTorch's own FLOP formulas (torch/csrc/profiler/util.h): its profiler saves the same
-// arguments at the same point (the start callback, the only place inputs can be read) and
-// counts the same ops, so the counts are PyTorch's exactly.
+// ---- FLOPs ------------------------------------------------------------------------------
+//
+// PyTorch's own FLOP formulas (torch/csrc/profiler/util.h) count the ops whose arguments
+// `saveExtraArgs` saves, which it chooses by name: its profiler saves them at the same point
+// (the start callback, the only place inputs can be read), so the counts are PyTorch's
+// exactly. For any other op `saveExtraArgs` copies the name into a std::string, compares it
+// with each of its names and saves nothing, the count then being 0: about 400 instructions
+// an op, paid by nearly every op. So it is called only for the ops it saves arguments of.
+// PyTorch's headers do not list their names: they are learned from `saveExtraArgs` itself,
+// once per process, by offering it every operator name the dispatcher knows with inputs each
+// formula reads (see `learn_flop_names`).
+
+// The names `saveExtraArgs` saved arguments of when offered them, split for a quick compare:
+// what they all begin with ("aten::"), then each one's rest.
+struct FlopNames {
+  std::string prefix;
+  std::vector<std::string> rests;
+};
+const FlopNames* flop_names = nullptr;
+
+// Whether `saveExtraArgs` saved anything in the probe's start callback (below): written and
+// read on the attaching thread only.
+bool probe_saved = false;
+
+std::unique_ptr<at::ObserverContext> probe_start(const at::RecordFunction& fn) {
+  probe_saved = !torch::profiler::impl::saveExtraArgs(fn).empty();
+  return nullptr;
+}
+
+void probe_end(const at::RecordFunction&, at::ObserverContext*) {}
+
+// Drops the warnings a probe may raise (PyTorch warns of inputs its formula cannot read): a
+// probe's name is no op a user ran.
+struct SilentWarnings final : c10::WarningHandler {
+  void process(const c10::Warning&) override {}
+};
+
+// Offers `saveExtraArgs` each operator name the dispatcher knows, in a RecordFunction of its
+// own (no other callback sees it) whose inputs are seven 4-d tensors: every formula's
+// arguments are the sizes of its first tensors and, for a convolution, its inputs 3 to 6,
+// so an op PyTorch counts FLOPs of saves arguments for these. Recording and warnings are off
+// on this thread meanwhile, so neither the probe's tensors nor its names reach a profiler.
+std::vector<std::string> learn_flop_names() {
+  at::RecordFunctionGuard no_recording(false);
+  SilentWarnings silent;
+  c10::WarningUtils::WarningHandlerGuard no_warnings(&silent);
+  std::vector<c10::IValue> inputs(7, c10::IValue(at::empty({1, 1, 1, 1})));
+  c10::ArrayRef<const c10::IValue> args(inputs.data(), inputs.size());
+  std::vector<std::string> offered;
+  for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
+    offered.push_back(op.name);
+  }
+  std::sort(offered.begin(), offered.end());
+  offered.erase(std::unique(offered.begin(), offered.end()), offered.end());
+  std::vector<std::string> names;
+  for (const std::string& name : offered) {
+    at::StepCallbacks probe(at::RecordFunction::currentThreadId(), at::RecordScope::FUNCTION);
+    probe.callbacks_.push_back({probe_start, probe_end});
+    probe.needs_inputs_ = true;
+    probe_saved = false;
+    {
+      at::RecordFunction fn(std::move(probe));
+      fn.before(std::string_view(name), args);
+    }
+    if (probe_saved) {
+      names.push_back(name);
+    }
+  }
+  return names;
+}
+
+// Learns the names PyTorch counts FLOPs of, once per process (called by `attach`, one
+// session at a time: never concurrently). Left unlearned when the probe fails, so that
+// every op is then offered to `saveExtraArgs`.
+void learn_flop_names_once() noexcept {
+  if (flop_names != nullptr) {
+    return;
+  }
+  try {
+    auto names = learn_flop_names();
+    auto split = std::make_unique<FlopNames>();
+    if (!names.empty()) {
+      split->prefix = names.front();
+      for (const std::string& name : names) {
+        size_t common = 0;
+        while (common < split->prefix.size() && split->prefix[common] == name[common]) {
+          common++;
+        }
+        split->prefix.resize(common);
+      }
+      for (const std::string& name : names) {
+        split->rests.push_back(name.substr(split->prefix.size()));
+      }
+    }
+    flop_names = split.release();
+  } catch (...) {
+    // Unlearned: counted as before.
+  }
+}
+
+// Whether op `name` is one PyTorch counts FLOPs of: the common prefix once, then each
+// rest's first byte (which tells them apart), then the one rest that matched.
+bool counts_flops(const char* name) {
+  if (flop_names == nullptr) {
+    return true;
+  }
+  const std::string& prefix = flop_names->prefix;
+  if (std::strncmp(name, prefix.data(), prefix.size()) != 0) {
+    return false;
+  }
+  const char* rest = name + prefix.size();
+  for (const std::string& known : flop_names->rests) {
+    // `known` may be empty (one name is the prefix): its first byte is then the NUL.
+    if (rest[0] == known.c_str()[0] && std::strcmp(rest, known.c_str()) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The op's FLOPs by PyTorch's formulas; 0 for an op it counts none of.
 // Counted before the op is pushed, so the count's cost is not part of the op's time.
 __attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
+  if (!counts_flops(fn.name())) {
+    return 0;
+  }
   try {
     auto args = torch::profiler::impl::saveExtraArgs(fn);
     return args.empty() ? 0 : torch::profiler::impl::computeFlops(fn.name(), args);
@@ -550,6 +674,9 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
     memory_on.store(false, std::memory_order_relaxed);
     if (record_shapes) {
       name_dtypes(t);
+    }
+    if (record_flops) {
+      learn_flop_names_once();
     }
     // Also what tells PyTorch's `_RecordFunctionFast` (torch.compile's compiled-region ranges)
     // that a profiler listens on this thread, memory or not.
@@ -732,6 +859,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("stack_frames_cut", [] { return omniprof::python_tracer::cut_frames(); },
         "Python frames not recorded, since the process started, because their thread's "
         "stack was deeper than the tracer records.");
+  m.def(
+      "flop_op_names",
+      []() -> pybind11::object {
+        if (flop_names == nullptr) return pybind11::none();
+        std::vector<std::string> names;
+        for (const std::string& rest : flop_names->rests) names.push_back(flop_names->prefix + rest);
+        std::sort(names.begin(), names.end());
+        pybind11::list out;
+        for (const std::string& name : names) out.append(name);
+        return out;
+      },
+      "The names of the ops PyTorch counts FLOPs of, sorted, as learned from its "
+      "saveExtraArgs by the first session with_flops; None before one.");
   m.def("registered", [] { return handle.has_value(); },
         "Whether the callback is registered.");
   m.def("torch_has_callbacks", [] { return at::hasGlobalCallbacks(); },
