@@ -209,21 +209,31 @@ class Words {
   Words(const Words&) = delete;
   Words& operator=(const Words&) = delete;
 
-  __attribute__((always_inline)) void push(uint64_t word) {
-    if (len_ == cap_) grow(len_ + 1);
-    data_[len_++] = word;
+  // Room for `count` more words, written through the pointer returned and kept by `commit`
+  // with the pointer past the last one written: one capacity check for a whole input, and
+  // stores through a local pointer, which the compiler need not reload `len_` after (a store
+  // through `data_` may alias it: both are unsigned longs).
+  __attribute__((always_inline)) uint64_t* reserve(size_t count) {
+    if (len_ + count > cap_) grow(len_ + count);
+    return data_ + len_;
   }
 
-  // Appends each of [begin, end), converted to a word.
-  template <typename Iterator>
-  void append(Iterator begin, Iterator end) {
-    size_t count = static_cast<size_t>(end - begin);
-    if (len_ + count > cap_) grow(len_ + count);
-    // Through a local pointer: a store through `data_` may alias `len_` (both are unsigned
-    // longs), which would make the compiler reload and store `len_` per word.
-    uint64_t* out = data_ + len_;
-    for (; begin != end; ++begin) *out++ = static_cast<uint64_t>(*begin);
-    len_ += count;
+  __attribute__((always_inline)) void commit(const uint64_t* end) {
+    len_ = static_cast<size_t>(end - data_);
+  }
+
+  __attribute__((always_inline)) void push(uint64_t word) {
+    uint64_t* out = reserve(1);
+    *out = word;
+    commit(out + 1);
+  }
+
+  // Pushes a tag and the one word its kind carries.
+  __attribute__((always_inline)) void push(uint64_t tag, uint64_t word) {
+    uint64_t* out = reserve(2);
+    out[0] = tag;
+    out[1] = word;
+    commit(out + 2);
   }
 
   // Appends the bytes of `text`, (size + 7) / 8 words, the last one padded with zeros.
@@ -277,45 +287,56 @@ bool pack_scalar_list(Words& words, const c10::IValue& input) {
   if (list.size() > 30) {
     return false;
   }
-  words.push((ints ? packed::kIntList : packed::kDoubleList) |
-                  (static_cast<uint64_t>(list.size()) << 8));
+  uint64_t* out = words.reserve(1 + list.size());
+  *out++ = (ints ? packed::kIntList : packed::kDoubleList) |
+           (static_cast<uint64_t>(list.size()) << 8);
   for (const c10::IValue& value : list) {
-    words.push(ints ? static_cast<uint64_t>(value.toInt()) : bits(value.toDouble()));
+    *out++ = ints ? static_cast<uint64_t>(value.toInt()) : bits(value.toDouble());
   }
+  words.commit(out);
   return true;
 }
 
 // Appends a tensor (table.h): its dtype, sizes and, when strided, strides; with kStorages,
 // its storage too (the memory timeline counts the storages ops read that
-// were there before the window, as torch.profiler does).
+// were there before the window, as torch.profiler does). Read from its TensorImpl, once
+// each, before any word is written (a word's store may alias the sizes, both 64-bit).
 void pack_tensor(Words& words, const at::Tensor& t) {
   if (!t.defined()) {
     words.push(packed::kOther);
     return;
   }
-  auto sizes = t.sizes();
-  bool strided = t.layout() == at::kStrided && !t.is_nested();
-  bool storage = record_storages && t.has_storage();
-  words.push(packed::kTensor |
-                  (static_cast<uint64_t>(static_cast<uint8_t>(t.scalar_type())) << 8) |
-                  (static_cast<uint64_t>(strided) << 16) |
-                  (static_cast<uint64_t>(storage) << 17));
-  words.push(sizes.size());
-  words.append(sizes.begin(), sizes.end());
-  if (strided) {
-    auto strides = t.strides();
-    words.append(strides.begin(), strides.end());
+  const c10::TensorImpl& impl = *t.unsafeGetTensorImpl();
+  c10::IntArrayRef sizes = impl.sizes();
+  bool strided = impl.layout() == at::kStrided && !impl.is_nested();
+  c10::IntArrayRef strides = strided ? impl.strides() : c10::IntArrayRef();
+  bool storage = record_storages && impl.has_storage();
+  size_t rank = sizes.size();
+  uint64_t* out = words.reserve(2 + 2 * rank + 3);
+  out[0] = packed::kTensor |
+           (static_cast<uint64_t>(static_cast<uint8_t>(c10::typeMetaToScalarType(impl.dtype()))) << 8) |
+           (static_cast<uint64_t>(strided) << 16) | (static_cast<uint64_t>(storage) << 17);
+  out[1] = rank;
+  out += 2;
+  for (size_t i = 0; i < rank; i++) {
+    out[i] = static_cast<uint64_t>(sizes[i]);
   }
+  out += rank;
+  for (size_t i = 0; i < strides.size(); i++) {
+    out[i] = static_cast<uint64_t>(strides[i]);
+  }
+  out += strides.size();
   if (storage) {
     // Read without the access checks, which throw for a fake tensor's storage: only the
     // address is wanted, never the bytes.
-    c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+    c10::StorageImpl* s = impl.storage().unsafeGetStorageImpl();
     c10::Device device = s->device();
-    words.push(reinterpret_cast<uint64_t>(s->_mutable_data_ptr_no_checks().get()));
-    words.push(s->nbytes());
-    words.push(static_cast<uint64_t>(static_cast<uint8_t>(device.type())) |
-               (static_cast<uint64_t>(static_cast<uint8_t>(device.index())) << 8));
+    *out++ = reinterpret_cast<uint64_t>(s->_mutable_data_ptr_no_checks().get());
+    *out++ = s->nbytes();
+    *out++ = static_cast<uint64_t>(static_cast<uint8_t>(device.type())) |
+             (static_cast<uint64_t>(static_cast<uint8_t>(device.index())) << 8);
   }
+  words.commit(out);
 }
 
 // Appends one input as torch.profiler describes it with record_shapes (table.h): a tensor's
@@ -328,14 +349,11 @@ void pack_input(Words& words, const c10::IValue& input) {
     // Before the list tests, which are calls into PyTorch (optional inputs are often None).
     words.push(packed::kOther);
   } else if (input.isBool()) {
-    words.push(packed::kBool);
-    words.push(input.toBool() ? 1 : 0);
+    words.push(packed::kBool, input.toBool() ? 1 : 0);
   } else if (input.isInt()) {
-    words.push(packed::kInt);
-    words.push(static_cast<uint64_t>(input.toInt()));
+    words.push(packed::kInt, static_cast<uint64_t>(input.toInt()));
   } else if (input.isDouble()) {
-    words.push(packed::kDouble);
-    words.push(bits(input.toDouble()));
+    words.push(packed::kDouble, bits(input.toDouble()));
   } else if (input.isScalar()) {
     std::string text = torch::profiler::impl::ivalueToStr(input, false);
     words.push(packed::kScalarText | (static_cast<uint64_t>(text.size()) << 8));
@@ -510,10 +528,14 @@ __attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
 // FLOPs (with_flops), the TorchScript modules it runs in (with_modules) and its overload
 // name (capture_overload_names), packed as numbers (table.h).
 __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn) {
+  uint64_t id = fn.handle();
+  uint64_t flops = record_flops ? op_flops(fn) : 0;
   Words words;
-  words.push(fn.handle());
-  words.push(record_flops ? op_flops(fn) : 0);
-  words.push(0);
+  uint64_t* head = words.reserve(3);
+  head[0] = id;
+  head[1] = flops;
+  head[2] = 0;
+  words.commit(head + 3);
   if (record_modules) {
     // As torch.profiler's with_modules: each module and method, each followed by ".".
     thread_local std::string hierarchy;
