@@ -402,10 +402,12 @@ __attribute__((noinline)) std::unique_ptr<at::ObserverContext> begin_user(
 // formula reads (see `learn_flop_names`).
 
 // The names `saveExtraArgs` saved arguments of when offered them, split for a quick compare:
-// what they all begin with ("aten::"), then each one's rest.
+// what they all begin with ("aten::"), then each one's rest, and by the byte that follows the
+// prefix in a name, which rests begin with it (bit i: rests[i]; at most 64 names).
 struct FlopNames {
   std::string prefix;
   std::vector<std::string> rests;
+  uint64_t by_first_byte[256] = {};
 };
 const FlopNames* flop_names = nullptr;
 
@@ -483,27 +485,45 @@ void learn_flop_names_once() noexcept {
         split->rests.push_back(name.substr(split->prefix.size()));
       }
     }
+    if (split->rests.size() > 64) {
+      return;  // More than the masks hold: unlearned, counted as before.
+    }
+    for (size_t i = 0; i < split->rests.size(); i++) {
+      // An empty rest (one name is the prefix) begins with the NUL that ends it.
+      split->by_first_byte[static_cast<unsigned char>(split->rests[i].c_str()[0])] |=
+          uint64_t{1} << i;
+    }
     flop_names = split.release();
   } catch (...) {
     // Unlearned: counted as before.
   }
 }
 
-// Whether op `name` is one PyTorch counts FLOPs of: the common prefix once, then each
-// rest's first byte (which tells them apart), then the one rest that matched.
+// Whether op `name` is one PyTorch counts FLOPs of: the common prefix, then the rests that
+// begin with the byte after it, byte by byte (inline: most names differ within a few bytes,
+// and a call to strcmp per op costs more than the compare).
 bool counts_flops(const char* name) {
-  if (flop_names == nullptr) {
+  const FlopNames* names = flop_names;
+  if (names == nullptr) {
     return true;
   }
-  const std::string& prefix = flop_names->prefix;
-  if (std::strncmp(name, prefix.data(), prefix.size()) != 0) {
-    return false;
+  const char* rest = name;
+  for (char c : names->prefix) {
+    if (*rest != c) {
+      return false;  // The name's NUL ends it here too: the prefix holds none.
+    }
+    rest++;
   }
-  const char* rest = name + prefix.size();
-  for (const std::string& known : flop_names->rests) {
-    // `known` may be empty (one name is the prefix): its first byte is then the NUL.
-    if (rest[0] == known.c_str()[0] && std::strcmp(rest, known.c_str()) == 0) {
-      return true;
+  for (uint64_t candidates = names->by_first_byte[static_cast<unsigned char>(*rest)];
+       candidates != 0; candidates &= candidates - 1) {
+    const char* a = rest;
+    const char* b = names->rests[__builtin_ctzll(candidates)].c_str();
+    while (*a == *b) {
+      if (*a == '\0') {
+        return true;
+      }
+      a++;
+      b++;
     }
   }
   return false;
