@@ -1,22 +1,22 @@
 """Instructions per training step under each profiler and flag set, counted by callgrind:
 the instruction count is the same on a loaded machine, where train_step.py's times are not.
 
-    valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file=OUT.%p \\
+    valgrind --tool=callgrind --collect-atstart=no --compress-strings=no --callgrind-out-file=OUT.%p \\
         python crates/omniprof-python/bench/train_step_callgrind.py [--steps 20] [--model mlp]
         [--profilers none floor omniprof torch] [--flags default record_shapes ... all]
-        [--loop empty]
     python crates/omniprof-python/bench/train_step_callgrind.py [--steps 20] --report OUT.PID.*
+
+With `--loop add|empty|mm` a step is instead 1,000 iterations of one of overhead.py's
+flags loops (`x.add_(1)`, `torch.empty(64)`, `torch.mm(w, w)` of 8×8), so that a step's
+count over 1,000 is the count per iteration.
 
 Every configuration runs in one process: its profiler is entered, 3 warm-up steps run, then
 callgrind counts `--steps` steps (collection switched on and off around them by a client
 request, from a small C library this script builds with `cc`) and dumps them as one part
 named after the configuration. `--report` reads the parts and prints, per configuration,
 instructions per step, what it adds over no profiler and omniprof's added count over
-torch.profiler's. Open a part with callgrind_annotate to see where the count goes.
-
-`--loop empty` counts overhead.py's allocation loop instead of a model's steps: each "step"
-is one `torch.empty(64)` (an op, an allocation and a free), for `--flags profile_memory`
-against the floor with its allocator reporter.
+torch.profiler's. Open a part with callgrind_annotate to see where the count goes (each part
+names its functions itself only with `--compress-strings=no`).
 """
 
 import argparse
@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from typing import Callable, ContextManager, Dict, List
+from typing import Any, Callable, ContextManager, Dict, List
 
 # The client requests (valgrind/callgrind.h): outside valgrind they do nothing.
 CLIENT = """
@@ -75,6 +75,39 @@ def report(paths: List[str], steps: int) -> None:
         print(f"{name:<28} {count:>12,.0f} {'' if added is None else f'{added:+,.0f}':>12} {ratio:>15}")
 
 
+def add_loop(torch: Any) -> Callable[[], None]:
+    x = torch.zeros(1)
+
+    def body() -> None:
+        for _ in range(LOOP_ITERATIONS):
+            x.add_(1)
+
+    return body
+
+
+def empty_loop(torch: Any) -> Callable[[], None]:
+    def body() -> None:
+        for _ in range(LOOP_ITERATIONS):
+            torch.empty(64)
+
+    return body
+
+
+def mm_loop(torch: Any) -> Callable[[], None]:
+    w = torch.randn(8, 8)
+
+    def body() -> None:
+        for _ in range(LOOP_ITERATIONS):
+            torch.mm(w, w)
+
+    return body
+
+
+# overhead.py's flags loops, each made from the torch module: iterations per step.
+LOOP_ITERATIONS = 1000
+LOOPS: Dict[str, Callable[[Any], Callable[[], None]]] = {"add": add_loop, "empty": empty_loop, "mm": mm_loop}
+
+
 def main() -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
@@ -88,14 +121,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="counted steps per configuration")
     parser.add_argument("--model", choices=list(MODELS), default="mlp")
     parser.add_argument(
+        "--loop", choices=list(LOOPS), help="count 1,000 iterations of this op loop per step instead"
+    )
+    parser.add_argument(
         "--profilers", nargs="+", default=["none", "floor", "omniprof", "torch"],
         choices=["none", "floor", "omniprof", "torch"],
     )
     parser.add_argument("--flags", nargs="+", choices=list(FLAG_SETS), default=list(FLAG_SETS))
-    parser.add_argument(
-        "--loop", choices=["step", "empty"], default="step",
-        help="what a counted step is: the model's training step, or one torch.empty(64)",
-    )
     parser.add_argument("--report", nargs="+", metavar="PART", help="print the parts' counts (give the run's --steps)")
     args = parser.parse_args()
     if args.report:
@@ -108,15 +140,13 @@ def main() -> None:
     model = MODELS[args.model]()
     module, x, y, loss, optimizer = model.module, model.x, model.y, model.loss, model.optimizer
 
-    def train_step() -> None:
+    def step() -> None:
         optimizer.zero_grad()
         loss(module(x), y).backward()
         optimizer.step()
 
-    def allocate() -> None:
-        torch.empty(64)
-
-    step = allocate if args.loop == "empty" else train_step
+    if args.loop:
+        step = LOOPS[args.loop](torch)
 
     counted = client()
 
