@@ -557,19 +557,33 @@ __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn
   head[2] = 0;
   words.commit(head + 3);
   if (record_modules) {
-    // As torch.profiler's with_modules: each module and method, each followed by ".".
-    thread_local std::string hierarchy;
-    hierarchy.clear();
+    // As torch.profiler's with_modules: each module and method, each followed by ".",
+    // written into the words as they are (no string of its own: a thread-local one cost a
+    // TLS lookup per access from this shared library, four an op even for eager code,
+    // whose hierarchy is empty).
+    std::vector<std::string> modules;
     try {
-      for (const std::string& entry : torch::jit::currentModuleHierarchy()) {
-        hierarchy += entry;
-        hierarchy += '.';
-      }
+      modules = torch::jit::currentModuleHierarchy();
     } catch (...) {
-      hierarchy.clear();
+      modules.clear();
     }
-    words[2] = hierarchy.size();
-    words.append_bytes(hierarchy);
+    size_t len = 0;
+    for (const std::string& entry : modules) {
+      len += entry.size() + 1;
+    }
+    if (len > 0) {
+      size_t count = (len + 7) / 8;
+      uint64_t* out = words.reserve(count);
+      out[count - 1] = 0;
+      char* bytes = reinterpret_cast<char*>(out);
+      for (const std::string& entry : modules) {
+        std::memcpy(bytes, entry.data(), entry.size());
+        bytes += entry.size();
+        *bytes++ = '.';
+      }
+      words.commit(out + count);
+      words[2] = len;
+    }
   }
   size_t count_at = words.size();
   words.push(0);
