@@ -76,8 +76,7 @@ pub(crate) fn run(args: &RanksArgs) -> ExitCode {
         }
         if t.profile.rank.is_none() {
             log::warn!(
-                "{}: no rank in distributedInfo (not a distributed job's trace): the report \
-                 names it `trace #N` by its place",
+                "{}: no rank in distributedInfo: the report names it `trace #N` by its place",
                 t.label
             );
         }
