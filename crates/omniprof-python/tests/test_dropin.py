@@ -138,8 +138,8 @@ def test_one_workload_gives_torch_profilers_rows_memory_flops_and_events(tmp_pat
     ]
 
 
-# The ops the installed PyTorch's saveExtraArgs (torch/csrc/profiler/util.cpp) saves
-# arguments of, the only ones computeFlops counts.
+# The ops PyTorch 2.15's saveExtraArgs (torch/csrc/profiler/util.cpp) saves arguments of,
+# the only ones computeFlops counts; a later PyTorch may add some, which the observer learns.
 PYTORCH_FLOP_OPS = [
     "aten::add", "aten::addmm", "aten::baddbmm", "aten::bmm", "aten::conv2d", "aten::mm", "aten::mul",
 ]
@@ -165,8 +165,11 @@ def test_flops_are_counted_for_exactly_the_ops_pytorch_counts_with_its_counts() 
     with omniprof.profile(with_flops=True) as ours:
         every_flop_op()
 
-    # Learned from the installed PyTorch by offering its saveExtraArgs every operator name.
-    assert omniprof._observer.module().flop_op_names() == PYTORCH_FLOP_OPS
+    # Learned from the installed PyTorch by offering its saveExtraArgs every operator name:
+    # at least the ops this workload has counted, and only ATen ops.
+    learned = omniprof._observer.module().flop_op_names()
+    assert set(PYTORCH_FLOP_OPS) <= set(learned), learned
+    assert all(name.startswith("aten::") for name in learned), learned
     mine = [(e.name, e.flops) for e in ours.events()]
     expected = [(e.name, e.flops) for e in theirs.events()]
     assert mine == expected
