@@ -162,6 +162,41 @@ mod tests {
     }
 
     #[test]
+    fn reports_staged_while_drains_take_them_are_recorded_once_each() {
+        // The owner stages and moves while another thread drains as often as it can, as a
+        // session's stop may while the owner still records: every report must come out
+        // exactly once, whichever side took it.
+        const REPORTS: u32 = 200_000;
+        let staged = StagedReports::default();
+        let packed = std::sync::Mutex::new(PackedArgs::default());
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let mut all = std::thread::scope(|s| {
+            let drainer = s.spawn(|| {
+                let mut taken = Vec::new();
+                while !done.load(Ordering::Relaxed) {
+                    let mut held = packed.lock().unwrap();
+                    staged.take_into(&mut held);
+                    taken.extend(seqs(std::mem::take(&mut *held)));
+                }
+                taken
+            });
+            for seq in 0..REPORTS {
+                if !staged.push(seq, &report(u64::from(seq))) {
+                    staged.move_into(&mut packed.lock().unwrap());
+                    assert!(staged.push(seq, &report(u64::from(seq))));
+                }
+            }
+            staged.move_into(&mut packed.lock().unwrap());
+            done.store(true, Ordering::Relaxed);
+            drainer.join().unwrap()
+        });
+        all.extend(seqs(std::mem::take(&mut *packed.lock().unwrap())));
+        all.sort_unstable();
+        assert_eq!(all.len(), REPORTS as usize, "each report once");
+        assert!(all.iter().copied().eq(0..REPORTS));
+    }
+
+    #[test]
     fn a_staged_report_unpacks_to_its_words() {
         let staged = StagedReports::default();
         let usage = memory_usage::MemoryUsage {
