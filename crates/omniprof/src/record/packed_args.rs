@@ -60,6 +60,11 @@ pub(crate) struct PackedArgs {
     unpackers: Vec<UnpackArgs>,
 }
 
+/// A record's header word, laid out as [`PackedArgs`] says.
+fn header(seq: u32, index: u64, words: usize) -> u64 {
+    u64::from(seq) | (index << 32) | ((words as u64) << 40)
+}
+
 impl PackedArgs {
     /// Keeps `words` for record `seq`, to be unpacked by `unpack`. An op of more than
     /// 16M words, or a 257th distinct unpacker, keeps nothing.
@@ -70,15 +75,8 @@ impl PackedArgs {
         if words.len() > MAX_WORDS {
             return;
         }
-        let need = words.len() + 1;
-        let block = match self.blocks.last_mut() {
-            Some(block) if block.capacity() - block.len() >= need => block,
-            _ => {
-                self.blocks.push(Vec::with_capacity(need.max(BLOCK_WORDS)));
-                self.blocks.last_mut().expect("a block was just pushed")
-            }
-        };
-        block.push(u64::from(seq) | (index << 32) | ((words.len() as u64) << 40));
+        let block = self.room(words.len() + 1);
+        block.push(header(seq, index, words.len()));
         block.extend_from_slice(words);
     }
 
@@ -98,18 +96,21 @@ impl PackedArgs {
         let Some(index) = self.unpacker_index(unpack) else {
             return;
         };
-        let block = match self.blocks.last_mut() {
-            Some(block) if block.capacity() - block.len() >= need => block,
-            _ => {
-                self.blocks.push(Vec::with_capacity(need.max(BLOCK_WORDS)));
-                self.blocks.last_mut().expect("a block was just pushed")
-            }
-        };
-        let header = (index << 32) | ((N as u64) << 40);
+        let block = self.room(need);
         for (seq, words) in each {
-            block.push(u64::from(seq) | header);
+            block.push(header(seq, index, N));
             block.extend_from_slice(&words);
         }
+    }
+
+    /// The block to keep `need` more words in: the last one while they fit (blocks never
+    /// reallocate, so the words kept stay put), else a new one.
+    fn room(&mut self, need: usize) -> &mut Vec<u64> {
+        match self.blocks.last_mut() {
+            Some(block) if block.capacity() - block.len() >= need => {}
+            _ => self.blocks.push(Vec::with_capacity(need.max(BLOCK_WORDS))),
+        }
+        self.blocks.last_mut().expect("a block with room is last")
     }
 
     fn unpacker_index(&mut self, unpack: UnpackArgs) -> Option<u64> {
