@@ -29,7 +29,7 @@ use omniprof_analysis::counter_stats;
 use omniprof_analysis::kernel_metrics;
 use omniprof_analysis::StepTimeBuilder;
 use omniprof_analysis::{
-    KeyAverages, KeyAveragesOptions, Render, RenderFormat, TableOptions, MAX_STACK_DEPTH,
+    KeyAverages, KeyAveragesOptions, Render, RenderFormat, Row, TableOptions, MAX_STACK_DEPTH,
 };
 use omniprof_read::TraceReader;
 
@@ -147,43 +147,33 @@ fn notes(args: &SummaryArgs, summary: &KeyAverages) {
     }
     if summary.rows.is_empty() {
         eprintln!("note: no host ops or device activities to summarize");
-    } else if args.rows.group_by_shapes
-        && summary
-            .rows
-            .iter()
-            .all(|r| r.input_shapes.as_deref().is_none_or(|s| s == "[]"))
-    {
-        eprintln!(
-            "note: the trace has no input shapes (`Input Dims`; PyTorch records them with \
-             record_shapes=True): every row's shapes are []"
-        );
+        return;
     }
-    if args.group_by_overload_name
-        && !summary.rows.is_empty()
-        && summary
-            .rows
-            .iter()
-            .all(|r| r.overload_name.as_deref().is_none_or(str::is_empty))
-    {
-        eprintln!(
-            "note: the trace has no overload names (`Overload Name`; PyTorch records them \
-             with _ExperimentalConfig(capture_overload_names=True)): every row is its op's \
-             default overload"
-        );
-    }
-    if args.group_by_stack > 0
-        && !summary.rows.is_empty()
-        && summary
-            .rows
-            .iter()
-            .all(|r| r.stack.as_deref().is_none_or(<[_]>::is_empty))
-    {
-        eprintln!(
-            "note: the trace has no Python stacks (no `Call stack` args or \
-             `python_function` events; PyTorch records them with with_stack=True): no \
-             row has a source location"
-        );
-    }
+    // A grouping asked of a trace where no row has what it groups by.
+    let lacking = |asked: bool, has: fn(&Row) -> bool, note: &str| {
+        if asked && !summary.rows.iter().any(has) {
+            eprintln!("note: {note}");
+        }
+    };
+    lacking(
+        args.rows.group_by_shapes,
+        |r| r.input_shapes.as_deref().is_some_and(|s| s != "[]"),
+        "the trace has no input shapes (`Input Dims`; PyTorch records them with \
+         record_shapes=True): every row's shapes are []",
+    );
+    lacking(
+        args.group_by_overload_name,
+        |r| r.overload_name.as_deref().is_some_and(|o| !o.is_empty()),
+        "the trace has no overload names (`Overload Name`; PyTorch records them with \
+         _ExperimentalConfig(capture_overload_names=True)): every row is its op's default \
+         overload",
+    );
+    lacking(
+        args.group_by_stack > 0,
+        |r| r.stack.as_deref().is_some_and(|s| !s.is_empty()),
+        "the trace has no Python stacks (no `Call stack` args or `python_function` events; \
+         PyTorch records them with with_stack=True): no row has a source location",
+    );
 }
 
 /// Several traces (a job's ranks): read in parallel, then the rows summed over the ranks
