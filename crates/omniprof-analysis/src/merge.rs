@@ -111,6 +111,7 @@ mod tests {
             self_cpu_time_total_ns: ns,
             cpu_time_total_ns: ns,
             cpu_time_total_us: ns as f64 / 1000.0,
+            self_cpu_time_total_us: ns as f64 / 1000.0,
             on_device,
             ..Row::default()
         }

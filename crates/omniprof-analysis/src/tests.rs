@@ -104,6 +104,51 @@ fn averages_that_end_in_a_half_round_as_pytorchs() {
     );
 }
 
+/// Two rows whose self CPU times are both 3,685 ns: PyTorch's floats (end and start, late in
+/// the trace, divided by 1000 and then subtracted) are 3.684999… for the first and
+/// 3.685000… for the second, so its table sorted by self CPU time lists the second first,
+/// where the exact nanoseconds (a tie, which the sort keeps in order) would not.
+#[test]
+fn rows_whose_nanoseconds_tie_sort_by_pytorchs_floats() {
+    const LATE: i64 = 5_716_463_808_357;
+    let at = |name: &str, start: i64, end: i64| {
+        Activity::new(ActivityType::CpuOp, name, 1, 1, start, end)
+    };
+    let t = trace(vec![
+        at("trace start", 0, 1_000),
+        at("first", LATE, LATE + 3_685),
+        at("second", LATE + 10_001, LATE + 10_001 + 3_685),
+        at("parent", LATE + 20_000, LATE + 40_000),
+        at("child", LATE + 21_000, LATE + 22_001),
+        at("child", LATE + 23_003, LATE + 24_500),
+    ]);
+    let summary = key_averages(&t, &Default::default());
+    let row = |name: &str| summary.rows.iter().find(|r| &*r.name == name).unwrap();
+    let (first, second) = (row("first"), row("second"));
+    assert_eq!(first.self_cpu_time_total_ns, second.self_cpu_time_total_ns);
+    let pytorch = |start: i64, end: i64| end as f64 / 1000.0 - start as f64 / 1000.0;
+    assert_eq!(first.self_cpu_time_total_us, pytorch(LATE, LATE + 3_685));
+    assert!(first.self_cpu_time_total_us < second.self_cpu_time_total_us);
+    // Self = total less the children's totals summed in order (from 0, as Python's `sum`).
+    let children = pytorch(LATE + 21_000, LATE + 22_001) + pytorch(LATE + 23_003, LATE + 24_500);
+    assert_eq!(
+        row("parent").self_cpu_time_total_us,
+        pytorch(LATE + 20_000, LATE + 40_000) - children
+    );
+    let printed = summary.table(&options(Some(SortKey::SelfCpuTimeTotal), None));
+    let names: Vec<&str> = printed
+        .lines()
+        .skip(3)
+        .filter_map(|l| l.split_whitespace().next())
+        .take(5)
+        .collect();
+    assert_eq!(
+        names,
+        ["parent", "second", "first", "child", "trace"],
+        "{printed}"
+    );
+}
+
 /// The rows of what `read` streams into a builder, read again as often as the builder asks
 /// (see [`ReadAgain`]).
 fn streamed(read: impl Fn(&mut KeyAveragesBuilder)) -> KeyAverages {

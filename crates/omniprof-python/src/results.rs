@@ -316,7 +316,11 @@ impl PyKeyAverages {
     /// Self CPU time of all rows (µs), as PyTorch's `self_cpu_time_total`.
     #[getter]
     fn self_cpu_time_total(&self) -> f64 {
-        us(self.0.self_cpu_time_total_ns())
+        // (From 0, as Python's `sum`.)
+        self.0
+            .rows
+            .iter()
+            .fold(0.0, |sum, r| sum + r.self_cpu_time_total_us)
     }
 
     fn __len__(&self) -> usize {
@@ -444,10 +448,6 @@ impl PyRow {
     }
 }
 
-fn us(ns: i64) -> f64 {
-    ns as f64 / 1000.0
-}
-
 /// A stack's frames as Python strings.
 fn frames(stack: Option<&[Arc<str>]>) -> Vec<String> {
     stack.unwrap_or(&[]).iter().map(|f| f.to_string()).collect()
@@ -476,12 +476,12 @@ impl PyRow {
 
     #[getter]
     fn self_cpu_time_total(&self) -> f64 {
-        us(self.row().self_cpu_time_total_ns)
+        self.row().self_cpu_time_total_us
     }
 
     #[getter]
     fn cpu_time_total(&self) -> f64 {
-        us(self.row().cpu_time_total_ns)
+        self.row().cpu_time_total_us
     }
 
     /// CPU time per call.
@@ -492,12 +492,12 @@ impl PyRow {
 
     #[getter]
     fn self_device_time_total(&self) -> f64 {
-        us(self.row().self_device_time_total_ns)
+        self.row().self_device_time_total_us
     }
 
     #[getter]
     fn device_time_total(&self) -> f64 {
-        us(self.row().device_time_total_ns)
+        self.row().device_time_total_us
     }
 
     /// Device time per call.
@@ -638,10 +638,10 @@ impl PyRow {
              self_device_time_total={:.3} device_time_total={:.3}>",
             &*r.name,
             r.count,
-            us(r.self_cpu_time_total_ns),
-            us(r.cpu_time_total_ns),
-            us(r.self_device_time_total_ns),
-            us(r.device_time_total_ns)
+            r.self_cpu_time_total_us,
+            r.cpu_time_total_us,
+            r.self_device_time_total_us,
+            r.device_time_total_us
         )
     }
 }
@@ -769,22 +769,22 @@ impl PyFunctionEvent {
 
     #[getter]
     fn cpu_time_total(&self) -> f64 {
-        us(self.event().cpu_time_total_ns)
+        self.event().cpu_time_total_us
     }
 
     #[getter]
     fn self_cpu_time_total(&self) -> f64 {
-        us(self.event().self_cpu_time_total_ns)
+        self.event().self_cpu_time_total_us
     }
 
     #[getter]
     fn device_time_total(&self) -> f64 {
-        us(self.event().device_time_total_ns)
+        self.event().device_time_total_us
     }
 
     #[getter]
     fn self_device_time_total(&self) -> f64 {
-        us(self.event().self_device_time_total_ns)
+        self.event().self_device_time_total_us
     }
 
     #[getter]
@@ -894,8 +894,8 @@ impl PyFunctionEvent {
             e.id,
             &*e.name,
             e.thread,
-            us(e.cpu_time_total_ns),
-            us(e.self_cpu_time_total_ns),
+            e.cpu_time_total_us,
+            e.self_cpu_time_total_us,
             e.cpu_memory_usage,
             e.flops
         )

@@ -55,6 +55,8 @@ struct Group {
     /// PyTorch's float sums of the events' totals, which its averages divide.
     cpu_total_us: f64,
     device_total_us: f64,
+    self_cpu_us: f64,
+    self_device_us: f64,
     cpu_memory: i64,
     self_cpu_memory: i64,
     device_memory: i64,
@@ -976,8 +978,9 @@ impl KeyAveragesBuilder {
                 ..OpTimes::default()
             },
             float: PyTorchTimes {
-                cpu_total_us: 0.0,
                 device_total_us: duration_us,
+                self_device_us: duration_us,
+                ..PyTorchTimes::default()
             },
             parent_seq: NO_PARENT,
             depth: None,
@@ -1035,6 +1038,8 @@ impl KeyAveragesBuilder {
                 device_total_ns: 0,
                 cpu_total_us: 0.0,
                 device_total_us: 0.0,
+                self_cpu_us: 0.0,
+                self_device_us: 0.0,
                 cpu_memory: 0,
                 self_cpu_memory: 0,
                 device_memory: 0,
@@ -1073,6 +1078,8 @@ impl KeyAveragesBuilder {
         let g = &mut self.groups[group as usize];
         g.cpu_total_us += float.cpu_total_us;
         g.device_total_us += float.device_total_us;
+        g.self_cpu_us += float.self_cpu_us;
+        g.self_device_us += float.self_device_us;
         g.count += 1;
         g.self_cpu_ns = g.self_cpu_ns.saturating_add(times.self_cpu_ns);
         g.cpu_total_ns = g.cpu_total_ns.saturating_add(times.cpu_total_ns);
@@ -1327,6 +1334,8 @@ impl KeyAveragesBuilder {
                 device_time_total_ns: g.device_total_ns,
                 cpu_time_total_us: g.cpu_total_us,
                 device_time_total_us: g.device_total_us,
+                self_cpu_time_total_us: g.self_cpu_us,
+                self_device_time_total_us: g.self_device_us,
                 on_device: g.key.on_device,
                 is_legacy: g.key.legacy,
                 is_user_annotation: g.key.user_annotation,

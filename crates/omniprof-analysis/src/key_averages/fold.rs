@@ -192,10 +192,10 @@ struct Thread {
 struct Sums {
     cpu_ns: i64,
     device_ns: i64,
-    /// Children's float device totals (the non-zero ones, which alone change a sum), with
-    /// their places: summed last child first, as
-    /// [`summarize_thread`](super::tree::summarize_thread) sums them.
-    device_us: Vec<(Key, f64)>,
+    /// Children's float CPU and device totals, with their places: summed in that order
+    /// (children may become final out of it), as PyTorch and
+    /// [`summarize_thread`](super::tree::summarize_thread) sum them.
+    floats: Vec<(Key, f64, f64)>,
 }
 
 impl Sums {
@@ -203,7 +203,7 @@ impl Sums {
     fn clear(&mut self) {
         self.cpu_ns = 0;
         self.device_ns = 0;
-        self.device_us.clear();
+        self.floats.clear();
     }
 }
 
@@ -1097,11 +1097,14 @@ impl Folder {
             .get(n as usize)
             .map_or((0, 0), |u| (u.children_cpu, u.children_device));
         let children_device = child_sums.device_ns;
-        let children_us = children_device_us(&mut child_sums);
+        let (children_cpu_us, children_device_us) = children_us(&mut child_sums);
         let (device_total_ns, device_total_us) = if op.legacy {
             (own.ns, own.us)
         } else {
-            (own.ns.saturating_add(children_device), own.us + children_us)
+            (
+                own.ns.saturating_add(children_device),
+                own.us + children_device_us,
+            )
         };
         let parent = self.nodes[n as usize].parent;
         let event = Emitted {
@@ -1120,6 +1123,8 @@ impl Folder {
             float: PyTorchTimes {
                 cpu_total_us,
                 device_total_us,
+                self_cpu_us: cpu_total_us - children_cpu_us,
+                self_device_us: device_total_us - children_device_us,
             },
             parent_seq: if parent == NONE {
                 NO_PARENT
@@ -1257,8 +1262,8 @@ impl Folder {
             add_child(sums, &mut self.usage, parent, &event);
         }
         // The vector goes back with its room, for the op that takes this node next.
-        child_sums.device_us.clear();
-        self.nodes[n as usize].sums.device_us = child_sums.device_us;
+        child_sums.floats.clear();
+        self.nodes[n as usize].sums.floats = child_sums.floats;
         let row = event.key;
         self.retire(n);
         self.gone(row);
@@ -1447,16 +1452,16 @@ fn due_later(
     }
 }
 
-/// The children's float device totals summed as
-/// [`summarize_thread`](super::tree::summarize_thread) sums them: in PyTorch's order, last
-/// child first.
-fn children_device_us(child_sums: &mut Sums) -> f64 {
-    child_sums.device_us.sort_unstable_by_key(|a| a.0);
+/// The children's float CPU and device totals, each summed in PyTorch's order.
+fn children_us(child_sums: &mut Sums) -> (f64, f64) {
+    // (Children mostly become final in order: then the sort only checks it.)
+    child_sums.floats.sort_unstable_by_key(|a| a.0);
     child_sums
-        .device_us
+        .floats
         .iter()
-        .rev()
-        .fold(0f64, |sum, &(_, us)| sum + us)
+        .fold((0.0, 0.0), |(cpu, device), &(_, c, d)| {
+            (cpu + c, device + d)
+        })
 }
 
 /// What a final child adds to its parent `p` (its `sums`, and its `usage`).
@@ -1464,10 +1469,9 @@ fn add_child(sums: &mut Sums, usage: &mut Vec<Usage>, p: u32, event: &Emitted) {
     let t = &event.times;
     sums.cpu_ns = sums.cpu_ns.saturating_add(t.cpu_total_ns);
     sums.device_ns = sums.device_ns.saturating_add(t.device_total_ns);
-    if event.float.device_total_us != 0.0 {
-        sums.device_us
-            .push((event.first, event.float.device_total_us));
-    }
+    let f = &event.float;
+    sums.floats
+        .push((event.first, f.cpu_total_us, f.device_total_us));
     // (Adding 0 changes nothing: most traces make no usage slot.)
     if t.cpu_memory != 0 || t.device_memory != 0 {
         let usage = usage_of(usage, p);
@@ -1484,8 +1488,8 @@ mod tests {
     /// worth of each when a long op keeps the horizon back.
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn a_node_takes_184_bytes_and_an_event_128_which_moves_without_memcpy() {
+    fn a_node_takes_184_bytes_and_an_event_144() {
         assert_eq!(std::mem::size_of::<Node>(), 184);
-        assert_eq!(std::mem::size_of::<Emitted>(), 128);
+        assert_eq!(std::mem::size_of::<Emitted>(), 144);
     }
 }

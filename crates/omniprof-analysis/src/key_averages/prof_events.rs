@@ -71,6 +71,11 @@ pub struct FunctionEvent {
     pub cpu_time_total_us: f64,
     /// The device total as PyTorch's float microseconds.
     pub device_time_total_us: f64,
+    /// Self CPU time as PyTorch's float microseconds: the float total less the children's
+    /// (summed in their order); 0 for an async event.
+    pub self_cpu_time_total_us: f64,
+    /// Self device time, as `self_cpu_time_total_us`.
+    pub self_device_time_total_us: f64,
     /// `Input Dims` as Python prints the list (`[[64, 64], []]`; `[]` for none).
     pub input_shapes: Arc<str>,
     /// The op's overload name (`Tensor` of `aten::add.Tensor`, the `Overload Name` arg that
@@ -126,6 +131,8 @@ impl FunctionEvent {
             device_time_total_ns: self.device_time_total_ns,
             cpu_time_total_us: self.cpu_time_total_us,
             device_time_total_us: self.device_time_total_us,
+            self_cpu_time_total_us: self.self_cpu_time_total_us,
+            self_device_time_total_us: self.self_device_time_total_us,
             on_device: self.on_device,
             is_legacy: self.is_legacy,
             is_user_annotation: self.is_user_annotation,
@@ -210,23 +217,18 @@ impl FunctionEvents {
 /// PyTorch's `export_stacks`: per event with a stack whose metric, in whole microseconds
 /// (truncated, as Python's `int()`), is above 0, one line: its frames outermost first, each
 /// with spaces, tabs, line breaks and `;` written as `_`, joined by `;`, then a space and
-/// the value. The event's own name is not a frame (as in PyTorch). Self times are computed
-/// as PyTorch computes them: the event's float total less its children's, in their order
-/// (an async event's is 0).
+/// the value. The event's own name is not a frame (as in PyTorch). Self times are
+/// PyTorch's floats ([`FunctionEvent::self_cpu_time_total_us`]).
 fn export_stacks(events: &FunctionEvents, metric: StackMetric) -> String {
     let mut out = String::new();
     for e in &events.events {
         if e.stack.is_empty() || e.is_async {
             continue;
         }
-        let total = |e: &FunctionEvent| match metric {
-            StackMetric::SelfCpuTimeTotal => e.cpu_time_total_us,
-            StackMetric::SelfDeviceTimeTotal => e.device_time_total_us,
+        let value = match metric {
+            StackMetric::SelfCpuTimeTotal => e.self_cpu_time_total_us,
+            StackMetric::SelfDeviceTimeTotal => e.self_device_time_total_us,
         };
-        let value = e
-            .children
-            .iter()
-            .fold(total(e), |v, &c| v - total(&events.events[c]));
         // `as` truncates toward zero (and saturates), as Python's `int()` of a time does.
         let value = value as i64;
         if value <= 0 {
@@ -432,6 +434,8 @@ fn event(e: &Emitted, p: EventParts) -> FunctionEvent {
         self_device_time_total_ns: t.self_device_ns,
         cpu_time_total_us: e.float.cpu_total_us,
         device_time_total_us: e.float.device_total_us,
+        self_cpu_time_total_us: e.float.self_cpu_us,
+        self_device_time_total_us: e.float.self_device_us,
         input_shapes: p.input_shapes,
         overload_name: p.overload_name,
         cpu_memory_usage: t.cpu_memory,

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use super::options::{SortKey, TableOptions};
 use crate::stacks::Stack;
 
-/// One row: the events of one key, summed. Times are nanoseconds, except the float sums
-/// the averages divide.
+/// One row: the events of one key, summed. Times are nanoseconds, and again as PyTorch's
+/// float sums, which its table prints, divides and sorts by.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Row {
     /// The key: the op's name.
@@ -42,6 +42,12 @@ pub struct Row {
     pub cpu_time_total_us: f64,
     /// The device total, as `cpu_time_total_us`.
     pub device_time_total_us: f64,
+    /// Self CPU time as PyTorch sums it: per event, its float total less its children's
+    /// (summed in their order), added in event order. Rows sort by these: two rows whose
+    /// nanoseconds tie rarely tie here, and PyTorch orders them by these.
+    pub self_cpu_time_total_us: f64,
+    /// Self device time, as `self_cpu_time_total_us`.
+    pub self_device_time_total_us: f64,
     /// Device work (a kernel, a copy, ...) rather than a host op.
     pub on_device: bool,
     /// The device time came from the stubs path.
@@ -84,6 +90,8 @@ impl Row {
             .saturating_add(row.device_time_total_ns);
         self.cpu_time_total_us += row.cpu_time_total_us;
         self.device_time_total_us += row.device_time_total_us;
+        self.self_cpu_time_total_us += row.self_cpu_time_total_us;
+        self.self_device_time_total_us += row.self_device_time_total_us;
         self.cpu_memory_usage = self.cpu_memory_usage.saturating_add(row.cpu_memory_usage);
         self.self_cpu_memory_usage = self
             .self_cpu_memory_usage
@@ -107,15 +115,26 @@ impl Row {
         self.device_time_total_us / self.count.max(1) as f64
     }
 
+    /// Its self device time counts in the device percentages' base: device work, and legacy
+    /// host rows. (Host rows' device time otherwise repeats their device work's; GPU user
+    /// annotations repeat the work inside them.)
+    fn counts_in_device_total(&self) -> bool {
+        if self.on_device {
+            !self.is_user_annotation
+        } else {
+            self.is_legacy
+        }
+    }
+
     /// The row's value for a sort key.
     pub(crate) fn sort_value(&self, key: SortKey) -> f64 {
         match key {
             SortKey::CpuTime => self.cpu_time_avg_us(),
-            SortKey::CpuTimeTotal => us(self.cpu_time_total_ns),
-            SortKey::SelfCpuTimeTotal => us(self.self_cpu_time_total_ns),
+            SortKey::CpuTimeTotal => self.cpu_time_total_us,
+            SortKey::SelfCpuTimeTotal => self.self_cpu_time_total_us,
             SortKey::DeviceTime => self.device_time_avg_us(),
-            SortKey::DeviceTimeTotal => us(self.device_time_total_ns),
-            SortKey::SelfDeviceTimeTotal => us(self.self_device_time_total_ns),
+            SortKey::DeviceTimeTotal => self.device_time_total_us,
+            SortKey::SelfDeviceTimeTotal => self.self_device_time_total_us,
             SortKey::Count => self.count as f64,
             SortKey::CpuMemoryUsage => self.cpu_memory_usage as f64,
             SortKey::SelfCpuMemoryUsage => self.self_cpu_memory_usage as f64,
@@ -304,19 +323,29 @@ impl KeyAverages {
     }
 
     /// Self device time of device work and of legacy host rows: the base of the device
-    /// percentages. (Host rows' device time otherwise repeats their device work's; GPU user
-    /// annotations repeat the work inside them.)
+    /// percentages.
     pub fn self_device_time_total_ns(&self) -> i64 {
         self.rows
             .iter()
-            .filter(|r| {
-                if r.on_device {
-                    !r.is_user_annotation
-                } else {
-                    r.is_legacy
-                }
-            })
+            .filter(|r| r.counts_in_device_total())
             .fold(0, |sum, r| sum.saturating_add(r.self_device_time_total_ns))
+    }
+
+    /// The bases of the table's percentages as PyTorch sums them: the self CPU time of
+    /// every row and the self device time of the rows
+    /// [`self_device_time_total_ns`](Self::self_device_time_total_ns) counts, PyTorch's
+    /// floats added in the table's order ([`TableOptions::sort_by`]).
+    pub(crate) fn self_time_totals_us(&self, sort_by: Option<SortKey>) -> (f64, f64) {
+        self.sorted(sort_by)
+            .into_iter()
+            .fold((0.0, 0.0), |(cpu, device), r| {
+                let d = if r.counts_in_device_total() {
+                    r.self_device_time_total_us
+                } else {
+                    0.0
+                };
+                (cpu + r.self_cpu_time_total_us, device + d)
+            })
     }
 
     /// Whether any row has device time, which adds the device columns.
@@ -327,15 +356,21 @@ impl KeyAverages {
     /// The rows to print: sorted (stable, descending), without the rows that have a parent
     /// when [`top_level_events_only`](TableOptions::top_level_events_only), and limited.
     pub fn select(&self, options: &TableOptions) -> Vec<&Row> {
-        let mut rows: Vec<&Row> = self.rows.iter().collect();
-        if let Some(key) = options.sort_by {
-            rows.sort_by(|a, b| b.sort_value(key).total_cmp(&a.sort_value(key)));
-        }
+        let mut rows = self.sorted(options.sort_by);
         if options.top_level_events_only {
             rows.retain(|r| !r.has_cpu_parent);
         }
         if let Some(limit) = options.row_limit {
             rows.truncate(limit);
+        }
+        rows
+    }
+
+    /// Every row, sorted by `sort_by` (stable, descending, as Python's `sorted`).
+    fn sorted(&self, sort_by: Option<SortKey>) -> Vec<&Row> {
+        let mut rows: Vec<&Row> = self.rows.iter().collect();
+        if let Some(key) = sort_by {
+            rows.sort_by(|a, b| b.sort_value(key).total_cmp(&a.sort_value(key)));
         }
         rows
     }

@@ -208,9 +208,13 @@ pub(super) fn summarize_thread(
         }
     }
 
+    // PyTorch sums an op's children's float totals in their order (by start), so each
+    // op's children are listed, after the collapse, in that order.
+    let children_of = ChildLists::new(&parent, &removed);
+    let mut cpu_us = vec![0f64; n];
+    let mut device_us = vec![0f64; n];
     let mut child_cpu = vec![0i64; n];
     let mut child_device = vec![0i64; n];
-    let mut child_device_us = vec![0f64; n];
     let mut child_cpu_memory = vec![0i64; n];
     let mut child_device_memory = vec![0i64; n];
     for i in (0..n).rev() {
@@ -221,21 +225,27 @@ pub(super) fn summarize_thread(
         let cpu_total_ns = op.end_ns.saturating_sub(op.start_ns);
         let cpu_total_us = relative_us(op.end_ns, origin_ns) - relative_us(op.start_ns, origin_ns);
         let children_device = child_device[i];
+        let (children_cpu_us, children_device_us) = children_of
+            .of(i)
+            .iter()
+            .fold((0.0, 0.0), |(cpu, device), &c| {
+                (cpu + cpu_us[c as usize], device + device_us[c as usize])
+            });
         let (device_total_ns, device_total_us) = if op.legacy {
             (op.device_ns, op.device_us)
         } else {
             (
                 op.device_ns.saturating_add(children_device),
-                op.device_us + child_device_us[i],
+                op.device_us + children_device_us,
             )
         };
+        (cpu_us[i], device_us[i]) = (cpu_total_us, device_total_us);
         let p = parent[i];
         if p != ROOT {
             // Saturating: a hostile trace may hold durations near `i64::MAX`.
             let p = p as usize;
             child_cpu[p] = child_cpu[p].saturating_add(cpu_total_ns);
             child_device[p] = child_device[p].saturating_add(device_total_ns);
-            child_device_us[p] += device_total_us;
             child_cpu_memory[p] = child_cpu_memory[p].saturating_add(op.cpu_memory);
             child_device_memory[p] = child_device_memory[p].saturating_add(op.device_memory);
         }
@@ -254,12 +264,48 @@ pub(super) fn summarize_thread(
             PyTorchTimes {
                 cpu_total_us,
                 device_total_us,
+                self_cpu_us: cpu_total_us - children_cpu_us,
+                self_device_us: device_total_us - children_device_us,
             },
             (p != ROOT).then(|| ops[p as usize].seq),
             depth[i],
         );
     }
     absorbed
+}
+
+/// Each op's children (indices of ops that were not removed), in index order: a list per
+/// op laid end to end.
+struct ChildLists {
+    /// Where each op's list begins in `children`; one more entry, where the last ends.
+    starts: Vec<u32>,
+    children: Vec<u32>,
+}
+
+impl ChildLists {
+    fn new(parent: &[u32], removed: &[bool]) -> Self {
+        let n = parent.len();
+        let has_parent = |i: usize| !removed[i] && parent[i] != ROOT;
+        let mut starts = vec![0u32; n + 1];
+        for i in (0..n).filter(|&i| has_parent(i)) {
+            starts[parent[i] as usize + 1] += 1;
+        }
+        for i in 0..n {
+            starts[i + 1] += starts[i];
+        }
+        let mut next = starts.clone();
+        let mut children = vec![0u32; starts[n] as usize];
+        for i in (0..n).filter(|&i| has_parent(i)) {
+            let slot = &mut next[parent[i] as usize];
+            children[*slot as usize] = i as u32;
+            *slot += 1;
+        }
+        ChildLists { starts, children }
+    }
+
+    fn of(&self, i: usize) -> &[u32] {
+        &self.children[self.starts[i] as usize..self.starts[i + 1] as usize]
+    }
 }
 
 #[cfg(test)]

@@ -31,14 +31,18 @@ pub(super) struct OpTimes {
     pub self_device_memory: i64,
 }
 
-/// An op's totals as PyTorch computes them, in float microseconds: CPU total = end − start
+/// An op's times as PyTorch computes them, in float microseconds: CPU total = end − start
 /// with both relative to the trace's origin and divided by 1000 first; device total = the
-/// float sum of its device records and its children's. Rows' averages divide their sums,
-/// so that the last printed digit is PyTorch's.
+/// float sum of its device records and then its children's, in their order; self = total −
+/// the children's totals summed in their order. Rows' averages divide their sums, so that
+/// the last printed digit is PyTorch's, and rows sort by them, so that rows whose times
+/// print alike come in PyTorch's order.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct PyTorchTimes {
     pub cpu_total_us: f64,
     pub device_total_us: f64,
+    pub self_cpu_us: f64,
+    pub self_device_us: f64,
 }
 
 /// One event as the op trees and device rows report it: its place in PyTorch's order, its
@@ -67,7 +71,7 @@ impl Emitted {
 
 /// [`Emitted::parent_seq`] of an event without a parent: no event's `seq` (the largest,
 /// the `[OutOfMemory]` events', count up from [`OUT_OF_MEMORY_SEQ`]). A sentinel rather than an
-/// `Option` keeps the event at 128 bytes, which the fold moves without a call to `memcpy`.
+/// `Option` keeps the event at 144 bytes.
 pub(super) const NO_PARENT: u64 = u64::MAX;
 
 /// `seq` of the `[memory]` events made of memory records outside every host event (plus

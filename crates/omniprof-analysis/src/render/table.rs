@@ -39,7 +39,7 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use super::visible::visible;
-use crate::key_averages::{us, KeyAverages, Row, TableOptions};
+use crate::key_averages::{KeyAverages, Row, TableOptions};
 
 const COLUMN_WIDTH: usize = 12;
 /// The text after every cell.
@@ -257,8 +257,7 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
     }
     let line_length = widths.iter().map(|w| w + SPACING.len()).sum::<usize>() - SPACING.len();
 
-    let cpu_total = us(summary.self_cpu_time_total_ns());
-    let device_total = us(summary.self_device_time_total_ns());
+    let (cpu_total, device_total) = summary.self_time_totals_us(options.sort_by);
     let separator: String = widths.iter().map(|&w| "-".repeat(w) + SPACING).collect();
     let line = |cells: &[String]| -> String {
         let mut out = String::new();
@@ -294,17 +293,17 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
             cells.push(fit_name(overload(row), options.max_name_column_width));
         }
         cells.extend([
-            format_share(us(row.self_cpu_time_total_ns), cpu_total),
-            time(us(row.self_cpu_time_total_ns)),
-            format_share(us(row.cpu_time_total_ns), cpu_total),
-            time(us(row.cpu_time_total_ns)),
+            format_share(row.self_cpu_time_total_us, cpu_total),
+            time(row.self_cpu_time_total_us),
+            format_share(row.cpu_time_total_us, cpu_total),
+            time(row.cpu_time_total_us),
             time(row.cpu_time_avg_us()),
         ]);
         if has_device {
             cells.extend([
-                time(us(row.self_device_time_total_ns)),
-                format_share(us(row.self_device_time_total_ns), device_total),
-                time(us(row.device_time_total_ns)),
+                time(row.self_device_time_total_us),
+                format_share(row.self_device_time_total_us, device_total),
+                time(row.device_time_total_us),
                 time(row.device_time_avg_us()),
             ]);
         }
