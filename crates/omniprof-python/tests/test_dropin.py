@@ -169,6 +169,9 @@ def test_flops_are_counted_for_exactly_the_ops_pytorch_counts_with_its_counts() 
     # at least the ops this workload has counted, and only ATen ops.
     learned = omniprof._observer.module().flop_op_names()
     assert set(PYTORCH_FLOP_OPS) <= set(learned), learned
+    # Counted by the observer's own formulas (checked against PyTorch's once), not through
+    # PyTorch's saveExtraArgs per op: the counts below are still PyTorch's.
+    assert omniprof._observer.module().fast_flop_op_names() == PYTORCH_FLOP_OPS
     assert all(name.startswith("aten::") for name in learned), learned
     mine = [(e.name, e.flops) for e in ours.events()]
     expected = [(e.name, e.flops) for e in theirs.events()]

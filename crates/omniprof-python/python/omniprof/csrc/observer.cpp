@@ -414,9 +414,13 @@ const FlopNames* flop_names = nullptr;
 // Whether `saveExtraArgs` saved anything in the probe's start callback (below): written and
 // read on the attaching thread only.
 bool probe_saved = false;
+// PyTorch's count in the probe (what `computeFlops` gave of what was saved).
+uint64_t probe_flops = 0;
 
 std::unique_ptr<at::ObserverContext> probe_start(const at::RecordFunction& fn) {
-  probe_saved = !torch::profiler::impl::saveExtraArgs(fn).empty();
+  auto args = torch::profiler::impl::saveExtraArgs(fn);
+  probe_saved = !args.empty();
+  probe_flops = probe_saved ? torch::profiler::impl::computeFlops(fn.name(), args) : 0;
   return nullptr;
 }
 
@@ -427,6 +431,176 @@ void probe_end(const at::RecordFunction&, at::ObserverContext*) {}
 struct SilentWarnings final : c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
+
+// ---- FLOPs without saveExtraArgs --------------------------------------------------------
+//
+// `saveExtraArgs` builds a std::stringstream, a std::string and a map of IValues per counted
+// op, and `computeFlops` looks its arguments up by name: some 7,700 instructions per
+// `torch.mm`, half of what all flags cost it. For PyTorch's seven ops (util.cpp's formulas:
+// the product of the operands' sizes, less the shared dimension and batch, times 2 for the
+// matrix products; the input's element count for add and mul; the output's size times the
+// kernel's for conv2d) the count is computed here from the inputs' sizes. Only inputs PyTorch
+// reads without a warning are: anything else (an input missing or not a tensor, a nested
+// tensor, a convolution's argument of an unexpected size) goes to PyTorch's own path, which
+// warns as it does under torch.profiler. Each formula is checked once per process against
+// PyTorch's `computeFlops` on sample inputs (`learn_flop_names`), and used only if they agree.
+
+enum FastFlops : uint8_t { kNoFormula, kMM, kAddMM, kBMM, kBAddBMM, kElementwise, kConv2d };
+
+// An op's inputs, as RecordFunction::inputs gives them.
+using Inputs = c10::ArrayRef<const c10::IValue>;
+
+FastFlops formula_of(std::string_view name) {
+  if (name == "aten::mm") return kMM;
+  if (name == "aten::addmm") return kAddMM;
+  if (name == "aten::bmm") return kBMM;
+  if (name == "aten::baddbmm") return kBAddBMM;
+  if (name == "aten::add" || name == "aten::mul") return kElementwise;
+  if (name == "aten::conv2d") return kConv2d;
+  return kNoFormula;
+}
+
+// Bit `f` set: formula `f` agreed with PyTorch's on every sample (written by `attach`, once
+// per process, before any callback that reads it is registered).
+uint8_t verified_formulas = 0;
+
+// The sizes of input `i` when it is a tensor PyTorch's formula reads (not nested).
+bool sizes_of(Inputs inputs, size_t i, c10::IntArrayRef& out) {
+  if (i >= inputs.size() || !inputs[i].isTensor()) return false;
+  const at::Tensor& t = inputs[i].toTensor();
+  if (!t.defined() || t.is_nested()) return false;
+  out = t.sizes();
+  return true;
+}
+
+uint64_t product(c10::IntArrayRef sizes) {
+  uint64_t out = 1;
+  for (int64_t d : sizes) out *= static_cast<uint64_t>(d);
+  return out;
+}
+
+// 2·m·k·n as util.cpp computes it (unsigned, wrapping): every size of the first operand but
+// the shared one (nor the batch, for a batched product), then every size of the second.
+uint64_t gemm_flops(c10::IntArrayRef mat1, c10::IntArrayRef mat2, bool batched) {
+  if (mat1.empty()) return 0;
+  int64_t batch = mat1.front();
+  int64_t overlap = mat1.back();
+  if ((batched && batch == 0) || overlap == 0) return 0;
+  uint64_t flops = product(mat1) / static_cast<uint64_t>(overlap);
+  if (batched) flops /= static_cast<uint64_t>(batch);
+  return flops * product(mat2) * 2;
+}
+
+// A two-int list (conv2d's stride, padding or dilation).
+bool pair_of(Inputs inputs, size_t i, int64_t out[2]) {
+  if (i >= inputs.size() || !inputs[i].isIntList()) return false;
+  c10::ArrayRef<c10::IValue> list = inputs[i].toListRef();
+  if (list.size() != 2) return false;
+  out[0] = list[0].toInt();
+  out[1] = list[1].toInt();
+  return true;
+}
+
+// conv2d (input, weight, bias, stride, padding, dilation, groups): 2 · batch · output
+// height · output width · kernel height · kernel width · in channels · out channels / groups.
+bool conv2d_flops(Inputs inputs, uint64_t& out) {
+  c10::IntArrayRef input, weight;
+  int64_t stride[2], padding[2], dilation[2];
+  if (inputs.size() < 7 || !sizes_of(inputs, 0, input) || !sizes_of(inputs, 1, weight) ||
+      input.size() != 4 || weight.size() != 4 || !pair_of(inputs, 3, stride) ||
+      !pair_of(inputs, 4, padding) || !pair_of(inputs, 5, dilation) || !inputs[6].isInt() ||
+      inputs[6].toInt() == 0 || stride[0] * stride[1] == 0) {
+    return false;
+  }
+  int64_t spans[2];
+  for (int i = 0; i < 2; i++) {
+    spans[i] = input[2 + i] + 2 * padding[i] - dilation[i] * (weight[2 + i] - 1) - 1;
+    if (spans[i] < 0 || stride[i] < 0) return false;  // No convolution: PyTorch's, whatever it is.
+  }
+  uint64_t out_h = static_cast<uint64_t>(spans[0] / stride[0] + 1);
+  uint64_t out_w = static_cast<uint64_t>(spans[1] / stride[1] + 1);
+  out = 2 * static_cast<uint64_t>(input[0]) * out_h * out_w * static_cast<uint64_t>(weight[2]) *
+        static_cast<uint64_t>(weight[3]) * static_cast<uint64_t>(input[1]) *
+        static_cast<uint64_t>(weight[0]) / static_cast<uint64_t>(inputs[6].toInt());
+  return true;
+}
+
+// The count of formula `f` for these inputs; false where PyTorch's own path must decide.
+bool fast_flops(FastFlops f, Inputs inputs, uint64_t& out) {
+  c10::IntArrayRef a, b, c;
+  switch (f) {
+    case kMM:
+      if (!sizes_of(inputs, 0, a) || !sizes_of(inputs, 1, b)) return false;
+      out = gemm_flops(a, b, false);
+      return true;
+    case kBMM:
+      if (!sizes_of(inputs, 0, a) || !sizes_of(inputs, 1, b)) return false;
+      out = gemm_flops(a, b, true);
+      return true;
+    case kAddMM:
+    case kBAddBMM:
+      if (!sizes_of(inputs, 0, c) || !sizes_of(inputs, 1, a) || !sizes_of(inputs, 2, b)) {
+        return false;
+      }
+      out = gemm_flops(a, b, f == kBAddBMM);
+      return true;
+    case kElementwise:
+      if (!sizes_of(inputs, 0, a)) return false;
+      out = product(a);
+      return true;
+    case kConv2d:
+      return conv2d_flops(inputs, out);
+    case kNoFormula:
+      break;
+  }
+  return false;
+}
+
+// PyTorch's count for `name` with these inputs, through the probe (its own RecordFunction,
+// which no other callback sees); 0 when it saved nothing.
+uint64_t pytorch_flops(const std::string& name, const std::vector<c10::IValue>& inputs) {
+  at::StepCallbacks probe(at::RecordFunction::currentThreadId(), at::RecordScope::FUNCTION);
+  probe.callbacks_.push_back({probe_start, probe_end});
+  probe.needs_inputs_ = true;
+  probe_flops = 0;
+  {
+    at::RecordFunction fn(std::move(probe));
+    c10::ArrayRef<const c10::IValue> args(inputs.data(), inputs.size());
+    fn.before(std::string_view(name), args);
+  }
+  return probe_flops;
+}
+
+// Checks each formula against PyTorch's on sample inputs (odd sizes, a strided and padded
+// convolution, groups): bit f of the result set where every sample agreed.
+uint8_t verify_formulas() {
+  auto t = [](std::initializer_list<int64_t> sizes) { return c10::IValue(at::empty(sizes)); };
+  auto ints = [](std::vector<int64_t> v) { return c10::IValue(v); };
+  std::vector<std::pair<std::string, std::vector<c10::IValue>>> samples = {
+      {"aten::mm", {t({6, 5}), t({5, 4})}},
+      {"aten::addmm", {t({6, 4}), t({6, 5}), t({5, 4}), c10::IValue(1), c10::IValue(1)}},
+      {"aten::bmm", {t({3, 6, 5}), t({3, 5, 4})}},
+      {"aten::baddbmm", {t({3, 6, 4}), t({3, 6, 5}), t({3, 5, 4}), c10::IValue(1), c10::IValue(1)}},
+      {"aten::add", {t({7, 3}), t({7, 3}), c10::IValue(1)}},
+      {"aten::mul", {t({2, 3, 5}), c10::IValue(2.0)}},
+      {"aten::conv2d",
+       {t({2, 6, 11, 9}), t({4, 3, 3, 2}), c10::IValue(), ints({2, 1}), ints({1, 0}), ints({1, 2}),
+        c10::IValue(2)}},
+      {"aten::conv2d",
+       {t({1, 3, 8, 8}), t({5, 3, 1, 1}), c10::IValue(), ints({1, 1}), ints({0, 0}), ints({1, 1}),
+        c10::IValue(1)}},
+  };
+  uint8_t agreed = 0xff;
+  for (const auto& [name, inputs] : samples) {
+    FastFlops f = formula_of(name);
+    uint64_t ours = 0;
+    Inputs args(inputs.data(), inputs.size());
+    if (!fast_flops(f, args, ours) || ours == 0 || ours != pytorch_flops(name, inputs)) {
+      agreed &= static_cast<uint8_t>(~(1u << f));
+    }
+  }
+  return agreed;
+}
 
 // Offers `saveExtraArgs` each operator name the dispatcher knows, in a RecordFunction of its
 // own (no other callback sees it) whose inputs are seven 4-d tensors: every formula's
@@ -459,6 +633,7 @@ std::vector<std::string> learn_flop_names() {
       names.push_back(name);
     }
   }
+  verified_formulas = verify_formulas();
   return names;
 }
 
@@ -532,10 +707,16 @@ bool counts_flops(const char* name) {
 // The op's FLOPs by PyTorch's formulas; 0 for an op it counts none of.
 // Counted before the op is pushed, so the count's cost is not part of the op's time.
 __attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
-  if (!counts_flops(fn.name())) {
+  const char* name = fn.name();
+  if (!counts_flops(name)) {
     return 0;
   }
   try {
+    FastFlops f = formula_of(name);
+    uint64_t count = 0;
+    if ((verified_formulas >> f & 1) != 0 && f != kNoFormula && fast_flops(f, fn.inputs(), count)) {
+      return count;
+    }
     auto args = torch::profiler::impl::saveExtraArgs(fn);
     return args.empty() ? 0 : torch::profiler::impl::computeFlops(fn.name(), args);
   } catch (...) {
@@ -928,6 +1109,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       "The names of the ops PyTorch counts FLOPs of, sorted, as learned from its "
       "saveExtraArgs by the first session with_flops; None before one.");
+  m.def(
+      "fast_flop_op_names",
+      []() {
+        pybind11::list names;
+        for (const char* name : {"aten::add", "aten::addmm", "aten::baddbmm", "aten::bmm",
+                                 "aten::conv2d", "aten::mm", "aten::mul"}) {
+          if ((verified_formulas >> formula_of(name) & 1) != 0) names.append(name);
+        }
+        return names;
+      },
+      "The ops whose FLOPs the observer counts itself, its formula having agreed with "
+      "PyTorch's on every sample (checked by the first session with_flops), sorted.");
   m.def("registered", [] { return handle.has_value(); },
         "Whether the callback is registered.");
   m.def("torch_has_callbacks", [] { return at::hasGlobalCallbacks(); },
