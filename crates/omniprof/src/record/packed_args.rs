@@ -129,22 +129,25 @@ impl PackedArgs {
         Some(index as u64)
     }
 
-    /// Forgets the oldest blocks, whole, while `gone` holds for the sequence number of a
-    /// block's last op; the newest block stays (a ring session's, trimmed as it reuses
+    /// Forgets the oldest blocks, whole, while `gone` holds for the sequence number of every
+    /// op of a block (not only its last: a batch of allocator reports comes in after the ops
+    /// that followed them); the newest block stays (a ring session's, trimmed as it reuses
     /// chunks).
     pub(crate) fn forget_front_while(&mut self, mut gone: impl FnMut(u32) -> bool) {
-        let last_seq = |block: &Vec<u64>| {
-            let (mut at, mut last) = (0, None);
+        let mut all_gone = |block: &Vec<u64>| {
+            let mut at = 0;
             while let Some(&header) = block.get(at) {
-                last = Some(header as u32);
+                if !gone(header as u32) {
+                    return false;
+                }
                 at += 1 + (header >> 40) as usize;
             }
-            last
+            at > 0
         };
         let whole = self.blocks.len().saturating_sub(1);
         let done = self.blocks[..whole]
             .iter()
-            .take_while(|b| last_seq(b).is_some_and(&mut gone))
+            .take_while(|b| all_gone(b))
             .count();
         self.blocks.drain(..done);
     }
@@ -257,6 +260,28 @@ mod tests {
                 (4, Value::UInt(2)),
             ]
         );
+    }
+
+    #[test]
+    fn a_block_is_forgotten_only_once_every_record_in_it_is_gone() {
+        let mut packed = PackedArgs::default();
+        // Block 1: op 5, then a batch of reports of records 3 and 4 (out of record order).
+        packed.push(5, &vec![0; BLOCK_WORDS - 10], count);
+        packed.push(3, &[1], count);
+        packed.push(4, &[1], count);
+        // Block 2 (ops 6 and 7), and block 3, the newest, which always stays.
+        packed.push(6, &vec![0; BLOCK_WORDS - 40], count);
+        packed.push(7, &[1; 20], count);
+        packed.push(8, &vec![0; BLOCK_WORDS], count);
+        assert_eq!(packed.blocks.len(), 3);
+        // The first block's last record (4) is gone, not its first (5): it stays.
+        packed.forget_front_while(|seq| seq <= 4);
+        assert_eq!(packed.blocks.len(), 3);
+        packed.forget_front_while(|seq| seq <= 6);
+        assert_eq!(packed.blocks.len(), 2);
+        packed.forget_front_while(|seq| seq <= 100);
+        let seqs: Vec<u32> = unpacked(packed).into_iter().map(|(seq, _)| seq).collect();
+        assert_eq!(seqs, [8]);
     }
 
     #[test]

@@ -38,12 +38,8 @@ impl Local {
         if state == self.state.get() && !self.buffer.get().is_null() {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
-            let mut packed = lock(&buffer.packed);
-            // The staged reports go first, so the packed args stay in record order.
-            if !buffer.staged.is_empty() {
-                buffer.staged.move_into(&mut packed);
-            }
-            packed.push(seq, words, unpack);
+            // (The staged reports stay staged: the packed args need not be in record order.)
+            lock(&buffer.packed).push(seq, words, unpack);
         }
     }
 
