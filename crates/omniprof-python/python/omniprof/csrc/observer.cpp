@@ -706,8 +706,7 @@ bool counts_flops(const char* name) {
 
 // The op's FLOPs by PyTorch's formulas; 0 for an op it counts none of.
 // Counted before the op is pushed, so the count's cost is not part of the op's time.
-__attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
-  const char* name = fn.name();
+__attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn, const char* name) {
   if (!counts_flops(name)) {
     return 0;
   }
@@ -718,7 +717,7 @@ __attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
       return count;
     }
     auto args = torch::profiler::impl::saveExtraArgs(fn);
-    return args.empty() ? 0 : torch::profiler::impl::computeFlops(fn.name(), args);
+    return args.empty() ? 0 : torch::profiler::impl::computeFlops(name, args);
   } catch (...) {
     // An op whose arguments PyTorch cannot read gets no count, as under torch.profiler.
     return 0;
@@ -727,10 +726,12 @@ __attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn) {
 
 // An op with more than its name: its RecordFunction handle, its inputs (record_shapes),
 // FLOPs (with_flops), the TorchScript modules it runs in (with_modules) and its overload
-// name (capture_overload_names), packed as numbers (table.h).
-__attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn) {
+// name (capture_overload_names), packed as numbers (table.h). `name` is `fn.name()`, read
+// once by the caller.
+__attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn,
+                                                    const char* name) {
   uint64_t id = fn.handle();
-  uint64_t flops = record_flops ? op_flops(fn) : 0;
+  uint64_t flops = record_flops ? op_flops(fn, name) : 0;
   Words words;
   uint64_t* head = words.reserve(3);
   head[0] = id;
@@ -794,9 +795,9 @@ __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn
   }
   if (words[0] == 0 && words[1] == 0 && words[2] == 0 && words[count_at] == 0 &&
       words[overload_at] == 0) {
-    table->push_op(fn.name(), &fn);
+    table->push_op(name, &fn);
   } else {
-    table->push_op_packed(fn.name(), &fn, words.data(), words.size());
+    table->push_op_packed(name, &fn, words.data(), words.size());
   }
 }
 
@@ -851,7 +852,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     last_node = Numbers{};
   }
   if (record_details || fn.handle() != 0) {
-    push_op_with_details(fn);
+    push_op_with_details(fn, name);
   } else {
     table->push_op(name, &fn);
   }
