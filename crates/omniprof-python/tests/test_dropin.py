@@ -154,6 +154,9 @@ def every_flop_op() -> None:
     torch.mm(a, b), torch.addmm(c, a, b), torch.bmm(batch_a, batch_b)
     torch.baddbmm(batch_c, batch_a, batch_b), torch.matmul(a, b)
     torch.nn.functional.conv2d(image, weight, stride=2, padding=1)
+    # A padding PyTorch's formula cannot read (it warns and counts none): the observer's own
+    # formula leaves it to PyTorch's functions, which then do the same.
+    torch.nn.functional.conv2d(image, weight, padding="same")
     c.add(c), c.add(1), c.mul(c), c.mul(2), c.add_(1), c.mul_(2), c.addcmul(c, c), c.sub(c)
 
 
@@ -162,8 +165,11 @@ def test_flops_are_counted_for_exactly_the_ops_pytorch_counts_with_its_counts() 
     every_flop_op()  # warm-up
     with torch_profile(activities=[ProfilerActivity.CPU], with_flops=True) as theirs:
         every_flop_op()
-    with omniprof.profile(with_flops=True) as ours:
+    with warnings.catch_warnings(record=True) as warned, omniprof.profile(with_flops=True) as ours:
+        warnings.simplefilter("always")
         every_flop_op()
+    # PyTorch's warning of the convolution it cannot count reaches the user as under torch.profiler.
+    assert any("Failed to compute flops for op aten::conv2d" in str(w.message) for w in warned)
 
     # Learned from the installed PyTorch by offering its saveExtraArgs every operator name:
     # at least the ops this workload has counted, and only ATen ops.
