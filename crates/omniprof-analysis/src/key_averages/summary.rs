@@ -334,18 +334,16 @@ impl KeyAverages {
     /// The bases of the table's percentages as PyTorch sums them: the self CPU time of
     /// every row and the self device time of the rows
     /// [`self_device_time_total_ns`](Self::self_device_time_total_ns) counts, PyTorch's
-    /// floats added in the table's order ([`TableOptions::sort_by`]).
-    pub(crate) fn self_time_totals_us(&self, sort_by: Option<SortKey>) -> (f64, f64) {
-        self.sorted(sort_by)
-            .into_iter()
-            .fold((0.0, 0.0), |(cpu, device), r| {
-                let d = if r.counts_in_device_total() {
-                    r.self_device_time_total_us
-                } else {
-                    0.0
-                };
-                (cpu + r.self_cpu_time_total_us, device + d)
-            })
+    /// floats added in the table's order (`sorted`: every row, as [`Self::sorted`] gives them).
+    pub(crate) fn self_time_totals_us(sorted: &[&Row]) -> (f64, f64) {
+        sorted.iter().fold((0.0, 0.0), |(cpu, device), r| {
+            let d = if r.counts_in_device_total() {
+                r.self_device_time_total_us
+            } else {
+                0.0
+            };
+            (cpu + r.self_cpu_time_total_us, device + d)
+        })
     }
 
     /// Whether any row has device time, which adds the device columns.
@@ -356,7 +354,11 @@ impl KeyAverages {
     /// The rows to print: sorted (stable, descending), without the rows that have a parent
     /// when [`top_level_events_only`](TableOptions::top_level_events_only), and limited.
     pub fn select(&self, options: &TableOptions) -> Vec<&Row> {
-        let mut rows = self.sorted(options.sort_by);
+        Self::narrow(self.sorted(options.sort_by), options)
+    }
+
+    /// [`Self::select`] of rows already sorted by [`Self::sorted`].
+    pub(crate) fn narrow<'a>(mut rows: Vec<&'a Row>, options: &TableOptions) -> Vec<&'a Row> {
         if options.top_level_events_only {
             rows.retain(|r| !r.has_cpu_parent);
         }
@@ -367,7 +369,7 @@ impl KeyAverages {
     }
 
     /// Every row, sorted by `sort_by` (stable, descending, as Python's `sorted`).
-    fn sorted(&self, sort_by: Option<SortKey>) -> Vec<&Row> {
+    pub(crate) fn sorted(&self, sort_by: Option<SortKey>) -> Vec<&Row> {
         let mut rows: Vec<&Row> = self.rows.iter().collect();
         if let Some(key) = sort_by {
             rows.sort_by(|a, b| b.sort_value(key).total_cmp(&a.sort_value(key)));

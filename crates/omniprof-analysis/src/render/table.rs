@@ -257,7 +257,8 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
     }
     let line_length = widths.iter().map(|w| w + SPACING.len()).sum::<usize>() - SPACING.len();
 
-    let (cpu_total, device_total) = summary.self_time_totals_us(options.sort_by);
+    let sorted = summary.sorted(options.sort_by);
+    let (cpu_total, device_total) = KeyAverages::self_time_totals_us(&sorted);
     let separator: String = widths.iter().map(|&w| "-".repeat(w) + SPACING).collect();
     let line = |cells: &[String]| -> String {
         let mut out = String::new();
@@ -287,7 +288,7 @@ fn render(summary: &KeyAverages, options: &TableOptions) -> String {
         out.push_str(&text);
         out.push('\n');
     }
-    for row in summary.select(options) {
+    for row in KeyAverages::narrow(sorted, options) {
         let mut cells = vec![fit_name(&row.name, options.max_name_column_width)];
         if has_overloads {
             cells.push(fit_name(overload(row), options.max_name_column_width));
