@@ -450,13 +450,17 @@ enum FastFlops : uint8_t { kNoFormula, kMM, kAddMM, kBMM, kBAddBMM, kElementwise
 // An op's inputs, as RecordFunction::inputs gives them.
 using Inputs = c10::ArrayRef<const c10::IValue>;
 
+// PyTorch's seven ops, sorted by name, with their formulas.
+constexpr std::pair<std::string_view, FastFlops> kFormulas[] = {
+    {"aten::add", kElementwise}, {"aten::addmm", kAddMM}, {"aten::baddbmm", kBAddBMM},
+    {"aten::bmm", kBMM},         {"aten::conv2d", kConv2d}, {"aten::mm", kMM},
+    {"aten::mul", kElementwise},
+};
+
 FastFlops formula_of(std::string_view name) {
-  if (name == "aten::mm") return kMM;
-  if (name == "aten::addmm") return kAddMM;
-  if (name == "aten::bmm") return kBMM;
-  if (name == "aten::baddbmm") return kBAddBMM;
-  if (name == "aten::add" || name == "aten::mul") return kElementwise;
-  if (name == "aten::conv2d") return kConv2d;
+  for (const auto& [known, formula] : kFormulas) {
+    if (name == known) return formula;
+  }
   return kNoFormula;
 }
 
@@ -590,7 +594,8 @@ uint8_t verify_formulas() {
        {t({1, 3, 8, 8}), t({5, 3, 1, 1}), c10::IValue(), ints({1, 1}), ints({0, 0}), ints({1, 1}),
         c10::IValue(1)}},
   };
-  uint8_t agreed = 0xff;
+  // Every formula's bit, none for kNoFormula.
+  uint8_t agreed = static_cast<uint8_t>(~(1u << kNoFormula));
   for (const auto& [name, inputs] : samples) {
     FastFlops f = formula_of(name);
     uint64_t ours = 0;
@@ -713,7 +718,7 @@ __attribute__((noinline)) uint64_t op_flops(const at::RecordFunction& fn, const 
   try {
     FastFlops f = formula_of(name);
     uint64_t count = 0;
-    if ((verified_formulas >> f & 1) != 0 && f != kNoFormula && fast_flops(f, fn.inputs(), count)) {
+    if ((verified_formulas >> f & 1) != 0 && fast_flops(f, fn.inputs(), count)) {
       return count;
     }
     auto args = torch::profiler::impl::saveExtraArgs(fn);
@@ -1114,9 +1119,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "fast_flop_op_names",
       []() {
         pybind11::list names;
-        for (const char* name : {"aten::add", "aten::addmm", "aten::baddbmm", "aten::bmm",
-                                 "aten::conv2d", "aten::mm", "aten::mul"}) {
-          if ((verified_formulas >> formula_of(name) & 1) != 0) names.append(name);
+        for (const auto& [name, formula] : kFormulas) {
+          if ((verified_formulas >> formula & 1) != 0) names.append(std::string(name));
         }
         return names;
       },
