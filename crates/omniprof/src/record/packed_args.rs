@@ -4,9 +4,9 @@
 //! entries at the drain, off the op's path.
 //!
 //! The caller packs the words its own way and names the function that unpacks them
-//! ([`UnpackArgs`]); the recorder only stores them beside the op's record (staged in the
-//! thread's own array without a lock, then copied a batch at a time into blocks that never
-//! grow) and calls that function at `stop`. The allocator reports of
+//! ([`UnpackArgs`]); the recorder only stores them beside the op's record (one lock of the
+//! thread's own, uncontended until the drain, and a copy of the words into a block that
+//! never grows) and calls that function at `stop`. The allocator reports of
 //! [`record_memory`](super::record_memory) are kept the same way.
 //!
 //! ```
@@ -78,6 +78,29 @@ impl PackedArgs {
         let block = self.room(words.len() + 1);
         block.push(header(seq, index, words.len()));
         block.extend_from_slice(words);
+    }
+
+    /// Keeps each record's `N` words of `each` (its sequence number and words), all to be
+    /// unpacked by `unpack`: one unpacker lookup and one room check for them all, as when
+    /// staged allocator reports are moved in a batch.
+    pub(crate) fn push_each<const N: usize>(
+        &mut self,
+        each: impl ExactSizeIterator<Item = (u32, [u64; N])>,
+        unpack: UnpackArgs,
+    ) {
+        let need = each.len() * (N + 1);
+        if need == 0 {
+            // No block for nothing (a drain of a thread with no staged report).
+            return;
+        }
+        let Some(index) = self.unpacker_index(unpack) else {
+            return;
+        };
+        let block = self.room(need);
+        for (seq, words) in each {
+            block.push(header(seq, index, N));
+            block.extend_from_slice(&words);
+        }
     }
 
     /// The block to keep `need` more words in: the last one while they fit (blocks never
@@ -202,6 +225,18 @@ mod tests {
 
     fn other(_: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
         args.push((Arc::from("other"), Value::Null));
+    }
+
+    #[test]
+    fn records_kept_together_unpack_as_if_kept_one_by_one() {
+        let mut together = PackedArgs::default();
+        together.push(1, &[9], count);
+        together.push_each([(2, [5, 6]), (3, [7, 8])].into_iter(), count);
+        let mut one_by_one = PackedArgs::default();
+        one_by_one.push(1, &[9], count);
+        one_by_one.push(2, &[5, 6], count);
+        one_by_one.push(3, &[7, 8], count);
+        assert_eq!(unpacked(together), unpacked(one_by_one));
     }
 
     #[test]

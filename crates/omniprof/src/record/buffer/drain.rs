@@ -61,16 +61,18 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                 })
                 .map(|(word, tick)| (untagged(word), tick))
                 .collect();
-            let (mut autograd, mut packed) = (lock(&buffer.autograd), lock(&buffer.packed));
-            buffer.staged_into(&mut autograd, &mut packed, true);
             out.push(DrainedThread {
                 index: buffer.index,
                 tid: buffer.tid,
                 name: lock(&buffer.name).clone(),
                 records,
                 args: std::mem::take(&mut *lock(&buffer.args)),
-                autograd: std::mem::take(&mut *autograd),
-                packed: std::mem::take(&mut *packed),
+                autograd: std::mem::take(&mut *lock(&buffer.autograd)),
+                packed: {
+                    let mut packed = lock(&buffer.packed);
+                    buffer.staged.take_into(&mut packed);
+                    std::mem::take(&mut *packed)
+                },
                 dropped: buffer.dropped.load(Ordering::Relaxed),
                 dropped_ends: std::mem::take(&mut *lock(&buffer.dropped_ends)),
             });

@@ -3,15 +3,14 @@
 //! [module docs](super)).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use super::block_list::BlockList;
 use super::chunk_pool::Chunk;
-use super::side_tables::{STAGED_AUTOGRAD_WORDS, STAGED_PACKED_WORDS, STAGED_REPORT_WORDS};
-use super::staged::Staged;
+use super::staged_reports::StagedReports;
 use crate::lock;
 use crate::record::autograd::Autograd;
-use crate::record::packed_args::{PackedArgs, UnpackArgs};
+use crate::record::packed_args::PackedArgs;
 use crate::Value;
 
 /// Every thread that has recorded and whose records may still be needed.
@@ -44,13 +43,7 @@ pub(crate) struct ThreadBuffer {
     /// Args packed as words, allocator reports among them (unpacked at the drain).
     pub(super) packed: Mutex<PackedArgs>,
     /// The newest allocator reports, not yet moved into `packed`.
-    pub(super) staged_reports: Staged<STAGED_REPORT_WORDS>,
-    /// The newest ops' packed args, not yet moved into `packed`, all to be unpacked by
-    /// `staged_unpack` (the first unpacker the thread met; others' args skip the staging).
-    pub(super) staged_packed: Staged<STAGED_PACKED_WORDS>,
-    pub(super) staged_unpack: OnceLock<UnpackArgs>,
-    /// The newest autograd numbers, not yet moved into `autograd`.
-    pub(super) staged_autograd: Staged<STAGED_AUTOGRAD_WORDS>,
+    pub(super) staged: StagedReports,
     pub(super) exited: AtomicBool,
     /// The process the owning thread records in: set at registration, and by the fork
     /// handler for the thread that forked. A buffer of another process is a parent's.

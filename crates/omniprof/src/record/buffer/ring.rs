@@ -241,20 +241,19 @@ pub(crate) fn snapshot(state: u64, from: u64, to: u64) -> Vec<DrainedThread> {
             lock(&POOL).extend(chunks.drain(..));
             return false;
         }
-        // The tables' locks are held through the staged entries' copy (the staging's
-        // protocol).
-        let (autograd_table, packed_table) = (lock(&buffer.autograd), lock(&buffer.packed));
-        let (mut autograd, mut packed) = (autograd_table.clone(), packed_table.clone());
-        buffer.staged_into(&mut autograd, &mut packed, false);
-        drop((autograd_table, packed_table));
         out.push(DrainedThread {
             index: buffer.index,
             tid: buffer.tid,
             name: lock(&buffer.name).clone(),
             records,
             args: lock(&buffer.args).clone(),
-            autograd,
-            packed,
+            autograd: lock(&buffer.autograd).clone(),
+            packed: {
+                let packed = lock(&buffer.packed);
+                let mut copy = packed.clone();
+                buffer.staged.copy_into(&mut copy);
+                copy
+            },
             dropped: buffer.dropped.load(Ordering::Relaxed),
             dropped_ends: lock(&buffer.dropped_ends).clone(),
         });

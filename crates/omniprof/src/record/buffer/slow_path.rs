@@ -5,13 +5,14 @@
 //! The "module docs" cited below are the [buffer's](super): its ownership protocol.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use super::chunk_pool::{take_chunk, Chunk, POOL};
 use super::fork::at_fork;
 use super::local::{Local, EXIT};
 use super::registry::{ThreadBuffer, NEXT_THREAD_INDEX, REGISTRY};
 use super::ring;
+use super::staged_reports::StagedReports;
 use super::thread_name::{current_tid, os_thread_name};
 use crate::lock;
 use crate::record::op_stack::OpStack;
@@ -49,14 +50,10 @@ impl Local {
             buffer.dropped.store(0, Ordering::Relaxed);
             lock(&buffer.dropped_ends).clear();
             lock(&buffer.args).clear();
-            let mut autograd = lock(&buffer.autograd);
-            autograd.clear();
-            buffer.staged_autograd.forget();
-            drop(autograd);
+            lock(&buffer.autograd).clear();
             let mut packed = lock(&buffer.packed);
             packed.clear();
-            buffer.staged_reports.forget();
-            buffer.staged_packed.forget();
+            buffer.staged.forget();
             drop(packed);
             buffer.state.store(state, Ordering::Release);
             self.filled.set(0);
@@ -127,10 +124,7 @@ impl Local {
                 args: Mutex::default(),
                 autograd: Mutex::default(),
                 packed: Mutex::default(),
-                staged_reports: Default::default(),
-                staged_packed: Default::default(),
-                staged_unpack: OnceLock::new(),
-                staged_autograd: Default::default(),
+                staged: StagedReports::default(),
                 exited: AtomicBool::new(false),
                 pid: AtomicU32::new(std::process::id()),
             });
