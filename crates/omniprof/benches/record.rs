@@ -16,7 +16,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use omniprof::backends::{
     ActivityProfiler, ActivitySink, BackendError, CorrelationListener, HostOps, ProfilerSession,
 };
-use omniprof::recording::Name;
+use omniprof::recording::{pop_op, pop_op_with_autograd, push_op, push_op_packed, Autograd, Name};
 use omniprof::trace::{ActivitySet, ActivityType, Window};
 use omniprof::{record_function, Config, FlightRecorder, Profiler};
 
@@ -163,6 +163,49 @@ fn ranges_in_session_with(iters: u64, threads: usize, extra: &str) -> Duration {
     elapsed
 }
 
+/// Unpacks nothing: the benchmark times the ops' recording, not the drain.
+fn unpack_nothing(_: &[u64], _: &mut Vec<(Arc<str>, omniprof::trace::Value)>) {}
+
+/// Ops per session in [`ops_in_sessions`]: a training step's worth of steps, so that what
+/// a session keeps beside its records stays the size a profiled step leaves, not criterion's
+/// millions of iterations.
+const OPS_PER_SESSION: u64 = 50_000;
+
+/// Times `iters` ops pushed and popped as PyTorch's op observer does (by key, named by a C
+/// string), in sessions of [`OPS_PER_SESSION`]: with `shapes`, each with 12 packed words
+/// (what `x.add_(1)`'s inputs pack as under `record_shapes`) and ended with autograd's
+/// numbers. The stops are not timed.
+fn ops_in_sessions(iters: u64, shapes: bool) -> Duration {
+    let words = [0_u64; 12];
+    let numbers = Autograd {
+        sequence_number: 7,
+        forward_thread: 0,
+        thread: 1,
+    };
+    let mut elapsed = Duration::ZERO;
+    let mut left = iters;
+    while left > 0 {
+        let ops = left.min(OPS_PER_SESSION) as usize;
+        left -= ops as u64;
+        let mut p = session();
+        let start = Instant::now();
+        for key in 0..ops {
+            if shapes {
+                // SAFETY: the name is NUL-terminated.
+                unsafe { push_op_packed(c"aten::add_".as_ptr(), key, &words, unpack_nothing) };
+                black_box(pop_op_with_autograd(key, numbers));
+            } else {
+                // SAFETY: as above.
+                unsafe { push_op(c"aten::add_".as_ptr(), key) };
+                black_box(pop_op(key));
+            }
+        }
+        elapsed += start.elapsed();
+        black_box(p.stop().unwrap());
+    }
+    elapsed
+}
+
 /// Times `iters` ranges recorded by a running flight recorder (the default rings: 30 s,
 /// 64 MiB, which `iters` past 2M ranges wrap): the always-on recorder's cost per range.
 fn ranges_in_flight(iters: u64) -> Duration {
@@ -202,6 +245,14 @@ fn record(c: &mut Criterion) {
         b.iter_custom(|iters| ranges_in_session(iters, 1))
     });
     g.bench_function("range_flight", |b| b.iter_custom(ranges_in_flight));
+    // PyTorch's ops through the push/pop API: default flags, and with shapes and autograd's
+    // numbers (`record_shapes` in a training step).
+    g.bench_function("op_pushed", |b| {
+        b.iter_custom(|iters| ops_in_sessions(iters, false))
+    });
+    g.bench_function("op_packed_autograd", |b| {
+        b.iter_custom(|iters| ops_in_sessions(iters, true))
+    });
     omniprof::backends::register_profiler_factory(
         "bench-stacks",
         Box::new(|| Box::new(StackBackend)),

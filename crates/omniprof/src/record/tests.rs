@@ -646,3 +646,59 @@ fn allocator_reports_past_many_batches_and_between_packed_ops_keep_their_own_arg
     let expected: Vec<_> = (0..100).step_by(7).map(|i| Some(Value::UInt(i))).collect();
     assert_eq!(batches, expected);
 }
+
+/// Unpacks an op's words as its `Words` arg (how many) and `Last` (the last one).
+fn count_and_last(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
+    args.push((Arc::from("Words"), Value::UInt(words.len() as u64)));
+    args.push((
+        Arc::from("Last"),
+        Value::UInt(words.last().copied().unwrap_or(0)),
+    ));
+}
+
+#[test]
+fn packed_args_and_autograd_numbers_of_many_ops_keep_their_own_ops() {
+    let _g = serial();
+    // Ops of 1 to 40 words, one wider than a block of packed args, and every tenth with
+    // another unpacker; each op's autograd numbers too: every op must get its own words and
+    // numbers.
+    const OPS: u64 = 600;
+    let words_of = |i: u64| if i == 300 { 70_000 } else { 1 + i % 40 };
+    let t = record(Config::default(), || {
+        for i in 0..OPS {
+            let words: Vec<u64> = (0..words_of(i)).map(|w| w * 1_000 + i).collect();
+            let unpack: UnpackArgs = if i % 10 == 9 { batch } else { count_and_last };
+            // SAFETY: the name is NUL-terminated.
+            unsafe { push_op_packed(c"aten::op".as_ptr(), i as usize, &words, unpack) };
+            let numbers = Autograd {
+                sequence_number: i as i64,
+                forward_thread: 0,
+                thread: 1,
+            };
+            assert!(pop_op_with_autograd(i as usize, numbers));
+        }
+    });
+    let ops: Vec<_> = t
+        .activities
+        .iter()
+        .filter(|a| &*a.name == "aten::op")
+        .map(|a| {
+            let [words, last, batch, seq] =
+                ["Words", "Last", "Batch", arg::SEQUENCE_NUMBER].map(|k| a.arg(k).cloned());
+            (words, last, batch, seq)
+        })
+        .collect();
+    let expected: Vec<_> = (0..OPS)
+        .map(|i| {
+            let n = words_of(i);
+            let seq = Some(Value::Int(i as i64));
+            if i % 10 == 9 {
+                (None, None, Some(Value::UInt(i)), seq)
+            } else {
+                let last = Some(Value::UInt((n - 1) * 1_000 + i));
+                (Some(Value::UInt(n)), last, None, seq)
+            }
+        })
+        .collect();
+    assert_eq!(ops, expected);
+}
