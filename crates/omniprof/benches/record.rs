@@ -166,9 +166,9 @@ fn ranges_in_session_with(iters: u64, threads: usize, extra: &str) -> Duration {
 /// Unpacks nothing: the benchmark times the ops' recording, not the drain.
 fn unpack_nothing(_: &[u64], _: &mut Vec<(Arc<str>, omniprof::trace::Value)>) {}
 
-/// Ops per session in [`ops_in_sessions`]: a training step's worth of steps, so that what
-/// a session keeps beside its records stays the size a profiled step leaves, not criterion's
-/// millions of iterations.
+/// Ops per session in [`ops_in_sessions`]: a few hundred training steps' ops, so that what a
+/// session keeps beside its records stays the size a profiled window leaves, not the size
+/// criterion's millions of iterations would.
 const OPS_PER_SESSION: u64 = 50_000;
 
 /// Times `iters` ops pushed and popped as PyTorch's op observer does (by key, named by a C
