@@ -1,6 +1,7 @@
 //! The chunks records are written in, and the pool of pre-faulted ones waiting for a thread,
 //! kept topped up by a background refiller so that taking a chunk rarely faults a page in on
-//! the recording path.
+//! the recording path. The refiller tops up the spare blocks of packed args
+//! ([`packed_args`](crate::record::packed_args)) as well.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
@@ -44,8 +45,9 @@ pub(crate) fn prefill_pool(chunks: usize) {
     lock(&POOL).extend(fresh);
 }
 
-/// Frees pooled chunks past the refill target: rings in bounded memory should not sit
-/// beside a pool that an earlier, larger session filled.
+/// Frees pooled chunks past the refill target, and spare blocks of packed args past theirs:
+/// rings in bounded memory should not sit beside a pool that an earlier, larger session
+/// filled.
 pub(crate) fn trim_pool() {
     let extra: Vec<Chunk> = {
         let mut pool = lock(&POOL);
@@ -53,6 +55,7 @@ pub(crate) fn trim_pool() {
         pool.split_off(keep)
     };
     drop(extra);
+    crate::record::packed_args::trim_spare_blocks();
 }
 
 /// Below this many pooled chunks, the refill thread is woken.
@@ -65,10 +68,16 @@ pub(super) fn take_chunk() -> Chunk {
         (pool.pop(), pool.len())
     };
     if left < POOL_LOW {
-        refiller().request();
+        request_refill();
     }
     // Only when the refill thread has fallen behind does a recording thread fault pages in.
     chunk.unwrap_or_else(new_chunk)
+}
+
+/// Wakes the refill thread (starting it the first time), which tops up the pooled chunks
+/// and the spare blocks of packed args.
+pub(crate) fn request_refill() {
+    refiller().request();
 }
 
 /// A background thread that pre-faults chunks, so recording threads that fill many chunks
@@ -96,6 +105,7 @@ impl Refiller {
                 }
             }
             prefill_pool(POOL_HIGH);
+            crate::record::packed_args::prefill_blocks();
             *lock(&self.wanted) = false;
         }
     }
