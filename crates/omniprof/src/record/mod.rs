@@ -40,6 +40,7 @@ mod op_stack;
 mod packed_args;
 mod push_pop;
 pub(crate) mod python;
+mod refill;
 mod ring_session;
 mod state;
 #[cfg(test)]

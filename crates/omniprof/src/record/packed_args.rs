@@ -52,10 +52,10 @@ const MAX_WORDS: usize = (1 << 24) - 1;
 
 /// Blocks whose pages are already faulted in, waiting for a thread that packs args: a fresh
 /// block's first touch costs a page fault per 4 KiB on the recording thread (3,000 faults in
-/// a first `record_shapes` session of 100,000 ops, a fifth of its added time), so the record
-/// chunks' refill thread pre-faults blocks too, and a drain gives every block back, as it
+/// a first `record_shapes` session of 100,000 ops, a fifth of its added time), so the
+/// [`refill`](super::refill) thread pre-faults blocks as it does record chunks, and a drain gives every block back, as it
 /// gives back chunks (a ring session's start trims both: [`trim_spare_blocks`]).
-static SPARE_BLOCKS: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
+pub(crate) static SPARE_BLOCKS: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
 /// Below this many spare blocks, taking one asks for a refill.
 const SPARE_LOW: usize = 2;
 /// The refill tops the spare blocks up to this many (4 MiB), and a ring session's start
@@ -87,7 +87,7 @@ fn take_block(need: usize) -> Vec<u64> {
         (spare.pop(), spare.len())
     };
     if left < SPARE_LOW {
-        super::buffer::request_refill();
+        super::refill::request(prefill_blocks);
     }
     block.unwrap_or_else(new_block)
 }
@@ -120,7 +120,7 @@ pub(crate) fn trim_spare_blocks() {
 }
 
 /// Tops the spare blocks up to [`SPARE_HIGH`] (the refill thread's work).
-pub(crate) fn prefill_blocks() {
+fn prefill_blocks() {
     let have = lock(&SPARE_BLOCKS).len();
     let fresh: Vec<Vec<u64>> = (have..SPARE_HIGH).map(|_| new_block()).collect();
     lock(&SPARE_BLOCKS).extend(fresh);

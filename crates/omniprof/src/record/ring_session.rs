@@ -75,6 +75,7 @@ pub(crate) fn start_rings(
     let next = ((STATE.load(std::sync::atomic::Ordering::Relaxed) >> 1) + 1) << 1 | 1;
     buffer::begin_rings(next, max_chunks, window_ticks);
     buffer::trim_pool();
+    super::packed_args::trim_spare_blocks();
     let start = CalibrationSample::take();
     // Before the session: each thread takes its snapshot of them when it first records in it.
     correlation::set_session_listeners(listeners);

@@ -1,12 +1,11 @@
 //! The chunks records are written in, and the pool of pre-faulted ones waiting for a thread,
-//! kept topped up by a background refiller so that taking a chunk rarely faults a page in on
-//! the recording path. The refiller tops up the spare blocks of packed args
-//! ([`packed_args`](crate::record::packed_args)) as well.
+//! kept topped up by the background [`refill`](crate::record::refill) thread so that taking
+//! a chunk rarely faults a page in on the recording path.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::Mutex;
 
-use crate::{lock, wait};
+use crate::lock;
 
 /// Records per chunk: 4096 × 16 B = 64 KiB, small enough to stay cache-friendly and to
 /// pre-fault cheaply, large enough that taking a new chunk is rare.
@@ -45,9 +44,8 @@ pub(crate) fn prefill_pool(chunks: usize) {
     lock(&POOL).extend(fresh);
 }
 
-/// Frees pooled chunks past the refill target, and spare blocks of packed args past theirs:
-/// rings in bounded memory should not sit beside a pool that an earlier, larger session
-/// filled.
+/// Frees pooled chunks past the refill target: rings in bounded memory should not sit
+/// beside a pool that an earlier, larger session filled.
 pub(crate) fn trim_pool() {
     let extra: Vec<Chunk> = {
         let mut pool = lock(&POOL);
@@ -55,7 +53,6 @@ pub(crate) fn trim_pool() {
         pool.split_off(keep)
     };
     drop(extra);
-    crate::record::packed_args::trim_spare_blocks();
 }
 
 /// Below this many pooled chunks, the refill thread is woken.
@@ -68,62 +65,13 @@ pub(super) fn take_chunk() -> Chunk {
         (pool.pop(), pool.len())
     };
     if left < POOL_LOW {
-        request_refill();
+        crate::record::refill::request(top_up);
     }
     // Only when the refill thread has fallen behind does a recording thread fault pages in.
     chunk.unwrap_or_else(new_chunk)
 }
 
-/// Wakes the refill thread (starting it the first time), which tops up the pooled chunks
-/// and the spare blocks of packed args.
-pub(crate) fn request_refill() {
-    refiller().request();
-}
-
-/// A background thread that pre-faults chunks, so recording threads that fill many chunks
-/// take them ready-made instead of paying the first touch of fresh pages.
-struct Refiller {
-    wanted: Mutex<bool>,
-    wake: Condvar,
-}
-
-impl Refiller {
-    fn request(&self) {
-        let mut wanted = lock(&self.wanted);
-        if !*wanted {
-            *wanted = true;
-            self.wake.notify_one();
-        }
-    }
-
-    fn run(&self) {
-        loop {
-            {
-                let mut wanted = lock(&self.wanted);
-                while !*wanted {
-                    wanted = wait(&self.wake, wanted);
-                }
-            }
-            prefill_pool(POOL_HIGH);
-            crate::record::packed_args::prefill_blocks();
-            *lock(&self.wanted) = false;
-        }
-    }
-}
-
-fn refiller() -> &'static Refiller {
-    static REFILLER: OnceLock<&'static Refiller> = OnceLock::new();
-    REFILLER.get_or_init(|| {
-        let refiller: &'static Refiller = Box::leak(Box::new(Refiller {
-            wanted: Mutex::new(false),
-            wake: Condvar::new(),
-        }));
-        let spawned = std::thread::Builder::new()
-            .name("omniprof-refill".into())
-            .spawn(|| refiller.run());
-        if let Err(e) = spawned {
-            log::warn!("omniprof: no buffer refill thread ({e}); recording threads fault pages in");
-        }
-        refiller
-    })
+/// The refill thread's work for the pool (see [`refill`](crate::record::refill)).
+fn top_up() {
+    prefill_pool(POOL_HIGH);
 }

@@ -1,5 +1,5 @@
-//! Fork handlers: the registry and pool locks are held across a fork so the child's copies
-//! are unlocked, and in the child the forking thread's buffer becomes the child's (the
+//! Fork handlers: the registry, chunk pool and spare-block locks are held across a fork so
+//! the child's copies are unlocked, and in the child the forking thread's buffer becomes the child's (the
 //! [buffer's module docs](super) say why the parent's buffers are forgotten there, and are
 //! the "module docs" cited below).
 
@@ -11,25 +11,28 @@ use super::chunk_pool::{Chunk, POOL};
 use super::local::LOCAL;
 use super::registry::{ThreadBuffer, REGISTRY};
 use crate::lock;
+use crate::record::packed_args::SPARE_BLOCKS;
 
 /// The tick at which this process was forked from its parent (0 in a process that was not):
 /// the records of an inherited session older than it are the parent's (module docs).
 pub(super) static FORK_TICK: AtomicU64 = AtomicU64::new(0);
 
-/// The registry and pool locks, held by the forking thread across a fork.
+/// The registry, chunk pool and spare-block locks, held by the forking thread across a fork
+/// (taken in this order; no code holds the spare-block lock while it waits for the others).
 type ForkGuards = (
     MutexGuard<'static, Vec<Arc<ThreadBuffer>>>,
     MutexGuard<'static, Vec<Chunk>>,
+    MutexGuard<'static, Vec<Vec<u64>>>,
 );
 
 thread_local! {
     static FORK_GUARDS: RefCell<Option<ForkGuards>> = const { RefCell::new(None) };
 }
 
-/// Installs the fork handlers, once: before a fork they take the registry and pool locks
-/// (so no other thread holds them when the child is made; a fork waits for a drain in
-/// progress), and release them after it in both processes. In the child they also mark the
-/// forking thread's buffer as the child's and note the fork's tick (module docs).
+/// Installs the fork handlers, once: before a fork they take the registry, pool and
+/// spare-block locks (so no other thread holds them when the child is made; a fork waits for
+/// a drain in progress), and release them after it in both processes. In the child they also
+/// mark the forking thread's buffer as the child's and note the fork's tick (module docs).
 pub(super) fn at_fork() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
@@ -44,7 +47,7 @@ pub(super) fn at_fork() {
 }
 
 extern "C" fn before_fork() {
-    let guards = (lock(&REGISTRY), lock(&POOL));
+    let guards = (lock(&REGISTRY), lock(&POOL), lock(&SPARE_BLOCKS));
     let _ = FORK_GUARDS.try_with(|g| *g.borrow_mut() = Some(guards));
 }
 

@@ -57,7 +57,7 @@ mod slow_path;
 mod staged_reports;
 mod thread_name;
 
-pub(super) use chunk_pool::{prefill_pool, request_refill, trim_pool, CHUNK_BYTES};
+pub(super) use chunk_pool::{prefill_pool, trim_pool, CHUNK_BYTES};
 pub(super) use drain::drain;
 pub(super) use local::{this_thread, with_local, Local};
 pub(super) use registry::{registered_threads, thread_ids};
