@@ -32,6 +32,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::refill;
 use crate::{lock, Value};
 
 /// Turns the words an op's packer wrote into its `args` entries, appended to `args`: called
@@ -53,8 +54,9 @@ const MAX_WORDS: usize = (1 << 24) - 1;
 /// Blocks whose pages are already faulted in, waiting for a thread that packs args: a fresh
 /// block's first touch costs a page fault per 4 KiB on the recording thread (3,000 faults in
 /// a first `record_shapes` session of 100,000 ops, a fifth of its added time), so the
-/// [`refill`](super::refill) thread pre-faults blocks as it does record chunks, and a drain gives every block back, as it
-/// gives back chunks (a ring session's start trims both: [`trim_spare_blocks`]).
+/// [`refill`](super::refill) thread pre-faults blocks as it does record chunks, and a drain
+/// gives every block back, as it gives back chunks (a ring session's start trims both:
+/// [`trim_spare_blocks`]).
 pub(crate) static SPARE_BLOCKS: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
 /// Below this many spare blocks, taking one asks for a refill.
 const SPARE_LOW: usize = 2;
@@ -82,14 +84,7 @@ fn take_block(need: usize) -> Vec<u64> {
     if need > BLOCK_WORDS {
         return Vec::with_capacity(need);
     }
-    let (block, left) = {
-        let mut spare = lock(&SPARE_BLOCKS);
-        (spare.pop(), spare.len())
-    };
-    if left < SPARE_LOW {
-        super::refill::request(prefill_blocks);
-    }
-    block.unwrap_or_else(new_block)
+    refill::take(&SPARE_BLOCKS, SPARE_LOW, prefill_blocks).unwrap_or_else(new_block)
 }
 
 /// Keeps `blocks` as spares, emptied.
@@ -108,22 +103,14 @@ fn keep_spares(spare: &mut Vec<Vec<u64>>, blocks: impl IntoIterator<Item = Vec<u
     }
 }
 
-/// Frees spare blocks past [`SPARE_HIGH`]: a ring in bounded memory should not sit beside
-/// the spares an earlier, larger session gave back.
+/// Frees spare blocks past [`SPARE_HIGH`] (a ring session's start).
 pub(crate) fn trim_spare_blocks() {
-    let extra = {
-        let mut spare = lock(&SPARE_BLOCKS);
-        let keep = spare.len().min(SPARE_HIGH);
-        spare.split_off(keep)
-    };
-    drop(extra);
+    refill::trim(&SPARE_BLOCKS, SPARE_HIGH);
 }
 
 /// Tops the spare blocks up to [`SPARE_HIGH`] (the refill thread's work).
 fn prefill_blocks() {
-    let have = lock(&SPARE_BLOCKS).len();
-    let fresh: Vec<Vec<u64>> = (have..SPARE_HIGH).map(|_| new_block()).collect();
-    lock(&SPARE_BLOCKS).extend(fresh);
+    refill::fill(&SPARE_BLOCKS, SPARE_HIGH, new_block);
 }
 
 /// One thread's packed args of the current session. Each op is a header word (its record's

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::lock;
+use crate::record::refill;
 
 /// Records per chunk: 4096 × 16 B = 64 KiB, small enough to stay cache-friendly and to
 /// pre-fault cheaply, large enough that taking a new chunk is rare.
@@ -39,20 +39,12 @@ pub(super) static POOL: Mutex<Vec<Chunk>> = Mutex::new(Vec::new());
 
 /// Tops the pool up to `chunks` pre-faulted chunks (done at prepare, off the recording path).
 pub(crate) fn prefill_pool(chunks: usize) {
-    let have = lock(&POOL).len();
-    let fresh: Vec<Chunk> = (have..chunks).map(|_| new_chunk()).collect();
-    lock(&POOL).extend(fresh);
+    refill::fill(&POOL, chunks, new_chunk);
 }
 
-/// Frees pooled chunks past the refill target: rings in bounded memory should not sit
-/// beside a pool that an earlier, larger session filled.
+/// Frees pooled chunks past the refill target (a ring session's start).
 pub(crate) fn trim_pool() {
-    let extra: Vec<Chunk> = {
-        let mut pool = lock(&POOL);
-        let keep = pool.len().min(POOL_HIGH);
-        pool.split_off(keep)
-    };
-    drop(extra);
+    refill::trim(&POOL, POOL_HIGH);
 }
 
 /// Below this many pooled chunks, the refill thread is woken.
@@ -60,18 +52,11 @@ const POOL_LOW: usize = 16;
 /// The refill thread tops the pool up to this many chunks (4 MiB).
 const POOL_HIGH: usize = 64;
 pub(super) fn take_chunk() -> Chunk {
-    let (chunk, left) = {
-        let mut pool = lock(&POOL);
-        (pool.pop(), pool.len())
-    };
-    if left < POOL_LOW {
-        crate::record::refill::request(top_up);
-    }
     // Only when the refill thread has fallen behind does a recording thread fault pages in.
-    chunk.unwrap_or_else(new_chunk)
+    refill::take(&POOL, POOL_LOW, top_up).unwrap_or_else(new_chunk)
 }
 
-/// The refill thread's work for the pool (see [`refill`](crate::record::refill)).
+/// The refill thread's work for the pool.
 fn top_up() {
     prefill_pool(POOL_HIGH);
 }

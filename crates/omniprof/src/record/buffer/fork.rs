@@ -1,7 +1,7 @@
 //! Fork handlers: the registry, chunk pool and spare-block locks are held across a fork so
-//! the child's copies are unlocked, and in the child the forking thread's buffer becomes the child's (the
-//! [buffer's module docs](super) say why the parent's buffers are forgotten there, and are
-//! the "module docs" cited below).
+//! the child's copies are unlocked, and in the child the forking thread's buffer becomes the
+//! child's (the [buffer's module docs](super) say why the parent's buffers are forgotten
+//! there, and are the "module docs" cited below).
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
