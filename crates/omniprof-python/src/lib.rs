@@ -71,5 +71,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     flight::register(m)?;
     stubs::register(m)?;
     privateuse1::register(m)?;
+    // Starts the span the clock's scale is measured over for sessions too short to measure
+    // their own: by a program's first stop it is usually long enough, so that no stop waits
+    // to measure it.
+    omniprof::clock::CalibrationSample::take();
     Ok(())
 }

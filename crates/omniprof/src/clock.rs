@@ -1,6 +1,7 @@
 //! The recording clock and its calibration to wall time; documented on [`ClockSource`].
 
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 /// Which counter [`ticks`] reads.
 ///
@@ -162,6 +163,9 @@ impl CalibrationSample {
             wall_now_ns();
         }
         let (tick, wall_ns) = tightest_pair(PAIRS, ticks, wall_now_ns);
+        // The process's baseline starts at its first sample (a session's start), so that a
+        // later session too short to measure the scale over can use it.
+        baseline();
         Self { wall_ns, tick }
     }
 }
@@ -223,15 +227,15 @@ pub struct TickConverter {
 }
 
 impl TickConverter {
-    /// A converter from samples taken at start and stop. With too short a baseline (under
-    /// 1 ms), the scale falls back to a 10 ms measurement.
+    /// A converter from samples taken at start and stop. Between samples under 1 ms apart,
+    /// the scale is measured over the process's life instead ([`ns_per_tick`]).
     pub fn new(start: CalibrationSample, stop: CalibrationSample) -> Self {
         let dt = stop.tick.wrapping_sub(start.tick);
         let dns = stop.wall_ns - start.wall_ns;
-        let ns_per_tick = if dns >= 1_000_000 && dt > 0 {
+        let ns_per_tick = if dns >= MIN_BASELINE_NS && dt > 0 {
             dns as f64 / dt as f64
         } else {
-            measured_scale()
+            ns_per_tick()
         };
         Self {
             origin: start,
@@ -247,20 +251,61 @@ impl TickConverter {
     }
 }
 
-/// Ticks per second of the recording clock, measured (10 ms with a cycle counter).
+/// Ticks per second of the recording clock ([`ns_per_tick`]).
 pub(crate) fn ticks_per_second() -> f64 {
-    1e9 / measured_scale()
+    1e9 / ns_per_tick()
 }
 
-fn measured_scale() -> f64 {
+/// The shortest span a scale is measured over.
+const MIN_BASELINE_NS: i64 = 1_000_000;
+
+/// A tick and `CLOCK_MONOTONIC` read together ([`tightest_pair`]): the monotonic clock, not
+/// the wall clock, so that a wall clock stepped since the process's first sample cannot skew
+/// a scale measured over the process's life.
+#[derive(Clone, Copy)]
+struct MonotonicPair {
+    tick: u64,
+    ns: i64,
+}
+
+impl MonotonicPair {
+    fn take() -> Self {
+        let (tick, ns) = tightest_pair(PAIRS, ticks, || monotonic_ns() as i64);
+        Self { tick, ns }
+    }
+}
+
+/// The process's first calibration pair, the start of the span [`ns_per_tick`] measures over.
+fn baseline() -> MonotonicPair {
+    static BASELINE: OnceLock<MonotonicPair> = OnceLock::new();
+    *BASELINE.get_or_init(MonotonicPair::take)
+}
+
+/// Nanoseconds per tick, for a session too short to measure its own scale: measured from the
+/// process's first calibration sample to now. Only where that too is under a millisecond (a
+/// process's first session, that short) is the scale measured over a 10 ms sleep, once per
+/// process: a short session's stop used to sleep that long every time.
+pub(crate) fn ns_per_tick() -> f64 {
     if clock_source() == ClockSource::Monotonic {
         return 1.0;
     }
-    let a = CalibrationSample::take();
-    std::thread::sleep(std::time::Duration::from_millis(10));
-    let b = CalibrationSample::take();
-    (b.wall_ns - a.wall_ns) as f64 / b.tick.wrapping_sub(a.tick) as f64
+    let (from, now) = (baseline(), MonotonicPair::take());
+    let dt = now.tick.wrapping_sub(from.tick);
+    if now.ns - from.ns >= MIN_BASELINE_NS && dt > 0 {
+        return (now.ns - from.ns) as f64 / dt as f64;
+    }
+    static SLEPT: OnceLock<f64> = OnceLock::new();
+    *SLEPT.get_or_init(|| {
+        SLEEPS.fetch_add(1, Ordering::Relaxed);
+        let a = MonotonicPair::take();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let b = MonotonicPair::take();
+        (b.ns - a.ns) as f64 / b.tick.wrapping_sub(a.tick) as f64
+    })
 }
+
+/// How often [`ns_per_tick`] slept to measure the scale (at most once), for the tests.
+static SLEEPS: AtomicU8 = AtomicU8::new(0);
 
 #[cfg(test)]
 mod tests {
@@ -311,6 +356,29 @@ mod tests {
         assert_eq!(scripted(&[5, -1, 3]), ((105, 2), 107));
         // Where every clock went back, the least step back is kept.
         assert_eq!(scripted(&[-4, -1]), ((96, 1), 95));
+    }
+
+    #[test]
+    fn a_session_under_a_millisecond_takes_the_processs_scale_without_sleeping() {
+        let first = CalibrationSample::take();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let sleeps = SLEEPS.load(Ordering::Relaxed);
+        // Two samples under a millisecond apart (a busy machine may preempt one pair).
+        let (start, stop) = (0..100)
+            .map(|_| (CalibrationSample::take(), CalibrationSample::take()))
+            .find(|(start, stop)| stop.wall_ns - start.wall_ns < MIN_BASELINE_NS)
+            .unwrap();
+        let short = TickConverter::new(start, stop);
+        assert_eq!(SLEEPS.load(Ordering::Relaxed), sleeps);
+        // The same scale as one measured over the 20 ms, to within scheduling noise.
+        let long = TickConverter::new(first, stop);
+        let off = (short.ns_per_tick / long.ns_per_tick - 1.0).abs();
+        assert!(
+            off < 2e-3,
+            "scales {} and {}",
+            short.ns_per_tick,
+            long.ns_per_tick
+        );
     }
 
     #[test]
