@@ -76,6 +76,50 @@ fn keys() -> &'static Keys {
     })
 }
 
+/// The texts most inputs are described with, made once: a session with shapes describes
+/// every op's inputs, and each text made anew was an allocation to make and one to free.
+struct Texts {
+    empty: Arc<str>,
+    scalar: Arc<str>,
+    scalar_list: Arc<str>,
+    tensor_list: Arc<str>,
+    true_: Arc<str>,
+    false_: Arc<str>,
+    /// The integers in [`SMALL_INTS`], in decimal: most integer inputs (a dim, a flag, 1).
+    small_ints: Vec<Arc<str>>,
+}
+
+/// The integers whose text is made once.
+const SMALL_INTS: std::ops::RangeInclusive<i64> = -16..=1024;
+
+impl Texts {
+    /// An integer in decimal.
+    fn int(&self, value: i64) -> Arc<str> {
+        if SMALL_INTS.contains(&value) {
+            return self.small_ints[(value - SMALL_INTS.start()) as usize].clone();
+        }
+        // Written on the stack, so that the text is allocated once, as the `Arc`.
+        let mut buf = [0u8; 24];
+        let mut rest = &mut buf[..];
+        let _ = std::io::Write::write_fmt(&mut rest, format_args!("{value}"));
+        let len = 24 - rest.len();
+        Arc::from(std::str::from_utf8(&buf[..len]).unwrap_or_default())
+    }
+}
+
+fn texts() -> &'static Texts {
+    static TEXTS: OnceLock<Texts> = OnceLock::new();
+    TEXTS.get_or_init(|| Texts {
+        empty: "".into(),
+        scalar: "Scalar".into(),
+        scalar_list: "ScalarList".into(),
+        tensor_list: "TensorList".into(),
+        true_: "True".into(),
+        false_: "False".into(),
+        small_ints: SMALL_INTS.map(|v| Arc::from(v.to_string())).collect(),
+    })
+}
+
 /// Reads words one after another; a word past the end reads as 0, so words cut short
 /// describe less instead of panicking.
 struct Words<'a>(&'a [u64]);
@@ -130,13 +174,17 @@ pub(crate) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
     let inputs = words.next();
     if inputs > 0 {
         let names = dtype_names().read().unwrap_or_else(|e| e.into_inner());
-        let mut dims = Vec::new();
-        let mut strides = Vec::new();
-        let mut types = Vec::new();
-        let mut concrete = Vec::new();
+        let texts = texts();
+        // Sized once: ops with more inputs than a first allocation holds are common
+        // (`aten::empty_strided` has six). More inputs than words is a cut-short pack.
+        let room = usize::try_from(inputs).unwrap_or(0).min(words.0.len());
+        let mut dims = Vec::with_capacity(room);
+        let mut strides = Vec::with_capacity(room);
+        let mut types = Vec::with_capacity(room);
+        let mut concrete = Vec::with_capacity(room);
         let mut storages = Vec::new();
         for _ in 0..inputs {
-            let input = unpack_input(&mut words, &names, &mut storages);
+            let input = unpack_input(&mut words, &names, texts, &mut storages);
             dims.push(input.dims);
             strides.push(input.strides);
             types.push(input.type_text);
@@ -172,12 +220,12 @@ struct Input {
 }
 
 impl Input {
-    fn described(type_text: &str, concrete: impl Into<Value>) -> Self {
+    fn described(type_text: &Arc<str>, concrete: Arc<str>) -> Self {
         Input {
             dims: Value::List(Vec::new()),
             strides: Value::List(Vec::new()),
-            type_text: Value::from(type_text),
-            concrete: concrete.into(),
+            type_text: Value::Str(type_text.clone()),
+            concrete: Value::Str(concrete),
         }
     }
 }
@@ -187,6 +235,7 @@ impl Input {
 fn unpack_input(
     words: &mut Words<'_>,
     names: &[Option<Arc<str>>],
+    texts: &Texts,
     storages: &mut Vec<Value>,
 ) -> Input {
     let tag = words.next();
@@ -215,24 +264,34 @@ fn unpack_input(
             Input {
                 dims: Value::List(dims),
                 strides: Value::List(strides),
-                type_text: dtype.map_or_else(|| Value::from(""), Value::Str),
-                concrete: Value::from(""),
+                type_text: Value::Str(dtype.unwrap_or_else(|| texts.empty.clone())),
+                concrete: Value::Str(texts.empty.clone()),
             }
         }
         kind::TENSOR_LIST => {
             let tensors: Vec<Input> = (0..tag >> 8)
-                .map(|_| unpack_input(words, names, storages))
+                .map(|_| unpack_input(words, names, texts, storages))
                 .collect();
             let (dims, strides) = tensors.into_iter().map(|t| (t.dims, t.strides)).unzip();
             Input {
                 dims: Value::List(dims),
                 strides: Value::List(strides),
-                ..Input::described("TensorList", "")
+                ..Input::described(&texts.tensor_list, texts.empty.clone())
             }
         }
-        kind::BOOL => Input::described("Scalar", if words.next() != 0 { "True" } else { "False" }),
-        kind::INT => Input::described("Scalar", (words.next() as i64).to_string()),
-        kind::DOUBLE => Input::described("Scalar", float_text(f64::from_bits(words.next()))),
+        kind::BOOL => {
+            let value = if words.next() != 0 {
+                &texts.true_
+            } else {
+                &texts.false_
+            };
+            Input::described(&texts.scalar, value.clone())
+        }
+        kind::INT => Input::described(&texts.scalar, texts.int(words.next() as i64)),
+        kind::DOUBLE => Input::described(
+            &texts.scalar,
+            float_text(f64::from_bits(words.next())).into(),
+        ),
         kind::INT_LIST | kind::DOUBLE_LIST => {
             let values = words.take(tag >> 8);
             let text: Vec<String> = if tag & 0xff == kind::INT_LIST {
@@ -243,10 +302,10 @@ fn unpack_input(
                     .map(|&v| float_text(f64::from_bits(v)))
                     .collect()
             };
-            Input::described("ScalarList", format!("[{}]", text.join(", ")))
+            Input::described(&texts.scalar_list, format!("[{}]", text.join(", ")).into())
         }
-        kind::SCALAR_TEXT => Input::described("Scalar", words.text(tag >> 8)),
-        _ => Input::described("", ""),
+        kind::SCALAR_TEXT => Input::described(&texts.scalar, words.text(tag >> 8).into()),
+        _ => Input::described(&texts.empty, texts.empty.clone()),
     }
 }
 
@@ -351,6 +410,17 @@ mod tests {
         args.into_iter()
             .map(|(k, v)| (k.to_string(), v.to_json()))
             .collect()
+    }
+
+    #[test]
+    fn integers_in_and_past_the_made_once_range_print_in_decimal() {
+        let texts = texts();
+        let (low, high) = (*SMALL_INTS.start(), *SMALL_INTS.end());
+        for value in [i64::MIN, low - 1, low, -1, 0, 1, high, high + 1, i64::MAX] {
+            assert_eq!(&*texts.int(value), value.to_string(), "{value}");
+        }
+        // Made once: the same text, not a copy.
+        assert!(Arc::ptr_eq(&texts.int(1), &texts.int(1)));
     }
 
     #[test]
