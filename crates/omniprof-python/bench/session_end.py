@@ -5,11 +5,13 @@ adds. overhead.py and train_step.py time the loop only; a user pays all three, o
 session (and once per recording cycle under a schedule).
 
 Loops: ``x.add_(1)`` on a one-element tensor (5 ops an iteration) and ``torch.mm(w, w)`` on
-8x8 (4 ops), each with default flags and with ``record_shapes=True``, under
+8x8 (4 ops), each with default flags and with ``record_shapes=True`` (``--flags``: also
+each other flag alone, and all five), under
 ``omniprof.profile`` and ``torch.profiler.profile(activities=[CPU])``, alternated, each
 session against runs without a profiler just before and after it.
 
     python crates/omniprof-python/bench/session_end.py [--ops 20000] [--runs 5]
+        [--flags default record_shapes ... all]
 
 Prints, per loop and flags, the medians of the rounds in ns per iteration: the loop's added
 cost, the stop, the release and their sum, under each profiler, and omniprof's sum over
@@ -34,7 +36,13 @@ PROFILERS: Dict[str, Callable[..., Any]] = {
     ),
     "torch": lambda **flags: torch_profile(activities=[ProfilerActivity.CPU], **flags),
 }
-FLAG_SETS: Dict[str, Dict[str, Any]] = {"default": {}, "record_shapes": {"record_shapes": True}}
+FLAGS = ["record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules"]
+# Flag sets by name: default flags, each flag alone, all five.
+FLAG_SETS: Dict[str, Dict[str, Any]] = {
+    "default": {},
+    **{flag: {flag: True} for flag in FLAGS},
+    "all": {flag: True for flag in FLAGS},
+}
 PARTS = ("loop", "stop", "release")
 
 
@@ -81,6 +89,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=20000, help="iterations per session")
     parser.add_argument("--runs", type=int, default=5, help="rounds (sessions per profiler)")
+    parser.add_argument(
+        "--flags", nargs="+", choices=list(FLAG_SETS), default=["default", "record_shapes"],
+        help="flag sets to run",
+    )
     args = parser.parse_args()
     bodies = loops()
     for body in bodies.values():
@@ -97,7 +109,8 @@ def main() -> int:
     print(f"{'loop':6} {'flags':14} {'profiler':9} " + " ".join(f"{p:>8}" for p in PARTS)
           + f" {'sum':>8}  ns per iteration, medians of {args.runs}")
     for loop_name, body in bodies.items():
-        for flags_name, flags in FLAG_SETS.items():
+        for flags_name in args.flags:
+            flags = FLAG_SETS[flags_name]
             rounds: Dict[str, List[Dict[str, float]]] = {name: [] for name in PROFILERS}
             # A first round left out: each profiler's first session in a process does
             # one-time work (first_session.py measures that).

@@ -258,7 +258,7 @@ fn unpack_input(
             };
             if tag & STORAGE != 0 {
                 let [address, bytes, device] = [words.next(), words.next(), words.next()];
-                storages.push(storage_reads::packed(address, bytes, device));
+                storages.extend(storage_reads::packed(address, bytes, device));
             }
             let dtype = names[((tag >> 8) & 0xff) as usize].clone();
             Input {

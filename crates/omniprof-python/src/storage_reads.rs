@@ -12,7 +12,7 @@
 //! session holds none, so its ops are not looked over.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use omniprof::Config;
 use omniprof_analysis::StorageRead;
@@ -58,20 +58,30 @@ impl Drop for Wanted {
     }
 }
 
+/// The fields of a storage in the arg: address, bytes, device type and index.
+const FIELDS: usize = 4;
+
 /// One storage as the observer packed it (`table.h`): its address, bytes, and device (type
-/// in bits 0..7, index as an int8 in bits 8..15).
-pub(crate) fn packed(address: u64, bytes: u64, device: u64) -> Value {
-    Value::List(vec![
+/// in bits 0..7, index as an int8 in bits 8..15), as the arg's [`FIELDS`] values.
+pub(crate) fn packed(address: u64, bytes: u64, device: u64) -> [Value; FIELDS] {
+    [
         Value::Int(address as i64),
         Value::Int(bytes as i64),
         Value::Int((device & 0xff) as i64),
         Value::Int(i64::from((device >> 8) as u8 as i8)),
-    ])
+    ]
 }
 
-/// The arg an op's storages ride in until [`take`].
-pub(crate) fn arg(storages: Vec<Value>) -> (Arc<str>, Value) {
-    (KEY.into(), Value::List(storages))
+/// The arg's key, made once: each op that read storages carries it.
+fn key() -> &'static Arc<str> {
+    static KEY_TEXT: OnceLock<Arc<str>> = OnceLock::new();
+    KEY_TEXT.get_or_init(|| KEY.into())
+}
+
+/// The arg an op's storages ride in until [`take`]: their [`packed`] fields one storage
+/// after another, in one list (a list per storage was an allocation more each).
+pub(crate) fn arg(fields: Vec<Value>) -> (Arc<str>, Value) {
+    (key().clone(), Value::List(fields))
 }
 
 /// Removes the storages' arg from every op of `trace`: the storages each read, at its start.
@@ -81,14 +91,11 @@ pub(crate) fn take(trace: &mut Trace) -> Vec<StorageRead> {
         let Some(i) = a.args.iter().position(|(k, _)| &**k == KEY) else {
             continue;
         };
-        let (_, Value::List(storages)) = a.args.remove(i) else {
+        let (_, Value::List(fields)) = a.args.remove(i) else {
             continue;
         };
-        for storage in &storages {
-            let Value::List(fields) = storage else {
-                continue;
-            };
-            let [address, bytes, device_type, device_index] = fields.as_slice() else {
+        for storage in fields.chunks_exact(FIELDS) {
+            let [address, bytes, device_type, device_index] = storage else {
                 continue;
             };
             let field = |v: &Value| v.as_i64().unwrap_or(0);
