@@ -36,7 +36,6 @@
 
 use std::sync::Arc;
 
-use crate::keys::arg;
 use crate::FastMap;
 use crate::Value;
 use crate::{Activity, Flow, FlowKind};
@@ -54,14 +53,16 @@ pub struct Autograd {
 }
 
 impl Autograd {
-    /// The args PyTorch writes for these numbers.
-    pub(super) fn args(&self) -> [(Arc<str>, Value); 2] {
+    /// The args PyTorch writes for these numbers, under the keys given (`Sequence number`
+    /// and `Fwd thread id`, made once by the caller).
+    pub(super) fn args(
+        &self,
+        sequence_number: &Arc<str>,
+        fwd_thread_id: &Arc<str>,
+    ) -> [(Arc<str>, Value); 2] {
         [
-            (
-                arg::SEQUENCE_NUMBER.into(),
-                Value::Int(self.sequence_number),
-            ),
-            (arg::FWD_THREAD_ID.into(), Value::UInt(self.forward_thread)),
+            (sequence_number.clone(), Value::Int(self.sequence_number)),
+            (fwd_thread_id.clone(), Value::UInt(self.forward_thread)),
         ]
     }
 }

@@ -2,6 +2,7 @@
 //! with their ends, wherever those were written; args, autograd links and Python call
 //! stacks attached), once the session has stopped.
 
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use super::autograd::{self, Autograd};
@@ -15,6 +16,33 @@ use crate::FastMap;
 use crate::Value;
 use crate::{Activity, ActivityType};
 use crate::{ThreadRow, Window};
+
+/// The keys of the args a drain adds, made once a drain: a key made for each arg was an
+/// allocation to make and one to free for most activities (every op with autograd's
+/// numbers, every range with a call stack, every Python frame).
+struct ArgKeys {
+    call_stack: Arc<str>,
+    python_id: Arc<str>,
+    python_parent_id: Arc<str>,
+    python_module_id: Arc<str>,
+    finished: Arc<str>,
+    sequence_number: Arc<str>,
+    fwd_thread_id: Arc<str>,
+}
+
+impl ArgKeys {
+    fn new() -> Self {
+        Self {
+            call_stack: arg::CALL_STACK.into(),
+            python_id: arg::PYTHON_ID.into(),
+            python_parent_id: arg::PYTHON_PARENT_ID.into(),
+            python_module_id: arg::PYTHON_MODULE_ID.into(),
+            finished: arg::FINISHED.into(),
+            sequence_number: arg::SEQUENCE_NUMBER.into(),
+            fwd_thread_id: arg::FWD_THREAD_ID.into(),
+        }
+    }
+}
 
 fn correlation_id(thread_index: u32, seq: u32) -> u64 {
     ((thread_index as u64) << 32) | seq as u64
@@ -85,6 +113,7 @@ pub(crate) fn collect(
     let mut links = autograd::Links::default();
     // PyTorch numbers Python frames from 1 across the trace.
     let mut python_ids = 0;
+    let keys = ArgKeys::new();
     for mut thread in drained {
         // A frame begun at the window's start after the thread recorded other things
         // (`PythonFrame::begin_at_window_start`) goes back to its place, ahead of them; a
@@ -106,9 +135,14 @@ pub(crate) fn collect(
         for (seq, key, value) in thread.args {
             args.entry(seq).or_default().push((key, value));
         }
-        thread
-            .packed
-            .unpack(|seq, unpacked| args.entry(seq).or_default().extend(unpacked));
+        // An op's unpacked args become its list as they are, unless it has args of
+        // another kind too (a copy and an allocation less for each op).
+        thread.packed.unpack(|seq, unpacked| match args.entry(seq) {
+            Entry::Occupied(mut held) => held.get_mut().extend(unpacked),
+            Entry::Vacant(free) => {
+                free.insert(unpacked);
+            }
+        });
         let mut autograd: FastMap<u32, Autograd> = thread.autograd.into_iter().collect();
         // Ranges begun and not yet ended. Guards end in reverse order of their beginnings
         // almost always, so the one an end record closes is found at or near the top.
@@ -156,15 +190,28 @@ pub(crate) fn collect(
             } else {
                 autograd.remove(&seq)
             };
+            let outer = frames.last().map_or(Frames::OUTSIDE, |&(_, f)| f);
+            let stack = match role {
+                Role::Range => stacks.call_stack(outer.node),
+                _ => None,
+            };
+            // Room for what follows at once, not by growing the list an arg at a time.
+            let frame_args = match role {
+                Role::PythonFunction | Role::PythonModule(_) => 3,
+                Role::Range => 0,
+            };
+            a.args.reserve_exact(
+                2 * usize::from(numbers.is_some()) + usize::from(stack.is_some()) + frame_args,
+            );
             if let Some(numbers) = numbers {
-                a.args.extend(numbers.args());
+                a.args
+                    .extend(numbers.args(&keys.sequence_number, &keys.fwd_thread_id));
                 links.add(out.activities.len(), numbers);
             }
-            let outer = frames.last().map_or(Frames::OUTSIDE, |&(_, f)| f);
             match role {
                 Role::Range => {
-                    if let Some(stack) = stacks.call_stack(outer.node) {
-                        a.args.push((arg::CALL_STACK.into(), Value::Str(stack)));
+                    if let Some(stack) = stack {
+                        a.args.push((keys.call_stack.clone(), Value::Str(stack)));
                     }
                 }
                 Role::PythonFunction | Role::PythonModule(_) => {
@@ -172,14 +219,14 @@ pub(crate) fn collect(
                     a.correlation = 0;
                     python_ids += 1;
                     a.args
-                        .push((arg::PYTHON_ID.into(), Value::UInt(python_ids)));
+                        .push((keys.python_id.clone(), Value::UInt(python_ids)));
                     if outer.python_id != 0 {
                         a.args
-                            .push((arg::PYTHON_PARENT_ID.into(), Value::UInt(outer.python_id)));
+                            .push((keys.python_parent_id.clone(), Value::UInt(outer.python_id)));
                     }
                     if let Role::PythonModule(id) = role {
                         a.args
-                            .push((arg::PYTHON_MODULE_ID.into(), Value::UInt(u64::from(id))));
+                            .push((keys.python_module_id.clone(), Value::UInt(u64::from(id))));
                     }
                     if kind != KIND_INSTANT {
                         let node = stacks.enter(outer.node, &a.name);
@@ -211,7 +258,7 @@ pub(crate) fn collect(
             // callers) ends with the window, as PyTorch ends it.
             if a.kind != ActivityType::PythonFunction {
                 out.unfinished_ranges += 1;
-                a.args.push((arg::FINISHED.into(), Value::Bool(false)));
+                a.args.push((keys.finished.clone(), Value::Bool(false)));
             }
         }
     }
