@@ -228,7 +228,8 @@ pub struct TickConverter {
 
 impl TickConverter {
     /// A converter from samples taken at start and stop. Between samples under 1 ms apart,
-    /// the scale is measured over the process's life instead ([`ns_per_tick`]).
+    /// the scale is measured against `CLOCK_MONOTONIC` since the process's first sample
+    /// instead, so that converting never waits to measure it.
     pub fn new(start: CalibrationSample, stop: CalibrationSample) -> Self {
         let dt = stop.tick.wrapping_sub(start.tick);
         let dns = stop.wall_ns - start.wall_ns;
