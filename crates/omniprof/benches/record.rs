@@ -297,6 +297,28 @@ fn record(c: &mut Criterion) {
             elapsed
         })
     });
+    // The same for PyTorch's ops in a training step: each ended with autograd's numbers,
+    // which the drain writes as two args and joins into `fwdbwd` flows.
+    g.bench_function("drain_ops_autograd", |b| {
+        b.iter_custom(|iters| {
+            let mut p = session();
+            for key in 0..iters as usize {
+                let numbers = Autograd {
+                    sequence_number: key as i64,
+                    forward_thread: 0,
+                    thread: 1,
+                };
+                // SAFETY: the name is NUL-terminated.
+                unsafe { push_op(c"aten::add_".as_ptr(), key) };
+                black_box(pop_op_with_autograd(key, numbers));
+            }
+            let start = Instant::now();
+            let trace = p.stop().unwrap();
+            let elapsed = start.elapsed();
+            drop(black_box(trace));
+            elapsed
+        })
+    });
     let name = Name::new("bench_range");
     g.bench_function("range_disabled", |b| {
         b.iter(|| {
