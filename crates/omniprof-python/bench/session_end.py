@@ -23,7 +23,7 @@ import gc
 import statistics
 import sys
 import time
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List
 
 import torch
 from torch.profiler import ProfilerActivity, profile as torch_profile

@@ -197,7 +197,7 @@ pub(crate) fn collect(
             };
             // A list that holds unpacked args already grows once for what follows, to its
             // size, not by doubling. An empty one is left to grow: starting it at the exact
-            // size was measured slower (small blocks that glibc keeps on its fast lists).
+            // size measured slower (`record/drain_ops_autograd`, docs/benchmarks.md).
             if !a.args.is_empty() {
                 let room = 2 * usize::from(numbers.is_some()) + usize::from(stack.is_some());
                 a.args.reserve_exact(room);
