@@ -274,6 +274,12 @@ impl MonotonicPair {
         let (tick, ns) = tightest_pair(PAIRS, ticks, || monotonic_ns() as i64);
         Self { tick, ns }
     }
+
+    /// Nanoseconds per tick from `from` to this pair; `None` under [`MIN_BASELINE_NS`].
+    fn ns_per_tick_since(self, from: Self) -> Option<f64> {
+        let (dns, dt) = (self.ns - from.ns, self.tick.wrapping_sub(from.tick));
+        (dns >= MIN_BASELINE_NS && dt > 0).then(|| dns as f64 / dt as f64)
+    }
 }
 
 /// The process's first calibration pair, the start of the span [`ns_per_tick`] measures over.
@@ -290,18 +296,16 @@ pub(crate) fn ns_per_tick() -> f64 {
     if clock_source() == ClockSource::Monotonic {
         return 1.0;
     }
-    let (from, now) = (baseline(), MonotonicPair::take());
-    let dt = now.tick.wrapping_sub(from.tick);
-    if now.ns - from.ns >= MIN_BASELINE_NS && dt > 0 {
-        return (now.ns - from.ns) as f64 / dt as f64;
+    if let Some(scale) = MonotonicPair::take().ns_per_tick_since(baseline()) {
+        return scale;
     }
     static SLEPT: OnceLock<f64> = OnceLock::new();
     *SLEPT.get_or_init(|| {
         SLEEPS.fetch_add(1, Ordering::Relaxed);
-        let a = MonotonicPair::take();
+        let from = MonotonicPair::take();
         std::thread::sleep(std::time::Duration::from_millis(10));
-        let b = MonotonicPair::take();
-        (b.ns - a.ns) as f64 / b.tick.wrapping_sub(a.tick) as f64
+        // A counter that did not advance over the sleep has no scale to measure.
+        MonotonicPair::take().ns_per_tick_since(from).unwrap_or(1.0)
     })
 }
 
