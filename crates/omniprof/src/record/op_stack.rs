@@ -29,21 +29,72 @@ struct Entry {
     seq: u32,
 }
 
-/// A slot of the direct-mapped table: the address a name was seen at (0: none), its id, and
-/// its text, the key of the thread's map of seen names.
+/// Bytes of a name a slot of the direct-mapped table holds itself, its NUL included: a hit
+/// on a name this short compares it there, with no other line read.
+const HEAD: usize = 40;
+
+/// A slot of the direct-mapped table: the address a name was seen at (0: none), its id, its
+/// length and text (the key of the thread's map of seen names), and, for a name shorter than
+/// [`HEAD`], that text again in the slot. One cache line: between two ops of a training step
+/// the model's own work evicts the table, and a hit then reads one line where a text kept
+/// apart cost two.
 #[derive(Clone, Copy)]
+#[repr(C, align(64))]
 struct CachedName {
     at: usize,
-    id: u32,
     text: *const c_char,
+    id: u32,
+    len: u32,
+    head: [u8; HEAD],
 }
 
 impl CachedName {
     const EMPTY: Self = Self {
         at: 0,
-        id: 0,
         text: null(),
+        id: 0,
+        len: 0,
+        head: [0; HEAD],
     };
+
+    /// The slot of name `id` seen at `at`, whose `len`-byte text is held at `text`.
+    ///
+    /// # Safety
+    /// `text` is NUL-terminated after its `len` bytes.
+    unsafe fn new(at: usize, id: u32, text: *const c_char, len: usize) -> Self {
+        let mut head = [0; HEAD];
+        if len < HEAD {
+            // SAFETY: the `len` bytes and the NUL (the contract), within `head` (len < HEAD).
+            unsafe { std::ptr::copy_nonoverlapping(text.cast(), head.as_mut_ptr(), len + 1) };
+        }
+        Self {
+            at,
+            text,
+            id,
+            len: len.min(u32::MAX as usize) as u32,
+            head,
+        }
+    }
+
+    /// Whether the NUL-terminated `name` has this slot's text.
+    ///
+    /// # Safety
+    /// `name` points to a NUL-terminated string; the slot is filled.
+    #[inline(always)]
+    unsafe fn holds(&self, name: *const c_char) -> bool {
+        // The head where it holds the whole text: the slot's own line, already read.
+        let text = if (self.len as usize) < HEAD {
+            self.head.as_ptr().cast()
+        } else {
+            self.text
+        };
+        // strcmp stops at the first difference or NUL, so neither string is read past its
+        // end (a byte loop here cost more instructions than the miss it saves).
+        // SAFETY: both are NUL-terminated (the contract; the head holds a NUL after its
+        // text, and a filled slot's `text` is a key of the map of seen names, whose box stays
+        // put until the map is cleared with the table).
+        unsafe { libc::strcmp(text, name) == 0 }
+    }
 }
 
 /// A slot of the table by text: a name's length (`usize::MAX`: none, so that no name, the
@@ -145,11 +196,9 @@ impl OpStack {
     #[inline(always)]
     pub(crate) unsafe fn name(&mut self, name: *const c_char) -> Name {
         let slot = &self.names[slot_of(name)];
-        // strcmp stops at the first difference or NUL, so neither string is read past its
-        // end.
-        // SAFETY: both are NUL-terminated (the contract; a filled slot's text is a key of the
-        // map of seen names, whose box stays put until the map is cleared with the table).
-        if slot.at == name as usize && unsafe { libc::strcmp(slot.text, name) } == 0 {
+        // SAFETY: `name` is NUL-terminated (the contract), and a slot whose address matches
+        // is filled (no name is at 0).
+        if slot.at == name as usize && unsafe { slot.holds(name) } {
             return Name::from_id(slot.id);
         }
         // SAFETY: as above.
@@ -194,11 +243,8 @@ impl OpStack {
         let moved = seen.at.replace(at) != at;
         let cached = &mut self.names[slot_of(name)];
         if !moved || cached.at == 0 {
-            *cached = CachedName {
-                at,
-                id: seen.id,
-                text,
-            };
+            // SAFETY: `text` is held in the map, `len` bytes and a NUL (compared above).
+            *cached = unsafe { CachedName::new(at, seen.id, text, len) };
         }
         Name::from_id(seen.id)
     }
@@ -220,11 +266,9 @@ impl OpStack {
             id,
             at: Cell::new(at),
         });
-        self.names[slot_of(text.as_ptr())] = CachedName {
-            at,
-            id,
-            text: held.as_ptr(),
-        };
+        // SAFETY: `held` is a `CStr` of `len` bytes, kept in the map below.
+        self.names[slot_of(text.as_ptr())] =
+            unsafe { CachedName::new(at, id, held.as_ptr(), text.to_bytes().len()) };
         self.texts[by_text] = TextSlot {
             len: text.to_bytes().len(),
             text: held.as_ptr(),
@@ -288,6 +332,26 @@ mod tests {
         let other = name(&mut stack, CStr::from_bytes_with_nul(&buf).unwrap());
         assert_ne!(first, other);
         assert_eq!(&*other.resolve(), "op_stack_other");
+    }
+
+    #[test]
+    fn a_short_name_rebuilt_longer_or_shorter_at_its_address_is_told_apart() {
+        let mut stack = OpStack::new();
+        let mut buf = *b"aten::add\0\0";
+        let add = name(&mut stack, CStr::from_bytes_until_nul(&buf).unwrap());
+        assert_eq!(stack.names[slot_of(buf.as_ptr().cast())].len, 9);
+        buf[9] = b'_';
+        let add_ = name(&mut stack, CStr::from_bytes_until_nul(&buf).unwrap());
+        buf[8] = 0;
+        let ad = name(&mut stack, CStr::from_bytes_until_nul(&buf).unwrap());
+        let texts = [add, add_, ad].map(|n| n.resolve().to_string());
+        assert_eq!(texts, ["aten::add", "aten::add_", "aten::ad"]);
+        buf[8] = b'd';
+        buf[9] = 0;
+        assert_eq!(
+            name(&mut stack, CStr::from_bytes_until_nul(&buf).unwrap()),
+            add
+        );
     }
 
     #[test]
