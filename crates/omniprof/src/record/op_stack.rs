@@ -12,8 +12,10 @@ use crate::{cache_slot, FastMap};
 /// Ops a thread can have pushed and not yet popped; deeper ones are not recorded, but their
 /// pushes and pops still pair up.
 pub(crate) const MAX_DEPTH: usize = 256;
-/// Names a thread caches by address in its direct-mapped table.
-const NAME_SLOTS: usize = 256;
+/// Names a thread caches by address in its direct-mapped table (64 KiB of slots, of which a
+/// thread touches one line per name it uses): with 256, a small MLP's 40-odd op names
+/// collided in a few slots, and each collision cost a lookup by text on every other use.
+const NAME_SLOTS: usize = 1024;
 /// Names a thread caches by text in its second direct-mapped table: those seen at a new
 /// address each time (a training step's backward pass has a few dozen).
 const TEXT_SLOTS: usize = 128;
@@ -134,7 +136,9 @@ struct Seen {
 pub(crate) struct OpStack {
     depth: usize,
     entries: [Entry; MAX_DEPTH],
-    names: [CachedName; NAME_SLOTS],
+    /// Boxed apart: built in place, where the whole stack's box is first built on the
+    /// calling thread's stack, which may be small.
+    names: Box<[CachedName; NAME_SLOTS]>,
     texts: [TextSlot; TEXT_SLOTS],
     seen: FastMap<Box<CStr>, Box<Seen>>,
 }
@@ -148,7 +152,10 @@ impl OpStack {
                 state: 0,
                 seq: 0,
             }; MAX_DEPTH],
-            names: [CachedName::EMPTY; NAME_SLOTS],
+            names: vec![CachedName::EMPTY; NAME_SLOTS]
+                .into_boxed_slice()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("NAME_SLOTS slots")),
             texts: [TextSlot::EMPTY; TEXT_SLOTS],
             seen: FastMap::default(),
         })
@@ -240,13 +247,34 @@ impl OpStack {
             };
             (held.as_ptr(), &**seen)
         };
-        let moved = seen.at.replace(at) != at;
-        let cached = &mut self.names[slot_of(name)];
-        if !moved || cached.at == 0 {
-            // SAFETY: `text` is held in the map, `len` bytes and a NUL (compared above).
-            *cached = unsafe { CachedName::new(at, seen.id, text, len) };
+        let (id, moved) = (seen.id, seen.at.replace(at) != at);
+        // SAFETY: `text` is held in the map, `len` bytes and a NUL (compared above).
+        unsafe { self.cache_by_address(at, id, text, len, moved) };
+        Name::from_id(id)
+    }
+
+    /// Caches name `id`, seen at `at`, by its address, unless it `moved` (seen at another
+    /// address last time: it would evict a name that stays put) or the slot holds another text
+    /// seen at this very address: names take turns at it (a backward node's, kept in its
+    /// `RecordFunction` on the stack), and caching each in turn would only rewrite the slot;
+    /// the table by text serves them.
+    ///
+    /// # Safety
+    /// `text` is held in the map of seen names, `len` bytes and a NUL.
+    unsafe fn cache_by_address(
+        &mut self,
+        at: usize,
+        id: u32,
+        text: *const c_char,
+        len: usize,
+        moved: bool,
+    ) {
+        let cached = &mut self.names[slot_of(at as *const c_char)];
+        let turns = cached.at == at;
+        if cached.at == 0 || !(moved || turns) {
+            // SAFETY: forwarded contract.
+            *cached = unsafe { CachedName::new(at, id, text, len) };
         }
-        Name::from_id(seen.id)
     }
 
     /// Interns a name the thread has not seen, caching it in both tables (`by_text` its slot
@@ -255,7 +283,7 @@ impl OpStack {
     fn intern(&mut self, text: &CStr, by_text: usize) -> Name {
         if self.seen.len() >= SEEN_MAX {
             // The tables' slots point at the texts about to go.
-            self.names = [CachedName::EMPTY; NAME_SLOTS];
+            self.names.fill(CachedName::EMPTY);
             self.texts = [TextSlot::EMPTY; TEXT_SLOTS];
             self.seen.clear();
         }
@@ -267,8 +295,7 @@ impl OpStack {
             at: Cell::new(at),
         });
         // SAFETY: `held` is a `CStr` of `len` bytes, kept in the map below.
-        self.names[slot_of(text.as_ptr())] =
-            unsafe { CachedName::new(at, id, held.as_ptr(), text.to_bytes().len()) };
+        unsafe { self.cache_by_address(at, id, held.as_ptr(), text.to_bytes().len(), false) };
         self.texts[by_text] = TextSlot {
             len: text.to_bytes().len(),
             text: held.as_ptr(),
@@ -282,7 +309,7 @@ impl OpStack {
 /// The slot of the table that caches the name at `name`.
 #[inline(always)]
 fn slot_of(name: *const c_char) -> usize {
-    (name as usize >> 3) % NAME_SLOTS
+    cache_slot::<NAME_SLOTS>(name as u64)
 }
 
 /// The slot of the table by text for the `len`-byte name at `name`: by its length and its
@@ -354,20 +381,33 @@ mod tests {
         );
     }
 
+    /// `count` 8-byte-aligned offsets into `arena`, at least 16 bytes apart, whose
+    /// addresses take the same slot of the table by address.
+    fn offsets_sharing_a_slot(arena: &[u8], count: usize) -> Vec<usize> {
+        let base = arena.as_ptr() as usize;
+        let first = (8 - base % 8) % 8;
+        let mut by_slot: Vec<Vec<usize>> = vec![Vec::new(); NAME_SLOTS];
+        for at in (first..arena.len() - 16).step_by(16) {
+            let offsets = &mut by_slot[slot_of(arena[at..].as_ptr().cast())];
+            offsets.push(at);
+            if offsets.len() == count {
+                return offsets.clone();
+            }
+        }
+        panic!("no slot taken by {count} offsets of {} bytes", arena.len());
+    }
+
     #[test]
     fn a_name_that_moves_keeps_out_of_the_slot_of_one_that_stays_put() {
         let mut stack = OpStack::new();
-        // Three texts a whole table apart: one slot.
-        let stride = NAME_SLOTS * 8;
-        let mut arena = vec![0u8; 3 * stride + 16];
-        let base = arena.as_ptr() as usize;
-        let offset = (8 - base % 8) % 8;
-        let at = |i: usize| offset + i * stride;
-        arena[at(0)..at(0) + 7].copy_from_slice(b"stays\0\0");
-        for i in [1, 2] {
-            arena[at(i)..at(i) + 7].copy_from_slice(b"moves\0\0");
+        // Three texts at addresses of one slot.
+        let mut arena = vec![0u8; 1 << 16];
+        let at = offsets_sharing_a_slot(&arena, 3);
+        arena[at[0]..at[0] + 7].copy_from_slice(b"stays\0\0");
+        for &i in &at[1..] {
+            arena[i..i + 7].copy_from_slice(b"moves\0\0");
         }
-        let text = |i: usize| CStr::from_bytes_until_nul(&arena[at(i)..]).unwrap();
+        let text = |i: usize| CStr::from_bytes_until_nul(&arena[at[i]..]).unwrap();
         let stays = name(&mut stack, text(0));
         let moves = name(&mut stack, text(1));
         assert_eq!(name(&mut stack, text(0)), stays);
@@ -378,14 +418,34 @@ mod tests {
     }
 
     #[test]
+    fn names_taking_turns_at_one_address_leave_its_slot_to_the_first() {
+        let mut stack = OpStack::new();
+        let mut buf = [0u8; 24];
+        let mut at_buf = |stack: &mut OpStack, text: &[u8]| {
+            buf.fill(0);
+            buf[..text.len()].copy_from_slice(text);
+            name(stack, CStr::from_bytes_until_nul(&buf).unwrap())
+        };
+        let t = at_buf(&mut stack, b"TBackward0");
+        let addmm = at_buf(&mut stack, b"AddmmBackward0");
+        assert_ne!(t, addmm);
+        for _ in 0..3 {
+            assert_eq!(at_buf(&mut stack, b"AddmmBackward0"), addmm);
+            assert_eq!(at_buf(&mut stack, b"TBackward0"), t);
+        }
+        let slot = stack.names[slot_of(buf.as_ptr().cast())];
+        assert_eq!((slot.id, slot.len), (t.id(), 10));
+    }
+
+    #[test]
     fn two_names_sharing_a_slot_are_found_among_the_names_seen() {
         let mut stack = OpStack::new();
-        // Two names 2,048 bytes apart take the same slot.
-        let mut buf = vec![0u8; 4096];
-        buf[..12].copy_from_slice(b"op_stack_a1\0");
-        buf[2048..2060].copy_from_slice(b"op_stack_b2\0");
-        let a = CStr::from_bytes_until_nul(&buf[..12]).unwrap();
-        let b = CStr::from_bytes_until_nul(&buf[2048..]).unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let at = offsets_sharing_a_slot(&buf, 2);
+        buf[at[0]..at[0] + 12].copy_from_slice(b"op_stack_a1\0");
+        buf[at[1]..at[1] + 12].copy_from_slice(b"op_stack_b2\0");
+        let a = CStr::from_bytes_until_nul(&buf[at[0]..]).unwrap();
+        let b = CStr::from_bytes_until_nul(&buf[at[1]..]).unwrap();
         assert_eq!(slot_of(a.as_ptr()), slot_of(b.as_ptr()));
         let ids = (name(&mut stack, a), name(&mut stack, b));
         for _ in 0..3 {
