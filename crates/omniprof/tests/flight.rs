@@ -10,6 +10,8 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use omniprof::recording::{pop_op_with_autograd, push_op, Autograd};
+use omniprof::trace::keys::arg;
 use omniprof::trace::{Activity, Trace, Value};
 use omniprof::{record_function, DumpReason, FlightRecorder, Profiler};
 use omniprof_test_support::shared_dirs;
@@ -134,6 +136,40 @@ fn what_ranges_carry_beside_their_records_is_trimmed_with_the_rings() {
     let held = indices(&trace, "op");
     assert_eq!(held.last(), Some(&(RANGES - 1)));
     assert!(held.windows(2).all(|w| w[1] == w[0] + 1));
+    recorder.stop();
+}
+
+#[test]
+fn a_snapshot_holds_the_autograd_numbers_of_its_ops_moved_or_still_staged() {
+    let _serial = serial();
+    let recorder = FlightRecorder::builder()
+        .window(Duration::from_secs(3600))
+        .start()
+        .unwrap();
+    // Numbers are staged a batch at a time before they join their thread's table: 1,000 ops
+    // leave the last few staged when the snapshot copies them out.
+    const OPS: usize = 1_000;
+    for i in 0..OPS {
+        // SAFETY: the name is NUL-terminated.
+        unsafe { push_op(c"aten::mul".as_ptr(), i) };
+        let numbers = Autograd {
+            sequence_number: i as i64,
+            forward_thread: 0,
+            thread: 1,
+        };
+        assert!(pop_op_with_autograd(i, numbers));
+    }
+    let numbers = |trace: &Trace| -> Vec<Option<Value>> {
+        let ops = trace.activities.iter().filter(|a| &*a.name == "aten::mul");
+        ops.map(|a| a.arg(arg::SEQUENCE_NUMBER).cloned()).collect()
+    };
+    let expected: Vec<_> = (0..OPS as i64).map(|i| Some(Value::Int(i))).collect();
+    assert_eq!(numbers(&recorder.snapshot().unwrap()), expected);
+    assert_eq!(
+        numbers(&recorder.snapshot().unwrap()),
+        expected,
+        "a snapshot takes none"
+    );
     recorder.stop();
 }
 

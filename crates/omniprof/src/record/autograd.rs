@@ -52,7 +52,30 @@ pub struct Autograd {
     pub thread: u64,
 }
 
+/// The words an op's [`Autograd`] numbers are staged as on its thread.
+pub(super) const AUTOGRAD_WORDS: usize = 3;
+
 impl Autograd {
+    /// The numbers as words, to stage without a lock.
+    pub(super) fn words(&self) -> [u64; AUTOGRAD_WORDS] {
+        [
+            self.sequence_number as u64,
+            self.forward_thread,
+            self.thread,
+        ]
+    }
+
+    /// The numbers [`words`](Self::words) gave.
+    pub(super) fn from_words(
+        [sequence_number, forward_thread, thread]: [u64; AUTOGRAD_WORDS],
+    ) -> Self {
+        Self {
+            sequence_number: sequence_number as i64,
+            forward_thread,
+            thread,
+        }
+    }
+
     /// The args PyTorch writes for these numbers, under the keys given (`Sequence number`
     /// and `Fwd thread id`, made once by the caller).
     pub(super) fn args(

@@ -11,6 +11,7 @@ use super::chunk_pool::POOL;
 use super::fork::FORK_TICK;
 use super::registry::REGISTRY;
 use super::ring::{is_ring, snapshot};
+use super::side_tables::{append_autograd, append_reports};
 use crate::lock;
 use crate::record::word::{session_tag, tag_of, untagged};
 
@@ -67,10 +68,18 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                 name: lock(&buffer.name).clone(),
                 records,
                 args: std::mem::take(&mut *lock(&buffer.args)),
-                autograd: std::mem::take(&mut *lock(&buffer.autograd)),
+                autograd: {
+                    let mut autograd = lock(&buffer.autograd);
+                    buffer
+                        .staged_autograd
+                        .take_into(|staged| append_autograd(&mut autograd, staged));
+                    std::mem::take(&mut *autograd)
+                },
                 packed: {
                     let mut packed = lock(&buffer.packed);
-                    buffer.staged.take_into(&mut packed);
+                    buffer
+                        .staged_reports
+                        .take_into(|staged| append_reports(&mut packed, staged));
                     std::mem::take(&mut *packed)
                 },
                 dropped: buffer.dropped.load(Ordering::Relaxed),

@@ -34,7 +34,7 @@
 //! view of its buffer and the hot path that appends a record, and [`slow_path`] what that
 //! path calls when it runs out of room; [`side_tables`] hold what a record carries beside
 //! its 16 bytes, in [`block_list`]s that never reallocate, allocator reports first
-//! [`staged_reports`] without a lock; [`drain`] copies a session out
+//! [`staged`] without a lock (autograd's numbers too); [`drain`] copies a session out
 //! (each thread's copy a [`drained`] thread); [`ring`] keeps a
 //! session in bounded memory by reusing each thread's oldest chunk, and copies time slices
 //! of it out while it records; [`fork`] keeps the buffers sound across a fork;
@@ -54,7 +54,7 @@ mod registry;
 mod ring;
 mod side_tables;
 mod slow_path;
-mod staged_reports;
+mod staged;
 mod thread_name;
 
 pub(super) use chunk_pool::{prefill_pool, trim_pool, CHUNK_BYTES};

@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use super::block_list::BlockList;
 use super::chunk_pool::Chunk;
-use super::staged_reports::StagedReports;
+use super::staged::Staged;
 use crate::lock;
-use crate::record::autograd::Autograd;
+use crate::record::autograd::{Autograd, AUTOGRAD_WORDS};
+use crate::record::memory_usage::REPORT_WORDS;
 use crate::record::packed_args::PackedArgs;
 use crate::Value;
 
@@ -40,10 +41,12 @@ pub(crate) struct ThreadBuffer {
     /// What autograd knows of ops (their args and forward/backward links are made at the
     /// drain).
     pub(super) autograd: Mutex<BlockList<(u32, Autograd)>>,
+    /// The newest ops' autograd numbers, not yet moved into `autograd`.
+    pub(super) staged_autograd: Staged<AUTOGRAD_WORDS>,
     /// Args packed as words, allocator reports among them (unpacked at the drain).
     pub(super) packed: Mutex<PackedArgs>,
     /// The newest allocator reports, not yet moved into `packed`.
-    pub(super) staged: StagedReports,
+    pub(super) staged_reports: Staged<REPORT_WORDS>,
     pub(super) exited: AtomicBool,
     /// The process the owning thread records in: set at registration, and by the fork
     /// handler for the thread that forked. A buffer of another process is a parent's.

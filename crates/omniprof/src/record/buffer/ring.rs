@@ -29,6 +29,7 @@ use super::chunk_pool::{take_chunk, Chunk, CHUNK_SLOTS, POOL};
 use super::drained::DrainedThread;
 use super::local::Local;
 use super::registry::{ThreadBuffer, REGISTRY};
+use super::side_tables::{append_autograd, append_reports};
 use crate::lock;
 use crate::record::word::{kind, seq, session_tag, tag_of, untagged, KIND_END};
 
@@ -247,11 +248,20 @@ pub(crate) fn snapshot(state: u64, from: u64, to: u64) -> Vec<DrainedThread> {
             name: lock(&buffer.name).clone(),
             records,
             args: lock(&buffer.args).clone(),
-            autograd: lock(&buffer.autograd).clone(),
+            autograd: {
+                let autograd = lock(&buffer.autograd);
+                let mut copy = autograd.clone();
+                buffer
+                    .staged_autograd
+                    .copy_into(|staged| append_autograd(&mut copy, staged));
+                copy
+            },
             packed: {
                 let packed = lock(&buffer.packed);
                 let mut copy = packed.clone();
-                buffer.staged.copy_into(&mut copy);
+                buffer
+                    .staged_reports
+                    .copy_into(|staged| append_reports(&mut copy, staged));
                 copy
             },
             dropped: buffer.dropped.load(Ordering::Relaxed),

@@ -1,17 +1,20 @@
 //! What a record carries beside its 16 bytes (a range's args, what autograd knows of an op,
 //! packed args: an op's inputs, an allocator report), kept in per-thread tables under locks
-//! off the hot path (allocator reports staged first without one), and joined to their
+//! off the hot path (autograd's numbers and allocator reports, which nearly every op or
+//! allocation carries, [staged](super::staged) first without one), and joined to their
 //! records by sequence number at the drain.
 //!
 //! The "module docs" cited below are the [buffer's](super): its ownership protocol.
 
 use std::sync::Arc;
 
+use super::block_list::BlockList;
 use super::local::Local;
+use super::staged::Entries;
 use crate::lock;
-use crate::record::autograd::Autograd;
-use crate::record::memory_usage::REPORT_WORDS;
-use crate::record::packed_args::UnpackArgs;
+use crate::record::autograd::{Autograd, AUTOGRAD_WORDS};
+use crate::record::memory_usage::{self, REPORT_WORDS};
+use crate::record::packed_args::{PackedArgs, UnpackArgs};
 use crate::Value;
 
 impl Local {
@@ -24,12 +27,22 @@ impl Local {
         }
     }
 
-    /// Attaches what autograd knows of op `seq`.
+    /// Attaches what autograd knows of op `seq`: staged without a lock, moved into the
+    /// thread's table a batch at a time ([`staged`](super::staged)).
+    #[inline]
     pub(crate) fn add_autograd(&self, state: u64, seq: u32, autograd: Autograd) {
         if state == self.state.get() && !self.buffer.get().is_null() {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
-            lock(&buffer.autograd).push((seq, autograd));
+            let words = autograd.words();
+            if !buffer.staged_autograd.push(seq, &words) {
+                let mut table = lock(&buffer.autograd);
+                buffer
+                    .staged_autograd
+                    .move_into(|staged| append_autograd(&mut table, staged));
+                drop(table);
+                buffer.staged_autograd.push(seq, &words);
+            }
         }
     }
 
@@ -44,16 +57,86 @@ impl Local {
     }
 
     /// Attaches an allocator report's words to record `seq`: staged without a lock, moved
-    /// into the packed args a batch at a time ([`staged_reports`](super::staged_reports)).
+    /// into the packed args a batch at a time ([`staged`](super::staged)).
     #[inline]
     pub(crate) fn add_memory(&self, state: u64, seq: u32, words: &[u64; REPORT_WORDS]) {
         if state == self.state.get() && !self.buffer.get().is_null() {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
-            if !buffer.staged.push(seq, words) {
-                buffer.staged.move_into(&mut lock(&buffer.packed));
-                buffer.staged.push(seq, words);
+            if !buffer.staged_reports.push(seq, words) {
+                let mut packed = lock(&buffer.packed);
+                buffer
+                    .staged_reports
+                    .move_into(|staged| append_reports(&mut packed, staged));
+                drop(packed);
+                buffer.staged_reports.push(seq, words);
             }
         }
+    }
+}
+
+/// Appends staged autograd numbers to a thread's table of them.
+pub(super) fn append_autograd(
+    table: &mut BlockList<(u32, Autograd)>,
+    staged: Entries<'_, AUTOGRAD_WORDS>,
+) {
+    for (seq, words) in staged {
+        table.push((seq, Autograd::from_words(words)));
+    }
+}
+
+/// Appends staged allocator reports to a thread's packed args.
+pub(super) fn append_reports(packed: &mut PackedArgs, staged: Entries<'_, REPORT_WORDS>) {
+    packed.push_each::<REPORT_WORDS>(staged, memory_usage::unpack);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::buffer::staged::Staged;
+
+    #[test]
+    fn a_staged_report_unpacks_to_its_words() {
+        let staged = Staged::<REPORT_WORDS>::default();
+        let usage = memory_usage::MemoryUsage {
+            addr: 0x1000,
+            bytes: -256,
+            total_allocated: 512,
+            total_reserved: 1024,
+            device_type: 0,
+            device_index: -1,
+        };
+        staged.push(5, &usage.words());
+        let mut packed = PackedArgs::default();
+        staged.move_into(|e| append_reports(&mut packed, e));
+        let mut all = Vec::new();
+        packed.unpack(|seq, args| all.push((seq, args)));
+        let mut expected = Vec::new();
+        memory_usage::unpack(&usage.words(), &mut expected);
+        assert_eq!(all, [(5, expected)]);
+    }
+
+    #[test]
+    fn staged_autograd_numbers_come_back_whole() {
+        let staged = Staged::<AUTOGRAD_WORDS>::default();
+        let numbers = [
+            Autograd {
+                sequence_number: 7,
+                forward_thread: 0,
+                thread: 1,
+            },
+            Autograd {
+                sequence_number: -1,
+                forward_thread: u64::MAX,
+                thread: 2,
+            },
+        ];
+        for (seq, n) in (10..).zip(&numbers) {
+            staged.push(seq, &n.words());
+        }
+        let mut table = BlockList::default();
+        staged.move_into(|e| append_autograd(&mut table, e));
+        let back: Vec<_> = table.into_iter().collect();
+        assert_eq!(back, [(10, numbers[0]), (11, numbers[1])]);
     }
 }

@@ -12,7 +12,7 @@ use super::fork::at_fork;
 use super::local::{Local, EXIT};
 use super::registry::{ThreadBuffer, NEXT_THREAD_INDEX, REGISTRY};
 use super::ring;
-use super::staged_reports::StagedReports;
+use super::staged::Staged;
 use super::thread_name::{current_tid, os_thread_name};
 use crate::lock;
 use crate::record::op_stack::OpStack;
@@ -50,10 +50,13 @@ impl Local {
             buffer.dropped.store(0, Ordering::Relaxed);
             lock(&buffer.dropped_ends).clear();
             lock(&buffer.args).clear();
-            lock(&buffer.autograd).clear();
+            let mut autograd = lock(&buffer.autograd);
+            autograd.clear();
+            buffer.staged_autograd.forget();
+            drop(autograd);
             let mut packed = lock(&buffer.packed);
             packed.clear();
-            buffer.staged.forget();
+            buffer.staged_reports.forget();
             drop(packed);
             buffer.state.store(state, Ordering::Release);
             self.filled.set(0);
@@ -124,7 +127,8 @@ impl Local {
                 args: Mutex::default(),
                 autograd: Mutex::default(),
                 packed: Mutex::default(),
-                staged: StagedReports::default(),
+                staged_autograd: Staged::default(),
+                staged_reports: Staged::default(),
                 exited: AtomicBool::new(false),
                 pid: AtomicU32::new(std::process::id()),
             });
