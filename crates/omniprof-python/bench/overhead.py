@@ -70,11 +70,15 @@ namespace {
 std::optional<at::CallbackHandle> handle;
 std::atomic<uint64_t> last_tick{0};
 
-// An allocator reporter that asks for every report and keeps none: what the allocator's own
-// bookkeeping costs any memory profiler (it tracks sizes only while one listens).
+// An allocator reporter that keeps nothing. Asking for every report (`memory`), it is what the
+// allocator's own bookkeeping costs any memory profiler (it tracks sizes only while one
+// listens); asking for none, what a profiler's state in the thread's debug info costs PyTorch
+// (torch.profiler keeps one there, and omniprof one for `_RecordFunctionFast`).
 struct NothingReporter final : c10::MemoryReportingInfoBase {
+  explicit NothingReporter(bool memory) : memory(memory) {}
   void reportMemoryUsage(void*, int64_t, size_t, size_t, c10::Device) override {}
-  bool memoryProfilingEnabled() const override { return true; }
+  bool memoryProfilingEnabled() const override { return memory; }
+  const bool memory;
 };
 bool reporting = false;
 
@@ -90,10 +94,10 @@ void end_read_clock(const at::RecordFunction&, at::ObserverContext*) {
 }
 }  // namespace
 
-void attach(bool clock, bool memory) {
-  if (memory && !reporting) {
+void attach(bool clock, bool reporter, bool memory) {
+  if (reporter && !reporting) {
     c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE,
-                                     std::make_shared<NothingReporter>());
+                                     std::make_shared<NothingReporter>(memory));
     reporting = true;
   }
   if (!handle) {
@@ -121,13 +125,16 @@ void detach() {
 class FloorCallbacks:
     """Registers the floor's callbacks while open (a context manager, like a profiler):
     reading the clock at each start and end when `clock`, else doing nothing; with `memory`,
-    also an allocator reporter on this thread that takes every report and keeps none."""
+    also an allocator reporter on this thread that takes every report and keeps none; with
+    `state`, one that takes none (what a profiler's state in the thread's debug info costs,
+    as torch.profiler and omniprof keep one)."""
 
     module = None
 
-    def __init__(self, clock: bool, memory: bool = False) -> None:
+    def __init__(self, clock: bool, memory: bool = False, state: bool = False) -> None:
         self.clock = clock
         self.memory = memory
+        self.state = state
 
     def __enter__(self) -> "FloorCallbacks":
         if FloorCallbacks.module is None:
@@ -141,7 +148,7 @@ class FloorCallbacks:
                 functions=["attach", "detach"],
                 extra_cflags=["-O2", "-DNDEBUG"],
             )
-        FloorCallbacks.module.attach(self.clock, self.memory)
+        FloorCallbacks.module.attach(self.clock, self.memory or self.state, self.memory)
         return self
 
     def __exit__(self, *exc: object) -> None:
