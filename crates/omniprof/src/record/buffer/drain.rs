@@ -68,20 +68,12 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                 name: lock(&buffer.name).clone(),
                 records,
                 args: std::mem::take(&mut *lock(&buffer.args)),
-                autograd: {
-                    let mut autograd = lock(&buffer.autograd);
-                    buffer
-                        .staged_autograd
-                        .take_into(|staged| append_autograd(&mut autograd, staged));
-                    std::mem::take(&mut *autograd)
-                },
-                packed: {
-                    let mut packed = lock(&buffer.packed);
-                    buffer
-                        .staged_reports
-                        .take_into(|staged| append_reports(&mut packed, staged));
-                    std::mem::take(&mut *packed)
-                },
+                autograd: buffer
+                    .staged_autograd
+                    .take_with(&buffer.autograd, append_autograd),
+                packed: buffer
+                    .staged_reports
+                    .take_with(&buffer.packed, append_reports),
                 dropped: buffer.dropped.load(Ordering::Relaxed),
                 dropped_ends: std::mem::take(&mut *lock(&buffer.dropped_ends)),
             });

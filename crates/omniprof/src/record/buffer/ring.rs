@@ -248,22 +248,12 @@ pub(crate) fn snapshot(state: u64, from: u64, to: u64) -> Vec<DrainedThread> {
             name: lock(&buffer.name).clone(),
             records,
             args: lock(&buffer.args).clone(),
-            autograd: {
-                let autograd = lock(&buffer.autograd);
-                let mut copy = autograd.clone();
-                buffer
-                    .staged_autograd
-                    .copy_into(|staged| append_autograd(&mut copy, staged));
-                copy
-            },
-            packed: {
-                let packed = lock(&buffer.packed);
-                let mut copy = packed.clone();
-                buffer
-                    .staged_reports
-                    .copy_into(|staged| append_reports(&mut copy, staged));
-                copy
-            },
+            autograd: buffer
+                .staged_autograd
+                .copy_with(&buffer.autograd, append_autograd),
+            packed: buffer
+                .staged_reports
+                .copy_with(&buffer.packed, append_reports),
             dropped: buffer.dropped.load(Ordering::Relaxed),
             dropped_ends: lock(&buffer.dropped_ends).clone(),
         });

@@ -19,6 +19,9 @@
 //! forgets a block only once every record in it is gone).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::lock;
 
 /// Entries staged before a move: a table's lock is then taken once per this many.
 const CAPACITY: usize = 32;
@@ -97,18 +100,43 @@ impl<const N: usize> Staged<N> {
 
     /// Hands the staged entries a drain did not take to `append`, leaving them staged (a ring
     /// session's snapshot). Any thread, with the table's lock held.
-    pub(super) fn copy_into(&self, append: impl FnOnce(Entries<'_, N>)) {
+    fn copy_into(&self, append: impl FnOnce(Entries<'_, N>)) {
         append(self.below(self.len.load(Ordering::Acquire)));
     }
 
     /// [`copy_into`](Self::copy_into), marking the entries taken: a drain at `stop`, which
     /// takes the table away with them. Any thread, with the table's lock held.
-    pub(super) fn take_into(&self, append: impl FnOnce(Entries<'_, N>)) {
+    fn take_into(&self, append: impl FnOnce(Entries<'_, N>)) {
         // One read of the count for both: the owner may stage more meanwhile, and an entry
         // copied here but not marked taken would be moved in again later.
         let len = self.len.load(Ordering::Acquire);
         append(self.below(len));
         self.taken.store(len, Ordering::Relaxed);
+    }
+
+    /// `table` taken whole, with the staged entries a drain did not take appended by
+    /// `append` (a drain at `stop`). Any thread.
+    pub(super) fn take_with<T: Default>(
+        &self,
+        table: &Mutex<T>,
+        append: fn(&mut T, Entries<'_, N>),
+    ) -> T {
+        let mut held = lock(table);
+        self.take_into(|staged| append(&mut held, staged));
+        std::mem::take(&mut *held)
+    }
+
+    /// A copy of `table`, with the staged entries a drain did not take appended by `append`
+    /// (a ring session's snapshot). Any thread.
+    pub(super) fn copy_with<T: Clone>(
+        &self,
+        table: &Mutex<T>,
+        append: fn(&mut T, Entries<'_, N>),
+    ) -> T {
+        let held = lock(table);
+        let mut copy = held.clone();
+        self.copy_into(|staged| append(&mut copy, staged));
+        copy
     }
 
     /// The staged entries from the first a drain did not take up to `len` (a count read
