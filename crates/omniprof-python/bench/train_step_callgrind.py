@@ -166,6 +166,9 @@ def main() -> None:
         configs["none"] = contextlib.nullcontext
     if "floor" in args.profilers:
         configs["floor"] = lambda: FloorCallbacks(clock=False)
+        # As torch.profiler keeps its state in the thread's debug info, and omniprof a
+        # reporter there for _RecordFunctionFast: the floor of default flags.
+        configs["floor with state"] = lambda: FloorCallbacks(clock=False, state=True)
         configs["floor with reporter"] = lambda: FloorCallbacks(clock=False, memory=True)
     for flag_set in args.flags:
         flags = FLAG_SETS[flag_set]
