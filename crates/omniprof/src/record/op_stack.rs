@@ -257,7 +257,8 @@ impl OpStack {
     /// address last time: it would evict a name that stays put) or the slot holds another text
     /// seen at this very address: names take turns at it (a backward node's, kept in its
     /// `RecordFunction` on the stack), and caching each in turn would only rewrite the slot;
-    /// the table by text serves them.
+    /// the table by text serves them (and a name that took another's address for good, a
+    /// little more slowly).
     ///
     /// # Safety
     /// `text` is held in the map of seen names, `len` bytes and a NUL.
