@@ -35,14 +35,9 @@ impl Local {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
             let words = autograd.words();
-            if !buffer.staged_autograd.push(seq, &words) {
-                let mut table = lock(&buffer.autograd);
-                buffer
-                    .staged_autograd
-                    .move_into(|staged| append_autograd(&mut table, staged));
-                drop(table);
-                buffer.staged_autograd.push(seq, &words);
-            }
+            buffer
+                .staged_autograd
+                .stage(seq, &words, &buffer.autograd, append_autograd);
         }
     }
 
@@ -63,14 +58,9 @@ impl Local {
         if state == self.state.get() && !self.buffer.get().is_null() {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
-            if !buffer.staged_reports.push(seq, words) {
-                let mut packed = lock(&buffer.packed);
-                buffer
-                    .staged_reports
-                    .move_into(|staged| append_reports(&mut packed, staged));
-                drop(packed);
-                buffer.staged_reports.push(seq, words);
-            }
+            buffer
+                .staged_reports
+                .stage(seq, words, &buffer.packed, append_reports);
         }
     }
 }
@@ -106,9 +96,9 @@ mod tests {
             device_type: 0,
             device_index: -1,
         };
-        staged.push(5, &usage.words());
-        let mut packed = PackedArgs::default();
-        staged.move_into(|e| append_reports(&mut packed, e));
+        let packed = std::sync::Mutex::new(PackedArgs::default());
+        staged.stage(5, &usage.words(), &packed, append_reports);
+        let packed = staged.take_with(&packed, append_reports);
         let mut all = Vec::new();
         packed.unpack(|seq, args| all.push((seq, args)));
         let mut expected = Vec::new();
@@ -131,12 +121,14 @@ mod tests {
                 thread: 2,
             },
         ];
+        let table = std::sync::Mutex::new(BlockList::default());
         for (seq, n) in (10..).zip(&numbers) {
-            staged.push(seq, &n.words());
+            staged.stage(seq, &n.words(), &table, append_autograd);
         }
-        let mut table = BlockList::default();
-        staged.move_into(|e| append_autograd(&mut table, e));
-        let back: Vec<_> = table.into_iter().collect();
+        let back: Vec<_> = staged
+            .take_with(&table, append_autograd)
+            .into_iter()
+            .collect();
         assert_eq!(back, [(10, numbers[0]), (11, numbers[1])]);
     }
 }

@@ -79,7 +79,7 @@ impl<const N: usize> Staged<N> {
     /// Stages the words of record `seq`; false when the array is full (nothing staged:
     /// [`move_into`](Self::move_into) first). Owner only.
     #[inline]
-    pub(super) fn push(&self, seq: u32, words: &[u64; N]) -> bool {
+    fn push(&self, seq: u32, words: &[u64; N]) -> bool {
         let len = self.len.load(Ordering::Relaxed);
         let Some(slot) = self.slots.get(len) else {
             return false;
@@ -93,9 +93,33 @@ impl<const N: usize> Staged<N> {
         true
     }
 
+    /// Stages the words of record `seq`, first moving the staged entries into `table` by
+    /// `append` when the array is full. Owner only.
+    #[inline]
+    pub(super) fn stage<T>(
+        &self,
+        seq: u32,
+        words: &[u64; N],
+        table: &Mutex<T>,
+        append: fn(&mut T, Entries<'_, N>),
+    ) {
+        if !self.push(seq, words) {
+            self.move_with(table, append);
+            self.push(seq, words);
+        }
+    }
+
+    /// Moves the staged entries into `table` by `append`, under its lock. Owner only.
+    #[cold]
+    #[inline(never)]
+    fn move_with<T>(&self, table: &Mutex<T>, append: fn(&mut T, Entries<'_, N>)) {
+        let mut held = lock(table);
+        self.move_into(|staged| append(&mut held, staged));
+    }
+
     /// Hands every staged entry a drain did not take to `append`, and empties the array.
     /// Owner only, with the lock of the table `append` adds to held across the call.
-    pub(super) fn move_into(&self, append: impl FnOnce(Entries<'_, N>)) {
+    fn move_into(&self, append: impl FnOnce(Entries<'_, N>)) {
         self.copy_into(append);
         self.forget();
     }
