@@ -11,7 +11,8 @@ medians of several rounds (overhead.py's method, which this script imports):
 each under no profiler; the do-nothing floor (overhead.py's FloorCallbacks: RecordFunction
 callbacks that do nothing, registered as omniprof's observer is; with its allocator reporter
 for flag sets with profile_memory); the same floor with a reporter that asks for no report
-(the profiler state torch.profiler and omniprof both keep in the thread's debug info); and torch.profiler.profile(activities=[CPU]) and
+(the profiler state torch.profiler and omniprof both keep in the thread's debug info); and
+torch.profiler.profile(activities=[CPU]) and
 omniprof.profile(activities=[omniprof.ProfilerActivity.CPU]) with default flags, each flag
 alone (record_shapes, profile_memory, with_stack, with_flops, with_modules) and all five.
 
@@ -28,8 +29,8 @@ over no profiler, omniprof's added cost over torch.profiler's (the ratio) and th
 added cost over torch.profiler's (the floor's ratio): in wall time and in the loop thread's
 CPU time. Then a line per model against the issue's targets: default flags at most 0.5 and
 at most the floor's ratio + 0.10 (and, for the reader, the ratio of the floor with a
-profiler state); all flags at most 0.5. A configuration that fails is
-warned about and left out, the others run on, and the exit status is 1.
+profiler state); all flags at most 0.5. A configuration that fails is warned about and left
+out, the others run on, and the exit status is 1.
 """
 
 import argparse
