@@ -290,15 +290,15 @@ impl OpStack {
         }
         let id = Name::new(&text.to_string_lossy()).id();
         let held: Box<CStr> = text.into();
-        let at = text.as_ptr() as usize;
+        let (at, len) = (text.as_ptr() as usize, text.to_bytes().len());
         let seen = Box::new(Seen {
             id,
             at: Cell::new(at),
         });
         // SAFETY: `held` is a `CStr` of `len` bytes, kept in the map below.
-        unsafe { self.cache_by_address(at, id, held.as_ptr(), text.to_bytes().len(), false) };
+        unsafe { self.cache_by_address(at, id, held.as_ptr(), len, false) };
         self.texts[by_text] = TextSlot {
-            len: text.to_bytes().len(),
+            len,
             text: held.as_ptr(),
             seen: &*seen,
         };
