@@ -94,7 +94,12 @@ void end_read_clock(const at::RecordFunction&, at::ObserverContext*) {
 }
 }  // namespace
 
-void attach(bool clock, bool reporter, bool memory) {
+// A Python profile hook that keeps nothing: what CPython's calls of any `with_stack` tracer
+// cost (torch.profiler's and omniprof's are both such hooks).
+int ignore_frame(PyObject*, PyFrameObject*, int, PyObject*) { return 0; }
+bool hooked = false;
+
+void attach(bool clock, bool reporter, bool memory, bool inputs, bool frames) {
   if (reporter && !reporting) {
     c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE,
                                      std::make_shared<NothingReporter>(memory));
@@ -103,13 +108,23 @@ void attach(bool clock, bool reporter, bool memory) {
   if (!handle) {
     auto callback = clock ? at::RecordFunctionCallback(read_clock, end_read_clock)
                           : at::RecordFunctionCallback(do_nothing, end_nothing);
-    handle = at::addGlobalCallback(callback.scopes(
+    // With `inputs`, PyTorch boxes every op's inputs for the callback, as it does for any
+    // profiler that records shapes.
+    handle = at::addGlobalCallback(callback.needsInputs(inputs).scopes(
         {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
          at::RecordScope::TORCHSCRIPT_FUNCTION, at::RecordScope::USER_SCOPE}));
+  }
+  if (frames && !hooked) {
+    PyEval_SetProfile(ignore_frame, nullptr);
+    hooked = true;
   }
 }
 
 void detach() {
+  if (hooked) {
+    PyEval_SetProfile(nullptr, nullptr);
+    hooked = false;
+  }
   if (reporting) {
     c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
     reporting = false;
@@ -127,14 +142,25 @@ class FloorCallbacks:
     reading the clock at each start and end when `clock`, else doing nothing; with `memory`,
     also an allocator reporter on this thread that takes every report and keeps none; with
     `state`, one that takes none (what a profiler's state in the thread's debug info costs,
-    as torch.profiler and omniprof keep one)."""
+    as torch.profiler and omniprof keep one); with `inputs`, asking PyTorch for every op's
+    inputs (what `record_shapes` costs any profiler); with `frames`, a Python profile hook on
+    this thread that keeps nothing (what `with_stack` costs any profiler)."""
 
     module = None
 
-    def __init__(self, clock: bool, memory: bool = False, state: bool = False) -> None:
+    def __init__(
+        self,
+        clock: bool,
+        memory: bool = False,
+        state: bool = False,
+        inputs: bool = False,
+        frames: bool = False,
+    ) -> None:
         self.clock = clock
         self.memory = memory
         self.state = state
+        self.inputs = inputs
+        self.frames = frames
 
     def __enter__(self) -> "FloorCallbacks":
         if FloorCallbacks.module is None:
@@ -148,7 +174,9 @@ class FloorCallbacks:
                 functions=["attach", "detach"],
                 extra_cflags=["-O2", "-DNDEBUG"],
             )
-        FloorCallbacks.module.attach(self.clock, self.memory or self.state, self.memory)
+        FloorCallbacks.module.attach(
+            self.clock, self.memory or self.state, self.memory, self.inputs, self.frames
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -390,7 +418,9 @@ ALL_FLAGS = dict(
 def flags_section(args: argparse.Namespace) -> None:
     """Three tiny-op loops (an op with a scalar input, an allocation, a matmul) under each
     profiler with ``record_shapes=True`` (target: omniprof adds at most 1/3 of what
-    torch.profiler adds), then with every flag on (target 1/2). The all-flags runs are 1/20
+    torch.profiler adds), then with every flag on (target 1/2); beside them, each set's
+    floor: do-nothing callbacks that ask PyTorch for the inputs and, for all flags, an
+    allocator reporter and a Python profile hook that keep nothing. The all-flags runs are 1/20
     as long: torch.profiler with every flag keeps about 33 KB per `x.add_(1)` iteration
     after its session ends (PyTorch 2.15), and 100,000 iterations a run exhausted the
     machine's 24 GB within a few rounds."""
@@ -400,11 +430,15 @@ def flags_section(args: argparse.Namespace) -> None:
         "torch.empty(64)": alloc_loop,
         "torch.mm(w, w), 8x8": lambda n: mm_loop(n, w),
     }
+    # Each set's floor: what PyTorch (and CPython) do for any profiler asking what the flags
+    # ask, with callbacks that keep nothing.
+    shapes_floor = lambda: FloorCallbacks(clock=False, state=True, inputs=True)  # noqa: E731
+    all_floor = lambda: FloorCallbacks(clock=False, memory=True, inputs=True, frames=True)  # noqa: E731
     flag_sets = (
-        ("record_shapes=True", {"record_shapes": True}, "0.33", args.ops),
-        ("all flags", ALL_FLAGS, "0.5", max(args.ops // 20, 1000)),
+        ("record_shapes=True", {"record_shapes": True}, "0.33", args.ops, shapes_floor),
+        ("all flags", ALL_FLAGS, "0.5", max(args.ops // 20, 1000), all_floor),
     )
-    for title, flags, target, ops in flag_sets:
+    for title, flags, target, ops, floor in flag_sets:
         for name, loop in loops.items():
             with warnings.catch_warnings():
                 # torch.profiler's with_modules warns that it is deprecated, once per session.
@@ -412,6 +446,7 @@ def flags_section(args: argparse.Namespace) -> None:
                 costs = measure(
                     {
                         "no profiler": loop(ops),
+                        "do-nothing floor": under(floor, loop(ops)),
                         "torch.profiler": under(
                             lambda: torch_profile(activities=[ProfilerActivity.CPU], **flags),
                             loop(ops),

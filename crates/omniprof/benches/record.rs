@@ -16,7 +16,10 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use omniprof::backends::{
     ActivityProfiler, ActivitySink, BackendError, CorrelationListener, HostOps, ProfilerSession,
 };
-use omniprof::recording::{pop_op, pop_op_with_autograd, push_op, push_op_packed, Autograd, Name};
+use omniprof::recording::{
+    pop_op, pop_op_with_autograd, push_op, push_op_packed, record_memory, Autograd, MemoryUsage,
+    Name,
+};
 use omniprof::trace::{ActivitySet, ActivityType, Window};
 use omniprof::{record_function, Config, FlightRecorder, Profiler};
 
@@ -206,6 +209,40 @@ fn ops_in_sessions(iters: u64, shapes: bool) -> Duration {
     elapsed
 }
 
+/// Times `iters` allocations and frees reported as PyTorch's allocator reports them under
+/// `profile_memory` (two reports an iteration), in sessions of [`OPS_PER_SESSION`]
+/// iterations. The stops are not timed.
+fn memory_reports_in_sessions(iters: u64) -> Duration {
+    let alloc = MemoryUsage {
+        addr: 0x7f00_0000_1000,
+        bytes: 256,
+        total_allocated: 4096,
+        total_reserved: 0,
+        device_type: 0,
+        device_index: -1,
+    };
+    let free = MemoryUsage {
+        bytes: -256,
+        total_allocated: 3840,
+        ..alloc
+    };
+    let mut elapsed = Duration::ZERO;
+    let mut left = iters;
+    while left > 0 {
+        let n = left.min(OPS_PER_SESSION);
+        left -= n;
+        let mut p = session();
+        let start = Instant::now();
+        for _ in 0..n {
+            record_memory(black_box(&alloc));
+            record_memory(black_box(&free));
+        }
+        elapsed += start.elapsed();
+        black_box(p.stop().unwrap());
+    }
+    elapsed
+}
+
 /// Times `iters` ranges recorded by a running flight recorder (the default rings: 30 s,
 /// 64 MiB, which `iters` past 2M ranges wrap): the always-on recorder's cost per range.
 fn ranges_in_flight(iters: u64) -> Duration {
@@ -252,6 +289,10 @@ fn record(c: &mut Criterion) {
     });
     g.bench_function("op_packed_autograd", |b| {
         b.iter_custom(|iters| ops_in_sessions(iters, true))
+    });
+    // An allocation and its free under `profile_memory`: two allocator reports.
+    g.bench_function("memory_report_pair", |b| {
+        b.iter_custom(memory_reports_in_sessions)
     });
     omniprof::backends::register_profiler_factory(
         "bench-stacks",

@@ -5,7 +5,7 @@
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
-use super::autograd::{self, Autograd};
+use super::autograd;
 use super::buffer;
 use super::name::{self, Role};
 use super::state::HostSession;
@@ -143,7 +143,7 @@ pub(crate) fn collect(
                 free.insert(unpacked);
             }
         });
-        let mut autograd: FastMap<u32, Autograd> = thread.autograd.into_iter().collect();
+        let mut autograd = buffer::autograd_by_seq(thread.autograd);
         // Ranges begun and not yet ended. Guards end in reverse order of their beginnings
         // almost always, so the one an end record closes is found at or near the top.
         let mut open: Vec<Open> = Vec::new();

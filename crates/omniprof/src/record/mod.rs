@@ -26,7 +26,8 @@
 //! into per-thread `buffer`s under the session `state`; at stop, `decode` turns the drained
 //! records into activities. Beside them: interned `name`s, the [`correlation`] hooks that
 //! backends listen on, [`python`] frames, `memory` events, `autograd` links and the
-//! `packed_args` an op keeps as words until the drain.
+//! `packed_args` an op keeps as words until the drain, the side tables taking their blocks
+//! from `spare_blocks` that the `refill` thread faults in.
 
 mod autograd;
 mod buffer;
@@ -42,6 +43,7 @@ mod push_pop;
 pub(crate) mod python;
 mod refill;
 mod ring_session;
+mod spare_blocks;
 mod state;
 #[cfg(test)]
 mod tests;

@@ -30,10 +30,10 @@
 //! assert_eq!(mm.arg("Batch"), Some(&Value::UInt(32)));
 //! ```
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use super::refill;
-use crate::{lock, Value};
+use super::spare_blocks::SpareBlocks;
+use crate::Value;
 
 /// Turns the words an op's packer wrote into its `args` entries, appended to `args`: called
 /// once per op at the drain, on the thread that stops the session. It must not panic on
@@ -51,66 +51,18 @@ const BLOCK_WORDS: usize = 1 << 16;
 /// An op's words, at most (the length field of its header word).
 const MAX_WORDS: usize = (1 << 24) - 1;
 
-/// Blocks whose pages are already faulted in, waiting for a thread that packs args: a fresh
-/// block's first touch costs a page fault per 4 KiB on the recording thread (3,000 faults in
-/// a first `record_shapes` session of 100,000 ops, a fifth of its added time), so the
-/// [`refill`](super::refill) thread pre-faults blocks as it does record chunks, and a drain
-/// gives every block back, as it gives back chunks (a ring session's start trims both:
-/// [`trim_spare_blocks`]).
-pub(crate) static SPARE_BLOCKS: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
-/// Below this many spare blocks, taking one asks for a refill.
-const SPARE_LOW: usize = 2;
-/// The refill tops the spare blocks up to this many (4 MiB), and a ring session's start
-/// trims them to it.
-const SPARE_HIGH: usize = 8;
+/// Blocks of packed args faulted in ahead of need ([`SpareBlocks`]): a pool of 4 MiB,
+/// topped up below two spare blocks. Without it, 3,000 page faults cost a first
+/// `record_shapes` session of 100,000 ops a fifth of its added time.
+pub(crate) static SPARE_BLOCKS: SpareBlocks<u64> = SpareBlocks::new(BLOCK_WORDS, 2, 8, top_up);
 
-/// A block with every page faulted in.
-fn new_block() -> Vec<u64> {
-    /// The words of a 4 KiB page.
-    const PAGE_WORDS: usize = 4096 / std::mem::size_of::<u64>();
-    let mut block: Vec<u64> = Vec::with_capacity(BLOCK_WORDS);
-    let words = block.as_mut_ptr();
-    for at in (0..BLOCK_WORDS).step_by(PAGE_WORDS) {
-        // SAFETY: `at` is within the capacity just allocated, and the block's length stays
-        // 0, so the word is never read. A volatile write is never elided, nor merged with the
-        // allocation into a zeroed one that leaves the pages to be faulted in later.
-        unsafe { words.add(at).write_volatile(0) };
-    }
-    block
+fn top_up() {
+    SPARE_BLOCKS.fill();
 }
 
-/// A block for `need` words: a spare one, or a new one (faulted in here) when none is left.
-fn take_block(need: usize) -> Vec<u64> {
-    if need > BLOCK_WORDS {
-        return Vec::with_capacity(need);
-    }
-    refill::take(&SPARE_BLOCKS, SPARE_LOW, prefill_blocks).unwrap_or_else(new_block)
-}
-
-/// Keeps `blocks` as spares, emptied.
-fn give_back(blocks: impl IntoIterator<Item = Vec<u64>>) {
-    keep_spares(&mut lock(&SPARE_BLOCKS), blocks);
-}
-
-/// Adds `blocks` to `spare`, emptied; a block of another size (a copy's, sized to its
-/// contents, or an op's own) is not kept.
-fn keep_spares(spare: &mut Vec<Vec<u64>>, blocks: impl IntoIterator<Item = Vec<u64>>) {
-    for mut block in blocks {
-        if block.capacity() == BLOCK_WORDS {
-            block.clear();
-            spare.push(block);
-        }
-    }
-}
-
-/// Frees spare blocks past [`SPARE_HIGH`] (a ring session's start).
+/// Frees spare blocks past the pool's high mark (a ring session's start).
 pub(crate) fn trim_spare_blocks() {
-    refill::trim(&SPARE_BLOCKS, SPARE_HIGH);
-}
-
-/// Tops the spare blocks up to [`SPARE_HIGH`] (the refill thread's work).
-fn prefill_blocks() {
-    refill::fill(&SPARE_BLOCKS, SPARE_HIGH, new_block);
+    SPARE_BLOCKS.trim();
 }
 
 /// One thread's packed args of the current session. Each op is a header word (its record's
@@ -160,10 +112,21 @@ impl PackedArgs {
             return;
         };
         let block = self.room(need);
-        for (seq, words) in each {
-            block.push(header(seq, index, N));
-            block.extend_from_slice(&words);
+        // Written in place: pushed one word at a time, each word's store checked the block's
+        // length and capacity (a third of a staged report's cost to move in).
+        let start = block.len();
+        let mut written = 0;
+        let room = &mut block.spare_capacity_mut()[..need];
+        for (entry, (seq, words)) in room.chunks_exact_mut(N + 1).zip(each) {
+            entry[0].write(header(seq, index, N));
+            for (to, word) in entry[1..].iter_mut().zip(words) {
+                to.write(word);
+            }
+            written += N + 1;
         }
+        // SAFETY: `room` held `need` words of the block's capacity past its length, and the
+        // first `written` of them were each written above.
+        unsafe { block.set_len(start + written) };
     }
 
     /// The block to keep `need` more words in: the last one while they fit (blocks never
@@ -171,7 +134,7 @@ impl PackedArgs {
     fn room(&mut self, need: usize) -> &mut Vec<u64> {
         match self.blocks.last_mut() {
             Some(block) if block.capacity() - block.len() >= need => {}
-            _ => self.blocks.push(take_block(need)),
+            _ => self.blocks.push(SPARE_BLOCKS.take(need)),
         }
         self.blocks.last_mut().expect("a block with room is last")
     }
@@ -212,13 +175,13 @@ impl PackedArgs {
             .iter()
             .take_while(|b| all_gone(b))
             .count();
-        give_back(self.blocks.drain(..done));
+        SPARE_BLOCKS.give_back(self.blocks.drain(..done));
     }
 
     /// Forgets every op (a new session), keeping one block's memory.
     pub(crate) fn clear(&mut self) {
         if self.blocks.len() > 1 {
-            give_back(self.blocks.drain(1..));
+            SPARE_BLOCKS.give_back(self.blocks.drain(1..));
         }
         if let Some(block) = self.blocks.first_mut() {
             block.clear();
@@ -245,7 +208,7 @@ impl PackedArgs {
                 each(header as u32, args);
             }
         }
-        give_back(self.blocks);
+        SPARE_BLOCKS.give_back(self.blocks);
     }
 }
 
@@ -266,19 +229,6 @@ mod tests {
         let mut all = Vec::new();
         packed.unpack(|seq, args| all.push((seq, args)));
         all
-    }
-
-    #[test]
-    fn spare_blocks_keep_only_whole_blocks_emptied() {
-        let fresh = new_block();
-        assert_eq!((fresh.len(), fresh.capacity()), (0, BLOCK_WORDS));
-        let mut used = new_block();
-        used.extend_from_slice(&[1, 2, 3]);
-        let copy = used.clone();
-        let mut spare = Vec::new();
-        keep_spares(&mut spare, [used, copy, vec![0; 10]]);
-        assert_eq!(spare.len(), 1, "the copy and the small block are not kept");
-        assert!(spare[0].is_empty());
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! A background thread that pre-faults memory for the recording threads: the record chunks'
-//! pool and the spare blocks of packed args ask it to top them up when they run low, so a
-//! recording thread rarely pays the first touch of a fresh page. It knows neither pool: each
-//! hands it the function that tops it up. The pools' shared moves are here too: take a spare
-//! (asking for a refill when few are left), top up, trim.
+//! pool and the [spare blocks](super::spare_blocks) of the side tables ask it to top them up
+//! when they run low, so a recording thread rarely pays the first touch of a fresh page. It
+//! knows no pool: each hands it the function that tops it up. The pools' shared moves are
+//! here too: take a spare (asking for a refill when few are left), top up, trim.
 
 use std::sync::{Condvar, Mutex, OnceLock};
 
@@ -23,7 +23,7 @@ pub(crate) fn take<T>(spares: &Mutex<Vec<T>>, low: usize, top_up: fn()) -> Optio
 
 /// Adds spares made by `make` (pages faulted in) until `spares` holds `high`; made outside
 /// the lock, so a recording thread taking one never waits for them.
-pub(crate) fn fill<T>(spares: &Mutex<Vec<T>>, high: usize, make: fn() -> T) {
+pub(crate) fn fill<T>(spares: &Mutex<Vec<T>>, high: usize, mut make: impl FnMut() -> T) {
     let have = lock(spares).len();
     let fresh: Vec<T> = (have..high).map(|_| make()).collect();
     lock(spares).extend(fresh);

@@ -76,6 +76,7 @@ pub(crate) fn start_rings(
     buffer::begin_rings(next, max_chunks, window_ticks);
     buffer::trim_pool();
     super::packed_args::trim_spare_blocks();
+    super::buffer::trim_spare_autograd();
     let start = CalibrationSample::take();
     // Before the session: each thread takes its snapshot of them when it first records in it.
     correlation::set_session_listeners(listeners);

@@ -748,28 +748,29 @@ __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn
     // written into the words as they are (no string of its own: a thread-local one cost a
     // TLS lookup per access from this shared library, four an op even for eager code,
     // whose hierarchy is empty).
-    std::vector<std::string> modules;
+    // Kept where PyTorch returns it: moved into a vector declared outside the `try`, it was
+    // destroyed twice over (three calls an op, for the empty hierarchy of eager code).
     try {
-      modules = torch::jit::currentModuleHierarchy();
-    } catch (...) {
-      modules.clear();
-    }
-    size_t len = 0;
-    for (const std::string& entry : modules) {
-      len += entry.size() + 1;
-    }
-    if (len > 0) {
-      size_t count = (len + 7) / 8;
-      uint64_t* out = words.reserve(count);
-      out[count - 1] = 0;
-      char* bytes = reinterpret_cast<char*>(out);
+      const std::vector<std::string> modules = torch::jit::currentModuleHierarchy();
+      size_t len = 0;
       for (const std::string& entry : modules) {
-        std::memcpy(bytes, entry.data(), entry.size());
-        bytes += entry.size();
-        *bytes++ = '.';
+        len += entry.size() + 1;
       }
-      words.commit(out + count);
-      words[2] = len;
+      if (len > 0) {
+        size_t count = (len + 7) / 8;
+        uint64_t* out = words.reserve(count);
+        out[count - 1] = 0;
+        char* bytes = reinterpret_cast<char*>(out);
+        for (const std::string& entry : modules) {
+          std::memcpy(bytes, entry.data(), entry.size());
+          bytes += entry.size();
+          *bytes++ = '.';
+        }
+        words.commit(out + count);
+        words[2] = len;
+      }
+    } catch (...) {
+      // No hierarchy: the op's module stays empty.
     }
   }
   size_t count_at = words.size();

@@ -3,6 +3,8 @@
 //! the recording thread, mid-session (11 reallocations cost 11 % of a 10,000-op PyTorch
 //! session's callbacks, in instructions alone). A block is allocated once and never grown.
 
+use crate::record::spare_blocks::SpareBlocks;
+
 /// The bytes of a block.
 const BLOCK_BYTES: usize = 64 << 10;
 
@@ -19,7 +21,8 @@ impl<T> Default for BlockList<T> {
 }
 
 impl<T> BlockList<T> {
-    const PER_BLOCK: usize = {
+    /// The items a block holds.
+    pub(crate) const PER_BLOCK: usize = {
         let size = std::mem::size_of::<T>();
         if size == 0 || size >= BLOCK_BYTES {
             1
@@ -29,14 +32,30 @@ impl<T> BlockList<T> {
     };
 
     pub(crate) fn push(&mut self, item: T) {
+        self.push_into(item, || Vec::with_capacity(Self::PER_BLOCK));
+    }
+
+    /// [`push`](Self::push), taking a new block from `spares` (blocks of [`Self::PER_BLOCK`]
+    /// items) when the last one is full.
+    pub(crate) fn push_from(&mut self, item: T, spares: &SpareBlocks<T>) {
+        self.push_into(item, || spares.take(Self::PER_BLOCK));
+    }
+
+    #[inline]
+    fn push_into(&mut self, item: T, new_block: impl FnOnce() -> Vec<T>) {
         match self.blocks.last_mut() {
             Some(block) if block.len() < block.capacity() => block.push(item),
             _ => {
-                let mut block = Vec::with_capacity(Self::PER_BLOCK);
+                let mut block = new_block();
                 block.push(item);
                 self.blocks.push(block);
             }
         }
+    }
+
+    /// The blocks, each holding its items in order.
+    pub(crate) fn into_blocks(self) -> Vec<Vec<T>> {
+        self.blocks
     }
 
     /// Forgets the oldest blocks, whole, while `gone` holds for a block's last item; the

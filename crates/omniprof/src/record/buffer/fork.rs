@@ -10,7 +10,9 @@ use std::sync::{Arc, MutexGuard};
 use super::chunk_pool::{Chunk, POOL};
 use super::local::LOCAL;
 use super::registry::{ThreadBuffer, REGISTRY};
+use super::side_tables::SPARE_AUTOGRAD;
 use crate::lock;
+use crate::record::autograd::Autograd;
 use crate::record::packed_args::SPARE_BLOCKS;
 
 /// The tick at which this process was forked from its parent (0 in a process that was not):
@@ -18,11 +20,12 @@ use crate::record::packed_args::SPARE_BLOCKS;
 pub(super) static FORK_TICK: AtomicU64 = AtomicU64::new(0);
 
 /// The registry, chunk pool and spare-block locks, held by the forking thread across a fork
-/// (taken in this order; no code holds the spare-block lock while it waits for the others).
+/// (taken in this order; no code holds a spare-block lock while it waits for another lock).
 type ForkGuards = (
     MutexGuard<'static, Vec<Arc<ThreadBuffer>>>,
     MutexGuard<'static, Vec<Chunk>>,
     MutexGuard<'static, Vec<Vec<u64>>>,
+    MutexGuard<'static, Vec<Vec<(u32, Autograd)>>>,
 );
 
 thread_local! {
@@ -47,7 +50,12 @@ pub(super) fn at_fork() {
 }
 
 extern "C" fn before_fork() {
-    let guards = (lock(&REGISTRY), lock(&POOL), lock(&SPARE_BLOCKS));
+    let guards = (
+        lock(&REGISTRY),
+        lock(&POOL),
+        SPARE_BLOCKS.lock(),
+        SPARE_AUTOGRAD.lock(),
+    );
     let _ = FORK_GUARDS.try_with(|g| *g.borrow_mut() = Some(guards));
 }
 

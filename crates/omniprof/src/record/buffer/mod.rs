@@ -63,6 +63,7 @@ pub(super) use local::{this_thread, with_local, Local};
 pub(super) use registry::{registered_threads, thread_ids};
 pub(crate) use ring::RingUse;
 pub(super) use ring::{begin_rings, begin_view, end_view, ring_use};
+pub(super) use side_tables::{autograd_by_seq, trim_spare_autograd};
 pub(super) use slow_path::set_max_records_per_thread;
 pub(super) use thread_name::set_current_thread_name;
 

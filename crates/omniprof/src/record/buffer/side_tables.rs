@@ -15,7 +15,8 @@ use crate::lock;
 use crate::record::autograd::{Autograd, AUTOGRAD_WORDS};
 use crate::record::memory_usage::{self, REPORT_WORDS};
 use crate::record::packed_args::{PackedArgs, UnpackArgs};
-use crate::Value;
+use crate::record::spare_blocks::SpareBlocks;
+use crate::{FastMap, Value};
 
 impl Local {
     /// Attaches an arg to the range or instant `seq` of the current session.
@@ -65,14 +66,41 @@ impl Local {
     }
 }
 
+/// Blocks of the threads' autograd tables faulted in ahead of need ([`SpareBlocks`]): nearly
+/// every op of a training step carries autograd's numbers, a block (64 KiB) every 2,048 ops.
+pub(super) static SPARE_AUTOGRAD: SpareBlocks<(u32, Autograd)> = SpareBlocks::new(
+    BlockList::<(u32, Autograd)>::PER_BLOCK,
+    2,
+    4,
+    top_up_autograd,
+);
+
+fn top_up_autograd() {
+    SPARE_AUTOGRAD.fill();
+}
+
+/// Frees spare autograd blocks past the pool's high mark (a ring session's start).
+pub(crate) fn trim_spare_autograd() {
+    SPARE_AUTOGRAD.trim();
+}
+
 /// Appends staged autograd numbers to a thread's table of them.
 pub(super) fn append_autograd(
     table: &mut BlockList<(u32, Autograd)>,
     staged: Entries<'_, AUTOGRAD_WORDS>,
 ) {
     for (seq, words) in staged {
-        table.push((seq, Autograd::from_words(words)));
+        table.push_from((seq, Autograd::from_words(words)), &SPARE_AUTOGRAD);
     }
+}
+
+/// A drained thread's autograd numbers by record sequence number; the table's blocks go back
+/// to the spares.
+pub(crate) fn autograd_by_seq(table: BlockList<(u32, Autograd)>) -> FastMap<u32, Autograd> {
+    let blocks = table.into_blocks();
+    let by_seq = blocks.iter().flatten().copied().collect();
+    SPARE_AUTOGRAD.give_back(blocks);
+    by_seq
 }
 
 /// Appends staged allocator reports to a thread's packed args.
@@ -130,5 +158,24 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(back, [(10, numbers[0]), (11, numbers[1])]);
+    }
+
+    #[test]
+    fn autograd_numbers_past_a_block_come_back_by_sequence_number() {
+        let per_block = BlockList::<(u32, Autograd)>::PER_BLOCK as u32;
+        let numbers = |seq: u32| Autograd {
+            sequence_number: i64::from(seq) - 3,
+            forward_thread: u64::from(seq) * 2,
+            thread: 9,
+        };
+        let mut table = BlockList::default();
+        for seq in 0..per_block + 5 {
+            table.push_from((seq, numbers(seq)), &SPARE_AUTOGRAD);
+        }
+        let by_seq = autograd_by_seq(table);
+        assert_eq!(by_seq.len(), per_block as usize + 5);
+        for seq in [0, per_block - 1, per_block, per_block + 4] {
+            assert_eq!(by_seq[&seq], numbers(seq), "record {seq}");
+        }
     }
 }
