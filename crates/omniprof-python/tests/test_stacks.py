@@ -328,6 +328,24 @@ def test_bad_input_keeps_the_stacks_balanced_and_says_what_was_cut(tmp_path: Pat
     assert neg["args"]["Call stack"].split(";")[1] == "<string>(1): transient"
 
 
+def test_functions_made_and_freed_in_turn_each_keep_their_own_name(tmp_path: Path) -> None:
+    import gc
+
+    # Each function's code object is freed before the next is made, so CPython hands the
+    # later ones the addresses of earlier ones: the tracer's names, cached by address, must
+    # tell them apart.
+    with omniprof.profile(with_stack=True) as prof:
+        for i in range(40):
+            namespace: Dict[str, Any] = {}
+            exec(f"def made_{i}(x):\n    return x.neg()\n", namespace)
+            namespace[f"made_{i}"](torch.ones(1))
+            namespace.clear()
+            gc.collect()
+    frames = of(exported(prof, tmp_path), "python_function")
+    made = sorted(e["name"] for e in frames if ": made_" in e["name"])
+    assert made == sorted(f"<string>(1): made_{i}" for i in range(40))
+
+
 def test_no_frame_is_recorded_without_with_stack(tmp_path: Path) -> None:
     with omniprof.profile() as prof:
         workload()
