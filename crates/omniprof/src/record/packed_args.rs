@@ -75,6 +75,22 @@ pub(crate) struct PackedArgs {
     unpackers: Vec<UnpackArgs>,
 }
 
+/// Appends `header` and `words` to `block`, which has room for them (it panics if not).
+/// Written in place: pushed one word at a time, each store checked the block's length and
+/// capacity (a third of a staged allocator report's cost to move in).
+#[inline(always)]
+fn append(block: &mut Vec<u64>, header: u64, words: &[u64]) {
+    let len = block.len() + 1 + words.len();
+    let room = &mut block.spare_capacity_mut()[..=words.len()];
+    room[0].write(header);
+    for (to, &word) in room[1..].iter_mut().zip(words) {
+        to.write(word);
+    }
+    // SAFETY: the `1 + words.len()` words past the old length, within the capacity (`room`
+    // was cut from it), were each written above.
+    unsafe { block.set_len(len) };
+}
+
 /// A record's header word, laid out as [`PackedArgs`] says.
 fn header(seq: u32, index: u64, words: usize) -> u64 {
     u64::from(seq) | (index << 32) | ((words as u64) << 40)
@@ -91,8 +107,7 @@ impl PackedArgs {
             return;
         }
         let block = self.room(words.len() + 1);
-        block.push(header(seq, index, words.len()));
-        block.extend_from_slice(words);
+        append(block, header(seq, index, words.len()), words);
     }
 
     /// Keeps each record's `N` words of `each` (its sequence number and words), all to be
@@ -112,31 +127,26 @@ impl PackedArgs {
             return;
         };
         let block = self.room(need);
-        // Written in place: pushed one word at a time, each word's store checked the block's
-        // length and capacity (a third of a staged report's cost to move in).
-        let start = block.len();
-        let mut written = 0;
-        let room = &mut block.spare_capacity_mut()[..need];
-        for (entry, (seq, words)) in room.chunks_exact_mut(N + 1).zip(each) {
-            entry[0].write(header(seq, index, N));
-            for (to, word) in entry[1..].iter_mut().zip(words) {
-                to.write(word);
-            }
-            written += N + 1;
+        for (seq, words) in each {
+            append(block, header(seq, index, N), &words);
         }
-        // SAFETY: `room` held `need` words of the block's capacity past its length, and the
-        // first `written` of them were each written above.
-        unsafe { block.set_len(start + written) };
     }
 
     /// The block to keep `need` more words in: the last one while they fit (blocks never
     /// reallocate, so the words kept stay put), else a new one.
+    /// Inline, with the new block's path apart: it was a call of its own for every op.
+    #[inline]
     fn room(&mut self, need: usize) -> &mut Vec<u64> {
-        match self.blocks.last_mut() {
-            Some(block) if block.capacity() - block.len() >= need => {}
-            _ => self.blocks.push(SPARE_BLOCKS.take(need)),
+        if !matches!(self.blocks.last(), Some(block) if block.capacity() - block.len() >= need) {
+            self.new_block(need);
         }
         self.blocks.last_mut().expect("a block with room is last")
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn new_block(&mut self, need: usize) {
+        self.blocks.push(SPARE_BLOCKS.take(need));
     }
 
     fn unpacker_index(&mut self, unpack: UnpackArgs) -> Option<u64> {
