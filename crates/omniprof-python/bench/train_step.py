@@ -9,8 +9,10 @@ medians of several rounds (overhead.py's method, which this script imports):
   no dropout) on a batch of 8 sequences of 32;
 
 each under no profiler; the do-nothing floor (overhead.py's FloorCallbacks: RecordFunction
-callbacks that do nothing, registered as omniprof's observer is; with its allocator reporter
-for flag sets with profile_memory); the same floor with a reporter that asks for no report
+callbacks that do nothing, registered as omniprof's observer is), asking PyTorch for what a
+flag set asks of any profiler (each op's inputs for record_shapes and with_flops, allocator
+reports for profile_memory, a Python profile hook for with_stack, each kept by nobody); the
+same floor with a reporter that asks for no report
 (the profiler state torch.profiler and omniprof both keep in the thread's debug info); and
 torch.profiler.profile(activities=[CPU]) and
 omniprof.profile(activities=[omniprof.ProfilerActivity.CPU]) with default flags, each flag
@@ -61,7 +63,6 @@ TARGET_ABOVE_FLOOR = 0.10
 
 NONE = "no profiler"
 FLOOR = "do-nothing floor"
-FLOOR_MEMORY = "do-nothing floor with reporter"
 FLOOR_STATE = "do-nothing floor with state"
 PROFILERS = ("torch.profiler", "omniprof")
 
@@ -152,18 +153,36 @@ def config_name(profiler: str, flag_set: str) -> str:
     return f"{profiler}, {flag_set}"
 
 
+# What a flag set asks of PyTorch and CPython for any profiler, as the floor's callbacks ask
+# it (overhead.py's FloorCallbacks): each op's inputs, allocator reports, a Python profile
+# hook; and the floor's name with them.
+FLOOR_PARTS = (("inputs", "inputs"), ("memory", "reporter"), ("frames", "Python hook"))
+
+
+def floor_asks(flag_set: str) -> Dict[str, bool]:
+    flags = FLAG_SETS[flag_set]
+    return {
+        "inputs": bool(flags.get("record_shapes") or flags.get("with_flops")),
+        "memory": bool(flags.get("profile_memory")),
+        "frames": bool(flags.get("with_stack")),
+    }
+
+
 def floor_of(flag_set: str) -> str:
-    """The floor a flag set is compared with: with the allocator reporter when it records
-    memory."""
-    return FLOOR_MEMORY if FLAG_SETS[flag_set].get("profile_memory") else FLOOR
+    """The floor a flag set is compared with: do-nothing callbacks asking PyTorch for what the
+    flags ask of it."""
+    asks = floor_asks(flag_set)
+    parts = [title for part, title in FLOOR_PARTS if asks[part]]
+    return FLOOR if not parts else f"{FLOOR} with {', '.join(parts)}"
 
 
 def configs_of(model: Model, steps: int, flag_sets: List[str]) -> Dict[str, Guarded]:
     loop = model.loop(steps)
     runs: Dict[str, Callable[[], Cost]] = {NONE: loop}
-    for floor in sorted({floor_of(flag_set) for flag_set in flag_sets}):
-        memory = floor == FLOOR_MEMORY
-        runs[floor] = under(partial(FloorCallbacks, clock=False, memory=memory), loop)
+    for flag_set in flag_sets:
+        floor = floor_of(flag_set)
+        if floor not in runs:
+            runs[floor] = under(partial(FloorCallbacks, clock=False, **floor_asks(flag_set)), loop)
     if "default" in flag_sets:
         runs[FLOOR_STATE] = under(partial(FloorCallbacks, clock=False, state=True), loop)
     for flag_set in flag_sets:
@@ -205,10 +224,11 @@ def report(
         return None if value is None or base is None else value - base
 
     print(f" {title}")
-    for name in (NONE, FLOOR, FLOOR_STATE, FLOOR_MEMORY):
-        if name in costs:
-            extra = "" if name == NONE else f" {text(added(name), '+8.1f')}"
-            print(f"  {name:<31} {text(us(name), '8.1f')} us/step{extra}")
+    floors = [name for name in costs if name.startswith(FLOOR)]
+    width = max(len(name) for name in [NONE, *floors])
+    for name in [NONE, *floors]:
+        extra = "" if name == NONE else f" {text(added(name), '+8.1f')}"
+        print(f"  {name:<{width}} {text(us(name), '8.1f')} us/step{extra}")
     print(
         f"  {'flags':<15} {'torch.profiler':>14} {'added':>8} {'omniprof':>9} {'added':>8}"
         f" {'omniprof/torch':>15} {'floor/torch':>12}"

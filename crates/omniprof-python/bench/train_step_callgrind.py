@@ -115,7 +115,7 @@ def main() -> None:
 
     import omniprof
     from overhead import FloorCallbacks
-    from train_step import FLAG_SETS, MODELS
+    from train_step import FLAG_SETS, MODELS, floor_asks, floor_of
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20, help="counted steps per configuration")
@@ -169,7 +169,13 @@ def main() -> None:
         # As torch.profiler keeps its state in the thread's debug info, and omniprof a
         # reporter there for _RecordFunctionFast: the floor of default flags.
         configs["floor with state"] = lambda: FloorCallbacks(clock=False, state=True)
-        configs["floor with reporter"] = lambda: FloorCallbacks(clock=False, memory=True)
+        # Each flag set's own floor: asking PyTorch for what the flags ask of any profiler.
+        for flag_set in args.flags:
+            if any(floor_asks(flag_set).values()):
+                configs.setdefault(
+                    floor_of(flag_set),
+                    lambda flag_set=flag_set: FloorCallbacks(clock=False, **floor_asks(flag_set)),
+                )
     for flag_set in args.flags:
         flags = FLAG_SETS[flag_set]
         if "omniprof" in args.profilers:
