@@ -12,7 +12,7 @@
 //! - [`python_stacks`]: every event's Python stack (PyTorch's `FunctionEvent.stack`), which
 //!   rows can group by and [`FunctionEvents::export_stacks`] writes.
 //! - [`kernel_metrics`]: per-kernel hardware metrics; [`counter_stats`]: the counter tracks.
-//! - [`MemoryCurve`]: memory over time per device; [`memory_timeline`]: one device's
+//! - [`MemoryCurve`]: memory over time per device; [`memory_timeline()`]: one device's
 //!   allocations and frees as torch.profiler's memory timeline has them; [`StepTimes`]:
 //!   where each step's time went.
 //! - [`RankComparison`]: a job's ranks side by side (steps, slowest rank, HTA's breakdown).

@@ -6,9 +6,9 @@
 //! | window opened after a warm-up | buffers flushed and their records dropped (Kineto's `flushWarmupBuffers`) |
 //! | host op / user range begun | its thread noted once; with the external correlation ([`Linking`]), `cuptiActivityPushExternalCorrelationId` (`CUSTOM0` / `CUSTOM1`) |
 //! | session stop | kinds disabled, buffers flushed (`FLUSH_FORCED`), clocks paired again |
-//! | `kernel`, `gpu_memcpy`, `gpu_memset` | on (device, stream), linked to the op their launch ran in ([`links`](crate::links)) |
+//! | `kernel`, `gpu_memcpy`, `gpu_memset` | on (device, stream), linked to the op their launch ran in ([`links`]) |
 //! | `cuda_runtime`, `cuda_driver` | on the launching host thread, with `cbid` |
-//! | `cuda_sync` | synchronization waits, on their rows and with what they waited for ([`syncs`](crate::syncs)) |
+//! | `cuda_sync` | synchronization waits, on their rows and with what they waited for ([`syncs`]) |
 //! | `overhead` | CUPTI's own costs, on Kineto's `CUPTI Overhead` row (pid −1) |
 //! | `deviceProperties` | from the driver, with Kineto's keys |
 

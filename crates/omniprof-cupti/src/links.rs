@@ -9,7 +9,7 @@
 //!   user range open on its thread over the whole call ([`HostOps::enclosing`]), which the
 //!   recorder already knows. No CUPTI call is made per op; the engine's correlation listener
 //!   only notes, once per thread, which system thread id a CUPTI thread id stands for
-//!   ([`threads`](crate::threads)).
+//!   ([`threads`]).
 //! - **By external correlation** (Kineto's way): every op's and user range's correlation id is
 //!   pushed to CUPTI as it begins and popped as it ends (`CUSTOM0` and `CUSTOM1`: two CUPTI
 //!   calls per op and per user range), and CUPTI writes, for each call, the ids on top of

@@ -12,7 +12,7 @@
 //! ([`KeyAveragesBuilder::list_events`](omniprof_analysis::KeyAveragesBuilder::list_events)),
 //! so that summing it per name gives the summary's rows.
 //!
-//! [`convert`] writes the tables of each trace with its [`ConvertOptions`] and says, per
+//! [`convert()`] writes the tables of each trace with its [`ConvertOptions`] and says, per
 //! trace, its rank and [`RowCounts`] ([`ConvertedTrace`]); which files of a directory are
 //! traces is the caller's rule (the CLI's, shared by its commands); a failure is a
 //! [`ParquetError`]. The tables are declared once in

@@ -3,7 +3,7 @@
 //! Every struct starts with its producer's *unpadded size*: the offset of its last field plus
 //! that field's size, trailing padding excluded. Fields are only ever appended, so a consumer
 //! accepts a struct whose size is at least the one it knows, reads only the fields it knows,
-//! and rejects a smaller one. The rule lives here once: [`unpadded_size!`] computes the
+//! and rejects a smaller one. The rule lives here once: [`unpadded_size!`](crate::unpadded_size) computes the
 //! size, [`check_struct_size`] compares, and [`read_versioned`] does both for a struct
 //! received from the other side.
 

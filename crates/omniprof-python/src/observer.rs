@@ -121,7 +121,7 @@ unsafe extern "C" fn push(name: *const c_char, key: *const c_void) {
 }
 
 /// [`push`], with what `count` words at `words` pack of the op beside its name
-/// ([`op_details`](crate::op_details)): kept as they are until the session stops.
+/// ([`op_details`]): kept as they are until the session stops.
 ///
 /// # Safety
 /// As [`push`]; `words` is valid for `count` words.

@@ -23,8 +23,8 @@ use omniprof_trace::keys::arg;
 use omniprof_trace::ActivityType;
 use omniprof_trace::{BoundedValue, Value};
 
-/// The args read into fields ([`Activity::correlation`](crate::Activity::correlation),
-/// [`Activity::linked_correlation`](crate::Activity::linked_correlation)) whatever the
+/// The args read into fields ([`Activity::correlation`](omniprof_trace::Activity::correlation),
+/// [`Activity::linked_correlation`](omniprof_trace::Activity::linked_correlation)) whatever the
 /// [`ArgFilter`].
 pub(super) const LIFTED_ARGS: [&str; 2] = [arg::EXTERNAL_ID, arg::CORRELATION];
 
@@ -419,7 +419,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Id<'a> {
 pub(super) struct Args<'a> {
     pub kept: SmallVec<[(Str<'a>, Value); 2]>,
     /// Values of kept keys skipped because they nest deeper than
-    /// [`MAX_VALUE_DEPTH`].
+    /// [`MAX_VALUE_DEPTH`](omniprof_trace::MAX_VALUE_DEPTH).
     pub too_deep: u64,
 }
 

@@ -21,7 +21,7 @@
 //! [`UnavailablePerfEvent`]s and the [`ScopeProfiling`], typed, and written in the header
 //! under the keys it always had.
 //!
-//! **Writing.** [`save`] writes the format a path's extension names ([`Format`]): Chrome JSON
+//! **Writing.** [`save()`] writes the format a path's extension names ([`Format`]): Chrome JSON
 //! ([`write_chrome`], or [`ChromeStream`] to write while recording) or Perfetto protobuf
 //! ([`write_perfetto`]), through [`save_with`], which neither corrupts nor clobbers what is
 //! at the path; [`WriteStats`] says what was written, [`WriteError`] what went wrong. What

@@ -8,7 +8,7 @@
 //!
 //! How packets map (the inverse of `export::perfetto`):
 //! - process tracks → [`ProcessRow`]s (a pid at or above
-//!   [`DEVICE_PID_BASE`](omniprof_trace::layout::DEVICE_PID_BASE) is device `pid − base`);
+//!   [`DEVICE_PID_BASE`] is device `pid − base`);
 //!   thread tracks → rows `(pid, tid)`, and a [`ThreadRow`] where a sort index says the
 //!   trace had one; a track under a process → the row `(pid, sibling_order_rank)` (the
 //!   writer puts the row's tid there for device streams and sibling lanes);

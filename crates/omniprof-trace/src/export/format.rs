@@ -1,6 +1,6 @@
 //! The trace file formats, named by extension, and [`save`]: the one way every caller
 //! (sessions, the trace-directory handler, the CLI, the Python package) writes a trace, in
-//! the format its path names, through [`save_with`](super::save::save_with).
+//! the format its path names, through [`save_with`].
 //!
 //! ```
 //! use omniprof_trace::{Activity, ActivityType, Trace};
@@ -114,7 +114,7 @@ impl From<UnknownFormat> for WriteError {
 }
 
 /// Saves `trace` to `path` in the format its extension names ([`Format::from_path`]),
-/// through [`save_with`](super::save::save_with): the path ends up holding the whole trace
+/// through [`save_with`]: the path ends up holding the whole trace
 /// or what it held before, and a link, FIFO or device there is written through, never
 /// replaced (a FIFO or device whose name has no known extension gets JSON), except another
 /// user's link in a sticky world-writable directory, which is refused. Any other unknown

@@ -14,7 +14,7 @@
 //!    by walking up `..` to the allowed directory's device and inode), as the request check
 //!    allowed.
 //! 2. It saves the file relative to the handle it ends on
-//!    ([`crate::save_in`](crate::save_in)), which replaces only nothing or a regular
+//!    ([`crate::save_in`]), which replaces only nothing or a regular
 //!    file of this user's own and never opens what is at the name: a link is not followed,
 //!    and a FIFO cannot block the profiler thread (which would leave the engine busy for
 //!    good).

@@ -3,7 +3,7 @@
 //! thread mid-session costs it a page fault per 4 KiB at first touch and, from glibc's heap,
 //! the consolidation of every small free chunk the arena holds (a fifth of a first
 //! `record_shapes` session's added time went to the faults, and `malloc_consolidate` was
-//! 1.4 % of a PyTorch loop's time under all flags). So the [`refill`](super::refill) thread
+//! 1.4 % of a PyTorch loop's time under all flags). So the [`refill`] thread
 //! makes the blocks, a recording thread takes one when its table needs it, and the drain
 //! gives each back, emptied; a ring session's start trims the spares.
 

@@ -446,7 +446,7 @@ impl Profiler {
     /// Claims the recorder, configures and starts the backends, and warms up (clock source,
     /// pre-faulted buffers), so `start` is cheap and device-side start-up costs are paid
     /// before the window opens. `start` tells the backends the window opened, and they drop
-    /// what they recorded until then (see [`ActivityProfiler`](crate::backends::ActivityProfiler)); what still reaches the engine
+    /// what they recorded until then (see [`ActivityProfiler`]); what still reaches the engine
     /// from the warm-up is dropped from the trace, counted in its `warmup_events` metadata and
     /// never charged to a backend's budget. Called by `start` when skipped (then the backends
     /// start with the window: nothing to drop).

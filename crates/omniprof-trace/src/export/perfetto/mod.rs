@@ -1,4 +1,4 @@
-//! The native Perfetto writer: the [`Trace`] as a protobuf trace (`.pftrace`) that the
+//! The native Perfetto writer: the [`Trace`](crate::Trace) as a protobuf trace (`.pftrace`) that the
 //! Perfetto UI and trace processor open directly, several times smaller than the same
 //! trace's JSON and faster to load (`docs/perfetto.md`).
 //!

@@ -125,7 +125,7 @@ pub(super) mod uuid {
 /// What the writer must know before its first packet: the rows and how many lanes each
 /// needs, the devices, the flows' ends, the counter tracks, and how events are sequenced.
 /// The whole-trace writer finds it in a first pass over the trace, the streamed one in a
-/// first read of the input ([`PerfettoSurvey`]).
+/// first read of the input ([`PerfettoSurvey`](crate::PerfettoSurvey)).
 pub(super) struct Layout {
     /// The rows, thread rows first, and how many lanes each used (row indices are
     /// positions here).

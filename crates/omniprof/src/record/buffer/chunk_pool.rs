@@ -1,5 +1,5 @@
 //! The chunks records are written in, and the pool of pre-faulted ones waiting for a thread,
-//! kept topped up by the background [`refill`](crate::record::refill) thread so that taking
+//! kept topped up by the background [`refill`] thread so that taking
 //! a chunk rarely faults a page in on the recording path.
 
 use std::sync::atomic::{AtomicU64, Ordering};
