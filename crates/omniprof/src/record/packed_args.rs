@@ -75,9 +75,9 @@ pub(crate) struct PackedArgs {
     unpackers: Vec<UnpackArgs>,
 }
 
-/// Appends `header` and `words` to `block`, which has room for them (it panics if not).
-/// Written in place: pushed one word at a time, each store checked the block's length and
-/// capacity (a third of a staged allocator report's cost to move in).
+/// Appends `header` and `words` to `block`, which has room for them (it panics if not),
+/// written in place after one check of that room: pushed one at a time, each word's store
+/// checked the block's length and capacity again.
 #[inline(always)]
 fn append(block: &mut Vec<u64>, header: u64, words: &[u64]) {
     let len = block.len() + 1 + words.len();

@@ -747,9 +747,8 @@ __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn
     // As torch.profiler's with_modules: each module and method, each followed by ".",
     // written into the words as they are (no string of its own: a thread-local one cost a
     // TLS lookup per access from this shared library, four an op even for eager code,
-    // whose hierarchy is empty).
-    // Kept where PyTorch returns it: moved into a vector declared outside the `try`, it was
-    // destroyed twice over (three calls an op, for the empty hierarchy of eager code).
+    // whose hierarchy is empty), from the vector PyTorch returns (moved into one declared
+    // outside the `try`, it cost two more destructions an op).
     try {
       const std::vector<std::string> modules = torch::jit::currentModuleHierarchy();
       size_t len = 0;

@@ -15,8 +15,9 @@
 // `nn.Module: Class_N` for a call of nn.Module.__call__, N counting the instances of that
 // class in the order the session first saw them. Each name is made once per session and
 // cached by what identifies it (the code object, the built-in's method definition, the
-// module instance): the hot path is a hash lookup and a recorder call, and keeps no Python
-// object. Everything here runs under the GIL, which guards the caches.
+// module instance): the hot path is a lookup in a direct-mapped cache (in a hash map on a
+// miss) and a recorder call, and keeps no Python object. Everything here runs under the GIL,
+// which guards the caches.
 //
 // With a schedule the tracer starts at the warm-up, when the recorder does not record yet, and
 // the window opens later, inside a `step()` call: each thread begins the frames on its stack
