@@ -36,7 +36,8 @@ import statistics
 import sys
 import time
 import warnings
-from typing import Callable, ContextManager, Dict, List, NamedTuple
+from functools import partial
+from typing import Any, Callable, ContextManager, Dict, List, NamedTuple
 
 import torch
 from torch.profiler import ProfilerActivity, profile as torch_profile
@@ -135,6 +136,17 @@ void detach() {
   }
 }
 """
+
+
+def floor_asks(flags: Dict[str, Any]) -> Dict[str, bool]:
+    """What profiler `flags` ask of PyTorch and CPython for any profiler, as FloorCallbacks'
+    arguments: each op's inputs (record_shapes, with_flops), allocator reports
+    (profile_memory) and a Python profile hook (with_stack)."""
+    return {
+        "inputs": bool(flags.get("record_shapes") or flags.get("with_flops")),
+        "memory": bool(flags.get("profile_memory")),
+        "frames": bool(flags.get("with_stack")),
+    }
 
 
 class FloorCallbacks:
@@ -430,15 +442,13 @@ def flags_section(args: argparse.Namespace) -> None:
         "torch.empty(64)": alloc_loop,
         "torch.mm(w, w), 8x8": lambda n: mm_loop(n, w),
     }
-    # Each set's floor: what PyTorch (and CPython) do for any profiler asking what the flags
-    # ask, with callbacks that keep nothing.
-    shapes_floor = lambda: FloorCallbacks(clock=False, state=True, inputs=True)  # noqa: E731
-    all_floor = lambda: FloorCallbacks(clock=False, memory=True, inputs=True, frames=True)  # noqa: E731
     flag_sets = (
-        ("record_shapes=True", {"record_shapes": True}, "0.33", args.ops, shapes_floor),
-        ("all flags", ALL_FLAGS, "0.5", max(args.ops // 20, 1000), all_floor),
+        ("record_shapes=True", {"record_shapes": True}, "0.33", args.ops),
+        ("all flags", ALL_FLAGS, "0.5", max(args.ops // 20, 1000)),
     )
-    for title, flags, target, ops, floor in flag_sets:
+    for title, flags, target, ops in flag_sets:
+        # The set's floor: callbacks that keep nothing, asking for what the flags ask.
+        floor = partial(FloorCallbacks, clock=False, state=True, **floor_asks(flags))
         for name, loop in loops.items():
             with warnings.catch_warnings():
                 # torch.profiler's with_modules warns that it is deprecated, once per session.

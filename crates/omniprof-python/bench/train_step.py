@@ -46,7 +46,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile as torch_profile
 
 import omniprof
-from overhead import Cost, FloorCallbacks, measure, timed, under  # beside this script
+import overhead  # beside this script
+from overhead import Cost, FloorCallbacks, measure, timed, under
 
 FLAGS = ["record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules"]
 
@@ -153,19 +154,12 @@ def config_name(profiler: str, flag_set: str) -> str:
     return f"{profiler}, {flag_set}"
 
 
-# What a flag set asks of PyTorch and CPython for any profiler, as the floor's callbacks ask
-# it (overhead.py's FloorCallbacks): each op's inputs, allocator reports, a Python profile
-# hook; and the floor's name with them.
+# What a floor can ask of PyTorch and CPython (overhead.floor_asks), each as its name says it.
 FLOOR_PARTS = (("inputs", "inputs"), ("memory", "reporter"), ("frames", "Python hook"))
 
 
 def floor_asks(flag_set: str) -> Dict[str, bool]:
-    flags = FLAG_SETS[flag_set]
-    return {
-        "inputs": bool(flags.get("record_shapes") or flags.get("with_flops")),
-        "memory": bool(flags.get("profile_memory")),
-        "frames": bool(flags.get("with_stack")),
-    }
+    return overhead.floor_asks(FLAG_SETS[flag_set])
 
 
 def floor_of(flag_set: str) -> str:
