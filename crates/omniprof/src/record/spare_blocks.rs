@@ -3,9 +3,10 @@
 //! thread mid-session costs it a page fault per 4 KiB at first touch and, from glibc's heap,
 //! the consolidation of every small free chunk the arena holds (a fifth of a first
 //! `record_shapes` session's added time went to the faults, and `malloc_consolidate` was
-//! 1.4 % of a PyTorch loop's time under all flags). So the [`refill`] thread
-//! makes the blocks, a recording thread takes one when its table needs it, and the drain
-//! gives each back, emptied; a ring session's start trims the spares.
+//! 1.4 % of a PyTorch loop's time under all flags). So the [`refill`] thread makes the
+//! blocks, a recording thread takes one when its table needs it, and each comes back emptied
+//! (from the drain, from a ring forgetting its oldest ops, from a thread's reset for a new
+//! session); a ring session's start trims the spares.
 
 use std::sync::{Mutex, MutexGuard};
 

@@ -59,22 +59,28 @@ impl<T> BlockList<T> {
     }
 
     /// Forgets the oldest blocks, whole, while `gone` holds for a block's last item; the
-    /// newest block stays (a ring's side tables, trimmed as its chunks are reused).
-    pub(crate) fn forget_front_while(&mut self, mut gone: impl FnMut(&T) -> bool) {
+    /// newest block stays (a ring's side tables, trimmed as its chunks are reused). Returns
+    /// the blocks forgotten, for a pool to keep (they are freed when it is dropped).
+    pub(crate) fn forget_front_while(
+        &mut self,
+        mut gone: impl FnMut(&T) -> bool,
+    ) -> std::vec::Drain<'_, Vec<T>> {
         let whole = self.blocks.len().saturating_sub(1);
         let done = self.blocks[..whole]
             .iter()
             .take_while(|b| b.last().is_some_and(&mut gone))
             .count();
-        self.blocks.drain(..done);
+        self.blocks.drain(..done)
     }
 
-    /// Forgets every item, keeping the first block's memory.
-    pub(crate) fn clear(&mut self) {
-        self.blocks.truncate(1);
+    /// Forgets every item, keeping the first block's memory. Returns the other blocks, as
+    /// [`forget_front_while`](Self::forget_front_while) does.
+    pub(crate) fn clear(&mut self) -> std::vec::Drain<'_, Vec<T>> {
         if let Some(block) = self.blocks.first_mut() {
             block.clear();
         }
+        let first = self.blocks.len().min(1);
+        self.blocks.drain(first..)
     }
 }
 
@@ -105,11 +111,13 @@ mod tests {
     }
 
     #[test]
-    fn forgetting_the_front_drops_whole_old_blocks_and_keeps_the_newest() {
+    fn forgetting_the_front_hands_back_whole_old_blocks_and_keeps_the_newest() {
         let mut list = BlockList::default();
         let per = BlockList::<u64>::PER_BLOCK as u64;
         (0..per * 3).for_each(|i| list.push(i));
-        list.forget_front_while(|&last| last < per * 2);
+        let forgotten: Vec<Vec<u64>> = list.forget_front_while(|&last| last < per * 2).collect();
+        assert_eq!(forgotten.len(), 2, "handed back whole, for a pool");
+        assert!(forgotten[1].iter().copied().eq(per..per * 2));
         assert!(list.clone().into_iter().eq(per * 2..per * 3));
         list.forget_front_while(|_| true);
         assert_eq!(list.blocks.len(), 1);
@@ -119,7 +127,7 @@ mod tests {
     fn a_cleared_list_keeps_one_block_and_none_of_its_items() {
         let mut list = BlockList::default();
         (0..BlockList::<u32>::PER_BLOCK as u32 + 1).for_each(|i| list.push(i));
-        list.clear();
+        assert_eq!(list.clear().count(), 1, "the second block is handed back");
         list.push(7);
         assert_eq!(list.blocks.len(), 1);
         assert_eq!(list.into_iter().collect::<Vec<_>>(), [7]);

@@ -29,7 +29,7 @@ use super::chunk_pool::{take_chunk, Chunk, CHUNK_SLOTS, POOL};
 use super::drained::DrainedThread;
 use super::local::Local;
 use super::registry::{ThreadBuffer, REGISTRY};
-use super::side_tables::{append_autograd, append_reports};
+use super::side_tables::{append_autograd, append_reports, SPARE_AUTOGRAD};
 use crate::lock;
 use crate::record::word::{kind, seq, session_tag, tag_of, untagged, KIND_END};
 
@@ -191,7 +191,7 @@ fn forget(buffer: &ThreadBuffer, chunk: &Chunk, cutoff: u64) {
         // Sequence numbers wrap: "at or before" is within half the range behind.
         let gone = |s: u32| last_begun.wrapping_sub(s) < 1 << 31;
         lock(&buffer.args).forget_front_while(|(s, ..)| gone(*s));
-        lock(&buffer.autograd).forget_front_while(|(s, _)| gone(*s));
+        SPARE_AUTOGRAD.give_back(lock(&buffer.autograd).forget_front_while(|(s, _)| gone(*s)));
         lock(&buffer.packed).forget_front_while(gone);
     }
 }

@@ -12,6 +12,7 @@ use super::fork::at_fork;
 use super::local::{Local, EXIT};
 use super::registry::{ThreadBuffer, NEXT_THREAD_INDEX, REGISTRY};
 use super::ring;
+use super::side_tables::SPARE_AUTOGRAD;
 use super::staged::Staged;
 use super::thread_name::{current_tid, os_thread_name};
 use crate::lock;
@@ -51,7 +52,7 @@ impl Local {
             lock(&buffer.dropped_ends).clear();
             lock(&buffer.args).clear();
             let mut autograd = lock(&buffer.autograd);
-            autograd.clear();
+            SPARE_AUTOGRAD.give_back(autograd.clear());
             buffer.staged_autograd.forget();
             drop(autograd);
             let mut packed = lock(&buffer.packed);
