@@ -82,10 +82,17 @@ fn each(f: impl Fn(&dyn CorrelationListener)) {
     });
 }
 
+// Out of line and cold: the loop over listeners would otherwise sit in the middle of every
+// push and pop, in instruction-cache lines that a session without listeners (no device, no
+// stubs) fetches for nothing.
+#[cold]
+#[inline(never)]
 pub(crate) fn begin(id: u64, name: Name, user: bool) {
     each(|l| l.range_begin(id, name, user));
 }
 
+#[cold]
+#[inline(never)]
 pub(crate) fn end(id: u64, user: bool) {
     each(|l| l.range_end(id, user));
 }

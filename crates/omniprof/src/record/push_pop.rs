@@ -65,7 +65,8 @@ impl PushedOp {
 
     /// Attaches what autograd knows of the op: written as its `Sequence number` and
     /// `Fwd thread id`, and joining a forward op to its backward node with a `fwdbwd` flow
-    /// (see [`Autograd`]; nothing happens when the op is not recorded).
+    /// (see [`Autograd`]; nothing happens when the op is not recorded, or when the sequence
+    /// number is negative: PyTorch's for an op autograd did not record).
     pub fn with_autograd(self, autograd: Autograd) -> Self {
         if self.state != 0 {
             with_local(|l| l.add_autograd(self.state, self.seq, autograd));
@@ -170,7 +171,9 @@ pub fn pop_op(key: usize) -> bool {
 
 /// [`pop_op`], attaching what autograd knows of the op first, as
 /// [`PushedOp::with_autograd`] does: for a caller that learns the numbers only by the op's
-/// end (PyTorch sets some of them after its start callbacks ran).
+/// end (PyTorch sets some of them after its start callbacks ran). Numbers with a negative
+/// sequence number (PyTorch's for an op autograd did not record) are not attached: the op
+/// ends as by [`pop_op`], so that a caller can end every op through this one call.
 #[inline]
 pub fn pop_op_with_autograd(key: usize, autograd: Autograd) -> bool {
     pop(key, Some(autograd))

@@ -157,6 +157,29 @@ fn a_frame_begun_at_the_window_start_goes_before_what_its_thread_recorded_earlie
 }
 
 #[test]
+fn numbers_without_a_sequence_number_are_not_attached() {
+    let _g = serial();
+    let none = Autograd {
+        sequence_number: -1,
+        forward_thread: 4,
+        thread: 1,
+    };
+    let t = record(Config::default(), || {
+        // SAFETY: literals are NUL-terminated.
+        unsafe { push_op(c"aten::empty".as_ptr(), 1) };
+        assert!(pop_op_with_autograd(1, none));
+        unsafe { push_op(c"aten::zeros".as_ptr(), 2) }.with_autograd(none);
+        assert!(pop_op(2));
+    });
+    let args: Vec<_> = t
+        .activities
+        .iter()
+        .map(|a| (&*a.name, a.args.len(), a.flow.is_some()))
+        .collect();
+    assert_eq!(args, [("aten::empty", 0, false), ("aten::zeros", 0, false)]);
+}
+
+#[test]
 fn a_fwdbwd_flow_joins_the_innermost_forward_op_to_the_first_backward_op_to_end() {
     let _g = serial();
     let numbers = |forward_thread, thread| Autograd {

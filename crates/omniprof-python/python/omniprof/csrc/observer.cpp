@@ -835,11 +835,7 @@ void pop_op(const at::RecordFunction& fn) {
   } else if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     last_node = n;
   }
-  if (n.sequence_number >= 0) {
-    table->pop_op_with_autograd(&fn, n.sequence_number, n.forward_thread, n.thread);
-  } else {
-    table->pop_op(&fn);
-  }
+  table->pop_op(&fn, n.sequence_number, n.forward_thread, n.thread);
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {

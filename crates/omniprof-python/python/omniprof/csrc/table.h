@@ -58,11 +58,12 @@ struct Table {
   // push_op, with what `words` (`count` of them) pack as above.
   void (*push_op_packed)(const char* name, const void* key, const uint64_t* words,
                          size_t count);
-  void (*pop_op)(const void* key);
-  // pop_op, with autograd's numbers for the op: its sequence number, the forward op's thread
-  // on a backward node (0 otherwise) and PyTorch's id of this thread.
-  void (*pop_op_with_autograd)(const void* key, int64_t sequence_number,
-                               uint64_t forward_thread, uint64_t thread);
+  // Ends an op, with autograd's numbers for it: its sequence number (negative: none, and
+  // the others are ignored), the forward op's thread on a backward node (0 otherwise) and
+  // PyTorch's id of this thread. One entry for every op, so that one function's code ends
+  // them all.
+  void (*pop_op)(const void* key, int64_t sequence_number, uint64_t forward_thread,
+                 uint64_t thread);
   // Begins a user range; `record_id` is its RecordFunction handle (0: none), written as
   // `Record function id`.
   uint8_t (*begin_user)(const char* name, uint64_t record_id, const int64_t* dims,
@@ -115,7 +116,7 @@ struct StubsApi {
 
 constexpr uint32_t kStubsApiVersion = 1;
 
-constexpr uint32_t kTableVersion = 12;
+constexpr uint32_t kTableVersion = 13;
 
 // The observer's entry points, as omniprof's native module takes them (`EntryPoints` in
 // src/observer.rs): in a capsule named kEntryPointsCapsule, so that nothing but this struct

@@ -29,10 +29,14 @@ impl Local {
     }
 
     /// Attaches what autograd knows of op `seq`: staged without a lock, moved into the
-    /// thread's table a batch at a time ([`staged`](super::staged)).
+    /// thread's table a batch at a time ([`staged`](super::staged)). Nothing is attached
+    /// for a negative sequence number (an op autograd did not record).
     #[inline]
     pub(crate) fn add_autograd(&self, state: u64, seq: u32, autograd: Autograd) {
-        if state == self.state.get() && !self.buffer.get().is_null() {
+        if autograd.sequence_number >= 0
+            && state == self.state.get()
+            && !self.buffer.get().is_null()
+        {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
             let words = autograd.words();
