@@ -10,10 +10,10 @@ With `--loop add|empty|mm` a step is instead 1,000 iterations of one of overhead
 flags loops (`x.add_(1)`, `torch.empty(64)`, `torch.mm(w, w)` of 8×8), so that a step's
 count over 1,000 is the count per iteration.
 
-Every configuration runs in one process: its profiler is entered, 3 warm-up steps run, then
-callgrind counts `--steps` steps (collection switched on and off around them by a client
-request, from a small C library this script builds with `cc`) and dumps them as one part
-named after the configuration. `--report` reads the parts and prints, per configuration,
+Every configuration runs in one process, each once uncounted and then counted in the same
+order: its profiler is entered, 3 warm-up steps run, then callgrind counts `--steps` steps
+(collection switched on and off around them by a client request, from a small C library
+this script builds with `cc`) and dumps them as one part named after the configuration. `--report` reads the parts and prints, per configuration,
 instructions per step, what it adds over no profiler and omniprof's added count over
 torch.profiler's. Open a part with callgrind_annotate to see where the count goes (each part
 names its functions itself only with `--compress-strings=no`).
@@ -150,10 +150,12 @@ def main() -> None:
 
     counted = client()
 
-    def run(name: str, profiler: Callable[[], ContextManager]) -> None:
+    def run(name: str, profiler: Callable[[], ContextManager], count: bool = True) -> None:
         with profiler():
             for _ in range(3):
                 step()
+            if not count:
+                return
             counted.counted_begin()
             for _ in range(args.steps):
                 step()
@@ -186,6 +188,13 @@ def main() -> None:
             configs[f"torch.profiler, {flag_set}"] = lambda flags=flags: torch_profile(
                 activities=[ProfilerActivity.CPU], **flags
             )
+    # Each configuration once uncounted first, so that every counted one finds the process as
+    # the others leave it: the profilers' threads started (from then on glibc's malloc takes
+    # its arena's lock) and glibc's mmap threshold raised by the large blocks they freed. Counted
+    # in a process still fresh, no profiler and the floors paid up to 36k instructions a CNN step
+    # less in malloc and free than the profilers counted after them.
+    for name, profiler in configs.items():
+        run(name, profiler, count=False)
     for name, profiler in configs.items():
         run(name, profiler)
 
