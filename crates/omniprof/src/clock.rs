@@ -388,6 +388,8 @@ mod tests {
 
     #[test]
     fn ticks_before_the_origin_extrapolate() {
+        // Decided first, as a session does: until then `ticks` reads the monotonic clock.
+        clock_source();
         let before = ticks();
         std::thread::sleep(std::time::Duration::from_millis(2));
         let start = CalibrationSample::take();

@@ -4,9 +4,9 @@
 //! entries at the drain, off the op's path.
 //!
 //! The caller packs the words its own way and names the function that unpacks them
-//! ([`UnpackArgs`]); the recorder only stores them beside the op's record (one lock of the
-//! thread's own, uncontended until the drain, and a copy of the words into a block that
-//! never grows) and calls that function at `stop`. The allocator reports of
+//! ([`UnpackArgs`]); the recorder only stores them beside the op's record (a copy of the
+//! words into a block of the thread's that never grows, without a lock) and calls that
+//! function at `stop`. The allocator reports of
 //! [`record_memory`](super::record_memory) are kept the same way.
 //!
 //! ```
@@ -32,8 +32,10 @@
 
 use std::sync::Arc;
 
+use std::sync::{Mutex, OnceLock};
+
 use super::spare_blocks::SpareBlocks;
-use crate::Value;
+use crate::{lock, Value};
 
 /// Turns the words an op's packer wrote into its `args` entries, appended to `args`: called
 /// once per op at the drain, on the thread that stops the session. It must not panic on
@@ -46,10 +48,10 @@ type OpArgs = Vec<(Arc<str>, Value)>;
 /// Words per block of packed args (512 KiB). An op's words lie in one block, which is never
 /// grown: a vector that doubled as it filled would copy everything recorded so far, again
 /// and again, on the ops' threads.
-const BLOCK_WORDS: usize = 1 << 16;
+pub(crate) const BLOCK_WORDS: usize = 1 << 16;
 
 /// An op's words, at most (the length field of its header word).
-const MAX_WORDS: usize = (1 << 24) - 1;
+pub(crate) const MAX_WORDS: usize = (1 << 24) - 1;
 
 /// Blocks of packed args faulted in ahead of need ([`SpareBlocks`]): a pool of 4 MiB,
 /// topped up below two spare blocks. Without it, 3,000 page faults cost a first
@@ -66,13 +68,49 @@ pub(crate) fn trim_spare_blocks() {
 }
 
 /// One thread's packed args of the current session. Each op is a header word (its record's
-/// sequence number in bits 0..32, its unpacker's index in `unpackers` in bits 32..40, its
-/// word count in bits 40..64) followed by its words.
+/// sequence number in bits 0..32, its unpacker's index in the process's [`UNPACKERS`] in bits
+/// 32..40, its word count in bits 40..64) followed by its words.
 #[derive(Clone, Default)]
 pub(crate) struct PackedArgs {
     blocks: Vec<Vec<u64>>,
-    /// The distinct unpackers, in the order first seen (a process has one or two).
-    unpackers: Vec<UnpackArgs>,
+}
+
+/// The distinct unpackers of the process, in the order first seen (a process has one or
+/// two), named in each op's header by index: registered once, read without a lock by every
+/// thread that packs args.
+static UNPACKERS: [OnceLock<UnpackArgs>; 256] = [const { OnceLock::new() }; 256];
+
+/// How many of [`UNPACKERS`] are set (only grows, under its own lock).
+static UNPACKERS_SET: Mutex<usize> = Mutex::new(0);
+
+/// The index of `unpack` in [`UNPACKERS`], registering it when new; `None` for a 257th.
+pub(crate) fn unpacker_index(unpack: UnpackArgs) -> Option<u64> {
+    let known = UNPACKERS
+        .iter()
+        .map_while(OnceLock::get)
+        .position(|&known| std::ptr::fn_addr_eq(known, unpack));
+    match known {
+        Some(index) => Some(index as u64),
+        None => register_unpacker(unpack),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn register_unpacker(unpack: UnpackArgs) -> Option<u64> {
+    let mut set = lock(&UNPACKERS_SET);
+    // Another thread may have registered it since the lookup.
+    if let Some(index) = UNPACKERS[..*set].iter().position(|known| {
+        known
+            .get()
+            .is_some_and(|&k| std::ptr::fn_addr_eq(k, unpack))
+    }) {
+        return Some(index as u64);
+    }
+    let slot = UNPACKERS.get(*set)?;
+    slot.set(unpack).ok()?;
+    *set += 1;
+    Some(*set as u64 - 1)
 }
 
 /// Appends `header` and `words` to `block`, which has room for them (it panics if not),
@@ -92,15 +130,17 @@ fn append(block: &mut Vec<u64>, header: u64, words: &[u64]) {
 }
 
 /// A record's header word, laid out as [`PackedArgs`] says.
-fn header(seq: u32, index: u64, words: usize) -> u64 {
+pub(crate) fn header(seq: u32, index: u64, words: usize) -> u64 {
     u64::from(seq) | (index << 32) | ((words as u64) << 40)
 }
 
 impl PackedArgs {
     /// Keeps `words` for record `seq`, to be unpacked by `unpack`. An op of more than
-    /// 16M words, or a 257th distinct unpacker, keeps nothing.
+    /// 16M words, or a 257th distinct unpacker, keeps nothing. (A recording thread keeps
+    /// its ops' words in its open block, which it seals into its packed args whole.)
+    #[cfg(test)]
     pub(crate) fn push(&mut self, seq: u32, words: &[u64], unpack: UnpackArgs) {
-        let Some(index) = self.unpacker_index(unpack) else {
+        let Some(index) = unpacker_index(unpack) else {
             return;
         };
         if words.len() > MAX_WORDS {
@@ -123,7 +163,7 @@ impl PackedArgs {
             // No block for nothing (a drain of a thread with no staged report).
             return;
         }
-        let Some(index) = self.unpacker_index(unpack) else {
+        let Some(index) = unpacker_index(unpack) else {
             return;
         };
         let block = self.room(need);
@@ -149,20 +189,14 @@ impl PackedArgs {
         self.blocks.push(SPARE_BLOCKS.take(need));
     }
 
-    fn unpacker_index(&mut self, unpack: UnpackArgs) -> Option<u64> {
-        let index = match self
-            .unpackers
-            .iter()
-            .rposition(|&known| std::ptr::fn_addr_eq(known, unpack))
-        {
-            Some(index) => index,
-            None if self.unpackers.len() < 256 => {
-                self.unpackers.push(unpack);
-                self.unpackers.len() - 1
-            }
-            None => return None,
-        };
-        Some(index as u64)
+    /// Keeps `block`, whole ops laid out as above (a thread's sealed open block, or a copy
+    /// of what it holds), after the blocks kept so far.
+    pub(crate) fn keep_block(&mut self, block: Vec<u64>) {
+        if block.is_empty() {
+            SPARE_BLOCKS.give_back([block]);
+        } else {
+            self.blocks.push(block);
+        }
     }
 
     /// Forgets the oldest blocks, whole, while `gone` holds for the sequence number of every
@@ -207,10 +241,12 @@ impl PackedArgs {
                 let len = (header >> 40) as usize;
                 let words = &block[at + 1..at + 1 + len];
                 at += 1 + len;
-                let unpack = self.unpackers[((header >> 32) & 0xff) as usize];
+                let unpack = UNPACKERS[((header >> 32) & 0xff) as usize].get();
                 let mut args = Vec::new();
                 let unpacked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    unpack(words, &mut args)
+                    if let Some(unpack) = unpack {
+                        unpack(words, &mut args);
+                    }
                 }));
                 if unpacked.is_err() {
                     args.clear();

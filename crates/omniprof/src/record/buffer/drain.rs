@@ -11,7 +11,7 @@ use super::chunk_pool::POOL;
 use super::fork::FORK_TICK;
 use super::registry::REGISTRY;
 use super::ring::{is_ring, snapshot};
-use super::side_tables::{append_autograd, append_reports};
+use super::side_tables::append_autograd;
 use crate::lock;
 use crate::record::word::{session_tag, tag_of, untagged};
 
@@ -71,9 +71,7 @@ pub(crate) fn drain(state: u64, floor: u64, ceiling: u64) -> Vec<DrainedThread> 
                 autograd: buffer
                     .staged_autograd
                     .take_with(&buffer.autograd, append_autograd),
-                packed: buffer
-                    .staged_reports
-                    .take_with(&buffer.packed, append_reports),
+                packed: buffer.take_packed(),
                 dropped: buffer.dropped.load(Ordering::Relaxed),
                 dropped_ends: std::mem::take(&mut *lock(&buffer.dropped_ends)),
             });

@@ -34,7 +34,8 @@
 //! view of its buffer and the hot path that appends a record, and [`slow_path`] what that
 //! path calls when it runs out of room; [`side_tables`] hold what a record carries beside
 //! its 16 bytes, in [`block_list`]s that never reallocate, allocator reports first
-//! [`staged`] without a lock (autograd's numbers too); [`drain`] copies a session out
+//! [`staged`] without a lock (autograd's numbers too), packed args in an [`open_block`]
+//! written without one; [`drain`] copies a session out
 //! (each thread's copy a [`drained`] thread); [`ring`] keeps a
 //! session in bounded memory by reusing each thread's oldest chunk, and copies time slices
 //! of it out while it records; [`fork`] keeps the buffers sound across a fork;
@@ -50,6 +51,7 @@ mod drain;
 mod drained;
 mod fork;
 mod local;
+mod open_block;
 mod registry;
 mod ring;
 mod side_tables;

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::block_list::BlockList;
 use super::chunk_pool::Chunk;
+use super::open_block::OpenBlock;
 use super::staged::Staged;
 use crate::lock;
 use crate::record::autograd::{Autograd, AUTOGRAD_WORDS};
@@ -43,9 +44,12 @@ pub(crate) struct ThreadBuffer {
     pub(super) autograd: Mutex<BlockList<(u32, Autograd)>>,
     /// The newest ops' autograd numbers, not yet moved into `autograd`.
     pub(super) staged_autograd: Staged<AUTOGRAD_WORDS>,
-    /// Args packed as words, allocator reports among them (unpacked at the drain).
+    /// Args packed as words, allocator reports among them (unpacked at the drain): the
+    /// blocks sealed so far. Its lock is also the open block's.
     pub(super) packed: Mutex<PackedArgs>,
-    /// The newest allocator reports, not yet moved into `packed`.
+    /// The block being written, without a lock ([`open_block`](super::open_block)).
+    pub(super) open_packed: OpenBlock,
+    /// The newest allocator reports, not yet moved into `open_packed`.
     pub(super) staged_reports: Staged<REPORT_WORDS>,
     pub(super) exited: AtomicBool,
     /// The process the owning thread records in: set at registration, and by the fork

@@ -29,7 +29,7 @@ use super::chunk_pool::{take_chunk, Chunk, CHUNK_SLOTS, POOL};
 use super::drained::DrainedThread;
 use super::local::Local;
 use super::registry::{ThreadBuffer, REGISTRY};
-use super::side_tables::{append_autograd, append_reports, SPARE_AUTOGRAD};
+use super::side_tables::{append_autograd, SPARE_AUTOGRAD};
 use crate::lock;
 use crate::record::word::{kind, seq, session_tag, tag_of, untagged, KIND_END};
 
@@ -251,9 +251,7 @@ pub(crate) fn snapshot(state: u64, from: u64, to: u64) -> Vec<DrainedThread> {
             autograd: buffer
                 .staged_autograd
                 .copy_with(&buffer.autograd, append_autograd),
-            packed: buffer
-                .staged_reports
-                .copy_with(&buffer.packed, append_reports),
+            packed: buffer.copy_packed(),
             dropped: buffer.dropped.load(Ordering::Relaxed),
             dropped_ends: lock(&buffer.dropped_ends).clone(),
         });

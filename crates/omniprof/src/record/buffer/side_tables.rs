@@ -1,8 +1,9 @@
 //! What a record carries beside its 16 bytes (a range's args, what autograd knows of an op,
 //! packed args: an op's inputs, an allocator report), kept in per-thread tables under locks
 //! off the hot path (autograd's numbers and allocator reports, which nearly every op or
-//! allocation carries, [staged](super::staged) first without one), and joined to their
-//! records by sequence number at the drain.
+//! allocation carries, [staged](super::staged) first without one, and packed args written
+//! into an [open block](super::open_block) without one), and joined to their records by
+//! sequence number at the drain.
 //!
 //! The "module docs" cited below are the [buffer's](super): its ownership protocol.
 
@@ -10,6 +11,7 @@ use std::sync::Arc;
 
 use super::block_list::BlockList;
 use super::local::Local;
+use super::registry::ThreadBuffer;
 use super::staged::Entries;
 use crate::lock;
 use crate::record::autograd::{Autograd, AUTOGRAD_WORDS};
@@ -46,27 +48,65 @@ impl Local {
         }
     }
 
-    /// Attaches args packed as `words`, unpacked by `unpack` at the drain, to record `seq`.
+    /// Attaches args packed as `words`, unpacked by `unpack` at the drain, to record `seq`:
+    /// written into the thread's open block without a lock ([`open_block`](super::open_block)).
     pub(crate) fn add_packed(&self, state: u64, seq: u32, words: &[u64], unpack: UnpackArgs) {
         if state == self.state.get() && !self.buffer.get().is_null() {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
             // (The staged reports stay staged: the packed args need not be in record order.)
-            lock(&buffer.packed).push(seq, words, unpack);
+            buffer.open_packed.push(seq, words, unpack, &buffer.packed);
         }
     }
 
     /// Attaches an allocator report's words to record `seq`: staged without a lock, moved
-    /// into the packed args a batch at a time ([`staged`](super::staged)).
+    /// into the open block a batch at a time ([`staged`](super::staged)).
     #[inline]
     pub(crate) fn add_memory(&self, state: u64, seq: u32, words: &[u64; REPORT_WORDS]) {
         if state == self.state.get() && !self.buffer.get().is_null() {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
-            buffer
-                .staged_reports
-                .stage(seq, words, &buffer.packed, append_reports);
+            if !buffer.staged_reports.push(seq, words) {
+                move_reports(buffer);
+                buffer.staged_reports.push(seq, words);
+            }
         }
+    }
+}
+
+/// Moves a thread's staged allocator reports into its open block. Owner only.
+#[cold]
+#[inline(never)]
+fn move_reports(buffer: &ThreadBuffer) {
+    let mut sealed = lock(&buffer.packed);
+    buffer.staged_reports.move_into(|staged| {
+        buffer
+            .open_packed
+            .push_each(staged, memory_usage::unpack, &mut sealed)
+    });
+}
+
+impl ThreadBuffer {
+    /// The thread's packed args, taken: its sealed blocks, then copies of what its open
+    /// block and its staged reports hold that no drain took (a drain at `stop`).
+    pub(super) fn take_packed(&self) -> PackedArgs {
+        let mut sealed = lock(&self.packed);
+        let mut out = std::mem::take(&mut *sealed);
+        self.open_packed.take_into(&mut out);
+        self.staged_reports
+            .take_into(|staged| append_reports(&mut out, staged));
+        out
+    }
+
+    /// A copy of the thread's packed args, as [`take_packed`](Self::take_packed) would take
+    /// them, leaving them in place (a ring session's snapshot).
+    pub(super) fn copy_packed(&self) -> PackedArgs {
+        let sealed = lock(&self.packed);
+        let mut out = sealed.clone();
+        self.open_packed.copy_into(&mut out);
+        self.staged_reports
+            .copy_into(|staged| append_reports(&mut out, staged));
+        out
     }
 }
 
@@ -108,7 +148,7 @@ pub(crate) fn autograd_by_seq(table: BlockList<(u32, Autograd)>) -> FastMap<u32,
 }
 
 /// Appends staged allocator reports to a thread's packed args.
-pub(super) fn append_reports(packed: &mut PackedArgs, staged: Entries<'_, REPORT_WORDS>) {
+fn append_reports(packed: &mut PackedArgs, staged: Entries<'_, REPORT_WORDS>) {
     packed.push_each::<REPORT_WORDS>(staged, memory_usage::unpack);
 }
 

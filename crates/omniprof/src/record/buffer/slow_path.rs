@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use super::chunk_pool::{take_chunk, Chunk, POOL};
 use super::fork::at_fork;
 use super::local::{Local, EXIT};
+use super::open_block::OpenBlock;
 use super::registry::{ThreadBuffer, NEXT_THREAD_INDEX, REGISTRY};
 use super::ring;
 use super::side_tables::SPARE_AUTOGRAD;
@@ -57,6 +58,7 @@ impl Local {
             drop(autograd);
             let mut packed = lock(&buffer.packed);
             packed.clear();
+            buffer.open_packed.forget();
             buffer.staged_reports.forget();
             drop(packed);
             buffer.state.store(state, Ordering::Release);
@@ -128,6 +130,7 @@ impl Local {
                 args: Mutex::default(),
                 autograd: Mutex::default(),
                 packed: Mutex::default(),
+                open_packed: OpenBlock::default(),
                 staged_autograd: Staged::default(),
                 staged_reports: Staged::default(),
                 exited: AtomicBool::new(false),

@@ -6,8 +6,9 @@
 //! more, and nearly every PyTorch op carries autograd's numbers; taking a table's lock for
 //! each (an atomic exchange to lock and another to unlock, uncontended until the drain) cost
 //! a report more than the rest of its work, and an op with autograd's numbers 3–4 ns of its
-//! 31 (criterion `record/op_packed_autograd`). An op's packed args stay under their lock:
-//! staged, they were copied twice, which cost more. Only the owning thread stages and moves;
+//! 31 (criterion `record/op_packed_autograd`). An op's packed args, of any length, go to the
+//! thread's [`open_block`](super::open_block) by the same protocol (staged here, they were
+//! copied twice, which cost more). Only the owning thread stages and moves;
 //! a drainer copies the staged entries under the table's lock, which also orders it with
 //! every move:
 //!
@@ -79,7 +80,7 @@ impl<const N: usize> Staged<N> {
     /// Stages the words of record `seq`; false when the array is full (nothing staged:
     /// [`move_into`](Self::move_into) first). Owner only.
     #[inline]
-    fn push(&self, seq: u32, words: &[u64; N]) -> bool {
+    pub(super) fn push(&self, seq: u32, words: &[u64; N]) -> bool {
         let len = self.len.load(Ordering::Relaxed);
         let Some(slot) = self.slots.get(len) else {
             return false;
@@ -119,20 +120,20 @@ impl<const N: usize> Staged<N> {
 
     /// Hands every staged entry a drain did not take to `append`, and empties the array.
     /// Owner only, with the lock of the table `append` adds to held across the call.
-    fn move_into(&self, append: impl FnOnce(Entries<'_, N>)) {
+    pub(super) fn move_into(&self, append: impl FnOnce(Entries<'_, N>)) {
         self.copy_into(append);
         self.forget();
     }
 
     /// Hands the staged entries a drain did not take to `append`, leaving them staged (a ring
     /// session's snapshot). Any thread, with the table's lock held.
-    fn copy_into(&self, append: impl FnOnce(Entries<'_, N>)) {
+    pub(super) fn copy_into(&self, append: impl FnOnce(Entries<'_, N>)) {
         append(self.below(self.len.load(Ordering::Acquire)));
     }
 
     /// [`copy_into`](Self::copy_into), marking the entries taken: a drain at `stop`, which
     /// takes the table away with them. Any thread, with the table's lock held.
-    fn take_into(&self, append: impl FnOnce(Entries<'_, N>)) {
+    pub(super) fn take_into(&self, append: impl FnOnce(Entries<'_, N>)) {
         // One read of the count for both: the owner may stage more meanwhile, and an entry
         // copied here but not marked taken would be moved in again later.
         let len = self.len.load(Ordering::Acquire);
