@@ -29,6 +29,7 @@ memory as it goes), so runs shorter than the issue's 100,000 ops flatter it.
 """
 
 import argparse
+import gc
 import os
 import random
 import resource
@@ -200,6 +201,9 @@ def page_faults() -> int:
 
 
 def timed(n: int, body: Callable[[], None]) -> Cost:
+    # What earlier runs left to the cycle collector (torch.profiler's results are a cycle) is
+    # collected now, not inside a later run of any configuration.
+    gc.collect()
     faults, wall, cpu = page_faults(), time.perf_counter_ns(), time.thread_time_ns()
     body()
     return Cost(
