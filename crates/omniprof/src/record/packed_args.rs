@@ -30,9 +30,7 @@
 //! assert_eq!(mm.arg("Batch"), Some(&Value::UInt(32)));
 //! ```
 
-use std::sync::Arc;
-
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::spare_blocks::SpareBlocks;
 use crate::{lock, Value};
@@ -80,37 +78,34 @@ pub(crate) struct PackedArgs {
 /// thread that packs args.
 static UNPACKERS: [OnceLock<UnpackArgs>; 256] = [const { OnceLock::new() }; 256];
 
-/// How many of [`UNPACKERS`] are set (only grows, under its own lock).
-static UNPACKERS_SET: Mutex<usize> = Mutex::new(0);
+/// Held while an unpacker is registered, so that two threads never set two slots for one.
+static REGISTERING: Mutex<()> = Mutex::new(());
 
 /// The index of `unpack` in [`UNPACKERS`], registering it when new; `None` for a 257th.
 pub(crate) fn unpacker_index(unpack: UnpackArgs) -> Option<u64> {
-    let known = UNPACKERS
+    known_unpacker(unpack).or_else(|| register_unpacker(unpack))
+}
+
+/// The index of `unpack` among the unpackers registered so far (set in order, from the first).
+fn known_unpacker(unpack: UnpackArgs) -> Option<u64> {
+    let index = UNPACKERS
         .iter()
         .map_while(OnceLock::get)
-        .position(|&known| std::ptr::fn_addr_eq(known, unpack));
-    match known {
-        Some(index) => Some(index as u64),
-        None => register_unpacker(unpack),
-    }
+        .position(|&known| std::ptr::fn_addr_eq(known, unpack))?;
+    Some(index as u64)
 }
 
 #[cold]
 #[inline(never)]
 fn register_unpacker(unpack: UnpackArgs) -> Option<u64> {
-    let mut set = lock(&UNPACKERS_SET);
+    let _registering = lock(&REGISTERING);
     // Another thread may have registered it since the lookup.
-    if let Some(index) = UNPACKERS[..*set].iter().position(|known| {
-        known
-            .get()
-            .is_some_and(|&k| std::ptr::fn_addr_eq(k, unpack))
-    }) {
-        return Some(index as u64);
+    if let Some(index) = known_unpacker(unpack) {
+        return Some(index);
     }
-    let slot = UNPACKERS.get(*set)?;
-    slot.set(unpack).ok()?;
-    *set += 1;
-    Some(*set as u64 - 1)
+    let index = UNPACKERS.iter().position(|slot| slot.get().is_none())?;
+    UNPACKERS[index].set(unpack).ok()?;
+    Some(index as u64)
 }
 
 /// Appends `header` and `words` to `block`, which has room for them (it panics if not),

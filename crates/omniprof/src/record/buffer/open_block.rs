@@ -93,21 +93,14 @@ impl OpenBlock {
         if words.len() > MAX_WORDS {
             return;
         }
-        let need = words.len() + 1;
-        let mut len = self.published.load(Ordering::Relaxed);
-        if self.room(len) < need {
-            self.seal(need, &mut lock(sealed));
-            len = 0;
-        }
-        // SAFETY: the owner; `room` checked the `need` words past `len` are within the
-        // block's capacity, and no other thread reads past `published`.
-        unsafe {
-            let at = (*self.block.get()).base.add(len);
-            at.write(header(seq, index, words.len()));
-            std::ptr::copy_nonoverlapping(words.as_ptr(), at.add(1), words.len());
-        }
-        // Publishes the words above to a drainer that reads this length.
-        self.published.store(len + need, Ordering::Release);
+        let seal = |need| self.seal(need, &mut lock(sealed));
+        self.append(words.len() + 1, seal, |at| {
+            // SAFETY: `at` has room for the header and the words (`append`).
+            unsafe {
+                at.write(header(seq, index, words.len()));
+                std::ptr::copy_nonoverlapping(words.as_ptr(), at.add(1), words.len());
+            }
+        });
     }
 
     /// Keeps each record's `N` words of `each` (its sequence number and words), all to be
@@ -123,28 +116,38 @@ impl OpenBlock {
             return;
         };
         let need = each.len() * (N + 1);
-        let mut len = self.published.load(Ordering::Relaxed);
-        if self.room(len) < need {
-            self.seal(need, sealed);
-            len = 0;
-        }
-        // SAFETY: as in `push`: `need` words past `len` are within the capacity.
-        unsafe {
-            let mut at = (*self.block.get()).base.add(len);
-            for (seq, words) in each {
-                at.write(header(seq, index, N));
-                std::ptr::copy_nonoverlapping(words.as_ptr(), at.add(1), N);
-                at = at.add(N + 1);
-            }
-        }
-        self.published.store(len + need, Ordering::Release);
+        self.append(
+            need,
+            |need| self.seal(need, sealed),
+            |mut at| {
+                for (seq, words) in each {
+                    // SAFETY: `at` has room for every record's header and words (`append`).
+                    unsafe {
+                        at.write(header(seq, index, N));
+                        std::ptr::copy_nonoverlapping(words.as_ptr(), at.add(1), N);
+                        at = at.add(N + 1);
+                    }
+                }
+            },
+        );
     }
 
-    /// The words the block has room for past `len`. Owner only.
-    #[inline]
-    fn room(&self, len: usize) -> usize {
+    /// Has `write` write `need` words at the pointer it is given, past the published ones,
+    /// then publishes them; `seal` first when they do not fit (a new block then has room).
+    /// Owner only.
+    #[inline(always)]
+    fn append(&self, need: usize, seal: impl FnOnce(usize), write: impl FnOnce(*mut u64)) {
+        let mut len = self.published.load(Ordering::Relaxed);
         // SAFETY: the owner reads the block, which only it changes.
-        unsafe { (*self.block.get()).capacity - len }
+        if unsafe { (*self.block.get()).capacity } - len < need {
+            seal(need);
+            len = 0;
+        }
+        // SAFETY: the owner; the `need` words past `len` are within the block's capacity,
+        // and no other thread reads past `published`.
+        write(unsafe { (*self.block.get()).base.add(len) });
+        // Publishes the words written to a drainer that reads this length.
+        self.published.store(len + need, Ordering::Release);
     }
 
     /// Moves the words written into `sealed` (but those a drain took) and starts a block
