@@ -8,6 +8,7 @@ use std::ptr::null_mut;
 use std::sync::atomic::Ordering;
 
 use super::chunk_pool::Slot;
+use super::prefetch;
 use super::registry::ThreadBuffer;
 use crate::record::op_stack::OpStack;
 
@@ -145,6 +146,7 @@ impl Local {
         };
         let tick = tick();
         let pos = self.pos.get();
+        prefetch::ahead_of(pos);
         // SAFETY: `make_room` guarantees `pos < end` inside a chunk this thread owns (see the
         // module docs).
         unsafe {

@@ -31,8 +31,9 @@
 //!
 //! The files, one concept each: the [`chunk_pool`] hands out pre-faulted chunks; the
 //! [`registry`] keeps every thread's [`ThreadBuffer`]; [`local`] is the owning thread's
-//! view of its buffer and the hot path that appends a record, and [`slow_path`] what that
-//! path calls when it runs out of room; [`side_tables`] hold what a record carries beside
+//! view of its buffer and the hot path that appends a record, [`prefetch`] fetches the lines
+//! it and the open block are about to write, and [`slow_path`] is what that path calls when
+//! it runs out of room; [`side_tables`] hold what a record carries beside
 //! its 16 bytes, in [`block_list`]s that never reallocate, allocator reports first
 //! [`staged`] without a lock (autograd's numbers too), packed args in an [`open_block`]
 //! written without one; [`drain`] copies a session out
@@ -52,6 +53,7 @@ mod drained;
 mod fork;
 mod local;
 mod open_block;
+mod prefetch;
 mod registry;
 mod ring;
 mod side_tables;

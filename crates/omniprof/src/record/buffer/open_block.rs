@@ -23,6 +23,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use super::prefetch;
 use crate::lock;
 use crate::record::packed_args::{
     header, unpacker_index, PackedArgs, UnpackArgs, MAX_WORDS, SPARE_BLOCKS,
@@ -145,7 +146,9 @@ impl OpenBlock {
         }
         // SAFETY: the owner; the `need` words past `len` are within the block's capacity,
         // and no other thread reads past `published`.
-        write(unsafe { (*self.block.get()).base.add(len) });
+        let at = unsafe { (*self.block.get()).base.add(len) };
+        prefetch::ahead_of(at.wrapping_add(need));
+        write(at);
         // Publishes the words written to a drainer that reads this length.
         self.published.store(len + need, Ordering::Release);
     }
