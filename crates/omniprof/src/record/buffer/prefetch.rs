@@ -7,12 +7,12 @@
 //! records, it does not, and the write waits for its line (a transformer block's step,
 //! 535 ops, spent about 40 µs of the 130 µs omniprof added over do-nothing callbacks on
 //! those misses; docs/benchmarks.md). One prefetch a few lines ahead of each write starts
-//! the line's fetch ops before the write reaches it.
+//! each line's fetch a few ops before a write reaches it.
 
 /// How far ahead of a write its line is fetched: four lines, eight ops' records (16 bytes
 /// each, two an op) or two to four ops' packed args, so that the fetch has the time of a few
 /// ops to complete, and stays within the few lines the processor can fetch at once.
-pub(super) const AHEAD: usize = 256;
+const AHEAD: usize = 256;
 
 /// Starts fetching the line `AHEAD` bytes past `at` into the cache, to be written. It reads
 /// nothing into the program and cannot fault, so `at` may be anywhere, the end of a chunk
