@@ -13,10 +13,21 @@ count over 1,000 is the count per iteration.
 Every configuration runs in one process, each once uncounted and then counted in the same
 order: its profiler is entered, 3 warm-up steps run, then callgrind counts `--steps` steps
 (collection switched on and off around them by a client request, from a small C library
-this script builds with `cc`) and dumps them as one part named after the configuration. `--report` reads the parts and prints, per configuration,
-instructions per step, what it adds over no profiler and omniprof's added count over
-torch.profiler's. Open a part with callgrind_annotate to see where the count goes (each part
-names its functions itself only with `--compress-strings=no`).
+this script builds with `cc`) and dumps them as one part named after the configuration.
+`--report` reads the parts and prints, per configuration, instructions per step, what it adds
+over no profiler and omniprof's added count over torch.profiler's. Open a part with
+callgrind_annotate to see where the count goes (each part names its functions itself only with
+`--compress-strings=no`).
+
+Run under `--cache-sim=yes`, the report adds the simulated caches' misses per step (first
+level, instructions and data; last level) and callgrind's cycle estimate (instructions + 10 per
+first-level miss + 100 per last-level miss), with the estimate's ratio, and per omniprof
+configuration what it adds above the floor with a state. In a model's step most of what a
+profiler adds per op is refetching its code and data after the model's own work evicted
+them, which the instruction count does not see; with `--LL=2097152,16,64` (a 2 MiB, 16-way
+level, as the Intel guest's L2 of docs/benchmarks.md) the last level's misses are those that
+reach the shared cache. Unlike wall time on a shared machine, these counts hardly move from
+one run to the next.
 """
 
 import argparse
@@ -47,32 +58,85 @@ def client() -> ctypes.CDLL:
     return ctypes.CDLL(library)
 
 
-def part_total(path: str) -> "tuple[str, int]":
-    """A dump's configuration name and instruction total."""
-    name, total = "?", 0
+# callgrind's events, as its cache simulation names them: misses of the first-level
+# instruction and data caches (reads, writes) and of the last level.
+FIRST_LEVEL = ("I1mr", "D1mr", "D1mw")
+LAST_LEVEL = ("ILmr", "DLmr", "DLmw")
+
+
+def part_counts(path: str) -> "tuple[str, Dict[str, int]]":
+    """A dump's configuration name and its totals by event (`Ir`, and the cache simulation's
+    where it ran)."""
+    name, events, totals = "?", ["Ir"], {}
     with open(path) as f:
         for line in f:
             if line.startswith("desc: Trigger: Client Request:"):
                 name = line.split(":", 3)[3].strip()
+            elif line.startswith("events:"):
+                events = line.split()[1:]
             elif line.startswith(("summary:", "totals:")):
-                total = int(line.split()[1])
+                totals = dict(zip(events, map(int, line.split()[1:])))
                 break
-    return name, total
+    return name, totals
+
+
+class Counts:
+    """One configuration's counts per step: instructions, and with the cache simulation the
+    first- and last-level misses and callgrind's cycle estimate."""
+
+    def __init__(self, totals: Dict[str, int], steps: int) -> None:
+        per_step = {event: count / steps for event, count in totals.items()}
+        self.instructions = per_step.get("Ir", 0.0)
+        self.cached = all(event in per_step for event in FIRST_LEVEL + LAST_LEVEL)
+        self.first = sum(per_step.get(event, 0.0) for event in FIRST_LEVEL)
+        self.last = sum(per_step.get(event, 0.0) for event in LAST_LEVEL)
+        self.estimate = self.instructions + 10 * self.first + 100 * self.last
+
+    def minus(self, other: "Counts") -> "tuple[float, float, float, float]":
+        return (
+            self.instructions - other.instructions,
+            self.first - other.first,
+            self.last - other.last,
+            self.estimate - other.estimate,
+        )
 
 
 def report(paths: List[str], steps: int) -> None:
-    per_step = dict(part_total(path) for path in paths)
-    per_step = {name: total / steps for name, total in per_step.items() if name != "?"}
-    none = per_step.get("none")
-    print(f"{'configuration':<28} {'per step':>12} {'added':>12} {'omniprof/torch':>15}")
-    for name, count in per_step.items():
-        added = None if none is None else count - none
-        ratio = ""
-        if name.startswith("omniprof, ") and none is not None:
-            torch_count = per_step.get("torch.profiler, " + name.split(", ", 1)[1])
-            if torch_count is not None and torch_count > none:
-                ratio = f"{added / (torch_count - none):.3f}"
-        print(f"{name:<28} {count:>12,.0f} {'' if added is None else f'{added:+,.0f}':>12} {ratio:>15}")
+    parts = dict(part_counts(path) for path in paths)
+    counts = {name: Counts(totals, steps) for name, totals in parts.items() if name != "?"}
+    cached = bool(counts) and all(c.cached for c in counts.values())
+    none = counts.get("none")
+    columns = ["per step", "added", "omniprof/torch"]
+    if cached:
+        columns += ["L1 misses", "LL misses", "cycle est.", "added", "omniprof/torch"]
+    print(f"{'configuration':<34}" + "".join(f"{c:>15}" for c in columns))
+
+    def ratio(name: str, measure: int) -> str:
+        if none is None or not name.startswith("omniprof, "):
+            return ""
+        torch_counts = counts.get("torch.profiler, " + name.split(", ", 1)[1])
+        if torch_counts is None:
+            return ""
+        torch_added = torch_counts.minus(none)[measure]
+        return f"{counts[name].minus(none)[measure] / torch_added:.3f}" if torch_added > 0 else ""
+
+    for name, c in counts.items():
+        added = None if none is None else c.minus(none)
+        row = [f"{c.instructions:,.0f}", "" if added is None else f"{added[0]:+,.0f}", ratio(name, 0)]
+        if cached:
+            row += [f"{c.first:,.0f}", f"{c.last:,.0f}", f"{c.estimate:,.0f}"]
+            row += ["" if added is None else f"{added[3]:+,.0f}", ratio(name, 3)]
+        print(f"{name:<34}" + "".join(f"{cell:>15}" for cell in row))
+    floor = counts.get("floor with state")
+    if cached and floor is not None:
+        print("above the floor with a state, per step:")
+        for name, c in counts.items():
+            if name.startswith("omniprof, "):
+                ir, first, last, estimate = c.minus(floor)
+                print(
+                    f"  {name}: {ir:+,.0f} instructions, {first:+,.0f} L1 misses, "
+                    f"{last:+,.0f} LL misses, {estimate:+,.0f} estimated cycles"
+                )
 
 
 def add_loop(torch: Any) -> Callable[[], None]:
