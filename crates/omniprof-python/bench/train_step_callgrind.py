@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from typing import Any, Callable, ContextManager, Dict, List
+from typing import Any, Callable, ContextManager, Dict, List, NamedTuple
 
 # The client requests (valgrind/callgrind.h): outside valgrind they do nothing.
 CLIENT = """
@@ -62,6 +62,8 @@ def client() -> ctypes.CDLL:
 # instruction and data caches (reads, writes) and of the last level.
 FIRST_LEVEL = ("I1mr", "D1mr", "D1mw")
 LAST_LEVEL = ("ILmr", "DLmr", "DLmw")
+# The floor of default flags: do-nothing callbacks with a profiler state (see main).
+FLOOR_STATE = "floor with state"
 
 
 def part_counts(path: str) -> "tuple[str, Dict[str, int]]":
@@ -80,62 +82,66 @@ def part_counts(path: str) -> "tuple[str, Dict[str, int]]":
     return name, totals
 
 
-class Counts:
+class Counts(NamedTuple):
     """One configuration's counts per step: instructions, and with the cache simulation the
-    first- and last-level misses and callgrind's cycle estimate."""
+    first- and last-level misses and callgrind's cycle estimate (0 without it)."""
 
-    def __init__(self, totals: Dict[str, int], steps: int) -> None:
+    instructions: float
+    first: float
+    last: float
+    estimate: float
+
+    @staticmethod
+    def of(totals: Dict[str, int], steps: int) -> "Counts":
         per_step = {event: count / steps for event, count in totals.items()}
-        self.instructions = per_step.get("Ir", 0.0)
-        self.cached = all(event in per_step for event in FIRST_LEVEL + LAST_LEVEL)
-        self.first = sum(per_step.get(event, 0.0) for event in FIRST_LEVEL)
-        self.last = sum(per_step.get(event, 0.0) for event in LAST_LEVEL)
-        self.estimate = self.instructions + 10 * self.first + 100 * self.last
+        instructions = per_step.get("Ir", 0.0)
+        first = sum(per_step.get(event, 0.0) for event in FIRST_LEVEL)
+        last = sum(per_step.get(event, 0.0) for event in LAST_LEVEL)
+        return Counts(instructions, first, last, instructions + 10 * first + 100 * last)
 
-    def minus(self, other: "Counts") -> "tuple[float, float, float, float]":
-        return (
-            self.instructions - other.instructions,
-            self.first - other.first,
-            self.last - other.last,
-            self.estimate - other.estimate,
-        )
+    def __sub__(self, other: "Counts") -> "Counts":
+        return Counts(*(mine - theirs for mine, theirs in zip(self, other)))
+
+
+def cache_simulated(totals: Dict[str, int]) -> bool:
+    return all(event in totals for event in FIRST_LEVEL + LAST_LEVEL)
 
 
 def report(paths: List[str], steps: int) -> None:
-    parts = dict(part_counts(path) for path in paths)
-    counts = {name: Counts(totals, steps) for name, totals in parts.items() if name != "?"}
-    cached = bool(counts) and all(c.cached for c in counts.values())
+    parts = {name: totals for name, totals in map(part_counts, paths) if name != "?"}
+    counts = {name: Counts.of(totals, steps) for name, totals in parts.items()}
+    cached = bool(parts) and all(map(cache_simulated, parts.values()))
     none = counts.get("none")
     columns = ["per step", "added", "omniprof/torch"]
     if cached:
         columns += ["L1 misses", "LL misses", "cycle est.", "added", "omniprof/torch"]
     print(f"{'configuration':<34}" + "".join(f"{c:>15}" for c in columns))
 
-    def ratio(name: str, measure: int) -> str:
-        if none is None or not name.startswith("omniprof, "):
+    def ratio(name: str, measure: str) -> str:
+        """omniprof's added `measure` over torch.profiler's with the same flags."""
+        torch_counts = counts.get("torch.profiler, " + name.split(", ", 1)[-1])
+        if none is None or not name.startswith("omniprof, ") or torch_counts is None:
             return ""
-        torch_counts = counts.get("torch.profiler, " + name.split(", ", 1)[1])
-        if torch_counts is None:
-            return ""
-        torch_added = torch_counts.minus(none)[measure]
-        return f"{counts[name].minus(none)[measure] / torch_added:.3f}" if torch_added > 0 else ""
+        torch_added = getattr(torch_counts - none, measure)
+        return f"{getattr(counts[name] - none, measure) / torch_added:.3f}" if torch_added > 0 else ""
 
     for name, c in counts.items():
-        added = None if none is None else c.minus(none)
-        row = [f"{c.instructions:,.0f}", "" if added is None else f"{added[0]:+,.0f}", ratio(name, 0)]
+        added = None if none is None else c - none
+        row = [f"{c.instructions:,.0f}", "" if added is None else f"{added.instructions:+,.0f}"]
+        row.append(ratio(name, "instructions"))
         if cached:
             row += [f"{c.first:,.0f}", f"{c.last:,.0f}", f"{c.estimate:,.0f}"]
-            row += ["" if added is None else f"{added[3]:+,.0f}", ratio(name, 3)]
+            row += ["" if added is None else f"{added.estimate:+,.0f}", ratio(name, "estimate")]
         print(f"{name:<34}" + "".join(f"{cell:>15}" for cell in row))
-    floor = counts.get("floor with state")
+    floor = counts.get(FLOOR_STATE)
     if cached and floor is not None:
-        print("above the floor with a state, per step:")
+        print(f"above the {FLOOR_STATE}, per step:")
         for name, c in counts.items():
             if name.startswith("omniprof, "):
-                ir, first, last, estimate = c.minus(floor)
+                above = c - floor
                 print(
-                    f"  {name}: {ir:+,.0f} instructions, {first:+,.0f} L1 misses, "
-                    f"{last:+,.0f} LL misses, {estimate:+,.0f} estimated cycles"
+                    f"  {name}: {above.instructions:+,.0f} instructions, {above.first:+,.0f} L1 "
+                    f"misses, {above.last:+,.0f} LL misses, {above.estimate:+,.0f} estimated cycles"
                 )
 
 
@@ -234,7 +240,7 @@ def main() -> None:
         configs["floor"] = lambda: FloorCallbacks(clock=False)
         # As torch.profiler keeps its state in the thread's debug info, and omniprof a
         # reporter there for _RecordFunctionFast: the floor of default flags.
-        configs["floor with state"] = lambda: FloorCallbacks(clock=False, state=True)
+        configs[FLOOR_STATE] = lambda: FloorCallbacks(clock=False, state=True)
         # Each flag set's own floor: asking PyTorch for what the flags ask of any profiler.
         for flag_set in args.flags:
             if any(floor_asks(flag_set).values()):
