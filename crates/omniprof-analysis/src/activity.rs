@@ -105,11 +105,28 @@ pub(crate) fn flops(a: &Activity) -> Option<u64> {
     })
 }
 
-/// The op's `Input Dims` as Python prints the list (`[[256, 256], []]`), into `out`; `[]`
-/// when the op has none, as PyTorch reports for user ranges and device work.
+/// The op's `Input Dims` as Python prints PyTorch's `FunctionEvent.input_shapes`
+/// (`[[256, 256], []]`), into `out`: a tensor list's entry (a list of lists) is `[]` there,
+/// as PyTorch keeps only tensors' shapes in it; `[]` when the op has none, as PyTorch
+/// reports for user ranges and device work.
 pub(crate) fn write_input_shapes(a: &Activity, out: &mut String) {
     out.clear();
     match a.arg(arg::INPUT_DIMS) {
+        Some(Value::List(inputs)) => {
+            out.push('[');
+            for (i, input) in inputs.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                match input {
+                    Value::List(items) if items.iter().any(|d| matches!(d, Value::List(_))) => {
+                        out.push_str("[]")
+                    }
+                    _ => write_python(input, out),
+                }
+            }
+            out.push(']');
+        }
         Some(dims) => write_python(dims, out),
         None => out.push_str("[]"),
     }
@@ -181,6 +198,19 @@ mod tests {
         ));
         write_input_shapes(&a, &mut out);
         assert_eq!(out, "[[256, 256], [], [2.0, 0.5], ['s', True]]");
+    }
+
+    #[test]
+    fn a_tensor_lists_shapes_print_as_an_empty_list_as_pytorch_keeps_them() {
+        let mut a = Activity::new(ActivityType::CpuOp, "aten::cat", 1, 1, 0, 1);
+        let tensors = Value::from(vec![Value::from(vec![2i64, 3]), Value::from(vec![2i64, 3])]);
+        a.args.push((
+            "Input Dims".into(),
+            Value::from(vec![tensors, Value::List(vec![]), Value::from(vec![4i64])]),
+        ));
+        let mut out = String::new();
+        write_input_shapes(&a, &mut out);
+        assert_eq!(out, "[[], [], [4]]");
     }
 
     #[test]

@@ -31,6 +31,11 @@ mod kind {
     pub(super) const SCALAR_TEXT: u64 = 8;
 }
 
+/// The most tensors a list may hold for torch.profiler to write their sizes and strides
+/// (`TENSOR_LIST_DISPLAY_LENGTH_LIMIT` in PyTorch's `torch/csrc/profiler/util.h`): a longer
+/// list's `Input Dims` and `Input Strides` are `[]`.
+const TENSOR_LIST_SHOWN: usize = 30;
+
 /// A tensor's tag: bit 16 says it is strided (its strides follow its sizes).
 const STRIDED: u64 = 1 << 16;
 /// A tensor's tag: bit 17 says its storage follows (with `profile_memory`).
@@ -269,9 +274,13 @@ fn unpack_input(
             }
         }
         kind::TENSOR_LIST => {
+            // Every tensor is unpacked, for its storage, however long the list.
             let tensors: Vec<Input> = (0..tag >> 8)
                 .map(|_| unpack_input(words, names, texts, storages))
                 .collect();
+            if tensors.len() > TENSOR_LIST_SHOWN {
+                return Input::described(&texts.tensor_list, texts.empty.clone());
+            }
             let (dims, strides) = tensors.into_iter().map(|t| (t.dims, t.strides)).unzip();
             Input {
                 dims: Value::List(dims),
@@ -466,6 +475,47 @@ mod tests {
             ]
             .map(|(k, v)| (k.to_string(), v.to_string()))
         );
+    }
+
+    #[test]
+    fn a_tensor_list_of_more_than_thirty_is_written_without_dims_but_keeps_its_storages() {
+        name_dtype(6, "float");
+        let list = |len: u64, storage: u64| {
+            let mut words = vec![0, 0, 0, 2, kind::TENSOR_LIST | (len << 8)];
+            for i in 0..len {
+                words.extend([kind::TENSOR | (6 << 8) | STRIDED | storage, 1, 4, 1]);
+                if storage != 0 {
+                    words.extend([0x1000 + 16 * i, 16, u64::from(-1i8 as u8) << 8]);
+                }
+            }
+            words.extend([kind::INT, 0]);
+            words
+        };
+        let shown = args_of(&list(30, 0));
+        assert_eq!(
+            shown[0].1,
+            format!("[[{}], []]", vec!["[4]"; 30].join(", "))
+        );
+        assert_eq!(
+            shown[1].1,
+            format!("[[{}], []]", vec!["[1]"; 30].join(", "))
+        );
+        let long = args_of(&list(31, 0));
+        assert_eq!(long[0], ("Input Dims".into(), "[[], []]".into()));
+        assert_eq!(long[1], ("Input Strides".into(), "[[], []]".into()));
+        assert_eq!(long[2].1, r#"["TensorList", "Scalar"]"#);
+        assert_eq!(long[3].1, r#"["", "0"]"#);
+        // The words after the list are read where they are, and each tensor's storage kept.
+        let mut args = Vec::new();
+        unpack(&list(31, STORAGE), &mut args);
+        assert_eq!(args.len(), 5, "the four texts and the storages");
+        assert_eq!(args[3].1.to_json(), r#"["", "0"]"#);
+        let Value::List(fields) = &args[4].1 else {
+            panic!("storages: {:?}", args[4]);
+        };
+        // Four fields a storage: the last one's address is the 31st tensor's.
+        assert_eq!(fields.len(), 31 * 4);
+        assert_eq!(fields[30 * 4], Value::Int(0x1000 + 16 * 30));
     }
 
     #[test]

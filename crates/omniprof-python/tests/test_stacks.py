@@ -402,7 +402,7 @@ def test_forward_backward_links_and_op_args_match_torch_profiler(tmp_path: Path)
 def every_input_kind() -> None:
     """Ops whose inputs are of every kind torch.profiler describes with record_shapes: tensors
     of many dtypes and layouts, scalars of every type (floats that print in each notation),
-    scalar lists short and long, tensor lists, strings, None."""
+    scalar lists short and long, tensor lists short and long, strings, None."""
     x = torch.ones(2, 3)
     floats = (0.1, 1e20, -0.0, 2.5, 1e-5, 1e10, 1e17, 2.0**63, -(2.0**63), 123456.789, 5e-324)
     for value in floats + (float("inf"), float("nan")):
@@ -416,6 +416,9 @@ def every_input_kind() -> None:
     torch.ones(40).view([1] * 31 + [40])
     x.new_full([2, 2], 0.5)
     torch.cat([x, x]).div(2, rounding_mode="floor")
+    torch.cat([x] * 30)  # the longest tensor list whose sizes PyTorch writes
+    torch.cat([x] * 31)
+    torch.cat([x] * 48)  # more words than the observer packs on its stack (observer.cpp)
     x.clamp(None, 0.5)
     for dtype in (torch.float16, torch.bfloat16, torch.int8, torch.bool, torch.float64, torch.int64):
         torch.zeros(2, dtype=dtype).clone()

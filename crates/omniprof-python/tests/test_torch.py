@@ -14,7 +14,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -71,6 +71,35 @@ def test_the_mlp_holds_the_same_ops_and_counts_as_under_torch_profiler() -> None
     for expected in ("aten::addmm", "autograd::engine::evaluate_function: AddmmBackward0",
                      "Optimizer.step#SGD.step"):
         assert expected in names, sorted(names)
+
+
+def test_ops_on_tensor_lists_group_by_input_shape_as_under_torch_profiler() -> None:
+    """PyTorch keeps only tensors' shapes in an event's input_shapes: a tensor list's entry is
+    [] there however long the list, so cats of 2, 30, 31 and 48 tensors group together."""
+    observer()
+    x = torch.ones(2, 3)
+    params = [torch.zeros(4) for _ in range(40)]
+
+    def lists() -> None:
+        for n in (2, 30, 31, 48):
+            torch.cat([x] * n)
+        torch.stack([x, x])
+        torch._foreach_add_(params, 1.0)
+
+    with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as theirs:
+        lists()
+    with omniprof.profile(record_shapes=True) as ours:
+        lists()
+    assert shape_counts(ours.key_averages(group_by_input_shape=True)) == shape_counts(
+        theirs.key_averages(group_by_input_shape=True)
+    )
+    # The four cats and the one torch.stack runs.
+    assert shape_counts(ours.key_averages(group_by_input_shape=True))[("aten::cat", "[[], []]")] == 5
+
+    def shapes(prof: Any) -> List[Tuple[str, str]]:
+        return [(e.name, str(e.input_shapes)) for e in prof.events()]
+
+    assert shapes(ours) == shapes(theirs)
 
 
 def events(prof: omniprof.profile, tmp_path: Path) -> Any:
