@@ -792,6 +792,20 @@ impl PyFunctionEvent {
         shapes_list(py, Some(&self.event().input_shapes))
     }
 
+    /// Autograd's sequence number of the op, shared by a forward op and its backward node;
+    /// -1 without one.
+    #[getter]
+    fn sequence_nr(&self) -> i64 {
+        self.event().sequence_nr
+    }
+
+    /// Each input's type: a dtype's name, `Scalar`, `ScalarList`, `TensorList` or `""`
+    /// (recorded with `record_shapes`).
+    #[getter]
+    fn input_dtypes(&self) -> Vec<&str> {
+        self.event().input_dtypes.iter().map(|t| &**t).collect()
+    }
+
     /// The op's overload name (`Tensor` of `aten::add.Tensor`) when
     /// `_ExperimentalConfig(capture_overload_names=True)` captured it, else `""`.
     #[getter]

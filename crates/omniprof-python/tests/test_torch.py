@@ -73,6 +73,31 @@ def test_the_mlp_holds_the_same_ops_and_counts_as_under_torch_profiler() -> None
         assert expected in names, sorted(names)
 
 
+def test_events_carry_input_dtypes_and_sequence_numbers_as_under_torch_profiler() -> None:
+    observer()
+    with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as theirs:
+        mlp_steps()
+    with omniprof.profile(record_shapes=True) as ours:
+        mlp_steps()
+
+    def described(prof: Any) -> List[Tuple[str, List[str], int]]:
+        # Autograd numbers ops on from where the process's counter stands: each session's
+        # numbers are compared from its first one.
+        first = min(e.sequence_nr for e in prof.events() if e.sequence_nr >= 0)
+        return [
+            (e.name, list(e.input_dtypes), e.sequence_nr - first if e.sequence_nr >= 0 else -1)
+            for e in prof.events()
+        ]
+
+    assert described(ours) == described(theirs)
+    rows = described(ours)
+    assert ("aten::addmm", ["float", "float", "float", "Scalar", "Scalar"]) in [r[:2] for r in rows]
+    # A forward op and its backward node share a number.
+    numbers = {name: n for name, _, n in rows}
+    assert numbers["aten::addmm"] >= 0
+    assert any(n == numbers["aten::addmm"] for name, _, n in rows if "AddmmBackward0" in name)
+
+
 def test_ops_on_tensor_lists_group_by_input_shape_as_under_torch_profiler() -> None:
     """PyTorch keeps only tensors' shapes in an event's input_shapes: a tensor list's entry is
     [] there however long the list, so cats of 2, 30, 31 and 48 tensors group together."""

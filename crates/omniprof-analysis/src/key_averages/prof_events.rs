@@ -78,6 +78,12 @@ pub struct FunctionEvent {
     pub self_device_time_total_us: f64,
     /// `Input Dims` as Python prints the list (`[[64, 64], []]`; `[]` for none).
     pub input_shapes: Arc<str>,
+    /// Autograd's sequence number of the op (its `Sequence number` arg, shared by a forward
+    /// op and its backward node), -1 without one, as PyTorch's `sequence_nr`.
+    pub sequence_nr: i64,
+    /// Each input's type (its `Input type` arg: a dtype's name, `Scalar`, `ScalarList`,
+    /// `TensorList` or `""`), empty without inputs, as PyTorch's `input_dtypes`.
+    pub input_dtypes: Vec<Arc<str>>,
     /// The op's overload name (`Tensor` of `aten::add.Tensor`, the `Overload Name` arg that
     /// `_ExperimentalConfig(capture_overload_names=True)` records); `""` for the default
     /// overload, an event without one, or a trace that did not capture them, as PyTorch's
@@ -364,6 +370,21 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
                     start_us: us(start_ns.saturating_sub(origin)),
                     end_us: us(end_ns.saturating_sub(origin)),
                     input_shapes: Arc::from(shapes.as_str()),
+                    sequence_nr: source_activity
+                        .filter(|_| !memory_event)
+                        .and_then(|a| a.arg(arg::SEQUENCE_NUMBER))
+                        .and_then(Value::as_i64)
+                        .unwrap_or(-1),
+                    input_dtypes: match source_activity
+                        .filter(|_| !memory_event)
+                        .and_then(|a| a.arg(arg::INPUT_TYPE))
+                    {
+                        Some(Value::List(types)) => types
+                            .iter()
+                            .map(|t| Arc::from(t.as_str().unwrap_or("")))
+                            .collect(),
+                        _ => Vec::new(),
+                    },
                     overload_name: match source_activity
                         .filter(|_| !memory_event)
                         .and_then(|a| a.arg(arg::OVERLOAD_NAME))
@@ -409,6 +430,8 @@ struct EventParts {
     start_us: f64,
     end_us: f64,
     input_shapes: Arc<str>,
+    sequence_nr: i64,
+    input_dtypes: Vec<Arc<str>>,
     overload_name: Arc<str>,
     flops: u64,
     on_device: bool,
@@ -437,6 +460,8 @@ fn event(e: &Emitted, p: EventParts) -> FunctionEvent {
         self_cpu_time_total_us: e.float.self_cpu_us,
         self_device_time_total_us: e.float.self_device_us,
         input_shapes: p.input_shapes,
+        sequence_nr: p.sequence_nr,
+        input_dtypes: p.input_dtypes,
         overload_name: p.overload_name,
         cpu_memory_usage: t.cpu_memory,
         self_cpu_memory_usage: t.self_cpu_memory,

@@ -284,6 +284,8 @@ class FunctionEvent:
     device_time_total: float
     self_device_time_total: float
     input_shapes: List[Any]
+    sequence_nr: int
+    input_dtypes: List[str]
     overload_name: str
     cpu_memory_usage: int
     self_cpu_memory_usage: int
