@@ -14,7 +14,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 
@@ -54,12 +54,18 @@ def shape_counts(rows: Any) -> Dict[Tuple[str, str], int]:
     return {(r.key, str(r.input_shapes)): r.count for r in rows}
 
 
-def test_the_mlp_holds_the_same_ops_and_counts_as_under_torch_profiler() -> None:
+def under_both(work: Callable[[], None]) -> Tuple[Any, Any]:
+    """`work` under torch.profiler, then under omniprof, both recording shapes."""
     observer()
     with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as theirs:
-        mlp_steps()
+        work()
     with omniprof.profile(record_shapes=True) as ours:
-        mlp_steps()
+        work()
+    return theirs, ours
+
+
+def test_the_mlp_holds_the_same_ops_and_counts_as_under_torch_profiler() -> None:
+    theirs, ours = under_both(mlp_steps)
     # Both record exactly the same op names (ATen ops, autograd nodes, optimizer steps, the
     # optimizer's record_function ranges) with the same call counts, and the same groups by
     # input shape: no name is recorded by one and not the other.
@@ -74,11 +80,7 @@ def test_the_mlp_holds_the_same_ops_and_counts_as_under_torch_profiler() -> None
 
 
 def test_events_carry_input_dtypes_and_sequence_numbers_as_under_torch_profiler() -> None:
-    observer()
-    with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as theirs:
-        mlp_steps()
-    with omniprof.profile(record_shapes=True) as ours:
-        mlp_steps()
+    theirs, ours = under_both(mlp_steps)
 
     def described(prof: Any) -> List[Tuple[str, List[str], int]]:
         # Autograd numbers ops on from where the process's counter stands: each session's
@@ -101,7 +103,6 @@ def test_events_carry_input_dtypes_and_sequence_numbers_as_under_torch_profiler(
 def test_ops_on_tensor_lists_group_by_input_shape_as_under_torch_profiler() -> None:
     """PyTorch keeps only tensors' shapes in an event's input_shapes: a tensor list's entry is
     [] there however long the list, so cats of 2, 30, 31 and 48 tensors group together."""
-    observer()
     x = torch.ones(2, 3)
     params = [torch.zeros(4) for _ in range(40)]
 
@@ -111,10 +112,7 @@ def test_ops_on_tensor_lists_group_by_input_shape_as_under_torch_profiler() -> N
         torch.stack([x, x])
         torch._foreach_add_(params, 1.0)
 
-    with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as theirs:
-        lists()
-    with omniprof.profile(record_shapes=True) as ours:
-        lists()
+    theirs, ours = under_both(lists)
     assert shape_counts(ours.key_averages(group_by_input_shape=True)) == shape_counts(
         theirs.key_averages(group_by_input_shape=True)
     )
