@@ -336,7 +336,8 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
     let memory_ids: FastMap<u64, u64> = memory_ids.into_iter().collect();
 
     let mut shapes = String::new();
-    let default_overload: Arc<str> = Arc::from("");
+    // The empty text, made once: the default overload's name, an input type that is none.
+    let empty_text: Arc<str> = Arc::from("");
     let mut out: Vec<FunctionEvent> = emitted
         .iter()
         .map(|e| {
@@ -345,7 +346,9 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
             let (start_ns, end_ns) = (e.first.0, e.first.1 .0);
             let source_activity = source(seq);
             let memory_event = seq >= MEMORY_SEQ;
-            if let Some(a) = source_activity.filter(|_| !memory_event) {
+            // The op or range whose args describe the event (a memory event has none).
+            let described = source_activity.filter(|_| !memory_event);
+            if let Some(a) = described {
                 write_input_shapes(a, &mut shapes);
             } else {
                 shapes.clear();
@@ -360,8 +363,8 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
                         source_activity.map_or(0, |a| a.correlation)
                     },
                     name,
-                    trace_name: match source_activity {
-                        Some(a) if !memory_event => Arc::from(&*a.name),
+                    trace_name: match described {
+                        Some(a) => Arc::from(&*a.name),
                         _ if seq >= OUT_OF_MEMORY_SEQ => Arc::from(event_name::OUT_OF_MEMORY),
                         _ => Arc::from(event_name::MEMORY),
                     },
@@ -370,28 +373,27 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
                     start_us: us(start_ns.saturating_sub(origin)),
                     end_us: us(end_ns.saturating_sub(origin)),
                     input_shapes: Arc::from(shapes.as_str()),
-                    sequence_nr: source_activity
-                        .filter(|_| !memory_event)
+                    sequence_nr: described
                         .and_then(|a| a.arg(arg::SEQUENCE_NUMBER))
                         .and_then(Value::as_i64)
                         .unwrap_or(-1),
-                    input_dtypes: match source_activity
-                        .filter(|_| !memory_event)
-                        .and_then(|a| a.arg(arg::INPUT_TYPE))
-                    {
+                    input_dtypes: match described.and_then(|a| a.arg(arg::INPUT_TYPE)) {
+                        // The trace's texts, shared rather than copied for each event.
                         Some(Value::List(types)) => types
                             .iter()
-                            .map(|t| Arc::from(t.as_str().unwrap_or("")))
+                            .map(|t| match t {
+                                Value::Str(text) => Arc::clone(text),
+                                _ => Arc::clone(&empty_text),
+                            })
                             .collect(),
                         _ => Vec::new(),
                     },
-                    overload_name: match source_activity
-                        .filter(|_| !memory_event)
+                    overload_name: match described
                         .and_then(|a| a.arg(arg::OVERLOAD_NAME))
                         .and_then(Value::as_str)
                     {
                         Some(name) => Arc::from(name),
-                        None => Arc::clone(&default_overload),
+                        None => Arc::clone(&empty_text),
                     },
                     flops: source_activity.and_then(activity::flops).unwrap_or(0),
                     on_device: flags.on_device,
