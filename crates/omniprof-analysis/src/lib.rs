@@ -38,9 +38,9 @@ pub use diff::{diff, diff_top, Change, DiffRow, Pair, TraceDiff};
 pub use flamegraph::{folded_stacks, FlameBuilder, FlameTime, FoldedStacks};
 pub use frame_tree::MAX_STACK_DEPTH;
 pub use key_averages::{
-    function_events, key_averages, FunctionEvent, FunctionEvents, KeyAverages, KeyAveragesBuilder,
-    KeyAveragesOptions, OutOfOrder, ReadAgain, Row, SortKey, SummedEvent, TableOptions, TimeUnit,
-    UnknownSortKey, UnknownTimeUnit,
+    average_events, event_rows, event_stacks, function_events, key_averages, FunctionEvent,
+    FunctionEvents, Kernel, KeyAverages, KeyAveragesBuilder, KeyAveragesOptions, OutOfOrder,
+    ReadAgain, Row, SortKey, SummedEvent, TableOptions, TimeUnit, UnknownSortKey, UnknownTimeUnit,
 };
 pub use memory_curve::{MemoryCurve, MemoryCurveBuilder, MemoryPoint};
 pub use memory_timeline::{

@@ -2048,3 +2048,109 @@ fn a_builder_lists_no_event_unless_asked() {
     assert!(!summary.rows.is_empty());
     assert!(events.is_empty());
 }
+
+/// PyTorch's `prof.key_averages()` is its events' `key_averages()`: averaging the events
+/// gives the rows the trace's summary has, for every way of grouping them, on traces with
+/// shapes, stacks, memory, device work and Python functions.
+#[test]
+fn averaging_the_events_gives_the_summarys_rows() {
+    let groupings = [
+        KeyAveragesOptions::default(),
+        KeyAveragesOptions {
+            group_by_input_shapes: true,
+            ..Default::default()
+        },
+        KeyAveragesOptions {
+            group_by_overload_name: true,
+            ..Default::default()
+        },
+        by_stack(1),
+        by_stack(5),
+        KeyAveragesOptions {
+            group_by_stack_n: 3,
+            include_python_functions: true,
+            group_by_input_shapes: true,
+            ..Default::default()
+        },
+    ];
+    let traces = [
+        ("pytorch", pytorch_trace()),
+        ("stack", stack_trace()),
+        ("memory", memory_trace()),
+        ("linked", linked_trace()),
+        ("absorbed children", absorbed_children_trace()),
+    ];
+    let mut compared = 0;
+    for (name, trace) in &traces {
+        for options in &groupings {
+            let summary = key_averages(trace, options);
+            let events = function_events(trace, options);
+            let averaged = events.key_averages(options);
+            assert_eq!(averaged.rows, summary.rows, "{name} trace, {options:?}");
+            assert_eq!(
+                averaged.table(&TableOptions::default()),
+                summary.table(&TableOptions::default()),
+                "{name} trace, {options:?}"
+            );
+            compared += summary.rows.len();
+        }
+    }
+    assert!(compared > 200, "{compared} rows compared");
+}
+
+/// Each host op lists the device work linked to it (PyTorch's `FunctionEvent.kernels`), and
+/// events carry their type, `External id` and link as PyTorch's do.
+#[test]
+fn host_ops_list_the_device_work_linked_to_them() {
+    let events = function_events(&linked_trace(), &Default::default());
+    let of = |name: &str, id: u64| {
+        let e = events
+            .events
+            .iter()
+            .find(|e| &*e.name == name && e.id == id);
+        e.unwrap_or_else(|| panic!("no {name} {id}"))
+    };
+    let kernels = |e: &FunctionEvent| -> Vec<(String, i64, f64)> {
+        let k = e.kernels.iter();
+        k.map(|k| (k.name.to_string(), k.device, k.duration_us))
+            .collect()
+    };
+    let first_mm = of("mm", 2);
+    assert_eq!(
+        kernels(first_mm),
+        [
+            ("gemm".to_string(), 0, 200.0),
+            ("Memcpy DtoD".to_string(), 0, 100.0)
+        ]
+    );
+    assert_eq!(kernels(of("mm", 3)), [("gemm".to_string(), 0, 300.0)]);
+    assert_eq!(
+        (
+            first_mm.activity_type,
+            first_mm.external_id,
+            first_mm.linked_correlation_id
+        ),
+        (Some(ActivityType::CpuOp), 2, 0)
+    );
+    // The runtime call is linked to the op but is no device work: no kernels of its own,
+    // and not the op's.
+    let launch = of("cudaLaunchKernel", 2);
+    assert_eq!(
+        (
+            launch.kernels.len(),
+            launch.linked_correlation_id,
+            launch.external_id
+        ),
+        (0, 2, 2)
+    );
+    let gemm = events.events.iter().find(|e| &*e.name == "gemm").unwrap();
+    assert_eq!(
+        (
+            gemm.activity_type,
+            gemm.external_id,
+            gemm.linked_correlation_id,
+            gemm.kernels.len()
+        ),
+        (Some(ActivityType::ConcurrentKernel), 2, 2, 0)
+    );
+}

@@ -8,12 +8,14 @@
 use std::sync::Arc;
 
 use omniprof_analysis::{format_time, StackMetric, StorageRead};
-use omniprof_analysis::{FunctionEvents, KeyAveragesOptions, Row, SortKey, TableOptions, TimeUnit};
+use omniprof_analysis::{FunctionEvent, FunctionEvents, KeyAveragesOptions, Row, SortKey};
+use omniprof_analysis::{TableOptions, TimeUnit};
 use omniprof_read::TraceReader;
 use omniprof_trace::{Format, Trace};
-use pyo3::exceptions::{PyIndexError, PyOverflowError, PyRuntimeWarning, PyValueError};
+use pyo3::exceptions::{PyFutureWarning, PyOverflowError, PyRuntimeWarning};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyIterator, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList};
 
 use crate::error::profiler_error;
 use crate::storage_reads;
@@ -77,16 +79,16 @@ impl PyTrace {
     ))]
     // One keyword argument each, as PyTorch's key_averages takes them.
     #[allow(clippy::too_many_arguments)]
-    fn key_averages(
+    fn key_averages<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         group_by_input_shape: bool,
         profile_memory: bool,
         with_flops: bool,
         group_by_stack_n: i64,
         include_python_functions: bool,
         group_by_overload_name: bool,
-    ) -> PyKeyAverages {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let options = KeyAveragesOptions {
             group_by_input_shapes: group_by_input_shape,
             group_by_overload_name,
@@ -97,9 +99,8 @@ impl PyTrace {
             include_python_functions,
             ..Default::default()
         };
-        PyKeyAverages(Arc::new(
-            py.detach(|| omniprof_analysis::key_averages(&self.0, &options)),
-        ))
+        let summary = py.detach(|| omniprof_analysis::key_averages(&self.0, &options));
+        averages_list(py, summary)
     }
 
     /// Writes `omniprof report`'s page of this trace (one self-contained HTML file): the
@@ -133,16 +134,28 @@ impl PyTrace {
 
     /// PyTorch's `events()`: every event as a `FunctionEvent`, in PyTorch's order.
     #[pyo3(signature = (profile_memory=false, with_flops=false))]
-    fn events(&self, py: Python<'_>, profile_memory: bool, with_flops: bool) -> PyEventList {
+    fn events<'py>(
+        &self,
+        py: Python<'py>,
+        profile_memory: bool,
+        with_flops: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let options = KeyAveragesOptions {
             profile_memory,
             with_flops,
             ..Default::default()
         };
-        let events = py.detach(|| omniprof_analysis::function_events(&self.0, &options));
-        PyEventList {
-            events: Arc::new(events),
-        }
+        let events = Arc::new(py.detach(|| omniprof_analysis::function_events(&self.0, &options)));
+        let use_device = events.use_device.clone();
+        let items = (0..events.events.len()).map(|i| PyFunctionEvent::new(&events, i));
+        let items = PyList::new(py, items)?;
+        event_list(
+            py,
+            items,
+            use_device,
+            events.profile_memory,
+            events.with_flops,
+        )
     }
 
     /// PyTorch's memory timeline of one device ([`omniprof_analysis::memory_timeline`]):
@@ -255,98 +268,263 @@ fn load_trace(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyTrace> {
     Ok(PyTrace::new(read.trace, false))
 }
 
-/// PyTorch's `EventList` of averages: the rows, iterable and indexable, and the table.
-#[pyclass(module = "omniprof._native", name = "KeyAverages", frozen, sequence)]
-pub(crate) struct PyKeyAverages(Arc<omniprof_analysis::KeyAverages>);
+/// The Python `EventList` (omniprof/_event_list.py: PyTorch's, a `list`) holding `items`,
+/// with PyTorch's `use_device`, `profile_memory` and `with_flops` of a list: what its
+/// `table()`, `key_averages()`, `total_average()` and `export_stacks()` pass to the
+/// functions below with the events or rows it holds when called.
+fn event_list<'py>(
+    py: Python<'py>,
+    items: Bound<'py, PyList>,
+    use_device: Option<String>,
+    profile_memory: bool,
+    with_flops: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("use_device", use_device)?;
+    kwargs.set_item("profile_memory", profile_memory)?;
+    kwargs.set_item("with_flops", with_flops)?;
+    py.import("omniprof._event_list")?
+        .getattr("EventList")?
+        .call((items,), Some(&kwargs))
+}
 
-#[pymethods]
-impl PyKeyAverages {
-    /// PyTorch's `table()`, with its arguments (see [`table_options`]).
-    #[pyo3(signature = (
-        sort_by=None,
-        row_limit=Some(RowLimit(Some(100))),
-        max_src_column_width=75,
-        max_name_column_width=55,
-        max_shapes_column_width=80,
-        header=None,
-        top_level_events_only=false,
-        time_unit=None
-    ))]
-    // Written out: PyO3 would show the default `Some(100)` as `...` (the stubs and
-    // `inspect.signature` read this).
-    #[pyo3(
-        text_signature = "($self, sort_by=None, row_limit=100, max_src_column_width=75, \
-                          max_name_column_width=55, max_shapes_column_width=80, header=None, \
-                          top_level_events_only=False, time_unit=None)"
-    )]
-    #[allow(clippy::too_many_arguments)]
-    fn table(
-        &self,
-        py: Python<'_>,
-        sort_by: Option<&str>,
-        row_limit: Option<RowLimit>,
-        max_src_column_width: i64,
-        max_name_column_width: i64,
-        max_shapes_column_width: i64,
-        header: Option<String>,
-        top_level_events_only: bool,
-        time_unit: Option<&str>,
-    ) -> PyResult<String> {
-        let options = table_options(
-            py,
-            sort_by,
-            row_limit.and_then(|limit| limit.0),
-            [
-                max_src_column_width,
-                max_name_column_width,
-                max_shapes_column_width,
-            ],
-            header,
-            top_level_events_only,
-            time_unit,
-        )?;
-        Ok(self.0.table(&options))
-    }
+/// `summary`'s rows as an `EventList` of `KeyAverage`s.
+fn averages_list(
+    py: Python<'_>,
+    summary: omniprof_analysis::KeyAverages,
+) -> PyResult<Bound<'_, PyAny>> {
+    let device = Device::of(&summary);
+    let use_device = device.used.then(|| device.name.to_string());
+    let (profile_memory, with_flops) = (summary.profile_memory, summary.with_flops);
+    let rows = summary.rows.into_iter().map(|row| PyRow {
+        row,
+        device: device.clone(),
+    });
+    event_list(
+        py,
+        PyList::new(py, rows)?,
+        use_device,
+        profile_memory,
+        with_flops,
+    )
+}
 
-    /// PyTorch's `total_average()`: every row summed into one named `Total`.
-    fn total_average(&self) -> PyRow {
-        PyRow::of(&self.0, self.0.total_average().unwrap_or_else(empty_total))
-    }
+/// PyTorch's `EventList.table()` of what a list holds (`FunctionEvent`s, as one row each,
+/// and `KeyAverage`s, in the list's order), with `table()`'s arguments (see
+/// [`table_options`]) and the list's `profile_memory` and `with_flops`.
+#[pyfunction]
+#[pyo3(signature = (
+    items,
+    profile_memory,
+    with_flops,
+    sort_by=None,
+    row_limit=Some(RowLimit(Some(100))),
+    max_src_column_width=75,
+    max_name_column_width=55,
+    max_shapes_column_width=80,
+    header=None,
+    top_level_events_only=false,
+    time_unit=None
+))]
+// Written out: PyO3 would show the default `Some(100)` as `...`.
+#[pyo3(
+    text_signature = "(items, profile_memory, with_flops, sort_by=None, row_limit=100, \
+                      max_src_column_width=75, max_name_column_width=55, \
+                      max_shapes_column_width=80, header=None, top_level_events_only=False, \
+                      time_unit=None)"
+)]
+// One argument each, as PyTorch's `table()` takes them.
+#[allow(clippy::too_many_arguments)]
+fn events_table(
+    py: Python<'_>,
+    items: &Bound<'_, PyAny>,
+    profile_memory: bool,
+    with_flops: bool,
+    sort_by: Option<&str>,
+    row_limit: Option<RowLimit>,
+    max_src_column_width: i64,
+    max_name_column_width: i64,
+    max_shapes_column_width: i64,
+    header: Option<String>,
+    top_level_events_only: bool,
+    time_unit: Option<&str>,
+) -> PyResult<String> {
+    let options = table_options(
+        py,
+        sort_by,
+        row_limit.and_then(|limit| limit.0),
+        [
+            max_src_column_width,
+            max_name_column_width,
+            max_shapes_column_width,
+        ],
+        header,
+        top_level_events_only,
+        time_unit,
+    )?;
+    let summary = summary_of(items, "table()", profile_memory, with_flops)?;
+    Ok(py.detach(|| summary.table(&options)))
+}
 
-    /// Self CPU time of all rows (µs), as PyTorch's `self_cpu_time_total`.
-    #[getter]
-    fn self_cpu_time_total(&self) -> f64 {
-        // (From 0, as Python's `sum`.)
-        self.0
-            .rows
-            .iter()
-            .fold(0.0, |sum, r| sum + r.self_cpu_time_total_us)
-    }
+/// PyTorch's `EventList.total_average()`: every event or row of a list summed into one
+/// named `Total`.
+#[pyfunction]
+fn events_total(items: &Bound<'_, PyAny>) -> PyResult<PyRow> {
+    let summary = summary_of(items, "total_average()", false, false)?;
+    let row = summary.total_average().unwrap_or_else(empty_total);
+    Ok(PyRow {
+        row,
+        device: Device::of(&summary),
+    })
+}
 
-    fn __len__(&self) -> usize {
-        self.0.rows.len()
-    }
+/// PyTorch's `EventList.key_averages()` of a list of `FunctionEvent`s: the rows
+/// ([`omniprof_analysis::average_events`]) as a list of `KeyAverage`s.
+#[pyfunction]
+#[pyo3(signature = (
+    items,
+    group_by_input_shapes=false,
+    group_by_stack_n=0,
+    group_by_overload_name=false,
+    include_python_functions=false
+))]
+fn average_events<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyAny>,
+    group_by_input_shapes: bool,
+    group_by_stack_n: i64,
+    group_by_overload_name: bool,
+    include_python_functions: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let options = KeyAveragesOptions {
+        group_by_input_shapes,
+        group_by_overload_name,
+        group_by_stack_n: usize::try_from(group_by_stack_n).unwrap_or(0),
+        include_python_functions,
+        ..Default::default()
+    };
+    let events = events_of(items, "key_averages()")?;
+    let refs: Vec<&FunctionEvent> = events.iter().map(|(all, i)| &all.events[*i]).collect();
+    let summary = omniprof_analysis::KeyAverages {
+        rows: py.detach(|| omniprof_analysis::average_events(&refs, &options)),
+        device_name: device_name_of(events.first().map(|(all, _)| all.device_name.as_str())),
+        profile_memory: false,
+        with_flops: false,
+        too_deep: 0,
+    };
+    let device = Device::of(&summary);
+    let rows = summary.rows.into_iter().map(|row| PyRow {
+        row,
+        device: device.clone(),
+    });
+    PyList::new(py, rows)
+}
 
-    fn __getitem__(&self, index: isize) -> PyResult<PyRow> {
-        let at = position(index, self.0.rows.len(), "key averages")?;
-        Ok(PyRow::of(&self.0, self.0.rows[at].clone()))
-    }
+/// PyTorch's `EventList.export_stacks(path, metric)` of a list of `FunctionEvent`s (see
+/// `Trace.export_stacks`).
+#[pyfunction]
+fn events_stacks(
+    py: Python<'_>,
+    items: &Bound<'_, PyAny>,
+    path: std::path::PathBuf,
+    metric: &str,
+) -> PyResult<()> {
+    let metric = stack_metric(metric)?;
+    let events = events_of(items, "export_stacks()")?;
+    let refs: Vec<&FunctionEvent> = events.iter().map(|(all, i)| &all.events[*i]).collect();
+    let text = py.detach(|| omniprof_analysis::event_stacks(&refs, metric));
+    std::fs::write(path, text).map_err(PyErr::from)
+}
 
-    fn __iter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyIterator>> {
-        let summary = &slf.get().0;
-        let rows = summary.rows.iter().map(|r| PyRow::of(summary, r.clone()));
-        PyList::new(slf.py(), rows)?.try_iter()
+/// The events a list holds, each as its trace's events and its place there; a
+/// `TypeError` naming the first item that is not a `FunctionEvent` (`call` names the
+/// method).
+fn events_of(items: &Bound<'_, PyAny>, call: &str) -> PyResult<Vec<(Arc<FunctionEvents>, usize)>> {
+    let mut events = Vec::new();
+    for (i, item) in items.try_iter()?.enumerate() {
+        let item = item?;
+        let Ok(event) = item.cast::<PyFunctionEvent>() else {
+            return Err(not_an_event(&item, i, call, "a FunctionEvent"));
+        };
+        let event = event.get();
+        events.push((Arc::clone(&event.events), event.index));
     }
+    Ok(events)
+}
 
-    fn __str__(&self) -> String {
-        self.0.table(&TableOptions::default())
+/// A list's `FunctionEvent`s (as one row each, [`omniprof_analysis::event_rows`]) and
+/// `KeyAverage`s as the rows of one summary, in the list's order; a `TypeError` naming the
+/// first item that is neither.
+fn summary_of(
+    items: &Bound<'_, PyAny>,
+    call: &str,
+    profile_memory: bool,
+    with_flops: bool,
+) -> PyResult<omniprof_analysis::KeyAverages> {
+    enum Item {
+        Event(Arc<FunctionEvents>, usize),
+        Row(Row, Arc<str>),
     }
+    let mut held = Vec::new();
+    for (i, item) in items.try_iter()?.enumerate() {
+        let item = item?;
+        if let Ok(event) = item.cast::<PyFunctionEvent>() {
+            let event = event.get();
+            held.push(Item::Event(Arc::clone(&event.events), event.index));
+        } else if let Ok(row) = item.cast::<PyRow>() {
+            let row = row.get();
+            held.push(Item::Row(row.row.clone(), Arc::clone(&row.device.name)));
+        } else {
+            return Err(not_an_event(
+                &item,
+                i,
+                call,
+                "a FunctionEvent or KeyAverage",
+            ));
+        }
+    }
+    let events: Vec<&FunctionEvent> = held
+        .iter()
+        .filter_map(|item| match item {
+            Item::Event(all, i) => Some(&all.events[*i]),
+            Item::Row(..) => None,
+        })
+        .collect();
+    let mut event_rows = omniprof_analysis::event_rows(&events).into_iter();
+    let device_name = device_name_of(held.first().map(|item| match item {
+        Item::Event(all, _) => all.device_name.as_str(),
+        Item::Row(_, device) => &**device,
+    }));
+    let rows = held
+        .into_iter()
+        .filter_map(|item| match item {
+            Item::Event(..) => event_rows.next(),
+            Item::Row(row, _) => Some(row),
+        })
+        .collect();
+    Ok(omniprof_analysis::KeyAverages {
+        rows,
+        device_name,
+        profile_memory,
+        with_flops,
+        too_deep: 0,
+    })
+}
 
-    /// The device name the device columns carry (`cuda`, `OpenReg`).
-    #[getter]
-    fn device_name(&self) -> &str {
-        &self.0.device_name
-    }
+/// The device name of a list's first item, else PyTorch's default, `cuda`.
+fn device_name_of(first: Option<&str>) -> String {
+    first.unwrap_or("cuda").to_string()
+}
+
+/// The `TypeError` of item `i` of a list, which is not `expected`.
+fn not_an_event(item: &Bound<'_, PyAny>, i: usize, call: &str, expected: &str) -> PyErr {
+    let type_name = item
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".to_string(), |n| n.to_string());
+    PyTypeError::new_err(format!(
+        "EventList.{call}: item {i} is a {type_name}, not {expected}"
+    ))
 }
 
 /// A `row_limit` as PyTorch takes one: any Python int. A limit past what fits in 64 bits
@@ -410,16 +588,6 @@ fn table_options(
     })
 }
 
-/// `index` (negative from the end) within `len` items, or an `IndexError`.
-fn position(index: isize, len: usize, what: &str) -> PyResult<usize> {
-    let len = len as isize;
-    let at = if index < 0 { index + len } else { index };
-    if !(0..len).contains(&at) {
-        return Err(PyIndexError::new_err(format!("{what} index out of range")));
-    }
-    Ok(at as usize)
-}
-
 /// The total of no rows.
 fn empty_total() -> Row {
     Row {
@@ -432,19 +600,30 @@ fn empty_total() -> Row {
 #[pyclass(module = "omniprof._native", name = "KeyAverage", frozen)]
 pub(crate) struct PyRow {
     row: Row,
-    /// PyTorch's `use_device`: the device's name (`cuda`) when the rows have device time.
-    use_device: Option<String>,
+    device: Device,
 }
 
 impl PyRow {
-    /// `row`, one of `rows`.
-    fn of(rows: &omniprof_analysis::KeyAverages, row: Row) -> Self {
-        let use_device = rows.has_device_time().then(|| rows.device_name.clone());
-        Self { row, use_device }
-    }
-
     fn row(&self) -> &Row {
         &self.row
+    }
+}
+
+/// The device of a summary's rows, as the summary names it.
+#[derive(Clone)]
+struct Device {
+    /// The name its device columns carry (`cuda`, `OpenReg`).
+    name: Arc<str>,
+    /// Some row has device time: the name is PyTorch's `use_device` then.
+    used: bool,
+}
+
+impl Device {
+    fn of(summary: &omniprof_analysis::KeyAverages) -> Self {
+        Self {
+            name: Arc::from(summary.device_name.as_str()),
+            used: summary.has_device_time(),
+        }
     }
 }
 
@@ -504,6 +683,13 @@ impl PyRow {
     #[getter]
     fn device_time(&self) -> f64 {
         self.row().device_time_avg_us()
+    }
+
+    /// `device_time`, under PyTorch's deprecated name (a `FutureWarning` says so).
+    #[getter]
+    fn cuda_time(&self, py: Python<'_>) -> PyResult<f64> {
+        deprecated(py, "cuda_time", "device_time")?;
+        Ok(self.row().device_time_avg_us())
     }
 
     /// The input shapes when grouped by them (`[[64, 64], []]`), else an empty list.
@@ -597,7 +783,7 @@ impl PyRow {
     /// The device's name (`cuda`) when the rows have device time, else `None`.
     #[getter]
     fn use_device(&self) -> Option<&str> {
-        self.use_device.as_deref()
+        self.device.used.then_some(&*self.device.name)
     }
 
     /// The times as PyTorch's table prints them (`602.183us`, `65.251ms`).
@@ -643,64 +829,6 @@ impl PyRow {
             r.self_device_time_total_us,
             r.device_time_total_us
         )
-    }
-}
-
-/// PyTorch's `EventList` of `FunctionEvent`s (`prof.events()`): iterable, indexable, with
-/// `table()` (one row per event) and `total_average()`.
-#[pyclass(module = "omniprof._native", name = "EventList", frozen, sequence)]
-pub(crate) struct PyEventList {
-    events: Arc<FunctionEvents>,
-}
-
-#[pymethods]
-impl PyEventList {
-    /// PyTorch's `EventList.table()`: each event a row, with `KeyAverages.table`'s arguments.
-    #[pyo3(signature = (*args, **kwargs))]
-    fn table<'py>(
-        &self,
-        py: Python<'py>,
-        args: &Bound<'py, PyTuple>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let rows = PyKeyAverages(Arc::new(py.detach(|| self.events.as_rows())));
-        Bound::new(py, rows)?.call_method("table", args, kwargs)
-    }
-
-    /// Every event summed into one named `Total`.
-    fn total_average(&self) -> PyRow {
-        let rows = self.events.as_rows();
-        let total = rows.total_average().unwrap_or_else(empty_total);
-        PyRow::of(&rows, total)
-    }
-
-    fn __len__(&self) -> usize {
-        self.events.events.len()
-    }
-
-    fn __getitem__(&self, index: isize) -> PyResult<PyFunctionEvent> {
-        let at = position(index, self.events.events.len(), "events")?;
-        Ok(PyFunctionEvent::new(&self.events, at))
-    }
-
-    fn __iter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyIterator>> {
-        let events = &slf.get().events;
-        let all = (0..events.events.len()).map(|i| PyFunctionEvent::new(events, i));
-        PyList::new(slf.py(), all)?.try_iter()
-    }
-
-    fn __str__(&self, py: Python<'_>) -> String {
-        py.detach(|| self.events.table(&TableOptions::default()))
-    }
-
-    /// PyTorch's `EventList.export_stacks(path, metric)` (see `Trace.export_stacks`).
-    fn export_stacks(
-        &self,
-        py: Python<'_>,
-        path: std::path::PathBuf,
-        metric: &str,
-    ) -> PyResult<()> {
-        write_stacks(py, &self.events, stack_metric(metric)?, &path)
     }
 }
 
@@ -838,6 +966,140 @@ impl PyFunctionEvent {
         self.event().flops
     }
 
+    /// CPU time per call: an event is one call, so its total (PyTorch's `cpu_time`).
+    #[getter]
+    fn cpu_time(&self) -> f64 {
+        self.event().cpu_time_total_us
+    }
+
+    /// Device time per call: its total (PyTorch's `device_time`).
+    #[getter]
+    fn device_time(&self) -> f64 {
+        self.event().device_time_total_us
+    }
+
+    /// The times as PyTorch's table prints them (`602.183us`, `65.251ms`).
+    #[getter]
+    fn cpu_time_str(&self) -> String {
+        format_time(self.event().cpu_time_total_us)
+    }
+
+    #[getter]
+    fn cpu_time_total_str(&self) -> String {
+        format_time(self.event().cpu_time_total_us)
+    }
+
+    #[getter]
+    fn self_cpu_time_total_str(&self) -> String {
+        format_time(self.event().self_cpu_time_total_us)
+    }
+
+    #[getter]
+    fn device_time_str(&self) -> String {
+        format_time(self.event().device_time_total_us)
+    }
+
+    #[getter]
+    fn device_time_total_str(&self) -> String {
+        format_time(self.event().device_time_total_us)
+    }
+
+    #[getter]
+    fn self_device_time_total_str(&self) -> String {
+        format_time(self.event().self_device_time_total_us)
+    }
+
+    /// `device_time`, under PyTorch's deprecated name (a `FutureWarning` says so).
+    #[getter]
+    fn cuda_time(&self, py: Python<'_>) -> PyResult<f64> {
+        deprecated(py, "cuda_time", "device_time")?;
+        Ok(self.event().device_time_total_us)
+    }
+
+    /// `device_time_total`, under PyTorch's deprecated name.
+    #[getter]
+    fn cuda_time_total(&self, py: Python<'_>) -> PyResult<f64> {
+        deprecated(py, "cuda_time_total", "device_time_total")?;
+        Ok(self.event().device_time_total_us)
+    }
+
+    /// `self_device_time_total`, under PyTorch's deprecated name.
+    #[getter]
+    fn self_cuda_time_total(&self, py: Python<'_>) -> PyResult<f64> {
+        deprecated(py, "self_cuda_time_total", "self_device_time_total")?;
+        Ok(self.event().self_device_time_total_us)
+    }
+
+    /// `self_device_memory_usage`, under PyTorch's deprecated name.
+    #[getter]
+    fn self_cuda_memory_usage(&self, py: Python<'_>) -> PyResult<i64> {
+        deprecated(py, "self_cuda_memory_usage", "self_device_memory_usage")?;
+        Ok(self.event().self_device_memory_usage)
+    }
+
+    /// PyTorch's distributed node id: -1, as for every local profile.
+    #[getter]
+    fn node_id(&self) -> i64 {
+        -1
+    }
+
+    /// PyTorch's remote flag: false, as for every local profile.
+    #[getter]
+    fn is_remote(&self) -> bool {
+        false
+    }
+
+    /// The activity's process: for a host event its `pid`, for device work its device.
+    #[getter]
+    fn device_index(&self) -> i64 {
+        self.event().process
+    }
+
+    /// The activity's thread: for a host event its OS thread id, for device work its
+    /// stream.
+    #[getter]
+    fn device_resource_id(&self) -> i64 {
+        self.event().thread
+    }
+
+    /// The activity's type as Kineto names it (`cpu_op`, `user_annotation`,
+    /// `python_function`, `kernel`, ...); `None` for a `[memory]` event.
+    #[getter]
+    fn activity_type(&self) -> Option<&'static str> {
+        self.event().activity_type.map(|t| t.name())
+    }
+
+    /// Its `External id` (0 without one): a host op's own id, device work's op's.
+    #[getter]
+    fn external_id(&self) -> u64 {
+        self.event().external_id
+    }
+
+    /// For device work and runtime calls, the id of the op they are linked to (0: none).
+    #[getter]
+    fn linked_correlation_id(&self) -> u64 {
+        self.event().linked_correlation_id
+    }
+
+    /// The device work linked to a host op, as `Kernel(name, device, duration)` tuples
+    /// (duration in µs).
+    #[getter]
+    fn kernels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let kernel = py.import("omniprof._event_list")?.getattr("Kernel")?;
+        let kernels = self
+            .event()
+            .kernels
+            .iter()
+            .map(|k| kernel.call1((&*k.name, k.device, k.duration_us)));
+        PyList::new(py, kernels.collect::<PyResult<Vec<_>>>()?)
+    }
+
+    /// The device's name (`cuda`) where the profile has device work, else `None`.
+    #[getter]
+    fn use_device(&self) -> Option<&str> {
+        self.events.use_device.as_deref()
+    }
+
     /// The events directly inside this one on its thread.
     #[getter]
     fn cpu_children(&self) -> Vec<PyFunctionEvent> {
@@ -938,13 +1200,25 @@ impl Interval {
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTrace>()?;
-    m.add_class::<PyKeyAverages>()?;
     m.add_class::<PyRow>()?;
-    m.add_class::<PyEventList>()?;
     m.add_class::<PyFunctionEvent>()?;
     m.add_class::<Interval>()?;
     m.add_function(wrap_pyfunction!(load_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(events_table, m)?)?;
+    m.add_function(wrap_pyfunction!(events_total, m)?)?;
+    m.add_function(wrap_pyfunction!(average_events, m)?)?;
+    m.add_function(wrap_pyfunction!(events_stacks, m)?)?;
     Ok(())
+}
+
+/// Warns, with a `FutureWarning` as PyTorch does, that attribute `old` is deprecated in
+/// favour of `new`.
+fn deprecated(py: Python<'_>, old: &str, new: &str) -> PyResult<()> {
+    let message = std::ffi::CString::new(format!(
+        "`{old}` is deprecated (as in PyTorch): use `{new}`"
+    ))
+    .unwrap_or_default();
+    PyErr::warn(py, &py.get_type::<PyFutureWarning>(), &message, 1)
 }
 
 /// PyTorch's `DeviceType` for an event or row (`torch.autograd.DeviceType.CPU`, or `CUDA` for

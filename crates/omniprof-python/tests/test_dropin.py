@@ -221,6 +221,118 @@ def test_events_carry_function_events_attributes(tmp_path: Path) -> None:
     assert [e.name for e in prof.profiler.function_events] == [e.name for e in events]
 
 
+def test_events_and_key_averages_are_lists_their_methods_read_as_under_torch_profiler(
+    tmp_path: Path,
+) -> None:
+    omniprof._observer.install()
+    workload()  # warm-up
+    with torch_profile(activities=[ProfilerActivity.CPU], **FLAGS) as theirs:
+        workload()
+    with omniprof.profile(**FLAGS) as ours:
+        workload()
+    both = {"torch": theirs, "omniprof": ours}
+
+    for prof in both.values():
+        assert isinstance(prof.events(), list) and isinstance(prof.key_averages(), list)
+        assert prof.events() is prof.events()  # one list, which stays as the user leaves it
+    # `key_averages()` is the events' average, in torch.profiler by definition.
+    for by_shapes in (False, True):
+        averaged = ours.events().key_averages(group_by_input_shapes=by_shapes)
+        assert averaged.table(row_limit=-1) == ours.key_averages(group_by_input_shape=by_shapes).table(
+            row_limit=-1
+        )
+        assert rows_by_name(averaged) == rows_by_name(
+            theirs.events().key_averages(group_by_input_shapes=by_shapes)
+        )
+
+    # Sorted in place, a table prints the list's order; filtered in place, what is left.
+    def by_count(row: Any) -> Tuple[int, str]:
+        return (row.count, row.key)
+
+    tables = {}
+    for name, prof in both.items():
+        averages = prof.key_averages()
+        averages.sort(key=by_count, reverse=True)
+        assert [by_count(r) for r in averages] == sorted(map(by_count, averages), reverse=True)
+        tables[name] = without_times(averages.table(row_limit=-1))
+    assert len(tables["omniprof"]) > 10 and tables["omniprof"] == tables["torch"]
+    kept = {}
+    for name, prof in both.items():
+        events = prof.events()
+        events[:] = [e for e in events if e.name in ("aten::mm", "aten::addmm")]
+        kept[name] = (len(events), events.total_average().count, events.total_average().flops)
+        assert events.self_cpu_time_total == pytest.approx(sum(e.self_cpu_time_total for e in events))
+        assert [line.split()[0] for line in events.table(row_limit=-1).splitlines()[3:-2]] == [
+            e.name for e in events
+        ]
+        assert prof.events() is events and len(prof.events()) == kept[name][0]
+    assert kept["omniprof"] == kept["torch"] and kept["torch"][0] >= 6
+
+    # PyTorch's own Chrome export of a list: one complete event per event, no args.
+    for name, prof in both.items():
+        prof.events().export_chrome_trace(str(tmp_path / f"{name}.json"))
+    written = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in both}
+    assert [(e["name"], e["ph"], e["pid"], e["args"]) for e in written["omniprof"]] == [
+        (e["name"], e["ph"], e["pid"], e["args"]) for e in written["torch"]
+    ]
+    assert ours.events().supported_export_stacks_metrics() == theirs.events().supported_export_stacks_metrics()
+
+    # What a list holds must be events or rows: anything else is named, not a crash.
+    with pytest.raises(TypeError, match="item 1 is a str"):
+        omniprof.EventList([ours.key_averages()[0], "aten::mm"]).table()
+    with pytest.raises(TypeError, match="item 0 is a KeyAverage, not a FunctionEvent"):
+        ours.key_averages().key_averages()
+
+
+def test_function_events_answer_torch_profilers_attributes_event_by_event() -> None:
+    omniprof._observer.install()
+    workload()  # warm-up
+    with torch_profile(activities=[ProfilerActivity.CPU], **FLAGS) as theirs:
+        with torch.profiler.record_function("block"):
+            workload()
+    with omniprof.profile(**FLAGS) as ours:
+        with torch.profiler.record_function("block"):
+            workload()
+
+    def described(prof: Any) -> Counter:
+        return Counter(
+            (
+                e.name,
+                e.activity_type,
+                e.node_id,
+                e.is_remote,
+                e.device_index,
+                e.device_resource_id,
+                e.use_device,
+                # A host op's External id is its own id (the numbers are each session's).
+                e.external_id == e.id,
+                e.linked_correlation_id,
+                tuple(e.kernels),
+                e.cpu_time == e.cpu_time_total,
+                e.cpu_time_str == e.cpu_time_total_str,
+                e.self_cpu_time_total_str == torch.autograd.profiler_util._format_time(e.self_cpu_time_total),
+                e.device_time_str,
+            )
+            for e in prof.events()
+        )
+
+    mine, expected = described(ours), described(theirs)
+    assert mine == expected
+    assert sum(mine.values()) > 100
+    assert ("block", "user_annotation", -1, False, os.getpid()) in {key[:5] for key in mine}
+    # PyTorch's deprecated names still answer, with its FutureWarning.
+    event, row = ours.events()[0], ours.key_averages()[0]
+    for owner, old, new in [
+        (event, "cuda_time", "device_time"),
+        (event, "cuda_time_total", "device_time_total"),
+        (event, "self_cuda_time_total", "self_device_time_total"),
+        (event, "self_cuda_memory_usage", "self_device_memory_usage"),
+        (row, "cuda_time", "device_time"),
+    ]:
+        with pytest.warns(FutureWarning, match=f"`{old}` is deprecated"):
+            assert getattr(owner, old) == getattr(owner, new)
+
+
 def test_table_takes_pytorchs_layout_arguments() -> None:
     omniprof._observer.install()
     x = torch.ones(4, 4)

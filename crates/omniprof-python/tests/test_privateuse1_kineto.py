@@ -107,6 +107,18 @@ print(json.dumps({{
 """
 
 
+def events(prof: Any) -> List[Any]:
+    """A profile's events (PyTorch's legacy profiler has no `events()`)."""
+    return prof.function_events if isinstance(prof, torch.autograd.profiler.profile) else prof.events()
+
+
+def kernels(prof: Any) -> Counter:
+    """Each event with kernels: its name and its kernels' names and devices."""
+    return Counter(
+        (e.name, tuple((k.name, k.device) for k in e.kernels)) for e in events(prof) if e.kernels
+    )
+
+
 def test_four_ways_one_backend_omniprof_records_what_pytorchs_profilers_record(
     toydev: Any, tmp_path: Path
 ) -> None:
@@ -150,6 +162,19 @@ def test_four_ways_one_backend_omniprof_records_what_pytorchs_profilers_record(
     # Device time per op from the kernels each op launched.
     rows = device_time_per_op(registry.key_averages())
     assert rows["aten::add"][0] == 9 and rows["aten::add"][1] >= 9 * KERNEL_US
+
+    # Each op's event lists the kernels it launched (`FunctionEvent.kernels`), as under
+    # PyTorch's profilers: from the device timeline, (2) and (4), and one per op timed
+    # through the stubs, (1) and (3).
+    assert kernels(kineto) == Counter(
+        {("aten::add", (("toydev_add_kernel", 0),)): 9, ("aten::mul", (("toydev_mul_kernel", 0),)): 8}
+    )
+    assert kernels(registry) == kernels(kineto)
+    assert kernels(stubs) == kernels(legacy)
+    assert sum(kernels(legacy).values()) >= 17
+    for prof in (kineto, registry, legacy, stubs):
+        durations = [k.duration for e in events(prof) if e.name == "aten::add" for k in e.kernels]
+        assert len(durations) == 9 and min(durations) >= KERNEL_US * 0.95, durations
 
     # (4) again, from the plugin file.
     script = PLUGIN_FILE_SCRIPT.format(tests=str(Path(__file__).parent), out=str(tmp_path / "file.json"))

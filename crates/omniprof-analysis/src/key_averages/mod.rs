@@ -27,7 +27,10 @@ pub use fold::OutOfOrder;
 pub use options::{
     KeyAveragesOptions, SortKey, TableOptions, TimeUnit, UnknownSortKey, UnknownTimeUnit,
 };
-pub use prof_events::{function_events, FunctionEvent, FunctionEvents};
+pub use prof_events::{
+    average_events, event_rows, event_stacks, function_events, FunctionEvent, FunctionEvents,
+    Kernel,
+};
 pub use summary::{KeyAverages, Row};
 
 pub(crate) use options::MAX_NAME_WIDTH;

@@ -21,6 +21,7 @@
 //! assert!(events.table(&TableOptions::default()).contains("aten::mm"));
 //! ```
 
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -32,10 +33,10 @@ use crate::activity::{self, write_input_shapes};
 use crate::stacks::{python_stacks, Stack, StackMetric};
 use omniprof_trace::keys::arg;
 use omniprof_trace::keys::name as event_name;
-use omniprof_trace::Activity;
 use omniprof_trace::FastMap;
 use omniprof_trace::Trace;
 use omniprof_trace::Value;
+use omniprof_trace::{Activity, ActivityType};
 
 /// One event, as PyTorch's `FunctionEvent` describes it. Times are nanoseconds, except the
 /// microseconds PyTorch computes with.
@@ -51,8 +52,21 @@ pub struct FunctionEvent {
     pub trace_name: Arc<str>,
     /// The activity's thread (`tid`; for device work, its stream).
     pub thread: i64,
-    /// The activity's process (`pid`; for device work, the device).
+    /// The activity's process (`pid`; for device work, the device): PyTorch's
+    /// `device_index`.
     pub process: i64,
+    /// The activity's type (`cpu_op`, `kernel`, ...: PyTorch's `activity_type`); `None`
+    /// for a `[memory]` or `[OutOfMemory]` event.
+    pub activity_type: Option<ActivityType>,
+    /// Its `External id` arg (0 without one): a host op's own id, device work's op's.
+    pub external_id: u64,
+    /// For device work and runtime calls, the correlation id of the op they are linked to
+    /// (0: none).
+    pub linked_correlation_id: u64,
+    /// The device work linked to this host event, in order (PyTorch's `kernels`): of each
+    /// kernel, copy or set on the device whose linked correlation id is this event's id,
+    /// where this event is a host op with an `External id` and no link of its own.
+    pub kernels: Vec<Kernel>,
     /// Start and end in microseconds from where host times count from (the profiler's span,
     /// else the earliest activity: PyTorch's `time_range`, which counts from the profiler's
     /// start).
@@ -153,6 +167,17 @@ impl FunctionEvent {
     }
 }
 
+/// Device work linked to a host event (PyTorch's `Kernel`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    /// The device activity's name.
+    pub name: Arc<str>,
+    /// Its device (its `pid`).
+    pub device: i64,
+    /// Its duration in microseconds, as PyTorch's float `end - start`.
+    pub duration_us: f64,
+}
+
 /// PyTorch's `prof.events()`: every event, in PyTorch's order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FunctionEvents {
@@ -160,6 +185,9 @@ pub struct FunctionEvents {
     pub events: Vec<FunctionEvent>,
     /// As [`KeyAverages::device_name`].
     pub device_name: String,
+    /// PyTorch's `use_device` of every event: the device's name where some event is device
+    /// work or has device time from the stubs path, else `None`.
+    pub use_device: Option<String>,
     /// As [`KeyAverages::profile_memory`].
     pub profile_memory: bool,
     /// As [`KeyAverages::with_flops`].
@@ -168,25 +196,23 @@ pub struct FunctionEvents {
 
 impl FunctionEvents {
     /// The events as rows of one call each: a [`KeyAverages`] whose table is PyTorch's
-    /// `events().table()` (its `Input Shapes` column shows when some event has shapes).
+    /// `events().table()` (see [`event_rows`]).
     pub fn as_rows(&self) -> KeyAverages {
-        let any_shapes = self.events.iter().any(|e| &*e.input_shapes != "[]");
-        let any_stack = self.events.iter().any(|e| !e.stack.is_empty());
         KeyAverages {
-            rows: self
-                .events
-                .iter()
-                .map(|e| {
-                    let mut row = e.row();
-                    if !any_shapes {
-                        row.input_shapes = None;
-                    }
-                    if !any_stack {
-                        row.stack = None;
-                    }
-                    row
-                })
-                .collect(),
+            rows: event_rows(&self.events.iter().collect::<Vec<_>>()),
+            device_name: self.device_name.clone(),
+            profile_memory: self.profile_memory,
+            with_flops: self.with_flops,
+            too_deep: 0,
+        }
+    }
+
+    /// PyTorch's `EventList.key_averages()`: the events averaged over their keys (see
+    /// [`average_events`]), the same rows as [`key_averages`](crate::key_averages()) of
+    /// their trace with the same `options`.
+    pub fn key_averages(&self, options: &KeyAveragesOptions) -> KeyAverages {
+        KeyAverages {
+            rows: average_events(&self.events.iter().collect::<Vec<_>>(), options),
             device_name: self.device_name.clone(),
             profile_memory: self.profile_memory,
             with_flops: self.with_flops,
@@ -216,8 +242,98 @@ impl FunctionEvents {
     /// assert_eq!(events.export_stacks(StackMetric::SelfCpuTimeTotal), "t.py(3):_step 3\n");
     /// ```
     pub fn export_stacks(&self, metric: StackMetric) -> String {
-        export_stacks(self, metric)
+        event_stacks(&self.events.iter().collect::<Vec<_>>(), metric)
     }
+}
+
+/// `events` as rows of one call each ([`FunctionEvent::row`]), as PyTorch's
+/// `EventList.table()` prints a list of events: without input shapes where no event has
+/// any, and without stacks where no event has one (so that the table has no column for
+/// them).
+pub fn event_rows(events: &[&FunctionEvent]) -> Vec<Row> {
+    let any_shapes = events.iter().any(|e| &*e.input_shapes != "[]");
+    let any_stack = events.iter().any(|e| !e.stack.is_empty());
+    events
+        .iter()
+        .map(|e| {
+            let mut row = e.row();
+            if !any_shapes {
+                row.input_shapes = None;
+            }
+            if !any_stack {
+                row.stack = None;
+            }
+            row
+        })
+        .collect()
+}
+
+/// PyTorch's `EventList.key_averages()` over any events: one row per key, in the order of
+/// each key's first event, that event's fields (name, flags, `has_cpu_parent`) and every
+/// event's calls, times, memory and FLOPs summed in order. The key is the name, whether the
+/// event is device work, legacy or a user range, and, as `options` ask, the overload name,
+/// the input shapes and the first `group_by_stack_n` frames; `python_function` events are
+/// left out unless `include_python_functions`. A row holds the shapes, overload name and
+/// stack only when grouped by them.
+///
+/// ```
+/// use omniprof_analysis::{average_events, function_events, KeyAveragesOptions};
+/// use omniprof_trace::{Activity, ActivityType, Trace};
+///
+/// let mut trace = Trace::new(0, 1_000_000);
+/// for start in [0, 300_000] {
+///     trace.activities.push(Activity::new(ActivityType::CpuOp, "aten::mm", 1, 1, start, start + 200_000));
+/// }
+/// let events = function_events(&trace, &KeyAveragesOptions::default());
+/// let rows = average_events(&events.events.iter().collect::<Vec<_>>(), &KeyAveragesOptions::default());
+/// assert_eq!((&*rows[0].name, rows[0].count, rows[0].cpu_time_total_ns), ("aten::mm", 2, 400_000));
+/// ```
+pub fn average_events(events: &[&FunctionEvent], options: &KeyAveragesOptions) -> Vec<Row> {
+    let n = options.group_by_stack_n;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut groups: HashMap<EventKey, usize> = HashMap::new();
+    for e in events {
+        if e.is_python_function && !options.include_python_functions {
+            continue;
+        }
+        let key = EventKey {
+            name: Arc::clone(&e.name),
+            on_device: e.on_device,
+            is_legacy: e.is_legacy,
+            is_user_annotation: e.is_user_annotation,
+            overload_name: options
+                .group_by_overload_name
+                .then(|| Arc::clone(&e.overload_name)),
+            input_shapes: options
+                .group_by_input_shapes
+                .then(|| Arc::clone(&e.input_shapes)),
+            stack: (n > 0).then(|| e.stack.iter().take(n).cloned().collect()),
+        };
+        match groups.get(&key) {
+            Some(&at) => rows[at].add(&e.row()),
+            None => {
+                let mut row = e.row();
+                row.input_shapes = key.input_shapes.clone();
+                row.overload_name = key.overload_name.clone();
+                row.stack = key.stack.clone();
+                groups.insert(key, rows.len());
+                rows.push(row);
+            }
+        }
+    }
+    rows
+}
+
+/// What [`average_events`] groups events by.
+#[derive(Hash, PartialEq, Eq)]
+struct EventKey {
+    name: Arc<str>,
+    on_device: bool,
+    is_legacy: bool,
+    is_user_annotation: bool,
+    overload_name: Option<Arc<str>>,
+    input_shapes: Option<Arc<str>>,
+    stack: Option<Stack>,
 }
 
 /// PyTorch's `export_stacks`: per event with a stack whose metric, in whole microseconds
@@ -225,9 +341,9 @@ impl FunctionEvents {
 /// with spaces, tabs, line breaks and `;` written as `_`, joined by `;`, then a space and
 /// the value. The event's own name is not a frame (as in PyTorch). Self times are
 /// PyTorch's floats ([`FunctionEvent::self_cpu_time_total_us`]).
-fn export_stacks(events: &FunctionEvents, metric: StackMetric) -> String {
+pub fn event_stacks(events: &[&FunctionEvent], metric: StackMetric) -> String {
     let mut out = String::new();
-    for e in &events.events {
+    for e in events {
         if e.stack.is_empty() || e.is_async {
             continue;
         }
@@ -370,6 +486,11 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
                     },
                     thread: source_activity.map_or(0, |a| a.resource),
                     process: source_activity.map_or(0, |a| a.device),
+                    activity_type: described.map(|a| a.kind),
+                    external_id: described.and_then(Activity::external_id).unwrap_or(0),
+                    linked_correlation_id: described
+                        .and_then(|a| a.linked_correlation)
+                        .unwrap_or(0),
                     start_us: us(start_ns.saturating_sub(origin)),
                     end_us: us(end_ns.saturating_sub(origin)),
                     input_shapes: Arc::from(shapes.as_str()),
@@ -414,11 +535,55 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
             out[parent].children.push(i);
         }
     }
+    link_kernels(&mut out);
+    let use_device = out
+        .iter()
+        .any(|e| e.on_device || e.is_legacy)
+        .then(|| device_name.clone());
     FunctionEvents {
         events: out,
+        use_device,
         device_name,
         profile_memory,
         with_flops,
+    }
+}
+
+/// Gives each host op the device work linked to it, as PyTorch's `_parse_kineto_results`
+/// does: an op whose `External id` is set and that is linked to nothing itself takes the
+/// kernels, copies and sets whose linked correlation id is its id; an op whose device time
+/// came from the stubs path (legacy) has one kernel of its own name and that time.
+fn link_kernels(events: &mut [FunctionEvent]) {
+    for e in events.iter_mut() {
+        if e.is_legacy && !e.on_device && e.device_time_total_ns > 0 {
+            e.kernels.push(Kernel {
+                name: Arc::clone(&e.name),
+                device: e.process,
+                duration_us: e.device_time_total_us,
+            });
+        }
+    }
+    let ops: FastMap<u64, usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| {
+            !e.on_device && !e.is_async && e.external_id != 0 && e.linked_correlation_id == 0
+        })
+        .map(|(i, e)| (e.id, i))
+        .collect();
+    for i in 0..events.len() {
+        let e = &events[i];
+        if !e.on_device || e.linked_correlation_id == 0 {
+            continue;
+        }
+        if let Some(&op) = ops.get(&e.linked_correlation_id) {
+            let kernel = Kernel {
+                name: Arc::clone(&e.name),
+                device: e.process,
+                duration_us: e.end_us - e.start_us,
+            };
+            events[op].kernels.push(kernel);
+        }
     }
 }
 
@@ -429,6 +594,9 @@ struct EventParts {
     trace_name: Arc<str>,
     thread: i64,
     process: i64,
+    activity_type: Option<ActivityType>,
+    external_id: u64,
+    linked_correlation_id: u64,
     start_us: f64,
     end_us: f64,
     input_shapes: Arc<str>,
@@ -451,6 +619,10 @@ fn event(e: &Emitted, p: EventParts) -> FunctionEvent {
         trace_name: p.trace_name,
         thread: p.thread,
         process: p.process,
+        activity_type: p.activity_type,
+        external_id: p.external_id,
+        linked_correlation_id: p.linked_correlation_id,
+        kernels: Vec::new(),
         start_us: p.start_us,
         end_us: p.end_us,
         cpu_time_total_ns: t.cpu_total_ns,

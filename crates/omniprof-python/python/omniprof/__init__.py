@@ -22,12 +22,11 @@ or fails; ``OMNIPROF_FLIGHT_RECORDER=DIR`` turns it on at import (``python -m om
 script.py`` for a program that does not import omniprof); see ``omniprof._flight``.
 """
 
+from ._event_list import EventList
 from ._native import (
     __version__,
-    EventList,
     FunctionEvent,
     KeyAverage,
-    KeyAverages,
     PanicException,
     ProfilerError,
     Schedule,
@@ -61,7 +60,6 @@ __all__ = [
     "FlightRecorder",
     "FunctionEvent",
     "KeyAverage",
-    "KeyAverages",
     "PanicException",
     "ProfilerAction",
     "ProfilerActivity",

@@ -2,7 +2,9 @@
 
 from types import TracebackType
 import os
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union, final
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union, final
+
+from ._event_list import EventList
 
 from typing_extensions import CapsuleType
 
@@ -24,12 +26,14 @@ __all__ = [
     "Session",
     "Schedule",
     "Trace",
-    "KeyAverages",
     "KeyAverage",
-    "EventList",
     "FunctionEvent",
     "Interval",
     "load_trace",
+    "events_table",
+    "events_total",
+    "average_events",
+    "events_stacks",
     "TraceDirHandler",
     "FlightRecorder",
     "install_torch_observer",
@@ -159,7 +163,7 @@ class Trace:
         group_by_stack_n: int = 0,
         include_python_functions: bool = False,
         group_by_overload_name: bool = False,
-    ) -> "KeyAverages": ...
+    ) -> "EventList": ...
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None: ...
     def export_report(self, path: str) -> None: ...
     def events(self, profile_memory: bool = False, with_flops: bool = False) -> "EventList": ...
@@ -193,6 +197,8 @@ class KeyAverage:
     def device_time_total(self) -> float: ...
     @property
     def device_time(self) -> float: ...
+    @property
+    def cuda_time(self) -> float: ...
     @property
     def input_shapes(self) -> List[Any]: ...
     @property
@@ -239,30 +245,6 @@ class KeyAverage:
     def device_time_str(self) -> str: ...
 
 @final
-class KeyAverages:
-    """PyTorch's ``EventList`` of averages: rows in the order of their first event."""
-
-    def table(
-        self,
-        sort_by: Optional[str] = None,
-        row_limit: Optional[int] = 100,
-        max_src_column_width: int = 75,
-        max_name_column_width: int = 55,
-        max_shapes_column_width: int = 80,
-        header: Optional[str] = None,
-        top_level_events_only: bool = False,
-        time_unit: Optional[str] = None,
-    ) -> str: ...
-    def total_average(self) -> KeyAverage: ...
-    def __len__(self) -> int: ...
-    def __getitem__(self, index: int, /) -> KeyAverage: ...
-    def __iter__(self) -> Iterator[KeyAverage]: ...
-    @property
-    def self_cpu_time_total(self) -> float: ...
-    @property
-    def device_name(self) -> str: ...
-
-@final
 class Interval:
     start: float
     end: float
@@ -300,27 +282,53 @@ class FunctionEvent:
     is_legacy: bool
     is_python_function: bool
     stack: List[str]
+    cpu_time: float
+    device_time: float
+    cpu_time_str: str
+    cpu_time_total_str: str
+    self_cpu_time_total_str: str
+    device_time_str: str
+    device_time_total_str: str
+    self_device_time_total_str: str
+    cuda_time: float
+    cuda_time_total: float
+    self_cuda_time_total: float
+    self_cuda_memory_usage: int
+    node_id: int
+    is_remote: bool
+    device_index: int
+    device_resource_id: int
+    activity_type: Optional[str]
+    external_id: int
+    linked_correlation_id: int
+    kernels: List[Any]
+    use_device: Optional[str]
 
-@final
-class EventList:
-    """PyTorch's ``EventList`` of ``FunctionEvent``s."""
+# What an EventList (omniprof/_event_list.py) holds, of FunctionEvents and KeyAverages.
+_Items = Sequence[Union["FunctionEvent", KeyAverage]]
 
-    def table(
-        self,
-        sort_by: Optional[str] = None,
-        row_limit: Optional[int] = 100,
-        max_src_column_width: int = 75,
-        max_name_column_width: int = 55,
-        max_shapes_column_width: int = 80,
-        header: Optional[str] = None,
-        top_level_events_only: bool = False,
-        time_unit: Optional[str] = None,
-    ) -> str: ...
-    def total_average(self) -> KeyAverage: ...
-    def __len__(self) -> int: ...
-    def __getitem__(self, index: int, /) -> FunctionEvent: ...
-    def __iter__(self) -> Iterator[FunctionEvent]: ...
-    def export_stacks(self, path: str, metric: str) -> None: ...
+def events_table(
+    items: _Items,
+    profile_memory: bool,
+    with_flops: bool,
+    sort_by: Optional[str] = None,
+    row_limit: Optional[int] = 100,
+    max_src_column_width: int = 75,
+    max_name_column_width: int = 55,
+    max_shapes_column_width: int = 80,
+    header: Optional[str] = None,
+    top_level_events_only: bool = False,
+    time_unit: Optional[str] = None,
+) -> str: ...
+def events_total(items: _Items) -> KeyAverage: ...
+def average_events(
+    items: Sequence["FunctionEvent"],
+    group_by_input_shapes: bool = False,
+    group_by_stack_n: int = 0,
+    group_by_overload_name: bool = False,
+    include_python_functions: bool = False,
+) -> List[KeyAverage]: ...
+def events_stacks(items: Sequence["FunctionEvent"], path: str, metric: str) -> None: ...
 
 @final
 class FlightRecorder:

@@ -7,7 +7,8 @@ import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Union
 
 from . import _cuda, _native, _observer, _warn
-from ._native import KeyAverages, ProfilerError, Schedule, Trace
+from ._event_list import EventList
+from ._native import ProfilerError, Schedule, Trace
 
 _cuda.set_search_path()
 
@@ -498,9 +499,10 @@ class profile:
         group_by_stack_n: int = 0,
         group_by_overload_name: bool = False,
         include_python_functions: bool = False,
-    ) -> KeyAverages:
-        """PyTorch's ``key_averages()``: per-name rows of the last trace; ``.table()`` prints
-        them exactly as ``omniprof summary`` prints the exported file. ``group_by_stack_n=N``
+    ) -> EventList:
+        """PyTorch's ``key_averages()``: per-name rows of the last trace, ``KeyAverage``s in
+        an ``EventList``; ``.table()`` prints them exactly as ``omniprof summary`` prints
+        the exported file. ``group_by_stack_n=N``
         also groups by the first N frames of each op's Python stack (rows get ``stack``, the
         table PyTorch's ``Source Location`` column); ``include_python_functions`` makes rows
         of Python function events too. ``group_by_overload_name`` also groups by each op's
@@ -518,13 +520,14 @@ class profile:
             group_by_overload_name,
         )
 
-    def events(self) -> Any:
+    def events(self) -> EventList:
         """PyTorch's ``events()``: every op, user range, Python function and device activity
         of the last trace as ``FunctionEvent``s (``name``, ``id``, ``thread``,
         ``time_range``, ``cpu_time_total``, ``self_cpu_time_total``, ``cpu_memory_usage``,
         ``flops``, ``overload_name``, ``cpu_children``, ``cpu_parent``, ``stack``,
-        ``is_python_function``, ...), an ``EventList`` with ``table()`` and
-        ``export_stacks()``."""
+        ``kernels``, ``is_python_function``, ...) in an ``EventList``: a ``list``, the same
+        one each call (as PyTorch's), with ``table()``, ``key_averages()``,
+        ``total_average()``, ``export_stacks()`` and ``export_chrome_trace()``."""
         if self._events is None:
             self._events = self._require_trace("events").events(
                 self.profile_memory, self.with_flops
@@ -692,7 +695,7 @@ class _AutogradView:
     def function_events(self) -> Any:
         return self._prof.events()
 
-    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> KeyAverages:
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> EventList:
         return self._prof.key_averages(group_by_input_shape, group_by_stack_n)
 
     def table(self, *args: Any, **kwargs: Any) -> str:
