@@ -11,7 +11,7 @@ use omniprof_analysis::{format_time, StackMetric, StorageRead};
 use omniprof_analysis::{FunctionEvent, FunctionEvents, KeyAveragesOptions, Row, SortKey};
 use omniprof_analysis::{TableOptions, TimeUnit};
 use omniprof_read::TraceReader;
-use omniprof_trace::{Format, Trace};
+use omniprof_trace::{Format, Trace, Value};
 use pyo3::exceptions::{PyFutureWarning, PyOverflowError, PyRuntimeWarning};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -199,6 +199,16 @@ impl PyTrace {
             )
         });
         Ok((events.collect(), timeline.peak_reserved))
+    }
+
+    /// The trace's id (its `trace_id`: `REQUEST_TRACE_ID`, a `custom_trace_id_callback`'s,
+    /// or one made for it), as PyTorch's `get_trace_id()` gives it; `None` for a file
+    /// without one.
+    #[getter]
+    fn trace_id(&self) -> Option<&str> {
+        self.0
+            .metadata(omniprof_trace::keys::metadata::TRACE_ID)
+            .and_then(Value::as_str)
     }
 
     /// The number of activities (host ranges, instants, device work) in the trace.

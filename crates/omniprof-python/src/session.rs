@@ -14,6 +14,7 @@ use omniprof::config_keys::{
     PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES, PROFILE_WITH_STACK,
 };
 use omniprof::{Config, Profiler, ProfilerAction, ProfilerBuilder, Schedule, ScheduleArgs};
+use omniprof_trace::keys::metadata;
 use omniprof_trace::{ActivitySet, ActivityType, Trace, Value};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -464,6 +465,19 @@ impl Session {
     /// A top-level trace key for every trace taken from now on.
     fn add_metadata(&self, key: String, value: String) {
         self.set_metadata(key, Value::from(value));
+    }
+
+    /// The `trace_id` of every trace taken from now on: `id` (what PyTorch's
+    /// `custom_trace_id_callback` gave for a cycle), or with `None` the one each trace was
+    /// given (the config's `REQUEST_TRACE_ID`, else a new one).
+    #[pyo3(signature = (id))]
+    fn set_trace_id(&self, id: Option<String>) {
+        match id {
+            Some(id) => self.set_metadata(metadata::TRACE_ID.to_string(), Value::from(id)),
+            None => lock(&self.inner)
+                .metadata
+                .retain(|(k, _)| k != metadata::TRACE_ID),
+        }
     }
 
     /// A top-level trace key whose value is the JSON `json` (PyTorch's `add_metadata_json`).

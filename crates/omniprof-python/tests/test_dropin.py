@@ -693,6 +693,87 @@ def test_arguments_not_acted_on_warn_once_and_unknown_ones_raise() -> None:
         omniprof.profile(no_such_argument=1)  # type: ignore[call-arg]
 
 
+def test_a_custom_trace_id_names_each_cycles_trace_as_under_torch_profiler(tmp_path: Path) -> None:
+    omniprof._observer.install()
+    x = torch.ones(4, 4)
+    seen: Dict[str, List[Tuple[Any, Any]]] = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        ids = iter(["first", "second", "third"])
+        seen[name] = []
+
+        def ready(prof: Any, name: str = name) -> None:
+            path = tmp_path / f"{name}-{len(seen[name])}.json"
+            prof.export_chrome_trace(str(path))
+            seen[name].append((prof.get_trace_id(), json.loads(path.read_text())["trace_id"]))
+
+        with module.profile(
+            activities=[module.ProfilerActivity.CPU],
+            schedule=module.schedule(wait=1, warmup=1, active=1, repeat=2),
+            on_trace_ready=ready,
+            custom_trace_id_callback=lambda: next(ids),
+        ) as prof:
+            for _ in range(7):
+                torch.mm(x, x)
+                prof.step()
+    # One call of the callback at the start of each cycle, its id in the file.
+    assert seen["omniprof"] == seen["torch"] == [("first", "first"), ("second", "second")]
+
+    # Without a schedule, set after construction; then without a callback, an id of its own.
+    with omniprof.profile() as prof:
+        pass
+    prof.set_custom_trace_id_callback(lambda: "named")
+    with prof:
+        assert prof.get_trace_id() == "named"
+    assert prof.get_trace_id() == "named"
+    prof.set_custom_trace_id_callback(None)
+    with prof:
+        pass
+    prof.export_chrome_trace(tmp_path / "own.json")
+    own = json.loads((tmp_path / "own.json").read_text())["trace_id"]
+    assert re.fullmatch("[0-9A-F]{32}", own) and prof.get_trace_id() == own
+    # A callback that fails is said; the trace keeps an id of its own.
+    for callback, said in [(lambda: 1 / 0, "raised ZeroDivisionError"), (lambda: 7, "returned 7, not a string")]:
+        with pytest.warns(RuntimeWarning, match=f"custom_trace_id_callback {said}"):
+            with omniprof.profile(custom_trace_id_callback=callback) as prof:
+                pass
+        assert re.fullmatch("[0-9A-F]{32}", prof.get_trace_id())
+
+
+def test_a_profile_and_the_module_have_torch_profilers_attributes(tmp_path: Path) -> None:
+    cpu, cuda = (
+        [ProfilerActivity.CPU],
+        [ProfilerActivity.CPU, ProfilerActivity.CUDA],
+    )
+    for activities in (cpu, cuda):
+        theirs, ours = torch_profile(activities=activities), omniprof.profile(activities=activities)
+        assert {a.name for a in ours.activities} == {a.name for a in theirs.activities}
+        assert ours.use_device == theirs.use_device
+        assert (ours.record_steps, ours.schedule(3).name) == (theirs.record_steps, theirs.schedule(3).name)
+    assert omniprof.profile(activities=cuda).use_device == "cuda"
+    assert omniprof.profile().activities == omniprof.supported_activities()
+    assert omniprof.profile(use_device="cuda").use_device == "cuda"
+    every_other = omniprof.schedule(wait=1, warmup=0, active=1)
+    scheduled = omniprof.profile(schedule=every_other)
+    assert scheduled.schedule is every_other and scheduled.record_steps
+
+    # Preset metadata reaches the trace, as torch.profiler's does.
+    with omniprof.profile() as prof:
+        prof.preset_metadata_json("run", '{"seed": 7}')
+    assert prof.preset_metadata == {"run": '{"seed": 7}'}
+    prof.export_chrome_trace(tmp_path / "preset.json")
+    assert json.loads((tmp_path / "preset.json").read_text())["run"] == {"seed": 7}
+
+    # Every name of torch.profiler's module, but the activity configs not taken yet.
+    not_yet = {"CuspyConfig", "PerformanceMetricsConfig", "ProfilerActivityConfig"}
+    missing = [n for n in torch.profiler.__all__ if n not in not_yet and not hasattr(omniprof, n)]
+    assert missing == []
+    assert omniprof.DeviceType is torch.profiler.DeviceType and omniprof.kineto_available()
+    assert omniprof.ExecutionTraceObserver is torch.profiler.ExecutionTraceObserver
+    assert omniprof._ExperimentalConfig is torch.profiler._ExperimentalConfig
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        omniprof.no_such_name  # noqa: B018
+
+
 def test_record_function_takes_bytes_as_pytorch_does(tmp_path: Path) -> None:
     with omniprof.profile() as prof:
         with omniprof.record_function(b"abc"):

@@ -40,6 +40,7 @@ from ._native import (
 from .profiler import (
     ProfilerAction,
     ProfilerActivity,
+    kineto_available,
     profile,
     supported_activities,
     tensorboard_trace_handler,
@@ -53,6 +54,28 @@ schedule = Schedule
 
 _ondemand.enable_from_env()
 _flight.enable_from_env()
+
+# torch.profiler's names that are PyTorch's own rather than a profiler's (its enums, its
+# execution trace observer, its step tracker, ITT ranges, the optimizer hook, the
+# experimental config): given as torch.profiler gives them, so that code reading them off
+# the module it imported as its profiler keeps working. torch is imported on first use.
+_FROM_TORCH_PROFILER = (
+    "DeviceType",
+    "ExecutionTraceObserver",
+    "KinetoStepTracker",
+    "RecordScope",
+    "_ExperimentalConfig",
+    "itt",
+    "register_optimizer_step_post_hook",
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _FROM_TORCH_PROFILER:
+        import torch.profiler
+
+        return getattr(torch.profiler, name)
+    raise AttributeError(f"module 'omniprof' has no attribute {name!r}")
 
 __all__ = [
     "__version__",
@@ -69,6 +92,7 @@ __all__ = [
     "TraceDirHandler",
     "instant",
     "flight_recorder",
+    "kineto_available",
     "load_trace",
     "profile",
     "record_function",

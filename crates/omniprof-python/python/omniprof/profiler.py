@@ -60,12 +60,16 @@ class ProfilerAction(enum.IntEnum):
     RECORD_AND_SAVE = 3
 
 
+def _record_every_step(step: int) -> ProfilerAction:
+    """torch.profiler's schedule of a profile without one: every step records."""
+    return ProfilerAction.RECORD
+
+
 # torch.profiler.profile's arguments that omniprof accepts without acting on them yet, each
 # with the value that asks for nothing: any other value warns once per process.
 _NOT_YET_SUPPORTED = {
     "experimental_config": None,
     "acc_events": False,
-    "custom_trace_id_callback": None,
 }
 _warned: Set[str] = set()
 
@@ -187,10 +191,13 @@ class profile:
             ``chakra_trace_link`` join the two files. ``None`` with
             ``ENABLE_PYTORCH_EXECUTION_TRACE=1`` set: one writing to a temporary file, as
             ``torch.profiler`` builds it.
-        experimental_config, acc_events, custom_trace_id_callback: accepted for
-            ``torch.profiler`` compatibility; omniprof does not act on them yet (but for an
-            ``experimental_config``'s ``verbose`` and ``enable_cuda_sync_events``) and warns
-            once when one asks for something.
+        custom_trace_id_callback: called at the start of each recording cycle for the id
+            of its trace (its ``trace_id``, and ``get_trace_id()``), as torch.profiler
+            calls it; one that raises or gives no string is warned about.
+        experimental_config, acc_events: accepted for ``torch.profiler`` compatibility;
+            omniprof does not act on them yet (but for an ``experimental_config``'s
+            ``verbose``, ``enable_cuda_sync_events`` and ``capture_overload_names``) and
+            warns once when one asks for something.
         use_cuda: the deprecated spelling of ``ProfilerActivity.CUDA`` in ``activities``.
         use_device: the legacy profiler's spelling (``torch.autograd.profiler.profile``) of a
             device activity: ``"cuda"``, ``"xpu"``, ``"mtia"``, ``"hpu"``, else the
@@ -256,7 +263,6 @@ class profile:
         given = {
             "experimental_config": experimental_config,
             "acc_events": acc_events,
-            "custom_trace_id_callback": custom_trace_id_callback,
         }
         for key, value in given.items():
             if key == "experimental_config" and not _asks_beyond_verbose(value):
@@ -267,8 +273,20 @@ class profile:
             config = (config + "\n" if config else "") + "OMNIPROF_CAPTURE_OVERLOAD_NAMES=true"
         if names is not None and "CUDA" in names and _asks_cuda_sync(experimental_config):
             names = names + ["cuda_sync"]
+        #: torch.profiler's: the schedule as given (one that records every step without one).
+        self.schedule: Callable[[int], Any] = schedule if schedule is not None else _record_every_step
+        #: Whether steps are recorded as ``ProfilerStep#N`` ranges: with a schedule.
+        self.record_steps = schedule is not None
         schedule = _as_schedule(schedule)
         self._activity_names: List[str] = list(names or [])
+        self._activities_given = names is not None
+        self.custom_trace_id_callback = custom_trace_id_callback
+        #: Metadata preset with ``preset_metadata_json``, as torch.profiler keeps it.
+        self.preset_metadata: Dict[str, str] = {}
+        # The action of the last step seen, to tell when a recording cycle begins.
+        self._last_action = ProfilerAction.NONE
+        # The id custom_trace_id_callback gave the cycle recording now.
+        self._cycle_trace_id: Optional[str] = None
         self.on_trace_ready = on_trace_ready
         # PyTorch records shapes whenever it counts FLOPs.
         self.record_shapes = record_shapes or with_flops
@@ -382,6 +400,7 @@ class profile:
         if self._session.running:
             self._last_step_num = self._session.step_num
         self._stop_execution_trace()
+        self._last_action = ProfilerAction.NONE
         try:
             self._session.stop()
         finally:
@@ -446,13 +465,85 @@ class profile:
 
     def _follow_recording(self) -> None:
         """Starts the execution trace observer when a trace records now, stops it when none
-        does: torch.profiler's ``start_trace``/``stop_trace`` around its recording."""
-        if self.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
+        does: torch.profiler's ``start_trace``/``stop_trace`` around its recording. At the
+        start of each recording cycle, asks ``custom_trace_id_callback`` for its trace's
+        id."""
+        action = self.current_action
+        ended = (ProfilerAction.NONE, ProfilerAction.RECORD_AND_SAVE)
+        if action != ProfilerAction.NONE and self._last_action in ended:
+            self._begin_trace_id()
+        self._last_action = action
+        if action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
             if self.execution_trace_observer is not None and not self._execution_trace_running:
                 self.execution_trace_observer.start()
                 self._execution_trace_running = True
         else:
             self._stop_execution_trace()
+
+    def _begin_trace_id(self) -> None:
+        """The trace that begins now takes its id from ``custom_trace_id_callback``, as
+        torch.profiler's does; a callback that raises or gives no string is warned about,
+        and the trace keeps an id of its own."""
+        self._cycle_trace_id = None
+        callback = self.custom_trace_id_callback
+        if callback is not None:
+            try:
+                trace_id = callback()
+            except Exception as error:  # noqa: BLE001 - any failure: said, and profiling goes on
+                _warn.warn(f"omniprof: custom_trace_id_callback raised {error!r}; the trace keeps its own id")
+            else:
+                if isinstance(trace_id, str):
+                    self._cycle_trace_id = trace_id
+                else:
+                    _warn.warn(
+                        f"omniprof: custom_trace_id_callback returned {trace_id!r}, not a string; "
+                        "the trace keeps its own id"
+                    )
+        self._session.set_trace_id(self._cycle_trace_id)
+
+    def set_custom_trace_id_callback(self, callback: Optional[Callable[[], str]]) -> None:
+        """torch.profiler's: the function each recording cycle's trace takes its id from,
+        from the next cycle on (``None``: each trace gets an id of its own)."""
+        self.custom_trace_id_callback = callback
+
+    def get_trace_id(self) -> Optional[str]:
+        """torch.profiler's: the id of the trace recording now where a
+        ``custom_trace_id_callback`` gave it, else of the last finished trace (an id made
+        for a trace is known once it finishes); ``None`` before either."""
+        if self._session.running and self._cycle_trace_id is not None:
+            return self._cycle_trace_id
+        return self._trace.trace_id if self._trace is not None else None
+
+    @property
+    def activities(self) -> Set[ProfilerActivity]:
+        """torch.profiler's: the activities selected, or with none given, each one this
+        process records (``supported_activities()``)."""
+        if not self._activities_given:
+            return supported_activities()
+        members = ProfilerActivity.__members__
+        return {ProfilerActivity[name] for name in self._activity_names if name in members}
+
+    @property
+    def use_device(self) -> Optional[str]:
+        """torch.profiler's: the device backend the profile records (``use_device`` as
+        given; else ``cuda`` with ``ProfilerActivity.CUDA``, then ``xpu``, ``mtia``, ``hpu``,
+        and the PrivateUse1 backend's name), else ``None``."""
+        if self._use_device is not None:
+            return self._use_device
+        selected = {a.name for a in self.activities}
+        for device, activity in _DEVICE_ACTIVITIES.items():
+            if activity in selected:
+                return device
+        if "PrivateUse1" in selected:
+            torch = sys.modules.get("torch")
+            return torch._C._get_privateuse1_backend_name() if torch is not None else "privateuse1"
+        return None
+
+    def preset_metadata_json(self, key: str, value: str) -> None:
+        """torch.profiler's: a top-level key whose value is the JSON text ``value``, for
+        the traces finished from now on (as ``add_metadata_json``)."""
+        self.add_metadata_json(key, value)
+        self.preset_metadata[key] = value
 
     def _stop_execution_trace(self) -> None:
         if self._execution_trace_running:
@@ -597,7 +688,7 @@ class profile:
             raise ValueError(f"{', '.join(missing)} required for memory profiling.")
         trace = self._require_trace("export_memory_timeline")
         if device is None:
-            device = _memory_timeline.default_device(self._use_device)
+            device = _memory_timeline.default_device(self.use_device)
         _memory_timeline.write(trace, os.fspath(path), device)
 
     def export_report(self, path: Union[str, "os.PathLike[str]"]) -> None:
@@ -706,6 +797,12 @@ class _AutogradView:
 
     def export_chrome_trace(self, path: Union[str, "os.PathLike[str]"]) -> None:
         self._prof.export_chrome_trace(path)
+
+
+def kineto_available() -> bool:
+    """torch.profiler's: whether a Kineto profiler is there to record traces; omniprof is
+    one, so always true."""
+    return True
 
 
 def supported_activities() -> Set[ProfilerActivity]:
