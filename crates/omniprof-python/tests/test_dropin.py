@@ -763,6 +763,25 @@ def test_a_profile_and_the_module_have_torch_profilers_attributes(tmp_path: Path
     prof.export_chrome_trace(tmp_path / "preset.json")
     assert json.loads((tmp_path / "preset.json").read_text())["run"] == {"seed": 7}
 
+    # prof.profiler: what code reads of torch.autograd.profiler.profile after a run.
+    x = torch.ones(4, 4)
+    inner = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        with module.profile(activities=[module.ProfilerActivity.CPU], with_stack=True) as run:
+            torch.mm(x, x)
+        inner[name] = run.profiler
+        assert run.profiler.trace_id == run.get_trace_id() and run.profiler.trace_id
+        assert run.profiler.self_cpu_time_total == pytest.approx(
+            sum(e.self_cpu_time_total for e in run.events())
+        )
+        run.profiler.export_stacks(str(tmp_path / f"{name}.stacks"))
+        assert "aten::mm" in run.profiler.table(row_limit=-1)
+    for attribute in ("use_cpu", "use_device", "enabled", "record_shapes", "with_stack", "acc_events"):
+        assert getattr(inner["omniprof"], attribute) == getattr(inner["torch"], attribute), attribute
+    assert [r.key for r in inner["omniprof"].key_averages(group_by_overload_name=True)] == [
+        r.key for r in inner["omniprof"].key_averages()
+    ]
+
     # Every name of torch.profiler's module, but the activity configs not taken yet.
     not_yet = {"CuspyConfig", "PerformanceMetricsConfig", "ProfilerActivityConfig"}
     missing = [n for n in torch.profiler.__all__ if n not in not_yet and not hasattr(omniprof, n)]

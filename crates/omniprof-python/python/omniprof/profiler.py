@@ -781,13 +781,45 @@ class _AutogradView:
         self.with_flops = prof.with_flops
         self.with_stack = prof.with_stack
         self.with_modules = prof.with_modules
+        self.experimental_config = prof.experimental_config
+        self.acc_events = prof.acc_events
+        self.post_processing_timeout_s = prof.post_processing_timeout_s
+        self.enabled = True
 
     @property
-    def function_events(self) -> Any:
+    def function_events(self) -> EventList:
         return self._prof.events()
 
-    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> EventList:
-        return self._prof.key_averages(group_by_input_shape, group_by_stack_n)
+    @property
+    def self_cpu_time_total(self) -> float:
+        return self._prof.events().self_cpu_time_total
+
+    @property
+    def use_device(self) -> Optional[str]:
+        return self._prof.use_device
+
+    @property
+    def use_cpu(self) -> bool:
+        return ProfilerActivity.CPU in self._prof.activities
+
+    @property
+    def custom_trace_id_callback(self) -> Optional[Callable[[], str]]:
+        return self._prof.custom_trace_id_callback
+
+    @property
+    def trace_id(self) -> Optional[str]:
+        return self._prof.get_trace_id()
+
+    def key_averages(
+        self,
+        group_by_input_shape: bool = False,
+        group_by_stack_n: int = 0,
+        group_by_overload_name: bool = False,
+        include_python_functions: bool = False,
+    ) -> EventList:
+        return self._prof.key_averages(
+            group_by_input_shape, group_by_stack_n, group_by_overload_name, include_python_functions
+        )
 
     def table(self, *args: Any, **kwargs: Any) -> str:
         return self.key_averages().table(*args, **kwargs)
@@ -797,6 +829,9 @@ class _AutogradView:
 
     def export_chrome_trace(self, path: Union[str, "os.PathLike[str]"]) -> None:
         self._prof.export_chrome_trace(path)
+
+    def export_stacks(self, path: Union[str, "os.PathLike[str]"], metric: str = "self_cpu_time_total") -> None:
+        self._prof.export_stacks(path, metric)
 
 
 def kineto_available() -> bool:
