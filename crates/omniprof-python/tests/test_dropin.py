@@ -691,6 +691,14 @@ def test_arguments_not_acted_on_warn_once_and_unknown_ones_raise() -> None:
         omniprof.profile(acc_events=False, experimental_config=None)
     with pytest.raises(TypeError, match="no_such_argument"):
         omniprof.profile(no_such_argument=1)  # type: ignore[call-arg]
+    # A method not acted on yet says so, once, and collection goes on.
+    omniprof.profiler._warned.discard("toggle_collection_dynamic")
+    with omniprof.profile() as prof:
+        with pytest.warns(RuntimeWarning, match="does not support toggle_collection_dynamic yet"):
+            prof.toggle_collection_dynamic(False, [omniprof.ProfilerActivity.CPU])
+        with omniprof.record_function("still_recorded"):
+            pass
+    assert [r.key for r in prof.key_averages()] == ["still_recorded"]
 
 
 def test_a_custom_trace_id_names_each_cycles_trace_as_under_torch_profiler(tmp_path: Path) -> None:

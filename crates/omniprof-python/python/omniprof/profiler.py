@@ -539,6 +539,14 @@ class profile:
             return torch._C._get_privateuse1_backend_name() if torch is not None else "privateuse1"
         return None
 
+    def toggle_collection_dynamic(self, enable: bool, activities: Iterable[Any]) -> None:
+        """torch.profiler's switch of collection on and off while a profile runs: not acted
+        on yet. Warns once, naming it; every activity stays collected."""
+        _warn_once(
+            "toggle_collection_dynamic",
+            "omniprof does not support toggle_collection_dynamic yet; collection stays on",
+        )
+
     def preset_metadata_json(self, key: str, value: str) -> None:
         """torch.profiler's: a top-level key whose value is the JSON text ``value``, for
         the traces finished from now on (as ``add_metadata_json``)."""
