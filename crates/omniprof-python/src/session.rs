@@ -467,6 +467,25 @@ impl Session {
         self.set_metadata(key, Value::from(value));
     }
 
+    /// Switches collection of `activities` (`ProfilerActivity` members' names, or activity
+    /// type names) off, or back on with `enable`, from now: PyTorch's
+    /// `toggle_collection_dynamic` (see `Profiler::toggle_collection`). Nothing happens
+    /// while the profiler is not running, as in PyTorch.
+    fn toggle_collection(
+        &self,
+        py: Python<'_>,
+        enable: bool,
+        activities: Vec<String>,
+    ) -> PyResult<()> {
+        let types = activity_set(&activities)?;
+        py.detach(|| {
+            if let Some(profiler) = lock(&self.inner).profiler.as_mut() {
+                profiler.toggle_collection(enable, types);
+            }
+        });
+        Ok(())
+    }
+
     /// The `trace_id` of every trace taken from now on: `id` (what PyTorch's
     /// `custom_trace_id_callback` gave for a cycle), or with `None` the one each trace was
     /// given (the config's `REQUEST_TRACE_ID`, else a new one).

@@ -691,14 +691,6 @@ def test_arguments_not_acted_on_warn_once_and_unknown_ones_raise() -> None:
         omniprof.profile(acc_events=False, experimental_config=None)
     with pytest.raises(TypeError, match="no_such_argument"):
         omniprof.profile(no_such_argument=1)  # type: ignore[call-arg]
-    # A method not acted on yet says so, once, and collection goes on.
-    omniprof.profiler._warned.discard("toggle_collection_dynamic")
-    with omniprof.profile() as prof:
-        with pytest.warns(RuntimeWarning, match="does not support toggle_collection_dynamic yet"):
-            prof.toggle_collection_dynamic(False, [omniprof.ProfilerActivity.CPU])
-        with omniprof.record_function("still_recorded"):
-            pass
-    assert [r.key for r in prof.key_averages()] == ["still_recorded"]
 
 
 def test_a_custom_trace_id_names_each_cycles_trace_as_under_torch_profiler(tmp_path: Path) -> None:
@@ -799,6 +791,39 @@ def test_a_profile_and_the_module_have_torch_profilers_attributes(tmp_path: Path
     assert omniprof._ExperimentalConfig is torch.profiler._ExperimentalConfig
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         omniprof.no_such_name  # noqa: B018
+
+
+def test_collection_toggled_off_leaves_out_what_begins_meanwhile_as_torch_profiler_does() -> None:
+    omniprof._observer.install()
+    x = torch.ones(4, 4)
+    names = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        cpu = [module.ProfilerActivity.CPU]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyTorch's, of CPU toggled with GPU activity
+            with module.profile(activities=cpu) as prof:
+                with torch.profiler.record_function("before"):
+                    torch.mm(x, x)
+                prof.toggle_collection_dynamic(False, cpu)
+                with torch.profiler.record_function("hidden"):
+                    torch.mm(x, x)
+                with torch.profiler.record_function("begun_while_off"):
+                    torch.mm(x, x)
+                    prof.toggle_collection_dynamic(True, cpu)
+                    torch.add(x, x)
+                with torch.profiler.record_function("after"):
+                    torch.mm(x, x)
+        names[name] = Counter(e.name for e in prof.events())
+    assert names["omniprof"] == names["torch"]
+    assert names["torch"]["aten::mm"] == 2 and names["torch"]["aten::add"] == 1
+    assert "hidden" not in names["torch"] and "begun_while_off" not in names["torch"]
+    # A new session starts with everything on.
+    with omniprof.profile() as prof:
+        with omniprof.record_function("on_again"):
+            pass
+    assert [r.key for r in prof.key_averages()] == ["on_again"]
+    # Not running: nothing happens, as in PyTorch.
+    prof.toggle_collection_dynamic(False, [omniprof.ProfilerActivity.CPU])
 
 
 def test_record_function_takes_bytes_as_pytorch_does(tmp_path: Path) -> None:

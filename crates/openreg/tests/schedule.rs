@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use omniprof::trace::{ActivityType, Trace};
+use omniprof::trace::{ActivitySet, ActivityType, Trace};
 use omniprof::{record_op, tensorboard_trace_handler, Profiler, Schedule};
 use omniprof_read::TraceReader;
 use omniprof_test_support::checker::assert_loads_in_perfetto;
@@ -130,5 +130,66 @@ fn the_handler_writes_one_loadable_file_per_cycle_with_its_active_steps() {
         // One kernel per active step.
         assert_eq!(kernels(&t, "busy_spin").len(), 2, "{name}");
         assert_loads_in_perfetto(path);
+    }
+}
+
+#[test]
+fn device_work_begun_while_its_collection_is_off_is_left_out_into_the_next_cycle() {
+    let _serial = serial();
+    let stream = Stream::new(0).unwrap();
+    let out = openreg::malloc(0, 1024).unwrap();
+    let fill = |value: f32| {
+        let _op = record_op("fill");
+        openreg::launch_kernel(
+            Kernel::Fill {
+                out: out.clone(),
+                value,
+            },
+            &stream,
+        )
+        .unwrap();
+        stream.synchronize();
+    };
+    let kernels_only: ActivitySet = [ActivityType::ConcurrentKernel].into_iter().collect();
+    let (tx, traces) = std::sync::mpsc::channel();
+    let mut profiler = Profiler::builder()
+        .schedule(schedule("0,1,1,2"))
+        .on_trace_ready(move |t| tx.send(t).unwrap())
+        .build()
+        .unwrap();
+    profiler.start().unwrap(); // WARMUP
+    profiler.step().unwrap(); // RECORD_AND_SAVE
+    fill(1.0);
+    profiler.toggle_collection(false, kernels_only);
+    fill(2.0);
+    profiler.step().unwrap(); // WARMUP: the first trace is ready
+    profiler.step().unwrap(); // RECORD_AND_SAVE, kernels still off
+    fill(3.0);
+    profiler.toggle_collection(true, kernels_only);
+    fill(4.0);
+    profiler.step().unwrap(); // NONE: the second trace is ready
+    profiler.finish().unwrap();
+    let (first, second) = (traces.try_recv().unwrap(), traces.try_recv().unwrap());
+
+    for (t, kept) in [(&first, 0), (&second, 1)] {
+        let ops: Vec<_> = t
+            .activities
+            .iter()
+            .filter(|a| a.kind == ActivityType::CpuOp)
+            .collect();
+        let fills = kernels(t, "fill_f32");
+        // Every op and launch is there; of the kernels only the one launched while on,
+        // linked to its own op.
+        assert_eq!((ops.len(), fills.len()), (2, 1));
+        assert_eq!(fills[0].linked_correlation, Some(ops[kept].correlation));
+        let launches: Vec<_> = t
+            .activities
+            .iter()
+            .filter(|a| &*a.name == "orLaunchKernel")
+            .collect();
+        assert_eq!(launches.len(), 2);
+        // The launch whose kernel was left out has lost its flow's start.
+        let flowed: Vec<bool> = launches.iter().map(|a| a.flow.is_some()).collect();
+        assert_eq!(flowed, [kept == 0, kept == 1]);
     }
 }

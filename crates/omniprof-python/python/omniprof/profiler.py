@@ -540,12 +540,13 @@ class profile:
         return None
 
     def toggle_collection_dynamic(self, enable: bool, activities: Iterable[Any]) -> None:
-        """torch.profiler's switch of collection on and off while a profile runs: not acted
-        on yet. Warns once, naming it; every activity stays collected."""
-        _warn_once(
-            "toggle_collection_dynamic",
-            "omniprof does not support toggle_collection_dynamic yet; collection stays on",
-        )
+        """torch.profiler's: switches collection of ``activities`` (``ProfilerActivity``
+        members, as ``activities`` takes them) off, or back on with ``enable``, from now.
+        What begins while its collection is off is left out of the trace (an op begun
+        before keeps its end); recording goes on meanwhile, at its usual cost. Nothing
+        happens while the profile is not running, as in PyTorch."""
+        if self._session.running:
+            self._session.toggle_collection(enable, [_activity_name(a) for a in activities])
 
     def preset_metadata_json(self, key: str, value: str) -> None:
         """torch.profiler's: a top-level key whose value is the JSON text ``value``, for

@@ -5,6 +5,7 @@ mod backends;
 mod merge;
 mod schedule;
 mod scope;
+mod toggles;
 mod trace_dir;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -313,6 +314,7 @@ impl ProfilerBuilder {
             schedule: self.schedule,
             on_trace_ready: self.on_trace_ready,
             on_demand: self.on_demand,
+            toggles: toggles::Toggles::default(),
             run: Run::NotStarted,
             step_num: 0,
             action: ProfilerAction::None,
@@ -413,6 +415,8 @@ pub struct Profiler {
     step_range: Option<OwnedRange>,
     /// Driven by the on-demand engine (see [`ProfilerBuilder::on_demand`]).
     on_demand: bool,
+    /// Collection switched off and on ([`toggle_collection`](Self::toggle_collection)).
+    toggles: toggles::Toggles,
 }
 
 impl std::fmt::Debug for Profiler {
@@ -547,6 +551,32 @@ impl Profiler {
         }
         self.phase = Phase::Recording { host, claim };
         Ok(())
+    }
+
+    /// Switches collection of `types` off (or back on, with `enable`) from now, as PyTorch's
+    /// `toggle_collection_dynamic`: an activity of a type that is off when it begins is left
+    /// out of the trace (one begun before keeps its end), and flows lose the ends it had.
+    /// Recording goes on meanwhile, at its usual cost; what is off stays off into the next
+    /// trace of a schedule.
+    ///
+    /// ```
+    /// use omniprof::trace::{ActivitySet, ActivityType};
+    /// use omniprof::{record_function, Profiler};
+    ///
+    /// let mut profiler = Profiler::builder().build().unwrap();
+    /// profiler.start().unwrap();
+    /// let ranges: ActivitySet = [ActivityType::UserAnnotation].into_iter().collect();
+    /// drop(record_function("kept"));
+    /// profiler.toggle_collection(false, ranges);
+    /// drop(record_function("left_out"));
+    /// profiler.toggle_collection(true, ranges);
+    /// drop(record_function("kept_too"));
+    /// let trace = profiler.stop().unwrap();
+    /// let names: Vec<&str> = trace.activities.iter().map(|a| &*a.name).collect();
+    /// assert_eq!(names, ["kept", "kept_too"]);
+    /// ```
+    pub fn toggle_collection(&mut self, enable: bool, types: ActivitySet) {
+        self.toggles.switch(enable, types);
     }
 
     /// True between `start` and `stop`.
@@ -730,6 +760,7 @@ impl Profiler {
         let stop_sample = CalibrationSample::take();
         let start_sample = self.start_sample.unwrap_or(stop_sample);
         let conv = TickConverter::new(start_sample, stop_sample);
+        let switched = self.toggles.take(&conv);
         let pid = std::process::id() as i64;
         let host = record::collect(host, pid, &conv, window);
         // Drained: another session may claim the recorder while this one merges.
@@ -742,7 +773,9 @@ impl Profiler {
             selection: self.activities,
             config: &self.config,
         };
-        Ok(merge::trace(recorded, std::mem::take(&mut self.backends)))
+        let mut trace = merge::trace(recorded, std::mem::take(&mut self.backends));
+        switched.leave_out(&mut trace);
+        Ok(trace)
     }
 
     fn out_of_order(&self, call: &'static str) -> SessionError {
