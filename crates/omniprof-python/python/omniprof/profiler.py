@@ -794,6 +794,9 @@ class _AutogradView:
         self.acc_events = prof.acc_events
         self.post_processing_timeout_s = prof.post_processing_timeout_s
         self.enabled = True
+        # The profile's own, with its arguments.
+        self.key_averages = prof.key_averages
+        self.export_chrome_trace = prof.export_chrome_trace
 
     @property
     def function_events(self) -> EventList:
@@ -819,28 +822,16 @@ class _AutogradView:
     def trace_id(self) -> Optional[str]:
         return self._prof.get_trace_id()
 
-    def key_averages(
-        self,
-        group_by_input_shape: bool = False,
-        group_by_stack_n: int = 0,
-        group_by_overload_name: bool = False,
-        include_python_functions: bool = False,
-    ) -> EventList:
-        return self._prof.key_averages(
-            group_by_input_shape, group_by_stack_n, group_by_overload_name, include_python_functions
-        )
-
     def table(self, *args: Any, **kwargs: Any) -> str:
         return self.key_averages().table(*args, **kwargs)
 
     def total_average(self) -> Any:
         return self.key_averages().total_average()
 
-    def export_chrome_trace(self, path: Union[str, "os.PathLike[str]"]) -> None:
-        self._prof.export_chrome_trace(path)
-
     def export_stacks(self, path: Union[str, "os.PathLike[str]"], metric: str = "self_cpu_time_total") -> None:
-        self._prof.export_stacks(path, metric)
+        """As PyTorch's inner profiler: the events' stacks, whatever ``with_stack`` was (none
+        recorded: an empty file)."""
+        self._prof.events().export_stacks(path, metric)
 
 
 def kineto_available() -> bool:
