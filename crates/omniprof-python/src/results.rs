@@ -1,9 +1,12 @@
 //! A finished trace, its key averages and its events, as Python objects.
 //!
-//! `KeyAverages.table` is [`omniprof_analysis::KeyAverages::table`], the one implementation
-//! the CLI's `omniprof summary` prints too, so the two are equal byte for byte. `events()` is
-//! [`omniprof_analysis::function_events`], from the same op trees; its events are views into
-//! one shared list, so reading one costs nothing until an attribute is asked for.
+//! `key_averages()` and `events()` return Python's `EventList` (omniprof/_event_list.py, a
+//! `list`, as PyTorch's) of `KeyAverage` rows and `FunctionEvent`s; its methods call the
+//! functions here with what it holds. A table is [`omniprof_analysis::KeyAverages::table`],
+//! the one implementation the CLI's `omniprof summary` prints too, so the two are equal
+//! byte for byte. The events are [`omniprof_analysis::function_events`], from the same op
+//! trees; each is a view into one shared list, so reading one costs nothing until an
+//! attribute is asked for.
 
 use std::sync::Arc;
 

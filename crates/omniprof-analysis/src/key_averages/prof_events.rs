@@ -21,7 +21,6 @@
 //! assert!(events.table(&TableOptions::default()).contains("aten::mm"));
 //! ```
 
-use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -291,7 +290,7 @@ pub fn event_rows(events: &[&FunctionEvent]) -> Vec<Row> {
 pub fn average_events(events: &[&FunctionEvent], options: &KeyAveragesOptions) -> Vec<Row> {
     let n = options.group_by_stack_n;
     let mut rows: Vec<Row> = Vec::new();
-    let mut groups: HashMap<EventKey, usize> = HashMap::new();
+    let mut groups: FastMap<EventKey, usize> = FastMap::default();
     for e in events {
         if e.is_python_function && !options.include_python_functions {
             continue;
