@@ -646,10 +646,7 @@ fn frames(stack: Option<&[Arc<str>]>) -> Vec<String> {
 }
 
 /// Input shapes as the lists Python prints them as (`[[64, 64], []]`).
-fn shapes_list<'py>(py: Python<'py>, text: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
-    let Some(text) = text else {
-        return Ok(PyList::empty(py).into_any());
-    };
+fn shapes_list<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     // The shapes are kept as Python prints them, which for lists of integers is JSON.
     py.import("json")?.call_method1("loads", (text,))
 }
@@ -705,10 +702,14 @@ impl PyRow {
         Ok(self.row().device_time_avg_us())
     }
 
-    /// The input shapes when grouped by them (`[[64, 64], []]`), else an empty list.
+    /// The input shapes when grouped by them (`[[64, 64], []]`), else `""`, as PyTorch's
+    /// `key_averages()` leaves them.
     #[getter]
     fn input_shapes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        shapes_list(py, self.row().input_shapes.as_deref())
+        match self.row().input_shapes.as_deref() {
+            Some(shapes) => shapes_list(py, shapes),
+            None => Ok(pyo3::types::PyString::new(py, "").into_any()),
+        }
     }
 
     /// The first N frames of the events' Python stack, innermost first, when grouped by
@@ -930,7 +931,7 @@ impl PyFunctionEvent {
 
     #[getter]
     fn input_shapes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        shapes_list(py, Some(&self.event().input_shapes))
+        shapes_list(py, &self.event().input_shapes)
     }
 
     /// Autograd's sequence number of the op, shared by a forward op and its backward node;

@@ -367,7 +367,9 @@ def test_the_api_corners_people_call_answer_as_torch_profilers_do(tmp_path: Path
 
     their_row = next(r for r in theirs.key_averages() if r.key == "aten::mm")
     our_row = next(r for r in ours.key_averages() if r.key == "aten::mm")
-    for attribute in ["is_async", "node_id", "is_remote", "overload_name", "use_device", "is_legacy"]:
+    for attribute in [
+        "is_async", "node_id", "is_remote", "overload_name", "use_device", "is_legacy", "input_shapes", "stack",
+    ]:
         assert getattr(our_row, attribute) == getattr(their_row, attribute), attribute
     for time in ["self_cpu_time_total", "cpu_time_total", "cpu_time", "device_time_total", "device_time"]:
         text = getattr(our_row, f"{time}_str")
