@@ -306,20 +306,23 @@ fn averages_list(
     py: Python<'_>,
     summary: omniprof_analysis::KeyAverages,
 ) -> PyResult<Bound<'_, PyAny>> {
-    let device = Device::of(&summary);
-    let use_device = device.used.then(|| device.name.to_string());
     let (profile_memory, with_flops) = (summary.profile_memory, summary.with_flops);
+    let (rows, device) = rows_list(py, summary)?;
+    let use_device = device.used.then(|| device.name.to_string());
+    event_list(py, rows, use_device, profile_memory, with_flops)
+}
+
+/// `summary`'s rows as a list of `KeyAverage`s, each with the summary's device.
+fn rows_list(
+    py: Python<'_>,
+    summary: omniprof_analysis::KeyAverages,
+) -> PyResult<(Bound<'_, PyList>, Device)> {
+    let device = Device::of(&summary);
     let rows = summary.rows.into_iter().map(|row| PyRow {
         row,
         device: device.clone(),
     });
-    event_list(
-        py,
-        PyList::new(py, rows)?,
-        use_device,
-        profile_memory,
-        with_flops,
-    )
+    Ok((PyList::new(py, rows)?, device))
 }
 
 /// PyTorch's `EventList.table()` of what a list holds (`FunctionEvent`s, as one row each,
@@ -417,7 +420,7 @@ fn average_events<'py>(
         ..Default::default()
     };
     let events = events_of(items, "key_averages()")?;
-    let refs: Vec<&FunctionEvent> = events.iter().map(|(all, i)| &all.events[*i]).collect();
+    let refs = event_refs(&events);
     let summary = omniprof_analysis::KeyAverages {
         rows: py.detach(|| omniprof_analysis::average_events(&refs, &options)),
         device_name: device_name_of(events.first().map(|(all, _)| all.device_name.as_str())),
@@ -425,12 +428,7 @@ fn average_events<'py>(
         with_flops: false,
         too_deep: 0,
     };
-    let device = Device::of(&summary);
-    let rows = summary.rows.into_iter().map(|row| PyRow {
-        row,
-        device: device.clone(),
-    });
-    PyList::new(py, rows)
+    Ok(rows_list(py, summary)?.0)
 }
 
 /// PyTorch's `EventList.export_stacks(path, metric)` of a list of `FunctionEvent`s (see
@@ -444,7 +442,7 @@ fn events_stacks(
 ) -> PyResult<()> {
     let metric = stack_metric(metric)?;
     let events = events_of(items, "export_stacks()")?;
-    let refs: Vec<&FunctionEvent> = events.iter().map(|(all, i)| &all.events[*i]).collect();
+    let refs = event_refs(&events);
     let text = py.detach(|| omniprof_analysis::event_stacks(&refs, metric));
     std::fs::write(path, text).map_err(PyErr::from)
 }
@@ -463,6 +461,11 @@ fn events_of(items: &Bound<'_, PyAny>, call: &str) -> PyResult<Vec<(Arc<Function
         events.push((Arc::clone(&event.events), event.index));
     }
     Ok(events)
+}
+
+/// The events `events_of` found, as the analyses take them.
+fn event_refs(events: &[(Arc<FunctionEvents>, usize)]) -> Vec<&FunctionEvent> {
+    events.iter().map(|(all, i)| &all.events[*i]).collect()
 }
 
 /// A list's `FunctionEvent`s (as one row each, [`omniprof_analysis::event_rows`]) and
