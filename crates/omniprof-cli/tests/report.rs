@@ -529,6 +529,55 @@ fn names_with_markup_are_shown_as_text_and_never_run() {
     operators_match_the_summary(&dom, &trace);
 }
 
+/// Averages just off halfway at the third decimal (570.6665 µs is held as a double a hair
+/// above it) print as `summary` prints them, by their exact value; one exactly halfway
+/// (0.0625 µs, an odd number of sixteenths) rounds to the even digit, as Rust's does.
+#[test]
+fn figures_near_and_at_halfway_print_as_summary_prints_them() {
+    let Some(chromium) = chromium("the report of near-halfway figures in Chromium") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Two calls of 570.666 and 570.667 µs (the average 570.6665 by its float sum), and two
+    // of 0.0625 µs (62.5 ns: read as 62 and 63 ns, whose average is 0.0625 µs exactly).
+    let events = [
+        ("near_half", 100.0, 570.666),
+        ("near_half", 688.760, 570.667),
+        ("exact_half", 2000.0, 0.062),
+        ("exact_half", 3000.0, 0.063),
+    ];
+    let events: Vec<String> = events
+        .iter()
+        .enumerate()
+        .map(|(i, (name, ts, dur))| {
+            serde_json::json!({
+                "ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1,
+                "ts": ts, "dur": dur, "args": {"External id": i + 1}
+            })
+            .to_string()
+        })
+        .collect();
+    let trace = dir.path().join("halves.json");
+    let text = format!(
+        r#"{{"schemaVersion": 1, "traceEvents": [{}], "baseTimeNanoseconds": 0}}"#,
+        events.join(",\n")
+    );
+    fs::write(&trace, text).expect("write the trace");
+    let page = dir.path().join("halves.html");
+    OMNIPROF.ok(["report", arg(&trace), "-o", arg(&page)]);
+    let dom = loaded_dom(&chromium, dir.path(), &page);
+    operators_match_the_summary(&dom, &trace);
+    let operators = table(&dom, "operators");
+    assert!(
+        operators.contains(r#"<td class="num">570.667</td>"#),
+        "{operators}"
+    );
+    assert!(
+        operators.contains(r#"<td>exact_half</td><td class="num">2</td><td class="num">0.125</td><td class="num">0.125</td><td class="num">0.062</td>"#),
+        "{operators}"
+    );
+}
+
 #[cfg(unix)]
 #[test]
 fn another_users_link_at_the_page_in_a_sticky_directory_is_refused_and_its_target_kept() {

@@ -39,13 +39,17 @@
     return node;
   }
   // Three decimals as the CLI prints them: a value exactly halfway rounds to the even last
-  // digit (Rust's and Python's formatting), where toFixed would round it up.
+  // digit (Rust's and Python's formatting), where toFixed would round it up. Both round
+  // every other value by its exact binary value. A double is exactly halfway only when it
+  // is an odd number of sixteenths (k + 1/2 thousandths needs the 125 of 1000 to cancel),
+  // which v * 16 tells exactly; v * 2000 is rounded, and took values just off halfway
+  // (890.2995 held as 890.29949...) for halves.
   function fixed3(v) {
     if (v === null || v === undefined) return "";
     v = Number(v);
-    var twice = v * 2000;
-    if (Number.isInteger(twice) && twice % 2 !== 0) {
-      var below = Math.floor(twice / 2);
+    var sixteenths = v * 16;
+    if (Number.isInteger(sixteenths) && sixteenths % 2 !== 0) {
+      var below = Math.floor(v * 1000);
       return ((below % 2 === 0 ? below : below + 1) / 1000).toFixed(3);
     }
     return v.toFixed(3);
