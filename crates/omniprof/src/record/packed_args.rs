@@ -108,82 +108,12 @@ fn register_unpacker(unpack: UnpackArgs) -> Option<u64> {
     Some(index as u64)
 }
 
-/// Appends `header` and `words` to `block`, which has room for them (it panics if not),
-/// written in place after one check of that room: pushed one at a time, each word's store
-/// checked the block's length and capacity again.
-#[inline(always)]
-fn append(block: &mut Vec<u64>, header: u64, words: &[u64]) {
-    let len = block.len() + 1 + words.len();
-    let room = &mut block.spare_capacity_mut()[..=words.len()];
-    room[0].write(header);
-    for (to, &word) in room[1..].iter_mut().zip(words) {
-        to.write(word);
-    }
-    // SAFETY: the `1 + words.len()` words past the old length, within the capacity (`room`
-    // was cut from it), were each written above.
-    unsafe { block.set_len(len) };
-}
-
 /// A record's header word, laid out as [`PackedArgs`] says.
 pub(crate) fn header(seq: u32, index: u64, words: usize) -> u64 {
     u64::from(seq) | (index << 32) | ((words as u64) << 40)
 }
 
 impl PackedArgs {
-    /// Keeps `words` for record `seq`, to be unpacked by `unpack`. An op of more than
-    /// 16M words, or a 257th distinct unpacker, keeps nothing. (A recording thread keeps
-    /// its ops' words in its open block, which it seals into its packed args whole.)
-    #[cfg(test)]
-    pub(crate) fn push(&mut self, seq: u32, words: &[u64], unpack: UnpackArgs) {
-        let Some(index) = unpacker_index(unpack) else {
-            return;
-        };
-        if words.len() > MAX_WORDS {
-            return;
-        }
-        let block = self.room(words.len() + 1);
-        append(block, header(seq, index, words.len()), words);
-    }
-
-    /// Keeps each record's `N` words of `each` (its sequence number and words), all to be
-    /// unpacked by `unpack`: one unpacker lookup and one room check for them all, as when
-    /// staged allocator reports are moved in a batch.
-    pub(crate) fn push_each<const N: usize>(
-        &mut self,
-        each: impl ExactSizeIterator<Item = (u32, [u64; N])>,
-        unpack: UnpackArgs,
-    ) {
-        let need = each.len() * (N + 1);
-        if need == 0 {
-            // No block for nothing (a drain of a thread with no staged report).
-            return;
-        }
-        let Some(index) = unpacker_index(unpack) else {
-            return;
-        };
-        let block = self.room(need);
-        for (seq, words) in each {
-            append(block, header(seq, index, N), &words);
-        }
-    }
-
-    /// The block to keep `need` more words in: the last one while they fit (blocks never
-    /// reallocate, so the words kept stay put), else a new one.
-    /// Inline, with the new block's path apart: it was a call of its own for every op.
-    #[inline]
-    fn room(&mut self, need: usize) -> &mut Vec<u64> {
-        if !matches!(self.blocks.last(), Some(block) if block.capacity() - block.len() >= need) {
-            self.new_block(need);
-        }
-        self.blocks.last_mut().expect("a block with room is last")
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn new_block(&mut self, need: usize) {
-        self.blocks.push(SPARE_BLOCKS.take(need));
-    }
-
     /// Keeps `block`, whole ops laid out as above (a thread's sealed open block, or a copy
     /// of what it holds), after the blocks kept so far.
     pub(crate) fn keep_block(&mut self, block: Vec<u64>) {
@@ -195,8 +125,8 @@ impl PackedArgs {
     }
 
     /// Forgets the oldest blocks, whole, while `gone` holds for the sequence number of every
-    /// op of a block (not only its last: a batch of allocator reports comes in after the ops
-    /// that followed them); the newest block stays (a ring session's, trimmed as it reuses
+    /// op of a block (not only its last: nothing here needs a block's records in order); the
+    /// newest block stays (a ring session's, trimmed as it reuses
     /// chunks).
     pub(crate) fn forget_front_while(&mut self, mut gone: impl FnMut(u32) -> bool) {
         let mut all_gone = |block: &Vec<u64>| {
@@ -266,6 +196,21 @@ mod tests {
         panic!("a broken unpacker");
     }
 
+    impl PackedArgs {
+        /// Keeps `words` for record `seq` after those kept so far, in a new block when the
+        /// last has no room (a recording thread writes its open block and seals it whole).
+        fn push(&mut self, seq: u32, words: &[u64], unpack: UnpackArgs) {
+            let index = unpacker_index(unpack).unwrap();
+            let need = words.len() + 1;
+            if !matches!(self.blocks.last(), Some(b) if b.capacity() - b.len() >= need) {
+                self.blocks.push(SPARE_BLOCKS.take(need));
+            }
+            let block = self.blocks.last_mut().unwrap();
+            block.push(header(seq, index, words.len()));
+            block.extend_from_slice(words);
+        }
+    }
+
     fn unpacked(packed: PackedArgs) -> Vec<(u32, OpArgs)> {
         let mut all = Vec::new();
         packed.unpack(|seq, args| all.push((seq, args)));
@@ -298,18 +243,6 @@ mod tests {
     }
 
     #[test]
-    fn records_kept_together_unpack_as_if_kept_one_by_one() {
-        let mut together = PackedArgs::default();
-        together.push(1, &[9], count);
-        together.push_each([(2, [5, 6]), (3, [7, 8])].into_iter(), count);
-        let mut one_by_one = PackedArgs::default();
-        one_by_one.push(1, &[9], count);
-        one_by_one.push(2, &[5, 6], count);
-        one_by_one.push(3, &[7, 8], count);
-        assert_eq!(unpacked(together), unpacked(one_by_one));
-    }
-
-    #[test]
     fn ops_past_a_block_and_another_unpacker_keep_their_words() {
         let mut packed = PackedArgs::default();
         let wide = vec![1; BLOCK_WORDS - 10];
@@ -335,7 +268,7 @@ mod tests {
     #[test]
     fn a_block_is_forgotten_only_once_every_record_in_it_is_gone() {
         let mut packed = PackedArgs::default();
-        // Block 1: op 5, then a batch of reports of records 3 and 4 (out of record order).
+        // Block 1: op 5, then records 3 and 4 (out of record order).
         packed.push(5, &vec![0; BLOCK_WORDS - 10], count);
         packed.push(3, &[1], count);
         packed.push(4, &[1], count);

@@ -630,13 +630,14 @@ fn batch(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
 }
 
 #[test]
-fn allocator_reports_past_many_batches_and_between_packed_ops_keep_their_own_args() {
+fn allocator_reports_past_a_block_and_between_packed_ops_keep_their_own_args() {
     let _g = serial();
-    // More reports than a batch holds, an op with packed args after every seventh: each
-    // record must still get its own words, whether moved in a batch, ahead of an op's
-    // args, or still staged at the stop.
+    // Reports beside ops' packed args in the thread's open block, more than a block holds
+    // (7 words a report), an op with packed args after every seventh: each record must
+    // still get its own words, in a sealed block or in the open one at the stop.
+    const REPORTS: u64 = 12_000;
     let t = record(Config::default(), || {
-        for i in 0..100u64 {
+        for i in 0..REPORTS {
             record_memory(&MemoryUsage {
                 addr: 0x1000 + i,
                 bytes: i as i64,
@@ -656,7 +657,7 @@ fn allocator_reports_past_many_batches_and_between_packed_ops_keep_their_own_arg
         .filter(|a| &*a.name == "[memory]")
         .map(|a| (a.arg(arg::BYTES).cloned(), a.arg(arg::ADDR).cloned()))
         .collect();
-    let expected: Vec<_> = (0..100u64)
+    let expected: Vec<_> = (0..REPORTS)
         .map(|i| (Some(Value::Int(i as i64)), Some(Value::UInt(0x1000 + i))))
         .collect();
     assert_eq!(reports, expected);
@@ -666,7 +667,10 @@ fn allocator_reports_past_many_batches_and_between_packed_ops_keep_their_own_arg
         .filter(|a| &*a.name == "aten::mm")
         .map(|a| a.arg("Batch").cloned())
         .collect();
-    let expected: Vec<_> = (0..100).step_by(7).map(|i| Some(Value::UInt(i))).collect();
+    let expected: Vec<_> = (0..REPORTS)
+        .step_by(7)
+        .map(|i| Some(Value::UInt(i)))
+        .collect();
     assert_eq!(batches, expected);
 }
 

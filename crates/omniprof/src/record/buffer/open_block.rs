@@ -1,5 +1,5 @@
 //! The block a thread writes its packed args into without a lock: an op's inputs under
-//! `record_shapes` (nearly every op then), and its allocator reports, a batch at a time.
+//! `record_shapes` (nearly every op then), and its allocator reports (`profile_memory`).
 //!
 //! Taking the packed args' lock for each op (an atomic exchange to lock and another to
 //! unlock, uncontended until the drain) cost an op with packed args 24 of its 78 ns on an
@@ -102,35 +102,6 @@ impl OpenBlock {
                 std::ptr::copy_nonoverlapping(words.as_ptr(), at.add(1), words.len());
             }
         });
-    }
-
-    /// Keeps each record's `N` words of `each` (its sequence number and words), all to be
-    /// unpacked by `unpack` (a batch of staged allocator reports). Owner only, with the
-    /// sealed blocks' lock held (`sealed`).
-    pub(super) fn push_each<const N: usize>(
-        &self,
-        each: impl ExactSizeIterator<Item = (u32, [u64; N])>,
-        unpack: UnpackArgs,
-        sealed: &mut PackedArgs,
-    ) {
-        let Some(index) = unpacker_index(unpack) else {
-            return;
-        };
-        let need = each.len() * (N + 1);
-        self.append(
-            need,
-            |need| self.seal(need, sealed),
-            |mut at| {
-                for (seq, words) in each {
-                    // SAFETY: `at` has room for every record's header and words (`append`).
-                    unsafe {
-                        at.write(header(seq, index, N));
-                        std::ptr::copy_nonoverlapping(words.as_ptr(), at.add(1), N);
-                        at = at.add(N + 1);
-                    }
-                }
-            },
-        );
     }
 
     /// Has `write` write `need` words at the pointer it is given, past the published ones,
@@ -281,18 +252,6 @@ mod tests {
         open.push(2, &[5, 6], count, &sealed);
         open.push(3, &vec![0; BLOCK_WORDS], count, &sealed);
         assert_eq!(taken(&open, &sealed), [(2, 2), (3, BLOCK_WORDS as u64)]);
-    }
-
-    #[test]
-    fn a_batch_of_reports_is_kept_after_the_ops_before_it() {
-        let (open, sealed) = (OpenBlock::default(), Mutex::default());
-        open.push(4, &[1], count, &sealed);
-        open.push_each(
-            [(2, [5, 6]), (3, [7, 8])].into_iter(),
-            count,
-            &mut lock(&sealed),
-        );
-        assert_eq!(taken(&open, &sealed), [(4, 1), (2, 2), (3, 2)]);
     }
 
     #[test]

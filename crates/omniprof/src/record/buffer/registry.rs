@@ -11,7 +11,6 @@ use super::open_block::OpenBlock;
 use super::staged::Staged;
 use crate::lock;
 use crate::record::autograd::{Autograd, AUTOGRAD_WORDS};
-use crate::record::memory_usage::REPORT_WORDS;
 use crate::record::packed_args::PackedArgs;
 use crate::Value;
 
@@ -49,8 +48,6 @@ pub(crate) struct ThreadBuffer {
     pub(super) packed: Mutex<PackedArgs>,
     /// The block being written, without a lock ([`open_block`](super::open_block)).
     pub(super) open_packed: OpenBlock,
-    /// The newest allocator reports, not yet moved into `open_packed`.
-    pub(super) staged_reports: Staged<REPORT_WORDS>,
     pub(super) exited: AtomicBool,
     /// The process the owning thread records in: set at registration, and by the fork
     /// handler for the thread that forked. A buffer of another process is a parent's.

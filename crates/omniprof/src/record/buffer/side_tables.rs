@@ -1,7 +1,7 @@
 //! What a record carries beside its 16 bytes (a range's args, what autograd knows of an op,
 //! packed args: an op's inputs, an allocator report), kept in per-thread tables under locks
-//! off the hot path (autograd's numbers and allocator reports, which nearly every op or
-//! allocation carries, [staged](super::staged) first without one, and packed args written
+//! off the hot path (autograd's numbers, which nearly every op carries,
+//! [staged](super::staged) first without one, and packed args and allocator reports written
 //! into an [open block](super::open_block) without one), and joined to their records by
 //! sequence number at the drain.
 //!
@@ -59,42 +59,27 @@ impl Local {
         }
     }
 
-    /// Attaches an allocator report's words to record `seq`: staged without a lock, moved
-    /// into the open block a batch at a time ([`staged`](super::staged)).
+    /// Attaches an allocator report's words to record `seq`: written into the thread's
+    /// open block without a lock, as an op's packed args are.
     #[inline]
     pub(crate) fn add_memory(&self, state: u64, seq: u32, words: &[u64; REPORT_WORDS]) {
         if state == self.state.get() && !self.buffer.get().is_null() {
             // SAFETY: non-null buffers are alive while their thread lives (module docs).
             let buffer = unsafe { &*self.buffer.get() };
-            if !buffer.staged_reports.push(seq, words) {
-                move_reports(buffer);
-                buffer.staged_reports.push(seq, words);
-            }
+            buffer
+                .open_packed
+                .push(seq, words, memory_usage::unpack, &buffer.packed);
         }
     }
 }
 
-/// Moves a thread's staged allocator reports into its open block. Owner only.
-#[cold]
-#[inline(never)]
-fn move_reports(buffer: &ThreadBuffer) {
-    let mut sealed = lock(&buffer.packed);
-    buffer.staged_reports.move_into(|staged| {
-        buffer
-            .open_packed
-            .push_each(staged, memory_usage::unpack, &mut sealed)
-    });
-}
-
 impl ThreadBuffer {
-    /// The thread's packed args, taken: its sealed blocks, then copies of what its open
-    /// block and its staged reports hold that no drain took (a drain at `stop`).
+    /// The thread's packed args, taken: its sealed blocks, then a copy of what its open
+    /// block holds that no drain took (a drain at `stop`).
     pub(super) fn take_packed(&self) -> PackedArgs {
         let mut sealed = lock(&self.packed);
         let mut out = std::mem::take(&mut *sealed);
         self.open_packed.take_into(&mut out);
-        self.staged_reports
-            .take_into(|staged| append_reports(&mut out, staged));
         out
     }
 
@@ -104,8 +89,6 @@ impl ThreadBuffer {
         let sealed = lock(&self.packed);
         let mut out = sealed.clone();
         self.open_packed.copy_into(&mut out);
-        self.staged_reports
-            .copy_into(|staged| append_reports(&mut out, staged));
         out
     }
 }
@@ -147,36 +130,10 @@ pub(crate) fn autograd_by_seq(table: BlockList<(u32, Autograd)>) -> FastMap<u32,
     by_seq
 }
 
-/// Appends staged allocator reports to a thread's packed args.
-fn append_reports(packed: &mut PackedArgs, staged: Entries<'_, REPORT_WORDS>) {
-    packed.push_each::<REPORT_WORDS>(staged, memory_usage::unpack);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::record::buffer::staged::Staged;
-
-    #[test]
-    fn a_staged_report_unpacks_to_its_words() {
-        let staged = Staged::<REPORT_WORDS>::default();
-        let usage = memory_usage::MemoryUsage {
-            addr: 0x1000,
-            bytes: -256,
-            total_allocated: 512,
-            total_reserved: 1024,
-            device_type: 0,
-            device_index: -1,
-        };
-        let packed = std::sync::Mutex::new(PackedArgs::default());
-        staged.stage(5, &usage.words(), &packed, append_reports);
-        let packed = staged.take_with(&packed, append_reports);
-        let mut all = Vec::new();
-        packed.unpack(|seq, args| all.push((seq, args)));
-        let mut expected = Vec::new();
-        memory_usage::unpack(&usage.words(), &mut expected);
-        assert_eq!(all, [(5, expected)]);
-    }
 
     #[test]
     fn staged_autograd_numbers_come_back_whole() {

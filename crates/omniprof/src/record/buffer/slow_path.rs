@@ -59,7 +59,6 @@ impl Local {
             let mut packed = lock(&buffer.packed);
             packed.clear();
             buffer.open_packed.forget();
-            buffer.staged_reports.forget();
             drop(packed);
             buffer.state.store(state, Ordering::Release);
             self.filled.set(0);
@@ -132,7 +131,6 @@ impl Local {
                 packed: Mutex::default(),
                 open_packed: OpenBlock::default(),
                 staged_autograd: Staged::default(),
-                staged_reports: Staged::default(),
                 exited: AtomicBool::new(false),
                 pid: AtomicU32::new(std::process::id()),
             });

@@ -1,16 +1,14 @@
-//! Side words staged without a lock: a thread's newest allocator reports and autograd
-//! numbers, kept in small arrays of atomics of its [`ThreadBuffer`](super::registry::ThreadBuffer)
-//! and moved into their side tables (under those tables' locks) a batch at a time.
+//! Side words staged without a lock: a thread's newest autograd numbers, kept in a small
+//! array of atomics of its [`ThreadBuffer`](super::registry::ThreadBuffer) and moved into
+//! their side table (under that table's lock) a batch at a time.
 //!
-//! With `profile_memory` every allocation and every free is a report, as many as the ops or
-//! more, and nearly every PyTorch op carries autograd's numbers; taking a table's lock for
-//! each (an atomic exchange to lock and another to unlock, uncontended until the drain) cost
-//! a report more than the rest of its work, and an op with autograd's numbers 3–4 ns of its
-//! 31 (criterion `record/op_packed_autograd`). An op's packed args, of any length, go to the
-//! thread's [`open_block`](super::open_block) by the same protocol (staged here, they were
-//! copied twice, which cost more). Only the owning thread stages and moves;
-//! a drainer copies the staged entries under the table's lock, which also orders it with
-//! every move:
+//! Nearly every PyTorch op carries autograd's numbers; taking the table's lock for each (an
+//! atomic exchange to lock and another to unlock, uncontended until the drain) cost an op
+//! 3–4 ns of its 31 (criterion `record/op_packed_autograd`). An op's packed args and an
+//! allocator report go to the thread's [`open_block`](super::open_block) by the same
+//! protocol, written once there (staged here, they were copied twice, which cost more).
+//! Only the owning thread stages and moves; a drainer copies the staged entries under the
+//! table's lock, which also orders it with every move:
 //!
 //! - the owner writes an entry's words, then publishes the new count (Release); a drainer
 //!   reads the count (Acquire), then only the entries below it, which no longer change;
