@@ -39,6 +39,9 @@ struct Member {
     /// member; one offering none of any member's (a Kineto plugin, a Rust backend that
     /// records kernels and copies only) records every member whose `selects` it offers.
     names_device: &'static [ActivityType],
+    /// The types a filter of this member may name (`{ProfilerActivity.CPU: ["CPU_OP"]}`), as
+    /// PyTorch checks them; `None`: any type.
+    filters: Option<&'static [ActivityType]>,
 }
 
 /// `torch.profiler.ProfilerActivity`'s members. `CUDA` leaves synchronization out, as
@@ -58,6 +61,19 @@ const PROFILER_ACTIVITIES: [Member; 6] = {
                 Overhead,
             ],
             names_device: &[],
+            // PyTorch's CPU group: its host types and the device runtimes' calls.
+            filters: Some(&[
+                CpuOp,
+                CpuInstantEvent,
+                UserAnnotation,
+                ExternalCorrelation,
+                PythonFunction,
+                CudaRuntime,
+                CudaDriver,
+                XpuRuntime,
+                PrivateUse1Runtime,
+                PrivateUse1Driver,
+            ]),
         },
         Member {
             name: "CUDA",
@@ -70,6 +86,7 @@ const PROFILER_ACTIVITIES: [Member; 6] = {
                 CudaDriver,
             ],
             names_device: &[CudaRuntime, CudaDriver, CudaSync],
+            filters: None,
         },
         Member {
             name: "XPU",
@@ -84,16 +101,19 @@ const PROFILER_ACTIVITIES: [Member; 6] = {
                 XpuScopeProfiler,
             ],
             names_device: &[XpuRuntime, XpuDriver, XpuSync],
+            filters: None,
         },
         Member {
             name: "MTIA",
             selects: &[MtiaCcpEvents, MtiaRuntime, MtiaCounters, MtiaInsight],
             names_device: &[MtiaCcpEvents, MtiaRuntime, MtiaCounters, MtiaInsight],
+            filters: None,
         },
         Member {
             name: "HPU",
             selects: &[HpuOp, ConcurrentKernel, GpuMemcpy, GpuMemset],
             names_device: &[HpuOp],
+            filters: None,
         },
         Member {
             name: "PrivateUse1",
@@ -106,6 +126,7 @@ const PROFILER_ACTIVITIES: [Member; 6] = {
                 PrivateUse1Driver,
             ],
             names_device: &[PrivateUse1Runtime, PrivateUse1Driver],
+            filters: None,
         },
     ]
 };
@@ -157,6 +178,33 @@ fn activity_set(items: &[String]) -> PyResult<ActivitySet> {
     Ok(set)
 }
 
+/// The activity types `names` name, as a filter of the `ProfilerActivity` member `group`
+/// selects them (`{ProfilerActivity.CPU: ["CPU_OP", "USER_ANNOTATION"]}`): Kineto's names
+/// (`GPU_MEMCPY`) or omniprof's (`gpu_memcpy`, `kernel`). A name that is no type, or a type
+/// the group does not hold, is a `ProfilerError` (a `RuntimeError`, as PyTorch raises).
+#[pyfunction]
+pub(crate) fn activity_filter(group: &str, names: Vec<String>) -> PyResult<Vec<String>> {
+    let member = Member::named(group).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "{group:?} is not a ProfilerActivity: a filter's key must be one"
+        ))
+    })?;
+    names
+        .iter()
+        .map(|name| {
+            let t = ActivityType::parse(name)
+                .ok()
+                .filter(|t| member.filters.is_none_or(|allowed| allowed.contains(t)));
+            t.map(|t| t.name().to_owned()).ok_or_else(|| {
+                profiler_error(format!(
+                    "Unknown or non-member activity type name: '{name}' \
+                     (in the filter of ProfilerActivity.{group})"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// What a session holds between calls.
 struct Inner {
     /// The running profiler, from `start` until `stop` or `abort`.
@@ -191,8 +239,8 @@ fn unrecorded(items: &[String], sitting_out: Option<&str>) -> Vec<String> {
 #[pyclass(module = "omniprof._native", frozen)]
 pub(crate) struct Session {
     builder: ProfilerBuilder,
-    /// The `activities` given, by name.
-    activities: Vec<String>,
+    /// The `ProfilerActivity` members given, by name: in `activities`, or as `groups`.
+    members: Vec<String>,
     /// What the config text warned about (an unknown key, an unsupported one), one line each.
     config_warnings: Vec<String>,
     /// The per-thread cap of host records, which a warning about dropped events names.
@@ -274,7 +322,8 @@ impl Session {
         profile_memory=false,
         with_flops=false,
         with_stack=false,
-        with_modules=false
+        with_modules=false,
+        groups=None
     ))]
     // One keyword argument each, as torch.profiler.profile takes them.
     #[allow(clippy::too_many_arguments)]
@@ -287,6 +336,7 @@ impl Session {
         with_flops: bool,
         with_stack: bool,
         with_modules: bool,
+        groups: Option<Vec<String>>,
     ) -> PyResult<Self> {
         let invalid = |e: omniprof::ConfigError| PyValueError::new_err(e.to_string());
         let mut config_warnings = Vec::new();
@@ -315,11 +365,15 @@ impl Session {
                 config.apply(&format!("{key}=true")).map_err(invalid)?;
             }
         }
+        // The members given, whole or filtered (`groups`: their filters' types are among
+        // the activities).
+        let members: Vec<String> = (activities.iter().flatten())
+            .chain(groups.iter().flatten())
+            .filter(|item| Member::named(item).is_some())
+            .cloned()
+            .collect();
         // Only a session that asks times ops through PyTorch's PrivateUse1 stubs (src/stubs.rs).
-        if activities
-            .as_ref()
-            .is_some_and(|items| items.iter().any(|i| i == "PrivateUse1"))
-        {
+        if members.iter().any(|m| m == "PrivateUse1") {
             config
                 .apply(&format!("{OMNIPROF_PRIVATEUSE1_STUBS}=true"))
                 .map_err(invalid)?;
@@ -333,7 +387,13 @@ impl Session {
             .config(config)
             .on_trace_ready(move |trace| lock(&queue).push(trace));
         if let Some(items) = &activities {
-            builder = builder.activities(activity_set(items)?);
+            let selection = activity_set(items)?;
+            builder = if groups.as_ref().is_some_and(|g| !g.is_empty()) {
+                // Filters may select nothing (`{ProfilerActivity.CPU: []}`), as in PyTorch.
+                builder.only_activities(selection)
+            } else {
+                builder.activities(selection)
+            };
         }
         let scheduled = schedule.is_some();
         let schedule_error: Arc<Mutex<Option<PyErr>>> = Arc::default();
@@ -366,7 +426,7 @@ impl Session {
         }
         Ok(Self {
             builder,
-            activities: activities.unwrap_or_default(),
+            members,
             config_warnings,
             max_host_records,
             privateuse1_profiler,
@@ -526,7 +586,7 @@ impl Session {
         let sitting_out = (!self.privateuse1_profiler)
             .then(crate::privateuse1::installed_name)
             .flatten();
-        unrecorded(&self.activities, sitting_out.as_deref())
+        unrecorded(&self.members, sitting_out.as_deref())
     }
 
     #[getter]
@@ -634,6 +694,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         pyo3::types::PyTuple::new(m.py(), names)?,
     )?;
     m.add_class::<Session>()?;
+    m.add_function(wrap_pyfunction!(activity_filter, m)?)?;
     m.add_class::<PySchedule>()?;
     Ok(())
 }

@@ -784,9 +784,8 @@ def test_a_profile_and_the_module_have_torch_profilers_attributes(tmp_path: Path
         r.key for r in inner["omniprof"].key_averages()
     ]
 
-    # Every name of torch.profiler's module, but the activity configs not taken yet.
-    not_yet = {"CuspyConfig", "PerformanceMetricsConfig", "ProfilerActivityConfig"}
-    missing = [n for n in torch.profiler.__all__ if n not in not_yet and not hasattr(omniprof, n)]
+    # Every name of torch.profiler's module.
+    missing = [n for n in torch.profiler.__all__ if not hasattr(omniprof, n)]
     assert missing == []
     assert omniprof.DeviceType is torch.profiler.DeviceType and omniprof.kineto_available()
     assert omniprof.ExecutionTraceObserver is torch.profiler.ExecutionTraceObserver
@@ -826,6 +825,80 @@ def test_collection_toggled_off_leaves_out_what_begins_meanwhile_as_torch_profil
     assert [r.key for r in prof.key_averages()] == ["on_again"]
     # Not running: nothing happens, as in PyTorch.
     prof.toggle_collection_dynamic(False, [omniprof.ProfilerActivity.CPU])
+
+
+def categories_written(prof: Any, path: Path) -> Dict[str, int]:
+    """The trace file's complete events by category (PyTorch's own `Trace` span left out)."""
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    return dict(Counter(e["cat"] for e in events if e.get("ph") == "X" and e["cat"] != "Trace"))
+
+
+def test_activities_filtered_by_dict_write_the_types_torch_profiler_writes(tmp_path: Path) -> None:
+    omniprof._observer.install()
+    x = torch.ones(4, 4)
+    filters: List[Callable[[Any], List[Any]]] = [
+        lambda m: [m.ProfilerActivity.CPU],
+        lambda m: [{m.ProfilerActivity.CPU: ["CPU_OP"]}],
+        lambda m: [{m.ProfilerActivity.CPU: ["USER_ANNOTATION"]}],
+        lambda m: [{m.ProfilerActivity.CPU: ["USER_ANNOTATION", "CPU_OP"]}],
+        lambda m: [{m.ProfilerActivity.CPU: []}],
+        lambda m: [{m.ProfilerActivity.CPU: m.ProfilerActivityConfig()}],
+        lambda m: [{m.ProfilerActivity.CPU: m.ProfilerActivityConfig(activity_types=["CPU_OP"])}],
+        # A runtime's calls belong to CPU's filter and their device's.
+        lambda m: [{m.ProfilerActivity.CPU: ["CPU_OP", "CUDA_RUNTIME"]}, {m.ProfilerActivity.CUDA: ["CUDA_RUNTIME"]}],
+    ]
+    for index, make in enumerate(filters):
+        written, members = {}, {}
+        for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # PyTorch's, of events its filter left out
+                with module.profile(activities=make(module)) as prof:
+                    with torch.profiler.record_function("mine"):
+                        torch.mm(x, x)
+            written[name] = categories_written(prof, tmp_path / f"{name}{index}.json")
+            members[name] = {a.name for a in prof.activities}
+        assert written["omniprof"] == written["torch"], index
+        assert members["omniprof"] == members["torch"], index
+        # torch.profiler's config class works under omniprof too.
+        with omniprof.profile(activities=make(torch.profiler)) as prof:
+            with torch.profiler.record_function("mine"):
+                torch.mm(x, x)
+        assert categories_written(prof, tmp_path / f"both{index}.json") == written["torch"], index
+    # What omniprof also leaves out: its events and rows are the trace's.
+    with omniprof.profile(activities=[{omniprof.ProfilerActivity.CPU: ["USER_ANNOTATION"]}]) as prof:
+        with torch.profiler.record_function("mine"):
+            torch.mm(x, x)
+    assert [e.name for e in prof.events()] == ["mine"]
+
+    # The errors torch.profiler raises, of the same types.
+    wrong: List[Callable[[Any], List[Any]]] = [
+        lambda m: [{m.ProfilerActivity.CPU: ["GPU_MEMCPY"]}],
+        lambda m: [{m.ProfilerActivity.CPU: ["NO_SUCH_TYPE"]}],
+        lambda m: [m.ProfilerActivity.CPU, {m.ProfilerActivity.CPU: ["CPU_OP"]}],
+    ]
+    for index, make in enumerate(wrong):
+        with pytest.raises((RuntimeError, ValueError)) as torch_error:
+            with torch.profiler.profile(activities=make(torch.profiler)):
+                pass
+        with pytest.raises(type(torch_error.value)):
+            with omniprof.profile(activities=make(omniprof)):
+                pass
+    with pytest.raises(RuntimeError, match="'NO_SUCH_TYPE'.*ProfilerActivity.CPU"):
+        omniprof.profile(activities=[{omniprof.ProfilerActivity.CPU: ["NO_SUCH_TYPE"]}])
+    with pytest.raises(ValueError, match="ProfilerActivity.CPU specified more than once"):
+        omniprof.profile(activities=[{omniprof.ProfilerActivity.CPU: []}, omniprof.ProfilerActivity.CPU])
+    with pytest.raises(TypeError, match="expected a ProfilerActivity"):
+        omniprof.profile(activities=[{"cpu_op": []}])
+    with pytest.raises(TypeError, match="expected a list of activity type names"):
+        omniprof.profile(activities=[{omniprof.ProfilerActivity.CPU: "CPU_OP"}])
+
+    # PyTorch's profiler extensions are taken and said not to be acted on.
+    metrics = torch.profiler.PerformanceMetricsConfig(metric_names=["sm__cycles_active.avg"])
+    config = omniprof.ProfilerActivityConfig(profiler_configs=[metrics])
+    with pytest.warns(RuntimeWarning, match="does not act on PerformanceMetricsConfig"):
+        with omniprof.profile(activities=[omniprof.ProfilerActivity.CPU, {omniprof.ProfilerActivity.CUDA: config}]):
+            pass
 
 
 def test_record_function_takes_bytes_as_pytorch_does(tmp_path: Path) -> None:

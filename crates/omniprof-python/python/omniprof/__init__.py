@@ -40,6 +40,7 @@ from ._native import (
 from .profiler import (
     ProfilerAction,
     ProfilerActivity,
+    ProfilerActivityConfig,
     kineto_available,
     profile,
     supported_activities,
@@ -60,9 +61,11 @@ _flight.enable_from_env()
 # experimental config): given as torch.profiler gives them, so that code reading them off
 # the module it imported as its profiler keeps working. torch is imported on first use.
 _FROM_TORCH_PROFILER = (
+    "CuspyConfig",
     "DeviceType",
     "ExecutionTraceObserver",
     "KinetoStepTracker",
+    "PerformanceMetricsConfig",
     "RecordScope",
     "_ExperimentalConfig",
     "itt",
@@ -86,6 +89,7 @@ __all__ = [
     "PanicException",
     "ProfilerAction",
     "ProfilerActivity",
+    "ProfilerActivityConfig",
     "ProfilerError",
     "Schedule",
     "Trace",

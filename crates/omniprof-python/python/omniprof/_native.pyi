@@ -24,6 +24,7 @@ __all__ = [
     "poll_kineto_daemon",
     "PROFILER_ACTIVITIES",
     "Session",
+    "activity_filter",
     "Schedule",
     "Trace",
     "KeyAverage",
@@ -113,6 +114,7 @@ class Schedule:
 PROFILER_ACTIVITIES: Tuple[str, ...]
 """The names of ``torch.profiler.ProfilerActivity``'s members omniprof accepts, in order."""
 
+def activity_filter(group: str, names: List[str]) -> List[str]: ...
 @final
 class Session:
     def __new__(
@@ -125,6 +127,7 @@ class Session:
         with_flops: bool = False,
         with_stack: bool = False,
         with_modules: bool = False,
+        groups: Optional[List[str]] = None,
     ) -> "Session": ...
     def start(self) -> None: ...
     def step(self) -> None: ...

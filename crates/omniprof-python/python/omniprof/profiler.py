@@ -4,7 +4,8 @@ import enum
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 from . import _cuda, _native, _observer, _warn
 from ._event_list import EventList
@@ -151,16 +152,91 @@ def _activity_name(activity: Any) -> str:
     )
 
 
+@dataclass
+class ProfilerActivityConfig:
+    """``torch.profiler.ProfilerActivityConfig``: what to record of one ``ProfilerActivity``,
+    given as a ``dict`` value in ``activities`` (``{ProfilerActivity.CUDA: config}``).
+
+    Args:
+        activity_types: the activity types to record (Kineto's names, ``"GPU_MEMCPY"``, or
+            omniprof's, ``"gpu_memcpy"``); ``None`` records the member's defaults, ``[]``
+            none of its types.
+        profiler_configs: PyTorch's profiler extensions (``PerformanceMetricsConfig``,
+            ``CuspyConfig``): accepted, not acted on (omniprof warns once).
+    """
+
+    activity_types: Optional[List[str]] = None
+    profiler_configs: List[Any] = field(default_factory=list)
+
+
+def _parse_activities(activities: Iterable[Any]) -> Tuple[List[str], List[str], List[Any]]:
+    """torch.profiler's ``activities``, read as PyTorch reads them: ``ProfilerActivity``
+    members (omniprof's or torch's), activity type names, and ``dict``s from a member to
+    the names of the types to record of it (or to a ``ProfilerActivityConfig``).
+
+    Returns the names to select (members, types), the members given as ``dict`` keys, and
+    the profiler extensions their configs carry. A member given twice is a ``ValueError``,
+    an item of another kind a ``TypeError``, a type that is unknown or not the member's a
+    ``ProfilerError`` (a ``RuntimeError``), as in PyTorch."""
+    names: List[str] = []
+    groups: List[str] = []
+    extensions: List[Any] = []
+    members = ProfilerActivity.__members__
+
+    def given(member: str) -> None:
+        if member in names or member in groups:
+            raise ValueError(f"Activity ProfilerActivity.{member} specified more than once")
+
+    for item in activities:
+        if not isinstance(item, dict):
+            name = _activity_name(item)
+            if name in members:
+                given(name)
+            names.append(name)
+            continue
+        for key, value in item.items():
+            member = _activity_name(key)
+            if member not in members:
+                raise TypeError(
+                    f"activities holds a dict keyed by {key!r}: expected a ProfilerActivity"
+                )
+            given(member)
+            types = value
+            if hasattr(value, "activity_types"):  # omniprof's or torch's config
+                types = value.activity_types
+                extensions.extend(getattr(value, "profiler_configs", None) or [])
+            if types is None:
+                names.append(member)
+            elif isinstance(types, (str, bytes)) or not isinstance(types, Iterable):
+                raise TypeError(
+                    f"activities[{member}] is {value!r}: expected a list of activity type "
+                    "names or a ProfilerActivityConfig"
+                )
+            else:
+                groups.append(member)
+                # A type two members' filters name (a runtime's calls: CPU's and its
+                # device's) is selected once.
+                filtered = _native.activity_filter(member, list(types))
+                names.extend(t for t in dict.fromkeys(filtered) if t not in names)
+    return names, groups, extensions
+
+
 class profile:
     """``torch.profiler.profile``: records omniprof ranges (and the activities selected) while
     it runs, as a context manager or with ``start()``/``stop()``/``step()``.
 
     Args:
-        activities: ``ProfilerActivity`` members and/or activity type names. ``None``: the
-            configuration's selection, by default every default activity type, which is
-            ``CPU`` plus whatever the backends present can record (as ``torch.profiler``
-            takes CPU plus the available accelerator). An empty list raises
-            ``AssertionError``, a name given twice or unknown ``ValueError``.
+        activities: ``ProfilerActivity`` members and/or activity type names, and as in
+            ``torch.profiler`` ``dict``s from a member to the types to record of it
+            (``{ProfilerActivity.CUDA: ["GPU_MEMCPY", "CUDA_RUNTIME"]}``, ``[]`` for none)
+            or to a ``ProfilerActivityConfig``. ``None``: the configuration's selection, by
+            default every default activity type, which is ``CPU`` plus whatever the
+            backends present can record (as ``torch.profiler`` takes CPU plus the available
+            accelerator). An empty list raises ``AssertionError``, a name given twice or
+            unknown ``ValueError``, a member given twice ``ValueError``, a type that is not
+            the member's ``RuntimeError``. A type filtered out is left out of the trace, so
+            of ``events()`` and ``key_averages()`` too (PyTorch leaves it out of the trace
+            file only).
         schedule: an ``omniprof.schedule(...)``, or a ``torch.profiler.schedule(...)`` (read
             as the same schedule); ``step()`` then drives cycles of warm-up and recording,
             each step wrapped in a ``ProfilerStep#<n>`` range.
@@ -224,7 +300,7 @@ class profile:
     def __init__(
         self,
         *,
-        activities: Optional[Iterable[Union[ProfilerActivity, str]]] = None,
+        activities: Optional[Iterable[Union[ProfilerActivity, str, Dict[Any, Any]]]] = None,
         schedule: Any = None,
         on_trace_ready: Optional[Callable[["profile"], Any]] = None,
         record_shapes: bool = False,
@@ -242,10 +318,17 @@ class profile:
         use_device: Optional[str] = None,
     ) -> None:
         names: Optional[List[str]] = None
+        groups: List[str] = []
         if activities is not None:
-            names = [_activity_name(a) for a in activities]
+            names, groups, extensions = _parse_activities(activities)
             # torch.profiler asserts the same.
-            assert names, "No valid profiler activities found"
+            assert names or groups, "No valid profiler activities found"
+            for extension in extensions:
+                _warn_once(
+                    f"extension {type(extension).__name__}",
+                    f"omniprof does not act on {type(extension).__name__} (a "
+                    "ProfilerActivityConfig's profiler_configs) yet; it is ignored",
+                )
         if use_cuda:
             _warn_once(
                 "use_cuda",
@@ -271,7 +354,7 @@ class profile:
                 _warn_once(key, f"omniprof does not support {key} yet; it is ignored")
         if _asks_overload_names(experimental_config):
             config = (config + "\n" if config else "") + "OMNIPROF_CAPTURE_OVERLOAD_NAMES=true"
-        if names is not None and "CUDA" in names and _asks_cuda_sync(experimental_config):
+        if names is not None and "CUDA" in names + groups and _asks_cuda_sync(experimental_config):
             names = names + ["cuda_sync"]
         #: torch.profiler's: the schedule as given (one that records every step without one).
         self.schedule: Callable[[int], Any] = schedule if schedule is not None else _record_every_step
@@ -279,6 +362,8 @@ class profile:
         self.record_steps = schedule is not None
         schedule = _as_schedule(schedule)
         self._activity_names: List[str] = list(names or [])
+        # The members given as dict keys, their types filtered.
+        self._activity_groups = groups
         self._activities_given = names is not None
         self.custom_trace_id_callback = custom_trace_id_callback
         #: Metadata preset with ``preset_metadata_json``, as torch.profiler keeps it.
@@ -312,6 +397,7 @@ class profile:
             with_flops,
             with_stack,
             with_modules,
+            groups,
         )
         for warning in self._session.config_warnings:
             _warn.warn(warning)
@@ -409,8 +495,8 @@ class profile:
             self._deliver()
 
     def _records_cuda(self) -> bool:
-        if self._activity_names:
-            return "CUDA" in self._activity_names
+        if self._activities_given:
+            return "CUDA" in self._activity_names + self._activity_groups
         # No activities given: torch.profiler's default, which records CUDA where it can.
         return _cuda.unavailable_reason() is None
 
@@ -521,7 +607,8 @@ class profile:
         if not self._activities_given:
             return supported_activities()
         members = ProfilerActivity.__members__
-        return {ProfilerActivity[name] for name in self._activity_names if name in members}
+        given = self._activity_names + self._activity_groups
+        return {ProfilerActivity[name] for name in given if name in members}
 
     @property
     def use_device(self) -> Optional[str]:

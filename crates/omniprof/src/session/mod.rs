@@ -203,6 +203,14 @@ impl ProfilerBuilder {
         self
     }
 
+    /// The activity types to record, exactly: where [`activities`](Self::activities) takes
+    /// an empty set for the default selection, this records no type then (PyTorch's
+    /// filter `{ProfilerActivity.CPU: []}`).
+    pub fn only_activities(mut self, activities: ActivitySet) -> Self {
+        self.activities = Some(activities);
+        self
+    }
+
     /// The configuration (Kineto keys).
     pub fn config(mut self, config: Config) -> Self {
         self.config = config;
@@ -220,9 +228,9 @@ impl ProfilerBuilder {
     /// Marker-only mode: instead of the registered backends, forward ranges and instants to
     /// `device`'s stubs markers (`range_push`/`range_pop`/`mark`, the NVTX-style path), and
     /// select no activity type: the trace keeps nothing.
-    pub fn markers(mut self, device: &str) -> Self {
-        self.activities = Some(ActivitySet::empty());
-        self.backend(StubsProfiler::markers(device))
+    pub fn markers(self, device: &str) -> Self {
+        self.only_activities(ActivitySet::empty())
+            .backend(StubsProfiler::markers(device))
     }
 
     /// Drives `profiler` (with any others given) instead of the registered backends.

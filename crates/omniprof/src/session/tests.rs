@@ -82,6 +82,34 @@ static TWIN: AtomicBool = AtomicBool::new(false);
 static CALL_NS: AtomicI64 = AtomicI64::new(10);
 static RUNTIME: std::sync::OnceLock<Arc<Runtime>> = std::sync::OnceLock::new();
 
+#[test]
+fn an_empty_selection_is_the_default_given_as_such_and_none_given_exactly() {
+    let _g = serial();
+    let names = |builder: super::ProfilerBuilder| {
+        let mut p = builder.build().unwrap();
+        p.start().unwrap();
+        {
+            let _range = record_function("mine");
+        }
+        let t = p.stop().unwrap();
+        t.activities
+            .iter()
+            .map(|a| a.name.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(Profiler::builder().activities(ActivitySet::empty())),
+        ["mine"]
+    );
+    assert!(names(Profiler::builder().only_activities(ActivitySet::empty())).is_empty());
+    let mut annotations = ActivitySet::empty();
+    annotations.insert(ActivityType::UserAnnotation);
+    assert_eq!(
+        names(Profiler::builder().only_activities(annotations)),
+        ["mine"]
+    );
+}
+
 fn runtime() -> Arc<Runtime> {
     RUNTIME.get_or_init(Arc::default).clone()
 }
