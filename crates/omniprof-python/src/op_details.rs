@@ -29,6 +29,7 @@ mod kind {
     pub(super) const DOUBLE_LIST: u64 = 6;
     pub(super) const TENSOR_LIST: u64 = 7;
     pub(super) const SCALAR_TEXT: u64 = 8;
+    pub(super) const BOOL_LIST: u64 = 9;
 }
 
 /// The most tensors a list may hold for torch.profiler to write their sizes and strides
@@ -301,15 +302,18 @@ fn unpack_input(
             &texts.scalar,
             float_text(f64::from_bits(words.next())).into(),
         ),
-        kind::INT_LIST | kind::DOUBLE_LIST => {
+        kind::INT_LIST | kind::DOUBLE_LIST | kind::BOOL_LIST => {
             let values = words.take(tag >> 8);
-            let text: Vec<String> = if tag & 0xff == kind::INT_LIST {
-                values.iter().map(|&v| (v as i64).to_string()).collect()
-            } else {
-                values
+            let text: Vec<String> = match tag & 0xff {
+                kind::INT_LIST => values.iter().map(|&v| (v as i64).to_string()).collect(),
+                kind::BOOL_LIST => values
+                    .iter()
+                    .map(|&v| if v != 0 { "True" } else { "False" }.to_owned())
+                    .collect(),
+                _ => values
                     .iter()
                     .map(|&v| float_text(f64::from_bits(v)))
-                    .collect()
+                    .collect(),
             };
             Input::described(&texts.scalar_list, format!("[{}]", text.join(", ")).into())
         }
@@ -437,7 +441,7 @@ mod tests {
         name_dtype(6, "float");
         let tensor = kind::TENSOR | (6 << 8) | STRIDED;
         let minus = |v: i64| v as u64;
-        let mut words = vec![0, 0, 0, 9];
+        let mut words = vec![0, 0, 0, 10];
         words.extend([tensor, 2, 2, 3, 3, 1]);
         words.extend([kind::TENSOR | (6 << 8), 1, 4]);
         words.extend([
@@ -450,6 +454,7 @@ mod tests {
         ]);
         words.extend([kind::INT_LIST | (2 << 8), 1, minus(-1)]);
         words.extend([kind::DOUBLE_LIST | (1 << 8), 2.0f64.to_bits()]);
+        words.extend([kind::BOOL_LIST | (3 << 8), 0, 1, 1]);
         words.extend([
             kind::TENSOR_LIST | (2 << 8),
             tensor,
@@ -462,15 +467,15 @@ mod tests {
         assert_eq!(
             args_of(&words),
             [
-                ("Input Dims", "[[2, 3], [4], [], [], [], [], [], [[4], []], []]"),
-                ("Input Strides", "[[3, 1], [], [], [], [], [], [], [[1], []], []]"),
+                ("Input Dims", "[[2, 3], [4], [], [], [], [], [], [], [[4], []], []]"),
+                ("Input Strides", "[[3, 1], [], [], [], [], [], [], [], [[1], []], []]"),
                 (
                     "Input type",
-                    r#"["float", "float", "Scalar", "Scalar", "Scalar", "ScalarList", "ScalarList", "TensorList", ""]"#
+                    r#"["float", "float", "Scalar", "Scalar", "Scalar", "ScalarList", "ScalarList", "ScalarList", "TensorList", ""]"#
                 ),
                 (
                     "Concrete Inputs",
-                    r#"["", "", "True", "-7", "0.5", "[1, -1]", "[2.]", "", ""]"#
+                    r#"["", "", "True", "-7", "0.5", "[1, -1]", "[2.]", "[False, True, True]", "", ""]"#
                 ),
             ]
             .map(|(k, v)| (k.to_string(), v.to_string()))

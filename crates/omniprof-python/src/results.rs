@@ -14,6 +14,7 @@ use omniprof_analysis::{format_time, StackMetric, StorageRead};
 use omniprof_analysis::{FunctionEvent, FunctionEvents, KeyAveragesOptions, Row, SortKey};
 use omniprof_analysis::{TableOptions, TimeUnit};
 use omniprof_read::TraceReader;
+use omniprof_trace::keys::arg;
 use omniprof_trace::{Format, Trace, Value};
 use pyo3::exceptions::{PyFutureWarning, PyOverflowError, PyRuntimeWarning};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -148,7 +149,11 @@ impl PyTrace {
             with_flops,
             ..Default::default()
         };
-        let events = Arc::new(py.detach(|| omniprof_analysis::function_events(&self.0, &options)));
+        let all = py.detach(|| omniprof_analysis::function_events(&self.0, &options));
+        let events = Arc::new(TraceEvents {
+            all,
+            trace: Arc::clone(&self.0),
+        });
         let use_device = events.use_device.clone();
         let items = (0..events.events.len()).map(|i| PyFunctionEvent::new(&events, i));
         let items = PyList::new(py, items)?;
@@ -450,7 +455,7 @@ fn events_stacks(
 /// The events a list holds, each as its trace's events and its place there; a
 /// `TypeError` naming the first item that is not a `FunctionEvent` (`call` names the
 /// method).
-fn events_of(items: &Bound<'_, PyAny>, call: &str) -> PyResult<Vec<(Arc<FunctionEvents>, usize)>> {
+fn events_of(items: &Bound<'_, PyAny>, call: &str) -> PyResult<Vec<(Arc<TraceEvents>, usize)>> {
     let mut events = Vec::new();
     for (i, item) in items.try_iter()?.enumerate() {
         let item = item?;
@@ -464,7 +469,7 @@ fn events_of(items: &Bound<'_, PyAny>, call: &str) -> PyResult<Vec<(Arc<Function
 }
 
 /// The events `events_of` found, as the analyses take them.
-fn event_refs(events: &[(Arc<FunctionEvents>, usize)]) -> Vec<&FunctionEvent> {
+fn event_refs(events: &[(Arc<TraceEvents>, usize)]) -> Vec<&FunctionEvent> {
     events.iter().map(|(all, i)| &all.events[*i]).collect()
 }
 
@@ -478,7 +483,7 @@ fn summary_of(
     with_flops: bool,
 ) -> PyResult<omniprof_analysis::KeyAverages> {
     enum Item {
-        Event(Arc<FunctionEvents>, usize),
+        Event(Arc<TraceEvents>, usize),
         Row(Row, Arc<str>),
     }
     let mut held = Vec::new();
@@ -849,15 +854,31 @@ impl PyRow {
     }
 }
 
+/// A trace's events with the trace itself, whose args an event reads only when asked (its
+/// concrete inputs, its inputs' dims and strides): copied into every event, they would cost
+/// `events()` a list or three per op.
+pub(crate) struct TraceEvents {
+    all: FunctionEvents,
+    trace: Arc<Trace>,
+}
+
+impl std::ops::Deref for TraceEvents {
+    type Target = FunctionEvents;
+
+    fn deref(&self) -> &FunctionEvents {
+        &self.all
+    }
+}
+
 /// One event (PyTorch's `FunctionEvent`); times are microseconds.
 #[pyclass(module = "omniprof._native", name = "FunctionEvent", frozen)]
 pub(crate) struct PyFunctionEvent {
-    events: Arc<FunctionEvents>,
+    events: Arc<TraceEvents>,
     index: usize,
 }
 
 impl PyFunctionEvent {
-    fn new(events: &Arc<FunctionEvents>, index: usize) -> Self {
+    fn new(events: &Arc<TraceEvents>, index: usize) -> Self {
         Self {
             events: Arc::clone(events),
             index,
@@ -867,6 +888,71 @@ impl PyFunctionEvent {
     fn event(&self) -> &omniprof_analysis::FunctionEvent {
         &self.events.events[self.index]
     }
+
+    /// The arg `key` of the activity that describes the event, if it has one.
+    fn arg(&self, key: &str) -> Option<&Value> {
+        let activity = &self.events.trace.activities[self.event().activity?];
+        activity.arg(key)
+    }
+
+    /// The arg `key` (a list) as Python objects; `[]` without it.
+    fn list_arg<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+        match self.arg(key) {
+            Some(value @ Value::List(_)) => python_value(py, value),
+            _ => Ok(PyList::empty(py).into_any()),
+        }
+    }
+}
+
+/// `value` as the Python object JSON would give.
+fn python_value<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Int(v) => v.into_pyobject(py)?.into_any(),
+        Value::UInt(v) => v.into_pyobject(py)?.into_any(),
+        Value::Float(v) => v.into_pyobject(py)?.into_any(),
+        Value::Bool(v) => pyo3::types::PyBool::new(py, *v).to_owned().into_any(),
+        Value::Str(v) => pyo3::types::PyString::new(py, v).into_any(),
+        Value::List(items) => {
+            let items = items.iter().map(|v| python_value(py, v));
+            PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)?.into_any()
+        }
+        Value::Map(entries) => {
+            let dict = PyDict::new(py);
+            for (key, v) in entries {
+                dict.set_item(key, python_value(py, v)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}
+
+/// A concrete input's text as the value PyTorch's `concrete_inputs` gives: `None` for what
+/// has none (a tensor's `""`), a bool, an int, a float (`"0."`), a list of them (`"[2, 2]"`,
+/// `"[False, True]"`), else the text.
+fn concrete_value<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    if text.is_empty() {
+        return Ok(py.None().into_bound(py));
+    }
+    if let Some(b) = match text {
+        "True" => Some(true),
+        "False" => Some(false),
+        _ => None,
+    } {
+        return Ok(pyo3::types::PyBool::new(py, b).to_owned().into_any());
+    }
+    if let Ok(v) = text.parse::<i64>() {
+        return Ok(v.into_pyobject(py)?.into_any());
+    }
+    if let Ok(v) = text.parse::<f64>() {
+        return Ok(v.into_pyobject(py)?.into_any());
+    }
+    if let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+        let items = inner.split(", ").filter(|item| !item.is_empty());
+        let values = items.map(|item| concrete_value(py, item));
+        return Ok(PyList::new(py, values.collect::<PyResult<Vec<_>>>()?)?.into_any());
+    }
+    Ok(pyo3::types::PyString::new(py, text).into_any())
 }
 
 #[pymethods]
@@ -1115,6 +1201,43 @@ impl PyFunctionEvent {
     #[getter]
     fn use_device(&self) -> Option<&str> {
         self.events.use_device.as_deref()
+    }
+
+    /// Each input's value where it has one (a scalar, a list of ints, a bool), else `None`
+    /// (recorded with `record_shapes`; `[]` without), as PyTorch's `concrete_inputs`.
+    #[getter]
+    fn concrete_inputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items = match self.arg(arg::CONCRETE_INPUTS) {
+            Some(Value::List(items)) => items.as_slice(),
+            _ => &[],
+        };
+        let values = items.iter().map(|v| match v {
+            Value::Str(text) => concrete_value(py, text),
+            other => python_value(py, other),
+        });
+        PyList::new(py, values.collect::<PyResult<Vec<_>>>()?)
+    }
+
+    /// Each input's dims, a tensor list's as a list of them (the trace's `Input Dims`), as
+    /// PyTorch's `structured_input_shapes`; `[]` without `record_shapes`.
+    #[getter]
+    fn structured_input_shapes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.list_arg(py, arg::INPUT_DIMS)
+    }
+
+    /// Each input's strides, as `structured_input_shapes` (the trace's `Input Strides`).
+    #[getter]
+    fn structured_input_strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.list_arg(py, arg::INPUT_STRIDES)
+    }
+
+    /// The thread of a backward node's forward op (its `Fwd thread id`), else 0, as
+    /// PyTorch's `fwd_thread`.
+    #[getter]
+    fn fwd_thread(&self) -> i64 {
+        self.arg(arg::FWD_THREAD_ID)
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
     }
 
     /// The events directly inside this one on its thread.

@@ -312,6 +312,11 @@ def test_function_events_answer_torch_profilers_attributes_event_by_event() -> N
                 e.cpu_time_str == e.cpu_time_total_str,
                 e.self_cpu_time_total_str == torch.autograd.profiler_util._format_time(e.self_cpu_time_total),
                 e.device_time_str,
+                # PyTorch's numbers of threads, the same in one process.
+                e.fwd_thread,
+                repr(e.concrete_inputs),
+                repr(e.structured_input_shapes),
+                repr(e.structured_input_strides),
             )
             for e in prof.events()
         )
@@ -320,6 +325,18 @@ def test_function_events_answer_torch_profilers_attributes_event_by_event() -> N
     assert mine == expected
     assert sum(mine.values()) > 100
     assert ("block", "user_annotation", -1, False, os.getpid()) in {key[:5] for key in mine}
+    # The new attributes hold something to compare: backward nodes' forward threads, a cat's
+    # tensor list, a scalar, a list of ints.
+    assert {key[14] for key in mine} > {0}
+    inputs = {(key[0], *key[15:17]) for key in mine}
+    assert ("aten::cat", "[None, 0]", "[[[16, 8], [16, 8]], []]") in inputs
+    backward = {concrete for name, concrete, _ in inputs if name == "aten::convolution_backward"}
+    assert backward == {"[None, None, None, [8], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [False, True, True]]"}
+    # Without record_shapes an event has none, as under PyTorch.
+    with omniprof.profile() as bare:
+        torch.cat([torch.ones(2), torch.ones(2)])
+    cat = next(e for e in bare.events() if e.name == "aten::cat")
+    assert (cat.concrete_inputs, cat.structured_input_shapes, cat.structured_input_strides) == ([], [], [])
     # PyTorch's deprecated names still answer, with its FutureWarning.
     event, row = ours.events()[0], ours.key_averages()[0]
     for owner, old, new in [
@@ -857,7 +874,11 @@ def test_activities_filtered_by_dict_write_the_types_torch_profiler_writes(tmp_p
                     with torch.profiler.record_function("mine"):
                         torch.mm(x, x)
             written[name] = categories_written(prof, tmp_path / f"{name}{index}.json")
-            members[name] = {a.name for a in prof.activities}
+            members[name] = (
+                {a.name for a in prof.activities},
+                {a.name: c.activity_types for a, c in prof.activity_configs.items()},
+            )
+            prof.wait_for_exports()
         assert written["omniprof"] == written["torch"], index
         assert members["omniprof"] == members["torch"], index
         # torch.profiler's config class works under omniprof too.

@@ -424,6 +424,9 @@ def every_input_kind() -> None:
         torch.zeros(2, dtype=dtype).clone()
     torch.ones(3, 3).to_sparse().coalesce()
     torch.ones(3).expand(2, 3).sum()
+    # A list of bools: convolution_backward's output_mask (the image's gradient only).
+    image = torch.ones(1, 1, 3, 3, requires_grad=True)
+    torch.nn.functional.conv2d(image, torch.ones(1, 1, 2, 2)).sum().backward()
 
 
 def test_every_kind_of_input_is_described_as_torch_profiler_describes_it(tmp_path: Path) -> None:
@@ -442,6 +445,7 @@ def test_every_kind_of_input_is_described_as_torch_profiler_describes_it(tmp_pat
     for text in ("0.10000000000000001", "1e+20", "100000000000000000.", "9.2233720368547758e+18", "inf"):
         assert f'"{text}"' in concrete, text
     assert '"ScalarList"' in concrete and '"TensorList"' in concrete and '"c10::Half"' in concrete
+    assert '"[True, False, False]"' in concrete
 
 
 def test_a_trace_with_stacks_and_links_loads_in_perfetto_and_hta(tmp_path: Path) -> None:

@@ -132,6 +132,10 @@ pub struct FunctionEvent {
     /// The Python frames it ran under, innermost first (PyTorch's `stack`; see
     /// [`PythonStacks`](crate::PythonStacks)); empty for none.
     pub stack: Stack,
+    /// The trace activity whose args describe the event, an index into the trace's
+    /// `activities` (`None` for a memory event): for what the event reads from them only
+    /// when asked (its concrete inputs, its inputs' dims and strides).
+    pub activity: Option<usize>,
 }
 
 impl FunctionEvent {
@@ -524,6 +528,7 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
                         Some(i) if !memory_event => Arc::clone(stacks.get(i)),
                         _ => Arc::clone(stacks.get(usize::MAX)),
                     },
+                    activity: source_index(seq).filter(|_| !memory_event),
                 },
             )
         })
@@ -608,6 +613,7 @@ struct EventParts {
     is_user_annotation: bool,
     is_python_function: bool,
     stack: Stack,
+    activity: Option<usize>,
 }
 
 fn event(e: &Emitted, p: EventParts) -> FunctionEvent {
@@ -649,5 +655,6 @@ fn event(e: &Emitted, p: EventParts) -> FunctionEvent {
         is_legacy: p.is_legacy,
         is_python_function: p.is_python_function,
         stack: p.stack,
+        activity: p.activity,
     }
 }

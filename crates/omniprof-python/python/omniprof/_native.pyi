@@ -281,6 +281,10 @@ class FunctionEvent:
     device_memory_usage: int
     self_device_memory_usage: int
     flops: int
+    concrete_inputs: List[Any]
+    structured_input_shapes: List[Any]
+    structured_input_strides: List[Any]
+    fwd_thread: int
     cpu_children: List["FunctionEvent"]
     cpu_parent: Optional["FunctionEvent"]
     device_type: Any

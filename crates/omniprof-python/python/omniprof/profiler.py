@@ -169,18 +169,21 @@ class ProfilerActivityConfig:
     profiler_configs: List[Any] = field(default_factory=list)
 
 
-def _parse_activities(activities: Iterable[Any]) -> Tuple[List[str], List[str], List[Any]]:
+def _parse_activities(
+    activities: Iterable[Any],
+) -> Tuple[List[str], List[str], Dict[ProfilerActivity, Any]]:
     """torch.profiler's ``activities``, read as PyTorch reads them: ``ProfilerActivity``
     members (omniprof's or torch's), activity type names, and ``dict``s from a member to
     the names of the types to record of it (or to a ``ProfilerActivityConfig``).
 
-    Returns the names to select (members, types), the members given as ``dict`` keys, and
-    the profiler extensions their configs carry. A member given twice is a ``ValueError``,
+    Returns the names to select (members, types), the members whose types a ``dict``
+    filters, and each ``dict`` key's config (a ``ProfilerActivityConfig``, as PyTorch's
+    ``activity_configs`` holds them). A member given twice is a ``ValueError``,
     an item of another kind a ``TypeError``, a type that is unknown or not the member's a
     ``ProfilerError`` (a ``RuntimeError``), as in PyTorch."""
     names: List[str] = []
     groups: List[str] = []
-    extensions: List[Any] = []
+    configs: Dict[ProfilerActivity, Any] = {}
     members = ProfilerActivity.__members__
 
     def given(member: str) -> None:
@@ -204,7 +207,9 @@ def _parse_activities(activities: Iterable[Any]) -> Tuple[List[str], List[str], 
             types = value
             if hasattr(value, "activity_types"):  # omniprof's or torch's config
                 types = value.activity_types
-                extensions.extend(getattr(value, "profiler_configs", None) or [])
+            else:
+                value = ProfilerActivityConfig(activity_types=value)
+            configs[ProfilerActivity[member]] = value
             if types is None:
                 names.append(member)
             elif isinstance(types, (str, bytes)) or not isinstance(types, Iterable):
@@ -218,7 +223,7 @@ def _parse_activities(activities: Iterable[Any]) -> Tuple[List[str], List[str], 
                 # device's) is selected once.
                 filtered = _native.activity_filter(member, list(types))
                 names.extend(t for t in dict.fromkeys(filtered) if t not in names)
-    return names, groups, extensions
+    return names, groups, configs
 
 
 class profile:
@@ -319,10 +324,17 @@ class profile:
     ) -> None:
         names: Optional[List[str]] = None
         groups: List[str] = []
+        #: torch.profiler's: each ``dict`` key's ``ProfilerActivityConfig``.
+        self.activity_configs: Dict[ProfilerActivity, Any] = {}
         if activities is not None:
-            names, groups, extensions = _parse_activities(activities)
+            names, groups, self.activity_configs = _parse_activities(activities)
             # torch.profiler asserts the same.
-            assert names or groups, "No valid profiler activities found"
+            assert names or self.activity_configs, "No valid profiler activities found"
+            extensions = [
+                extension
+                for config in self.activity_configs.values()
+                for extension in getattr(config, "profiler_configs", None) or []
+            ]
             for extension in extensions:
                 _warn_once(
                     f"extension {type(extension).__name__}",
@@ -634,6 +646,10 @@ class profile:
         happens while the profile is not running, as in PyTorch."""
         if self._session.running:
             self._session.toggle_collection(enable, [_activity_name(a) for a in activities])
+
+    def wait_for_exports(self) -> None:
+        """torch.profiler's: waits for the exports written in the background; omniprof
+        writes each export when it is called, so none is left to wait for."""
 
     def preset_metadata_json(self, key: str, value: str) -> None:
         """torch.profiler's: a top-level key whose value is the JSON text ``value``, for

@@ -280,7 +280,9 @@ uint64_t bits(double value) {
 // at most 30 of them); false for any other list.
 bool pack_scalar_list(Words& words, const c10::IValue& input) {
   bool ints = input.isIntList();
-  if (!ints && !input.isDoubleList()) {
+  // A bool list (convolution_backward's output_mask) is PyTorch's ScalarList too.
+  bool bools = !ints && input.isBoolList();
+  if (!ints && !bools && !input.isDoubleList()) {
     return false;
   }
   c10::ArrayRef<c10::IValue> list = input.toListRef();
@@ -288,10 +290,12 @@ bool pack_scalar_list(Words& words, const c10::IValue& input) {
     return false;
   }
   uint64_t* out = words.reserve(1 + list.size());
-  *out++ = (ints ? packed::kIntList : packed::kDoubleList) |
-           (static_cast<uint64_t>(list.size()) << 8);
+  uint64_t kind = ints ? packed::kIntList : bools ? packed::kBoolList : packed::kDoubleList;
+  *out++ = kind | (static_cast<uint64_t>(list.size()) << 8);
   for (const c10::IValue& value : list) {
-    *out++ = ints ? static_cast<uint64_t>(value.toInt()) : bits(value.toDouble());
+    *out++ = ints    ? static_cast<uint64_t>(value.toInt())
+             : bools ? static_cast<uint64_t>(value.toBool())
+                     : bits(value.toDouble());
   }
   words.commit(out);
   return true;

@@ -40,7 +40,8 @@ constexpr uint64_t kBool = 2;
 constexpr uint64_t kInt = 3;
 // Then the value's bits (a double).
 constexpr uint64_t kDouble = 4;
-// Tag bits 8..: the count C (at most 30); then C int64s or doubles' bits.
+// Tag bits 8..: the count C (at most 30); then C int64s, doubles' bits, or (kBoolList) 0s
+// and 1s.
 constexpr uint64_t kIntList = 5;
 constexpr uint64_t kDoubleList = 6;
 // A list of tensors: tag bits 8..: its length C; then C tensors (kTensor, or kOther for an
@@ -49,6 +50,7 @@ constexpr uint64_t kTensorList = 7;
 // Another scalar (complex, symbolic), as PyTorch's text: tag bits 8..: its byte length B;
 // then (B + 7) / 8 words holding the bytes.
 constexpr uint64_t kScalarText = 8;
+constexpr uint64_t kBoolList = 9;
 }  // namespace packed
 
 struct Table {
