@@ -895,6 +895,11 @@ impl PyFunctionEvent {
         activity.arg(key)
     }
 
+    /// The integer arg `key`, -1 without it (PyTorch's value for none).
+    fn int_arg(&self, key: &str) -> i64 {
+        self.arg(key).and_then(Value::as_i64).unwrap_or(-1)
+    }
+
     /// The arg `key` (a list) as Python objects; `[]` without it.
     fn list_arg<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
         match self.arg(key) {
@@ -1238,6 +1243,25 @@ impl PyFunctionEvent {
         self.arg(arg::FWD_THREAD_ID)
             .and_then(Value::as_i64)
             .unwrap_or(0)
+    }
+
+    /// A Python event's id (`with_stack`: its `Python id`, counted from 1 in each trace), else
+    /// -1, as PyTorch's `python_id`.
+    #[getter]
+    fn python_id(&self) -> i64 {
+        self.int_arg(arg::PYTHON_ID)
+    }
+
+    /// The id of the Python event this one ran in (`Python parent id`), else -1.
+    #[getter]
+    fn python_parent_id(&self) -> i64 {
+        self.int_arg(arg::PYTHON_PARENT_ID)
+    }
+
+    /// An `nn.Module` event's module id (`Python module id`), else -1.
+    #[getter]
+    fn python_module_id(&self) -> i64 {
+        self.int_arg(arg::PYTHON_MODULE_ID)
     }
 
     /// The events directly inside this one on its thread.

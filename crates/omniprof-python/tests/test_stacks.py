@@ -11,7 +11,7 @@ import sys
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import omniprof
 from conftest import require_torch, summary
@@ -114,6 +114,26 @@ def test_python_calls_modules_and_call_stacks_match_torch_profiler(tmp_path: Pat
     ids = {e["args"]["Python id"] for e in of(o, "python_function")}
     assert len(ids) == len(of(o, "python_function"))
     assert all(e["args"].get("Python parent id", 0) in ids | {0} for e in of(o, "python_function"))
+
+    # The same ids on the events: each workload frame's parent and module id as PyTorch's.
+    def parents(prof: Any) -> List[Tuple[str, str, int]]:
+        calls = [e for e in prof.events() if e.is_python_function]
+        by_id = {e.python_id: without_addresses(e.name) for e in calls}
+        assert len(by_id) == len(calls) and -1 not in by_id
+        line = re.compile(rf"^{re.escape(THIS_FILE)}\(\d+\): test_")
+        return sorted(
+            (name, line.sub("test_", by_id.get(e.python_parent_id, "")), e.python_module_id)
+            for e in calls
+            for name in [without_addresses(e.name)]
+            if (name.startswith(THIS_FILE) or name.startswith("nn.Module")) and ": test_" not in name
+        )
+
+    assert parents(ours) == parents(theirs)
+    assert any(
+        name == "nn.Module: Block_0" and parent.endswith(": first_user") and module == 0
+        for name, parent, module in parents(ours)
+    )
+    assert {e.python_id for e in ours.events() if not e.is_python_function} == {-1}
 
 
 def callers_of_workload(stack: str) -> str:

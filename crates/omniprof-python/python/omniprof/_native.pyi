@@ -285,6 +285,9 @@ class FunctionEvent:
     structured_input_shapes: List[Any]
     structured_input_strides: List[Any]
     fwd_thread: int
+    python_id: int
+    python_parent_id: int
+    python_module_id: int
     cpu_children: List["FunctionEvent"]
     cpu_parent: Optional["FunctionEvent"]
     device_type: Any
