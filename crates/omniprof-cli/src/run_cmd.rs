@@ -36,6 +36,8 @@ use std::process::{Command, ExitCode, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use omniprof::clock::UtcTime;
+
 use crate::job::trace_files;
 use crate::output::print;
 use crate::{ranks_cmd, report_cmd, summary_cmd};
@@ -481,24 +483,13 @@ fn remove_if_empty(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// `YYYYMMDD-HHMMSS` of `time`, in UTC (civil date from days since the epoch, after Howard
-/// Hinnant's algorithm).
+/// `YYYYMMDD-HHMMSS` of `time`, in UTC.
 fn utc_stamp(time: SystemTime) -> String {
-    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, in_day) = (secs / 86_400, secs % 86_400);
-    let z = days + 719_468;
-    let (era, doe) = (z / 146_097, z % 146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
+    let ms = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let t = UtcTime::from_unix_ms(i64::try_from(ms).unwrap_or(i64::MAX));
     format!(
-        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
-        in_day / 3600,
-        in_day / 60 % 60,
-        in_day % 60
+        "{:04}{:02}{:02}-{:02}{:02}{:02}",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
 }
 

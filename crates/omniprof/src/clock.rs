@@ -141,6 +141,63 @@ pub fn wall_now_ns() -> i64 {
     read_clock(libc::CLOCK_REALTIME)
 }
 
+/// A moment as a UTC calendar date and time of day, for names and messages (a run's
+/// directory, the time an on-demand trace was scheduled for).
+///
+/// ```
+/// use omniprof::clock::UtcTime;
+///
+/// let t = UtcTime::from_unix_ms(1_796_544_123_456);
+/// assert_eq!((t.year, t.month, t.day), (2026, 12, 6));
+/// assert_eq!((t.hour, t.minute, t.second, t.millisecond), (8, 2, 3, 456));
+/// assert_eq!(UtcTime::from_unix_ms(-1).year, 1969);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UtcTime {
+    /// The year (before 1970 too).
+    pub year: i64,
+    /// The month, 1 to 12.
+    pub month: u32,
+    /// The day of the month, 1 to 31.
+    pub day: u32,
+    /// The hour, 0 to 23.
+    pub hour: u32,
+    /// The minute, 0 to 59.
+    pub minute: u32,
+    /// The second, 0 to 59.
+    pub second: u32,
+    /// The millisecond, 0 to 999.
+    pub millisecond: u32,
+}
+
+impl UtcTime {
+    /// The UTC date and time `ms` milliseconds after the Unix epoch (before it, negative).
+    pub fn from_unix_ms(ms: i64) -> Self {
+        let days = ms.div_euclid(86_400_000);
+        let in_day = ms.rem_euclid(86_400_000) as u32;
+        // The civil date of a day count from 1970-01-01, by Howard Hinnant's algorithm: days
+        // from 0000-03-01, split into 400-year eras of 146,097 days, then years of March to
+        // February (so a leap day ends its year).
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        Self {
+            year: yoe + era * 400 + i64::from(month <= 2),
+            month,
+            day,
+            hour: in_day / 3_600_000,
+            minute: in_day / 60_000 % 60,
+            second: in_day / 1000 % 60,
+            millisecond: in_day % 1000,
+        }
+    }
+}
+
 /// Pairs taken per calibration sample.
 const PAIRS: usize = 101;
 
@@ -315,6 +372,31 @@ static SLEEPS: AtomicU8 = AtomicU8::new(0);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_times_fall_on_their_calendar_days_across_leap_years_and_the_epoch() {
+        let at = |ms: i64| {
+            let t = UtcTime::from_unix_ms(ms);
+            (
+                t.year,
+                t.month,
+                t.day,
+                t.hour,
+                t.minute,
+                t.second,
+                t.millisecond,
+            )
+        };
+        const DAY: i64 = 86_400_000;
+        assert_eq!(at(0), (1970, 1, 1, 0, 0, 0, 0));
+        assert_eq!(at(-1), (1969, 12, 31, 23, 59, 59, 999));
+        // 2000 is a leap year (divisible by 400), 2100 is not (by 100).
+        assert_eq!(at(11_016 * DAY), (2000, 2, 29, 0, 0, 0, 0));
+        assert_eq!(at(11_017 * DAY), (2000, 3, 1, 0, 0, 0, 0));
+        assert_eq!(at(47_540 * DAY), (2100, 2, 28, 0, 0, 0, 0));
+        assert_eq!(at(47_541 * DAY), (2100, 3, 1, 0, 0, 0, 0));
+        assert_eq!(at(19_782 * DAY + 1), (2024, 2, 29, 0, 0, 0, 1));
+    }
 
     #[test]
     fn source_is_decided_and_ticks_advance() {

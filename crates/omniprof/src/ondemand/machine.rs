@@ -508,23 +508,9 @@ fn check_schedule(trigger: OnDemandTrigger, now_ms: i64) -> Result<(), String> {
 
 /// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`, for messages.
 pub(crate) fn utc(ms: i64) -> String {
-    let days = ms.div_euclid(86_400_000);
-    let in_day = ms.rem_euclid(86_400_000);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let t = crate::clock::UtcTime::from_unix_ms(ms);
     format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03} UTC",
-        in_day / 3_600_000,
-        in_day / 60_000 % 60,
-        in_day / 1000 % 60,
-        in_day % 1000
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03} UTC",
+        t.year, t.month, t.day, t.hour, t.minute, t.second, t.millisecond
     )
 }
