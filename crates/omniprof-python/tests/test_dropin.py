@@ -911,8 +911,9 @@ def test_activities_filtered_by_dict_write_the_types_torch_profiler_writes(tmp_p
         omniprof.profile(activities=[{omniprof.ProfilerActivity.CPU: []}, omniprof.ProfilerActivity.CPU])
     with pytest.raises(TypeError, match="expected a ProfilerActivity"):
         omniprof.profile(activities=[{"cpu_op": []}])
-    with pytest.raises(TypeError, match="expected a list of activity type names"):
-        omniprof.profile(activities=[{omniprof.ProfilerActivity.CPU: "CPU_OP"}])
+    for value in ("CPU_OP", 5, ["CPU_OP", None], omniprof.ProfilerActivityConfig(activity_types=[1])):
+        with pytest.raises(TypeError, match=r"activities\[CPU\] is .*expected a list of activity type names"):
+            omniprof.profile(activities=[{omniprof.ProfilerActivity.CPU: value}])
 
     # PyTorch's profiler extensions are taken and said not to be acted on.
     metrics = torch.profiler.PerformanceMetricsConfig(metric_names=["sm__cycles_active.avg"])

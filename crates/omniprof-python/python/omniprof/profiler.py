@@ -204,19 +204,22 @@ def _parse_activities(
                     f"activities holds a dict keyed by {key!r}: expected a ProfilerActivity"
                 )
             given(member)
-            types = value
-            if hasattr(value, "activity_types"):  # omniprof's or torch's config
-                types = value.activity_types
-            else:
-                value = ProfilerActivityConfig(activity_types=value)
-            configs[ProfilerActivity[member]] = value
-            if types is None:
-                names.append(member)
-            elif isinstance(types, (str, bytes)) or not isinstance(types, Iterable):
+            is_config = hasattr(value, "activity_types")  # omniprof's or torch's config
+            types = value.activity_types if is_config else value
+            if types is not None and (
+                isinstance(types, (str, bytes))
+                or not isinstance(types, Iterable)
+                or not all(isinstance(t, str) for t in types)
+            ):
                 raise TypeError(
                     f"activities[{member}] is {value!r}: expected a list of activity type "
                     "names or a ProfilerActivityConfig"
                 )
+            configs[ProfilerActivity[member]] = (
+                value if is_config else ProfilerActivityConfig(activity_types=value)
+            )
+            if types is None:
+                names.append(member)
             else:
                 groups.append(member)
                 # A type two members' filters name (a runtime's calls: CPU's and its
