@@ -191,5 +191,21 @@ fn device_work_begun_while_its_collection_is_off_is_left_out_into_the_next_cycle
         // The launch whose kernel was left out has lost its flow's start.
         let flowed: Vec<bool> = launches.iter().map(|a| a.flow.is_some()).collect();
         assert_eq!(flowed, [kept == 0, kept == 1]);
+        // The backend's count is of what the trace kept, the kernel left out not among it
+        // (the steps' projections onto the device are no backend's).
+        let delivered = t
+            .activities
+            .iter()
+            .filter(|a| {
+                !matches!(
+                    a.kind,
+                    ActivityType::CpuOp
+                        | ActivityType::UserAnnotation
+                        | ActivityType::GpuUserAnnotation
+                )
+            })
+            .count() as u64;
+        let counted: Vec<u64> = t.health.backends.iter().map(|b| b.activities).collect();
+        assert_eq!(counted, [delivered]);
     }
 }

@@ -779,11 +779,10 @@ impl Profiler {
             window,
             warm_start_ns: self.warm_start_ns,
             selection: self.activities,
+            toggled: switched,
             config: &self.config,
         };
-        let mut trace = merge::trace(recorded, std::mem::take(&mut self.backends));
-        switched.leave_out(&mut trace);
-        Ok(trace)
+        Ok(merge::trace(recorded, std::mem::take(&mut self.backends)))
     }
 
     fn out_of_order(&self, call: &'static str) -> SessionError {
@@ -809,6 +808,7 @@ pub(crate) fn window_trace(
         window,
         warm_start_ns: None,
         selection: ActivitySet::default_set(),
+        toggled: toggles::Switched::default(),
         config,
     };
     merge::window_trace(recorded, backends)

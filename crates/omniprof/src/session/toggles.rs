@@ -10,7 +10,7 @@
 //! into the next trace of a schedule, as in PyTorch.
 
 use crate::clock::{self, TickConverter};
-use crate::{ActivitySet, Trace};
+use crate::{ActivitySet, ActivityType, Trace};
 
 /// The switches of one session: what is off now, and each change since the last trace.
 #[derive(Debug, Default)]
@@ -56,8 +56,8 @@ impl Toggles {
     }
 }
 
-/// One trace's switches, in nanoseconds.
-#[derive(Debug)]
+/// One trace's switches, in nanoseconds (none: nothing was switched off).
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Switched {
     off_at_start: ActivitySet,
     changes: Vec<(i64, ActivitySet)>,
@@ -67,6 +67,11 @@ impl Switched {
     /// Nothing was off at any time.
     fn is_empty(&self) -> bool {
         self.off_at_start.is_empty() && self.changes.iter().all(|(_, off)| off.is_empty())
+    }
+
+    /// Whether an activity of type `kind` beginning at `ns` is left out: its type was off.
+    pub(crate) fn leaves_out(&self, kind: ActivityType, ns: i64) -> bool {
+        !self.is_empty() && self.off_at(ns).contains(kind)
     }
 
     /// What was off at `ns`.
@@ -79,7 +84,9 @@ impl Switched {
     }
 
     /// Leaves out of `trace` each activity of a type that was off when it began, and the
-    /// flow ends whose other end it left out. Returns how many activities it left out.
+    /// flow ends whose other end it left out. Returns how many activities it left out. (The
+    /// merge leaves out the backends' activities as it takes them, so that each backend's
+    /// count of what the trace kept is right; this leaves out the host's.)
     pub(crate) fn leave_out(&self, trace: &mut Trace) -> usize {
         if self.is_empty() {
             return 0;
@@ -87,7 +94,7 @@ impl Switched {
         let before = trace.activities.len();
         let mut cut_flows = Vec::new();
         trace.activities.retain(|a| {
-            let keep = !self.off_at(a.start_ns).contains(a.kind);
+            let keep = !self.leaves_out(a.kind, a.start_ns);
             if let (false, Some(flow)) = (keep, a.flow) {
                 cut_flows.push((flow.id, flow.kind));
             }

@@ -10,6 +10,7 @@ use super::window::{Captured, Outside, Placed};
 use crate::backend::ScopeMetric;
 use crate::session::backends::Collected;
 use crate::session::scope::ScopeProfiler;
+use crate::session::toggles::Switched;
 use crate::FastMap;
 use crate::Trace;
 use crate::{Activity, ActivitySet, ActivityType};
@@ -30,15 +31,18 @@ pub(super) struct Merged {
     /// The flow ids used so far, and how many a backend had to renumber.
     flow_ids: flows::Taken,
     renumbered_flow_ids: u64,
+    /// What `toggle_collection` left out.
+    toggled: Switched,
 }
 
 impl Merged {
     /// Nothing merged yet into a trace whose host recording is `host`; `scope` when the
     /// trace enables the scope profiler.
-    pub(super) fn new(host: &[Activity], scope: Option<ScopeProfiler>) -> Self {
+    pub(super) fn new(host: &[Activity], scope: Option<ScopeProfiler>, toggled: Switched) -> Self {
         Self {
             scope,
             flow_ids: flows::Taken::of(host),
+            toggled,
             ..Self::default()
         }
     }
@@ -79,7 +83,9 @@ impl Merged {
             } else if !window.contains(a) {
                 keep[i] = false;
                 outside.add(a, window.window);
-            } else if !(selection.enabled(a.kind) || measured(i)) {
+            } else if !(selection.enabled(a.kind) || measured(i))
+                || self.toggled.leaves_out(a.kind, a.start_ns)
+            {
                 keep[i] = false;
             }
         }
@@ -134,7 +140,10 @@ impl Merged {
                 false
             }
         });
-        counters.retain(|track, _| selection.enabled(track.kind));
+        let toggled = &self.toggled;
+        counters.retain(|track, sample| {
+            selection.enabled(track.kind) && !toggled.leaves_out(track.kind, sample.ts_ns)
+        });
         self.warmup += warmup;
         self.out_of_window_samples += out;
         self.counters.append(counters);

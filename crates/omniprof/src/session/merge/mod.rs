@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::backends::{Backends, Handover};
 use super::scope::ScopeProfiler;
+use super::toggles::Switched;
 use crate::clock;
 use crate::config::Config;
 use crate::keys::metadata;
@@ -56,6 +57,8 @@ pub(crate) struct Recorded<'a> {
     /// When the backends started, if they warmed up before the window opened.
     pub(crate) warm_start_ns: Option<i64>,
     pub(crate) selection: ActivitySet,
+    /// What `toggle_collection` left out, by type and time.
+    pub(crate) toggled: Switched,
     pub(crate) config: &'a Config,
 }
 
@@ -77,6 +80,7 @@ fn merge(recorded: Recorded<'_>, backends: &mut Backends, handover: Handover) ->
         window,
         warm_start_ns,
         selection,
+        toggled,
         config,
     } = recorded;
     let mut trace = Trace::new(window.start_ns, window.end_ns);
@@ -141,10 +145,12 @@ fn merge(recorded: Recorded<'_>, backends: &mut Backends, handover: Handover) ->
         handover,
         left_out_ranges,
         selection,
+        &toggled,
         config,
         warm_start_ns,
         pid,
     );
+    toggled.leave_out(&mut trace);
     sort_activities(&mut trace);
     trace.spans.push(Span {
         name: SPAN_NAME.to_owned(),
@@ -165,6 +171,7 @@ fn merge_backends(
     handover: Handover,
     left_out_ranges: Vec<Activity>,
     selection: ActivitySet,
+    toggled: &Switched,
     config: &Config,
     warm_start_ns: Option<i64>,
     host_pid: i64,
@@ -191,6 +198,7 @@ fn merge_backends(
         selection
             .enabled(ActivityType::XpuScopeProfiler)
             .then(|| ScopeProfiler::new(config)),
+        toggled.clone(),
     );
     let mut warnings = Vec::new();
     let (mut refused_links, mut window_cut_links) = (0, 0);
