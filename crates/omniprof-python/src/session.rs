@@ -209,6 +209,8 @@ pub(crate) fn activity_filter(group: &str, names: Vec<String>) -> PyResult<Vec<S
 struct Inner {
     /// The running profiler, from `start` until `stop` or `abort`.
     profiler: Option<Profiler>,
+    /// A profiler `prepare` warmed up, which `start` takes.
+    prepared: Option<Profiler>,
     /// Held with the profiler when the observer is to pack the storages ops read.
     storages: Option<storage_reads::Wanted>,
     /// Metadata added with `add_metadata`, set on every trace taken.
@@ -436,6 +438,7 @@ impl Session {
             finished,
             inner: Mutex::new(Inner {
                 profiler: None,
+                prepared: None,
                 storages: None,
                 metadata: Vec::new(),
             }),
@@ -451,15 +454,47 @@ impl Session {
                     "cannot start: this profiler is already running",
                 ));
             }
-            // Before the observer is configured, at the start or a cycle's warm-up.
-            let storages = self.wants_storages.then(storage_reads::Wanted::new);
-            let mut profiler = self.builder.clone().build().map_err(profiler_error)?;
+            let (mut profiler, storages) = match inner.prepared.take() {
+                Some(prepared) => (prepared, inner.storages.take()),
+                None => {
+                    // Before the observer is configured, at the start or a cycle's warm-up.
+                    let storages = self.wants_storages.then(storage_reads::Wanted::new);
+                    let built = self.builder.clone().build().map_err(profiler_error)?;
+                    (built, storages)
+                }
+            };
             profiler.start().map_err(profiler_error)?;
             inner.profiler = Some(profiler);
             inner.storages = storages;
             Ok(())
         })?;
         self.schedule_raised()
+    }
+
+    /// Claims the recorder and warms the backends up without recording yet (PyTorch's
+    /// `prepare_trace`); `start` then opens the window. A `ProfilerError` with a schedule
+    /// (its steps warm up) or when prepared or running already.
+    fn prepare(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| {
+            let mut inner = lock(&self.inner);
+            if inner.profiler.is_some() || inner.prepared.is_some() {
+                return Err(profiler_error(
+                    "cannot prepare: this profiler is already prepared or running",
+                ));
+            }
+            let storages = self.wants_storages.then(storage_reads::Wanted::new);
+            let mut profiler = self.builder.clone().build().map_err(profiler_error)?;
+            profiler.prepare().map_err(profiler_error)?;
+            inner.prepared = Some(profiler);
+            inner.storages = storages;
+            Ok(())
+        })
+    }
+
+    /// Whether `prepare` warmed a profiler up that `start` has not taken.
+    #[getter]
+    fn prepared(&self) -> bool {
+        lock(&self.inner).prepared.is_some()
     }
 
     /// Ends a step (with a schedule, takes the next step's action).
@@ -501,6 +536,7 @@ impl Session {
         py.detach(|| {
             let mut inner = lock(&self.inner);
             drop(inner.profiler.take());
+            drop(inner.prepared.take());
             inner.storages = None;
             lock(&self.finished).clear();
         });

@@ -923,6 +923,38 @@ def test_activities_filtered_by_dict_write_the_types_torch_profiler_writes(tmp_p
             pass
 
 
+def test_prepare_then_start_trace_records_from_the_start_as_torch_profiler_does() -> None:
+    omniprof._observer.install()
+    x = torch.ones(4, 4)
+    names = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        prof = module.profile(activities=[module.ProfilerActivity.CPU])
+        # Without prepare_trace, start_trace is PyTorch's AssertionError.
+        with pytest.raises(AssertionError, match="must be initialized before starting trace"):
+            prof.start_trace()
+        prof.prepare_trace()
+        torch.add(x, x)  # warmed up, not recording
+        prof.start_trace()
+        with torch.profiler.record_function("recorded"):
+            torch.mm(x, x)
+        prof.stop_trace()
+        names[name] = Counter(e.name for e in prof.events())
+    assert names["omniprof"] == names["torch"]
+    assert names["torch"]["aten::mm"] == 1 and "aten::add" not in names["torch"]
+    # Prepared twice, or with a schedule whose steps warm up: refused, and nothing is held.
+    prof = omniprof.profile()
+    prof.prepare_trace()
+    with pytest.raises(omniprof.ProfilerError, match="already prepared or running"):
+        prof.prepare_trace()
+    prof.start_trace()
+    prof.stop_trace()
+    with pytest.raises(omniprof.ProfilerError, match="prepare"):
+        omniprof.profile(schedule=omniprof.schedule(wait=0, warmup=1, active=1)).prepare_trace()
+    with omniprof.profile() as again:
+        torch.mm(x, x)
+    assert Counter(e.name for e in again.events())["aten::mm"] == 1
+
+
 def test_record_function_takes_bytes_as_pytorch_does(tmp_path: Path) -> None:
     with omniprof.profile() as prof:
         with omniprof.record_function(b"abc"):

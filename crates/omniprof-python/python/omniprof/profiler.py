@@ -457,6 +457,33 @@ class profile:
 
         With torch imported, PyTorch's ops are observed while a trace records (the
         observer is built on the first start, before recording begins)."""
+        if not self._session.prepared:
+            self._ready()
+        self._session.start()
+        self._recording_started()
+
+    def prepare_trace(self) -> None:
+        """torch.profiler's: claims the profiler and warms its backends up without
+        recording yet; ``start_trace()`` then starts recording. Not with a schedule, whose
+        steps warm up (``ProfilerError``)."""
+        self._ready()
+        self._session.prepare()
+
+    def start_trace(self) -> None:
+        """torch.profiler's: starts recording after ``prepare_trace()`` (``AssertionError``
+        without it, as in PyTorch)."""
+        if not self._session.prepared:
+            raise AssertionError("Profiler must be initialized before starting trace")
+        self._session.start()
+        self._recording_started()
+
+    def stop_trace(self) -> None:
+        """torch.profiler's: stops recording, as ``stop()``."""
+        self.stop()
+
+    def _ready(self) -> None:
+        """What a start needs before the session claims the profiler: CUDA that can be
+        recorded, the observer built, the process's rank."""
         if self._records_cuda():
             refusal = _cuda.refusal()
             if refusal is not None:
@@ -468,7 +495,10 @@ class profile:
         if info is not None:
             # As torch.profiler does on start: the rank HTA and `omniprof ranks` read.
             self.add_metadata_json(_DISTRIBUTED_INFO, json.dumps(info, default=str))
-        self._session.start()
+
+    def _recording_started(self) -> None:
+        """What follows the session's start: the schedule's first action, PyTorch told,
+        what nothing here records warned about."""
         self._started = True
         self._follow_recording()
         self._warn_if_torch_profiler_holds_what_this_asks()
