@@ -696,15 +696,16 @@ def rows_of(averages: Any) -> List[Tuple[str, str, int]]:
 
 
 def test_arguments_not_acted_on_warn_once_and_unknown_ones_raise() -> None:
-    omniprof.profiler._warned.discard("acc_events")
-    with pytest.warns(RuntimeWarning, match="omniprof does not support acc_events yet; it is ignored"):
-        omniprof.profile(acc_events=True)
+    from torch._C._profiler import _ExperimentalConfig
+
+    omniprof.profiler._warned.discard("experimental_config")
+    asks = _ExperimentalConfig(profile_all_threads=True)
+    with pytest.warns(RuntimeWarning, match="omniprof does not support experimental_config yet; it is ignored"):
+        omniprof.profile(experimental_config=asks)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        omniprof.profile(acc_events=True)  # once
-        omniprof.profile(with_stack=True, with_modules=True)  # acted on: no warning
-        from torch._C._profiler import _ExperimentalConfig
-
+        omniprof.profile(experimental_config=asks)  # once
+        omniprof.profile(with_stack=True, with_modules=True, acc_events=True)  # acted on: no warning
         # Stacks need no verbose config here: accepted, nothing to say.
         omniprof.profile(experimental_config=_ExperimentalConfig(verbose=True))
         omniprof.profile(acc_events=False, experimental_config=None)
@@ -953,6 +954,42 @@ def test_prepare_then_start_trace_records_from_the_start_as_torch_profiler_does(
     with omniprof.profile() as again:
         torch.mm(x, x)
     assert Counter(e.name for e in again.events())["aten::mm"] == 1
+
+
+def test_acc_events_keeps_every_cycles_events_as_torch_profiler_does() -> None:
+    omniprof._observer.install()
+    x = torch.ones(4, 4)
+    work = [lambda: torch.mm(x, x), lambda: torch.add(x, x), lambda: torch.mul(x, x)]
+    kept: Dict[str, Any] = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        per_cycle = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyTorch's note that the profiler is reused
+            with module.profile(
+                activities=[module.ProfilerActivity.CPU],
+                schedule=module.schedule(wait=0, warmup=0, active=1, repeat=3),
+                acc_events=True,
+                on_trace_ready=lambda p: per_cycle.append(len(p.events())),
+            ) as prof:
+                for step in range(3):
+                    with torch.profiler.record_function(f"step_{step}"):
+                        work[step]()
+                    prof.step()
+        names = [e.name for e in prof.events()]
+        rows = {r.key: r.count for r in prof.key_averages()}
+        kept[name] = (Counter(names), rows, per_cycle, [n for n in names if n.startswith("step_")])
+    assert kept["omniprof"] == kept["torch"]
+    counts, rows, per_cycle, steps = kept["torch"]
+    # Each cycle's events after the newer ones', growing cycle by cycle.
+    assert steps == ["step_2", "step_1", "step_0"] and per_cycle[0] < per_cycle[1] < per_cycle[2]
+    assert rows["aten::mm"] == rows["aten::add"] == rows["aten::mul"] == 1
+    # Without it, the last cycle's only.
+    with omniprof.profile(schedule=omniprof.schedule(wait=0, warmup=0, active=1, repeat=2)) as prof:
+        for step in range(2):
+            with torch.profiler.record_function(f"step_{step}"):
+                work[step]()
+            prof.step()
+    assert [e.name for e in prof.events() if e.name.startswith("step_")] == ["step_1"]
 
 
 def test_record_function_takes_bytes_as_pytorch_does(tmp_path: Path) -> None:

@@ -70,7 +70,6 @@ def _record_every_step(step: int) -> ProfilerAction:
 # with the value that asks for nothing: any other value warns once per process.
 _NOT_YET_SUPPORTED = {
     "experimental_config": None,
-    "acc_events": False,
 }
 _warned: Set[str] = set()
 
@@ -278,10 +277,12 @@ class profile:
         custom_trace_id_callback: called at the start of each recording cycle for the id
             of its trace (its ``trace_id``, and ``get_trace_id()``), as torch.profiler
             calls it; one that raises or gives no string is warned about.
-        experimental_config, acc_events: accepted for ``torch.profiler`` compatibility;
-            omniprof does not act on them yet (but for an ``experimental_config``'s
-            ``verbose``, ``enable_cuda_sync_events`` and ``capture_overload_names``) and
-            warns once when one asks for something.
+        acc_events: as in ``torch.profiler``, ``events()`` and ``key_averages()`` hold the
+            events of every trace this profile finished (the newest first), not the last
+            one's only; the exports write the last trace.
+        experimental_config: accepted for ``torch.profiler`` compatibility; omniprof does
+            not act on it yet (but for its ``verbose``, ``enable_cuda_sync_events`` and
+            ``capture_overload_names``) and warns once when it asks for something.
         use_cuda: the deprecated spelling of ``ProfilerActivity.CUDA`` in ``activities``.
         use_device: the legacy profiler's spelling (``torch.autograd.profiler.profile``) of a
             device activity: ``"cuda"``, ``"xpu"``, ``"mtia"``, ``"hpu"``, else the
@@ -360,7 +361,6 @@ class profile:
                 config = (config + "\n" if config else "") + "OMNIPROF_PRIVATEUSE1_PROFILER=false"
         given = {
             "experimental_config": experimental_config,
-            "acc_events": acc_events,
         }
         for key, value in given.items():
             if key == "experimental_config" and not _asks_beyond_verbose(value):
@@ -419,6 +419,8 @@ class profile:
         # The last finished trace; the trace handler reads it.
         self._trace: Optional[Trace] = None
         self._events: Optional[Any] = None
+        # With acc_events: the events of the traces before the last, newest first.
+        self._earlier_events: List[Any] = []
         self._started = False
         self._frames_cut = 0
         # step_num once stopped: the last run's.
@@ -698,6 +700,9 @@ class profile:
     def _deliver(self) -> None:
         notes: List[str] = []
         for trace in self._session.take_traces():
+            if self.acc_events and self._trace is not None:
+                # As PyTorch's: the events so far stay, after the new trace's.
+                self._earlier_events = list(self.events())
             self._trace = trace
             self._events = None
             notes.extend(f"omniprof: backend failed: {e}" for e in trace.backend_errors)
@@ -746,7 +751,15 @@ class profile:
         ``overload_name``, the table PyTorch's ``Overload Name`` column), which, as in
         PyTorch, is recorded only with
         ``experimental_config=_ExperimentalConfig(capture_overload_names=True)``: without
-        it every op has the default overload's, ``""``, and rows are as by name."""
+        it every op has the default overload's, ``""``, and rows are as by name. With
+        ``acc_events``, of every trace's events."""
+        if self._earlier_events:
+            return self.events().key_averages(
+                group_by_input_shape,
+                group_by_stack_n,
+                group_by_overload_name,
+                include_python_functions,
+            )
         return self._require_trace("key_averages").key_averages(
             group_by_input_shape,
             self.profile_memory,
@@ -768,6 +781,7 @@ class profile:
             self._events = self._require_trace("events").events(
                 self.profile_memory, self.with_flops
             )
+            self._events.extend(self._earlier_events)
         return self._events
 
     @property
