@@ -895,9 +895,9 @@ impl PyFunctionEvent {
         activity.arg(key)
     }
 
-    /// The integer arg `key`, -1 without it (PyTorch's value for none).
-    fn int_arg(&self, key: &str) -> i64 {
-        self.arg(key).and_then(Value::as_i64).unwrap_or(-1)
+    /// The integer arg `key`, `none` without it (PyTorch's value for none).
+    fn int_arg(&self, key: &str, none: i64) -> i64 {
+        self.arg(key).and_then(Value::as_i64).unwrap_or(none)
     }
 
     /// The arg `key` (a list) as Python objects; `[]` without it.
@@ -1240,28 +1240,26 @@ impl PyFunctionEvent {
     /// PyTorch's `fwd_thread`.
     #[getter]
     fn fwd_thread(&self) -> i64 {
-        self.arg(arg::FWD_THREAD_ID)
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
+        self.int_arg(arg::FWD_THREAD_ID, 0)
     }
 
     /// A Python event's id (`with_stack`: its `Python id`, counted from 1 in each trace), else
     /// -1, as PyTorch's `python_id`.
     #[getter]
     fn python_id(&self) -> i64 {
-        self.int_arg(arg::PYTHON_ID)
+        self.int_arg(arg::PYTHON_ID, -1)
     }
 
     /// The id of the Python event this one ran in (`Python parent id`), else -1.
     #[getter]
     fn python_parent_id(&self) -> i64 {
-        self.int_arg(arg::PYTHON_PARENT_ID)
+        self.int_arg(arg::PYTHON_PARENT_ID, -1)
     }
 
     /// An `nn.Module` event's module id (`Python module id`), else -1.
     #[getter]
     fn python_module_id(&self) -> i64 {
-        self.int_arg(arg::PYTHON_MODULE_ID)
+        self.int_arg(arg::PYTHON_MODULE_ID, -1)
     }
 
     /// The events directly inside this one on its thread.

@@ -263,6 +263,14 @@ pub(crate) struct Session {
 }
 
 impl Session {
+    /// A new profiler from the builder, with the storages wanted held first (before the
+    /// observer is configured, at the start or a cycle's warm-up).
+    fn fresh(&self) -> PyResult<(Profiler, Option<storage_reads::Wanted>)> {
+        let storages = self.wants_storages.then(storage_reads::Wanted::new);
+        let profiler = self.builder.clone().build().map_err(profiler_error)?;
+        Ok((profiler, storages))
+    }
+
     fn set_metadata(&self, key: String, value: Value) {
         let mut inner = lock(&self.inner);
         inner.metadata.retain(|(k, _)| *k != key);
@@ -456,12 +464,7 @@ impl Session {
             }
             let (mut profiler, storages) = match inner.prepared.take() {
                 Some(prepared) => (prepared, inner.storages.take()),
-                None => {
-                    // Before the observer is configured, at the start or a cycle's warm-up.
-                    let storages = self.wants_storages.then(storage_reads::Wanted::new);
-                    let built = self.builder.clone().build().map_err(profiler_error)?;
-                    (built, storages)
-                }
+                None => self.fresh()?,
             };
             profiler.start().map_err(profiler_error)?;
             inner.profiler = Some(profiler);
@@ -482,8 +485,7 @@ impl Session {
                     "cannot prepare: this profiler is already prepared or running",
                 ));
             }
-            let storages = self.wants_storages.then(storage_reads::Wanted::new);
-            let mut profiler = self.builder.clone().build().map_err(profiler_error)?;
+            let (mut profiler, storages) = self.fresh()?;
             profiler.prepare().map_err(profiler_error)?;
             inner.prepared = Some(profiler);
             inner.storages = storages;
