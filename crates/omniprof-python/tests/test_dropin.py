@@ -992,6 +992,31 @@ def test_acc_events_keeps_every_cycles_events_as_torch_profiler_does() -> None:
     assert [e.name for e in prof.events() if e.name.startswith("step_")] == ["step_1"]
 
 
+def test_results_before_the_first_trace_are_empty_as_torch_profilers_are() -> None:
+    """Code that prints a table every N steps runs from the first step under torch.profiler,
+    whose results are empty until its first cycle ends: so are omniprof's (it warns once why)."""
+    omniprof._observer.install()
+    x = torch.ones(4, 4)
+    seen: Dict[str, Any] = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        lengths = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with module.profile(activities=[module.ProfilerActivity.CPU]) as prof:
+                torch.mm(x, x)
+                inside = (prof.events(), prof.key_averages(), prof.key_averages().table())
+            with module.profile(schedule=module.schedule(wait=1, warmup=1, active=2)) as prof:
+                for _ in range(3):
+                    torch.mm(x, x)
+                    prof.step()
+                    lengths.append((len(prof.events()), len(prof.key_averages())))
+        empty = [(type(e).__name__, len(e)) for e in inside[:2]]
+        ours = [str(w.message) for w in caught if "no trace has finished yet" in str(w.message)]
+        seen[name] = (empty, inside[2], lengths, len(ours))
+    assert seen["torch"] == ([("EventList", 0), ("EventList", 0)], "", [(0, 0)] * 3, 0)
+    assert seen["omniprof"] == ([("EventList", 0), ("EventList", 0)], "", [(0, 0)] * 3, 2)
+
+
 def test_record_function_takes_bytes_as_pytorch_does(tmp_path: Path) -> None:
     with omniprof.profile() as prof:
         with omniprof.record_function(b"abc"):

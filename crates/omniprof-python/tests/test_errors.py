@@ -5,6 +5,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +37,21 @@ def test_starting_twice_and_stopping_when_not_running() -> None:
             prof.start()
 
 
-def test_export_and_key_averages_before_stop(tmp_path: Path) -> None:
+def test_export_before_stop_raises_and_results_are_empty_with_a_warning(tmp_path: Path) -> None:
     with omniprof.profile() as prof:
+        with omniprof.record_function("kept"):
+            pass
         with pytest.raises(omniprof.ProfilerError, match="no trace yet"):
             prof.export_chrome_trace(tmp_path / "early.json")
-        with pytest.raises(omniprof.ProfilerError, match="no trace yet"):
-            prof.key_averages()
+        # As torch.profiler's, empty lists: code that prints a table every N steps goes on.
+        with pytest.warns(RuntimeWarning, match=r"^key_averages\(\) is empty: no trace has finished yet"):
+            assert prof.key_averages() == []
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once per profile
+            assert prof.events() == [] and prof.key_averages().table() == ""
+    assert [e.name for e in prof.events()] == ["kept"]
+    with pytest.raises(omniprof.ProfilerError, match="no trace yet"):
+        omniprof.profile().events()
 
 
 def test_an_unwritable_path_raises_and_the_trace_stays(tmp_path: Path) -> None:

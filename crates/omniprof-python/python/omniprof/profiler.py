@@ -422,6 +422,7 @@ class profile:
         # With acc_events: the events of the traces before the last, newest first.
         self._earlier_events: List[Any] = []
         self._started = False
+        self._warned_no_trace = False
         self._frames_cut = 0
         # step_num once stopped: the last run's.
         self._last_step_num = 0
@@ -726,6 +727,24 @@ class profile:
         for note in notes:
             _warn.warn(note)
 
+    def _no_trace_yet(self, call: str) -> bool:
+        """Whether the profiler has started but no trace has finished: then ``events()`` and
+        ``key_averages()`` are empty, as torch.profiler's are while its cycle is under way
+        (code that prints a table every N steps must not fail), with a warning, once per
+        profile, saying why."""
+        if self._trace is not None or not self._started:
+            return False
+        if not self._warned_no_trace:
+            self._warned_no_trace = True
+            _warn.warn(
+                f"{call}() is empty: no trace has finished yet (stop the profiler, or with a "
+                "schedule let a recording cycle finish)"
+            )
+        return True
+
+    def _empty_list(self) -> EventList:
+        return EventList(profile_memory=self.profile_memory, with_flops=self.with_flops)
+
     def _require_trace(self, call: str) -> Trace:
         if self._trace is None:
             raise ProfilerError(
@@ -760,6 +779,8 @@ class profile:
                 group_by_overload_name,
                 include_python_functions,
             )
+        if self._no_trace_yet("key_averages"):
+            return self._empty_list()
         return self._require_trace("key_averages").key_averages(
             group_by_input_shape,
             self.profile_memory,
@@ -776,8 +797,11 @@ class profile:
         ``flops``, ``overload_name``, ``cpu_children``, ``cpu_parent``, ``stack``,
         ``kernels``, ``is_python_function``, ...) in an ``EventList``: a ``list``, the same
         one each call (as PyTorch's), with ``table()``, ``key_averages()``,
-        ``total_average()``, ``export_stacks()`` and ``export_chrome_trace()``."""
+        ``total_average()``, ``export_stacks()`` and ``export_chrome_trace()``. Empty, with
+        a warning, while no trace has finished, as PyTorch's is."""
         if self._events is None:
+            if self._no_trace_yet("events"):
+                return self._empty_list()
             self._events = self._require_trace("events").events(
                 self.profile_memory, self.with_flops
             )
