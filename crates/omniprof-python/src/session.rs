@@ -669,11 +669,11 @@ fn action_number(action: ProfilerAction) -> u8 {
 /// steps, `repeat` times (0: until the profiler stops), after `skip_first` steps;
 /// `skip_first_wait` skips the first cycle's wait. A `ValueError` lists every value when one
 /// is out of range (`active` > 0, the others >= 0). Called with a step number it returns
-/// that step's `ProfilerAction` value:
+/// that step's `ProfilerAction`, as PyTorch's schedule does:
 ///
 /// ```text
 /// >>> s = omniprof.schedule(wait=1, warmup=1, active=2, repeat=1)
-/// >>> [omniprof.ProfilerAction(s(i)).name for i in range(5)]
+/// >>> [s(i).name for i in range(5)]
 /// ['NONE', 'WARMUP', 'RECORD', 'RECORD_AND_SAVE', 'NONE']
 /// ```
 #[pyclass(module = "omniprof._native", name = "Schedule", frozen)]
@@ -703,11 +703,15 @@ impl PySchedule {
         .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
-    fn __call__(&self, step: i64) -> PyResult<u8> {
-        self.0
+    fn __call__<'py>(&self, py: Python<'py>, step: i64) -> PyResult<Bound<'py, PyAny>> {
+        let action = self
+            .0
             .action(step)
-            .map(action_number)
-            .map_err(|e| PyValueError::new_err(e.to_string()))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        // The Python enum (omniprof/profiler.py), whose members equal PyTorch's.
+        py.import("omniprof.profiler")?
+            .getattr("ProfilerAction")?
+            .call1((action_number(action),))
     }
 
     fn __repr__(&self) -> String {

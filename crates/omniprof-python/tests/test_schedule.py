@@ -16,9 +16,9 @@ A = omniprof.ProfilerAction
 
 def test_schedule_maps_steps_as_pytorch_does() -> None:
     s = omniprof.schedule(wait=1, warmup=1, active=2, repeat=1)
-    assert [A(s(i)) for i in range(6)] == [A.NONE, A.WARMUP, A.RECORD, A.RECORD_AND_SAVE, A.NONE, A.NONE]
+    assert [s(i) for i in range(6)] == [A.NONE, A.WARMUP, A.RECORD, A.RECORD_AND_SAVE, A.NONE, A.NONE]
     s = omniprof.schedule(skip_first=10, wait=20, warmup=1, active=1, skip_first_wait=1)
-    assert (A(s(10)), A(s(11)), A(s(32))) == (A.WARMUP, A.RECORD_AND_SAVE, A.WARMUP)
+    assert (s(10), s(11), s(32)) == (A.WARMUP, A.RECORD_AND_SAVE, A.WARMUP)
     with pytest.raises(ValueError, match="steps count from 0"):
         s(-1)
 
@@ -135,6 +135,27 @@ def test_the_handler_writes_gzip_and_names_the_worker(tmp_path: Path) -> None:
     (written,) = handler.written
     assert written.endswith(".pt.trace.json.gz")
     assert load_trace(Path(written))["traceEvents"]
+
+
+def test_actions_are_torch_profilers_for_code_that_compares_or_prints_them() -> None:
+    import torch
+    from torch.profiler import ProfilerAction as TorchAction
+
+    theirs = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)
+    ours = omniprof.schedule(wait=1, warmup=1, active=2, repeat=1)
+    for step in range(6):
+        t, o = theirs(step), ours(step)
+        assert (str(o), repr(o), o.name, o.value) == (str(t), repr(t), t.name, t.value)
+        assert o == t and t == o and hash(o) == hash(t) and {t: step}[o] == step
+        assert o != TorchAction((t.value + 1) % 4) and o != t.value
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        with module.profile(schedule=module.schedule(wait=0, warmup=1, active=1)) as prof:
+            actions = [prof.current_action]
+            prof.step()
+            actions.append(prof.current_action)
+        actions.append(prof.current_action)  # stopped: the last one kept
+        assert [str(a) for a in actions] == ["ProfilerAction.WARMUP"] + ["ProfilerAction.RECORD_AND_SAVE"] * 2, name
+        assert actions == [TorchAction.WARMUP, A.RECORD_AND_SAVE, TorchAction.RECORD_AND_SAVE], name
 
 
 def test_a_callable_schedule_takes_its_actions_as_under_torch_profiler() -> None:

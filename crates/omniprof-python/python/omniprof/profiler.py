@@ -52,13 +52,25 @@ def _as_schedule(schedule: Any) -> Any:
     return schedule
 
 
-class ProfilerAction(enum.IntEnum):
-    """``torch.profiler.ProfilerAction``: what a schedule does at a step."""
+class ProfilerAction(enum.Enum):
+    """``torch.profiler.ProfilerAction``: what a schedule does at a step. Its members equal
+    PyTorch's of the same value (and hash as they do), so code that compares an action with
+    either enum, or keys a ``dict`` by them, works whichever profiler gave the action; torch
+    is not imported for it."""
 
     NONE = 0
     WARMUP = 1
     RECORD = 2
     RECORD_AND_SAVE = 3
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, enum.Enum) and type(other).__name__ == "ProfilerAction":
+            return bool(self.value == other.value)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        # Enum's own hash, which PyTorch's members keep: equal members hash alike.
+        return hash(self._name_)
 
 
 def _record_every_step(step: int) -> ProfilerAction:
@@ -426,6 +438,8 @@ class profile:
         self._frames_cut = 0
         # step_num once stopped: the last run's.
         self._last_step_num = 0
+        # current_action once stopped: the last run's last (torch.profiler keeps it).
+        self._action_at_stop = ProfilerAction.NONE
         # What PyTorch's profiler flag was before this profile set it (see start()).
         self._torch_flag: Optional[bool] = None
 
@@ -533,6 +547,7 @@ class profile:
             _cuda.synchronize()
         if self._session.running:
             self._last_step_num = self._session.step_num
+            self._action_at_stop = self.current_action
         self._stop_execution_trace()
         self._last_action = ProfilerAction.NONE
         try:
@@ -899,8 +914,11 @@ class profile:
 
     @property
     def current_action(self) -> ProfilerAction:
-        """The current step's action (``NONE`` when not running)."""
-        return ProfilerAction(self._session.current_action)
+        """The current step's action; once stopped, the last run's last, as torch.profiler
+        keeps it (``NONE`` before the first start)."""
+        if self._session.running:
+            return ProfilerAction(self._session.current_action)
+        return self._action_at_stop
 
 
 _DISTRIBUTED_INFO = "distributedInfo"
