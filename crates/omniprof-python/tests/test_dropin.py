@@ -1024,6 +1024,36 @@ def test_record_function_takes_bytes_as_pytorch_does(tmp_path: Path) -> None:
     assert [r.key for r in prof.key_averages()] == ["abc"]
 
 
+def test_every_argument_torch_profiler_takes_is_taken_with_its_default() -> None:
+    """A call written for torch.profiler's functions and profile methods must not be a
+    TypeError under omniprof: each of PyTorch's parameters is there, with its default."""
+    import inspect
+
+    pairs = [
+        (torch.profiler.profile.__init__, omniprof.profile.__init__),
+        (torch.profiler.schedule, omniprof.schedule),
+        (torch.profiler.tensorboard_trace_handler, omniprof.tensorboard_trace_handler),
+    ]
+    methods = [m for m in dir(torch.profiler.profile) if not m.startswith("_") and callable(getattr(torch.profiler.profile, m))]
+    assert {"export_chrome_trace", "key_averages", "step", "toggle_collection_dynamic"} <= set(methods)
+    pairs += [(getattr(torch.profiler.profile, m), getattr(omniprof.profile, m)) for m in methods]
+    from torch.autograd.profiler_util import EventList as TorchEventList
+
+    lists = [m for m in dir(TorchEventList) if not m.startswith("_") and m not in dir(list)]
+    assert {"table", "key_averages", "total_average", "export_stacks"} <= set(lists)
+    pairs += [(getattr(TorchEventList, m), getattr(omniprof.EventList, m)) for m in lists if callable(getattr(TorchEventList, m))]
+    differences = []
+    for theirs, ours in pairs:
+        ours_params = inspect.signature(ours).parameters
+        for name, p in inspect.signature(theirs).parameters.items():
+            mine = ours_params.get(name)
+            if mine is None:
+                differences.append((theirs.__qualname__, name, "missing"))
+            elif repr(mine.default) != repr(p.default):
+                differences.append((theirs.__qualname__, name, mine.default, p.default))
+    assert differences == []
+
+
 def test_supported_activities_holds_cpu() -> None:
     assert ProfilerActivity.CPU.name in {a.name for a in omniprof.supported_activities()}
 

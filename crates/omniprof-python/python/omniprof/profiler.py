@@ -851,6 +851,12 @@ class profile:
             )
         self._require_trace("export_chrome_trace").export_chrome_trace(os.fspath(path))
 
+    def take_pending_cuspy_export(self) -> None:
+        """torch.profiler's hand-off of a cycle's cuspy export to another thread: ``None``,
+        as PyTorch gives for any backend but cuspy (omniprof's exports are written when
+        called)."""
+        return None
+
     def export_stacks(self, path: Union[str, "os.PathLike[str]"], metric: str = "self_cpu_time_total") -> None:
         """PyTorch's ``export_stacks``: writes each event's Python stack, outermost frame
         first, with its ``metric`` in whole µs (``frame;frame;...;frame 123`` per line, the
@@ -963,11 +969,13 @@ def tensorboard_trace_handler(
     dir_name: Union[str, "os.PathLike[str]"],
     worker_name: Optional[str] = None,
     use_gzip: bool = False,
+    use_python_export: bool = False,
 ) -> "_native.TraceDirHandler":
     """``torch.profiler.tensorboard_trace_handler``: an ``on_trace_ready`` callback writing
     each trace as ``{worker_name}.{time_ns}.pt.trace.json[.gz]`` into ``dir_name`` (created
     when missing; ``worker_name`` defaults to ``{hostname}_{pid}``). Its ``written`` lists the
-    files written."""
+    files written. ``use_python_export`` changes nothing, as in ``export_chrome_trace``
+    (there is one writer)."""
     return _native.TraceDirHandler(os.fspath(dir_name), worker_name, use_gzip)
 
 
