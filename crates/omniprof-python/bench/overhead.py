@@ -11,7 +11,8 @@
 
 then one user range per iteration under each profiler's own record_function; then an
 allocation-heavy loop (each iteration allocates and frees a tensor) under each profiler with
-``profile_memory=True``; then a small MLP's training steps under each.
+``profile_memory=True``; then a small MLP's training steps under each; then the tiny-op loop
+with each profiler's CPU collection switched off around it (``toggle_collection_dynamic``).
 
     python crates/omniprof-python/bench/overhead.py [--ops 100000] [--runs 15]
 
@@ -323,12 +324,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15, help="runs per configuration")
     parser.add_argument(
         "--only",
-        choices=["stacks", "flags"],
-        help="run one section only (stacks: with_stack=True; flags: record_shapes and all flags)",
+        choices=["stacks", "flags", "toggled"],
+        help="run one section only (stacks: with_stack=True; flags: record_shapes and all flags;"
+        " toggled: CPU collection switched off)",
     )
     args = parser.parse_args()
     if args.only == "stacks":
         stacks_section(args)
+        return
+    if args.only == "toggled":
+        toggled_section(args)
         return
     if args.only == "flags":
         flags_section(args)
@@ -421,8 +426,42 @@ def main() -> None:
         if added and name != "torch.profiler":
             share = f" ({added / torch_added:.2f} of torch.profiler's)"
         print(f"  {name:<20} {cost.wall / 1e3:8.1f} us/step added {added / 1e3:+7.1f}{share}")
+    toggled_section(args)
     stacks_section(args)
     flags_section(args)
+
+
+def toggled_off(module: Any, loop: Callable[[], Cost]) -> Callable[[], Cost]:
+    """`loop` inside a profile of `module` (torch.profiler or omniprof) whose CPU collection
+    is switched off around it."""
+
+    def run() -> Cost:
+        cpu = [module.ProfilerActivity.CPU]
+        with module.profile(activities=cpu) as prof:
+            prof.toggle_collection_dynamic(False, cpu)
+            cost = loop()
+            prof.toggle_collection_dynamic(True, cpu)
+        return cost
+
+    return run
+
+
+def toggled_section(args: argparse.Namespace) -> None:
+    """The tiny-op loop while each profiler's CPU collection is switched off: PyTorch removes
+    its callbacks then, and omniprof its observer's, so both should cost next to nothing."""
+    x = torch.zeros(1)
+    costs = measure(
+        {
+            "no profiler": add_loop(args.ops, x),
+            "torch.profiler": toggled_off(torch.profiler, add_loop(args.ops, x)),
+            "omniprof": toggled_off(omniprof, add_loop(args.ops, x)),
+        },
+        args.runs,
+    )
+    print(f"x.add_(1), {args.ops} per run, CPU collection toggled off around the loop (wall time)")
+    base = costs["no profiler"].wall
+    for name, cost in costs.items():
+        print(f"  {name:<20} {cost.wall:8.0f} ns/iter added {cost.wall - base:+7.0f}")
 
 
 # All of torch.profiler's flags, as a user who wants everything turns them on.

@@ -44,7 +44,7 @@ const _: () =
     assert!(std::mem::size_of::<PythonFrame>() == 16 && std::mem::align_of::<PythonFrame>() == 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 13;
+const TABLE_VERSION: u32 = 14;
 
 /// What the observer calls; mirrored by `struct Table` in `observer.cpp`. Names are
 /// NUL-terminated; `key` is the op's `RecordFunction`; a user range's shapes come as
@@ -358,6 +358,13 @@ type DetachFn = unsafe extern "C" fn();
 /// The observer's `window_opened()`: the Python tracer begins the frames it pushed during a
 /// warm-up, when the recorder does not record.
 type WindowOpenedFn = unsafe extern "C" fn();
+/// The observer's `set_ops_collected(on)`: removes its callbacks while collection of ops is
+/// switched off (0), registers them again when it is back on; 1 when PyTorch refused them.
+type SetOpsCollectedFn = unsafe extern "C" fn(on: u8) -> u8;
+
+/// The types the observer's callbacks record: while every one is switched off, the
+/// callbacks are removed.
+const CALLBACK_TYPES: [ActivityType; 2] = [ActivityType::CpuOp, ActivityType::UserAnnotation];
 
 /// `attach`'s results; mirrored by `AttachStatus` in `observer.cpp`.
 const ATTACHED: i32 = 0;
@@ -375,6 +382,7 @@ struct TorchOps {
     attach: AttachFn,
     detach: DetachFn,
     window_opened: WindowOpenedFn,
+    set_ops_collected: SetOpsCollectedFn,
 }
 
 impl ActivityProfiler for TorchOps {
@@ -467,6 +475,24 @@ impl ProfilerSession for TorchOpsSession {
         Ok(())
     }
 
+    /// While ops and user ranges are both switched off, the callbacks are removed: an op
+    /// then costs nothing, as under PyTorch's `toggle_collection_dynamic`.
+    fn collection_switched(&mut self, off: ActivitySet) -> Result<(), BackendError> {
+        if !self.attached {
+            return Ok(());
+        }
+        let on = u8::from(!CALLBACK_TYPES.iter().all(|&t| off.contains(t)));
+        // SAFETY: the observer's entry point (loaded for the process's life), called between
+        // its attach and detach, never concurrently with them; it throws nothing.
+        match unsafe { (self.ops.set_ops_collected)(on) } {
+            0 => Ok(()),
+            _ => Err(BackendError::new(
+                "PyTorch refused the op observer's callbacks when collection was switched \
+                 back on: PyTorch ops are not recorded from then on",
+            )),
+        }
+    }
+
     fn stop(&mut self) -> Result<(), BackendError> {
         self.detach();
         Ok(())
@@ -499,6 +525,7 @@ struct EntryPoints {
     attach: AttachFn,
     detach: DetachFn,
     window_opened: WindowOpenedFn,
+    set_ops_collected: SetOpsCollectedFn,
 }
 
 /// The name of the observer's `entry_points()` capsule (`kEntryPointsCapsule` in `table.h`).
@@ -536,6 +563,7 @@ fn install_torch_observer(entry_points: &Bound<'_, PyAny>) -> PyResult<()> {
         attach: entry_points.attach,
         detach: entry_points.detach,
         window_opened: entry_points.window_opened,
+        set_ops_collected: entry_points.set_ops_collected,
     };
     omniprof::backends::register_profiler_factory(BACKEND_NAME, Box::new(move || Box::new(ops)));
     Ok(())

@@ -845,6 +845,34 @@ def test_collection_toggled_off_leaves_out_what_begins_meanwhile_as_torch_profil
     prof.toggle_collection_dynamic(False, [omniprof.ProfilerActivity.CPU])
 
 
+def test_ops_run_while_cpu_collection_is_off_take_no_room_as_under_torch_profiler() -> None:
+    """With ``ProfilerActivity.CPU`` off, the observer's callbacks are removed, as PyTorch
+    removes its own: ops then cost no recording. Under a cap of 1,000 records a thread, the
+    5,000 ops run while off leave room for what comes after, which recording them would have
+    filled (and dropped, with a warning)."""
+    omniprof._observer.install()
+    x = torch.ones(2)
+    cpu = [omniprof.ProfilerActivity.CPU]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with omniprof.profile(activities=cpu, config="OMNIPROF_MAX_HOST_RECORDS_PER_THREAD=1000") as prof:
+            prof.toggle_collection_dynamic(False, cpu)
+            for _ in range(5000):
+                torch.add(x, x)
+            prof.toggle_collection_dynamic(True, cpu)
+            with torch.profiler.record_function("after"):
+                torch.mul(x, x)
+    assert [str(w.message) for w in caught if "dropped" in str(w.message)] == []
+    assert Counter(e.name for e in prof.events()) == {"after": 1, "aten::mul": 1}
+    # Switched off and on again: the callbacks are back.
+    with omniprof.profile(activities=cpu) as prof:
+        prof.toggle_collection_dynamic(False, cpu)
+        prof.toggle_collection_dynamic(True, cpu)
+        with torch.profiler.record_function("on_again"):
+            torch.add(x, x)
+    assert Counter(e.name for e in prof.events()) == {"on_again": 1, "aten::add": 1}
+
+
 def categories_written(prof: Any, path: Path) -> Dict[str, int]:
     """The trace file's complete events by category (PyTorch's own `Trace` span left out)."""
     prof.export_chrome_trace(str(path))

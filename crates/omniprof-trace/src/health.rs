@@ -513,6 +513,8 @@ pub enum BackendCall {
     Start,
     /// Telling it the capture window opened.
     WindowOpened,
+    /// Telling it which activity types are switched off (`toggle_collection_dynamic`).
+    CollectionSwitched,
     /// Stopping it.
     Stop,
     /// Having it process what it recorded.
@@ -526,10 +528,11 @@ pub enum BackendCall {
 }
 
 impl BackendCall {
-    const ALL: [BackendCall; 8] = [
+    const ALL: [BackendCall; 9] = [
         Self::Configure,
         Self::Start,
         Self::WindowOpened,
+        Self::CollectionSwitched,
         Self::Stop,
         Self::ProcessTrace,
         Self::RecordContinuously,
@@ -543,6 +546,7 @@ impl BackendCall {
             Self::Configure => "configure",
             Self::Start => "start",
             Self::WindowOpened => "window_opened",
+            Self::CollectionSwitched => "collection_switched",
             Self::Stop => "stop",
             Self::ProcessTrace => "process_trace",
             Self::RecordContinuously => "record_continuously",

@@ -693,8 +693,9 @@ class profile:
         """torch.profiler's: switches collection of ``activities`` (``ProfilerActivity``
         members, as ``activities`` takes them) off, or back on with ``enable``, from now.
         What begins while its collection is off is left out of the trace (an op begun
-        before keeps its end); recording goes on meanwhile, at its usual cost. Nothing
-        happens while the profile is not running, as in PyTorch."""
+        before keeps its end); with ``CPU`` off, PyTorch's ops are not recorded at all
+        meanwhile (the observer's callbacks are removed, as PyTorch removes its own).
+        Nothing happens while the profile is not running, as in PyTorch."""
         if self._session.running:
             self._session.toggle_collection(enable, [_activity_name(a) for a in activities])
 

@@ -197,6 +197,18 @@ pub trait ProfilerSession: Send {
         Ok(())
     }
 
+    /// Collection of the types in `off` is switched off, and of every other type on, from
+    /// now (PyTorch's `toggle_collection_dynamic`): called when a switch changes what is off
+    /// while the session runs, and after [`start`](Self::start) when something is off
+    /// already (it stays off into a schedule's next trace). Whatever a backend does, the
+    /// engine leaves out of the trace what begins while its type is off; a backend may also
+    /// stop collecting those types meanwhile, so that they cost what PyTorch's collection
+    /// then costs: nothing. The default does nothing.
+    fn collection_switched(&mut self, off: ActivitySet) -> Result<(), BackendError> {
+        let _ = off;
+        Ok(())
+    }
+
     /// The capture window closed.
     fn stop(&mut self) -> Result<(), BackendError> {
         Ok(())

@@ -353,6 +353,14 @@ impl Backends {
         self.each(BackendCall::WindowOpened, |s| s.window_opened());
     }
 
+    /// Tells every session which types are switched off (see
+    /// [`ProfilerSession::collection_switched`]).
+    pub(crate) fn collection_switched(&mut self, off: ActivitySet) {
+        self.each(BackendCall::CollectionSwitched, |s| {
+            s.collection_switched(off)
+        });
+    }
+
     pub(crate) fn stop(&mut self) {
         self.each(BackendCall::Stop, |s| s.stop());
     }

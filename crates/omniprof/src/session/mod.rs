@@ -510,7 +510,7 @@ impl Profiler {
         if warm {
             // Taken first: everything the backends record is at or after it.
             self.warm_start_ns = Some(clock::wall_now_ns());
-            self.backends.start();
+            self.start_backends();
         }
         self.phase = Phase::Prepared(claim);
         Ok(())
@@ -554,18 +554,30 @@ impl Profiler {
         self.window_start_ns = clock::wall_now_ns();
         let host = record::start_session(self.config.max_host_records_per_thread());
         if !warm {
-            self.backends.start();
+            self.start_backends();
             self.backends.window_opened();
         }
         self.phase = Phase::Recording { host, claim };
         Ok(())
     }
 
+    /// Starts the backends' sessions, telling them what is switched off already.
+    fn start_backends(&mut self) {
+        self.backends.start();
+        let off = self.toggles.off();
+        if !off.is_empty() {
+            self.backends.collection_switched(off);
+        }
+    }
+
     /// Switches collection of `types` off (or back on, with `enable`) from now, as PyTorch's
     /// `toggle_collection_dynamic`: an activity of a type that is off when it begins is left
     /// out of the trace (one begun before keeps its end), and flows lose the ends it had.
-    /// Recording goes on meanwhile, at its usual cost; what is off stays off into the next
-    /// trace of a schedule.
+    /// The host recorder goes on recording meanwhile (the ops open across a switch keep
+    /// their ends); each running backend is told what is off
+    /// ([`ProfilerSession::collection_switched`](crate::backends::ProfilerSession::collection_switched)),
+    /// so one may stop collecting it. What is off stays off into the next trace of a
+    /// schedule.
     ///
     /// ```
     /// use omniprof::trace::{ActivitySet, ActivityType};
@@ -584,7 +596,9 @@ impl Profiler {
     /// assert_eq!(names, ["kept", "kept_too"]);
     /// ```
     pub fn toggle_collection(&mut self, enable: bool, types: ActivitySet) {
-        self.toggles.switch(enable, types);
+        if self.toggles.switch(enable, types) && !self.backends.is_empty() {
+            self.backends.collection_switched(self.toggles.off());
+        }
     }
 
     /// True between `start` and `stop`.

@@ -581,6 +581,14 @@ impl ProfilerSession for LoggedSession {
         self.0.lock().unwrap().push("start");
         Ok(())
     }
+    fn collection_switched(&mut self, off: ActivitySet) -> Result<(), BackendError> {
+        let call = match off.contains(ActivityType::ConcurrentKernel) {
+            true => "kernels off",
+            false => "kernels on",
+        };
+        self.0.lock().unwrap().push(call);
+        Ok(())
+    }
     fn stop(&mut self) -> Result<(), BackendError> {
         self.0.lock().unwrap().push("stop");
         Ok(())
@@ -680,6 +688,32 @@ fn each_cycle_is_one_trace_and_spans_count_traces() {
     // Warm-up starts the backend a step ahead; each cycle ends with stop and process.
     let cycle = ["configure", "start", "stop", "process"];
     assert_eq!(*log.lock().unwrap(), cycle.repeat(3));
+}
+
+#[test]
+fn backends_are_told_what_is_switched_off_and_what_stays_off_into_the_next_cycle() {
+    let _g = serial();
+    // (wait 0, warmup 1, active 1): WARMUP, RECORD_AND_SAVE, WARMUP, ...
+    let (mut p, traces, log) = scheduled(schedule("0,1,1,0"));
+    let kernels: ActivitySet = [ActivityType::ConcurrentKernel].into_iter().collect();
+    let calls = |log: &Arc<Mutex<Vec<&'static str>>>| std::mem::take(&mut *log.lock().unwrap());
+    // Before a backend runs, a switch is kept for it and no one is told.
+    p.toggle_collection(false, kernels);
+    assert_eq!(calls(&log), [] as [&str; 0]);
+    p.start().unwrap();
+    assert_eq!(calls(&log), ["configure", "start", "kernels off"]);
+    p.toggle_collection(false, kernels); // no change: not told again
+    p.step().unwrap();
+    p.step().unwrap(); // the cycle ends; the next one's session starts with kernels off
+    assert_eq!(
+        calls(&log),
+        ["stop", "process", "configure", "start", "kernels off"]
+    );
+    assert!(traces.try_recv().is_ok());
+    p.toggle_collection(true, kernels);
+    assert_eq!(calls(&log), ["kernels on"]);
+    p.finish().unwrap();
+    assert_eq!(calls(&log), ["stop", "process"]);
 }
 
 #[test]

@@ -1,9 +1,11 @@
 //! Collection switched off and on while a session runs (PyTorch's
 //! `toggle_collection_dynamic`): an activity of a type that was switched off when it began
 //! is left out of the trace, as PyTorch leaves out the ops that begin while their collection
-//! is off (an op begun before keeps its end). Recording itself goes on meanwhile, so that
-//! ops open across a switch pair their ends on every thread without the recorder's hot path
-//! checking a second flag; the cost of recording stays, the trace is as asked.
+//! is off (an op begun before keeps its end). The host recorder goes on recording meanwhile,
+//! so that ops open across a switch pair their ends on every thread without its hot path
+//! checking a second flag; the backends are told what is off and may stop collecting it
+//! (the PyTorch op observer removes its callbacks, as PyTorch does), and the trace is as
+//! asked either way.
 //!
 //! The switches are timed by the recorder's clock and turned into nanoseconds with the
 //! session's own conversion, so they fall exactly where its records do. What is off stays off
@@ -24,8 +26,14 @@ pub(crate) struct Toggles {
 }
 
 impl Toggles {
-    /// Switches collection of `types` on (`enable`) or off, from now.
-    pub(crate) fn switch(&mut self, enable: bool, types: ActivitySet) {
+    /// The types off now.
+    pub(crate) fn off(&self) -> ActivitySet {
+        self.off
+    }
+
+    /// Switches collection of `types` on (`enable`) or off, from now; returns whether what
+    /// is off changed.
+    pub(crate) fn switch(&mut self, enable: bool, types: ActivitySet) -> bool {
         let mut off = self.off;
         for t in types.iter() {
             if enable {
@@ -34,10 +42,12 @@ impl Toggles {
                 off.insert(t);
             }
         }
-        if off != self.off {
-            self.off = off;
-            self.changes.push((clock::ticks(), off));
+        if off == self.off {
+            return false;
         }
+        self.off = off;
+        self.changes.push((clock::ticks(), off));
+        true
     }
 
     /// What the trace recorded since the last call leaves out, its changes timed by `conv`;

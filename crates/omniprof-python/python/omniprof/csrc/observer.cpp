@@ -91,6 +91,9 @@ bool record_storages = false;
 // handle: one test on the common path instead of three.
 bool record_details = false;
 std::optional<at::CallbackHandle> handle;
+// Whether the callbacks are removed while collection of ops is switched off
+// (set_ops_collected): attached all the same.
+bool ops_paused = false;
 
 // Whether allocator reports are recorded now: read by the reporter on any thread.
 std::atomic<bool> memory_on{false};
@@ -893,8 +896,17 @@ enum AttachStatus : int32_t { kAttached = 0, kAlreadyAttached = 1, kTableMismatc
 // tracer; kModules records TorchScript's module hierarchy, kOverloads each op's overload
 // name). Called by the session engine, one session at a time, so the globals it writes are
 // never written concurrently; no C++ exception leaves it (its caller is Rust).
+// Registers the op callbacks, asking for inputs where attach's flags need them.
+void register_callbacks() {
+  handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(on_start, on_end)
+          .needsInputs(record_shapes)
+          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                   at::RecordScope::TORCHSCRIPT_FUNCTION, at::RecordScope::USER_SCOPE}));
+}
+
 int32_t attach(const Table* t, uint8_t flags) noexcept {
-  if (handle) {
+  if (handle || ops_paused) {
     return kAlreadyAttached;
   }
   if (t->version != kTableVersion || t->range_slot_size > kRangeSlotSize) {
@@ -924,11 +936,7 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
     // Also what tells PyTorch's `_RecordFunctionFast` (torch.compile's compiled-region ranges)
     // that a profiler listens on this thread, memory or not.
     install_reporter();
-    handle = at::addGlobalCallback(
-        at::RecordFunctionCallback(on_start, on_end)
-            .needsInputs(record_shapes)
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                     at::RecordScope::TORCHSCRIPT_FUNCTION, at::RecordScope::USER_SCOPE}));
+    register_callbacks();
     if (record_stack) {
       omniprof::python_tracer::start(t);
     }
@@ -943,6 +951,7 @@ int32_t attach(const Table* t, uint8_t flags) noexcept {
 // ends their range as usual.
 void detach() noexcept {
   memory_on.store(false, std::memory_order_relaxed);
+  ops_paused = false;
   if (std::exchange(record_stack, false)) {
     omniprof::python_tracer::stop();
   }
@@ -954,6 +963,26 @@ void detach() noexcept {
       // Nothing to undo: the handle is dropped either way.
     }
     handle.reset();
+  }
+}
+
+// Collection of ops switched off (`on` 0) or back on, between attach and detach (PyTorch's
+// toggle_collection_dynamic): the callbacks are removed, so that an op costs what it costs
+// under PyTorch then, nothing, and registered again. Ops begun before keep their end
+// callback. Returns 0, or 1 when PyTorch refused the callbacks again (no op is recorded).
+uint8_t set_ops_collected(uint8_t on) noexcept {
+  try {
+    if (on == 0 && handle) {
+      at::removeCallback(*handle);
+      handle.reset();
+      ops_paused = true;
+    } else if (on != 0 && ops_paused) {
+      register_callbacks();
+      ops_paused = false;
+    }
+    return 0;
+  } catch (...) {
+    return 1;
   }
 }
 
@@ -1070,7 +1099,8 @@ void window_opened() noexcept {
   }
 }
 
-const omniprof::EntryPoints entry_points{kTableVersion, attach, detach, window_opened};
+const omniprof::EntryPoints entry_points{kTableVersion, attach, detach, window_opened,
+                                          set_ops_collected};
 
 }  // namespace
 
@@ -1081,7 +1111,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
       "entry_points",
       [] { return pybind11::capsule(&entry_points, omniprof::kEntryPointsCapsule); },
-      "attach, detach and window_opened (an EntryPoints, table.h) in a capsule named "
+      "attach, detach, window_opened and set_ops_collected (an EntryPoints, table.h) in a "
+      "capsule named "
       "omniprof.observer.entry_points, for omniprof's native module.");
   m.def(
       "stubs_api", [] { return pybind11::capsule(&stubs_api, omniprof::kStubsApiCapsule); },

@@ -118,7 +118,7 @@ struct StubsApi {
 
 constexpr uint32_t kStubsApiVersion = 1;
 
-constexpr uint32_t kTableVersion = 13;
+constexpr uint32_t kTableVersion = 14;
 
 // The observer's entry points, as omniprof's native module takes them (`EntryPoints` in
 // src/observer.rs): in a capsule named kEntryPointsCapsule, so that nothing but this struct
@@ -135,6 +135,9 @@ struct EntryPoints {
   // allocations are reported from then on, and what was begun before it, while the recorder
   // did not record, is begun again in it.
   void (*window_opened)();
+  // Collection of ops switched off (0) or back on while attached: the callbacks are removed
+  // and registered again. Returns 0, or 1 when PyTorch refused them again.
+  uint8_t (*set_ops_collected)(uint8_t on);
 };
 
 // The Kineto profiler a PrivateUse1 backend registered with PyTorch
