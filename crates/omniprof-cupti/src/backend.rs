@@ -150,8 +150,15 @@ impl ActivityProfiler for CuptiProfiler {
                 "CUPTI sits out: the CUDA driver sees no device",
             ));
         }
+        let recorded = SUPPORTED
+            .iter()
+            .map(|&(t, _)| t)
+            .filter(|&t| activities.contains(t))
+            .collect();
         Ok(Some(Box::new(CuptiSession {
             loaded,
+            recorded,
+            paused: false,
             linking: Linking::choose(activities, config),
             stream_wait_events: config.display_cuda_sync_wait_events(),
             kinds,
@@ -174,6 +181,10 @@ impl ActivityProfiler for CuptiProfiler {
 /// One trace's worth of CUPTI recording.
 struct CuptiSession {
     loaded: &'static Loaded,
+    /// The activity types this session records.
+    recorded: ActivitySet,
+    /// Whether its kinds are disabled while every one of those types is switched off.
+    paused: bool,
     linking: Linking,
     /// Whether streams' waits on events are written (`ACTIVITIES_DISPLAY_CUDA_SYNC_WAIT_EVENTS`).
     stream_wait_events: bool,
@@ -283,6 +294,24 @@ impl ProfilerSession for CuptiSession {
             return Err(BackendError::new(format!("CUPTI could not start: {e}")));
         }
         self.start = Some(Pair::take(5, || cupti.timestamp()));
+        Ok(())
+    }
+
+    /// While every type the session records is switched off (PyTorch's toggle of `CUDA`),
+    /// its kinds are disabled, as Kineto disables CUPTI's activities then, so the device
+    /// work and API calls of that time cost no records; they are enabled again after.
+    fn collection_switched(&mut self, off: ActivitySet) -> Result<(), BackendError> {
+        let all_off = self.recorded.iter().all(|t| off.contains(t));
+        if all_off && !self.paused && self.start.is_some() && self.clock.is_none() {
+            self.disable_all();
+            self.paused = true;
+        } else if !all_off && self.paused {
+            self.paused = false;
+            self.enable_kinds().map_err(|e| {
+                self.disable_all();
+                BackendError::new(format!("CUPTI could not enable its activities again: {e}"))
+            })?;
+        }
         Ok(())
     }
 

@@ -278,6 +278,61 @@ fn only_kernel_launches_of_the_driver_and_no_runtime_queries_are_recorded_at_all
 }
 
 #[test]
+fn with_cuda_collection_switched_off_cupti_records_nothing_until_it_is_back_on() {
+    if !in_child(
+        "with_cuda_collection_switched_off_cupti_records_nothing_until_it_is_back_on",
+        &[],
+    ) {
+        return;
+    }
+    assert_eq!(unavailable_reason(), None);
+    let made: Count = sim("sim_api_records");
+    let cuda = ActivitySet::parse_list("kernel,cuda_runtime").unwrap();
+    let mut activities = cuda;
+    activities.insert(ActivityType::CpuOp);
+    let mut profiler = Profiler::builder().activities(activities).build().unwrap();
+    profiler.start().unwrap();
+    // SAFETY: reads a count.
+    let made_now = || unsafe { made() };
+    let launch_in_op = |op: &str, kernel: &'static std::ffi::CStr| {
+        let _op = record_op(op);
+        launch_kernel(kernel);
+    };
+    let at_start = made_now();
+    launch_in_op("aten::before", c"kernel_before");
+    let after_first = made_now();
+    profiler.toggle_collection(false, cuda);
+    launch_in_op("aten::while_off", c"kernel_while_off");
+    let while_off = made_now();
+    profiler.toggle_collection(true, cuda);
+    launch_in_op("aten::after", c"kernel_after");
+    let after_last = made_now();
+    std::thread::sleep(Duration::from_millis(2));
+    let trace = profiler.stop().unwrap();
+    // The launch's runtime call made a record while on, none while off (CUPTI's kinds were
+    // disabled, as Kineto disables them), and one again once back on.
+    assert_eq!(
+        (
+            after_first - at_start,
+            while_off - after_first,
+            after_last - while_off
+        ),
+        (1, 0, 1)
+    );
+    let kernels: Vec<&str> = trace
+        .activities
+        .iter()
+        .filter(|a| a.kind == ActivityType::ConcurrentKernel)
+        .map(|a| &*a.name)
+        .collect();
+    assert_eq!(kernels, ["kernel_before", "kernel_after"]);
+    let after = one(&trace, ActivityType::CpuOp, "aten::after");
+    let kernel = one(&trace, ActivityType::ConcurrentKernel, "kernel_after");
+    assert_eq!(kernel.linked_correlation, Some(after.correlation));
+    assert_eq!(backend_errors(&trace), Vec::<String>::new());
+}
+
+#[test]
 fn records_cupti_dropped_are_counted_in_the_trace_as_an_error() {
     if !in_child(
         "records_cupti_dropped_are_counted_in_the_trace_as_an_error",
