@@ -40,7 +40,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _native, _observer
-from .profiler import _DISTRIBUTED_INFO, _distributed_info, profile
+from .profiler import _DISTRIBUTED_INFO, ProfilerAction, _distributed_info, profile
 
 #: The environment variable holding the options of ``omniprof run`` (JSON).
 ENV = "OMNIPROF_RUN"
@@ -54,6 +54,8 @@ _WINDOW_POLL_S = 0.02
 _WINDOW_GRACE_S = 0.2
 # The environment variables a launcher names a process's rank by, first found wins.
 _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
+# The actions of a schedule's recording steps.
+_RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
 
 
 def _env_rank() -> Optional[int]:
@@ -234,7 +236,7 @@ class _Run:
         with self.lock:
             self.steps += 1
             prof = self.prof
-            recording = prof is not None and prof._session.running and prof.current_action >= 2
+            recording = prof is not None and prof._session.running and prof.current_action in _RECORDING
             if recording:
                 self.recorded += 1
             if self.window_at is not None:
@@ -271,7 +273,7 @@ class _Run:
             if prof is None or not prof._session.running:
                 return
             self.tag_rank(prof)
-            if prof.current_action >= 2 or not prof._session.scheduled:
+            if prof.current_action in _RECORDING or not prof._session.scheduled:
                 prof.stop()
             else:
                 # A schedule that never reached its window: no trace, and no warm-up's.
