@@ -42,6 +42,9 @@ struct Member {
     /// The types a filter of this member may name (`{ProfilerActivity.CPU: ["CPU_OP"]}`), as
     /// PyTorch checks them; `None`: any type.
     filters: Option<&'static [ActivityType]>,
+    /// The types `toggle_collection_dynamic` switches for this member; `None`: those it
+    /// selects.
+    toggles: Option<&'static [ActivityType]>,
 }
 
 /// `torch.profiler.ProfilerActivity`'s members. `CUDA` leaves synchronization out, as
@@ -74,6 +77,9 @@ const PROFILER_ACTIVITIES: [Member; 6] = {
                 PrivateUse1Runtime,
                 PrivateUse1Driver,
             ]),
+            // PyTorch's switch of CPU removes its RecordFunction callbacks: ops and user
+            // ranges stop, its Python tracer and allocator reports go on.
+            toggles: Some(&[CpuOp, UserAnnotation]),
         },
         Member {
             name: "CUDA",
@@ -87,6 +93,7 @@ const PROFILER_ACTIVITIES: [Member; 6] = {
             ],
             names_device: &[CudaRuntime, CudaDriver, CudaSync],
             filters: None,
+            toggles: None,
         },
         Member {
             name: "XPU",
@@ -102,18 +109,21 @@ const PROFILER_ACTIVITIES: [Member; 6] = {
             ],
             names_device: &[XpuRuntime, XpuDriver, XpuSync],
             filters: None,
+            toggles: None,
         },
         Member {
             name: "MTIA",
             selects: &[MtiaCcpEvents, MtiaRuntime, MtiaCounters, MtiaInsight],
             names_device: &[MtiaCcpEvents, MtiaRuntime, MtiaCounters, MtiaInsight],
             filters: None,
+            toggles: None,
         },
         Member {
             name: "HPU",
             selects: &[HpuOp, ConcurrentKernel, GpuMemcpy, GpuMemset],
             names_device: &[HpuOp],
             filters: None,
+            toggles: None,
         },
         Member {
             name: "PrivateUse1",
@@ -127,6 +137,7 @@ const PROFILER_ACTIVITIES: [Member; 6] = {
             ],
             names_device: &[PrivateUse1Runtime, PrivateUse1Driver],
             filters: None,
+            toggles: None,
         },
     ]
 };
@@ -152,11 +163,26 @@ impl Member {
 /// type names (`kernel`, `gpu_pm_counter`, ...). An unknown name or the same item twice is a
 /// `ValueError`.
 fn activity_set(items: &[String]) -> PyResult<ActivitySet> {
+    member_types(items, |member| member.selects)
+}
+
+/// The activity types `toggle_collection_dynamic` switches for `items` (as
+/// [`activity_set`] takes them): each member's [`Member::toggles`].
+fn toggled_set(items: &[String]) -> PyResult<ActivitySet> {
+    member_types(items, |member| member.toggles.unwrap_or(member.selects))
+}
+
+/// The types of `items`, `ProfilerActivity` members (their `types_of`) or activity type
+/// names; an unknown or repeated item is a `ValueError`.
+fn member_types(
+    items: &[String],
+    types_of: impl Fn(&Member) -> &'static [ActivityType],
+) -> PyResult<ActivitySet> {
     let mut set = ActivitySet::empty();
     let mut seen: Vec<String> = Vec::with_capacity(items.len());
     for item in items {
         let types: Vec<ActivityType> = match Member::named(item) {
-            Some(member) => member.selects.to_vec(),
+            Some(member) => types_of(member).to_vec(),
             None => vec![ActivityType::parse(item).map_err(|e| {
                 let known: Vec<_> = PROFILER_ACTIVITIES.iter().map(|m| m.name).collect();
                 PyValueError::new_err(format!(
@@ -575,7 +601,7 @@ impl Session {
         enable: bool,
         activities: Vec<String>,
     ) -> PyResult<()> {
-        let types = activity_set(&activities)?;
+        let types = toggled_set(&activities)?;
         py.detach(|| {
             if let Some(profiler) = lock(&self.inner).profiler.as_mut() {
                 profiler.toggle_collection(enable, types);

@@ -845,6 +845,39 @@ def test_collection_toggled_off_leaves_out_what_begins_meanwhile_as_torch_profil
     prof.toggle_collection_dynamic(False, [omniprof.ProfilerActivity.CPU])
 
 
+def called_while_cpu_is_off() -> "torch.Tensor":
+    return torch.ones(3)
+
+
+def test_cpu_toggled_off_keeps_memory_events_and_python_calls_as_torch_profiler_does(tmp_path: Path) -> None:
+    """PyTorch's switch of CPU removes its op callbacks only: the allocator's reports and the
+    Python tracer's calls of that time stay in its trace, and so they do in omniprof's."""
+    omniprof._observer.install()
+    seen = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        cpu = [module.ProfilerActivity.CPU]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with module.profile(activities=cpu, profile_memory=True, with_stack=True) as prof:
+                a = torch.empty(1000)
+                prof.toggle_collection_dynamic(False, cpu)
+                b = torch.empty(2000)
+                del a
+                called_while_cpu_is_off()
+                prof.toggle_collection_dynamic(True, cpu)
+                c = torch.empty(3000)
+                del b, c
+        path = tmp_path / f"{name}.json"
+        prof.export_chrome_trace(str(path))
+        trace = json.loads(path.read_text())["traceEvents"]
+        memory = [e["args"]["Bytes"] for e in trace if e.get("name") == "[memory]"]
+        calls = [e["name"] for e in trace if e.get("cat") == "python_function" and "called_while_cpu_is_off" in e["name"]]
+        ops = Counter(e["name"] for e in trace if e.get("cat") == "cpu_op")
+        seen[name] = (memory, len(calls), ops)
+    assert seen["omniprof"] == seen["torch"]
+    assert seen["torch"] == ([4000, 8000, -4000, 12, -12, 12000, -8000, -12000], 1, {"aten::empty": 2})
+
+
 def test_ops_run_while_cpu_collection_is_off_take_no_room_as_under_torch_profiler() -> None:
     """With ``ProfilerActivity.CPU`` off, the observer's callbacks are removed, as PyTorch
     removes its own: ops then cost no recording. Under a cap of 1,000 records a thread, the
