@@ -1,8 +1,9 @@
 //! What the op observer packs of an op beside its name (`python/omniprof/csrc/table.h`:
 //! its `RecordFunction` handle, its inputs as numbers, its FLOPs, its TorchScript module
-//! hierarchy, its overload name), and torch.profiler's text of it: the `args` `Record
-//! function id`, `Input Dims`, `Input Strides`, `Input type`, `Concrete Inputs`, `flops`,
-//! `Module Hierarchy` and `Overload Name`, made when the session stops ([`unpack`], an
+//! hierarchy, its overload name, a TorchScript function's scope), and torch.profiler's text
+//! of it: the `args` `Record function id`, `Input Dims`, `Input Strides`, `Input type`,
+//! `Concrete Inputs`, `flops`, `Module Hierarchy`, `Overload Name` and `Record scope`, made
+//! when the session stops ([`unpack`], an
 //! [`UnpackArgs`](omniprof::recording::UnpackArgs)) instead of while the op runs.
 //!
 //! The text is PyTorch's: a dtype by the name PyTorch gives it (handed over once per attach,
@@ -66,6 +67,7 @@ struct Keys {
     flops: Arc<str>,
     hierarchy: Arc<str>,
     overload: Arc<str>,
+    scope: Arc<str>,
 }
 
 fn keys() -> &'static Keys {
@@ -79,6 +81,7 @@ fn keys() -> &'static Keys {
         flops: arg::FLOPS.into(),
         hierarchy: arg::MODULE_HIERARCHY.into(),
         overload: arg::OVERLOAD_NAME.into(),
+        scope: arg::RECORD_SCOPE.into(),
     })
 }
 
@@ -126,6 +129,10 @@ fn texts() -> &'static Texts {
     })
 }
 
+/// Where word 2 keeps the op's `RecordScope`, above its module hierarchy's length
+/// (`packed::kScopeShift` in `table.h`).
+const SCOPE_SHIFT: u32 = 56;
+
 /// Reads words one after another; a word past the end reads as 0, so words cut short
 /// describe less instead of panicking.
 struct Words<'a>(&'a [u64]);
@@ -162,8 +169,9 @@ impl Words<'_> {
 /// after `External id`, where Kineto writes it) when PyTorch gave the op one, then in the
 /// order torch.profiler writes them `Input Dims`, `Input Strides`, `Input type`, `Concrete
 /// Inputs`, `flops`, `Module Hierarchy`, then `Overload Name` (omniprof's, with
-/// `capture_overload_names`); inputs only when there are some, `flops` only when counted,
-/// an overload only when not the default.
+/// `capture_overload_names`) and `Record scope` (omniprof's, on a TorchScript function);
+/// inputs only when there are some, `flops` only when counted, an overload only when not
+/// the default.
 pub(crate) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
     let keys = keys();
     let mut words = Words(words);
@@ -175,7 +183,8 @@ pub(crate) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
         ));
     }
     let flops = words.next();
-    let hierarchy_len = words.next();
+    let word = words.next();
+    let (hierarchy_len, scope) = (word & ((1 << SCOPE_SHIFT) - 1), word >> SCOPE_SHIFT);
     let hierarchy = (hierarchy_len > 0).then(|| words.text(hierarchy_len));
     let inputs = words.next();
     if inputs > 0 {
@@ -214,6 +223,9 @@ pub(crate) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
     if overload_len > 0 {
         let overload = words.text(overload_len);
         args.push((keys.overload.clone(), Value::from(overload.as_str())));
+    }
+    if scope != 0 {
+        args.push((keys.scope.clone(), Value::UInt(scope)));
     }
 }
 
@@ -546,6 +558,22 @@ mod tests {
         assert_eq!(args[3].1, r#"["(1+2j)"]"#);
         assert_eq!(args[4].1, "42");
         assert_eq!(args[5].1, r#""TOP(M)::forward.""#);
+    }
+
+    #[test]
+    fn a_torchscript_functions_scope_rides_above_its_hierarchys_length() {
+        let hierarchy = "TOP(M)::forward.";
+        let mut words = vec![0, 0, (2 << SCOPE_SHIFT) | hierarchy.len() as u64];
+        words.extend(words_of(hierarchy));
+        words.extend([0, 0]);
+        assert_eq!(
+            args_of(&words),
+            [
+                ("Module Hierarchy".into(), r#""TOP(M)::forward.""#.into()),
+                ("Record scope".into(), "2".into())
+            ]
+        );
+        assert_eq!(args_of(&[0, 0, 2 << SCOPE_SHIFT, 0, 0]).len(), 1);
     }
 
     #[test]

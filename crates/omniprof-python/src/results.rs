@@ -16,6 +16,11 @@ use omniprof_analysis::{TableOptions, TimeUnit};
 use omniprof_read::TraceReader;
 use omniprof_trace::keys::arg;
 use omniprof_trace::{Format, Trace, Value};
+
+/// PyTorch's `RecordScope` values `FunctionEvent.scope` takes (`ATen/record_function.h`).
+const FUNCTION: i64 = 0;
+const BACKWARD_FUNCTION: i64 = 1;
+const USER_SCOPE: i64 = 7;
 use pyo3::exceptions::{PyFutureWarning, PyOverflowError, PyRuntimeWarning};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -1234,6 +1239,34 @@ impl PyFunctionEvent {
     #[getter]
     fn structured_input_strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.list_arg(py, arg::INPUT_STRIDES)
+    }
+
+    /// PyTorch's `RecordScope` of the event, as its `scope`: 7 (`USER_SCOPE`) for a user
+    /// range, 2 (`TORCHSCRIPT_FUNCTION`) for a TorchScript function (its `Record scope` arg),
+    /// 1 (`BACKWARD_FUNCTION`) for an autograd node (an op directly inside the engine's
+    /// `autograd::engine::evaluate_function: <its name>`), else 0 (`FUNCTION`).
+    #[getter]
+    fn scope(&self) -> i64 {
+        let e = self.event();
+        if e.is_user_annotation {
+            return USER_SCOPE;
+        }
+        if let Some(scope) = self.arg(arg::RECORD_SCOPE).and_then(Value::as_i64) {
+            return scope;
+        }
+        let evaluated = e.parent.is_some_and(|p| {
+            let parent = &self.events.events[p];
+            !parent.is_python_function
+                && parent
+                    .trace_name
+                    .strip_prefix(omniprof_trace::keys::name::EVALUATE_FUNCTION_PREFIX)
+                    == Some(&*e.trace_name)
+        });
+        if evaluated {
+            BACKWARD_FUNCTION
+        } else {
+            FUNCTION
+        }
     }
 
     /// The thread of a backward node's forward op (its `Fwd thread id`), else 0, as

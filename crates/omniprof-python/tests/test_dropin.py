@@ -1078,6 +1078,36 @@ def test_results_before_the_first_trace_are_empty_as_torch_profilers_are() -> No
     assert seen["omniprof"] == ([("EventList", 0), ("EventList", 0)], "", [(0, 0)] * 3, 2)
 
 
+def test_each_events_record_scope_is_torch_profilers() -> None:
+    """FunctionEvent.scope: 7 for user ranges, 1 for autograd nodes, 2 for TorchScript
+    functions, 0 for the rest, event by event as under torch.profiler."""
+    omniprof._observer.install()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit.script is deprecated
+
+        @torch.jit.script
+        def scripted_double(x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+    layer = torch.nn.Linear(8, 8)
+
+    def work() -> None:
+        with torch.profiler.record_function("user_range"):
+            scripted_double(layer(torch.randn(4, 8))).relu().sum().backward()
+
+    for _ in range(3):  # TorchScript's executor specializes over its first runs
+        work()
+    seen = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        with module.profile(activities=[module.ProfilerActivity.CPU]) as prof:
+            work()
+        seen[name] = sorted(Counter((e.name, e.scope) for e in prof.events()).items())
+    assert seen["omniprof"] == seen["torch"]
+    scopes = {name: scope for (name, scope), _ in seen["torch"]}
+    assert (scopes["user_range"], scopes["AddmmBackward0"], scopes["scripted_double"], scopes["aten::mm"]) == (7, 1, 2, 0)
+    assert scopes["autograd::engine::evaluate_function: AddmmBackward0"] == 0
+
+
 def test_record_function_takes_bytes_as_pytorch_does(tmp_path: Path) -> None:
     with omniprof.profile() as prof:
         with omniprof.record_function(b"abc"):

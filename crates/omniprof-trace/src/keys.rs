@@ -76,6 +76,10 @@ pub mod arg {
     /// overload), which the Python package records when asked as torch.profiler's
     /// `_ExperimentalConfig(capture_overload_names=True)` captures it.
     pub const OVERLOAD_NAME: &str = "Overload Name";
+    /// The `RecordFunction` scope of a TorchScript function (PyTorch's
+    /// `RecordScope::TORCHSCRIPT_FUNCTION`, 2), which the Python package records on it where
+    /// PyTorch's trace keeps no scope: its `FunctionEvent.scope` is read from it.
+    pub const RECORD_SCOPE: &str = "Record scope";
 }
 
 /// Names of events with a meaning of their own.

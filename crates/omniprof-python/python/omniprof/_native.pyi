@@ -287,6 +287,7 @@ class FunctionEvent:
     concrete_inputs: List[Any]
     structured_input_shapes: List[Any]
     structured_input_strides: List[Any]
+    scope: int
     fwd_thread: int
     python_id: int
     python_parent_id: int

@@ -805,6 +805,10 @@ __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn
       words.append_bytes(op->overload_name);
     }
   }
+  if (fn.scope() == at::RecordScope::TORCHSCRIPT_FUNCTION) {
+    // Where PyTorch's trace keeps no scope, FunctionEvent.scope reads it from here.
+    words[2] |= static_cast<uint64_t>(fn.scope()) << packed::kScopeShift;
+  }
   if (words[0] == 0 && words[1] == 0 && words[2] == 0 && words[count_at] == 0 &&
       words[overload_at] == 0) {
     table->push_op(name, &fn);
@@ -859,7 +863,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (evaluates_a_node(name)) {
     last_node = Numbers{};
   }
-  if (record_details || fn.handle() != 0) {
+  if (record_details || fn.handle() != 0 || fn.scope() == at::RecordScope::TORCHSCRIPT_FUNCTION) {
     push_op_with_details(fn, name);
   } else {
     table->push_op(name, &fn);

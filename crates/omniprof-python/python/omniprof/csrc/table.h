@@ -16,8 +16,9 @@ namespace omniprof {
 //   word 0          the op's RecordFunction handle (0: PyTorch gave it none, as it does
 //                   unless a callback such as its execution trace observer needs ids)
 //   word 1          the op's FLOP count (0: not counted)
-//   word 2          L, the byte length of its module hierarchy (0: none), as PyTorch writes
-//                   it ("TOP(Model)::forward.linear(Linear)::forward.")
+//   word 2          bits 0..55: L, the byte length of its module hierarchy (0: none), as
+//                   PyTorch writes it ("TOP(Model)::forward.linear(Linear)::forward."); bits
+//                   56..63: its RecordScope when that is TORCHSCRIPT_FUNCTION (else 0)
 //   (L + 7) / 8     words holding those bytes
 //   next word       N, its inputs (0: not described)
 //   then N inputs, each a tag word (its kind in the low 8 bits) and what the kind carries
@@ -27,6 +28,8 @@ namespace omniprof {
 //   (O + 7) / 8     words holding those bytes
 // The input kinds:
 namespace packed {
+// Where word 2 keeps the op's RecordScope, above its module hierarchy's length.
+constexpr int kScopeShift = 56;
 // Nothing described: an undefined tensor, None, a string, a long list.
 constexpr uint64_t kOther = 0;
 // Tag bits 8..15: the dtype (a c10::ScalarType, named by dtype_name); bit 16: strided; bit
@@ -118,7 +121,7 @@ struct StubsApi {
 
 constexpr uint32_t kStubsApiVersion = 1;
 
-constexpr uint32_t kTableVersion = 14;
+constexpr uint32_t kTableVersion = 15;
 
 // The observer's entry points, as omniprof's native module takes them (`EntryPoints` in
 // src/observer.rs): in a capsule named kEntryPointsCapsule, so that nothing but this struct
