@@ -44,7 +44,7 @@ const _: () =
     assert!(std::mem::size_of::<PythonFrame>() == 16 && std::mem::align_of::<PythonFrame>() == 8);
 
 /// The table's layout version; the observer refuses another.
-const TABLE_VERSION: u32 = 15;
+const TABLE_VERSION: u32 = 16;
 
 /// What the observer calls; mirrored by `struct Table` in `observer.cpp`. Names are
 /// NUL-terminated; `key` is the op's `RecordFunction`; a user range's shapes come as

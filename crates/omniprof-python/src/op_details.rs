@@ -1,9 +1,10 @@
 //! What the op observer packs of an op beside its name (`python/omniprof/csrc/table.h`:
 //! its `RecordFunction` handle, its inputs as numbers, its FLOPs, its TorchScript module
-//! hierarchy, its overload name, a TorchScript function's scope), and torch.profiler's text
-//! of it: the `args` `Record function id`, `Input Dims`, `Input Strides`, `Input type`,
-//! `Concrete Inputs`, `flops`, `Module Hierarchy`, `Overload Name` and `Record scope`, made
-//! when the session stops ([`unpack`], an
+//! hierarchy, its overload name, a TorchScript function's scope, a collective's fields), and
+//! torch.profiler's text of it: the `args` `Record function id`, `Input Dims`, `Input
+//! Strides`, `Input type`, `Concrete Inputs`, `flops`, `Module Hierarchy`, `Overload Name`,
+//! `Record scope` and a collective's (`Collective name`, `In msg nelems`, ...), made when the
+//! session stops ([`unpack`], an
 //! [`UnpackArgs`](omniprof::recording::UnpackArgs)) instead of while the op runs.
 //!
 //! The text is PyTorch's: a dtype by the name PyTorch gives it (handed over once per attach,
@@ -169,9 +170,9 @@ impl Words<'_> {
 /// after `External id`, where Kineto writes it) when PyTorch gave the op one, then in the
 /// order torch.profiler writes them `Input Dims`, `Input Strides`, `Input type`, `Concrete
 /// Inputs`, `flops`, `Module Hierarchy`, then `Overload Name` (omniprof's, with
-/// `capture_overload_names`) and `Record scope` (omniprof's, on a TorchScript function);
-/// inputs only when there are some, `flops` only when counted, an overload only when not
-/// the default.
+/// `capture_overload_names`), `Record scope` (omniprof's, on a TorchScript function) and
+/// a collective's fields; inputs only when there are some, `flops` only when counted, an
+/// overload only when not the default.
 pub(crate) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
     let keys = keys();
     let mut words = Words(words);
@@ -226,6 +227,25 @@ pub(crate) fn unpack(words: &[u64], args: &mut Vec<(Arc<str>, Value)>) {
     }
     if scope != 0 {
         args.push((keys.scope.clone(), Value::UInt(scope)));
+    }
+    unpack_collective(&mut words, args);
+}
+
+/// A collective's fields (`table.h`: a count, then each key and its value's JSON text), as
+/// torch.profiler writes them on a `record_param_comms` op: each value as the JSON PyTorch
+/// gave (a text that is no JSON is kept as a string).
+fn unpack_collective(words: &mut Words<'_>, args: &mut Vec<(Arc<str>, Value)>) {
+    let count = words.next();
+    for _ in 0..count {
+        if words.0.is_empty() {
+            return; // cut short
+        }
+        let key_len = words.next();
+        let key = words.text(key_len);
+        let value_len = words.next();
+        let text = words.text(value_len);
+        let value = Value::from_json(&text).unwrap_or_else(|_| Value::from(text.as_str()));
+        args.push((Arc::from(key.as_str()), value));
     }
 }
 
@@ -574,6 +594,31 @@ mod tests {
             ]
         );
         assert_eq!(args_of(&[0, 0, 2 << SCOPE_SHIFT, 0, 0]).len(), 1);
+    }
+
+    #[test]
+    fn a_collectives_fields_unpack_last_as_the_json_pytorch_gave() {
+        let mut words = vec![0, 0, 0, 0, 0, 3];
+        for (key, value) in [
+            ("Collective name", r#""allreduce""#),
+            ("Group size", "2"),
+            ("Odd", "not json"),
+        ] {
+            words.push(key.len() as u64);
+            words.extend(words_of(key));
+            words.push(value.len() as u64);
+            words.extend(words_of(value));
+        }
+        assert_eq!(
+            args_of(&words),
+            [
+                ("Collective name".into(), r#""allreduce""#.into()),
+                ("Group size".into(), "2".into()),
+                ("Odd".into(), r#""not json""#.into())
+            ]
+        );
+        // Cut short: what is there, no panic.
+        assert_eq!(args_of(&words[..9]).len(), 1);
     }
 
     #[test]

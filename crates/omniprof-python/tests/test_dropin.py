@@ -1108,6 +1108,50 @@ def test_each_events_record_scope_is_torch_profilers() -> None:
     assert scopes["autograd::engine::evaluate_function: AddmmBackward0"] == 0
 
 
+# A collective as c10d's backends record one (RECORD_PARAM_COMMS: its fields in the thread's
+# debug info, a `record_param_comms` RecordFunction), moving no data. NCCL records every
+# collective so; gloo, on this machine's CPU, records none.
+PARAM_COMMS_SOURCE = r"""
+#include <torch/extension.h>
+#include <torch/csrc/distributed/c10d/ParamCommsUtils.hpp>
+
+void collective(const at::Tensor& t, int64_t seq) {
+  RECORD_PARAM_COMMS(
+      seq, std::make_tuple(std::string("7"), std::string("test_pg")), 0, "allreduce",
+      t.numel(), t.numel(), t.scalar_type(), std::vector<int64_t>(), std::vector<int64_t>(),
+      0, 1, 2);
+}
+"""
+
+
+def test_a_collectives_fields_are_written_as_torch_profiler_writes_them(tmp_path: Path) -> None:
+    """HTA's communication analysis reads `Collective name`, `In msg nelems`, `Group size` and
+    the rest off each `record_param_comms` op: they are written with any flags, as
+    torch.profiler writes them, each value the JSON PyTorch gives."""
+    from torch.utils import cpp_extension
+
+    omniprof._observer.install()
+    omniprof._observer._put_ninja_on_path()
+    ext = cpp_extension.load_inline(
+        name="omniprof_param_comms", cpp_sources=[PARAM_COMMS_SOURCE], functions=["collective"]
+    )
+    seen = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        for flags in ({}, {"record_shapes": True}):
+            with module.profile(activities=[module.ProfilerActivity.CPU], **flags) as prof:
+                ext.collective(torch.ones(5), 3)
+            path = tmp_path / f"{name}.json"
+            prof.export_chrome_trace(str(path))
+            (op,) = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("name") == "record_param_comms"]
+            # Kineto's own bookkeeping (`Ev Idx`, `Record function id` 0) and the ids differ.
+            seen[name, str(flags)] = {k: v for k, v in op["args"].items() if k not in ("External id", "Ev Idx", "Record function id")}
+    for flags in ({}, {"record_shapes": True}):
+        assert seen["omniprof", str(flags)] == seen["torch", str(flags)]
+    fields = seen["torch", "{}"]
+    assert (fields["Collective name"], fields["In msg nelems"], fields["Group size"], fields["dtype"]) == ("allreduce", 5, 2, "Float")
+    assert fields["Process Group Ranks"] == "[0, 1]" and fields["Is asynchronized op"] is False
+
+
 def test_record_function_takes_bytes_as_pytorch_does(tmp_path: Path) -> None:
     with omniprof.profile() as prof:
         with omniprof.record_function(b"abc"):

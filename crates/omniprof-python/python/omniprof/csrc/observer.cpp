@@ -805,12 +805,32 @@ __attribute__((noinline)) void push_op_with_details(const at::RecordFunction& fn
       words.append_bytes(op->overload_name);
     }
   }
+  size_t collective_at = words.size();
+  words.push(0);
+  if (fn.isNcclMeta()) {
+    // A collective's fields (c10d's record_param_comms), which torch.profiler writes on the
+    // op with any flags: PyTorch's own keys and JSON texts.
+    try {
+      const auto fields = torch::profiler::impl::saveNcclMeta(fn);
+      for (const auto& [key, value] : fields) {
+        words.push(key.size());
+        words.append_bytes(key);
+        words.push(value.size());
+        words.append_bytes(value);
+      }
+      words[collective_at] = fields.size();
+    } catch (...) {
+      // Unreadable: the op carries no collective fields.
+      words.truncate(collective_at + 1);
+      words[collective_at] = 0;
+    }
+  }
   if (fn.scope() == at::RecordScope::TORCHSCRIPT_FUNCTION) {
     // Where PyTorch's trace keeps no scope, FunctionEvent.scope reads it from here.
     words[2] |= static_cast<uint64_t>(fn.scope()) << packed::kScopeShift;
   }
   if (words[0] == 0 && words[1] == 0 && words[2] == 0 && words[count_at] == 0 &&
-      words[overload_at] == 0) {
+      words[overload_at] == 0 && words[collective_at] == 0) {
     table->push_op(name, &fn);
   } else {
     table->push_op_packed(name, &fn, words.data(), words.size());
@@ -863,7 +883,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (evaluates_a_node(name)) {
     last_node = Numbers{};
   }
-  if (record_details || fn.handle() != 0 || fn.scope() == at::RecordScope::TORCHSCRIPT_FUNCTION) {
+  if (record_details || fn.handle() != 0 || fn.isNcclMeta() ||
+      fn.scope() == at::RecordScope::TORCHSCRIPT_FUNCTION) {
     push_op_with_details(fn, name);
   } else {
     table->push_op(name, &fn);

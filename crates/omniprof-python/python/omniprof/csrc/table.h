@@ -26,6 +26,10 @@ namespace omniprof {
 //   next word       O, the byte length of its overload name (0: none or the default), as
 //                   PyTorch's OperatorName has it ("Tensor" of aten::add.Tensor)
 //   (O + 7) / 8     words holding those bytes
+//   next word       C, its collective fields (0: none; a record_param_comms op's, as
+//                   PyTorch's saveNcclMeta gives them), then C fields, each a key's byte
+//                   length K, (K + 7) / 8 words of its bytes, the byte length V of the JSON
+//                   text PyTorch writes for its value, and (V + 7) / 8 words of that text
 // The input kinds:
 namespace packed {
 // Where word 2 keeps the op's RecordScope, above its module hierarchy's length.
@@ -121,7 +125,7 @@ struct StubsApi {
 
 constexpr uint32_t kStubsApiVersion = 1;
 
-constexpr uint32_t kTableVersion = 15;
+constexpr uint32_t kTableVersion = 16;
 
 // The observer's entry points, as omniprof's native module takes them (`EntryPoints` in
 // src/observer.rs): in a capsule named kEntryPointsCapsule, so that nothing but this struct
