@@ -70,7 +70,7 @@ impl WorkKind {
 
 /// The starts of the names of host ops that are collectives.
 pub(crate) const HOST_COLLECTIVE_PREFIXES: [&str; 4] =
-    ["c10d::", "gloo:", "nccl:", "record_param_comms"];
+    ["c10d::", "gloo:", "nccl:", event_name::RECORD_PARAM_COMMS];
 
 /// The device activities HTA's breakdowns count (those on a stream): kernels, copies and
 /// fills. GPU user annotations are left out (they repeat the work inside them).

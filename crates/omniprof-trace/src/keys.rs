@@ -76,6 +76,27 @@ pub mod arg {
     /// overload), which the Python package records when asked as torch.profiler's
     /// `_ExperimentalConfig(capture_overload_names=True)` captures it.
     pub const OVERLOAD_NAME: &str = "Overload Name";
+    /// A collective's fields, which PyTorch writes on its `record_param_comms` op and Kineto
+    /// copies, in this order (those present), onto each activity linked to that op: its
+    /// kernel and the launch's runtime call.
+    pub const COLLECTIVE_FIELDS: [&str; 16] = [
+        "Collective name",
+        "In msg nelems",
+        "Out msg nelems",
+        "Group size",
+        "dtype",
+        "Input Tensors start",
+        "Output Tensors start",
+        "In split size",
+        "Out split size",
+        "Process Group Name",
+        "Process Group Description",
+        "Process Group Ranks",
+        "Dst Rank",
+        "Src Rank",
+        "Seq",
+        "Comms Id",
+    ];
     /// The `RecordFunction` scope of a TorchScript function (PyTorch's
     /// `RecordScope::TORCHSCRIPT_FUNCTION`, 2), which the Python package records on it where
     /// PyTorch's trace keeps no scope: its `FunctionEvent.scope` is read from it.
@@ -97,6 +118,9 @@ pub mod name {
     /// The start of the name of the range around each profiled step (`ProfilerStep#12`,
     /// the step's number after it), as `torch.profiler`'s `step()` and omniprof write it.
     pub const PROFILER_STEP_PREFIX: &str = "ProfilerStep#";
+    /// The host op c10d records around each collective it runs (NCCL's, each one), which
+    /// carries the collective's fields ([`COLLECTIVE_FIELDS`](super::arg::COLLECTIVE_FIELDS)).
+    pub const RECORD_PARAM_COMMS: &str = "record_param_comms";
 }
 
 /// Keys of the trace header (the metadata beside `traceEvents`). The keys of the session

@@ -331,6 +331,51 @@ fn device_work_is_linked_flowed_projected_and_windowed() {
 }
 
 #[test]
+fn a_collectives_kernel_and_launch_carry_its_ops_fields_as_kineto_writes_them() {
+    let _g = serial();
+    arm();
+    FAIL.store(false, Ordering::SeqCst);
+    FAIL_CONFIGURE.store(false, Ordering::SeqCst);
+    let mut p = Profiler::builder()
+        .activities(ActivitySet::all())
+        .build()
+        .unwrap();
+    p.start().unwrap();
+    {
+        let _comms = record_op(crate::keys::name::RECORD_PARAM_COMMS)
+            .with_arg("Group size", 2i64)
+            .with_arg("Collective name", "allreduce");
+        runtime().launch();
+    }
+    {
+        let _mm = record_op("aten::mm");
+        runtime().launch();
+    }
+    let t = p.stop().unwrap();
+    ARMED.store(false, Ordering::SeqCst);
+    let fields = |name: &str| -> Vec<Vec<String>> {
+        t.activities
+            .iter()
+            .filter(|a| &*a.name == name)
+            .map(|a| {
+                a.args
+                    .iter()
+                    .filter(|(k, _)| crate::keys::arg::COLLECTIVE_FIELDS.contains(&&**k))
+                    .map(|(k, v)| format!("{k}={}", v.to_json()))
+                    .collect()
+            })
+            .collect()
+    };
+    let of_the_collective = vec![
+        r#"Collective name="allreduce""#.to_string(),
+        "Group size=2".into(),
+    ];
+    // The first launch is the collective's, in Kineto's order; the mm's carries none.
+    assert_eq!(fields("gemm"), [of_the_collective.clone(), vec![]]);
+    assert_eq!(fields("orLaunchKernel"), [of_the_collective, vec![]]);
+}
+
+#[test]
 fn a_flow_id_is_the_launchs_correlation_id_as_kineto_writes_it() {
     let _g = serial();
     let t = run(false);

@@ -7,6 +7,7 @@
 
 use super::host_index::HostView;
 use crate::backend::HostOps;
+use crate::keys::{arg, name};
 use crate::FastMap;
 use crate::{Activity, ActivityClass, Window};
 
@@ -100,6 +101,33 @@ pub(super) fn refuse_foreign_links(
     checked
 }
 
+/// Copies each collective's fields from its `record_param_comms` op onto the activities
+/// linked to it, after their own args, in Kineto's order (those the op has): what Kineto
+/// writes on a collective's kernel and on the runtime call that launched it. `host_has_one`:
+/// whether any host op is a `record_param_comms` (none: nothing to look up).
+pub(super) fn copy_collective_fields(
+    activities: &mut [Activity],
+    host: &HostView<'_>,
+    host_has_one: bool,
+) {
+    if !host_has_one {
+        return;
+    }
+    for a in activities {
+        let Some(op) = a.linked_correlation.and_then(|id| host.get(id)) else {
+            continue;
+        };
+        if &*op.name != name::RECORD_PARAM_COMMS {
+            continue;
+        }
+        for key in arg::COLLECTIVE_FIELDS {
+            if let Some((k, v)) = op.args.iter().find(|(k, _)| &**k == key) {
+                a.args.push((k.clone(), v.clone()));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +195,48 @@ mod tests {
         let mut elsewhere = call(1_250_000, 1_260_000);
         elsewhere.resource = 2;
         assert_eq!(place(&elsewhere, &whole), "outside");
+    }
+
+    #[test]
+    fn a_collectives_fields_are_copied_onto_what_is_linked_to_its_op_in_kinetos_order() {
+        use super::super::host_index::HostIndex;
+        use crate::Value;
+        let mut comms = op(1_100_000, 1_200_000);
+        comms.name = name::RECORD_PARAM_COMMS.into();
+        comms.correlation = 7;
+        // As PyTorch's map gives them: in no particular order, among other args.
+        comms.args = vec![
+            ("Group size".into(), Value::Int(2)),
+            ("Input Dims".into(), Value::List(Vec::new())),
+            ("Collective name".into(), Value::from("allreduce")),
+            ("In msg nelems".into(), Value::Int(5)),
+        ];
+        let mut other = op(1_300_000, 1_400_000);
+        other.correlation = 8;
+        let host = [comms, other];
+        let index = HostIndex::new(&host, Vec::new());
+        let linked = |id| {
+            let mut a = call(1_150_000, 1_160_000);
+            a.linked_correlation = Some(id);
+            a.args.push(("cbid".into(), Value::Int(211)));
+            a
+        };
+        let mut activities = [linked(7), linked(8)];
+        copy_collective_fields(&mut activities, &index.view(&host), true);
+        let keys = |a: &Activity| {
+            a.args
+                .iter()
+                .map(|(k, _)| k.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            keys(&activities[0]),
+            ["cbid", "Collective name", "In msg nelems", "Group size"]
+        );
+        assert_eq!(keys(&activities[1]), ["cbid"]);
+        // No record_param_comms in the host recording: nothing looked up.
+        let mut untouched = [linked(7)];
+        copy_collective_fields(&mut untouched, &index.view(&host), false);
+        assert_eq!(keys(&untouched[0]), ["cbid"]);
     }
 }

@@ -30,7 +30,7 @@ use super::scope::ScopeProfiler;
 use super::toggles::Switched;
 use crate::clock;
 use crate::config::Config;
-use crate::keys::metadata;
+use crate::keys::{metadata, name};
 use crate::record::HostRecording;
 use crate::Value;
 use crate::{Activity, ActivitySet, ActivityType};
@@ -203,12 +203,22 @@ fn merge_backends(
     let mut warnings = Vec::new();
     let (mut refused_links, mut window_cut_links) = (0, 0);
     let mut device_type = None;
+    let host_has_collectives = !delivered.is_empty()
+        && trace
+            .activities
+            .iter()
+            .any(|a| &*a.name == name::RECORD_PARAM_COMMS);
     for mut d in delivered {
         let checked = links::refuse_foreign_links(
             &mut d.output.activities,
             &host.view(&trace.activities),
             host_pid,
             window.window,
+        );
+        links::copy_collective_fields(
+            &mut d.output.activities,
+            &host.view(&trace.activities),
+            host_has_collectives,
         );
         window_cut_links += checked.window_cut;
         if checked.refused > 0 {
