@@ -263,7 +263,9 @@ fn arm() {
     ARMED.store(true, Ordering::SeqCst);
 }
 
-fn run(fail: bool) -> Trace {
+/// A started profiler of every activity type over the armed mock backends; with `fail`,
+/// each fails as it hands its trace over.
+fn started(fail: bool) -> Profiler {
     arm();
     FAIL.store(fail, Ordering::SeqCst);
     FAIL_CONFIGURE.store(false, Ordering::SeqCst);
@@ -272,6 +274,11 @@ fn run(fail: bool) -> Trace {
         .build()
         .unwrap();
     p.start().unwrap();
+    p
+}
+
+fn run(fail: bool) -> Trace {
+    let mut p = started(fail);
     {
         let _step = record_function("step");
         let _mm = record_op("aten::mm");
@@ -333,14 +340,7 @@ fn device_work_is_linked_flowed_projected_and_windowed() {
 #[test]
 fn a_collectives_kernel_and_launch_carry_its_ops_fields_as_kineto_writes_them() {
     let _g = serial();
-    arm();
-    FAIL.store(false, Ordering::SeqCst);
-    FAIL_CONFIGURE.store(false, Ordering::SeqCst);
-    let mut p = Profiler::builder()
-        .activities(ActivitySet::all())
-        .build()
-        .unwrap();
-    p.start().unwrap();
+    let mut p = started(false);
     {
         let _comms = record_op(crate::keys::name::RECORD_PARAM_COMMS)
             .with_arg("Group size", 2i64)
@@ -445,14 +445,7 @@ fn ids_two_backends_share_are_renumbered_in_the_later_one_and_counted() {
 #[test]
 fn a_call_past_an_op_the_stop_cut_keeps_its_link_without_a_warning() {
     let _g = serial();
-    arm();
-    FAIL.store(false, Ordering::SeqCst);
-    FAIL_CONFIGURE.store(false, Ordering::SeqCst);
-    let mut p = Profiler::builder()
-        .activities(ActivitySet::all())
-        .build()
-        .unwrap();
-    p.start().unwrap();
+    let mut p = started(false);
     let open = record_op("aten::item");
     runtime().launch();
     // Its kernel (1 µs) ends inside the window.

@@ -916,11 +916,6 @@ void name_dtypes(const Table* t) {
 // What `attach` returns; mirrored by src/observer.rs.
 enum AttachStatus : int32_t { kAttached = 0, kAlreadyAttached = 1, kTableMismatch = 2, kFailed = 3 };
 
-// Registers the callbacks recording through `t`, with what `flags` asks (kShapes, kMemory,
-// kFlops; FLOPs need the shapes' inputs, so they imply kShapes; kStack starts the Python
-// tracer; kModules records TorchScript's module hierarchy, kOverloads each op's overload
-// name). Called by the session engine, one session at a time, so the globals it writes are
-// never written concurrently; no C++ exception leaves it (its caller is Rust).
 // Registers the op callbacks, asking for inputs where attach's flags need them.
 void register_callbacks() {
   handle = at::addGlobalCallback(
@@ -930,6 +925,11 @@ void register_callbacks() {
                    at::RecordScope::TORCHSCRIPT_FUNCTION, at::RecordScope::USER_SCOPE}));
 }
 
+// Registers the callbacks recording through `t`, with what `flags` asks (kShapes, kMemory,
+// kFlops; FLOPs need the shapes' inputs, so they imply kShapes; kStack starts the Python
+// tracer; kModules records TorchScript's module hierarchy, kOverloads each op's overload
+// name). Called by the session engine, one session at a time, so the globals it writes are
+// never written concurrently; no C++ exception leaves it (its caller is Rust).
 int32_t attach(const Table* t, uint8_t flags) noexcept {
   if (handle || ops_paused) {
     return kAlreadyAttached;
