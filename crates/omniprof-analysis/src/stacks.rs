@@ -279,10 +279,7 @@ pub fn python_stacks(trace: &Trace) -> PythonStacks {
                 && parent.is_some_and(|p| {
                     let wrapper = &activities[p.index];
                     wrapper.kind != ActivityType::PythonFunction
-                        && wrapper
-                            .name
-                            .strip_prefix(name::EVALUATE_FUNCTION_PREFIX)
-                            .is_some_and(|n| n == &*a.name)
+                        && name::evaluates(&wrapper.name, &a.name)
                 });
             own[i] = stack;
             backward[i] = if is_backward_function {

@@ -363,8 +363,10 @@ type WindowOpenedFn = unsafe extern "C" fn();
 type SetOpsCollectedFn = unsafe extern "C" fn(on: u8) -> u8;
 
 /// The types the observer's callbacks record: while every one is switched off, the
-/// callbacks are removed.
-const CALLBACK_TYPES: [ActivityType; 2] = [ActivityType::CpuOp, ActivityType::UserAnnotation];
+/// callbacks are removed (and `ProfilerActivity.CPU`'s toggle switches these, as PyTorch's
+/// removes its callbacks).
+pub(crate) const CALLBACK_TYPES: [ActivityType; 2] =
+    [ActivityType::CpuOp, ActivityType::UserAnnotation];
 
 /// `attach`'s results; mirrored by `AttachStatus` in `observer.cpp`.
 const ATTACHED: i32 = 0;

@@ -1257,10 +1257,7 @@ impl PyFunctionEvent {
         let evaluated = e.parent.is_some_and(|p| {
             let parent = &self.events.events[p];
             !parent.is_python_function
-                && parent
-                    .trace_name
-                    .strip_prefix(omniprof_trace::keys::name::EVALUATE_FUNCTION_PREFIX)
-                    == Some(&*e.trace_name)
+                && omniprof_trace::keys::name::evaluates(&parent.trace_name, &e.trace_name)
         });
         if evaluated {
             BACKWARD_FUNCTION

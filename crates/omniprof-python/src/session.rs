@@ -79,7 +79,7 @@ const PROFILER_ACTIVITIES: [Member; 6] = {
             ]),
             // PyTorch's switch of CPU removes its RecordFunction callbacks: ops and user
             // ranges stop, its Python tracer and allocator reports go on.
-            toggles: Some(&[CpuOp, UserAnnotation]),
+            toggles: Some(&crate::observer::CALLBACK_TYPES),
         },
         Member {
             name: "CUDA",

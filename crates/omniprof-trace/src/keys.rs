@@ -115,6 +115,13 @@ pub mod name {
     /// The start of the name of the op the autograd engine wraps each backward function
     /// in (`autograd::engine::evaluate_function: AddmmBackward0` around `AddmmBackward0`).
     pub const EVALUATE_FUNCTION_PREFIX: &str = "autograd::engine::evaluate_function: ";
+
+    /// Whether an op named `wrapper` is the engine's range around the backward function
+    /// named `node` (`autograd::engine::evaluate_function: AddmmBackward0` around
+    /// `AddmmBackward0`).
+    pub fn evaluates(wrapper: &str, node: &str) -> bool {
+        wrapper.strip_prefix(EVALUATE_FUNCTION_PREFIX) == Some(node)
+    }
     /// The start of the name of the range around each profiled step (`ProfilerStep#12`,
     /// the step's number after it), as `torch.profiler`'s `step()` and omniprof write it.
     pub const PROFILER_STEP_PREFIX: &str = "ProfilerStep#";
