@@ -351,6 +351,8 @@ fn a_collectives_kernel_and_launch_carry_its_ops_fields_as_kineto_writes_them() 
         let _mm = record_op("aten::mm");
         runtime().launch();
     }
+    // The mock's kernels last 1 µs from their launch: the window closes after the last.
+    std::thread::sleep(std::time::Duration::from_millis(1));
     let t = p.stop().unwrap();
     ARMED.store(false, Ordering::SeqCst);
     let fields = |name: &str| -> Vec<Vec<String>> {
