@@ -64,6 +64,20 @@ pub(crate) fn installed() -> bool {
     lock_installed().is_some()
 }
 
+/// PyTorch's name of a PrivateUse1 backend that has not renamed itself.
+const UNRENAMED: &str = "privateuseone";
+
+/// Whether a PrivateUse1 backend renamed itself in the running PyTorch
+/// (`torch.utils.rename_privateuse1_backend`): PyTorch then reads every device activity as
+/// that backend's (`DeviceType.PrivateUse1`).
+pub(crate) fn renamed(py: Python<'_>) -> PyResult<bool> {
+    let name: String = py
+        .import("torch._C")?
+        .call_method0("_get_privateuse1_backend_name")?
+        .extract()?;
+    Ok(name != UNRENAMED)
+}
+
 /// A registry profiler behind the `OMNIPROF_PRIVATEUSE1_PROFILER` gate.
 struct Gated(Arc<dyn ActivityProfiler>);
 

@@ -15,7 +15,7 @@ use omniprof_analysis::{FunctionEvent, FunctionEvents, KeyAveragesOptions, Row, 
 use omniprof_analysis::{TableOptions, TimeUnit};
 use omniprof_read::TraceReader;
 use omniprof_trace::keys::arg;
-use omniprof_trace::{Format, Trace, Value};
+use omniprof_trace::{Activity, ActivityType, Flow, Format, Trace, Value};
 
 /// PyTorch's `RecordScope` values `FunctionEvent.scope` takes (`ATen/record_function.h`).
 const FUNCTION: i64 = 0;
@@ -141,13 +141,16 @@ impl PyTrace {
         write_stacks(py, &events, metric, &path)
     }
 
-    /// PyTorch's `events()`: every event as a `FunctionEvent`, in PyTorch's order.
-    #[pyo3(signature = (profile_memory=false, with_flops=false))]
+    /// PyTorch's `events()`: every event as a `FunctionEvent`, in PyTorch's order;
+    /// `metadata` exposes the args of the events PyTorch's Kineto records (see
+    /// `FunctionEvent.metadata`).
+    #[pyo3(signature = (profile_memory=false, with_flops=false, metadata=false))]
     fn events<'py>(
         &self,
         py: Python<'py>,
         profile_memory: bool,
         with_flops: bool,
+        metadata: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let options = KeyAveragesOptions {
             profile_memory,
@@ -158,6 +161,7 @@ impl PyTrace {
         let events = Arc::new(TraceEvents {
             all,
             trace: Arc::clone(&self.0),
+            metadata,
         });
         let use_device = events.use_device.clone();
         let items = (0..events.events.len()).map(|i| PyFunctionEvent::new(&events, i));
@@ -865,6 +869,9 @@ impl PyRow {
 pub(crate) struct TraceEvents {
     all: FunctionEvents,
     trace: Arc<Trace>,
+    /// `_ExperimentalConfig(expose_kineto_event_metadata=True)`: device-side events expose
+    /// their args as `metadata`.
+    metadata: bool,
 }
 
 impl std::ops::Deref for TraceEvents {
@@ -894,10 +901,29 @@ impl PyFunctionEvent {
         &self.events.events[self.index]
     }
 
+    /// The activity that describes the event, if it has one.
+    fn activity(&self) -> Option<&Activity> {
+        Some(&self.events.trace.activities[self.event().activity?])
+    }
+
     /// The arg `key` of the activity that describes the event, if it has one.
     fn arg(&self, key: &str) -> Option<&Value> {
-        let activity = &self.events.trace.activities[self.event().activity?];
-        activity.arg(key)
+        self.activity()?.arg(key)
+    }
+
+    /// The activity whose args are the event's `metadata`: asked for, and one PyTorch's
+    /// Kineto records (its own ops, ranges and Python calls carry none).
+    fn metadata_activity(&self) -> Option<&Activity> {
+        let activity = self.activity().filter(|_| self.events.metadata)?;
+        let own = matches!(
+            activity.kind,
+            ActivityType::CpuOp | ActivityType::UserAnnotation | ActivityType::PythonFunction
+        );
+        (!own).then_some(activity)
+    }
+
+    fn flow(&self) -> Option<Flow> {
+        self.activity()?.flow
     }
 
     /// The integer arg `key`, `none` without it (PyTorch's value for none).
@@ -1292,6 +1318,102 @@ impl PyFunctionEvent {
         self.int_arg(arg::PYTHON_MODULE_ID, -1)
     }
 
+    /// The id of the flow arrow the event carries (PyTorch's): a forward op and its backward
+    /// node share a `fwdbwd` one, a launch and its device work an `ac2g` one; 0 without.
+    #[getter]
+    fn flow_id(&self) -> u64 {
+        self.flow().map_or(0, |f| f.id)
+    }
+
+    /// The flow's link type: 1 `fwdbwd`, 2 `ac2g`; 0 without a flow.
+    #[getter]
+    fn flow_type(&self) -> u32 {
+        self.flow().map_or(0, |f| f.kind as u32)
+    }
+
+    /// Whether the event is its flow's start (the forward op, the launch).
+    #[getter]
+    fn flow_start(&self) -> bool {
+        self.flow().is_some_and(|f| f.start)
+    }
+
+    /// PyTorch's keyword inputs, which it records for `_RecordFunctionFast` ranges only
+    /// (torch.compile's Triton launches, with `record_shapes`) and hands to its own profiler
+    /// alone: always empty here.
+    #[getter]
+    fn kwinputs<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
+        PyDict::new(py)
+    }
+
+    /// With `_ExperimentalConfig(expose_kineto_event_metadata=True)`, the args of an event
+    /// PyTorch's Kineto records (device work, runtime calls) by their trace names, as typed
+    /// values; else `None`, as for PyTorch's own ops and ranges.
+    #[getter]
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(activity) = self.metadata_activity() else {
+            return Ok(None);
+        };
+        let dict = PyDict::new(py);
+        for (key, value) in &activity.args {
+            // PyTorch's trace writer adds it; the activity's metadata lacks it.
+            if &**key != arg::EXTERNAL_ID {
+                dict.set_item(&**key, python_value(py, value)?)?;
+            }
+        }
+        Ok((!dict.is_empty()).then_some(dict))
+    }
+
+    /// `metadata` as PyTorch's deprecated `EventMetadata` (a `FutureWarning` says so):
+    /// `None` where none of its fields is there.
+    #[getter]
+    fn event_metadata<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        deprecated(py, "event_metadata", "metadata")?;
+        let Some(activity) = self.metadata_activity() else {
+            return Ok(None);
+        };
+        // PyTorch builds it from the metadata's JSON texts.
+        let texts = PyDict::new(py);
+        for (key, value) in &activity.args {
+            texts.set_item(&**key, value.to_json())?;
+        }
+        let built = py
+            .import("torch.autograd.profiler_util")?
+            .call_method1("_build_metadata", (texts,))?;
+        Ok((!built.is_none()).then_some(built))
+    }
+
+    /// PyTorch's shares of the table's totals, which its `table()` writes onto the events it
+    /// prints; omniprof's table writes none: -1, PyTorch's value until then.
+    #[getter]
+    fn self_cpu_percent(&self) -> i64 {
+        -1
+    }
+
+    #[getter]
+    fn total_cpu_percent(&self) -> i64 {
+        -1
+    }
+
+    #[getter]
+    fn total_device_percent(&self) -> i64 {
+        -1
+    }
+
+    /// PyTorch's profiler builds its events with these; omniprof's are views of the
+    /// trace, which they cannot change: a `TypeError` says so.
+    #[pyo3(signature = (*_args))]
+    fn append_kernel(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        Err(read_only("append_kernel"))
+    }
+
+    fn append_cpu_child(&self, _child: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(read_only("append_cpu_child"))
+    }
+
+    fn set_cpu_parent(&self, _parent: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(read_only("set_cpu_parent"))
+    }
+
     /// The events directly inside this one on its thread.
     #[getter]
     fn cpu_children(&self) -> Vec<PyFunctionEvent> {
@@ -1403,6 +1525,14 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// The error of a call that would change a `FunctionEvent`.
+fn read_only(method: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "FunctionEvent.{method}: omniprof's events are read-only views of their trace \
+         (PyTorch's profiler calls it while building its own events)"
+    ))
+}
+
 /// Warns, with a `FutureWarning` as PyTorch does, that attribute `old` is deprecated in
 /// favour of `new`.
 fn deprecated(py: Python<'_>, old: &str, new: &str) -> PyResult<()> {
@@ -1413,16 +1543,23 @@ fn deprecated(py: Python<'_>, old: &str, new: &str) -> PyResult<()> {
     PyErr::warn(py, &py.get_type::<PyFutureWarning>(), &message, 1)
 }
 
-/// PyTorch's `DeviceType` for an event or row (`torch.autograd.DeviceType.CPU`, or `CUDA` for
-/// device work), or its name as a string where torch is not imported.
+/// PyTorch's `DeviceType` for an event or row (`torch.autograd.DeviceType.CPU`; for device
+/// work `CUDA`, or `PrivateUse1` once a PrivateUse1 backend renamed itself, as PyTorch reads
+/// any device activity then), or its name as a string where torch is not imported.
 fn device_type(py: Python<'_>, on_device: bool) -> PyResult<Bound<'_, PyAny>> {
-    let name = if on_device { "CUDA" } else { "CPU" };
     let torch_loaded = py.import("sys")?.getattr("modules")?.contains("torch")?;
-    if torch_loaded {
-        return py
-            .import("torch.autograd")?
-            .getattr("DeviceType")?
-            .getattr(name);
+    if !torch_loaded {
+        let name = if on_device { "CUDA" } else { "CPU" };
+        return Ok(pyo3::types::PyString::new(py, name).into_any());
     }
-    Ok(pyo3::types::PyString::new(py, name).into_any())
+    let name = if !on_device {
+        "CPU"
+    } else if crate::privateuse1::renamed(py)? {
+        "PrivateUse1"
+    } else {
+        "CUDA"
+    };
+    py.import("torch.autograd")?
+        .getattr("DeviceType")?
+        .getattr(name)
 }

@@ -329,6 +329,10 @@ impl Session {
     }
 }
 
+/// PyTorch's `ProfilerAction.DEVICE_STOPPED`: its profiler's own state once the device
+/// stopped collecting early, which a schedule must not return.
+const DEVICE_STOPPED: i64 = 4;
+
 /// The action a callable schedule returned: a `ProfilerAction` (omniprof's or
 /// torch.profiler's, whose `value` is the number) or its number.
 fn action_of(value: &Bound<'_, PyAny>) -> PyResult<ProfilerAction> {
@@ -336,7 +340,15 @@ fn action_of(value: &Bound<'_, PyAny>) -> PyResult<ProfilerAction> {
         Ok(inner) => inner.extract::<i64>(),
         Err(_) => value.extract::<i64>(),
     };
-    match number.ok().and_then(ProfilerAction::from_number) {
+    let number = number.ok();
+    if number == Some(DEVICE_STOPPED) {
+        // PyTorch's step refuses it with these words.
+        return Err(PyValueError::new_err(
+            "ProfilerAction.DEVICE_STOPPED is set internally by the profiler and must not be \
+             returned by a user-provided schedule",
+        ));
+    }
+    match number.and_then(ProfilerAction::from_number) {
         Some(action) => Ok(action),
         None => Err(PyTypeError::new_err(format!(
             "the schedule returned {}, not a ProfilerAction",

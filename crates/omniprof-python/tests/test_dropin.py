@@ -317,6 +317,12 @@ def test_function_events_answer_torch_profilers_attributes_event_by_event() -> N
                 repr(e.concrete_inputs),
                 repr(e.structured_input_shapes),
                 repr(e.structured_input_strides),
+                # A forward op and its backward node share a fwdbwd flow (type 1), numbered
+                # alike by both profilers.
+                (e.flow_id, e.flow_type, e.flow_start),
+                repr(e.kwinputs),
+                e.metadata,
+                (e.self_cpu_percent, e.total_cpu_percent, e.total_device_percent),
             )
             for e in prof.events()
         )
@@ -328,6 +334,8 @@ def test_function_events_answer_torch_profilers_attributes_event_by_event() -> N
     # The new attributes hold something to compare: backward nodes' forward threads, a cat's
     # tensor list, a scalar, a list of ints.
     assert {key[14] for key in mine} > {0}
+    flows = Counter(key[18][1:] for key in mine)
+    assert flows[(1, True)] == flows[(1, False)] > 10 and set(flows) == {(0, False), (1, True), (1, False)}
     inputs = {(key[0], *key[15:17]) for key in mine}
     assert ("aten::cat", "[None, 0]", "[[[16, 8], [16, 8]], []]") in inputs
     backward = {concrete for name, concrete, _ in inputs if name == "aten::convolution_backward"}
@@ -802,9 +810,18 @@ def test_a_profile_and_the_module_have_torch_profilers_attributes(tmp_path: Path
         r.key for r in inner["omniprof"].key_averages()
     ]
 
-    # Every name of torch.profiler's module.
+    # Every name of torch.profiler's module, and every attribute of its events.
     missing = [n for n in torch.profiler.__all__ if not hasattr(omniprof, n)]
     assert missing == []
+    theirs_event, ours_event = inner["torch"].function_events[0], inner["omniprof"].function_events[0]
+    public = {n for n in dir(theirs_event) if not n.startswith("_")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        assert sorted(n for n in public if not hasattr(ours_event, n)) == []
+    # PyTorch builds its events with these; omniprof's are views of the trace.
+    for method, args in [("append_cpu_child", (ours_event,)), ("set_cpu_parent", (ours_event,)), ("append_kernel", ("k", 0, 1.0))]:
+        with pytest.raises(TypeError, match=f"FunctionEvent.{method}: omniprof's events are read-only"):
+            getattr(ours_event, method)(*args)
     assert omniprof.DeviceType is torch.profiler.DeviceType and omniprof.kineto_available()
     assert omniprof.ExecutionTraceObserver is torch.profiler.ExecutionTraceObserver
     assert omniprof._ExperimentalConfig is torch.profiler._ExperimentalConfig

@@ -188,6 +188,40 @@ def test_four_ways_one_backend_omniprof_records_what_pytorchs_profilers_record(
     assert got["backends"].count("toydev") == 1 and got["registry_profiler"] is None
 
 
+def test_device_events_answer_device_type_flows_and_metadata_as_under_torch_profiler(toydev: Any) -> None:
+    # Code that reads a backend's kernels from events() (their device type, the flow from
+    # their launch, the activity's metadata) reads the same under both profilers.
+    from torch.profiler import _ExperimentalConfig
+
+    def described(module: Any, expose: bool) -> Counter:
+        config = _ExperimentalConfig(expose_kineto_event_metadata=True) if expose else None
+        with module.profile(
+            activities=[module.ProfilerActivity.CPU, module.ProfilerActivity.PrivateUse1], experimental_config=config
+        ) as prof:
+            workload()
+        device_events = [e for e in prof.events() if e.name.startswith("toydev")]
+        launches = {e.flow_id for e in device_events if e.flow_start}
+        found: Counter = Counter()
+        for e in device_events:
+            metadata = dict(e.metadata or {})
+            # toydev numbers its flows and correlations over the process, and both profilers
+            # run here: each must be the flow that joins the kernel to its launch.
+            assert metadata.pop("correlation", e.flow_id) == e.flow_id
+            assert e.flow_id in launches
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                legacy = e.event_metadata
+            found[(e.name, str(e.device_type), e.flow_type, e.flow_start, repr(sorted(metadata.items())), getattr(legacy, "stream", None))] += 1
+        return found
+
+    for expose in (False, True):
+        expected = described(torch.profiler, expose)
+        assert described(omniprof, expose) == expected
+    kernel = ("toydev_add_kernel", "DeviceType.TOYDEV", 2, False, "[('device', 0), ('stream', 7)]", 7)
+    assert expected[kernel] == 9
+    assert expected[("toydevLaunchKernel", "DeviceType.CPU", 2, True, "[]", None)] == 17
+
+
 def test_omniprof_summary_of_pytorchs_trace_gives_each_op_pytorchs_device_time(
     toydev: Any, tmp_path: Path
 ) -> None:

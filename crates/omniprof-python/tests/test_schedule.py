@@ -195,6 +195,56 @@ def test_a_callable_schedule_takes_its_actions_as_under_torch_profiler() -> None
     assert per_cycle(omniprof) == per_cycle(torch.profiler) == [2, 1]
 
 
+def test_steps_before_a_start_run_the_schedule_as_under_torch_profiler() -> None:
+    # A loop that steps a scheduled profile it never started records under torch.profiler,
+    # whose steps take the schedule's transitions (raising here would end the program).
+    import torch
+
+    seen: Dict[str, Any] = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        cycles: List[List[str]] = []
+
+        def handler(prof: Any, cycles: List[List[str]] = cycles) -> None:
+            cycles.append(sorted(e.trace_name for e in prof.events() if e.name.startswith(("work", "ProfilerStep"))))
+
+        sched = module.schedule(wait=1, warmup=1, active=2, repeat=1)
+        prof = module.profile(activities=[module.ProfilerActivity.CPU], schedule=sched, on_trace_ready=handler)
+        actions = [str(prof.current_action)]
+        for i in range(6):
+            with torch.profiler.record_function(f"work-{i}"):
+                torch.ones(4).add_(1)
+            prof.step()
+            actions.append(str(prof.current_action))
+        prof.stop()
+        unscheduled = module.profile(activities=[module.ProfilerActivity.CPU])
+        before = str(unscheduled.current_action)
+        for _ in range(3):
+            unscheduled.step()
+        seen[name] = (cycles, actions, prof.step_num, before, unscheduled.step_num, str(unscheduled.current_action))
+    assert seen["omniprof"] == seen["torch"]
+    assert seen["torch"][0] == [["ProfilerStep#2", "ProfilerStep#3", "work-2", "work-3"]]
+    assert seen["torch"][3:] == ("ProfilerAction.RECORD", 3, "ProfilerAction.RECORD")
+
+
+def test_a_schedule_returning_device_stopped_is_refused_as_under_torch_profiler() -> None:
+    import torch
+    from torch.profiler import ProfilerAction as TorchAction
+
+    assert [(a.name, a.value) for a in omniprof.ProfilerAction] == [(a.name, a.value) for a in TorchAction]
+
+    def schedule(step: int) -> Any:
+        return TorchAction.DEVICE_STOPPED if step == 1 else TorchAction.NONE
+
+    messages = []
+    for module in (torch.profiler, omniprof):
+        with module.profile(activities=[module.ProfilerActivity.CPU], schedule=schedule) as prof:
+            with pytest.raises(ValueError) as raised:
+                prof.step()
+            messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+    assert "DEVICE_STOPPED is set internally" in messages[1]
+
+
 def test_a_callable_schedule_that_raises_or_returns_no_action_raises_from_step() -> None:
     def raising(step: int) -> Any:
         if step == 2:

@@ -174,7 +174,9 @@ class Trace:
     ) -> "EventList": ...
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None: ...
     def export_report(self, path: str) -> None: ...
-    def events(self, profile_memory: bool = False, with_flops: bool = False) -> "EventList": ...
+    def events(
+        self, profile_memory: bool = False, with_flops: bool = False, metadata: bool = False
+    ) -> "EventList": ...
     def memory_timeline(
         self, device_type: int, device_index: int, has_schema: Callable[[str], bool]
     ) -> Tuple[List[Tuple[int, int, int, bool]], int]: ...
@@ -321,6 +323,18 @@ class FunctionEvent:
     linked_correlation_id: int
     kernels: List[Any]
     use_device: Optional[str]
+    flow_id: int
+    flow_type: int
+    flow_start: bool
+    kwinputs: Dict[str, Any]
+    metadata: Optional[Dict[str, Any]]
+    event_metadata: Any
+    self_cpu_percent: int
+    total_cpu_percent: int
+    total_device_percent: int
+    def append_kernel(self, *_args: Any) -> None: ...
+    def append_cpu_child(self, _child: Any) -> None: ...
+    def set_cpu_parent(self, _parent: Any) -> None: ...
 
 # What an EventList (omniprof/_event_list.py) holds, of FunctionEvents and KeyAverages.
 _Items = Sequence[Union["FunctionEvent", KeyAverage]]

@@ -62,6 +62,9 @@ class ProfilerAction(enum.Enum):
     WARMUP = 1
     RECORD = 2
     RECORD_AND_SAVE = 3
+    # PyTorch's profiler takes it when the device stopped collecting mid-cycle; omniprof's
+    # backends keep collecting, so no step takes it here (a schedule must not return it).
+    DEVICE_STOPPED = 4
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, enum.Enum) and type(other).__name__ == "ProfilerAction":
@@ -76,6 +79,17 @@ class ProfilerAction(enum.Enum):
 def _record_every_step(step: int) -> ProfilerAction:
     """torch.profiler's schedule of a profile without one: every step records."""
     return ProfilerAction.RECORD
+
+
+def _first_action(schedule: Callable[[int], Any]) -> "ProfilerAction":
+    """Step 0's action, which torch.profiler's ``current_action`` holds from its
+    construction on (it asks the schedule then, as this does); ``NONE`` where the schedule
+    gives no action (the start then says what it gave)."""
+    action = schedule(0)
+    try:
+        return ProfilerAction(getattr(action, "value", action))
+    except ValueError:
+        return ProfilerAction.NONE
 
 
 # torch.profiler.profile's arguments that omniprof accepts without acting on them yet, each
@@ -125,10 +139,17 @@ def _asks_overload_names(config: Any) -> bool:
     return _asks_flag(config, "capture_overload_names")
 
 
+def _asks_event_metadata(config: Any) -> bool:
+    """Whether an ``_ExperimentalConfig`` has ``expose_kineto_event_metadata=True``: then
+    the events of device work and runtime calls expose their args as ``metadata``."""
+    return _asks_flag(config, "expose_kineto_event_metadata")
+
+
 def _asks_beyond_verbose(config: Any) -> bool:
     """Whether an ``_ExperimentalConfig`` asks for more than ``verbose`` (the ``Call stack``
-    arg, which omniprof always writes with stacks), ``enable_cuda_sync_events`` and
-    ``capture_overload_names`` (acted on) and the deprecated, ignored
+    arg, which omniprof always writes with stacks), ``enable_cuda_sync_events``,
+    ``capture_overload_names`` and ``expose_kineto_event_metadata`` (acted on) and the
+    deprecated, ignored
     ``adjust_profiler_step``: what it asks then is not acted on."""
     if config is None:
         return False
@@ -136,7 +157,13 @@ def _asks_beyond_verbose(config: Any) -> bool:
         from torch._C._profiler import _ExperimentalConfig
 
         given, default = config.__getstate__(), _ExperimentalConfig().__getstate__()
-        acted_on = ("verbose", "enable_cuda_sync_events", "capture_overload_names", "adjust_profiler_step")
+        acted_on = (
+            "verbose",
+            "enable_cuda_sync_events",
+            "capture_overload_names",
+            "expose_kineto_event_metadata",
+            "adjust_profiler_step",
+        )
         ignored = {i for flag in acted_on for i in _flag_positions(flag)}
         return any(a != b for i, (a, b) in enumerate(zip(given, default)) if i not in ignored)
     except Exception:  # another torch's config: say it is not acted on
@@ -438,8 +465,9 @@ class profile:
         self._frames_cut = 0
         # step_num once stopped: the last run's.
         self._last_step_num = 0
-        # current_action once stopped: the last run's last (torch.profiler keeps it).
-        self._action_at_stop = ProfilerAction.NONE
+        # current_action while not running: step 0's before the first start, then the last
+        # run's last (torch.profiler keeps it).
+        self._action_at_stop = _first_action(self.schedule)
         # What PyTorch's profiler flag was before this profile set it (see start()).
         self._torch_flag: Optional[bool] = None
 
@@ -601,7 +629,17 @@ class profile:
 
     def step(self) -> None:
         """Ends a step: with a schedule, takes the next step's action (which may finish a
-        cycle and call ``on_trace_ready``)."""
+        cycle and call ``on_trace_ready``).
+
+        Before the first ``start()``, as torch.profiler's: with a schedule, the steps run it
+        (the profiler starts at the first, as if started at step 0); without one, a step
+        only counts. After a ``stop()``, a step only counts (torch.profiler's would run the
+        schedule on, and record again where it repeats)."""
+        if not self._session.running:
+            if self._started or not self._session.scheduled:
+                self._last_step_num += 1
+                return
+            self.start()
         if self.current_action == ProfilerAction.RECORD_AND_SAVE:
             # This step ends the recording cycle: as torch.profiler, the execution trace
             # stops first.
@@ -819,7 +857,7 @@ class profile:
             if self._no_trace_yet("events"):
                 return self._empty_list()
             self._events = self._require_trace("events").events(
-                self.profile_memory, self.with_flops
+                self.profile_memory, self.with_flops, _asks_event_metadata(self.experimental_config)
             )
             self._events.extend(self._earlier_events)
         return self._events
@@ -922,7 +960,7 @@ class profile:
     @property
     def current_action(self) -> ProfilerAction:
         """The current step's action; once stopped, the last run's last, as torch.profiler
-        keeps it (``NONE`` before the first start)."""
+        keeps it (before the first start, step 0's, as torch.profiler's)."""
         if self._session.running:
             return ProfilerAction(self._session.current_action)
         return self._action_at_stop
