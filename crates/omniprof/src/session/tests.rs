@@ -73,6 +73,12 @@ impl Runtime {
     }
 }
 
+/// Waits out the mock's kernels, which end 1 µs after their launch, so that a stop right
+/// after keeps the last in its window.
+fn wait_for_kernels() {
+    std::thread::sleep(std::time::Duration::from_millis(1));
+}
+
 static ARMED: AtomicBool = AtomicBool::new(false);
 static FAIL: AtomicBool = AtomicBool::new(false);
 static FAIL_CONFIGURE: AtomicBool = AtomicBool::new(false);
@@ -285,6 +291,7 @@ fn run(fail: bool) -> Trace {
         runtime().launch();
         runtime().launch();
     }
+    wait_for_kernels();
     let t = p.stop().unwrap();
     ARMED.store(false, Ordering::SeqCst);
     t
@@ -351,8 +358,7 @@ fn a_collectives_kernel_and_launch_carry_its_ops_fields_as_kineto_writes_them() 
         let _mm = record_op("aten::mm");
         runtime().launch();
     }
-    // The mock's kernels last 1 µs from their launch: the window closes after the last.
-    std::thread::sleep(std::time::Duration::from_millis(1));
+    wait_for_kernels();
     let t = p.stop().unwrap();
     ARMED.store(false, Ordering::SeqCst);
     let fields = |name: &str| -> Vec<Vec<String>> {
@@ -450,8 +456,7 @@ fn a_call_past_an_op_the_stop_cut_keeps_its_link_without_a_warning() {
     let mut p = started(false);
     let open = record_op("aten::item");
     runtime().launch();
-    // Its kernel (1 µs) ends inside the window.
-    std::thread::sleep(std::time::Duration::from_millis(1));
+    wait_for_kernels();
     // The call lasts past the stop, which ends its op (still open) at the window's end.
     CALL_NS.store(60_000_000_000, Ordering::SeqCst);
     let t = p.stop().unwrap();
