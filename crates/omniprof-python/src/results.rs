@@ -8,7 +8,7 @@
 //! trees; each is a view into one shared list, so reading one costs nothing until an
 //! attribute is asked for.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use omniprof_analysis::{format_time, StackMetric, StorageRead};
 use omniprof_analysis::{FunctionEvent, FunctionEvents, KeyAveragesOptions, Row, SortKey};
@@ -109,7 +109,14 @@ impl PyTrace {
             ..Default::default()
         };
         let summary = py.detach(|| omniprof_analysis::key_averages(&self.0, &options));
-        averages_list(py, summary)
+        let rows = Arc::new(TraceRows {
+            trace: Arc::clone(&self.0),
+            options,
+            averaged: OnceLock::new(),
+        });
+        averages_list(py, summary, |row| {
+            FirstEvent::OfTrace(Arc::clone(&rows), Arc::new(row.clone()))
+        })
     }
 
     /// Writes `omniprof report`'s page of this trace (one self-contained HTML file): the
@@ -315,24 +322,29 @@ fn event_list<'py>(
         .call((items,), Some(&kwargs))
 }
 
-/// `summary`'s rows as an `EventList` of `KeyAverage`s.
-fn averages_list(
-    py: Python<'_>,
+/// `summary`'s rows as an `EventList` of `KeyAverage`s; `first` finds each row's first
+/// event.
+fn averages_list<'py>(
+    py: Python<'py>,
     summary: omniprof_analysis::KeyAverages,
-) -> PyResult<Bound<'_, PyAny>> {
+    first: impl Fn(&Row) -> FirstEvent,
+) -> PyResult<Bound<'py, PyAny>> {
     let (profile_memory, with_flops) = (summary.profile_memory, summary.with_flops);
-    let (rows, device) = rows_list(py, summary)?;
+    let (rows, device) = rows_list(py, summary, first)?;
     let use_device = device.used.then(|| device.name.to_string());
     event_list(py, rows, use_device, profile_memory, with_flops)
 }
 
-/// `summary`'s rows as a list of `KeyAverage`s, each with the summary's device.
-fn rows_list(
-    py: Python<'_>,
+/// `summary`'s rows as a list of `KeyAverage`s, each with the summary's device and, by
+/// `first`, where its first event is.
+fn rows_list<'py>(
+    py: Python<'py>,
     summary: omniprof_analysis::KeyAverages,
-) -> PyResult<(Bound<'_, PyList>, Device)> {
+    first: impl Fn(&Row) -> FirstEvent,
+) -> PyResult<(Bound<'py, PyList>, Device)> {
     let device = Device::of(&summary);
     let rows = summary.rows.into_iter().map(|row| PyRow {
+        first: first(&row),
         row,
         device: device.clone(),
     });
@@ -402,9 +414,21 @@ fn events_table(
 fn events_total(items: &Bound<'_, PyAny>) -> PyResult<PyRow> {
     let summary = summary_of(items, "total_average()", false, false)?;
     let row = summary.total_average().unwrap_or_else(empty_total);
+    // PyTorch's total takes these fields afresh from each item it adds: the last one's.
+    let mut first = FirstEvent::None;
+    for item in items.try_iter()? {
+        let item = item?;
+        if let Ok(event) = item.cast::<PyFunctionEvent>() {
+            let event = event.get();
+            first = FirstEvent::Known(Arc::clone(&event.events), event.index);
+        } else if let Ok(row) = item.cast::<PyRow>() {
+            first = row.borrow().first.clone();
+        }
+    }
     Ok(PyRow {
         row,
         device: Device::of(&summary),
+        first,
     })
 }
 
@@ -442,7 +466,11 @@ fn average_events<'py>(
         with_flops: false,
         too_deep: 0,
     };
-    Ok(rows_list(py, summary)?.0)
+    let first = |row: &Row| match row.first_event.and_then(|at| events.get(at)) {
+        Some((all, i)) => FirstEvent::Known(Arc::clone(all), *i),
+        None => FirstEvent::None,
+    };
+    Ok(rows_list(py, summary, first)?.0)
 }
 
 /// PyTorch's `EventList.export_stacks(path, metric)` of a list of `FunctionEvent`s (see
@@ -502,7 +530,7 @@ fn summary_of(
             let event = event.get();
             held.push(Item::Event(Arc::clone(&event.events), event.index));
         } else if let Ok(row) = item.cast::<PyRow>() {
-            let row = row.get();
+            let row = row.borrow();
             held.push(Item::Row(row.row.clone(), Arc::clone(&row.device.name)));
         } else {
             return Err(not_an_event(
@@ -626,16 +654,75 @@ fn empty_total() -> Row {
     }
 }
 
-/// One row (PyTorch's `FunctionEventAvg`); times are microseconds.
-#[pyclass(module = "omniprof._native", name = "KeyAverage", frozen)]
+/// One row (PyTorch's `FunctionEventAvg`); times are microseconds. Not frozen: `add` sums
+/// into it in place, as into PyTorch's.
+#[pyclass(module = "omniprof._native", name = "KeyAverage")]
 pub(crate) struct PyRow {
     row: Row,
     device: Device,
+    first: FirstEvent,
 }
 
 impl PyRow {
     fn row(&self) -> &Row {
         &self.row
+    }
+
+    /// The row's first event, whose parent, children and scope PyTorch's row takes.
+    fn first_event(&self, py: Python<'_>) -> Option<PyFunctionEvent> {
+        let (events, index) = match &self.first {
+            FirstEvent::None => return None,
+            FirstEvent::Known(events, index) => (Arc::clone(events), *index),
+            FirstEvent::OfTrace(rows, row) => py.detach(|| rows.first_of(row))?,
+        };
+        Some(PyFunctionEvent::new(&events, index))
+    }
+}
+
+/// Where a row's first event is.
+#[derive(Clone)]
+enum FirstEvent {
+    /// Nowhere: a row of no events.
+    None,
+    /// The event at this index of these events.
+    Known(Arc<TraceEvents>, usize),
+    /// Among the events of the trace these rows were summed from, made when first asked for
+    /// (the trace's summary is made without them): the first event of this row's key.
+    OfTrace(Arc<TraceRows>, Arc<Row>),
+}
+
+/// The rows of a trace's summary, for finding their first events: the trace's events,
+/// averaged with the summary's options, once.
+struct TraceRows {
+    trace: Arc<Trace>,
+    options: KeyAveragesOptions,
+    averaged: OnceLock<(Arc<TraceEvents>, Vec<Row>)>,
+}
+
+impl TraceRows {
+    /// The first event of `row`: that of the events' row of the same key.
+    fn first_of(&self, row: &Row) -> Option<(Arc<TraceEvents>, usize)> {
+        let (events, rows) = self.averaged.get_or_init(|| {
+            let all = omniprof_analysis::function_events(&self.trace, &self.options);
+            let events = Arc::new(TraceEvents {
+                all,
+                trace: Arc::clone(&self.trace),
+                metadata: false,
+            });
+            let refs: Vec<&FunctionEvent> = events.events.iter().collect();
+            let rows = omniprof_analysis::average_events(&refs, &self.options);
+            (events, rows)
+        });
+        let same_key = |r: &&Row| {
+            r.name == row.name
+                && (r.on_device, r.is_legacy, r.is_user_annotation)
+                    == (row.on_device, row.is_legacy, row.is_user_annotation)
+                && r.input_shapes == row.input_shapes
+                && r.overload_name == row.overload_name
+                && r.stack == row.stack
+        };
+        let at = rows.iter().find(same_key)?.first_event?;
+        Some((Arc::clone(events), at))
     }
 }
 
@@ -846,6 +933,56 @@ impl PyRow {
     #[getter]
     fn device_time_str(&self) -> String {
         format_time(self.device_time())
+    }
+
+    /// The parent of the row's first event, as PyTorch's row takes it (`None` for a top-level
+    /// event, and for a row of no events).
+    #[getter]
+    fn cpu_parent(&self, py: Python<'_>) -> Option<PyFunctionEvent> {
+        self.first_event(py)?.cpu_parent()
+    }
+
+    /// The children of the row's first event (`None` for a row of no events).
+    #[getter]
+    fn cpu_children(&self, py: Python<'_>) -> Option<Vec<PyFunctionEvent>> {
+        Some(self.first_event(py)?.cpu_children())
+    }
+
+    /// The `RecordScope` of the row's first event (`None` for a row of no events).
+    #[getter]
+    fn scope(&self, py: Python<'_>) -> Option<i64> {
+        Some(self.first_event(py)?.scope())
+    }
+
+    /// PyTorch's `FunctionEventAvg.add`: sums `other`, a `FunctionEvent` or a `KeyAverage` of
+    /// the same key, into this row (its calls, times, memory and FLOPs) and returns the row.
+    /// Another key is an `AssertionError`, as in PyTorch.
+    fn add<'py>(slf: &Bound<'py, Self>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
+        let added = if let Ok(event) = other.cast::<PyFunctionEvent>() {
+            event.get().event().row()
+        } else if let Ok(row) = other.cast::<PyRow>() {
+            row.borrow().row.clone()
+        } else {
+            let type_name = other.get_type().name()?;
+            return Err(PyTypeError::new_err(format!(
+                "KeyAverage.add: expected a FunctionEvent or KeyAverage, not {type_name}"
+            )));
+        };
+        let mut me = slf.borrow_mut();
+        if added.name != me.row.name {
+            return Err(pyo3::exceptions::PyAssertionError::new_err(format!(
+                "Expected keys to match, but got {} vs {}",
+                added.name, me.row.name
+            )));
+        }
+        me.row.add(&added);
+        drop(me);
+        Ok(slf.clone())
+    }
+
+    /// `row += other`: `add`, in place.
+    fn __iadd__<'py>(slf: &Bound<'py, Self>, other: &Bound<'py, PyAny>) -> PyResult<()> {
+        Self::add(slf, other).map(drop)
     }
 
     fn __repr__(&self) -> String {

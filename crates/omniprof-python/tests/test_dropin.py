@@ -358,6 +358,47 @@ def test_function_events_answer_torch_profilers_attributes_event_by_event() -> N
             assert getattr(owner, old) == getattr(owner, new)
 
 
+def test_rows_take_their_first_events_parent_children_and_scope_and_add_as_torch_profilers() -> None:
+    omniprof._observer.install()
+    workload()  # warm-up
+    with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as theirs:
+        with torch.profiler.record_function("block"):
+            workload()
+    with omniprof.profile(record_shapes=True) as ours:
+        with torch.profiler.record_function("block"):
+            workload()
+
+    def name(event: Any) -> Any:
+        return None if event is None else event.name
+
+    def described(rows: Any) -> Counter:
+        return Counter(
+            (r.key, str(r.input_shapes), name(r.cpu_parent), tuple(sorted(c.name for c in r.cpu_children)), r.scope)
+            for r in rows
+        )
+
+    for grouped in (False, True):
+        expected = described(theirs.key_averages(group_by_input_shape=grouped))
+        assert described(ours.key_averages(group_by_input_shape=grouped)) == expected, grouped
+        assert described(ours.events().key_averages(group_by_input_shapes=grouped)) == expected, grouped
+    rows = described(ours.key_averages())
+    assert ("aten::conv2d", "", "block", ("aten::convolution",), 0) in rows
+    assert any(key[4] == 1 for key in rows) and any(key[0] == "block" and key[2:5:2] == (None, 7) for key in rows)
+    total, their_total = ours.key_averages().total_average(), theirs.key_averages().total_average()
+    assert (name(total.cpu_parent), total.scope) == (name(their_total.cpu_parent), their_total.scope)
+
+    # add (and +=) sums a row's or an event's calls and times into a row, in place.
+    for prof in (theirs, ours):
+        row = next(r for r in prof.key_averages() if r.key == "aten::conv2d")
+        event = next(e for e in prof.events() if e.name == "aten::conv2d")
+        count, total_us = row.count, row.cpu_time_total
+        assert row.add(event) is row
+        row += row
+        assert (row.count, row.cpu_time_total) == (2 * (count + 1), pytest.approx(2 * (total_us + event.cpu_time_total)))
+        with pytest.raises(AssertionError, match="Expected keys to match"):
+            row.add(next(e for e in prof.events() if e.name != "aten::conv2d"))
+
+
 def test_table_takes_pytorchs_layout_arguments() -> None:
     omniprof._observer.install()
     x = torch.ones(4, 4)

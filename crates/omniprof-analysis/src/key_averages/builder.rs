@@ -1346,6 +1346,7 @@ impl KeyAveragesBuilder {
                 device_memory_usage: g.device_memory,
                 self_device_memory_usage: g.self_device_memory,
                 flops: g.flops,
+                first_event: None,
             })
             .collect();
         KeyAverages {

@@ -166,6 +166,7 @@ impl FunctionEvent {
             device_memory_usage: self.device_memory_usage,
             self_device_memory_usage: self.self_device_memory_usage,
             flops: self.flops,
+            first_event: None,
         }
     }
 }
@@ -295,7 +296,7 @@ pub fn average_events(events: &[&FunctionEvent], options: &KeyAveragesOptions) -
     let n = options.group_by_stack_n;
     let mut rows: Vec<Row> = Vec::new();
     let mut groups: FastMap<EventKey, usize> = FastMap::default();
-    for e in events {
+    for (position, e) in events.iter().enumerate() {
         if e.is_python_function && !options.include_python_functions {
             continue;
         }
@@ -319,6 +320,7 @@ pub fn average_events(events: &[&FunctionEvent], options: &KeyAveragesOptions) -
                 row.input_shapes = key.input_shapes.clone();
                 row.overload_name = key.overload_name.clone();
                 row.stack = key.stack.clone();
+                row.first_event = Some(position);
                 groups.insert(key, rows.len());
                 rows.push(row);
             }

@@ -71,12 +71,17 @@ pub struct Row {
     pub self_device_memory_usage: i64,
     /// The sum of the events' `flops` args (0 for an event without one).
     pub flops: u64,
+    /// Where the row's first event is among the events [`average_events`](crate::average_events)
+    /// averaged (PyTorch's `FunctionEventAvg` takes its `cpu_parent`, `cpu_children` and
+    /// `scope` from that event); `None` for a row made otherwise.
+    pub first_event: Option<usize>,
 }
 
 impl Row {
     /// Adds `row`'s calls, times, memory and FLOPs to this row's (exact sums, saturating):
-    /// what `total_average` and the merge of several traces' rows both do.
-    pub(crate) fn add(&mut self, row: &Row) {
+    /// what `total_average`, the merge of several traces' rows and PyTorch's
+    /// `FunctionEventAvg.add` do.
+    pub fn add(&mut self, row: &Row) {
         self.count += row.count;
         self.self_cpu_time_total_ns = self
             .self_cpu_time_total_ns
