@@ -985,18 +985,24 @@ impl PyRow {
         Self::add(slf, other).map(drop)
     }
 
-    fn __repr__(&self) -> String {
-        let r = self.row();
-        format!(
-            "<KeyAverage key={:?} count={} self_cpu_time_total={:.3} cpu_time_total={:.3} \
-             self_device_time_total={:.3} device_time_total={:.3}>",
-            &*r.name,
-            r.count,
-            r.self_cpu_time_total_us,
-            r.cpu_time_total_us,
-            r.self_device_time_total_us,
-            r.device_time_total_us
-        )
+    /// PyTorch's `FunctionEventAvg` text, field for field (`cuda` naming the device columns
+    /// of rows without device time, as there).
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let text = |name: &str| -> PyResult<String> { Ok(slf.getattr(name)?.str()?.to_string()) };
+        let me = slf.borrow();
+        let device = me.use_device().unwrap_or("cuda");
+        Ok(format!(
+            "<FunctionEventAvg key={} self_cpu_time={} cpu_time={}  self_{device}_time={} \
+             {device}_time={} input_shapes={} cpu_memory_usage={} {device}_memory_usage={}>",
+            me.key(),
+            me.self_cpu_time_total_str(),
+            me.cpu_time_str(),
+            me.self_device_time_total_str(),
+            me.device_time_str(),
+            text("input_shapes")?,
+            me.cpu_memory_usage(),
+            me.device_memory_usage(),
+        ))
     }
 }
 
@@ -1614,18 +1620,51 @@ impl PyFunctionEvent {
         (Arc::as_ptr(&self.events) as u64).wrapping_mul(31) ^ self.index as u64
     }
 
-    fn __repr__(&self) -> String {
-        let e = self.event();
-        format!(
-            "<FunctionEvent id={} name={:?} thread={} cpu_time_total={:.3}              self_cpu_time_total={:.3} cpu_memory_usage={} flops={}>",
+    /// PyTorch's `FunctionEvent` text, field for field (its `use_device`, `None` without a
+    /// device, naming the device fields, as there).
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let py = slf.py();
+        let text = |name: &str| -> PyResult<String> { Ok(slf.getattr(name)?.str()?.to_string()) };
+        let me = slf.get();
+        let e = me.event();
+        let device = me.use_device().unwrap_or("None");
+        let children: Vec<u64> = e.children.iter().map(|&i| me.events.events[i].id).collect();
+        // Python's texts of the floats and lists, as PyTorch's f-string writes them.
+        let float = |v: f64| -> PyResult<String> { Ok(v.into_pyobject(py)?.str()?.to_string()) };
+        Ok(format!(
+            "<FunctionEvent id={} name={} overload_name={} device_type={} node_id={} \
+             cpu_time={} start_us={} end_us={} cpu_children={} {device}_time={} name={} \
+             thread={} input_shapes={} cpu_memory_usage={} {device}_memory_usage={} \
+             is_async={} is_remote={} seq_nr={} is_legacy={}>",
             e.id,
-            &*e.name,
+            e.name,
+            e.overload_name,
+            text("device_type")?,
+            text("node_id")?,
+            me.cpu_time_str(),
+            float(e.start_us)?,
+            float(e.end_us)?,
+            PyList::new(py, children)?.str()?,
+            me.device_time_str(),
+            e.name,
             e.thread,
-            e.cpu_time_total_us,
-            e.self_cpu_time_total_us,
+            text("input_shapes")?,
             e.cpu_memory_usage,
-            e.flops
-        )
+            e.device_memory_usage,
+            pybool(e.is_async),
+            text("is_remote")?,
+            e.sequence_nr,
+            pybool(e.is_legacy),
+        ))
+    }
+}
+
+/// Python's text of a bool.
+fn pybool(value: bool) -> &'static str {
+    if value {
+        "True"
+    } else {
+        "False"
     }
 }
 

@@ -399,6 +399,27 @@ def test_rows_take_their_first_events_parent_children_and_scope_and_add_as_torch
             row.add(next(e for e in prof.events() if e.name != "aten::conv2d"))
 
 
+def test_events_and_rows_print_as_torch_profilers_do() -> None:
+    # What a notebook shows of `prof.events()[0]` or a row: PyTorch's text, field for field.
+    omniprof._observer.install()
+    x = torch.ones(8, 8)
+    printed = {}
+    for name, module in [("torch", torch.profiler), ("omniprof", omniprof)]:
+        with module.profile(activities=[module.ProfilerActivity.CPU], record_shapes=True) as prof:
+            with torch.profiler.record_function("block"):
+                torch.mm(x, x).add_(1)
+        # Each session's ids, times and thread numbers differ: the rest is compared.
+        varying = r"(id|node_id|thread|seq_nr|start_us|end_us)=-?[\d.]+|cpu_children=\[[\d, ]*\]|\d+\.\d+(us|ms|s)"
+        printed[name] = (
+            Counter(re.sub(varying, "#", repr(e)) for e in prof.events()),
+            Counter(re.sub(varying, "#", repr(r)) for r in prof.key_averages()),
+        )
+    assert printed["omniprof"] == printed["torch"]
+    events, rows = printed["torch"]
+    assert "<FunctionEvent # name=aten::mm overload_name= device_type=DeviceType.CPU # cpu_time=# # # # None_time=# name=aten::mm # input_shapes=[[8, 8], [8, 8]] cpu_memory_usage=0 None_memory_usage=0 is_async=False is_remote=False # is_legacy=False>" in events
+    assert "<FunctionEventAvg key=block self_cpu_time=# cpu_time=#  self_cuda_time=# cuda_time=# input_shapes= cpu_memory_usage=0 cuda_memory_usage=0>" in rows
+
+
 def test_table_takes_pytorchs_layout_arguments() -> None:
     omniprof._observer.install()
     x = torch.ones(4, 4)
