@@ -866,8 +866,9 @@ def test_a_profile_and_the_module_have_torch_profilers_attributes(tmp_path: Path
         )
         run.profiler.export_stacks(str(tmp_path / f"{name}.stacks"))
         assert "aten::mm" in run.profiler.table(row_limit=-1)
-    for attribute in ("use_cpu", "use_device", "enabled", "record_shapes", "with_stack", "acc_events"):
+    for attribute in ("use_cpu", "use_device", "enabled", "entered", "record_shapes", "with_stack", "acc_events"):
         assert getattr(inner["omniprof"], attribute) == getattr(inner["torch"], attribute), attribute
+    assert inner["omniprof"].toggle_collection_dynamic.__name__ == inner["torch"].toggle_collection_dynamic.__name__
     assert [r.key for r in inner["omniprof"].key_averages(group_by_overload_name=True)] == [
         r.key for r in inner["omniprof"].key_averages()
     ]

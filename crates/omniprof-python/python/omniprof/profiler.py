@@ -1033,9 +1033,12 @@ class _AutogradView:
         self.acc_events = prof.acc_events
         self.post_processing_timeout_s = prof.post_processing_timeout_s
         self.enabled = True
+        # PyTorch's inner profiler has been entered once the profile started.
+        self.entered = True
         # The profile's own, with its arguments.
         self.key_averages = prof.key_averages
         self.export_chrome_trace = prof.export_chrome_trace
+        self.toggle_collection_dynamic = prof.toggle_collection_dynamic
 
     @property
     def function_events(self) -> EventList:
