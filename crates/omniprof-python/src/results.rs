@@ -767,14 +767,15 @@ impl PyRow {
         self.row().count
     }
 
+    /// A float, or PyTorch's int 0 for a row of device work (as its events' totals are).
     #[getter]
-    fn self_cpu_time_total(&self) -> f64 {
-        self.row().self_cpu_time_total_us
+    fn self_cpu_time_total<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        total(py, self.row().self_cpu_time_total_us, self.row().on_device)
     }
 
     #[getter]
-    fn cpu_time_total(&self) -> f64 {
-        self.row().cpu_time_total_us
+    fn cpu_time_total<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        total(py, self.row().cpu_time_total_us, self.row().on_device)
     }
 
     /// CPU time per call.
@@ -783,14 +784,17 @@ impl PyRow {
         self.row().cpu_time_avg_us()
     }
 
+    /// A float, or PyTorch's int 0 for a row without device time (its events' are ints).
     #[getter]
-    fn self_device_time_total(&self) -> f64 {
-        self.row().self_device_time_total_us
+    fn self_device_time_total<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let us = self.row().self_device_time_total_us;
+        total(py, us, self.row().device_time_total_us == 0.0)
     }
 
     #[getter]
-    fn device_time_total(&self) -> f64 {
-        self.row().device_time_total_us
+    fn device_time_total<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let us = self.row().device_time_total_us;
+        total(py, us, us == 0.0)
     }
 
     /// Device time per call.
@@ -907,12 +911,12 @@ impl PyRow {
     /// The times as PyTorch's table prints them (`602.183us`, `65.251ms`).
     #[getter]
     fn self_cpu_time_total_str(&self) -> String {
-        format_time(self.self_cpu_time_total())
+        format_time(self.row().self_cpu_time_total_us)
     }
 
     #[getter]
     fn cpu_time_total_str(&self) -> String {
-        format_time(self.cpu_time_total())
+        format_time(self.row().cpu_time_total_us)
     }
 
     #[getter]
@@ -922,12 +926,12 @@ impl PyRow {
 
     #[getter]
     fn self_device_time_total_str(&self) -> String {
-        format_time(self.self_device_time_total())
+        format_time(self.row().self_device_time_total_us)
     }
 
     #[getter]
     fn device_time_total_str(&self) -> String {
-        format_time(self.device_time_total())
+        format_time(self.row().device_time_total_us)
     }
 
     #[getter]
@@ -1069,13 +1073,49 @@ impl PyFunctionEvent {
         self.activity()?.flow
     }
 
+    /// A `[memory]` or `[OutOfMemory]` event, which PyTorch makes with fewer fields (its
+    /// `flops`, `concrete_inputs`, flow fields, ... `None`).
+    fn is_memory(&self) -> bool {
+        self.event().activity_type.is_none()
+    }
+
+    /// Whether PyTorch's device totals of this event are its int 0: an async event, a
+    /// profile without a device, a host event with no kernel within it (PyTorch sums its
+    /// kernels' float durations and its children's totals; a legacy event's own kernels
+    /// only).
+    fn device_times_are_ints(&self) -> bool {
+        let e = self.event();
+        if e.is_async || self.events.use_device.is_none() {
+            return true;
+        }
+        if e.on_device {
+            return false;
+        }
+        if e.is_legacy {
+            return e.kernels.is_empty();
+        }
+        let events = &self.events.events;
+        let mut within = vec![self.index];
+        while let Some(i) = within.pop() {
+            if !events[i].kernels.is_empty() {
+                return false;
+            }
+            within.extend_from_slice(&events[i].children);
+        }
+        true
+    }
+
     /// The integer arg `key`, `none` without it (PyTorch's value for none).
     fn int_arg(&self, key: &str, none: i64) -> i64 {
         self.arg(key).and_then(Value::as_i64).unwrap_or(none)
     }
 
-    /// The arg `key` (a list) as Python objects; `[]` without it.
+    /// The arg `key` (a list) as Python objects; `[]` without it (`None` for a memory
+    /// event, as PyTorch's).
     fn list_arg<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+        if self.is_memory() {
+            return Ok(py.None().into_bound(py));
+        }
         match self.arg(key) {
             Some(value @ Value::List(_)) => python_value(py, value),
             _ => Ok(PyList::empty(py).into_any()),
@@ -1147,10 +1187,11 @@ impl PyFunctionEvent {
         &self.event().name
     }
 
-    /// The name as recorded (`ProfilerStep#3` where `name` is `ProfilerStep*`).
+    /// The name as recorded (`ProfilerStep#3` where `name` is `ProfilerStep*`); `None` for a
+    /// memory event, as PyTorch's.
     #[getter]
-    fn trace_name(&self) -> &str {
-        &self.event().trace_name
+    fn trace_name(&self) -> Option<&str> {
+        (!self.is_memory()).then(|| &*self.event().trace_name)
     }
 
     #[getter]
@@ -1177,24 +1218,31 @@ impl PyFunctionEvent {
         }
     }
 
+    /// A float, or PyTorch's int 0 for device work.
     #[getter]
-    fn cpu_time_total(&self) -> f64 {
-        self.event().cpu_time_total_us
+    fn cpu_time_total<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let e = self.event();
+        total(py, e.cpu_time_total_us, e.on_device)
+    }
+
+    /// A float, or PyTorch's int 0 for device work and an async event.
+    #[getter]
+    fn self_cpu_time_total<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let e = self.event();
+        total(py, e.self_cpu_time_total_us, e.on_device || e.is_async)
+    }
+
+    /// A float, or PyTorch's int 0 where it sums no kernel (see `device_times_are_ints`).
+    #[getter]
+    fn device_time_total<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let us = self.event().device_time_total_us;
+        total(py, us, self.device_times_are_ints())
     }
 
     #[getter]
-    fn self_cpu_time_total(&self) -> f64 {
-        self.event().self_cpu_time_total_us
-    }
-
-    #[getter]
-    fn device_time_total(&self) -> f64 {
-        self.event().device_time_total_us
-    }
-
-    #[getter]
-    fn self_device_time_total(&self) -> f64 {
-        self.event().self_device_time_total_us
+    fn self_device_time_total<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let us = self.event().self_device_time_total_us;
+        total(py, us, self.device_times_are_ints())
     }
 
     #[getter]
@@ -1212,8 +1260,9 @@ impl PyFunctionEvent {
     /// Each input's type: a dtype's name, `Scalar`, `ScalarList`, `TensorList` or `""`
     /// (recorded with `record_shapes`).
     #[getter]
-    fn input_dtypes(&self) -> Vec<&str> {
-        self.event().input_dtypes.iter().map(|t| &**t).collect()
+    fn input_dtypes(&self) -> Option<Vec<&str>> {
+        let types = self.event().input_dtypes.iter().map(|t| &**t);
+        (!self.is_memory()).then(|| types.collect())
     }
 
     /// The op's overload name (`Tensor` of `aten::add.Tensor`) when
@@ -1243,9 +1292,10 @@ impl PyFunctionEvent {
         self.event().self_device_memory_usage
     }
 
+    /// The op's FLOPs (0 where PyTorch counts none; `None` for a memory event, as PyTorch's).
     #[getter]
-    fn flops(&self) -> u64 {
-        self.event().flops
+    fn flops(&self) -> Option<u64> {
+        (!self.is_memory()).then_some(self.event().flops)
     }
 
     /// CPU time per call: an event is one call, so its total (PyTorch's `cpu_time`).
@@ -1300,16 +1350,16 @@ impl PyFunctionEvent {
 
     /// `device_time_total`, under PyTorch's deprecated name.
     #[getter]
-    fn cuda_time_total(&self, py: Python<'_>) -> PyResult<f64> {
+    fn cuda_time_total<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         deprecated(py, "cuda_time_total", "device_time_total")?;
-        Ok(self.event().device_time_total_us)
+        self.device_time_total(py)
     }
 
     /// `self_device_time_total`, under PyTorch's deprecated name.
     #[getter]
-    fn self_cuda_time_total(&self, py: Python<'_>) -> PyResult<f64> {
+    fn self_cuda_time_total<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         deprecated(py, "self_cuda_time_total", "self_device_time_total")?;
-        Ok(self.event().self_device_time_total_us)
+        self.self_device_time_total(py)
     }
 
     /// `self_device_memory_usage`, under PyTorch's deprecated name.
@@ -1385,7 +1435,10 @@ impl PyFunctionEvent {
     /// Each input's value where it has one (a scalar, a list of ints, a bool), else `None`
     /// (recorded with `record_shapes`; `[]` without), as PyTorch's `concrete_inputs`.
     #[getter]
-    fn concrete_inputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    fn concrete_inputs<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        if self.is_memory() {
+            return Ok(None);
+        }
         let items = match self.arg(arg::CONCRETE_INPUTS) {
             Some(Value::List(items)) => items.as_slice(),
             _ => &[],
@@ -1394,7 +1447,7 @@ impl PyFunctionEvent {
             Value::Str(text) => concrete_value(py, text),
             other => python_value(py, other),
         });
-        PyList::new(py, values.collect::<PyResult<Vec<_>>>()?)
+        PyList::new(py, values.collect::<PyResult<Vec<_>>>()?).map(Some)
     }
 
     /// Each input's dims, a tensor list's as a list of them (the trace's `Input Dims`), as
@@ -1463,29 +1516,30 @@ impl PyFunctionEvent {
 
     /// The id of the flow arrow the event carries (PyTorch's): a forward op and its backward
     /// node share a `fwdbwd` one, a launch and its device work an `ac2g` one; 0 without.
+    /// (`None` for a memory event, as each flow field, as PyTorch's.)
     #[getter]
-    fn flow_id(&self) -> u64 {
-        self.flow().map_or(0, |f| f.id)
+    fn flow_id(&self) -> Option<u64> {
+        (!self.is_memory()).then(|| self.flow().map_or(0, |f| f.id))
     }
 
     /// The flow's link type: 1 `fwdbwd`, 2 `ac2g`; 0 without a flow.
     #[getter]
-    fn flow_type(&self) -> u32 {
-        self.flow().map_or(0, |f| f.kind as u32)
+    fn flow_type(&self) -> Option<u32> {
+        (!self.is_memory()).then(|| self.flow().map_or(0, |f| f.kind as u32))
     }
 
     /// Whether the event is its flow's start (the forward op, the launch).
     #[getter]
-    fn flow_start(&self) -> bool {
-        self.flow().is_some_and(|f| f.start)
+    fn flow_start(&self) -> Option<bool> {
+        (!self.is_memory()).then(|| self.flow().is_some_and(|f| f.start))
     }
 
     /// PyTorch's keyword inputs, which it records for `_RecordFunctionFast` ranges only
     /// (torch.compile's Triton launches, with `record_shapes`) and hands to its own profiler
-    /// alone: always empty here.
+    /// alone: always empty here (`None` for a memory event, as PyTorch's).
     #[getter]
-    fn kwinputs<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
-        PyDict::new(py)
+    fn kwinputs<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyDict>> {
+        (!self.is_memory()).then(|| PyDict::new(py))
     }
 
     /// With `_ExperimentalConfig(expose_kineto_event_metadata=True)`, the args of an event
@@ -1657,6 +1711,16 @@ impl PyFunctionEvent {
             pybool(e.is_legacy),
         ))
     }
+}
+
+/// A time total as PyTorch's events and rows type it: its int 0 where its sum met no float
+/// (`int_zero`), else the float.
+fn total(py: Python<'_>, us: f64, int_zero: bool) -> PyResult<Bound<'_, PyAny>> {
+    Ok(if int_zero {
+        0i64.into_pyobject(py)?.into_any()
+    } else {
+        us.into_pyobject(py)?.into_any()
+    })
 }
 
 /// Python's text of a bool.

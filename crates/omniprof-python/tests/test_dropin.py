@@ -358,6 +358,61 @@ def test_function_events_answer_torch_profilers_attributes_event_by_event() -> N
             assert getattr(owner, old) == getattr(owner, new)
 
 
+# What differs between two sessions, not between the profilers: ids, times, thread numbers,
+# the numbering of autograd's sequence and of flows, and the links between events (compared
+# by name in the tests above).
+SESSIONS_OWN = {
+    "id", "time_range", "thread", "fwd_thread", "sequence_nr", "flow_id", "external_id",
+    "linked_correlation_id", "device_index", "device_resource_id", "python_id",
+    "python_parent_id", "python_module_id", "cpu_parent", "cpu_children", "kernels", "stack",
+    "cpu_time", "cpu_time_str", "cpu_time_total", "cpu_time_total_str", "self_cpu_time_total",
+    "self_cpu_time_total_str",
+}
+
+
+def every_attribute(items: Any, besides: Tuple[str, ...] = ()) -> Counter:
+    """Each item's public attributes but ``SESSIONS_OWN`` and ``besides``, as Python prints
+    them (so an int 0 and a float 0.0 differ, as they do in a print)."""
+    found: Counter = Counter()
+    left_out = SESSIONS_OWN.union(besides)
+    for item in items:
+        values = []
+        for name in sorted(n for n in dir(item) if not n.startswith("_") and n not in left_out):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                value = getattr(item, name)
+            if not callable(value):
+                values.append((name, str(value)))
+        found[tuple(values)] += 1
+    return found
+
+
+def test_every_attribute_of_every_event_and_row_is_torch_profilers() -> None:
+    omniprof._observer.install()
+    workload()  # warm-up
+    flags = dict(FLAGS, with_modules=True)
+    with torch_profile(activities=[ProfilerActivity.CPU], **flags) as theirs:
+        workload()
+    with omniprof.profile(**flags) as ours:
+        workload()
+    assert every_attribute(ours.events()) == every_attribute(theirs.events())
+    # A row of omniprof's also says whether it is device work (`on_device`).
+    ours_rows = {n for n in dir(ours.key_averages()[0]) if not n.startswith("_")} - {"on_device"}
+    assert ours_rows == {n for n in dir(theirs.key_averages()[0]) if not n.startswith("_")}
+    for rows in (
+        lambda p: p.key_averages(),
+        lambda p: p.key_averages(group_by_input_shape=True),
+        lambda p: p.events().key_averages(),
+        lambda p: [p.key_averages().total_average()],
+    ):
+        expected = every_attribute(rows(theirs))
+        assert every_attribute(rows(ours), besides=("on_device",)) == expected
+    # [memory] events have PyTorch's fewer fields, and host events' device times its int 0.
+    memory = next(e for e in ours.events() if e.name == "[memory]")
+    assert (memory.flops, memory.concrete_inputs, memory.trace_name, memory.kwinputs) == (None, None, None, None)
+    assert repr(ours.events()[0].device_time_total) == "0"
+
+
 def test_rows_take_their_first_events_parent_children_and_scope_and_add_as_torch_profilers() -> None:
     omniprof._observer.install()
     workload()  # warm-up

@@ -276,7 +276,7 @@ class FunctionEvent:
 
     name: str
     key: str
-    trace_name: str
+    trace_name: Optional[str]
     id: int
     thread: int
     count: int
@@ -287,16 +287,16 @@ class FunctionEvent:
     self_device_time_total: float
     input_shapes: List[Any]
     sequence_nr: int
-    input_dtypes: List[str]
+    input_dtypes: Optional[List[str]]
     overload_name: str
     cpu_memory_usage: int
     self_cpu_memory_usage: int
     device_memory_usage: int
     self_device_memory_usage: int
-    flops: int
-    concrete_inputs: List[Any]
-    structured_input_shapes: List[Any]
-    structured_input_strides: List[Any]
+    flops: Optional[int]
+    concrete_inputs: Optional[List[Any]]
+    structured_input_shapes: Optional[List[Any]]
+    structured_input_strides: Optional[List[Any]]
     scope: int
     fwd_thread: int
     python_id: int
@@ -331,10 +331,10 @@ class FunctionEvent:
     linked_correlation_id: int
     kernels: List[Any]
     use_device: Optional[str]
-    flow_id: int
-    flow_type: int
-    flow_start: bool
-    kwinputs: Dict[str, Any]
+    flow_id: Optional[int]
+    flow_type: Optional[int]
+    flow_start: Optional[bool]
+    kwinputs: Optional[Dict[str, Any]]
     metadata: Optional[Dict[str, Any]]
     event_metadata: Any
     self_cpu_percent: int
