@@ -20,8 +20,10 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
-from typing import Any, Dict, List, NoReturn, Optional
+from collections import Counter
+from typing import Any, Dict, List, NoReturn, Optional, Tuple
 
 import pytest
 
@@ -149,3 +151,32 @@ def load_trace(path: Path) -> Dict[str, Any]:
 
 def events(trace: Dict[str, Any], cat: str) -> List[Dict[str, Any]]:
     return [e for e in trace["traceEvents"] if e.get("cat") == cat]
+
+
+# What differs between two sessions, not between the profilers: ids, times, thread numbers,
+# the numbering of autograd's sequence and of flows, and the links between events (compared
+# by name in the tests above).
+SESSIONS_OWN = {
+    "id", "time_range", "thread", "fwd_thread", "sequence_nr", "flow_id", "external_id",
+    "linked_correlation_id", "device_index", "device_resource_id", "python_id",
+    "python_parent_id", "python_module_id", "cpu_parent", "cpu_children", "kernels", "stack",
+    "cpu_time", "cpu_time_str", "cpu_time_total", "cpu_time_total_str", "self_cpu_time_total",
+    "self_cpu_time_total_str",
+}
+
+
+def every_attribute(items: Any, besides: Tuple[str, ...] = ()) -> Counter:
+    """Each item's public attributes but ``SESSIONS_OWN`` and ``besides``, as Python prints
+    them (so an int 0 and a float 0.0 differ, as they do in a print)."""
+    found: Counter = Counter()
+    left_out = SESSIONS_OWN.union(besides)
+    for item in items:
+        values = []
+        for name in sorted(n for n in dir(item) if not n.startswith("_") and n not in left_out):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                value = getattr(item, name)
+            if not callable(value):
+                values.append((name, str(value)))
+        found[tuple(values)] += 1
+    return found

@@ -21,7 +21,7 @@ import pytest
 
 import omniprof
 
-from conftest import require_torch, summary
+from conftest import every_attribute, require_torch, summary
 
 torch = require_torch()
 
@@ -356,35 +356,6 @@ def test_function_events_answer_torch_profilers_attributes_event_by_event() -> N
     ]:
         with pytest.warns(FutureWarning, match=f"`{old}` is deprecated"):
             assert getattr(owner, old) == getattr(owner, new)
-
-
-# What differs between two sessions, not between the profilers: ids, times, thread numbers,
-# the numbering of autograd's sequence and of flows, and the links between events (compared
-# by name in the tests above).
-SESSIONS_OWN = {
-    "id", "time_range", "thread", "fwd_thread", "sequence_nr", "flow_id", "external_id",
-    "linked_correlation_id", "device_index", "device_resource_id", "python_id",
-    "python_parent_id", "python_module_id", "cpu_parent", "cpu_children", "kernels", "stack",
-    "cpu_time", "cpu_time_str", "cpu_time_total", "cpu_time_total_str", "self_cpu_time_total",
-    "self_cpu_time_total_str",
-}
-
-
-def every_attribute(items: Any, besides: Tuple[str, ...] = ()) -> Counter:
-    """Each item's public attributes but ``SESSIONS_OWN`` and ``besides``, as Python prints
-    them (so an int 0 and a float 0.0 differ, as they do in a print)."""
-    found: Counter = Counter()
-    left_out = SESSIONS_OWN.union(besides)
-    for item in items:
-        values = []
-        for name in sorted(n for n in dir(item) if not n.startswith("_") and n not in left_out):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)
-                value = getattr(item, name)
-            if not callable(value):
-                values.append((name, str(value)))
-        found[tuple(values)] += 1
-    return found
 
 
 def test_every_attribute_of_every_event_and_row_is_torch_profilers() -> None:

@@ -33,7 +33,7 @@ import pytest
 
 import omniprof
 
-from conftest import cli, require_torch
+from conftest import cli, every_attribute, require_torch
 
 torch = require_torch()
 
@@ -217,6 +217,22 @@ def test_device_events_answer_device_type_flows_and_metadata_as_under_torch_prof
     for expose in (False, True):
         expected = described(torch.profiler, expose)
         assert described(omniprof, expose) == expected
+    # Every other attribute of every event and row, less the device times of each session.
+    device_times = tuple(
+        f"{prefix}{kind}_time{suffix}"
+        for prefix in ("", "self_")
+        for kind in ("device", "cuda")
+        for suffix in ("", "_str", "_total", "_total_str")
+    )
+    profiles = []
+    for module in (torch.profiler, omniprof):
+        with module.profile(activities=[module.ProfilerActivity.CPU, module.ProfilerActivity.PrivateUse1]) as prof:
+            workload()
+        profiles.append(prof)
+    theirs, ours = profiles
+    assert every_attribute(ours.events(), device_times) == every_attribute(theirs.events(), device_times)
+    rows_besides = (*device_times, "on_device")
+    assert every_attribute(ours.key_averages(), rows_besides) == every_attribute(theirs.key_averages(), device_times)
     kernel = ("toydev_add_kernel", "DeviceType.TOYDEV", 2, False, "[('device', 0), ('stream', 7)]", 7)
     assert expected[kernel] == 9
     assert expected[("toydevLaunchKernel", "DeviceType.CPU", 2, True, "[]", None)] == 17
