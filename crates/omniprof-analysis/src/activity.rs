@@ -105,6 +105,13 @@ pub(crate) fn flops(a: &Activity) -> Option<u64> {
     })
 }
 
+/// The event's FLOPs: its `flops` arg, else, with `estimate` (the summary's `with_flops`),
+/// PyTorch's count from its recorded inputs ([`estimated_flops`](crate::estimated_flops)),
+/// for a trace torch.profiler wrote, which keeps none.
+pub(crate) fn flops_or_estimate(a: &Activity, estimate: bool) -> Option<u64> {
+    flops(a).or_else(|| estimate.then(|| crate::estimated_flops(a)).flatten())
+}
+
 /// The op's `Input Dims` as Python prints PyTorch's `FunctionEvent.input_shapes`
 /// (`[[256, 256], []]`), into `out`: a tensor list's entry (a list of lists) is `[]` there,
 /// as PyTorch keeps only tensors' shapes in it; `[]` when the op has none, as PyTorch

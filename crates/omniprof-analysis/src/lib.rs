@@ -11,6 +11,8 @@
 //! - [`folded_stacks`]: host and device time as flame graph stacks.
 //! - [`python_stacks`]: every event's Python stack (PyTorch's `FunctionEvent.stack`), which
 //!   rows can group by and [`FunctionEvents::export_stacks`] writes.
+//! - [`estimated_flops`]: PyTorch's FLOP count of an op from its recorded inputs, for traces
+//!   that carry none (torch.profiler's).
 //! - [`kernel_metrics`]: per-kernel hardware metrics; [`counter_stats`]: the counter tracks.
 //! - [`MemoryCurve`]: memory over time per device; [`memory_timeline()`]: one device's
 //!   allocations and frees as torch.profiler's memory timeline has them; [`StepTimes`]:
@@ -22,6 +24,7 @@ mod attribution;
 mod counters;
 mod diff;
 mod flamegraph;
+mod flops;
 mod frame_tree;
 mod key_averages;
 mod memory_curve;
@@ -36,6 +39,7 @@ mod step_time;
 pub use counters::{counter_stats, CounterStats, CounterSummary};
 pub use diff::{diff, diff_top, Change, DiffRow, Pair, TraceDiff};
 pub use flamegraph::{folded_stacks, FlameBuilder, FlameTime, FoldedStacks};
+pub use flops::estimated_flops;
 pub use frame_tree::MAX_STACK_DEPTH;
 pub use key_averages::{
     average_events, event_rows, event_stacks, function_events, key_averages, FunctionEvent,

@@ -3,7 +3,8 @@
 //! kept is each thread's open ops and the rows, never the trace (a file whose profiler span
 //! comes last is read twice; standard input, which cannot be, keeps every op). A trace
 //! with memory records (`profile_memory`) or `flops` args (`with_flops`) gets PyTorch's
-//! memory and FLOPs columns. An event or
+//! memory and FLOPs columns; `--flops` counts FLOPs from recorded inputs where an op has no
+//! `flops` arg (torch.profiler's traces keep none). An event or
 //! a header past `--max-event-mb` / `--max-header-mb` stops the read at its offset, so memory
 //! is bounded by those limits and the read windows, whatever the file holds. With
 //! `--metrics`, the per-kernel hardware metrics instead (a scope-profiler trace of omniprof,
@@ -63,17 +64,22 @@ pub(crate) struct SummaryArgs {
     /// `_ExperimentalConfig(capture_overload_names=True)`.
     #[arg(long)]
     pub group_by_overload_name: bool,
+    /// Count each op's FLOPs as PyTorch's `with_flops` does, adding the FLOPs column: its
+    /// `flops` arg, else PyTorch's formula over its recorded inputs (`Input Dims`; a trace
+    /// torch.profiler wrote keeps no `flops`, even with `with_flops=True`).
+    #[arg(long)]
+    pub flops: bool,
     /// Per kernel name: calls, total device time, and each hardware metric's sum, mean, min
     /// and max (from the scope profiler's kernel args, or `cuda_profiler_range` events).
-    #[arg(long, conflicts_with_all = ["counters", "sort_by", "group_by_shapes", "group_by_stack", "group_by_overload_name"])]
+    #[arg(long, conflicts_with_all = ["counters", "sort_by", "group_by_shapes", "group_by_stack", "group_by_overload_name", "flops"])]
     pub metrics: bool,
     /// Per counter track and value: samples, min, mean, max and time-weighted mean.
-    #[arg(long, conflicts_with_all = ["sort_by", "group_by_shapes", "group_by_stack", "group_by_overload_name"])]
+    #[arg(long, conflicts_with_all = ["sort_by", "group_by_shapes", "group_by_stack", "group_by_overload_name", "flops"])]
     pub counters: bool,
     /// Per `ProfilerStep#N` (or the whole trace without steps): its time in kernels, memory
     /// copies, memory fills, communication, runtime calls, host-only work and idle, each
     /// instant counted once, and the device's utilization (the report's overview).
-    #[arg(long, conflicts_with_all = ["metrics", "counters", "by_rank", "sort_by", "group_by_shapes", "group_by_stack", "group_by_overload_name"])]
+    #[arg(long, conflicts_with_all = ["metrics", "counters", "by_rank", "sort_by", "group_by_shapes", "group_by_stack", "group_by_overload_name", "flops"])]
     pub steps: bool,
 }
 
@@ -167,6 +173,12 @@ fn notes(args: &SummaryArgs, summary: &KeyAverages) {
         "the trace has no overload names (`Overload Name`; PyTorch records them with \
          _ExperimentalConfig(capture_overload_names=True)): every row is its op's default \
          overload",
+    );
+    lacking(
+        args.flops,
+        |r| r.flops > 0,
+        "no op has FLOPs: the trace has no `flops` args, nor the input shapes of an op \
+         PyTorch counts FLOPs of (`Input Dims`; PyTorch records them with record_shapes=True)",
     );
     lacking(
         args.group_by_stack > 0,
@@ -450,6 +462,7 @@ fn summarize(args: &SummaryArgs, file: &Path) -> TraceSummary {
         group_by_input_shapes: args.rows.group_by_shapes,
         group_by_stack_n: args.group_by_stack,
         group_by_overload_name: args.group_by_overload_name,
+        with_flops: args.flops,
         ..Default::default()
     };
     summarize_file(file, options, args.input.limits())

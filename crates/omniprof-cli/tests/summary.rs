@@ -438,6 +438,66 @@ fn group_by_overload_name_on_a_trace_without_them_says_so() {
 }
 
 #[test]
+fn flops_counts_a_torch_profiler_traces_ops_from_their_recorded_inputs() {
+    // torch.profiler's trace of `with_flops=True` keeps the inputs, not the counts.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("torch_flops.json");
+    let events = r#"{"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300,
+       "args": {"Input Dims": [[8, 16], [16, 4]], "Input type": ["float", "float"],
+                "Concrete Inputs": ["", ""]}},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "pid": 1, "tid": 1, "ts": 500, "dur": 300,
+       "args": {"Input Dims": [[1, 3, 8, 8], [4, 3, 3, 3], [], [], [], [], []],
+                "Input type": ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+                "Concrete Inputs": ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"]}},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 900, "dur": 50,
+       "args": {"Input Dims": [[4]], "Input type": ["float"], "Concrete Inputs": [""]}}
+    ]}"#;
+    std::fs::write(&path, events).unwrap();
+    let flops = |args: &[&str]| -> Vec<String> {
+        let csv = OMNIPROF.ok(summary(&path, &[&["--format", "csv"], args].concat()));
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let at = header.iter().position(|&h| h == "flops").unwrap();
+        csv.lines()
+            .skip(1)
+            .map(|l| {
+                let cells: Vec<&str> = l.split(',').collect();
+                format!("{} {}", cells[0], cells[at])
+            })
+            .collect()
+    };
+    // 2·8·16·4, and 2·1·8·8·3·3·3·4 (padding 1 keeps 8×8); relu is counted by no formula.
+    assert_eq!(
+        flops(&["--flops"]),
+        ["aten::mm 1024", "aten::conv2d 13824", "aten::relu 0"]
+    );
+    assert_eq!(
+        flops(&[]),
+        ["aten::mm 0", "aten::conv2d 0", "aten::relu 0"],
+        "counted only when asked"
+    );
+    let table = OMNIPROF.ok(summary(&path, &["--flops"]));
+    assert!(
+        table.lines().nth(1).unwrap().contains("Total KFLOPs"),
+        "{table}"
+    );
+}
+
+#[test]
+fn flops_on_a_trace_without_inputs_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no_inputs.json");
+    let events = r#"{"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300}
+    ]}"#;
+    std::fs::write(&path, events).unwrap();
+    let out = OMNIPROF.run(summary(&path, &["--flops"]));
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("note: no op has FLOPs"), "{stderr}");
+}
+
+#[test]
 fn group_by_stack_prints_pytorchs_source_location_table() {
     let args = [
         "--group-by-stack",

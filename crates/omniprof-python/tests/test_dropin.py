@@ -160,7 +160,7 @@ def every_flop_op() -> None:
     c.add(c), c.add(1), c.mul(c), c.mul(2), c.add_(1), c.mul_(2), c.addcmul(c, c), c.sub(c)
 
 
-def test_flops_are_counted_for_exactly_the_ops_pytorch_counts_with_its_counts() -> None:
+def test_flops_are_counted_for_exactly_the_ops_pytorch_counts_with_its_counts(tmp_path: Path) -> None:
     omniprof._observer.install()
     every_flop_op()  # warm-up
     with torch_profile(activities=[ProfilerActivity.CPU], with_flops=True) as theirs:
@@ -185,6 +185,16 @@ def test_flops_are_counted_for_exactly_the_ops_pytorch_counts_with_its_counts() 
     counted = {name for name, flops in expected if flops}
     assert counted == set(PYTORCH_FLOP_OPS)
     assert ("aten::conv2d", 2 * 2 * 5 * 5 * 3 * 3 * 3 * 4) in mine
+
+    # torch.profiler's trace keeps no FLOPs: read back with FLOPs asked for, each op counts
+    # PyTorch's from its recorded inputs, as torch.profiler's events count them.
+    theirs.export_chrome_trace(str(tmp_path / "torch.json"))
+    assert '"flops"' not in (tmp_path / "torch.json").read_text()
+    loaded = omniprof.load_trace(tmp_path / "torch.json")
+    assert [(e.name, e.flops) for e in loaded.events(with_flops=True)] == expected
+    expected_rows = {(r.key, r.flops) for r in theirs.key_averages()}
+    assert {(r.key, r.flops) for r in loaded.key_averages(with_flops=True)} == expected_rows
+    assert {e.flops for e in loaded.events()} == {0}, "not asked for"
 
 
 def test_events_carry_function_events_attributes(tmp_path: Path) -> None:

@@ -464,8 +464,12 @@ impl KeyAveragesBuilder {
             arg::BYTES,
             arg::DEVICE_TYPE,
         ];
-        if self.options.group_by_input_shapes {
+        if self.options.group_by_input_shapes || self.options.with_flops {
             keys.push(arg::INPUT_DIMS);
+        }
+        if self.options.with_flops {
+            // What FLOPs are estimated from where an op carries none.
+            keys.extend([arg::INPUT_TYPE, arg::CONCRETE_INPUTS]);
         }
         if self.options.group_by_stack_n > 0 {
             keys.extend([arg::CALL_STACK, arg::SEQUENCE_NUMBER]);
@@ -601,7 +605,7 @@ impl KeyAveragesBuilder {
             Some(name) if self.options.group_by_overload_name => self.overloads.id(name),
             _ => 0,
         };
-        let flops = activity::flops(a);
+        let flops = activity::flops_or_estimate(a, self.options.with_flops);
         if flops.is_some() {
             self.saw_flops = true;
         }

@@ -27,7 +27,9 @@ pub struct KeyAveragesOptions {
     /// `profile(profile_memory=True)` of a run that allocated nothing).
     pub profile_memory: bool,
     /// Print the FLOPs column whenever some row has FLOPs, even when no event carries a
-    /// `flops` arg (PyTorch's `profile(with_flops=True)`).
+    /// `flops` arg (PyTorch's `profile(with_flops=True)`), and count an op that carries none
+    /// by PyTorch's formulas from its recorded inputs ([`estimated_flops`](crate::estimated_flops)):
+    /// torch.profiler counts FLOPs but writes none into its trace.
     pub with_flops: bool,
     /// Also group by the first N entries of the events' Python stacks
     /// ([`PythonStacks`](crate::PythonStacks)), as PyTorch's `key_averages(group_by_stack_n=N)`; 0: not.

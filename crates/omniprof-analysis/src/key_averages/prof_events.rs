@@ -521,7 +521,9 @@ pub fn function_events(trace: &Trace, options: &KeyAveragesOptions) -> FunctionE
                         Some(name) => Arc::from(name),
                         None => Arc::clone(&empty_text),
                     },
-                    flops: source_activity.and_then(activity::flops).unwrap_or(0),
+                    flops: source_activity
+                        .and_then(|a| activity::flops_or_estimate(a, options.with_flops))
+                        .unwrap_or(0),
                     on_device: flags.on_device,
                     is_legacy: flags.legacy,
                     is_user_annotation: flags.user_annotation,

@@ -209,7 +209,10 @@ pub(crate) fn us(ns: i64) -> f64 {
 ///   interval holds them (inclusive at both ends, on any thread, as in PyTorch), records
 ///   outside every host event and `[OutOfMemory]` records become rows of their own; see
 ///   [memory](KeyAverages#memory) below.
-/// - **FLOPs** (`with_flops`): a row's FLOPs are the sum of its events' `flops` args.
+/// - **FLOPs** (`with_flops`): a row's FLOPs are the sum of its events' `flops` args; with
+///   [`KeyAveragesOptions::with_flops`](crate::KeyAveragesOptions::with_flops), an op that
+///   carries none (a trace torch.profiler wrote keeps none) counts PyTorch's FLOPs of its
+///   recorded inputs ([`estimated_flops`](crate::estimated_flops)).
 /// - **Python functions** (`python_function`, PyTorch's `with_stack=True`) nest in the op
 ///   trees like any host event (an op's self time excludes the Python functions inside it,
 ///   as in PyTorch), are listed by [`function_events`](crate::function_events), and make rows only with
