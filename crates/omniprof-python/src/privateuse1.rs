@@ -65,17 +65,17 @@ pub(crate) fn installed() -> bool {
 }
 
 /// PyTorch's name of a PrivateUse1 backend that has not renamed itself.
-const UNRENAMED: &str = "privateuseone";
+pub(crate) const UNRENAMED: &str = "privateuseone";
 
-/// Whether a PrivateUse1 backend renamed itself in the running PyTorch
-/// (`torch.utils.rename_privateuse1_backend`): PyTorch then reads every device activity as
-/// that backend's (`DeviceType.PrivateUse1`).
-pub(crate) fn renamed(py: Python<'_>) -> PyResult<bool> {
+/// The name a PrivateUse1 backend gave itself in the running PyTorch
+/// (`torch.utils.rename_privateuse1_backend`), if one did: PyTorch then reads every device
+/// activity as that backend's (`DeviceType.PrivateUse1`) and names its `use_device` so.
+pub(crate) fn renamed(py: Python<'_>) -> PyResult<Option<String>> {
     let name: String = py
         .import("torch._C")?
         .call_method0("_get_privateuse1_backend_name")?
         .extract()?;
-    Ok(name != UNRENAMED)
+    Ok((name != UNRENAMED).then_some(name))
 }
 
 /// A registry profiler behind the `OMNIPROF_PRIVATEUSE1_PROFILER` gate.

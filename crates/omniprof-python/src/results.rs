@@ -108,7 +108,8 @@ impl PyTrace {
             include_python_functions,
             ..Default::default()
         };
-        let summary = py.detach(|| omniprof_analysis::key_averages(&self.0, &options));
+        let mut summary = py.detach(|| omniprof_analysis::key_averages(&self.0, &options));
+        name_privateuse1(py, &mut summary.device_name)?;
         let rows = Arc::new(TraceRows {
             trace: Arc::clone(&self.0),
             options,
@@ -164,7 +165,11 @@ impl PyTrace {
             with_flops,
             ..Default::default()
         };
-        let all = py.detach(|| omniprof_analysis::function_events(&self.0, &options));
+        let mut all = py.detach(|| omniprof_analysis::function_events(&self.0, &options));
+        name_privateuse1(py, &mut all.device_name)?;
+        if let Some(use_device) = all.use_device.as_mut() {
+            name_privateuse1(py, use_device)?;
+        }
         let events = Arc::new(TraceEvents {
             all,
             trace: Arc::clone(&self.0),
@@ -1713,6 +1718,23 @@ impl PyFunctionEvent {
     }
 }
 
+/// Whether this process imported torch.
+fn torch_loaded(py: Python<'_>) -> PyResult<bool> {
+    py.import("sys")?.getattr("modules")?.contains("torch")
+}
+
+/// Names a device the analysis calls `privateuseone` (PyTorch's name of a PrivateUse1
+/// backend that has not renamed itself, all a trace file says of one) by the name the
+/// backend gave itself in this process, as torch.profiler's `use_device` names it.
+fn name_privateuse1(py: Python<'_>, name: &mut String) -> PyResult<()> {
+    if name == crate::privateuse1::UNRENAMED && torch_loaded(py)? {
+        if let Some(renamed) = crate::privateuse1::renamed(py)? {
+            *name = renamed;
+        }
+    }
+    Ok(())
+}
+
 /// A time total as PyTorch's events and rows type it: its int 0 where its sum met no float
 /// (`int_zero`), else the float.
 fn total(py: Python<'_>, us: f64, int_zero: bool) -> PyResult<Bound<'_, PyAny>> {
@@ -1787,14 +1809,13 @@ fn deprecated(py: Python<'_>, old: &str, new: &str) -> PyResult<()> {
 /// work `CUDA`, or `PrivateUse1` once a PrivateUse1 backend renamed itself, as PyTorch reads
 /// any device activity then), or its name as a string where torch is not imported.
 fn device_type(py: Python<'_>, on_device: bool) -> PyResult<Bound<'_, PyAny>> {
-    let torch_loaded = py.import("sys")?.getattr("modules")?.contains("torch")?;
-    if !torch_loaded {
+    if !torch_loaded(py)? {
         let name = if on_device { "CUDA" } else { "CPU" };
         return Ok(pyo3::types::PyString::new(py, name).into_any());
     }
     let name = if !on_device {
         "CPU"
-    } else if crate::privateuse1::renamed(py)? {
+    } else if crate::privateuse1::renamed(py)?.is_some() {
         "PrivateUse1"
     } else {
         "CUDA"

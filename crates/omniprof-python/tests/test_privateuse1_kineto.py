@@ -188,7 +188,7 @@ def test_four_ways_one_backend_omniprof_records_what_pytorchs_profilers_record(
     assert got["backends"].count("toydev") == 1 and got["registry_profiler"] is None
 
 
-def test_device_events_answer_device_type_flows_and_metadata_as_under_torch_profiler(toydev: Any) -> None:
+def test_device_events_answer_device_type_flows_and_metadata_as_under_torch_profiler(toydev: Any, tmp_path: Path) -> None:
     # Code that reads a backend's kernels from events() (their device type, the flow from
     # their launch, the activity's metadata) reads the same under both profilers.
     from torch.profiler import _ExperimentalConfig
@@ -233,6 +233,13 @@ def test_device_events_answer_device_type_flows_and_metadata_as_under_torch_prof
     assert every_attribute(ours.events(), device_times) == every_attribute(theirs.events(), device_times)
     rows_besides = (*device_times, "on_device")
     assert every_attribute(ours.key_averages(), rows_besides) == every_attribute(theirs.key_averages(), device_times)
+    # And torch.profiler's trace of it, read back in this process: the device is the one the
+    # backend named itself (the file says only `privateuse1_runtime`), as `use_device` is.
+    theirs.export_chrome_trace(str(tmp_path / "toydev.json"))
+    loaded = omniprof.load_trace(tmp_path / "toydev.json")
+    assert every_attribute(loaded.events(), device_times) == every_attribute(theirs.events(), device_times)
+    assert every_attribute(loaded.key_averages(), rows_besides) == every_attribute(theirs.key_averages(), device_times)
+    assert "Self TOYDEV" in loaded.key_averages().table()
     kernel = ("toydev_add_kernel", "DeviceType.TOYDEV", 2, False, "[('device', 0), ('stream', 7)]", 7)
     assert expected[kernel] == 9
     assert expected[("toydevLaunchKernel", "DeviceType.CPU", 2, True, "[]", None)] == 17
