@@ -368,7 +368,7 @@ def test_function_events_answer_torch_profilers_attributes_event_by_event() -> N
             assert getattr(owner, old) == getattr(owner, new)
 
 
-def test_every_attribute_of_every_event_and_row_is_torch_profilers() -> None:
+def test_every_attribute_of_every_event_and_row_is_torch_profilers(tmp_path: Path) -> None:
     omniprof._observer.install()
     workload()  # warm-up
     flags = dict(FLAGS, with_modules=True)
@@ -388,6 +388,17 @@ def test_every_attribute_of_every_event_and_row_is_torch_profilers() -> None:
     ):
         expected = every_attribute(rows(theirs))
         assert every_attribute(rows(ours), besides=("on_device",)) == expected
+    # Read back from a file, either profiler's trace gives the same (FLOPs counted again for
+    # torch.profiler's, which writes none).
+    theirs.export_chrome_trace(str(tmp_path / "torch.json"))
+    expected_events = every_attribute(theirs.events())
+    for name, prof in [("torch.json", None), ("ours.json.gz", ours), ("ours.pftrace", ours)]:
+        if prof is not None:
+            prof.export_chrome_trace(str(tmp_path / name))
+        loaded = omniprof.load_trace(tmp_path / name)
+        assert every_attribute(loaded.events(profile_memory=True, with_flops=True)) == expected_events, name
+        rows = loaded.key_averages(profile_memory=True, with_flops=True)
+        assert every_attribute(rows, besides=("on_device",)) == every_attribute(theirs.key_averages()), name
     # [memory] events have PyTorch's fewer fields, and host events' device times its int 0.
     memory = next(e for e in ours.events() if e.name == "[memory]")
     assert (memory.flops, memory.concrete_inputs, memory.trace_name, memory.kwinputs) == (None, None, None, None)
