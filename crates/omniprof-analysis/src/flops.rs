@@ -158,8 +158,12 @@ fn conv2d(inputs: &Inputs<'_>) -> Option<u64> {
     }
     let mut out = [0u64; 2];
     for i in 0..2 {
-        let span =
-            input[2 + i] as i64 + 2 * padding[i] - dilation[i] * (weight[2 + i] as i64 - 1) - 1;
+        // Sizes and arguments are the file's: an overflow is no convolution PyTorch ran.
+        let reach = dilation[i].checked_mul((weight[2 + i] as i64).checked_sub(1)?)?;
+        let span = (input[2 + i] as i64)
+            .checked_add(padding[i].checked_mul(2)?)?
+            .checked_sub(reach)?
+            .checked_sub(1)?;
         if span < 0 || stride[i] <= 0 {
             return None;
         }
@@ -280,6 +284,39 @@ mod tests {
             Some(0)
         );
         assert_eq!(conv(["", "", "", "", "", "", ""]), Some(0));
+    }
+
+    #[test]
+    fn hostile_sizes_and_arguments_count_nothing_without_a_panic() {
+        let types = [
+            "float",
+            "float",
+            "float",
+            "ScalarList",
+            "ScalarList",
+            "ScalarList",
+            "Scalar",
+        ];
+        let max = i64::MAX.to_string();
+        let huge = format!("[{max}, {max}]");
+        let d = dims(&[&[4, 3, 8, 8], &[8, 3, 3, 3], &[8], &[], &[], &[], &[]]);
+        for concrete in [
+            ["", "", "", "[1, 1]", huge.as_str(), "[1, 1]", "1"],
+            ["", "", "", "[1, 1]", "[1, 1]", huge.as_str(), "1"],
+            ["", "", "", "[0, 1]", "[1, 1]", "[1, 1]", "1"],
+            ["", "", "", "[1, 1]", "[-9, 1]", "[1, 1]", "1"],
+        ] {
+            assert_eq!(
+                estimated_flops(&op("aten::conv2d", d.clone(), &types, &concrete)),
+                Some(0)
+            );
+        }
+        let negative = dims(&[&[-4, i64::MAX], &[i64::MAX, -3]]);
+        let mm = op("aten::mm", negative, &["float", "float"], &["", ""]);
+        assert!(
+            estimated_flops(&mm).is_some(),
+            "wraps as PyTorch's unsigned sizes do"
+        );
     }
 
     #[test]
