@@ -249,8 +249,9 @@ mod tests {
         assert_eq!(estimated_flops(&zero_dim), Some(1));
     }
 
-    #[test]
-    fn conv2d_reads_stride_padding_dilation_and_groups_from_the_concrete_inputs() {
+    /// The FLOPs of a conv2d of a [4, 3, 8, 8] input and an [8, 3, 3, 3] weight with these
+    /// concrete inputs (stride, padding, dilation and groups are inputs 3 to 6).
+    fn conv(concrete: [&str; 7]) -> Option<u64> {
         let types = [
             "float",
             "float",
@@ -260,56 +261,37 @@ mod tests {
             "ScalarList",
             "Scalar",
         ];
-        let conv = |concrete: [&str; 7]| {
-            let d = dims(&[&[4, 3, 8, 8], &[8, 3, 3, 3], &[8], &[], &[], &[], &[]]);
-            estimated_flops(&op("aten::conv2d", d, &types, &concrete))
-        };
+        let d = dims(&[&[4, 3, 8, 8], &[8, 3, 3, 3], &[8], &[], &[], &[], &[]]);
+        estimated_flops(&op("aten::conv2d", d, &types, &concrete))
+    }
+
+    #[test]
+    fn conv2d_reads_stride_padding_dilation_and_groups_from_the_concrete_inputs() {
         // Padding 1 keeps 8×8: 2 · 4 · 8 · 8 · 3 · 3 · 3 · 8.
-        assert_eq!(
-            conv(["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"]),
-            Some(110_592)
-        );
+        let same = conv(["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"]);
+        assert_eq!(same, Some(110_592));
         // Stride 2, no padding: 3×3 out.
-        assert_eq!(
-            conv(["", "", "", "[2, 2]", "[0, 0]", "[1, 1]", "1"]),
-            Some(2 * 4 * 3 * 3 * 3 * 3 * 3 * 8)
-        );
+        let strided = conv(["", "", "", "[2, 2]", "[0, 0]", "[1, 1]", "1"]);
+        assert_eq!(strided, Some(2 * 4 * 3 * 3 * 3 * 3 * 3 * 8));
         // Groups divide; groups 0 or no stride is not PyTorch's convolution: 0.
-        assert_eq!(
-            conv(["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "2"]),
-            Some(55_296)
-        );
-        assert_eq!(
-            conv(["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "0"]),
-            Some(0)
-        );
+        let grouped = conv(["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "2"]);
+        assert_eq!(grouped, Some(55_296));
+        let no_groups = conv(["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "0"]);
+        assert_eq!(no_groups, Some(0));
         assert_eq!(conv(["", "", "", "", "", "", ""]), Some(0));
     }
 
     #[test]
     fn hostile_sizes_and_arguments_count_nothing_without_a_panic() {
-        let types = [
-            "float",
-            "float",
-            "float",
-            "ScalarList",
-            "ScalarList",
-            "ScalarList",
-            "Scalar",
-        ];
         let max = i64::MAX.to_string();
         let huge = format!("[{max}, {max}]");
-        let d = dims(&[&[4, 3, 8, 8], &[8, 3, 3, 3], &[8], &[], &[], &[], &[]]);
         for concrete in [
             ["", "", "", "[1, 1]", huge.as_str(), "[1, 1]", "1"],
             ["", "", "", "[1, 1]", "[1, 1]", huge.as_str(), "1"],
             ["", "", "", "[0, 1]", "[1, 1]", "[1, 1]", "1"],
             ["", "", "", "[1, 1]", "[-9, 1]", "[1, 1]", "1"],
         ] {
-            assert_eq!(
-                estimated_flops(&op("aten::conv2d", d.clone(), &types, &concrete)),
-                Some(0)
-            );
+            assert_eq!(conv(concrete), Some(0));
         }
         let negative = dims(&[&[-4, i64::MAX], &[i64::MAX, -3]]);
         let mm = op("aten::mm", negative, &["float", "float"], &["", ""]);

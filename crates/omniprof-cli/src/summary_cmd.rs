@@ -64,9 +64,10 @@ pub(crate) struct SummaryArgs {
     /// `_ExperimentalConfig(capture_overload_names=True)`.
     #[arg(long)]
     pub group_by_overload_name: bool,
-    /// Count each op's FLOPs as PyTorch's `with_flops` does, adding the FLOPs column: its
-    /// `flops` arg, else PyTorch's formula over its recorded inputs (`Input Dims`; a trace
-    /// torch.profiler wrote keeps no `flops`, even with `with_flops=True`).
+    /// Count each op's FLOPs as PyTorch's `with_flops` does, with the FLOPs column where
+    /// some op has any (as PyTorch's table): its `flops` arg, else PyTorch's formula over its
+    /// recorded inputs (`Input Dims`; a trace torch.profiler wrote keeps no `flops`, even
+    /// with `with_flops=True`).
     #[arg(long)]
     pub flops: bool,
     /// Per kernel name: calls, total device time, and each hardware metric's sum, mean, min

@@ -354,20 +354,27 @@ fn a_bare_array_of_events_is_summarized() {
     assert!(csv.contains("\naten::add,1,100.000,"), "{csv}");
 }
 
-#[test]
-fn grouping_by_shapes_a_trace_without_shapes_says_so_and_keeps_the_column() {
+/// `summary ARGS` of a trace of one op with no args: its standard output and error, once it
+/// succeeded.
+fn summary_of_a_bare_op(args: &[&str]) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("no_shapes.json");
+    let path = dir.path().join("bare.json");
     let events = r#"{"traceEvents": [
       {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300}
     ]}"#;
     std::fs::write(&path, events).unwrap();
-    let out = OMNIPROF.run(summary(&path, &["--group-by-shapes"]));
+    let out = OMNIPROF.run(summary(&path, args));
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
+    (stdout, stderr)
+}
+
+#[test]
+fn grouping_by_shapes_a_trace_without_shapes_says_so_and_keeps_the_column() {
+    let (stdout, stderr) = summary_of_a_bare_op(&["--group-by-shapes"]);
     assert!(stdout.contains("Input Shapes"), "{stdout}");
     assert!(stderr.contains("the trace has no input shapes"), "{stderr}");
-    let csv = OMNIPROF.ok(summary(&path, &["--group-by-shapes", "--format", "csv"]));
+    let (csv, _) = summary_of_a_bare_op(&["--group-by-shapes", "--format", "csv"]);
     assert!(csv.starts_with("name,input_shapes,"), "{csv}");
 }
 
@@ -421,15 +428,7 @@ fn group_by_overload_name_splits_an_ops_rows_by_its_overloads() {
 
 #[test]
 fn group_by_overload_name_on_a_trace_without_them_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("no_overloads.json");
-    let events = r#"{"traceEvents": [
-      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300}
-    ]}"#;
-    std::fs::write(&path, events).unwrap();
-    let out = OMNIPROF.run(summary(&path, &["--group-by-overload-name"]));
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "{stderr}");
+    let (stdout, stderr) = summary_of_a_bare_op(&["--group-by-overload-name"]);
     assert!(!stdout.contains("Overload Name"), "{stdout}");
     assert!(
         stderr.contains("note: the trace has no overload names"),
@@ -485,15 +484,9 @@ fn flops_counts_a_torch_profiler_traces_ops_from_their_recorded_inputs() {
 
 #[test]
 fn flops_on_a_trace_without_inputs_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("no_inputs.json");
-    let events = r#"{"traceEvents": [
-      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 300}
-    ]}"#;
-    std::fs::write(&path, events).unwrap();
-    let out = OMNIPROF.run(summary(&path, &["--flops"]));
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (stdout, stderr) = summary_of_a_bare_op(&["--flops"]);
+    // No column, as PyTorch's table drops it when no op has FLOPs.
+    assert!(!stdout.contains("FLOPs"), "{stdout}");
     assert!(stderr.contains("note: no op has FLOPs"), "{stderr}");
 }
 
