@@ -1699,7 +1699,7 @@ impl PyFunctionEvent {
             e.name,
             e.overload_name,
             text("device_type")?,
-            text("node_id")?,
+            me.node_id(),
             me.cpu_time_str(),
             float(e.start_us)?,
             float(e.end_us)?,
@@ -1711,7 +1711,7 @@ impl PyFunctionEvent {
             e.cpu_memory_usage,
             e.device_memory_usage,
             pybool(e.is_async),
-            text("is_remote")?,
+            pybool(me.is_remote()),
             e.sequence_nr,
             pybool(e.is_legacy),
         ))
